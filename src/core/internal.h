@@ -1,0 +1,51 @@
+/* Internal helpers shared by every part of the library. */
+#ifndef CODA_INTERNAL_H
+#define CODA_INTERNAL_H
+
+#include "coda.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+
+#define CODA_ERRMSG_LEN 512
+
+struct coda_context_s {
+  coda_context_options opts;
+  char last_error[CODA_ERRMSG_LEN];
+  void *cuda; /* backend state of src/cuda (NULL when unused) */
+};
+
+/* Records a message on the context and returns `s`, so callers can write
+ * `return coda_fail(ctx, CODA_ERR_SHAPE, "A has %lld rows", r);`.
+ * ctx may be NULL (the message is then dropped). */
+coda_status coda_fail(coda_context ctx, coda_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+void coda_clear_error(coda_context ctx);
+
+/* Tensor checks. `what` names the tensor in messages. */
+coda_status coda_check_tensor(coda_context ctx, const char *what,
+                              const coda_tensor *t);
+/* Byte range [lo, hi) covered by a view (for alias checks). */
+void coda_tensor_extent(const coda_tensor *t, uintptr_t *lo, uintptr_t *hi);
+bool coda_tensors_overlap(const coda_tensor *a, const coda_tensor *b);
+
+/* Element access as double (CPU). i32 converts exactly. */
+double coda_load(const coda_tensor *t, int64_t r, int64_t c);
+/* Rounds v to the tensor dtype (round to nearest even) and stores it. */
+void coda_store(const coda_tensor *t, int64_t r, int64_t c, double v);
+
+/* bf16 / f16 conversion, round to nearest even (NaN stays NaN). */
+uint16_t coda_f32_to_bf16(float f);
+float coda_bf16_to_f32(uint16_t h);
+uint16_t coda_f32_to_f16(float f);
+float coda_f16_to_f32(uint16_t h);
+/* Rounds to the precision of dtype without storing. */
+double coda_round_to(coda_dtype t, double v);
+
+/* Overflow-checked size arithmetic: returns false on overflow. */
+bool coda_mul_i64(int64_t a, int64_t b, int64_t *out);
+
+#endif

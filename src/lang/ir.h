@@ -1,0 +1,101 @@
+/* The epilogue IR: what a parsed or built program is.
+ *
+ * A program is straight-line SSA over per-iteration-point scalars:
+ * instructions write registers, then stores and reductions consume them.
+ * Evaluation order is instruction order; stores and reductions happen after
+ * all instructions of an iteration point. See docs/design.md for the
+ * language semantics this IR encodes. */
+#ifndef CODA_LANG_IR_H
+#define CODA_LANG_IR_H
+
+#include "coda.h"
+
+#define CODA_NAME_MAX 32      /* including the terminating NUL */
+#define CODA_MAX_INSTRS 512
+#define CODA_MAX_INPUTS 24
+#define CODA_MAX_OUTPUTS 16
+#define CODA_MAX_REDUCES 16
+#define CODA_MAX_FINISHES 16
+#define CODA_MAX_ARGS 5       /* operands of one instruction */
+
+typedef enum ir_code {
+  IR_CONST = 0, /* dst = imm */
+  IR_ACC,       /* dst = accumulator value (lane in pair mode) */
+  IR_ROW,       /* dst = global row index m */
+  IR_COL,       /* dst = global column index n (pair mode: the even column) */
+  IR_READ,      /* dst = inputs[input] at this point (lane where required) */
+  IR_MATH       /* dst (and dst2 for two-result ops) = op(args[0..nargs)) */
+} ir_code;
+
+typedef struct ir_instr {
+  ir_code code;
+  coda_op op;      /* IR_MATH */
+  coda_lane lane;  /* IR_ACC, IR_READ */
+  int input;       /* IR_READ: index into inputs */
+  int nargs;
+  int args[CODA_MAX_ARGS];
+  int dst;         /* register written */
+  int dst2;        /* second register of two-result ops, else -1 */
+  double imm;      /* IR_CONST */
+  int line, col;   /* source position (0 for the builder) */
+} ir_instr;
+
+typedef struct ir_input {
+  char name[CODA_NAME_MAX];
+  coda_arg_kind kind; /* ROW, COL, SCALAR, TILE */
+  coda_dtype dtype;
+  coda_width width;   /* TILE only */
+} ir_input;
+
+typedef struct ir_output {
+  char name[CODA_NAME_MAX];
+  coda_dtype dtype;
+  coda_width width;
+  int accumulate;
+  int reg_even;       /* register stored (the only one when single) */
+  int reg_odd;        /* second register for pack(), else -1 */
+} ir_output;
+
+typedef struct ir_reduce {
+  char name[CODA_NAME_MAX];
+  coda_reduce_kind kind;
+  int reg;            /* value reduced */
+  int index_input;    /* ROWPICK: the row i32 input holding column indices */
+  int segment;        /* SEGSUM: segment width in columns */
+} ir_reduce;
+
+typedef struct ir_finish {
+  char name[CODA_NAME_MAX];
+  coda_finish_kind kind;
+  int reduce;         /* index into reduces */
+  double eps;         /* RSTD */
+} ir_finish;
+
+struct coda_program_s {
+  int pair_mode;
+  int ninstrs, ninputs, noutputs, nreduces, nfinishes;
+  int nregs;
+  ir_instr instrs[CODA_MAX_INSTRS];
+  ir_input inputs[CODA_MAX_INPUTS];
+  ir_output outputs[CODA_MAX_OUTPUTS];
+  ir_reduce reduces[CODA_MAX_REDUCES];
+  ir_finish finishes[CODA_MAX_FINISHES];
+  char **reg_names;   /* nregs entries, NULL for unnamed temporaries */
+  char *text;         /* canonical text (printer), owned */
+  char *ir_dump;      /* IR listing, owned */
+};
+
+/* Number of results of a math op (1 or 2) and its operand count. */
+int ir_op_results(coda_op op);
+int ir_op_arity(coda_op op);
+const char *ir_op_name(coda_op op);
+
+/* Index of the named input/output/reduce, or -1. */
+int ir_find_input(const struct coda_program_s *p, const char *name);
+int ir_find_output(const struct coda_program_s *p, const char *name);
+int ir_find_reduce(const struct coda_program_s *p, const char *name);
+
+/* Validates a complete program (used by parser and builder). */
+coda_status ir_validate(coda_context ctx, struct coda_program_s *p);
+
+#endif

@@ -1,0 +1,36 @@
+/* The coda command-line tool. Subcommands are dispatched from a table. */
+#include "coda.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int cmd_version(int argc, char **argv) {
+  (void)argc; (void)argv;
+  printf("coda %d.%d.%d (CUDA backend: %s)\n", CODA_VERSION_MAJOR, CODA_VERSION_MINOR,
+         CODA_VERSION_PATCH, coda_cuda_available() ? "available" : "not available");
+  return 0;
+}
+
+typedef struct { const char *name; int (*fn)(int, char **); const char *help; } command;
+static const command commands[] = {
+  {"version", cmd_version, "print the version and whether a GPU is usable"},
+};
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: coda COMMAND [ARGS]\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) { usage(stderr); return 2; }
+  if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+    usage(stdout);
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "coda: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return 2;
+}
