@@ -173,7 +173,8 @@ typedef enum coda_reduce_kind {
 } coda_reduce_kind;
 
 typedef enum coda_finish_kind {
-  CODA_FINISH_RSTD, CODA_FINISH_SUM, CODA_FINISH_MAX, CODA_FINISH_LSE
+  CODA_FINISH_RSTD, CODA_FINISH_SUM, CODA_FINISH_MAX, CODA_FINISH_LSE,
+  CODA_FINISH_MEAN
 } coda_finish_kind;
 
 coda_status coda_builder_create(coda_context ctx, int pair_mode,
@@ -197,8 +198,10 @@ coda_status coda_b_store_pair(coda_builder b, coda_value output, coda_value even
                               coda_value odd);
 coda_status coda_b_reduce(coda_builder b, const char *name, coda_reduce_kind kind,
                           coda_value v, coda_value index_input, int segment);
+/* partial2: for RSTD, an optional rowsum partial of x (NULL otherwise):
+ * then rstd is centered, rsqrt(sum(P)/N - (sum(P2)/N)^2 + eps). */
 coda_status coda_b_finish(coda_builder b, const char *name, coda_finish_kind kind,
-                          const char *partial, double eps);
+                          const char *partial, const char *partial2, double eps);
 /* Validates and returns the program; the builder may then be destroyed. */
 coda_status coda_builder_finish(coda_builder b, coda_program *out);
 
@@ -232,6 +235,11 @@ coda_status coda_gemm_epilogue(coda_context ctx, coda_program program,
 coda_status coda_finish(coda_context ctx, coda_program program,
                         const char *name, coda_args args, int64_t M, int64_t N,
                         coda_tiling tiling);
+
+/* Runs a program that does not read `acc` over an M x N domain (no GEMM):
+ * elementwise passes such as a RoPE backward or a cross-entropy backward. */
+coda_status coda_map(coda_context ctx, coda_program program, int64_t M,
+                     int64_t N, coda_args args, coda_tiling tiling);
 
 /* Plain GEMM D = alpha·op(A)·op(B) (+ D if accumulate). */
 coda_status coda_gemm(coda_context ctx, coda_transpose trans_a,
