@@ -1,0 +1,20 @@
+#!/bin/sh
+# Installs what building and testing coda needs on a Debian machine (run as
+# root). Packages already present are left alone. The CUDA toolkit is
+# optional: without it the CPU library, tool and tests build and run.
+set -eu
+need=""
+command -v cmake >/dev/null 2>&1 || need="$need cmake"
+command -v cc >/dev/null 2>&1 || need="$need gcc"
+command -v make >/dev/null 2>&1 || need="$need make"
+command -v clang >/dev/null 2>&1 || need="$need clang"
+# LeakSanitizer/AddressSanitizer/libFuzzer runtimes for clang
+ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need="$need libclang-rt-dev"
+if [ -n "$need" ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  # shellcheck disable=SC2086
+  apt-get install -y -q --no-install-recommends $need || \
+    apt-get install -y -q --no-install-recommends $(echo $need | sed 's/libclang-rt-dev/libclang-rt-14-dev/')
+fi
+echo "install-deps: ok"
