@@ -132,8 +132,11 @@ typedef enum coda_width {
   CODA_WIDTH_HALF = 2 /* one value per column pair: M x N/2 */
 } coda_width;
 
-/* Introspection: the program's named arguments, in declaration order
- * (inputs, outputs, reductions). */
+/* Introspection: the program's named arguments. Index order: the inputs
+ * (kind ROW/COL/SCALAR/TILE), then the outputs (OUTPUT), then the
+ * reductions (PARTIAL, fp32), then the finishers (fp32 vectors: kind ROW
+ * for row and segmented partials, COL for column partials), each group in
+ * declaration order. */
 int coda_program_num_args(coda_program p);
 typedef struct coda_arg_info {
   const char *name;
@@ -143,10 +146,22 @@ typedef struct coda_arg_info {
   int accumulate; /* outputs */
 } coda_arg_info;
 coda_status coda_program_arg(coda_program p, int i, coda_arg_info *info);
-/* Shape of argument `name` for a GEMM of M x N with the given tiling. */
+/* Shape of argument `name` for a GEMM of M x N with the given tiling:
+ * row input (M,1), column input (1,N), scalar (1,1), tile/output M x N
+ * (M x 2N for x2, M x N/2 for half), partials as in docs/design.md,
+ * finishers (M,1), (M, ceil(N/S)) for a segment S, or (1,N) for colsum.
+ * CODA_ERR_SHAPE if N is odd in pair mode or a segment and tile_n do not
+ * divide one another; CODA_ERR_INVALID_ARGUMENT for an unknown name. */
 coda_status coda_program_arg_shape(coda_program p, const char *name,
                                    int64_t M, int64_t N, int tile_m,
                                    int tile_n, int64_t *rows, int64_t *cols);
+
+/* Built-in programs (the .coda files of programs/, embedded at build time): parse the
+ * one named `name` (the file name without .coda); names are listed by
+ * index, NULL past the end. */
+coda_status coda_program_builtin(coda_context ctx, const char *name,
+                                 coda_program *out);
+const char *coda_builtin_program_name(int i);
 
 /* Builder API: constructs the same IR as the text language. Values are
  * integer handles (>= 0); a negative handle means an error, recorded in the
@@ -247,8 +262,222 @@ coda_status coda_gemm(coda_context ctx, coda_transpose trans_a,
                       const coda_tensor *B, const coda_tensor *D, float alpha,
                       int accumulate);
 
+/* ------------------------------------------------------------ attention */
+
+/* Causal softmax attention with grouped-query heads, on a packed qkv
+ * tensor of shape (batch*seq, (heads_q + 2*heads_kv)*head_dim): per token
+ * [q heads | k heads | v heads], query head h reads kv head
+ * h / (heads_q/heads_kv). Scale 1/sqrt(head_dim); fp32 compute (fp64 in
+ * exact mode). qkv, out, dout, dqkv may be bf16, f16 or f32 (f64 in exact
+ * mode); lse is fp32 (f64 allowed in exact mode).
+ * Forward: out (batch*seq, heads_q*head_dim), lse (batch*seq, heads_q) =
+ * log sum_j exp(score_j), saved for the backward pass. */
+coda_status coda_attention_forward(coda_context ctx, const coda_tensor *qkv, int batch,
+                                   int seq, int heads_q, int heads_kv, int head_dim,
+                                   const coda_tensor *out, const coda_tensor *lse);
+/* Backward: from qkv, the forward's out and lse, and dout, writes dqkv
+ * (same packed layout as qkv). */
+coda_status coda_attention_backward(coda_context ctx, const coda_tensor *qkv,
+                                    const coda_tensor *out, const coda_tensor *lse,
+                                    const coda_tensor *dout, int batch, int seq,
+                                    int heads_q, int heads_kv, int head_dim,
+                                    const coda_tensor *dqkv);
+
 /* ----------------------------------------------------------------- nn */
-/* (blocks, plans: see the nn section, added by src/nn) */
+
+/* A plan is a Transformer block (or the LM head) as an explicit list of
+ * steps (GEMM + epilogue program, map pass, finish, plain GEMM, attention)
+ * over named buffers. The executor allocates the buffers on first use
+ * (CPU backend) unless the caller binds its own memory, and runs the
+ * steps of one phase through the calls above, so a plan runs on any
+ * backend. */
+typedef struct coda_plan_s *coda_plan;
+
+typedef enum coda_phase {
+  CODA_PHASE_FORWARD = 0,
+  CODA_PHASE_BACKWARD = 1
+} coda_phase;
+
+void coda_plan_destroy(coda_plan p);
+/* The plan as text: buffers (shape, dtype, role) and the steps of both
+ * phases. Owned by the plan. */
+const char *coda_plan_text(coda_plan p);
+/* A view of buffer `name` (allocated first if needed): write inputs and
+ * weights into it, read outputs and gradients from it. */
+coda_status coda_plan_tensor(coda_plan p, const char *name, coda_tensor *out);
+/* Uses the caller's memory for buffer `name` (same shape and dtype; the
+ * view must outlive the plan's use of it). Rebinding replaces. */
+coda_status coda_plan_bind(coda_plan p, const char *name, const coda_tensor *t);
+/* Runs every step of one phase. The backward phase reads the buffers the
+ * forward phase saved, so it must follow a forward run. */
+coda_status coda_plan_run(coda_context ctx, coda_plan p, coda_phase phase);
+
+/* Llama-3 style block and head.
+ *
+ * Block (forward): x -> x_out with
+ *   x1    = x + Attn(RoPE(RMSNorm(x; wn1) Wqkv^T)) Wo^T
+ *   x_out = x1 + SwiGLU(RMSNorm(x1; wn2) Wgu^T) Wd^T
+ * RMSNorm(x; w) = x / sqrt(mean(x^2) + 1e-5) * w, attention causal with
+ * grouped query heads, scale 1/sqrt(head_dim).
+ * Block (backward): given dx_out, computes dx and every weight gradient.
+ *
+ * Buffers (rows x cols), M = batch*seq, Nqkv = (n_heads + 2 n_kv_heads) hd:
+ *   inputs   x (M, dim); backward: dx_out (M, dim)
+ *   weights  wqkv (Nqkv, dim), wo (dim, n_heads*hd), wgu (2 ffn, dim),
+ *            wd (dim, ffn), wn1 (1, dim), wn2 (1, dim)
+ *   outputs  x_out (M, dim)
+ *   grads    dx (M, dim), dwqkv, dwo, dwgu, dwd, dwn1, dwn2 (weight shapes)
+ * Weight layouts (Linear (out, in) rows):
+ *   wgu rows interleaved: row 2i = gate row i, row 2i+1 = up row i.
+ *   wqkv rows [Q heads | K heads | V heads], head_dim rows per head; within
+ *   each Q and K head the RoPE pairs are adjacent rows (2j, 2j+1), rotated
+ *   by +theta_j = pos * rope_theta^(-2j/hd) (the Hugging Face sign). A
+ *   Hugging Face half-split checkpoint loads by the row permutation
+ *   coda_llama_qkv_row (V rows are not permuted).
+ *
+ * Head (forward): loss = mean over rows m with targets[m] in [0, vocab) of
+ *   logsumexp(l_m) - l_m[targets[m]], l = RMSNorm(x; wnf) Wout^T. Targets
+ *   outside [0, vocab) are ignored (the convention is -100); the logits are
+ *   never stored in full.
+ *   inputs x (M, dim), targets (M, 1) i32; weights wnf (1, dim),
+ *   wout (vocab, dim); output loss (1, 1); backward (d loss = 1):
+ *   grads dx (M, dim), dwnf (1, dim), dwout (vocab, dim).
+ *
+ * dtype: storage of activations and weights, CODA_BF16 (fp32 compute;
+ * statistics, rstd, lse, the loss and every weight gradient in f32) or
+ * CODA_F64 (exact mode context: every floating buffer f64). Rows are
+ * m = b*seq + t; the RoPE position of row m is t. */
+typedef struct coda_llama_config {
+  int64_t dim, n_heads, n_kv_heads, head_dim, ffn_dim, vocab;
+  int64_t batch, seq;
+  double rope_theta;   /* RoPE base, e.g. 500000 */
+  coda_dtype dtype;    /* CODA_BF16 or CODA_F64 */
+  coda_tiling tiling;  /* partial-reduction tiling; {0, 0} = default */
+} coda_llama_config;
+
+/* A small default configuration (dim 64, heads 4/2, head_dim 16, ffn 128,
+ * vocab 256, batch 2, seq 16, theta 10000, bf16). */
+coda_llama_config coda_llama_default_config(void);
+coda_status coda_llama_block_plan(coda_context ctx,
+                                  const coda_llama_config *cfg,
+                                  coda_plan *out);
+coda_status coda_llama_head_plan(coda_context ctx,
+                                 const coda_llama_config *cfg,
+                                 coda_plan *out);
+/* Row of wqkv that receives row `hf_row` of a Hugging Face (half-split
+ * RoPE) Wqkv of the same [Q | K | V] order: within a Q or K head,
+ * hf row j < hd/2 -> 2j and hf row hd/2 + j -> 2j + 1. -1 if out of range. */
+int64_t coda_llama_qkv_row(const coda_llama_config *cfg, int64_t hf_row);
+
+/* GPT-2 block (pre-LayerNorm), as a plan.
+ *
+ * Block (forward): x -> x_out with
+ *   x1    = x + Attn(LN(x; ln1_g, ln1_b) Wqkv^T + bqkv) Wo^T + bo
+ *   x_out = x1 + gelu(LN(x1; ln2_g, ln2_b) Wfc^T + bfc) Wproj^T + bproj
+ * LN(x) = (x - mean(x)) / sqrt(var(x) + 1e-5) * g + b per row, gelu in the
+ * tanh form, attention causal multi-head with scale 1/sqrt(head_dim),
+ * head_dim = dim / n_heads.
+ * Block (backward): given dx_out, computes dx and every gradient.
+ *
+ * Buffers (rows x cols), M = batch*seq; vectors are (1, len) rows, the
+ * shape of a per-column program input:
+ *   inputs   x (M, dim); backward: dx_out (M, dim)
+ *   weights  ln1_g, ln1_b, ln2_g, ln2_b (1, dim),
+ *            wqkv (3 dim, dim), bqkv (1, 3 dim), wo (dim, dim), bo (1, dim),
+ *            wfc (ffn, dim), bfc (1, ffn), wproj (dim, ffn), bproj (1, dim)
+ *   outputs  x_out (M, dim)
+ *   grads    dx (M, dim) and d<weight> for every weight (its shape)
+ * Weights are Linear (out, in) (a GPT-2 Conv1D checkpoint stores the
+ * transpose); wqkv rows are [Q heads | K heads | V heads].
+ *
+ * dtype: storage of activations and weights, CODA_BF16 (fp32 compute;
+ * statistics and every weight/bias/norm gradient in f32) or CODA_F64
+ * (exact-mode context: every floating buffer f64). */
+typedef struct coda_gpt2_config {
+  int64_t dim, n_heads, ffn_dim;
+  int64_t batch, seq;
+  coda_dtype dtype;   /* CODA_BF16 or CODA_F64 */
+  coda_tiling tiling; /* partial-reduction tiling; {0, 0} = default */
+} coda_gpt2_config;
+
+/* A small configuration (dim 64, 4 heads, ffn 256, batch 2, seq 16, bf16). */
+coda_gpt2_config coda_gpt2_default_config(void);
+coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
+                                 coda_plan *out);
+
+/* trainer */
+/* ---------------------------------------------------------------- trainer */
+/* Training and sampling of a Llama-3 style model (src/train). The tokenizer
+ * is byte level (vocab 256, token = byte value). */
+
+typedef struct coda_model_config {
+  int vocab, dim, layers, heads, kv_heads, ffn, seq;
+  int tied;          /* 1: the LM head reuses the token embedding */
+  double rope_theta; /* RoPE base */
+  double norm_eps;   /* RMSNorm epsilon */
+} coda_model_config;
+
+/* Named configurations: "tiny" (d 128, 2 layers, 4/2 heads, ffn 384, seq
+ * 128, vocab 256), "d512" (d 512, 8 layers, 8/4 heads, ffn 1536, seq 512),
+ * "1b" and "8b" (Llama-3 shapes, vocab 128256). */
+coda_status coda_model_config_named(const char *name, coda_model_config *out);
+coda_status coda_model_config_check(coda_context ctx,
+                                    const coda_model_config *c);
+
+typedef struct coda_train_options {
+  coda_model_config model;
+  int batch;             /* sequences per micro-batch */
+  int accum;             /* micro-batches per optimizer step */
+  int64_t steps;         /* total optimizer steps (also when resuming) */
+  int64_t warmup;        /* linear warm-up steps */
+  double lr, min_lr_ratio; /* peak learning rate; cosine floor = lr·ratio */
+  double weight_decay, beta1, beta2, eps;
+  double clip;           /* global gradient-norm clip (<= 0: off) */
+  uint64_t seed;         /* initialization and data order */
+  int val_every;         /* validation every N steps (0: only at the end) */
+  int val_batches;       /* micro-batches per validation */
+  int save_every;        /* checkpoint every N steps (0: only at the end) */
+  const char *out_dir;   /* checkpoints, loss curve, log */
+  const char *resume;    /* checkpoint to resume from, or NULL */
+  const char *data_dir;  /* train.tok / val.tok (prepared if missing) */
+  const char *corpus_dir;/* text files to prepare from */
+  int engine;            /* 0 auto, 1 host reference, 2 block plans */
+  int quiet;             /* no per-step lines */
+  /* Polled once per step; nonzero stops after the step (with a save). */
+  int (*should_stop)(void *user);
+  void *user;
+} coda_train_options;
+
+typedef struct coda_train_summary {
+  int64_t steps_done;
+  double first_loss, final_loss; /* training loss of the first/last step */
+  double first_val, final_val;   /* validation loss (NaN if none) */
+  double seconds, tokens_per_s;
+  int stopped; /* 0 finished, 1 interrupted, 2 non-finite loss/grad norm */
+  int64_t bad_step; /* the step that was not finite (stopped == 2) */
+  char checkpoint[1024]; /* last checkpoint written */
+} coda_train_summary;
+
+coda_train_options coda_train_default_options(void);
+coda_status coda_train(coda_context ctx, const coda_train_options *o,
+                       coda_train_summary *summary);
+
+typedef struct coda_generate_options {
+  const char *checkpoint;
+  const char *prompt;
+  int max_tokens;
+  double temperature; /* 0: greedy */
+  int top_k;          /* 0: all */
+  uint64_t seed;
+} coda_generate_options;
+
+/* Samples text after the prompt; *text is malloc'ed (caller frees). */
+coda_status coda_generate(coda_context ctx, const coda_generate_options *o,
+                          char **text);
+
+/* Writes train.tok / val.tok into out_dir from the text files of src_dir. */
+coda_status coda_prepare_corpus(coda_context ctx, const char *src_dir,
+                                const char *out_dir);
 
 #ifdef __cplusplus
 }

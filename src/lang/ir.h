@@ -45,6 +45,7 @@ typedef struct ir_input {
   coda_arg_kind kind; /* ROW, COL, SCALAR, TILE */
   coda_dtype dtype;
   coda_width width;   /* TILE only */
+  int line, col;      /* declaration (0 for the builder) */
 } ir_input;
 
 typedef struct ir_output {
@@ -54,6 +55,8 @@ typedef struct ir_output {
   int accumulate;
   int reg_even;       /* register stored (the only one when single) */
   int reg_odd;        /* second register for pack(), else -1 */
+  int line, col;      /* declaration (0 for the builder) */
+  int store_line, store_col; /* the store statement (0 for the builder) */
 } ir_output;
 
 typedef struct ir_reduce {
@@ -62,6 +65,7 @@ typedef struct ir_reduce {
   int reg;            /* value reduced */
   int index_input;    /* ROWPICK: the row i32 input holding column indices */
   int segment;        /* SEGSUM: segment width in columns */
+  int line, col;      /* the reduction keyword (0 for the builder) */
 } ir_reduce;
 
 typedef struct ir_finish {
@@ -69,6 +73,8 @@ typedef struct ir_finish {
   coda_finish_kind kind;
   int reduce;         /* index into reduces */
   double eps;         /* RSTD */
+  int reduce2;        /* centered RSTD: rowsum partial of x, else -1 */
+  int line, col;      /* the finisher keyword (0 for the builder) */
 } ir_finish;
 
 struct coda_program_s {
@@ -95,7 +101,33 @@ int ir_find_input(const struct coda_program_s *p, const char *name);
 int ir_find_output(const struct coda_program_s *p, const char *name);
 int ir_find_reduce(const struct coda_program_s *p, const char *name);
 
-/* Validates a complete program (used by parser and builder). */
+int ir_find_finish(const struct coda_program_s *p, const char *name);
+
+/* Validates a complete program (used by parser and builder). Messages carry
+ * "line L, column C: " when the offending item has a source position. */
 coda_status ir_validate(coda_context ctx, struct coda_program_s *p);
+
+/* 1 if the operand holds two values per iteration point (and so is read
+ * through a lane / stored with pack()), 0 otherwise. */
+int ir_input_is_pair(const struct coda_program_s *p, int input);
+int ir_output_is_pair(const struct coda_program_s *p, int output);
+
+const char *ir_reduce_kind_name(coda_reduce_kind k);
+const char *ir_finish_kind_name(coda_finish_kind k);
+/* 1 if `s` is a reserved word of the language (not usable as a name). */
+int ir_is_reserved(const char *s);
+
+/* Allocation and the owned strings. ir_finalize (re)builds p->text and
+ * p->ir_dump; it fails only when out of memory. */
+struct coda_program_s *ir_program_alloc(void);
+coda_status ir_finalize(coda_context ctx, struct coda_program_s *p);
+char *ir_print_text(const struct coda_program_s *p);
+char *ir_print_listing(const struct coda_program_s *p);
+
+/* Structural equality of two programs (source positions are ignored;
+ * register names are compared when compare_names is nonzero). On a
+ * difference returns 0 and describes the first one in why. */
+int ir_equal(const struct coda_program_s *a, const struct coda_program_s *b,
+             int compare_names, char *why, size_t why_len);
 
 #endif

@@ -11,9 +11,17 @@ static int cmd_version(int argc, char **argv) {
   return 0;
 }
 
+int cmd_train(int argc, char **argv);    /* cmd_train.c */
+int cmd_generate(int argc, char **argv); /* cmd_generate.c */
+
+int coda_cmd_check(int argc, char **argv); /* cmd_check.c */
+
 typedef struct { const char *name; int (*fn)(int, char **); const char *help; } command;
 static const command commands[] = {
   {"version", cmd_version, "print the version and whether a GPU is usable"},
+  {"check", coda_cmd_check, "parse and validate an epilogue program, print its IR"},
+  {"train", cmd_train, "train a Llama-style model (CPU; see coda train --help)"},
+  {"generate", cmd_generate, "sample text from a checkpoint"},
 };
 
 static void usage(FILE *f) {

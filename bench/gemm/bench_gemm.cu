@@ -1,0 +1,197 @@
+/* Times the Hopper GEMM (coda_cuda_gemm) and cuBLAS (cublasGemmEx, fp32
+ * compute, 32 MiB workspace) on the same data in the same run: 5 warm-up
+ * calls, then 30 back-to-back calls with an event between consecutive calls;
+ * the median interval is reported. Inputs are random bf16 (never zeros),
+ * output bf16. Usage: bench_gemm [--quick]. Prints a markdown table. */
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <algorithm>
+#include <vector>
+
+extern "C" {
+#include "core/internal.h"
+#include "cuda/backend.h"
+#include "cuda/gemm_internal.h"
+}
+
+#define CU(x)                                                                                  \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));      \
+      exit(2);                                                                                 \
+    }                                                                                          \
+  } while (0)
+
+__global__ void fill_random(__nv_bfloat16 *p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+    h ^= h >> 16;
+    h *= 0x7feb352d;
+    h ^= h >> 15;
+    h *= 0x846ca68b;
+    h ^= h >> 16;
+    p[i] = __float2bfloat16((float)(h >> 8) * (2.0f / 16777216.0f) - 1.0f);
+  }
+}
+
+struct Shape {
+  const char *name;
+  int M, N, K;
+  coda_transpose ta, tb;
+};
+
+static const int kWarm = 5, kReps = 30;
+
+template <class F>
+static float median_ms(F call) {
+  for (int i = 0; i < kWarm; ++i) call();
+  std::vector<cudaEvent_t> ev(kReps + 1);
+  for (auto &e : ev) CU(cudaEventCreate(&e));
+  CU(cudaEventRecord(ev[0]));
+  for (int i = 0; i < kReps; ++i) {
+    call();
+    CU(cudaEventRecord(ev[i + 1]));
+  }
+  CU(cudaEventSynchronize(ev[kReps]));
+  CU(cudaGetLastError());
+  std::vector<float> t(kReps);
+  for (int i = 0; i < kReps; ++i) CU(cudaEventElapsedTime(&t[i], ev[i], ev[i + 1]));
+  for (auto &e : ev) cudaEventDestroy(e);
+  std::sort(t.begin(), t.end());
+  return t[kReps / 2];
+}
+
+int main(int argc, char **argv) {
+  const bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+  if (!coda_cuda_available()) {
+    printf("bench_gemm: no sm_90 GPU\n");
+    return 1;
+  }
+  coda_context_options o = coda_context_default_options();
+  o.backend = CODA_BACKEND_CUDA;
+  coda_context ctx;
+  if (coda_context_create(&o, &ctx) != CODA_OK) return 1;
+  cublasHandle_t hb;
+  if (cublasCreate(&hb) != CUBLAS_STATUS_SUCCESS) return 1;
+  void *ws;
+  CU(cudaMalloc(&ws, 32 << 20));
+  cublasSetWorkspace(hb, ws, 32 << 20);
+
+  const coda_transpose N_ = CODA_N, T_ = CODA_T;
+  /* fwd: Y = X W^T (W stored out x in); dgrad: dX = dY W; wgrad: dW = dY^T X. */
+  std::vector<Shape> shapes = {
+      {"square 2048", 2048, 2048, 2048, N_, T_},
+      {"square 4096", 4096, 4096, 4096, N_, T_},
+      {"square 8192", 8192, 8192, 8192, N_, T_},
+      {"1B qkv fwd", 16384, 3072, 2048, N_, T_},
+      {"1B qkv dgrad", 16384, 2048, 3072, N_, N_},
+      {"1B qkv wgrad", 3072, 2048, 16384, T_, N_},
+      {"1B up fwd", 16384, 8192, 2048, N_, T_},
+      {"1B up dgrad", 16384, 2048, 8192, N_, N_},
+      {"1B up wgrad", 8192, 2048, 16384, T_, N_},
+      {"1B down fwd", 16384, 2048, 8192, N_, T_},
+      {"1B down dgrad", 16384, 8192, 2048, N_, N_},
+      {"1B down wgrad", 2048, 8192, 16384, T_, N_},
+      {"8B qkv fwd", 8192, 6144, 4096, N_, T_},
+      {"8B qkv dgrad", 8192, 4096, 6144, N_, N_},
+      {"8B qkv wgrad", 6144, 4096, 8192, T_, N_},
+      {"8B up fwd", 8192, 14336, 4096, N_, T_},
+      {"8B up dgrad", 8192, 4096, 14336, N_, N_},
+      {"8B up wgrad", 14336, 4096, 8192, T_, N_},
+      {"8B down fwd", 8192, 4096, 14336, N_, T_},
+      {"8B down dgrad", 8192, 14336, 4096, N_, N_},
+      {"8B down wgrad", 4096, 14336, 8192, T_, N_},
+      {"d512 up fwd", 16384, 2048, 512, N_, T_},
+      {"d512 up dgrad", 16384, 512, 2048, N_, N_},
+      {"d512 up wgrad", 2048, 512, 16384, T_, N_},
+      {"d512 down fwd", 16384, 512, 2048, N_, T_},
+      {"d512 down dgrad", 16384, 2048, 512, N_, N_},
+      {"d512 down wgrad", 512, 2048, 16384, T_, N_},
+  };
+  if (quick) shapes.resize(3);
+
+  const int ncfg = coda_cuda_gemm_num_configs();
+  int num_sms = 0;
+  CU(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
+  printf("TFLOP/s per tile configuration:");
+  for (int c = 0; c < ncfg; ++c) printf(" [%d] %s;", c, coda_cuda_gemm_config_name(c));
+  printf(" default = the one coda_cuda_gemm picks\n\n");
+  printf("| shape | M | N | K | layout |");
+  for (int c = 0; c < ncfg; ++c) printf(" [%d] |", c);
+  printf(" default | default ms | cuBLAS | cuBLAS ms | default/cuBLAS |\n|---|---|---|---|---|");
+  for (int c = 0; c < ncfg; ++c) printf("---|");
+  printf("---|---|---|---|---|\n");
+  double geo = 0;
+  int nrows = 0;
+  for (const Shape &s : shapes) {
+    const size_t na = (size_t)s.M * s.K, nb = (size_t)s.K * s.N, nd = (size_t)s.M * s.N;
+    __nv_bfloat16 *a, *b, *d;
+    CU(cudaMalloc(&a, na * 2));
+    CU(cudaMalloc(&b, nb * 2));
+    CU(cudaMalloc(&d, nd * 2));
+    fill_random<<<1024, 256>>>(a, na, 1234u);
+    fill_random<<<1024, 256>>>(b, nb, 777u);
+    CU(cudaGetLastError());
+    /* Stored shapes: A is M x K (N) or K x M (T); B is K x N (N) or N x K (T). */
+    coda_tensor A = s.ta == CODA_N ? coda_tensor{a, CODA_BF16, s.M, s.K, s.K}
+                                   : coda_tensor{a, CODA_BF16, s.K, s.M, s.M};
+    coda_tensor B = s.tb == CODA_N ? coda_tensor{b, CODA_BF16, s.K, s.N, s.N}
+                                   : coda_tensor{b, CODA_BF16, s.N, s.K, s.K};
+    coda_tensor D = {d, CODA_BF16, s.M, s.N, s.N};
+    bool ok = true;
+    const double flop = 2.0 * s.M * s.N * (double)s.K;
+    std::vector<double> tf(ncfg);
+    for (int c = 0; c < ncfg; ++c) {
+      float ms = median_ms([&] {
+        if (coda_cuda_gemm_config(ctx, s.ta, &A, s.tb, &B, &D, 1.0f, 0, c) != CODA_OK && ok) {
+          fprintf(stderr, "%s: %s\n", s.name, coda_last_error(ctx));
+          ok = false;
+        }
+      });
+      tf[c] = flop / (ms * 1e-3) / 1e12;
+    }
+    float t_ours = median_ms([&] {
+      if (coda_cuda_gemm(ctx, s.ta, &A, s.tb, &B, &D, 1.0f, 0) != CODA_OK && ok) {
+        fprintf(stderr, "%s: %s\n", s.name, coda_last_error(ctx));
+        ok = false;
+      }
+    });
+    const float one = 1.f, zero = 0.f;
+    float t_cub = median_ms([&] {
+      cublasStatus_t st = cublasGemmEx(
+          hb, s.tb == CODA_T ? CUBLAS_OP_T : CUBLAS_OP_N, s.ta == CODA_T ? CUBLAS_OP_T : CUBLAS_OP_N,
+          s.N, s.M, s.K, &one, b, CUDA_R_16BF, (int)B.ld, a, CUDA_R_16BF, (int)A.ld, &zero, d,
+          CUDA_R_16BF, s.N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      if (st != CUBLAS_STATUS_SUCCESS && ok) {
+        fprintf(stderr, "%s: cuBLAS status %d\n", s.name, (int)st);
+        ok = false;
+      }
+    });
+    const double tf_ours = flop / (t_ours * 1e-3) / 1e12, tf_cub = flop / (t_cub * 1e-3) / 1e12;
+    printf("| %s | %d | %d | %d | %s%s |", s.name, s.M, s.N, s.K, s.ta == CODA_T ? "T" : "N",
+           s.tb == CODA_T ? "T" : "N");
+    for (int c = 0; c < ncfg; ++c) printf(" %.0f |", tf[c]);
+    printf(" %.0f [%d] | %.3f | %.0f | %.3f | %.2f |%s\n", tf_ours,
+           coda_cuda_gemm_default_config(s.M, s.N, s.K, num_sms), t_ours, tf_cub, t_cub,
+           tf_ours / tf_cub, ok ? "" : " (error)");
+    fflush(stdout);
+    geo += log(tf_ours / tf_cub);
+    nrows++;
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(d);
+  }
+  printf("\ngeometric mean coda/cuBLAS over %d shapes: %.3f\n", nrows, exp(geo / nrows));
+  cublasDestroy(hb);
+  cudaFree(ws);
+  coda_context_destroy(ctx);
+  return 0;
+}

@@ -1,0 +1,156 @@
+/* Causal grouped-query attention on packed qkv (CPU reference).
+ *
+ * Straightforward per-head computation in the compute type: each task owns
+ * its outputs (forward: one query head; backward: one kv head and all the
+ * query heads that read it), so the result does not depend on the number
+ * of threads. */
+#include "cpu/cpu.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define REAL float
+#define SFX f32
+#define RF(name) name##f
+#include "cpu/attention_impl.h"
+#undef REAL
+#undef SFX
+#undef RF
+
+#define REAL double
+#define SFX f64
+#define RF(name) name
+#include "cpu/attention_impl.h"
+#undef REAL
+#undef SFX
+#undef RF
+
+static coda_status check_float_tensor(coda_context ctx, const char *what, const coda_tensor *t,
+                                      int64_t rows, int64_t cols, int lse) {
+  coda_status s = coda_check_tensor(ctx, what, t);
+  if (s) return s;
+  int f64 = ctx->opts.precision == CODA_PRECISION_F64;
+  int ok = lse ? t->dtype == CODA_F32 || (f64 && t->dtype == CODA_F64)
+               : t->dtype == CODA_BF16 || t->dtype == CODA_F16 || t->dtype == CODA_F32 ||
+                     (f64 && t->dtype == CODA_F64);
+  if (!ok)
+    return coda_fail(ctx, CODA_ERR_DTYPE, "%s: dtype %s not allowed here (%s%s)", what,
+                     coda_dtype_name(t->dtype), lse ? "f32" : "bf16, f16, f32",
+                     f64 ? ", f64" : "");
+  if (t->rows != rows || t->cols != cols)
+    return coda_fail(ctx, CODA_ERR_SHAPE, "%s: shape %lld x %lld, expected %lld x %lld", what,
+                     (long long)t->rows, (long long)t->cols, (long long)rows, (long long)cols);
+  return CODA_OK;
+}
+
+typedef struct att_dims {
+  int64_t BT, qkv_cols, o_cols;
+} att_dims;
+
+static coda_status check_dims(coda_context ctx, int B, int T, int Hq, int Hkv, int hd,
+                              att_dims *d) {
+  if (B <= 0 || T <= 0 || Hq <= 0 || Hkv <= 0 || hd <= 0)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "attention: batch %d, seq %d, heads_q %d, heads_kv %d, head_dim %d must be "
+                     "positive", B, T, Hq, Hkv, hd);
+  if (Hq % Hkv)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "attention: heads_q %d is not a multiple of heads_kv %d", Hq, Hkv);
+  int64_t heads = (int64_t)Hq + 2 * (int64_t)Hkv, bufn;
+  if (!coda_mul_i64(B, T, &d->BT) || !coda_mul_i64(heads, hd, &d->qkv_cols) ||
+      !coda_mul_i64(Hq, hd, &d->o_cols) || !coda_mul_i64((int64_t)T * 10, hd, &bufn) ||
+      bufn > (int64_t)1 << 40)
+    return coda_fail(ctx, CODA_ERR_OVERFLOW, "attention: sizes overflow");
+  return CODA_OK;
+}
+
+static coda_status check_cpu(coda_context ctx) {
+  if (ctx->opts.backend != CODA_BACKEND_CPU)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "attention does not run on the CUDA backend yet");
+  return CODA_OK;
+}
+
+static int nthreads(coda_context ctx, int64_t tasks) {
+  int n = ctx->opts.num_threads > 0 ? ctx->opts.num_threads : omp_get_max_threads();
+  if (n < 1) n = 1;
+  if ((int64_t)n > tasks) n = (int)tasks;
+  return n;
+}
+
+coda_status coda_attention_forward(coda_context ctx, const coda_tensor *qkv, int B, int T,
+                                   int Hq, int Hkv, int hd, const coda_tensor *out,
+                                   const coda_tensor *lse) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  coda_clear_error(ctx);
+  if (!qkv || !out || !lse)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_attention_forward: %s is NULL",
+                     !qkv ? "qkv" : !out ? "out" : "lse");
+  att_dims dm;
+  coda_status s;
+  if ((s = check_dims(ctx, B, T, Hq, Hkv, hd, &dm))) return s;
+  if ((s = check_float_tensor(ctx, "qkv", qkv, dm.BT, dm.qkv_cols, 0))) return s;
+  if ((s = check_float_tensor(ctx, "out", out, dm.BT, dm.o_cols, 0))) return s;
+  if ((s = check_float_tensor(ctx, "lse", lse, dm.BT, Hq, 1))) return s;
+  if (coda_tensors_overlap(out, lse)) return coda_fail(ctx, CODA_ERR_ALIAS, "'out' and 'lse' overlap");
+  if (coda_tensors_overlap(out, qkv) || coda_tensors_overlap(lse, qkv))
+    return coda_fail(ctx, CODA_ERR_ALIAS, "'%s' overlaps 'qkv'",
+                     coda_tensors_overlap(out, qkv) ? "out" : "lse");
+  if ((s = check_cpu(ctx))) return s;
+  const int f64 = ctx->opts.precision == CODA_PRECISION_F64;
+  const size_t es = f64 ? sizeof(double) : sizeof(float);
+  const int64_t tasks = (int64_t)B * Hq;
+  const int nth = nthreads(ctx, tasks);
+  const size_t per = (size_t)(4 * (int64_t)T * hd + T) * es;
+  char *buf = malloc(per * (size_t)nth);
+  if (!buf) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "attention: out of memory");
+#pragma omp parallel for num_threads(nth) schedule(dynamic, 1)
+  for (int64_t i = 0; i < tasks; i++) {
+    void *w = buf + per * (size_t)omp_get_thread_num();
+    if (f64) att_fwd_head_f64(qkv, out, lse, i / Hq, (int)(i % Hq), T, Hq, Hkv, hd, w);
+    else att_fwd_head_f32(qkv, out, lse, i / Hq, (int)(i % Hq), T, Hq, Hkv, hd, w);
+  }
+  free(buf);
+  return CODA_OK;
+}
+
+coda_status coda_attention_backward(coda_context ctx, const coda_tensor *qkv,
+                                    const coda_tensor *out, const coda_tensor *lse,
+                                    const coda_tensor *dout, int B, int T, int Hq, int Hkv,
+                                    int hd, const coda_tensor *dqkv) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  coda_clear_error(ctx);
+  if (!qkv || !out || !lse || !dout || !dqkv)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_attention_backward: %s is NULL",
+                     !qkv ? "qkv" : !out ? "out" : !lse ? "lse" : !dout ? "dout" : "dqkv");
+  att_dims dm;
+  coda_status s;
+  if ((s = check_dims(ctx, B, T, Hq, Hkv, hd, &dm))) return s;
+  if ((s = check_float_tensor(ctx, "qkv", qkv, dm.BT, dm.qkv_cols, 0))) return s;
+  if ((s = check_float_tensor(ctx, "out", out, dm.BT, dm.o_cols, 0))) return s;
+  if ((s = check_float_tensor(ctx, "lse", lse, dm.BT, Hq, 1))) return s;
+  if ((s = check_float_tensor(ctx, "dout", dout, dm.BT, dm.o_cols, 0))) return s;
+  if ((s = check_float_tensor(ctx, "dqkv", dqkv, dm.BT, dm.qkv_cols, 0))) return s;
+  const coda_tensor *rd[4] = {qkv, out, lse, dout};
+  const char *rn[4] = {"qkv", "out", "lse", "dout"};
+  for (int i = 0; i < 4; i++)
+    if (coda_tensors_overlap(dqkv, rd[i]))
+      return coda_fail(ctx, CODA_ERR_ALIAS, "'dqkv' (written) overlaps '%s' (read)", rn[i]);
+  if ((s = check_cpu(ctx))) return s;
+  const int f64 = ctx->opts.precision == CODA_PRECISION_F64;
+  const size_t es = f64 ? sizeof(double) : sizeof(float);
+  const int64_t tasks = (int64_t)B * Hkv;
+  const int nth = nthreads(ctx, tasks);
+  const size_t per = (size_t)(8 * (int64_t)T * hd + T) * es;
+  char *buf = malloc(per * (size_t)nth);
+  if (!buf) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "attention: out of memory");
+#pragma omp parallel for num_threads(nth) schedule(dynamic, 1)
+  for (int64_t i = 0; i < tasks; i++) {
+    void *w = buf + per * (size_t)omp_get_thread_num();
+    if (f64) att_bwd_group_f64(qkv, out, lse, dout, dqkv, i / Hkv, (int)(i % Hkv), T, Hq, Hkv, hd, w);
+    else att_bwd_group_f32(qkv, out, lse, dout, dqkv, i / Hkv, (int)(i % Hkv), T, Hq, Hkv, hd, w);
+  }
+  free(buf);
+  return CODA_OK;
+}

@@ -1,0 +1,387 @@
+/* Body of the program interpreter for one compute type; included by
+ * interp.c with REAL (float or double), SFX (f32 or f64) and RF(name)
+ * (the libm function of that type) defined. */
+#define CAT_(a, b) a##_##b
+#define CAT(a, b) CAT_(a, b)
+
+/* d[i] = t[off + i*stride] converted to REAL, i < n. */
+static void CAT(load, SFX)(REAL *restrict d, const coda_tensor *t, int64_t off,
+                           int64_t stride, int n) {
+  switch (t->dtype) {
+  case CODA_BF16: {
+    const uint16_t *s = (const uint16_t *)t->data + off;
+    for (int i = 0; i < n; i++) d[i] = coda_bf16_to_f32(s[i * stride]);
+  } break;
+  case CODA_F16: {
+    const uint16_t *s = (const uint16_t *)t->data + off;
+    for (int i = 0; i < n; i++) d[i] = coda_f16_to_f32(s[i * stride]);
+  } break;
+  case CODA_F32: {
+    const float *s = (const float *)t->data + off;
+    for (int i = 0; i < n; i++) d[i] = (REAL)s[i * stride];
+  } break;
+  case CODA_F64: {
+    const double *s = (const double *)t->data + off;
+    for (int i = 0; i < n; i++) d[i] = (REAL)s[i * stride];
+  } break;
+  case CODA_I32: {
+    const int32_t *s = (const int32_t *)t->data + off;
+    for (int i = 0; i < n; i++) d[i] = (REAL)s[i * stride];
+  } break;
+  }
+}
+
+/* t[off + i*stride] = round(v[i]) (or round(old + v[i]) when accumulating;
+ * the addition happens in REAL: fp32, or fp64 in exact mode). */
+static void CAT(store, SFX)(const coda_tensor *t, int64_t off, int64_t stride,
+                            const REAL *restrict v, int n, int accumulate) {
+  switch (t->dtype) {
+  case CODA_BF16: {
+    uint16_t *s = (uint16_t *)t->data + off;
+    for (int i = 0; i < n; i++) {
+      REAL x = v[i];
+      if (accumulate) x += (REAL)coda_bf16_to_f32(s[i * stride]);
+      s[i * stride] = coda_f32_to_bf16((float)x);
+    }
+  } break;
+  case CODA_F16: {
+    uint16_t *s = (uint16_t *)t->data + off;
+    for (int i = 0; i < n; i++) {
+      REAL x = v[i];
+      if (accumulate) x += (REAL)coda_f16_to_f32(s[i * stride]);
+      s[i * stride] = coda_f32_to_f16((float)x);
+    }
+  } break;
+  case CODA_F32: {
+    float *s = (float *)t->data + off;
+    for (int i = 0; i < n; i++) {
+      REAL x = v[i];
+      if (accumulate) x += (REAL)s[i * stride];
+      s[i * stride] = (float)x;
+    }
+  } break;
+  case CODA_F64: {
+    double *s = (double *)t->data + off;
+    for (int i = 0; i < n; i++) s[i * stride] = accumulate ? s[i * stride] + (double)v[i] : (double)v[i];
+  } break;
+  case CODA_I32: {
+    int32_t *s = (int32_t *)t->data + off;
+    for (int i = 0; i < n; i++) s[i * stride] = (int32_t)v[i];
+  } break;
+  }
+}
+
+static REAL CAT(load1, SFX)(const coda_tensor *t, int64_t off) {
+  REAL v = 0;
+  CAT(load, SFX)(&v, t, off, 1, 1);
+  return v;
+}
+static void CAT(store1, SFX)(const coda_tensor *t, int64_t off, REAL v) {
+  CAT(store, SFX)(t, off, 1, &v, 1, 0);
+}
+
+/* Rotation angle of rope: theta = 2*pi*frac(p*(fhi+flo)) (turns -> rad). */
+static inline REAL CAT(rope_angle, SFX)(REAL p, REAL fhi, REAL flo) {
+#if CPU_REAL_IS_DOUBLE
+  double t = p * (fhi + flo);
+  t -= rint(t);
+  return 6.283185307179586 * t;
+#else
+  /* float-float: p*fhi = hi + err exactly (two-product), lo = err + p*flo;
+   * hi - rint(hi) is exact, so the fraction keeps float accuracy even when
+   * p*f is ~1e6 turns. */
+  float hi = p * fhi;
+  float err = fmaf(p, fhi, -hi);
+  float lo = fmaf(p, flo, err);
+  float f = (hi - rintf(hi)) + lo;
+  return 6.28318530717958648f * f;
+#endif
+}
+
+static inline REAL CAT(sigm, SFX)(REAL x) { return (REAL)1 / ((REAL)1 + RF(exp)(-x)); }
+
+#define GELU_K0 ((REAL)0.7978845608028654) /* sqrt(2/pi) */
+#define GELU_K1 ((REAL)0.044715)
+static inline REAL CAT(gelu, SFX)(REAL x) {
+  REAL t = RF(tanh)(GELU_K0 * (x + GELU_K1 * x * x * x));
+  return (REAL)0.5 * x * ((REAL)1 + t);
+}
+/* d/dx of the tanh-form gelu: 0.5(1+t) + 0.5x(1-t^2)k0(1+3k1 x^2). */
+static inline REAL CAT(dgelu, SFX)(REAL x) {
+  REAL t = RF(tanh)(GELU_K0 * (x + GELU_K1 * x * x * x));
+  return (REAL)0.5 * ((REAL)1 + t) +
+         (REAL)0.5 * x * ((REAL)1 - t * t) * GELU_K0 * ((REAL)1 + (REAL)3 * GELU_K1 * x * x);
+}
+/* d/dx silu = s(1 + x(1 - s)), s = sigmoid(x). */
+static inline REAL CAT(dsilu, SFX)(REAL x) {
+  REAL s = CAT(sigm, SFX)(x);
+  return s * ((REAL)1 + x * ((REAL)1 - s));
+}
+
+/* Runs the instructions of a program on cnt iteration points of row m,
+ * points p0 .. p0+cnt-1 (columns in elem mode, pairs in pair mode). */
+static void CAT(eval_chunk, SFX)(const cpu_job *job, REAL *regs, const REAL *acc_row,
+                                 int64_t c0, int64_t m, int64_t p0, int cnt) {
+  const struct coda_program_s *pg = job->prog;
+  const int pair = pg->pair_mode;
+  for (int ii = 0; ii < pg->ninstrs; ii++) {
+    const ir_instr *in = &pg->instrs[ii];
+    REAL *d = regs + (int64_t)in->dst * CPU_CHUNK;
+    switch (in->code) {
+    case IR_CONST:
+      for (int i = 0; i < cnt; i++) d[i] = (REAL)in->imm;
+      break;
+    case IR_ACC:
+      if (!acc_row) {
+        for (int i = 0; i < cnt; i++) d[i] = 0;
+      } else if (!pair) {
+        for (int i = 0; i < cnt; i++) d[i] = acc_row[p0 - c0 + i];
+      } else {
+        int odd = in->lane == CODA_LANE_ODD;
+        for (int i = 0; i < cnt; i++) d[i] = acc_row[2 * (p0 + i) - c0 + odd];
+      }
+      break;
+    case IR_ROW:
+      for (int i = 0; i < cnt; i++) d[i] = (REAL)m;
+      break;
+    case IR_COL:
+      for (int i = 0; i < cnt; i++) d[i] = (REAL)(pair ? 2 * (p0 + i) : p0 + i);
+      break;
+    case IR_READ: {
+      const ir_input *ip = &pg->inputs[in->input];
+      const coda_tensor *t = job->inputs[in->input];
+      int odd = in->lane == CODA_LANE_ODD;
+      switch (ip->kind) {
+      case CODA_ARG_ROW: {
+        REAL v = CAT(load1, SFX)(t, m * cpu_vec_stride(t));
+        for (int i = 0; i < cnt; i++) d[i] = v;
+      } break;
+      case CODA_ARG_SCALAR: {
+        REAL v = CAT(load1, SFX)(t, 0);
+        for (int i = 0; i < cnt; i++) d[i] = v;
+      } break;
+      case CODA_ARG_COL: {
+        int64_t vs = cpu_vec_stride(t);
+        if (pair) CAT(load, SFX)(d, t, (2 * p0 + odd) * vs, 2 * vs, cnt);
+        else CAT(load, SFX)(d, t, p0 * vs, vs, cnt);
+      } break;
+      default: /* tile */
+        if (ip->width == CODA_WIDTH_HALF || (!pair && ip->width == CODA_WIDTH_FULL))
+          CAT(load, SFX)(d, t, m * t->ld + p0, 1, cnt);
+        else
+          CAT(load, SFX)(d, t, m * t->ld + 2 * p0 + odd, 2, cnt);
+        break;
+      }
+    } break;
+    case IR_MATH: {
+      const REAL *a = regs + (int64_t)in->args[0] * CPU_CHUNK;
+      const REAL *b = in->nargs > 1 ? regs + (int64_t)in->args[1] * CPU_CHUNK : a;
+      const REAL *c = in->nargs > 2 ? regs + (int64_t)in->args[2] * CPU_CHUNK : a;
+      const REAL *e = in->nargs > 3 ? regs + (int64_t)in->args[3] * CPU_CHUNK : a;
+      const REAL *f = in->nargs > 4 ? regs + (int64_t)in->args[4] * CPU_CHUNK : a;
+      REAL *d2 = in->dst2 >= 0 ? regs + (int64_t)in->dst2 * CPU_CHUNK : NULL;
+      /* Results go through temporaries: a destination may not alias an
+       * operand in SSA, but two-result ops write two registers. */
+      switch (in->op) {
+#define EW(expr) for (int i = 0; i < cnt; i++) d[i] = (expr)
+      case CODA_OP_ADD: EW(a[i] + b[i]); break;
+      case CODA_OP_SUB: EW(a[i] - b[i]); break;
+      case CODA_OP_MUL: EW(a[i] * b[i]); break;
+      case CODA_OP_DIV: EW(a[i] / b[i]); break;
+      case CODA_OP_NEG: EW(-a[i]); break;
+      case CODA_OP_FMA: EW(RF(fma)(a[i], b[i], c[i])); break;
+      case CODA_OP_EXP: EW(RF(exp)(a[i])); break;
+      case CODA_OP_LOG: EW(RF(log)(a[i])); break;
+      case CODA_OP_SQRT: EW(RF(sqrt)(a[i])); break;
+      case CODA_OP_RSQRT: EW((REAL)1 / RF(sqrt)(a[i])); break;
+      case CODA_OP_SIGMOID: EW(CAT(sigm, SFX)(a[i])); break;
+      case CODA_OP_SILU: EW(a[i] * CAT(sigm, SFX)(a[i])); break;
+      case CODA_OP_GELU: EW(CAT(gelu, SFX)(a[i])); break;
+      case CODA_OP_DGELU: EW(CAT(dgelu, SFX)(a[i])); break;
+      case CODA_OP_DSILU: EW(CAT(dsilu, SFX)(a[i])); break;
+      case CODA_OP_TANH: EW(RF(tanh)(a[i])); break;
+      case CODA_OP_ABS: EW(RF(fabs)(a[i])); break;
+      case CODA_OP_MIN: EW(RF(fmin)(a[i], b[i])); break;
+      case CODA_OP_MAX: EW(RF(fmax)(a[i], b[i])); break;
+      case CODA_OP_LT: EW(a[i] < b[i] ? (REAL)1 : (REAL)0); break;
+      case CODA_OP_LE: EW(a[i] <= b[i] ? (REAL)1 : (REAL)0); break;
+      case CODA_OP_GT: EW(a[i] > b[i] ? (REAL)1 : (REAL)0); break;
+      case CODA_OP_GE: EW(a[i] >= b[i] ? (REAL)1 : (REAL)0); break;
+      case CODA_OP_EQ: EW(a[i] == b[i] ? (REAL)1 : (REAL)0); break;
+      case CODA_OP_NE: EW(a[i] != b[i] ? (REAL)1 : (REAL)0); break;
+      case CODA_OP_SELECT: EW(a[i] != 0 ? b[i] : c[i]); break;
+      case CODA_OP_SWIGLU: EW(a[i] * CAT(sigm, SFX)(a[i]) * b[i]); break;
+      case CODA_OP_GEGLU: EW(CAT(gelu, SFX)(a[i]) * b[i]); break;
+#undef EW
+      case CODA_OP_DSWIGLU: /* g=a, u=b, dy=c: dg = dy*u*dsilu(g), du = dy*silu(g) */
+        for (int i = 0; i < cnt; i++) {
+          REAL g = a[i], u = b[i], dy = c[i];
+          REAL s = CAT(sigm, SFX)(g);
+          REAL dg = dy * u * (s * ((REAL)1 + g * ((REAL)1 - s)));
+          REAL du = dy * g * s;
+          d[i] = dg;
+          if (d2) d2[i] = du;
+        }
+        break;
+      case CODA_OP_DGEGLU: /* dg = dy*u*dgelu(g), du = dy*gelu(g) */
+        for (int i = 0; i < cnt; i++) {
+          REAL g = a[i], u = b[i], dy = c[i];
+          REAL dg = dy * u * CAT(dgelu, SFX)(g);
+          REAL du = dy * CAT(gelu, SFX)(g);
+          d[i] = dg;
+          if (d2) d2[i] = du;
+        }
+        break;
+      case CODA_OP_ROPE:
+      case CODA_OP_ROPE_BWD: {
+        REAL sgn = in->op == CODA_OP_ROPE ? (REAL)1 : (REAL)-1;
+        for (int i = 0; i < cnt; i++) {
+          REAL th = CAT(rope_angle, SFX)(c[i], e[i], f[i]);
+          REAL cs = RF(cos)(th), sn = sgn * RF(sin)(th);
+          REAL x = a[i], y = b[i];
+          REAL x2 = x * cs - y * sn, y2 = x * sn + y * cs;
+          d[i] = x2;
+          if (d2) d2[i] = y2;
+        }
+      } break;
+      }
+    } break;
+    }
+  }
+}
+
+/* Runs the program (or the plain store) on one tile: rows r0..r0+mt-1,
+ * columns c0..c0+nt-1, tile indices (ti, tj). acc is the tile's
+ * accumulator (NULL for coda_map). */
+static void CAT(run_tile, SFX)(const cpu_job *job, const REAL *acc, int64_t ldacc,
+                               int64_t r0, int mt, int64_t c0, int nt, int64_t ti,
+                               int64_t tj, REAL *regs, REAL *colbuf, REAL *segbuf) {
+  const struct coda_program_s *pg = job->prog;
+  if (!pg) { /* plain: D = alpha*acc (+ D) */
+    REAL alpha = (REAL)job->alpha;
+    REAL *tmp = regs;
+    for (int r = 0; r < mt; r++) {
+      for (int j = 0; j < nt; j++) tmp[j] = alpha * acc[r * ldacc + j];
+      CAT(store, SFX)(job->D, (r0 + r) * job->D->ld + c0, 1, tmp, nt, job->accumulate);
+    }
+    return;
+  }
+  const int pair = pg->pair_mode;
+  const int64_t pbeg = pair ? c0 / 2 : c0, pend = pair ? (c0 + nt) / 2 : c0 + nt;
+  const int tile_n = job->tile_n;
+  for (int q = 0; q < pg->nreduces; q++)
+    if (pg->reduces[q].kind == CODA_REDUCE_COLSUM)
+      for (int j = 0; j < nt; j++) colbuf[(int64_t)q * tile_n + j] = 0;
+  for (int r = 0; r < mt; r++) {
+    const int64_t m = r0 + r;
+    const REAL *acc_row = acc ? acc + r * ldacc : NULL;
+    REAL rsum[CODA_MAX_REDUCES], rmax[CODA_MAX_REDUCES];
+    int64_t pick[CODA_MAX_REDUCES];
+    for (int q = 0; q < pg->nreduces; q++) {
+      const ir_reduce *rd = &pg->reduces[q];
+      rsum[q] = 0;
+      rmax[q] = -(REAL)INFINITY;
+      pick[q] = -1;
+      if (rd->kind == CODA_REDUCE_SEGSUM)
+        for (int j = 0; j < nt; j++) segbuf[(int64_t)q * tile_n + j] = 0;
+      if (rd->kind == CODA_REDUCE_ROWPICK) {
+        const coda_tensor *it = job->inputs[rd->index_input];
+        double k = coda_load(it, m * cpu_vec_stride(it), 0);
+        pick[q] = (k >= 0 && k < (double)job->N) ? (int64_t)k : -1;
+      }
+    }
+    for (int64_t p0 = pbeg; p0 < pend; p0 += CPU_CHUNK) {
+      int cnt = (int)(pend - p0 < CPU_CHUNK ? pend - p0 : CPU_CHUNK);
+      CAT(eval_chunk, SFX)(job, regs, acc_row, c0, m, p0, cnt);
+      for (int o = 0; o < pg->noutputs; o++) {
+        const ir_output *op = &pg->outputs[o];
+        const coda_tensor *t = job->outputs[o];
+        const REAL *ve = regs + (int64_t)op->reg_even * CPU_CHUNK;
+        if (op->reg_odd >= 0) {
+          const REAL *vo = regs + (int64_t)op->reg_odd * CPU_CHUNK;
+          CAT(store, SFX)(t, m * t->ld + 2 * p0, 2, ve, cnt, op->accumulate);
+          CAT(store, SFX)(t, m * t->ld + 2 * p0 + 1, 2, vo, cnt, op->accumulate);
+        } else {
+          CAT(store, SFX)(t, m * t->ld + p0, 1, ve, cnt, op->accumulate);
+        }
+      }
+      for (int q = 0; q < pg->nreduces; q++) {
+        const ir_reduce *rd = &pg->reduces[q];
+        const REAL *v = regs + (int64_t)rd->reg * CPU_CHUNK;
+        switch (rd->kind) {
+        case CODA_REDUCE_ROWSUM:
+          for (int i = 0; i < cnt; i++) rsum[q] += v[i];
+          break;
+        case CODA_REDUCE_ROWMAX:
+          for (int i = 0; i < cnt; i++) rmax[q] = v[i] > rmax[q] ? v[i] : rmax[q];
+          break;
+        case CODA_REDUCE_ROWLSE: {
+          /* online log-sum-exp: (rmax, rsum) = running max and sum of
+           * exp(v - rmax); a new max rescales the sum. */
+          REAL mc = -(REAL)INFINITY;
+          for (int i = 0; i < cnt; i++) mc = v[i] > mc ? v[i] : mc;
+          if (mc == -(REAL)INFINITY) break;
+          if (mc > rmax[q]) {
+            rsum[q] = rmax[q] == -(REAL)INFINITY ? 0 : rsum[q] * RF(exp)(rmax[q] - mc);
+            rmax[q] = mc;
+          }
+          if (rmax[q] == (REAL)INFINITY) break;
+          for (int i = 0; i < cnt; i++) rsum[q] += RF(exp)(v[i] - rmax[q]);
+        } break;
+        case CODA_REDUCE_COLSUM:
+          for (int i = 0; i < cnt; i++) colbuf[(int64_t)q * tile_n + (p0 - c0) + i] += v[i];
+          break;
+        case CODA_REDUCE_SEGSUM: {
+          int64_t g = rd->segment < tile_n ? rd->segment : tile_n;
+          for (int i = 0; i < cnt; i++) {
+            int64_t col = pair ? 2 * (p0 + i) : p0 + i;
+            segbuf[(int64_t)q * tile_n + (col - c0) / g] += v[i];
+          }
+        } break;
+        case CODA_REDUCE_ROWPICK: {
+          int64_t pk = pick[q] < 0 ? -1 : (pair ? pick[q] / 2 : pick[q]);
+          if (pk >= p0 && pk < p0 + cnt) rsum[q] = v[pk - p0];
+        } break;
+        }
+      }
+    }
+    /* row partials of this row, column tile tj */
+    for (int q = 0; q < pg->nreduces; q++) {
+      const ir_reduce *rd = &pg->reduces[q];
+      const coda_tensor *P = job->partials[q];
+      switch (rd->kind) {
+      case CODA_REDUCE_ROWSUM: CAT(store1, SFX)(P, m * P->ld + tj, rsum[q]); break;
+      case CODA_REDUCE_ROWMAX: CAT(store1, SFX)(P, m * P->ld + tj, rmax[q]); break;
+      case CODA_REDUCE_ROWLSE: {
+        REAL l = rmax[q];
+        if (l != -(REAL)INFINITY && l != (REAL)INFINITY) l += RF(log)(rsum[q]);
+        CAT(store1, SFX)(P, m * P->ld + tj, l);
+      } break;
+      case CODA_REDUCE_SEGSUM: {
+        int64_t g = rd->segment < tile_n ? rd->segment : tile_n;
+        int64_t nint = (nt + g - 1) / g;
+        for (int64_t s = 0; s < nint; s++)
+          CAT(store1, SFX)(P, m * P->ld + c0 / g + s, segbuf[(int64_t)q * tile_n + s]);
+      } break;
+      case CODA_REDUCE_ROWPICK: {
+        /* the tile holding column idx[m] writes it; tile 0 writes 0 for
+         * an index outside [0, N) */
+        int64_t k = pick[q];
+        if (k >= c0 && k < c0 + nt) CAT(store1, SFX)(P, m * P->ld, rsum[q]);
+        else if (k < 0 && tj == 0) CAT(store1, SFX)(P, m * P->ld, 0);
+      } break;
+      default: break;
+      }
+    }
+  }
+  for (int q = 0; q < pg->nreduces; q++)
+    if (pg->reduces[q].kind == CODA_REDUCE_COLSUM) {
+      const coda_tensor *P = job->partials[q];
+      CAT(store, SFX)(P, ti * P->ld + c0, 1, colbuf + (int64_t)q * tile_n, nt, 0);
+    }
+}
+
+#undef GELU_K0
+#undef GELU_K1
+#undef CAT
+#undef CAT_

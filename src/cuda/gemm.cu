@@ -1,0 +1,204 @@
+/* Host side of the Hopper GEMM: availability probe, argument checks, TMA
+ * tensor maps, tile-configuration choice and launch.
+ *
+ * The driver API is never linked: cuTensorMapEncodeTiled is looked up at run
+ * time through the runtime's driver entry-point query, and the runtime is
+ * linked statically, so a binary built with CUDA starts (and reports no GPU)
+ * on a machine without a driver. */
+#include <cudaTypedefs.h> /* PFN_cuTensorMapEncodeTiled */
+
+#include "cuda/backend.h"
+#include "cuda/gemm_configs.h"
+#include "cuda/gemm_internal.h"
+
+extern "C" {
+#include "core/internal.h"
+}
+
+using namespace coda_sm90;
+
+namespace coda_sm90 {
+CODA_SM90_CONFIG_EXTERN(256, 4, false)
+CODA_SM90_CONFIG_EXTERN(128, 6, true)
+}
+
+/* The tile table (bm x bn x bk, pipeline stages, schedule). */
+static const TileConfig kConfigs[] = {
+    {"128x256x64 s4 cooperative", 128, 256, 64, 4, 2, CODA_SM90_CONFIG_FNS(256, 4, false)},
+    {"128x128x64 s6 pingpong", 128, 128, 64, 6, 2, CODA_SM90_CONFIG_FNS(128, 6, true)},
+};
+static const int kNumConfigs = (int)(sizeof kConfigs / sizeof kConfigs[0]);
+
+extern "C" int coda_cuda_gemm_num_configs(void) { return kNumConfigs; }
+extern "C" const char *coda_cuda_gemm_config_name(int i) {
+  return i >= 0 && i < kNumConfigs ? kConfigs[i].name : "?";
+}
+
+/* Default choice per shape. */
+extern "C" int coda_cuda_gemm_default_config(int64_t M, int64_t N, int64_t K, int num_sms) {
+  (void)M; (void)N; (void)K; (void)num_sms;
+  return 1;
+}
+
+extern "C" int coda_cuda_available(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  for (int d = 0; d < n; ++d) {
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d) != cudaSuccess) {
+      (void)cudaGetLastError();
+      continue;
+    }
+    /* The kernels are built for sm_90a only. */
+    if (major == 9 && minor == 0) return 1;
+  }
+  return 0;
+}
+
+static coda_status cuda_fail(coda_context ctx, cudaError_t e, const char *what) {
+  (void)cudaGetLastError();
+  return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA GEMM: %s failed: %s", what, cudaGetErrorString(e));
+}
+
+/* TMA reads rows of a 16-bit matrix: the base address and the row pitch
+ * (ld * 2 bytes) must be multiples of 16 bytes. */
+static coda_status check_tma_operand(coda_context ctx, const char *name, const coda_tensor *t) {
+  if (((uintptr_t)t->data & 15) != 0)
+    return coda_fail(ctx, CODA_ERR_LAYOUT,
+                     "CUDA GEMM: %s data pointer is not 16-byte aligned (TMA requires it)", name);
+  if ((t->ld * 2) % 16 != 0)
+    return coda_fail(ctx, CODA_ERR_LAYOUT,
+                     "CUDA GEMM: %s leading dimension %lld is not a multiple of 8 elements "
+                     "(TMA requires 16-byte row pitch)",
+                     name, (long long)t->ld);
+  if (t->ld >= ((int64_t)1 << 39))
+    return coda_fail(ctx, CODA_ERR_LAYOUT, "CUDA GEMM: %s leading dimension %lld is too large",
+                     name, (long long)t->ld);
+  return CODA_OK;
+}
+
+/* 2-D map over a row-major (rows x cols, pitch ld) 16-bit matrix; the box
+ * is box_cols (contiguous, 64 = 128 bytes) x box_rows, 128-byte swizzle. */
+static CUresult encode_map(PFN_cuTensorMapEncodeTiled_v12000 encode, CUtensorMap *map,
+                           const coda_tensor *t, uint32_t box_cols, uint32_t box_rows) {
+  cuuint64_t dims[2] = {(cuuint64_t)t->cols, (cuuint64_t)t->rows};
+  cuuint64_t strides[1] = {(cuuint64_t)t->ld * 2};
+  cuuint32_t box[2] = {box_cols, box_rows};
+  cuuint32_t estr[2] = {1, 1};
+  CUtensorMapDataType dt =
+      t->dtype == CODA_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  return encode(map, dt, 2, t->data, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+extern "C" coda_status coda_cuda_gemm(coda_context ctx, coda_transpose trans_a,
+                                      const coda_tensor *A, coda_transpose trans_b,
+                                      const coda_tensor *B, const coda_tensor *D, float alpha,
+                                      int accumulate) {
+  return coda_cuda_gemm_config(ctx, trans_a, A, trans_b, B, D, alpha, accumulate, -1);
+}
+
+extern "C" coda_status coda_cuda_gemm_config(coda_context ctx, coda_transpose trans_a,
+                                             const coda_tensor *A, coda_transpose trans_b,
+                                             const coda_tensor *B, const coda_tensor *D,
+                                             float alpha, int accumulate, int config) {
+  if (config >= kNumConfigs)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA GEMM: no tile configuration %d", config);
+  if (!A || !B || !D || !A->data || !B->data || !D->data)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA GEMM: null tensor");
+  if ((trans_a != CODA_N && trans_a != CODA_T) || (trans_b != CODA_N && trans_b != CODA_T))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA GEMM: bad transpose flag");
+  const int64_t M = trans_a == CODA_N ? A->rows : A->cols;
+  const int64_t K = trans_a == CODA_N ? A->cols : A->rows;
+  const int64_t KB = trans_b == CODA_N ? B->rows : B->cols;
+  const int64_t N = trans_b == CODA_N ? B->cols : B->rows;
+  if (K != KB || D->rows != M || D->cols != N)
+    return coda_fail(ctx, CODA_ERR_SHAPE,
+                     "CUDA GEMM: op(A) is %lld x %lld, op(B) is %lld x %lld, D is %lld x %lld",
+                     (long long)M, (long long)K, (long long)KB, (long long)N,
+                     (long long)D->rows, (long long)D->cols);
+  if (A->dtype != B->dtype || (A->dtype != CODA_BF16 && A->dtype != CODA_F16))
+    return coda_fail(ctx, CODA_ERR_DTYPE,
+                     "CUDA GEMM: A and B must both be bf16 or both f16 (got %s and %s)",
+                     coda_dtype_name(A->dtype), coda_dtype_name(B->dtype));
+  if (D->dtype != CODA_BF16 && D->dtype != CODA_F16 && D->dtype != CODA_F32)
+    return coda_fail(ctx, CODA_ERR_DTYPE, "CUDA GEMM: D must be bf16, f16 or f32 (got %s)",
+                     coda_dtype_name(D->dtype));
+  if (A->ld < A->cols || B->ld < B->cols || D->ld < D->cols)
+    return coda_fail(ctx, CODA_ERR_LAYOUT, "CUDA GEMM: leading dimension smaller than columns");
+  const int64_t lim = ((int64_t)1 << 31) - 256;
+  if (M >= lim || N >= lim || K >= lim)
+    return coda_fail(ctx, CODA_ERR_OVERFLOW, "CUDA GEMM: a dimension exceeds 2^31");
+  if (M == 0 || N == 0) return CODA_OK;
+
+  const int dev = ctx ? ctx->opts.device : 0;
+  cudaError_t e = cudaSetDevice(dev);
+  if (e != cudaSuccess) return cuda_fail(ctx, e, "cudaSetDevice");
+  int major = 0, minor = 0, num_sms = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  e = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, dev);
+  if (e != cudaSuccess) return cuda_fail(ctx, e, "cudaDeviceGetAttribute");
+  if (major != 9 || minor != 0)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                     "CUDA GEMM: device %d has compute capability %d.%d; the kernels are built "
+                     "for sm_90a (Hopper)",
+                     dev, major, minor);
+
+  if (K == 0) { /* D = alpha * 0 (+ D): only the non-accumulating case writes. */
+    if (accumulate) return CODA_OK;
+    const size_t es = coda_dtype_size(D->dtype);
+    e = cudaMemset2DAsync(D->data, (size_t)D->ld * es, 0, (size_t)N * es, (size_t)M, 0);
+    return e == cudaSuccess ? CODA_OK : cuda_fail(ctx, e, "cudaMemset2DAsync");
+  }
+
+  coda_status st = check_tma_operand(ctx, "A", A);
+  if (st != CODA_OK) return st;
+  st = check_tma_operand(ctx, "B", B);
+  if (st != CODA_OK) return st;
+
+  void *fn = NULL;
+  cudaDriverEntryPointQueryResult q;
+  e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
+  if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn)
+    return coda_fail(ctx, CODA_ERR_BACKEND,
+                     "CUDA GEMM: the driver does not provide cuTensorMapEncodeTiled");
+  PFN_cuTensorMapEncodeTiled_v12000 encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
+
+  const TileConfig *cfg = &kConfigs[config >= 0 ? config : coda_cuda_gemm_default_config(M, N, K, num_sms)];
+  GemmLaunch p;
+  /* K-major operands load one box {64 k, tile rows}; MN-major operands load
+   * 64 x 64 chunks (the 128-byte swizzle spans at most 64 16-bit values). */
+  CUresult r = encode_map(encode, &p.a, A, 64, trans_a == CODA_N ? (uint32_t)cfg->bm : 64u);
+  if (r == CUDA_SUCCESS)
+    r = encode_map(encode, &p.b, B, 64, trans_b == CODA_T ? (uint32_t)cfg->bn : 64u);
+  if (r != CUDA_SUCCESS)
+    return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA GEMM: cuTensorMapEncodeTiled failed (error %d)",
+                     (int)r);
+  p.M = (int)M;
+  p.N = (int)N;
+  p.K = (int)K;
+  p.group_m = 16;
+  const int64_t tiles = ((M + cfg->bm - 1) / cfg->bm) * ((N + cfg->bn - 1) / cfg->bn);
+  p.grid = (int)(tiles < num_sms ? tiles : num_sms);
+  p.stream = 0;
+  const size_t es = coda_dtype_size(D->dtype);
+  p.epi.d = D->data;
+  p.epi.ldd = (long long)D->ld;
+  p.epi.M = (int)M;
+  p.epi.N = (int)N;
+  p.epi.out_type = D->dtype == CODA_F32 ? kOutF32 : D->dtype == CODA_F16 ? kOutF16 : kOutBF16;
+  p.epi.accumulate = accumulate ? 1 : 0;
+  p.epi.pair_ok = (D->ld % 2 == 0) && ((uintptr_t)D->data % (2 * es) == 0);
+  p.epi.alpha = alpha;
+
+  LaunchFn launch = cfg->fn[trans_a == CODA_T][trans_b == CODA_T][A->dtype == CODA_F16];
+  e = launch(p);
+  if (e != cudaSuccess) return cuda_fail(ctx, e, "kernel launch");
+  return CODA_OK;
+}

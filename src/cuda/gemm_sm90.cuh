@@ -1,0 +1,405 @@
+/* The Hopper (sm_90a) GEMM mainloop: D = epilogue(op(A) * op(B)).
+ *
+ * One CTA = 3 warpgroups. Warpgroup 0 is the producer: one thread issues TMA
+ * loads of A and B k-blocks (64 deep) into a ring of STAGES shared-memory
+ * buffers, 128-byte swizzled, each guarded by a "full" mbarrier (TMA
+ * transaction bytes) and an "empty" mbarrier (one arrival per consumer
+ * warpgroup). Warpgroups 1 and 2 are consumers (cooperative schedule): each
+ * owns 64 rows of the 128 x BN tile and runs wgmma m64nBNk16 on it, fp32
+ * accumulators in registers. The grid is persistent (one CTA per SM); tiles
+ * are visited in grouped order (GROUP_M row tiles sweep all column tiles
+ * before moving on) so that concurrently running CTAs share A and B in L2.
+ *
+ * Shared-memory layouts (bf16/f16, 64 elements = 128 bytes = one swizzle row):
+ *  - K-major operand (A with trans_a = N, B with trans_b = T): rows of 64 k,
+ *    row r at r*128 bytes; one TMA box {64 k, rows}. wgmma descriptor:
+ *    SBO = 1024 (8-row swizzle atom), k16 step = +32 bytes in the atom.
+ *  - MN-major operand (A with trans_a = T, B with trans_b = N): chunks of 64
+ *    m (or n) x 64 k, each chunk = 64 rows (one per k) of 128 bytes; one TMA
+ *    box {64 mn, 64 k} per chunk. Descriptor: LBO = 8192 (next 64-wide chunk
+ *    along m/n), SBO = 1024 (next 8 k-rows), k16 step = +2048 bytes; wgmma
+ *    transpose immediate = 1.
+ * Out-of-range rows/columns/k are zero-filled by TMA, so ragged M, N, K need
+ * no special mainloop code; the epilogue masks its stores.
+ *
+ * The epilogue is a seam: the kernel hands each consumer thread's
+ * accumulator fragment (AccFragment, with the global (row, col) of every
+ * value) to the Epi functor, which decides what to compute and store. */
+#pragma once
+
+#include <cuda.h> /* CUtensorMap (types only; libcuda is never linked) */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "wgmma.cuh"
+
+namespace coda_sm90 {
+
+constexpr int kBM = 128;         /* rows per CTA tile (2 consumers x 64) */
+constexpr int kBK = 64;          /* k per stage: 64 x 2 bytes = one 128B swizzle row */
+constexpr int kThreads = 384;    /* producer + 2 consumer warpgroups */
+constexpr int kChunkBytes = 64 * 64 * 2; /* one 64 x 64 16-bit chunk */
+
+/* ------------------------------------------------------------ the seam */
+
+/* One consumer thread's share of a 64 x BN accumulator (wgmma m64nBN layout):
+ * value i sits at row row0 + 8*((i>>1)&1), column col0 + 8*(i>>2) + (i&1).
+ * Values come in pairs (i even, i+1) on adjacent columns of one row. */
+template <int BN>
+struct AccFragment {
+  static constexpr int kValues = BN / 2;
+  float v[BN / 2];
+  int row0; /* global row of values with (i>>1)&1 == 0 */
+  int col0; /* global column of value 0 (always even) */
+  __device__ __forceinline__ int row(int i) const { return row0 + ((i >> 1) & 1) * 8; }
+  __device__ __forceinline__ int col(int i) const { return col0 + (i >> 2) * 8 + (i & 1); }
+};
+
+/* Output element types of the plain epilogue. */
+enum OutType { kOutBF16 = 0, kOutF16 = 1, kOutF32 = 2 };
+
+/* The plain epilogue: D[r, c] = alpha * acc (+ D[r, c] if accumulate), the
+ * sum in fp32, rounded once (to nearest even) to D's type. Values outside
+ * M x N are dropped. */
+struct StoreEpilogue {
+  void *d;
+  long long ldd; /* elements */
+  int M, N;
+  int out_type;  /* OutType */
+  int accumulate;
+  int pair_ok;   /* ldd even and d aligned to two elements: paired stores */
+  float alpha;
+
+  template <int BN>
+  __device__ __forceinline__ void operator()(const AccFragment<BN> &f) const {
+#pragma unroll
+    for (int i = 0; i < BN / 2; i += 2) {
+      const int r = f.row(i), c = f.col(i);
+      if (r < M && c < N) store_pair(r, c, f.v[i], f.v[i + 1]);
+    }
+  }
+
+  __device__ __forceinline__ void store_pair(int r, int c, float v0, float v1) const {
+    const bool two = c + 1 < N;
+    const long long off = (long long)r * ldd + c;
+    v0 *= alpha;
+    v1 *= alpha;
+    if (out_type == kOutF32) {
+      float *p = (float *)d + off;
+      if (two && pair_ok) {
+        float2 o = accumulate ? *(float2 *)p : make_float2(0.f, 0.f);
+        *(float2 *)p = make_float2(o.x + v0, o.y + v1);
+      } else {
+        p[0] = accumulate ? p[0] + v0 : v0;
+        if (two) p[1] = accumulate ? p[1] + v1 : v1;
+      }
+    } else if (out_type == kOutBF16) {
+      __nv_bfloat16 *p = (__nv_bfloat16 *)d + off;
+      if (two && pair_ok) {
+        if (accumulate) {
+          float2 o = __bfloat1622float2(*(__nv_bfloat162 *)p);
+          v0 += o.x;
+          v1 += o.y;
+        }
+        *(__nv_bfloat162 *)p = __floats2bfloat162_rn(v0, v1);
+      } else {
+        p[0] = __float2bfloat16_rn(accumulate ? __bfloat162float(p[0]) + v0 : v0);
+        if (two) p[1] = __float2bfloat16_rn(accumulate ? __bfloat162float(p[1]) + v1 : v1);
+      }
+    } else {
+      __half *p = (__half *)d + off;
+      if (two && pair_ok) {
+        if (accumulate) {
+          float2 o = __half22float2(*(__half2 *)p);
+          v0 += o.x;
+          v1 += o.y;
+        }
+        *(__half2 *)p = __floats2half2_rn(v0, v1);
+      } else {
+        p[0] = __float2half_rn(accumulate ? __half2float(p[0]) + v0 : v0);
+        if (two) p[1] = __float2half_rn(accumulate ? __half2float(p[1]) + v1 : v1);
+      }
+    }
+  }
+};
+
+/* ------------------------------------------------------ PTX helpers */
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void mbar_init(uint64_t *bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+/* 2-D tile load; c0 is the contiguous coordinate. Completion is counted in
+ * bytes on `bar` (a full box, zero-filled where out of range). */
+__device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, uint64_t *bar,
+                                            int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4}], [%2];" ::"r"(smem_addr(dst)),
+      "l"((uint64_t)map), "r"(smem_addr(bar)), "r"(c0), "r"(c1)
+      : "memory");
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+/* Keeps the compiler from moving accumulator reads/writes across wgmma. */
+template <int R>
+__device__ __forceinline__ void fence_regs(float (&v)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(v[i])::"memory");
+}
+
+/* Shared-memory matrix descriptor, 128-byte swizzle. */
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFF) << 16) |
+         ((uint64_t)((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
+}
+
+template <int BN, bool F16, int TA, int TB>
+__device__ __forceinline__ void wgmma_tile(float (&d)[BN / 2], uint64_t da, uint64_t db) {
+  if constexpr (BN == 256) {
+    if constexpr (F16) wgmma_m64n256k16_f16<TA, TB>(d, da, db);
+    else wgmma_m64n256k16_bf16<TA, TB>(d, da, db);
+  } else {
+    static_assert(BN == 128, "BN must be 128 or 256");
+    if constexpr (F16) wgmma_m64n128k16_f16<TA, TB>(d, da, db);
+    else wgmma_m64n128k16_bf16<TA, TB>(d, da, db);
+  }
+}
+
+/* Grouped rasterization: tile t -> (row tile, column tile). Groups of
+ * group_m row tiles; inside a group, row tiles vary fastest. */
+__device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int group_m, int &tm,
+                                            int &tn) {
+  const int per_group = group_m * tiles_n;
+  const int g = t / per_group;
+  const int first = g * group_m;
+  const int gm = min(tiles_m - first, group_m);
+  const int r = t - g * per_group;
+  tm = first + r % gm;
+  tn = r / gm;
+}
+
+template <int BN, int STAGES>
+constexpr size_t smem_bytes() {
+  return (size_t)STAGES * (kBM + BN) * kBK * 2 + 2 * STAGES * sizeof(uint64_t) + 1024;
+}
+
+/* ------------------------------------------------------------ the kernel */
+
+/* Named barriers (id 0 is __syncthreads) ordering the two pingpong
+ * consumers: consumer c waits on kOrderBar + c before its mainloop. */
+constexpr int kOrderBar = 1;
+__device__ __forceinline__ void named_sync(int id) {
+  asm volatile("bar.sync %0, 256;" ::"r"(id) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id) {
+  asm volatile("bar.arrive %0, 256;" ::"r"(id) : "memory");
+}
+
+/* PING: pingpong schedule (each consumer owns whole 128 x BN tiles, the two
+ * alternate; one's epilogue overlaps the other's MMA), else cooperative
+ * (both consumers share each tile, 64 rows each).
+ * TA: A stored K x M (trans_a = T). TB: B stored N x K (trans_b = T).
+ * F16: operands are fp16 (else bf16). */
+template <int BN, int STAGES, bool PING, bool TA, bool TB, bool F16, class Epi>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
+                int M, int N, int K, int group_m, Epi epi) {
+  constexpr uint32_t A_BYTES = kBM * kBK * 2, B_BYTES = BN * kBK * 2;
+  constexpr int A_MN = TA ? 1 : 0;  /* wgmma transpose immediates */
+  constexpr int B_MN = TB ? 0 : 1;
+#ifdef CODA_SM90_MN_DESC_SWAP
+  constexpr uint32_t MN_LBO = 1024, MN_SBO = kChunkBytes;
+#else
+  constexpr uint32_t MN_LBO = kChunkBytes, MN_SBO = 1024;
+#endif
+  extern __shared__ uint8_t smem_raw[];
+  /* 128B-swizzled buffers must sit on 1024-byte boundaries. */
+  uint8_t *smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  uint8_t *sA = smem;
+  uint8_t *sB = smem + STAGES * A_BYTES;
+  uint64_t *full = (uint64_t *)(sB + STAGES * B_BYTES);
+  uint64_t *empty = full + STAGES;
+
+  const int tiles_m = (M + kBM - 1) / kBM, tiles_n = (N + BN - 1) / BN;
+  const int num_tiles = tiles_m * tiles_n;
+  const int num_kb = (K + kBK - 1) / kBK;
+  const int wg = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], PING ? 1 : 2); /* one arrival per consuming warpgroup */
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    /* Producer: few registers, one issuing thread. */
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x == 0) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"((uint64_t)&tmA) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"((uint64_t)&tmB) : "memory");
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+        int tm, tn;
+        tile_coords(t, tiles_m, tiles_n, group_m, tm, tn);
+        const int m0 = tm * kBM, n0 = tn * BN;
+        for (int kb = 0; kb < num_kb; ++kb) {
+          /* A fresh barrier counts as having completed the phase before
+           * phase 0, so the first pass over the ring does not block. */
+          mbar_wait(&empty[stage], phase ^ 1);
+          mbar_expect_tx(&full[stage], A_BYTES + B_BYTES);
+          const int k0 = kb * kBK;
+          uint8_t *a = sA + stage * A_BYTES, *b = sB + stage * B_BYTES;
+          if constexpr (!TA) {
+            tma_load_2d(a, &tmA, &full[stage], k0, m0);
+          } else {
+#pragma unroll
+            for (int c = 0; c < kBM / 64; ++c)
+              tma_load_2d(a + c * kChunkBytes, &tmA, &full[stage], m0 + 64 * c, k0);
+          }
+          if constexpr (TB) {
+            tma_load_2d(b, &tmB, &full[stage], k0, n0);
+          } else {
+#pragma unroll
+            for (int c = 0; c < BN / 64; ++c)
+              tma_load_2d(b + c * kChunkBytes, &tmB, &full[stage], n0 + 64 * c, k0);
+          }
+          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    }
+  } else {
+    /* Consumers: the accumulators need the registers. */
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int cw = wg - 1;
+    const int t128 = threadIdx.x % 128, warp = t128 / 32, lane = t128 % 32;
+    /* m64 blocks per consumer: pingpong covers all 128 rows, cooperative
+     * its 64-row half (rows cw*64 ..). */
+    constexpr int MI = PING ? 2 : 1;
+    const int row_off = PING ? 0 : cw * 64;
+    AccFragment<BN> frag[MI];
+    /* j counts this CTA's tiles (tile blockIdx.x + j*gridDim.x). Every tile
+     * takes num_kb ring slots, so slot = j*num_kb + kb fixes stage and phase
+     * for either schedule (pingpong consumers skip the other's tiles). */
+    for (int j = PING ? cw : 0;; j += PING ? 2 : 1) {
+      const int t = blockIdx.x + j * gridDim.x;
+      if (t >= num_tiles) break;
+      int tm, tn;
+      tile_coords(t, tiles_m, tiles_n, group_m, tm, tn);
+      /* Pingpong: start this tile's mainloop only after the other consumer
+       * has issued all of the previous tile's MMAs. This orders the two
+       * consumers' waits on the ring (parity waits are ambiguous across
+       * two phases) and keeps their MMAs from interleaving. */
+      if (PING && j > 0) named_sync(kOrderBar + cw);
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) frag[mi].v[i] = 0.f;
+      int prev = -1;
+      for (int kb = 0; kb < num_kb; ++kb) {
+        const uint32_t slot = (uint32_t)j * (uint32_t)num_kb + (uint32_t)kb;
+        const int stage = (int)(slot % STAGES);
+        mbar_wait(&full[stage], (slot / STAGES) & 1);
+        const uint32_t a = smem_addr(sA + stage * A_BYTES + row_off * 128);
+        const uint32_t b = smem_addr(sB + stage * B_BYTES);
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) fence_regs(frag[mi].v);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kBK / 16; ++kk) {
+          const uint64_t db = TB ? smem_desc(b + kk * 32, 16, 1024)
+                                 : smem_desc(b + kk * 2048, MN_LBO, MN_SBO);
+#pragma unroll
+          for (int mi = 0; mi < MI; ++mi) {
+            /* m64 block mi starts 64 rows (K-major) or one 64-wide chunk
+             * (MN-major) further: 8192 bytes either way. */
+            const uint32_t am = a + mi * kChunkBytes;
+            const uint64_t da = TA ? smem_desc(am + kk * 2048, MN_LBO, MN_SBO)
+                                   : smem_desc(am + kk * 32, 16, 1024);
+            wgmma_tile<BN, F16, A_MN, B_MN>(frag[mi].v, da, db);
+          }
+        }
+        wgmma_commit();
+        /* Keep one k-block in flight; the one before it is done, so its
+         * buffer goes back to the producer. */
+        wgmma_wait<1>();
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) fence_regs(frag[mi].v);
+        if (prev >= 0 && t128 == 0) mbar_arrive(&empty[prev]);
+        prev = stage;
+      }
+      /* Pingpong: all MMAs of this tile are issued; the other consumer may
+       * start (only if it has a next tile, so no arrival is left pending). */
+      if (PING && blockIdx.x + (j + 1) * gridDim.x < num_tiles) named_arrive(kOrderBar + (1 - cw));
+      wgmma_wait<0>();
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) fence_regs(frag[mi].v);
+      if (prev >= 0 && t128 == 0) mbar_arrive(&empty[prev]);
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        frag[mi].row0 = tm * kBM + row_off + mi * 64 + warp * 16 + lane / 4;
+        frag[mi].col0 = tn * BN + (lane % 4) * 2;
+        epi(frag[mi]);
+      }
+    }
+  }
+}
+
+/* Launch arguments shared by every instantiation. */
+struct GemmLaunch {
+  CUtensorMap a, b;
+  int M, N, K;
+  int group_m;
+  int grid;
+  cudaStream_t stream;
+  StoreEpilogue epi;
+};
+
+template <int BN, int STAGES, bool PING, bool TA, bool TB, bool F16>
+cudaError_t launch_gemm(const GemmLaunch &p) {
+  auto kern = gemm_kernel<BN, STAGES, PING, TA, TB, F16, StoreEpilogue>;
+  constexpr size_t smem = smem_bytes<BN, STAGES>();
+  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (e != cudaSuccess) return e;
+  kern<<<p.grid, kThreads, smem, p.stream>>>(p.a, p.b, p.M, p.N, p.K, p.group_m, p.epi);
+  return cudaGetLastError();
+}
+
+}  // namespace coda_sm90

@@ -1,0 +1,343 @@
+/* The IR's tables, lookups, lifetime, introspection and built-in programs. */
+#include "lang/ir.h"
+#include "core/internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Generated from the .coda files of programs/ at build time (cmake/embed_programs.cmake). */
+struct coda_builtin_program { const char *name; const char *text; };
+extern const struct coda_builtin_program coda_builtin_programs[];
+extern const int coda_builtin_program_count;
+
+typedef struct { const char *name; int arity, results; } op_info;
+
+/* Indexed by coda_op; the order must follow the enum in coda.h. */
+static const op_info op_table[] = {
+  {"add", 2, 1},      {"sub", 2, 1},     {"mul", 2, 1},     {"div", 2, 1},
+  {"neg", 1, 1},      {"fma", 3, 1},     {"exp", 1, 1},     {"log", 1, 1},
+  {"sqrt", 1, 1},     {"rsqrt", 1, 1},   {"sigmoid", 1, 1}, {"silu", 1, 1},
+  {"gelu", 1, 1},     {"dgelu", 1, 1},   {"dsilu", 1, 1},   {"tanh", 1, 1},
+  {"abs", 1, 1},      {"min", 2, 1},     {"max", 2, 1},     {"lt", 2, 1},
+  {"le", 2, 1},       {"gt", 2, 1},      {"ge", 2, 1},      {"eq", 2, 1},
+  {"ne", 2, 1},       {"select", 3, 1},  {"swiglu", 2, 1},  {"geglu", 2, 1},
+  {"dswiglu", 3, 2},  {"dgeglu", 3, 2},  {"rope", 5, 2},    {"rope_bwd", 5, 2},
+};
+#define NUM_OPS ((int)(sizeof op_table / sizeof op_table[0]))
+
+static int op_valid(coda_op op) { return (int)op >= 0 && (int)op < NUM_OPS; }
+int ir_op_results(coda_op op) { return op_valid(op) ? op_table[op].results : 0; }
+int ir_op_arity(coda_op op) { return op_valid(op) ? op_table[op].arity : 0; }
+const char *ir_op_name(coda_op op) { return op_valid(op) ? op_table[op].name : "?"; }
+
+const char *ir_reduce_kind_name(coda_reduce_kind k) {
+  switch (k) {
+  case CODA_REDUCE_ROWSUM: return "rowsum";
+  case CODA_REDUCE_ROWMAX: return "rowmax";
+  case CODA_REDUCE_ROWLSE: return "rowlse";
+  case CODA_REDUCE_COLSUM: return "colsum";
+  case CODA_REDUCE_SEGSUM: return "rowsum per";
+  case CODA_REDUCE_ROWPICK: return "rowpick";
+  }
+  return "?";
+}
+
+const char *ir_finish_kind_name(coda_finish_kind k) {
+  switch (k) {
+  case CODA_FINISH_RSTD: return "rstd";
+  case CODA_FINISH_SUM: return "sum";
+  case CODA_FINISH_MAX: return "max";
+  case CODA_FINISH_LSE: return "lse";
+  case CODA_FINISH_MEAN: return "mean";
+  }
+  return "?";
+}
+
+/* Words that start statements or name builtins and functions. The other
+ * words of the language (elem, pair, tile, bf16, x2, half, accumulate, per,
+ * even, odd, and the reduction and finisher kinds rowsum ... mean) only mean
+ * something at their place in a statement and stay usable as names: the
+ * design's own example names a rope result `x2`, programs name an lse
+ * vector `lse`. */
+static const char *const reserved[] = {
+  "mode", "input", "output", "store", "reduce", "finish", "acc", "row", "col",
+  "pack", "fma", "exp", "log", "sqrt", "rsqrt", "tanh", "abs", "sigmoid",
+  "silu", "gelu", "dgelu", "dsilu", "min", "max", "select", "swiglu", "geglu",
+  "dswiglu", "dgeglu", "rope", "rope_bwd",
+};
+
+int ir_is_reserved(const char *s) {
+  for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+    if (!strcmp(s, reserved[i])) return 1;
+  return 0;
+}
+
+int ir_find_input(const struct coda_program_s *p, const char *name) {
+  for (int i = 0; i < p->ninputs; i++)
+    if (!strcmp(p->inputs[i].name, name)) return i;
+  return -1;
+}
+int ir_find_output(const struct coda_program_s *p, const char *name) {
+  for (int i = 0; i < p->noutputs; i++)
+    if (!strcmp(p->outputs[i].name, name)) return i;
+  return -1;
+}
+int ir_find_reduce(const struct coda_program_s *p, const char *name) {
+  for (int i = 0; i < p->nreduces; i++)
+    if (!strcmp(p->reduces[i].name, name)) return i;
+  return -1;
+}
+int ir_find_finish(const struct coda_program_s *p, const char *name) {
+  for (int i = 0; i < p->nfinishes; i++)
+    if (!strcmp(p->finishes[i].name, name)) return i;
+  return -1;
+}
+
+int ir_input_is_pair(const struct coda_program_s *p, int input) {
+  if (input < 0 || input >= p->ninputs) return 0;
+  const ir_input *in = &p->inputs[input];
+  if (p->pair_mode)
+    return (in->kind == CODA_ARG_TILE && in->width == CODA_WIDTH_FULL) ||
+           in->kind == CODA_ARG_COL;
+  return in->kind == CODA_ARG_TILE && in->width == CODA_WIDTH_X2;
+}
+
+int ir_output_is_pair(const struct coda_program_s *p, int output) {
+  if (output < 0 || output >= p->noutputs) return 0;
+  coda_width w = p->outputs[output].width;
+  return p->pair_mode ? w == CODA_WIDTH_FULL : w == CODA_WIDTH_X2;
+}
+
+struct coda_program_s *ir_program_alloc(void) {
+  return calloc(1, sizeof(struct coda_program_s));
+}
+
+void coda_program_destroy(coda_program p) {
+  if (!p) return;
+  if (p->reg_names) {
+    for (int i = 0; i < p->nregs; i++) free(p->reg_names[i]);
+    free(p->reg_names);
+  }
+  free(p->text);
+  free(p->ir_dump);
+  free(p);
+}
+
+coda_status ir_finalize(coda_context ctx, struct coda_program_s *p) {
+  free(p->text);
+  free(p->ir_dump);
+  p->text = ir_print_text(p);
+  p->ir_dump = ir_print_listing(p);
+  if (!p->text || !p->ir_dump)
+    return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory printing a program");
+  return CODA_OK;
+}
+
+const char *coda_program_text(coda_program p) { return p && p->text ? p->text : ""; }
+const char *coda_program_ir(coda_program p) { return p && p->ir_dump ? p->ir_dump : ""; }
+
+/* ------------------------------------------------------------ equality */
+
+#define DIFF(...) do { if (why && why_len) snprintf(why, why_len, __VA_ARGS__); return 0; } while (0)
+
+int ir_equal(const struct coda_program_s *a, const struct coda_program_s *b,
+             int compare_names, char *why, size_t why_len) {
+  if (why && why_len) why[0] = '\0';
+  if (a->pair_mode != b->pair_mode) DIFF("mode differs");
+  if (a->ninstrs != b->ninstrs) DIFF("instruction count %d vs %d", a->ninstrs, b->ninstrs);
+  if (a->ninputs != b->ninputs) DIFF("input count %d vs %d", a->ninputs, b->ninputs);
+  if (a->noutputs != b->noutputs) DIFF("output count %d vs %d", a->noutputs, b->noutputs);
+  if (a->nreduces != b->nreduces) DIFF("reduction count %d vs %d", a->nreduces, b->nreduces);
+  if (a->nfinishes != b->nfinishes) DIFF("finisher count %d vs %d", a->nfinishes, b->nfinishes);
+  if (a->nregs != b->nregs) DIFF("register count %d vs %d", a->nregs, b->nregs);
+  for (int i = 0; i < a->ninstrs; i++) {
+    const ir_instr *x = &a->instrs[i], *y = &b->instrs[i];
+    if (x->code != y->code) DIFF("instruction %d: code %d vs %d", i, (int)x->code, (int)y->code);
+    if (x->dst != y->dst || x->dst2 != y->dst2) DIFF("instruction %d: destination differs", i);
+    switch (x->code) {
+    case IR_CONST:
+      if (memcmp(&x->imm, &y->imm, sizeof x->imm) != 0)
+        DIFF("instruction %d: constant %.17g vs %.17g", i, x->imm, y->imm);
+      break;
+    case IR_ACC:
+      if (x->lane != y->lane) DIFF("instruction %d: lane differs", i);
+      break;
+    case IR_READ:
+      if (x->lane != y->lane || x->input != y->input) DIFF("instruction %d: read differs", i);
+      break;
+    case IR_MATH:
+      if (x->op != y->op || x->nargs != y->nargs) DIFF("instruction %d: op differs", i);
+      for (int k = 0; k < x->nargs && k < CODA_MAX_ARGS; k++)
+        if (x->args[k] != y->args[k]) DIFF("instruction %d: operand %d differs", i, k);
+      break;
+    default: break;
+    }
+  }
+  for (int i = 0; i < a->ninputs; i++) {
+    const ir_input *x = &a->inputs[i], *y = &b->inputs[i];
+    if (strcmp(x->name, y->name) || x->kind != y->kind || x->dtype != y->dtype || x->width != y->width)
+      DIFF("input %d ('%s' vs '%s') differs", i, x->name, y->name);
+  }
+  for (int i = 0; i < a->noutputs; i++) {
+    const ir_output *x = &a->outputs[i], *y = &b->outputs[i];
+    if (strcmp(x->name, y->name) || x->dtype != y->dtype || x->width != y->width ||
+        x->accumulate != y->accumulate || x->reg_even != y->reg_even || x->reg_odd != y->reg_odd)
+      DIFF("output %d ('%s' vs '%s') differs", i, x->name, y->name);
+  }
+  for (int i = 0; i < a->nreduces; i++) {
+    const ir_reduce *x = &a->reduces[i], *y = &b->reduces[i];
+    if (strcmp(x->name, y->name) || x->kind != y->kind || x->reg != y->reg)
+      DIFF("reduction %d ('%s' vs '%s') differs", i, x->name, y->name);
+    if (x->kind == CODA_REDUCE_ROWPICK && x->index_input != y->index_input)
+      DIFF("reduction %d: index input differs", i);
+    if (x->kind == CODA_REDUCE_SEGSUM && x->segment != y->segment)
+      DIFF("reduction %d: segment differs", i);
+  }
+  for (int i = 0; i < a->nfinishes; i++) {
+    const ir_finish *x = &a->finishes[i], *y = &b->finishes[i];
+    if (strcmp(x->name, y->name) || x->kind != y->kind || x->reduce != y->reduce)
+      DIFF("finisher %d ('%s' vs '%s') differs", i, x->name, y->name);
+    if (x->kind == CODA_FINISH_RSTD &&
+        (memcmp(&x->eps, &y->eps, sizeof x->eps) != 0 || x->reduce2 != y->reduce2))
+      DIFF("finisher %d: eps or second partial differs", i);
+  }
+  if (compare_names) {
+    for (int r = 0; r < a->nregs; r++) {
+      const char *x = a->reg_names ? a->reg_names[r] : NULL;
+      const char *y = b->reg_names ? b->reg_names[r] : NULL;
+      if ((x == NULL) != (y == NULL) || (x && strcmp(x, y)))
+        DIFF("register %d named '%s' vs '%s'", r, x ? x : "", y ? y : "");
+    }
+  }
+  return 1;
+}
+
+/* ------------------------------------------------------- introspection */
+
+int coda_program_num_args(coda_program p) {
+  return p ? p->ninputs + p->noutputs + p->nreduces + p->nfinishes : 0;
+}
+
+coda_status coda_program_arg(coda_program p, int i, coda_arg_info *info) {
+  if (!p || !info || i < 0 || i >= coda_program_num_args(p)) return CODA_ERR_INVALID_ARGUMENT;
+  memset(info, 0, sizeof *info);
+  if (i < p->ninputs) {
+    const ir_input *in = &p->inputs[i];
+    info->name = in->name; info->kind = in->kind; info->dtype = in->dtype; info->width = in->width;
+    return CODA_OK;
+  }
+  i -= p->ninputs;
+  if (i < p->noutputs) {
+    const ir_output *o = &p->outputs[i];
+    info->name = o->name; info->kind = CODA_ARG_OUTPUT; info->dtype = o->dtype;
+    info->width = o->width; info->accumulate = o->accumulate;
+    return CODA_OK;
+  }
+  i -= p->noutputs;
+  info->dtype = CODA_F32;
+  info->width = CODA_WIDTH_FULL;
+  if (i < p->nreduces) {
+    info->name = p->reduces[i].name;
+    info->kind = CODA_ARG_PARTIAL;
+    return CODA_OK;
+  }
+  i -= p->nreduces;
+  const ir_finish *f = &p->finishes[i];
+  info->name = f->name;
+  info->kind = p->reduces[f->reduce].kind == CODA_REDUCE_COLSUM ? CODA_ARG_COL : CODA_ARG_ROW;
+  return CODA_OK;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+
+/* Columns of a segmented partial: one per interval between boundaries at
+ * multiples of S and of tile_n; with one dividing the other that is
+ * ceil(N / min(S, tile_n)). */
+static coda_status segment_cols(int64_t N, int S, int tile_n, int64_t *cols) {
+  if (S % tile_n != 0 && tile_n % S != 0) return CODA_ERR_SHAPE;
+  *cols = ceil_div(N, S < tile_n ? S : tile_n);
+  return CODA_OK;
+}
+
+coda_status coda_program_arg_shape(coda_program p, const char *name, int64_t M,
+                                   int64_t N, int tile_m, int tile_n,
+                                   int64_t *rows, int64_t *cols) {
+  if (!p || !name || !rows || !cols) return CODA_ERR_INVALID_ARGUMENT;
+  if (M < 0 || N < 0 || tile_m <= 0 || tile_n <= 0) return CODA_ERR_INVALID_ARGUMENT;
+  if (p->pair_mode && N % 2 != 0) return CODA_ERR_SHAPE;
+  if (N > INT64_MAX / 2) return CODA_ERR_OVERFLOW;
+  int k;
+  coda_width w = CODA_WIDTH_FULL;
+  if ((k = ir_find_input(p, name)) >= 0) {
+    const ir_input *in = &p->inputs[k];
+    switch (in->kind) {
+    case CODA_ARG_ROW: *rows = M; *cols = 1; return CODA_OK;
+    case CODA_ARG_COL: *rows = 1; *cols = N; return CODA_OK;
+    case CODA_ARG_SCALAR: *rows = 1; *cols = 1; return CODA_OK;
+    default: w = in->width; break;
+    }
+  } else if ((k = ir_find_output(p, name)) >= 0) {
+    w = p->outputs[k].width;
+  } else if ((k = ir_find_reduce(p, name)) >= 0) {
+    const ir_reduce *r = &p->reduces[k];
+    switch (r->kind) {
+    case CODA_REDUCE_COLSUM: *rows = ceil_div(M, tile_m); *cols = N; return CODA_OK;
+    case CODA_REDUCE_ROWPICK: *rows = M; *cols = 1; return CODA_OK;
+    case CODA_REDUCE_SEGSUM: *rows = M; return segment_cols(N, r->segment, tile_n, cols);
+    default: *rows = M; *cols = ceil_div(N, tile_n); return CODA_OK;
+    }
+  } else if ((k = ir_find_finish(p, name)) >= 0) {
+    const ir_reduce *r = &p->reduces[p->finishes[k].reduce];
+    switch (r->kind) {
+    case CODA_REDUCE_COLSUM: *rows = 1; *cols = N; return CODA_OK;
+    case CODA_REDUCE_SEGSUM: {
+      int64_t c;
+      coda_status s = segment_cols(N, r->segment, tile_n, &c);
+      if (s) return s;
+      *rows = M; *cols = ceil_div(N, r->segment);
+      return CODA_OK;
+    }
+    default: *rows = M; *cols = 1; return CODA_OK;
+    }
+  } else {
+    return CODA_ERR_INVALID_ARGUMENT;
+  }
+  *rows = M;
+  *cols = w == CODA_WIDTH_X2 ? 2 * N : w == CODA_WIDTH_HALF ? N / 2 : N;
+  return CODA_OK;
+}
+
+/* ------------------------------------------------------------ built-ins */
+
+const char *coda_builtin_program_name(int i) {
+  if (i < 0 || i >= coda_builtin_program_count) return NULL;
+  return coda_builtin_programs[i].name;
+}
+
+coda_status coda_program_builtin(coda_context ctx, const char *name, coda_program *out) {
+  if (!out) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_program_builtin: out is NULL");
+  *out = NULL;
+  if (!name) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_program_builtin: name is NULL");
+  for (int i = 0; i < coda_builtin_program_count; i++) {
+    if (strcmp(coda_builtin_programs[i].name, name)) continue;
+    coda_status s = coda_program_parse(ctx, coda_builtin_programs[i].text, out);
+    if (s && ctx) {
+      char msg[CODA_ERRMSG_LEN];
+      snprintf(msg, sizeof msg, "%s", coda_last_error(ctx));
+      coda_fail(ctx, s, "built-in program '%s': %s", name, msg);
+    }
+    return s;
+  }
+  char known[256] = "";
+  size_t len = 0;
+  for (int i = 0; i < coda_builtin_program_count; i++) {
+    int n = snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "",
+                     coda_builtin_programs[i].name);
+    if (n < 0 || (size_t)n >= sizeof known - len) break; /* list truncated */
+    len += (size_t)n;
+  }
+  return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "no built-in program named '%.64s' (known: %s)",
+                   name, len ? known : "none");
+}

@@ -1,0 +1,833 @@
+/* Lexer and recursive-descent parser of the epilogue language (grammar in
+ * docs/design.md, "Grammar and validation rules"). The parser resolves
+ * names and emits IR instructions in post order, left to right; every
+ * semantic rule beyond names and arity is checked by ir_validate. */
+#include "lang/ir.h"
+#include "core/internal.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_TEXT (1 << 20) /* bytes of program text */
+#define MAX_DEPTH 64       /* nesting of parentheses, calls and unary minus */
+#define MAX_SYMS (CODA_MAX_INPUTS + CODA_MAX_OUTPUTS + CODA_MAX_REDUCES + CODA_MAX_FINISHES + 2 * CODA_MAX_INSTRS)
+
+typedef enum {
+  T_EOF, T_NL, T_NAME, T_NUM, T_COMMA, T_COLON, T_DOT, T_LP, T_RP, T_ASSIGN,
+  T_PLUS, T_MINUS, T_STAR, T_SLASH, T_LT, T_LE, T_GT, T_GE, T_EQ, T_NE, T_BAD
+} tok_kind;
+
+typedef struct {
+  tok_kind k;
+  const char *s;
+  int len;
+  int line, col;
+  double num;
+} token;
+
+typedef enum { SYM_INPUT, SYM_OUTPUT, SYM_VALUE, SYM_REDUCE, SYM_FINISH } sym_kind;
+
+typedef struct {
+  char name[CODA_NAME_MAX];
+  sym_kind kind;
+  int index; /* input/output/reduce/finish index or register */
+  int line;
+} symbol;
+
+typedef struct {
+  coda_context ctx;
+  const char *src;
+  size_t pos, line_start;
+  int line;
+  token tok;
+  struct coda_program_s *p;
+  symbol syms[MAX_SYMS];
+  int nsyms;
+  char regname[2 * CODA_MAX_INSTRS][CODA_NAME_MAX];
+  int depth;
+  int nstatements;
+  coda_status err;
+} parser;
+
+/* ---------------------------------------------------------------- errors */
+
+static int perr(parser *ps, coda_status s, int line, int col, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+
+static int perr(parser *ps, coda_status s, int line, int col, const char *fmt, ...) {
+  if (ps->err) return -1; /* keep the first error */
+  char msg[CODA_ERRMSG_LEN];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  ps->err = coda_fail(ps->ctx, s, "line %d, column %d: %s", line, col, msg);
+  return -1;
+}
+
+/* What a token looks like in a message. */
+static const char *describe(const token *t, char *buf, size_t n) {
+  switch (t->k) {
+  case T_EOF: return "end of input";
+  case T_NL: return "end of line";
+  case T_BAD: {
+    unsigned char c = (unsigned char)t->s[0];
+    if (isdigit(c)) { /* a malformed number: show it */
+      if (t->len > 32) snprintf(buf, n, "'%.32s...'", t->s);
+      else snprintf(buf, n, "'%.*s'", t->len, t->s);
+      return buf;
+    }
+    if (isprint(c)) snprintf(buf, n, "character '%c'", c);
+    else snprintf(buf, n, "byte 0x%02x", c);
+    return buf;
+  }
+  default:
+    if (t->len > 32) snprintf(buf, n, "'%.32s...'", t->s);
+    else snprintf(buf, n, "'%.*s'", t->len, t->s);
+    return buf;
+  }
+}
+
+static int expected(parser *ps, const char *what) {
+  char buf[64];
+  return perr(ps, CODA_ERR_PARSE, ps->tok.line, ps->tok.col, "expected %s, found %s", what,
+              describe(&ps->tok, buf, sizeof buf));
+}
+
+/* ----------------------------------------------------------------- lexer */
+
+static int is_name_start(int c) { return isalpha(c) || c == '_'; }
+static int is_name_char(int c) { return isalnum(c) || c == '_'; }
+
+static void next(parser *ps) {
+  const char *s = ps->src;
+  size_t i = ps->pos;
+  for (;;) {
+    while (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\f' || s[i] == '\v') i++;
+    if (s[i] == '#')
+      while (s[i] && s[i] != '\n') i++;
+    else
+      break;
+  }
+  token *t = &ps->tok;
+  t->s = s + i;
+  t->line = ps->line;
+  t->col = (int)(i - ps->line_start) + 1;
+  t->len = 1;
+  t->num = 0;
+  unsigned char c = (unsigned char)s[i];
+  if (c == '\0') {
+    t->k = T_EOF;
+    t->len = 0;
+    ps->pos = i;
+    return;
+  }
+  if (c == '\n') {
+    t->k = T_NL;
+    ps->line++;
+    ps->line_start = i + 1;
+    ps->pos = i + 1;
+    return;
+  }
+  if (is_name_start(c)) {
+    size_t j = i;
+    while (is_name_char((unsigned char)s[j])) j++;
+    t->k = T_NAME;
+    t->len = (int)(j - i);
+    ps->pos = j;
+    return;
+  }
+  if (isdigit(c)) {
+    size_t j = i;
+    while (isdigit((unsigned char)s[j])) j++;
+    if (s[j] == '.' && !is_name_start((unsigned char)s[j + 1])) { /* "1.5"; "x.even" is a lane */
+      j++;
+      while (isdigit((unsigned char)s[j])) j++;
+    }
+    if ((s[j] == 'e' || s[j] == 'E') &&
+        (isdigit((unsigned char)s[j + 1]) ||
+         ((s[j + 1] == '+' || s[j + 1] == '-') && isdigit((unsigned char)s[j + 2])))) {
+      j += 2;
+      while (isdigit((unsigned char)s[j])) j++;
+    }
+    t->k = T_NUM;
+    t->len = (int)(j - i);
+    ps->pos = j;
+    if (is_name_char((unsigned char)s[j]) || s[j] == '.' || j - i > 400) {
+      t->k = T_BAD; /* "1abc", "1e", "1.5.2", absurdly long: reported by the parser */
+      while (is_name_char((unsigned char)s[j]) || s[j] == '.') j++;
+      t->len = (int)(j - i);
+      ps->pos = j;
+      return;
+    }
+    char *end = NULL;
+    t->num = strtod(t->s, &end);
+    if (end != t->s + t->len || !isfinite(t->num)) t->k = T_BAD;
+    return;
+  }
+  ps->pos = i + 1;
+  switch (c) {
+  case ',': t->k = T_COMMA; return;
+  case ':': t->k = T_COLON; return;
+  case '.': t->k = T_DOT; return;
+  case '(': t->k = T_LP; return;
+  case ')': t->k = T_RP; return;
+  case '+': t->k = T_PLUS; return;
+  case '-': t->k = T_MINUS; return;
+  case '*': t->k = T_STAR; return;
+  case '/': t->k = T_SLASH; return;
+  case '=':
+    if (s[i + 1] == '=') { t->k = T_EQ; t->len = 2; ps->pos = i + 2; }
+    else t->k = T_ASSIGN;
+    return;
+  case '<':
+    if (s[i + 1] == '=') { t->k = T_LE; t->len = 2; ps->pos = i + 2; }
+    else t->k = T_LT;
+    return;
+  case '>':
+    if (s[i + 1] == '=') { t->k = T_GE; t->len = 2; ps->pos = i + 2; }
+    else t->k = T_GT;
+    return;
+  case '!':
+    if (s[i + 1] == '=') { t->k = T_NE; t->len = 2; ps->pos = i + 2; return; }
+    break;
+  default: break;
+  }
+  t->k = T_BAD;
+}
+
+static int tok_is(const token *t, const char *word) {
+  return t->k == T_NAME && (size_t)t->len == strlen(word) && !memcmp(t->s, word, (size_t)t->len);
+}
+
+static int accept(parser *ps, tok_kind k) {
+  if (ps->tok.k != k) return 0;
+  next(ps);
+  return 1;
+}
+
+static int expect(parser *ps, tok_kind k, const char *what) {
+  if (ps->tok.k == T_BAD && ps->tok.s[0] && (isdigit((unsigned char)ps->tok.s[0]))) {
+    char buf[64];
+    return perr(ps, CODA_ERR_PARSE, ps->tok.line, ps->tok.col, "malformed or out-of-range number %s",
+                describe(&ps->tok, buf, sizeof buf));
+  }
+  if (ps->tok.k != k) return expected(ps, what);
+  next(ps);
+  return 0;
+}
+
+/* --------------------------------------------------------------- symbols */
+
+static symbol *lookup(parser *ps, const token *t) {
+  if (t->len >= CODA_NAME_MAX) return NULL;
+  for (int i = 0; i < ps->nsyms; i++)
+    if ((int)strlen(ps->syms[i].name) == t->len && !memcmp(ps->syms[i].name, t->s, (size_t)t->len))
+      return &ps->syms[i];
+  return NULL;
+}
+
+/* Checks that token t can name something new; copies it to out. */
+static int check_new_name(parser *ps, const token *t, char out[CODA_NAME_MAX]) {
+  if (t->k != T_NAME) return expected(ps, "a name");
+  if (t->len >= CODA_NAME_MAX)
+    return perr(ps, CODA_ERR_TYPE, t->line, t->col, "name '%.32s...' is longer than %d characters", t->s,
+                CODA_NAME_MAX - 1);
+  memcpy(out, t->s, (size_t)t->len);
+  out[t->len] = '\0';
+  if (ir_is_reserved(out))
+    return perr(ps, CODA_ERR_TYPE, t->line, t->col, "'%s' is a reserved word and cannot be a name", out);
+  symbol *s = lookup(ps, t);
+  if (s) return perr(ps, CODA_ERR_TYPE, t->line, t->col, "'%s' is already defined (line %d)", out, s->line);
+  return 0;
+}
+
+static void define(parser *ps, const char *name, sym_kind kind, int index, int line) {
+  symbol *s = &ps->syms[ps->nsyms++]; /* capacity covers every limit */
+  snprintf(s->name, sizeof s->name, "%s", name);
+  s->kind = kind;
+  s->index = index;
+  s->line = line;
+}
+
+/* ---------------------------------------------------------- expressions */
+
+static ir_instr *emit(parser *ps, ir_code code, const token *at) {
+  struct coda_program_s *p = ps->p;
+  if (p->ninstrs >= CODA_MAX_INSTRS) {
+    perr(ps, CODA_ERR_TYPE, at->line, at->col, "program too large: more than %d instructions", CODA_MAX_INSTRS);
+    return NULL;
+  }
+  ir_instr *in = &p->instrs[p->ninstrs++];
+  memset(in, 0, sizeof *in);
+  in->code = code;
+  in->input = -1;
+  for (int k = 0; k < CODA_MAX_ARGS; k++) in->args[k] = -1;
+  in->dst = p->nregs++;
+  in->dst2 = -1;
+  in->line = at->line;
+  in->col = at->col;
+  return in;
+}
+
+static int emit_math(parser *ps, coda_op op, int nargs, const int *args, const token *at) {
+  ir_instr *in = emit(ps, IR_MATH, at);
+  if (!in) return -1;
+  in->op = op;
+  in->nargs = nargs;
+  for (int k = 0; k < nargs; k++) in->args[k] = args[k];
+  if (ir_op_results(op) == 2) in->dst2 = ps->p->nregs++;
+  return in->dst;
+}
+
+typedef struct { const char *name; coda_op op; } fn_entry;
+static const fn_entry functions[] = {
+  {"fma", CODA_OP_FMA},       {"exp", CODA_OP_EXP},         {"log", CODA_OP_LOG},
+  {"sqrt", CODA_OP_SQRT},     {"rsqrt", CODA_OP_RSQRT},     {"sigmoid", CODA_OP_SIGMOID},
+  {"silu", CODA_OP_SILU},     {"gelu", CODA_OP_GELU},       {"dgelu", CODA_OP_DGELU},
+  {"dsilu", CODA_OP_DSILU},   {"tanh", CODA_OP_TANH},       {"abs", CODA_OP_ABS},
+  {"min", CODA_OP_MIN},       {"max", CODA_OP_MAX},         {"select", CODA_OP_SELECT},
+  {"swiglu", CODA_OP_SWIGLU}, {"geglu", CODA_OP_GEGLU},     {"dswiglu", CODA_OP_DSWIGLU},
+  {"dgeglu", CODA_OP_DGEGLU}, {"rope", CODA_OP_ROPE},       {"rope_bwd", CODA_OP_ROPE_BWD},
+};
+
+static int find_function(const token *t) {
+  for (size_t i = 0; i < sizeof functions / sizeof functions[0]; i++)
+    if (tok_is(t, functions[i].name)) return (int)functions[i].op;
+  return -1;
+}
+
+static int parse_expr(parser *ps);
+
+static int enter(parser *ps, const token *at) {
+  if (++ps->depth > MAX_DEPTH)
+    return perr(ps, CODA_ERR_PARSE, at->line, at->col, "expression nested too deeply (more than %d levels)",
+                MAX_DEPTH);
+  return 0;
+}
+
+/* Parses "(e, e, ...)" of function `op` (the current token is the '(') and
+ * emits the call. */
+static int parse_call(parser *ps, coda_op op, const token *fn) {
+  int args[CODA_MAX_ARGS], n = 0;
+  int arity = ir_op_arity(op);
+  if (expect(ps, T_LP, "'('")) return -1;
+  if (enter(ps, fn)) return -1;
+  if (ps->tok.k != T_RP) {
+    for (;;) {
+      if (n == CODA_MAX_ARGS || n == arity)
+        return perr(ps, CODA_ERR_TYPE, fn->line, fn->col, "%s takes %d argument%s, found more",
+                    ir_op_name(op), arity, arity == 1 ? "" : "s");
+      int r = parse_expr(ps);
+      if (r < 0) return -1;
+      args[n++] = r;
+      if (!accept(ps, T_COMMA)) break;
+    }
+  }
+  if (expect(ps, T_RP, n < arity ? "',' or ')'" : "')'")) return -1;
+  ps->depth--;
+  if (n != arity)
+    return perr(ps, CODA_ERR_TYPE, fn->line, fn->col, "%s takes %d argument%s, found %d", ir_op_name(op),
+                arity, arity == 1 ? "" : "s", n);
+  return emit_math(ps, op, n, args, fn);
+}
+
+/* Optional ".even" / ".odd" after a name. */
+static int parse_lane(parser *ps, coda_lane *lane) {
+  *lane = CODA_LANE_NONE;
+  if (!accept(ps, T_DOT)) return 0;
+  if (tok_is(&ps->tok, "even")) *lane = CODA_LANE_EVEN;
+  else if (tok_is(&ps->tok, "odd")) *lane = CODA_LANE_ODD;
+  else return expected(ps, "'even' or 'odd' after '.'");
+  next(ps);
+  return 0;
+}
+
+static int parse_primary(parser *ps) {
+  token t = ps->tok;
+  if (t.k == T_NUM) {
+    next(ps);
+    ir_instr *in = emit(ps, IR_CONST, &t);
+    if (!in) return -1;
+    in->imm = t.num;
+    return in->dst;
+  }
+  if (t.k == T_LP) {
+    next(ps);
+    if (enter(ps, &t)) return -1;
+    int r = parse_expr(ps);
+    if (r < 0) return -1;
+    if (expect(ps, T_RP, "')'")) return -1;
+    ps->depth--;
+    return r;
+  }
+  if (t.k == T_BAD && isdigit((unsigned char)t.s[0])) return expect(ps, T_NUM, "a number");
+  if (t.k != T_NAME) return expected(ps, "an expression");
+  int op = find_function(&t);
+  if (op >= 0) {
+    next(ps);
+    if (ir_op_results((coda_op)op) == 2)
+      return perr(ps, CODA_ERR_TYPE, t.line, t.col, "%s gives two results: write 'a, b = %s(...)' on its own line",
+                  ir_op_name((coda_op)op), ir_op_name((coda_op)op));
+    return parse_call(ps, (coda_op)op, &t);
+  }
+  char nm[CODA_NAME_MAX];
+  snprintf(nm, sizeof nm, "%.*s", t.len < CODA_NAME_MAX ? t.len : CODA_NAME_MAX - 1, t.s);
+  if (tok_is(&t, "pack"))
+    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "pack(...) is only allowed as the whole value of a store");
+  if (tok_is(&t, "mode") || tok_is(&t, "input") || tok_is(&t, "output") || tok_is(&t, "store") ||
+      tok_is(&t, "reduce") || tok_is(&t, "finish"))
+    return expected(ps, "an expression");
+  next(ps);
+  coda_lane lane;
+  if (tok_is(&t, "acc") || tok_is(&t, "row") || tok_is(&t, "col")) {
+    if (parse_lane(ps, &lane)) return -1;
+    ir_instr *in = emit(ps, tok_is(&t, "acc") ? IR_ACC : tok_is(&t, "row") ? IR_ROW : IR_COL, &t);
+    if (!in) return -1;
+    in->lane = lane; /* a lane on row/col is rejected by the validator */
+    return in->dst;
+  }
+  symbol *s = lookup(ps, &t);
+  if (!s) {
+    if (tok_is(&t, "rowsum") || tok_is(&t, "rowmax") || tok_is(&t, "rowlse") || tok_is(&t, "colsum") ||
+        tok_is(&t, "rowpick"))
+      return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is only allowed in a reduce statement", nm);
+    if (tok_is(&t, "rstd") || tok_is(&t, "sum") || tok_is(&t, "lse") || tok_is(&t, "mean"))
+      return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is only allowed in a finish statement", nm);
+    if (t.len >= CODA_NAME_MAX)
+      return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%.32s...' is used before it is defined", t.s);
+    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is used before it is defined", nm);
+  }
+  switch (s->kind) {
+  case SYM_INPUT: {
+    if (parse_lane(ps, &lane)) return -1;
+    ir_instr *in = emit(ps, IR_READ, &t);
+    if (!in) return -1;
+    in->input = s->index;
+    in->lane = lane;
+    return in->dst;
+  }
+  case SYM_VALUE:
+    if (ps->tok.k == T_DOT)
+      return perr(ps, CODA_ERR_TYPE, t.line, t.col,
+                  "'%s' is a computed value with one value per point: read it as %s, without a lane", nm, nm);
+    return s->index;
+  case SYM_OUTPUT:
+    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is an output: outputs are stored, not read", nm);
+  case SYM_REDUCE:
+    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is a reduction partial: only a finish statement can use it", nm);
+  case SYM_FINISH:
+    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is a finisher result: it cannot be read by the program", nm);
+  }
+  return -1;
+}
+
+static int parse_unary(parser *ps) {
+  if (ps->tok.k != T_MINUS) return parse_primary(ps);
+  token t = ps->tok;
+  next(ps);
+  if (ps->tok.k == T_NUM) { /* "-2.5" is a negative constant, "-(2.5)" a negation */
+    token n = ps->tok;
+    next(ps);
+    ir_instr *in = emit(ps, IR_CONST, &t);
+    if (!in) return -1;
+    in->imm = -n.num;
+    return in->dst;
+  }
+  if (enter(ps, &t)) return -1;
+  int r = parse_unary(ps);
+  if (r < 0) return -1;
+  ps->depth--;
+  return emit_math(ps, CODA_OP_NEG, 1, &r, &t);
+}
+
+static int parse_binary_level(parser *ps, int level);
+
+static int parse_operand(parser *ps, int level) {
+  return level == 2 ? parse_unary(ps) : parse_binary_level(ps, level + 1);
+}
+
+/* level 0: comparisons, 1: + -, 2: * / (all left associative). */
+static int parse_binary_level(parser *ps, int level) {
+  int l = parse_operand(ps, level);
+  while (l >= 0) {
+    coda_op op;
+    tok_kind k = ps->tok.k;
+    if (level == 0 && k == T_LT) op = CODA_OP_LT;
+    else if (level == 0 && k == T_LE) op = CODA_OP_LE;
+    else if (level == 0 && k == T_GT) op = CODA_OP_GT;
+    else if (level == 0 && k == T_GE) op = CODA_OP_GE;
+    else if (level == 0 && k == T_EQ) op = CODA_OP_EQ;
+    else if (level == 0 && k == T_NE) op = CODA_OP_NE;
+    else if (level == 1 && k == T_PLUS) op = CODA_OP_ADD;
+    else if (level == 1 && k == T_MINUS) op = CODA_OP_SUB;
+    else if (level == 2 && k == T_STAR) op = CODA_OP_MUL;
+    else if (level == 2 && k == T_SLASH) op = CODA_OP_DIV;
+    else break;
+    token t = ps->tok;
+    next(ps);
+    int r = parse_operand(ps, level);
+    if (r < 0) return -1;
+    int args[2] = {l, r};
+    l = emit_math(ps, op, 2, args, &t);
+  }
+  return l;
+}
+
+static int parse_expr(parser *ps) { return parse_binary_level(ps, 0); }
+
+/* ----------------------------------------------------------- statements */
+
+static const char *const dtype_words[] = {"bf16", "f16", "f32", "f64", "i32"};
+static const coda_dtype dtype_vals[] = {CODA_BF16, CODA_F16, CODA_F32, CODA_F64, CODA_I32};
+
+static int parse_dtype(parser *ps, coda_dtype *dt) {
+  for (int i = 0; i < 5; i++)
+    if (tok_is(&ps->tok, dtype_words[i])) {
+      *dt = dtype_vals[i];
+      next(ps);
+      return 0;
+    }
+  return expected(ps, "a dtype (bf16, f16, f32, f64 or i32)");
+}
+
+static coda_width parse_width(parser *ps) {
+  if (tok_is(&ps->tok, "x2")) { next(ps); return CODA_WIDTH_X2; }
+  if (tok_is(&ps->tok, "half")) { next(ps); return CODA_WIDTH_HALF; }
+  return CODA_WIDTH_FULL;
+}
+
+static int parse_input(parser *ps) {
+  struct coda_program_s *p = ps->p;
+  token t = ps->tok;
+  char name[CODA_NAME_MAX];
+  if (check_new_name(ps, &t, name)) return -1;
+  if (p->ninputs >= CODA_MAX_INPUTS)
+    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "too many inputs (at most %d)", CODA_MAX_INPUTS);
+  next(ps);
+  if (expect(ps, T_COLON, "':'")) return -1;
+  ir_input *in = &p->inputs[p->ninputs];
+  memset(in, 0, sizeof *in);
+  if (tok_is(&ps->tok, "row")) in->kind = CODA_ARG_ROW;
+  else if (tok_is(&ps->tok, "col")) in->kind = CODA_ARG_COL;
+  else if (tok_is(&ps->tok, "scalar")) in->kind = CODA_ARG_SCALAR;
+  else if (tok_is(&ps->tok, "tile")) in->kind = CODA_ARG_TILE;
+  else return expected(ps, "an input kind (row, col, scalar or tile)");
+  next(ps);
+  if (parse_dtype(ps, &in->dtype)) return -1;
+  in->width = parse_width(ps);
+  snprintf(in->name, sizeof in->name, "%s", name);
+  in->line = t.line;
+  in->col = t.col;
+  define(ps, name, SYM_INPUT, p->ninputs++, t.line);
+  return 0;
+}
+
+static int parse_output(parser *ps) {
+  struct coda_program_s *p = ps->p;
+  token t = ps->tok;
+  char name[CODA_NAME_MAX];
+  if (check_new_name(ps, &t, name)) return -1;
+  if (p->noutputs >= CODA_MAX_OUTPUTS)
+    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "too many outputs (at most %d)", CODA_MAX_OUTPUTS);
+  next(ps);
+  if (expect(ps, T_COLON, "':'")) return -1;
+  ir_output *o = &p->outputs[p->noutputs];
+  memset(o, 0, sizeof *o);
+  if (parse_dtype(ps, &o->dtype)) return -1;
+  o->width = parse_width(ps);
+  if (tok_is(&ps->tok, "accumulate")) {
+    o->accumulate = 1;
+    next(ps);
+  }
+  snprintf(o->name, sizeof o->name, "%s", name);
+  o->line = t.line;
+  o->col = t.col;
+  o->reg_even = o->reg_odd = -1;
+  define(ps, name, SYM_OUTPUT, p->noutputs++, t.line);
+  return 0;
+}
+
+static int parse_store(parser *ps) {
+  struct coda_program_s *p = ps->p;
+  token t = ps->tok;
+  if (t.k != T_NAME) return expected(ps, "an output name");
+  symbol *s = lookup(ps, &t);
+  char nm[CODA_NAME_MAX];
+  snprintf(nm, sizeof nm, "%.*s", t.len < CODA_NAME_MAX ? t.len : CODA_NAME_MAX - 1, t.s);
+  if (!s) return perr(ps, CODA_ERR_TYPE, t.line, t.col, "output '%s' is not declared", nm);
+  if (s->kind != SYM_OUTPUT) return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is not an output", nm);
+  ir_output *o = &p->outputs[s->index];
+  if (o->reg_even >= 0)
+    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "output '%s' is already stored (line %d)", nm, o->store_line);
+  next(ps);
+  if (expect(ps, T_ASSIGN, "'='")) return -1;
+  int even, odd = -1;
+  if (tok_is(&ps->tok, "pack")) {
+    token pk = ps->tok;
+    next(ps);
+    if (expect(ps, T_LP, "'('")) return -1;
+    if (enter(ps, &pk)) return -1;
+    if ((even = parse_expr(ps)) < 0) return -1;
+    if (expect(ps, T_COMMA, "','")) return -1;
+    if ((odd = parse_expr(ps)) < 0) return -1;
+    if (expect(ps, T_RP, "')'")) return -1;
+    ps->depth--;
+  } else if ((even = parse_expr(ps)) < 0) {
+    return -1;
+  }
+  o->reg_even = even;
+  o->reg_odd = odd;
+  o->store_line = t.line;
+  o->store_col = t.col;
+  return 0;
+}
+
+static int parse_reduce(parser *ps) {
+  struct coda_program_s *p = ps->p;
+  token t = ps->tok;
+  char name[CODA_NAME_MAX];
+  if (check_new_name(ps, &t, name)) return -1;
+  if (p->nreduces >= CODA_MAX_REDUCES)
+    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "too many reductions (at most %d)", CODA_MAX_REDUCES);
+  next(ps);
+  if (expect(ps, T_ASSIGN, "'='")) return -1;
+  token kt = ps->tok;
+  coda_reduce_kind kind;
+  if (tok_is(&kt, "rowsum")) kind = CODA_REDUCE_ROWSUM;
+  else if (tok_is(&kt, "rowmax")) kind = CODA_REDUCE_ROWMAX;
+  else if (tok_is(&kt, "rowlse")) kind = CODA_REDUCE_ROWLSE;
+  else if (tok_is(&kt, "colsum")) kind = CODA_REDUCE_COLSUM;
+  else if (tok_is(&kt, "rowpick")) kind = CODA_REDUCE_ROWPICK;
+  else return expected(ps, "a reduction (rowsum, rowmax, rowlse, colsum or rowpick)");
+  next(ps);
+  if (expect(ps, T_LP, "'('")) return -1;
+  if (enter(ps, &kt)) return -1;
+  int reg = parse_expr(ps);
+  if (reg < 0) return -1;
+  int index = -1, segment = 0;
+  if (kind == CODA_REDUCE_ROWPICK) {
+    if (expect(ps, T_COMMA, "','")) return -1;
+    token it = ps->tok;
+    if (it.k != T_NAME) return expected(ps, "the name of a row i32 input");
+    symbol *s = lookup(ps, &it);
+    if (!s || s->kind != SYM_INPUT)
+      return perr(ps, CODA_ERR_TYPE, it.line, it.col, "the rowpick index '%.*s' is not an input",
+                  it.len < 32 ? it.len : 32, it.s);
+    index = s->index;
+    next(ps);
+  }
+  if (expect(ps, T_RP, "')'")) return -1;
+  ps->depth--;
+  if (kind == CODA_REDUCE_ROWSUM && tok_is(&ps->tok, "per")) {
+    next(ps);
+    token st = ps->tok;
+    int digits = st.k == T_NUM;
+    for (int i = 0; digits && i < st.len; i++) digits = isdigit((unsigned char)st.s[i]);
+    if (!digits) return expected(ps, "a segment width (a whole number of columns)");
+    if (st.num > (double)(1 << 30))
+      return perr(ps, CODA_ERR_TYPE, st.line, st.col, "segment %.*s is too large", st.len < 32 ? st.len : 32, st.s);
+    segment = (int)st.num;
+    kind = CODA_REDUCE_SEGSUM;
+    next(ps);
+  }
+  ir_reduce *r = &p->reduces[p->nreduces];
+  memset(r, 0, sizeof *r);
+  snprintf(r->name, sizeof r->name, "%s", name);
+  r->kind = kind;
+  r->reg = reg;
+  r->index_input = index;
+  r->segment = segment;
+  r->line = kt.line;
+  r->col = kt.col;
+  define(ps, name, SYM_REDUCE, p->nreduces++, t.line);
+  return 0;
+}
+
+static int partial_ref(parser *ps, int *index) {
+  token t = ps->tok;
+  if (t.k != T_NAME) return expected(ps, "the name of a reduction");
+  symbol *s = lookup(ps, &t);
+  if (!s || s->kind != SYM_REDUCE)
+    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%.*s' is not a reduction defined before this line",
+                t.len < 32 ? t.len : 32, t.s);
+  *index = s->index;
+  next(ps);
+  return 0;
+}
+
+static int parse_finish(parser *ps) {
+  struct coda_program_s *p = ps->p;
+  token t = ps->tok;
+  char name[CODA_NAME_MAX];
+  if (check_new_name(ps, &t, name)) return -1;
+  if (p->nfinishes >= CODA_MAX_FINISHES)
+    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "too many finishers (at most %d)", CODA_MAX_FINISHES);
+  next(ps);
+  if (expect(ps, T_ASSIGN, "'='")) return -1;
+  token kt = ps->tok;
+  coda_finish_kind kind;
+  if (tok_is(&kt, "rstd")) kind = CODA_FINISH_RSTD;
+  else if (tok_is(&kt, "sum")) kind = CODA_FINISH_SUM;
+  else if (tok_is(&kt, "max")) kind = CODA_FINISH_MAX;
+  else if (tok_is(&kt, "lse")) kind = CODA_FINISH_LSE;
+  else if (tok_is(&kt, "mean")) kind = CODA_FINISH_MEAN;
+  else return expected(ps, "a finisher (rstd, sum, max, lse or mean)");
+  next(ps);
+  if (expect(ps, T_LP, "'('")) return -1;
+  int reduce = -1, reduce2 = -1;
+  double eps = 0;
+  if (partial_ref(ps, &reduce)) return -1;
+  if (kind == CODA_FINISH_RSTD) {
+    if (expect(ps, T_COMMA, "','")) return -1;
+    if (ps->tok.k != T_NUM) return expect(ps, T_NUM, "a number (eps)");
+    eps = ps->tok.num;
+    next(ps);
+    if (accept(ps, T_COMMA) && partial_ref(ps, &reduce2)) return -1;
+  }
+  if (expect(ps, T_RP, "')'")) return -1;
+  ir_finish *f = &p->finishes[p->nfinishes];
+  memset(f, 0, sizeof *f);
+  snprintf(f->name, sizeof f->name, "%s", name);
+  f->kind = kind;
+  f->reduce = reduce;
+  f->reduce2 = reduce2;
+  f->eps = eps;
+  f->line = kt.line;
+  f->col = kt.col;
+  define(ps, name, SYM_FINISH, p->nfinishes++, t.line);
+  return 0;
+}
+
+/* NAME = EXPR  |  NAME , NAME = F(...) with F a two-result function. */
+static int parse_assignment(parser *ps) {
+  struct coda_program_s *p = ps->p;
+  token t1 = ps->tok, t2;
+  char n1[CODA_NAME_MAX], n2[CODA_NAME_MAX];
+  if (check_new_name(ps, &t1, n1)) return -1;
+  next(ps);
+  int two = 0;
+  if (accept(ps, T_COMMA)) {
+    t2 = ps->tok;
+    if (check_new_name(ps, &t2, n2)) return -1;
+    if (!strcmp(n1, n2)) return perr(ps, CODA_ERR_TYPE, t2.line, t2.col, "'%s' is named twice", n2);
+    next(ps);
+    two = 1;
+  }
+  if (expect(ps, T_ASSIGN, two ? "'='" : "'=' or ','")) return -1;
+  if (two) {
+    token ft = ps->tok;
+    int op = find_function(&ft);
+    if (op < 0 || ir_op_results((coda_op)op) != 2)
+      return perr(ps, CODA_ERR_TYPE, ft.line, ft.col,
+                  "'%s, %s = ...' needs a two-result function (dswiglu, dgeglu, rope or rope_bwd)", n1, n2);
+    next(ps);
+    if (parse_call(ps, (coda_op)op, &ft) < 0) return -1;
+    ir_instr *in = &p->instrs[p->ninstrs - 1];
+    snprintf(ps->regname[in->dst], CODA_NAME_MAX, "%s", n1);
+    snprintf(ps->regname[in->dst2], CODA_NAME_MAX, "%s", n2);
+    define(ps, n1, SYM_VALUE, in->dst, t1.line);
+    define(ps, n2, SYM_VALUE, in->dst2, t1.line);
+    return 0;
+  }
+  int before = p->ninstrs;
+  token et = ps->tok;
+  int r = parse_expr(ps);
+  if (r < 0) return -1;
+  if (p->ninstrs == before)
+    return perr(ps, CODA_ERR_TYPE, et.line, et.col, "'%s = ...' only renames a value: use the value directly", n1);
+  /* post order: the value of the whole expression is the last instruction */
+  snprintf(ps->regname[r], CODA_NAME_MAX, "%s", n1);
+  define(ps, n1, SYM_VALUE, r, t1.line);
+  return 0;
+}
+
+static int parse_statement(parser *ps) {
+  token t = ps->tok;
+  if (t.k == T_BAD) {
+    char buf[64];
+    return perr(ps, CODA_ERR_PARSE, t.line, t.col, "unexpected %s", describe(&t, buf, sizeof buf));
+  }
+  if (t.k != T_NAME) return expected(ps, "a statement");
+  int first = ps->nstatements++ == 0;
+  if (tok_is(&t, "mode")) {
+    if (!first) return perr(ps, CODA_ERR_PARSE, t.line, t.col, "mode must be the first statement");
+    next(ps);
+    if (tok_is(&ps->tok, "elem")) ps->p->pair_mode = 0;
+    else if (tok_is(&ps->tok, "pair")) ps->p->pair_mode = 1;
+    else return expected(ps, "'elem' or 'pair'");
+    next(ps);
+    return 0;
+  }
+  if (tok_is(&t, "input")) { next(ps); return parse_input(ps); }
+  if (tok_is(&t, "output")) { next(ps); return parse_output(ps); }
+  if (tok_is(&t, "store")) { next(ps); return parse_store(ps); }
+  if (tok_is(&t, "reduce")) { next(ps); return parse_reduce(ps); }
+  if (tok_is(&t, "finish")) { next(ps); return parse_finish(ps); }
+  return parse_assignment(ps);
+}
+
+static coda_status build_reg_names(parser *ps) {
+  struct coda_program_s *p = ps->p;
+  if (p->nregs == 0) return CODA_OK;
+  p->reg_names = calloc((size_t)p->nregs, sizeof *p->reg_names);
+  if (!p->reg_names) return coda_fail(ps->ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int r = 0; r < p->nregs; r++) {
+    if (!ps->regname[r][0]) continue;
+    size_t n = strlen(ps->regname[r]) + 1;
+    p->reg_names[r] = malloc(n);
+    if (!p->reg_names[r]) return coda_fail(ps->ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    memcpy(p->reg_names[r], ps->regname[r], n);
+  }
+  return CODA_OK;
+}
+
+coda_status coda_program_parse(coda_context ctx, const char *text, coda_program *out) {
+  if (!out) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_program_parse: out is NULL");
+  *out = NULL;
+  if (!text) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_program_parse: text is NULL");
+  size_t len = 0;
+  while (len <= MAX_TEXT && text[len]) len++;
+  if (len > MAX_TEXT)
+    return coda_fail(ctx, CODA_ERR_PARSE, "line 1, column 1: program text is longer than %d bytes", MAX_TEXT);
+  parser *ps = calloc(1, sizeof *ps);
+  struct coda_program_s *p = ir_program_alloc();
+  if (!ps || !p) {
+    free(ps);
+    free(p);
+    return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory parsing a program");
+  }
+  ps->ctx = ctx;
+  ps->src = text;
+  ps->line = 1;
+  ps->p = p;
+  next(ps);
+  while (!ps->err) {
+    while (ps->tok.k == T_NL) next(ps);
+    if (ps->tok.k == T_EOF) break;
+    if (parse_statement(ps)) break;
+    if (ps->tok.k != T_NL && ps->tok.k != T_EOF) {
+      if (ps->tok.k == T_BAD && isdigit((unsigned char)ps->tok.s[0])) expect(ps, T_NUM, "a number");
+      else expected(ps, "end of line");
+    }
+  }
+  coda_status st = ps->err;
+  if (!st) st = build_reg_names(ps);
+  if (!st) st = ir_validate(ctx, p);
+  if (!st) st = ir_finalize(ctx, p);
+  free(ps);
+  if (st) {
+    coda_program_destroy(p);
+    return st;
+  }
+  coda_clear_error(ctx);
+  *out = p;
+  return CODA_OK;
+}

@@ -1,0 +1,238 @@
+/* The GPT-2 block as a plan of GEMM-epilogue programs.
+ *
+ * Block (pre-LayerNorm, as in GPT-2):
+ *   x1    = x + Attn(LN(x; ln1) Wqkv^T + bqkv) Wo^T + bo
+ *   x_out = x1 + gelu(LN(x1; ln2) Wfc^T + bfc) Wproj^T + bproj
+ *
+ * LayerNorm reparameterization (stated once, used by both norms):
+ *   LN(x) = (x - mu) rs * gamma + beta, rs = 1/sqrt(var + eps)
+ *   LN(x) W^T + b = rs (h W^T - mu c) + dv,  h = x * gamma,
+ *   c = W gamma, dv = W beta + b   (per-column vectors of the consumer)
+ * so the producer of x stores h and row partials of x and x^2, a finish
+ * turns them into mu and the centered rs, and the consumer GEMM runs on h
+ * and corrects its accumulator with a row scale, a rank-1 term and a column
+ * bias. c and dv are recomputed from the weights at the start of every
+ * forward (two N x 1 GEMMs per norm, negligible next to the block).
+ *
+ * LayerNorm backward: with dLN = dz W (the consumer's dgrad accumulator),
+ * g = dLN * gamma and xhat = (x - mu) rs,
+ *   dx = rs (g - mean(g) - xhat mean(g xhat))
+ * and both means are dots in the consumer's output space, taken where dz
+ * is produced: sum_k g_k = sum_n dz_n c_n, sum_k g_k xhat_k =
+ * sum_n dz_n (z_n - dv_n) (because xhat * gamma = LN(x) - beta). The GELU
+ * backward (dgrad of the down projection) takes them for ln2; a map pass
+ * over the attention's dqkv takes them for ln1. Details next to each
+ * program in programs/gpt2_*.coda.
+ *
+ * Forward steps: fold (c, dv for both norms) -> ln1 stats (map) -> QKV
+ * (consumer) -> attention -> out-proj (+bias +residual, ln2 producer) -> fc
+ * (consumer + GELU) -> proj (+bias +residual).
+ * Backward: dbproj (map) -> dWproj -> proj dgrad (GELU bwd + ln2 dots) ->
+ * fc dgrad (ln2 bwd + residual, dgamma/dbeta/dbo) -> dWfc -> dWo -> do ->
+ * attention bwd -> ln1 dots (map) -> QKV dgrad (ln1 bwd + residual) -> dWqkv. */
+#include "core/internal.h"
+#include "nn/plan.h"
+
+#include <stdio.h>
+#include <string.h>
+
+coda_gpt2_config coda_gpt2_default_config(void) {
+  coda_gpt2_config c;
+  memset(&c, 0, sizeof c);
+  c.dim = 64;
+  c.n_heads = 4;
+  c.ffn_dim = 256;
+  c.batch = 2;
+  c.seq = 16;
+  c.dtype = CODA_BF16;
+  c.tiling.tile_m = 0;
+  c.tiling.tile_n = 0;
+  return c;
+}
+
+static coda_status check_config(coda_context ctx, const coda_gpt2_config *c) {
+  if (!c) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "gpt2: null config");
+  if (c->dim <= 0 || c->n_heads <= 0 || c->ffn_dim <= 0 || c->batch <= 0 || c->seq <= 0)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "gpt2: dim %lld, n_heads %lld, ffn_dim %lld, batch %lld, seq %lld "
+                     "must all be positive",
+                     (long long)c->dim, (long long)c->n_heads, (long long)c->ffn_dim,
+                     (long long)c->batch, (long long)c->seq);
+  if (c->dim % c->n_heads != 0)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "gpt2: dim %lld is not a multiple of n_heads %lld",
+                     (long long)c->dim, (long long)c->n_heads);
+  if (c->dim > (1 << 24) || c->ffn_dim > (1 << 24) || c->n_heads > (1 << 16) ||
+      c->batch > (1 << 24) || c->seq > (1 << 24) || c->batch * c->seq > ((int64_t)1 << 31))
+    return coda_fail(ctx, CODA_ERR_OVERFLOW, "gpt2: sizes too large");
+  if (c->dtype != CODA_BF16 && c->dtype != CODA_F64)
+    return coda_fail(ctx, CODA_ERR_DTYPE, "gpt2: dtype %s (expected bf16 or f64)",
+                     coda_dtype_name(c->dtype));
+  if (c->dtype == CODA_F64 && coda_context_precision(ctx) != CODA_PRECISION_F64)
+    return coda_fail(ctx, CODA_ERR_DTYPE,
+                     "gpt2: f64 storage needs an exact-mode (fp64) context");
+  int tm = c->tiling.tile_m, tn = c->tiling.tile_n;
+  if ((tm != 0 || tn != 0) &&
+      (tm <= 0 || tn <= 0 || tm % 8 || tn % 8 || tm > 256 || tn > 256))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "gpt2: tiling %d x %d (tile_m and tile_n: positive multiples of 8, at "
+                     "most 256; or both 0 for the default)",
+                     tm, tn);
+  return CODA_OK;
+}
+
+coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
+                                 coda_plan *out) {
+  if (!out) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "gpt2: null output");
+  *out = NULL;
+  coda_status st = check_config(ctx, cfg);
+  if (st != CODA_OK) return st;
+  const int64_t d = cfg->dim, H = cfg->n_heads, hd = d / H, F = cfg->ffn_dim;
+  const int64_t M = cfg->batch * cfg->seq, N3 = 3 * d;
+  const coda_dtype io = cfg->dtype;
+  /* statistics, folded vectors and weight gradients */
+  const coda_dtype fp = io == CODA_F64 ? CODA_F64 : CODA_F32;
+  coda_tiling tl = cfg->tiling;
+  if (tl.tile_m == 0) tl.tile_m = 128;
+  if (tl.tile_n == 0) tl.tile_n = 128;
+
+  coda_plan p;
+  st = plan_create(ctx, "gpt2_block", &p);
+  if (st != CODA_OK) return st;
+
+  /* inputs, parameters, outputs */
+  plan_buffer(p, "x", io, M, d, PLAN_ROLE_INPUT);
+  plan_buffer(p, "dx_out", io, M, d, PLAN_ROLE_INPUT);
+  plan_buffer(p, "ln1_g", io, 1, d, PLAN_ROLE_PARAM);
+  plan_buffer(p, "ln1_b", io, 1, d, PLAN_ROLE_PARAM);
+  plan_buffer(p, "wqkv", io, N3, d, PLAN_ROLE_PARAM);
+  plan_buffer(p, "bqkv", io, 1, N3, PLAN_ROLE_PARAM);
+  plan_buffer(p, "wo", io, d, d, PLAN_ROLE_PARAM);
+  plan_buffer(p, "bo", io, 1, d, PLAN_ROLE_PARAM);
+  plan_buffer(p, "ln2_g", io, 1, d, PLAN_ROLE_PARAM);
+  plan_buffer(p, "ln2_b", io, 1, d, PLAN_ROLE_PARAM);
+  plan_buffer(p, "wfc", io, F, d, PLAN_ROLE_PARAM);
+  plan_buffer(p, "bfc", io, 1, F, PLAN_ROLE_PARAM);
+  plan_buffer(p, "wproj", io, d, F, PLAN_ROLE_PARAM);
+  plan_buffer(p, "bproj", io, 1, d, PLAN_ROLE_PARAM);
+  plan_buffer(p, "x_out", io, M, d, PLAN_ROLE_OUTPUT);
+  /* gradients */
+  plan_buffer(p, "dx", io, M, d, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dln1_g", fp, 1, d, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dln1_b", fp, 1, d, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dwqkv", fp, N3, d, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dbqkv", fp, 1, N3, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dwo", fp, d, d, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dbo", fp, 1, d, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dln2_g", fp, 1, d, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dln2_b", fp, 1, d, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dwfc", fp, F, d, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dbfc", fp, 1, F, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dwproj", fp, d, F, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dbproj", fp, 1, d, PLAN_ROLE_GRAD);
+  /* saved activations and statistics */
+  plan_buffer(p, "cq", fp, 1, N3, PLAN_ROLE_SAVED);  /* Wqkv ln1_g */
+  plan_buffer(p, "dq", fp, 1, N3, PLAN_ROLE_SAVED);  /* Wqkv ln1_b + bqkv */
+  plan_buffer(p, "cf", fp, 1, F, PLAN_ROLE_SAVED);   /* Wfc ln2_g */
+  plan_buffer(p, "df", fp, 1, F, PLAN_ROLE_SAVED);   /* Wfc ln2_b + bfc */
+  plan_buffer(p, "h1", io, M, d, PLAN_ROLE_TEMP);
+  plan_buffer(p, "mu1", fp, M, 1, PLAN_ROLE_SAVED);
+  plan_buffer(p, "rs1", fp, M, 1, PLAN_ROLE_SAVED);
+  plan_buffer(p, "qkv", io, M, N3, PLAN_ROLE_SAVED);
+  plan_buffer(p, "o", io, M, d, PLAN_ROLE_SAVED);
+  plan_buffer(p, "lse", fp, M, H, PLAN_ROLE_SAVED);
+  plan_buffer(p, "x1", io, M, d, PLAN_ROLE_SAVED);
+  plan_buffer(p, "h2", io, M, d, PLAN_ROLE_TEMP);
+  plan_buffer(p, "mu2", fp, M, 1, PLAN_ROLE_SAVED);
+  plan_buffer(p, "rs2", fp, M, 1, PLAN_ROLE_SAVED);
+  plan_buffer(p, "u", io, M, F, PLAN_ROLE_SAVED);
+  plan_buffer(p, "g", io, M, F, PLAN_ROLE_SAVED);
+  /* backward temporaries */
+  plan_buffer(p, "du", io, M, F, PLAN_ROLE_TEMP);
+  plan_buffer(p, "s1f", fp, M, 1, PLAN_ROLE_TEMP);
+  plan_buffer(p, "s2f", fp, M, 1, PLAN_ROLE_TEMP);
+  plan_buffer(p, "dx1", io, M, d, PLAN_ROLE_TEMP);
+  plan_buffer(p, "post2", io, M, d, PLAN_ROLE_TEMP);
+  plan_buffer(p, "do", io, M, d, PLAN_ROLE_TEMP);
+  plan_buffer(p, "dqkv", io, M, N3, PLAN_ROLE_TEMP);
+  plan_buffer(p, "s1q", fp, M, 1, PLAN_ROLE_TEMP);
+  plan_buffer(p, "s2q", fp, M, 1, PLAN_ROLE_TEMP);
+  plan_buffer(p, "post1", io, M, d, PLAN_ROLE_TEMP);
+  plan_buffer(p, "invd", fp, 1, 1, PLAN_ROLE_CONST);
+  double invd = 1.0 / (double)d;
+  plan_buffer_init(p, "invd", &invd);
+
+  plan_attention att;
+  memset(&att, 0, sizeof att);
+  att.batch = cfg->batch;
+  att.seq = cfg->seq;
+  att.n_heads = (int)H;
+  att.n_kv_heads = (int)H;
+  att.head_dim = (int)hd;
+
+  const coda_phase FW = CODA_PHASE_FORWARD, BW = CODA_PHASE_BACKWARD;
+  /* ---- forward ---- */
+  plan_matmul(p, FW, "fold c1 = ln1_g Wqkv^T", CODA_N, "ln1_g", CODA_T, "wqkv", "cq", 1.0f, 0);
+  plan_gemm(p, FW, "fold d1 = ln1_b Wqkv^T + bqkv", "gpt2_fold_bias", CODA_N, "ln1_b",
+            CODA_T, "wqkv", tl, "b=bqkv dv=dq");
+  plan_matmul(p, FW, "fold c2 = ln2_g Wfc^T", CODA_N, "ln2_g", CODA_T, "wfc", "cf", 1.0f, 0);
+  plan_gemm(p, FW, "fold d2 = ln2_b Wfc^T + bfc", "gpt2_fold_bias", CODA_N, "ln2_b",
+            CODA_T, "wfc", tl, "b=bfc dv=df");
+  plan_map(p, FW, "ln1 stats, h1 = x ln1_g", "gpt2_ln_stats", M, d, tl,
+           "x=x gamma=ln1_g h=h1 psum=ps1 psq=pq1");
+  plan_finish(p, FW, "mu1", "gpt2_ln_stats", "mu", M, d, tl, "psum=ps1 mu=mu1");
+  plan_finish(p, FW, "rs1", "gpt2_ln_stats", "rs", M, d, tl, "psum=ps1 psq=pq1 rs=rs1");
+  plan_gemm(p, FW, "qkv = LN1(x) Wqkv^T + bqkv", "gpt2_ln_linear", CODA_N, "h1", CODA_T,
+            "wqkv", tl, "mu=mu1 rs=rs1 c=cq dv=dq z=qkv");
+  plan_attention_fwd(p, FW, "attention", &att, "qkv", "o", "lse");
+  plan_gemm(p, FW, "x1 = x + o Wo^T + bo, ln2 producer", "gpt2_residual_ln", CODA_N, "o",
+            CODA_T, "wo", tl, "bias=bo res=x gamma=ln2_g x=x1 h=h2 psum=ps2 psq=pq2");
+  plan_finish(p, FW, "mu2", "gpt2_residual_ln", "mu", M, d, tl, "psum=ps2 mu=mu2");
+  plan_finish(p, FW, "rs2", "gpt2_residual_ln", "rs", M, d, tl, "psum=ps2 psq=pq2 rs=rs2");
+  plan_gemm(p, FW, "u = LN2(x1) Wfc^T + bfc, g = gelu(u)", "gpt2_ln_linear_gelu", CODA_N,
+            "h2", CODA_T, "wfc", tl, "mu=mu2 rs=rs2 c=cf dv=df u=u g=g");
+  plan_gemm(p, FW, "x_out = x1 + g Wproj^T + bproj", "gpt2_bias_residual", CODA_N, "g",
+            CODA_T, "wproj", tl, "bias=bproj res=x1 y=x_out");
+
+  /* ---- backward ---- */
+  plan_map(p, BW, "dbproj = colsum(dx_out)", "gpt2_colsum", M, d, tl, "t=dx_out p=pbp");
+  plan_finish(p, BW, "dbproj", "gpt2_colsum", "s", M, d, tl, "p=pbp s=dbproj");
+  plan_matmul(p, BW, "dWproj = dx_out^T g", CODA_T, "dx_out", CODA_N, "g", "dwproj", 1.0f, 0);
+  plan_gemm(p, BW, "du = (dx_out Wproj) gelu'(u), ln2 dots", "gpt2_gelu_bwd", CODA_N,
+            "dx_out", CODA_N, "wproj", tl, "u=u c=cf dv=df du=du p1=p1f p2=p2f pb=pbf");
+  plan_finish(p, BW, "s1 (ln2)", "gpt2_gelu_bwd", "s1", M, F, tl, "p1=p1f s1=s1f");
+  plan_finish(p, BW, "s2 (ln2)", "gpt2_gelu_bwd", "s2", M, F, tl, "p2=p2f s2=s2f");
+  plan_finish(p, BW, "dbfc", "gpt2_gelu_bwd", "db", M, F, tl, "pb=pbf db=dbfc");
+  plan_gemm(p, BW, "dx1 = dx_out + LN2 bwd(du Wfc)", "gpt2_ln_bwd", CODA_N, "du", CODA_N,
+            "wfc", tl,
+            "x=x1 dres=dx_out gamma=ln2_g beta=ln2_b mu=mu2 rs=rs2 s1=s1f s2=s2f "
+            "invd=invd dx=dx1 post=post2 pg=pg2 pb=pb2 pr=pr2");
+  plan_finish(p, BW, "dln2_g", "gpt2_ln_bwd", "dgamma", M, d, tl, "pg=pg2 dgamma=dln2_g");
+  plan_finish(p, BW, "dln2_b", "gpt2_ln_bwd", "dbeta", M, d, tl, "pb=pb2 dbeta=dln2_b");
+  plan_finish(p, BW, "dbo = colsum(dx1)", "gpt2_ln_bwd", "dbias", M, d, tl, "pr=pr2 dbias=dbo");
+  plan_matmul(p, BW, "dWfc = du^T LN2(x1)", CODA_T, "du", CODA_N, "post2", "dwfc", 1.0f, 0);
+  plan_matmul(p, BW, "dWo = dx1^T o", CODA_T, "dx1", CODA_N, "o", "dwo", 1.0f, 0);
+  plan_matmul(p, BW, "do = dx1 Wo", CODA_N, "dx1", CODA_N, "wo", "do", 1.0f, 0);
+  plan_attention_bwd(p, BW, "attention backward", &att, "qkv", "o", "lse", "do", "dqkv");
+  plan_map(p, BW, "ln1 dots, dbqkv", "gpt2_qkv_dots", M, N3, tl,
+           "dz=dqkv z=qkv c=cq dv=dq p1=p1q p2=p2q pb=pbq");
+  plan_finish(p, BW, "s1 (ln1)", "gpt2_qkv_dots", "s1", M, N3, tl, "p1=p1q s1=s1q");
+  plan_finish(p, BW, "s2 (ln1)", "gpt2_qkv_dots", "s2", M, N3, tl, "p2=p2q s2=s2q");
+  plan_finish(p, BW, "dbqkv", "gpt2_qkv_dots", "db", M, N3, tl, "pb=pbq db=dbqkv");
+  plan_gemm(p, BW, "dx = dx1 + LN1 bwd(dqkv Wqkv)", "gpt2_ln_bwd", CODA_N, "dqkv", CODA_N,
+            "wqkv", tl,
+            "x=x dres=dx1 gamma=ln1_g beta=ln1_b mu=mu1 rs=rs1 s1=s1q s2=s2q "
+            "invd=invd dx=dx post=post1 pg=pg1 pb=pb1 pr=pr1");
+  plan_finish(p, BW, "dln1_g", "gpt2_ln_bwd", "dgamma", M, d, tl, "pg=pg1 dgamma=dln1_g");
+  plan_finish(p, BW, "dln1_b", "gpt2_ln_bwd", "dbeta", M, d, tl, "pb=pb1 dbeta=dln1_b");
+  plan_matmul(p, BW, "dWqkv = dqkv^T LN1(x)", CODA_T, "dqkv", CODA_N, "post1", "dwqkv", 1.0f,
+              0);
+
+  st = plan_status(p);
+  if (st != CODA_OK) {
+    coda_plan_destroy(p);
+    return st;
+  }
+  *out = p;
+  return CODA_OK;
+}

@@ -1,0 +1,343 @@
+/* The Llama-3 block and LM head as plans (see include/coda.h, nn section,
+ * and docs/design.md, "Llama-3 block plan").
+ *
+ * Forward of the block (M = batch*seq rows):
+ *   norm1     map   h1 = x*wn1, rstd1                      (llama_rmsnorm)
+ *   qkv       gemm  qkv = RoPE(rstd1 * (h1 Wqkv^T))        (llama_qkv_rope)
+ *   attention       o, lse = causal GQA attention(qkv)
+ *   out_proj  gemm  x1 = x + o Wo^T, h2 = x1*wn2, rstd2    (llama_residual_norm)
+ *   gate_up   gemm  z = rstd2 * (h2 Wgu^T), y = SwiGLU(z)  (llama_swiglu)
+ *   down      gemm  x_out = x1 + y Wd^T                    (llama_residual)
+ * Saved for the backward: x, rstd1, qkv, o, lse, x1, rstd2, z.
+ *
+ * Backward, given dx_out:
+ *   down_dgrad      gemm  dz, y, zdz2 from dx_out Wd       (llama_swiglu_bwd; in
+ *                         exact mode, with no packed f64 pairs, a plain GEMM
+ *                         and the map llama_swiglu_bwd_pairs)
+ *   dwd             matmul dx_out^T y
+ *   gate_up_dgrad   gemm  dx1 = dx_out + RMSNorm-bwd(dz Wgu), post2, dwn2
+ *   dwgu            matmul dz^T post2
+ *   do, dwo         matmul dx1 Wo, dx1^T o
+ *   attention bwd         dqkv
+ *   rope_bwd        map   dzqkv = R^-1 dqkv, zdz1 = sum qkv dqkv
+ *   qkv_dgrad       gemm  dx = dx1 + RMSNorm-bwd(dzqkv Wqkv), post1, dwn1
+ *   dwqkv           matmul dzqkv^T post1 */
+#include "nn/plan.h"
+
+#include "core/internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PI_D 3.14159265358979323846
+
+coda_llama_config coda_llama_default_config(void) {
+  coda_llama_config c;
+  memset(&c, 0, sizeof c);
+  c.dim = 64;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.head_dim = 16;
+  c.ffn_dim = 128;
+  c.vocab = 256;
+  c.batch = 2;
+  c.seq = 16;
+  c.rope_theta = 10000.0;
+  c.dtype = CODA_BF16;
+  return c;
+}
+
+static coda_status check_config(coda_context ctx, const coda_llama_config *c, int head,
+                                coda_tiling *tiling) {
+  if (!c) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "llama config is NULL");
+  if (c->dim <= 0 || c->batch <= 0 || c->seq <= 0)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "llama config: dim, batch and seq must be > 0 (found %lld, %lld, %lld)",
+                     (long long)c->dim, (long long)c->batch, (long long)c->seq);
+  if (c->seq > (1 << 24))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "llama config: seq %lld too long for exact positions", (long long)c->seq);
+  int64_t M;
+  if (!coda_mul_i64(c->batch, c->seq, &M) || M > ((int64_t)1 << 31))
+    return coda_fail(ctx, CODA_ERR_OVERFLOW, "llama config: batch*seq overflows");
+  if (head) {
+    if (c->vocab <= 0 || c->vocab > (1 << 24))
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "llama config: vocab %lld out of range",
+                       (long long)c->vocab);
+  } else {
+    if (c->n_heads <= 0 || c->n_kv_heads <= 0 || c->n_heads % c->n_kv_heads)
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                       "llama config: n_heads %lld must be a positive multiple of n_kv_heads %lld",
+                       (long long)c->n_heads, (long long)c->n_kv_heads);
+    if (c->head_dim <= 0 || c->head_dim % 2)
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                       "llama config: head_dim %lld must be positive and even (RoPE pairs)",
+                       (long long)c->head_dim);
+    if (c->ffn_dim <= 0)
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "llama config: ffn_dim must be > 0");
+    if (!(c->rope_theta > 1.0) || !isfinite(c->rope_theta))
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "llama config: rope_theta must be > 1");
+    if (c->n_heads > 4096 || c->head_dim > 4096)
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "llama config: too many heads");
+  }
+  int exact = coda_context_precision(ctx) == CODA_PRECISION_F64;
+  if (c->dtype != CODA_BF16 && c->dtype != CODA_F64)
+    return coda_fail(ctx, CODA_ERR_DTYPE, "llama config: dtype must be bf16 or f64, found %s",
+                     coda_dtype_name(c->dtype));
+  if ((c->dtype == CODA_F64) != exact)
+    return coda_fail(ctx, CODA_ERR_DTYPE,
+                     "llama config: dtype %s needs a context of %s precision",
+                     coda_dtype_name(c->dtype), c->dtype == CODA_F64 ? "fp64" : "fp32");
+  *tiling = c->tiling;
+  if (tiling->tile_m == 0 && tiling->tile_n == 0) {
+    tiling->tile_m = 64;
+    tiling->tile_n = 64;
+  }
+  if (tiling->tile_m <= 0 || tiling->tile_n <= 0 || tiling->tile_m % 8 || tiling->tile_n % 8 ||
+      tiling->tile_m > 256 || tiling->tile_n > 256)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "llama config: tiling %d x %d: tiles must be positive multiples of 8, at most 256",
+                     tiling->tile_m, tiling->tile_n);
+  return CODA_OK;
+}
+
+int64_t coda_llama_qkv_row(const coda_llama_config *cfg, int64_t hf_row) {
+  if (!cfg || cfg->head_dim <= 0 || cfg->head_dim % 2) return -1;
+  int64_t hd = cfg->head_dim, qk = (cfg->n_heads + cfg->n_kv_heads) * hd;
+  int64_t n = qk + cfg->n_kv_heads * hd;
+  if (hf_row < 0 || hf_row >= n) return -1;
+  if (hf_row >= qk) return hf_row; /* V: no rotation */
+  int64_t head = hf_row / hd, i = hf_row % hd, half = hd / 2;
+  return head * hd + (i < half ? 2 * i : 2 * (i - half) + 1);
+}
+
+/* Position (row % seq) of every row, and the RoPE frequency table: per Q/K
+ * head column pair (2j, 2j+1) the frequency theta^(-2j/hd) / (2 pi) in
+ * turns, split float-float (hi at 2j, lo at 2j+1; exact mode: lo = 0);
+ * V columns 0. */
+static void rope_tables(coda_plan p, const coda_llama_config *c, int exact) {
+  int64_t M = c->batch * c->seq, hd = c->head_dim;
+  int64_t nqk = (c->n_heads + c->n_kv_heads) * hd, nqkv = nqk + c->n_kv_heads * hd;
+  double *pos = malloc((size_t)M * sizeof(double));
+  double *freq = calloc((size_t)nqkv, sizeof(double));
+  if (!pos || !freq) {
+    free(pos);
+    free(freq);
+    plan_fail(p, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    return;
+  }
+  for (int64_t m = 0; m < M; m++) pos[m] = (double)(m % c->seq);
+  for (int64_t n = 0; n < nqk; n += 2) {
+    int64_t j = (n % hd) / 2;
+    double f = pow(c->rope_theta, -2.0 * (double)j / (double)hd) / (2.0 * PI_D);
+    if (exact) {
+      freq[n] = f;
+      freq[n + 1] = 0.0;
+    } else {
+      float hi = (float)f;
+      freq[n] = hi;
+      freq[n + 1] = (float)(f - (double)hi);
+    }
+  }
+  plan_buffer_init(p, "pos", pos);
+  plan_buffer_init(p, "freq", freq);
+  free(pos);
+  free(freq);
+}
+
+static void scalar_const(coda_plan p, const char *name, coda_dtype t, double v) {
+  plan_buffer(p, name, t, 1, 1, PLAN_ROLE_CONST);
+  plan_buffer_init(p, name, &v);
+}
+
+static coda_status finish_build(coda_context ctx, coda_plan p, coda_plan *out) {
+  coda_status s = plan_status(p);
+  if (s != CODA_OK) {
+    char msg[CODA_ERRMSG_LEN];
+    snprintf(msg, sizeof msg, "%s", coda_last_error(ctx));
+    coda_plan_destroy(p);
+    return coda_fail(ctx, s, "%s", msg);
+  }
+  *out = p;
+  return CODA_OK;
+}
+
+coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg,
+                                  coda_plan *out) {
+  if (!out) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_llama_block_plan: out is NULL");
+  *out = NULL;
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  coda_tiling tl;
+  coda_status s = check_config(ctx, cfg, 0, &tl);
+  if (s != CODA_OK) return s;
+  const coda_llama_config c = *cfg;
+  const int exact = c.dtype == CODA_F64;
+  const coda_dtype act = c.dtype, st = exact ? CODA_F64 : CODA_F32;
+  const int64_t M = c.batch * c.seq, D = c.dim, F = c.ffn_dim, hd = c.head_dim;
+  const int64_t HQ = c.n_heads * hd, NQKV = (c.n_heads + 2 * c.n_kv_heads) * hd;
+  const coda_phase FW = CODA_PHASE_FORWARD, BW = CODA_PHASE_BACKWARD;
+
+  coda_plan p;
+  s = plan_create(ctx, "llama_block", &p);
+  if (s != CODA_OK) return s;
+
+  /* caller-facing buffers */
+  plan_buffer(p, "x", act, M, D, PLAN_ROLE_INPUT);
+  plan_buffer(p, "dx_out", act, M, D, PLAN_ROLE_INPUT);
+  plan_buffer(p, "wqkv", act, NQKV, D, PLAN_ROLE_PARAM);
+  plan_buffer(p, "wo", act, D, HQ, PLAN_ROLE_PARAM);
+  plan_buffer(p, "wgu", act, 2 * F, D, PLAN_ROLE_PARAM);
+  plan_buffer(p, "wd", act, D, F, PLAN_ROLE_PARAM);
+  plan_buffer(p, "wn1", act, 1, D, PLAN_ROLE_PARAM);
+  plan_buffer(p, "wn2", act, 1, D, PLAN_ROLE_PARAM);
+  plan_buffer(p, "x_out", act, M, D, PLAN_ROLE_OUTPUT);
+  plan_buffer(p, "dx", act, M, D, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dwqkv", st, NQKV, D, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dwo", st, D, HQ, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dwgu", st, 2 * F, D, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dwd", st, D, F, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dwn1", st, 1, D, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dwn2", st, 1, D, PLAN_ROLE_GRAD);
+  /* tables */
+  plan_buffer(p, "pos", CODA_I32, M, 1, PLAN_ROLE_CONST);
+  plan_buffer(p, "freq", st, 1, NQKV, PLAN_ROLE_CONST);
+  if (plan_status(p) == CODA_OK) rope_tables(p, &c, exact);
+  scalar_const(p, "inv_d", st, 1.0 / (double)D);
+  /* forward activations */
+  plan_buffer(p, "h1", act, M, D, PLAN_ROLE_TEMP);
+  plan_buffer(p, "rstd1", st, M, 1, PLAN_ROLE_SAVED);
+  plan_buffer(p, "qkv", act, M, NQKV, PLAN_ROLE_SAVED);
+  plan_buffer(p, "o", act, M, HQ, PLAN_ROLE_SAVED);
+  plan_buffer(p, "lse", st, M, c.n_heads, PLAN_ROLE_SAVED);
+  plan_buffer(p, "x1", act, M, D, PLAN_ROLE_SAVED);
+  plan_buffer(p, "h2", act, M, D, PLAN_ROLE_TEMP);
+  plan_buffer(p, "rstd2", st, M, 1, PLAN_ROLE_SAVED);
+  plan_buffer(p, "z", act, M, 2 * F, PLAN_ROLE_SAVED);
+  plan_buffer(p, "y", act, M, F, PLAN_ROLE_TEMP);
+  /* backward temporaries */
+  plan_buffer(p, "dz", act, M, 2 * F, PLAN_ROLE_TEMP);
+  plan_buffer(p, "y_re", act, M, F, PLAN_ROLE_TEMP);
+  plan_buffer(p, "zdz2", st, M, 1, PLAN_ROLE_TEMP);
+  plan_buffer(p, "dx1", act, M, D, PLAN_ROLE_TEMP);
+  plan_buffer(p, "post2", act, M, D, PLAN_ROLE_TEMP);
+  plan_buffer(p, "do", act, M, HQ, PLAN_ROLE_TEMP);
+  plan_buffer(p, "dqkv", act, M, NQKV, PLAN_ROLE_TEMP);
+  plan_buffer(p, "dzqkv", act, M, NQKV, PLAN_ROLE_TEMP);
+  plan_buffer(p, "zdz1", st, M, 1, PLAN_ROLE_TEMP);
+  plan_buffer(p, "post1", act, M, D, PLAN_ROLE_TEMP);
+
+  plan_attention g;
+  memset(&g, 0, sizeof g);
+  g.batch = c.batch;
+  g.seq = c.seq;
+  g.n_heads = (int)c.n_heads;
+  g.n_kv_heads = (int)c.n_kv_heads;
+  g.head_dim = (int)hd;
+
+  /* ---- forward ---- */
+  plan_map(p, FW, "norm1", "llama_rmsnorm", M, D, tl, "x=x w=wn1 h=h1 ss=ss1");
+  plan_finish(p, FW, "norm1.rstd", "llama_rmsnorm", "r", M, D, tl, "ss=ss1 r=rstd1");
+  plan_gemm(p, FW, "qkv_rope", "llama_qkv_rope", CODA_N, "h1", CODA_T, "wqkv", tl,
+            "r=rstd1 pos=pos freq=freq qkv=qkv");
+  plan_attention_fwd(p, FW, "attention", &g, "qkv", "o", "lse");
+  plan_gemm(p, FW, "out_proj_residual_norm", "llama_residual_norm", CODA_N, "o", CODA_T, "wo",
+            tl, "res=x w=wn2 x=x1 h=h2 ss=ss2");
+  plan_finish(p, FW, "norm2.rstd", "llama_residual_norm", "r", M, D, tl, "ss=ss2 r=rstd2");
+  plan_gemm(p, FW, "gate_up_swiglu", "llama_swiglu", CODA_N, "h2", CODA_T, "wgu", tl,
+            "r=rstd2 z=z y=y");
+  plan_gemm(p, FW, "down_residual", "llama_residual", CODA_N, "y", CODA_T, "wd", tl,
+            "res=x1 x=x_out");
+
+  /* ---- backward ---- */
+  if (!exact) {
+    plan_gemm(p, BW, "down_dgrad_swiglu_bwd", "llama_swiglu_bwd", CODA_N, "dx_out", CODA_N,
+              "wd", tl, "z=z dz=dz y=y_re zp=zp2");
+    plan_finish(p, BW, "zdz2", "llama_swiglu_bwd", "zdz", M, F, tl, "zp=zp2 zdz=zdz2");
+  } else {
+    /* f64 has no packed pairs (x2): the dgrad, then the same math as a map */
+    plan_buffer(p, "dy", act, M, F, PLAN_ROLE_TEMP);
+    plan_matmul(p, BW, "down_dgrad", CODA_N, "dx_out", CODA_N, "wd", "dy", 1.0f, 0);
+    plan_map(p, BW, "swiglu_bwd", "llama_swiglu_bwd_pairs", M, 2 * F, tl,
+             "z=z dy=dy dz=dz y=y_re zp=zp2");
+    plan_finish(p, BW, "zdz2", "llama_swiglu_bwd_pairs", "zdz", M, 2 * F, tl,
+                "zp=zp2 zdz=zdz2");
+  }
+  plan_matmul(p, BW, "dwd", CODA_T, "dx_out", CODA_N, "y_re", "dwd", 1.0f, 0);
+  plan_gemm(p, BW, "gate_up_dgrad_norm_bwd", "llama_norm_bwd", CODA_N, "dz", CODA_N, "wgu", tl,
+            "x=x1 w=wn2 r=rstd2 zdz=zdz2 inv_n=inv_d dres=dx_out dx=dx1 post=post2 dwp=dwp2");
+  plan_finish(p, BW, "dwn2", "llama_norm_bwd", "dw", M, D, tl, "dwp=dwp2 dw=dwn2");
+  plan_matmul(p, BW, "dwgu", CODA_T, "dz", CODA_N, "post2", "dwgu", 1.0f, 0);
+  plan_matmul(p, BW, "do", CODA_N, "dx1", CODA_N, "wo", "do", 1.0f, 0);
+  plan_matmul(p, BW, "dwo", CODA_T, "dx1", CODA_N, "o", "dwo", 1.0f, 0);
+  plan_attention_bwd(p, BW, "attention_bwd", &g, "qkv", "o", "lse", "do", "dqkv");
+  plan_map(p, BW, "rope_bwd", "llama_rope_bwd", M, NQKV, tl,
+           "y=qkv dy=dqkv pos=pos freq=freq dz=dzqkv zp=zp1");
+  plan_finish(p, BW, "zdz1", "llama_rope_bwd", "zdz", M, NQKV, tl, "zp=zp1 zdz=zdz1");
+  plan_gemm(p, BW, "qkv_dgrad_norm_bwd", "llama_norm_bwd", CODA_N, "dzqkv", CODA_N, "wqkv", tl,
+            "x=x w=wn1 r=rstd1 zdz=zdz1 inv_n=inv_d dres=dx1 dx=dx post=post1 dwp=dwp1");
+  plan_finish(p, BW, "dwn1", "llama_norm_bwd", "dw", M, D, tl, "dwp=dwp1 dw=dwn1");
+  plan_matmul(p, BW, "dwqkv", CODA_T, "dzqkv", CODA_N, "post1", "dwqkv", 1.0f, 0);
+
+  return finish_build(ctx, p, out);
+}
+
+coda_status coda_llama_head_plan(coda_context ctx, const coda_llama_config *cfg,
+                                 coda_plan *out) {
+  if (!out) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_llama_head_plan: out is NULL");
+  *out = NULL;
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  coda_tiling tl;
+  coda_status s = check_config(ctx, cfg, 1, &tl);
+  if (s != CODA_OK) return s;
+  const coda_llama_config c = *cfg;
+  const int exact = c.dtype == CODA_F64;
+  const coda_dtype act = c.dtype, st = exact ? CODA_F64 : CODA_F32;
+  const int64_t M = c.batch * c.seq, D = c.dim, V = c.vocab;
+  const coda_phase FW = CODA_PHASE_FORWARD, BW = CODA_PHASE_BACKWARD;
+
+  coda_plan p;
+  s = plan_create(ctx, "llama_head", &p);
+  if (s != CODA_OK) return s;
+  plan_buffer(p, "x", act, M, D, PLAN_ROLE_INPUT);
+  plan_buffer(p, "targets", CODA_I32, M, 1, PLAN_ROLE_INPUT);
+  plan_buffer(p, "wnf", act, 1, D, PLAN_ROLE_PARAM);
+  plan_buffer(p, "wout", act, V, D, PLAN_ROLE_PARAM);
+  plan_buffer(p, "loss", st, 1, 1, PLAN_ROLE_OUTPUT);
+  plan_buffer(p, "dx", act, M, D, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dwnf", st, 1, D, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dwout", st, V, D, PLAN_ROLE_GRAD);
+  scalar_const(p, "inv_d", st, 1.0 / (double)D);
+  scalar_const(p, "nv", st, (double)V);
+  plan_buffer(p, "h", act, M, D, PLAN_ROLE_SAVED);
+  plan_buffer(p, "rstd", st, M, 1, PLAN_ROLE_SAVED);
+  plan_buffer(p, "lse", st, M, 1, PLAN_ROLE_SAVED);
+  plan_buffer(p, "valid", st, M, 1, PLAN_ROLE_SAVED);
+  plan_buffer(p, "lsum", st, 1, 1, PLAN_ROLE_TEMP);
+  plan_buffer(p, "cnt", st, 1, 1, PLAN_ROLE_SAVED);
+  plan_buffer(p, "dl", act, M, V, PLAN_ROLE_TEMP);
+  plan_buffer(p, "zdz", st, M, 1, PLAN_ROLE_TEMP);
+  plan_buffer(p, "post", act, M, D, PLAN_ROLE_TEMP);
+  coda_tiling one = {tl.tile_m, 8}; /* the M x 1 and 1 x 1 bookkeeping passes */
+
+  plan_map(p, FW, "final_norm", "llama_rmsnorm", M, D, tl, "x=x w=wnf h=h ss=ssf");
+  plan_finish(p, FW, "final_norm.rstd", "llama_rmsnorm", "r", M, D, tl, "ss=ssf r=rstd");
+  plan_gemm(p, FW, "lm_head_lse_pick", "llama_lm_head", CODA_N, "h", CODA_T, "wout", tl,
+            "r=rstd tgt=targets lp=lp pick=pick");
+  plan_finish(p, FW, "lse", "llama_lm_head", "lse", M, V, tl, "lp=lp lse=lse");
+  plan_map(p, FW, "ce_stats", "llama_ce_stats", M, 1, one,
+           "lse=lse pick=pick tgt=targets nv=nv valid=valid lp=lpl cp=cpl");
+  plan_finish(p, FW, "ce_lsum", "llama_ce_stats", "lsum", M, 1, one, "lp=lpl lsum=lsum");
+  plan_finish(p, FW, "ce_cnt", "llama_ce_stats", "cnt", M, 1, one, "cp=cpl cnt=cnt");
+  plan_map(p, FW, "ce_loss", "llama_ce_loss", 1, 1, one, "lsum=lsum cnt=cnt loss=loss");
+
+  plan_gemm(p, BW, "lm_head_ce_bwd", "llama_ce_bwd", CODA_N, "h", CODA_T, "wout", tl,
+            "r=rstd tgt=targets lse=lse valid=valid cnt=cnt dl=dl zp=zpl");
+  plan_finish(p, BW, "zdz", "llama_ce_bwd", "zdz", M, V, tl, "zp=zpl zdz=zdz");
+  plan_gemm(p, BW, "head_dgrad_norm_bwd", "llama_head_norm_bwd", CODA_N, "dl", CODA_N, "wout",
+            tl, "x=x w=wnf r=rstd zdz=zdz inv_n=inv_d dx=dx post=post dwp=dwpf");
+  plan_finish(p, BW, "dwnf", "llama_head_norm_bwd", "dw", M, D, tl, "dwp=dwpf dw=dwnf");
+  plan_matmul(p, BW, "dwout", CODA_T, "dl", CODA_N, "post", "dwout", 1.0f, 0);
+
+  return finish_build(ctx, p, out);
+}

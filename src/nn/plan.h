@@ -1,0 +1,208 @@
+/* Plans: a Transformer block (or head) written down as an explicit list of
+ * steps over named buffers.
+ *
+ * A plan is data. Each step is one call of the public API:
+ *
+ *   PLAN_GEMM      coda_gemm_epilogue with a built-in program
+ *                  (acc = op(A)·op(B), then the program on acc)
+ *   PLAN_MAP       coda_map: a built-in program over an M x N domain, no GEMM
+ *   PLAN_FINISH    coda_finish: one `finish` statement of a program
+ *                  (partials -> vector)
+ *   PLAN_MATMUL    coda_gemm: D = alpha·op(A)·op(B) (+ D), no epilogue
+ *                  (weight gradients, plain dgrads)
+ *   PLAN_ATTN_FWD  coda_attention_forward (causal GQA on packed qkv)
+ *   PLAN_ATTN_BWD  coda_attention_backward
+ *   PLAN_ZERO      small host-side op: fill a buffer with zeros (CPU only;
+ *                  use only where no program can do it)
+ *   PLAN_COPY      small host-side op: dst = src with dtype conversion
+ *
+ * Every step belongs to a phase (forward or backward). Buffers are named,
+ * have a fixed shape and dtype, and are allocated by the executor on first
+ * use unless the caller binds its own memory (coda_plan_bind), which is how
+ * the output of one block becomes the input of the next without a copy.
+ * Buffers may carry host initial values (RoPE tables, positions, constants),
+ * written when the buffer is allocated.
+ *
+ * Because steps only call the public API, the same plan runs on any
+ * backend; only allocation and the host ops are backend specific.
+ *
+ * Building a plan: create it, declare buffers, load programs by built-in
+ * name, append steps. Builder calls are sticky: the first failure is kept
+ * (with its message on the context) and every later call is a no-op, so a
+ * builder can be written as straight-line code and checked once with
+ * plan_status().
+ *
+ *   coda_plan p;
+ *   plan_create(ctx, "llama_block", &p);
+ *   plan_buffer(p, "x", CODA_BF16, M, D, PLAN_ROLE_INPUT);
+ *   ...
+ *   plan_gemm(p, CODA_PHASE_FORWARD, "qkv", "llama_qkv_rope",
+ *             CODA_N, "h1", CODA_T, "wqkv", tiling,
+ *             "r=rstd1 pos=pos freq=freq qkv=qkv");
+ *   if (plan_status(p) != CODA_OK) ...
+ *
+ * Bindings are a space-separated list of ARG=BUFFER (program argument name
+ * = plan buffer name). A binding to a buffer that does not exist yet
+ * creates it, if the argument is a reduction partial, as an F32 temporary
+ * with the shape the program reports for the step's M, N and tiling
+ * (coda_program_arg_shape). Every other buffer must be declared first. */
+#ifndef CODA_NN_PLAN_H
+#define CODA_NN_PLAN_H
+
+#include "coda.h"
+
+#include <stdio.h>
+
+#define PLAN_NAME_MAX 32
+#define PLAN_MAX_BINDS 20
+
+typedef enum plan_step_kind {
+  PLAN_GEMM = 0,
+  PLAN_MAP,
+  PLAN_FINISH,
+  PLAN_MATMUL,
+  PLAN_ATTN_FWD,
+  PLAN_ATTN_BWD,
+  PLAN_ZERO,
+  PLAN_COPY
+} plan_step_kind;
+
+/* What a buffer is to the caller (printing and documentation; saved
+ * activations are the forward buffers the backward phase reads). */
+typedef enum plan_role {
+  PLAN_ROLE_INPUT = 0, /* activation given by the caller (x, targets, dx_out) */
+  PLAN_ROLE_PARAM,     /* weight */
+  PLAN_ROLE_OUTPUT,    /* result of the forward (x_out, loss) */
+  PLAN_ROLE_GRAD,      /* result of the backward (dx, dW...) */
+  PLAN_ROLE_SAVED,     /* written in forward, read in backward */
+  PLAN_ROLE_TEMP,      /* scratch within one phase */
+  PLAN_ROLE_CONST      /* tables with initial values (rope, positions) */
+} plan_role;
+
+typedef struct plan_buf {
+  char name[PLAN_NAME_MAX];
+  coda_dtype dtype;
+  int64_t rows, cols;
+  plan_role role;
+  double *init;  /* rows*cols initial values (row-major), or NULL */
+  void *data;    /* NULL until allocated or bound */
+  int64_t ld;    /* of the bound view (cols when owned) */
+  int owned;     /* data was allocated by the executor */
+} plan_buf;
+
+typedef struct plan_bind {
+  char arg[PLAN_NAME_MAX]; /* program argument */
+  int buf;                 /* index into plan buffers */
+} plan_bind;
+
+/* Causal grouped-query attention on packed qkv: rows m = b·T + t, columns
+ * [Q heads | K heads | V heads], head_dim each. */
+typedef struct plan_attention {
+  int64_t batch, seq;
+  int n_heads, n_kv_heads, head_dim;
+  int qkv, o, lse;  /* forward: qkv -> o (M, Hq·hd), lse (M, Hq) f32 */
+  int dout, dqkv;   /* backward: also reads qkv, o, lse */
+} plan_attention;
+
+typedef struct plan_step {
+  plan_step_kind kind;
+  coda_phase phase;
+  char label[48];        /* short description for printing and errors */
+  int prog;              /* GEMM, MAP, FINISH: index into plan programs */
+  char finish[PLAN_NAME_MAX]; /* FINISH: the finish statement's name */
+  coda_transpose ta, tb; /* GEMM, MATMUL */
+  int a, b;              /* GEMM, MATMUL operands; COPY: a = source */
+  int d;                 /* MATMUL: result; ZERO, COPY: destination */
+  float alpha;           /* MATMUL */
+  int accumulate;        /* MATMUL: D += ... */
+  int64_t M, N;          /* domain (GEMM: derived from A and B) */
+  coda_tiling tiling;
+  int nbind;
+  plan_bind bind[PLAN_MAX_BINDS];
+  plan_attention attn;   /* ATTN_FWD, ATTN_BWD */
+} plan_step;
+
+typedef struct plan_program {
+  char name[PLAN_NAME_MAX]; /* built-in name (programs/NAME.coda) */
+  coda_program prog;
+} plan_program;
+
+struct coda_plan_s {
+  char name[PLAN_NAME_MAX];
+  coda_context ctx;   /* context used to build and allocate */
+  coda_status status; /* sticky builder status */
+  int nbuf, capbuf;
+  plan_buf *bufs;
+  int nstep, capstep;
+  plan_step *steps;
+  int nprog, capprog;
+  plan_program *progs;
+  char *text;         /* printed plan (built on demand) */
+};
+
+/* ---- building ---- */
+
+coda_status plan_create(coda_context ctx, const char *name, coda_plan *out);
+/* Sticky status of the builder: CODA_OK or the first failure. */
+coda_status plan_status(coda_plan p);
+/* Records a failure (message on the plan's context) unless one is already
+ * recorded; returns the plan's status. */
+coda_status plan_fail(coda_plan p, coda_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Declares a buffer; returns its index, or -1 (duplicate name, bad shape). */
+int plan_buffer(coda_plan p, const char *name, coda_dtype dtype, int64_t rows,
+                int64_t cols, plan_role role);
+/* Index of a buffer, or -1. */
+int plan_find(coda_plan p, const char *name);
+/* Host initial values for a buffer (rows*cols doubles, copied). */
+void plan_buffer_init(coda_plan p, const char *name, const double *values);
+
+/* A built-in program as the context runs it: verbatim, or in exact mode
+ * (fp64 context) with every floating declaration (bf16, f16, f32) retyped
+ * to f64, since exact mode runs on f64 tensors. x2 declarations need a
+ * 16-bit dtype, so programs with x2 operands have no exact-mode form. */
+coda_status plan_builtin(coda_context ctx, const char *name, coda_program *out);
+
+/* Loads (once per plan) a built-in program (through plan_builtin);
+ * returns its index or -1. */
+int plan_program_load(coda_plan p, const char *builtin);
+
+/* Steps. `binds` is "arg=buffer arg=buffer ..." (may be NULL or ""). */
+void plan_gemm(coda_plan p, coda_phase phase, const char *label,
+               const char *program, coda_transpose ta, const char *A,
+               coda_transpose tb, const char *B, coda_tiling tiling,
+               const char *binds);
+void plan_map(coda_plan p, coda_phase phase, const char *label,
+              const char *program, int64_t M, int64_t N, coda_tiling tiling,
+              const char *binds);
+/* M, N, tiling: those of the GEMM or map that wrote the partials. */
+void plan_finish(coda_plan p, coda_phase phase, const char *label,
+                 const char *program, const char *finish, int64_t M,
+                 int64_t N, coda_tiling tiling, const char *binds);
+void plan_matmul(coda_plan p, coda_phase phase, const char *label,
+                 coda_transpose ta, const char *A, coda_transpose tb,
+                 const char *B, const char *D, float alpha, int accumulate);
+void plan_attention_fwd(coda_plan p, coda_phase phase, const char *label,
+                        const plan_attention *geometry, const char *qkv,
+                        const char *o, const char *lse);
+void plan_attention_bwd(coda_plan p, coda_phase phase, const char *label,
+                        const plan_attention *geometry, const char *qkv,
+                        const char *o, const char *lse, const char *dout,
+                        const char *dqkv);
+void plan_zero(coda_plan p, coda_phase phase, const char *label,
+               const char *dst);
+void plan_copy(coda_plan p, coda_phase phase, const char *label,
+               const char *src, const char *dst);
+
+/* ---- executing (also public: coda_plan_run, coda_plan_tensor, ...) ---- */
+
+/* Allocates every unbound buffer and writes initial values. */
+coda_status plan_alloc(coda_plan p);
+/* Writes the plan as text: buffers (shape, dtype, role) and steps. */
+void plan_print(coda_plan p, FILE *f);
+
+#endif

@@ -1,0 +1,137 @@
+/* coda check: parse and validate an epilogue program, print its IR listing
+ * (or its canonical text), or report "FILE:LINE:COL: message". */
+#include "coda.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_FILE (16u << 20)
+
+static void check_usage(FILE *f) {
+  fprintf(f,
+          "usage: coda check [--exact] [--text] FILE      (FILE '-' reads standard input)\n"
+          "       coda check [--exact] [--text] --builtin NAME\n"
+          "       coda check --list\n"
+          "Parses and validates an epilogue program; prints its IR listing (or with\n"
+          "--text its canonical text) and exits 0, or prints FILE:LINE:COL: message\n"
+          "and exits 1. --exact validates for an fp64 (exact mode) context.\n");
+}
+
+/* Reads a whole file (or stdin for "-") into a NUL-terminated string. */
+static char *read_all(const char *path, const char **why) {
+  FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+  if (!f) {
+    *why = "cannot open the file";
+    return NULL;
+  }
+  size_t cap = 4096, len = 0;
+  char *buf = malloc(cap);
+  while (buf) {
+    if (len + 1 >= cap) {
+      if (cap >= MAX_FILE) {
+        *why = "file is too large";
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      char *nb = realloc(buf, cap * 2);
+      if (!nb) {
+        free(buf);
+        buf = NULL;
+        *why = "out of memory";
+        break;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    size_t n = fread(buf + len, 1, cap - 1 - len, f);
+    if (n == 0) break;
+    len += n;
+  }
+  if (buf && ferror(f)) {
+    *why = "read error";
+    free(buf);
+    buf = NULL;
+  }
+  if (f != stdin) fclose(f);
+  if (!buf) return NULL;
+  buf[len] = '\0';
+  if (memchr(buf, '\0', len)) {
+    *why = "file contains a NUL byte";
+    free(buf);
+    return NULL;
+  }
+  return buf;
+}
+
+/* Turns "line L, column C: msg" into "FILE:L:C: msg". */
+static void report(const char *file, const char *err) {
+  int line, col, n = 0;
+  if (sscanf(err, "line %d, column %d: %n", &line, &col, &n) == 2 && n > 0)
+    fprintf(stderr, "%s:%d:%d: %s\n", file, line, col, err + n);
+  else
+    fprintf(stderr, "%s: %s\n", file, err);
+}
+
+int coda_cmd_check(int argc, char **argv) {
+  int exact = 0, text = 0;
+  const char *builtin = NULL, *file = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--exact")) exact = 1;
+    else if (!strcmp(argv[i], "--text")) text = 1;
+    else if (!strcmp(argv[i], "--list")) {
+      for (int k = 0; coda_builtin_program_name(k); k++) printf("%s\n", coda_builtin_program_name(k));
+      return 0;
+    } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      check_usage(stdout);
+      return 0;
+    } else if (!strcmp(argv[i], "--builtin") && i + 1 < argc && !builtin && !file) builtin = argv[++i];
+    else if ((argv[i][0] != '-' || !strcmp(argv[i], "-")) && !file && !builtin) file = argv[i];
+    else {
+      check_usage(stderr);
+      return 2;
+    }
+  }
+  if (!file && !builtin) {
+    check_usage(stderr);
+    return 2;
+  }
+  coda_context_options o = coda_context_default_options();
+  o.precision = exact ? CODA_PRECISION_F64 : CODA_PRECISION_F32;
+  coda_context ctx;
+  if (coda_context_create(&o, &ctx) != CODA_OK) {
+    fprintf(stderr, "coda check: cannot create a context\n");
+    return 1;
+  }
+  coda_program p = NULL;
+  coda_status s;
+  const char *label = builtin ? builtin : strcmp(file, "-") ? file : "<stdin>";
+  if (builtin) {
+    s = coda_program_builtin(ctx, builtin, &p);
+  } else {
+    const char *why = "";
+    char *src = read_all(file, &why);
+    if (!src) {
+      fprintf(stderr, "%s: %s\n", label, why);
+      coda_context_destroy(ctx);
+      return 1;
+    }
+    s = coda_program_parse(ctx, src, &p);
+    free(src);
+  }
+  if (s != CODA_OK) {
+    const char *err = coda_last_error(ctx);
+    if (builtin) { /* drop the "built-in program 'NAME': " prefix */
+      const char *c = strstr(err, "': ");
+      if (!strncmp(err, "built-in program '", 18) && c) err = c + 3;
+    }
+    report(label, err);
+    coda_context_destroy(ctx);
+    return 1;
+  }
+  fputs(text ? coda_program_text(p) : coda_program_ir(p), stdout);
+  coda_program_destroy(p);
+  coda_context_destroy(ctx);
+  return 0;
+}

@@ -1,0 +1,166 @@
+/* `coda train`: trains a Llama-3 style model on the CPU (see --help). */
+#define _POSIX_C_SOURCE 200809L
+#include "coda.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Set by SIGINT; the trainer polls it once per step. */
+static volatile sig_atomic_t interrupted = 0;
+static void on_sigint(int sig) { (void)sig; interrupted = 1; }
+static int should_stop(void *user) { (void)user; return interrupted != 0; }
+
+static void train_usage(FILE *f) {
+  fprintf(f,
+      "usage: coda train [OPTIONS]\n"
+      "  --config NAME     tiny | d512 | 1b | 8b (default tiny)\n"
+      "  --layers N --dim N --heads N --kv-heads N --ffn N --seq N --vocab N --tied 0|1\n"
+      "  --batch N         sequences per micro-batch (default 8)\n"
+      "  --accum N         micro-batches per step (default 1)\n"
+      "  --steps N         optimizer steps (default 200)\n"
+      "  --lr X --warmup N --min-lr-ratio X --weight-decay X --clip X --beta1 X --beta2 X\n"
+      "  --seed N          initialization and data order (default 1)\n"
+      "  --val-every N     validation loss every N steps (default 50)\n"
+      "  --val-batches N   micro-batches per validation (default 4)\n"
+      "  --save-every N    checkpoint every N steps (default: at the end)\n"
+      "  --out DIR         output directory (default runs/tiny)\n"
+      "  --resume PATH     continue from a checkpoint\n"
+      "  --data DIR        token shards train.tok/val.tok (default OUT/data)\n"
+      "  --corpus DIR      text files to prepare shards from (default: the fortunes package)\n"
+      "  --prepare         only write the token shards, then exit\n"
+      "  --engine NAME     auto | reference | plans\n"
+      "  --threads N       CPU threads (default: OpenMP default)\n"
+      "  --quiet           no per-step lines\n"
+      "Prints one line per step; Ctrl-C finishes the step, saves and exits.\n");
+}
+
+static int parse_int(const char *flag, const char *v, long long lo, long long hi, long long *out) {
+  char *end;
+  errno = 0;
+  long long x = v ? strtoll(v, &end, 10) : 0;
+  if (!v || errno || end == v || *end || x < lo || x > hi) {
+    fprintf(stderr, "coda train: %s needs an integer in [%lld, %lld], got '%s'\n", flag, lo, hi,
+            v ? v : "(nothing)");
+    return -1;
+  }
+  *out = x;
+  return 0;
+}
+
+static int parse_real(const char *flag, const char *v, double *out) {
+  char *end;
+  double x = v ? strtod(v, &end) : 0;
+  if (!v || end == v || *end) {
+    fprintf(stderr, "coda train: %s needs a number, got '%s'\n", flag, v ? v : "(nothing)");
+    return -1;
+  }
+  *out = x;
+  return 0;
+}
+
+int cmd_train(int argc, char **argv) {
+  coda_train_options o = coda_train_default_options();
+  int prepare_only = 0, threads = 0;
+  const char *config = "tiny";
+  /* The named configuration first, so explicit flags override it. */
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[i + 1];
+  if (coda_model_config_named(config, &o.model) != CODA_OK) {
+    fprintf(stderr, "coda train: unknown --config '%s' (tiny, d512, 1b, 8b)\n", config);
+    return 2;
+  }
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    long long x;
+    double d;
+#define INTFLAG(name, lo, hi, dst) \
+    if (!strcmp(a, name)) { if (parse_int(a, v, lo, hi, &x)) return 2; dst = x; i++; continue; }
+#define REALFLAG(name, dst) \
+    if (!strcmp(a, name)) { if (parse_real(a, v, &d)) return 2; dst = d; i++; continue; }
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { train_usage(stdout); return 0; }
+    if (!strcmp(a, "--config")) { i++; continue; }
+    INTFLAG("--layers", 1, 1024, o.model.layers)
+    INTFLAG("--dim", 2, 65536, o.model.dim)
+    INTFLAG("--heads", 1, 4096, o.model.heads)
+    INTFLAG("--kv-heads", 1, 4096, o.model.kv_heads)
+    INTFLAG("--ffn", 1, 1 << 18, o.model.ffn)
+    INTFLAG("--seq", 1, 1 << 20, o.model.seq)
+    INTFLAG("--vocab", 256, 1 << 24, o.model.vocab)
+    INTFLAG("--tied", 0, 1, o.model.tied)
+    INTFLAG("--batch", 1, 1 << 20, o.batch)
+    INTFLAG("--accum", 1, 1 << 20, o.accum)
+    INTFLAG("--steps", 1, 1LL << 40, o.steps)
+    INTFLAG("--warmup", 0, 1LL << 40, o.warmup)
+    INTFLAG("--seed", 0, 1LL << 62, o.seed)
+    INTFLAG("--val-every", 0, 1 << 30, o.val_every)
+    INTFLAG("--val-batches", 0, 1 << 20, o.val_batches)
+    INTFLAG("--save-every", 0, 1 << 30, o.save_every)
+    INTFLAG("--threads", 0, 4096, threads)
+    REALFLAG("--lr", o.lr)
+    REALFLAG("--min-lr-ratio", o.min_lr_ratio)
+    REALFLAG("--weight-decay", o.weight_decay)
+    REALFLAG("--clip", o.clip)
+    REALFLAG("--beta1", o.beta1)
+    REALFLAG("--beta2", o.beta2)
+#undef INTFLAG
+#undef REALFLAG
+    if (!strcmp(a, "--out") && v) { o.out_dir = v; i++; continue; }
+    if (!strcmp(a, "--resume") && v) { o.resume = v; i++; continue; }
+    if (!strcmp(a, "--data") && v) { o.data_dir = v; i++; continue; }
+    if (!strcmp(a, "--corpus") && v) { o.corpus_dir = v; i++; continue; }
+    if (!strcmp(a, "--prepare")) { prepare_only = 1; continue; }
+    if (!strcmp(a, "--quiet")) { o.quiet = 1; continue; }
+    if (!strcmp(a, "--engine") && v) {
+      if (!strcmp(v, "auto")) o.engine = 0;
+      else if (!strcmp(v, "reference")) o.engine = 1;
+      else if (!strcmp(v, "plans")) o.engine = 2;
+      else { fprintf(stderr, "coda train: --engine is auto, reference or plans\n"); return 2; }
+      i++;
+      continue;
+    }
+    fprintf(stderr, "coda train: unknown or incomplete option '%s'\n", a);
+    train_usage(stderr);
+    return 2;
+  }
+  coda_context_options co = coda_context_default_options();
+  co.num_threads = threads;
+  coda_context ctx;
+  if (coda_context_create(&co, &ctx) != CODA_OK) {
+    fprintf(stderr, "coda train: cannot create a context\n");
+    return 1;
+  }
+  int rc = 0;
+  if (prepare_only) {
+    char dir[4096];
+    if (o.data_dir) snprintf(dir, sizeof dir, "%s", o.data_dir);
+    else snprintf(dir, sizeof dir, "%s/data", o.out_dir);
+    coda_status s = coda_prepare_corpus(ctx, o.corpus_dir, dir);
+    if (s) {
+      fprintf(stderr, "coda train: %s\n", coda_last_error(ctx));
+      rc = 1;
+    } else {
+      printf("wrote %s/train.tok and %s/val.tok\n", dir, dir);
+    }
+    coda_context_destroy(ctx);
+    return rc;
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  o.should_stop = should_stop;
+  coda_train_summary sum;
+  coda_status s = coda_train(ctx, &o, &sum);
+  if (s) {
+    fprintf(stderr, "coda train: %s\n", coda_last_error(ctx));
+    rc = 1;
+  } else if (sum.stopped == 2) {
+    rc = 3;
+  }
+  coda_context_destroy(ctx);
+  return rc;
+}

@@ -1,0 +1,204 @@
+/* Checkpoints: one safetensors file with the fp32 weights, the AdamW
+ * moments ("optimizer.m.NAME", "optimizer.v.NAME") and, in __metadata__,
+ * the model configuration, the step, the sampler position and RNG state,
+ * and the CRC-32 of the data region (verified on load). */
+#include "train/train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CKPT_FORMAT "coda-checkpoint"
+
+coda_status coda_checkpoint_save(coda_context ctx, const char *path, coda_model *model,
+                                 const float *m, const float *v, const coda_train_state *st) {
+  int np = coda_model_num_params(model);
+  int n = np * (m && v ? 3 : 1);
+  coda_st_entry *e = calloc((size_t)n, sizeof *e);
+  char (*names)[128] = calloc((size_t)n, sizeof *names);
+  if (!e || !names) {
+    free(e); free(names);
+    return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  const float *w = coda_model_weights(model);
+  int k = 0;
+  for (int pass = 0; pass < (m && v ? 3 : 1); pass++) {
+    const float *base = pass == 0 ? w : pass == 1 ? m : v;
+    for (int i = 0; i < np; i++) {
+      const coda_param *p = coda_model_param(model, i);
+      snprintf(names[k], sizeof names[k], "%s%s", pass == 0 ? "" : pass == 1 ? "optimizer.m." : "optimizer.v.", p->name);
+      e[k].name = names[k];
+      e[k].dtype = "F32";
+      e[k].ndim = p->ndim;
+      e[k].shape[0] = p->shape[0];
+      e[k].shape[1] = p->shape[1];
+      e[k].data = base + p->offset;
+      k++;
+    }
+  }
+  const coda_model_config *c = coda_model_cfg(model);
+  char val[14][64];
+  snprintf(val[0], 64, "%d", c->vocab);
+  snprintf(val[1], 64, "%d", c->dim);
+  snprintf(val[2], 64, "%d", c->layers);
+  snprintf(val[3], 64, "%d", c->heads);
+  snprintf(val[4], 64, "%d", c->kv_heads);
+  snprintf(val[5], 64, "%d", c->ffn);
+  snprintf(val[6], 64, "%d", c->seq);
+  snprintf(val[7], 64, "%d", c->tied);
+  snprintf(val[8], 64, "%.17g", c->rope_theta);
+  snprintf(val[9], 64, "%.17g", c->norm_eps);
+  snprintf(val[10], 64, "%lld", (long long)(st ? st->step : 0));
+  snprintf(val[11], 64, "%llu", (unsigned long long)(st ? st->rng : 0));
+  snprintf(val[12], 64, "%llu", (unsigned long long)(st ? st->drawn : 0));
+  snprintf(val[13], 64, "%.17g", st ? st->last_loss : NAN);
+  const char *kv[] = {"format", CKPT_FORMAT, "version", "1", "tokenizer", "bytes",
+                      "has_optimizer", m && v ? "1" : "0",
+                      "model.vocab", val[0], "model.dim", val[1], "model.layers", val[2],
+                      "model.heads", val[3], "model.kv_heads", val[4], "model.ffn", val[5],
+                      "model.seq", val[6], "model.tied", val[7], "model.rope_theta", val[8],
+                      "model.norm_eps", val[9], "train.step", val[10], "train.rng_state", val[11],
+                      "train.samples_drawn", val[12], "train.last_loss", val[13]};
+  coda_status s = coda_st_save(ctx, path, e, n, kv, (int)(sizeof kv / sizeof kv[0]) / 2);
+  free(e);
+  free(names);
+  return s;
+}
+
+static coda_status meta_i64(coda_context ctx, const coda_st_file *f, const char *path,
+                            const char *key, int64_t lo, int64_t hi, int64_t *out) {
+  const char *v = coda_st_meta(f, key);
+  if (!v) return coda_fail(ctx, CODA_ERR_IO, "%s: metadata '%s' is missing", path, key);
+  char *end;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  if (errno || end == v || *end || x < lo || x > hi)
+    return coda_fail(ctx, CODA_ERR_IO, "%s: metadata '%s' = '%s' is not an integer in [%lld, %lld]",
+                     path, key, v, (long long)lo, (long long)hi);
+  *out = x;
+  return CODA_OK;
+}
+
+static coda_status meta_u64(coda_context ctx, const coda_st_file *f, const char *path,
+                            const char *key, uint64_t *out) {
+  const char *v = coda_st_meta(f, key);
+  if (!v) return coda_fail(ctx, CODA_ERR_IO, "%s: metadata '%s' is missing", path, key);
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(v, &end, 10);
+  if (errno || end == v || *end || *v == '-')
+    return coda_fail(ctx, CODA_ERR_IO, "%s: metadata '%s' = '%s' is not an unsigned integer",
+                     path, key, v);
+  *out = x;
+  return CODA_OK;
+}
+
+static coda_status meta_f64(coda_context ctx, const coda_st_file *f, const char *path,
+                            const char *key, double *out) {
+  const char *v = coda_st_meta(f, key);
+  if (!v) return coda_fail(ctx, CODA_ERR_IO, "%s: metadata '%s' is missing", path, key);
+  char *end;
+  errno = 0;
+  double x = strtod(v, &end);
+  if (end == v || *end)
+    return coda_fail(ctx, CODA_ERR_IO, "%s: metadata '%s' = '%s' is not a number", path, key, v);
+  *out = x;
+  return CODA_OK;
+}
+
+static coda_status config_from(coda_context ctx, const coda_st_file *f, const char *path,
+                               coda_model_config *c) {
+  const char *fmt = coda_st_meta(f, "format");
+  if (!fmt || strcmp(fmt, CKPT_FORMAT))
+    return coda_fail(ctx, CODA_ERR_IO, "%s: not a coda checkpoint (metadata format is '%s')", path,
+                     fmt ? fmt : "missing");
+  const char *ver = coda_st_meta(f, "version");
+  if (!ver || strcmp(ver, "1"))
+    return coda_fail(ctx, CODA_ERR_IO, "%s: unsupported checkpoint version '%s'", path,
+                     ver ? ver : "missing");
+  int64_t x[8];
+  const char *keys[8] = {"model.vocab", "model.dim", "model.layers", "model.heads",
+                         "model.kv_heads", "model.ffn", "model.seq", "model.tied"};
+  for (int i = 0; i < 8; i++) {
+    coda_status s = meta_i64(ctx, f, path, keys[i], 0, 1 << 30, &x[i]);
+    if (s) return s;
+  }
+  memset(c, 0, sizeof *c);
+  c->vocab = (int)x[0]; c->dim = (int)x[1]; c->layers = (int)x[2]; c->heads = (int)x[3];
+  c->kv_heads = (int)x[4]; c->ffn = (int)x[5]; c->seq = (int)x[6]; c->tied = x[7] != 0;
+  coda_status s = meta_f64(ctx, f, path, "model.rope_theta", &c->rope_theta);
+  if (!s) s = meta_f64(ctx, f, path, "model.norm_eps", &c->norm_eps);
+  if (!s) {
+    s = coda_model_config_check(ctx, c);
+    if (s) return coda_fail(ctx, CODA_ERR_IO, "%s: bad model configuration: %s", path,
+                            coda_last_error(ctx));
+  }
+  return s;
+}
+
+coda_status coda_checkpoint_config(coda_context ctx, const char *path, coda_model_config *cfg) {
+  coda_st_file f;
+  coda_status s = coda_st_load(ctx, path, 1, &f);
+  if (s) return s;
+  s = config_from(ctx, &f, path, cfg);
+  coda_st_free(&f);
+  return s;
+}
+
+static coda_status copy_tensor(coda_context ctx, const coda_st_file *f, const char *path,
+                               const char *name, const coda_param *p, float *dst) {
+  const coda_st_tensor *t = coda_st_find(f, name);
+  if (!t) return coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s' is missing", path, name);
+  if (strcmp(t->dtype, "F32"))
+    return coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s' has dtype %s, expected F32", path, name,
+                     t->dtype);
+  int ok = t->ndim == p->ndim && t->shape[0] == p->shape[0] &&
+           (p->ndim == 1 || t->shape[1] == p->shape[1]);
+  if (!ok)
+    return coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s' has the wrong shape", path, name);
+  memcpy(dst, t->data, p->size * sizeof(float)); /* little-endian host */
+  return CODA_OK;
+}
+
+coda_status coda_checkpoint_load(coda_context ctx, const char *path, coda_model *model, float *m,
+                                 float *v, coda_train_state *st) {
+  coda_st_file f;
+  coda_status s = coda_st_load(ctx, path, 1, &f);
+  if (s) return s;
+  coda_model_config c;
+  s = config_from(ctx, &f, path, &c);
+  const coda_model_config *mc = coda_model_cfg(model);
+  if (!s && (c.vocab != mc->vocab || c.dim != mc->dim || c.layers != mc->layers ||
+             c.heads != mc->heads || c.kv_heads != mc->kv_heads || c.ffn != mc->ffn ||
+             c.tied != mc->tied))
+    s = coda_fail(ctx, CODA_ERR_SHAPE, "%s: checkpoint model (dim %d, layers %d, heads %d/%d, "
+                  "ffn %d, vocab %d, tied %d) differs from the requested one", path, c.dim,
+                  c.layers, c.heads, c.kv_heads, c.ffn, c.vocab, c.tied);
+  if (!s && (m || v)) {
+    const char *h = coda_st_meta(&f, "has_optimizer");
+    if (!h || strcmp(h, "1"))
+      s = coda_fail(ctx, CODA_ERR_IO, "%s: checkpoint has no optimizer state", path);
+  }
+  char name[128];
+  for (int i = 0; i < coda_model_num_params(model) && !s; i++) {
+    const coda_param *p = coda_model_param(model, i);
+    s = copy_tensor(ctx, &f, path, p->name, p, coda_model_weights(model) + p->offset);
+    if (!s && m) {
+      snprintf(name, sizeof name, "optimizer.m.%s", p->name);
+      s = copy_tensor(ctx, &f, path, name, p, m + p->offset);
+    }
+    if (!s && v) {
+      snprintf(name, sizeof name, "optimizer.v.%s", p->name);
+      s = copy_tensor(ctx, &f, path, name, p, v + p->offset);
+    }
+  }
+  if (!s && st) {
+    s = meta_i64(ctx, &f, path, "train.step", 0, INT64_MAX, &st->step);
+    if (!s) s = meta_u64(ctx, &f, path, "train.rng_state", &st->rng);
+    if (!s) s = meta_u64(ctx, &f, path, "train.samples_drawn", &st->drawn);
+    if (!s) s = meta_f64(ctx, &f, path, "train.last_loss", &st->last_loss);
+  }
+  coda_st_free(&f);
+  return s;
+}

@@ -1,0 +1,334 @@
+/* Byte-level tokenizer, token shards, corpus preparation, batch sampler. */
+#define _POSIX_C_SOURCE 200809L
+#include "train/train.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+size_t coda_tok_encode(const char *text, size_t n, uint32_t *out) {
+  for (size_t i = 0; i < n; i++) out[i] = (unsigned char)text[i];
+  return n;
+}
+
+size_t coda_tok_decode(const uint32_t *tok, size_t n, char *out) {
+  for (size_t i = 0; i < n; i++) out[i] = tok[i] < 256 ? (char)tok[i] : '?';
+  return n;
+}
+
+static void put_u32(unsigned char *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put_u64(unsigned char *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get_u32(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t get_u64(const unsigned char *p) {
+  return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
+}
+
+coda_status coda_shard_write(coda_context ctx, const char *path, const uint32_t *tok,
+                             uint64_t count, uint32_t vocab, int width) {
+  if (width != 2 && width != 4)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s: token width must be 2 or 4, not %d",
+                     path, width);
+  if (vocab == 0 || (width == 2 && vocab > 65536))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "%s: vocab %u does not fit %d-byte tokens", path, vocab, width);
+  if (count > (UINT64_MAX - CODA_SHARD_HEADER) / 4 || count * (uint64_t)width > SIZE_MAX)
+    return coda_fail(ctx, CODA_ERR_OVERFLOW, "%s: %llu tokens is too many", path,
+                     (unsigned long long)count);
+  size_t nb = (size_t)count * (size_t)width;
+  unsigned char *body = malloc(nb ? nb : 1);
+  if (!body) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  for (uint64_t i = 0; i < count; i++) {
+    if (tok[i] >= vocab) {
+      free(body);
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s: token %llu is %u, outside vocab %u",
+                       path, (unsigned long long)i, tok[i], vocab);
+    }
+    for (int b = 0; b < width; b++) body[i * width + b] = (unsigned char)(tok[i] >> (8 * b));
+  }
+  unsigned char h[CODA_SHARD_HEADER];
+  memcpy(h, "CODATOKS", 8);
+  put_u32(h + 8, 1);
+  put_u32(h + 12, (uint32_t)width);
+  put_u64(h + 16, count);
+  put_u32(h + 24, vocab);
+  put_u32(h + 28, coda_crc32(0, body, nb));
+  const void *parts[2] = {h, body};
+  size_t sizes[2] = {sizeof h, nb};
+  coda_status s = coda_write_atomic(ctx, path, parts, sizes, 2);
+  free(body);
+  return s;
+}
+
+/* Reads a whole file; never trusts anything but what was read. */
+static coda_status read_file(coda_context ctx, const char *path, unsigned char **buf,
+                             size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return coda_fail(ctx, CODA_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  size_t cap = 1 << 16, len = 0;
+  unsigned char *b = malloc(cap);
+  while (b) {
+    if (len == cap) {
+      unsigned char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(b, cap * 2);
+      if (!nb) { free(b); b = NULL; break; }
+      b = nb;
+      cap *= 2;
+    }
+    size_t r = fread(b + len, 1, cap - len, f);
+    len += r;
+    if (r == 0) break;
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (!b) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  if (err) {
+    free(b);
+    return coda_fail(ctx, CODA_ERR_IO, "%s: read error", path);
+  }
+  *buf = b;
+  *n = len;
+  return CODA_OK;
+}
+
+coda_status coda_shard_read(coda_context ctx, const char *path, uint32_t **tok,
+                            uint64_t *count, uint32_t *vocab) {
+  *tok = NULL;
+  unsigned char *b;
+  size_t n;
+  coda_status s = read_file(ctx, path, &b, &n);
+  if (s) return s;
+  s = CODA_ERR_IO;
+  if (n < CODA_SHARD_HEADER) {
+    coda_fail(ctx, s, "%s: truncated: %zu bytes, the header alone is %d", path, n,
+              CODA_SHARD_HEADER);
+    goto out;
+  }
+  if (memcmp(b, "CODATOKS", 8)) {
+    coda_fail(ctx, s, "%s: bad magic (not a coda token shard)", path);
+    goto out;
+  }
+  uint32_t version = get_u32(b + 8), width = get_u32(b + 12), voc = get_u32(b + 24);
+  uint64_t cnt = get_u64(b + 16);
+  if (version != 1) {
+    coda_fail(ctx, s, "%s: unsupported shard version %u (expected 1)", path, version);
+    goto out;
+  }
+  if (width != 2 && width != 4) {
+    coda_fail(ctx, s, "%s: bad token dtype: width %u (expected 2 = uint16 or 4 = uint32)", path,
+              width);
+    goto out;
+  }
+  if (voc == 0 || (width == 2 && voc > 65536)) {
+    coda_fail(ctx, s, "%s: bad vocab size %u for %u-byte tokens", path, voc, width);
+    goto out;
+  }
+  if (cnt > (uint64_t)(n - CODA_SHARD_HEADER) / width ||
+      cnt * width != (uint64_t)(n - CODA_SHARD_HEADER)) {
+    coda_fail(ctx, s, "%s: size mismatch: header says %llu tokens of %u bytes, file has %zu "
+                      "payload bytes (truncated or corrupted)",
+              path, (unsigned long long)cnt, width, n - CODA_SHARD_HEADER);
+    goto out;
+  }
+  const unsigned char *body = b + CODA_SHARD_HEADER;
+  uint32_t crc = coda_crc32(0, body, (size_t)(cnt * width));
+  if (crc != get_u32(b + 28)) {
+    coda_fail(ctx, s, "%s: checksum mismatch (stored %08x, computed %08x)", path, get_u32(b + 28),
+              crc);
+    goto out;
+  }
+  uint32_t *t = malloc(cnt ? cnt * sizeof *t : 1);
+  if (!t) {
+    s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    goto out;
+  }
+  for (uint64_t i = 0; i < cnt; i++) {
+    uint32_t v = 0;
+    for (uint32_t k = 0; k < width; k++) v |= (uint32_t)body[i * width + k] << (8 * k);
+    if (v >= voc) {
+      free(t);
+      coda_fail(ctx, s, "%s: token %llu is %u, outside vocab %u", path, (unsigned long long)i, v,
+                voc);
+      goto out;
+    }
+    t[i] = v;
+  }
+  *tok = t;
+  *count = cnt;
+  if (vocab) *vocab = voc;
+  s = CODA_OK;
+out:
+  free(b);
+  return s;
+}
+
+/* ---- corpus ---- */
+
+typedef struct { uint32_t *p; size_t n, cap; } tokbuf;
+
+static int tb_push(tokbuf *t, const char *s, size_t n) {
+  if (t->n + n > t->cap) {
+    size_t c = t->cap ? t->cap : 4096;
+    while (c < t->n + n) c *= 2;
+    uint32_t *np = realloc(t->p, c * sizeof *np);
+    if (!np) return -1;
+    t->p = np;
+    t->cap = c;
+  }
+  coda_tok_encode(s, n, t->p + t->n);
+  t->n += n;
+  return 0;
+}
+
+/* Splits text into documents at lines that hold only "%" (the separator
+ * line stays with the document it ends, so the model sees it) and deals
+ * them to train / val by global document index. */
+static int split_docs(const char *text, size_t n, int val_every, uint64_t *doc_index,
+                      tokbuf *train, tokbuf *val) {
+  size_t start = 0, i = 0;
+  while (i < n) {
+    size_t eol = i;
+    while (eol < n && text[eol] != '\n') eol++;
+    size_t next = eol < n ? eol + 1 : n;
+    int sep = (eol - i == 1 && text[i] == '%');
+    if (sep || next == n) {
+      tokbuf *dst = (val_every > 0 && *doc_index % (uint64_t)val_every == (uint64_t)val_every - 1)
+                        ? val : train;
+      if (next > start && tb_push(dst, text + start, next - start)) return -1;
+      (*doc_index)++;
+      start = next;
+    }
+    i = next;
+  }
+  return 0;
+}
+
+static coda_status write_pair(coda_context ctx, const char *out_dir, tokbuf *tr, tokbuf *va,
+                              uint64_t *n_train, uint64_t *n_val) {
+  if (mkdir(out_dir, 0777) != 0 && errno != EEXIST)
+    return coda_fail(ctx, CODA_ERR_IO, "%s: cannot create directory: %s", out_dir,
+                     strerror(errno));
+  if (tr->n < 2 || va->n < 2)
+    return coda_fail(ctx, CODA_ERR_IO, "corpus too small: %zu train and %zu validation tokens",
+                     tr->n, va->n);
+  size_t L = strlen(out_dir) + 16;
+  char *p = malloc(L);
+  if (!p) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  snprintf(p, L, "%s/train.tok", out_dir);
+  coda_status s = coda_shard_write(ctx, p, tr->p, tr->n, CODA_TOK_BYTES, 2);
+  if (!s) {
+    snprintf(p, L, "%s/val.tok", out_dir);
+    s = coda_shard_write(ctx, p, va->p, va->n, CODA_TOK_BYTES, 2);
+  }
+  free(p);
+  if (n_train) *n_train = tr->n;
+  if (n_val) *n_val = va->n;
+  return s;
+}
+
+coda_status coda_prepare_corpus_text(coda_context ctx, const char *text, size_t n,
+                                     const char *out_dir, int val_every, uint64_t *n_train,
+                                     uint64_t *n_val) {
+  tokbuf tr = {0}, va = {0};
+  uint64_t di = 0;
+  coda_status s;
+  if (split_docs(text, n, val_every, &di, &tr, &va))
+    s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  else
+    s = write_pair(ctx, out_dir, &tr, &va, n_train, n_val);
+  free(tr.p);
+  free(va.p);
+  return s;
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int ends_with(const char *s, const char *suf) {
+  size_t a = strlen(s), b = strlen(suf);
+  return a >= b && !strcmp(s + a - b, suf);
+}
+
+coda_status coda_prepare_corpus_dir(coda_context ctx, const char *src_dir, const char *out_dir,
+                                    int val_every, uint64_t *n_train, uint64_t *n_val) {
+  DIR *d = opendir(src_dir);
+  if (!d)
+    return coda_fail(ctx, CODA_ERR_IO, "%s: cannot open corpus directory: %s", src_dir,
+                     strerror(errno));
+  char **names = NULL;
+  size_t nn = 0, cap = 0;
+  coda_status s = CODA_OK;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.' || ends_with(e->d_name, ".dat") || ends_with(e->d_name, ".u8"))
+      continue;
+    if (nn == cap) {
+      cap = cap ? cap * 2 : 64;
+      char **nnames = realloc(names, cap * sizeof *names);
+      if (!nnames) { s = CODA_ERR_OUT_OF_MEMORY; break; }
+      names = nnames;
+    }
+    if (!(names[nn] = strdup(e->d_name))) { s = CODA_ERR_OUT_OF_MEMORY; break; }
+    nn++;
+  }
+  closedir(d);
+  tokbuf tr = {0}, va = {0};
+  uint64_t di = 0;
+  size_t used = 0;
+  if (!s) {
+    qsort(names, nn, sizeof *names, cmp_str); /* readdir order is not deterministic */
+    for (size_t i = 0; i < nn && !s; i++) {
+      size_t L = strlen(src_dir) + strlen(names[i]) + 2;
+      char *p = malloc(L);
+      if (!p) { s = CODA_ERR_OUT_OF_MEMORY; break; }
+      snprintf(p, L, "%s/%s", src_dir, names[i]);
+      struct stat st;
+      if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
+        unsigned char *buf;
+        size_t n;
+        s = read_file(ctx, p, &buf, &n);
+        if (!s) {
+          if (split_docs((const char *)buf, n, val_every, &di, &tr, &va)) s = CODA_ERR_OUT_OF_MEMORY;
+          free(buf);
+          used++;
+        }
+      }
+      free(p);
+    }
+  }
+  if (s == CODA_ERR_OUT_OF_MEMORY) coda_fail(ctx, s, "out of memory reading the corpus");
+  if (!s && used == 0)
+    s = coda_fail(ctx, CODA_ERR_IO, "%s: no corpus files found", src_dir);
+  if (!s) s = write_pair(ctx, out_dir, &tr, &va, n_train, n_val);
+  for (size_t i = 0; i < nn; i++) free(names[i]);
+  free(names);
+  free(tr.p);
+  free(va.p);
+  return s;
+}
+
+coda_status coda_sampler_batch(coda_context ctx, coda_sampler *s, int B, int T, int32_t *inputs,
+                               int32_t *targets) {
+  if (B <= 0 || T <= 0)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "batch %d x %d must be positive", B, T);
+  if (s->count < (uint64_t)T + 1)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "token stream of %llu tokens is shorter than one sequence of %d + 1",
+                     (unsigned long long)s->count, T);
+  for (int b = 0; b < B; b++) {
+    uint64_t start = coda_rng_below(&s->rng, s->count - (uint64_t)T);
+    for (int t = 0; t < T; t++) {
+      inputs[(size_t)b * T + t] = (int32_t)s->tok[start + t];
+      targets[(size_t)b * T + t] = (int32_t)s->tok[start + t + 1];
+    }
+    s->drawn++;
+  }
+  return CODA_OK;
+}

@@ -1,0 +1,508 @@
+/* Minimal safetensors reader / writer: an 8-byte little-endian header
+ * length, a JSON object {name: {dtype, shape, data_offsets}, __metadata__:
+ * {string: string}}, then the raw little-endian data region. Nothing read
+ * from a file is trusted: every length and offset is checked. */
+#define _POSIX_C_SOURCE 200809L
+#include "train/train.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ST_MAX_HEADER (100u << 20)
+
+size_t coda_st_dtype_size(const char *d) {
+  if (!strcmp(d, "F32") || !strcmp(d, "I32") || !strcmp(d, "U32")) return 4;
+  if (!strcmp(d, "F16") || !strcmp(d, "BF16") || !strcmp(d, "I16") || !strcmp(d, "U16")) return 2;
+  if (!strcmp(d, "F64") || !strcmp(d, "I64") || !strcmp(d, "U64")) return 8;
+  if (!strcmp(d, "U8") || !strcmp(d, "I8") || !strcmp(d, "BOOL")) return 1;
+  return 0;
+}
+
+/* ---- JSON (only what safetensors headers use) ---- */
+
+typedef struct {
+  const char *p, *end;
+  const char *what;
+  coda_context ctx;
+  coda_status err;
+} jp;
+
+static coda_status jfail(jp *j, const char *msg) {
+  if (!j->err)
+    j->err = coda_fail(j->ctx, CODA_ERR_IO, "%s: bad safetensors header: %s", j->what, msg);
+  return j->err;
+}
+
+static void jws(jp *j) {
+  while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
+    j->p++;
+}
+
+static int jlit(jp *j, char c) {
+  jws(j);
+  if (j->p < j->end && *j->p == c) {
+    j->p++;
+    return 1;
+  }
+  return 0;
+}
+
+/* Parses a JSON string into a malloc'ed UTF-8 string (\u escapes of the
+ * BMP are encoded; NUL characters are rejected). */
+static char *jstr(jp *j) {
+  jws(j);
+  if (j->p >= j->end || *j->p != '"') { jfail(j, "expected a string"); return NULL; }
+  j->p++;
+  size_t cap = 32, n = 0;
+  char *s = malloc(cap);
+  if (!s) { jfail(j, "out of memory"); return NULL; }
+  while (1) {
+    if (j->p >= j->end) { jfail(j, "unterminated string"); free(s); return NULL; }
+    unsigned char c = (unsigned char)*j->p++;
+    if (c == '"') break;
+    if (c < 0x20) { jfail(j, "control character in string"); free(s); return NULL; }
+    char buf[4];
+    int k = 1;
+    buf[0] = (char)c;
+    if (c == '\\') {
+      if (j->p >= j->end) { jfail(j, "bad escape"); free(s); return NULL; }
+      char e = *j->p++;
+      switch (e) {
+      case '"': buf[0] = '"'; break;
+      case '\\': buf[0] = '\\'; break;
+      case '/': buf[0] = '/'; break;
+      case 'b': buf[0] = '\b'; break;
+      case 'f': buf[0] = '\f'; break;
+      case 'n': buf[0] = '\n'; break;
+      case 'r': buf[0] = '\r'; break;
+      case 't': buf[0] = '\t'; break;
+      case 'u': {
+        if (j->end - j->p < 4) { jfail(j, "bad \\u escape"); free(s); return NULL; }
+        unsigned v = 0;
+        for (int i = 0; i < 4; i++) {
+          char h = *j->p++;
+          v <<= 4;
+          if (h >= '0' && h <= '9') v |= (unsigned)(h - '0');
+          else if (h >= 'a' && h <= 'f') v |= (unsigned)(h - 'a' + 10);
+          else if (h >= 'A' && h <= 'F') v |= (unsigned)(h - 'A' + 10);
+          else { jfail(j, "bad \\u escape"); free(s); return NULL; }
+        }
+        if (v == 0) { jfail(j, "NUL in string"); free(s); return NULL; }
+        if (v < 0x80) { buf[0] = (char)v; }
+        else if (v < 0x800) { buf[0] = (char)(0xc0 | v >> 6); buf[1] = (char)(0x80 | (v & 63)); k = 2; }
+        else { buf[0] = (char)(0xe0 | v >> 12); buf[1] = (char)(0x80 | ((v >> 6) & 63));
+               buf[2] = (char)(0x80 | (v & 63)); k = 3; }
+        break;
+      }
+      default: jfail(j, "bad escape"); free(s); return NULL;
+      }
+    }
+    if (n + (size_t)k + 1 > cap) {
+      cap *= 2;
+      char *ns = realloc(s, cap);
+      if (!ns) { free(s); jfail(j, "out of memory"); return NULL; }
+      s = ns;
+    }
+    memcpy(s + n, buf, (size_t)k);
+    n += (size_t)k;
+  }
+  s[n] = '\0';
+  return s;
+}
+
+/* Non-negative integer (no sign, fraction or exponent), at most 2^53. */
+static int juint(jp *j, uint64_t *out) {
+  jws(j);
+  const char *st = j->p;
+  uint64_t v = 0;
+  while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
+    if (v > (UINT64_C(1) << 53) / 10) { jfail(j, "integer too large"); return -1; }
+    v = v * 10 + (uint64_t)(*j->p - '0');
+    j->p++;
+  }
+  if (j->p == st) { jfail(j, "expected a non-negative integer"); return -1; }
+  if (j->p - st > 1 && *st == '0') { jfail(j, "leading zero in integer"); return -1; }
+  *out = v;
+  return 0;
+}
+
+static int parse_tensor(jp *j, coda_st_tensor *t) {
+  int have_dtype = 0, have_shape = 0, have_off = 0;
+  if (!jlit(j, '{')) { jfail(j, "tensor entry is not an object"); return -1; }
+  if (jlit(j, '}')) { jfail(j, "empty tensor entry"); return -1; }
+  do {
+    char *k = jstr(j);
+    if (!k) return -1;
+    if (!jlit(j, ':')) { free(k); jfail(j, "expected ':'"); return -1; }
+    if (!strcmp(k, "dtype") && !have_dtype) {
+      char *v = jstr(j);
+      if (!v) { free(k); return -1; }
+      if (strlen(v) >= sizeof t->dtype || !coda_st_dtype_size(v)) {
+        free(v); free(k);
+        jfail(j, "unknown dtype");
+        return -1;
+      }
+      strcpy(t->dtype, v);
+      free(v);
+      have_dtype = 1;
+    } else if (!strcmp(k, "shape") && !have_shape) {
+      if (!jlit(j, '[')) { free(k); jfail(j, "shape is not an array"); return -1; }
+      t->ndim = 0;
+      if (!jlit(j, ']')) {
+        do {
+          uint64_t d;
+          if (t->ndim >= CODA_ST_MAX_DIMS) { free(k); jfail(j, "too many dimensions"); return -1; }
+          if (juint(j, &d)) { free(k); return -1; }
+          t->shape[t->ndim++] = (int64_t)d;
+        } while (jlit(j, ','));
+        if (!jlit(j, ']')) { free(k); jfail(j, "expected ']' after shape"); return -1; }
+      }
+      have_shape = 1;
+    } else if (!strcmp(k, "data_offsets") && !have_off) {
+      if (!jlit(j, '[') || juint(j, &t->begin) || !jlit(j, ',') || juint(j, &t->end) ||
+          !jlit(j, ']')) {
+        free(k);
+        jfail(j, "data_offsets must be [begin, end]");
+        return -1;
+      }
+      have_off = 1;
+    } else {
+      free(k);
+      jfail(j, "unknown or repeated key in tensor entry");
+      return -1;
+    }
+    free(k);
+  } while (jlit(j, ','));
+  if (!jlit(j, '}')) { jfail(j, "expected '}' after tensor entry"); return -1; }
+  if (!have_dtype || !have_shape || !have_off) {
+    jfail(j, "tensor entry lacks dtype, shape or data_offsets");
+    return -1;
+  }
+  return 0;
+}
+
+void coda_st_free(coda_st_file *f) {
+  if (!f) return;
+  for (int i = 0; i < f->n; i++) free(f->t[i].name);
+  for (int i = 0; i < f->nmeta; i++) {
+    free(f->meta_key[i]);
+    free(f->meta_val[i]);
+  }
+  free(f->t);
+  free(f->meta_key);
+  free(f->meta_val);
+  free(f->buf);
+  memset(f, 0, sizeof *f);
+}
+
+static int cmp_begin(const void *a, const void *b) {
+  const coda_st_tensor *x = *(const coda_st_tensor *const *)a, *y = *(const coda_st_tensor *const *)b;
+  return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+static coda_status st_parse_owned(coda_context ctx, unsigned char *buf, size_t size,
+                                  int require_crc, const char *what, coda_st_file *f) {
+  memset(f, 0, sizeof *f);
+  f->buf = buf;
+  f->size = size;
+  if (size < 8) {
+    coda_st_free(f);
+    return coda_fail(ctx, CODA_ERR_IO, "%s: truncated: %zu bytes, no header length", what, size);
+  }
+  uint64_t hl = 0;
+  for (int i = 0; i < 8; i++) hl |= (uint64_t)buf[i] << (8 * i);
+  if (hl < 2 || hl > ST_MAX_HEADER || hl > size - 8) {
+    coda_st_free(f);
+    return coda_fail(ctx, CODA_ERR_IO,
+                     "%s: bad header length %llu (file has %zu bytes; truncated or not safetensors)",
+                     what, (unsigned long long)hl, size);
+  }
+  f->data_start = 8 + (size_t)hl;
+  jp j = {(const char *)buf + 8, (const char *)buf + 8 + hl, what, ctx, CODA_OK};
+  size_t cap = 0;
+  if (!jlit(&j, '{')) {
+    jfail(&j, "not a JSON object");
+    goto fail;
+  }
+  if (!jlit(&j, '}')) {
+    int have_meta = 0;
+    do {
+      char *key = jstr(&j);
+      if (!key) goto fail;
+      if (!jlit(&j, ':')) { free(key); jfail(&j, "expected ':'"); goto fail; }
+      if (!strcmp(key, "__metadata__")) {
+        free(key);
+        if (have_meta) { jfail(&j, "repeated __metadata__"); goto fail; }
+        have_meta = 1;
+        if (!jlit(&j, '{')) { jfail(&j, "__metadata__ is not an object"); goto fail; }
+        if (!jlit(&j, '}')) {
+          size_t mcap = 0;
+          do {
+            char *k = jstr(&j);
+            if (!k) goto fail;
+            if (!jlit(&j, ':')) { free(k); jfail(&j, "expected ':'"); goto fail; }
+            char *v = jstr(&j);
+            if (!v) { free(k); jfail(&j, "metadata values must be strings"); goto fail; }
+            if ((size_t)f->nmeta == mcap) {
+              mcap = mcap ? mcap * 2 : 16;
+              char **a = realloc(f->meta_key, mcap * sizeof *a);
+              if (a) f->meta_key = a;
+              char **b = realloc(f->meta_val, mcap * sizeof *b);
+              if (b) f->meta_val = b;
+              if (!a || !b) { free(k); free(v); jfail(&j, "out of memory"); goto fail; }
+            }
+            f->meta_key[f->nmeta] = k;
+            f->meta_val[f->nmeta] = v;
+            f->nmeta++;
+          } while (jlit(&j, ','));
+          if (!jlit(&j, '}')) { jfail(&j, "expected '}' after __metadata__"); goto fail; }
+        }
+        continue;
+      }
+      if ((size_t)f->n == cap) {
+        cap = cap ? cap * 2 : 64;
+        coda_st_tensor *nt = realloc(f->t, cap * sizeof *nt);
+        if (!nt) { free(key); jfail(&j, "out of memory"); goto fail; }
+        f->t = nt;
+      }
+      coda_st_tensor *t = &f->t[f->n];
+      memset(t, 0, sizeof *t);
+      t->name = key;
+      f->n++;
+      if (parse_tensor(&j, t)) goto fail;
+    } while (jlit(&j, ','));
+    if (!jlit(&j, '}')) { jfail(&j, "expected '}' or ','"); goto fail; }
+  }
+  jws(&j);
+  if (j.p != j.end) { jfail(&j, "trailing bytes after the JSON object"); goto fail; }
+
+  uint64_t data_len = size - f->data_start;
+  for (int i = 0; i < f->n; i++) {
+    coda_st_tensor *t = &f->t[i];
+    uint64_t elems = 1;
+    for (int d = 0; d < t->ndim; d++) {
+      if (t->shape[d] != 0 && elems > (UINT64_C(1) << 53) / (uint64_t)t->shape[d]) {
+        jfail(&j, "shape overflows");
+        goto fail;
+      }
+      elems *= (uint64_t)t->shape[d];
+    }
+    uint64_t es = coda_st_dtype_size(t->dtype);
+    if (elems > (UINT64_C(1) << 60) / es || t->begin > t->end || t->end - t->begin != elems * es) {
+      coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s': data_offsets [%llu, %llu] do not match shape "
+                "and dtype %s (%llu bytes)", what, t->name, (unsigned long long)t->begin,
+                (unsigned long long)t->end, t->dtype, (unsigned long long)(elems * es));
+      j.err = CODA_ERR_IO;
+      goto fail;
+    }
+    if (t->end > data_len) {
+      coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s' ends at %llu, past the data region of %llu "
+                "bytes (truncated?)", what, t->name, (unsigned long long)t->end,
+                (unsigned long long)data_len);
+      j.err = CODA_ERR_IO;
+      goto fail;
+    }
+    t->data = buf + f->data_start + t->begin;
+  }
+  if (f->n > 1) {
+    const coda_st_tensor **o = malloc((size_t)f->n * sizeof *o);
+    if (!o) { jfail(&j, "out of memory"); goto fail; }
+    for (int i = 0; i < f->n; i++) o[i] = &f->t[i];
+    qsort(o, (size_t)f->n, sizeof *o, cmp_begin);
+    for (int i = 1; i < f->n; i++) {
+      if (o[i]->begin < o[i - 1]->end) {
+        coda_fail(ctx, CODA_ERR_IO, "%s: tensors '%s' and '%s' overlap", what, o[i - 1]->name,
+                  o[i]->name);
+        free(o);
+        j.err = CODA_ERR_IO;
+        goto fail;
+      }
+      if (!strcmp(o[i]->name, o[i - 1]->name)) { /* cheap partial check; full one below */ }
+    }
+    free(o);
+    for (int a = 0; a < f->n; a++)
+      for (int b = a + 1; b < f->n; b++)
+        if (!strcmp(f->t[a].name, f->t[b].name)) {
+          coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s' appears twice", what, f->t[a].name);
+          j.err = CODA_ERR_IO;
+          goto fail;
+        }
+  }
+  const char *crc = coda_st_meta(f, "crc32");
+  if (crc) {
+    char *endp;
+    errno = 0;
+    unsigned long want = strtoul(crc, &endp, 16);
+    if (errno || *endp || strlen(crc) != 8) {
+      coda_fail(ctx, CODA_ERR_IO, "%s: malformed crc32 metadata '%s'", what, crc);
+      j.err = CODA_ERR_IO;
+      goto fail;
+    }
+    uint32_t got = coda_crc32(0, buf + f->data_start, (size_t)data_len);
+    if (got != (uint32_t)want) {
+      coda_fail(ctx, CODA_ERR_IO, "%s: checksum mismatch (stored %s, computed %08x): the file is "
+                "corrupted", what, crc, got);
+      j.err = CODA_ERR_IO;
+      goto fail;
+    }
+  } else if (require_crc) {
+    coda_fail(ctx, CODA_ERR_IO, "%s: no crc32 in the metadata", what);
+    j.err = CODA_ERR_IO;
+    goto fail;
+  }
+  return CODA_OK;
+fail:
+  coda_st_free(f);
+  return j.err ? j.err : CODA_ERR_IO;
+}
+
+coda_status coda_st_parse(coda_context ctx, const void *bytes, size_t n, int require_crc,
+                          const char *what, coda_st_file *out) {
+  unsigned char *b = malloc(n ? n : 1);
+  if (!b) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
+  memcpy(b, bytes, n);
+  return st_parse_owned(ctx, b, n, require_crc, what, out);
+}
+
+coda_status coda_st_load(coda_context ctx, const char *path, int require_crc, coda_st_file *out) {
+  memset(out, 0, sizeof *out);
+  FILE *f = fopen(path, "rb");
+  if (!f) return coda_fail(ctx, CODA_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  size_t cap = 1 << 20, n = 0;
+  unsigned char *b = malloc(cap);
+  while (b) {
+    if (n == cap) {
+      unsigned char *nb = realloc(b, cap * 2);
+      if (!nb) { free(b); b = NULL; break; }
+      b = nb;
+      cap *= 2;
+    }
+    size_t r = fread(b + n, 1, cap - n, f);
+    n += r;
+    if (r == 0) break;
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (!b) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  if (err) {
+    free(b);
+    return coda_fail(ctx, CODA_ERR_IO, "%s: read error", path);
+  }
+  return st_parse_owned(ctx, b, n, require_crc, path, out);
+}
+
+const coda_st_tensor *coda_st_find(const coda_st_file *f, const char *name) {
+  for (int i = 0; i < f->n; i++)
+    if (!strcmp(f->t[i].name, name)) return &f->t[i];
+  return NULL;
+}
+
+const char *coda_st_meta(const coda_st_file *f, const char *key) {
+  for (int i = 0; i < f->nmeta; i++)
+    if (!strcmp(f->meta_key[i], key)) return f->meta_val[i];
+  return NULL;
+}
+
+/* ---- writer ---- */
+
+typedef struct { char *p; size_t n, cap; int oom; } sbuf;
+
+static void sb_put(sbuf *s, const char *t, size_t n) {
+  if (s->oom) return;
+  if (s->n + n + 1 > s->cap) {
+    size_t c = s->cap ? s->cap : 1024;
+    while (c < s->n + n + 1) c *= 2;
+    char *np = realloc(s->p, c);
+    if (!np) { s->oom = 1; return; }
+    s->p = np;
+    s->cap = c;
+  }
+  memcpy(s->p + s->n, t, n);
+  s->n += n;
+  s->p[s->n] = '\0';
+}
+static void sb_str(sbuf *s, const char *t) { sb_put(s, t, strlen(t)); }
+static void sb_json(sbuf *s, const char *t) {
+  sb_put(s, "\"", 1);
+  for (; *t; t++) {
+    unsigned char c = (unsigned char)*t;
+    char e[8];
+    if (c == '"' || c == '\\') { e[0] = '\\'; e[1] = (char)c; sb_put(s, e, 2); }
+    else if (c < 0x20) { snprintf(e, sizeof e, "\\u%04x", c); sb_put(s, e, 6); }
+    else sb_put(s, (const char *)&c, 1);
+  }
+  sb_put(s, "\"", 1);
+}
+
+coda_status coda_st_save(coda_context ctx, const char *path, const coda_st_entry *e, int n,
+                         const char *const *meta_kv, int nmeta) {
+  uint64_t off = 0;
+  uint32_t crc = 0;
+  size_t *nbytes = malloc((size_t)(n > 0 ? n : 1) * sizeof *nbytes);
+  if (!nbytes) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int i = 0; i < n; i++) {
+    size_t es = coda_st_dtype_size(e[i].dtype);
+    if (!es || e[i].ndim < 0 || e[i].ndim > CODA_ST_MAX_DIMS) {
+      free(nbytes);
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s: tensor '%s': bad dtype or rank", path,
+                       e[i].name);
+    }
+    uint64_t el = 1;
+    for (int d = 0; d < e[i].ndim; d++) el *= (uint64_t)e[i].shape[d];
+    nbytes[i] = (size_t)(el * es);
+    crc = coda_crc32(crc, e[i].data, nbytes[i]);
+  }
+  sbuf h = {0};
+  char num[64];
+  sb_str(&h, "{\"__metadata__\":{");
+  for (int i = 0; i < nmeta; i++) {
+    sb_json(&h, meta_kv[2 * i]);
+    sb_str(&h, ":");
+    sb_json(&h, meta_kv[2 * i + 1]);
+    sb_str(&h, ",");
+  }
+  snprintf(num, sizeof num, "\"crc32\":\"%08x\"}", crc);
+  sb_str(&h, num);
+  for (int i = 0; i < n; i++) {
+    sb_str(&h, ",");
+    sb_json(&h, e[i].name);
+    sb_str(&h, ":{\"dtype\":");
+    sb_json(&h, e[i].dtype);
+    sb_str(&h, ",\"shape\":[");
+    for (int d = 0; d < e[i].ndim; d++) {
+      snprintf(num, sizeof num, "%s%lld", d ? "," : "", (long long)e[i].shape[d]);
+      sb_str(&h, num);
+    }
+    snprintf(num, sizeof num, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+             (unsigned long long)(off + nbytes[i]));
+    sb_str(&h, num);
+    off += nbytes[i];
+  }
+  sb_str(&h, "}");
+  while (h.n % 8) sb_str(&h, " "); /* the data region starts 8-aligned */
+  if (h.oom) {
+    free(h.p);
+    free(nbytes);
+    return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  unsigned char len8[8];
+  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
+  int np = n + 2;
+  const void **parts = malloc((size_t)np * sizeof *parts);
+  size_t *sizes = malloc((size_t)np * sizeof *sizes);
+  coda_status s;
+  if (!parts || !sizes) {
+    s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  } else {
+    parts[0] = len8; sizes[0] = 8;
+    parts[1] = h.p; sizes[1] = h.n;
+    for (int i = 0; i < n; i++) { parts[i + 2] = e[i].data; sizes[i + 2] = nbytes[i]; }
+    s = coda_write_atomic(ctx, path, parts, sizes, np);
+  }
+  free(parts);
+  free(sizes);
+  free(h.p);
+  free(nbytes);
+  return s;
+}

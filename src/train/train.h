@@ -1,0 +1,268 @@
+/* Internal interface of the trainer (src/train): data, safetensors,
+ * optimizer, model, checkpoints, plotting. The public entry points are in
+ * the trainer section of include/coda.h. */
+#ifndef CODA_TRAIN_H
+#define CODA_TRAIN_H
+
+#include "coda.h"
+#include "core/internal.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* ------------------------------------------------------------ checksums */
+
+/* CRC-32 (IEEE 802.3, reflected, as zlib's crc32): crc = coda_crc32(0, p, n)
+ * then chained as coda_crc32(crc, p2, n2). */
+uint32_t coda_crc32(uint32_t crc, const void *p, size_t n);
+
+/* ------------------------------------------------------------------ RNG */
+
+/* splitmix64: the whole state is one 64-bit word, so it is stored in a
+ * checkpoint as a decimal string and resuming draws the same numbers. */
+uint64_t coda_rng_next(uint64_t *state);
+/* Uniform in [0, n) (n > 0) by rejection, so there is no modulo bias. */
+uint64_t coda_rng_below(uint64_t *state, uint64_t n);
+/* Uniform in [0, 1) with 53 random bits. */
+double coda_rng_uniform(uint64_t *state);
+
+/* ----------------------------------------------------------- tokenizer */
+
+/* Byte-level tokenizer: token id = byte value (0..255). There are no
+ * special tokens; documents in the corpus keep their own separators. */
+#define CODA_TOK_BYTES 256
+size_t coda_tok_encode(const char *text, size_t n, uint32_t *out);
+/* Writes the bytes of tokens < 256; other ids are written as '?'. */
+size_t coda_tok_decode(const uint32_t *tok, size_t n, char *out);
+
+/* --------------------------------------------------------- token shards */
+
+/* Shard file: a 32-byte little-endian header, then `count` tokens.
+ *   0  magic "CODATOKS" (8 bytes)
+ *   8  u32 version (1)
+ *  12  u32 token width in bytes (2 = uint16, 4 = uint32)
+ *  16  u64 count
+ *  24  u32 vocab size (every token must be < vocab)
+ *  28  u32 CRC-32 of the token bytes
+ * The file size must equal 32 + count * width exactly. */
+#define CODA_SHARD_HEADER 32
+coda_status coda_shard_write(coda_context ctx, const char *path,
+                             const uint32_t *tok, uint64_t count,
+                             uint32_t vocab, int width);
+/* Reads and validates a shard; *tok is malloc'ed (free it). */
+coda_status coda_shard_read(coda_context ctx, const char *path, uint32_t **tok,
+                            uint64_t *count, uint32_t *vocab);
+
+/* Builds train.tok / val.tok in out_dir from the text files of src_dir
+ * (regular files whose names do not end in .dat or .u8, in name order).
+ * Fortune-style files are split into documents at lines holding only
+ * "%"; every `val_every`-th document (by global index) goes to the
+ * validation shard. */
+coda_status coda_prepare_corpus_dir(coda_context ctx, const char *src_dir,
+                                    const char *out_dir, int val_every,
+                                    uint64_t *n_train, uint64_t *n_val);
+/* Same from an in-memory text (documents separated by "\n%\n"). */
+coda_status coda_prepare_corpus_text(coda_context ctx, const char *text,
+                                     size_t n, const char *out_dir,
+                                     int val_every, uint64_t *n_train,
+                                     uint64_t *n_val);
+
+/* Random contiguous windows of a token stream. Every draw advances the
+ * RNG; `drawn` counts sequences drawn (the data position). */
+typedef struct coda_sampler {
+  const uint32_t *tok;
+  uint64_t count;
+  uint64_t rng;
+  uint64_t drawn;
+} coda_sampler;
+/* Fills inputs/targets (B x T): targets[t] = tokens[start + t + 1]. */
+coda_status coda_sampler_batch(coda_context ctx, coda_sampler *s, int B, int T,
+                               int32_t *inputs, int32_t *targets);
+
+/* ---------------------------------------------------------- safetensors */
+
+#define CODA_ST_MAX_DIMS 8
+typedef struct coda_st_tensor {
+  char *name;
+  char dtype[8]; /* "F32", "BF16", "F16", "F64", "I32", "I64", "U16", "U8" */
+  int ndim;
+  int64_t shape[CODA_ST_MAX_DIMS];
+  uint64_t begin, end; /* offsets into the data region */
+  const unsigned char *data; /* points into the loaded file */
+} coda_st_tensor;
+
+typedef struct coda_st_file {
+  unsigned char *buf;
+  size_t size;
+  size_t data_start;
+  int n;
+  coda_st_tensor *t;
+  int nmeta;
+  char **meta_key;
+  char **meta_val;
+} coda_st_file;
+
+/* Loads and validates: header length within the file, JSON structure,
+ * known dtypes, shape · dtype size == end − begin, offsets within the data
+ * region and not overlapping, unique names. If the metadata has "crc32"
+ * the data region's CRC-32 must match; require_crc makes it mandatory. */
+coda_status coda_st_load(coda_context ctx, const char *path, int require_crc,
+                         coda_st_file *out);
+/* Same from memory (the buffer is copied). */
+coda_status coda_st_parse(coda_context ctx, const void *bytes, size_t n,
+                          int require_crc, const char *what, coda_st_file *out);
+void coda_st_free(coda_st_file *f);
+const coda_st_tensor *coda_st_find(const coda_st_file *f, const char *name);
+const char *coda_st_meta(const coda_st_file *f, const char *key);
+size_t coda_st_dtype_size(const char *dtype);
+
+typedef struct coda_st_entry {
+  const char *name;
+  const char *dtype;
+  int ndim;
+  int64_t shape[CODA_ST_MAX_DIMS];
+  const void *data; /* little-endian bytes, product(shape) · dtype size */
+} coda_st_entry;
+
+/* Writes atomically (a temporary file in the same directory, fsync,
+ * rename). Metadata pairs are strings; "crc32" is added (CRC-32 of the
+ * data region, 8 hex digits). */
+coda_status coda_st_save(coda_context ctx, const char *path,
+                         const coda_st_entry *e, int n,
+                         const char *const *meta_kv, int nmeta);
+
+/* Writes a whole buffer to path atomically (temp file + fsync + rename). */
+coda_status coda_write_atomic(coda_context ctx, const char *path,
+                              const void *const *parts, const size_t *sizes,
+                              int nparts);
+
+/* --------------------------------------------------------- optimizer */
+
+typedef struct coda_adamw {
+  double beta1, beta2, eps, weight_decay;
+} coda_adamw;
+
+/* One AdamW step (t is the 1-based step count for bias correction):
+ *   w ← w − lr·wd·w            (decoupled decay, only when decay != 0)
+ *   m ← β1 m + (1−β1) g;  v ← β2 v + (1−β2) g²
+ *   w ← w − lr · (m / (1−β1^t)) / (sqrt(v / (1−β2^t)) + eps)        */
+void coda_adamw_update(const coda_adamw *opt, int64_t t, double lr, int decay,
+                       float *w, const float *g, float *m, float *v, size_t n);
+
+/* Learning rate of the 0-based step s: linear warm-up over `warmup` steps
+ * (lr·(s+1)/warmup), then cosine decay from lr to lr·min_ratio at step
+ * total−1 (and min afterwards). */
+double coda_lr_schedule(int64_t s, int64_t warmup, int64_t total, double lr,
+                        double min_ratio);
+
+/* L2 norm of the concatenated gradients (summed in double). */
+double coda_grad_norm(const float *g, size_t n);
+/* Scales g so its norm is at most max_norm; returns the factor applied. */
+double coda_clip_grad(float *g, size_t n, double norm, double max_norm);
+
+/* ------------------------------------------------------------- model */
+
+typedef struct coda_param {
+  char name[96];
+  int ndim;
+  int64_t shape[2];
+  size_t offset; /* into the flat weight / gradient / moment buffers */
+  size_t size;
+  int decay; /* 1 for the matrices of linear layers */
+} coda_param;
+
+typedef struct coda_model coda_model;
+
+typedef enum coda_engine {
+  CODA_ENGINE_REFERENCE = 0, /* straightforward host code (this folder) */
+  CODA_ENGINE_PLANS = 1      /* the Llama-3 block plans of src/nn */
+} coda_engine;
+
+coda_status coda_model_create(coda_context ctx, const coda_model_config *cfg,
+                              coda_engine engine, coda_model **out);
+void coda_model_destroy(coda_model *m);
+const coda_model_config *coda_model_cfg(const coda_model *m);
+int coda_model_num_params(const coda_model *m);
+const coda_param *coda_model_param(const coda_model *m, int i);
+const coda_param *coda_model_find(const coda_model *m, const char *name);
+float *coda_model_weights(coda_model *m);
+float *coda_model_grads(coda_model *m);
+size_t coda_model_size(const coda_model *m);
+coda_engine coda_model_engine(const coda_model *m);
+/* Scaled-normal initialization from a seed (std 0.02; output projections
+ * std 0.02/sqrt(2L); norms 1). */
+void coda_model_init(coda_model *m, uint64_t seed);
+void coda_model_zero_grad(coda_model *m);
+/* Forward + backward of one micro-batch (B x T tokens; targets < 0 are
+ * ignored). Gradients of grad_scale · mean-loss are ADDED to the gradient
+ * buffer. *loss is the mean loss over valid targets, *n_valid their count. */
+coda_status coda_model_step(coda_context ctx, coda_model *m,
+                            const int32_t *inputs, const int32_t *targets,
+                            int B, int T, float grad_scale, double *loss,
+                            int64_t *n_valid);
+/* Forward only: mean loss over valid targets. */
+coda_status coda_model_loss(coda_context ctx, coda_model *m,
+                            const int32_t *inputs, const int32_t *targets,
+                            int B, int T, double *loss, int64_t *n_valid);
+/* Forward only: logits (vocab) of the last position of one sequence. */
+coda_status coda_model_last_logits(coda_context ctx, coda_model *m,
+                                   const int32_t *inputs, int T,
+                                   float *logits);
+/* Parameter count of a configuration (weights only). */
+int64_t coda_model_config_params(const coda_model_config *c);
+/* Engine state slots owned by the model (freed by the engines). */
+void **coda_model_ref_slot(coda_model *m);
+void **coda_model_plans_slot(coda_model *m);
+void coda_ref_free(coda_model *m);
+void coda_plans_free(coda_model *m);
+
+/* Engine hooks: the reference implementation (model_ref.c) and the plan
+ * adapter (model_plans.c). */
+coda_status coda_ref_forward(coda_context ctx, coda_model *m,
+                             const int32_t *inputs, const int32_t *targets,
+                             int B, int T, int backward, float grad_scale,
+                             double *loss, int64_t *n_valid, float *last_logits);
+int coda_plans_available(void);
+coda_status coda_plans_forward(coda_context ctx, coda_model *m,
+                               const int32_t *inputs, const int32_t *targets,
+                               int B, int T, int backward, float grad_scale,
+                               double *loss, int64_t *n_valid,
+                               float *last_logits);
+
+/* --------------------------------------------------------- checkpoints */
+
+typedef struct coda_train_state {
+  int64_t step;        /* optimizer steps done */
+  uint64_t rng;        /* sampler RNG state */
+  uint64_t drawn;      /* sequences drawn */
+  double last_loss;
+} coda_train_state;
+
+/* Saves weights, m, v (fp32) and the state into one safetensors file. */
+coda_status coda_checkpoint_save(coda_context ctx, const char *path,
+                                 coda_model *model, const float *m,
+                                 const float *v, const coda_train_state *st);
+/* Reads the configuration stored in a checkpoint. */
+coda_status coda_checkpoint_config(coda_context ctx, const char *path,
+                                   coda_model_config *cfg);
+/* Loads into an existing model of the same configuration; m / v / st may
+ * be NULL (weights only). */
+coda_status coda_checkpoint_load(coda_context ctx, const char *path,
+                                 coda_model *model, float *m, float *v,
+                                 coda_train_state *st);
+
+/* Hugging Face Llama layout (config.json + model.safetensors). */
+coda_status coda_hf_export(coda_context ctx, coda_model *model,
+                           const char *dir);
+coda_status coda_hf_import(coda_context ctx, const char *dir,
+                           coda_engine engine, coda_model **out);
+
+/* -------------------------------------------------------------- plot */
+
+/* Draws a line plot of up to two series (NaN skips a point) into an RGB
+ * PNG of w x h pixels. */
+coda_status coda_plot_png(coda_context ctx, const char *path, int w, int h,
+                          const double *x1, const double *y1, int n1,
+                          const double *x2, const double *y2, int n2);
+
+#endif

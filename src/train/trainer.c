@@ -1,0 +1,434 @@
+/* coda_train and coda_generate: the training loop (data, micro-batches,
+ * clipping, AdamW, schedule, validation, checkpoints, loss curve) and
+ * sampling from a checkpoint.
+ *
+ * Precision: on the CPU the weights, gradients and both AdamW moments are
+ * fp32 and the model computes in fp32. On the GPU the plan is: bf16
+ * weights feed the GEMMs, an fp32 master copy and fp32 m, v live next to
+ * them; the optimizer updates the fp32 master and writes the bf16 copy
+ * (round to nearest even) after every step; gradients are produced in bf16
+ * or fp32 by the weight-gradient GEMMs and accumulated in fp32 across
+ * micro-batches. Checkpoints always hold the fp32 master. */
+#define _POSIX_C_SOURCE 200809L
+#include "train/train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define DEFAULT_CORPUS "/usr/share/games/fortunes"
+
+coda_train_options coda_train_default_options(void) {
+  coda_train_options o;
+  memset(&o, 0, sizeof o);
+  coda_model_config_named("tiny", &o.model);
+  o.batch = 8;
+  o.accum = 1;
+  o.steps = 200;
+  o.warmup = 20;
+  o.lr = 3e-3;
+  o.min_lr_ratio = 0.1;
+  o.weight_decay = 0.1;
+  o.beta1 = 0.9;
+  o.beta2 = 0.95;
+  o.eps = 1e-8;
+  o.clip = 1.0;
+  o.seed = 1;
+  o.val_every = 50;
+  o.val_batches = 4;
+  o.save_every = 0;
+  o.out_dir = "runs/tiny";
+  o.corpus_dir = DEFAULT_CORPUS;
+  return o;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static double rss_mib(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (!f) return 0.0;
+  long pages = 0, res = 0;
+  int ok = fscanf(f, "%ld %ld", &pages, &res) == 2;
+  fclose(f);
+  return ok ? (double)res * 4096.0 / (1024.0 * 1024.0) : 0.0;
+}
+
+static char *join(const char *a, const char *b) {
+  size_t n = strlen(a) + strlen(b) + 2;
+  char *s = malloc(n);
+  if (s) snprintf(s, n, "%s/%s", a, b);
+  return s;
+}
+
+static int file_exists(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static coda_status mkdirs(coda_context ctx, const char *dir) {
+  char *d = strdup(dir);
+  if (!d) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  for (char *p = d + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (mkdir(d, 0777) != 0 && errno != EEXIST) break;
+    *p = '/';
+  }
+  int ok = mkdir(d, 0777) == 0 || errno == EEXIST;
+  free(d);
+  if (!ok) return coda_fail(ctx, CODA_ERR_IO, "%s: cannot create directory: %s", dir, strerror(errno));
+  return CODA_OK;
+}
+
+coda_status coda_prepare_corpus(coda_context ctx, const char *src_dir, const char *out_dir) {
+  coda_status s = mkdirs(ctx, out_dir);
+  if (s) return s;
+  return coda_prepare_corpus_dir(ctx, src_dir ? src_dir : DEFAULT_CORPUS, out_dir, 20, NULL, NULL);
+}
+
+static coda_status evaluate(coda_context ctx, coda_model *m, const uint32_t *tok, uint64_t n,
+                            uint64_t seed, int nb, int B, int T, int32_t *in, int32_t *tg,
+                            double *out) {
+  /* The same validation windows every time (own RNG), so values compare. */
+  coda_sampler vs = {tok, n, seed ^ 0x76616c6964ull, 0};
+  double sum = 0.0;
+  int64_t cnt = 0;
+  for (int i = 0; i < nb; i++) {
+    coda_status s = coda_sampler_batch(ctx, &vs, B, T, in, tg);
+    if (s) return s;
+    double l;
+    int64_t nv;
+    s = coda_model_loss(ctx, m, in, tg, B, T, &l, &nv);
+    if (s) return s;
+    sum += l * (double)nv;
+    cnt += nv;
+  }
+  *out = cnt ? sum / (double)cnt : NAN;
+  return CODA_OK;
+}
+
+static coda_status check_options(coda_context ctx, const coda_train_options *o) {
+  if (o->batch < 1 || o->accum < 1 || o->steps < 1 || o->warmup < 0 || o->val_batches < 0 ||
+      o->val_every < 0 || o->save_every < 0)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "batch %d, accum %d, steps %lld must be >= 1; warmup, val-every, "
+                     "val-batches, save-every >= 0",
+                     o->batch, o->accum, (long long)o->steps);
+  if (!(o->lr > 0.0) || !(o->min_lr_ratio >= 0.0) || !(o->weight_decay >= 0.0) ||
+      !(o->beta1 >= 0.0 && o->beta1 < 1.0) || !(o->beta2 >= 0.0 && o->beta2 < 1.0) ||
+      !(o->eps > 0.0))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "optimizer settings out of range (lr > 0, 0 <= betas < 1, eps > 0)");
+  if (o->engine < 0 || o->engine > 2)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "engine %d: 0 auto, 1 reference, 2 plans",
+                     o->engine);
+  if (!o->out_dir || !*o->out_dir)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "no output directory");
+  return CODA_OK;
+}
+
+static coda_engine pick_engine(int e) {
+  if (e == 1) return CODA_ENGINE_REFERENCE;
+  if (e == 2) return CODA_ENGINE_PLANS;
+  return coda_plans_available() ? CODA_ENGINE_PLANS : CODA_ENGINE_REFERENCE;
+}
+
+coda_status coda_train(coda_context ctx, const coda_train_options *opts,
+                       coda_train_summary *sum) {
+  if (!opts || !sum) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "NULL options or summary");
+  coda_train_options o = *opts;
+  memset(sum, 0, sizeof *sum);
+  sum->first_val = sum->final_val = NAN;
+  sum->first_loss = sum->final_loss = NAN;
+  coda_status s = check_options(ctx, &o);
+  if (s) return s;
+  s = mkdirs(ctx, o.out_dir);
+  if (s) return s;
+
+  coda_model *model = NULL;
+  uint32_t *tr = NULL, *va = NULL;
+  float *mom = NULL, *vel = NULL;
+  int32_t *in = NULL, *tg = NULL;
+  double *hx = NULL, *hy = NULL, *vx = NULL, *vy = NULL;
+  char *data_dir = NULL, *trp = NULL, *vap = NULL, *ckpt = NULL, *png = NULL, *csv = NULL;
+  FILE *log = NULL;
+  uint64_t ntr = 0, nva = 0;
+
+  /* ---- data ---- */
+  data_dir = o.data_dir ? strdup(o.data_dir) : join(o.out_dir, "data");
+  if (!data_dir) { s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory"); goto done; }
+  trp = join(data_dir, "train.tok");
+  vap = join(data_dir, "val.tok");
+  ckpt = join(o.out_dir, "checkpoint.safetensors");
+  png = join(o.out_dir, "loss.png");
+  csv = join(o.out_dir, "loss.csv");
+  if (!trp || !vap || !ckpt || !png || !csv) {
+    s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    goto done;
+  }
+  if (!file_exists(trp) || !file_exists(vap)) {
+    if (!o.quiet) printf("preparing token shards in %s from %s\n", data_dir, o.corpus_dir ? o.corpus_dir : DEFAULT_CORPUS);
+    s = coda_prepare_corpus(ctx, o.corpus_dir, data_dir);
+    if (s) goto done;
+  }
+  uint32_t voc;
+  s = coda_shard_read(ctx, trp, &tr, &ntr, &voc);
+  if (!s) s = coda_shard_read(ctx, vap, &va, &nva, NULL);
+  if (s) goto done;
+
+  /* ---- model and state ---- */
+  coda_train_state st = {0, 0, 0, NAN};
+  coda_engine engine = pick_engine(o.engine);
+  if (o.resume) {
+    s = coda_checkpoint_config(ctx, o.resume, &o.model);
+    if (s) goto done;
+  }
+  if ((uint32_t)o.model.vocab < voc) {
+    s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model vocab %d is smaller than the data's %u",
+                  o.model.vocab, voc);
+    goto done;
+  }
+  s = coda_model_create(ctx, &o.model, engine, &model);
+  if (s) goto done;
+  size_t n = coda_model_size(model);
+  mom = calloc(n, sizeof *mom);
+  vel = calloc(n, sizeof *vel);
+  const int B = o.batch, T = o.model.seq;
+  in = malloc((size_t)B * T * sizeof *in);
+  tg = malloc((size_t)B * T * sizeof *tg);
+  int64_t cap = o.steps + 1;
+  hx = malloc((size_t)cap * sizeof *hx); hy = malloc((size_t)cap * sizeof *hy);
+  vx = malloc((size_t)cap * sizeof *vx); vy = malloc((size_t)cap * sizeof *vy);
+  if (!mom || !vel || !in || !tg || !hx || !hy || !vx || !vy) {
+    s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    goto done;
+  }
+  if (o.resume) {
+    s = coda_checkpoint_load(ctx, o.resume, model, mom, vel, &st);
+    if (s) goto done;
+    if (st.step >= o.steps) {
+      s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                    "%s is at step %lld; --steps %lld leaves nothing to do", o.resume,
+                    (long long)st.step, (long long)o.steps);
+      goto done;
+    }
+  } else {
+    coda_model_init(model, o.seed);
+    st.rng = o.seed * 0x9e3779b97f4a7c15ull + 0x64617461ull; /* data order from the seed */
+  }
+  coda_sampler sampler = {tr, ntr, st.rng, st.drawn};
+  log = fopen(csv, o.resume ? "a" : "w");
+  if (!log) {
+    s = coda_fail(ctx, CODA_ERR_IO, "%s: cannot open: %s", csv, strerror(errno));
+    goto done;
+  }
+  if (!o.resume) fprintf(log, "step,loss,lr,grad_norm,val_loss\n");
+  const coda_model_config *c = coda_model_cfg(model);
+  if (!o.quiet) {
+    printf("model: dim %d, layers %d, heads %d/%d, ffn %d, seq %d, vocab %d, %s head; %lld "
+           "parameters; engine %s\n",
+           c->dim, c->layers, c->heads, c->kv_heads, c->ffn, c->seq, c->vocab,
+           c->tied ? "tied" : "untied", (long long)coda_model_config_params(c),
+           engine == CODA_ENGINE_PLANS ? "block plans" : "host reference");
+    printf("data: %llu train / %llu validation tokens; batch %d x %d, accum %d (%d tokens/step); "
+           "steps %lld%s\n",
+           (unsigned long long)ntr, (unsigned long long)nva, B, T, o.accum, B * T * o.accum,
+           (long long)o.steps, o.resume ? " (resumed)" : "");
+    fflush(stdout);
+  }
+
+  coda_adamw adam = {o.beta1, o.beta2, o.eps, o.weight_decay};
+  const int64_t start = st.step;
+  int nh = 0, nvh = 0;
+  double t_start = now_s(), tok_total = 0.0, sec_total = 0.0;
+  if (start == 0 && o.val_batches > 0) {
+    double vl;
+    s = evaluate(ctx, model, va, nva, o.seed, o.val_batches, B, T, in, tg, &vl);
+    if (s) goto done;
+    sum->first_val = vl;
+    vx[nvh] = 0; vy[nvh++] = vl;
+    if (!o.quiet) printf("step %6d  val_loss %.4f\n", 0, vl);
+  }
+  float *W = coda_model_weights(model), *G = coda_model_grads(model);
+  for (int64_t step = start; step < o.steps; step++) {
+    double t0 = now_s();
+    coda_model_zero_grad(model);
+    double loss = 0.0;
+    for (int a = 0; a < o.accum && !s; a++) {
+      double l;
+      int64_t nv;
+      s = coda_sampler_batch(ctx, &sampler, B, T, in, tg);
+      if (!s) s = coda_model_step(ctx, model, in, tg, B, T, 1.0f / (float)o.accum, &l, &nv);
+      loss += l / o.accum; /* loss = mean over micro-batches of their means */
+    }
+    if (s) goto done;
+    double gn = coda_grad_norm(G, n);
+    if (!isfinite(loss) || !isfinite(gn)) {
+      sum->stopped = 2;
+      sum->bad_step = step + 1;
+      fprintf(stderr, "coda train: stopping at step %lld: %s is not finite (loss %g, grad norm "
+              "%g); the last good checkpoint is kept%s%s\n", (long long)(step + 1),
+              !isfinite(loss) ? "the loss" : "the gradient norm", loss, gn,
+              file_exists(ckpt) ? ": " : "", file_exists(ckpt) ? ckpt : "");
+      break;
+    }
+    coda_clip_grad(G, n, gn, o.clip);
+    double lr = coda_lr_schedule(step, o.warmup, o.steps, o.lr, o.min_lr_ratio);
+    for (int i = 0; i < coda_model_num_params(model); i++) {
+      const coda_param *p = coda_model_param(model, i);
+      coda_adamw_update(&adam, step + 1, lr, p->decay, W + p->offset, G + p->offset,
+                        mom + p->offset, vel + p->offset, p->size);
+    }
+    st.step = step + 1;
+    st.last_loss = loss;
+    double dt = now_s() - t0;
+    double toks = (double)B * T * o.accum;
+    tok_total += toks;
+    sec_total += dt;
+    if (isnan(sum->first_loss)) sum->first_loss = loss;
+    sum->final_loss = loss;
+    sum->steps_done++;
+    hx[nh] = (double)st.step; hy[nh++] = loss;
+    double vl = NAN;
+    int do_val = o.val_batches > 0 && ((o.val_every > 0 && st.step % o.val_every == 0) ||
+                                       st.step == o.steps);
+    if (do_val) {
+      s = evaluate(ctx, model, va, nva, o.seed, o.val_batches, B, T, in, tg, &vl);
+      if (s) goto done;
+      if (isnan(sum->first_val)) sum->first_val = vl;
+      sum->final_val = vl;
+      vx[nvh] = (double)st.step; vy[nvh++] = vl;
+    }
+    fprintf(log, "%lld,%.9g,%.9g,%.9g,%.9g\n", (long long)st.step, loss, lr, gn, vl);
+    if (!o.quiet) {
+      printf("step %6lld  loss %.4f  lr %.3e  tok/s %8.0f  ms/step %7.1f  grad_norm %.3f  "
+             "mem %.0f MiB\n",
+             (long long)st.step, loss, lr, toks / dt, dt * 1e3, gn, rss_mib());
+      if (do_val) printf("step %6lld  val_loss %.4f\n", (long long)st.step, vl);
+      fflush(stdout);
+    }
+    int stop = o.should_stop && o.should_stop(o.user);
+    if (stop || st.step == o.steps || (o.save_every > 0 && st.step % o.save_every == 0)) {
+      st.rng = sampler.rng;
+      st.drawn = sampler.drawn;
+      fflush(log);
+      s = coda_checkpoint_save(ctx, ckpt, model, mom, vel, &st);
+      if (s) goto done;
+      snprintf(sum->checkpoint, sizeof sum->checkpoint, "%s", ckpt);
+    }
+    if (stop) {
+      sum->stopped = 1;
+      if (!o.quiet) printf("interrupted: saved step %lld to %s\n", (long long)st.step, ckpt);
+      break;
+    }
+  }
+  sum->seconds = now_s() - t_start;
+  sum->tokens_per_s = sec_total > 0 ? tok_total / sec_total : 0.0;
+  if (nh + nvh > 0) {
+    coda_status ps = coda_plot_png(ctx, png, 640, 400, hx, hy, nh, vx, vy, nvh);
+    if (ps && !o.quiet) fprintf(stderr, "coda train: loss plot not written: %s\n", coda_last_error(ctx));
+  }
+  if (!o.quiet) {
+    printf("summary: %lld steps in %.1f s (%.0f tokens/s); train loss %.4f -> %.4f; val loss "
+           "%.4f -> %.4f; checkpoint %s; loss curve %s\n",
+           (long long)sum->steps_done, sum->seconds, sum->tokens_per_s, sum->first_loss,
+           sum->final_loss, sum->first_val, sum->final_val,
+           sum->checkpoint[0] ? sum->checkpoint : "(none)", png);
+  }
+done:
+  if (log) fclose(log);
+  coda_model_destroy(model);
+  free(tr); free(va); free(mom); free(vel); free(in); free(tg);
+  free(hx); free(hy); free(vx); free(vy);
+  free(data_dir); free(trp); free(vap); free(ckpt); free(png); free(csv);
+  return s;
+}
+
+/* ---- sampling ---- */
+
+static int sample(float *logits, int V, double temp, int top_k, uint64_t *rng) {
+  int best = 0;
+  for (int v = 1; v < V; v++)
+    if (logits[v] > logits[best]) best = v;
+  if (!(temp > 0.0)) return best;
+  /* Keep the top_k largest (ties by lower id): threshold = k-th largest. */
+  if (top_k > 0 && top_k < V) {
+    float *tmp = malloc((size_t)V * sizeof *tmp);
+    if (tmp) {
+      memcpy(tmp, logits, (size_t)V * sizeof *tmp);
+      for (int k = 0; k < top_k; k++) { /* partial selection, V is small here */
+        int mi = k;
+        for (int j = k + 1; j < V; j++) if (tmp[j] > tmp[mi]) mi = j;
+        float t = tmp[k]; tmp[k] = tmp[mi]; tmp[mi] = t;
+      }
+      float thr = tmp[top_k - 1];
+      free(tmp);
+      int kept = 0;
+      for (int v = 0; v < V; v++) {
+        if (logits[v] > thr || (logits[v] == thr && kept < top_k)) kept++;
+        else logits[v] = -INFINITY;
+      }
+    }
+  }
+  double mx = logits[best], z = 0.0;
+  for (int v = 0; v < V; v++) z += exp(((double)logits[v] - mx) / temp);
+  double u = coda_rng_uniform(rng) * z, acc = 0.0;
+  for (int v = 0; v < V; v++) {
+    acc += exp(((double)logits[v] - mx) / temp);
+    if (u < acc) return v;
+  }
+  return best;
+}
+
+coda_status coda_generate(coda_context ctx, const coda_generate_options *o, char **text) {
+  if (!o || !text || !o->checkpoint)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "generate: checkpoint and output are required");
+  *text = NULL;
+  if (o->max_tokens < 0 || o->max_tokens > (1 << 24) || o->temperature < 0.0 || o->top_k < 0)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "generate: max tokens %d, temperature %g, top-k %d out of range",
+                     o->max_tokens, o->temperature, o->top_k);
+  coda_model_config cfg;
+  coda_status s = coda_checkpoint_config(ctx, o->checkpoint, &cfg);
+  if (s) return s;
+  coda_model *m;
+  s = coda_model_create(ctx, &cfg, pick_engine(0), &m);
+  if (s) return s;
+  s = coda_checkpoint_load(ctx, o->checkpoint, m, NULL, NULL, NULL);
+  const char *prompt = o->prompt && *o->prompt ? o->prompt : "\n";
+  size_t pl = strlen(prompt), total = pl + (size_t)o->max_tokens;
+  int32_t *tok = malloc(total * sizeof *tok);
+  float *logits = malloc((size_t)cfg.vocab * sizeof *logits);
+  char *out = malloc(total + 1);
+  if (!s && (!tok || !logits || !out)) s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  if (!s && cfg.vocab < CODA_TOK_BYTES)
+    s = coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "model vocab %d cannot hold byte tokens", cfg.vocab);
+  size_t n = pl;
+  if (!s) {
+    for (size_t i = 0; i < pl; i++) tok[i] = (unsigned char)prompt[i];
+    uint64_t rng = o->seed * 0x9e3779b97f4a7c15ull + 1;
+    for (int k = 0; k < o->max_tokens && !s; k++) {
+      size_t ctxlen = n < (size_t)cfg.seq ? n : (size_t)cfg.seq; /* sliding window */
+      s = coda_model_last_logits(ctx, m, tok + n - ctxlen, (int)ctxlen, logits);
+      if (!s) tok[n++] = sample(logits, cfg.vocab, o->temperature, o->top_k, &rng);
+    }
+  }
+  if (!s) {
+    for (size_t i = 0; i < n; i++) out[i] = tok[i] < 256 ? (char)tok[i] : '?';
+    out[n] = '\0';
+    *text = out;
+    out = NULL;
+  }
+  free(tok);
+  free(logits);
+  free(out);
+  coda_model_destroy(m);
+  return s;
+}

@@ -1,0 +1,399 @@
+/* GPU test of the Hopper GEMM (coda_cuda_gemm): every layout (trans_a,
+ * trans_b), operand type (bf16, f16) and output type (bf16, f16, f32), with
+ * alpha and accumulate, on ragged, tiny and medium shapes against a CPU
+ * reference in double, and on large shapes against cuBLAS. Outputs are
+ * poisoned (NaN bytes) before each run and the padding between rows is
+ * checked to be untouched. Argument "--small" runs only the small shapes
+ * (for compute-sanitizer). Exits non-zero on any failure. */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/internal.h"
+#include "cuda/backend.h"
+#include "cuda/gemm_internal.h"
+
+static int g_fail = 0, g_pass = 0;
+static int g_config = -1; /* tile configuration under test (-1: default) */
+
+#define CU(x)                                                                  \
+  do {                                                                         \
+    cudaError_t e_ = (x);                                                      \
+    if (e_ != cudaSuccess) {                                                   \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,               \
+              cudaGetErrorString(e_));                                         \
+      exit(2);                                                                 \
+    }                                                                          \
+  } while (0)
+
+static uint64_t g_rng;
+static double urand(void) { /* uniform in [-1, 1) */
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 7;
+  g_rng ^= g_rng << 17;
+  return (double)(g_rng >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+}
+static int irand(int n) { return (int)((urand() + 1.0) * 0.5 * n) % n; }
+
+static uint16_t to16(coda_dtype t, double v) {
+  return t == CODA_BF16 ? coda_f32_to_bf16((float)v) : coda_f32_to_f16((float)v);
+}
+static double from16(coda_dtype t, uint16_t h) {
+  return t == CODA_BF16 ? coda_bf16_to_f32(h) : coda_f16_to_f32(h);
+}
+
+/* A host matrix of 16-bit values (rows x cols, pitch ld) and its device copy. */
+typedef struct {
+  int64_t rows, cols, ld;
+  coda_dtype t;
+  uint16_t *h;
+  void *d;
+} mat16;
+
+static mat16 mat16_random(coda_dtype t, int64_t rows, int64_t cols, int pad) {
+  mat16 m;
+  m.rows = rows;
+  m.cols = cols;
+  m.ld = ((cols + 7) / 8) * 8 + 8 * pad; /* TMA: 16-byte row pitch */
+  m.t = t;
+  size_t n = (size_t)rows * m.ld;
+  m.h = malloc(n * 2);
+  for (size_t i = 0; i < n; ++i) m.h[i] = to16(t, urand()); /* padding random too */
+  CU(cudaMalloc(&m.d, n * 2 + 16));
+  CU(cudaMemcpy(m.d, m.h, n * 2, cudaMemcpyHostToDevice));
+  return m;
+}
+static void mat16_free(mat16 *m) {
+  free(m->h);
+  cudaFree(m->d);
+}
+static coda_tensor mat16_view(const mat16 *m) {
+  coda_tensor v = {m->d, m->t, m->rows, m->cols, m->ld};
+  return v;
+}
+
+static const char *tn(coda_transpose t) { return t == CODA_N ? "N" : "T"; }
+
+/* Runs one GEMM into a poisoned (or randomly initialised, when
+ * accumulating) D of pitch ldd and checks it against exp[m*N+n] with
+ * per-element tolerance tol_rel*|exp| + tol_abs[m*N+n]. */
+typedef struct {
+  coda_context ctx;
+  int64_t M, N, K;
+  coda_transpose ta, tb;
+  const mat16 *A, *B;
+} gemm_case;
+
+static size_t dsize(coda_dtype t) { return coda_dtype_size(t); }
+
+static double load_any(coda_dtype t, const void *p, size_t i) {
+  if (t == CODA_F32) return ((const float *)p)[i];
+  return from16(t, ((const uint16_t *)p)[i]);
+}
+static void store_any(coda_dtype t, void *p, size_t i, double v) {
+  if (t == CODA_F32) ((float *)p)[i] = (float)v;
+  else ((uint16_t *)p)[i] = to16(t, v);
+}
+
+/* ref: alpha-free product (M x N), absref: sum |a||b|. exp_out computed here. */
+static void run_and_check(const gemm_case *c, coda_dtype out, float alpha, int accumulate,
+                          const double *ref, const double *absref, const char *label) {
+  const int64_t M = c->M, N = c->N;
+  const int64_t ldd = N + irand(3); /* odd pitches exercise unpaired stores */
+  const size_t es = dsize(out);
+  const size_t tot = (size_t)M * ldd + 64; /* 64 guard elements after the last row */
+  unsigned char *h = malloc(tot * es), *h0 = malloc(tot * es);
+  memset(h0, 0xFF, tot * es); /* NaN in every float type */
+  if (accumulate)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) store_any(out, h0, (size_t)m * ldd + n, urand() * 2.0);
+  void *d;
+  CU(cudaMalloc(&d, tot * es));
+  CU(cudaMemcpy(d, h0, tot * es, cudaMemcpyHostToDevice));
+  coda_tensor A = mat16_view(c->A), B = mat16_view(c->B);
+  coda_tensor D = {d, out, M, N, ldd};
+  coda_status st =
+      coda_cuda_gemm_config(c->ctx, c->ta, &A, c->tb, &B, &D, alpha, accumulate, g_config);
+  if (st != CODA_OK) {
+    printf("FAIL %s: status %d: %s\n", label, (int)st, coda_last_error(c->ctx));
+    g_fail++;
+    goto done;
+  }
+  CU(cudaDeviceSynchronize());
+  CU(cudaGetLastError());
+  CU(cudaMemcpy(h, d, tot * es, cudaMemcpyDeviceToHost));
+  {
+    const double u = out == CODA_BF16 ? 1.0 / 128 : out == CODA_F16 ? 1.0 / 1024 : 1.0 / (1 << 23);
+    const double atol = out == CODA_F16 ? 1e-7 : 1e-30;
+    int64_t bad = 0, first_m = -1, first_n = -1;
+    double worst = 0, num = 0, den = 0, got_bad = 0, exp_bad = 0;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        const size_t i = (size_t)m * ldd + n;
+        const double d0 = accumulate ? load_any(out, h0, i) : 0.0;
+        const double e = (double)alpha * ref[m * N + n] + d0;
+        const double g = load_any(out, h, i);
+        const double tol = u * fabs(e) + 2e-5 * (fabs(alpha) * absref[m * N + n] + fabs(d0)) + atol;
+        const double err = fabs(g - e);
+        num += (g - e) * (g - e);
+        den += e * e;
+        if (!(err <= tol)) {
+          if (!bad) { first_m = m; first_n = n; got_bad = g; exp_bad = e; }
+          bad++;
+        }
+        if (err / (tol > 0 ? tol : 1) > worst) worst = err / tol;
+      }
+    /* The padding between rows and the guard after the last row are untouched. */
+    int64_t clobbered = 0;
+    for (size_t i = 0; i < tot; ++i) {
+      const int64_t m = (int64_t)(i / ldd), n = (int64_t)(i % ldd);
+      if (m < M && n < N) continue;
+      if (memcmp(h + i * es, h0 + i * es, es) != 0) clobbered++;
+    }
+    if (bad || clobbered) {
+      printf("FAIL %s: %lld bad elements (first at %lld,%lld: got %.8g want %.8g), %lld "
+             "padding elements written, rel err %.3g\n",
+             label, (long long)bad, (long long)first_m, (long long)first_n, got_bad, exp_bad,
+             (long long)clobbered, sqrt(num / (den > 0 ? den : 1)));
+      g_fail++;
+    } else {
+      g_pass++;
+    }
+  }
+done:
+  cudaFree(d);
+  free(h);
+  free(h0);
+}
+
+static double opa(const gemm_case *c, int64_t m, int64_t k) {
+  const mat16 *A = c->A;
+  return from16(A->t, c->ta == CODA_N ? A->h[m * A->ld + k] : A->h[k * A->ld + m]);
+}
+static double opb(const gemm_case *c, int64_t k, int64_t n) {
+  const mat16 *B = c->B;
+  return from16(B->t, c->tb == CODA_N ? B->h[k * B->ld + n] : B->h[n * B->ld + k]);
+}
+
+static void small_case(coda_context ctx, int64_t M, int64_t N, int64_t K, coda_transpose ta,
+                       coda_transpose tb, coda_dtype in) {
+  mat16 A = ta == CODA_N ? mat16_random(in, M, K, irand(2)) : mat16_random(in, K, M, irand(2));
+  mat16 B = tb == CODA_N ? mat16_random(in, K, N, irand(2)) : mat16_random(in, N, K, irand(2));
+  gemm_case c = {ctx, M, N, K, ta, tb, &A, &B};
+  /* Reference in double: op(A) as M x K, op(B)^T as N x K. */
+  double *a = malloc(sizeof(double) * (size_t)(M * K + 1));
+  double *bt = malloc(sizeof(double) * (size_t)(N * K + 1));
+  double *ref = malloc(sizeof(double) * (size_t)(M * N));
+  double *absref = malloc(sizeof(double) * (size_t)(M * N));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < K; ++k) a[m * K + k] = opa(&c, m, k);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) bt[n * K + k] = opb(&c, k, n);
+#pragma omp parallel for schedule(static)
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0, sa = 0;
+      const double *x = a + m * K, *y = bt + n * K;
+      for (int64_t k = 0; k < K; ++k) {
+        s += x[k] * y[k];
+        sa += fabs(x[k] * y[k]);
+      }
+      ref[m * N + n] = s;
+      absref[m * N + n] = sa;
+    }
+  static const coda_dtype outs[3] = {CODA_BF16, CODA_F16, CODA_F32};
+  char label[160];
+  for (int o = 0; o < 3; ++o) {
+    snprintf(label, sizeof label, "[%d] %lldx%lldx%lld %s%s %s->%s", g_config, (long long)M,
+             (long long)N, (long long)K, tn(ta), tn(tb), coda_dtype_name(in),
+             coda_dtype_name(outs[o]));
+    run_and_check(&c, outs[o], 1.0f, 0, ref, absref, label);
+  }
+  snprintf(label, sizeof label, "[%d] %lldx%lldx%lld %s%s %s->f32 alpha=0.5 accumulate",
+           g_config, (long long)M, (long long)N, (long long)K, tn(ta), tn(tb), coda_dtype_name(in));
+  run_and_check(&c, CODA_F32, 0.5f, 1, ref, absref, label);
+  snprintf(label, sizeof label, "[%d] %lldx%lldx%lld %s%s %s->bf16 alpha=-1.25 accumulate",
+           g_config, (long long)M, (long long)N, (long long)K, tn(ta), tn(tb), coda_dtype_name(in));
+  run_and_check(&c, CODA_BF16, -1.25f, 1, ref, absref, label);
+  free(a);
+  free(bt);
+  free(ref);
+  free(absref);
+  mat16_free(&A);
+  mat16_free(&B);
+}
+
+/* Large shapes: ours (f32 and bf16 out) against cuBLAS (f32 out). */
+static void large_case(coda_context ctx, cublasHandle_t hb, int64_t M, int64_t N, int64_t K,
+                       coda_transpose ta, coda_transpose tb, coda_dtype in) {
+  mat16 A = ta == CODA_N ? mat16_random(in, M, K, 0) : mat16_random(in, K, M, 0);
+  mat16 B = tb == CODA_N ? mat16_random(in, K, N, 0) : mat16_random(in, N, K, 0);
+  float *ref_d, *our_d;
+  uint16_t *our16_d;
+  CU(cudaMalloc((void **)&ref_d, sizeof(float) * M * N));
+  CU(cudaMalloc((void **)&our_d, sizeof(float) * M * N));
+  CU(cudaMalloc((void **)&our16_d, 2 * M * N));
+  CU(cudaMemset(our_d, 0xFF, sizeof(float) * M * N));
+  CU(cudaMemset(our16_d, 0xFF, 2 * M * N));
+  /* Row-major D (M x N) is column-major D^T (N x M) = op(B)^T op(A)^T. */
+  const float one = 1.0f, zero = 0.0f;
+  cudaDataType_t ct = in == CODA_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+  cublasStatus_t cs = cublasGemmEx(hb, tb == CODA_T ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                   ta == CODA_T ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N, (int)M, (int)K,
+                                   &one, B.d, ct, (int)B.ld, A.d, ct, (int)A.ld, &zero, ref_d,
+                                   CUDA_R_32F, (int)N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  char label[160];
+  snprintf(label, sizeof label, "%lldx%lldx%lld %s%s %s [%s] vs cuBLAS", (long long)M,
+           (long long)N, (long long)K, tn(ta), tn(tb), coda_dtype_name(in),
+           coda_cuda_gemm_config_name(g_config));
+  if (cs != CUBLAS_STATUS_SUCCESS) {
+    printf("FAIL %s: cuBLAS status %d\n", label, (int)cs);
+    g_fail++;
+    goto out;
+  }
+  coda_tensor Av = mat16_view(&A), Bv = mat16_view(&B);
+  coda_tensor D32 = {our_d, CODA_F32, M, N, N}, D16 = {our16_d, CODA_BF16, M, N, N};
+  if (coda_cuda_gemm_config(ctx, ta, &Av, tb, &Bv, &D32, 1.0f, 0, g_config) != CODA_OK ||
+      coda_cuda_gemm_config(ctx, ta, &Av, tb, &Bv, &D16, 1.0f, 0, g_config) != CODA_OK) {
+    printf("FAIL %s: %s\n", label, coda_last_error(ctx));
+    g_fail++;
+    goto out;
+  }
+  CU(cudaDeviceSynchronize());
+  {
+    size_t n = (size_t)M * N;
+    float *r = malloc(n * 4), *o = malloc(n * 4);
+    uint16_t *o16 = malloc(n * 2);
+    CU(cudaMemcpy(r, ref_d, n * 4, cudaMemcpyDeviceToHost));
+    CU(cudaMemcpy(o, our_d, n * 4, cudaMemcpyDeviceToHost));
+    CU(cudaMemcpy(o16, our16_d, n * 2, cudaMemcpyDeviceToHost));
+    double amax = 0, num = 0, den = 0;
+    for (size_t i = 0; i < n; ++i) amax = fmax(amax, fabs(r[i]));
+    size_t bad = 0;
+    for (size_t i = 0; i < n; ++i) {
+      double e = r[i], g = o[i], g16 = coda_bf16_to_f32(o16[i]);
+      num += (g - e) * (g - e);
+      den += e * e;
+      if (!(fabs(g - e) <= 1e-5 * amax + 1e-5 * fabs(e))) bad++;
+      if (!(fabs(g16 - e) <= fabs(e) / 128 + 1e-5 * amax)) bad++;
+    }
+    double rel = sqrt(num / den);
+    if (bad || !(rel < 1e-5)) {
+      printf("FAIL %s: %zu bad elements, rel err %.3g\n", label, bad, rel);
+      g_fail++;
+    } else {
+      g_pass++;
+      printf("ok   %s: rel err vs cuBLAS %.2e\n", label, rel);
+    }
+    free(r);
+    free(o);
+    free(o16);
+  }
+out:
+  cudaFree(ref_d);
+  cudaFree(our_d);
+  cudaFree(our16_d);
+  mat16_free(&A);
+  mat16_free(&B);
+}
+
+static void expect_status(coda_context ctx, coda_status want, coda_status got, const char *what) {
+  if (got != want || !coda_last_error(ctx)[0]) {
+    printf("FAIL error case %s: status %d (want %d), message '%s'\n", what, (int)got, (int)want,
+           coda_last_error(ctx));
+    g_fail++;
+  } else {
+    g_pass++;
+    printf("ok   error case %s: %s\n", what, coda_last_error(ctx));
+  }
+}
+
+static void error_cases(coda_context ctx) {
+  mat16 A = mat16_random(CODA_BF16, 64, 40, 0), B = mat16_random(CODA_BF16, 64, 40, 0);
+  mat16 Bh = mat16_random(CODA_F16, 64, 40, 0);
+  void *d;
+  CU(cudaMalloc(&d, 64 * 64 * 4));
+  coda_tensor D = {d, CODA_F32, 64, 64, 64};
+  coda_tensor a = mat16_view(&A), b = mat16_view(&B), bh = mat16_view(&Bh);
+  /* A viewed with a pitch of 41 elements: rows are not 16-byte aligned. */
+  coda_tensor a_odd = a;
+  a_odd.rows = 60;
+  a_odd.ld = 41;
+  D.rows = 60;
+  expect_status(ctx, CODA_ERR_LAYOUT, coda_cuda_gemm(ctx, CODA_N, &a_odd, CODA_T, &b, &D, 1.0f, 0),
+                "A pitch of 41 elements");
+  D.rows = 64;
+  coda_tensor a_off = a; /* base pointer off by one element */
+  a_off.data = (char *)a.data + 2;
+  a_off.cols = 32;
+  coda_tensor b32 = b; b32.cols = 32;
+  expect_status(ctx, CODA_ERR_LAYOUT, coda_cuda_gemm(ctx, CODA_N, &a_off, CODA_T, &b32, &D, 1.0f, 0),
+                "A pointer not 16-byte aligned");
+  expect_status(ctx, CODA_ERR_DTYPE, coda_cuda_gemm(ctx, CODA_N, &a, CODA_T, &bh, &D, 1.0f, 0),
+                "bf16 x f16");
+  coda_tensor Dbad = D; Dbad.cols = 63;
+  expect_status(ctx, CODA_ERR_SHAPE, coda_cuda_gemm(ctx, CODA_N, &a, CODA_T, &b, &Dbad, 1.0f, 0),
+                "D shape");
+  cudaFree(d);
+  mat16_free(&A);
+  mat16_free(&B);
+  mat16_free(&Bh);
+}
+
+int main(int argc, char **argv) {
+  int small_only = argc > 1 && strcmp(argv[1], "--small") == 0;
+  if (!coda_cuda_available()) {
+    printf("test_gemm_gpu: no sm_90 GPU, nothing run\n");
+    return 0;
+  }
+  g_rng = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull | 1;
+  if (getenv("CODA_TEST_SEED")) g_rng = strtoull(getenv("CODA_TEST_SEED"), NULL, 10) | 1;
+  printf("seed %llu\n", (unsigned long long)g_rng);
+  coda_context_options o = coda_context_default_options();
+  o.backend = CODA_BACKEND_CUDA;
+  coda_context ctx;
+  if (coda_context_create(&o, &ctx) != CODA_OK) {
+    printf("FAIL: cannot create a CUDA context\n");
+    return 1;
+  }
+  static const int64_t shapes[][3] = {
+      {1, 1, 1},     {1, 8, 16},     {7, 13, 5},    {64, 64, 64},   {128, 256, 64},
+      {127, 255, 63}, {129, 257, 65}, {200, 300, 1000}, {333, 520, 77}, {64, 1000, 200},
+      {1000, 64, 130}, {256, 512, 2048}, {300, 700, 0}};
+  const int nshapes = small_only ? 5 : (int)(sizeof shapes / sizeof shapes[0]);
+  static const coda_dtype ins[2] = {CODA_BF16, CODA_F16};
+  const int ncfg = coda_cuda_gemm_num_configs();
+  for (g_config = 0; g_config < ncfg; ++g_config)
+    for (int s = 0; s < nshapes; ++s)
+      for (int l = 0; l < 4; ++l)
+        for (int d = 0; d < 2; ++d)
+          small_case(ctx, shapes[s][0], shapes[s][1], shapes[s][2], (coda_transpose)(l >> 1),
+                     (coda_transpose)(l & 1), ins[d]);
+  g_config = -1;
+  printf("small shapes vs double reference: %d passed, %d failed\n", g_pass, g_fail);
+  error_cases(ctx);
+  if (!small_only) {
+    cublasHandle_t hb;
+    if (cublasCreate(&hb) != CUBLAS_STATUS_SUCCESS) {
+      printf("FAIL: cublasCreate\n");
+      return 1;
+    }
+    static const int64_t big[][3] = {{1024, 1024, 1024}, {2048, 3072, 1000}, {4096, 4096, 4096},
+                                     {3000, 2000, 515}};
+    for (g_config = 0; g_config < ncfg; ++g_config)
+      for (int s = 0; s < 4; ++s)
+        for (int l = 0; l < 4; ++l)
+          large_case(ctx, hb, big[s][0], big[s][1], big[s][2], (coda_transpose)(l >> 1),
+                     (coda_transpose)(l & 1), s == 1 ? CODA_F16 : CODA_BF16);
+    g_config = -1;
+    cublasDestroy(hb);
+  }
+  coda_context_destroy(ctx);
+  printf("test_gemm_gpu: %d passed, %d failed\n", g_pass, g_fail);
+  return g_fail ? 1 : 0;
+}

@@ -1,0 +1,191 @@
+/* Causal GQA attention on packed qkv: forward against a naive double
+ * softmax attention, backward against central finite differences of the
+ * forward in exact mode, fp32 backward against the exact one, thread-count
+ * determinism, argument checks. */
+#include "check.h"
+#include "core/internal.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t rng_state;
+static double urand(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return (double)(rng_state >> 11) / 4503599627370496.0 - 1.0;
+}
+static coda_tensor mk(coda_dtype dt, int64_t rows, int64_t cols, int64_t ld) {
+  coda_tensor t = {calloc((size_t)(rows * ld + 1), coda_dtype_size(dt)), dt, rows, cols, ld};
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t j = 0; j < cols; j++) coda_store(&t, i, j, 1.5 * urand());
+  return t;
+}
+static double at(const coda_tensor *t, int64_t i, int64_t j) { return coda_load(t, i, j); }
+
+/* Naive reference: o[b,t,h,:] = sum_{j<=t} softmax_j(q.k_j/sqrt(hd)) v_j. */
+static void ref_forward(const coda_tensor *qkv, int B, int T, int Hq, int Hkv, int hd, double *o,
+                        double *lse) {
+  double *s = malloc(sizeof(double) * T);
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < Hq; h++) {
+      int g = h / (Hq / Hkv);
+      for (int t = 0; t < T; t++) {
+        double mx = -INFINITY, l = 0;
+        for (int j = 0; j <= t; j++) {
+          double d = 0;
+          for (int e = 0; e < hd; e++)
+            d += at(qkv, b * T + t, h * hd + e) * at(qkv, b * T + j, (Hq + g) * hd + e);
+          s[j] = d / sqrt((double)hd);
+          mx = fmax(mx, s[j]);
+        }
+        for (int j = 0; j <= t; j++) l += exp(s[j] - mx);
+        lse[(b * T + t) * Hq + h] = mx + log(l);
+        for (int e = 0; e < hd; e++) {
+          double acc = 0;
+          for (int j = 0; j <= t; j++)
+            acc += exp(s[j] - mx) / l * at(qkv, b * T + j, (Hq + Hkv + g) * hd + e);
+          o[((int64_t)(b * T + t) * Hq + h) * hd + e] = acc;
+        }
+      }
+    }
+  free(s);
+}
+
+static void test_forward(coda_context ctx, coda_dtype dq, coda_dtype dout, int Hq, int Hkv) {
+  const int B = 2, T = 13, hd = 16;
+  const int64_t BT = B * T, W = (int64_t)(Hq + 2 * Hkv) * hd;
+  coda_tensor qkv = mk(dq, BT, W, W + 3), out = mk(dout, BT, Hq * hd, Hq * hd),
+              lse = mk(CODA_F32, BT, Hq, Hq + 1);
+  coda_status s = coda_attention_forward(ctx, &qkv, B, T, Hq, Hkv, hd, &out, &lse);
+  CHECK_MSG(s == CODA_OK, "%s", coda_last_error(ctx));
+  double *o = malloc(sizeof(double) * BT * Hq * hd), *l = malloc(sizeof(double) * BT * Hq);
+  ref_forward(&qkv, B, T, Hq, Hkv, hd, o, l);
+  double u = dout == CODA_BF16 ? 1.0 / 128 : dout == CODA_F16 ? 1.0 / 1024 : 0;
+  int bad = 0;
+  for (int64_t r = 0; r < BT; r++)
+    for (int h = 0; h < Hq; h++) {
+      if (!(fabs(at(&lse, r, h) - l[r * Hq + h]) <= 1e-5 * (1 + fabs(l[r * Hq + h])))) bad++;
+      for (int e = 0; e < hd; e++) {
+        double ref = o[(r * Hq + h) * hd + e];
+        if (!(fabs(at(&out, r, h * hd + e) - ref) <= u * fabs(ref) + 1e-5)) bad++;
+      }
+    }
+  CHECK_MSG(bad == 0, "forward qkv %s out %s Hq %d Hkv %d: %d mismatches", coda_dtype_name(dq),
+            coda_dtype_name(dout), Hq, Hkv, bad);
+  free(o); free(l); free(qkv.data); free(out.data); free(lse.data);
+}
+
+/* L(qkv) = sum out * dout; its gradient is what the backward computes. */
+static double loss(coda_context cx, const coda_tensor *qkv, const coda_tensor *dout, int B, int T,
+                   int Hq, int Hkv, int hd, coda_tensor *out, coda_tensor *lse) {
+  CHECK(coda_attention_forward(cx, qkv, B, T, Hq, Hkv, hd, out, lse) == CODA_OK);
+  double L = 0;
+  for (int64_t r = 0; r < out->rows; r++)
+    for (int64_t c = 0; c < out->cols; c++) L += at(out, r, c) * at(dout, r, c);
+  return L;
+}
+
+static void test_backward(void) {
+  coda_context_options o = coda_context_default_options();
+  o.precision = CODA_PRECISION_F64;
+  coda_context cx;
+  CHECK(coda_context_create(&o, &cx) == CODA_OK);
+  const int B = 2, T = 6, Hq = 4, Hkv = 2, hd = 4;
+  const int64_t BT = B * T, W = (int64_t)(Hq + 2 * Hkv) * hd;
+  coda_tensor qkv = mk(CODA_F64, BT, W, W), out = mk(CODA_F64, BT, Hq * hd, Hq * hd);
+  coda_tensor lse = mk(CODA_F64, BT, Hq, Hq), dout = mk(CODA_F64, BT, Hq * hd, Hq * hd);
+  coda_tensor dqkv = mk(CODA_F64, BT, W, W);
+  coda_tensor o2 = mk(CODA_F64, BT, Hq * hd, Hq * hd), l2 = mk(CODA_F64, BT, Hq, Hq);
+  CHECK(coda_attention_forward(cx, &qkv, B, T, Hq, Hkv, hd, &out, &lse) == CODA_OK);
+  CHECK(coda_attention_backward(cx, &qkv, &out, &lse, &dout, B, T, Hq, Hkv, hd, &dqkv) == CODA_OK);
+  const double eps = 1e-5;
+  double maxerr = 0, maxg = 0;
+  for (int64_t r = 0; r < BT; r++)
+    for (int64_t c = 0; c < W; c++) {
+      double x = at(&qkv, r, c);
+      coda_store(&qkv, r, c, x + eps);
+      double Lp = loss(cx, &qkv, &dout, B, T, Hq, Hkv, hd, &o2, &l2);
+      coda_store(&qkv, r, c, x - eps);
+      double Lm = loss(cx, &qkv, &dout, B, T, Hq, Hkv, hd, &o2, &l2);
+      coda_store(&qkv, r, c, x);
+      double fd = (Lp - Lm) / (2 * eps);
+      maxerr = fmax(maxerr, fabs(fd - at(&dqkv, r, c)));
+      maxg = fmax(maxg, fabs(fd));
+    }
+  CHECK_MSG(maxerr < 1e-7 * (1 + maxg), "backward vs finite differences: max error %g (max |g| %g)",
+            maxerr, maxg);
+  CHECK(maxg > 1e-3); /* the gradient is not trivially zero */
+
+  /* fp32 backward on f32 copies agrees with the exact one */
+  coda_context c32;
+  CHECK(coda_context_create(NULL, &c32) == CODA_OK);
+  coda_tensor q32 = mk(CODA_F32, BT, W, W), o32 = mk(CODA_F32, BT, Hq * hd, Hq * hd);
+  coda_tensor l32 = mk(CODA_F32, BT, Hq, Hq), d32 = mk(CODA_F32, BT, Hq * hd, Hq * hd);
+  coda_tensor g32 = mk(CODA_F32, BT, W, W), g32b = mk(CODA_F32, BT, W, W);
+  for (int64_t r = 0; r < BT; r++) {
+    for (int64_t c = 0; c < W; c++) coda_store(&q32, r, c, at(&qkv, r, c));
+    for (int64_t c = 0; c < Hq * hd; c++) coda_store(&d32, r, c, at(&dout, r, c));
+  }
+  /* exact gradient of the rounded inputs */
+  for (int64_t r = 0; r < BT; r++) {
+    for (int64_t c = 0; c < W; c++) coda_store(&qkv, r, c, at(&q32, r, c));
+    for (int64_t c = 0; c < Hq * hd; c++) coda_store(&dout, r, c, at(&d32, r, c));
+  }
+  CHECK(coda_attention_forward(cx, &qkv, B, T, Hq, Hkv, hd, &out, &lse) == CODA_OK);
+  CHECK(coda_attention_backward(cx, &qkv, &out, &lse, &dout, B, T, Hq, Hkv, hd, &dqkv) == CODA_OK);
+  CHECK(coda_attention_forward(c32, &q32, B, T, Hq, Hkv, hd, &o32, &l32) == CODA_OK);
+  CHECK(coda_attention_backward(c32, &q32, &o32, &l32, &d32, B, T, Hq, Hkv, hd, &g32) == CODA_OK);
+  double e32 = 0;
+  for (int64_t r = 0; r < BT; r++)
+    for (int64_t c = 0; c < W; c++) e32 = fmax(e32, fabs(at(&g32, r, c) - at(&dqkv, r, c)));
+  CHECK_MSG(e32 < 1e-5, "fp32 backward vs exact: %g", e32);
+  /* determinism across thread counts */
+  coda_context_options o1 = coda_context_default_options();
+  o1.num_threads = 1;
+  coda_context c1;
+  CHECK(coda_context_create(&o1, &c1) == CODA_OK);
+  CHECK(coda_attention_backward(c1, &q32, &o32, &l32, &d32, B, T, Hq, Hkv, hd, &g32b) == CODA_OK);
+  CHECK(memcmp(g32.data, g32b.data, sizeof(float) * BT * W) == 0);
+
+  /* argument checks: the output is left untouched */
+  memcpy(g32b.data, g32.data, sizeof(float) * BT * W);
+  CHECK(coda_attention_backward(c32, &q32, &o32, &l32, &d32, B, T, Hq, 3, hd, &g32) == CODA_ERR_INVALID_ARGUMENT);
+  CHECK(strlen(coda_last_error(c32)) > 0);
+  CHECK(coda_attention_backward(c32, &q32, &o32, &l32, &d32, B, T + 1, Hq, Hkv, hd, &g32) == CODA_ERR_SHAPE);
+  CHECK(coda_attention_backward(c32, &q32, &o32, &l32, &d32, B, T, Hq, Hkv, hd, &q32) == CODA_ERR_ALIAS);
+  CHECK(coda_attention_backward(c32, &q32, &o32, NULL, &d32, B, T, Hq, Hkv, hd, &g32) == CODA_ERR_INVALID_ARGUMENT);
+  CHECK(coda_attention_forward(c32, &q32, B, T, Hq, Hkv, hd, &o32, &o32) != CODA_OK);
+  coda_tensor lbad = mk(CODA_BF16, BT, Hq, Hq);
+  CHECK(coda_attention_forward(c32, &q32, B, T, Hq, Hkv, hd, &o32, &lbad) == CODA_ERR_DTYPE);
+  CHECK(coda_attention_forward(c32, &qkv, B, T, Hq, Hkv, hd, &o32, &l32) == CODA_ERR_DTYPE); /* f64 outside exact mode */
+  CHECK(coda_attention_forward(c32, &q32, 0, T, Hq, Hkv, hd, &o32, &l32) == CODA_ERR_INVALID_ARGUMENT);
+  CHECK(coda_attention_forward(c32, &q32, B, T, Hq, Hkv, 1 << 30, &o32, &l32) != CODA_OK);
+  CHECK(coda_attention_forward(NULL, &q32, B, T, Hq, Hkv, hd, &o32, &l32) == CODA_ERR_INVALID_ARGUMENT);
+  CHECK(memcmp(g32b.data, g32.data, sizeof(float) * BT * W) == 0);
+
+  free(lbad.data);
+  coda_context_destroy(c1);
+  free(q32.data); free(o32.data); free(l32.data); free(d32.data); free(g32.data); free(g32b.data);
+  coda_context_destroy(c32);
+  free(qkv.data); free(out.data); free(lse.data); free(dout.data); free(dqkv.data);
+  free(o2.data); free(l2.data);
+  coda_context_destroy(cx);
+}
+
+int main(void) {
+  const char *seed = getenv("CODA_TEST_SEED");
+  rng_state = seed ? strtoull(seed, NULL, 10) : (uint64_t)time(NULL) * 2654435761u + 1;
+  printf("seed %llu\n", (unsigned long long)rng_state);
+  coda_context ctx;
+  CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
+  test_forward(ctx, CODA_F32, CODA_F32, 4, 2);
+  test_forward(ctx, CODA_BF16, CODA_BF16, 4, 2);
+  test_forward(ctx, CODA_F16, CODA_F32, 3, 3);
+  test_forward(ctx, CODA_F32, CODA_F16, 4, 1);
+  test_backward();
+  coda_context_destroy(ctx);
+  return CHECK_DONE();
+}

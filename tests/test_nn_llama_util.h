@@ -1,0 +1,160 @@
+/* Shared helpers of the Llama-3 tests: random data, error measures, and
+ * running one built-in program with named f64/bf16/i32 bindings. */
+#ifndef CODA_TEST_NN_LLAMA_UTIL_H
+#define CODA_TEST_NN_LLAMA_UTIL_H
+
+#include "coda.h"
+#include "core/internal.h"
+#include "nn/plan.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t lt_state = 0x9e3779b97f4a7c15ull;
+
+static void lt_seed(uint64_t s) { lt_state = s * 0x9e3779b97f4a7c15ull + 12345; }
+
+/* uniform in [-1, 1) */
+static double lt_rand(void) {
+  lt_state ^= lt_state << 13;
+  lt_state ^= lt_state >> 7;
+  lt_state ^= lt_state << 17;
+  return (double)(lt_state >> 11) / 4503599627370496.0 - 1.0;
+}
+
+static double *lt_vec(int64_t n, double scale) {
+  double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+  for (int64_t i = 0; i < n; i++) v[i] = scale * lt_rand();
+  return v;
+}
+
+static double *lt_zeros(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(double)); }
+
+/* max |a - b| / max |b| (b the reference) */
+static double lt_relerr(const double *a, const double *b, int64_t n) {
+  double e = 0, m = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double d = fabs(a[i] - b[i]);
+    if (!(d <= e)) e = d; /* NaN propagates */
+    m = fmax(m, fabs(b[i]));
+  }
+  return m > 0 ? e / m : e;
+}
+
+static double lt_maxabs_diff(const double *a, const double *b, int64_t n) {
+  double e = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double d = fabs(a[i] - b[i]);
+    if (!(d <= e)) e = d;
+  }
+  return e;
+}
+
+static double lt_maxabs(const double *a, int64_t n) {
+  double m = 0;
+  for (int64_t i = 0; i < n; i++) m = fmax(m, fabs(a[i]));
+  return m;
+}
+
+static coda_context lt_context(coda_precision prec) {
+  coda_context_options o = coda_context_default_options();
+  o.precision = prec;
+  coda_context c = NULL;
+  if (coda_context_create(&o, &c) != CODA_OK) {
+    fprintf(stderr, "cannot create a context\n");
+    exit(1);
+  }
+  return c;
+}
+
+/* Copies a tensor (any dtype) into doubles, row-major. */
+static void lt_read(const coda_tensor *t, double *out) {
+  for (int64_t r = 0; r < t->rows; r++)
+    for (int64_t c = 0; c < t->cols; c++) out[r * t->cols + c] = coda_load(t, r, c);
+}
+static void lt_write(const coda_tensor *t, const double *in) {
+  for (int64_t r = 0; r < t->rows; r++)
+    for (int64_t c = 0; c < t->cols; c++) coda_store(t, r, c, in[r * t->cols + c]);
+}
+
+/* One run of a built-in program with its bindings. Every tensor bound
+ * through lt_job is owned by the job; values are exchanged as doubles. */
+#define LT_MAXB 24
+typedef struct lt_job {
+  coda_context ctx;
+  coda_program prog;
+  coda_args args;
+  int n;
+  char names[LT_MAXB][32];
+  coda_tensor t[LT_MAXB];
+  int ok;
+} lt_job;
+
+static void lt_job_init(lt_job *j, coda_context ctx, const char *name) {
+  memset(j, 0, sizeof *j);
+  j->ctx = ctx;
+  j->ok = plan_builtin(ctx, name, &j->prog) == CODA_OK &&
+          coda_args_create(ctx, &j->args) == CODA_OK;
+  if (!j->ok) fprintf(stderr, "program %s: %s\n", name, coda_last_error(ctx));
+}
+
+/* Binds `name` to a new tensor of dtype t filled with `vals` (may be NULL:
+ * zeros). Returns the tensor. */
+static coda_tensor *lt_bind(lt_job *j, const char *name, coda_dtype dt, int64_t rows,
+                            int64_t cols, const double *vals) {
+  if (j->n >= LT_MAXB) return NULL;
+  coda_tensor *t = &j->t[j->n];
+  snprintf(j->names[j->n], 32, "%s", name);
+  j->n++;
+  *t = coda_tensor_2d(calloc((size_t)(rows * cols), coda_dtype_size(dt)), dt, rows, cols);
+  if (vals) lt_write(t, vals);
+  if (coda_args_set(j->args, name, t) != CODA_OK) j->ok = 0;
+  return t;
+}
+
+/* A partial of the shape the program gives for M x N and tiling. */
+static void lt_partial(lt_job *j, const char *name, coda_dtype dt, int64_t M, int64_t N,
+                       coda_tiling tl) {
+  int64_t r = 0, c = 0;
+  if (coda_program_arg_shape(j->prog, name, M, N, tl.tile_m, tl.tile_n, &r, &c) != CODA_OK) {
+    fprintf(stderr, "shape of %s: %s\n", name, coda_last_error(j->ctx));
+    j->ok = 0;
+    return;
+  }
+  lt_bind(j, name, dt, r, c, NULL);
+}
+
+static coda_tensor *lt_get(lt_job *j, const char *name) {
+  for (int i = 0; i < j->n; i++)
+    if (!strcmp(j->names[i], name)) return &j->t[i];
+  return NULL;
+}
+
+/* Reads a bound tensor into a new double array. */
+static double *lt_out(lt_job *j, const char *name) {
+  coda_tensor *t = lt_get(j, name);
+  if (!t) return lt_zeros(1);
+  double *v = lt_zeros(t->rows * t->cols);
+  lt_read(t, v);
+  return v;
+}
+
+static int lt_check(lt_job *j, coda_status s, const char *what) {
+  if (s != CODA_OK) {
+    fprintf(stderr, "%s: %s\n", what, coda_last_error(j->ctx));
+    j->ok = 0;
+  }
+  return s == CODA_OK;
+}
+
+static void lt_job_free(lt_job *j) {
+  for (int i = 0; i < j->n; i++) free(j->t[i].data);
+  coda_args_destroy(j->args);
+  coda_program_destroy(j->prog);
+  memset(j, 0, sizeof *j);
+}
+
+#endif

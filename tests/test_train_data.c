@@ -1,0 +1,241 @@
+/* Tokenizer, token shards (round trip and rejection of damaged files),
+ * corpus preparation and the batch sampler. */
+#define _POSIX_C_SOURCE 200809L
+#include "check.h"
+#include "train/train.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char dir[256];
+
+static void path(char *out, const char *name) { snprintf(out, 512, "%s/%s", dir, name); }
+
+static unsigned char *slurp(const char *p, size_t *n) {
+  FILE *f = fopen(p, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long L = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *b = malloc((size_t)L + 1);
+  *n = fread(b, 1, (size_t)L, f);
+  fclose(f);
+  return b;
+}
+
+static void spit(const char *p, const unsigned char *b, size_t n) {
+  FILE *f = fopen(p, "wb");
+  fwrite(b, 1, n, f);
+  fclose(f);
+}
+
+/* Bitwise CRC-32, written independently of the library's table form. */
+static uint32_t crc_ref(const unsigned char *p, size_t n) {
+  uint32_t c = 0xffffffffu;
+  for (size_t i = 0; i < n; i++) {
+    c ^= p[i];
+    for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0xedb88320u : c >> 1;
+  }
+  return ~c;
+}
+
+static void test_crc(void) {
+  CHECK(coda_crc32(0, "123456789", 9) == 0xcbf43926u); /* the standard check value */
+  unsigned char b[1000];
+  uint64_t r = 42;
+  for (int i = 0; i < 1000; i++) b[i] = (unsigned char)coda_rng_next(&r);
+  CHECK(coda_crc32(0, b, 1000) == crc_ref(b, 1000));
+  CHECK(coda_crc32(coda_crc32(0, b, 300), b + 300, 700) == crc_ref(b, 1000));
+}
+
+static void test_tokenizer(void) {
+  char text[300];
+  uint64_t r = 7;
+  for (int i = 0; i < 300; i++) text[i] = (char)(coda_rng_next(&r) & 255);
+  uint32_t tok[300];
+  char back[300];
+  CHECK(coda_tok_encode(text, 300, tok) == 300);
+  for (int i = 0; i < 300; i++) CHECK(tok[i] == (unsigned char)text[i]);
+  CHECK(coda_tok_decode(tok, 300, back) == 300);
+  CHECK(!memcmp(text, back, 300));
+}
+
+static void test_shards(coda_context ctx) {
+  char p[512], q[512];
+  for (int width = 2; width <= 4; width += 2) {
+    uint32_t vocab = width == 2 ? 50000 : 100000;
+    uint64_t n = 1000 + (uint64_t)width * 37, r = 99 + width;
+    uint32_t *tok = malloc(n * sizeof *tok);
+    for (uint64_t i = 0; i < n; i++) tok[i] = (uint32_t)coda_rng_below(&r, vocab);
+    path(p, "a.tok");
+    CHECK(coda_shard_write(ctx, p, tok, n, vocab, width) == CODA_OK);
+    uint32_t *back;
+    uint64_t cnt;
+    uint32_t voc;
+    CHECK(coda_shard_read(ctx, p, &back, &cnt, &voc) == CODA_OK);
+    CHECK(cnt == n && voc == vocab);
+    CHECK(!memcmp(back, tok, n * sizeof *tok));
+    free(back);
+
+    size_t fn = 0;
+    unsigned char *orig = slurp(p, &fn);
+    CHECK(fn == CODA_SHARD_HEADER + n * (size_t)width);
+    path(q, "bad.tok");
+    unsigned char *b = malloc(fn);
+    /* truncated at several places */
+    size_t cuts[] = {0, 5, CODA_SHARD_HEADER - 1, CODA_SHARD_HEADER, fn - 1};
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+      spit(q, orig, cuts[i]);
+      back = NULL;
+      CHECK(coda_shard_read(ctx, q, &back, &cnt, NULL) == CODA_ERR_IO);
+      CHECK(back == NULL);
+    }
+    CHECK(strstr(coda_last_error(ctx), "bad.tok") != NULL);
+    /* bad magic */
+    memcpy(b, orig, fn);
+    b[3] ^= 0x20;
+    spit(q, b, fn);
+    CHECK(coda_shard_read(ctx, q, &back, &cnt, NULL) == CODA_ERR_IO);
+    CHECK(strstr(coda_last_error(ctx), "magic") != NULL);
+    /* wrong dtype (width 3), and the other valid width (size mismatch) */
+    memcpy(b, orig, fn);
+    b[12] = 3;
+    spit(q, b, fn);
+    CHECK(coda_shard_read(ctx, q, &back, &cnt, NULL) == CODA_ERR_IO);
+    CHECK(strstr(coda_last_error(ctx), "dtype") != NULL);
+    memcpy(b, orig, fn);
+    b[12] = (unsigned char)(6 - width);
+    spit(q, b, fn);
+    CHECK(coda_shard_read(ctx, q, &back, &cnt, NULL) == CODA_ERR_IO);
+    /* bad version */
+    memcpy(b, orig, fn);
+    b[8] = 2;
+    spit(q, b, fn);
+    CHECK(coda_shard_read(ctx, q, &back, &cnt, NULL) == CODA_ERR_IO);
+    /* count larger than the payload (a huge count must not overflow) */
+    memcpy(b, orig, fn);
+    memset(b + 16, 0xff, 8);
+    spit(q, b, fn);
+    CHECK(coda_shard_read(ctx, q, &back, &cnt, NULL) == CODA_ERR_IO);
+    /* flipped payload bit: checksum */
+    memcpy(b, orig, fn);
+    b[CODA_SHARD_HEADER + 17] ^= 1;
+    spit(q, b, fn);
+    CHECK(coda_shard_read(ctx, q, &back, &cnt, NULL) == CODA_ERR_IO);
+    CHECK(strstr(coda_last_error(ctx), "checksum") != NULL);
+    /* a token at or above the vocab (with a consistent checksum) */
+    memcpy(b, orig, fn);
+    for (int k = 0; k < width; k++) b[CODA_SHARD_HEADER + k] = 0xff;
+    uint32_t c = coda_crc32(0, b + CODA_SHARD_HEADER, fn - CODA_SHARD_HEADER);
+    for (int k = 0; k < 4; k++) b[28 + k] = (unsigned char)(c >> (8 * k));
+    spit(q, b, fn);
+    CHECK(coda_shard_read(ctx, q, &back, &cnt, NULL) == CODA_ERR_IO);
+    CHECK(strstr(coda_last_error(ctx), "vocab") != NULL);
+    /* missing file */
+    path(q, "missing.tok");
+    CHECK(coda_shard_read(ctx, q, &back, &cnt, NULL) == CODA_ERR_IO);
+    free(b);
+    free(orig);
+    free(tok);
+  }
+  /* writer refuses tokens outside the vocab and bad widths */
+  uint32_t t2[3] = {1, 2, 300};
+  CHECK(coda_shard_write(ctx, p, t2, 3, 256, 2) == CODA_ERR_INVALID_ARGUMENT);
+  CHECK(coda_shard_write(ctx, p, t2, 3, 1000, 3) == CODA_ERR_INVALID_ARGUMENT);
+  CHECK(coda_shard_write(ctx, p, t2, 3, 70000, 2) == CODA_ERR_INVALID_ARGUMENT);
+}
+
+static void test_corpus(coda_context ctx) {
+  /* 50 documents of random lowercase text separated by "%" lines. */
+  char *text = malloc(50 * 64);
+  size_t n = 0;
+  uint64_t r = 5;
+  size_t doc_len[50];
+  for (int d = 0; d < 50; d++) {
+    size_t st = n;
+    int len = 5 + (int)coda_rng_below(&r, 40);
+    for (int i = 0; i < len; i++) text[n++] = (char)('a' + coda_rng_below(&r, 26));
+    text[n++] = '\n';
+    text[n++] = '%';
+    text[n++] = '\n';
+    doc_len[d] = n - st;
+  }
+  char out[512];
+  path(out, "corpus");
+  uint64_t ntr, nva;
+  CHECK(coda_prepare_corpus_text(ctx, text, n, out, 10, &ntr, &nva) == CODA_OK);
+  size_t want_va = 0;
+  for (int d = 0; d < 50; d++)
+    if (d % 10 == 9) want_va += doc_len[d];
+  CHECK_EQ_INT(nva, want_va);
+  CHECK_EQ_INT(ntr + nva, n);
+  char p[600];
+  snprintf(p, sizeof p, "%s/val.tok", out);
+  uint32_t *tok;
+  uint64_t cnt;
+  CHECK(coda_shard_read(ctx, p, &tok, &cnt, NULL) == CODA_OK);
+  /* validation = documents 9, 19, ... in order */
+  size_t off = 0, vo = 0;
+  int ok = 1;
+  for (int d = 0; d < 50; d++) {
+    if (d % 10 == 9)
+      for (size_t i = 0; i < doc_len[d]; i++) ok &= tok[vo++] == (unsigned char)text[off + i];
+    off += doc_len[d];
+  }
+  CHECK(ok);
+  free(tok);
+  free(text);
+  /* an empty directory is rejected */
+  char empty[512];
+  path(empty, "emptydir");
+  CHECK(mkdir(empty, 0777) == 0);
+  CHECK(coda_prepare_corpus_dir(ctx, empty, out, 10, NULL, NULL) == CODA_ERR_IO);
+}
+
+static void test_sampler(coda_context ctx) {
+  uint32_t tok[500];
+  uint64_t r = 11;
+  for (int i = 0; i < 500; i++) tok[i] = (uint32_t)coda_rng_below(&r, 256);
+  coda_sampler s = {tok, 500, 1234, 0};
+  int32_t in[4 * 16], tg[4 * 16], in2[4 * 16], tg2[4 * 16];
+  CHECK(coda_sampler_batch(ctx, &s, 4, 16, in, tg) == CODA_OK);
+  CHECK(s.drawn == 4);
+  /* targets are the inputs shifted by one within the stream */
+  for (int b = 0; b < 4; b++)
+    for (int t = 0; t + 1 < 16; t++) CHECK(tg[b * 16 + t] == in[b * 16 + t + 1]);
+  /* a copy of the state continues identically (what a checkpoint stores) */
+  coda_sampler copy = s;
+  CHECK(coda_sampler_batch(ctx, &s, 4, 16, in, tg) == CODA_OK);
+  CHECK(coda_sampler_batch(ctx, &copy, 4, 16, in2, tg2) == CODA_OK);
+  CHECK(!memcmp(in, in2, sizeof in) && !memcmp(tg, tg2, sizeof tg));
+  coda_sampler tiny = {tok, 10, 1, 0};
+  CHECK(coda_sampler_batch(ctx, &tiny, 1, 16, in, tg) == CODA_ERR_INVALID_ARGUMENT);
+  /* rng_below stays in range and covers it */
+  int seen[7] = {0};
+  uint64_t st = 3;
+  for (int i = 0; i < 700; i++) {
+    uint64_t v = coda_rng_below(&st, 7);
+    CHECK(v < 7);
+    if (v < 7) seen[v]++;
+  }
+  for (int i = 0; i < 7; i++) CHECK(seen[i] > 50);
+}
+
+int main(void) {
+  snprintf(dir, sizeof dir, "test_train_data.tmp.%d", (int)getpid());
+  CHECK(mkdir(dir, 0777) == 0);
+  coda_context ctx;
+  CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
+  test_crc();
+  test_tokenizer();
+  test_shards(ctx);
+  test_corpus(ctx);
+  test_sampler(ctx);
+  coda_context_destroy(ctx);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK(system(cmd) == 0);
+  return CHECK_DONE();
+}

@@ -1,0 +1,217 @@
+/* The host reference model: gradients against central finite differences
+ * of its own loss (per parameter tensor, along random directions), thread
+ * count independence, and checkpoint save / load. */
+#define _POSIX_C_SOURCE 200809L
+#include "check.h"
+#include "train/train.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static double normal(uint64_t *s) {
+  double u1 = coda_rng_uniform(s) + 1e-300, u2 = coda_rng_uniform(s);
+  return sqrt(-2 * log(u1)) * cos(2 * acos(-1.0) * u2);
+}
+
+static void grad_check(coda_context ctx, int tied) {
+  coda_model_config c = {37, 16, 2, 4, 2, 24, 8, tied, 10000.0, 1e-5};
+  coda_model *m;
+  CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
+  if (!m) return;
+  coda_model_init(m, 3 + tied);
+  /* larger weights than the init so every path carries signal */
+  uint64_t r = 17 + tied;
+  float *w = coda_model_weights(m);
+  size_t n = coda_model_size(m);
+  for (size_t i = 0; i < n; i++) w[i] += (float)(0.2 * normal(&r));
+  enum { B = 2, T = 7 };
+  int32_t in[B * T], tg[B * T];
+  for (int i = 0; i < B * T; i++) {
+    in[i] = (int32_t)coda_rng_below(&r, 37);
+    tg[i] = i % 5 == 3 ? -1 : (int32_t)coda_rng_below(&r, 37); /* some ignored */
+  }
+  coda_model_zero_grad(m);
+  double loss;
+  int64_t nv;
+  const float gs = 0.75f;
+  CHECK(coda_model_step(ctx, m, in, tg, B, T, gs, &loss, &nv) == CODA_OK);
+  int64_t want_nv = 0;
+  for (int i = 0; i < B * T; i++) want_nv += tg[i] >= 0;
+  CHECK_EQ_INT(nv, want_nv);
+  float *g = malloc(n * sizeof *g), *w0 = malloc(n * sizeof *w0), *d = malloc(n * sizeof *d);
+  memcpy(g, coda_model_grads(m), n * sizeof *g);
+  memcpy(w0, w, n * sizeof *w0);
+  for (int pi = 0; pi < coda_model_num_params(m); pi++) {
+    const coda_param *p = coda_model_param(m, pi);
+    double gd = 0.0;
+    memset(d, 0, n * sizeof *d);
+    for (size_t k = 0; k < p->size; k++) {
+      d[p->offset + k] = (float)normal(&r);
+      gd += (double)g[p->offset + k] * d[p->offset + k];
+    }
+    const double h = 2e-3;
+    double lp, lm;
+    for (size_t k = 0; k < n; k++) w[k] = (float)(w0[k] + h * d[k]);
+    CHECK(coda_model_loss(ctx, m, in, tg, B, T, &lp, &nv) == CODA_OK);
+    for (size_t k = 0; k < n; k++) w[k] = (float)(w0[k] - h * d[k]);
+    CHECK(coda_model_loss(ctx, m, in, tg, B, T, &lm, &nv) == CODA_OK);
+    memcpy(w, w0, n * sizeof *w);
+    double fd = gs * (lp - lm) / (2 * h);
+    if (getenv("CODA_TEST_VERBOSE")) printf("%-40s fd %.6g grad %.6g\n", p->name, fd, gd);
+    CHECK_MSG(fabs(fd - gd) <= 0.02 * fabs(fd) + 2e-4, "tied %d, %s: finite difference %.6g, "
+              "gradient %.6g", tied, p->name, fd, gd);
+  }
+  /* forward-only loss equals the loss of the training step */
+  double l2;
+  CHECK(coda_model_loss(ctx, m, in, tg, B, T, &l2, &nv) == CODA_OK);
+  CHECK(l2 == loss);
+  /* last-position logits agree with the loss path: log-softmax at the
+   * target of the last row of a single sequence */
+  float logits[37];
+  int32_t tg1[T];
+  for (int t = 0; t < T; t++) tg1[t] = t == T - 1 ? 5 : -1;
+  CHECK(coda_model_loss(ctx, m, in, tg1, 1, T, &l2, &nv) == CODA_OK);
+  CHECK(coda_model_last_logits(ctx, m, in, T, logits) == CODA_OK);
+  double mx = -INFINITY, se = 0;
+  for (int v = 0; v < 37; v++) mx = fmax(mx, logits[v]);
+  for (int v = 0; v < 37; v++) se += exp(logits[v] - mx);
+  CHECK_NEAR(l2, mx + log(se) - logits[5], 1e-4);
+  /* bad tokens are rejected */
+  in[3] = 37;
+  CHECK(coda_model_loss(ctx, m, in, tg, B, T, &l2, &nv) == CODA_ERR_INVALID_ARGUMENT);
+  in[3] = 0;
+  CHECK(coda_model_loss(ctx, m, in, tg, B, 9, &l2, &nv) == CODA_ERR_INVALID_ARGUMENT);
+  free(g); free(w0); free(d);
+  coda_model_destroy(m);
+}
+
+static void thread_independence(coda_context ctx) {
+  coda_model_config c;
+  CHECK(coda_model_config_named("tiny", &c) == CODA_OK);
+  c.seq = 32;
+  coda_model *m;
+  CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
+  coda_model_init(m, 9);
+  enum { B = 2, T = 32 };
+  int32_t in[B * T], tg[B * T];
+  uint64_t r = 4;
+  for (int i = 0; i < B * T; i++) {
+    in[i] = (int32_t)coda_rng_below(&r, 256);
+    tg[i] = (int32_t)coda_rng_below(&r, 256);
+  }
+  size_t n = coda_model_size(m);
+  float *g1 = malloc(n * sizeof *g1);
+  double l1, l2;
+  int64_t nv;
+  omp_set_num_threads(1);
+  coda_model_zero_grad(m);
+  CHECK(coda_model_step(ctx, m, in, tg, B, T, 1.0f, &l1, &nv) == CODA_OK);
+  memcpy(g1, coda_model_grads(m), n * sizeof *g1);
+  omp_set_num_threads(3);
+  coda_model_zero_grad(m);
+  CHECK(coda_model_step(ctx, m, in, tg, B, T, 1.0f, &l2, &nv) == CODA_OK);
+  CHECK(l1 == l2);
+  CHECK(!memcmp(g1, coda_model_grads(m), n * sizeof *g1));
+  omp_set_num_threads(2);
+  CHECK(fabs(l1 - log(256.0)) < 0.1); /* small init: near-uniform predictions */
+  free(g1);
+  coda_model_destroy(m);
+}
+
+static void checkpoints(coda_context ctx, const char *dir) {
+  coda_model_config c = {300, 32, 2, 4, 1, 40, 16, 0, 500000.0, 1e-6};
+  coda_model *a, *b;
+  CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &a) == CODA_OK);
+  CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &b) == CODA_OK);
+  coda_model_init(a, 1);
+  coda_model_init(b, 2);
+  size_t n = coda_model_size(a);
+  float *m1 = malloc(n * 4), *v1 = malloc(n * 4), *m2 = calloc(n, 4), *v2 = calloc(n, 4);
+  uint64_t r = 8;
+  for (size_t i = 0; i < n; i++) {
+    m1[i] = (float)normal(&r);
+    v1[i] = (float)coda_rng_uniform(&r);
+  }
+  coda_train_state st = {123, 0xfedcba9876543210ull, 4567, 2.5}, st2;
+  char p[512];
+  snprintf(p, sizeof p, "%s/ck.safetensors", dir);
+  CHECK(coda_checkpoint_save(ctx, p, a, m1, v1, &st) == CODA_OK);
+  coda_model_config c2;
+  CHECK(coda_checkpoint_config(ctx, p, &c2) == CODA_OK);
+  CHECK(c2.vocab == 300 && c2.dim == 32 && c2.kv_heads == 1 && c2.rope_theta == 500000.0 &&
+        c2.norm_eps == 1e-6 && c2.seq == 16 && c2.tied == 0);
+  CHECK(coda_checkpoint_load(ctx, p, b, m2, v2, &st2) == CODA_OK);
+  CHECK(!memcmp(coda_model_weights(a), coda_model_weights(b), n * 4));
+  CHECK(!memcmp(m1, m2, n * 4) && !memcmp(v1, v2, n * 4));
+  CHECK(st2.step == 123 && st2.rng == st.rng && st2.drawn == 4567 && st2.last_loss == 2.5);
+  /* a different architecture is refused */
+  coda_model_config c3 = c;
+  c3.ffn = 48;
+  coda_model *d;
+  CHECK(coda_model_create(ctx, &c3, CODA_ENGINE_REFERENCE, &d) == CODA_OK);
+  CHECK(coda_checkpoint_load(ctx, p, d, NULL, NULL, NULL) == CODA_ERR_SHAPE);
+  coda_model_destroy(d);
+  /* weights-only checkpoints cannot resume an optimizer */
+  char q[512];
+  snprintf(q, sizeof q, "%s/w.safetensors", dir);
+  CHECK(coda_checkpoint_save(ctx, q, a, NULL, NULL, &st) == CODA_OK);
+  CHECK(coda_checkpoint_load(ctx, q, b, NULL, NULL, NULL) == CODA_OK);
+  CHECK(coda_checkpoint_load(ctx, q, b, m2, v2, NULL) == CODA_ERR_IO);
+  /* a flipped bit anywhere in the data is caught by the checksum */
+  FILE *f = fopen(p, "r+b");
+  fseek(f, -100, SEEK_END);
+  int ch = fgetc(f);
+  fseek(f, -100, SEEK_END);
+  fputc(ch ^ 8, f);
+  fclose(f);
+  CHECK(coda_checkpoint_load(ctx, p, b, m2, v2, &st2) == CODA_ERR_IO);
+  CHECK(strstr(coda_last_error(ctx), "checksum") != NULL);
+  /* a truncated file is refused */
+  CHECK(truncate(q, 1000) == 0);
+  CHECK(coda_checkpoint_load(ctx, q, b, NULL, NULL, NULL) == CODA_ERR_IO);
+  free(m1); free(v1); free(m2); free(v2);
+  coda_model_destroy(a);
+  coda_model_destroy(b);
+}
+
+static void configs(coda_context ctx) {
+  const char *names[] = {"tiny", "d512", "1b", "8b"};
+  for (int i = 0; i < 4; i++) {
+    coda_model_config c;
+    CHECK(coda_model_config_named(names[i], &c) == CODA_OK);
+    CHECK(coda_model_config_check(ctx, &c) == CODA_OK);
+  }
+  coda_model_config c;
+  CHECK(coda_model_config_named("nope", &c) == CODA_ERR_INVALID_ARGUMENT);
+  coda_model_config_named("8b", &c);
+  /* Llama-3-8B has about 8.03e9 parameters */
+  CHECK(llabs(coda_model_config_params(&c) - 8030261248LL) < 1000);
+  coda_model_config_named("tiny", &c);
+  c.heads = 3;
+  CHECK(coda_model_config_check(ctx, &c) == CODA_ERR_INVALID_ARGUMENT);
+  c.heads = 4;
+  c.kv_heads = 3;
+  CHECK(coda_model_config_check(ctx, &c) == CODA_ERR_INVALID_ARGUMENT);
+}
+
+int main(void) {
+  char dir[256];
+  snprintf(dir, sizeof dir, "test_train_model.tmp.%d", (int)getpid());
+  CHECK(mkdir(dir, 0777) == 0);
+  coda_context ctx;
+  CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
+  grad_check(ctx, 0);
+  grad_check(ctx, 1);
+  thread_independence(ctx);
+  checkpoints(ctx, dir);
+  configs(ctx);
+  coda_context_destroy(ctx);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK(system(cmd) == 0);
+  return CHECK_DONE();
+}

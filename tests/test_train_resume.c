@@ -1,0 +1,149 @@
+/* Training loop: N steps straight equal N/2 steps + save + resume + N/2
+ * steps bit for bit (weights, moments, metadata and every logged loss);
+ * Ctrl-C style stop; stop with a message on a non-finite loss. */
+#define _POSIX_C_SOURCE 200809L
+#include "check.h"
+#include "train_corpus.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static unsigned char *slurp(const char *p, size_t *n) {
+  FILE *f = fopen(p, "rb");
+  if (!f) { *n = 0; return NULL; }
+  fseek(f, 0, SEEK_END);
+  long L = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *b = malloc((size_t)L + 1);
+  *n = fread(b, 1, (size_t)L, f);
+  fclose(f);
+  return b;
+}
+
+static int same_file(const char *a, const char *b) {
+  size_t na, nb;
+  unsigned char *x = slurp(a, &na), *y = slurp(b, &nb);
+  int same = x && y && na == nb && !memcmp(x, y, na);
+  free(x);
+  free(y);
+  return same;
+}
+
+static int calls;
+static int stop_after_4(void *u) { (void)u; return ++calls >= 4; }
+
+static coda_train_options opts(const char *data, const char *out) {
+  coda_train_options o = coda_train_default_options();
+  o.model.seq = 32;
+  o.model.layers = 2;
+  o.batch = 3;
+  o.accum = 2;
+  o.steps = 8;
+  o.warmup = 3;
+  o.val_every = 3;
+  o.val_batches = 1;
+  o.seed = 77;
+  o.data_dir = data;
+  o.out_dir = out;
+  o.quiet = 1;
+  return o;
+}
+
+int main(void) {
+  char dir[256], data[300], a[300], b[300], c[300], pa[400], pb[400];
+  snprintf(dir, sizeof dir, "test_train_resume.tmp.%d", (int)getpid());
+  CHECK(mkdir(dir, 0777) == 0);
+  snprintf(data, sizeof data, "%s/data", dir);
+  snprintf(a, sizeof a, "%s/a", dir);
+  snprintf(b, sizeof b, "%s/b", dir);
+  snprintf(c, sizeof c, "%s/c", dir);
+  coda_context ctx;
+  CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
+  size_t len;
+  char *text = train_corpus(12345, 60000, &len);
+  CHECK(coda_prepare_corpus_text(ctx, text, len, data, 10, NULL, NULL) == CODA_OK);
+  free(text);
+
+  /* A: 8 steps straight */
+  coda_train_options o = opts(data, a);
+  coda_train_summary sa, sb, sc;
+  CHECK(coda_train(ctx, &o, &sa) == CODA_OK);
+  CHECK(sa.steps_done == 8 && sa.stopped == 0);
+  CHECK(isfinite(sa.final_loss) && sa.final_loss < sa.first_loss);
+  /* B: interrupted after 4 steps (the stop request saves), then resumed */
+  o = opts(data, b);
+  calls = 0;
+  o.should_stop = stop_after_4;
+  CHECK(coda_train(ctx, &o, &sb) == CODA_OK);
+  CHECK(sb.stopped == 1 && sb.steps_done == 4);
+  snprintf(pb, sizeof pb, "%s/checkpoint.safetensors", b);
+  coda_train_state st;
+  coda_model_config mc;
+  CHECK(coda_checkpoint_config(ctx, pb, &mc) == CODA_OK);
+  CHECK(mc.seq == 32);
+  o = opts(data, b);
+  o.resume = pb;
+  o.model.dim = 64; /* ignored: the checkpoint's configuration wins */
+  CHECK(coda_train(ctx, &o, &sc) == CODA_OK);
+  CHECK(sc.steps_done == 4 && sc.stopped == 0);
+  CHECK(sc.final_loss == sa.final_loss);
+  CHECK(sc.final_val == sa.final_val);
+  snprintf(pa, sizeof pa, "%s/checkpoint.safetensors", a);
+  /* identical files: weights, m, v, step, RNG state, data position, loss */
+  CHECK(same_file(pa, pb));
+  snprintf(pa, sizeof pa, "%s/loss.csv", a);
+  snprintf(pb, sizeof pb, "%s/loss.csv", b);
+  CHECK(same_file(pa, pb));
+  snprintf(pa, sizeof pa, "%s/loss.png", a);
+  struct stat sst;
+  CHECK(stat(pa, &sst) == 0 && sst.st_size > 1000);
+  {
+    size_t n;
+    unsigned char *png = slurp(pa, &n);
+    CHECK(png && n > 8 && !memcmp(png, "\x89PNG\r\n\x1a\n", 8));
+    free(png);
+  }
+  /* resuming a finished run has nothing to do */
+  snprintf(pb, sizeof pb, "%s/checkpoint.safetensors", b);
+  o = opts(data, b);
+  o.resume = pb;
+  CHECK(coda_train(ctx, &o, &sc) == CODA_ERR_INVALID_ARGUMENT);
+  (void)st;
+
+  /* C: an absurd learning rate makes the loss non-finite: the run stops,
+   * names the step, and keeps the last good checkpoint. */
+  o = opts(data, c);
+  o.lr = 1e30;
+  o.warmup = 0;
+  o.clip = 0;
+  o.save_every = 1;
+  o.steps = 6;
+  CHECK(coda_train(ctx, &o, &sc) == CODA_OK);
+  CHECK(sc.stopped == 2);
+  CHECK(sc.bad_step >= 2 && sc.bad_step <= 6);
+  CHECK(sc.steps_done == sc.bad_step - 1);
+  char pc[400];
+  snprintf(pc, sizeof pc, "%s/checkpoint.safetensors", c);
+  coda_model *m;
+  CHECK(coda_model_create(ctx, &mc, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
+  CHECK(coda_checkpoint_load(ctx, pc, m, NULL, NULL, &st) == CODA_OK);
+  CHECK(st.step == sc.bad_step - 1 && isfinite(st.last_loss));
+  coda_model_destroy(m);
+
+  /* bad options are refused with a message */
+  o = opts(data, c);
+  o.batch = 0;
+  CHECK(coda_train(ctx, &o, &sc) == CODA_ERR_INVALID_ARGUMENT);
+  o = opts(data, c);
+  o.resume = "does-not-exist.safetensors";
+  CHECK(coda_train(ctx, &o, &sc) == CODA_ERR_IO);
+
+  coda_context_destroy(ctx);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK(system(cmd) == 0);
+  return CHECK_DONE();
+}
