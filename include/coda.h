@@ -337,8 +337,9 @@ coda_status coda_plan_run(coda_context ctx, coda_plan p, coda_phase phase);
  *
  * Head (forward): loss = mean over rows m with targets[m] in [0, vocab) of
  *   logsumexp(l_m) - l_m[targets[m]], l = RMSNorm(x; wnf) Wout^T. Targets
- *   outside [0, vocab) are ignored (the convention is -100); the logits are
- *   never stored in full.
+ *   outside [0, vocab) are ignored (the convention is -100). The forward
+ *   never stores the logits; the backward recomputes them in the GEMM that
+ *   writes dlogits (M, vocab).
  *   inputs x (M, dim), targets (M, 1) i32; weights wnf (1, dim),
  *   wout (vocab, dim); output loss (1, 1); backward (d loss = 1):
  *   grads dx (M, dim), dwnf (1, dim), dwout (vocab, dim).
@@ -346,13 +347,29 @@ coda_status coda_plan_run(coda_context ctx, coda_plan p, coda_phase phase);
  * dtype: storage of activations and weights, CODA_BF16 (fp32 compute;
  * statistics, rstd, lse, the loss and every weight gradient in f32) or
  * CODA_F64 (exact mode context: every floating buffer f64). Rows are
- * m = b*seq + t; the RoPE position of row m is t. */
+ * m = b*seq + t; the RoPE position of row m is t.
+ *
+ * Chaining (flags): a stack of blocks runs the way the GEMM-epilogue
+ * rewrite intends when each block's last GEMM also produces the next
+ * RMSNorm's input and statistics:
+ *   CODA_LLAMA_NORM_OUT  the block's down projection also writes
+ *                        h_next = x_out * wn_next (M, dim) and rstd_next
+ *                        (M, 1); extra param wn_next (1, dim): bind it to
+ *                        the next block's wn1 (or the head's wnf).
+ *   CODA_LLAMA_NORM_IN   the block (or head) takes its first RMSNorm's
+ *                        h1 (head: h) and rstd1 (head: rstd) as inputs,
+ *                        bound to the previous block's h_next and
+ *                        rstd_next, instead of computing them by a map
+ *                        pass over x (x is still needed by the backward). */
+#define CODA_LLAMA_NORM_IN 1u
+#define CODA_LLAMA_NORM_OUT 2u
 typedef struct coda_llama_config {
   int64_t dim, n_heads, n_kv_heads, head_dim, ffn_dim, vocab;
   int64_t batch, seq;
   double rope_theta;   /* RoPE base, e.g. 500000 */
   coda_dtype dtype;    /* CODA_BF16 or CODA_F64 */
-  coda_tiling tiling;  /* partial-reduction tiling; {0, 0} = default */
+  coda_tiling tiling;  /* partial-reduction tiling; {0, 0} = 64 x 64 */
+  unsigned flags;      /* CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT */
 } coda_llama_config;
 
 /* A small default configuration (dim 64, heads 4/2, head_dim 16, ffn 128,
@@ -364,6 +381,13 @@ coda_status coda_llama_block_plan(coda_context ctx,
 coda_status coda_llama_head_plan(coda_context ctx,
                                  const coda_llama_config *cfg,
                                  coda_plan *out);
+/* Links two consecutive plans of a stack without copies: next's x is
+ * prev's x_out, prev's dx_out is next's dx, and with the chaining flags
+ * next's h1/rstd1 (head: h/rstd) are prev's h_next/rstd_next and prev's
+ * wn_next is next's wn1 (head: wnf). prev is a block plan, next a block
+ * or head plan of the same shapes; link after any coda_plan_bind of
+ * next's norm weight. NORM_IN on next requires NORM_OUT on prev. */
+coda_status coda_llama_link(coda_plan prev, coda_plan next);
 /* Row of wqkv that receives row `hf_row` of a Hugging Face (half-split
  * RoPE) Wqkv of the same [Q | K | V] order: within a Q or K head,
  * hf row j < hd/2 -> 2j and hf row hd/2 + j -> 2j + 1. -1 if out of range. */
@@ -439,6 +463,7 @@ typedef struct coda_train_options {
   int save_every;        /* checkpoint every N steps (0: only at the end) */
   const char *out_dir;   /* checkpoints, loss curve, log */
   const char *resume;    /* checkpoint to resume from, or NULL */
+  const char *init;      /* checkpoint whose weights start a fresh run */
   const char *data_dir;  /* train.tok / val.tok (prepared if missing) */
   const char *corpus_dir;/* text files to prepare from */
   int engine;            /* 0 auto, 1 host reference, 2 block plans */
@@ -474,6 +499,15 @@ typedef struct coda_generate_options {
 /* Samples text after the prompt; *text is malloc'ed (caller frees). */
 coda_status coda_generate(coda_context ctx, const coda_generate_options *o,
                           char **text);
+
+/* Hugging Face Llama layout (config.json + model.safetensors, HF tensor
+ * names, half-split RoPE rows, separate gate/up): export the weights of a
+ * checkpoint, or import them into a weights-only checkpoint (usable with
+ * coda_train_options.init and coda_generate). */
+coda_status coda_hf_export_checkpoint(coda_context ctx, const char *checkpoint,
+                                      const char *hf_dir);
+coda_status coda_hf_import_checkpoint(coda_context ctx, const char *hf_dir,
+                                      const char *checkpoint);
 
 /* Writes train.tok / val.tok into out_dir from the text files of src_dir. */
 coda_status coda_prepare_corpus(coda_context ctx, const char *src_dir,

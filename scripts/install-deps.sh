@@ -10,6 +10,8 @@ command -v make >/dev/null 2>&1 || need="$need make"
 command -v clang >/dev/null 2>&1 || need="$need clang"
 # LeakSanitizer/AddressSanitizer/libFuzzer runtimes for clang
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need="$need libclang-rt-dev"
+# Default training corpus of `coda train` (the text of the fortune databases)
+[ -d /usr/share/games/fortunes ] || need="$need fortunes"
 if [ -n "$need" ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q

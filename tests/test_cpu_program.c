@@ -212,9 +212,9 @@ static void test_elem_program(void) {
   if (!p) return;
   coda_tensor A = mk(CODA_BF16, M, K, K), B = mk(CODA_F32, N, K, K + 3); /* acc = A B^T */
   coda_tensor b = mk(CODA_BF16, 1, N, N), r = mk(CODA_F32, M, 1, 2), s = mk(CODA_F16, 1, 1, 1);
-  coda_tensor t = mk(CODA_BF16, M, N, N), idx = {calloc(M, 4), CODA_I32, M, 1, 1};
+  coda_tensor t = mk(CODA_BF16, M, N, N), idx = {calloc(3 * M, 4), CODA_I32, M, 1, 3};
   for (int64_t m = 0; m < M; m++)
-    ((int32_t *)idx.data)[m] = m % 5 == 0 ? -1 : m % 7 == 0 ? (int32_t)N + 3 : (int32_t)((m * 37) % N);
+    ((int32_t *)idx.data)[3 * m] = m % 5 == 0 ? -1 : m % 7 == 0 ? (int32_t)N + 3 : (int32_t)((m * 37) % N);
   coda_tensor y = mk(CODA_BF16, M, N, N), z = mk(CODA_F32, M, N, N + 2);
   double *z0 = malloc(sizeof(double) * M * N);
   for (int64_t m = 0; m < M; m++)
@@ -290,7 +290,7 @@ static void test_elem_program(void) {
       for (int64_t n = i * 32; n < N && n < (i + 1) * 32; n++) { a += h[m * N + n]; sa += fabs(h[m * N + n]) + 1; }
       if (!(fabs(at(&parts[7].t, m, i) - a) <= 1e-5 * (sa + 1))) bad++;
     }
-    int32_t k = ((int32_t *)idx.data)[m];
+    int32_t k = ((int32_t *)idx.data)[3 * m];
     double pk = (k >= 0 && k < N) ? h[m * N + k] : 0;
     if (!(fabs(at(&parts[8].t, m, 0) - pk) <= 1e-5 * (fabs(pk) + ha[m * N + (k >= 0 && k < N ? k : 0)] + 1))) bad++;
   }
@@ -406,6 +406,39 @@ static void test_elem_program(void) {
   coda_program_destroy(p);
 }
 
+/* rowlse over tiles wider than one evaluation chunk: the running max and
+ * sum must be combined across chunks (values grow along the row so later
+ * chunks raise the max). */
+static void test_online_lse(void) {
+  const int64_t M = 9, N = 300;
+  coda_tiling tl = {8, 256};
+  coda_program p = parse("input x : tile f32\n"
+                         "reduce l = rowlse(x * 8 + col * 0.05)\n"
+                         "finish lf = lse(l)\n");
+  if (!p) return;
+  coda_tensor x = mk(CODA_F32, M, N, N), l = mk(CODA_F32, M, 2, 2), lf = mk(CODA_F32, M, 1, 1);
+  coda_args args;
+  CHECK(coda_args_create(ctx, &args) == CODA_OK);
+  bind(args, "x", &x); bind(args, "l", &l); bind(args, "lf", &lf);
+  CHECK(coda_map(ctx, p, M, N, args, tl) == CODA_OK);
+  CHECK(coda_finish(ctx, p, "lf", args, M, N, tl) == CODA_OK);
+  int bad = 0;
+  for (int64_t m = 0; m < M; m++) {
+    double tot = 0;
+    for (int64_t j = 0; j < 2; j++) {
+      double s = 0;
+      for (int64_t n = j * 256; n < N && n < (j + 1) * 256; n++) s += exp(8 * at(&x, m, n) + 0.05 * n);
+      tot += s;
+      if (!(fabs(at(&l, m, j) - log(s)) <= 1e-5 * (1 + fabs(log(s))))) bad++;
+    }
+    if (!(fabs(at(&lf, m, 0) - log(tot)) <= 1e-5 * (1 + fabs(log(tot))))) bad++;
+  }
+  CHECK_MSG(bad == 0, "online rowlse: %d mismatches", bad);
+  free(x.data); free(l.data); free(lf.data);
+  coda_args_destroy(args);
+  coda_program_destroy(p);
+}
+
 /* ------------------------------------------------------- pair mode, half */
 
 static void test_pair_program(void) {
@@ -418,10 +451,12 @@ static void test_pair_program(void) {
       "input hf : tile f32 half\n"
       "output y : bf16\n"
       "output w : f32 half\n"
+      "output ci : f32 half\n"
       "e = acc.even * c.even + t.even\n"
       "o = acc.odd * c.odd + t.odd\n"
       "store y = pack(e, o)\n"
       "store w = e * o + hf\n"
+      "store ci = col + row * 1000\n"
       "reduce rs = rowsum(e * e + o * o)\n"
       "reduce sg = rowsum(e) per 8\n"
       "reduce mx = rowmax(o)\n");
@@ -429,12 +464,13 @@ static void test_pair_program(void) {
   coda_tensor A = mk(CODA_F32, K, M, M), B = mk(CODA_F16, K, N, N); /* acc = A^T B */
   coda_tensor c = mk(CODA_F32, 1, N, N), t = mk(CODA_BF16, M, N, N), hf = mk(CODA_F32, M, N / 2, N / 2);
   coda_tensor y = mk(CODA_BF16, M, N, N), w = mk(CODA_F32, M, N / 2, N / 2 + 1);
+  coda_tensor ci = mk(CODA_F32, M, N / 2, N / 2);
   int64_t nt = (N + 15) / 16;
   coda_tensor rs = mk(CODA_F32, M, nt, nt), sg = mk(CODA_F32, M, (N + 7) / 8, (N + 7) / 8), mx = mk(CODA_F32, M, nt, nt);
   coda_args args;
   CHECK(coda_args_create(ctx, &args) == CODA_OK);
   bind(args, "c", &c); bind(args, "t", &t); bind(args, "hf", &hf); bind(args, "y", &y);
-  bind(args, "w", &w); bind(args, "rs", &rs); bind(args, "sg", &sg); bind(args, "mx", &mx);
+  bind(args, "w", &w); bind(args, "ci", &ci); bind(args, "rs", &rs); bind(args, "sg", &sg); bind(args, "mx", &mx);
   coda_status st = coda_gemm_epilogue(ctx, p, CODA_T, &A, CODA_N, &B, args, tl);
   CHECK_MSG(st == CODA_OK, "%s", coda_last_error(ctx));
   int bad = 0;
@@ -450,6 +486,7 @@ static void test_pair_program(void) {
     for (int64_t j = 0; j < N / 2; j++) {
       double e = hv[m * N + 2 * j], o = hv[m * N + 2 * j + 1], wr = e * o + at(&hf, m, j);
       if (!(fabs(at(&w, m, j) - wr) <= tol_for(CODA_F32, wr, 100))) bad++;
+      if (at(&ci, m, j) != (double)(2 * j + 1000 * m)) bad++; /* col is the even column */
     }
     for (int64_t tj = 0; tj < nt; tj++) {
       double s = 0, mo = -INFINITY;
@@ -474,7 +511,7 @@ static void test_pair_program(void) {
   free(Bo.data);
   free(hv);
   free(A.data); free(B.data); free(c.data); free(t.data); free(hf.data); free(y.data);
-  free(w.data); free(rs.data); free(sg.data); free(mx.data);
+  free(w.data); free(ci.data); free(rs.data); free(sg.data); free(mx.data);
   coda_args_destroy(args);
   coda_program_destroy(p);
 }
@@ -689,6 +726,7 @@ int main(void) {
   CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
   test_ops();
   test_elem_program();
+  test_online_lse();
   test_pair_program();
   test_x2();
   test_rope_large();

@@ -200,6 +200,15 @@ static void bad_configs(void) {
   cfg = coda_gpt2_default_config();
   cfg.dtype = CODA_F16;
   CHECK(coda_gpt2_block_plan(ctx, &cfg, &p) == CODA_ERR_DTYPE);
+  {
+    coda_context_options o = coda_context_default_options();
+    o.precision = CODA_PRECISION_F64;
+    coda_context c64;
+    CHECK(coda_context_create(&o, &c64) == CODA_OK);
+    cfg = coda_gpt2_default_config(); /* bf16 in an exact-mode context */
+    CHECK(coda_gpt2_block_plan(c64, &cfg, &p) == CODA_ERR_DTYPE);
+    coda_context_destroy(c64);
+  }
   cfg = coda_gpt2_default_config();
   cfg.seq = 0;
   CHECK(coda_gpt2_block_plan(ctx, &cfg, &p) == CODA_ERR_INVALID_ARGUMENT);
@@ -228,5 +237,7 @@ int main(void) {
   coda_tiling wide = {64, 128};
   run_case(CODA_F64, wide);
   run_case(CODA_BF16, small);
+  coda_tiling deflt = {0, 0};
+  run_case(CODA_BF16, deflt);
   return CHECK_DONE();
 }

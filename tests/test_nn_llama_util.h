@@ -15,26 +15,26 @@
 
 static uint64_t lt_state = 0x9e3779b97f4a7c15ull;
 
-static void lt_seed(uint64_t s) { lt_state = s * 0x9e3779b97f4a7c15ull + 12345; }
+static inline void lt_seed(uint64_t s) { lt_state = s * 0x9e3779b97f4a7c15ull + 12345; }
 
 /* uniform in [-1, 1) */
-static double lt_rand(void) {
+static inline double lt_rand(void) {
   lt_state ^= lt_state << 13;
   lt_state ^= lt_state >> 7;
   lt_state ^= lt_state << 17;
   return (double)(lt_state >> 11) / 4503599627370496.0 - 1.0;
 }
 
-static double *lt_vec(int64_t n, double scale) {
+static inline double *lt_vec(int64_t n, double scale) {
   double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
   for (int64_t i = 0; i < n; i++) v[i] = scale * lt_rand();
   return v;
 }
 
-static double *lt_zeros(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(double)); }
+static inline double *lt_zeros(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(double)); }
 
 /* max |a - b| / max |b| (b the reference) */
-static double lt_relerr(const double *a, const double *b, int64_t n) {
+static inline double lt_relerr(const double *a, const double *b, int64_t n) {
   double e = 0, m = 0;
   for (int64_t i = 0; i < n; i++) {
     double d = fabs(a[i] - b[i]);
@@ -44,7 +44,7 @@ static double lt_relerr(const double *a, const double *b, int64_t n) {
   return m > 0 ? e / m : e;
 }
 
-static double lt_maxabs_diff(const double *a, const double *b, int64_t n) {
+static inline double lt_maxabs_diff(const double *a, const double *b, int64_t n) {
   double e = 0;
   for (int64_t i = 0; i < n; i++) {
     double d = fabs(a[i] - b[i]);
@@ -53,13 +53,13 @@ static double lt_maxabs_diff(const double *a, const double *b, int64_t n) {
   return e;
 }
 
-static double lt_maxabs(const double *a, int64_t n) {
+static inline double lt_maxabs(const double *a, int64_t n) {
   double m = 0;
   for (int64_t i = 0; i < n; i++) m = fmax(m, fabs(a[i]));
   return m;
 }
 
-static coda_context lt_context(coda_precision prec) {
+static inline coda_context lt_context(coda_precision prec) {
   coda_context_options o = coda_context_default_options();
   o.precision = prec;
   coda_context c = NULL;
@@ -71,11 +71,11 @@ static coda_context lt_context(coda_precision prec) {
 }
 
 /* Copies a tensor (any dtype) into doubles, row-major. */
-static void lt_read(const coda_tensor *t, double *out) {
+static inline void lt_read(const coda_tensor *t, double *out) {
   for (int64_t r = 0; r < t->rows; r++)
     for (int64_t c = 0; c < t->cols; c++) out[r * t->cols + c] = coda_load(t, r, c);
 }
-static void lt_write(const coda_tensor *t, const double *in) {
+static inline void lt_write(const coda_tensor *t, const double *in) {
   for (int64_t r = 0; r < t->rows; r++)
     for (int64_t c = 0; c < t->cols; c++) coda_store(t, r, c, in[r * t->cols + c]);
 }
@@ -93,7 +93,7 @@ typedef struct lt_job {
   int ok;
 } lt_job;
 
-static void lt_job_init(lt_job *j, coda_context ctx, const char *name) {
+static inline void lt_job_init(lt_job *j, coda_context ctx, const char *name) {
   memset(j, 0, sizeof *j);
   j->ctx = ctx;
   j->ok = plan_builtin(ctx, name, &j->prog) == CODA_OK &&
@@ -103,7 +103,7 @@ static void lt_job_init(lt_job *j, coda_context ctx, const char *name) {
 
 /* Binds `name` to a new tensor of dtype t filled with `vals` (may be NULL:
  * zeros). Returns the tensor. */
-static coda_tensor *lt_bind(lt_job *j, const char *name, coda_dtype dt, int64_t rows,
+static inline coda_tensor *lt_bind(lt_job *j, const char *name, coda_dtype dt, int64_t rows,
                             int64_t cols, const double *vals) {
   if (j->n >= LT_MAXB) return NULL;
   coda_tensor *t = &j->t[j->n];
@@ -116,7 +116,7 @@ static coda_tensor *lt_bind(lt_job *j, const char *name, coda_dtype dt, int64_t 
 }
 
 /* A partial of the shape the program gives for M x N and tiling. */
-static void lt_partial(lt_job *j, const char *name, coda_dtype dt, int64_t M, int64_t N,
+static inline void lt_partial(lt_job *j, const char *name, coda_dtype dt, int64_t M, int64_t N,
                        coda_tiling tl) {
   int64_t r = 0, c = 0;
   if (coda_program_arg_shape(j->prog, name, M, N, tl.tile_m, tl.tile_n, &r, &c) != CODA_OK) {
@@ -127,14 +127,14 @@ static void lt_partial(lt_job *j, const char *name, coda_dtype dt, int64_t M, in
   lt_bind(j, name, dt, r, c, NULL);
 }
 
-static coda_tensor *lt_get(lt_job *j, const char *name) {
+static inline coda_tensor *lt_get(lt_job *j, const char *name) {
   for (int i = 0; i < j->n; i++)
     if (!strcmp(j->names[i], name)) return &j->t[i];
   return NULL;
 }
 
 /* Reads a bound tensor into a new double array. */
-static double *lt_out(lt_job *j, const char *name) {
+static inline double *lt_out(lt_job *j, const char *name) {
   coda_tensor *t = lt_get(j, name);
   if (!t) return lt_zeros(1);
   double *v = lt_zeros(t->rows * t->cols);
@@ -142,7 +142,7 @@ static double *lt_out(lt_job *j, const char *name) {
   return v;
 }
 
-static int lt_check(lt_job *j, coda_status s, const char *what) {
+static inline int lt_check(lt_job *j, coda_status s, const char *what) {
   if (s != CODA_OK) {
     fprintf(stderr, "%s: %s\n", what, coda_last_error(j->ctx));
     j->ok = 0;
@@ -150,7 +150,7 @@ static int lt_check(lt_job *j, coda_status s, const char *what) {
   return s == CODA_OK;
 }
 
-static void lt_job_free(lt_job *j) {
+static inline void lt_job_free(lt_job *j) {
   for (int i = 0; i < j->n; i++) free(j->t[i].data);
   coda_args_destroy(j->args);
   coda_program_destroy(j->prog);

@@ -1,7 +1,8 @@
 /* Times the Hopper GEMM (coda_cuda_gemm) and cuBLAS (cublasGemmEx, fp32
- * compute, 32 MiB workspace) on the same data in the same run: 5 warm-up
- * calls, then 30 back-to-back calls with an event between consecutive calls;
- * the median interval is reported. Inputs are random bf16 (never zeros),
+ * compute, 32 MiB workspace) on the same data in the same run: per variant,
+ * 3 interleaved rounds of 5 warm-up calls and 30 back-to-back calls with an
+ * event between consecutive calls; the median of the 90 intervals is
+ * reported. Inputs are random bf16 (never zeros),
  * output bf16. Usage: bench_gemm [--quick]. Prints a markdown table. */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -48,10 +49,11 @@ struct Shape {
   coda_transpose ta, tb;
 };
 
-static const int kWarm = 5, kReps = 30;
+static const int kWarm = 5, kReps = 30, kRounds = 3;
 
+/* Appends kReps back-to-back timings (ms) of call() to t. */
 template <class F>
-static float median_ms(F call) {
+static void sample_ms(F call, std::vector<float> &t) {
   for (int i = 0; i < kWarm; ++i) call();
   std::vector<cudaEvent_t> ev(kReps + 1);
   for (auto &e : ev) CU(cudaEventCreate(&e));
@@ -62,11 +64,16 @@ static float median_ms(F call) {
   }
   CU(cudaEventSynchronize(ev[kReps]));
   CU(cudaGetLastError());
-  std::vector<float> t(kReps);
-  for (int i = 0; i < kReps; ++i) CU(cudaEventElapsedTime(&t[i], ev[i], ev[i + 1]));
+  for (int i = 0; i < kReps; ++i) {
+    float ms;
+    CU(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]));
+    t.push_back(ms);
+  }
   for (auto &e : ev) cudaEventDestroy(e);
+}
+static float median(std::vector<float> t) {
   std::sort(t.begin(), t.end());
-  return t[kReps / 2];
+  return t[t.size() / 2];
 }
 
 int main(int argc, char **argv) {
@@ -148,33 +155,37 @@ int main(int argc, char **argv) {
     coda_tensor D = {d, CODA_BF16, s.M, s.N, s.N};
     bool ok = true;
     const double flop = 2.0 * s.M * s.N * (double)s.K;
-    std::vector<double> tf(ncfg);
-    for (int c = 0; c < ncfg; ++c) {
-      float ms = median_ms([&] {
-        if (coda_cuda_gemm_config(ctx, s.ta, &A, s.tb, &B, &D, 1.0f, 0, c) != CODA_OK && ok) {
+    /* Variants: each configuration, the default choice, cuBLAS; sampled in
+     * kRounds interleaved rounds so clock and power drift hit all alike. */
+    const float one = 1.f, zero = 0.f;
+    auto run_variant = [&](int v) {
+      if (v <= ncfg) {
+        const int c = v < ncfg ? v : -1;
+        if (coda_cuda_gemm_config(ctx, s.ta, &A, s.tb, &B, &D, 1.0f, 0, c, 0) != CODA_OK && ok) {
           fprintf(stderr, "%s: %s\n", s.name, coda_last_error(ctx));
           ok = false;
         }
-      });
-      tf[c] = flop / (ms * 1e-3) / 1e12;
-    }
-    float t_ours = median_ms([&] {
-      if (coda_cuda_gemm(ctx, s.ta, &A, s.tb, &B, &D, 1.0f, 0) != CODA_OK && ok) {
-        fprintf(stderr, "%s: %s\n", s.name, coda_last_error(ctx));
-        ok = false;
+      } else {
+        cublasStatus_t st = cublasGemmEx(
+            hb, s.tb == CODA_T ? CUBLAS_OP_T : CUBLAS_OP_N,
+            s.ta == CODA_T ? CUBLAS_OP_T : CUBLAS_OP_N, s.N, s.M, s.K, &one, b, CUDA_R_16BF,
+            (int)B.ld, a, CUDA_R_16BF, (int)A.ld, &zero, d, CUDA_R_16BF, s.N, CUBLAS_COMPUTE_32F,
+            CUBLAS_GEMM_DEFAULT);
+        if (st != CUBLAS_STATUS_SUCCESS && ok) {
+          fprintf(stderr, "%s: cuBLAS status %d\n", s.name, (int)st);
+          ok = false;
+        }
       }
-    });
-    const float one = 1.f, zero = 0.f;
-    float t_cub = median_ms([&] {
-      cublasStatus_t st = cublasGemmEx(
-          hb, s.tb == CODA_T ? CUBLAS_OP_T : CUBLAS_OP_N, s.ta == CODA_T ? CUBLAS_OP_T : CUBLAS_OP_N,
-          s.N, s.M, s.K, &one, b, CUDA_R_16BF, (int)B.ld, a, CUDA_R_16BF, (int)A.ld, &zero, d,
-          CUDA_R_16BF, s.N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-      if (st != CUBLAS_STATUS_SUCCESS && ok) {
-        fprintf(stderr, "%s: cuBLAS status %d\n", s.name, (int)st);
-        ok = false;
+    };
+    std::vector<std::vector<float>> samples(ncfg + 2);
+    for (int round = 0; round < kRounds; ++round)
+      for (int i = 0; i < ncfg + 2; ++i) { /* rotate the order between rounds */
+        const int v = (i + round) % (ncfg + 2);
+        sample_ms([&] { run_variant(v); }, samples[v]);
       }
-    });
+    std::vector<double> tf(ncfg);
+    for (int c = 0; c < ncfg; ++c) tf[c] = flop / (median(samples[c]) * 1e-3) / 1e12;
+    const float t_ours = median(samples[ncfg]), t_cub = median(samples[ncfg + 1]);
     const double tf_ours = flop / (t_ours * 1e-3) / 1e12, tf_cub = flop / (t_cub * 1e-3) / 1e12;
     printf("| %s | %d | %d | %d | %s%s |", s.name, s.M, s.N, s.K, s.ta == CODA_T ? "T" : "N",
            s.tb == CODA_T ? "T" : "N");

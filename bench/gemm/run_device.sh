@@ -16,7 +16,7 @@ fi
 for what in "$@"; do
   case $what in
     sass)
-      for f in .carry/obj/gemm_n*.o .carry/obj/gemm_t*.o; do
+      for f in .carry/obj/gemm_*.o; do
         echo "$f: $(cuobjdump -sass $f | grep -c HGMMA) HGMMA, $(cuobjdump -sass $f | grep -cE 'LDL|STL') LDL/STL"
       done 2>&1 | tee "$OUT/sass.txt" ;;
     test)

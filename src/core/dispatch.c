@@ -330,6 +330,10 @@ coda_status coda_gemm_epilogue(coda_context ctx, coda_program program, coda_tran
     job.D = D;
     job.alpha = 1.0;
   }
+#ifdef CODA_HAVE_CUDA
+  if (!program && ctx->opts.backend == CODA_BACKEND_CUDA)
+    return coda_cuda_gemm(ctx, trans_a, A, trans_b, B, job.D, 1.0f, 0);
+#endif
   if ((s = cpu_only(ctx, "coda_gemm_epilogue"))) return s;
   job.has_gemm = 1;
   job.gemm.a = op_view(A, trans_a);
@@ -387,7 +391,9 @@ coda_status coda_finish(coda_context ctx, coda_program program, const char *name
                     CODA_F32, 1, M, N, tiling, &d.Q)))
     return s;
   const coda_tensor *out;
-  if ((s = bind_one(ctx, program, args, f->name, (coda_arg_kind)FINISH_RESULT, CODA_F32, 1, M, N, tiling, &out))) return s;
+  if ((s = bind_one(ctx, program, args, f->name, (coda_arg_kind)FINISH_RESULT, CODA_F32, 1, M, N,
+                    tiling, &out)))
+    return s;
   if (coda_tensors_overlap(out, d.P) || (d.Q && coda_tensors_overlap(out, d.Q)))
     return coda_fail(ctx, CODA_ERR_ALIAS, "finisher result '%s' overlaps its partial", f->name);
   if ((s = cpu_only(ctx, "coda_finish"))) return s;

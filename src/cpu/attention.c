@@ -72,11 +72,11 @@ static coda_status check_cpu(coda_context ctx) {
   return CODA_OK;
 }
 
-static int nthreads(coda_context ctx, int64_t tasks) {
+static int nthreads(coda_context ctx, int64_t tasks, double work) {
   int n = ctx->opts.num_threads > 0 ? ctx->opts.num_threads : omp_get_max_threads();
   if (n < 1) n = 1;
   if ((int64_t)n > tasks) n = (int)tasks;
-  return n;
+  return work < CPU_SERIAL_WORK ? 1 : n;
 }
 
 coda_status coda_attention_forward(coda_context ctx, const coda_tensor *qkv, int B, int T,
@@ -101,11 +101,11 @@ coda_status coda_attention_forward(coda_context ctx, const coda_tensor *qkv, int
   const int f64 = ctx->opts.precision == CODA_PRECISION_F64;
   const size_t es = f64 ? sizeof(double) : sizeof(float);
   const int64_t tasks = (int64_t)B * Hq;
-  const int nth = nthreads(ctx, tasks);
+  const int nth = nthreads(ctx, tasks, (double)B * Hq * T * T * hd * 2);
   const size_t per = (size_t)(4 * (int64_t)T * hd + T) * es;
   char *buf = malloc(per * (size_t)nth);
   if (!buf) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "attention: out of memory");
-#pragma omp parallel for num_threads(nth) schedule(dynamic, 1)
+#pragma omp parallel for num_threads(nth) schedule(dynamic, 1) if (nth > 1)
   for (int64_t i = 0; i < tasks; i++) {
     void *w = buf + per * (size_t)omp_get_thread_num();
     if (f64) att_fwd_head_f64(qkv, out, lse, i / Hq, (int)(i % Hq), T, Hq, Hkv, hd, w);
@@ -141,11 +141,11 @@ coda_status coda_attention_backward(coda_context ctx, const coda_tensor *qkv,
   const int f64 = ctx->opts.precision == CODA_PRECISION_F64;
   const size_t es = f64 ? sizeof(double) : sizeof(float);
   const int64_t tasks = (int64_t)B * Hkv;
-  const int nth = nthreads(ctx, tasks);
+  const int nth = nthreads(ctx, tasks, (double)B * Hq * T * T * hd * 4);
   const size_t per = (size_t)(8 * (int64_t)T * hd + T) * es;
   char *buf = malloc(per * (size_t)nth);
   if (!buf) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "attention: out of memory");
-#pragma omp parallel for num_threads(nth) schedule(dynamic, 1)
+#pragma omp parallel for num_threads(nth) schedule(dynamic, 1) if (nth > 1)
   for (int64_t i = 0; i < tasks; i++) {
     void *w = buf + per * (size_t)omp_get_thread_num();
     if (f64) att_bwd_group_f64(qkv, out, lse, dout, dqkv, i / Hkv, (int)(i % Hkv), T, Hq, Hkv, hd, w);

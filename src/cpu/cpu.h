@@ -19,6 +19,9 @@ typedef struct cpu_gemm_desc {
   int64_t M, N, K;
 } cpu_gemm_desc;
 
+/* Runs with less work than this (flop-like operations) use one thread. */
+#define CPU_SERIAL_WORK 4.0e6
+
 /* Per-thread GEMM workspace: packed panels and the accumulator tile
  * (compute type float, or double when f64). */
 typedef struct cpu_gemm_ws {
@@ -57,6 +60,31 @@ typedef struct cpu_job {
 } cpu_job;
 
 coda_status cpu_run(coda_context ctx, const cpu_job *job);
+
+/* Inline 16-bit conversions for the hot loops (same results as the
+ * coda_*_to_* functions of src/core). */
+static inline float cpu_bf16_to_f32(uint16_t h) {
+  union { uint32_t u; float f; } v = {(uint32_t)h << 16};
+  return v.f;
+}
+static inline uint16_t cpu_f32_to_bf16(float f) {
+  union { float f; uint32_t u; } v = {f};
+  if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40);
+  return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}
+static inline float cpu_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  union { uint32_t u; float f; } v;
+  if (e == 0) { /* zero or subnormal: m * 2^-24, exact in float */
+    v.f = (float)m * 5.9604644775390625e-8f;
+    v.u |= sign;
+  } else if (e == 31) {
+    v.u = sign | 0x7f800000u | (m << 13);
+  } else {
+    v.u = sign | ((e + 112) << 23) | (m << 13);
+  }
+  return v.f;
+}
 
 /* Element stride of a vector view ((len,1) or (1,len)). */
 static inline int64_t cpu_vec_stride(const coda_tensor *t) {

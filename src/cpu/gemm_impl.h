@@ -70,8 +70,8 @@ static void CAT(pack, SFX)(REAL *restrict dst, int w, int nvalid, int kc,
   } while (0)
 #define ID(x) (x)
   switch (v->dtype) {
-  case CODA_BF16: PACK_LOOP(uint16_t, coda_bf16_to_f32); break;
-  case CODA_F16: PACK_LOOP(uint16_t, coda_f16_to_f32); break;
+  case CODA_BF16: PACK_LOOP(uint16_t, cpu_bf16_to_f32); break;
+  case CODA_F16: PACK_LOOP(uint16_t, cpu_f16_to_f32); break;
   case CODA_F32: PACK_LOOP(float, ID); break;
   case CODA_F64: PACK_LOOP(double, ID); break;
   case CODA_I32: PACK_LOOP(int32_t, ID); break;

@@ -71,6 +71,14 @@ coda_status cpu_run(coda_context ctx, const cpu_job *job) {
   int nth = job->num_threads > 0 ? job->num_threads : omp_get_max_threads();
   if (nth < 1) nth = 1;
   if ((int64_t)nth > ntiles) nth = (int)ntiles;
+  /* Small runs stay on one thread: waking the pool costs more than the
+   * work (the result does not depend on the thread count). */
+  {
+    double work = (double)M * (double)N *
+                  ((job->has_gemm ? 2.0 * (double)job->gemm.K : 0.0) +
+                   8.0 * (pg ? pg->ninstrs + 1 : 1));
+    if (work < CPU_SERIAL_WORK) nth = 1;
+  }
   thread_ws *ws = calloc((size_t)nth, sizeof *ws);
   if (!ws) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory for %d workspaces", nth);
   size_t nregs = pg ? (size_t)(pg->nregs > 0 ? pg->nregs : 1) : 1;
@@ -91,7 +99,7 @@ coda_status cpu_run(coda_context ctx, const cpu_job *job) {
     return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory for tile workspaces");
   }
 
-#pragma omp parallel for num_threads(nth) schedule(dynamic, 1)
+#pragma omp parallel for num_threads(nth) schedule(dynamic, 1) if (nth > 1)
   for (int64_t t = 0; t < ntiles; t++) {
     thread_ws *w = &ws[omp_get_thread_num()];
     int64_t ti = t / tiles_n, tj = t % tiles_n;

@@ -10,11 +10,11 @@ static void CAT(load, SFX)(REAL *restrict d, const coda_tensor *t, int64_t off,
   switch (t->dtype) {
   case CODA_BF16: {
     const uint16_t *s = (const uint16_t *)t->data + off;
-    for (int i = 0; i < n; i++) d[i] = coda_bf16_to_f32(s[i * stride]);
+    for (int i = 0; i < n; i++) d[i] = cpu_bf16_to_f32(s[i * stride]);
   } break;
   case CODA_F16: {
     const uint16_t *s = (const uint16_t *)t->data + off;
-    for (int i = 0; i < n; i++) d[i] = coda_f16_to_f32(s[i * stride]);
+    for (int i = 0; i < n; i++) d[i] = cpu_f16_to_f32(s[i * stride]);
   } break;
   case CODA_F32: {
     const float *s = (const float *)t->data + off;
@@ -40,15 +40,15 @@ static void CAT(store, SFX)(const coda_tensor *t, int64_t off, int64_t stride,
     uint16_t *s = (uint16_t *)t->data + off;
     for (int i = 0; i < n; i++) {
       REAL x = v[i];
-      if (accumulate) x += (REAL)coda_bf16_to_f32(s[i * stride]);
-      s[i * stride] = coda_f32_to_bf16((float)x);
+      if (accumulate) x += (REAL)cpu_bf16_to_f32(s[i * stride]);
+      s[i * stride] = cpu_f32_to_bf16((float)x);
     }
   } break;
   case CODA_F16: {
     uint16_t *s = (uint16_t *)t->data + off;
     for (int i = 0; i < n; i++) {
       REAL x = v[i];
-      if (accumulate) x += (REAL)coda_f16_to_f32(s[i * stride]);
+      if (accumulate) x += (REAL)cpu_f16_to_f32(s[i * stride]);
       s[i * stride] = coda_f32_to_f16((float)x);
     }
   } break;
@@ -286,7 +286,7 @@ static void CAT(run_tile, SFX)(const cpu_job *job, const REAL *acc, int64_t ldac
         for (int j = 0; j < nt; j++) segbuf[(int64_t)q * tile_n + j] = 0;
       if (rd->kind == CODA_REDUCE_ROWPICK) {
         const coda_tensor *it = job->inputs[rd->index_input];
-        double k = coda_load(it, m * cpu_vec_stride(it), 0);
+        double k = coda_load(it, m, 0); /* a row input is (M, 1) */
         pick[q] = (k >= 0 && k < (double)job->N) ? (int64_t)k : -1;
       }
     }

@@ -13,6 +13,20 @@ coda_status coda_cuda_gemm(coda_context ctx, coda_transpose trans_a,
                            const coda_tensor *A, coda_transpose trans_b,
                            const coda_tensor *B, const coda_tensor *D,
                            float alpha, int accumulate);
+
+/* Causal GQA attention (FlashAttention-2 style) for bf16 qkv/out/dout/dqkv
+ * and f32 lse, head_dim 64 or 128, on device views; same semantics as
+ * coda_attention_forward / coda_attention_backward. Other dtypes or head
+ * sizes return CODA_ERR_NOT_SUPPORTED; rows must be 16-byte aligned
+ * (base and ld multiple of 8 elements). The backward is deterministic. */
+coda_status coda_cuda_attention_forward(coda_context ctx, const coda_tensor *qkv, int batch,
+                                        int seq, int heads_q, int heads_kv, int head_dim,
+                                        const coda_tensor *out, const coda_tensor *lse);
+coda_status coda_cuda_attention_backward(coda_context ctx, const coda_tensor *qkv,
+                                         const coda_tensor *out, const coda_tensor *lse,
+                                         const coda_tensor *dout, int batch, int seq,
+                                         int heads_q, int heads_kv, int head_dim,
+                                         const coda_tensor *dqkv);
 #endif
 #ifdef __cplusplus
 }

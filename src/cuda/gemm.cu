@@ -34,10 +34,41 @@ extern "C" const char *coda_cuda_gemm_config_name(int i) {
   return i >= 0 && i < kNumConfigs ? kConfigs[i].name : "?";
 }
 
-/* Default choice per shape. */
+/* Default choice per shape, from the measurements in bench/results/gemm-*.md:
+ * pingpong (its epilogue hides under the other consumer's MMAs, and its
+ * smaller tile fills the machine better) wins for K up to about 8192; the
+ * cooperative 128x256 tile (less L2 traffic per flop) wins for long K, and
+ * when it fits the machine in one wave that pingpong would need two for. */
 extern "C" int coda_cuda_gemm_default_config(int64_t M, int64_t N, int64_t K, int num_sms) {
-  (void)M; (void)N; (void)K; (void)num_sms;
+  const int64_t tiles_coop = ((M + 127) / 128) * ((N + 255) / 256);
+  const int64_t tiles_ping = ((M + 127) / 128) * ((N + 127) / 128);
+  if (K >= 12288 && tiles_coop >= 2 * (int64_t)num_sms) return 0;
+  if (tiles_coop <= num_sms && tiles_ping > num_sms && tiles_coop * 4 >= num_sms * 3) return 0;
   return 1;
+}
+
+/* Split-K when the tiles fill less than half of the machine and K is long:
+ * enough splits to fill it, each at least 16 k-blocks deep. */
+static int default_splits(int64_t tiles, int64_t num_kb, int num_sms) {
+  if (tiles * 2 > num_sms || num_kb < 32) return 1;
+  int64_t s = num_sms / tiles;
+  if (s > num_kb / 16) s = num_kb / 16;
+  if (s > 16) s = 16;
+  return s < 1 ? 1 : (int)s;
+}
+
+/* Split-K finish: D = alpha * sum_s W[s] (+ D), the splits summed in order
+ * in fp32, rounded once to D's type. */
+__global__ void splitk_reduce(const float *__restrict__ w, int splits, long long stride, int M,
+                              int N, StoreEpilogue e) {
+  const long long total = (long long)M * N;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+       i += (long long)gridDim.x * blockDim.x) {
+    float s = 0.f;
+    for (int k = 0; k < splits; ++k) s += w[k * stride + i];
+    const int r = (int)(i / N), c = (int)(i % N);
+    e.store1(r, c, s);
+  }
 }
 
 extern "C" int coda_cuda_available(void) {
@@ -100,13 +131,14 @@ extern "C" coda_status coda_cuda_gemm(coda_context ctx, coda_transpose trans_a,
                                       const coda_tensor *A, coda_transpose trans_b,
                                       const coda_tensor *B, const coda_tensor *D, float alpha,
                                       int accumulate) {
-  return coda_cuda_gemm_config(ctx, trans_a, A, trans_b, B, D, alpha, accumulate, -1);
+  return coda_cuda_gemm_config(ctx, trans_a, A, trans_b, B, D, alpha, accumulate, -1, 0);
 }
 
 extern "C" coda_status coda_cuda_gemm_config(coda_context ctx, coda_transpose trans_a,
                                              const coda_tensor *A, coda_transpose trans_b,
                                              const coda_tensor *B, const coda_tensor *D,
-                                             float alpha, int accumulate, int config) {
+                                             float alpha, int accumulate, int config,
+                                             int splits_req) {
   if (config >= kNumConfigs)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA GEMM: no tile configuration %d", config);
   if (!A || !B || !D || !A->data || !B->data || !D->data)
@@ -185,20 +217,63 @@ extern "C" coda_status coda_cuda_gemm_config(coda_context ctx, coda_transpose tr
   p.K = (int)K;
   p.group_m = 16;
   const int64_t tiles = ((M + cfg->bm - 1) / cfg->bm) * ((N + cfg->bn - 1) / cfg->bn);
-  p.grid = (int)(tiles < num_sms ? tiles : num_sms);
+  const int64_t num_kb = (K + 63) / 64;
+  int64_t splits = splits_req > 0 ? splits_req : default_splits(tiles, num_kb, num_sms);
+  if (splits > num_kb) splits = num_kb;
+  /* Every split runs kbs k-blocks; drop splits that would start past K. */
+  const int64_t kbs = (num_kb + splits - 1) / splits;
+  splits = (num_kb + kbs - 1) / kbs;
+  if (tiles * splits >= ((int64_t)1 << 31))
+    return coda_fail(ctx, CODA_ERR_OVERFLOW, "CUDA GEMM: too many tiles");
+  p.splits = (int)splits;
+  p.kbs = (int)kbs;
+  const int64_t units = tiles * splits;
+  p.grid = (int)(units < num_sms ? units : num_sms);
   p.stream = 0;
   const size_t es = coda_dtype_size(D->dtype);
-  p.epi.d = D->data;
-  p.epi.ldd = (long long)D->ld;
-  p.epi.M = (int)M;
-  p.epi.N = (int)N;
-  p.epi.out_type = D->dtype == CODA_F32 ? kOutF32 : D->dtype == CODA_F16 ? kOutF16 : kOutBF16;
-  p.epi.accumulate = accumulate ? 1 : 0;
-  p.epi.pair_ok = (D->ld % 2 == 0) && ((uintptr_t)D->data % (2 * es) == 0);
-  p.epi.alpha = alpha;
+  StoreEpilogue out;
+  out.d = D->data;
+  out.ldd = (long long)D->ld;
+  out.M = (int)M;
+  out.N = (int)N;
+  out.out_type = D->dtype == CODA_F32 ? kOutF32 : D->dtype == CODA_F16 ? kOutF16 : kOutBF16;
+  out.accumulate = accumulate ? 1 : 0;
+  out.pair_ok = (D->ld % 2 == 0) && ((uintptr_t)D->data % (2 * es) == 0);
+  out.vec_ok = (D->ld % 4 == 0) && ((uintptr_t)D->data % (4 * es) == 0);
+  out.split_stride = 0;
+  out.alpha = alpha;
+
+  /* Split-K: the kernel writes each split's fp32 partial to a workspace
+   * (splits x M x N, stream-ordered allocation), then splitk_reduce sums
+   * them in a fixed order and applies alpha / accumulate. */
+  float *ws = NULL;
+  if (splits > 1) {
+    e = cudaMallocAsync((void **)&ws, (size_t)splits * M * N * sizeof(float), p.stream);
+    if (e != cudaSuccess) return cuda_fail(ctx, e, "split-K workspace allocation");
+    p.epi = out;
+    p.epi.d = ws;
+    p.epi.ldd = N;
+    p.epi.out_type = kOutF32;
+    p.epi.accumulate = 0;
+    p.epi.alpha = 1.0f;
+    p.epi.pair_ok = N % 2 == 0;
+    p.epi.vec_ok = N % 4 == 0;
+    p.epi.split_stride = (long long)M * N;
+  } else {
+    p.epi = out;
+  }
 
   LaunchFn launch = cfg->fn[trans_a == CODA_T][trans_b == CODA_T][A->dtype == CODA_F16];
   e = launch(p);
+  if (e == cudaSuccess && ws) {
+    splitk_reduce<<<2 * num_sms, 256, 0, p.stream>>>(ws, (int)splits, (long long)M * N, (int)M,
+                                                     (int)N, out);
+    e = cudaGetLastError();
+  }
+  if (ws) {
+    cudaError_t e2 = cudaFreeAsync(ws, p.stream);
+    if (e == cudaSuccess) e = e2;
+  }
   if (e != cudaSuccess) return cuda_fail(ctx, e, "kernel launch");
   return CODA_OK;
 }

@@ -8,11 +8,13 @@ extern "C" {
 /* Number of tile configurations in the table, and the name of entry i. */
 int coda_cuda_gemm_num_configs(void);
 const char *coda_cuda_gemm_config_name(int i);
-/* coda_cuda_gemm with a forced configuration (index into the table);
- * config < 0 picks the default for the shape (as coda_cuda_gemm does). */
+/* coda_cuda_gemm with a forced configuration (index into the table) and
+ * number of k-splits; config < 0 and splits <= 0 pick the defaults for the
+ * shape (as coda_cuda_gemm does). */
 coda_status coda_cuda_gemm_config(coda_context ctx, coda_transpose trans_a, const coda_tensor *A,
                                   coda_transpose trans_b, const coda_tensor *B,
-                                  const coda_tensor *D, float alpha, int accumulate, int config);
+                                  const coda_tensor *D, float alpha, int accumulate, int config,
+                                  int splits);
 /* Index of the configuration coda_cuda_gemm picks for this shape. */
 int coda_cuda_gemm_default_config(int64_t M, int64_t N, int64_t K, int num_sms);
 #ifdef __cplusplus

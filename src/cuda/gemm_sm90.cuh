@@ -53,9 +53,24 @@ struct AccFragment {
   float v[BN / 2];
   int row0; /* global row of values with (i>>1)&1 == 0 */
   int col0; /* global column of value 0 (always even) */
+  int split; /* k-split of this fragment (0 unless split-K: then the sum over
+              * splits is the product) */
   __device__ __forceinline__ int row(int i) const { return row0 + ((i >> 1) & 1) * 8; }
   __device__ __forceinline__ int col(int i) const { return col0 + (i >> 2) * 8 + (i & 1); }
 };
+
+/* Shared-memory scratch lent to the epilogue of one consumer warpgroup:
+ * kEpiRows x kEpiPitch floats, and a named barrier id for its 128 threads.
+ * The epilogue may use it freely; the mainloop never touches it. */
+constexpr int kEpiRows = 64, kEpiCols = 32, kEpiPitch = 40; /* pitch: conflict-free float2/float4 */
+constexpr int kEpiScratchBytes = kEpiRows * kEpiPitch * 4;
+struct EpiScratch {
+  float *buf;
+  int bar; /* named barrier id, 128 threads */
+};
+__device__ __forceinline__ void wg_sync(int id) {
+  asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory");
+}
 
 /* Output element types of the plain epilogue. */
 enum OutType { kOutBF16 = 0, kOutF16 = 1, kOutF32 = 2 };
@@ -72,18 +87,103 @@ struct StoreEpilogue {
   int pair_ok;   /* ldd even and d aligned to two elements: paired stores */
   float alpha;
 
+  int vec_ok;    /* ldd % 4 == 0 and d aligned to four elements: 4-wide stores */
+  long long split_stride; /* split-K: split s writes its partial at d + s * split_stride */
+
+  /* The fragment is written in 64 x 32 chunks through shared memory so that
+   * global stores are row-contiguous (a warp writes 4 rows x 32 columns)
+   * instead of 8 rows x 8 bytes per instruction. */
   template <int BN>
-  __device__ __forceinline__ void operator()(const AccFragment<BN> &f) const {
+  __device__ __forceinline__ void operator()(const AccFragment<BN> &f, const EpiScratch &sc) const {
+    const int t = threadIdx.x % 128, lane = t % 32, warp = t / 32;
+    const int lr = warp * 16 + lane / 4, lc = (lane % 4) * 2; /* fragment-local (row, col) */
+    const int row0 = f.row0 - lr, col0 = f.col0 - lc;        /* fragment origin */
+    const long long base = (long long)f.split * split_stride;
 #pragma unroll
-    for (int i = 0; i < BN / 2; i += 2) {
-      const int r = f.row(i), c = f.col(i);
-      if (r < M && c < N) store_pair(r, c, f.v[i], f.v[i + 1]);
+    for (int ch = 0; ch < BN / kEpiCols; ++ch) {
+#pragma unroll
+      for (int jj = 0; jj < kEpiCols / 8; ++jj) {
+        const int i = (ch * (kEpiCols / 8) + jj) * 4;
+        float *p = sc.buf + lr * kEpiPitch + jj * 8 + lc;
+        *(float2 *)p = make_float2(f.v[i], f.v[i + 1]);
+        *(float2 *)(p + 8 * kEpiPitch) = make_float2(f.v[i + 2], f.v[i + 3]);
+      }
+      wg_sync(sc.bar);
+#pragma unroll
+      for (int q = 0; q < kEpiRows / 16; ++q) {
+        const int r = t / 8 + 16 * q, c = (t % 8) * 4;
+        const float4 v = *(const float4 *)(sc.buf + r * kEpiPitch + c);
+        const int gr = row0 + r, gc = col0 + ch * kEpiCols + c;
+        if (gr < M) store4(base, gr, gc, v);
+      }
+      wg_sync(sc.bar);
     }
   }
 
-  __device__ __forceinline__ void store_pair(int r, int c, float v0, float v1) const {
-    const bool two = c + 1 < N;
+  __device__ __forceinline__ void store4(long long base, int r, int c, float4 v) const {
+    if (c >= N) return;
+    if (vec_ok && c + 3 < N) {
+      const long long off = base + (long long)r * ldd + c;
+      v.x *= alpha; v.y *= alpha; v.z *= alpha; v.w *= alpha;
+      if (out_type == kOutF32) {
+        float4 *p = (float4 *)((float *)d + off);
+        if (accumulate) {
+          const float4 o = *p;
+          v.x += o.x; v.y += o.y; v.z += o.z; v.w += o.w;
+        }
+        *p = v;
+      } else if (out_type == kOutBF16) {
+        uint2 *p = (uint2 *)((__nv_bfloat16 *)d + off);
+        if (accumulate) {
+          uint2 o = *p;
+          const float2 a = __bfloat1622float2(*(__nv_bfloat162 *)&o.x);
+          const float2 b = __bfloat1622float2(*(__nv_bfloat162 *)&o.y);
+          v.x += a.x; v.y += a.y; v.z += b.x; v.w += b.y;
+        }
+        __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+        uint2 o;
+        o.x = *(uint32_t *)&lo;
+        o.y = *(uint32_t *)&hi;
+        *p = o;
+      } else {
+        uint2 *p = (uint2 *)((__half *)d + off);
+        if (accumulate) {
+          uint2 o = *p;
+          const float2 a = __half22float2(*(__half2 *)&o.x);
+          const float2 b = __half22float2(*(__half2 *)&o.y);
+          v.x += a.x; v.y += a.y; v.z += b.x; v.w += b.y;
+        }
+        __half2 lo = __floats2half2_rn(v.x, v.y), hi = __floats2half2_rn(v.z, v.w);
+        uint2 o;
+        o.x = *(uint32_t *)&lo;
+        o.y = *(uint32_t *)&hi;
+        *p = o;
+      }
+    } else {
+      store_pair(base, r, c, v.x, v.y);
+      if (c + 2 < N) store_pair(base, r, c + 2, v.z, v.w);
+    }
+  }
+
+  /* One value: D[r, c] = alpha * v (+ D[r, c]). */
+  __device__ __forceinline__ void store1(int r, int c, float v) const {
     const long long off = (long long)r * ldd + c;
+    v *= alpha;
+    if (out_type == kOutF32) {
+      float *p = (float *)d + off;
+      *p = accumulate ? *p + v : v;
+    } else if (out_type == kOutBF16) {
+      __nv_bfloat16 *p = (__nv_bfloat16 *)d + off;
+      *p = __float2bfloat16_rn(accumulate ? __bfloat162float(*p) + v : v);
+    } else {
+      __half *p = (__half *)d + off;
+      *p = __float2half_rn(accumulate ? __half2float(*p) + v : v);
+    }
+  }
+
+  __device__ __forceinline__ void store_pair(long long base, int r, int c, float v0, float v1) const {
+    const bool two = c + 1 < N;
+    const long long off = base + (long long)r * ldd + c;
     v0 *= alpha;
     v1 *= alpha;
     if (out_type == kOutF32) {
@@ -211,7 +311,8 @@ __device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int
 
 template <int BN, int STAGES>
 constexpr size_t smem_bytes() {
-  return (size_t)STAGES * (kBM + BN) * kBK * 2 + 2 * STAGES * sizeof(uint64_t) + 1024;
+  return (size_t)STAGES * (kBM + BN) * kBK * 2 + 2 * kEpiScratchBytes + 2 * STAGES * sizeof(uint64_t) +
+         1024;
 }
 
 /* ------------------------------------------------------------ the kernel */
@@ -219,6 +320,7 @@ constexpr size_t smem_bytes() {
 /* Named barriers (id 0 is __syncthreads) ordering the two pingpong
  * consumers: consumer c waits on kOrderBar + c before its mainloop. */
 constexpr int kOrderBar = 1;
+constexpr int kEpiBar = 3; /* consumer c's epilogue uses kEpiBar + c */
 __device__ __forceinline__ void named_sync(int id) {
   asm volatile("bar.sync %0, 256;" ::"r"(id) : "memory");
 }
@@ -234,26 +336,26 @@ __device__ __forceinline__ void named_arrive(int id) {
 template <int BN, int STAGES, bool PING, bool TA, bool TB, bool F16, class Epi>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
-                int M, int N, int K, int group_m, Epi epi) {
+                int M, int N, int K, int group_m, int splits, int kbs, Epi epi) {
   constexpr uint32_t A_BYTES = kBM * kBK * 2, B_BYTES = BN * kBK * 2;
   constexpr int A_MN = TA ? 1 : 0;  /* wgmma transpose immediates */
   constexpr int B_MN = TB ? 0 : 1;
-#ifdef CODA_SM90_MN_DESC_SWAP
-  constexpr uint32_t MN_LBO = 1024, MN_SBO = kChunkBytes;
-#else
+  /* MN-major: LBO = next 64-wide chunk along m/n, SBO = next 8 k-rows. */
   constexpr uint32_t MN_LBO = kChunkBytes, MN_SBO = 1024;
-#endif
   extern __shared__ uint8_t smem_raw[];
   /* 128B-swizzled buffers must sit on 1024-byte boundaries. */
   uint8_t *smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   uint8_t *sA = smem;
   uint8_t *sB = smem + STAGES * A_BYTES;
-  uint64_t *full = (uint64_t *)(sB + STAGES * B_BYTES);
+  float *epi_scratch = (float *)(sB + STAGES * B_BYTES); /* 2 x kEpiScratchBytes */
+  uint64_t *full = (uint64_t *)((uint8_t *)epi_scratch + 2 * kEpiScratchBytes);
   uint64_t *empty = full + STAGES;
 
   const int tiles_m = (M + kBM - 1) / kBM, tiles_n = (N + BN - 1) / BN;
   const int num_tiles = tiles_m * tiles_n;
-  const int num_kb = (K + kBK - 1) / kBK;
+  /* Work unit u = (tile u % num_tiles, k-split u / num_tiles); every unit
+   * runs kbs k-blocks (the last split's tail past K is zero-filled). */
+  const int num_units = num_tiles * splits;
   const int wg = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {
@@ -273,16 +375,16 @@ __global__ void __launch_bounds__(kThreads, 1)
       asm volatile("prefetch.tensormap [%0];" ::"l"((uint64_t)&tmB) : "memory");
       int stage = 0;
       uint32_t phase = 0;
-      for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+      for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
         int tm, tn;
-        tile_coords(t, tiles_m, tiles_n, group_m, tm, tn);
-        const int m0 = tm * kBM, n0 = tn * BN;
-        for (int kb = 0; kb < num_kb; ++kb) {
+        tile_coords(u % num_tiles, tiles_m, tiles_n, group_m, tm, tn);
+        const int m0 = tm * kBM, n0 = tn * BN, kb0 = (u / num_tiles) * kbs;
+        for (int kb = 0; kb < kbs; ++kb) {
           /* A fresh barrier counts as having completed the phase before
            * phase 0, so the first pass over the ring does not block. */
           mbar_wait(&empty[stage], phase ^ 1);
           mbar_expect_tx(&full[stage], A_BYTES + B_BYTES);
-          const int k0 = kb * kBK;
+          const int k0 = (kb0 + kb) * kBK;
           uint8_t *a = sA + stage * A_BYTES, *b = sB + stage * B_BYTES;
           if constexpr (!TA) {
             tma_load_2d(a, &tmA, &full[stage], k0, m0);
@@ -315,14 +417,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     constexpr int MI = PING ? 2 : 1;
     const int row_off = PING ? 0 : cw * 64;
     AccFragment<BN> frag[MI];
-    /* j counts this CTA's tiles (tile blockIdx.x + j*gridDim.x). Every tile
-     * takes num_kb ring slots, so slot = j*num_kb + kb fixes stage and phase
-     * for either schedule (pingpong consumers skip the other's tiles). */
+    const EpiScratch scratch = {epi_scratch + cw * (kEpiScratchBytes / 4), kEpiBar + cw};
+    /* j counts this CTA's units (unit blockIdx.x + j*gridDim.x). Every unit
+     * takes kbs ring slots, so slot = j*kbs + kb fixes stage and phase for
+     * either schedule (pingpong consumers skip the other's units). */
     for (int j = PING ? cw : 0;; j += PING ? 2 : 1) {
-      const int t = blockIdx.x + j * gridDim.x;
-      if (t >= num_tiles) break;
+      const int u = blockIdx.x + j * gridDim.x;
+      if (u >= num_units) break;
       int tm, tn;
-      tile_coords(t, tiles_m, tiles_n, group_m, tm, tn);
+      tile_coords(u % num_tiles, tiles_m, tiles_n, group_m, tm, tn);
       /* Pingpong: start this tile's mainloop only after the other consumer
        * has issued all of the previous tile's MMAs. This orders the two
        * consumers' waits on the ring (parity waits are ambiguous across
@@ -333,8 +436,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) frag[mi].v[i] = 0.f;
       int prev = -1;
-      for (int kb = 0; kb < num_kb; ++kb) {
-        const uint32_t slot = (uint32_t)j * (uint32_t)num_kb + (uint32_t)kb;
+      for (int kb = 0; kb < kbs; ++kb) {
+        const uint32_t slot = (uint32_t)j * (uint32_t)kbs + (uint32_t)kb;
         const int stage = (int)(slot % STAGES);
         mbar_wait(&full[stage], (slot / STAGES) & 1);
         const uint32_t a = smem_addr(sA + stage * A_BYTES + row_off * 128);
@@ -367,7 +470,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       /* Pingpong: all MMAs of this tile are issued; the other consumer may
        * start (only if it has a next tile, so no arrival is left pending). */
-      if (PING && blockIdx.x + (j + 1) * gridDim.x < num_tiles) named_arrive(kOrderBar + (1 - cw));
+      if (PING && blockIdx.x + (j + 1) * gridDim.x < num_units) named_arrive(kOrderBar + (1 - cw));
       wgmma_wait<0>();
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) fence_regs(frag[mi].v);
@@ -376,7 +479,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int mi = 0; mi < MI; ++mi) {
         frag[mi].row0 = tm * kBM + row_off + mi * 64 + warp * 16 + lane / 4;
         frag[mi].col0 = tn * BN + (lane % 4) * 2;
-        epi(frag[mi]);
+        frag[mi].split = u / num_tiles;
+        epi(frag[mi], scratch);
       }
     }
   }
@@ -387,6 +491,7 @@ struct GemmLaunch {
   CUtensorMap a, b;
   int M, N, K;
   int group_m;
+  int splits, kbs; /* k-splits and k-blocks per work unit */
   int grid;
   cudaStream_t stream;
   StoreEpilogue epi;
@@ -398,7 +503,8 @@ cudaError_t launch_gemm(const GemmLaunch &p) {
   constexpr size_t smem = smem_bytes<BN, STAGES>();
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (e != cudaSuccess) return e;
-  kern<<<p.grid, kThreads, smem, p.stream>>>(p.a, p.b, p.M, p.N, p.K, p.group_m, p.epi);
+  kern<<<p.grid, kThreads, smem, p.stream>>>(p.a, p.b, p.M, p.N, p.K, p.group_m, p.splits, p.kbs,
+                                                 p.epi);
   return cudaGetLastError();
 }
 

@@ -278,7 +278,7 @@ coda_status coda_b_finish(coda_builder b, const char *name, coda_finish_kind kin
   f->kind = kind;
   f->reduce = r;
   f->reduce2 = r2;
-  f->eps = kind == CODA_FINISH_RSTD ? eps : 0;
+  f->eps = kind == CODA_FINISH_RSTD && eps != 0 ? eps : 0; /* -0 becomes 0: the text has no -0 eps */
   return CODA_OK;
 }
 

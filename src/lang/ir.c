@@ -333,9 +333,12 @@ coda_status coda_program_builtin(coda_context ctx, const char *name, coda_progra
   char known[256] = "";
   size_t len = 0;
   for (int i = 0; i < coda_builtin_program_count; i++) {
-    int n = snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "",
-                     coda_builtin_programs[i].name);
-    if (n < 0 || (size_t)n >= sizeof known - len) break; /* list truncated */
+    size_t room = sizeof known - 8 - len; /* keep room for ", ..." */
+    int n = snprintf(known + len, room, "%s%s", i ? ", " : "", coda_builtin_programs[i].name);
+    if (n < 0 || (size_t)n >= room) { /* list too long: cut at a whole name */
+      snprintf(known + len, sizeof known - len, ", ...");
+      break;
+    }
     len += (size_t)n;
   }
   return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "no built-in program named '%.64s' (known: %s)",

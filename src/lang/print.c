@@ -130,6 +130,14 @@ static int instr_prec(const printer *pr, int i) {
 static int reg_prec(const printer *pr, int r) { return pr->inl[r] ? instr_prec(pr, pr->def[r]) : 5; }
 static int reg_depth(const printer *pr, int r) { return pr->inl[r] ? pr->depth[pr->def[r]] : 0; }
 
+/* neg(x) prints as "-x" unless x is an inline nonnegative constant ("-2"
+ * would read back as the literal -2: print "-(2)"; "--2" is neg(-2)) or a
+ * binary operation. */
+static int neg_needs_paren(const printer *pr, int a) {
+  if (pr->inl[a] && pr->p->instrs[pr->def[a]].code == IR_CONST) return !signbit(pr->p->instrs[pr->def[a]].imm);
+  return reg_prec(pr, a) < 4;
+}
+
 /* Nesting depth the parser counts for instruction i printed with its
  * inline operands: calls and parentheses and non-literal unary minus. */
 static int compute_depth(const printer *pr, int i) {
@@ -144,7 +152,7 @@ static int compute_depth(const printer *pr, int i) {
   }
   if (in->op == CODA_OP_NEG) {
     int a = in->args[0];
-    int paren = (pr->inl[a] && pr->p->instrs[pr->def[a]].code == IR_CONST) || reg_prec(pr, a) < 4;
+    int paren = neg_needs_paren(pr, a);
     return 1 + paren + reg_depth(pr, a);
   }
   int d = 0;
@@ -178,6 +186,10 @@ static int check_statement(printer *pr, const int *regs, int nregs, int root, in
   }
   int ok = d + wrapper <= PARSER_MAX_DEPTH;
   for (int k = 1; k < n && ok; k++) ok = pr->list[k] == pr->list[k - 1] + 1;
+  /* a store or reduction printed where its inline operands end must not
+   * name a value defined after they start */
+  for (int k = 0; k < nregs && ok && root < 0 && n > 0; k++)
+    if (!pr->inl[regs[k]]) ok = pr->def[regs[k]] < pr->list[0];
   if (ok) return 1;
   for (int k = 0; k < nregs; k++) pr->inl[regs[k]] = 0;
   return 0;
@@ -269,7 +281,7 @@ static void print_instr(sbuf *b, const printer *pr, int i, int minprec) {
     } else if (in->op == CODA_OP_NEG) {
       int a = in->args[0];
       sb_printf(b, "-");
-      if (pr->inl[a] && p->instrs[pr->def[a]].code == IR_CONST) { /* "-(2)", not the literal -2 */
+      if (neg_needs_paren(pr, a) && reg_prec(pr, a) >= 4) { /* "-(2)", not the literal -2 */
         sb_printf(b, "(");
         print_reg(b, pr, a, 0);
         sb_printf(b, ")");

@@ -95,10 +95,7 @@ static coda_status check_names(coda_context ctx, const struct coda_program_s *p)
   return st;
 }
 
-static const char *lane_hint(int pair_mode, const char *name) {
-  (void)name;
-  return pair_mode ? " in pair mode" : " here";
-}
+static const char *lane_hint(int pair_mode) { return pair_mode ? " in pair mode" : " here"; }
 
 coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
   if (!p) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "program is NULL");
@@ -190,10 +187,10 @@ coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
       if ((int)in->lane < CODA_LANE_NONE || (int)in->lane > CODA_LANE_ODD) FAIL(L, C, "bad lane");
       if (ir_input_is_pair(p, in->input) && in->lane == CODA_LANE_NONE)
         FAIL(L, C, "input '%s' holds two values per point%s: read it as %s.even or %s.odd", nm,
-             lane_hint(p->pair_mode, nm), nm, nm);
+             lane_hint(p->pair_mode), nm, nm);
       if (!ir_input_is_pair(p, in->input) && in->lane != CODA_LANE_NONE)
         FAIL(L, C, "input '%s' holds one value per point%s: read it as %s, without a lane", nm,
-             lane_hint(p->pair_mode, nm), nm);
+             lane_hint(p->pair_mode), nm);
       break;
     }
     case IR_MATH: {

@@ -4,25 +4,14 @@
  *   x1    = x + Attn(LN(x; ln1) Wqkv^T + bqkv) Wo^T + bo
  *   x_out = x1 + gelu(LN(x1; ln2) Wfc^T + bfc) Wproj^T + bproj
  *
- * LayerNorm reparameterization (stated once, used by both norms):
- *   LN(x) = (x - mu) rs * gamma + beta, rs = 1/sqrt(var + eps)
- *   LN(x) W^T + b = rs (h W^T - mu c) + dv,  h = x * gamma,
- *   c = W gamma, dv = W beta + b   (per-column vectors of the consumer)
- * so the producer of x stores h and row partials of x and x^2, a finish
- * turns them into mu and the centered rs, and the consumer GEMM runs on h
- * and corrects its accumulator with a row scale, a rank-1 term and a column
- * bias. c and dv are recomputed from the weights at the start of every
- * forward (two N x 1 GEMMs per norm, negligible next to the block).
- *
- * LayerNorm backward: with dLN = dz W (the consumer's dgrad accumulator),
- * g = dLN * gamma and xhat = (x - mu) rs,
- *   dx = rs (g - mean(g) - xhat mean(g xhat))
- * and both means are dots in the consumer's output space, taken where dz
- * is produced: sum_k g_k = sum_n dz_n c_n, sum_k g_k xhat_k =
- * sum_n dz_n (z_n - dv_n) (because xhat * gamma = LN(x) - beta). The GELU
- * backward (dgrad of the down projection) takes them for ln2; a map pass
- * over the attention's dqkv takes them for ln1. Details next to each
- * program in programs/gpt2_*.coda.
+ * LayerNorm runs as a producer/consumer pair (the consumer GEMM works on
+ * h = x * gamma and corrects its accumulator with rs, mu and the per-column
+ * vectors c = W gamma, dv = W beta + b), and its backward takes the two row
+ * means as dots in the consumer's output space where dz is produced. The
+ * math is stated next to the programs: gpt2_residual_ln and gpt2_ln_linear
+ * (forward), gpt2_gelu_bwd and gpt2_ln_bwd (backward). c and dv are
+ * recomputed from the weights at the start of every forward (1 x N GEMMs,
+ * negligible next to the block).
  *
  * Forward steps: fold (c, dv for both norms) -> ln1 stats (map) -> QKV
  * (consumer) -> attention -> out-proj (+bias +residual, ln2 producer) -> fc
@@ -68,9 +57,11 @@ static coda_status check_config(coda_context ctx, const coda_gpt2_config *c) {
   if (c->dtype != CODA_BF16 && c->dtype != CODA_F64)
     return coda_fail(ctx, CODA_ERR_DTYPE, "gpt2: dtype %s (expected bf16 or f64)",
                      coda_dtype_name(c->dtype));
-  if (c->dtype == CODA_F64 && coda_context_precision(ctx) != CODA_PRECISION_F64)
+  if ((c->dtype == CODA_F64) != (coda_context_precision(ctx) == CODA_PRECISION_F64))
     return coda_fail(ctx, CODA_ERR_DTYPE,
-                     "gpt2: f64 storage needs an exact-mode (fp64) context");
+                     "gpt2: %s storage needs a context of %s precision (f64 storage goes "
+                     "with exact mode)",
+                     coda_dtype_name(c->dtype), c->dtype == CODA_F64 ? "fp64" : "fp32");
   int tm = c->tiling.tile_m, tn = c->tiling.tile_n;
   if ((tm != 0 || tn != 0) &&
       (tm <= 0 || tn <= 0 || tm % 8 || tn % 8 || tm > 256 || tn > 256))

@@ -9,6 +9,8 @@
  *   gate_up   gemm  z = rstd2 * (h2 Wgu^T), y = SwiGLU(z)  (llama_swiglu)
  *   down      gemm  x_out = x1 + y Wd^T                    (llama_residual)
  * Saved for the backward: x, rstd1, qkv, o, lse, x1, rstd2, z.
+ * Chained (flags): norm1 is skipped and h1, rstd1 are inputs (NORM_IN);
+ * the down GEMM also produces the next norm's h_next, rstd_next (NORM_OUT).
  *
  * Backward, given dx_out:
  *   down_dgrad      gemm  dz, y, zdz2 from dx_out Wd       (llama_swiglu_bwd; in
@@ -81,6 +83,12 @@ static coda_status check_config(coda_context ctx, const coda_llama_config *c, in
     if (c->n_heads > 4096 || c->head_dim > 4096)
       return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "llama config: too many heads");
   }
+  if (c->flags & ~(CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "llama config: unknown flags 0x%x",
+                     c->flags);
+  if (head && (c->flags & CODA_LLAMA_NORM_OUT))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "llama config: the head has no next norm (CODA_LLAMA_NORM_OUT)");
   int exact = coda_context_precision(ctx) == CODA_PRECISION_F64;
   if (c->dtype != CODA_BF16 && c->dtype != CODA_F64)
     return coda_fail(ctx, CODA_ERR_DTYPE, "llama config: dtype must be bf16 or f64, found %s",
@@ -205,8 +213,15 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   if (plan_status(p) == CODA_OK) rope_tables(p, &c, exact);
   scalar_const(p, "inv_d", st, 1.0 / (double)D);
   /* forward activations */
-  plan_buffer(p, "h1", act, M, D, PLAN_ROLE_TEMP);
-  plan_buffer(p, "rstd1", st, M, 1, PLAN_ROLE_SAVED);
+  const int norm_in = (c.flags & CODA_LLAMA_NORM_IN) != 0;
+  const int norm_out = (c.flags & CODA_LLAMA_NORM_OUT) != 0;
+  plan_buffer(p, "h1", act, M, D, norm_in ? PLAN_ROLE_INPUT : PLAN_ROLE_TEMP);
+  plan_buffer(p, "rstd1", st, M, 1, norm_in ? PLAN_ROLE_INPUT : PLAN_ROLE_SAVED);
+  if (norm_out) {
+    plan_buffer(p, "wn_next", act, 1, D, PLAN_ROLE_PARAM);
+    plan_buffer(p, "h_next", act, M, D, PLAN_ROLE_OUTPUT);
+    plan_buffer(p, "rstd_next", st, M, 1, PLAN_ROLE_OUTPUT);
+  }
   plan_buffer(p, "qkv", act, M, NQKV, PLAN_ROLE_SAVED);
   plan_buffer(p, "o", act, M, HQ, PLAN_ROLE_SAVED);
   plan_buffer(p, "lse", st, M, c.n_heads, PLAN_ROLE_SAVED);
@@ -236,8 +251,10 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   g.head_dim = (int)hd;
 
   /* ---- forward ---- */
-  plan_map(p, FW, "norm1", "llama_rmsnorm", M, D, tl, "x=x w=wn1 h=h1 ss=ss1");
-  plan_finish(p, FW, "norm1.rstd", "llama_rmsnorm", "r", M, D, tl, "ss=ss1 r=rstd1");
+  if (!norm_in) {
+    plan_map(p, FW, "norm1", "llama_rmsnorm", M, D, tl, "x=x w=wn1 h=h1 ss=ss1");
+    plan_finish(p, FW, "norm1.rstd", "llama_rmsnorm", "r", M, D, tl, "ss=ss1 r=rstd1");
+  }
   plan_gemm(p, FW, "qkv_rope", "llama_qkv_rope", CODA_N, "h1", CODA_T, "wqkv", tl,
             "r=rstd1 pos=pos freq=freq qkv=qkv");
   plan_attention_fwd(p, FW, "attention", &g, "qkv", "o", "lse");
@@ -246,8 +263,16 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   plan_finish(p, FW, "norm2.rstd", "llama_residual_norm", "r", M, D, tl, "ss=ss2 r=rstd2");
   plan_gemm(p, FW, "gate_up_swiglu", "llama_swiglu", CODA_N, "h2", CODA_T, "wgu", tl,
             "r=rstd2 z=z y=y");
-  plan_gemm(p, FW, "down_residual", "llama_residual", CODA_N, "y", CODA_T, "wd", tl,
-            "res=x1 x=x_out");
+  if (norm_out) {
+    /* the next block's RMSNorm producer, as out_proj is for norm2 */
+    plan_gemm(p, FW, "down_residual_norm", "llama_residual_norm", CODA_N, "y", CODA_T, "wd", tl,
+              "res=x1 w=wn_next x=x_out h=h_next ss=ss3");
+    plan_finish(p, FW, "next_norm.rstd", "llama_residual_norm", "r", M, D, tl,
+                "ss=ss3 r=rstd_next");
+  } else {
+    plan_gemm(p, FW, "down_residual", "llama_residual", CODA_N, "y", CODA_T, "wd", tl,
+              "res=x1 x=x_out");
+  }
 
   /* ---- backward ---- */
   if (!exact) {
@@ -309,8 +334,9 @@ coda_status coda_llama_head_plan(coda_context ctx, const coda_llama_config *cfg,
   plan_buffer(p, "dwout", st, V, D, PLAN_ROLE_GRAD);
   scalar_const(p, "inv_d", st, 1.0 / (double)D);
   scalar_const(p, "nv", st, (double)V);
-  plan_buffer(p, "h", act, M, D, PLAN_ROLE_SAVED);
-  plan_buffer(p, "rstd", st, M, 1, PLAN_ROLE_SAVED);
+  const int norm_in = (c.flags & CODA_LLAMA_NORM_IN) != 0;
+  plan_buffer(p, "h", act, M, D, norm_in ? PLAN_ROLE_INPUT : PLAN_ROLE_SAVED);
+  plan_buffer(p, "rstd", st, M, 1, norm_in ? PLAN_ROLE_INPUT : PLAN_ROLE_SAVED);
   plan_buffer(p, "lse", st, M, 1, PLAN_ROLE_SAVED);
   plan_buffer(p, "valid", st, M, 1, PLAN_ROLE_SAVED);
   plan_buffer(p, "lsum", st, 1, 1, PLAN_ROLE_TEMP);
@@ -320,8 +346,10 @@ coda_status coda_llama_head_plan(coda_context ctx, const coda_llama_config *cfg,
   plan_buffer(p, "post", act, M, D, PLAN_ROLE_TEMP);
   coda_tiling one = {tl.tile_m, 8}; /* the M x 1 and 1 x 1 bookkeeping passes */
 
-  plan_map(p, FW, "final_norm", "llama_rmsnorm", M, D, tl, "x=x w=wnf h=h ss=ssf");
-  plan_finish(p, FW, "final_norm.rstd", "llama_rmsnorm", "r", M, D, tl, "ss=ssf r=rstd");
+  if (!norm_in) {
+    plan_map(p, FW, "final_norm", "llama_rmsnorm", M, D, tl, "x=x w=wnf h=h ss=ssf");
+    plan_finish(p, FW, "final_norm.rstd", "llama_rmsnorm", "r", M, D, tl, "ss=ssf r=rstd");
+  }
   plan_gemm(p, FW, "lm_head_lse_pick", "llama_lm_head", CODA_N, "h", CODA_T, "wout", tl,
             "r=rstd tgt=targets lp=lp pick=pick");
   plan_finish(p, FW, "lse", "llama_lm_head", "lse", M, V, tl, "lp=lp lse=lse");
@@ -340,4 +368,37 @@ coda_status coda_llama_head_plan(coda_context ctx, const coda_llama_config *cfg,
   plan_matmul(p, BW, "dwout", CODA_T, "dl", CODA_N, "post", "dwout", 1.0f, 0);
 
   return finish_build(ctx, p, out);
+}
+
+/* Binds next's buffer `dst` to prev's buffer `src` (or the reverse). */
+static coda_status link_one(coda_plan from, const char *src, coda_plan to, const char *dst) {
+  coda_tensor t;
+  coda_status s = coda_plan_tensor(from, src, &t);
+  if (s == CODA_OK) s = coda_plan_bind(to, dst, &t);
+  return s;
+}
+
+coda_status coda_llama_link(coda_plan prev, coda_plan next) {
+  if (!prev || !next) return CODA_ERR_INVALID_ARGUMENT;
+  coda_context ctx = prev->ctx;
+  if (strcmp(prev->name, "llama_block") ||
+      (strcmp(next->name, "llama_block") && strcmp(next->name, "llama_head")))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "coda_llama_link: needs a llama_block followed by a llama_block or "
+                     "llama_head, found %s then %s", prev->name, next->name);
+  int head = !strcmp(next->name, "llama_head");
+  const char *hn = head ? "h" : "h1", *rn = head ? "rstd" : "rstd1", *wn = head ? "wnf" : "wn1";
+  int hi = plan_find(next, hn);
+  int next_in = hi >= 0 && next->bufs[hi].role == PLAN_ROLE_INPUT;
+  int prev_out = plan_find(prev, "h_next") >= 0;
+  if (next_in && !prev_out)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "coda_llama_link: the next plan takes its norm input (CODA_LLAMA_NORM_IN) "
+                     "but the previous block does not produce it (CODA_LLAMA_NORM_OUT)");
+  coda_status s = link_one(prev, "x_out", next, "x");
+  if (s == CODA_OK) s = link_one(next, "dx", prev, "dx_out");
+  if (s == CODA_OK && prev_out) s = link_one(next, wn, prev, "wn_next");
+  if (s == CODA_OK && next_in) s = link_one(prev, "h_next", next, hn);
+  if (s == CODA_OK && next_in) s = link_one(prev, "rstd_next", next, rn);
+  return s;
 }

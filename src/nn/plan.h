@@ -43,9 +43,15 @@
  *
  * Bindings are a space-separated list of ARG=BUFFER (program argument name
  * = plan buffer name). A binding to a buffer that does not exist yet
- * creates it, if the argument is a reduction partial, as an F32 temporary
- * with the shape the program reports for the step's M, N and tiling
- * (coda_program_arg_shape). Every other buffer must be declared first. */
+ * creates it, if the argument is a reduction partial, as an F32 (F64 in
+ * exact mode) temporary with the shape the program reports for the step's
+ * M, N and tiling (coda_program_arg_shape). Every other buffer must be
+ * declared first.
+ *
+ * Programs are loaded through plan_builtin, so in exact mode (fp64
+ * context) their floating declarations are retyped to f64 and a plan
+ * declares its buffers f64. Executing on a non-CPU backend needs every
+ * buffer bound by the caller (the executor allocates host memory only). */
 #ifndef CODA_NN_PLAN_H
 #define CODA_NN_PLAN_H
 

@@ -267,7 +267,7 @@ int ref_llama_block(const coda_llama_config *c, coda_dtype act, const ref_llama_
 
 int ref_llama_head(const coda_llama_config *c, coda_dtype act, const double *wnf,
                    const double *wout, const double *x, const int32_t *targets, double *loss,
-                   double *dx, double *dwnf, double *dwout) {
+                   double *row_loss, double *dx, double *dwnf, double *dwout) {
   rnd rd = {act != CODA_F64};
   const int64_t M = c->batch * c->seq, D = c->dim, V = c->vocab;
   int ok = 1;
@@ -285,12 +285,15 @@ int ref_llama_head(const coda_llama_config *c, coda_dtype act, const double *wnf
       for (int64_t v = 0; v < V; v++) mx = fmax(mx, l[m * V + v]);
       for (int64_t v = 0; v < V; v++) s += exp(l[m * V + v] - mx);
       lse[m] = mx + log(s);
+      rstat(rd, &lse[m], 1);
+      double t = 0;
       if (targets[m] >= 0 && targets[m] < V) {
-        sum += lse[m] - l[m * V + targets[m]];
+        t = lse[m] - l[m * V + targets[m]];
         cnt += 1;
       }
+      sum += t;
+      if (row_loss) row_loss[m] = t;
     }
-    rstat(rd, lse, M);
     *loss = sum / (cnt > 0 ? cnt : 1);
     rstat(rd, loss, 1);
     if (dx) {

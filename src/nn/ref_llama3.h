@@ -35,11 +35,12 @@ int ref_llama_block(const coda_llama_config *c, coda_dtype act, const ref_llama_
                     ref_llama_weights *grad);
 
 /* Head: loss = mean over rows with 0 <= targets[m] < vocab of
- * logsumexp(l_m) - l_m[targets[m]], l = RMSNorm(x; wnf) Wout^T. If dx is
+ * logsumexp(l_m) - l_m[targets[m]], l = RMSNorm(x; wnf) Wout^T; row_loss
+ * (M, may be NULL) receives each row's term (0 for ignored rows). If dx is
  * not NULL also the gradients of the loss: dx (M x D), dwnf (D), dwout
  * (V x D). Returns 0, or -1 when out of memory. */
 int ref_llama_head(const coda_llama_config *c, coda_dtype act, const double *wnf,
                    const double *wout, const double *x, const int32_t *targets, double *loss,
-                   double *dx, double *dwnf, double *dwout);
+                   double *row_loss, double *dx, double *dwnf, double *dwout);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Set by SIGINT; the trainer polls it once per step. */
 static volatile sig_atomic_t interrupted = 0;
@@ -28,6 +29,11 @@ static void train_usage(FILE *f) {
       "  --save-every N    checkpoint every N steps (default: at the end)\n"
       "  --out DIR         output directory (default runs/tiny)\n"
       "  --resume PATH     continue from a checkpoint\n"
+      "  --init PATH       start a fresh run from the weights of a checkpoint\n"
+      "  --export-hf DIR   write the weights of --resume PATH in Hugging Face Llama layout\n"
+      "                    (config.json + model.safetensors), then exit\n"
+      "  --import-hf DIR   convert a Hugging Face Llama directory into the weights-only\n"
+      "                    checkpoint OUT/checkpoint.safetensors, then exit\n"
       "  --data DIR        token shards train.tok/val.tok (default OUT/data)\n"
       "  --corpus DIR      text files to prepare shards from (default: the fortunes package)\n"
       "  --prepare         only write the token shards, then exit\n"
@@ -35,6 +41,21 @@ static void train_usage(FILE *f) {
       "  --threads N       CPU threads (default: OpenMP default)\n"
       "  --quiet           no per-step lines\n"
       "Prints one line per step; Ctrl-C finishes the step, saves and exits.\n");
+}
+
+/* mkdir -p */
+static int make_dirs(const char *dir) {
+  char d[4096];
+  snprintf(d, sizeof d, "%s", dir);
+  for (char *p = d + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (mkdir(d, 0777) != 0 && errno != EEXIST) return -1;
+    *p = '/';
+  }
+  if (mkdir(d, 0777) != 0 && errno != EEXIST) return -1;
+  errno = 0;
+  return 0;
 }
 
 static int parse_int(const char *flag, const char *v, long long lo, long long hi, long long *out) {
@@ -64,6 +85,7 @@ static int parse_real(const char *flag, const char *v, double *out) {
 int cmd_train(int argc, char **argv) {
   coda_train_options o = coda_train_default_options();
   int prepare_only = 0, threads = 0;
+  const char *export_hf = NULL, *import_hf = NULL;
   const char *config = "tiny";
   /* The named configuration first, so explicit flags override it. */
   for (int i = 1; i < argc; i++)
@@ -109,6 +131,9 @@ int cmd_train(int argc, char **argv) {
 #undef REALFLAG
     if (!strcmp(a, "--out") && v) { o.out_dir = v; i++; continue; }
     if (!strcmp(a, "--resume") && v) { o.resume = v; i++; continue; }
+    if (!strcmp(a, "--init") && v) { o.init = v; i++; continue; }
+    if (!strcmp(a, "--export-hf") && v) { export_hf = v; i++; continue; }
+    if (!strcmp(a, "--import-hf") && v) { import_hf = v; i++; continue; }
     if (!strcmp(a, "--data") && v) { o.data_dir = v; i++; continue; }
     if (!strcmp(a, "--corpus") && v) { o.corpus_dir = v; i++; continue; }
     if (!strcmp(a, "--prepare")) { prepare_only = 1; continue; }
@@ -133,6 +158,30 @@ int cmd_train(int argc, char **argv) {
     return 1;
   }
   int rc = 0;
+  if (export_hf || import_hf) {
+    coda_status s = CODA_OK;
+    char ck[4096];
+    if (export_hf && !o.resume) {
+      fprintf(stderr, "coda train: --export-hf needs --resume CHECKPOINT\n");
+      rc = 2;
+    } else if (export_hf) {
+      s = coda_hf_export_checkpoint(ctx, o.resume, export_hf);
+      if (!s) printf("wrote %s/config.json and %s/model.safetensors\n", export_hf, export_hf);
+    } else if (make_dirs(o.out_dir)) {
+      fprintf(stderr, "coda train: cannot create %s: %s\n", o.out_dir, strerror(errno));
+      rc = 1;
+    } else {
+      snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", o.out_dir);
+      s = coda_hf_import_checkpoint(ctx, import_hf, ck);
+      if (!s) printf("wrote %s (weights only; train from it with --init %s)\n", ck, ck);
+    }
+    if (s) {
+      fprintf(stderr, "coda train: %s\n", coda_last_error(ctx));
+      rc = 1;
+    }
+    coda_context_destroy(ctx);
+    return rc;
+  }
   if (prepare_only) {
     char dir[4096];
     if (o.data_dir) snprintf(dir, sizeof dir, "%s", o.data_dir);

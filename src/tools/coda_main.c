@@ -15,6 +15,7 @@ int cmd_train(int argc, char **argv);    /* cmd_train.c */
 int cmd_generate(int argc, char **argv); /* cmd_generate.c */
 
 int coda_cmd_check(int argc, char **argv); /* cmd_check.c */
+int cmd_demo(int argc, char **argv);       /* cmd_demo.c */
 
 typedef struct { const char *name; int (*fn)(int, char **); const char *help; } command;
 static const command commands[] = {
@@ -22,6 +23,7 @@ static const command commands[] = {
   {"check", coda_cmd_check, "parse and validate an epilogue program, print its IR"},
   {"train", cmd_train, "train a Llama-style model (CPU; see coda train --help)"},
   {"generate", cmd_generate, "sample text from a checkpoint"},
+  {"demo", cmd_demo, "forward + backward of a small Llama-style model through the block plans"},
 };
 
 static void usage(FILE *f) {

@@ -283,7 +283,7 @@ coda_status coda_prepare_corpus_dir(coda_context ctx, const char *src_dir, const
   uint64_t di = 0;
   size_t used = 0;
   if (!s) {
-    qsort(names, nn, sizeof *names, cmp_str); /* readdir order is not deterministic */
+    if (nn > 1) qsort(names, nn, sizeof *names, cmp_str); /* readdir order varies */
     for (size_t i = 0; i < nn && !s; i++) {
       size_t L = strlen(src_dir) + strlen(names[i]) + 2;
       char *p = malloc(L);

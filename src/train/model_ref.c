@@ -17,6 +17,7 @@
 #include "train/train.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,9 +94,9 @@ static float *scratch(ref_state *r, size_t n) {
 }
 
 /* C (M x N) (+)= A (M x K) · B (K x N), all row-major. */
-static void mm_ab(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
+static void mm_ab(int nt, float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
                   int acc) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(nt)
   for (int64_t m = 0; m < M; m++) {
     float *c = C + m * N;
     if (!acc) memset(c, 0, (size_t)N * sizeof *c);
@@ -109,19 +110,19 @@ static void mm_ab(float *C, const float *A, const float *B, int64_t M, int64_t N
 }
 
 /* C (M x N) (+)= A (M x K) · B (N x K)ᵀ, through a transpose of B. */
-static int mm_abt(ref_state *r, float *C, const float *A, const float *B, int64_t M, int64_t N,
+static int mm_abt(int nt, ref_state *r, float *C, const float *A, const float *B, int64_t M, int64_t N,
                   int64_t K, int acc) {
   float *Bt = scratch(r, (size_t)(N * K));
   if (!Bt) return -1;
   for (int64_t n = 0; n < N; n++)
     for (int64_t k = 0; k < K; k++) Bt[k * N + n] = B[n * K + k];
-  mm_ab(C, A, Bt, M, N, K, acc);
+  mm_ab(nt, C, A, Bt, M, N, K, acc);
   return 0;
 }
 
 /* C (M x N) += A (K x M)ᵀ · B (K x N)  (weight gradients). */
-static void mm_atb(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K) {
-#pragma omp parallel for schedule(static)
+static void mm_atb(int nt, float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K) {
+#pragma omp parallel for schedule(static) num_threads(nt)
   for (int64_t m = 0; m < M; m++) {
     float *c = C + m * N;
     for (int64_t k = 0; k < K; k++) {
@@ -133,9 +134,9 @@ static void mm_atb(float *C, const float *A, const float *B, int64_t M, int64_t 
   }
 }
 
-static void rmsnorm_fwd(const float *x, const float *w, float *h, float *rs, int64_t M, int64_t D,
+static void rmsnorm_fwd(int nt, const float *x, const float *w, float *h, float *rs, int64_t M, int64_t D,
                         double eps) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(nt)
   for (int64_t m = 0; m < M; m++) {
     const float *xr = x + m * D;
     double ss = 0.0;
@@ -147,9 +148,9 @@ static void rmsnorm_fwd(const float *x, const float *w, float *h, float *rs, int
 }
 
 /* dx += d(h)/dx · dh for h = x · r(x) ⊙ w; gw += Σ_m dh ⊙ x · r. */
-static void rmsnorm_bwd(const float *x, const float *w, const float *rs, const float *dh,
+static void rmsnorm_bwd(int nt, const float *x, const float *w, const float *rs, const float *dh,
                         float *dx, float *gw, int64_t M, int64_t D) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(nt)
   for (int64_t m = 0; m < M; m++) {
     const float *xr = x + m * D, *d = dh + m * D;
     double dot = 0.0;
@@ -163,9 +164,9 @@ static void rmsnorm_bwd(const float *x, const float *w, const float *rs, const f
 }
 
 /* Rotates the Q and K heads of qkv (M x nq) by ±θ (sign = +1 forward). */
-static void rope(float *qkv, int B, int T, int nqk_heads, int hd, int64_t nq, double theta,
+static void rope(int nt, float *qkv, int B, int T, int nqk_heads, int hd, int64_t nq, double theta,
                  double sign) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(nt)
   for (int64_t m = 0; m < (int64_t)B * T; m++) {
     int t = (int)(m % T);
     float *row = qkv + m * nq;
@@ -182,11 +183,11 @@ static void rope(float *qkv, int B, int T, int nqk_heads, int hd, int64_t nq, do
   }
 }
 
-static void attn_fwd(const float *qkv, float *P, float *o, int B, int T, int H, int Hk, int hd,
+static void attn_fwd(int nt, const float *qkv, float *P, float *o, int B, int T, int H, int Hk, int hd,
                      int64_t nq) {
   const double scale = 1.0 / sqrt((double)hd);
   const int grp = H / Hk;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) num_threads(nt)
   for (int b = 0; b < B; b++)
     for (int h = 0; h < H; h++) {
       const int kh = h / grp;
@@ -219,13 +220,13 @@ static void attn_fwd(const float *qkv, float *P, float *o, int B, int T, int H, 
 
 /* dqkv (overwritten) from dO; one task per (batch, kv head) so the k/v
  * gradient sums of a GQA group stay in one thread, in a fixed order. */
-static void attn_bwd(const float *qkv, const float *P, const float *dO, float *dqkv, int B, int T,
+static void attn_bwd(int nt, const float *qkv, const float *P, const float *dO, float *dqkv, int B, int T,
                      int H, int Hk, int hd, int64_t nq) {
   const double scale = 1.0 / sqrt((double)hd);
   const int grp = H / Hk;
   const int64_t dD = (int64_t)H * hd;
   memset(dqkv, 0, (size_t)B * T * nq * sizeof *dqkv);
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) num_threads(nt)
   for (int b = 0; b < B; b++)
     for (int kh = 0; kh < Hk; kh++) {
       double *dp = malloc((size_t)T * sizeof *dp);
@@ -271,6 +272,7 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
   coda_status st = ensure(ctx, m, B, T, &r);
   if (st) return st;
   const coda_model_config *c = coda_model_cfg(m);
+  const int nt = ctx->opts.num_threads > 0 ? ctx->opts.num_threads : omp_get_max_threads();
   const int64_t M = (int64_t)B * T, D = c->dim, F = c->ffn, V = c->vocab;
   const int H = c->heads, Hk = c->kv_heads, hd = c->dim / c->heads;
   const int64_t nq = (int64_t)(H + 2 * Hk) * hd;
@@ -287,18 +289,18 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
   for (int li = 0; li < c->layers; li++) {
     layer_acts *a = &r->l[li];
     snprintf(nm, sizeof nm, "layers.%d.attention_norm.weight", li);
-    rmsnorm_fwd(a->xa, PW(nm), a->h1, a->r1, M, D, c->norm_eps);
+    rmsnorm_fwd(nt, a->xa, PW(nm), a->h1, a->r1, M, D, c->norm_eps);
     snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", li);
-    if (mm_abt(r, a->qkv, a->h1, PW(nm), M, nq, D, 0)) goto oom;
-    rope(a->qkv, B, T, H + Hk, hd, nq, c->rope_theta, 1.0);
-    attn_fwd(a->qkv, a->P, a->o, B, T, H, Hk, hd, nq);
+    if (mm_abt(nt, r, a->qkv, a->h1, PW(nm), M, nq, D, 0)) goto oom;
+    rope(nt, a->qkv, B, T, H + Hk, hd, nq, c->rope_theta, 1.0);
+    attn_fwd(nt, a->qkv, a->P, a->o, B, T, H, Hk, hd, nq);
     memcpy(a->xf, a->xa, (size_t)(M * D) * 4);
     snprintf(nm, sizeof nm, "layers.%d.attention.wo.weight", li);
-    if (mm_abt(r, a->xf, a->o, PW(nm), M, D, (int64_t)H * hd, 1)) goto oom;
+    if (mm_abt(nt, r, a->xf, a->o, PW(nm), M, D, (int64_t)H * hd, 1)) goto oom;
     snprintf(nm, sizeof nm, "layers.%d.ffn_norm.weight", li);
-    rmsnorm_fwd(a->xf, PW(nm), a->h2, a->r2, M, D, c->norm_eps);
+    rmsnorm_fwd(nt, a->xf, PW(nm), a->h2, a->r2, M, D, c->norm_eps);
     snprintf(nm, sizeof nm, "layers.%d.feed_forward.w13.weight", li);
-    if (mm_abt(r, a->z, a->h2, PW(nm), M, 2 * F, D, 0)) goto oom;
+    if (mm_abt(nt, r, a->z, a->h2, PW(nm), M, 2 * F, D, 0)) goto oom;
     for (int64_t i = 0; i < M * F; i++) {
       float g = a->z[2 * i], u = a->z[2 * i + 1];
       a->y[i] = (float)((double)g / (1.0 + exp(-(double)g)) * u);
@@ -306,9 +308,9 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
     float *xo = li + 1 < c->layers ? r->l[li + 1].xa : r->xL;
     memcpy(xo, a->xf, (size_t)(M * D) * 4);
     snprintf(nm, sizeof nm, "layers.%d.feed_forward.w2.weight", li);
-    if (mm_abt(r, xo, a->y, PW(nm), M, D, F, 1)) goto oom;
+    if (mm_abt(nt, r, xo, a->y, PW(nm), M, D, F, 1)) goto oom;
   }
-  rmsnorm_fwd(r->xL, PW("norm.weight"), r->hf, r->rf, M, D, c->norm_eps);
+  rmsnorm_fwd(nt, r->xL, PW("norm.weight"), r->hf, r->rf, M, D, c->norm_eps);
   if (!tg) { /* last position of sequence 0 only */
     const float *h = r->hf + (int64_t)(T - 1) * D;
     for (int64_t v = 0; v < V; v++) {
@@ -318,7 +320,7 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
     }
     return CODA_OK;
   }
-  if (mm_abt(r, r->logits, r->hf, wout, M, V, D, 0)) goto oom;
+  if (mm_abt(nt, r, r->logits, r->hf, wout, M, V, D, 0)) goto oom;
   int64_t nv = 0;
   for (int64_t i = 0; i < M; i++) nv += tg[i] >= 0;
   double total = 0.0;
@@ -348,16 +350,16 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
 
   /* ---- backward ---- */
   float *gout = c->tied ? PG("tok_embeddings.weight") : PG("output.weight");
-  mm_atb(gout, r->logits, r->hf, V, D, M);
-  mm_ab(r->dh, r->logits, wout, M, D, V, 0);
+  mm_atb(nt, gout, r->logits, r->hf, V, D, M);
+  mm_ab(nt, r->dh, r->logits, wout, M, D, V, 0);
   memset(r->dx, 0, (size_t)(M * D) * 4);
-  rmsnorm_bwd(r->xL, PW("norm.weight"), r->rf, r->dh, r->dx, PG("norm.weight"), M, D);
+  rmsnorm_bwd(nt, r->xL, PW("norm.weight"), r->rf, r->dh, r->dx, PG("norm.weight"), M, D);
   for (int li = c->layers - 1; li >= 0; li--) {
     layer_acts *a = &r->l[li];
     /* MLP: x_out = xf + y W2ᵀ */
     snprintf(nm, sizeof nm, "layers.%d.feed_forward.w2.weight", li);
-    mm_atb(PG(nm), r->dx, a->y, D, F, M);
-    mm_ab(r->dy, r->dx, PW(nm), M, F, D, 0);
+    mm_atb(nt, PG(nm), r->dx, a->y, D, F, M);
+    mm_ab(nt, r->dy, r->dx, PW(nm), M, F, D, 0);
     for (int64_t i = 0; i < M * F; i++) {
       double g = a->z[2 * i], u = a->z[2 * i + 1], d = r->dy[i];
       double sg = 1.0 / (1.0 + exp(-g));
@@ -365,21 +367,21 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
       r->dz[2 * i + 1] = (float)(d * g * sg);
     }
     snprintf(nm, sizeof nm, "layers.%d.feed_forward.w13.weight", li);
-    mm_atb(PG(nm), r->dz, a->h2, 2 * F, D, M);
-    mm_ab(r->dh, r->dz, PW(nm), M, D, 2 * F, 0);
+    mm_atb(nt, PG(nm), r->dz, a->h2, 2 * F, D, M);
+    mm_ab(nt, r->dh, r->dz, PW(nm), M, D, 2 * F, 0);
     snprintf(nm, sizeof nm, "layers.%d.ffn_norm.weight", li);
-    rmsnorm_bwd(a->xf, PW(nm), a->r2, r->dh, r->dx, PG(nm), M, D);
+    rmsnorm_bwd(nt, a->xf, PW(nm), a->r2, r->dh, r->dx, PG(nm), M, D);
     /* attention: xf = xa + o Woᵀ */
     snprintf(nm, sizeof nm, "layers.%d.attention.wo.weight", li);
-    mm_atb(PG(nm), r->dx, a->o, D, (int64_t)H * hd, M);
-    mm_ab(r->dO, r->dx, PW(nm), M, (int64_t)H * hd, D, 0);
-    attn_bwd(a->qkv, a->P, r->dO, r->dqkv, B, T, H, Hk, hd, nq);
-    rope(r->dqkv, B, T, H + Hk, hd, nq, c->rope_theta, -1.0); /* R(θ)ᵀ = R(−θ) */
+    mm_atb(nt, PG(nm), r->dx, a->o, D, (int64_t)H * hd, M);
+    mm_ab(nt, r->dO, r->dx, PW(nm), M, (int64_t)H * hd, D, 0);
+    attn_bwd(nt, a->qkv, a->P, r->dO, r->dqkv, B, T, H, Hk, hd, nq);
+    rope(nt, r->dqkv, B, T, H + Hk, hd, nq, c->rope_theta, -1.0); /* R(θ)ᵀ = R(−θ) */
     snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", li);
-    mm_atb(PG(nm), r->dqkv, a->h1, nq, D, M);
-    mm_ab(r->dh, r->dqkv, PW(nm), M, D, nq, 0);
+    mm_atb(nt, PG(nm), r->dqkv, a->h1, nq, D, M);
+    mm_ab(nt, r->dh, r->dqkv, PW(nm), M, D, nq, 0);
     snprintf(nm, sizeof nm, "layers.%d.attention_norm.weight", li);
-    rmsnorm_bwd(a->xa, PW(nm), a->r1, r->dh, r->dx, PG(nm), M, D);
+    rmsnorm_bwd(nt, a->xa, PW(nm), a->r1, r->dh, r->dx, PG(nm), M, D);
   }
   float *gemb = PG("tok_embeddings.weight");
   for (int64_t i = 0; i < M; i++) { /* embedding gradient: a host scatter-add, in order */

@@ -186,8 +186,12 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   /* ---- model and state ---- */
   coda_train_state st = {0, 0, 0, NAN};
   coda_engine engine = pick_engine(o.engine);
-  if (o.resume) {
-    s = coda_checkpoint_config(ctx, o.resume, &o.model);
+  if (o.resume && o.init) {
+    s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "resume and init exclude each other");
+    goto done;
+  }
+  if (o.resume || o.init) { /* the checkpoint's configuration wins */
+    s = coda_checkpoint_config(ctx, o.resume ? o.resume : o.init, &o.model);
     if (s) goto done;
   }
   if ((uint32_t)o.model.vocab < voc) {
@@ -219,6 +223,10 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
                     (long long)st.step, (long long)o.steps);
       goto done;
     }
+  } else if (o.init) {
+    s = coda_checkpoint_load(ctx, o.init, model, NULL, NULL, NULL);
+    if (s) goto done;
+    st.rng = o.seed * 0x9e3779b97f4a7c15ull + 0x64617461ull;
   } else {
     coda_model_init(model, o.seed);
     st.rng = o.seed * 0x9e3779b97f4a7c15ull + 0x64617461ull; /* data order from the seed */
@@ -370,9 +378,11 @@ static int sample(float *logits, int V, double temp, int top_k, uint64_t *rng) {
       }
       float thr = tmp[top_k - 1];
       free(tmp);
-      int kept = 0;
-      for (int v = 0; v < V; v++) {
-        if (logits[v] > thr || (logits[v] == thr && kept < top_k)) kept++;
+      int above = 0, ties = 0;
+      for (int v = 0; v < V; v++) above += logits[v] > thr;
+      for (int v = 0; v < V; v++) { /* exactly top_k kept: ties by lower id */
+        if (logits[v] > thr) continue;
+        if (logits[v] == thr && above + ties < top_k) ties++;
         else logits[v] = -INFINITY;
       }
     }

@@ -20,6 +20,7 @@
 
 static int g_fail = 0, g_pass = 0;
 static int g_config = -1; /* tile configuration under test (-1: default) */
+static int g_splits = 0;  /* forced k-splits (0: default) */
 
 #define CU(x)                                                                  \
   do {                                                                         \
@@ -118,7 +119,8 @@ static void run_and_check(const gemm_case *c, coda_dtype out, float alpha, int a
   coda_tensor A = mat16_view(c->A), B = mat16_view(c->B);
   coda_tensor D = {d, out, M, N, ldd};
   coda_status st =
-      coda_cuda_gemm_config(c->ctx, c->ta, &A, c->tb, &B, &D, alpha, accumulate, g_config);
+      coda_cuda_gemm_config(c->ctx, c->ta, &A, c->tb, &B, &D, alpha, accumulate, g_config,
+                            g_splits);
   if (st != CODA_OK) {
     printf("FAIL %s: status %d: %s\n", label, (int)st, coda_last_error(c->ctx));
     g_fail++;
@@ -209,16 +211,17 @@ static void small_case(coda_context ctx, int64_t M, int64_t N, int64_t K, coda_t
   static const coda_dtype outs[3] = {CODA_BF16, CODA_F16, CODA_F32};
   char label[160];
   for (int o = 0; o < 3; ++o) {
-    snprintf(label, sizeof label, "[%d] %lldx%lldx%lld %s%s %s->%s", g_config, (long long)M,
+    snprintf(label, sizeof label, "[%d/%d] %lldx%lldx%lld %s%s %s->%s", g_config, g_splits,
+             (long long)M,
              (long long)N, (long long)K, tn(ta), tn(tb), coda_dtype_name(in),
              coda_dtype_name(outs[o]));
     run_and_check(&c, outs[o], 1.0f, 0, ref, absref, label);
   }
-  snprintf(label, sizeof label, "[%d] %lldx%lldx%lld %s%s %s->f32 alpha=0.5 accumulate",
-           g_config, (long long)M, (long long)N, (long long)K, tn(ta), tn(tb), coda_dtype_name(in));
+  snprintf(label, sizeof label, "[%d/%d] %lldx%lldx%lld %s%s %s->f32 alpha=0.5 accumulate",
+           g_config, g_splits, (long long)M, (long long)N, (long long)K, tn(ta), tn(tb), coda_dtype_name(in));
   run_and_check(&c, CODA_F32, 0.5f, 1, ref, absref, label);
-  snprintf(label, sizeof label, "[%d] %lldx%lldx%lld %s%s %s->bf16 alpha=-1.25 accumulate",
-           g_config, (long long)M, (long long)N, (long long)K, tn(ta), tn(tb), coda_dtype_name(in));
+  snprintf(label, sizeof label, "[%d/%d] %lldx%lldx%lld %s%s %s->bf16 alpha=-1.25 accumulate",
+           g_config, g_splits, (long long)M, (long long)N, (long long)K, tn(ta), tn(tb), coda_dtype_name(in));
   run_and_check(&c, CODA_BF16, -1.25f, 1, ref, absref, label);
   free(a);
   free(bt);
@@ -258,8 +261,8 @@ static void large_case(coda_context ctx, cublasHandle_t hb, int64_t M, int64_t N
   }
   coda_tensor Av = mat16_view(&A), Bv = mat16_view(&B);
   coda_tensor D32 = {our_d, CODA_F32, M, N, N}, D16 = {our16_d, CODA_BF16, M, N, N};
-  if (coda_cuda_gemm_config(ctx, ta, &Av, tb, &Bv, &D32, 1.0f, 0, g_config) != CODA_OK ||
-      coda_cuda_gemm_config(ctx, ta, &Av, tb, &Bv, &D16, 1.0f, 0, g_config) != CODA_OK) {
+  if (coda_cuda_gemm_config(ctx, ta, &Av, tb, &Bv, &D32, 1.0f, 0, g_config, g_splits) != CODA_OK ||
+      coda_cuda_gemm_config(ctx, ta, &Av, tb, &Bv, &D16, 1.0f, 0, g_config, g_splits) != CODA_OK) {
     printf("FAIL %s: %s\n", label, coda_last_error(ctx));
     g_fail++;
     goto out;
@@ -374,6 +377,15 @@ int main(int argc, char **argv) {
         for (int d = 0; d < 2; ++d)
           small_case(ctx, shapes[s][0], shapes[s][1], shapes[s][2], (coda_transpose)(l >> 1),
                      (coda_transpose)(l & 1), ins[d]);
+  /* Forced split-K (3 splits: the last one ragged or short) on both tilings. */
+  for (g_config = 0; g_config < ncfg; ++g_config) {
+    g_splits = 3;
+    for (int s = 0; s < nshapes; ++s)
+      for (int l = 0; l < 4; ++l)
+        small_case(ctx, shapes[s][0], shapes[s][1], shapes[s][2], (coda_transpose)(l >> 1),
+                   (coda_transpose)(l & 1), CODA_BF16);
+    g_splits = 0;
+  }
   g_config = -1;
   printf("small shapes vs double reference: %d passed, %d failed\n", g_pass, g_fail);
   error_cases(ctx);
@@ -383,10 +395,11 @@ int main(int argc, char **argv) {
       printf("FAIL: cublasCreate\n");
       return 1;
     }
+    /* The last shape has few tiles and a long K: split-K by default. */
     static const int64_t big[][3] = {{1024, 1024, 1024}, {2048, 3072, 1000}, {4096, 4096, 4096},
-                                     {3000, 2000, 515}};
+                                     {3000, 2000, 515},   {512, 1000, 16000}};
     for (g_config = 0; g_config < ncfg; ++g_config)
-      for (int s = 0; s < 4; ++s)
+      for (int s = 0; s < 5; ++s)
         for (int l = 0; l < 4; ++l)
           large_case(ctx, hb, big[s][0], big[s][1], big[s][2], (coda_transpose)(l >> 1),
                      (coda_transpose)(l & 1), s == 1 ? CODA_F16 : CODA_BF16);

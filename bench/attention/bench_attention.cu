@@ -1,0 +1,119 @@
+/* Timing of the causal GQA attention kernels at the block shapes of the
+ * project: CUDA events, 5 warm-up runs, median of 25. Prints a markdown
+ * table (milliseconds and TFLOP/s counting only the causal half:
+ * forward 2 matmuls = 2*B*Hq*T^2*hd flops, backward 5 = 2.5x that). */
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cuda/backend.h"
+
+#define CU(x)                                                                             \
+  do {                                                                                    \
+    cudaError_t e_ = (x);                                                                 \
+    if (e_ != cudaSuccess) {                                                              \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      exit(2);                                                                            \
+    }                                                                                     \
+  } while (0)
+#define OK(x)                                                                      \
+  do {                                                                             \
+    coda_status s_ = (x);                                                          \
+    if (s_ != CODA_OK) {                                                           \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, coda_last_error(ctx)); \
+      exit(2);                                                                     \
+    }                                                                              \
+  } while (0)
+
+/* Uniform values in [-amp, amp) from a hash of the index. */
+__global__ void fill(__nv_bfloat16 *x, size_t n, float amp, uint32_t seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    x[i] = __float2bfloat16(amp * ((float)(h >> 8) * (2.f / 16777216.f) - 1.f));
+  }
+}
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+struct Shape {
+  const char *name;
+  int B, T, Hq, Hkv, hd;
+};
+
+int main() {
+  const Shape shapes[] = {
+      {"d512 8h hd64 B16 T1024", 16, 1024, 8, 8, 64},
+      {"d2048 32q/8kv hd64 B4 T2048", 4, 2048, 32, 8, 64},
+      {"d4096 32q/8kv hd128 B2 T4096", 2, 4096, 32, 8, 128},
+  };
+  coda_context_options opts = coda_context_default_options();
+  opts.backend = CODA_BACKEND_CUDA;
+  coda_context ctx = NULL;
+  if (coda_context_create(&opts, &ctx) != CODA_OK) {
+    fprintf(stderr, "no CUDA context\n");
+    return 1;
+  }
+  cudaDeviceProp prop;
+  CU(cudaGetDeviceProperties(&prop, 0));
+  printf("GPU: %s, %d SMs\n\n", prop.name, prop.multiProcessorCount);
+  printf("| shape | fwd ms | fwd TFLOP/s | bwd ms | bwd TFLOP/s | fwd+bwd ms |\n");
+  printf("|---|---|---|---|---|---|\n");
+  cudaEvent_t e0, e1;
+  CU(cudaEventCreate(&e0));
+  CU(cudaEventCreate(&e1));
+  for (const Shape &s : shapes) {
+    const int64_t BT = (int64_t)s.B * s.T, cols = (int64_t)(s.Hq + 2 * s.Hkv) * s.hd,
+                  oc = (int64_t)s.Hq * s.hd;
+    __nv_bfloat16 *qkv, *out, *dout, *dqkv;
+    float *lse;
+    CU(cudaMalloc(&qkv, BT * cols * 2));
+    CU(cudaMalloc(&dqkv, BT * cols * 2));
+    CU(cudaMalloc(&out, BT * oc * 2));
+    CU(cudaMalloc(&dout, BT * oc * 2));
+    CU(cudaMalloc(&lse, BT * s.Hq * 4));
+    fill<<<1024, 256>>>(qkv, (size_t)(BT * cols), 1.5f, 1u);
+    fill<<<1024, 256>>>(dout, (size_t)(BT * oc), 1.f, 2u);
+    CU(cudaGetLastError());
+    coda_tensor tq = coda_tensor_2d(qkv, CODA_BF16, BT, cols),
+                to = coda_tensor_2d(out, CODA_BF16, BT, oc),
+                tl = coda_tensor_2d(lse, CODA_F32, BT, s.Hq),
+                tdo = coda_tensor_2d(dout, CODA_BF16, BT, oc),
+                tg = coda_tensor_2d(dqkv, CODA_BF16, BT, cols);
+    float med[3];
+    for (int what = 0; what < 3; what++) { /* fwd, bwd, fwd+bwd */
+      const int warm = 5, reps = 25;
+      float ms[reps];
+      for (int r = 0; r < warm + reps; r++) {
+        CU(cudaEventRecord(e0));
+        if (what != 1) OK(coda_cuda_attention_forward(ctx, &tq, s.B, s.T, s.Hq, s.Hkv, s.hd, &to, &tl));
+        if (what != 0)
+          OK(coda_cuda_attention_backward(ctx, &tq, &to, &tl, &tdo, s.B, s.T, s.Hq, s.Hkv, s.hd, &tg));
+        CU(cudaEventRecord(e1));
+        CU(cudaEventSynchronize(e1));
+        if (r >= warm) CU(cudaEventElapsedTime(&ms[r - warm], e0, e1));
+      }
+      qsort(ms, reps, sizeof(float), cmp_float);
+      med[what] = ms[reps / 2];
+    }
+    const double f = 2.0 * s.B * s.Hq * (double)s.T * s.T * s.hd; /* causal forward flops */
+    printf("| %s | %.3f | %.0f | %.3f | %.0f | %.3f |\n", s.name, med[0], f / med[0] * 1e-9, med[1],
+           2.5 * f / med[1] * 1e-9, med[2]);
+    fflush(stdout);
+    cudaFree(qkv);
+    cudaFree(dqkv);
+    cudaFree(out);
+    cudaFree(dout);
+    cudaFree(lse);
+  }
+  coda_context_destroy(ctx);
+  return 0;
+}

@@ -1,0 +1,47 @@
+#!/bin/sh
+# Fuzzes the epilogue-language parser/printer with libFuzzer.
+#
+#   scripts/fuzz.sh [SECONDS]     (default 60)
+#
+# Builds fuzz/fuzz_program.c with clang (-fsanitize=fuzzer,address,undefined)
+# directly from the sources it needs: the core files that do not depend on a
+# backend, src/lang/*.c, and the built-in programs embedded from programs/
+# (or an empty table if cmake is not available). Runs it for the given time
+# on a copy of the seed corpus fuzz/corpus/program/ and prints libFuzzer's
+# final statistics. Crash inputs are written to $FUZZ_OUT (default
+# build-fuzz/) as crash-*; the exit status is nonzero if one was found.
+set -eu
+secs=${1:-60}
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${FUZZ_OUT:-$root/build-fuzz}
+cc=${CC:-clang}
+mkdir -p "$out/corpus"
+
+embed="$out/programs_embedded.c"
+if command -v cmake >/dev/null 2>&1; then
+  cmake -DOUT="$embed" -DDIR="$root/programs" -P "$root/cmake/embed_programs.cmake"
+else
+  cat >"$embed" <<'STUB'
+#include <stddef.h>
+struct coda_builtin_program { const char *name; const char *text; };
+const struct coda_builtin_program coda_builtin_programs[] = {{NULL, NULL}};
+const int coda_builtin_program_count = 0;
+STUB
+fi
+
+# core files that need no backend (dispatch.c and the like call into src/cpu)
+core=$(grep -L -E '#include "(cpu|cuda|nn|train)/' "$root"/src/core/*.c)
+
+# shellcheck disable=SC2086
+"$cc" -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+  -I"$root/include" -I"$root/src" \
+  $core "$root"/src/lang/*.c "$embed" "$root/fuzz/fuzz_program.c" -lm -o "$out/fuzz_program"
+
+cp "$root"/fuzz/corpus/program/* "$out/corpus/"
+cd "$out"
+echo "fuzzing for $secs s ($(ls corpus | wc -l) corpus inputs)"
+./fuzz_program -max_total_time="$secs" -print_final_stats=1 -max_len=4096 \
+  -dict="$root/fuzz/program.dict" -artifact_prefix="$out/" corpus 2>&1 | tee "$out/fuzz.log" |
+  grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::|ERROR|SUMMARY|Test unit written|fuzz_program:' || true
+grep -q -E 'ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error|fuzz_program:' "$out/fuzz.log" && exit 1
+exit 0

@@ -1,0 +1,338 @@
+/* GPU test of the causal GQA attention kernels (coda_cuda_attention_forward
+ * and _backward): head_dim 64 and 128, grouped and plain heads, sequence
+ * lengths that are and are not multiples of the 64-row tile, padded leading
+ * dimensions, against a reference in double written here. Outputs are
+ * poisoned (NaN bytes) before every run and the padding between rows is
+ * checked to stay untouched; two runs must be bit-identical. Also checks
+ * that unsupported requests fail cleanly. Exits non-zero on any failure. */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "cuda/backend.h"
+
+static int g_fail = 0, g_pass = 0;
+
+#define CU(x)                                                                                 \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
+      exit(2);                                                                                \
+    }                                                                                         \
+  } while (0)
+
+#define EXPECT(cond, ...)                \
+  do {                                   \
+    if (cond) {                          \
+      g_pass++;                          \
+    } else {                             \
+      g_fail++;                          \
+      printf("FAIL: " __VA_ARGS__);      \
+      printf("\n");                      \
+    }                                    \
+  } while (0)
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static double urand(void) { /* uniform in [-1, 1) */
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 7;
+  g_rng ^= g_rng << 17;
+  return (double)(g_rng >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+}
+
+typedef struct {
+  int B, T, Hq, Hkv, hd, pad; /* pad: extra elements per row (multiple of 8) */
+} shape;
+
+/* Reference in double on the bf16 inputs (qkv, dout given as doubles):
+ * forward o, lse; backward dq, dk, dv in the packed layout. */
+static void reference(const shape *s, const double *qkv, int64_t ldq, const double *dout,
+                      double *o, double *lse, double *dqkv) {
+  const int T = s->T, hd = s->hd, Hq = s->Hq, Hkv = s->Hkv, grp = Hq / Hkv;
+  const int64_t cols = (int64_t)(Hq + 2 * Hkv) * hd, oc = (int64_t)Hq * hd;
+  const double scale = 1.0 / sqrt((double)hd);
+  double *p = malloc(sizeof(double) * T), *dp = malloc(sizeof(double) * T);
+  memset(dqkv, 0, sizeof(double) * (size_t)s->B * T * cols);
+  for (int b = 0; b < s->B; b++)
+    for (int h = 0; h < Hq; h++) {
+      const int g = h / grp;
+#define Q(t, d) qkv[((int64_t)b * T + (t)) * ldq + (int64_t)h * hd + (d)]
+#define K(t, d) qkv[((int64_t)b * T + (t)) * ldq + (int64_t)(Hq + g) * hd + (d)]
+#define V(t, d) qkv[((int64_t)b * T + (t)) * ldq + (int64_t)(Hq + Hkv + g) * hd + (d)]
+#define DO(t, d) dout[((int64_t)b * T + (t)) * oc + (int64_t)h * hd + (d)]
+#define G(t, c) dqkv[((int64_t)b * T + (t)) * cols + (c)]
+      for (int t = 0; t < T; t++) {
+        double m = -INFINITY, l = 0;
+        for (int j = 0; j <= t; j++) {
+          double a = 0;
+          for (int d = 0; d < hd; d++) a += Q(t, d) * K(j, d);
+          p[j] = a * scale;
+          if (p[j] > m) m = p[j];
+        }
+        for (int j = 0; j <= t; j++) l += exp(p[j] - m);
+        const double L = m + log(l);
+        lse[((int64_t)b * T + t) * Hq + h] = L;
+        double *ot = o + ((int64_t)b * T + t) * oc + (int64_t)h * hd;
+        for (int d = 0; d < hd; d++) ot[d] = 0;
+        for (int j = 0; j <= t; j++) {
+          p[j] = exp(p[j] - L);
+          for (int d = 0; d < hd; d++) ot[d] += p[j] * V(j, d);
+        }
+        /* backward of this row: D = do.o, ds_j = p_j (do.v_j - D) */
+        double D = 0;
+        for (int d = 0; d < hd; d++) D += DO(t, d) * ot[d];
+        for (int j = 0; j <= t; j++) {
+          double a = 0;
+          for (int d = 0; d < hd; d++) a += DO(t, d) * V(j, d);
+          dp[j] = p[j] * (a - D) * scale;
+        }
+        for (int j = 0; j <= t; j++)
+          for (int d = 0; d < hd; d++) {
+            G(t, (int64_t)h * hd + d) += dp[j] * K(j, d);
+            G(j, (int64_t)(Hq + g) * hd + d) += dp[j] * Q(t, d);
+            G(j, (int64_t)(Hq + Hkv + g) * hd + d) += p[j] * DO(t, d);
+          }
+      }
+#undef Q
+#undef K
+#undef V
+#undef DO
+#undef G
+    }
+  free(p);
+  free(dp);
+}
+
+/* Device buffer of rows x ld 16-bit or 32-bit values with a host copy. */
+typedef struct {
+  size_t bytes;
+  void *d;
+  unsigned char *h;
+} buf;
+
+static buf buf_new(size_t bytes) {
+  buf b;
+  b.bytes = bytes;
+  b.h = malloc(bytes);
+  CU(cudaMalloc(&b.d, bytes));
+  return b;
+}
+static void buf_free(buf *b) {
+  free(b->h);
+  cudaFree(b->d);
+}
+static void poison(buf *b) { CU(cudaMemset(b->d, 0xFF, b->bytes)); }
+static void fetch(buf *b) { CU(cudaMemcpy(b->h, b->d, b->bytes, cudaMemcpyDeviceToHost)); }
+
+/* max |x - r| over the valid region must stay within atol + rtol |r|,
+ * with atol relative to the rms of the reference block; the padding
+ * (columns cols..ld-1) must still hold the poison. */
+typedef struct {
+  double max_rel; /* max |x - r| / rms(r) */
+  int bad, pad_bad;
+} cmp_result;
+
+static cmp_result compare_bf16(const buf *b, int64_t rows, int64_t cols, int64_t ld,
+                               int64_t c0, int64_t c1, const double *ref, int64_t ldr,
+                               double rtol, double atol_rms) {
+  const uint16_t *x = (const uint16_t *)b->h;
+  cmp_result r = {0, 0, 0};
+  double ss = 0;
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t c = c0; c < c1; c++) ss += ref[i * ldr + c] * ref[i * ldr + c];
+  const double rms = sqrt(ss / (double)(rows * (c1 - c0))) + 1e-30;
+  for (int64_t i = 0; i < rows; i++) {
+    for (int64_t c = c0; c < c1; c++) {
+      const double v = coda_bf16_to_f32(x[i * ld + c]), rv = ref[i * ldr + c];
+      const double e = fabs(v - rv);
+      if (!(e <= atol_rms * rms + rtol * fabs(rv))) {
+        if (r.bad < 3)
+          printf("    mismatch at row %lld col %lld: got %.6g want %.6g\n", (long long)i,
+                 (long long)c, v, rv);
+        r.bad++;
+      }
+      if (!(e / rms <= r.max_rel)) r.max_rel = e / rms; /* NaN sticks */
+    }
+    for (int64_t c = cols; c < ld; c++)
+      if (x[i * ld + c] != 0xFFFF) r.pad_bad++;
+  }
+  return r;
+}
+
+static void run_case(coda_context ctx, const shape *s) {
+  const int B = s->B, T = s->T, Hq = s->Hq, Hkv = s->Hkv, hd = s->hd;
+  const int64_t BT = (int64_t)B * T, cols = (int64_t)(Hq + 2 * Hkv) * hd, oc = (int64_t)Hq * hd;
+  const int64_t ldq = cols + s->pad, ldo = oc + s->pad, ldl = Hq + (s->pad ? 3 : 0);
+  char name[128];
+  snprintf(name, sizeof name, "B%d T%d Hq%d Hkv%d hd%d pad%d", B, T, Hq, Hkv, hd, s->pad);
+
+  buf qkv = buf_new((size_t)BT * ldq * 2), out = buf_new((size_t)BT * ldo * 2),
+      lse = buf_new((size_t)BT * ldl * 4), dout = buf_new((size_t)BT * ldo * 2),
+      dqkv = buf_new((size_t)BT * ldq * 2);
+  double *xq = malloc(sizeof(double) * BT * ldq), *xdo = malloc(sizeof(double) * BT * oc);
+  uint16_t *hq = (uint16_t *)qkv.h, *hdo = (uint16_t *)dout.h;
+  /* q and k larger than v so the softmax is far from uniform */
+  for (int64_t i = 0; i < BT; i++)
+    for (int64_t c = 0; c < ldq; c++) {
+      const double amp = c < (int64_t)(Hq + Hkv) * hd ? 2.5 : 1.0;
+      hq[i * ldq + c] = coda_f32_to_bf16((float)(amp * urand()));
+      xq[i * ldq + c] = coda_bf16_to_f32(hq[i * ldq + c]);
+    }
+  for (int64_t i = 0; i < BT; i++)
+    for (int64_t c = 0; c < ldo; c++) {
+      hdo[i * ldo + c] = coda_f32_to_bf16((float)urand());
+      if (c < oc) xdo[i * oc + c] = coda_bf16_to_f32(hdo[i * ldo + c]);
+    }
+  CU(cudaMemcpy(qkv.d, qkv.h, qkv.bytes, cudaMemcpyHostToDevice));
+  CU(cudaMemcpy(dout.d, dout.h, dout.bytes, cudaMemcpyHostToDevice));
+
+  double *ro = malloc(sizeof(double) * BT * oc), *rl = malloc(sizeof(double) * BT * Hq),
+         *rg = malloc(sizeof(double) * BT * cols);
+  reference(s, xq, ldq, xdo, ro, rl, rg);
+
+  coda_tensor tq = {qkv.d, CODA_BF16, BT, cols, ldq}, to = {out.d, CODA_BF16, BT, oc, ldo},
+              tl = {lse.d, CODA_F32, BT, Hq, ldl}, tdo = {dout.d, CODA_BF16, BT, oc, ldo},
+              tg = {dqkv.d, CODA_BF16, BT, cols, ldq};
+  unsigned char *first_o = malloc(out.bytes), *first_l = malloc(lse.bytes),
+                *first_g = malloc(dqkv.bytes);
+  for (int run = 0; run < 2; run++) {
+    poison(&out);
+    poison(&lse);
+    poison(&dqkv);
+    coda_status st = coda_cuda_attention_forward(ctx, &tq, B, T, Hq, Hkv, hd, &to, &tl);
+    EXPECT(st == CODA_OK, "%s: forward returned %d (%s)", name, (int)st, coda_last_error(ctx));
+    st = coda_cuda_attention_backward(ctx, &tq, &to, &tl, &tdo, B, T, Hq, Hkv, hd, &tg);
+    EXPECT(st == CODA_OK, "%s: backward returned %d (%s)", name, (int)st, coda_last_error(ctx));
+    cudaError_t e = cudaDeviceSynchronize();
+    EXPECT(e == cudaSuccess, "%s: kernel error %s", name, cudaGetErrorString(e));
+    if (e != cudaSuccess) exit(2);
+    fetch(&out);
+    fetch(&lse);
+    fetch(&dqkv);
+    if (run == 0) {
+      memcpy(first_o, out.h, out.bytes);
+      memcpy(first_l, lse.h, lse.bytes);
+      memcpy(first_g, dqkv.h, dqkv.bytes);
+      continue;
+    }
+    EXPECT(memcmp(first_o, out.h, out.bytes) == 0 && memcmp(first_l, lse.h, lse.bytes) == 0 &&
+               memcmp(first_g, dqkv.h, dqkv.bytes) == 0,
+           "%s: two runs differ", name);
+  }
+
+  /* out: bf16 output of fp32 math with P rounded to bf16 for the PV product */
+  cmp_result co = compare_bf16(&out, BT, oc, ldo, 0, oc, ro, oc, 2e-2, 2e-2);
+  EXPECT(co.bad == 0 && co.pad_bad == 0, "%s: out: %d mismatches, %d padding changed", name,
+         co.bad, co.pad_bad);
+  /* lse in fp32 */
+  int lbad = 0, lpad = 0;
+  double lmax = 0;
+  const float *hl = (const float *)lse.h;
+  for (int64_t i = 0; i < BT; i++) {
+    for (int h = 0; h < Hq; h++) {
+      const double e = fabs(hl[i * ldl + h] - rl[i * Hq + h]);
+      if (!(e <= 1e-3 + 1e-4 * fabs(rl[i * Hq + h]))) lbad++;
+      if (!(e <= lmax)) lmax = e;
+    }
+    for (int64_t c = Hq; c < ldl; c++) {
+      uint32_t u;
+      memcpy(&u, &hl[i * ldl + c], 4);
+      if (u != 0xFFFFFFFFu) lpad++;
+    }
+  }
+  EXPECT(lbad == 0 && lpad == 0, "%s: lse: %d mismatches (max err %.3g), %d padding changed",
+         name, lbad, lmax, lpad);
+  /* dq, dk, dv: bf16 P and dS feed the tensor cores */
+  const char *part[3] = {"dq", "dk", "dv"};
+  const int64_t c0[4] = {0, (int64_t)Hq * hd, (int64_t)(Hq + Hkv) * hd, cols};
+  double gmax[3];
+  for (int k = 0; k < 3; k++) {
+    cmp_result cg = compare_bf16(&dqkv, BT, cols, ldq, c0[k], c0[k + 1], rg, cols, 3e-2, 3e-2);
+    gmax[k] = cg.max_rel;
+    EXPECT(cg.bad == 0 && (k > 0 || cg.pad_bad == 0), "%s: %s: %d mismatches, %d padding changed",
+           name, part[k], cg.bad, cg.pad_bad);
+  }
+  printf("  %-32s max|err|/rms: out %.2e  dq %.2e  dk %.2e  dv %.2e   lse max err %.2e\n", name,
+         co.max_rel, gmax[0], gmax[1], gmax[2], lmax);
+
+  free(first_o);
+  free(first_l);
+  free(first_g);
+  free(xq);
+  free(xdo);
+  free(ro);
+  free(rl);
+  free(rg);
+  buf_free(&qkv);
+  buf_free(&out);
+  buf_free(&lse);
+  buf_free(&dout);
+  buf_free(&dqkv);
+}
+
+/* Requests the kernels do not handle must fail with a message, not run. */
+static void bad_inputs(coda_context ctx) {
+  const int B = 1, T = 8, Hq = 2, Hkv = 1, hd = 64;
+  const int64_t cols = (Hq + 2 * Hkv) * hd, oc = Hq * hd;
+  void *q, *o, *l;
+  CU(cudaMalloc(&q, (size_t)T * cols * 4 + 64));
+  CU(cudaMalloc(&o, (size_t)T * oc * 4 + 64));
+  CU(cudaMalloc(&l, (size_t)T * Hq * 4 + 64));
+  coda_tensor tq = {q, CODA_BF16, T, cols, cols}, to = {o, CODA_BF16, T, oc, oc},
+              tl = {l, CODA_F32, T, Hq, Hq};
+  coda_status st = coda_cuda_attention_forward(ctx, &tq, B, T, Hq, Hkv, 96, &to, &tl);
+  EXPECT(st == CODA_ERR_NOT_SUPPORTED, "head_dim 96: status %d", (int)st);
+  coda_tensor t32 = tq;
+  t32.dtype = CODA_F32;
+  st = coda_cuda_attention_forward(ctx, &t32, B, T, Hq, Hkv, hd, &to, &tl);
+  EXPECT(st == CODA_ERR_NOT_SUPPORTED, "f32 qkv: status %d", (int)st);
+  coda_tensor tmis = tq;
+  tmis.data = (char *)q + 2;
+  st = coda_cuda_attention_forward(ctx, &tmis, B, T, Hq, Hkv, hd, &to, &tl);
+  EXPECT(st == CODA_ERR_LAYOUT, "misaligned qkv: status %d", (int)st);
+  st = coda_cuda_attention_forward(ctx, &tq, B, T, 3, Hkv + 1, hd, &to, &tl);
+  EXPECT(st != CODA_OK, "heads 3/2 accepted");
+  coda_tensor tshort = to;
+  tshort.rows = T - 1;
+  st = coda_cuda_attention_forward(ctx, &tq, B, T, Hq, Hkv, hd, &tshort, &tl);
+  EXPECT(st == CODA_ERR_SHAPE, "short out: status %d", (int)st);
+  EXPECT(strlen(coda_last_error(ctx)) > 0, "no message for a failed call");
+  cudaFree(q);
+  cudaFree(o);
+  cudaFree(l);
+}
+
+int main(int argc, char **argv) {
+  if (!coda_cuda_available()) {
+    printf("no sm_90 GPU: nothing tested\n");
+    return 1;
+  }
+  if (argc > 1) g_rng ^= strtoull(argv[1], NULL, 10) * 0x2545F4914F6CDD1Dull;
+  printf("seed state %llu\n", (unsigned long long)g_rng);
+  coda_context_options opts = coda_context_default_options();
+  opts.backend = CODA_BACKEND_CUDA;
+  coda_context ctx = NULL;
+  if (coda_context_create(&opts, &ctx) != CODA_OK) {
+    printf("cannot create a CUDA context\n");
+    return 1;
+  }
+  const shape cases[] = {
+      {1, 64, 2, 2, 64, 0},    /* one full tile, plain multi-head */
+      {2, 100, 4, 2, 64, 8},   /* ragged, group 2, padded rows */
+      {1, 1, 2, 1, 64, 0},     /* a single token */
+      {1, 17, 4, 4, 128, 0},   /* shorter than a tile */
+      {1, 130, 4, 1, 128, 8},  /* ragged, group 4, padded */
+      {2, 192, 6, 2, 64, 0},   /* three full tiles, group 3 */
+      {1, 257, 2, 1, 128, 0},  /* five tiles, one row into the fifth */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(ctx, &cases[i]);
+  bad_inputs(ctx);
+  coda_context_destroy(ctx);
+  printf("%d passed, %d failed\n", g_pass, g_fail);
+  return g_fail ? 1 : 0;
+}
