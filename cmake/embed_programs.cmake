@@ -2,7 +2,7 @@
 # built-in epilogue programs ship inside the library.
 file(GLOB files ${DIR}/*.coda)
 list(SORT files)
-set(body "/* generated from programs/*.coda; do not edit */\n#include <stddef.h>\n")
+set(body "/* generated from the .coda files in programs/; do not edit */\n#include <stddef.h>\n")
 set(table "")
 set(count 0)
 foreach(f ${files})

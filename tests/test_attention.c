@@ -142,13 +142,34 @@ static void test_backward(void) {
   for (int64_t r = 0; r < BT; r++)
     for (int64_t c = 0; c < W; c++) e32 = fmax(e32, fabs(at(&g32, r, c) - at(&dqkv, r, c)));
   CHECK_MSG(e32 < 1e-5, "fp32 backward vs exact: %g", e32);
-  /* determinism across thread counts */
-  coda_context_options o1 = coda_context_default_options();
-  o1.num_threads = 1;
-  coda_context c1;
-  CHECK(coda_context_create(&o1, &c1) == CODA_OK);
-  CHECK(coda_attention_backward(c1, &q32, &o32, &l32, &d32, B, T, Hq, Hkv, hd, &g32b) == CODA_OK);
-  CHECK(memcmp(g32.data, g32b.data, sizeof(float) * BT * W) == 0);
+  /* determinism across thread counts (a size that runs in parallel) */
+  {
+    coda_context_options o1 = coda_context_default_options();
+    o1.num_threads = 1;
+    coda_context c1, c3;
+    CHECK(coda_context_create(&o1, &c1) == CODA_OK);
+    o1.num_threads = 3;
+    CHECK(coda_context_create(&o1, &c3) == CODA_OK);
+    const int b2 = 2, t2 = 96, h2 = 32;
+    const int64_t bt2 = b2 * t2, w2 = (int64_t)(Hq + 2 * Hkv) * h2;
+    coda_tensor q = mk(CODA_BF16, bt2, w2, w2), dO = mk(CODA_BF16, bt2, Hq * h2, Hq * h2);
+    coda_tensor ob[2], lb[2], gb[2];
+    coda_context cs[2] = {c1, c3};
+    for (int i = 0; i < 2; i++) {
+      ob[i] = mk(CODA_BF16, bt2, Hq * h2, Hq * h2);
+      lb[i] = mk(CODA_F32, bt2, Hq, Hq);
+      gb[i] = mk(CODA_BF16, bt2, w2, w2);
+      CHECK(coda_attention_forward(cs[i], &q, b2, t2, Hq, Hkv, h2, &ob[i], &lb[i]) == CODA_OK);
+      CHECK(coda_attention_backward(cs[i], &q, &ob[i], &lb[i], &dO, b2, t2, Hq, Hkv, h2, &gb[i]) == CODA_OK);
+    }
+    CHECK(memcmp(ob[0].data, ob[1].data, 2 * bt2 * Hq * h2) == 0);
+    CHECK(memcmp(lb[0].data, lb[1].data, 4 * bt2 * Hq) == 0);
+    CHECK(memcmp(gb[0].data, gb[1].data, 2 * bt2 * w2) == 0);
+    for (int i = 0; i < 2; i++) { free(ob[i].data); free(lb[i].data); free(gb[i].data); }
+    free(q.data); free(dO.data);
+    coda_context_destroy(c1);
+    coda_context_destroy(c3);
+  }
 
   /* argument checks: the output is left untouched */
   memcpy(g32b.data, g32.data, sizeof(float) * BT * W);
@@ -167,7 +188,6 @@ static void test_backward(void) {
   CHECK(memcmp(g32b.data, g32.data, sizeof(float) * BT * W) == 0);
 
   free(lbad.data);
-  coda_context_destroy(c1);
   free(q32.data); free(o32.data); free(l32.data); free(d32.data); free(g32.data); free(g32b.data);
   coda_context_destroy(c32);
   free(qkv.data); free(out.data); free(lse.data); free(dout.data); free(dqkv.data);

@@ -359,50 +359,62 @@ static void test_elem_program(void) {
   }
   CHECK_MSG(bad == 0, "finishers: %d mismatches", bad);
 
-  /* determinism: 1 thread vs 3 threads, bitwise */
-  {
-    coda_context_options o = coda_context_default_options();
-    o.num_threads = 1;
-    coda_context c1;
-    CHECK(coda_context_create(&o, &c1) == CODA_OK);
-    o.num_threads = 3;
-    coda_context c3;
-    CHECK(coda_context_create(&o, &c3) == CODA_OK);
-    coda_tensor y1 = mk(CODA_BF16, M, N, N), y3 = mk(CODA_BF16, M, N, N);
-    coda_tensor z1 = mk(CODA_F32, M, N, N + 2), z3 = z1;
-    z3.data = malloc(sizeof(float) * (M * (N + 2) + 1));
-    memcpy(z3.data, z1.data, sizeof(float) * (M * (N + 2) + 1));
-    coda_tensor p1[10], p3[10];
-    coda_args a1, a3;
-    CHECK(coda_args_create(c1, &a1) == CODA_OK);
-    CHECK(coda_args_create(c3, &a3) == CODA_OK);
-    const char *in_names[] = {"b", "r", "s", "t", "idx"};
-    const coda_tensor *in_t[] = {&b, &r, &s, &t, &idx};
-    for (int i = 0; i < 5; i++) { bind(a1, in_names[i], in_t[i]); bind(a3, in_names[i], in_t[i]); }
-    bind(a1, "y", &y1); bind(a3, "y", &y3); bind(a1, "z", &z1); bind(a3, "z", &z3);
-    for (int i = 0; i < NP; i++) {
-      p1[i] = mk(CODA_F32, parts[i].t.rows, parts[i].t.cols, parts[i].t.cols);
-      p3[i] = mk(CODA_F32, parts[i].t.rows, parts[i].t.cols, parts[i].t.cols);
-      bind(a1, parts[i].name, &p1[i]); bind(a3, parts[i].name, &p3[i]);
-    }
-    CHECK(coda_gemm_epilogue(c1, p, CODA_N, &A, CODA_T, &B, a1, tl) == CODA_OK);
-    CHECK(coda_gemm_epilogue(c3, p, CODA_N, &A, CODA_T, &B, a3, tl) == CODA_OK);
-    CHECK(memcmp(y1.data, y3.data, 2 * M * N) == 0);
-    CHECK(memcmp(z1.data, z3.data, sizeof(float) * M * (N + 2)) == 0);
-    for (int i = 0; i < NP; i++)
-      CHECK_MSG(memcmp(p1[i].data, p3[i].data, sizeof(float) * p1[i].rows * p1[i].cols) == 0, "partial %s", parts[i].name);
-    for (int i = 0; i < NP; i++) { free(p1[i].data); free(p3[i].data); }
-    free(y1.data); free(y3.data); free(z1.data); free(z3.data);
-    coda_args_destroy(a1); coda_args_destroy(a3);
-    coda_context_destroy(c1); coda_context_destroy(c3);
-  }
-
   for (int i = 0; i < NF; i++) free(fo[i].data);
   for (int i = 0; i < NP; i++) free(parts[i].t.data);
   free(h); free(ha); free(z0);
   free(A.data); free(B.data); free(b.data); free(r.data); free(s.data); free(t.data);
   free(idx.data); free(y.data); free(z.data);
   coda_args_destroy(args);
+  coda_program_destroy(p);
+}
+
+/* The same program with 1 and 3 threads (large enough to run in
+ * parallel) gives bitwise identical outputs and partials. */
+static void test_determinism(void) {
+  const int64_t M = 200, N = 330, K = 64;
+  const int tm = 16, tn = 32;
+  coda_tiling tl = {tm, tn};
+  coda_program p = parse(prog_elem);
+  if (!p) return;
+  coda_tensor A = mk(CODA_BF16, M, K, K), B = mk(CODA_F32, N, K, K);
+  coda_tensor b = mk(CODA_BF16, 1, N, N), r = mk(CODA_F32, M, 1, 1), s = mk(CODA_F16, 1, 1, 1);
+  coda_tensor t = mk(CODA_BF16, M, N, N), idx = {calloc(M, 4), CODA_I32, M, 1, 1};
+  for (int64_t m = 0; m < M; m++) ((int32_t *)idx.data)[m] = (int32_t)((m * 53) % (N + 20)) - 10;
+  const int64_t nt = (N + tn - 1) / tn, mt = (M + tm - 1) / tm;
+  const char *pn[] = {"ss", "sx", "mx", "ls", "cs", "sg", "sg2", "sgb", "pk", "ninf"};
+  const int64_t pr[] = {M, M, M, M, mt, M, M, M, M, M};
+  const int64_t pc[] = {nt, nt, nt, nt, N, (N + 15) / 16, (N + 15) / 16, nt, 1, nt};
+  coda_tensor out[2][12], zinit = mk(CODA_F32, M, N, N);
+  for (int run = 0; run < 2; run++) {
+    coda_context_options o = coda_context_default_options();
+    o.num_threads = run ? 3 : 1;
+    coda_context c;
+    CHECK(coda_context_create(&o, &c) == CODA_OK);
+    coda_args a;
+    CHECK(coda_args_create(c, &a) == CODA_OK);
+    bind(a, "b", &b); bind(a, "r", &r); bind(a, "s", &s); bind(a, "t", &t); bind(a, "idx", &idx);
+    out[run][0] = mk(CODA_BF16, M, N, N);
+    out[run][1] = mk(CODA_F32, M, N, N);
+    memcpy(out[run][1].data, zinit.data, sizeof(float) * M * N); /* same start for z */
+    bind(a, "y", &out[run][0]);
+    bind(a, "z", &out[run][1]);
+    for (int i = 0; i < 10; i++) {
+      out[run][2 + i] = mk(CODA_F32, pr[i], pc[i], pc[i]);
+      bind(a, pn[i], &out[run][2 + i]);
+    }
+    CHECK_MSG(coda_gemm_epilogue(c, p, CODA_N, &A, CODA_T, &B, a, tl) == CODA_OK, "%s", coda_last_error(c));
+    coda_args_destroy(a);
+    coda_context_destroy(c);
+  }
+  for (int i = 0; i < 12; i++) {
+    const coda_tensor *x = &out[0][i];
+    CHECK_MSG(memcmp(x->data, out[1][i].data, coda_dtype_size(x->dtype) * x->rows * x->cols) == 0,
+              "tensor %d differs between 1 and 3 threads", i);
+    free(out[0][i].data);
+    free(out[1][i].data);
+  }
+  free(A.data); free(B.data); free(b.data); free(r.data); free(s.data); free(t.data); free(idx.data);
+  free(zinit.data);
   coda_program_destroy(p);
 }
 
@@ -642,6 +654,33 @@ static void test_exact(void) {
   }
   CHECK_MSG(maxe < 1e-12, "exact mode store error %g", maxe);
   CHECK_MSG(maxr < 1e-12, "exact mode rstd error %g", maxr);
+  /* a 16-bit store from exact mode is rounded once: values just off a
+   * bf16 tie (1 + (k + 1/2)/128 +- 2^-30) must round away from the tie's
+   * even neighbour when they are past it */
+  {
+    coda_program q = parse_with(cx, "input x : tile f64\noutput y : bf16\nstore y = x\n");
+    const int64_t n = 64;
+    coda_tensor x = mk(CODA_F64, 1, n, n), yb = mk(CODA_BF16, 1, n, n);
+    for (int64_t j = 0; j < n; j++) {
+      double k = floor((urand() + 1) * 64);
+      coda_store(&x, 0, j, 1 + (k + 0.5) / 128 + (j % 2 ? 1 : -1) * ldexp(1 + fabs(urand()), -30));
+    }
+    coda_args qa;
+    CHECK(coda_args_create(cx, &qa) == CODA_OK);
+    bind(qa, "x", &x); bind(qa, "y", &yb);
+    coda_tiling t8 = {8, 8};
+    CHECK(q && coda_map(cx, q, 1, n, qa, t8) == CODA_OK);
+    int bad = 0;
+    for (int64_t j = 0; j < n; j++) {
+      double v = at(&x, 0, j), lo = 1 + floor((v - 1) * 128) / 128, hi = lo + 1.0 / 128;
+      double ref = (v - lo < hi - v) ? lo : hi; /* never a tie here */
+      if (at(&yb, 0, j) != ref) bad++;
+    }
+    CHECK_MSG(bad == 0, "exact-mode bf16 stores: %d not correctly rounded", bad);
+    free(x.data); free(yb.data);
+    coda_args_destroy(qa);
+    coda_program_destroy(q);
+  }
   /* an f32 context refuses the f64 program's tensors */
   CHECK(coda_gemm_epilogue(ctx, p, CODA_N, &A, CODA_T, &B, args, tl) != CODA_OK);
   free(A.data); free(B.data); free(b.data); free(y.data); free(ss.data); free(rs.data);
@@ -727,6 +766,7 @@ int main(void) {
   test_ops();
   test_elem_program();
   test_online_lse();
+  test_determinism();
   test_pair_program();
   test_x2();
   test_rope_large();

@@ -106,8 +106,44 @@ int main(void) {
     CHECK(png && n > 8 && !memcmp(png, "\x89PNG\r\n\x1a\n", 8));
     free(png);
   }
-  /* resuming a finished run has nothing to do */
+  /* sampling from the checkpoint: greedy = argmax of the model's logits,
+   * top-k 1 = greedy, the same seed gives the same text */
   snprintf(pb, sizeof pb, "%s/checkpoint.safetensors", b);
+  {
+    coda_generate_options g = {pb, "The ", 12, 0.0, 0, 5};
+    char *t1 = NULL, *t2 = NULL, *t3 = NULL, *t4 = NULL;
+    CHECK(coda_generate(ctx, &g, &t1) == CODA_OK);
+    g.temperature = 1.0;
+    g.top_k = 1;
+    CHECK(coda_generate(ctx, &g, &t2) == CODA_OK);
+    g.top_k = 0;
+    g.temperature = 1.5;
+    CHECK(coda_generate(ctx, &g, &t3) == CODA_OK);
+    CHECK(coda_generate(ctx, &g, &t4) == CODA_OK);
+    if (t1 && t2 && t3 && t4) {
+      CHECK(strlen(t1) == 16 && !strncmp(t1, "The ", 4));
+      CHECK(!strcmp(t1, t2));
+      CHECK(!strcmp(t3, t4));
+      CHECK(strlen(t3) == 16 && !strncmp(t3, "The ", 4));
+    }
+    coda_model_config gc;
+    coda_model *gm;
+    CHECK(coda_checkpoint_config(ctx, pb, &gc) == CODA_OK);
+    CHECK(coda_model_create(ctx, &gc, CODA_ENGINE_PLANS, &gm) == CODA_OK);
+    CHECK(coda_checkpoint_load(ctx, pb, gm, NULL, NULL, NULL) == CODA_OK);
+    int32_t pr[4] = {'T', 'h', 'e', ' '};
+    float lg[256];
+    CHECK(coda_model_last_logits(ctx, gm, pr, 4, lg) == CODA_OK);
+    int best = 0;
+    for (int v = 1; v < 256; v++)
+      if (lg[v] > lg[best]) best = v;
+    if (t1) CHECK((unsigned char)t1[4] == best);
+    coda_model_destroy(gm);
+    free(t1); free(t2); free(t3); free(t4);
+    g.checkpoint = "missing.safetensors";
+    CHECK(coda_generate(ctx, &g, &t1) == CODA_ERR_IO);
+  }
+  /* resuming a finished run has nothing to do */
   o = opts(data, b);
   o.resume = pb;
   CHECK(coda_train(ctx, &o, &sc) == CODA_ERR_INVALID_ARGUMENT);

@@ -76,6 +76,40 @@ static float median(std::vector<float> t) {
   return t[t.size() / 2];
 }
 
+/* --diag: time vs K and output type at M = 16384, N = 2048 (forward
+ * layout), to separate per-tile costs (epilogue, pipeline ramp) from
+ * per-k-block costs. */
+static void diag(coda_context ctx) {
+  const int M = 16384, N = 2048, Kmax = 4096;
+  __nv_bfloat16 *a, *b;
+  void *d;
+  CU(cudaMalloc(&a, (size_t)M * Kmax * 2));
+  CU(cudaMalloc(&b, (size_t)N * Kmax * 2));
+  CU(cudaMalloc(&d, (size_t)M * N * 4));
+  fill_random<<<1024, 256>>>(a, (size_t)M * Kmax, 99u);
+  fill_random<<<1024, 256>>>(b, (size_t)N * Kmax, 98u);
+  printf("| K | out | config | ms | ms, no stores | ms, staging only |\n|---|---|---|---|---|---|\n");
+  for (int K = 512; K <= Kmax; K *= 2)
+    for (int o = 0; o < 2; ++o)
+      for (int c = 0; c < coda_cuda_gemm_num_configs(); ++c) {
+        coda_tensor A = {a, CODA_BF16, M, K, K}, B = {b, CODA_BF16, N, K, K};
+        coda_tensor D = {d, o ? CODA_F32 : CODA_BF16, M, N, N};
+        std::vector<float> t;
+        float ms[3];
+        for (int x = 0; x < 3; ++x) {
+          std::vector<float> t;
+          sample_ms([&] { coda_cuda_gemm_config(ctx, CODA_N, &A, CODA_T, &B, &D, 1.f, 0, c, 0, x); },
+                    t);
+          ms[x] = median(t);
+        }
+        printf("| %d | %s | %d | %.4f | %.4f | %.4f |\n", K, o ? "f32" : "bf16", c, ms[0], ms[1],
+               ms[2]);
+      }
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(d);
+}
+
 int main(int argc, char **argv) {
   const bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
   if (!coda_cuda_available()) {
@@ -124,6 +158,10 @@ int main(int argc, char **argv) {
       {"d512 down wgrad", 512, 2048, 16384, T_, N_},
   };
   if (quick) shapes.resize(3);
+  if (argc > 1 && strcmp(argv[1], "--diag") == 0) {
+    diag(ctx);
+    return 0;
+  }
 
   const int ncfg = coda_cuda_gemm_num_configs();
   int num_sms = 0;
@@ -161,7 +199,7 @@ int main(int argc, char **argv) {
     auto run_variant = [&](int v) {
       if (v <= ncfg) {
         const int c = v < ncfg ? v : -1;
-        if (coda_cuda_gemm_config(ctx, s.ta, &A, s.tb, &B, &D, 1.0f, 0, c, 0) != CODA_OK && ok) {
+        if (coda_cuda_gemm_config(ctx, s.ta, &A, s.tb, &B, &D, 1.0f, 0, c, 0, 0) != CODA_OK && ok) {
           fprintf(stderr, "%s: %s\n", s.name, coda_last_error(ctx));
           ok = false;
         }

@@ -3,8 +3,10 @@
  * Straightforward per-head computation in the compute type: each task owns
  * its outputs (forward: one query head; backward: one kv head and all the
  * query heads that read it), so the result does not depend on the number
- * of threads. */
+ * of threads. The public entry points check every argument here and send
+ * CUDA contexts to src/cuda. */
 #include "cpu/cpu.h"
+#include "cuda/backend.h"
 
 #include <math.h>
 #include <omp.h>
@@ -66,11 +68,11 @@ static coda_status check_dims(coda_context ctx, int B, int T, int Hq, int Hkv, i
   return CODA_OK;
 }
 
-static coda_status check_cpu(coda_context ctx) {
-  if (ctx->opts.backend != CODA_BACKEND_CPU)
-    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "attention does not run on the CUDA backend yet");
-  return CODA_OK;
+#ifndef CODA_HAVE_CUDA
+static coda_status no_backend(coda_context ctx) {
+  return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "attention: library built without CUDA");
 }
+#endif
 
 static int nthreads(coda_context ctx, int64_t tasks, double work) {
   int n = ctx->opts.num_threads > 0 ? ctx->opts.num_threads : omp_get_max_threads();
@@ -97,7 +99,13 @@ coda_status coda_attention_forward(coda_context ctx, const coda_tensor *qkv, int
   if (coda_tensors_overlap(out, qkv) || coda_tensors_overlap(lse, qkv))
     return coda_fail(ctx, CODA_ERR_ALIAS, "'%s' overlaps 'qkv'",
                      coda_tensors_overlap(out, qkv) ? "out" : "lse");
-  if ((s = check_cpu(ctx))) return s;
+  if (ctx->opts.backend == CODA_BACKEND_CUDA) {
+#ifdef CODA_HAVE_CUDA
+    return coda_cuda_attention_forward(ctx, qkv, B, T, Hq, Hkv, hd, out, lse);
+#else
+    return no_backend(ctx);
+#endif
+  }
   const int f64 = ctx->opts.precision == CODA_PRECISION_F64;
   const size_t es = f64 ? sizeof(double) : sizeof(float);
   const int64_t tasks = (int64_t)B * Hq;
@@ -137,7 +145,13 @@ coda_status coda_attention_backward(coda_context ctx, const coda_tensor *qkv,
   for (int i = 0; i < 4; i++)
     if (coda_tensors_overlap(dqkv, rd[i]))
       return coda_fail(ctx, CODA_ERR_ALIAS, "'dqkv' (written) overlaps '%s' (read)", rn[i]);
-  if ((s = check_cpu(ctx))) return s;
+  if (ctx->opts.backend == CODA_BACKEND_CUDA) {
+#ifdef CODA_HAVE_CUDA
+    return coda_cuda_attention_backward(ctx, qkv, out, lse, dout, B, T, Hq, Hkv, hd, dqkv);
+#else
+    return no_backend(ctx);
+#endif
+  }
   const int f64 = ctx->opts.precision == CODA_PRECISION_F64;
   const size_t es = f64 ? sizeof(double) : sizeof(float);
   const int64_t tasks = (int64_t)B * Hkv;

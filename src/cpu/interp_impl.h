@@ -31,6 +31,25 @@ static void CAT(load, SFX)(REAL *restrict d, const coda_tensor *t, int64_t off,
   }
 }
 
+/* REAL -> float for a later rounding to 16 bits. In exact mode the double
+ * is first rounded to float with round-to-odd (truncate, then set the last
+ * bit if inexact): with 13+ spare bits this makes the second rounding
+ * give the correctly rounded 16-bit value, so the value is rounded once. */
+static inline float CAT(narrow, SFX)(REAL x) {
+#if CPU_REAL_IS_DOUBLE
+  float f = (float)x;
+  if ((double)f != x && x == x) {
+    if (fabs((double)f) > fabs(x)) f = nextafterf(f, 0.0f);
+    union { float f; uint32_t u; } v = {f};
+    v.u |= 1u;
+    f = v.f;
+  }
+  return f;
+#else
+  return x;
+#endif
+}
+
 /* t[off + i*stride] = round(v[i]) (or round(old + v[i]) when accumulating;
  * the addition happens in REAL: fp32, or fp64 in exact mode). */
 static void CAT(store, SFX)(const coda_tensor *t, int64_t off, int64_t stride,
@@ -41,7 +60,7 @@ static void CAT(store, SFX)(const coda_tensor *t, int64_t off, int64_t stride,
     for (int i = 0; i < n; i++) {
       REAL x = v[i];
       if (accumulate) x += (REAL)cpu_bf16_to_f32(s[i * stride]);
-      s[i * stride] = cpu_f32_to_bf16((float)x);
+      s[i * stride] = cpu_f32_to_bf16(CAT(narrow, SFX)(x));
     }
   } break;
   case CODA_F16: {
@@ -49,7 +68,7 @@ static void CAT(store, SFX)(const coda_tensor *t, int64_t off, int64_t stride,
     for (int i = 0; i < n; i++) {
       REAL x = v[i];
       if (accumulate) x += (REAL)cpu_f16_to_f32(s[i * stride]);
-      s[i * stride] = coda_f32_to_f16((float)x);
+      s[i * stride] = coda_f32_to_f16(CAT(narrow, SFX)(x));
     }
   } break;
   case CODA_F32: {

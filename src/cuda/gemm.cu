@@ -34,6 +34,16 @@ extern "C" const char *coda_cuda_gemm_config_name(int i) {
   return i >= 0 && i < kNumConfigs ? kConfigs[i].name : "?";
 }
 
+/* Split-K when the tiles fill less than half of the machine and K is long:
+ * enough splits to fill it, each at least 16 k-blocks deep. */
+static int default_splits(int64_t tiles, int64_t num_kb, int num_sms) {
+  if (tiles * 2 > num_sms || num_kb < 32) return 1;
+  int64_t s = num_sms / tiles;
+  if (s > num_kb / 16) s = num_kb / 16;
+  if (s > 16) s = 16;
+  return s < 1 ? 1 : (int)s;
+}
+
 /* Default choice per shape, from the measurements in bench/results/gemm-*.md:
  * pingpong (its epilogue hides under the other consumer's MMAs, and its
  * smaller tile fills the machine better) wins for K up to about 8192; the
@@ -43,18 +53,10 @@ extern "C" int coda_cuda_gemm_default_config(int64_t M, int64_t N, int64_t K, in
   const int64_t tiles_coop = ((M + 127) / 128) * ((N + 255) / 256);
   const int64_t tiles_ping = ((M + 127) / 128) * ((N + 127) / 128);
   if (K >= 12288 && tiles_coop >= 2 * (int64_t)num_sms) return 0;
+  /* Few tiles, long K: split-K fills the machine; the bigger tile then wins. */
+  if (default_splits(tiles_ping, (K + 63) / 64, num_sms) > 1) return 0;
   if (tiles_coop <= num_sms && tiles_ping > num_sms && tiles_coop * 4 >= num_sms * 3) return 0;
   return 1;
-}
-
-/* Split-K when the tiles fill less than half of the machine and K is long:
- * enough splits to fill it, each at least 16 k-blocks deep. */
-static int default_splits(int64_t tiles, int64_t num_kb, int num_sms) {
-  if (tiles * 2 > num_sms || num_kb < 32) return 1;
-  int64_t s = num_sms / tiles;
-  if (s > num_kb / 16) s = num_kb / 16;
-  if (s > 16) s = 16;
-  return s < 1 ? 1 : (int)s;
 }
 
 /* Split-K finish: D = alpha * sum_s W[s] (+ D), the splits summed in order
@@ -131,14 +133,14 @@ extern "C" coda_status coda_cuda_gemm(coda_context ctx, coda_transpose trans_a,
                                       const coda_tensor *A, coda_transpose trans_b,
                                       const coda_tensor *B, const coda_tensor *D, float alpha,
                                       int accumulate) {
-  return coda_cuda_gemm_config(ctx, trans_a, A, trans_b, B, D, alpha, accumulate, -1, 0);
+  return coda_cuda_gemm_config(ctx, trans_a, A, trans_b, B, D, alpha, accumulate, -1, 0, 0);
 }
 
 extern "C" coda_status coda_cuda_gemm_config(coda_context ctx, coda_transpose trans_a,
                                              const coda_tensor *A, coda_transpose trans_b,
                                              const coda_tensor *B, const coda_tensor *D,
                                              float alpha, int accumulate, int config,
-                                             int splits_req) {
+                                             int splits_req, int discard) {
   if (config >= kNumConfigs)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA GEMM: no tile configuration %d", config);
   if (!A || !B || !D || !A->data || !B->data || !D->data)
@@ -241,6 +243,7 @@ extern "C" coda_status coda_cuda_gemm_config(coda_context ctx, coda_transpose tr
   out.pair_ok = (D->ld % 2 == 0) && ((uintptr_t)D->data % (2 * es) == 0);
   out.vec_ok = (D->ld % 4 == 0) && ((uintptr_t)D->data % (4 * es) == 0);
   out.split_stride = 0;
+  out.discard = discard;
   out.alpha = alpha;
 
   /* Split-K: the kernel writes each split's fp32 partial to a workspace

@@ -89,6 +89,7 @@ struct StoreEpilogue {
 
   int vec_ok;    /* ldd % 4 == 0 and d aligned to four elements: 4-wide stores */
   long long split_stride; /* split-K: split s writes its partial at d + s * split_stride */
+  int discard;   /* measurement only: 1 = store nothing, 2 = stage in shared memory only */
 
   /* The fragment is written in 64 x 32 chunks through shared memory so that
    * global stores are row-contiguous (a warp writes 4 rows x 32 columns)
@@ -99,6 +100,7 @@ struct StoreEpilogue {
     const int lr = warp * 16 + lane / 4, lc = (lane % 4) * 2; /* fragment-local (row, col) */
     const int row0 = f.row0 - lr, col0 = f.col0 - lc;        /* fragment origin */
     const long long base = (long long)f.split * split_stride;
+    if (discard == 1) return;
 #pragma unroll
     for (int ch = 0; ch < BN / kEpiCols; ++ch) {
 #pragma unroll
@@ -114,7 +116,7 @@ struct StoreEpilogue {
         const int r = t / 8 + 16 * q, c = (t % 8) * 4;
         const float4 v = *(const float4 *)(sc.buf + r * kEpiPitch + c);
         const int gr = row0 + r, gc = col0 + ch * kEpiCols + c;
-        if (gr < M) store4(base, gr, gc, v);
+        if (gr < M && discard == 0) store4(base, gr, gc, v);
       }
       wg_sync(sc.bar);
     }

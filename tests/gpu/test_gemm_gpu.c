@@ -120,7 +120,7 @@ static void run_and_check(const gemm_case *c, coda_dtype out, float alpha, int a
   coda_tensor D = {d, out, M, N, ldd};
   coda_status st =
       coda_cuda_gemm_config(c->ctx, c->ta, &A, c->tb, &B, &D, alpha, accumulate, g_config,
-                            g_splits);
+                            g_splits, 0);
   if (st != CODA_OK) {
     printf("FAIL %s: status %d: %s\n", label, (int)st, coda_last_error(c->ctx));
     g_fail++;
@@ -261,8 +261,8 @@ static void large_case(coda_context ctx, cublasHandle_t hb, int64_t M, int64_t N
   }
   coda_tensor Av = mat16_view(&A), Bv = mat16_view(&B);
   coda_tensor D32 = {our_d, CODA_F32, M, N, N}, D16 = {our16_d, CODA_BF16, M, N, N};
-  if (coda_cuda_gemm_config(ctx, ta, &Av, tb, &Bv, &D32, 1.0f, 0, g_config, g_splits) != CODA_OK ||
-      coda_cuda_gemm_config(ctx, ta, &Av, tb, &Bv, &D16, 1.0f, 0, g_config, g_splits) != CODA_OK) {
+  if (coda_cuda_gemm_config(ctx, ta, &Av, tb, &Bv, &D32, 1.0f, 0, g_config, g_splits, 0) != CODA_OK ||
+      coda_cuda_gemm_config(ctx, ta, &Av, tb, &Bv, &D16, 1.0f, 0, g_config, g_splits, 0) != CODA_OK) {
     printf("FAIL %s: %s\n", label, coda_last_error(ctx));
     g_fail++;
     goto out;
