@@ -246,6 +246,14 @@ coda_status coda_gemm_epilogue(coda_context ctx, coda_program program,
                                coda_transpose trans_b, const coda_tensor *B,
                                coda_args args, coda_tiling tiling);
 
+/* The tiling a backend runs the program with for an M x N x K GEMM (the
+ * shape of its reduction partials): the CUDA backend computes partials for
+ * tile_m = 64 (one consumer warpgroup's rows) and tile_n = 128 and rejects
+ * other tilings; the CPU backend accepts any valid tiling and returns
+ * {64, 128}. p may be NULL. */
+coda_status coda_preferred_tiling(coda_context ctx, coda_program p, int64_t M, int64_t N,
+                                  int64_t K, coda_tiling *out);
+
 /* Runs the program's `finish` statement `name`: partial -> vector. */
 coda_status coda_finish(coda_context ctx, coda_program program,
                         const char *name, coda_args args, int64_t M, int64_t N,
@@ -467,7 +475,7 @@ typedef struct coda_train_options {
   const char *data_dir;  /* train.tok / val.tok (prepared if missing) */
   const char *corpus_dir;/* text files to prepare from */
   int engine;            /* 0 auto, 1 host reference, 2 block plans */
-  int quiet;             /* no per-step lines */
+  int quiet;             /* no per-step lines (the summary still prints) */
   /* Polled once per step; nonzero stops after the step (with a save). */
   int (*should_stop)(void *user);
   void *user;

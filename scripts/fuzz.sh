@@ -33,7 +33,7 @@ fi
 core=$(grep -L -E '#include "(cpu|cuda|nn|train)/' "$root"/src/core/*.c)
 
 # shellcheck disable=SC2086
-"$cc" -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+"$cc" -std=c11 -g -O1 -Wno-comment -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I"$root/include" -I"$root/src" \
   $core "$root"/src/lang/*.c "$embed" "$root/fuzz/fuzz_program.c" -lm -o "$out/fuzz_program"
 

@@ -365,8 +365,12 @@ static void test_errors(void) {
     for (int i = 0; i < 30; i++) n += snprintf(buf + n, sizeof buf - n, "input i%d : row f32\n", i);
     check_error(buf, CODA_ERR_TYPE, CODA_MAX_INPUTS + 1, 7, "too many inputs");
   }
-  /* NULL arguments */
+  /* NULL arguments; a NULL context only loses the message */
   coda_program p = NULL;
+  CHECK(coda_program_parse(NULL, "x = (acc", &p) == CODA_ERR_PARSE && p == NULL);
+  CHECK(coda_program_parse(NULL, "output y : f32\nstore y = acc\n", &p) == CODA_OK && p != NULL);
+  coda_program_destroy(p);
+  p = NULL;
   CHECK(coda_program_parse(ctx, NULL, &p) == CODA_ERR_INVALID_ARGUMENT && p == NULL);
   CHECK(coda_program_parse(ctx, "x = acc", NULL) == CODA_ERR_INVALID_ARGUMENT);
 }

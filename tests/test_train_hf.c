@@ -57,6 +57,14 @@ static void round_trip(coda_context ctx, const char *dir, int tied) {
         ok &= !memcmp(K + (h * hd + half + j) * 48, qkv + (48 + h * hd + 2 * j + 1) * 48, 48 * 4);
       }
     ok &= !memcmp(V, qkv + 64 * 48, 16 * 48 * 4); /* V rows unchanged */
+    /* the same permutation as the block plans' documented map */
+    coda_llama_config lc = coda_llama_default_config();
+    lc.dim = 48; lc.n_heads = 6; lc.n_kv_heads = 2; lc.head_dim = 8;
+    for (int64_t hr = 0; hr < 80; hr++) {
+      const float *src = hr < 48 ? Q + hr * 48 : hr < 64 ? K + (hr - 48) * 48 : V + (hr - 64) * 48;
+      int64_t dst = coda_llama_qkv_row(&lc, hr);
+      ok &= dst >= 0 && dst < 80 && !memcmp(src, qkv + dst * 48, 48 * 4);
+    }
     for (int fr = 0; fr < 40; fr++) {
       ok &= !memcmp((const float *)g->data + fr * 48, w13 + (2 * fr) * 48, 48 * 4);
       ok &= !memcmp((const float *)u->data + fr * 48, w13 + (2 * fr + 1) * 48, 48 * 4);

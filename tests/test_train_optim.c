@@ -10,7 +10,7 @@ static void test_adamw(void) {
   enum { N = 257, STEPS = 7 };
   uint64_t r = 31337;
   for (int decay = 0; decay <= 1; decay++) {
-    coda_adamw o = {0.9, 0.95, 1e-8, 0.1};
+    coda_adamw o = {0.9, 0.95, 1e-8, 0.1, 0};
     float w[N], g[N], m[N] = {0}, v[N] = {0};
     double W[N], M[N] = {0}, V[N] = {0};
     for (int i = 0; i < N; i++) W[i] = w[i] = (float)(coda_rng_uniform(&r) * 2 - 1);
@@ -34,7 +34,7 @@ static void test_adamw(void) {
     /* the first step moves every weight by about lr against its gradient sign */
   }
   /* decay alone (zero gradients, first step) shrinks w by (1 - lr·wd) */
-  coda_adamw o = {0.9, 0.999, 1e-8, 0.5};
+  coda_adamw o = {0.9, 0.999, 1e-8, 0.5, 1};
   float w[4], g[4] = {0}, m[4] = {0}, v[4] = {0};
   for (int i = 0; i < 4; i++) w[i] = (float)(coda_rng_uniform(&r) + 0.5);
   float w0[4];

@@ -1,13 +1,15 @@
 /* Timing of the causal GQA attention kernels at the block shapes of the
- * project: CUDA events, 5 warm-up runs, median of 25. Prints a markdown
- * table (milliseconds and TFLOP/s counting only the causal half:
- * forward 2 matmuls = 2*B*Hq*T^2*hd flops, backward 5 = 2.5x that). */
+ * project: CUDA events, 5 warm-up runs, median of 25. Prints markdown
+ * tables (milliseconds and TFLOP/s counting only the causal half:
+ * forward 2 matmuls = 2*B*Hq*T^2*hd flops, backward 5 = 2.5x that): one
+ * row per kernel variant, then forward+backward with the fastest ones. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "cuda/attention.cuh"
 #include "cuda/backend.h"
 
 #define CU(x)                                                                             \
@@ -65,12 +67,14 @@ int main() {
   cudaDeviceProp prop;
   CU(cudaGetDeviceProperties(&prop, 0));
   printf("GPU: %s, %d SMs\n\n", prop.name, prop.multiProcessorCount);
-  printf("| shape | fwd ms | fwd TFLOP/s | bwd ms | bwd TFLOP/s | fwd+bwd ms |\n");
-  printf("|---|---|---|---|---|---|\n");
   cudaEvent_t e0, e1;
   CU(cudaEventCreate(&e0));
   CU(cudaEventCreate(&e1));
-  for (const Shape &s : shapes) {
+  printf("| shape | pass | variant | ms | TFLOP/s |\n|---|---|---|---|---|\n");
+  float sum_ms[3][3];
+  int best[3][2];
+  for (int si = 0; si < 3; si++) {
+    const Shape &s = shapes[si];
     const int64_t BT = (int64_t)s.B * s.T, cols = (int64_t)(s.Hq + 2 * s.Hkv) * s.hd,
                   oc = (int64_t)s.Hq * s.hd;
     __nv_bfloat16 *qkv, *out, *dout, *dqkv;
@@ -88,32 +92,53 @@ int main() {
                 tl = coda_tensor_2d(lse, CODA_F32, BT, s.Hq),
                 tdo = coda_tensor_2d(dout, CODA_BF16, BT, oc),
                 tg = coda_tensor_2d(dqkv, CODA_BF16, BT, cols);
-    float med[3];
-    for (int what = 0; what < 3; what++) { /* fwd, bwd, fwd+bwd */
+    const double f = 2.0 * s.B * s.Hq * (double)s.T * s.T * s.hd; /* causal forward flops */
+    /* the forward with variant fc if fwd, then the backward with bc if bwd */
+    auto time = [&](bool fwd, int fc, bool bwd, int bc) {
       const int warm = 5, reps = 25;
       float ms[reps];
       for (int r = 0; r < warm + reps; r++) {
         CU(cudaEventRecord(e0));
-        if (what != 1) OK(coda_cuda_attention_forward(ctx, &tq, s.B, s.T, s.Hq, s.Hkv, s.hd, &to, &tl));
-        if (what != 0)
-          OK(coda_cuda_attention_backward(ctx, &tq, &to, &tl, &tdo, s.B, s.T, s.Hq, s.Hkv, s.hd, &tg));
+        if (fwd)
+          OK(coda_cuda_attention_forward_config(ctx, &tq, s.B, s.T, s.Hq, s.Hkv, s.hd, &to, &tl, fc));
+        if (bwd)
+          OK(coda_cuda_attention_backward_config(ctx, &tq, &to, &tl, &tdo, s.B, s.T, s.Hq, s.Hkv,
+                                                 s.hd, &tg, bc));
         CU(cudaEventRecord(e1));
         CU(cudaEventSynchronize(e1));
         if (r >= warm) CU(cudaEventElapsedTime(&ms[r - warm], e0, e1));
       }
       qsort(ms, reps, sizeof(float), cmp_float);
-      med[what] = ms[reps / 2];
+      return ms[reps / 2];
+    };
+    for (int pass = 0; pass < 2; pass++) {
+      float bms = 1e30f;
+      for (int c = 0; c < coda_cuda_attention_num_configs(pass, s.hd); c++) {
+        /* the backward reads the out and lse of a forward run */
+        if (pass == 1) time(true, -1, false, 0);
+        const float ms = pass ? time(false, 0, true, c) : time(true, c, false, 0);
+        printf("| %s | %s | %d | %.3f | %.0f |\n", s.name, pass ? "bwd" : "fwd", c, ms,
+               (pass ? 2.5 : 1.0) * f / ms * 1e-9);
+        fflush(stdout);
+        if (ms < bms) {
+          bms = ms;
+          best[si][pass] = c;
+        }
+        sum_ms[si][pass] = bms;
+      }
     }
-    const double f = 2.0 * s.B * s.Hq * (double)s.T * s.T * s.hd; /* causal forward flops */
-    printf("| %s | %.3f | %.0f | %.3f | %.0f | %.3f |\n", s.name, med[0], f / med[0] * 1e-9, med[1],
-           2.5 * f / med[1] * 1e-9, med[2]);
-    fflush(stdout);
+    sum_ms[si][2] = time(true, best[si][0], true, best[si][1]);
     cudaFree(qkv);
     cudaFree(dqkv);
     cudaFree(out);
     cudaFree(dout);
     cudaFree(lse);
   }
+  printf("\nWith the fastest variants:\n\n| shape | variants fwd/bwd | fwd ms | bwd ms | fwd+bwd ms |\n"
+         "|---|---|---|---|---|\n");
+  for (int si = 0; si < 3; si++)
+    printf("| %s | %d/%d | %.3f | %.3f | %.3f |\n", shapes[si].name, best[si][0], best[si][1],
+           sum_ms[si][0], sum_ms[si][1], sum_ms[si][2]);
   coda_context_destroy(ctx);
   return 0;
 }

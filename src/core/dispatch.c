@@ -333,6 +333,11 @@ coda_status coda_gemm_epilogue(coda_context ctx, coda_program program, coda_tran
 #ifdef CODA_HAVE_CUDA
   if (!program && ctx->opts.backend == CODA_BACKEND_CUDA)
     return coda_cuda_gemm(ctx, trans_a, A, trans_b, B, job.D, 1.0f, 0);
+  /* ---- epilogue compiler: programs on the CUDA backend ---- */
+  if (program && ctx->opts.backend == CODA_BACKEND_CUDA)
+    return coda_cuda_gemm_epilogue(ctx, program, trans_a, A, trans_b, B, job.inputs, job.outputs,
+                                   job.partials, tiling);
+  /* ---- end epilogue compiler ---- */
 #endif
   if ((s = cpu_only(ctx, "coda_gemm_epilogue"))) return s;
   job.has_gemm = 1;
@@ -453,3 +458,20 @@ coda_status coda_gemm(coda_context ctx, coda_transpose trans_a, const coda_tenso
   job.accumulate = accumulate != 0;
   return cpu_run(ctx, &job);
 }
+
+/* ---- epilogue compiler: the tiling a backend runs programs with ---- */
+coda_status coda_preferred_tiling(coda_context ctx, coda_program p, int64_t M, int64_t N,
+                                  int64_t K, coda_tiling *out) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  if (!out) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_preferred_tiling: out is NULL");
+  if (M < 0 || N < 0 || K < 0)
+    return coda_fail(ctx, CODA_ERR_SHAPE, "coda_preferred_tiling: negative size");
+#ifdef CODA_HAVE_CUDA
+  if (ctx->opts.backend == CODA_BACKEND_CUDA) return coda_cuda_preferred_tiling(ctx, p, M, N, K, out);
+#endif
+  (void)p;
+  out->tile_m = 64;
+  out->tile_n = 128;
+  return CODA_OK;
+}
+/* ---- end epilogue compiler ---- */

@@ -5,8 +5,8 @@
  * Shared conventions of every kernel:
  *  - packed qkv rows are tokens b*T + t; query head h reads kv head
  *    g = h / (Hq/Hkv); per token the columns are [q heads | k heads | v heads];
- *  - a CTA has 4 warps and owns 64 rows (queries in the forward and dQ
- *    kernels, keys in the dK/dV kernel); each warp owns 16 of them, so
+ *  - a CTA has 4 warps and owns 64*MT rows (queries in the forward and dQ
+ *    kernels, keys in the dK/dV kernel); each warp owns 16*MT of them, so
  *    nothing is reduced across warps and every sum has a fixed order
  *    (runs are bit-identical);
  *  - shared-memory tiles are rows of head_dim bf16 with the 16-byte chunks
@@ -21,6 +21,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "cuda/attention.cuh"
 #include "cuda/backend.h"
 
 extern "C" {
@@ -31,8 +32,7 @@ namespace coda_attn {
 
 typedef __nv_bfloat16 bf16;
 
-constexpr int kRows = 64;    /* rows (queries or keys) owned by one CTA */
-constexpr int kTile = 64;    /* rows of each streamed K/V or Q/dO tile */
+constexpr int kTile = 64; /* rows of each streamed K/V (dQ) or Q/dO (dK/dV) tile */
 constexpr int kThreads = 128;
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -150,18 +150,21 @@ __device__ __forceinline__ uint32_t bt_addr(const bf16 *tile, int row0, int kk, 
 
 /* ------------------------------------------------------------- forward */
 
-/* One CTA: 64 queries of one (batch, head); K/V tiles of 64 keys stream
- * through a two-stage cp.async pipeline, only up to the diagonal. Online
- * softmax per row: m = running max of raw scores, l = running sum of
- * exp2(c*(s - m)), O rescaled by exp2(c*(m_old - m)) when m grows. */
-template <int HD>
+/* One CTA: 64*MT queries of one (batch, head), each warp 16*MT of them
+ * (MT m16 tiles share every K/V fragment read from shared memory); K/V
+ * tiles of KT keys stream through a two-stage cp.async pipeline, only up
+ * to the diagonal. Online softmax per row: m = running max of raw scores,
+ * l = running sum of exp2(c*(s - m)), O rescaled by exp2(c*(m_old - m))
+ * when m grows. */
+template <int HD, int MT, int KT>
 __global__ void __launch_bounds__(kThreads) fwd_kernel(Params p) {
+  constexpr int BM = 64 * MT;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *sQ = reinterpret_cast<bf16 *>(smem);
-  bf16 *sK = sQ + kRows * HD; /* 2 stages */
-  bf16 *sV = sK + 2 * kTile * HD;
+  bf16 *sK = sQ + BM * HD; /* 2 stages */
+  bf16 *sV = sK + 2 * KT * HD;
 
-  const int nqb = (p.T + kRows - 1) / kRows;
+  const int nqb = (p.T + BM - 1) / BM;
   const int qb = nqb - 1 - (int)blockIdx.x; /* longest rows first */
   const int h = blockIdx.y, b = blockIdx.z;
   const int g = h / (p.Hq / p.Hkv);
@@ -170,118 +173,157 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(Params p) {
   const bf16 *gq = p.qkv + base + (long long)h * HD;
   const bf16 *gk = p.qkv + base + (long long)(p.Hq + g) * HD;
   const bf16 *gv = p.qkv + base + (long long)(p.Hq + p.Hkv + g) * HD;
-  const int q0 = qb * kRows;
-  const int nkb = (q0 + kRows - 1) / kTile + 1;
+  const int q0 = qb * BM;
+  const int nkb = min((q0 + BM - 1) / KT + 1, (p.T + KT - 1) / KT);
+  const int w0 = q0 + warp * 16 * MT, w1 = w0 + 16 * MT - 1; /* this warp's rows */
 
-  load_tile<kRows, HD>(sQ, gq, p.ld_qkv, q0, p.T);
-  load_tile<kTile, HD>(sK, gk, p.ld_qkv, 0, p.T);
-  load_tile<kTile, HD>(sV, gv, p.ld_qkv, 0, p.T);
+  load_tile<BM, HD>(sQ, gq, p.ld_qkv, q0, p.T);
+  load_tile<KT, HD>(sK, gk, p.ld_qkv, 0, p.T);
+  load_tile<KT, HD>(sV, gv, p.ld_qkv, 0, p.T);
   cp_commit();
 
-  uint32_t qf[HD / 16][4];
-  float o[HD / 8][4];
+  /* Q fragments stay in registers unless that would crowd out the O
+   * accumulators (head_dim 128 with two m tiles): then re-read per tile. */
+  constexpr bool kQRegs = HD * MT <= 128;
+  uint32_t qf[MT][kQRegs ? HD / 16 : 1][4];
+  float o[MT][HD / 8][4];
+  float m[MT][2], l[MT][2];
 #pragma unroll
-  for (int i = 0; i < HD / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  const int rowA = q0 + warp * 16 + (lane >> 2); /* rows of c0,c1; c2,c3 are +8 */
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int i = 0; i < HD / 8; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.f;
+    m[mt][0] = m[mt][1] = -INFINITY;
+    l[mt][0] = l[mt][1] = 0.f;
+  }
 
   for (int j = 0; j < nkb; ++j) {
     if (j + 1 < nkb) {
       const int st = (j + 1) & 1;
-      load_tile<kTile, HD>(sK + st * kTile * HD, gk, p.ld_qkv, (j + 1) * kTile, p.T);
-      load_tile<kTile, HD>(sV + st * kTile * HD, gv, p.ld_qkv, (j + 1) * kTile, p.T);
+      load_tile<KT, HD>(sK + st * KT * HD, gk, p.ld_qkv, (j + 1) * KT, p.T);
+      load_tile<KT, HD>(sV + st * KT * HD, gv, p.ld_qkv, (j + 1) * KT, p.T);
     }
     cp_commit();
     cp_wait<1>();
     __syncthreads();
-    if (j == 0) {
+    if (kQRegs && j == 0) {
 #pragma unroll
-      for (int kk = 0; kk < HD / 16; ++kk) ldsm4(qf[kk], a_addr<HD>(sQ, warp * 16, kk, lane));
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int kk = 0; kk < (kQRegs ? HD / 16 : 1); ++kk)
+          ldsm4(qf[mt][kk], a_addr<HD>(sQ, warp * 16 * MT + mt * 16, kk, lane));
     }
-    const bf16 *tk = sK + (j & 1) * kTile * HD, *tv = sV + (j & 1) * kTile * HD;
-
-    float s[kTile / 8][4];
+    /* tiles wholly after this warp's rows add nothing (key 0 is in tile 0,
+     * so every row has a finite max once tile 0 is done) */
+    if (j * KT <= w1) {
+      const bf16 *tk = sK + (j & 1) * KT * HD, *tv = sV + (j & 1) * KT * HD;
+      float s[MT][KT / 8][4];
 #pragma unroll
-    for (int i = 0; i < kTile / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int kk = 0; kk < HD / 16; ++kk)
+        for (int i = 0; i < KT / 8; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.f;
 #pragma unroll
-      for (int nb = 0; nb < kTile / 16; ++nb) {
-        uint32_t bb[4];
-        ldsm4(bb, b_addr<HD>(tk, nb * 16, kk, lane));
-        mma(s[2 * nb], qf[kk], bb[0], bb[1]);
-        mma(s[2 * nb + 1], qf[kk], bb[2], bb[3]);
-      }
-    if (j == nkb - 1) { /* diagonal tile: mask key > query */
+      for (int kk = 0; kk < HD / 16; ++kk) {
+        if (!kQRegs) {
 #pragma unroll
-      for (int nb = 0; nb < kTile / 8; ++nb)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = j * kTile + nb * 8 + (lane & 3) * 2 + (e & 1);
-          const int row = rowA + (e >> 1) * 8;
-          if (key > row) s[nb][e] = -INFINITY;
+          for (int mt = 0; mt < MT; ++mt)
+            ldsm4(qf[mt][0], a_addr<HD>(sQ, warp * 16 * MT + mt * 16, kk, lane));
         }
-    }
+        const int fi = kQRegs ? kk : 0;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = m[r];
+        for (int nb = 0; nb < KT / 16; ++nb) {
+          uint32_t bb[4];
+          ldsm4(bb, b_addr<HD>(tk, nb * 16, kk, lane));
 #pragma unroll
-      for (int nb = 0; nb < kTile / 8; ++nb) mx = fmaxf(mx, fmaxf(s[nb][2 * r], s[nb][2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      /* key 0 is visible to every row, so mx is finite after tile 0 */
-      const float alpha = m[r] == -INFINITY ? 0.f : ex2((m[r] - mx) * p.scale2);
-      m[r] = mx;
-      const float mc = mx * p.scale2;
-      l[r] *= alpha;
-#pragma unroll
-      for (int i = 0; i < HD / 8; ++i) {
-        o[i][2 * r] *= alpha;
-        o[i][2 * r + 1] *= alpha;
+          for (int mt = 0; mt < MT; ++mt) {
+            mma(s[mt][2 * nb], qf[mt][fi], bb[0], bb[1]);
+            mma(s[mt][2 * nb + 1], qf[mt][fi], bb[2], bb[3]);
+          }
+        }
       }
-      float sum = 0.f;
+      if (j * KT + KT - 1 > w0) { /* some key > some row: mask key > query */
 #pragma unroll
-      for (int nb = 0; nb < kTile / 8; ++nb) {
-        s[nb][2 * r] = ex2(fmaf(s[nb][2 * r], p.scale2, -mc));
-        s[nb][2 * r + 1] = ex2(fmaf(s[nb][2 * r + 1], p.scale2, -mc));
-        sum += s[nb][2 * r] + s[nb][2 * r + 1];
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int nb = 0; nb < KT / 8; ++nb)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int key = j * KT + nb * 8 + (lane & 3) * 2 + (e & 1);
+              const int row = w0 + mt * 16 + (lane >> 2) + (e >> 1) * 8;
+              if (key > row) s[mt][nb][e] = -INFINITY;
+            }
       }
-      l[r] += sum; /* this thread's columns; the quad is summed at the end */
-    }
-    /* O += P V with P (16 x 64) re-used from the accumulators as A. */
 #pragma unroll
-    for (int ks = 0; ks < kTile / 16; ++ks) {
-      uint32_t pa[4] = {pack2(s[2 * ks][0], s[2 * ks][1]), pack2(s[2 * ks][2], s[2 * ks][3]),
-                        pack2(s[2 * ks + 1][0], s[2 * ks + 1][1]),
-                        pack2(s[2 * ks + 1][2], s[2 * ks + 1][3])};
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int db = 0; db < HD / 16; ++db) {
-        uint32_t bb[4];
-        ldsm4t(bb, bt_addr<HD>(tv, ks * 16, db, lane));
-        mma(o[2 * db], pa, bb[0], bb[1]);
-        mma(o[2 * db + 1], pa, bb[2], bb[3]);
+        for (int r = 0; r < 2; ++r) {
+          float mx = m[mt][r];
+#pragma unroll
+          for (int nb = 0; nb < KT / 8; ++nb)
+            mx = fmaxf(mx, fmaxf(s[mt][nb][2 * r], s[mt][nb][2 * r + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          const float alpha = m[mt][r] == -INFINITY ? 0.f : ex2((m[mt][r] - mx) * p.scale2);
+          m[mt][r] = mx;
+          const float mc = mx * p.scale2;
+          l[mt][r] *= alpha;
+#pragma unroll
+          for (int i = 0; i < HD / 8; ++i) {
+            o[mt][i][2 * r] *= alpha;
+            o[mt][i][2 * r + 1] *= alpha;
+          }
+          float sum = 0.f;
+#pragma unroll
+          for (int nb = 0; nb < KT / 8; ++nb) {
+            s[mt][nb][2 * r] = ex2(fmaf(s[mt][nb][2 * r], p.scale2, -mc));
+            s[mt][nb][2 * r + 1] = ex2(fmaf(s[mt][nb][2 * r + 1], p.scale2, -mc));
+            sum += s[mt][nb][2 * r] + s[mt][nb][2 * r + 1];
+          }
+          l[mt][r] += sum; /* this thread's columns; the quad is summed at the end */
+        }
+      /* O += P V with P (16 x KT per m tile) re-used from the accumulators as A. */
+#pragma unroll
+      for (int ks = 0; ks < KT / 16; ++ks) {
+        uint32_t pa[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          pa[mt][0] = pack2(s[mt][2 * ks][0], s[mt][2 * ks][1]);
+          pa[mt][1] = pack2(s[mt][2 * ks][2], s[mt][2 * ks][3]);
+          pa[mt][2] = pack2(s[mt][2 * ks + 1][0], s[mt][2 * ks + 1][1]);
+          pa[mt][3] = pack2(s[mt][2 * ks + 1][2], s[mt][2 * ks + 1][3]);
+        }
+#pragma unroll
+        for (int db = 0; db < HD / 16; ++db) {
+          uint32_t bb[4];
+          ldsm4t(bb, bt_addr<HD>(tv, ks * 16, db, lane));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma(o[mt][2 * db], pa[mt], bb[0], bb[1]);
+            mma(o[mt][2 * db + 1], pa[mt], bb[2], bb[3]);
+          }
+        }
       }
     }
     __syncthreads(); /* this stage is refilled next iteration */
   }
 
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-  }
   const long long orow = (long long)b * p.T;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = rowA + 8 * r;
-    if (row >= p.T) continue;
-    const float inv = 1.f / l[r];
-    bf16 *dst = p.out + (orow + row) * p.ld_out + (long long)h * HD + (lane & 3) * 2;
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int i = 0; i < HD / 8; ++i)
-      *reinterpret_cast<uint32_t *>(dst + i * 8) = pack2(o[i][2 * r] * inv, o[i][2 * r + 1] * inv);
-    if ((lane & 3) == 0) p.lse[(orow + row) * p.ld_lse + h] = m[r] * p.scale + logf(l[r]);
-  }
+    for (int r = 0; r < 2; ++r) {
+      float lr = l[mt][r];
+      lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+      lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+      const int row = w0 + mt * 16 + (lane >> 2) + 8 * r;
+      if (row >= p.T) continue;
+      const float inv = 1.f / lr;
+      bf16 *dst = p.out + (orow + row) * p.ld_out + (long long)h * HD + (lane & 3) * 2;
+#pragma unroll
+      for (int i = 0; i < HD / 8; ++i)
+        *reinterpret_cast<uint32_t *>(dst + i * 8) =
+            pack2(o[mt][i][2 * r] * inv, o[mt][i][2 * r + 1] * inv);
+      if ((lane & 3) == 0) p.lse[(orow + row) * p.ld_lse + h] = m[mt][r] * p.scale + logf(lr);
+    }
 }
 
 /* ------------------------------------------------------------ backward */
@@ -316,19 +358,20 @@ __global__ void __launch_bounds__(256) bwd_prep_kernel(Params p) {
   }
 }
 
-/* dQ for 64 queries of one (batch, head), streaming K/V tiles up to the
- * diagonal, 16 keys at a time per warp:
+/* dQ for 64*MT queries of one (batch, head), streaming K/V tiles of 64
+ * keys up to the diagonal, 16 keys at a time per warp:
  *   P = exp2(c*QK^T - L), dP = dO V^T, dS = P*(dP - D), dQ += dS K;
  * finally dQ *= scale. */
-template <int HD>
+template <int HD, int MT>
 __global__ void __launch_bounds__(kThreads) bwd_dq_kernel(Params p) {
+  constexpr int BM = 64 * MT;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *sQ = reinterpret_cast<bf16 *>(smem);
-  bf16 *sO = sQ + kRows * HD; /* dO */
-  bf16 *sK = sO + kRows * HD; /* 2 stages */
+  bf16 *sO = sQ + BM * HD; /* dO */
+  bf16 *sK = sO + BM * HD; /* 2 stages */
   bf16 *sV = sK + 2 * kTile * HD;
 
-  const int nqb = (p.T + kRows - 1) / kRows;
+  const int nqb = (p.T + BM - 1) / BM;
   const int qb = nqb - 1 - (int)blockIdx.x;
   const int h = blockIdx.y, b = blockIdx.z;
   const int g = h / (p.Hq / p.Hkv);
@@ -338,28 +381,32 @@ __global__ void __launch_bounds__(kThreads) bwd_dq_kernel(Params p) {
   const bf16 *gk = p.qkv + base + (long long)(p.Hq + g) * HD;
   const bf16 *gv = p.qkv + base + (long long)(p.Hq + p.Hkv + g) * HD;
   const bf16 *gdo = p.dout + (long long)b * p.T * p.ld_dout + (long long)h * HD;
-  const int q0 = qb * kRows;
-  const int nkb = (q0 + kRows - 1) / kTile + 1;
+  const int q0 = qb * BM;
+  const int nkb = min((q0 + BM - 1) / kTile + 1, (p.T + kTile - 1) / kTile);
+  const int w0 = q0 + warp * 16 * MT, w1 = w0 + 16 * MT - 1;
 
-  load_tile<kRows, HD>(sQ, gq, p.ld_qkv, q0, p.T);
-  load_tile<kRows, HD>(sO, gdo, p.ld_dout, q0, p.T);
+  load_tile<BM, HD>(sQ, gq, p.ld_qkv, q0, p.T);
+  load_tile<BM, HD>(sO, gdo, p.ld_dout, q0, p.T);
   load_tile<kTile, HD>(sK, gk, p.ld_qkv, 0, p.T);
   load_tile<kTile, HD>(sV, gv, p.ld_qkv, 0, p.T);
   cp_commit();
 
-  const int rowA = q0 + warp * 16 + (lane >> 2);
-  float Lr[2], Dr[2];
+  float Lr[MT][2], Dr[MT][2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = rowA + 8 * r;
-    const long long idx = ((long long)b * p.Hq + h) * p.T + row;
-    Lr[r] = row < p.T ? p.ws_l[idx] : 0.f;
-    Dr[r] = row < p.T ? p.ws_d[idx] : 0.f;
-  }
-  uint32_t qf[HD / 16][4], of[HD / 16][4];
-  float dq[HD / 8][4];
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-  for (int i = 0; i < HD / 8; ++i) dq[i][0] = dq[i][1] = dq[i][2] = dq[i][3] = 0.f;
+    for (int r = 0; r < 2; ++r) {
+      const int row = w0 + mt * 16 + (lane >> 2) + 8 * r;
+      const long long idx = ((long long)b * p.Hq + h) * p.T + row;
+      Lr[mt][r] = row < p.T ? p.ws_l[idx] : 0.f;
+      Dr[mt][r] = row < p.T ? p.ws_d[idx] : 0.f;
+    }
+  uint32_t qf[MT][HD / 16][4], of[MT][HD / 16][4];
+  float dq[MT][HD / 8][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int i = 0; i < HD / 8; ++i) dq[mt][i][0] = dq[mt][i][1] = dq[mt][i][2] = dq[mt][i][3] = 0.f;
 
   for (int j = 0; j < nkb; ++j) {
     if (j + 1 < nkb) {
@@ -372,47 +419,67 @@ __global__ void __launch_bounds__(kThreads) bwd_dq_kernel(Params p) {
     __syncthreads();
     if (j == 0) {
 #pragma unroll
-      for (int kk = 0; kk < HD / 16; ++kk) {
-        ldsm4(qf[kk], a_addr<HD>(sQ, warp * 16, kk, lane));
-        ldsm4(of[kk], a_addr<HD>(sO, warp * 16, kk, lane));
-      }
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; ++kk) {
+          ldsm4(qf[mt][kk], a_addr<HD>(sQ, warp * 16 * MT + mt * 16, kk, lane));
+          ldsm4(of[mt][kk], a_addr<HD>(sO, warp * 16 * MT + mt * 16, kk, lane));
+        }
     }
     const bf16 *tk = sK + (j & 1) * kTile * HD, *tv = sV + (j & 1) * kTile * HD;
 #pragma unroll
     for (int kc = 0; kc < kTile / 16; ++kc) {
       const int key0 = j * kTile + kc * 16;
-      if (key0 > q0 + warp * 16 + 15) continue; /* all 16 keys after this warp's rows */
-      float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-      float dp[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+      if (key0 > w1) continue; /* all 16 keys after this warp's rows */
+      float s[MT][2][4], dp[MT][2][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][0][e] = s[mt][1][e] = dp[mt][0][e] = dp[mt][1][e] = 0.f;
 #pragma unroll
       for (int kk = 0; kk < HD / 16; ++kk) {
         uint32_t bb[4];
         ldsm4(bb, b_addr<HD>(tk, kc * 16, kk, lane));
-        mma(s[0], qf[kk], bb[0], bb[1]);
-        mma(s[1], qf[kk], bb[2], bb[3]);
-        ldsm4(bb, b_addr<HD>(tv, kc * 16, kk, lane));
-        mma(dp[0], of[kk], bb[0], bb[1]);
-        mma(dp[1], of[kk], bb[2], bb[3]);
-      }
-      float ds[2][4];
 #pragma unroll
-      for (int nb = 0; nb < 2; ++nb)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = key0 + nb * 8 + (lane & 3) * 2 + (e & 1);
-          const int row = rowA + (e >> 1) * 8;
-          float pr = ex2(fmaf(s[nb][e], p.scale2, -Lr[e >> 1]));
-          if (key > row) pr = 0.f;
-          ds[nb][e] = pr * (dp[nb][e] - Dr[e >> 1]);
+        for (int mt = 0; mt < MT; ++mt) {
+          mma(s[mt][0], qf[mt][kk], bb[0], bb[1]);
+          mma(s[mt][1], qf[mt][kk], bb[2], bb[3]);
         }
-      const uint32_t da[4] = {pack2(ds[0][0], ds[0][1]), pack2(ds[0][2], ds[0][3]),
-                              pack2(ds[1][0], ds[1][1]), pack2(ds[1][2], ds[1][3])};
+        ldsm4(bb, b_addr<HD>(tv, kc * 16, kk, lane));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma(dp[mt][0], of[mt][kk], bb[0], bb[1]);
+          mma(dp[mt][1], of[mt][kk], bb[2], bb[3]);
+        }
+      }
+      uint32_t da[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        float ds[2][4];
+#pragma unroll
+        for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = key0 + nb * 8 + (lane & 3) * 2 + (e & 1);
+            const int row = w0 + mt * 16 + (lane >> 2) + (e >> 1) * 8;
+            float pr = ex2(fmaf(s[mt][nb][e], p.scale2, -Lr[mt][e >> 1]));
+            if (key > row) pr = 0.f;
+            ds[nb][e] = pr * (dp[mt][nb][e] - Dr[mt][e >> 1]);
+          }
+        da[mt][0] = pack2(ds[0][0], ds[0][1]);
+        da[mt][1] = pack2(ds[0][2], ds[0][3]);
+        da[mt][2] = pack2(ds[1][0], ds[1][1]);
+        da[mt][3] = pack2(ds[1][2], ds[1][3]);
+      }
 #pragma unroll
       for (int db = 0; db < HD / 16; ++db) {
         uint32_t bb[4];
         ldsm4t(bb, bt_addr<HD>(tk, kc * 16, db, lane));
-        mma(dq[2 * db], da, bb[0], bb[1]);
-        mma(dq[2 * db + 1], da, bb[2], bb[3]);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma(dq[mt][2 * db], da[mt], bb[0], bb[1]);
+          mma(dq[mt][2 * db + 1], da[mt], bb[2], bb[3]);
+        }
       }
     }
     __syncthreads();
@@ -420,33 +487,36 @@ __global__ void __launch_bounds__(kThreads) bwd_dq_kernel(Params p) {
 
   const long long orow = (long long)b * p.T;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = rowA + 8 * r;
-    if (row >= p.T) continue;
-    bf16 *dst = p.dqkv + (orow + row) * p.ld_dqkv + (long long)h * HD + (lane & 3) * 2;
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int i = 0; i < HD / 8; ++i)
-      *reinterpret_cast<uint32_t *>(dst + i * 8) =
-          pack2(dq[i][2 * r] * p.scale, dq[i][2 * r + 1] * p.scale);
-  }
+    for (int r = 0; r < 2; ++r) {
+      const int row = w0 + mt * 16 + (lane >> 2) + 8 * r;
+      if (row >= p.T) continue;
+      bf16 *dst = p.dqkv + (orow + row) * p.ld_dqkv + (long long)h * HD + (lane & 3) * 2;
+#pragma unroll
+      for (int i = 0; i < HD / 8; ++i)
+        *reinterpret_cast<uint32_t *>(dst + i * 8) =
+            pack2(dq[mt][i][2 * r] * p.scale, dq[mt][i][2 * r + 1] * p.scale);
+    }
 }
 
-/* dK, dV for 64 keys of one (batch, kv head): streams the Q/dO tiles of
- * every query head of the group from the diagonal on, so the GQA sum over
- * the group happens in registers in a fixed order. Per warp (16 keys) and
- * 16 queries at a time, in transposed form (rows = keys):
+/* dK, dV for 64*MT keys of one (batch, kv head): streams the Q/dO tiles
+ * of every query head of the group from the diagonal on, so the GQA sum
+ * over the group happens in registers in a fixed order. Per warp (16*MT
+ * keys) and 16 queries at a time, in transposed form (rows = keys):
  *   P^T = exp2(c*K Q^T - L), dP^T = V dO^T, dS^T = P^T*(dP^T - D),
  *   dV += P^T dO, dK += dS^T Q;  finally dK *= scale. */
-template <int HD>
+template <int HD, int MT>
 __global__ void __launch_bounds__(kThreads) bwd_dkdv_kernel(Params p) {
-  /* K/V fragments stay in registers for head_dim 64 and are re-read from
-   * shared memory for 128 (register budget of the 2 x 16x128 accumulators). */
-  constexpr bool kKVRegs = HD <= 64;
+  constexpr int BN = 64 * MT;
+  /* K/V fragments stay in registers when they fit beside the 2 x MT x
+   * 16 x HD accumulators; otherwise they are re-read from shared memory. */
+  constexpr bool kKVRegs = HD * MT <= 64;
   constexpr int kKVFrags = kKVRegs ? HD / 16 : 1;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *sK = reinterpret_cast<bf16 *>(smem);
-  bf16 *sV = sK + kRows * HD;
-  bf16 *sQ = sV + kRows * HD;      /* 2 stages */
+  bf16 *sV = sK + BN * HD;
+  bf16 *sQ = sV + BN * HD;         /* 2 stages */
   bf16 *sO = sQ + 2 * kTile * HD;  /* dO, 2 stages */
   float *sL = reinterpret_cast<float *>(sO + 2 * kTile * HD); /* 2 stages */
   float *sD = sL + 2 * kTile;
@@ -458,7 +528,8 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv_kernel(Params p) {
   const long long base = (long long)b * p.T * p.ld_qkv;
   const bf16 *gk = p.qkv + base + (long long)(p.Hq + g) * HD;
   const bf16 *gv = p.qkv + base + (long long)(p.Hq + p.Hkv + g) * HD;
-  const int k0 = kb * kRows;
+  const int k0 = kb * BN;
+  const int kw0 = k0 + warp * 16 * MT; /* this warp's first key */
   const int nqb = (p.T + kTile - 1) / kTile;
   const int qb0 = k0 / kTile; /* first query tile that sees these keys */
   const int per_head = nqb - qb0;
@@ -481,18 +552,19 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv_kernel(Params p) {
     }
   };
 
-  load_tile<kRows, HD>(sK, gk, p.ld_qkv, k0, p.T);
-  load_tile<kRows, HD>(sV, gv, p.ld_qkv, k0, p.T);
+  load_tile<BN, HD>(sK, gk, p.ld_qkv, k0, p.T);
+  load_tile<BN, HD>(sV, gv, p.ld_qkv, k0, p.T);
   issue(0, 0);
   cp_commit();
 
-  const int keyA = k0 + warp * 16 + (lane >> 2); /* keys of c0,c1; c2,c3 are +8 */
-  uint32_t kf[kKVFrags][4], vf[kKVFrags][4];
-  float dk[HD / 8][4], dv[HD / 8][4];
+  uint32_t kf[MT][kKVFrags][4], vf[MT][kKVFrags][4];
+  float dk[MT][HD / 8][4], dv[MT][HD / 8][4];
 #pragma unroll
-  for (int i = 0; i < HD / 8; ++i)
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) dk[i][e] = dv[i][e] = 0.f;
+    for (int i = 0; i < HD / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dk[mt][i][e] = dv[mt][i][e] = 0.f;
 
   for (int i = 0; i < ntiles; ++i) {
     if (i + 1 < ntiles) issue(i + 1, (i + 1) & 1);
@@ -501,10 +573,12 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv_kernel(Params p) {
     __syncthreads();
     if (kKVRegs && i == 0) {
 #pragma unroll
-      for (int kk = 0; kk < kKVFrags; ++kk) {
-        ldsm4(kf[kk], a_addr<HD>(sK, warp * 16, kk, lane));
-        ldsm4(vf[kk], a_addr<HD>(sV, warp * 16, kk, lane));
-      }
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int kk = 0; kk < kKVFrags; ++kk) {
+          ldsm4(kf[mt][kk], a_addr<HD>(sK, warp * 16 * MT + mt * 16, kk, lane));
+          ldsm4(vf[mt][kk], a_addr<HD>(sV, warp * 16 * MT + mt * 16, kk, lane));
+        }
     }
     const int st = i & 1;
     const bf16 *tq = sQ + st * kTile * HD, *to = sO + st * kTile * HD;
@@ -513,50 +587,70 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv_kernel(Params p) {
 #pragma unroll
     for (int qc = 0; qc < kTile / 16; ++qc) {
       const int qbase = qt + qc * 16;
-      if (qbase + 15 < k0 + warp * 16) continue; /* every query before this warp's keys */
-      float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-      float dp[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+      if (qbase + 15 < kw0) continue; /* every query before this warp's keys */
+      float s[MT][2][4], dp[MT][2][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][0][e] = s[mt][1][e] = dp[mt][0][e] = dp[mt][1][e] = 0.f;
 #pragma unroll
       for (int kk = 0; kk < HD / 16; ++kk) {
-        uint32_t bb[4];
-        if (!kKVRegs) {
-          ldsm4(kf[0], a_addr<HD>(sK, warp * 16, kk, lane));
-          ldsm4(vf[0], a_addr<HD>(sV, warp * 16, kk, lane));
+        uint32_t bq[4], bo[4];
+        ldsm4(bq, b_addr<HD>(tq, qc * 16, kk, lane));
+        ldsm4(bo, b_addr<HD>(to, qc * 16, kk, lane));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          if (!kKVRegs) {
+            ldsm4(kf[mt][0], a_addr<HD>(sK, warp * 16 * MT + mt * 16, kk, lane));
+            ldsm4(vf[mt][0], a_addr<HD>(sV, warp * 16 * MT + mt * 16, kk, lane));
+          }
+          const int fi = kKVRegs ? kk : 0;
+          mma(s[mt][0], kf[mt][fi], bq[0], bq[1]);
+          mma(s[mt][1], kf[mt][fi], bq[2], bq[3]);
+          mma(dp[mt][0], vf[mt][fi], bo[0], bo[1]);
+          mma(dp[mt][1], vf[mt][fi], bo[2], bo[3]);
         }
-        const int fi = kKVRegs ? kk : 0;
-        ldsm4(bb, b_addr<HD>(tq, qc * 16, kk, lane));
-        mma(s[0], kf[fi], bb[0], bb[1]);
-        mma(s[1], kf[fi], bb[2], bb[3]);
-        ldsm4(bb, b_addr<HD>(to, qc * 16, kk, lane));
-        mma(dp[0], vf[fi], bb[0], bb[1]);
-        mma(dp[1], vf[fi], bb[2], bb[3]);
       }
-      float pt[2][4], ds[2][4];
+      uint32_t pa[MT][4], da[MT][4];
 #pragma unroll
-      for (int nb = 0; nb < 2; ++nb)
+      for (int mt = 0; mt < MT; ++mt) {
+        float pt[2][4], ds[2][4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int qi = qc * 16 + nb * 8 + (lane & 3) * 2 + (e & 1);
-          const int q = qt + qi;
-          const int key = keyA + (e >> 1) * 8;
-          float pr = ex2(fmaf(s[nb][e], p.scale2, -tl[qi]));
-          if (q < key || q >= p.T) pr = 0.f;
-          pt[nb][e] = pr;
-          ds[nb][e] = pr * (dp[nb][e] - td[qi]);
-        }
-      const uint32_t pa[4] = {pack2(pt[0][0], pt[0][1]), pack2(pt[0][2], pt[0][3]),
-                              pack2(pt[1][0], pt[1][1]), pack2(pt[1][2], pt[1][3])};
-      const uint32_t da[4] = {pack2(ds[0][0], ds[0][1]), pack2(ds[0][2], ds[0][3]),
-                              pack2(ds[1][0], ds[1][1]), pack2(ds[1][2], ds[1][3])};
+        for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int qi = qc * 16 + nb * 8 + (lane & 3) * 2 + (e & 1);
+            const int q = qt + qi;
+            const int key = kw0 + mt * 16 + (lane >> 2) + (e >> 1) * 8;
+            float pr = ex2(fmaf(s[mt][nb][e], p.scale2, -tl[qi]));
+            if (q < key || q >= p.T) pr = 0.f;
+            pt[nb][e] = pr;
+            ds[nb][e] = pr * (dp[mt][nb][e] - td[qi]);
+          }
+        pa[mt][0] = pack2(pt[0][0], pt[0][1]);
+        pa[mt][1] = pack2(pt[0][2], pt[0][3]);
+        pa[mt][2] = pack2(pt[1][0], pt[1][1]);
+        pa[mt][3] = pack2(pt[1][2], pt[1][3]);
+        da[mt][0] = pack2(ds[0][0], ds[0][1]);
+        da[mt][1] = pack2(ds[0][2], ds[0][3]);
+        da[mt][2] = pack2(ds[1][0], ds[1][1]);
+        da[mt][3] = pack2(ds[1][2], ds[1][3]);
+      }
 #pragma unroll
       for (int db = 0; db < HD / 16; ++db) {
         uint32_t bb[4];
         ldsm4t(bb, bt_addr<HD>(to, qc * 16, db, lane));
-        mma(dv[2 * db], pa, bb[0], bb[1]);
-        mma(dv[2 * db + 1], pa, bb[2], bb[3]);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma(dv[mt][2 * db], pa[mt], bb[0], bb[1]);
+          mma(dv[mt][2 * db + 1], pa[mt], bb[2], bb[3]);
+        }
         ldsm4t(bb, bt_addr<HD>(tq, qc * 16, db, lane));
-        mma(dk[2 * db], da, bb[0], bb[1]);
-        mma(dk[2 * db + 1], da, bb[2], bb[3]);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma(dk[mt][2 * db], da[mt], bb[0], bb[1]);
+          mma(dk[mt][2 * db + 1], da[mt], bb[2], bb[3]);
+        }
       }
     }
     __syncthreads();
@@ -564,63 +658,52 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv_kernel(Params p) {
 
   const long long orow = (long long)b * p.T;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int key = keyA + 8 * r;
-    if (key >= p.T) continue;
-    bf16 *dK = p.dqkv + (orow + key) * p.ld_dqkv + (long long)(p.Hq + g) * HD + (lane & 3) * 2;
-    bf16 *dV = p.dqkv + (orow + key) * p.ld_dqkv + (long long)(p.Hq + p.Hkv + g) * HD +
-               (lane & 3) * 2;
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int i = 0; i < HD / 8; ++i) {
-      *reinterpret_cast<uint32_t *>(dK + i * 8) =
-          pack2(dk[i][2 * r] * p.scale, dk[i][2 * r + 1] * p.scale);
-      *reinterpret_cast<uint32_t *>(dV + i * 8) = pack2(dv[i][2 * r], dv[i][2 * r + 1]);
+    for (int r = 0; r < 2; ++r) {
+      const int key = kw0 + mt * 16 + (lane >> 2) + 8 * r;
+      if (key >= p.T) continue;
+      bf16 *dK = p.dqkv + (orow + key) * p.ld_dqkv + (long long)(p.Hq + g) * HD + (lane & 3) * 2;
+      bf16 *dV = p.dqkv + (orow + key) * p.ld_dqkv + (long long)(p.Hq + p.Hkv + g) * HD +
+                 (lane & 3) * 2;
+#pragma unroll
+      for (int i = 0; i < HD / 8; ++i) {
+        *reinterpret_cast<uint32_t *>(dK + i * 8) =
+            pack2(dk[mt][i][2 * r] * p.scale, dk[mt][i][2 * r + 1] * p.scale);
+        *reinterpret_cast<uint32_t *>(dV + i * 8) = pack2(dv[mt][i][2 * r], dv[mt][i][2 * r + 1]);
+      }
     }
-  }
 }
 
-template <int HD>
-constexpr size_t fwd_smem() {
-  return (size_t)(kRows + 4 * kTile) * HD * sizeof(bf16);
-}
-template <int HD>
-constexpr size_t dq_smem() {
-  return (size_t)(2 * kRows + 4 * kTile) * HD * sizeof(bf16);
-}
-template <int HD>
-constexpr size_t dkdv_smem() {
-  return (size_t)(2 * kRows + 4 * kTile) * HD * sizeof(bf16) + 4 * kTile * sizeof(float);
-}
-
-template <int HD>
+template <int HD, int MT, int KT>
 cudaError_t launch_forward(const Params &p, cudaStream_t stream) {
-  const size_t sm = fwd_smem<HD>();
-  cudaError_t e = cudaFuncSetAttribute(fwd_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)sm);
+  const size_t sm = (size_t)(64 * MT + 4 * KT) * HD * sizeof(bf16);
+  cudaError_t e = cudaFuncSetAttribute(fwd_kernel<HD, MT, KT>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
   if (e != cudaSuccess) return e;
-  dim3 grid((p.T + kRows - 1) / kRows, p.Hq, p.B);
-  fwd_kernel<HD><<<grid, kThreads, sm, stream>>>(p);
+  dim3 grid((p.T + 64 * MT - 1) / (64 * MT), p.Hq, p.B);
+  fwd_kernel<HD, MT, KT><<<grid, kThreads, sm, stream>>>(p);
   return cudaGetLastError();
 }
 
-template <int HD>
+template <int HD, int MQ, int MK>
 cudaError_t launch_backward(const Params &p, cudaStream_t stream) {
   const long long warps = (long long)p.B * p.T * p.Hq;
   bwd_prep_kernel<HD><<<(unsigned)((warps + 7) / 8), 256, 0, stream>>>(p);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
-  const size_t smq = dq_smem<HD>(), smk = dkdv_smem<HD>();
-  e = cudaFuncSetAttribute(bwd_dq_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  const size_t smq = (size_t)(2 * 64 * MQ + 4 * kTile) * HD * sizeof(bf16);
+  const size_t smk = (size_t)(2 * 64 * MK + 4 * kTile) * HD * sizeof(bf16) + 4 * kTile * sizeof(float);
+  e = cudaFuncSetAttribute(bwd_dq_kernel<HD, MQ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            (int)smq);
   if (e != cudaSuccess) return e;
-  e = cudaFuncSetAttribute(bwd_dkdv_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  e = cudaFuncSetAttribute(bwd_dkdv_kernel<HD, MK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            (int)smk);
   if (e != cudaSuccess) return e;
-  const int nb = (p.T + kRows - 1) / kRows;
-  bwd_dq_kernel<HD><<<dim3(nb, p.Hq, p.B), kThreads, smq, stream>>>(p);
+  bwd_dq_kernel<HD, MQ><<<dim3((p.T + 64 * MQ - 1) / (64 * MQ), p.Hq, p.B), kThreads, smq, stream>>>(p);
   e = cudaGetLastError();
   if (e != cudaSuccess) return e;
-  bwd_dkdv_kernel<HD><<<dim3(nb, p.Hkv, p.B), kThreads, smk, stream>>>(p);
+  bwd_dkdv_kernel<HD, MK><<<dim3((p.T + 64 * MK - 1) / (64 * MK), p.Hkv, p.B), kThreads, smk, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -703,10 +786,37 @@ static coda_status setup(coda_context ctx, const coda_tensor *qkv, int B, int T,
   return CODA_OK;
 }
 
+/* Default kernel variants (see attention.cuh), from the timings in
+ * bench/results/attention-*.md. */
+static int default_fwd_config(int hd) { (void)hd; return 1; }
+static int default_bwd_config(int hd) { return hd == 64 ? 3 : 0; }
+
+extern "C" int coda_cuda_attention_num_configs(int backward, int hd) {
+  if (hd != 64 && hd != 128) return 0;
+  return backward ? (hd == 64 ? 4 : 1) : 2;
+}
+
 extern "C" coda_status coda_cuda_attention_forward(coda_context ctx, const coda_tensor *qkv,
                                                    int B, int T, int Hq, int Hkv, int hd,
                                                    const coda_tensor *out,
                                                    const coda_tensor *lse) {
+  return coda_cuda_attention_forward_config(ctx, qkv, B, T, Hq, Hkv, hd, out, lse, -1);
+}
+
+extern "C" coda_status coda_cuda_attention_backward(coda_context ctx, const coda_tensor *qkv,
+                                                    const coda_tensor *out,
+                                                    const coda_tensor *lse,
+                                                    const coda_tensor *dout, int B, int T, int Hq,
+                                                    int Hkv, int hd, const coda_tensor *dqkv) {
+  return coda_cuda_attention_backward_config(ctx, qkv, out, lse, dout, B, T, Hq, Hkv, hd, dqkv,
+                                             -1);
+}
+
+extern "C" coda_status coda_cuda_attention_forward_config(coda_context ctx,
+                                                          const coda_tensor *qkv, int B, int T,
+                                                          int Hq, int Hkv, int hd,
+                                                          const coda_tensor *out,
+                                                          const coda_tensor *lse, int config) {
   Params p;
   coda_status s = setup(ctx, qkv, B, T, Hq, Hkv, hd, &p);
   if (s) return s;
@@ -717,16 +827,24 @@ extern "C" coda_status coda_cuda_attention_forward(coda_context ctx, const coda_
   p.ld_out = out->ld;
   p.lse = static_cast<float *>(lse->data);
   p.ld_lse = lse->ld;
-  const cudaError_t e = hd == 64 ? launch_forward<64>(p, 0) : launch_forward<128>(p, 0);
+  if (config < 0) config = default_fwd_config(hd);
+  if (config >= coda_cuda_attention_num_configs(0, hd))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA attention: no forward variant %d",
+                     config);
+  /* variant 1: two m16 tiles per warp (K/V fragments feed twice the MMAs) */
+  cudaError_t e;
+  if (hd == 64)
+    e = config == 0 ? launch_forward<64, 1, 64>(p, 0) : launch_forward<64, 2, 64>(p, 0);
+  else
+    e = config == 0 ? launch_forward<128, 1, 64>(p, 0) : launch_forward<128, 2, 32>(p, 0);
   if (e != cudaSuccess) return attn_cuda_fail(ctx, e, "forward launch");
   return CODA_OK;
 }
 
-extern "C" coda_status coda_cuda_attention_backward(coda_context ctx, const coda_tensor *qkv,
-                                                    const coda_tensor *out,
-                                                    const coda_tensor *lse,
-                                                    const coda_tensor *dout, int B, int T, int Hq,
-                                                    int Hkv, int hd, const coda_tensor *dqkv) {
+extern "C" coda_status coda_cuda_attention_backward_config(
+    coda_context ctx, const coda_tensor *qkv, const coda_tensor *out, const coda_tensor *lse,
+    const coda_tensor *dout, int B, int T, int Hq, int Hkv, int hd, const coda_tensor *dqkv,
+    int config) {
   Params p;
   coda_status s = setup(ctx, qkv, B, T, Hq, Hkv, hd, &p);
   if (s) return s;
@@ -743,6 +861,10 @@ extern "C" coda_status coda_cuda_attention_backward(coda_context ctx, const coda
   p.ld_dout = dout->ld;
   p.dqkv = static_cast<bf16 *>(dqkv->data);
   p.ld_dqkv = dqkv->ld;
+  if (config < 0) config = default_bwd_config(hd);
+  if (config >= coda_cuda_attention_num_configs(1, hd))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA attention: no backward variant %d",
+                     config);
   /* Workspace for D and L (2 x B*Hq*T floats), stream-ordered. */
   void *ws = NULL;
   const size_t n = (size_t)BT * Hq;
@@ -755,7 +877,13 @@ extern "C" coda_status coda_cuda_attention_backward(coda_context ctx, const coda
   }
   p.ws_d = static_cast<float *>(ws);
   p.ws_l = p.ws_d + n;
-  e = hd == 64 ? launch_backward<64>(p, 0) : launch_backward<128>(p, 0);
+  /* head_dim 64 variants: bit 0 = two m16 tiles per warp in the dQ
+   * kernel, bit 1 = the same in the dK/dV kernel */
+  if (hd == 128) e = launch_backward<128, 1, 1>(p, 0);
+  else if (config == 0) e = launch_backward<64, 1, 1>(p, 0);
+  else if (config == 1) e = launch_backward<64, 2, 1>(p, 0);
+  else if (config == 2) e = launch_backward<64, 1, 2>(p, 0);
+  else e = launch_backward<64, 2, 2>(p, 0);
   const cudaError_t ef = cudaFreeAsync(ws, 0);
   if (e != cudaSuccess) return attn_cuda_fail(ctx, e, "backward launch");
   if (ef != cudaSuccess) return attn_cuda_fail(ctx, ef, "cudaFreeAsync");

@@ -45,16 +45,20 @@ static int default_splits(int64_t tiles, int64_t num_kb, int num_sms) {
 }
 
 /* Default choice per shape, from the measurements in bench/results/gemm-*.md:
- * pingpong (its epilogue hides under the other consumer's MMAs, and its
- * smaller tile fills the machine better) wins for K up to about 8192; the
- * cooperative 128x256 tile (less L2 traffic per flop) wins for long K, and
- * when it fits the machine in one wave that pingpong would need two for. */
+ * the cooperative 128x256 tile (less L2 traffic per flop) wins for long K
+ * when its tiles fill the waves well, for split-K, and when it fits the
+ * machine in one wave that pingpong would need two for; otherwise pingpong
+ * (smaller tiles: better wave fill; its epilogue overlaps the other
+ * consumer's MMAs). */
+static double wave_fill(int64_t tiles, int num_sms) {
+  const int64_t waves = (tiles + num_sms - 1) / num_sms;
+  return (double)tiles / (double)(waves * num_sms);
+}
 extern "C" int coda_cuda_gemm_default_config(int64_t M, int64_t N, int64_t K, int num_sms) {
   const int64_t tiles_coop = ((M + 127) / 128) * ((N + 255) / 256);
   const int64_t tiles_ping = ((M + 127) / 128) * ((N + 127) / 128);
-  if (K >= 12288 && tiles_coop >= 2 * (int64_t)num_sms) return 0;
-  /* Few tiles, long K: split-K fills the machine; the bigger tile then wins. */
   if (default_splits(tiles_ping, (K + 63) / 64, num_sms) > 1) return 0;
+  if (K >= 8192 && wave_fill(tiles_coop, num_sms) >= 0.85) return 0;
   if (tiles_coop <= num_sms && tiles_ping > num_sms && tiles_coop * 4 >= num_sms * 3) return 0;
   return 1;
 }
@@ -244,6 +248,29 @@ extern "C" coda_status coda_cuda_gemm_config(coda_context ctx, coda_transpose tr
   out.vec_ok = (D->ld % 4 == 0) && ((uintptr_t)D->data % (4 * es) == 0);
   out.split_stride = 0;
   out.discard = discard;
+  out.use_tma = 0;
+  /* Bulk (TMA) stores: D's base, pitch and row length 16-byte multiples, not
+   * accumulating. (A row whose length is not a multiple of 16 bytes was
+   * seen to get the rest of its last 16-byte chunk written: the padding
+   * check of the GPU test caught it.) */
+  if (!accumulate && splits == 1 && ((uintptr_t)D->data & 15) == 0 &&
+      ((size_t)D->ld * es) % 16 == 0 && ((size_t)N * es) % 16 == 0) {
+    const uint32_t box_cols = D->dtype == CODA_F32 ? 32 : 64; /* 128 bytes, the swizzle span */
+    cuuint64_t dims[2] = {(cuuint64_t)N, (cuuint64_t)M};
+    cuuint64_t strides[1] = {(cuuint64_t)D->ld * es};
+    cuuint32_t box[2] = {box_cols, 64};
+    cuuint32_t estr[2] = {1, 1};
+    CUtensorMapDataType dt = D->dtype == CODA_F32   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                             : D->dtype == CODA_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                    : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    r = encode(&out.tmap_d, dt, 2, D->data, dims, strides, box, estr,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+               CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+      return coda_fail(ctx, CODA_ERR_BACKEND,
+                       "CUDA GEMM: cuTensorMapEncodeTiled (D) failed (error %d)", (int)r);
+    out.use_tma = 1;
+  }
   out.alpha = alpha;
 
   /* Split-K: the kernel writes each split's fp32 partial to a workspace
@@ -262,6 +289,7 @@ extern "C" coda_status coda_cuda_gemm_config(coda_context ctx, coda_transpose tr
     p.epi.pair_ok = N % 2 == 0;
     p.epi.vec_ok = N % 4 == 0;
     p.epi.split_stride = (long long)M * N;
+    p.epi.use_tma = 0;
   } else {
     p.epi = out;
   }

@@ -1,14 +1,19 @@
 /* The Hopper (sm_90a) GEMM mainloop: D = epilogue(op(A) * op(B)).
  *
- * One CTA = 3 warpgroups. Warpgroup 0 is the producer: one thread issues TMA
- * loads of A and B k-blocks (64 deep) into a ring of STAGES shared-memory
- * buffers, 128-byte swizzled, each guarded by a "full" mbarrier (TMA
- * transaction bytes) and an "empty" mbarrier (one arrival per consumer
- * warpgroup). Warpgroups 1 and 2 are consumers (cooperative schedule): each
- * owns 64 rows of the 128 x BN tile and runs wgmma m64nBNk16 on it, fp32
- * accumulators in registers. The grid is persistent (one CTA per SM); tiles
- * are visited in grouped order (GROUP_M row tiles sweep all column tiles
- * before moving on) so that concurrently running CTAs share A and B in L2.
+ * One CTA = 3 warpgroups, one CTA per SM (persistent). Warpgroup 0 is the
+ * producer: one thread issues TMA loads of A and B k-blocks (64 deep) into a
+ * ring of STAGES shared-memory buffers, 128-byte swizzled, each guarded by a
+ * "full" mbarrier (TMA transaction bytes) and an "empty" mbarrier (released
+ * by the consumer warpgroup(s) that read it). Warpgroups 1 and 2 consume
+ * with wgmma m64nBNk16, fp32 accumulators in registers, in one of two
+ * schedules:
+ *  - cooperative: both consumers share each 128 x BN tile, 64 rows each;
+ *  - pingpong: each consumer owns whole 128 x BN tiles (two m64 blocks) and
+ *    the two alternate, ordered by named barriers, so one's epilogue runs
+ *    while the other's MMAs do.
+ * Work units (tile, k-split) are visited in grouped order (GROUP_M row tiles
+ * sweep all column tiles before moving on) so that concurrently running CTAs
+ * share A and B in L2.
  *
  * Shared-memory layouts (bf16/f16, 64 elements = 128 bytes = one swizzle row):
  *  - K-major operand (A with trans_a = N, B with trans_b = T): rows of 64 k,
@@ -20,11 +25,12 @@
  *    along m/n), SBO = 1024 (next 8 k-rows), k16 step = +2048 bytes; wgmma
  *    transpose immediate = 1.
  * Out-of-range rows/columns/k are zero-filled by TMA, so ragged M, N, K need
- * no special mainloop code; the epilogue masks its stores.
+ * no special mainloop code; the epilogue clips its stores.
  *
  * The epilogue is a seam: the kernel hands each consumer thread's
  * accumulator fragment (AccFragment, with the global (row, col) of every
- * value) to the Epi functor, which decides what to compute and store. */
+ * value) to the Epi functor, with a shared-memory scratch and a named
+ * barrier of its own; the functor decides what to compute and store. */
 #pragma once
 
 #include <cuda.h> /* CUtensorMap (types only; libcuda is never linked) */
@@ -59,17 +65,45 @@ struct AccFragment {
   __device__ __forceinline__ int col(int i) const { return col0 + (i >> 2) * 8 + (i & 1); }
 };
 
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+
 /* Shared-memory scratch lent to the epilogue of one consumer warpgroup:
- * kEpiRows x kEpiPitch floats, and a named barrier id for its 128 threads.
- * The epilogue may use it freely; the mainloop never touches it. */
-constexpr int kEpiRows = 64, kEpiCols = 32, kEpiPitch = 40; /* pitch: conflict-free float2/float4 */
-constexpr int kEpiScratchBytes = kEpiRows * kEpiPitch * 4;
+ * kEpiScratchBytes (1024-byte aligned), and a named barrier id for its 128
+ * threads. The epilogue may use it freely; the mainloop never touches it. */
+constexpr int kEpiScratchBytes = 16384;
+constexpr int kEpiRows = 64, kEpiCols = 32, kEpiPitch = 40; /* fp32 staging: conflict-free float2/float4 */
+constexpr int kEpiBoxBytes = 8192; /* one TMA-store box: 64 rows x 128 bytes, 128B-swizzled */
 struct EpiScratch {
   float *buf;
   int bar; /* named barrier id, 128 threads */
 };
 __device__ __forceinline__ void wg_sync(int id) {
   asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory");
+}
+/* Bulk (TMA) stores from shared memory; c0 is the contiguous coordinate.
+ * Rows/columns outside the tensor are clipped by the hardware. */
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap *map, const void *src, int c0,
+                                             int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+                   (uint64_t)map),
+               "r"(smem_addr(src)), "r"(c0), "r"(c1)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+__device__ __forceinline__ uint32_t pack2(int out_type, float a, float b) {
+  if (out_type == 0) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *(uint32_t *)&h;
+  }
+  __half2 h = __floats2half2_rn(a, b);
+  return *(uint32_t *)&h;
 }
 
 /* Output element types of the plain epilogue. */
@@ -79,6 +113,8 @@ enum OutType { kOutBF16 = 0, kOutF16 = 1, kOutF32 = 2 };
  * sum in fp32, rounded once (to nearest even) to D's type. Values outside
  * M x N are dropped. */
 struct StoreEpilogue {
+  CUtensorMap tmap_d; /* D as a TMA store target (valid when use_tma) */
+  int use_tma;   /* not accumulating, D rows 16-byte aligned: bulk stores */
   void *d;
   long long ldd; /* elements */
   int M, N;
@@ -91,16 +127,93 @@ struct StoreEpilogue {
   long long split_stride; /* split-K: split s writes its partial at d + s * split_stride */
   int discard;   /* measurement only: 1 = store nothing, 2 = stage in shared memory only */
 
-  /* The fragment is written in 64 x 32 chunks through shared memory so that
-   * global stores are row-contiguous (a warp writes 4 rows x 32 columns)
-   * instead of 8 rows x 8 bytes per instruction. */
+  /* Called once by every consumer thread after its last tile. */
+  __device__ __forceinline__ void finish() const {
+    if (use_tma && threadIdx.x % 128 == 0) bulk_wait_all();
+  }
+
   template <int BN>
   __device__ __forceinline__ void operator()(const AccFragment<BN> &f, const EpiScratch &sc) const {
+    if (discard == 1) return;
+    if (use_tma) tma_path(f, sc);
+    else staged_path(f, sc);
+  }
+
+  /* Bulk-store path: alpha * acc is rounded to D's type in registers and
+   * written into a 64-row x 128-byte box in shared memory, 128B-swizzled
+   * (16-byte unit u of row r sits at u ^ (r % 8): conflict-free), then one
+   * thread stores the box with TMA; two boxes alternate so the store of one
+   * overlaps the filling of the next. */
+  template <int BN>
+  __device__ __forceinline__ void tma_path(const AccFragment<BN> &f, const EpiScratch &sc) const {
+    const int t = threadIdx.x % 128, lane = t % 32, warp = t / 32;
+    const int lr = warp * 16 + lane / 4, lc = (lane % 4) * 2;
+    const int row0 = f.row0 - lr, col0 = f.col0 - lc;
+    const int r8 = lr & 7; /* same for rows lr and lr + 8 */
+    uint8_t *stage = (uint8_t *)sc.buf;
+    if (out_type == kOutF32) {
+#pragma unroll
+      for (int ch = 0; ch < BN / 32; ++ch) { /* 32 fp32 columns = 128 bytes */
+        uint8_t *box = stage + (ch & 1) * kEpiBoxBytes;
+        if (ch >= 2) {
+          if (t == 0) bulk_wait_read<1>(); /* the store of chunk ch-2 has read its box */
+          wg_sync(sc.bar);
+        }
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+          const int i = (ch * 4 + jj) * 4;
+          const int byte = (lc + 8 * jj) * 4;
+          const int off = (((byte >> 4) ^ r8) << 4) | (byte & 15);
+          *(float2 *)(box + lr * 128 + off) = make_float2(alpha * f.v[i], alpha * f.v[i + 1]);
+          *(float2 *)(box + (lr + 8) * 128 + off) =
+              make_float2(alpha * f.v[i + 2], alpha * f.v[i + 3]);
+        }
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        wg_sync(sc.bar);
+        if (t == 0 && discard == 0) {
+          tma_store_2d(&tmap_d, box, col0 + ch * 32, row0);
+          bulk_commit();
+        }
+      }
+    } else {
+#pragma unroll
+      for (int ch = 0; ch < BN / 64; ++ch) { /* 64 16-bit columns = 128 bytes */
+        uint8_t *box = stage + (ch & 1) * kEpiBoxBytes;
+        if (ch >= 2) {
+          if (t == 0) bulk_wait_read<1>();
+          wg_sync(sc.bar);
+        }
+#pragma unroll
+        for (int jj = 0; jj < 8; ++jj) {
+          const int i = (ch * 8 + jj) * 4;
+          const int off = ((jj ^ r8) << 4) | (lc * 2);
+          *(uint32_t *)(box + lr * 128 + off) = pack2(out_type, alpha * f.v[i], alpha * f.v[i + 1]);
+          *(uint32_t *)(box + (lr + 8) * 128 + off) =
+              pack2(out_type, alpha * f.v[i + 2], alpha * f.v[i + 3]);
+        }
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        wg_sync(sc.bar);
+        if (t == 0 && discard == 0) {
+          tma_store_2d(&tmap_d, box, col0 + ch * 64, row0);
+          bulk_commit();
+        }
+      }
+    }
+    /* The scratch is free again once the stores have read it. */
+    if (t == 0) bulk_wait_read<0>();
+    wg_sync(sc.bar);
+  }
+
+  /* Register path (accumulate, split-K partials, unaligned D): the fragment
+   * is written in 64 x 32 chunks through shared memory so that global
+   * accesses are row-contiguous (a warp covers 4 rows x 32 columns) instead
+   * of 8 rows x 8 bytes per instruction. */
+  template <int BN>
+  __device__ __forceinline__ void staged_path(const AccFragment<BN> &f, const EpiScratch &sc) const {
     const int t = threadIdx.x % 128, lane = t % 32, warp = t / 32;
     const int lr = warp * 16 + lane / 4, lc = (lane % 4) * 2; /* fragment-local (row, col) */
     const int row0 = f.row0 - lr, col0 = f.col0 - lc;        /* fragment origin */
     const long long base = (long long)f.split * split_stride;
-    if (discard == 1) return;
 #pragma unroll
     for (int ch = 0; ch < BN / kEpiCols; ++ch) {
 #pragma unroll
@@ -229,9 +342,6 @@ struct StoreEpilogue {
 
 /* ------------------------------------------------------ PTX helpers */
 
-__device__ __forceinline__ uint32_t smem_addr(const void *p) {
-  return (uint32_t)__cvta_generic_to_shared(p);
-}
 __device__ __forceinline__ void mbar_init(uint64_t *bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count));
 }
@@ -338,7 +448,8 @@ __device__ __forceinline__ void named_arrive(int id) {
 template <int BN, int STAGES, bool PING, bool TA, bool TB, bool F16, class Epi>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
-                int M, int N, int K, int group_m, int splits, int kbs, Epi epi) {
+                int M, int N, int K, int group_m, int splits, int kbs,
+                const __grid_constant__ Epi epi) {
   constexpr uint32_t A_BYTES = kBM * kBK * 2, B_BYTES = BN * kBK * 2;
   constexpr int A_MN = TA ? 1 : 0;  /* wgmma transpose immediates */
   constexpr int B_MN = TB ? 0 : 1;
@@ -485,6 +596,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         epi(frag[mi], scratch);
       }
     }
+    epi.finish();
   }
 }
 

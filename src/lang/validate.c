@@ -52,7 +52,7 @@ static int width_ok(coda_width w) { return (int)w >= CODA_WIDTH_FULL && (int)w <
 typedef struct { const char *name; const char *what; int line, col; } named;
 
 static coda_status check_names(coda_context ctx, const struct coda_program_s *p) {
-  int total = p->ninputs + p->noutputs + p->nreduces + p->nfinishes + p->nregs;
+  int total = p->ninputs + p->noutputs + p->nreduces + p->nfinishes + 2 * p->ninstrs;
   named *all = malloc((size_t)(total > 0 ? total : 1) * sizeof *all);
   if (!all) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory validating a program");
   int n = 0;
@@ -65,13 +65,13 @@ static coda_status check_names(coda_context ctx, const struct coda_program_s *p)
   for (int i = 0; i < p->nfinishes; i++)
     all[n++] = (named){p->finishes[i].name, "finisher", p->finishes[i].line, p->finishes[i].col};
   int fixed = n;
-  if (p->reg_names) {
-    for (int r = 0; r < p->nregs; r++) {
-      if (!p->reg_names[r]) continue;
-      int line = 0, col = 0; /* position of the defining instruction */
-      for (int i = 0; i < p->ninstrs; i++)
-        if (p->instrs[i].dst == r || p->instrs[i].dst2 == r) { line = p->instrs[i].line; col = p->instrs[i].col; break; }
-      all[n++] = (named){p->reg_names[r], "value", line, col};
+  if (p->reg_names) { /* position of a named value: its defining instruction */
+    for (int i = 0; i < p->ninstrs; i++) {
+      const ir_instr *in = &p->instrs[i];
+      int regs[2] = {in->dst, in->dst2};
+      for (int k = 0; k < 2; k++)
+        if (regs[k] >= 0 && regs[k] < p->nregs && p->reg_names[regs[k]])
+          all[n++] = (named){p->reg_names[regs[k]], "value", in->line, in->col};
     }
   }
   coda_status st = CODA_OK;

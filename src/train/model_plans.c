@@ -55,6 +55,10 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_s
   if (fabs(c->norm_eps - 1e-5) > 1e-12)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
                      "the block plans use RMSNorm eps 1e-5, the model asks for %g", c->norm_eps);
+  if (coda_context_backend(ctx) != CODA_BACKEND_CPU) /* host ops below write plan buffers */
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                     "the plan engine's host steps (weight rounding, embedding) run on the CPU "
+                     "backend only so far");
   if (coda_context_precision(ctx) != CODA_PRECISION_F32)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the plan engine trains in fp32 precision");
   s = calloc(1, sizeof *s);

@@ -337,8 +337,6 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
       if (tg[i] < 0) {
         memset(l, 0, (size_t)V * 4);
       } else {
-        double tl = l[tg[i]];
-        (void)tl;
         for (int64_t v = 0; v < V; v++) l[v] = (float)(exp((double)l[v] - lse) * dscale);
         l[tg[i]] -= (float)dscale;
       }

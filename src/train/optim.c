@@ -5,13 +5,15 @@
 #include "train/train.h"
 
 #include <math.h>
+#include <omp.h>
 
 void coda_adamw_update(const coda_adamw *o, int64_t t, double lr, int decay, float *w,
                        const float *g, float *m, float *v, size_t n) {
   const double b1 = o->beta1, b2 = o->beta2;
   const double c1 = 1.0 - pow(b1, (double)t), c2 = 1.0 - pow(b2, (double)t);
   const double shrink = decay ? 1.0 - lr * o->weight_decay : 1.0;
-#pragma omp parallel for schedule(static)
+  const int nt = o->threads > 0 ? o->threads : omp_get_max_threads();
+#pragma omp parallel for schedule(static) num_threads(nt)
   for (int64_t i = 0; i < (int64_t)n; i++) {
     double gi = g[i];
     double mi = b1 * m[i] + (1.0 - b1) * gi;

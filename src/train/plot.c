@@ -1,6 +1,7 @@
 /* Loss-curve plot: lines drawn into an RGB pixel buffer and written as a
  * PNG whose zlib stream uses stored (uncompressed) deflate blocks, so no
- * compression library is needed. */
+ * compression library is needed. Axis labels: loss values at the grid
+ * lines, step numbers at the start, middle and end of the x axis. */
 #include "train/train.h"
 
 #include <math.h>
@@ -24,6 +25,26 @@ static void line(canvas *c, int x0, int y0, int x1, int y1, const unsigned char 
     int e2 = 2 * err;
     if (e2 >= dy) { err += dy; x0 += sx; }
     if (e2 <= dx) { err += dx; y0 += sy; }
+  }
+}
+
+/* 3x5 pixel digits (and '.'), one row per 3 bits, top row first, drawn
+ * at scale 2 for the axis labels. */
+static const unsigned char glyph[11][5] = {
+    {7, 5, 5, 5, 7}, {2, 6, 2, 2, 7}, {7, 1, 7, 4, 7}, {7, 1, 7, 1, 7}, {5, 5, 7, 1, 1},
+    {7, 4, 7, 1, 7}, {7, 4, 7, 5, 7}, {7, 1, 1, 1, 1}, {7, 5, 7, 5, 7}, {7, 5, 7, 1, 7},
+    {0, 0, 0, 0, 2}};
+
+/* Draws text of digits and '.' with its top-left corner at (x, y). */
+static void text(canvas *c, int x, int y, const char *s, const unsigned char rgb[3]) {
+  for (; *s; s++, x += 8) {
+    int g = *s == '.' ? 10 : (*s >= '0' && *s <= '9') ? *s - '0' : -1;
+    if (g < 0) continue;
+    for (int r = 0; r < 5; r++)
+      for (int b = 0; b < 3; b++)
+        if (glyph[g][r] >> (2 - b) & 1)
+          for (int dy = 0; dy < 2; dy++)
+            for (int dx = 0; dx < 2; dx++) dot(c, x + 2 * b + dx, y + 2 * r + dy, rgb);
   }
 }
 
@@ -61,17 +82,27 @@ coda_status coda_plot_png(coda_context ctx, const char *path, int w, int h, cons
   if (!(xmax > xmin)) { xmin = isfinite(xmin) ? xmin - 1 : 0; xmax = xmin + 2; }
   if (!(ymax > ymin)) { ymin = isfinite(ymin) ? ymin - 1 : 0; ymax = ymin + 2; }
   ymin = floor(ymin * 2) / 2; ymax = ceil(ymax * 2) / 2; /* grid every 0.5 nats */
-  const int L = 40, R = w - 20, T = 20, B = h - 30;
+  const int L = 56, R = w - 20, T = 20, B = h - 30;
   const unsigned char black[3] = {0, 0, 0}, grid[3] = {225, 225, 225},
                       blue[3] = {31, 90, 200}, red[3] = {215, 60, 40};
-  for (double g = ymin; g <= ymax + 1e-9; g += 0.5) {
+  const double ystep = ymax - ymin > 8 ? 1.0 : 0.5;
+  for (double g = ymin; g <= ymax + 1e-9; g += ystep) {
     int y = B - (int)lround((g - ymin) / (ymax - ymin) * (B - T));
     line(&c, L, y, R, y, grid, 1);
     line(&c, L - 6, y, L, y, black, 1);
+    char lab[16];
+    snprintf(lab, sizeof lab, "%.1f", g);
+    text(&c, L - 8 - 8 * (int)strlen(lab), y - 5, lab, black);
   }
   for (int k = 0; k <= 10; k++) {
     int x = L + (R - L) * k / 10;
     line(&c, x, B, x, B + 6, black, 1);
+    if (k % 5 == 0) { /* step numbers at the start, middle and end */
+      char lab[24];
+      snprintf(lab, sizeof lab, "%.0f", xmin + (xmax - xmin) * k / 10.0);
+      int tw = 8 * (int)strlen(lab);
+      text(&c, k == 10 ? x - tw + 2 : k == 5 ? x - tw / 2 : x, B + 10, lab, black);
+    }
   }
   line(&c, L, T, L, B, black, 1);
   line(&c, L, B, R, B, black, 1);

@@ -318,7 +318,6 @@ static coda_status st_parse_owned(coda_context ctx, unsigned char *buf, size_t s
         j.err = CODA_ERR_IO;
         goto fail;
       }
-      if (!strcmp(o[i]->name, o[i - 1]->name)) { /* cheap partial check; full one below */ }
     }
     free(o);
     for (int a = 0; a < f->n; a++)

@@ -140,6 +140,7 @@ coda_status coda_write_atomic(coda_context ctx, const char *path,
 
 typedef struct coda_adamw {
   double beta1, beta2, eps, weight_decay;
+  int threads; /* 0: OpenMP default */
 } coda_adamw;
 
 /* One AdamW step (t is the 1-based step count for bias correction):

@@ -20,6 +20,8 @@
 #include <time.h>
 
 #define DEFAULT_CORPUS "/usr/share/games/fortunes"
+/* Larger models only make sense on the GPU (weights + grads + m + v = 16 B each). */
+#define CODA_CPU_MAX_PARAMS 200000000LL
 
 coda_train_options coda_train_default_options(void) {
   coda_train_options o;
@@ -176,6 +178,12 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   if (!file_exists(trp) || !file_exists(vap)) {
     if (!o.quiet) printf("preparing token shards in %s from %s\n", data_dir, o.corpus_dir ? o.corpus_dir : DEFAULT_CORPUS);
     s = coda_prepare_corpus(ctx, o.corpus_dir, data_dir);
+    if (s && (!o.corpus_dir || !strcmp(o.corpus_dir, DEFAULT_CORPUS))) {
+      char msg[CODA_ERRMSG_LEN];
+      snprintf(msg, sizeof msg, "%s", coda_last_error(ctx));
+      coda_fail(ctx, s, "%s (the default corpus comes from the Debian package 'fortunes'; "
+                "install it or pass --corpus DIR)", msg);
+    }
     if (s) goto done;
   }
   uint32_t voc;
@@ -197,6 +205,17 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   if ((uint32_t)o.model.vocab < voc) {
     s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model vocab %d is smaller than the data's %u",
                   o.model.vocab, voc);
+    goto done;
+  }
+  if (coda_context_backend(ctx) == CODA_BACKEND_CPU &&
+      coda_model_config_params(&o.model) > CODA_CPU_MAX_PARAMS) {
+    s = coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                  "a model of %lld parameters (%.1f GiB of fp32 weights, gradients and AdamW "
+                  "moments) is beyond the CPU trainer's limit of %lld; the 1b and 8b "
+                  "configurations are for the GPU",
+                  (long long)coda_model_config_params(&o.model),
+                  16.0 * (double)coda_model_config_params(&o.model) / (1024.0 * 1024 * 1024),
+                  (long long)CODA_CPU_MAX_PARAMS);
     goto done;
   }
   s = coda_model_create(ctx, &o.model, engine, &model);
@@ -252,7 +271,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     fflush(stdout);
   }
 
-  coda_adamw adam = {o.beta1, o.beta2, o.eps, o.weight_decay};
+  coda_adamw adam = {o.beta1, o.beta2, o.eps, o.weight_decay, ctx->opts.num_threads};
   const int64_t start = st.step;
   int nh = 0, nvh = 0;
   double t_start = now_s(), tok_total = 0.0, sec_total = 0.0;
@@ -270,11 +289,11 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     coda_model_zero_grad(model);
     double loss = 0.0;
     for (int a = 0; a < o.accum && !s; a++) {
-      double l;
+      double l = 0.0;
       int64_t nv;
       s = coda_sampler_batch(ctx, &sampler, B, T, in, tg);
       if (!s) s = coda_model_step(ctx, model, in, tg, B, T, 1.0f / (float)o.accum, &l, &nv);
-      loss += l / o.accum; /* loss = mean over micro-batches of their means */
+      if (!s) loss += l / o.accum; /* loss = mean over micro-batches of their means */
     }
     if (s) goto done;
     double gn = coda_grad_norm(G, n);
@@ -341,9 +360,9 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   sum->tokens_per_s = sec_total > 0 ? tok_total / sec_total : 0.0;
   if (nh + nvh > 0) {
     coda_status ps = coda_plot_png(ctx, png, 640, 400, hx, hy, nh, vx, vy, nvh);
-    if (ps && !o.quiet) fprintf(stderr, "coda train: loss plot not written: %s\n", coda_last_error(ctx));
+    if (ps) fprintf(stderr, "coda train: loss plot not written: %s\n", coda_last_error(ctx));
   }
-  if (!o.quiet) {
+  { /* the summary is printed even when quiet */
     printf("summary: %lld steps in %.1f s (%.0f tokens/s); train loss %.4f -> %.4f; val loss "
            "%.4f -> %.4f; checkpoint %s; loss curve %s\n",
            (long long)sum->steps_done, sum->seconds, sum->tokens_per_s, sum->first_loss,

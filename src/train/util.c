@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 uint32_t coda_crc32(uint32_t crc, const void *p, size_t n) {
-  /* Bitwise-table-free form, 4 bits at a time (small table, no state). */
+  /* Four bits at a time through a 16-entry table (constant, no state). */
   static const uint32_t tab[16] = {
       0x00000000u, 0x1db71064u, 0x3b6e20c8u, 0x26d930acu, 0x76dc4190u, 0x6b6b51f4u,
       0x4db26158u, 0x5005713cu, 0xedb88320u, 0xf00f9344u, 0xd6d6a3e8u, 0xcb61b38cu,

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "cuda/attention.cuh"
 #include "cuda/backend.h"
 
 static int g_fail = 0, g_pass = 0;
@@ -165,12 +166,15 @@ static cmp_result compare_bf16(const buf *b, int64_t rows, int64_t cols, int64_t
   return r;
 }
 
-static void run_case(coda_context ctx, const shape *s) {
+/* Runs forward variant fc and backward variant bc (twice each) and checks
+ * them against the reference. */
+static void run_case(coda_context ctx, const shape *s, int fc, int bc) {
   const int B = s->B, T = s->T, Hq = s->Hq, Hkv = s->Hkv, hd = s->hd;
   const int64_t BT = (int64_t)B * T, cols = (int64_t)(Hq + 2 * Hkv) * hd, oc = (int64_t)Hq * hd;
   const int64_t ldq = cols + s->pad, ldo = oc + s->pad, ldl = Hq + (s->pad ? 3 : 0);
   char name[128];
-  snprintf(name, sizeof name, "B%d T%d Hq%d Hkv%d hd%d pad%d", B, T, Hq, Hkv, hd, s->pad);
+  snprintf(name, sizeof name, "B%d T%d Hq%d Hkv%d hd%d pad%d v%d/%d", B, T, Hq, Hkv, hd, s->pad,
+           fc, bc);
 
   buf qkv = buf_new((size_t)BT * ldq * 2), out = buf_new((size_t)BT * ldo * 2),
       lse = buf_new((size_t)BT * ldl * 4), dout = buf_new((size_t)BT * ldo * 2),
@@ -205,9 +209,9 @@ static void run_case(coda_context ctx, const shape *s) {
     poison(&out);
     poison(&lse);
     poison(&dqkv);
-    coda_status st = coda_cuda_attention_forward(ctx, &tq, B, T, Hq, Hkv, hd, &to, &tl);
+    coda_status st = coda_cuda_attention_forward_config(ctx, &tq, B, T, Hq, Hkv, hd, &to, &tl, fc);
     EXPECT(st == CODA_OK, "%s: forward returned %d (%s)", name, (int)st, coda_last_error(ctx));
-    st = coda_cuda_attention_backward(ctx, &tq, &to, &tl, &tdo, B, T, Hq, Hkv, hd, &tg);
+    st = coda_cuda_attention_backward_config(ctx, &tq, &to, &tl, &tdo, B, T, Hq, Hkv, hd, &tg, bc);
     EXPECT(st == CODA_OK, "%s: backward returned %d (%s)", name, (int)st, coda_last_error(ctx));
     cudaError_t e = cudaDeviceSynchronize();
     EXPECT(e == cudaSuccess, "%s: kernel error %s", name, cudaGetErrorString(e));
@@ -258,7 +262,7 @@ static void run_case(coda_context ctx, const shape *s) {
     EXPECT(cg.bad == 0 && (k > 0 || cg.pad_bad == 0), "%s: %s: %d mismatches, %d padding changed",
            name, part[k], cg.bad, cg.pad_bad);
   }
-  printf("  %-32s max|err|/rms: out %.2e  dq %.2e  dk %.2e  dv %.2e   lse max err %.2e\n", name,
+  printf("  %-38s max|err|/rms: out %.2e  dq %.2e  dk %.2e  dv %.2e   lse max err %.2e\n", name,
          co.max_rel, gmax[0], gmax[1], gmax[2], lmax);
 
   free(first_o);
@@ -303,6 +307,8 @@ static void bad_inputs(coda_context ctx) {
   st = coda_cuda_attention_forward(ctx, &tq, B, T, Hq, Hkv, hd, &tshort, &tl);
   EXPECT(st == CODA_ERR_SHAPE, "short out: status %d", (int)st);
   EXPECT(strlen(coda_last_error(ctx)) > 0, "no message for a failed call");
+  st = coda_cuda_attention_forward_config(ctx, &tq, B, T, Hq, Hkv, hd, &to, &tl, 99);
+  EXPECT(st == CODA_ERR_INVALID_ARGUMENT, "variant 99: status %d", (int)st);
   cudaFree(q);
   cudaFree(o);
   cudaFree(l);
@@ -331,7 +337,14 @@ int main(int argc, char **argv) {
       {2, 192, 6, 2, 64, 0},   /* three full tiles, group 3 */
       {1, 257, 2, 1, 128, 0},  /* five tiles, one row into the fifth */
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(ctx, &cases[i]);
+  /* every kernel variant: v walks the forward and backward variants
+   * together (the last one repeats when one list is shorter) */
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const int nf = coda_cuda_attention_num_configs(0, cases[i].hd);
+    const int nb = coda_cuda_attention_num_configs(1, cases[i].hd);
+    for (int v = 0; v < (nf > nb ? nf : nb); v++)
+      run_case(ctx, &cases[i], v < nf ? v : nf - 1, v < nb ? v : nb - 1);
+  }
   bad_inputs(ctx);
   coda_context_destroy(ctx);
   printf("%d passed, %d failed\n", g_pass, g_fail);

@@ -105,7 +105,11 @@ static void store_any(coda_dtype t, void *p, size_t i, double v) {
 static void run_and_check(const gemm_case *c, coda_dtype out, float alpha, int accumulate,
                           const double *ref, const double *absref, const char *label) {
   const int64_t M = c->M, N = c->N;
-  const int64_t ldd = N + irand(3); /* odd pitches exercise unpaired stores */
+  /* Pitches N, N+1, N+2 in turn: odd and unaligned pitches take the register
+   * path, 16-byte aligned ones (with N a multiple of 16 bytes) the TMA path. */
+  static int pad = 0;
+  pad = (pad + 1) % 3;
+  const int64_t ldd = N + pad;
   const size_t es = dsize(out);
   const size_t tot = (size_t)M * ldd + 64; /* 64 guard elements after the last row */
   unsigned char *h = malloc(tot * es), *h0 = malloc(tot * es);

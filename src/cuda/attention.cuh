@@ -1,0 +1,26 @@
+/* Internal entry points of the CUDA attention kernels: the same calls as
+ * coda_cuda_attention_forward / _backward with an explicit kernel variant
+ * (config -1 = the default), for the GPU test and the benchmark. Plain C
+ * declarations, includable from C and CUDA C. */
+#ifndef CODA_CUDA_ATTENTION_CUH
+#define CODA_CUDA_ATTENTION_CUH
+#include "coda.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Number of variants for the forward (backward = 0) or backward pass at
+ * this head_dim (0 if the head_dim is not supported). */
+int coda_cuda_attention_num_configs(int backward, int head_dim);
+coda_status coda_cuda_attention_forward_config(coda_context ctx, const coda_tensor *qkv,
+                                               int batch, int seq, int heads_q, int heads_kv,
+                                               int head_dim, const coda_tensor *out,
+                                               const coda_tensor *lse, int config);
+coda_status coda_cuda_attention_backward_config(coda_context ctx, const coda_tensor *qkv,
+                                                const coda_tensor *out, const coda_tensor *lse,
+                                                const coda_tensor *dout, int batch, int seq,
+                                                int heads_q, int heads_kv, int head_dim,
+                                                const coda_tensor *dqkv, int config);
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,817 @@
+/* Code generation: epilogue program IR -> CUDA source of an Epi functor for
+ * the Hopper mainloop (gemm_sm90.cuh).
+ *
+ * Each consumer thread holds BN/2 accumulator values of a 64 x BN block:
+ * value i at row row0 + 8*((i>>1)&1), column col0 + 8*(i>>2) + (i&1). The
+ * functor walks them as (j, h) groups: j = i>>2 picks the column pair
+ * (c, c+1) with c = col0 + 8j, h = (i>>1)&1 the row. A group is two
+ * iteration points in elem mode and one in pair mode. Loops have constant
+ * trip counts and are fully unrolled, so every fragment index is a
+ * compile-time constant and the fragment stays in registers.
+ *
+ * Per group, every input the program reads is loaded once (column vectors
+ * once per j, row vectors and scalars once per fragment), pairs of adjacent
+ * 16-bit values with one 32-bit access (x2 tiles: four values, 64 bits)
+ * when the view is aligned; points outside M x N load nothing and store
+ * nothing. The instructions then run as straight-line fp32 code.
+ *
+ * Reductions (deterministic, no atomics):
+ *  - row partials (rowsum/rowmax/rowlse, and segmented rowsum with segment
+ *    g >= 8 columns): each thread folds its values of a row, the quad of 4
+ *    lanes sharing the row combines with xor-1 and xor-2 shuffles, and lane
+ *    0 of the quad writes the partial of (row, column tile or segment);
+ *  - segments narrower than 8 columns: g = 1, 2 lie inside one thread's
+ *    column pair, g = 4 spans two lanes (one xor-1 shuffle);
+ *  - rowpick: the single thread holding column idx[m] writes it;
+ *  - colsum over the warpgroup's 64 rows: the two rows of a thread are
+ *    added, shuffles xor 4, 8, 16 sum the 8 row groups of a warp, lanes 0-3
+ *    put the warp's column sums into the shared scratch, and after a
+ *    warpgroup barrier thread t adds the 4 warps' sums of column t in order.
+ * This fixes the partial tiling at tile_m = 64, tile_n = BN. */
+#include "cuda/epi_codegen.h"
+
+#include "core/internal.h"
+#include "lang/ir.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+coda_epi_config coda_epi_default_config(void) {
+  coda_epi_config c = {CODA_EPI_BN, CODA_EPI_STAGES, 0, 0, 1, 0};
+  return c;
+}
+
+size_t coda_epi_smem_bytes(const coda_epi_config *cfg) {
+  /* STAGES x (A + B) k-blocks + 2 epilogue scratches (64 x 40 floats) +
+   * 2 x STAGES mbarriers + 1024 bytes of alignment slack. */
+  return (size_t)cfg->stages * (128 + cfg->bn) * 64 * 2 + 2 * 64 * 40 * 4 +
+         2 * (size_t)cfg->stages * 8 + 1024;
+}
+
+uint64_t coda_epi_hash(const void *data, size_t n, uint64_t seed) {
+  const unsigned char *p = data;
+  uint64_t h = 14695981039346656037ull ^ seed;
+  for (size_t i = 0; i < n; i++) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+/* ------------------------------------------------------------ buffer */
+
+typedef struct sbuf {
+  char *s;
+  size_t n, cap;
+  int oom;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+  if (b->oom) return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = b->cap - b->n;
+    int k = b->s ? vsnprintf(b->s + b->n, room, fmt, ap) : -2;
+    va_end(ap);
+    if (k >= 0 && (size_t)k < room) {
+      b->n += (size_t)k;
+      return;
+    }
+    if (k == -1) {
+      b->oom = 1;
+      return;
+    }
+    size_t need = b->n + (k > 0 ? (size_t)k : 0) + 1;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < need) cap *= 2;
+    char *ns = realloc(b->s, cap);
+    if (!ns) {
+      b->oom = 1;
+      return;
+    }
+    b->s = ns;
+    b->cap = cap;
+  }
+}
+
+static void sb_put(sbuf *b, const char *s, size_t n) {
+  if (b->oom) return;
+  if (b->n + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->n + n + 1) cap *= 2;
+    char *ns = realloc(b->s, cap);
+    if (!ns) {
+      b->oom = 1;
+      return;
+    }
+    b->s = ns;
+    b->cap = cap;
+  }
+  memcpy(b->s + b->n, s, n);
+  b->n += n;
+  b->s[b->n] = '\0';
+}
+
+static char *sb_take(coda_context ctx, sbuf *b) {
+  if (b->oom || !b->s) {
+    free(b->s);
+    coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory while generating CUDA source");
+    return NULL;
+  }
+  return b->s;
+}
+
+/* ------------------------------------------------------------ checks */
+
+static const char *kind_name(coda_arg_kind k) {
+  switch (k) {
+  case CODA_ARG_ROW: return "row";
+  case CODA_ARG_COL: return "col";
+  case CODA_ARG_SCALAR: return "scalar";
+  default: return "tile";
+  }
+}
+
+coda_status coda_epi_supported(coda_context ctx, coda_program pg) {
+  const struct coda_program_s *p = pg;
+  if (!p) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA epilogue: program is NULL");
+  for (int i = 0; i < p->ninputs; i++)
+    if (p->inputs[i].dtype == CODA_F64)
+      return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                       "input '%s' is f64: exact mode (fp64) programs run only on the CPU backend",
+                       p->inputs[i].name);
+  for (int i = 0; i < p->noutputs; i++)
+    if (p->outputs[i].dtype == CODA_F64 || p->outputs[i].dtype == CODA_I32)
+      return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                       "output '%s' is %s: the GPU stores bf16, f16 or f32 outputs",
+                       p->outputs[i].name, coda_dtype_name(p->outputs[i].dtype));
+  int ncol = 0;
+  for (int i = 0; i < p->nreduces; i++) ncol += p->reduces[i].kind == CODA_REDUCE_COLSUM;
+  /* 4 warps x BN floats per colsum in the 64 x 40-float scratch. */
+  if (ncol * 4 * CODA_EPI_BN > 64 * 40)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                     "the program has %d colsum reductions; the GPU epilogue stages at most %d "
+                     "at once in shared memory",
+                     ncol, 64 * 40 / (4 * CODA_EPI_BN));
+  if (p->ninputs + p->noutputs + p->nreduces > CODA_EPI_MAX_ARGS)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "too many arguments for the GPU epilogue");
+  return CODA_OK;
+}
+
+/* ------------------------------------------------------------ prelude */
+
+/* Types NVRTC lacks without the toolkit headers, and the device helpers
+ * the generated functors call. */
+static const char kPrelude[] =
+    "/* generated by the coda epilogue compiler */\n"
+    "#include <cuda_fp16.h>\n"
+    "#include <cuda_bf16.h>\n"
+    "typedef unsigned char uint8_t;\n"
+    "typedef unsigned short uint16_t;\n"
+    "typedef unsigned int uint32_t;\n"
+    "typedef unsigned long long uint64_t;\n"
+    "typedef int int32_t;\n"
+    "typedef long long int64_t;\n"
+    "#ifndef CUDA_VERSION\n"
+    "typedef struct alignas(64) CUtensorMap_st { unsigned long long opaque[16]; } CUtensorMap;\n"
+    "#endif\n";
+
+static const char kHelpers[] =
+    "namespace coda_epi {\n"
+    "/* dtype codes: 0 bf16, 1 f16, 2 f32, 4 i32 */\n"
+    "template <int DT> __device__ __forceinline__ float ld1(const void *b, long long o) {\n"
+    "  if constexpr (DT == 0) return __bfloat162float(((const __nv_bfloat16 *)b)[o]);\n"
+    "  else if constexpr (DT == 1) return __half2float(((const __half *)b)[o]);\n"
+    "  else if constexpr (DT == 2) return ((const float *)b)[o];\n"
+    "  else return (float)((const int *)b)[o];\n"
+    "}\n"
+    "/* (b[o], b[o+step]); one access when step == 1 and aligned. */\n"
+    "template <int DT> __device__ __forceinline__ float2 ld2(const void *b, long long o, long long step,\n"
+    "                                                        bool ok0, bool ok1, bool al) {\n"
+    "  if (ok0 && ok1 && al && step == 1) {\n"
+    "    if constexpr (DT == 0) return __bfloat1622float2(*(const __nv_bfloat162 *)((const __nv_bfloat16 *)b + o));\n"
+    "    else if constexpr (DT == 1) return __half22float2(*(const __half2 *)((const __half *)b + o));\n"
+    "    else if constexpr (DT == 2) return *(const float2 *)((const float *)b + o);\n"
+    "    else { int2 v = *(const int2 *)((const int *)b + o); return make_float2((float)v.x, (float)v.y); }\n"
+    "  }\n"
+    "  return make_float2(ok0 ? ld1<DT>(b, o) : 0.f, ok1 ? ld1<DT>(b, o + step) : 0.f);\n"
+    "}\n"
+    "/* b[o..o+3] of a 16-bit x2 tile: (even, odd) of point 0, then point 1. */\n"
+    "template <int DT> __device__ __forceinline__ float4 ld4(const void *b, long long o, bool ok0,\n"
+    "                                                        bool ok1, bool al4, bool al2) {\n"
+    "  if (ok0 && ok1 && al4) {\n"
+    "    uint2 u = *(const uint2 *)((const uint16_t *)b + o);\n"
+    "    float2 x, y;\n"
+    "    if constexpr (DT == 0) { x = __bfloat1622float2(*(__nv_bfloat162 *)&u.x); y = __bfloat1622float2(*(__nv_bfloat162 *)&u.y); }\n"
+    "    else { x = __half22float2(*(__half2 *)&u.x); y = __half22float2(*(__half2 *)&u.y); }\n"
+    "    return make_float4(x.x, x.y, y.x, y.y);\n"
+    "  }\n"
+    "  float2 x = ld2<DT>(b, o, 1, ok0, ok0, al2), y = ld2<DT>(b, o + 2, 1, ok1, ok1, al2);\n"
+    "  return make_float4(x.x, x.y, y.x, y.y);\n"
+    "}\n"
+    "/* b[o] = round(v) (or round(b[o] + v), the sum in fp32). */\n"
+    "template <int DT, bool ACC> __device__ __forceinline__ void st1(void *b, long long o, float v) {\n"
+    "  if constexpr (DT == 0) { __nv_bfloat16 *p = (__nv_bfloat16 *)b + o; if (ACC) v += __bfloat162float(*p); *p = __float2bfloat16_rn(v); }\n"
+    "  else if constexpr (DT == 1) { __half *p = (__half *)b + o; if (ACC) v += __half2float(*p); *p = __float2half_rn(v); }\n"
+    "  else { float *p = (float *)b + o; if (ACC) v += *p; *p = v; }\n"
+    "}\n"
+    "template <int DT, bool ACC> __device__ __forceinline__ void st2(void *b, long long o, bool ok0, bool ok1,\n"
+    "                                                                bool al, float v0, float v1) {\n"
+    "  if (ok0 && ok1 && al) {\n"
+    "    if constexpr (DT == 0) { __nv_bfloat162 *p = (__nv_bfloat162 *)((__nv_bfloat16 *)b + o);\n"
+    "      if (ACC) { float2 q = __bfloat1622float2(*p); v0 += q.x; v1 += q.y; } *p = __floats2bfloat162_rn(v0, v1); }\n"
+    "    else if constexpr (DT == 1) { __half2 *p = (__half2 *)((__half *)b + o);\n"
+    "      if (ACC) { float2 q = __half22float2(*p); v0 += q.x; v1 += q.y; } *p = __floats2half2_rn(v0, v1); }\n"
+    "    else { float2 *p = (float2 *)((float *)b + o); if (ACC) { float2 q = *p; v0 += q.x; v1 += q.y; } *p = make_float2(v0, v1); }\n"
+    "    return;\n"
+    "  }\n"
+    "  if (ok0) st1<DT, ACC>(b, o, v0);\n"
+    "  if (ok1) st1<DT, ACC>(b, o + 1, v1);\n"
+    "}\n"
+    "template <int DT, bool ACC> __device__ __forceinline__ void st4(void *b, long long o, bool ok0, bool ok1,\n"
+    "                                                                bool al4, bool al2, float4 v) {\n"
+    "  if (ok0 && ok1 && al4 && !ACC) {\n"
+    "    uint2 u;\n"
+    "    if constexpr (DT == 0) { __nv_bfloat162 x = __floats2bfloat162_rn(v.x, v.y), y = __floats2bfloat162_rn(v.z, v.w);\n"
+    "      u.x = *(uint32_t *)&x; u.y = *(uint32_t *)&y; }\n"
+    "    else { __half2 x = __floats2half2_rn(v.x, v.y), y = __floats2half2_rn(v.z, v.w);\n"
+    "      u.x = *(uint32_t *)&x; u.y = *(uint32_t *)&y; }\n"
+    "    *(uint2 *)((uint16_t *)b + o) = u;\n"
+    "    return;\n"
+    "  }\n"
+    "  st2<DT, ACC>(b, o, ok0, ok0, al2, v.x, v.y);\n"
+    "  st2<DT, ACC>(b, o + 2, ok1, ok1, al2, v.z, v.w);\n"
+    "}\n"
+    "/* Math, fp32, the same formulas as the CPU interpreter (no contraction:\n"
+    " * the source is compiled with --fmad=false). */\n"
+    "__device__ __forceinline__ float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }\n"
+    "__device__ __forceinline__ float gelu(float x) {\n"
+    "  float t = tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x));\n"
+    "  return 0.5f * x * (1.0f + t);\n"
+    "}\n"
+    "__device__ __forceinline__ float dgelu(float x) {\n"
+    "  float t = tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x));\n"
+    "  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * x * x);\n"
+    "}\n"
+    "__device__ __forceinline__ float dsilu(float x) { float s = sigm(x); return s * (1.0f + x * (1.0f - s)); }\n"
+    "/* theta = 2*pi*frac(p*(fhi+flo)): p*fhi = hi + err exactly (two-product),\n"
+    " * lo = err + p*flo, hi - rint(hi) is exact. */\n"
+    "__device__ __forceinline__ void rope(float x, float y, float p, float fhi, float flo, float sgn,\n"
+    "                                     float &x2, float &y2) {\n"
+    "  float hi = p * fhi;\n"
+    "  float err = fmaf(p, fhi, -hi);\n"
+    "  float lo = fmaf(p, flo, err);\n"
+    "  float f = (hi - rintf(hi)) + lo;\n"
+    "  float th = 6.28318530717958648f * f, sn, cs;\n"
+    "  sincosf(th, &sn, &cs);\n"
+    "  sn = sgn * sn;\n"
+    "  x2 = x * cs - y * sn;\n"
+    "  y2 = x * sn + y * cs;\n"
+    "}\n"
+    "/* log-sum-exp state (m, s): running max, sum of exp(v - m). */\n"
+    "__device__ __forceinline__ void lse_add(float &m, float &s, float v) {\n"
+    "  if (!(v > -INFINITY)) return;\n"
+    "  if (v > m) { s = (m == -INFINITY ? 0.0f : s * expf(m - v)) + 1.0f; m = v; }\n"
+    "  else if (m != INFINITY) s += expf(v - m);\n"
+    "}\n"
+    "__device__ __forceinline__ void lse_merge(float &m, float &s, float m2, float s2) {\n"
+    "  if (m2 == -INFINITY) return;\n"
+    "  if (m == -INFINITY) { m = m2; s = s2; return; }\n"
+    "  if (m2 > m) { s = s * expf(m - m2) + s2; m = m2; }\n"
+    "  else if (m != INFINITY) s += s2 * expf(m2 - m);\n"
+    "}\n"
+    "__device__ __forceinline__ float shx(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }\n"
+    "}  // namespace coda_epi\n"
+    "struct CodaEpiParams {\n"
+    "  const void *ptr[64];\n"
+    "  long long ld[64];\n"
+    "  int flags[64];\n"
+    "  int M, N;\n"
+    "};\n";
+
+/* ------------------------------------------------------------ functor */
+
+static int dt_code(coda_dtype t) {
+  switch (t) {
+  case CODA_BF16: return 0;
+  case CODA_F16: return 1;
+  case CODA_F32: return 2;
+  default: return 4;
+  }
+}
+
+/* An fp32 literal that is exactly (float)v (what the CPU uses). */
+static void emit_const(sbuf *b, double v) {
+  float f = (float)v;
+  if (isnan(f)) sb_printf(b, "__int_as_float(0x7fc00000)");
+  else if (isinf(f)) sb_printf(b, "%s__int_as_float(0x7f800000)", f < 0 ? "-" : "");
+  else sb_printf(b, "%af", (double)f);
+}
+
+typedef struct gen {
+  const struct coda_program_s *p;
+  sbuf *b;
+  int pair;
+  int arg_out0, arg_red0;
+} gen;
+
+/* Expression of input k read with lane `lane` at point e (elem) / the pair. */
+static void emit_read(gen *g, int k, coda_lane lane) {
+  const ir_input *in = &g->p->inputs[k];
+  sbuf *b = g->b;
+  int odd = lane == CODA_LANE_ODD;
+  switch (in->kind) {
+  case CODA_ARG_ROW: sb_printf(b, "rw%d[h]", k); break;
+  case CODA_ARG_SCALAR: sb_printf(b, "sc%d", k); break;
+  case CODA_ARG_COL:
+    if (g->pair) sb_printf(b, "cv%d.%c", k, odd ? 'y' : 'x');
+    else sb_printf(b, "(e ? cv%d.y : cv%d.x)", k, k);
+    break;
+  default:
+    if (in->width == CODA_WIDTH_HALF) sb_printf(b, "th%d", k);
+    else if (in->width == CODA_WIDTH_X2) /* elem mode only */
+      sb_printf(b, odd ? "(e ? tv%d.w : tv%d.y)" : "(e ? tv%d.z : tv%d.x)", k, k);
+    else if (g->pair) sb_printf(b, "tv%d.%c", k, odd ? 'y' : 'x');
+    else sb_printf(b, "(e ? tv%d.y : tv%d.x)", k, k);
+    break;
+  }
+}
+
+static void emit_instr(gen *g, const ir_instr *in) {
+  sbuf *b = g->b;
+  const int *a = in->args;
+  switch (in->code) {
+  case IR_CONST:
+    sb_printf(b, "      const float r%d = ", in->dst);
+    emit_const(b, in->imm);
+    sb_printf(b, ";\n");
+    return;
+  case IR_ACC:
+    if (g->pair) sb_printf(b, "      const float r%d = f.v[i0 + %d];\n", in->dst, in->lane == CODA_LANE_ODD);
+    else sb_printf(b, "      const float r%d = f.v[i0 + e];\n", in->dst);
+    return;
+  case IR_ROW: sb_printf(b, "      const float r%d = (float)r;\n", in->dst); return;
+  case IR_COL:
+    sb_printf(b, "      const float r%d = (float)(%s);\n", in->dst, g->pair ? "c" : "c + e");
+    return;
+  case IR_READ:
+    sb_printf(b, "      const float r%d = ", in->dst);
+    emit_read(g, in->input, in->lane);
+    sb_printf(b, ";\n");
+    return;
+  case IR_MATH: break;
+  }
+  const char *bin = NULL, *fn1 = NULL, *cmp = NULL;
+  switch (in->op) {
+  case CODA_OP_ADD: bin = "+"; break;
+  case CODA_OP_SUB: bin = "-"; break;
+  case CODA_OP_MUL: bin = "*"; break;
+  case CODA_OP_DIV: bin = "/"; break;
+  case CODA_OP_LT: cmp = "<"; break;
+  case CODA_OP_LE: cmp = "<="; break;
+  case CODA_OP_GT: cmp = ">"; break;
+  case CODA_OP_GE: cmp = ">="; break;
+  case CODA_OP_EQ: cmp = "=="; break;
+  case CODA_OP_NE: cmp = "!="; break;
+  case CODA_OP_EXP: fn1 = "expf"; break;
+  case CODA_OP_LOG: fn1 = "logf"; break;
+  case CODA_OP_SQRT: fn1 = "sqrtf"; break;
+  case CODA_OP_TANH: fn1 = "tanhf"; break;
+  case CODA_OP_ABS: fn1 = "fabsf"; break;
+  case CODA_OP_SIGMOID: fn1 = "coda_epi::sigm"; break;
+  case CODA_OP_GELU: fn1 = "coda_epi::gelu"; break;
+  case CODA_OP_DGELU: fn1 = "coda_epi::dgelu"; break;
+  case CODA_OP_DSILU: fn1 = "coda_epi::dsilu"; break;
+  default: break;
+  }
+  if (bin) {
+    sb_printf(b, "      const float r%d = r%d %s r%d;\n", in->dst, a[0], bin, a[1]);
+  } else if (cmp) {
+    sb_printf(b, "      const float r%d = r%d %s r%d ? 1.0f : 0.0f;\n", in->dst, a[0], cmp, a[1]);
+  } else if (fn1) {
+    sb_printf(b, "      const float r%d = %s(r%d);\n", in->dst, fn1, a[0]);
+  } else {
+    switch (in->op) {
+    case CODA_OP_NEG: sb_printf(b, "      const float r%d = -r%d;\n", in->dst, a[0]); break;
+    case CODA_OP_FMA:
+      sb_printf(b, "      const float r%d = fmaf(r%d, r%d, r%d);\n", in->dst, a[0], a[1], a[2]);
+      break;
+    case CODA_OP_RSQRT: sb_printf(b, "      const float r%d = 1.0f / sqrtf(r%d);\n", in->dst, a[0]); break;
+    case CODA_OP_SILU:
+      sb_printf(b, "      const float r%d = r%d * coda_epi::sigm(r%d);\n", in->dst, a[0], a[0]);
+      break;
+    case CODA_OP_MIN: sb_printf(b, "      const float r%d = fminf(r%d, r%d);\n", in->dst, a[0], a[1]); break;
+    case CODA_OP_MAX: sb_printf(b, "      const float r%d = fmaxf(r%d, r%d);\n", in->dst, a[0], a[1]); break;
+    case CODA_OP_SELECT:
+      sb_printf(b, "      const float r%d = r%d != 0.0f ? r%d : r%d;\n", in->dst, a[0], a[1], a[2]);
+      break;
+    case CODA_OP_SWIGLU:
+      sb_printf(b, "      const float r%d = r%d * coda_epi::sigm(r%d) * r%d;\n", in->dst, a[0], a[0], a[1]);
+      break;
+    case CODA_OP_GEGLU:
+      sb_printf(b, "      const float r%d = coda_epi::gelu(r%d) * r%d;\n", in->dst, a[0], a[1]);
+      break;
+    case CODA_OP_DSWIGLU: /* dg = dy*u*dsilu(g), du = dy*g*sigmoid(g) */
+      sb_printf(b,
+                "      float r%d, r%d;\n      { const float s_ = coda_epi::sigm(r%d);\n"
+                "        r%d = r%d * r%d * (s_ * (1.0f + r%d * (1.0f - s_)));\n"
+                "        r%d = r%d * r%d * s_; }\n",
+                in->dst, in->dst2, a[0], in->dst, a[2], a[1], a[0], in->dst2, a[2], a[0]);
+      break;
+    case CODA_OP_DGEGLU: /* dg = dy*u*dgelu(g), du = dy*gelu(g) */
+      sb_printf(b,
+                "      const float r%d = r%d * r%d * coda_epi::dgelu(r%d);\n"
+                "      const float r%d = r%d * coda_epi::gelu(r%d);\n",
+                in->dst, a[2], a[1], a[0], in->dst2, a[2], a[0]);
+      break;
+    case CODA_OP_ROPE:
+    case CODA_OP_ROPE_BWD:
+      sb_printf(b, "      float r%d, r%d;\n      coda_epi::rope(r%d, r%d, r%d, r%d, r%d, %s, r%d, r%d);\n",
+                in->dst, in->dst2, a[0], a[1], a[2], a[3], a[4],
+                in->op == CODA_OP_ROPE ? "1.0f" : "-1.0f", in->dst, in->dst2);
+      break;
+    default:
+      sb_printf(b, "#error unknown op %d\n", (int)in->op);
+      break;
+    }
+  }
+}
+
+static int seg_width(const ir_reduce *r) {
+  if (r->kind == CODA_REDUCE_SEGSUM) return r->segment < CODA_EPI_BN ? r->segment : CODA_EPI_BN;
+  return CODA_EPI_BN;
+}
+
+/* Row-type reductions folded per thread over a row (g >= 8 columns). */
+static int is_row_fold(const ir_reduce *r) {
+  switch (r->kind) {
+  case CODA_REDUCE_ROWSUM:
+  case CODA_REDUCE_ROWMAX:
+  case CODA_REDUCE_ROWLSE: return 1;
+  case CODA_REDUCE_SEGSUM: return seg_width(r) >= 8;
+  default: return 0;
+  }
+}
+
+/* Quad combine of the folded state of reduction q for row half h and the
+ * write by lane 0 of the quad at partial column `colexpr`. */
+static void emit_row_flush(gen *g, int q, const char *colexpr, const char *cond, const char *indent) {
+  sbuf *b = g->b;
+  const ir_reduce *r = &g->p->reduces[q];
+  const int k = g->arg_red0 + q;
+  sb_printf(b, "%s{\n", indent);
+  switch (r->kind) {
+  case CODA_REDUCE_ROWMAX:
+    sb_printf(b, "%s  float v_ = ra%d[h], o_;\n", indent, q);
+    sb_printf(b, "%s  o_ = coda_epi::shx(v_, 1); v_ = o_ > v_ ? o_ : v_;\n", indent);
+    sb_printf(b, "%s  o_ = coda_epi::shx(v_, 2); v_ = o_ > v_ ? o_ : v_;\n", indent);
+    break;
+  case CODA_REDUCE_ROWLSE:
+    sb_printf(b, "%s  float m_ = ra%d[h], s_ = rs%d[h];\n", indent, q, q);
+    sb_printf(b, "%s  { float m2 = coda_epi::shx(m_, 1), s2 = coda_epi::shx(s_, 1); coda_epi::lse_merge(m_, s_, m2, s2); }\n", indent);
+    sb_printf(b, "%s  { float m2 = coda_epi::shx(m_, 2), s2 = coda_epi::shx(s_, 2); coda_epi::lse_merge(m_, s_, m2, s2); }\n", indent);
+    sb_printf(b, "%s  const float v_ = (m_ == -INFINITY || m_ == INFINITY) ? m_ : m_ + logf(s_);\n", indent);
+    break;
+  default:
+    sb_printf(b, "%s  float v_ = ra%d[h];\n", indent, q);
+    sb_printf(b, "%s  v_ += coda_epi::shx(v_, 1);\n", indent);
+    sb_printf(b, "%s  v_ += coda_epi::shx(v_, 2);\n", indent);
+    break;
+  }
+  sb_printf(b, "%s  if (qd == 0 && r < M && %s) ((float *)p.ptr[%d])[(long long)r * p.ld[%d] + (%s)] = v_;\n",
+            indent, cond, k, k, colexpr);
+  sb_printf(b, "%s}\n", indent);
+}
+
+static void emit_row_reset(gen *g, int q, const char *indent) {
+  const ir_reduce *r = &g->p->reduces[q];
+  if (r->kind == CODA_REDUCE_ROWMAX || r->kind == CODA_REDUCE_ROWLSE)
+    sb_printf(g->b, "%sra%d[h] = -INFINITY;\n", indent, q);
+  else
+    sb_printf(g->b, "%sra%d[h] = 0.0f;\n", indent, q);
+  if (r->kind == CODA_REDUCE_ROWLSE) sb_printf(g->b, "%srs%d[h] = 0.0f;\n", indent, q);
+}
+
+char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
+  const struct coda_program_s *p = pg;
+  if (coda_epi_supported(ctx, pg) != CODA_OK) return NULL;
+  sbuf sb = {0};
+  sbuf *b = &sb;
+  gen g = {p, b, p->pair_mode, p->ninputs, p->ninputs + p->noutputs};
+  const int pair = p->pair_mode;
+
+  /* Which inputs are read (rowpick indices are read separately). */
+  int used[CODA_MAX_INPUTS] = {0};
+  for (int i = 0; i < p->ninstrs; i++)
+    if (p->instrs[i].code == IR_READ) used[p->instrs[i].input] = 1;
+  int ncol = 0, has_rowpick = 0;
+  for (int q = 0; q < p->nreduces; q++) {
+    ncol += p->reduces[q].kind == CODA_REDUCE_COLSUM;
+    has_rowpick |= p->reduces[q].kind == CODA_REDUCE_ROWPICK;
+  }
+
+  sb_printf(b, "/* program (%s mode): %d instructions, %d inputs, %d outputs, %d reductions */\n",
+            pair ? "pair" : "elem", p->ninstrs, p->ninputs, p->noutputs, p->nreduces);
+  sb_printf(b, "/* arguments:");
+  for (int k = 0; k < p->ninputs; k++)
+    sb_printf(b, " %d=%s(%s %s%s)", k, p->inputs[k].name, kind_name(p->inputs[k].kind),
+              coda_dtype_name(p->inputs[k].dtype),
+              p->inputs[k].width == CODA_WIDTH_X2 ? " x2" : p->inputs[k].width == CODA_WIDTH_HALF ? " half" : "");
+  for (int o = 0; o < p->noutputs; o++)
+    sb_printf(b, " %d=%s(output)", g.arg_out0 + o, p->outputs[o].name);
+  for (int q = 0; q < p->nreduces; q++)
+    sb_printf(b, " %d=%s(%s)", g.arg_red0 + q, p->reduces[q].name, ir_reduce_kind_name(p->reduces[q].kind));
+  sb_printf(b, " */\n");
+  sb_printf(b, "struct CodaEpi {\n  CodaEpiParams p;\n");
+  sb_printf(b, "  template <int BN>\n  __device__ __forceinline__ void operator()("
+               "const coda_sm90::AccFragment<BN> &f, const coda_sm90::EpiScratch &sc) const {\n");
+  sb_printf(b, "    static_assert(BN == %d, \"partials are generated for tile_n = %d\");\n", CODA_EPI_BN, CODA_EPI_BN);
+  sb_printf(b, "    const int M = p.M, N = p.N;\n");
+  sb_printf(b, "    const int lane = threadIdx.x %% 32, qd = lane %% 4, warp = (threadIdx.x %% 128) / 32;\n");
+  sb_printf(b, "    const int tc0 = f.col0 - 2 * qd;   /* first column of the tile */\n");
+  sb_printf(b, "    const int tn = tc0 / BN;           /* column tile */\n");
+  sb_printf(b, "    const int wr0 = f.row0 - warp * 16 - lane / 4; /* first row of the warpgroup's 64 */\n");
+  sb_printf(b, "    (void)tn; (void)wr0; (void)warp; (void)sc;\n");
+
+  /* scalars and row vectors */
+  for (int k = 0; k < p->ninputs; k++) {
+    const ir_input *in = &p->inputs[k];
+    if (!used[k]) continue;
+    if (in->kind == CODA_ARG_SCALAR)
+      sb_printf(b, "    const float sc%d = coda_epi::ld1<%d>(p.ptr[%d], 0);\n", k, dt_code(in->dtype), k);
+    else if (in->kind == CODA_ARG_ROW)
+      sb_printf(b,
+                "    float rw%d[2];\n#pragma unroll\n    for (int h = 0; h < 2; ++h) {\n"
+                "      const int r = f.row0 + 8 * h;\n"
+                "      rw%d[h] = r < M ? coda_epi::ld1<%d>(p.ptr[%d], (long long)r * p.ld[%d]) : 0.0f;\n    }\n",
+                k, k, dt_code(in->dtype), k, k);
+  }
+  /* reduction state */
+  for (int q = 0; q < p->nreduces; q++) {
+    const ir_reduce *r = &p->reduces[q];
+    if (is_row_fold(r)) {
+      int neg = r->kind == CODA_REDUCE_ROWMAX || r->kind == CODA_REDUCE_ROWLSE;
+      sb_printf(b, "    float ra%d[2] = {%s, %s};\n", q, neg ? "-INFINITY" : "0.0f", neg ? "-INFINITY" : "0.0f");
+      if (r->kind == CODA_REDUCE_ROWLSE) sb_printf(b, "    float rs%d[2] = {0.0f, 0.0f};\n", q);
+    } else if (r->kind == CODA_REDUCE_ROWPICK) {
+      const int ki = r->index_input, kp = g.arg_red0 + q;
+      sb_printf(b,
+                "    int pk%d[2];\n#pragma unroll\n    for (int h = 0; h < 2; ++h) {\n"
+                "      const int r = f.row0 + 8 * h;\n"
+                "      const int k_ = r < M ? ((const int *)p.ptr[%d])[(long long)r * p.ld[%d]] : -1;\n"
+                "      pk%d[h] = (k_ >= 0 && k_ < N) ? k_ : -1;\n"
+                "      /* an index outside [0, N): column tile 0 writes 0 */\n"
+                "      if (r < M && pk%d[h] < 0 && f.col0 == 0) ((float *)p.ptr[%d])[(long long)r * p.ld[%d]] = 0.0f;\n"
+                "    }\n",
+                q, ki, ki, q, q, kp, kp);
+    }
+  }
+
+  /* the fragment */
+  sb_printf(b, "#pragma unroll\n    for (int j = 0; j < BN / 8; ++j) {\n");
+  sb_printf(b, "      const int c = f.col0 + 8 * j;\n");
+  sb_printf(b, "      const bool cok0 = c < N, cok1 = c + 1 < N;\n");
+  for (int k = 0; k < p->ninputs; k++) {
+    const ir_input *in = &p->inputs[k];
+    if (!used[k] || in->kind != CODA_ARG_COL) continue;
+    sb_printf(b, "      const float2 cv%d = coda_epi::ld2<%d>(p.ptr[%d], (long long)c * p.ld[%d], p.ld[%d], cok0, cok1, p.flags[%d] & 1);\n",
+              k, dt_code(in->dtype), k, k, k, k);
+  }
+  for (int q = 0; q < p->nreduces; q++)
+    if (p->reduces[q].kind == CODA_REDUCE_COLSUM) sb_printf(b, "      float cs%d[2] = {0.0f, 0.0f};\n", q);
+  sb_printf(b, "#pragma unroll\n      for (int h = 0; h < 2; ++h) {\n");
+  sb_printf(b, "        const int r = f.row0 + 8 * h;\n");
+  sb_printf(b, "        const int i0 = 4 * j + 2 * h;\n");
+  sb_printf(b, "        const bool ok0 = r < M && cok0, ok1 = r < M && cok1;\n");
+  sb_printf(b, "        const long long ro = (long long)r;\n        (void)ro; (void)i0;\n");
+  for (int k = 0; k < p->ninputs; k++) {
+    const ir_input *in = &p->inputs[k];
+    if (!used[k] || in->kind != CODA_ARG_TILE) continue;
+    int dt = dt_code(in->dtype);
+    if (in->width == CODA_WIDTH_HALF)
+      sb_printf(b, "        const float th%d = ok0 ? coda_epi::ld1<%d>(p.ptr[%d], ro * p.ld[%d] + c / 2) : 0.0f;\n",
+                k, dt, k, k);
+    else if (in->width == CODA_WIDTH_X2)
+      sb_printf(b, "        const float4 tv%d = coda_epi::ld4<%d>(p.ptr[%d], ro * p.ld[%d] + 2 * c, ok0, ok1, p.flags[%d] & 2, p.flags[%d] & 1);\n",
+                k, dt, k, k, k, k);
+    else
+      sb_printf(b, "        const float2 tv%d = coda_epi::ld2<%d>(p.ptr[%d], ro * p.ld[%d] + c, 1, ok0, ok1, p.flags[%d] & 1);\n",
+                k, dt, k, k, k);
+  }
+  /* per-point values that stores and narrow segments consume after the points */
+  for (int o = 0; o < p->noutputs; o++)
+    sb_printf(b, "        float ov%d[2], ow%d[2]; (void)ow%d;\n", o, o, o);
+  for (int q = 0; q < p->nreduces; q++)
+    if (p->reduces[q].kind == CODA_REDUCE_SEGSUM && !is_row_fold(&p->reduces[q]))
+      sb_printf(b, "        float sv%d[2] = {0.0f, 0.0f};\n", q);
+
+  if (pair) sb_printf(b, "        {\n          const int e = 0; const bool ok = ok0; (void)e;\n");
+  else sb_printf(b, "#pragma unroll\n        for (int e = 0; e < 2; ++e) {\n          const bool ok = e ? ok1 : ok0;\n");
+  for (int i = 0; i < p->ninstrs; i++) emit_instr(&g, &p->instrs[i]);
+  for (int o = 0; o < p->noutputs; o++) {
+    const ir_output *op = &p->outputs[o];
+    sb_printf(b, "          ov%d[e] = r%d;\n", o, op->reg_even);
+    if (op->reg_odd >= 0) sb_printf(b, "          ow%d[e] = r%d;\n", o, op->reg_odd);
+  }
+  for (int q = 0; q < p->nreduces; q++) {
+    const ir_reduce *r = &p->reduces[q];
+    const int v = r->reg;
+    switch (r->kind) {
+    case CODA_REDUCE_ROWSUM: sb_printf(b, "          if (ok) ra%d[h] += r%d;\n", q, v); break;
+    case CODA_REDUCE_ROWMAX: sb_printf(b, "          if (ok && r%d > ra%d[h]) ra%d[h] = r%d;\n", v, q, q, v); break;
+    case CODA_REDUCE_ROWLSE: sb_printf(b, "          if (ok) coda_epi::lse_add(ra%d[h], rs%d[h], r%d);\n", q, q, v); break;
+    case CODA_REDUCE_COLSUM: sb_printf(b, "          if (ok) cs%d[e] += r%d;\n", q, v); break;
+    case CODA_REDUCE_SEGSUM:
+      if (is_row_fold(r)) sb_printf(b, "          if (ok) ra%d[h] += r%d;\n", q, v);
+      else sb_printf(b, "          if (ok) sv%d[e] = r%d;\n", q, v);
+      break;
+    case CODA_REDUCE_ROWPICK: {
+      const int kp = g.arg_red0 + q;
+      sb_printf(b, "          if (ok && c + e == pk%d[h]) ((float *)p.ptr[%d])[ro * p.ld[%d]] = r%d;\n", q, kp, kp, v);
+    } break;
+    }
+  }
+  sb_printf(b, "        }\n");
+  /* stores */
+  for (int o = 0; o < p->noutputs; o++) {
+    const ir_output *op = &p->outputs[o];
+    const int k = g.arg_out0 + o, dt = dt_code(op->dtype);
+    const char *acc = op->accumulate ? "true" : "false";
+    if (pair) {
+      if (op->width == CODA_WIDTH_HALF)
+        sb_printf(b, "        if (ok0) coda_epi::st1<%d, %s>((void *)p.ptr[%d], ro * p.ld[%d] + c / 2, ov%d[0]);\n",
+                  dt, acc, k, k, o);
+      else
+        sb_printf(b, "        coda_epi::st2<%d, %s>((void *)p.ptr[%d], ro * p.ld[%d] + c, ok0, ok0, p.flags[%d] & 1, ov%d[0], ow%d[0]);\n",
+                  dt, acc, k, k, k, o, o);
+    } else if (op->width == CODA_WIDTH_X2) {
+      sb_printf(b, "        coda_epi::st4<%d, %s>((void *)p.ptr[%d], ro * p.ld[%d] + 2 * c, ok0, ok1, p.flags[%d] & 2, p.flags[%d] & 1, make_float4(ov%d[0], ow%d[0], ov%d[1], ow%d[1]));\n",
+                dt, acc, k, k, k, k, o, o, o, o);
+    } else {
+      sb_printf(b, "        coda_epi::st2<%d, %s>((void *)p.ptr[%d], ro * p.ld[%d] + c, ok0, ok1, p.flags[%d] & 1, ov%d[0], ov%d[1]);\n",
+                dt, acc, k, k, k, o, o);
+    }
+  }
+  /* narrow segments (g = 1, 2, 4 columns) */
+  for (int q = 0; q < p->nreduces; q++) {
+    const ir_reduce *r = &p->reduces[q];
+    if (r->kind != CODA_REDUCE_SEGSUM || is_row_fold(r)) continue;
+    const int gw = seg_width(r), k = g.arg_red0 + q;
+    char sum[64];
+    if (pair) snprintf(sum, sizeof sum, "sv%d[0]", q);
+    else snprintf(sum, sizeof sum, "sv%d[0] + sv%d[1]", q, q);
+    if (gw == 1) /* elem mode only: each point is its own segment */
+      sb_printf(b,
+                "        if (ok0) ((float *)p.ptr[%d])[ro * p.ld[%d] + c] = sv%d[0];\n"
+                "        if (ok1) ((float *)p.ptr[%d])[ro * p.ld[%d] + c + 1] = sv%d[1];\n",
+                k, k, q, k, k, q);
+    else if (gw == 2)
+      sb_printf(b, "        if (ok0) ((float *)p.ptr[%d])[ro * p.ld[%d] + c / 2] = %s;\n", k, k, sum);
+    else /* 4: lanes qd and qd^1 share the segment */
+      sb_printf(b,
+                "        { float v_ = %s; v_ += coda_epi::shx(v_, 1);\n"
+                "          if ((qd & 1) == 0 && ok0) ((float *)p.ptr[%d])[ro * p.ld[%d] + c / 4] = v_; }\n",
+                sum, k, k);
+  }
+  /* segments of 8 or more columns end after some column groups */
+  for (int q = 0; q < p->nreduces; q++) {
+    const ir_reduce *r = &p->reduces[q];
+    if (r->kind != CODA_REDUCE_SEGSUM || !is_row_fold(r)) continue;
+    const int gw = seg_width(r);
+    if (gw >= CODA_EPI_BN) continue; /* flushed at the end, like rowsum */
+    sb_printf(b, "        if (((j + 1) * 8) %% %d == 0) {\n", gw);
+    char col[96];
+    snprintf(col, sizeof col, "(tc0 + 8 * j) / %d", gw);
+    /* write only segments that start inside N */
+    sb_printf(b, "          const int sc0_ = tc0 + 8 * (j + 1) - %d;\n", gw);
+    emit_row_flush(&g, q, col, "sc0_ < N", "          ");
+    emit_row_reset(&g, q, "          ");
+    sb_printf(b, "        }\n");
+  }
+  sb_printf(b, "      }\n"); /* h */
+  /* colsum: rows of the two halves were added per thread; sum the 8 row
+   * groups of the warp, then stash lanes 0-3's sums for the cross-warp step */
+  {
+    int slot = 0;
+    for (int q = 0; q < p->nreduces; q++) {
+      if (p->reduces[q].kind != CODA_REDUCE_COLSUM) continue;
+      sb_printf(b,
+                "#pragma unroll\n      for (int e = 0; e < 2; ++e) {\n"
+                "        float v_ = cs%d[e];\n"
+                "        v_ += coda_epi::shx(v_, 4);\n        v_ += coda_epi::shx(v_, 8);\n        v_ += coda_epi::shx(v_, 16);\n"
+                "        if (lane < 4) sc.buf[%d * 4 * BN + warp * BN + 8 * j + 2 * qd + e] = v_;\n      }\n",
+                q, slot);
+      slot++;
+    }
+  }
+  sb_printf(b, "    }\n"); /* j */
+
+  /* row partials of this column tile */
+  int any_row_end = 0;
+  for (int q = 0; q < p->nreduces; q++)
+    if (is_row_fold(&p->reduces[q]) && seg_width(&p->reduces[q]) >= CODA_EPI_BN) any_row_end = 1;
+  if (any_row_end) {
+    sb_printf(b, "#pragma unroll\n    for (int h = 0; h < 2; ++h) {\n      const int r = f.row0 + 8 * h;\n");
+    for (int q = 0; q < p->nreduces; q++) {
+      const ir_reduce *r = &p->reduces[q];
+      if (!is_row_fold(r) || seg_width(r) < CODA_EPI_BN) continue;
+      emit_row_flush(&g, q, "tn", "true", "      ");
+    }
+    sb_printf(b, "    }\n");
+  }
+  /* column partials: 4 warps' sums of column t added in order */
+  if (ncol) {
+    sb_printf(b, "    coda_sm90::wg_sync(sc.bar);\n");
+    sb_printf(b, "    {\n      const int t = threadIdx.x %% 128;\n");
+    sb_printf(b, "      const int s_ = wr0 / %d;\n", CODA_EPI_TILE_M);
+    int slot = 0;
+    for (int q = 0; q < p->nreduces; q++) {
+      if (p->reduces[q].kind != CODA_REDUCE_COLSUM) continue;
+      const int k = g.arg_red0 + q;
+      sb_printf(b,
+                "#pragma unroll\n      for (int cc = t; cc < BN; cc += 128) {\n"
+                "        const float *w_ = sc.buf + %d * 4 * BN + cc;\n"
+                "        const float v_ = ((w_[0] + w_[BN]) + w_[2 * BN]) + w_[3 * BN];\n"
+                "        if (wr0 < M && tc0 + cc < N) ((float *)p.ptr[%d])[(long long)s_ * p.ld[%d] + tc0 + cc] = v_;\n"
+                "      }\n",
+                slot, k, k);
+      slot++;
+    }
+    sb_printf(b, "    }\n    coda_sm90::wg_sync(sc.bar); /* the scratch is reused by the next fragment */\n");
+  }
+  sb_printf(b, "  }\n};\n");
+  (void)has_rowpick;
+  return sb_take(ctx, b);
+}
+
+/* The mainloop header without its includes and without the host-side launch
+ * helpers (which need the runtime API). */
+static void append_header(sbuf *b, const char *text, int cut_launch) {
+  const char *end = text + strlen(text);
+  const char *cut = NULL;
+  if (cut_launch) {
+    const char *g = strstr(text, "struct GemmLaunch");
+    if (g) {
+      /* back up to the start of the comment line above, if any */
+      const char *ls = g;
+      while (ls > text && ls[-1] != '\n') ls--;
+      const char *prev = ls;
+      if (prev > text) {
+        const char *pl = prev - 1;
+        while (pl > text && pl[-1] != '\n') pl--;
+        if (strncmp(pl, "/*", 2) == 0) ls = pl;
+      }
+      cut = ls;
+    }
+  }
+  const char *s = text;
+  const char *stop = cut ? cut : end;
+  while (s < stop) {
+    const char *nl = memchr(s, '\n', (size_t)(stop - s));
+    const char *le = nl ? nl + 1 : stop;
+    const char *t = s;
+    while (t < le && (*t == ' ' || *t == '\t')) t++;
+    if (!(strncmp(t, "#include", 8) == 0 || strncmp(t, "#pragma once", 12) == 0)) sb_put(b, s, (size_t)(le - s));
+    s = le;
+  }
+  if (cut) sb_printf(b, "\n}  // namespace coda_sm90\n");
+}
+
+char *coda_epi_full_source(coda_context ctx, coda_program p, const coda_epi_config *cfg,
+                           char **kernel_expr) {
+  if (kernel_expr) *kernel_expr = NULL;
+  char *fn = coda_epi_functor_source(ctx, p);
+  if (!fn) return NULL;
+  sbuf sb = {0};
+  sb_printf(&sb, "%s", kPrelude);
+  append_header(&sb, coda_epi_hdr_wgmma, 0);
+  append_header(&sb, coda_epi_hdr_gemm_sm90, 1);
+  sb_printf(&sb, "%s", kHelpers);
+  sb_printf(&sb, "%s", fn);
+  free(fn);
+  char *src = sb_take(ctx, &sb);
+  if (!src) return NULL;
+  if (kernel_expr) {
+    char buf[160];
+    snprintf(buf, sizeof buf, "coda_sm90::gemm_kernel<%d, %d, %s, %s, %s, %s, CodaEpi>", cfg->bn,
+             cfg->stages, cfg->ping ? "true" : "false", cfg->trans_a ? "true" : "false",
+             cfg->trans_b ? "true" : "false", cfg->f16 ? "true" : "false");
+    *kernel_expr = malloc(strlen(buf) + 1);
+    if (*kernel_expr) memcpy(*kernel_expr, buf, strlen(buf) + 1);
+    if (!*kernel_expr) {
+      free(src);
+      coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+      return NULL;
+    }
+  }
+  return src;
+}

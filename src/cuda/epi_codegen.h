@@ -1,0 +1,86 @@
+/* The epilogue compiler: an epilogue program (src/lang/ir.h) becomes the
+ * Epi functor of the Hopper GEMM mainloop (gemm_sm90.cuh), compiled at run
+ * time with NVRTC. Plain C; usable without a GPU (code generation and
+ * compilation only need the NVRTC library). */
+#ifndef CODA_CUDA_EPI_CODEGEN_H
+#define CODA_CUDA_EPI_CODEGEN_H
+
+#include "coda.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The GPU's partial granularity: one consumer warpgroup owns 64 rows, a
+ * CTA tile has CODA_EPI_BN columns. */
+#define CODA_EPI_TILE_M 64
+#define CODA_EPI_BN 128
+#define CODA_EPI_STAGES 6
+/* Argument slots of the kernel's parameter block (inputs, outputs,
+ * reductions in program order; 24 + 16 + 16 fit). */
+#define CODA_EPI_MAX_ARGS 64
+
+/* Kernel instantiation chosen for one launch. */
+typedef struct coda_epi_config {
+  int bn;      /* columns per CTA tile (128) */
+  int stages;  /* pipeline depth */
+  int ping;    /* 1: pingpong schedule, 0: cooperative */
+  int trans_a; /* 1: A stored K x M */
+  int trans_b; /* 1: B stored N x K */
+  int f16;     /* 1: fp16 operands, 0: bf16 */
+} coda_epi_config;
+
+coda_epi_config coda_epi_default_config(void);
+
+/* Parameter block of the generated functor; the device struct CodaEpiParams
+ * in the generated source has exactly this layout. ld: row pitch of
+ * tiles, outputs and partials, element stride of row/column vectors.
+ * flags: bit 0 = element pairs at even columns are naturally aligned
+ * (32-bit / 64-bit access), bit 1 = same for groups of four. */
+typedef struct coda_epi_params {
+  const void *ptr[CODA_EPI_MAX_ARGS];
+  long long ld[CODA_EPI_MAX_ARGS];
+  int flags[CODA_EPI_MAX_ARGS];
+  int M, N;
+} coda_epi_params;
+
+/* CODA_OK if the GPU path can run the program; otherwise a message in terms
+ * of the program (e.g. an f64 declaration) and CODA_ERR_NOT_SUPPORTED. */
+coda_status coda_epi_supported(coda_context ctx, coda_program p);
+
+/* CUDA source of the functor `CodaEpi` alone (malloc'ed), or NULL with the
+ * error recorded on ctx. */
+char *coda_epi_functor_source(coda_context ctx, coda_program p);
+
+/* Complete NVRTC translation unit: prelude, the embedded mainloop headers,
+ * the functor; *kernel_expr (malloc'ed) is the name expression of the
+ * kernel instantiation to look up. */
+char *coda_epi_full_source(coda_context ctx, coda_program p, const coda_epi_config *cfg,
+                           char **kernel_expr);
+
+/* Dynamic shared memory of the kernel instantiation (matches
+ * coda_sm90::smem_bytes<BN, STAGES>()). */
+size_t coda_epi_smem_bytes(const coda_epi_config *cfg);
+
+/* Compiles a translation unit with NVRTC for sm_90a and returns the cubin
+ * (malloc'ed) and the lowered kernel name (malloc'ed). log (optional,
+ * malloc'ed) receives the compiler log (with ptxas statistics). Uses the
+ * on-disk cache (CODA_CACHE_DIR or ~/.cache/coda) unless no_cache. */
+coda_status coda_epi_compile(coda_context ctx, const char *source, const char *kernel_expr,
+                             int no_cache, void **cubin, size_t *cubin_size, char **lowered,
+                             char **log, int *from_cache);
+
+/* 64-bit FNV-1a, used for cache keys. */
+uint64_t coda_epi_hash(const void *data, size_t n, uint64_t seed);
+
+/* Embedded header texts (NUL-terminated). */
+extern const char coda_epi_hdr_gemm_sm90[];
+extern const char coda_epi_hdr_wgmma[];
+
+#ifdef __cplusplus
+}
+#endif
+#endif

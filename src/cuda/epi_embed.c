@@ -1,0 +1,16 @@
+/* The mainloop headers, embedded into the library so that NVRTC can compile
+ * generated epilogues on machines without the source tree. The assembler
+ * resolves the paths through the compiler's include directories (src/).
+ * Note for incremental builds: the dependency on the two headers is not
+ * seen by the build system's dependency scan; a clean build always embeds
+ * the current text. */
+__asm__(".section .rodata\n"
+        ".global coda_epi_hdr_gemm_sm90\n"
+        "coda_epi_hdr_gemm_sm90:\n"
+        ".incbin \"cuda/gemm_sm90.cuh\"\n"
+        ".byte 0\n"
+        ".global coda_epi_hdr_wgmma\n"
+        "coda_epi_hdr_wgmma:\n"
+        ".incbin \"cuda/wgmma.cuh\"\n"
+        ".byte 0\n"
+        ".previous\n");

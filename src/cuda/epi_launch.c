@@ -1,0 +1,292 @@
+/* Launch of a GEMM with a compiled epilogue program (one kernel per fused
+ * GEMM): checks, TMA tensor maps, the parameter block, the module cache of
+ * the context, cuLaunchKernel.
+ *
+ * The driver API is reached only through the runtime's entry-point query
+ * (libcuda is never linked), so the library loads without a driver. Loaded
+ * kernels are kept per context (ctx->cuda) keyed by the hash of the
+ * generated functor and the kernel configuration. */
+#include "cuda/backend.h"
+#include "cuda/epi_codegen.h"
+
+#include "core/internal.h"
+#include "lang/ir.h"
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef CUresult (*pfn_load)(CUmodule *, const void *);
+typedef CUresult (*pfn_unload)(CUmodule);
+typedef CUresult (*pfn_getfn)(CUfunction *, CUmodule, const char *);
+typedef CUresult (*pfn_setattr)(CUfunction, CUfunction_attribute, int);
+typedef CUresult (*pfn_getattr)(int *, CUfunction_attribute, CUfunction);
+typedef CUresult (*pfn_launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                               unsigned, unsigned, CUstream, void **, void **);
+typedef CUresult (*pfn_encode)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                               const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                               const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                               CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+typedef struct epi_kernel {
+  uint64_t key;
+  CUmodule mod;
+  CUfunction fn;
+  int local_bytes;
+} epi_kernel;
+
+/* State of the CUDA backend kept on a context. */
+typedef struct coda_cuda_state {
+  int have_fns;
+  pfn_load load;
+  pfn_unload unload;
+  pfn_getfn getfn;
+  pfn_setattr setattr;
+  pfn_getattr getattr;
+  pfn_launch launch;
+  pfn_encode encode;
+  epi_kernel *k;
+  int nk, capk;
+} coda_cuda_state;
+
+void coda_cuda_context_release(coda_context ctx) {
+  if (!ctx || !ctx->cuda) return;
+  coda_cuda_state *s = ctx->cuda;
+  for (int i = 0; i < s->nk; i++)
+    if (s->unload) s->unload(s->k[i].mod);
+  free(s->k);
+  free(s);
+  ctx->cuda = NULL;
+}
+
+static void *entry(const char *name, int version) {
+  void *fn = NULL;
+  enum cudaDriverEntryPointQueryResult q;
+  if (cudaGetDriverEntryPointByVersion(name, &fn, (unsigned)version, cudaEnableDefault, &q) !=
+          cudaSuccess ||
+      q != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return NULL;
+  }
+  return fn;
+}
+
+static coda_status get_state(coda_context ctx, coda_cuda_state **out) {
+  if (!ctx->cuda) {
+    ctx->cuda = calloc(1, sizeof(coda_cuda_state));
+    if (!ctx->cuda) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  coda_cuda_state *s = ctx->cuda;
+  if (!s->have_fns) {
+    s->load = (pfn_load)entry("cuModuleLoadData", 2000);
+    s->unload = (pfn_unload)entry("cuModuleUnload", 2000);
+    s->getfn = (pfn_getfn)entry("cuModuleGetFunction", 2000);
+    s->setattr = (pfn_setattr)entry("cuFuncSetAttribute", 9000);
+    s->getattr = (pfn_getattr)entry("cuFuncGetAttribute", 2020);
+    s->launch = (pfn_launch)entry("cuLaunchKernel", 4000);
+    s->encode = (pfn_encode)entry("cuTensorMapEncodeTiled", 12000);
+    if (!s->load || !s->unload || !s->getfn || !s->setattr || !s->getattr || !s->launch ||
+        !s->encode)
+      return coda_fail(ctx, CODA_ERR_BACKEND,
+                       "CUDA epilogue: the driver does not provide the module/launch entry points");
+    s->have_fns = 1;
+  }
+  *out = s;
+  return CODA_OK;
+}
+
+/* The loaded kernel for (program, configuration): memory, disk cache or
+ * NVRTC, in that order. */
+static coda_status get_kernel(coda_context ctx, coda_cuda_state *s, coda_program p,
+                              const coda_epi_config *cfg, epi_kernel **out) {
+  char *fn = coda_epi_functor_source(ctx, p);
+  if (!fn) return CODA_ERR_NOT_SUPPORTED;
+  uint64_t key = coda_epi_hash(fn, strlen(fn), 0);
+  key = coda_epi_hash(cfg, sizeof *cfg, key);
+  free(fn);
+  for (int i = 0; i < s->nk; i++)
+    if (s->k[i].key == key) {
+      *out = &s->k[i];
+      return CODA_OK;
+    }
+  char *expr = NULL;
+  char *src = coda_epi_full_source(ctx, p, cfg, &expr);
+  if (!src) return CODA_ERR_OUT_OF_MEMORY;
+  void *cubin = NULL;
+  size_t n = 0;
+  char *lowered = NULL;
+  coda_status st = coda_epi_compile(ctx, src, expr, 0, &cubin, &n, &lowered, NULL, NULL);
+  free(src);
+  free(expr);
+  if (st != CODA_OK) return st;
+  if (s->nk == s->capk) {
+    int cap = s->capk ? 2 * s->capk : 8;
+    epi_kernel *nk = realloc(s->k, (size_t)cap * sizeof *nk);
+    if (!nk) {
+      free(cubin);
+      free(lowered);
+      return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    s->k = nk;
+    s->capk = cap;
+  }
+  epi_kernel k = {key, NULL, NULL, 0};
+  CUresult r = s->load(&k.mod, cubin);
+  free(cubin);
+  if (r == CUDA_SUCCESS) r = s->getfn(&k.fn, k.mod, lowered);
+  free(lowered);
+  if (r == CUDA_SUCCESS)
+    r = s->setattr(k.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)coda_epi_smem_bytes(cfg));
+  if (r == CUDA_SUCCESS) r = s->getattr(&k.local_bytes, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, k.fn);
+  if (r != CUDA_SUCCESS) {
+    if (k.mod) s->unload(k.mod);
+    return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA epilogue: loading the compiled kernel failed (driver error %d)", (int)r);
+  }
+  s->k[s->nk] = k;
+  *out = &s->k[s->nk++];
+  return CODA_OK;
+}
+
+static CUresult encode_map(pfn_encode encode, CUtensorMap *map, const coda_tensor *t,
+                           uint32_t box_cols, uint32_t box_rows) {
+  cuuint64_t dims[2] = {(cuuint64_t)t->cols, (cuuint64_t)t->rows};
+  cuuint64_t strides[1] = {(cuuint64_t)t->ld * 2};
+  cuuint32_t box[2] = {box_cols, box_rows};
+  cuuint32_t estr[2] = {1, 1};
+  CUtensorMapDataType dt =
+      t->dtype == CODA_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  return encode(map, dt, 2, t->data, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+static int vec_stride(const coda_tensor *t) { return (t->cols == 1 && t->rows != 1) ? 0 : 1; }
+
+static void fill_arg(coda_epi_params *pp, int k, const coda_tensor *t, int vector) {
+  const size_t es = coda_dtype_size(t->dtype);
+  const uintptr_t a = (uintptr_t)t->data;
+  long long ld = t->ld;
+  if (vector) ld = vec_stride(t) ? 1 : t->ld;
+  pp->ptr[k] = t->data;
+  pp->ld[k] = ld;
+  int fl = 0;
+  if (vector) {
+    if (ld == 1 && a % (2 * es) == 0) fl |= 1;
+  } else {
+    if (ld % 2 == 0 && a % (2 * es) == 0) fl |= 1;
+    if (ld % 4 == 0 && a % (4 * es) == 0) fl |= 2;
+  }
+  pp->flags[k] = fl;
+}
+
+coda_status coda_cuda_preferred_tiling(coda_context ctx, coda_program p, int64_t M, int64_t N,
+                                       int64_t K, coda_tiling *out) {
+  (void)ctx; (void)p; (void)M; (void)N; (void)K;
+  out->tile_m = CODA_EPI_TILE_M;
+  out->tile_n = CODA_EPI_BN;
+  return CODA_OK;
+}
+
+static coda_status check_operand(coda_context ctx, const char *name, const coda_tensor *t) {
+  if (((uintptr_t)t->data & 15) != 0)
+    return coda_fail(ctx, CODA_ERR_LAYOUT,
+                     "CUDA GEMM epilogue: %s data pointer is not 16-byte aligned (TMA requires it)", name);
+  if ((t->ld * 2) % 16 != 0)
+    return coda_fail(ctx, CODA_ERR_LAYOUT,
+                     "CUDA GEMM epilogue: %s leading dimension %lld is not a multiple of 8 elements "
+                     "(TMA requires a 16-byte row pitch)",
+                     name, (long long)t->ld);
+  return CODA_OK;
+}
+
+coda_status coda_cuda_gemm_epilogue(coda_context ctx, coda_program program, coda_transpose trans_a,
+                                    const coda_tensor *A, coda_transpose trans_b,
+                                    const coda_tensor *B, const coda_tensor *const *inputs,
+                                    const coda_tensor *const *outputs,
+                                    const coda_tensor *const *partials, coda_tiling tiling) {
+  const struct coda_program_s *p = program;
+  coda_status st = coda_epi_supported(ctx, program);
+  if (st != CODA_OK) return st;
+  if (tiling.tile_m != CODA_EPI_TILE_M || tiling.tile_n != CODA_EPI_BN)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                     "CUDA GEMM epilogue: tiling %d x %d; the GPU computes partials for tile_m = %d "
+                     "(one consumer warpgroup) and tile_n = %d (see coda_preferred_tiling)",
+                     tiling.tile_m, tiling.tile_n, CODA_EPI_TILE_M, CODA_EPI_BN);
+  if (A->dtype != B->dtype || (A->dtype != CODA_BF16 && A->dtype != CODA_F16))
+    return coda_fail(ctx, CODA_ERR_DTYPE,
+                     "CUDA GEMM epilogue: A and B must both be bf16 or both f16 (got %s and %s)",
+                     coda_dtype_name(A->dtype), coda_dtype_name(B->dtype));
+  const int64_t M = trans_a == CODA_N ? A->rows : A->cols;
+  const int64_t K = trans_a == CODA_N ? A->cols : A->rows;
+  const int64_t N = trans_b == CODA_N ? B->cols : B->rows;
+  const int64_t lim = ((int64_t)1 << 31) - 256;
+  if (M >= lim || N >= lim || K >= lim)
+    return coda_fail(ctx, CODA_ERR_OVERFLOW, "CUDA GEMM epilogue: a dimension exceeds 2^31");
+  if (M == 0 || N == 0) return CODA_OK;
+  if (K == 0)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "CUDA GEMM epilogue: K = 0 is not supported");
+  if ((st = check_operand(ctx, "A", A)) || (st = check_operand(ctx, "B", B))) return st;
+
+  const int dev = ctx->opts.device;
+  cudaError_t e = cudaSetDevice(dev);
+  int num_sms = 0;
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, dev);
+  if (e == cudaSuccess) e = cudaFree(NULL); /* makes the primary context current */
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA GEMM epilogue: device setup failed: %s",
+                     cudaGetErrorString(e));
+  }
+  coda_cuda_state *s;
+  if ((st = get_state(ctx, &s))) return st;
+
+  coda_epi_config cfg = coda_epi_default_config();
+  cfg.trans_a = trans_a == CODA_T;
+  cfg.trans_b = trans_b == CODA_T;
+  cfg.f16 = A->dtype == CODA_F16;
+  epi_kernel *k;
+  if ((st = get_kernel(ctx, s, program, &cfg, &k))) return st;
+
+  CUtensorMap ta, tb;
+  CUresult r = encode_map(s->encode, &ta, A, 64, trans_a == CODA_N ? 128u : 64u);
+  if (r == CUDA_SUCCESS) r = encode_map(s->encode, &tb, B, 64, trans_b == CODA_T ? (uint32_t)cfg.bn : 64u);
+  if (r != CUDA_SUCCESS)
+    return coda_fail(ctx, CODA_ERR_BACKEND,
+                     "CUDA GEMM epilogue: cuTensorMapEncodeTiled failed (error %d)", (int)r);
+
+  coda_epi_params pp;
+  memset(&pp, 0, sizeof pp);
+  int ka = 0;
+  for (int i = 0; i < p->ninputs; i++, ka++)
+    fill_arg(&pp, ka, inputs[i], p->inputs[i].kind != CODA_ARG_TILE);
+  for (int i = 0; i < p->noutputs; i++, ka++) fill_arg(&pp, ka, outputs[i], 0);
+  for (int i = 0; i < p->nreduces; i++, ka++) fill_arg(&pp, ka, partials[i], 0);
+  pp.M = (int)M;
+  pp.N = (int)N;
+
+  int iM = (int)M, iN = (int)N, iK = (int)K, group_m = 16, splits = 1, kbs = (int)((K + 63) / 64);
+  const int64_t tiles = ((M + 127) / 128) * ((N + cfg.bn - 1) / cfg.bn);
+  const unsigned grid = (unsigned)(tiles < num_sms ? tiles : num_sms);
+  void *args[] = {&ta, &tb, &iM, &iN, &iK, &group_m, &splits, &kbs, &pp};
+  r = s->launch(k->fn, grid, 1, 1, 384, 1, 1, (unsigned)coda_epi_smem_bytes(&cfg), NULL, args, NULL);
+  if (r != CUDA_SUCCESS)
+    return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA GEMM epilogue: kernel launch failed (driver error %d)",
+                     (int)r);
+  return CODA_OK;
+}
+
+int coda_cuda_epilogue_local_bytes(coda_context ctx, coda_program program, int trans_a,
+                                   int trans_b, int f16) {
+  coda_cuda_state *s;
+  if (get_state(ctx, &s)) return -1;
+  coda_epi_config cfg = coda_epi_default_config();
+  cfg.trans_a = trans_a;
+  cfg.trans_b = trans_b;
+  cfg.f16 = f16;
+  epi_kernel *k;
+  if (get_kernel(ctx, s, program, &cfg, &k)) return -1;
+  return k->local_bytes;
+}

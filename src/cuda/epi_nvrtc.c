@@ -1,0 +1,210 @@
+/* NVRTC compilation of generated epilogue kernels, with an on-disk cache.
+ *
+ * Cache: one file per kernel, <dir>/epi-<key>.cubin, dir = $CODA_CACHE_DIR
+ * or ~/.cache/coda. key = two 64-bit FNV-1a hashes (different seeds) of the
+ * translation unit, the kernel name expression, the compiler options, the
+ * target architecture, the NVRTC version and the library version. The file
+ * holds a header (magic, sizes, checksum of the payload), the lowered
+ * kernel name and the cubin; a file that fails any check is ignored and
+ * rewritten. Files are written to a temporary name and renamed, so a
+ * reader never sees a partial file. NVRTC needs no GPU. */
+#define _POSIX_C_SOURCE 200809L
+#include "cuda/epi_codegen.h"
+
+#include "core/internal.h"
+
+#include <nvrtc.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *const kOptions[] = {
+    "--gpu-architecture=sm_90a", "-default-device", "--std=c++17",
+    "--fmad=false", /* the CPU reference does not contract a*b+c either */
+    "--ptxas-options=-v",
+};
+#define NOPTIONS ((int)(sizeof kOptions / sizeof kOptions[0]))
+static const char kMagic[8] = {'C', 'O', 'D', 'A', 'E', 'P', 'I', '1'};
+
+/* Cache directory (created if needed) into buf, or 0 if there is none. */
+static int cache_dir(char *buf, size_t n) {
+  const char *d = getenv("CODA_CACHE_DIR");
+  if (d && *d) {
+    if ((size_t)snprintf(buf, n, "%s", d) >= n) return 0;
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return 0;
+    return 1;
+  }
+  const char *home = getenv("HOME");
+  if (!home || !*home) return 0;
+  if ((size_t)snprintf(buf, n, "%s/.cache", home) >= n) return 0;
+  if (mkdir(buf, 0755) != 0 && errno != EEXIST) return 0;
+  if ((size_t)snprintf(buf, n, "%s/.cache/coda", home) >= n) return 0;
+  if (mkdir(buf, 0755) != 0 && errno != EEXIST) return 0;
+  return 1;
+}
+
+static void put_u64(unsigned char *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint64_t get_u64(const unsigned char *p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+  return v;
+}
+
+/* Reads a cache file; 1 on success (cubin, lowered malloc'ed). */
+static int cache_read(const char *path, void **cubin, size_t *size, char **lowered) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  unsigned char h[32];
+  int ok = 0;
+  char *name = NULL;
+  unsigned char *bin = NULL;
+  if (fread(h, 1, 32, f) == 32 && memcmp(h, kMagic, 8) == 0) {
+    uint64_t nbin = get_u64(h + 8), nname = get_u64(h + 16), sum = get_u64(h + 24);
+    if (nbin > 0 && nbin < ((uint64_t)1 << 30) && nname > 0 && nname < 4096) {
+      name = malloc((size_t)nname + 1);
+      bin = malloc((size_t)nbin);
+      if (name && bin && fread(name, 1, (size_t)nname, f) == nname &&
+          fread(bin, 1, (size_t)nbin, f) == nbin && fgetc(f) == EOF) {
+        name[nname] = '\0';
+        uint64_t s = coda_epi_hash(name, (size_t)nname, 0);
+        s = coda_epi_hash(bin, (size_t)nbin, s);
+        ok = s == sum && strlen(name) == nname;
+      }
+    }
+    if (ok) {
+      *cubin = bin;
+      *size = (size_t)get_u64(h + 8);
+      *lowered = name;
+    }
+  }
+  fclose(f);
+  if (!ok) {
+    free(name);
+    free(bin);
+  }
+  return ok;
+}
+
+/* Writes a cache file atomically (best effort: failures only cost a
+ * recompilation later). */
+static void cache_write(const char *path, const void *cubin, size_t size, const char *lowered) {
+  char tmp[4200];
+  if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp) return;
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return;
+  size_t nn = strlen(lowered);
+  unsigned char h[32];
+  memcpy(h, kMagic, 8);
+  put_u64(h + 8, size);
+  put_u64(h + 16, nn);
+  uint64_t s = coda_epi_hash(lowered, nn, 0);
+  put_u64(h + 24, coda_epi_hash(cubin, size, s));
+  int ok = fwrite(h, 1, 32, f) == 32 && fwrite(lowered, 1, nn, f) == nn &&
+           fwrite(cubin, 1, size, f) == size && fflush(f) == 0 && fsync(fileno(f)) == 0;
+  if (fclose(f) != 0) ok = 0;
+  if (!ok || rename(tmp, path) != 0) remove(tmp);
+}
+
+coda_status coda_epi_compile(coda_context ctx, const char *source, const char *kernel_expr,
+                             int no_cache, void **cubin, size_t *cubin_size, char **lowered,
+                             char **log, int *from_cache) {
+  *cubin = NULL;
+  *cubin_size = 0;
+  *lowered = NULL;
+  if (log) *log = NULL;
+  if (from_cache) *from_cache = 0;
+  int vmaj = 0, vmin = 0;
+  if (nvrtcVersion(&vmaj, &vmin) != NVRTC_SUCCESS)
+    return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA epilogue: NVRTC is not usable");
+
+  /* cache key */
+  char meta[512];
+  int ml = snprintf(meta, sizeof meta, "sm_90a|nvrtc %d.%d|coda %d.%d.%d|", vmaj, vmin,
+                    CODA_VERSION_MAJOR, CODA_VERSION_MINOR, CODA_VERSION_PATCH);
+  for (int i = 0; i < NOPTIONS && ml > 0 && (size_t)ml < sizeof meta; i++)
+    ml += snprintf(meta + ml, sizeof meta - (size_t)ml, "%s|", kOptions[i]);
+  uint64_t k1 = 1, k2 = 2;
+  const char *parts[3] = {meta, kernel_expr, source};
+  for (int i = 0; i < 3; i++) {
+    k1 = coda_epi_hash(parts[i], strlen(parts[i]) + 1, k1 * 0x9E3779B97F4A7C15ull);
+    k2 = coda_epi_hash(parts[i], strlen(parts[i]) + 1, k2 * 0xC2B2AE3D27D4EB4Full);
+  }
+  char dir[4000], path[4100];
+  int have_dir = !no_cache && cache_dir(dir, sizeof dir);
+  if (have_dir) {
+    snprintf(path, sizeof path, "%s/epi-%016llx%016llx.cubin", dir, (unsigned long long)k1,
+             (unsigned long long)k2);
+    if (cache_read(path, cubin, cubin_size, lowered)) {
+      if (from_cache) *from_cache = 1;
+      return CODA_OK;
+    }
+  }
+
+  nvrtcProgram prog;
+  nvrtcResult r = nvrtcCreateProgram(&prog, source, "coda_epilogue.cu", 0, NULL, NULL);
+  if (r != NVRTC_SUCCESS)
+    return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA epilogue: nvrtcCreateProgram: %s",
+                     nvrtcGetErrorString(r));
+  coda_status st = CODA_OK;
+  r = nvrtcAddNameExpression(prog, kernel_expr);
+  if (r == NVRTC_SUCCESS) r = nvrtcCompileProgram(prog, NOPTIONS, kOptions);
+  size_t logn = 0;
+  char *lg = NULL;
+  if (nvrtcGetProgramLogSize(prog, &logn) == NVRTC_SUCCESS && logn > 0) {
+    lg = malloc(logn + 1);
+    if (lg && nvrtcGetProgramLog(prog, lg) == NVRTC_SUCCESS) lg[logn] = '\0';
+    else if (lg) lg[0] = '\0';
+  }
+  if (r != NVRTC_SUCCESS) {
+    /* the first error line is the useful part of the message */
+    const char *e = lg ? strstr(lg, "error") : NULL;
+    char first[300] = "";
+    if (e) {
+      size_t n = strcspn(e, "\n");
+      if (n >= sizeof first) n = sizeof first - 1;
+      memcpy(first, e, n);
+      first[n] = '\0';
+    }
+    st = coda_fail(ctx, CODA_ERR_BACKEND,
+                   "CUDA epilogue: NVRTC failed to compile the generated kernel (%s)%s%s",
+                   nvrtcGetErrorString(r), first[0] ? ": " : "", first);
+    goto done;
+  }
+  const char *low = NULL;
+  size_t n = 0;
+  if (nvrtcGetLoweredName(prog, kernel_expr, &low) != NVRTC_SUCCESS || !low ||
+      nvrtcGetCUBINSize(prog, &n) != NVRTC_SUCCESS || n == 0) {
+    st = coda_fail(ctx, CODA_ERR_BACKEND, "CUDA epilogue: NVRTC produced no cubin");
+    goto done;
+  }
+  *lowered = malloc(strlen(low) + 1);
+  if (*lowered) memcpy(*lowered, low, strlen(low) + 1);
+  *cubin = malloc(n);
+  if (!*lowered || !*cubin) {
+    st = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory for the compiled kernel");
+    goto done;
+  }
+  if (nvrtcGetCUBIN(prog, *cubin) != NVRTC_SUCCESS) {
+    st = coda_fail(ctx, CODA_ERR_BACKEND, "CUDA epilogue: nvrtcGetCUBIN failed");
+    goto done;
+  }
+  *cubin_size = n;
+  if (have_dir) cache_write(path, *cubin, n, *lowered);
+done:
+  nvrtcDestroyProgram(&prog);
+  if (st != CODA_OK) {
+    free(*cubin);
+    free(*lowered);
+    *cubin = NULL;
+    *lowered = NULL;
+  }
+  if (log) *log = lg;
+  else free(lg);
+  return st;
+}

@@ -1,0 +1,206 @@
+/* The epilogue compiler's code generation: for every built-in program and
+ * for programs exercising every op, reduction, dtype and width, the
+ * generated CUDA source is produced and compiled by NVRTC for sm_90a (no GPU
+ * needed). A compile error fails the test; so does a kernel that spills to
+ * local memory (ptxas statistics in the compiler log). Skipped (passing)
+ * when the library is built without CUDA: the compiler's entry points are
+ * referenced weakly and are NULL then (coda_preferred_tiling is referenced
+ * strongly, which links the CUDA dispatch and with it the compiler when it
+ * exists). */
+#include "check.h"
+#include "coda.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/epi_codegen.h"
+
+#pragma weak coda_epi_full_source
+#pragma weak coda_epi_compile
+#pragma weak coda_epi_functor_source
+#pragma weak coda_epi_supported
+#pragma weak coda_epi_default_config
+
+/* Programs that cover what the built-ins do not. */
+static const char *const kExtra[][2] = {
+    {"all_elementwise_ops",
+     "input t : tile f16\n"
+     "input r : row f32\n"
+     "input c : col bf16\n"
+     "input s : scalar f32\n"
+     "input ri : row i32\n"
+     "input ci : col i32\n"
+     "input si : scalar i32\n"
+     "output o1 : f32\n"
+     "output o2 : f16 accumulate\n"
+     "output o3 : bf16\n"
+     "a = acc * s + t / (abs(c) + 1)\n"
+     "b = fma(a, r, -a) - exp(-abs(a)) + log(abs(a) + 1) + sqrt(abs(a)) + rsqrt(abs(a) + 1)\n"
+     "d = sigmoid(b) + silu(a) + gelu(b) + dgelu(a) + dsilu(b) + tanh(a)\n"
+     "e = min(a, b) + max(a, d) + select(a < b, a, b) + (a <= d) + (a > b) + (a >= b) + (a == b) + (a != b)\n"
+     "f = swiglu(a, b) + geglu(b, a) + ri + ci + si + row + col\n"
+     "store o1 = e + f\n"
+     "store o2 = d\n"
+     "store o3 = -f\n"},
+    {"pair_two_result_ops",
+     "mode pair\n"
+     "input t : tile bf16\n"
+     "input h : tile f16 half\n"
+     "input c : col f32\n"
+     "input p : row i32\n"
+     "output o : bf16\n"
+     "output oh : f32 half accumulate\n"
+     "output of : f16\n"
+     "x, y = rope(acc.even, acc.odd, p, c.even, c.odd)\n"
+     "u, v = rope_bwd(x, t.odd, p, c.even, c.odd)\n"
+     "dg, du = dswiglu(x, y, t.even)\n"
+     "eg, eu = dgeglu(u, v, h)\n"
+     "store o = pack(dg + eg, du + eu)\n"
+     "store oh = x * y\n"
+     "store of = pack(u, v)\n"
+     "reduce rs = rowsum(x)\n"
+     "reduce rm = rowmax(y)\n"
+     "reduce rl = rowlse(u)\n"
+     "reduce s2 = rowsum(v) per 2\n"
+     "reduce s4 = rowsum(v) per 4\n"
+     "reduce s64 = rowsum(u) per 64\n"
+     "reduce s256 = rowsum(u) per 256\n"},
+    {"elem_reductions_x2",
+     "input z : tile bf16 x2\n"
+     "input w : tile f16 x2\n"
+     "input idx : row i32\n"
+     "output o : f16 x2\n"
+     "output q : bf16 x2 accumulate\n"
+     "g = z.even * w.odd\n"
+     "u = z.odd + w.even\n"
+     "store o = pack(g * acc, u)\n"
+     "store q = pack(u, g)\n"
+     "reduce a = rowsum(g)\n"
+     "reduce b = rowmax(u)\n"
+     "reduce l = rowlse(acc)\n"
+     "reduce cs = colsum(g)\n"
+     "reduce cs2 = colsum(u * acc)\n"
+     "reduce s1 = rowsum(g) per 1\n"
+     "reduce s8 = rowsum(u) per 8\n"
+     "reduce s16 = rowsum(u) per 16\n"
+     "reduce pk = rowpick(acc, idx)\n"},
+};
+
+static int compile_one(coda_context ctx, const char *name, coda_program p, int ta, int tb, int f16) {
+  coda_epi_config cfg = coda_epi_default_config();
+  cfg.trans_a = ta;
+  cfg.trans_b = tb;
+  cfg.f16 = f16;
+  char *expr = NULL;
+  char *src = coda_epi_full_source(ctx, p, &cfg, &expr);
+  CHECK_MSG(src != NULL, "%s: no source: %s", name, coda_last_error(ctx));
+  if (!src) return 0;
+  /* fresh compile (no cache) so the log has the ptxas statistics */
+  void *cubin = NULL;
+  size_t n = 0;
+  char *low = NULL, *log = NULL;
+  coda_status s = coda_epi_compile(ctx, src, expr, 1, &cubin, &n, &low, &log, NULL);
+  CHECK_MSG(s == CODA_OK, "%s: %s", name, coda_last_error(ctx));
+  if (s != CODA_OK && log) fprintf(stderr, "%s\n", log);
+  int ok = s == CODA_OK && n > 0 && low != NULL;
+  if (ok && log) {
+    /* ptxas: "N bytes stack frame, N bytes spill stores, N bytes spill loads" */
+    const char *sp = strstr(log, "bytes spill stores");
+    const char *st = strstr(log, "bytes stack frame");
+    int spill = -1, stack = -1;
+    if (sp) {
+      const char *b = sp;
+      while (b > log && b[-1] != ',' && b[-1] != '\n') b--;
+      spill = atoi(b);
+    }
+    if (st) {
+      const char *b = st;
+      while (b > log && b[-1] != ' ' ) b--;
+      while (b > log && b[-1] == ' ') b--;
+      while (b > log && b[-1] >= '0' && b[-1] <= '9') b--;
+      stack = atoi(b);
+    }
+    printf("  %-28s ta=%d tb=%d f16=%d  cubin %zu bytes, stack %d, spill stores %d\n", name, ta, tb,
+           f16, n, stack, spill);
+    CHECK_MSG(spill == 0, "%s: the kernel spills (%d bytes)", name, spill);
+  }
+  free(src);
+  free(expr);
+  free(cubin);
+  free(low);
+  free(log);
+  return ok;
+}
+
+int main(void) {
+  coda_context ctx;
+  if (coda_context_create(NULL, &ctx) != CODA_OK) {
+    printf("no context\n");
+    return 1;
+  }
+  coda_tiling tl = {0, 0};
+  CHECK(coda_preferred_tiling(ctx, NULL, 100, 100, 100, &tl) == CODA_OK);
+  CHECK(tl.tile_m > 0 && tl.tile_n > 0);
+  if (!coda_epi_full_source || !coda_epi_compile) {
+    printf("test_epi_codegen: skipped (library built without CUDA)\n");
+    coda_context_destroy(ctx);
+    return CHECK_DONE();
+  }
+  int compiled = 0, total = 0;
+  /* every built-in program: the default layout (A N, B T, bf16) */
+  for (int i = 0; coda_builtin_program_name(i); i++) {
+    const char *name = coda_builtin_program_name(i);
+    coda_program p = NULL;
+    CHECK_MSG(coda_program_builtin(ctx, name, &p) == CODA_OK, "%s: %s", name, coda_last_error(ctx));
+    if (!p) continue;
+    total++;
+    compiled += compile_one(ctx, name, p, 0, 1, 0);
+    coda_program_destroy(p);
+  }
+  /* the extra programs, in every operand layout and type once */
+  for (size_t i = 0; i < sizeof kExtra / sizeof kExtra[0]; i++) {
+    coda_program p = NULL;
+    CHECK_MSG(coda_program_parse(ctx, kExtra[i][1], &p) == CODA_OK, "%s: %s", kExtra[i][0],
+              coda_last_error(ctx));
+    if (!p) continue;
+    total++;
+    compiled += compile_one(ctx, kExtra[i][0], p, (int)(i & 1), 1, (int)(i == 0));
+    if (i == 0) {
+      total += 2;
+      compiled += compile_one(ctx, kExtra[i][0], p, 1, 0, 0);
+      compiled += compile_one(ctx, kExtra[i][0], p, 0, 0, 1);
+    }
+    coda_program_destroy(p);
+  }
+  /* the generated source names what it compiles: check a property of it */
+  {
+    coda_program p = NULL;
+    if (coda_program_builtin(ctx, "llama_swiglu_bwd", &p) == CODA_OK) {
+      char *fn = coda_epi_functor_source(ctx, p);
+      CHECK(fn && strstr(fn, "struct CodaEpi") && strstr(fn, "ld4<0>") && strstr(fn, "st4<0, false>"));
+      free(fn);
+      coda_program_destroy(p);
+    }
+  }
+  /* programs the GPU cannot run say why in terms of the program */
+  {
+    coda_context_options o = coda_context_default_options();
+    o.precision = CODA_PRECISION_F64;
+    coda_context c64;
+    if (coda_context_create(&o, &c64) == CODA_OK) {
+      coda_program p = NULL;
+      if (coda_program_parse(c64, "input x : tile f64\noutput y : f64\nstore y = acc * x\n", &p) ==
+          CODA_OK) {
+        CHECK(coda_epi_supported(c64, p) == CODA_ERR_NOT_SUPPORTED);
+        CHECK(strstr(coda_last_error(c64), "'x'") != NULL);
+        coda_program_destroy(p);
+      }
+      coda_context_destroy(c64);
+    }
+  }
+  printf("epilogue codegen: %d of %d programs compiled for sm_90a\n", compiled, total);
+  CHECK_EQ_INT(compiled, total);
+  coda_context_destroy(ctx);
+  return CHECK_DONE();
+}
