@@ -1,15 +1,18 @@
 #!/bin/sh
-# Fuzzes the epilogue-language parser/printer with libFuzzer.
+# Fuzzes the epilogue-language parser/printer, the safetensors reader and
+# the token-shard reader with libFuzzer.
 #
-#   scripts/fuzz.sh [SECONDS]     (default 60)
+#   scripts/fuzz.sh [SECONDS]     (default 60; each harness runs this long)
 #
+# FUZZ_ONLY=program|safetensors|shard runs one harness only.
 # Builds fuzz/fuzz_program.c with clang (-fsanitize=fuzzer,address,undefined)
 # directly from the sources it needs: the core files that do not depend on a
 # backend, src/lang/*.c, and the built-in programs embedded from programs/
 # (or an empty table if cmake is not available). Runs it for the given time
 # on a copy of the seed corpus fuzz/corpus/program/ and prints libFuzzer's
 # final statistics. Crash inputs are written to $FUZZ_OUT (default
-# build-fuzz/) as crash-*; the exit status is nonzero if one was found.
+# build-fuzz/) as crash-* (safetensors-crash-*, shard-crash-* for the readers);
+# the exit status is nonzero if one was found.
 set -eu
 secs=${1:-60}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,11 +40,35 @@ core=$(grep -L -E '#include "(cpu|cuda|nn|train)/' "$root"/src/core/*.c)
   -I"$root/include" -I"$root/src" \
   $core "$root"/src/lang/*.c "$embed" "$root/fuzz/fuzz_program.c" -lm -o "$out/fuzz_program"
 
+only=${FUZZ_ONLY:-}
+status=0
+if [ -z "$only" ] || [ "$only" = program ]; then
 cp "$root"/fuzz/corpus/program/* "$out/corpus/"
-cd "$out"
+(cd "$out"
 echo "fuzzing for $secs s ($(ls corpus | wc -l) corpus inputs)"
 ./fuzz_program -max_total_time="$secs" -print_final_stats=1 -max_len=4096 \
   -dict="$root/fuzz/program.dict" -artifact_prefix="$out/" corpus 2>&1 | tee "$out/fuzz.log" |
-  grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::|ERROR|SUMMARY|Test unit written|fuzz_program:' || true
-grep -q -E 'ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error|fuzz_program:' "$out/fuzz.log" && exit 1
-exit 0
+  grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::|ERROR|SUMMARY|Test unit written|fuzz_program:' || true)
+grep -q -E 'ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error|fuzz_program:' "$out/fuzz.log" && status=1
+fi
+
+# The file readers: src/train/safetensors.c and data.c need only the core
+# files above and util.c (CRC-32, atomic writes).
+for h in safetensors shard; do
+  if [ -n "$only" ] && [ "$only" != "$h" ]; then continue; fi
+  # shellcheck disable=SC2086
+  "$cc" -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -I"$root/include" -I"$root/src" $core "$root/src/train/safetensors.c" \
+    "$root/src/train/data.c" "$root/src/train/util.c" "$root/fuzz/fuzz_$h.c" -lm -o "$out/fuzz_$h"
+  mkdir -p "$out/corpus-$h" "$out/tmp"
+  # the shard harness writes each input to a file: memory-backed is ~50x faster
+  tmpd="$out/tmp"
+  if [ -d /dev/shm ] && [ -w /dev/shm ]; then tmpd=/dev/shm; fi
+  cp "$root"/fuzz/corpus/$h/* "$out/corpus-$h/"
+  echo "fuzzing the $h reader for $secs s ($(ls "$out/corpus-$h" | wc -l) corpus inputs)"
+  (cd "$out" && TMPDIR="$tmpd" ./fuzz_$h -max_total_time="$secs" -print_final_stats=1 \
+    -max_len=8192 -artifact_prefix="$out/$h-" "corpus-$h" 2>&1 | tee "$out/fuzz-$h.log" |
+    grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::|ERROR|SUMMARY|Test unit written|fuzz_[a-z]+:' || true)
+  grep -q -E 'ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error|fuzz_[a-z]+:' "$out/fuzz-$h.log" && status=1
+done
+exit $status

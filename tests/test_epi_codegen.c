@@ -165,12 +165,9 @@ int main(void) {
               coda_last_error(ctx));
     if (!p) continue;
     total++;
-    compiled += compile_one(ctx, kExtra[i][0], p, (int)(i & 1), 1, (int)(i == 0));
-    if (i == 0) {
-      total += 2;
-      compiled += compile_one(ctx, kExtra[i][0], p, 1, 0, 0);
-      compiled += compile_one(ctx, kExtra[i][0], p, 0, 0, 1);
-    }
+    /* the four operand layouts and both operand types across the three */
+    static const int lay[3][3] = {{0, 0, 1}, {1, 1, 0}, {1, 0, 1}};
+    compiled += compile_one(ctx, kExtra[i][0], p, lay[i][0], lay[i][1], lay[i][2]);
     coda_program_destroy(p);
   }
   /* the generated source names what it compiles: check a property of it */

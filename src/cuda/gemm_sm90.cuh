@@ -114,15 +114,14 @@ enum OutType { kOutBF16 = 0, kOutF16 = 1, kOutF32 = 2 };
  * M x N are dropped. */
 struct StoreEpilogue {
   CUtensorMap tmap_d; /* D as a TMA store target (valid when use_tma) */
-  int use_tma;   /* not accumulating, D rows 16-byte aligned: bulk stores */
+  int use_tma;   /* not accumulating; D base, pitch, row 16-byte multiples */
   void *d;
   long long ldd; /* elements */
   int M, N;
   int out_type;  /* OutType */
   int accumulate;
-  int pair_ok;   /* ldd even and d aligned to two elements: paired stores */
   float alpha;
-
+  int pair_ok;   /* ldd even and d aligned to two elements: paired stores */
   int vec_ok;    /* ldd % 4 == 0 and d aligned to four elements: 4-wide stores */
   long long split_stride; /* split-K: split s writes its partial at d + s * split_stride */
   int discard;   /* measurement only: 1 = store nothing, 2 = stage in shared memory only */

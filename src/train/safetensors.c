@@ -358,6 +358,7 @@ fail:
 
 coda_status coda_st_parse(coda_context ctx, const void *bytes, size_t n, int require_crc,
                           const char *what, coda_st_file *out) {
+  memset(out, 0, sizeof *out); /* also on failure, as coda_st_load does */
   unsigned char *b = malloc(n ? n : 1);
   if (!b) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
   memcpy(b, bytes, n);

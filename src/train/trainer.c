@@ -22,6 +22,8 @@
 #define DEFAULT_CORPUS "/usr/share/games/fortunes"
 /* Larger models only make sense on the GPU (weights + grads + m + v = 16 B each). */
 #define CODA_CPU_MAX_PARAMS 200000000LL
+#define CODA_MAX_BATCH_TOKENS (1 << 24)
+#define CODA_MAX_STEPS (1LL << 27)
 
 coda_train_options coda_train_default_options(void) {
   coda_train_options o;
@@ -123,11 +125,19 @@ static coda_status check_options(coda_context ctx, const coda_train_options *o) 
                      "batch %d, accum %d, steps %lld must be >= 1; warmup, val-every, "
                      "val-batches, save-every >= 0",
                      o->batch, o->accum, (long long)o->steps);
-  if (!(o->lr > 0.0) || !(o->min_lr_ratio >= 0.0) || !(o->weight_decay >= 0.0) ||
+  /* The loss history is one array of steps + 1 entries. */
+  if (o->steps > CODA_MAX_STEPS)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "steps %lld: at most %lld",
+                     (long long)o->steps, (long long)CODA_MAX_STEPS);
+  if (!(o->lr > 0.0 && isfinite(o->lr)) || !(o->min_lr_ratio >= 0.0 && isfinite(o->min_lr_ratio)) ||
+      !(o->weight_decay >= 0.0 && isfinite(o->weight_decay)) ||
       !(o->beta1 >= 0.0 && o->beta1 < 1.0) || !(o->beta2 >= 0.0 && o->beta2 < 1.0) ||
-      !(o->eps > 0.0))
+      !(o->eps > 0.0 && isfinite(o->eps)) || !(o->clip >= 0.0 && isfinite(o->clip)))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                     "optimizer settings out of range (lr > 0, 0 <= betas < 1, eps > 0)");
+                     "optimizer settings out of range: lr %g (finite, > 0), min-lr-ratio %g, "
+                     "weight-decay %g, clip %g (finite, >= 0), betas %g, %g (in [0, 1)), eps %g "
+                     "(> 0)", o->lr, o->min_lr_ratio, o->weight_decay, o->clip, o->beta1,
+                     o->beta2, o->eps);
   if (o->engine < 0 || o->engine > 2)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "engine %d: 0 auto, 1 reference, 2 plans",
                      o->engine);
@@ -205,6 +215,14 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   if ((uint32_t)o.model.vocab < voc) {
     s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model vocab %d is smaller than the data's %u",
                   o.model.vocab, voc);
+    goto done;
+  }
+  /* Token counts are ints in the engines: keep batch x seq x accum in range. */
+  if ((int64_t)o.batch * o.model.seq > CODA_MAX_BATCH_TOKENS ||
+      (int64_t)o.batch * o.model.seq * o.accum > INT32_MAX) {
+    s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                  "batch %d x seq %d x accum %d: too many tokens (at most %d per micro-batch "
+                  "and 2^31 - 1 per step)", o.batch, o.model.seq, o.accum, CODA_MAX_BATCH_TOKENS);
     goto done;
   }
   if (coda_context_backend(ctx) == CODA_BACKEND_CPU &&
@@ -427,6 +445,12 @@ coda_status coda_generate(coda_context ctx, const coda_generate_options *o, char
   coda_model_config cfg;
   coda_status s = coda_checkpoint_config(ctx, o->checkpoint, &cfg);
   if (s) return s;
+  /* The configuration comes from the file: bound it before allocating. */
+  if (coda_context_backend(ctx) == CODA_BACKEND_CPU &&
+      coda_model_config_params(&cfg) > CODA_CPU_MAX_PARAMS)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: a model of %lld parameters is beyond the "
+                     "CPU limit of %lld", o->checkpoint, (long long)coda_model_config_params(&cfg),
+                     (long long)CODA_CPU_MAX_PARAMS);
   coda_model *m;
   s = coda_model_create(ctx, &cfg, pick_engine(0), &m);
   if (s) return s;

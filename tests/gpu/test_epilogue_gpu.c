@@ -1,0 +1,659 @@
+/* GPU test of the epilogue compiler (needs an sm_90 GPU).
+ *
+ * For every built-in program and a set of primitive programs, in bf16 and
+ * fp16 operands and two ragged shapes: fresh random inputs (never zero),
+ * outputs poisoned first (accumulated outputs start from random values),
+ * then every output and partial of the CUDA run is compared with the CPU
+ * backend run on the same inputs and tiling:
+ *     max|gpu - ref| <= 2 max|cpu - ref| + 1e-6
+ * where ref is the CPU backend in exact mode (fp64) on the same inputs,
+ * with every output retyped to f64 (an x2 output becomes two f64 outputs)
+ * and f64 partials, so ref is unrounded. A second GPU run must give
+ * identical bits. Prints one line per program and tensor and a summary.
+ *
+ *   test_epilogue_gpu                 the test
+ *   test_epilogue_gpu --precompile    compile every kernel the test and the
+ *                                     benchmark need into the cache (no GPU)
+ *   test_epilogue_gpu --bench         fused GEMM + program vs plain GEMM,
+ *                                     M = 16384, N = K = 2048, median of 20 */
+#include "coda.h"
+#include "cuda/backend.h"
+#include "cuda/epi_codegen.h"
+#include "lang/ir.h"
+
+#include <cuda_runtime_api.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const kPrims[][2] = {
+    {"prim_elem_ops",
+     "input t : tile f16\n"
+     "input r : row f32\n"
+     "input c : col bf16\n"
+     "input s : scalar f32\n"
+     "input ci : col i32\n"
+     "output o1 : f32\n"
+     "output o2 : f16 accumulate\n"
+     "output o3 : bf16\n"
+     "a = acc * s + t / (abs(c) + 1)\n"
+     "b = fma(a, r, -a) - exp(-abs(a)) + log(abs(a) + 1) + sqrt(abs(a)) + rsqrt(abs(a) + 1)\n"
+     "d = sigmoid(b) + silu(a) + gelu(b) + dgelu(a) + dsilu(b) + tanh(a)\n"
+     "e = min(a, b) + max(a, d) + select(t < c, a, b) + (t <= c) + (t > r) + (c >= s) + (t == c) + (c != t)\n"
+     "f = swiglu(a, b) + geglu(b, a) + ci * 0.001 + row * 0.001 + col * 0.001\n"
+     "store o1 = e + f\n"
+     "store o2 = d\n"
+     "store o3 = -f\n"},
+    {"prim_pair_ops",
+     "mode pair\n"
+     "input t : tile bf16\n"
+     "input h : tile f16 half\n"
+     "input c : col f32\n"
+     "input p : row i32\n"
+     "output o : bf16\n"
+     "output oh : f32 half accumulate\n"
+     "output of : f16\n"
+     "x, y = rope(acc.even, acc.odd, p, c.even, c.odd)\n"
+     "u, v = rope_bwd(x, t.odd, p, c.even, c.odd)\n"
+     "dg, du = dswiglu(x, y, t.even)\n"
+     "eg, eu = dgeglu(u, v, h)\n"
+     "store o = pack(dg + eg, du + eu)\n"
+     "store oh = x * y\n"
+     "store of = pack(u, v)\n"
+     "reduce rs = rowsum(x)\n"
+     "reduce rm = rowmax(y)\n"
+     "reduce rl = rowlse(u)\n"
+     "reduce s2 = rowsum(v) per 2\n"
+     "reduce s4 = rowsum(v) per 4\n"
+     "reduce s64 = rowsum(u) per 64\n"
+     "reduce s256 = rowsum(u) per 256\n"},
+    {"prim_elem_reduce_x2",
+     "input z : tile bf16 x2\n"
+     "input w : tile f16 x2\n"
+     "input idx : row i32\n"
+     "output o : f16 x2\n"
+     "output q : bf16 x2 accumulate\n"
+     "g = z.even * w.odd\n"
+     "u = z.odd + w.even\n"
+     "store o = pack(g * acc, u)\n"
+     "store q = pack(u, g)\n"
+     "reduce a = rowsum(g)\n"
+     "reduce b = rowmax(u)\n"
+     "reduce l = rowlse(acc)\n"
+     "reduce cs = colsum(g)\n"
+     "reduce cs2 = colsum(u * acc)\n"
+     "reduce s1 = rowsum(g) per 1\n"
+     "reduce s8 = rowsum(u) per 8\n"
+     "reduce s16 = rowsum(u) per 16\n"
+     "reduce pk = rowpick(acc, idx)\n"},
+};
+#define NPRIMS ((int)(sizeof kPrims / sizeof kPrims[0]))
+
+/* ------------------------------------------------------------ helpers */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static double urand(void) { /* [0, 1) */
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return (double)(rng_state >> 11) * (1.0 / 9007199254740992.0);
+}
+/* never zero: magnitude in [0.1, 1), random sign unless positive */
+static double nonzero(int positive) {
+  double m = 0.1 + 0.9 * urand();
+  return positive || urand() < 0.5 ? m : -m;
+}
+
+static uint16_t f2bf(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+static float bf2f(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static uint16_t f2h(float f) { /* round to nearest even, finite inputs of modest size */
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  uint32_t sign = (u >> 16) & 0x8000u;
+  int32_t e = (int32_t)((u >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = u & 0x7fffffu;
+  if (((u >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
+  if (e >= 31) return (uint16_t)(sign | 0x7c00u);
+  if (e <= 0) {
+    if (e < -10) return (uint16_t)sign;
+    mant |= 0x800000u;
+    uint32_t shift = (uint32_t)(14 - e);
+    uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1))) h++;
+    return (uint16_t)(sign | h);
+  }
+  uint32_t h = ((uint32_t)e << 10) | (mant >> 13), rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++;
+  return (uint16_t)(sign | h);
+}
+static float h2f(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ffu, u;
+  if (e == 0) {
+    float f = (float)m * (1.0f / 16777216.0f);
+    return sign ? -f : f;
+  }
+  if (e == 31) u = sign | 0x7f800000u | (m << 13);
+  else u = sign | ((e - 15 + 127) << 23) | (m << 13);
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static double get(coda_dtype t, const void *p, size_t i) {
+  switch (t) {
+  case CODA_BF16: return bf2f(((const uint16_t *)p)[i]);
+  case CODA_F16: return h2f(((const uint16_t *)p)[i]);
+  case CODA_F32: return ((const float *)p)[i];
+  case CODA_F64: return ((const double *)p)[i];
+  default: return ((const int32_t *)p)[i];
+  }
+}
+static void set(coda_dtype t, void *p, size_t i, double v) {
+  switch (t) {
+  case CODA_BF16: ((uint16_t *)p)[i] = f2bf((float)v); break;
+  case CODA_F16: ((uint16_t *)p)[i] = f2h((float)v); break;
+  case CODA_F32: ((float *)p)[i] = (float)v; break;
+  case CODA_F64: ((double *)p)[i] = v; break;
+  default: ((int32_t *)p)[i] = (int32_t)v; break;
+  }
+}
+
+static int failures = 0, checks = 0;
+#define CUDA_OK(x)                                                                     \
+  do {                                                                                 \
+    cudaError_t e_ = (x);                                                              \
+    if (e_ != cudaSuccess) {                                                           \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      exit(2);                                                                         \
+    }                                                                                  \
+  } while (0)
+
+/* ------------------------------------------------------------ one run */
+
+typedef struct targ {
+  char name[CODA_NAME_MAX];
+  coda_arg_kind kind; /* input kinds, OUTPUT, PARTIAL */
+  coda_dtype dtype;   /* host/device dtype */
+  int x2, accumulate;
+  int64_t rows, cols;
+  size_t n, es;
+  void *init;          /* inputs and accumulated outputs: initial values */
+  void *cpu, *gpu, *gpu2;
+  double *ref;         /* exact run (x2: even lane) */
+  double *ref_odd;     /* exact run, odd lane of an x2 output */
+  void *dev;
+} targ;
+
+/* Builds the exact-mode variant: outputs f64 (x2 split in two), partials
+ * f64. Returns NULL if parsing fails. */
+static coda_program exact_variant(coda_context c64, coda_program p, int *odd_index) {
+  coda_program q = NULL;
+  if (coda_program_parse(c64, coda_program_text(p), &q) != CODA_OK) {
+    fprintf(stderr, "exact variant: %s\n", coda_last_error(c64));
+    return NULL;
+  }
+  struct coda_program_s *x = q;
+  int n0 = x->noutputs;
+  for (int o = 0; o < n0; o++) {
+    odd_index[o] = -1;
+    if (x->outputs[o].width == CODA_WIDTH_X2) {
+      ir_output *no = &x->outputs[x->noutputs];
+      *no = x->outputs[o];
+      snprintf(no->name, sizeof no->name, "%.20s_odd_", x->outputs[o].name);
+      no->width = CODA_WIDTH_FULL;
+      no->reg_even = x->outputs[o].reg_odd;
+      no->reg_odd = -1;
+      no->dtype = CODA_F64;
+      odd_index[o] = x->noutputs++;
+      x->outputs[o].width = CODA_WIDTH_FULL;
+      x->outputs[o].reg_odd = -1;
+    }
+    x->outputs[o].dtype = CODA_F64;
+  }
+  return q;
+}
+
+static void fill_input(targ *a, int64_t N, const char *prog) {
+  (void)prog;
+  for (size_t i = 0; i < a->n; i++) {
+    double v;
+    if (a->dtype == CODA_I32) /* indices / positions: mostly in [0, N), some out of range */
+      v = urand() < 0.1 ? -100 : floor(urand() * (double)(N + N / 16));
+    else
+      v = nonzero(a->kind == CODA_ARG_ROW || a->kind == CODA_ARG_SCALAR);
+    set(a->dtype, a->init, i, v);
+  }
+}
+
+static void fill_poison(targ *a, void *buf) {
+  for (size_t i = 0; i < a->n; i++) {
+    if (a->es == 2) ((uint16_t *)buf)[i] = 0x7fff; /* NaN in bf16 and f16 */
+    else if (a->es == 4) ((uint32_t *)buf)[i] = 0x7fffffffu;
+  }
+}
+
+/* Runs one program on one shape and operand type; returns 0 if all passed. */
+static int run_case(coda_context cpu, coda_context c64, coda_context gpu, const char *pname,
+                    coda_program p, coda_dtype ab, int64_t M, int64_t N, int64_t K) {
+  const struct coda_program_s *ip = p;
+  coda_tiling tl;
+  if (coda_preferred_tiling(gpu, p, M, N, K, &tl) != CODA_OK) return 1;
+  int odd_index[CODA_MAX_OUTPUTS];
+  coda_program px = exact_variant(c64, p, odd_index);
+  if (!px) {
+    failures++;
+    return 1;
+  }
+  const int na = ip->ninputs + ip->noutputs + ip->nreduces;
+  targ *args = calloc((size_t)na, sizeof *args);
+  /* A (M x K) and B (N x K, trans_b = T), scaled so acc = O(1) */
+  const size_t nA = (size_t)M * K, nB = (size_t)N * K;
+  uint16_t *hA = malloc(nA * 2), *hB = malloc(nB * 2);
+  const double sc = 2.0 / sqrt((double)K);
+  for (size_t i = 0; i < nA; i++) hA[i] = ab == CODA_BF16 ? f2bf((float)(sc * nonzero(0))) : f2h((float)(sc * nonzero(0)));
+  for (size_t i = 0; i < nB; i++) hB[i] = ab == CODA_BF16 ? f2bf((float)nonzero(0)) : f2h((float)nonzero(0));
+  void *dA, *dB;
+  CUDA_OK(cudaMalloc(&dA, nA * 2));
+  CUDA_OK(cudaMalloc(&dB, nB * 2));
+  CUDA_OK(cudaMemcpy(dA, hA, nA * 2, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dB, hB, nB * 2, cudaMemcpyHostToDevice));
+  coda_tensor A = coda_tensor_2d(hA, ab, M, K), B = coda_tensor_2d(hB, ab, N, K);
+  coda_tensor gA = coda_tensor_2d(dA, ab, M, K), gB = coda_tensor_2d(dB, ab, N, K);
+
+  for (int i = 0; i < na; i++) {
+    targ *a = &args[i];
+    coda_arg_info info;
+    coda_program_arg(p, i, &info);
+    snprintf(a->name, sizeof a->name, "%s", info.name);
+    a->kind = info.kind;
+    a->dtype = info.kind == CODA_ARG_PARTIAL ? CODA_F32 : info.dtype;
+    a->x2 = info.kind == CODA_ARG_OUTPUT && info.width == CODA_WIDTH_X2;
+    a->accumulate = info.accumulate;
+    coda_program_arg_shape(p, a->name, M, N, tl.tile_m, tl.tile_n, &a->rows, &a->cols);
+    a->n = (size_t)(a->rows * a->cols);
+    a->es = coda_dtype_size(a->dtype);
+    size_t bytes = a->n * a->es + 16;
+    a->init = malloc(bytes);
+    a->cpu = malloc(bytes);
+    a->gpu = malloc(bytes);
+    a->gpu2 = malloc(bytes);
+    a->ref = malloc(a->n * sizeof(double) + 16);
+    a->ref_odd = a->x2 ? malloc(a->n * sizeof(double) + 16) : NULL;
+    CUDA_OK(cudaMalloc(&a->dev, bytes));
+    if (a->kind != CODA_ARG_OUTPUT && a->kind != CODA_ARG_PARTIAL) fill_input(a, N, pname);
+    else if (a->accumulate) {
+      for (size_t e = 0; e < a->n; e++) set(a->dtype, a->init, e, nonzero(0));
+    }
+  }
+  coda_args acpu, a64, agpu;
+  coda_args_create(cpu, &acpu);
+  coda_args_create(c64, &a64);
+  coda_args_create(gpu, &agpu);
+  /* exact-run tensors: inputs as they are; outputs f64 (x2 split) */
+  double **refbuf = calloc((size_t)na, sizeof *refbuf);
+  for (int i = 0; i < na; i++) {
+    targ *a = &args[i];
+    coda_tensor t = {a->init, a->dtype, a->rows, a->cols, a->cols};
+    if (a->kind == CODA_ARG_OUTPUT || a->kind == CODA_ARG_PARTIAL) {
+      if (a->accumulate) memcpy(a->cpu, a->init, a->n * a->es);
+      else fill_poison(a, a->cpu);
+      t.data = a->cpu;
+    }
+    coda_args_set(acpu, a->name, &t);
+    coda_tensor td = t;
+    td.data = a->dev;
+    coda_args_set(agpu, a->name, &td);
+    if (a->kind == CODA_ARG_OUTPUT || a->kind == CODA_ARG_PARTIAL) {
+      int64_t cols = a->x2 ? a->cols / 2 : a->cols;
+      for (size_t e = 0; e < a->n; e++) a->ref[e] = a->accumulate && !a->x2 ? get(a->dtype, a->init, e) : NAN;
+      coda_tensor tr = {a->ref, CODA_F64, a->rows, cols, cols};
+      coda_args_set(a64, a->name, &tr);
+      if (a->x2) {
+        /* accumulate on x2: even/odd lanes start from the interleaved values */
+        for (int64_t r = 0; r < a->rows; r++)
+          for (int64_t c = 0; c < cols; c++) {
+            a->ref[r * cols + c] = a->accumulate ? get(a->dtype, a->init, (size_t)(r * a->cols + 2 * c)) : NAN;
+            a->ref_odd[r * cols + c] = a->accumulate ? get(a->dtype, a->init, (size_t)(r * a->cols + 2 * c + 1)) : NAN;
+          }
+        char on[CODA_NAME_MAX];
+        snprintf(on, sizeof on, "%.20s_odd_", a->name);
+        coda_tensor to = {a->ref_odd, CODA_F64, a->rows, cols, cols};
+        coda_args_set(a64, on, &to);
+      }
+    } else {
+      coda_args_set(a64, a->name, &t);
+    }
+  }
+  int bad = 0;
+  coda_status s1 = coda_gemm_epilogue(cpu, p, CODA_N, &A, CODA_T, &B, acpu, tl);
+  coda_status s2 = coda_gemm_epilogue(c64, px, CODA_N, &A, CODA_T, &B, a64, tl);
+  if (s1 || s2) {
+    fprintf(stderr, "%s: CPU run failed: %s%s\n", pname, coda_last_error(s1 ? cpu : c64), "");
+    failures++;
+    bad = 1;
+    goto out;
+  }
+  /* two GPU runs */
+  for (int run = 0; run < 2; run++) {
+    for (int i = 0; i < na; i++) {
+      targ *a = &args[i];
+      void *src = a->init;
+      if ((a->kind == CODA_ARG_OUTPUT || a->kind == CODA_ARG_PARTIAL) && !a->accumulate) {
+        fill_poison(a, a->gpu);
+        src = a->gpu;
+      }
+      CUDA_OK(cudaMemcpy(a->dev, src, a->n * a->es, cudaMemcpyHostToDevice));
+    }
+    coda_status sg = coda_gemm_epilogue(gpu, p, CODA_N, &gA, CODA_T, &gB, agpu, tl);
+    if (sg) {
+      fprintf(stderr, "%s: GPU run failed: %s\n", pname, coda_last_error(gpu));
+      failures++;
+      bad = 1;
+      goto out;
+    }
+    CUDA_OK(cudaDeviceSynchronize());
+    for (int i = 0; i < na; i++) {
+      targ *a = &args[i];
+      if (a->kind != CODA_ARG_OUTPUT && a->kind != CODA_ARG_PARTIAL) continue;
+      CUDA_OK(cudaMemcpy(run ? a->gpu2 : a->gpu, a->dev, a->n * a->es, cudaMemcpyDeviceToHost));
+    }
+  }
+  /* compare */
+  for (int i = 0; i < na; i++) {
+    targ *a = &args[i];
+    if (a->kind != CODA_ARG_OUTPUT && a->kind != CODA_ARG_PARTIAL) continue;
+    double eg = 0, ec = 0, maxref = 0;
+    int nan_bad = 0;
+    for (int64_t r = 0; r < a->rows; r++)
+      for (int64_t c = 0; c < a->cols; c++) {
+        size_t e = (size_t)(r * a->cols + c);
+        double ref = a->x2 ? ((c & 1) ? a->ref_odd : a->ref)[r * (a->cols / 2) + c / 2] : a->ref[e];
+        double g = get(a->dtype, a->gpu, e), cv = get(a->dtype, a->cpu, e);
+        if (isnan(ref)) { /* both must agree on NaN (not expected with these inputs) */
+          if (!isnan(g)) nan_bad++;
+          continue;
+        }
+        if (isinf(ref) && g == ref && cv == ref) continue;
+        if (isnan(g) || isinf(g)) nan_bad++;
+        double dg = fabs(g - ref), dc = fabs(cv - ref);
+        if (dg > eg) eg = dg;
+        if (dc > ec) ec = dc;
+        if (fabs(ref) > maxref) maxref = fabs(ref);
+      }
+    int same = memcmp(a->gpu, a->gpu2, a->n * a->es) == 0;
+    double bound = 2 * ec + 1e-6;
+    int ok = !nan_bad && eg <= bound && same;
+    checks++;
+    if (!ok) {
+      failures++;
+      bad = 1;
+    }
+    printf("  %-22s %-4s %5lldx%-5lld %-8s %-10s %-4s max|ref| %9.3g  gpu err %9.3g  cpu err %9.3g  %s%s%s\n",
+           pname, ab == CODA_BF16 ? "bf16" : "f16", (long long)M, (long long)N, a->name,
+           a->kind == CODA_ARG_PARTIAL ? "partial" : "output", coda_dtype_name(a->dtype), maxref,
+           eg, ec, ok ? "ok" : "FAIL", same ? "" : " (runs differ)",
+           nan_bad ? " (unwritten or non-finite)" : "");
+  }
+out:
+  coda_args_destroy(acpu);
+  coda_args_destroy(a64);
+  coda_args_destroy(agpu);
+  for (int i = 0; i < na; i++) {
+    targ *a = &args[i];
+    free(a->init);
+    free(a->cpu);
+    free(a->gpu);
+    free(a->gpu2);
+    free(a->ref);
+    free(a->ref_odd);
+    cudaFree(a->dev);
+  }
+  free(refbuf);
+  free(args);
+  free(hA);
+  free(hB);
+  cudaFree(dA);
+  cudaFree(dB);
+  coda_program_destroy(px);
+  return bad;
+}
+
+/* ------------------------------------------------------------ programs */
+
+static int num_programs(void) {
+  int n = 0;
+  while (coda_builtin_program_name(n)) n++;
+  return n + NPRIMS;
+}
+static const char *program_name(int i) {
+  int nb = 0;
+  while (coda_builtin_program_name(nb)) nb++;
+  return i < nb ? coda_builtin_program_name(i) : kPrims[i - nb][0];
+}
+static coda_program load_program(coda_context ctx, int i) {
+  int nb = 0;
+  while (coda_builtin_program_name(nb)) nb++;
+  coda_program p = NULL;
+  coda_status s = i < nb ? coda_program_builtin(ctx, coda_builtin_program_name(i), &p)
+                         : coda_program_parse(ctx, kPrims[i - nb][1], &p);
+  if (s != CODA_OK) fprintf(stderr, "%s: %s\n", program_name(i), coda_last_error(ctx));
+  return p;
+}
+
+static const char *const kBench[] = {"llama_residual", "llama_swiglu", "llama_swiglu_bwd"};
+
+static int precompile(void) {
+  coda_context ctx;
+  if (coda_context_create(NULL, &ctx) != CODA_OK) return 2;
+  int n = 0, bad = 0;
+  for (int i = 0; i < num_programs(); i++) {
+    coda_program p = load_program(ctx, i);
+    if (!p) {
+      bad++;
+      continue;
+    }
+    for (int f16 = 0; f16 < 2; f16++) {
+      coda_epi_config cfg = coda_epi_default_config();
+      cfg.f16 = f16;
+      char *expr = NULL;
+      char *src = coda_epi_full_source(ctx, p, &cfg, &expr);
+      void *cubin = NULL;
+      size_t sz = 0;
+      char *low = NULL;
+      int cached = 0;
+      if (!src || coda_epi_compile(ctx, src, expr, 0, &cubin, &sz, &low, NULL, &cached) != CODA_OK) {
+        fprintf(stderr, "%s: %s\n", program_name(i), coda_last_error(ctx));
+        bad++;
+      } else {
+        n++;
+        printf("%s %s: %s\n", program_name(i), f16 ? "f16" : "bf16", cached ? "cached" : "compiled");
+      }
+      free(src);
+      free(expr);
+      free(cubin);
+      free(low);
+    }
+    coda_program_destroy(p);
+  }
+  printf("precompiled %d kernels, %d failures\n", n, bad);
+  coda_context_destroy(ctx);
+  return bad ? 1 : 0;
+}
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Fused GEMM + program vs the plain GEMM storing bf16 D, same shape. */
+static int bench(coda_context gpu) {
+  const int64_t M = 16384, N = 2048, K = 2048;
+  const size_t nA = (size_t)M * K, nB = (size_t)N * K;
+  uint16_t *h = malloc(nA * 2);
+  for (size_t i = 0; i < nA; i++) h[i] = f2bf((float)(0.05 * nonzero(0)));
+  void *dA, *dB, *dD;
+  CUDA_OK(cudaMalloc(&dA, nA * 2));
+  CUDA_OK(cudaMalloc(&dB, nB * 2));
+  CUDA_OK(cudaMalloc(&dD, (size_t)M * N * 2));
+  CUDA_OK(cudaMemcpy(dA, h, nA * 2, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dB, h, nB * 2, cudaMemcpyHostToDevice));
+  coda_tensor A = coda_tensor_2d(dA, CODA_BF16, M, K), B = coda_tensor_2d(dB, CODA_BF16, N, K);
+  coda_tensor D = coda_tensor_2d(dD, CODA_BF16, M, N);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  float t[20];
+  const double flop = 2.0 * M * N * K;
+  /* plain */
+  for (int w = 0; w < 3; w++) coda_gemm(gpu, CODA_N, &A, CODA_T, &B, &D, 1.0f, 0);
+  for (int it = 0; it < 20; it++) {
+    cudaEventRecord(e0, 0);
+    coda_gemm(gpu, CODA_N, &A, CODA_T, &B, &D, 1.0f, 0);
+    cudaEventRecord(e1, 0);
+    cudaEventSynchronize(e1);
+    cudaEventElapsedTime(&t[it], e0, e1);
+  }
+  qsort(t, 20, sizeof t[0], cmp_float);
+  const float plain = t[10];
+  printf("bench M=%lld N=%lld K=%lld bf16, median of 20 (CUDA events)\n", (long long)M,
+         (long long)N, (long long)K);
+  printf("  %-22s %8.3f ms  %6.1f TFLOP/s\n", "plain coda_gemm", plain, flop / plain * 1e-9);
+  coda_tiling tl = {64, 128};
+  for (size_t b = 0; b < sizeof kBench / sizeof kBench[0]; b++) {
+    coda_program p = NULL;
+    if (coda_program_builtin(gpu, kBench[b], &p) != CODA_OK) continue;
+    coda_args args;
+    coda_args_create(gpu, &args);
+    void *bufs[16] = {0};
+    int nb = 0;
+    for (int i = 0; i < coda_program_num_args(p) && nb < 16; i++) {
+      coda_arg_info info;
+      coda_program_arg(p, i, &info);
+      int64_t r, c;
+      if (coda_program_arg_shape(p, info.name, M, N, tl.tile_m, tl.tile_n, &r, &c) != CODA_OK) continue;
+      if (i >= ((const struct coda_program_s *)p)->ninputs + ((const struct coda_program_s *)p)->noutputs +
+                   ((const struct coda_program_s *)p)->nreduces)
+        break; /* finisher results are not GEMM arguments */
+      coda_dtype dt = info.kind == CODA_ARG_PARTIAL ? CODA_F32 : info.dtype;
+      size_t bytes = (size_t)(r * c) * coda_dtype_size(dt);
+      CUDA_OK(cudaMalloc(&bufs[nb], bytes));
+      CUDA_OK(cudaMemset(bufs[nb], 0x3c, bytes)); /* finite, nonzero values */
+      coda_tensor tt = {bufs[nb], dt, r, c, c};
+      coda_args_set(args, info.name, &tt);
+      nb++;
+    }
+    coda_status s = coda_gemm_epilogue(gpu, p, CODA_N, &A, CODA_T, &B, args, tl); /* compile/load */
+    if (s != CODA_OK) {
+      printf("  %-22s failed: %s\n", kBench[b], coda_last_error(gpu));
+    } else {
+      for (int w = 0; w < 2; w++) coda_gemm_epilogue(gpu, p, CODA_N, &A, CODA_T, &B, args, tl);
+      for (int it = 0; it < 20; it++) {
+        cudaEventRecord(e0, 0);
+        coda_gemm_epilogue(gpu, p, CODA_N, &A, CODA_T, &B, args, tl);
+        cudaEventRecord(e1, 0);
+        cudaEventSynchronize(e1);
+        cudaEventElapsedTime(&t[it], e0, e1);
+      }
+      qsort(t, 20, sizeof t[0], cmp_float);
+      int lb = coda_cuda_epilogue_local_bytes(gpu, p, 0, 1, 0);
+      printf("  %-22s %8.3f ms  %6.1f TFLOP/s  (x%.2f of plain, local memory %d bytes)\n", kBench[b],
+             t[10], flop / t[10] * 1e-9, t[10] / plain, lb);
+    }
+    for (int i = 0; i < nb; i++) cudaFree(bufs[i]);
+    coda_args_destroy(args);
+    coda_program_destroy(p);
+  }
+  CUDA_OK(cudaGetLastError());
+  cudaFree(dA);
+  cudaFree(dB);
+  cudaFree(dD);
+  free(h);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--precompile")) return precompile();
+  if (!coda_cuda_available()) {
+    printf("test_epilogue_gpu: no usable sm_90 GPU\n");
+    return 77;
+  }
+  coda_context_options o = coda_context_default_options();
+  coda_context cpu, c64, gpu;
+  coda_context_create(&o, &cpu);
+  o.precision = CODA_PRECISION_F64;
+  coda_context_create(&o, &c64);
+  o = coda_context_default_options();
+  o.backend = CODA_BACKEND_CUDA;
+  if (coda_context_create(&o, &gpu) != CODA_OK) {
+    printf("cannot create a CUDA context\n");
+    return 2;
+  }
+  if (argc > 1 && !strcmp(argv[1], "--bench")) return bench(gpu);
+
+  /* ragged shapes: M not a multiple of 64/128, N not of 128 */
+  static const int64_t shapes[2][3] = {{333, 264, 200}, {130, 390, 72}};
+  int nprog = 0, nbad = 0;
+  for (int i = 0; i < num_programs(); i++) {
+    coda_program p = load_program(cpu, i);
+    if (!p) {
+      failures++;
+      continue;
+    }
+    nprog++;
+    int bad = 0;
+    for (int ab = 0; ab < 2; ab++)
+      bad |= run_case(cpu, c64, gpu, program_name(i), p, ab ? CODA_F16 : CODA_BF16, shapes[ab][0],
+                      shapes[ab][1], shapes[ab][2]);
+    nbad += bad;
+    coda_program_destroy(p);
+  }
+  /* the GPU rejects a tiling it does not compute partials for, naming it */
+  {
+    coda_program p = NULL;
+    coda_program_builtin(gpu, "llama_residual", &p);
+    void *d[4];
+    for (int i = 0; i < 4; i++) CUDA_OK(cudaMalloc(&d[i], 64 * 64 * 2));
+    coda_tensor A = coda_tensor_2d(d[0], CODA_BF16, 64, 64), B = coda_tensor_2d(d[1], CODA_BF16, 64, 64);
+    coda_tensor R = coda_tensor_2d(d[2], CODA_BF16, 64, 64), X = coda_tensor_2d(d[3], CODA_BF16, 64, 64);
+    coda_args a;
+    coda_args_create(gpu, &a);
+    coda_args_set(a, "res", &R);
+    coda_args_set(a, "x", &X);
+    coda_status s = coda_gemm_epilogue(gpu, p, CODA_N, &A, CODA_T, &B, a, (coda_tiling){96, 128});
+    checks++;
+    if (s != CODA_ERR_NOT_SUPPORTED || !strstr(coda_last_error(gpu), "tiling")) {
+      failures++;
+      printf("  tiling 96 x 128 was not rejected: %s\n", coda_last_error(gpu));
+    } else {
+      printf("  tiling 96 x 128 rejected: %s\n", coda_last_error(gpu));
+    }
+    s = coda_gemm_epilogue(gpu, p, CODA_N, &A, CODA_T, &B, a, (coda_tiling){64, 128});
+    checks++;
+    if (s != CODA_OK) failures++;
+    CUDA_OK(cudaDeviceSynchronize());
+    for (int i = 0; i < 4; i++) cudaFree(d[i]);
+    coda_args_destroy(a);
+    coda_program_destroy(p);
+  }
+  printf("epilogue GPU: %d programs x {bf16, f16}, %d tensor checks, %d failed, %d programs with failures\n",
+         nprog, checks, failures, nbad);
+  coda_context_destroy(cpu);
+  coda_context_destroy(c64);
+  coda_cuda_context_release(gpu);
+  coda_context_destroy(gpu);
+  return failures ? 1 : 0;
+}
