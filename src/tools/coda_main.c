@@ -16,11 +16,13 @@ int cmd_generate(int argc, char **argv); /* cmd_generate.c */
 
 int coda_cmd_check(int argc, char **argv); /* cmd_check.c */
 int cmd_demo(int argc, char **argv);       /* cmd_demo.c */
+int coda_cmd_compile(int argc, char **argv); /* cmd_compile.c */
 
 typedef struct { const char *name; int (*fn)(int, char **); const char *help; } command;
 static const command commands[] = {
   {"version", cmd_version, "print the version and whether a GPU is usable"},
   {"check", coda_cmd_check, "parse and validate an epilogue program, print its IR"},
+  {"compile", coda_cmd_compile, "print a program's generated CUDA epilogue and compile it (NVRTC, sm_90a)"},
   {"train", cmd_train, "train a Llama-style model (CPU; see coda train --help)"},
   {"generate", cmd_generate, "sample text from a checkpoint"},
   {"demo", cmd_demo, "forward + backward of a small Llama-style model through the block plans"},

@@ -1,0 +1,177 @@
+#!/bin/sh
+# Bad input on the command line: every case must exit with a status in
+# 1..125 (not 0, not a signal, not a sanitizer abort) and print a message on
+# stderr that names the problem.
+#
+#   sh tests/cli/bad_input.sh PATH/TO/coda WORKDIR
+set -u
+coda=$1
+work=$2
+rm -rf "$work"
+mkdir -p "$work"
+cd "$work" || exit 1
+fails=0
+cases=0
+
+# expect WORDS -- ARGS...: runs coda ARGS, needs a clean failure whose
+# stderr contains WORDS (a fixed string, case-insensitive).
+expect() {
+  want=$1
+  shift 2
+  cases=$((cases + 1))
+  "$coda" "$@" >out.txt 2>err.txt </dev/null
+  rc=$?
+  bad=""
+  if [ "$rc" -eq 0 ]; then bad="exit status 0"
+  elif [ "$rc" -ge 126 ]; then bad="exit status $rc (a signal or abort)"
+  elif grep -q -E 'AddressSanitizer|LeakSanitizer|runtime error' err.txt; then bad="sanitizer report"
+  elif ! grep -q -i -F -- "$want" err.txt; then bad="message lacks '$want'"
+  fi
+  if [ -n "$bad" ]; then
+    fails=$((fails + 1))
+    echo "FAIL: coda $*: $bad"
+    sed 's/^/  | /' err.txt | head -20
+  else
+    echo "ok: coda $* -> $rc: $(head -1 err.txt)"
+  fi
+}
+
+# A small corpus and a tiny model, so that training cases reach the checks
+# past the data preparation quickly.
+mkdir corpus
+i=0
+while [ $i -lt 300 ]; do
+  echo "The quick brown fox $i jumps over the lazy dog. Pack my box with five dozen jugs."
+  echo "%"
+  i=$((i + 1))
+done >corpus/text
+small="--corpus corpus --dim 32 --layers 1 --heads 2 --kv-heads 1 --ffn 64 --seq 16 --batch 2 --val-batches 0 --quiet"
+
+# --- the tool itself
+expect "unknown command 'frobnicate'" -- frobnicate
+expect "usage" --
+
+# --- coda train: flags and numbers
+# shellcheck disable=SC2086
+expect "unknown or incomplete option '--bogus'" -- train --bogus
+expect "unknown or incomplete option '--out'" -- train --out
+expect "--steps needs an integer" -- train --steps abc
+expect "--steps needs an integer" -- train --steps
+expect "--steps needs an integer" -- train --steps 12x
+expect "--steps needs an integer" -- train --steps 99999999999999999999999
+expect "--steps needs an integer" -- train --steps 0
+expect "--dim needs an integer" -- train --dim 0
+expect "--dim needs an integer" -- train --dim -5
+expect "--dim needs an integer" -- train --dim 1000000
+expect "--batch needs an integer" -- train --batch -1
+expect "--threads needs an integer" -- train --threads -1
+expect "--lr needs a number" -- train --lr abc
+expect "--lr needs a number" -- train --lr ""
+expect "unknown --config 'huge'" -- train --config huge
+expect "--engine is auto, reference or plans" -- train --engine gpu
+# shellcheck disable=SC2086
+expect "lr -1" -- train $small --out o1 --lr -1
+# shellcheck disable=SC2086
+expect "lr inf" -- train $small --out o1 --lr inf
+# shellcheck disable=SC2086
+expect "lr nan" -- train $small --out o1 --lr nan
+# shellcheck disable=SC2086
+expect "clip -1" -- train $small --out o1 --clip -1
+# shellcheck disable=SC2086
+expect "betas 1" -- train $small --out o1 --beta1 1
+# shellcheck disable=SC2086
+expect "steps 1099511627776" -- train $small --out o1 --steps 1099511627776
+# shellcheck disable=SC2086
+expect "too many tokens" -- train $small --out o1 --batch 1048576 --accum 1048576
+# shellcheck disable=SC2086
+expect "beyond the CPU trainer's limit" -- train --corpus corpus --out o1 --quiet --dim 65536 --layers 1024
+expect "config" -- train --corpus corpus --out o1 --quiet --config 8b
+# shellcheck disable=SC2086
+expect "head" -- train $small --out o1 --heads 3
+# shellcheck disable=SC2086
+expect "nothere: cannot open" -- train $small --out o_nc --corpus nothere
+# shellcheck disable=SC2086
+expect "missing.safetensors" -- train $small --out o1 --resume missing.safetensors
+# shellcheck disable=SC2086
+expect "--export-hf needs --resume" -- train --export-hf hfout
+
+# --- coda check
+expect "missing.coda: cannot open" -- check missing.coda
+printf 'input b : col f32\noutput o : bf16\nstore o = acc + b +\n' >bad.coda
+expect "bad.coda:3:" -- check bad.coda
+printf 'output o : f32\nstore o = nosuch(acc)\n' >bad2.coda
+expect "bad2.coda:2:" -- check bad2.coda
+printf 'output o : f32\n\000store o = acc\n' >nul.coda
+expect "NUL byte" -- check nul.coda
+expect "usage" -- check
+expect "usage" -- check --bogus
+expect "usage" -- check a.coda b.coda
+expect "nosuch" -- check --builtin nosuch
+
+# --- coda generate
+expect "--checkpoint PATH is required" -- generate
+expect "unknown or incomplete option '--bogus'" -- generate --bogus
+expect "bad value 'abc' for --tokens" -- generate --checkpoint x --tokens abc
+expect "bad value '-1' for --tokens" -- generate --checkpoint x --tokens -1
+expect "bad value '99999999999' for --tokens" -- generate --checkpoint x --tokens 99999999999
+expect "bad value 'hot' for --temperature" -- generate --checkpoint x --temperature hot
+expect "bad value '-2' for --temperature" -- generate --checkpoint x --temperature -2
+expect "missing.safetensors: cannot open" -- generate --checkpoint missing.safetensors
+
+# --- a real checkpoint, then damaged copies of it
+# shellcheck disable=SC2086
+"$coda" train $small --out good --steps 2 >/dev/null 2>err.txt
+rc=$?
+ck=good/checkpoint.safetensors
+if [ $rc -ne 0 ] || [ ! -f $ck ]; then
+  echo "FAIL: could not train a small checkpoint (status $rc)"
+  cat err.txt
+  exit 1
+fi
+size=$(wc -c <$ck)
+head -c $((size - 100)) $ck >trunc.safetensors
+head -c 4 $ck >stub.safetensors
+: >empty.safetensors
+cp $ck flip.safetensors
+# flip one byte in the data region (the last bytes are weights / moments)
+printf '\377' | dd of=flip.safetensors bs=1 seek=$((size - 10)) conv=notrunc 2>/dev/null
+cp $ck header.safetensors
+# damage the JSON header: its first byte is '{' at offset 8
+printf '[' | dd of=header.safetensors bs=1 seek=8 conv=notrunc 2>/dev/null
+cp $ck dim.safetensors
+# a header that claims another model (the data checksum still matches)
+sed 's/"model.dim":"32"/"model.dim":"64"/' $ck >dim.safetensors
+printf 'not a checkpoint at all, just text\n' >text.safetensors
+
+for f in trunc stub empty flip header dim text; do
+  case $f in
+  trunc) want="truncated" ;;
+  stub) want="truncated" ;;
+  empty) want="truncated" ;;
+  flip) want="checksum mismatch" ;;
+  header) want="bad safetensors header" ;;
+  dim) want="wrong shape" ;;
+  text) want="bad header length" ;;
+  esac
+  expect "$want" -- generate --checkpoint $f.safetensors --tokens 5
+  # shellcheck disable=SC2086
+  expect "$want" -- train $small --out r_$f --steps 4 --resume $f.safetensors
+done
+# shellcheck disable=SC2086
+expect "is at step 2" -- train $small --out r_done --steps 2 --resume $ck
+# shellcheck disable=SC2086
+expect "nothere: cannot open" -- train $small --out o2 --data nodata --corpus nothere
+
+# --- damaged token shards
+mkdir -p shards
+cp good/data/train.tok good/data/val.tok shards/
+tsize=$(wc -c <shards/train.tok)
+head -c $((tsize - 7)) good/data/train.tok >shards/train.tok
+# shellcheck disable=SC2086
+expect "size mismatch" -- train $small --out o3 --data shards --steps 2
+printf 'CODATOKZ' | dd of=shards/train.tok bs=1 seek=0 conv=notrunc 2>/dev/null
+# shellcheck disable=SC2086
+expect "bad magic" -- train $small --out o3 --data shards --steps 2
+
+echo "$cases cases, $fails failed"
+[ $fails -eq 0 ]
