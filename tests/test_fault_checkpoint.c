@@ -179,7 +179,8 @@ int main(void) {
          (long long)last_step);
   CHECK_MSG(last_step > 0, "no checkpoint was ever written");
 
-  /* Flipped bytes in the data region are caught by the checksum. */
+  /* Flipped bytes in the data region are caught by the data checksum,
+   * anywhere else by the header checksum or the header's validation. */
   size_t n;
   unsigned char *b = slurp(ck, &n);
   CHECK(b != NULL && n > 16);
@@ -200,6 +201,33 @@ int main(void) {
                 "flip at byte %zu of %zu: %s -> '%s'", at, n, coda_status_string(s),
                 coda_last_error(ctx));
       b[at] ^= bit;
+    }
+    int by_crc = 0;
+    for (int k = 0; k < 24; k++) {
+      size_t at = (size_t)coda_rng_below(&r, 8 + hl); /* length bytes and header */
+      if (k < 4) at = 8 + (size_t)coda_rng_below(&r, 600); /* the metadata comes first */
+      unsigned char bit = (unsigned char)(1u << coda_rng_below(&r, 8));
+      b[at] ^= bit;
+      CHECK(spit(bad, b, n) == 0);
+      coda_train_state st;
+      coda_status s = load_all(ctx, bad, &st);
+      CHECK_MSG(s == CODA_ERR_IO || s == CODA_ERR_SHAPE, "header flip at byte %zu: %s -> '%s'", at,
+                coda_status_string(s), coda_last_error(ctx));
+      by_crc += strstr(coda_last_error(ctx), "header checksum") != NULL;
+      b[at] ^= bit;
+    }
+    printf("24 header flips: all rejected, %d of them by the header checksum\n", by_crc);
+    /* a digit of a metadata value: consistent JSON, only the checksum sees it */
+    char *step = strstr((char *)b + 8, "\"train.step\":\"");
+    CHECK(step != NULL);
+    if (step) {
+      char *digit = step + strlen("\"train.step\":\"");
+      *digit = *digit == '9' ? '8' : (char)(*digit + 1);
+      CHECK(spit(bad, b, n) == 0);
+      coda_train_state st;
+      CHECK(load_all(ctx, bad, &st) == CODA_ERR_IO);
+      CHECK(strstr(coda_last_error(ctx), "header checksum mismatch") != NULL);
+      *digit = *digit == '8' ? '9' : (char)(*digit - 1);
     }
     /* and the unflipped bytes still load */
     CHECK(spit(bad, b, n) == 0);

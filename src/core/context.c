@@ -1,4 +1,7 @@
 #include "internal.h"
+#ifdef CODA_HAVE_CUDA
+#include "cuda/backend.h"
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,7 +68,13 @@ coda_status coda_context_create(const coda_context_options *opts,
   return CODA_OK;
 }
 
-void coda_context_destroy(coda_context ctx) { free(ctx); }
+void coda_context_destroy(coda_context ctx) {
+  if (!ctx) return;
+#ifdef CODA_HAVE_CUDA
+  coda_cuda_context_release(ctx); /* loaded fused kernels of this context */
+#endif
+  free(ctx);
+}
 
 const char *coda_last_error(coda_context ctx) {
   return ctx ? ctx->last_error : "no context";

@@ -63,7 +63,7 @@ static coda_status check_dims(coda_context ctx, int B, int T, int Hq, int Hkv, i
   int64_t heads = (int64_t)Hq + 2 * (int64_t)Hkv, bufn;
   if (!coda_mul_i64(B, T, &d->BT) || !coda_mul_i64(heads, hd, &d->qkv_cols) ||
       !coda_mul_i64(Hq, hd, &d->o_cols) || !coda_mul_i64((int64_t)T * 10, hd, &bufn) ||
-      bufn > (int64_t)1 << 40)
+      bufn > (int64_t)1 << 40 || d->BT > (int64_t)1 << 31 || d->qkv_cols > (int64_t)1 << 31)
     return coda_fail(ctx, CODA_ERR_OVERFLOW, "attention: sizes overflow");
   return CODA_OK;
 }

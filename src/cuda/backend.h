@@ -46,9 +46,10 @@ coda_status coda_cuda_preferred_tiling(coda_context ctx, coda_program p, int64_t
  * coda_context_destroy. */
 void coda_cuda_context_release(coda_context ctx);
 /* Local-memory bytes per thread of the compiled kernel for a program
- * (0 = no spills), -1 on error; for tests. */
+ * (0 = no spills), -1 on error; *ping (optional) = 1 if it runs the
+ * pingpong schedule; for tests and benchmarks. */
 int coda_cuda_epilogue_local_bytes(coda_context ctx, coda_program program, int trans_a,
-                                   int trans_b, int f16);
+                                   int trans_b, int f16, int *ping);
 #endif
 #ifdef __cplusplus
 }

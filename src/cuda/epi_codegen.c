@@ -353,6 +353,9 @@ static void emit_const(sbuf *b, double v) {
   else sb_printf(b, "%af", (double)f);
 }
 
+/* column pairs per load chunk */
+#define EPI_JC 4
+
 typedef struct gen {
   const struct coda_program_s *p;
   sbuf *b;
@@ -615,15 +618,55 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
     }
   }
 
-  /* the fragment */
-  sb_printf(b, "#pragma unroll\n    for (int j = 0; j < BN / 8; ++j) {\n");
+  /* the fragment, in chunks of JC column pairs: every input of a chunk is
+   * loaded before any of its stores, so the loads are in flight together
+   * (a store may alias a later load as far as the compiler knows) */
+  sb_printf(b, "#pragma unroll\n    for (int jc = 0; jc < BN / 8; jc += %d) {\n", EPI_JC);
+  for (int k = 0; k < p->ninputs; k++) {
+    const ir_input *in = &p->inputs[k];
+    if (!used[k]) continue;
+    if (in->kind == CODA_ARG_COL) sb_printf(b, "      float2 cvb%d[%d];\n", k, EPI_JC);
+    else if (in->kind == CODA_ARG_TILE)
+      sb_printf(b, "      %s tvb%d[%d][2];\n",
+                in->width == CODA_WIDTH_HALF ? "float" : in->width == CODA_WIDTH_X2 ? "float4" : "float2", k,
+                EPI_JC);
+  }
+  sb_printf(b, "#pragma unroll\n      for (int jj = 0; jj < %d; ++jj) {\n", EPI_JC);
+  sb_printf(b, "        const int c = f.col0 + 8 * (jc + jj);\n");
+  sb_printf(b, "        const bool cok0 = c < N, cok1 = c + 1 < N;\n");
+  for (int k = 0; k < p->ninputs; k++) {
+    const ir_input *in = &p->inputs[k];
+    if (!used[k] || in->kind != CODA_ARG_COL) continue;
+    sb_printf(b, "        cvb%d[jj] = coda_epi::ld2<%d>(p.ptr[%d], (long long)c * p.ld[%d], p.ld[%d], cok0, cok1, p.flags[%d] & 1);\n",
+              k, dt_code(in->dtype), k, k, k, k);
+  }
+  sb_printf(b, "#pragma unroll\n        for (int h = 0; h < 2; ++h) {\n");
+  sb_printf(b, "          const int r = f.row0 + 8 * h;\n");
+  sb_printf(b, "          const bool ok0 = r < M && cok0, ok1 = r < M && cok1;\n");
+  sb_printf(b, "          const long long ro = (long long)r;\n          (void)ro; (void)ok1;\n");
+  for (int k = 0; k < p->ninputs; k++) {
+    const ir_input *in = &p->inputs[k];
+    if (!used[k] || in->kind != CODA_ARG_TILE) continue;
+    int dt = dt_code(in->dtype);
+    if (in->width == CODA_WIDTH_HALF)
+      sb_printf(b, "          tvb%d[jj][h] = ok0 ? coda_epi::ld1<%d>(p.ptr[%d], ro * p.ld[%d] + c / 2) : 0.0f;\n",
+                k, dt, k, k);
+    else if (in->width == CODA_WIDTH_X2)
+      sb_printf(b, "          tvb%d[jj][h] = coda_epi::ld4<%d>(p.ptr[%d], ro * p.ld[%d] + 2 * c, ok0, ok1, p.flags[%d] & 2, p.flags[%d] & 1);\n",
+                k, dt, k, k, k, k);
+    else
+      sb_printf(b, "          tvb%d[jj][h] = coda_epi::ld2<%d>(p.ptr[%d], ro * p.ld[%d] + c, 1, ok0, ok1, p.flags[%d] & 1);\n",
+                k, dt, k, k, k);
+  }
+  sb_printf(b, "        }\n      }\n");
+  sb_printf(b, "#pragma unroll\n    for (int jj = 0; jj < %d; ++jj) {\n", EPI_JC);
+  sb_printf(b, "      const int j = jc + jj;\n");
   sb_printf(b, "      const int c = f.col0 + 8 * j;\n");
   sb_printf(b, "      const bool cok0 = c < N, cok1 = c + 1 < N;\n");
   for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
     if (!used[k] || in->kind != CODA_ARG_COL) continue;
-    sb_printf(b, "      const float2 cv%d = coda_epi::ld2<%d>(p.ptr[%d], (long long)c * p.ld[%d], p.ld[%d], cok0, cok1, p.flags[%d] & 1);\n",
-              k, dt_code(in->dtype), k, k, k, k);
+    sb_printf(b, "      const float2 cv%d = cvb%d[jj];\n", k, k);
   }
   for (int q = 0; q < p->nreduces; q++)
     if (p->reduces[q].kind == CODA_REDUCE_COLSUM) sb_printf(b, "      float cs%d[2] = {0.0f, 0.0f};\n", q);
@@ -635,16 +678,9 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
     if (!used[k] || in->kind != CODA_ARG_TILE) continue;
-    int dt = dt_code(in->dtype);
-    if (in->width == CODA_WIDTH_HALF)
-      sb_printf(b, "        const float th%d = ok0 ? coda_epi::ld1<%d>(p.ptr[%d], ro * p.ld[%d] + c / 2) : 0.0f;\n",
-                k, dt, k, k);
-    else if (in->width == CODA_WIDTH_X2)
-      sb_printf(b, "        const float4 tv%d = coda_epi::ld4<%d>(p.ptr[%d], ro * p.ld[%d] + 2 * c, ok0, ok1, p.flags[%d] & 2, p.flags[%d] & 1);\n",
-                k, dt, k, k, k, k);
-    else
-      sb_printf(b, "        const float2 tv%d = coda_epi::ld2<%d>(p.ptr[%d], ro * p.ld[%d] + c, 1, ok0, ok1, p.flags[%d] & 1);\n",
-                k, dt, k, k, k);
+    sb_printf(b, "        const %s %s%d = tvb%d[jj][h];\n",
+              in->width == CODA_WIDTH_HALF ? "float" : in->width == CODA_WIDTH_X2 ? "float4" : "float2",
+              in->width == CODA_WIDTH_HALF ? "th" : "tv", k, k);
   }
   /* per-point values that stores and narrow segments consume after the points */
   for (int o = 0; o < p->noutputs; o++)
@@ -752,7 +788,7 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
       slot++;
     }
   }
-  sb_printf(b, "    }\n"); /* j */
+  sb_printf(b, "    }\n    }\n"); /* jj, jc */
 
   /* row partials of this column tile */
   int any_row_end = 0;
@@ -855,4 +891,46 @@ char *coda_epi_full_source(coda_context ctx, coda_program p, const coda_epi_conf
     }
   }
   return src;
+}
+
+static coda_status build_one(coda_context ctx, coda_program p, const coda_epi_config *cfg,
+                             int no_cache, coda_epi_binary *out) {
+  char *expr = NULL;
+  char *src = coda_epi_full_source(ctx, p, cfg, &expr);
+  if (!src) return CODA_ERR_NOT_SUPPORTED;
+  coda_status s = coda_epi_compile(ctx, src, expr, no_cache, &out->cubin, &out->size, &out->lowered,
+                                   NULL, &out->from_cache, &out->spill);
+  free(src);
+  free(expr);
+  return s;
+}
+
+void coda_epi_binary_free(coda_epi_binary *b) {
+  if (!b) return;
+  free(b->cubin);
+  free(b->lowered);
+  memset(b, 0, sizeof *b);
+}
+
+coda_status coda_epi_build(coda_context ctx, coda_program p, coda_epi_config *cfg, int no_cache,
+                           coda_epi_binary *out) {
+  memset(out, 0, sizeof *out);
+  /* cooperative unless pingpong is asked for (measured at 16384 x 2048 x
+   * 2048: pingpong is 6-9 % faster on light epilogues, 1.7x slower on
+   * llama_swiglu_bwd; bench/results/epilogue-2026-11-30.md) */
+  const char *force = getenv("CODA_EPI_SCHEDULE");
+  cfg->ping = force && !strcmp(force, "pingpong");
+  coda_status s = build_one(ctx, p, cfg, no_cache, out);
+  if (s != CODA_OK || !cfg->ping || out->spill == 0) return s;
+  /* the pingpong kernel spills (or its statistics are unknown): cooperative */
+  coda_epi_binary coop;
+  coda_epi_config c2 = *cfg;
+  c2.ping = 0;
+  memset(&coop, 0, sizeof coop);
+  s = build_one(ctx, p, &c2, no_cache, &coop);
+  if (s != CODA_OK) return s;
+  coda_epi_binary_free(out);
+  *out = coop;
+  *cfg = c2;
+  return CODA_OK;
 }

@@ -71,7 +71,23 @@ size_t coda_epi_smem_bytes(const coda_epi_config *cfg);
  * on-disk cache (CODA_CACHE_DIR or ~/.cache/coda) unless no_cache. */
 coda_status coda_epi_compile(coda_context ctx, const char *source, const char *kernel_expr,
                              int no_cache, void **cubin, size_t *cubin_size, char **lowered,
-                             char **log, int *from_cache);
+                             char **log, int *from_cache, int *spill);
+
+/* A compiled kernel for a program: the cooperative schedule (one 64-row
+ * fragment per thread), or with $CODA_EPI_SCHEDULE = "pingpong" the
+ * pingpong one (its epilogue overlaps the other consumer's MMAs) unless
+ * that kernel spills registers, then cooperative. cfg: operand layout and
+ * type in, schedule out. */
+typedef struct coda_epi_binary {
+  void *cubin;
+  size_t size;
+  char *lowered;
+  int spill;      /* spill-store bytes reported by ptxas (-1 unknown) */
+  int from_cache;
+} coda_epi_binary;
+coda_status coda_epi_build(coda_context ctx, coda_program p, coda_epi_config *cfg, int no_cache,
+                           coda_epi_binary *out);
+void coda_epi_binary_free(coda_epi_binary *b);
 
 /* 64-bit FNV-1a, used for cache keys. */
 uint64_t coda_epi_hash(const void *data, size_t n, uint64_t seed);

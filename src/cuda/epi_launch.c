@@ -33,6 +33,7 @@ typedef CUresult (*pfn_encode)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, v
 
 typedef struct epi_kernel {
   uint64_t key;
+  coda_epi_config cfg; /* with the schedule chosen */
   CUmodule mod;
   CUfunction fn;
   int local_bytes;
@@ -99,45 +100,42 @@ static coda_status get_state(coda_context ctx, coda_cuda_state **out) {
 }
 
 /* The loaded kernel for (program, configuration): memory, disk cache or
- * NVRTC, in that order. */
+ * NVRTC, in that order. cfg gets the chosen schedule. */
 static coda_status get_kernel(coda_context ctx, coda_cuda_state *s, coda_program p,
-                              const coda_epi_config *cfg, epi_kernel **out) {
+                              coda_epi_config *cfg, epi_kernel **out) {
   char *fn = coda_epi_functor_source(ctx, p);
   if (!fn) return CODA_ERR_NOT_SUPPORTED;
+  const char *force = getenv("CODA_EPI_SCHEDULE");
   uint64_t key = coda_epi_hash(fn, strlen(fn), 0);
   key = coda_epi_hash(cfg, sizeof *cfg, key);
+  if (force) key = coda_epi_hash(force, strlen(force), key);
   free(fn);
   for (int i = 0; i < s->nk; i++)
     if (s->k[i].key == key) {
+      *cfg = s->k[i].cfg;
       *out = &s->k[i];
       return CODA_OK;
     }
-  char *expr = NULL;
-  char *src = coda_epi_full_source(ctx, p, cfg, &expr);
-  if (!src) return CODA_ERR_OUT_OF_MEMORY;
-  void *cubin = NULL;
-  size_t n = 0;
-  char *lowered = NULL;
-  coda_status st = coda_epi_compile(ctx, src, expr, 0, &cubin, &n, &lowered, NULL, NULL);
-  free(src);
-  free(expr);
+  coda_epi_binary bin;
+  coda_status st = coda_epi_build(ctx, p, cfg, 0, &bin);
   if (st != CODA_OK) return st;
   if (s->nk == s->capk) {
     int cap = s->capk ? 2 * s->capk : 8;
     epi_kernel *nk = realloc(s->k, (size_t)cap * sizeof *nk);
     if (!nk) {
-      free(cubin);
-      free(lowered);
+      coda_epi_binary_free(&bin);
       return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
     }
     s->k = nk;
     s->capk = cap;
   }
-  epi_kernel k = {key, NULL, NULL, 0};
-  CUresult r = s->load(&k.mod, cubin);
-  free(cubin);
-  if (r == CUDA_SUCCESS) r = s->getfn(&k.fn, k.mod, lowered);
-  free(lowered);
+  epi_kernel k;
+  memset(&k, 0, sizeof k);
+  k.key = key;
+  k.cfg = *cfg;
+  CUresult r = s->load(&k.mod, bin.cubin);
+  if (r == CUDA_SUCCESS) r = s->getfn(&k.fn, k.mod, bin.lowered);
+  coda_epi_binary_free(&bin);
   if (r == CUDA_SUCCESS)
     r = s->setattr(k.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)coda_epi_smem_bytes(cfg));
   if (r == CUDA_SUCCESS) r = s->getattr(&k.local_bytes, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, k.fn);
@@ -279,7 +277,7 @@ coda_status coda_cuda_gemm_epilogue(coda_context ctx, coda_program program, coda
 }
 
 int coda_cuda_epilogue_local_bytes(coda_context ctx, coda_program program, int trans_a,
-                                   int trans_b, int f16) {
+                                   int trans_b, int f16, int *ping) {
   coda_cuda_state *s;
   if (get_state(ctx, &s)) return -1;
   coda_epi_config cfg = coda_epi_default_config();
@@ -288,5 +286,6 @@ int coda_cuda_epilogue_local_bytes(coda_context ctx, coda_program program, int t
   cfg.f16 = f16;
   epi_kernel *k;
   if (get_kernel(ctx, s, program, &cfg, &k)) return -1;
+  if (ping) *ping = k->cfg.ping;
   return k->local_bytes;
 }

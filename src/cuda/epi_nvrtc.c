@@ -28,7 +28,7 @@ static const char *const kOptions[] = {
     "--ptxas-options=-v",
 };
 #define NOPTIONS ((int)(sizeof kOptions / sizeof kOptions[0]))
-static const char kMagic[8] = {'C', 'O', 'D', 'A', 'E', 'P', 'I', '1'};
+static const char kMagic[8] = {'C', 'O', 'D', 'A', 'E', 'P', 'I', '2'};
 
 /* Cache directory (created if needed) into buf, or 0 if there is none. */
 static int cache_dir(char *buf, size_t n) {
@@ -57,22 +57,23 @@ static uint64_t get_u64(const unsigned char *p) {
 }
 
 /* Reads a cache file; 1 on success (cubin, lowered malloc'ed). */
-static int cache_read(const char *path, void **cubin, size_t *size, char **lowered) {
+static int cache_read(const char *path, void **cubin, size_t *size, char **lowered, int *spill) {
   FILE *f = fopen(path, "rb");
   if (!f) return 0;
-  unsigned char h[32];
+  unsigned char h[40];
   int ok = 0;
   char *name = NULL;
   unsigned char *bin = NULL;
-  if (fread(h, 1, 32, f) == 32 && memcmp(h, kMagic, 8) == 0) {
+  if (fread(h, 1, 40, f) == 40 && memcmp(h, kMagic, 8) == 0) {
     uint64_t nbin = get_u64(h + 8), nname = get_u64(h + 16), sum = get_u64(h + 24);
+    *spill = (int)(int64_t)get_u64(h + 32);
     if (nbin > 0 && nbin < ((uint64_t)1 << 30) && nname > 0 && nname < 4096) {
       name = malloc((size_t)nname + 1);
       bin = malloc((size_t)nbin);
       if (name && bin && fread(name, 1, (size_t)nname, f) == nname &&
           fread(bin, 1, (size_t)nbin, f) == nbin && fgetc(f) == EOF) {
         name[nname] = '\0';
-        uint64_t s = coda_epi_hash(name, (size_t)nname, 0);
+        uint64_t s = coda_epi_hash(name, (size_t)nname, get_u64(h + 32));
         s = coda_epi_hash(bin, (size_t)nbin, s);
         ok = s == sum && strlen(name) == nname;
       }
@@ -93,32 +94,48 @@ static int cache_read(const char *path, void **cubin, size_t *size, char **lower
 
 /* Writes a cache file atomically (best effort: failures only cost a
  * recompilation later). */
-static void cache_write(const char *path, const void *cubin, size_t size, const char *lowered) {
+static void cache_write(const char *path, const void *cubin, size_t size, const char *lowered,
+                        int spill) {
   char tmp[4200];
   if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp) return;
   FILE *f = fopen(tmp, "wb");
   if (!f) return;
   size_t nn = strlen(lowered);
-  unsigned char h[32];
+  unsigned char h[40];
   memcpy(h, kMagic, 8);
   put_u64(h + 8, size);
   put_u64(h + 16, nn);
-  uint64_t s = coda_epi_hash(lowered, nn, 0);
+  put_u64(h + 32, (uint64_t)(int64_t)spill);
+  uint64_t s = coda_epi_hash(lowered, nn, (uint64_t)(int64_t)spill);
   put_u64(h + 24, coda_epi_hash(cubin, size, s));
-  int ok = fwrite(h, 1, 32, f) == 32 && fwrite(lowered, 1, nn, f) == nn &&
+  int ok = fwrite(h, 1, 40, f) == 40 && fwrite(lowered, 1, nn, f) == nn &&
            fwrite(cubin, 1, size, f) == size && fflush(f) == 0 && fsync(fileno(f)) == 0;
   if (fclose(f) != 0) ok = 0;
   if (!ok || rename(tmp, path) != 0) remove(tmp);
 }
 
+/* Largest "N bytes spill stores" of the ptxas statistics in the log. */
+static int log_spill_bytes(const char *log) {
+  int best = 0;
+  for (const char *p = strstr(log, "bytes spill stores"); p; p = strstr(p + 1, "bytes spill stores")) {
+    const char *b = p;
+    while (b > log && b[-1] == ' ') b--;
+    while (b > log && b[-1] >= '0' && b[-1] <= '9') b--;
+    int v = atoi(b);
+    if (v > best) best = v;
+  }
+  return best;
+}
+
 coda_status coda_epi_compile(coda_context ctx, const char *source, const char *kernel_expr,
                              int no_cache, void **cubin, size_t *cubin_size, char **lowered,
-                             char **log, int *from_cache) {
+                             char **log, int *from_cache, int *spill) {
   *cubin = NULL;
   *cubin_size = 0;
   *lowered = NULL;
   if (log) *log = NULL;
   if (from_cache) *from_cache = 0;
+  int spill_ = -1;
   int vmaj = 0, vmin = 0;
   if (nvrtcVersion(&vmaj, &vmin) != NVRTC_SUCCESS)
     return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA epilogue: NVRTC is not usable");
@@ -140,8 +157,9 @@ coda_status coda_epi_compile(coda_context ctx, const char *source, const char *k
   if (have_dir) {
     snprintf(path, sizeof path, "%s/epi-%016llx%016llx.cubin", dir, (unsigned long long)k1,
              (unsigned long long)k2);
-    if (cache_read(path, cubin, cubin_size, lowered)) {
+    if (cache_read(path, cubin, cubin_size, lowered, &spill_)) {
       if (from_cache) *from_cache = 1;
+      if (spill) *spill = spill_;
       return CODA_OK;
     }
   }
@@ -195,7 +213,9 @@ coda_status coda_epi_compile(coda_context ctx, const char *source, const char *k
     goto done;
   }
   *cubin_size = n;
-  if (have_dir) cache_write(path, *cubin, n, *lowered);
+  spill_ = lg ? log_spill_bytes(lg) : -1;
+  if (spill) *spill = spill_;
+  if (have_dir) cache_write(path, *cubin, n, *lowered, spill_);
 done:
   nvrtcDestroyProgram(&prog);
   if (st != CODA_OK) {

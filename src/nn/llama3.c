@@ -63,6 +63,10 @@ static coda_status check_config(coda_context ctx, const coda_llama_config *c, in
   int64_t M;
   if (!coda_mul_i64(c->batch, c->seq, &M) || M > ((int64_t)1 << 31))
     return coda_fail(ctx, CODA_ERR_OVERFLOW, "llama config: batch*seq overflows");
+  /* Columns stay far inside 32-bit indices (as in the GPT-2 plan). */
+  if (c->dim > (1 << 24) || (!head && c->ffn_dim > (1 << 24)))
+    return coda_fail(ctx, CODA_ERR_OVERFLOW, "llama config: dim %lld / ffn_dim %lld past 2^24",
+                     (long long)c->dim, (long long)c->ffn_dim);
   if (head) {
     if (c->vocab <= 0 || c->vocab > (1 << 24))
       return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "llama config: vocab %lld out of range",

@@ -13,6 +13,8 @@
 #pragma weak coda_epi_functor_source
 #pragma weak coda_epi_compile
 #pragma weak coda_epi_default_config
+#pragma weak coda_epi_build
+#pragma weak coda_epi_binary_free
 
 static void compile_usage(FILE *f) {
   fprintf(f,
@@ -96,7 +98,7 @@ int coda_cmd_compile(int argc, char **argv) {
   }
   coda_tiling tl;
   coda_preferred_tiling(ctx, NULL, 1, 1, 1, &tl);
-  if (!coda_epi_full_source || !coda_epi_compile || !coda_epi_default_config) {
+  if (!coda_epi_full_source || !coda_epi_compile || !coda_epi_default_config || !coda_epi_build) {
     fprintf(stderr, "coda compile: this build of coda has no CUDA backend\n");
     coda_context_destroy(ctx);
     return 1;
@@ -126,12 +128,13 @@ int coda_cmd_compile(int argc, char **argv) {
   cfg.trans_a = ta;
   cfg.trans_b = tb;
   int rc = 1;
-  char *expr = NULL, *src = NULL, *low = NULL, *log = NULL;
+  char *expr = NULL, *src = NULL, *log = NULL, *low = NULL;
   void *cubin = NULL;
   size_t n = 0;
-  int cached = 0;
-  if (!quiet) {
-    char *shown = full ? coda_epi_full_source(ctx, p, &cfg, NULL) : coda_epi_functor_source(ctx, p);
+  coda_epi_binary bin;
+  memset(&bin, 0, sizeof bin);
+  if (!quiet && !full) {
+    char *shown = coda_epi_functor_source(ctx, p);
     if (!shown) {
       fprintf(stderr, "%s: the GPU cannot run this program: %s\n", label, coda_last_error(ctx));
       goto out;
@@ -139,22 +142,23 @@ int coda_cmd_compile(int argc, char **argv) {
     fputs(shown, stdout);
     free(shown);
   }
-  src = coda_epi_full_source(ctx, p, &cfg, &expr);
-  if (!src) {
-    fprintf(stderr, "%s: the GPU cannot run this program: %s\n", label, coda_last_error(ctx));
-    goto out;
-  }
-  s = coda_epi_compile(ctx, src, expr, no_cache, &cubin, &n, &low, &log, &cached);
-  if (show_log && log) fputs(log, stdout);
+  s = coda_epi_build(ctx, p, &cfg, no_cache, &bin);
   if (s != CODA_OK) {
     fprintf(stderr, "%s: %s\n", label, coda_last_error(ctx));
-    if (log && !show_log) fputs(log, stderr);
     goto out;
   }
-  printf("// %s: %s for sm_90a, cubin %zu bytes, kernel %s, tiling %d x %d\n", label,
-         cached ? "cached" : "compiled", n, low, tl.tile_m, tl.tile_n);
+  if (full || show_log) src = coda_epi_full_source(ctx, p, &cfg, &expr);
+  if (full && src) fputs(src, stdout);
+  if (show_log && src &&
+      coda_epi_compile(ctx, src, expr, 1, &cubin, &n, &low, &log, NULL, NULL) == CODA_OK && log)
+    fputs(log, stdout);
+  printf("// %s: %s for sm_90a, %s schedule, cubin %zu bytes, spill stores %d, kernel %s, "
+         "tiling %d x %d\n",
+         label, bin.from_cache ? "cached" : "compiled", cfg.ping ? "pingpong" : "cooperative",
+         bin.size, bin.spill, bin.lowered, tl.tile_m, tl.tile_n);
   rc = 0;
 out:
+  coda_epi_binary_free(&bin);
   free(expr);
   free(src);
   free(low);

@@ -201,6 +201,38 @@ static int cmp_begin(const void *a, const void *b) {
   return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
+/* The header checksum: CRC-32 of the 8 length bytes and the header with
+ * the 8 hex digits of header_crc32 itself read as '0'. The writer emits
+ * exactly HCRC_KEY followed by the digits, once; 0 if it matches. */
+#define HCRC_KEY "\"header_crc32\":\""
+static int check_header_crc(const unsigned char *buf, size_t hl, const char *val) {
+  const size_t kl = sizeof HCRC_KEY - 1;
+  const unsigned char *h = buf + 8;
+  size_t at = 0, found = 0;
+  for (size_t i = 0; i + kl + 9 <= hl; i++)
+    if (h[i] == '"' && !memcmp(h + i, HCRC_KEY, kl) && h[i + kl + 8] == '"') {
+      at = i + kl;
+      found++;
+    }
+  if (found != 1 || strlen(val) != 8 || memcmp(h + at, val, 8)) return -1;
+  unsigned want = 0;
+  for (int k = 0; k < 8; k++) {
+    char c = val[k];
+    unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0') : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10) : 16u;
+    if (d > 15) return -1;
+    want = want << 4 | d;
+  }
+  uint32_t crc = coda_crc32(0, buf, 8 + at);
+  crc = coda_crc32(crc, "00000000", 8);
+  crc = coda_crc32(crc, h + at + 8, hl - at - 8);
+  return crc == want ? 0 : -1;
+}
+
+static int cmp_name(const void *a, const void *b) {
+  const coda_st_tensor *x = *(const coda_st_tensor *const *)a, *y = *(const coda_st_tensor *const *)b;
+  return strcmp(x->name, y->name);
+}
+
 static coda_status st_parse_owned(coda_context ctx, unsigned char *buf, size_t size,
                                   int require_crc, const char *what, coda_st_file *f) {
   memset(f, 0, sizeof *f);
@@ -319,14 +351,18 @@ static coda_status st_parse_owned(coda_context ctx, unsigned char *buf, size_t s
         goto fail;
       }
     }
+    /* Unique names: sorted, so a hostile header of many entries costs
+     * n log n, not n^2. */
+    qsort(o, (size_t)f->n, sizeof *o, cmp_name);
+    for (int i = 1; i < f->n; i++) {
+      if (!strcmp(o[i]->name, o[i - 1]->name)) {
+        coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s' appears twice", what, o[i]->name);
+        free(o);
+        j.err = CODA_ERR_IO;
+        goto fail;
+      }
+    }
     free(o);
-    for (int a = 0; a < f->n; a++)
-      for (int b = a + 1; b < f->n; b++)
-        if (!strcmp(f->t[a].name, f->t[b].name)) {
-          coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s' appears twice", what, f->t[a].name);
-          j.err = CODA_ERR_IO;
-          goto fail;
-        }
   }
   const char *crc = coda_st_meta(f, "crc32");
   if (crc) {
@@ -347,6 +383,21 @@ static coda_status st_parse_owned(coda_context ctx, unsigned char *buf, size_t s
     }
   } else if (require_crc) {
     coda_fail(ctx, CODA_ERR_IO, "%s: no crc32 in the metadata", what);
+    j.err = CODA_ERR_IO;
+    goto fail;
+  }
+  /* crc32 covers the data only; header_crc32 covers the length and the
+   * header (metadata such as the step or rope_theta included). */
+  const char *hcrc = coda_st_meta(f, "header_crc32");
+  if (hcrc) {
+    if (check_header_crc(buf, (size_t)hl, hcrc)) {
+      coda_fail(ctx, CODA_ERR_IO, "%s: header checksum mismatch (header_crc32 '%s'): the header "
+                "is corrupted", what, hcrc);
+      j.err = CODA_ERR_IO;
+      goto fail;
+    }
+  } else if (require_crc) {
+    coda_fail(ctx, CODA_ERR_IO, "%s: no header_crc32 in the metadata", what);
     j.err = CODA_ERR_IO;
     goto fail;
   }
@@ -462,8 +513,11 @@ coda_status coda_st_save(coda_context ctx, const char *path, const coda_st_entry
     sb_json(&h, meta_kv[2 * i + 1]);
     sb_str(&h, ",");
   }
-  snprintf(num, sizeof num, "\"crc32\":\"%08x\"}", crc);
+  snprintf(num, sizeof num, "\"crc32\":\"%08x\",", crc);
   sb_str(&h, num);
+  sb_str(&h, HCRC_KEY);
+  size_t hcrc_at = h.n; /* filled in once the header is complete */
+  sb_str(&h, "00000000\"}");
   for (int i = 0; i < n; i++) {
     sb_str(&h, ",");
     sb_json(&h, e[i].name);
@@ -488,6 +542,9 @@ coda_status coda_st_save(coda_context ctx, const char *path, const coda_st_entry
   }
   unsigned char len8[8];
   for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
+  uint32_t hcrc = coda_crc32(coda_crc32(0, len8, 8), h.p, h.n);
+  snprintf(num, sizeof num, "%08x", hcrc);
+  memcpy(h.p + hcrc_at, num, 8);
   int np = n + 2;
   const void **parts = malloc((size_t)np * sizeof *parts);
   size_t *sizes = malloc((size_t)np * sizeof *sizes);

@@ -105,7 +105,8 @@ typedef struct coda_st_file {
 /* Loads and validates: header length within the file, JSON structure,
  * known dtypes, shape · dtype size == end − begin, offsets within the data
  * region and not overlapping, unique names. If the metadata has "crc32"
- * the data region's CRC-32 must match; require_crc makes it mandatory. */
+ * the data region's CRC-32 must match, and likewise "header_crc32" for
+ * the header; require_crc makes both mandatory. */
 coda_status coda_st_load(coda_context ctx, const char *path, int require_crc,
                          coda_st_file *out);
 /* Same from memory (the buffer is copied). */
@@ -126,7 +127,8 @@ typedef struct coda_st_entry {
 
 /* Writes atomically (a temporary file in the same directory, fsync,
  * rename). Metadata pairs are strings; "crc32" is added (CRC-32 of the
- * data region, 8 hex digits). */
+ * data region, 8 hex digits) and "header_crc32" (CRC-32 of the length
+ * bytes and the header, its own 8 digits read as '0'). */
 coda_status coda_st_save(coda_context ctx, const char *path,
                          const coda_st_entry *e, int n,
                          const char *const *meta_kv, int nmeta);

@@ -15,7 +15,10 @@
  *   test_epilogue_gpu --precompile    compile every kernel the test and the
  *                                     benchmark need into the cache (no GPU)
  *   test_epilogue_gpu --bench         fused GEMM + program vs plain GEMM,
- *                                     M = 16384, N = K = 2048, median of 20 */
+ *                                     M = 16384, N = K = 2048, median of 20
+ *   test_epilogue_gpu --host-selftest the harness with the CPU backend in
+ *                                     place of the GPU (no GPU needed) */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "coda.h"
 #include "cuda/backend.h"
 #include "cuda/epi_codegen.h"
@@ -270,6 +273,8 @@ static void fill_poison(targ *a, void *buf) {
 static int run_case(coda_context cpu, coda_context c64, coda_context gpu, const char *pname,
                     coda_program p, coda_dtype ab, int64_t M, int64_t N, int64_t K) {
   const struct coda_program_s *ip = p;
+  fprintf(stderr, "running %s %s %lldx%lldx%lld\n", pname, ab == CODA_BF16 ? "bf16" : "f16",
+          (long long)M, (long long)N, (long long)K);
   coda_tiling tl;
   if (coda_preferred_tiling(gpu, p, M, N, K, &tl) != CODA_OK) return 1;
   int odd_index[CODA_MAX_OUTPUTS];
@@ -489,23 +494,25 @@ static int precompile(void) {
     for (int f16 = 0; f16 < 2; f16++) {
       coda_epi_config cfg = coda_epi_default_config();
       cfg.f16 = f16;
-      char *expr = NULL;
-      char *src = coda_epi_full_source(ctx, p, &cfg, &expr);
-      void *cubin = NULL;
-      size_t sz = 0;
-      char *low = NULL;
-      int cached = 0;
-      if (!src || coda_epi_compile(ctx, src, expr, 0, &cubin, &sz, &low, NULL, &cached) != CODA_OK) {
+      coda_epi_binary bin;
+      if (coda_epi_build(ctx, p, &cfg, 0, &bin) != CODA_OK) {
         fprintf(stderr, "%s: %s\n", program_name(i), coda_last_error(ctx));
         bad++;
       } else {
         n++;
-        printf("%s %s: %s\n", program_name(i), f16 ? "f16" : "bf16", cached ? "cached" : "compiled");
+        printf("%s %s: %s, %s, spill %d\n", program_name(i), f16 ? "f16" : "bf16",
+               bin.from_cache ? "cached" : "compiled", cfg.ping ? "pingpong" : "cooperative", bin.spill);
       }
-      free(src);
-      free(expr);
-      free(cubin);
-      free(low);
+      coda_epi_binary_free(&bin);
+      /* the benchmark also runs the cooperative schedule */
+      if (cfg.ping && !f16) {
+        setenv("CODA_EPI_SCHEDULE", "cooperative", 1);
+        cfg = coda_epi_default_config();
+        if (coda_epi_build(ctx, p, &cfg, 0, &bin) == CODA_OK) n++;
+        else bad++;
+        coda_epi_binary_free(&bin);
+        unsetenv("CODA_EPI_SCHEDULE");
+      }
     }
     coda_program_destroy(p);
   }
@@ -576,10 +583,15 @@ static int bench(coda_context gpu) {
       coda_args_set(args, info.name, &tt);
       nb++;
     }
-    coda_status s = coda_gemm_epilogue(gpu, p, CODA_N, &A, CODA_T, &B, args, tl); /* compile/load */
-    if (s != CODA_OK) {
-      printf("  %-22s failed: %s\n", kBench[b], coda_last_error(gpu));
-    } else {
+    /* the cooperative schedule, then the default choice */
+    for (int sched = 0; sched < 2; sched++) {
+      if (sched == 0) setenv("CODA_EPI_SCHEDULE", "cooperative", 1);
+      else unsetenv("CODA_EPI_SCHEDULE");
+      coda_status s = coda_gemm_epilogue(gpu, p, CODA_N, &A, CODA_T, &B, args, tl); /* compile/load */
+      if (s != CODA_OK) {
+        printf("  %-22s failed: %s\n", kBench[b], coda_last_error(gpu));
+        continue;
+      }
       for (int w = 0; w < 2; w++) coda_gemm_epilogue(gpu, p, CODA_N, &A, CODA_T, &B, args, tl);
       for (int it = 0; it < 20; it++) {
         cudaEventRecord(e0, 0);
@@ -589,9 +601,10 @@ static int bench(coda_context gpu) {
         cudaEventElapsedTime(&t[it], e0, e1);
       }
       qsort(t, 20, sizeof t[0], cmp_float);
-      int lb = coda_cuda_epilogue_local_bytes(gpu, p, 0, 1, 0);
-      printf("  %-22s %8.3f ms  %6.1f TFLOP/s  (x%.2f of plain, local memory %d bytes)\n", kBench[b],
-             t[10], flop / t[10] * 1e-9, t[10] / plain, lb);
+      int ping = 0;
+      int lb = coda_cuda_epilogue_local_bytes(gpu, p, 0, 1, 0, &ping);
+      printf("  %-22s %-11s %8.3f ms  %6.1f TFLOP/s  (x%.2f of plain, local memory %d bytes)\n",
+             kBench[b], ping ? "pingpong" : "cooperative", t[10], flop / t[10] * 1e-9, t[10] / plain, lb);
     }
     for (int i = 0; i < nb; i++) cudaFree(bufs[i]);
     coda_args_destroy(args);
@@ -606,6 +619,7 @@ static int bench(coda_context gpu) {
 }
 
 int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0); /* a crash keeps the lines printed before it */
   if (argc > 1 && !strcmp(argv[1], "--precompile")) return precompile();
   host_mode = argc > 1 && !strcmp(argv[1], "--host-selftest");
   if (!host_mode && !coda_cuda_available()) {
