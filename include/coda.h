@@ -102,6 +102,17 @@ coda_precision coda_context_precision(coda_context ctx);
 /* 1 if the library was built with CUDA and a usable GPU is present. */
 int coda_cuda_available(void);
 
+/* Memory of a context's backend (device memory on CUDA, host memory on
+ * the CPU backend, where these are calloc/free/memcpy). Tensors passed to
+ * the other calls on a CUDA context must point into such memory. Allocated
+ * memory is zeroed. Copies are synchronous: a download waits for the work
+ * queued before it. coda_synchronize waits for all queued work (timing). */
+coda_status coda_malloc(coda_context ctx, size_t bytes, void **out);
+void coda_free(coda_context ctx, void *p);
+coda_status coda_memcpy_h2d(coda_context ctx, void *dst, const void *src, size_t bytes);
+coda_status coda_memcpy_d2h(coda_context ctx, void *dst, const void *src, size_t bytes);
+coda_status coda_synchronize(coda_context ctx);
+
 /* ------------------------------------------------------ epilogue programs */
 
 typedef struct coda_program_s *coda_program;
@@ -296,9 +307,10 @@ coda_status coda_attention_backward(coda_context ctx, const coda_tensor *qkv,
 /* A plan is a Transformer block (or the LM head) as an explicit list of
  * steps (GEMM + epilogue program, map pass, finish, plain GEMM, attention)
  * over named buffers. The executor allocates the buffers on first use
- * (CPU backend) unless the caller binds its own memory, and runs the
- * steps of one phase through the calls above, so a plan runs on any
- * backend. */
+ * with coda_malloc (device memory on a CUDA context: move data in and out
+ * with coda_memcpy_h2d / coda_memcpy_d2h) unless the caller binds its own
+ * memory, and runs the steps of one phase through the calls above, so a
+ * plan runs on any backend. */
 typedef struct coda_plan_s *coda_plan;
 
 typedef enum coda_phase {

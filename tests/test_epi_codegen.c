@@ -221,7 +221,17 @@ int main(void) {
     coda_program p = NULL;
     if (coda_program_builtin(ctx, "llama_swiglu_bwd", &p) == CODA_OK) {
       char *fn = coda_epi_functor_source(ctx, p);
-      CHECK(fn && strstr(fn, "struct CodaEpi") && strstr(fn, "ld4<0>") && strstr(fn, "st4<0, false>"));
+      /* the x2 bf16 input takes the 16 KB scratch double-buffered (64 rows x
+       * 128 bytes x 2); the outputs no longer fit and store directly */
+      CHECK(fn && strstr(fn, "struct CodaEpi") && strstr(fn, "stage_in<2, 128>") && strstr(fn, "sv4<0>") &&
+            strstr(fn, "st4<0, false>") && !strstr(fn, "stage_out"));
+      free(fn);
+      coda_program_destroy(p);
+    }
+    /* a residual add stages its input and its output */
+    if (coda_program_builtin(ctx, "llama_residual", &p) == CODA_OK) {
+      char *fn = coda_epi_functor_source(ctx, p);
+      CHECK(fn && strstr(fn, "stage_in<2, 64>") && strstr(fn, "stage_out<2, 64>") && !strstr(fn, "st2<"));
       free(fn);
       coda_program_destroy(p);
     }

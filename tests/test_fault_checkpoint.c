@@ -122,9 +122,15 @@ int main(void) {
       if (s) fprintf(stderr, "child: %s\n", coda_last_error(cc));
       _exit(s ? 11 : 12); /* both are failures: the child is meant to be killed */
     }
-    /* 0.1 .. 2 s: past the start-up, then anywhere within the steps. On
-     * odd rounds, from there wait for a temporary file to appear (a write
-     * has begun) and kill 0..4 ms into it. */
+    /* Until a first checkpoint exists, let the child write one (start-up
+     * takes long under sanitizers on a loaded machine). Then 0.1 .. 2 s:
+     * anywhere in the start-up or the steps. On odd rounds, from there wait
+     * for a temporary file to appear (a write has begun) and kill 0..4 ms
+     * into it. */
+    if (!resume) {
+      struct timespec poll = {0, 5000000L};
+      for (int t = 0; t < 24000 && !file_exists(ck); t++) nanosleep(&poll, NULL);
+    }
     long ms = 100 + (long)coda_rng_below(&r, 1900);
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
@@ -221,13 +227,13 @@ int main(void) {
     char *step = strstr((char *)b + 8, "\"train.step\":\"");
     CHECK(step != NULL);
     if (step) {
-      char *digit = step + strlen("\"train.step\":\"");
-      *digit = *digit == '9' ? '8' : (char)(*digit + 1);
+      char *digit = step + strlen("\"train.step\":\""), orig = *digit;
+      *digit = orig == '9' ? '8' : (char)(orig + 1);
       CHECK(spit(bad, b, n) == 0);
       coda_train_state st;
       CHECK(load_all(ctx, bad, &st) == CODA_ERR_IO);
       CHECK(strstr(coda_last_error(ctx), "header checksum mismatch") != NULL);
-      *digit = *digit == '8' ? '9' : (char)(*digit - 1);
+      *digit = orig;
     }
     /* and the unflipped bytes still load */
     CHECK(spit(bad, b, n) == 0);

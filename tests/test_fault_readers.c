@@ -1,7 +1,7 @@
 /* Hostile files for the readers, beyond tests/test_train_safetensors.c:
  *  - a safetensors header of 200,000 entries (the name-uniqueness check
- *    was quadratic: about 3 minutes for this file; 1.7 M entries fit the
- *    100 MB header limit): it must be parsed in well under 10 s, and a
+ *    was quadratic: 54 s for half as many entries; 1.7 M entries fit the
+ *    100 MB header limit): it must be parsed in under 60 s (0.3 s here), and a
  *    duplicate among them found and named;
  *  - shape products past 2^53, duplicate names, overlapping and empty
  *    tensors, metadata that is not a string;
@@ -95,7 +95,7 @@ static void many_entries(void) {
   CHECK_MSG(s == CODA_ERR_IO && strstr(coda_last_error(ctx), "'t7919' appears twice"),
             "duplicate among 200k: %s", coda_last_error(ctx));
   printf("200k-entry headers parsed in %.2f s\n", dt);
-  CHECK_MSG(dt < 10.0, "200k-entry headers took %.1f s", dt);
+  CHECK_MSG(dt < 60.0, "200k-entry headers took %.1f s", dt);
   free(b);
   free(h);
 }

@@ -11,6 +11,6 @@ cmake --build $BUILD -j2 --target coda_static
 NV="nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -DCODA_HAVE_CUDA=1 -Iinclude -Isrc"
 LIBS="$BUILD/libcoda.a -Xcompiler -fopenmp -lcublasLt -lcublas -lnvrtc -lm"
 gcc -std=c11 -O2 -Wall -Wextra -Wno-unused-parameter -DCODA_HAVE_CUDA=1 -Iinclude -Isrc -Itests \
-  -I/usr/local/cuda/include -c tests/gpu/test_attention_gpu.c -o $O/test.o
+  -I${CUDA_HOME:-/usr/local/cuda}/include -c tests/gpu/test_attention_gpu.c -o $O/test.o
 $NV -o $O/test_attention_gpu $O/test.o $LIBS
 $NV -o $O/bench_attention bench/attention/bench_attention.cu $LIBS

@@ -3,7 +3,12 @@
  * 3 interleaved rounds of 5 warm-up calls and 30 back-to-back calls with an
  * event between consecutive calls; the median of the 90 intervals is
  * reported. Inputs are random bf16 (never zeros),
- * output bf16. Usage: bench_gemm [--quick]. Prints a markdown table. */
+ * output bf16. Usage: bench_gemm [--quick] [--tuned] [--diag]. Prints a
+ * markdown table. The columns per tile configuration and "default" run with
+ * tuning off; --tuned adds the autotuner's choice (a second context with
+ * tuning on; its one-time tuning cost, or 0 when the cache file already
+ * held the key, in "tune ms") against cuBLAS. */
+#include <chrono>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -111,15 +116,29 @@ static void diag(coda_context ctx) {
 }
 
 int main(int argc, char **argv) {
-  const bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+  bool quick = false, tuned = false, diag_only = false;
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--quick") == 0) quick = true;
+    else if (strcmp(argv[i], "--tuned") == 0) tuned = true;
+    else if (strcmp(argv[i], "--diag") == 0) diag_only = true;
+    else {
+      fprintf(stderr, "usage: bench_gemm [--quick] [--tuned] [--diag]\n");
+      return 2;
+    }
+  }
   if (!coda_cuda_available()) {
     printf("bench_gemm: no sm_90 GPU\n");
     return 1;
   }
   coda_context_options o = coda_context_default_options();
   o.backend = CODA_BACKEND_CUDA;
-  coda_context ctx;
+  coda_context ctx, ctx_t = NULL;
   if (coda_context_create(&o, &ctx) != CODA_OK) return 1;
+  /* The fixed default whatever CODA_AUTOTUNE says; the tuner on its own context. */
+  if (coda_cuda_gemm_set_autotune(ctx, 0) != CODA_OK) return 1;
+  if (tuned && (coda_context_create(&o, &ctx_t) != CODA_OK ||
+                coda_cuda_gemm_set_autotune(ctx_t, 1) != CODA_OK))
+    return 1;
   cublasHandle_t hb;
   if (cublasCreate(&hb) != CUBLAS_STATUS_SUCCESS) return 1;
   void *ws;
@@ -158,7 +177,7 @@ int main(int argc, char **argv) {
       {"d512 down wgrad", 512, 2048, 16384, T_, N_},
   };
   if (quick) shapes.resize(3);
-  if (argc > 1 && strcmp(argv[1], "--diag") == 0) {
+  if (diag_only) {
     diag(ctx);
     return 0;
   }
@@ -171,10 +190,12 @@ int main(int argc, char **argv) {
   printf(" default = the one coda_cuda_gemm picks\n\n");
   printf("| shape | M | N | K | layout |");
   for (int c = 0; c < ncfg; ++c) printf(" [%d] |", c);
-  printf(" default | default ms | cuBLAS | cuBLAS ms | default/cuBLAS |\n|---|---|---|---|---|");
+  printf(" default | default ms | cuBLAS | cuBLAS ms | default/cuBLAS |");
+  if (tuned) printf(" tuned [cfg]xsplits | tuned ms | tuned/cuBLAS | tune ms |");
+  printf("\n|---|---|---|---|---|");
   for (int c = 0; c < ncfg; ++c) printf("---|");
-  printf("---|---|---|---|---|\n");
-  double geo = 0;
+  printf("---|---|---|---|---|%s\n", tuned ? "---|---|---|---|" : "");
+  double geo = 0, geo_t = 0;
   int nrows = 0;
   for (const Shape &s : shapes) {
     const size_t na = (size_t)s.M * s.K, nb = (size_t)s.K * s.N, nd = (size_t)s.M * s.N;
@@ -197,7 +218,12 @@ int main(int argc, char **argv) {
      * kRounds interleaved rounds so clock and power drift hit all alike. */
     const float one = 1.f, zero = 0.f;
     auto run_variant = [&](int v) {
-      if (v <= ncfg) {
+      if (v == ncfg + 2) {
+        if (coda_cuda_gemm(ctx_t, s.ta, &A, s.tb, &B, &D, 1.0f, 0) != CODA_OK && ok) {
+          fprintf(stderr, "%s (tuned): %s\n", s.name, coda_last_error(ctx_t));
+          ok = false;
+        }
+      } else if (v <= ncfg) {
         const int c = v < ncfg ? v : -1;
         if (coda_cuda_gemm_config(ctx, s.ta, &A, s.tb, &B, &D, 1.0f, 0, c, 0, 0) != CODA_OK && ok) {
           fprintf(stderr, "%s: %s\n", s.name, coda_last_error(ctx));
@@ -215,10 +241,21 @@ int main(int argc, char **argv) {
         }
       }
     };
-    std::vector<std::vector<float>> samples(ncfg + 2);
+    /* The tuned variant's first call tunes (or reads the cache): timed
+     * alone, outside the samples. */
+    const int nvar = ncfg + 2 + (tuned ? 1 : 0);
+    double tune_ms = 0;
+    if (tuned) {
+      CU(cudaDeviceSynchronize());
+      auto t0 = std::chrono::steady_clock::now();
+      run_variant(ncfg + 2);
+      CU(cudaDeviceSynchronize());
+      tune_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
+    std::vector<std::vector<float>> samples(nvar);
     for (int round = 0; round < kRounds; ++round)
-      for (int i = 0; i < ncfg + 2; ++i) { /* rotate the order between rounds */
-        const int v = (i + round) % (ncfg + 2);
+      for (int i = 0; i < nvar; ++i) { /* rotate the order between rounds */
+        const int v = (i + round) % nvar;
         sample_ms([&] { run_variant(v); }, samples[v]);
       }
     std::vector<double> tf(ncfg);
@@ -228,9 +265,18 @@ int main(int argc, char **argv) {
     printf("| %s | %d | %d | %d | %s%s |", s.name, s.M, s.N, s.K, s.ta == CODA_T ? "T" : "N",
            s.tb == CODA_T ? "T" : "N");
     for (int c = 0; c < ncfg; ++c) printf(" %.0f |", tf[c]);
-    printf(" %.0f [%d] | %.3f | %.0f | %.3f | %.2f |%s\n", tf_ours,
+    printf(" %.0f [%d] | %.3f | %.0f | %.3f | %.2f |", tf_ours,
            coda_cuda_gemm_default_config(s.M, s.N, s.K, num_sms), t_ours, tf_cub, t_cub,
-           tf_ours / tf_cub, ok ? "" : " (error)");
+           tf_ours / tf_cub);
+    if (tuned) {
+      const float t_t = median(samples[ncfg + 2]);
+      const double tf_t = flop / (t_t * 1e-3) / 1e12;
+      int tc = -1, ts = 0;
+      coda_cuda_gemm_tuned_choice(ctx_t, s.ta, &A, s.tb, &B, &D, 0, &tc, &ts, NULL);
+      printf(" %.0f [%d]x%d | %.3f | %.2f | %.1f |", tf_t, tc, ts, t_t, tf_t / tf_cub, tune_ms);
+      geo_t += log(tf_t / tf_cub);
+    }
+    printf("%s\n", ok ? "" : " (error)");
     fflush(stdout);
     geo += log(tf_ours / tf_cub);
     nrows++;
@@ -239,6 +285,11 @@ int main(int argc, char **argv) {
     cudaFree(d);
   }
   printf("\ngeometric mean coda/cuBLAS over %d shapes: %.3f\n", nrows, exp(geo / nrows));
+  if (tuned) {
+    printf("geometric mean tuned/cuBLAS over %d shapes: %.3f\n", nrows, exp(geo_t / nrows));
+    printf("tuning cache: %s\n", coda_cuda_gemm_tune_path(ctx_t)[0] ? coda_cuda_gemm_tune_path(ctx_t) : "(memory only)");
+    coda_context_destroy(ctx_t);
+  }
   cublasDestroy(hb);
   cudaFree(ws);
   coda_context_destroy(ctx);

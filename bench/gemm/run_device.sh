@@ -6,7 +6,7 @@
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/gemm-out}
 mkdir -p "$OUT"
-export PATH=$PATH:/usr/local/cuda/bin
+export PATH=$PATH:${CUDA_HOME:-/usr/local/cuda}/bin
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv > "$OUT/gpu.txt" 2>&1
 cat "$OUT/gpu.txt"
 if ldd .carry/test_gemm_gpu | grep -q "not found"; then

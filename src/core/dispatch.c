@@ -8,6 +8,9 @@
 #include "core/internal.h"
 #include "cpu/cpu.h"
 #include "cuda/backend.h"
+#ifdef CODA_HAVE_CUDA
+#include "cuda/gplan.h" /* coda_map / coda_finish on the GPU */
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -364,6 +367,12 @@ coda_status coda_map(coda_context ctx, coda_program program, int64_t M, int64_t 
   cpu_job job;
   memset(&job, 0, sizeof job);
   if ((s = prepare_program(ctx, program, args, M, N, tiling, NULL, NULL, &job))) return s;
+#ifdef CODA_HAVE_CUDA
+  /* ---- gplan: map passes on the GPU ---- */
+  if (ctx->opts.backend == CODA_BACKEND_CUDA)
+    return coda_cuda_map(ctx, program, M, N, job.inputs, job.outputs, job.partials, tiling);
+  /* ---- end gplan ---- */
+#endif
   if ((s = cpu_only(ctx, "coda_map"))) return s;
   return cpu_run(ctx, &job);
 }
@@ -401,6 +410,14 @@ coda_status coda_finish(coda_context ctx, coda_program program, const char *name
     return s;
   if (coda_tensors_overlap(out, d.P) || (d.Q && coda_tensors_overlap(out, d.Q)))
     return coda_fail(ctx, CODA_ERR_ALIAS, "finisher result '%s' overlaps its partial", f->name);
+#ifdef CODA_HAVE_CUDA
+  /* ---- gplan: finishers on the GPU ---- */
+  if (ctx->opts.backend == CODA_BACKEND_CUDA)
+    return coda_cuda_finish(ctx, (int)f->kind,
+                            r->kind == CODA_REDUCE_COLSUM ? 1 : r->kind == CODA_REDUCE_SEGSUM ? 2 : 0,
+                            d.P, d.Q, out, M, N, tiling.tile_n, r->segment, f->eps);
+  /* ---- end gplan ---- */
+#endif
   if ((s = cpu_only(ctx, "coda_finish"))) return s;
   d.kind = f->kind;
   d.layout = r->kind == CODA_REDUCE_COLSUM ? 1 : r->kind == CODA_REDUCE_SEGSUM ? 2 : 0;

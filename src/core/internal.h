@@ -13,6 +13,7 @@ struct coda_context_s {
   coda_context_options opts;
   char last_error[CODA_ERRMSG_LEN];
   void *cuda; /* backend state of src/cuda (NULL when unused) */
+  void *gemm_tune; /* GEMM autotuner choices of src/cuda/gemm_tune.cu (NULL when unused) */
 };
 
 /* Records a message on the context and returns `s`, so callers can write

@@ -326,6 +326,101 @@ static const char kHelpers[] =
     "  else if (m != CODA_INF) s += s2 * expf(m2 - m);\n"
     "}\n"
     "__device__ __forceinline__ float shx(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }\n"
+    "/* Staging of 64-row x 32-column chunks in the shared scratch: a row of RB\n"
+    " * bytes, 16-byte unit u of row r at u ^ ((r / (128 / RB)) % (RB / 16)), so\n"
+    " * the fragment's accesses (8 rows x 4 lanes) and the row vectors are\n"
+    " * conflict-free without padding. */\n"
+    "template <int RB> __device__ __forceinline__ int swz(int r, int b) {\n"
+    "  return r * RB + ((((b >> 4) ^ ((r / (128 / RB)) % (RB / 16))) << 4) | (b & 15));\n"
+    "}\n"
+    "__device__ __forceinline__ void cp16(void *s, const void *g) {\n"
+    "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\" ::\"r\"((unsigned)__cvta_generic_to_shared(s)), \"l\"(g) : \"memory\");\n"
+    "}\n"
+    "__device__ __forceinline__ void cp_commit() { asm volatile(\"cp.async.commit_group;\" ::: \"memory\"); }\n"
+    "template <int N> __device__ __forceinline__ void cp_wait() { asm volatile(\"cp.async.wait_group %0;\" ::\"n\"(N) : \"memory\"); }\n"
+    "/* Rows wr0.. of a chunk of a tile view (SZ-byte values, RB bytes per\n"
+    " * chunk row, values v0.. of each row, L values per row) into shared\n"
+    " * memory: whole 16-byte vectors with cp.async where the view is aligned\n"
+    " * and the vector lies inside M x L, else value by value (zero outside). */\n"
+    "template <int SZ, int RB> __device__ __forceinline__ void stage_in(uint8_t *s, const void *g, long long ld,\n"
+    "    bool al, int wr0, long long v0, long long L, int M) {\n"
+    "  const int t = threadIdx.x % 128;\n"
+    "#pragma unroll\n"
+    "  for (int i = 0; i < RB / 32; ++i) {\n"
+    "    const int v = t + 128 * i, r = v / (RB / 16), u = v % (RB / 16);\n"
+    "    const int gr = wr0 + r;\n"
+    "    const long long vo = v0 + u * (16 / SZ);\n"
+    "    uint8_t *d = s + swz<RB>(r, u * 16);\n"
+    "    const uint8_t *src = (const uint8_t *)g + ((long long)gr * ld + vo) * SZ;\n"
+    "    if (al && gr < M && vo + 16 / SZ <= L) { cp16(d, src); continue; }\n"
+    "#pragma unroll\n"
+    "    for (int e = 0; e < 16 / SZ; ++e) {\n"
+    "      const bool in = gr < M && vo + e < L;\n"
+    "      if constexpr (SZ == 2) ((uint16_t *)d)[e] = in ? ((const uint16_t *)src)[e] : (uint16_t)0;\n"
+    "      else ((uint32_t *)d)[e] = in ? ((const uint32_t *)src)[e] : 0u;\n"
+    "    }\n"
+    "  }\n"
+    "}\n"
+    "/* The reverse: staged rows to the view, row-contiguous 16-byte stores\n"
+    " * where aligned and inside, else value by value inside M x L only. */\n"
+    "template <int SZ, int RB> __device__ __forceinline__ void stage_out(const uint8_t *s, void *g, long long ld,\n"
+    "    bool al, int wr0, long long v0, long long L, int M) {\n"
+    "  const int t = threadIdx.x % 128;\n"
+    "#pragma unroll\n"
+    "  for (int i = 0; i < RB / 32; ++i) {\n"
+    "    const int v = t + 128 * i, r = v / (RB / 16), u = v % (RB / 16);\n"
+    "    const int gr = wr0 + r;\n"
+    "    const long long vo = v0 + u * (16 / SZ);\n"
+    "    if (gr >= M) continue;\n"
+    "    const uint8_t *d = s + swz<RB>(r, u * 16);\n"
+    "    uint8_t *dst = (uint8_t *)g + ((long long)gr * ld + vo) * SZ;\n"
+    "    if (al && vo + 16 / SZ <= L) { *(uint4 *)dst = *(const uint4 *)d; continue; }\n"
+    "#pragma unroll\n"
+    "    for (int e = 0; e < 16 / SZ; ++e) {\n"
+    "      if (vo + e >= L) break;\n"
+    "      if constexpr (SZ == 2) ((uint16_t *)dst)[e] = ((const uint16_t *)d)[e];\n"
+    "      else ((uint32_t *)dst)[e] = ((const uint32_t *)d)[e];\n"
+    "    }\n"
+    "  }\n"
+    "}\n"
+    "/* Staged values to float: n = 1, 2 or 4 adjacent values (16-bit or 32-bit). */\n"
+    "template <int DT> __device__ __forceinline__ float sv1(const uint8_t *q) {\n"
+    "  if constexpr (DT == 0) { __nv_bfloat16 h; h.x = *(const uint16_t *)q; return __bfloat162float(h); }\n"
+    "  else if constexpr (DT == 1) { __half h; h.x = *(const uint16_t *)q; return __half2float(h); }\n"
+    "  else if constexpr (DT == 2) return *(const float *)q;\n"
+    "  else return (float)*(const int *)q;\n"
+    "}\n"
+    "template <int DT> __device__ __forceinline__ float2 sv2(const uint8_t *q) {\n"
+    "  if constexpr (DT == 0) return __bfloat1622float2(*(const __nv_bfloat162 *)q);\n"
+    "  else if constexpr (DT == 1) return __half22float2(*(const __half2 *)q);\n"
+    "  else if constexpr (DT == 2) return *(const float2 *)q;\n"
+    "  else { int2 v = *(const int2 *)q; return make_float2((float)v.x, (float)v.y); }\n"
+    "}\n"
+    "template <int DT> __device__ __forceinline__ float4 sv4(const uint8_t *q) {\n"
+    "  uint2 u = *(const uint2 *)q; float2 x, y;\n"
+    "  if constexpr (DT == 0) { x = __bfloat1622float2(*(__nv_bfloat162 *)&u.x); y = __bfloat1622float2(*(__nv_bfloat162 *)&u.y); }\n"
+    "  else { x = __half22float2(*(__half2 *)&u.x); y = __half22float2(*(__half2 *)&u.y); }\n"
+    "  return make_float4(x.x, x.y, y.x, y.y);\n"
+    "}\n"
+    "/* Rounded values into the staging (the only rounding of the output). */\n"
+    "template <int DT> __device__ __forceinline__ void so1(uint8_t *q, float a) {\n"
+    "  if constexpr (DT == 0) *(uint16_t *)q = __float2bfloat16_rn(a).x;\n"
+    "  else if constexpr (DT == 1) *(uint16_t *)q = __float2half_rn(a).x;\n"
+    "  else *(float *)q = a;\n"
+    "}\n"
+    "template <int DT> __device__ __forceinline__ void so2(uint8_t *q, float a, float b) {\n"
+    "  if constexpr (DT == 0) *(__nv_bfloat162 *)q = __floats2bfloat162_rn(a, b);\n"
+    "  else if constexpr (DT == 1) *(__half2 *)q = __floats2half2_rn(a, b);\n"
+    "  else *(float2 *)q = make_float2(a, b);\n"
+    "}\n"
+    "template <int DT> __device__ __forceinline__ void so4(uint8_t *q, float4 v) {\n"
+    "  uint2 u;\n"
+    "  if constexpr (DT == 0) { __nv_bfloat162 x = __floats2bfloat162_rn(v.x, v.y), y = __floats2bfloat162_rn(v.z, v.w);\n"
+    "    u.x = *(uint32_t *)&x; u.y = *(uint32_t *)&y; }\n"
+    "  else { __half2 x = __floats2half2_rn(v.x, v.y), y = __floats2half2_rn(v.z, v.w);\n"
+    "    u.x = *(uint32_t *)&x; u.y = *(uint32_t *)&y; }\n"
+    "  *(uint2 *)q = u;\n"
+    "}\n"
     "}  // namespace coda_epi\n"
     "struct CodaEpiParams {\n"
     "  const void *ptr[64];\n"
@@ -540,6 +635,99 @@ static void emit_row_reset(gen *g, int q, const char *indent) {
   if (r->kind == CODA_REDUCE_ROWLSE) sb_printf(g->b, "%srs%d[h] = 0.0f;\n", indent, q);
 }
 
+/* Staging plan: tile inputs and non-accumulating outputs whose chunk rows
+ * (32 columns) are 32-128 bytes go through the shared scratch in 64 x 32
+ * chunks, so that global accesses are row-contiguous 16-byte vectors
+ * instead of 8 rows x 4 bytes per warp instruction. With room for two
+ * buffers per input the next chunk's inputs are fetched (cp.async) while
+ * the current one is computed. What does not fit keeps direct accesses. */
+typedef struct stage_plan {
+  int in_off[CODA_MAX_INPUTS], in_rb[CODA_MAX_INPUTS];    /* -1: direct */
+  int out_off[CODA_MAX_OUTPUTS], out_rb[CODA_MAX_OUTPUTS];
+  int dbl;      /* inputs double-buffered */
+  int nin, nout;
+} stage_plan;
+
+static int dt_size(coda_dtype t) { return t == CODA_BF16 || t == CODA_F16 ? 2 : 4; }
+
+/* Bytes of one 32-column chunk row of a view (0: not stageable). */
+static int chunk_row_bytes(coda_dtype t, coda_width w) {
+  int rb = 32 * dt_size(t);
+  if (w == CODA_WIDTH_X2) rb *= 2;
+  else if (w == CODA_WIDTH_HALF) rb /= 2;
+  return rb >= 32 && rb <= 128 ? rb : 0;
+}
+
+static void plan_staging(const struct coda_program_s *p, const int *used, int ncol, stage_plan *sp) {
+  memset(sp, 0, sizeof *sp);
+  for (int k = 0; k < CODA_MAX_INPUTS; k++) sp->in_off[k] = -1;
+  for (int o = 0; o < CODA_MAX_OUTPUTS; o++) sp->out_off[o] = -1;
+  const long budget = scratch_bytes() - (long)ncol * 4 * 4 * CODA_EPI_BN; /* after the colsum slots */
+  long in_bytes = 0, out_bytes = 0;
+  for (int k = 0; k < p->ninputs; k++)
+    if (used[k] && p->inputs[k].kind == CODA_ARG_TILE)
+      in_bytes += 64L * chunk_row_bytes(p->inputs[k].dtype, p->inputs[k].width);
+  for (int o = 0; o < p->noutputs; o++)
+    if (!p->outputs[o].accumulate) out_bytes += 64L * chunk_row_bytes(p->outputs[o].dtype, p->outputs[o].width);
+  /* (shapes the plan skips below only make the estimate conservative) */
+  /* everything with prefetch, else everything single-buffered, else
+   * greedily in program order with prefetch */
+  sp->dbl = !(2 * in_bytes + out_bytes > budget && in_bytes + out_bytes <= budget);
+  const int nbuf = sp->dbl ? 2 : 1;
+  long off = (long)ncol * 4 * 4 * CODA_EPI_BN;
+  for (int k = 0; k < p->ninputs; k++) {
+    const ir_input *in = &p->inputs[k];
+    const int rb = chunk_row_bytes(in->dtype, in->width);
+    if (!used[k] || in->kind != CODA_ARG_TILE || !rb || (p->pair_mode && in->width == CODA_WIDTH_X2) ||
+        off + nbuf * 64L * rb > scratch_bytes())
+      continue;
+    sp->in_off[k] = (int)off;
+    sp->in_rb[k] = rb;
+    off += nbuf * 64L * rb;
+    sp->nin++;
+  }
+  for (int o = 0; o < p->noutputs; o++) {
+    const ir_output *op = &p->outputs[o];
+    const int rb = chunk_row_bytes(op->dtype, op->width);
+    /* the store shapes of the direct path: pair mode standard or half,
+     * elem mode standard or x2 */
+    const int shape_ok = p->pair_mode ? op->width != CODA_WIDTH_X2 : op->width != CODA_WIDTH_HALF;
+    if (op->accumulate || !rb || !shape_ok || off + 64L * rb > scratch_bytes()) continue;
+    sp->out_off[o] = (int)off;
+    sp->out_rb[o] = rb;
+    off += 64L * rb;
+    sp->nout++;
+  }
+}
+
+/* Values per row of a view (L) and the first value of chunk jc (v0). */
+static const char *view_len(coda_width w) {
+  return w == CODA_WIDTH_X2 ? "2LL * N" : w == CODA_WIDTH_HALF ? "(N + 1LL) / 2" : "(long long)N";
+}
+static const char *view_v0(coda_width w) {
+  return w == CODA_WIDTH_X2 ? "2LL * (tc0 + 8 * (JC))" : w == CODA_WIDTH_HALF ? "(long long)(tc0 + 8 * (JC)) / 2"
+                                                                               : "(long long)(tc0 + 8 * (JC))";
+}
+/* Byte of the thread's value(s) of column pair jj inside a chunk row. */
+static const char *view_byte(coda_width w) {
+  return w == CODA_WIDTH_X2 ? "2 * (8 * jj + 2 * qd)" : w == CODA_WIDTH_HALF ? "(4 * jj + qd)" : "(8 * jj + 2 * qd)";
+}
+
+static void emit_stage_in(gen *g, const stage_plan *sp, const char *jc, const char *buf, const char *indent) {
+  for (int k = 0; k < g->p->ninputs; k++) {
+    if (sp->in_off[k] < 0) continue;
+    const ir_input *in = &g->p->inputs[k];
+    char v0[96];
+    snprintf(v0, sizeof v0, "%s", view_v0(in->width));
+    char *J = strstr(v0, "JC");
+    char v0s[128];
+    snprintf(v0s, sizeof v0s, "%.*s%s%s", (int)(J - v0), v0, jc, J + 2);
+    sb_printf(g->b, "%scoda_epi::stage_in<%d, %d>(sb_ + %d + (%s) * %d, p.ptr[%d], p.ld[%d], al%d, wr0, %s, %s, M);\n",
+              indent, dt_size(in->dtype), sp->in_rb[k], sp->in_off[k], buf, 64 * sp->in_rb[k], k, k, k, v0s,
+              view_len(in->width));
+  }
+}
+
 char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   const struct coda_program_s *p = pg;
   if (coda_epi_supported(ctx, pg) != CODA_OK) return NULL;
@@ -558,6 +746,10 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
     has_rowpick |= p->reduces[q].kind == CODA_REDUCE_ROWPICK;
   }
 
+  stage_plan sp;
+  plan_staging(p, used, ncol, &sp);
+  const int staged = sp.nin + sp.nout > 0;
+
   sb_printf(b, "/* program (%s mode): %d instructions, %d inputs, %d outputs, %d reductions */\n",
             pair ? "pair" : "elem", p->ninstrs, p->ninputs, p->noutputs, p->nreduces);
   sb_printf(b, "/* arguments:");
@@ -572,6 +764,21 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   sb_printf(b, " */\n");
   sb_printf(b, "struct CodaEpi {\n  CodaEpiParams p;\n");
   sb_printf(b, "  __device__ __forceinline__ void finish() const {}\n");
+  /* the GEMM calls prefetch() during the mainloop: the first chunk's
+   * inputs are then on their way when the fragment arrives */
+  sb_printf(b, "  __device__ __forceinline__ void prefetch(int wr0, int tc0, const coda_sm90::EpiScratch &sc) const {\n");
+  if (sp.nin && sp.dbl) {
+    sb_printf(b, "    const int M = p.M, N = p.N;\n    uint8_t *const sb_ = (uint8_t *)sc.buf;\n");
+    for (int k = 0; k < p->ninputs; k++)
+      if (sp.in_off[k] >= 0)
+        sb_printf(b, "    const bool al%d = ((((unsigned long long)p.ptr[%d]) | (unsigned long long)(p.ld[%d] * %d)) & 15) == 0;\n",
+                  k, k, k, dt_size(p->inputs[k].dtype));
+    emit_stage_in(&g, &sp, "0", "0", "    ");
+    sb_printf(b, "    coda_epi::cp_commit();\n");
+  } else {
+    sb_printf(b, "    (void)wr0; (void)tc0; (void)sc;\n");
+  }
+  sb_printf(b, "  }\n");
   sb_printf(b, "  template <int BN>\n  __device__ __forceinline__ void operator()("
                "const coda_sm90::AccFragment<BN> &f, const coda_sm90::EpiScratch &sc) const {\n");
   sb_printf(b, "    static_assert(BN == %d, \"partials are generated for tile_n = %d\");\n", CODA_EPI_BN, CODA_EPI_BN);
@@ -583,6 +790,22 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   sb_printf(b, "    const int tn = tc0 / BN;           /* column tile */\n");
   sb_printf(b, "    const int wr0 = f.row0 - warp * 16 - lane / 4; /* first row of the warpgroup's 64 */\n");
   sb_printf(b, "    (void)tn; (void)wr0; (void)warp; (void)sc;\n");
+  if (staged) {
+    /* all 128 threads of the warpgroup take part (barriers) */
+    sb_printf(b, "    uint8_t *const sb_ = (uint8_t *)sc.buf;\n");
+    sb_printf(b, "    const int lrow = f.row0 - wr0; /* the thread's row in the chunk (and lrow + 8) */\n");
+    sb_printf(b, "    (void)lrow;\n");
+    for (int k = 0; k < p->ninputs; k++)
+      if (sp.in_off[k] >= 0)
+        sb_printf(b, "    const bool al%d = ((((unsigned long long)p.ptr[%d]) | (unsigned long long)(p.ld[%d] * %d)) & 15) == 0;\n",
+                  k, k, k, dt_size(p->inputs[k].dtype));
+    for (int o = 0; o < p->noutputs; o++)
+      if (sp.out_off[o] >= 0) {
+        const int k = g.arg_out0 + o;
+        sb_printf(b, "    const bool al%d = ((((unsigned long long)p.ptr[%d]) | (unsigned long long)(p.ld[%d] * %d)) & 15) == 0;\n",
+                  k, k, k, dt_size(p->outputs[o].dtype));
+      }
+  }
 
   /* scalars and row vectors */
   for (int k = 0; k < p->ninputs; k++) {
@@ -621,7 +844,26 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   /* the fragment, in chunks of JC column pairs: every input of a chunk is
    * loaded before any of its stores, so the loads are in flight together
    * (a store may alias a later load as far as the compiler knows) */
+  if (sp.nin && sp.dbl) {
+    sb_printf(b, "    if (!sc.pre) {\n");
+    emit_stage_in(&g, &sp, "0", "0", "      ");
+    sb_printf(b, "      coda_epi::cp_commit();\n    }\n");
+  }
   sb_printf(b, "#pragma unroll\n    for (int jc = 0; jc < BN / 8; jc += %d) {\n", EPI_JC);
+  if (sp.nin && sp.dbl) {
+    sb_printf(b, "      if (jc + %d < BN / 8) {\n", EPI_JC);
+    char buf[48];
+    snprintf(buf, sizeof buf, "(jc / %d + 1) & 1", EPI_JC);
+    emit_stage_in(&g, &sp, "jc + 4", buf, "        ");
+    sb_printf(b, "        coda_epi::cp_commit();\n        coda_epi::cp_wait<1>();\n      } else {\n"
+                 "        coda_epi::cp_wait<0>();\n      }\n");
+  } else if (sp.nin) {
+    emit_stage_in(&g, &sp, "jc", "0", "      ");
+    sb_printf(b, "      coda_epi::cp_commit();\n      coda_epi::cp_wait<0>();\n");
+  }
+  /* the chunk's inputs are visible to all; the previous chunk's staged
+   * outputs have been stored */
+  if (staged) sb_printf(b, "      coda_sm90::wg_sync(sc.bar);\n");
   for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
     if (!used[k]) continue;
@@ -648,6 +890,13 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
     const ir_input *in = &p->inputs[k];
     if (!used[k] || in->kind != CODA_ARG_TILE) continue;
     int dt = dt_code(in->dtype);
+    if (sp.in_off[k] >= 0) {
+      const char *fn = in->width == CODA_WIDTH_HALF ? "sv1" : in->width == CODA_WIDTH_X2 ? "sv4" : "sv2";
+      sb_printf(b, "          tvb%d[jj][h] = coda_epi::%s<%d>(sb_ + %d + %s * %d + coda_epi::swz<%d>(lrow + 8 * h, %d * %s));\n",
+                k, fn, dt, sp.in_off[k], sp.dbl ? "((jc / 4) & 1)" : "0", 64 * sp.in_rb[k], sp.in_rb[k],
+                dt_size(in->dtype), view_byte(in->width));
+      continue;
+    }
     if (in->width == CODA_WIDTH_HALF)
       sb_printf(b, "          tvb%d[jj][h] = ok0 ? coda_epi::ld1<%d>(p.ptr[%d], ro * p.ld[%d] + c / 2) : 0.0f;\n",
                 k, dt, k, k);
@@ -721,6 +970,17 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
     const ir_output *op = &p->outputs[o];
     const int k = g.arg_out0 + o, dt = dt_code(op->dtype);
     const char *acc = op->accumulate ? "true" : "false";
+    if (sp.out_off[o] >= 0) {
+      const char *fn = pair ? (op->width == CODA_WIDTH_HALF ? "so1" : "so2")
+                            : (op->width == CODA_WIDTH_X2 ? "so4" : "so2");
+      sb_printf(b, "        coda_epi::%s<%d>(sb_ + %d + coda_epi::swz<%d>(lrow + 8 * h, %d * %s), ", fn, dt,
+                sp.out_off[o], sp.out_rb[o], dt_size(op->dtype), view_byte(op->width));
+      if (pair && op->width == CODA_WIDTH_HALF) sb_printf(b, "ov%d[0]);\n", o);
+      else if (pair) sb_printf(b, "ov%d[0], ow%d[0]);\n", o, o);
+      else if (op->width == CODA_WIDTH_X2) sb_printf(b, "make_float4(ov%d[0], ow%d[0], ov%d[1], ow%d[1]));\n", o, o, o, o);
+      else sb_printf(b, "ov%d[0], ov%d[1]);\n", o, o);
+      continue;
+    }
     if (pair) {
       if (op->width == CODA_WIDTH_HALF)
         sb_printf(b, "        if (ok0) coda_epi::st1<%d, %s>((void *)p.ptr[%d], ro * p.ld[%d] + c / 2, ov%d[0]);\n",
@@ -788,7 +1048,23 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
       slot++;
     }
   }
-  sb_printf(b, "    }\n    }\n"); /* jj, jc */
+  sb_printf(b, "    }\n"); /* jj */
+  if (staged) {
+    /* the chunk's staged inputs are read and its outputs written */
+    sb_printf(b, "      coda_sm90::wg_sync(sc.bar);\n");
+    for (int o = 0; o < p->noutputs; o++) {
+      if (sp.out_off[o] < 0) continue;
+      const ir_output *op = &p->outputs[o];
+      const int k = g.arg_out0 + o;
+      char v0[96];
+      const char *t = view_v0(op->width);
+      const char *J = strstr(t, "JC");
+      snprintf(v0, sizeof v0, "%.*sjc%s", (int)(J - t), t, J + 2);
+      sb_printf(b, "      coda_epi::stage_out<%d, %d>(sb_ + %d, (void *)p.ptr[%d], p.ld[%d], al%d, wr0, %s, %s, M);\n",
+                dt_size(op->dtype), sp.out_rb[o], sp.out_off[o], k, k, k, v0, view_len(op->width));
+    }
+  }
+  sb_printf(b, "    }\n"); /* jc */
 
   /* row partials of this column tile */
   int any_row_end = 0;

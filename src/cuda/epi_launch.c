@@ -8,6 +8,7 @@
  * generated functor and the kernel configuration. */
 #include "cuda/backend.h"
 #include "cuda/epi_codegen.h"
+#include "cuda/gemm_internal.h"
 
 #include "core/internal.h"
 #include "lang/ir.h"
@@ -54,7 +55,9 @@ typedef struct coda_cuda_state {
 } coda_cuda_state;
 
 void coda_cuda_context_release(coda_context ctx) {
-  if (!ctx || !ctx->cuda) return;
+  if (!ctx) return;
+  coda_cuda_gemm_tune_release(ctx); /* the GEMM autotuner's table (gemm_tune.cu) */
+  if (!ctx->cuda) return;
   coda_cuda_state *s = ctx->cuda;
   for (int i = 0; i < s->nk; i++)
     if (s->unload) s->unload(s->k[i].mod);
@@ -289,3 +292,54 @@ int coda_cuda_epilogue_local_bytes(coda_context ctx, coda_program program, int t
   if (ping) *ping = k->cfg.ping;
   return k->local_bytes;
 }
+
+/* ---- gplan: generic loaded kernels (the coda_map kernels of epi_map.c) ----
+ * Kept in the same per-context table as the fused GEMMs (cfg unused). */
+#include "cuda/gplan.h"
+
+void *coda_cuda_kernel_find(coda_context ctx, uint64_t key) {
+  coda_cuda_state *s = ctx->cuda;
+  if (!s) return NULL;
+  for (int i = 0; i < s->nk; i++)
+    if (s->k[i].key == key) return (void *)s->k[i].fn;
+  return NULL;
+}
+
+coda_status coda_cuda_kernel_add(coda_context ctx, uint64_t key, const void *cubin,
+                                 const char *lowered, void **fn) {
+  coda_cuda_state *s;
+  coda_status st = get_state(ctx, &s);
+  if (st != CODA_OK) return st;
+  if (s->nk == s->capk) {
+    int cap = s->capk ? 2 * s->capk : 8;
+    epi_kernel *nk = realloc(s->k, (size_t)cap * sizeof *nk);
+    if (!nk) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    s->k = nk;
+    s->capk = cap;
+  }
+  epi_kernel k;
+  memset(&k, 0, sizeof k);
+  k.key = key;
+  CUresult r = s->load(&k.mod, cubin);
+  if (r == CUDA_SUCCESS) r = s->getfn(&k.fn, k.mod, lowered);
+  if (r != CUDA_SUCCESS) {
+    if (k.mod) s->unload(k.mod);
+    return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA: loading a compiled kernel failed (driver error %d)",
+                     (int)r);
+  }
+  s->k[s->nk++] = k;
+  *fn = (void *)k.fn;
+  return CODA_OK;
+}
+
+coda_status coda_cuda_kernel_launch(coda_context ctx, void *fn, unsigned grid, unsigned block,
+                                    unsigned smem, void **args) {
+  coda_cuda_state *s;
+  coda_status st = get_state(ctx, &s);
+  if (st != CODA_OK) return st;
+  CUresult r = s->launch((CUfunction)fn, grid, 1, 1, block, 1, 1, smem, NULL, args, NULL);
+  if (r != CUDA_SUCCESS)
+    return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA: kernel launch failed (driver error %d)", (int)r);
+  return CODA_OK;
+}
+/* ---- end gplan ---- */

@@ -133,6 +133,46 @@ static CUresult encode_map(PFN_cuTensorMapEncodeTiled_v12000 encode, CUtensorMap
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
+/* The k-split count a request turns into: at most one split per k-block,
+ * every split kbs k-blocks deep, splits that would start past K dropped. */
+static int64_t effective_splits(int64_t req, int64_t num_kb, int64_t *kbs_out) {
+  int64_t splits = req < 1 ? 1 : req;
+  if (splits > num_kb) splits = num_kb;
+  const int64_t kbs = (num_kb + splits - 1) / splits;
+  if (kbs_out) *kbs_out = kbs;
+  return (num_kb + kbs - 1) / kbs;
+}
+
+extern "C" int coda_cuda_gemm_candidates(int64_t M, int64_t N, int64_t K, int num_sms,
+                                         int (*out)[2], int max) {
+  static const int kTrySplits[] = {2, 3, 4, 6, 8, 12, 16};
+  const int64_t num_kb = (K + 63) / 64;
+  int n = 0;
+  for (int c = 0; c < kNumConfigs; ++c) {
+    const int64_t tiles = ((M + kConfigs[c].bm - 1) / kConfigs[c].bm) *
+                          ((N + kConfigs[c].bn - 1) / kConfigs[c].bn);
+    int64_t want[2 + sizeof kTrySplits / sizeof kTrySplits[0]];
+    int nw = 0;
+    want[nw++] = 1;
+    want[nw++] = default_splits(tiles, num_kb, num_sms);
+    /* More splits only while the tiles leave SMs idle, each split at least
+     * 8 k-blocks deep and at most two waves of work units. */
+    for (int s : kTrySplits)
+      if (tiles < num_sms && s <= num_kb / 8 && tiles * s <= 2 * (int64_t)num_sms) want[nw++] = s;
+    for (int i = 0; i < nw; ++i) {
+      const int s = (int)effective_splits(want[i], num_kb, NULL);
+      bool dup = false;
+      for (int j = 0; j < n; ++j) dup |= out[j][0] == c && out[j][1] == s;
+      if (!dup && n < max) {
+        out[n][0] = c;
+        out[n][1] = s;
+        ++n;
+      }
+    }
+  }
+  return n;
+}
+
 extern "C" coda_status coda_cuda_gemm(coda_context ctx, coda_transpose trans_a,
                                       const coda_tensor *A, coda_transpose trans_b,
                                       const coda_tensor *B, const coda_tensor *D, float alpha,
@@ -140,11 +180,25 @@ extern "C" coda_status coda_cuda_gemm(coda_context ctx, coda_transpose trans_a,
   return coda_cuda_gemm_config(ctx, trans_a, A, trans_b, B, D, alpha, accumulate, -1, 0, 0);
 }
 
+static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda_tensor *A,
+                            coda_transpose trans_b, const coda_tensor *B, const coda_tensor *D,
+                            float alpha, int accumulate, int config, int splits_req, int discard);
+
 extern "C" coda_status coda_cuda_gemm_config(coda_context ctx, coda_transpose trans_a,
                                              const coda_tensor *A, coda_transpose trans_b,
                                              const coda_tensor *B, const coda_tensor *D,
                                              float alpha, int accumulate, int config,
                                              int splits_req, int discard) {
+  /* The automatic choice goes through the autotuner when the context has
+   * tuning on (gemm_tune.cu); it calls back here with a forced choice. */
+  if (config < 0 && splits_req <= 0 && !discard && coda_cuda_gemm_autotune_enabled(ctx))
+    return coda_cuda_gemm_tuned(ctx, trans_a, A, trans_b, B, D, alpha, accumulate);
+  return gemm_run(ctx, trans_a, A, trans_b, B, D, alpha, accumulate, config, splits_req, discard);
+}
+
+static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda_tensor *A,
+                            coda_transpose trans_b, const coda_tensor *B, const coda_tensor *D,
+                            float alpha, int accumulate, int config, int splits_req, int discard) {
   if (config >= kNumConfigs)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA GEMM: no tile configuration %d", config);
   if (!A || !B || !D || !A->data || !B->data || !D->data)
@@ -224,11 +278,9 @@ extern "C" coda_status coda_cuda_gemm_config(coda_context ctx, coda_transpose tr
   p.group_m = 16;
   const int64_t tiles = ((M + cfg->bm - 1) / cfg->bm) * ((N + cfg->bn - 1) / cfg->bn);
   const int64_t num_kb = (K + 63) / 64;
-  int64_t splits = splits_req > 0 ? splits_req : default_splits(tiles, num_kb, num_sms);
-  if (splits > num_kb) splits = num_kb;
-  /* Every split runs kbs k-blocks; drop splits that would start past K. */
-  const int64_t kbs = (num_kb + splits - 1) / splits;
-  splits = (num_kb + kbs - 1) / kbs;
+  int64_t kbs;
+  const int64_t splits = effective_splits(
+      splits_req > 0 ? splits_req : default_splits(tiles, num_kb, num_sms), num_kb, &kbs);
   if (tiles * splits >= ((int64_t)1 << 31))
     return coda_fail(ctx, CODA_ERR_OVERFLOW, "CUDA GEMM: too many tiles");
   p.splits = (int)splits;

@@ -19,6 +19,35 @@ coda_status coda_cuda_gemm_config(coda_context ctx, coda_transpose trans_a, cons
                                   int splits, int discard);
 /* Index of the configuration coda_cuda_gemm picks for this shape. */
 int coda_cuda_gemm_default_config(int64_t M, int64_t N, int64_t K, int num_sms);
+/* Candidate (configuration, k-splits) pairs the autotuner times for a
+ * shape, at most max of them written to out; returns the count. The default
+ * choice is always among them; split counts are as the kernel will run them. */
+int coda_cuda_gemm_candidates(int64_t M, int64_t N, int64_t K, int num_sms, int (*out)[2],
+                              int max);
+
+/* ---- autotuner (gemm_tune.cu) ----
+ * With tuning on, the automatic choice (config < 0, splits <= 0) of a new
+ * (M, N, K, layout, dtypes, accumulate) key times every candidate on the
+ * caller's operands (accumulating calls on a scratch copy of D), keeps the
+ * fastest per context and in the on-disk cache (core/tune_cache.h). */
+/* Turns tuning on or off for a context (default: the environment variable
+ * CODA_AUTOTUNE, "1" = on, read on the first GEMM of the context). */
+coda_status coda_cuda_gemm_set_autotune(coda_context ctx, int on);
+int coda_cuda_gemm_autotune_enabled(coda_context ctx);
+/* The automatic-choice GEMM through the tuner (tunes on a miss). */
+coda_status coda_cuda_gemm_tuned(coda_context ctx, coda_transpose trans_a, const coda_tensor *A,
+                                 coda_transpose trans_b, const coda_tensor *B,
+                                 const coda_tensor *D, float alpha, int accumulate);
+/* The choice the tuner holds for this call's key: returns 1 and sets
+ * *config, *splits (and *us, the measured time, if not NULL); 0 if none. */
+int coda_cuda_gemm_tuned_choice(coda_context ctx, coda_transpose trans_a, const coda_tensor *A,
+                                coda_transpose trans_b, const coda_tensor *B,
+                                const coda_tensor *D, int accumulate, int *config, int *splits,
+                                double *us);
+/* Path of the context's cache file ("" = memory only); for tests and tools. */
+const char *coda_cuda_gemm_tune_path(coda_context ctx);
+/* Frees the tuner's table of a context (from coda_cuda_context_release). */
+void coda_cuda_gemm_tune_release(coda_context ctx);
 #ifdef __cplusplus
 }
 #endif

@@ -78,6 +78,8 @@ constexpr int kEpiBoxBytes = 8192; /* one TMA-store box: 64 rows x 128 bytes, 12
 struct EpiScratch {
   float *buf;
   int bar; /* named barrier id, 128 threads */
+  int pre; /* 1: the functor's prefetch() ran for this fragment during its
+            * mainloop (omitted in an initializer: 0) */
 };
 __device__ __forceinline__ void wg_sync(int id) {
   asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory");
@@ -125,6 +127,12 @@ struct StoreEpilogue {
   int vec_ok;    /* ldd % 4 == 0 and d aligned to four elements: 4-wide stores */
   long long split_stride; /* split-K: split s writes its partial at d + s * split_stride */
   int discard;   /* measurement only: 1 = store nothing, 2 = stage in shared memory only */
+
+  /* Called by every consumer thread a few k-blocks before the end of a
+   * tile's mainloop, for the fragment of rows wr0.. (the first 64-row block
+   * of the consumer's tile), columns tc0..: an epilogue may start loading
+   * its inputs into the scratch here. This one has none. */
+  __device__ __forceinline__ void prefetch(int, int, const EpiScratch &) const {}
 
   /* Called once by every consumer thread after its last tile. */
   __device__ __forceinline__ void finish() const {
@@ -529,7 +537,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     constexpr int MI = PING ? 2 : 1;
     const int row_off = PING ? 0 : cw * 64;
     AccFragment<BN> frag[MI];
-    const EpiScratch scratch = {epi_scratch + cw * (kEpiScratchBytes / 4), kEpiBar + cw};
+    const EpiScratch scratch = {epi_scratch + cw * (kEpiScratchBytes / 4), kEpiBar + cw, 0};
     /* j counts this CTA's units (unit blockIdx.x + j*gridDim.x). Every unit
      * takes kbs ring slots, so slot = j*kbs + kb fixes stage and phase for
      * either schedule (pingpong consumers skip the other's units). */
@@ -548,6 +556,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) frag[mi].v[i] = 0.f;
       int prev = -1;
+      /* the epilogue's early loads start this many k-blocks before the end */
+      const int kb_pre = kbs > 4 ? kbs - 4 : 0;
       for (int kb = 0; kb < kbs; ++kb) {
         const uint32_t slot = (uint32_t)j * (uint32_t)kbs + (uint32_t)kb;
         const int stage = (int)(slot % STAGES);
@@ -579,6 +589,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int mi = 0; mi < MI; ++mi) fence_regs(frag[mi].v);
         if (prev >= 0 && t128 == 0) mbar_arrive(&empty[prev]);
         prev = stage;
+        if (kb == kb_pre) epi.prefetch(tm * kBM + row_off, tn * BN, scratch);
       }
       /* Pingpong: all MMAs of this tile are issued; the other consumer may
        * start (only if it has a next tile, so no arrival is left pending). */
@@ -592,7 +603,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         frag[mi].row0 = tm * kBM + row_off + mi * 64 + warp * 16 + lane / 4;
         frag[mi].col0 = tn * BN + (lane % 4) * 2;
         frag[mi].split = u / num_tiles;
-        epi(frag[mi], scratch);
+        EpiScratch sc = scratch;
+        sc.pre = mi == 0; /* prefetch() covered the first fragment */
+        epi(frag[mi], sc);
       }
     }
     epi.finish();

@@ -84,6 +84,10 @@ coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
   /* statistics, folded vectors and weight gradients */
   const coda_dtype fp = io == CODA_F64 ? CODA_F64 : CODA_F32;
   coda_tiling tl = cfg->tiling;
+  /* a GPU computes partials for its own tiling only */
+  if (tl.tile_m == 0 && tl.tile_n == 0 && coda_context_backend(ctx) != CODA_BACKEND_CPU &&
+      (st = coda_preferred_tiling(ctx, NULL, cfg->batch * cfg->seq, d, d, &tl)) != CODA_OK)
+    return st;
   if (tl.tile_m == 0) tl.tile_m = 128;
   if (tl.tile_n == 0) tl.tile_n = 128;
 

@@ -105,6 +105,11 @@ static coda_status check_config(coda_context ctx, const coda_llama_config *c, in
   if (tiling->tile_m == 0 && tiling->tile_n == 0) {
     tiling->tile_m = 64;
     tiling->tile_n = 64;
+    /* a GPU computes partials for its own tiling only */
+    if (coda_context_backend(ctx) != CODA_BACKEND_CPU) {
+      coda_status s = coda_preferred_tiling(ctx, NULL, c->batch * c->seq, c->dim, c->dim, tiling);
+      if (s != CODA_OK) return s;
+    }
   }
   if (tiling->tile_m <= 0 || tiling->tile_n <= 0 || tiling->tile_m % 8 || tiling->tile_n % 8 ||
       tiling->tile_m > 256 || tiling->tile_n > 256)
@@ -349,6 +354,8 @@ coda_status coda_llama_head_plan(coda_context ctx, const coda_llama_config *cfg,
   plan_buffer(p, "zdz", st, M, 1, PLAN_ROLE_TEMP);
   plan_buffer(p, "post", act, M, D, PLAN_ROLE_TEMP);
   coda_tiling one = {tl.tile_m, 8}; /* the M x 1 and 1 x 1 bookkeeping passes */
+  /* (same partial shapes with the GPU's one tiling: a single column tile) */
+  if (coda_context_backend(ctx) != CODA_BACKEND_CPU) one = tl;
 
   if (!norm_in) {
     plan_map(p, FW, "final_norm", "llama_rmsnorm", M, D, tl, "x=x w=wnf h=h ss=ssf");

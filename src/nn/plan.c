@@ -2,6 +2,9 @@
 #include "nn/plan.h"
 
 #include "core/internal.h"
+#ifdef CODA_HAVE_CUDA
+#include "cuda/gplan.h" /* device copy / zero for the host ops */
+#endif
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,6 +60,7 @@ coda_status plan_create(coda_context ctx, const char *name, coda_plan *out) {
   coda_plan p = calloc(1, sizeof *p);
   if (!p) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "plan_create: out of memory");
   p->ctx = ctx;
+  p->device = coda_context_backend(ctx) != CODA_BACKEND_CPU;
   snprintf(p->name, sizeof p->name, "%s", name);
   *out = p;
   return CODA_OK;
@@ -65,7 +69,10 @@ coda_status plan_create(coda_context ctx, const char *name, coda_plan *out) {
 void coda_plan_destroy(coda_plan p) {
   if (!p) return;
   for (int i = 0; i < p->nbuf; i++) {
-    if (p->bufs[i].owned) free(p->bufs[i].data);
+    if (p->bufs[i].owned) {
+      if (p->device) coda_free(p->ctx, p->bufs[i].data); /* the context must still exist */
+      else free(p->bufs[i].data);
+    }
     free(p->bufs[i].init);
   }
   for (int i = 0; i < p->nprog; i++) coda_program_destroy(p->progs[i].prog);
@@ -455,13 +462,38 @@ static coda_tensor view_of(const plan_buf *b) {
   return t;
 }
 
+/* Device buffers (coda_malloc), initial values converted on the host and
+ * uploaded. */
+static coda_status alloc_device(coda_plan p, plan_buf *b) {
+  size_t n = (size_t)(b->rows * b->cols), bytes = n * coda_dtype_size(b->dtype);
+  void *d = NULL;
+  coda_status s = coda_malloc(p->ctx, bytes, &d);
+  if (s != CODA_OK) return s;
+  if (b->init) {
+    void *h = malloc(bytes ? bytes : 1);
+    if (!h) {
+      coda_free(p->ctx, d);
+      return coda_fail(p->ctx, CODA_ERR_OUT_OF_MEMORY, "plan '%s': out of memory", p->name);
+    }
+    coda_tensor t = {h, b->dtype, b->rows, b->cols, b->cols};
+    for (int64_t r = 0; r < b->rows; r++)
+      for (int64_t c = 0; c < b->cols; c++) coda_store(&t, r, c, b->init[r * b->cols + c]);
+    s = coda_memcpy_h2d(p->ctx, d, h, bytes);
+    free(h);
+    if (s != CODA_OK) {
+      coda_free(p->ctx, d);
+      return s;
+    }
+  }
+  b->data = d;
+  b->owned = 1;
+  b->ld = b->cols;
+  return CODA_OK;
+}
+
 static coda_status alloc_one(coda_plan p, plan_buf *b) {
   if (b->data) return CODA_OK;
-  if (coda_context_backend(p->ctx) != CODA_BACKEND_CPU)
-    return coda_fail(p->ctx, CODA_ERR_NOT_SUPPORTED,
-                     "plan '%s': buffer '%s' is not bound and this backend's plan "
-                     "executor allocates host memory only; bind it with coda_plan_bind",
-                     p->name, b->name);
+  if (p->device) return alloc_device(p, b);
   size_t n = (size_t)(b->rows * b->cols);
   b->data = calloc(n ? n : 1, coda_dtype_size(b->dtype));
   if (!b->data)
@@ -517,18 +549,27 @@ coda_status coda_plan_bind(coda_plan p, const char *name, const coda_tensor *t) 
                      p->name, name, (long long)t->rows, (long long)t->cols,
                      coda_dtype_name(t->dtype), (long long)b->rows, (long long)b->cols,
                      coda_dtype_name(b->dtype));
-  if (b->owned) free(b->data);
+  if (b->owned) {
+    if (p->device) coda_free(p->ctx, b->data);
+    else free(b->data);
+  }
   b->owned = 0;
   b->data = t->data;
   b->ld = t->ld;
   return CODA_OK;
 }
 
-/* Host ops (CPU memory only). */
+/* Host ops (on the device for a device plan). */
 static coda_status host_op(coda_plan p, const plan_step *s) {
-  if (coda_context_backend(p->ctx) != CODA_BACKEND_CPU)
-    return coda_fail(p->ctx, CODA_ERR_NOT_SUPPORTED, "host op on a device backend");
   coda_tensor d = view_of(&p->bufs[s->d]);
+  if (p->device) {
+#ifdef CODA_HAVE_CUDA
+    coda_tensor a = s->kind == PLAN_COPY ? view_of(&p->bufs[s->a]) : d;
+    return coda_cuda_copy(p->ctx, &d, s->kind == PLAN_COPY ? &a : NULL);
+#else
+    return coda_fail(p->ctx, CODA_ERR_NOT_SUPPORTED, "host op on a device backend");
+#endif
+  }
   if (s->kind == PLAN_ZERO) {
     for (int64_t r = 0; r < d.rows; r++)
       memset((char *)d.data + (size_t)(r * d.ld) * coda_dtype_size(d.dtype), 0,

@@ -12,9 +12,9 @@
  *                  (weight gradients, plain dgrads)
  *   PLAN_ATTN_FWD  coda_attention_forward (causal GQA on packed qkv)
  *   PLAN_ATTN_BWD  coda_attention_backward
- *   PLAN_ZERO      small host-side op: fill a buffer with zeros (CPU only;
- *                  use only where no program can do it)
- *   PLAN_COPY      small host-side op: dst = src with dtype conversion
+ *   PLAN_ZERO      small op: fill a buffer with zeros (a device kernel on a
+ *                  device backend; use only where no program can do it)
+ *   PLAN_COPY      small op: dst = src with dtype conversion
  *
  * Every step belongs to a phase (forward or backward). Buffers are named,
  * have a fixed shape and dtype, and are allocated by the executor on first
@@ -50,8 +50,9 @@
  *
  * Programs are loaded through plan_builtin, so in exact mode (fp64
  * context) their floating declarations are retyped to f64 and a plan
- * declares its buffers f64. Executing on a non-CPU backend needs every
- * buffer bound by the caller (the executor allocates host memory only). */
+ * declares its buffers f64. On a device backend the executor allocates
+ * with coda_malloc, uploads initial values, and runs the host ops
+ * (copy, zero) on the device. */
 #ifndef CODA_NN_PLAN_H
 #define CODA_NN_PLAN_H
 
@@ -136,6 +137,7 @@ typedef struct plan_program {
 struct coda_plan_s {
   char name[PLAN_NAME_MAX];
   coda_context ctx;   /* context used to build and allocate */
+  int device;         /* buffers live in device memory (coda_malloc) */
   coda_status status; /* sticky builder status */
   int nbuf, capbuf;
   plan_buf *bufs;

@@ -139,7 +139,8 @@ cp $ck header.safetensors
 # damage the JSON header: its first byte is '{' at offset 8
 printf '[' | dd of=header.safetensors bs=1 seek=8 conv=notrunc 2>/dev/null
 cp $ck dim.safetensors
-# a header that claims another model (the data checksum still matches)
+# a header that claims another model (the data checksum still matches; the
+# header checksum does not)
 sed 's/"model.dim":"32"/"model.dim":"64"/' $ck >dim.safetensors
 printf 'not a checkpoint at all, just text\n' >text.safetensors
 
@@ -150,7 +151,7 @@ for f in trunc stub empty flip header dim text; do
   empty) want="truncated" ;;
   flip) want="checksum mismatch" ;;
   header) want="bad safetensors header" ;;
-  dim) want="wrong shape" ;;
+  dim) want="header checksum mismatch" ;;
   text) want="bad header length" ;;
   esac
   expect "$want" -- generate --checkpoint $f.safetensors --tokens 5

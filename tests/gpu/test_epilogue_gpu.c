@@ -14,8 +14,9 @@
  *   test_epilogue_gpu                 the test
  *   test_epilogue_gpu --precompile    compile every kernel the test and the
  *                                     benchmark need into the cache (no GPU)
- *   test_epilogue_gpu --bench         fused GEMM + program vs plain GEMM,
- *                                     M = 16384, N = K = 2048, median of 20
+ *   test_epilogue_gpu --bench         fused GEMM + program (both schedules)
+ *                                     vs plain GEMM on the Llama-like shapes
+ *                                     (Llama-1B-like), median of 20
  *   test_epilogue_gpu --host-selftest the harness with the CPU backend in
  *                                     place of the GPU (no GPU needed) */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -33,6 +34,8 @@
 #include <string.h>
 
 static const char *const kPrims[][2] = {
+    /* the plain GEMM as a program: the floor of a fused kernel */
+    {"prim_store", "output y : bf16\nstore y = acc\n"},
     {"prim_elem_ops",
      "input t : tile f16\n"
      "input r : row f32\n"
@@ -479,7 +482,23 @@ static coda_program load_program(coda_context ctx, int i) {
   return p;
 }
 
-static const char *const kBench[] = {"llama_residual", "llama_swiglu", "llama_swiglu_bwd"};
+/* Benchmark cases: program on M x N x K (A row-major, B (N, K)); the first
+ * block is the square-ish 2048 case, then Llama-1B-like layers. */
+static const struct {
+  const char *prog;
+  int64_t M, N, K;
+} kBench[] = {
+    {"prim_store", 16384, 2048, 2048},
+    {"llama_residual", 16384, 2048, 2048},      {"llama_residual_norm", 16384, 2048, 2048},
+    {"llama_swiglu", 16384, 2048, 2048},        {"llama_swiglu_bwd", 16384, 2048, 2048},
+    {"llama_swiglu", 16384, 8192, 2048},        {"llama_residual_norm", 16384, 2048, 8192},
+    {"llama_swiglu_bwd", 16384, 8192, 2048},
+};
+static int is_bench_program(const char *name) {
+  for (size_t i = 0; i < sizeof kBench / sizeof kBench[0]; i++)
+    if (!strcmp(kBench[i].prog, name)) return 1;
+  return 0;
+}
 
 static int precompile(void) {
   coda_context ctx;
@@ -504,14 +523,18 @@ static int precompile(void) {
                bin.from_cache ? "cached" : "compiled", cfg.ping ? "pingpong" : "cooperative", bin.spill);
       }
       coda_epi_binary_free(&bin);
-      /* the benchmark also runs the cooperative schedule */
-      if (cfg.ping && !f16) {
-        setenv("CODA_EPI_SCHEDULE", "cooperative", 1);
+      /* the benchmark runs both schedules */
+      if (!f16 && is_bench_program(program_name(i))) {
+        const char *prev = getenv("CODA_EPI_SCHEDULE");
+        char keep[32] = "";
+        if (prev) snprintf(keep, sizeof keep, "%s", prev);
+        setenv("CODA_EPI_SCHEDULE", cfg.ping ? "cooperative" : "pingpong", 1);
         cfg = coda_epi_default_config();
         if (coda_epi_build(ctx, p, &cfg, 0, &bin) == CODA_OK) n++;
         else bad++;
         coda_epi_binary_free(&bin);
-        unsetenv("CODA_EPI_SCHEDULE");
+        if (prev) setenv("CODA_EPI_SCHEDULE", keep, 1);
+        else unsetenv("CODA_EPI_SCHEDULE");
       }
     }
     coda_program_destroy(p);
@@ -528,7 +551,13 @@ static int cmp_float(const void *a, const void *b) {
 
 /* Fused GEMM + program vs the plain GEMM storing bf16 D, same shape. */
 static int bench(coda_context gpu) {
-  const int64_t M = 16384, N = 2048, K = 2048;
+  int64_t M = 0, N = 0, K = 0;
+  for (size_t b = 0; b < sizeof kBench / sizeof kBench[0]; b++) {
+    if (kBench[b].M > M) M = kBench[b].M;
+    if (kBench[b].N > N) N = kBench[b].N;
+    if (kBench[b].K > K) K = kBench[b].K;
+  }
+  const int64_t Mmax = M, Nmax = N, Kmax = K;
   const size_t nA = (size_t)M * K, nB = (size_t)N * K;
   uint16_t *h = malloc(nA * 2);
   for (size_t i = 0; i < nA; i++) h[i] = f2bf((float)(0.05 * nonzero(0)));
@@ -538,31 +567,37 @@ static int bench(coda_context gpu) {
   CUDA_OK(cudaMalloc(&dD, (size_t)M * N * 2));
   CUDA_OK(cudaMemcpy(dA, h, nA * 2, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(dB, h, nB * 2, cudaMemcpyHostToDevice));
-  coda_tensor A = coda_tensor_2d(dA, CODA_BF16, M, K), B = coda_tensor_2d(dB, CODA_BF16, N, K);
-  coda_tensor D = coda_tensor_2d(dD, CODA_BF16, M, N);
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
   float t[20];
-  const double flop = 2.0 * M * N * K;
-  /* plain */
-  for (int w = 0; w < 3; w++) coda_gemm(gpu, CODA_N, &A, CODA_T, &B, &D, 1.0f, 0);
-  for (int it = 0; it < 20; it++) {
-    cudaEventRecord(e0, 0);
-    coda_gemm(gpu, CODA_N, &A, CODA_T, &B, &D, 1.0f, 0);
-    cudaEventRecord(e1, 0);
-    cudaEventSynchronize(e1);
-    cudaEventElapsedTime(&t[it], e0, e1);
-  }
-  qsort(t, 20, sizeof t[0], cmp_float);
-  const float plain = t[10];
-  printf("bench M=%lld N=%lld K=%lld bf16, median of 20 (CUDA events)\n", (long long)M,
-         (long long)N, (long long)K);
-  printf("  %-22s %8.3f ms  %6.1f TFLOP/s\n", "plain coda_gemm", plain, flop / plain * 1e-9);
+  printf("bench bf16 operands, A row-major, B (N, K); median of 20 (CUDA events)\n");
   coda_tiling tl = {64, 128};
   for (size_t b = 0; b < sizeof kBench / sizeof kBench[0]; b++) {
+    M = kBench[b].M;
+    N = kBench[b].N;
+    K = kBench[b].K;
+    if (M > Mmax || N > Nmax || K > Kmax) continue;
+    coda_tensor A = coda_tensor_2d(dA, CODA_BF16, M, K), B = coda_tensor_2d(dB, CODA_BF16, N, K);
+    coda_tensor D = coda_tensor_2d(dD, CODA_BF16, M, N);
+    const double flop = 2.0 * M * N * K;
+    /* plain */
+    for (int w = 0; w < 3; w++) coda_gemm(gpu, CODA_N, &A, CODA_T, &B, &D, 1.0f, 0);
+    for (int it = 0; it < 20; it++) {
+      cudaEventRecord(e0, 0);
+      coda_gemm(gpu, CODA_N, &A, CODA_T, &B, &D, 1.0f, 0);
+      cudaEventRecord(e1, 0);
+      cudaEventSynchronize(e1);
+      cudaEventElapsedTime(&t[it], e0, e1);
+    }
+    qsort(t, 20, sizeof t[0], cmp_float);
+    const float plain = t[10];
+    printf("%s M=%lld N=%lld K=%lld\n", kBench[b].prog, (long long)M, (long long)N, (long long)K);
+    printf("  %-22s %-11s %8.3f ms  %6.1f TFLOP/s\n", "plain coda_gemm", "", plain, flop / plain * 1e-9);
     coda_program p = NULL;
-    if (coda_program_builtin(gpu, kBench[b], &p) != CODA_OK) continue;
+    for (int i = 0; i < num_programs(); i++)
+      if (!strcmp(program_name(i), kBench[b].prog)) p = load_program(gpu, i);
+    if (!p) continue;
     coda_args args;
     coda_args_create(gpu, &args);
     void *bufs[16] = {0};
@@ -583,13 +618,11 @@ static int bench(coda_context gpu) {
       coda_args_set(args, info.name, &tt);
       nb++;
     }
-    /* the cooperative schedule, then the default choice */
     for (int sched = 0; sched < 2; sched++) {
-      if (sched == 0) setenv("CODA_EPI_SCHEDULE", "cooperative", 1);
-      else unsetenv("CODA_EPI_SCHEDULE");
+      setenv("CODA_EPI_SCHEDULE", sched ? "pingpong" : "cooperative", 1);
       coda_status s = coda_gemm_epilogue(gpu, p, CODA_N, &A, CODA_T, &B, args, tl); /* compile/load */
       if (s != CODA_OK) {
-        printf("  %-22s failed: %s\n", kBench[b], coda_last_error(gpu));
+        printf("  %-22s failed: %s\n", kBench[b].prog, coda_last_error(gpu));
         continue;
       }
       for (int w = 0; w < 2; w++) coda_gemm_epilogue(gpu, p, CODA_N, &A, CODA_T, &B, args, tl);
@@ -604,8 +637,9 @@ static int bench(coda_context gpu) {
       int ping = 0;
       int lb = coda_cuda_epilogue_local_bytes(gpu, p, 0, 1, 0, &ping);
       printf("  %-22s %-11s %8.3f ms  %6.1f TFLOP/s  (x%.2f of plain, local memory %d bytes)\n",
-             kBench[b], ping ? "pingpong" : "cooperative", t[10], flop / t[10] * 1e-9, t[10] / plain, lb);
+             kBench[b].prog, ping ? "pingpong" : "cooperative", t[10], flop / t[10] * 1e-9, t[10] / plain, lb);
     }
+    unsetenv("CODA_EPI_SCHEDULE");
     for (int i = 0; i < nb; i++) cudaFree(bufs[i]);
     coda_args_destroy(args);
     coda_program_destroy(p);

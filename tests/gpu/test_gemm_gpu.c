@@ -3,7 +3,10 @@
  * alpha and accumulate, on ragged, tiny and medium shapes against a CPU
  * reference in double, and on large shapes against cuBLAS. Outputs are
  * poisoned (NaN bytes) before each run and the padding between rows is
- * checked to be untouched. Argument "--small" runs only the small shapes
+ * checked to be untouched. The automatic choice is also run through the
+ * autotuner (tuned calls must give the same GEMM; a fresh context must read
+ * the tuned choice back from the cache file, $CODA_CACHE_DIR or
+ * ~/.cache/coda). Argument "--small" runs only the small shapes
  * (for compute-sanitizer). Exits non-zero on any failure. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -352,6 +355,51 @@ static void error_cases(coda_context ctx) {
   mat16_free(&Bh);
 }
 
+/* After tuning, the context holds a choice for the key; a fresh context
+ * with tuning on finds the same choice in the cache file (same measured
+ * time: read, not timed again). */
+static void tune_cache_check(coda_context ctx) {
+  const int64_t M = 256, N = 512, K = 2048;
+  mat16 A = mat16_random(CODA_BF16, M, K, 0), B = mat16_random(CODA_BF16, N, K, 0);
+  void *d;
+  CU(cudaMalloc(&d, (size_t)M * N * 2));
+  coda_tensor Av = mat16_view(&A), Bv = mat16_view(&B), D = {d, CODA_BF16, M, N, N};
+  int c1 = -1, s1 = 0, c2 = -1, s2 = 0;
+  double us1 = 0, us2 = 0;
+  coda_context ctx2 = NULL;
+  coda_context_options o = coda_context_default_options();
+  o.backend = CODA_BACKEND_CUDA;
+  if (coda_cuda_gemm(ctx, CODA_N, &Av, CODA_T, &Bv, &D, 1.0f, 0) != CODA_OK ||
+      !coda_cuda_gemm_tuned_choice(ctx, CODA_N, &Av, CODA_T, &Bv, &D, 0, &c1, &s1, &us1) ||
+      c1 < 0 || c1 >= coda_cuda_gemm_num_configs() || s1 < 1 || !(us1 > 0)) {
+    printf("FAIL tuner: no choice held for %lldx%lldx%lld NT (%s)\n", (long long)M, (long long)N,
+           (long long)K, coda_last_error(ctx));
+    g_fail++;
+    goto out;
+  }
+  printf("ok   tuner: %lldx%lldx%lld NT bf16 -> [%d] %s, %d split(s), %.2f us; cache '%s'\n",
+         (long long)M, (long long)N, (long long)K, c1, coda_cuda_gemm_config_name(c1), s1, us1,
+         coda_cuda_gemm_tune_path(ctx));
+  g_pass++;
+  if (!coda_cuda_gemm_tune_path(ctx)[0]) goto out; /* no cache directory: memory only */
+  if (coda_context_create(&o, &ctx2) != CODA_OK || coda_cuda_gemm_set_autotune(ctx2, 1) != CODA_OK ||
+      coda_cuda_gemm(ctx2, CODA_N, &Av, CODA_T, &Bv, &D, 1.0f, 0) != CODA_OK ||
+      !coda_cuda_gemm_tuned_choice(ctx2, CODA_N, &Av, CODA_T, &Bv, &D, 0, &c2, &s2, &us2) ||
+      c2 != c1 || s2 != s1 || fabs(us2 - us1) > 0.0051) {
+    printf("FAIL tuner: a fresh context got [%d] %d split(s) %.3f us from the cache, want [%d] %d "
+           "%.3f\n", c2, s2, us2, c1, s1, us1);
+    g_fail++;
+  } else {
+    printf("ok   tuner: a fresh context read the same choice from the cache file\n");
+    g_pass++;
+  }
+out:
+  if (ctx2) coda_context_destroy(ctx2);
+  cudaFree(d);
+  mat16_free(&A);
+  mat16_free(&B);
+}
+
 int main(int argc, char **argv) {
   int small_only = argc > 1 && strcmp(argv[1], "--small") == 0;
   if (!coda_cuda_available()) {
@@ -390,7 +438,20 @@ int main(int argc, char **argv) {
                    (coda_transpose)(l & 1), CODA_BF16);
     g_splits = 0;
   }
+  /* The automatic choice through the autotuner: every candidate is timed
+   * (accumulating calls on a scratch copy of D) and the result must be the
+   * same GEMM. The error cases below then run with tuning on as well. */
   g_config = -1;
+  if (coda_cuda_gemm_set_autotune(ctx, 1) != CODA_OK) {
+    printf("FAIL: cannot turn tuning on\n");
+    g_fail++;
+  }
+  static const int64_t tshapes[][3] = {{129, 257, 65}, {200, 300, 1000}, {256, 512, 2048}};
+  for (int s = 0; s < (small_only ? 1 : 3); ++s)
+    for (int l = 0; l < 4; ++l)
+      small_case(ctx, tshapes[s][0], tshapes[s][1], tshapes[s][2], (coda_transpose)(l >> 1),
+                 (coda_transpose)(l & 1), CODA_BF16);
+  tune_cache_check(ctx);
   printf("small shapes vs double reference: %d passed, %d failed\n", g_pass, g_fail);
   error_cases(ctx);
   if (!small_only) {
@@ -407,7 +468,12 @@ int main(int argc, char **argv) {
         for (int l = 0; l < 4; ++l)
           large_case(ctx, hb, big[s][0], big[s][1], big[s][2], (coda_transpose)(l >> 1),
                      (coda_transpose)(l & 1), s == 1 ? CODA_F16 : CODA_BF16);
+    /* Tuned (split-K candidates included on the last shape). */
     g_config = -1;
+    for (int s = 1; s < 5; s += 3)
+      for (int l = 0; l < 4; ++l)
+        large_case(ctx, hb, big[s][0], big[s][1], big[s][2], (coda_transpose)(l >> 1),
+                   (coda_transpose)(l & 1), s == 1 ? CODA_F16 : CODA_BF16);
     cublasDestroy(hb);
   }
   coda_context_destroy(ctx);

@@ -1,0 +1,159 @@
+/* coda_map on the GPU: a generated epilogue functor run without a GEMM.
+ *
+ * The kernel is the epilogue half of the Hopper GEMM consumer: each CTA is
+ * one 128-thread warpgroup that owns a 64 x BN block of the domain (the
+ * rows a consumer warpgroup owns in the cooperative GEMM, the columns of a
+ * CTA tile), builds every thread's AccFragment<BN> with the mainloop's
+ * layout (row0 = 64·tm + 16·warp + lane/4, col0 = BN·tn + 2·(lane%4)),
+ * values 0 (the program never reads acc), and calls the same functor with
+ * the same EpiScratch size and named barrier. Row, column and segmented
+ * partials therefore have the GEMM's shapes and summation order (tile_m =
+ * 64, tile_n = BN). The translation unit is the fused GEMM's (the mainloop
+ * template is left uninstantiated) plus the wrapper below, compiled and
+ * cached on disk by the same NVRTC path. */
+#include "cuda/gplan.h"
+#include "cuda/epi_codegen.h"
+
+#include "core/internal.h"
+#include "lang/ir.h"
+
+#include <cuda_runtime_api.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char kMapKernel[] =
+    "namespace coda_map {\n"
+    "/* One warpgroup per CTA; a grid-stride loop over the 64 x BN blocks. */\n"
+    "template <int BN>\n"
+    "__global__ void __launch_bounds__(128) map_kernel(int tiles_m, int tiles_n,\n"
+    "                                                  const __grid_constant__ CodaEpi epi) {\n"
+    "  __shared__ __align__(1024) float scratch[coda_sm90::kEpiScratchBytes / 4];\n"
+    "  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
+    "  const coda_sm90::EpiScratch sc = {scratch, coda_sm90::kEpiBar};\n"
+    "  coda_sm90::AccFragment<BN> f;\n"
+    "  const long long units = (long long)tiles_m * tiles_n;\n"
+    "  for (long long u = blockIdx.x; u < units; u += gridDim.x) {\n"
+    "    /* the previous block's scratch readers are done before it is reused */\n"
+    "    if (u != blockIdx.x) coda_sm90::wg_sync(coda_sm90::kEpiBar);\n"
+    "    const int tm = (int)(u / tiles_n), tn = (int)(u % tiles_n);\n"
+    "#pragma unroll\n"
+    "    for (int i = 0; i < BN / 2; ++i) f.v[i] = 0.f;\n"
+    "    f.row0 = tm * 64 + warp * 16 + lane / 4;\n"
+    "    f.col0 = tn * BN + (lane % 4) * 2;\n"
+    "    f.split = 0;\n"
+    "    epi(f, sc);\n"
+    "  }\n"
+    "  epi.finish();\n"
+    "}\n"
+    "}  // namespace coda_map\n";
+
+/* Cache key of a program's map kernel inside a context. */
+static int map_key(coda_context ctx, coda_program p, uint64_t *key) {
+  char *fn = coda_epi_functor_source(ctx, p);
+  if (!fn) return 0;
+  *key = coda_epi_hash(fn, strlen(fn), 0x6d6170u /* "map" */);
+  *key = coda_epi_hash(kMapKernel, sizeof kMapKernel - 1, *key);
+  free(fn);
+  return 1;
+}
+
+/* Source and kernel name expression of a program's map kernel. */
+static coda_status map_binary(coda_context ctx, coda_program p, coda_epi_binary *out) {
+  memset(out, 0, sizeof *out);
+  coda_epi_config cfg = coda_epi_default_config();
+  char *src = coda_epi_full_source(ctx, p, &cfg, NULL);
+  if (!src) return CODA_ERR_NOT_SUPPORTED;
+  size_t n = strlen(src);
+  char *full = malloc(n + sizeof kMapKernel + 1);
+  if (!full) {
+    free(src);
+    return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory for the map kernel source");
+  }
+  memcpy(full, src, n);
+  memcpy(full + n, kMapKernel, sizeof kMapKernel);
+  free(src);
+  char expr[64];
+  snprintf(expr, sizeof expr, "coda_map::map_kernel<%d>", CODA_EPI_BN);
+  coda_status s = coda_epi_compile(ctx, full, expr, 0, &out->cubin, &out->size, &out->lowered, NULL,
+                                   &out->from_cache, &out->spill);
+  free(full);
+  return s;
+}
+
+coda_status coda_cuda_map_precompile(coda_context ctx, coda_program p, int *from_cache) {
+  coda_status s = coda_epi_supported(ctx, p);
+  if (s != CODA_OK) return s;
+  coda_epi_binary b;
+  s = map_binary(ctx, p, &b);
+  if (s == CODA_OK && from_cache) *from_cache = b.from_cache;
+  coda_epi_binary_free(&b);
+  return s;
+}
+
+/* The parameter block entry of one view (as the fused GEMM fills it):
+ * vectors use their element stride, alignment flags enable paired access. */
+static void fill_arg(coda_epi_params *pp, int k, const coda_tensor *t, int vector) {
+  const size_t es = coda_dtype_size(t->dtype);
+  const uintptr_t a = (uintptr_t)t->data;
+  long long ld = t->ld;
+  if (vector) ld = (t->cols == 1 && t->rows != 1) ? t->ld : 1;
+  pp->ptr[k] = t->data;
+  pp->ld[k] = ld;
+  int fl = 0;
+  if (vector) {
+    if (ld == 1 && a % (2 * es) == 0) fl |= 1;
+  } else {
+    if (ld % 2 == 0 && a % (2 * es) == 0) fl |= 1;
+    if (ld % 4 == 0 && a % (4 * es) == 0) fl |= 2;
+  }
+  pp->flags[k] = fl;
+}
+
+coda_status coda_cuda_map(coda_context ctx, coda_program program, int64_t M, int64_t N,
+                          const coda_tensor *const *inputs, const coda_tensor *const *outputs,
+                          const coda_tensor *const *partials, coda_tiling tiling) {
+  const struct coda_program_s *p = program;
+  coda_status st = coda_epi_supported(ctx, program);
+  if (st != CODA_OK) return st;
+  if (tiling.tile_m != CODA_EPI_TILE_M || tiling.tile_n != CODA_EPI_BN)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                     "CUDA map: tiling %d x %d; the GPU computes partials for tile_m = %d and "
+                     "tile_n = %d (see coda_preferred_tiling)",
+                     tiling.tile_m, tiling.tile_n, CODA_EPI_TILE_M, CODA_EPI_BN);
+  const int64_t lim = ((int64_t)1 << 31) - 256;
+  if (M >= lim || N >= lim) return coda_fail(ctx, CODA_ERR_OVERFLOW, "CUDA map: a dimension exceeds 2^31");
+  if (M == 0 || N == 0) return CODA_OK;
+  cudaError_t e = cudaSetDevice(ctx->opts.device);
+  if (e == cudaSuccess) e = cudaFree(NULL); /* makes the primary context current */
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA map: device setup failed: %s", cudaGetErrorString(e));
+  }
+  uint64_t key;
+  if (!map_key(ctx, program, &key)) return CODA_ERR_NOT_SUPPORTED;
+  void *fn = coda_cuda_kernel_find(ctx, key);
+  if (!fn) {
+    coda_epi_binary b;
+    if ((st = map_binary(ctx, program, &b)) != CODA_OK) return st;
+    st = coda_cuda_kernel_add(ctx, key, b.cubin, b.lowered, &fn);
+    coda_epi_binary_free(&b);
+    if (st != CODA_OK) return st;
+  }
+  coda_epi_params pp;
+  memset(&pp, 0, sizeof pp);
+  int ka = 0;
+  for (int i = 0; i < p->ninputs; i++, ka++) fill_arg(&pp, ka, inputs[i], p->inputs[i].kind != CODA_ARG_TILE);
+  for (int i = 0; i < p->noutputs; i++, ka++) fill_arg(&pp, ka, outputs[i], 0);
+  for (int i = 0; i < p->nreduces; i++, ka++) fill_arg(&pp, ka, partials[i], 0);
+  pp.M = (int)M;
+  pp.N = (int)N;
+  int tiles_m = (int)((M + CODA_EPI_TILE_M - 1) / CODA_EPI_TILE_M);
+  int tiles_n = (int)((N + CODA_EPI_BN - 1) / CODA_EPI_BN);
+  int64_t units = (int64_t)tiles_m * tiles_n;
+  /* enough CTAs of 128 threads to fill the GPU several times over */
+  unsigned grid = (unsigned)(units < 65536 ? units : 65536);
+  void *args[] = {&tiles_m, &tiles_n, &pp};
+  return coda_cuda_kernel_launch(ctx, fn, grid, 128, 0, args);
+}

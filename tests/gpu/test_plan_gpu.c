@@ -1,0 +1,393 @@
+/* Block plans on the GPU: the Llama-3 block (forward + backward), the LM
+ * head and the GPT-2 block run on a CUDA context, checked against the same
+ * plans on the CPU backend (fp32 compute) and in exact mode (fp64).
+ *
+ * Rule, per output and gradient tensor T, with ref the fp64 plan on the
+ * same (bf16-rounded) inputs, e_gpu = max|gpu − ref|, e_cpu = max|cpu − ref|:
+ *
+ *     e_gpu ≤ 2·e_cpu + a_T·rms(ref)
+ *
+ * a_T = 1e-6 where no attention is involved (the head); the GPU attention
+ * rounds P and dS to bf16 for the tensor cores, the CPU keeps them fp32
+ * (docs/design.md: ~1 % of rms on its output, 3–5 % on dq/dk/dv), so
+ * a_T = 2e-2 for tensors computed after the forward attention and
+ * a_T = 5e-2 for those downstream of the attention backward (dx, the qkv
+ * weight gradient, the first norm's gradients). Also: two GPU runs are
+ * bit-identical, and the number of kernel launches per phase is printed
+ * (what each step is for).
+ *
+ *   test_plan_gpu               the checks (needs an sm_90 GPU)
+ *   test_plan_gpu --precompile  compiles every generated kernel the plans use
+ *                               into the cache ($CODA_CACHE_DIR; no GPU) */
+#define _POSIX_C_SOURCE 200809L
+#include "coda.h"
+#include "core/internal.h"
+#include "cuda/epi_codegen.h"
+#include "cuda/gplan.h"
+#include "nn/plan.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int g_fail = 0, g_pass = 0;
+#define EXPECT(c, ...)                                                                              \
+  do {                                                                                              \
+    if (c) g_pass++;                                                                                \
+    else {                                                                                          \
+      g_fail++;                                                                                     \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                   \
+      printf(__VA_ARGS__);                                                                          \
+      printf("\n");                                                                                 \
+    }                                                                                               \
+  } while (0)
+
+static uint64_t g_rng = 0x243f6a8885a308d3ull;
+static double urand(void) { /* uniform [-1, 1), splitmix64 */
+  uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return (double)(z >> 11) / 4503599627370496.0 - 1.0;
+}
+
+typedef enum { KIND_LLAMA, KIND_HEAD, KIND_GPT2 } plan_kind;
+
+static coda_status make_plan(coda_context ctx, plan_kind k, int f64, coda_plan *out) {
+  if (k == KIND_GPT2) {
+    coda_gpt2_config c = coda_gpt2_default_config();
+    c.dim = 256;
+    c.n_heads = 4; /* head_dim 64 */
+    c.ffn_dim = 512;
+    c.batch = 2;
+    c.seq = 96;
+    c.dtype = f64 ? CODA_F64 : CODA_BF16;
+    return coda_gpt2_block_plan(ctx, &c, out);
+  }
+  coda_llama_config c = coda_llama_default_config();
+  c.dim = 256;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.head_dim = 64;
+  c.ffn_dim = 384;
+  c.vocab = 1000; /* not a multiple of the 128-column tile */
+  c.batch = 2;
+  c.seq = 96; /* M = 192: a partial 128-row tile */
+  c.rope_theta = 10000.0;
+  c.dtype = f64 ? CODA_F64 : CODA_BF16;
+  return k == KIND_HEAD ? coda_llama_head_plan(ctx, &c, out) : coda_llama_block_plan(ctx, &c, out);
+}
+
+static const char *kind_name(plan_kind k) {
+  return k == KIND_LLAMA ? "llama block" : k == KIND_HEAD ? "llama head" : "gpt2 block";
+}
+
+/* ------------------------------------------------------------ precompile */
+
+static int precompile(void) {
+  coda_context ctx;
+  if (coda_context_create(NULL, &ctx) != CODA_OK) return 2;
+  int n = 0, bad = 0;
+  for (int k = 0; k < 3; k++) {
+    coda_plan p;
+    /* the CPU plan with the GPU's tiling: the same programs and operand layouts */
+    coda_status s;
+    if (k == KIND_GPT2) {
+      coda_gpt2_config c = coda_gpt2_default_config();
+      c.dim = 256, c.n_heads = 4, c.ffn_dim = 512, c.batch = 2, c.seq = 96;
+      c.tiling.tile_m = CODA_EPI_TILE_M, c.tiling.tile_n = CODA_EPI_BN;
+      s = coda_gpt2_block_plan(ctx, &c, &p);
+    } else {
+      coda_llama_config c = coda_llama_default_config();
+      c.tiling.tile_m = CODA_EPI_TILE_M, c.tiling.tile_n = CODA_EPI_BN;
+      s = k == KIND_HEAD ? coda_llama_head_plan(ctx, &c, &p) : coda_llama_block_plan(ctx, &c, &p);
+    }
+    if (s != CODA_OK) {
+      printf("%s: %s\n", kind_name(k), coda_last_error(ctx));
+      bad++;
+      continue;
+    }
+    for (int i = 0; i < p->nstep; i++) {
+      const plan_step *st = &p->steps[i];
+      coda_program prog = st->prog >= 0 ? p->progs[st->prog].prog : NULL;
+      int cached = 0;
+      if (st->kind == PLAN_GEMM) {
+        coda_epi_config cfg = coda_epi_default_config();
+        cfg.trans_a = st->ta == CODA_T;
+        cfg.trans_b = st->tb == CODA_T;
+        cfg.f16 = p->bufs[st->a].dtype == CODA_F16;
+        coda_epi_binary bin;
+        s = coda_epi_build(ctx, prog, &cfg, 0, &bin);
+        cached = bin.from_cache;
+        coda_epi_binary_free(&bin);
+      } else if (st->kind == PLAN_MAP) {
+        s = coda_cuda_map_precompile(ctx, prog, &cached);
+      } else {
+        continue;
+      }
+      if (s != CODA_OK) {
+        printf("%s step %s: %s\n", kind_name(k), st->label, coda_last_error(ctx));
+        bad++;
+      } else {
+        n++;
+        printf("%s %-28s %s\n", kind_name(k), st->label, cached ? "cached" : "compiled");
+      }
+    }
+    coda_plan_destroy(p);
+  }
+  printf("precompiled %d kernels, %d failures\n", n, bad);
+  coda_context_destroy(ctx);
+  return bad ? 1 : 0;
+}
+
+/* ------------------------------------------------------------ buffers */
+
+/* Host copy of a plan buffer as doubles. */
+static double *fetch(coda_context ctx, coda_plan p, const char *name, int64_t *count) {
+  coda_tensor t;
+  if (coda_plan_tensor(p, name, &t) != CODA_OK) return NULL;
+  const size_t n = (size_t)(t.rows * t.cols), es = coda_dtype_size(t.dtype);
+  void *h = malloc(n * es);
+  double *v = malloc(n * sizeof *v);
+  if (!h || !v || t.ld != t.cols || coda_memcpy_d2h(ctx, h, t.data, n * es) != CODA_OK) {
+    free(h);
+    free(v);
+    return NULL;
+  }
+  coda_tensor ht = {h, t.dtype, t.rows, t.cols, t.cols};
+  for (int64_t r = 0; r < t.rows; r++)
+    for (int64_t c = 0; c < t.cols; c++) v[r * t.cols + c] = coda_load(&ht, r, c);
+  free(h);
+  *count = (int64_t)n;
+  return v;
+}
+
+/* Raw bytes of a buffer (bitwise comparisons). */
+static void *fetch_raw(coda_context ctx, coda_plan p, const char *name, size_t *bytes) {
+  coda_tensor t;
+  if (coda_plan_tensor(p, name, &t) != CODA_OK) return NULL;
+  *bytes = (size_t)(t.rows * t.cols) * coda_dtype_size(t.dtype);
+  void *h = malloc(*bytes);
+  if (h && coda_memcpy_d2h(ctx, h, t.data, *bytes) != CODA_OK) {
+    free(h);
+    return NULL;
+  }
+  return h;
+}
+
+static coda_status put(coda_context ctx, coda_plan p, const char *name, const double *v) {
+  coda_tensor t;
+  coda_status s = coda_plan_tensor(p, name, &t);
+  if (s != CODA_OK) return s;
+  const size_t n = (size_t)(t.rows * t.cols), es = coda_dtype_size(t.dtype);
+  void *h = malloc(n * es);
+  if (!h) return CODA_ERR_OUT_OF_MEMORY;
+  coda_tensor ht = {h, t.dtype, t.rows, t.cols, t.cols};
+  for (int64_t r = 0; r < t.rows; r++)
+    for (int64_t c = 0; c < t.cols; c++) coda_store(&ht, r, c, v[r * t.cols + c]);
+  s = coda_memcpy_h2d(ctx, t.data, h, n * es);
+  free(h);
+  return s;
+}
+
+/* Random values for an input or parameter buffer, rounded to the storage
+ * dtype of the bf16 plan (so the fp64 plan sees the same numbers). */
+static double *make_values(const plan_buf *b, int64_t vocab) {
+  const int64_t n = b->rows * b->cols;
+  double *v = malloc((size_t)n * sizeof *v);
+  if (!v) return NULL;
+  const char *nm = b->name;
+  for (int64_t i = 0; i < n; i++) {
+    double u = urand();
+    if (b->dtype == CODA_I32) /* targets: every 7th ignored */
+      v[i] = i % 7 == 3 ? -100.0 : floor((u + 1.0) * 0.5 * (double)vocab);
+    else if (b->rows == 1 && (strstr(nm, "_g") || !strncmp(nm, "wn", 2)))
+      v[i] = 1.0 + 0.2 * u; /* norm gains */
+    else if (b->rows == 1)
+      v[i] = 0.1 * u; /* biases */
+    else if (b->role == PLAN_ROLE_PARAM)
+      v[i] = u / sqrt((double)b->cols);
+    else
+      v[i] = !strcmp(nm, "dx_out") ? 0.5 * u : u;
+    if (b->dtype == CODA_BF16) { /* round to bf16 through a one-element view */
+      uint16_t h;
+      coda_tensor t = {&h, CODA_BF16, 1, 1, 1};
+      coda_store(&t, 0, 0, v[i]);
+      v[i] = coda_load(&t, 0, 0);
+    } else if (b->dtype == CODA_F32) {
+      v[i] = (double)(float)v[i];
+    }
+  }
+  return v;
+}
+
+static int is_result(const plan_buf *b) {
+  return b->role == PLAN_ROLE_OUTPUT || b->role == PLAN_ROLE_GRAD;
+}
+
+static double tol_for(plan_kind k, const plan_buf *b) {
+  if (k == KIND_HEAD) return 1e-6;
+  if (b->role == PLAN_ROLE_OUTPUT) return 2e-2;
+  static const char *const through_bwd[] = {"dx", "dwqkv", "dwn1", "dbqkv", "dln1_g", "dln1_b"};
+  for (size_t i = 0; i < sizeof through_bwd / sizeof *through_bwd; i++)
+    if (!strcmp(b->name, through_bwd[i])) return 5e-2;
+  return 2e-2;
+}
+
+static int run_both(coda_context ctx, coda_plan p) {
+  coda_status s = coda_plan_run(ctx, p, CODA_PHASE_FORWARD);
+  if (s == CODA_OK) s = coda_plan_run(ctx, p, CODA_PHASE_BACKWARD);
+  if (s == CODA_OK) s = coda_synchronize(ctx);
+  if (s != CODA_OK) printf("  run failed: %s\n", coda_last_error(ctx));
+  return s == CODA_OK;
+}
+
+static void print_launches(coda_plan p) {
+  for (int ph = 0; ph < 2; ph++) {
+    int total = 0;
+    printf("  %s launches:\n", ph ? "backward" : "forward");
+    for (int i = 0; i < p->nstep; i++) {
+      const plan_step *s = &p->steps[i];
+      if ((int)s->phase != ph) continue;
+      int n = 1;
+      const char *what = "";
+      switch (s->kind) {
+      case PLAN_GEMM: what = "GEMM + fused epilogue"; break;
+      case PLAN_MAP: what = "map pass (generated epilogue, no GEMM)"; break;
+      case PLAN_FINISH: what = "finish (partials -> vector)"; break;
+      case PLAN_MATMUL: what = "plain GEMM (+1 reduce kernel if split-K)"; break;
+      case PLAN_ATTN_FWD: what = "attention forward"; break;
+      case PLAN_ATTN_BWD: what = "attention backward (D, dQ, dK/dV)"; n = 3; break;
+      case PLAN_ZERO: what = "zero fill"; break;
+      case PLAN_COPY: what = "copy/cast"; break;
+      }
+      printf("    %-34s %d  %s\n", s->label, n, what);
+      total += n;
+    }
+    printf("  %s total: %d launches\n", ph ? "backward" : "forward", total);
+  }
+}
+
+static void check_kind(plan_kind k, coda_context gpu, coda_context cpu, coda_context f64) {
+  printf("== %s\n", kind_name(k));
+  coda_plan pg = NULL, pc = NULL, pd = NULL;
+  coda_status s = make_plan(gpu, k, 0, &pg);
+  if (s == CODA_OK) s = make_plan(cpu, k, 0, &pc);
+  if (s == CODA_OK) s = make_plan(f64, k, 1, &pd);
+  if (s != CODA_OK) {
+    EXPECT(0, "%s: building the plans: %s / %s / %s", kind_name(k), coda_last_error(gpu),
+           coda_last_error(cpu), coda_last_error(f64));
+    goto out;
+  }
+  int64_t vocab = 0;
+  {
+    int it = plan_find(pc, "wout");
+    if (it >= 0) vocab = pc->bufs[it].rows;
+  }
+  for (int i = 0; i < pc->nbuf; i++) {
+    const plan_buf *b = &pc->bufs[i];
+    if (b->role != PLAN_ROLE_INPUT && b->role != PLAN_ROLE_PARAM) continue;
+    if (!strcmp(b->name, "h1") || !strcmp(b->name, "rstd1") || !strcmp(b->name, "h") ||
+        !strcmp(b->name, "rstd"))
+      continue; /* chaining inputs (not used without the flags) */
+    double *v = make_values(b, vocab);
+    EXPECT(v && put(gpu, pg, b->name, v) == CODA_OK && put(cpu, pc, b->name, v) == CODA_OK &&
+               put(f64, pd, b->name, v) == CODA_OK,
+           "%s: setting '%s': %s", kind_name(k), b->name, coda_last_error(gpu));
+    free(v);
+  }
+  int ok_gpu = run_both(gpu, pg);
+  EXPECT(ok_gpu, "%s: GPU run", kind_name(k));
+  EXPECT(run_both(cpu, pc), "%s: CPU run", kind_name(k));
+  EXPECT(run_both(f64, pd), "%s: fp64 run", kind_name(k));
+  if (!ok_gpu) goto out;
+  printf("  %-8s %12s %12s %12s %8s %8s\n", "tensor", "e_gpu", "e_cpu", "rms(ref)", "gpu/cpu", "tol a");
+  for (int i = 0; i < pc->nbuf; i++) {
+    const plan_buf *b = &pc->bufs[i];
+    if (!is_result(b)) continue;
+    int64_t n1 = 0, n2 = 0, n3 = 0;
+    double *g = fetch(gpu, pg, b->name, &n1), *c = fetch(cpu, pc, b->name, &n2),
+           *r = fetch(f64, pd, b->name, &n3);
+    if (!g || !c || !r || n1 != n2 || n2 != n3) {
+      EXPECT(0, "%s: reading '%s'", kind_name(k), b->name);
+    } else {
+      double eg = 0, ec = 0, ss = 0;
+      int finite = 1;
+      for (int64_t j = 0; j < n1; j++) {
+        if (!isfinite(g[j])) finite = 0;
+        eg = fmax(eg, fabs(g[j] - r[j]));
+        ec = fmax(ec, fabs(c[j] - r[j]));
+        ss += r[j] * r[j];
+      }
+      const double rms = sqrt(ss / (double)n1), a = tol_for(k, b);
+      printf("  %-8s %12.4e %12.4e %12.4e %8.2f %8.0e\n", b->name, eg, ec, rms, ec > 0 ? eg / ec : 0.0, a);
+      EXPECT(finite && eg <= 2 * ec + a * rms, "%s '%s': max|gpu-ref| %.4e > 2*%.4e + %.0e*%.4e",
+             kind_name(k), b->name, eg, ec, a, rms);
+    }
+    free(g);
+    free(c);
+    free(r);
+  }
+  /* two runs, identical bits */
+  {
+    int nres = 0;
+    void *first[64];
+    size_t bytes[64];
+    for (int i = 0; i < pg->nbuf && nres < 64; i++)
+      if (is_result(&pg->bufs[i])) {
+        first[nres] = fetch_raw(gpu, pg, pg->bufs[i].name, &bytes[nres]);
+        nres++;
+      }
+    EXPECT(run_both(gpu, pg), "%s: second GPU run", kind_name(k));
+    int j = 0, same = 1;
+    for (int i = 0; i < pg->nbuf && j < nres; i++)
+      if (is_result(&pg->bufs[i])) {
+        size_t nb = 0;
+        void *again = fetch_raw(gpu, pg, pg->bufs[i].name, &nb);
+        if (!first[j] || !again || nb != bytes[j] || memcmp(first[j], again, nb)) {
+          same = 0;
+          printf("  '%s' differs between two runs\n", pg->bufs[i].name);
+        }
+        free(again);
+        free(first[j]);
+        j++;
+      }
+    EXPECT(same, "%s: two GPU runs are not bit-identical", kind_name(k));
+    if (same) printf("  two runs: bit-identical (%d tensors)\n", nres);
+  }
+  print_launches(pg);
+out:
+  coda_plan_destroy(pg); /* before the contexts */
+  coda_plan_destroy(pc);
+  coda_plan_destroy(pd);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--precompile")) return precompile();
+  if (!coda_cuda_available()) {
+    printf("no usable GPU\n");
+    return 2;
+  }
+  coda_context_options o = coda_context_default_options();
+  coda_context cpu, f64, gpu;
+  o.backend = CODA_BACKEND_CPU;
+  if (coda_context_create(&o, &cpu) != CODA_OK) return 2;
+  o.precision = CODA_PRECISION_F64;
+  if (coda_context_create(&o, &f64) != CODA_OK) return 2;
+  o = coda_context_default_options();
+  o.backend = CODA_BACKEND_CUDA;
+  if (coda_context_create(&o, &gpu) != CODA_OK) {
+    printf("cannot create a CUDA context: %s\n", coda_last_error(NULL));
+    return 2;
+  }
+  check_kind(KIND_LLAMA, gpu, cpu, f64);
+  check_kind(KIND_HEAD, gpu, cpu, f64);
+  check_kind(KIND_GPT2, gpu, cpu, f64);
+  printf("%d passed, %d failed\n", g_pass, g_fail);
+  coda_context_destroy(gpu);
+  coda_context_destroy(cpu);
+  coda_context_destroy(f64);
+  return g_fail ? 1 : 0;
+}
