@@ -89,6 +89,10 @@ typedef struct coda_context_options {
   coda_precision precision; /* CPU backend only */
   int num_threads;          /* CPU: 0 = OpenMP default */
   int device;               /* CUDA device ordinal */
+  int autotune;             /* CUDA: time the tile configurations on first use of
+                             * a GEMM shape and keep the fastest, in memory and in
+                             * a cache file ($CODA_CACHE_DIR or ~/.cache/coda);
+                             * also enabled by CODA_AUTOTUNE=1 */
 } coda_context_options;
 
 coda_context_options coda_context_default_options(void);

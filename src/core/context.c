@@ -1,6 +1,7 @@
 #include "internal.h"
 #ifdef CODA_HAVE_CUDA
 #include "cuda/backend.h"
+#include "cuda/gemm_internal.h"
 #endif
 
 #include <stdio.h>
@@ -64,6 +65,15 @@ coda_status coda_context_create(const coda_context_options *opts,
   coda_context c = calloc(1, sizeof *c);
   if (!c) return CODA_ERR_OUT_OF_MEMORY;
   c->opts = o;
+#ifdef CODA_HAVE_CUDA
+  if (o.backend == CODA_BACKEND_CUDA && o.autotune) {
+    coda_status s = coda_cuda_gemm_set_autotune(c, 1);
+    if (s != CODA_OK) {
+      free(c);
+      return s;
+    }
+  }
+#endif
   *out = c;
   return CODA_OK;
 }

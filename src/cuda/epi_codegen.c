@@ -844,6 +844,22 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   /* the fragment, in chunks of JC column pairs: every input of a chunk is
    * loaded before any of its stores, so the loads are in flight together
    * (a store may alias a later load as far as the compiler knows) */
+  /* a single column vector: the fragment's 16 column pairs are loaded up
+   * front, so their latency overlaps the first chunk's instead of adding
+   * per chunk (with more, the registers would spill: per chunk then) */
+  int ncolv = 0;
+  for (int k = 0; k < p->ninputs; k++) ncolv += used[k] && p->inputs[k].kind == CODA_ARG_COL;
+  const int hoist = ncolv == 1;
+  for (int k = 0; k < p->ninputs && hoist; k++) {
+    const ir_input *in = &p->inputs[k];
+    if (!used[k] || in->kind != CODA_ARG_COL) continue;
+    sb_printf(b,
+              "    float2 cva%d[BN / 8];\n#pragma unroll\n    for (int j = 0; j < BN / 8; ++j) {\n"
+              "      const int c = f.col0 + 8 * j;\n"
+              "      cva%d[j] = coda_epi::ld2<%d>(p.ptr[%d], (long long)c * p.ld[%d], p.ld[%d], c < N, c + 1 < N, p.flags[%d] & 1);\n"
+              "    }\n",
+              k, k, dt_code(in->dtype), k, k, k, k);
+  }
   if (sp.nin && sp.dbl) {
     sb_printf(b, "    if (!sc.pre) {\n");
     emit_stage_in(&g, &sp, "0", "0", "      ");
@@ -867,7 +883,7 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
     if (!used[k]) continue;
-    if (in->kind == CODA_ARG_COL) sb_printf(b, "      float2 cvb%d[%d];\n", k, EPI_JC);
+    if (in->kind == CODA_ARG_COL && !hoist) sb_printf(b, "      float2 cvb%d[%d];\n", k, EPI_JC);
     else if (in->kind == CODA_ARG_TILE)
       sb_printf(b, "      %s tvb%d[%d][2];\n",
                 in->width == CODA_WIDTH_HALF ? "float" : in->width == CODA_WIDTH_X2 ? "float4" : "float2", k,
@@ -876,7 +892,7 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   sb_printf(b, "#pragma unroll\n      for (int jj = 0; jj < %d; ++jj) {\n", EPI_JC);
   sb_printf(b, "        const int c = f.col0 + 8 * (jc + jj);\n");
   sb_printf(b, "        const bool cok0 = c < N, cok1 = c + 1 < N;\n");
-  for (int k = 0; k < p->ninputs; k++) {
+  for (int k = 0; k < p->ninputs && !hoist; k++) {
     const ir_input *in = &p->inputs[k];
     if (!used[k] || in->kind != CODA_ARG_COL) continue;
     sb_printf(b, "        cvb%d[jj] = coda_epi::ld2<%d>(p.ptr[%d], (long long)c * p.ld[%d], p.ld[%d], cok0, cok1, p.flags[%d] & 1);\n",
@@ -915,7 +931,8 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
     if (!used[k] || in->kind != CODA_ARG_COL) continue;
-    sb_printf(b, "      const float2 cv%d = cvb%d[jj];\n", k, k);
+    if (hoist) sb_printf(b, "      const float2 cv%d = cva%d[j];\n", k, k);
+    else sb_printf(b, "      const float2 cv%d = cvb%d[jj];\n", k, k);
   }
   for (int q = 0; q < p->nreduces; q++)
     if (p->reduces[q].kind == CODA_REDUCE_COLSUM) sb_printf(b, "      float cs%d[2] = {0.0f, 0.0f};\n", q);
@@ -1191,11 +1208,20 @@ void coda_epi_binary_free(coda_epi_binary *b) {
 coda_status coda_epi_build(coda_context ctx, coda_program p, coda_epi_config *cfg, int no_cache,
                            coda_epi_binary *out) {
   memset(out, 0, sizeof *out);
-  /* cooperative unless pingpong is asked for (measured at 16384 x 2048 x
-   * 2048: pingpong is 6-9 % faster on light epilogues, 1.7x slower on
-   * llama_swiglu_bwd; bench/results/epilogue-2026-11-30.md) */
+  /* pingpong for programs without tile inputs or reductions (store and
+   * math only: 3-9 % faster than cooperative at 16384 x 2048 x 2048 and
+   * 16384 x 8192 x 2048), cooperative otherwise (equal on llama_residual,
+   * 2.3x faster on llama_swiglu_bwd); $CODA_EPI_SCHEDULE = "pingpong" or
+   * "cooperative" forces one (bench/results/epilogue-2026-11-30.md) */
   const char *force = getenv("CODA_EPI_SCHEDULE");
-  cfg->ping = force && !strcmp(force, "pingpong");
+  if (force && *force) {
+    cfg->ping = !strcmp(force, "pingpong");
+  } else {
+    const struct coda_program_s *q = p;
+    int light = q->nreduces == 0;
+    for (int i = 0; i < q->ninputs; i++) light &= q->inputs[i].kind != CODA_ARG_TILE;
+    cfg->ping = light;
+  }
   coda_status s = build_one(ctx, p, cfg, no_cache, out);
   if (s != CODA_OK || !cfg->ping || out->spill == 0) return s;
   /* the pingpong kernel spills (or its statistics are unknown): cooperative */

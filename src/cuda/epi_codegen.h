@@ -73,10 +73,12 @@ coda_status coda_epi_compile(coda_context ctx, const char *source, const char *k
                              int no_cache, void **cubin, size_t *cubin_size, char **lowered,
                              char **log, int *from_cache, int *spill);
 
-/* A compiled kernel for a program: the cooperative schedule (one 64-row
- * fragment per thread), or with $CODA_EPI_SCHEDULE = "pingpong" the
- * pingpong one (its epilogue overlaps the other consumer's MMAs) unless
- * that kernel spills registers, then cooperative. cfg: operand layout and
+/* A compiled kernel for a program: by default the pingpong schedule (two
+ * fragments per thread, its epilogue overlaps the other consumer's MMAs)
+ * for programs with neither tile inputs nor reductions, else the
+ * cooperative one (one 64-row fragment per thread); $CODA_EPI_SCHEDULE =
+ * "pingpong" or "cooperative" forces one. A pingpong kernel that spills
+ * registers is replaced by the cooperative one. cfg: operand layout and
  * type in, schedule out. */
 typedef struct coda_epi_binary {
   void *cubin;

@@ -14,7 +14,8 @@ static int cmd_version(int argc, char **argv) {
 int cmd_train(int argc, char **argv);    /* cmd_train.c */
 int cmd_generate(int argc, char **argv); /* cmd_generate.c */
 
-int coda_cmd_check(int argc, char **argv); /* cmd_check.c */
+int coda_cmd_check(int argc, char **argv);
+int coda_cmd_run(int argc, char **argv);   /* cmd_run.c */
 int cmd_demo(int argc, char **argv);       /* cmd_demo.c */
 int coda_cmd_compile(int argc, char **argv); /* cmd_compile.c */
 
@@ -22,6 +23,7 @@ typedef struct { const char *name; int (*fn)(int, char **); const char *help; } 
 static const command commands[] = {
   {"version", cmd_version, "print the version and whether a GPU is usable"},
   {"check", coda_cmd_check, "parse and validate an epilogue program, print its IR"},
+  {"run", coda_cmd_run, "run a program fused into a GEMM on random data (CPU, and GPU with --gpu)"},
   {"compile", coda_cmd_compile, "print a program's generated CUDA epilogue and compile it (NVRTC, sm_90a)"},
   {"train", cmd_train, "train a Llama-style model (CPU; see coda train --help)"},
   {"generate", cmd_generate, "sample text from a checkpoint"},
