@@ -13,7 +13,10 @@
  * once per j, row vectors and scalars once per fragment), pairs of adjacent
  * 16-bit values with one 32-bit access (x2 tiles: four values, 64 bits)
  * when the view is aligned; points outside M x N load nothing and store
- * nothing. The instructions then run as straight-line fp32 code.
+ * nothing. The instructions then run as straight-line fp32 code. Tile
+ * inputs and outputs that fit the scratch are staged there in 64 x 32
+ * chunks instead (see plan_staging): 16-byte cp.async loads, rounded values
+ * written to shared memory and stored as row-contiguous 16-byte vectors.
  *
  * Reductions (deterministic, no atomics):
  *  - row partials (rowsum/rowmax/rowlse, and segmented rowsum with segment
@@ -844,22 +847,6 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   /* the fragment, in chunks of JC column pairs: every input of a chunk is
    * loaded before any of its stores, so the loads are in flight together
    * (a store may alias a later load as far as the compiler knows) */
-  /* a single column vector: the fragment's 16 column pairs are loaded up
-   * front, so their latency overlaps the first chunk's instead of adding
-   * per chunk (with more, the registers would spill: per chunk then) */
-  int ncolv = 0;
-  for (int k = 0; k < p->ninputs; k++) ncolv += used[k] && p->inputs[k].kind == CODA_ARG_COL;
-  const int hoist = ncolv == 1;
-  for (int k = 0; k < p->ninputs && hoist; k++) {
-    const ir_input *in = &p->inputs[k];
-    if (!used[k] || in->kind != CODA_ARG_COL) continue;
-    sb_printf(b,
-              "    float2 cva%d[BN / 8];\n#pragma unroll\n    for (int j = 0; j < BN / 8; ++j) {\n"
-              "      const int c = f.col0 + 8 * j;\n"
-              "      cva%d[j] = coda_epi::ld2<%d>(p.ptr[%d], (long long)c * p.ld[%d], p.ld[%d], c < N, c + 1 < N, p.flags[%d] & 1);\n"
-              "    }\n",
-              k, k, dt_code(in->dtype), k, k, k, k);
-  }
   if (sp.nin && sp.dbl) {
     sb_printf(b, "    if (!sc.pre) {\n");
     emit_stage_in(&g, &sp, "0", "0", "      ");
@@ -883,7 +870,7 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
     if (!used[k]) continue;
-    if (in->kind == CODA_ARG_COL && !hoist) sb_printf(b, "      float2 cvb%d[%d];\n", k, EPI_JC);
+    if (in->kind == CODA_ARG_COL) sb_printf(b, "      float2 cvb%d[%d];\n", k, EPI_JC);
     else if (in->kind == CODA_ARG_TILE)
       sb_printf(b, "      %s tvb%d[%d][2];\n",
                 in->width == CODA_WIDTH_HALF ? "float" : in->width == CODA_WIDTH_X2 ? "float4" : "float2", k,
@@ -892,7 +879,7 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   sb_printf(b, "#pragma unroll\n      for (int jj = 0; jj < %d; ++jj) {\n", EPI_JC);
   sb_printf(b, "        const int c = f.col0 + 8 * (jc + jj);\n");
   sb_printf(b, "        const bool cok0 = c < N, cok1 = c + 1 < N;\n");
-  for (int k = 0; k < p->ninputs && !hoist; k++) {
+  for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
     if (!used[k] || in->kind != CODA_ARG_COL) continue;
     sb_printf(b, "        cvb%d[jj] = coda_epi::ld2<%d>(p.ptr[%d], (long long)c * p.ld[%d], p.ld[%d], cok0, cok1, p.flags[%d] & 1);\n",
@@ -931,8 +918,7 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
     if (!used[k] || in->kind != CODA_ARG_COL) continue;
-    if (hoist) sb_printf(b, "      const float2 cv%d = cva%d[j];\n", k, k);
-    else sb_printf(b, "      const float2 cv%d = cvb%d[jj];\n", k, k);
+    sb_printf(b, "      const float2 cv%d = cvb%d[jj];\n", k, k);
   }
   for (int q = 0; q < p->nreduces; q++)
     if (p->reduces[q].kind == CODA_REDUCE_COLSUM) sb_printf(b, "      float cs%d[2] = {0.0f, 0.0f};\n", q);
