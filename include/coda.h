@@ -93,6 +93,14 @@ typedef struct coda_context_options {
                              * a GEMM shape and keep the fastest, in memory and in
                              * a cache file ($CODA_CACHE_DIR or ~/.cache/coda);
                              * also enabled by CODA_AUTOTUNE=1 */
+  int debug_sync;           /* CUDA: after every kernel launch, wait for the
+                             * device and check for errors, so a fault is
+                             * reported (CODA_ERR_BACKEND, message naming the
+                             * operation) by the call that caused it; slow, for
+                             * debugging; also enabled by CODA_DEBUG_SYNC=1.
+                             * Without it launch errors are still checked, but
+                             * a fault inside a kernel surfaces at a later
+                             * synchronizing call (a copy, coda_synchronize) */
 } coda_context_options;
 
 coda_context_options coda_context_default_options(void);

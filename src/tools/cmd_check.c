@@ -1,12 +1,12 @@
 /* coda check: parse and validate an epilogue program, print its IR listing
  * (or its canonical text), or report "FILE:LINE:COL: message". */
 #include "coda.h"
+#include "tool_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_FILE (16u << 20)
 
 static void check_usage(FILE *f) {
   fprintf(f,
@@ -18,52 +18,6 @@ static void check_usage(FILE *f) {
           "and exits 1. --exact validates for an fp64 (exact mode) context.\n");
 }
 
-/* Reads a whole file (or stdin for "-") into a NUL-terminated string. */
-static char *read_all(const char *path, const char **why) {
-  FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-  if (!f) {
-    *why = "cannot open the file";
-    return NULL;
-  }
-  size_t cap = 4096, len = 0;
-  char *buf = malloc(cap);
-  while (buf) {
-    if (len + 1 >= cap) {
-      if (cap >= MAX_FILE) {
-        *why = "file is too large";
-        free(buf);
-        buf = NULL;
-        break;
-      }
-      char *nb = realloc(buf, cap * 2);
-      if (!nb) {
-        free(buf);
-        buf = NULL;
-        *why = "out of memory";
-        break;
-      }
-      buf = nb;
-      cap *= 2;
-    }
-    size_t n = fread(buf + len, 1, cap - 1 - len, f);
-    if (n == 0) break;
-    len += n;
-  }
-  if (buf && ferror(f)) {
-    *why = "read error";
-    free(buf);
-    buf = NULL;
-  }
-  if (f != stdin) fclose(f);
-  if (!buf) return NULL;
-  buf[len] = '\0';
-  if (memchr(buf, '\0', len)) {
-    *why = "file contains a NUL byte";
-    free(buf);
-    return NULL;
-  }
-  return buf;
-}
 
 /* Turns "line L, column C: msg" into "FILE:L:C: msg". */
 static void report(const char *file, const char *err) {
@@ -111,7 +65,7 @@ int coda_cmd_check(int argc, char **argv) {
     s = coda_program_builtin(ctx, builtin, &p);
   } else {
     const char *why = "";
-    char *src = read_all(file, &why);
+    char *src = coda_tool_read_text(file, &why);
     if (!src) {
       fprintf(stderr, "%s: %s\n", label, why);
       coda_context_destroy(ctx);

@@ -3,6 +3,7 @@
  * compiler's entry points are referenced weakly: in a library built without
  * CUDA they are absent and the command says so. */
 #include "coda.h"
+#include "tool_util.h"
 #include "cuda/epi_codegen.h"
 
 #include <stdio.h>
@@ -31,35 +32,6 @@ static void compile_usage(FILE *f) {
           "  --no-cache   compile even if the kernel is cached\n");
 }
 
-static char *read_text(const char *path) {
-  FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-  if (!f) return NULL;
-  size_t cap = 4096, len = 0;
-  char *buf = malloc(cap);
-  while (buf) {
-    if (len + 1 >= cap) {
-      if (cap >= (16u << 20)) {
-        free(buf);
-        buf = NULL;
-        break;
-      }
-      char *nb = realloc(buf, cap * 2);
-      if (!nb) {
-        free(buf);
-        buf = NULL;
-        break;
-      }
-      buf = nb;
-      cap *= 2;
-    }
-    size_t n = fread(buf + len, 1, cap - 1 - len, f);
-    if (n == 0) break;
-    len += n;
-  }
-  if (f != stdin) fclose(f);
-  if (buf) buf[len] = '\0';
-  return buf;
-}
 
 int coda_cmd_compile(int argc, char **argv) {
   int full = 0, quiet = 0, show_log = 0, f16 = 0, ta = 0, tb = 1, no_cache = 0;
@@ -109,9 +81,10 @@ int coda_cmd_compile(int argc, char **argv) {
   if (builtin) {
     s = coda_program_builtin(ctx, builtin, &p);
   } else {
-    char *text = read_text(file);
+    const char *why = NULL;
+    char *text = coda_tool_read_text(file, &why);
     if (!text) {
-      fprintf(stderr, "%s: cannot read the file\n", file);
+      fprintf(stderr, "%s: %s\n", file, why ? why : "cannot read the file");
       coda_context_destroy(ctx);
       return 1;
     }

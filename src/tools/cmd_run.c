@@ -3,6 +3,7 @@
  * compares every output, partial and finished vector of the GPU with the
  * CPU. This is how a new program is tried without writing any C or CUDA. */
 #include "coda.h"
+#include "tool_util.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -82,25 +83,6 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static char *read_file(const char *path) {
-  FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-  if (!f) return NULL;
-  size_t cap = 1 << 16, len = 0;
-  char *buf = malloc(cap);
-  size_t n;
-  while (buf && (n = fread(buf + len, 1, cap - 1 - len, f)) > 0) {
-    len += n;
-    if (len + 1 == cap) {
-      char *nb = cap < (16u << 20) ? realloc(buf, cap * 2) : NULL;
-      if (!nb) { free(buf); buf = NULL; break; }
-      buf = nb;
-      cap *= 2;
-    }
-  }
-  if (f != stdin) fclose(f);
-  if (buf) buf[len] = '\0';
-  return buf;
-}
 
 static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out) {
   char *end;
@@ -173,8 +155,9 @@ int coda_cmd_run(int argc, char **argv) {
   void *dA[2] = {NULL, NULL}, *dB[2] = {NULL, NULL};
   uint16_t *hA = NULL, *hB = NULL;
   char *text = NULL;
-  if (file && !(text = read_file(file))) {
-    fprintf(stderr, "coda run: cannot read '%s'\n", file);
+  const char *why = NULL;
+  if (file && !(text = coda_tool_read_text(file, &why))) {
+    fprintf(stderr, "coda run: %s: %s\n", file, why ? why : "cannot read");
     return 1;
   }
   for (int b = 0; b < nb; b++) {

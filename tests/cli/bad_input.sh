@@ -174,5 +174,14 @@ printf 'CODATOKZ' | dd of=shards/train.tok bs=1 seek=0 conv=notrunc 2>/dev/null
 # shellcheck disable=SC2086
 expect "bad magic" -- train $small --out o3 --data shards --steps 2
 
+# coda run: bad numbers, missing files, malformed programs
+expect "needs an integer" -- run --builtin llama_swiglu --m abc
+expect "needs an integer" -- run --builtin llama_swiglu --k 0
+expect "unknown option '--zz'" -- run --builtin llama_swiglu --zz
+expect "cannot open" -- run no-such-program.coda
+expect "no built-in" -- run --builtin no_such_builtin
+printf 'input x : tile bf16\noutput y : bf16\nstore y = acc +\n' >bad.coda
+expect "line 3" -- run bad.coda
+
 echo "$cases cases, $fails failed"
 [ $fails -eq 0 ]
