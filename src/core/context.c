@@ -62,6 +62,12 @@ coda_status coda_context_create(const coda_context_options *opts,
   if (o.num_threads < 0) return CODA_ERR_INVALID_ARGUMENT;
   if (o.backend == CODA_BACKEND_CUDA && !coda_cuda_available())
     return CODA_ERR_NOT_SUPPORTED;
+  /* The environment switch lets a failing run be re-run in debug mode
+   * without rebuilding; it is read once, here. */
+  if (!o.debug_sync) {
+    const char *env = getenv("CODA_DEBUG_SYNC");
+    o.debug_sync = env && strcmp(env, "1") == 0;
+  }
   coda_context c = calloc(1, sizeof *c);
   if (!c) return CODA_ERR_OUT_OF_MEMORY;
   c->opts = o;

@@ -10,6 +10,7 @@
 #include "cuda/backend.h"
 #include "cuda/gemm_configs.h"
 #include "cuda/gemm_internal.h"
+#include "cuda/debug.h"
 
 extern "C" {
 #include "core/internal.h"
@@ -348,15 +349,18 @@ static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda
 
   LaunchFn launch = cfg->fn[trans_a == CODA_T][trans_b == CODA_T][A->dtype == CODA_F16];
   e = launch(p);
-  if (e == cudaSuccess && ws) {
+  coda_status st_launch = CODA_OK;
+  if (e == cudaSuccess) st_launch = coda_cuda_check_launch(ctx, "GEMM mainloop");
+  if (e == cudaSuccess && st_launch == CODA_OK && ws) {
     splitk_reduce<<<2 * num_sms, 256, 0, p.stream>>>(ws, (int)splits, (long long)M * N, (int)M,
                                                      (int)N, out);
-    e = cudaGetLastError();
+    st_launch = coda_cuda_check_launch(ctx, "GEMM split-K reduction");
   }
   if (ws) {
     cudaError_t e2 = cudaFreeAsync(ws, p.stream);
     if (e == cudaSuccess) e = e2;
   }
+  if (st_launch != CODA_OK) return st_launch;
   if (e != cudaSuccess) return cuda_fail(ctx, e, "kernel launch");
   return CODA_OK;
 }
