@@ -23,6 +23,7 @@
 
 #include "cuda/attention.cuh"
 #include "cuda/backend.h"
+#include "cuda/debug.h"
 
 extern "C" {
 #include "core/internal.h"
@@ -675,36 +676,37 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv_kernel(Params p) {
     }
 }
 
+/* The launchers report a failed attribute call as a cudaError_t (*e) and
+ * a failed launch through coda_cuda_check_launch, naming the pass. */
 template <int HD, int MT, int KT>
-cudaError_t launch_forward(const Params &p, cudaStream_t stream) {
+coda_status launch_forward(coda_context ctx, const Params &p, cudaStream_t stream, cudaError_t *e) {
   const size_t sm = (size_t)(64 * MT + 4 * KT) * HD * sizeof(bf16);
-  cudaError_t e = cudaFuncSetAttribute(fwd_kernel<HD, MT, KT>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
-  if (e != cudaSuccess) return e;
+  *e = cudaFuncSetAttribute(fwd_kernel<HD, MT, KT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            (int)sm);
+  if (*e != cudaSuccess) return CODA_ERR_BACKEND;
   dim3 grid((p.T + 64 * MT - 1) / (64 * MT), p.Hq, p.B);
   fwd_kernel<HD, MT, KT><<<grid, kThreads, sm, stream>>>(p);
-  return cudaGetLastError();
+  return coda_cuda_check_launch(ctx, "attention forward");
 }
 
 template <int HD, int MQ, int MK>
-cudaError_t launch_backward(const Params &p, cudaStream_t stream) {
+coda_status launch_backward(coda_context ctx, const Params &p, cudaStream_t stream, cudaError_t *e) {
   const long long warps = (long long)p.B * p.T * p.Hq;
   bwd_prep_kernel<HD><<<(unsigned)((warps + 7) / 8), 256, 0, stream>>>(p);
-  cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) return e;
+  coda_status s = coda_cuda_check_launch(ctx, "attention backward (prep pass)");
+  if (s != CODA_OK) return s;
   const size_t smq = (size_t)(2 * 64 * MQ + 4 * kTile) * HD * sizeof(bf16);
   const size_t smk = (size_t)(2 * 64 * MK + 4 * kTile) * HD * sizeof(bf16) + 4 * kTile * sizeof(float);
-  e = cudaFuncSetAttribute(bwd_dq_kernel<HD, MQ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           (int)smq);
-  if (e != cudaSuccess) return e;
-  e = cudaFuncSetAttribute(bwd_dkdv_kernel<HD, MK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           (int)smk);
-  if (e != cudaSuccess) return e;
+  *e = cudaFuncSetAttribute(bwd_dq_kernel<HD, MQ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            (int)smq);
+  if (*e != cudaSuccess) return CODA_ERR_BACKEND;
+  *e = cudaFuncSetAttribute(bwd_dkdv_kernel<HD, MK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            (int)smk);
+  if (*e != cudaSuccess) return CODA_ERR_BACKEND;
   bwd_dq_kernel<HD, MQ><<<dim3((p.T + 64 * MQ - 1) / (64 * MQ), p.Hq, p.B), kThreads, smq, stream>>>(p);
-  e = cudaGetLastError();
-  if (e != cudaSuccess) return e;
+  if ((s = coda_cuda_check_launch(ctx, "attention backward (dq pass)")) != CODA_OK) return s;
   bwd_dkdv_kernel<HD, MK><<<dim3((p.T + 64 * MK - 1) / (64 * MK), p.Hkv, p.B), kThreads, smk, stream>>>(p);
-  return cudaGetLastError();
+  return coda_cuda_check_launch(ctx, "attention backward (dk/dv pass)");
 }
 
 } /* namespace coda_attn */
@@ -832,13 +834,14 @@ extern "C" coda_status coda_cuda_attention_forward_config(coda_context ctx,
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA attention: no forward variant %d",
                      config);
   /* variant 1: two m16 tiles per warp (K/V fragments feed twice the MMAs) */
-  cudaError_t e;
+  cudaError_t e = cudaSuccess;
   if (hd == 64)
-    e = config == 0 ? launch_forward<64, 1, 64>(p, 0) : launch_forward<64, 2, 64>(p, 0);
+    s = config == 0 ? launch_forward<64, 1, 64>(ctx, p, 0, &e) : launch_forward<64, 2, 64>(ctx, p, 0, &e);
   else
-    e = config == 0 ? launch_forward<128, 1, 64>(p, 0) : launch_forward<128, 2, 32>(p, 0);
-  if (e != cudaSuccess) return attn_cuda_fail(ctx, e, "forward launch");
-  return CODA_OK;
+    s = config == 0 ? launch_forward<128, 1, 64>(ctx, p, 0, &e)
+                    : launch_forward<128, 2, 32>(ctx, p, 0, &e);
+  if (e != cudaSuccess) return attn_cuda_fail(ctx, e, "forward kernel setup");
+  return s;
 }
 
 extern "C" coda_status coda_cuda_attention_backward_config(
@@ -879,13 +882,14 @@ extern "C" coda_status coda_cuda_attention_backward_config(
   p.ws_l = p.ws_d + n;
   /* head_dim 64 variants: bit 0 = two m16 tiles per warp in the dQ
    * kernel, bit 1 = the same in the dK/dV kernel */
-  if (hd == 128) e = launch_backward<128, 1, 1>(p, 0);
-  else if (config == 0) e = launch_backward<64, 1, 1>(p, 0);
-  else if (config == 1) e = launch_backward<64, 2, 1>(p, 0);
-  else if (config == 2) e = launch_backward<64, 1, 2>(p, 0);
-  else e = launch_backward<64, 2, 2>(p, 0);
+  if (hd == 128) s = launch_backward<128, 1, 1>(ctx, p, 0, &e);
+  else if (config == 0) s = launch_backward<64, 1, 1>(ctx, p, 0, &e);
+  else if (config == 1) s = launch_backward<64, 2, 1>(ctx, p, 0, &e);
+  else if (config == 2) s = launch_backward<64, 1, 2>(ctx, p, 0, &e);
+  else s = launch_backward<64, 2, 2>(ctx, p, 0, &e);
   const cudaError_t ef = cudaFreeAsync(ws, 0);
-  if (e != cudaSuccess) return attn_cuda_fail(ctx, e, "backward launch");
+  if (e != cudaSuccess) return attn_cuda_fail(ctx, e, "backward kernel setup");
+  if (s != CODA_OK) return s;
   if (ef != cudaSuccess) return attn_cuda_fail(ctx, ef, "cudaFreeAsync");
   return CODA_OK;
 }

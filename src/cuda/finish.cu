@@ -9,6 +9,7 @@
  * partials in double in index order and rounds once to f32, so the result
  * is deterministic and equals the CPU finisher's up to exp/log rounding. */
 #include "cuda/gplan.h"
+#include "cuda/debug.h"
 
 extern "C" {
 #include "core/internal.h"
@@ -121,11 +122,6 @@ unsigned grid_for(long long n) {
   return (unsigned)(g < 4096 ? (g > 0 ? g : 1) : 4096);
 }
 
-coda_status launched(coda_context ctx, const char *what) {
-  cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA %s: %s", what, cudaGetErrorString(e));
-  return CODA_OK;
-}
 
 }  // namespace
 
@@ -167,7 +163,7 @@ extern "C" coda_status coda_cuda_finish(coda_context ctx, int kind, int layout, 
   const long long work = layout == 2 ? M * d.nseg : d.nout;
   if (work == 0) return CODA_OK;
   finish_kernel<<<grid_for(work), 256>>>(d);
-  return launched(ctx, "finish");
+  return coda_cuda_check_launch(ctx, "CUDA finish (reduction of partials)");
 }
 
 extern "C" coda_status coda_cuda_copy(coda_context ctx, const coda_tensor *dst, const coda_tensor *src) {
@@ -185,7 +181,7 @@ extern "C" coda_status coda_cuda_copy(coda_context ctx, const coda_tensor *dst, 
   }
   copy_kernel<<<grid_for(n), 256>>>(dst->data, (int)dst->dtype, dst->ld, src->data, (int)src->dtype,
                                     src->ld, dst->rows, dst->cols);
-  return launched(ctx, "copy");
+  return coda_cuda_check_launch(ctx, "CUDA copy");
 }
 
 extern "C" coda_status coda_cuda_malloc(coda_context ctx, size_t bytes, void **out) {
