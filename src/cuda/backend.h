@@ -3,6 +3,8 @@
 #ifndef CODA_CUDA_BACKEND_H
 #define CODA_CUDA_BACKEND_H
 #include "coda.h"
+#include <stddef.h>
+#include <stdint.h>
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -50,6 +52,36 @@ void coda_cuda_context_release(coda_context ctx);
  * pingpong schedule; for tests and benchmarks. */
 int coda_cuda_epilogue_local_bytes(coda_context ctx, coda_program program, int trans_a,
                                    int trans_b, int f16, int *ping);
+
+/* ---- the trainer's device ops (src/cuda/train_kernels.cu) ----
+ * Device pointers; dense f32 buffers unless a view is given. Deterministic
+ * (no atomics). */
+/* dst (bf16 or f32 view) = src (dense f32, dst's shape), rounding to nearest even. */
+coda_status coda_cuda_train_round(coda_context ctx, const coda_tensor *dst, const float *src);
+/* dst (dense f32, src's shape) += scale * src (bf16 or f32 view). */
+coda_status coda_cuda_train_accum(coda_context ctx, float *dst, const coda_tensor *src,
+                                  float scale);
+/* x (bf16, M x D) row r = table row tok[r] (tokens already checked). */
+coda_status coda_cuda_train_embed(coda_context ctx, const coda_tensor *x, const float *table,
+                                  const int32_t *tok);
+/* For j < nrows: g row rows[j] += scale * dx row pos[t] for t = seg[j] ..
+ * seg[j+1]-1 in that order (one thread block per row, no atomics). */
+coda_status coda_cuda_train_embed_grad(coda_context ctx, float *g, const coda_tensor *dx,
+                                       const int32_t *rows, const int32_t *seg,
+                                       const int32_t *pos, int nrows, float scale);
+/* t (int32, M x 1 view) = tg, negative targets as -100 (ignored). */
+coda_status coda_cuda_train_targets(coda_context ctx, const coda_tensor *t, const int32_t *tg);
+/* part[b] = sum of g[i]^2 (double) over chunk b of n; fixed reduction order. */
+coda_status coda_cuda_train_sumsq(coda_context ctx, const float *g, size_t n, size_t chunk,
+                                  double *part);
+/* AdamW (the host's coda_adamw_update arithmetic) on n elements; coef =
+ * {beta1, beta2, 1-beta1^t, 1-beta2^t, lr, eps, 1-lr*wd or 1}; the gradient
+ * is first scaled by gscale (clipping) and rounded to f32. */
+coda_status coda_cuda_train_adamw(coda_context ctx, float *w, const float *g, float *m, float *v,
+                                  size_t n, const double *coef, double gscale);
+coda_status coda_cuda_train_zero(coda_context ctx, void *p, size_t bytes);
+/* Device memory in use (all processes) and total. */
+coda_status coda_cuda_train_memory(coda_context ctx, size_t *used, size_t *total);
 #endif
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
  * kernels are kept per context (ctx->cuda) keyed by the hash of the
  * generated functor and the kernel configuration. */
 #include "cuda/backend.h"
+#include "cuda/debug.h"
 #include "cuda/epi_codegen.h"
 #include "cuda/gemm_internal.h"
 
@@ -276,7 +277,7 @@ coda_status coda_cuda_gemm_epilogue(coda_context ctx, coda_program program, coda
   if (r != CUDA_SUCCESS)
     return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA GEMM epilogue: kernel launch failed (driver error %d)",
                      (int)r);
-  return CODA_OK;
+  return coda_cuda_check_launch(ctx, "CUDA GEMM epilogue (fused program kernel)");
 }
 
 int coda_cuda_epilogue_local_bytes(coda_context ctx, coda_program program, int trans_a,
@@ -340,6 +341,6 @@ coda_status coda_cuda_kernel_launch(coda_context ctx, void *fn, unsigned grid, u
   CUresult r = s->launch((CUfunction)fn, grid, 1, 1, block, 1, 1, smem, NULL, args, NULL);
   if (r != CUDA_SUCCESS)
     return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA: kernel launch failed (driver error %d)", (int)r);
-  return CODA_OK;
+  return coda_cuda_check_launch(ctx, "CUDA elementwise program kernel (coda_map)");
 }
 /* ---- end gplan ---- */

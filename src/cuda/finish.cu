@@ -122,7 +122,6 @@ unsigned grid_for(long long n) {
   return (unsigned)(g < 4096 ? (g > 0 ? g : 1) : 4096);
 }
 
-
 }  // namespace
 
 extern "C" coda_status coda_cuda_finish(coda_context ctx, int kind, int layout, const coda_tensor *P,

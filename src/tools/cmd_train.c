@@ -1,4 +1,4 @@
-/* `coda train`: trains a Llama-3 style model on the CPU (see --help). */
+/* `coda train`: trains a Llama-3 style model on the CPU or one GPU (see --help). */
 #define _POSIX_C_SOURCE 200809L
 #include "coda.h"
 
@@ -38,6 +38,8 @@ static void train_usage(FILE *f) {
       "  --corpus DIR      text files to prepare shards from (default: the fortunes package)\n"
       "  --prepare         only write the token shards, then exit\n"
       "  --engine NAME     auto | reference | plans\n"
+      "  --device NAME     cpu (default) | gpu | auto (the GPU when one is usable);\n"
+      "                    --backend cpu|cuda|auto is the same; the GPU runs the plan engine\n"
       "  --threads N       CPU threads (default: OpenMP default)\n"
       "  --quiet           no per-step lines\n"
       "Prints one line per step; Ctrl-C finishes the step, saves and exits.\n");
@@ -84,7 +86,7 @@ static int parse_real(const char *flag, const char *v, double *out) {
 
 int cmd_train(int argc, char **argv) {
   coda_train_options o = coda_train_default_options();
-  int prepare_only = 0, threads = 0;
+  int prepare_only = 0, threads = 0, device = 0;
   const char *export_hf = NULL, *import_hf = NULL;
   const char *config = "tiny";
   /* The named configuration first, so explicit flags override it. */
@@ -138,6 +140,14 @@ int cmd_train(int argc, char **argv) {
     if (!strcmp(a, "--corpus") && v) { o.corpus_dir = v; i++; continue; }
     if (!strcmp(a, "--prepare")) { prepare_only = 1; continue; }
     if (!strcmp(a, "--quiet")) { o.quiet = 1; continue; }
+    if ((!strcmp(a, "--device") || !strcmp(a, "--backend")) && v) {
+      if (!strcmp(v, "cpu")) device = 0;
+      else if (!strcmp(v, "gpu") || !strcmp(v, "cuda")) device = 1;
+      else if (!strcmp(v, "auto")) device = coda_cuda_available() ? 1 : 0;
+      else { fprintf(stderr, "coda train: %s is cpu, gpu (cuda) or auto\n", a); return 2; }
+      i++;
+      continue;
+    }
     if (!strcmp(a, "--engine") && v) {
       if (!strcmp(v, "auto")) o.engine = 0;
       else if (!strcmp(v, "reference")) o.engine = 1;
@@ -152,9 +162,14 @@ int cmd_train(int argc, char **argv) {
   }
   coda_context_options co = coda_context_default_options();
   co.num_threads = threads;
+  co.backend = device ? CODA_BACKEND_CUDA : CODA_BACKEND_CPU;
   coda_context ctx;
+  if (device && !coda_cuda_available()) {
+    fprintf(stderr, "coda train: --device gpu: no usable CUDA GPU (or this build has no CUDA)\n");
+    return 1;
+  }
   if (coda_context_create(&co, &ctx) != CODA_OK) {
-    fprintf(stderr, "coda train: cannot create a context\n");
+    fprintf(stderr, "coda train: cannot create a %s context\n", device ? "CUDA" : "CPU");
     return 1;
   }
   int rc = 0;

@@ -15,28 +15,84 @@
  * last position the final RMSNorm and the LM-head row products are done
  * on the host from the last block's output. The sampler runs the blocks at
  * the full sequence length with the context left-aligned; causal attention
- * makes the padding after it irrelevant. */
+ * makes the padding after it irrelevant.
+ *
+ * On a CUDA context the same steps run on the device (src/cuda/
+ * train_kernels.cu): the fp32 master weights, the fp32 gradient and the
+ * AdamW moments live in device memory (dev_state), the rounding into the
+ * plans' bf16 buffers, the embedding lookup, the gradient accumulation and
+ * the embedding scatter-add are kernels, and only the tokens go up and the
+ * loss comes down per micro-batch. The embedding scatter-add stays
+ * deterministic without atomics: the host groups the positions by token
+ * (a stable counting sort) and one thread block per distinct token adds its
+ * rows in token order, the host loop's order. The host weight buffer is
+ * brought up to date only by coda_plans_device_download. */
 #include "train/train.h"
+#ifdef CODA_HAVE_CUDA
+#include "cuda/backend.h"
+#include "cuda/gplan.h"
+#endif
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Device copies of a CUDA context (kept when the plans are rebuilt for
+ * another batch shape). */
+typedef struct {
+  float *w, *g, *m, *v; /* fp32 master weights, gradient, AdamW moments */
+  double *part;         /* gradient-norm partial sums */
+  size_t n, npart;
+  int32_t *tok, *tg, *rows, *seg, *pos; /* per micro-batch uploads */
+  int64_t cap;                          /* tokens they hold */
+} dev_state;
 
 typedef struct {
   int B, T;
   int L;
   coda_plan *blk;
   coda_plan head;
+  dev_state *dev;
 } plans_state;
 
+/* Elements per gradient-norm partial sum (one thread block each). */
+#define NORM_CHUNK 65536
+
 int coda_plans_available(void) { return 1; }
+
+static void free_plans(plans_state *s) {
+  for (int i = 0; i < s->L; i++) coda_plan_destroy(s->blk[i]);
+  coda_plan_destroy(s->head);
+  free(s->blk);
+  s->blk = NULL;
+  s->head = NULL;
+  s->L = 0;
+  s->B = s->T = 0;
+}
+
+#ifdef CODA_HAVE_CUDA
+static void free_scratch(dev_state *d) {
+  coda_cuda_free(d->tok); coda_cuda_free(d->tg); coda_cuda_free(d->rows);
+  coda_cuda_free(d->seg); coda_cuda_free(d->pos);
+  d->tok = d->tg = d->rows = d->seg = d->pos = NULL;
+  d->cap = 0;
+}
+static void free_dev(dev_state *d) {
+  if (!d) return;
+  free_scratch(d);
+  coda_cuda_free(d->w); coda_cuda_free(d->g); coda_cuda_free(d->m); coda_cuda_free(d->v);
+  coda_cuda_free(d->part);
+  free(d);
+}
+#else
+static void free_dev(dev_state *d) { free(d); }
+#endif
 
 void coda_plans_free(coda_model *m) {
   plans_state *s = *coda_model_plans_slot(m);
   if (!s) return;
-  for (int i = 0; i < s->L; i++) coda_plan_destroy(s->blk[i]);
-  coda_plan_destroy(s->head);
-  free(s->blk);
+  free_plans(s);
+  free_dev(s->dev);
   free(s);
   *coda_model_plans_slot(m) = NULL;
 }
@@ -47,27 +103,40 @@ static coda_status tensor(coda_context ctx, coda_plan p, const char *name, coda_
   return CODA_OK;
 }
 
+static int on_gpu(coda_context ctx) { return coda_context_backend(ctx) == CODA_BACKEND_CUDA; }
+
 static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_state **out) {
   plans_state *s = *coda_model_plans_slot(m);
-  if (s && s->B == B && s->T == T) { *out = s; return CODA_OK; }
-  coda_plans_free(m);
+  if (s && s->blk && s->B == B && s->T == T) { *out = s; return CODA_OK; }
+  if (s) free_plans(s);
   const coda_model_config *c = coda_model_cfg(m);
   if (fabs(c->norm_eps - 1e-5) > 1e-12)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
                      "the block plans use RMSNorm eps 1e-5, the model asks for %g", c->norm_eps);
-  if (coda_context_backend(ctx) != CODA_BACKEND_CPU) /* host ops below write plan buffers */
+#ifdef CODA_HAVE_CUDA
+  if (coda_context_backend(ctx) != CODA_BACKEND_CPU && !on_gpu(ctx))
+#else
+  if (coda_context_backend(ctx) != CODA_BACKEND_CPU)
+#endif
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
-                     "the plan engine's host steps (weight rounding, embedding) run on the CPU "
-                     "backend only so far");
-  if (coda_context_precision(ctx) != CODA_PRECISION_F32)
+                     "the plan engine runs on the CPU backend%s",
+#ifdef CODA_HAVE_CUDA
+                     " and the CUDA backend"
+#else
+                     " only in this build (no CUDA)"
+#endif
+    );
+  if (!on_gpu(ctx) && coda_context_precision(ctx) != CODA_PRECISION_F32)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the plan engine trains in fp32 precision");
-  s = calloc(1, sizeof *s);
-  if (!s) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  if (!s) {
+    s = calloc(1, sizeof *s);
+    if (!s) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    *coda_model_plans_slot(m) = s;
+  }
   s->blk = calloc((size_t)c->layers, sizeof *s->blk);
-  if (!s->blk) { free(s); return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory"); }
+  if (!s->blk) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   s->B = B;
   s->T = T;
-  *coda_model_plans_slot(m) = s;
   coda_llama_config lc;
   memset(&lc, 0, sizeof lc);
   lc.dim = c->dim;
@@ -94,7 +163,7 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_s
     if (!st) st = coda_plan_bind(s->blk[i], "dx_out", &t);
   }
   if (st) {
-    coda_plans_free(m);
+    free_plans(s);
     return st;
   }
   *out = s;
@@ -130,6 +199,341 @@ static coda_status accumulate(coda_context ctx, coda_plan p, const char *name, f
   return CODA_OK;
 }
 
+static const char *const plan_w[6] = {"wn1", "wqkv", "wo", "wn2", "wgu", "wd"};
+static const char *const plan_g[6] = {"dwn1", "dwqkv", "dwo", "dwn2", "dwgu", "dwd"};
+static const char *const ours[6] = {"attention_norm", "attention.wqkv", "attention.wo",
+                                    "ffn_norm", "feed_forward.w13", "feed_forward.w2"};
+
+/* ------------------------------------------------------------ the GPU */
+
+#ifdef CODA_HAVE_CUDA
+static coda_status dev_alloc(coda_context ctx, size_t bytes, void *out) {
+  return coda_cuda_malloc(ctx, bytes, (void **)out);
+}
+
+/* The device state, created on first use from the host weights (moments
+ * zero). */
+static coda_status ensure_dev(coda_context ctx, coda_model *m, plans_state *s, dev_state **out) {
+  if (s->dev) { *out = s->dev; return CODA_OK; }
+  dev_state *d = calloc(1, sizeof *d);
+  if (!d) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  d->n = coda_model_size(m);
+  d->npart = (d->n + NORM_CHUNK - 1) / NORM_CHUNK;
+  const size_t fb = d->n * sizeof(float);
+  coda_status st = dev_alloc(ctx, fb, &d->w);
+  if (!st) st = dev_alloc(ctx, fb, &d->g);
+  if (!st) st = dev_alloc(ctx, fb, &d->m);
+  if (!st) st = dev_alloc(ctx, fb, &d->v);
+  if (!st) st = dev_alloc(ctx, (d->npart ? d->npart : 1) * sizeof(double), &d->part);
+  if (!st) st = coda_cuda_memcpy(ctx, d->w, coda_model_weights(m), fb, 1);
+  if (st) {
+    free_dev(d);
+    return st;
+  }
+  s->dev = d;
+  *out = d;
+  return CODA_OK;
+}
+
+static coda_status ensure_scratch(coda_context ctx, dev_state *d, int64_t M) {
+  if (d->cap >= M) return CODA_OK;
+  free_scratch(d);
+  const size_t b = (size_t)M * sizeof(int32_t);
+  coda_status st = dev_alloc(ctx, b, &d->tok);
+  if (!st) st = dev_alloc(ctx, b, &d->tg);
+  if (!st) st = dev_alloc(ctx, b, &d->rows);
+  if (!st) st = dev_alloc(ctx, b + sizeof(int32_t), &d->seg);
+  if (!st) st = dev_alloc(ctx, b, &d->pos);
+  if (st) {
+    free_scratch(d);
+    return st;
+  }
+  d->cap = M;
+  return CODA_OK;
+}
+
+static coda_status dev_round(coda_context ctx, coda_plan p, const char *name, const float *src,
+                             size_t n) {
+  coda_tensor t;
+  coda_status s = tensor(ctx, p, name, &t);
+  if (s) return s;
+  if ((size_t)(t.rows * t.cols) != n)
+    return coda_fail(ctx, CODA_ERR_SHAPE, "plan buffer '%s' holds %lld values, the weight %zu",
+                     name, (long long)(t.rows * t.cols), n);
+  return coda_cuda_train_round(ctx, &t, src);
+}
+
+static coda_status dev_accum(coda_context ctx, coda_plan p, const char *name, float *dst,
+                             size_t n, float scale) {
+  coda_tensor t;
+  coda_status s = tensor(ctx, p, name, &t);
+  if (s) return s;
+  if ((size_t)(t.rows * t.cols) != n)
+    return coda_fail(ctx, CODA_ERR_SHAPE, "plan buffer '%s' holds %lld values, the weight %zu",
+                     name, (long long)(t.rows * t.cols), n);
+  return coda_cuda_train_accum(ctx, dst, &t, scale);
+}
+
+/* Positions grouped by token, in token order within a group (a stable
+ * counting sort): rows[j] = j-th distinct token, its positions pos[seg[j]
+ * .. seg[j+1]). Returns the number of distinct tokens or -1 (no memory). */
+static int group_tokens(const int32_t *in, int64_t M, int V, int32_t *rows, int32_t *seg,
+                        int32_t *pos) {
+  int32_t *start = calloc((size_t)V + 1, sizeof *start);
+  if (!start) return -1;
+  for (int64_t r = 0; r < M; r++) start[in[r] + 1]++;
+  int nr = 0;
+  for (int v = 0; v < V; v++) {
+    if (start[v + 1]) {
+      rows[nr] = v;
+      seg[nr++] = start[v];
+    }
+    start[v + 1] += start[v];
+  }
+  seg[nr] = (int32_t)M;
+  for (int64_t r = 0; r < M; r++) pos[start[in[r]]++] = (int32_t)r;
+  free(start);
+  return nr;
+}
+
+static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
+                               const int32_t *in, const int32_t *tg, int T, int backward,
+                               float gscale, double *loss, int64_t *n_valid, float *last_logits) {
+  const coda_model_config *c = coda_model_cfg(m);
+  const int sample = tg == NULL;
+  const int64_t D = c->dim, M = (int64_t)s->B * s->T;
+  dev_state *d = NULL;
+  coda_status st = ensure_dev(ctx, m, s, &d);
+  if (!st) st = ensure_scratch(ctx, d, M);
+  if (st) return st;
+  char nm[96];
+#define PRM(name) coda_model_find(m, name)
+  for (int i = 0; i < s->L && !st; i++)
+    for (int k = 0; k < 6 && !st; k++) {
+      snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
+      st = dev_round(ctx, s->blk[i], plan_w[k], d->w + PRM(nm)->offset, PRM(nm)->size);
+    }
+  const coda_param *pe = PRM("tok_embeddings.weight");
+  const coda_param *po = c->tied ? pe : PRM("output.weight");
+  const coda_param *pn = PRM("norm.weight");
+  if (!st && !sample) st = dev_round(ctx, s->head, "wnf", d->w + pn->offset, pn->size);
+  if (!st && !sample) st = dev_round(ctx, s->head, "wout", d->w + po->offset, po->size);
+  if (st) return st;
+  /* host-side token arrays: checked, then uploaded (small) */
+  int32_t *h = malloc((size_t)(3 * M + 1) * sizeof *h);
+  if (!h) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  int64_t nv = 0;
+  for (int64_t r = 0; r < M && !st; r++) {
+    h[r] = sample ? (r < T ? in[r] : 0) : in[r];
+    if (h[r] < 0 || h[r] >= c->vocab)
+      st = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "token %d at position %lld is outside the "
+                     "vocabulary of %d", h[r], (long long)r, c->vocab);
+    if (!sample) nv += tg[r] >= 0;
+  }
+  coda_tensor x0, t;
+  if (!st) st = coda_cuda_memcpy(ctx, d->tok, h, (size_t)M * sizeof *h, 1);
+  if (!st) st = tensor(ctx, s->blk[0], "x", &x0);
+  if (!st) st = coda_cuda_train_embed(ctx, &x0, d->w + pe->offset, d->tok);
+  for (int i = 0; i < s->L && !st; i++) st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_FORWARD);
+  if (!st && sample) {
+    /* the last position's hidden state comes down; norm and LM head on the host */
+    st = tensor(ctx, s->blk[s->L - 1], "x_out", &t);
+    float *x = malloc((size_t)D * sizeof *x);
+    uint16_t *row = malloc((size_t)D * sizeof *row);
+    if (!st && (!x || !row)) st = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    if (!st && t.dtype != CODA_BF16)
+      st = coda_fail(ctx, CODA_ERR_DTYPE, "the block output is not bf16");
+    if (!st)
+      st = coda_cuda_memcpy(ctx, row, (const uint16_t *)t.data + (int64_t)(T - 1) * t.ld,
+                            (size_t)D * sizeof *row, 0);
+    if (!st) {
+      const float *W = coda_model_weights(m);
+      double ss = 0.0;
+      for (int64_t k = 0; k < D; k++) {
+        x[k] = coda_bf16_to_f32(row[k]);
+        ss += (double)x[k] * x[k];
+      }
+      double r = 1.0 / sqrt(ss / (double)D + c->norm_eps);
+      for (int64_t k = 0; k < D; k++) x[k] = (float)(x[k] * r * W[pn->offset + k]);
+      for (int64_t v = 0; v < c->vocab; v++) {
+        double a = 0.0;
+        for (int64_t k = 0; k < D; k++) a += (double)x[k] * W[po->offset + v * D + k];
+        last_logits[v] = (float)a;
+      }
+    }
+    free(x);
+    free(row);
+    free(h);
+    return st;
+  }
+  if (!st) st = coda_cuda_memcpy(ctx, d->tg, tg, (size_t)M * sizeof *tg, 1);
+  if (!st) st = tensor(ctx, s->head, "targets", &t);
+  if (!st) st = coda_cuda_train_targets(ctx, &t, d->tg);
+  if (!st) st = coda_plan_run(ctx, s->head, CODA_PHASE_FORWARD);
+  if (!st) st = tensor(ctx, s->head, "loss", &t);
+  float lv = 0.0f;
+  if (!st && t.dtype != CODA_F32) st = coda_fail(ctx, CODA_ERR_DTYPE, "the loss is not f32");
+  if (!st) st = coda_cuda_memcpy(ctx, &lv, t.data, sizeof lv, 0);
+  if (st) { free(h); return st; }
+  if (loss) *loss = nv ? (double)lv : 0.0;
+  if (n_valid) *n_valid = nv;
+  if (!backward || nv == 0) { free(h); return CODA_OK; }
+  st = coda_plan_run(ctx, s->head, CODA_PHASE_BACKWARD);
+  for (int i = s->L - 1; i >= 0 && !st; i--) st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_BACKWARD);
+  for (int i = 0; i < s->L && !st; i++)
+    for (int k = 0; k < 6 && !st; k++) {
+      snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
+      st = dev_accum(ctx, s->blk[i], plan_g[k], d->g + PRM(nm)->offset, PRM(nm)->size, gscale);
+    }
+  if (!st) st = dev_accum(ctx, s->head, "dwnf", d->g + pn->offset, pn->size, gscale);
+  if (!st) st = dev_accum(ctx, s->head, "dwout", d->g + po->offset, po->size, gscale);
+  if (!st) st = tensor(ctx, s->blk[0], "dx", &t);
+  if (!st) {
+    int32_t *rows = malloc((size_t)(3 * M + 1) * sizeof *rows);
+    if (!rows) st = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    int nr = st ? 0 : group_tokens(h, M, c->vocab, rows, rows + M, rows + 2 * M + 1);
+    if (!st && nr < 0) st = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    if (!st) st = coda_cuda_memcpy(ctx, d->rows, rows, (size_t)nr * sizeof *rows, 1);
+    if (!st) st = coda_cuda_memcpy(ctx, d->seg, rows + M, (size_t)(nr + 1) * sizeof *rows, 1);
+    if (!st) st = coda_cuda_memcpy(ctx, d->pos, rows + 2 * M + 1, (size_t)M * sizeof *rows, 1);
+    if (!st) st = coda_cuda_train_embed_grad(ctx, d->g + pe->offset, &t, d->rows, d->seg, d->pos,
+                                             nr, gscale);
+    free(rows);
+  }
+#undef PRM
+  free(h);
+  return st;
+}
+#endif
+
+static coda_status no_device(coda_context ctx) {
+  return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the trainer's device state needs the plan engine "
+                   "on a CUDA context%s",
+#ifdef CODA_HAVE_CUDA
+                   ""
+#else
+                   " (this build has no CUDA)"
+#endif
+  );
+}
+
+#ifdef CODA_HAVE_CUDA
+static dev_state *dev_of(coda_context ctx, coda_model *m) {
+  plans_state *s = *coda_model_plans_slot(m);
+  return on_gpu(ctx) && coda_model_engine(m) == CODA_ENGINE_PLANS && s ? s->dev : NULL;
+}
+#endif
+
+int coda_plans_on_device(coda_context ctx, coda_model *m) {
+#ifdef CODA_HAVE_CUDA
+  return on_gpu(ctx) && coda_model_engine(m) == CODA_ENGINE_PLANS;
+#else
+  (void)ctx; (void)m;
+  return 0;
+#endif
+}
+
+coda_status coda_plans_device_upload(coda_context ctx, coda_model *m, const float *mom,
+                                     const float *vel) {
+#ifdef CODA_HAVE_CUDA
+  if (!coda_plans_on_device(ctx, m)) return no_device(ctx);
+  plans_state *s = *coda_model_plans_slot(m);
+  if (!s) {
+    s = calloc(1, sizeof *s);
+    if (!s) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    *coda_model_plans_slot(m) = s;
+  }
+  dev_state *d = NULL;
+  coda_status st = ensure_dev(ctx, m, s, &d);
+  const size_t fb = d ? d->n * sizeof(float) : 0;
+  if (!st) st = coda_cuda_memcpy(ctx, d->w, coda_model_weights(m), fb, 1);
+  if (!st) st = mom ? coda_cuda_memcpy(ctx, d->m, mom, fb, 1) : coda_cuda_train_zero(ctx, d->m, fb);
+  if (!st) st = vel ? coda_cuda_memcpy(ctx, d->v, vel, fb, 1) : coda_cuda_train_zero(ctx, d->v, fb);
+  if (!st) st = coda_cuda_train_zero(ctx, d->g, fb);
+  return st;
+#else
+  (void)m; (void)mom; (void)vel;
+  return no_device(ctx);
+#endif
+}
+
+coda_status coda_plans_device_download(coda_context ctx, coda_model *m, float *mom, float *vel) {
+#ifdef CODA_HAVE_CUDA
+  dev_state *d = dev_of(ctx, m);
+  if (!d) return no_device(ctx);
+  const size_t fb = d->n * sizeof(float);
+  coda_status st = coda_cuda_memcpy(ctx, coda_model_weights(m), d->w, fb, 0);
+  if (!st && mom) st = coda_cuda_memcpy(ctx, mom, d->m, fb, 0);
+  if (!st && vel) st = coda_cuda_memcpy(ctx, vel, d->v, fb, 0);
+  return st;
+#else
+  (void)m; (void)mom; (void)vel;
+  return no_device(ctx);
+#endif
+}
+
+coda_status coda_plans_device_zero_grad(coda_context ctx, coda_model *m) {
+#ifdef CODA_HAVE_CUDA
+  dev_state *d = dev_of(ctx, m);
+  if (!d) return no_device(ctx);
+  return coda_cuda_train_zero(ctx, d->g, d->n * sizeof(float));
+#else
+  (void)m;
+  return no_device(ctx);
+#endif
+}
+
+coda_status coda_plans_device_grad_norm(coda_context ctx, coda_model *m, double *norm) {
+#ifdef CODA_HAVE_CUDA
+  dev_state *d = dev_of(ctx, m);
+  if (!d) return no_device(ctx);
+  double *part = malloc((d->npart ? d->npart : 1) * sizeof *part);
+  if (!part) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  coda_status st = coda_cuda_train_sumsq(ctx, d->g, d->n, NORM_CHUNK, d->part);
+  if (!st) st = coda_cuda_memcpy(ctx, part, d->part, d->npart * sizeof *part, 0);
+  double total = 0.0; /* finished on the host in chunk order; NaN / inf propagate */
+  for (size_t i = 0; i < d->npart && !st; i++) total += part[i];
+  free(part);
+  if (!st) *norm = sqrt(total);
+  return st;
+#else
+  (void)m; (void)norm;
+  return no_device(ctx);
+#endif
+}
+
+coda_status coda_plans_device_adamw(coda_context ctx, coda_model *m, const coda_adamw *o,
+                                    int64_t t, double lr, double gscale) {
+#ifdef CODA_HAVE_CUDA
+  dev_state *d = dev_of(ctx, m);
+  if (!d) return no_device(ctx);
+  coda_status st = CODA_OK;
+  for (int i = 0; i < coda_model_num_params(m) && !st; i++) {
+    const coda_param *p = coda_model_param(m, i);
+    /* the host's coefficients (coda_adamw_update) */
+    const double coef[7] = {o->beta1, o->beta2, 1.0 - pow(o->beta1, (double)t),
+                            1.0 - pow(o->beta2, (double)t), lr, o->eps,
+                            p->decay ? 1.0 - lr * o->weight_decay : 1.0};
+    st = coda_cuda_train_adamw(ctx, d->w + p->offset, d->g + p->offset, d->m + p->offset,
+                               d->v + p->offset, p->size, coef, gscale);
+  }
+  return st;
+#else
+  (void)m; (void)o; (void)t; (void)lr; (void)gscale;
+  return no_device(ctx);
+#endif
+}
+
+coda_status coda_plans_device_memory(coda_context ctx, size_t *used, size_t *total) {
+#ifdef CODA_HAVE_CUDA
+  if (!on_gpu(ctx)) return no_device(ctx);
+  return coda_cuda_train_memory(ctx, used, total);
+#else
+  (void)used; (void)total;
+  return no_device(ctx);
+#endif
+}
+
 coda_status coda_plans_forward(coda_context ctx, coda_model *m, const int32_t *in,
                                const int32_t *tg, int B, int T, int backward, float gscale,
                                double *loss, int64_t *n_valid, float *last_logits) {
@@ -139,15 +543,15 @@ coda_status coda_plans_forward(coda_context ctx, coda_model *m, const int32_t *i
   plans_state *s = NULL;
   coda_status st = ensure(ctx, m, RB, RT, &s);
   if (st) return st;
+#ifdef CODA_HAVE_CUDA
+  if (on_gpu(ctx))
+    return forward_gpu(ctx, m, s, in, tg, T, backward, gscale, loss, n_valid, last_logits);
+#endif
   const float *W = coda_model_weights(m);
   float *G = coda_model_grads(m);
   const int64_t D = c->dim, M = (int64_t)RB * RT;
   char nm[96];
 #define OFF(name) (coda_model_find(m, name)->offset)
-  static const char *const plan_w[6] = {"wn1", "wqkv", "wo", "wn2", "wgu", "wd"};
-  static const char *const plan_g[6] = {"dwn1", "dwqkv", "dwo", "dwn2", "dwgu", "dwd"};
-  static const char *const ours[6] = {"attention_norm", "attention.wqkv", "attention.wo",
-                                      "ffn_norm", "feed_forward.w13", "feed_forward.w2"};
   for (int i = 0; i < s->L && !st; i++)
     for (int k = 0; k < 6 && !st; k++) {
       snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);

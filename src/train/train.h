@@ -232,6 +232,26 @@ coda_status coda_plans_forward(coda_context ctx, coda_model *m,
                                double *loss, int64_t *n_valid,
                                float *last_logits);
 
+/* Plan engine on a CUDA context: the fp32 master weights, the gradient and
+ * the AdamW moments live on the device (model_plans.c); the host weight
+ * buffer is only a staging copy. Every call fails with
+ * CODA_ERR_NOT_SUPPORTED unless coda_plans_on_device. */
+int coda_plans_on_device(coda_context ctx, coda_model *m);
+/* Host weights (and m, v; NULL: zero) -> device; the gradient is zeroed. */
+coda_status coda_plans_device_upload(coda_context ctx, coda_model *m, const float *mom,
+                                     const float *vel);
+/* Device -> host weights (and m, v where not NULL), e.g. for checkpoints. */
+coda_status coda_plans_device_download(coda_context ctx, coda_model *m, float *mom, float *vel);
+coda_status coda_plans_device_zero_grad(coda_context ctx, coda_model *m);
+/* L2 norm of the device gradient: fixed-order partial sums in double. */
+coda_status coda_plans_device_grad_norm(coda_context ctx, coda_model *m, double *norm);
+/* AdamW (coda_adamw_update's arithmetic) of every parameter on the device,
+ * the gradient first multiplied by gscale (the clip factor, 1: none). */
+coda_status coda_plans_device_adamw(coda_context ctx, coda_model *m, const coda_adamw *o,
+                                    int64_t t, double lr, double gscale);
+/* Device memory in use and in total. */
+coda_status coda_plans_device_memory(coda_context ctx, size_t *used, size_t *total);
+
 /* --------------------------------------------------------- checkpoints */
 
 typedef struct coda_train_state {

@@ -3,12 +3,22 @@
  * sampling from a checkpoint.
  *
  * Precision: on the CPU the weights, gradients and both AdamW moments are
- * fp32 and the model computes in fp32. On the GPU the plan is: bf16
+ * fp32 and the model computes in fp32. On the GPU bf16
  * weights feed the GEMMs, an fp32 master copy and fp32 m, v live next to
- * them; the optimizer updates the fp32 master and writes the bf16 copy
- * (round to nearest even) after every step; gradients are produced in bf16
+ * them; the fp32 master is rounded (to nearest even) into the plans' bf16
+ * weight buffers before every forward; gradients are produced in bf16
  * or fp32 by the weight-gradient GEMMs and accumulated in fp32 across
- * micro-batches. Checkpoints always hold the fp32 master. */
+ * micro-batches. Checkpoints always hold the fp32 master.
+ *
+ * On a CUDA context (plan engine only) the master weights, gradient and
+ * moments stay on the device between steps (coda_plans_device_*): the
+ * step's gradient norm comes down as a few partial sums, clipping is folded
+ * into the device AdamW, and the weights and moments come down only for
+ * checkpoints, in the CPU's file format, so runs move between CPU and GPU.
+ * Step lines then add the model-flops utilization:
+ *   flops/token = 6·N + 6·L·d·T,  N = parameters without the input
+ *   embedding (the LM head's matrix counted also when tied),
+ *   MFU = flops/token · tokens/s / 989 TFLOP/s (H100/H200 dense bf16). */
 #define _POSIX_C_SOURCE 200809L
 #include "train/train.h"
 
@@ -24,6 +34,7 @@
 #define CODA_CPU_MAX_PARAMS 200000000LL
 #define CODA_MAX_BATCH_TOKENS (1 << 24)
 #define CODA_MAX_STEPS (1LL << 27)
+#define CODA_PEAK_FLOPS 989e12
 
 coda_train_options coda_train_default_options(void) {
   coda_train_options o;
@@ -146,6 +157,13 @@ static coda_status check_options(coda_context ctx, const coda_train_options *o) 
   return CODA_OK;
 }
 
+/* Training flops per token (see the top of this file). */
+static double flops_per_token(const coda_model_config *c) {
+  double n = (double)coda_model_config_params(c) - (double)c->vocab * c->dim;
+  if (c->tied) n += (double)c->vocab * c->dim;
+  return 6.0 * n + 6.0 * c->layers * (double)c->dim * c->seq;
+}
+
 static coda_engine pick_engine(int e) {
   if (e == 1) return CODA_ENGINE_REFERENCE;
   if (e == 2) return CODA_ENGINE_PLANS;
@@ -204,6 +222,13 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   /* ---- model and state ---- */
   coda_train_state st = {0, 0, 0, NAN};
   coda_engine engine = pick_engine(o.engine);
+  const int gpu = coda_context_backend(ctx) == CODA_BACKEND_CUDA;
+  if (gpu && engine != CODA_ENGINE_PLANS) {
+    s = coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                  "on the GPU the trainer runs the plan engine (--engine plans or auto), not the "
+                  "host reference");
+    goto done;
+  }
   if (o.resume && o.init) {
     s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "resume and init exclude each other");
     goto done;
@@ -268,6 +293,10 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     coda_model_init(model, o.seed);
     st.rng = o.seed * 0x9e3779b97f4a7c15ull + 0x64617461ull; /* data order from the seed */
   }
+  if (gpu) { /* master weights and moments to the device */
+    s = coda_plans_device_upload(ctx, model, o.resume ? mom : NULL, o.resume ? vel : NULL);
+    if (s) goto done;
+  }
   coda_sampler sampler = {tr, ntr, st.rng, st.drawn};
   log = fopen(csv, o.resume ? "a" : "w");
   if (!log) {
@@ -281,7 +310,8 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
            "parameters; engine %s\n",
            c->dim, c->layers, c->heads, c->kv_heads, c->ffn, c->seq, c->vocab,
            c->tied ? "tied" : "untied", (long long)coda_model_config_params(c),
-           engine == CODA_ENGINE_PLANS ? "block plans" : "host reference");
+           engine == CODA_ENGINE_PLANS ? (gpu ? "block plans on the GPU" : "block plans")
+                                       : "host reference");
     printf("data: %llu train / %llu validation tokens; batch %d x %d, accum %d (%d tokens/step); "
            "steps %lld%s\n",
            (unsigned long long)ntr, (unsigned long long)nva, B, T, o.accum, B * T * o.accum,
@@ -304,7 +334,8 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   float *W = coda_model_weights(model), *G = coda_model_grads(model);
   for (int64_t step = start; step < o.steps; step++) {
     double t0 = now_s();
-    coda_model_zero_grad(model);
+    if (gpu) s = coda_plans_device_zero_grad(ctx, model);
+    else coda_model_zero_grad(model);
     double loss = 0.0;
     for (int a = 0; a < o.accum && !s; a++) {
       double l = 0.0;
@@ -314,7 +345,13 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       if (!s) loss += l / o.accum; /* loss = mean over micro-batches of their means */
     }
     if (s) goto done;
-    double gn = coda_grad_norm(G, n);
+    double gn = 0.0;
+    if (gpu) {
+      s = coda_plans_device_grad_norm(ctx, model, &gn);
+      if (s) goto done;
+    } else {
+      gn = coda_grad_norm(G, n);
+    }
     if (!isfinite(loss) || !isfinite(gn)) {
       sum->stopped = 2;
       sum->bad_step = step + 1;
@@ -324,9 +361,15 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
               file_exists(ckpt) ? ": " : "", file_exists(ckpt) ? ckpt : "");
       break;
     }
-    coda_clip_grad(G, n, gn, o.clip);
     double lr = coda_lr_schedule(step, o.warmup, o.steps, o.lr, o.min_lr_ratio);
-    for (int i = 0; i < coda_model_num_params(model); i++) {
+    if (gpu) { /* the clip factor (coda_clip_grad's, no data) scales inside AdamW */
+      s = coda_plans_device_adamw(ctx, model, &adam, step + 1, lr, coda_clip_grad(NULL, 0, gn, o.clip));
+      if (!s) s = coda_synchronize(ctx); /* the step's time includes its kernels */
+      if (s) goto done;
+    } else {
+      coda_clip_grad(G, n, gn, o.clip);
+    }
+    for (int i = 0; !gpu && i < coda_model_num_params(model); i++) {
       const coda_param *p = coda_model_param(model, i);
       coda_adamw_update(&adam, step + 1, lr, p->decay, W + p->offset, G + p->offset,
                         mom + p->offset, vel + p->offset, p->size);
@@ -353,9 +396,17 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     }
     fprintf(log, "%lld,%.9g,%.9g,%.9g,%.9g\n", (long long)st.step, loss, lr, gn, vl);
     if (!o.quiet) {
-      printf("step %6lld  loss %.4f  lr %.3e  tok/s %8.0f  ms/step %7.1f  grad_norm %.3f  "
-             "mem %.0f MiB\n",
-             (long long)st.step, loss, lr, toks / dt, dt * 1e3, gn, rss_mib());
+      size_t dused = 0, dtot = 0;
+      if (gpu && coda_plans_device_memory(ctx, &dused, &dtot) == CODA_OK)
+        printf("step %6lld  loss %.4f  lr %.3e  tok/s %8.0f  ms/step %7.1f  grad_norm %.3f  "
+               "mfu %.1f%%  dev_mem %.0f MiB  mem %.0f MiB\n",
+               (long long)st.step, loss, lr, toks / dt, dt * 1e3, gn,
+               100.0 * flops_per_token(c) * toks / dt / CODA_PEAK_FLOPS,
+               (double)dused / (1024.0 * 1024.0), rss_mib());
+      else
+        printf("step %6lld  loss %.4f  lr %.3e  tok/s %8.0f  ms/step %7.1f  grad_norm %.3f  "
+               "mem %.0f MiB\n",
+               (long long)st.step, loss, lr, toks / dt, dt * 1e3, gn, rss_mib());
       if (do_val) printf("step %6lld  val_loss %.4f\n", (long long)st.step, vl);
       fflush(stdout);
     }
@@ -364,7 +415,8 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       st.rng = sampler.rng;
       st.drawn = sampler.drawn;
       fflush(log);
-      s = coda_checkpoint_save(ctx, ckpt, model, mom, vel, &st);
+      if (gpu) s = coda_plans_device_download(ctx, model, mom, vel);
+      if (!s) s = coda_checkpoint_save(ctx, ckpt, model, mom, vel, &st);
       if (s) goto done;
       snprintf(sum->checkpoint, sizeof sum->checkpoint, "%s", ckpt);
     }
@@ -386,6 +438,10 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
            (long long)sum->steps_done, sum->seconds, sum->tokens_per_s, sum->first_loss,
            sum->final_loss, sum->first_val, sum->final_val,
            sum->checkpoint[0] ? sum->checkpoint : "(none)", png);
+    if (gpu)
+      printf("gpu: %.0f tokens/s, mfu %.1f%% (%.3g flops/token, peak %.0f TFLOP/s)\n",
+             sum->tokens_per_s, 100.0 * flops_per_token(c) * sum->tokens_per_s / CODA_PEAK_FLOPS,
+             flops_per_token(c), CODA_PEAK_FLOPS / 1e12);
   }
 done:
   if (log) fclose(log);

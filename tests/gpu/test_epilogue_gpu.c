@@ -18,7 +18,9 @@
  *                                     vs plain GEMM on the Llama-like shapes
  *                                     (Llama-1B-like), median of 20
  *   test_epilogue_gpu --host-selftest the harness with the CPU backend in
- *                                     place of the GPU (no GPU needed) */
+ *                                     place of the GPU (no GPU needed)
+ *   test_epilogue_gpu --only a,b,...  the test on the named programs only
+ *                                     (for the slow compute-sanitizer tools) */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "coda.h"
 #include "cuda/backend.h"
@@ -652,6 +654,19 @@ static int bench(coda_context gpu) {
   return 0;
 }
 
+/* 1 if name is an item of the comma-separated list. */
+static int in_list(const char *list, const char *name) {
+  const size_t n = strlen(name);
+  for (const char *q = list; *q;) {
+    const char *e = strchr(q, ',');
+    const size_t len = e ? (size_t)(e - q) : strlen(q);
+    if (len == n && !strncmp(q, name, n)) return 1;
+    if (!e) break;
+    q = e + 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0); /* a crash keeps the lines printed before it */
   if (argc > 1 && !strcmp(argv[1], "--precompile")) return precompile();
@@ -672,11 +687,19 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (argc > 1 && !strcmp(argv[1], "--bench")) return bench(gpu);
+  const char *only = argc > 2 && !strcmp(argv[1], "--only") ? argv[2] : NULL;
+  if (argc > 1 && !strcmp(argv[1], "--only") && !only) {
+    printf("--only needs a comma-separated list of program names\n");
+    return 2;
+  }
+  int nlisted = 0;
 
   /* ragged shapes: M not a multiple of 64/128, N not of 128 */
   static const int64_t shapes[2][3] = {{333, 264, 200}, {130, 390, 72}};
   int nprog = 0, nbad = 0;
   for (int i = 0; i < num_programs(); i++) {
+    if (only && !in_list(only, program_name(i))) continue;
+    nlisted++;
     coda_program p = load_program(cpu, i);
     if (!p) {
       failures++;
@@ -691,6 +714,15 @@ int main(int argc, char **argv) {
                       shapes[ab][1] - (ab == 1 && !pair), shapes[ab][2]);
     nbad += bad;
     coda_program_destroy(p);
+  }
+  if (only) { /* every listed name must be a program: a typo tests nothing */
+    int nnames = 1;
+    for (const char *q = only; *q; q++) nnames += *q == ',';
+    checks++;
+    if (nlisted != nnames) {
+      failures++;
+      printf("  --only %s: %d of the %d names are programs\n", only, nlisted, nnames);
+    }
   }
   /* the GPU rejects a tiling it does not compute partials for, naming it */
   if (!host_mode) {

@@ -7,7 +7,8 @@
  * autotuner (tuned calls must give the same GEMM; a fresh context must read
  * the tuned choice back from the cache file, $CODA_CACHE_DIR or
  * ~/.cache/coda). Argument "--small" runs only the small shapes
- * (for compute-sanitizer). Exits non-zero on any failure. */
+ * (for compute-sanitizer); "--tiny" only two ragged shapes and no tuning
+ * (for the slow racecheck). Exits non-zero on any failure. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -401,7 +402,8 @@ out:
 }
 
 int main(int argc, char **argv) {
-  int small_only = argc > 1 && strcmp(argv[1], "--small") == 0;
+  const int tiny = argc > 1 && strcmp(argv[1], "--tiny") == 0;
+  int small_only = tiny || (argc > 1 && strcmp(argv[1], "--small") == 0);
   if (!coda_cuda_available()) {
     printf("test_gemm_gpu: no sm_90 GPU, nothing run\n");
     return 0;
@@ -421,22 +423,33 @@ int main(int argc, char **argv) {
       {127, 255, 63}, {129, 257, 65}, {200, 300, 1000}, {333, 520, 77}, {64, 1000, 200},
       {1000, 64, 130}, {256, 512, 2048}, {300, 700, 0}};
   const int nshapes = small_only ? 5 : (int)(sizeof shapes / sizeof shapes[0]);
+  /* --tiny: 7x13x5 (inside one tile) and 129x257x65 (one row, column and
+   * k past full tiles) */
+  static const int tiny_shapes[] = {2, 6};
+  const int nrun = tiny ? 2 : nshapes;
+#define SHAPE(s) shapes[tiny ? tiny_shapes[s] : (s)]
   static const coda_dtype ins[2] = {CODA_BF16, CODA_F16};
   const int ncfg = coda_cuda_gemm_num_configs();
   for (g_config = 0; g_config < ncfg; ++g_config)
-    for (int s = 0; s < nshapes; ++s)
+    for (int s = 0; s < nrun; ++s)
       for (int l = 0; l < 4; ++l)
         for (int d = 0; d < 2; ++d)
-          small_case(ctx, shapes[s][0], shapes[s][1], shapes[s][2], (coda_transpose)(l >> 1),
+          small_case(ctx, SHAPE(s)[0], SHAPE(s)[1], SHAPE(s)[2], (coda_transpose)(l >> 1),
                      (coda_transpose)(l & 1), ins[d]);
   /* Forced split-K (3 splits: the last one ragged or short) on both tilings. */
   for (g_config = 0; g_config < ncfg; ++g_config) {
     g_splits = 3;
-    for (int s = 0; s < nshapes; ++s)
+    for (int s = 0; s < nrun; ++s)
       for (int l = 0; l < 4; ++l)
-        small_case(ctx, shapes[s][0], shapes[s][1], shapes[s][2], (coda_transpose)(l >> 1),
+        small_case(ctx, SHAPE(s)[0], SHAPE(s)[1], SHAPE(s)[2], (coda_transpose)(l >> 1),
                    (coda_transpose)(l & 1), CODA_BF16);
     g_splits = 0;
+  }
+#undef SHAPE
+  if (tiny) {
+    coda_context_destroy(ctx);
+    printf("test_gemm_gpu --tiny: %d passed, %d failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
   }
   /* The automatic choice through the autotuner: every candidate is timed
    * (accumulating calls on a scratch copy of D) and the result must be the

@@ -1,0 +1,226 @@
+/* The trainer's small device ops (src/train/model_plans.c, trainer.c on a
+ * CUDA context): fp32 master -> plan weight rounding, gradient
+ * accumulation, embedding lookup and its gradient, targets, gradient-norm
+ * partial sums and AdamW. Compiled ahead of time by nvcc (no NVRTC).
+ *
+ * Determinism: no float atomics anywhere. Every output element is written
+ * by one thread whose arithmetic order is fixed, and reductions use fixed
+ * trees, so two runs of the same inputs give identical bits. */
+#include "cuda/backend.h"
+
+extern "C" {
+#include "core/internal.h"
+}
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+namespace {
+
+unsigned grid_of(long long n) {
+  long long g = (n + 255) / 256;
+  return (unsigned)(g < 8192 ? (g > 0 ? g : 1) : 8192);
+}
+
+coda_status check_launch(coda_context ctx, const char *what) {
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA %s: %s", what, cudaGetErrorString(e));
+  return CODA_OK;
+}
+
+__device__ float load_f(const void *p, int bf16, long long i) {
+  return bf16 ? __bfloat162float(((const __nv_bfloat16 *)p)[i]) : ((const float *)p)[i];
+}
+
+/* dst (bf16 or f32 view) = src (dense f32 rows x cols), round to nearest even */
+__global__ void round_kernel(void *dst, int bf16, long long ld, const float *src, long long rows,
+                             long long cols) {
+  const long long n = rows * cols;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    const long long r = i / cols, c = i % cols;
+    if (bf16) ((__nv_bfloat16 *)dst)[r * ld + c] = __float2bfloat16_rn(src[i]);
+    else ((float *)dst)[r * ld + c] = src[i];
+  }
+}
+
+/* dst (dense f32) += scale * src (view); separate multiply and add (no FMA
+ * contraction) as on the host. */
+__global__ void accum_kernel(float *dst, const void *src, int bf16, long long ld, long long rows,
+                             long long cols, float scale) {
+  const long long n = rows * cols;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    const long long r = i / cols, c = i % cols;
+    dst[i] = __fadd_rn(dst[i], __fmul_rn(scale, load_f(src, bf16, r * ld + c)));
+  }
+}
+
+__global__ void embed_kernel(__nv_bfloat16 *x, long long ld, const float *table,
+                             const int32_t *tok, long long M, long long D) {
+  const long long n = M * D;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    const long long r = i / D, k = i % D;
+    x[r * ld + k] = __float2bfloat16_rn(table[(long long)tok[r] * D + k]);
+  }
+}
+
+/* One block per distinct token row: each thread owns columns and adds the
+ * rows' gradients in token order (pos[seg[j]] .. pos[seg[j+1]-1] ascending),
+ * which is the host's scatter-add order. */
+__global__ void embed_grad_kernel(float *g, const void *dx, int bf16, long long ld, long long D,
+                                  const int32_t *rows, const int32_t *seg, const int32_t *pos,
+                                  float scale) {
+  const int j = blockIdx.x;
+  float *gr = g + (long long)rows[j] * D;
+  const int a = seg[j], b = seg[j + 1];
+  for (long long k = threadIdx.x; k < D; k += blockDim.x) {
+    float acc = gr[k];
+    for (int t = a; t < b; t++)
+      acc = __fadd_rn(acc, __fmul_rn(scale, load_f(dx, bf16, (long long)pos[t] * ld + k)));
+    gr[k] = acc;
+  }
+}
+
+__global__ void targets_kernel(int32_t *t, long long ld, const int32_t *tg, long long M) {
+  for (long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x; r < M;
+       r += (long long)gridDim.x * blockDim.x)
+    t[r * ld] = tg[r] < 0 ? -100 : tg[r];
+}
+
+/* part[b] = sum of squares of g[b·chunk .. (b+1)·chunk) in double: a fixed
+ * per-thread stride, then a fixed shared-memory tree. */
+__global__ void sumsq_kernel(const float *g, long long n, long long chunk, double *part) {
+  __shared__ double sh[256];
+  const long long lo = blockIdx.x * chunk;
+  const long long hi = lo + chunk < n ? lo + chunk : n;
+  double s = 0.0;
+  for (long long i = lo + threadIdx.x; i < hi; i += blockDim.x) s += (double)g[i] * (double)g[i];
+  sh[threadIdx.x] = s;
+  __syncthreads();
+  for (int w = 128; w > 0; w >>= 1) {
+    if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) part[blockIdx.x] = sh[0];
+}
+
+/* The host's coda_adamw_update, element for element in double, with the
+ * clip factor applied to the gradient first (rounded to f32 as on the
+ * host). */
+__global__ void adamw_kernel(float *w, const float *g, float *m, float *v, long long n, double b1,
+                             double b2, double c1, double c2, double lr, double eps, double shrink,
+                             double gscale, int scale_g) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    double gi = scale_g ? (double)(float)((double)g[i] * gscale) : (double)g[i];
+    double mi = b1 * (double)m[i] + (1.0 - b1) * gi;
+    double vi = b2 * (double)v[i] + (1.0 - b2) * gi * gi;
+    m[i] = (float)mi;
+    v[i] = (float)vi;
+    double wi = (double)w[i] * shrink;
+    wi -= lr * (mi / c1) / (sqrt(vi / c2) + eps);
+    w[i] = (float)wi;
+  }
+}
+
+int is_bf16(const coda_tensor *t) { return t->dtype == CODA_BF16; }
+
+coda_status float_view(coda_context ctx, const coda_tensor *t, const char *what) {
+  if (t->dtype != CODA_BF16 && t->dtype != CODA_F32)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: the trainer's device ops take bf16 or f32 "
+                     "buffers", what);
+  return CODA_OK;
+}
+
+} // namespace
+
+extern "C" coda_status coda_cuda_train_round(coda_context ctx, const coda_tensor *dst,
+                                             const float *src) {
+  coda_status s = float_view(ctx, dst, "weight rounding");
+  if (s) return s;
+  const long long n = dst->rows * dst->cols;
+  if (n == 0) return CODA_OK;
+  round_kernel<<<grid_of(n), 256>>>(dst->data, is_bf16(dst), dst->ld, src, dst->rows, dst->cols);
+  return check_launch(ctx, "weight rounding");
+}
+
+extern "C" coda_status coda_cuda_train_accum(coda_context ctx, float *dst, const coda_tensor *src,
+                                             float scale) {
+  coda_status s = float_view(ctx, src, "gradient accumulation");
+  if (s) return s;
+  const long long n = src->rows * src->cols;
+  if (n == 0) return CODA_OK;
+  accum_kernel<<<grid_of(n), 256>>>(dst, src->data, is_bf16(src), src->ld, src->rows, src->cols,
+                                    scale);
+  return check_launch(ctx, "gradient accumulation");
+}
+
+extern "C" coda_status coda_cuda_train_embed(coda_context ctx, const coda_tensor *x,
+                                             const float *table, const int32_t *tok) {
+  if (x->dtype != CODA_BF16)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "embedding lookup: the block input must be bf16");
+  const long long n = x->rows * x->cols;
+  if (n == 0) return CODA_OK;
+  embed_kernel<<<grid_of(n), 256>>>((__nv_bfloat16 *)x->data, x->ld, table, tok, x->rows, x->cols);
+  return check_launch(ctx, "embedding lookup");
+}
+
+extern "C" coda_status coda_cuda_train_embed_grad(coda_context ctx, float *g, const coda_tensor *dx,
+                                                  const int32_t *rows, const int32_t *seg,
+                                                  const int32_t *pos, int nrows, float scale) {
+  coda_status s = float_view(ctx, dx, "embedding gradient");
+  if (s) return s;
+  if (nrows <= 0 || dx->cols == 0) return CODA_OK;
+  embed_grad_kernel<<<(unsigned)nrows, 128>>>(g, dx->data, is_bf16(dx), dx->ld, dx->cols, rows, seg,
+                                              pos, scale);
+  return check_launch(ctx, "embedding gradient");
+}
+
+extern "C" coda_status coda_cuda_train_targets(coda_context ctx, const coda_tensor *t,
+                                               const int32_t *tg) {
+  if (t->dtype != CODA_I32)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "targets: the head's buffer must be int32");
+  if (t->rows == 0) return CODA_OK;
+  targets_kernel<<<grid_of(t->rows), 256>>>((int32_t *)t->data, t->ld, tg, t->rows);
+  return check_launch(ctx, "targets");
+}
+
+extern "C" coda_status coda_cuda_train_sumsq(coda_context ctx, const float *g, size_t n,
+                                             size_t chunk, double *part) {
+  if (n == 0) return CODA_OK;
+  const size_t nb = (n + chunk - 1) / chunk;
+  sumsq_kernel<<<(unsigned)nb, 256>>>(g, (long long)n, (long long)chunk, part);
+  return check_launch(ctx, "gradient norm");
+}
+
+extern "C" coda_status coda_cuda_train_adamw(coda_context ctx, float *w, const float *g, float *m,
+                                             float *v, size_t n, const double *coef, double gscale) {
+  if (n == 0) return CODA_OK;
+  adamw_kernel<<<grid_of((long long)n), 256>>>(w, g, m, v, (long long)n, coef[0], coef[1], coef[2],
+                                               coef[3], coef[4], coef[5], coef[6], gscale,
+                                               gscale != 1.0);
+  return check_launch(ctx, "AdamW");
+}
+
+extern "C" coda_status coda_cuda_train_zero(coda_context ctx, void *p, size_t bytes) {
+  cudaError_t e = cudaMemset(p, 0, bytes);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA memset: %s", cudaGetErrorString(e));
+  }
+  return CODA_OK;
+}
+
+extern "C" coda_status coda_cuda_train_memory(coda_context ctx, size_t *used, size_t *total) {
+  size_t fr = 0, tot = 0;
+  cudaError_t e = cudaMemGetInfo(&fr, &tot);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA memory info: %s", cudaGetErrorString(e));
+  }
+  *used = tot - fr;
+  *total = tot;
+  return CODA_OK;
+}

@@ -1,0 +1,94 @@
+/* Precompiles (no GPU needed) every generated kernel the trainer's plans
+ * use for the given shapes into the kernel cache ($CODA_CACHE_DIR), so
+ * `coda train --device gpu` compiles nothing on the GPU machine.
+ *
+ *   train_gpu_precompile DIM HEADS KV_HEADS FFN VOCAB BATCH SEQ [...]
+ *
+ * (groups of seven numbers; the plans are built on a CPU context with the
+ * CUDA backend's tiling, which gives the same programs and operand
+ * layouts, as src/train/model_plans.c builds them). */
+#include "coda.h"
+#include "core/internal.h"
+#include "cuda/epi_codegen.h"
+#include "cuda/gplan.h"
+#include "nn/plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static int precompile_plan(coda_context ctx, coda_plan p, const char *what, int *n) {
+  int bad = 0;
+  for (int i = 0; i < p->nstep; i++) {
+    const plan_step *st = &p->steps[i];
+    coda_program prog = st->prog >= 0 ? p->progs[st->prog].prog : NULL;
+    int cached = 0;
+    coda_status s;
+    if (st->kind == PLAN_GEMM) {
+      coda_epi_config cfg = coda_epi_default_config();
+      cfg.trans_a = st->ta == CODA_T;
+      cfg.trans_b = st->tb == CODA_T;
+      cfg.f16 = p->bufs[st->a].dtype == CODA_F16;
+      coda_epi_binary bin;
+      s = coda_epi_build(ctx, prog, &cfg, 0, &bin);
+      cached = bin.from_cache;
+      coda_epi_binary_free(&bin);
+    } else if (st->kind == PLAN_MAP) {
+      s = coda_cuda_map_precompile(ctx, prog, &cached);
+    } else {
+      continue;
+    }
+    if (s != CODA_OK) {
+      printf("%s step %s: %s\n", what, st->label, coda_last_error(ctx));
+      bad++;
+    } else {
+      (*n)++;
+      printf("%s %-28s %s\n", what, st->label, cached ? "cached" : "compiled");
+    }
+  }
+  return bad;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 8 || (argc - 1) % 7 != 0) {
+    fprintf(stderr, "usage: %s DIM HEADS KV_HEADS FFN VOCAB BATCH SEQ [...]\n", argv[0]);
+    return 2;
+  }
+  coda_context ctx;
+  if (coda_context_create(NULL, &ctx) != CODA_OK) return 2;
+  int n = 0, bad = 0;
+  for (int g = 1; g + 6 < argc; g += 7) {
+    long v[7];
+    for (int k = 0; k < 7; k++) v[k] = strtol(argv[g + k], NULL, 10);
+    if (v[0] <= 0 || v[1] <= 0 || v[0] % v[1] != 0) {
+      fprintf(stderr, "bad shape group at argument %d\n", g);
+      bad++;
+      continue;
+    }
+    coda_llama_config c = coda_llama_default_config();
+    c.dim = v[0];
+    c.n_heads = v[1];
+    c.n_kv_heads = v[2];
+    c.head_dim = v[0] / v[1];
+    c.ffn_dim = v[3];
+    c.vocab = v[4];
+    c.batch = v[5];
+    c.seq = v[6];
+    c.dtype = CODA_BF16;
+    c.tiling.tile_m = CODA_EPI_TILE_M;
+    c.tiling.tile_n = CODA_EPI_BN;
+    for (int head = 0; head < 2; head++) {
+      coda_plan p;
+      coda_status s = head ? coda_llama_head_plan(ctx, &c, &p) : coda_llama_block_plan(ctx, &c, &p);
+      if (s != CODA_OK) {
+        printf("%s plan: %s\n", head ? "head" : "block", coda_last_error(ctx));
+        bad++;
+        continue;
+      }
+      bad += precompile_plan(ctx, p, head ? "head " : "block", &n);
+      coda_plan_destroy(p);
+    }
+  }
+  printf("precompiled %d kernels, %d failures\n", n, bad);
+  coda_context_destroy(ctx);
+  return bad ? 1 : 0;
+}

@@ -1,0 +1,188 @@
+/* The trainer's device state (coda_plans_device_*): on a CPU context every
+ * call is refused with a message and leaves the model usable; the clip
+ * factor the GPU update uses is the one the host clipping applies. With a
+ * usable GPU (CUDA builds on a GPU machine) also: the device step's loss
+ * and gradient norm match the CPU plan engine, device runs repeat bit for
+ * bit, and weights and moments survive the upload / download round trip. */
+#include "check.h"
+#include "train/train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double normal(uint64_t *s) {
+  double u1 = coda_rng_uniform(s) + 1e-300, u2 = coda_rng_uniform(s);
+  return sqrt(-2 * log(u1)) * cos(2 * acos(-1.0) * u2);
+}
+
+/* head_dim 64: what the GPU attention takes */
+static const coda_model_config cfg = {256, 128, 2, 2, 1, 256, 64, 0, 10000.0, 1e-5};
+enum { B = 2, T = 64 };
+
+static void tokens(uint64_t *r, int32_t *in, int32_t *tg) {
+  for (int i = 0; i < B * T; i++) {
+    in[i] = (int32_t)coda_rng_below(r, 256);
+    tg[i] = i % 9 == 4 ? -1 : (int32_t)coda_rng_below(r, 256);
+  }
+}
+
+static void refused_on_cpu(void) {
+  coda_context ctx;
+  CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
+  coda_model *m = NULL;
+  CHECK(coda_model_create(ctx, &cfg, CODA_ENGINE_PLANS, &m) == CODA_OK);
+  if (!m) { coda_context_destroy(ctx); return; }
+  uint64_t r = 0x1234abcdull;
+  coda_model_init(m, 11);
+  size_t n = coda_model_size(m);
+  float *w = coda_model_weights(m);
+  for (size_t i = 0; i < n; i++) w[i] += (float)(0.05 * normal(&r));
+  float *keep = malloc(n * sizeof *keep);
+  float *mv = malloc(n * sizeof *mv);
+  if (!keep || !mv) { CHECK(0); free(keep); free(mv); coda_model_destroy(m); coda_context_destroy(ctx); return; }
+  memcpy(keep, w, n * sizeof *w);
+  for (size_t i = 0; i < n; i++) mv[i] = (float)normal(&r);
+  CHECK(!coda_plans_on_device(ctx, m));
+  double norm = -1.0;
+  size_t used, total;
+  coda_adamw o = {0.9, 0.95, 1e-8, 0.1, 0};
+  coda_status s[6] = {coda_plans_device_upload(ctx, m, mv, mv),
+                      coda_plans_device_download(ctx, m, mv, mv),
+                      coda_plans_device_zero_grad(ctx, m),
+                      coda_plans_device_grad_norm(ctx, m, &norm),
+                      coda_plans_device_adamw(ctx, m, &o, 1, 1e-3, 1.0),
+                      coda_plans_device_memory(ctx, &used, &total)};
+  for (int i = 0; i < 6; i++) CHECK_EQ_INT(s[i], CODA_ERR_NOT_SUPPORTED);
+  CHECK(strstr(coda_last_error(ctx), "CUDA") != NULL);
+  CHECK(norm == -1.0);
+  CHECK(memcmp(keep, w, n * sizeof *w) == 0); /* the failed download wrote nothing */
+  /* the CPU plan engine still runs and gives a finite loss */
+  int32_t in[B * T], tg[B * T];
+  tokens(&r, in, tg);
+  double loss = NAN;
+  int64_t nv = 0;
+  coda_model_zero_grad(m);
+  CHECK(coda_model_step(ctx, m, in, tg, B, T, 1.0f, &loss, &nv) == CODA_OK);
+  CHECK(isfinite(loss) && loss > 0.0);
+  free(keep);
+  free(mv);
+  coda_model_destroy(m);
+  coda_context_destroy(ctx);
+}
+
+/* coda_clip_grad(NULL, 0, ...) is the factor the in-place clipping applies. */
+static void clip_factor(void) {
+  uint64_t r = 77;
+  enum { N = 257 };
+  float g[N], g0[N];
+  for (int trial = 0; trial < 20; trial++) {
+    double scale = exp(4.0 * normal(&r));
+    for (int i = 0; i < N; i++) g0[i] = g[i] = (float)(scale * normal(&r));
+    double norm = coda_grad_norm(g, N);
+    double max = trial % 4 == 0 ? 0.0 : exp(2.0 * normal(&r));
+    double f = coda_clip_grad(NULL, 0, norm, max);
+    double f2 = coda_clip_grad(g, N, norm, max);
+    CHECK(f == f2);
+    int same = 1;
+    for (int i = 0; i < N; i++) same &= g[i] == (float)(g0[i] * f);
+    CHECK(same);
+    if (max > 0.0 && norm > max) CHECK_NEAR(coda_grad_norm(g, N), max * norm / (norm + 1e-6), 1e-5 * max);
+    else CHECK(f == 1.0);
+  }
+}
+
+#ifdef CODA_HAVE_CUDA
+/* One step (zero grad, forward/backward, norm) on a device model. */
+static coda_status device_step(coda_context g, coda_model *m, const int32_t *in,
+                               const int32_t *tg, double *loss, double *norm) {
+  int64_t nv;
+  coda_status s = coda_plans_device_zero_grad(g, m);
+  if (!s) s = coda_model_step(g, m, in, tg, B, T, 1.0f, loss, &nv);
+  if (!s) s = coda_plans_device_grad_norm(g, m, norm);
+  return s;
+}
+
+static void on_gpu(void) {
+  coda_context_options co = coda_context_default_options();
+  co.backend = CODA_BACKEND_CUDA;
+  coda_context g, c;
+  if (coda_context_create(&co, &g) != CODA_OK) { CHECK(0); return; }
+  CHECK(coda_context_create(NULL, &c) == CODA_OK);
+  coda_model *mg = NULL, *mg2 = NULL, *mc = NULL;
+  CHECK(coda_model_create(g, &cfg, CODA_ENGINE_PLANS, &mg) == CODA_OK);
+  CHECK(coda_model_create(g, &cfg, CODA_ENGINE_PLANS, &mg2) == CODA_OK);
+  CHECK(coda_model_create(c, &cfg, CODA_ENGINE_PLANS, &mc) == CODA_OK);
+  if (!mg || !mg2 || !mc) goto out;
+  size_t n = coda_model_size(mc);
+  uint64_t r = 0xfeedull;
+  coda_model_init(mc, 3);
+  float *w = coda_model_weights(mc);
+  for (size_t i = 0; i < n; i++) w[i] += (float)(0.05 * normal(&r));
+  memcpy(coda_model_weights(mg), w, n * sizeof *w);
+  memcpy(coda_model_weights(mg2), w, n * sizeof *w);
+  float *m0 = malloc(n * sizeof *m0), *v0 = malloc(n * sizeof *v0);
+  float *m1 = malloc(n * sizeof *m1), *v1 = malloc(n * sizeof *v1);
+  if (!m0 || !v0 || !m1 || !v1) { CHECK(0); goto free_out; }
+  for (size_t i = 0; i < n; i++) {
+    m0[i] = (float)(1e-3 * normal(&r));
+    v0[i] = (float)(1e-6 * fabs(normal(&r)));
+  }
+  CHECK(coda_plans_on_device(g, mg));
+  CHECK(coda_plans_device_upload(g, mg, m0, v0) == CODA_OK);
+  CHECK(coda_plans_device_upload(g, mg2, m0, v0) == CODA_OK);
+  /* round trip */
+  CHECK(coda_plans_device_download(g, mg, m1, v1) == CODA_OK);
+  CHECK(memcmp(coda_model_weights(mg), w, n * sizeof *w) == 0);
+  CHECK(memcmp(m0, m1, n * sizeof *m0) == 0 && memcmp(v0, v1, n * sizeof *v0) == 0);
+  int32_t in[B * T], tg[B * T];
+  tokens(&r, in, tg);
+  double lg = NAN, ng = NAN, lg2 = NAN, ng2 = NAN, lc = NAN;
+  int64_t nv;
+  CHECK(device_step(g, mg, in, tg, &lg, &ng) == CODA_OK);
+  CHECK(device_step(g, mg2, in, tg, &lg2, &ng2) == CODA_OK);
+  coda_model_zero_grad(mc);
+  CHECK(coda_model_step(c, mc, in, tg, B, T, 1.0f, &lc, &nv) == CODA_OK);
+  double nc = coda_grad_norm(coda_model_grads(mc), n);
+  /* bf16 attention probabilities on the GPU, fp32 on the CPU */
+  CHECK_MSG(fabs(lg - lc) <= 0.02 * lc, "loss gpu %g cpu %g", lg, lc);
+  CHECK_MSG(fabs(ng - nc) <= 0.05 * nc, "grad norm gpu %g cpu %g", ng, nc);
+  CHECK(lg == lg2 && ng == ng2);
+  /* the update: two device models stay identical, and close to the CPU's */
+  coda_adamw o = {0.9, 0.95, 1e-8, 0.1, 0};
+  double f = coda_clip_grad(NULL, 0, ng, 0.5 * ng);
+  CHECK(coda_plans_device_adamw(g, mg, &o, 2, 1e-3, f) == CODA_OK);
+  CHECK(coda_plans_device_adamw(g, mg2, &o, 2, 1e-3, f) == CODA_OK);
+  CHECK(coda_plans_device_download(g, mg, m1, v1) == CODA_OK);
+  CHECK(coda_plans_device_download(g, mg2, m0, v0) == CODA_OK);
+  CHECK(memcmp(coda_model_weights(mg), coda_model_weights(mg2), n * sizeof *w) == 0);
+  CHECK(memcmp(m0, m1, n * sizeof *m0) == 0 && memcmp(v0, v1, n * sizeof *v0) == 0);
+  {
+    double d = 0.0, s = 0.0;
+    const float *a = coda_model_weights(mg);
+    for (size_t i = 0; i < n; i++) {
+      d += ((double)a[i] - w[i]) * ((double)a[i] - w[i]);
+      s += (double)w[i] * w[i];
+    }
+    CHECK(d > 0.0 && sqrt(d) < 0.05 * sqrt(s)); /* it moved, by an lr-sized step */
+  }
+free_out:
+  free(m0); free(v0); free(m1); free(v1);
+out:
+  coda_model_destroy(mg);
+  coda_model_destroy(mg2);
+  coda_model_destroy(mc);
+  coda_context_destroy(g);
+  coda_context_destroy(c);
+}
+#endif
+
+int main(void) {
+  refused_on_cpu();
+  clip_factor();
+#ifdef CODA_HAVE_CUDA
+  if (coda_cuda_available()) on_gpu();
+  else printf("no usable GPU: device checks skipped\n");
+#endif
+  return CHECK_DONE();
+}
