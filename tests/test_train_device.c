@@ -2,8 +2,10 @@
  * call is refused with a message and leaves the model usable; the clip
  * factor the GPU update uses is the one the host clipping applies. With a
  * usable GPU (CUDA builds on a GPU machine) also: the device step's loss
- * and gradient norm match the CPU plan engine, device runs repeat bit for
- * bit, and weights and moments survive the upload / download round trip. */
+ * (within 2 %) and gradient norm (within 10 %) match the CPU plan engine
+ * (the GPU attention rounds probabilities to bf16), device runs repeat bit
+ * for bit, weights and moments survive the upload / download round trip,
+ * and a first AdamW step moves each weight by at most lr (+ its decay). */
 #include "check.h"
 #include "train/train.h"
 
@@ -135,6 +137,9 @@ static void on_gpu(void) {
   CHECK(coda_plans_device_download(g, mg, m1, v1) == CODA_OK);
   CHECK(memcmp(coda_model_weights(mg), w, n * sizeof *w) == 0);
   CHECK(memcmp(m0, m1, n * sizeof *m0) == 0 && memcmp(v0, v1, n * sizeof *v0) == 0);
+  /* fresh moments for the update below */
+  CHECK(coda_plans_device_upload(g, mg, NULL, NULL) == CODA_OK);
+  CHECK(coda_plans_device_upload(g, mg2, NULL, NULL) == CODA_OK);
   int32_t in[B * T], tg[B * T];
   tokens(&r, in, tg);
   double lg = NAN, ng = NAN, lg2 = NAN, ng2 = NAN, lc = NAN;
@@ -146,25 +151,28 @@ static void on_gpu(void) {
   double nc = coda_grad_norm(coda_model_grads(mc), n);
   /* bf16 attention probabilities on the GPU, fp32 on the CPU */
   CHECK_MSG(fabs(lg - lc) <= 0.02 * lc, "loss gpu %g cpu %g", lg, lc);
-  CHECK_MSG(fabs(ng - nc) <= 0.05 * nc, "grad norm gpu %g cpu %g", ng, nc);
+  CHECK_MSG(fabs(ng - nc) <= 0.1 * nc, "grad norm gpu %g cpu %g", ng, nc);
   CHECK(lg == lg2 && ng == ng2);
   /* the update: two device models stay identical, and close to the CPU's */
   coda_adamw o = {0.9, 0.95, 1e-8, 0.1, 0};
   double f = coda_clip_grad(NULL, 0, ng, 0.5 * ng);
-  CHECK(coda_plans_device_adamw(g, mg, &o, 2, 1e-3, f) == CODA_OK);
-  CHECK(coda_plans_device_adamw(g, mg2, &o, 2, 1e-3, f) == CODA_OK);
+  CHECK(coda_plans_device_adamw(g, mg, &o, 1, 1e-3, f) == CODA_OK);
+  CHECK(coda_plans_device_adamw(g, mg2, &o, 1, 1e-3, f) == CODA_OK);
   CHECK(coda_plans_device_download(g, mg, m1, v1) == CODA_OK);
   CHECK(coda_plans_device_download(g, mg2, m0, v0) == CODA_OK);
   CHECK(memcmp(coda_model_weights(mg), coda_model_weights(mg2), n * sizeof *w) == 0);
   CHECK(memcmp(m0, m1, n * sizeof *m0) == 0 && memcmp(v0, v1, n * sizeof *v0) == 0);
   {
-    double d = 0.0, s = 0.0;
+    /* first step from zero moments: m̂/√v̂ = g/|g| (up to eps), so each
+     * weight moves by at most lr plus its decay lr·wd·|w| */
     const float *a = coda_model_weights(mg);
+    size_t moved = 0, over = 0;
     for (size_t i = 0; i < n; i++) {
-      d += ((double)a[i] - w[i]) * ((double)a[i] - w[i]);
-      s += (double)w[i] * w[i];
+      double dw = fabs((double)a[i] - w[i]);
+      moved += dw > 0.0;
+      over += dw > 1e-3 * (1.0 + 0.1 * fabs(w[i])) * (1.0 + 1e-5) + 1e-7 * (1.0 + fabs(w[i]));
     }
-    CHECK(d > 0.0 && sqrt(d) < 0.05 * sqrt(s)); /* it moved, by an lr-sized step */
+    CHECK_MSG(moved > n / 2 && over == 0, "%zu of %zu moved, %zu beyond the bound", moved, n, over);
   }
 free_out:
   free(m0); free(v0); free(m1); free(v1);

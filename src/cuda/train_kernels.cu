@@ -7,6 +7,7 @@
  * by one thread whose arithmetic order is fixed, and reductions use fixed
  * trees, so two runs of the same inputs give identical bits. */
 #include "cuda/backend.h"
+#include "cuda/debug.h"
 
 extern "C" {
 #include "core/internal.h"
@@ -14,6 +15,8 @@ extern "C" {
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+
+#include <stdio.h>
 
 namespace {
 
@@ -23,9 +26,9 @@ unsigned grid_of(long long n) {
 }
 
 coda_status check_launch(coda_context ctx, const char *what) {
-  cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA %s: %s", what, cudaGetErrorString(e));
-  return CODA_OK;
+  char msg[96];
+  snprintf(msg, sizeof msg, "CUDA trainer kernel (%s)", what);
+  return coda_cuda_check_launch(ctx, msg);
 }
 
 __device__ float load_f(const void *p, int bf16, long long i) {

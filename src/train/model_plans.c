@@ -320,7 +320,7 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
   if (!st && !sample) st = dev_round(ctx, s->head, "wout", d->w + po->offset, po->size);
   if (st) return st;
   /* host-side token arrays: checked, then uploaded (small) */
-  int32_t *h = malloc((size_t)(3 * M + 1) * sizeof *h);
+  int32_t *h = malloc((size_t)M * sizeof *h);
   if (!h) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   int64_t nv = 0;
   for (int64_t r = 0; r < M && !st; r++) {

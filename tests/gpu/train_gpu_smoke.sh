@@ -22,6 +22,8 @@
 #      rate small, so the runs do not drift apart. Then the GPU checkpoint
 #      resumes for one step on the CPU and on the GPU: those losses agree
 #      within 2 % as well (the checkpoint format is shared).
+#  (e) when BUILD_DIR/tests/test_train_device exists: that test (device
+#      step vs the CPU plan engine, bit-identical repeats, upload/download).
 #  (d) throughput of 6 layers, d 512, ffn 2048, 8/8 heads, vocab 32768,
 #      batch 16 x seq 1024 (batch 8 if 16 fails): 3 warm-up + 10 timed steps.
 set -u
@@ -94,13 +96,19 @@ else
   fail "(c) a 5-step run failed"
 fi
 
+if [ -x "$BUILD/tests/test_train_device" ]; then
+  echo "== (e) test_train_device"
+  timeout 60 "$BUILD/tests/test_train_device" 2>&1 | tail -12
+  [ "${PIPESTATUS[0]}" = 0 ] || fail "(e) test_train_device"
+fi
+
 echo "== (d) throughput: 6 layers, d 512, ffn 2048, 8/8 heads, vocab 32768, seq 1024"
 BIG="--layers 6 --dim 512 --heads 8 --kv-heads 8 --ffn 2048 --vocab 32768 --seq 1024 --data $W/data \
   --val-every 0 --val-batches 0 --steps 13 --warmup 3"
 done_d=0
 for b in 16 8; do
   if timeout 120 "$CODA" train --device gpu $BIG --batch $b --out "$W/d$b" > "$W/d$b.txt" 2>&1; then
-    grep -E '^(model|step +(1|13) )' "$W/d$b.txt"
+    grep -E '^(model|step +(1|13) |gpu:)' "$W/d$b.txt"
     awk -v b=$b '/^step/ && $3 != "val_loss" && $2 > 3 {
         for (i = 1; i <= NF; i++) { if ($i == "ms/step") ms += $(i + 1); if ($i == "mfu") { s = $(i + 1); sub("%", "", s); mfu += s } }
         n++ }
