@@ -38,6 +38,32 @@
 static const char *const kPrims[][2] = {
     /* the plain GEMM as a program: the floor of a fused kernel */
     {"prim_store", "output y : bf16\nstore y = acc\n"},
+    /* 20 dependent FMAs per element on top of prim_store: the in-register
+     * work the pingpong schedule should hide under the other warpgroup's MMA */
+    {"prim_fma20",
+     "output y : bf16\n"
+     "a0 = acc * 1.0\n"
+     "a1 = fma(a0, 0.999, 0.001)\n"
+     "a2 = fma(a1, 0.999, 0.001)\n"
+     "a3 = fma(a2, 0.999, 0.001)\n"
+     "a4 = fma(a3, 0.999, 0.001)\n"
+     "a5 = fma(a4, 0.999, 0.001)\n"
+     "a6 = fma(a5, 0.999, 0.001)\n"
+     "a7 = fma(a6, 0.999, 0.001)\n"
+     "a8 = fma(a7, 0.999, 0.001)\n"
+     "a9 = fma(a8, 0.999, 0.001)\n"
+     "a10 = fma(a9, 0.999, 0.001)\n"
+     "a11 = fma(a10, 0.999, 0.001)\n"
+     "a12 = fma(a11, 0.999, 0.001)\n"
+     "a13 = fma(a12, 0.999, 0.001)\n"
+     "a14 = fma(a13, 0.999, 0.001)\n"
+     "a15 = fma(a14, 0.999, 0.001)\n"
+     "a16 = fma(a15, 0.999, 0.001)\n"
+     "a17 = fma(a16, 0.999, 0.001)\n"
+     "a18 = fma(a17, 0.999, 0.001)\n"
+     "a19 = fma(a18, 0.999, 0.001)\n"
+     "a20 = fma(a19, 0.999, 0.001)\n"
+     "store y = a20\n"},
     {"prim_elem_ops",
      "input t : tile f16\n"
      "input r : row f32\n"
@@ -491,6 +517,7 @@ static const struct {
   int64_t M, N, K;
 } kBench[] = {
     {"prim_store", 16384, 2048, 2048},
+    {"prim_fma20", 16384, 2048, 2048},
     {"llama_residual", 16384, 2048, 2048},      {"llama_residual_norm", 16384, 2048, 2048},
     {"llama_swiglu", 16384, 2048, 2048},        {"llama_swiglu_bwd", 16384, 2048, 2048},
     {"llama_swiglu", 16384, 8192, 2048},        {"llama_residual_norm", 16384, 2048, 8192},
