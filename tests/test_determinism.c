@@ -7,6 +7,7 @@
  * the GEMMs are above the one-thread cut-off and really run in parallel. */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
+#include "file_util.h"
 #include "train_corpus.h"
 
 #include <stdlib.h>
@@ -14,28 +15,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-static unsigned char *slurp(const char *p, size_t *n) {
-  FILE *f = fopen(p, "rb");
-  if (!f) { *n = 0; return NULL; }
-  fseek(f, 0, SEEK_END);
-  long L = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc((size_t)L + 1);
-  *n = fread(b, 1, (size_t)L, f);
-  b[*n] = 0;
-  fclose(f);
-  return b;
-}
-
-static int same_file(const char *a, const char *b) {
-  size_t na, nb;
-  unsigned char *x = slurp(a, &na), *y = slurp(b, &nb);
-  int same = x && y && na == nb && !memcmp(x, y, na);
-  free(x);
-  free(y);
-  return same;
-}
 
 /* One `coda train` run (the command calls exactly this) into dir/name. */
 static coda_status run(const char *dir, const char *data, const char *name, int threads,

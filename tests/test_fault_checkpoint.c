@@ -9,6 +9,7 @@
  * places: every flip must be caught by the CRC-32 on load. */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
+#include "file_util.h"
 #include "train_corpus.h"
 
 #include <dirent.h>
@@ -39,25 +40,6 @@ static coda_train_options opts(const char *data, const char *out) {
 static int file_exists(const char *p) {
   struct stat st;
   return stat(p, &st) == 0;
-}
-
-static unsigned char *slurp(const char *p, size_t *n) {
-  FILE *f = fopen(p, "rb");
-  if (!f) { *n = 0; return NULL; }
-  fseek(f, 0, SEEK_END);
-  long L = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc((size_t)L + 1);
-  *n = fread(b, 1, (size_t)L, f);
-  fclose(f);
-  return b;
-}
-
-static int spit(const char *p, const unsigned char *b, size_t n) {
-  FILE *f = fopen(p, "wb");
-  if (!f) return -1;
-  size_t w = fwrite(b, 1, n, f);
-  return fclose(f) == 0 && w == n ? 0 : -1;
 }
 
 static int temp_present(const char *dir) {

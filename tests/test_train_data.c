@@ -2,6 +2,7 @@
  * corpus preparation and the batch sampler. */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
+#include "file_util.h"
 #include "train/train.h"
 
 #include <stdlib.h>
@@ -12,24 +13,6 @@
 static char dir[256];
 
 static void path(char *out, const char *name) { snprintf(out, 512, "%s/%s", dir, name); }
-
-static unsigned char *slurp(const char *p, size_t *n) {
-  FILE *f = fopen(p, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long L = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc((size_t)L + 1);
-  *n = fread(b, 1, (size_t)L, f);
-  fclose(f);
-  return b;
-}
-
-static void spit(const char *p, const unsigned char *b, size_t n) {
-  FILE *f = fopen(p, "wb");
-  fwrite(b, 1, n, f);
-  fclose(f);
-}
 
 /* Bitwise CRC-32, written independently of the library's table form. */
 static uint32_t crc_ref(const unsigned char *p, size_t n) {

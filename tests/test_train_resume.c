@@ -3,6 +3,7 @@
  * Ctrl-C style stop; stop with a message on a non-finite loss. */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
+#include "file_util.h"
 #include "train_corpus.h"
 
 #include <math.h>
@@ -10,27 +11,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static unsigned char *slurp(const char *p, size_t *n) {
-  FILE *f = fopen(p, "rb");
-  if (!f) { *n = 0; return NULL; }
-  fseek(f, 0, SEEK_END);
-  long L = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc((size_t)L + 1);
-  *n = fread(b, 1, (size_t)L, f);
-  fclose(f);
-  return b;
-}
-
-static int same_file(const char *a, const char *b) {
-  size_t na, nb;
-  unsigned char *x = slurp(a, &na), *y = slurp(b, &nb);
-  int same = x && y && na == nb && !memcmp(x, y, na);
-  free(x);
-  free(y);
-  return same;
-}
 
 static int calls;
 static int stop_after_4(void *u) { (void)u; return ++calls >= 4; }

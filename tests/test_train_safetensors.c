@@ -2,6 +2,7 @@
  * corrupted and malformed files (never a crash, always CODA_ERR_IO). */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
+#include "file_util.h"
 #include "train/train.h"
 
 #include <stdlib.h>
@@ -10,18 +11,6 @@
 #include <unistd.h>
 
 static char dir[256];
-
-static unsigned char *slurp(const char *p, size_t *n) {
-  FILE *f = fopen(p, "rb");
-  if (!f) { *n = 0; return NULL; }
-  fseek(f, 0, SEEK_END);
-  long L = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc((size_t)L + 1);
-  *n = fread(b, 1, (size_t)L, f);
-  fclose(f);
-  return b;
-}
 
 /* Builds a file from a header text and a data region. */
 static size_t make(unsigned char *out, const char *hdr, const unsigned char *data, size_t dn) {

@@ -1,0 +1,40 @@
+/* Whole-file helpers shared by the tests that write, damage and compare
+ * files (checkpoints, token shards, loss logs). */
+#ifndef CODA_TEST_FILE_UTIL_H
+#define CODA_TEST_FILE_UTIL_H
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The file's bytes (malloc'ed, one spare byte) and their count in *n, or
+ * NULL with *n = 0 when it cannot be read. */
+static inline unsigned char *slurp(const char *p, size_t *n) {
+  FILE *f = fopen(p, "rb");
+  *n = 0;
+  if (!f) return NULL;
+  long L = -1;
+  if (fseek(f, 0, SEEK_END) == 0) L = ftell(f);
+  unsigned char *b = L >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)L + 1) : NULL;
+  if (b) *n = fread(b, 1, (size_t)L, f);
+  fclose(f);
+  return b;
+}
+
+/* Writes n bytes to p; 0 on success, -1 otherwise. */
+static inline int spit(const char *p, const unsigned char *b, size_t n) {
+  FILE *f = fopen(p, "wb");
+  if (!f) return -1;
+  size_t w = fwrite(b, 1, n, f);
+  return fclose(f) == 0 && w == n ? 0 : -1;
+}
+
+/* 1 when both files can be read and hold the same bytes. */
+static inline int same_file(const char *a, const char *b) {
+  size_t na, nb;
+  unsigned char *x = slurp(a, &na), *y = slurp(b, &nb);
+  int same = x && y && na == nb && !memcmp(x, y, na);
+  free(x);
+  free(y);
+  return same;
+}
+#endif
