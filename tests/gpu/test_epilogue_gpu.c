@@ -26,6 +26,7 @@
 #include "cuda/backend.h"
 #include "cuda/epi_codegen.h"
 #include "lang/ir.h"
+#include "epi_test_programs.h"
 
 #include <cuda_runtime_api.h>
 
@@ -81,48 +82,8 @@ static const char *const kPrims[][2] = {
      "store o1 = e + f\n"
      "store o2 = d\n"
      "store o3 = -f\n"},
-    {"prim_pair_ops",
-     "mode pair\n"
-     "input t : tile bf16\n"
-     "input h : tile f16 half\n"
-     "input c : col f32\n"
-     "input p : row i32\n"
-     "output o : bf16\n"
-     "output oh : f32 half accumulate\n"
-     "output of : f16\n"
-     "x, y = rope(acc.even, acc.odd, p, c.even, c.odd)\n"
-     "u, v = rope_bwd(x, t.odd, p, c.even, c.odd)\n"
-     "dg, du = dswiglu(x, y, t.even)\n"
-     "eg, eu = dgeglu(u, v, h)\n"
-     "store o = pack(dg + eg, du + eu)\n"
-     "store oh = x * y\n"
-     "store of = pack(u, v)\n"
-     "reduce rs = rowsum(x)\n"
-     "reduce rm = rowmax(y)\n"
-     "reduce rl = rowlse(u)\n"
-     "reduce s2 = rowsum(v) per 2\n"
-     "reduce s4 = rowsum(v) per 4\n"
-     "reduce s64 = rowsum(u) per 64\n"
-     "reduce s256 = rowsum(u) per 256\n"},
-    {"prim_elem_reduce_x2",
-     "input z : tile bf16 x2\n"
-     "input w : tile f16 x2\n"
-     "input idx : row i32\n"
-     "output o : f16 x2\n"
-     "output q : bf16 x2 accumulate\n"
-     "g = z.even * w.odd\n"
-     "u = z.odd + w.even\n"
-     "store o = pack(g * acc, u)\n"
-     "store q = pack(u, g)\n"
-     "reduce a = rowsum(g)\n"
-     "reduce b = rowmax(u)\n"
-     "reduce l = rowlse(acc)\n"
-     "reduce cs = colsum(g)\n"
-     "reduce cs2 = colsum(u * acc)\n"
-     "reduce s1 = rowsum(g) per 1\n"
-     "reduce s8 = rowsum(u) per 8\n"
-     "reduce s16 = rowsum(u) per 16\n"
-     "reduce pk = rowpick(acc, idx)\n"},
+    {"prim_pair_ops", EPI_TEST_PAIR_OPS},
+    {"prim_elem_reduce_x2", EPI_TEST_ELEM_REDUCE_X2},
 };
 #define NPRIMS ((int)(sizeof kPrims / sizeof kPrims[0]))
 

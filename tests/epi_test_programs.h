@@ -1,0 +1,56 @@
+/* Epilogue programs shared by the code-generation test (tests/test_epi_codegen.c,
+ * compile only) and the GPU differential test (tests/gpu/test_epilogue_gpu.c):
+ * together they use every pairwise op, every reduction kind, every tile width
+ * and the segment sizes around the tile width. */
+#ifndef CODA_TEST_EPI_PROGRAMS_H
+#define CODA_TEST_EPI_PROGRAMS_H
+
+/* Pair mode: the two-result ops (rope, rope_bwd, dswiglu, dgeglu), half-width
+ * input and accumulated output, row reductions and segments of 2..256. */
+#define EPI_TEST_PAIR_OPS \
+     "mode pair\n" \
+     "input t : tile bf16\n" \
+     "input h : tile f16 half\n" \
+     "input c : col f32\n" \
+     "input p : row i32\n" \
+     "output o : bf16\n" \
+     "output oh : f32 half accumulate\n" \
+     "output of : f16\n" \
+     "x, y = rope(acc.even, acc.odd, p, c.even, c.odd)\n" \
+     "u, v = rope_bwd(x, t.odd, p, c.even, c.odd)\n" \
+     "dg, du = dswiglu(x, y, t.even)\n" \
+     "eg, eu = dgeglu(u, v, h)\n" \
+     "store o = pack(dg + eg, du + eu)\n" \
+     "store oh = x * y\n" \
+     "store of = pack(u, v)\n" \
+     "reduce rs = rowsum(x)\n" \
+     "reduce rm = rowmax(y)\n" \
+     "reduce rl = rowlse(u)\n" \
+     "reduce s2 = rowsum(v) per 2\n" \
+     "reduce s4 = rowsum(v) per 4\n" \
+     "reduce s64 = rowsum(u) per 64\n" \
+     "reduce s256 = rowsum(u) per 256\n"
+
+/* Elem mode: packed-pair (x2) input and output, colsum, rowpick and the other
+ * reductions. */
+#define EPI_TEST_ELEM_REDUCE_X2 \
+     "input z : tile bf16 x2\n" \
+     "input w : tile f16 x2\n" \
+     "input idx : row i32\n" \
+     "output o : f16 x2\n" \
+     "output q : bf16 x2 accumulate\n" \
+     "g = z.even * w.odd\n" \
+     "u = z.odd + w.even\n" \
+     "store o = pack(g * acc, u)\n" \
+     "store q = pack(u, g)\n" \
+     "reduce a = rowsum(g)\n" \
+     "reduce b = rowmax(u)\n" \
+     "reduce l = rowlse(acc)\n" \
+     "reduce cs = colsum(g)\n" \
+     "reduce cs2 = colsum(u * acc)\n" \
+     "reduce s1 = rowsum(g) per 1\n" \
+     "reduce s8 = rowsum(u) per 8\n" \
+     "reduce s16 = rowsum(u) per 16\n" \
+     "reduce pk = rowpick(acc, idx)\n"
+
+#endif
