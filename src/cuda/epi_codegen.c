@@ -426,6 +426,7 @@ static const char kHelpers[] =
     "}\n"
     "}  // namespace coda_epi\n"
     "struct CodaEpiParams {\n"
+    "  CUtensorMap tm[8];\n"
     "  const void *ptr[64];\n"
     "  long long ld[64];\n"
     "  int flags[64];\n"
@@ -648,12 +649,15 @@ typedef struct stage_plan {
   int in_off[CODA_MAX_INPUTS], in_rb[CODA_MAX_INPUTS];    /* -1: direct */
   int out_off[CODA_MAX_OUTPUTS], out_rb[CODA_MAX_OUTPUTS];
   int dbl;      /* inputs double-buffered */
+  int out_dbl;  /* outputs double-buffered */
   int nin, nout;
 } stage_plan;
 
 static int dt_size(coda_dtype t) { return t == CODA_BF16 || t == CODA_F16 ? 2 : 4; }
+static int chunk_row_bytes(coda_dtype t, coda_width w);
 
 /* Bytes of one 32-column chunk row of a view (0: not stageable). */
+int coda_epi_chunk_row_bytes(coda_dtype t, coda_width w) { return chunk_row_bytes(t, w); }
 static int chunk_row_bytes(coda_dtype t, coda_width w) {
   int rb = 32 * dt_size(t);
   if (w == CODA_WIDTH_X2) rb *= 2;
@@ -689,18 +693,34 @@ static void plan_staging(const struct coda_program_s *p, const int *used, int nc
     off += nbuf * 64L * rb;
     sp->nin++;
   }
-  for (int o = 0; o < p->noutputs; o++) {
-    const ir_output *op = &p->outputs[o];
-    const int rb = chunk_row_bytes(op->dtype, op->width);
-    /* the store shapes of the direct path: pair mode standard or half,
-     * elem mode standard or x2 */
-    const int shape_ok = p->pair_mode ? op->width != CODA_WIDTH_X2 : op->width != CODA_WIDTH_HALF;
-    if (op->accumulate || !rb || !shape_ok || off + 64L * rb > scratch_bytes()) continue;
-    sp->out_off[o] = (int)off;
-    sp->out_rb[o] = rb;
-    off += 64L * rb;
-    sp->nout++;
+  /* Outputs: two buffers each when all of them fit twice (a chunk's TMA
+   * store then reads one buffer while the next chunk fills the other),
+   * else one. */
+  const long out0 = off;
+  for (sp->out_dbl = 1; sp->out_dbl >= 0; sp->out_dbl--) {
+    off = out0;
+    sp->nout = 0;
+    int dropped = 0;
+    for (int o = 0; o < p->noutputs; o++) {
+      const ir_output *op = &p->outputs[o];
+      const int rb = chunk_row_bytes(op->dtype, op->width);
+      /* the store shapes of the direct path: pair mode standard or half,
+       * elem mode standard or x2 */
+      const int shape_ok = p->pair_mode ? op->width != CODA_WIDTH_X2 : op->width != CODA_WIDTH_HALF;
+      sp->out_off[o] = -1;
+      if (op->accumulate || !rb || !shape_ok) continue;
+      if (off + (1 + sp->out_dbl) * 64L * rb > scratch_bytes()) {
+        dropped = 1;
+        continue;
+      }
+      sp->out_off[o] = (int)off;
+      sp->out_rb[o] = rb;
+      off += (1 + sp->out_dbl) * 64L * rb;
+      sp->nout++;
+    }
+    if (!dropped || !sp->out_dbl) break;
   }
+  if (sp->out_dbl < 0) sp->out_dbl = 0;
 }
 
 /* Values per row of a view (L) and the first value of chunk jc (v0). */
@@ -766,7 +786,10 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
     sb_printf(b, " %d=%s(%s)", g.arg_red0 + q, p->reduces[q].name, ir_reduce_kind_name(p->reduces[q].kind));
   sb_printf(b, " */\n");
   sb_printf(b, "struct CodaEpi {\n  CodaEpiParams p;\n");
-  sb_printf(b, "  __device__ __forceinline__ void finish() const {}\n");
+  if (sp.nout) /* the shared memory must outlive the last TMA stores' reads */
+    sb_printf(b, "  __device__ __forceinline__ void finish() const { if (threadIdx.x %% 128 == 0) coda_sm90::bulk_wait_all(); }\n");
+  else
+    sb_printf(b, "  __device__ __forceinline__ void finish() const {}\n");
   /* the GEMM calls prefetch() during the mainloop: the first chunk's
    * inputs are then on their way when the fragment arrives */
   sb_printf(b, "  __device__ __forceinline__ void prefetch(int wr0, int tc0, const coda_sm90::EpiScratch &sc) const {\n");
@@ -866,6 +889,10 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   }
   /* the chunk's inputs are visible to all; the previous chunk's staged
    * outputs have been stored */
+  /* TMA stores of earlier chunks must have read the output staging this
+   * chunk writes (with two buffers: the store of chunk jc - 2) */
+  if (sp.nout)
+    sb_printf(b, "      if (threadIdx.x %% 128 == 0) coda_sm90::bulk_wait_read<%d>();\n", sp.out_dbl ? 1 : 0);
   if (staged) sb_printf(b, "      coda_sm90::wg_sync(sc.bar);\n");
   for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
@@ -976,8 +1003,9 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
     if (sp.out_off[o] >= 0) {
       const char *fn = pair ? (op->width == CODA_WIDTH_HALF ? "so1" : "so2")
                             : (op->width == CODA_WIDTH_X2 ? "so4" : "so2");
-      sb_printf(b, "        coda_epi::%s<%d>(sb_ + %d + coda_epi::swz<%d>(lrow + 8 * h, %d * %s), ", fn, dt,
-                sp.out_off[o], sp.out_rb[o], dt_size(op->dtype), view_byte(op->width));
+      sb_printf(b, "        coda_epi::%s<%d>(sb_ + %d + %s * %d + coda_epi::swz<%d>(lrow + 8 * h, %d * %s), ", fn, dt,
+                sp.out_off[o], sp.out_dbl ? "((jc / 4) & 1)" : "0", 64 * sp.out_rb[o], sp.out_rb[o],
+                dt_size(op->dtype), view_byte(op->width));
       if (pair && op->width == CODA_WIDTH_HALF) sb_printf(b, "ov%d[0]);\n", o);
       else if (pair) sb_printf(b, "ov%d[0], ow%d[0]);\n", o, o);
       else if (op->width == CODA_WIDTH_X2) sb_printf(b, "make_float4(ov%d[0], ow%d[0], ov%d[1], ow%d[1]));\n", o, o, o, o);
@@ -1054,6 +1082,11 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   sb_printf(b, "    }\n"); /* jj */
   if (staged) {
     /* the chunk's staged inputs are read and its outputs written */
+    /* staged outputs: the generic-proxy writes are made visible to the
+     * TMA (async proxy) before the barrier; then one thread stores each
+     * chunk with TMA (the staging swizzle is the map's), or, for views TMA
+     * cannot address, all threads store it as 16-byte vectors */
+    if (sp.nout) sb_printf(b, "      asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n");
     sb_printf(b, "      coda_sm90::wg_sync(sc.bar);\n");
     for (int o = 0; o < p->noutputs; o++) {
       if (sp.out_off[o] < 0) continue;
@@ -1063,9 +1096,19 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
       const char *t = view_v0(op->width);
       const char *J = strstr(t, "JC");
       snprintf(v0, sizeof v0, "%.*sjc%s", (int)(J - t), t, J + 2);
-      sb_printf(b, "      coda_epi::stage_out<%d, %d>(sb_ + %d, (void *)p.ptr[%d], p.ld[%d], al%d, wr0, %s, %s, M);\n",
-                dt_size(op->dtype), sp.out_rb[o], sp.out_off[o], k, k, k, v0, view_len(op->width));
+      char buf[64];
+      snprintf(buf, sizeof buf, "sb_ + %d + %s * %d", sp.out_off[o], sp.out_dbl ? "((jc / 4) & 1)" : "0",
+               64 * sp.out_rb[o]);
+      if (o < CODA_EPI_MAX_TMA)
+        sb_printf(b,
+                  "      if (p.flags[%d] & 4) {\n"
+                  "        if (threadIdx.x %% 128 == 0) coda_sm90::tma_store_2d(&p.tm[%d], %s, (int)(%s), wr0);\n"
+                  "      } else\n  ",
+                  k, o, buf, v0);
+      sb_printf(b, "      coda_epi::stage_out<%d, %d>(%s, (void *)p.ptr[%d], p.ld[%d], al%d, wr0, %s, %s, M);\n",
+                dt_size(op->dtype), sp.out_rb[o], buf, k, k, k, v0, view_len(op->width));
     }
+    if (sp.nout) sb_printf(b, "      if (threadIdx.x %% 128 == 0) coda_sm90::bulk_commit();\n");
   }
   sb_printf(b, "    }\n"); /* jc */
 

@@ -22,6 +22,8 @@ extern "C" {
 /* Argument slots of the kernel's parameter block (inputs, outputs,
  * reductions in program order; 24 + 16 + 16 fit). */
 #define CODA_EPI_MAX_ARGS 64
+/* Outputs 0 .. CODA_EPI_MAX_TMA-1 may be stored by TMA from the staging. */
+#define CODA_EPI_MAX_TMA 8
 
 /* Kernel instantiation chosen for one launch. */
 typedef struct coda_epi_config {
@@ -39,13 +41,21 @@ coda_epi_config coda_epi_default_config(void);
  * in the generated source has exactly this layout. ld: row pitch of
  * tiles, outputs and partials, element stride of row/column vectors.
  * flags: bit 0 = element pairs at even columns are naturally aligned
- * (32-bit / 64-bit access), bit 1 = same for groups of four. */
+ * (32-bit / 64-bit access), bit 1 = same for groups of four, bit 2 (outputs
+ * only) = tm[output index] is a TMA store map of the view (box: one staged
+ * chunk, 64 rows x coda_epi_chunk_row_bytes, swizzled like the staging).
+ * tm holds CUtensorMap values (64-byte aligned, opaque here). */
 typedef struct coda_epi_params {
+  _Alignas(64) unsigned long long tm[CODA_EPI_MAX_TMA][16];
   const void *ptr[CODA_EPI_MAX_ARGS];
   long long ld[CODA_EPI_MAX_ARGS];
   int flags[CODA_EPI_MAX_ARGS];
   int M, N;
 } coda_epi_params;
+
+/* Bytes of one 32-column chunk row of a view of this type and width as the
+ * epilogue stages it in shared memory (32, 64 or 128), 0 if not staged. */
+int coda_epi_chunk_row_bytes(coda_dtype t, coda_width w);
 
 /* CODA_OK if the GPU path can run the program; otherwise a message in terms
  * of the program (e.g. an f64 declaration) and CODA_ERR_NOT_SUPPORTED. */

@@ -184,6 +184,43 @@ static void fill_arg(coda_epi_params *pp, int k, const coda_tensor *t, int vecto
   pp->flags[k] = fl;
 }
 
+/* A TMA store map of an output view for the epilogue's staged chunks: box =
+ * one chunk (64 rows x rb bytes), swizzled as the staging is (16-byte unit u
+ * of row r at u ^ (r / (128 / rb)) % (rb / 16), which is the hardware's
+ * 32/64/128-byte swizzle). Only views TMA stores exactly: 16-byte aligned
+ * base and pitch, and a row length that is a multiple of 16 bytes (a
+ * ragged last 16-byte unit was seen written past the row's end by the
+ * plain GEMM's TMA store). Returns 1 when tm[slot] holds the map. */
+static int store_map(pfn_encode encode, coda_epi_params *pp, int slot, const coda_tensor *t,
+                     coda_width w) {
+  const int rb = coda_epi_chunk_row_bytes(t->dtype, w);
+  const size_t es = coda_dtype_size(t->dtype);
+  if (!rb || t->rows <= 0 || t->cols <= 0 || ((uintptr_t)t->data & 15) != 0 ||
+      ((size_t)t->ld * es) % 16 != 0 || ((size_t)t->cols * es) % 16 != 0)
+    return 0;
+  CUtensorMapDataType dt;
+  switch (t->dtype) {
+  case CODA_BF16: dt = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16; break;
+  case CODA_F16: dt = CU_TENSOR_MAP_DATA_TYPE_FLOAT16; break;
+  case CODA_F32: dt = CU_TENSOR_MAP_DATA_TYPE_FLOAT32; break;
+  default: return 0;
+  }
+  cuuint64_t dims[2] = {(cuuint64_t)t->cols, (cuuint64_t)t->rows};
+  cuuint64_t strides[1] = {(cuuint64_t)t->ld * es};
+  cuuint32_t box[2] = {(cuuint32_t)(rb / (int)es), 64};
+  cuuint32_t estr[2] = {1, 1};
+  CUtensorMapSwizzle sw = rb == 128 ? CU_TENSOR_MAP_SWIZZLE_128B
+                          : rb == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                     : CU_TENSOR_MAP_SWIZZLE_32B;
+  CUtensorMap m;
+  if (encode(&m, dt, 2, t->data, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
+             CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+    return 0;
+  _Static_assert(sizeof m == sizeof pp->tm[0], "tensor map size");
+  memcpy(pp->tm[slot], &m, sizeof m);
+  return 1;
+}
+
 coda_status coda_cuda_preferred_tiling(coda_context ctx, coda_program p, int64_t M, int64_t N,
                                        int64_t K, coda_tiling *out) {
   (void)ctx; (void)p; (void)M; (void)N; (void)K;
@@ -264,7 +301,12 @@ coda_status coda_cuda_gemm_epilogue(coda_context ctx, coda_program program, coda
   int ka = 0;
   for (int i = 0; i < p->ninputs; i++, ka++)
     fill_arg(&pp, ka, inputs[i], p->inputs[i].kind != CODA_ARG_TILE);
-  for (int i = 0; i < p->noutputs; i++, ka++) fill_arg(&pp, ka, outputs[i], 0);
+  for (int i = 0; i < p->noutputs; i++, ka++) {
+    fill_arg(&pp, ka, outputs[i], 0);
+    if (i < CODA_EPI_MAX_TMA && !p->outputs[i].accumulate &&
+        store_map(s->encode, &pp, i, outputs[i], p->outputs[i].width))
+      pp.flags[ka] |= 4;
+  }
   for (int i = 0; i < p->nreduces; i++, ka++) fill_arg(&pp, ka, partials[i], 0);
   pp.M = (int)M;
   pp.N = (int)N;

@@ -1,0 +1,211 @@
+/* Does the pingpong schedule hide the epilogue under the other warpgroup's
+ * MMA? A probe of the mainloop alone (no libcoda): the plain store epilogue
+ * of gemm_sm90.cuh wrapped in a functor that first runs NF dependent FMAs
+ * on every accumulator value, and records per tile (SM clock) when the
+ * mainloop was 4 k-blocks from its end, when the epilogue started and when
+ * it ended, for the consumers of the first CTAs.
+ *
+ *   overlap_probe [M N K]        (default 16384 2048 2048)
+ *
+ * Prints per variant (NF = 0, 20, 80; TMA store or staged thread stores):
+ * the median time of 20 runs (CUDA events), and from the trace of CTA 0 the
+ * median epilogue length and the median interval between the ends of
+ * consecutive tiles (the two consumers alternate: with a hidden epilogue
+ * that interval is the MMA time of one tile and does not grow with NF). */
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "cuda/gemm_sm90.cuh"
+
+using namespace coda_sm90;
+
+#define CK(x)                                                                        \
+  do {                                                                               \
+    cudaError_t e_ = (x);                                                            \
+    if (e_ != cudaSuccess) {                                                         \
+      fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));    \
+      exit(1);                                                                       \
+    }                                                                                \
+  } while (0)
+
+constexpr int kTraceCtas = 4, kTraceTiles = 64, kFields = 3;
+
+template <int NF>
+struct ProbeEpi {
+  StoreEpilogue st;
+  unsigned long long *trace; /* [cta][consumer][tile][field] */
+  unsigned int *count;       /* [cta][consumer] */
+
+  __device__ __forceinline__ unsigned long long *slot(int field) const {
+    const int cw = threadIdx.x / 128 - 1;
+    const unsigned int n = count[blockIdx.x * 2 + cw];
+    if (blockIdx.x >= kTraceCtas || n >= kTraceTiles) return nullptr;
+    return trace + (((size_t)blockIdx.x * 2 + cw) * kTraceTiles + n) * kFields + field;
+  }
+  __device__ __forceinline__ void prefetch(int, int, const EpiScratch &) const {
+    if (threadIdx.x % 128 == 0)
+      if (unsigned long long *p = slot(0)) *p = clock64();
+  }
+  __device__ __forceinline__ void finish() const { st.finish(); }
+  template <int BN>
+  __device__ __forceinline__ void operator()(const AccFragment<BN> &f, const EpiScratch &sc) const {
+    const bool first = sc.pre != 0, lead = threadIdx.x % 128 == 0;
+    if (first && lead)
+      if (unsigned long long *p = slot(1)) *p = clock64();
+    AccFragment<BN> g = f;
+#pragma unroll
+    for (int k = 0; k < NF; ++k)
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) g.v[i] = fmaf(g.v[i], 0.999f, 0.001f);
+    st(g, sc);
+    if (!first) {
+      wg_sync(sc.bar);
+      if (lead) {
+        if (unsigned long long *p = slot(2)) *p = clock64();
+        count[blockIdx.x * 2 + threadIdx.x / 128 - 1]++;
+      }
+    }
+  }
+};
+
+static PFN_cuTensorMapEncodeTiled_v12000 encoder() {
+  void *fn = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
+  return (PFN_cuTensorMapEncodeTiled_v12000)fn;
+}
+static void map2d(CUtensorMap *m, void *p, long long rows, long long cols, unsigned box_c,
+                  unsigned box_r, bool store) {
+  cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
+  cuuint64_t strides[1] = {(cuuint64_t)cols * 2};
+  cuuint32_t box[2] = {box_c, box_r}, estr[2] = {1, 1};
+  CUresult r = encoder()(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, p, dims, strides, box, estr,
+                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                         store ? CU_TENSOR_MAP_L2_PROMOTION_NONE : CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    fprintf(stderr, "tensor map: error %d\n", (int)r);
+    exit(1);
+  }
+}
+
+__global__ void fill(__nv_bfloat16 *p, size_t n, unsigned seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 13;
+    h *= 0x5bd1e995u;
+    h ^= h >> 15;
+    const float u = (h & 0xffff) / 65536.0f; /* [0, 1) */
+    p[i] = __float2bfloat16((u < 0.5f ? -1.f : 1.f) * (0.02f + 0.05f * u));
+  }
+}
+
+template <int NF>
+static void run(const char *name, int M, int N, int K, int use_tma, __nv_bfloat16 *A,
+                __nv_bfloat16 *B, __nv_bfloat16 *D, unsigned long long *trace, unsigned int *count,
+                int sms) {
+  auto kern = gemm_kernel<128, 6, true, false, true, false, ProbeEpi<NF>>;
+  constexpr size_t smem = smem_bytes<128, 6>();
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  CUtensorMap ta, tb;
+  map2d(&ta, A, M, K, 64, 128, false);
+  map2d(&tb, B, N, K, 64, 128, false);
+  ProbeEpi<NF> e;
+  memset(&e, 0, sizeof e);
+  e.st.d = D;
+  e.st.ldd = N;
+  e.st.M = M;
+  e.st.N = N;
+  e.st.out_type = kOutBF16;
+  e.st.alpha = 1.f;
+  e.st.pair_ok = e.st.vec_ok = 1;
+  e.st.use_tma = use_tma;
+  if (use_tma) map2d(&e.st.tmap_d, D, M, N, 64, 64, true);
+  e.trace = trace;
+  e.count = count;
+  const int tiles = ((M + 127) / 128) * ((N + 127) / 128);
+  const int grid = tiles < sms ? tiles : sms, kbs = (K + 63) / 64;
+  std::vector<float> t;
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (int it = 0; it < 25; ++it) {
+    CK(cudaMemset(count, 0, kTraceCtas * 2 * sizeof(unsigned)));
+    CK(cudaEventRecord(e0));
+    kern<<<grid, kThreads, smem>>>(ta, tb, M, N, K, 8, 1, kbs, e);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (it >= 5) t.push_back(ms);
+  }
+  CK(cudaGetLastError());
+  std::sort(t.begin(), t.end());
+  /* the trace of the last run, CTA 0: tile ends of both consumers merged */
+  std::vector<unsigned long long> h(2 * kTraceTiles * kFields);
+  unsigned cnt[2];
+  CK(cudaMemcpy(h.data(), trace, h.size() * 8, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(cnt, count, 8, cudaMemcpyDeviceToHost));
+  std::vector<unsigned long long> ends;
+  std::vector<double> epi, tail;
+  for (int c = 0; c < 2; ++c)
+    for (unsigned j = 0; j < cnt[c] && j < (unsigned)kTraceTiles; ++j) {
+      const unsigned long long *r = &h[((size_t)c * kTraceTiles + j) * kFields];
+      ends.push_back(r[2]);
+      epi.push_back((double)(r[2] - r[1]));
+      tail.push_back((double)(r[1] - r[0]));
+    }
+  std::sort(ends.begin(), ends.end());
+  std::vector<double> gap;
+  for (size_t i = 1; i < ends.size(); ++i) gap.push_back((double)(ends[i] - ends[i - 1]));
+  auto med = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double flop = 2.0 * M * N * K, ms = t[t.size() / 2];
+  printf("%-22s %s  %8.4f ms  %6.1f TFLOP/s  tiles(cta0) %u+%u  epilogue %7.0f clk  "
+         "last-4-kb+wait %6.0f clk  tile interval %7.0f clk\n",
+         name, use_tma ? "tma   " : "staged", ms, flop / ms * 1e-9, cnt[0], cnt[1], med(epi),
+         med(tail), med(gap));
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+}
+
+int main(int argc, char **argv) {
+  int M = 16384, N = 2048, K = 2048;
+  if (argc == 4) {
+    M = atoi(argv[1]);
+    N = atoi(argv[2]);
+    K = atoi(argv[3]);
+  }
+  if (M < 128 || N < 128 || K < 256 || N % 8 || K % 8) {
+    fprintf(stderr, "usage: overlap_probe [M N K] (M, N >= 128, K >= 256, N and K multiples of 8)\n");
+    return 2;
+  }
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  __nv_bfloat16 *A, *B, *D;
+  unsigned long long *trace;
+  unsigned int *count;
+  CK(cudaMalloc(&A, (size_t)M * K * 2));
+  CK(cudaMalloc(&B, (size_t)N * K * 2));
+  CK(cudaMalloc(&D, (size_t)M * N * 2));
+  CK(cudaMalloc(&trace, (size_t)kTraceCtas * 2 * kTraceTiles * kFields * 8));
+  CK(cudaMalloc(&count, kTraceCtas * 2 * sizeof(unsigned)));
+  fill<<<1024, 256>>>(A, (size_t)M * K, 1);
+  fill<<<1024, 256>>>(B, (size_t)N * K, 2);
+  CK(cudaDeviceSynchronize());
+  printf("pingpong 128x128x64, 6 stages, M=%d N=%d K=%d, %d SMs; clk = SM clock cycles (CTA 0)\n", M,
+         N, K, sms);
+  for (int tma = 1; tma >= 0; --tma) {
+    run<0>("store", M, N, K, tma, A, B, D, trace, count, sms);
+    run<20>("store + 20 fma/elem", M, N, K, tma, A, B, D, trace, count, sms);
+    run<80>("store + 80 fma/elem", M, N, K, tma, A, B, D, trace, count, sms);
+  }
+  return 0;
+}
