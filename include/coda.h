@@ -125,6 +125,26 @@ coda_status coda_memcpy_h2d(coda_context ctx, void *dst, const void *src, size_t
 coda_status coda_memcpy_d2h(coda_context ctx, void *dst, const void *src, size_t bytes);
 coda_status coda_synchronize(coda_context ctx);
 
+/* Memory accounting, per context: bytes currently allocated through
+ * coda_malloc (by the caller, by plans on a CUDA context, and a plan's
+ * unfused accumulator on either backend) plus the workspaces the CUDA
+ * backend takes for itself while a call runs (GEMM split-K partials,
+ * attention backward scratch, autotuner scratch), and the high-water mark of that sum since
+ * the context was created or coda_memory_reset_peak. Stream-ordered
+ * workspaces count from the allocation to the free as the host enqueues
+ * them. Not counted: the CUDA runtime's own context, loaded kernels, the
+ * memory pool's reserve, and host memory the CPU backend allocates
+ * internally (a CPU plan's buffers included). Like every call on a context, not for concurrent use from
+ * several threads. */
+typedef struct coda_memory_info {
+  size_t current_bytes; /* in use now */
+  size_t peak_bytes;    /* high-water mark */
+  size_t live_blocks;   /* coda_malloc blocks not yet freed */
+} coda_memory_info;
+coda_status coda_memory_stats(coda_context ctx, coda_memory_info *out);
+/* Sets the peak to the current usage (to measure one phase). */
+coda_status coda_memory_reset_peak(coda_context ctx);
+
 /* ------------------------------------------------------ epilogue programs */
 
 typedef struct coda_program_s *coda_program;
@@ -343,6 +363,15 @@ coda_status coda_plan_bind(coda_plan p, const char *name, const coda_tensor *t);
 /* Runs every step of one phase. The backward phase reads the buffers the
  * forward phase saved, so it must follow a forward run. */
 coda_status coda_plan_run(coda_context ctx, coda_plan p, coda_phase phase);
+/* Fusion switch, to measure what fusion saves: with fused = 0 every GEMM +
+ * epilogue step runs as a plain GEMM (coda_gemm) into a temporary M x N
+ * accumulator of the activation dtype (bf16; f64 in exact mode), then its
+ * program as a separate map pass (coda_map) reading that temporary where
+ * the fused step reads acc. The other steps are unchanged. Results equal
+ * the fused plan's up to the rounding of acc to the temporary's dtype.
+ * The temporary (the largest step's M x N) is allocated with coda_malloc
+ * on first use and freed with the plan. Default: fused. */
+coda_status coda_plan_set_fused(coda_plan p, int fused);
 
 /* Llama-3 style block and head.
  *
@@ -480,6 +509,11 @@ coda_status coda_model_config_named(const char *name, coda_model_config *out);
 coda_status coda_model_config_check(coda_context ctx,
                                     const coda_model_config *c);
 
+/* A data-parallel group: the ranks of one training run, each rank a process
+ * made by the launcher of `coda train --ranks N` (coda_dist_launch in
+ * src/dist/comm.h, which forks the ranks and hands each its handle). */
+typedef struct coda_comm_s *coda_comm;
+
 typedef struct coda_train_options {
   coda_model_config model;
   int batch;             /* sequences per micro-batch */
@@ -503,6 +537,12 @@ typedef struct coda_train_options {
   /* Polled once per step; nonzero stops after the step (with a save). */
   int (*should_stop)(void *user);
   void *user;
+  /* Data parallel (NULL: one process). Every rank calls coda_train with the
+   * same options; batch is per rank, so a step sees ranks x batch x accum
+   * sequences, the same ones one process with batch ranks x batch would.
+   * Gradients are averaged, the optimizer state is sharded (ZeRO-1); rank
+   * 0 alone prints, logs and writes checkpoints (in the one-process format). */
+  coda_comm comm;
 } coda_train_options;
 
 typedef struct coda_train_summary {

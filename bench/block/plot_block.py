@@ -1,9 +1,24 @@
-"""Bar chart of one Llama-3 block, forward + backward, from the table in
-bench/results/gpu-2026-11-30.md (ours, our floor, PyTorch eager,
-torch.compile, PyTorch floor; all measured in the same call).
+"""Table and bar chart of one Transformer block, forward + backward.
 
-    python3 bench/block/plot_block.py [RESULTS_MD] [OUT_PNG]
+From the logs of one device call (bench/block/run_device.sh):
+
+    python3 bench/block/plot_block.py --csv block.csv [--baseline baseline.json]
+        [--peak torch_peak.json] [--md block.md] [--png block.png]
+
+block.csv is `coda bench block --csv`; baseline.json is written by the
+benchmark environment's baseline_torch.py (PyTorch eager, torch.compile and
+the GEMM + SDPA floor for the Llama blocks); torch_peak.json by
+torch_peak.py (PyTorch's peak memory, and eager/compile times of the GPT-2
+block). Writes a markdown table (times in ms, memory in MiB) and a chart:
+top row time per configuration, bottom row peak memory.
+
+The older form, `plot_block.py RESULTS_MD [OUT_PNG]`, redraws the chart of
+bench/results/gpu-2026-11-30.md from its "One Llama-3 block" table.
 """
+import argparse
+import csv
+import json
+import os
 import re
 import sys
 
@@ -12,37 +27,154 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-src = sys.argv[1] if len(sys.argv) > 1 else "bench/results/gpu-2026-11-30.md"
-dst = sys.argv[2] if len(sys.argv) > 2 else "bench/results/block-2026-11-30.png"
-rows = []
-in_table = False
-for line in open(src, encoding="utf-8"):
-    if line.startswith("## One Llama-3 block"):
-        in_table = True
-        continue
-    if in_table and line.startswith("## "):
-        break
-    if in_table and line.startswith("| d "):
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        name = re.match(r"d (\d+)", cells[0]).group(1)
-        # columns: config, ours fwd, ours bwd, ours fwd+bwd, our floor, eager, compile, torch floor, ratio
-        rows.append((f"d {name}", [float(cells[i]) for i in (3, 4, 5, 6, 7)]))
-if not rows:
-    sys.exit(f"no block table found in {src}")
-labels = ["coda", "coda floor (cuBLAS GEMMs + our attention)", "PyTorch eager",
-          "torch.compile", "PyTorch floor (GEMMs + SDPA)"]
-colors = ["#1f5fbf", "#9bb8e8", "#c0504d", "#e39b3b", "#bbbbbb"]
-fig, axes = plt.subplots(1, len(rows), figsize=(4 * len(rows), 4))
-for ax, (name, vals) in zip(axes, rows):
-    ax.bar(range(len(vals)), vals, color=colors)
-    ax.set_title(f"{name}: block fwd+bwd")
-    ax.set_ylabel("ms (lower is better)")
-    ax.set_xticks([])
+
+def num(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def fmt(v, f="{:.3f}"):
+    return "-" if v is None else f.format(v)
+
+
+def load_json(path):
+    if path and os.path.exists(path):
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    return {}
+
+
+def rows_from_logs(a):
+    base, peak = load_json(a.baseline), load_json(a.peak)
+    rows = []
+    with open(a.csv, encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            t = r["torch_name"]
+            b, p = base.get(t, {}), peak.get(t, {})
+            rows.append({
+                "name": r["config"],
+                "title": f"{r['config']} ({'GPT-2' if r['arch'] == 'gpt2' else 'Llama'} d {r['d']}, "
+                         f"ffn {r['ffn']}, {r['heads']}/{r['kv_heads']} heads, {r['batch']}x{r['seq']})",
+                "fwd": num(r["fused_fwd_ms"]), "bwd": num(r["fused_bwd_ms"]),
+                "fb": num(r["fused_fwdbwd_ms"]), "unfused": num(r["unfused_fwdbwd_ms"]),
+                "floor": num(r["floor_fwdbwd_ms"]),
+                "eager": num(b.get("eager_ms", p.get("eager_ms"))),
+                "compiled": num(b.get("compiled_ms", p.get("compiled_ms"))),
+                "torch_floor": num(b.get("floor_ms")),
+                "peak": num(r["fused_peak_mib"]), "unfused_peak": num(r["unfused_peak_mib"]),
+                "device": num(r["device_used_mib"]),
+                "eager_peak": num(p.get("eager_peak_mib")),
+                "compiled_peak": num(p.get("compiled_peak_mib")),
+            })
+    return rows
+
+
+def write_md(rows, path):
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("| config | ours fwd | ours bwd | ours fwd+bwd | unfused fwd+bwd | our floor "
+                 "| ours / floor | PyTorch eager | torch.compile | PyTorch floor "
+                 "| peak MiB ours | unfused | device used | PyTorch eager peak | torch.compile peak |\n"
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+        for r in rows:
+            ratio = r["fb"] / r["floor"] if r["fb"] and r["floor"] else None
+            fh.write("| " + " | ".join([
+                r["title"], fmt(r["fwd"]), fmt(r["bwd"]), "**" + fmt(r["fb"]) + "**",
+                fmt(r["unfused"]), fmt(r["floor"]), fmt(ratio, "{:.2f}"), fmt(r["eager"]),
+                fmt(r["compiled"]), fmt(r["torch_floor"]), fmt(r["peak"], "{:.0f}"),
+                fmt(r["unfused_peak"], "{:.0f}"), fmt(r["device"], "{:.0f}"),
+                fmt(r["eager_peak"], "{:.0f}"), fmt(r["compiled_peak"], "{:.0f}")]) + " |\n")
+    print("wrote", path)
+
+
+def bars(ax, vals, colors, unit):
     for i, v in enumerate(vals):
-        ax.text(i, v, f"{v:.2f}", ha="center", va="bottom", fontsize=8)
-fig.legend([plt.Rectangle((0, 0), 1, 1, color=c) for c in colors], labels,
-           loc="lower center", ncol=3, fontsize=8)
-fig.suptitle("One Llama-3 block, bf16, one H200 (2026-11-30, same call)")
-fig.tight_layout(rect=(0, 0.1, 1, 0.95))
-fig.savefig(dst, dpi=110)
-print("wrote", dst)
+        if v is None:
+            continue
+        ax.bar(i, v, color=colors[i])
+        ax.text(i, v, f"{v:.2f}" if unit == "ms" else f"{v:.0f}", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks([])
+
+
+def plot(rows, path, date):
+    tl = ["coda", "coda, fusion off", "coda floor (cuBLAS GEMMs + our attention)", "PyTorch eager",
+          "torch.compile", "PyTorch floor (GEMMs + SDPA)"]
+    tc = ["#1f5fbf", "#6f8fcf", "#9bb8e8", "#c0504d", "#e39b3b", "#bbbbbb"]
+    mc = ["#1f5fbf", "#6f8fcf", "#c0504d", "#e39b3b"]
+    n = len(rows)
+    fig, axes = plt.subplots(2, n, figsize=(max(3.2 * n, 9.6), 6.6), squeeze=False)
+    for j, r in enumerate(rows):
+        bars(axes[0][j], [r["fb"], r["unfused"], r["floor"], r["eager"], r["compiled"], r["torch_floor"]],
+             tc, "ms")
+        axes[0][j].set_title(r["name"], fontsize=9)
+        bars(axes[1][j], [r["peak"], r["unfused_peak"], r["eager_peak"], r["compiled_peak"]], mc, "MiB")
+    axes[0][0].set_ylabel("fwd+bwd ms (lower is better)")
+    axes[1][0].set_ylabel("peak memory MiB (lower is better)")
+    # the memory row uses the same colors (no floor bars there)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in tc]
+    fig.legend(handles, tl, loc="lower center", ncol=3, fontsize=8)
+    fig.suptitle(f"One Transformer block, bf16, forward + backward{date}")
+    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
+    fig.savefig(path, dpi=110)
+    print("wrote", path)
+
+
+def legacy(src, dst):
+    rows = []
+    in_table = False
+    for line in open(src, encoding="utf-8"):
+        if line.startswith("## One Llama-3 block"):
+            in_table = True
+            continue
+        if in_table and line.startswith("## "):
+            break
+        if in_table and line.startswith("| d "):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            name = re.match(r"d (\d+)", cells[0]).group(1)
+            # config, ours fwd, ours bwd, ours fwd+bwd, our floor, eager, compile, torch floor, ratio
+            rows.append((f"d {name}", [float(cells[i]) for i in (3, 4, 5, 6, 7)]))
+    if not rows:
+        sys.exit(f"no block table found in {src}")
+    labels = ["coda", "coda floor (cuBLAS GEMMs + our attention)", "PyTorch eager",
+              "torch.compile", "PyTorch floor (GEMMs + SDPA)"]
+    colors = ["#1f5fbf", "#9bb8e8", "#c0504d", "#e39b3b", "#bbbbbb"]
+    fig, axes = plt.subplots(1, len(rows), figsize=(4 * len(rows), 4), squeeze=False)
+    for ax, (name, vals) in zip(axes[0], rows):
+        ax.bar(range(len(vals)), vals, color=colors)
+        ax.set_title(f"{name}: block fwd+bwd")
+        ax.set_ylabel("ms (lower is better)")
+        ax.set_xticks([])
+        for i, v in enumerate(vals):
+            ax.text(i, v, f"{v:.2f}", ha="center", va="bottom", fontsize=8)
+    fig.legend([plt.Rectangle((0, 0), 1, 1, color=c) for c in colors], labels,
+               loc="lower center", ncol=3, fontsize=8)
+    fig.suptitle("One Llama-3 block, bf16, one H200 (2026-11-30, same call)")
+    fig.tight_layout(rect=(0, 0.1, 1, 0.95))
+    fig.savefig(dst, dpi=110)
+    print("wrote", dst)
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1].endswith(".md"):
+        legacy(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "bench/results/block-2026-11-30.png")
+        return
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--csv", required=True, help="coda bench block --csv output")
+    ap.add_argument("--baseline", help="baseline.json of baseline_torch.py")
+    ap.add_argument("--peak", help="torch_peak.json of torch_peak.py")
+    ap.add_argument("--md", help="markdown table to write")
+    ap.add_argument("--png", help="chart to write")
+    ap.add_argument("--date", default="", help="appended to the chart title, e.g. ', one H200, 2026-12-01'")
+    a = ap.parse_args()
+    rows = rows_from_logs(a)
+    if not rows:
+        sys.exit(f"no rows in {a.csv}")
+    if a.md:
+        write_md(rows, a.md)
+    if a.png:
+        plot(rows, a.png, a.date)
+
+
+if __name__ == "__main__":
+    main()

@@ -89,6 +89,7 @@ void coda_context_destroy(coda_context ctx) {
 #ifdef CODA_HAVE_CUDA
   coda_cuda_context_release(ctx); /* loaded fused kernels of this context */
 #endif
+  coda_mem_release(ctx);
   free(ctx);
 }
 

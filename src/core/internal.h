@@ -14,6 +14,12 @@ struct coda_context_s {
   char last_error[CODA_ERRMSG_LEN];
   void *cuda; /* backend state of src/cuda (NULL when unused) */
   void *gemm_tune; /* GEMM autotuner choices of src/cuda/gemm_tune.cu (NULL when unused) */
+  /* Memory accounting (coda_memory_stats): bytes in use through coda_malloc
+   * and the backend's workspaces, their high-water mark, and the sizes of
+   * live coda_malloc blocks (pointer -> bytes, open addressing). */
+  size_t mem_current, mem_peak;
+  struct coda_mem_slot *mem_slots;
+  size_t mem_cap, mem_count;
 };
 
 /* Records a message on the context and returns `s`, so callers can write
@@ -25,6 +31,14 @@ coda_status coda_fail(coda_context ctx, coda_status s, const char *fmt, ...)
 #endif
     ;
 void coda_clear_error(coda_context ctx);
+
+/* Memory accounting of workspaces the backend allocates itself (split-K,
+ * attention scratch): add when allocated, subtract when freed (in host
+ * order; a stream-ordered free counts when it is enqueued). */
+void coda_mem_add(coda_context ctx, size_t bytes);
+void coda_mem_sub(coda_context ctx, size_t bytes);
+/* Frees the accounting table (context destruction). */
+void coda_mem_release(coda_context ctx);
 
 /* Tensor checks. `what` names the tensor in messages. */
 coda_status coda_check_tensor(coda_context ctx, const char *what,

@@ -5,10 +5,111 @@
 #include "cuda/gplan.h"
 #endif
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 static int on_cuda(coda_context ctx) { return ctx->opts.backend == CODA_BACKEND_CUDA; }
+
+/* ---- accounting: live coda_malloc blocks, pointer -> bytes ----
+ * Open addressing with linear probing and backward-shift deletion, so
+ * coda_free learns the size of the block it releases. */
+struct coda_mem_slot {
+  void *p; /* NULL: empty */
+  size_t bytes;
+};
+
+static size_t slot_of(const void *p, size_t cap) {
+  uint64_t h = (uint64_t)(uintptr_t)p;
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  return (size_t)(h & (cap - 1));
+}
+
+void coda_mem_add(coda_context ctx, size_t bytes) {
+  if (!ctx) return;
+  ctx->mem_current += bytes;
+  if (ctx->mem_current > ctx->mem_peak) ctx->mem_peak = ctx->mem_current;
+}
+
+void coda_mem_sub(coda_context ctx, size_t bytes) {
+  if (!ctx) return;
+  ctx->mem_current = bytes > ctx->mem_current ? 0 : ctx->mem_current - bytes;
+}
+
+void coda_mem_release(coda_context ctx) {
+  if (!ctx) return;
+  free(ctx->mem_slots);
+  ctx->mem_slots = NULL;
+  ctx->mem_cap = ctx->mem_count = 0;
+}
+
+/* Records a live block; 0 if the table cannot grow (the block is then
+ * released by the caller: an allocation the context cannot account for
+ * is reported as out of memory). */
+static int track(coda_context ctx, void *p, size_t bytes) {
+  if (2 * (ctx->mem_count + 1) > ctx->mem_cap) {
+    size_t cap = ctx->mem_cap ? 2 * ctx->mem_cap : 64;
+    struct coda_mem_slot *t = calloc(cap, sizeof *t);
+    if (!t) return 0;
+    for (size_t i = 0; i < ctx->mem_cap; i++) {
+      if (!ctx->mem_slots[i].p) continue;
+      size_t j = slot_of(ctx->mem_slots[i].p, cap);
+      while (t[j].p) j = (j + 1) & (cap - 1);
+      t[j] = ctx->mem_slots[i];
+    }
+    free(ctx->mem_slots);
+    ctx->mem_slots = t;
+    ctx->mem_cap = cap;
+  }
+  size_t j = slot_of(p, ctx->mem_cap);
+  while (ctx->mem_slots[j].p) j = (j + 1) & (ctx->mem_cap - 1);
+  ctx->mem_slots[j].p = p;
+  ctx->mem_slots[j].bytes = bytes;
+  ctx->mem_count++;
+  coda_mem_add(ctx, bytes);
+  return 1;
+}
+
+/* Forgets a block (nothing if the context did not allocate it). */
+static void untrack(coda_context ctx, void *p) {
+  if (!ctx->mem_cap) return;
+  const size_t mask = ctx->mem_cap - 1;
+  size_t j = slot_of(p, ctx->mem_cap);
+  while (ctx->mem_slots[j].p && ctx->mem_slots[j].p != p) j = (j + 1) & mask;
+  if (!ctx->mem_slots[j].p) return;
+  coda_mem_sub(ctx, ctx->mem_slots[j].bytes);
+  ctx->mem_count--;
+  /* backward shift: move later entries of the probe run into the hole */
+  size_t hole = j, k = (j + 1) & mask;
+  while (ctx->mem_slots[k].p) {
+    size_t home = slot_of(ctx->mem_slots[k].p, ctx->mem_cap);
+    /* k's entry may fill the hole if its home is not in (hole, k] */
+    if (((k - home) & mask) >= ((k - hole) & mask)) {
+      ctx->mem_slots[hole] = ctx->mem_slots[k];
+      hole = k;
+    }
+    k = (k + 1) & mask;
+  }
+  ctx->mem_slots[hole].p = NULL;
+  ctx->mem_slots[hole].bytes = 0;
+}
+
+coda_status coda_memory_stats(coda_context ctx, coda_memory_info *out) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  if (!out) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_memory_stats: out is NULL");
+  out->current_bytes = ctx->mem_current;
+  out->peak_bytes = ctx->mem_peak;
+  out->live_blocks = ctx->mem_count;
+  return CODA_OK;
+}
+
+coda_status coda_memory_reset_peak(coda_context ctx) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  ctx->mem_peak = ctx->mem_current;
+  return CODA_OK;
+}
 
 coda_status coda_malloc(coda_context ctx, size_t bytes, void **out) {
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
@@ -16,7 +117,14 @@ coda_status coda_malloc(coda_context ctx, size_t bytes, void **out) {
   *out = NULL;
   if (on_cuda(ctx)) {
 #ifdef CODA_HAVE_CUDA
-    return coda_cuda_malloc(ctx, bytes, out);
+    coda_status s = coda_cuda_malloc(ctx, bytes, out);
+    if (s != CODA_OK) return s;
+    if (!track(ctx, *out, bytes)) {
+      coda_cuda_free(*out);
+      *out = NULL;
+      return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "coda_malloc: out of host memory for the accounting table");
+    }
+    return CODA_OK;
 #else
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "coda_malloc: library built without CUDA");
 #endif
@@ -24,11 +132,17 @@ coda_status coda_malloc(coda_context ctx, size_t bytes, void **out) {
   *out = calloc(bytes ? bytes : 1, 1);
   if (!*out)
     return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "coda_malloc: cannot allocate %zu bytes", bytes);
+  if (!track(ctx, *out, bytes)) {
+    free(*out);
+    *out = NULL;
+    return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "coda_malloc: out of host memory for the accounting table");
+  }
   return CODA_OK;
 }
 
 void coda_free(coda_context ctx, void *p) {
   if (!ctx || !p) return;
+  untrack(ctx, p);
 #ifdef CODA_HAVE_CUDA
   if (on_cuda(ctx)) {
     coda_cuda_free(p);

@@ -17,7 +17,7 @@ coda_status coda_cuda_gemm(coda_context ctx, coda_transpose trans_a,
                            float alpha, int accumulate);
 
 /* Causal GQA attention (FlashAttention-2 style) for bf16 qkv/out/dout/dqkv
- * and f32 lse, head_dim 64 or 128, on device views; same semantics as
+ * and f32 lse, head_dim 32, 64 or 128, on device views; same semantics as
  * coda_attention_forward / coda_attention_backward. Other dtypes or head
  * sizes return CODA_ERR_NOT_SUPPORTED; rows must be 16-byte aligned
  * (base and ld multiple of 8 elements). The backward is deterministic. */
@@ -64,6 +64,9 @@ coda_status coda_cuda_train_accum(coda_context ctx, float *dst, const coda_tenso
 /* x (bf16, M x D) row r = table row tok[r] (tokens already checked). */
 coda_status coda_cuda_train_embed(coda_context ctx, const coda_tensor *x, const float *table,
                                   const int32_t *tok);
+/* The same from a bf16 table (bits copied). */
+coda_status coda_cuda_train_embed16(coda_context ctx, const coda_tensor *x, const uint16_t *table,
+                                    const int32_t *tok);
 /* For j < nrows: g row rows[j] += scale * dx row pos[t] for t = seg[j] ..
  * seg[j+1]-1 in that order (one thread block per row, no atomics). */
 coda_status coda_cuda_train_embed_grad(coda_context ctx, float *g, const coda_tensor *dx,

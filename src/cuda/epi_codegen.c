@@ -867,6 +867,23 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
     }
   }
 
+  /* column vectors: the fragment's values of every column pair, loaded
+   * together before the chunks (one exposed latency per fragment instead
+   * of one per chunk: the chunk barriers keep loads from moving up) */
+  int ncolin = 0;
+  for (int k = 0; k < p->ninputs; k++) ncolin += used[k] && p->inputs[k].kind == CODA_ARG_COL;
+  /* (with more than one column vector the 32 registers each would spill) */
+  const int col_upfront = ncolin == 1;
+  for (int k = 0; k < p->ninputs && col_upfront; k++) {
+    const ir_input *in = &p->inputs[k];
+    if (!used[k] || in->kind != CODA_ARG_COL) continue;
+    sb_printf(b,
+              "    float2 cvb%d[BN / 8];\n#pragma unroll\n    for (int j = 0; j < BN / 8; ++j) {\n"
+              "      const int c = f.col0 + 8 * j;\n"
+              "      cvb%d[j] = coda_epi::ld2<%d>(p.ptr[%d], (long long)c * p.ld[%d], p.ld[%d], c < N, c + 1 < N, p.flags[%d] & 1);\n"
+              "    }\n",
+              k, k, dt_code(in->dtype), k, k, k, k);
+  }
   /* the fragment, in chunks of JC column pairs: every input of a chunk is
    * loaded before any of its stores, so the loads are in flight together
    * (a store may alias a later load as far as the compiler knows) */
@@ -897,7 +914,7 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
     if (!used[k]) continue;
-    if (in->kind == CODA_ARG_COL) sb_printf(b, "      float2 cvb%d[%d];\n", k, EPI_JC);
+    if (in->kind == CODA_ARG_COL && !col_upfront) sb_printf(b, "      float2 cvb%d[%d];\n", k, EPI_JC);
     else if (in->kind == CODA_ARG_TILE)
       sb_printf(b, "      %s tvb%d[%d][2];\n",
                 in->width == CODA_WIDTH_HALF ? "float" : in->width == CODA_WIDTH_X2 ? "float4" : "float2", k,
@@ -906,7 +923,7 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   sb_printf(b, "#pragma unroll\n      for (int jj = 0; jj < %d; ++jj) {\n", EPI_JC);
   sb_printf(b, "        const int c = f.col0 + 8 * (jc + jj);\n");
   sb_printf(b, "        const bool cok0 = c < N, cok1 = c + 1 < N;\n");
-  for (int k = 0; k < p->ninputs; k++) {
+  for (int k = 0; k < p->ninputs && !col_upfront; k++) {
     const ir_input *in = &p->inputs[k];
     if (!used[k] || in->kind != CODA_ARG_COL) continue;
     sb_printf(b, "        cvb%d[jj] = coda_epi::ld2<%d>(p.ptr[%d], (long long)c * p.ld[%d], p.ld[%d], cok0, cok1, p.flags[%d] & 1);\n",
@@ -945,7 +962,7 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
     if (!used[k] || in->kind != CODA_ARG_COL) continue;
-    sb_printf(b, "      const float2 cv%d = cvb%d[jj];\n", k, k);
+    sb_printf(b, "      const float2 cv%d = cvb%d[%s];\n", k, k, col_upfront ? "j" : "jj");
   }
   for (int q = 0; q < p->nreduces; q++)
     if (p->reduces[q].kind == CODA_REDUCE_COLSUM) sb_printf(b, "      float cs%d[2] = {0.0f, 0.0f};\n", q);
@@ -1215,6 +1232,24 @@ char *coda_epi_full_source(coda_context ctx, coda_program p, const coda_epi_conf
   return src;
 }
 
+/* 1 if every tile input the program reads is staged with prefetch and
+ * every output is staged (no direct or accumulating tile access). */
+static int all_staged(coda_program pg) {
+  const struct coda_program_s *p = pg;
+  int used[CODA_MAX_INPUTS] = {0};
+  for (int i = 0; i < p->ninstrs; i++)
+    if (p->instrs[i].code == IR_READ) used[p->instrs[i].input] = 1;
+  int ncol = 0;
+  for (int q = 0; q < p->nreduces; q++) ncol += p->reduces[q].kind == CODA_REDUCE_COLSUM;
+  stage_plan sp;
+  plan_staging(p, used, ncol, &sp);
+  for (int k = 0; k < p->ninputs; k++)
+    if (used[k] && p->inputs[k].kind == CODA_ARG_TILE && (sp.in_off[k] < 0 || !sp.dbl)) return 0;
+  for (int o = 0; o < p->noutputs; o++)
+    if (sp.out_off[o] < 0) return 0;
+  return 1;
+}
+
 static coda_status build_one(coda_context ctx, coda_program p, const coda_epi_config *cfg,
                              int no_cache, coda_epi_binary *out) {
   char *expr = NULL;
@@ -1237,20 +1272,15 @@ void coda_epi_binary_free(coda_epi_binary *b) {
 coda_status coda_epi_build(coda_context ctx, coda_program p, coda_epi_config *cfg, int no_cache,
                            coda_epi_binary *out) {
   memset(out, 0, sizeof *out);
-  /* pingpong for programs without tile inputs or reductions (store and
-   * math only: 3-9 % faster than cooperative at 16384 x 2048 x 2048 and
-   * 16384 x 8192 x 2048), cooperative otherwise (equal on llama_residual,
-   * 2.3x faster on llama_swiglu_bwd); $CODA_EPI_SCHEDULE = "pingpong" or
-   * "cooperative" forces one (bench/results/epilogue-2026-11-30.md) */
+  /* pingpong when every tile access of the program goes through the
+   * staging (3-11 % faster than cooperative on prim_store, llama_residual,
+   * llama_residual_norm and llama_swiglu), cooperative when some tile
+   * input or output is accessed directly or accumulated (llama_swiglu_bwd:
+   * 2.3x faster cooperative); $CODA_EPI_SCHEDULE = "pingpong" or
+   * "cooperative" forces one (bench/results/epilogue-notes.md) */
   const char *force = getenv("CODA_EPI_SCHEDULE");
-  if (force && *force) {
-    cfg->ping = !strcmp(force, "pingpong");
-  } else {
-    const struct coda_program_s *q = p;
-    int light = q->nreduces == 0;
-    for (int i = 0; i < q->ninputs; i++) light &= q->inputs[i].kind != CODA_ARG_TILE;
-    cfg->ping = light;
-  }
+  if (force && *force) cfg->ping = !strcmp(force, "pingpong");
+  else cfg->ping = all_staged(p);
   coda_status s = build_one(ctx, p, cfg, no_cache, out);
   if (s != CODA_OK || !cfg->ping || out->spill == 0) return s;
   /* the pingpong kernel spills (or its statistics are unknown): cooperative */

@@ -333,6 +333,7 @@ static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda
   if (splits > 1) {
     e = cudaMallocAsync((void **)&ws, (size_t)splits * M * N * sizeof(float), p.stream);
     if (e != cudaSuccess) return cuda_fail(ctx, e, "split-K workspace allocation");
+    coda_mem_add(ctx, (size_t)splits * M * N * sizeof(float));
     p.epi = out;
     p.epi.d = ws;
     p.epi.ldd = N;
@@ -358,6 +359,7 @@ static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda
   }
   if (ws) {
     cudaError_t e2 = cudaFreeAsync(ws, p.stream);
+    coda_mem_sub(ctx, (size_t)splits * M * N * sizeof(float));
     if (e == cudaSuccess) e = e2;
   }
   if (st_launch != CODA_OK) return st_launch;

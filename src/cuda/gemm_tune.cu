@@ -223,10 +223,14 @@ extern "C" coda_status coda_cuda_gemm_tuned(coda_context ctx, coda_transpose ta,
       const size_t off = (uintptr_t)D->data % 256;
       unsigned char *scratch = NULL;
       cudaError_t e = cudaMallocAsync((void **)&scratch, extent + off, 0);
+      if (e == cudaSuccess) coda_mem_add(ctx, extent + off);
       if (e == cudaSuccess) e = cudaMemcpyAsync(scratch + off, D->data, extent, cudaMemcpyDeviceToDevice, 0);
       if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        if (scratch) cudaFreeAsync(scratch, 0);
+        if (scratch) {
+          cudaFreeAsync(scratch, 0);
+          coda_mem_sub(ctx, extent + off);
+        }
         /* No room to tune this key: the default choice, not recorded. */
         int num_sms = 0;
         if (cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, ctx->opts.device) !=
@@ -241,6 +245,7 @@ extern "C" coda_status coda_cuda_gemm_tuned(coda_context ctx, coda_transpose ta,
       Ds.data = scratch + off;
       st = tune(ctx, s, &key, ta, A, tb, B, &Ds, alpha);
       cudaFreeAsync(scratch, 0);
+      coda_mem_sub(ctx, extent + off);
     }
     if (st != CODA_OK) return st;
     hit = coda_tune_cache_find(&s->cache, &key);

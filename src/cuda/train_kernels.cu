@@ -69,6 +69,17 @@ __global__ void embed_kernel(__nv_bfloat16 *x, long long ld, const float *table,
   }
 }
 
+/* the same from a bf16 table (data parallel: the all-gathered weights) */
+__global__ void embed16_kernel(__nv_bfloat16 *x, long long ld, const __nv_bfloat16 *table,
+                               const int32_t *tok, long long M, long long D) {
+  const long long n = M * D;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    const long long r = i / D, k = i % D;
+    x[r * ld + k] = table[(long long)tok[r] * D + k];
+  }
+}
+
 /* One block per distinct token row: each thread owns columns and adds the
  * rows' gradients in token order (pos[seg[j]] .. pos[seg[j+1]-1] ascending),
  * which is the host's scatter-add order. */
@@ -167,6 +178,17 @@ extern "C" coda_status coda_cuda_train_embed(coda_context ctx, const coda_tensor
   const long long n = x->rows * x->cols;
   if (n == 0) return CODA_OK;
   embed_kernel<<<grid_of(n), 256>>>((__nv_bfloat16 *)x->data, x->ld, table, tok, x->rows, x->cols);
+  return check_launch(ctx, "embedding lookup");
+}
+
+extern "C" coda_status coda_cuda_train_embed16(coda_context ctx, const coda_tensor *x,
+                                               const uint16_t *table, const int32_t *tok) {
+  if (x->dtype != CODA_BF16)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "embedding lookup: the block input must be bf16");
+  const long long n = x->rows * x->cols;
+  if (n == 0) return CODA_OK;
+  embed16_kernel<<<grid_of(n), 256>>>((__nv_bfloat16 *)x->data, x->ld,
+                                      (const __nv_bfloat16 *)table, tok, x->rows, x->cols);
   return check_launch(ctx, "embedding lookup");
 }
 

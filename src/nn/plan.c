@@ -75,7 +75,11 @@ void coda_plan_destroy(coda_plan p) {
     }
     free(p->bufs[i].init);
   }
-  for (int i = 0; i < p->nprog; i++) coda_program_destroy(p->progs[i].prog);
+  for (int i = 0; i < p->nprog; i++) {
+    coda_program_destroy(p->progs[i].prog);
+    coda_program_destroy(p->progs[i].unfused);
+  }
+  if (p->acc_tmp) coda_free(p->ctx, p->acc_tmp);
   free(p->bufs);
   free(p->steps);
   free(p->progs);
@@ -582,6 +586,118 @@ static coda_status host_op(coda_plan p, const plan_step *s) {
   return CODA_OK;
 }
 
+/* ---------------------------------------------------- fusion turned off */
+
+static coda_dtype acc_dtype(coda_plan p) {
+  return coda_context_precision(p->ctx) == CODA_PRECISION_F64 ? CODA_F64 : CODA_BF16;
+}
+
+coda_status plan_unfused_program(coda_plan p, int prog, coda_program *out) {
+  if (!p || !out || prog < 0 || prog >= p->nprog) return CODA_ERR_INVALID_ARGUMENT;
+  plan_program *pp = &p->progs[prog];
+  if (pp->unfused) {
+    *out = pp->unfused;
+    return CODA_OK;
+  }
+  /* Rewrite the canonical text: declare the tile input after the optional
+   * `mode` line and rename every `acc` token to it. */
+  const char *src = coda_program_text(pp->prog);
+  const size_t n = strlen(src);
+  size_t cap = 2 * n + 128, k = 0;
+  char *t = malloc(cap);
+  if (!t) return coda_fail(p->ctx, CODA_ERR_OUT_OF_MEMORY, "plan '%s': out of memory", p->name);
+  size_t i = 0;
+  if (!strncmp(src, "mode ", 5)) {
+    while (i < n && src[i] != '\n') t[k++] = src[i++];
+    if (i < n) t[k++] = src[i++];
+  }
+  k += (size_t)snprintf(t + k, cap - k, "input %s : tile %s\n", PLAN_ACC_INPUT,
+                        coda_dtype_name(acc_dtype(p)));
+  while (i < n) {
+    if (k + 2 * (sizeof PLAN_ACC_INPUT) + 2 >= cap) {
+      char *q = realloc(t, cap *= 2);
+      if (!q) {
+        free(t);
+        return coda_fail(p->ctx, CODA_ERR_OUT_OF_MEMORY, "plan '%s': out of memory", p->name);
+      }
+      t = q;
+    }
+    const char c = src[i];
+    if (ident_char(c)) { /* a whole identifier or number */
+      size_t j = i;
+      while (j < n && (ident_char(src[j]) || (c >= '0' && c <= '9' && src[j] == '.'))) j++;
+      if (j - i == 3 && !strncmp(src + i, "acc", 3)) {
+        memcpy(t + k, PLAN_ACC_INPUT, sizeof PLAN_ACC_INPUT - 1);
+        k += sizeof PLAN_ACC_INPUT - 1;
+        i = j;
+        continue;
+      }
+      while (i < j) {
+        if (k + 2 >= cap) {
+          char *q = realloc(t, cap *= 2);
+          if (!q) {
+            free(t);
+            return coda_fail(p->ctx, CODA_ERR_OUT_OF_MEMORY, "plan '%s': out of memory", p->name);
+          }
+          t = q;
+        }
+        t[k++] = src[i++];
+      }
+      continue;
+    }
+    t[k++] = src[i++];
+  }
+  t[k] = '\0';
+  coda_status st = coda_program_parse(p->ctx, t, &pp->unfused);
+  free(t);
+  if (st != CODA_OK) {
+    char inner[CODA_ERRMSG_LEN];
+    snprintf(inner, sizeof inner, "%s", coda_last_error(p->ctx));
+    return coda_fail(p->ctx, st, "plan '%s': program %s without fusion: %s", p->name, pp->name,
+                     inner);
+  }
+  *out = pp->unfused;
+  return CODA_OK;
+}
+
+coda_status coda_plan_set_fused(coda_plan p, int fused) {
+  if (!p) return CODA_ERR_INVALID_ARGUMENT;
+  if (p->status != CODA_OK) return p->status;
+  p->unfused = !fused;
+  return CODA_OK;
+}
+
+/* A GEMM + epilogue step with fusion off: acc_tmp = op(A)·op(B) (plain
+ * GEMM), then the rewritten program as a map pass reading acc_tmp. */
+static coda_status run_unfused(coda_context ctx, coda_plan p, const plan_step *s, coda_args args) {
+  coda_program prog;
+  coda_status st = plan_unfused_program(p, s->prog, &prog);
+  if (st != CODA_OK) {
+    if (ctx != p->ctx) coda_fail(ctx, st, "%s", coda_last_error(p->ctx));
+    return st;
+  }
+  const coda_dtype dt = acc_dtype(p);
+  const size_t bytes = (size_t)s->M * (size_t)s->N * coda_dtype_size(dt);
+  if (bytes > p->acc_tmp_bytes) {
+    if (p->acc_tmp) coda_free(p->ctx, p->acc_tmp);
+    p->acc_tmp = NULL;
+    p->acc_tmp_bytes = 0;
+    st = coda_malloc(p->ctx, bytes, &p->acc_tmp);
+    if (st != CODA_OK) {
+      if (ctx != p->ctx) coda_fail(ctx, st, "%s", coda_last_error(p->ctx));
+      return st;
+    }
+    p->acc_tmp_bytes = bytes;
+  }
+  coda_tensor A = view_of(&p->bufs[s->a]), B = view_of(&p->bufs[s->b]);
+  coda_tensor T = coda_tensor_2d(p->acc_tmp, dt, s->M, s->N);
+  st = coda_gemm(ctx, s->ta, &A, s->tb, &B, &T, 1.0f, 0);
+  if (st != CODA_OK) return st;
+  st = coda_args_set(args, PLAN_ACC_INPUT, &T);
+  if (st != CODA_OK) return st;
+  return coda_map(ctx, prog, s->M, s->N, args, s->tiling);
+}
+
 static coda_status run_step(coda_context ctx, coda_plan p, const plan_step *s, coda_args args) {
   coda_program prog = s->prog >= 0 ? p->progs[s->prog].prog : NULL;
   coda_status st;
@@ -595,6 +711,7 @@ static coda_status run_step(coda_context ctx, coda_plan p, const plan_step *s, c
   }
   switch (s->kind) {
   case PLAN_GEMM: {
+    if (p->unfused) return run_unfused(ctx, p, s, args);
     coda_tensor A = view_of(&p->bufs[s->a]), B = view_of(&p->bufs[s->b]);
     return coda_gemm_epilogue(ctx, prog, s->ta, &A, s->tb, &B, args, s->tiling);
   }
@@ -747,7 +864,9 @@ static void print_step(coda_plan p, sbuf *b, int i, const plan_step *s) {
 const char *coda_plan_text(coda_plan p) {
   if (!p) return "";
   sbuf b = {0};
-  sb_printf(&b, "plan %s%s\n", p->name, p->status != CODA_OK ? " (failed to build)" : "");
+  sb_printf(&b, "plan %s%s%s\n", p->name, p->status != CODA_OK ? " (failed to build)" : "",
+            p->unfused ? " (fusion off: each gemm step runs as a plain gemm into " PLAN_ACC_INPUT
+                         " and its program as a map)" : "");
   sb_printf(&b, "buffers:\n");
   for (int i = 0; i < p->nbuf; i++) {
     const plan_buf *u = &p->bufs[i];

@@ -132,6 +132,7 @@ typedef struct plan_step {
 typedef struct plan_program {
   char name[PLAN_NAME_MAX]; /* built-in name (programs/NAME.coda) */
   coda_program prog;
+  coda_program unfused; /* prog reading acc from a tile input (built on demand) */
 } plan_program;
 
 struct coda_plan_s {
@@ -146,6 +147,9 @@ struct coda_plan_s {
   int nprog, capprog;
   plan_program *progs;
   char *text;         /* printed plan (built on demand) */
+  int unfused;        /* coda_plan_set_fused(p, 0): GEMM steps run as matmul + map */
+  void *acc_tmp;      /* the unfused steps' accumulator (coda_malloc), or NULL */
+  size_t acc_tmp_bytes;
 };
 
 /* ---- building ---- */
@@ -210,6 +214,13 @@ void plan_copy(coda_plan p, coda_phase phase, const char *label,
 
 /* Allocates every unbound buffer and writes initial values. */
 coda_status plan_alloc(coda_plan p);
+/* The program of a GEMM step with fusion off (coda_plan_set_fused): the
+ * same program with `acc` read from the tile input PLAN_ACC_INPUT (dtype
+ * of the plan's activations: bf16, f64 in exact mode), so it runs as a map
+ * after a plain GEMM. Built once per program and kept by the plan. */
+#define PLAN_ACC_INPUT "gemm_acc"
+coda_status plan_unfused_program(coda_plan p, int prog, coda_program *out);
+
 /* Writes the plan as text: buffers (shape, dtype, role) and steps. */
 void plan_print(coda_plan p, FILE *f);
 

@@ -1,6 +1,9 @@
-/* `coda train`: trains a Llama-3 style model on the CPU or one GPU (see --help). */
+/* `coda train`: trains a Llama-3 style model on the CPU, one GPU, or with
+ * --ranks N data parallel over N processes (N GPUs through NCCL, or N CPU
+ * processes); see --help. */
 #define _POSIX_C_SOURCE 200809L
 #include "coda.h"
+#include "dist/comm.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -8,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* Set by SIGINT; the trainer polls it once per step. */
 static volatile sig_atomic_t interrupted = 0;
@@ -40,7 +44,13 @@ static void train_usage(FILE *f) {
       "  --engine NAME     auto | reference | plans\n"
       "  --device NAME     cpu (default) | gpu | auto (the GPU when one is usable);\n"
       "                    --backend cpu|cuda|auto is the same; the GPU runs the plan engine\n"
-      "  --threads N       CPU threads (default: OpenMP default)\n"
+      "  --threads N       CPU threads (default: OpenMP default; with --ranks, the cores\n"
+      "                    divided among the ranks)\n"
+      "  --ranks N         data parallel over N processes (default 1): with --device gpu one\n"
+      "                    GPU each (rank r on GPU r, NCCL; CODA_NCCL_LIB names libnccl.so.2\n"
+      "                    if the loader cannot find it), else N CPU processes; --batch is per\n"
+      "                    rank, so a step sees N x batch x accum sequences (the same as one\n"
+      "                    process with batch N x batch); optimizer state sharded (ZeRO-1)\n"
       "  --quiet           no per-step lines\n"
       "Prints one line per step; Ctrl-C finishes the step, saves and exits.\n");
 }
@@ -84,9 +94,54 @@ static int parse_real(const char *flag, const char *v, double *out) {
   return 0;
 }
 
+/* One training process: a whole run, or one rank of a data-parallel run. */
+typedef struct train_job {
+  coda_train_options o;
+  int device; /* 0 CPU, 1 GPU */
+  int threads;
+} train_job;
+
+/* ctx: the caller's context (one process), or NULL: a rank makes its own. */
+static int train_process(const train_job *job, coda_comm comm, coda_context ctx) {
+  const int rank = comm ? coda_comm_rank(comm) : 0;
+  char who[32] = "";
+  if (comm) snprintf(who, sizeof who, " (rank %d)", rank);
+  coda_context_options co = coda_context_default_options();
+  co.num_threads = job->threads;
+  co.backend = job->device ? CODA_BACKEND_CUDA : CODA_BACKEND_CPU;
+  co.device = job->device && comm ? rank : 0; /* rank r on GPU r */
+  const int own = ctx == NULL;
+  if (own && coda_context_create(&co, &ctx) != CODA_OK) {
+    fprintf(stderr, "coda train%s: cannot create a %s context\n", who, job->device ? "CUDA" : "CPU");
+    return 1;
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  coda_train_options o = job->o;
+  o.should_stop = should_stop;
+  o.comm = comm;
+  coda_train_summary sum;
+  int rc = 0;
+  coda_status s = coda_train(ctx, &o, &sum);
+  if (s) {
+    fprintf(stderr, "coda train%s: %s\n", who, coda_last_error(ctx));
+    rc = 1;
+  } else if (sum.stopped == 2) {
+    rc = 3;
+  }
+  fflush(stdout);
+  if (own) coda_context_destroy(ctx);
+  return rc;
+}
+
+static int rank_main(coda_comm comm, void *user) { return train_process(user, comm, NULL); }
+
 int cmd_train(int argc, char **argv) {
   coda_train_options o = coda_train_default_options();
-  int prepare_only = 0, threads = 0, device = 0;
+  int prepare_only = 0, threads = 0, device = 0, ranks = 1;
   const char *export_hf = NULL, *import_hf = NULL;
   const char *config = "tiny";
   /* The named configuration first, so explicit flags override it. */
@@ -123,6 +178,7 @@ int cmd_train(int argc, char **argv) {
     INTFLAG("--val-batches", 0, 1 << 20, o.val_batches)
     INTFLAG("--save-every", 0, 1 << 30, o.save_every)
     INTFLAG("--threads", 0, 4096, threads)
+    INTFLAG("--ranks", 1, CODA_DIST_MAX_RANKS, ranks)
     REALFLAG("--lr", o.lr)
     REALFLAG("--min-lr-ratio", o.min_lr_ratio)
     REALFLAG("--weight-decay", o.weight_decay)
@@ -143,7 +199,7 @@ int cmd_train(int argc, char **argv) {
     if ((!strcmp(a, "--device") || !strcmp(a, "--backend")) && v) {
       if (!strcmp(v, "cpu")) device = 0;
       else if (!strcmp(v, "gpu") || !strcmp(v, "cuda")) device = 1;
-      else if (!strcmp(v, "auto")) device = coda_cuda_available() ? 1 : 0;
+      else if (!strcmp(v, "auto")) device = 2; /* decided below (no CUDA before forking) */
       else { fprintf(stderr, "coda train: %s is cpu, gpu (cuda) or auto\n", a); return 2; }
       i++;
       continue;
@@ -160,6 +216,28 @@ int cmd_train(int argc, char **argv) {
     train_usage(stderr);
     return 2;
   }
+  if (ranks > 1 && !export_hf && !import_hf && !prepare_only) {
+    /* The launcher forks the ranks: this process must not touch CUDA, so
+     * the GPUs are counted in a short-lived child. */
+    const int ngpu = device ? coda_dist_gpu_count() : 0;
+    if (device == 2) device = ngpu > 0;
+    if (device && ngpu < ranks) {
+      fprintf(stderr, "coda train: --ranks %d with --device gpu needs %d GPUs, %d usable%s\n",
+              ranks, ranks, ngpu < 0 ? 0 : ngpu, ngpu <= 0 ? " (or this build has no CUDA)" : "");
+      return 1;
+    }
+    train_job job = {o, device, threads};
+    if (!threads) { /* share the cores among CPU ranks */
+      long nc = sysconf(_SC_NPROCESSORS_ONLN);
+      job.threads = device ? 0 : (nc / ranks > 1 ? (int)(nc / ranks) : 1);
+    }
+    char err[512];
+    int rc = coda_dist_launch(ranks, device ? CODA_COMM_NCCL : CODA_COMM_CPU, rank_main, &job, err,
+                              sizeof err);
+    if (err[0]) fprintf(stderr, "coda train: %s\n", err);
+    return rc;
+  }
+  if (device == 2) device = coda_cuda_available() ? 1 : 0;
   coda_context_options co = coda_context_default_options();
   co.num_threads = threads;
   co.backend = device ? CODA_BACKEND_CUDA : CODA_BACKEND_CPU;
@@ -211,20 +289,8 @@ int cmd_train(int argc, char **argv) {
     coda_context_destroy(ctx);
     return rc;
   }
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_sigint;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  o.should_stop = should_stop;
-  coda_train_summary sum;
-  coda_status s = coda_train(ctx, &o, &sum);
-  if (s) {
-    fprintf(stderr, "coda train: %s\n", coda_last_error(ctx));
-    rc = 1;
-  } else if (sum.stopped == 2) {
-    rc = 3;
-  }
+  train_job job = {o, device, threads};
+  rc = train_process(&job, NULL, ctx);
   coda_context_destroy(ctx);
   return rc;
 }

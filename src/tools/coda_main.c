@@ -18,6 +18,7 @@ int coda_cmd_check(int argc, char **argv);
 int coda_cmd_run(int argc, char **argv);   /* cmd_run.c */
 int cmd_demo(int argc, char **argv);       /* cmd_demo.c */
 int coda_cmd_compile(int argc, char **argv); /* cmd_compile.c */
+int cmd_bench(int argc, char **argv);      /* cmd_bench.c */
 
 typedef struct { const char *name; int (*fn)(int, char **); const char *help; } command;
 static const command commands[] = {
@@ -28,6 +29,7 @@ static const command commands[] = {
   {"train", cmd_train, "train a Llama-style model (CPU; see coda train --help)"},
   {"generate", cmd_generate, "sample text from a checkpoint"},
   {"demo", cmd_demo, "forward + backward of a small Llama-style model through the block plans"},
+  {"bench", cmd_bench, "benchmarks on the GPU: coda bench block (one Transformer block, fused/unfused/floor, memory)"},
 };
 
 static void usage(FILE *f) {

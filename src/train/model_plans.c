@@ -28,6 +28,7 @@
  * rows in token order, the host loop's order. The host weight buffer is
  * brought up to date only by coda_plans_device_download. */
 #include "train/train.h"
+#include "dist/comm.h"
 #ifdef CODA_HAVE_CUDA
 #include "cuda/backend.h"
 #include "cuda/gplan.h"
@@ -45,6 +46,13 @@ typedef struct {
   size_t n, npart;
   int32_t *tok, *tg, *rows, *seg, *pos; /* per micro-batch uploads */
   int64_t cap;                          /* tokens they hold */
+  /* Data parallel (ZeRO-1, zero.c): w, m, v hold this rank's shard, g the
+   * whole gradient in the padded layout, wb the bf16 weights (padded
+   * layout) that every rank all-gathers after its update and that feed the
+   * plans and the embedding lookup. */
+  const coda_zero *z;
+  uint16_t *wb;
+  int reduce; /* the next backward reduce-scatters its buckets */
 } dev_state;
 
 typedef struct {
@@ -53,6 +61,7 @@ typedef struct {
   coda_plan *blk;
   coda_plan head;
   dev_state *dev;
+  const coda_zero *z; /* data parallel layout, NULL: one process */
 } plans_state;
 
 /* Elements per gradient-norm partial sum (one thread block each). */
@@ -82,6 +91,7 @@ static void free_dev(dev_state *d) {
   free_scratch(d);
   coda_cuda_free(d->w); coda_cuda_free(d->g); coda_cuda_free(d->m); coda_cuda_free(d->v);
   coda_cuda_free(d->part);
+  coda_cuda_free(d->wb);
   free(d);
 }
 #else
@@ -219,8 +229,29 @@ static coda_status ensure_dev(coda_context ctx, coda_model *m, plans_state *s, d
   if (!d) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   d->n = coda_model_size(m);
   d->npart = (d->n + NORM_CHUNK - 1) / NORM_CHUNK;
+  d->z = s->z;
   const size_t fb = d->n * sizeof(float);
-  coda_status st = dev_alloc(ctx, fb, &d->w);
+  coda_status st;
+  if (d->z) { /* shard state; the gradient and bf16 weights padded */
+    const coda_zero *z = d->z;
+    const size_t sb = (z->nshard ? z->nshard : 1) * sizeof(float);
+    d->npart = 0;
+    for (int k = 0; k < z->nb; k++) d->npart += (z->b[k].piece + NORM_CHUNK - 1) / NORM_CHUNK;
+    st = dev_alloc(ctx, sb, &d->w);
+    if (!st) st = dev_alloc(ctx, z->npad * sizeof(float), &d->g);
+    if (!st) st = dev_alloc(ctx, sb, &d->m);
+    if (!st) st = dev_alloc(ctx, sb, &d->v);
+    if (!st) st = dev_alloc(ctx, z->npad * sizeof(uint16_t), &d->wb);
+    if (!st) st = dev_alloc(ctx, (d->npart ? d->npart : 1) * sizeof(double), &d->part);
+    if (st) {
+      free_dev(d);
+      return st;
+    }
+    s->dev = d;
+    *out = d;
+    return CODA_OK; /* filled by coda_plans_device_upload */
+  }
+  st = dev_alloc(ctx, fb, &d->w);
   if (!st) st = dev_alloc(ctx, fb, &d->g);
   if (!st) st = dev_alloc(ctx, fb, &d->m);
   if (!st) st = dev_alloc(ctx, fb, &d->v);
@@ -252,15 +283,36 @@ static coda_status ensure_scratch(coda_context ctx, dev_state *d, int64_t M) {
   return CODA_OK;
 }
 
-static coda_status dev_round(coda_context ctx, coda_plan p, const char *name, const float *src,
-                             size_t n) {
+/* The offset of a parameter in the device gradient (and bf16 weights). */
+static size_t goff(const dev_state *d, coda_model *m, const coda_param *p) {
+  return d->z ? d->z->ppoff[p - coda_model_param(m, 0)] : p->offset;
+}
+
+/* Plan weight buffer <- the master (rounded), or with data parallelism the
+ * all-gathered bf16 weights (the same bits: they are the rounded master). */
+static coda_status dev_round(coda_context ctx, coda_plan p, const char *name, const dev_state *d,
+                             coda_model *m, const coda_param *prm) {
   coda_tensor t;
   coda_status s = tensor(ctx, p, name, &t);
   if (s) return s;
-  if ((size_t)(t.rows * t.cols) != n)
+  if ((size_t)(t.rows * t.cols) != prm->size)
     return coda_fail(ctx, CODA_ERR_SHAPE, "plan buffer '%s' holds %lld values, the weight %zu",
-                     name, (long long)(t.rows * t.cols), n);
-  return coda_cuda_train_round(ctx, &t, src);
+                     name, (long long)(t.rows * t.cols), prm->size);
+  if (!d->z) return coda_cuda_train_round(ctx, &t, d->w + prm->offset);
+  coda_tensor src = coda_tensor_2d(d->wb + goff(d, m, prm), CODA_BF16, t.rows, t.cols);
+  return coda_cuda_copy(ctx, &t, &src);
+}
+
+/* Data parallel: bucket k's reduce-scatter (in place, summed), on the
+ * communication stream once the compute stream has written it. */
+static coda_status reduce_bucket(coda_context ctx, dev_state *d, int k) {
+  const coda_zero *z = d->z;
+  const coda_zero_bucket *b = &z->b[k];
+  float *g = d->g + b->poff;
+  coda_status st = coda_comm_wait_compute(ctx, z->comm);
+  if (!st)
+    st = coda_comm_reduce_scatter(ctx, z->comm, g, g + (size_t)z->r * b->piece, b->piece, CODA_F32);
+  return st;
 }
 
 static coda_status dev_accum(coda_context ctx, coda_plan p, const char *name, float *dst,
@@ -311,13 +363,13 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
   for (int i = 0; i < s->L && !st; i++)
     for (int k = 0; k < 6 && !st; k++) {
       snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
-      st = dev_round(ctx, s->blk[i], plan_w[k], d->w + PRM(nm)->offset, PRM(nm)->size);
+      st = dev_round(ctx, s->blk[i], plan_w[k], d, m, PRM(nm));
     }
   const coda_param *pe = PRM("tok_embeddings.weight");
   const coda_param *po = c->tied ? pe : PRM("output.weight");
   const coda_param *pn = PRM("norm.weight");
-  if (!st && !sample) st = dev_round(ctx, s->head, "wnf", d->w + pn->offset, pn->size);
-  if (!st && !sample) st = dev_round(ctx, s->head, "wout", d->w + po->offset, po->size);
+  if (!st && !sample) st = dev_round(ctx, s->head, "wnf", d, m, pn);
+  if (!st && !sample) st = dev_round(ctx, s->head, "wout", d, m, po);
   if (st) return st;
   /* host-side token arrays: checked, then uploaded (small) */
   int32_t *h = malloc((size_t)M * sizeof *h);
@@ -333,7 +385,9 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
   coda_tensor x0, t;
   if (!st) st = coda_cuda_memcpy(ctx, d->tok, h, (size_t)M * sizeof *h, 1);
   if (!st) st = tensor(ctx, s->blk[0], "x", &x0);
-  if (!st) st = coda_cuda_train_embed(ctx, &x0, d->w + pe->offset, d->tok);
+  if (!st)
+    st = d->z ? coda_cuda_train_embed16(ctx, &x0, d->wb + goff(d, m, pe), d->tok)
+              : coda_cuda_train_embed(ctx, &x0, d->w + pe->offset, d->tok);
   for (int i = 0; i < s->L && !st; i++) st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_FORWARD);
   if (!st && sample) {
     /* the last position's hidden state comes down; norm and LM head on the host */
@@ -377,16 +431,29 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
   if (st) { free(h); return st; }
   if (loss) *loss = nv ? (double)lv : 0.0;
   if (n_valid) *n_valid = nv;
-  if (!backward || nv == 0) { free(h); return CODA_OK; }
+  /* Data parallel, last micro-batch of a step: each bucket's reduce-scatter
+   * starts as soon as its gradient is final, so the communication runs under
+   * the rest of the backward: the head (norm, untied output), layers L-1 ..
+   * 0, then the embedding (which holds the tied output's gradient). */
+  const int reduce = backward && d->z && d->reduce;
+  if (reduce) d->reduce = 0;
+  if (!backward || nv == 0) { /* nothing added: the buckets are final as they are */
+    for (int k = d->z ? d->z->nb - 1 : 0; reduce && k >= 0 && !st; k--) st = reduce_bucket(ctx, d, k);
+    free(h);
+    return st;
+  }
   st = coda_plan_run(ctx, s->head, CODA_PHASE_BACKWARD);
-  for (int i = s->L - 1; i >= 0 && !st; i--) st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_BACKWARD);
-  for (int i = 0; i < s->L && !st; i++)
+  if (!st) st = dev_accum(ctx, s->head, "dwnf", d->g + goff(d, m, pn), pn->size, gscale);
+  if (!st) st = dev_accum(ctx, s->head, "dwout", d->g + goff(d, m, po), po->size, gscale);
+  if (!st && reduce) st = reduce_bucket(ctx, d, d->z->nb - 1);
+  for (int i = s->L - 1; i >= 0 && !st; i--) {
+    st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_BACKWARD);
     for (int k = 0; k < 6 && !st; k++) {
       snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
-      st = dev_accum(ctx, s->blk[i], plan_g[k], d->g + PRM(nm)->offset, PRM(nm)->size, gscale);
+      st = dev_accum(ctx, s->blk[i], plan_g[k], d->g + goff(d, m, PRM(nm)), PRM(nm)->size, gscale);
     }
-  if (!st) st = dev_accum(ctx, s->head, "dwnf", d->g + pn->offset, pn->size, gscale);
-  if (!st) st = dev_accum(ctx, s->head, "dwout", d->g + po->offset, po->size, gscale);
+    if (!st && reduce) st = reduce_bucket(ctx, d, 1 + i);
+  }
   if (!st) st = tensor(ctx, s->blk[0], "dx", &t);
   if (!st) {
     int32_t *rows = malloc((size_t)(3 * M + 1) * sizeof *rows);
@@ -396,10 +463,11 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
     if (!st) st = coda_cuda_memcpy(ctx, d->rows, rows, (size_t)nr * sizeof *rows, 1);
     if (!st) st = coda_cuda_memcpy(ctx, d->seg, rows + M, (size_t)(nr + 1) * sizeof *rows, 1);
     if (!st) st = coda_cuda_memcpy(ctx, d->pos, rows + 2 * M + 1, (size_t)M * sizeof *rows, 1);
-    if (!st) st = coda_cuda_train_embed_grad(ctx, d->g + pe->offset, &t, d->rows, d->seg, d->pos,
-                                             nr, gscale);
+    if (!st) st = coda_cuda_train_embed_grad(ctx, d->g + goff(d, m, pe), &t, d->rows, d->seg,
+                                             d->pos, nr, gscale);
     free(rows);
   }
+  if (!st && reduce) st = reduce_bucket(ctx, d, 0);
 #undef PRM
   free(h);
   return st;
@@ -433,6 +501,131 @@ int coda_plans_on_device(coda_context ctx, coda_model *m) {
 #endif
 }
 
+#ifdef CODA_HAVE_CUDA
+/* Data parallel upload: the shard of the master and moments (host arrays
+ * are full size), and the bf16 weights rounded from the whole host master
+ * (staged through the gradient buffer, which is zeroed afterwards). */
+static coda_status upload_zero(coda_context ctx, coda_model *m, dev_state *d, const float *mom,
+                               const float *vel) {
+  const coda_zero *z = d->z;
+  const float *W = coda_model_weights(m);
+  coda_status st = coda_cuda_train_zero(ctx, d->g, z->npad * sizeof(float));
+  const size_t sb = z->nshard * sizeof(float);
+  if (!st) st = coda_cuda_train_zero(ctx, d->w, sb);
+  if (!st) st = coda_cuda_train_zero(ctx, d->m, sb);
+  if (!st) st = coda_cuda_train_zero(ctx, d->v, sb);
+  for (int k = 0; k < z->nb && !st; k++) {
+    const coda_zero_bucket *b = &z->b[k];
+    const size_t lo = b->off + (size_t)z->r * b->piece, nb = b->mine * sizeof(float);
+    st = coda_cuda_memcpy(ctx, d->g + b->poff, W + b->off, b->len * sizeof(float), 1);
+    if (!st && nb) st = coda_cuda_memcpy(ctx, d->w + b->soff, W + lo, nb, 1);
+    if (!st && nb && mom) st = coda_cuda_memcpy(ctx, d->m + b->soff, mom + lo, nb, 1);
+    if (!st && nb && vel) st = coda_cuda_memcpy(ctx, d->v + b->soff, vel + lo, nb, 1);
+  }
+  coda_tensor src = coda_tensor_2d(d->g, CODA_F32, 1, (int64_t)z->npad);
+  coda_tensor dst = coda_tensor_2d(d->wb, CODA_BF16, 1, (int64_t)z->npad);
+  if (!st) st = coda_cuda_copy(ctx, &dst, &src);
+  if (!st) st = coda_cuda_train_zero(ctx, d->g, z->npad * sizeof(float));
+  return st;
+}
+
+/* Data parallel download (every rank takes part): each of w, m, v is
+ * all-gathered from the shards into the gradient buffer (free between
+ * steps; zeroed at the next step) and copied down in the flat layout. */
+static coda_status download_zero(coda_context ctx, coda_model *m, dev_state *d, float *mom,
+                                 float *vel) {
+  const coda_zero *z = d->z;
+  float *const src[3] = {d->w, d->m, d->v};
+  float *const dst[3] = {coda_model_weights(m), mom, vel};
+  coda_status st = CODA_OK;
+  for (int q = 0; q < 3 && !st; q++) {
+    if (!dst[q]) continue;
+    for (int k = 0; k < z->nb && !st; k++) {
+      const coda_zero_bucket *b = &z->b[k];
+      float *mine = d->g + b->poff + (size_t)z->r * b->piece;
+      st = coda_cuda_train_zero(ctx, mine, b->piece * sizeof(float));
+      if (!st && b->mine) {
+        coda_tensor to = coda_tensor_2d(mine, CODA_F32, 1, (int64_t)b->mine);
+        coda_tensor from = coda_tensor_2d(src[q] + b->soff, CODA_F32, 1, (int64_t)b->mine);
+        st = coda_cuda_copy(ctx, &to, &from);
+      }
+    }
+    if (!st) st = coda_comm_wait_compute(ctx, z->comm);
+    if (!st) st = coda_comm_group_start(ctx, z->comm);
+    for (int k = 0; k < z->nb && !st; k++) {
+      const coda_zero_bucket *b = &z->b[k];
+      st = coda_comm_all_gather(ctx, z->comm, d->g + b->poff + (size_t)z->r * b->piece,
+                                d->g + b->poff, b->piece, CODA_F32);
+    }
+    if (!st) st = coda_comm_group_end(ctx, z->comm);
+    if (!st) st = coda_comm_join(ctx, z->comm);
+    for (int k = 0; k < z->nb && !st; k++)
+      st = coda_cuda_memcpy(ctx, dst[q] + z->b[k].off, d->g + z->b[k].poff,
+                            z->b[k].len * sizeof(float), 0);
+  }
+  return st;
+}
+#endif
+
+coda_status coda_plans_device_set_zero(coda_context ctx, coda_model *m, const coda_zero *z) {
+#ifdef CODA_HAVE_CUDA
+  if (!coda_plans_on_device(ctx, m)) return no_device(ctx);
+  plans_state *s = *coda_model_plans_slot(m);
+  if (s && s->dev)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "data parallel layout set after the device "
+                     "state was created");
+  if (!s) {
+    s = calloc(1, sizeof *s);
+    if (!s) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    *coda_model_plans_slot(m) = s;
+  }
+  s->z = z;
+  return CODA_OK;
+#else
+  (void)m; (void)z;
+  return no_device(ctx);
+#endif
+}
+
+coda_status coda_plans_device_arm_reduce(coda_context ctx, coda_model *m) {
+#ifdef CODA_HAVE_CUDA
+  dev_state *d = dev_of(ctx, m);
+  if (!d || !d->z) return no_device(ctx);
+  d->reduce = 1;
+  return CODA_OK;
+#else
+  (void)m;
+  return no_device(ctx);
+#endif
+}
+
+coda_status coda_plans_device_shard_sumsq(coda_context ctx, coda_model *m, double *ss) {
+#ifdef CODA_HAVE_CUDA
+  dev_state *d = dev_of(ctx, m);
+  if (!d || !d->z) return no_device(ctx);
+  const coda_zero *z = d->z;
+  double *part = malloc((d->npart ? d->npart : 1) * sizeof *part);
+  if (!part) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  coda_status st = coda_comm_join(ctx, z->comm); /* the reduce-scatters are done */
+  size_t np = 0;
+  for (int k = 0; k < z->nb && !st; k++) {
+    const coda_zero_bucket *b = &z->b[k];
+    st = coda_cuda_train_sumsq(ctx, d->g + b->poff + (size_t)z->r * b->piece, b->piece,
+                               NORM_CHUNK, d->part + np);
+    np += (b->piece + NORM_CHUNK - 1) / NORM_CHUNK;
+  }
+  if (!st && np) st = coda_cuda_memcpy(ctx, part, d->part, np * sizeof *part, 0);
+  double total = 0.0; /* in chunk order; NaN / inf propagate */
+  for (size_t i = 0; i < np && !st; i++) total += part[i];
+  free(part);
+  if (!st) *ss = total;
+  return st;
+#else
+  (void)m; (void)ss;
+  return no_device(ctx);
+#endif
+}
+
 coda_status coda_plans_device_upload(coda_context ctx, coda_model *m, const float *mom,
                                      const float *vel) {
 #ifdef CODA_HAVE_CUDA
@@ -445,6 +638,7 @@ coda_status coda_plans_device_upload(coda_context ctx, coda_model *m, const floa
   }
   dev_state *d = NULL;
   coda_status st = ensure_dev(ctx, m, s, &d);
+  if (!st && d->z) return upload_zero(ctx, m, d, mom, vel);
   const size_t fb = d ? d->n * sizeof(float) : 0;
   if (!st) st = coda_cuda_memcpy(ctx, d->w, coda_model_weights(m), fb, 1);
   if (!st) st = mom ? coda_cuda_memcpy(ctx, d->m, mom, fb, 1) : coda_cuda_train_zero(ctx, d->m, fb);
@@ -461,6 +655,7 @@ coda_status coda_plans_device_download(coda_context ctx, coda_model *m, float *m
 #ifdef CODA_HAVE_CUDA
   dev_state *d = dev_of(ctx, m);
   if (!d) return no_device(ctx);
+  if (d->z) return download_zero(ctx, m, d, mom, vel);
   const size_t fb = d->n * sizeof(float);
   coda_status st = coda_cuda_memcpy(ctx, coda_model_weights(m), d->w, fb, 0);
   if (!st && mom) st = coda_cuda_memcpy(ctx, mom, d->m, fb, 0);
@@ -476,7 +671,7 @@ coda_status coda_plans_device_zero_grad(coda_context ctx, coda_model *m) {
 #ifdef CODA_HAVE_CUDA
   dev_state *d = dev_of(ctx, m);
   if (!d) return no_device(ctx);
-  return coda_cuda_train_zero(ctx, d->g, d->n * sizeof(float));
+  return coda_cuda_train_zero(ctx, d->g, (d->z ? d->z->npad : d->n) * sizeof(float));
 #else
   (void)m;
   return no_device(ctx);
@@ -487,6 +682,8 @@ coda_status coda_plans_device_grad_norm(coda_context ctx, coda_model *m, double 
 #ifdef CODA_HAVE_CUDA
   dev_state *d = dev_of(ctx, m);
   if (!d) return no_device(ctx);
+  if (d->z) return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "data parallel: the norm is summed "
+                             "over the shards (coda_plans_device_shard_sumsq)");
   double *part = malloc((d->npart ? d->npart : 1) * sizeof *part);
   if (!part) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   coda_status st = coda_cuda_train_sumsq(ctx, d->g, d->n, NORM_CHUNK, d->part);
@@ -502,11 +699,49 @@ coda_status coda_plans_device_grad_norm(coda_context ctx, coda_model *m, double 
 #endif
 }
 
+#ifdef CODA_HAVE_CUDA
+/* Data parallel: AdamW of this rank's stretches, the updated master
+ * rounded into its pieces of the bf16 weights, then every bucket's
+ * all-gather (one NCCL group), which the next forward waits for. */
+static coda_status adamw_zero(coda_context ctx, dev_state *d, const coda_adamw *o, int64_t t,
+                              double lr, double gscale) {
+  const coda_zero *z = d->z;
+  coda_status st = CODA_OK;
+  for (int i = 0; i < z->nseg && !st; i++) {
+    const coda_zero_seg *g = &z->seg[i];
+    const double coef[7] = {o->beta1, o->beta2, 1.0 - pow(o->beta1, (double)t),
+                            1.0 - pow(o->beta2, (double)t), lr, o->eps,
+                            g->decay ? 1.0 - lr * o->weight_decay : 1.0};
+    st = coda_cuda_train_adamw(ctx, d->w + g->soff, d->g + g->poff, d->m + g->soff,
+                               d->v + g->soff, g->len, coef, gscale);
+  }
+  for (int k = 0; k < z->nb && !st; k++) {
+    const coda_zero_bucket *b = &z->b[k];
+    if (!b->mine) continue;
+    coda_tensor src = coda_tensor_2d(d->w + b->soff, CODA_F32, 1, (int64_t)b->mine);
+    coda_tensor dst = coda_tensor_2d(d->wb + b->poff + (size_t)z->r * b->piece, CODA_BF16, 1,
+                                     (int64_t)b->mine);
+    st = coda_cuda_copy(ctx, &dst, &src);
+  }
+  if (!st) st = coda_comm_wait_compute(ctx, z->comm);
+  if (!st) st = coda_comm_group_start(ctx, z->comm);
+  for (int k = 0; k < z->nb && !st; k++) {
+    const coda_zero_bucket *b = &z->b[k];
+    st = coda_comm_all_gather(ctx, z->comm, d->wb + b->poff + (size_t)z->r * b->piece,
+                              d->wb + b->poff, b->piece, CODA_BF16);
+  }
+  if (!st) st = coda_comm_group_end(ctx, z->comm);
+  if (!st) st = coda_comm_join(ctx, z->comm);
+  return st;
+}
+#endif
+
 coda_status coda_plans_device_adamw(coda_context ctx, coda_model *m, const coda_adamw *o,
                                     int64_t t, double lr, double gscale) {
 #ifdef CODA_HAVE_CUDA
   dev_state *d = dev_of(ctx, m);
   if (!d) return no_device(ctx);
+  if (d->z) return adamw_zero(ctx, d, o, t, lr, gscale);
   coda_status st = CODA_OK;
   for (int i = 0; i < coda_model_num_params(m) && !st; i++) {
     const coda_param *p = coda_model_param(m, i);

@@ -252,6 +252,55 @@ coda_status coda_plans_device_adamw(coda_context ctx, coda_model *m, const coda_
 /* Device memory in use and in total. */
 coda_status coda_plans_device_memory(coda_context ctx, size_t *used, size_t *total);
 
+/* ------------------------------------------- data parallel, ZeRO-1 (zero.c) */
+
+/* One bucket of the flat buffer: [off, off + len) in the model layout,
+ * padded to N pieces of `piece` at poff in the communication layout; this
+ * rank's piece holds `mine` valid values and sits at soff in the shard. */
+typedef struct coda_zero_bucket {
+  size_t off, len, piece, poff, soff, mine;
+} coda_zero_bucket;
+/* A stretch of one parameter inside this rank's piece of a bucket. */
+typedef struct coda_zero_seg {
+  size_t goff, poff, soff, len; /* model, padded and shard offsets */
+  int decay;
+} coda_zero_seg;
+typedef struct coda_zero {
+  coda_comm comm;
+  int N, r;
+  int nb;               /* buckets in flat order: embedding, layers 0..L-1, head */
+  coda_zero_bucket *b;
+  size_t n, npad, nshard;
+  size_t *ppoff;        /* per parameter: offset in the padded layout */
+  int nseg;
+  coda_zero_seg *seg;
+  float *pad, *gs, *ms, *vs; /* CPU engine: padded scratch, shard gradient, moments */
+} coda_zero;
+
+coda_status coda_zero_create(coda_context ctx, coda_model *m, coda_comm comm, int host_state,
+                             coda_zero **out);
+void coda_zero_destroy(coda_zero *z);
+/* CPU engine: the summed gradient of this rank's shard -> z->gs. */
+coda_status coda_zero_cpu_reduce(coda_context ctx, coda_zero *z, const float *G);
+double coda_zero_cpu_sumsq(const coda_zero *z);
+/* Clip (global norm) and AdamW of this rank's shard of W. */
+void coda_zero_cpu_update(coda_zero *z, const coda_adamw *adam, int64_t t, double lr,
+                          double norm, double clip, float *W);
+/* full <- every rank's piece (from shard, or from full itself when NULL). */
+coda_status coda_zero_cpu_gather(coda_context ctx, coda_zero *z, const float *shard, float *full);
+/* The shard's moments from full-size arrays (NULL: zero). */
+void coda_zero_cpu_take(coda_zero *z, const float *mom, const float *vel);
+
+/* GPU engine (model_plans.c): set before the first device upload; the
+ * device then holds the master weights and moments of the shard, the
+ * gradient and bf16 weights in the padded layout. */
+coda_status coda_plans_device_set_zero(coda_context ctx, coda_model *m, const coda_zero *z);
+/* The next backward reduce-scatters each bucket as soon as it is final
+ * (on the communication stream). */
+coda_status coda_plans_device_arm_reduce(coda_context ctx, coda_model *m);
+/* Sum of squares of this rank's reduced gradient shard. */
+coda_status coda_plans_device_shard_sumsq(coda_context ctx, coda_model *m, double *ss);
+
 /* --------------------------------------------------------- checkpoints */
 
 typedef struct coda_train_state {

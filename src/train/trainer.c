@@ -15,12 +15,14 @@
  * step's gradient norm comes down as a few partial sums, clipping is folded
  * into the device AdamW, and the weights and moments come down only for
  * checkpoints, in the CPU's file format, so runs move between CPU and GPU.
- * Step lines then add the model-flops utilization:
+ * Step lines then add the model-flops utilization (per GPU with --ranks;
+ * tokens/s counts every rank's tokens):
  *   flops/token = 6·N + 6·L·d·T,  N = parameters without the input
  *   embedding (the LM head's matrix counted also when tied),
  *   MFU = flops/token · tokens/s / 989 TFLOP/s (H100/H200 dense bf16). */
 #define _POSIX_C_SOURCE 200809L
 #include "train/train.h"
+#include "dist/comm.h"
 
 #include <errno.h>
 #include <math.h>
@@ -108,24 +110,43 @@ coda_status coda_prepare_corpus(coda_context ctx, const char *src_dir, const cha
   return coda_prepare_corpus_dir(ctx, src_dir ? src_dir : DEFAULT_CORPUS, out_dir, 20, NULL, NULL);
 }
 
+/* Data parallel: every rank draws the whole batch of ranks x B sequences
+ * (so the sampler state stays that of one process with that batch) and
+ * keeps its slice, rank r sequences r·B .. r·B + B - 1. gin/gtg hold the
+ * whole batch (unused with one process). */
+static coda_status draw(coda_context ctx, coda_sampler *smp, coda_comm comm, int B, int T,
+                        int32_t *gin, int32_t *gtg, int32_t *in, int32_t *tg) {
+  const int N = coda_comm_size(comm), r = coda_comm_rank(comm);
+  if (N == 1) return coda_sampler_batch(ctx, smp, B, T, in, tg);
+  coda_status s = coda_sampler_batch(ctx, smp, N * B, T, gin, gtg);
+  if (s) return s;
+  const size_t off = (size_t)r * B * T, cnt = (size_t)B * T;
+  memcpy(in, gin + off, cnt * sizeof *in);
+  memcpy(tg, gtg + off, cnt * sizeof *tg);
+  return CODA_OK;
+}
+
 static coda_status evaluate(coda_context ctx, coda_model *m, const uint32_t *tok, uint64_t n,
-                            uint64_t seed, int nb, int B, int T, int32_t *in, int32_t *tg,
-                            double *out) {
+                            uint64_t seed, int nb, int B, int T, coda_comm comm, int32_t *gin,
+                            int32_t *gtg, int32_t *in, int32_t *tg, double *out) {
   /* The same validation windows every time (own RNG), so values compare. */
   coda_sampler vs = {tok, n, seed ^ 0x76616c6964ull, 0};
-  double sum = 0.0;
-  int64_t cnt = 0;
+  double acc[2] = {0.0, 0.0}; /* loss sum, valid targets (summed over ranks) */
   for (int i = 0; i < nb; i++) {
-    coda_status s = coda_sampler_batch(ctx, &vs, B, T, in, tg);
+    coda_status s = draw(ctx, &vs, comm, B, T, gin, gtg, in, tg);
     if (s) return s;
     double l;
     int64_t nv;
     s = coda_model_loss(ctx, m, in, tg, B, T, &l, &nv);
     if (s) return s;
-    sum += l * (double)nv;
-    cnt += nv;
+    acc[0] += l * (double)nv;
+    acc[1] += (double)nv;
   }
-  *out = cnt ? sum / (double)cnt : NAN;
+  if (coda_comm_size(comm) > 1) {
+    coda_status s = coda_comm_sum_host(ctx, comm, acc, 2);
+    if (s) return s;
+  }
+  *out = acc[1] > 0 ? acc[0] / acc[1] : NAN;
   return CODA_OK;
 }
 
@@ -154,6 +175,13 @@ static coda_status check_options(coda_context ctx, const coda_train_options *o) 
                      o->engine);
   if (!o->out_dir || !*o->out_dir)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "no output directory");
+  if (o->comm && coda_comm_size(o->comm) > 1) {
+    const int gpu = coda_context_backend(ctx) == CODA_BACKEND_CUDA;
+    const coda_comm_kind k = coda_comm_get_kind(o->comm);
+    if (gpu != (k == CODA_COMM_NCCL))
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "data parallel on the %s needs the %s "
+                       "communicator", gpu ? "GPU" : "CPU", gpu ? "NCCL" : "CPU");
+  }
   return CODA_OK;
 }
 
@@ -174,6 +202,10 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
                        coda_train_summary *sum) {
   if (!opts || !sum) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "NULL options or summary");
   coda_train_options o = *opts;
+  /* data parallel: N ranks, rank 0 (the lead) prints, logs and saves */
+  coda_comm comm = o.comm && coda_comm_size(o.comm) > 1 ? o.comm : NULL;
+  const int N = coda_comm_size(comm), lead = coda_comm_rank(comm) == 0, dp = comm != NULL;
+  if (!lead) o.quiet = 1;
   memset(sum, 0, sizeof *sum);
   sum->first_val = sum->final_val = NAN;
   sum->first_loss = sum->final_loss = NAN;
@@ -185,7 +217,8 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   coda_model *model = NULL;
   uint32_t *tr = NULL, *va = NULL;
   float *mom = NULL, *vel = NULL;
-  int32_t *in = NULL, *tg = NULL;
+  int32_t *in = NULL, *tg = NULL, *gin = NULL, *gtg = NULL;
+  coda_zero *zero = NULL;
   double *hx = NULL, *hy = NULL, *vx = NULL, *vy = NULL;
   char *data_dir = NULL, *trp = NULL, *vap = NULL, *ckpt = NULL, *png = NULL, *csv = NULL;
   FILE *log = NULL;
@@ -203,7 +236,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
     goto done;
   }
-  if (!file_exists(trp) || !file_exists(vap)) {
+  if (lead && (!file_exists(trp) || !file_exists(vap))) {
     if (!o.quiet) printf("preparing token shards in %s from %s\n", data_dir, o.corpus_dir ? o.corpus_dir : DEFAULT_CORPUS);
     s = coda_prepare_corpus(ctx, o.corpus_dir, data_dir);
     if (s && (!o.corpus_dir || !strcmp(o.corpus_dir, DEFAULT_CORPUS))) {
@@ -212,8 +245,14 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       coda_fail(ctx, s, "%s (the default corpus comes from the Debian package 'fortunes'; "
                 "install it or pass --corpus DIR)", msg);
     }
-    if (s) goto done;
   }
+  if (dp) { /* the other ranks wait for the lead's shards */
+    double bad = s != CODA_OK;
+    coda_status s2 = coda_comm_sum_host(ctx, comm, &bad, 1);
+    if (!s && s2) s = s2;
+    if (!s && bad > 0) s = coda_fail(ctx, CODA_ERR_IO, "rank 0 could not prepare the token shards");
+  }
+  if (s) goto done;
   uint32_t voc;
   s = coda_shard_read(ctx, trp, &tr, &ntr, &voc);
   if (!s) s = coda_shard_read(ctx, vap, &va, &nva, NULL);
@@ -243,11 +282,12 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     goto done;
   }
   /* Token counts are ints in the engines: keep batch x seq x accum in range. */
-  if ((int64_t)o.batch * o.model.seq > CODA_MAX_BATCH_TOKENS ||
-      (int64_t)o.batch * o.model.seq * o.accum > INT32_MAX) {
+  if ((int64_t)o.batch * o.model.seq * N > CODA_MAX_BATCH_TOKENS ||
+      (int64_t)o.batch * o.model.seq * o.accum * N > INT32_MAX) {
     s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                  "batch %d x seq %d x accum %d: too many tokens (at most %d per micro-batch "
-                  "and 2^31 - 1 per step)", o.batch, o.model.seq, o.accum, CODA_MAX_BATCH_TOKENS);
+                  "batch %d x seq %d x accum %d x ranks %d: too many tokens (at most %d per "
+                  "micro-batch of all ranks and 2^31 - 1 per step)", o.batch, o.model.seq,
+                  o.accum, N, CODA_MAX_BATCH_TOKENS);
     goto done;
   }
   if (coda_context_backend(ctx) == CODA_BACKEND_CPU &&
@@ -269,6 +309,14 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   const int B = o.batch, T = o.model.seq;
   in = malloc((size_t)B * T * sizeof *in);
   tg = malloc((size_t)B * T * sizeof *tg);
+  if (dp) {
+    gin = malloc((size_t)N * B * T * sizeof *gin);
+    gtg = malloc((size_t)N * B * T * sizeof *gtg);
+    if (!gin || !gtg) {
+      s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+      goto done;
+    }
+  }
   int64_t cap = o.steps + 1;
   hx = malloc((size_t)cap * sizeof *hx); hy = malloc((size_t)cap * sizeof *hy);
   vx = malloc((size_t)cap * sizeof *vx); vy = malloc((size_t)cap * sizeof *vy);
@@ -293,17 +341,25 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     coda_model_init(model, o.seed);
     st.rng = o.seed * 0x9e3779b97f4a7c15ull + 0x64617461ull; /* data order from the seed */
   }
+  if (dp) { /* every rank holds the same weights; the optimizer state is sharded */
+    s = coda_zero_create(ctx, model, comm, !gpu, &zero);
+    if (!s && gpu) s = coda_plans_device_set_zero(ctx, model, zero);
+    if (!s && !gpu) coda_zero_cpu_take(zero, o.resume ? mom : NULL, o.resume ? vel : NULL);
+    if (s) goto done;
+  }
   if (gpu) { /* master weights and moments to the device */
     s = coda_plans_device_upload(ctx, model, o.resume ? mom : NULL, o.resume ? vel : NULL);
     if (s) goto done;
   }
   coda_sampler sampler = {tr, ntr, st.rng, st.drawn};
-  log = fopen(csv, o.resume ? "a" : "w");
-  if (!log) {
-    s = coda_fail(ctx, CODA_ERR_IO, "%s: cannot open: %s", csv, strerror(errno));
-    goto done;
+  if (lead) {
+    log = fopen(csv, o.resume ? "a" : "w");
+    if (!log) {
+      s = coda_fail(ctx, CODA_ERR_IO, "%s: cannot open: %s", csv, strerror(errno));
+      goto done;
+    }
+    if (!o.resume) fprintf(log, "step,loss,lr,grad_norm,val_loss\n");
   }
-  if (!o.resume) fprintf(log, "step,loss,lr,grad_norm,val_loss\n");
   const coda_model_config *c = coda_model_cfg(model);
   if (!o.quiet) {
     printf("model: dim %d, layers %d, heads %d/%d, ffn %d, seq %d, vocab %d, %s head; %lld "
@@ -314,8 +370,11 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
                                        : "host reference");
     printf("data: %llu train / %llu validation tokens; batch %d x %d, accum %d (%d tokens/step); "
            "steps %lld%s\n",
-           (unsigned long long)ntr, (unsigned long long)nva, B, T, o.accum, B * T * o.accum,
+           (unsigned long long)ntr, (unsigned long long)nva, B, T, o.accum, B * T * o.accum * N,
            (long long)o.steps, o.resume ? " (resumed)" : "");
+    if (dp)
+      printf("data parallel: %d ranks (%s), batch %d per rank, optimizer state sharded (ZeRO-1)\n",
+             N, gpu ? "NCCL, one GPU each" : "CPU processes", B);
     fflush(stdout);
   }
 
@@ -325,7 +384,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   double t_start = now_s(), tok_total = 0.0, sec_total = 0.0;
   if (start == 0 && o.val_batches > 0) {
     double vl;
-    s = evaluate(ctx, model, va, nva, o.seed, o.val_batches, B, T, in, tg, &vl);
+    s = evaluate(ctx, model, va, nva, o.seed, o.val_batches, B, T, comm, gin, gtg, in, tg, &vl);
     if (s) goto done;
     sum->first_val = vl;
     vx[nvh] = 0; vy[nvh++] = vl;
@@ -340,13 +399,32 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     for (int a = 0; a < o.accum && !s; a++) {
       double l = 0.0;
       int64_t nv;
-      s = coda_sampler_batch(ctx, &sampler, B, T, in, tg);
-      if (!s) s = coda_model_step(ctx, model, in, tg, B, T, 1.0f / (float)o.accum, &l, &nv);
+      s = draw(ctx, &sampler, comm, B, T, gin, gtg, in, tg);
+      /* data parallel on the GPU: the last backward reduce-scatters */
+      if (!s && dp && gpu && a == o.accum - 1) s = coda_plans_device_arm_reduce(ctx, model);
+      /* each rank adds 1/N of its gradient: the sum over ranks is the mean */
+      if (!s) s = coda_model_step(ctx, model, in, tg, B, T, 1.0f / (float)(o.accum * N), &l, &nv);
       if (!s) loss += l / o.accum; /* loss = mean over micro-batches of their means */
     }
     if (s) goto done;
     double gn = 0.0;
-    if (gpu) {
+    int stop_all = 0;
+    if (dp) {
+      /* the shards' sums of squares, the losses and the stop requests, all
+       * summed over the ranks in one small reduction */
+      double v[3] = {0.0, loss, o.should_stop && o.should_stop(o.user) ? 1.0 : 0.0};
+      if (gpu) {
+        s = coda_plans_device_shard_sumsq(ctx, model, &v[0]);
+      } else {
+        s = coda_zero_cpu_reduce(ctx, zero, G);
+        v[0] = coda_zero_cpu_sumsq(zero);
+      }
+      if (!s) s = coda_comm_sum_host(ctx, comm, v, 3);
+      if (s) goto done;
+      gn = sqrt(v[0]);
+      loss = v[1] / N;
+      stop_all = v[2] > 0.0;
+    } else if (gpu) {
       s = coda_plans_device_grad_norm(ctx, model, &gn);
       if (s) goto done;
     } else {
@@ -355,10 +433,11 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     if (!isfinite(loss) || !isfinite(gn)) {
       sum->stopped = 2;
       sum->bad_step = step + 1;
-      fprintf(stderr, "coda train: stopping at step %lld: %s is not finite (loss %g, grad norm "
-              "%g); the last good checkpoint is kept%s%s\n", (long long)(step + 1),
-              !isfinite(loss) ? "the loss" : "the gradient norm", loss, gn,
-              file_exists(ckpt) ? ": " : "", file_exists(ckpt) ? ckpt : "");
+      if (lead)
+        fprintf(stderr, "coda train: stopping at step %lld: %s is not finite (loss %g, grad norm "
+                "%g); the last good checkpoint is kept%s%s\n", (long long)(step + 1),
+                !isfinite(loss) ? "the loss" : "the gradient norm", loss, gn,
+                file_exists(ckpt) ? ": " : "", file_exists(ckpt) ? ckpt : "");
       break;
     }
     double lr = coda_lr_schedule(step, o.warmup, o.steps, o.lr, o.min_lr_ratio);
@@ -366,10 +445,14 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       s = coda_plans_device_adamw(ctx, model, &adam, step + 1, lr, coda_clip_grad(NULL, 0, gn, o.clip));
       if (!s) s = coda_synchronize(ctx); /* the step's time includes its kernels */
       if (s) goto done;
+    } else if (dp) { /* this rank's shard, then every rank's updated weights */
+      coda_zero_cpu_update(zero, &adam, step + 1, lr, gn, o.clip, W);
+      s = coda_zero_cpu_gather(ctx, zero, NULL, W);
+      if (s) goto done;
     } else {
       coda_clip_grad(G, n, gn, o.clip);
     }
-    for (int i = 0; !gpu && i < coda_model_num_params(model); i++) {
+    for (int i = 0; !gpu && !dp && i < coda_model_num_params(model); i++) {
       const coda_param *p = coda_model_param(model, i);
       coda_adamw_update(&adam, step + 1, lr, p->decay, W + p->offset, G + p->offset,
                         mom + p->offset, vel + p->offset, p->size);
@@ -377,7 +460,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     st.step = step + 1;
     st.last_loss = loss;
     double dt = now_s() - t0;
-    double toks = (double)B * T * o.accum;
+    double toks = (double)B * T * o.accum * N; /* all ranks */
     tok_total += toks;
     sec_total += dt;
     if (isnan(sum->first_loss)) sum->first_loss = loss;
@@ -388,20 +471,20 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     int do_val = o.val_batches > 0 && ((o.val_every > 0 && st.step % o.val_every == 0) ||
                                        st.step == o.steps);
     if (do_val) {
-      s = evaluate(ctx, model, va, nva, o.seed, o.val_batches, B, T, in, tg, &vl);
+      s = evaluate(ctx, model, va, nva, o.seed, o.val_batches, B, T, comm, gin, gtg, in, tg, &vl);
       if (s) goto done;
       if (isnan(sum->first_val)) sum->first_val = vl;
       sum->final_val = vl;
       vx[nvh] = (double)st.step; vy[nvh++] = vl;
     }
-    fprintf(log, "%lld,%.9g,%.9g,%.9g,%.9g\n", (long long)st.step, loss, lr, gn, vl);
+    if (log) fprintf(log, "%lld,%.9g,%.9g,%.9g,%.9g\n", (long long)st.step, loss, lr, gn, vl);
     if (!o.quiet) {
       size_t dused = 0, dtot = 0;
       if (gpu && coda_plans_device_memory(ctx, &dused, &dtot) == CODA_OK)
         printf("step %6lld  loss %.4f  lr %.3e  tok/s %8.0f  ms/step %7.1f  grad_norm %.3f  "
                "mfu %.1f%%  dev_mem %.0f MiB  mem %.0f MiB\n",
                (long long)st.step, loss, lr, toks / dt, dt * 1e3, gn,
-               100.0 * flops_per_token(c) * toks / dt / CODA_PEAK_FLOPS,
+               100.0 * flops_per_token(c) * toks / dt / CODA_PEAK_FLOPS / N, /* per GPU */
                (double)dused / (1024.0 * 1024.0), rss_mib());
       else
         printf("step %6lld  loss %.4f  lr %.3e  tok/s %8.0f  ms/step %7.1f  grad_norm %.3f  "
@@ -410,15 +493,21 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       if (do_val) printf("step %6lld  val_loss %.4f\n", (long long)st.step, vl);
       fflush(stdout);
     }
-    int stop = o.should_stop && o.should_stop(o.user);
+    /* data parallel: the stop request was summed over the ranks above, so
+     * every rank stops after the same step */
+    int stop = dp ? stop_all : o.should_stop && o.should_stop(o.user);
     if (stop || st.step == o.steps || (o.save_every > 0 && st.step % o.save_every == 0)) {
       st.rng = sampler.rng;
       st.drawn = sampler.drawn;
-      fflush(log);
+      if (log) fflush(log);
+      /* data parallel: every rank takes part in gathering the shards, the
+       * lead writes the one-process format */
       if (gpu) s = coda_plans_device_download(ctx, model, mom, vel);
-      if (!s) s = coda_checkpoint_save(ctx, ckpt, model, mom, vel, &st);
+      else if (dp) s = coda_zero_cpu_gather(ctx, zero, zero->ms, mom);
+      if (!s && !gpu && dp) s = coda_zero_cpu_gather(ctx, zero, zero->vs, vel);
+      if (!s && lead) s = coda_checkpoint_save(ctx, ckpt, model, mom, vel, &st);
       if (s) goto done;
-      snprintf(sum->checkpoint, sizeof sum->checkpoint, "%s", ckpt);
+      if (lead) snprintf(sum->checkpoint, sizeof sum->checkpoint, "%s", ckpt);
     }
     if (stop) {
       sum->stopped = 1;
@@ -428,11 +517,11 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   }
   sum->seconds = now_s() - t_start;
   sum->tokens_per_s = sec_total > 0 ? tok_total / sec_total : 0.0;
-  if (nh + nvh > 0) {
+  if (lead && nh + nvh > 0) {
     coda_status ps = coda_plot_png(ctx, png, 640, 400, hx, hy, nh, vx, vy, nvh);
     if (ps) fprintf(stderr, "coda train: loss plot not written: %s\n", coda_last_error(ctx));
   }
-  { /* the summary is printed even when quiet */
+  if (lead) { /* the summary is printed even when quiet */
     printf("summary: %lld steps in %.1f s (%.0f tokens/s); train loss %.4f -> %.4f; val loss "
            "%.4f -> %.4f; checkpoint %s; loss curve %s\n",
            (long long)sum->steps_done, sum->seconds, sum->tokens_per_s, sum->first_loss,
@@ -440,13 +529,15 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
            sum->checkpoint[0] ? sum->checkpoint : "(none)", png);
     if (gpu)
       printf("gpu: %.0f tokens/s, mfu %.1f%% (%.3g flops/token, peak %.0f TFLOP/s)\n",
-             sum->tokens_per_s, 100.0 * flops_per_token(c) * sum->tokens_per_s / CODA_PEAK_FLOPS,
+             sum->tokens_per_s,
+             100.0 * flops_per_token(c) * sum->tokens_per_s / CODA_PEAK_FLOPS / N,
              flops_per_token(c), CODA_PEAK_FLOPS / 1e12);
   }
 done:
   if (log) fclose(log);
   coda_model_destroy(model);
-  free(tr); free(va); free(mom); free(vel); free(in); free(tg);
+  coda_zero_destroy(zero);
+  free(tr); free(va); free(mom); free(vel); free(in); free(tg); free(gin); free(gtg);
   free(hx); free(hy); free(vx); free(vy);
   free(data_dir); free(trp); free(vap); free(ckpt); free(png); free(csv);
   return s;

@@ -94,6 +94,16 @@ expect "nothere: cannot open" -- train $small --out o_nc --corpus nothere
 expect "missing.safetensors" -- train $small --out o1 --resume missing.safetensors
 # shellcheck disable=SC2086
 expect "--export-hf needs --resume" -- train --export-hf hfout
+# data parallel: rank counts, more ranks than GPUs, a failing rank ends the run
+expect "--ranks needs an integer" -- train --ranks 0
+expect "--ranks needs an integer" -- train --ranks 65
+expect "--ranks needs an integer" -- train --ranks two
+# shellcheck disable=SC2086
+expect "needs 64 GPUs" -- train $small --out o1 --ranks 64 --device gpu
+# shellcheck disable=SC2086
+expect "missing.safetensors" -- train $small --out o1 --ranks 2 --resume missing.safetensors
+# shellcheck disable=SC2086
+expect "nothere: cannot open" -- train $small --out o_nc2 --corpus nothere --ranks 3
 
 # --- coda check
 expect "missing.coda: cannot open" -- check missing.coda
@@ -182,6 +192,20 @@ expect "cannot open" -- run no-such-program.coda
 expect "no built-in" -- run --builtin no_such_builtin
 printf 'input x : tile bf16\noutput y : bf16\nstore y = acc +\n' >bad.coda
 expect "line 3" -- run bad.coda
+
+# coda bench: unknown benchmarks, configurations and options; without a
+# usable GPU, `coda bench block` says it needs one (on a GPU machine it
+# would run, so that case is only checked where there is none)
+expect "unknown benchmark 'zz'" -- bench zz
+expect "usage: coda bench" -- bench
+expect "unknown configuration 'd9999'" -- bench block d9999
+expect "unknown option '--nope'" -- bench block --nope
+expect "--iters '0'" -- bench block --iters 0
+expect "--iters needs a number" -- bench block --iters
+if "$coda" version | grep -q "not available"; then
+  expect "needs a CUDA GPU" -- bench block
+  expect "needs a CUDA GPU" -- bench block gpt2-1600 --csv
+fi
 
 echo "$cases cases, $fails failed"
 [ $fails -eq 0 ]

@@ -37,7 +37,7 @@ echo "== train smoke" | tee -a "$L/gpu-tests.log"
 timeout -k 5 170 tests/gpu/train_gpu_smoke.sh "$P" "$P/cache" > "$L/train-smoke.out" 2>&1 || status=1
 tail -15 "$L/train-smoke.out"
 echo "== block benchmark" | tee -a "$L/gpu-tests.log"
-timeout -k 5 90 "$P/bench_block" ${BLOCK_CONFIGS:-d512 d2048 d4096} > "$L/block.log" 2>&1 || status=1
+timeout -k 5 90 "$P/bench_block" ${BLOCK_CONFIGS:-d512 d2048 d4096} --fused --floor > "$L/block.log" 2>&1 || status=1
 tail -12 "$L/block.log"
 if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
   SANITIZE_BUDGET_SCALE=${SANITIZE_BUDGET_SCALE:-0.7} timeout -k 5 170 tests/gpu/sanitize.sh "$P" "$P/cache" > "$L/sanitize.out" 2>&1 || status=1

@@ -1,0 +1,97 @@
+/* Data-parallel communicator and launcher (src/dist).
+ *
+ * A communicator joins `size` processes (ranks) of one training run. Two
+ * backends:
+ *   CPU   ranks are forked processes sharing one POSIX shared-memory
+ *         segment; collectives work on host buffers, synchronously, in
+ *         chunks through per-rank slots, and reductions add in rank order
+ *         (x0 + x1 + ... in the element type), so results are deterministic
+ *         and identical on every rank.
+ *   NCCL  libnccl.so.2 loaded at run time (dlopen; CODA_NCCL_LIB names
+ *         another file), one GPU per rank (rank r uses device r); collectives
+ *         work on device buffers and are issued on the communicator's own
+ *         stream, ordered against the compute stream (the legacy default
+ *         stream every kernel of this library runs on) by events.
+ * In-place forms follow NCCL: reduce-scatter with recv == send + rank·count,
+ * all-gather with send == recv + rank·count.
+ *
+ * coda_dist_launch forks the ranks (the caller must not have initialized
+ * CUDA), creates each rank's communicator, runs the rank function and waits;
+ * when one rank fails the others are stopped and the failure is reported. */
+#ifndef CODA_DIST_COMM_H
+#define CODA_DIST_COMM_H
+
+#include "coda.h"
+
+#include <stddef.h>
+
+#define CODA_DIST_MAX_RANKS 64
+
+typedef enum coda_comm_kind { CODA_COMM_CPU = 0, CODA_COMM_NCCL = 1 } coda_comm_kind;
+
+int coda_comm_rank(const coda_comm c);
+int coda_comm_size(const coda_comm c);
+coda_comm_kind coda_comm_get_kind(const coda_comm c);
+
+/* Sum over ranks of count elements per rank slice: rank r receives elements
+ * [r·count, (r+1)·count) of the sum of every rank's send (size·count
+ * elements). dt: CODA_F32 or CODA_F64. */
+coda_status coda_comm_reduce_scatter(coda_context ctx, coda_comm c, const void *send, void *recv,
+                                     size_t count, coda_dtype dt);
+/* recv (size·count elements) = the ranks' sends (count each) in rank order.
+ * Any dtype (bytes are copied). */
+coda_status coda_comm_all_gather(coda_context ctx, coda_comm c, const void *send, void *recv,
+                                 size_t count, coda_dtype dt);
+/* recv = sum over ranks of send (count elements). dt: CODA_F32 or CODA_F64. */
+coda_status coda_comm_all_reduce(coda_context ctx, coda_comm c, const void *send, void *recv,
+                                 size_t count, coda_dtype dt);
+/* Host doubles summed over ranks in place (synchronous on both backends). */
+coda_status coda_comm_sum_host(coda_context ctx, coda_comm c, double *v, int n);
+/* NCCL: brackets several collectives into one launch (ncclGroupStart/End).
+ * CPU: no-ops. */
+coda_status coda_comm_group_start(coda_context ctx, coda_comm c);
+coda_status coda_comm_group_end(coda_context ctx, coda_comm c);
+/* NCCL: the communication stream waits for the work issued so far on the
+ * compute stream (before a collective reads what kernels wrote), and the
+ * compute stream waits for the communication issued so far (before
+ * kernels read what a collective wrote). CPU: no-ops. */
+coda_status coda_comm_wait_compute(coda_context ctx, coda_comm c);
+coda_status coda_comm_join(coda_context ctx, coda_comm c);
+
+/* ---- launcher ---- */
+
+/* The body of one rank: returns the process exit status (0: success). */
+typedef int (*coda_rank_main)(coda_comm comm, void *user);
+
+/* Forks `ranks` processes (1 .. CODA_DIST_MAX_RANKS), each with its
+ * communicator of `kind`, runs fn in each and waits for all. Children get
+ * NCCL_NVLS_ENABLE=0 unless it is set (NVLink multicast stays off) and die
+ * with the parent. If a rank fails (nonzero status or a signal), the others
+ * are asked to stop, then terminated, and a message naming the rank goes to
+ * err. Returns 0 when every rank returned 0; otherwise the failing rank's
+ * status (or the common status when all ranks returned the same nonzero
+ * value, e.g. 3 for a non-finite loss), 1 for a signal or launch error. */
+int coda_dist_launch(int ranks, coda_comm_kind kind, coda_rank_main fn, void *user, char *err,
+                     size_t errlen);
+
+/* The number of usable CUDA devices, counted in a short-lived child process
+ * so that the caller stays free of CUDA state and may fork afterwards.
+ * 0 in a build without CUDA or without a driver; -1 when the count failed. */
+int coda_dist_gpu_count(void);
+
+/* ---- internal: the NCCL backend (nccl.c) ---- */
+typedef struct coda_nccl coda_nccl;
+/* Writes the 128-byte unique id of a new NCCL clique. */
+int coda_nccl_unique_id(void *id, char *err, size_t errlen);
+/* Binds the calling process to device `rank`, joins the clique. */
+int coda_nccl_create(int rank, int size, const void *id, coda_nccl **out, char *err,
+                     size_t errlen);
+void coda_nccl_destroy(coda_nccl *n, int abort);
+coda_status coda_nccl_collective(coda_context ctx, coda_nccl *n, int op, const void *send,
+                                 void *recv, size_t count, coda_dtype dt);
+coda_status coda_nccl_sum_host(coda_context ctx, coda_nccl *n, double *v, int cnt);
+coda_status coda_nccl_group(coda_context ctx, coda_nccl *n, int start);
+coda_status coda_nccl_order(coda_context ctx, coda_nccl *n, int comm_waits_compute);
+enum { CODA_NCCL_REDUCE_SCATTER = 0, CODA_NCCL_ALL_GATHER = 1, CODA_NCCL_ALL_REDUCE = 2 };
+
+#endif

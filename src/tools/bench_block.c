@@ -1,0 +1,740 @@
+/* The block benchmark (see bench_block.h and docs/design.md, "Block
+ * benchmark").
+ *
+ * Per configuration: the block plan on a CUDA context, fused (the plan as
+ * built) and unfused (coda_plan_set_fused(p, 0): every GEMM + epilogue step
+ * as a plain GEMM plus a separate map pass), and the floor (the block's
+ * twelve GEMMs through cuBLAS, bf16 in and out with fp32 accumulation,
+ * plus our attention forward and backward, each alone). Timing: CUDA
+ * events around each call on the default stream, warm-up runs, then the
+ * median of the timed runs. Backward times assume the forward's saved
+ * buffers (the forward is not re-run). Memory: the library's peak
+ * (coda_memory_stats) during one forward + backward after
+ * coda_memory_reset_peak, and the growth of the device's used memory
+ * (cudaMemGetInfo) over the plan's life, which also holds the stream-
+ * ordered pool's reserve and loaded modules. The unfused plan's x_out and
+ * dx are checked against the fused plan's (stderr; a disagreement fails
+ * the run). */
+#include "tools/bench_block.h"
+
+#include "coda.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { ARCH_LLAMA = 0, ARCH_GPT2 = 1 } arch;
+
+typedef struct bench_cfg {
+  const char *name, *alias; /* alias may be NULL */
+  arch kind;
+  int64_t d, ffn, hq, hkv, batch, seq; /* GPT-2: hkv = hq */
+  const char *torch;                   /* the PyTorch script's name of the same block */
+} bench_cfg;
+
+/* head_dim = d / hq everywhere (Llama-3-8B: 4096 / 32 = 128). */
+static const bench_cfg kConfigs[] = {
+    {"d512", NULL, ARCH_LLAMA, 512, 2048, 8, 8, 16, 1024, "seed-6L-512"},
+    {"d768", NULL, ARCH_LLAMA, 768, 3072, 12, 12, 8, 1024, "gpt2s-768"},
+    {"d2048", "1b", ARCH_LLAMA, 2048, 8192, 32, 8, 4, 2048, "llama1b-2048"},
+    {"d4096", "8b", ARCH_LLAMA, 4096, 14336, 32, 8, 2, 4096, "llama8b-4096"},
+    {"gpt2-768", NULL, ARCH_GPT2, 768, 3072, 12, 12, 8, 1024, "gpt2-768"},
+    {"gpt2-1600", NULL, ARCH_GPT2, 1600, 6400, 25, 25, 8, 1024, "gpt2-1600"},
+};
+#define NCFG ((int)(sizeof kConfigs / sizeof kConfigs[0]))
+
+typedef struct bench_opts {
+  int want[NCFG];
+  int fused, unfused, floor;
+  int iters, warmup;
+  int csv;
+  int precompile;
+} bench_opts;
+
+static void usage(FILE *f, const char *cmd) {
+  fprintf(f,
+          "usage: %s [CONFIG ...] [--fused] [--unfused] [--floor] [--iters N] [--warmup N]\n"
+          "       [--csv | --markdown] [--precompile]\n\n"
+          "Times one Transformer block on the GPU: forward, backward and forward + backward\n"
+          "of the block plan with fusion (--fused), the same plan with fusion off (--unfused:\n"
+          "each GEMM + epilogue as a plain GEMM plus a separate pass) and the floor (--floor:\n"
+          "the block's GEMMs on cuBLAS plus attention alone); all three by default. Each row\n"
+          "also gives the library's peak memory during one forward + backward.\n\n"
+          "configurations (default: the Llama ones, d512 d768 d2048 d4096):\n",
+          cmd);
+  for (int i = 0; i < NCFG; i++) {
+    const bench_cfg *c = &kConfigs[i];
+    char nm[32];
+    snprintf(nm, sizeof nm, "%s%s%s", c->name, c->alias ? ", " : "", c->alias ? c->alias : "");
+    fprintf(f, "  %-12s %s block, d %lld, ffn %lld, %lld", nm,
+            c->kind == ARCH_LLAMA ? "Llama-3" : "GPT-2", (long long)c->d, (long long)c->ffn,
+            (long long)c->hq);
+    if (c->hkv != c->hq) fprintf(f, "q/%lldkv", (long long)c->hkv);
+    fprintf(f, " heads of %lld, %lldx%lld tokens\n", (long long)(c->d / c->hq),
+            (long long)c->batch, (long long)c->seq);
+  }
+  fprintf(f,
+          "  llama, gpt2, all   groups of the above\n\n"
+          "  --iters N      timed runs per measurement (median; default 10)\n"
+          "  --warmup N     untimed runs before them (default 3)\n"
+          "  --csv          comma-separated output instead of a markdown table\n"
+          "  --precompile   compile the generated kernels of the selected configurations\n"
+          "                 (with and without fusion) into the kernel cache and exit; needs\n"
+          "                 no GPU\n\n"
+          "Needs a CUDA GPU (sm_90a) except for --precompile.\n");
+}
+
+static int parse_count(const char *cmd, const char *flag, const char *v, int lo, int hi, int *out) {
+  if (!v) {
+    fprintf(stderr, "%s: %s needs a number\n", cmd, flag);
+    return 0;
+  }
+  char *end;
+  long x = strtol(v, &end, 10);
+  if (end == v || *end || x < lo || x > hi) {
+    fprintf(stderr, "%s: %s '%s': expected an integer from %d to %d\n", cmd, flag, v, lo, hi);
+    return 0;
+  }
+  *out = (int)x;
+  return 1;
+}
+
+/* 1 ok, 0 run (exit 0 after --help), -1 usage error. */
+static int parse_args(int argc, char **argv, bench_opts *o) {
+  const char *cmd = argv[0];
+  memset(o, 0, sizeof *o);
+  o->iters = 10;
+  o->warmup = 3;
+  int any_cfg = 0;
+  for (int a = 1; a < argc; a++) {
+    const char *s = argv[a];
+    if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
+      usage(stdout, cmd);
+      return 0;
+    } else if (!strcmp(s, "--fused")) {
+      o->fused = 1;
+    } else if (!strcmp(s, "--unfused")) {
+      o->unfused = 1;
+    } else if (!strcmp(s, "--floor")) {
+      o->floor = 1;
+    } else if (!strcmp(s, "--csv")) {
+      o->csv = 1;
+    } else if (!strcmp(s, "--markdown")) {
+      o->csv = 0;
+    } else if (!strcmp(s, "--precompile")) {
+      o->precompile = 1;
+    } else if (!strcmp(s, "--iters")) {
+      if (!parse_count(cmd, s, a + 1 < argc ? argv[++a] : NULL, 1, 100000, &o->iters)) return -1;
+    } else if (!strcmp(s, "--warmup")) {
+      if (!parse_count(cmd, s, a + 1 < argc ? argv[++a] : NULL, 0, 100000, &o->warmup)) return -1;
+    } else if (s[0] == '-') {
+      fprintf(stderr, "%s: unknown option '%s' (see --help)\n", cmd, s);
+      return -1;
+    } else {
+      int hit = 0;
+      for (int i = 0; i < NCFG; i++) {
+        const bench_cfg *c = &kConfigs[i];
+        if (!strcmp(s, c->name) || (c->alias && !strcmp(s, c->alias)) || !strcmp(s, "all") ||
+            (!strcmp(s, "llama") && c->kind == ARCH_LLAMA) ||
+            (!strcmp(s, "gpt2") && c->kind == ARCH_GPT2)) {
+          o->want[i] = 1;
+          hit = 1;
+        }
+      }
+      if (!hit) {
+        fprintf(stderr, "%s: unknown configuration '%s' (known:", cmd, s);
+        for (int i = 0; i < NCFG; i++) fprintf(stderr, " %s", kConfigs[i].name);
+        fprintf(stderr, " 1b 8b llama gpt2 all)\n");
+        return -1;
+      }
+      any_cfg = 1;
+    }
+  }
+  if (!any_cfg)
+    for (int i = 0; i < NCFG; i++) o->want[i] = kConfigs[i].kind == ARCH_LLAMA;
+  if (!o->fused && !o->unfused && !o->floor) o->fused = o->unfused = o->floor = 1;
+  return 1;
+}
+
+/* The plan of a configuration on ctx (a CUDA context, or a CPU context
+ * with the GPU's tiling for precompiling). */
+static coda_status make_plan(coda_context ctx, const bench_cfg *c, coda_plan *p) {
+  const int64_t M = c->batch * c->seq;
+  coda_tiling t;
+  coda_status s = coda_preferred_tiling(ctx, NULL, M, c->d, c->d, &t);
+  if (s != CODA_OK) return s;
+  if (c->kind == ARCH_GPT2) {
+    coda_gpt2_config g = coda_gpt2_default_config();
+    g.dim = c->d;
+    g.n_heads = c->hq;
+    g.ffn_dim = c->ffn;
+    g.batch = c->batch;
+    g.seq = c->seq;
+    g.tiling = t;
+    return coda_gpt2_block_plan(ctx, &g, p);
+  }
+  coda_llama_config l = coda_llama_default_config();
+  l.dim = c->d;
+  l.n_heads = c->hq;
+  l.n_kv_heads = c->hkv;
+  l.head_dim = c->d / c->hq;
+  l.ffn_dim = c->ffn;
+  l.batch = c->batch;
+  l.seq = c->seq;
+  l.rope_theta = 500000.0;
+  l.tiling = t;
+  return coda_llama_block_plan(ctx, &l, p);
+}
+
+#ifndef CODA_HAVE_CUDA
+
+int coda_bench_block_main(int argc, char **argv) {
+  bench_opts o;
+  int r = parse_args(argc, argv, &o);
+  if (r <= 0) return r == 0 ? 0 : 2;
+  fprintf(stderr,
+          "%s: needs a CUDA GPU (sm_90a); this coda was built without the CUDA backend "
+          "(configure with a CUDA toolkit and -DCODA_WITH_CUDA=ON)\n",
+          argv[0]);
+  (void)make_plan;
+  return 2;
+}
+
+#else /* CODA_HAVE_CUDA */
+
+#include "core/internal.h"
+#include "cuda/epi_codegen.h"
+#include "cuda/gplan.h"
+#include "nn/plan.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+/* ---- inputs ---- */
+
+typedef struct rng {
+  uint64_t s;
+} rng;
+
+static float urand(rng *r) { /* uniform in [-1, 1) (splitmix64) */
+  uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return (float)((double)(z >> 11) / 4503599627370496.0 - 1.0);
+}
+
+/* Writes offset + scale * U(-1, 1) into a plan buffer of any 16/32-bit
+ * floating dtype (rounded to nearest even on the host). */
+static coda_status fill(coda_context ctx, coda_plan p, const char *name, float scale, float offset,
+                        rng *r) {
+  coda_tensor t;
+  coda_status s = coda_plan_tensor(p, name, &t);
+  if (s != CODA_OK) return s;
+  const size_t n = (size_t)(t.rows * t.cols), es = coda_dtype_size(t.dtype);
+  unsigned char *h = malloc(n * es);
+  if (!h) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "bench: out of host memory");
+  for (size_t i = 0; i < n; i++) {
+    const float v = offset + scale * urand(r);
+    if (t.dtype == CODA_F32) {
+      memcpy(h + 4 * i, &v, 4);
+    } else {
+      const uint16_t b = t.dtype == CODA_F16 ? coda_f32_to_f16(v) : coda_f32_to_bf16(v);
+      memcpy(h + 2 * i, &b, 2);
+    }
+  }
+  s = coda_memcpy_h2d(ctx, t.data, h, n * es);
+  free(h);
+  return s;
+}
+
+static coda_status fill_plan(coda_context ctx, coda_plan p, const bench_cfg *c, rng *r) {
+  const float d = (float)c->d, f = (float)c->ffn;
+  typedef struct { const char *name; float scale, offset; } init;
+  const init llama[] = {{"x", 1, 0},           {"dx_out", 0.5f, 0},         {"wqkv", 1 / sqrtf(d), 0},
+                        {"wo", 1 / sqrtf(d), 0}, {"wgu", 1 / sqrtf(d), 0}, {"wd", 1 / sqrtf(f), 0},
+                        {"wn1", 0.1f, 1},      {"wn2", 0.1f, 1}};
+  const init gpt2[] = {{"x", 1, 0},           {"dx_out", 0.5f, 0},       {"ln1_g", 0.1f, 1},
+                       {"ln1_b", 0.1f, 0},    {"ln2_g", 0.1f, 1},        {"ln2_b", 0.1f, 0},
+                       {"wqkv", 1 / sqrtf(d), 0}, {"bqkv", 0.1f, 0},    {"wo", 1 / sqrtf(d), 0},
+                       {"bo", 0.1f, 0},       {"wfc", 1 / sqrtf(d), 0},  {"bfc", 0.1f, 0},
+                       {"wproj", 1 / sqrtf(f), 0}, {"bproj", 0.1f, 0}};
+  const init *v = c->kind == ARCH_GPT2 ? gpt2 : llama;
+  const int n = c->kind == ARCH_GPT2 ? (int)(sizeof gpt2 / sizeof *gpt2)
+                                     : (int)(sizeof llama / sizeof *llama);
+  for (int i = 0; i < n; i++) {
+    coda_status s = fill(ctx, p, v[i].name, v[i].scale, v[i].offset, r);
+    if (s != CODA_OK) return s;
+  }
+  return CODA_OK;
+}
+
+/* ---- timing ---- */
+
+typedef coda_status (*run_fn)(void *arg);
+
+static int cmpf(const void *a, const void *b) {
+  const float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Median ms of fn(arg) over `iters` runs after `warmup` runs; < 0 on a
+ * failure (the message is on the context). */
+static float time_it(run_fn fn, void *arg, const bench_opts *o) {
+  cudaEvent_t a, b;
+  if (cudaEventCreate(&a) != cudaSuccess) return -1;
+  if (cudaEventCreate(&b) != cudaSuccess) {
+    cudaEventDestroy(a);
+    return -1;
+  }
+  float *ms = malloc((size_t)o->iters * sizeof *ms), med = -1;
+  int ok = ms != NULL;
+  for (int i = 0; ok && i < o->warmup; i++) ok = fn(arg) == CODA_OK;
+  for (int i = 0; ok && i < o->iters; i++) {
+    ok = cudaEventRecord(a, 0) == cudaSuccess;
+    ok = ok && fn(arg) == CODA_OK;
+    ok = ok && cudaEventRecord(b, 0) == cudaSuccess && cudaEventSynchronize(b) == cudaSuccess &&
+         cudaEventElapsedTime(&ms[i], a, b) == cudaSuccess;
+  }
+  if (ok) {
+    qsort(ms, (size_t)o->iters, sizeof *ms, cmpf);
+    med = o->iters % 2 ? ms[o->iters / 2] : 0.5f * (ms[o->iters / 2 - 1] + ms[o->iters / 2]);
+  }
+  free(ms);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return med;
+}
+
+typedef struct plan_arg {
+  coda_context ctx;
+  coda_plan p;
+  int fw, bw;
+} plan_arg;
+
+static coda_status run_plan(void *v) {
+  plan_arg *r = v;
+  coda_status s = CODA_OK;
+  if (r->fw) s = coda_plan_run(r->ctx, r->p, CODA_PHASE_FORWARD);
+  if (s == CODA_OK && r->bw) s = coda_plan_run(r->ctx, r->p, CODA_PHASE_BACKWARD);
+  return s;
+}
+
+/* ---- the floor ---- */
+
+/* The block's four linear layers, (out, in) = (N, K) of Y = X W^T. */
+static void linears(const bench_cfg *c, int64_t nk[4][2]) {
+  const int64_t hd = c->d / c->hq, D = c->d, F = c->ffn;
+  if (c->kind == ARCH_GPT2) {
+    const int64_t v[4][2] = {{3 * D, D}, {D, D}, {F, D}, {D, F}};
+    memcpy(nk, v, sizeof v);
+  } else {
+    const int64_t v[4][2] = {{(c->hq + 2 * c->hkv) * hd, D}, {D, c->hq * hd}, {2 * F, D}, {D, F}};
+    memcpy(nk, v, sizeof v);
+  }
+}
+
+typedef struct floor_arg {
+  coda_context ctx;
+  cublasHandle_t h;
+  const bench_cfg *c;
+  void *A, *B, *C; /* scratch operands, large enough for every GEMM */
+  void *qkv, *o, *lse, *dout, *dqkv;
+  int fw, bw;
+} floor_arg;
+
+/* Row-major C (M x N) = op(A) op(B), op(A) M x K, op(B) K x N. */
+static int rm_gemm(cublasHandle_t h, int64_t M, int64_t N, int64_t K, int ta, int tb, const void *A,
+                   const void *B, void *C) {
+  const float one = 1.0f, zero = 0.0f;
+  const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+  return cublasGemmEx(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N,
+                      (int)M, (int)K, &one, B, CUDA_R_16BF, (int)ldb, A, CUDA_R_16BF, (int)lda,
+                      &zero, C, CUDA_R_16BF, (int)N, CUBLAS_COMPUTE_32F,
+                      CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+}
+
+static coda_status run_floor(void *v) {
+  floor_arg *f = v;
+  const bench_cfg *c = f->c;
+  coda_context ctx = f->ctx;
+  const int64_t M = c->batch * c->seq, hd = c->d / c->hq, HQ = c->hq * hd,
+                NQ = (c->hq + 2 * c->hkv) * hd;
+  int64_t nk[4][2];
+  linears(c, nk);
+  coda_tensor qkv = coda_tensor_2d(f->qkv, CODA_BF16, M, NQ),
+              o = coda_tensor_2d(f->o, CODA_BF16, M, HQ),
+              lse = coda_tensor_2d(f->lse, CODA_F32, M, c->hq),
+              dout = coda_tensor_2d(f->dout, CODA_BF16, M, HQ),
+              dqkv = coda_tensor_2d(f->dqkv, CODA_BF16, M, NQ);
+  int ok = 1;
+  coda_status s = CODA_OK;
+  if (f->fw) {
+    for (int l = 0; l < 4 && ok && s == CODA_OK; l++) {
+      ok = rm_gemm(f->h, M, nk[l][0], nk[l][1], 0, 1, f->A, f->B, f->C); /* Y = X W^T */
+      if (l == 0 && ok)
+        s = coda_attention_forward(ctx, &qkv, (int)c->batch, (int)c->seq, (int)c->hq, (int)c->hkv,
+                                   (int)hd, &o, &lse);
+    }
+  }
+  if (f->bw) {
+    for (int l = 3; l >= 0 && ok && s == CODA_OK; l--) {
+      if (l == 0)
+        s = coda_attention_backward(ctx, &qkv, &o, &lse, &dout, (int)c->batch, (int)c->seq,
+                                    (int)c->hq, (int)c->hkv, (int)hd, &dqkv);
+      if (s != CODA_OK) break;
+      ok = rm_gemm(f->h, M, nk[l][1], nk[l][0], 0, 0, f->A, f->B, f->C);      /* dX = dY W */
+      ok = ok && rm_gemm(f->h, nk[l][0], nk[l][1], M, 1, 0, f->A, f->B, f->C); /* dW = dY^T X */
+    }
+  }
+  if (s != CODA_OK) return s;
+  return ok ? CODA_OK : coda_fail(ctx, CODA_ERR_BACKEND, "floor: cublasGemmEx failed");
+}
+
+/* ---- one configuration ---- */
+
+typedef struct result {
+  float t[3][3];      /* [fused, unfused, floor][fwd, bwd, fwd+bwd] ms; < 0: not measured */
+  double peak[2];     /* library peak bytes in one fwd+bwd [fused, unfused]; < 0: not measured */
+  double device_used; /* cudaMemGetInfo growth over the plan's life (bytes), < 0: none */
+} result;
+
+static size_t device_free(void) {
+  size_t fr = 0, tot = 0;
+  cudaDeviceSynchronize();
+  if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) return 0;
+  return fr;
+}
+
+/* The fused plan's x_out and dx (as floats), kept to check the unfused
+ * plan's against: a sanity check of fusion off on the GPU, where the unit
+ * test (tests/test_plan_unfused.c) cannot run. */
+typedef struct agree {
+  float *v[2];
+  size_t n[2];
+} agree;
+static const char *kAgreeNames[2] = {"x_out", "dx"};
+
+static coda_status download(coda_context ctx, coda_plan p, const char *name, float **out,
+                            size_t *n) {
+  coda_tensor t;
+  coda_status s = coda_plan_tensor(p, name, &t);
+  if (s != CODA_OK) return s;
+  *n = (size_t)(t.rows * t.cols);
+  const size_t es = coda_dtype_size(t.dtype);
+  unsigned char *h = malloc(*n * es);
+  *out = malloc(*n * sizeof **out);
+  if (!h || !*out) {
+    free(h);
+    free(*out);
+    *out = NULL;
+    return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "bench: out of host memory");
+  }
+  s = coda_memcpy_d2h(ctx, h, t.data, *n * es);
+  for (size_t i = 0; s == CODA_OK && i < *n; i++) {
+    if (t.dtype == CODA_F32) {
+      memcpy(&(*out)[i], h + 4 * i, 4);
+    } else {
+      uint16_t b;
+      memcpy(&b, h + 2 * i, 2);
+      (*out)[i] = t.dtype == CODA_F16 ? coda_f16_to_f32(b) : coda_bf16_to_f32(b);
+    }
+  }
+  free(h);
+  return s;
+}
+
+/* fused: keep x_out and dx; unfused: compare with the kept ones, print
+ * max|unfused - fused| / max|fused| to stderr; 0 if they disagree by more
+ * than 10 % (bf16 rounding of acc gives a few %). */
+static int agree_step(coda_context ctx, coda_plan p, const bench_cfg *c, int fused, agree *a) {
+  int ok = 1;
+  for (int k = 0; k < 2; k++) {
+    float *v = NULL;
+    size_t n = 0;
+    if (download(ctx, p, kAgreeNames[k], &v, &n) != CODA_OK) {
+      fprintf(stderr, "%s: cannot read %s: %s\n", c->name, kAgreeNames[k], coda_last_error(ctx));
+      return 0;
+    }
+    if (fused) {
+      free(a->v[k]);
+      a->v[k] = v;
+      a->n[k] = n;
+      continue;
+    }
+    if (a->v[k] && a->n[k] == n) {
+      double diff = 0, mag = 0;
+      for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)v[i] - (double)a->v[k][i]);
+        diff = d > diff || isnan(d) ? d : diff;
+        mag = fmax(mag, fabs((double)a->v[k][i]));
+      }
+      const double rel = mag > 0 ? diff / mag : (diff > 0 ? INFINITY : 0);
+      const int good = rel <= 0.1;
+      fprintf(stderr, "%s: unfused vs fused %-5s max|diff| / max|fused| = %.3g%s\n", c->name,
+              kAgreeNames[k], rel, good ? "" : "  (DISAGREE)");
+      ok &= good;
+    }
+    free(v);
+  }
+  return ok;
+}
+
+/* Times one plan variant into t[3] and its peak; 0 on failure. */
+static int bench_plan(coda_context ctx, const bench_cfg *c, int fused, const bench_opts *o,
+                      float t[3], double *peak, double *dev_used, agree *ag) {
+  const size_t free0 = device_free();
+  coda_plan p = NULL;
+  rng r = {0x9e3779b97f4a7c15ull};
+  coda_status s = make_plan(ctx, c, &p);
+  if (s == CODA_OK) s = coda_plan_set_fused(p, fused);
+  if (s == CODA_OK) s = fill_plan(ctx, p, c, &r);
+  plan_arg a = {ctx, p, 1, 1};
+  if (s == CODA_OK) s = run_plan(&a); /* loads the kernels, allocates every buffer */
+  if (s == CODA_OK) s = coda_synchronize(ctx);
+  if (s == CODA_OK) {
+    a.bw = 0;
+    t[0] = time_it(run_plan, &a, o);
+    a.fw = 0, a.bw = 1;
+    t[1] = time_it(run_plan, &a, o);
+    a.fw = 1;
+    t[2] = time_it(run_plan, &a, o);
+    if (t[0] < 0 || t[1] < 0 || t[2] < 0) s = CODA_ERR_BACKEND;
+  }
+  coda_memory_info mi;
+  if (s == CODA_OK) s = coda_synchronize(ctx);
+  if (s == CODA_OK) s = coda_memory_reset_peak(ctx);
+  if (s == CODA_OK) s = run_plan(&a);
+  if (s == CODA_OK) s = coda_synchronize(ctx);
+  if (s == CODA_OK) s = coda_memory_stats(ctx, &mi);
+  if (s == CODA_OK) {
+    *peak = (double)mi.peak_bytes;
+    const size_t free1 = device_free();
+    if (dev_used && free0 && free1 && free0 > free1) *dev_used = (double)(free0 - free1);
+  }
+  int ok = s == CODA_OK;
+  if (!ok)
+    fprintf(stderr, "%s (%s): %s\n", c->name, fused ? "fused" : "unfused", coda_last_error(ctx));
+  else
+    ok = agree_step(ctx, p, c, fused, ag);
+  coda_plan_destroy(p);
+  return ok;
+}
+
+static int bench_floor(coda_context ctx, cublasHandle_t h, const bench_cfg *c, const bench_opts *o,
+                       float t[3]) {
+  const int64_t M = c->batch * c->seq, hd = c->d / c->hq, HQ = c->hq * hd,
+                NQ = (c->hq + 2 * c->hkv) * hd;
+  int64_t nk[4][2], big = 0;
+  linears(c, nk);
+  for (int l = 0; l < 4; l++) {
+    const int64_t n = nk[l][0], k = nk[l][1];
+    const int64_t sz[3] = {M * n, M * k, n * k};
+    for (int i = 0; i < 3; i++) big = sz[i] > big ? sz[i] : big;
+  }
+  floor_arg fa;
+  memset(&fa, 0, sizeof fa);
+  fa.ctx = ctx;
+  fa.h = h;
+  fa.c = c;
+  void **bufs[8] = {&fa.A, &fa.B, &fa.C, &fa.qkv, &fa.o, &fa.lse, &fa.dout, &fa.dqkv};
+  const size_t bytes[8] = {(size_t)big * 2,      (size_t)big * 2,      (size_t)big * 2,
+                           (size_t)(M * NQ) * 2, (size_t)(M * HQ) * 2, (size_t)(M * c->hq) * 4,
+                           (size_t)(M * HQ) * 2, (size_t)(M * NQ) * 2};
+  coda_status s = CODA_OK;
+  for (int i = 0; i < 8 && s == CODA_OK; i++) s = coda_malloc(ctx, bytes[i], bufs[i]);
+  if (s == CODA_OK) { /* attention on random q, k, v (zeros would make every score equal) */
+    rng r = {0x2545f4914f6cdd1dull};
+    const size_t n = (size_t)(M * NQ);
+    uint16_t *hq = malloc(n * 2);
+    if (!hq) s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "bench: out of host memory");
+    for (size_t i = 0; hq && i < n; i++) hq[i] = coda_f32_to_bf16(urand(&r));
+    if (s == CODA_OK) s = coda_memcpy_h2d(ctx, fa.qkv, hq, n * 2);
+    if (s == CODA_OK) s = coda_memcpy_h2d(ctx, fa.dout, hq, (size_t)(M * HQ) * 2);
+    free(hq);
+  }
+  if (s == CODA_OK) {
+    fa.fw = fa.bw = 1;
+    s = run_floor(&fa); /* the forward's o and lse for the backward */
+  }
+  if (s == CODA_OK) s = coda_synchronize(ctx);
+  if (s == CODA_OK) {
+    fa.bw = 0;
+    t[0] = time_it(run_floor, &fa, o);
+    fa.fw = 0, fa.bw = 1;
+    t[1] = time_it(run_floor, &fa, o);
+    fa.fw = 1;
+    t[2] = time_it(run_floor, &fa, o);
+    if (t[0] < 0 || t[1] < 0 || t[2] < 0) s = CODA_ERR_BACKEND;
+  }
+  if (s != CODA_OK) fprintf(stderr, "%s (floor): %s\n", c->name, coda_last_error(ctx));
+  for (int i = 0; i < 8; i++) coda_free(ctx, *bufs[i]);
+  return s == CODA_OK;
+}
+
+/* ---- output ---- */
+
+static const char *kCols[] = {
+    "config", "arch", "d", "ffn", "heads", "kv_heads", "head_dim", "batch", "seq",
+    "fused_fwd_ms", "fused_bwd_ms", "fused_fwdbwd_ms",
+    "unfused_fwd_ms", "unfused_bwd_ms", "unfused_fwdbwd_ms",
+    "floor_fwd_ms", "floor_bwd_ms", "floor_fwdbwd_ms",
+    "fused_over_floor", "unfused_over_fused",
+    "fused_peak_mib", "unfused_peak_mib", "device_used_mib", "torch_name"};
+
+static void print_header(const bench_opts *o) {
+  if (o->csv) {
+    for (size_t i = 0; i < sizeof kCols / sizeof *kCols; i++) printf("%s%s", i ? "," : "", kCols[i]);
+    printf("\n");
+  } else {
+    printf("| config | fwd ms | bwd ms | fwd+bwd ms | unfused fwd | unfused bwd | unfused fwd+bwd "
+           "| floor fwd | floor bwd | floor fwd+bwd | fused / floor | unfused / fused "
+           "| peak MiB | unfused peak MiB | device used MiB |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  }
+  fflush(stdout);
+}
+
+static void cell(const bench_opts *o, double v, const char *fmt) {
+  printf(o->csv ? "," : " | ");
+  if (v < 0 || !isfinite(v)) printf(o->csv ? "" : "-");
+  else printf(fmt, v);
+}
+
+static void print_row(const bench_opts *o, const bench_cfg *c, const result *r) {
+  const int64_t hd = c->d / c->hq;
+  if (o->csv)
+    printf("%s,%s,%lld,%lld,%lld,%lld,%lld,%lld,%lld", c->name,
+           c->kind == ARCH_GPT2 ? "gpt2" : "llama", (long long)c->d, (long long)c->ffn,
+           (long long)c->hq, (long long)c->hkv, (long long)hd, (long long)c->batch,
+           (long long)c->seq);
+  else
+    printf("| %s (%s d %lld, ffn %lld, %lld/%lld heads, %lldx%lld)", c->name,
+           c->kind == ARCH_GPT2 ? "GPT-2" : "Llama", (long long)c->d, (long long)c->ffn,
+           (long long)c->hq, (long long)c->hkv, (long long)c->batch, (long long)c->seq);
+  for (int v = 0; v < 3; v++)
+    for (int k = 0; k < 3; k++) cell(o, r->t[v][k], "%.3f");
+  cell(o, r->t[0][2] > 0 && r->t[2][2] > 0 ? r->t[0][2] / r->t[2][2] : -1, "%.2f");
+  cell(o, r->t[0][2] > 0 && r->t[1][2] > 0 ? r->t[1][2] / r->t[0][2] : -1, "%.2f");
+  const double mib = 1024.0 * 1024.0;
+  cell(o, r->peak[0] >= 0 ? r->peak[0] / mib : -1, "%.0f");
+  cell(o, r->peak[1] >= 0 ? r->peak[1] / mib : -1, "%.0f");
+  cell(o, r->device_used >= 0 ? r->device_used / mib : -1, "%.0f");
+  if (o->csv) printf(",%s\n", c->torch);
+  else printf(" |\n");
+  fflush(stdout);
+}
+
+/* ---- precompiling (no GPU) ---- */
+
+static int precompile(const bench_opts *o, const char *cmd) {
+  coda_context ctx;
+  if (coda_context_create(NULL, &ctx) != CODA_OK) return 2;
+  int n = 0, bad = 0;
+  for (int i = 0; i < NCFG; i++) {
+    if (!o->want[i]) continue;
+    const bench_cfg *c = &kConfigs[i];
+    coda_plan p;
+    if (make_plan(ctx, c, &p) != CODA_OK) {
+      fprintf(stderr, "%s: %s: %s\n", cmd, c->name, coda_last_error(ctx));
+      bad++;
+      continue;
+    }
+    for (int k = 0; k < p->nstep; k++) {
+      const plan_step *st = &p->steps[k];
+      coda_program prog = st->prog >= 0 ? p->progs[st->prog].prog : NULL;
+      for (int variant = 0; variant < 2; variant++) {
+        coda_status s = CODA_OK;
+        int cached = 0;
+        if (st->kind == PLAN_GEMM && variant == 0 && o->fused) {
+          coda_epi_config cfg = coda_epi_default_config();
+          cfg.trans_a = st->ta == CODA_T;
+          cfg.trans_b = st->tb == CODA_T;
+          cfg.f16 = p->bufs[st->a].dtype == CODA_F16;
+          coda_epi_binary bin;
+          s = coda_epi_build(ctx, prog, &cfg, 0, &bin);
+          cached = bin.from_cache;
+          coda_epi_binary_free(&bin);
+        } else if (st->kind == PLAN_GEMM && variant == 1 && o->unfused) {
+          coda_program up;
+          s = plan_unfused_program(p, st->prog, &up);
+          if (s == CODA_OK) s = coda_cuda_map_precompile(ctx, up, &cached);
+        } else if (st->kind == PLAN_MAP && variant == 0 && (o->fused || o->unfused)) {
+          s = coda_cuda_map_precompile(ctx, prog, &cached);
+        } else {
+          continue;
+        }
+        if (s != CODA_OK) {
+          fprintf(stderr, "%s: %s step %s%s: %s\n", cmd, c->name, st->label,
+                  variant ? " (unfused)" : "", coda_last_error(ctx));
+          bad++;
+        } else {
+          n++;
+          printf("%-10s %-28s %-8s %s\n", c->name, st->label, variant ? "unfused" : "fused",
+                 cached ? "cached" : "compiled");
+        }
+      }
+    }
+    coda_plan_destroy(p);
+  }
+  printf("precompiled %d kernels, %d failures\n", n, bad);
+  coda_context_destroy(ctx);
+  return bad ? 1 : 0;
+}
+
+int coda_bench_block_main(int argc, char **argv) {
+  const char *cmd = argv[0];
+  bench_opts o;
+  int r = parse_args(argc, argv, &o);
+  if (r <= 0) return r == 0 ? 0 : 2;
+  if (o.precompile) return precompile(&o, cmd);
+  if (!coda_cuda_available()) {
+    fprintf(stderr,
+            "%s: needs a CUDA GPU (sm_90a): no usable GPU or driver was found on this machine\n",
+            cmd);
+    return 2;
+  }
+  coda_context_options co = coda_context_default_options();
+  co.backend = CODA_BACKEND_CUDA;
+  coda_context ctx;
+  coda_status s = coda_context_create(&co, &ctx);
+  if (s != CODA_OK) {
+    fprintf(stderr, "%s: cannot create a CUDA context: %s\n", cmd, coda_status_string(s));
+    return 2;
+  }
+  cublasHandle_t h = NULL;
+  if (o.floor && cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
+    fprintf(stderr, "%s: cuBLAS did not start (needed for --floor)\n", cmd);
+    coda_context_destroy(ctx);
+    return 2;
+  }
+  print_header(&o);
+  int failed = 0;
+  for (int i = 0; i < NCFG; i++) {
+    if (!o.want[i]) continue;
+    const bench_cfg *c = &kConfigs[i];
+    result res;
+    for (int v = 0; v < 3; v++)
+      for (int k = 0; k < 3; k++) res.t[v][k] = -1;
+    res.peak[0] = res.peak[1] = -1;
+    res.device_used = -1;
+    int ok = 1;
+    agree ag = {{NULL, NULL}, {0, 0}};
+    if (o.fused) ok &= bench_plan(ctx, c, 1, &o, res.t[0], &res.peak[0], &res.device_used, &ag);
+    if (o.unfused)
+      ok &= bench_plan(ctx, c, 0, &o, res.t[1], &res.peak[1], o.fused ? NULL : &res.device_used,
+                       &ag);
+    free(ag.v[0]);
+    free(ag.v[1]);
+    if (o.floor) ok &= bench_floor(ctx, h, c, &o, res.t[2]);
+    if (!ok) failed = 1;
+    print_row(&o, c, &res);
+  }
+  if (h) cublasDestroy(h);
+  coda_context_destroy(ctx);
+  return failed;
+}
+
+#endif /* CODA_HAVE_CUDA */
