@@ -867,23 +867,6 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
     }
   }
 
-  /* column vectors: the fragment's values of every column pair, loaded
-   * together before the chunks (one exposed latency per fragment instead
-   * of one per chunk: the chunk barriers keep loads from moving up) */
-  int ncolin = 0;
-  for (int k = 0; k < p->ninputs; k++) ncolin += used[k] && p->inputs[k].kind == CODA_ARG_COL;
-  /* (with more than one column vector the 32 registers each would spill) */
-  const int col_upfront = ncolin == 1;
-  for (int k = 0; k < p->ninputs && col_upfront; k++) {
-    const ir_input *in = &p->inputs[k];
-    if (!used[k] || in->kind != CODA_ARG_COL) continue;
-    sb_printf(b,
-              "    float2 cvb%d[BN / 8];\n#pragma unroll\n    for (int j = 0; j < BN / 8; ++j) {\n"
-              "      const int c = f.col0 + 8 * j;\n"
-              "      cvb%d[j] = coda_epi::ld2<%d>(p.ptr[%d], (long long)c * p.ld[%d], p.ld[%d], c < N, c + 1 < N, p.flags[%d] & 1);\n"
-              "    }\n",
-              k, k, dt_code(in->dtype), k, k, k, k);
-  }
   /* the fragment, in chunks of JC column pairs: every input of a chunk is
    * loaded before any of its stores, so the loads are in flight together
    * (a store may alias a later load as far as the compiler knows) */
@@ -914,7 +897,7 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
     if (!used[k]) continue;
-    if (in->kind == CODA_ARG_COL && !col_upfront) sb_printf(b, "      float2 cvb%d[%d];\n", k, EPI_JC);
+    if (in->kind == CODA_ARG_COL) sb_printf(b, "      float2 cvb%d[%d];\n", k, EPI_JC);
     else if (in->kind == CODA_ARG_TILE)
       sb_printf(b, "      %s tvb%d[%d][2];\n",
                 in->width == CODA_WIDTH_HALF ? "float" : in->width == CODA_WIDTH_X2 ? "float4" : "float2", k,
@@ -923,7 +906,7 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   sb_printf(b, "#pragma unroll\n      for (int jj = 0; jj < %d; ++jj) {\n", EPI_JC);
   sb_printf(b, "        const int c = f.col0 + 8 * (jc + jj);\n");
   sb_printf(b, "        const bool cok0 = c < N, cok1 = c + 1 < N;\n");
-  for (int k = 0; k < p->ninputs && !col_upfront; k++) {
+  for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
     if (!used[k] || in->kind != CODA_ARG_COL) continue;
     sb_printf(b, "        cvb%d[jj] = coda_epi::ld2<%d>(p.ptr[%d], (long long)c * p.ld[%d], p.ld[%d], cok0, cok1, p.flags[%d] & 1);\n",
@@ -962,7 +945,7 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
     if (!used[k] || in->kind != CODA_ARG_COL) continue;
-    sb_printf(b, "      const float2 cv%d = cvb%d[%s];\n", k, k, col_upfront ? "j" : "jj");
+    sb_printf(b, "      const float2 cv%d = cvb%d[jj];\n", k, k);
   }
   for (int q = 0; q < p->nreduces; q++)
     if (p->reduces[q].kind == CODA_REDUCE_COLSUM) sb_printf(b, "      float cs%d[2] = {0.0f, 0.0f};\n", q);
