@@ -2,7 +2,9 @@
  * project: CUDA events, 5 warm-up runs, median of 25. Prints markdown
  * tables (milliseconds and TFLOP/s counting only the causal half:
  * forward 2 matmuls = 2*B*Hq*T^2*hd flops, backward 5 = 2.5x that): one
- * row per kernel variant, then forward+backward with the fastest ones. */
+ * row per kernel variant, then forward+backward with the fastest ones,
+ * the defaults against CODA_ATTN_IMPL=v1, and one CODA|... line per shape
+ * with the default timings that sdpa.py compares against PyTorch. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -51,12 +53,21 @@ struct Shape {
   int B, T, Hq, Hkv, hd;
 };
 
-int main() {
+int main(int argc, char **argv) {
+  /* bench_attention [i]: only shape i (for a profiler) */
+  const int only = argc > 1 ? atoi(argv[1]) : -1;
+  /* the block shapes of bench/block (d512, d2048 = 1B-like, d4096 = 8B-like),
+   * a 12-head hd64 shape and head_dim 32 (the tiny training config, and a
+   * larger one) */
   const Shape shapes[] = {
       {"d512 8h hd64 B16 T1024", 16, 1024, 8, 8, 64},
+      {"d768 12h hd64 B8 T1024", 8, 1024, 12, 12, 64},
       {"d2048 32q/8kv hd64 B4 T2048", 4, 2048, 32, 8, 64},
       {"d4096 32q/8kv hd128 B2 T4096", 2, 4096, 32, 8, 128},
+      {"tiny 4q/2kv hd32 B64 T128", 64, 128, 4, 2, 32},
+      {"d512 16q/4kv hd32 B8 T1024", 8, 1024, 16, 4, 32},
   };
+  const int ns = (int)(sizeof shapes / sizeof shapes[0]);
   coda_context_options opts = coda_context_default_options();
   opts.backend = CODA_BACKEND_CUDA;
   coda_context ctx = NULL;
@@ -71,9 +82,10 @@ int main() {
   CU(cudaEventCreate(&e0));
   CU(cudaEventCreate(&e1));
   printf("| shape | pass | variant | ms | TFLOP/s |\n|---|---|---|---|---|\n");
-  float sum_ms[3][3];
-  int best[3][2];
-  for (int si = 0; si < 3; si++) {
+  float sum_ms[8][3], def_ms[8][3], v1_ms[8][3];
+  int best[8][2];
+  for (int si = 0; si < ns; si++) {
+    if (only >= 0 && si != only) continue;
     const Shape &s = shapes[si];
     const int64_t BT = (int64_t)s.B * s.T, cols = (int64_t)(s.Hq + 2 * s.Hkv) * s.hd,
                   oc = (int64_t)s.Hq * s.hd;
@@ -128,6 +140,16 @@ int main() {
       }
     }
     sum_ms[si][2] = time(true, best[si][0], true, best[si][1]);
+    /* what the library runs: the defaults, then the first defaults and
+     * block order (CODA_ATTN_IMPL=v1) */
+    for (int k = 0; k < 2; k++) {
+      float *d = k ? v1_ms[si] : def_ms[si];
+      if (k) setenv("CODA_ATTN_IMPL", "v1", 1);
+      d[0] = time(true, -1, false, 0);
+      d[1] = time(false, 0, true, -1);
+      d[2] = time(true, -1, true, -1);
+      if (k) unsetenv("CODA_ATTN_IMPL");
+    }
     cudaFree(qkv);
     cudaFree(dqkv);
     cudaFree(out);
@@ -136,9 +158,24 @@ int main() {
   }
   printf("\nWith the fastest variants:\n\n| shape | variants fwd/bwd | fwd ms | bwd ms | fwd+bwd ms |\n"
          "|---|---|---|---|---|\n");
-  for (int si = 0; si < 3; si++)
-    printf("| %s | %d/%d | %.3f | %.3f | %.3f |\n", shapes[si].name, best[si][0], best[si][1],
-           sum_ms[si][0], sum_ms[si][1], sum_ms[si][2]);
+  for (int si = 0; si < ns; si++)
+    if (only < 0 || si == only)
+      printf("| %s | %d/%d | %.3f | %.3f | %.3f |\n", shapes[si].name, best[si][0],
+             best[si][1], sum_ms[si][0], sum_ms[si][1], sum_ms[si][2]);
+  printf("\nDefaults against the first defaults (CODA_ATTN_IMPL=v1):\n\n"
+         "| shape | fwd ms | v1 fwd ms | bwd ms | v1 bwd ms | fwd+bwd ms | v1 fwd+bwd ms |\n"
+         "|---|---|---|---|---|---|---|\n");
+  for (int si = 0; si < ns; si++)
+    if (only < 0 || si == only)
+      printf("| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", shapes[si].name,
+             def_ms[si][0], v1_ms[si][0], def_ms[si][1], v1_ms[si][1], def_ms[si][2], v1_ms[si][2]);
+  /* machine-readable lines for sdpa.py: name|B|T|Hq|Hkv|hd|fwd|bwd|fwd+bwd (defaults) */
+  printf("\n");
+  for (int si = 0; si < ns; si++)
+    if (only < 0 || si == only)
+      printf("CODA|%s|%d|%d|%d|%d|%d|%.4f|%.4f|%.4f\n", shapes[si].name, shapes[si].B,
+             shapes[si].T, shapes[si].Hq, shapes[si].Hkv, shapes[si].hd, def_ms[si][0],
+             def_ms[si][1], def_ms[si][2]);
   coda_context_destroy(ctx);
   return 0;
 }

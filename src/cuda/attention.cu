@@ -1,27 +1,34 @@
 /* Causal grouped-query attention on Hopper (sm_90a), bf16 in and out, fp32
  * accumulation: a FlashAttention-2 style forward and a deterministic
- * backward, all on mma.sync m16n8k16 with ldmatrix and cp.async.
+ * backward, in two kernel families: mma.sync m16n8k16 with ldmatrix
+ * (head_dim 32, 64, 128) and wgmma (head_dim 64, 128), both fed by cp.async
+ * tiles. docs/design.md, "Attention on the GPU", has the design.
  *
  * Shared conventions of every kernel:
  *  - packed qkv rows are tokens b*T + t; query head h reads kv head
  *    g = h / (Hq/Hkv); per token the columns are [q heads | k heads | v heads];
- *  - a CTA has 4 warps and owns 64*MT rows (queries in the forward and dQ
- *    kernels, keys in the dK/dV kernel); each warp owns 16*MT of them, so
- *    nothing is reduced across warps and every sum has a fixed order
- *    (runs are bit-identical);
- *  - shared-memory tiles are rows of head_dim bf16 with the 16-byte chunks
- *    of row r XOR-swizzled by r & 7, so ldmatrix reads no bank twice;
+ *  - mma.sync kernels: a CTA has 4 warps and owns 64*MT rows (queries in
+ *    the forward and dQ kernels, keys in the dK/dV kernel), each warp 16*MT
+ *    of them; wgmma kernels: a CTA has NWG warpgroups of 64 rows each. So
+ *    nothing is reduced across warps and every sum has a fixed order (runs
+ *    are bit-identical);
+ *  - shared-memory tiles are XOR-swizzled in 16-byte chunks so ldmatrix and
+ *    wgmma read no bank twice (swz, wswz);
  *  - softmax runs in base 2: with c = scale*log2(e), exp(scale*s - lse) =
  *    exp2(c*s - lse*log2(e)); the saved lse is in natural log;
  *  - rows past the sequence end are loaded as zeros and never stored, and
- *    the causal mask (key > query) hides the zero keys from real queries.
+ *    the causal mask (key > query) hides the zero keys from real queries;
+ *  - blocks run longest causal rows first over the whole grid (block_coords).
  */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cuda/attention.cuh"
+#include "cuda/attn_wgmma.cuh"
 #include "cuda/backend.h"
 #include "cuda/debug.h"
 
@@ -53,6 +60,7 @@ struct Params {
   int B, T, Hq, Hkv;
   float scale;  /* 1/sqrt(head_dim) */
   float scale2; /* scale*log2(e) */
+  int flat;     /* 1: 1-D grid, longest causal blocks first (see block_coords) */
 };
 
 /* ---------------------------------------------------------- primitives */
@@ -105,10 +113,39 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   return *reinterpret_cast<uint32_t *>(&v);
 }
 
-/* Element offset of 16-byte chunk `chunk` of row `row` in a swizzled tile. */
+/* Element offset of 16-byte chunk `chunk` of row `row` in a swizzled tile.
+ * The 8 rows one ldmatrix reads must land in 8 different 16-byte bank
+ * groups: rows of 8+ chunks XOR the chunk with row & 7; head_dim 32 rows
+ * (4 chunks, two rows per 128 bytes) XOR it with (row >> 1) & 3. */
 template <int HD>
 __device__ __forceinline__ int swz(int row, int chunk) {
-  return row * HD + ((chunk ^ (row & 7)) << 3);
+  if constexpr (HD >= 64) return row * HD + ((chunk ^ (row & 7)) << 3);
+  else return row * HD + ((chunk ^ ((row >> 1) & 3)) << 3);
+}
+
+/* Block coordinates. With p.flat the grid is 1-D and the block index i
+ * (query or key block, in work order) varies slowest, so the longest
+ * causal blocks of every (batch, head) start in the first wave and the
+ * short ones fill the tail; otherwise the grid is (blocks, heads, batch). */
+struct Blk {
+  int i, h, b;
+};
+__device__ __forceinline__ Blk block_coords(const Params &p, int heads) {
+  Blk k;
+  if (p.flat) {
+    const int hb = (int)(blockIdx.x % (unsigned)(heads * p.B));
+    k.i = (int)(blockIdx.x / (unsigned)(heads * p.B));
+    k.h = hb % heads;
+    k.b = hb / heads;
+  } else {
+    k.i = blockIdx.x;
+    k.h = blockIdx.y;
+    k.b = blockIdx.z;
+  }
+  return k;
+}
+static dim3 grid_of(const Params &p, int nblk, int heads) {
+  return p.flat ? dim3((unsigned)(nblk * heads * p.B)) : dim3(nblk, heads, p.B);
 }
 
 /* Loads rows [row0, row0 + R) of a (T x HD) head slice g (row pitch ld)
@@ -166,8 +203,9 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(Params p) {
   bf16 *sV = sK + 2 * KT * HD;
 
   const int nqb = (p.T + BM - 1) / BM;
-  const int qb = nqb - 1 - (int)blockIdx.x; /* longest rows first */
-  const int h = blockIdx.y, b = blockIdx.z;
+  const Blk blk = block_coords(p, p.Hq);
+  const int qb = nqb - 1 - blk.i; /* longest rows first */
+  const int h = blk.h, b = blk.b;
   const int g = h / (p.Hq / p.Hkv);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const long long base = (long long)b * p.T * p.ld_qkv;
@@ -327,35 +365,260 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(Params p) {
     }
 }
 
+/* ------------------------------------------------- forward, wgmma (sm_90a) */
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+/* Keeps the compiler from moving accumulator reads/writes across wgmma. */
+template <int R>
+__device__ __forceinline__ void wg_regs(float (&v)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(v[i])::"memory");
+}
+/* cp.async writes (generic proxy) become visible to wgmma (async proxy). */
+__device__ __forceinline__ void fence_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+/* Shared-memory matrix descriptor, 128-byte swizzle (as in gemm_sm90.cuh). */
+__device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFF) << 16) |
+         ((uint64_t)((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
+}
+
+/* wgmma tiles of R rows x HD columns: HD/64 column panels of R rows x 128
+ * bytes, each the 128-byte swizzle layout (16-byte chunk c of row r at
+ * chunk c ^ (r & 7)); panels start on 1024-byte boundaries. As a K-major
+ * operand (Q, K): k16 step kk at panel kk/4, +32 bytes per kk%4, SBO 1024.
+ * As an MN-major operand (V, columns = N): k16 step = 16 rows = 2048 bytes,
+ * LBO = one panel (next 64 columns), SBO 1024. For HD = 64 this is the
+ * swz<64> layout. */
+template <int R, int HD>
+__device__ __forceinline__ int wswz(int row, int chunk) {
+  return (chunk >> 3) * R * 64 + row * 64 + (((chunk & 7) ^ (row & 7)) << 3);
+}
+template <int R, int HD, int NT>
+__device__ __forceinline__ void load_tile_wg(bf16 *tile, const bf16 *g, long long ld, int row0,
+                                             int T) {
+  constexpr int kChunks = HD / 8;
+#pragma unroll
+  for (int i = threadIdx.x; i < R * kChunks; i += NT) {
+    const int r = i / kChunks, c = i % kChunks;
+    const bool valid = row0 + r < T;
+    const bf16 *src = valid ? g + (long long)(row0 + r) * ld + c * 8 : g;
+    cp_async16(smem_addr(tile + wswz<R, HD>(r, c)), src, valid);
+  }
+}
+/* K-major descriptor of k16 step kk of a wgmma tile of R rows. */
+template <int R>
+__device__ __forceinline__ uint64_t kmajor_desc(const bf16 *tile, int kk) {
+  return wg_desc(smem_addr(tile) + (kk >> 2) * R * 128 + (kk & 3) * 32, 16, 1024);
+}
+
+template <int N>
+__device__ __forceinline__ void wg_ss(float (&d)[N / 2], uint64_t da, uint64_t db, int acc) {
+  if constexpr (N == 64) wgmma_ss_m64n64k16<0>(d, da, db, acc);
+  else wgmma_ss_m64n128k16<0>(d, da, db, acc);
+}
+template <int N>
+__device__ __forceinline__ void wg_rs_t(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db) {
+  if constexpr (N == 64) wgmma_rs_m64n64k16<1>(d, a, db, 1);
+  else wgmma_rs_m64n128k16<1>(d, a, db, 1);
+}
+
+/* One CTA = NWG warpgroups, 64 queries each, of one (batch, head); warp w
+ * of a warpgroup owns its rows 16w..16w+15 (the wgmma m64 accumulator
+ * layout: value i of a thread sits at row 16w + lane/4 + 8((i>>1)&1),
+ * column 8(i>>2) + 2(lane&3) + (i&1), the mma.sync m16n8 layout per n8
+ * block). The warpgroups share every K/V tile (less L2 traffic per row). K/V tiles of KT keys
+ * stream through a two-stage cp.async pipeline up to the diagonal;
+ * S = Q K^T with both operands in shared memory, the same online softmax
+ * as fwd_kernel, and O += P V with P from registers (bf16, the m16n8k16 A
+ * layout per warp) and V as an MN-major operand. Small CTAs (2-3 per SM)
+ * let one CTA's softmax run under another's MMAs. */
+template <int HD, int KT, int NWG>
+__global__ void __launch_bounds__(128 * NWG) fwd_wg_kernel(Params p) {
+  constexpr int BM = 64 * NWG, NT = 128 * NWG;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  unsigned char *smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  bf16 *sQ = reinterpret_cast<bf16 *>(smem);
+  bf16 *sK = sQ + BM * HD; /* 2 stages */
+  bf16 *sV = sK + 2 * KT * HD;
+
+  const int nqb = (p.T + BM - 1) / BM;
+  const Blk blk = block_coords(p, p.Hq);
+  const int qb = nqb - 1 - blk.i; /* longest rows first */
+  const int h = blk.h, b = blk.b;
+  const int g = h / (p.Hq / p.Hkv);
+  const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const long long base = (long long)b * p.T * p.ld_qkv;
+  const bf16 *gq = p.qkv + base + (long long)h * HD;
+  const bf16 *gk = p.qkv + base + (long long)(p.Hq + g) * HD;
+  const bf16 *gv = p.qkv + base + (long long)(p.Hq + p.Hkv + g) * HD;
+  const int q0 = qb * BM;
+  const int nkb = min((q0 + BM - 1) / KT + 1, (p.T + KT - 1) / KT);
+  const int qw = q0 + 64 * wg;                  /* this warpgroup's first row */
+  const int r0 = qw + warp * 16 + (lane >> 2); /* this thread's rows: r0, r0 + 8 */
+  const bf16 *sQw = sQ + 64 * wg * 64;         /* its 64-row slice of every panel */
+
+  load_tile_wg<BM, HD, NT>(sQ, gq, p.ld_qkv, q0, p.T);
+  load_tile_wg<KT, HD, NT>(sK, gk, p.ld_qkv, 0, p.T);
+  load_tile_wg<KT, HD, NT>(sV, gv, p.ld_qkv, 0, p.T);
+  cp_commit();
+
+  float o[HD / 2];
+#pragma unroll
+  for (int i = 0; i < HD / 2; ++i) o[i] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+
+  for (int j = 0; j < nkb; ++j) {
+    if (j + 1 < nkb) {
+      const int st = (j + 1) & 1;
+      load_tile_wg<KT, HD, NT>(sK + st * KT * HD, gk, p.ld_qkv, (j + 1) * KT, p.T);
+      load_tile_wg<KT, HD, NT>(sV + st * KT * HD, gv, p.ld_qkv, (j + 1) * KT, p.T);
+    }
+    cp_commit();
+    cp_wait<1>();
+    fence_async_smem();
+    __syncthreads();
+    const bf16 *tk = sK + (j & 1) * KT * HD, *tv = sV + (j & 1) * KT * HD;
+    /* tiles wholly after this warpgroup's rows add nothing (key 0 is in
+     * tile 0, so every row has a finite max once tile 0 is done) */
+    if (j * KT <= qw + 63) {
+    float s[KT / 2];
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk)
+      wg_ss<KT>(s, kmajor_desc<BM>(sQw, kk), kmajor_desc<KT>(tk, kk), kk > 0);
+    wg_commit();
+    wg_wait<0>();
+    wg_regs(s);
+
+    if (j * KT + KT - 1 > qw) { /* some key > some row: mask key > query */
+#pragma unroll
+      for (int i = 0; i < KT / 2; ++i) {
+        const int key = j * KT + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
+        const int row = r0 + 8 * ((i >> 1) & 1);
+        if (key > row) s[i] = -INFINITY;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = m[r];
+#pragma unroll
+      for (int nb = 0; nb < KT / 8; ++nb)
+        mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * r], s[4 * nb + 2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float alpha = m[r] == -INFINITY ? 0.f : ex2((m[r] - mx) * p.scale2);
+      m[r] = mx;
+      const float mc = mx * p.scale2;
+      l[r] *= alpha;
+#pragma unroll
+      for (int nb = 0; nb < HD / 8; ++nb) {
+        o[4 * nb + 2 * r] *= alpha;
+        o[4 * nb + 2 * r + 1] *= alpha;
+      }
+      float sum = 0.f;
+#pragma unroll
+      for (int nb = 0; nb < KT / 8; ++nb) {
+        s[4 * nb + 2 * r] = ex2(fmaf(s[4 * nb + 2 * r], p.scale2, -mc));
+        s[4 * nb + 2 * r + 1] = ex2(fmaf(s[4 * nb + 2 * r + 1], p.scale2, -mc));
+        sum += s[4 * nb + 2 * r] + s[4 * nb + 2 * r + 1];
+      }
+      l[r] += sum; /* this thread's columns; the quad is summed at the end */
+    }
+    uint32_t pa[KT / 16][4];
+#pragma unroll
+    for (int ks = 0; ks < KT / 16; ++ks) {
+      pa[ks][0] = pack2(s[8 * ks], s[8 * ks + 1]);
+      pa[ks][1] = pack2(s[8 * ks + 2], s[8 * ks + 3]);
+      pa[ks][2] = pack2(s[8 * ks + 4], s[8 * ks + 5]);
+      pa[ks][3] = pack2(s[8 * ks + 6], s[8 * ks + 7]);
+    }
+    wg_regs(o);
+    wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < KT / 16; ++ks)
+      wg_rs_t<HD>(o, pa[ks], wg_desc(smem_addr(tv) + ks * 2048, KT * 128, 1024));
+    wg_commit();
+    wg_wait<0>();
+    wg_regs(o);
+    }
+    __syncthreads(); /* this stage is refilled next iteration */
+  }
+
+  const long long orow = (long long)b * p.T;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float lr = l[r];
+    lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+    lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+    const int row = r0 + 8 * r;
+    if (row >= p.T) continue;
+    const float inv = 1.f / lr;
+    bf16 *dst = p.out + (orow + row) * p.ld_out + (long long)h * HD + (lane & 3) * 2;
+#pragma unroll
+    for (int nb = 0; nb < HD / 8; ++nb)
+      *reinterpret_cast<uint32_t *>(dst + nb * 8) =
+          pack2(o[4 * nb + 2 * r] * inv, o[4 * nb + 2 * r + 1] * inv);
+    if ((lane & 3) == 0) p.lse[(orow + row) * p.ld_lse + h] = m[r] * p.scale + logf(lr);
+  }
+}
+
 /* ------------------------------------------------------------ backward */
 
-/* D[b][h][t] = sum_d dO*O and L[b][h][t] = lse*log2(e): one warp per
- * (token, head), a fixed shuffle order. */
+/* D[b][h][t] = sum_d dO*O and L[b][h][t] = lse*log2(e): one block per
+ * token, HD/8 lanes per head, each with one 16-byte chunk of O and dO;
+ * the lanes of a head sum in a fixed shuffle order. */
 template <int HD>
 __global__ void __launch_bounds__(256) bwd_prep_kernel(Params p) {
-  const long long w = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
-  const int lane = threadIdx.x & 31;
-  const long long rows = (long long)p.B * p.T;
-  if (w >= rows * p.Hq) return;
-  const long long bt = w / p.Hq;
-  const int h = (int)(w % p.Hq);
-  const bf16 *o = p.out + bt * p.ld_out + (long long)h * HD;
-  const bf16 *d = p.dout + bt * p.ld_dout + (long long)h * HD;
-  float acc = 0.f;
+  constexpr int L = HD / 8; /* lanes per head: 4, 8 or 16, within one warp */
+  const int bt = blockIdx.x; /* token b*T + t */
+  const int b = bt / p.T, t = bt - b * p.T;
+  const bf16 *o = p.out + (long long)bt * p.ld_out;
+  const bf16 *d = p.dout + (long long)bt * p.ld_dout;
+  for (int i0 = 0; i0 < p.Hq * L; i0 += 256) { /* uniform trip count: full-warp shuffles */
+    const int i = i0 + threadIdx.x, h = i / L, c = i % L;
+    const bool valid = i < p.Hq * L;
+    float acc = 0.f;
+    if (valid) {
+      const uint4 a = *reinterpret_cast<const uint4 *>(o + h * HD + c * 8);
+      const uint4 e = *reinterpret_cast<const uint4 *>(d + h * HD + c * 8);
+      const uint32_t av[4] = {a.x, a.y, a.z, a.w}, ev[4] = {e.x, e.y, e.z, e.w};
 #pragma unroll
-  for (int i = lane * 2; i < HD; i += 64) {
-    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(o + i));
-    const float2 c = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(d + i));
-    acc = fmaf(a.x, c.x, acc);
-    acc = fmaf(a.y, c.y, acc);
+      for (int k = 0; k < 4; ++k) {
+        const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&av[k]));
+        const float2 y = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&ev[k]));
+        acc = fmaf(x.x, y.x, acc);
+        acc = fmaf(x.y, y.y, acc);
+      }
+    }
+#pragma unroll
+    for (int sh = L / 2; sh > 0; sh >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, sh);
+    if (valid && c == 0) {
+      const long long idx = ((long long)b * p.Hq + h) * p.T + t;
+      p.ws_d[idx] = acc;
+      p.ws_l[idx] = p.lse[(long long)bt * p.ld_lse + h] * kLog2e;
+    }
   }
-#pragma unroll
-  for (int s = 16; s > 0; s >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
-  if (lane == 0) {
-    const int b = (int)(bt / p.T), t = (int)(bt % p.T);
-    const long long idx = ((long long)b * p.Hq + h) * p.T + t;
-    p.ws_d[idx] = acc;
-    p.ws_l[idx] = p.lse[bt * p.ld_lse + h] * kLog2e;
+}
+
+/* L and D of queries [qt, qt + R) of head hq (0 past the sequence end) into
+ * shared memory, for the dK/dV kernels. */
+template <int R, int NT>
+__device__ __forceinline__ void load_rowstats(float *sL, float *sD, const Params &p, int b, int hq,
+                                              int qt) {
+  for (int t = threadIdx.x; t < R; t += NT) {
+    const long long idx = ((long long)b * p.Hq + hq) * p.T + qt + t;
+    const bool ok = qt + t < p.T;
+    sL[t] = ok ? p.ws_l[idx] : 0.f;
+    sD[t] = ok ? p.ws_d[idx] : 0.f;
   }
 }
 
@@ -373,8 +636,9 @@ __global__ void __launch_bounds__(kThreads) bwd_dq_kernel(Params p) {
   bf16 *sV = sK + 2 * kTile * HD;
 
   const int nqb = (p.T + BM - 1) / BM;
-  const int qb = nqb - 1 - (int)blockIdx.x;
-  const int h = blockIdx.y, b = blockIdx.z;
+  const Blk blk = block_coords(p, p.Hq);
+  const int qb = nqb - 1 - blk.i; /* longest rows first */
+  const int h = blk.h, b = blk.b;
   const int g = h / (p.Hq / p.Hkv);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const long long base = (long long)b * p.T * p.ld_qkv;
@@ -507,12 +771,12 @@ __global__ void __launch_bounds__(kThreads) bwd_dq_kernel(Params p) {
  * keys) and 16 queries at a time, in transposed form (rows = keys):
  *   P^T = exp2(c*K Q^T - L), dP^T = V dO^T, dS^T = P^T*(dP^T - D),
  *   dV += P^T dO, dK += dS^T Q;  finally dK *= scale. */
-template <int HD, int MT>
+template <int HD, int MT, bool KVREGS>
 __global__ void __launch_bounds__(kThreads) bwd_dkdv_kernel(Params p) {
   constexpr int BN = 64 * MT;
-  /* K/V fragments stay in registers when they fit beside the 2 x MT x
-   * 16 x HD accumulators; otherwise they are re-read from shared memory. */
-  constexpr bool kKVRegs = HD * MT <= 64;
+  /* K/V fragments stay in registers (KVREGS) beside the 2 x MT x 16 x HD
+   * accumulators, or are re-read from shared memory for every 16 queries. */
+  constexpr bool kKVRegs = KVREGS;
   constexpr int kKVFrags = kKVRegs ? HD / 16 : 1;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *sK = reinterpret_cast<bf16 *>(smem);
@@ -522,8 +786,9 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv_kernel(Params p) {
   float *sL = reinterpret_cast<float *>(sO + 2 * kTile * HD); /* 2 stages */
   float *sD = sL + 2 * kTile;
 
-  const int kb = blockIdx.x; /* low key blocks have the most work: first */
-  const int g = blockIdx.y, b = blockIdx.z;
+  const Blk blk = block_coords(p, p.Hkv);
+  const int kb = blk.i; /* low key blocks have the most work: first */
+  const int g = blk.h, b = blk.b;
   const int group = p.Hq / p.Hkv;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const long long base = (long long)b * p.T * p.ld_qkv;
@@ -545,12 +810,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv_kernel(Params p) {
     load_tile<kTile, HD>(sO + st * kTile * HD,
                          p.dout + (long long)b * p.T * p.ld_dout + (long long)hq * HD, p.ld_dout,
                          qt, p.T);
-    for (int t = threadIdx.x; t < kTile; t += kThreads) {
-      const long long idx = ((long long)b * p.Hq + hq) * p.T + qt + t;
-      const bool ok = qt + t < p.T;
-      sL[st * kTile + t] = ok ? p.ws_l[idx] : 0.f;
-      sD[st * kTile + t] = ok ? p.ws_d[idx] : 0.f;
-    }
+    load_rowstats<kTile, kThreads>(sL + st * kTile, sD + st * kTile, p, b, hq, qt);
   };
 
   load_tile<BN, HD>(sK, gk, p.ld_qkv, k0, p.T);
@@ -676,37 +936,413 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv_kernel(Params p) {
     }
 }
 
+/* ----------------------------------------------- backward, wgmma (sm_90a) */
+
+/* dQ with wgmma: NWG warpgroups of 64 queries of one (batch, head), K/V
+ * tiles of KT keys up to the diagonal (layouts as in fwd_wg_kernel):
+ *   S = Q K^T, dP = dO V^T (both operands in shared memory),
+ *   dS = P*(dP - D) with P = exp2(c*S - L), dQ += dS K (dS from registers,
+ *   K as an MN-major operand); finally dQ *= scale. */
+template <int HD, int NWG, int MINB>
+__global__ void __launch_bounds__(128 * NWG, MINB) bwd_dq_wg_kernel(Params p) {
+  constexpr int BM = 64 * NWG, NT = 128 * NWG, KT = 64;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  unsigned char *smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  bf16 *sQ = reinterpret_cast<bf16 *>(smem);
+  bf16 *sO = sQ + BM * HD; /* dO */
+  bf16 *sK = sO + BM * HD; /* 2 stages */
+  bf16 *sV = sK + 2 * KT * HD;
+
+  const int nqb = (p.T + BM - 1) / BM;
+  const Blk blk = block_coords(p, p.Hq);
+  const int qb = nqb - 1 - blk.i;
+  const int h = blk.h, b = blk.b;
+  const int g = h / (p.Hq / p.Hkv);
+  const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const long long base = (long long)b * p.T * p.ld_qkv;
+  const bf16 *gq = p.qkv + base + (long long)h * HD;
+  const bf16 *gk = p.qkv + base + (long long)(p.Hq + g) * HD;
+  const bf16 *gv = p.qkv + base + (long long)(p.Hq + p.Hkv + g) * HD;
+  const bf16 *gdo = p.dout + (long long)b * p.T * p.ld_dout + (long long)h * HD;
+  const int q0 = qb * BM;
+  const int nkb = min((q0 + BM - 1) / KT + 1, (p.T + KT - 1) / KT);
+  const int qw = q0 + 64 * wg;
+  const int r0 = qw + warp * 16 + (lane >> 2);
+  const bf16 *sQw = sQ + 64 * wg * 64, *sOw = sO + 64 * wg * 64;
+
+  load_tile_wg<BM, HD, NT>(sQ, gq, p.ld_qkv, q0, p.T);
+  load_tile_wg<BM, HD, NT>(sO, gdo, p.ld_dout, q0, p.T);
+  load_tile_wg<KT, HD, NT>(sK, gk, p.ld_qkv, 0, p.T);
+  load_tile_wg<KT, HD, NT>(sV, gv, p.ld_qkv, 0, p.T);
+  cp_commit();
+
+  float Lr[2], Dr[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = r0 + 8 * r;
+    const long long idx = ((long long)b * p.Hq + h) * p.T + row;
+    Lr[r] = row < p.T ? p.ws_l[idx] : 0.f;
+    Dr[r] = row < p.T ? p.ws_d[idx] : 0.f;
+  }
+  float dq[HD / 2];
+#pragma unroll
+  for (int i = 0; i < HD / 2; ++i) dq[i] = 0.f;
+
+  for (int j = 0; j < nkb; ++j) {
+    if (j + 1 < nkb) {
+      const int st = (j + 1) & 1;
+      load_tile_wg<KT, HD, NT>(sK + st * KT * HD, gk, p.ld_qkv, (j + 1) * KT, p.T);
+      load_tile_wg<KT, HD, NT>(sV + st * KT * HD, gv, p.ld_qkv, (j + 1) * KT, p.T);
+    }
+    cp_commit();
+    cp_wait<1>();
+    fence_async_smem();
+    __syncthreads();
+    const bf16 *tk = sK + (j & 1) * KT * HD, *tv = sV + (j & 1) * KT * HD;
+    if (j * KT <= qw + 63) {
+      float s[KT / 2], dp[KT / 2];
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; ++kk)
+        wg_ss<KT>(s, kmajor_desc<BM>(sQw, kk), kmajor_desc<KT>(tk, kk), kk > 0);
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; ++kk)
+        wg_ss<KT>(dp, kmajor_desc<BM>(sOw, kk), kmajor_desc<KT>(tv, kk), kk > 0);
+      wg_commit();
+      wg_wait<0>();
+      wg_regs(s);
+      wg_regs(dp);
+      uint32_t da[KT / 16][4];
+#pragma unroll
+      for (int ks = 0; ks < KT / 16; ++ks) {
+        float ds[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const int i = 8 * ks + e, r = (i >> 1) & 1;
+          const int key = j * KT + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
+          float pr = ex2(fmaf(s[i], p.scale2, -Lr[r]));
+          if (key > r0 + 8 * r) pr = 0.f;
+          ds[e] = pr * (dp[i] - Dr[r]);
+        }
+        da[ks][0] = pack2(ds[0], ds[1]);
+        da[ks][1] = pack2(ds[2], ds[3]);
+        da[ks][2] = pack2(ds[4], ds[5]);
+        da[ks][3] = pack2(ds[6], ds[7]);
+      }
+      wg_regs(dq);
+      wg_fence();
+#pragma unroll
+      for (int ks = 0; ks < KT / 16; ++ks)
+        wg_rs_t<HD>(dq, da[ks], wg_desc(smem_addr(tk) + ks * 2048, KT * 128, 1024));
+      wg_commit();
+      wg_wait<0>();
+      wg_regs(dq);
+    }
+    __syncthreads();
+  }
+
+  const long long orow = (long long)b * p.T;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = r0 + 8 * r;
+    if (row >= p.T) continue;
+    bf16 *dst = p.dqkv + (orow + row) * p.ld_dqkv + (long long)h * HD + (lane & 3) * 2;
+#pragma unroll
+    for (int nb = 0; nb < HD / 8; ++nb)
+      *reinterpret_cast<uint32_t *>(dst + nb * 8) =
+          pack2(dq[4 * nb + 2 * r] * p.scale, dq[4 * nb + 2 * r + 1] * p.scale);
+  }
+}
+
+/* dK, dV with wgmma: NWG warpgroups of 64 keys of one (batch, kv head),
+ * streaming the Q/dO tiles (64 queries) of every query head of the group
+ * from the diagonal on, as bwd_dkdv_kernel, in transposed form:
+ *   S^T = K Q^T, dP^T = V dO^T (operands in shared memory),
+ *   P^T = exp2(c*S^T - L), dS^T = P^T*(dP^T - D),
+ *   dV += P^T dO, dK += dS^T Q (A from registers, dO and Q MN-major);
+ * finally dK *= scale. */
+template <int HD, int NWG, int MINB>
+__global__ void __launch_bounds__(128 * NWG, MINB) bwd_dkdv_wg_kernel(Params p) {
+  constexpr int BN = 64 * NWG, NT = 128 * NWG, BQ = 64;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  unsigned char *smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  bf16 *sK = reinterpret_cast<bf16 *>(smem);
+  bf16 *sV = sK + BN * HD;
+  bf16 *sQ = sV + BN * HD;        /* 2 stages */
+  bf16 *sO = sQ + 2 * BQ * HD;    /* dO, 2 stages */
+  float *sL = reinterpret_cast<float *>(sO + 2 * BQ * HD); /* 2 stages */
+  float *sD = sL + 2 * BQ;
+
+  const Blk blk = block_coords(p, p.Hkv);
+  const int kb = blk.i; /* low key blocks have the most work: first */
+  const int g = blk.h, b = blk.b;
+  const int group = p.Hq / p.Hkv;
+  const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const long long base = (long long)b * p.T * p.ld_qkv;
+  const bf16 *gk = p.qkv + base + (long long)(p.Hq + g) * HD;
+  const bf16 *gv = p.qkv + base + (long long)(p.Hq + p.Hkv + g) * HD;
+  const int k0 = kb * BN;
+  const int kw = k0 + 64 * wg;                   /* this warpgroup's first key */
+  const int key0 = kw + warp * 16 + (lane >> 2); /* this thread's keys: key0, key0 + 8 */
+  const bf16 *sKw = sK + 64 * wg * 64, *sVw = sV + 64 * wg * 64;
+  const int nqb = (p.T + BQ - 1) / BQ;
+  const int qb0 = k0 / BQ; /* first query tile that sees these keys */
+  const int per_head = nqb - qb0;
+  const int ntiles = group * per_head;
+
+  auto issue = [&](int i, int st) {
+    const int hq = g * group + i / per_head;
+    const int qt = (qb0 + i % per_head) * BQ;
+    load_tile_wg<BQ, HD, NT>(sQ + st * BQ * HD, p.qkv + base + (long long)hq * HD, p.ld_qkv, qt,
+                             p.T);
+    load_tile_wg<BQ, HD, NT>(sO + st * BQ * HD,
+                             p.dout + (long long)b * p.T * p.ld_dout + (long long)hq * HD,
+                             p.ld_dout, qt, p.T);
+    load_rowstats<BQ, NT>(sL + st * BQ, sD + st * BQ, p, b, hq, qt);
+  };
+
+  load_tile_wg<BN, HD, NT>(sK, gk, p.ld_qkv, k0, p.T);
+  load_tile_wg<BN, HD, NT>(sV, gv, p.ld_qkv, k0, p.T);
+  issue(0, 0);
+  cp_commit();
+
+  float dk[HD / 2], dv[HD / 2];
+#pragma unroll
+  for (int i = 0; i < HD / 2; ++i) dk[i] = dv[i] = 0.f;
+
+  for (int i = 0; i < ntiles; ++i) {
+    if (i + 1 < ntiles) issue(i + 1, (i + 1) & 1);
+    cp_commit();
+    cp_wait<1>();
+    fence_async_smem();
+    __syncthreads();
+    const int st = i & 1;
+    const bf16 *tq = sQ + st * BQ * HD, *to = sO + st * BQ * HD;
+    const float *tl = sL + st * BQ, *td = sD + st * BQ;
+    const int qt = (qb0 + i % per_head) * BQ;
+    if (qt + BQ - 1 >= kw) { /* else every query precedes this warpgroup's keys */
+      float s[BQ / 2], dp[BQ / 2];
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; ++kk)
+        wg_ss<BQ>(s, kmajor_desc<BN>(sKw, kk), kmajor_desc<BQ>(tq, kk), kk > 0);
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; ++kk)
+        wg_ss<BQ>(dp, kmajor_desc<BN>(sVw, kk), kmajor_desc<BQ>(to, kk), kk > 0);
+      wg_commit();
+      wg_wait<0>();
+      wg_regs(s);
+      wg_regs(dp);
+      uint32_t pa[BQ / 16][4], da[BQ / 16][4];
+#pragma unroll
+      for (int ks = 0; ks < BQ / 16; ++ks) {
+        float pt[8], ds[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const int c = 8 * ks + e, r = (c >> 1) & 1;
+          const int qi = 8 * (c >> 2) + 2 * (lane & 3) + (c & 1);
+          const int q = qt + qi;
+          float pr = ex2(fmaf(s[c], p.scale2, -tl[qi]));
+          if (q < key0 + 8 * r || q >= p.T) pr = 0.f;
+          pt[e] = pr;
+          ds[e] = pr * (dp[c] - td[qi]);
+        }
+        pa[ks][0] = pack2(pt[0], pt[1]);
+        pa[ks][1] = pack2(pt[2], pt[3]);
+        pa[ks][2] = pack2(pt[4], pt[5]);
+        pa[ks][3] = pack2(pt[6], pt[7]);
+        da[ks][0] = pack2(ds[0], ds[1]);
+        da[ks][1] = pack2(ds[2], ds[3]);
+        da[ks][2] = pack2(ds[4], ds[5]);
+        da[ks][3] = pack2(ds[6], ds[7]);
+      }
+      wg_regs(dv);
+      wg_regs(dk);
+      wg_fence();
+#pragma unroll
+      for (int ks = 0; ks < BQ / 16; ++ks)
+        wg_rs_t<HD>(dv, pa[ks], wg_desc(smem_addr(to) + ks * 2048, BQ * 128, 1024));
+#pragma unroll
+      for (int ks = 0; ks < BQ / 16; ++ks)
+        wg_rs_t<HD>(dk, da[ks], wg_desc(smem_addr(tq) + ks * 2048, BQ * 128, 1024));
+      wg_commit();
+      wg_wait<0>();
+      wg_regs(dv);
+      wg_regs(dk);
+    }
+    __syncthreads();
+  }
+
+  const long long orow = (long long)b * p.T;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = key0 + 8 * r;
+    if (key >= p.T) continue;
+    bf16 *dK = p.dqkv + (orow + key) * p.ld_dqkv + (long long)(p.Hq + g) * HD + (lane & 3) * 2;
+    bf16 *dV =
+        p.dqkv + (orow + key) * p.ld_dqkv + (long long)(p.Hq + p.Hkv + g) * HD + (lane & 3) * 2;
+#pragma unroll
+    for (int nb = 0; nb < HD / 8; ++nb) {
+      *reinterpret_cast<uint32_t *>(dK + nb * 8) =
+          pack2(dk[4 * nb + 2 * r] * p.scale, dk[4 * nb + 2 * r + 1] * p.scale);
+      *reinterpret_cast<uint32_t *>(dV + nb * 8) = pack2(dv[4 * nb + 2 * r], dv[4 * nb + 2 * r + 1]);
+    }
+  }
+}
+
 /* The launchers report a failed attribute call as a cudaError_t (*e) and
  * a failed launch through coda_cuda_check_launch, naming the pass. */
+static bool flat_ok(const Params &p, int nblk, int heads) {
+  return (long long)nblk * heads * p.B < (1LL << 31);
+}
+
 template <int HD, int MT, int KT>
-coda_status launch_forward(coda_context ctx, const Params &p, cudaStream_t stream, cudaError_t *e) {
+coda_status launch_forward(coda_context ctx, Params p, cudaStream_t stream, cudaError_t *e) {
   const size_t sm = (size_t)(64 * MT + 4 * KT) * HD * sizeof(bf16);
   *e = cudaFuncSetAttribute(fwd_kernel<HD, MT, KT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             (int)sm);
   if (*e != cudaSuccess) return CODA_ERR_BACKEND;
-  dim3 grid((p.T + 64 * MT - 1) / (64 * MT), p.Hq, p.B);
-  fwd_kernel<HD, MT, KT><<<grid, kThreads, sm, stream>>>(p);
+  const int nqb = (p.T + 64 * MT - 1) / (64 * MT);
+  p.flat = p.flat && flat_ok(p, nqb, p.Hq);
+  fwd_kernel<HD, MT, KT><<<grid_of(p, nqb, p.Hq), kThreads, sm, stream>>>(p);
   return coda_cuda_check_launch(ctx, "attention forward");
 }
 
-template <int HD, int MQ, int MK>
-coda_status launch_backward(coda_context ctx, const Params &p, cudaStream_t stream, cudaError_t *e) {
-  const long long warps = (long long)p.B * p.T * p.Hq;
-  bwd_prep_kernel<HD><<<(unsigned)((warps + 7) / 8), 256, 0, stream>>>(p);
-  coda_status s = coda_cuda_check_launch(ctx, "attention backward (prep pass)");
-  if (s != CODA_OK) return s;
-  const size_t smq = (size_t)(2 * 64 * MQ + 4 * kTile) * HD * sizeof(bf16);
-  const size_t smk = (size_t)(2 * 64 * MK + 4 * kTile) * HD * sizeof(bf16) + 4 * kTile * sizeof(float);
+template <int HD, int KT, int NWG>
+coda_status launch_forward_wg(coda_context ctx, Params p, cudaStream_t stream, cudaError_t *e) {
+  /* + 1024 bytes to align the swizzled tiles */
+  const size_t sm = (size_t)(64 * NWG + 4 * KT) * HD * sizeof(bf16) + 1024;
+  *e = cudaFuncSetAttribute(fwd_wg_kernel<HD, KT, NWG>,
+                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+  if (*e != cudaSuccess) return CODA_ERR_BACKEND;
+  const int nqb = (p.T + 64 * NWG - 1) / (64 * NWG);
+  p.flat = p.flat && flat_ok(p, nqb, p.Hq);
+  fwd_wg_kernel<HD, KT, NWG><<<grid_of(p, nqb, p.Hq), 128 * NWG, sm, stream>>>(p);
+  return coda_cuda_check_launch(ctx, "attention forward");
+}
+
+/* The backward's three passes: prep (D, L), dQ, dK/dV; each pass launcher
+ * sets its shared-memory limit and grid. */
+template <int HD>
+coda_status launch_prep(coda_context ctx, Params p, cudaStream_t stream, cudaError_t *e) {
+  (void)e;
+  bwd_prep_kernel<HD><<<(unsigned)(p.B * p.T), 256, 0, stream>>>(p);
+  return coda_cuda_check_launch(ctx, "attention backward (prep pass)");
+}
+template <int HD, int MQ>
+coda_status launch_dq(coda_context ctx, Params p, cudaStream_t stream, cudaError_t *e) {
+  const size_t sm = (size_t)(2 * 64 * MQ + 4 * kTile) * HD * sizeof(bf16);
   *e = cudaFuncSetAttribute(bwd_dq_kernel<HD, MQ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                            (int)smq);
+                            (int)sm);
   if (*e != cudaSuccess) return CODA_ERR_BACKEND;
-  *e = cudaFuncSetAttribute(bwd_dkdv_kernel<HD, MK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                            (int)smk);
+  const int nqb = (p.T + 64 * MQ - 1) / (64 * MQ);
+  p.flat = p.flat && flat_ok(p, nqb, p.Hq);
+  bwd_dq_kernel<HD, MQ><<<grid_of(p, nqb, p.Hq), kThreads, sm, stream>>>(p);
+  return coda_cuda_check_launch(ctx, "attention backward (dq pass)");
+}
+template <int HD, int MK, bool KVREGS>
+coda_status launch_dkdv(coda_context ctx, Params p, cudaStream_t stream, cudaError_t *e) {
+  const size_t sm =
+      (size_t)(2 * 64 * MK + 4 * kTile) * HD * sizeof(bf16) + 4 * kTile * sizeof(float);
+  *e = cudaFuncSetAttribute(bwd_dkdv_kernel<HD, MK, KVREGS>,
+                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
   if (*e != cudaSuccess) return CODA_ERR_BACKEND;
-  bwd_dq_kernel<HD, MQ><<<dim3((p.T + 64 * MQ - 1) / (64 * MQ), p.Hq, p.B), kThreads, smq, stream>>>(p);
-  if ((s = coda_cuda_check_launch(ctx, "attention backward (dq pass)")) != CODA_OK) return s;
-  bwd_dkdv_kernel<HD, MK><<<dim3((p.T + 64 * MK - 1) / (64 * MK), p.Hkv, p.B), kThreads, smk, stream>>>(p);
+  const int nkb = (p.T + 64 * MK - 1) / (64 * MK);
+  p.flat = p.flat && flat_ok(p, nkb, p.Hkv);
+  bwd_dkdv_kernel<HD, MK, KVREGS><<<grid_of(p, nkb, p.Hkv), kThreads, sm, stream>>>(p);
   return coda_cuda_check_launch(ctx, "attention backward (dk/dv pass)");
+}
+template <int HD, int NWG, int MINB>
+coda_status launch_dq_wg(coda_context ctx, Params p, cudaStream_t stream, cudaError_t *e) {
+  const size_t sm = (size_t)(2 * 64 * NWG + 4 * 64) * HD * sizeof(bf16) + 1024;
+  *e = cudaFuncSetAttribute(bwd_dq_wg_kernel<HD, NWG, MINB>,
+                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+  if (*e != cudaSuccess) return CODA_ERR_BACKEND;
+  const int nqb = (p.T + 64 * NWG - 1) / (64 * NWG);
+  p.flat = p.flat && flat_ok(p, nqb, p.Hq);
+  bwd_dq_wg_kernel<HD, NWG, MINB><<<grid_of(p, nqb, p.Hq), 128 * NWG, sm, stream>>>(p);
+  return coda_cuda_check_launch(ctx, "attention backward (dq pass)");
+}
+template <int HD, int NWG, int MINB>
+coda_status launch_dkdv_wg(coda_context ctx, Params p, cudaStream_t stream, cudaError_t *e) {
+  const size_t sm =
+      (size_t)(2 * 64 * NWG + 4 * 64) * HD * sizeof(bf16) + 4 * 64 * sizeof(float) + 1024;
+  *e = cudaFuncSetAttribute(bwd_dkdv_wg_kernel<HD, NWG, MINB>,
+                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+  if (*e != cudaSuccess) return CODA_ERR_BACKEND;
+  const int nkb = (p.T + 64 * NWG - 1) / (64 * NWG);
+  p.flat = p.flat && flat_ok(p, nkb, p.Hkv);
+  bwd_dkdv_wg_kernel<HD, NWG, MINB><<<grid_of(p, nkb, p.Hkv), 128 * NWG, sm, stream>>>(p);
+  return coda_cuda_check_launch(ctx, "attention backward (dk/dv pass)");
+}
+
+typedef coda_status (*pass_fn)(coda_context, Params, cudaStream_t, cudaError_t *);
+template <pass_fn PREP, pass_fn DQ, pass_fn DKDV>
+coda_status launch_backward(coda_context ctx, Params p, cudaStream_t stream, cudaError_t *e) {
+  coda_status s = PREP(ctx, p, stream, e);
+  if (s == CODA_OK) s = DQ(ctx, p, stream, e);
+  if (s == CODA_OK) s = DKDV(ctx, p, stream, e);
+  return s;
+}
+/* mma.sync backward: <head_dim, m16 tiles per warp in dQ, in dK/dV, K/V in registers> */
+template <int HD, int MQ, int MK, bool KVREGS>
+constexpr pass_fn bwd_mma = launch_backward<launch_prep<HD>, launch_dq<HD, MQ>,
+                                            launch_dkdv<HD, MK, KVREGS>>;
+/* wgmma backward: <head_dim, warpgroups per CTA in dQ, in dK/dV, CTAs per
+ * SM the registers must allow in dK/dV, in dQ> */
+template <int HD, int NQ, int NK, int MINK = 1, int MINQ = 1>
+constexpr pass_fn bwd_wg = launch_backward<launch_prep<HD>, launch_dq_wg<HD, NQ, MINQ>,
+                                           launch_dkdv_wg<HD, NK, MINK>>;
+
+/* Kernel variant tables per head_dim (the config numbers of attention.cuh,
+ * printed by the benchmark). Variants 0.. of head_dim 64 and 128 are the
+ * first kernels measured in bench/results/attention-2026-11-30.md; later
+ * entries were added after it. */
+typedef coda_status (*fwd_fn)(coda_context, Params, cudaStream_t, cudaError_t *);
+typedef coda_status (*bwd_fn)(coda_context, Params, cudaStream_t, cudaError_t *);
+
+/* forward: launch_forward<head_dim, m16 tiles per warp, keys per K/V tile>
+ * (mma.sync), launch_forward_wg<head_dim, keys per K/V tile, warpgroups per
+ * CTA> (wgmma) */
+static const fwd_fn kFwd32[] = {launch_forward<32, 1, 64>, launch_forward<32, 2, 64>,
+                                launch_forward<32, 1, 128>};
+static const fwd_fn kFwd64[] = {launch_forward<64, 1, 64>,       launch_forward<64, 2, 64>,
+                                launch_forward<64, 1, 128>,      launch_forward_wg<64, 64, 1>,
+                                launch_forward_wg<64, 64, 2>,    launch_forward_wg<64, 128, 2>,
+                                launch_forward_wg<64, 64, 3>};
+static const fwd_fn kFwd128[] = {launch_forward<128, 1, 64>,    launch_forward<128, 2, 32>,
+                                 launch_forward_wg<128, 64, 1>, launch_forward_wg<128, 64, 2>,
+                                 launch_forward_wg<128, 128, 2>, launch_forward_wg<128, 64, 3>};
+/* backward: bwd_mma<head_dim, m16 tiles per warp in dQ, in dK/dV, K/V in
+ * registers>, bwd_wg<head_dim, warpgroups per CTA in dQ, in dK/dV, CTAs per
+ * SM in dK/dV, in dQ> */
+static const bwd_fn kBwd32[] = {bwd_mma<32, 1, 1, true>, bwd_mma<32, 2, 1, true>,
+                                bwd_mma<32, 1, 2, true>, bwd_mma<32, 2, 2, true>};
+static const bwd_fn kBwd64[] = {bwd_mma<64, 1, 1, true>,  bwd_mma<64, 2, 1, true>,
+                                bwd_mma<64, 1, 2, false>, bwd_mma<64, 2, 2, false>,
+                                bwd_wg<64, 1, 1>,         bwd_wg<64, 2, 2>,
+                                bwd_wg<64, 2, 1>,         bwd_wg<64, 1, 1, 3>,
+                                bwd_wg<64, 1, 1, 3, 4>};
+static const bwd_fn kBwd128[] = {bwd_mma<128, 1, 1, false>, bwd_wg<128, 1, 1>,
+                                 bwd_wg<128, 2, 2>, bwd_wg<128, 2, 1>};
+
+#define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static int fwd_table(int hd, const fwd_fn **t) {
+  switch (hd) {
+    case 32: *t = kFwd32; return NELEM(kFwd32);
+    case 64: *t = kFwd64; return NELEM(kFwd64);
+    case 128: *t = kFwd128; return NELEM(kFwd128);
+    default: *t = NULL; return 0;
+  }
+}
+static int bwd_table(int hd, const bwd_fn **t) {
+  switch (hd) {
+    case 32: *t = kBwd32; return NELEM(kBwd32);
+    case 64: *t = kBwd64; return NELEM(kBwd64);
+    case 128: *t = kBwd128; return NELEM(kBwd128);
+    default: *t = NULL; return 0;
+  }
 }
 
 } /* namespace coda_attn */
@@ -758,14 +1394,22 @@ static coda_status check_lse(coda_context ctx, const coda_tensor *t, int64_t row
   return CODA_OK;
 }
 
+/* CODA_ATTN_IMPL=v1 in the environment selects the first measured
+ * defaults and block order (bench/results/attention-2026-11-30.md), to
+ * compare against or fall back to. Read at each call. */
+static bool legacy_impl(void) {
+  const char *v = getenv("CODA_ATTN_IMPL");
+  return v && strcmp(v, "v1") == 0;
+}
+
 static coda_status setup(coda_context ctx, const coda_tensor *qkv, int B, int T, int Hq, int Hkv,
                          int hd, Params *p) {
   if (B <= 0 || T <= 0 || Hq <= 0 || Hkv <= 0 || Hq % Hkv != 0)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "CUDA attention: batch %d, seq %d, heads %d/%d are not valid", B, T, Hq, Hkv);
-  if (hd != 64 && hd != 128)
+  if (hd != 32 && hd != 64 && hd != 128)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
-                     "CUDA attention: head_dim %d (the GPU kernels support 64 and 128)", hd);
+                     "CUDA attention: head_dim %d (the GPU kernels support 32, 64 and 128)", hd);
   if (B > 65535 || Hq > 65535 || (long long)B * T >= (1LL << 31) ||
       (long long)B * T * Hq >= (1LL << 33))
     return coda_fail(ctx, CODA_ERR_OVERFLOW,
@@ -785,17 +1429,25 @@ static coda_status setup(coda_context ctx, const coda_tensor *qkv, int B, int T,
   p->Hkv = Hkv;
   p->scale = 1.f / sqrtf((float)hd);
   p->scale2 = p->scale * kLog2e;
+  p->flat = !legacy_impl();
   return CODA_OK;
 }
 
-/* Default kernel variants (see attention.cuh), from the timings in
- * bench/results/attention-*.md. */
-static int default_fwd_config(int hd) { (void)hd; return 1; }
-static int default_bwd_config(int hd) { return hd == 64 ? 3 : 0; }
+/* Default kernel variants (see attention.cuh), the fastest in
+ * bench/results/attention-*.md: wgmma for head_dim 64 and 128. */
+static int default_fwd_config(int hd) {
+  if (legacy_impl()) return 1;
+  return hd == 32 ? 1 : hd == 64 ? 4 : 3;
+}
+static int default_bwd_config(int hd) {
+  if (legacy_impl()) return hd == 128 ? 0 : 3;
+  return hd == 32 ? 1 : hd == 64 ? 8 : 3;
+}
 
 extern "C" int coda_cuda_attention_num_configs(int backward, int hd) {
-  if (hd != 64 && hd != 128) return 0;
-  return backward ? (hd == 64 ? 4 : 1) : 2;
+  const fwd_fn *f;
+  const bwd_fn *b;
+  return backward ? bwd_table(hd, &b) : fwd_table(hd, &f);
 }
 
 extern "C" coda_status coda_cuda_attention_forward(coda_context ctx, const coda_tensor *qkv,
@@ -833,13 +1485,10 @@ extern "C" coda_status coda_cuda_attention_forward_config(coda_context ctx,
   if (config >= coda_cuda_attention_num_configs(0, hd))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA attention: no forward variant %d",
                      config);
-  /* variant 1: two m16 tiles per warp (K/V fragments feed twice the MMAs) */
+  const fwd_fn *tab;
+  fwd_table(hd, &tab);
   cudaError_t e = cudaSuccess;
-  if (hd == 64)
-    s = config == 0 ? launch_forward<64, 1, 64>(ctx, p, 0, &e) : launch_forward<64, 2, 64>(ctx, p, 0, &e);
-  else
-    s = config == 0 ? launch_forward<128, 1, 64>(ctx, p, 0, &e)
-                    : launch_forward<128, 2, 32>(ctx, p, 0, &e);
+  s = tab[config](ctx, p, 0, &e);
   if (e != cudaSuccess) return attn_cuda_fail(ctx, e, "forward kernel setup");
   return s;
 }
@@ -878,16 +1527,14 @@ extern "C" coda_status coda_cuda_attention_backward_config(
                      "CUDA attention: no device memory for a %zu-byte workspace",
                      2 * n * sizeof(float));
   }
+  coda_mem_add(ctx, 2 * n * sizeof(float));
   p.ws_d = static_cast<float *>(ws);
   p.ws_l = p.ws_d + n;
-  /* head_dim 64 variants: bit 0 = two m16 tiles per warp in the dQ
-   * kernel, bit 1 = the same in the dK/dV kernel */
-  if (hd == 128) s = launch_backward<128, 1, 1>(ctx, p, 0, &e);
-  else if (config == 0) s = launch_backward<64, 1, 1>(ctx, p, 0, &e);
-  else if (config == 1) s = launch_backward<64, 2, 1>(ctx, p, 0, &e);
-  else if (config == 2) s = launch_backward<64, 1, 2>(ctx, p, 0, &e);
-  else s = launch_backward<64, 2, 2>(ctx, p, 0, &e);
+  const bwd_fn *tab;
+  bwd_table(hd, &tab);
+  s = tab[config](ctx, p, 0, &e);
   const cudaError_t ef = cudaFreeAsync(ws, 0);
+  coda_mem_sub(ctx, 2 * n * sizeof(float));
   if (e != cudaSuccess) return attn_cuda_fail(ctx, e, "backward kernel setup");
   if (s != CODA_OK) return s;
   if (ef != cudaSuccess) return attn_cuda_fail(ctx, ef, "cudaFreeAsync");

@@ -104,10 +104,10 @@ run() {
 START=$(date +%s)
 run memcheck gemm-small 25 "$T/test_gemm_gpu" --small
 run memcheck epilogue-all 30 "$T/test_epilogue_gpu"
-run memcheck attention 15 "$T/test_attention_gpu"
+run memcheck attention 10 "$T/test_attention_gpu"
 run racecheck gemm-tiny 15 "$T/test_gemm_gpu" --tiny
 run racecheck epilogue-subset 15 "$T/test_epilogue_gpu" --only "$RACE_PROGRAMS"
-run racecheck attention-small 12 "$T/test_attention_gpu" --small
+run racecheck attention-small 20 "$T/test_attention_gpu" --small
 run synccheck gemm-tiny 10 "$T/test_gemm_gpu" --tiny
 run synccheck epilogue-all 20 "$T/test_epilogue_gpu"
 run synccheck attention-small 8 "$T/test_attention_gpu" --small

@@ -1,13 +1,15 @@
 /* GPU test of the causal GQA attention kernels (coda_cuda_attention_forward
- * and _backward): head_dim 64 and 128, grouped and plain heads, sequence
- * lengths that are and are not multiples of the 64-row tile, padded leading
- * dimensions, against a reference in double written here. Outputs are
+ * and _backward): head_dim 32, 64 and 128, every kernel variant, the
+ * defaults and the first defaults (CODA_ATTN_IMPL=v1), grouped and plain
+ * heads, sequence lengths that are and are not multiples of the 64-row
+ * tile, padded leading dimensions, against a reference in double written here. Outputs are
  * poisoned (NaN bytes) before every run and the padding between rows is
  * checked to stay untouched; two runs must be bit-identical. Also checks
  * that unsupported requests fail cleanly. Exits non-zero on any failure.
  *   test_attention_gpu [seed]            every shape
- *   test_attention_gpu --small [seed]    three ragged shapes only (for the
+ *   test_attention_gpu --small [seed]    four ragged shapes only (for the
  *                                        slow compute-sanitizer tools) */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -176,8 +178,9 @@ static void run_case(coda_context ctx, const shape *s, int fc, int bc) {
   const int64_t BT = (int64_t)B * T, cols = (int64_t)(Hq + 2 * Hkv) * hd, oc = (int64_t)Hq * hd;
   const int64_t ldq = cols + s->pad, ldo = oc + s->pad, ldl = Hq + (s->pad ? 3 : 0);
   char name[128];
-  snprintf(name, sizeof name, "B%d T%d Hq%d Hkv%d hd%d pad%d v%d/%d", B, T, Hq, Hkv, hd, s->pad,
-           fc, bc);
+  const char *impl = getenv("CODA_ATTN_IMPL");
+  snprintf(name, sizeof name, "B%d T%d Hq%d Hkv%d hd%d pad%d v%d/%d%s", B, T, Hq, Hkv, hd, s->pad,
+           fc, bc, impl && !strcmp(impl, "v1") ? " (v1)" : "");
 
   buf qkv = buf_new((size_t)BT * ldq * 2), out = buf_new((size_t)BT * ldo * 2),
       lse = buf_new((size_t)BT * ldl * 4), dout = buf_new((size_t)BT * ldo * 2),
@@ -255,12 +258,14 @@ static void run_case(coda_context ctx, const shape *s, int fc, int bc) {
   }
   EXPECT(lbad == 0 && lpad == 0, "%s: lse: %d mismatches (max err %.3g), %d padding changed",
          name, lbad, lmax, lpad);
-  /* dq, dk, dv: bf16 P and dS feed the tensor cores */
+  /* dq, dk, dv: bf16 P and dS feed the tensor cores; the worst element of
+   * a block reaches about 5 % of its rms (short rows and head_dim 32 sum
+   * the fewest terms, and D = dO.O comes from the bf16 output) */
   const char *part[3] = {"dq", "dk", "dv"};
   const int64_t c0[4] = {0, (int64_t)Hq * hd, (int64_t)(Hq + Hkv) * hd, cols};
   double gmax[3];
   for (int k = 0; k < 3; k++) {
-    cmp_result cg = compare_bf16(&dqkv, BT, cols, ldq, c0[k], c0[k + 1], rg, cols, 3e-2, 3e-2);
+    cmp_result cg = compare_bf16(&dqkv, BT, cols, ldq, c0[k], c0[k + 1], rg, cols, 3e-2, 6e-2);
     gmax[k] = cg.max_rel;
     EXPECT(cg.bad == 0 && (k > 0 || cg.pad_bad == 0), "%s: %s: %d mismatches, %d padding changed",
            name, part[k], cg.bad, cg.pad_bad);
@@ -335,22 +340,32 @@ int main(int argc, char **argv) {
   const shape cases[] = {
       {1, 64, 2, 2, 64, 0},    /* one full tile, plain multi-head */
       {2, 100, 4, 2, 64, 8},   /* ragged, group 2, padded rows */
+      {2, 75, 8, 2, 32, 8},    /* head_dim 32: ragged, group 4, padded rows */
       {1, 1, 2, 1, 64, 0},     /* a single token */
       {1, 17, 4, 4, 128, 0},   /* shorter than a tile */
       {1, 130, 4, 1, 128, 8},  /* ragged, group 4, padded */
       {2, 192, 6, 2, 64, 0},   /* three full tiles, group 3 */
       {1, 257, 2, 1, 128, 0},  /* five tiles, one row into the fifth */
+      {3, 128, 4, 2, 32, 0},   /* head_dim 32: the tiny training shape */
+      {1, 300, 2, 2, 32, 0},   /* head_dim 32: ragged, plain multi-head */
   };
   /* every kernel variant: v walks the forward and backward variants
    * together (the last one repeats when one list is shorter) */
   /* --small: cases 1-3 (ragged with padded rows, one token, shorter than
    * a tile), which still cover both head sizes */
-  const size_t first = small ? 1 : 0, end = small ? 4 : sizeof cases / sizeof cases[0];
+  const size_t first = small ? 1 : 0, end = small ? 5 : sizeof cases / sizeof cases[0];
   for (size_t i = first; i < end; i++) {
     const int nf = coda_cuda_attention_num_configs(0, cases[i].hd);
     const int nb = coda_cuda_attention_num_configs(1, cases[i].hd);
     for (int v = 0; v < (nf > nb ? nf : nb); v++)
       run_case(ctx, &cases[i], v < nf ? v : nf - 1, v < nb ? v : nb - 1);
+    /* the defaults, and the first measured defaults and block order
+     * (CODA_ATTN_IMPL=v1): the same kernels, so not under --small */
+    if (small) continue;
+    run_case(ctx, &cases[i], -1, -1);
+    setenv("CODA_ATTN_IMPL", "v1", 1);
+    run_case(ctx, &cases[i], -1, -1);
+    unsetenv("CODA_ATTN_IMPL");
   }
   bad_inputs(ctx);
   coda_context_destroy(ctx);
