@@ -3,7 +3,8 @@
 
 #include "core/internal.h"
 #ifdef CODA_HAVE_CUDA
-#include "cuda/gplan.h" /* device copy / zero for the host ops */
+#include "cuda/epi_codegen.h" /* kernel precompilation */
+#include "cuda/gplan.h"       /* device copy / zero for the host ops */
 #endif
 
 #include <stdarg.h>
@@ -891,3 +892,31 @@ const char *coda_plan_text(coda_plan p) {
 void plan_print(coda_plan p, FILE *f) {
   if (f) fputs(coda_plan_text(p), f);
 }
+
+#ifdef CODA_HAVE_CUDA
+coda_status plan_precompile_step(coda_plan p, int k, int unfused, int *cached, int *skipped) {
+  *cached = 0;
+  *skipped = 0;
+  const plan_step *st = &p->steps[k];
+  coda_program prog = st->prog >= 0 ? p->progs[st->prog].prog : NULL;
+  if (st->kind == PLAN_GEMM && !unfused) {
+    coda_epi_config cfg = coda_epi_default_config();
+    cfg.trans_a = st->ta == CODA_T;
+    cfg.trans_b = st->tb == CODA_T;
+    cfg.f16 = p->bufs[st->a].dtype == CODA_F16;
+    coda_epi_binary bin;
+    coda_status s = coda_epi_build(p->ctx, prog, &cfg, 0, &bin);
+    *cached = bin.from_cache;
+    coda_epi_binary_free(&bin);
+    return s;
+  }
+  if (st->kind == PLAN_GEMM) {
+    coda_program up;
+    coda_status s = plan_unfused_program(p, st->prog, &up);
+    return s == CODA_OK ? coda_cuda_map_precompile(p->ctx, up, cached) : s;
+  }
+  if (st->kind == PLAN_MAP && !unfused) return coda_cuda_map_precompile(p->ctx, prog, cached);
+  *skipped = 1;
+  return CODA_OK;
+}
+#endif

@@ -220,6 +220,13 @@ coda_status plan_alloc(coda_plan p);
  * after a plain GEMM. Built once per program and kept by the plan. */
 #define PLAN_ACC_INPUT "gemm_acc"
 coda_status plan_unfused_program(coda_plan p, int prog, coda_program *out);
+/* GPU builds only: compiles, or finds in the disk cache, the kernel step k
+ * runs on the CUDA backend: with unfused = 0 a GEMM step's fused kernel or a
+ * map step's map kernel, with unfused = 1 a GEMM step's program as the map
+ * kernel that follows its plain GEMM. *cached = 1 when the kernel came from
+ * the cache; *skipped = 1 (and CODA_OK) when the step has no kernel of that
+ * kind. For tools that fill the kernel cache ahead of a run. */
+coda_status plan_precompile_step(coda_plan p, int k, int unfused, int *cached, int *skipped);
 
 /* Writes the plan as text: buffers (shape, dtype, role) and steps. */
 void plan_print(coda_plan p, FILE *f);

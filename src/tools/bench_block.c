@@ -644,28 +644,15 @@ static int precompile(const bench_opts *o, const char *cmd) {
     }
     for (int k = 0; k < p->nstep; k++) {
       const plan_step *st = &p->steps[k];
-      coda_program prog = st->prog >= 0 ? p->progs[st->prog].prog : NULL;
       for (int variant = 0; variant < 2; variant++) {
-        coda_status s = CODA_OK;
-        int cached = 0;
-        if (st->kind == PLAN_GEMM && variant == 0 && o->fused) {
-          coda_epi_config cfg = coda_epi_default_config();
-          cfg.trans_a = st->ta == CODA_T;
-          cfg.trans_b = st->tb == CODA_T;
-          cfg.f16 = p->bufs[st->a].dtype == CODA_F16;
-          coda_epi_binary bin;
-          s = coda_epi_build(ctx, prog, &cfg, 0, &bin);
-          cached = bin.from_cache;
-          coda_epi_binary_free(&bin);
-        } else if (st->kind == PLAN_GEMM && variant == 1 && o->unfused) {
-          coda_program up;
-          s = plan_unfused_program(p, st->prog, &up);
-          if (s == CODA_OK) s = coda_cuda_map_precompile(ctx, up, &cached);
-        } else if (st->kind == PLAN_MAP && variant == 0 && (o->fused || o->unfused)) {
-          s = coda_cuda_map_precompile(ctx, prog, &cached);
-        } else {
-          continue;
-        }
+        /* variant 0: the fused GEMM kernels and the map steps; 1: the
+         * programs of the GEMM steps as maps after a plain GEMM */
+        const int want = st->kind == PLAN_GEMM ? (variant ? o->unfused : o->fused)
+                                               : (variant == 0 && (o->fused || o->unfused));
+        if (!want) continue;
+        int cached = 0, skipped = 0;
+        coda_status s = plan_precompile_step(p, k, variant, &cached, &skipped);
+        if (skipped) continue;
         if (s != CODA_OK) {
           fprintf(stderr, "%s: %s step %s%s: %s\n", cmd, c->name, st->label,
                   variant ? " (unfused)" : "", coda_last_error(ctx));

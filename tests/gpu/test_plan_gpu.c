@@ -111,22 +111,9 @@ static int precompile(void) {
     }
     for (int i = 0; i < p->nstep; i++) {
       const plan_step *st = &p->steps[i];
-      coda_program prog = st->prog >= 0 ? p->progs[st->prog].prog : NULL;
-      int cached = 0;
-      if (st->kind == PLAN_GEMM) {
-        coda_epi_config cfg = coda_epi_default_config();
-        cfg.trans_a = st->ta == CODA_T;
-        cfg.trans_b = st->tb == CODA_T;
-        cfg.f16 = p->bufs[st->a].dtype == CODA_F16;
-        coda_epi_binary bin;
-        s = coda_epi_build(ctx, prog, &cfg, 0, &bin);
-        cached = bin.from_cache;
-        coda_epi_binary_free(&bin);
-      } else if (st->kind == PLAN_MAP) {
-        s = coda_cuda_map_precompile(ctx, prog, &cached);
-      } else {
-        continue;
-      }
+      int cached = 0, skipped = 0;
+      s = plan_precompile_step(p, i, 0, &cached, &skipped);
+      if (skipped) continue;
       if (s != CODA_OK) {
         printf("%s step %s: %s\n", kind_name(k), st->label, coda_last_error(ctx));
         bad++;
