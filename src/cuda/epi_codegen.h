@@ -53,6 +53,13 @@ typedef struct coda_epi_params {
   int M, N;
 } coda_epi_params;
 
+/* Fills the parameter block for a program's views in argument order
+ * (inputs, outputs, partials): pointers, pitches (vectors: element
+ * stride), alignment flags; no TMA maps (the fused GEMM adds those). */
+void coda_epi_fill_params(coda_epi_params *pp, coda_program p, const coda_tensor *const *inputs,
+                          const coda_tensor *const *outputs, const coda_tensor *const *partials,
+                          int64_t M, int64_t N);
+
 /* Bytes of one 32-column chunk row of a view of this type and width as the
  * epilogue stages it in shared memory (32, 64 or 128), 0 if not staged. */
 int coda_epi_chunk_row_bytes(coda_dtype t, coda_width w);

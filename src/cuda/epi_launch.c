@@ -165,13 +165,13 @@ static CUresult encode_map(pfn_encode encode, CUtensorMap *map, const coda_tenso
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
-static int vec_stride(const coda_tensor *t) { return (t->cols == 1 && t->rows != 1) ? 0 : 1; }
-
+/* One view's entry: vectors use their element stride (a column-shaped
+ * vector its pitch), alignment flags enable paired access. */
 static void fill_arg(coda_epi_params *pp, int k, const coda_tensor *t, int vector) {
   const size_t es = coda_dtype_size(t->dtype);
   const uintptr_t a = (uintptr_t)t->data;
   long long ld = t->ld;
-  if (vector) ld = vec_stride(t) ? 1 : t->ld;
+  if (vector) ld = (t->cols == 1 && t->rows != 1) ? t->ld : 1;
   pp->ptr[k] = t->data;
   pp->ld[k] = ld;
   int fl = 0;
@@ -182,6 +182,20 @@ static void fill_arg(coda_epi_params *pp, int k, const coda_tensor *t, int vecto
     if (ld % 4 == 0 && a % (4 * es) == 0) fl |= 2;
   }
   pp->flags[k] = fl;
+}
+
+void coda_epi_fill_params(coda_epi_params *pp, coda_program program,
+                          const coda_tensor *const *inputs, const coda_tensor *const *outputs,
+                          const coda_tensor *const *partials, int64_t M, int64_t N) {
+  const struct coda_program_s *p = program;
+  memset(pp, 0, sizeof *pp);
+  int ka = 0;
+  for (int i = 0; i < p->ninputs; i++, ka++)
+    fill_arg(pp, ka, inputs[i], p->inputs[i].kind != CODA_ARG_TILE);
+  for (int i = 0; i < p->noutputs; i++, ka++) fill_arg(pp, ka, outputs[i], 0);
+  for (int i = 0; i < p->nreduces; i++, ka++) fill_arg(pp, ka, partials[i], 0);
+  pp->M = (int)M;
+  pp->N = (int)N;
 }
 
 /* A TMA store map of an output view for the epilogue's staged chunks: box =
@@ -297,19 +311,10 @@ coda_status coda_cuda_gemm_epilogue(coda_context ctx, coda_program program, coda
                      "CUDA GEMM epilogue: cuTensorMapEncodeTiled failed (error %d)", (int)r);
 
   coda_epi_params pp;
-  memset(&pp, 0, sizeof pp);
-  int ka = 0;
-  for (int i = 0; i < p->ninputs; i++, ka++)
-    fill_arg(&pp, ka, inputs[i], p->inputs[i].kind != CODA_ARG_TILE);
-  for (int i = 0; i < p->noutputs; i++, ka++) {
-    fill_arg(&pp, ka, outputs[i], 0);
-    if (i < CODA_EPI_MAX_TMA && !p->outputs[i].accumulate &&
-        store_map(s->encode, &pp, i, outputs[i], p->outputs[i].width))
-      pp.flags[ka] |= 4;
-  }
-  for (int i = 0; i < p->nreduces; i++, ka++) fill_arg(&pp, ka, partials[i], 0);
-  pp.M = (int)M;
-  pp.N = (int)N;
+  coda_epi_fill_params(&pp, program, inputs, outputs, partials, M, N);
+  for (int i = 0; i < p->noutputs && i < CODA_EPI_MAX_TMA; i++)
+    if (!p->outputs[i].accumulate && store_map(s->encode, &pp, i, outputs[i], p->outputs[i].width))
+      pp.flags[p->ninputs + i] |= 4;
 
   int iM = (int)M, iN = (int)N, iK = (int)K, group_m = 16, splits = 1, kbs = (int)((K + 63) / 64);
   const int64_t tiles = ((M + 127) / 128) * ((N + cfg.bn - 1) / cfg.bn);

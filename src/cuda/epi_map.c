@@ -92,29 +92,9 @@ coda_status coda_cuda_map_precompile(coda_context ctx, coda_program p, int *from
   return s;
 }
 
-/* The parameter block entry of one view (as the fused GEMM fills it):
- * vectors use their element stride, alignment flags enable paired access. */
-static void fill_arg(coda_epi_params *pp, int k, const coda_tensor *t, int vector) {
-  const size_t es = coda_dtype_size(t->dtype);
-  const uintptr_t a = (uintptr_t)t->data;
-  long long ld = t->ld;
-  if (vector) ld = (t->cols == 1 && t->rows != 1) ? t->ld : 1;
-  pp->ptr[k] = t->data;
-  pp->ld[k] = ld;
-  int fl = 0;
-  if (vector) {
-    if (ld == 1 && a % (2 * es) == 0) fl |= 1;
-  } else {
-    if (ld % 2 == 0 && a % (2 * es) == 0) fl |= 1;
-    if (ld % 4 == 0 && a % (4 * es) == 0) fl |= 2;
-  }
-  pp->flags[k] = fl;
-}
-
 coda_status coda_cuda_map(coda_context ctx, coda_program program, int64_t M, int64_t N,
                           const coda_tensor *const *inputs, const coda_tensor *const *outputs,
                           const coda_tensor *const *partials, coda_tiling tiling) {
-  const struct coda_program_s *p = program;
   coda_status st = coda_epi_supported(ctx, program);
   if (st != CODA_OK) return st;
   if (tiling.tile_m != CODA_EPI_TILE_M || tiling.tile_n != CODA_EPI_BN)
@@ -141,14 +121,8 @@ coda_status coda_cuda_map(coda_context ctx, coda_program program, int64_t M, int
     coda_epi_binary_free(&b);
     if (st != CODA_OK) return st;
   }
-  coda_epi_params pp;
-  memset(&pp, 0, sizeof pp);
-  int ka = 0;
-  for (int i = 0; i < p->ninputs; i++, ka++) fill_arg(&pp, ka, inputs[i], p->inputs[i].kind != CODA_ARG_TILE);
-  for (int i = 0; i < p->noutputs; i++, ka++) fill_arg(&pp, ka, outputs[i], 0);
-  for (int i = 0; i < p->nreduces; i++, ka++) fill_arg(&pp, ka, partials[i], 0);
-  pp.M = (int)M;
-  pp.N = (int)N;
+  coda_epi_params pp; /* the same block as the fused GEMM's, without TMA store maps */
+  coda_epi_fill_params(&pp, program, inputs, outputs, partials, M, N);
   int tiles_m = (int)((M + CODA_EPI_TILE_M - 1) / CODA_EPI_TILE_M);
   int tiles_n = (int)((N + CODA_EPI_BN - 1) / CODA_EPI_BN);
   int64_t units = (int64_t)tiles_m * tiles_n;
