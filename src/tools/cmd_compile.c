@@ -5,6 +5,7 @@
 #include "coda.h"
 #include "tool_util.h"
 #include "cuda/epi_codegen.h"
+#include "nn/plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,11 +17,13 @@
 #pragma weak coda_epi_default_config
 #pragma weak coda_epi_build
 #pragma weak coda_epi_binary_free
+#pragma weak plan_precompile_step
 
 static void compile_usage(FILE *f) {
   fprintf(f,
           "usage: coda compile [OPTIONS] FILE          (FILE '-' reads standard input)\n"
           "       coda compile [OPTIONS] --builtin NAME\n"
+          "       coda compile --all [--unfused] [--quiet]\n"
           "Prints the CUDA source of the program's GEMM epilogue and compiles it with\n"
           "NVRTC for sm_90a (the kernel is cached in $CODA_CACHE_DIR or ~/.cache/coda).\n"
           "Options:\n"
@@ -29,12 +32,82 @@ static void compile_usage(FILE *f) {
           "  --log        print the compiler log (ptxas register/spill statistics)\n"
           "  --f16        fp16 operands (default bf16)\n"
           "  --ta, --tn   A stored K x M (trans_a = T); B stored K x N (trans_b = N)\n"
-          "  --no-cache   compile even if the kernel is cached\n");
+          "  --no-cache   compile even if the kernel is cached\n"
+          "  --all        compile every kernel of the built-in block plans (Llama-3 block\n"
+          "               with and without the chaining flags, its LM head, the GPT-2\n"
+          "               block) into the cache, so that training and benchmarks never\n"
+          "               wait on a compile; --unfused adds the kernels of the plans with\n"
+          "               fusion off\n");
 }
 
+/* Builds plan `kind` (0 Llama-3 block, 1 its LM head, 2 GPT-2 block) with
+ * the GPU's partial tiling on a CPU context: the same programs and operand
+ * layouts as on the GPU, for any shape (kernels do not depend on it). */
+static coda_status build_plan(coda_context ctx, int kind, unsigned flags, coda_plan *p) {
+  const coda_tiling gpu = {CODA_EPI_TILE_M, CODA_EPI_BN};
+  if (kind == 2) {
+    coda_gpt2_config c = coda_gpt2_default_config();
+    c.tiling = gpu;
+    return coda_gpt2_block_plan(ctx, &c, p);
+  }
+  coda_llama_config c = coda_llama_default_config();
+  c.tiling = gpu;
+  c.flags = flags;
+  return kind ? coda_llama_head_plan(ctx, &c, p) : coda_llama_block_plan(ctx, &c, p);
+}
+
+/* coda compile --all: every kernel of the built-in plans into the cache. */
+static int compile_all(int unfused, int quiet) {
+  if (!plan_precompile_step) {
+    fprintf(stderr, "coda compile: this build of coda has no CUDA backend\n");
+    return 1;
+  }
+  coda_context ctx;
+  if (coda_context_create(NULL, &ctx) != CODA_OK) {
+    fprintf(stderr, "coda compile: cannot create a context\n");
+    return 1;
+  }
+  static const char *const kinds[] = {"llama block", "llama head", "gpt2 block"};
+  int built = 0, fresh = 0, bad = 0;
+  for (int kind = 0; kind < 3; kind++) {
+    /* chaining flags change the programs: every combination the plan takes */
+    for (unsigned flags = 0; flags < (kind == 2 ? 1u : 4u); flags++) {
+      coda_plan p;
+      if (build_plan(ctx, kind, flags, &p) != CODA_OK) {
+        if (flags == 0) { /* combinations a plan refuses are not kernels it runs */
+          fprintf(stderr, "coda compile: %s plan: %s\n", kinds[kind], coda_last_error(ctx));
+          bad++;
+        }
+        continue;
+      }
+      for (int k = 0; k < p->nstep; k++)
+        for (int variant = 0; variant <= unfused; variant++) {
+          int cached = 0, skipped = 0;
+          coda_status s = plan_precompile_step(p, k, variant, &cached, &skipped);
+          if (skipped) continue;
+          if (s != CODA_OK) {
+            fprintf(stderr, "coda compile: %s (flags %u) step %s%s: %s\n", kinds[kind], flags,
+                    p->steps[k].label, variant ? " (unfused)" : "", coda_last_error(ctx));
+            bad++;
+            continue;
+          }
+          built++;
+          fresh += !cached;
+          if (!quiet)
+            printf("%-11s flags %u  %-36s %-8s %s\n", kinds[kind], flags, p->steps[k].label,
+                   variant ? "unfused" : "fused", cached ? "cached" : "compiled");
+        }
+      coda_plan_destroy(p);
+    }
+  }
+  printf("%d kernels ready (%d compiled now, the rest from the cache), %d failures\n", built, fresh,
+         bad);
+  coda_context_destroy(ctx);
+  return bad ? 1 : 0;
+}
 
 int coda_cmd_compile(int argc, char **argv) {
-  int full = 0, quiet = 0, show_log = 0, f16 = 0, ta = 0, tb = 1, no_cache = 0;
+  int full = 0, quiet = 0, show_log = 0, f16 = 0, ta = 0, tb = 1, no_cache = 0, all = 0, unfused = 0;
   const char *file = NULL, *builtin = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -45,6 +118,8 @@ int coda_cmd_compile(int argc, char **argv) {
     else if (!strcmp(a, "--ta")) ta = 1;
     else if (!strcmp(a, "--tn")) tb = 0;
     else if (!strcmp(a, "--no-cache")) no_cache = 1;
+    else if (!strcmp(a, "--all")) all = 1;
+    else if (!strcmp(a, "--unfused")) unfused = 1;
     else if (!strcmp(a, "--builtin") && i + 1 < argc) builtin = argv[++i];
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       compile_usage(stdout);
@@ -58,6 +133,17 @@ int coda_cmd_compile(int argc, char **argv) {
       compile_usage(stderr);
       return 2;
     }
+  }
+  if (all) {
+    if (file || builtin || full || show_log || f16 || ta || !tb || no_cache) {
+      fprintf(stderr, "coda compile: --all takes only --unfused and --quiet\n");
+      return 2;
+    }
+    return compile_all(unfused, quiet);
+  }
+  if (unfused) {
+    fprintf(stderr, "coda compile: --unfused goes with --all\n");
+    return 2;
   }
   if (!file == !builtin) {
     compile_usage(stderr);

@@ -118,6 +118,12 @@ expect "usage" -- check --bogus
 expect "usage" -- check a.coda b.coda
 expect "nosuch" -- check --builtin nosuch
 
+# --- coda compile
+expect "--all takes only --unfused and --quiet" -- compile --all --f16
+expect "--all takes only --unfused and --quiet" -- compile --all --builtin llama_swiglu
+expect "--unfused goes with --all" -- compile --unfused --builtin llama_swiglu
+expect "unknown option '--frob'" -- compile --frob
+
 # --- coda generate
 expect "--checkpoint PATH is required" -- generate
 expect "unknown or incomplete option '--bogus'" -- generate --bogus
