@@ -28,6 +28,7 @@
 #pragma weak coda_epi_functor_source
 #pragma weak coda_epi_supported
 #pragma weak coda_epi_default_config
+#pragma weak coda_epi_fill_params
 
 /* Programs that cover what the built-ins do not. */
 static const char *const kExtra[][2] = {
@@ -140,6 +141,50 @@ static void check_cache(coda_context ctx) {
   }
 }
 
+/* The kernel parameter block of a program's views (host side, shared by
+ * the fused GEMM and the map kernel): pointers in argument order, pitches
+ * (vectors: their element stride), alignment flags, M and N. */
+static void test_fill_params(coda_context ctx) {
+  coda_program p = NULL;
+  CHECK(coda_program_parse(ctx,
+                           "input t : tile bf16\ninput r : row f32\ninput c : col bf16\n"
+                           "input s : scalar f32\noutput y : f32\n"
+                           "reduce q = rowsum(acc)\nstore y = acc * t * r + c * s\n",
+                           &p) == CODA_OK);
+  if (!p) return;
+  static _Alignas(64) unsigned char buf[1 << 16];
+  /* t: 10 x 12 (pitch 16) at an aligned base; r: a column of 10 rows at
+   * pitch 3 (column-shaped, strided); c: a 1 x 12 row (contiguous), first
+   * at an odd element offset (no pair access) */
+  coda_tensor t = coda_tensor_2d(buf, CODA_BF16, 10, 12);
+  t.ld = 16;
+  coda_tensor r = coda_tensor_2d(buf + 4096, CODA_F32, 10, 1);
+  r.ld = 3;
+  coda_tensor c = coda_tensor_2d(buf + 8192 + 2, CODA_BF16, 1, 12);
+  coda_tensor sc = coda_tensor_2d(buf + 12288, CODA_F32, 1, 1);
+  coda_tensor y = coda_tensor_2d(buf + 16384, CODA_F32, 10, 12);
+  y.ld = 14; /* even, not a multiple of 4 */
+  coda_tensor q = coda_tensor_2d(buf + 32768, CODA_F32, 10, 1);
+  const coda_tensor *in[] = {&t, &r, &c, &sc}, *out[] = {&y}, *part[] = {&q};
+  coda_epi_params pp;
+  memset(&pp, 0x5a, sizeof pp);
+  coda_epi_fill_params(&pp, p, in, out, part, 10, 12);
+  CHECK(pp.M == 10 && pp.N == 12);
+  CHECK(pp.ptr[0] == t.data && pp.ld[0] == 16 && pp.flags[0] == 3);
+  CHECK(pp.ptr[1] == r.data && pp.ld[1] == 3 && pp.flags[1] == 0);
+  CHECK(pp.ptr[2] == c.data && pp.ld[2] == 1 && pp.flags[2] == 0);
+  CHECK(pp.ptr[3] == sc.data && pp.ld[3] == 1 && pp.flags[3] == 1);
+  CHECK(pp.ptr[4] == y.data && pp.ld[4] == 14 && pp.flags[4] == 1);
+  CHECK(pp.ptr[5] == q.data && pp.ld[5] == 1 && pp.flags[5] == 0); /* partials: 2-D views (M x tiles) */
+  /* everything else is cleared (no stale TMA maps or flags) */
+  int rest = 0;
+  for (int k = 6; k < CODA_EPI_MAX_ARGS; k++) rest |= pp.flags[k] | (pp.ptr[k] != NULL) | (pp.ld[k] != 0);
+  for (int m = 0; m < CODA_EPI_MAX_TMA; m++)
+    for (int w = 0; w < 16; w++) rest |= pp.tm[m][w] != 0;
+  CHECK(rest == 0);
+  coda_program_destroy(p);
+}
+
 int main(void) {
   coda_context ctx;
   if (coda_context_create(NULL, &ctx) != CODA_OK) {
@@ -154,6 +199,7 @@ int main(void) {
     coda_context_destroy(ctx);
     return CHECK_DONE();
   }
+  if (coda_epi_fill_params) test_fill_params(ctx);
   int compiled = 0, total = 0;
   /* every built-in program: the default layout (A N, B T, bf16) */
   for (int i = 0; coda_builtin_program_name(i); i++) {
