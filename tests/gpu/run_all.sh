@@ -1,16 +1,34 @@
 #!/bin/bash
-# Every GPU check and measurement of the project in one run, on a machine
-# with an sm_90 GPU, from the repository root:
+# Every GPU check and measurement of the project, on a machine with an sm_90
+# GPU, from the repository root:
 #
-#   tests/gpu/run_all.sh PACK_DIR
+#   tests/gpu/run_all.sh PACK_DIR [STAGE ...]
 #
-# PACK_DIR holds the binaries of a CUDA build (tests/gpu/test_*_gpu,
-# tests/test_train_device, coda, bench_block) and an NVRTC cache (cache/)
-# precompiled on the build machine, so nothing compiles here. Logs go to
-# $OUT (or ./gpu-logs). Order: correctness first, then training, the block
-# benchmark and the sanitizers, so the most important results come first.
+# PACK_DIR is the gpu/ folder of tests/gpu/pack_all.sh's archive: the
+# binaries of a CUDA build (tests/gpu/test_*_gpu, tests/test_train_device,
+# coda, the benchmarks) and the kernel cache (cache/) compiled on the build
+# machine, so nothing compiles here. Logs go to $OUT (or ./gpu-logs).
+# Stages, in this order (default: tests train block sanitize, about 8
+# minutes; each stage has its own time limit):
+#   tests     every GPU test (GEMM, epilogue programs, attention, block
+#             plans, debug mode, the coda run examples)
+#   train     tests/gpu/train_gpu_smoke.sh (loss falls, determinism, GPU vs
+#             CPU, resume, throughput)
+#   block     coda bench block, all configurations (fused, unfused, floor,
+#             peak memory); with bench/block/baseline_torch.py present also
+#             PyTorch on the same blocks, and torch_peak.py
+#   fused     bench_fused (fused GEMMs vs plain and cuBLAS + separate
+#             kernels); with wheels in .whl/ also quack_fused.py
+#   attention bench_attention and PyTorch SDPA at the same shapes
+#   gemm      bench_gemm (our GEMM vs cuBLAS, 27 shapes)
+#   dp        tests/gpu/train_dp_gpu.sh (needs two GPUs)
+#   sanitize  compute-sanitizer over the GPU tests
+# Order: correctness first, so the most important results come first.
 set -u
-P=${1:?usage: tests/gpu/run_all.sh PACK_DIR}
+P=${1:?usage: tests/gpu/run_all.sh PACK_DIR [STAGE ...]}
+shift
+STAGES=${*:-tests train block sanitize}
+has() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
 L=${OUT:-gpu-logs}
 mkdir -p "$L"
 export CODA_CACHE_DIR=$P/cache
@@ -26,20 +44,58 @@ step() { # NAME TIMEOUT CMD...: runs a check, records its exit status
   tail -2 "$L/gpu-tests.log" | head -1
   [ $rc -eq 0 ] || status=1
 }
-step gemm 60 "$P/tests/gpu/test_gemm_gpu"
-step epilogue 60 "$P/tests/gpu/test_epilogue_gpu"
-step attention 60 "$P/tests/gpu/test_attention_gpu"
-step plan 60 "$P/tests/gpu/test_plan_gpu"
-step debug_sync 30 "$P/tests/gpu/test_debug_sync_gpu"
-step run_user_program 30 "$P/coda" run programs/examples/geglu_scaled.coda --gpu --m 4096 --n 4096 --k 2048
-step run_builtin 30 "$P/coda" run --builtin llama_swiglu_bwd --gpu --m 4096 --n 2048 --k 2048
-echo "== train smoke" | tee -a "$L/gpu-tests.log"
-timeout -k 5 170 tests/gpu/train_gpu_smoke.sh "$P" "$P/cache" > "$L/train-smoke.out" 2>&1 || status=1
-tail -15 "$L/train-smoke.out"
-echo "== block benchmark" | tee -a "$L/gpu-tests.log"
-timeout -k 5 90 "$P/bench_block" ${BLOCK_CONFIGS:-d512 d2048 d4096} --fused --floor > "$L/block.log" 2>&1 || status=1
-tail -12 "$L/block.log"
-if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
+if has tests; then
+  step gemm 60 "$P/tests/gpu/test_gemm_gpu"
+  step epilogue 60 "$P/tests/gpu/test_epilogue_gpu"
+  step attention 100 "$P/tests/gpu/test_attention_gpu"
+  step plan 60 "$P/tests/gpu/test_plan_gpu"
+  step debug_sync 30 "$P/tests/gpu/test_debug_sync_gpu"
+  step run_user_program 30 "$P/coda" run programs/examples/geglu_scaled.coda --gpu --m 4096 --n 4096 --k 2048
+  step run_builtin 30 "$P/coda" run --builtin llama_swiglu_bwd --gpu --m 4096 --n 2048 --k 2048
+fi
+if has train; then
+  echo "== train smoke" | tee -a "$L/gpu-tests.log"
+  timeout -k 5 170 tests/gpu/train_gpu_smoke.sh "$P" "$P/cache" > "$L/train-smoke.out" 2>&1 || status=1
+  tail -15 "$L/train-smoke.out"
+fi
+if has block; then
+  step block 150 sh -c "\"$P/coda\" bench block all --csv > \"$L/block.csv\""
+  cat "$L/block.csv"
+  if [ -f bench/block/baseline_torch.py ]; then
+    BASELINE_OUT=$L timeout -k 5 300 python3 bench/block/baseline_torch.py seed-6L-512 gpt2s-768 \
+      llama1b-2048 llama8b-4096 > "$L/torch.log" 2>&1 || status=1
+    OUT=$L timeout -k 5 240 python3 bench/block/torch_peak.py > "$L/torch_peak.log" 2>&1 || status=1
+    python3 bench/block/plot_block.py --csv "$L/block.csv" --baseline "$L/baseline.json" \
+      --peak "$L/torch_peak.json" --md "$L/block.md" --png "$L/block.png" > /dev/null 2>&1 &&
+      cat "$L/block.md"
+  fi
+fi
+if has fused; then
+  step fused 150 sh -c "\"$P/bench_fused\" > \"$L/bench_fused.md\""
+  cat "$L/bench_fused.md"
+  if ls .whl/*.whl > /dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /tmp/coda-site .whl/*.whl > "$L/pip.log" 2>&1
+    PYTHONPATH=/tmp/coda-site:/tmp/coda-site/nvidia_cutlass_dsl/python_packages PYTHONUNBUFFERED=1 \
+      timeout -k 5 200 python3 bench/fused/quack_fused.py --budget-s 140 > "$L/quack_fused.md" \
+      2> "$L/quack_fused.err" || status=1
+    cat "$L/quack_fused.md"
+  fi
+fi
+if has attention; then
+  step attention_bench 100 sh -c "\"$P/bench_attention\" > \"$L/attention.md\""
+  timeout -k 5 100 python3 bench/attention/sdpa.py "$L/attention.md" > "$L/sdpa.md" 2>&1 || status=1
+  cat "$L/sdpa.md"
+fi
+if has gemm; then
+  step gemm_bench 300 sh -c "\"$P/bench_gemm\" > \"$L/gemm.md\""
+  tail -32 "$L/gemm.md"
+fi
+if has dp; then
+  OUT=$L timeout -k 5 300 tests/gpu/train_dp_gpu.sh "$P" > /dev/null 2>&1 || status=1
+  tail -12 "$L/train-dp.log"
+fi
+if has sanitize; then
   SANITIZE_BUDGET_SCALE=${SANITIZE_BUDGET_SCALE:-0.7} timeout -k 5 170 tests/gpu/sanitize.sh "$P" "$P/cache" > "$L/sanitize.out" 2>&1 || status=1
   tail -14 "$L/sanitize.out"
 fi
