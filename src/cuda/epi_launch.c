@@ -152,19 +152,6 @@ static coda_status get_kernel(coda_context ctx, coda_cuda_state *s, coda_program
   return CODA_OK;
 }
 
-static CUresult encode_map(pfn_encode encode, CUtensorMap *map, const coda_tensor *t,
-                           uint32_t box_cols, uint32_t box_rows) {
-  cuuint64_t dims[2] = {(cuuint64_t)t->cols, (cuuint64_t)t->rows};
-  cuuint64_t strides[1] = {(cuuint64_t)t->ld * 2};
-  cuuint32_t box[2] = {box_cols, box_rows};
-  cuuint32_t estr[2] = {1, 1};
-  CUtensorMapDataType dt =
-      t->dtype == CODA_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  return encode(map, dt, 2, t->data, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-}
-
 /* One view's entry: vectors use their element stride (a column-shaped
  * vector its pitch), alignment flags enable paired access. */
 static void fill_arg(coda_epi_params *pp, int k, const coda_tensor *t, int vector) {
@@ -304,8 +291,9 @@ coda_status coda_cuda_gemm_epilogue(coda_context ctx, coda_program program, coda
   if ((st = get_kernel(ctx, s, program, &cfg, &k))) return st;
 
   CUtensorMap ta, tb;
-  CUresult r = encode_map(s->encode, &ta, A, 64, trans_a == CODA_N ? 128u : 64u);
-  if (r == CUDA_SUCCESS) r = encode_map(s->encode, &tb, B, 64, trans_b == CODA_T ? (uint32_t)cfg.bn : 64u);
+  CUresult r = coda_cuda_operand_map((void *)s->encode, &ta, A, 64, trans_a == CODA_N ? 128u : 64u);
+  if (r == CUDA_SUCCESS)
+    r = coda_cuda_operand_map((void *)s->encode, &tb, B, 64, trans_b == CODA_T ? (uint32_t)cfg.bn : 64u);
   if (r != CUDA_SUCCESS)
     return coda_fail(ctx, CODA_ERR_BACKEND,
                      "CUDA GEMM epilogue: cuTensorMapEncodeTiled failed (error %d)", (int)r);

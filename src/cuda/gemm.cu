@@ -119,19 +119,17 @@ static coda_status check_tma_operand(coda_context ctx, const char *name, const c
   return CODA_OK;
 }
 
-/* 2-D map over a row-major (rows x cols, pitch ld) 16-bit matrix; the box
- * is box_cols (contiguous, 64 = 128 bytes) x box_rows, 128-byte swizzle. */
-static CUresult encode_map(PFN_cuTensorMapEncodeTiled_v12000 encode, CUtensorMap *map,
-                           const coda_tensor *t, uint32_t box_cols, uint32_t box_rows) {
+CUresult coda_cuda_operand_map(void *encode, CUtensorMap *map, const coda_tensor *t,
+                               uint32_t box_cols, uint32_t box_rows) {
   cuuint64_t dims[2] = {(cuuint64_t)t->cols, (cuuint64_t)t->rows};
   cuuint64_t strides[1] = {(cuuint64_t)t->ld * 2};
   cuuint32_t box[2] = {box_cols, box_rows};
   cuuint32_t estr[2] = {1, 1};
   CUtensorMapDataType dt =
       t->dtype == CODA_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  return encode(map, dt, 2, t->data, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return ((PFN_cuTensorMapEncodeTiled_v12000)encode)(map, dt, 2, t->data, dims, strides, box, estr,
+                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
 /* The k-split count a request turns into: at most one split per k-block,
@@ -267,9 +265,9 @@ static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda
   GemmLaunch p;
   /* K-major operands load one box {64 k, tile rows}; MN-major operands load
    * 64 x 64 chunks (the 128-byte swizzle spans at most 64 16-bit values). */
-  CUresult r = encode_map(encode, &p.a, A, 64, trans_a == CODA_N ? (uint32_t)cfg->bm : 64u);
+  CUresult r = coda_cuda_operand_map((void *)encode, &p.a, A, 64, trans_a == CODA_N ? (uint32_t)cfg->bm : 64u);
   if (r == CUDA_SUCCESS)
-    r = encode_map(encode, &p.b, B, 64, trans_b == CODA_T ? (uint32_t)cfg->bn : 64u);
+    r = coda_cuda_operand_map((void *)encode, &p.b, B, 64, trans_b == CODA_T ? (uint32_t)cfg->bn : 64u);
   if (r != CUDA_SUCCESS)
     return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA GEMM: cuTensorMapEncodeTiled failed (error %d)",
                      (int)r);

@@ -2,9 +2,17 @@
 #ifndef CODA_CUDA_GEMM_INTERNAL_H
 #define CODA_CUDA_GEMM_INTERNAL_H
 #include "coda.h"
+
+#include <cuda.h> /* CUtensorMap (types only; libcuda is never linked) */
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* TMA map of a GEMM operand: a row-major (rows x cols, pitch ld) 16-bit
+ * matrix, box = box_cols (contiguous; 64 = 128 bytes) x box_rows, 128-byte
+ * swizzle. encode is the driver's cuTensorMapEncodeTiled (reached through
+ * the runtime's entry-point query). Shared by the plain and fused GEMMs. */
+CUresult coda_cuda_operand_map(void *encode, CUtensorMap *map, const coda_tensor *t,
+                               uint32_t box_cols, uint32_t box_rows);
 /* Number of tile configurations in the table, and the name of entry i. */
 int coda_cuda_gemm_num_configs(void);
 const char *coda_cuda_gemm_config_name(int i);
