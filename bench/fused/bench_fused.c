@@ -27,6 +27,7 @@
 #include "coda.h"
 #include "cuda/epi_codegen.h"
 #include "unfused.h"
+#include "name_list.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -106,19 +107,6 @@ static const coda_tiling kTiling = {64, 128};
       exit(1);                                                                            \
     }                                                                                     \
   } while (0)
-
-static int in_list(const char *list, const char *name) {
-  if (!list) return 1;
-  const size_t n = strlen(name);
-  for (const char *q = list; *q;) {
-    const char *e = strchr(q, ',');
-    const size_t len = e ? (size_t)(e - q) : strlen(q);
-    if (len == n && !strncmp(q, name, n)) return 1;
-    if (!e) break;
-    q = e + 1;
-  }
-  return 0;
-}
 
 static int cmp_float(const void *a, const void *b) {
   const float x = *(const float *)a, y = *(const float *)b;
@@ -635,9 +623,9 @@ int main(int argc, char **argv) {
          "max|fused−unfused|/max|unfused| |\n"
          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int s = 0; s < NSHAPES; s++) {
-    if (!in_list(shapes, kShapes[s].name)) continue;
+    if (!name_in_list(shapes, kShapes[s].name)) continue;
     for (int k = 0; k < NKERNELS; k++)
-      if (in_list(only, kKernels[k].name)) bench_one(ctx, cb, &kKernels[k], &kShapes[s]);
+      if (name_in_list(only, kKernels[k].name)) bench_one(ctx, cb, &kKernels[k], &kShapes[s]);
   }
   cublasDestroy(cb);
   coda_context_destroy(ctx);

@@ -27,6 +27,7 @@
 #include "cuda/epi_codegen.h"
 #include "lang/ir.h"
 #include "epi_test_programs.h"
+#include "name_list.h"
 
 #include <cuda_runtime_api.h>
 
@@ -642,19 +643,6 @@ static int bench(coda_context gpu) {
   return 0;
 }
 
-/* 1 if name is an item of the comma-separated list. */
-static int in_list(const char *list, const char *name) {
-  const size_t n = strlen(name);
-  for (const char *q = list; *q;) {
-    const char *e = strchr(q, ',');
-    const size_t len = e ? (size_t)(e - q) : strlen(q);
-    if (len == n && !strncmp(q, name, n)) return 1;
-    if (!e) break;
-    q = e + 1;
-  }
-  return 0;
-}
-
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0); /* a crash keeps the lines printed before it */
   if (argc > 1 && !strcmp(argv[1], "--precompile")) return precompile();
@@ -686,7 +674,7 @@ int main(int argc, char **argv) {
   static const int64_t shapes[2][3] = {{333, 264, 200}, {130, 390, 72}};
   int nprog = 0, nbad = 0;
   for (int i = 0; i < num_programs(); i++) {
-    if (only && !in_list(only, program_name(i))) continue;
+    if (only && !name_in_list(only, program_name(i))) continue;
     nlisted++;
     coda_program p = load_program(cpu, i);
     if (!p) {
