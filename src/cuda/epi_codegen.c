@@ -34,6 +34,7 @@
 #include "cuda/epi_codegen.h"
 
 #include "core/internal.h"
+#include "core/strbuf.h"
 #include "lang/ir.h"
 
 #include <math.h>
@@ -80,71 +81,10 @@ uint64_t coda_epi_hash(const void *data, size_t n, uint64_t seed) {
 
 /* ------------------------------------------------------------ buffer */
 
-typedef struct sbuf {
-  char *s;
-  size_t n, cap;
-  int oom;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-  if (b->oom) return;
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    size_t room = b->cap - b->n;
-    int k = b->s ? vsnprintf(b->s + b->n, room, fmt, ap) : -2;
-    va_end(ap);
-    if (k >= 0 && (size_t)k < room) {
-      b->n += (size_t)k;
-      return;
-    }
-    if (k == -1) {
-      b->oom = 1;
-      return;
-    }
-    size_t need = b->n + (k > 0 ? (size_t)k : 0) + 1;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < need) cap *= 2;
-    char *ns = realloc(b->s, cap);
-    if (!ns) {
-      b->oom = 1;
-      return;
-    }
-    b->s = ns;
-    b->cap = cap;
-  }
-}
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-  if (b->oom) return;
-  if (b->n + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->n + n + 1) cap *= 2;
-    char *ns = realloc(b->s, cap);
-    if (!ns) {
-      b->oom = 1;
-      return;
-    }
-    b->s = ns;
-    b->cap = cap;
-  }
-  memcpy(b->s + b->n, s, n);
-  b->n += n;
-  b->s[b->n] = '\0';
-}
-
-static char *sb_take(coda_context ctx, sbuf *b) {
-  if (b->oom || !b->s) {
-    free(b->s);
-    coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory while generating CUDA source");
-    return NULL;
-  }
-  return b->s;
+static char *sb_take(coda_context ctx, coda_strbuf *b) {
+  char *s = coda_sb_take(b);
+  if (!s) coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory while generating CUDA source");
+  return s;
 }
 
 /* ------------------------------------------------------------ checks */
@@ -445,11 +385,11 @@ static int dt_code(coda_dtype t) {
 }
 
 /* An fp32 literal that is exactly (float)v (what the CPU uses). */
-static void emit_const(sbuf *b, double v) {
+static void emit_const(coda_strbuf *b, double v) {
   float f = (float)v;
-  if (isnan(f)) sb_printf(b, "__int_as_float(0x7fc00000)");
-  else if (isinf(f)) sb_printf(b, "%s__int_as_float(0x7f800000)", f < 0 ? "-" : "");
-  else sb_printf(b, "%af", (double)f);
+  if (isnan(f)) coda_sb_printf(b, "__int_as_float(0x7fc00000)");
+  else if (isinf(f)) coda_sb_printf(b, "%s__int_as_float(0x7f800000)", f < 0 ? "-" : "");
+  else coda_sb_printf(b, "%af", (double)f);
 }
 
 /* column pairs per load chunk */
@@ -457,7 +397,7 @@ static void emit_const(sbuf *b, double v) {
 
 typedef struct gen {
   const struct coda_program_s *p;
-  sbuf *b;
+  coda_strbuf *b;
   int pair;
   int arg_out0, arg_red0;
 } gen;
@@ -465,46 +405,46 @@ typedef struct gen {
 /* Expression of input k read with lane `lane` at point e (elem) / the pair. */
 static void emit_read(gen *g, int k, coda_lane lane) {
   const ir_input *in = &g->p->inputs[k];
-  sbuf *b = g->b;
+  coda_strbuf *b = g->b;
   int odd = lane == CODA_LANE_ODD;
   switch (in->kind) {
-  case CODA_ARG_ROW: sb_printf(b, "rw%d[h]", k); break;
-  case CODA_ARG_SCALAR: sb_printf(b, "sc%d", k); break;
+  case CODA_ARG_ROW: coda_sb_printf(b, "rw%d[h]", k); break;
+  case CODA_ARG_SCALAR: coda_sb_printf(b, "sc%d", k); break;
   case CODA_ARG_COL:
-    if (g->pair) sb_printf(b, "cv%d.%c", k, odd ? 'y' : 'x');
-    else sb_printf(b, "(e ? cv%d.y : cv%d.x)", k, k);
+    if (g->pair) coda_sb_printf(b, "cv%d.%c", k, odd ? 'y' : 'x');
+    else coda_sb_printf(b, "(e ? cv%d.y : cv%d.x)", k, k);
     break;
   default:
-    if (in->width == CODA_WIDTH_HALF) sb_printf(b, "th%d", k);
+    if (in->width == CODA_WIDTH_HALF) coda_sb_printf(b, "th%d", k);
     else if (in->width == CODA_WIDTH_X2) /* elem mode only */
-      sb_printf(b, odd ? "(e ? tv%d.w : tv%d.y)" : "(e ? tv%d.z : tv%d.x)", k, k);
-    else if (g->pair) sb_printf(b, "tv%d.%c", k, odd ? 'y' : 'x');
-    else sb_printf(b, "(e ? tv%d.y : tv%d.x)", k, k);
+      coda_sb_printf(b, odd ? "(e ? tv%d.w : tv%d.y)" : "(e ? tv%d.z : tv%d.x)", k, k);
+    else if (g->pair) coda_sb_printf(b, "tv%d.%c", k, odd ? 'y' : 'x');
+    else coda_sb_printf(b, "(e ? tv%d.y : tv%d.x)", k, k);
     break;
   }
 }
 
 static void emit_instr(gen *g, const ir_instr *in) {
-  sbuf *b = g->b;
+  coda_strbuf *b = g->b;
   const int *a = in->args;
   switch (in->code) {
   case IR_CONST:
-    sb_printf(b, "      const float r%d = ", in->dst);
+    coda_sb_printf(b, "      const float r%d = ", in->dst);
     emit_const(b, in->imm);
-    sb_printf(b, ";\n");
+    coda_sb_printf(b, ";\n");
     return;
   case IR_ACC:
-    if (g->pair) sb_printf(b, "      const float r%d = f.v[i0 + %d];\n", in->dst, in->lane == CODA_LANE_ODD);
-    else sb_printf(b, "      const float r%d = f.v[i0 + e];\n", in->dst);
+    if (g->pair) coda_sb_printf(b, "      const float r%d = f.v[i0 + %d];\n", in->dst, in->lane == CODA_LANE_ODD);
+    else coda_sb_printf(b, "      const float r%d = f.v[i0 + e];\n", in->dst);
     return;
-  case IR_ROW: sb_printf(b, "      const float r%d = (float)r;\n", in->dst); return;
+  case IR_ROW: coda_sb_printf(b, "      const float r%d = (float)r;\n", in->dst); return;
   case IR_COL:
-    sb_printf(b, "      const float r%d = (float)(%s);\n", in->dst, g->pair ? "c" : "c + e");
+    coda_sb_printf(b, "      const float r%d = (float)(%s);\n", in->dst, g->pair ? "c" : "c + e");
     return;
   case IR_READ:
-    sb_printf(b, "      const float r%d = ", in->dst);
+    coda_sb_printf(b, "      const float r%d = ", in->dst);
     emit_read(g, in->input, in->lane);
-    sb_printf(b, ";\n");
+    coda_sb_printf(b, ";\n");
     return;
   case IR_MATH: break;
   }
@@ -532,53 +472,53 @@ static void emit_instr(gen *g, const ir_instr *in) {
   default: break;
   }
   if (bin) {
-    sb_printf(b, "      const float r%d = r%d %s r%d;\n", in->dst, a[0], bin, a[1]);
+    coda_sb_printf(b, "      const float r%d = r%d %s r%d;\n", in->dst, a[0], bin, a[1]);
   } else if (cmp) {
-    sb_printf(b, "      const float r%d = r%d %s r%d ? 1.0f : 0.0f;\n", in->dst, a[0], cmp, a[1]);
+    coda_sb_printf(b, "      const float r%d = r%d %s r%d ? 1.0f : 0.0f;\n", in->dst, a[0], cmp, a[1]);
   } else if (fn1) {
-    sb_printf(b, "      const float r%d = %s(r%d);\n", in->dst, fn1, a[0]);
+    coda_sb_printf(b, "      const float r%d = %s(r%d);\n", in->dst, fn1, a[0]);
   } else {
     switch (in->op) {
-    case CODA_OP_NEG: sb_printf(b, "      const float r%d = -r%d;\n", in->dst, a[0]); break;
+    case CODA_OP_NEG: coda_sb_printf(b, "      const float r%d = -r%d;\n", in->dst, a[0]); break;
     case CODA_OP_FMA:
-      sb_printf(b, "      const float r%d = fmaf(r%d, r%d, r%d);\n", in->dst, a[0], a[1], a[2]);
+      coda_sb_printf(b, "      const float r%d = fmaf(r%d, r%d, r%d);\n", in->dst, a[0], a[1], a[2]);
       break;
-    case CODA_OP_RSQRT: sb_printf(b, "      const float r%d = 1.0f / sqrtf(r%d);\n", in->dst, a[0]); break;
+    case CODA_OP_RSQRT: coda_sb_printf(b, "      const float r%d = 1.0f / sqrtf(r%d);\n", in->dst, a[0]); break;
     case CODA_OP_SILU:
-      sb_printf(b, "      const float r%d = r%d * coda_epi::sigm(r%d);\n", in->dst, a[0], a[0]);
+      coda_sb_printf(b, "      const float r%d = r%d * coda_epi::sigm(r%d);\n", in->dst, a[0], a[0]);
       break;
-    case CODA_OP_MIN: sb_printf(b, "      const float r%d = fminf(r%d, r%d);\n", in->dst, a[0], a[1]); break;
-    case CODA_OP_MAX: sb_printf(b, "      const float r%d = fmaxf(r%d, r%d);\n", in->dst, a[0], a[1]); break;
+    case CODA_OP_MIN: coda_sb_printf(b, "      const float r%d = fminf(r%d, r%d);\n", in->dst, a[0], a[1]); break;
+    case CODA_OP_MAX: coda_sb_printf(b, "      const float r%d = fmaxf(r%d, r%d);\n", in->dst, a[0], a[1]); break;
     case CODA_OP_SELECT:
-      sb_printf(b, "      const float r%d = r%d != 0.0f ? r%d : r%d;\n", in->dst, a[0], a[1], a[2]);
+      coda_sb_printf(b, "      const float r%d = r%d != 0.0f ? r%d : r%d;\n", in->dst, a[0], a[1], a[2]);
       break;
     case CODA_OP_SWIGLU:
-      sb_printf(b, "      const float r%d = r%d * coda_epi::sigm(r%d) * r%d;\n", in->dst, a[0], a[0], a[1]);
+      coda_sb_printf(b, "      const float r%d = r%d * coda_epi::sigm(r%d) * r%d;\n", in->dst, a[0], a[0], a[1]);
       break;
     case CODA_OP_GEGLU:
-      sb_printf(b, "      const float r%d = coda_epi::gelu(r%d) * r%d;\n", in->dst, a[0], a[1]);
+      coda_sb_printf(b, "      const float r%d = coda_epi::gelu(r%d) * r%d;\n", in->dst, a[0], a[1]);
       break;
     case CODA_OP_DSWIGLU: /* dg = dy*u*dsilu(g), du = dy*g*sigmoid(g) */
-      sb_printf(b,
+      coda_sb_printf(b,
                 "      float r%d, r%d;\n      { const float s_ = coda_epi::sigm(r%d);\n"
                 "        r%d = r%d * r%d * (s_ * (1.0f + r%d * (1.0f - s_)));\n"
                 "        r%d = r%d * r%d * s_; }\n",
                 in->dst, in->dst2, a[0], in->dst, a[2], a[1], a[0], in->dst2, a[2], a[0]);
       break;
     case CODA_OP_DGEGLU: /* dg = dy*u*dgelu(g), du = dy*gelu(g) */
-      sb_printf(b,
+      coda_sb_printf(b,
                 "      const float r%d = r%d * r%d * coda_epi::dgelu(r%d);\n"
                 "      const float r%d = r%d * coda_epi::gelu(r%d);\n",
                 in->dst, a[2], a[1], a[0], in->dst2, a[2], a[0]);
       break;
     case CODA_OP_ROPE:
     case CODA_OP_ROPE_BWD:
-      sb_printf(b, "      float r%d, r%d;\n      coda_epi::rope(r%d, r%d, r%d, r%d, r%d, %s, r%d, r%d);\n",
+      coda_sb_printf(b, "      float r%d, r%d;\n      coda_epi::rope(r%d, r%d, r%d, r%d, r%d, %s, r%d, r%d);\n",
                 in->dst, in->dst2, a[0], a[1], a[2], a[3], a[4],
                 in->op == CODA_OP_ROPE ? "1.0f" : "-1.0f", in->dst, in->dst2);
       break;
     default:
-      sb_printf(b, "#error unknown op %d\n", (int)in->op);
+      coda_sb_printf(b, "#error unknown op %d\n", (int)in->op);
       break;
     }
   }
@@ -603,40 +543,40 @@ static int is_row_fold(const ir_reduce *r) {
 /* Quad combine of the folded state of reduction q for row half h and the
  * write by lane 0 of the quad at partial column `colexpr`. */
 static void emit_row_flush(gen *g, int q, const char *colexpr, const char *cond, const char *indent) {
-  sbuf *b = g->b;
+  coda_strbuf *b = g->b;
   const ir_reduce *r = &g->p->reduces[q];
   const int k = g->arg_red0 + q;
-  sb_printf(b, "%s{\n", indent);
+  coda_sb_printf(b, "%s{\n", indent);
   switch (r->kind) {
   case CODA_REDUCE_ROWMAX:
-    sb_printf(b, "%s  float v_ = ra%d[h], o_;\n", indent, q);
-    sb_printf(b, "%s  o_ = coda_epi::shx(v_, 1); v_ = o_ > v_ ? o_ : v_;\n", indent);
-    sb_printf(b, "%s  o_ = coda_epi::shx(v_, 2); v_ = o_ > v_ ? o_ : v_;\n", indent);
+    coda_sb_printf(b, "%s  float v_ = ra%d[h], o_;\n", indent, q);
+    coda_sb_printf(b, "%s  o_ = coda_epi::shx(v_, 1); v_ = o_ > v_ ? o_ : v_;\n", indent);
+    coda_sb_printf(b, "%s  o_ = coda_epi::shx(v_, 2); v_ = o_ > v_ ? o_ : v_;\n", indent);
     break;
   case CODA_REDUCE_ROWLSE:
-    sb_printf(b, "%s  float m_ = ra%d[h], s_ = rs%d[h];\n", indent, q, q);
-    sb_printf(b, "%s  { float m2 = coda_epi::shx(m_, 1), s2 = coda_epi::shx(s_, 1); coda_epi::lse_merge(m_, s_, m2, s2); }\n", indent);
-    sb_printf(b, "%s  { float m2 = coda_epi::shx(m_, 2), s2 = coda_epi::shx(s_, 2); coda_epi::lse_merge(m_, s_, m2, s2); }\n", indent);
-    sb_printf(b, "%s  const float v_ = (m_ == -CODA_INF || m_ == CODA_INF) ? m_ : m_ + logf(s_);\n", indent);
+    coda_sb_printf(b, "%s  float m_ = ra%d[h], s_ = rs%d[h];\n", indent, q, q);
+    coda_sb_printf(b, "%s  { float m2 = coda_epi::shx(m_, 1), s2 = coda_epi::shx(s_, 1); coda_epi::lse_merge(m_, s_, m2, s2); }\n", indent);
+    coda_sb_printf(b, "%s  { float m2 = coda_epi::shx(m_, 2), s2 = coda_epi::shx(s_, 2); coda_epi::lse_merge(m_, s_, m2, s2); }\n", indent);
+    coda_sb_printf(b, "%s  const float v_ = (m_ == -CODA_INF || m_ == CODA_INF) ? m_ : m_ + logf(s_);\n", indent);
     break;
   default:
-    sb_printf(b, "%s  float v_ = ra%d[h];\n", indent, q);
-    sb_printf(b, "%s  v_ += coda_epi::shx(v_, 1);\n", indent);
-    sb_printf(b, "%s  v_ += coda_epi::shx(v_, 2);\n", indent);
+    coda_sb_printf(b, "%s  float v_ = ra%d[h];\n", indent, q);
+    coda_sb_printf(b, "%s  v_ += coda_epi::shx(v_, 1);\n", indent);
+    coda_sb_printf(b, "%s  v_ += coda_epi::shx(v_, 2);\n", indent);
     break;
   }
-  sb_printf(b, "%s  if (qd == 0 && r < M && %s) ((float *)p.ptr[%d])[(long long)r * p.ld[%d] + (%s)] = v_;\n",
+  coda_sb_printf(b, "%s  if (qd == 0 && r < M && %s) ((float *)p.ptr[%d])[(long long)r * p.ld[%d] + (%s)] = v_;\n",
             indent, cond, k, k, colexpr);
-  sb_printf(b, "%s}\n", indent);
+  coda_sb_printf(b, "%s}\n", indent);
 }
 
 static void emit_row_reset(gen *g, int q, const char *indent) {
   const ir_reduce *r = &g->p->reduces[q];
   if (r->kind == CODA_REDUCE_ROWMAX || r->kind == CODA_REDUCE_ROWLSE)
-    sb_printf(g->b, "%sra%d[h] = -CODA_INF;\n", indent, q);
+    coda_sb_printf(g->b, "%sra%d[h] = -CODA_INF;\n", indent, q);
   else
-    sb_printf(g->b, "%sra%d[h] = 0.0f;\n", indent, q);
-  if (r->kind == CODA_REDUCE_ROWLSE) sb_printf(g->b, "%srs%d[h] = 0.0f;\n", indent, q);
+    coda_sb_printf(g->b, "%sra%d[h] = 0.0f;\n", indent, q);
+  if (r->kind == CODA_REDUCE_ROWLSE) coda_sb_printf(g->b, "%srs%d[h] = 0.0f;\n", indent, q);
 }
 
 /* Staging plan: tile inputs and non-accumulating outputs whose chunk rows
@@ -745,7 +685,7 @@ static void emit_stage_in(gen *g, const stage_plan *sp, const char *jc, const ch
     char *J = strstr(v0, "JC");
     char v0s[128];
     snprintf(v0s, sizeof v0s, "%.*s%s%s", (int)(J - v0), v0, jc, J + 2);
-    sb_printf(g->b, "%scoda_epi::stage_in<%d, %d>(sb_ + %d + (%s) * %d, p.ptr[%d], p.ld[%d], al%d, wr0, %s, %s, M);\n",
+    coda_sb_printf(g->b, "%scoda_epi::stage_in<%d, %d>(sb_ + %d + (%s) * %d, p.ptr[%d], p.ld[%d], al%d, wr0, %s, %s, M);\n",
               indent, dt_size(in->dtype), sp->in_rb[k], sp->in_off[k], buf, 64 * sp->in_rb[k], k, k, k, v0s,
               view_len(in->width));
   }
@@ -754,8 +694,8 @@ static void emit_stage_in(gen *g, const stage_plan *sp, const char *jc, const ch
 char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   const struct coda_program_s *p = pg;
   if (coda_epi_supported(ctx, pg) != CODA_OK) return NULL;
-  sbuf sb = {0};
-  sbuf *b = &sb;
+  coda_strbuf sb = {0};
+  coda_strbuf *b = &sb;
   gen g = {p, b, p->pair_mode, p->ninputs, p->ninputs + p->noutputs};
   const int pair = p->pair_mode;
 
@@ -773,62 +713,62 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   plan_staging(p, used, ncol, &sp);
   const int staged = sp.nin + sp.nout > 0;
 
-  sb_printf(b, "/* program (%s mode): %d instructions, %d inputs, %d outputs, %d reductions */\n",
+  coda_sb_printf(b, "/* program (%s mode): %d instructions, %d inputs, %d outputs, %d reductions */\n",
             pair ? "pair" : "elem", p->ninstrs, p->ninputs, p->noutputs, p->nreduces);
-  sb_printf(b, "/* arguments:");
+  coda_sb_printf(b, "/* arguments:");
   for (int k = 0; k < p->ninputs; k++)
-    sb_printf(b, " %d=%s(%s %s%s)", k, p->inputs[k].name, kind_name(p->inputs[k].kind),
+    coda_sb_printf(b, " %d=%s(%s %s%s)", k, p->inputs[k].name, kind_name(p->inputs[k].kind),
               coda_dtype_name(p->inputs[k].dtype),
               p->inputs[k].width == CODA_WIDTH_X2 ? " x2" : p->inputs[k].width == CODA_WIDTH_HALF ? " half" : "");
   for (int o = 0; o < p->noutputs; o++)
-    sb_printf(b, " %d=%s(output)", g.arg_out0 + o, p->outputs[o].name);
+    coda_sb_printf(b, " %d=%s(output)", g.arg_out0 + o, p->outputs[o].name);
   for (int q = 0; q < p->nreduces; q++)
-    sb_printf(b, " %d=%s(%s)", g.arg_red0 + q, p->reduces[q].name, ir_reduce_kind_name(p->reduces[q].kind));
-  sb_printf(b, " */\n");
-  sb_printf(b, "struct CodaEpi {\n  CodaEpiParams p;\n");
+    coda_sb_printf(b, " %d=%s(%s)", g.arg_red0 + q, p->reduces[q].name, ir_reduce_kind_name(p->reduces[q].kind));
+  coda_sb_printf(b, " */\n");
+  coda_sb_printf(b, "struct CodaEpi {\n  CodaEpiParams p;\n");
   if (sp.nout) /* the shared memory must outlive the last TMA stores' reads */
-    sb_printf(b, "  __device__ __forceinline__ void finish() const { if (threadIdx.x %% 128 == 0) coda_sm90::bulk_wait_all(); }\n");
+    coda_sb_printf(b, "  __device__ __forceinline__ void finish() const { if (threadIdx.x %% 128 == 0) coda_sm90::bulk_wait_all(); }\n");
   else
-    sb_printf(b, "  __device__ __forceinline__ void finish() const {}\n");
+    coda_sb_printf(b, "  __device__ __forceinline__ void finish() const {}\n");
   /* the GEMM calls prefetch() during the mainloop: the first chunk's
    * inputs are then on their way when the fragment arrives */
-  sb_printf(b, "  __device__ __forceinline__ void prefetch(int wr0, int tc0, const coda_sm90::EpiScratch &sc) const {\n");
+  coda_sb_printf(b, "  __device__ __forceinline__ void prefetch(int wr0, int tc0, const coda_sm90::EpiScratch &sc) const {\n");
   if (sp.nin && sp.dbl) {
-    sb_printf(b, "    const int M = p.M, N = p.N;\n    uint8_t *const sb_ = (uint8_t *)sc.buf;\n");
+    coda_sb_printf(b, "    const int M = p.M, N = p.N;\n    uint8_t *const sb_ = (uint8_t *)sc.buf;\n");
     for (int k = 0; k < p->ninputs; k++)
       if (sp.in_off[k] >= 0)
-        sb_printf(b, "    const bool al%d = ((((unsigned long long)p.ptr[%d]) | (unsigned long long)(p.ld[%d] * %d)) & 15) == 0;\n",
+        coda_sb_printf(b, "    const bool al%d = ((((unsigned long long)p.ptr[%d]) | (unsigned long long)(p.ld[%d] * %d)) & 15) == 0;\n",
                   k, k, k, dt_size(p->inputs[k].dtype));
     emit_stage_in(&g, &sp, "0", "0", "    ");
-    sb_printf(b, "    coda_epi::cp_commit();\n");
+    coda_sb_printf(b, "    coda_epi::cp_commit();\n");
   } else {
-    sb_printf(b, "    (void)wr0; (void)tc0; (void)sc;\n");
+    coda_sb_printf(b, "    (void)wr0; (void)tc0; (void)sc;\n");
   }
-  sb_printf(b, "  }\n");
-  sb_printf(b, "  template <int BN>\n  __device__ __forceinline__ void operator()("
+  coda_sb_printf(b, "  }\n");
+  coda_sb_printf(b, "  template <int BN>\n  __device__ __forceinline__ void operator()("
                "const coda_sm90::AccFragment<BN> &f, const coda_sm90::EpiScratch &sc) const {\n");
-  sb_printf(b, "    static_assert(BN == %d, \"partials are generated for tile_n = %d\");\n", CODA_EPI_BN, CODA_EPI_BN);
+  coda_sb_printf(b, "    static_assert(BN == %d, \"partials are generated for tile_n = %d\");\n", CODA_EPI_BN, CODA_EPI_BN);
   if (ncol)
-    sb_printf(b, "    static_assert(%d * 4 * BN * 4 <= coda_sm90::kEpiScratchBytes, \"colsum scratch\");\n", ncol);
-  sb_printf(b, "    const int M = p.M, N = p.N;\n");
-  sb_printf(b, "    const int lane = threadIdx.x %% 32, qd = lane %% 4, warp = (threadIdx.x %% 128) / 32;\n");
-  sb_printf(b, "    const int tc0 = f.col0 - 2 * qd;   /* first column of the tile */\n");
-  sb_printf(b, "    const int tn = tc0 / BN;           /* column tile */\n");
-  sb_printf(b, "    const int wr0 = f.row0 - warp * 16 - lane / 4; /* first row of the warpgroup's 64 */\n");
-  sb_printf(b, "    (void)tn; (void)wr0; (void)warp; (void)sc;\n");
+    coda_sb_printf(b, "    static_assert(%d * 4 * BN * 4 <= coda_sm90::kEpiScratchBytes, \"colsum scratch\");\n", ncol);
+  coda_sb_printf(b, "    const int M = p.M, N = p.N;\n");
+  coda_sb_printf(b, "    const int lane = threadIdx.x %% 32, qd = lane %% 4, warp = (threadIdx.x %% 128) / 32;\n");
+  coda_sb_printf(b, "    const int tc0 = f.col0 - 2 * qd;   /* first column of the tile */\n");
+  coda_sb_printf(b, "    const int tn = tc0 / BN;           /* column tile */\n");
+  coda_sb_printf(b, "    const int wr0 = f.row0 - warp * 16 - lane / 4; /* first row of the warpgroup's 64 */\n");
+  coda_sb_printf(b, "    (void)tn; (void)wr0; (void)warp; (void)sc;\n");
   if (staged) {
     /* all 128 threads of the warpgroup take part (barriers) */
-    sb_printf(b, "    uint8_t *const sb_ = (uint8_t *)sc.buf;\n");
-    sb_printf(b, "    const int lrow = f.row0 - wr0; /* the thread's row in the chunk (and lrow + 8) */\n");
-    sb_printf(b, "    (void)lrow;\n");
+    coda_sb_printf(b, "    uint8_t *const sb_ = (uint8_t *)sc.buf;\n");
+    coda_sb_printf(b, "    const int lrow = f.row0 - wr0; /* the thread's row in the chunk (and lrow + 8) */\n");
+    coda_sb_printf(b, "    (void)lrow;\n");
     for (int k = 0; k < p->ninputs; k++)
       if (sp.in_off[k] >= 0)
-        sb_printf(b, "    const bool al%d = ((((unsigned long long)p.ptr[%d]) | (unsigned long long)(p.ld[%d] * %d)) & 15) == 0;\n",
+        coda_sb_printf(b, "    const bool al%d = ((((unsigned long long)p.ptr[%d]) | (unsigned long long)(p.ld[%d] * %d)) & 15) == 0;\n",
                   k, k, k, dt_size(p->inputs[k].dtype));
     for (int o = 0; o < p->noutputs; o++)
       if (sp.out_off[o] >= 0) {
         const int k = g.arg_out0 + o;
-        sb_printf(b, "    const bool al%d = ((((unsigned long long)p.ptr[%d]) | (unsigned long long)(p.ld[%d] * %d)) & 15) == 0;\n",
+        coda_sb_printf(b, "    const bool al%d = ((((unsigned long long)p.ptr[%d]) | (unsigned long long)(p.ld[%d] * %d)) & 15) == 0;\n",
                   k, k, k, dt_size(p->outputs[o].dtype));
       }
   }
@@ -838,9 +778,9 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
     const ir_input *in = &p->inputs[k];
     if (!used[k]) continue;
     if (in->kind == CODA_ARG_SCALAR)
-      sb_printf(b, "    const float sc%d = coda_epi::ld1<%d>(p.ptr[%d], 0);\n", k, dt_code(in->dtype), k);
+      coda_sb_printf(b, "    const float sc%d = coda_epi::ld1<%d>(p.ptr[%d], 0);\n", k, dt_code(in->dtype), k);
     else if (in->kind == CODA_ARG_ROW)
-      sb_printf(b,
+      coda_sb_printf(b,
                 "    float rw%d[2];\n#pragma unroll\n    for (int h = 0; h < 2; ++h) {\n"
                 "      const int r = f.row0 + 8 * h;\n"
                 "      rw%d[h] = r < M ? coda_epi::ld1<%d>(p.ptr[%d], (long long)r * p.ld[%d]) : 0.0f;\n    }\n",
@@ -851,11 +791,11 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
     const ir_reduce *r = &p->reduces[q];
     if (is_row_fold(r)) {
       int neg = r->kind == CODA_REDUCE_ROWMAX || r->kind == CODA_REDUCE_ROWLSE;
-      sb_printf(b, "    float ra%d[2] = {%s, %s};\n", q, neg ? "-CODA_INF" : "0.0f", neg ? "-CODA_INF" : "0.0f");
-      if (r->kind == CODA_REDUCE_ROWLSE) sb_printf(b, "    float rs%d[2] = {0.0f, 0.0f};\n", q);
+      coda_sb_printf(b, "    float ra%d[2] = {%s, %s};\n", q, neg ? "-CODA_INF" : "0.0f", neg ? "-CODA_INF" : "0.0f");
+      if (r->kind == CODA_REDUCE_ROWLSE) coda_sb_printf(b, "    float rs%d[2] = {0.0f, 0.0f};\n", q);
     } else if (r->kind == CODA_REDUCE_ROWPICK) {
       const int ki = r->index_input, kp = g.arg_red0 + q;
-      sb_printf(b,
+      coda_sb_printf(b,
                 "    int pk%d[2];\n#pragma unroll\n    for (int h = 0; h < 2; ++h) {\n"
                 "      const int r = f.row0 + 8 * h;\n"
                 "      const int k_ = r < M ? ((const int *)p.ptr[%d])[(long long)r * p.ld[%d]] : -1;\n"
@@ -871,130 +811,130 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
    * loaded before any of its stores, so the loads are in flight together
    * (a store may alias a later load as far as the compiler knows) */
   if (sp.nin && sp.dbl) {
-    sb_printf(b, "    if (!sc.pre) {\n");
+    coda_sb_printf(b, "    if (!sc.pre) {\n");
     emit_stage_in(&g, &sp, "0", "0", "      ");
-    sb_printf(b, "      coda_epi::cp_commit();\n    }\n");
+    coda_sb_printf(b, "      coda_epi::cp_commit();\n    }\n");
   }
-  sb_printf(b, "#pragma unroll\n    for (int jc = 0; jc < BN / 8; jc += %d) {\n", EPI_JC);
+  coda_sb_printf(b, "#pragma unroll\n    for (int jc = 0; jc < BN / 8; jc += %d) {\n", EPI_JC);
   if (sp.nin && sp.dbl) {
-    sb_printf(b, "      if (jc + %d < BN / 8) {\n", EPI_JC);
+    coda_sb_printf(b, "      if (jc + %d < BN / 8) {\n", EPI_JC);
     char buf[48];
     snprintf(buf, sizeof buf, "(jc / %d + 1) & 1", EPI_JC);
     emit_stage_in(&g, &sp, "jc + 4", buf, "        ");
-    sb_printf(b, "        coda_epi::cp_commit();\n        coda_epi::cp_wait<1>();\n      } else {\n"
+    coda_sb_printf(b, "        coda_epi::cp_commit();\n        coda_epi::cp_wait<1>();\n      } else {\n"
                  "        coda_epi::cp_wait<0>();\n      }\n");
   } else if (sp.nin) {
     emit_stage_in(&g, &sp, "jc", "0", "      ");
-    sb_printf(b, "      coda_epi::cp_commit();\n      coda_epi::cp_wait<0>();\n");
+    coda_sb_printf(b, "      coda_epi::cp_commit();\n      coda_epi::cp_wait<0>();\n");
   }
   /* the chunk's inputs are visible to all; the previous chunk's staged
    * outputs have been stored */
   /* TMA stores of earlier chunks must have read the output staging this
    * chunk writes (with two buffers: the store of chunk jc - 2) */
   if (sp.nout)
-    sb_printf(b, "      if (threadIdx.x %% 128 == 0) coda_sm90::bulk_wait_read<%d>();\n", sp.out_dbl ? 1 : 0);
-  if (staged) sb_printf(b, "      coda_sm90::wg_sync(sc.bar);\n");
+    coda_sb_printf(b, "      if (threadIdx.x %% 128 == 0) coda_sm90::bulk_wait_read<%d>();\n", sp.out_dbl ? 1 : 0);
+  if (staged) coda_sb_printf(b, "      coda_sm90::wg_sync(sc.bar);\n");
   for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
     if (!used[k]) continue;
-    if (in->kind == CODA_ARG_COL) sb_printf(b, "      float2 cvb%d[%d];\n", k, EPI_JC);
+    if (in->kind == CODA_ARG_COL) coda_sb_printf(b, "      float2 cvb%d[%d];\n", k, EPI_JC);
     else if (in->kind == CODA_ARG_TILE)
-      sb_printf(b, "      %s tvb%d[%d][2];\n",
+      coda_sb_printf(b, "      %s tvb%d[%d][2];\n",
                 in->width == CODA_WIDTH_HALF ? "float" : in->width == CODA_WIDTH_X2 ? "float4" : "float2", k,
                 EPI_JC);
   }
-  sb_printf(b, "#pragma unroll\n      for (int jj = 0; jj < %d; ++jj) {\n", EPI_JC);
-  sb_printf(b, "        const int c = f.col0 + 8 * (jc + jj);\n");
-  sb_printf(b, "        const bool cok0 = c < N, cok1 = c + 1 < N;\n");
+  coda_sb_printf(b, "#pragma unroll\n      for (int jj = 0; jj < %d; ++jj) {\n", EPI_JC);
+  coda_sb_printf(b, "        const int c = f.col0 + 8 * (jc + jj);\n");
+  coda_sb_printf(b, "        const bool cok0 = c < N, cok1 = c + 1 < N;\n");
   for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
     if (!used[k] || in->kind != CODA_ARG_COL) continue;
-    sb_printf(b, "        cvb%d[jj] = coda_epi::ld2<%d>(p.ptr[%d], (long long)c * p.ld[%d], p.ld[%d], cok0, cok1, p.flags[%d] & 1);\n",
+    coda_sb_printf(b, "        cvb%d[jj] = coda_epi::ld2<%d>(p.ptr[%d], (long long)c * p.ld[%d], p.ld[%d], cok0, cok1, p.flags[%d] & 1);\n",
               k, dt_code(in->dtype), k, k, k, k);
   }
-  sb_printf(b, "#pragma unroll\n        for (int h = 0; h < 2; ++h) {\n");
-  sb_printf(b, "          const int r = f.row0 + 8 * h;\n");
-  sb_printf(b, "          const bool ok0 = r < M && cok0, ok1 = r < M && cok1;\n");
-  sb_printf(b, "          const long long ro = (long long)r;\n          (void)ro; (void)ok1;\n");
+  coda_sb_printf(b, "#pragma unroll\n        for (int h = 0; h < 2; ++h) {\n");
+  coda_sb_printf(b, "          const int r = f.row0 + 8 * h;\n");
+  coda_sb_printf(b, "          const bool ok0 = r < M && cok0, ok1 = r < M && cok1;\n");
+  coda_sb_printf(b, "          const long long ro = (long long)r;\n          (void)ro; (void)ok1;\n");
   for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
     if (!used[k] || in->kind != CODA_ARG_TILE) continue;
     int dt = dt_code(in->dtype);
     if (sp.in_off[k] >= 0) {
       const char *fn = in->width == CODA_WIDTH_HALF ? "sv1" : in->width == CODA_WIDTH_X2 ? "sv4" : "sv2";
-      sb_printf(b, "          tvb%d[jj][h] = coda_epi::%s<%d>(sb_ + %d + %s * %d + coda_epi::swz<%d>(lrow + 8 * h, %d * %s));\n",
+      coda_sb_printf(b, "          tvb%d[jj][h] = coda_epi::%s<%d>(sb_ + %d + %s * %d + coda_epi::swz<%d>(lrow + 8 * h, %d * %s));\n",
                 k, fn, dt, sp.in_off[k], sp.dbl ? "((jc / 4) & 1)" : "0", 64 * sp.in_rb[k], sp.in_rb[k],
                 dt_size(in->dtype), view_byte(in->width));
       continue;
     }
     if (in->width == CODA_WIDTH_HALF)
-      sb_printf(b, "          tvb%d[jj][h] = ok0 ? coda_epi::ld1<%d>(p.ptr[%d], ro * p.ld[%d] + c / 2) : 0.0f;\n",
+      coda_sb_printf(b, "          tvb%d[jj][h] = ok0 ? coda_epi::ld1<%d>(p.ptr[%d], ro * p.ld[%d] + c / 2) : 0.0f;\n",
                 k, dt, k, k);
     else if (in->width == CODA_WIDTH_X2)
-      sb_printf(b, "          tvb%d[jj][h] = coda_epi::ld4<%d>(p.ptr[%d], ro * p.ld[%d] + 2 * c, ok0, ok1, p.flags[%d] & 2, p.flags[%d] & 1);\n",
+      coda_sb_printf(b, "          tvb%d[jj][h] = coda_epi::ld4<%d>(p.ptr[%d], ro * p.ld[%d] + 2 * c, ok0, ok1, p.flags[%d] & 2, p.flags[%d] & 1);\n",
                 k, dt, k, k, k, k);
     else
-      sb_printf(b, "          tvb%d[jj][h] = coda_epi::ld2<%d>(p.ptr[%d], ro * p.ld[%d] + c, 1, ok0, ok1, p.flags[%d] & 1);\n",
+      coda_sb_printf(b, "          tvb%d[jj][h] = coda_epi::ld2<%d>(p.ptr[%d], ro * p.ld[%d] + c, 1, ok0, ok1, p.flags[%d] & 1);\n",
                 k, dt, k, k, k);
   }
-  sb_printf(b, "        }\n      }\n");
-  sb_printf(b, "#pragma unroll\n    for (int jj = 0; jj < %d; ++jj) {\n", EPI_JC);
-  sb_printf(b, "      const int j = jc + jj;\n");
-  sb_printf(b, "      const int c = f.col0 + 8 * j;\n");
-  sb_printf(b, "      const bool cok0 = c < N, cok1 = c + 1 < N;\n");
+  coda_sb_printf(b, "        }\n      }\n");
+  coda_sb_printf(b, "#pragma unroll\n    for (int jj = 0; jj < %d; ++jj) {\n", EPI_JC);
+  coda_sb_printf(b, "      const int j = jc + jj;\n");
+  coda_sb_printf(b, "      const int c = f.col0 + 8 * j;\n");
+  coda_sb_printf(b, "      const bool cok0 = c < N, cok1 = c + 1 < N;\n");
   for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
     if (!used[k] || in->kind != CODA_ARG_COL) continue;
-    sb_printf(b, "      const float2 cv%d = cvb%d[jj];\n", k, k);
+    coda_sb_printf(b, "      const float2 cv%d = cvb%d[jj];\n", k, k);
   }
   for (int q = 0; q < p->nreduces; q++)
-    if (p->reduces[q].kind == CODA_REDUCE_COLSUM) sb_printf(b, "      float cs%d[2] = {0.0f, 0.0f};\n", q);
-  sb_printf(b, "#pragma unroll\n      for (int h = 0; h < 2; ++h) {\n");
-  sb_printf(b, "        const int r = f.row0 + 8 * h;\n");
-  sb_printf(b, "        const int i0 = 4 * j + 2 * h;\n");
-  sb_printf(b, "        const bool ok0 = r < M && cok0, ok1 = r < M && cok1;\n");
-  sb_printf(b, "        const long long ro = (long long)r;\n        (void)ro; (void)i0;\n");
+    if (p->reduces[q].kind == CODA_REDUCE_COLSUM) coda_sb_printf(b, "      float cs%d[2] = {0.0f, 0.0f};\n", q);
+  coda_sb_printf(b, "#pragma unroll\n      for (int h = 0; h < 2; ++h) {\n");
+  coda_sb_printf(b, "        const int r = f.row0 + 8 * h;\n");
+  coda_sb_printf(b, "        const int i0 = 4 * j + 2 * h;\n");
+  coda_sb_printf(b, "        const bool ok0 = r < M && cok0, ok1 = r < M && cok1;\n");
+  coda_sb_printf(b, "        const long long ro = (long long)r;\n        (void)ro; (void)i0;\n");
   for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
     if (!used[k] || in->kind != CODA_ARG_TILE) continue;
-    sb_printf(b, "        const %s %s%d = tvb%d[jj][h];\n",
+    coda_sb_printf(b, "        const %s %s%d = tvb%d[jj][h];\n",
               in->width == CODA_WIDTH_HALF ? "float" : in->width == CODA_WIDTH_X2 ? "float4" : "float2",
               in->width == CODA_WIDTH_HALF ? "th" : "tv", k, k);
   }
   /* per-point values that stores and narrow segments consume after the points */
   for (int o = 0; o < p->noutputs; o++)
-    sb_printf(b, "        float ov%d[2], ow%d[2]; (void)ow%d;\n", o, o, o);
+    coda_sb_printf(b, "        float ov%d[2], ow%d[2]; (void)ow%d;\n", o, o, o);
   for (int q = 0; q < p->nreduces; q++)
     if (p->reduces[q].kind == CODA_REDUCE_SEGSUM && !is_row_fold(&p->reduces[q]))
-      sb_printf(b, "        float sv%d[2] = {0.0f, 0.0f};\n", q);
+      coda_sb_printf(b, "        float sv%d[2] = {0.0f, 0.0f};\n", q);
 
-  if (pair) sb_printf(b, "        {\n          const int e = 0; const bool ok = ok0; (void)e;\n");
-  else sb_printf(b, "#pragma unroll\n        for (int e = 0; e < 2; ++e) {\n          const bool ok = e ? ok1 : ok0;\n");
+  if (pair) coda_sb_printf(b, "        {\n          const int e = 0; const bool ok = ok0; (void)e;\n");
+  else coda_sb_printf(b, "#pragma unroll\n        for (int e = 0; e < 2; ++e) {\n          const bool ok = e ? ok1 : ok0;\n");
   for (int i = 0; i < p->ninstrs; i++) emit_instr(&g, &p->instrs[i]);
   for (int o = 0; o < p->noutputs; o++) {
     const ir_output *op = &p->outputs[o];
-    sb_printf(b, "          ov%d[e] = r%d;\n", o, op->reg_even);
-    if (op->reg_odd >= 0) sb_printf(b, "          ow%d[e] = r%d;\n", o, op->reg_odd);
+    coda_sb_printf(b, "          ov%d[e] = r%d;\n", o, op->reg_even);
+    if (op->reg_odd >= 0) coda_sb_printf(b, "          ow%d[e] = r%d;\n", o, op->reg_odd);
   }
   for (int q = 0; q < p->nreduces; q++) {
     const ir_reduce *r = &p->reduces[q];
     const int v = r->reg;
     switch (r->kind) {
-    case CODA_REDUCE_ROWSUM: sb_printf(b, "          if (ok) ra%d[h] += r%d;\n", q, v); break;
-    case CODA_REDUCE_ROWMAX: sb_printf(b, "          if (ok && r%d > ra%d[h]) ra%d[h] = r%d;\n", v, q, q, v); break;
-    case CODA_REDUCE_ROWLSE: sb_printf(b, "          if (ok) coda_epi::lse_add(ra%d[h], rs%d[h], r%d);\n", q, q, v); break;
-    case CODA_REDUCE_COLSUM: sb_printf(b, "          if (ok) cs%d[e] += r%d;\n", q, v); break;
+    case CODA_REDUCE_ROWSUM: coda_sb_printf(b, "          if (ok) ra%d[h] += r%d;\n", q, v); break;
+    case CODA_REDUCE_ROWMAX: coda_sb_printf(b, "          if (ok && r%d > ra%d[h]) ra%d[h] = r%d;\n", v, q, q, v); break;
+    case CODA_REDUCE_ROWLSE: coda_sb_printf(b, "          if (ok) coda_epi::lse_add(ra%d[h], rs%d[h], r%d);\n", q, q, v); break;
+    case CODA_REDUCE_COLSUM: coda_sb_printf(b, "          if (ok) cs%d[e] += r%d;\n", q, v); break;
     case CODA_REDUCE_SEGSUM:
-      if (is_row_fold(r)) sb_printf(b, "          if (ok) ra%d[h] += r%d;\n", q, v);
-      else sb_printf(b, "          if (ok) sv%d[e] = r%d;\n", q, v);
+      if (is_row_fold(r)) coda_sb_printf(b, "          if (ok) ra%d[h] += r%d;\n", q, v);
+      else coda_sb_printf(b, "          if (ok) sv%d[e] = r%d;\n", q, v);
       break;
     case CODA_REDUCE_ROWPICK: {
       const int kp = g.arg_red0 + q;
-      sb_printf(b, "          if (ok && c + e == pk%d[h]) ((float *)p.ptr[%d])[ro * p.ld[%d]] = r%d;\n", q, kp, kp, v);
+      coda_sb_printf(b, "          if (ok && c + e == pk%d[h]) ((float *)p.ptr[%d])[ro * p.ld[%d]] = r%d;\n", q, kp, kp, v);
     } break;
     }
   }
-  sb_printf(b, "        }\n");
+  coda_sb_printf(b, "        }\n");
   /* stores */
   for (int o = 0; o < p->noutputs; o++) {
     const ir_output *op = &p->outputs[o];
@@ -1003,27 +943,27 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
     if (sp.out_off[o] >= 0) {
       const char *fn = pair ? (op->width == CODA_WIDTH_HALF ? "so1" : "so2")
                             : (op->width == CODA_WIDTH_X2 ? "so4" : "so2");
-      sb_printf(b, "        coda_epi::%s<%d>(sb_ + %d + %s * %d + coda_epi::swz<%d>(lrow + 8 * h, %d * %s), ", fn, dt,
+      coda_sb_printf(b, "        coda_epi::%s<%d>(sb_ + %d + %s * %d + coda_epi::swz<%d>(lrow + 8 * h, %d * %s), ", fn, dt,
                 sp.out_off[o], sp.out_dbl ? "((jc / 4) & 1)" : "0", 64 * sp.out_rb[o], sp.out_rb[o],
                 dt_size(op->dtype), view_byte(op->width));
-      if (pair && op->width == CODA_WIDTH_HALF) sb_printf(b, "ov%d[0]);\n", o);
-      else if (pair) sb_printf(b, "ov%d[0], ow%d[0]);\n", o, o);
-      else if (op->width == CODA_WIDTH_X2) sb_printf(b, "make_float4(ov%d[0], ow%d[0], ov%d[1], ow%d[1]));\n", o, o, o, o);
-      else sb_printf(b, "ov%d[0], ov%d[1]);\n", o, o);
+      if (pair && op->width == CODA_WIDTH_HALF) coda_sb_printf(b, "ov%d[0]);\n", o);
+      else if (pair) coda_sb_printf(b, "ov%d[0], ow%d[0]);\n", o, o);
+      else if (op->width == CODA_WIDTH_X2) coda_sb_printf(b, "make_float4(ov%d[0], ow%d[0], ov%d[1], ow%d[1]));\n", o, o, o, o);
+      else coda_sb_printf(b, "ov%d[0], ov%d[1]);\n", o, o);
       continue;
     }
     if (pair) {
       if (op->width == CODA_WIDTH_HALF)
-        sb_printf(b, "        if (ok0) coda_epi::st1<%d, %s>((void *)p.ptr[%d], ro * p.ld[%d] + c / 2, ov%d[0]);\n",
+        coda_sb_printf(b, "        if (ok0) coda_epi::st1<%d, %s>((void *)p.ptr[%d], ro * p.ld[%d] + c / 2, ov%d[0]);\n",
                   dt, acc, k, k, o);
       else
-        sb_printf(b, "        coda_epi::st2<%d, %s>((void *)p.ptr[%d], ro * p.ld[%d] + c, ok0, ok0, p.flags[%d] & 1, ov%d[0], ow%d[0]);\n",
+        coda_sb_printf(b, "        coda_epi::st2<%d, %s>((void *)p.ptr[%d], ro * p.ld[%d] + c, ok0, ok0, p.flags[%d] & 1, ov%d[0], ow%d[0]);\n",
                   dt, acc, k, k, k, o, o);
     } else if (op->width == CODA_WIDTH_X2) {
-      sb_printf(b, "        coda_epi::st4<%d, %s>((void *)p.ptr[%d], ro * p.ld[%d] + 2 * c, ok0, ok1, p.flags[%d] & 2, p.flags[%d] & 1, make_float4(ov%d[0], ow%d[0], ov%d[1], ow%d[1]));\n",
+      coda_sb_printf(b, "        coda_epi::st4<%d, %s>((void *)p.ptr[%d], ro * p.ld[%d] + 2 * c, ok0, ok1, p.flags[%d] & 2, p.flags[%d] & 1, make_float4(ov%d[0], ow%d[0], ov%d[1], ow%d[1]));\n",
                 dt, acc, k, k, k, k, o, o, o, o);
     } else {
-      sb_printf(b, "        coda_epi::st2<%d, %s>((void *)p.ptr[%d], ro * p.ld[%d] + c, ok0, ok1, p.flags[%d] & 1, ov%d[0], ov%d[1]);\n",
+      coda_sb_printf(b, "        coda_epi::st2<%d, %s>((void *)p.ptr[%d], ro * p.ld[%d] + c, ok0, ok1, p.flags[%d] & 1, ov%d[0], ov%d[1]);\n",
                 dt, acc, k, k, k, o, o);
     }
   }
@@ -1036,14 +976,14 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
     if (pair) snprintf(sum, sizeof sum, "sv%d[0]", q);
     else snprintf(sum, sizeof sum, "sv%d[0] + sv%d[1]", q, q);
     if (gw == 1) /* elem mode only: each point is its own segment */
-      sb_printf(b,
+      coda_sb_printf(b,
                 "        if (ok0) ((float *)p.ptr[%d])[ro * p.ld[%d] + c] = sv%d[0];\n"
                 "        if (ok1) ((float *)p.ptr[%d])[ro * p.ld[%d] + c + 1] = sv%d[1];\n",
                 k, k, q, k, k, q);
     else if (gw == 2)
-      sb_printf(b, "        if (ok0) ((float *)p.ptr[%d])[ro * p.ld[%d] + c / 2] = %s;\n", k, k, sum);
+      coda_sb_printf(b, "        if (ok0) ((float *)p.ptr[%d])[ro * p.ld[%d] + c / 2] = %s;\n", k, k, sum);
     else /* 4: lanes qd and qd^1 share the segment */
-      sb_printf(b,
+      coda_sb_printf(b,
                 "        { float v_ = %s; v_ += coda_epi::shx(v_, 1);\n"
                 "          if ((qd & 1) == 0 && ok0) ((float *)p.ptr[%d])[ro * p.ld[%d] + c / 4] = v_; }\n",
                 sum, k, k);
@@ -1054,23 +994,23 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
     if (r->kind != CODA_REDUCE_SEGSUM || !is_row_fold(r)) continue;
     const int gw = seg_width(r);
     if (gw >= CODA_EPI_BN) continue; /* flushed at the end, like rowsum */
-    sb_printf(b, "        if (((j + 1) * 8) %% %d == 0) {\n", gw);
+    coda_sb_printf(b, "        if (((j + 1) * 8) %% %d == 0) {\n", gw);
     char col[96];
     snprintf(col, sizeof col, "(tc0 + 8 * j) / %d", gw);
     /* write only segments that start inside N */
-    sb_printf(b, "          const int sc0_ = tc0 + 8 * (j + 1) - %d;\n", gw);
+    coda_sb_printf(b, "          const int sc0_ = tc0 + 8 * (j + 1) - %d;\n", gw);
     emit_row_flush(&g, q, col, "sc0_ < N", "          ");
     emit_row_reset(&g, q, "          ");
-    sb_printf(b, "        }\n");
+    coda_sb_printf(b, "        }\n");
   }
-  sb_printf(b, "      }\n"); /* h */
+  coda_sb_printf(b, "      }\n"); /* h */
   /* colsum: rows of the two halves were added per thread; sum the 8 row
    * groups of the warp, then stash lanes 0-3's sums for the cross-warp step */
   {
     int slot = 0;
     for (int q = 0; q < p->nreduces; q++) {
       if (p->reduces[q].kind != CODA_REDUCE_COLSUM) continue;
-      sb_printf(b,
+      coda_sb_printf(b,
                 "#pragma unroll\n      for (int e = 0; e < 2; ++e) {\n"
                 "        float v_ = cs%d[e];\n"
                 "        v_ += coda_epi::shx(v_, 4);\n        v_ += coda_epi::shx(v_, 8);\n        v_ += coda_epi::shx(v_, 16);\n"
@@ -1079,15 +1019,15 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
       slot++;
     }
   }
-  sb_printf(b, "    }\n"); /* jj */
+  coda_sb_printf(b, "    }\n"); /* jj */
   if (staged) {
     /* the chunk's staged inputs are read and its outputs written */
     /* staged outputs: the generic-proxy writes are made visible to the
      * TMA (async proxy) before the barrier; then one thread stores each
      * chunk with TMA (the staging swizzle is the map's), or, for views TMA
      * cannot address, all threads store it as 16-byte vectors */
-    if (sp.nout) sb_printf(b, "      asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n");
-    sb_printf(b, "      coda_sm90::wg_sync(sc.bar);\n");
+    if (sp.nout) coda_sb_printf(b, "      asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n");
+    coda_sb_printf(b, "      coda_sm90::wg_sync(sc.bar);\n");
     for (int o = 0; o < p->noutputs; o++) {
       if (sp.out_off[o] < 0) continue;
       const ir_output *op = &p->outputs[o];
@@ -1100,41 +1040,41 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
       snprintf(buf, sizeof buf, "sb_ + %d + %s * %d", sp.out_off[o], sp.out_dbl ? "((jc / 4) & 1)" : "0",
                64 * sp.out_rb[o]);
       if (o < CODA_EPI_MAX_TMA)
-        sb_printf(b,
+        coda_sb_printf(b,
                   "      if (p.flags[%d] & 4) {\n"
                   "        if (threadIdx.x %% 128 == 0) coda_sm90::tma_store_2d(&p.tm[%d], %s, (int)(%s), wr0);\n"
                   "      } else\n  ",
                   k, o, buf, v0);
-      sb_printf(b, "      coda_epi::stage_out<%d, %d>(%s, (void *)p.ptr[%d], p.ld[%d], al%d, wr0, %s, %s, M);\n",
+      coda_sb_printf(b, "      coda_epi::stage_out<%d, %d>(%s, (void *)p.ptr[%d], p.ld[%d], al%d, wr0, %s, %s, M);\n",
                 dt_size(op->dtype), sp.out_rb[o], buf, k, k, k, v0, view_len(op->width));
     }
-    if (sp.nout) sb_printf(b, "      if (threadIdx.x %% 128 == 0) coda_sm90::bulk_commit();\n");
+    if (sp.nout) coda_sb_printf(b, "      if (threadIdx.x %% 128 == 0) coda_sm90::bulk_commit();\n");
   }
-  sb_printf(b, "    }\n"); /* jc */
+  coda_sb_printf(b, "    }\n"); /* jc */
 
   /* row partials of this column tile */
   int any_row_end = 0;
   for (int q = 0; q < p->nreduces; q++)
     if (is_row_fold(&p->reduces[q]) && seg_width(&p->reduces[q]) >= CODA_EPI_BN) any_row_end = 1;
   if (any_row_end) {
-    sb_printf(b, "#pragma unroll\n    for (int h = 0; h < 2; ++h) {\n      const int r = f.row0 + 8 * h;\n");
+    coda_sb_printf(b, "#pragma unroll\n    for (int h = 0; h < 2; ++h) {\n      const int r = f.row0 + 8 * h;\n");
     for (int q = 0; q < p->nreduces; q++) {
       const ir_reduce *r = &p->reduces[q];
       if (!is_row_fold(r) || seg_width(r) < CODA_EPI_BN) continue;
       emit_row_flush(&g, q, "tn", "true", "      ");
     }
-    sb_printf(b, "    }\n");
+    coda_sb_printf(b, "    }\n");
   }
   /* column partials: 4 warps' sums of column t added in order */
   if (ncol) {
-    sb_printf(b, "    coda_sm90::wg_sync(sc.bar);\n");
-    sb_printf(b, "    {\n      const int t = threadIdx.x %% 128;\n");
-    sb_printf(b, "      const int s_ = wr0 / %d;\n", CODA_EPI_TILE_M);
+    coda_sb_printf(b, "    coda_sm90::wg_sync(sc.bar);\n");
+    coda_sb_printf(b, "    {\n      const int t = threadIdx.x %% 128;\n");
+    coda_sb_printf(b, "      const int s_ = wr0 / %d;\n", CODA_EPI_TILE_M);
     int slot = 0;
     for (int q = 0; q < p->nreduces; q++) {
       if (p->reduces[q].kind != CODA_REDUCE_COLSUM) continue;
       const int k = g.arg_red0 + q;
-      sb_printf(b,
+      coda_sb_printf(b,
                 "#pragma unroll\n      for (int cc = t; cc < BN; cc += 128) {\n"
                 "        const float *w_ = sc.buf + %d * 4 * BN + cc;\n"
                 "        const float v_ = ((w_[0] + w_[BN]) + w_[2 * BN]) + w_[3 * BN];\n"
@@ -1143,16 +1083,16 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
                 slot, k, k);
       slot++;
     }
-    sb_printf(b, "    }\n    coda_sm90::wg_sync(sc.bar); /* the scratch is reused by the next fragment */\n");
+    coda_sb_printf(b, "    }\n    coda_sm90::wg_sync(sc.bar); /* the scratch is reused by the next fragment */\n");
   }
-  sb_printf(b, "  }\n};\n");
+  coda_sb_printf(b, "  }\n};\n");
   (void)has_rowpick;
   return sb_take(ctx, b);
 }
 
 /* The mainloop header without its includes and without the host-side launch
  * helpers (which need the runtime API). */
-static void append_header(sbuf *b, const char *text, int cut_launch) {
+static void append_header(coda_strbuf *b, const char *text, int cut_launch) {
   const char *end = text + strlen(text);
   const char *cut = NULL;
   if (cut_launch) {
@@ -1177,10 +1117,10 @@ static void append_header(sbuf *b, const char *text, int cut_launch) {
     const char *le = nl ? nl + 1 : stop;
     const char *t = s;
     while (t < le && (*t == ' ' || *t == '\t')) t++;
-    if (!(strncmp(t, "#include", 8) == 0 || strncmp(t, "#pragma once", 12) == 0)) sb_put(b, s, (size_t)(le - s));
+    if (!(strncmp(t, "#include", 8) == 0 || strncmp(t, "#pragma once", 12) == 0)) coda_sb_put(b, s, (size_t)(le - s));
     s = le;
   }
-  if (cut) sb_printf(b, "\n}  // namespace coda_sm90\n");
+  if (cut) coda_sb_printf(b, "\n}  // namespace coda_sm90\n");
 }
 
 char *coda_epi_full_source(coda_context ctx, coda_program p, const coda_epi_config *cfg,
@@ -1188,14 +1128,14 @@ char *coda_epi_full_source(coda_context ctx, coda_program p, const coda_epi_conf
   if (kernel_expr) *kernel_expr = NULL;
   char *fn = coda_epi_functor_source(ctx, p);
   if (!fn) return NULL;
-  sbuf sb = {0};
-  sb_printf(&sb, "%s", kPrelude);
+  coda_strbuf sb = {0};
+  coda_sb_printf(&sb, "%s", kPrelude);
   append_header(&sb, coda_epi_hdr_wgmma, 0);
   append_header(&sb, coda_epi_hdr_gemm_sm90, 1);
-  sb_printf(&sb, "%s", kHelpers);
-  sb_printf(&sb, "%s", fn);
+  coda_sb_printf(&sb, "%s", kHelpers);
+  coda_sb_printf(&sb, "%s", fn);
   free(fn);
-  sb_printf(&sb, "static_assert(coda_sm90::smem_bytes<%d, %d>() == %zu, \"host and device disagree on shared memory\");\n",
+  coda_sb_printf(&sb, "static_assert(coda_sm90::smem_bytes<%d, %d>() == %zu, \"host and device disagree on shared memory\");\n",
             cfg->bn, cfg->stages, coda_epi_smem_bytes(cfg));
   char *src = sb_take(ctx, &sb);
   if (!src) return NULL;

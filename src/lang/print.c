@@ -12,6 +12,8 @@
 #include "lang/ir.h"
 #include "core/internal.h"
 
+#include "core/strbuf.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,48 +21,6 @@
 #include <string.h>
 
 #define PARSER_MAX_DEPTH 64 /* keep equal to MAX_DEPTH in parse.c */
-
-typedef struct {
-  char *s;
-  size_t len, cap;
-  int oom;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-  if (b->oom) return;
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
-    va_end(ap);
-    if (n < 0) { b->oom = 1; return; }
-    if (b->s && b->len + (size_t)n < b->cap) {
-      b->len += (size_t)n;
-      return;
-    }
-    size_t cap = b->cap ? b->cap * 2 : 1024;
-    while (cap < b->len + (size_t)n + 1) cap *= 2;
-    char *s = realloc(b->s, cap);
-    if (!s) { b->oom = 1; return; }
-    b->s = s;
-    b->cap = cap;
-  }
-}
-
-static char *sb_take(sbuf *b) {
-  if (b->oom) { free(b->s); return NULL; }
-  if (!b->s) {
-    b->s = malloc(1);
-    if (b->s) b->s[0] = '\0';
-  }
-  return b->s;
-}
 
 /* Shortest %g form that reads back to the same double. */
 static void fmt_number(char *buf, size_t n, double v) {
@@ -254,57 +214,57 @@ static int assign_names(printer *pr) {
   return 0;
 }
 
-static void print_reg(sbuf *b, const printer *pr, int r, int minprec);
+static void print_reg(coda_strbuf *b, const printer *pr, int r, int minprec);
 
-static void print_instr(sbuf *b, const printer *pr, int i, int minprec) {
+static void print_instr(coda_strbuf *b, const printer *pr, int i, int minprec) {
   const struct coda_program_s *p = pr->p;
   const ir_instr *in = &p->instrs[i];
   int prec = instr_prec(pr, i);
-  if (prec < minprec) sb_printf(b, "(");
+  if (prec < minprec) coda_sb_printf(b, "(");
   char num[40];
   const char *sym;
   switch (in->code) {
   case IR_CONST:
     fmt_number(num, sizeof num, in->imm);
-    sb_printf(b, "%s", num);
+    coda_sb_printf(b, "%s", num);
     break;
-  case IR_ACC: sb_printf(b, "acc%s", lane_suffix(in->lane)); break;
-  case IR_ROW: sb_printf(b, "row"); break;
-  case IR_COL: sb_printf(b, "col"); break;
-  case IR_READ: sb_printf(b, "%s%s", p->inputs[in->input].name, lane_suffix(in->lane)); break;
+  case IR_ACC: coda_sb_printf(b, "acc%s", lane_suffix(in->lane)); break;
+  case IR_ROW: coda_sb_printf(b, "row"); break;
+  case IR_COL: coda_sb_printf(b, "col"); break;
+  case IR_READ: coda_sb_printf(b, "%s%s", p->inputs[in->input].name, lane_suffix(in->lane)); break;
   case IR_MATH: {
     int bp = binary_op(in->op, &sym);
     if (bp) {
       print_reg(b, pr, in->args[0], bp);
-      sb_printf(b, " %s ", sym);
+      coda_sb_printf(b, " %s ", sym);
       print_reg(b, pr, in->args[1], bp + 1);
     } else if (in->op == CODA_OP_NEG) {
       int a = in->args[0];
-      sb_printf(b, "-");
+      coda_sb_printf(b, "-");
       if (neg_needs_paren(pr, a) && reg_prec(pr, a) >= 4) { /* "-(2)", not the literal -2 */
-        sb_printf(b, "(");
+        coda_sb_printf(b, "(");
         print_reg(b, pr, a, 0);
-        sb_printf(b, ")");
+        coda_sb_printf(b, ")");
       } else {
         print_reg(b, pr, a, 4);
       }
     } else {
-      sb_printf(b, "%s(", ir_op_name(in->op));
+      coda_sb_printf(b, "%s(", ir_op_name(in->op));
       for (int k = 0; k < in->nargs; k++) {
-        if (k) sb_printf(b, ", ");
+        if (k) coda_sb_printf(b, ", ");
         print_reg(b, pr, in->args[k], 0);
       }
-      sb_printf(b, ")");
+      coda_sb_printf(b, ")");
     }
     break;
   }
   }
-  if (prec < minprec) sb_printf(b, ")");
+  if (prec < minprec) coda_sb_printf(b, ")");
 }
 
-static void print_reg(sbuf *b, const printer *pr, int r, int minprec) {
+static void print_reg(coda_strbuf *b, const printer *pr, int r, int minprec) {
   if (pr->inl[r]) print_instr(b, pr, pr->def[r], minprec);
-  else sb_printf(b, "%s", pr->names[r]);
+  else coda_sb_printf(b, "%s", pr->names[r]);
 }
 
 typedef struct { int pos, cls, idx; } stmt;
@@ -324,7 +284,7 @@ static int stmt_pos(const printer *pr, const int *regs, int n) {
 }
 
 char *ir_print_text(const struct coda_program_s *p) {
-  sbuf b = {0};
+  coda_strbuf b = {0};
   printer pr = {0};
   stmt *st = NULL;
   int nr = p->nregs > 0 ? p->nregs : 1, ni = p->ninstrs > 0 ? p->ninstrs : 1;
@@ -363,15 +323,15 @@ char *ir_print_text(const struct coda_program_s *p) {
     goto done;
   }
 
-  if (p->pair_mode) sb_printf(&b, "mode pair\n");
+  if (p->pair_mode) coda_sb_printf(&b, "mode pair\n");
   for (int i = 0; i < p->ninputs; i++) {
     const ir_input *in = &p->inputs[i];
-    sb_printf(&b, "input %s : %s %s%s\n", in->name, kind_word(in->kind), coda_dtype_name(in->dtype),
+    coda_sb_printf(&b, "input %s : %s %s%s\n", in->name, kind_word(in->kind), coda_dtype_name(in->dtype),
               width_suffix(in->width));
   }
   for (int i = 0; i < p->noutputs; i++) {
     const ir_output *o = &p->outputs[i];
-    sb_printf(&b, "output %s : %s%s%s\n", o->name, coda_dtype_name(o->dtype), width_suffix(o->width),
+    coda_sb_printf(&b, "output %s : %s%s%s\n", o->name, coda_dtype_name(o->dtype), width_suffix(o->width),
               o->accumulate ? " accumulate" : "");
   }
   int ns = 0;
@@ -392,32 +352,32 @@ char *ir_print_text(const struct coda_program_s *p) {
   for (int s = 0; s < ns; s++) {
     if (st[s].cls == 0) {
       const ir_instr *in = &p->instrs[st[s].idx];
-      if (in->dst2 >= 0) sb_printf(&b, "%s, %s = ", pr.names[in->dst], pr.names[in->dst2]);
-      else sb_printf(&b, "%s = ", pr.names[in->dst]);
+      if (in->dst2 >= 0) coda_sb_printf(&b, "%s, %s = ", pr.names[in->dst], pr.names[in->dst2]);
+      else coda_sb_printf(&b, "%s = ", pr.names[in->dst]);
       print_instr(&b, &pr, st[s].idx, 0);
-      sb_printf(&b, "\n");
+      coda_sb_printf(&b, "\n");
     } else if (st[s].cls == 1) {
       const ir_output *o = &p->outputs[st[s].idx];
-      sb_printf(&b, "store %s = ", o->name);
+      coda_sb_printf(&b, "store %s = ", o->name);
       if (o->reg_odd >= 0) {
-        sb_printf(&b, "pack(");
+        coda_sb_printf(&b, "pack(");
         print_reg(&b, &pr, o->reg_even, 0);
-        sb_printf(&b, ", ");
+        coda_sb_printf(&b, ", ");
         print_reg(&b, &pr, o->reg_odd, 0);
-        sb_printf(&b, ")\n");
+        coda_sb_printf(&b, ")\n");
       } else {
         print_reg(&b, &pr, o->reg_even, 0);
-        sb_printf(&b, "\n");
+        coda_sb_printf(&b, "\n");
       }
     } else {
       const ir_reduce *r = &p->reduces[st[s].idx];
       coda_reduce_kind k = r->kind;
-      sb_printf(&b, "reduce %s = %s(", r->name,
+      coda_sb_printf(&b, "reduce %s = %s(", r->name,
                 k == CODA_REDUCE_SEGSUM ? "rowsum" : ir_reduce_kind_name(k));
       print_reg(&b, &pr, r->reg, 0);
-      if (k == CODA_REDUCE_ROWPICK) sb_printf(&b, ", %s)\n", p->inputs[r->index_input].name);
-      else if (k == CODA_REDUCE_SEGSUM) sb_printf(&b, ") per %d\n", r->segment);
-      else sb_printf(&b, ")\n");
+      if (k == CODA_REDUCE_ROWPICK) coda_sb_printf(&b, ", %s)\n", p->inputs[r->index_input].name);
+      else if (k == CODA_REDUCE_SEGSUM) coda_sb_printf(&b, ") per %d\n", r->segment);
+      else coda_sb_printf(&b, ")\n");
     }
   }
   for (int i = 0; i < p->nfinishes; i++) {
@@ -426,11 +386,11 @@ char *ir_print_text(const struct coda_program_s *p) {
     if (f->kind == CODA_FINISH_RSTD) {
       char num[40];
       fmt_number(num, sizeof num, f->eps);
-      sb_printf(&b, "finish %s = rstd(%s, %s", f->name, part, num);
-      if (f->reduce2 >= 0) sb_printf(&b, ", %s", p->reduces[f->reduce2].name);
-      sb_printf(&b, ")\n");
+      coda_sb_printf(&b, "finish %s = rstd(%s, %s", f->name, part, num);
+      if (f->reduce2 >= 0) coda_sb_printf(&b, ", %s", p->reduces[f->reduce2].name);
+      coda_sb_printf(&b, ")\n");
     } else {
-      sb_printf(&b, "finish %s = %s(%s)\n", f->name, ir_finish_kind_name(f->kind), part);
+      coda_sb_printf(&b, "finish %s = %s(%s)\n", f->name, ir_finish_kind_name(f->kind), part);
     }
   }
 done:
@@ -442,93 +402,93 @@ done:
   free(pr.names);
   free(pr.genbuf);
   free(st);
-  return sb_take(&b);
+  return coda_sb_take(&b);
 }
 
 /* ------------------------------------------------------------- listing */
 
-static void list_reg(sbuf *b, const struct coda_program_s *p, int r) {
-  if (p->reg_names && r >= 0 && r < p->nregs && p->reg_names[r]) sb_printf(b, "r%d(%s)", r, p->reg_names[r]);
-  else sb_printf(b, "r%d", r);
+static void list_reg(coda_strbuf *b, const struct coda_program_s *p, int r) {
+  if (p->reg_names && r >= 0 && r < p->nregs && p->reg_names[r]) coda_sb_printf(b, "r%d(%s)", r, p->reg_names[r]);
+  else coda_sb_printf(b, "r%d", r);
 }
 
 char *ir_print_listing(const struct coda_program_s *p) {
-  sbuf b = {0};
-  sb_printf(&b, "mode %s\n", p->pair_mode ? "pair" : "elem");
-  sb_printf(&b, "inputs (%d):\n", p->ninputs);
+  coda_strbuf b = {0};
+  coda_sb_printf(&b, "mode %s\n", p->pair_mode ? "pair" : "elem");
+  coda_sb_printf(&b, "inputs (%d):\n", p->ninputs);
   for (int i = 0; i < p->ninputs; i++) {
     const ir_input *in = &p->inputs[i];
-    sb_printf(&b, "  in%d %s : %s %s%s%s\n", i, in->name, kind_word(in->kind), coda_dtype_name(in->dtype),
+    coda_sb_printf(&b, "  in%d %s : %s %s%s%s\n", i, in->name, kind_word(in->kind), coda_dtype_name(in->dtype),
               width_suffix(in->width), ir_input_is_pair(p, i) ? "  [two values per point]" : "");
   }
-  sb_printf(&b, "outputs (%d):\n", p->noutputs);
+  coda_sb_printf(&b, "outputs (%d):\n", p->noutputs);
   for (int i = 0; i < p->noutputs; i++) {
     const ir_output *o = &p->outputs[i];
-    sb_printf(&b, "  out%d %s : %s%s%s <- ", i, o->name, coda_dtype_name(o->dtype), width_suffix(o->width),
+    coda_sb_printf(&b, "  out%d %s : %s%s%s <- ", i, o->name, coda_dtype_name(o->dtype), width_suffix(o->width),
               o->accumulate ? " accumulate" : "");
     if (o->reg_odd >= 0) {
-      sb_printf(&b, "pack(");
+      coda_sb_printf(&b, "pack(");
       list_reg(&b, p, o->reg_even);
-      sb_printf(&b, ", ");
+      coda_sb_printf(&b, ", ");
       list_reg(&b, p, o->reg_odd);
-      sb_printf(&b, ")\n");
+      coda_sb_printf(&b, ")\n");
     } else {
       list_reg(&b, p, o->reg_even);
-      sb_printf(&b, "\n");
+      coda_sb_printf(&b, "\n");
     }
   }
-  sb_printf(&b, "registers: %d\ninstructions (%d):\n", p->nregs, p->ninstrs);
+  coda_sb_printf(&b, "registers: %d\ninstructions (%d):\n", p->nregs, p->ninstrs);
   for (int i = 0; i < p->ninstrs; i++) {
     const ir_instr *in = &p->instrs[i];
     char num[40];
-    sb_printf(&b, "  %3d  ", i);
+    coda_sb_printf(&b, "  %3d  ", i);
     list_reg(&b, p, in->dst);
     if (in->dst2 >= 0) {
-      sb_printf(&b, ", ");
+      coda_sb_printf(&b, ", ");
       list_reg(&b, p, in->dst2);
     }
-    sb_printf(&b, " = ");
+    coda_sb_printf(&b, " = ");
     switch (in->code) {
     case IR_CONST:
       fmt_number(num, sizeof num, in->imm);
-      sb_printf(&b, "const %s", num);
+      coda_sb_printf(&b, "const %s", num);
       break;
-    case IR_ACC: sb_printf(&b, "acc%s", lane_suffix(in->lane)); break;
-    case IR_ROW: sb_printf(&b, "row"); break;
-    case IR_COL: sb_printf(&b, "col"); break;
-    case IR_READ: sb_printf(&b, "read in%d(%s)%s", in->input, p->inputs[in->input].name, lane_suffix(in->lane)); break;
+    case IR_ACC: coda_sb_printf(&b, "acc%s", lane_suffix(in->lane)); break;
+    case IR_ROW: coda_sb_printf(&b, "row"); break;
+    case IR_COL: coda_sb_printf(&b, "col"); break;
+    case IR_READ: coda_sb_printf(&b, "read in%d(%s)%s", in->input, p->inputs[in->input].name, lane_suffix(in->lane)); break;
     case IR_MATH:
-      sb_printf(&b, "%s", ir_op_name(in->op));
+      coda_sb_printf(&b, "%s", ir_op_name(in->op));
       for (int k = 0; k < in->nargs; k++) {
-        sb_printf(&b, k ? ", " : " ");
+        coda_sb_printf(&b, k ? ", " : " ");
         list_reg(&b, p, in->args[k]);
       }
       break;
     }
-    if (in->line > 0) sb_printf(&b, "    ; line %d", in->line);
-    sb_printf(&b, "\n");
+    if (in->line > 0) coda_sb_printf(&b, "    ; line %d", in->line);
+    coda_sb_printf(&b, "\n");
   }
-  sb_printf(&b, "reductions (%d):\n", p->nreduces);
+  coda_sb_printf(&b, "reductions (%d):\n", p->nreduces);
   for (int i = 0; i < p->nreduces; i++) {
     const ir_reduce *r = &p->reduces[i];
-    sb_printf(&b, "  red%d %s = %s ", i, r->name, r->kind == CODA_REDUCE_SEGSUM ? "segsum" : ir_reduce_kind_name(r->kind));
+    coda_sb_printf(&b, "  red%d %s = %s ", i, r->name, r->kind == CODA_REDUCE_SEGSUM ? "segsum" : ir_reduce_kind_name(r->kind));
     list_reg(&b, p, r->reg);
-    if (r->kind == CODA_REDUCE_SEGSUM) sb_printf(&b, " per %d", r->segment);
-    if (r->kind == CODA_REDUCE_ROWPICK) sb_printf(&b, " at in%d(%s)", r->index_input, p->inputs[r->index_input].name);
-    sb_printf(&b, "\n");
+    if (r->kind == CODA_REDUCE_SEGSUM) coda_sb_printf(&b, " per %d", r->segment);
+    if (r->kind == CODA_REDUCE_ROWPICK) coda_sb_printf(&b, " at in%d(%s)", r->index_input, p->inputs[r->index_input].name);
+    coda_sb_printf(&b, "\n");
   }
-  sb_printf(&b, "finishes (%d):\n", p->nfinishes);
+  coda_sb_printf(&b, "finishes (%d):\n", p->nfinishes);
   for (int i = 0; i < p->nfinishes; i++) {
     const ir_finish *f = &p->finishes[i];
-    sb_printf(&b, "  fin%d %s = %s red%d(%s)", i, f->name, ir_finish_kind_name(f->kind), f->reduce,
+    coda_sb_printf(&b, "  fin%d %s = %s red%d(%s)", i, f->name, ir_finish_kind_name(f->kind), f->reduce,
               p->reduces[f->reduce].name);
     if (f->kind == CODA_FINISH_RSTD) {
       char num[40];
       fmt_number(num, sizeof num, f->eps);
-      sb_printf(&b, " eps=%s", num);
-      if (f->reduce2 >= 0) sb_printf(&b, " centered by red%d(%s)", f->reduce2, p->reduces[f->reduce2].name);
+      coda_sb_printf(&b, " eps=%s", num);
+      if (f->reduce2 >= 0) coda_sb_printf(&b, " centered by red%d(%s)", f->reduce2, p->reduces[f->reduce2].name);
     }
-    sb_printf(&b, "\n");
+    coda_sb_printf(&b, "\n");
   }
-  return sb_take(&b);
+  return coda_sb_take(&b);
 }

@@ -2,6 +2,7 @@
 #include "nn/plan.h"
 
 #include "core/internal.h"
+#include "core/strbuf.h"
 #ifdef CODA_HAVE_CUDA
 #include "cuda/epi_codegen.h" /* kernel precompilation */
 #include "cuda/gplan.h"       /* device copy / zero for the host ops */
@@ -774,34 +775,6 @@ coda_status coda_plan_run(coda_context ctx, coda_plan p, coda_phase phase) {
 
 /* -------------------------------------------------------------- printing */
 
-typedef struct sbuf { char *s; size_t n, cap; int oom; } sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-  if (b->oom) return;
-  va_list ap;
-  va_start(ap, fmt);
-  int k = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  if (k < 0) return;
-  if (b->n + (size_t)k + 1 > b->cap) {
-    size_t nc = b->cap ? b->cap : 1024;
-    while (nc < b->n + (size_t)k + 1) nc *= 2;
-    char *q = realloc(b->s, nc);
-    if (!q) { b->oom = 1; return; }
-    b->s = q;
-    b->cap = nc;
-  }
-  va_start(ap, fmt);
-  vsnprintf(b->s + b->n, b->cap - b->n, fmt, ap);
-  va_end(ap);
-  b->n += (size_t)k;
-}
-
 static const char *role_name(plan_role r) {
   switch (r) {
   case PLAN_ROLE_INPUT: return "input";
@@ -815,78 +788,76 @@ static const char *role_name(plan_role r) {
   return "?";
 }
 
-static void print_binds(coda_plan p, sbuf *b, const plan_step *s) {
+static void print_binds(coda_plan p, coda_strbuf *b, const plan_step *s) {
   for (int i = 0; i < s->nbind; i++)
-    sb_printf(b, "%s%s=%s", i ? " " : "", s->bind[i].arg, p->bufs[s->bind[i].buf].name);
+    coda_sb_printf(b, "%s%s=%s", i ? " " : "", s->bind[i].arg, p->bufs[s->bind[i].buf].name);
 }
 
-static void print_step(coda_plan p, sbuf *b, int i, const plan_step *s) {
+static void print_step(coda_plan p, coda_strbuf *b, int i, const plan_step *s) {
   const char *tn[2] = {"", "^T"};
-  sb_printf(b, "  %2d  %-22s ", i, s->label);
+  coda_sb_printf(b, "  %2d  %-22s ", i, s->label);
   switch (s->kind) {
   case PLAN_GEMM:
-    sb_printf(b, "gemm   %s%s . %s%s  [%lld x %lld, tile %dx%d]  %s: ", p->bufs[s->a].name,
+    coda_sb_printf(b, "gemm   %s%s . %s%s  [%lld x %lld, tile %dx%d]  %s: ", p->bufs[s->a].name,
               tn[s->ta], p->bufs[s->b].name, tn[s->tb], (long long)s->M, (long long)s->N,
               s->tiling.tile_m, s->tiling.tile_n, p->progs[s->prog].name);
     print_binds(p, b, s);
     break;
   case PLAN_MAP:
-    sb_printf(b, "map    [%lld x %lld, tile %dx%d]  %s: ", (long long)s->M, (long long)s->N,
+    coda_sb_printf(b, "map    [%lld x %lld, tile %dx%d]  %s: ", (long long)s->M, (long long)s->N,
               s->tiling.tile_m, s->tiling.tile_n, p->progs[s->prog].name);
     print_binds(p, b, s);
     break;
   case PLAN_FINISH:
-    sb_printf(b, "finish %s.%s: ", p->progs[s->prog].name, s->finish);
+    coda_sb_printf(b, "finish %s.%s: ", p->progs[s->prog].name, s->finish);
     print_binds(p, b, s);
     break;
   case PLAN_MATMUL:
-    sb_printf(b, "matmul %s %s= %s%s . %s%s", p->bufs[s->d].name, s->accumulate ? "+" : "",
+    coda_sb_printf(b, "matmul %s %s= %s%s . %s%s", p->bufs[s->d].name, s->accumulate ? "+" : "",
               p->bufs[s->a].name, tn[s->ta], p->bufs[s->b].name, tn[s->tb]);
-    if (s->alpha != 1.0f) sb_printf(b, " * %g", (double)s->alpha);
+    if (s->alpha != 1.0f) coda_sb_printf(b, " * %g", (double)s->alpha);
     break;
   case PLAN_ATTN_FWD:
-    sb_printf(b, "attention forward (causal, %d/%d heads, hd %d): %s -> %s, %s",
+    coda_sb_printf(b, "attention forward (causal, %d/%d heads, hd %d): %s -> %s, %s",
               s->attn.n_heads, s->attn.n_kv_heads, s->attn.head_dim, p->bufs[s->attn.qkv].name,
               p->bufs[s->attn.o].name, p->bufs[s->attn.lse].name);
     break;
   case PLAN_ATTN_BWD:
-    sb_printf(b, "attention backward: %s (with %s, %s, %s) -> %s", p->bufs[s->attn.dout].name,
+    coda_sb_printf(b, "attention backward: %s (with %s, %s, %s) -> %s", p->bufs[s->attn.dout].name,
               p->bufs[s->attn.qkv].name, p->bufs[s->attn.o].name, p->bufs[s->attn.lse].name,
               p->bufs[s->attn.dqkv].name);
     break;
-  case PLAN_ZERO: sb_printf(b, "host   %s = 0", p->bufs[s->d].name); break;
+  case PLAN_ZERO: coda_sb_printf(b, "host   %s = 0", p->bufs[s->d].name); break;
   case PLAN_COPY:
-    sb_printf(b, "host   %s = %s", p->bufs[s->d].name, p->bufs[s->a].name);
+    coda_sb_printf(b, "host   %s = %s", p->bufs[s->d].name, p->bufs[s->a].name);
     break;
   }
-  sb_printf(b, "\n");
+  coda_sb_printf(b, "\n");
 }
 
 const char *coda_plan_text(coda_plan p) {
   if (!p) return "";
-  sbuf b = {0};
-  sb_printf(&b, "plan %s%s%s\n", p->name, p->status != CODA_OK ? " (failed to build)" : "",
+  coda_strbuf b = {0};
+  coda_sb_printf(&b, "plan %s%s%s\n", p->name, p->status != CODA_OK ? " (failed to build)" : "",
             p->unfused ? " (fusion off: each gemm step runs as a plain gemm into " PLAN_ACC_INPUT
                          " and its program as a map)" : "");
-  sb_printf(&b, "buffers:\n");
+  coda_sb_printf(&b, "buffers:\n");
   for (int i = 0; i < p->nbuf; i++) {
     const plan_buf *u = &p->bufs[i];
-    sb_printf(&b, "  %-12s %-6s %6lld x %-6lld %s%s\n", u->name, role_name(u->role),
+    coda_sb_printf(&b, "  %-12s %-6s %6lld x %-6lld %s%s\n", u->name, role_name(u->role),
               (long long)u->rows, (long long)u->cols, coda_dtype_name(u->dtype),
               u->init ? " (initialized)" : "");
   }
   for (int ph = 0; ph < 2; ph++) {
-    sb_printf(&b, "%s:\n", ph == 0 ? "forward" : "backward");
+    coda_sb_printf(&b, "%s:\n", ph == 0 ? "forward" : "backward");
     for (int i = 0; i < p->nstep; i++)
       if ((int)p->steps[i].phase == ph) print_step(p, &b, i, &p->steps[i]);
   }
-  if (b.oom) {
-    free(b.s);
-    return "(out of memory)";
-  }
+  char *text = coda_sb_take(&b);
+  if (!text) return "(out of memory)";
   free(p->text);
-  p->text = b.s;
-  return p->text ? p->text : "";
+  p->text = text;
+  return p->text;
 }
 
 void plan_print(coda_plan p, FILE *f) {

@@ -4,6 +4,7 @@
  * from a file is trusted: every length and offset is checked. */
 #define _POSIX_C_SOURCE 200809L
 #include "train/train.h"
+#include "core/strbuf.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -457,33 +458,17 @@ const char *coda_st_meta(const coda_st_file *f, const char *key) {
 
 /* ---- writer ---- */
 
-typedef struct { char *p; size_t n, cap; int oom; } sbuf;
-
-static void sb_put(sbuf *s, const char *t, size_t n) {
-  if (s->oom) return;
-  if (s->n + n + 1 > s->cap) {
-    size_t c = s->cap ? s->cap : 1024;
-    while (c < s->n + n + 1) c *= 2;
-    char *np = realloc(s->p, c);
-    if (!np) { s->oom = 1; return; }
-    s->p = np;
-    s->cap = c;
-  }
-  memcpy(s->p + s->n, t, n);
-  s->n += n;
-  s->p[s->n] = '\0';
-}
-static void sb_str(sbuf *s, const char *t) { sb_put(s, t, strlen(t)); }
-static void sb_json(sbuf *s, const char *t) {
-  sb_put(s, "\"", 1);
+static void sb_str(coda_strbuf *s, const char *t) { coda_sb_put(s, t, strlen(t)); }
+static void sb_json(coda_strbuf *s, const char *t) {
+  coda_sb_put(s, "\"", 1);
   for (; *t; t++) {
     unsigned char c = (unsigned char)*t;
     char e[8];
-    if (c == '"' || c == '\\') { e[0] = '\\'; e[1] = (char)c; sb_put(s, e, 2); }
-    else if (c < 0x20) { snprintf(e, sizeof e, "\\u%04x", c); sb_put(s, e, 6); }
-    else sb_put(s, (const char *)&c, 1);
+    if (c == '"' || c == '\\') { e[0] = '\\'; e[1] = (char)c; coda_sb_put(s, e, 2); }
+    else if (c < 0x20) { snprintf(e, sizeof e, "\\u%04x", c); coda_sb_put(s, e, 6); }
+    else coda_sb_put(s, (const char *)&c, 1);
   }
-  sb_put(s, "\"", 1);
+  coda_sb_put(s, "\"", 1);
 }
 
 coda_status coda_st_save(coda_context ctx, const char *path, const coda_st_entry *e, int n,
@@ -504,7 +489,7 @@ coda_status coda_st_save(coda_context ctx, const char *path, const coda_st_entry
     nbytes[i] = (size_t)(el * es);
     crc = coda_crc32(crc, e[i].data, nbytes[i]);
   }
-  sbuf h = {0};
+  coda_strbuf h = {0};
   char num[64];
   sb_str(&h, "{\"__metadata__\":{");
   for (int i = 0; i < nmeta; i++) {
@@ -516,7 +501,7 @@ coda_status coda_st_save(coda_context ctx, const char *path, const coda_st_entry
   snprintf(num, sizeof num, "\"crc32\":\"%08x\",", crc);
   sb_str(&h, num);
   sb_str(&h, HCRC_KEY);
-  size_t hcrc_at = h.n; /* filled in once the header is complete */
+  size_t hcrc_at = h.len; /* filled in once the header is complete */
   sb_str(&h, "00000000\"}");
   for (int i = 0; i < n; i++) {
     sb_str(&h, ",");
@@ -534,17 +519,17 @@ coda_status coda_st_save(coda_context ctx, const char *path, const coda_st_entry
     off += nbytes[i];
   }
   sb_str(&h, "}");
-  while (h.n % 8) sb_str(&h, " "); /* the data region starts 8-aligned */
+  while (h.len % 8) sb_str(&h, " "); /* the data region starts 8-aligned */
   if (h.oom) {
-    free(h.p);
+    free(h.s);
     free(nbytes);
     return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   }
   unsigned char len8[8];
-  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
-  uint32_t hcrc = coda_crc32(coda_crc32(0, len8, 8), h.p, h.n);
+  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
+  uint32_t hcrc = coda_crc32(coda_crc32(0, len8, 8), h.s, h.len);
   snprintf(num, sizeof num, "%08x", hcrc);
-  memcpy(h.p + hcrc_at, num, 8);
+  memcpy(h.s + hcrc_at, num, 8);
   int np = n + 2;
   const void **parts = malloc((size_t)np * sizeof *parts);
   size_t *sizes = malloc((size_t)np * sizeof *sizes);
@@ -553,13 +538,13 @@ coda_status coda_st_save(coda_context ctx, const char *path, const coda_st_entry
     s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   } else {
     parts[0] = len8; sizes[0] = 8;
-    parts[1] = h.p; sizes[1] = h.n;
+    parts[1] = h.s; sizes[1] = h.len;
     for (int i = 0; i < n; i++) { parts[i + 2] = e[i].data; sizes[i + 2] = nbytes[i]; }
     s = coda_write_atomic(ctx, path, parts, sizes, np);
   }
   free(parts);
   free(sizes);
-  free(h.p);
+  free(h.s);
   free(nbytes);
   return s;
 }
