@@ -67,42 +67,12 @@ coda_status coda_shard_write(coda_context ctx, const char *path, const uint32_t 
   return s;
 }
 
-/* Reads a whole file; never trusts anything but what was read. */
-static coda_status read_file(coda_context ctx, const char *path, unsigned char **buf,
-                             size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return coda_fail(ctx, CODA_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-  size_t cap = 1 << 16, len = 0;
-  unsigned char *b = malloc(cap);
-  while (b) {
-    if (len == cap) {
-      unsigned char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(b, cap * 2);
-      if (!nb) { free(b); b = NULL; break; }
-      b = nb;
-      cap *= 2;
-    }
-    size_t r = fread(b + len, 1, cap - len, f);
-    len += r;
-    if (r == 0) break;
-  }
-  int err = ferror(f);
-  fclose(f);
-  if (!b) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-  if (err) {
-    free(b);
-    return coda_fail(ctx, CODA_ERR_IO, "%s: read error", path);
-  }
-  *buf = b;
-  *n = len;
-  return CODA_OK;
-}
-
 coda_status coda_shard_read(coda_context ctx, const char *path, uint32_t **tok,
                             uint64_t *count, uint32_t *vocab) {
   *tok = NULL;
   unsigned char *b;
   size_t n;
-  coda_status s = read_file(ctx, path, &b, &n);
+  coda_status s = coda_read_file(ctx, path, &b, &n);
   if (s) return s;
   s = CODA_ERR_IO;
   if (n < CODA_SHARD_HEADER) {
@@ -293,7 +263,7 @@ coda_status coda_prepare_corpus_dir(coda_context ctx, const char *src_dir, const
       if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
         unsigned char *buf;
         size_t n;
-        s = read_file(ctx, p, &buf, &n);
+        s = coda_read_file(ctx, p, &buf, &n);
         if (!s) {
           if (split_docs((const char *)buf, n, val_every, &di, &tr, &va)) s = CODA_ERR_OUT_OF_MEMORY;
           free(buf);

@@ -419,28 +419,10 @@ coda_status coda_st_parse(coda_context ctx, const void *bytes, size_t n, int req
 
 coda_status coda_st_load(coda_context ctx, const char *path, int require_crc, coda_st_file *out) {
   memset(out, 0, sizeof *out);
-  FILE *f = fopen(path, "rb");
-  if (!f) return coda_fail(ctx, CODA_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-  size_t cap = 1 << 20, n = 0;
-  unsigned char *b = malloc(cap);
-  while (b) {
-    if (n == cap) {
-      unsigned char *nb = realloc(b, cap * 2);
-      if (!nb) { free(b); b = NULL; break; }
-      b = nb;
-      cap *= 2;
-    }
-    size_t r = fread(b + n, 1, cap - n, f);
-    n += r;
-    if (r == 0) break;
-  }
-  int err = ferror(f);
-  fclose(f);
-  if (!b) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-  if (err) {
-    free(b);
-    return coda_fail(ctx, CODA_ERR_IO, "%s: read error", path);
-  }
+  unsigned char *b;
+  size_t n;
+  coda_status s = coda_read_file(ctx, path, &b, &n);
+  if (s != CODA_OK) return s;
   return st_parse_owned(ctx, b, n, require_crc, path, out);
 }
 

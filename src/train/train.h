@@ -133,6 +133,10 @@ coda_status coda_st_save(coda_context ctx, const char *path,
                          const coda_st_entry *e, int n,
                          const char *const *meta_kv, int nmeta);
 
+/* Reads a whole file into *buf (malloc'ed, *n bytes); IO errors and
+ * allocation failures become errors naming the path. */
+coda_status coda_read_file(coda_context ctx, const char *path, unsigned char **buf, size_t *n);
+
 /* Writes a whole buffer to path atomically (temp file + fsync + rename). */
 coda_status coda_write_atomic(coda_context ctx, const char *path,
                               const void *const *parts, const size_t *sizes,

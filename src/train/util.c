@@ -1,9 +1,11 @@
-/* Checksums, the sampler RNG and atomic file writes. */
+/* Checksums, the sampler RNG, whole-file reads and atomic file writes. */
 #define _POSIX_C_SOURCE 200809L
 #include "train/train.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -107,5 +109,34 @@ coda_status coda_write_atomic(coda_context ctx, const char *path,
     }
     free(dir);
   }
+  return CODA_OK;
+}
+
+/* Reads a whole file; never trusts anything but what was read. */
+coda_status coda_read_file(coda_context ctx, const char *path, unsigned char **buf, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return coda_fail(ctx, CODA_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  size_t cap = 1 << 16, len = 0;
+  unsigned char *b = malloc(cap);
+  while (b) {
+    if (len == cap) {
+      unsigned char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(b, cap * 2);
+      if (!nb) { free(b); b = NULL; break; }
+      b = nb;
+      cap *= 2;
+    }
+    size_t r = fread(b + len, 1, cap - len, f);
+    len += r;
+    if (r == 0) break;
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (!b) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  if (err) {
+    free(b);
+    return coda_fail(ctx, CODA_ERR_IO, "%s: read error", path);
+  }
+  *buf = b;
+  *n = len;
   return CODA_OK;
 }
