@@ -81,6 +81,17 @@ static int nthreads(coda_context ctx, int64_t tasks, double work) {
   return work < CPU_SERIAL_WORK ? 1 : n;
 }
 
+/* The dimensions and the views both passes share: qkv, out and lse. */
+static coda_status check_qkv_out_lse(coda_context ctx, int B, int T, int Hq, int Hkv, int hd,
+                                     const coda_tensor *qkv, const coda_tensor *out,
+                                     const coda_tensor *lse, att_dims *dm) {
+  coda_status s;
+  if ((s = check_dims(ctx, B, T, Hq, Hkv, hd, dm))) return s;
+  if ((s = check_float_tensor(ctx, "qkv", qkv, dm->BT, dm->qkv_cols, 0))) return s;
+  if ((s = check_float_tensor(ctx, "out", out, dm->BT, dm->o_cols, 0))) return s;
+  return check_float_tensor(ctx, "lse", lse, dm->BT, Hq, 1);
+}
+
 coda_status coda_attention_forward(coda_context ctx, const coda_tensor *qkv, int B, int T,
                                    int Hq, int Hkv, int hd, const coda_tensor *out,
                                    const coda_tensor *lse) {
@@ -91,10 +102,7 @@ coda_status coda_attention_forward(coda_context ctx, const coda_tensor *qkv, int
                      !qkv ? "qkv" : !out ? "out" : "lse");
   att_dims dm;
   coda_status s;
-  if ((s = check_dims(ctx, B, T, Hq, Hkv, hd, &dm))) return s;
-  if ((s = check_float_tensor(ctx, "qkv", qkv, dm.BT, dm.qkv_cols, 0))) return s;
-  if ((s = check_float_tensor(ctx, "out", out, dm.BT, dm.o_cols, 0))) return s;
-  if ((s = check_float_tensor(ctx, "lse", lse, dm.BT, Hq, 1))) return s;
+  if ((s = check_qkv_out_lse(ctx, B, T, Hq, Hkv, hd, qkv, out, lse, &dm))) return s;
   if (coda_tensors_overlap(out, lse)) return coda_fail(ctx, CODA_ERR_ALIAS, "'out' and 'lse' overlap");
   if (coda_tensors_overlap(out, qkv) || coda_tensors_overlap(lse, qkv))
     return coda_fail(ctx, CODA_ERR_ALIAS, "'%s' overlaps 'qkv'",
@@ -134,10 +142,7 @@ coda_status coda_attention_backward(coda_context ctx, const coda_tensor *qkv,
                      !qkv ? "qkv" : !out ? "out" : !lse ? "lse" : !dout ? "dout" : "dqkv");
   att_dims dm;
   coda_status s;
-  if ((s = check_dims(ctx, B, T, Hq, Hkv, hd, &dm))) return s;
-  if ((s = check_float_tensor(ctx, "qkv", qkv, dm.BT, dm.qkv_cols, 0))) return s;
-  if ((s = check_float_tensor(ctx, "out", out, dm.BT, dm.o_cols, 0))) return s;
-  if ((s = check_float_tensor(ctx, "lse", lse, dm.BT, Hq, 1))) return s;
+  if ((s = check_qkv_out_lse(ctx, B, T, Hq, Hkv, hd, qkv, out, lse, &dm))) return s;
   if ((s = check_float_tensor(ctx, "dout", dout, dm.BT, dm.o_cols, 0))) return s;
   if ((s = check_float_tensor(ctx, "dqkv", dqkv, dm.BT, dm.qkv_cols, 0))) return s;
   const coda_tensor *rd[4] = {qkv, out, lse, dout};
