@@ -13,15 +13,8 @@
 
 #include "cuda/attention.cuh"
 #include "cuda/backend.h"
+#include "gpu/cuda_check.h"
 
-#define CU(x)                                                                             \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(2);                                                                            \
-    }                                                                                     \
-  } while (0)
 #define OK(x)                                                                      \
   do {                                                                             \
     coda_status s_ = (x);                                                          \
@@ -76,11 +69,11 @@ int main(int argc, char **argv) {
     return 1;
   }
   cudaDeviceProp prop;
-  CU(cudaGetDeviceProperties(&prop, 0));
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   printf("GPU: %s, %d SMs\n\n", prop.name, prop.multiProcessorCount);
   cudaEvent_t e0, e1;
-  CU(cudaEventCreate(&e0));
-  CU(cudaEventCreate(&e1));
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
   printf("| shape | pass | variant | ms | TFLOP/s |\n|---|---|---|---|---|\n");
   float sum_ms[8][3], def_ms[8][3], v1_ms[8][3];
   int best[8][2];
@@ -91,14 +84,14 @@ int main(int argc, char **argv) {
                   oc = (int64_t)s.Hq * s.hd;
     __nv_bfloat16 *qkv, *out, *dout, *dqkv;
     float *lse;
-    CU(cudaMalloc(&qkv, BT * cols * 2));
-    CU(cudaMalloc(&dqkv, BT * cols * 2));
-    CU(cudaMalloc(&out, BT * oc * 2));
-    CU(cudaMalloc(&dout, BT * oc * 2));
-    CU(cudaMalloc(&lse, BT * s.Hq * 4));
+    CUDA_CHECK(cudaMalloc(&qkv, BT * cols * 2));
+    CUDA_CHECK(cudaMalloc(&dqkv, BT * cols * 2));
+    CUDA_CHECK(cudaMalloc(&out, BT * oc * 2));
+    CUDA_CHECK(cudaMalloc(&dout, BT * oc * 2));
+    CUDA_CHECK(cudaMalloc(&lse, BT * s.Hq * 4));
     fill<<<1024, 256>>>(qkv, (size_t)(BT * cols), 1.5f, 1u);
     fill<<<1024, 256>>>(dout, (size_t)(BT * oc), 1.f, 2u);
-    CU(cudaGetLastError());
+    CUDA_CHECK(cudaGetLastError());
     coda_tensor tq = coda_tensor_2d(qkv, CODA_BF16, BT, cols),
                 to = coda_tensor_2d(out, CODA_BF16, BT, oc),
                 tl = coda_tensor_2d(lse, CODA_F32, BT, s.Hq),
@@ -110,15 +103,15 @@ int main(int argc, char **argv) {
       const int warm = 5, reps = 25;
       float ms[reps];
       for (int r = 0; r < warm + reps; r++) {
-        CU(cudaEventRecord(e0));
+        CUDA_CHECK(cudaEventRecord(e0));
         if (fwd)
           OK(coda_cuda_attention_forward_config(ctx, &tq, s.B, s.T, s.Hq, s.Hkv, s.hd, &to, &tl, fc));
         if (bwd)
           OK(coda_cuda_attention_backward_config(ctx, &tq, &to, &tl, &tdo, s.B, s.T, s.Hq, s.Hkv,
                                                  s.hd, &tg, bc));
-        CU(cudaEventRecord(e1));
-        CU(cudaEventSynchronize(e1));
-        if (r >= warm) CU(cudaEventElapsedTime(&ms[r - warm], e0, e1));
+        CUDA_CHECK(cudaEventRecord(e1));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        if (r >= warm) CUDA_CHECK(cudaEventElapsedTime(&ms[r - warm], e0, e1));
       }
       qsort(ms, reps, sizeof(float), cmp_float);
       return ms[reps / 2];

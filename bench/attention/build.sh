@@ -8,7 +8,7 @@ BUILD=${BUILD:-build-attn}
 O=.carry/attn
 mkdir -p $O
 cmake --build $BUILD -j2 --target coda_static
-NV="nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -DCODA_HAVE_CUDA=1 -Iinclude -Isrc"
+NV="nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -DCODA_HAVE_CUDA=1 -Iinclude -Isrc -Itests"
 LIBS="$BUILD/libcoda.a -Xcompiler -fopenmp -lcublasLt -lcublas -lnvrtc -lm"
 gcc -std=c11 -O2 -Wall -Wextra -Wno-unused-parameter -DCODA_HAVE_CUDA=1 -Iinclude -Isrc -Itests \
   -I${CUDA_HOME:-/usr/local/cuda}/include -c tests/gpu/test_attention_gpu.c -o $O/test.o

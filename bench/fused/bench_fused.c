@@ -28,6 +28,7 @@
 #include "cuda/epi_codegen.h"
 #include "unfused.h"
 #include "name_list.h"
+#include "gpu/cuda_check.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -91,14 +92,7 @@ static void kernel_mnk(const kernel_def *kd, const shape *s, int64_t *M, int64_t
 static int g_fail = 0;
 static const coda_tiling kTiling = {64, 128};
 
-#define CUDA_CK(x)                                                                        \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(1);                                                                            \
-    }                                                                                     \
-  } while (0)
+#define CUDA_CK(x) CUDA_CHECK_EXIT(x, 1) /* exit status 1: a failure (77: no GPU) */
 #define UF_CK(x)                                                                          \
   do {                                                                                    \
     int e_ = (x);                                                                         \

@@ -24,16 +24,9 @@ extern "C" {
 #include "core/internal.h"
 #include "cuda/backend.h"
 #include "cuda/gemm_internal.h"
+#include "gpu/cuda_check.h"
 }
 
-#define CU(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));      \
-      exit(2);                                                                                 \
-    }                                                                                          \
-  } while (0)
 
 __global__ void fill_random(__nv_bfloat16 *p, size_t n, uint32_t seed) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -61,17 +54,17 @@ template <class F>
 static void sample_ms(F call, std::vector<float> &t) {
   for (int i = 0; i < kWarm; ++i) call();
   std::vector<cudaEvent_t> ev(kReps + 1);
-  for (auto &e : ev) CU(cudaEventCreate(&e));
-  CU(cudaEventRecord(ev[0]));
+  for (auto &e : ev) CUDA_CHECK(cudaEventCreate(&e));
+  CUDA_CHECK(cudaEventRecord(ev[0]));
   for (int i = 0; i < kReps; ++i) {
     call();
-    CU(cudaEventRecord(ev[i + 1]));
+    CUDA_CHECK(cudaEventRecord(ev[i + 1]));
   }
-  CU(cudaEventSynchronize(ev[kReps]));
-  CU(cudaGetLastError());
+  CUDA_CHECK(cudaEventSynchronize(ev[kReps]));
+  CUDA_CHECK(cudaGetLastError());
   for (int i = 0; i < kReps; ++i) {
     float ms;
-    CU(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]));
+    CUDA_CHECK(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]));
     t.push_back(ms);
   }
   for (auto &e : ev) cudaEventDestroy(e);
@@ -88,9 +81,9 @@ static void diag(coda_context ctx) {
   const int M = 16384, N = 2048, Kmax = 4096;
   __nv_bfloat16 *a, *b;
   void *d;
-  CU(cudaMalloc(&a, (size_t)M * Kmax * 2));
-  CU(cudaMalloc(&b, (size_t)N * Kmax * 2));
-  CU(cudaMalloc(&d, (size_t)M * N * 4));
+  CUDA_CHECK(cudaMalloc(&a, (size_t)M * Kmax * 2));
+  CUDA_CHECK(cudaMalloc(&b, (size_t)N * Kmax * 2));
+  CUDA_CHECK(cudaMalloc(&d, (size_t)M * N * 4));
   fill_random<<<1024, 256>>>(a, (size_t)M * Kmax, 99u);
   fill_random<<<1024, 256>>>(b, (size_t)N * Kmax, 98u);
   printf("| K | out | config | ms | ms, no stores | ms, staging only |\n|---|---|---|---|---|---|\n");
@@ -142,7 +135,7 @@ int main(int argc, char **argv) {
   cublasHandle_t hb;
   if (cublasCreate(&hb) != CUBLAS_STATUS_SUCCESS) return 1;
   void *ws;
-  CU(cudaMalloc(&ws, 32 << 20));
+  CUDA_CHECK(cudaMalloc(&ws, 32 << 20));
   cublasSetWorkspace(hb, ws, 32 << 20);
 
   const coda_transpose N_ = CODA_N, T_ = CODA_T;
@@ -184,7 +177,7 @@ int main(int argc, char **argv) {
 
   const int ncfg = coda_cuda_gemm_num_configs();
   int num_sms = 0;
-  CU(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
+  CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
   printf("TFLOP/s per tile configuration:");
   for (int c = 0; c < ncfg; ++c) printf(" [%d] %s;", c, coda_cuda_gemm_config_name(c));
   printf(" default = the one coda_cuda_gemm picks\n\n");
@@ -200,12 +193,12 @@ int main(int argc, char **argv) {
   for (const Shape &s : shapes) {
     const size_t na = (size_t)s.M * s.K, nb = (size_t)s.K * s.N, nd = (size_t)s.M * s.N;
     __nv_bfloat16 *a, *b, *d;
-    CU(cudaMalloc(&a, na * 2));
-    CU(cudaMalloc(&b, nb * 2));
-    CU(cudaMalloc(&d, nd * 2));
+    CUDA_CHECK(cudaMalloc(&a, na * 2));
+    CUDA_CHECK(cudaMalloc(&b, nb * 2));
+    CUDA_CHECK(cudaMalloc(&d, nd * 2));
     fill_random<<<1024, 256>>>(a, na, 1234u);
     fill_random<<<1024, 256>>>(b, nb, 777u);
-    CU(cudaGetLastError());
+    CUDA_CHECK(cudaGetLastError());
     /* Stored shapes: A is M x K (N) or K x M (T); B is K x N (N) or N x K (T). */
     coda_tensor A = s.ta == CODA_N ? coda_tensor{a, CODA_BF16, s.M, s.K, s.K}
                                    : coda_tensor{a, CODA_BF16, s.K, s.M, s.M};
@@ -246,10 +239,10 @@ int main(int argc, char **argv) {
     const int nvar = ncfg + 2 + (tuned ? 1 : 0);
     double tune_ms = 0;
     if (tuned) {
-      CU(cudaDeviceSynchronize());
+      CUDA_CHECK(cudaDeviceSynchronize());
       auto t0 = std::chrono::steady_clock::now();
       run_variant(ncfg + 2);
-      CU(cudaDeviceSynchronize());
+      CUDA_CHECK(cudaDeviceSynchronize());
       tune_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     }
     std::vector<std::vector<float>> samples(nvar);

@@ -28,17 +28,10 @@
 #include <vector>
 
 #include "cuda/gemm_sm90.cuh"
+#include "gpu/cuda_check.h"
 
 using namespace coda_sm90;
 
-#define CK(x)                                                                        \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));    \
-      exit(1);                                                                       \
-    }                                                                                \
-  } while (0)
 
 constexpr int kTraceCtas = 4, kTraceTiles = 64, kFields = 3;
 
@@ -186,7 +179,7 @@ struct ResidualEpi {
 static PFN_cuTensorMapEncodeTiled_v12000 encoder() {
   void *fn = nullptr;
   cudaDriverEntryPointQueryResult q;
-  CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
+  CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
   return (PFN_cuTensorMapEncodeTiled_v12000)fn;
 }
 static void map2d(CUtensorMap *m, const void *p, long long rows, long long cols, unsigned box_c,
@@ -224,7 +217,7 @@ static void time_and_report(const char *name, const char *tag, const Epi &e, int
                             unsigned int *count, int sms) {
   auto kern = gemm_kernel<128, 6, true, false, true, false, Epi>;
   constexpr size_t smem = smem_bytes<128, 6>();
-  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   CUtensorMap ta, tb;
   map2d(&ta, A, M, K, 64, 128, false);
   map2d(&tb, B, N, K, 64, 128, false);
@@ -232,25 +225,25 @@ static void time_and_report(const char *name, const char *tag, const Epi &e, int
   const int grid = tiles < sms ? tiles : sms, kbs = (K + 63) / 64;
   std::vector<float> t;
   cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
   for (int it = 0; it < 25; ++it) {
-    CK(cudaMemset(count, 0, kTraceCtas * 2 * sizeof(unsigned)));
-    CK(cudaEventRecord(e0));
+    CUDA_CHECK(cudaMemset(count, 0, kTraceCtas * 2 * sizeof(unsigned)));
+    CUDA_CHECK(cudaEventRecord(e0));
     kern<<<grid, kThreads, smem>>>(ta, tb, M, N, K, 8, 1, kbs, e);
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
+    CUDA_CHECK(cudaEventRecord(e1));
+    CUDA_CHECK(cudaEventSynchronize(e1));
     float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
     if (it >= 5) t.push_back(ms);
   }
-  CK(cudaGetLastError());
+  CUDA_CHECK(cudaGetLastError());
   std::sort(t.begin(), t.end());
   /* the trace of the last run, CTA 0: tile ends of both consumers merged */
   std::vector<unsigned long long> h(2 * kTraceTiles * kFields);
   unsigned cnt[2];
-  CK(cudaMemcpy(h.data(), trace, h.size() * 8, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(cnt, count, 8, cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaMemcpy(h.data(), trace, h.size() * 8, cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaMemcpy(cnt, count, 8, cudaMemcpyDeviceToHost));
   std::vector<unsigned long long> ends;
   std::vector<double> epi, tail;
   for (int c = 0; c < 2; ++c)
@@ -272,8 +265,8 @@ static void time_and_report(const char *name, const char *tag, const Epi &e, int
   printf("%-22s %s  %8.4f ms  %6.1f TFLOP/s  tiles(cta0) %u+%u  epilogue %7.0f clk  "
          "last-4-kb+wait %6.0f clk  tile interval %7.0f clk\n",
          name, tag, ms, flop / ms * 1e-9, cnt[0], cnt[1], med(epi), med(tail), med(gap));
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
+  CUDA_CHECK(cudaEventDestroy(e0));
+  CUDA_CHECK(cudaEventDestroy(e1));
 }
 
 template <int NF>
@@ -320,10 +313,10 @@ static void run_residual(const char *name, int M, int N, int K, __nv_bfloat16 *A
     h = h * 1103515245u + 12345u;
     const int n = (int)(h % (unsigned)N);
     __nv_bfloat16 d, rv;
-    CK(cudaMemcpy(a.data(), A + (size_t)m * K, K * 2, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(b.data(), B + (size_t)n * K, K * 2, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(&d, D + (size_t)m * N + n, 2, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(&rv, R + (size_t)m * N + n, 2, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(a.data(), A + (size_t)m * K, K * 2, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(b.data(), B + (size_t)n * K, K * 2, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(&d, D + (size_t)m * N + n, 2, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(&rv, R + (size_t)m * N + n, 2, cudaMemcpyDeviceToHost));
     double ref = __bfloat162float(rv);
     for (int k = 0; k < K; ++k) ref += (double)__bfloat162float(a[k]) * __bfloat162float(b[k]);
     worst = std::max(worst, std::fabs((double)__bfloat162float(d) - ref));
@@ -346,18 +339,18 @@ int main(int argc, char **argv) {
     return 2;
   }
   int sms = 0;
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   __nv_bfloat16 *A, *B, *D;
   unsigned long long *trace;
   unsigned int *count;
-  CK(cudaMalloc(&A, (size_t)M * K * 2));
-  CK(cudaMalloc(&B, (size_t)N * K * 2));
-  CK(cudaMalloc(&D, (size_t)M * N * 2));
-  CK(cudaMalloc(&trace, (size_t)kTraceCtas * 2 * kTraceTiles * kFields * 8));
-  CK(cudaMalloc(&count, kTraceCtas * 2 * sizeof(unsigned)));
+  CUDA_CHECK(cudaMalloc(&A, (size_t)M * K * 2));
+  CUDA_CHECK(cudaMalloc(&B, (size_t)N * K * 2));
+  CUDA_CHECK(cudaMalloc(&D, (size_t)M * N * 2));
+  CUDA_CHECK(cudaMalloc(&trace, (size_t)kTraceCtas * 2 * kTraceTiles * kFields * 8));
+  CUDA_CHECK(cudaMalloc(&count, kTraceCtas * 2 * sizeof(unsigned)));
   fill<<<1024, 256>>>(A, (size_t)M * K, 1);
   fill<<<1024, 256>>>(B, (size_t)N * K, 2);
-  CK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaDeviceSynchronize());
   printf("pingpong 128x128x64, 6 stages, M=%d N=%d K=%d, %d SMs; clk = SM clock cycles (CTA 0)\n", M,
          N, K, sms);
   for (int tma = 1; tma >= 0; --tma) {
@@ -367,13 +360,13 @@ int main(int argc, char **argv) {
   }
   if (N % 128 == 0) { /* whole 32-column chunks of R inside every row */
     __nv_bfloat16 *R;
-    CK(cudaMalloc(&R, (size_t)M * N * 2));
+    CUDA_CHECK(cudaMalloc(&R, (size_t)M * N * 2));
     fill<<<1024, 256>>>(R, (size_t)M * N, 3);
-    CK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaDeviceSynchronize());
     printf("with a tile input R (D = acc + R, bf16):\n");
     run_residual<1>("+R, chunk by chunk", M, N, K, A, B, D, R, trace, count, sms);
     run_residual<2>("+R, 4 chunks at once", M, N, K, A, B, D, R, trace, count, sms);
-    CK(cudaFree(R));
+    CUDA_CHECK(cudaFree(R));
   }
   return 0;
 }

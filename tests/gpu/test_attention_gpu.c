@@ -20,17 +20,10 @@
 #include "core/internal.h"
 #include "cuda/attention.cuh"
 #include "cuda/backend.h"
+#include "gpu/cuda_check.h"
 
 static int g_fail = 0, g_pass = 0;
 
-#define CU(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
-      exit(2);                                                                                \
-    }                                                                                         \
-  } while (0)
 
 #define EXPECT(cond, ...)                \
   do {                                   \
@@ -125,15 +118,15 @@ static buf buf_new(size_t bytes) {
   buf b;
   b.bytes = bytes;
   b.h = malloc(bytes);
-  CU(cudaMalloc(&b.d, bytes));
+  CUDA_CHECK(cudaMalloc(&b.d, bytes));
   return b;
 }
 static void buf_free(buf *b) {
   free(b->h);
   cudaFree(b->d);
 }
-static void poison(buf *b) { CU(cudaMemset(b->d, 0xFF, b->bytes)); }
-static void fetch(buf *b) { CU(cudaMemcpy(b->h, b->d, b->bytes, cudaMemcpyDeviceToHost)); }
+static void poison(buf *b) { CUDA_CHECK(cudaMemset(b->d, 0xFF, b->bytes)); }
+static void fetch(buf *b) { CUDA_CHECK(cudaMemcpy(b->h, b->d, b->bytes, cudaMemcpyDeviceToHost)); }
 
 /* max |x - r| over the valid region must stay within atol + rtol |r|,
  * with atol relative to the rms of the reference block; the padding
@@ -199,8 +192,8 @@ static void run_case(coda_context ctx, const shape *s, int fc, int bc) {
       hdo[i * ldo + c] = coda_f32_to_bf16((float)urand());
       if (c < oc) xdo[i * oc + c] = coda_bf16_to_f32(hdo[i * ldo + c]);
     }
-  CU(cudaMemcpy(qkv.d, qkv.h, qkv.bytes, cudaMemcpyHostToDevice));
-  CU(cudaMemcpy(dout.d, dout.h, dout.bytes, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(qkv.d, qkv.h, qkv.bytes, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(dout.d, dout.h, dout.bytes, cudaMemcpyHostToDevice));
 
   double *ro = malloc(sizeof(double) * BT * oc), *rl = malloc(sizeof(double) * BT * Hq),
          *rg = malloc(sizeof(double) * BT * cols);
@@ -293,9 +286,9 @@ static void bad_inputs(coda_context ctx) {
   const int B = 1, T = 8, Hq = 2, Hkv = 1, hd = 64;
   const int64_t cols = (Hq + 2 * Hkv) * hd, oc = Hq * hd;
   void *q, *o, *l;
-  CU(cudaMalloc(&q, (size_t)T * cols * 4 + 64));
-  CU(cudaMalloc(&o, (size_t)T * oc * 4 + 64));
-  CU(cudaMalloc(&l, (size_t)T * Hq * 4 + 64));
+  CUDA_CHECK(cudaMalloc(&q, (size_t)T * cols * 4 + 64));
+  CUDA_CHECK(cudaMalloc(&o, (size_t)T * oc * 4 + 64));
+  CUDA_CHECK(cudaMalloc(&l, (size_t)T * Hq * 4 + 64));
   coda_tensor tq = {q, CODA_BF16, T, cols, cols}, to = {o, CODA_BF16, T, oc, oc},
               tl = {l, CODA_F32, T, Hq, Hq};
   coda_status st = coda_cuda_attention_forward(ctx, &tq, B, T, Hq, Hkv, 96, &to, &tl);

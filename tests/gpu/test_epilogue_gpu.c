@@ -28,6 +28,7 @@
 #include "lang/ir.h"
 #include "epi_test_programs.h"
 #include "name_list.h"
+#include "gpu/cuda_check.h"
 
 #include <cuda_runtime_api.h>
 
@@ -169,14 +170,6 @@ static void set(coda_dtype t, void *p, size_t i, double v) {
 }
 
 static int failures = 0, checks = 0;
-#define CUDA_OK(x)                                                                     \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(2);                                                                         \
-    }                                                                                  \
-  } while (0)
 
 /* Device memory, or host memory in --host-selftest mode (the harness run
  * with the CPU backend in place of the GPU: checks the harness itself). */
@@ -186,7 +179,7 @@ static void dev_alloc(void **p, size_t n) {
     *p = malloc(n);
     if (!*p) exit(2);
   } else {
-    CUDA_OK(cudaMalloc(p, n));
+    CUDA_CHECK(cudaMalloc(p, n));
   }
 }
 static void dev_free(void *p) {
@@ -195,7 +188,7 @@ static void dev_free(void *p) {
 }
 static void dev_copy(void *dst, const void *src, size_t n, int to_dev) {
   if (host_mode) memcpy(dst, src, n);
-  else CUDA_OK(cudaMemcpy(dst, src, n, to_dev ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
+  else CUDA_CHECK(cudaMemcpy(dst, src, n, to_dev ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
 }
 
 /* ------------------------------------------------------------ one run */
@@ -383,7 +376,7 @@ static int run_case(coda_context cpu, coda_context c64, coda_context gpu, const 
       bad = 1;
       goto out;
     }
-    if (!host_mode) CUDA_OK(cudaDeviceSynchronize());
+    if (!host_mode) CUDA_CHECK(cudaDeviceSynchronize());
     for (int i = 0; i < na; i++) {
       targ *a = &args[i];
       if (a->kind != CODA_ARG_OUTPUT && a->kind != CODA_ARG_PARTIAL) continue;
@@ -553,11 +546,11 @@ static int bench(coda_context gpu) {
   uint16_t *h = malloc(nA * 2);
   for (size_t i = 0; i < nA; i++) h[i] = f2bf((float)(0.05 * nonzero(0)));
   void *dA, *dB, *dD;
-  CUDA_OK(cudaMalloc(&dA, nA * 2));
-  CUDA_OK(cudaMalloc(&dB, nB * 2));
-  CUDA_OK(cudaMalloc(&dD, (size_t)M * N * 2));
-  CUDA_OK(cudaMemcpy(dA, h, nA * 2, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(dB, h, nB * 2, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMalloc(&dA, nA * 2));
+  CUDA_CHECK(cudaMalloc(&dB, nB * 2));
+  CUDA_CHECK(cudaMalloc(&dD, (size_t)M * N * 2));
+  CUDA_CHECK(cudaMemcpy(dA, h, nA * 2, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(dB, h, nB * 2, cudaMemcpyHostToDevice));
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
@@ -603,8 +596,8 @@ static int bench(coda_context gpu) {
         break; /* finisher results are not GEMM arguments */
       coda_dtype dt = info.kind == CODA_ARG_PARTIAL ? CODA_F32 : info.dtype;
       size_t bytes = (size_t)(r * c) * coda_dtype_size(dt);
-      CUDA_OK(cudaMalloc(&bufs[nb], bytes));
-      CUDA_OK(cudaMemset(bufs[nb], 0x3c, bytes)); /* finite, nonzero values */
+      CUDA_CHECK(cudaMalloc(&bufs[nb], bytes));
+      CUDA_CHECK(cudaMemset(bufs[nb], 0x3c, bytes)); /* finite, nonzero values */
       coda_tensor tt = {bufs[nb], dt, r, c, c};
       coda_args_set(args, info.name, &tt);
       nb++;
@@ -635,7 +628,7 @@ static int bench(coda_context gpu) {
     coda_args_destroy(args);
     coda_program_destroy(p);
   }
-  CUDA_OK(cudaGetLastError());
+  CUDA_CHECK(cudaGetLastError());
   cudaFree(dA);
   cudaFree(dB);
   cudaFree(dD);
@@ -705,7 +698,7 @@ int main(int argc, char **argv) {
     coda_program p = NULL;
     coda_program_builtin(gpu, "llama_residual", &p);
     void *d[4];
-    for (int i = 0; i < 4; i++) CUDA_OK(cudaMalloc(&d[i], 64 * 64 * 2));
+    for (int i = 0; i < 4; i++) CUDA_CHECK(cudaMalloc(&d[i], 64 * 64 * 2));
     coda_tensor A = coda_tensor_2d(d[0], CODA_BF16, 64, 64), B = coda_tensor_2d(d[1], CODA_BF16, 64, 64);
     coda_tensor R = coda_tensor_2d(d[2], CODA_BF16, 64, 64), X = coda_tensor_2d(d[3], CODA_BF16, 64, 64);
     coda_args a;
@@ -723,7 +716,7 @@ int main(int argc, char **argv) {
     s = coda_gemm_epilogue(gpu, p, CODA_N, &A, CODA_T, &B, a, (coda_tiling){64, 128});
     checks++;
     if (s != CODA_OK) failures++;
-    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaDeviceSynchronize());
     for (int i = 0; i < 4; i++) cudaFree(d[i]);
     coda_args_destroy(a);
     coda_program_destroy(p);

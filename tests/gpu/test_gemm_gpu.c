@@ -21,20 +21,12 @@
 #include "core/internal.h"
 #include "cuda/backend.h"
 #include "cuda/gemm_internal.h"
+#include "gpu/cuda_check.h"
 
 static int g_fail = 0, g_pass = 0;
 static int g_config = -1; /* tile configuration under test (-1: default) */
 static int g_splits = 0;  /* forced k-splits (0: default) */
 
-#define CU(x)                                                                  \
-  do {                                                                         \
-    cudaError_t e_ = (x);                                                      \
-    if (e_ != cudaSuccess) {                                                   \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,               \
-              cudaGetErrorString(e_));                                         \
-      exit(2);                                                                 \
-    }                                                                          \
-  } while (0)
 
 static uint64_t g_rng;
 static double urand(void) { /* uniform in [-1, 1) */
@@ -69,8 +61,8 @@ static mat16 mat16_random(coda_dtype t, int64_t rows, int64_t cols, int pad) {
   size_t n = (size_t)rows * m.ld;
   m.h = malloc(n * 2);
   for (size_t i = 0; i < n; ++i) m.h[i] = to16(t, urand()); /* padding random too */
-  CU(cudaMalloc(&m.d, n * 2 + 16));
-  CU(cudaMemcpy(m.d, m.h, n * 2, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMalloc(&m.d, n * 2 + 16));
+  CUDA_CHECK(cudaMemcpy(m.d, m.h, n * 2, cudaMemcpyHostToDevice));
   return m;
 }
 static void mat16_free(mat16 *m) {
@@ -122,8 +114,8 @@ static void run_and_check(const gemm_case *c, coda_dtype out, float alpha, int a
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) store_any(out, h0, (size_t)m * ldd + n, urand() * 2.0);
   void *d;
-  CU(cudaMalloc(&d, tot * es));
-  CU(cudaMemcpy(d, h0, tot * es, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMalloc(&d, tot * es));
+  CUDA_CHECK(cudaMemcpy(d, h0, tot * es, cudaMemcpyHostToDevice));
   coda_tensor A = mat16_view(c->A), B = mat16_view(c->B);
   coda_tensor D = {d, out, M, N, ldd};
   coda_status st =
@@ -134,9 +126,9 @@ static void run_and_check(const gemm_case *c, coda_dtype out, float alpha, int a
     g_fail++;
     goto done;
   }
-  CU(cudaDeviceSynchronize());
-  CU(cudaGetLastError());
-  CU(cudaMemcpy(h, d, tot * es, cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaMemcpy(h, d, tot * es, cudaMemcpyDeviceToHost));
   {
     const double u = out == CODA_BF16 ? 1.0 / 128 : out == CODA_F16 ? 1.0 / 1024 : 1.0 / (1 << 23);
     const double atol = out == CODA_F16 ? 1e-7 : 1e-30;
@@ -246,11 +238,11 @@ static void large_case(coda_context ctx, cublasHandle_t hb, int64_t M, int64_t N
   mat16 B = tb == CODA_N ? mat16_random(in, K, N, 0) : mat16_random(in, N, K, 0);
   float *ref_d, *our_d;
   uint16_t *our16_d;
-  CU(cudaMalloc((void **)&ref_d, sizeof(float) * M * N));
-  CU(cudaMalloc((void **)&our_d, sizeof(float) * M * N));
-  CU(cudaMalloc((void **)&our16_d, 2 * M * N));
-  CU(cudaMemset(our_d, 0xFF, sizeof(float) * M * N));
-  CU(cudaMemset(our16_d, 0xFF, 2 * M * N));
+  CUDA_CHECK(cudaMalloc((void **)&ref_d, sizeof(float) * M * N));
+  CUDA_CHECK(cudaMalloc((void **)&our_d, sizeof(float) * M * N));
+  CUDA_CHECK(cudaMalloc((void **)&our16_d, 2 * M * N));
+  CUDA_CHECK(cudaMemset(our_d, 0xFF, sizeof(float) * M * N));
+  CUDA_CHECK(cudaMemset(our16_d, 0xFF, 2 * M * N));
   /* Row-major D (M x N) is column-major D^T (N x M) = op(B)^T op(A)^T. */
   const float one = 1.0f, zero = 0.0f;
   cudaDataType_t ct = in == CODA_BF16 ? CUDA_R_16BF : CUDA_R_16F;
@@ -275,14 +267,14 @@ static void large_case(coda_context ctx, cublasHandle_t hb, int64_t M, int64_t N
     g_fail++;
     goto out;
   }
-  CU(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaDeviceSynchronize());
   {
     size_t n = (size_t)M * N;
     float *r = malloc(n * 4), *o = malloc(n * 4);
     uint16_t *o16 = malloc(n * 2);
-    CU(cudaMemcpy(r, ref_d, n * 4, cudaMemcpyDeviceToHost));
-    CU(cudaMemcpy(o, our_d, n * 4, cudaMemcpyDeviceToHost));
-    CU(cudaMemcpy(o16, our16_d, n * 2, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(r, ref_d, n * 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(o, our_d, n * 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(o16, our16_d, n * 2, cudaMemcpyDeviceToHost));
     double amax = 0, num = 0, den = 0;
     for (size_t i = 0; i < n; ++i) amax = fmax(amax, fabs(r[i]));
     size_t bad = 0;
@@ -328,7 +320,7 @@ static void error_cases(coda_context ctx) {
   mat16 A = mat16_random(CODA_BF16, 64, 40, 0), B = mat16_random(CODA_BF16, 64, 40, 0);
   mat16 Bh = mat16_random(CODA_F16, 64, 40, 0);
   void *d;
-  CU(cudaMalloc(&d, 64 * 64 * 4));
+  CUDA_CHECK(cudaMalloc(&d, 64 * 64 * 4));
   coda_tensor D = {d, CODA_F32, 64, 64, 64};
   coda_tensor a = mat16_view(&A), b = mat16_view(&B), bh = mat16_view(&Bh);
   /* A viewed with a pitch of 41 elements: rows are not 16-byte aligned. */
@@ -363,7 +355,7 @@ static void tune_cache_check(coda_context ctx) {
   const int64_t M = 256, N = 512, K = 2048;
   mat16 A = mat16_random(CODA_BF16, M, K, 0), B = mat16_random(CODA_BF16, N, K, 0);
   void *d;
-  CU(cudaMalloc(&d, (size_t)M * N * 2));
+  CUDA_CHECK(cudaMalloc(&d, (size_t)M * N * 2));
   coda_tensor Av = mat16_view(&A), Bv = mat16_view(&B), D = {d, CODA_BF16, M, N, N};
   int c1 = -1, s1 = 0, c2 = -1, s2 = 0;
   double us1 = 0, us2 = 0;
