@@ -372,6 +372,18 @@ coda_status coda_plan_run(coda_context ctx, coda_plan p, coda_phase phase);
  * The temporary (the largest step's M x N) is allocated with coda_malloc
  * on first use and freed with the plan. Default: fused. */
 coda_status coda_plan_set_fused(coda_plan p, int fused);
+/* Fusion chosen by measurement, per GEMM + epilogue step: each such step
+ * runs fused and unfused (as above) on ctx's backend, `iters` back-to-back
+ * runs per sample, median of 5 samples, the two variants alternating; the
+ * unfused pair is kept where it is at least 2 % faster (fusion also saves
+ * the M x N temporary). coda_plan_text shows each choice and both times.
+ * Allocates the plan's buffers first. Times depend on the shapes, not on
+ * the values in the buffers; buffers a step accumulates into or reads and
+ * writes are saved and restored, the others hold whatever the last timed
+ * run wrote, so tune before the runs whose results are used (e.g. once
+ * after building the plan). *n_unfused (optional) = steps left unfused.
+ * coda_plan_set_fused afterwards overrides every choice. */
+coda_status coda_plan_tune_fusion(coda_context ctx, coda_plan p, int iters, int *n_unfused);
 
 /* Llama-3 style block and head.
  *

@@ -10,7 +10,9 @@ benchmark environment's baseline_torch.py (PyTorch eager, torch.compile and
 the GEMM + SDPA floor for the Llama blocks); torch_peak.json by
 torch_peak.py (PyTorch's peak memory, and eager/compile times of the GPT-2
 block). Writes a markdown table (times in ms, memory in MiB) and a chart:
-top row time per configuration, bottom row peak memory.
+top row time per configuration, bottom row peak memory. "Ours" in the
+ratios is the tuned plan (coda_plan_tune_fusion) where the log has it,
+else the fused plan.
 
 The older form, `plot_block.py RESULTS_MD [OUT_PNG]`, redraws the chart of
 bench/results/gpu-2026-11-30.md from its "One Llama-3 block" table.
@@ -65,6 +67,10 @@ def rows_from_logs(a):
                 "torch_floor": num(b.get("floor_ms")),
                 "peak": num(r["fused_peak_mib"]), "unfused_peak": num(r["unfused_peak_mib"]),
                 "device": num(r["device_used_mib"]),
+                # tuned = coda_plan_tune_fusion (absent in older logs)
+                "tuned": num(r.get("tuned_fwdbwd_ms")),
+                "tuned_unfused": num(r.get("tuned_unfused_steps")),
+                "tuned_peak": num(r.get("tuned_peak_mib")),
                 "eager_peak": num(p.get("eager_peak_mib")),
                 "compiled_peak": num(p.get("compiled_peak_mib")),
             })
@@ -73,17 +79,25 @@ def rows_from_logs(a):
 
 def write_md(rows, path):
     with open(path, "w", encoding="utf-8") as fh:
-        fh.write("| config | ours fwd | ours bwd | ours fwd+bwd | unfused fwd+bwd | our floor "
-                 "| ours / floor | PyTorch eager | torch.compile | PyTorch floor "
-                 "| peak MiB ours | unfused | device used | PyTorch eager peak | torch.compile peak |\n"
-                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+        fh.write("| config | fused fwd | fused bwd | fused fwd+bwd | unfused fwd+bwd "
+                 "| tuned fwd+bwd (unfused steps) | our floor | ours / floor | PyTorch eager "
+                 "| torch.compile | PyTorch floor | torch.compile / ours "
+                 "| peak MiB fused | unfused | tuned | device used | PyTorch eager peak "
+                 "| torch.compile peak |\n"
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
-            ratio = r["fb"] / r["floor"] if r["fb"] and r["floor"] else None
+            best = r["tuned"] or r["fb"]  # ours: the tuned plan where measured
+            ratio = best / r["floor"] if best and r["floor"] else None
+            vs = r["compiled"] / best if best and r["compiled"] else None
+            tuned = fmt(r["tuned"])
+            if r["tuned_unfused"] is not None:
+                tuned += f" ({r['tuned_unfused']:.0f})"
             fh.write("| " + " | ".join([
-                r["title"], fmt(r["fwd"]), fmt(r["bwd"]), "**" + fmt(r["fb"]) + "**",
-                fmt(r["unfused"]), fmt(r["floor"]), fmt(ratio, "{:.2f}"), fmt(r["eager"]),
-                fmt(r["compiled"]), fmt(r["torch_floor"]), fmt(r["peak"], "{:.0f}"),
-                fmt(r["unfused_peak"], "{:.0f}"), fmt(r["device"], "{:.0f}"),
+                r["title"], fmt(r["fwd"]), fmt(r["bwd"]), fmt(r["fb"]),
+                fmt(r["unfused"]), tuned, fmt(r["floor"]), fmt(ratio, "{:.2f}"), fmt(r["eager"]),
+                fmt(r["compiled"]), fmt(r["torch_floor"]), fmt(vs, "{:.2f}"),
+                fmt(r["peak"], "{:.0f}"), fmt(r["unfused_peak"], "{:.0f}"),
+                fmt(r["tuned_peak"], "{:.0f}"), fmt(r["device"], "{:.0f}"),
                 fmt(r["eager_peak"], "{:.0f}"), fmt(r["compiled_peak"], "{:.0f}")]) + " |\n")
     print("wrote", path)
 
@@ -98,17 +112,19 @@ def bars(ax, vals, colors, unit):
 
 
 def plot(rows, path, date):
-    tl = ["coda", "coda, fusion off", "coda floor (cuBLAS GEMMs + our attention)", "PyTorch eager",
+    tl = ["coda", "coda, fusion off", "coda, fusion tuned per step",
+          "coda floor (cuBLAS GEMMs + our attention)", "PyTorch eager",
           "torch.compile", "PyTorch floor (GEMMs + SDPA)"]
-    tc = ["#1f5fbf", "#6f8fcf", "#9bb8e8", "#c0504d", "#e39b3b", "#bbbbbb"]
-    mc = ["#1f5fbf", "#6f8fcf", "#c0504d", "#e39b3b"]
+    tc = ["#1f5fbf", "#6f8fcf", "#2f9f6f", "#9bb8e8", "#c0504d", "#e39b3b", "#bbbbbb"]
+    mc = ["#1f5fbf", "#6f8fcf", "#2f9f6f", "#c0504d", "#e39b3b"]
     n = len(rows)
     fig, axes = plt.subplots(2, n, figsize=(max(3.2 * n, 9.6), 6.6), squeeze=False)
     for j, r in enumerate(rows):
-        bars(axes[0][j], [r["fb"], r["unfused"], r["floor"], r["eager"], r["compiled"], r["torch_floor"]],
-             tc, "ms")
+        bars(axes[0][j], [r["fb"], r["unfused"], r["tuned"], r["floor"], r["eager"], r["compiled"],
+                          r["torch_floor"]], tc, "ms")
         axes[0][j].set_title(r["name"], fontsize=9)
-        bars(axes[1][j], [r["peak"], r["unfused_peak"], r["eager_peak"], r["compiled_peak"]], mc, "MiB")
+        bars(axes[1][j], [r["peak"], r["unfused_peak"], r["tuned_peak"], r["eager_peak"],
+                          r["compiled_peak"]], mc, "MiB")
     axes[0][0].set_ylabel("fwd+bwd ms (lower is better)")
     axes[1][0].set_ylabel("peak memory MiB (lower is better)")
     # the memory row uses the same colors (no floor bars there)

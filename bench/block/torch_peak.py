@@ -11,7 +11,8 @@ module-level benchmark does not run and nothing of it is copied here.
 GPT-2 rows (gpt2-768, gpt2-1600) use the GPT-2 block below, written from
 coda's definition in include/coda.h (pre-LayerNorm, GELU tanh, causal
 SDPA), since the baseline has none; for them eager and torch.compile
-fwd+bwd times are measured here too (median of CUDA-event timings).
+fwd+bwd times are measured here too (triton's do_bench median, as in the
+baseline script).
 
 Peak = torch.cuda.max_memory_allocated during one fwd+bwd after
 reset_peak_memory_stats, once a warm-up step has created the gradients
@@ -68,16 +69,25 @@ def load_baseline(path):
     return ns["Block"], ns["configs"]
 
 
-def median_ms(fn, warmup=5, iters=20):
-    for _ in range(warmup):
+def median_ms(fn):
+    """Median time of fn in ms, measured the way the baseline script measures
+    its Llama rows (triton's do_bench: warm-up, L2 flushed before each run),
+    so the GPT-2 rows compare like with like; plain CUDA events without
+    triton."""
+    try:
+        from triton.testing import do_bench
+        return do_bench(fn, warmup=50, rep=200, return_mode="median")
+    except ImportError:
+        pass
+    for _ in range(5):
         fn()
     times = []
-    for _ in range(iters):
+    for _ in range(20):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record(); fn(); b.record(); b.synchronize()
         times.append(a.elapsed_time(b))
     times.sort()
-    return 0.5 * (times[(iters - 1) // 2] + times[iters // 2])
+    return 0.5 * (times[9] + times[10])
 
 
 def peak_mib(fn):

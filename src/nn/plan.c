@@ -1,4 +1,5 @@
 /* Plan builder, printer and executor (see plan.h). */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime for coda_plan_tune_fusion */
 #include "nn/plan.h"
 
 #include "core/internal.h"
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------------------ utilities */
 
@@ -665,7 +667,8 @@ coda_status plan_unfused_program(coda_plan p, int prog, coda_program *out) {
 coda_status coda_plan_set_fused(coda_plan p, int fused) {
   if (!p) return CODA_ERR_INVALID_ARGUMENT;
   if (p->status != CODA_OK) return p->status;
-  p->unfused = !fused;
+  for (int i = 0; i < p->nstep; i++)
+    if (p->steps[i].kind == PLAN_GEMM) p->steps[i].unfused = !fused;
   return CODA_OK;
 }
 
@@ -713,7 +716,7 @@ static coda_status run_step(coda_context ctx, coda_plan p, const plan_step *s, c
   }
   switch (s->kind) {
   case PLAN_GEMM: {
-    if (p->unfused) return run_unfused(ctx, p, s, args);
+    if (s->unfused) return run_unfused(ctx, p, s, args);
     coda_tensor A = view_of(&p->bufs[s->a]), B = view_of(&p->bufs[s->b]);
     return coda_gemm_epilogue(ctx, prog, s->ta, &A, s->tb, &B, args, s->tiling);
   }
@@ -740,6 +743,158 @@ static coda_status run_step(coda_context ctx, coda_plan p, const plan_step *s, c
   case PLAN_COPY: return host_op(p, s);
   }
   return coda_fail(ctx, CODA_ERR_INTERNAL, "unknown step kind %d", (int)s->kind);
+}
+
+/* ------------------------------------------ choosing fusion per GEMM step */
+
+static double now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
+}
+
+/* Copies buffer b into a dense snapshot of the same backend (restore = 0)
+ * or back (restore = 1). */
+static coda_status snap_copy(coda_plan p, const plan_buf *b, void *snap, int restore) {
+  coda_tensor v = view_of(b);
+  if (p->device) {
+#ifdef CODA_HAVE_CUDA
+    coda_tensor d = coda_tensor_2d(snap, b->dtype, b->rows, b->cols);
+    return restore ? coda_cuda_copy(p->ctx, &v, &d) : coda_cuda_copy(p->ctx, &d, &v);
+#else
+    return coda_fail(p->ctx, CODA_ERR_NOT_SUPPORTED, "device plan without CUDA");
+#endif
+  }
+  const size_t es = coda_dtype_size(b->dtype), rb = (size_t)b->cols * es;
+  for (int64_t r = 0; r < b->rows; r++) {
+    char *x = (char *)v.data + (size_t)(r * v.ld) * es, *y = (char *)snap + (size_t)r * rb;
+    memcpy(restore ? x : y, restore ? y : x, rb);
+  }
+  return CODA_OK;
+}
+
+/* Buffers step s changes in a way a repeated run does not undo: outputs it
+ * accumulates into, and (should a step ever be allowed to alias them)
+ * outputs it also reads. Returns their count. */
+static int state_bufs(coda_plan p, const plan_step *s, int *out) {
+  coda_program prog = p->progs[s->prog].prog;
+  int n = 0;
+  for (int i = 0; i < s->nbind; i++) {
+    coda_arg_info ai;
+    int written = 0, acc = 0, read = 0;
+    for (int a = 0; a < coda_program_num_args(prog); a++) {
+      if (coda_program_arg(prog, a, &ai) != CODA_OK || strcmp(ai.name, s->bind[i].arg)) continue;
+      written = ai.kind == CODA_ARG_OUTPUT || ai.kind == CODA_ARG_PARTIAL;
+      acc = ai.kind == CODA_ARG_OUTPUT && ai.accumulate;
+    }
+    if (!written) continue;
+    for (int j = 0; j < s->nbind; j++) {
+      if (j == i || s->bind[j].buf != s->bind[i].buf) continue;
+      for (int a = 0; a < coda_program_num_args(prog); a++)
+        if (coda_program_arg(prog, a, &ai) == CODA_OK && !strcmp(ai.name, s->bind[j].arg) &&
+            ai.kind != CODA_ARG_OUTPUT && ai.kind != CODA_ARG_PARTIAL)
+          read = 1;
+    }
+    int seen = 0;
+    for (int k = 0; k < n; k++) seen |= out[k] == s->bind[i].buf;
+    if ((acc || read) && !seen) out[n++] = s->bind[i].buf;
+  }
+  return n;
+}
+
+/* Median over 5 samples of the time of one run of step s (us), each sample
+ * `iters` back-to-back runs closed by a synchronize. */
+static coda_status time_step(coda_context ctx, coda_plan p, const plan_step *s, coda_args args,
+                             int iters, double *us) {
+  double t[5];
+  for (int k = 0; k < 5; k++) {
+    coda_status st = coda_synchronize(ctx);
+    const double t0 = now_us();
+    for (int i = 0; i < iters && st == CODA_OK; i++) st = run_step(ctx, p, s, args);
+    if (st == CODA_OK) st = coda_synchronize(ctx);
+    if (st != CODA_OK) return st;
+    t[k] = (now_us() - t0) / iters;
+  }
+  for (int i = 1; i < 5; i++) /* insertion sort of five */
+    for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+      const double x = t[j];
+      t[j] = t[j - 1];
+      t[j - 1] = x;
+    }
+  *us = t[2];
+  return CODA_OK;
+}
+
+/* One GEMM step: both variants warmed up (kernels loaded or compiled),
+ * then timed in alternation; the buffers it must not disturb are saved
+ * first and restored after. Leaves s->unfused at the faster variant. */
+static coda_status tune_step(coda_context ctx, coda_plan p, plan_step *s, coda_args args,
+                             int iters) {
+  int bufs[PLAN_MAX_BINDS];
+  void *snap[PLAN_MAX_BINDS] = {0};
+  const int nb = state_bufs(p, s, bufs);
+  coda_status st = CODA_OK;
+  for (int i = 0; i < nb && st == CODA_OK; i++) {
+    const plan_buf *b = &p->bufs[bufs[i]];
+    st = coda_malloc(p->ctx, (size_t)(b->rows * b->cols) * coda_dtype_size(b->dtype), &snap[i]);
+    if (st == CODA_OK) st = snap_copy(p, b, snap[i], 0);
+  }
+  double t[2][2] = {{0, 0}, {0, 0}};
+  for (int v = 0; v < 2 && st == CODA_OK; v++) { /* warm-up */
+    s->unfused = v;
+    st = run_step(ctx, p, s, args);
+  }
+  for (int rep = 0; rep < 2 && st == CODA_OK; rep++)
+    for (int v = 0; v < 2 && st == CODA_OK; v++) {
+      s->unfused = rep ? 1 - v : v; /* fused first, then unfused first */
+      st = time_step(ctx, p, s, args, iters, &t[rep][s->unfused]);
+    }
+  if (st == CODA_OK) st = coda_synchronize(ctx);
+  for (int i = 0; i < nb; i++) {
+    if (snap[i] && st == CODA_OK) st = snap_copy(p, &p->bufs[bufs[i]], snap[i], 1);
+    coda_free(p->ctx, snap[i]);
+  }
+  for (int v = 0; v < 2; v++) s->tuned_us[v] = t[0][v] < t[1][v] ? t[0][v] : t[1][v];
+  /* fusion also saves memory (no M x N temporary): the unfused pair must
+   * win by 2 % */
+  s->unfused = st == CODA_OK && s->tuned_us[1] < 0.98 * s->tuned_us[0];
+  return st;
+}
+
+coda_status coda_plan_tune_fusion(coda_context ctx, coda_plan p, int iters, int *n_unfused) {
+  if (n_unfused) *n_unfused = 0;
+  if (!ctx || !p) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_plan_tune_fusion: null argument");
+  if (p->status != CODA_OK)
+    return coda_fail(ctx, p->status, "plan '%s' was not built successfully", p->name);
+  if (iters < 1 || iters > 100000)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_plan_tune_fusion: iters %d not in 1..100000", iters);
+  if (coda_context_backend(ctx) != coda_context_backend(p->ctx))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "plan '%s' was built for another backend", p->name);
+  coda_status st = plan_alloc(p);
+  if (st != CODA_OK) {
+    if (ctx != p->ctx) coda_fail(ctx, st, "%s", coda_last_error(p->ctx));
+    return st;
+  }
+  coda_args args = NULL;
+  st = coda_args_create(ctx, &args);
+  for (int i = 0; i < p->nstep && st == CODA_OK; i++) {
+    plan_step *s = &p->steps[i];
+    if (s->kind != PLAN_GEMM) continue;
+    st = tune_step(ctx, p, s, args, iters);
+    if (st != CODA_OK) {
+      char inner[CODA_ERRMSG_LEN];
+      snprintf(inner, sizeof inner, "%s", coda_last_error(ctx));
+      coda_fail(ctx, st, "plan '%s', timing step %d (%s): %s", p->name, i, s->label, inner);
+    } else if (n_unfused) {
+      *n_unfused += s->unfused;
+    }
+  }
+  coda_args_destroy(args);
+  /* the temporary is reallocated for the largest step that stays unfused */
+  if (p->acc_tmp) coda_free(p->ctx, p->acc_tmp);
+  p->acc_tmp = NULL;
+  p->acc_tmp_bytes = 0;
+  return st;
 }
 
 coda_status coda_plan_run(coda_context ctx, coda_plan p, coda_phase phase) {
@@ -802,6 +957,9 @@ static void print_step(coda_plan p, coda_strbuf *b, int i, const plan_step *s) {
               tn[s->ta], p->bufs[s->b].name, tn[s->tb], (long long)s->M, (long long)s->N,
               s->tiling.tile_m, s->tiling.tile_n, p->progs[s->prog].name);
     print_binds(p, b, s);
+    if (s->unfused) coda_sb_printf(b, "  [unfused]");
+    if (s->tuned_us[0] > 0)
+      coda_sb_printf(b, "  (timed: fused %.1f us, unfused %.1f us)", s->tuned_us[0], s->tuned_us[1]);
     break;
   case PLAN_MAP:
     coda_sb_printf(b, "map    [%lld x %lld, tile %dx%d]  %s: ", (long long)s->M, (long long)s->N,
@@ -838,9 +996,14 @@ static void print_step(coda_plan p, coda_strbuf *b, int i, const plan_step *s) {
 const char *coda_plan_text(coda_plan p) {
   if (!p) return "";
   coda_strbuf b = {0};
-  coda_sb_printf(&b, "plan %s%s%s\n", p->name, p->status != CODA_OK ? " (failed to build)" : "",
-            p->unfused ? " (fusion off: each gemm step runs as a plain gemm into " PLAN_ACC_INPUT
-                         " and its program as a map)" : "");
+  int ngemm = 0, nunf = 0;
+  for (int i = 0; i < p->nstep; i++)
+    if (p->steps[i].kind == PLAN_GEMM) ngemm++, nunf += p->steps[i].unfused;
+  coda_sb_printf(&b, "plan %s%s", p->name, p->status != CODA_OK ? " (failed to build)" : "");
+  if (nunf)
+    coda_sb_printf(&b, " (fusion off for %d of %d gemm steps, marked unfused: each runs as a "
+                   "plain gemm into " PLAN_ACC_INPUT " and its program as a map)", nunf, ngemm);
+  coda_sb_printf(&b, "\n");
   coda_sb_printf(&b, "buffers:\n");
   for (int i = 0; i < p->nbuf; i++) {
     const plan_buf *u = &p->bufs[i];

@@ -127,6 +127,10 @@ typedef struct plan_step {
   int nbind;
   plan_bind bind[PLAN_MAX_BINDS];
   plan_attention attn;   /* ATTN_FWD, ATTN_BWD */
+  int unfused;           /* GEMM: runs as a plain GEMM + map pass (coda_plan_set_fused,
+                          * coda_plan_tune_fusion) */
+  double tuned_us[2];    /* GEMM: [fused, unfused] microseconds per run measured by
+                          * coda_plan_tune_fusion; 0 = not measured */
 } plan_step;
 
 typedef struct plan_program {
@@ -147,8 +151,7 @@ struct coda_plan_s {
   int nprog, capprog;
   plan_program *progs;
   char *text;         /* printed plan (built on demand) */
-  int unfused;        /* coda_plan_set_fused(p, 0): GEMM steps run as matmul + map */
-  void *acc_tmp;      /* the unfused steps' accumulator (coda_malloc), or NULL */
+  void *acc_tmp;      /* the unfused GEMM steps' accumulator (coda_malloc), or NULL */
   size_t acc_tmp_bytes;
 };
 

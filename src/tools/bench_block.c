@@ -2,8 +2,10 @@
  * benchmark").
  *
  * Per configuration: the block plan on a CUDA context, fused (the plan as
- * built) and unfused (coda_plan_set_fused(p, 0): every GEMM + epilogue step
- * as a plain GEMM plus a separate map pass), and the floor (the block's
+ * built), unfused (coda_plan_set_fused(p, 0): every GEMM + epilogue step
+ * as a plain GEMM plus a separate map pass), tuned (coda_plan_tune_fusion:
+ * each GEMM step fused or unfused, whichever its timing favoured; the
+ * choices and times go to stderr), and the floor (the block's
  * twelve GEMMs through cuBLAS, bf16 in and out with fp32 accumulation,
  * plus our attention forward and backward, each alone). Timing: CUDA
  * events around each call on the default stream, warm-up runs, then the
@@ -12,9 +14,9 @@
  * (coda_memory_stats) during one forward + backward after
  * coda_memory_reset_peak, and the growth of the device's used memory
  * (cudaMemGetInfo) over the plan's life, which also holds the stream-
- * ordered pool's reserve and loaded modules. The unfused plan's x_out and
- * dx are checked against the fused plan's (stderr; a disagreement fails
- * the run). */
+ * ordered pool's reserve and loaded modules. The unfused and tuned plans'
+ * x_out and dx are checked against the fused plan's (stderr; a
+ * disagreement fails the run). */
 #include "tools/bench_block.h"
 
 #include "coda.h"
@@ -47,7 +49,7 @@ static const bench_cfg kConfigs[] = {
 
 typedef struct bench_opts {
   int want[NCFG];
-  int fused, unfused, floor;
+  int fused, unfused, floor, tuned;
   int iters, warmup;
   int csv;
   int precompile;
@@ -55,13 +57,15 @@ typedef struct bench_opts {
 
 static void usage(FILE *f, const char *cmd) {
   fprintf(f,
-          "usage: %s [CONFIG ...] [--fused] [--unfused] [--floor] [--iters N] [--warmup N]\n"
-          "       [--csv | --markdown] [--precompile]\n\n"
+          "usage: %s [CONFIG ...] [--fused] [--unfused] [--tuned] [--floor] [--iters N]\n"
+          "       [--warmup N] [--csv | --markdown] [--precompile]\n\n"
           "Times one Transformer block on the GPU: forward, backward and forward + backward\n"
           "of the block plan with fusion (--fused), the same plan with fusion off (--unfused:\n"
-          "each GEMM + epilogue as a plain GEMM plus a separate pass) and the floor (--floor:\n"
-          "the block's GEMMs on cuBLAS plus attention alone); all three by default. Each row\n"
-          "also gives the library's peak memory during one forward + backward.\n\n"
+          "each GEMM + epilogue as a plain GEMM plus a separate pass), the plan with fusion\n"
+          "chosen per GEMM step by timing both (--tuned, coda_plan_tune_fusion; choices on\n"
+          "stderr) and the floor (--floor: the block's GEMMs on cuBLAS plus attention\n"
+          "alone); all four by default. Each row also gives the library's peak memory\n"
+          "during one forward + backward.\n\n"
           "configurations (default: the Llama ones, d512 d768 d2048 d4096):\n",
           cmd);
   for (int i = 0; i < NCFG; i++) {
@@ -117,6 +121,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
       o->fused = 1;
     } else if (!strcmp(s, "--unfused")) {
       o->unfused = 1;
+    } else if (!strcmp(s, "--tuned")) {
+      o->tuned = 1;
     } else if (!strcmp(s, "--floor")) {
       o->floor = 1;
     } else if (!strcmp(s, "--csv")) {
@@ -154,7 +160,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
   }
   if (!any_cfg)
     for (int i = 0; i < NCFG; i++) o->want[i] = kConfigs[i].kind == ARCH_LLAMA;
-  if (!o->fused && !o->unfused && !o->floor) o->fused = o->unfused = o->floor = 1;
+  if (!o->fused && !o->unfused && !o->floor && !o->tuned)
+    o->fused = o->unfused = o->floor = o->tuned = 1;
   return 1;
 }
 
@@ -395,9 +402,11 @@ static coda_status run_floor(void *v) {
 
 /* ---- one configuration ---- */
 
+enum { V_FUSED = 0, V_UNFUSED = 1, V_FLOOR = 2, V_TUNED = 3 };
 typedef struct result {
-  float t[3][3];      /* [fused, unfused, floor][fwd, bwd, fwd+bwd] ms; < 0: not measured */
-  double peak[2];     /* library peak bytes in one fwd+bwd [fused, unfused]; < 0: not measured */
+  float t[4][3];      /* [variant][fwd, bwd, fwd+bwd] ms; < 0: not measured */
+  double peak[4];     /* library peak bytes in one fwd+bwd per plan variant; < 0: not measured */
+  int tuned_unfused;  /* GEMM steps the tuned plan runs unfused; < 0: not measured */
   double device_used; /* cudaMemGetInfo growth over the plan's life (bytes), < 0: none */
 } result;
 
@@ -446,10 +455,11 @@ static coda_status download(coda_context ctx, coda_plan p, const char *name, flo
   return s;
 }
 
-/* fused: keep x_out and dx; unfused: compare with the kept ones, print
- * max|unfused - fused| / max|fused| to stderr; 0 if they disagree by more
- * than 10 % (bf16 rounding of acc gives a few %). */
-static int agree_step(coda_context ctx, coda_plan p, const bench_cfg *c, int fused, agree *a) {
+/* fused: keep x_out and dx; unfused or tuned: compare with the kept ones,
+ * print max|variant - fused| / max|fused| to stderr; 0 if they disagree by
+ * more than 10 % (bf16 rounding of acc gives a few %). */
+static int agree_step(coda_context ctx, coda_plan p, const bench_cfg *c, int variant, agree *a) {
+  const int fused = variant == V_FUSED;
   int ok = 1;
   for (int k = 0; k < 2; k++) {
     float *v = NULL;
@@ -473,8 +483,9 @@ static int agree_step(coda_context ctx, coda_plan p, const bench_cfg *c, int fus
       }
       const double rel = mag > 0 ? diff / mag : (diff > 0 ? INFINITY : 0);
       const int good = rel <= 0.1;
-      fprintf(stderr, "%s: unfused vs fused %-5s max|diff| / max|fused| = %.3g%s\n", c->name,
-              kAgreeNames[k], rel, good ? "" : "  (DISAGREE)");
+      fprintf(stderr, "%s: %s vs fused %-5s max|diff| / max|fused| = %.3g%s\n", c->name,
+              variant == V_TUNED ? "tuned" : "unfused", kAgreeNames[k], rel,
+              good ? "" : "  (DISAGREE)");
       ok &= good;
     }
     free(v);
@@ -482,17 +493,34 @@ static int agree_step(coda_context ctx, coda_plan p, const bench_cfg *c, int fus
   return ok;
 }
 
-/* Times one plan variant into t[3] and its peak; 0 on failure. */
-static int bench_plan(coda_context ctx, const bench_cfg *c, int fused, const bench_opts *o,
-                      float t[3], double *peak, double *dev_used, agree *ag) {
+/* The tuned plan's choices, to stderr. */
+static void print_choices(const bench_cfg *c, coda_plan p) {
+  for (int k = 0; k < p->nstep; k++) {
+    const plan_step *st = &p->steps[k];
+    if (st->kind != PLAN_GEMM) continue;
+    fprintf(stderr, "%s: tuned %-26s %-22s fused %8.1f us  unfused %8.1f us  -> %s\n", c->name,
+            st->label, p->progs[st->prog].name, st->tuned_us[0], st->tuned_us[1],
+            st->unfused ? "unfused" : "fused");
+  }
+}
+
+/* Times one plan variant (V_FUSED, V_UNFUSED, V_TUNED) into t[3] and its
+ * peak; 0 on failure. */
+static int bench_plan(coda_context ctx, const bench_cfg *c, int variant, const bench_opts *o,
+                      float t[3], double *peak, double *dev_used, int *n_unfused, agree *ag) {
   const size_t free0 = device_free();
   coda_plan p = NULL;
   rng r = {0x9e3779b97f4a7c15ull};
   coda_status s = make_plan(ctx, c, &p);
-  if (s == CODA_OK) s = coda_plan_set_fused(p, fused);
+  if (s == CODA_OK) s = coda_plan_set_fused(p, variant != V_UNFUSED);
   if (s == CODA_OK) s = fill_plan(ctx, p, c, &r);
   plan_arg a = {ctx, p, 1, 1};
   if (s == CODA_OK) s = run_plan(&a); /* loads the kernels, allocates every buffer */
+  if (s == CODA_OK && variant == V_TUNED) {
+    s = coda_plan_tune_fusion(ctx, p, 3, n_unfused);
+    if (s == CODA_OK) print_choices(c, p);
+    if (s == CODA_OK) s = run_plan(&a); /* the buffers as the tuned plan computes them */
+  }
   if (s == CODA_OK) s = coda_synchronize(ctx);
   if (s == CODA_OK) {
     a.bw = 0;
@@ -515,10 +543,11 @@ static int bench_plan(coda_context ctx, const bench_cfg *c, int fused, const ben
     if (dev_used && free0 && free1 && free0 > free1) *dev_used = (double)(free0 - free1);
   }
   int ok = s == CODA_OK;
+  static const char *kVariant[4] = {"fused", "unfused", "floor", "tuned"};
   if (!ok)
-    fprintf(stderr, "%s (%s): %s\n", c->name, fused ? "fused" : "unfused", coda_last_error(ctx));
+    fprintf(stderr, "%s (%s): %s\n", c->name, kVariant[variant], coda_last_error(ctx));
   else
-    ok = agree_step(ctx, p, c, fused, ag);
+    ok = agree_step(ctx, p, c, variant, ag);
   coda_plan_destroy(p);
   return ok;
 }
@@ -582,7 +611,9 @@ static const char *kCols[] = {
     "unfused_fwd_ms", "unfused_bwd_ms", "unfused_fwdbwd_ms",
     "floor_fwd_ms", "floor_bwd_ms", "floor_fwdbwd_ms",
     "fused_over_floor", "unfused_over_fused",
-    "fused_peak_mib", "unfused_peak_mib", "device_used_mib", "torch_name"};
+    "fused_peak_mib", "unfused_peak_mib", "device_used_mib",
+    "tuned_fwd_ms", "tuned_bwd_ms", "tuned_fwdbwd_ms", "tuned_over_floor", "tuned_unfused_steps",
+    "tuned_peak_mib", "torch_name"};
 
 static void print_header(const bench_opts *o) {
   if (o->csv) {
@@ -591,8 +622,9 @@ static void print_header(const bench_opts *o) {
   } else {
     printf("| config | fwd ms | bwd ms | fwd+bwd ms | unfused fwd | unfused bwd | unfused fwd+bwd "
            "| floor fwd | floor bwd | floor fwd+bwd | fused / floor | unfused / fused "
-           "| peak MiB | unfused peak MiB | device used MiB |\n"
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "| peak MiB | unfused peak MiB | device used MiB | tuned fwd | tuned bwd "
+           "| tuned fwd+bwd | tuned / floor | tuned: unfused steps | tuned peak MiB |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   }
   fflush(stdout);
 }
@@ -622,6 +654,10 @@ static void print_row(const bench_opts *o, const bench_cfg *c, const result *r) 
   cell(o, r->peak[0] >= 0 ? r->peak[0] / mib : -1, "%.0f");
   cell(o, r->peak[1] >= 0 ? r->peak[1] / mib : -1, "%.0f");
   cell(o, r->device_used >= 0 ? r->device_used / mib : -1, "%.0f");
+  for (int k = 0; k < 3; k++) cell(o, r->t[V_TUNED][k], "%.3f");
+  cell(o, r->t[V_TUNED][2] > 0 && r->t[2][2] > 0 ? r->t[V_TUNED][2] / r->t[2][2] : -1, "%.2f");
+  cell(o, r->tuned_unfused, "%.0f");
+  cell(o, r->peak[V_TUNED] >= 0 ? r->peak[V_TUNED] / mib : -1, "%.0f");
   if (o->csv) printf(",%s\n", c->torch);
   else printf(" |\n");
   fflush(stdout);
@@ -647,8 +683,9 @@ static int precompile(const bench_opts *o, const char *cmd) {
       for (int variant = 0; variant < 2; variant++) {
         /* variant 0: the fused GEMM kernels and the map steps; 1: the
          * programs of the GEMM steps as maps after a plain GEMM */
-        const int want = st->kind == PLAN_GEMM ? (variant ? o->unfused : o->fused)
-                                               : (variant == 0 && (o->fused || o->unfused));
+        const int want = st->kind == PLAN_GEMM
+                             ? (variant ? o->unfused || o->tuned : o->fused || o->tuned)
+                             : (variant == 0 && (o->fused || o->unfused || o->tuned));
         if (!want) continue;
         int cached = 0, skipped = 0;
         coda_status s = plan_precompile_step(p, k, variant, &cached, &skipped);
@@ -703,16 +740,22 @@ int coda_bench_block_main(int argc, char **argv) {
     if (!o.want[i]) continue;
     const bench_cfg *c = &kConfigs[i];
     result res;
-    for (int v = 0; v < 3; v++)
+    for (int v = 0; v < 4; v++) {
       for (int k = 0; k < 3; k++) res.t[v][k] = -1;
-    res.peak[0] = res.peak[1] = -1;
+      res.peak[v] = -1;
+    }
     res.device_used = -1;
+    res.tuned_unfused = -1;
     int ok = 1;
     agree ag = {{NULL, NULL}, {0, 0}};
-    if (o.fused) ok &= bench_plan(ctx, c, 1, &o, res.t[0], &res.peak[0], &res.device_used, &ag);
+    if (o.fused)
+      ok &= bench_plan(ctx, c, V_FUSED, &o, res.t[0], &res.peak[0], &res.device_used, NULL, &ag);
     if (o.unfused)
-      ok &= bench_plan(ctx, c, 0, &o, res.t[1], &res.peak[1], o.fused ? NULL : &res.device_used,
-                       &ag);
+      ok &= bench_plan(ctx, c, V_UNFUSED, &o, res.t[1], &res.peak[1],
+                       o.fused ? NULL : &res.device_used, NULL, &ag);
+    if (o.tuned)
+      ok &= bench_plan(ctx, c, V_TUNED, &o, res.t[V_TUNED], &res.peak[V_TUNED], NULL,
+                       &res.tuned_unfused, &ag);
     free(ag.v[0]);
     free(ag.v[1]);
     if (o.floor) ok &= bench_floor(ctx, h, c, &o, res.t[2]);
