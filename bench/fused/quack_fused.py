@@ -59,10 +59,14 @@ def mnk(k, s):
 quack_reason = None
 qg = qr = qce = None
 try:
+    import importlib
+
     import quack  # noqa: F401
     from quack import gemm_interface as qg
-    from quack import rmsnorm as qr
-    from quack import cross_entropy as qce
+    # the modules, not the functions of the same name that quack/__init__
+    # exports (`from quack import rmsnorm` gives the function)
+    qr = importlib.import_module("quack.rmsnorm")
+    qce = importlib.import_module("quack.cross_entropy")
     QUACK_VERSION = getattr(quack, "__version__", "?")
 except Exception as e:  # any import failure: missing wheel, DSL or driver mismatch
     quack_reason = f"{type(e).__name__}: {e}".splitlines()[0][:300]

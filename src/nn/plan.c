@@ -745,6 +745,15 @@ static coda_status run_step(coda_context ctx, coda_plan p, const plan_step *s, c
   return coda_fail(ctx, CODA_ERR_INTERNAL, "unknown step kind %d", (int)s->kind);
 }
 
+coda_status plan_run_step(coda_context ctx, coda_plan p, int k) {
+  if (!ctx || !p || k < 0 || k >= p->nstep) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "plan_run_step: bad argument");
+  coda_args args = NULL;
+  coda_status st = coda_args_create(ctx, &args);
+  if (st == CODA_OK) st = run_step(ctx, p, &p->steps[k], args);
+  coda_args_destroy(args);
+  return st;
+}
+
 /* ------------------------------------------ choosing fusion per GEMM step */
 
 static double now_us(void) {

@@ -231,6 +231,10 @@ coda_status plan_unfused_program(coda_plan p, int prog, coda_program *out);
  * kind. For tools that fill the kernel cache ahead of a run. */
 coda_status plan_precompile_step(coda_plan p, int k, int unfused, int *cached, int *skipped);
 
+/* Runs step k alone (its phase's earlier steps must have run), for
+ * per-step timing in benchmarks. */
+coda_status plan_run_step(coda_context ctx, coda_plan p, int k);
+
 /* Writes the plan as text: buffers (shape, dtype, role) and steps. */
 void plan_print(coda_plan p, FILE *f);
 

@@ -53,12 +53,13 @@ typedef struct bench_opts {
   int iters, warmup;
   int csv;
   int precompile;
+  int steps; /* --steps: per-step times of each plan variant to stderr */
 } bench_opts;
 
 static void usage(FILE *f, const char *cmd) {
   fprintf(f,
           "usage: %s [CONFIG ...] [--fused] [--unfused] [--tuned] [--floor] [--iters N]\n"
-          "       [--warmup N] [--csv | --markdown] [--precompile]\n\n"
+          "       [--warmup N] [--csv | --markdown] [--steps] [--precompile]\n\n"
           "Times one Transformer block on the GPU: forward, backward and forward + backward\n"
           "of the block plan with fusion (--fused), the same plan with fusion off (--unfused:\n"
           "each GEMM + epilogue as a plain GEMM plus a separate pass), the plan with fusion\n"
@@ -84,6 +85,8 @@ static void usage(FILE *f, const char *cmd) {
           "  --iters N      timed runs per measurement (median; default 10)\n"
           "  --warmup N     untimed runs before them (default 3)\n"
           "  --csv          comma-separated output instead of a markdown table\n"
+          "  --steps        also time every step of each plan variant alone (median over\n"
+          "                 --iters runs) and list them on stderr: where the time goes\n"
           "  --precompile   compile the generated kernels of the selected configurations\n"
           "                 (with and without fusion) into the kernel cache and exit; needs\n"
           "                 no GPU\n\n"
@@ -129,6 +132,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
       o->csv = 1;
     } else if (!strcmp(s, "--markdown")) {
       o->csv = 0;
+    } else if (!strcmp(s, "--steps")) {
+      o->steps = 1;
     } else if (!strcmp(s, "--precompile")) {
       o->precompile = 1;
     } else if (!strcmp(s, "--iters")) {
@@ -493,6 +498,59 @@ static int agree_step(coda_context ctx, coda_plan p, const bench_cfg *c, int var
   return ok;
 }
 
+typedef struct step_arg {
+  coda_context ctx;
+  coda_plan p;
+  int k;
+} step_arg;
+
+static coda_status run_one_step(void *v) {
+  step_arg *a = v;
+  return plan_run_step(a->ctx, a->p, a->k);
+}
+
+static const char *step_kind(const plan_step *st) {
+  switch (st->kind) {
+  case PLAN_GEMM: return st->unfused ? "gemm+map" : "gemm+epi";
+  case PLAN_MAP: return "map";
+  case PLAN_FINISH: return "finish";
+  case PLAN_MATMUL: return "gemm";
+  case PLAN_ATTN_FWD:
+  case PLAN_ATTN_BWD: return "attention";
+  case PLAN_ZERO:
+  case PLAN_COPY: return "copy";
+  }
+  return "?";
+}
+
+/* Every step alone, in plan order (the forward's steps after a forward
+ * run, the backward's after a backward run): median ms each, to stderr,
+ * with the sum per phase. Runs accumulating steps repeatedly, so the
+ * plan's results are not used afterwards. */
+static void profile_steps(coda_context ctx, const bench_cfg *c, coda_plan p, const char *variant,
+                          const bench_opts *o) {
+  for (int ph = 0; ph < 2; ph++) {
+    double sum = 0;
+    int n = 0;
+    for (int k = 0; k < p->nstep; k++) {
+      const plan_step *st = &p->steps[k];
+      if ((int)st->phase != ph) continue;
+      step_arg a = {ctx, p, k};
+      const float ms = time_it(run_one_step, &a, o);
+      if (ms < 0) {
+        fprintf(stderr, "%s: step %s: %s\n", c->name, st->label, coda_last_error(ctx));
+        return;
+      }
+      sum += ms;
+      n++;
+      fprintf(stderr, "%s %s %s step %2d %-30s %-9s %8.3f ms\n", c->name, variant,
+              ph ? "bwd" : "fwd", k, st->label, step_kind(st), ms);
+    }
+    fprintf(stderr, "%s %s %s: %d steps, sum of step times %.3f ms\n", c->name, variant,
+            ph ? "bwd" : "fwd", n, sum);
+  }
+}
+
 /* The tuned plan's choices, to stderr. */
 static void print_choices(const bench_cfg *c, coda_plan p) {
   for (int k = 0; k < p->nstep; k++) {
@@ -548,6 +606,7 @@ static int bench_plan(coda_context ctx, const bench_cfg *c, int variant, const b
     fprintf(stderr, "%s (%s): %s\n", c->name, kVariant[variant], coda_last_error(ctx));
   else
     ok = agree_step(ctx, p, c, variant, ag);
+  if (ok && o->steps) profile_steps(ctx, c, p, kVariant[variant], o);
   coda_plan_destroy(p);
   return ok;
 }
