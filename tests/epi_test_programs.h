@@ -53,4 +53,24 @@
      "reduce s16 = rowsum(u) per 16\n" \
      "reduce pk = rowpick(acc, idx)\n"
 
+/* Accumulated f32 outputs (staged; TMA reduce-add where the view allows):
+ * alone with a row input (every tile access staged), and in pair mode next
+ * to a 16-bit accumulated output (which stays a direct read-add-write) and
+ * a stored one. */
+#define EPI_TEST_ACC_F32 \
+     "input r : row f32\n" \
+     "input s : scalar f32\n" \
+     "output y : f32 accumulate\n" \
+     "store y = acc * r + s\n"
+
+#define EPI_TEST_ACC_F32_PAIR \
+     "mode pair\n" \
+     "input t : tile bf16\n" \
+     "output y : f32 accumulate\n" \
+     "output z : bf16 accumulate\n" \
+     "output w : bf16\n" \
+     "store y = pack(acc.even * t.even, acc.odd - t.odd)\n" \
+     "store z = pack(acc.odd, acc.even)\n" \
+     "store w = pack(acc.even + t.odd, t.even)\n"
+
 #endif

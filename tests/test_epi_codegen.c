@@ -243,6 +243,47 @@ int main(void) {
       coda_program_destroy(p);
     }
   }
+  /* accumulated outputs: f32 ones are staged and leave by TMA reduce-add
+   * (read-add-write vectors where no map can be made), so a program whose
+   * every tile access is staged runs pingpong; 16-bit ones stay a direct
+   * read-add-write (a 16-bit reduce-add would round twice) */
+  {
+    coda_program p = NULL;
+    if (coda_program_parse(ctx, EPI_TEST_ACC_F32, &p) == CODA_OK) {
+      char *fn = coda_epi_functor_source(ctx, p);
+      CHECK(fn && strstr(fn, "coda_sm90::tma_reduce_add_2d(&p.tm[0]") &&
+            strstr(fn, "stage_out<4, 128, true>") && !strstr(fn, "st2<"));
+      free(fn);
+      if (!getenv("CODA_EPI_SCHEDULE")) {
+        coda_epi_config cfg = coda_epi_default_config();
+        cfg.trans_b = 1;
+        coda_epi_binary bin;
+        CHECK(coda_epi_build(ctx, p, &cfg, 1, &bin) == CODA_OK);
+        printf("  %-28s %s, spill stores %d\n", "acc_f32", cfg.ping ? "pingpong" : "cooperative",
+               bin.spill);
+        CHECK(cfg.ping == 1 && bin.spill == 0);
+        coda_epi_binary_free(&bin);
+      }
+      coda_program_destroy(p);
+    }
+    CHECK(coda_program_parse(ctx, EPI_TEST_ACC_F32_PAIR, &p) == CODA_OK);
+    if (p) {
+      char *fn = coda_epi_functor_source(ctx, p);
+      CHECK(fn && strstr(fn, "tma_reduce_add_2d") && strstr(fn, "stage_out<4, 128, true>") &&
+            strstr(fn, "st2<0, true>") && strstr(fn, "tma_store_2d"));
+      free(fn);
+      total++;
+      compiled += compile_one(ctx, "acc_f32_pair", p, 1, 0, 1);
+      coda_program_destroy(p);
+    }
+    CHECK(coda_program_parse(ctx, kExtra[0][1], &p) == CODA_OK); /* f16 accumulate */
+    if (p) {
+      char *fn = coda_epi_functor_source(ctx, p);
+      CHECK(fn && strstr(fn, "st2<1, true>") && !strstr(fn, "tma_reduce_add_2d"));
+      free(fn);
+      coda_program_destroy(p);
+    }
+  }
   /* programs the GPU cannot run say why in terms of the program */
   {
     coda_context_options o = coda_context_default_options();

@@ -3,8 +3,11 @@
  * 3 interleaved rounds of 5 warm-up calls and 30 back-to-back calls with an
  * event between consecutive calls; the median of the 90 intervals is
  * reported. Inputs are random bf16 (never zeros),
- * output bf16. Usage: bench_gemm [--quick] [--tuned] [--diag]. Prints a
- * markdown table. The columns per tile configuration and "default" run with
+ * output bf16. Usage: bench_gemm [--quick] [--tuned] [--diag] [--config NAME]...
+ * [--shape NAME]... Prints a markdown table. --config keeps only the tile
+ * configurations whose name contains NAME (e.g. "c2": the cluster entries),
+ * --shape only the shapes whose name contains NAME (both repeatable). The
+ * columns per tile configuration and "default" run with
  * tuning off; --tuned adds the autotuner's choice (a second context with
  * tuning on; its one-time tuning cost, or 0 when the cache file already
  * held the key, in "tune ms") against cuBLAS. */
@@ -110,15 +113,25 @@ static void diag(coda_context ctx) {
 
 int main(int argc, char **argv) {
   bool quick = false, tuned = false, diag_only = false;
+  std::vector<const char *> cfg_filter, shape_filter;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--quick") == 0) quick = true;
     else if (strcmp(argv[i], "--tuned") == 0) tuned = true;
     else if (strcmp(argv[i], "--diag") == 0) diag_only = true;
+    else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) cfg_filter.push_back(argv[++i]);
+    else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) shape_filter.push_back(argv[++i]);
     else {
-      fprintf(stderr, "usage: bench_gemm [--quick] [--tuned] [--diag]\n");
+      fprintf(stderr,
+              "usage: bench_gemm [--quick] [--tuned] [--diag] [--config NAME]... [--shape NAME]...\n");
       return 2;
     }
   }
+  auto matches = [](const std::vector<const char *> &f, const char *name) {
+    if (f.empty()) return true;
+    for (const char *x : f)
+      if (strstr(name, x)) return true;
+    return false;
+  };
   if (!coda_cuda_available()) {
     printf("bench_gemm: no sm_90 GPU\n");
     return 1;
@@ -170,19 +183,30 @@ int main(int argc, char **argv) {
       {"d512 down wgrad", 512, 2048, 16384, T_, N_},
   };
   if (quick) shapes.resize(3);
+  {
+    std::vector<Shape> keep;
+    for (const Shape &s : shapes)
+      if (matches(shape_filter, s.name)) keep.push_back(s);
+    shapes = keep;
+  }
   if (diag_only) {
     diag(ctx);
     return 0;
   }
 
-  const int ncfg = coda_cuda_gemm_num_configs();
+  /* cfgs[i]: table index of the i-th timed configuration column */
+  std::vector<int> cfgs;
+  for (int c = 0; c < coda_cuda_gemm_num_configs(); ++c)
+    if (matches(cfg_filter, coda_cuda_gemm_config_name(c))) cfgs.push_back(c);
+  const int ncfg = (int)cfgs.size();
   int num_sms = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
   printf("TFLOP/s per tile configuration:");
-  for (int c = 0; c < ncfg; ++c) printf(" [%d] %s;", c, coda_cuda_gemm_config_name(c));
+  for (int c = 0; c < coda_cuda_gemm_num_configs(); ++c)
+    printf(" [%d] %s;", c, coda_cuda_gemm_config_name(c));
   printf(" default = the one coda_cuda_gemm picks\n\n");
   printf("| shape | M | N | K | layout |");
-  for (int c = 0; c < ncfg; ++c) printf(" [%d] |", c);
+  for (int c : cfgs) printf(" [%d] |", c);
   printf(" default | default ms | cuBLAS | cuBLAS ms | default/cuBLAS |");
   if (tuned) printf(" tuned [cfg]xsplits | tuned ms | tuned/cuBLAS | tune ms |");
   printf("\n|---|---|---|---|---|");
@@ -217,7 +241,7 @@ int main(int argc, char **argv) {
           ok = false;
         }
       } else if (v <= ncfg) {
-        const int c = v < ncfg ? v : -1;
+        const int c = v < ncfg ? cfgs[v] : -1;
         if (coda_cuda_gemm_config(ctx, s.ta, &A, s.tb, &B, &D, 1.0f, 0, c, 0, 0) != CODA_OK && ok) {
           fprintf(stderr, "%s: %s\n", s.name, coda_last_error(ctx));
           ok = false;

@@ -16,7 +16,8 @@
  * nothing. The instructions then run as straight-line fp32 code. Tile
  * inputs and outputs that fit the scratch are staged there in 64 x 32
  * chunks instead (see plan_staging): 16-byte cp.async loads, rounded values
- * written to shared memory and stored as row-contiguous 16-byte vectors.
+ * written to shared memory and stored by TMA (accumulating f32 outputs: TMA
+ * reduce-add) or as row-contiguous 16-byte vectors.
  *
  * Reductions (deterministic, no atomics):
  *  - row partials (rowsum/rowmax/rowlse, and segmented rowsum with segment
@@ -305,8 +306,9 @@ static const char kHelpers[] =
     "  }\n"
     "}\n"
     "/* The reverse: staged rows to the view, row-contiguous 16-byte stores\n"
-    " * where aligned and inside, else value by value inside M x L only. */\n"
-    "template <int SZ, int RB> __device__ __forceinline__ void stage_out(const uint8_t *s, void *g, long long ld,\n"
+    " * where aligned and inside, else value by value inside M x L only. ACC\n"
+    " * (f32 only): g = g + staged, one fp32 addition per value. */\n"
+    "template <int SZ, int RB, bool ACC = false> __device__ __forceinline__ void stage_out(const uint8_t *s, void *g, long long ld,\n"
     "    bool al, int wr0, long long v0, long long L, int M) {\n"
     "  const int t = threadIdx.x % 128;\n"
     "#pragma unroll\n"
@@ -317,6 +319,21 @@ static const char kHelpers[] =
     "    if (gr >= M) continue;\n"
     "    const uint8_t *d = s + swz<RB>(r, u * 16);\n"
     "    uint8_t *dst = (uint8_t *)g + ((long long)gr * ld + vo) * SZ;\n"
+    "    if constexpr (ACC) {\n"
+    "      static_assert(SZ == 4, \"accumulating staged outputs are f32\");\n"
+    "      if (al && vo + 4 <= L) {\n"
+    "        const float4 a = *(const float4 *)d; float4 o = *(float4 *)dst;\n"
+    "        o.x += a.x; o.y += a.y; o.z += a.z; o.w += a.w;\n"
+    "        *(float4 *)dst = o;\n"
+    "        continue;\n"
+    "      }\n"
+    "#pragma unroll\n"
+    "      for (int e = 0; e < 4; ++e) {\n"
+    "        if (vo + e >= L) break;\n"
+    "        ((float *)dst)[e] += ((const float *)d)[e];\n"
+    "      }\n"
+    "      continue;\n"
+    "    }\n"
     "    if (al && vo + 16 / SZ <= L) { *(uint4 *)dst = *(const uint4 *)d; continue; }\n"
     "#pragma unroll\n"
     "    for (int e = 0; e < 16 / SZ; ++e) {\n"
@@ -579,12 +596,18 @@ static void emit_row_reset(gen *g, int q, const char *indent) {
   if (r->kind == CODA_REDUCE_ROWLSE) coda_sb_printf(g->b, "%srs%d[h] = 0.0f;\n", indent, q);
 }
 
-/* Staging plan: tile inputs and non-accumulating outputs whose chunk rows
- * (32 columns) are 32-128 bytes go through the shared scratch in 64 x 32
- * chunks, so that global accesses are row-contiguous 16-byte vectors
- * instead of 8 rows x 4 bytes per warp instruction. With room for two
- * buffers per input the next chunk's inputs are fetched (cp.async) while
- * the current one is computed. What does not fit keeps direct accesses. */
+/* Staging plan: tile inputs and outputs whose chunk rows (32 columns) are
+ * 32-128 bytes go through the shared scratch in 64 x 32 chunks, so that
+ * global accesses are row-contiguous 16-byte vectors (or TMA) instead of 8
+ * rows x 4 bytes per warp instruction. Accumulating outputs are staged only
+ * when they are f32 of standard width: the chunk holds the fp32 value and
+ * TMA reduce-adds it (out = out + value, one fp32 addition rounded to
+ * nearest even, each element once: the direct path's bits). 16-bit
+ * accumulating outputs stay direct, since a bf16/f16 reduce-add would round
+ * the value to the output type before the addition (two roundings). With
+ * room for two buffers per input the next chunk's inputs are fetched
+ * (cp.async) while the current one is computed. What does not fit keeps
+ * direct accesses. */
 typedef struct stage_plan {
   int in_off[CODA_MAX_INPUTS], in_rb[CODA_MAX_INPUTS];    /* -1: direct */
   int out_off[CODA_MAX_OUTPUTS], out_rb[CODA_MAX_OUTPUTS];
@@ -595,6 +618,10 @@ typedef struct stage_plan {
 
 static int dt_size(coda_dtype t) { return t == CODA_BF16 || t == CODA_F16 ? 2 : 4; }
 static int chunk_row_bytes(coda_dtype t, coda_width w);
+/* An output the staging may take (accumulating ones: f32, standard width). */
+static int out_stageable(const ir_output *op) {
+  return !op->accumulate || (op->dtype == CODA_F32 && op->width == CODA_WIDTH_FULL);
+}
 
 /* Bytes of one 32-column chunk row of a view (0: not stageable). */
 int coda_epi_chunk_row_bytes(coda_dtype t, coda_width w) { return chunk_row_bytes(t, w); }
@@ -615,7 +642,7 @@ static void plan_staging(const struct coda_program_s *p, const int *used, int nc
     if (used[k] && p->inputs[k].kind == CODA_ARG_TILE)
       in_bytes += 64L * chunk_row_bytes(p->inputs[k].dtype, p->inputs[k].width);
   for (int o = 0; o < p->noutputs; o++)
-    if (!p->outputs[o].accumulate) out_bytes += 64L * chunk_row_bytes(p->outputs[o].dtype, p->outputs[o].width);
+    if (out_stageable(&p->outputs[o])) out_bytes += 64L * chunk_row_bytes(p->outputs[o].dtype, p->outputs[o].width);
   /* (shapes the plan skips below only make the estimate conservative) */
   /* everything with prefetch, else everything single-buffered, else
    * greedily in program order with prefetch */
@@ -648,7 +675,7 @@ static void plan_staging(const struct coda_program_s *p, const int *used, int nc
        * elem mode standard or x2 */
       const int shape_ok = p->pair_mode ? op->width != CODA_WIDTH_X2 : op->width != CODA_WIDTH_HALF;
       sp->out_off[o] = -1;
-      if (op->accumulate || !rb || !shape_ok) continue;
+      if (!out_stageable(op) || !rb || !shape_ok) continue;
       if (off + (1 + sp->out_dbl) * 64L * rb > scratch_bytes()) {
         dropped = 1;
         continue;
@@ -1042,11 +1069,12 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
       if (o < CODA_EPI_MAX_TMA)
         coda_sb_printf(b,
                   "      if (p.flags[%d] & 4) {\n"
-                  "        if (threadIdx.x %% 128 == 0) coda_sm90::tma_store_2d(&p.tm[%d], %s, (int)(%s), wr0);\n"
+                  "        if (threadIdx.x %% 128 == 0) coda_sm90::%s(&p.tm[%d], %s, (int)(%s), wr0);\n"
                   "      } else\n  ",
-                  k, o, buf, v0);
-      coda_sb_printf(b, "      coda_epi::stage_out<%d, %d>(%s, (void *)p.ptr[%d], p.ld[%d], al%d, wr0, %s, %s, M);\n",
-                dt_size(op->dtype), sp.out_rb[o], buf, k, k, k, v0, view_len(op->width));
+                  k, op->accumulate ? "tma_reduce_add_2d" : "tma_store_2d", o, buf, v0);
+      coda_sb_printf(b, "      coda_epi::stage_out<%d, %d%s>(%s, (void *)p.ptr[%d], p.ld[%d], al%d, wr0, %s, %s, M);\n",
+                dt_size(op->dtype), sp.out_rb[o], op->accumulate ? ", true" : "", buf, k, k, k, v0,
+                view_len(op->width));
     }
     if (sp.nout) coda_sb_printf(b, "      if (threadIdx.x %% 128 == 0) coda_sm90::bulk_commit();\n");
   }
@@ -1156,7 +1184,8 @@ char *coda_epi_full_source(coda_context ctx, coda_program p, const coda_epi_conf
 }
 
 /* 1 if every tile input the program reads is staged with prefetch and
- * every output is staged (no direct or accumulating tile access). */
+ * every output is staged (no direct tile access; f32 accumulating outputs
+ * are staged, 16-bit ones are not). */
 static int all_staged(coda_program pg) {
   const struct coda_program_s *p = pg;
   int used[CODA_MAX_INPUTS] = {0};
@@ -1198,9 +1227,9 @@ coda_status coda_epi_build(coda_context ctx, coda_program p, coda_epi_config *cf
   /* pingpong when every tile access of the program goes through the
    * staging (3-11 % faster than cooperative on prim_store, llama_residual,
    * llama_residual_norm and llama_swiglu), cooperative when some tile
-   * input or output is accessed directly or accumulated (llama_swiglu_bwd:
-   * 2.3x faster cooperative); $CODA_EPI_SCHEDULE = "pingpong" or
-   * "cooperative" forces one (bench/results/epilogue-notes.md) */
+   * input or output is accessed directly, e.g. a 16-bit accumulated output
+   * (llama_swiglu_bwd: 2.3x faster cooperative); $CODA_EPI_SCHEDULE =
+   * "pingpong" or "cooperative" forces one (bench/results/epilogue-notes.md) */
   const char *force = getenv("CODA_EPI_SCHEDULE");
   if (force && *force) cfg->ping = !strcmp(force, "pingpong");
   else cfg->ping = all_staged(p);

@@ -185,7 +185,8 @@ void coda_epi_fill_params(coda_epi_params *pp, coda_program program,
   pp->N = (int)N;
 }
 
-/* A TMA store map of an output view for the epilogue's staged chunks: box =
+/* A TMA store (or reduce-add) map of an output view for the epilogue's
+ * staged chunks: box =
  * one chunk (64 rows x rb bytes), swizzled as the staging is (16-byte unit u
  * of row r at u ^ (r / (128 / rb)) % (rb / 16), which is the hardware's
  * 32/64/128-byte swizzle). Only views TMA stores exactly: 16-byte aligned
@@ -300,9 +301,14 @@ coda_status coda_cuda_gemm_epilogue(coda_context ctx, coda_program program, coda
 
   coda_epi_params pp;
   coda_epi_fill_params(&pp, program, inputs, outputs, partials, M, N);
-  for (int i = 0; i < p->noutputs && i < CODA_EPI_MAX_TMA; i++)
-    if (!p->outputs[i].accumulate && store_map(s->encode, &pp, i, outputs[i], p->outputs[i].width))
-      pp.flags[p->ninputs + i] |= 4;
+  /* Stored outputs, and accumulating f32 ones (the same map; the generated
+   * code issues a TMA reduce-add for them; 16-bit accumulating outputs are
+   * never staged, see plan_staging in epi_codegen.c). */
+  for (int i = 0; i < p->noutputs && i < CODA_EPI_MAX_TMA; i++) {
+    const ir_output *op = &p->outputs[i];
+    const int tma_ok = !op->accumulate || (op->dtype == CODA_F32 && op->width == CODA_WIDTH_FULL);
+    if (tma_ok && store_map(s->encode, &pp, i, outputs[i], op->width)) pp.flags[p->ninputs + i] |= 4;
+  }
 
   int iM = (int)M, iN = (int)N, iK = (int)K, group_m = 16, splits = 1, kbs = (int)((K + 63) / 64);
   const int64_t tiles = ((M + 127) / 128) * ((N + cfg.bn - 1) / cfg.bn);

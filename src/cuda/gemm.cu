@@ -19,14 +19,22 @@ extern "C" {
 using namespace coda_sm90;
 
 namespace coda_sm90 {
-CODA_SM90_CONFIG_EXTERN(256, 4, false)
-CODA_SM90_CONFIG_EXTERN(128, 6, true)
+CODA_SM90_CONFIG_EXTERN(256, 4, false, 1)
+CODA_SM90_CONFIG_EXTERN(128, 6, true, 1)
+CODA_SM90_CONFIG_EXTERN(256, 4, false, 2)
+CODA_SM90_CONFIG_EXTERN(128, 6, true, 2)
 }
 
-/* The tile table (bm x bn x bk, pipeline stages, schedule). */
+/* The tile table (bm x bn x bk, pipeline stages, schedule, cluster). New
+ * entries go at the end: tuned choices and benchmark tables name entries by
+ * index. The cluster entries (two CTAs along M share B by multicast) are
+ * tuner candidates for large shapes only; the fixed default never picks
+ * them. */
 static const TileConfig kConfigs[] = {
-    {"128x256x64 s4 cooperative", 128, 256, 64, 4, 2, CODA_SM90_CONFIG_FNS(256, 4, false)},
-    {"128x128x64 s6 pingpong", 128, 128, 64, 6, 2, CODA_SM90_CONFIG_FNS(128, 6, true)},
+    {"128x256x64 s4 cooperative", 128, 256, 64, 4, 2, 1, CODA_SM90_CONFIG_FNS(256, 4, false, 1)},
+    {"128x128x64 s6 pingpong", 128, 128, 64, 6, 2, 1, CODA_SM90_CONFIG_FNS(128, 6, true, 1)},
+    {"128x256x64 s4 cooperative c2", 128, 256, 64, 4, 2, 2, CODA_SM90_CONFIG_FNS(256, 4, false, 2)},
+    {"128x128x64 s6 pingpong c2", 128, 128, 64, 6, 2, 2, CODA_SM90_CONFIG_FNS(128, 6, true, 2)},
 };
 static const int kNumConfigs = (int)(sizeof kConfigs / sizeof kConfigs[0]);
 
@@ -132,6 +140,21 @@ CUresult coda_cuda_operand_map(void *encode, CUtensorMap *map, const coda_tensor
                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
+/* How the epilogue writes D (see StoreEpilogue): TMA bulk stores need D's
+ * base, pitch and row length in 16-byte multiples (a row whose length is
+ * not a multiple of 16 bytes was seen to get the rest of its last 16-byte
+ * chunk written: the padding check of the GPU test caught it) and no split-K
+ * partials. Accumulating, only fp32 D takes the TMA reduce-add: a 16-bit
+ * reduce-add would round alpha * acc to D's type before the addition. */
+extern "C" int coda_cuda_gemm_store_path(const coda_tensor *D, int accumulate, int splits) {
+  const size_t es = coda_dtype_size(D->dtype);
+  if (splits != 1 || ((uintptr_t)D->data & 15) != 0 || ((size_t)D->ld * es) % 16 != 0 ||
+      ((size_t)D->cols * es) % 16 != 0)
+    return CODA_GEMM_STORE_REGISTERS;
+  if (!accumulate) return CODA_GEMM_STORE_TMA;
+  return D->dtype == CODA_F32 ? CODA_GEMM_STORE_TMA_REDUCE : CODA_GEMM_STORE_REGISTERS;
+}
+
 /* The k-split count a request turns into: at most one split per k-block,
  * every split kbs k-blocks deep, splits that would start past K dropped. */
 static int64_t effective_splits(int64_t req, int64_t num_kb, int64_t *kbs_out) {
@@ -150,6 +173,9 @@ extern "C" int coda_cuda_gemm_candidates(int64_t M, int64_t N, int64_t K, int nu
   for (int c = 0; c < kNumConfigs; ++c) {
     const int64_t tiles = ((M + kConfigs[c].bm - 1) / kConfigs[c].bm) *
                           ((N + kConfigs[c].bn - 1) / kConfigs[c].bn);
+    /* Clusters save L2-to-SM traffic, which limits only shapes that fill the
+     * machine; there they run unsplit (the rules below give 1 split). */
+    if (kConfigs[c].cluster > 1 && tiles < num_sms) continue;
     int64_t want[2 + sizeof kTrySplits / sizeof kTrySplits[0]];
     int nw = 0;
     want[nw++] = 1;
@@ -267,7 +293,9 @@ static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda
    * 64 x 64 chunks (the 128-byte swizzle spans at most 64 16-bit values). */
   CUresult r = coda_cuda_operand_map((void *)encode, &p.a, A, 64, trans_a == CODA_N ? (uint32_t)cfg->bm : 64u);
   if (r == CUDA_SUCCESS)
-    r = coda_cuda_operand_map((void *)encode, &p.b, B, 64, trans_b == CODA_T ? (uint32_t)cfg->bn : 64u);
+    /* Clusters: each CTA loads (and multicasts) 1/cluster of the B box. */
+    r = coda_cuda_operand_map((void *)encode, &p.b, B, 64,
+                              trans_b == CODA_T ? (uint32_t)(cfg->bn / cfg->cluster) : 64u);
   if (r != CUDA_SUCCESS)
     return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA GEMM: cuTensorMapEncodeTiled failed (error %d)",
                      (int)r);
@@ -284,8 +312,13 @@ static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda
     return coda_fail(ctx, CODA_ERR_OVERFLOW, "CUDA GEMM: too many tiles");
   p.splits = (int)splits;
   p.kbs = (int)kbs;
-  const int64_t units = tiles * splits;
-  p.grid = (int)(units < num_sms ? units : num_sms);
+  /* Persistent grid: one CTA per SM at most, none idle from the start. A
+   * cluster of `cl` CTAs takes `cl` row tiles of one column tile per unit. */
+  const int cl = cfg->cluster;
+  const int64_t units = (((M + cfg->bm - 1) / cfg->bm + cl - 1) / cl) *
+                        ((N + cfg->bn - 1) / cfg->bn) * splits;
+  const int64_t max_units = num_sms / cl;
+  p.grid = (int)((units < max_units ? units : max_units) * cl);
   p.stream = 0;
   const size_t es = coda_dtype_size(D->dtype);
   StoreEpilogue out;
@@ -300,12 +333,9 @@ static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda
   out.split_stride = 0;
   out.discard = discard;
   out.use_tma = 0;
-  /* Bulk (TMA) stores: D's base, pitch and row length 16-byte multiples, not
-   * accumulating. (A row whose length is not a multiple of 16 bytes was
-   * seen to get the rest of its last 16-byte chunk written: the padding
-   * check of the GPU test caught it.) */
-  if (!accumulate && splits == 1 && ((uintptr_t)D->data & 15) == 0 &&
-      ((size_t)D->ld * es) % 16 == 0 && ((size_t)N * es) % 16 == 0) {
+  /* Bulk (TMA) stores, or reduce-adds into fp32 D when accumulating; the
+   * map is the same (coda_cuda_gemm_store_path says which views qualify). */
+  if (coda_cuda_gemm_store_path(D, accumulate, (int)splits) != CODA_GEMM_STORE_REGISTERS) {
     const uint32_t box_cols = D->dtype == CODA_F32 ? 32 : 64; /* 128 bytes, the swizzle span */
     cuuint64_t dims[2] = {(cuuint64_t)N, (cuuint64_t)M};
     cuuint64_t strides[1] = {(cuuint64_t)D->ld * es};

@@ -25,6 +25,15 @@ coda_status coda_cuda_gemm_config(coda_context ctx, coda_transpose trans_a, cons
                                   coda_transpose trans_b, const coda_tensor *B,
                                   const coda_tensor *D, float alpha, int accumulate, int config,
                                   int splits, int discard);
+/* How the plain GEMM's epilogue writes D for a call with this D, accumulate
+ * flag and k-split count (as the kernel runs them): */
+enum {
+  CODA_GEMM_STORE_REGISTERS = 0,  /* staged chunks, row-contiguous thread stores
+                                   * (reading D first when accumulating) */
+  CODA_GEMM_STORE_TMA = 1,        /* TMA bulk tensor stores */
+  CODA_GEMM_STORE_TMA_REDUCE = 2  /* TMA reduce-add (accumulating into fp32 D) */
+};
+int coda_cuda_gemm_store_path(const coda_tensor *D, int accumulate, int splits);
 /* Index of the configuration coda_cuda_gemm picks for this shape. */
 int coda_cuda_gemm_default_config(int64_t M, int64_t N, int64_t K, int num_sms);
 /* Candidate (configuration, k-splits) pairs the autotuner times for a

@@ -14,6 +14,12 @@
  * Work units (tile, k-split) are visited in grouped order (GROUP_M row tiles
  * sweep all column tiles before moving on) so that concurrently running CTAs
  * share A and B in L2.
+ * Clusters (CM = 2): the two CTAs of a cluster take row tiles 2i and 2i+1 of
+ * one column tile, so they need the same B k-block: each loads half of it
+ * and multicasts that half into both CTAs' rings (A stays per CTA). Each
+ * "full" barrier then counts the whole A and B bytes; each "empty" barrier
+ * counts the consumers of both CTAs (a stage is refilled in both at once),
+ * which arrive on it remotely. See gemm_kernel.
  *
  * Shared-memory layouts (bf16/f16, 64 elements = 128 bytes = one swizzle row):
  *  - K-major operand (A with trans_a = N, B with trans_b = T): rows of 64 k,
@@ -93,6 +99,19 @@ __device__ __forceinline__ void tma_store_2d(const CUtensorMap *map, const void 
                "r"(smem_addr(src)), "r"(c0), "r"(c1)
                : "memory");
 }
+/* Bulk (TMA) reduce-add from shared memory: every element of the box inside
+ * the tensor becomes D + smem, one fp32 addition rounded to nearest even
+ * (for an fp32 map), performed by the memory system; out-of-range rows and
+ * columns are clipped as for tma_store_2d. Completion as for the stores
+ * (bulk_commit / bulk_wait_*). */
+__device__ __forceinline__ void tma_reduce_add_2d(const CUtensorMap *map, const void *src, int c0,
+                                                  int c1) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+          (uint64_t)map),
+      "r"(smem_addr(src)), "r"(c0), "r"(c1)
+      : "memory");
+}
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void bulk_wait_read() {
@@ -112,11 +131,13 @@ __device__ __forceinline__ uint32_t pack2(int out_type, float a, float b) {
 enum OutType { kOutBF16 = 0, kOutF16 = 1, kOutF32 = 2 };
 
 /* The plain epilogue: D[r, c] = alpha * acc (+ D[r, c] if accumulate), the
- * sum in fp32, rounded once (to nearest even) to D's type. Values outside
- * M x N are dropped. */
+ * sum in fp32, rounded once (to nearest even) to D's type; alpha * acc is an
+ * fp32 product of its own (never fused into the addition), so every store
+ * path below gives the same bits. Values outside M x N are dropped. */
 struct StoreEpilogue {
   CUtensorMap tmap_d; /* D as a TMA store target (valid when use_tma) */
-  int use_tma;   /* not accumulating; D base, pitch, row 16-byte multiples */
+  int use_tma;   /* D base, pitch, row 16-byte multiples, no split-K partials;
+                  * not accumulating, or accumulating into fp32 D (reduce-add) */
   void *d;
   long long ldd; /* elements */
   int M, N;
@@ -150,7 +171,15 @@ struct StoreEpilogue {
    * written into a 64-row x 128-byte box in shared memory, 128B-swizzled
    * (16-byte unit u of row r sits at u ^ (r % 8): conflict-free), then one
    * thread stores the box with TMA; two boxes alternate so the store of one
-   * overlaps the filling of the next. */
+   * overlaps the filling of the next.
+   * Accumulating into fp32 D, the box holds alpha * acc in fp32 and the
+   * thread issues a TMA reduce-add instead: D = D + alpha * acc, one fp32
+   * addition rounded to nearest even, as the register path computes it, and
+   * each element is reduced exactly once per GEMM (one owner, no split-K), so
+   * the result is deterministic and equal to the register path's bits.
+   * 16-bit D stays on the register path: a bf16/f16 reduce-add would round
+   * alpha * acc to D's type before the addition (two roundings, not the
+   * documented one). */
   template <int BN>
   __device__ __forceinline__ void tma_path(const AccFragment<BN> &f, const EpiScratch &sc) const {
     const int t = threadIdx.x % 128, lane = t % 32, warp = t / 32;
@@ -178,7 +207,8 @@ struct StoreEpilogue {
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         wg_sync(sc.bar);
         if (t == 0 && discard == 0) {
-          tma_store_2d(&tmap_d, box, col0 + ch * 32, row0);
+          if (accumulate) tma_reduce_add_2d(&tmap_d, box, col0 + ch * 32, row0);
+          else tma_store_2d(&tmap_d, box, col0 + ch * 32, row0);
           bulk_commit();
         }
       }
@@ -211,7 +241,7 @@ struct StoreEpilogue {
     wg_sync(sc.bar);
   }
 
-  /* Register path (accumulate, split-K partials, unaligned D): the fragment
+  /* Register path (16-bit accumulate, split-K partials, unaligned D): the fragment
    * is written in 64 x 32 chunks through shared memory so that global
    * accesses are row-contiguous (a warp covers 4 rows x 32 columns) instead
    * of 8 rows x 8 bytes per instruction. */
@@ -246,7 +276,8 @@ struct StoreEpilogue {
     if (c >= N) return;
     if (vec_ok && c + 3 < N) {
       const long long off = base + (long long)r * ldd + c;
-      v.x *= alpha; v.y *= alpha; v.z *= alpha; v.w *= alpha;
+      v.x = __fmul_rn(v.x, alpha); v.y = __fmul_rn(v.y, alpha);
+      v.z = __fmul_rn(v.z, alpha); v.w = __fmul_rn(v.w, alpha);
       if (out_type == kOutF32) {
         float4 *p = (float4 *)((float *)d + off);
         if (accumulate) {
@@ -290,7 +321,7 @@ struct StoreEpilogue {
   /* One value: D[r, c] = alpha * v (+ D[r, c]). */
   __device__ __forceinline__ void store1(int r, int c, float v) const {
     const long long off = (long long)r * ldd + c;
-    v *= alpha;
+    v = __fmul_rn(v, alpha); /* rounded before the addition (no contraction) */
     if (out_type == kOutF32) {
       float *p = (float *)d + off;
       *p = accumulate ? *p + v : v;
@@ -306,8 +337,8 @@ struct StoreEpilogue {
   __device__ __forceinline__ void store_pair(long long base, int r, int c, float v0, float v1) const {
     const bool two = c + 1 < N;
     const long long off = base + (long long)r * ldd + c;
-    v0 *= alpha;
-    v1 *= alpha;
+    v0 = __fmul_rn(v0, alpha);
+    v1 = __fmul_rn(v1, alpha);
     if (out_type == kOutF32) {
       float *p = (float *)d + off;
       if (two && pair_ok) {
@@ -382,6 +413,57 @@ __device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, u
       "l"((uint64_t)map), "r"(smem_addr(bar)), "r"(c0), "r"(c1)
       : "memory");
 }
+
+/* Thread-block clusters (sm_90). The box lands at the same CTA-relative
+ * offset `dst` in every CTA of ctaMask, and its bytes are counted on the
+ * mbarrier at offset `bar` of each of them. */
+__device__ __forceinline__ void tma_load_2d_mc(void *dst, const CUtensorMap *map, uint64_t *bar,
+                                               int c0, int c1, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(smem_addr(dst)),
+      "l"((uint64_t)map), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "h"(mask)
+      : "memory");
+}
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ uint32_t cluster_nctarank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+  return r;
+}
+/* Arrive on the mbarrier at the CTA-relative address of `bar` in CTA `rank`
+ * of the cluster (release at cluster scope: the arriving warpgroup's reads
+ * of that stage are ordered before the partner's refill). */
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t *bar, uint32_t rank) {
+  asm volatile(
+      "{\n.reg .b32 ra;\n"
+      "mapa.shared::cluster.u32 ra, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(smem_addr(bar)),
+      "r"(rank)
+      : "memory");
+}
+/* Parity wait that acquires at cluster scope (arrivals may be remote). */
+__device__ __forceinline__ void mbar_wait_cluster(uint64_t *bar, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+/* Every thread of every CTA of the cluster; not .aligned, so it may follow
+ * divergent code. */
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
@@ -451,12 +533,17 @@ __device__ __forceinline__ void named_arrive(int id) {
  * alternate; one's epilogue overlaps the other's MMA), else cooperative
  * (both consumers share each tile, 64 rows each).
  * TA: A stored K x M (trans_a = T). TB: B stored N x K (trans_b = T).
- * F16: operands are fp16 (else bf16). */
-template <int BN, int STAGES, bool PING, bool TA, bool TB, bool F16, class Epi>
+ * F16: operands are fp16 (else bf16).
+ * CM: CTAs per cluster along M (1 or 2). With 2, the two CTAs of a cluster
+ * take the row tiles 2i and 2i+1 of one column tile: each loads its own A
+ * and half of the shared B box, multicast into both CTAs (the B map's
+ * K-major box is then BN/2 rows). Launch with a cluster dimension of CM. */
+template <int BN, int STAGES, bool PING, bool TA, bool TB, bool F16, class Epi, int CM = 1>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
                 int M, int N, int K, int group_m, int splits, int kbs,
                 const __grid_constant__ Epi epi) {
+  static_assert(CM == 1 || CM == 2, "cluster size along M must be 1 or 2");
   constexpr uint32_t A_BYTES = kBM * kBK * 2, B_BYTES = BN * kBK * 2;
   constexpr int A_MN = TA ? 1 : 0;  /* wgmma transpose immediates */
   constexpr int B_MN = TB ? 0 : 1;
@@ -472,20 +559,38 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint64_t *empty = full + STAGES;
 
   const int tiles_m = (M + kBM - 1) / kBM, tiles_n = (N + BN - 1) / BN;
-  const int num_tiles = tiles_m * tiles_n;
-  /* Work unit u = (tile u % num_tiles, k-split u / num_tiles); every unit
-   * runs kbs k-blocks (the last split's tail past K is zero-filled). */
+  /* A cluster's work is a group of CM row tiles (one per CTA) of one column
+   * tile. With an odd number of row tiles the last group's second tile is
+   * past M: that CTA still loads its half of B (its partner waits for it),
+   * loads its partner's A tile in place of its own, computes, and stores
+   * nothing. */
+  const int groups_m = (tiles_m + CM - 1) / CM;
+  const int num_tiles = groups_m * tiles_n;
+  /* Work unit u = (tile group u % num_tiles, k-split u / num_tiles); every
+   * unit runs kbs k-blocks (the last split's tail past K is zero-filled).
+   * Both CTAs of a cluster walk the same units (cluster c: c, c + clusters,
+   * ...), so their rings advance in step. */
   const int num_units = num_tiles * splits;
+  const int first_unit = blockIdx.x / CM, unit_step = gridDim.x / CM;
+  const int crank = CM > 1 ? (int)cluster_ctarank() : 0;
   const int wg = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {
+    /* A cluster kernel launched without its cluster would multicast into
+     * CTAs that do not exist. */
+    if (CM > 1 && cluster_nctarank() != (uint32_t)CM) __trap();
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], PING ? 1 : 2); /* one arrival per consuming warpgroup */
+      /* one arrival per consuming warpgroup of each CTA of the cluster: the
+       * stage is refilled in all of them by one multicast */
+      mbar_init(&empty[s], (PING ? 1 : 2) * CM);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  __syncthreads();
+  /* The partner's barriers must be initialised before anything arrives on
+   * them or multicasts into them. */
+  if constexpr (CM > 1) cluster_sync();
+  else __syncthreads();
 
   if (wg == 0) {
     /* Producer: few registers, one issuing thread. */
@@ -495,14 +600,18 @@ __global__ void __launch_bounds__(kThreads, 1)
       asm volatile("prefetch.tensormap [%0];" ::"l"((uint64_t)&tmB) : "memory");
       int stage = 0;
       uint32_t phase = 0;
-      for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
-        int tm, tn;
-        tile_coords(u % num_tiles, tiles_m, tiles_n, group_m, tm, tn);
+      for (int u = first_unit; u < num_units; u += unit_step) {
+        int gm, tn;
+        tile_coords(u % num_tiles, groups_m, tiles_n, CM > 1 ? (group_m + 1) / CM : group_m, gm, tn);
+        /* past M: the partner's A (in range, never stored) */
+        const int tm = min(gm * CM + crank, tiles_m - 1);
         const int m0 = tm * kBM, n0 = tn * BN, kb0 = (u / num_tiles) * kbs;
         for (int kb = 0; kb < kbs; ++kb) {
           /* A fresh barrier counts as having completed the phase before
            * phase 0, so the first pass over the ring does not block. */
-          mbar_wait(&empty[stage], phase ^ 1);
+          if constexpr (CM > 1) mbar_wait_cluster(&empty[stage], phase ^ 1);
+          else mbar_wait(&empty[stage], phase ^ 1);
+          /* all of B arrives here: this CTA's half and the partner's */
           mbar_expect_tx(&full[stage], A_BYTES + B_BYTES);
           const int k0 = (kb0 + kb) * kBK;
           uint8_t *a = sA + stage * A_BYTES, *b = sB + stage * B_BYTES;
@@ -513,12 +622,30 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int c = 0; c < kBM / 64; ++c)
               tma_load_2d(a + c * kChunkBytes, &tmA, &full[stage], m0 + 64 * c, k0);
           }
-          if constexpr (TB) {
-            tma_load_2d(b, &tmB, &full[stage], k0, n0);
-          } else {
+          if constexpr (CM == 1) {
+            if constexpr (TB) {
+              tma_load_2d(b, &tmB, &full[stage], k0, n0);
+            } else {
 #pragma unroll
-            for (int c = 0; c < BN / 64; ++c)
-              tma_load_2d(b + c * kChunkBytes, &tmB, &full[stage], n0 + 64 * c, k0);
+              for (int c = 0; c < BN / 64; ++c)
+                tma_load_2d(b + c * kChunkBytes, &tmB, &full[stage], n0 + 64 * c, k0);
+            }
+          } else {
+            /* This CTA's 1/CM of B, to every CTA of the cluster. K-major:
+             * rows crank*BN/CM.. (one box of the BN/CM-row map); MN-major:
+             * 64-wide chunks crank*BN/64/CM.. */
+            constexpr uint16_t kAll = (uint16_t)((1u << CM) - 1);
+            if constexpr (TB) {
+              constexpr int R = BN / CM;
+              tma_load_2d_mc(b + crank * R * 128, &tmB, &full[stage], k0, n0 + crank * R, kAll);
+            } else {
+              constexpr int C = BN / 64 / CM;
+#pragma unroll
+              for (int i = 0; i < C; ++i) {
+                const int c = crank * C + i;
+                tma_load_2d_mc(b + c * kChunkBytes, &tmB, &full[stage], n0 + 64 * c, k0, kAll);
+              }
+            }
           }
           if (++stage == STAGES) {
             stage = 0;
@@ -538,14 +665,26 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int row_off = PING ? 0 : cw * 64;
     AccFragment<BN> frag[MI];
     const EpiScratch scratch = {epi_scratch + cw * (kEpiScratchBytes / 4), kEpiBar + cw, 0};
-    /* j counts this CTA's units (unit blockIdx.x + j*gridDim.x). Every unit
+    /* A stage goes back to the producers of every CTA of the cluster (each
+     * refills part of it here). */
+    auto release = [&](int s) {
+      if constexpr (CM > 1) {
+#pragma unroll
+        for (int r = 0; r < CM; ++r) mbar_arrive_cluster(&empty[s], (uint32_t)r);
+      } else {
+        mbar_arrive(&empty[s]);
+      }
+    };
+    /* j counts this CTA's units (unit first_unit + j*unit_step). Every unit
      * takes kbs ring slots, so slot = j*kbs + kb fixes stage and phase for
      * either schedule (pingpong consumers skip the other's units). */
     for (int j = PING ? cw : 0;; j += PING ? 2 : 1) {
-      const int u = blockIdx.x + j * gridDim.x;
+      const int u = first_unit + j * unit_step;
       if (u >= num_units) break;
-      int tm, tn;
-      tile_coords(u % num_tiles, tiles_m, tiles_n, group_m, tm, tn);
+      int gm, tn;
+      tile_coords(u % num_tiles, groups_m, tiles_n, CM > 1 ? (group_m + 1) / CM : group_m, gm, tn);
+      const int tm = gm * CM + crank;
+      const bool store = CM == 1 || tm < tiles_m; /* uniform per CTA */
       /* Pingpong: start this tile's mainloop only after the other consumer
        * has issued all of the previous tile's MMAs. This orders the two
        * consumers' waits on the ring (parity waits are ambiguous across
@@ -587,17 +726,18 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma_wait<1>();
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi) fence_regs(frag[mi].v);
-        if (prev >= 0 && t128 == 0) mbar_arrive(&empty[prev]);
+        if (prev >= 0 && t128 == 0) release(prev);
         prev = stage;
-        if (kb == kb_pre) epi.prefetch(tm * kBM + row_off, tn * BN, scratch);
+        if (kb == kb_pre && store) epi.prefetch(tm * kBM + row_off, tn * BN, scratch);
       }
       /* Pingpong: all MMAs of this tile are issued; the other consumer may
        * start (only if it has a next tile, so no arrival is left pending). */
-      if (PING && blockIdx.x + (j + 1) * gridDim.x < num_units) named_arrive(kOrderBar + (1 - cw));
+      if (PING && first_unit + (j + 1) * unit_step < num_units) named_arrive(kOrderBar + (1 - cw));
       wgmma_wait<0>();
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) fence_regs(frag[mi].v);
-      if (prev >= 0 && t128 == 0) mbar_arrive(&empty[prev]);
+      if (prev >= 0 && t128 == 0) release(prev);
+      if (!store) continue;
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) {
         frag[mi].row0 = tm * kBM + row_off + mi * 64 + warp * 16 + lane / 4;
@@ -610,6 +750,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     epi.finish();
   }
+  /* No CTA may exit while its partner can still arrive on its barriers (or,
+   * with a slower consumer, still be owed multicast bytes). */
+  if constexpr (CM > 1) cluster_sync();
 }
 
 /* Launch arguments shared by every instantiation. */
@@ -623,15 +766,40 @@ struct GemmLaunch {
   StoreEpilogue epi;
 };
 
-template <int BN, int STAGES, bool PING, bool TA, bool TB, bool F16>
+template <int BN, int STAGES, bool PING, bool TA, bool TB, bool F16, int CM = 1>
 cudaError_t launch_gemm(const GemmLaunch &p) {
-  auto kern = gemm_kernel<BN, STAGES, PING, TA, TB, F16, StoreEpilogue>;
+  auto kern = gemm_kernel<BN, STAGES, PING, TA, TB, F16, StoreEpilogue, CM>;
   constexpr size_t smem = smem_bytes<BN, STAGES>();
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (e != cudaSuccess) return e;
-  kern<<<p.grid, kThreads, smem, p.stream>>>(p.a, p.b, p.M, p.N, p.K, p.group_m, p.splits, p.kbs,
-                                                 p.epi);
-  return cudaGetLastError();
+  if constexpr (CM == 1) {
+    kern<<<p.grid, kThreads, smem, p.stream>>>(p.a, p.b, p.M, p.N, p.K, p.group_m, p.splits, p.kbs,
+                                                   p.epi);
+    return cudaGetLastError();
+  } else {
+    /* p.grid is a multiple of CM. Clusters must fit in one GPC, so fewer of
+     * them than SMs / CM may be resident at once: a persistent grid larger
+     * than that would run a second, mostly idle wave. */
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = CM;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3((unsigned)p.grid, 1, 1);
+    cfg.blockDim = dim3(kThreads, 1, 1);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = p.stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    int max_clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&max_clusters, kern, &cfg) != cudaSuccess)
+      (void)cudaGetLastError(); /* no clamp; the launch reports real problems */
+    else if (max_clusters > 0 && max_clusters * CM < p.grid)
+      cfg.gridDim.x = (unsigned)(max_clusters * CM);
+    e = cudaLaunchKernelEx(&cfg, kern, p.a, p.b, p.M, p.N, p.K, p.group_m, p.splits, p.kbs, p.epi);
+    return e != cudaSuccess ? e : cudaGetLastError();
+  }
 }
 
 }  // namespace coda_sm90

@@ -86,6 +86,13 @@ static const char *const kPrims[][2] = {
      "store o3 = -f\n"},
     {"prim_pair_ops", EPI_TEST_PAIR_OPS},
     {"prim_elem_reduce_x2", EPI_TEST_ELEM_REDUCE_X2},
+    /* accumulating f32 outputs are staged and leave by TMA reduce-add (by
+     * read-add-write vectors where the view is not TMA-aligned: the second
+     * shape's odd N); with every tile access staged the pingpong schedule
+     * runs (checked below) */
+    {"prim_acc_f32", EPI_TEST_ACC_F32},
+    /* next to a 16-bit accumulated output (direct: cooperative schedule) */
+    {"prim_acc_f32_pair", EPI_TEST_ACC_F32_PAIR},
 };
 #define NPRIMS ((int)(sizeof kPrims / sizeof kPrims[0]))
 
@@ -681,6 +688,23 @@ int main(int argc, char **argv) {
     for (int ab = 0; ab < 2; ab++)
       bad |= run_case(cpu, c64, gpu, program_name(i), p, ab ? CODA_F16 : CODA_BF16, shapes[ab][0],
                       shapes[ab][1] - (ab == 1 && !pair), shapes[ab][2]);
+    /* the schedule the fused kernel ran (A N, B T, bf16); a program whose
+     * only accumulated output is f32 must be all staged: pingpong (unless
+     * the environment forces a schedule) */
+    if (!host_mode) {
+      int ping = -1;
+      const int lb = coda_cuda_epilogue_local_bytes(gpu, p, 0, 1, 0, &ping);
+      printf("  %-22s schedule %s, local memory %d bytes\n", program_name(i),
+             ping == 1 ? "pingpong" : ping == 0 ? "cooperative" : "?", lb);
+      if (!strcmp(program_name(i), "prim_acc_f32") && !getenv("CODA_EPI_SCHEDULE")) {
+        checks++;
+        if (ping != 1 || lb != 0) {
+          failures++;
+          bad = 1;
+          printf("  prim_acc_f32: want the pingpong schedule without local memory: FAIL\n");
+        }
+      }
+    }
     nbad += bad;
     coda_program_destroy(p);
   }

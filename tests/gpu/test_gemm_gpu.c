@@ -6,9 +6,14 @@
  * checked to be untouched. The automatic choice is also run through the
  * autotuner (tuned calls must give the same GEMM; a fresh context must read
  * the tuned choice back from the cache file, $CODA_CACHE_DIR or
- * ~/.cache/coda). Argument "--small" runs only the small shapes
+ * ~/.cache/coda). Accumulating fp32 GEMMs run twice more on the same
+ * D0: with a 16-byte pitch (TMA reduce-add) and an odd pitch (register
+ * path); the two must agree bit for bit and with the reference, and the
+ * row padding must keep its values. Argument "--small" runs only the small shapes
  * (for compute-sanitizer); "--tiny" only two ragged shapes and no tuning
- * (for the slow racecheck). Exits non-zero on any failure. */
+ * (for the slow racecheck). Every entry of the tile table runs, or only
+ * those whose name contains $CODA_TEST_GEMM_CONFIG (e.g. "c2": the cluster
+ * entries). Exits non-zero on any failure. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -26,6 +31,13 @@
 static int g_fail = 0, g_pass = 0;
 static int g_config = -1; /* tile configuration under test (-1: default) */
 static int g_splits = 0;  /* forced k-splits (0: default) */
+
+/* Tile configurations under test: all, or those whose name contains
+ * $CODA_TEST_GEMM_CONFIG. */
+static int config_selected(int c) {
+  const char *f = getenv("CODA_TEST_GEMM_CONFIG");
+  return !f || !*f || strstr(coda_cuda_gemm_config_name(c), f) != NULL;
+}
 
 
 static uint64_t g_rng;
@@ -231,6 +243,213 @@ static void small_case(coda_context ctx, int64_t M, int64_t N, int64_t K, coda_t
   mat16_free(&B);
 }
 
+/* Accumulating fp32 D: D = D0 + alpha * op(A) op(B), once with a 16-byte
+ * pitch (N % 4 == 0: the TMA reduce-add path) and once with a pitch of
+ * 4k + 1 elements (the register path), for every tile configuration, one
+ * k-split, the same D0 (random, non-zero). Both must match the fp64
+ * reference, agree bit for bit, and leave the padding between rows (finite
+ * values) unchanged. */
+static int g_acc_tma = 0, g_acc_reg = 0, g_acc_same = 0, g_acc_fail = 0;
+
+/* One GEMM into D0 copied at pitch ld; checks it, returns the M x N result
+ * (NULL on failure to run) and sets *bad. */
+static float *accumulate_f32_run(const gemm_case *c, const float *d0, int64_t ld, float alpha,
+                                 int config, const double *ref, const double *absref,
+                                 const char *label, int *path, int *bad) {
+  const int64_t M = c->M, N = c->N;
+  const size_t tot = (size_t)(M * ld);
+  float *h = malloc(tot * sizeof(float)), *out = NULL;
+  for (size_t i = 0; i < tot; ++i) h[i] = 12345.0f; /* padding: finite, so an add would show */
+  for (int64_t m = 0; m < M; ++m) memcpy(h + m * ld, d0 + m * N, sizeof(float) * (size_t)N);
+  void *d;
+  CUDA_CHECK(cudaMalloc(&d, tot * sizeof(float)));
+  CUDA_CHECK(cudaMemcpy(d, h, tot * sizeof(float), cudaMemcpyHostToDevice));
+  coda_tensor Av = mat16_view(c->A), Bv = mat16_view(c->B), D = {d, CODA_F32, M, N, ld};
+  *path = coda_cuda_gemm_store_path(&D, 1, 1);
+  coda_status st = coda_cuda_gemm_config(c->ctx, c->ta, &Av, c->tb, &Bv, &D, alpha, 1, config, 1, 0);
+  if (st != CODA_OK) {
+    printf("FAIL %s ld=%lld: status %d: %s\n", label, (long long)ld, (int)st, coda_last_error(c->ctx));
+    *bad = 1;
+    goto done;
+  }
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaMemcpy(h, d, tot * sizeof(float), cudaMemcpyDeviceToHost));
+  {
+    int64_t nbad = 0, clobbered = 0, fm = -1, fc = -1;
+    double gb = 0, eb = 0;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < ld; ++n) {
+        const float g = h[m * ld + n];
+        if (n >= N) {
+          clobbered += g != 12345.0f;
+          continue;
+        }
+        const double d0v = d0[m * N + n], e = d0v + (double)alpha * ref[m * N + n];
+        const double tol =
+            fabs(e) / (1 << 23) + 2e-5 * (fabs(alpha) * absref[m * N + n] + fabs(d0v)) + 1e-30;
+        if (!(fabs(g - e) <= tol)) {
+          if (!nbad) { fm = m; fc = n; gb = g; eb = e; }
+          nbad++;
+        }
+      }
+    if (nbad || clobbered) {
+      printf("FAIL %s ld=%lld (%s): %lld bad elements (first at %lld,%lld: got %.8g want %.8g), "
+             "%lld padding elements changed\n",
+             label, (long long)ld, *path == CODA_GEMM_STORE_TMA_REDUCE ? "TMA reduce-add" : "register path",
+             (long long)nbad, (long long)fm, (long long)fc, gb, eb, (long long)clobbered);
+      *bad = 1;
+    }
+  }
+  out = malloc(sizeof(float) * (size_t)(M * N));
+  for (int64_t m = 0; m < M; ++m) memcpy(out + m * N, h + m * ld, sizeof(float) * (size_t)N);
+done:
+  cudaFree(d);
+  free(h);
+  return out;
+}
+
+static void accumulate_f32_case(coda_context ctx, int64_t M, int64_t N, int64_t K, coda_transpose ta,
+                                coda_transpose tb, coda_dtype in, float alpha) {
+  mat16 A = ta == CODA_N ? mat16_random(in, M, K, 0) : mat16_random(in, K, M, 0);
+  mat16 B = tb == CODA_N ? mat16_random(in, K, N, 0) : mat16_random(in, N, K, 0);
+  gemm_case c = {ctx, M, N, K, ta, tb, &A, &B};
+  double *a = malloc(sizeof(double) * (size_t)(M * K + 1)), *bt = malloc(sizeof(double) * (size_t)(N * K + 1));
+  double *ref = malloc(sizeof(double) * (size_t)(M * N)), *absref = malloc(sizeof(double) * (size_t)(M * N));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < K; ++k) a[m * K + k] = opa(&c, m, k);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) bt[n * K + k] = opb(&c, k, n);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double sum = 0, sa = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double p = a[m * K + k] * bt[n * K + k];
+        sum += p;
+        sa += fabs(p);
+      }
+      ref[m * N + n] = sum;
+      absref[m * N + n] = sa;
+    }
+  float *d0 = malloc(sizeof(float) * (size_t)(M * N));
+  for (int64_t i = 0; i < M * N; ++i) {
+    const double v = 0.1 + 1.9 * (urand() + 1.0) * 0.5; /* |D0| in [0.1, 2) */
+    d0[i] = (float)(urand() < 0 ? -v : v);
+  }
+  /* a 16-byte pitch, and one of 4k + 1 elements; both leave row padding */
+  const int64_t lds[2] = {(N + 3) / 4 * 4 + 4, (N + 3) / 4 * 4 + 1};
+  for (int config = 0; config < coda_cuda_gemm_num_configs(); ++config) {
+    char label[200];
+    snprintf(label, sizeof label, "[%d] %lldx%lldx%lld %s%s %s->f32 alpha=%g accumulate", config,
+             (long long)M, (long long)N, (long long)K, tn(ta), tn(tb), coda_dtype_name(in), (double)alpha);
+    int bad = 0, paths[2] = {-1, -1};
+    float *got[2];
+    for (int v = 0; v < 2; ++v)
+      got[v] = accumulate_f32_run(&c, d0, lds[v], alpha, config, ref, absref, label, &paths[v], &bad);
+    /* the path each pitch takes: 16-byte rows of fp32 reduce-add, others do not */
+    if (paths[0] != (N % 4 == 0 ? CODA_GEMM_STORE_TMA_REDUCE : CODA_GEMM_STORE_REGISTERS) ||
+        paths[1] != CODA_GEMM_STORE_REGISTERS) {
+      printf("FAIL %s: store paths %d / %d\n", label, paths[0], paths[1]);
+      bad = 1;
+    }
+    if (got[0] && got[1]) {
+      if (memcmp(got[0], got[1], sizeof(float) * (size_t)(M * N)) != 0) {
+        int64_t i = 0;
+        while (memcmp(got[0] + i, got[1] + i, sizeof(float)) == 0) ++i;
+        printf("FAIL %s: the two pitches differ (first at %lld,%lld: %.9g vs %.9g)\n", label,
+               (long long)(i / N), (long long)(i % N), got[0][i], got[1][i]);
+        bad = 1;
+      } else if (paths[0] == CODA_GEMM_STORE_TMA_REDUCE) {
+        g_acc_same++;
+      }
+    }
+    if (paths[0] == CODA_GEMM_STORE_TMA_REDUCE) g_acc_tma++;
+    g_acc_reg += 1 + (paths[0] == CODA_GEMM_STORE_REGISTERS);
+    if (bad) {
+      g_fail++;
+      g_acc_fail++;
+    } else {
+      g_pass++;
+    }
+    free(got[0]);
+    free(got[1]);
+  }
+  free(d0);
+  free(a);
+  free(bt);
+  free(ref);
+  free(absref);
+  mat16_free(&A);
+  mat16_free(&B);
+}
+
+/* level 0: every shape and layout; 1 (--small): two shapes; 2 (--tiny):
+ * one ragged shape, one layout */
+static void accumulate_f32_cases(coda_context ctx, int level) {
+  /* aligned tiles, ragged M and N (N % 4 == 0: still TMA), N % 4 != 0
+   * (register path at both pitches), one row, K past a k-block */
+  static const int64_t sh[][3] = {{200, 332, 130}, {256, 512, 256}, {129, 260, 65},
+                                  {77, 130, 64},   {1, 8, 16},      {1000, 64, 300}};
+  const int nsh = level == 2 ? 1 : level == 1 ? 2 : (int)(sizeof sh / sizeof sh[0]);
+  static const float alphas[2] = {1.0f, -0.3f}; /* -0.3: alpha * acc is rounded before the add */
+  g_acc_tma = g_acc_reg = g_acc_same = g_acc_fail = 0;
+  for (int s = 0; s < nsh; ++s)
+    for (int l = level == 2 ? 1 : 0; l < (level == 2 ? 2 : 4); ++l)
+      accumulate_f32_case(ctx, sh[s][0], sh[s][1], sh[s][2], (coda_transpose)(l >> 1),
+                          (coda_transpose)(l & 1), (l & 1) ? CODA_F16 : CODA_BF16, alphas[(s + l) & 1]);
+  printf("accumulate-f32: %d runs by TMA reduce-add, %d by the register path, %d reduce-add runs "
+         "bit-identical to the register path, %d cases failed\n",
+         g_acc_tma, g_acc_reg, g_acc_same, g_acc_fail);
+}
+
+static int cmp_float(const void *x, const void *y) {
+  const float a = *(const float *)x, b = *(const float *)y;
+  return a < b ? -1 : a > b;
+}
+/* Time (median of 15, CUDA events) of an fp32 D += A B^T at 4096 x 4096 x
+ * 1024 (bf16, default tile, one split): TMA reduce-add (pitch 4096), the
+ * register path (pitch 4097) and, for scale, the plain store (pitch 4096).
+ * A measurement only: it passes or fails nothing. */
+static void accumulate_f32_timing(coda_context ctx) {
+  const int64_t M = 4096, N = 4096, K = 1024;
+  mat16 A = mat16_random(CODA_BF16, M, K, 0), B = mat16_random(CODA_BF16, N, K, 0);
+  float *d;
+  CUDA_CHECK(cudaMalloc((void **)&d, sizeof(float) * (size_t)(M * (N + 1))));
+  CUDA_CHECK(cudaMemset(d, 0, sizeof(float) * (size_t)(M * (N + 1))));
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  static const char *const names[3] = {"TMA reduce-add", "register path", "plain TMA store"};
+  float med[3];
+  coda_tensor Av = mat16_view(&A), Bv = mat16_view(&B);
+  for (int v = 0; v < 3; ++v) {
+    coda_tensor D = {d, CODA_F32, M, N, v == 1 ? N + 1 : N};
+    const int acc = v < 2;
+    float t[15];
+    for (int r = -3; r < 15; ++r) {
+      CUDA_CHECK(cudaEventRecord(e0, 0));
+      if (coda_cuda_gemm_config(ctx, CODA_N, &Av, CODA_T, &Bv, &D, 1.0f, acc, -1, 1, 0) != CODA_OK) {
+        printf("FAIL accumulate-f32 timing: %s\n", coda_last_error(ctx));
+        g_fail++;
+        goto out;
+      }
+      CUDA_CHECK(cudaEventRecord(e1, 0));
+      CUDA_CHECK(cudaEventSynchronize(e1));
+      if (r >= 0) CUDA_CHECK(cudaEventElapsedTime(&t[r], e0, e1));
+    }
+    qsort(t, 15, sizeof t[0], cmp_float);
+    med[v] = t[7];
+  }
+  printf("accumulate-f32 timing %lldx%lldx%lld bf16 NT: %s %.1f us, %s %.1f us, %s %.1f us\n",
+         (long long)M, (long long)N, (long long)K, names[0], med[0] * 1e3, names[1], med[1] * 1e3,
+         names[2], med[2] * 1e3);
+out:
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaFree(d);
+  mat16_free(&A);
+  mat16_free(&B);
+}
+
 /* Large shapes: ours (f32 and bf16 out) against cuBLAS (f32 out). */
 static void large_case(coda_context ctx, cublasHandle_t hb, int64_t M, int64_t N, int64_t K,
                        coda_transpose ta, coda_transpose tb, coda_dtype in) {
@@ -422,8 +641,11 @@ int main(int argc, char **argv) {
 #define SHAPE(s) shapes[tiny ? tiny_shapes[s] : (s)]
   static const coda_dtype ins[2] = {CODA_BF16, CODA_F16};
   const int ncfg = coda_cuda_gemm_num_configs();
+  for (int c = 0; c < ncfg; ++c)
+    printf("tile configuration [%d] %s%s\n", c, coda_cuda_gemm_config_name(c),
+           config_selected(c) ? "" : " (skipped: $CODA_TEST_GEMM_CONFIG)");
   for (g_config = 0; g_config < ncfg; ++g_config)
-    for (int s = 0; s < nrun; ++s)
+    for (int s = 0; s < nrun && config_selected(g_config); ++s)
       for (int l = 0; l < 4; ++l)
         for (int d = 0; d < 2; ++d)
           small_case(ctx, SHAPE(s)[0], SHAPE(s)[1], SHAPE(s)[2], (coda_transpose)(l >> 1),
@@ -431,13 +653,15 @@ int main(int argc, char **argv) {
   /* Forced split-K (3 splits: the last one ragged or short) on both tilings. */
   for (g_config = 0; g_config < ncfg; ++g_config) {
     g_splits = 3;
-    for (int s = 0; s < nrun; ++s)
+    for (int s = 0; s < nrun && config_selected(g_config); ++s)
       for (int l = 0; l < 4; ++l)
         small_case(ctx, SHAPE(s)[0], SHAPE(s)[1], SHAPE(s)[2], (coda_transpose)(l >> 1),
                    (coda_transpose)(l & 1), CODA_BF16);
     g_splits = 0;
   }
 #undef SHAPE
+  accumulate_f32_cases(ctx, tiny ? 2 : small_only ? 1 : 0);
+  if (!small_only) accumulate_f32_timing(ctx);
   if (tiny) {
     coda_context_destroy(ctx);
     printf("test_gemm_gpu --tiny: %d passed, %d failed\n", g_pass, g_fail);
@@ -465,15 +689,19 @@ int main(int argc, char **argv) {
       printf("FAIL: cublasCreate\n");
       return 1;
     }
-    /* The last shape has few tiles and a long K: split-K by default. */
+    /* The fifth shape has few tiles and a long K: split-K by default. The
+     * last has an odd number of row tiles (17) and column tiles (9 or 5),
+     * and more of them than SMs for 128-wide tiles: cluster pairs with an
+     * idle second tile, persistent CTAs taking several units. */
     static const int64_t big[][3] = {{1024, 1024, 1024}, {2048, 3072, 1000}, {4096, 4096, 4096},
-                                     {3000, 2000, 515},   {512, 1000, 16000}};
+                                     {3000, 2000, 515},   {512, 1000, 16000}, {2100, 1100, 300}};
     for (g_config = 0; g_config < ncfg; ++g_config)
-      for (int s = 0; s < 5; ++s)
+      for (int s = 0; s < 6 && config_selected(g_config); ++s)
         for (int l = 0; l < 4; ++l)
           large_case(ctx, hb, big[s][0], big[s][1], big[s][2], (coda_transpose)(l >> 1),
                      (coda_transpose)(l & 1), s == 1 ? CODA_F16 : CODA_BF16);
-    /* Tuned (split-K candidates included on the last shape). */
+    /* Tuned (split-K candidates included on 512x1000x16000; cluster
+     * candidates on 2048x3072x1000). */
     g_config = -1;
     for (int s = 1; s < 5; s += 3)
       for (int l = 0; l < 4; ++l)
