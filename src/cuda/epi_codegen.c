@@ -168,18 +168,40 @@ static const char kPrelude[] =
 static const char kHelpers[] =
     "namespace coda_epi {\n"
     "/* dtype codes: 0 bf16, 1 f16, 2 f32, 4 i32 */\n"
+    "/* A pair of 16-bit values as one 32-bit word (low half = first value):\n"
+    " * one cvt packs two (round to nearest even), two integer ops (bf16) or\n"
+    " * two cvt (f16) unpack. Going through the two-member structs instead\n"
+    " * makes the compiler split and rebuild the word (2-3 extra instructions\n"
+    " * per pair). */\n"
+    "template <int DT> __device__ __forceinline__ uint32_t pk2(float a, float b) {\n"
+    "  uint32_t u;\n"
+    "  if constexpr (DT == 0) asm(\"cvt.rn.bf16x2.f32 %0, %1, %2;\" : \"=r\"(u) : \"f\"(b), \"f\"(a));\n"
+    "  else asm(\"cvt.rn.f16x2.f32 %0, %1, %2;\" : \"=r\"(u) : \"f\"(b), \"f\"(a));\n"
+    "  return u;\n"
+    "}\n"
+    "template <int DT> __device__ __forceinline__ float2 up2(uint32_t u) {\n"
+    "  if constexpr (DT == 0) return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));\n"
+    "  else { float a, b;\n"
+    "    asm(\"{.reg .f16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h;}\" : \"=f\"(a), \"=f\"(b) : \"r\"(u));\n"
+    "    return make_float2(a, b); }\n"
+    "}\n"
     "template <int DT> __device__ __forceinline__ float ld1(const void *b, long long o) {\n"
     "  if constexpr (DT == 0) return __bfloat162float(((const __nv_bfloat16 *)b)[o]);\n"
     "  else if constexpr (DT == 1) return __half2float(((const __half *)b)[o]);\n"
     "  else if constexpr (DT == 2) return ((const float *)b)[o];\n"
     "  else return (float)((const int *)b)[o];\n"
     "}\n"
+    "/* Two adjacent values at q (aligned to two values). */\n"
+    "template <int DT> __device__ __forceinline__ float2 ldv2(const uint8_t *q) {\n"
+    "  if constexpr (DT == 0 || DT == 1) return up2<DT>(*(const uint32_t *)q);\n"
+    "  else if constexpr (DT == 2) return *(const float2 *)q;\n"
+    "  else { int2 v = *(const int2 *)q; return make_float2((float)v.x, (float)v.y); }\n"
+    "}\n"
     "/* (b[o], b[o+step]); one access when step == 1 and aligned. */\n"
     "template <int DT> __device__ __forceinline__ float2 ld2(const void *b, long long o, long long step,\n"
     "                                                        bool ok0, bool ok1, bool al) {\n"
     "  if (ok0 && ok1 && al && step == 1) {\n"
-    "    if constexpr (DT == 0) return __bfloat1622float2(*(const __nv_bfloat162 *)((const __nv_bfloat16 *)b + o));\n"
-    "    else if constexpr (DT == 1) return __half22float2(*(const __half2 *)((const __half *)b + o));\n"
+    "    if constexpr (DT == 0 || DT == 1) return up2<DT>(*(const uint32_t *)((const uint16_t *)b + o));\n"
     "    else if constexpr (DT == 2) return *(const float2 *)((const float *)b + o);\n"
     "    else { int2 v = *(const int2 *)((const int *)b + o); return make_float2((float)v.x, (float)v.y); }\n"
     "  }\n"
@@ -190,9 +212,7 @@ static const char kHelpers[] =
     "                                                        bool ok1, bool al4, bool al2) {\n"
     "  if (ok0 && ok1 && al4) {\n"
     "    uint2 u = *(const uint2 *)((const uint16_t *)b + o);\n"
-    "    float2 x, y;\n"
-    "    if constexpr (DT == 0) { x = __bfloat1622float2(*(__nv_bfloat162 *)&u.x); y = __bfloat1622float2(*(__nv_bfloat162 *)&u.y); }\n"
-    "    else { x = __half22float2(*(__half2 *)&u.x); y = __half22float2(*(__half2 *)&u.y); }\n"
+    "    const float2 x = up2<DT>(u.x), y = up2<DT>(u.y);\n"
     "    return make_float4(x.x, x.y, y.x, y.y);\n"
     "  }\n"
     "  float2 x = ld2<DT>(b, o, 1, ok0, ok0, al2), y = ld2<DT>(b, o + 2, 1, ok1, ok1, al2);\n"
@@ -207,10 +227,8 @@ static const char kHelpers[] =
     "template <int DT, bool ACC> __device__ __forceinline__ void st2(void *b, long long o, bool ok0, bool ok1,\n"
     "                                                                bool al, float v0, float v1) {\n"
     "  if (ok0 && ok1 && al) {\n"
-    "    if constexpr (DT == 0) { __nv_bfloat162 *p = (__nv_bfloat162 *)((__nv_bfloat16 *)b + o);\n"
-    "      if (ACC) { float2 q = __bfloat1622float2(*p); v0 += q.x; v1 += q.y; } *p = __floats2bfloat162_rn(v0, v1); }\n"
-    "    else if constexpr (DT == 1) { __half2 *p = (__half2 *)((__half *)b + o);\n"
-    "      if (ACC) { float2 q = __half22float2(*p); v0 += q.x; v1 += q.y; } *p = __floats2half2_rn(v0, v1); }\n"
+    "    if constexpr (DT == 0 || DT == 1) { uint32_t *p = (uint32_t *)((uint16_t *)b + o);\n"
+    "      if (ACC) { float2 q = up2<DT>(*p); v0 += q.x; v1 += q.y; } *p = pk2<DT>(v0, v1); }\n"
     "    else { float2 *p = (float2 *)((float *)b + o); if (ACC) { float2 q = *p; v0 += q.x; v1 += q.y; } *p = make_float2(v0, v1); }\n"
     "    return;\n"
     "  }\n"
@@ -221,10 +239,8 @@ static const char kHelpers[] =
     "                                                                bool al4, bool al2, float4 v) {\n"
     "  if (ok0 && ok1 && al4 && !ACC) {\n"
     "    uint2 u;\n"
-    "    if constexpr (DT == 0) { __nv_bfloat162 x = __floats2bfloat162_rn(v.x, v.y), y = __floats2bfloat162_rn(v.z, v.w);\n"
-    "      u.x = *(uint32_t *)&x; u.y = *(uint32_t *)&y; }\n"
-    "    else { __half2 x = __floats2half2_rn(v.x, v.y), y = __floats2half2_rn(v.z, v.w);\n"
-    "      u.x = *(uint32_t *)&x; u.y = *(uint32_t *)&y; }\n"
+    "    u.x = pk2<DT>(v.x, v.y);\n"
+    "    u.y = pk2<DT>(v.z, v.w);\n"
     "    *(uint2 *)((uint16_t *)b + o) = u;\n"
     "    return;\n"
     "  }\n"
@@ -275,7 +291,10 @@ static const char kHelpers[] =
     " * the fragment's accesses (8 rows x 4 lanes) and the row vectors are\n"
     " * conflict-free without padding. */\n"
     "template <int RB> __device__ __forceinline__ int swz(int r, int b) {\n"
-    "  return r * RB + ((((b >> 4) ^ ((r / (128 / RB)) % (RB / 16))) << 4) | (b & 15));\n"
+    "  /* unsigned: r and b are never negative, and the compiler then turns\n"
+    "   * / and % into shifts and masks (signed ones cost a sign fix-up each) */\n"
+    "  const unsigned ur = (unsigned)r, ub = (unsigned)b;\n"
+    "  return (int)(ur * RB + ((((ub >> 4) ^ ((ur / (128 / RB)) % (RB / 16))) << 4) | (ub & 15)));\n"
     "}\n"
     "__device__ __forceinline__ void cp16(void *s, const void *g) {\n"
     "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\" ::\"r\"((unsigned)__cvta_generic_to_shared(s)), \"l\"(g) : \"memory\");\n"
@@ -291,7 +310,7 @@ static const char kHelpers[] =
     "  const int t = threadIdx.x % 128;\n"
     "#pragma unroll\n"
     "  for (int i = 0; i < RB / 32; ++i) {\n"
-    "    const int v = t + 128 * i, r = v / (RB / 16), u = v % (RB / 16);\n"
+    "    const int v = t + 128 * i, r = (int)((unsigned)v / (RB / 16)), u = (int)((unsigned)v % (RB / 16));\n"
     "    const int gr = wr0 + r;\n"
     "    const long long vo = v0 + u * (16 / SZ);\n"
     "    uint8_t *d = s + swz<RB>(r, u * 16);\n"
@@ -313,7 +332,7 @@ static const char kHelpers[] =
     "  const int t = threadIdx.x % 128;\n"
     "#pragma unroll\n"
     "  for (int i = 0; i < RB / 32; ++i) {\n"
-    "    const int v = t + 128 * i, r = v / (RB / 16), u = v % (RB / 16);\n"
+    "    const int v = t + 128 * i, r = (int)((unsigned)v / (RB / 16)), u = (int)((unsigned)v % (RB / 16));\n"
     "    const int gr = wr0 + r;\n"
     "    const long long vo = v0 + u * (16 / SZ);\n"
     "    if (gr >= M) continue;\n"
@@ -351,15 +370,13 @@ static const char kHelpers[] =
     "  else return (float)*(const int *)q;\n"
     "}\n"
     "template <int DT> __device__ __forceinline__ float2 sv2(const uint8_t *q) {\n"
-    "  if constexpr (DT == 0) return __bfloat1622float2(*(const __nv_bfloat162 *)q);\n"
-    "  else if constexpr (DT == 1) return __half22float2(*(const __half2 *)q);\n"
+    "  if constexpr (DT == 0 || DT == 1) return up2<DT>(*(const uint32_t *)q);\n"
     "  else if constexpr (DT == 2) return *(const float2 *)q;\n"
     "  else { int2 v = *(const int2 *)q; return make_float2((float)v.x, (float)v.y); }\n"
     "}\n"
     "template <int DT> __device__ __forceinline__ float4 sv4(const uint8_t *q) {\n"
-    "  uint2 u = *(const uint2 *)q; float2 x, y;\n"
-    "  if constexpr (DT == 0) { x = __bfloat1622float2(*(__nv_bfloat162 *)&u.x); y = __bfloat1622float2(*(__nv_bfloat162 *)&u.y); }\n"
-    "  else { x = __half22float2(*(__half2 *)&u.x); y = __half22float2(*(__half2 *)&u.y); }\n"
+    "  uint2 u = *(const uint2 *)q;\n"
+    "  const float2 x = up2<DT>(u.x), y = up2<DT>(u.y);\n"
     "  return make_float4(x.x, x.y, y.x, y.y);\n"
     "}\n"
     "/* Rounded values into the staging (the only rounding of the output). */\n"
@@ -369,16 +386,13 @@ static const char kHelpers[] =
     "  else *(float *)q = a;\n"
     "}\n"
     "template <int DT> __device__ __forceinline__ void so2(uint8_t *q, float a, float b) {\n"
-    "  if constexpr (DT == 0) *(__nv_bfloat162 *)q = __floats2bfloat162_rn(a, b);\n"
-    "  else if constexpr (DT == 1) *(__half2 *)q = __floats2half2_rn(a, b);\n"
+    "  if constexpr (DT == 0 || DT == 1) *(uint32_t *)q = pk2<DT>(a, b);\n"
     "  else *(float2 *)q = make_float2(a, b);\n"
     "}\n"
     "template <int DT> __device__ __forceinline__ void so4(uint8_t *q, float4 v) {\n"
     "  uint2 u;\n"
-    "  if constexpr (DT == 0) { __nv_bfloat162 x = __floats2bfloat162_rn(v.x, v.y), y = __floats2bfloat162_rn(v.z, v.w);\n"
-    "    u.x = *(uint32_t *)&x; u.y = *(uint32_t *)&y; }\n"
-    "  else { __half2 x = __floats2half2_rn(v.x, v.y), y = __floats2half2_rn(v.z, v.w);\n"
-    "    u.x = *(uint32_t *)&x; u.y = *(uint32_t *)&y; }\n"
+    "  u.x = pk2<DT>(v.x, v.y);\n"
+    "  u.y = pk2<DT>(v.z, v.w);\n"
     "  *(uint2 *)q = u;\n"
     "}\n"
     "}  // namespace coda_epi\n"
@@ -800,10 +814,18 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
       }
   }
 
-  /* scalars and row vectors */
+  /* scalars and row vectors; for column vectors the fast case (contiguous,
+   * aligned, the tile's columns all inside N): one base pointer per
+   * fragment and loads at compile-time offsets from it, instead of a 64-bit
+   * address and bound checks per pair of values */
   for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
     if (!used[k]) continue;
+    if (in->kind == CODA_ARG_COL)
+      coda_sb_printf(b,
+                     "    const bool cf%d = (p.flags[%d] & 1) && tc0 + BN <= N;\n"
+                     "    const uint8_t *const cp%d = (const uint8_t *)p.ptr[%d] + (long long)f.col0 * %d;\n",
+                     k, k, k, k, dt_size(in->dtype));
     if (in->kind == CODA_ARG_SCALAR)
       coda_sb_printf(b, "    const float sc%d = coda_epi::ld1<%d>(p.ptr[%d], 0);\n", k, dt_code(in->dtype), k);
     else if (in->kind == CODA_ARG_ROW)
@@ -876,8 +898,9 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
     if (!used[k] || in->kind != CODA_ARG_COL) continue;
-    coda_sb_printf(b, "        cvb%d[jj] = coda_epi::ld2<%d>(p.ptr[%d], (long long)c * p.ld[%d], p.ld[%d], cok0, cok1, p.flags[%d] & 1);\n",
-              k, dt_code(in->dtype), k, k, k, k);
+    coda_sb_printf(b, "        cvb%d[jj] = cf%d ? coda_epi::ldv2<%d>(cp%d + %d * (jc + jj))\n"
+                   "                    : coda_epi::ld2<%d>(p.ptr[%d], (long long)c * p.ld[%d], p.ld[%d], cok0, cok1, p.flags[%d] & 1);\n",
+              k, k, dt_code(in->dtype), k, 8 * dt_size(in->dtype), dt_code(in->dtype), k, k, k, k);
   }
   coda_sb_printf(b, "#pragma unroll\n        for (int h = 0; h < 2; ++h) {\n");
   coda_sb_printf(b, "          const int r = f.row0 + 8 * h;\n");
@@ -889,9 +912,12 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
     int dt = dt_code(in->dtype);
     if (sp.in_off[k] >= 0) {
       const char *fn = in->width == CODA_WIDTH_HALF ? "sv1" : in->width == CODA_WIDTH_X2 ? "sv4" : "sv2";
-      coda_sb_printf(b, "          tvb%d[jj][h] = coda_epi::%s<%d>(sb_ + %d + %s * %d + coda_epi::swz<%d>(lrow + 8 * h, %d * %s));\n",
-                k, fn, dt, sp.in_off[k], sp.dbl ? "((jc / 4) & 1)" : "0", 64 * sp.in_rb[k], sp.in_rb[k],
-                dt_size(in->dtype), view_byte(in->width));
+      /* row lrow + 8h: swz(r + 8, b) == swz(r, b) + 8 * RB for every RB
+       * (the XOR key of row r, (r / (128 / RB)) % (RB / 16), repeats every
+       * 8 rows), so h becomes an immediate offset */
+      coda_sb_printf(b, "          tvb%d[jj][h] = coda_epi::%s<%d>(sb_ + %d + %s * %d + %d * h + coda_epi::swz<%d>(lrow, %d * %s));\n",
+                k, fn, dt, sp.in_off[k], sp.dbl ? "((jc / 4) & 1)" : "0", 64 * sp.in_rb[k],
+                8 * sp.in_rb[k], sp.in_rb[k], dt_size(in->dtype), view_byte(in->width));
       continue;
     }
     if (in->width == CODA_WIDTH_HALF)
@@ -970,9 +996,9 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
     if (sp.out_off[o] >= 0) {
       const char *fn = pair ? (op->width == CODA_WIDTH_HALF ? "so1" : "so2")
                             : (op->width == CODA_WIDTH_X2 ? "so4" : "so2");
-      coda_sb_printf(b, "        coda_epi::%s<%d>(sb_ + %d + %s * %d + coda_epi::swz<%d>(lrow + 8 * h, %d * %s), ", fn, dt,
-                sp.out_off[o], sp.out_dbl ? "((jc / 4) & 1)" : "0", 64 * sp.out_rb[o], sp.out_rb[o],
-                dt_size(op->dtype), view_byte(op->width));
+      coda_sb_printf(b, "        coda_epi::%s<%d>(sb_ + %d + %s * %d + %d * h + coda_epi::swz<%d>(lrow, %d * %s), ", fn, dt,
+                sp.out_off[o], sp.out_dbl ? "((jc / 4) & 1)" : "0", 64 * sp.out_rb[o],
+                8 * sp.out_rb[o], sp.out_rb[o], dt_size(op->dtype), view_byte(op->width));
       if (pair && op->width == CODA_WIDTH_HALF) coda_sb_printf(b, "ov%d[0]);\n", o);
       else if (pair) coda_sb_printf(b, "ov%d[0], ow%d[0]);\n", o, o);
       else if (op->width == CODA_WIDTH_X2) coda_sb_printf(b, "make_float4(ov%d[0], ow%d[0], ov%d[1], ow%d[1]));\n", o, o, o, o);
