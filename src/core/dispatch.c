@@ -302,7 +302,18 @@ static coda_status cpu_only(coda_context ctx, const char *what) {
 coda_status coda_gemm_epilogue(coda_context ctx, coda_program program, coda_transpose trans_a,
                                const coda_tensor *A, coda_transpose trans_b,
                                const coda_tensor *B, coda_args args, coda_tiling tiling) {
+  return coda_gemm_epilogue_sched(ctx, program, trans_a, A, trans_b, B, args, tiling,
+                                  CODA_SCHED_AUTO);
+}
+
+coda_status coda_gemm_epilogue_sched(coda_context ctx, coda_program program,
+                                     coda_transpose trans_a, const coda_tensor *A,
+                                     coda_transpose trans_b, const coda_tensor *B, coda_args args,
+                                     coda_tiling tiling, int schedule) {
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  if (schedule < CODA_SCHED_AUTO || schedule > CODA_SCHED_COOPERATIVE)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_gemm_epilogue: bad schedule %d",
+                     schedule);
   coda_clear_error(ctx);
   if (!A || !B || !args)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_gemm_epilogue: %s is NULL",
@@ -339,7 +350,7 @@ coda_status coda_gemm_epilogue(coda_context ctx, coda_program program, coda_tran
   /* ---- epilogue compiler: programs on the CUDA backend ---- */
   if (program && ctx->opts.backend == CODA_BACKEND_CUDA)
     return coda_cuda_gemm_epilogue(ctx, program, trans_a, A, trans_b, B, job.inputs, job.outputs,
-                                   job.partials, tiling);
+                                   job.partials, tiling, schedule);
   /* ---- end epilogue compiler ---- */
 #endif
   if ((s = cpu_only(ctx, "coda_gemm_epilogue"))) return s;

@@ -40,6 +40,18 @@ void coda_mem_sub(coda_context ctx, size_t bytes);
 /* Frees the accounting table (context destruction). */
 void coda_mem_release(coda_context ctx);
 
+/* Schedule of a fused GEMM on the CUDA backend: AUTO = the epilogue
+ * compiler's rule (pingpong when every tile access of the program is
+ * staged), else forced; a forced pingpong kernel that would spill runs
+ * cooperative. The result bits do not depend on it; the CPU ignores it. */
+enum { CODA_SCHED_AUTO = 0, CODA_SCHED_PINGPONG = 1, CODA_SCHED_COOPERATIVE = 2 };
+/* coda_gemm_epilogue with a schedule (plans choose one per step by timing,
+ * coda_plan_tune_fusion). */
+coda_status coda_gemm_epilogue_sched(coda_context ctx, coda_program program,
+                                     coda_transpose trans_a, const coda_tensor *A,
+                                     coda_transpose trans_b, const coda_tensor *B, coda_args args,
+                                     coda_tiling tiling, int schedule);
+
 /* Tensor checks. `what` names the tensor in messages. */
 coda_status coda_check_tensor(coda_context ctx, const char *what,
                               const coda_tensor *t);

@@ -40,7 +40,8 @@ coda_status coda_cuda_gemm_epilogue(coda_context ctx, coda_program program,
                                     coda_transpose trans_b, const coda_tensor *B,
                                     const coda_tensor *const *inputs,
                                     const coda_tensor *const *outputs,
-                                    const coda_tensor *const *partials, coda_tiling tiling);
+                                    const coda_tensor *const *partials, coda_tiling tiling,
+                                    int schedule /* CODA_SCHED_* */);
 /* The tiling the CUDA epilogue kernel uses: {64, 128}. */
 coda_status coda_cuda_preferred_tiling(coda_context ctx, coda_program p, int64_t M, int64_t N,
                                        int64_t K, coda_tiling *out);

@@ -47,8 +47,10 @@
 static long scratch_bytes(void);
 size_t coda_epi_smem_bytes(const coda_epi_config *cfg);
 
+#define CODA_EPI_PINGPONG_MAX_CUBIN (150 * 1024)
+
 coda_epi_config coda_epi_default_config(void) {
-  coda_epi_config c = {CODA_EPI_BN, CODA_EPI_STAGES, 0, 0, 1, 0};
+  coda_epi_config c = {CODA_EPI_BN, CODA_EPI_STAGES, 0, 0, 1, 0, CODA_SCHED_AUTO};
   /* as many stages as fit in the 227 KiB of shared memory of a block */
   while (c.stages > 2 && coda_epi_smem_bytes(&c) > 232448) c.stages--;
   return c;
@@ -284,6 +286,34 @@ static const char kHelpers[] =
     "  if (m == -CODA_INF) { m = m2; s = s2; return; }\n"
     "  if (m2 > m) { s = s * expf(m - m2) + s2; m = m2; }\n"
     "  else if (m != CODA_INF) s += s2 * expf(m2 - m);\n"
+    "}\n"
+    "/* One chunk's values of one row half (J column pairs x 2) into the state:\n"
+    " * the chunk's max first, then one exponential per value relative to it\n"
+    " * (ex2.approx of (v - max) * log2(e): relative error ~2^-22 per term,\n"
+    " * against expf's dozen instructions and a branch per value), then one\n"
+    " * merge. Values that are not > -inf (masked, NaN) add nothing, as in\n"
+    " * lse_add; a +inf value makes the result +inf. */\n"
+    "template <int J> __device__ __forceinline__ void lse_chunk(float &m, float &s, const float (&v)[J][2][2], int h) {\n"
+    "  float cm = -CODA_INF;\n"
+    "#pragma unroll\n"
+    "  for (int j = 0; j < J; ++j)\n"
+    "#pragma unroll\n"
+    "    for (int e = 0; e < 2; ++e) cm = v[j][h][e] > cm ? v[j][h][e] : cm;\n"
+    "  if (!(cm > -CODA_INF)) return;\n"
+    "  float cs = 1.0f;\n"
+    "  if (cm != CODA_INF) {\n"
+    "    cs = 0.0f;\n"
+    "#pragma unroll\n"
+    "    for (int j = 0; j < J; ++j)\n"
+    "#pragma unroll\n"
+    "      for (int e = 0; e < 2; ++e) {\n"
+    "        const float x = v[j][h][e];\n"
+    "        float y;\n"
+    "        asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : \"f\"((x - cm) * 1.44269504088896341f));\n"
+    "        cs += x > -CODA_INF ? y : 0.0f;\n"
+    "      }\n"
+    "  }\n"
+    "  lse_merge(m, s, cm, cs);\n"
     "}\n"
     "__device__ __forceinline__ float shx(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }\n"
     "/* Staging of 64-row x 32-column chunks in the shared scratch: a row of RB\n"
@@ -931,6 +961,9 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
                 k, dt, k, k, k);
   }
   coda_sb_printf(b, "        }\n      }\n");
+  for (int q = 0; q < p->nreduces; q++)
+    if (p->reduces[q].kind == CODA_REDUCE_ROWLSE)
+      coda_sb_printf(b, "    float lv%d[%d][2][2]; /* the chunk's values, folded after it */\n", q, EPI_JC);
   coda_sb_printf(b, "#pragma unroll\n    for (int jj = 0; jj < %d; ++jj) {\n", EPI_JC);
   coda_sb_printf(b, "      const int j = jc + jj;\n");
   coda_sb_printf(b, "      const int c = f.col0 + 8 * j;\n");
@@ -975,7 +1008,10 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
     switch (r->kind) {
     case CODA_REDUCE_ROWSUM: coda_sb_printf(b, "          if (ok) ra%d[h] += r%d;\n", q, v); break;
     case CODA_REDUCE_ROWMAX: coda_sb_printf(b, "          if (ok && r%d > ra%d[h]) ra%d[h] = r%d;\n", v, q, q, v); break;
-    case CODA_REDUCE_ROWLSE: coda_sb_printf(b, "          if (ok) coda_epi::lse_add(ra%d[h], rs%d[h], r%d);\n", q, q, v); break;
+    case CODA_REDUCE_ROWLSE:
+      coda_sb_printf(b, "          lv%d[jj][h][e] = ok ? r%d : -CODA_INF;\n", q, v);
+      if (pair) coda_sb_printf(b, "          lv%d[jj][h][1] = -CODA_INF;\n", q);
+      break;
     case CODA_REDUCE_COLSUM: coda_sb_printf(b, "          if (ok) cs%d[e] += r%d;\n", q, v); break;
     case CODA_REDUCE_SEGSUM:
       if (is_row_fold(r)) coda_sb_printf(b, "          if (ok) ra%d[h] += r%d;\n", q, v);
@@ -1073,6 +1109,10 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
     }
   }
   coda_sb_printf(b, "    }\n"); /* jj */
+  for (int q = 0; q < p->nreduces; q++)
+    if (p->reduces[q].kind == CODA_REDUCE_ROWLSE)
+      coda_sb_printf(b, "#pragma unroll\n    for (int h = 0; h < 2; ++h) coda_epi::lse_chunk<%d>(ra%d[h], rs%d[h], lv%d, h);\n",
+                     EPI_JC, q, q, q);
   if (staged) {
     /* the chunk's staged inputs are read and its outputs written */
     /* staged outputs: the generic-proxy writes are made visible to the
@@ -1257,11 +1297,28 @@ coda_status coda_epi_build(coda_context ctx, coda_program p, coda_epi_config *cf
    * (llama_swiglu_bwd: 2.3x faster cooperative); $CODA_EPI_SCHEDULE =
    * "pingpong" or "cooperative" forces one (bench/results/epilogue-notes.md) */
   const char *force = getenv("CODA_EPI_SCHEDULE");
-  if (force && *force) cfg->ping = !strcmp(force, "pingpong");
+  if (cfg->sched != CODA_SCHED_AUTO) cfg->ping = cfg->sched == CODA_SCHED_PINGPONG;
+  else if (force && *force) cfg->ping = !strcmp(force, "pingpong");
   else cfg->ping = all_staged(p);
   coda_status s = build_one(ctx, p, cfg, no_cache, out);
-  if (s != CODA_OK || !cfg->ping || out->spill == 0) return s;
-  /* the pingpong kernel spills (or its statistics are unknown): cooperative */
+  /* The rule's pingpong choice also gives way when the kernel is large:
+   * with the two consumer warpgroups in different code at once (one in its
+   * MMAs, one in its epilogue), a big epilogue thrashes the instruction
+   * cache (the likely cause; not measured directly). What was measured on
+   * one H200 (bench/results/gpu-2026-11-30g.md, GPT-2 d768/d1600 block
+   * steps): the three staged programs with pingpong cubins of 161-211 KiB
+   * (gpt2_residual_ln, gpt2_ln_linear_gelu, gpt2_gelu_bwd) ran 13-60 %
+   * faster cooperative, while the staged ones of 63-140 KiB (llama_swiglu,
+   * llama_residual_norm, llama_qkv_rope, llama_lm_head, gpt2_ln_linear, ...)
+   * ran pingpong faster or within 3 % (one exception: llama_residual at
+   * the 8B-like shape, 7 % faster cooperative). Where it matters per shape,
+   * coda_plan_tune_fusion times both. A forced schedule (cfg->sched) is
+   * kept. */
+  const int too_big = cfg->sched == CODA_SCHED_AUTO && !(force && *force) &&
+                      out->size > CODA_EPI_PINGPONG_MAX_CUBIN;
+  if (s != CODA_OK || !cfg->ping || (out->spill == 0 && !too_big)) return s;
+  /* the pingpong kernel spills (or its statistics are unknown), or is too
+   * large for the rule: cooperative */
   coda_epi_binary coop;
   coda_epi_config c2 = *cfg;
   c2.ping = 0;

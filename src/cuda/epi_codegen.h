@@ -33,6 +33,7 @@ typedef struct coda_epi_config {
   int trans_a; /* 1: A stored K x M */
   int trans_b; /* 1: B stored N x K */
   int f16;     /* 1: fp16 operands, 0: bf16 */
+  int sched;   /* CODA_SCHED_*: AUTO = the rule in coda_epi_build, else forced */
 } coda_epi_config;
 
 coda_epi_config coda_epi_default_config(void);

@@ -247,7 +247,8 @@ coda_status coda_cuda_gemm_epilogue(coda_context ctx, coda_program program, coda
                                     const coda_tensor *A, coda_transpose trans_b,
                                     const coda_tensor *B, const coda_tensor *const *inputs,
                                     const coda_tensor *const *outputs,
-                                    const coda_tensor *const *partials, coda_tiling tiling) {
+                                    const coda_tensor *const *partials, coda_tiling tiling,
+                                    int schedule) {
   const struct coda_program_s *p = program;
   coda_status st = coda_epi_supported(ctx, program);
   if (st != CODA_OK) return st;
@@ -288,6 +289,7 @@ coda_status coda_cuda_gemm_epilogue(coda_context ctx, coda_program program, coda
   cfg.trans_a = trans_a == CODA_T;
   cfg.trans_b = trans_b == CODA_T;
   cfg.f16 = A->dtype == CODA_F16;
+  cfg.sched = schedule;
   epi_kernel *k;
   if ((st = get_kernel(ctx, s, program, &cfg, &k))) return st;
 

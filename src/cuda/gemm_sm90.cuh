@@ -126,6 +126,16 @@ __device__ __forceinline__ uint32_t pack2(int out_type, float a, float b) {
   __half2 h = __floats2half2_rn(a, b);
   return *(uint32_t *)&h;
 }
+/* Four 8x8 16-bit matrices to shared memory, one warp: register k of lane l
+ * holds row l/4, columns 2*(l%4)..+1 of matrix k (the wgmma accumulator
+ * layout of an 8x8 block); lane 8k+j gives the 16-byte aligned address of
+ * row j of matrix k. */
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2,
+                                            uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
+               "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
 
 /* Output element types of the plain epilogue. */
 enum OutType { kOutBF16 = 0, kOutF16 = 1, kOutF32 = 2 };
@@ -171,7 +181,9 @@ struct StoreEpilogue {
    * written into a 64-row x 128-byte box in shared memory, 128B-swizzled
    * (16-byte unit u of row r sits at u ^ (r % 8): conflict-free), then one
    * thread stores the box with TMA; two boxes alternate so the store of one
-   * overlaps the filling of the next.
+   * overlaps the filling of the next. 16-bit D is written into the box
+   * with stmatrix (8x8 blocks of the fragment, one 16-byte unit per row),
+   * fp32 D with 64-bit stores.
    * Accumulating into fp32 D, the box holds alpha * acc in fp32 and the
    * thread issues a TMA reduce-add instead: D = D + alpha * acc, one fp32
    * addition rounded to nearest even, as the register path computes it, and
@@ -220,13 +232,19 @@ struct StoreEpilogue {
           if (t == 0) bulk_wait_read<1>();
           wg_sync(sc.bar);
         }
+        /* One stmatrix.x4 per 16 rows x 16 columns of the warp: matrices
+         * (rows +0..7 | +8..15) x (columns 8jj.. | 8jj+8..), i.e. fragment
+         * pairs i, i+2, i+4, i+6. Lane 8k+j addresses row j of matrix k:
+         * a whole 16-byte swizzle unit, (jj + k/2) ^ j. */
+        const uint32_t sbox = smem_addr(box) + (warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * 128;
 #pragma unroll
-        for (int jj = 0; jj < 8; ++jj) {
+        for (int jj = 0; jj < 8; jj += 2) {
           const int i = (ch * 8 + jj) * 4;
-          const int off = ((jj ^ r8) << 4) | (lc * 2);
-          *(uint32_t *)(box + lr * 128 + off) = pack2(out_type, alpha * f.v[i], alpha * f.v[i + 1]);
-          *(uint32_t *)(box + (lr + 8) * 128 + off) =
-              pack2(out_type, alpha * f.v[i + 2], alpha * f.v[i + 3]);
+          stmatrix_x4(sbox + (((jj + (lane >> 4)) ^ (lane & 7)) << 4),
+                      pack2(out_type, alpha * f.v[i], alpha * f.v[i + 1]),
+                      pack2(out_type, alpha * f.v[i + 2], alpha * f.v[i + 3]),
+                      pack2(out_type, alpha * f.v[i + 4], alpha * f.v[i + 5]),
+                      pack2(out_type, alpha * f.v[i + 6], alpha * f.v[i + 7]));
         }
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         wg_sync(sc.bar);

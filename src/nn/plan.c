@@ -9,6 +9,7 @@
 #include "cuda/gplan.h"       /* device copy / zero for the host ops */
 #endif
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -668,7 +669,10 @@ coda_status coda_plan_set_fused(coda_plan p, int fused) {
   if (!p) return CODA_ERR_INVALID_ARGUMENT;
   if (p->status != CODA_OK) return p->status;
   for (int i = 0; i < p->nstep; i++)
-    if (p->steps[i].kind == PLAN_GEMM) p->steps[i].unfused = !fused;
+    if (p->steps[i].kind == PLAN_GEMM) {
+      p->steps[i].unfused = !fused;
+      p->steps[i].sched = CODA_SCHED_AUTO;
+    }
   return CODA_OK;
 }
 
@@ -718,7 +722,7 @@ static coda_status run_step(coda_context ctx, coda_plan p, const plan_step *s, c
   case PLAN_GEMM: {
     if (s->unfused) return run_unfused(ctx, p, s, args);
     coda_tensor A = view_of(&p->bufs[s->a]), B = view_of(&p->bufs[s->b]);
-    return coda_gemm_epilogue(ctx, prog, s->ta, &A, s->tb, &B, args, s->tiling);
+    return coda_gemm_epilogue_sched(ctx, prog, s->ta, &A, s->tb, &B, args, s->tiling, s->sched);
   }
   case PLAN_MAP: return coda_map(ctx, prog, s->M, s->N, args, s->tiling);
   case PLAN_FINISH: return coda_finish(ctx, prog, s->finish, args, s->M, s->N, s->tiling);
@@ -834,11 +838,18 @@ static coda_status time_step(coda_context ctx, coda_plan p, const plan_step *s, 
   return CODA_OK;
 }
 
-/* One GEMM step: both variants warmed up (kernels loaded or compiled),
- * then timed in alternation; the buffers it must not disturb are saved
- * first and restored after. Leaves s->unfused at the faster variant. */
+/* One GEMM step: every variant (fused and unfused; on CUDA the fused one
+ * under both schedules) warmed up (kernels loaded or compiled; a variant
+ * that cannot be built is left out), then timed in two rounds, the second
+ * in reverse order; the buffers it must not disturb are saved first and
+ * restored after. Leaves the step at the fastest variant. */
 static coda_status tune_step(coda_context ctx, coda_plan p, plan_step *s, coda_args args,
                              int iters) {
+  typedef struct { int unfused, sched; } variant;
+  const int gpu = coda_context_backend(ctx) == CODA_BACKEND_CUDA;
+  const variant vs[3] = {{0, gpu ? CODA_SCHED_PINGPONG : CODA_SCHED_AUTO},
+                         {0, CODA_SCHED_COOPERATIVE},
+                         {1, CODA_SCHED_AUTO}};
   int bufs[PLAN_MAX_BINDS];
   void *snap[PLAN_MAX_BINDS] = {0};
   const int nb = state_bufs(p, s, bufs);
@@ -848,25 +859,40 @@ static coda_status tune_step(coda_context ctx, coda_plan p, plan_step *s, coda_a
     st = coda_malloc(p->ctx, (size_t)(b->rows * b->cols) * coda_dtype_size(b->dtype), &snap[i]);
     if (st == CODA_OK) st = snap_copy(p, b, snap[i], 0);
   }
-  double t[2][2] = {{0, 0}, {0, 0}};
-  for (int v = 0; v < 2 && st == CODA_OK; v++) { /* warm-up */
-    s->unfused = v;
-    st = run_step(ctx, p, s, args);
+  double t[3] = {INFINITY, INFINITY, INFINITY};
+  int ok[3] = {0, 0, 0};
+  for (int v = 0; v < 3 && st == CODA_OK; v++) { /* warm-up */
+    if (v == 1 && !gpu) continue;
+    s->unfused = vs[v].unfused;
+    s->sched = vs[v].sched;
+    const coda_status r = run_step(ctx, p, s, args);
+    if (r == CODA_OK) ok[v] = 1;
+    else if (v == 2) st = r; /* plain GEMM + map must work */
   }
+  if (st == CODA_OK && !ok[0] && !ok[1])
+    st = coda_fail(ctx, CODA_ERR_BACKEND, "no fused variant of the step could run");
   for (int rep = 0; rep < 2 && st == CODA_OK; rep++)
-    for (int v = 0; v < 2 && st == CODA_OK; v++) {
-      s->unfused = rep ? 1 - v : v; /* fused first, then unfused first */
-      st = time_step(ctx, p, s, args, iters, &t[rep][s->unfused]);
+    for (int i = 0; i < 3 && st == CODA_OK; i++) {
+      const int v = rep ? 2 - i : i;
+      if (!ok[v]) continue;
+      s->unfused = vs[v].unfused;
+      s->sched = vs[v].sched;
+      double us;
+      st = time_step(ctx, p, s, args, iters, &us);
+      if (st == CODA_OK && us < t[v]) t[v] = us;
     }
   if (st == CODA_OK) st = coda_synchronize(ctx);
   for (int i = 0; i < nb; i++) {
     if (snap[i] && st == CODA_OK) st = snap_copy(p, &p->bufs[bufs[i]], snap[i], 1);
     coda_free(p->ctx, snap[i]);
   }
-  for (int v = 0; v < 2; v++) s->tuned_us[v] = t[0][v] < t[1][v] ? t[0][v] : t[1][v];
-  /* fusion also saves memory (no M x N temporary): the unfused pair must
-   * win by 2 % */
-  s->unfused = st == CODA_OK && s->tuned_us[1] < 0.98 * s->tuned_us[0];
+  for (int v = 0; v < 3; v++) s->tuned_us[v] = ok[v] && isfinite(t[v]) ? t[v] : 0;
+  /* the faster fused schedule; the unfused pair must win by 2 %, since
+   * fusion also saves memory (no M x N temporary) */
+  const int fv = t[1] < t[0] ? 1 : 0;
+  s->sched = vs[fv].sched;
+  s->unfused = st == CODA_OK && t[2] < 0.98 * t[fv];
+  if (s->unfused) s->sched = CODA_SCHED_AUTO;
   return st;
 }
 
@@ -967,8 +993,13 @@ static void print_step(coda_plan p, coda_strbuf *b, int i, const plan_step *s) {
               s->tiling.tile_m, s->tiling.tile_n, p->progs[s->prog].name);
     print_binds(p, b, s);
     if (s->unfused) coda_sb_printf(b, "  [unfused]");
-    if (s->tuned_us[0] > 0)
-      coda_sb_printf(b, "  (timed: fused %.1f us, unfused %.1f us)", s->tuned_us[0], s->tuned_us[1]);
+    else if (s->sched != CODA_SCHED_AUTO)
+      coda_sb_printf(b, "  [%s]", s->sched == CODA_SCHED_PINGPONG ? "pingpong" : "cooperative");
+    if (s->tuned_us[1] > 0)
+      coda_sb_printf(b, "  (timed: fused pingpong %.1f us, fused cooperative %.1f us, unfused %.1f us)",
+                     s->tuned_us[0], s->tuned_us[1], s->tuned_us[2]);
+    else if (s->tuned_us[0] > 0)
+      coda_sb_printf(b, "  (timed: fused %.1f us, unfused %.1f us)", s->tuned_us[0], s->tuned_us[2]);
     break;
   case PLAN_MAP:
     coda_sb_printf(b, "map    [%lld x %lld, tile %dx%d]  %s: ", (long long)s->M, (long long)s->N,
@@ -1043,14 +1074,21 @@ coda_status plan_precompile_step(coda_plan p, int k, int unfused, int *cached, i
   const plan_step *st = &p->steps[k];
   coda_program prog = st->prog >= 0 ? p->progs[st->prog].prog : NULL;
   if (st->kind == PLAN_GEMM && !unfused) {
-    coda_epi_config cfg = coda_epi_default_config();
-    cfg.trans_a = st->ta == CODA_T;
-    cfg.trans_b = st->tb == CODA_T;
-    cfg.f16 = p->bufs[st->a].dtype == CODA_F16;
-    coda_epi_binary bin;
-    coda_status s = coda_epi_build(p->ctx, prog, &cfg, 0, &bin);
-    *cached = bin.from_cache;
-    coda_epi_binary_free(&bin);
+    /* both schedules, for coda_plan_tune_fusion (the rule's choice is one
+     * of them: the disk cache is keyed by the generated source) */
+    coda_status s = CODA_OK;
+    *cached = 1;
+    for (int sched = CODA_SCHED_PINGPONG; sched <= CODA_SCHED_COOPERATIVE && s == CODA_OK; sched++) {
+      coda_epi_config cfg = coda_epi_default_config();
+      cfg.trans_a = st->ta == CODA_T;
+      cfg.trans_b = st->tb == CODA_T;
+      cfg.f16 = p->bufs[st->a].dtype == CODA_F16;
+      cfg.sched = sched;
+      coda_epi_binary bin;
+      s = coda_epi_build(p->ctx, prog, &cfg, 0, &bin);
+      *cached &= bin.from_cache;
+      coda_epi_binary_free(&bin);
+    }
     return s;
   }
   if (st->kind == PLAN_GEMM) {

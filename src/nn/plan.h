@@ -129,8 +129,10 @@ typedef struct plan_step {
   plan_attention attn;   /* ATTN_FWD, ATTN_BWD */
   int unfused;           /* GEMM: runs as a plain GEMM + map pass (coda_plan_set_fused,
                           * coda_plan_tune_fusion) */
-  double tuned_us[2];    /* GEMM: [fused, unfused] microseconds per run measured by
-                          * coda_plan_tune_fusion; 0 = not measured */
+  int sched;             /* GEMM, fused: CODA_SCHED_* (coda_plan_tune_fusion on CUDA) */
+  double tuned_us[3];    /* GEMM: microseconds per run measured by coda_plan_tune_fusion,
+                          * [fused (pingpong on CUDA), fused cooperative (CUDA only),
+                          * unfused]; 0 = not measured */
 } plan_step;
 
 typedef struct plan_program {

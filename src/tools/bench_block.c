@@ -556,9 +556,13 @@ static void print_choices(const bench_cfg *c, coda_plan p) {
   for (int k = 0; k < p->nstep; k++) {
     const plan_step *st = &p->steps[k];
     if (st->kind != PLAN_GEMM) continue;
-    fprintf(stderr, "%s: tuned %-26s %-22s fused %8.1f us  unfused %8.1f us  -> %s\n", c->name,
-            st->label, p->progs[st->prog].name, st->tuned_us[0], st->tuned_us[1],
-            st->unfused ? "unfused" : "fused");
+    fprintf(stderr,
+            "%s: tuned %-26s %-22s pingpong %8.1f us  cooperative %8.1f us  unfused %8.1f us"
+            "  -> %s\n",
+            c->name, st->label, p->progs[st->prog].name, st->tuned_us[0], st->tuned_us[1],
+            st->tuned_us[2],
+            st->unfused ? "unfused"
+                        : st->sched == CODA_SCHED_COOPERATIVE ? "cooperative" : "pingpong");
   }
 }
 
