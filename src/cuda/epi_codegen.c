@@ -50,7 +50,7 @@ size_t coda_epi_smem_bytes(const coda_epi_config *cfg);
 #define CODA_EPI_PINGPONG_MAX_CUBIN (150 * 1024)
 
 coda_epi_config coda_epi_default_config(void) {
-  coda_epi_config c = {CODA_EPI_BN, CODA_EPI_STAGES, 0, 0, 1, 0, CODA_SCHED_AUTO};
+  coda_epi_config c = {CODA_EPI_BN, CODA_EPI_STAGES, 0, 0, 1, 0, CODA_SCHED_AUTO, 0};
   /* as many stages as fit in the 227 KiB of shared memory of a block */
   while (c.stages > 2 && coda_epi_smem_bytes(&c) > 232448) c.stages--;
   return c;
@@ -60,15 +60,16 @@ coda_epi_config coda_epi_default_config(void) {
  * header declares it (the generated source static_asserts that this host
  * computation matches the header's smem_bytes). */
 static long scratch_bytes(void) {
-  const char *k = strstr(coda_epi_hdr_gemm_sm90, "kEpiScratchBytes =");
-  long v = k ? strtol(k + strlen("kEpiScratchBytes ="), NULL, 10) : 0;
+  const char *k = strstr(coda_epi_hdr_gemm_sm90, "#define CODA_EPI_SCRATCH_BYTES ");
+  long v = k ? strtol(k + strlen("#define CODA_EPI_SCRATCH_BYTES "), NULL, 10) : 0;
   return v > 0 ? v : 64 * 40 * 4;
 }
 
 size_t coda_epi_smem_bytes(const coda_epi_config *cfg) {
   /* STAGES x (A + B) k-blocks + 2 epilogue scratches + 2 x STAGES mbarriers
    * + 1024 bytes of alignment slack. */
-  return (size_t)cfg->stages * (128 + cfg->bn) * 64 * 2 + 2 * (size_t)scratch_bytes() +
+  const size_t scratch = cfg->scratch > 0 ? (size_t)cfg->scratch : (size_t)scratch_bytes();
+  return (size_t)cfg->stages * (128 + cfg->bn) * 64 * 2 + 2 * scratch +
          2 * (size_t)cfg->stages * 8 + 1024;
 }
 
@@ -676,11 +677,12 @@ static int chunk_row_bytes(coda_dtype t, coda_width w) {
   return rb >= 32 && rb <= 128 ? rb : 0;
 }
 
-static void plan_staging(const struct coda_program_s *p, const int *used, int ncol, stage_plan *sp) {
+static void plan_staging(const struct coda_program_s *p, const int *used, int ncol, long scratch,
+                         stage_plan *sp) {
   memset(sp, 0, sizeof *sp);
   for (int k = 0; k < CODA_MAX_INPUTS; k++) sp->in_off[k] = -1;
   for (int o = 0; o < CODA_MAX_OUTPUTS; o++) sp->out_off[o] = -1;
-  const long budget = scratch_bytes() - (long)ncol * 4 * 4 * CODA_EPI_BN; /* after the colsum slots */
+  const long budget = scratch - (long)ncol * 4 * 4 * CODA_EPI_BN; /* after the colsum slots */
   long in_bytes = 0, out_bytes = 0;
   for (int k = 0; k < p->ninputs; k++)
     if (used[k] && p->inputs[k].kind == CODA_ARG_TILE)
@@ -697,7 +699,7 @@ static void plan_staging(const struct coda_program_s *p, const int *used, int nc
     const ir_input *in = &p->inputs[k];
     const int rb = chunk_row_bytes(in->dtype, in->width);
     if (!used[k] || in->kind != CODA_ARG_TILE || !rb || (p->pair_mode && in->width == CODA_WIDTH_X2) ||
-        off + nbuf * 64L * rb > scratch_bytes())
+        off + nbuf * 64L * rb > scratch)
       continue;
     sp->in_off[k] = (int)off;
     sp->in_rb[k] = rb;
@@ -720,7 +722,7 @@ static void plan_staging(const struct coda_program_s *p, const int *used, int nc
       const int shape_ok = p->pair_mode ? op->width != CODA_WIDTH_X2 : op->width != CODA_WIDTH_HALF;
       sp->out_off[o] = -1;
       if (!out_stageable(op) || !rb || !shape_ok) continue;
-      if (off + (1 + sp->out_dbl) * 64L * rb > scratch_bytes()) {
+      if (off + (1 + sp->out_dbl) * 64L * rb > scratch) {
         dropped = 1;
         continue;
       }
@@ -781,7 +783,8 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   }
 
   stage_plan sp;
-  plan_staging(p, used, ncol, &sp);
+  const long scratch = coda_epi_scratch_bytes(pg);
+  plan_staging(p, used, ncol, scratch, &sp);
   const int staged = sp.nin + sp.nout > 0;
 
   coda_sb_printf(b, "/* program (%s mode): %d instructions, %d inputs, %d outputs, %d reductions */\n",
@@ -819,6 +822,7 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   coda_sb_printf(b, "  template <int BN>\n  __device__ __forceinline__ void operator()("
                "const coda_sm90::AccFragment<BN> &f, const coda_sm90::EpiScratch &sc) const {\n");
   coda_sb_printf(b, "    static_assert(BN == %d, \"partials are generated for tile_n = %d\");\n", CODA_EPI_BN, CODA_EPI_BN);
+  coda_sb_printf(b, "    static_assert(coda_sm90::kEpiScratchBytes == %ld, \"the staging plan's scratch\");\n", scratch);
   if (ncol)
     coda_sb_printf(b, "    static_assert(%d * 4 * BN * 4 <= coda_sm90::kEpiScratchBytes, \"colsum scratch\");\n", ncol);
   coda_sb_printf(b, "    const int M = p.M, N = p.N;\n");
@@ -1224,6 +1228,8 @@ char *coda_epi_full_source(coda_context ctx, coda_program p, const coda_epi_conf
   if (!fn) return NULL;
   coda_strbuf sb = {0};
   coda_sb_printf(&sb, "%s", kPrelude);
+  /* the program's scratch (the functor's staging plan assumes it) */
+  coda_sb_printf(&sb, "#define CODA_EPI_SCRATCH_BYTES %ld\n", coda_epi_scratch_bytes(p));
   append_header(&sb, coda_epi_hdr_wgmma, 0);
   append_header(&sb, coda_epi_hdr_gemm_sm90, 1);
   coda_sb_printf(&sb, "%s", kHelpers);
@@ -1249,6 +1255,43 @@ char *coda_epi_full_source(coda_context ctx, coda_program p, const coda_epi_conf
   return src;
 }
 
+/* 1 if the plan stages every tile input the program reads with prefetch
+ * and every output. */
+static int plan_all_staged(const struct coda_program_s *p, const int *used, const stage_plan *sp) {
+  for (int k = 0; k < p->ninputs; k++)
+    if (used[k] && p->inputs[k].kind == CODA_ARG_TILE && (sp->in_off[k] < 0 || !sp->dbl)) return 0;
+  for (int o = 0; o < p->noutputs; o++)
+    if (sp->out_off[o] < 0) return 0;
+  return 1;
+}
+
+/* Staged tile accesses of a plan (prefetched inputs count twice). */
+static int plan_staged_count(const stage_plan *sp) {
+  return sp->nin * (sp->dbl ? 2 : 1) + sp->nout * (sp->out_dbl ? 2 : 1);
+}
+
+long coda_epi_scratch_bytes(coda_program pg) {
+  const struct coda_program_s *p = pg;
+  const long base = scratch_bytes();
+  if (!p) return base;
+  int used[CODA_MAX_INPUTS] = {0};
+  for (int i = 0; i < p->ninstrs; i++)
+    if (p->instrs[i].code == IR_READ) used[p->instrs[i].input] = 1;
+  int ncol = 0;
+  for (int q = 0; q < p->nreduces; q++) ncol += p->reduces[q].kind == CODA_REDUCE_COLSUM;
+  stage_plan a, b;
+  plan_staging(p, used, ncol, base, &a);
+  if (plan_all_staged(p, used, &a)) return base;
+  plan_staging(p, used, ncol, 2 * base, &b);
+  return plan_staged_count(&b) > plan_staged_count(&a) ? 2 * base : base;
+}
+
+void coda_epi_config_for(coda_program p, coda_epi_config *cfg) {
+  cfg->scratch = (int)coda_epi_scratch_bytes(p);
+  cfg->stages = CODA_EPI_STAGES;
+  while (cfg->stages > 2 && coda_epi_smem_bytes(cfg) > 232448) cfg->stages--;
+}
+
 /* 1 if every tile input the program reads is staged with prefetch and
  * every output is staged (no direct tile access; f32 accumulating outputs
  * are staged, 16-bit ones are not). */
@@ -1260,12 +1303,8 @@ static int all_staged(coda_program pg) {
   int ncol = 0;
   for (int q = 0; q < p->nreduces; q++) ncol += p->reduces[q].kind == CODA_REDUCE_COLSUM;
   stage_plan sp;
-  plan_staging(p, used, ncol, &sp);
-  for (int k = 0; k < p->ninputs; k++)
-    if (used[k] && p->inputs[k].kind == CODA_ARG_TILE && (sp.in_off[k] < 0 || !sp.dbl)) return 0;
-  for (int o = 0; o < p->noutputs; o++)
-    if (sp.out_off[o] < 0) return 0;
-  return 1;
+  plan_staging(p, used, ncol, coda_epi_scratch_bytes(pg), &sp);
+  return plan_all_staged(p, used, &sp);
 }
 
 static coda_status build_one(coda_context ctx, coda_program p, const coda_epi_config *cfg,
@@ -1296,6 +1335,7 @@ coda_status coda_epi_build(coda_context ctx, coda_program p, coda_epi_config *cf
    * input or output is accessed directly, e.g. a 16-bit accumulated output
    * (llama_swiglu_bwd: 2.3x faster cooperative); $CODA_EPI_SCHEDULE =
    * "pingpong" or "cooperative" forces one (bench/results/epilogue-notes.md) */
+  coda_epi_config_for(p, cfg);
   const char *force = getenv("CODA_EPI_SCHEDULE");
   if (cfg->sched != CODA_SCHED_AUTO) cfg->ping = cfg->sched == CODA_SCHED_PINGPONG;
   else if (force && *force) cfg->ping = !strcmp(force, "pingpong");

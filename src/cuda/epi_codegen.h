@@ -34,7 +34,17 @@ typedef struct coda_epi_config {
   int trans_b; /* 1: B stored N x K */
   int f16;     /* 1: fp16 operands, 0: bf16 */
   int sched;   /* CODA_SCHED_*: AUTO = the rule in coda_epi_build, else forced */
+  int scratch; /* epilogue scratch bytes per consumer warpgroup (0 = the
+                * header's default); coda_epi_config_for sets it */
 } coda_epi_config;
+
+/* The configuration a program's kernels run with: its scratch
+ * (coda_epi_scratch_bytes) and as many stages as then fit. */
+void coda_epi_config_for(coda_program p, coda_epi_config *cfg);
+/* Epilogue scratch a program is given: the header's 16 KB, or 32 KB when
+ * that stages tile accesses the 16 KB left direct (the mainloop then runs
+ * one stage fewer). */
+long coda_epi_scratch_bytes(coda_program p);
 
 coda_epi_config coda_epi_default_config(void);
 

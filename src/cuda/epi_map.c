@@ -63,6 +63,7 @@ static int map_key(coda_context ctx, coda_program p, uint64_t *key) {
 static coda_status map_binary(coda_context ctx, coda_program p, coda_epi_binary *out) {
   memset(out, 0, sizeof *out);
   coda_epi_config cfg = coda_epi_default_config();
+  coda_epi_config_for(p, &cfg);
   char *src = coda_epi_full_source(ctx, p, &cfg, NULL);
   if (!src) return CODA_ERR_NOT_SUPPORTED;
   size_t n = strlen(src);

@@ -78,7 +78,10 @@ __device__ __forceinline__ uint32_t smem_addr(const void *p) {
 /* Shared-memory scratch lent to the epilogue of one consumer warpgroup:
  * kEpiScratchBytes (1024-byte aligned), and a named barrier id for its 128
  * threads. The epilogue may use it freely; the mainloop never touches it. */
-constexpr int kEpiScratchBytes = 16384;
+#ifndef CODA_EPI_SCRATCH_BYTES /* a generated epilogue may ask for more */
+#define CODA_EPI_SCRATCH_BYTES 16384
+#endif
+constexpr int kEpiScratchBytes = CODA_EPI_SCRATCH_BYTES;
 constexpr int kEpiRows = 64, kEpiCols = 32, kEpiPitch = 40; /* fp32 staging: conflict-free float2/float4 */
 constexpr int kEpiBoxBytes = 8192; /* one TMA-store box: 64 rows x 128 bytes, 128B-swizzled */
 struct EpiScratch {
