@@ -758,6 +758,20 @@ coda_status plan_run_step(coda_context ctx, coda_plan p, int k) {
   return st;
 }
 
+/* The checks every entry that runs steps makes, then the buffers
+ * allocated: both arguments, a plan that built, the context's backend. */
+static coda_status plan_enter(coda_context ctx, coda_plan p, const char *what) {
+  if (!ctx || !p) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s: null argument", what);
+  if (p->status != CODA_OK)
+    return coda_fail(ctx, p->status, "plan '%s' was not built successfully", p->name);
+  if (coda_context_backend(ctx) != coda_context_backend(p->ctx))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "plan '%s' was built for another backend",
+                     p->name);
+  coda_status st = plan_alloc(p);
+  if (st != CODA_OK && ctx != p->ctx) coda_fail(ctx, st, "%s", coda_last_error(p->ctx));
+  return st;
+}
+
 /* ------------------------------------------ choosing fusion per GEMM step */
 
 static double now_us(void) {
@@ -898,18 +912,10 @@ static coda_status tune_step(coda_context ctx, coda_plan p, plan_step *s, coda_a
 
 coda_status coda_plan_tune_fusion(coda_context ctx, coda_plan p, int iters, int *n_unfused) {
   if (n_unfused) *n_unfused = 0;
-  if (!ctx || !p) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_plan_tune_fusion: null argument");
-  if (p->status != CODA_OK)
-    return coda_fail(ctx, p->status, "plan '%s' was not built successfully", p->name);
-  if (iters < 1 || iters > 100000)
+  if (ctx && p && (iters < 1 || iters > 100000))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_plan_tune_fusion: iters %d not in 1..100000", iters);
-  if (coda_context_backend(ctx) != coda_context_backend(p->ctx))
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "plan '%s' was built for another backend", p->name);
-  coda_status st = plan_alloc(p);
-  if (st != CODA_OK) {
-    if (ctx != p->ctx) coda_fail(ctx, st, "%s", coda_last_error(p->ctx));
-    return st;
-  }
+  coda_status st = plan_enter(ctx, p, "coda_plan_tune_fusion");
+  if (st != CODA_OK) return st;
   coda_args args = NULL;
   st = coda_args_create(ctx, &args);
   for (int i = 0; i < p->nstep && st == CODA_OK; i++) {
@@ -933,19 +939,10 @@ coda_status coda_plan_tune_fusion(coda_context ctx, coda_plan p, int iters, int 
 }
 
 coda_status coda_plan_run(coda_context ctx, coda_plan p, coda_phase phase) {
-  if (!ctx || !p) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_plan_run: null argument");
-  if (p->status != CODA_OK)
-    return coda_fail(ctx, p->status, "plan '%s' was not built successfully", p->name);
-  if (phase != CODA_PHASE_FORWARD && phase != CODA_PHASE_BACKWARD)
+  if (ctx && p && phase != CODA_PHASE_FORWARD && phase != CODA_PHASE_BACKWARD)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_plan_run: bad phase %d", (int)phase);
-  if (coda_context_backend(ctx) != coda_context_backend(p->ctx))
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                     "plan '%s' was built for another backend", p->name);
-  coda_status st = plan_alloc(p);
-  if (st != CODA_OK) {
-    if (ctx != p->ctx) coda_fail(ctx, st, "%s", coda_last_error(p->ctx));
-    return st;
-  }
+  coda_status st = plan_enter(ctx, p, "coda_plan_run");
+  if (st != CODA_OK) return st;
   coda_args args = NULL;
   st = coda_args_create(ctx, &args);
   if (st != CODA_OK) return st;
