@@ -49,10 +49,16 @@ size_t coda_epi_smem_bytes(const coda_epi_config *cfg);
 
 #define CODA_EPI_PINGPONG_MAX_CUBIN (150 * 1024)
 
+/* As many mainloop stages as fit, with the configuration's scratch, in the
+ * 227 KiB of shared memory of a block. */
+static void fit_stages(coda_epi_config *cfg) {
+  cfg->stages = CODA_EPI_STAGES;
+  while (cfg->stages > 2 && coda_epi_smem_bytes(cfg) > 232448) cfg->stages--;
+}
+
 coda_epi_config coda_epi_default_config(void) {
   coda_epi_config c = {CODA_EPI_BN, CODA_EPI_STAGES, 0, 0, 1, 0, CODA_SCHED_AUTO, 0};
-  /* as many stages as fit in the 227 KiB of shared memory of a block */
-  while (c.stages > 2 && coda_epi_smem_bytes(&c) > 232448) c.stages--;
+  fit_stages(&c);
   return c;
 }
 
@@ -277,11 +283,6 @@ static const char kHelpers[] =
     "  y2 = x * sn + y * cs;\n"
     "}\n"
     "/* log-sum-exp state (m, s): running max, sum of exp(v - m). */\n"
-    "__device__ __forceinline__ void lse_add(float &m, float &s, float v) {\n"
-    "  if (!(v > -CODA_INF)) return;\n"
-    "  if (v > m) { s = (m == -CODA_INF ? 0.0f : s * expf(m - v)) + 1.0f; m = v; }\n"
-    "  else if (m != CODA_INF) s += expf(v - m);\n"
-    "}\n"
     "__device__ __forceinline__ void lse_merge(float &m, float &s, float m2, float s2) {\n"
     "  if (m2 == -CODA_INF) return;\n"
     "  if (m == -CODA_INF) { m = m2; s = s2; return; }\n"
@@ -293,7 +294,7 @@ static const char kHelpers[] =
     " * (ex2.approx of (v - max) * log2(e): relative error ~2^-22 per term,\n"
     " * against expf's dozen instructions and a branch per value), then one\n"
     " * merge. Values that are not > -inf (masked, NaN) add nothing, as in\n"
-    " * lse_add; a +inf value makes the result +inf. */\n"
+    " * the CPU's fold; a +inf value makes the result +inf. */\n"
     "template <int J> __device__ __forceinline__ void lse_chunk(float &m, float &s, const float (&v)[J][2][2], int h) {\n"
     "  float cm = -CODA_INF;\n"
     "#pragma unroll\n"
@@ -677,6 +678,17 @@ static int chunk_row_bytes(coda_dtype t, coda_width w) {
   return rb >= 32 && rb <= 128 ? rb : 0;
 }
 
+/* The inputs the program reads (used[k]; rowpick indices are read
+ * separately) and its number of colsum reductions. */
+static int program_reads(const struct coda_program_s *p, int used[CODA_MAX_INPUTS]) {
+  memset(used, 0, CODA_MAX_INPUTS * sizeof *used);
+  for (int i = 0; i < p->ninstrs; i++)
+    if (p->instrs[i].code == IR_READ) used[p->instrs[i].input] = 1;
+  int ncol = 0;
+  for (int q = 0; q < p->nreduces; q++) ncol += p->reduces[q].kind == CODA_REDUCE_COLSUM;
+  return ncol;
+}
+
 static void plan_staging(const struct coda_program_s *p, const int *used, int ncol, long scratch,
                          stage_plan *sp) {
   memset(sp, 0, sizeof *sp);
@@ -772,15 +784,10 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   gen g = {p, b, p->pair_mode, p->ninputs, p->ninputs + p->noutputs};
   const int pair = p->pair_mode;
 
-  /* Which inputs are read (rowpick indices are read separately). */
-  int used[CODA_MAX_INPUTS] = {0};
-  for (int i = 0; i < p->ninstrs; i++)
-    if (p->instrs[i].code == IR_READ) used[p->instrs[i].input] = 1;
-  int ncol = 0, has_rowpick = 0;
-  for (int q = 0; q < p->nreduces; q++) {
-    ncol += p->reduces[q].kind == CODA_REDUCE_COLSUM;
-    has_rowpick |= p->reduces[q].kind == CODA_REDUCE_ROWPICK;
-  }
+  int used[CODA_MAX_INPUTS];
+  const int ncol = program_reads(p, used);
+  int has_rowpick = 0;
+  for (int q = 0; q < p->nreduces; q++) has_rowpick |= p->reduces[q].kind == CODA_REDUCE_ROWPICK;
 
   stage_plan sp;
   const long scratch = coda_epi_scratch_bytes(pg);
@@ -1274,11 +1281,8 @@ long coda_epi_scratch_bytes(coda_program pg) {
   const struct coda_program_s *p = pg;
   const long base = scratch_bytes();
   if (!p) return base;
-  int used[CODA_MAX_INPUTS] = {0};
-  for (int i = 0; i < p->ninstrs; i++)
-    if (p->instrs[i].code == IR_READ) used[p->instrs[i].input] = 1;
-  int ncol = 0;
-  for (int q = 0; q < p->nreduces; q++) ncol += p->reduces[q].kind == CODA_REDUCE_COLSUM;
+  int used[CODA_MAX_INPUTS];
+  const int ncol = program_reads(p, used);
   stage_plan a, b;
   plan_staging(p, used, ncol, base, &a);
   if (plan_all_staged(p, used, &a)) return base;
@@ -1288,8 +1292,7 @@ long coda_epi_scratch_bytes(coda_program pg) {
 
 void coda_epi_config_for(coda_program p, coda_epi_config *cfg) {
   cfg->scratch = (int)coda_epi_scratch_bytes(p);
-  cfg->stages = CODA_EPI_STAGES;
-  while (cfg->stages > 2 && coda_epi_smem_bytes(cfg) > 232448) cfg->stages--;
+  fit_stages(cfg);
 }
 
 /* 1 if every tile input the program reads is staged with prefetch and
@@ -1297,11 +1300,8 @@ void coda_epi_config_for(coda_program p, coda_epi_config *cfg) {
  * are staged, 16-bit ones are not). */
 static int all_staged(coda_program pg) {
   const struct coda_program_s *p = pg;
-  int used[CODA_MAX_INPUTS] = {0};
-  for (int i = 0; i < p->ninstrs; i++)
-    if (p->instrs[i].code == IR_READ) used[p->instrs[i].input] = 1;
-  int ncol = 0;
-  for (int q = 0; q < p->nreduces; q++) ncol += p->reduces[q].kind == CODA_REDUCE_COLSUM;
+  int used[CODA_MAX_INPUTS];
+  const int ncol = program_reads(p, used);
   stage_plan sp;
   plan_staging(p, used, ncol, coda_epi_scratch_bytes(pg), &sp);
   return plan_all_staged(p, used, &sp);
@@ -1347,8 +1347,8 @@ coda_status coda_epi_build(coda_context ctx, coda_program p, coda_epi_config *cf
    * cache (the likely cause; not measured directly). What was measured on
    * one H200 (bench/results/gpu-2026-11-30g.md, GPT-2 d768/d1600 block
    * steps): the three staged programs with pingpong cubins of 161-211 KiB
-   * (gpt2_residual_ln, gpt2_ln_linear_gelu, gpt2_gelu_bwd) ran 13-60 %
-   * faster cooperative, while the staged ones of 63-140 KiB (llama_swiglu,
+   * (gpt2_residual_ln, gpt2_ln_linear_gelu, gpt2_gelu_bwd) took 4-84 %
+   * longer pingpong than cooperative, while the staged ones of 63-140 KiB (llama_swiglu,
    * llama_residual_norm, llama_qkv_rope, llama_lm_head, gpt2_ln_linear, ...)
    * ran pingpong faster or within 3 % (one exception: llama_residual at
    * the 8B-like shape, 7 % faster cooperative). Where it matters per shape,
