@@ -587,6 +587,8 @@ __global__ void __launch_bounds__(kThreads, 1)
    * nothing. */
   const int groups_m = (tiles_m + CM - 1) / CM;
   const int num_tiles = groups_m * tiles_n;
+  /* the rasterization group, counted in cluster row groups */
+  const int group_g = CM > 1 ? (group_m + 1) / CM : group_m;
   /* Work unit u = (tile group u % num_tiles, k-split u / num_tiles); every
    * unit runs kbs k-blocks (the last split's tail past K is zero-filled).
    * Both CTAs of a cluster walk the same units (cluster c: c, c + clusters,
@@ -623,7 +625,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       uint32_t phase = 0;
       for (int u = first_unit; u < num_units; u += unit_step) {
         int gm, tn;
-        tile_coords(u % num_tiles, groups_m, tiles_n, CM > 1 ? (group_m + 1) / CM : group_m, gm, tn);
+        tile_coords(u % num_tiles, groups_m, tiles_n, group_g, gm, tn);
         /* past M: the partner's A (in range, never stored) */
         const int tm = min(gm * CM + crank, tiles_m - 1);
         const int m0 = tm * kBM, n0 = tn * BN, kb0 = (u / num_tiles) * kbs;
@@ -703,7 +705,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int u = first_unit + j * unit_step;
       if (u >= num_units) break;
       int gm, tn;
-      tile_coords(u % num_tiles, groups_m, tiles_n, CM > 1 ? (group_m + 1) / CM : group_m, gm, tn);
+      tile_coords(u % num_tiles, groups_m, tiles_n, group_g, gm, tn);
       const int tm = gm * CM + crank;
       const bool store = CM == 1 || tm < tiles_m; /* uniform per CTA */
       /* Pingpong: start this tile's mainloop only after the other consumer
