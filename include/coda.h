@@ -127,14 +127,14 @@ coda_status coda_synchronize(coda_context ctx);
 
 /* Memory accounting, per context: bytes currently allocated through
  * coda_malloc (by the caller, by plans on a CUDA context, and a plan's
- * unfused accumulator on either backend) plus the workspaces the CUDA
+ * temporaries and unfused accumulator on either backend) plus the workspaces the CUDA
  * backend takes for itself while a call runs (GEMM split-K partials,
  * attention backward scratch, autotuner scratch), and the high-water mark of that sum since
  * the context was created or coda_memory_reset_peak. Stream-ordered
  * workspaces count from the allocation to the free as the host enqueues
  * them. Not counted: the CUDA runtime's own context, loaded kernels, the
  * memory pool's reserve, and host memory the CPU backend allocates
- * internally (a CPU plan's buffers included). Like every call on a context, not for concurrent use from
+ * internally (a CPU plan's other buffers included). Like every call on a context, not for concurrent use from
  * several threads. */
 typedef struct coda_memory_info {
   size_t current_bytes; /* in use now */
@@ -166,7 +166,11 @@ typedef enum coda_arg_kind {
   CODA_ARG_SCALAR = 2, /* one element */
   CODA_ARG_TILE = 3,   /* M x N (or M x 2N for x2, M x N/2 for half) */
   CODA_ARG_OUTPUT = 4, /* stored tile output */
-  CODA_ARG_PARTIAL = 5 /* fp32 reduction partials */
+  CODA_ARG_PARTIAL = 5, /* fp32 reduction partials */
+  CODA_ARG_ROWSUM = 6  /* input: M x T fp32 row partials (any T >= 1), read
+                        * at (m, n) as sum_t P[m,t] in index order in the
+                        * compute type (text: `rowsum`; f32, f64 in exact
+                        * mode; no width, no lane) */
 } coda_arg_kind;
 
 typedef enum coda_width {
@@ -176,7 +180,7 @@ typedef enum coda_width {
 } coda_width;
 
 /* Introspection: the program's named arguments. Index order: the inputs
- * (kind ROW/COL/SCALAR/TILE), then the outputs (OUTPUT), then the
+ * (kind ROW/COL/SCALAR/TILE/ROWSUM), then the outputs (OUTPUT), then the
  * reductions (PARTIAL, fp32), then the finishers (fp32 vectors: kind ROW
  * for row and segmented partials, COL for column partials), each group in
  * declaration order. */
@@ -190,7 +194,8 @@ typedef struct coda_arg_info {
 } coda_arg_info;
 coda_status coda_program_arg(coda_program p, int i, coda_arg_info *info);
 /* Shape of argument `name` for a GEMM of M x N with the given tiling:
- * row input (M,1), column input (1,N), scalar (1,1), tile/output M x N
+ * row input (M,1), column input (1,N), scalar (1,1), rowsum input (M,0):
+ * cols 0 means any number of columns >= 1, tile/output M x N
  * (M x 2N for x2, M x N/2 for half), partials as in docs/design.md,
  * finishers (M,1), (M, ceil(N/S)) for a segment S, or (1,N) for colsum.
  * CODA_ERR_SHAPE if N is odd in pair mode or a segment and tile_n do not
@@ -350,12 +355,18 @@ typedef enum coda_phase {
   CODA_PHASE_BACKWARD = 1
 } coda_phase;
 
+/* Before the context it was built on: its memory is the context's. */
 void coda_plan_destroy(coda_plan p);
-/* The plan as text: buffers (shape, dtype, role) and the steps of both
- * phases. Owned by the plan. */
+/* The plan as text: buffers (shape, dtype, role; a temporary's steps and
+ * arena offset) and the steps of both phases. Owned by the plan. */
 const char *coda_plan_text(coda_plan p);
 /* A view of buffer `name` (allocated first if needed): write inputs and
- * weights into it, read outputs and gradients from it. */
+ * weights into it, read outputs and gradients from it. A temporary (role
+ * temp in coda_plan_text) may share its memory with other temporaries
+ * (coda_plan_set_share_temps): its contents are defined only from the step
+ * that writes it to the last step that reads it, and its view only until
+ * the arena is laid out again (coda_plan_set_fused,
+ * coda_plan_set_share_temps, coda_plan_tune_fusion). */
 coda_status coda_plan_tensor(coda_plan p, const char *name, coda_tensor *out);
 /* Uses the caller's memory for buffer `name` (same shape and dtype; the
  * view must outlive the plan's use of it). Rebinding replaces. */
@@ -369,9 +380,22 @@ coda_status coda_plan_run(coda_context ctx, coda_plan p, coda_phase phase);
  * program as a separate map pass (coda_map) reading that temporary where
  * the fused step reads acc. The other steps are unchanged. Results equal
  * the fused plan's up to the rounding of acc to the temporary's dtype.
- * The temporary (the largest step's M x N) is allocated with coda_malloc
- * on first use and freed with the plan. Default: fused. */
+ * Each unfused step's temporary is a slot of the temporaries' arena
+ * (coda_plan_set_share_temps); with sharing off, one temporary (the
+ * largest step's M x N) is allocated with coda_malloc on first use and
+ * freed with the plan. Default: fused. */
 coda_status coda_plan_set_fused(coda_plan p, int fused);
+/* Temporaries share memory by liveness: the plan's temporaries (and, with
+ * fusion off, the unfused steps' accumulators) live in one coda_malloc
+ * arena where two share bytes only if no step lies in both of their live
+ * spans (first to last step that references it, in run order: forward,
+ * then backward; to the end for one both phases use). A temporary read
+ * or accumulated into before it is written keeps memory of its own.
+ * share = 0 gives each its own place in the arena (the sum of their
+ * sizes), to compare results or bisect. Changing the switch gives the
+ * arena back; the next run lays it out again. coda_plan_text shows the
+ * arena and each temporary's steps and offset. Default: shared. */
+coda_status coda_plan_set_share_temps(coda_plan p, int share);
 /* Fusion chosen by measurement, per GEMM + epilogue step: each such step
  * runs fused and unfused (as above) on ctx's backend, `iters` back-to-back
  * runs per sample, median of 5 samples, the two variants alternating; the
@@ -382,7 +406,14 @@ coda_status coda_plan_set_fused(coda_plan p, int fused);
  * writes are saved and restored, the others hold whatever the last timed
  * run wrote, so tune before the runs whose results are used (e.g. once
  * after building the plan). *n_unfused (optional) = steps left unfused.
- * coda_plan_set_fused afterwards overrides every choice. */
+ * coda_plan_set_fused afterwards overrides every choice.
+ * Choices are cached per context and on disk ($CODA_CACHE_DIR/fused-tune.txt
+ * or ~/.cache/coda/fused-tune.txt), keyed by device, library version,
+ * program text, shape, layout, operand dtype and tiling: a step found there
+ * takes the stored choice and times and does not run (coda_plan_text says
+ * "from the tuning cache"); CODA_RETUNE=1 times every step again and
+ * replaces the stored choices. A cache file that cannot be written is not
+ * an error. */
 coda_status coda_plan_tune_fusion(coda_context ctx, coda_plan p, int iters, int *n_unfused);
 
 /* Llama-3 style block and head.
@@ -433,16 +464,25 @@ coda_status coda_plan_tune_fusion(coda_context ctx, coda_plan p, int iters, int 
  *                        h1 (head: h) and rstd1 (head: rstd) as inputs,
  *                        bound to the previous block's h_next and
  *                        rstd_next, instead of computing them by a map
- *                        pass over x (x is still needed by the backward). */
+ *                        pass over x (x is still needed by the backward).
+ *   CODA_LLAMA_FOLD      no row finisher launches: the GEMMs that read a
+ *                        row statistic (rstd, the backward's Sigma z*dz)
+ *                        read the producer's rowsum partials (program
+ *                        input kind rowsum) and compute it in their
+ *                        epilogue. rstd1, rstd2, rstd_next (head: rstd)
+ *                        then hold those M x ceil(dim/tile_n) partials
+ *                        of x^2 instead of M x 1 vectors; linked plans
+ *                        must agree on this flag. Off by default. */
 #define CODA_LLAMA_NORM_IN 1u
 #define CODA_LLAMA_NORM_OUT 2u
+#define CODA_LLAMA_FOLD 4u
 typedef struct coda_llama_config {
   int64_t dim, n_heads, n_kv_heads, head_dim, ffn_dim, vocab;
   int64_t batch, seq;
   double rope_theta;   /* RoPE base, e.g. 500000 */
   coda_dtype dtype;    /* CODA_BF16 or CODA_F64 */
   coda_tiling tiling;  /* partial-reduction tiling; {0, 0} = 64 x 64 */
-  unsigned flags;      /* CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT */
+  unsigned flags;      /* CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT | CODA_LLAMA_FOLD */
 } coda_llama_config;
 
 /* A small default configuration (dim 64, heads 4/2, head_dim 16, ffn 128,
@@ -459,7 +499,8 @@ coda_status coda_llama_head_plan(coda_context ctx,
  * next's h1/rstd1 (head: h/rstd) are prev's h_next/rstd_next and prev's
  * wn_next is next's wn1 (head: wnf). prev is a block plan, next a block
  * or head plan of the same shapes; link after any coda_plan_bind of
- * next's norm weight. NORM_IN on next requires NORM_OUT on prev. */
+ * next's norm weight. NORM_IN on next requires NORM_OUT on prev, and then
+ * both the same CODA_LLAMA_FOLD and tiling (CODA_ERR_SHAPE otherwise). */
 coda_status coda_llama_link(coda_plan prev, coda_plan next);
 /* Row of wqkv that receives row `hf_row` of a Hugging Face (half-split
  * RoPE) Wqkv of the same [Q | K | V] order: within a Q or K head,
@@ -489,12 +530,22 @@ int64_t coda_llama_qkv_row(const coda_llama_config *cfg, int64_t hf_row);
  *
  * dtype: storage of activations and weights, CODA_BF16 (fp32 compute;
  * statistics and every weight/bias/norm gradient in f32) or CODA_F64
- * (exact-mode context: every floating buffer f64). */
+ * (exact-mode context: every floating buffer f64).
+ *
+ * CODA_GPT2_FOLD (flags): no row finisher launches: the LayerNorm
+ * consumers read the producer's rowsum partials of x and x^2 and compute
+ * mean and centered rstd in their epilogue, and the LayerNorm backward
+ * dgrads read the row-dot partials (s1, s2) directly. The saved mu1, rs1,
+ * mu2, rs2 then hold those M x ceil(dim/tile_n) partials (of x for mu, of
+ * x^2 for rs). The column-sum finishers (bias and LayerNorm-weight
+ * gradients) remain. Off by default. */
+#define CODA_GPT2_FOLD 1u
 typedef struct coda_gpt2_config {
   int64_t dim, n_heads, ffn_dim;
   int64_t batch, seq;
   coda_dtype dtype;   /* CODA_BF16 or CODA_F64 */
   coda_tiling tiling; /* partial-reduction tiling; {0, 0} = default */
+  unsigned flags;     /* CODA_GPT2_FOLD */
 } coda_gpt2_config;
 
 /* A small configuration (dim 64, 4 heads, ffn 256, batch 2, seq 16, bf16). */

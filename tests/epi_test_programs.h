@@ -63,6 +63,34 @@
      "output y : f32 accumulate\n" \
      "store y = acc * r + s\n"
 
+/* rowsum inputs (M x T partials summed per row) and row-invariant math
+ * hoisted out of the fragment loops: r depends only on rowsum, scalar and
+ * row inputs and the builtin row, so the rsqrt runs once per fragment row;
+ * y reads it per point. The pair-mode twin also rotates with a row
+ * position. */
+#define EPI_TEST_ROWSUM_HOIST \
+     "input ss : rowsum f32\n" \
+     "input mu : rowsum f32\n" \
+     "input inv_n : scalar f32\n" \
+     "input g : row f32\n" \
+     "input w : col bf16\n" \
+     "output y : bf16\n" \
+     "m = mu * inv_n\n" \
+     "r = rsqrt(ss * inv_n + m * m + 0.00001) * g + row * 0.0001\n" \
+     "store y = (acc - m) * r * w\n" \
+     "reduce q = rowsum(acc * r)\n"
+
+#define EPI_TEST_ROWSUM_PAIR \
+     "mode pair\n" \
+     "input ss : rowsum f32\n" \
+     "input inv_n : scalar f32\n" \
+     "input pos : row i32\n" \
+     "input fr : col f32\n" \
+     "output y : bf16\n" \
+     "r = rsqrt(ss * inv_n + 0.00001)\n" \
+     "x, z = rope(acc.even * r, acc.odd * r, pos, fr.even, fr.odd)\n" \
+     "store y = pack(x, z)\n"
+
 #define EPI_TEST_ACC_F32_PAIR \
      "mode pair\n" \
      "input t : tile bf16\n" \

@@ -758,6 +758,143 @@ static void report_throughput(void) {
   coda_context_destroy(c1);
 }
 
+/* ------------------------------------------------------------ rowsum inputs */
+
+/* A rowsum input reads, at every point of row m, sum_t P[m,t] summed in
+ * index order in the compute type. Partials of very different magnitudes
+ * make the order visible in the bits; the reference is the float (exact
+ * mode: double) loop written here. */
+static void fill_partials(coda_tensor *P) {
+  for (int64_t m = 0; m < P->rows; m++)
+    for (int64_t t = 0; t < P->cols; t++) {
+      double mag = (t % 3 == 0) ? 1e7 : (t % 3 == 1) ? 1.0 : 1e-3;
+      coda_store(P, m, t, mag * urand());
+    }
+}
+
+static void test_rowsum_inputs(void) {
+  const int64_t M = 21, N = 40;
+  coda_tiling tl = {8, 16};
+  static const int64_t Ts[3] = {1, 3, 17};
+  for (int pair = 0; pair < 2; pair++)
+    for (int i = 0; i < 3; i++) {
+      const int64_t T = Ts[i], T2 = Ts[(i + 1) % 3];
+      coda_program p = parse(pair ? "mode pair\ninput s : rowsum f32\ninput q : rowsum f32\n"
+                                    "output y : f32\nstore y = pack(s, q * 2)\n"
+                                  : "input s : rowsum f32\ninput q : rowsum f32\n"
+                                    "output y : f32\noutput z : f32\nstore y = s\nstore z = q * 2\n");
+      if (!p) return;
+      /* s strided (ld > T), q dense */
+      coda_tensor s = mk(CODA_F32, M, T, T + 5), q = mk(CODA_F32, M, T2, T2);
+      fill_partials(&s);
+      fill_partials(&q);
+      coda_tensor y = mk(CODA_F32, M, N, N), z = mk(CODA_F32, M, N, N);
+      coda_args a;
+      CHECK(coda_args_create(ctx, &a) == CODA_OK);
+      bind(a, "s", &s); bind(a, "q", &q); bind(a, "y", &y);
+      if (!pair) bind(a, "z", &z);
+      CHECK_MSG(coda_map(ctx, p, M, N, a, tl) == CODA_OK, "%s", coda_last_error(ctx));
+      int bad = 0;
+      for (int64_t m = 0; m < M; m++) {
+        const float *sp = (const float *)s.data + m * s.ld, *qp = (const float *)q.data + m * q.ld;
+        float rs = sp[0], rq = qp[0];
+        for (int64_t t = 1; t < T; t++) rs += sp[t];
+        for (int64_t t = 1; t < T2; t++) rq += qp[t];
+        for (int64_t n = 0; n < N; n++) {
+          float ys = ((const float *)y.data)[m * N + n];
+          float want = pair && n % 2 ? rq * 2.0f : rs;
+          float zs = ((const float *)z.data)[m * N + n];
+          if (memcmp(&ys, &want, 4) != 0) bad++;
+          if (!pair && zs != rq * 2.0f) bad++;
+        }
+      }
+      CHECK_MSG(bad == 0, "rowsum input (pair %d, T %lld/%lld): %d values differ from the float loop",
+                pair, (long long)T, (long long)T2, bad);
+      free(s.data); free(q.data); free(y.data); free(z.data);
+      coda_args_destroy(a);
+      coda_program_destroy(p);
+    }
+
+  /* fused into a GEMM: acc scaled by rsqrt of the row sum (the folded
+   * RMSNorm), against a double reference */
+  {
+    const int64_t K = 30, T = 3;
+    coda_program p = parse("input ss : rowsum f32\ninput w : col f32\noutput y : f32\n"
+                           "r = rsqrt(ss * 0.05 + 1e-5)\nstore y = acc * r * w\n");
+    coda_tensor A = mk(CODA_F32, M, K, K), B = mk(CODA_F32, N, K, K), w = mk(CODA_F32, 1, N, N);
+    coda_tensor ss = mk(CODA_F32, M, T, T), y = mk(CODA_F32, M, N, N);
+    for (int64_t m = 0; m < M; m++)
+      for (int64_t t = 0; t < T; t++) coda_store(&ss, m, t, fabs(urand()) + 0.1);
+    coda_args a;
+    CHECK(coda_args_create(ctx, &a) == CODA_OK);
+    bind(a, "ss", &ss); bind(a, "w", &w); bind(a, "y", &y);
+    CHECK(p && coda_gemm_epilogue(ctx, p, CODA_N, &A, CODA_T, &B, a, tl) == CODA_OK);
+    double maxe = 0;
+    for (int64_t m = 0; m < M; m++) {
+      double sum = 0;
+      for (int64_t t = 0; t < T; t++) sum += at(&ss, m, t);
+      double r = 1 / sqrt(sum * 0.05 + 1e-5);
+      for (int64_t n = 0; n < N; n++) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; k++) acc += at(&A, m, k) * at(&B, n, k);
+        double ref = acc * r * at(&w, 0, n);
+        maxe = fmax(maxe, fabs(at(&y, m, n) - ref) / (1 + fabs(ref)));
+      }
+    }
+    CHECK_MSG(maxe < 1e-5, "rowsum in a GEMM epilogue: error %g", maxe);
+
+    /* binding errors: rows != M, no columns, wrong dtype */
+    coda_tensor s_rows = mk(CODA_F32, M + 1, T, T), s_none = {ss.data, CODA_F32, M, 0, 1};
+    coda_tensor s_bf = mk(CODA_BF16, M, T, T), s_f64 = mk(CODA_F64, M, T, T);
+    bind(a, "ss", &s_rows);
+    CHECK(coda_gemm_epilogue(ctx, p, CODA_N, &A, CODA_T, &B, a, tl) == CODA_ERR_SHAPE);
+    CHECK_MSG(strstr(coda_last_error(ctx), "rowsum input 'ss'") &&
+              strstr(coda_last_error(ctx), "expected 21 rows"), "%s", coda_last_error(ctx));
+    bind(a, "ss", &s_none);
+    CHECK(coda_gemm_epilogue(ctx, p, CODA_N, &A, CODA_T, &B, a, tl) == CODA_ERR_SHAPE);
+    CHECK_MSG(strstr(coda_last_error(ctx), "at least one column"), "%s", coda_last_error(ctx));
+    bind(a, "ss", &s_bf);
+    CHECK(coda_gemm_epilogue(ctx, p, CODA_N, &A, CODA_T, &B, a, tl) == CODA_ERR_DTYPE);
+    CHECK_MSG(strstr(coda_last_error(ctx), "dtype bf16, declared f32"), "%s", coda_last_error(ctx));
+    bind(a, "ss", &s_f64);
+    CHECK(coda_gemm_epilogue(ctx, p, CODA_N, &A, CODA_T, &B, a, tl) == CODA_ERR_DTYPE);
+    free(A.data); free(B.data); free(w.data); free(ss.data); free(y.data);
+    free(s_rows.data); free(s_bf.data); free(s_f64.data);
+    coda_args_destroy(a);
+    coda_program_destroy(p);
+  }
+
+  /* exact mode: the sum in double, in index order */
+  {
+    coda_context_options o = coda_context_default_options();
+    o.precision = CODA_PRECISION_F64;
+    coda_context cx;
+    CHECK(coda_context_create(&o, &cx) == CODA_OK);
+    coda_program p = parse_with(cx, "input s : rowsum f64\ninput q : rowsum f32\noutput y : f64\n"
+                                    "output z : f64\nstore y = s\nstore z = q\n");
+    coda_tensor s = mk(CODA_F64, M, 17, 17), q = mk(CODA_F32, M, 3, 3);
+    fill_partials(&s);
+    fill_partials(&q);
+    coda_tensor y = mk(CODA_F64, M, N, N), z = mk(CODA_F64, M, N, N);
+    coda_args a;
+    CHECK(coda_args_create(cx, &a) == CODA_OK);
+    bind(a, "s", &s); bind(a, "q", &q); bind(a, "y", &y); bind(a, "z", &z);
+    CHECK(p && coda_map(cx, p, M, N, a, tl) == CODA_OK);
+    int bad = 0;
+    for (int64_t m = 0; m < M; m++) {
+      double rs = ((const double *)s.data)[m * 17], rq = ((const float *)q.data)[m * 3];
+      for (int t = 1; t < 17; t++) rs += ((const double *)s.data)[m * 17 + t];
+      for (int t = 1; t < 3; t++) rq += ((const float *)q.data)[m * 3 + t];
+      for (int64_t n = 0; n < N; n++) bad += at(&y, m, n) != rs || at(&z, m, n) != rq;
+    }
+    CHECK_MSG(bad == 0, "exact-mode rowsum inputs: %d values differ from the double loop", bad);
+    free(s.data); free(q.data); free(y.data); free(z.data);
+    coda_args_destroy(a);
+    coda_program_destroy(p);
+    coda_context_destroy(cx);
+  }
+}
+
 int main(void) {
   const char *seed = getenv("CODA_TEST_SEED");
   rng_state = seed ? strtoull(seed, NULL, 10) : (uint64_t)time(NULL) * 2654435761u + 1;
@@ -771,6 +908,7 @@ int main(void) {
   test_x2();
   test_rope_large();
   test_exact();
+  test_rowsum_inputs();
   report_throughput();
   coda_context_destroy(ctx);
   return CHECK_DONE();

@@ -182,7 +182,25 @@ static void test_fill_params(coda_context ctx) {
   for (int m = 0; m < CODA_EPI_MAX_TMA; m++)
     for (int w = 0; w < 16; w++) rest |= pp.tm[m][w] != 0;
   CHECK(rest == 0);
+  for (int k = 0; k < CODA_EPI_MAX_ARGS; k++) CHECK(pp.cnt[k] == 0);
   coda_program_destroy(p);
+  /* a rowsum input: its M x T view by rows (ld the row pitch) and T in cnt */
+  CHECK(coda_program_parse(ctx, "input s : rowsum f32\noutput y : f32\nstore y = acc * s\n", &p) == CODA_OK);
+  if (!p) return;
+  coda_tensor ps = coda_tensor_2d(buf + 4096, CODA_F32, 10, 3);
+  ps.ld = 5;
+  const coda_tensor *in2[] = {&ps}, *out2[] = {&y};
+  memset(&pp, 0x5a, sizeof pp);
+  coda_epi_fill_params(&pp, p, in2, out2, NULL, 10, 12);
+  CHECK(pp.ptr[0] == ps.data && pp.ld[0] == 5 && pp.cnt[0] == 3);
+  CHECK(pp.ptr[1] == y.data && pp.cnt[1] == 0);
+  coda_program_destroy(p);
+}
+
+static int count_of(const char *s, const char *what) {
+  int n = 0;
+  for (const char *q = s; (q = strstr(q, what)); q += strlen(what)) n++;
+  return n;
 }
 
 int main(void) {
@@ -283,6 +301,29 @@ int main(void) {
       char *fn = coda_epi_functor_source(ctx, p);
       CHECK(fn && strstr(fn, "st2<1, true>") && !strstr(fn, "tma_reduce_add_2d"));
       free(fn);
+      coda_program_destroy(p);
+    }
+  }
+  /* rowsum inputs: each row's partials summed in the prelude (T from
+   * p.cnt), and the row-invariant math (here the rsqrt) computed once per
+   * fragment row before the loops and read per point from hv%d[h] */
+  {
+    static const char *const rp[2][2] = {{"rowsum_hoist", EPI_TEST_ROWSUM_HOIST},
+                                         {"rowsum_pair_rope", EPI_TEST_ROWSUM_PAIR}};
+    for (int i = 0; i < 2; i++) {
+      coda_program p = NULL;
+      CHECK_MSG(coda_program_parse(ctx, rp[i][1], &p) == CODA_OK, "%s: %s", rp[i][0], coda_last_error(ctx));
+      if (!p) continue;
+      char *fn = coda_epi_functor_source(ctx, p);
+      CHECK(fn && strstr(fn, "p.cnt[0]") && strstr(fn, "rq0[h]") && strstr(fn, "float hv"));
+      /* one rsqrt in the source, and it is in the prelude: before the
+       * fragment loop */
+      const char *sq = fn ? strstr(fn, "1.0f / sqrtf") : NULL, *loop = fn ? strstr(fn, "for (int jc = 0;") : NULL;
+      CHECK(fn && count_of(fn, "1.0f / sqrtf") == 1 && sq && loop && sq < loop);
+      if (i == 0) CHECK(fn && strstr(fn, "rq1[h]") && count_of(fn, "= hv") == 2); /* m and r per point */
+      free(fn);
+      total++;
+      compiled += compile_one(ctx, rp[i][0], p, i, 1 - i, i);
       coda_program_destroy(p);
     }
   }

@@ -306,7 +306,8 @@ static void test_errors(void) {
   check_error("x = 2abc\n", CODA_ERR_PARSE, 1, 5, "malformed");
   check_error("input t : tile f8\n", CODA_ERR_PARSE, 1, 16, "expected a dtype");
   check_error("input t tile f32\n", CODA_ERR_PARSE, 1, 9, "expected ':'");
-  check_error("input t : matrix f32\n", CODA_ERR_PARSE, 1, 11, "expected an input kind");
+  check_error("input t : matrix f32\n", CODA_ERR_PARSE, 1, 11,
+              "expected an input kind (row, col, scalar, tile or rowsum)");
   check_error("x = pack(acc, acc)\n", CODA_ERR_TYPE, 1, 5, "only allowed as the whole value of a store");
   check_error("x = rowsum(acc)\n", CODA_ERR_TYPE, 1, 5, "only allowed in a reduce statement");
   check_error("store y = acc\n", CODA_ERR_TYPE, 1, 7, "output 'y' is not declared");
@@ -845,6 +846,113 @@ static void test_random_builder(void) {
   CHECK(built > 300);
 }
 
+/* The rowsum input kind: an M x T partials tensor read as its row sums.
+ * Parsed, printed, built, validated and introspected like the other kinds;
+ * `rowsum` stays usable as a name and as the reduction. */
+static void test_rowsum_input(void) {
+  coda_program p = parse_ok("input ss : rowsum f32\n"
+                            "input g : row f32\n"
+                            "output y : f32\n"
+                            "r = rsqrt(ss * 0.5 + 1e-5)\n"
+                            "store y = acc * r * g\n"
+                            "reduce q = rowsum(acc * r)\n");
+  if (p) {
+    CHECK(p->inputs[0].kind == CODA_ARG_ROWSUM && p->inputs[0].dtype == CODA_F32 &&
+          p->inputs[0].width == CODA_WIDTH_FULL);
+    CHECK(strstr(coda_program_text(p), "input ss : rowsum f32\n") != NULL);
+    CHECK(strstr(coda_program_ir(p), "ss : rowsum f32") != NULL);
+    check_round_trip(p, 1);
+    coda_arg_info info;
+    CHECK(coda_program_arg(p, 0, &info) == CODA_OK && info.kind == CODA_ARG_ROWSUM &&
+          info.dtype == CODA_F32 && !strcmp(info.name, "ss"));
+    int64_t r = -1, c = -1;
+    /* any number of columns: reported as 0 */
+    CHECK(coda_program_arg_shape(p, "ss", 70, 300, 64, 128, &r, &c) == CODA_OK && r == 70 && c == 0);
+    CHECK(coda_program_arg_shape(p, "q", 70, 300, 64, 128, &r, &c) == CODA_OK && r == 70 && c == 3);
+    coda_program_destroy(p);
+  }
+  /* pair mode: still one value per point, no lane */
+  p = parse_ok("mode pair\ninput s : rowsum f32\noutput y : bf16\nstore y = pack(acc.even * s, acc.odd)\n");
+  check_round_trip(p, 1);
+  coda_program_destroy(p);
+  /* `rowsum` as a name: an input, a value, beside the reduction */
+  p = parse_ok("input rowsum : rowsum f32\n"
+               "output y : f32\n"
+               "rowmax = acc * rowsum\n"
+               "store y = rowmax\n"
+               "reduce rowlse = rowsum(rowmax)\n");
+  if (p) CHECK(p->inputs[0].kind == CODA_ARG_ROWSUM && !strcmp(p->inputs[0].name, "rowsum"));
+  check_round_trip(p, 1);
+  coda_program_destroy(p);
+  p = parse_ok("input s : row f32\noutput rowsum : f32\nstore rowsum = acc * s\n");
+  coda_program_destroy(p);
+  /* bad declarations and reads */
+  check_error("input s : rowsum bf16\n", CODA_ERR_TYPE, 1, 7, "rowsum input holds fp32 partials");
+  check_error("input s : rowsum i32\n", CODA_ERR_TYPE, 1, 7, "found i32");
+  check_error("input s : rowsum f16\n", CODA_ERR_TYPE, 1, 7, "declare it f32");
+  check_error("input s : rowsum f32 x2\n", CODA_ERR_TYPE, 1, 7, "tile inputs only");
+  check_error("mode pair\ninput s : rowsum f32 half\n", CODA_ERR_TYPE, 2, 7, "tile inputs only");
+  check_error("input s : rowsum f64\n", CODA_ERR_TYPE, 1, 7, "f64 needs exact mode");
+  check_error("input s : rowsum\n", CODA_ERR_PARSE, 1, 17, "expected a dtype");
+  check_error("input s : rowsum f32\noutput y : f32\nstore y = s.even\n", CODA_ERR_TYPE, 3, 11,
+              "holds one value per point");
+  check_error("mode pair\ninput s : rowsum f32\noutput y : f32 half\nstore y = s.odd\n", CODA_ERR_TYPE,
+              4, 11, "read it as s, without a lane");
+  check_error("input s : rowsum f32\ninput ix : row i32\nreduce q = rowpick(acc, s)\n", CODA_ERR_TYPE,
+              3, 12, "must be a row i32 input");
+  /* exact mode: f64 partials */
+  coda_context_options o = coda_context_default_options();
+  o.precision = CODA_PRECISION_F64;
+  coda_context c64;
+  CHECK(coda_context_create(&o, &c64) == CODA_OK);
+  p = NULL;
+  CHECK(coda_program_parse(c64, "input s : rowsum f64\noutput y : f64\nstore y = acc * s\n", &p) == CODA_OK);
+  if (p) CHECK(p->inputs[0].dtype == CODA_F64);
+  coda_program_destroy(p);
+  /* the builder */
+  coda_builder b = NULL;
+  CHECK(coda_builder_create(ctx, 0, &b) == CODA_OK);
+  coda_value s = coda_b_input(b, "s", CODA_ARG_ROWSUM, CODA_F32, CODA_WIDTH_FULL);
+  coda_value y = coda_b_output(b, "y", CODA_F32, CODA_WIDTH_FULL, 0);
+  coda_value args[2] = {coda_b_acc(b, CODA_LANE_NONE), coda_b_read(b, s, CODA_LANE_NONE)};
+  coda_value m = coda_b_op(b, CODA_OP_MUL, 2, args, NULL);
+  CHECK(coda_b_store(b, y, m) == CODA_OK);
+  p = NULL;
+  CHECK(coda_builder_finish(b, &p) == CODA_OK);
+  coda_builder_destroy(b);
+  if (p) {
+    CHECK(strstr(coda_program_text(p), "input s : rowsum f32\n") != NULL);
+    coda_program q = parse_ok(coda_program_text(p));
+    char why[200];
+    CHECK(q && ir_equal(p, q, 0, why, sizeof why));
+    coda_program_destroy(q);
+    /* a different kind is a different program */
+    q = parse_ok("input s : row f32\noutput y : f32\nstore y = acc * s\n");
+    CHECK(q && !ir_equal(p, q, 0, why, sizeof why) && strstr(why, "input 0"));
+    coda_program_destroy(q);
+    coda_program_destroy(p);
+  }
+  struct { coda_arg_kind kind; coda_dtype dt; coda_width w; const char *needle; } bad[] = {
+    {CODA_ARG_ROWSUM, CODA_BF16, CODA_WIDTH_FULL, "fp32 partials"},
+    {CODA_ARG_ROWSUM, CODA_F32, CODA_WIDTH_X2, "tile inputs only"},
+    {CODA_ARG_OUTPUT, CODA_F32, CODA_WIDTH_FULL, "kind must be row, col, scalar, tile or rowsum"},
+    {CODA_ARG_PARTIAL, CODA_F32, CODA_WIDTH_FULL, "kind must be"},
+    {(coda_arg_kind)7, CODA_F32, CODA_WIDTH_FULL, "kind must be"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    CHECK(coda_builder_create(ctx, 0, &b) == CODA_OK);
+    s = coda_b_input(b, "s", bad[i].kind, bad[i].dt, bad[i].w);
+    y = coda_b_output(b, "y", CODA_F32, CODA_WIDTH_FULL, 0);
+    coda_value a2[2] = {coda_b_acc(b, CODA_LANE_NONE), coda_b_read(b, s, CODA_LANE_NONE)};
+    coda_b_store(b, y, coda_b_op(b, CODA_OP_MUL, 2, a2, NULL));
+    p = NULL;
+    CHECK_MSG(coda_builder_finish(b, &p) == CODA_ERR_TYPE && !p, "bad builder input %zu", i);
+    CHECK_MSG(strstr(coda_last_error(ctx), bad[i].needle) != NULL, "case %zu: %s", i, coda_last_error(ctx));
+    coda_builder_destroy(b);
+  }
+  coda_context_destroy(c64);
+}
+
 /* Regression inputs found by fuzzing (fuzz/fuzz_program.c): each once
  * crashed, failed the round trip, or was misreported. */
 static void test_fuzz_regressions(void) {
@@ -878,6 +986,7 @@ int main(void) {
   test_robustness();
   test_random_builder();
   test_fuzz_regressions();
+  test_rowsum_input();
   coda_context_destroy(ctx);
   return CHECK_DONE();
 }

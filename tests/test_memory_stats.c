@@ -5,6 +5,7 @@
  * plan's buffers being counted. */
 #include "coda.h"
 #include "check.h"
+#include "nn/plan.h" /* the plan's arena size */
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -124,13 +125,15 @@ int main(void) {
   CHECK(coda_memory_stats(ctx, NULL) == CODA_ERR_INVALID_ARGUMENT);
   CHECK(coda_memory_reset_peak(NULL) == CODA_ERR_INVALID_ARGUMENT);
 
-  /* a plan with fusion off allocates its accumulator through coda_malloc:
-   * the context sees it, and it goes away with the plan */
-  {
+  /* a plan with fusion off allocates its temporaries and accumulators
+   * through coda_malloc: the context sees them, and they go away with the
+   * plan */
+  for (int share = 1; share >= 0; share--) {
     coda_llama_config cfg = coda_llama_default_config();
     coda_plan plan;
     CHECK(coda_llama_block_plan(ctx, &cfg, &plan) == CODA_OK);
     CHECK(coda_plan_set_fused(plan, 0) == CODA_OK);
+    CHECK(coda_plan_set_share_temps(plan, share) == CODA_OK);
     CHECK(coda_memory_reset_peak(ctx) == CODA_OK);
     CHECK(coda_plan_run(ctx, plan, CODA_PHASE_FORWARD) == CODA_OK);
     CHECK(coda_plan_run(ctx, plan, CODA_PHASE_BACKWARD) == CODA_OK);
@@ -138,8 +141,11 @@ int main(void) {
     /* the largest GEMM step of the default block: M = 32 rows by the
      * gate/up width 2 ffn = 256 columns, bf16 */
     const size_t acc = (size_t)(cfg.batch * cfg.seq) * (size_t)(2 * cfg.ffn_dim) * 2;
-    CHECK_EQ_INT(m.current_bytes, acc);
-    CHECK(m.peak_bytes >= acc);
+    /* shared: every accumulator is a slot of the temporaries' arena; not
+     * shared: the temporaries side by side, and one accumulator for all */
+    CHECK_EQ_INT(m.current_bytes, plan->arena_bytes + (share ? 0 : acc));
+    CHECK(plan->arena_bytes >= (share ? acc : plan->temp_bytes));
+    CHECK(m.peak_bytes >= m.current_bytes);
     coda_plan_destroy(plan);
     CHECK_EQ_INT(stats(ctx).current_bytes, 0);
   }

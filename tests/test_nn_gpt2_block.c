@@ -11,7 +11,8 @@
  *    rounding at every tensor the plan stores in bf16 (LN outputs, qkv, o,
  *    x1, u, g, x_out; du, dx1, do, dqkv, dx). atol = 1e-3 max|ref64| covers
  *    tensors whose low-precision error happens to be tiny next to the fp32
- *    compute noise of the plan. */
+ *    compute noise of the plan.
+ * Both also with CODA_GPT2_FOLD (no row finishers), under the same rules. */
 #include "check.h"
 #include "core/internal.h"
 #include "nn/ref_gpt2.h"
@@ -71,7 +72,7 @@ typedef struct {
   double *x, *dy, *dx64, *dxlow;
 } refs;
 
-static void run_case(coda_dtype dtype, coda_tiling tiling) {
+static void run_case(coda_dtype dtype, coda_tiling tiling, unsigned flags) {
   coda_context_options o = coda_context_default_options();
   o.precision = dtype == CODA_F64 ? CODA_PRECISION_F64 : CODA_PRECISION_F32;
   coda_context ctx;
@@ -79,6 +80,7 @@ static void run_case(coda_dtype dtype, coda_tiling tiling) {
   coda_gpt2_config cfg = coda_gpt2_default_config();
   cfg.dtype = dtype;
   cfg.tiling = tiling;
+  cfg.flags = flags;
   gpt2_ref_dims dm = {(int)cfg.batch, (int)cfg.seq, (int)cfg.dim, (int)cfg.n_heads,
                       (int)cfg.ffn_dim, 1e-5, CODA_F64};
   long M = (long)dm.B * dm.T, d = dm.d;
@@ -212,6 +214,10 @@ static void bad_configs(void) {
   cfg = coda_gpt2_default_config();
   cfg.seq = 0;
   CHECK(coda_gpt2_block_plan(ctx, &cfg, &p) == CODA_ERR_INVALID_ARGUMENT);
+  cfg = coda_gpt2_default_config();
+  cfg.flags = 2; /* unknown */
+  CHECK(coda_gpt2_block_plan(ctx, &cfg, &p) == CODA_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(coda_last_error(ctx), "flags") != NULL);
   CHECK(coda_gpt2_block_plan(ctx, NULL, &p) == CODA_ERR_INVALID_ARGUMENT);
   cfg = coda_gpt2_default_config();
   cfg.tiling.tile_m = 12; /* not a multiple of 8 */
@@ -233,11 +239,15 @@ int main(void) {
   bad_configs();
   /* several column tiles per row and row tiles per column, ragged included */
   coda_tiling small = {16, 48};
-  run_case(CODA_F64, small);
+  run_case(CODA_F64, small, 0);
   coda_tiling wide = {64, 128};
-  run_case(CODA_F64, wide);
-  run_case(CODA_BF16, small);
+  run_case(CODA_F64, wide, 0);
+  run_case(CODA_BF16, small, 0);
   coda_tiling deflt = {0, 0};
-  run_case(CODA_BF16, deflt);
+  run_case(CODA_BF16, deflt, 0);
+  /* folded: partials read by the consumers */
+  run_case(CODA_F64, small, CODA_GPT2_FOLD);
+  run_case(CODA_BF16, small, CODA_GPT2_FOLD);
+  run_case(CODA_BF16, deflt, CODA_GPT2_FOLD);
   return CHECK_DONE();
 }

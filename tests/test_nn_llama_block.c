@@ -14,7 +14,9 @@
  *    double on them, lowp = the same unfused block with bf16 rounding at
  *    every activation tensor it materializes (see ref_llama3.h); every
  *    output and gradient of the plan must satisfy
- *      max|plan - truth| <= 2 max|lowp - truth| + 1e-6 max|truth|. */
+ *      max|plan - truth| <= 2 max|lowp - truth| + 1e-6 max|truth|.
+ * Each also runs with CODA_LLAMA_FOLD (no row finishers: the consumers read
+ * the rowsum partials), under the same criteria. */
 #include "check.h"
 #include "nn/ref_llama3.h"
 #include "test_nn_llama_util.h"
@@ -266,9 +268,10 @@ static void lowp_rule(const char *what, const double *plan, const double *lowp,
     printf("  %-10s plan %.3g  ordinary bf16 %.3g\n", what, ep, el);
 }
 
-static void test_block_bf16(void) {
+static void test_block_bf16(unsigned flags) {
   coda_context ctx = lt_context(CODA_PRECISION_F32);
   coda_llama_config c = small_config(CODA_BF16);
+  c.flags = flags;
   int64_t M = c.batch * c.seq, D = c.dim;
   blockw b, gt, gl, gp;
   block_alloc(&c, &b, 1);
@@ -408,9 +411,10 @@ static void test_head_fd(void) {
   free(dx); free(dwnf); free(dwo);
 }
 
-static void test_head_bf16(void) {
+static void test_head_bf16(unsigned flags) {
   coda_context ctx = lt_context(CODA_PRECISION_F32);
   coda_llama_config c = small_config(CODA_BF16);
+  c.flags = flags;
   int64_t M = c.batch * c.seq, D = c.dim, V = c.vocab;
   headd h;
   head_data(&c, &h);
@@ -444,9 +448,10 @@ static void test_head_bf16(void) {
 /* Two chained blocks (each block's down GEMM produces the next RMSNorm's
  * input and statistics) and the head, linked with coda_llama_link, against
  * the unfused reference run block by block. exact: 1e-10; bf16: the rule. */
-static void test_chain(int exact) {
+static void test_chain(int exact, unsigned fold) {
   coda_context ctx = lt_context(exact ? CODA_PRECISION_F64 : CODA_PRECISION_F32);
   coda_llama_config c = small_config(exact ? CODA_F64 : CODA_BF16);
+  c.flags = fold;
   int64_t M = c.batch * c.seq, D = c.dim, V = c.vocab;
   blockw b[2], gt[2], gl[2], gp[2];
   headd h;
@@ -489,9 +494,9 @@ static void test_chain(int exact) {
   /* the chained plans */
   coda_plan p[2] = {NULL, NULL}, hp = NULL;
   coda_llama_config c0 = c, c1 = c, chd = c;
-  c0.flags = CODA_LLAMA_NORM_OUT;
-  c1.flags = CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT;
-  chd.flags = CODA_LLAMA_NORM_IN;
+  c0.flags = CODA_LLAMA_NORM_OUT | fold;
+  c1.flags = CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT | fold;
+  chd.flags = CODA_LLAMA_NORM_IN | fold;
   int ok = coda_llama_block_plan(ctx, &c0, &p[0]) == CODA_OK &&
            coda_llama_block_plan(ctx, &c1, &p[1]) == CODA_OK &&
            coda_llama_head_plan(ctx, &chd, &hp) == CODA_OK;
@@ -502,6 +507,13 @@ static void test_chain(int exact) {
     CHECK(coda_llama_block_plan(ctx, &c, &lone) == CODA_OK);
     CHECK(coda_llama_link(lone, p[1]) == CODA_ERR_INVALID_ARGUMENT);
     CHECK(coda_llama_link(hp, p[0]) == CODA_ERR_INVALID_ARGUMENT);
+    coda_plan_destroy(lone);
+    /* folded and unfolded plans hold different rstd buffers: not linkable */
+    coda_llama_config other = c1;
+    other.flags ^= CODA_LLAMA_FOLD;
+    CHECK(coda_llama_block_plan(ctx, &other, &lone) == CODA_OK);
+    CHECK(coda_llama_link(p[0], lone) == CODA_ERR_SHAPE);
+    CHECK(strstr(coda_last_error(ctx), "CODA_LLAMA_FOLD") != NULL);
     coda_plan_destroy(lone);
   }
   ok = ok && load_block(p[0], &c, &b[0]) && load_block(p[1], &c, &b[1]) &&
@@ -589,10 +601,22 @@ int main(void) {
     test_head_exact(r);
   }
   test_block_fd();
-  test_block_bf16();
+  test_block_bf16(0);
   test_head_fd();
-  test_head_bf16();
-  test_chain(1);
-  test_chain(0);
+  test_head_bf16(0);
+  test_chain(1, 0);
+  test_chain(0, 0);
+  /* folded: the small configuration and one ragged tiling */
+  c.flags = CODA_LLAMA_FOLD;
+  test_block_exact(c);
+  test_head_exact(c);
+  r.flags = CODA_LLAMA_FOLD;
+  r.tiling = tilings[1];
+  test_block_exact(r);
+  test_head_exact(r);
+  test_block_bf16(CODA_LLAMA_FOLD);
+  test_head_bf16(CODA_LLAMA_FOLD);
+  test_chain(1, CODA_LLAMA_FOLD);
+  test_chain(0, CODA_LLAMA_FOLD);
   return CHECK_DONE();
 }

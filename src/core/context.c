@@ -1,4 +1,5 @@
 #include "internal.h"
+#include "tune_cache.h"
 #ifdef CODA_HAVE_CUDA
 #include "cuda/backend.h"
 #include "cuda/gemm_internal.h"
@@ -89,6 +90,7 @@ void coda_context_destroy(coda_context ctx) {
 #ifdef CODA_HAVE_CUDA
   coda_cuda_context_release(ctx); /* loaded fused kernels of this context */
 #endif
+  coda_fused_tune_release(ctx); /* coda_plan_tune_fusion's table */
   coda_mem_release(ctx);
   free(ctx);
 }

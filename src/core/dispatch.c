@@ -167,6 +167,7 @@ static const char *kind_word(coda_arg_kind k) {
   case CODA_ARG_TILE: return "tile input";
   case CODA_ARG_OUTPUT: return "output";
   case CODA_ARG_PARTIAL: return "partial";
+  case CODA_ARG_ROWSUM: return "rowsum input";
   }
   if ((int)k == FINISH_RESULT) return "finisher result";
   return "argument";
@@ -215,7 +216,14 @@ static coda_status bind_one(coda_context ctx, const struct coda_program_s *p, co
                      "mode, or segment and tile_n not dividing one another)",
                      what, (long long)M, (long long)N, tl.tile_n);
   if (s) return coda_fail(ctx, s, "%s: cannot compute its shape", what);
-  if ((s = check_shape(ctx, what, t, rows, cols))) return s;
+  if (kind == CODA_ARG_ROWSUM) { /* M x T partials, T taken from the tensor */
+    if (t->rows != rows || t->cols < 1)
+      return coda_fail(ctx, CODA_ERR_SHAPE, "%s: shape %lld x %lld, expected %lld rows (one per row "
+                       "of the GEMM) and at least one column of partials", what,
+                       (long long)t->rows, (long long)t->cols, (long long)rows);
+  } else if ((s = check_shape(ctx, what, t, rows, cols))) {
+    return s;
+  }
   *out = t;
   return CODA_OK;
 }

@@ -14,6 +14,9 @@ struct coda_context_s {
   char last_error[CODA_ERRMSG_LEN];
   void *cuda; /* backend state of src/cuda (NULL when unused) */
   void *gemm_tune; /* GEMM autotuner choices of src/cuda/gemm_tune.cu (NULL when unused) */
+  /* Fused-step choices of coda_plan_tune_fusion (core/tune_cache.h; NULL
+   * until the first tuning on this context). */
+  struct coda_fused_cache *fused_tune;
   /* Memory accounting (coda_memory_stats): bytes in use through coda_malloc
    * and the backend's workspaces, their high-water mark, and the sizes of
    * live coda_malloc blocks (pointer -> bytes, open addressing). */

@@ -1,4 +1,7 @@
-/* The GEMM autotuner's table and its text file (format in tune_cache.h). */
+/* The autotuners' tables and their text files (formats in tune_cache.h):
+ * the plain GEMM's choices and the fused GEMM steps'. Reading, atomic
+ * rewriting and the default location are shared; each table has its own
+ * line format. */
 #define _POSIX_C_SOURCE 200809L /* mkstemp, fdopen, fsync, mkdir */
 
 #include "core/tune_cache.h"
@@ -15,6 +18,7 @@
 #include <unistd.h>
 
 #define TUNE_FILE "gemm-tune.txt"
+#define FUSED_FILE "fused-tune.txt"
 #define TUNE_LINE_MAX 512
 
 static void copy_tag(char *dst, const char *src) {
@@ -39,13 +43,13 @@ void coda_tune_cache_free(coda_tune_cache *c) {
   c->n = c->cap = 0;
 }
 
-int coda_tune_cache_default_path(char *buf, size_t n) {
+static int default_path(char *buf, size_t n, const char *file) {
   const char *dir = getenv("CODA_CACHE_DIR");
   int len;
   if (dir && dir[0])
-    len = snprintf(buf, n, "%s/%s", dir, TUNE_FILE);
+    len = snprintf(buf, n, "%s/%s", dir, file);
   else if (getenv("HOME") && getenv("HOME")[0])
-    len = snprintf(buf, n, "%s/.cache/coda/%s", getenv("HOME"), TUNE_FILE);
+    len = snprintf(buf, n, "%s/.cache/coda/%s", getenv("HOME"), file);
   else
     len = -1;
   if (len < 0 || (size_t)len >= n) {
@@ -54,6 +58,8 @@ int coda_tune_cache_default_path(char *buf, size_t n) {
   }
   return 1;
 }
+
+int coda_tune_cache_default_path(char *buf, size_t n) { return default_path(buf, n, TUNE_FILE); }
 
 static int key_eq(const coda_tune_key *a, const coda_tune_key *b) {
   return a->m == b->m && a->n == b->n && a->k == b->k && a->trans_a == b->trans_a &&
@@ -140,23 +146,46 @@ static int parse_dtype(const char *s, coda_dtype *out) {
   return 0;
 }
 
-int coda_tune_parse_line(const char *line, coda_tune_entry *out) {
-  char buf[TUNE_LINE_MAX];
+/* Splits line (copied into buf, TUNE_LINE_MAX bytes) into whitespace-
+ * separated fields: their count if it is want, 0 for a comment or blank
+ * line, -1 otherwise. */
+static int split_fields(const char *line, char *buf, char **tok, int want) {
   const size_t len = strlen(line);
-  if (len >= sizeof buf) return -1;
+  if (len >= TUNE_LINE_MAX) return -1;
   memcpy(buf, line, len + 1);
-  char *tok[13];
   int nt = 0;
   for (char *p = buf; *p;) {
     while (*p && isspace((unsigned char)*p)) *p++ = '\0';
     if (!*p) break;
     if (nt == 0 && *p == '#') return 0;
-    if (nt == 13) return -1;
+    if (nt == want) return -1;
     tok[nt++] = p;
     while (*p && !isspace((unsigned char)*p)) p++;
   }
-  if (nt == 0) return 0;
-  if (nt != 12) return -1;
+  return nt == 0 ? 0 : nt == want ? nt : -1;
+}
+
+static int parse_layout(const char *lay, int *ta, int *tb) {
+  if (strlen(lay) != 2 || (lay[0] != 'N' && lay[0] != 'T') || (lay[1] != 'N' && lay[1] != 'T'))
+    return 0;
+  *ta = lay[0] == 'T';
+  *tb = lay[1] == 'T';
+  return 1;
+}
+
+static int parse_us(const char *s, double *out) {
+  char *end;
+  const double v = strtod(s, &end);
+  if (end == s || *end || !isfinite(v) || v < 0) return 0;
+  *out = v;
+  return 1;
+}
+
+int coda_tune_parse_line(const char *line, coda_tune_entry *out) {
+  char buf[TUNE_LINE_MAX];
+  char *tok[12];
+  const int nt = split_fields(line, buf, tok, 12);
+  if (nt <= 0) return nt;
   coda_tune_entry e;
   memset(&e, 0, sizeof e);
   if (strlen(tok[0]) >= sizeof e.device || strlen(tok[1]) >= sizeof e.lib) return -1;
@@ -169,11 +198,7 @@ int coda_tune_parse_line(const char *line, coda_tune_entry *out) {
   e.key.m = v[0];
   e.key.n = v[1];
   e.key.k = v[2];
-  const char *lay = tok[5];
-  if (strlen(lay) != 2 || (lay[0] != 'N' && lay[0] != 'T') || (lay[1] != 'N' && lay[1] != 'T'))
-    return -1;
-  e.key.trans_a = lay[0] == 'T';
-  e.key.trans_b = lay[1] == 'T';
+  if (!parse_layout(tok[5], &e.key.trans_a, &e.key.trans_b)) return -1;
   if (!parse_dtype(tok[6], &e.key.ab) || !parse_dtype(tok[7], &e.key.d)) return -1;
   if (!parse_i64(tok[8], 0, 1, &acc) || !parse_i64(tok[9], 0, 63, &cfg) ||
       !parse_i64(tok[10], 1, 4096, &spl))
@@ -181,18 +206,18 @@ int coda_tune_parse_line(const char *line, coda_tune_entry *out) {
   e.key.accumulate = (int)acc;
   e.config = (int)cfg;
   e.splits = (int)spl;
-  char *end;
-  e.us = strtod(tok[11], &end);
-  if (end == tok[11] || *end || !isfinite(e.us) || e.us < 0) return -1;
+  if (!parse_us(tok[11], &e.us)) return -1;
   *out = e;
   return 1;
 }
 
-/* Reads every line of the file into c (memory entries win when keep_memory
- * is set). Returns the number of corrupt lines, or -1 if the file could not
- * be opened. */
-static int read_file(coda_tune_cache *c, int keep_memory) {
-  FILE *f = fopen(c->path, "r");
+/* Reads every line of the file at path, handing each to take(c, line,
+ * keep_memory) (1 = taken, 0 = comment or blank, -1 = corrupt, -2 = out of
+ * memory: stop). Returns the number of corrupt lines (overlong ones
+ * included), or -1 if the file could not be opened. */
+typedef int (*take_line_fn)(void *c, const char *line, int keep_memory);
+static int read_lines(const char *path, take_line_fn take, void *c, int keep_memory) {
+  FILE *f = fopen(path, "r");
   if (!f) return -1;
   char line[TUNE_LINE_MAX];
   int bad = 0;
@@ -205,21 +230,28 @@ static int read_file(coda_tune_cache *c, int keep_memory) {
       bad++;
       continue;
     }
-    coda_tune_entry e;
-    int r = coda_tune_parse_line(line, &e);
+    const int r = take(c, line, keep_memory);
+    if (r == -2) break;
     if (r < 0) bad++;
-    if (r <= 0) continue;
-    if (keep_memory && find_tagged(c, e.device, e.lib, &e.key)) continue;
-    if (put_entry(c, &e) != CODA_OK) break;
   }
   fclose(f);
   return bad;
 }
 
+/* One GEMM line into the table (memory entries win when keep_memory). */
+static int take_gemm_line(void *cv, const char *line, int keep_memory) {
+  coda_tune_cache *c = cv;
+  coda_tune_entry e;
+  const int r = coda_tune_parse_line(line, &e);
+  if (r <= 0) return r;
+  if (keep_memory && find_tagged(c, e.device, e.lib, &e.key)) return 1;
+  return put_entry(c, &e) == CODA_OK ? 1 : -2;
+}
+
 int coda_tune_cache_load(coda_tune_cache *c) {
   if (c->loaded || !c->path[0]) return 0;
   c->loaded = 1;
-  int bad = read_file(c, 1);
+  int bad = read_lines(c->path, take_gemm_line, c, 1);
   return bad < 0 ? 0 : bad;
 }
 
@@ -244,40 +276,255 @@ static int make_dirs(const char *path) {
   return 1;
 }
 
-coda_status coda_tune_cache_save(coda_context ctx, coda_tune_cache *c) {
-  if (!c->path[0]) return CODA_OK;
-  (void)read_file(c, 1); /* entries another process wrote meanwhile */
-  c->loaded = 1;
-  if (!make_dirs(c->path))
-    return coda_fail(ctx, CODA_ERR_IO, "GEMM tuning cache: cannot create the directory of %s: %s",
-                     c->path, strerror(errno));
+/* Writes header and the lines fmt(c, i) for i < n to path atomically: a
+ * temporary file in the same directory (created if needed), flushed to
+ * disk, then rename()d over the old file. `what` names the file in
+ * messages. */
+typedef int (*format_fn)(const void *c, int i, char *buf, size_t n);
+static coda_status write_atomic(coda_context ctx, const char *path, const char *what,
+                                const char *header, int n, format_fn fmt, const void *c) {
+  if (!make_dirs(path))
+    return coda_fail(ctx, CODA_ERR_IO, "%s: cannot create the directory of %s: %s", what, path,
+                     strerror(errno));
   char tmp[CODA_TUNE_PATH_LEN + 16];
-  snprintf(tmp, sizeof tmp, "%s.tmpXXXXXX", c->path);
+  snprintf(tmp, sizeof tmp, "%s.tmpXXXXXX", path);
   int fd = mkstemp(tmp);
   if (fd < 0)
-    return coda_fail(ctx, CODA_ERR_IO, "GEMM tuning cache: cannot create a temporary file for %s: %s",
-                     c->path, strerror(errno));
+    return coda_fail(ctx, CODA_ERR_IO, "%s: cannot create a temporary file for %s: %s", what,
+                     path, strerror(errno));
   FILE *f = fdopen(fd, "w");
   if (!f) {
     close(fd);
     unlink(tmp);
-    return coda_fail(ctx, CODA_ERR_IO, "GEMM tuning cache: cannot open %s", tmp);
+    return coda_fail(ctx, CODA_ERR_IO, "%s: cannot open %s", what, tmp);
   }
-  int ok = fprintf(f,
-                   "# coda GEMM autotuner choices: device lib M N K layout ab d accumulate "
-                   "config splits us\n") > 0;
+  int ok = fprintf(f, "%s\n", header) > 0;
   char line[TUNE_LINE_MAX];
-  for (int i = 0; ok && i < c->n; i++) {
-    ok = coda_tune_format_line(&c->e[i], line, sizeof line) && fprintf(f, "%s\n", line) > 0;
-  }
+  for (int i = 0; ok && i < n; i++) ok = fmt(c, i, line, sizeof line) && fprintf(f, "%s\n", line) > 0;
   ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
   if (fclose(f) != 0) ok = 0;
   /* rename() replaces the file in one step: readers see the old or the new one. */
-  if (!ok || rename(tmp, c->path) != 0) {
+  if (!ok || rename(tmp, path) != 0) {
     const int err = errno;
     unlink(tmp);
-    return coda_fail(ctx, CODA_ERR_IO, "GEMM tuning cache: cannot write %s: %s", c->path,
-                     strerror(err));
+    return coda_fail(ctx, CODA_ERR_IO, "%s: cannot write %s: %s", what, path, strerror(err));
   }
   return CODA_OK;
+}
+
+static int format_gemm(const void *c, int i, char *buf, size_t n) {
+  return coda_tune_format_line(&((const coda_tune_cache *)c)->e[i], buf, n);
+}
+
+coda_status coda_tune_cache_save(coda_context ctx, coda_tune_cache *c) {
+  if (!c->path[0]) return CODA_OK;
+  (void)read_lines(c->path, take_gemm_line, c, 1); /* entries another process wrote meanwhile */
+  c->loaded = 1;
+  return write_atomic(ctx, c->path, "GEMM tuning cache",
+                      "# coda GEMM autotuner choices: device lib M N K layout ab d accumulate "
+                      "config splits us",
+                      c->n, format_gemm, c);
+}
+
+/* ------------------------------------------------ fused-step choices */
+
+uint64_t coda_fnv1a64(const void *data, size_t n) {
+  const unsigned char *p = data;
+  uint64_t h = 14695981039346656037ull;
+  for (size_t i = 0; i < n; i++) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+void coda_fused_cache_init(coda_fused_cache *c, const char *device, const char *lib,
+                           const char *path) {
+  memset(c, 0, sizeof *c);
+  copy_tag(c->device, device);
+  copy_tag(c->lib, lib);
+  if (path && strlen(path) < sizeof c->path) strcpy(c->path, path);
+  c->disk_ok = 1;
+}
+
+void coda_fused_cache_free(coda_fused_cache *c) {
+  free(c->e);
+  c->e = NULL;
+  c->n = c->cap = 0;
+}
+
+int coda_fused_cache_default_path(char *buf, size_t n) { return default_path(buf, n, FUSED_FILE); }
+
+static int fused_key_eq(const coda_fused_key *a, const coda_fused_key *b) {
+  return a->program == b->program && a->m == b->m && a->n == b->n && a->k == b->k &&
+         a->trans_a == b->trans_a && a->trans_b == b->trans_b && a->ab == b->ab &&
+         a->tile_m == b->tile_m && a->tile_n == b->tile_n;
+}
+
+static coda_fused_entry *fused_find_tagged(const coda_fused_cache *c, const char *device,
+                                           const char *lib, const coda_fused_key *key) {
+  for (int i = 0; i < c->n; i++)
+    if (fused_key_eq(&c->e[i].key, key) && strcmp(c->e[i].device, device) == 0 &&
+        strcmp(c->e[i].lib, lib) == 0)
+      return &c->e[i];
+  return NULL;
+}
+
+const coda_fused_entry *coda_fused_cache_find(const coda_fused_cache *c, const coda_fused_key *key) {
+  return fused_find_tagged(c, c->device, c->lib, key);
+}
+
+static coda_status fused_put_entry(coda_fused_cache *c, const coda_fused_entry *e) {
+  coda_fused_entry *old = fused_find_tagged(c, e->device, e->lib, &e->key);
+  if (old) {
+    *old = *e;
+    return CODA_OK;
+  }
+  if (c->n == c->cap) {
+    int cap = c->cap ? 2 * c->cap : 16;
+    coda_fused_entry *ne = realloc(c->e, (size_t)cap * sizeof *ne);
+    if (!ne) return CODA_ERR_OUT_OF_MEMORY;
+    c->e = ne;
+    c->cap = cap;
+  }
+  c->e[c->n++] = *e;
+  return CODA_OK;
+}
+
+coda_status coda_fused_cache_put(coda_fused_cache *c, const coda_fused_key *key, int choice,
+                                 const double us[3]) {
+  if (choice < CODA_FUSED_CHOICE_FUSED || choice > CODA_FUSED_CHOICE_UNFUSED || !us)
+    return CODA_ERR_INVALID_ARGUMENT;
+  for (int i = 0; i < 3; i++)
+    if (!(us[i] >= 0) || !isfinite(us[i])) return CODA_ERR_INVALID_ARGUMENT;
+  coda_fused_entry e;
+  memset(&e, 0, sizeof e);
+  strcpy(e.device, c->device);
+  strcpy(e.lib, c->lib);
+  e.key = *key;
+  e.choice = choice;
+  for (int i = 0; i < 3; i++) e.us[i] = us[i];
+  return fused_put_entry(c, &e);
+}
+
+static const char *const kChoice[4] = {"fused", "pingpong", "cooperative", "unfused"};
+
+const char *coda_fused_choice_name(int choice) {
+  return choice >= 0 && choice < 4 ? kChoice[choice] : "?";
+}
+
+int coda_fused_format_line(const coda_fused_entry *e, char *buf, size_t n) {
+  if (e->choice < 0 || e->choice > 3) return 0;
+  int len = snprintf(buf, n, "%s %s %016llx %lld %lld %lld %s %s %dx%d %s %.2f %.2f %.2f",
+                     e->device, e->lib, (unsigned long long)e->key.program, (long long)e->key.m,
+                     (long long)e->key.n, (long long)e->key.k,
+                     layout_name(e->key.trans_a, e->key.trans_b), coda_dtype_name(e->key.ab),
+                     e->key.tile_m, e->key.tile_n, kChoice[e->choice], e->us[0], e->us[1],
+                     e->us[2]);
+  return len >= 0 && (size_t)len < n;
+}
+
+/* "<m>x<n>", each 1..4096. */
+static int parse_tile(const char *s, int *tm, int *tn) {
+  const char *x = strchr(s, 'x');
+  if (!x || x == s || (size_t)(x - s) > 4) return 0;
+  char a[8];
+  memcpy(a, s, (size_t)(x - s));
+  a[x - s] = '\0';
+  int64_t m, n;
+  if (!parse_i64(a, 1, 4096, &m) || !parse_i64(x + 1, 1, 4096, &n)) return 0;
+  *tm = (int)m;
+  *tn = (int)n;
+  return 1;
+}
+
+int coda_fused_parse_line(const char *line, coda_fused_entry *out) {
+  char buf[TUNE_LINE_MAX];
+  char *tok[13];
+  const int nt = split_fields(line, buf, tok, 13);
+  if (nt <= 0) return nt;
+  coda_fused_entry e;
+  memset(&e, 0, sizeof e);
+  if (strlen(tok[0]) >= sizeof e.device || strlen(tok[1]) >= sizeof e.lib) return -1;
+  strcpy(e.device, tok[0]);
+  strcpy(e.lib, tok[1]);
+  const char *h = tok[2];
+  if (strlen(h) != 16) return -1;
+  for (int i = 0; i < 16; i++) {
+    const char ch = h[i];
+    const int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+    if (d < 0) return -1;
+    e.key.program = e.key.program << 4 | (uint64_t)d;
+  }
+  const int64_t dim_max = ((int64_t)1 << 31) - 1;
+  int64_t v[3];
+  for (int i = 0; i < 3; i++)
+    if (!parse_i64(tok[3 + i], 1, dim_max, &v[i])) return -1;
+  e.key.m = v[0];
+  e.key.n = v[1];
+  e.key.k = v[2];
+  if (!parse_layout(tok[6], &e.key.trans_a, &e.key.trans_b)) return -1;
+  if (!parse_dtype(tok[7], &e.key.ab)) return -1;
+  if (!parse_tile(tok[8], &e.key.tile_m, &e.key.tile_n)) return -1;
+  e.choice = -1;
+  for (int i = 0; i < 4; i++)
+    if (strcmp(tok[9], kChoice[i]) == 0) e.choice = i;
+  if (e.choice < 0) return -1;
+  for (int i = 0; i < 3; i++)
+    if (!parse_us(tok[10 + i], &e.us[i])) return -1;
+  *out = e;
+  return 1;
+}
+
+static int take_fused_line(void *cv, const char *line, int keep_memory) {
+  coda_fused_cache *c = cv;
+  coda_fused_entry e;
+  const int r = coda_fused_parse_line(line, &e);
+  if (r <= 0) return r;
+  if (keep_memory && fused_find_tagged(c, e.device, e.lib, &e.key)) return 1;
+  return fused_put_entry(c, &e) == CODA_OK ? 1 : -2;
+}
+
+int coda_fused_cache_load(coda_fused_cache *c) {
+  if (c->loaded || !c->path[0]) return 0;
+  c->loaded = 1;
+  int bad = read_lines(c->path, take_fused_line, c, 1);
+  return bad < 0 ? 0 : bad;
+}
+
+static int format_fused(const void *c, int i, char *buf, size_t n) {
+  return coda_fused_format_line(&((const coda_fused_cache *)c)->e[i], buf, n);
+}
+
+coda_status coda_fused_cache_save(coda_context ctx, coda_fused_cache *c) {
+  if (!c->path[0]) return CODA_OK;
+  (void)read_lines(c->path, take_fused_line, c, 1); /* entries another process wrote meanwhile */
+  c->loaded = 1;
+  return write_atomic(ctx, c->path, "fusion tuning cache",
+                      "# coda fused GEMM step choices: device lib program M N K layout ab tile "
+                      "choice us_fused us_cooperative us_unfused",
+                      c->n, format_fused, c);
+}
+
+coda_fused_cache *coda_fused_tune_state(coda_context ctx) {
+  return ctx ? ctx->fused_tune : NULL;
+}
+
+coda_fused_cache *coda_fused_tune_create(coda_context ctx, const char *device, const char *lib,
+                                         const char *path) {
+  if (!ctx) return NULL;
+  if (ctx->fused_tune) return ctx->fused_tune;
+  coda_fused_cache *c = malloc(sizeof *c);
+  if (!c) return NULL;
+  coda_fused_cache_init(c, device, lib, path);
+  (void)coda_fused_cache_load(c); /* corrupt lines are skipped */
+  ctx->fused_tune = c;
+  return c;
+}
+
+void coda_fused_tune_release(coda_context ctx) {
+  if (!ctx || !ctx->fused_tune) return;
+  coda_fused_cache_free(ctx->fused_tune);
+  free(ctx->fused_tune);
+  ctx->fused_tune = NULL;
 }

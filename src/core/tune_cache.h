@@ -1,8 +1,9 @@
-/* The GEMM autotuner's table of choices and its on-disk form (a small text
- * file). Backend-independent so that the file format is tested on machines
- * without a GPU; the measuring side is src/cuda/gemm_tune.cu.
+/* The autotuners' tables of choices and their on-disk form (small text
+ * files). Backend-independent so that the file formats are tested on
+ * machines without a GPU; the measuring sides are src/cuda/gemm_tune.cu (plain
+ * GEMM) and coda_plan_tune_fusion in src/nn/plan.c (fused GEMM steps).
  *
- * File: one entry per line, whitespace-separated fields
+ * GEMM file (gemm-tune.txt): one entry per line, whitespace-separated fields
  *
  *   <device> <lib> <M> <N> <K> <layout> <ab dtype> <d dtype> <accumulate> <config> <splits> <us>
  *
@@ -12,7 +13,19 @@
  * ones are kept in the file but never used. Lines starting with '#', and lines
  * that do not parse or hold out-of-range values, are ignored. The file is
  * rewritten whole through a temporary file and rename(), so a reader sees the
- * old or the new file, never a torn one. */
+ * old or the new file, never a torn one.
+ *
+ * Fused-step file (fused-tune.txt, beside it; same rules for tags, comments,
+ * bad lines and rewriting):
+ *
+ *   <device> <lib> <program> <M> <N> <K> <layout> <ab dtype> <tile> <choice> <us0> <us1> <us2>
+ *
+ * e.g. "NVIDIA_H200/132sm 0.1.0+k3f9a0c1e 80035118be60db00 4096 2048 2048 NT
+ * bf16 64x128 cooperative 61.20 58.90 63.00". <program> is the FNV-1a hash
+ * of the program's canonical text (16 lower-case hex digits), <tile> the
+ * step's tiling, <choice> one of fused (the backend's own schedule),
+ * pingpong, cooperative, unfused, and us0..us2 the measured times of fused
+ * (pingpong on CUDA), fused cooperative and unfused (0 = not measured). */
 #ifndef CODA_TUNE_CACHE_H
 #define CODA_TUNE_CACHE_H
 
@@ -85,5 +98,72 @@ coda_status coda_tune_cache_save(coda_context ctx, coda_tune_cache *c);
  * 1 on a valid entry, 0 for a comment or blank line, -1 for a corrupt one. */
 int coda_tune_format_line(const coda_tune_entry *e, char *buf, size_t n);
 int coda_tune_parse_line(const char *line, coda_tune_entry *out);
+
+/* ------------------------------------------------ fused-step choices */
+
+/* Choice for a GEMM + epilogue step: the first three equal CODA_SCHED_*
+ * (fused with that schedule), the last is the plain GEMM + map pair. */
+enum {
+  CODA_FUSED_CHOICE_FUSED = 0,
+  CODA_FUSED_CHOICE_PINGPONG = 1,
+  CODA_FUSED_CHOICE_COOPERATIVE = 2,
+  CODA_FUSED_CHOICE_UNFUSED = 3
+};
+
+typedef struct coda_fused_key {
+  uint64_t program; /* coda_fnv1a64 of the program's canonical text */
+  int64_t m, n, k;
+  int trans_a, trans_b; /* 0 = N, 1 = T */
+  coda_dtype ab;        /* operand type */
+  int tile_m, tile_n;   /* the step's tiling */
+} coda_fused_key;
+
+typedef struct coda_fused_entry {
+  char device[CODA_TUNE_TAG_LEN];
+  char lib[CODA_TUNE_TAG_LEN];
+  coda_fused_key key;
+  int choice;   /* CODA_FUSED_CHOICE_* */
+  double us[3]; /* fused (pingpong on CUDA), fused cooperative, unfused; 0 = not measured */
+} coda_fused_entry;
+
+typedef struct coda_fused_cache {
+  char device[CODA_TUNE_TAG_LEN]; /* tags of the running process */
+  char lib[CODA_TUNE_TAG_LEN];
+  char path[CODA_TUNE_PATH_LEN]; /* "" = memory only */
+  coda_fused_entry *e;
+  int n, cap;
+  int loaded;  /* the file was read (once) */
+  int disk_ok; /* cleared after a failed write: no retry */
+} coda_fused_cache;
+
+/* 64-bit FNV-1a of n bytes. */
+uint64_t coda_fnv1a64(const void *data, size_t n);
+
+/* As the GEMM table's functions above, for the fused-step choices. The
+ * default file is fused-tune.txt in the GEMM file's directory. */
+void coda_fused_cache_init(coda_fused_cache *c, const char *device, const char *lib,
+                           const char *path);
+void coda_fused_cache_free(coda_fused_cache *c);
+int coda_fused_cache_default_path(char *buf, size_t n);
+int coda_fused_cache_load(coda_fused_cache *c);
+const coda_fused_entry *coda_fused_cache_find(const coda_fused_cache *c, const coda_fused_key *key);
+/* CODA_ERR_INVALID_ARGUMENT for a choice out of range or a negative or
+ * non-finite time. */
+coda_status coda_fused_cache_put(coda_fused_cache *c, const coda_fused_key *key, int choice,
+                                 const double us[3]);
+coda_status coda_fused_cache_save(coda_context ctx, coda_fused_cache *c);
+int coda_fused_format_line(const coda_fused_entry *e, char *buf, size_t n);
+int coda_fused_parse_line(const char *line, coda_fused_entry *out);
+/* Name of a choice ("fused", "pingpong", "cooperative", "unfused"). */
+const char *coda_fused_choice_name(int choice);
+
+/* The context's table of fused-step choices (ctx->fused_tune): _state
+ * returns it or NULL before the first _create, which makes it with the
+ * running tags and file and reads the file (NULL when out of memory).
+ * Freed by coda_fused_tune_release (context destruction). */
+coda_fused_cache *coda_fused_tune_state(coda_context ctx);
+coda_fused_cache *coda_fused_tune_create(coda_context ctx, const char *device, const char *lib,
+                                         const char *path);
+void coda_fused_tune_release(coda_context ctx);
 
 #endif

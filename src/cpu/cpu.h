@@ -53,6 +53,9 @@ typedef struct cpu_job {
   const coda_tensor *inputs[CODA_MAX_INPUTS];
   const coda_tensor *outputs[CODA_MAX_OUTPUTS];
   const coda_tensor *partials[CODA_MAX_REDUCES];
+  /* rowsum inputs: the M per-row sums in the compute type (float, or double
+   * in exact mode), filled by cpu_run once per job; NULL for other kinds */
+  const void *rowsums[CODA_MAX_INPUTS];
   /* plain store */
   const coda_tensor *D;
   double alpha;

@@ -50,7 +50,36 @@ static void thread_ws_free(thread_ws *w) {
   free(w->segbuf);
 }
 
+static coda_status run_job(coda_context ctx, const cpu_job *job);
+
+/* Computes the rowsum inputs' per-row sums once per job, then runs it. */
 coda_status cpu_run(coda_context ctx, const cpu_job *job) {
+  const struct coda_program_s *pg = job->prog;
+  int any = 0;
+  for (int i = 0; pg && i < pg->ninputs; i++) any |= pg->inputs[i].kind == CODA_ARG_ROWSUM;
+  if (!any) return run_job(ctx, job);
+  cpu_job j = *job;
+  void *sums[CODA_MAX_INPUTS] = {0};
+  coda_status s = CODA_OK;
+  for (int i = 0; i < pg->ninputs && !s; i++) {
+    if (pg->inputs[i].kind != CODA_ARG_ROWSUM) continue;
+    const coda_tensor *P = job->inputs[i];
+    sums[i] = malloc((size_t)(P->rows > 0 ? P->rows : 1) * (job->f64 ? sizeof(double) : sizeof(float)));
+    if (!sums[i]) {
+      s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory for the sums of rowsum input '%s'",
+                    pg->inputs[i].name);
+      break;
+    }
+    if (job->f64) row_sums_f64((double *)sums[i], P);
+    else row_sums_f32((float *)sums[i], P);
+    j.rowsums[i] = sums[i];
+  }
+  if (!s) s = run_job(ctx, &j);
+  for (int i = 0; i < pg->ninputs; i++) free(sums[i]);
+  return s;
+}
+
+static coda_status run_job(coda_context ctx, const cpu_job *job) {
   const int64_t M = job->M, N = job->N;
   const int tm = job->tile_m, tn = job->tile_n;
   const int64_t tiles_m = (M + tm - 1) / tm, tiles_n = (N + tn - 1) / tn;

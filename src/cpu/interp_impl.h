@@ -99,6 +99,16 @@ static void CAT(store1, SFX)(const coda_tensor *t, int64_t off, REAL v) {
   CAT(store, SFX)(t, off, 1, &v, 1, 0);
 }
 
+/* Per-row sums of an M x T partials tensor, in index order in REAL:
+ * s = P[m,0]; s += P[m,1]; ... (the semantics of a rowsum input). */
+static void CAT(row_sums, SFX)(REAL *restrict out, const coda_tensor *P) {
+  for (int64_t m = 0; m < P->rows; m++) {
+    REAL s = CAT(load1, SFX)(P, m * P->ld);
+    for (int64_t t = 1; t < P->cols; t++) s += CAT(load1, SFX)(P, m * P->ld + t);
+    out[m] = s;
+  }
+}
+
 /* Rotation angle of rope: theta = 2*pi*frac(p*(fhi+flo)) (turns -> rad). */
 static inline REAL CAT(rope_angle, SFX)(REAL p, REAL fhi, REAL flo) {
 #if CPU_REAL_IS_DOUBLE
@@ -177,6 +187,10 @@ static void CAT(eval_chunk, SFX)(const cpu_job *job, REAL *regs, const REAL *acc
       } break;
       case CODA_ARG_SCALAR: {
         REAL v = CAT(load1, SFX)(t, 0);
+        for (int i = 0; i < cnt; i++) d[i] = v;
+      } break;
+      case CODA_ARG_ROWSUM: {
+        REAL v = ((const REAL *)job->rowsums[in->input])[m];
         for (int i = 0; i < cnt; i++) d[i] = v;
       } break;
       case CODA_ARG_COL: {

@@ -48,6 +48,9 @@ coda_status coda_cuda_preferred_tiling(coda_context ctx, coda_program p, int64_t
 /* Frees the CUDA state of a context (loaded epilogue kernels); call from
  * coda_context_destroy. */
 void coda_cuda_context_release(coda_context ctx);
+/* The device tag of the autotuners' cache files: GPU name and SM count,
+ * e.g. "NVIDIA H200/132sm" (gemm_tune.cu). */
+coda_status coda_cuda_device_tag(coda_context ctx, char *buf, size_t n);
 /* Local-memory bytes per thread of the compiled kernel for a program
  * (0 = no spills), -1 on error; *ping (optional) = 1 if it runs the
  * pingpong schedule; for tests and benchmarks. */

@@ -73,10 +73,10 @@ static long scratch_bytes(void) {
 
 size_t coda_epi_smem_bytes(const coda_epi_config *cfg) {
   /* STAGES x (A + B) k-blocks + 2 epilogue scratches + 2 x STAGES mbarriers
-   * + 1024 bytes of alignment slack. */
+   * + 4 epilogue-load mbarriers + 1024 bytes of alignment slack. */
   const size_t scratch = cfg->scratch > 0 ? (size_t)cfg->scratch : (size_t)scratch_bytes();
   return (size_t)cfg->stages * (128 + cfg->bn) * 64 * 2 + 2 * scratch +
-         2 * (size_t)cfg->stages * 8 + 1024;
+         (2 * (size_t)cfg->stages + 4) * 8 + 1024;
 }
 
 uint64_t coda_epi_hash(const void *data, size_t n, uint64_t seed) {
@@ -104,6 +104,7 @@ static const char *kind_name(coda_arg_kind k) {
   case CODA_ARG_ROW: return "row";
   case CODA_ARG_COL: return "col";
   case CODA_ARG_SCALAR: return "scalar";
+  case CODA_ARG_ROWSUM: return "rowsum";
   default: return "tile";
   }
 }
@@ -429,12 +430,15 @@ static const char kHelpers[] =
     "}\n"
     "}  // namespace coda_epi\n"
     "struct CodaEpiParams {\n"
-    "  CUtensorMap tm[8];\n"
+    "  CUtensorMap tm[12];\n"
     "  const void *ptr[64];\n"
     "  long long ld[64];\n"
     "  int flags[64];\n"
+    "  int cnt[64];\n"
     "  int M, N;\n"
     "};\n";
+
+_Static_assert(CODA_EPI_MAX_TMA + CODA_EPI_MAX_TMA_IN == 12, "CodaEpiParams.tm in kHelpers");
 
 /* ------------------------------------------------------------ functor */
 
@@ -463,6 +467,11 @@ typedef struct gen {
   coda_strbuf *b;
   int pair;
   int arg_out0, arg_red0;
+  /* per register (plan_hoist): hoist = math computed once per fragment
+   * row before the loops; pre = computed there (hoisted math and the
+   * constants and row-invariant reads it needs); pp = read per point (by
+   * an instruction that is not hoisted, a store or a reduction) */
+  unsigned char hoist[2 * CODA_MAX_INSTRS], pre[2 * CODA_MAX_INSTRS], pp[2 * CODA_MAX_INSTRS];
 } gen;
 
 /* Expression of input k read with lane `lane` at point e (elem) / the pair. */
@@ -472,6 +481,7 @@ static void emit_read(gen *g, int k, coda_lane lane) {
   int odd = lane == CODA_LANE_ODD;
   switch (in->kind) {
   case CODA_ARG_ROW: coda_sb_printf(b, "rw%d[h]", k); break;
+  case CODA_ARG_ROWSUM: coda_sb_printf(b, "rq%d[h]", k); break;
   case CODA_ARG_SCALAR: coda_sb_printf(b, "sc%d", k); break;
   case CODA_ARG_COL:
     if (g->pair) coda_sb_printf(b, "cv%d.%c", k, odd ? 'y' : 'x');
@@ -584,6 +594,94 @@ static void emit_instr(gen *g, const ir_instr *in) {
       coda_sb_printf(b, "#error unknown op %d\n", (int)in->op);
       break;
     }
+  }
+}
+
+/* Row-invariant values: an instruction whose operands are constants,
+ * scalar, row or rowsum inputs, the builtin `row` or other such values has
+ * one value per fragment row. Math of that kind is computed once for each
+ * of the thread's two rows (h = 0, 1) before the fragment loops and read
+ * per point from hv%d[h]: the same fp32 operations, so the same bits, e.g.
+ * one rsqrt(ss * inv_n + eps) per row instead of one per value. */
+static void plan_hoist(gen *g) {
+  const struct coda_program_s *p = g->p;
+  unsigned char inv[2 * CODA_MAX_INSTRS];
+  memset(inv, 0, sizeof inv);
+  memset(g->hoist, 0, sizeof g->hoist);
+  memset(g->pre, 0, sizeof g->pre);
+  memset(g->pp, 0, sizeof g->pp);
+  for (int i = 0; i < p->ninstrs; i++) {
+    const ir_instr *in = &p->instrs[i];
+    int v = 0;
+    switch (in->code) {
+    case IR_CONST:
+    case IR_ROW: v = 1; break;
+    case IR_READ: {
+      const coda_arg_kind k = p->inputs[in->input].kind;
+      v = k == CODA_ARG_ROW || k == CODA_ARG_SCALAR || k == CODA_ARG_ROWSUM;
+    } break;
+    case IR_MATH:
+      v = 1;
+      for (int a = 0; a < in->nargs; a++) v &= inv[in->args[a]];
+      break;
+    default: break;
+    }
+    inv[in->dst] = (unsigned char)v;
+    if (in->dst2 >= 0) inv[in->dst2] = (unsigned char)v;
+    if (v && in->code == IR_MATH) {
+      g->hoist[in->dst] = g->pre[in->dst] = 1;
+      if (in->dst2 >= 0) g->hoist[in->dst2] = g->pre[in->dst2] = 1;
+    }
+  }
+  for (int i = p->ninstrs - 1; i >= 0; i--) { /* what the hoisted math reads */
+    const ir_instr *in = &p->instrs[i];
+    if (in->code != IR_MATH) continue;
+    const int h = g->hoist[in->dst];
+    for (int a = 0; a < in->nargs; a++) {
+      if (h) g->pre[in->args[a]] = 1;
+      else g->pp[in->args[a]] = 1;
+    }
+  }
+  for (int o = 0; o < p->noutputs; o++) {
+    g->pp[p->outputs[o].reg_even] = 1;
+    if (p->outputs[o].reg_odd >= 0) g->pp[p->outputs[o].reg_odd] = 1;
+  }
+  for (int q = 0; q < p->nreduces; q++) g->pp[p->reduces[q].reg] = 1;
+}
+
+/* The hoisted row values: hv%d[2] for those read per point. */
+static void emit_hoist_prelude(gen *g) {
+  const struct coda_program_s *p = g->p;
+  int any = 0;
+  for (int r = 0; r < p->nregs; r++) any |= g->hoist[r] && g->pp[r];
+  if (!any) return;
+  coda_strbuf *b = g->b;
+  coda_sb_printf(b, "    /* row-invariant math, once per fragment row */\n");
+  for (int r = 0; r < p->nregs; r++)
+    if (g->hoist[r] && g->pp[r]) coda_sb_printf(b, "    float hv%d[2];\n", r);
+  coda_sb_printf(b, "#pragma unroll\n    for (int h = 0; h < 2; ++h) {\n      const int r = f.row0 + 8 * h;\n      (void)r;\n");
+  for (int i = 0; i < p->ninstrs; i++)
+    if (g->pre[p->instrs[i].dst]) emit_instr(g, &p->instrs[i]);
+  for (int r = 0; r < p->nregs; r++)
+    if (g->hoist[r] && g->pp[r]) coda_sb_printf(b, "      hv%d[h] = r%d;\n", r, r);
+  coda_sb_printf(b, "    }\n");
+}
+
+/* The program's instructions at one point: hoisted values are read from
+ * hv%d[h]; constants and row values only the hoisted math used are left
+ * out. */
+static void emit_point_instrs(gen *g) {
+  const struct coda_program_s *p = g->p;
+  for (int i = 0; i < p->ninstrs; i++) {
+    const ir_instr *in = &p->instrs[i];
+    if (g->hoist[in->dst]) {
+      if (g->pp[in->dst]) coda_sb_printf(g->b, "      const float r%d = hv%d[h];\n", in->dst, in->dst);
+      if (in->dst2 >= 0 && g->pp[in->dst2])
+        coda_sb_printf(g->b, "      const float r%d = hv%d[h];\n", in->dst2, in->dst2);
+      continue;
+    }
+    if (g->pre[in->dst] && !g->pp[in->dst]) continue;
+    emit_instr(g, in);
   }
 }
 
@@ -776,13 +874,76 @@ static void emit_stage_in(gen *g, const stage_plan *sp, const char *jc, const ch
   }
 }
 
+/* TMA slots of the staged inputs (the first CODA_EPI_MAX_TMA_IN of them);
+ * returns 1 when every staged input has one. */
+static int input_slots(const struct coda_program_s *p, const stage_plan *sp, int *slot) {
+  int next = CODA_EPI_MAX_TMA, all = 1;
+  for (int k = 0; k < p->ninputs; k++) {
+    slot[k] = -1;
+    if (sp->in_off[k] < 0) continue;
+    if (next < CODA_EPI_MAX_TMA + CODA_EPI_MAX_TMA_IN) slot[k] = next++;
+    else all = 0;
+  }
+  return all;
+}
+
+/* The staged inputs of chunk `jc` into buffer `buf` by TMA: one thread
+ * arms the mbarrier with the bytes of the boxes it issues and issues them;
+ * a box wholly outside the view (rows past M, a chunk past the row's end)
+ * is not issued, so the barrier completes on what was, and its staged
+ * values are never used (their points are outside M x N). */
+static void emit_tma_in(gen *g, const stage_plan *sp, const int *slot, const char *jc, const char *buf,
+                        const char *indent) {
+  coda_sb_printf(g->b, "%sif (threadIdx.x %% 128 == 0) {\n", indent);
+  coda_sb_printf(g->b, "%s  uint64_t *const lb_ = &sc.ld_bar[%s];\n%s  unsigned tx_ = 0;\n", indent, buf, indent);
+  int n = 0;
+  for (int k = 0; k < g->p->ninputs; k++) {
+    if (sp->in_off[k] < 0) continue;
+    const ir_input *in = &g->p->inputs[k];
+    char v0[96];
+    snprintf(v0, sizeof v0, "%s", view_v0(in->width));
+    char *J = strstr(v0, "JC");
+    coda_sb_printf(g->b, "%s  const long long v%d_ = %.*s%s%s;\n", indent, k, (int)(J - v0), v0, jc, J + 2);
+    coda_sb_printf(g->b, "%s  const bool i%d_ = wr0 < M && v%d_ < %s;\n", indent, k, k, view_len(in->width));
+    coda_sb_printf(g->b, "%s  tx_ += i%d_ ? %du : 0u;\n", indent, k, 64 * sp->in_rb[k]);
+    n++;
+  }
+  coda_sb_printf(g->b, "%s  coda_sm90::mbar_expect_tx(lb_, tx_);\n", indent);
+  for (int k = 0; k < g->p->ninputs; k++) {
+    if (sp->in_off[k] < 0) continue;
+    coda_sb_printf(g->b, "%s  if (i%d_) coda_sm90::tma_load_2d(sb_ + %d + (%s) * %d, &p.tm[%d], lb_, (int)v%d_, wr0);\n",
+                   indent, k, sp->in_off[k], buf, 64 * sp->in_rb[k], slot[k], k);
+  }
+  coda_sb_printf(g->b, "%s}\n", indent);
+  (void)n;
+}
+
+/* tin: every staged input has its TMA map and the caller lent the
+ * load barriers. */
+static void emit_tin(gen *g, const stage_plan *sp, const int *slot, const char *indent) {
+  coda_sb_printf(g->b, "%sconst bool tin = sc.ld_bar != nullptr", indent);
+  for (int k = 0; k < g->p->ninputs; k++)
+    if (sp->in_off[k] >= 0 && slot[k] >= 0) coda_sb_printf(g->b, " && (p.flags[%d] & 4)", k);
+  coda_sb_printf(g->b, ";\n");
+}
+
+void coda_epi_input_tma_slots(coda_program pg, int *slot) {
+  const struct coda_program_s *p = pg;
+  int used[CODA_MAX_INPUTS];
+  const int ncol = program_reads(p, used);
+  stage_plan sp;
+  plan_staging(p, used, ncol, coda_epi_scratch_bytes(pg), &sp);
+  input_slots(p, &sp, slot);
+}
+
 char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   const struct coda_program_s *p = pg;
   if (coda_epi_supported(ctx, pg) != CODA_OK) return NULL;
   coda_strbuf sb = {0};
   coda_strbuf *b = &sb;
-  gen g = {p, b, p->pair_mode, p->ninputs, p->ninputs + p->noutputs};
+  gen g = {p, b, p->pair_mode, p->ninputs, p->ninputs + p->noutputs, {0}, {0}, {0}};
   const int pair = p->pair_mode;
+  plan_hoist(&g);
 
   int used[CODA_MAX_INPUTS];
   const int ncol = program_reads(p, used);
@@ -793,6 +954,10 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   const long scratch = coda_epi_scratch_bytes(pg);
   plan_staging(p, used, ncol, scratch, &sp);
   const int staged = sp.nin + sp.nout > 0;
+  /* staged inputs come by TMA (tin, decided at run time: every staged
+   * input has a map) or by cp.async from all threads */
+  int slot[CODA_MAX_INPUTS];
+  const int tma_in = sp.nin > 0 && input_slots(p, &sp, slot);
 
   coda_sb_printf(b, "/* program (%s mode): %d instructions, %d inputs, %d outputs, %d reductions */\n",
             pair ? "pair" : "elem", p->ninstrs, p->ninputs, p->noutputs, p->nreduces);
@@ -806,6 +971,9 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   for (int q = 0; q < p->nreduces; q++)
     coda_sb_printf(b, " %d=%s(%s)", g.arg_red0 + q, p->reduces[q].name, ir_reduce_kind_name(p->reduces[q].kind));
   coda_sb_printf(b, " */\n");
+  /* the host fills coda_epi_params (epi_codegen.h): the two layouts agree */
+  coda_sb_printf(b, "static_assert(sizeof(CodaEpiParams) == %zu, \"CodaEpiParams as the host's coda_epi_params\");\n",
+                 sizeof(coda_epi_params));
   coda_sb_printf(b, "struct CodaEpi {\n  CodaEpiParams p;\n");
   if (sp.nout) /* the shared memory must outlive the last TMA stores' reads */
     coda_sb_printf(b, "  __device__ __forceinline__ void finish() const { if (threadIdx.x %% 128 == 0) coda_sm90::bulk_wait_all(); }\n");
@@ -820,8 +988,15 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
       if (sp.in_off[k] >= 0)
         coda_sb_printf(b, "    const bool al%d = ((((unsigned long long)p.ptr[%d]) | (unsigned long long)(p.ld[%d] * %d)) & 15) == 0;\n",
                   k, k, k, dt_size(p->inputs[k].dtype));
-    emit_stage_in(&g, &sp, "0", "0", "    ");
-    coda_sb_printf(b, "    coda_epi::cp_commit();\n");
+    if (tma_in) {
+      emit_tin(&g, &sp, slot, "    ");
+      coda_sb_printf(b, "    if (tin) {\n");
+      emit_tma_in(&g, &sp, slot, "0", "0", "      ");
+      coda_sb_printf(b, "    } else {\n");
+    }
+    emit_stage_in(&g, &sp, "0", "0", tma_in ? "      " : "    ");
+    coda_sb_printf(b, "%scoda_epi::cp_commit();\n", tma_in ? "      " : "    ");
+    if (tma_in) coda_sb_printf(b, "    }\n");
   } else {
     coda_sb_printf(b, "    (void)wr0; (void)tc0; (void)sc;\n");
   }
@@ -853,6 +1028,7 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
         coda_sb_printf(b, "    const bool al%d = ((((unsigned long long)p.ptr[%d]) | (unsigned long long)(p.ld[%d] * %d)) & 15) == 0;\n",
                   k, k, k, dt_size(p->outputs[o].dtype));
       }
+    if (tma_in) emit_tin(&g, &sp, slot, "    ");
   }
 
   /* scalars and row vectors; for column vectors the fast case (contiguous,
@@ -875,7 +1051,20 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
                 "      const int r = f.row0 + 8 * h;\n"
                 "      rw%d[h] = r < M ? coda_epi::ld1<%d>(p.ptr[%d], (long long)r * p.ld[%d]) : 0.0f;\n    }\n",
                 k, k, dt_code(in->dtype), k, k);
+    else if (in->kind == CODA_ARG_ROWSUM) /* the row's p.cnt partials, summed in index order */
+      coda_sb_printf(b,
+                "    float rq%d[2];\n#pragma unroll\n    for (int h = 0; h < 2; ++h) {\n"
+                "      const int r = f.row0 + 8 * h;\n"
+                "      float s_ = 0.0f;\n"
+                "      if (r < M) {\n"
+                "        const float *q_ = (const float *)p.ptr[%d] + (long long)r * p.ld[%d];\n"
+                "        s_ = q_[0];\n"
+                "        for (int t_ = 1; t_ < p.cnt[%d]; ++t_) s_ += q_[t_];\n"
+                "      }\n"
+                "      rq%d[h] = s_;\n    }\n",
+                k, k, k, k, k);
   }
+  emit_hoist_prelude(&g);
   /* reduction state */
   for (int q = 0; q < p->nreduces; q++) {
     const ir_reduce *r = &p->reduces[q];
@@ -902,20 +1091,43 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
    * (a store may alias a later load as far as the compiler knows) */
   if (sp.nin && sp.dbl) {
     coda_sb_printf(b, "    if (!sc.pre) {\n");
-    emit_stage_in(&g, &sp, "0", "0", "      ");
-    coda_sb_printf(b, "      coda_epi::cp_commit();\n    }\n");
+    if (tma_in) {
+      coda_sb_printf(b, "      if (tin) {\n");
+      emit_tma_in(&g, &sp, slot, "0", "0", "        ");
+      coda_sb_printf(b, "      } else {\n");
+    }
+    emit_stage_in(&g, &sp, "0", "0", "        ");
+    coda_sb_printf(b, "        coda_epi::cp_commit();\n");
+    if (tma_in) coda_sb_printf(b, "      }\n");
+    coda_sb_printf(b, "    }\n");
   }
   coda_sb_printf(b, "#pragma unroll\n    for (int jc = 0; jc < BN / 8; jc += %d) {\n", EPI_JC);
+  /* TMA: chunk c of a fragment uses buffer c % 2 (double) or 0 (single);
+   * every fragment runs the same chunks, so each barrier's phase parity
+   * is 0 at a fragment's first use */
   if (sp.nin && sp.dbl) {
     coda_sb_printf(b, "      if (jc + %d < BN / 8) {\n", EPI_JC);
     char buf[48];
     snprintf(buf, sizeof buf, "(jc / %d + 1) & 1", EPI_JC);
-    emit_stage_in(&g, &sp, "jc + 4", buf, "        ");
-    coda_sb_printf(b, "        coda_epi::cp_commit();\n        coda_epi::cp_wait<1>();\n      } else {\n"
-                 "        coda_epi::cp_wait<0>();\n      }\n");
+    if (tma_in) {
+      coda_sb_printf(b, "        if (tin) {\n");
+      emit_tma_in(&g, &sp, slot, "jc + 4", buf, "          ");
+      coda_sb_printf(b, "        } else {\n");
+    }
+    emit_stage_in(&g, &sp, "jc + 4", buf, "          ");
+    coda_sb_printf(b, "          coda_epi::cp_commit();\n          coda_epi::cp_wait<1>();\n");
+    if (tma_in) coda_sb_printf(b, "        }\n");
+    coda_sb_printf(b, "      } else {\n");
+    coda_sb_printf(b, "        %scoda_epi::cp_wait<0>();\n      }\n", tma_in ? "if (!tin) " : "");
   } else if (sp.nin) {
-    emit_stage_in(&g, &sp, "jc", "0", "      ");
-    coda_sb_printf(b, "      coda_epi::cp_commit();\n      coda_epi::cp_wait<0>();\n");
+    if (tma_in) {
+      coda_sb_printf(b, "      if (tin) {\n");
+      emit_tma_in(&g, &sp, slot, "jc", "0", "        ");
+      coda_sb_printf(b, "      } else {\n");
+    }
+    emit_stage_in(&g, &sp, "jc", "0", "        ");
+    coda_sb_printf(b, "        coda_epi::cp_commit();\n        coda_epi::cp_wait<0>();\n");
+    if (tma_in) coda_sb_printf(b, "      }\n");
   }
   /* the chunk's inputs are visible to all; the previous chunk's staged
    * outputs have been stored */
@@ -923,7 +1135,16 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
    * chunk writes (with two buffers: the store of chunk jc - 2) */
   if (sp.nout)
     coda_sb_printf(b, "      if (threadIdx.x %% 128 == 0) coda_sm90::bulk_wait_read<%d>();\n", sp.out_dbl ? 1 : 0);
-  if (staged) coda_sb_printf(b, "      coda_sm90::wg_sync(sc.bar);\n");
+  if (staged) {
+    /* cp.async'ed inputs and the output staging need the barrier; TMA'd
+     * inputs are visible to every thread that waits on their mbarrier */
+    if (tma_in && !sp.nout) coda_sb_printf(b, "      if (!tin) coda_sm90::wg_sync(sc.bar);\n");
+    else coda_sb_printf(b, "      coda_sm90::wg_sync(sc.bar);\n");
+  }
+  if (tma_in) {
+    if (sp.dbl) coda_sb_printf(b, "      if (tin) coda_sm90::mbar_wait(&sc.ld_bar[(jc / %d) & 1], (jc / %d) & 1);\n", EPI_JC, 2 * EPI_JC);
+    else coda_sb_printf(b, "      if (tin) coda_sm90::mbar_wait(&sc.ld_bar[0], (jc / %d) & 1);\n", EPI_JC);
+  }
   for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
     if (!used[k]) continue;
@@ -1007,7 +1228,7 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
 
   if (pair) coda_sb_printf(b, "        {\n          const int e = 0; const bool ok = ok0; (void)e;\n");
   else coda_sb_printf(b, "#pragma unroll\n        for (int e = 0; e < 2; ++e) {\n          const bool ok = e ? ok1 : ok0;\n");
-  for (int i = 0; i < p->ninstrs; i++) emit_instr(&g, &p->instrs[i]);
+  emit_point_instrs(&g);
   for (int o = 0; o < p->noutputs; o++) {
     const ir_output *op = &p->outputs[o];
     coda_sb_printf(b, "          ov%d[e] = r%d;\n", o, op->reg_even);

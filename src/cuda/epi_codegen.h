@@ -22,8 +22,11 @@ extern "C" {
 /* Argument slots of the kernel's parameter block (inputs, outputs,
  * reductions in program order; 24 + 16 + 16 fit). */
 #define CODA_EPI_MAX_ARGS 64
-/* Outputs 0 .. CODA_EPI_MAX_TMA-1 may be stored by TMA from the staging. */
+/* Outputs 0 .. CODA_EPI_MAX_TMA-1 may be stored by TMA from the staging;
+ * the first CODA_EPI_MAX_TMA_IN staged tile inputs may be loaded by TMA
+ * into it (maps in slots CODA_EPI_MAX_TMA ..). */
 #define CODA_EPI_MAX_TMA 8
+#define CODA_EPI_MAX_TMA_IN 4
 
 /* Kernel instantiation chosen for one launch. */
 typedef struct coda_epi_config {
@@ -52,15 +55,20 @@ coda_epi_config coda_epi_default_config(void);
  * in the generated source has exactly this layout. ld: row pitch of
  * tiles, outputs and partials, element stride of row/column vectors.
  * flags: bit 0 = element pairs at even columns are naturally aligned
- * (32-bit / 64-bit access), bit 1 = same for groups of four, bit 2 (outputs
- * only) = tm[output index] is a TMA store map of the view (box: one staged
- * chunk, 64 rows x coda_epi_chunk_row_bytes, swizzled like the staging).
- * tm holds CUtensorMap values (64-byte aligned, opaque here). */
+ * (32-bit / 64-bit access), bit 1 = same for groups of four, bit 2 = the
+ * view has a TMA map (box: one staged chunk, 64 rows x
+ * coda_epi_chunk_row_bytes, swizzled like the staging): outputs in
+ * tm[output index] (store or reduce-add), staged tile inputs in the slot
+ * coda_epi_input_tma_slots gives (load).
+ * tm holds CUtensorMap values (64-byte aligned, opaque here). cnt: the
+ * number of partial columns T of a rowsum input (its view is M x T, ld its
+ * row pitch), 0 for other arguments. */
 typedef struct coda_epi_params {
-  _Alignas(64) unsigned long long tm[CODA_EPI_MAX_TMA][16];
+  _Alignas(64) unsigned long long tm[CODA_EPI_MAX_TMA + CODA_EPI_MAX_TMA_IN][16];
   const void *ptr[CODA_EPI_MAX_ARGS];
   long long ld[CODA_EPI_MAX_ARGS];
   int flags[CODA_EPI_MAX_ARGS];
+  int cnt[CODA_EPI_MAX_ARGS];
   int M, N;
 } coda_epi_params;
 
@@ -70,6 +78,12 @@ typedef struct coda_epi_params {
 void coda_epi_fill_params(coda_epi_params *pp, coda_program p, const coda_tensor *const *inputs,
                           const coda_tensor *const *outputs, const coda_tensor *const *partials,
                           int64_t M, int64_t N);
+
+/* For each input of the program, the tm slot of its TMA load map when the
+ * staging plan stages it and a slot is free, else -1 (slot[k], ninputs
+ * entries). The generated code loads a program's staged inputs by TMA
+ * only when every one of them has a slot and a map (flags bit 2). */
+void coda_epi_input_tma_slots(coda_program p, int *slot);
 
 /* Bytes of one 32-column chunk row of a view of this type and width as the
  * epilogue stages it in shared memory (32, 64 or 128), 0 if not staged. */

@@ -177,23 +177,26 @@ void coda_epi_fill_params(coda_epi_params *pp, coda_program program,
   const struct coda_program_s *p = program;
   memset(pp, 0, sizeof *pp);
   int ka = 0;
-  for (int i = 0; i < p->ninputs; i++, ka++)
-    fill_arg(pp, ka, inputs[i], p->inputs[i].kind != CODA_ARG_TILE);
+  for (int i = 0; i < p->ninputs; i++, ka++) {
+    const int rowsum = p->inputs[i].kind == CODA_ARG_ROWSUM; /* M x T, read by rows */
+    fill_arg(pp, ka, inputs[i], p->inputs[i].kind != CODA_ARG_TILE && !rowsum);
+    if (rowsum) pp->cnt[ka] = (int)inputs[i]->cols;
+  }
   for (int i = 0; i < p->noutputs; i++, ka++) fill_arg(pp, ka, outputs[i], 0);
   for (int i = 0; i < p->nreduces; i++, ka++) fill_arg(pp, ka, partials[i], 0);
   pp->M = (int)M;
   pp->N = (int)N;
 }
 
-/* A TMA store (or reduce-add) map of an output view for the epilogue's
- * staged chunks: box =
+/* A TMA map of a view for the epilogue's staged chunks (an output's store
+ * or reduce-add, a tile input's load): box =
  * one chunk (64 rows x rb bytes), swizzled as the staging is (16-byte unit u
  * of row r at u ^ (r / (128 / rb)) % (rb / 16), which is the hardware's
  * 32/64/128-byte swizzle). Only views TMA stores exactly: 16-byte aligned
  * base and pitch, and a row length that is a multiple of 16 bytes (a
  * ragged last 16-byte unit was seen written past the row's end by the
  * plain GEMM's TMA store). Returns 1 when tm[slot] holds the map. */
-static int store_map(pfn_encode encode, coda_epi_params *pp, int slot, const coda_tensor *t,
+static int chunk_map(pfn_encode encode, coda_epi_params *pp, int slot, const coda_tensor *t,
                      coda_width w) {
   const int rb = coda_epi_chunk_row_bytes(t->dtype, w);
   const size_t es = coda_dtype_size(t->dtype);
@@ -309,8 +312,17 @@ coda_status coda_cuda_gemm_epilogue(coda_context ctx, coda_program program, coda
   for (int i = 0; i < p->noutputs && i < CODA_EPI_MAX_TMA; i++) {
     const ir_output *op = &p->outputs[i];
     const int tma_ok = !op->accumulate || (op->dtype == CODA_F32 && op->width == CODA_WIDTH_FULL);
-    if (tma_ok && store_map(s->encode, &pp, i, outputs[i], op->width)) pp.flags[p->ninputs + i] |= 4;
+    if (tma_ok && chunk_map(s->encode, &pp, i, outputs[i], op->width)) pp.flags[p->ninputs + i] |= 4;
   }
+  /* Staged tile inputs, loaded by TMA when all of them have a map (the
+   * generated code checks; otherwise cp.async, also when
+   * $CODA_EPI_TMA_LOADS is "0", to compare the two). */
+  const char *tl = getenv("CODA_EPI_TMA_LOADS");
+  int slot[CODA_MAX_INPUTS];
+  coda_epi_input_tma_slots(program, slot);
+  for (int i = 0; i < p->ninputs && !(tl && !strcmp(tl, "0")); i++)
+    if (slot[i] >= 0 && chunk_map(s->encode, &pp, slot[i], inputs[i], p->inputs[i].width))
+      pp.flags[i] |= 4;
 
   int iM = (int)M, iN = (int)N, iK = (int)K, group_m = 16, splits = 1, kbs = (int)((K + 63) / 64);
   const int64_t tiles = ((M + 127) / 128) * ((N + cfg.bn - 1) / cfg.bn);

@@ -89,6 +89,9 @@ struct EpiScratch {
   int bar; /* named barrier id, 128 threads */
   int pre; /* 1: the functor's prefetch() ran for this fragment during its
             * mainloop (omitted in an initializer: 0) */
+  uint64_t *ld_bar; /* two mbarriers (arrival count 1) for the epilogue's own
+                     * TMA loads into buf, phase 0 at the first use; NULL
+                     * where the caller provides none */
 };
 __device__ __forceinline__ void wg_sync(int id) {
   asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory");
@@ -533,8 +536,8 @@ __device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int
 
 template <int BN, int STAGES>
 constexpr size_t smem_bytes() {
-  return (size_t)STAGES * (kBM + BN) * kBK * 2 + 2 * kEpiScratchBytes + 2 * STAGES * sizeof(uint64_t) +
-         1024;
+  return (size_t)STAGES * (kBM + BN) * kBK * 2 + 2 * kEpiScratchBytes +
+         (2 * STAGES + 4) * sizeof(uint64_t) + 1024;
 }
 
 /* ------------------------------------------------------------ the kernel */
@@ -578,6 +581,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float *epi_scratch = (float *)(sB + STAGES * B_BYTES); /* 2 x kEpiScratchBytes */
   uint64_t *full = (uint64_t *)((uint8_t *)epi_scratch + 2 * kEpiScratchBytes);
   uint64_t *empty = full + STAGES;
+  uint64_t *epi_bar = empty + STAGES; /* two per consumer warpgroup */
 
   const int tiles_m = (M + kBM - 1) / kBM, tiles_n = (N + BN - 1) / BN;
   /* A cluster's work is a group of CM row tiles (one per CTA) of one column
@@ -608,6 +612,7 @@ __global__ void __launch_bounds__(kThreads, 1)
        * stage is refilled in all of them by one multicast */
       mbar_init(&empty[s], (PING ? 1 : 2) * CM);
     }
+    for (int i = 0; i < 4; ++i) mbar_init(&epi_bar[i], 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   /* The partner's barriers must be initialised before anything arrives on
@@ -687,7 +692,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     constexpr int MI = PING ? 2 : 1;
     const int row_off = PING ? 0 : cw * 64;
     AccFragment<BN> frag[MI];
-    const EpiScratch scratch = {epi_scratch + cw * (kEpiScratchBytes / 4), kEpiBar + cw, 0};
+    const EpiScratch scratch = {epi_scratch + cw * (kEpiScratchBytes / 4), kEpiBar + cw, 0, epi_bar + 2 * cw};
     /* A stage goes back to the producers of every CTA of the cluster (each
      * refills part of it here). */
     auto release = [&](int s) {

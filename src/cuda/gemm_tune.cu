@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/backend.h" /* coda_cuda_device_tag */
 #include "cuda/gemm_internal.h"
 
 extern "C" {
@@ -58,15 +59,9 @@ TuneState *state(coda_context ctx, int create) {
  * entries (read once per context). */
 coda_status ensure_cache(coda_context ctx, TuneState *s) {
   if (s->have_tags) return CODA_OK;
-  cudaDeviceProp prop;
-  cudaError_t e = cudaGetDeviceProperties(&prop, ctx->opts.device);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    return coda_fail(ctx, CODA_ERR_BACKEND, "GEMM autotuner: cudaGetDeviceProperties failed: %s",
-                     cudaGetErrorString(e));
-  }
   char device[CODA_TUNE_TAG_LEN], lib[CODA_TUNE_TAG_LEN], path[CODA_TUNE_PATH_LEN];
-  snprintf(device, sizeof device, "%.80s/%dsm", prop.name, prop.multiProcessorCount);
+  coda_status st = coda_cuda_device_tag(ctx, device, sizeof device);
+  if (st != CODA_OK) return st;
   /* The tile-table size is part of the library tag: indices change with it. */
   snprintf(lib, sizeof lib, "%d.%d.%d+c%d", CODA_VERSION_MAJOR, CODA_VERSION_MINOR,
            CODA_VERSION_PATCH, coda_cuda_gemm_num_configs());
@@ -184,6 +179,18 @@ coda_status tune(coda_context ctx, TuneState *s, const coda_tune_key *key, coda_
 }
 
 }  // namespace
+
+extern "C" coda_status coda_cuda_device_tag(coda_context ctx, char *buf, size_t n) {
+  cudaDeviceProp prop;
+  cudaError_t e = cudaGetDeviceProperties(&prop, ctx->opts.device);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return coda_fail(ctx, CODA_ERR_BACKEND, "autotuner: cudaGetDeviceProperties failed: %s",
+                     cudaGetErrorString(e));
+  }
+  snprintf(buf, n, "%.80s/%dsm", prop.name, prop.multiProcessorCount);
+  return CODA_OK;
+}
 
 extern "C" coda_status coda_cuda_gemm_set_autotune(coda_context ctx, int on) {
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;

@@ -519,7 +519,8 @@ static int parse_input(parser *ps) {
   else if (tok_is(&ps->tok, "col")) in->kind = CODA_ARG_COL;
   else if (tok_is(&ps->tok, "scalar")) in->kind = CODA_ARG_SCALAR;
   else if (tok_is(&ps->tok, "tile")) in->kind = CODA_ARG_TILE;
-  else return expected(ps, "an input kind (row, col, scalar or tile)");
+  else if (tok_is(&ps->tok, "rowsum")) in->kind = CODA_ARG_ROWSUM;
+  else return expected(ps, "an input kind (row, col, scalar, tile or rowsum)");
   next(ps);
   if (parse_dtype(ps, &in->dtype)) return -1;
   in->width = parse_width(ps);

@@ -36,6 +36,7 @@ static const char *kind_word(coda_arg_kind k) {
   case CODA_ARG_COL: return "col";
   case CODA_ARG_SCALAR: return "scalar";
   case CODA_ARG_TILE: return "tile";
+  case CODA_ARG_ROWSUM: return "rowsum";
   default: return "?";
   }
 }

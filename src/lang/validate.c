@@ -119,8 +119,8 @@ coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
   for (int i = 0; i < p->ninputs; i++) {
     const ir_input *in = &p->inputs[i];
     int L = in->line, C = in->col;
-    if ((int)in->kind < CODA_ARG_ROW || (int)in->kind > CODA_ARG_TILE)
-      FAIL(L, C, "input '%.31s': kind must be row, col, scalar or tile", in->name);
+    if (((int)in->kind < CODA_ARG_ROW || (int)in->kind > CODA_ARG_TILE) && in->kind != CODA_ARG_ROWSUM)
+      FAIL(L, C, "input '%.31s': kind must be row, col, scalar, tile or rowsum", in->name);
     if (!dtype_ok(in->dtype)) FAIL(L, C, "input '%.31s': unknown dtype %d", in->name, (int)in->dtype);
     if (!width_ok(in->width)) FAIL(L, C, "input '%.31s': unknown width %d", in->name, (int)in->width);
     if (in->dtype == CODA_F64 && !exact)
@@ -129,6 +129,10 @@ coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
       FAIL(L, C, "input '%.31s': i32 is only allowed for row, col and scalar inputs", in->name);
     if (in->width != CODA_WIDTH_FULL && in->kind != CODA_ARG_TILE)
       FAIL(L, C, "input '%.31s': x2 and half apply to tile inputs only", in->name);
+    /* the partials a reduction writes: fp32 (f64 in exact mode, checked above) */
+    if (in->kind == CODA_ARG_ROWSUM && in->dtype != CODA_F32 && in->dtype != CODA_F64)
+      FAIL(L, C, "input '%.31s': a rowsum input holds fp32 partials: declare it f32 (f64 in exact mode), "
+           "found %s", in->name, coda_dtype_name(in->dtype));
     if (in->width == CODA_WIDTH_X2 && p->pair_mode)
       FAIL(L, C, "input '%.31s': x2 is only allowed in elem mode", in->name);
     if (in->width == CODA_WIDTH_X2 && !is16(in->dtype))

@@ -18,7 +18,17 @@
  * (consumer + GELU) -> proj (+bias +residual).
  * Backward: dbproj (map) -> dWproj -> proj dgrad (GELU bwd + ln2 dots) ->
  * fc dgrad (ln2 bwd + residual, dgamma/dbeta/dbo) -> dWfc -> dWo -> do ->
- * attention bwd -> ln1 dots (map) -> QKV dgrad (ln1 bwd + residual) -> dWqkv. */
+ * attention bwd -> ln1 dots (map) -> QKV dgrad (ln1 bwd + residual) -> dWqkv.
+ *
+ * Folded (CODA_GPT2_FOLD): no row finishers. mu1/rs1 and mu2/rs2 hold the
+ * producers' rowsum partials of x and x^2 (M x ceil(d/tile_n)); the
+ * consumers (gpt2_ln_linear_folded, gpt2_ln_linear_gelu_folded) and the
+ * LayerNorm-backward dgrads (gpt2_ln_bwd_folded) compute mean and centered
+ * rstd from them per row, and the dgrads read the s1/s2 row-dot partials
+ * of gpt2_gelu_bwd and gpt2_qkv_dots directly. Launches that remain: the
+ * fold GEMMs, the ln1 map, and the 8 colsum finishers of the backward
+ * (dbproj, dbfc, dln2_g, dln2_b, dbo, dbqkv, dln1_g, dln1_b): column sums
+ * over all rows, which no later GEMM reads. */
 #include "core/internal.h"
 #include "nn/plan.h"
 
@@ -62,6 +72,8 @@ static coda_status check_config(coda_context ctx, const coda_gpt2_config *c) {
                      "gpt2: %s storage needs a context of %s precision (f64 storage goes "
                      "with exact mode)",
                      coda_dtype_name(c->dtype), c->dtype == CODA_F64 ? "fp64" : "fp32");
+  if (c->flags & ~CODA_GPT2_FOLD)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "gpt2: unknown flags 0x%x", c->flags);
   int tm = c->tiling.tile_m, tn = c->tiling.tile_n;
   if ((tm != 0 || tn != 0) &&
       (tm <= 0 || tn <= 0 || tm % 8 || tn % 8 || tm > 256 || tn > 256))
@@ -130,28 +142,35 @@ coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
   plan_buffer(p, "dq", fp, 1, N3, PLAN_ROLE_SAVED);  /* Wqkv ln1_b + bqkv */
   plan_buffer(p, "cf", fp, 1, F, PLAN_ROLE_SAVED);   /* Wfc ln2_g */
   plan_buffer(p, "df", fp, 1, F, PLAN_ROLE_SAVED);   /* Wfc ln2_b + bfc */
+  const int fold = (cfg->flags & CODA_GPT2_FOLD) != 0;
+  /* folded: the row statistics' M x T rowsum partials (of x, of x^2) */
+  const int64_t rcols = fold ? (d + tl.tile_n - 1) / tl.tile_n : 1;
   plan_buffer(p, "h1", io, M, d, PLAN_ROLE_TEMP);
-  plan_buffer(p, "mu1", fp, M, 1, PLAN_ROLE_SAVED);
-  plan_buffer(p, "rs1", fp, M, 1, PLAN_ROLE_SAVED);
+  plan_buffer(p, "mu1", fp, M, rcols, PLAN_ROLE_SAVED);
+  plan_buffer(p, "rs1", fp, M, rcols, PLAN_ROLE_SAVED);
   plan_buffer(p, "qkv", io, M, N3, PLAN_ROLE_SAVED);
   plan_buffer(p, "o", io, M, d, PLAN_ROLE_SAVED);
   plan_buffer(p, "lse", fp, M, H, PLAN_ROLE_SAVED);
   plan_buffer(p, "x1", io, M, d, PLAN_ROLE_SAVED);
   plan_buffer(p, "h2", io, M, d, PLAN_ROLE_TEMP);
-  plan_buffer(p, "mu2", fp, M, 1, PLAN_ROLE_SAVED);
-  plan_buffer(p, "rs2", fp, M, 1, PLAN_ROLE_SAVED);
+  plan_buffer(p, "mu2", fp, M, rcols, PLAN_ROLE_SAVED);
+  plan_buffer(p, "rs2", fp, M, rcols, PLAN_ROLE_SAVED);
   plan_buffer(p, "u", io, M, F, PLAN_ROLE_SAVED);
   plan_buffer(p, "g", io, M, F, PLAN_ROLE_SAVED);
   /* backward temporaries */
   plan_buffer(p, "du", io, M, F, PLAN_ROLE_TEMP);
-  plan_buffer(p, "s1f", fp, M, 1, PLAN_ROLE_TEMP);
-  plan_buffer(p, "s2f", fp, M, 1, PLAN_ROLE_TEMP);
+  if (!fold) {
+    plan_buffer(p, "s1f", fp, M, 1, PLAN_ROLE_TEMP);
+    plan_buffer(p, "s2f", fp, M, 1, PLAN_ROLE_TEMP);
+  }
   plan_buffer(p, "dx1", io, M, d, PLAN_ROLE_TEMP);
   plan_buffer(p, "post2", io, M, d, PLAN_ROLE_TEMP);
   plan_buffer(p, "do", io, M, d, PLAN_ROLE_TEMP);
   plan_buffer(p, "dqkv", io, M, N3, PLAN_ROLE_TEMP);
-  plan_buffer(p, "s1q", fp, M, 1, PLAN_ROLE_TEMP);
-  plan_buffer(p, "s2q", fp, M, 1, PLAN_ROLE_TEMP);
+  if (!fold) {
+    plan_buffer(p, "s1q", fp, M, 1, PLAN_ROLE_TEMP);
+    plan_buffer(p, "s2q", fp, M, 1, PLAN_ROLE_TEMP);
+  }
   plan_buffer(p, "post1", io, M, d, PLAN_ROLE_TEMP);
   plan_buffer(p, "invd", fp, 1, 1, PLAN_ROLE_CONST);
   double invd = 1.0 / (double)d;
@@ -173,19 +192,33 @@ coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
   plan_matmul(p, FW, "fold c2 = ln2_g Wfc^T", CODA_N, "ln2_g", CODA_T, "wfc", "cf", 1.0f, 0);
   plan_gemm(p, FW, "fold d2 = ln2_b Wfc^T + bfc", "gpt2_fold_bias", CODA_N, "ln2_b",
             CODA_T, "wfc", tl, "b=bfc dv=df");
-  plan_map(p, FW, "ln1 stats, h1 = x ln1_g", "gpt2_ln_stats", M, d, tl,
-           "x=x gamma=ln1_g h=h1 psum=ps1 psq=pq1");
-  plan_finish(p, FW, "mu1", "gpt2_ln_stats", "mu", M, d, tl, "psum=ps1 mu=mu1");
-  plan_finish(p, FW, "rs1", "gpt2_ln_stats", "rs", M, d, tl, "psum=ps1 psq=pq1 rs=rs1");
-  plan_gemm(p, FW, "qkv = LN1(x) Wqkv^T + bqkv", "gpt2_ln_linear", CODA_N, "h1", CODA_T,
-            "wqkv", tl, "mu=mu1 rs=rs1 c=cq dv=dq z=qkv");
+  if (fold) {
+    plan_map(p, FW, "ln1 stats, h1 = x ln1_g", "gpt2_ln_stats", M, d, tl,
+             "x=x gamma=ln1_g h=h1 psum=mu1 psq=rs1");
+    plan_gemm(p, FW, "qkv = LN1(x) Wqkv^T + bqkv", "gpt2_ln_linear_folded", CODA_N, "h1",
+              CODA_T, "wqkv", tl, "psum=mu1 psq=rs1 invd=invd c=cq dv=dq z=qkv");
+  } else {
+    plan_map(p, FW, "ln1 stats, h1 = x ln1_g", "gpt2_ln_stats", M, d, tl,
+             "x=x gamma=ln1_g h=h1 psum=ps1 psq=pq1");
+    plan_finish(p, FW, "mu1", "gpt2_ln_stats", "mu", M, d, tl, "psum=ps1 mu=mu1");
+    plan_finish(p, FW, "rs1", "gpt2_ln_stats", "rs", M, d, tl, "psum=ps1 psq=pq1 rs=rs1");
+    plan_gemm(p, FW, "qkv = LN1(x) Wqkv^T + bqkv", "gpt2_ln_linear", CODA_N, "h1", CODA_T,
+              "wqkv", tl, "mu=mu1 rs=rs1 c=cq dv=dq z=qkv");
+  }
   plan_attention_fwd(p, FW, "attention", &att, "qkv", "o", "lse");
-  plan_gemm(p, FW, "x1 = x + o Wo^T + bo, ln2 producer", "gpt2_residual_ln", CODA_N, "o",
-            CODA_T, "wo", tl, "bias=bo res=x gamma=ln2_g x=x1 h=h2 psum=ps2 psq=pq2");
-  plan_finish(p, FW, "mu2", "gpt2_residual_ln", "mu", M, d, tl, "psum=ps2 mu=mu2");
-  plan_finish(p, FW, "rs2", "gpt2_residual_ln", "rs", M, d, tl, "psum=ps2 psq=pq2 rs=rs2");
-  plan_gemm(p, FW, "u = LN2(x1) Wfc^T + bfc, g = gelu(u)", "gpt2_ln_linear_gelu", CODA_N,
-            "h2", CODA_T, "wfc", tl, "mu=mu2 rs=rs2 c=cf dv=df u=u g=g");
+  if (fold) {
+    plan_gemm(p, FW, "x1 = x + o Wo^T + bo, ln2 producer", "gpt2_residual_ln", CODA_N, "o",
+              CODA_T, "wo", tl, "bias=bo res=x gamma=ln2_g x=x1 h=h2 psum=mu2 psq=rs2");
+    plan_gemm(p, FW, "u = LN2(x1) Wfc^T + bfc, g = gelu(u)", "gpt2_ln_linear_gelu_folded",
+              CODA_N, "h2", CODA_T, "wfc", tl, "psum=mu2 psq=rs2 invd=invd c=cf dv=df u=u g=g");
+  } else {
+    plan_gemm(p, FW, "x1 = x + o Wo^T + bo, ln2 producer", "gpt2_residual_ln", CODA_N, "o",
+              CODA_T, "wo", tl, "bias=bo res=x gamma=ln2_g x=x1 h=h2 psum=ps2 psq=pq2");
+    plan_finish(p, FW, "mu2", "gpt2_residual_ln", "mu", M, d, tl, "psum=ps2 mu=mu2");
+    plan_finish(p, FW, "rs2", "gpt2_residual_ln", "rs", M, d, tl, "psum=ps2 psq=pq2 rs=rs2");
+    plan_gemm(p, FW, "u = LN2(x1) Wfc^T + bfc, g = gelu(u)", "gpt2_ln_linear_gelu", CODA_N,
+              "h2", CODA_T, "wfc", tl, "mu=mu2 rs=rs2 c=cf dv=df u=u g=g");
+  }
   plan_gemm(p, FW, "x_out = x1 + g Wproj^T + bproj", "gpt2_bias_residual", CODA_N, "g",
             CODA_T, "wproj", tl, "bias=bproj res=x1 y=x_out");
 
@@ -195,31 +228,38 @@ coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
   plan_matmul(p, BW, "dWproj = dx_out^T g", CODA_T, "dx_out", CODA_N, "g", "dwproj", 1.0f, 0);
   plan_gemm(p, BW, "du = (dx_out Wproj) gelu'(u), ln2 dots", "gpt2_gelu_bwd", CODA_N,
             "dx_out", CODA_N, "wproj", tl, "u=u c=cf dv=df du=du p1=p1f p2=p2f pb=pbf");
-  plan_finish(p, BW, "s1 (ln2)", "gpt2_gelu_bwd", "s1", M, F, tl, "p1=p1f s1=s1f");
-  plan_finish(p, BW, "s2 (ln2)", "gpt2_gelu_bwd", "s2", M, F, tl, "p2=p2f s2=s2f");
+  const char *lnb = fold ? "gpt2_ln_bwd_folded" : "gpt2_ln_bwd";
+  if (!fold) {
+    plan_finish(p, BW, "s1 (ln2)", "gpt2_gelu_bwd", "s1", M, F, tl, "p1=p1f s1=s1f");
+    plan_finish(p, BW, "s2 (ln2)", "gpt2_gelu_bwd", "s2", M, F, tl, "p2=p2f s2=s2f");
+  }
   plan_finish(p, BW, "dbfc", "gpt2_gelu_bwd", "db", M, F, tl, "pb=pbf db=dbfc");
-  plan_gemm(p, BW, "dx1 = dx_out + LN2 bwd(du Wfc)", "gpt2_ln_bwd", CODA_N, "du", CODA_N,
-            "wfc", tl,
-            "x=x1 dres=dx_out gamma=ln2_g beta=ln2_b mu=mu2 rs=rs2 s1=s1f s2=s2f "
-            "invd=invd dx=dx1 post=post2 pg=pg2 pb=pb2 pr=pr2");
-  plan_finish(p, BW, "dln2_g", "gpt2_ln_bwd", "dgamma", M, d, tl, "pg=pg2 dgamma=dln2_g");
-  plan_finish(p, BW, "dln2_b", "gpt2_ln_bwd", "dbeta", M, d, tl, "pb=pb2 dbeta=dln2_b");
-  plan_finish(p, BW, "dbo = colsum(dx1)", "gpt2_ln_bwd", "dbias", M, d, tl, "pr=pr2 dbias=dbo");
+  plan_gemm(p, BW, "dx1 = dx_out + LN2 bwd(du Wfc)", lnb, CODA_N, "du", CODA_N, "wfc", tl,
+            fold ? "x=x1 dres=dx_out gamma=ln2_g beta=ln2_b psum=mu2 psq=rs2 p1=p1f p2=p2f "
+                   "invd=invd dx=dx1 post=post2 pg=pg2 pb=pb2 pr=pr2"
+                 : "x=x1 dres=dx_out gamma=ln2_g beta=ln2_b mu=mu2 rs=rs2 s1=s1f s2=s2f "
+                   "invd=invd dx=dx1 post=post2 pg=pg2 pb=pb2 pr=pr2");
+  plan_finish(p, BW, "dln2_g", lnb, "dgamma", M, d, tl, "pg=pg2 dgamma=dln2_g");
+  plan_finish(p, BW, "dln2_b", lnb, "dbeta", M, d, tl, "pb=pb2 dbeta=dln2_b");
+  plan_finish(p, BW, "dbo = colsum(dx1)", lnb, "dbias", M, d, tl, "pr=pr2 dbias=dbo");
   plan_matmul(p, BW, "dWfc = du^T LN2(x1)", CODA_T, "du", CODA_N, "post2", "dwfc", 1.0f, 0);
   plan_matmul(p, BW, "dWo = dx1^T o", CODA_T, "dx1", CODA_N, "o", "dwo", 1.0f, 0);
   plan_matmul(p, BW, "do = dx1 Wo", CODA_N, "dx1", CODA_N, "wo", "do", 1.0f, 0);
   plan_attention_bwd(p, BW, "attention backward", &att, "qkv", "o", "lse", "do", "dqkv");
   plan_map(p, BW, "ln1 dots, dbqkv", "gpt2_qkv_dots", M, N3, tl,
            "dz=dqkv z=qkv c=cq dv=dq p1=p1q p2=p2q pb=pbq");
-  plan_finish(p, BW, "s1 (ln1)", "gpt2_qkv_dots", "s1", M, N3, tl, "p1=p1q s1=s1q");
-  plan_finish(p, BW, "s2 (ln1)", "gpt2_qkv_dots", "s2", M, N3, tl, "p2=p2q s2=s2q");
+  if (!fold) {
+    plan_finish(p, BW, "s1 (ln1)", "gpt2_qkv_dots", "s1", M, N3, tl, "p1=p1q s1=s1q");
+    plan_finish(p, BW, "s2 (ln1)", "gpt2_qkv_dots", "s2", M, N3, tl, "p2=p2q s2=s2q");
+  }
   plan_finish(p, BW, "dbqkv", "gpt2_qkv_dots", "db", M, N3, tl, "pb=pbq db=dbqkv");
-  plan_gemm(p, BW, "dx = dx1 + LN1 bwd(dqkv Wqkv)", "gpt2_ln_bwd", CODA_N, "dqkv", CODA_N,
-            "wqkv", tl,
-            "x=x dres=dx1 gamma=ln1_g beta=ln1_b mu=mu1 rs=rs1 s1=s1q s2=s2q "
-            "invd=invd dx=dx post=post1 pg=pg1 pb=pb1 pr=pr1");
-  plan_finish(p, BW, "dln1_g", "gpt2_ln_bwd", "dgamma", M, d, tl, "pg=pg1 dgamma=dln1_g");
-  plan_finish(p, BW, "dln1_b", "gpt2_ln_bwd", "dbeta", M, d, tl, "pb=pb1 dbeta=dln1_b");
+  plan_gemm(p, BW, "dx = dx1 + LN1 bwd(dqkv Wqkv)", lnb, CODA_N, "dqkv", CODA_N, "wqkv", tl,
+            fold ? "x=x dres=dx1 gamma=ln1_g beta=ln1_b psum=mu1 psq=rs1 p1=p1q p2=p2q "
+                   "invd=invd dx=dx post=post1 pg=pg1 pb=pb1 pr=pr1"
+                 : "x=x dres=dx1 gamma=ln1_g beta=ln1_b mu=mu1 rs=rs1 s1=s1q s2=s2q "
+                   "invd=invd dx=dx post=post1 pg=pg1 pb=pb1 pr=pr1");
+  plan_finish(p, BW, "dln1_g", lnb, "dgamma", M, d, tl, "pg=pg1 dgamma=dln1_g");
+  plan_finish(p, BW, "dln1_b", lnb, "dbeta", M, d, tl, "pb=pb1 dbeta=dln1_b");
   plan_matmul(p, BW, "dWqkv = dqkv^T LN1(x)", CODA_T, "dqkv", CODA_N, "post1", "dwqkv", 1.0f,
               0);
 

@@ -23,7 +23,21 @@
  *   attention bwd         dqkv
  *   rope_bwd        map   dzqkv = R^-1 dqkv, zdz1 = sum qkv dqkv
  *   qkv_dgrad       gemm  dx = dx1 + RMSNorm-bwd(dzqkv Wqkv), post1, dwn1
- *   dwqkv           matmul dzqkv^T post1 */
+ *   dwqkv           matmul dzqkv^T post1
+ *
+ * Folded (CODA_LLAMA_FOLD): the row finishers go; every GEMM that reads a
+ * row statistic reads its producer's rowsum partials (program input kind
+ * rowsum, programs *_folded) and computes it in its epilogue:
+ *   rstd1, rstd2, rstd_next hold the M x ceil(D/tile_n) partials of x^2
+ *   (written by norm1 / out_proj / down), read by qkv_rope, gate_up and the
+ *   two RMSNorm-backward dgrads, which compute rsqrt(sum/D + eps) per row;
+ *   the Sigma z*dz partials of down_dgrad and rope_bwd are read as they are
+ *   by gate_up_dgrad and qkv_dgrad.
+ * Launches that remain: the colsum finishers dwn2, dwn1 (norm-weight
+ * gradients: no GEMM consumes them) and the norm1 map when the block input
+ * comes from no GEMM. The head keeps its lse finisher (rowlse partials:
+ * the ce maps read lse as a finished vector), the ce_stats colsum
+ * finishers (lsum, cnt) and dwnf; its rstd and zdz finishers go. */
 #include "nn/plan.h"
 
 #include "core/internal.h"
@@ -87,7 +101,7 @@ static coda_status check_config(coda_context ctx, const coda_llama_config *c, in
     if (c->n_heads > 4096 || c->head_dim > 4096)
       return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "llama config: too many heads");
   }
-  if (c->flags & ~(CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT))
+  if (c->flags & ~(CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT | CODA_LLAMA_FOLD))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "llama config: unknown flags 0x%x",
                      c->flags);
   if (head && (c->flags & CODA_LLAMA_NORM_OUT))
@@ -224,31 +238,34 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   /* forward activations */
   const int norm_in = (c.flags & CODA_LLAMA_NORM_IN) != 0;
   const int norm_out = (c.flags & CODA_LLAMA_NORM_OUT) != 0;
+  const int fold = (c.flags & CODA_LLAMA_FOLD) != 0;
+  /* a row statistic over D columns: its M x T rowsum partials when folded */
+  const int64_t rcols = fold ? (D + tl.tile_n - 1) / tl.tile_n : 1;
   plan_buffer(p, "h1", act, M, D, norm_in ? PLAN_ROLE_INPUT : PLAN_ROLE_TEMP);
-  plan_buffer(p, "rstd1", st, M, 1, norm_in ? PLAN_ROLE_INPUT : PLAN_ROLE_SAVED);
+  plan_buffer(p, "rstd1", st, M, rcols, norm_in ? PLAN_ROLE_INPUT : PLAN_ROLE_SAVED);
   if (norm_out) {
     plan_buffer(p, "wn_next", act, 1, D, PLAN_ROLE_PARAM);
     plan_buffer(p, "h_next", act, M, D, PLAN_ROLE_OUTPUT);
-    plan_buffer(p, "rstd_next", st, M, 1, PLAN_ROLE_OUTPUT);
+    plan_buffer(p, "rstd_next", st, M, rcols, PLAN_ROLE_OUTPUT);
   }
   plan_buffer(p, "qkv", act, M, NQKV, PLAN_ROLE_SAVED);
   plan_buffer(p, "o", act, M, HQ, PLAN_ROLE_SAVED);
   plan_buffer(p, "lse", st, M, c.n_heads, PLAN_ROLE_SAVED);
   plan_buffer(p, "x1", act, M, D, PLAN_ROLE_SAVED);
   plan_buffer(p, "h2", act, M, D, PLAN_ROLE_TEMP);
-  plan_buffer(p, "rstd2", st, M, 1, PLAN_ROLE_SAVED);
+  plan_buffer(p, "rstd2", st, M, rcols, PLAN_ROLE_SAVED);
   plan_buffer(p, "z", act, M, 2 * F, PLAN_ROLE_SAVED);
   plan_buffer(p, "y", act, M, F, PLAN_ROLE_TEMP);
   /* backward temporaries */
   plan_buffer(p, "dz", act, M, 2 * F, PLAN_ROLE_TEMP);
   plan_buffer(p, "y_re", act, M, F, PLAN_ROLE_TEMP);
-  plan_buffer(p, "zdz2", st, M, 1, PLAN_ROLE_TEMP);
+  if (!fold) plan_buffer(p, "zdz2", st, M, 1, PLAN_ROLE_TEMP);
   plan_buffer(p, "dx1", act, M, D, PLAN_ROLE_TEMP);
   plan_buffer(p, "post2", act, M, D, PLAN_ROLE_TEMP);
   plan_buffer(p, "do", act, M, HQ, PLAN_ROLE_TEMP);
   plan_buffer(p, "dqkv", act, M, NQKV, PLAN_ROLE_TEMP);
   plan_buffer(p, "dzqkv", act, M, NQKV, PLAN_ROLE_TEMP);
-  plan_buffer(p, "zdz1", st, M, 1, PLAN_ROLE_TEMP);
+  if (!fold) plan_buffer(p, "zdz1", st, M, 1, PLAN_ROLE_TEMP);
   plan_buffer(p, "post1", act, M, D, PLAN_ROLE_TEMP);
 
   plan_attention g;
@@ -260,19 +277,35 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   g.head_dim = (int)hd;
 
   /* ---- forward ---- */
-  if (!norm_in) {
+  if (!norm_in && fold) {
+    plan_map(p, FW, "norm1", "llama_rmsnorm", M, D, tl, "x=x w=wn1 h=h1 ss=rstd1");
+  } else if (!norm_in) {
     plan_map(p, FW, "norm1", "llama_rmsnorm", M, D, tl, "x=x w=wn1 h=h1 ss=ss1");
     plan_finish(p, FW, "norm1.rstd", "llama_rmsnorm", "r", M, D, tl, "ss=ss1 r=rstd1");
   }
-  plan_gemm(p, FW, "qkv_rope", "llama_qkv_rope", CODA_N, "h1", CODA_T, "wqkv", tl,
-            "r=rstd1 pos=pos freq=freq qkv=qkv");
+  if (fold)
+    plan_gemm(p, FW, "qkv_rope", "llama_qkv_rope_folded", CODA_N, "h1", CODA_T, "wqkv", tl,
+              "ss=rstd1 inv_n=inv_d pos=pos freq=freq qkv=qkv");
+  else
+    plan_gemm(p, FW, "qkv_rope", "llama_qkv_rope", CODA_N, "h1", CODA_T, "wqkv", tl,
+              "r=rstd1 pos=pos freq=freq qkv=qkv");
   plan_attention_fwd(p, FW, "attention", &g, "qkv", "o", "lse");
-  plan_gemm(p, FW, "out_proj_residual_norm", "llama_residual_norm", CODA_N, "o", CODA_T, "wo",
-            tl, "res=x w=wn2 x=x1 h=h2 ss=ss2");
-  plan_finish(p, FW, "norm2.rstd", "llama_residual_norm", "r", M, D, tl, "ss=ss2 r=rstd2");
-  plan_gemm(p, FW, "gate_up_swiglu", "llama_swiglu", CODA_N, "h2", CODA_T, "wgu", tl,
-            "r=rstd2 z=z y=y");
-  if (norm_out) {
+  if (fold) {
+    plan_gemm(p, FW, "out_proj_residual_norm", "llama_residual_norm", CODA_N, "o", CODA_T, "wo",
+              tl, "res=x w=wn2 x=x1 h=h2 ss=rstd2");
+    plan_gemm(p, FW, "gate_up_swiglu", "llama_swiglu_folded", CODA_N, "h2", CODA_T, "wgu", tl,
+              "ss=rstd2 inv_n=inv_d z=z y=y");
+  } else {
+    plan_gemm(p, FW, "out_proj_residual_norm", "llama_residual_norm", CODA_N, "o", CODA_T, "wo",
+              tl, "res=x w=wn2 x=x1 h=h2 ss=ss2");
+    plan_finish(p, FW, "norm2.rstd", "llama_residual_norm", "r", M, D, tl, "ss=ss2 r=rstd2");
+    plan_gemm(p, FW, "gate_up_swiglu", "llama_swiglu", CODA_N, "h2", CODA_T, "wgu", tl,
+              "r=rstd2 z=z y=y");
+  }
+  if (norm_out && fold) {
+    plan_gemm(p, FW, "down_residual_norm", "llama_residual_norm", CODA_N, "y", CODA_T, "wd", tl,
+              "res=x1 w=wn_next x=x_out h=h_next ss=rstd_next");
+  } else if (norm_out) {
     /* the next block's RMSNorm producer, as out_proj is for norm2 */
     plan_gemm(p, FW, "down_residual_norm", "llama_residual_norm", CODA_N, "y", CODA_T, "wd", tl,
               "res=x1 w=wn_next x=x_out h=h_next ss=ss3");
@@ -287,30 +320,42 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   if (!exact) {
     plan_gemm(p, BW, "down_dgrad_swiglu_bwd", "llama_swiglu_bwd", CODA_N, "dx_out", CODA_N,
               "wd", tl, "z=z dz=dz y=y_re zp=zp2");
-    plan_finish(p, BW, "zdz2", "llama_swiglu_bwd", "zdz", M, F, tl, "zp=zp2 zdz=zdz2");
+    if (!fold)
+      plan_finish(p, BW, "zdz2", "llama_swiglu_bwd", "zdz", M, F, tl, "zp=zp2 zdz=zdz2");
   } else {
     /* f64 has no packed pairs (x2): the dgrad, then the same math as a map */
     plan_buffer(p, "dy", act, M, F, PLAN_ROLE_TEMP);
     plan_matmul(p, BW, "down_dgrad", CODA_N, "dx_out", CODA_N, "wd", "dy", 1.0f, 0);
     plan_map(p, BW, "swiglu_bwd", "llama_swiglu_bwd_pairs", M, 2 * F, tl,
              "z=z dy=dy dz=dz y=y_re zp=zp2");
-    plan_finish(p, BW, "zdz2", "llama_swiglu_bwd_pairs", "zdz", M, 2 * F, tl,
-                "zp=zp2 zdz=zdz2");
+    if (!fold)
+      plan_finish(p, BW, "zdz2", "llama_swiglu_bwd_pairs", "zdz", M, 2 * F, tl,
+                  "zp=zp2 zdz=zdz2");
   }
   plan_matmul(p, BW, "dwd", CODA_T, "dx_out", CODA_N, "y_re", "dwd", 1.0f, 0);
-  plan_gemm(p, BW, "gate_up_dgrad_norm_bwd", "llama_norm_bwd", CODA_N, "dz", CODA_N, "wgu", tl,
-            "x=x1 w=wn2 r=rstd2 zdz=zdz2 inv_n=inv_d dres=dx_out dx=dx1 post=post2 dwp=dwp2");
-  plan_finish(p, BW, "dwn2", "llama_norm_bwd", "dw", M, D, tl, "dwp=dwp2 dw=dwn2");
+  const char *nbwd = fold ? "llama_norm_bwd_folded" : "llama_norm_bwd";
+  if (fold)
+    plan_gemm(p, BW, "gate_up_dgrad_norm_bwd", nbwd, CODA_N, "dz", CODA_N, "wgu", tl,
+              "x=x1 w=wn2 ss=rstd2 zp=zp2 inv_n=inv_d dres=dx_out dx=dx1 post=post2 dwp=dwp2");
+  else
+    plan_gemm(p, BW, "gate_up_dgrad_norm_bwd", nbwd, CODA_N, "dz", CODA_N, "wgu", tl,
+              "x=x1 w=wn2 r=rstd2 zdz=zdz2 inv_n=inv_d dres=dx_out dx=dx1 post=post2 dwp=dwp2");
+  plan_finish(p, BW, "dwn2", nbwd, "dw", M, D, tl, "dwp=dwp2 dw=dwn2");
   plan_matmul(p, BW, "dwgu", CODA_T, "dz", CODA_N, "post2", "dwgu", 1.0f, 0);
   plan_matmul(p, BW, "do", CODA_N, "dx1", CODA_N, "wo", "do", 1.0f, 0);
   plan_matmul(p, BW, "dwo", CODA_T, "dx1", CODA_N, "o", "dwo", 1.0f, 0);
   plan_attention_bwd(p, BW, "attention_bwd", &g, "qkv", "o", "lse", "do", "dqkv");
   plan_map(p, BW, "rope_bwd", "llama_rope_bwd", M, NQKV, tl,
            "y=qkv dy=dqkv pos=pos freq=freq dz=dzqkv zp=zp1");
-  plan_finish(p, BW, "zdz1", "llama_rope_bwd", "zdz", M, NQKV, tl, "zp=zp1 zdz=zdz1");
-  plan_gemm(p, BW, "qkv_dgrad_norm_bwd", "llama_norm_bwd", CODA_N, "dzqkv", CODA_N, "wqkv", tl,
-            "x=x w=wn1 r=rstd1 zdz=zdz1 inv_n=inv_d dres=dx1 dx=dx post=post1 dwp=dwp1");
-  plan_finish(p, BW, "dwn1", "llama_norm_bwd", "dw", M, D, tl, "dwp=dwp1 dw=dwn1");
+  if (fold) {
+    plan_gemm(p, BW, "qkv_dgrad_norm_bwd", nbwd, CODA_N, "dzqkv", CODA_N, "wqkv", tl,
+              "x=x w=wn1 ss=rstd1 zp=zp1 inv_n=inv_d dres=dx1 dx=dx post=post1 dwp=dwp1");
+  } else {
+    plan_finish(p, BW, "zdz1", "llama_rope_bwd", "zdz", M, NQKV, tl, "zp=zp1 zdz=zdz1");
+    plan_gemm(p, BW, "qkv_dgrad_norm_bwd", nbwd, CODA_N, "dzqkv", CODA_N, "wqkv", tl,
+              "x=x w=wn1 r=rstd1 zdz=zdz1 inv_n=inv_d dres=dx1 dx=dx post=post1 dwp=dwp1");
+  }
+  plan_finish(p, BW, "dwn1", nbwd, "dw", M, D, tl, "dwp=dwp1 dw=dwn1");
   plan_matmul(p, BW, "dwqkv", CODA_T, "dzqkv", CODA_N, "post1", "dwqkv", 1.0f, 0);
 
   return finish_build(ctx, p, out);
@@ -344,38 +389,56 @@ coda_status coda_llama_head_plan(coda_context ctx, const coda_llama_config *cfg,
   scalar_const(p, "inv_d", st, 1.0 / (double)D);
   scalar_const(p, "nv", st, (double)V);
   const int norm_in = (c.flags & CODA_LLAMA_NORM_IN) != 0;
+  const int fold = (c.flags & CODA_LLAMA_FOLD) != 0;
+  /* folded: rstd holds the M x T rowsum partials of x^2 */
+  const int64_t rcols = fold ? (D + tl.tile_n - 1) / tl.tile_n : 1;
   plan_buffer(p, "h", act, M, D, norm_in ? PLAN_ROLE_INPUT : PLAN_ROLE_SAVED);
-  plan_buffer(p, "rstd", st, M, 1, norm_in ? PLAN_ROLE_INPUT : PLAN_ROLE_SAVED);
+  plan_buffer(p, "rstd", st, M, rcols, norm_in ? PLAN_ROLE_INPUT : PLAN_ROLE_SAVED);
   plan_buffer(p, "lse", st, M, 1, PLAN_ROLE_SAVED);
+  /* the target's logit (a rowpick partial): kept, with lse and valid it
+   * gives each row's loss after the run */
+  plan_buffer(p, "pick", st, M, 1, PLAN_ROLE_SAVED);
   plan_buffer(p, "valid", st, M, 1, PLAN_ROLE_SAVED);
   plan_buffer(p, "lsum", st, 1, 1, PLAN_ROLE_TEMP);
   plan_buffer(p, "cnt", st, 1, 1, PLAN_ROLE_SAVED);
   plan_buffer(p, "dl", act, M, V, PLAN_ROLE_TEMP);
-  plan_buffer(p, "zdz", st, M, 1, PLAN_ROLE_TEMP);
+  if (!fold) plan_buffer(p, "zdz", st, M, 1, PLAN_ROLE_TEMP);
   plan_buffer(p, "post", act, M, D, PLAN_ROLE_TEMP);
   coda_tiling one = {tl.tile_m, 8}; /* the M x 1 and 1 x 1 bookkeeping passes */
   /* (same partial shapes with the GPU's one tiling: a single column tile) */
   if (coda_context_backend(ctx) != CODA_BACKEND_CPU) one = tl;
 
-  if (!norm_in) {
+  if (!norm_in && fold) {
+    plan_map(p, FW, "final_norm", "llama_rmsnorm", M, D, tl, "x=x w=wnf h=h ss=rstd");
+  } else if (!norm_in) {
     plan_map(p, FW, "final_norm", "llama_rmsnorm", M, D, tl, "x=x w=wnf h=h ss=ssf");
     plan_finish(p, FW, "final_norm.rstd", "llama_rmsnorm", "r", M, D, tl, "ss=ssf r=rstd");
   }
-  plan_gemm(p, FW, "lm_head_lse_pick", "llama_lm_head", CODA_N, "h", CODA_T, "wout", tl,
-            "r=rstd tgt=targets lp=lp pick=pick");
-  plan_finish(p, FW, "lse", "llama_lm_head", "lse", M, V, tl, "lp=lp lse=lse");
+  const char *lmh = fold ? "llama_lm_head_folded" : "llama_lm_head";
+  plan_gemm(p, FW, "lm_head_lse_pick", lmh, CODA_N, "h", CODA_T, "wout", tl,
+            fold ? "ss=rstd inv_n=inv_d tgt=targets lp=lp pick=pick"
+                 : "r=rstd tgt=targets lp=lp pick=pick");
+  plan_finish(p, FW, "lse", lmh, "lse", M, V, tl, "lp=lp lse=lse");
   plan_map(p, FW, "ce_stats", "llama_ce_stats", M, 1, one,
            "lse=lse pick=pick tgt=targets nv=nv valid=valid lp=lpl cp=cpl");
   plan_finish(p, FW, "ce_lsum", "llama_ce_stats", "lsum", M, 1, one, "lp=lpl lsum=lsum");
   plan_finish(p, FW, "ce_cnt", "llama_ce_stats", "cnt", M, 1, one, "cp=cpl cnt=cnt");
   plan_map(p, FW, "ce_loss", "llama_ce_loss", 1, 1, one, "lsum=lsum cnt=cnt loss=loss");
 
-  plan_gemm(p, BW, "lm_head_ce_bwd", "llama_ce_bwd", CODA_N, "h", CODA_T, "wout", tl,
-            "r=rstd tgt=targets lse=lse valid=valid cnt=cnt dl=dl zp=zpl");
-  plan_finish(p, BW, "zdz", "llama_ce_bwd", "zdz", M, V, tl, "zp=zpl zdz=zdz");
-  plan_gemm(p, BW, "head_dgrad_norm_bwd", "llama_head_norm_bwd", CODA_N, "dl", CODA_N, "wout",
-            tl, "x=x w=wnf r=rstd zdz=zdz inv_n=inv_d dx=dx post=post dwp=dwpf");
-  plan_finish(p, BW, "dwnf", "llama_head_norm_bwd", "dw", M, D, tl, "dwp=dwpf dw=dwnf");
+  if (fold) {
+    plan_gemm(p, BW, "lm_head_ce_bwd", "llama_ce_bwd_folded", CODA_N, "h", CODA_T, "wout", tl,
+              "ss=rstd inv_n=inv_d tgt=targets lse=lse valid=valid cnt=cnt dl=dl zp=zpl");
+    plan_gemm(p, BW, "head_dgrad_norm_bwd", "llama_head_norm_bwd_folded", CODA_N, "dl", CODA_N,
+              "wout", tl, "x=x w=wnf ss=rstd zp=zpl inv_n=inv_d dx=dx post=post dwp=dwpf");
+    plan_finish(p, BW, "dwnf", "llama_head_norm_bwd_folded", "dw", M, D, tl, "dwp=dwpf dw=dwnf");
+  } else {
+    plan_gemm(p, BW, "lm_head_ce_bwd", "llama_ce_bwd", CODA_N, "h", CODA_T, "wout", tl,
+              "r=rstd tgt=targets lse=lse valid=valid cnt=cnt dl=dl zp=zpl");
+    plan_finish(p, BW, "zdz", "llama_ce_bwd", "zdz", M, V, tl, "zp=zpl zdz=zdz");
+    plan_gemm(p, BW, "head_dgrad_norm_bwd", "llama_head_norm_bwd", CODA_N, "dl", CODA_N, "wout",
+              tl, "x=x w=wnf r=rstd zdz=zdz inv_n=inv_d dx=dx post=post dwp=dwpf");
+    plan_finish(p, BW, "dwnf", "llama_head_norm_bwd", "dw", M, D, tl, "dwp=dwpf dw=dwnf");
+  }
   plan_matmul(p, BW, "dwout", CODA_T, "dl", CODA_N, "post", "dwout", 1.0f, 0);
 
   return finish_build(ctx, p, out);
@@ -406,6 +469,16 @@ coda_status coda_llama_link(coda_plan prev, coda_plan next) {
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "coda_llama_link: the next plan takes its norm input (CODA_LLAMA_NORM_IN) "
                      "but the previous block does not produce it (CODA_LLAMA_NORM_OUT)");
+  if (next_in) { /* the two plans must agree on CODA_LLAMA_FOLD (and the tiling) */
+    int rp = plan_find(prev, "rstd_next"), rq = plan_find(next, rn);
+    if (rp >= 0 && rq >= 0 && prev->bufs[rp].cols != next->bufs[rq].cols)
+      return coda_fail(ctx, CODA_ERR_SHAPE,
+                       "coda_llama_link: the previous block's rstd_next is %lld x %lld but the "
+                       "next plan's %s is %lld x %lld: build both with the same "
+                       "CODA_LLAMA_FOLD flag and tiling",
+                       (long long)prev->bufs[rp].rows, (long long)prev->bufs[rp].cols, rn,
+                       (long long)next->bufs[rq].rows, (long long)next->bufs[rq].cols);
+  }
   coda_status s = link_one(prev, "x_out", next, "x");
   if (s == CODA_OK) s = link_one(next, "dx", prev, "dx_out");
   if (s == CODA_OK && prev_out) s = link_one(next, wn, prev, "wn_next");

@@ -4,13 +4,19 @@
 
 #include "core/internal.h"
 #include "core/strbuf.h"
+#include "core/tune_cache.h" /* coda_plan_tune_fusion's choices on disk */
 #ifdef CODA_HAVE_CUDA
+#include "cuda/backend.h"     /* device tag of the tuning cache */
 #include "cuda/epi_codegen.h" /* kernel precompilation */
 #include "cuda/gplan.h"       /* device copy / zero for the host ops */
+#endif
+#ifdef _OPENMP
+#include <omp.h> /* the CPU's default thread count, part of its device tag */
 #endif
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +91,7 @@ void coda_plan_destroy(coda_plan p) {
     coda_program_destroy(p->progs[i].unfused);
   }
   if (p->acc_tmp) coda_free(p->ctx, p->acc_tmp);
+  if (p->arena) coda_free(p->ctx, p->arena);
   free(p->bufs);
   free(p->steps);
   free(p->progs);
@@ -130,6 +137,8 @@ int plan_buffer(coda_plan p, const char *name, coda_dtype dtype, int64_t rows,
   b->cols = cols;
   b->ld = cols;
   b->role = role;
+  b->live_first = b->live_last = -1;
+  b->arena_off = -1;
   return p->nbuf++;
 }
 
@@ -237,6 +246,7 @@ static plan_step *new_step(coda_plan p, plan_step_kind kind, coda_phase phase,
   s->kind = kind;
   s->phase = phase;
   s->prog = s->a = s->b = s->d = -1;
+  s->acc_off = -1;
   snprintf(s->label, sizeof s->label, "%s", label ? label : "");
   return s;
 }
@@ -500,8 +510,14 @@ static coda_status alloc_device(coda_plan p, plan_buf *b) {
   return CODA_OK;
 }
 
+static coda_status arena_alloc(coda_plan p);
+
 static coda_status alloc_one(coda_plan p, plan_buf *b) {
   if (b->data) return CODA_OK;
+  if (b->role == PLAN_ROLE_TEMP && !p->arena_live) { /* it may live in the arena */
+    coda_status s = arena_alloc(p);
+    if (s != CODA_OK || b->data) return s;
+  }
   if (p->device) return alloc_device(p, b);
   size_t n = (size_t)(b->rows * b->cols);
   b->data = calloc(n ? n : 1, coda_dtype_size(b->dtype));
@@ -522,6 +538,8 @@ static coda_status alloc_one(coda_plan p, plan_buf *b) {
 coda_status plan_alloc(coda_plan p) {
   if (!p) return CODA_ERR_INVALID_ARGUMENT;
   if (p->status != CODA_OK) return p->status;
+  coda_status s0 = arena_alloc(p);
+  if (s0 != CODA_OK) return s0;
   for (int i = 0; i < p->nbuf; i++) {
     coda_status s = alloc_one(p, &p->bufs[i]);
     if (s != CODA_OK) return s;
@@ -563,6 +581,7 @@ coda_status coda_plan_bind(coda_plan p, const char *name, const coda_tensor *t) 
     else free(b->data);
   }
   b->owned = 0;
+  b->arena_off = -1; /* its arena bytes stay unused until the arena is laid out again */
   b->data = t->data;
   b->ld = t->ld;
   return CODA_OK;
@@ -595,6 +614,308 @@ static coda_status host_op(coda_plan p, const plan_step *s) {
 
 static coda_dtype acc_dtype(coda_plan p) {
   return coda_context_precision(p->ctx) == CODA_PRECISION_F64 ? CODA_F64 : CODA_BF16;
+}
+
+/* -------------------------------------- temporaries sharing memory by liveness */
+
+static int size_add(size_t a, size_t b, size_t *out) {
+  if (a > SIZE_MAX - b) return 0;
+  *out = a + b;
+  return 1;
+}
+
+static int align_arena(size_t x, size_t *out) {
+  if (!size_add(x, PLAN_ARENA_ALIGN - 1, out)) return 0;
+  *out -= *out % PLAN_ARENA_ALIGN;
+  return 1;
+}
+
+typedef struct pack_key {
+  size_t bytes;
+  int i;
+} pack_key;
+
+static int pack_cmp(const void *a, const void *b) {
+  const pack_key *x = a, *y = b;
+  if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
+  return (x->i > y->i) - (x->i < y->i);
+}
+
+int plan_pack(const plan_interval *iv, int n, size_t *off, size_t *arena) {
+  *arena = 0;
+  if (n <= 0) return 0;
+  pack_key *key = malloc((size_t)n * sizeof *key);
+  int *placed = malloc((size_t)n * sizeof *placed); /* placed blocks by offset */
+  if (!key || !placed) {
+    free(key);
+    free(placed);
+    return -1;
+  }
+  for (int i = 0; i < n; i++) key[i] = (pack_key){iv[i].bytes, i};
+  qsort(key, (size_t)n, sizeof *key, pack_cmp);
+  int np = 0, ok = 1;
+  size_t end = 0;
+  for (int t = 0; t < n && ok; t++) {
+    const int j = key[t].i;
+    const size_t bytes = iv[j].bytes;
+    size_t at = 0, top;
+    /* lowest gap among the blocks that intersect j in time: walk them in
+     * offset order; every block below `at` has been stepped over */
+    for (int u = 0; u < np && ok; u++) {
+      const int q = placed[u];
+      if (iv[q].first > iv[j].last || iv[j].first > iv[q].last) continue;
+      ok = size_add(at, bytes, &top);
+      if (ok && top <= off[q]) break;
+      size_t qend;
+      ok = ok && size_add(off[q], iv[q].bytes, &qend) && align_arena(qend, &qend);
+      if (ok && qend > at) at = qend;
+    }
+    ok = ok && size_add(at, bytes, &top);
+    if (!ok) break;
+    off[j] = at;
+    if (top > end) end = top;
+    int u = np++; /* insert by (offset, index) */
+    while (u > 0 && (off[placed[u - 1]] > at || (off[placed[u - 1]] == at && placed[u - 1] > j))) {
+      placed[u] = placed[u - 1];
+      u--;
+    }
+    placed[u] = j;
+  }
+  free(key);
+  free(placed);
+  if (!ok || !align_arena(end, arena)) return -1;
+  return 0;
+}
+
+enum { REF_READ = 1, REF_WRITE = 2 }; /* an accumulating write is both */
+
+/* How step s uses program argument `arg`: outputs and partials are
+ * written whole ("every declared output is stored exactly once"), an
+ * accumulating output is read too; a finish step writes its finisher and
+ * reads the rest. An argument the program lacks counts as read and
+ * written (the run rejects it anyway). */
+static int arg_use(coda_program prog, const plan_step *s, const char *arg) {
+  const int n = coda_program_num_args(prog);
+  for (int i = 0; i < n; i++) {
+    coda_arg_info ai;
+    if (coda_program_arg(prog, i, &ai) != CODA_OK || strcmp(ai.name, arg)) continue;
+    if (s->kind == PLAN_FINISH) return strcmp(arg, s->finish) ? REF_READ : REF_WRITE;
+    if (ai.kind == CODA_ARG_OUTPUT) return ai.accumulate ? REF_READ | REF_WRITE : REF_WRITE;
+    if (ai.kind == CODA_ARG_PARTIAL) return REF_WRITE;
+    return REF_READ;
+  }
+  return REF_READ | REF_WRITE;
+}
+
+#define PLAN_MAX_REFS (PLAN_MAX_BINDS + 6)
+
+/* Records buffer b used as u by a step (each buffer once, uses or-ed). */
+static void add_ref(int *buf, int *use, int *n, int b, int u) {
+  if (b < 0) return;
+  int k = 0;
+  while (k < *n && buf[k] != b) k++;
+  if (k == *n) {
+    if (*n == PLAN_MAX_REFS) return;
+    buf[k] = b;
+    use[k] = 0;
+    (*n)++;
+  }
+  use[k] |= u;
+}
+
+/* The buffers step s references, each once, with how (REF_*). */
+static int step_refs(coda_plan p, const plan_step *s, int *buf, int *use) {
+  int n = 0;
+  switch (s->kind) {
+  case PLAN_GEMM:
+  case PLAN_MAP:
+  case PLAN_FINISH:
+    if (s->kind == PLAN_GEMM) {
+      add_ref(buf, use, &n, s->a, REF_READ);
+      add_ref(buf, use, &n, s->b, REF_READ);
+    }
+    for (int i = 0; i < s->nbind; i++)
+      add_ref(buf, use, &n, s->bind[i].buf, arg_use(p->progs[s->prog].prog, s, s->bind[i].arg));
+    break;
+  case PLAN_MATMUL:
+    add_ref(buf, use, &n, s->a, REF_READ);
+    add_ref(buf, use, &n, s->b, REF_READ);
+    add_ref(buf, use, &n, s->d, s->accumulate ? REF_READ | REF_WRITE : REF_WRITE);
+    break;
+  case PLAN_ATTN_FWD:
+    add_ref(buf, use, &n, s->attn.qkv, REF_READ);
+    add_ref(buf, use, &n, s->attn.o, REF_WRITE);
+    add_ref(buf, use, &n, s->attn.lse, REF_WRITE);
+    break;
+  case PLAN_ATTN_BWD:
+    add_ref(buf, use, &n, s->attn.qkv, REF_READ);
+    add_ref(buf, use, &n, s->attn.o, REF_READ);
+    add_ref(buf, use, &n, s->attn.lse, REF_READ);
+    add_ref(buf, use, &n, s->attn.dout, REF_READ);
+    add_ref(buf, use, &n, s->attn.dqkv, REF_WRITE);
+    break;
+  case PLAN_ZERO: add_ref(buf, use, &n, s->d, REF_WRITE); break;
+  case PLAN_COPY:
+    add_ref(buf, use, &n, s->a, REF_READ);
+    add_ref(buf, use, &n, s->d, REF_WRITE);
+    break;
+  }
+  return n;
+}
+
+coda_status plan_layout(coda_plan p) {
+  if (!p) return CODA_ERR_INVALID_ARGUMENT;
+  if (p->status != CODA_OK) return p->status;
+  const int n = p->nstep, nb = p->nbuf;
+  int *order = malloc(((size_t)n + 1) * sizeof *order);
+  int *first = malloc(((size_t)nb + 1) * sizeof *first), *last = malloc(((size_t)nb + 1) * sizeof *last);
+  int *use0 = calloc((size_t)nb + 1, sizeof *use0), *phases = calloc((size_t)nb + 1, sizeof *phases);
+  plan_interval *iv = calloc((size_t)nb + (size_t)n + 1, sizeof *iv);
+  size_t *off = malloc(((size_t)nb + (size_t)n + 1) * sizeof *off);
+  int *who = malloc(((size_t)nb + (size_t)n + 1) * sizeof *who); /* buffer, or -1 - step */
+  coda_status st = CODA_OK;
+  if (!order || !first || !last || !use0 || !phases || !iv || !off || !who) {
+    st = coda_fail(p->ctx, CODA_ERR_OUT_OF_MEMORY, "plan '%s': out of memory", p->name);
+    goto done;
+  }
+  /* run order: the forward steps, then the backward ones */
+  int q = 0;
+  for (int ph = 0; ph < 2; ph++)
+    for (int k = 0; k < n; k++)
+      if ((int)p->steps[k].phase == ph) order[q++] = k;
+  for (int i = 0; i < nb; i++) first[i] = last[i] = -1;
+  for (q = 0; q < n; q++) {
+    int buf[PLAN_MAX_REFS], use[PLAN_MAX_REFS];
+    const plan_step *s = &p->steps[order[q]];
+    const int nr = step_refs(p, s, buf, use);
+    for (int r = 0; r < nr; r++) {
+      const int b = buf[r];
+      if (first[b] < 0) first[b] = q, use0[b] = use[r];
+      last[b] = q;
+      phases[b] |= 1 << (int)s->phase;
+    }
+  }
+  for (int i = 0; i < nb; i++) {
+    p->bufs[i].live_first = first[i] < 0 ? -1 : order[first[i]];
+    p->bufs[i].live_last = last[i] < 0 ? -1 : order[last[i]];
+  }
+  if (p->arena_live) goto done; /* the offsets in force stay */
+  /* Members: temporaries without initial values or memory of their own,
+   * whose first reference writes them whole (a buffer read, or
+   * accumulated into, before any write would see another's bytes). One
+   * referenced by both phases stays live to the end, so a backward phase
+   * run again still finds it. */
+  const int share = !p->no_share;
+  int nblk = 0;
+  p->ntemp = 0;
+  for (int i = 0; i < nb; i++) {
+    plan_buf *b = &p->bufs[i];
+    b->arena_off = -1;
+    if (b->role != PLAN_ROLE_TEMP || b->init || b->data || first[i] < 0 || use0[i] != REF_WRITE)
+      continue;
+    iv[nblk].first = share ? first[i] : 0;
+    iv[nblk].last = share ? (phases[i] == 3 ? n - 1 : last[i]) : 0;
+    iv[nblk].bytes = (size_t)(b->rows * b->cols) * coda_dtype_size(b->dtype);
+    who[nblk++] = i;
+    p->ntemp++;
+  }
+  /* with sharing on, each unfused GEMM step's accumulator: live for its
+   * step alone (off, the plan's one acc_tmp as before) */
+  for (q = 0; q < n; q++) {
+    plan_step *s = &p->steps[order[q]];
+    s->acc_off = -1;
+    if (!share || s->kind != PLAN_GEMM || !s->unfused) continue;
+    iv[nblk].first = iv[nblk].last = q;
+    iv[nblk].bytes = (size_t)s->M * (size_t)s->N * coda_dtype_size(acc_dtype(p));
+    who[nblk++] = -1 - order[q];
+  }
+  size_t arena = 0, sum = 0;
+  if (plan_pack(iv, nblk, off, &arena) != 0) {
+    st = coda_fail(p->ctx, CODA_ERR_OUT_OF_MEMORY, "plan '%s': temporaries: out of memory", p->name);
+    goto done;
+  }
+  for (int k = 0; k < nblk; k++) {
+    sum += iv[k].bytes;
+    if (who[k] >= 0) p->bufs[who[k]].arena_off = (int64_t)off[k];
+    else p->steps[-1 - who[k]].acc_off = (int64_t)off[k];
+  }
+  p->arena_bytes = arena;
+  p->temp_bytes = sum;
+done:
+  free(order);
+  free(first);
+  free(last);
+  free(use0);
+  free(phases);
+  free(iv);
+  free(off);
+  free(who);
+  return st;
+}
+
+/* Lays out and allocates the arena (one coda_malloc, zeroed, on every
+ * backend) and points its temporaries into it. */
+static coda_status arena_alloc(coda_plan p) {
+  if (p->arena_live) return CODA_OK;
+  coda_status s = plan_layout(p);
+  if (s != CODA_OK) return s;
+  if (p->arena_bytes) {
+    s = coda_malloc(p->ctx, p->arena_bytes, &p->arena);
+    if (s != CODA_OK) {
+      char inner[CODA_ERRMSG_LEN];
+      snprintf(inner, sizeof inner, "%s", coda_last_error(p->ctx));
+      return coda_fail(p->ctx, s, "plan '%s': temporaries (%zu bytes): %s", p->name,
+                       p->arena_bytes, inner);
+    }
+  }
+  for (int i = 0; i < p->nbuf; i++) {
+    plan_buf *b = &p->bufs[i];
+    if (b->arena_off < 0) continue;
+    b->data = (char *)p->arena + b->arena_off;
+    b->ld = b->cols;
+    b->owned = 0;
+  }
+  p->arena_live = 1;
+  return CODA_OK;
+}
+
+/* Gives the arena back (its temporaries lose their memory and contents);
+ * the next run lays it out again. */
+static void arena_release(coda_plan p) {
+  if (!p->arena_live) return;
+  for (int i = 0; i < p->nbuf; i++)
+    if (p->bufs[i].arena_off >= 0) {
+      p->bufs[i].data = NULL;
+      p->bufs[i].arena_off = -1;
+    }
+  for (int k = 0; k < p->nstep; k++) p->steps[k].acc_off = -1;
+  if (p->arena) coda_free(p->ctx, p->arena);
+  p->arena = NULL;
+  p->arena_bytes = 0;
+  p->arena_live = 0;
+}
+
+/* After the fusion choices changed: an arena whose accumulator slots no
+ * longer match the unfused steps is given back, to be laid out again. */
+static void arena_refresh(coda_plan p) {
+  if (!p->arena_live) return;
+  for (int k = 0; k < p->nstep; k++) {
+    const plan_step *s = &p->steps[k];
+    if (s->kind == PLAN_GEMM && (!p->no_share && s->unfused) != (s->acc_off >= 0)) {
+      arena_release(p);
+      return;
+    }
+  }
+}
+
+coda_status coda_plan_set_share_temps(coda_plan p, int share) {
+  if (!p) return CODA_ERR_INVALID_ARGUMENT;
+  if (p->status != CODA_OK) return p->status;
+  if (p->no_share != !share) {
+    arena_release(p);
+    p->no_share = !share;
+  }
+  return CODA_OK;
 }
 
 coda_status plan_unfused_program(coda_plan p, int prog, coda_program *out) {
@@ -673,6 +994,7 @@ coda_status coda_plan_set_fused(coda_plan p, int fused) {
       p->steps[i].unfused = !fused;
       p->steps[i].sched = CODA_SCHED_AUTO;
     }
+  arena_refresh(p);
   return CODA_OK;
 }
 
@@ -687,7 +1009,10 @@ static coda_status run_unfused(coda_context ctx, coda_plan p, const plan_step *s
   }
   const coda_dtype dt = acc_dtype(p);
   const size_t bytes = (size_t)s->M * (size_t)s->N * coda_dtype_size(dt);
-  if (bytes > p->acc_tmp_bytes) {
+  void *acc = p->acc_tmp;
+  if (s->acc_off >= 0 && p->arena) {
+    acc = (char *)p->arena + s->acc_off; /* laid out with the temporaries */
+  } else if (bytes > p->acc_tmp_bytes) {
     if (p->acc_tmp) coda_free(p->ctx, p->acc_tmp);
     p->acc_tmp = NULL;
     p->acc_tmp_bytes = 0;
@@ -697,9 +1022,10 @@ static coda_status run_unfused(coda_context ctx, coda_plan p, const plan_step *s
       return st;
     }
     p->acc_tmp_bytes = bytes;
+    acc = p->acc_tmp;
   }
   coda_tensor A = view_of(&p->bufs[s->a]), B = view_of(&p->bufs[s->b]);
-  coda_tensor T = coda_tensor_2d(p->acc_tmp, dt, s->M, s->N);
+  coda_tensor T = coda_tensor_2d(acc, dt, s->M, s->N);
   st = coda_gemm(ctx, s->ta, &A, s->tb, &B, &T, 1.0f, 0);
   if (st != CODA_OK) return st;
   st = coda_args_set(args, PLAN_ACC_INPUT, &T);
@@ -910,18 +1236,101 @@ static coda_status tune_step(coda_context ctx, coda_plan p, plan_step *s, coda_a
   return st;
 }
 
+/* The context's table of fusion choices, made on first use with the
+ * running tags: on CUDA the GPU (name, SM count) and the library version
+ * with a hash of the fused kernels' mainloop headers (a choice measured
+ * on other kernels is not reused); on the CPU the thread count and the
+ * version. File: $CODA_CACHE_DIR/fused-tune.txt or
+ * ~/.cache/coda/fused-tune.txt. */
+static coda_status fused_table(coda_context ctx, coda_fused_cache **out) {
+  *out = coda_fused_tune_state(ctx);
+  if (*out) return CODA_OK;
+  char device[CODA_TUNE_TAG_LEN], lib[CODA_TUNE_TAG_LEN], path[CODA_TUNE_PATH_LEN];
+  snprintf(lib, sizeof lib, "%d.%d.%d", CODA_VERSION_MAJOR, CODA_VERSION_MINOR,
+           CODA_VERSION_PATCH);
+  if (coda_context_backend(ctx) == CODA_BACKEND_CUDA) {
+#ifdef CODA_HAVE_CUDA
+    coda_status st = coda_cuda_device_tag(ctx, device, sizeof device);
+    if (st != CODA_OK) return st;
+    uint64_t h = coda_epi_hash(coda_epi_hdr_gemm_sm90, strlen(coda_epi_hdr_gemm_sm90), 0);
+    h = coda_epi_hash(coda_epi_hdr_wgmma, strlen(coda_epi_hdr_wgmma), h);
+    snprintf(lib, sizeof lib, "%d.%d.%d+k%08x", CODA_VERSION_MAJOR, CODA_VERSION_MINOR,
+             CODA_VERSION_PATCH, (unsigned)(h >> 32));
+#else
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "CUDA context without CUDA");
+#endif
+  } else {
+    int threads = ctx->opts.num_threads;
+#ifdef _OPENMP
+    if (threads <= 0) threads = omp_get_max_threads();
+#endif
+    snprintf(device, sizeof device, "cpu/%dt", threads > 0 ? threads : 1);
+  }
+  if (!coda_fused_cache_default_path(path, sizeof path)) path[0] = '\0';
+  *out = coda_fused_tune_create(ctx, device, lib, path);
+  if (!*out) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "fusion tuning cache: out of memory");
+  return CODA_OK;
+}
+
+/* A stored choice below UNFUSED is the fused kernel's schedule. */
+_Static_assert((int)CODA_FUSED_CHOICE_FUSED == (int)CODA_SCHED_AUTO &&
+                   (int)CODA_FUSED_CHOICE_PINGPONG == (int)CODA_SCHED_PINGPONG &&
+                   (int)CODA_FUSED_CHOICE_COOPERATIVE == (int)CODA_SCHED_COOPERATIVE,
+               "fusion choices and schedules are numbered alike");
+
+/* Key of a GEMM step in the table: the program's identity (hash of its
+ * canonical text), the problem, the operand type and the tiling. */
+static coda_fused_key fused_key(coda_plan p, const plan_step *s) {
+  coda_fused_key k;
+  memset(&k, 0, sizeof k);
+  const char *text = coda_program_text(p->progs[s->prog].prog);
+  k.program = coda_fnv1a64(text, strlen(text));
+  k.m = s->M;
+  k.n = s->N;
+  k.k = op_cols(&p->bufs[s->a], s->ta);
+  k.trans_a = s->ta == CODA_T;
+  k.trans_b = s->tb == CODA_T;
+  k.ab = p->bufs[s->a].dtype;
+  k.tile_m = s->tiling.tile_m;
+  k.tile_n = s->tiling.tile_n;
+  return k;
+}
+
 coda_status coda_plan_tune_fusion(coda_context ctx, coda_plan p, int iters, int *n_unfused) {
   if (n_unfused) *n_unfused = 0;
   if (ctx && p && (iters < 1 || iters > 100000))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_plan_tune_fusion: iters %d not in 1..100000", iters);
   coda_status st = plan_enter(ctx, p, "coda_plan_tune_fusion");
   if (st != CODA_OK) return st;
+  coda_fused_cache *table = NULL;
+  st = fused_table(ctx, &table);
+  if (st != CODA_OK) return st;
+  /* CODA_RETUNE=1: time every step again and overwrite the stored choices */
+  const char *env = getenv("CODA_RETUNE");
+  const int retune = env && atoi(env) != 0;
+  int stored = 0;
   coda_args args = NULL;
   st = coda_args_create(ctx, &args);
   for (int i = 0; i < p->nstep && st == CODA_OK; i++) {
     plan_step *s = &p->steps[i];
     if (s->kind != PLAN_GEMM) continue;
-    st = tune_step(ctx, p, s, args, iters);
+    const coda_fused_key key = fused_key(p, s);
+    const coda_fused_entry *hit = retune ? NULL : coda_fused_cache_find(table, &key);
+    if (hit) { /* applied without running the step */
+      s->unfused = hit->choice == CODA_FUSED_CHOICE_UNFUSED;
+      s->sched = s->unfused ? CODA_SCHED_AUTO : hit->choice;
+      for (int v = 0; v < 3; v++) s->tuned_us[v] = hit->us[v];
+      s->tuned_cached = 1;
+    } else {
+      s->tuned_cached = 0;
+      st = tune_step(ctx, p, s, args, iters);
+      if (st == CODA_OK) {
+        st = coda_fused_cache_put(table, &key,
+                                  s->unfused ? CODA_FUSED_CHOICE_UNFUSED : s->sched, s->tuned_us);
+        if (st != CODA_OK) coda_fail(ctx, st, "fusion tuning cache: cannot record the choice");
+        stored++;
+      }
+    }
     if (st != CODA_OK) {
       char inner[CODA_ERRMSG_LEN];
       snprintf(inner, sizeof inner, "%s", coda_last_error(ctx));
@@ -931,10 +1340,16 @@ coda_status coda_plan_tune_fusion(coda_context ctx, coda_plan p, int iters, int 
     }
   }
   coda_args_destroy(args);
+  /* Saved once, with what was measured even if a later step failed. A
+   * file that cannot be written costs only re-timing in the next process:
+   * the call still succeeds, and this context tries no more writes. */
+  if (stored && table->disk_ok && coda_fused_cache_save(NULL, table) != CODA_OK)
+    table->disk_ok = 0;
   /* the temporary is reallocated for the largest step that stays unfused */
   if (p->acc_tmp) coda_free(p->ctx, p->acc_tmp);
   p->acc_tmp = NULL;
   p->acc_tmp_bytes = 0;
+  arena_refresh(p); /* or in the arena, for the steps left unfused */
   return st;
 }
 
@@ -975,6 +1390,14 @@ static const char *role_name(plan_role r) {
   return "?";
 }
 
+/* A size or offset, short: bytes below 10 KiB, KiB below 10 MiB, then MiB. */
+static const char *fmt_bytes(char buf[32], size_t v) {
+  if (v < 10240) snprintf(buf, 32, "%zu B", v);
+  else if (v < 10485760) snprintf(buf, 32, "%.1f KiB", (double)v / 1024.0);
+  else snprintf(buf, 32, "%.2f MiB", (double)v / 1048576.0);
+  return buf;
+}
+
 static void print_binds(coda_plan p, coda_strbuf *b, const plan_step *s) {
   for (int i = 0; i < s->nbind; i++)
     coda_sb_printf(b, "%s%s=%s", i ? " " : "", s->bind[i].arg, p->bufs[s->bind[i].buf].name);
@@ -992,11 +1415,17 @@ static void print_step(coda_plan p, coda_strbuf *b, int i, const plan_step *s) {
     if (s->unfused) coda_sb_printf(b, "  [unfused]");
     else if (s->sched != CODA_SCHED_AUTO)
       coda_sb_printf(b, "  [%s]", s->sched == CODA_SCHED_PINGPONG ? "pingpong" : "cooperative");
+    if (s->unfused && s->acc_off >= 0) {
+      char o[32];
+      coda_sb_printf(b, " (" PLAN_ACC_INPUT " @ %s)", fmt_bytes(o, (size_t)s->acc_off));
+    }
     if (s->tuned_us[1] > 0)
-      coda_sb_printf(b, "  (timed: fused pingpong %.1f us, fused cooperative %.1f us, unfused %.1f us)",
-                     s->tuned_us[0], s->tuned_us[1], s->tuned_us[2]);
+      coda_sb_printf(b, "  (timed: fused pingpong %.1f us, fused cooperative %.1f us, unfused %.1f us%s)",
+                     s->tuned_us[0], s->tuned_us[1], s->tuned_us[2],
+                     s->tuned_cached ? "; from the tuning cache" : "");
     else if (s->tuned_us[0] > 0)
-      coda_sb_printf(b, "  (timed: fused %.1f us, unfused %.1f us)", s->tuned_us[0], s->tuned_us[2]);
+      coda_sb_printf(b, "  (timed: fused %.1f us, unfused %.1f us%s)", s->tuned_us[0], s->tuned_us[2],
+                     s->tuned_cached ? "; from the tuning cache" : "");
     break;
   case PLAN_MAP:
     coda_sb_printf(b, "map    [%lld x %lld, tile %dx%d]  %s: ", (long long)s->M, (long long)s->N,
@@ -1041,12 +1470,31 @@ const char *coda_plan_text(coda_plan p) {
     coda_sb_printf(&b, " (fusion off for %d of %d gemm steps, marked unfused: each runs as a "
                    "plain gemm into " PLAN_ACC_INPUT " and its program as a map)", nunf, ngemm);
   coda_sb_printf(&b, "\n");
+  /* intervals always; offsets as laid out now, or as the next run will */
+  const int laid = p->status == CODA_OK && plan_layout(p) == CODA_OK;
+  if (laid) {
+    char a[32], t[32];
+    int nacc = 0;
+    for (int i = 0; i < p->nstep; i++) nacc += p->steps[i].acc_off >= 0;
+    coda_sb_printf(&b, "temporaries: %d%s in one arena of %s (%s side by side; %s)%s\n", p->ntemp,
+                   nacc ? " and the unfused accumulators" : "", fmt_bytes(a, p->arena_bytes),
+                   fmt_bytes(t, p->temp_bytes),
+                   p->no_share ? "sharing off" : "shared where their steps do not overlap",
+                   p->arena_live ? "" : ", before allocation");
+  }
   coda_sb_printf(&b, "buffers:\n");
   for (int i = 0; i < p->nbuf; i++) {
     const plan_buf *u = &p->bufs[i];
-    coda_sb_printf(&b, "  %-12s %-6s %6lld x %-6lld %s%s\n", u->name, role_name(u->role),
+    coda_sb_printf(&b, "  %-12s %-6s %6lld x %-6lld %s%s", u->name, role_name(u->role),
               (long long)u->rows, (long long)u->cols, coda_dtype_name(u->dtype),
               u->init ? " (initialized)" : "");
+    if (laid && u->role == PLAN_ROLE_TEMP && u->live_first >= 0) {
+      char o[32];
+      coda_sb_printf(&b, "  steps %d-%d", u->live_first, u->live_last);
+      if (u->arena_off >= 0) coda_sb_printf(&b, " @ %s", fmt_bytes(o, (size_t)u->arena_off));
+      else coda_sb_printf(&b, ", own memory");
+    }
+    coda_sb_printf(&b, "\n");
   }
   for (int ph = 0; ph < 2; ph++) {
     coda_sb_printf(&b, "%s:\n", ph == 0 ? "forward" : "backward");

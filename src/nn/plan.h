@@ -95,6 +95,10 @@ typedef struct plan_buf {
   void *data;    /* NULL until allocated or bound */
   int64_t ld;    /* of the bound view (cols when owned) */
   int owned;     /* data was allocated by the executor */
+  int live_first, live_last; /* steps of the first and last reference in run order
+                              * (forward, then backward), -1 if none (plan_layout) */
+  int64_t arena_off;         /* byte offset in the plan's temporary arena, -1 when the
+                              * buffer has memory of its own (plan_layout) */
 } plan_buf;
 
 typedef struct plan_bind {
@@ -133,6 +137,10 @@ typedef struct plan_step {
   double tuned_us[3];    /* GEMM: microseconds per run measured by coda_plan_tune_fusion,
                           * [fused (pingpong on CUDA), fused cooperative (CUDA only),
                           * unfused]; 0 = not measured */
+  int tuned_cached;      /* GEMM: the choice and times came from the context's tuning
+                          * cache (core/tune_cache.h), no timing ran */
+  int64_t acc_off;       /* GEMM, unfused: its accumulator's offset in the temporary
+                          * arena, -1 for none (then the plan's acc_tmp) */
 } plan_step;
 
 typedef struct plan_program {
@@ -155,6 +163,12 @@ struct coda_plan_s {
   char *text;         /* printed plan (built on demand) */
   void *acc_tmp;      /* the unfused GEMM steps' accumulator (coda_malloc), or NULL */
   size_t acc_tmp_bytes;
+  int no_share;       /* coda_plan_set_share_temps(p, 0): temporaries side by side */
+  int arena_live;     /* the layout is in force (arena allocated, or nothing to place) */
+  void *arena;        /* the temporaries' memory (coda_malloc), or NULL */
+  size_t arena_bytes; /* its size (plan_layout) */
+  size_t temp_bytes;  /* sum of the sizes placed in it (plan_layout) */
+  int ntemp;          /* buffers placed in it (plan_layout) */
 };
 
 /* ---- building ---- */
@@ -239,5 +253,27 @@ coda_status plan_run_step(coda_context ctx, coda_plan p, int k);
 
 /* Writes the plan as text: buffers (shape, dtype, role) and steps. */
 void plan_print(coda_plan p, FILE *f);
+
+/* ---- temporaries sharing memory by liveness ---- */
+
+/* A block of `bytes` needed from step `first` to step `last` (inclusive,
+ * positions in run order). */
+typedef struct plan_interval {
+  int first, last;
+  size_t bytes;
+} plan_interval;
+#define PLAN_ARENA_ALIGN 256
+/* Places n blocks in one arena so that two blocks whose step intervals
+ * intersect never share a byte: blocks by size, largest first (ties by
+ * index), each at the lowest PLAN_ARENA_ALIGN-aligned offset clear of the
+ * blocks already placed that intersect it in time. off[i] = offset of
+ * block i; *arena = the size needed (aligned). Deterministic. Returns 0,
+ * or -1 when out of memory or the sizes overflow. */
+int plan_pack(const plan_interval *iv, int n, size_t *off, size_t *arena);
+/* Computes every buffer's live interval and, when the arena is not
+ * allocated yet, the offsets of the temporaries it will hold (see
+ * docs/design.md, "Temporaries share memory"). No allocation of memory
+ * the plan keeps. */
+coda_status plan_layout(coda_plan p);
 
 #endif

@@ -16,7 +16,10 @@
  * (cudaMemGetInfo) over the plan's life, which also holds the stream-
  * ordered pool's reserve and loaded modules. The unfused and tuned plans'
  * x_out and dx are checked against the fused plan's (stderr; a
- * disagreement fails the run). */
+ * disagreement fails the run). With --fold every plan is built with the
+ * fold flag (CODA_LLAMA_FOLD / CODA_GPT2_FOLD: no row finisher launches),
+ * so two runs, with and without it, time folded against separate
+ * finishers (the CSV's fold column tells the rows apart). */
 #include "tools/bench_block.h"
 
 #include "coda.h"
@@ -54,18 +57,20 @@ typedef struct bench_opts {
   int csv;
   int precompile;
   int steps; /* --steps: per-step times of each plan variant to stderr */
+  int fold;  /* --fold: plans built with the fold flag */
 } bench_opts;
 
 static void usage(FILE *f, const char *cmd) {
   fprintf(f,
           "usage: %s [CONFIG ...] [--fused] [--unfused] [--tuned] [--floor] [--iters N]\n"
-          "       [--warmup N] [--csv | --markdown] [--steps] [--precompile]\n\n"
+          "       [--warmup N] [--csv | --markdown] [--steps] [--fold] [--precompile]\n\n"
           "Times one Transformer block on the GPU: forward, backward and forward + backward\n"
           "of the block plan with fusion (--fused), the same plan with fusion off (--unfused:\n"
           "each GEMM + epilogue as a plain GEMM plus a separate pass), the plan with fusion\n"
           "chosen per GEMM step by timing both (--tuned, coda_plan_tune_fusion; choices on\n"
-          "stderr) and the floor (--floor: the block's GEMMs on cuBLAS plus attention\n"
-          "alone); all four by default. Each row also gives the library's peak memory\n"
+          "stderr; kept in $CODA_CACHE_DIR/fused-tune.txt, CODA_RETUNE=1 times again) and\n"
+          "the floor (--floor: the block's GEMMs on cuBLAS plus attention alone); all four\n"
+          "by default. Each row also gives the library's peak memory\n"
           "during one forward + backward.\n\n"
           "configurations (default: the Llama ones, d512 d768 d2048 d4096):\n",
           cmd);
@@ -87,6 +92,10 @@ static void usage(FILE *f, const char *cmd) {
           "  --csv          comma-separated output instead of a markdown table\n"
           "  --steps        also time every step of each plan variant alone (median over\n"
           "                 --iters runs) and list them on stderr: where the time goes\n"
+          "  --fold         build the plans with the fold flag (CODA_LLAMA_FOLD,\n"
+          "                 CODA_GPT2_FOLD): the consumer GEMMs compute the row statistics\n"
+          "                 from the producers' partials, no row finisher launches; run\n"
+          "                 with and without it to compare (CSV column fold)\n"
           "  --precompile   compile the generated kernels of the selected configurations\n"
           "                 (with and without fusion) into the kernel cache and exit; needs\n"
           "                 no GPU\n\n"
@@ -136,6 +145,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
       o->steps = 1;
     } else if (!strcmp(s, "--precompile")) {
       o->precompile = 1;
+    } else if (!strcmp(s, "--fold")) {
+      o->fold = 1;
     } else if (!strcmp(s, "--iters")) {
       if (!parse_count(cmd, s, a + 1 < argc ? argv[++a] : NULL, 1, 100000, &o->iters)) return -1;
     } else if (!strcmp(s, "--warmup")) {
@@ -172,7 +183,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
 
 /* The plan of a configuration on ctx (a CUDA context, or a CPU context
  * with the GPU's tiling for precompiling). */
-static coda_status make_plan(coda_context ctx, const bench_cfg *c, coda_plan *p) {
+static coda_status make_plan(coda_context ctx, const bench_cfg *c, int fold, coda_plan *p) {
   const int64_t M = c->batch * c->seq;
   coda_tiling t;
   coda_status s = coda_preferred_tiling(ctx, NULL, M, c->d, c->d, &t);
@@ -185,6 +196,7 @@ static coda_status make_plan(coda_context ctx, const bench_cfg *c, coda_plan *p)
     g.batch = c->batch;
     g.seq = c->seq;
     g.tiling = t;
+    g.flags = fold ? CODA_GPT2_FOLD : 0;
     return coda_gpt2_block_plan(ctx, &g, p);
   }
   coda_llama_config l = coda_llama_default_config();
@@ -197,6 +209,7 @@ static coda_status make_plan(coda_context ctx, const bench_cfg *c, coda_plan *p)
   l.seq = c->seq;
   l.rope_theta = 500000.0;
   l.tiling = t;
+  l.flags = fold ? CODA_LLAMA_FOLD : 0;
   return coda_llama_block_plan(ctx, &l, p);
 }
 
@@ -558,11 +571,12 @@ static void print_choices(const bench_cfg *c, coda_plan p) {
     if (st->kind != PLAN_GEMM) continue;
     fprintf(stderr,
             "%s: tuned %-26s %-22s pingpong %8.1f us  cooperative %8.1f us  unfused %8.1f us"
-            "  -> %s\n",
+            "  -> %s%s\n",
             c->name, st->label, p->progs[st->prog].name, st->tuned_us[0], st->tuned_us[1],
             st->tuned_us[2],
             st->unfused ? "unfused"
-                        : st->sched == CODA_SCHED_COOPERATIVE ? "cooperative" : "pingpong");
+                        : st->sched == CODA_SCHED_COOPERATIVE ? "cooperative" : "pingpong",
+            st->tuned_cached ? " (from the tuning cache)" : "");
   }
 }
 
@@ -573,7 +587,7 @@ static int bench_plan(coda_context ctx, const bench_cfg *c, int variant, const b
   const size_t free0 = device_free();
   coda_plan p = NULL;
   rng r = {0x9e3779b97f4a7c15ull};
-  coda_status s = make_plan(ctx, c, &p);
+  coda_status s = make_plan(ctx, c, o->fold, &p);
   if (s == CODA_OK) s = coda_plan_set_fused(p, variant != V_UNFUSED);
   if (s == CODA_OK) s = fill_plan(ctx, p, c, &r);
   plan_arg a = {ctx, p, 1, 1};
@@ -676,7 +690,7 @@ static const char *kCols[] = {
     "fused_over_floor", "unfused_over_fused",
     "fused_peak_mib", "unfused_peak_mib", "device_used_mib",
     "tuned_fwd_ms", "tuned_bwd_ms", "tuned_fwdbwd_ms", "tuned_over_floor", "tuned_unfused_steps",
-    "tuned_peak_mib", "torch_name"};
+    "tuned_peak_mib", "torch_name", "fold"};
 
 static void print_header(const bench_opts *o) {
   if (o->csv) {
@@ -706,9 +720,10 @@ static void print_row(const bench_opts *o, const bench_cfg *c, const result *r) 
            (long long)c->hq, (long long)c->hkv, (long long)hd, (long long)c->batch,
            (long long)c->seq);
   else
-    printf("| %s (%s d %lld, ffn %lld, %lld/%lld heads, %lldx%lld)", c->name,
+    printf("| %s (%s d %lld, ffn %lld, %lld/%lld heads, %lldx%lld%s)", c->name,
            c->kind == ARCH_GPT2 ? "GPT-2" : "Llama", (long long)c->d, (long long)c->ffn,
-           (long long)c->hq, (long long)c->hkv, (long long)c->batch, (long long)c->seq);
+           (long long)c->hq, (long long)c->hkv, (long long)c->batch, (long long)c->seq,
+           o->fold ? ", folded" : "");
   for (int v = 0; v < 3; v++)
     for (int k = 0; k < 3; k++) cell(o, r->t[v][k], "%.3f");
   cell(o, r->t[0][2] > 0 && r->t[2][2] > 0 ? r->t[0][2] / r->t[2][2] : -1, "%.2f");
@@ -721,7 +736,7 @@ static void print_row(const bench_opts *o, const bench_cfg *c, const result *r) 
   cell(o, r->t[V_TUNED][2] > 0 && r->t[2][2] > 0 ? r->t[V_TUNED][2] / r->t[2][2] : -1, "%.2f");
   cell(o, r->tuned_unfused, "%.0f");
   cell(o, r->peak[V_TUNED] >= 0 ? r->peak[V_TUNED] / mib : -1, "%.0f");
-  if (o->csv) printf(",%s\n", c->torch);
+  if (o->csv) printf(",%s,%d\n", c->torch, o->fold);
   else printf(" |\n");
   fflush(stdout);
 }
@@ -736,7 +751,7 @@ static int precompile(const bench_opts *o, const char *cmd) {
     if (!o->want[i]) continue;
     const bench_cfg *c = &kConfigs[i];
     coda_plan p;
-    if (make_plan(ctx, c, &p) != CODA_OK) {
+    if (make_plan(ctx, c, o->fold, &p) != CODA_OK) {
       fprintf(stderr, "%s: %s: %s\n", cmd, c->name, coda_last_error(ctx));
       bad++;
       continue;

@@ -34,10 +34,10 @@ static void compile_usage(FILE *f) {
           "  --ta, --tn   A stored K x M (trans_a = T); B stored K x N (trans_b = N)\n"
           "  --no-cache   compile even if the kernel is cached\n"
           "  --all        compile every kernel of the built-in block plans (Llama-3 block\n"
-          "               with and without the chaining flags, its LM head, the GPT-2\n"
-          "               block) into the cache, so that training and benchmarks never\n"
-          "               wait on a compile; --unfused adds the kernels of the plans with\n"
-          "               fusion off\n");
+          "               with and without the chaining and fold flags, its LM head, the\n"
+          "               GPT-2 block with and without its fold flag) into the cache, so\n"
+          "               that training and benchmarks never wait on a compile; --unfused\n"
+          "               adds the kernels of the plans with fusion off\n");
 }
 
 /* Builds plan `kind` (0 Llama-3 block, 1 its LM head, 2 GPT-2 block) with
@@ -48,6 +48,7 @@ static coda_status build_plan(coda_context ctx, int kind, unsigned flags, coda_p
   if (kind == 2) {
     coda_gpt2_config c = coda_gpt2_default_config();
     c.tiling = gpu;
+    c.flags = flags;
     return coda_gpt2_block_plan(ctx, &c, p);
   }
   coda_llama_config c = coda_llama_default_config();
@@ -70,8 +71,9 @@ static int compile_all(int unfused, int quiet) {
   static const char *const kinds[] = {"llama block", "llama head", "gpt2 block"};
   int built = 0, fresh = 0, bad = 0;
   for (int kind = 0; kind < 3; kind++) {
-    /* chaining flags change the programs: every combination the plan takes */
-    for (unsigned flags = 0; flags < (kind == 2 ? 1u : 4u); flags++) {
+    /* chaining and fold flags change the programs: every combination the
+     * plan takes (Llama: NORM_IN, NORM_OUT, FOLD; GPT-2: FOLD) */
+    for (unsigned flags = 0; flags < (kind == 2 ? 2u : 8u); flags++) {
       coda_plan p;
       if (build_plan(ctx, kind, flags, &p) != CODA_OK) {
         if (flags == 0) { /* combinations a plan refuses are not kernels it runs */

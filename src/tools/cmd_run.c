@@ -107,7 +107,10 @@ static void usage(FILE *f) {
           "  --m M --n N --k K   GEMM shape (default 512 512 256)\n"
           "  --gpu               also run on the GPU and compare\n"
           "  --reps R            timed repetitions, median reported (default 5)\n"
-          "  --seed S            random seed (default 1)\n");
+          "  --seed S            random seed (default 1)\n"
+          "A rowsum input gets ceil(N / tile_n) partials per row, the shape a rowsum\n"
+          "reduction of this GEMM writes (tile_n of the GPU's tiling, 128); its partials\n"
+          "and scalar inputs are positive.\n");
 }
 
 int coda_cmd_run(int argc, char **argv) {
@@ -205,11 +208,15 @@ int coda_cmd_run(int argc, char **argv) {
       fprintf(stderr, "coda run: argument '%s': %s\n", r->info.name, coda_last_error(ctx[0]));
       goto out;
     }
+    /* a rowsum input takes any number of partial columns: give it the
+     * shape a rowsum reduction of this GEMM writes */
+    if (r->info.kind == CODA_ARG_ROWSUM) r->cols = N > 0 ? (N + tiling.tile_n - 1) / tiling.tile_n : 1;
     r->bytes = (size_t)(r->rows * r->cols) * coda_dtype_size(r->info.dtype);
     r->host = calloc(1, r->bytes ? r->bytes : 1);
     if (!r->host) goto out;
     int is_input = r->info.kind == CODA_ARG_ROW || r->info.kind == CODA_ARG_COL ||
-                   r->info.kind == CODA_ARG_SCALAR || r->info.kind == CODA_ARG_TILE;
+                   r->info.kind == CODA_ARG_SCALAR || r->info.kind == CODA_ARG_TILE ||
+                   r->info.kind == CODA_ARG_ROWSUM;
     /* finished vectors are listed after the partials with a vector kind */
     for (int j = 0; j < i; j++)
       if (ra[j].info.kind == CODA_ARG_PARTIAL || ra[j].is_finish) r->is_finish = is_input;
@@ -217,6 +224,13 @@ int coda_cmd_run(int argc, char **argv) {
     if (is_input || (r->info.kind == CODA_ARG_OUTPUT && r->info.accumulate))
       fill(r->host, r->info.dtype, (size_t)(r->rows * r->cols), &st,
            r->info.kind == CODA_ARG_COL ? 1 : N);
+    /* rowsum partials and scalars positive, like the sums of squares and
+     * the scales (1/N, counts) they stand for in practice */
+    if (is_input && (r->info.kind == CODA_ARG_ROWSUM || r->info.kind == CODA_ARG_SCALAR))
+      for (size_t e = 0; e < (size_t)(r->rows * r->cols); e++) {
+        if (r->info.dtype == CODA_F32) ((float *)r->host)[e] = fabsf(((float *)r->host)[e]);
+        else if (r->info.dtype == CODA_F64) ((double *)r->host)[e] = fabs(((double *)r->host)[e]);
+      }
   }
 
   double med[2] = {0, 0};

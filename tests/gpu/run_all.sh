@@ -17,6 +17,9 @@
 #   block     coda bench block, all configurations (fused, unfused, floor,
 #             peak memory); with bench/block/baseline_torch.py present also
 #             PyTorch on the same blocks, and torch_peak.py
+#   fold      coda bench block all --fused --steps with and without --fold
+#             (row finishers folded into the consumer GEMMs vs separate
+#             launches): fold.csv / nofold.csv, per-step times in *.err
 #   fused     bench_fused (fused GEMMs vs plain and cuBLAS + separate
 #             kernels); with wheels in .whl/ also quack_fused.py
 #   attention bench_attention and PyTorch SDPA at the same shapes
@@ -48,7 +51,7 @@ if has tests; then
   step gemm 60 "$P/tests/gpu/test_gemm_gpu"
   step epilogue 60 "$P/tests/gpu/test_epilogue_gpu"
   step attention 100 "$P/tests/gpu/test_attention_gpu"
-  step plan 60 "$P/tests/gpu/test_plan_gpu"
+  step plan 90 "$P/tests/gpu/test_plan_gpu"
   step debug_sync 30 "$P/tests/gpu/test_debug_sync_gpu"
   step run_user_program 30 "$P/coda" run programs/examples/geglu_scaled.coda --gpu --m 4096 --n 4096 --k 2048
   step run_builtin 30 "$P/coda" run --builtin llama_swiglu_bwd --gpu --m 4096 --n 2048 --k 2048
@@ -69,6 +72,12 @@ if has block; then
       --peak "$L/torch_peak.json" --md "$L/block.md" --png "$L/block.png" > /dev/null 2>&1 &&
       cat "$L/block.md"
   fi
+fi
+if has fold; then
+  step nofold 150 sh -c "\"$P/coda\" bench block all --fused --steps --csv > \"$L/nofold.csv\" 2> \"$L/nofold.err\""
+  step fold 150 sh -c "\"$P/coda\" bench block all --fused --steps --fold --csv > \"$L/fold.csv\" 2> \"$L/fold.err\""
+  cut -d, -f1,10-12 "$L/nofold.csv"
+  cut -d, -f1,10-12 "$L/fold.csv"
 fi
 if has fused; then
   step fused 150 sh -c "\"$P/bench_fused\" > \"$L/bench_fused.md\""

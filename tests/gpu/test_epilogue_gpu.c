@@ -93,6 +93,9 @@ static const char *const kPrims[][2] = {
     {"prim_acc_f32", EPI_TEST_ACC_F32},
     /* next to a 16-bit accumulated output (direct: cooperative schedule) */
     {"prim_acc_f32_pair", EPI_TEST_ACC_F32_PAIR},
+    /* rowsum inputs (partials summed per row) and hoisted row math */
+    {"prim_rowsum_hoist", EPI_TEST_ROWSUM_HOIST},
+    {"prim_rowsum_pair", EPI_TEST_ROWSUM_PAIR},
 };
 #define NPRIMS ((int)(sizeof kPrims / sizeof kPrims[0]))
 
@@ -250,7 +253,12 @@ static void fill_input(targ *a, int64_t N, const char *prog) {
     if (a->dtype == CODA_I32) /* indices / positions: mostly in [0, N), some out of range */
       v = urand() < 0.1 ? -100 : floor(urand() * (double)(N + N / 16));
     else
-      v = nonzero(a->kind == CODA_ARG_ROW || a->kind == CODA_ARG_SCALAR);
+      v = nonzero(a->kind == CODA_ARG_ROW || a->kind == CODA_ARG_SCALAR || a->kind == CODA_ARG_ROWSUM);
+    /* LayerNorm partials (the *_folded programs compute var = sum(psq) invd
+     * - (sum(psum) invd)^2 with invd < 1): keep var > 0 as real partials
+     * do, |sum psum| <= 1 and sum psq >= 1.1 T */
+    if (a->kind == CODA_ARG_ROWSUM && !strcmp(a->name, "psum")) v /= (double)a->cols;
+    if (a->kind == CODA_ARG_ROWSUM && !strcmp(a->name, "psq")) v += 1.0;
     set(a->dtype, a->init, i, v);
   }
 }
@@ -302,6 +310,7 @@ static int run_case(coda_context cpu, coda_context c64, coda_context gpu, const 
     a->x2 = info.kind == CODA_ARG_OUTPUT && info.width == CODA_WIDTH_X2;
     a->accumulate = info.accumulate;
     coda_program_arg_shape(p, a->name, M, N, tl.tile_m, tl.tile_n, &a->rows, &a->cols);
+    if (a->kind == CODA_ARG_ROWSUM) a->cols = (N + tl.tile_n - 1) / tl.tile_n; /* a rowsum's partials */
     a->n = (size_t)(a->rows * a->cols);
     a->es = coda_dtype_size(a->dtype);
     size_t bytes = a->n * a->es + 16;
@@ -598,6 +607,7 @@ static int bench(coda_context gpu) {
       coda_program_arg(p, i, &info);
       int64_t r, c;
       if (coda_program_arg_shape(p, info.name, M, N, tl.tile_m, tl.tile_n, &r, &c) != CODA_OK) continue;
+      if (info.kind == CODA_ARG_ROWSUM) c = (N + tl.tile_n - 1) / tl.tile_n;
       if (i >= ((const struct coda_program_s *)p)->ninputs + ((const struct coda_program_s *)p)->noutputs +
                    ((const struct coda_program_s *)p)->nreduces)
         break; /* finisher results are not GEMM arguments */

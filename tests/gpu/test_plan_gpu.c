@@ -13,8 +13,12 @@
  * a_T = 2e-2 for tensors computed after the forward attention and
  * a_T = 5e-2 for those downstream of the attention backward (dx, the qkv
  * weight gradient, the first norm's gradients). Also: two GPU runs are
- * bit-identical, and the number of kernel launches per phase is printed
- * (what each step is for).
+ * bit-identical, so are runs with the temporaries sharing memory and side
+ * by side (coda_plan_set_share_temps; fused, and unfused for the
+ * blocks), and the number of kernel launches per phase is printed (what
+ * each step is for). The
+ * three plans run again folded (CODA_LLAMA_FOLD, CODA_GPT2_FOLD: no row
+ * finishers, the consumers read the rowsum partials), same rule.
  *
  *   test_plan_gpu               the checks (needs an sm_90 GPU)
  *   test_plan_gpu --precompile  compiles every generated kernel the plans use
@@ -53,9 +57,14 @@ static double urand(void) { /* uniform [-1, 1), splitmix64 */
   return (double)(z >> 11) / 4503599627370496.0 - 1.0;
 }
 
-typedef enum { KIND_LLAMA, KIND_HEAD, KIND_GPT2 } plan_kind;
+typedef enum { KIND_LLAMA, KIND_HEAD, KIND_GPT2, KIND_LLAMA_FOLD, KIND_HEAD_FOLD, KIND_GPT2_FOLD } plan_kind;
+#define NKINDS 6
+static int is_fold(plan_kind k) { return k >= KIND_LLAMA_FOLD; }
+static plan_kind base_kind(plan_kind k) { return is_fold(k) ? (plan_kind)(k - KIND_LLAMA_FOLD) : k; }
 
 static coda_status make_plan(coda_context ctx, plan_kind k, int f64, coda_plan *out) {
+  const int fold = is_fold(k);
+  k = base_kind(k);
   if (k == KIND_GPT2) {
     coda_gpt2_config c = coda_gpt2_default_config();
     c.dim = 256;
@@ -64,6 +73,7 @@ static coda_status make_plan(coda_context ctx, plan_kind k, int f64, coda_plan *
     c.batch = 2;
     c.seq = 96;
     c.dtype = f64 ? CODA_F64 : CODA_BF16;
+    c.flags = fold ? CODA_GPT2_FOLD : 0;
     return coda_gpt2_block_plan(ctx, &c, out);
   }
   coda_llama_config c = coda_llama_default_config();
@@ -77,11 +87,15 @@ static coda_status make_plan(coda_context ctx, plan_kind k, int f64, coda_plan *
   c.seq = 96; /* M = 192: a partial 128-row tile */
   c.rope_theta = 10000.0;
   c.dtype = f64 ? CODA_F64 : CODA_BF16;
+  c.flags = fold ? CODA_LLAMA_FOLD : 0;
   return k == KIND_HEAD ? coda_llama_head_plan(ctx, &c, out) : coda_llama_block_plan(ctx, &c, out);
 }
 
 static const char *kind_name(plan_kind k) {
-  return k == KIND_LLAMA ? "llama block" : k == KIND_HEAD ? "llama head" : "gpt2 block";
+  static const char *const names[NKINDS] = {"llama block", "llama head", "gpt2 block",
+                                            "llama block (folded)", "llama head (folded)",
+                                            "gpt2 block (folded)"};
+  return names[k];
 }
 
 /* ------------------------------------------------------------ precompile */
@@ -90,36 +104,42 @@ static int precompile(void) {
   coda_context ctx;
   if (coda_context_create(NULL, &ctx) != CODA_OK) return 2;
   int n = 0, bad = 0;
-  for (int k = 0; k < 3; k++) {
+  for (int k = 0; k < NKINDS; k++) {
     coda_plan p;
     /* the CPU plan with the GPU's tiling: the same programs and operand layouts */
     coda_status s;
-    if (k == KIND_GPT2) {
+    if (base_kind(k) == KIND_GPT2) {
       coda_gpt2_config c = coda_gpt2_default_config();
       c.dim = 256, c.n_heads = 4, c.ffn_dim = 512, c.batch = 2, c.seq = 96;
       c.tiling.tile_m = CODA_EPI_TILE_M, c.tiling.tile_n = CODA_EPI_BN;
+      c.flags = is_fold(k) ? CODA_GPT2_FOLD : 0;
       s = coda_gpt2_block_plan(ctx, &c, &p);
     } else {
       coda_llama_config c = coda_llama_default_config();
       c.tiling.tile_m = CODA_EPI_TILE_M, c.tiling.tile_n = CODA_EPI_BN;
-      s = k == KIND_HEAD ? coda_llama_head_plan(ctx, &c, &p) : coda_llama_block_plan(ctx, &c, &p);
+      c.flags = is_fold(k) ? CODA_LLAMA_FOLD : 0;
+      s = base_kind(k) == KIND_HEAD ? coda_llama_head_plan(ctx, &c, &p) : coda_llama_block_plan(ctx, &c, &p);
     }
     if (s != CODA_OK) {
       printf("%s: %s\n", kind_name(k), coda_last_error(ctx));
       bad++;
       continue;
     }
-    for (int i = 0; i < p->nstep; i++) {
-      const plan_step *st = &p->steps[i];
+    /* unfused too: the sharing check runs the blocks with fusion off */
+    for (int i = 0; i < (base_kind(k) == KIND_HEAD ? 1 : 2) * p->nstep; i++) {
+      const plan_step *st = &p->steps[i % p->nstep];
+      const int unfused = i >= p->nstep;
       int cached = 0, skipped = 0;
-      s = plan_precompile_step(p, i, 0, &cached, &skipped);
+      s = plan_precompile_step(p, i % p->nstep, unfused, &cached, &skipped);
       if (skipped) continue;
       if (s != CODA_OK) {
-        printf("%s step %s: %s\n", kind_name(k), st->label, coda_last_error(ctx));
+        printf("%s step %s%s: %s\n", kind_name(k), st->label, unfused ? " (unfused)" : "",
+               coda_last_error(ctx));
         bad++;
       } else {
         n++;
-        printf("%s %-28s %s\n", kind_name(k), st->label, cached ? "cached" : "compiled");
+        printf("%s %-28s%s %s\n", kind_name(k), st->label, unfused ? " (unfused)" : "",
+               cached ? "cached" : "compiled");
       }
     }
     coda_plan_destroy(p);
@@ -215,7 +235,7 @@ static int is_result(const plan_buf *b) {
 }
 
 static double tol_for(plan_kind k, const plan_buf *b) {
-  if (k == KIND_HEAD) return 1e-6;
+  if (base_kind(k) == KIND_HEAD) return 1e-6;
   if (b->role == PLAN_ROLE_OUTPUT) return 2e-2;
   static const char *const through_bwd[] = {"dx", "dwqkv", "dwn1", "dbqkv", "dln1_g", "dln1_b"};
   for (size_t i = 0; i < sizeof through_bwd / sizeof *through_bwd; i++)
@@ -344,6 +364,44 @@ static void check_kind(plan_kind k, coda_context gpu, coda_context cpu, coda_con
     EXPECT(same, "%s: two GPU runs are not bit-identical", kind_name(k));
     if (same) printf("  two runs: bit-identical (%d tensors)\n", nres);
   }
+  /* temporaries side by side (coda_plan_set_share_temps(p, 0)) instead of
+   * sharing memory by liveness: the same bits, fused and, for the blocks,
+   * unfused (where the unfused accumulators are arena slots too) */
+  for (int fused = 1; fused >= (base_kind(k) == KIND_HEAD ? 1 : 0); fused--) {
+    int nres = 0, same = 1;
+    void *ref[64];
+    size_t bytes[64];
+    int ok = coda_plan_set_fused(pg, fused) == CODA_OK && run_both(gpu, pg);
+    for (int i = 0; ok && i < pg->nbuf && nres < 64; i++)
+      if (is_result(&pg->bufs[i]) || pg->bufs[i].role == PLAN_ROLE_SAVED) {
+        ref[nres] = fetch_raw(gpu, pg, pg->bufs[i].name, &bytes[nres]);
+        nres++;
+      }
+    ok = ok && coda_plan_set_share_temps(pg, 0) == CODA_OK && run_both(gpu, pg);
+    EXPECT(ok, "%s: runs with sharing on and off (%s)", kind_name(k), fused ? "fused" : "unfused");
+    for (int i = 0, j = 0; i < pg->nbuf && j < nres; i++)
+      if (is_result(&pg->bufs[i]) || pg->bufs[i].role == PLAN_ROLE_SAVED) {
+        size_t nb = 0;
+        void *off = ok ? fetch_raw(gpu, pg, pg->bufs[i].name, &nb) : NULL;
+        if (!ref[j] || !off || nb != bytes[j] || memcmp(ref[j], off, nb)) {
+          same = 0;
+          printf("  '%s' differs with sharing off (%s)\n", pg->bufs[i].name,
+                 fused ? "fused" : "unfused");
+        }
+        free(off);
+        free(ref[j]);
+        j++;
+      }
+    EXPECT(same, "%s: sharing temporaries changed the results (%s)", kind_name(k),
+           fused ? "fused" : "unfused");
+    if (same)
+      printf("  temporaries shared or side by side (%s): bit-identical (%d tensors)\n",
+             fused ? "fused" : "unfused", nres);
+    coda_plan_set_share_temps(pg, 1);
+  }
+  coda_plan_set_fused(pg, 1);
+  const char *tline = strstr(coda_plan_text(pg), "temporaries:");
+  if (tline) printf("  %.*s\n", (int)strcspn(tline, "\n"), tline);
   print_launches(pg);
 out:
   coda_plan_destroy(pg); /* before the contexts */
@@ -372,6 +430,9 @@ int main(int argc, char **argv) {
   check_kind(KIND_LLAMA, gpu, cpu, f64);
   check_kind(KIND_HEAD, gpu, cpu, f64);
   check_kind(KIND_GPT2, gpu, cpu, f64);
+  check_kind(KIND_LLAMA_FOLD, gpu, cpu, f64);
+  check_kind(KIND_HEAD_FOLD, gpu, cpu, f64);
+  check_kind(KIND_GPT2_FOLD, gpu, cpu, f64);
   printf("%d passed, %d failed\n", g_pass, g_fail);
   coda_context_destroy(gpu);
   coda_context_destroy(cpu);
