@@ -449,7 +449,8 @@ coda_status coda_plan_tune_fusion(coda_context ctx, coda_plan p, int iters, int 
  *   grads dx (M, dim), dwnf (1, dim), dwout (vocab, dim).
  *
  * dtype: storage of activations and weights, CODA_BF16 (fp32 compute;
- * statistics, rstd, lse, the loss and every weight gradient in f32) or
+ * statistics, rstd, lse, the loss and the weight gradients in f32 unless
+ * CODA_LLAMA_GRAD_ACT) or
  * CODA_F64 (exact mode context: every floating buffer f64). Rows are
  * m = b*seq + t; the RoPE position of row m is t.
  *
@@ -472,17 +473,28 @@ coda_status coda_plan_tune_fusion(coda_context ctx, coda_plan p, int iters, int 
  *                        epilogue. rstd1, rstd2, rstd_next (head: rstd)
  *                        then hold those M x ceil(dim/tile_n) partials
  *                        of x^2 instead of M x 1 vectors; linked plans
- *                        must agree on this flag. Off by default. */
+ *                        must agree on this flag. Off by default.
+ *   CODA_LLAMA_GRAD_ACT  the GEMM weights' gradients (block: dwqkv, dwo,
+ *                        dwgu, dwd; head: dwout) are stored in the
+ *                        activation dtype (bf16) instead of f32, written
+ *                        once by their weight-gradient GEMM (fp32
+ *                        accumulation, one rounding): a bf16 framework
+ *                        block's gradient memory. The norm-weight
+ *                        gradients stay f32; in exact mode (f64) nothing
+ *                        changes. Off by default (a trainer with fp32
+ *                        master weights wants f32 gradients). */
 #define CODA_LLAMA_NORM_IN 1u
 #define CODA_LLAMA_NORM_OUT 2u
 #define CODA_LLAMA_FOLD 4u
+#define CODA_LLAMA_GRAD_ACT 8u
 typedef struct coda_llama_config {
   int64_t dim, n_heads, n_kv_heads, head_dim, ffn_dim, vocab;
   int64_t batch, seq;
   double rope_theta;   /* RoPE base, e.g. 500000 */
   coda_dtype dtype;    /* CODA_BF16 or CODA_F64 */
   coda_tiling tiling;  /* partial-reduction tiling; {0, 0} = 64 x 64 */
-  unsigned flags;      /* CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT | CODA_LLAMA_FOLD */
+  unsigned flags;      /* CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT | CODA_LLAMA_FOLD |
+                          CODA_LLAMA_GRAD_ACT */
 } coda_llama_config;
 
 /* A small default configuration (dim 64, heads 4/2, head_dim 16, ffn 128,
@@ -529,7 +541,8 @@ int64_t coda_llama_qkv_row(const coda_llama_config *cfg, int64_t hf_row);
  * transpose); wqkv rows are [Q heads | K heads | V heads].
  *
  * dtype: storage of activations and weights, CODA_BF16 (fp32 compute;
- * statistics and every weight/bias/norm gradient in f32) or CODA_F64
+ * statistics and every weight/bias/norm gradient in f32, unless
+ * CODA_GPT2_GRAD_ACT) or CODA_F64
  * (exact-mode context: every floating buffer f64).
  *
  * CODA_GPT2_FOLD (flags): no row finisher launches: the LayerNorm
@@ -538,14 +551,21 @@ int64_t coda_llama_qkv_row(const coda_llama_config *cfg, int64_t hf_row);
  * dgrads read the row-dot partials (s1, s2) directly. The saved mu1, rs1,
  * mu2, rs2 then hold those M x ceil(dim/tile_n) partials (of x for mu, of
  * x^2 for rs). The column-sum finishers (bias and LayerNorm-weight
- * gradients) remain. Off by default. */
+ * gradients) remain. Off by default.
+ *
+ * CODA_GPT2_GRAD_ACT (flags): the gradients of the four GEMM weights
+ * (dwqkv, dwo, dwfc, dwproj) are stored in the activation dtype (bf16)
+ * instead of f32, written once by their weight-gradient GEMM (fp32
+ * accumulation, one rounding). Bias and LayerNorm-weight gradients stay
+ * f32; in exact mode (f64) nothing changes. Off by default. */
 #define CODA_GPT2_FOLD 1u
+#define CODA_GPT2_GRAD_ACT 2u
 typedef struct coda_gpt2_config {
   int64_t dim, n_heads, ffn_dim;
   int64_t batch, seq;
   coda_dtype dtype;   /* CODA_BF16 or CODA_F64 */
   coda_tiling tiling; /* partial-reduction tiling; {0, 0} = default */
-  unsigned flags;     /* CODA_GPT2_FOLD */
+  unsigned flags;     /* CODA_GPT2_FOLD | CODA_GPT2_GRAD_ACT */
 } coda_gpt2_config;
 
 /* A small configuration (dim 64, 4 heads, ffn 256, batch 2, seq 16, bf16). */

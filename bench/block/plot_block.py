@@ -14,6 +14,13 @@ top row time per configuration, bottom row peak memory. "Ours" in the
 ratios is the tuned plan (coda_plan_tune_fusion) where the log has it,
 else the fused plan.
 
+Columns are read by name, so logs of older builds (without tuned_*, fold or
+grad_bf16) still parse. Rows of `coda bench block --grad-bf16` (grad_bf16 =
+1: the GEMM weights' gradients in bf16, as PyTorch's bf16 block keeps them)
+that have a default row of the same config (and fold) give that row a
+column "peak MiB (bf16 weight grads)" (their fused peak, else the tuned
+one) and a memory bar; without such a row they are rows of their own.
+
 The older form, `plot_block.py RESULTS_MD [OUT_PNG]`, redraws the chart of
 bench/results/gpu-2026-11-30.md from its "One Llama-3 block" table.
 """
@@ -48,43 +55,64 @@ def load_json(path):
     return {}
 
 
+def flag(r, name):
+    return (r.get(name) or "0").strip() == "1"
+
+
 def rows_from_logs(a):
     base, peak = load_json(a.baseline), load_json(a.peak)
     rows = []
     with open(a.csv, encoding="utf-8") as fh:
-        for r in csv.DictReader(fh):
-            t = r["torch_name"]
-            b, p = base.get(t, {}), peak.get(t, {})
-            rows.append({
-                "name": r["config"],
-                "title": f"{r['config']} ({'GPT-2' if r['arch'] == 'gpt2' else 'Llama'} d {r['d']}, "
-                         f"ffn {r['ffn']}, {r['heads']}/{r['kv_heads']} heads, {r['batch']}x{r['seq']})",
-                "fwd": num(r["fused_fwd_ms"]), "bwd": num(r["fused_bwd_ms"]),
-                "fb": num(r["fused_fwdbwd_ms"]), "unfused": num(r["unfused_fwdbwd_ms"]),
-                "floor": num(r["floor_fwdbwd_ms"]),
-                "eager": num(b.get("eager_ms", p.get("eager_ms"))),
-                "compiled": num(b.get("compiled_ms", p.get("compiled_ms"))),
-                "torch_floor": num(b.get("floor_ms")),
-                "peak": num(r["fused_peak_mib"]), "unfused_peak": num(r["unfused_peak_mib"]),
-                "device": num(r["device_used_mib"]),
-                # tuned = coda_plan_tune_fusion (absent in older logs)
-                "tuned": num(r.get("tuned_fwdbwd_ms")),
-                "tuned_unfused": num(r.get("tuned_unfused_steps")),
-                "tuned_peak": num(r.get("tuned_peak_mib")),
-                "eager_peak": num(p.get("eager_peak_mib")),
-                "compiled_peak": num(p.get("compiled_peak_mib")),
-            })
+        # a log may hold several runs (header lines repeated): skip those
+        recs = [r for r in csv.DictReader(fh) if r.get("config") and r["config"] != "config"]
+    # (config, fold) -> the row of a run with bf16 weight gradients
+    grad = {(r["config"], flag(r, "fold")): r for r in recs if flag(r, "grad_bf16")}
+    plain = {(r["config"], flag(r, "fold")) for r in recs if not flag(r, "grad_bf16")}
+    for r in recs:
+        key = (r["config"], flag(r, "fold"))
+        own_grad = flag(r, "grad_bf16")
+        if own_grad and key in plain:
+            continue  # shown as a column of the default row
+        g = r if own_grad else grad.get(key)
+        t = r["torch_name"]
+        b, p = base.get(t, {}), peak.get(t, {})
+        extra = (", folded" if key[1] else "") + (", bf16 weight grads" if own_grad else "")
+        gpeak = None if g is None else num(g.get("fused_peak_mib")) or num(g.get("tuned_peak_mib"))
+        rows.append({
+            "name": r["config"] + (" (folded)" if key[1] else ""),
+            "title": f"{r['config']} ({'GPT-2' if r['arch'] == 'gpt2' else 'Llama'} d {r['d']}, "
+                     f"ffn {r['ffn']}, {r['heads']}/{r['kv_heads']} heads, {r['batch']}x{r['seq']}"
+                     f"{extra})",
+            "fwd": num(r["fused_fwd_ms"]), "bwd": num(r["fused_bwd_ms"]),
+            "fb": num(r["fused_fwdbwd_ms"]), "unfused": num(r["unfused_fwdbwd_ms"]),
+            "floor": num(r["floor_fwdbwd_ms"]),
+            "eager": num(b.get("eager_ms", p.get("eager_ms"))),
+            "compiled": num(b.get("compiled_ms", p.get("compiled_ms"))),
+            "torch_floor": num(b.get("floor_ms")),
+            "peak": num(r["fused_peak_mib"]), "unfused_peak": num(r["unfused_peak_mib"]),
+            "device": num(r["device_used_mib"]),
+            # tuned = coda_plan_tune_fusion (absent in older logs)
+            "tuned": num(r.get("tuned_fwdbwd_ms")),
+            "tuned_unfused": num(r.get("tuned_unfused_steps")),
+            "tuned_peak": num(r.get("tuned_peak_mib")),
+            "eager_peak": num(p.get("eager_peak_mib")),
+            "compiled_peak": num(p.get("compiled_peak_mib")),
+            # the same plan with bf16 weight gradients (--grad-bf16)
+            "grad_peak": gpeak,
+        })
     return rows
 
 
 def write_md(rows, path):
+    has_grad = any(r["grad_peak"] is not None for r in rows)
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("| config | fused fwd | fused bwd | fused fwd+bwd | unfused fwd+bwd "
                  "| tuned fwd+bwd (unfused steps) | our floor | ours / floor | PyTorch eager "
                  "| torch.compile | PyTorch floor | torch.compile / ours "
                  "| peak MiB fused | unfused | tuned | device used | PyTorch eager peak "
-                 "| torch.compile peak |\n"
-                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+                 "| torch.compile peak |"
+                 + (" peak MiB (bf16 weight grads) |" if has_grad else "") + "\n"
+                 + "|---" * (19 if has_grad else 18) + "|\n")
         for r in rows:
             best = r["tuned"] or r["fb"]  # ours: the tuned plan where measured
             ratio = best / r["floor"] if best and r["floor"] else None
@@ -98,7 +126,8 @@ def write_md(rows, path):
                 fmt(r["compiled"]), fmt(r["torch_floor"]), fmt(vs, "{:.2f}"),
                 fmt(r["peak"], "{:.0f}"), fmt(r["unfused_peak"], "{:.0f}"),
                 fmt(r["tuned_peak"], "{:.0f}"), fmt(r["device"], "{:.0f}"),
-                fmt(r["eager_peak"], "{:.0f}"), fmt(r["compiled_peak"], "{:.0f}")]) + " |\n")
+                fmt(r["eager_peak"], "{:.0f}"), fmt(r["compiled_peak"], "{:.0f}")]
+                + ([fmt(r["grad_peak"], "{:.0f}")] if has_grad else [])) + " |\n")
     print("wrote", path)
 
 
@@ -117,14 +146,21 @@ def plot(rows, path, date):
           "torch.compile", "PyTorch floor (GEMMs + SDPA)"]
     tc = ["#1f5fbf", "#6f8fcf", "#2f9f6f", "#9bb8e8", "#c0504d", "#e39b3b", "#bbbbbb"]
     mc = ["#1f5fbf", "#6f8fcf", "#2f9f6f", "#c0504d", "#e39b3b"]
+    has_grad = any(r["grad_peak"] is not None for r in rows)
+    if has_grad:  # a memory-only bar: the plan with bf16 weight gradients
+        tl.append("coda, bf16 weight grads (memory)")
+        tc.append("#17365f")
+        mc.insert(3, "#17365f")
     n = len(rows)
     fig, axes = plt.subplots(2, n, figsize=(max(3.2 * n, 9.6), 6.6), squeeze=False)
     for j, r in enumerate(rows):
         bars(axes[0][j], [r["fb"], r["unfused"], r["tuned"], r["floor"], r["eager"], r["compiled"],
                           r["torch_floor"]], tc, "ms")
         axes[0][j].set_title(r["name"], fontsize=9)
-        bars(axes[1][j], [r["peak"], r["unfused_peak"], r["tuned_peak"], r["eager_peak"],
-                          r["compiled_peak"]], mc, "MiB")
+        mem = [r["peak"], r["unfused_peak"], r["tuned_peak"], r["eager_peak"], r["compiled_peak"]]
+        if has_grad:
+            mem.insert(3, r["grad_peak"])
+        bars(axes[1][j], mem, mc, "MiB")
     axes[0][0].set_ylabel("fwd+bwd ms (lower is better)")
     axes[1][0].set_ylabel("peak memory MiB (lower is better)")
     # the memory row uses the same colors (no floor bars there)

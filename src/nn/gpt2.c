@@ -28,7 +28,10 @@
  * of gpt2_gelu_bwd and gpt2_qkv_dots directly. Launches that remain: the
  * fold GEMMs, the ln1 map, and the 8 colsum finishers of the backward
  * (dbproj, dbfc, dln2_g, dln2_b, dbo, dbqkv, dln1_g, dln1_b): column sums
- * over all rows, which no later GEMM reads. */
+ * over all rows, which no later GEMM reads.
+ *
+ * CODA_GPT2_GRAD_ACT: dwqkv, dwo, dwfc, dwproj are of the activation dtype
+ * (same steps; the plain weight-gradient GEMMs round once into them). */
 #include "core/internal.h"
 #include "nn/plan.h"
 
@@ -72,7 +75,7 @@ static coda_status check_config(coda_context ctx, const coda_gpt2_config *c) {
                      "gpt2: %s storage needs a context of %s precision (f64 storage goes "
                      "with exact mode)",
                      coda_dtype_name(c->dtype), c->dtype == CODA_F64 ? "fp64" : "fp32");
-  if (c->flags & ~CODA_GPT2_FOLD)
+  if (c->flags & ~(CODA_GPT2_FOLD | CODA_GPT2_GRAD_ACT))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "gpt2: unknown flags 0x%x", c->flags);
   int tm = c->tiling.tile_m, tn = c->tiling.tile_n;
   if ((tm != 0 || tn != 0) &&
@@ -95,6 +98,9 @@ coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
   const coda_dtype io = cfg->dtype;
   /* statistics, folded vectors and weight gradients */
   const coda_dtype fp = io == CODA_F64 ? CODA_F64 : CODA_F32;
+  /* the GEMM weights' gradients: plain GEMM outputs, so they can be
+   * stored in the activation dtype (CODA_GPT2_GRAD_ACT) */
+  const coda_dtype gw = (cfg->flags & CODA_GPT2_GRAD_ACT) ? io : fp;
   coda_tiling tl = cfg->tiling;
   /* a GPU computes partials for its own tiling only */
   if (tl.tile_m == 0 && tl.tile_n == 0 && coda_context_backend(ctx) != CODA_BACKEND_CPU &&
@@ -127,15 +133,15 @@ coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
   plan_buffer(p, "dx", io, M, d, PLAN_ROLE_GRAD);
   plan_buffer(p, "dln1_g", fp, 1, d, PLAN_ROLE_GRAD);
   plan_buffer(p, "dln1_b", fp, 1, d, PLAN_ROLE_GRAD);
-  plan_buffer(p, "dwqkv", fp, N3, d, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dwqkv", gw, N3, d, PLAN_ROLE_GRAD);
   plan_buffer(p, "dbqkv", fp, 1, N3, PLAN_ROLE_GRAD);
-  plan_buffer(p, "dwo", fp, d, d, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dwo", gw, d, d, PLAN_ROLE_GRAD);
   plan_buffer(p, "dbo", fp, 1, d, PLAN_ROLE_GRAD);
   plan_buffer(p, "dln2_g", fp, 1, d, PLAN_ROLE_GRAD);
   plan_buffer(p, "dln2_b", fp, 1, d, PLAN_ROLE_GRAD);
-  plan_buffer(p, "dwfc", fp, F, d, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dwfc", gw, F, d, PLAN_ROLE_GRAD);
   plan_buffer(p, "dbfc", fp, 1, F, PLAN_ROLE_GRAD);
-  plan_buffer(p, "dwproj", fp, d, F, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dwproj", gw, d, F, PLAN_ROLE_GRAD);
   plan_buffer(p, "dbproj", fp, 1, d, PLAN_ROLE_GRAD);
   /* saved activations and statistics */
   plan_buffer(p, "cq", fp, 1, N3, PLAN_ROLE_SAVED);  /* Wqkv ln1_g */

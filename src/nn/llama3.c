@@ -37,7 +37,11 @@
  * gradients: no GEMM consumes them) and the norm1 map when the block input
  * comes from no GEMM. The head keeps its lse finisher (rowlse partials:
  * the ce maps read lse as a finished vector), the ce_stats colsum
- * finishers (lsum, cnt) and dwnf; its rstd and zdz finishers go. */
+ * finishers (lsum, cnt) and dwnf; its rstd and zdz finishers go.
+ *
+ * CODA_LLAMA_GRAD_ACT: dwqkv, dwo, dwgu, dwd (head: dwout) are of the
+ * activation dtype; the steps are the same (the plain weight-gradient
+ * GEMMs round their fp32 sums once into them). */
 #include "nn/plan.h"
 
 #include "core/internal.h"
@@ -101,7 +105,8 @@ static coda_status check_config(coda_context ctx, const coda_llama_config *c, in
     if (c->n_heads > 4096 || c->head_dim > 4096)
       return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "llama config: too many heads");
   }
-  if (c->flags & ~(CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT | CODA_LLAMA_FOLD))
+  if (c->flags &
+      ~(CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT | CODA_LLAMA_FOLD | CODA_LLAMA_GRAD_ACT))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "llama config: unknown flags 0x%x",
                      c->flags);
   if (head && (c->flags & CODA_LLAMA_NORM_OUT))
@@ -205,6 +210,9 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   const coda_llama_config c = *cfg;
   const int exact = c.dtype == CODA_F64;
   const coda_dtype act = c.dtype, st = exact ? CODA_F64 : CODA_F32;
+  /* the GEMM weights' gradients: written once by a plain GEMM, so they can
+   * be stored in the activation dtype (one rounding of the fp32 sum) */
+  const coda_dtype gw = (c.flags & CODA_LLAMA_GRAD_ACT) ? act : st;
   const int64_t M = c.batch * c.seq, D = c.dim, F = c.ffn_dim, hd = c.head_dim;
   const int64_t HQ = c.n_heads * hd, NQKV = (c.n_heads + 2 * c.n_kv_heads) * hd;
   const coda_phase FW = CODA_PHASE_FORWARD, BW = CODA_PHASE_BACKWARD;
@@ -224,10 +232,10 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   plan_buffer(p, "wn2", act, 1, D, PLAN_ROLE_PARAM);
   plan_buffer(p, "x_out", act, M, D, PLAN_ROLE_OUTPUT);
   plan_buffer(p, "dx", act, M, D, PLAN_ROLE_GRAD);
-  plan_buffer(p, "dwqkv", st, NQKV, D, PLAN_ROLE_GRAD);
-  plan_buffer(p, "dwo", st, D, HQ, PLAN_ROLE_GRAD);
-  plan_buffer(p, "dwgu", st, 2 * F, D, PLAN_ROLE_GRAD);
-  plan_buffer(p, "dwd", st, D, F, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dwqkv", gw, NQKV, D, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dwo", gw, D, HQ, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dwgu", gw, 2 * F, D, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dwd", gw, D, F, PLAN_ROLE_GRAD);
   plan_buffer(p, "dwn1", st, 1, D, PLAN_ROLE_GRAD);
   plan_buffer(p, "dwn2", st, 1, D, PLAN_ROLE_GRAD);
   /* tables */
@@ -372,6 +380,7 @@ coda_status coda_llama_head_plan(coda_context ctx, const coda_llama_config *cfg,
   const coda_llama_config c = *cfg;
   const int exact = c.dtype == CODA_F64;
   const coda_dtype act = c.dtype, st = exact ? CODA_F64 : CODA_F32;
+  const coda_dtype gw = (c.flags & CODA_LLAMA_GRAD_ACT) ? act : st; /* dwout */
   const int64_t M = c.batch * c.seq, D = c.dim, V = c.vocab;
   const coda_phase FW = CODA_PHASE_FORWARD, BW = CODA_PHASE_BACKWARD;
 
@@ -385,7 +394,7 @@ coda_status coda_llama_head_plan(coda_context ctx, const coda_llama_config *cfg,
   plan_buffer(p, "loss", st, 1, 1, PLAN_ROLE_OUTPUT);
   plan_buffer(p, "dx", act, M, D, PLAN_ROLE_GRAD);
   plan_buffer(p, "dwnf", st, 1, D, PLAN_ROLE_GRAD);
-  plan_buffer(p, "dwout", st, V, D, PLAN_ROLE_GRAD);
+  plan_buffer(p, "dwout", gw, V, D, PLAN_ROLE_GRAD);
   scalar_const(p, "inv_d", st, 1.0 / (double)D);
   scalar_const(p, "nv", st, (double)V);
   const int norm_in = (c.flags & CODA_LLAMA_NORM_IN) != 0;

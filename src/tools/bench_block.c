@@ -19,7 +19,10 @@
  * disagreement fails the run). With --fold every plan is built with the
  * fold flag (CODA_LLAMA_FOLD / CODA_GPT2_FOLD: no row finisher launches),
  * so two runs, with and without it, time folded against separate
- * finishers (the CSV's fold column tells the rows apart). */
+ * finishers (the CSV's fold column tells the rows apart). With --grad-bf16
+ * the four GEMM weights' gradients are bf16 (CODA_LLAMA_GRAD_ACT /
+ * CODA_GPT2_GRAD_ACT), as in a bf16 framework block: the peak memory to
+ * set next to PyTorch's (CSV column grad_bf16). */
 #include "tools/bench_block.h"
 
 #include "coda.h"
@@ -58,12 +61,14 @@ typedef struct bench_opts {
   int precompile;
   int steps; /* --steps: per-step times of each plan variant to stderr */
   int fold;  /* --fold: plans built with the fold flag */
+  int grad_bf16; /* --grad-bf16: GEMM weight gradients in bf16 */
 } bench_opts;
 
 static void usage(FILE *f, const char *cmd) {
   fprintf(f,
           "usage: %s [CONFIG ...] [--fused] [--unfused] [--tuned] [--floor] [--iters N]\n"
-          "       [--warmup N] [--csv | --markdown] [--steps] [--fold] [--precompile]\n\n"
+          "       [--warmup N] [--csv | --markdown] [--steps] [--fold] [--grad-bf16]\n"
+          "       [--precompile]\n\n"
           "Times one Transformer block on the GPU: forward, backward and forward + backward\n"
           "of the block plan with fusion (--fused), the same plan with fusion off (--unfused:\n"
           "each GEMM + epilogue as a plain GEMM plus a separate pass), the plan with fusion\n"
@@ -96,6 +101,9 @@ static void usage(FILE *f, const char *cmd) {
           "                 CODA_GPT2_FOLD): the consumer GEMMs compute the row statistics\n"
           "                 from the producers' partials, no row finisher launches; run\n"
           "                 with and without it to compare (CSV column fold)\n"
+          "  --grad-bf16    build the plans with the GEMM weights' gradients in bf16\n"
+          "                 (CODA_LLAMA_GRAD_ACT, CODA_GPT2_GRAD_ACT) instead of f32, as a\n"
+          "                 bf16 framework block keeps them (CSV column grad_bf16)\n"
           "  --precompile   compile the generated kernels of the selected configurations\n"
           "                 (with and without fusion) into the kernel cache and exit; needs\n"
           "                 no GPU\n\n"
@@ -147,6 +155,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
       o->precompile = 1;
     } else if (!strcmp(s, "--fold")) {
       o->fold = 1;
+    } else if (!strcmp(s, "--grad-bf16")) {
+      o->grad_bf16 = 1;
     } else if (!strcmp(s, "--iters")) {
       if (!parse_count(cmd, s, a + 1 < argc ? argv[++a] : NULL, 1, 100000, &o->iters)) return -1;
     } else if (!strcmp(s, "--warmup")) {
@@ -183,7 +193,9 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
 
 /* The plan of a configuration on ctx (a CUDA context, or a CPU context
  * with the GPU's tiling for precompiling). */
-static coda_status make_plan(coda_context ctx, const bench_cfg *c, int fold, coda_plan *p) {
+static coda_status make_plan(coda_context ctx, const bench_cfg *c, const bench_opts *o,
+                             coda_plan *p) {
+  const int fold = o->fold, gact = o->grad_bf16;
   const int64_t M = c->batch * c->seq;
   coda_tiling t;
   coda_status s = coda_preferred_tiling(ctx, NULL, M, c->d, c->d, &t);
@@ -196,7 +208,7 @@ static coda_status make_plan(coda_context ctx, const bench_cfg *c, int fold, cod
     g.batch = c->batch;
     g.seq = c->seq;
     g.tiling = t;
-    g.flags = fold ? CODA_GPT2_FOLD : 0;
+    g.flags = (fold ? CODA_GPT2_FOLD : 0) | (gact ? CODA_GPT2_GRAD_ACT : 0);
     return coda_gpt2_block_plan(ctx, &g, p);
   }
   coda_llama_config l = coda_llama_default_config();
@@ -209,7 +221,7 @@ static coda_status make_plan(coda_context ctx, const bench_cfg *c, int fold, cod
   l.seq = c->seq;
   l.rope_theta = 500000.0;
   l.tiling = t;
-  l.flags = fold ? CODA_LLAMA_FOLD : 0;
+  l.flags = (fold ? CODA_LLAMA_FOLD : 0) | (gact ? CODA_LLAMA_GRAD_ACT : 0);
   return coda_llama_block_plan(ctx, &l, p);
 }
 
@@ -587,7 +599,7 @@ static int bench_plan(coda_context ctx, const bench_cfg *c, int variant, const b
   const size_t free0 = device_free();
   coda_plan p = NULL;
   rng r = {0x9e3779b97f4a7c15ull};
-  coda_status s = make_plan(ctx, c, o->fold, &p);
+  coda_status s = make_plan(ctx, c, o, &p);
   if (s == CODA_OK) s = coda_plan_set_fused(p, variant != V_UNFUSED);
   if (s == CODA_OK) s = fill_plan(ctx, p, c, &r);
   plan_arg a = {ctx, p, 1, 1};
@@ -690,7 +702,7 @@ static const char *kCols[] = {
     "fused_over_floor", "unfused_over_fused",
     "fused_peak_mib", "unfused_peak_mib", "device_used_mib",
     "tuned_fwd_ms", "tuned_bwd_ms", "tuned_fwdbwd_ms", "tuned_over_floor", "tuned_unfused_steps",
-    "tuned_peak_mib", "torch_name", "fold"};
+    "tuned_peak_mib", "torch_name", "fold", "grad_bf16"};
 
 static void print_header(const bench_opts *o) {
   if (o->csv) {
@@ -720,10 +732,10 @@ static void print_row(const bench_opts *o, const bench_cfg *c, const result *r) 
            (long long)c->hq, (long long)c->hkv, (long long)hd, (long long)c->batch,
            (long long)c->seq);
   else
-    printf("| %s (%s d %lld, ffn %lld, %lld/%lld heads, %lldx%lld%s)", c->name,
+    printf("| %s (%s d %lld, ffn %lld, %lld/%lld heads, %lldx%lld%s%s)", c->name,
            c->kind == ARCH_GPT2 ? "GPT-2" : "Llama", (long long)c->d, (long long)c->ffn,
            (long long)c->hq, (long long)c->hkv, (long long)c->batch, (long long)c->seq,
-           o->fold ? ", folded" : "");
+           o->fold ? ", folded" : "", o->grad_bf16 ? ", bf16 weight grads" : "");
   for (int v = 0; v < 3; v++)
     for (int k = 0; k < 3; k++) cell(o, r->t[v][k], "%.3f");
   cell(o, r->t[0][2] > 0 && r->t[2][2] > 0 ? r->t[0][2] / r->t[2][2] : -1, "%.2f");
@@ -736,7 +748,7 @@ static void print_row(const bench_opts *o, const bench_cfg *c, const result *r) 
   cell(o, r->t[V_TUNED][2] > 0 && r->t[2][2] > 0 ? r->t[V_TUNED][2] / r->t[2][2] : -1, "%.2f");
   cell(o, r->tuned_unfused, "%.0f");
   cell(o, r->peak[V_TUNED] >= 0 ? r->peak[V_TUNED] / mib : -1, "%.0f");
-  if (o->csv) printf(",%s,%d\n", c->torch, o->fold);
+  if (o->csv) printf(",%s,%d,%d\n", c->torch, o->fold, o->grad_bf16);
   else printf(" |\n");
   fflush(stdout);
 }
@@ -751,7 +763,7 @@ static int precompile(const bench_opts *o, const char *cmd) {
     if (!o->want[i]) continue;
     const bench_cfg *c = &kConfigs[i];
     coda_plan p;
-    if (make_plan(ctx, c, o->fold, &p) != CODA_OK) {
+    if (make_plan(ctx, c, o, &p) != CODA_OK) {
       fprintf(stderr, "%s: %s: %s\n", cmd, c->name, coda_last_error(ctx));
       bad++;
       continue;

@@ -20,6 +20,10 @@
 #   fold      coda bench block all --fused --steps with and without --fold
 #             (row finishers folded into the consumer GEMMs vs separate
 #             launches): fold.csv / nofold.csv, per-step times in *.err
+#   grad      coda bench block all --fused --grad-bf16 (the GEMM weights'
+#             gradients in bf16, as PyTorch's bf16 block keeps them):
+#             block-grad-bf16.csv; after the block stage, block.md gains
+#             the column "peak MiB (bf16 weight grads)"
 #   fused     bench_fused (fused GEMMs vs plain and cuBLAS + separate
 #             kernels); with wheels in .whl/ also quack_fused.py
 #   attention bench_attention and PyTorch SDPA at the same shapes
@@ -78,6 +82,16 @@ if has fold; then
   step fold 150 sh -c "\"$P/coda\" bench block all --fused --steps --fold --csv > \"$L/fold.csv\" 2> \"$L/fold.err\""
   cut -d, -f1,10-12 "$L/nofold.csv"
   cut -d, -f1,10-12 "$L/fold.csv"
+fi
+if has grad; then
+  step grad_bf16 150 sh -c "\"$P/coda\" bench block all --fused --grad-bf16 --csv > \"$L/block-grad-bf16.csv\""
+  cut -d, -f1,12,21,32 "$L/block-grad-bf16.csv"
+  if [ -f "$L/block.csv" ]; then # one table: the default rows, the bf16-gradient peak beside them
+    cat "$L/block.csv" "$L/block-grad-bf16.csv" > "$L/block-both.csv"
+    python3 bench/block/plot_block.py --csv "$L/block-both.csv" --baseline "$L/baseline.json" \
+      --peak "$L/torch_peak.json" --md "$L/block.md" --png "$L/block.png" > /dev/null 2>&1 &&
+      cat "$L/block.md"
+  fi
 fi
 if has fused; then
   step fused 150 sh -c "\"$P/bench_fused\" > \"$L/bench_fused.md\""

@@ -18,7 +18,11 @@
  * blocks), and the number of kernel launches per phase is printed (what
  * each step is for). The
  * three plans run again folded (CODA_LLAMA_FOLD, CODA_GPT2_FOLD: no row
- * finishers, the consumers read the rowsum partials), same rule.
+ * finishers, the consumers read the rowsum partials), same rule. And the
+ * three plans with the GEMM weights' gradients in bf16 (CODA_LLAMA_GRAD_ACT,
+ * CODA_GPT2_GRAD_ACT) against the same plans without it on the GPU: every
+ * other result bit-identical, each weight-gradient element within one bf16
+ * rounding of the f32 plan's (|bf16 - f32| <= 2^-8 |f32| + 1e-6 max|f32|).
  *
  *   test_plan_gpu               the checks (needs an sm_90 GPU)
  *   test_plan_gpu --precompile  compiles every generated kernel the plans use
@@ -62,7 +66,9 @@ typedef enum { KIND_LLAMA, KIND_HEAD, KIND_GPT2, KIND_LLAMA_FOLD, KIND_HEAD_FOLD
 static int is_fold(plan_kind k) { return k >= KIND_LLAMA_FOLD; }
 static plan_kind base_kind(plan_kind k) { return is_fold(k) ? (plan_kind)(k - KIND_LLAMA_FOLD) : k; }
 
-static coda_status make_plan(coda_context ctx, plan_kind k, int f64, coda_plan *out) {
+/* grad_act: the GEMM weights' gradients in bf16 (CODA_*_GRAD_ACT) */
+static coda_status make_plan_g(coda_context ctx, plan_kind k, int f64, int grad_act,
+                               coda_plan *out) {
   const int fold = is_fold(k);
   k = base_kind(k);
   if (k == KIND_GPT2) {
@@ -73,7 +79,7 @@ static coda_status make_plan(coda_context ctx, plan_kind k, int f64, coda_plan *
     c.batch = 2;
     c.seq = 96;
     c.dtype = f64 ? CODA_F64 : CODA_BF16;
-    c.flags = fold ? CODA_GPT2_FOLD : 0;
+    c.flags = (fold ? CODA_GPT2_FOLD : 0) | (grad_act ? CODA_GPT2_GRAD_ACT : 0);
     return coda_gpt2_block_plan(ctx, &c, out);
   }
   coda_llama_config c = coda_llama_default_config();
@@ -87,8 +93,11 @@ static coda_status make_plan(coda_context ctx, plan_kind k, int f64, coda_plan *
   c.seq = 96; /* M = 192: a partial 128-row tile */
   c.rope_theta = 10000.0;
   c.dtype = f64 ? CODA_F64 : CODA_BF16;
-  c.flags = fold ? CODA_LLAMA_FOLD : 0;
+  c.flags = (fold ? CODA_LLAMA_FOLD : 0) | (grad_act ? CODA_LLAMA_GRAD_ACT : 0);
   return k == KIND_HEAD ? coda_llama_head_plan(ctx, &c, out) : coda_llama_block_plan(ctx, &c, out);
+}
+static coda_status make_plan(coda_context ctx, plan_kind k, int f64, coda_plan *out) {
+  return make_plan_g(ctx, k, f64, 0, out);
 }
 
 static const char *kind_name(plan_kind k) {
@@ -409,6 +418,90 @@ out:
   coda_plan_destroy(pd);
 }
 
+/* The plan with bf16 GEMM weight gradients against the plan without, both
+ * on the GPU, on the same inputs. */
+static void check_grad_act(plan_kind k, coda_context gpu) {
+  printf("== %s, bf16 weight gradients\n", kind_name(k));
+  coda_plan pf = NULL, pb = NULL;
+  coda_status s = make_plan_g(gpu, k, 0, 0, &pf);
+  if (s == CODA_OK) s = make_plan_g(gpu, k, 0, 1, &pb);
+  if (s != CODA_OK) {
+    EXPECT(0, "%s: building the plans: %s", kind_name(k), coda_last_error(gpu));
+    goto out;
+  }
+  int64_t vocab = 0;
+  {
+    int it = plan_find(pf, "wout");
+    if (it >= 0) vocab = pf->bufs[it].rows;
+  }
+  for (int i = 0; i < pf->nbuf; i++) {
+    const plan_buf *b = &pf->bufs[i];
+    if (b->role != PLAN_ROLE_INPUT && b->role != PLAN_ROLE_PARAM) continue;
+    if (!strcmp(b->name, "h1") || !strcmp(b->name, "rstd1") || !strcmp(b->name, "h") ||
+        !strcmp(b->name, "rstd"))
+      continue;
+    double *v = make_values(b, vocab);
+    EXPECT(v && put(gpu, pf, b->name, v) == CODA_OK && put(gpu, pb, b->name, v) == CODA_OK,
+           "%s: setting '%s': %s", kind_name(k), b->name, coda_last_error(gpu));
+    free(v);
+  }
+  if (!run_both(gpu, pf) || !run_both(gpu, pb)) {
+    EXPECT(0, "%s: GPU runs", kind_name(k));
+    goto out;
+  }
+  int nsame = 0, ngrad = 0;
+  for (int i = 0; i < pf->nbuf; i++) {
+    const plan_buf *b = &pf->bufs[i];
+    if (!is_result(b)) continue;
+    const int j = plan_find(pb, b->name);
+    if (j < 0) {
+      EXPECT(0, "%s: '%s' missing with the flag", kind_name(k), b->name);
+      continue;
+    }
+    if (pb->bufs[j].dtype == b->dtype) { /* not a GEMM weight gradient: the same bits */
+      size_t n1 = 0, n2 = 0;
+      void *x = fetch_raw(gpu, pf, b->name, &n1), *y = fetch_raw(gpu, pb, b->name, &n2);
+      EXPECT(x && y && n1 == n2 && !memcmp(x, y, n1), "%s: '%s' differs with the flag",
+             kind_name(k), b->name);
+      free(x);
+      free(y);
+      nsame++;
+      continue;
+    }
+    EXPECT(b->dtype == CODA_F32 && pb->bufs[j].dtype == CODA_BF16, "%s: '%s' is %s / %s",
+           kind_name(k), b->name, coda_dtype_name(b->dtype), coda_dtype_name(pb->bufs[j].dtype));
+    int64_t n1 = 0, n2 = 0, bad = 0, exact = 0;
+    double *x = fetch(gpu, pf, b->name, &n1), *y = fetch(gpu, pb, b->name, &n2);
+    if (!x || !y || n1 != n2) {
+      EXPECT(0, "%s: reading '%s'", kind_name(k), b->name);
+    } else {
+      double mx = 0;
+      for (int64_t e = 0; e < n1; e++) mx = fmax(mx, fabs(x[e]));
+      for (int64_t e = 0; e < n1; e++) {
+        uint16_t h;
+        coda_tensor t = {&h, CODA_BF16, 1, 1, 1};
+        coda_store(&t, 0, 0, x[e]);
+        exact += coda_load(&t, 0, 0) == y[e];
+        bad += !(fabs(y[e] - x[e]) <= 0x1p-8 * fabs(x[e]) + 1e-6 * mx);
+      }
+      printf("  %-8s bf16 vs f32: %lld of %lld past one rounding, %lld the f32 value rounded "
+             "to nearest\n", b->name, (long long)bad, (long long)n1, (long long)exact);
+      EXPECT(bad == 0, "%s: '%s': %lld values past one bf16 rounding of the f32 plan's",
+             kind_name(k), b->name, (long long)bad);
+      EXPECT(mx > 0, "%s: '%s' is zero", kind_name(k), b->name);
+    }
+    free(x);
+    free(y);
+    ngrad++;
+  }
+  EXPECT(ngrad == (base_kind(k) == KIND_HEAD ? 1 : 4), "%s: %d bf16 weight gradients", kind_name(k),
+         ngrad);
+  printf("  %d other results bit-identical, %d weight gradients in bf16\n", nsame, ngrad);
+out:
+  coda_plan_destroy(pf);
+  coda_plan_destroy(pb);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--precompile")) return precompile();
   if (!coda_cuda_available()) {
@@ -433,6 +526,9 @@ int main(int argc, char **argv) {
   check_kind(KIND_LLAMA_FOLD, gpu, cpu, f64);
   check_kind(KIND_HEAD_FOLD, gpu, cpu, f64);
   check_kind(KIND_GPT2_FOLD, gpu, cpu, f64);
+  check_grad_act(KIND_LLAMA, gpu);
+  check_grad_act(KIND_HEAD, gpu);
+  check_grad_act(KIND_GPT2, gpu);
   printf("%d passed, %d failed\n", g_pass, g_fail);
   coda_context_destroy(gpu);
   coda_context_destroy(cpu);
