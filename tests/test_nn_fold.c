@@ -17,7 +17,7 @@
  * The fp64 references (and the bf16 rule against them) for the folded
  * plans are in test_nn_llama_block.c and test_nn_gpt2_block.c. */
 #include "check.h"
-#include "test_nn_llama_util.h"
+#include "plan_test_util.h"
 
 enum { LLAMA_BLOCK, LLAMA_BLOCK_NORM_OUT, LLAMA_HEAD, GPT2_BLOCK };
 static const char *const kind_names[] = {"llama block", "llama block (NORM_OUT)", "llama head",
@@ -25,64 +25,9 @@ static const char *const kind_names[] = {"llama block", "llama block (NORM_OUT)"
 
 static coda_status build(coda_context ctx, int kind, int exact, int fold, coda_tiling tl,
                          coda_plan *out) {
-  if (kind == GPT2_BLOCK) {
-    coda_gpt2_config g = coda_gpt2_default_config();
-    g.dim = 48;
-    g.n_heads = 3;
-    g.ffn_dim = 80;
-    g.batch = 2;
-    g.seq = 7;
-    g.dtype = exact ? CODA_F64 : CODA_BF16;
-    g.tiling = tl;
-    g.flags = fold ? CODA_GPT2_FOLD : 0;
-    return coda_gpt2_block_plan(ctx, &g, out);
-  }
-  coda_llama_config c = coda_llama_default_config();
-  c.dim = 48;
-  c.n_heads = 3;
-  c.n_kv_heads = 1;
-  c.head_dim = 16;
-  c.ffn_dim = 72;
-  c.vocab = 53;
-  c.batch = 2;
-  c.seq = 7;
-  c.dtype = exact ? CODA_F64 : CODA_BF16;
-  c.tiling = tl;
-  c.flags = (fold ? CODA_LLAMA_FOLD : 0) | (kind == LLAMA_BLOCK_NORM_OUT ? CODA_LLAMA_NORM_OUT : 0);
-  return kind == LLAMA_HEAD ? coda_llama_head_plan(ctx, &c, out) : coda_llama_block_plan(ctx, &c, out);
-}
-
-/* Random caller-facing inputs and weights, the same in both plans. */
-static int fill_same(coda_plan a, coda_plan b, int64_t vocab) {
-  for (int i = 0; i < a->nbuf; i++) {
-    const plan_buf *pb = &a->bufs[i];
-    if (pb->role != PLAN_ROLE_INPUT && pb->role != PLAN_ROLE_PARAM) continue;
-    coda_tensor ta, tb;
-    if (coda_plan_tensor(a, pb->name, &ta) != CODA_OK || coda_plan_tensor(b, pb->name, &tb) != CODA_OK)
-      return 0;
-    const int norm_w = !strncmp(pb->name, "wn", 2) || !strcmp(pb->name, "ln1_g") || !strcmp(pb->name, "ln2_g");
-    const int vec = pb->rows == 1;
-    const double scale = pb->role == PLAN_ROLE_INPUT ? 1.0 : 1.0 / sqrt((double)pb->cols);
-    for (int64_t r = 0; r < pb->rows; r++)
-      for (int64_t c = 0; c < pb->cols; c++) {
-        double v;
-        if (pb->dtype == CODA_I32) /* targets: some ignored rows */
-          v = r % 5 == 2 ? -100 : (double)((int64_t)((lt_rand() + 1) * 0.5 * (double)vocab) % vocab);
-        else if (norm_w) v = 1.0 + 0.2 * lt_rand();
-        else if (vec) v = 0.2 * lt_rand();
-        else v = scale * lt_rand();
-        coda_store(&ta, r, c, v);
-        coda_store(&tb, r, c, coda_load(&ta, r, c));
-      }
-  }
-  return 1;
-}
-
-static int run(coda_context ctx, coda_plan p) {
-  coda_status s = coda_plan_run(ctx, p, CODA_PHASE_FORWARD);
-  if (s == CODA_OK) s = coda_plan_run(ctx, p, CODA_PHASE_BACKWARD);
-  if (s != CODA_OK) fprintf(stderr, "plan %s: %s\n", p->name, coda_last_error(ctx));
-  return s == CODA_OK;
+  const pt_kind k = kind == GPT2_BLOCK ? PT_GPT2_BLOCK : kind == LLAMA_HEAD ? PT_LLAMA_HEAD : PT_LLAMA_BLOCK;
+  return pt_build(ctx, k, pt_small(), exact ? CODA_F64 : CODA_BF16, tl,
+                  (fold ? PT_FOLD : 0) | (kind == LLAMA_BLOCK_NORM_OUT ? PT_NORM_OUT : 0), out);
 }
 
 /* max|a - b| / max|b| over a buffer of both plans */
@@ -182,15 +127,15 @@ static void test_kind(int kind, int exact, coda_tiling tl) {
   }
 
   /* same data, both runs */
-  CHECK(fill_same(u, f, 53));
-  int ok = run(ctx, u) && run(ctx, f);
+  CHECK(pt_fill_same(u, f, pt_small()->vocab));
+  int ok = pt_run(ctx, u) && pt_run(ctx, f);
   CHECK_MSG(ok, "%s: runs", what);
   if (!ok) goto done;
   const double tol = exact ? 1e-12 : 2e-2;
   int compared = 0;
   for (int i = 0; i < u->nbuf; i++) {
     const plan_buf *pb = &u->bufs[i];
-    if (pb->role != PLAN_ROLE_OUTPUT && pb->role != PLAN_ROLE_GRAD) continue;
+    if (!pt_is_result(pb)) continue;
     int fi = plan_find(f, pb->name);
     if (fi < 0 || f->bufs[fi].cols != pb->cols) continue; /* rstd_next: below */
     double e = buf_relerr(f, u, pb->name);
@@ -217,7 +162,8 @@ static void test_kind(int kind, int exact, coda_tiling tl) {
     coda_plan f2 = NULL;
     CHECK(build(ctx, kind, exact, 1, tl, &f2) == CODA_OK);
     /* new data in both, both run */
-    if (f2 && fill_same(f, f2, 53) && coda_plan_set_fused(f2, 0) == CODA_OK && run(ctx, f) && run(ctx, f2)) {
+    if (f2 && pt_fill_same(f, f2, pt_small()->vocab) && coda_plan_set_fused(f2, 0) == CODA_OK && pt_run(ctx, f) &&
+        pt_run(ctx, f2)) {
       double e = fmax(buf_relerr(f2, f, "dx"), buf_relerr(f2, f, "x_out"));
       CHECK_MSG(e <= 1e-12, "%s: folded unfused vs fused %.3g", what, e);
     } else {

@@ -20,7 +20,7 @@
  * The fp64-reference checks with the flag are in test_nn_llama_block.c and
  * test_nn_gpt2_block.c. */
 #include "check.h"
-#include "test_nn_llama_util.h"
+#include "plan_test_util.h"
 
 enum { LLAMA_BLOCK, LLAMA_HEAD, GPT2_BLOCK };
 static const char *const kind_names[] = {"llama block", "llama head", "gpt2 block"};
@@ -42,63 +42,10 @@ static int is_gemm_grad(int kind, const char *name) {
 
 static coda_status build(coda_context ctx, int kind, int exact, int fold, int gact,
                          coda_plan *out) {
-  if (kind == GPT2_BLOCK) {
-    coda_gpt2_config g = coda_gpt2_default_config();
-    g.dim = 48;
-    g.n_heads = 3;
-    g.ffn_dim = 80;
-    g.batch = 2;
-    g.seq = 7;
-    g.dtype = exact ? CODA_F64 : CODA_BF16;
-    g.tiling = (coda_tiling){16, 32};
-    g.flags = (fold ? CODA_GPT2_FOLD : 0) | (gact ? CODA_GPT2_GRAD_ACT : 0);
-    return coda_gpt2_block_plan(ctx, &g, out);
-  }
-  coda_llama_config c = coda_llama_default_config();
-  c.dim = 48;
-  c.n_heads = 3;
-  c.n_kv_heads = 1;
-  c.head_dim = 16;
-  c.ffn_dim = 72;
-  c.vocab = 53;
-  c.batch = 2;
-  c.seq = 7;
-  c.dtype = exact ? CODA_F64 : CODA_BF16;
-  c.tiling = (coda_tiling){16, 16};
-  c.flags = (fold ? CODA_LLAMA_FOLD : 0) | (gact ? CODA_LLAMA_GRAD_ACT : 0);
-  return kind == LLAMA_HEAD ? coda_llama_head_plan(ctx, &c, out) : coda_llama_block_plan(ctx, &c, out);
-}
-
-/* Random caller-facing inputs and weights, the same in both plans. */
-static int fill_same(coda_plan a, coda_plan b, int64_t vocab) {
-  for (int i = 0; i < a->nbuf; i++) {
-    const plan_buf *pb = &a->bufs[i];
-    if (pb->role != PLAN_ROLE_INPUT && pb->role != PLAN_ROLE_PARAM) continue;
-    coda_tensor ta, tb;
-    if (coda_plan_tensor(a, pb->name, &ta) != CODA_OK || coda_plan_tensor(b, pb->name, &tb) != CODA_OK)
-      return 0;
-    const int norm_w = !strncmp(pb->name, "wn", 2) || !strcmp(pb->name, "ln1_g") || !strcmp(pb->name, "ln2_g");
-    const double scale = pb->role == PLAN_ROLE_INPUT ? 1.0 : 1.0 / sqrt((double)pb->cols);
-    for (int64_t r = 0; r < pb->rows; r++)
-      for (int64_t c = 0; c < pb->cols; c++) {
-        double v;
-        if (pb->dtype == CODA_I32) /* targets: some ignored rows */
-          v = r % 5 == 2 ? -100 : (double)((int64_t)((lt_rand() + 1) * 0.5 * (double)vocab) % vocab);
-        else if (norm_w) v = 1.0 + 0.2 * lt_rand();
-        else if (pb->rows == 1) v = 0.2 * lt_rand();
-        else v = scale * lt_rand();
-        coda_store(&ta, r, c, v);
-        coda_store(&tb, r, c, coda_load(&ta, r, c));
-      }
-  }
-  return 1;
-}
-
-static int run(coda_context ctx, coda_plan p) {
-  coda_status s = coda_plan_run(ctx, p, CODA_PHASE_FORWARD);
-  if (s == CODA_OK) s = coda_plan_run(ctx, p, CODA_PHASE_BACKWARD);
-  if (s != CODA_OK) fprintf(stderr, "plan %s: %s\n", p->name, coda_last_error(ctx));
-  return s == CODA_OK;
+  const pt_kind k = kind == GPT2_BLOCK ? PT_GPT2_BLOCK : kind == LLAMA_HEAD ? PT_LLAMA_HEAD : PT_LLAMA_BLOCK;
+  const coda_tiling tl = kind == GPT2_BLOCK ? (coda_tiling){16, 32} : (coda_tiling){16, 16};
+  return pt_build(ctx, k, pt_small(), exact ? CODA_F64 : CODA_BF16, tl,
+                  (fold ? PT_FOLD : 0) | (gact ? PT_GRAD_ACT : 0), out);
 }
 
 /* Every value of two buffers equal (the same dtype, compared as values). */
@@ -130,7 +77,7 @@ static void test_kind(int kind, int exact, int fold) {
     const plan_buf *pb = &f->bufs[i];
     CHECK_MSG(!strcmp(pb->name, g->bufs[i].name), "%s: buffer %d is %s / %s", what, i, pb->name,
               g->bufs[i].name);
-    if (pb->role != PLAN_ROLE_GRAD && pb->role != PLAN_ROLE_OUTPUT) {
+    if (!pt_is_result(pb)) {
       /* activations, statistics, tables: internal, the same dtype */
       CHECK_MSG(pb->dtype == g->bufs[i].dtype, "%s: the flag changed the dtype of %s", what,
                 pb->name);
@@ -158,14 +105,14 @@ static void test_kind(int kind, int exact, int fold) {
   for (const char *const *n = gemm_grads(kind); *n; n++) want++;
   CHECK_MSG(ngw == want, "%s: %d GEMM weight gradients, expected %d", what, ngw, want);
 
-  CHECK(fill_same(f, g, 53));
-  int ok = run(ctx, f) && run(ctx, g);
+  CHECK(pt_fill_same(f, g, pt_small()->vocab));
+  int ok = pt_run(ctx, f) && pt_run(ctx, g);
   CHECK_MSG(ok, "%s: runs", what);
   if (!ok) goto done;
   int nsame = 0;
   for (int i = 0; i < f->nbuf; i++) {
     const plan_buf *pb = &f->bufs[i];
-    if (pb->role != PLAN_ROLE_OUTPUT && pb->role != PLAN_ROLE_GRAD) continue;
+    if (!pt_is_result(pb)) continue;
     coda_tensor tf, tg;
     if (coda_plan_tensor(f, pb->name, &tf) != CODA_OK || coda_plan_tensor(g, pb->name, &tg) != CODA_OK) {
       CHECK_MSG(0, "%s: %s", what, pb->name);

@@ -927,6 +927,25 @@ static void emit_tin(gen *g, const stage_plan *sp, const int *slot, const char *
   coda_sb_printf(g->b, ";\n");
 }
 
+/* One chunk's staged inputs into buffer `buf`: by TMA when tin holds (code
+ * for it only when every staged input has a slot), else by cp.async from
+ * all threads, committed and followed by `cp_tail` (a wait, or NULL). */
+static void emit_fetch(gen *g, const stage_plan *sp, const int *slot, int tma_in, const char *jc,
+                       const char *buf, const char *cp_tail, const char *indent) {
+  char in2[32];
+  snprintf(in2, sizeof in2, "%s  ", indent);
+  const char *ci = tma_in ? in2 : indent;
+  if (tma_in) {
+    coda_sb_printf(g->b, "%sif (tin) {\n", indent);
+    emit_tma_in(g, sp, slot, jc, buf, in2);
+    coda_sb_printf(g->b, "%s} else {\n", indent);
+  }
+  emit_stage_in(g, sp, jc, buf, ci);
+  coda_sb_printf(g->b, "%scoda_epi::cp_commit();\n", ci);
+  if (cp_tail) coda_sb_printf(g->b, "%s%s\n", ci, cp_tail);
+  if (tma_in) coda_sb_printf(g->b, "%s}\n", indent);
+}
+
 void coda_epi_input_tma_slots(coda_program pg, int *slot) {
   const struct coda_program_s *p = pg;
   int used[CODA_MAX_INPUTS];
@@ -988,15 +1007,8 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
       if (sp.in_off[k] >= 0)
         coda_sb_printf(b, "    const bool al%d = ((((unsigned long long)p.ptr[%d]) | (unsigned long long)(p.ld[%d] * %d)) & 15) == 0;\n",
                   k, k, k, dt_size(p->inputs[k].dtype));
-    if (tma_in) {
-      emit_tin(&g, &sp, slot, "    ");
-      coda_sb_printf(b, "    if (tin) {\n");
-      emit_tma_in(&g, &sp, slot, "0", "0", "      ");
-      coda_sb_printf(b, "    } else {\n");
-    }
-    emit_stage_in(&g, &sp, "0", "0", tma_in ? "      " : "    ");
-    coda_sb_printf(b, "%scoda_epi::cp_commit();\n", tma_in ? "      " : "    ");
-    if (tma_in) coda_sb_printf(b, "    }\n");
+    if (tma_in) emit_tin(&g, &sp, slot, "    ");
+    emit_fetch(&g, &sp, slot, tma_in, "0", "0", NULL, "    ");
   } else {
     coda_sb_printf(b, "    (void)wr0; (void)tc0; (void)sc;\n");
   }
@@ -1091,14 +1103,7 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
    * (a store may alias a later load as far as the compiler knows) */
   if (sp.nin && sp.dbl) {
     coda_sb_printf(b, "    if (!sc.pre) {\n");
-    if (tma_in) {
-      coda_sb_printf(b, "      if (tin) {\n");
-      emit_tma_in(&g, &sp, slot, "0", "0", "        ");
-      coda_sb_printf(b, "      } else {\n");
-    }
-    emit_stage_in(&g, &sp, "0", "0", "        ");
-    coda_sb_printf(b, "        coda_epi::cp_commit();\n");
-    if (tma_in) coda_sb_printf(b, "      }\n");
+    emit_fetch(&g, &sp, slot, tma_in, "0", "0", NULL, "      ");
     coda_sb_printf(b, "    }\n");
   }
   coda_sb_printf(b, "#pragma unroll\n    for (int jc = 0; jc < BN / 8; jc += %d) {\n", EPI_JC);
@@ -1109,25 +1114,11 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
     coda_sb_printf(b, "      if (jc + %d < BN / 8) {\n", EPI_JC);
     char buf[48];
     snprintf(buf, sizeof buf, "(jc / %d + 1) & 1", EPI_JC);
-    if (tma_in) {
-      coda_sb_printf(b, "        if (tin) {\n");
-      emit_tma_in(&g, &sp, slot, "jc + 4", buf, "          ");
-      coda_sb_printf(b, "        } else {\n");
-    }
-    emit_stage_in(&g, &sp, "jc + 4", buf, "          ");
-    coda_sb_printf(b, "          coda_epi::cp_commit();\n          coda_epi::cp_wait<1>();\n");
-    if (tma_in) coda_sb_printf(b, "        }\n");
+    emit_fetch(&g, &sp, slot, tma_in, "jc + 4", buf, "coda_epi::cp_wait<1>();", "        ");
     coda_sb_printf(b, "      } else {\n");
     coda_sb_printf(b, "        %scoda_epi::cp_wait<0>();\n      }\n", tma_in ? "if (!tin) " : "");
   } else if (sp.nin) {
-    if (tma_in) {
-      coda_sb_printf(b, "      if (tin) {\n");
-      emit_tma_in(&g, &sp, slot, "jc", "0", "        ");
-      coda_sb_printf(b, "      } else {\n");
-    }
-    emit_stage_in(&g, &sp, "jc", "0", "        ");
-    coda_sb_printf(b, "        coda_epi::cp_commit();\n        coda_epi::cp_wait<0>();\n");
-    if (tma_in) coda_sb_printf(b, "      }\n");
+    emit_fetch(&g, &sp, slot, tma_in, "jc", "0", "coda_epi::cp_wait<0>();", "      ");
   }
   /* the chunk's inputs are visible to all; the previous chunk's staged
    * outputs have been stored */
