@@ -7,26 +7,8 @@
  * naming the path, and the table a context holds. */
 #define _POSIX_C_SOURCE 200809L /* setenv, dirent, mkdir, rmdir, truncate */
 
-#include "check.h"
 #include "core/internal.h"
-#include "core/tune_cache.h"
-
-#include <dirent.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
-
-static uint64_t rng;
-static uint64_t next(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return rng;
-}
-static int64_t irange(int64_t lo, int64_t hi) { return lo + (int64_t)(next() % (uint64_t)(hi - lo + 1)); }
+#include "tune_cache_test.h"
 
 static coda_fused_key random_key(void) {
   static const coda_dtype ab[3] = {CODA_BF16, CODA_F16, CODA_F64};
@@ -76,42 +58,16 @@ static void check_has(const coda_fused_cache *c, const truth *t, int n) {
   }
 }
 
-static int count_lines(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  int n = 0, ch;
-  while ((ch = fgetc(f)) != EOF) n += ch == '\n';
-  fclose(f);
-  return n;
-}
-
-static char *slurp(FILE *f) {
-  size_t cap = 1 << 16, n = 0;
-  char *s = malloc(cap);
-  size_t r;
-  while ((r = fread(s + n, 1, cap - 1 - n, f)) > 0) {
-    n += r;
-    if (n + 1 == cap) s = realloc(s, cap *= 2);
-  }
-  s[n] = '\0';
-  return s;
-}
-
 static long file_size(const char *path) {
   struct stat st;
   return stat(path, &st) == 0 ? (long)st.st_size : -1;
 }
 
 int main(void) {
-  rng = ((uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull) | 1;
-  printf("seed %llu\n", (unsigned long long)rng);
-  const char *dir = "test_fused_tune_cache.dir";
-  char sub[128], path[256];
-  snprintf(sub, sizeof sub, "%s/sub", dir);
-  snprintf(path, sizeof path, "%s/fused-tune.txt", sub);
-  remove(path);
-  rmdir(sub);
-  rmdir(dir);
+  seed_from_clock();
+  cache_files files;
+  cache_files_init(&files, "test_fused_tune_cache.dir", "fused-tune.txt");
+  const char *sub = files.sub, *path = files.path;
 
   /* FNV-1a 64, published test vectors. */
   CHECK(coda_fnv1a64("", 0) == 0xcbf29ce484222325ull);
@@ -119,16 +75,7 @@ int main(void) {
   CHECK(coda_fnv1a64("foobar", 6) == 0x85944171f73967e8ull);
 
   /* Default location: beside gemm-tune.txt. */
-  {
-    char p[CODA_TUNE_PATH_LEN];
-    setenv("CODA_CACHE_DIR", "/some/dir", 1);
-    CHECK(coda_fused_cache_default_path(p, sizeof p) && strcmp(p, "/some/dir/fused-tune.txt") == 0);
-    unsetenv("CODA_CACHE_DIR");
-    setenv("HOME", "/home/x", 1);
-    CHECK(coda_fused_cache_default_path(p, sizeof p) &&
-          strcmp(p, "/home/x/.cache/coda/fused-tune.txt") == 0);
-    CHECK(!coda_fused_cache_default_path(p, 10) && p[0] == '\0');
-  }
+  check_default_path(coda_fused_cache_default_path, "fused-tune.txt");
 
   /* Round trip through the file (its directory is created). */
   enum { NE = 40 };
@@ -240,9 +187,7 @@ int main(void) {
     };
     const int nbad = (int)(sizeof bad / sizeof bad[0]);
     for (int i = 0; i < nbad; i++) fprintf(f, "%s\n", bad[i]);
-    fprintf(f, "# a comment\n\n   \n");
-    for (int i = 0; i < 1000; i++) fputc('7', f); /* overlong line */
-    fputc('\n', f);
+    append_skipped_lines(f); /* one overlong */
     const int64_t hm = irange(1, 9999), hn = irange(1, 9999), hk = irange(1, 9999);
     fprintf(f, "  Test_GPU_X\t0.1.0+k12345678 ffffffffffffff01 %lld %lld %lld TN f16 64x256 "
                "cooperative 10.5 9.25 0\n",
@@ -285,21 +230,14 @@ int main(void) {
     CHECK_EQ_INT(coda_fused_cache_put(&c, &tn.key, tn.choice, tn.us), CODA_OK);
     CHECK_EQ_INT(coda_fused_cache_save(NULL, &c), CODA_OK);
     if (old) {
-      char *s = slurp(old);
+      char *s = read_rest(old);
       fclose(old);
       CHECK(strstr(s, "fastest") != NULL); /* the old content, still there */
       CHECK(strstr(s, "5 5 5 NT bf16 64x128 unfused 1 2") != NULL);
       free(s);
     }
     CHECK_EQ_INT(count_lines(path), 1 + NE + 5);
-    int others = 0;
-    DIR *dd = opendir(sub);
-    CHECK(dd != NULL);
-    for (struct dirent *de; dd && (de = readdir(dd));)
-      if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, "fused-tune.txt"))
-        others++;
-    if (dd) closedir(dd);
-    CHECK_EQ_INT(others, 0);
+    check_only_file(sub, "fused-tune.txt");
     coda_fused_cache_free(&c);
   }
 
@@ -362,8 +300,6 @@ int main(void) {
 
   coda_fused_cache_free(&a);
   coda_fused_cache_free(&b);
-  remove(path);
-  rmdir(sub);
-  rmdir(dir);
+  cache_files_remove(&files);
   return CHECK_DONE();
 }

@@ -51,6 +51,19 @@ static void check_error(const char *text, coda_status want, int line, int col, c
   if (p && p != (coda_program)1) coda_program_destroy(p);
 }
 
+/* src, whose first input is f64, parses in an exact-mode context. */
+static void check_exact_parse(const char *src) {
+  coda_context_options o = coda_context_default_options();
+  o.precision = CODA_PRECISION_F64;
+  coda_context c64;
+  CHECK(coda_context_create(&o, &c64) == CODA_OK);
+  coda_program p = NULL;
+  CHECK(coda_program_parse(c64, src, &p) == CODA_OK);
+  if (p) CHECK(p->ninputs > 0 && p->inputs[0].dtype == CODA_F64);
+  coda_program_destroy(p);
+  coda_context_destroy(c64);
+}
+
 static const ir_instr *last_instr(coda_program p) { return &p->instrs[p->ninstrs - 1]; }
 
 /* ------------------------------------------------------------ programs */
@@ -233,14 +246,7 @@ static void test_parse_forms(void) {
                "lse = x2 + y2\nstore o = pack(lse, x2)\n");
   if (p) coda_program_destroy(p);
   /* f64 in exact mode */
-  coda_context_options eo = coda_context_default_options();
-  eo.precision = CODA_PRECISION_F64;
-  coda_context ex;
-  CHECK(coda_context_create(&eo, &ex) == CODA_OK);
-  p = NULL;
-  CHECK(coda_program_parse(ex, "input t : tile f64\noutput y : f64\nstore y = acc + t\n", &p) == CODA_OK);
-  coda_program_destroy(p);
-  coda_context_destroy(ex);
+  check_exact_parse("input t : tile f64\noutput y : f64\nstore y = acc + t\n");
 }
 
 static void test_errors(void) {
@@ -901,14 +907,7 @@ static void test_rowsum_input(void) {
   check_error("input s : rowsum f32\ninput ix : row i32\nreduce q = rowpick(acc, s)\n", CODA_ERR_TYPE,
               3, 12, "must be a row i32 input");
   /* exact mode: f64 partials */
-  coda_context_options o = coda_context_default_options();
-  o.precision = CODA_PRECISION_F64;
-  coda_context c64;
-  CHECK(coda_context_create(&o, &c64) == CODA_OK);
-  p = NULL;
-  CHECK(coda_program_parse(c64, "input s : rowsum f64\noutput y : f64\nstore y = acc * s\n", &p) == CODA_OK);
-  if (p) CHECK(p->inputs[0].dtype == CODA_F64);
-  coda_program_destroy(p);
+  check_exact_parse("input s : rowsum f64\noutput y : f64\nstore y = acc * s\n");
   /* the builder */
   coda_builder b = NULL;
   CHECK(coda_builder_create(ctx, 0, &b) == CODA_OK);
@@ -950,7 +949,6 @@ static void test_rowsum_input(void) {
     CHECK_MSG(strstr(coda_last_error(ctx), bad[i].needle) != NULL, "case %zu: %s", i, coda_last_error(ctx));
     coda_builder_destroy(b);
   }
-  coda_context_destroy(c64);
 }
 
 /* Regression inputs found by fuzzing (fuzz/fuzz_program.c): each once

@@ -162,8 +162,8 @@ static void test_kind(int kind, int exact, coda_tiling tl) {
     coda_plan f2 = NULL;
     CHECK(build(ctx, kind, exact, 1, tl, &f2) == CODA_OK);
     /* new data in both, both run */
-    if (f2 && pt_fill_same(f, f2, pt_small()->vocab) && coda_plan_set_fused(f2, 0) == CODA_OK && pt_run(ctx, f) &&
-        pt_run(ctx, f2)) {
+    if (f2 && pt_fill_same(f, f2, pt_small()->vocab) && coda_plan_set_fused(f2, 0) == CODA_OK &&
+        pt_run(ctx, f) && pt_run(ctx, f2)) {
       double e = fmax(buf_relerr(f2, f, "dx"), buf_relerr(f2, f, "x_out"));
       CHECK_MSG(e <= 1e-12, "%s: folded unfused vs fused %.3g", what, e);
     } else {

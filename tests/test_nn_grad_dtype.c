@@ -22,7 +22,6 @@
 #include "check.h"
 #include "plan_test_util.h"
 
-enum { LLAMA_BLOCK, LLAMA_HEAD, GPT2_BLOCK };
 static const char *const kind_names[] = {"llama block", "llama head", "gpt2 block"};
 
 /* the GEMM weights' gradients of each kind */
@@ -30,21 +29,20 @@ static const char *const llama_gw[] = {"dwqkv", "dwo", "dwgu", "dwd", NULL};
 static const char *const head_gw[] = {"dwout", NULL};
 static const char *const gpt2_gw[] = {"dwqkv", "dwo", "dwfc", "dwproj", NULL};
 
-static const char *const *gemm_grads(int kind) {
-  return kind == GPT2_BLOCK ? gpt2_gw : kind == LLAMA_HEAD ? head_gw : llama_gw;
+static const char *const *gemm_grads(pt_kind kind) {
+  return kind == PT_GPT2_BLOCK ? gpt2_gw : kind == PT_LLAMA_HEAD ? head_gw : llama_gw;
 }
 
-static int is_gemm_grad(int kind, const char *name) {
+static int is_gemm_grad(pt_kind kind, const char *name) {
   for (const char *const *g = gemm_grads(kind); *g; g++)
     if (!strcmp(*g, name)) return 1;
   return 0;
 }
 
-static coda_status build(coda_context ctx, int kind, int exact, int fold, int gact,
+static coda_status build(coda_context ctx, pt_kind kind, int exact, int fold, int gact,
                          coda_plan *out) {
-  const pt_kind k = kind == GPT2_BLOCK ? PT_GPT2_BLOCK : kind == LLAMA_HEAD ? PT_LLAMA_HEAD : PT_LLAMA_BLOCK;
-  const coda_tiling tl = kind == GPT2_BLOCK ? (coda_tiling){16, 32} : (coda_tiling){16, 16};
-  return pt_build(ctx, k, pt_small(), exact ? CODA_F64 : CODA_BF16, tl,
+  const coda_tiling tl = kind == PT_GPT2_BLOCK ? (coda_tiling){16, 32} : (coda_tiling){16, 16};
+  return pt_build(ctx, kind, pt_small(), exact ? CODA_F64 : CODA_BF16, tl,
                   (fold ? PT_FOLD : 0) | (gact ? PT_GRAD_ACT : 0), out);
 }
 
@@ -59,7 +57,7 @@ static int same_values(const coda_tensor *a, const coda_tensor *b) {
   return 1;
 }
 
-static void test_kind(int kind, int exact, int fold) {
+static void test_kind(pt_kind kind, int exact, int fold) {
   coda_context ctx = lt_context(exact ? CODA_PRECISION_F64 : CODA_PRECISION_F32);
   char what[64];
   snprintf(what, sizeof what, "%s%s%s", kind_names[kind], fold ? " (folded)" : "",
@@ -138,7 +136,7 @@ static void test_kind(int kind, int exact, int fold) {
               pb->name, (long long)inexact);
     CHECK_MSG(nonzero > tf.rows * tf.cols / 2, "%s: %s is mostly zero", what, pb->name);
   }
-  CHECK_MSG(nsame >= (kind == LLAMA_HEAD ? 2 : 3), "%s: only %d tensors compared", what, nsame);
+  CHECK_MSG(nsame >= (kind == PT_LLAMA_HEAD ? 2 : 3), "%s: only %d tensors compared", what, nsame);
 done:
   coda_plan_destroy(f);
   coda_plan_destroy(g);
@@ -159,45 +157,35 @@ static double grad_bytes(coda_plan p) {
  * 128, 2 x 4096 tokens) and GPT-2 1600: the flag saves 2 bytes per GEMM
  * weight-gradient element. */
 static void test_saving(void) {
+  static const struct {
+    const char *what;
+    pt_kind kind;
+    pt_shape shape;
+    double n; /* GEMM weight elements */
+  } cases[] = {
+      {"llama 8B-like", PT_LLAMA_BLOCK,
+       {.dim = 4096, .n_heads = 32, .n_kv_heads = 8, .head_dim = 128, .ffn_dim = 14336, .vocab = 256,
+        .batch = 2, .seq = 4096},
+       (6144.0 + 4096.0 + 2 * 14336.0 + 14336.0) * 4096.0}, /* wqkv, wo, wgu, wd */
+      {"gpt2-1600", PT_GPT2_BLOCK,
+       {.dim = 1600, .n_heads = 25, .batch = 8, .seq = 1024, .gpt2_ffn_dim = 6400},
+       (3.0 * 1600 + 1600 + 6400 + 6400) * 1600.0}, /* wqkv, wo, wfc, wproj */
+  };
   coda_context ctx = lt_context(CODA_PRECISION_F32);
-  coda_llama_config c = coda_llama_default_config();
-  c.dim = 4096;
-  c.n_heads = 32;
-  c.n_kv_heads = 8;
-  c.head_dim = 128;
-  c.ffn_dim = 14336;
-  c.batch = 2;
-  c.seq = 4096;
-  coda_plan f = NULL, g = NULL;
-  CHECK(coda_llama_block_plan(ctx, &c, &f) == CODA_OK);
-  c.flags = CODA_LLAMA_GRAD_ACT;
-  CHECK(coda_llama_block_plan(ctx, &c, &g) == CODA_OK);
-  if (f && g) {
-    const double n = (6144.0 + 4096.0 + 2 * 14336.0 + 14336.0) * 4096.0; /* wqkv, wo, wgu, wd */
-    const double saved = grad_bytes(f) - grad_bytes(g);
-    printf("llama 8B-like block: gradient buffers %.0f MiB -> %.0f MiB\n",
-           grad_bytes(f) / 1048576.0, grad_bytes(g) / 1048576.0);
-    CHECK_MSG(saved == 2 * n, "llama 8B-like: saved %.0f bytes, expected %.0f", saved, 2 * n);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    coda_plan f = NULL, g = NULL;
+    CHECK(pt_build(ctx, cases[i].kind, &cases[i].shape, CODA_BF16, (coda_tiling){0, 0}, 0, &f) == CODA_OK);
+    CHECK(pt_build(ctx, cases[i].kind, &cases[i].shape, CODA_BF16, (coda_tiling){0, 0}, PT_GRAD_ACT, &g) ==
+          CODA_OK);
+    if (f && g) {
+      const double saved = grad_bytes(f) - grad_bytes(g), n = cases[i].n;
+      printf("%s block: gradient buffers %.0f MiB -> %.0f MiB\n", cases[i].what,
+             grad_bytes(f) / 1048576.0, grad_bytes(g) / 1048576.0);
+      CHECK_MSG(saved == 2 * n, "%s: saved %.0f bytes, expected %.0f", cases[i].what, saved, 2 * n);
+    }
+    coda_plan_destroy(f);
+    coda_plan_destroy(g);
   }
-  coda_plan_destroy(f);
-  coda_plan_destroy(g);
-  f = g = NULL;
-  coda_gpt2_config p = coda_gpt2_default_config();
-  p.dim = 1600;
-  p.n_heads = 25;
-  p.ffn_dim = 6400;
-  p.batch = 8;
-  p.seq = 1024;
-  CHECK(coda_gpt2_block_plan(ctx, &p, &f) == CODA_OK);
-  p.flags = CODA_GPT2_GRAD_ACT;
-  CHECK(coda_gpt2_block_plan(ctx, &p, &g) == CODA_OK);
-  if (f && g) {
-    const double n = (3.0 * 1600 + 1600 + 6400 + 6400) * 1600.0; /* wqkv, wo, wfc, wproj */
-    const double saved = grad_bytes(f) - grad_bytes(g);
-    CHECK_MSG(saved == 2 * n, "gpt2-1600: saved %.0f bytes, expected %.0f", saved, 2 * n);
-  }
-  coda_plan_destroy(f);
-  coda_plan_destroy(g);
   coda_context_destroy(ctx);
 }
 
@@ -230,10 +218,10 @@ int main(void) {
   lt_seed(20261202);
   test_flags();
   test_saving();
-  for (int kind = LLAMA_BLOCK; kind <= GPT2_BLOCK; kind++) {
-    test_kind(kind, 0, 0);
-    test_kind(kind, 0, 1);
-    test_kind(kind, 1, 0);
+  for (int kind = PT_LLAMA_BLOCK; kind <= PT_GPT2_BLOCK; kind++) {
+    test_kind((pt_kind)kind, 0, 0);
+    test_kind((pt_kind)kind, 0, 1);
+    test_kind((pt_kind)kind, 1, 0);
   }
   return CHECK_DONE();
 }

@@ -24,7 +24,7 @@
  * nothing, the 1e-10 criterion holds. */
 #include "check.h"
 #include "nn/ref_llama3.h"
-#include "test_nn_llama_util.h"
+#include "plan_test_util.h"
 
 typedef struct blockw {
   ref_llama_weights w; /* reference layout */
@@ -150,20 +150,9 @@ static int run_block_plan(coda_context ctx, const coda_llama_config *c, const bl
 }
 
 static coda_llama_config small_config(coda_dtype dt) {
-  coda_llama_config c = coda_llama_default_config();
-  c.dim = 64;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.head_dim = 16;
-  c.ffn_dim = 128;
-  c.batch = 2;
-  c.seq = 16;
-  c.vocab = 96;
-  c.rope_theta = 10000.0;
-  c.dtype = dt;
-  c.tiling.tile_m = 16; /* several tiles in both directions */
-  c.tiling.tile_n = 32;
-  return c;
+  static const pt_shape s = {.dim = 64, .n_heads = 4, .n_kv_heads = 2, .head_dim = 16, .ffn_dim = 128,
+                             .vocab = 96, .batch = 2, .seq = 16};
+  return pt_llama_config(&s, dt, (coda_tiling){16, 32}); /* several tiles in both directions */
 }
 
 /* ------------------------------------------------------------ block tests */
@@ -600,15 +589,9 @@ int main(void) {
   coda_llama_config c = small_config(CODA_F64);
   test_block_exact(c);
   test_head_exact(c);
-  coda_llama_config r = c;
-  r.dim = 40;
-  r.n_heads = 3;
-  r.n_kv_heads = 1;
-  r.head_dim = 14;
-  r.ffn_dim = 52;
-  r.batch = 3;
-  r.seq = 7;
-  r.vocab = 37;
+  static const pt_shape ragged = {.dim = 40, .n_heads = 3, .n_kv_heads = 1, .head_dim = 14,
+                                   .ffn_dim = 52, .vocab = 37, .batch = 3, .seq = 7};
+  coda_llama_config r = pt_llama_config(&ragged, CODA_F64, c.tiling);
   const coda_tiling tilings[3] = {{8, 8}, {24, 16}, {64, 128}};
   for (int i = 0; i < 3; i++) {
     r.tiling = tilings[i];

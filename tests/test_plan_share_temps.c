@@ -13,10 +13,8 @@
  * - Which temporaries may not share: one read, or accumulated into,
  *   before it is written, one with initial values, one the caller binds.
  * - coda_plan_text shows the arena and each temporary's steps and offset. */
-#include "coda.h"
-#include "core/internal.h"
-#include "nn/plan.h"
 #include "check.h"
+#include "plan_test_util.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -86,21 +84,12 @@ static void pack_random(void) {
 
 /* ------------------------------------------------------------- blocks */
 
-typedef enum { LLAMA, HEAD, GPT2 } kind;
 static const char *kName[3] = {"llama block", "llama head", "gpt2 block"};
 
-static coda_plan make(coda_context ctx, kind k, coda_dtype dt) {
+/* The kind at the library's default sizes. */
+static coda_plan make(coda_context ctx, pt_kind k, coda_dtype dt) {
   coda_plan p = NULL;
-  coda_status s;
-  if (k == GPT2) {
-    coda_gpt2_config c = coda_gpt2_default_config();
-    c.dtype = dt;
-    s = coda_gpt2_block_plan(ctx, &c, &p);
-  } else {
-    coda_llama_config c = coda_llama_default_config();
-    c.dtype = dt;
-    s = k == LLAMA ? coda_llama_block_plan(ctx, &c, &p) : coda_llama_head_plan(ctx, &c, &p);
-  }
+  const coda_status s = pt_build(ctx, k, NULL, dt, (coda_tiling){0, 0}, 0, &p);
   CHECK_MSG(s == CODA_OK, "%s: %s", kName[k], coda_last_error(ctx));
   return p;
 }
@@ -169,7 +158,7 @@ typedef struct result {
 } result;
 
 /* One plan on a fresh context: forward, backward, backward again. */
-static result run(kind k, coda_precision prec, coda_dtype dt, int share, int fused) {
+static result run(pt_kind k, coda_precision prec, coda_dtype dt, int share, int fused) {
   result r;
   memset(&r, 0, sizeof r);
   coda_context_options o = coda_context_default_options();
@@ -213,12 +202,12 @@ static result run(kind k, coda_precision prec, coda_dtype dt, int share, int fus
 }
 
 static void blocks(void) {
-  for (int k = LLAMA; k <= GPT2; k++)
+  for (int k = PT_LLAMA_BLOCK; k <= PT_GPT2_BLOCK; k++)
     for (int exact = 0; exact < 2; exact++)
       for (int fused = 1; fused >= 0; fused--) {
         const coda_precision prec = exact ? CODA_PRECISION_F64 : CODA_PRECISION_F32;
         const coda_dtype dt = exact ? CODA_F64 : CODA_BF16;
-        result on = run((kind)k, prec, dt, 1, fused), off = run((kind)k, prec, dt, 0, fused);
+        result on = run((pt_kind)k, prec, dt, 1, fused), off = run((pt_kind)k, prec, dt, 0, fused);
         if (!on.v || !off.v) continue;
         CHECK(on.n == off.n);
         CHECK_MSG(memcmp(on.v, off.v, on.n) == 0, "%s (%s, %s): sharing changed the results",
@@ -241,10 +230,7 @@ static void blocks(void) {
 /* ----------------------------------------- temporaries that keep memory */
 
 static void exclusions(void) {
-  coda_context_options o = coda_context_default_options();
-  o.precision = CODA_PRECISION_F64;
-  coda_context ctx;
-  CHECK(coda_context_create(&o, &ctx) == CODA_OK);
+  coda_context ctx = lt_context(CODA_PRECISION_F64);
   const int64_t M = 8, K = 16, N = 16;
   const coda_tiling tl = {8, 8};
   coda_plan p;

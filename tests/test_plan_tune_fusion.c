@@ -121,6 +121,19 @@ static void accumulating(coda_context ctx) {
 static const char *kIn[] = {"x", "dx_out", "wqkv", "wo", "wgu", "wd", "wn1", "wn2", NULL};
 static const char *kOut[] = {"x_out", "dx", "dwqkv", "dwo", "dwgu", "dwd", "dwn1", "dwn2", NULL};
 
+static void run_block(coda_context ctx, coda_plan p) {
+  CHECK(coda_plan_run(ctx, p, CODA_PHASE_FORWARD) == CODA_OK);
+  CHECK(coda_plan_run(ctx, p, CODA_PHASE_BACKWARD) == CODA_OK);
+}
+
+/* Every output and gradient bit for bit as in want (snapshots, freed). */
+static void check_same(coda_plan p, double **want, const char *what) {
+  for (int i = 0; kOut[i]; i++) {
+    CHECK_MSG(rel_diff(p, kOut[i], want[i]) == 0, "%s: %s", kOut[i], what);
+    free(want[i]);
+  }
+}
+
 static void block(coda_context ctx) {
   coda_llama_config c = coda_llama_default_config();
   coda_plan p = NULL;
@@ -130,8 +143,7 @@ static void block(coda_context ctx) {
     const int norm = strstr(kIn[i], "wn") != NULL;
     fill(p, kIn[i], 100 + (uint64_t)i, norm ? 0.1 : 0.5, norm ? 1.0 : 0.0);
   }
-  CHECK(coda_plan_run(ctx, p, CODA_PHASE_FORWARD) == CODA_OK);
-  CHECK(coda_plan_run(ctx, p, CODA_PHASE_BACKWARD) == CODA_OK);
+  run_block(ctx, p);
   double *ref[8];
   size_t n;
   for (int i = 0; kOut[i]; i++) ref[i] = snapshot(p, kOut[i], &n);
@@ -147,8 +159,7 @@ static void block(coda_context ctx) {
   CHECK_EQ_INT(count(text, "  [unfused]"), nu);
   printf("  llama block: %d of %d gemm steps unfused after timing\n", nu, ngemm);
 
-  CHECK(coda_plan_run(ctx, p, CODA_PHASE_FORWARD) == CODA_OK);
-  CHECK(coda_plan_run(ctx, p, CODA_PHASE_BACKWARD) == CODA_OK);
+  run_block(ctx, p);
   for (int i = 0; kOut[i]; i++) {
     const double e = rel_diff(p, kOut[i], ref[i]);
     if (nu == 0) CHECK_MSG(e == 0, "%s: %g with every step fused", kOut[i], e);
@@ -159,22 +170,14 @@ static void block(coda_context ctx) {
   double *tuned[8];
   for (int i = 0; kOut[i]; i++) tuned[i] = snapshot(p, kOut[i], &n);
   CHECK(coda_plan_set_share_temps(p, 0) == CODA_OK);
-  CHECK(coda_plan_run(ctx, p, CODA_PHASE_FORWARD) == CODA_OK);
-  CHECK(coda_plan_run(ctx, p, CODA_PHASE_BACKWARD) == CODA_OK);
-  for (int i = 0; kOut[i]; i++) {
-    CHECK_MSG(rel_diff(p, kOut[i], tuned[i]) == 0, "%s: sharing changed the tuned plan", kOut[i]);
-    free(tuned[i]);
-  }
+  run_block(ctx, p);
+  check_same(p, tuned, "sharing changed the tuned plan");
   CHECK(coda_plan_set_share_temps(p, 1) == CODA_OK);
   /* everything fused again: the first run's results, bit for bit */
   CHECK(coda_plan_set_fused(p, 1) == CODA_OK);
   CHECK_EQ_INT(count(coda_plan_text(p), "  [unfused]"), 0);
-  CHECK(coda_plan_run(ctx, p, CODA_PHASE_FORWARD) == CODA_OK);
-  CHECK(coda_plan_run(ctx, p, CODA_PHASE_BACKWARD) == CODA_OK);
-  for (int i = 0; kOut[i]; i++) {
-    CHECK_MSG(rel_diff(p, kOut[i], ref[i]) == 0, "%s after set_fused(1)", kOut[i]);
-    free(ref[i]);
-  }
+  run_block(ctx, p);
+  check_same(p, ref, "differs after set_fused(1)");
   /* and every step unfused: marked, still the same block */
   CHECK(coda_plan_set_fused(p, 0) == CODA_OK);
   CHECK_EQ_INT(count(coda_plan_text(p), "  [unfused]"), ngemm);

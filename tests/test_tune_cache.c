@@ -5,26 +5,8 @@
  * old file), and a failed write reporting the path. */
 #define _POSIX_C_SOURCE 200809L /* setenv, dirent, mkdir, rmdir */
 
-#include "check.h"
 #include "core/internal.h"
-#include "core/tune_cache.h"
-
-#include <dirent.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
-
-static uint64_t rng;
-static uint64_t next(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return rng;
-}
-static int64_t irange(int64_t lo, int64_t hi) { return lo + (int64_t)(next() % (uint64_t)(hi - lo + 1)); }
+#include "tune_cache_test.h"
 
 static coda_tune_key random_key(void) {
   static const coda_dtype ab[2] = {CODA_BF16, CODA_F16};
@@ -60,49 +42,14 @@ static void check_has(const coda_tune_cache *c, const truth *t, int n) {
   }
 }
 
-static int count_lines(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  int n = 0, ch;
-  while ((ch = fgetc(f)) != EOF) n += ch == '\n';
-  fclose(f);
-  return n;
-}
-
-static char *slurp(FILE *f) {
-  size_t cap = 1 << 16, n = 0;
-  char *s = malloc(cap);
-  size_t r;
-  while ((r = fread(s + n, 1, cap - 1 - n, f)) > 0) {
-    n += r;
-    if (n + 1 == cap) s = realloc(s, cap *= 2);
-  }
-  s[n] = '\0';
-  return s;
-}
-
 int main(void) {
-  rng = ((uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull) | 1;
-  printf("seed %llu\n", (unsigned long long)rng);
-  const char *dir = "test_tune_cache.dir";
-  char sub[128], path[256];
-  snprintf(sub, sizeof sub, "%s/sub", dir);
-  snprintf(path, sizeof path, "%s/gemm-tune.txt", sub);
-  remove(path);
-  rmdir(sub);
-  rmdir(dir);
+  seed_from_clock();
+  cache_files files;
+  cache_files_init(&files, "test_tune_cache.dir", "gemm-tune.txt");
+  const char *sub = files.sub, *path = files.path;
 
   /* Default location: $CODA_CACHE_DIR first, then ~/.cache/coda. */
-  {
-    char p[CODA_TUNE_PATH_LEN];
-    setenv("CODA_CACHE_DIR", "/some/dir", 1);
-    CHECK(coda_tune_cache_default_path(p, sizeof p) && strcmp(p, "/some/dir/gemm-tune.txt") == 0);
-    unsetenv("CODA_CACHE_DIR");
-    setenv("HOME", "/home/x", 1);
-    CHECK(coda_tune_cache_default_path(p, sizeof p) &&
-          strcmp(p, "/home/x/.cache/coda/gemm-tune.txt") == 0);
-    CHECK(!coda_tune_cache_default_path(p, 10) && p[0] == '\0'); /* does not fit */
-  }
+  check_default_path(coda_tune_cache_default_path, "gemm-tune.txt");
 
   /* Round trip through the file (its directory is created). */
   enum { NE = 40 };
@@ -191,9 +138,7 @@ int main(void) {
     };
     const int nbad = (int)(sizeof bad / sizeof bad[0]);
     for (int i = 0; i < nbad; i++) fprintf(f, "%s\n", bad[i]);
-    fprintf(f, "# a comment\n\n   \n");
-    for (int i = 0; i < 1000; i++) fputc('7', f); /* overlong line */
-    fputc('\n', f);
+    append_skipped_lines(f); /* one overlong */
     const int64_t hm = irange(1, 9999), hn = irange(1, 9999), hk = irange(1, 9999);
     fprintf(f, "  Test_GPU_X\t0.1.0+c2 %lld %lld %lld TN f16 f32 1 1 12 33.5\n", (long long)hm,
             (long long)hn, (long long)hk);
@@ -231,21 +176,14 @@ int main(void) {
     CHECK_EQ_INT(coda_tune_cache_put(&c, &kn, 0, 1, 1.0), CODA_OK);
     CHECK_EQ_INT(coda_tune_cache_save(NULL, &c), CODA_OK);
     if (old) {
-      char *s = slurp(old);
+      char *s = read_rest(old);
       fclose(old);
       CHECK(strstr(s, "NX bf16") != NULL);       /* the old content, still there */
       CHECK(strstr(s, "5 5 5 NT bf16 bf16 0 0 1") != NULL);
       free(s);
     }
     CHECK_EQ_INT(count_lines(path), 1 + NE + 5);
-    int others = 0;
-    DIR *dd = opendir(sub);
-    CHECK(dd != NULL);
-    for (struct dirent *de; dd && (de = readdir(dd));)
-      if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, "gemm-tune.txt"))
-        others++;
-    if (dd) closedir(dd);
-    CHECK_EQ_INT(others, 0);
+    check_only_file(sub, "gemm-tune.txt");
     coda_tune_cache_free(&c);
   }
 
@@ -273,8 +211,6 @@ int main(void) {
 
   coda_tune_cache_free(&a);
   coda_tune_cache_free(&b);
-  remove(path);
-  rmdir(sub);
-  rmdir(dir);
+  cache_files_remove(&files);
   return CHECK_DONE();
 }

@@ -1,7 +1,8 @@
 /* The autotuners' tables and their text files (formats in tune_cache.h):
- * the plain GEMM's choices and the fused GEMM steps'. Reading, atomic
- * rewriting and the default location are shared; each table has its own
- * line format. */
+ * the plain GEMM's choices and the fused GEMM steps'. The tags, the growth
+ * of the entry array, the common line fields, reading once, merging and
+ * atomic rewriting, and the default location are shared; each table has its
+ * own key and line format. */
 #define _POSIX_C_SOURCE 200809L /* mkstemp, fdopen, fsync, mkdir */
 
 #include "core/tune_cache.h"
@@ -29,12 +30,18 @@ static void copy_tag(char *dst, const char *src) {
   if (i == 0) strcpy(dst, "?");
 }
 
+/* The running tags and the file path (both tables' fields of those sizes). */
+static void init_tags(char *device_out, char *lib_out, char *path_out, const char *device,
+                      const char *lib, const char *path) {
+  copy_tag(device_out, device);
+  copy_tag(lib_out, lib);
+  if (path && strlen(path) < CODA_TUNE_PATH_LEN) strcpy(path_out, path);
+}
+
 void coda_tune_cache_init(coda_tune_cache *c, const char *device, const char *lib,
                           const char *path) {
   memset(c, 0, sizeof *c);
-  copy_tag(c->device, device);
-  copy_tag(c->lib, lib);
-  if (path && strlen(path) < sizeof c->path) strcpy(c->path, path);
+  init_tags(c->device, c->lib, c->path, device, lib, path);
 }
 
 void coda_tune_cache_free(coda_tune_cache *c) {
@@ -61,6 +68,22 @@ static int default_path(char *buf, size_t n, const char *file) {
 
 int coda_tune_cache_default_path(char *buf, size_t n) { return default_path(buf, n, TUNE_FILE); }
 
+/* An entry's tags (device, lib) are these. */
+static int same_tags(const char *device, const char *lib, const char *want_device,
+                     const char *want_lib) {
+  return strcmp(device, want_device) == 0 && strcmp(lib, want_lib) == 0;
+}
+
+/* The entry array of a table with room for one more (16, then doubling):
+ * buf itself while there is room, NULL when out of memory (buf kept). */
+static void *room_for_one(void *buf, int n, int *cap, size_t size) {
+  if (n < *cap) return buf;
+  const int ncap = *cap ? 2 * *cap : 16;
+  void *nb = realloc(buf, (size_t)ncap * size);
+  if (nb) *cap = ncap;
+  return nb;
+}
+
 static int key_eq(const coda_tune_key *a, const coda_tune_key *b) {
   return a->m == b->m && a->n == b->n && a->k == b->k && a->trans_a == b->trans_a &&
          a->trans_b == b->trans_b && a->ab == b->ab && a->d == b->d &&
@@ -70,8 +93,7 @@ static int key_eq(const coda_tune_key *a, const coda_tune_key *b) {
 static coda_tune_entry *find_tagged(const coda_tune_cache *c, const char *device,
                                     const char *lib, const coda_tune_key *key) {
   for (int i = 0; i < c->n; i++)
-    if (key_eq(&c->e[i].key, key) && strcmp(c->e[i].device, device) == 0 &&
-        strcmp(c->e[i].lib, lib) == 0)
+    if (key_eq(&c->e[i].key, key) && same_tags(c->e[i].device, c->e[i].lib, device, lib))
       return &c->e[i];
   return NULL;
 }
@@ -87,13 +109,9 @@ static coda_status put_entry(coda_tune_cache *c, const coda_tune_entry *e) {
     *old = *e;
     return CODA_OK;
   }
-  if (c->n == c->cap) {
-    int cap = c->cap ? 2 * c->cap : 16;
-    coda_tune_entry *ne = realloc(c->e, (size_t)cap * sizeof *ne);
-    if (!ne) return CODA_ERR_OUT_OF_MEMORY;
-    c->e = ne;
-    c->cap = cap;
-  }
+  coda_tune_entry *ne = room_for_one(c->e, c->n, &c->cap, sizeof *ne);
+  if (!ne) return CODA_ERR_OUT_OF_MEMORY;
+  c->e = ne;
   c->e[c->n++] = *e;
   return CODA_OK;
 }
@@ -165,6 +183,21 @@ static int split_fields(const char *line, char *buf, char **tok, int want) {
   return nt == 0 ? 0 : nt == want ? nt : -1;
 }
 
+/* The two tags (tok[0], tok[1]) into device and lib: 0 if one is too long. */
+static int parse_tags(char *const *tok, char *device, char *lib) {
+  if (strlen(tok[0]) >= CODA_TUNE_TAG_LEN || strlen(tok[1]) >= CODA_TUNE_TAG_LEN) return 0;
+  strcpy(device, tok[0]);
+  strcpy(lib, tok[1]);
+  return 1;
+}
+
+/* M, N, K from three fields, each 1 .. 2^31 - 1. */
+static int parse_mnk(char *const *tok, int64_t *m, int64_t *n, int64_t *k) {
+  const int64_t dim_max = ((int64_t)1 << 31) - 1;
+  return parse_i64(tok[0], 1, dim_max, m) && parse_i64(tok[1], 1, dim_max, n) &&
+         parse_i64(tok[2], 1, dim_max, k);
+}
+
 static int parse_layout(const char *lay, int *ta, int *tb) {
   if (strlen(lay) != 2 || (lay[0] != 'N' && lay[0] != 'T') || (lay[1] != 'N' && lay[1] != 'T'))
     return 0;
@@ -188,16 +221,9 @@ int coda_tune_parse_line(const char *line, coda_tune_entry *out) {
   if (nt <= 0) return nt;
   coda_tune_entry e;
   memset(&e, 0, sizeof e);
-  if (strlen(tok[0]) >= sizeof e.device || strlen(tok[1]) >= sizeof e.lib) return -1;
-  strcpy(e.device, tok[0]);
-  strcpy(e.lib, tok[1]);
-  const int64_t dim_max = ((int64_t)1 << 31) - 1;
-  int64_t v[3], acc, cfg, spl;
-  for (int i = 0; i < 3; i++)
-    if (!parse_i64(tok[2 + i], 1, dim_max, &v[i])) return -1;
-  e.key.m = v[0];
-  e.key.n = v[1];
-  e.key.k = v[2];
+  if (!parse_tags(tok, e.device, e.lib) || !parse_mnk(tok + 2, &e.key.m, &e.key.n, &e.key.k))
+    return -1;
+  int64_t acc, cfg, spl;
   if (!parse_layout(tok[5], &e.key.trans_a, &e.key.trans_b)) return -1;
   if (!parse_dtype(tok[6], &e.key.ab) || !parse_dtype(tok[7], &e.key.d)) return -1;
   if (!parse_i64(tok[8], 0, 1, &acc) || !parse_i64(tok[9], 0, 63, &cfg) ||
@@ -248,11 +274,17 @@ static int take_gemm_line(void *cv, const char *line, int keep_memory) {
   return put_entry(c, &e) == CODA_OK ? 1 : -2;
 }
 
-int coda_tune_cache_load(coda_tune_cache *c) {
-  if (c->loaded || !c->path[0]) return 0;
-  c->loaded = 1;
-  int bad = read_lines(c->path, take_gemm_line, c, 1);
+/* A table's first load: reads path (if any) into c once; the number of
+ * corrupt lines. */
+static int load_once(const char *path, int *loaded, take_line_fn take, void *c) {
+  if (*loaded || !path[0]) return 0;
+  *loaded = 1;
+  const int bad = read_lines(path, take, c, 1);
   return bad < 0 ? 0 : bad;
+}
+
+int coda_tune_cache_load(coda_tune_cache *c) {
+  return load_once(c->path, &c->loaded, take_gemm_line, c);
 }
 
 /* mkdir -p of the directory part of path. */
@@ -312,18 +344,26 @@ static coda_status write_atomic(coda_context ctx, const char *path, const char *
   return CODA_OK;
 }
 
+/* A table's save: merges in the entries another process wrote since the
+ * load (memory wins), then rewrites the file with the *n entries. */
+static coda_status merge_and_write(coda_context ctx, const char *path, int *loaded,
+                                   take_line_fn take, format_fn fmt, void *c, const int *n,
+                                   const char *what, const char *header) {
+  if (!path[0]) return CODA_OK;
+  (void)read_lines(path, take, c, 1);
+  *loaded = 1;
+  return write_atomic(ctx, path, what, header, *n, fmt, c);
+}
+
 static int format_gemm(const void *c, int i, char *buf, size_t n) {
   return coda_tune_format_line(&((const coda_tune_cache *)c)->e[i], buf, n);
 }
 
 coda_status coda_tune_cache_save(coda_context ctx, coda_tune_cache *c) {
-  if (!c->path[0]) return CODA_OK;
-  (void)read_lines(c->path, take_gemm_line, c, 1); /* entries another process wrote meanwhile */
-  c->loaded = 1;
-  return write_atomic(ctx, c->path, "GEMM tuning cache",
-                      "# coda GEMM autotuner choices: device lib M N K layout ab d accumulate "
-                      "config splits us",
-                      c->n, format_gemm, c);
+  return merge_and_write(ctx, c->path, &c->loaded, take_gemm_line, format_gemm, c, &c->n,
+                         "GEMM tuning cache",
+                         "# coda GEMM autotuner choices: device lib M N K layout ab d accumulate "
+                         "config splits us");
 }
 
 /* ------------------------------------------------ fused-step choices */
@@ -341,9 +381,7 @@ uint64_t coda_fnv1a64(const void *data, size_t n) {
 void coda_fused_cache_init(coda_fused_cache *c, const char *device, const char *lib,
                            const char *path) {
   memset(c, 0, sizeof *c);
-  copy_tag(c->device, device);
-  copy_tag(c->lib, lib);
-  if (path && strlen(path) < sizeof c->path) strcpy(c->path, path);
+  init_tags(c->device, c->lib, c->path, device, lib, path);
   c->disk_ok = 1;
 }
 
@@ -364,8 +402,7 @@ static int fused_key_eq(const coda_fused_key *a, const coda_fused_key *b) {
 static coda_fused_entry *fused_find_tagged(const coda_fused_cache *c, const char *device,
                                            const char *lib, const coda_fused_key *key) {
   for (int i = 0; i < c->n; i++)
-    if (fused_key_eq(&c->e[i].key, key) && strcmp(c->e[i].device, device) == 0 &&
-        strcmp(c->e[i].lib, lib) == 0)
+    if (fused_key_eq(&c->e[i].key, key) && same_tags(c->e[i].device, c->e[i].lib, device, lib))
       return &c->e[i];
   return NULL;
 }
@@ -380,13 +417,9 @@ static coda_status fused_put_entry(coda_fused_cache *c, const coda_fused_entry *
     *old = *e;
     return CODA_OK;
   }
-  if (c->n == c->cap) {
-    int cap = c->cap ? 2 * c->cap : 16;
-    coda_fused_entry *ne = realloc(c->e, (size_t)cap * sizeof *ne);
-    if (!ne) return CODA_ERR_OUT_OF_MEMORY;
-    c->e = ne;
-    c->cap = cap;
-  }
+  coda_fused_entry *ne = room_for_one(c->e, c->n, &c->cap, sizeof *ne);
+  if (!ne) return CODA_ERR_OUT_OF_MEMORY;
+  c->e = ne;
   c->e[c->n++] = *e;
   return CODA_OK;
 }
@@ -445,9 +478,7 @@ int coda_fused_parse_line(const char *line, coda_fused_entry *out) {
   if (nt <= 0) return nt;
   coda_fused_entry e;
   memset(&e, 0, sizeof e);
-  if (strlen(tok[0]) >= sizeof e.device || strlen(tok[1]) >= sizeof e.lib) return -1;
-  strcpy(e.device, tok[0]);
-  strcpy(e.lib, tok[1]);
+  if (!parse_tags(tok, e.device, e.lib)) return -1;
   const char *h = tok[2];
   if (strlen(h) != 16) return -1;
   for (int i = 0; i < 16; i++) {
@@ -456,13 +487,7 @@ int coda_fused_parse_line(const char *line, coda_fused_entry *out) {
     if (d < 0) return -1;
     e.key.program = e.key.program << 4 | (uint64_t)d;
   }
-  const int64_t dim_max = ((int64_t)1 << 31) - 1;
-  int64_t v[3];
-  for (int i = 0; i < 3; i++)
-    if (!parse_i64(tok[3 + i], 1, dim_max, &v[i])) return -1;
-  e.key.m = v[0];
-  e.key.n = v[1];
-  e.key.k = v[2];
+  if (!parse_mnk(tok + 3, &e.key.m, &e.key.n, &e.key.k)) return -1;
   if (!parse_layout(tok[6], &e.key.trans_a, &e.key.trans_b)) return -1;
   if (!parse_dtype(tok[7], &e.key.ab)) return -1;
   if (!parse_tile(tok[8], &e.key.tile_m, &e.key.tile_n)) return -1;
@@ -486,10 +511,7 @@ static int take_fused_line(void *cv, const char *line, int keep_memory) {
 }
 
 int coda_fused_cache_load(coda_fused_cache *c) {
-  if (c->loaded || !c->path[0]) return 0;
-  c->loaded = 1;
-  int bad = read_lines(c->path, take_fused_line, c, 1);
-  return bad < 0 ? 0 : bad;
+  return load_once(c->path, &c->loaded, take_fused_line, c);
 }
 
 static int format_fused(const void *c, int i, char *buf, size_t n) {
@@ -497,13 +519,10 @@ static int format_fused(const void *c, int i, char *buf, size_t n) {
 }
 
 coda_status coda_fused_cache_save(coda_context ctx, coda_fused_cache *c) {
-  if (!c->path[0]) return CODA_OK;
-  (void)read_lines(c->path, take_fused_line, c, 1); /* entries another process wrote meanwhile */
-  c->loaded = 1;
-  return write_atomic(ctx, c->path, "fusion tuning cache",
-                      "# coda fused GEMM step choices: device lib program M N K layout ab tile "
-                      "choice us_fused us_cooperative us_unfused",
-                      c->n, format_fused, c);
+  return merge_and_write(ctx, c->path, &c->loaded, take_fused_line, format_fused, c, &c->n,
+                         "fusion tuning cache",
+                         "# coda fused GEMM step choices: device lib program M N K layout ab tile "
+                         "choice us_fused us_cooperative us_unfused");
 }
 
 coda_fused_cache *coda_fused_tune_state(coda_context ctx) {

@@ -87,6 +87,30 @@ static coda_status check_config(coda_context ctx, const coda_gpt2_config *c) {
   return CODA_OK;
 }
 
+/* dx = dres + LN bwd(dz W) for LayerNorm n (1 or 2), with its gamma and
+ * beta gradients finished; the bias partials pr<n> are left to the caller.
+ * The statistics are mu<n>, rs<n> (folded: their rowsum partials), the row
+ * dots those of the GEMM that read the norm: s1<t>, s2<t> (folded: the
+ * partials p1<t>, p2<t>). */
+static void ln_backward(coda_plan p, int fold, int n, char t, const char *label, const char *dz,
+                        const char *w, const char *x, const char *dres, const char *dx, int64_t M,
+                        int64_t d, coda_tiling tl) {
+  const char *prog = fold ? "gpt2_ln_bwd_folded" : "gpt2_ln_bwd";
+  char stats[96], binds[320], name[24];
+  if (fold) snprintf(stats, sizeof stats, "psum=mu%d psq=rs%d p1=p1%c p2=p2%c", n, n, t, t);
+  else snprintf(stats, sizeof stats, "mu=mu%d rs=rs%d s1=s1%c s2=s2%c", n, n, t, t);
+  snprintf(binds, sizeof binds,
+           "x=%s dres=%s gamma=ln%d_g beta=ln%d_b %s invd=invd dx=%s post=post%d pg=pg%d pb=pb%d pr=pr%d",
+           x, dres, n, n, stats, dx, n, n, n, n);
+  plan_gemm(p, CODA_PHASE_BACKWARD, label, prog, CODA_N, dz, CODA_N, w, tl, binds);
+  snprintf(name, sizeof name, "dln%d_g", n);
+  snprintf(binds, sizeof binds, "pg=pg%d dgamma=%s", n, name);
+  plan_finish(p, CODA_PHASE_BACKWARD, name, prog, "dgamma", M, d, tl, binds);
+  snprintf(name, sizeof name, "dln%d_b", n);
+  snprintf(binds, sizeof binds, "pb=pb%d dbeta=%s", n, name);
+  plan_finish(p, CODA_PHASE_BACKWARD, name, prog, "dbeta", M, d, tl, binds);
+}
+
 coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
                                  coda_plan *out) {
   if (!out) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "gpt2: null output");
@@ -240,13 +264,8 @@ coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
     plan_finish(p, BW, "s2 (ln2)", "gpt2_gelu_bwd", "s2", M, F, tl, "p2=p2f s2=s2f");
   }
   plan_finish(p, BW, "dbfc", "gpt2_gelu_bwd", "db", M, F, tl, "pb=pbf db=dbfc");
-  plan_gemm(p, BW, "dx1 = dx_out + LN2 bwd(du Wfc)", lnb, CODA_N, "du", CODA_N, "wfc", tl,
-            fold ? "x=x1 dres=dx_out gamma=ln2_g beta=ln2_b psum=mu2 psq=rs2 p1=p1f p2=p2f "
-                   "invd=invd dx=dx1 post=post2 pg=pg2 pb=pb2 pr=pr2"
-                 : "x=x1 dres=dx_out gamma=ln2_g beta=ln2_b mu=mu2 rs=rs2 s1=s1f s2=s2f "
-                   "invd=invd dx=dx1 post=post2 pg=pg2 pb=pb2 pr=pr2");
-  plan_finish(p, BW, "dln2_g", lnb, "dgamma", M, d, tl, "pg=pg2 dgamma=dln2_g");
-  plan_finish(p, BW, "dln2_b", lnb, "dbeta", M, d, tl, "pb=pb2 dbeta=dln2_b");
+  ln_backward(p, fold, 2, 'f', "dx1 = dx_out + LN2 bwd(du Wfc)", "du", "wfc", "x1", "dx_out", "dx1",
+              M, d, tl);
   plan_finish(p, BW, "dbo = colsum(dx1)", lnb, "dbias", M, d, tl, "pr=pr2 dbias=dbo");
   plan_matmul(p, BW, "dWfc = du^T LN2(x1)", CODA_T, "du", CODA_N, "post2", "dwfc", 1.0f, 0);
   plan_matmul(p, BW, "dWo = dx1^T o", CODA_T, "dx1", CODA_N, "o", "dwo", 1.0f, 0);
@@ -259,13 +278,8 @@ coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
     plan_finish(p, BW, "s2 (ln1)", "gpt2_qkv_dots", "s2", M, N3, tl, "p2=p2q s2=s2q");
   }
   plan_finish(p, BW, "dbqkv", "gpt2_qkv_dots", "db", M, N3, tl, "pb=pbq db=dbqkv");
-  plan_gemm(p, BW, "dx = dx1 + LN1 bwd(dqkv Wqkv)", lnb, CODA_N, "dqkv", CODA_N, "wqkv", tl,
-            fold ? "x=x dres=dx1 gamma=ln1_g beta=ln1_b psum=mu1 psq=rs1 p1=p1q p2=p2q "
-                   "invd=invd dx=dx post=post1 pg=pg1 pb=pb1 pr=pr1"
-                 : "x=x dres=dx1 gamma=ln1_g beta=ln1_b mu=mu1 rs=rs1 s1=s1q s2=s2q "
-                   "invd=invd dx=dx post=post1 pg=pg1 pb=pb1 pr=pr1");
-  plan_finish(p, BW, "dln1_g", lnb, "dgamma", M, d, tl, "pg=pg1 dgamma=dln1_g");
-  plan_finish(p, BW, "dln1_b", lnb, "dbeta", M, d, tl, "pb=pb1 dbeta=dln1_b");
+  ln_backward(p, fold, 1, 'q', "dx = dx1 + LN1 bwd(dqkv Wqkv)", "dqkv", "wqkv", "x", "dx1", "dx",
+              M, d, tl);
   plan_matmul(p, BW, "dWqkv = dqkv^T LN1(x)", CODA_T, "dqkv", CODA_N, "post1", "dwqkv", 1.0f,
               0);
 

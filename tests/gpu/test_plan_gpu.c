@@ -33,6 +33,7 @@
 #include "cuda/epi_codegen.h"
 #include "cuda/gplan.h"
 #include "nn/plan.h"
+#include "plan_test_util.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -66,35 +67,21 @@ typedef enum { KIND_LLAMA, KIND_HEAD, KIND_GPT2, KIND_LLAMA_FOLD, KIND_HEAD_FOLD
 static int is_fold(plan_kind k) { return k >= KIND_LLAMA_FOLD; }
 static plan_kind base_kind(plan_kind k) { return is_fold(k) ? (plan_kind)(k - KIND_LLAMA_FOLD) : k; }
 
+static pt_kind pt_kind_of(plan_kind k) {
+  k = base_kind(k);
+  return k == KIND_GPT2 ? PT_GPT2_BLOCK : k == KIND_HEAD ? PT_LLAMA_HEAD : PT_LLAMA_BLOCK;
+}
+
+/* M = 192: a partial 128-row tile; vocab not a multiple of the 128-column
+ * tile; head_dim 64 (GPT-2 too: 256 / 4). */
+static const pt_shape kShape = {.dim = 256, .n_heads = 4, .n_kv_heads = 2, .head_dim = 64, .ffn_dim = 384,
+                                .vocab = 1000, .batch = 2, .seq = 96, .gpt2_ffn_dim = 512};
+
 /* grad_act: the GEMM weights' gradients in bf16 (CODA_*_GRAD_ACT) */
 static coda_status make_plan_g(coda_context ctx, plan_kind k, int f64, int grad_act,
                                coda_plan *out) {
-  const int fold = is_fold(k);
-  k = base_kind(k);
-  if (k == KIND_GPT2) {
-    coda_gpt2_config c = coda_gpt2_default_config();
-    c.dim = 256;
-    c.n_heads = 4; /* head_dim 64 */
-    c.ffn_dim = 512;
-    c.batch = 2;
-    c.seq = 96;
-    c.dtype = f64 ? CODA_F64 : CODA_BF16;
-    c.flags = (fold ? CODA_GPT2_FOLD : 0) | (grad_act ? CODA_GPT2_GRAD_ACT : 0);
-    return coda_gpt2_block_plan(ctx, &c, out);
-  }
-  coda_llama_config c = coda_llama_default_config();
-  c.dim = 256;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.head_dim = 64;
-  c.ffn_dim = 384;
-  c.vocab = 1000; /* not a multiple of the 128-column tile */
-  c.batch = 2;
-  c.seq = 96; /* M = 192: a partial 128-row tile */
-  c.rope_theta = 10000.0;
-  c.dtype = f64 ? CODA_F64 : CODA_BF16;
-  c.flags = (fold ? CODA_LLAMA_FOLD : 0) | (grad_act ? CODA_LLAMA_GRAD_ACT : 0);
-  return k == KIND_HEAD ? coda_llama_head_plan(ctx, &c, out) : coda_llama_block_plan(ctx, &c, out);
+  return pt_build(ctx, pt_kind_of(k), &kShape, f64 ? CODA_F64 : CODA_BF16, (coda_tiling){0, 0},
+                  (is_fold(k) ? PT_FOLD : 0) | (grad_act ? PT_GRAD_ACT : 0), out);
 }
 static coda_status make_plan(coda_context ctx, plan_kind k, int f64, coda_plan *out) {
   return make_plan_g(ctx, k, f64, 0, out);
@@ -115,20 +102,10 @@ static int precompile(void) {
   int n = 0, bad = 0;
   for (int k = 0; k < NKINDS; k++) {
     coda_plan p;
-    /* the CPU plan with the GPU's tiling: the same programs and operand layouts */
-    coda_status s;
-    if (base_kind(k) == KIND_GPT2) {
-      coda_gpt2_config c = coda_gpt2_default_config();
-      c.dim = 256, c.n_heads = 4, c.ffn_dim = 512, c.batch = 2, c.seq = 96;
-      c.tiling.tile_m = CODA_EPI_TILE_M, c.tiling.tile_n = CODA_EPI_BN;
-      c.flags = is_fold(k) ? CODA_GPT2_FOLD : 0;
-      s = coda_gpt2_block_plan(ctx, &c, &p);
-    } else {
-      coda_llama_config c = coda_llama_default_config();
-      c.tiling.tile_m = CODA_EPI_TILE_M, c.tiling.tile_n = CODA_EPI_BN;
-      c.flags = is_fold(k) ? CODA_LLAMA_FOLD : 0;
-      s = base_kind(k) == KIND_HEAD ? coda_llama_head_plan(ctx, &c, &p) : coda_llama_block_plan(ctx, &c, &p);
-    }
+    /* the CPU plan with the GPU's tiling: the same programs and operand
+     * layouts (GPT-2 at the test's sizes, Llama-3 at the default ones) */
+    coda_status s = pt_build(ctx, pt_kind_of(k), base_kind(k) == KIND_GPT2 ? &kShape : NULL, CODA_BF16,
+                             (coda_tiling){CODA_EPI_TILE_M, CODA_EPI_BN}, is_fold(k) ? PT_FOLD : 0, &p);
     if (s != CODA_OK) {
       printf("%s: %s\n", kind_name(k), coda_last_error(ctx));
       bad++;
@@ -239,8 +216,28 @@ static double *make_values(const plan_buf *b, int64_t vocab) {
   return v;
 }
 
-static int is_result(const plan_buf *b) {
-  return b->role == PLAN_ROLE_OUTPUT || b->role == PLAN_ROLE_GRAD;
+/* The same random values (make_values) into every input and weight of n
+ * plans built alike, plan p[i] on context ctx[i]; the buffer list walked is
+ * that of `walk`, one of them. A failure names ctx[0]'s error. */
+static void put_inputs(plan_kind k, coda_plan walk, int n, const coda_context *ctx,
+                       const coda_plan *p) {
+  int64_t vocab = 0;
+  {
+    int it = plan_find(walk, "wout");
+    if (it >= 0) vocab = walk->bufs[it].rows;
+  }
+  for (int i = 0; i < walk->nbuf; i++) {
+    const plan_buf *b = &walk->bufs[i];
+    if (b->role != PLAN_ROLE_INPUT && b->role != PLAN_ROLE_PARAM) continue;
+    if (!strcmp(b->name, "h1") || !strcmp(b->name, "rstd1") || !strcmp(b->name, "h") ||
+        !strcmp(b->name, "rstd"))
+      continue; /* chaining inputs (not used without the flags) */
+    double *v = make_values(b, vocab);
+    int ok = v != NULL;
+    for (int j = 0; j < n && ok; j++) ok = put(ctx[j], p[j], b->name, v) == CODA_OK;
+    EXPECT(ok, "%s: setting '%s': %s", kind_name(k), b->name, coda_last_error(ctx[0]));
+    free(v);
+  }
 }
 
 static double tol_for(plan_kind k, const plan_buf *b) {
@@ -297,23 +294,7 @@ static void check_kind(plan_kind k, coda_context gpu, coda_context cpu, coda_con
            coda_last_error(cpu), coda_last_error(f64));
     goto out;
   }
-  int64_t vocab = 0;
-  {
-    int it = plan_find(pc, "wout");
-    if (it >= 0) vocab = pc->bufs[it].rows;
-  }
-  for (int i = 0; i < pc->nbuf; i++) {
-    const plan_buf *b = &pc->bufs[i];
-    if (b->role != PLAN_ROLE_INPUT && b->role != PLAN_ROLE_PARAM) continue;
-    if (!strcmp(b->name, "h1") || !strcmp(b->name, "rstd1") || !strcmp(b->name, "h") ||
-        !strcmp(b->name, "rstd"))
-      continue; /* chaining inputs (not used without the flags) */
-    double *v = make_values(b, vocab);
-    EXPECT(v && put(gpu, pg, b->name, v) == CODA_OK && put(cpu, pc, b->name, v) == CODA_OK &&
-               put(f64, pd, b->name, v) == CODA_OK,
-           "%s: setting '%s': %s", kind_name(k), b->name, coda_last_error(gpu));
-    free(v);
-  }
+  put_inputs(k, pc, 3, (const coda_context[]){gpu, cpu, f64}, (const coda_plan[]){pg, pc, pd});
   int ok_gpu = run_both(gpu, pg);
   EXPECT(ok_gpu, "%s: GPU run", kind_name(k));
   EXPECT(run_both(cpu, pc), "%s: CPU run", kind_name(k));
@@ -322,7 +303,7 @@ static void check_kind(plan_kind k, coda_context gpu, coda_context cpu, coda_con
   printf("  %-8s %12s %12s %12s %8s %8s\n", "tensor", "e_gpu", "e_cpu", "rms(ref)", "gpu/cpu", "tol a");
   for (int i = 0; i < pc->nbuf; i++) {
     const plan_buf *b = &pc->bufs[i];
-    if (!is_result(b)) continue;
+    if (!pt_is_result(b)) continue;
     int64_t n1 = 0, n2 = 0, n3 = 0;
     double *g = fetch(gpu, pg, b->name, &n1), *c = fetch(cpu, pc, b->name, &n2),
            *r = fetch(f64, pd, b->name, &n3);
@@ -352,14 +333,14 @@ static void check_kind(plan_kind k, coda_context gpu, coda_context cpu, coda_con
     void *first[64];
     size_t bytes[64];
     for (int i = 0; i < pg->nbuf && nres < 64; i++)
-      if (is_result(&pg->bufs[i])) {
+      if (pt_is_result(&pg->bufs[i])) {
         first[nres] = fetch_raw(gpu, pg, pg->bufs[i].name, &bytes[nres]);
         nres++;
       }
     EXPECT(run_both(gpu, pg), "%s: second GPU run", kind_name(k));
     int j = 0, same = 1;
     for (int i = 0; i < pg->nbuf && j < nres; i++)
-      if (is_result(&pg->bufs[i])) {
+      if (pt_is_result(&pg->bufs[i])) {
         size_t nb = 0;
         void *again = fetch_raw(gpu, pg, pg->bufs[i].name, &nb);
         if (!first[j] || !again || nb != bytes[j] || memcmp(first[j], again, nb)) {
@@ -382,14 +363,14 @@ static void check_kind(plan_kind k, coda_context gpu, coda_context cpu, coda_con
     size_t bytes[64];
     int ok = coda_plan_set_fused(pg, fused) == CODA_OK && run_both(gpu, pg);
     for (int i = 0; ok && i < pg->nbuf && nres < 64; i++)
-      if (is_result(&pg->bufs[i]) || pg->bufs[i].role == PLAN_ROLE_SAVED) {
+      if (pt_is_result(&pg->bufs[i]) || pg->bufs[i].role == PLAN_ROLE_SAVED) {
         ref[nres] = fetch_raw(gpu, pg, pg->bufs[i].name, &bytes[nres]);
         nres++;
       }
     ok = ok && coda_plan_set_share_temps(pg, 0) == CODA_OK && run_both(gpu, pg);
     EXPECT(ok, "%s: runs with sharing on and off (%s)", kind_name(k), fused ? "fused" : "unfused");
     for (int i = 0, j = 0; i < pg->nbuf && j < nres; i++)
-      if (is_result(&pg->bufs[i]) || pg->bufs[i].role == PLAN_ROLE_SAVED) {
+      if (pt_is_result(&pg->bufs[i]) || pg->bufs[i].role == PLAN_ROLE_SAVED) {
         size_t nb = 0;
         void *off = ok ? fetch_raw(gpu, pg, pg->bufs[i].name, &nb) : NULL;
         if (!ref[j] || !off || nb != bytes[j] || memcmp(ref[j], off, nb)) {
@@ -429,22 +410,7 @@ static void check_grad_act(plan_kind k, coda_context gpu) {
     EXPECT(0, "%s: building the plans: %s", kind_name(k), coda_last_error(gpu));
     goto out;
   }
-  int64_t vocab = 0;
-  {
-    int it = plan_find(pf, "wout");
-    if (it >= 0) vocab = pf->bufs[it].rows;
-  }
-  for (int i = 0; i < pf->nbuf; i++) {
-    const plan_buf *b = &pf->bufs[i];
-    if (b->role != PLAN_ROLE_INPUT && b->role != PLAN_ROLE_PARAM) continue;
-    if (!strcmp(b->name, "h1") || !strcmp(b->name, "rstd1") || !strcmp(b->name, "h") ||
-        !strcmp(b->name, "rstd"))
-      continue;
-    double *v = make_values(b, vocab);
-    EXPECT(v && put(gpu, pf, b->name, v) == CODA_OK && put(gpu, pb, b->name, v) == CODA_OK,
-           "%s: setting '%s': %s", kind_name(k), b->name, coda_last_error(gpu));
-    free(v);
-  }
+  put_inputs(k, pf, 2, (const coda_context[]){gpu, gpu}, (const coda_plan[]){pf, pb});
   if (!run_both(gpu, pf) || !run_both(gpu, pb)) {
     EXPECT(0, "%s: GPU runs", kind_name(k));
     goto out;
@@ -452,7 +418,7 @@ static void check_grad_act(plan_kind k, coda_context gpu) {
   int nsame = 0, ngrad = 0;
   for (int i = 0; i < pf->nbuf; i++) {
     const plan_buf *b = &pf->bufs[i];
-    if (!is_result(b)) continue;
+    if (!pt_is_result(b)) continue;
     const int j = plan_find(pb, b->name);
     if (j < 0) {
       EXPECT(0, "%s: '%s' missing with the flag", kind_name(k), b->name);
