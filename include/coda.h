@@ -288,7 +288,14 @@ coda_status coda_args_set(coda_args a, const char *name, const coda_tensor *t);
 void coda_args_clear(coda_args a);
 
 /* acc = op(A) · op(B), op(A) M x K, op(B) K x N, then `program` runs on acc.
- * A program of NULL stores acc into the argument named "D". */
+ * A program of NULL stores acc into the argument named "D".
+ * Written tensors may not overlap each other, A, B or any input
+ * (CODA_ERR_ALIAS), with one exception, in place: an output without
+ * `accumulate` may be the very same view as a tile input (same data, ld,
+ * rows, cols and dtype, and the same width: both standard, both x2 or
+ * both half). Every iteration point reads its inputs before its outputs
+ * are written, and a point's outputs touch only its own position, so the
+ * output simply replaces the input. The same holds for coda_map. */
 coda_status coda_gemm_epilogue(coda_context ctx, coda_program program,
                                coda_transpose trans_a, const coda_tensor *A,
                                coda_transpose trans_b, const coda_tensor *B,
@@ -308,7 +315,8 @@ coda_status coda_finish(coda_context ctx, coda_program program,
                         coda_tiling tiling);
 
 /* Runs a program that does not read `acc` over an M x N domain (no GEMM):
- * elementwise passes such as a RoPE backward or a cross-entropy backward. */
+ * elementwise passes such as a RoPE backward or a cross-entropy backward.
+ * An output may overwrite a tile input in place (coda_gemm_epilogue). */
 coda_status coda_map(coda_context ctx, coda_program program, int64_t M,
                      int64_t N, coda_args args, coda_tiling tiling);
 
@@ -482,11 +490,22 @@ coda_status coda_plan_tune_fusion(coda_context ctx, coda_plan p, int iters, int 
  *                        block's gradient memory. The norm-weight
  *                        gradients stay f32; in exact mode (f64) nothing
  *                        changes. Off by default (a trainer with fp32
- *                        master weights wants f32 gradients). */
+ *                        master weights wants f32 gradients).
+ *   CODA_LLAMA_INPLACE   the SwiGLU backward writes dz (M, 2 ffn) in place
+ *                        over the saved z it reads last (an output that is
+ *                        the very same view as a tile input,
+ *                        coda_gemm_epilogue), so dz needs no memory of its
+ *                        own: the backward's peak memory drops by
+ *                        M x 2 ffn activations. Results are bit-identical.
+ *                        The backward consumes the saved z: a second
+ *                        backward needs a new forward first (like a
+ *                        framework freeing saved tensors after backward).
+ *                        No effect on the head. Off by default. */
 #define CODA_LLAMA_NORM_IN 1u
 #define CODA_LLAMA_NORM_OUT 2u
 #define CODA_LLAMA_FOLD 4u
 #define CODA_LLAMA_GRAD_ACT 8u
+#define CODA_LLAMA_INPLACE 16u
 typedef struct coda_llama_config {
   int64_t dim, n_heads, n_kv_heads, head_dim, ffn_dim, vocab;
   int64_t batch, seq;
@@ -494,7 +513,7 @@ typedef struct coda_llama_config {
   coda_dtype dtype;    /* CODA_BF16 or CODA_F64 */
   coda_tiling tiling;  /* partial-reduction tiling; {0, 0} = 64 x 64 */
   unsigned flags;      /* CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT | CODA_LLAMA_FOLD |
-                          CODA_LLAMA_GRAD_ACT */
+                          CODA_LLAMA_GRAD_ACT | CODA_LLAMA_INPLACE */
 } coda_llama_config;
 
 /* A small default configuration (dim 64, heads 4/2, head_dim 16, ffn 128,

@@ -14,7 +14,8 @@ typedef enum { PT_LLAMA_BLOCK, PT_LLAMA_HEAD, PT_GPT2_BLOCK } pt_kind;
 enum {
   PT_FOLD = 1u,     /* CODA_LLAMA_FOLD, CODA_GPT2_FOLD */
   PT_GRAD_ACT = 2u, /* CODA_LLAMA_GRAD_ACT, CODA_GPT2_GRAD_ACT */
-  PT_NORM_OUT = 4u  /* CODA_LLAMA_NORM_OUT (the Llama-3 block only) */
+  PT_NORM_OUT = 4u, /* CODA_LLAMA_NORM_OUT (the Llama-3 block only) */
+  PT_INPLACE = 8u   /* CODA_LLAMA_INPLACE (the Llama-3 block only) */
 };
 
 /* Sizes of a test's plans: the Llama-3 ones, and GPT-2 with the same dim,
@@ -78,7 +79,7 @@ static inline coda_status pt_build(coda_context ctx, pt_kind kind, const pt_shap
   c.dtype = dt;
   c.tiling = tl;
   c.flags = ((flags & PT_FOLD) ? CODA_LLAMA_FOLD : 0) | ((flags & PT_GRAD_ACT) ? CODA_LLAMA_GRAD_ACT : 0) |
-            ((flags & PT_NORM_OUT) ? CODA_LLAMA_NORM_OUT : 0);
+            ((flags & PT_NORM_OUT) ? CODA_LLAMA_NORM_OUT : 0) | ((flags & PT_INPLACE) ? CODA_LLAMA_INPLACE : 0);
   return kind == PT_LLAMA_HEAD ? coda_llama_head_plan(ctx, &c, out) : coda_llama_block_plan(ctx, &c, out);
 }
 

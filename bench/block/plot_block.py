@@ -20,6 +20,8 @@ grad_bf16) still parse. Rows of `coda bench block --grad-bf16` (grad_bf16 =
 that have a default row of the same config (and fold) give that row a
 column "peak MiB (bf16 weight grads)" (their fused peak, else the tuned
 one) and a memory bar; without such a row they are rows of their own.
+Rows of `coda bench block --inplace` (inplace = 1: the Llama dz written
+over the saved z) are rows of their own, marked "in place".
 
 The older form, `plot_block.py RESULTS_MD [OUT_PNG]`, redraws the chart of
 bench/results/gpu-2026-11-30.md from its "One Llama-3 block" table.
@@ -66,20 +68,23 @@ def rows_from_logs(a):
         # a log may hold several runs (header lines repeated): skip those
         recs = [r for r in csv.DictReader(fh) if r.get("config") and r["config"] != "config"]
     # (config, fold) -> the row of a run with bf16 weight gradients
-    grad = {(r["config"], flag(r, "fold")): r for r in recs if flag(r, "grad_bf16")}
-    plain = {(r["config"], flag(r, "fold")) for r in recs if not flag(r, "grad_bf16")}
+    def key_of(r):
+        return (r["config"], flag(r, "fold"), flag(r, "inplace"))
+    grad = {key_of(r): r for r in recs if flag(r, "grad_bf16")}
+    plain = {key_of(r) for r in recs if not flag(r, "grad_bf16")}
     for r in recs:
-        key = (r["config"], flag(r, "fold"))
+        key = key_of(r)
         own_grad = flag(r, "grad_bf16")
         if own_grad and key in plain:
             continue  # shown as a column of the default row
         g = r if own_grad else grad.get(key)
         t = r["torch_name"]
         b, p = base.get(t, {}), peak.get(t, {})
-        extra = (", folded" if key[1] else "") + (", bf16 weight grads" if own_grad else "")
+        extra = ((", folded" if key[1] else "") + (", in place" if key[2] else "")
+                 + (", bf16 weight grads" if own_grad else ""))
         gpeak = None if g is None else num(g.get("fused_peak_mib")) or num(g.get("tuned_peak_mib"))
         rows.append({
-            "name": r["config"] + (" (folded)" if key[1] else ""),
+            "name": r["config"] + (" (folded)" if key[1] else "") + (" (in place)" if key[2] else ""),
             "title": f"{r['config']} ({'GPT-2' if r['arch'] == 'gpt2' else 'Llama'} d {r['d']}, "
                      f"ffn {r['ffn']}, {r['heads']}/{r['kv_heads']} heads, {r['batch']}x{r['seq']}"
                      f"{extra})",

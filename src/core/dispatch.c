@@ -228,16 +228,43 @@ static coda_status bind_one(coda_context ctx, const struct coda_program_s *p, co
   return CODA_OK;
 }
 
-/* No written tensor may overlap another written tensor or a read one. */
-static coda_status check_alias(coda_context ctx, const coda_tensor **w, const char **wn, int nw,
-                               const coda_tensor **r, const char **rn, int nr) {
+/* One tensor a run reads or writes, for the overlap check. `inplace`:
+ * a tile input (read) or a non-accumulating output (written), the two
+ * kinds that may be the very same view. */
+typedef struct io_ref {
+  const coda_tensor *t;
+  const char *name;
+  int inplace;
+  coda_width width;
+} io_ref;
+
+static int same_view(const coda_tensor *a, const coda_tensor *b) {
+  return a->data == b->data && a->dtype == b->dtype && a->rows == b->rows && a->cols == b->cols &&
+         a->ld == b->ld;
+}
+
+/* No written tensor may overlap another written tensor or a read one,
+ * except in place: an output (not accumulate) that is the very same view
+ * as a tile input of the same width. Every iteration point reads all its
+ * inputs before its outputs are stored, and an output of a point touches
+ * only that point's position, which is exactly where the identical input
+ * is read; no other point reads it (both backends, docs/design.md). */
+static coda_status check_alias(coda_context ctx, const io_ref *w, int nw, const io_ref *r, int nr) {
   for (int i = 0; i < nw; i++) {
     for (int j = i + 1; j < nw; j++)
-      if (coda_tensors_overlap(w[i], w[j]))
-        return coda_fail(ctx, CODA_ERR_ALIAS, "'%s' and '%s' overlap (both are written)", wn[i], wn[j]);
-    for (int j = 0; j < nr; j++)
-      if (coda_tensors_overlap(w[i], r[j]))
-        return coda_fail(ctx, CODA_ERR_ALIAS, "'%s' (written) overlaps '%s' (read)", wn[i], rn[j]);
+      if (coda_tensors_overlap(w[i].t, w[j].t))
+        return coda_fail(ctx, CODA_ERR_ALIAS, "'%s' and '%s' overlap (both are written)",
+                         w[i].name, w[j].name);
+    for (int j = 0; j < nr; j++) {
+      if (!coda_tensors_overlap(w[i].t, r[j].t)) continue;
+      if (w[i].inplace && r[j].inplace && w[i].width == r[j].width && same_view(w[i].t, r[j].t))
+        continue; /* in place */
+      return coda_fail(ctx, CODA_ERR_ALIAS,
+                       "'%s' (written) overlaps '%s' (read); only in place is allowed: an output "
+                       "without accumulate that is the very same view (data, ld, rows, cols, "
+                       "dtype) as a tile input of the same width",
+                       w[i].name, r[j].name);
+    }
   }
   return CODA_OK;
 }
@@ -255,33 +282,29 @@ static coda_status prepare_program(coda_context ctx, coda_program p, coda_args a
   if (p->pair_mode && N % 2)
     return coda_fail(ctx, CODA_ERR_SHAPE, "pair mode needs an even N, found %lld", (long long)N);
   if ((s = reject_unknown(ctx, p, a))) return s;
-  const coda_tensor *rd[MAX_TENSORS], *wr[MAX_TENSORS];
-  const char *rdn[MAX_TENSORS], *wrn[MAX_TENSORS];
+  io_ref rd[MAX_TENSORS], wr[MAX_TENSORS];
   int nr = 0, nw = 0;
-  if (A) { rd[nr] = A; rdn[nr++] = "A"; }
-  if (B) { rd[nr] = B; rdn[nr++] = "B"; }
+  if (A) rd[nr++] = (io_ref){A, "A", 0, CODA_WIDTH_FULL};
+  if (B) rd[nr++] = (io_ref){B, "B", 0, CODA_WIDTH_FULL};
   for (int i = 0; i < p->ninputs; i++) {
     const ir_input *in = &p->inputs[i];
     if ((s = bind_one(ctx, p, a, in->name, in->kind, in->dtype, 0, M, N, tl, &job->inputs[i]))) return s;
-    rd[nr] = job->inputs[i];
-    rdn[nr++] = in->name;
+    rd[nr++] = (io_ref){job->inputs[i], in->name, in->kind == CODA_ARG_TILE, in->width};
   }
   for (int i = 0; i < p->noutputs; i++) {
     const ir_output *o = &p->outputs[i];
     if (o->dtype == CODA_I32)
       return coda_fail(ctx, CODA_ERR_DTYPE, "output '%s': i32 outputs are not supported", o->name);
     if ((s = bind_one(ctx, p, a, o->name, CODA_ARG_OUTPUT, o->dtype, 0, M, N, tl, &job->outputs[i]))) return s;
-    wr[nw] = job->outputs[i];
-    wrn[nw++] = o->name;
+    wr[nw++] = (io_ref){job->outputs[i], o->name, !o->accumulate, o->width};
   }
   for (int i = 0; i < p->nreduces; i++) {
     const ir_reduce *r = &p->reduces[i];
     if ((s = bind_one(ctx, p, a, r->name, CODA_ARG_PARTIAL, CODA_F32, 1, M, N, tl, &job->partials[i])))
       return s;
-    wr[nw] = job->partials[i];
-    wrn[nw++] = r->name;
+    wr[nw++] = (io_ref){job->partials[i], r->name, 0, CODA_WIDTH_FULL};
   }
-  if ((s = check_alias(ctx, wr, wrn, nw, rd, rdn, nr))) return s;
+  if ((s = check_alias(ctx, wr, nw, rd, nr))) return s;
   job->prog = p;
   job->M = M;
   job->N = N;

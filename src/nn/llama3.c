@@ -41,7 +41,11 @@
  *
  * CODA_LLAMA_GRAD_ACT: dwqkv, dwo, dwgu, dwd (head: dwout) are of the
  * activation dtype; the steps are the same (the plain weight-gradient
- * GEMMs round their fp32 sums once into them). */
+ * GEMMs round their fp32 sums once into them).
+ *
+ * CODA_LLAMA_INPLACE: dz is an alias of z (plan_buffer_alias): the SwiGLU
+ * backward step (fused, unfused, or the exact-mode map) writes dz over the
+ * saved z it reads, so dz takes no arena slot. */
 #include "nn/plan.h"
 
 #include "core/internal.h"
@@ -106,7 +110,8 @@ static coda_status check_config(coda_context ctx, const coda_llama_config *c, in
       return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "llama config: too many heads");
   }
   if (c->flags &
-      ~(CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT | CODA_LLAMA_FOLD | CODA_LLAMA_GRAD_ACT))
+      ~(CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT | CODA_LLAMA_FOLD | CODA_LLAMA_GRAD_ACT |
+        CODA_LLAMA_INPLACE))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "llama config: unknown flags 0x%x",
                      c->flags);
   if (head && (c->flags & CODA_LLAMA_NORM_OUT))
@@ -266,6 +271,8 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   plan_buffer(p, "y", act, M, F, PLAN_ROLE_TEMP);
   /* backward temporaries */
   plan_buffer(p, "dz", act, M, 2 * F, PLAN_ROLE_TEMP);
+  /* in place: the SwiGLU backward (z's last reader) writes dz over z */
+  if (c.flags & CODA_LLAMA_INPLACE) plan_buffer_alias(p, "dz", "z");
   plan_buffer(p, "y_re", act, M, F, PLAN_ROLE_TEMP);
   if (!fold) plan_buffer(p, "zdz2", st, M, 1, PLAN_ROLE_TEMP);
   plan_buffer(p, "dx1", act, M, D, PLAN_ROLE_TEMP);

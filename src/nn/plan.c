@@ -139,7 +139,48 @@ int plan_buffer(coda_plan p, const char *name, coda_dtype dtype, int64_t rows,
   b->role = role;
   b->live_first = b->live_last = -1;
   b->arena_off = -1;
+  b->alias = -1;
   return p->nbuf++;
+}
+
+int plan_storage(coda_plan p, int i) {
+  return i >= 0 && p->bufs[i].alias >= 0 ? p->bufs[i].alias : i;
+}
+
+static int is_alias_target(coda_plan p, int i) {
+  for (int k = 0; k < p->nbuf; k++)
+    if (p->bufs[k].alias == i) return 1;
+  return 0;
+}
+
+void plan_buffer_alias(coda_plan p, const char *name, const char *target) {
+  if (!p || p->status != CODA_OK) return;
+  const int i = plan_find(p, name), t = plan_find(p, target);
+  if (i < 0 || t < 0) {
+    plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "alias: unknown buffer '%s'",
+              i < 0 ? (name ? name : "(null)") : target ? target : "(null)");
+    return;
+  }
+  plan_buf *b = &p->bufs[i];
+  const plan_buf *u = &p->bufs[t];
+  if (i == t || b->alias >= 0 || u->alias >= 0 || is_alias_target(p, i) || is_alias_target(p, t)) {
+    plan_fail(p, CODA_ERR_INVALID_ARGUMENT,
+              "alias '%s' -> '%s': a buffer takes part in at most one alias, not with itself",
+              name, target);
+    return;
+  }
+  if (b->dtype != u->dtype || b->rows != u->rows || b->cols != u->cols) {
+    plan_fail(p, CODA_ERR_SHAPE, "alias '%s' (%lld x %lld %s) -> '%s' (%lld x %lld %s): shape and "
+              "dtype must be the same", name, (long long)b->rows, (long long)b->cols,
+              coda_dtype_name(b->dtype), target, (long long)u->rows, (long long)u->cols,
+              coda_dtype_name(u->dtype));
+    return;
+  }
+  if (b->init || b->data) {
+    plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "alias '%s': it has initial values or memory already", name);
+    return;
+  }
+  b->alias = t;
 }
 
 void plan_buffer_init(coda_plan p, const char *name, const double *values) {
@@ -513,6 +554,15 @@ static coda_status alloc_device(coda_plan p, plan_buf *b) {
 static coda_status arena_alloc(coda_plan p);
 
 static coda_status alloc_one(coda_plan p, plan_buf *b) {
+  if (b->alias >= 0) { /* the target's memory, as it is now */
+    plan_buf *t = &p->bufs[b->alias];
+    coda_status s = alloc_one(p, t);
+    if (s != CODA_OK) return s;
+    b->data = t->data;
+    b->ld = t->ld;
+    b->owned = 0;
+    return CODA_OK;
+  }
   if (b->data) return CODA_OK;
   if (b->role == PLAN_ROLE_TEMP && !p->arena_live) { /* it may live in the arena */
     coda_status s = arena_alloc(p);
@@ -570,6 +620,10 @@ coda_status coda_plan_bind(coda_plan p, const char *name, const coda_tensor *t) 
   coda_status s = coda_check_tensor(p->ctx, name, t);
   if (s != CODA_OK) return s;
   plan_buf *b = &p->bufs[i];
+  if (b->alias >= 0)
+    return coda_fail(p->ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "plan '%s': '%s' lives in '%s''s memory (in place); bind '%s' instead",
+                     p->name, name, p->bufs[b->alias].name, p->bufs[b->alias].name);
   if (t->dtype != b->dtype || t->rows != b->rows || t->cols != b->cols)
     return coda_fail(p->ctx, CODA_ERR_SHAPE,
                      "plan '%s': binding '%s' as %lld x %lld %s, the plan needs %lld x %lld %s",
@@ -773,8 +827,9 @@ coda_status plan_layout(coda_plan p) {
   plan_interval *iv = calloc((size_t)nb + (size_t)n + 1, sizeof *iv);
   size_t *off = malloc(((size_t)nb + (size_t)n + 1) * sizeof *off);
   int *who = malloc(((size_t)nb + (size_t)n + 1) * sizeof *who); /* buffer, or -1 - step */
+  int *aw = malloc(((size_t)nb + 1) * sizeof *aw); /* per target: step its alias is first written */
   coda_status st = CODA_OK;
-  if (!order || !first || !last || !use0 || !phases || !iv || !off || !who) {
+  if (!order || !first || !last || !use0 || !phases || !iv || !off || !who || !aw) {
     st = coda_fail(p->ctx, CODA_ERR_OUT_OF_MEMORY, "plan '%s': out of memory", p->name);
     goto done;
   }
@@ -783,11 +838,28 @@ coda_status plan_layout(coda_plan p) {
   for (int ph = 0; ph < 2; ph++)
     for (int k = 0; k < n; k++)
       if ((int)p->steps[k].phase == ph) order[q++] = k;
-  for (int i = 0; i < nb; i++) first[i] = last[i] = -1;
+  for (int i = 0; i < nb; i++) first[i] = last[i] = aw[i] = -1;
   for (q = 0; q < n; q++) {
     int buf[PLAN_MAX_REFS], use[PLAN_MAX_REFS];
     const plan_step *s = &p->steps[order[q]];
     const int nr = step_refs(p, s, buf, use);
+    /* in place: once an alias is written, its target's old contents are
+     * gone, so no later step may read the target */
+    for (int r = 0; r < nr; r++)
+      if ((use[r] & REF_READ) && aw[buf[r]] >= 0 && aw[buf[r]] < q) {
+        int a = 0;
+        while (a < nb - 1 && p->bufs[a].alias != buf[r]) a++;
+        st = coda_fail(p->ctx, CODA_ERR_ALIAS,
+                       "plan '%s': step %d (%s) reads '%s' after step %d wrote '%s' in its "
+                       "memory (in place)",
+                       p->name, order[q], s->label, p->bufs[buf[r]].name, order[aw[buf[r]]],
+                       p->bufs[a].name);
+        goto done;
+      }
+    for (int r = 0; r < nr; r++) {
+      const int t = p->bufs[buf[r]].alias;
+      if (t >= 0 && (use[r] & REF_WRITE) && aw[t] < 0) aw[t] = q;
+    }
     for (int r = 0; r < nr; r++) {
       const int b = buf[r];
       if (first[b] < 0) first[b] = q, use0[b] = use[r];
@@ -798,6 +870,15 @@ coda_status plan_layout(coda_plan p) {
   for (int i = 0; i < nb; i++) {
     p->bufs[i].live_first = first[i] < 0 ? -1 : order[first[i]];
     p->bufs[i].live_last = last[i] < 0 ? -1 : order[last[i]];
+  }
+  /* an alias's references are its target's (the same memory) */
+  for (int i = 0; i < nb; i++) {
+    const int t = p->bufs[i].alias;
+    if (t < 0 || first[i] < 0) continue;
+    if (first[t] < 0 || first[i] < first[t]) first[t] = first[i], use0[t] = use0[i];
+    else if (first[i] == first[t]) use0[t] |= use0[i];
+    if (last[i] > last[t]) last[t] = last[i];
+    phases[t] |= phases[i];
   }
   if (p->arena_live) goto done; /* the offsets in force stay */
   /* Members: temporaries without initial values or memory of their own,
@@ -811,7 +892,8 @@ coda_status plan_layout(coda_plan p) {
   for (int i = 0; i < nb; i++) {
     plan_buf *b = &p->bufs[i];
     b->arena_off = -1;
-    if (b->role != PLAN_ROLE_TEMP || b->init || b->data || first[i] < 0 || use0[i] != REF_WRITE)
+    if (b->role != PLAN_ROLE_TEMP || b->init || b->data || b->alias >= 0 || first[i] < 0 ||
+        use0[i] != REF_WRITE)
       continue;
     iv[nblk].first = share ? first[i] : 0;
     iv[nblk].last = share ? (phases[i] == 3 ? n - 1 : last[i]) : 0;
@@ -850,6 +932,7 @@ done:
   free(iv);
   free(off);
   free(who);
+  free(aw);
   return st;
 }
 
@@ -1127,8 +1210,9 @@ static coda_status snap_copy(coda_plan p, const plan_buf *b, void *snap, int res
 }
 
 /* Buffers step s changes in a way a repeated run does not undo: outputs it
- * accumulates into, and (should a step ever be allowed to alias them)
- * outputs it also reads. Returns their count. */
+ * accumulates into, and outputs it also reads (in place: an output whose
+ * memory is an input's, by plan_buffer_alias). Returns their count (the
+ * buffers that own the memory). */
 static int state_bufs(coda_plan p, const plan_step *s, int *out) {
   coda_program prog = p->progs[s->prog].prog;
   int n = 0;
@@ -1141,16 +1225,17 @@ static int state_bufs(coda_plan p, const plan_step *s, int *out) {
       acc = ai.kind == CODA_ARG_OUTPUT && ai.accumulate;
     }
     if (!written) continue;
+    const int mem = plan_storage(p, s->bind[i].buf);
     for (int j = 0; j < s->nbind; j++) {
-      if (j == i || s->bind[j].buf != s->bind[i].buf) continue;
+      if (j == i || plan_storage(p, s->bind[j].buf) != mem) continue;
       for (int a = 0; a < coda_program_num_args(prog); a++)
         if (coda_program_arg(prog, a, &ai) == CODA_OK && !strcmp(ai.name, s->bind[j].arg) &&
             ai.kind != CODA_ARG_OUTPUT && ai.kind != CODA_ARG_PARTIAL)
           read = 1;
     }
     int seen = 0;
-    for (int k = 0; k < n; k++) seen |= out[k] == s->bind[i].buf;
-    if ((acc || read) && !seen) out[n++] = s->bind[i].buf;
+    for (int k = 0; k < n; k++) seen |= out[k] == mem;
+    if ((acc || read) && !seen) out[n++] = mem;
   }
   return n;
 }
@@ -1492,8 +1577,9 @@ const char *coda_plan_text(coda_plan p) {
       char o[32];
       coda_sb_printf(&b, "  steps %d-%d", u->live_first, u->live_last);
       if (u->arena_off >= 0) coda_sb_printf(&b, " @ %s", fmt_bytes(o, (size_t)u->arena_off));
-      else coda_sb_printf(&b, ", own memory");
+      else if (u->alias < 0) coda_sb_printf(&b, ", own memory");
     }
+    if (u->alias >= 0) coda_sb_printf(&b, "  alias of %s (in place, in its memory)", p->bufs[u->alias].name);
     coda_sb_printf(&b, "\n");
   }
   for (int ph = 0; ph < 2; ph++) {

@@ -99,6 +99,8 @@ typedef struct plan_buf {
                               * (forward, then backward), -1 if none (plan_layout) */
   int64_t arena_off;         /* byte offset in the plan's temporary arena, -1 when the
                               * buffer has memory of its own (plan_layout) */
+  int alias;                 /* index of the buffer whose memory it is (plan_buffer_alias),
+                              * -1 for memory of its own */
 } plan_buf;
 
 typedef struct plan_bind {
@@ -191,6 +193,17 @@ int plan_buffer(coda_plan p, const char *name, coda_dtype dtype, int64_t rows,
 int plan_find(coda_plan p, const char *name);
 /* Host initial values for a buffer (rows*cols doubles, copied). */
 void plan_buffer_init(coda_plan p, const char *name, const double *values);
+/* Buffer `name` lives in buffer `target`'s memory (same shape and dtype):
+ * it gets no memory or arena slot of its own, its view is target's (also
+ * after target is rebound or laid out again), and it cannot be bound.
+ * For a step that writes `name` in place over `target` (an output that is
+ * the very same view as a tile input), target's last reader. The plan
+ * refuses to run (CODA_ERR_ALIAS) when a step reads target after a step
+ * wrote `name` in run order (forward, then backward). Neither may already
+ * take part in another alias; `name` has no initial values. */
+void plan_buffer_alias(coda_plan p, const char *name, const char *target);
+/* Index of the buffer whose memory buffer i uses (i itself without alias). */
+int plan_storage(coda_plan p, int i);
 
 /* A built-in program as the context runs it: verbatim, or in exact mode
  * (fp64 context) with every floating declaration (bf16, f16, f32) retyped

@@ -22,7 +22,12 @@
  * finishers (the CSV's fold column tells the rows apart). With --grad-bf16
  * the four GEMM weights' gradients are bf16 (CODA_LLAMA_GRAD_ACT /
  * CODA_GPT2_GRAD_ACT), as in a bf16 framework block: the peak memory to
- * set next to PyTorch's (CSV column grad_bf16). */
+ * set next to PyTorch's (CSV column grad_bf16). With --inplace the Llama
+ * plans write dz over the saved z (CODA_LLAMA_INPLACE; GPT-2 plans are
+ * unchanged): the peak memory with and without it (CSV column inplace).
+ * The backward-only timing then re-runs the backward on a z an earlier
+ * backward consumed: the same work on meaningless values; the checked
+ * x_out and dx come from a full forward + backward. */
 #include "tools/bench_block.h"
 
 #include "coda.h"
@@ -62,13 +67,14 @@ typedef struct bench_opts {
   int steps; /* --steps: per-step times of each plan variant to stderr */
   int fold;  /* --fold: plans built with the fold flag */
   int grad_bf16; /* --grad-bf16: GEMM weight gradients in bf16 */
+  int inplace;   /* --inplace: Llama dz written over the saved z */
 } bench_opts;
 
 static void usage(FILE *f, const char *cmd) {
   fprintf(f,
           "usage: %s [CONFIG ...] [--fused] [--unfused] [--tuned] [--floor] [--iters N]\n"
           "       [--warmup N] [--csv | --markdown] [--steps] [--fold] [--grad-bf16]\n"
-          "       [--precompile]\n\n"
+          "       [--inplace] [--precompile]\n\n"
           "Times one Transformer block on the GPU: forward, backward and forward + backward\n"
           "of the block plan with fusion (--fused), the same plan with fusion off (--unfused:\n"
           "each GEMM + epilogue as a plain GEMM plus a separate pass), the plan with fusion\n"
@@ -104,6 +110,9 @@ static void usage(FILE *f, const char *cmd) {
           "  --grad-bf16    build the plans with the GEMM weights' gradients in bf16\n"
           "                 (CODA_LLAMA_GRAD_ACT, CODA_GPT2_GRAD_ACT) instead of f32, as a\n"
           "                 bf16 framework block keeps them (CSV column grad_bf16)\n"
+          "  --inplace      build the Llama plans with CODA_LLAMA_INPLACE: the SwiGLU\n"
+          "                 backward writes dz over the saved z (less peak memory; a\n"
+          "                 backward then needs its forward first) (CSV column inplace)\n"
           "  --precompile   compile the generated kernels of the selected configurations\n"
           "                 (with and without fusion) into the kernel cache and exit; needs\n"
           "                 no GPU\n\n"
@@ -157,6 +166,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
       o->fold = 1;
     } else if (!strcmp(s, "--grad-bf16")) {
       o->grad_bf16 = 1;
+    } else if (!strcmp(s, "--inplace")) {
+      o->inplace = 1;
     } else if (!strcmp(s, "--iters")) {
       if (!parse_count(cmd, s, a + 1 < argc ? argv[++a] : NULL, 1, 100000, &o->iters)) return -1;
     } else if (!strcmp(s, "--warmup")) {
@@ -221,7 +232,8 @@ static coda_status make_plan(coda_context ctx, const bench_cfg *c, const bench_o
   l.seq = c->seq;
   l.rope_theta = 500000.0;
   l.tiling = t;
-  l.flags = (fold ? CODA_LLAMA_FOLD : 0) | (gact ? CODA_LLAMA_GRAD_ACT : 0);
+  l.flags = (fold ? CODA_LLAMA_FOLD : 0) | (gact ? CODA_LLAMA_GRAD_ACT : 0) |
+            (o->inplace ? CODA_LLAMA_INPLACE : 0);
   return coda_llama_block_plan(ctx, &l, p);
 }
 
@@ -702,7 +714,7 @@ static const char *kCols[] = {
     "fused_over_floor", "unfused_over_fused",
     "fused_peak_mib", "unfused_peak_mib", "device_used_mib",
     "tuned_fwd_ms", "tuned_bwd_ms", "tuned_fwdbwd_ms", "tuned_over_floor", "tuned_unfused_steps",
-    "tuned_peak_mib", "torch_name", "fold", "grad_bf16"};
+    "tuned_peak_mib", "torch_name", "fold", "grad_bf16", "inplace"};
 
 static void print_header(const bench_opts *o) {
   if (o->csv) {
@@ -732,10 +744,11 @@ static void print_row(const bench_opts *o, const bench_cfg *c, const result *r) 
            (long long)c->hq, (long long)c->hkv, (long long)hd, (long long)c->batch,
            (long long)c->seq);
   else
-    printf("| %s (%s d %lld, ffn %lld, %lld/%lld heads, %lldx%lld%s%s)", c->name,
+    printf("| %s (%s d %lld, ffn %lld, %lld/%lld heads, %lldx%lld%s%s%s)", c->name,
            c->kind == ARCH_GPT2 ? "GPT-2" : "Llama", (long long)c->d, (long long)c->ffn,
            (long long)c->hq, (long long)c->hkv, (long long)c->batch, (long long)c->seq,
-           o->fold ? ", folded" : "", o->grad_bf16 ? ", bf16 weight grads" : "");
+           o->fold ? ", folded" : "", o->grad_bf16 ? ", bf16 weight grads" : "",
+           o->inplace && c->kind == ARCH_LLAMA ? ", in place" : "");
   for (int v = 0; v < 3; v++)
     for (int k = 0; k < 3; k++) cell(o, r->t[v][k], "%.3f");
   cell(o, r->t[0][2] > 0 && r->t[2][2] > 0 ? r->t[0][2] / r->t[2][2] : -1, "%.2f");
@@ -748,7 +761,8 @@ static void print_row(const bench_opts *o, const bench_cfg *c, const result *r) 
   cell(o, r->t[V_TUNED][2] > 0 && r->t[2][2] > 0 ? r->t[V_TUNED][2] / r->t[2][2] : -1, "%.2f");
   cell(o, r->tuned_unfused, "%.0f");
   cell(o, r->peak[V_TUNED] >= 0 ? r->peak[V_TUNED] / mib : -1, "%.0f");
-  if (o->csv) printf(",%s,%d,%d\n", c->torch, o->fold, o->grad_bf16);
+  if (o->csv)
+    printf(",%s,%d,%d,%d\n", c->torch, o->fold, o->grad_bf16, o->inplace && c->kind == ARCH_LLAMA);
   else printf(" |\n");
   fflush(stdout);
 }

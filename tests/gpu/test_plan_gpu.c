@@ -23,6 +23,10 @@
  * CODA_GPT2_GRAD_ACT) against the same plans without it on the GPU: every
  * other result bit-identical, each weight-gradient element within one bf16
  * rounding of the f32 plan's (|bf16 - f32| <= 2^-8 |f32| + 1e-6 max|f32|).
+ * And the Llama-3 block with dz written over the saved z
+ * (CODA_LLAMA_INPLACE) against the default block on the GPU, fused and
+ * unfused: every result and saved buffer but z bit-identical, a smaller
+ * temporaries' arena.
  *
  *   test_plan_gpu               the checks (needs an sm_90 GPU)
  *   test_plan_gpu --precompile  compiles every generated kernel the plans use
@@ -468,6 +472,51 @@ out:
   coda_plan_destroy(pb);
 }
 
+/* The Llama-3 block with CODA_LLAMA_INPLACE against the default block, both
+ * on the GPU, on the same inputs, fused and unfused. */
+static void check_inplace(coda_context gpu) {
+  printf("== llama block, dz in place over z\n");
+  coda_plan pf = NULL, pi = NULL;
+  coda_status s = pt_build(gpu, PT_LLAMA_BLOCK, &kShape, CODA_BF16, (coda_tiling){0, 0}, 0, &pf);
+  if (s == CODA_OK)
+    s = pt_build(gpu, PT_LLAMA_BLOCK, &kShape, CODA_BF16, (coda_tiling){0, 0}, PT_INPLACE, &pi);
+  if (s != CODA_OK) {
+    EXPECT(0, "in place: building the plans: %s", coda_last_error(gpu));
+    goto out;
+  }
+  put_inputs(KIND_LLAMA, pf, 2, (const coda_context[]){gpu, gpu}, (const coda_plan[]){pf, pi});
+  for (int fused = 1; fused >= 0; fused--) {
+    const int ok = coda_plan_set_fused(pf, fused) == CODA_OK &&
+                   coda_plan_set_fused(pi, fused) == CODA_OK && run_both(gpu, pf) &&
+                   run_both(gpu, pi);
+    EXPECT(ok, "in place: GPU runs (%s)", fused ? "fused" : "unfused");
+    if (!ok) continue;
+    int n = 0, same = 1;
+    for (int i = 0; i < pf->nbuf; i++) {
+      const plan_buf *b = &pf->bufs[i];
+      if (!pt_is_result(b) && !(b->role == PLAN_ROLE_SAVED && strcmp(b->name, "z"))) continue;
+      size_t n1 = 0, n2 = 0;
+      void *x = fetch_raw(gpu, pf, b->name, &n1), *y = fetch_raw(gpu, pi, b->name, &n2);
+      if (!x || !y || n1 != n2 || memcmp(x, y, n1)) {
+        same = 0;
+        printf("  '%s' differs in place (%s)\n", b->name, fused ? "fused" : "unfused");
+      }
+      free(x);
+      free(y);
+      n++;
+    }
+    EXPECT(same, "in place: results differ (%s)", fused ? "fused" : "unfused");
+    if (same)
+      printf("  in place vs default (%s): bit-identical (%d tensors); temporaries' arena %zu vs "
+             "%zu bytes\n", fused ? "fused" : "unfused", n, pi->arena_bytes, pf->arena_bytes);
+    EXPECT(pi->arena_bytes < pf->arena_bytes, "in place: arena %zu not below %zu", pi->arena_bytes,
+           pf->arena_bytes);
+  }
+out:
+  coda_plan_destroy(pf);
+  coda_plan_destroy(pi);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--precompile")) return precompile();
   if (!coda_cuda_available()) {
@@ -495,6 +544,7 @@ int main(int argc, char **argv) {
   check_grad_act(KIND_LLAMA, gpu);
   check_grad_act(KIND_HEAD, gpu);
   check_grad_act(KIND_GPT2, gpu);
+  check_inplace(gpu);
   printf("%d passed, %d failed\n", g_pass, g_fail);
   coda_context_destroy(gpu);
   coda_context_destroy(cpu);
