@@ -159,6 +159,9 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_s
   lc.seq = T;
   lc.rope_theta = c->rope_theta;
   lc.dtype = CODA_BF16;
+  /* a training step runs one backward per forward: the SwiGLU-backward
+   * dgrad may write dz over the saved z (less memory, the same bits) */
+  lc.flags = CODA_LLAMA_INPLACE;
   coda_status st = CODA_OK;
   for (int i = 0; i < c->layers && !st; i++) {
     st = coda_llama_block_plan(ctx, &lc, &s->blk[i]);
