@@ -2,9 +2,11 @@
  * files (checkpoints, token shards, loss logs). */
 #ifndef CODA_TEST_FILE_UTIL_H
 #define CODA_TEST_FILE_UTIL_H
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The file's bytes (malloc'ed, one spare byte) and their count in *n, or
  * NULL with *n = 0 when it cannot be read. */
@@ -36,5 +38,18 @@ static inline int same_file(const char *a, const char *b) {
   free(x);
   free(y);
   return same;
+}
+
+/* Removes the files of a flat directory, then the directory. */
+static inline void remove_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  char path[1024];
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    remove(path);
+  }
+  if (d) closedir(d);
+  rmdir(dir);
 }
 #endif

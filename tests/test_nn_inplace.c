@@ -19,6 +19,7 @@
  *   found it. */
 #define _POSIX_C_SOURCE 200809L /* setenv, mkdtemp */
 #include "check.h"
+#include "file_util.h"
 #include "plan_test_util.h"
 
 #include <dirent.h>
@@ -406,17 +407,6 @@ static void llama_layout_gpu_sizes(void) {
   coda_context_destroy(ctx);
 }
 
-static void remove_dir(const char *dir) {
-  DIR *d = opendir(dir);
-  char path[1024];
-  for (struct dirent *e; d && (e = readdir(d));) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    remove(path);
-  }
-  if (d) closedir(d);
-  rmdir(dir);
-}
 
 /* coda_plan_tune_fusion runs the in-place step many times: z must be back
  * as the forward left it, so the backward after it is the default's. */

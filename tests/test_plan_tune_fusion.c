@@ -13,6 +13,7 @@
 #include "core/internal.h"
 #include "nn/plan.h"
 #include "check.h"
+#include "file_util.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -370,18 +371,6 @@ static void cache_end_to_end(const char *file) {
   coda_context_destroy(c3);
 }
 
-/* Removes the files of a flat directory and the directory. */
-static void remove_dir(const char *dir) {
-  DIR *d = opendir(dir);
-  char path[1024];
-  for (struct dirent *e; d && (e = readdir(d));) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    remove(path);
-  }
-  if (d) closedir(d);
-  rmdir(dir);
-}
 
 int main(void) {
   /* A fresh tuning cache (and never the user's), removed at the end. */
