@@ -850,9 +850,11 @@ static void plan_staging(const struct coda_program_s *p, const int *used, int nc
 static const char *view_len(coda_width w) {
   return w == CODA_WIDTH_X2 ? "2LL * N" : w == CODA_WIDTH_HALF ? "(N + 1LL) / 2" : "(long long)N";
 }
-static const char *view_v0(coda_width w) {
-  return w == CODA_WIDTH_X2 ? "2LL * (tc0 + 8 * (JC))" : w == CODA_WIDTH_HALF ? "(long long)(tc0 + 8 * (JC)) / 2"
-                                                                               : "(long long)(tc0 + 8 * (JC))";
+static const char *view_v0(coda_width w, const char *jc, char *out, size_t n) {
+  if (w == CODA_WIDTH_X2) snprintf(out, n, "2LL * (tc0 + 8 * (%s))", jc);
+  else if (w == CODA_WIDTH_HALF) snprintf(out, n, "(long long)(tc0 + 8 * (%s)) / 2", jc);
+  else snprintf(out, n, "(long long)(tc0 + 8 * (%s))", jc);
+  return out;
 }
 /* Byte of the thread's value(s) of column pair jj inside a chunk row. */
 static const char *view_byte(coda_width w) {
@@ -863,11 +865,8 @@ static void emit_stage_in(gen *g, const stage_plan *sp, const char *jc, const ch
   for (int k = 0; k < g->p->ninputs; k++) {
     if (sp->in_off[k] < 0) continue;
     const ir_input *in = &g->p->inputs[k];
-    char v0[96];
-    snprintf(v0, sizeof v0, "%s", view_v0(in->width));
-    char *J = strstr(v0, "JC");
     char v0s[128];
-    snprintf(v0s, sizeof v0s, "%.*s%s%s", (int)(J - v0), v0, jc, J + 2);
+    view_v0(in->width, jc, v0s, sizeof v0s);
     coda_sb_printf(g->b, "%scoda_epi::stage_in<%d, %d>(sb_ + %d + (%s) * %d, p.ptr[%d], p.ld[%d], al%d, wr0, %s, %s, M);\n",
               indent, dt_size(in->dtype), sp->in_rb[k], sp->in_off[k], buf, 64 * sp->in_rb[k], k, k, k, v0s,
               view_len(in->width));
@@ -896,17 +895,13 @@ static void emit_tma_in(gen *g, const stage_plan *sp, const int *slot, const cha
                         const char *indent) {
   coda_sb_printf(g->b, "%sif (threadIdx.x %% 128 == 0) {\n", indent);
   coda_sb_printf(g->b, "%s  uint64_t *const lb_ = &sc.ld_bar[%s];\n%s  unsigned tx_ = 0;\n", indent, buf, indent);
-  int n = 0;
   for (int k = 0; k < g->p->ninputs; k++) {
     if (sp->in_off[k] < 0) continue;
     const ir_input *in = &g->p->inputs[k];
-    char v0[96];
-    snprintf(v0, sizeof v0, "%s", view_v0(in->width));
-    char *J = strstr(v0, "JC");
-    coda_sb_printf(g->b, "%s  const long long v%d_ = %.*s%s%s;\n", indent, k, (int)(J - v0), v0, jc, J + 2);
+    char v0[128];
+    coda_sb_printf(g->b, "%s  const long long v%d_ = %s;\n", indent, k, view_v0(in->width, jc, v0, sizeof v0));
     coda_sb_printf(g->b, "%s  const bool i%d_ = wr0 < M && v%d_ < %s;\n", indent, k, k, view_len(in->width));
     coda_sb_printf(g->b, "%s  tx_ += i%d_ ? %du : 0u;\n", indent, k, 64 * sp->in_rb[k]);
-    n++;
   }
   coda_sb_printf(g->b, "%s  coda_sm90::mbar_expect_tx(lb_, tx_);\n", indent);
   for (int k = 0; k < g->p->ninputs; k++) {
@@ -915,7 +910,6 @@ static void emit_tma_in(gen *g, const stage_plan *sp, const int *slot, const cha
                    indent, k, sp->in_off[k], buf, 64 * sp->in_rb[k], slot[k], k);
   }
   coda_sb_printf(g->b, "%s}\n", indent);
-  (void)n;
 }
 
 /* tin: every staged input has its TMA map and the caller lent the
@@ -1349,9 +1343,7 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
       const ir_output *op = &p->outputs[o];
       const int k = g.arg_out0 + o;
       char v0[96];
-      const char *t = view_v0(op->width);
-      const char *J = strstr(t, "JC");
-      snprintf(v0, sizeof v0, "%.*sjc%s", (int)(J - t), t, J + 2);
+      view_v0(op->width, "jc", v0, sizeof v0);
       char buf[64];
       snprintf(buf, sizeof buf, "sb_ + %d + %s * %d", sp.out_off[o], sp.out_dbl ? "((jc / 4) & 1)" : "0",
                64 * sp.out_rb[o]);

@@ -39,6 +39,7 @@ typedef struct epi_kernel {
   CUmodule mod;
   CUfunction fn;
   int local_bytes;
+  int tma_slot[CODA_MAX_INPUTS]; /* coda_epi_input_tma_slots of the program */
 } epi_kernel;
 
 /* State of the CUDA backend kept on a context. */
@@ -137,6 +138,7 @@ static coda_status get_kernel(coda_context ctx, coda_cuda_state *s, coda_program
   memset(&k, 0, sizeof k);
   k.key = key;
   k.cfg = *cfg;
+  coda_epi_input_tma_slots(p, k.tma_slot);
   CUresult r = s->load(&k.mod, bin.cubin);
   if (r == CUDA_SUCCESS) r = s->getfn(&k.fn, k.mod, bin.lowered);
   coda_epi_binary_free(&bin);
@@ -318,10 +320,8 @@ coda_status coda_cuda_gemm_epilogue(coda_context ctx, coda_program program, coda
    * generated code checks; otherwise cp.async, also when
    * $CODA_EPI_TMA_LOADS is "0", to compare the two). */
   const char *tl = getenv("CODA_EPI_TMA_LOADS");
-  int slot[CODA_MAX_INPUTS];
-  coda_epi_input_tma_slots(program, slot);
   for (int i = 0; i < p->ninputs && !(tl && !strcmp(tl, "0")); i++)
-    if (slot[i] >= 0 && chunk_map(s->encode, &pp, slot[i], inputs[i], p->inputs[i].width))
+    if (k->tma_slot[i] >= 0 && chunk_map(s->encode, &pp, k->tma_slot[i], inputs[i], p->inputs[i].width))
       pp.flags[i] |= 4;
 
   int iM = (int)M, iN = (int)N, iK = (int)K, group_m = 16, splits = 1, kbs = (int)((K + 63) / 64);
