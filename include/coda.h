@@ -346,6 +346,26 @@ coda_status coda_attention_backward(coda_context ctx, const coda_tensor *qkv,
                                     const coda_tensor *dout, int batch, int seq,
                                     int heads_q, int heads_kv, int head_dim,
                                     const coda_tensor *dqkv);
+/* The backward with the RoPE backward applied to its result in the same
+ * pass (no separate pass over dqkv; the program llama_rope_bwd has the
+ * same math). With g the attention gradient of qkv, per token m and
+ * adjacent column pair (c, c+1) of every head:
+ *   dqkv[m, c..c+1] = R(-theta) g[m, c..c+1],
+ *   theta = 2 pi frac(pos[m] (freq[c] + freq[c+1]))
+ * (the frequency in turns per position as a float-float pair; columns with
+ * frequency 0, such as V's, are copied), and per head slot j (query heads,
+ * then key heads, then value heads)
+ *   zp[m, j] = sum over the head's columns of qkv[m, c] g[m, c],
+ * which equals the sum of z dz over the pre-rotation values (the rotation
+ * is orthogonal): the partials of the RMSNorm backward's row sum.
+ * pos is (batch*seq) x 1 i32, freq 1 x (heads_q + 2 heads_kv) head_dim f32,
+ * zp (batch*seq) x (heads_q + 2 heads_kv) f32 (f64 allowed in exact mode). */
+coda_status coda_attention_backward_rope(coda_context ctx, const coda_tensor *qkv,
+                                         const coda_tensor *out, const coda_tensor *lse,
+                                         const coda_tensor *dout, int batch, int seq,
+                                         int heads_q, int heads_kv, int head_dim,
+                                         const coda_tensor *pos, const coda_tensor *freq,
+                                         const coda_tensor *dqkv, const coda_tensor *zp);
 
 /* ----------------------------------------------------------------- nn */
 
@@ -500,12 +520,19 @@ coda_status coda_plan_tune_fusion(coda_context ctx, coda_plan p, int iters, int 
  *                        The backward consumes the saved z: a second
  *                        backward needs a new forward first (like a
  *                        framework freeing saved tensors after backward).
- *                        No effect on the head. Off by default. */
+ *                        No effect on the head. Off by default.
+ *   CODA_LLAMA_ROPE_MAP  the RoPE backward (and its Sigma qkv*dqkv partials)
+ *                        as its own map pass (program llama_rope_bwd) over
+ *                        the attention backward's dqkv (M, Nqkv), instead
+ *                        of fused into the attention backward's stores
+ *                        (coda_attention_backward_rope; no dqkv buffer).
+ *                        For comparison; off by default. */
 #define CODA_LLAMA_NORM_IN 1u
 #define CODA_LLAMA_NORM_OUT 2u
 #define CODA_LLAMA_FOLD 4u
 #define CODA_LLAMA_GRAD_ACT 8u
 #define CODA_LLAMA_INPLACE 16u
+#define CODA_LLAMA_ROPE_MAP 32u
 typedef struct coda_llama_config {
   int64_t dim, n_heads, n_kv_heads, head_dim, ffn_dim, vocab;
   int64_t batch, seq;
@@ -513,7 +540,7 @@ typedef struct coda_llama_config {
   coda_dtype dtype;    /* CODA_BF16 or CODA_F64 */
   coda_tiling tiling;  /* partial-reduction tiling; {0, 0} = 64 x 64 */
   unsigned flags;      /* CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT | CODA_LLAMA_FOLD |
-                          CODA_LLAMA_GRAD_ACT | CODA_LLAMA_INPLACE */
+                          CODA_LLAMA_GRAD_ACT | CODA_LLAMA_INPLACE | CODA_LLAMA_ROPE_MAP */
 } coda_llama_config;
 
 /* A small default configuration (dim 64, heads 4/2, head_dim 16, ffn 128,

@@ -623,5 +623,14 @@ int main(void) {
   c.flags = CODA_LLAMA_GRAD_ACT;
   test_block_exact(c);
   test_head_exact(c);
+  /* the RoPE backward as its own map pass instead of fused into the
+   * attention backward (alone, ragged, folded, bf16) */
+  c.flags = CODA_LLAMA_ROPE_MAP;
+  test_block_exact(c);
+  r.flags = CODA_LLAMA_ROPE_MAP;
+  test_block_exact(r);
+  c.flags = CODA_LLAMA_ROPE_MAP | CODA_LLAMA_FOLD;
+  test_block_exact(c);
+  test_block_bf16(CODA_LLAMA_ROPE_MAP);
   return CHECK_DONE();
 }

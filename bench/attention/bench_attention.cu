@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
           OK(coda_cuda_attention_forward_config(ctx, &tq, s.B, s.T, s.Hq, s.Hkv, s.hd, &to, &tl, fc));
         if (bwd)
           OK(coda_cuda_attention_backward_config(ctx, &tq, &to, &tl, &tdo, s.B, s.T, s.Hq, s.Hkv,
-                                                 s.hd, &tg, bc));
+                                                 s.hd, &tg, NULL, bc));
         CUDA_CHECK(cudaEventRecord(e1));
         CUDA_CHECK(cudaEventSynchronize(e1));
         if (r >= warm) CUDA_CHECK(cudaEventElapsedTime(&ms[r - warm], e0, e1));

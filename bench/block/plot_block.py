@@ -69,7 +69,7 @@ def rows_from_logs(a):
         recs = [r for r in csv.DictReader(fh) if r.get("config") and r["config"] != "config"]
     # (config, fold) -> the row of a run with bf16 weight gradients
     def key_of(r):
-        return (r["config"], flag(r, "fold"), flag(r, "inplace"))
+        return (r["config"], flag(r, "fold"), flag(r, "inplace"), flag(r, "rope_map"))
     grad = {key_of(r): r for r in recs if flag(r, "grad_bf16")}
     plain = {key_of(r) for r in recs if not flag(r, "grad_bf16")}
     for r in recs:
@@ -81,10 +81,11 @@ def rows_from_logs(a):
         t = r["torch_name"]
         b, p = base.get(t, {}), peak.get(t, {})
         extra = ((", folded" if key[1] else "") + (", in place" if key[2] else "")
-                 + (", bf16 weight grads" if own_grad else ""))
+                 + (", RoPE map" if key[3] else "") + (", bf16 weight grads" if own_grad else ""))
         gpeak = None if g is None else num(g.get("fused_peak_mib")) or num(g.get("tuned_peak_mib"))
         rows.append({
-            "name": r["config"] + (" (folded)" if key[1] else "") + (" (in place)" if key[2] else ""),
+            "name": r["config"] + (" (folded)" if key[1] else "") + (" (in place)" if key[2] else "")
+                    + (" (RoPE map)" if key[3] else ""),
             "title": f"{r['config']} ({'GPT-2' if r['arch'] == 'gpt2' else 'Llama'} d {r['d']}, "
                      f"ffn {r['ffn']}, {r['heads']}/{r['kv_heads']} heads, {r['batch']}x{r['seq']}"
                      f"{extra})",

@@ -6,6 +6,7 @@
  * of threads. The public entry points check every argument here and send
  * CUDA contexts to src/cuda. */
 #include "cpu/cpu.h"
+#include "cpu/rope.h"
 #include "cuda/backend.h"
 
 #include <math.h>
@@ -131,15 +132,47 @@ coda_status coda_attention_forward(coda_context ctx, const coda_tensor *qkv, int
   return CODA_OK;
 }
 
-coda_status coda_attention_backward(coda_context ctx, const coda_tensor *qkv,
-                                    const coda_tensor *out, const coda_tensor *lse,
-                                    const coda_tensor *dout, int B, int T, int Hq, int Hkv,
-                                    int hd, const coda_tensor *dqkv) {
+/* The views the fused RoPE backward adds (coda_attention_backward_rope). */
+static coda_status check_rope(coda_context ctx, const att_dims *dm, int heads, int hd,
+                              const coda_attn_rope *r, const coda_tensor *dqkv,
+                              const coda_tensor *const *rd, const char *const *rn, int nrd) {
+  coda_status s;
+  if ((s = coda_check_tensor(ctx, "pos", r->pos))) return s;
+  if ((s = coda_check_tensor(ctx, "freq", r->freq))) return s;
+  if ((s = coda_check_tensor(ctx, "zp", r->zp))) return s;
+  if (hd % 2)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "attention RoPE backward: head_dim %d is odd (RoPE rotates column pairs)", hd);
+  if (r->pos->dtype != CODA_I32 || r->pos->rows != dm->BT || r->pos->cols != 1)
+    return coda_fail(ctx, r->pos->dtype != CODA_I32 ? CODA_ERR_DTYPE : CODA_ERR_SHAPE,
+                     "pos: %s %lld x %lld, expected i32 %lld x 1", coda_dtype_name(r->pos->dtype),
+                     (long long)r->pos->rows, (long long)r->pos->cols, (long long)dm->BT);
+  if ((s = check_float_tensor(ctx, "freq", r->freq, 1, dm->qkv_cols, 1))) return s;
+  if ((s = check_float_tensor(ctx, "zp", r->zp, dm->BT, heads, 1))) return s;
+  if (coda_tensors_overlap(r->zp, dqkv))
+    return coda_fail(ctx, CODA_ERR_ALIAS, "'zp' and 'dqkv' (both written) overlap");
+  for (int i = 0; i < nrd; i++)
+    if (coda_tensors_overlap(r->zp, rd[i]))
+      return coda_fail(ctx, CODA_ERR_ALIAS, "'zp' (written) overlaps '%s' (read)", rn[i]);
+  if (coda_tensors_overlap(dqkv, r->pos) || coda_tensors_overlap(dqkv, r->freq))
+    return coda_fail(ctx, CODA_ERR_ALIAS, "'dqkv' (written) overlaps '%s' (read)",
+                     coda_tensors_overlap(dqkv, r->pos) ? "pos" : "freq");
+  return CODA_OK;
+}
+
+static coda_status attention_backward(coda_context ctx, const char *fn, const coda_tensor *qkv,
+                                      const coda_tensor *out, const coda_tensor *lse,
+                                      const coda_tensor *dout, int B, int T, int Hq, int Hkv,
+                                      int hd, const coda_tensor *dqkv,
+                                      const coda_attn_rope *rope) {
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
   coda_clear_error(ctx);
   if (!qkv || !out || !lse || !dout || !dqkv)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_attention_backward: %s is NULL",
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
                      !qkv ? "qkv" : !out ? "out" : !lse ? "lse" : !dout ? "dout" : "dqkv");
+  if (rope && (!rope->pos || !rope->freq || !rope->zp))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
+                     !rope->pos ? "pos" : !rope->freq ? "freq" : "zp");
   att_dims dm;
   coda_status s;
   if ((s = check_qkv_out_lse(ctx, B, T, Hq, Hkv, hd, qkv, out, lse, &dm))) return s;
@@ -150,9 +183,10 @@ coda_status coda_attention_backward(coda_context ctx, const coda_tensor *qkv,
   for (int i = 0; i < 4; i++)
     if (coda_tensors_overlap(dqkv, rd[i]))
       return coda_fail(ctx, CODA_ERR_ALIAS, "'dqkv' (written) overlaps '%s' (read)", rn[i]);
+  if (rope && (s = check_rope(ctx, &dm, Hq + 2 * Hkv, hd, rope, dqkv, rd, rn, 4))) return s;
   if (ctx->opts.backend == CODA_BACKEND_CUDA) {
 #ifdef CODA_HAVE_CUDA
-    return coda_cuda_attention_backward(ctx, qkv, out, lse, dout, B, T, Hq, Hkv, hd, dqkv);
+    return coda_cuda_attention_backward(ctx, qkv, out, lse, dout, B, T, Hq, Hkv, hd, dqkv, rope);
 #else
     return no_backend(ctx);
 #endif
@@ -167,9 +201,29 @@ coda_status coda_attention_backward(coda_context ctx, const coda_tensor *qkv,
 #pragma omp parallel for num_threads(nth) schedule(dynamic, 1) if (nth > 1)
   for (int64_t i = 0; i < tasks; i++) {
     void *w = buf + per * (size_t)omp_get_thread_num();
-    if (f64) att_bwd_group_f64(qkv, out, lse, dout, dqkv, i / Hkv, (int)(i % Hkv), T, Hq, Hkv, hd, w);
-    else att_bwd_group_f32(qkv, out, lse, dout, dqkv, i / Hkv, (int)(i % Hkv), T, Hq, Hkv, hd, w);
+    if (f64)
+      att_bwd_group_f64(qkv, out, lse, dout, dqkv, rope, i / Hkv, (int)(i % Hkv), T, Hq, Hkv, hd, w);
+    else
+      att_bwd_group_f32(qkv, out, lse, dout, dqkv, rope, i / Hkv, (int)(i % Hkv), T, Hq, Hkv, hd, w);
   }
   free(buf);
   return CODA_OK;
+}
+
+coda_status coda_attention_backward(coda_context ctx, const coda_tensor *qkv,
+                                    const coda_tensor *out, const coda_tensor *lse,
+                                    const coda_tensor *dout, int B, int T, int Hq, int Hkv,
+                                    int hd, const coda_tensor *dqkv) {
+  return attention_backward(ctx, "coda_attention_backward", qkv, out, lse, dout, B, T, Hq, Hkv,
+                            hd, dqkv, NULL);
+}
+
+coda_status coda_attention_backward_rope(coda_context ctx, const coda_tensor *qkv,
+                                         const coda_tensor *out, const coda_tensor *lse,
+                                         const coda_tensor *dout, int B, int T, int Hq, int Hkv,
+                                         int hd, const coda_tensor *pos, const coda_tensor *freq,
+                                         const coda_tensor *dqkv, const coda_tensor *zp) {
+  const coda_attn_rope rope = {pos, freq, zp};
+  return attention_backward(ctx, "coda_attention_backward_rope", qkv, out, lse, dout, B, T, Hq,
+                            Hkv, hd, dqkv, &rope);
 }

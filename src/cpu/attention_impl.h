@@ -56,6 +56,27 @@ static void CAT(att_fwd_head, SFX)(const coda_tensor *qkv, const coda_tensor *ou
   CAT(att_store, SFX)(out, o, b, T, (int64_t)h * hd, hd);
 }
 
+/* The fused RoPE backward on one head's gradient slice gr (T x hd, at qkv
+ * columns col0..) with y the same slice of qkv: zp[m, slot] = sum y*gr,
+ * then each pair of gr rotated by -theta (coda_attention_backward_rope). */
+static void CAT(att_rope_bwd, SFX)(REAL *gr, const REAL *y, const coda_attn_rope *rope,
+                                   int64_t b, int T, int64_t col0, int hd, int slot) {
+  for (int t = 0; t < T; t++) {
+    const int64_t m = b * T + t;
+    const REAL pm = (REAL)coda_load(rope->pos, m, 0);
+    REAL *g = gr + (int64_t)t * hd;
+    const REAL *yt = y + (int64_t)t * hd;
+    REAL z = 0;
+    for (int d = 0; d + 1 < hd; d += 2) {
+      const REAL a = g[d], c = g[d + 1];
+      z += yt[d] * a + yt[d + 1] * c;
+      CAT(coda_rope, SFX)(a, c, pm, (REAL)coda_load(rope->freq, 0, col0 + d),
+                          (REAL)coda_load(rope->freq, 0, col0 + d + 1), (REAL)-1, &g[d], &g[d + 1]);
+    }
+    coda_store(rope->zp, m, slot, (double)z);
+  }
+}
+
 /* One (batch, kv head) with every query head of its group, so dk and dv
  * are owned by one task (deterministic, no atomics). With
  * p_tj = exp(s_tj - lse_t), D_t = do_t.o_t:
@@ -63,8 +84,8 @@ static void CAT(att_fwd_head, SFX)(const coda_tensor *qkv, const coda_tensor *ou
  *   dq_t += scale ds_tj k_j,  dk_j += scale ds_tj q_t. */
 static void CAT(att_bwd_group, SFX)(const coda_tensor *qkv, const coda_tensor *out,
                                     const coda_tensor *lse, const coda_tensor *dout,
-                                    const coda_tensor *dqkv, int64_t b, int g, int T, int Hq,
-                                    int Hkv, int hd, REAL *buf) {
+                                    const coda_tensor *dqkv, const coda_attn_rope *rope,
+                                    int64_t b, int g, int T, int Hq, int Hkv, int hd, REAL *buf) {
   const int group = Hq / Hkv;
   const int64_t n = (int64_t)T * hd;
   REAL *k = buf, *v = k + n, *dk = v + n, *dv = dk + n, *q = dv + n, *o = q + n, *dO = o + n,
@@ -101,7 +122,12 @@ static void CAT(att_bwd_group, SFX)(const coda_tensor *qkv, const coda_tensor *o
         }
       }
     }
+    if (rope) CAT(att_rope_bwd, SFX)(dq, q, rope, b, T, (int64_t)h * hd, hd, h);
     CAT(att_store, SFX)(dqkv, dq, b, T, (int64_t)h * hd, hd);
+  }
+  if (rope) {
+    CAT(att_rope_bwd, SFX)(dk, k, rope, b, T, (int64_t)(Hq + g) * hd, hd, Hq + g);
+    CAT(att_rope_bwd, SFX)(dv, v, rope, b, T, (int64_t)(Hq + Hkv + g) * hd, hd, Hq + Hkv + g);
   }
   CAT(att_store, SFX)(dqkv, dk, b, T, (int64_t)(Hq + g) * hd, hd);
   CAT(att_store, SFX)(dqkv, dv, b, T, (int64_t)(Hq + Hkv + g) * hd, hd);

@@ -9,6 +9,7 @@
  * partials of its row tile), so the run is deterministic and needs no
  * atomics; there is no M x N temporary. */
 #include "cpu/cpu.h"
+#include "cpu/rope.h"
 
 #include <math.h>
 #include <omp.h>

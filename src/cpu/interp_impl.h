@@ -109,24 +109,6 @@ static void CAT(row_sums, SFX)(REAL *restrict out, const coda_tensor *P) {
   }
 }
 
-/* Rotation angle of rope: theta = 2*pi*frac(p*(fhi+flo)) (turns -> rad). */
-static inline REAL CAT(rope_angle, SFX)(REAL p, REAL fhi, REAL flo) {
-#if CPU_REAL_IS_DOUBLE
-  double t = p * (fhi + flo);
-  t -= rint(t);
-  return 6.283185307179586 * t;
-#else
-  /* float-float: p*fhi = hi + err exactly (two-product), lo = err + p*flo;
-   * hi - rint(hi) is exact, so the fraction keeps float accuracy even when
-   * p*f is ~1e6 turns. */
-  float hi = p * fhi;
-  float err = fmaf(p, fhi, -hi);
-  float lo = fmaf(p, flo, err);
-  float f = (hi - rintf(hi)) + lo;
-  return 6.28318530717958648f * f;
-#endif
-}
-
 static inline REAL CAT(sigm, SFX)(REAL x) { return (REAL)1 / ((REAL)1 + RF(exp)(-x)); }
 
 #define GELU_K0 ((REAL)0.7978845608028654) /* sqrt(2/pi) */
@@ -269,10 +251,8 @@ static void CAT(eval_chunk, SFX)(const cpu_job *job, REAL *regs, const REAL *acc
       case CODA_OP_ROPE_BWD: {
         REAL sgn = in->op == CODA_OP_ROPE ? (REAL)1 : (REAL)-1;
         for (int i = 0; i < cnt; i++) {
-          REAL th = CAT(rope_angle, SFX)(c[i], e[i], f[i]);
-          REAL cs = RF(cos)(th), sn = sgn * RF(sin)(th);
-          REAL x = a[i], y = b[i];
-          REAL x2 = x * cs - y * sn, y2 = x * sn + y * cs;
+          REAL x2, y2;
+          CAT(coda_rope, SFX)(a[i], b[i], c[i], e[i], f[i], sgn, &x2, &y2);
           d[i] = x2;
           if (d2) d2[i] = y2;
         }

@@ -57,6 +57,13 @@ struct Params {
   long long ld_dqkv;
   float *ws_d; /* backward: D = rowsum(dO*O), [b][h][t] */
   float *ws_l; /* backward: lse*log2(e), [b][h][t] */
+  /* backward with the fused RoPE backward (coda_attention_backward_rope),
+   * else rope_pos == NULL */
+  const int *rope_pos;
+  long long ld_pos;
+  const float *rope_freq; /* per qkv column: (hi, lo) turns per position per pair */
+  float *zp;              /* per token and head slot: sum qkv * gradient */
+  long long ld_zp;
   int B, T, Hq, Hkv;
   float scale;  /* 1/sqrt(head_dim) */
   float scale2; /* scale*log2(e) */
@@ -184,6 +191,64 @@ template <int HD>
 __device__ __forceinline__ uint32_t bt_addr(const bf16 *tile, int row0, int kk, int lane) {
   const int r = row0 + (lane & 7) + (((lane >> 3) & 1) << 3);
   return smem_addr(tile + swz<HD>(r, 2 * kk + (lane >> 4)));
+}
+
+
+/* ------------------------------------------------------ gradient stores */
+
+/* The RoPE backward's rotation by -theta of one pair, theta =
+ * 2*pi*frac(p*(fhi + flo)): the formula of rope() in the epilogue prelude
+ * (epi_codegen.c) and of the CPU (cpu/rope.h). p*fhi = hi + err exactly
+ * (two-product), so the fraction keeps float accuracy at large p*f. */
+__device__ __forceinline__ void rope_bwd_pair(float x, float y, float p, float fhi, float flo,
+                                              float &x2, float &y2) {
+  const float hi = p * fhi;
+  const float err = __fmaf_rn(p, fhi, -hi);
+  const float lo = __fmaf_rn(p, flo, err);
+  const float f = (hi - rintf(hi)) + lo;
+  float sn, cs;
+  sincospif(2.0f * f, &sn, &cs);
+  x2 = __fadd_rn(__fmul_rn(x, cs), __fmul_rn(y, sn));
+  y2 = __fsub_rn(__fmul_rn(y, cs), __fmul_rn(x, sn));
+}
+
+/* Stores one thread's values of one row of a gradient head slice as bf16:
+ * pairs (a[i], c[i]) at qkv columns col + 8i, col + 8i + 1 of token row m
+ * (col = the head's first column + 2*(lane&3): the mma/wgmma accumulator
+ * layout, four lanes per row). With the fused RoPE backward the pairs are
+ * rotated by -theta first and the row's sum of qkv * gradient over the
+ * head (the pre-rotation values; a fixed order: each lane's pairs in turn,
+ * then (l0 + l1) + (l2 + l3) over the quad) goes to zp[m, slot]. Every
+ * lane of the warp must call it (quad shuffles); `valid` guards memory. */
+template <int NP>
+__device__ __forceinline__ void store_grad_row(const Params &p, long long m, bool valid, int col,
+                                               int slot, const float (&a)[NP],
+                                               const float (&c)[NP]) {
+  bf16 *dst = p.dqkv + m * p.ld_dqkv + col;
+  if (!p.rope_pos) {
+    if (valid)
+#pragma unroll
+      for (int i = 0; i < NP; ++i) *reinterpret_cast<uint32_t *>(dst + 8 * i) = pack2(a[i], c[i]);
+    return;
+  }
+  float z = 0.f;
+  if (valid) {
+    const bf16 *y = p.qkv + m * p.ld_qkv + col;
+    const float pos = (float)p.rope_pos[m * p.ld_pos];
+#pragma unroll
+    for (int i = 0; i < NP; ++i) {
+      const float2 yv =
+          __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(y + 8 * i));
+      z = __fadd_rn(z, __fadd_rn(__fmul_rn(yv.x, a[i]), __fmul_rn(yv.y, c[i])));
+      const float2 f = *reinterpret_cast<const float2 *>(p.rope_freq + col + 8 * i);
+      float x2, y2;
+      rope_bwd_pair(a[i], c[i], pos, f.x, f.y, x2, y2);
+      *reinterpret_cast<uint32_t *>(dst + 8 * i) = pack2(x2, y2);
+    }
+  }
+  z += __shfl_xor_sync(0xffffffffu, z, 1);
+  z += __shfl_xor_sync(0xffffffffu, z, 2);
+  if (valid && (threadIdx.x & 3) == 0) p.zp[m * p.ld_zp + slot] = z;
 }
 
 /* ------------------------------------------------------------- forward */
@@ -756,12 +821,13 @@ __global__ void __launch_bounds__(kThreads) bwd_dq_kernel(Params p) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = w0 + mt * 16 + (lane >> 2) + 8 * r;
-      if (row >= p.T) continue;
-      bf16 *dst = p.dqkv + (orow + row) * p.ld_dqkv + (long long)h * HD + (lane & 3) * 2;
+      float a[HD / 8], c[HD / 8];
 #pragma unroll
-      for (int i = 0; i < HD / 8; ++i)
-        *reinterpret_cast<uint32_t *>(dst + i * 8) =
-            pack2(dq[mt][i][2 * r] * p.scale, dq[mt][i][2 * r + 1] * p.scale);
+      for (int i = 0; i < HD / 8; ++i) {
+        a[i] = dq[mt][i][2 * r] * p.scale;
+        c[i] = dq[mt][i][2 * r + 1] * p.scale;
+      }
+      store_grad_row<HD / 8>(p, orow + row, row < p.T, h * HD + (lane & 3) * 2, h, a, c);
     }
 }
 
@@ -923,16 +989,21 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv_kernel(Params p) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int key = kw0 + mt * 16 + (lane >> 2) + 8 * r;
-      if (key >= p.T) continue;
-      bf16 *dK = p.dqkv + (orow + key) * p.ld_dqkv + (long long)(p.Hq + g) * HD + (lane & 3) * 2;
-      bf16 *dV = p.dqkv + (orow + key) * p.ld_dqkv + (long long)(p.Hq + p.Hkv + g) * HD +
-                 (lane & 3) * 2;
+      float a[HD / 8], c[HD / 8];
 #pragma unroll
       for (int i = 0; i < HD / 8; ++i) {
-        *reinterpret_cast<uint32_t *>(dK + i * 8) =
-            pack2(dk[mt][i][2 * r] * p.scale, dk[mt][i][2 * r + 1] * p.scale);
-        *reinterpret_cast<uint32_t *>(dV + i * 8) = pack2(dv[mt][i][2 * r], dv[mt][i][2 * r + 1]);
+        a[i] = dk[mt][i][2 * r] * p.scale;
+        c[i] = dk[mt][i][2 * r + 1] * p.scale;
       }
+      store_grad_row<HD / 8>(p, orow + key, key < p.T, (p.Hq + g) * HD + (lane & 3) * 2, p.Hq + g,
+                             a, c);
+#pragma unroll
+      for (int i = 0; i < HD / 8; ++i) {
+        a[i] = dv[mt][i][2 * r];
+        c[i] = dv[mt][i][2 * r + 1];
+      }
+      store_grad_row<HD / 8>(p, orow + key, key < p.T, (p.Hq + p.Hkv + g) * HD + (lane & 3) * 2,
+                             p.Hq + p.Hkv + g, a, c);
     }
 }
 
@@ -1045,12 +1116,13 @@ __global__ void __launch_bounds__(128 * NWG, MINB) bwd_dq_wg_kernel(Params p) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = r0 + 8 * r;
-    if (row >= p.T) continue;
-    bf16 *dst = p.dqkv + (orow + row) * p.ld_dqkv + (long long)h * HD + (lane & 3) * 2;
+    float a[HD / 8], c[HD / 8];
 #pragma unroll
-    for (int nb = 0; nb < HD / 8; ++nb)
-      *reinterpret_cast<uint32_t *>(dst + nb * 8) =
-          pack2(dq[4 * nb + 2 * r] * p.scale, dq[4 * nb + 2 * r + 1] * p.scale);
+    for (int nb = 0; nb < HD / 8; ++nb) {
+      a[nb] = dq[4 * nb + 2 * r] * p.scale;
+      c[nb] = dq[4 * nb + 2 * r + 1] * p.scale;
+    }
+    store_grad_row<HD / 8>(p, orow + row, row < p.T, h * HD + (lane & 3) * 2, h, a, c);
   }
 }
 
@@ -1177,16 +1249,21 @@ __global__ void __launch_bounds__(128 * NWG, MINB) bwd_dkdv_wg_kernel(Params p) 
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int key = key0 + 8 * r;
-    if (key >= p.T) continue;
-    bf16 *dK = p.dqkv + (orow + key) * p.ld_dqkv + (long long)(p.Hq + g) * HD + (lane & 3) * 2;
-    bf16 *dV =
-        p.dqkv + (orow + key) * p.ld_dqkv + (long long)(p.Hq + p.Hkv + g) * HD + (lane & 3) * 2;
+    float a[HD / 8], c[HD / 8];
 #pragma unroll
     for (int nb = 0; nb < HD / 8; ++nb) {
-      *reinterpret_cast<uint32_t *>(dK + nb * 8) =
-          pack2(dk[4 * nb + 2 * r] * p.scale, dk[4 * nb + 2 * r + 1] * p.scale);
-      *reinterpret_cast<uint32_t *>(dV + nb * 8) = pack2(dv[4 * nb + 2 * r], dv[4 * nb + 2 * r + 1]);
+      a[nb] = dk[4 * nb + 2 * r] * p.scale;
+      c[nb] = dk[4 * nb + 2 * r + 1] * p.scale;
     }
+    store_grad_row<HD / 8>(p, orow + key, key < p.T, (p.Hq + g) * HD + (lane & 3) * 2, p.Hq + g,
+                           a, c);
+#pragma unroll
+    for (int nb = 0; nb < HD / 8; ++nb) {
+      a[nb] = dv[4 * nb + 2 * r];
+      c[nb] = dv[4 * nb + 2 * r + 1];
+    }
+    store_grad_row<HD / 8>(p, orow + key, key < p.T, (p.Hq + p.Hkv + g) * HD + (lane & 3) * 2,
+                           p.Hq + p.Hkv + g, a, c);
   }
 }
 
@@ -1394,6 +1471,34 @@ static coda_status check_lse(coda_context ctx, const coda_tensor *t, int64_t row
   return CODA_OK;
 }
 
+/* The fused RoPE backward's views: pos i32 (BT x 1), freq f32 (1 x qkv
+ * columns, 8-byte aligned: the kernels read (hi, lo) as one float2), zp
+ * f32 (BT x heads, 4-byte aligned). */
+static coda_status set_rope(coda_context ctx, const coda_attn_rope *r, int64_t BT, int64_t cols,
+                            int heads, Params *p) {
+  if (!r->pos || !r->freq || !r->zp || !r->pos->data || !r->freq->data || !r->zp->data)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA attention: a RoPE view is NULL");
+  if (r->pos->dtype != CODA_I32 || r->pos->rows != BT || r->pos->cols != 1 ||
+      ((uintptr_t)r->pos->data & 3))
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                     "CUDA attention: pos must be i32 %lld x 1, 4-byte aligned", (long long)BT);
+  if (r->freq->dtype != CODA_F32 || r->freq->rows != 1 || r->freq->cols != cols ||
+      ((uintptr_t)r->freq->data & 7))
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                     "CUDA attention: freq must be f32 1 x %lld, 8-byte aligned", (long long)cols);
+  if (r->zp->dtype != CODA_F32 || r->zp->rows != BT || r->zp->cols != heads ||
+      r->zp->ld < heads || ((uintptr_t)r->zp->data & 3))
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                     "CUDA attention: zp must be f32 %lld x %d, 4-byte aligned", (long long)BT,
+                     heads);
+  p->rope_pos = static_cast<const int *>(r->pos->data);
+  p->ld_pos = r->pos->ld;
+  p->rope_freq = static_cast<const float *>(r->freq->data);
+  p->zp = static_cast<float *>(r->zp->data);
+  p->ld_zp = r->zp->ld;
+  return CODA_OK;
+}
+
 /* CODA_ATTN_IMPL=v1 in the environment selects the first measured
  * defaults and block order (bench/results/attention-2026-11-30.md), to
  * compare against or fall back to. Read at each call. */
@@ -1461,9 +1566,10 @@ extern "C" coda_status coda_cuda_attention_backward(coda_context ctx, const coda
                                                     const coda_tensor *out,
                                                     const coda_tensor *lse,
                                                     const coda_tensor *dout, int B, int T, int Hq,
-                                                    int Hkv, int hd, const coda_tensor *dqkv) {
+                                                    int Hkv, int hd, const coda_tensor *dqkv,
+                                                    const coda_attn_rope *rope) {
   return coda_cuda_attention_backward_config(ctx, qkv, out, lse, dout, B, T, Hq, Hkv, hd, dqkv,
-                                             -1);
+                                             rope, -1);
 }
 
 extern "C" coda_status coda_cuda_attention_forward_config(coda_context ctx,
@@ -1496,7 +1602,7 @@ extern "C" coda_status coda_cuda_attention_forward_config(coda_context ctx,
 extern "C" coda_status coda_cuda_attention_backward_config(
     coda_context ctx, const coda_tensor *qkv, const coda_tensor *out, const coda_tensor *lse,
     const coda_tensor *dout, int B, int T, int Hq, int Hkv, int hd, const coda_tensor *dqkv,
-    int config) {
+    const coda_attn_rope *rope, int config) {
   Params p;
   coda_status s = setup(ctx, qkv, B, T, Hq, Hkv, hd, &p);
   if (s) return s;
@@ -1513,6 +1619,8 @@ extern "C" coda_status coda_cuda_attention_backward_config(
   p.ld_dout = dout->ld;
   p.dqkv = static_cast<bf16 *>(dqkv->data);
   p.ld_dqkv = dqkv->ld;
+  if (rope && (s = set_rope(ctx, rope, BT, (int64_t)(Hq + 2 * Hkv) * hd, Hq + 2 * Hkv, &p)))
+    return s;
   if (config < 0) config = default_bwd_config(hd);
   if (config >= coda_cuda_attention_num_configs(1, hd))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA attention: no backward variant %d",

@@ -1,10 +1,12 @@
 /* Internal entry points of the CUDA attention kernels: the same calls as
  * coda_cuda_attention_forward / _backward with an explicit kernel variant
- * (config -1 = the default), for the GPU test and the benchmark. Plain C
+ * (config -1 = the default; rope NULL = none), for the GPU test and the
+ * benchmark. Plain C
  * declarations, includable from C and CUDA C. */
 #ifndef CODA_CUDA_ATTENTION_CUH
 #define CODA_CUDA_ATTENTION_CUH
 #include "coda.h"
+#include "cuda/backend.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -19,7 +21,8 @@ coda_status coda_cuda_attention_backward_config(coda_context ctx, const coda_ten
                                                 const coda_tensor *out, const coda_tensor *lse,
                                                 const coda_tensor *dout, int batch, int seq,
                                                 int heads_q, int heads_kv, int head_dim,
-                                                const coda_tensor *dqkv, int config);
+                                                const coda_tensor *dqkv,
+                                                const coda_attn_rope *rope, int config);
 #ifdef __cplusplus
 }
 #endif

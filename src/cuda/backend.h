@@ -8,6 +8,12 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* The RoPE backward fused into the attention backward's stores
+ * (coda_attention_backward_rope): its views, or a NULL pointer for none.
+ * Both backends take it. */
+typedef struct coda_attn_rope {
+  const coda_tensor *pos, *freq, *zp;
+} coda_attn_rope;
 #ifdef CODA_HAVE_CUDA
 /* Plain GEMM on the Hopper mainloop: D = alpha*op(A)*op(B) (+ D). Tensors are
  * device views. Arguments are already checked by the caller. */
@@ -28,7 +34,7 @@ coda_status coda_cuda_attention_backward(coda_context ctx, const coda_tensor *qk
                                          const coda_tensor *out, const coda_tensor *lse,
                                          const coda_tensor *dout, int batch, int seq,
                                          int heads_q, int heads_kv, int head_dim,
-                                         const coda_tensor *dqkv);
+                                         const coda_tensor *dqkv, const coda_attn_rope *rope);
 
 /* ---- epilogue compiler (src/cuda/epi_*.c) ---- */
 /* GEMM + compiled epilogue program: acc = op(A)*op(B) (bf16 or f16), then

@@ -20,8 +20,12 @@
  *   gate_up_dgrad   gemm  dx1 = dx_out + RMSNorm-bwd(dz Wgu), post2, dwn2
  *   dwgu            matmul dz^T post2
  *   do, dwo         matmul dx1 Wo, dx1^T o
- *   attention bwd         dqkv
- *   rope_bwd        map   dzqkv = R^-1 dqkv, zdz1 = sum qkv dqkv
+ *   attention bwd         dzqkv = R^-1 dqkv (the RoPE backward fused into
+ *                         its stores), zp1 = per-head sums of qkv dqkv
+ *                         (coda_attention_backward_rope); with
+ *                         CODA_LLAMA_ROPE_MAP the attention backward writes
+ *                         dqkv and a map pass does the same (llama_rope_bwd)
+ *   zdz1            finish zdz1 = sum zp1 over its columns
  *   qkv_dgrad       gemm  dx = dx1 + RMSNorm-bwd(dzqkv Wqkv), post1, dwn1
  *   dwqkv           matmul dzqkv^T post1
  *
@@ -31,7 +35,8 @@
  *   rstd1, rstd2, rstd_next hold the M x ceil(D/tile_n) partials of x^2
  *   (written by norm1 / out_proj / down), read by qkv_rope, gate_up and the
  *   two RMSNorm-backward dgrads, which compute rsqrt(sum/D + eps) per row;
- *   the Sigma z*dz partials of down_dgrad and rope_bwd are read as they are
+ *   the Sigma z*dz partials of down_dgrad and the attention / rope backward
+ *   are read as they are
  *   by gate_up_dgrad and qkv_dgrad.
  * Launches that remain: the colsum finishers dwn2, dwn1 (norm-weight
  * gradients: no GEMM consumes them) and the norm1 map when the block input
@@ -111,7 +116,7 @@ static coda_status check_config(coda_context ctx, const coda_llama_config *c, in
   }
   if (c->flags &
       ~(CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT | CODA_LLAMA_FOLD | CODA_LLAMA_GRAD_ACT |
-        CODA_LLAMA_INPLACE))
+        CODA_LLAMA_INPLACE | CODA_LLAMA_ROPE_MAP))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "llama config: unknown flags 0x%x",
                      c->flags);
   if (head && (c->flags & CODA_LLAMA_NORM_OUT))
@@ -278,7 +283,10 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   plan_buffer(p, "dx1", act, M, D, PLAN_ROLE_TEMP);
   plan_buffer(p, "post2", act, M, D, PLAN_ROLE_TEMP);
   plan_buffer(p, "do", act, M, HQ, PLAN_ROLE_TEMP);
-  plan_buffer(p, "dqkv", act, M, NQKV, PLAN_ROLE_TEMP);
+  const int rope_map = (c.flags & CODA_LLAMA_ROPE_MAP) != 0;
+  if (rope_map) plan_buffer(p, "dqkv", act, M, NQKV, PLAN_ROLE_TEMP);
+  /* fused: the attention backward's per-head Sigma qkv*dqkv partials */
+  else plan_buffer(p, "zp1", st, M, c.n_heads + 2 * c.n_kv_heads, PLAN_ROLE_TEMP);
   plan_buffer(p, "dzqkv", act, M, NQKV, PLAN_ROLE_TEMP);
   if (!fold) plan_buffer(p, "zdz1", st, M, 1, PLAN_ROLE_TEMP);
   plan_buffer(p, "post1", act, M, D, PLAN_ROLE_TEMP);
@@ -359,14 +367,23 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   plan_matmul(p, BW, "dwgu", CODA_T, "dz", CODA_N, "post2", "dwgu", 1.0f, 0);
   plan_matmul(p, BW, "do", CODA_N, "dx1", CODA_N, "wo", "do", 1.0f, 0);
   plan_matmul(p, BW, "dwo", CODA_T, "dx1", CODA_N, "o", "dwo", 1.0f, 0);
-  plan_attention_bwd(p, BW, "attention_bwd", &g, "qkv", "o", "lse", "do", "dqkv");
-  plan_map(p, BW, "rope_bwd", "llama_rope_bwd", M, NQKV, tl,
-           "y=qkv dy=dqkv pos=pos freq=freq dz=dzqkv zp=zp1");
+  /* the zdz1 finisher sums zp1's columns: one per tile_n columns of a map
+   * pass, one per head when fused (an N of heads x tile_n) */
+  int64_t zp_n = NQKV;
+  if (rope_map) {
+    plan_attention_bwd(p, BW, "attention_bwd", &g, "qkv", "o", "lse", "do", "dqkv");
+    plan_map(p, BW, "rope_bwd", "llama_rope_bwd", M, NQKV, tl,
+             "y=qkv dy=dqkv pos=pos freq=freq dz=dzqkv zp=zp1");
+  } else {
+    plan_attention_bwd_rope(p, BW, "attention_rope_bwd", &g, "qkv", "o", "lse", "do", "pos",
+                            "freq", "dzqkv", "zp1");
+    zp_n = (c.n_heads + 2 * c.n_kv_heads) * (int64_t)tl.tile_n;
+  }
   if (fold) {
     plan_gemm(p, BW, "qkv_dgrad_norm_bwd", nbwd, CODA_N, "dzqkv", CODA_N, "wqkv", tl,
               "x=x w=wn1 ss=rstd1 zp=zp1 inv_n=inv_d dres=dx1 dx=dx post=post1 dwp=dwp1");
   } else {
-    plan_finish(p, BW, "zdz1", "llama_rope_bwd", "zdz", M, NQKV, tl, "zp=zp1 zdz=zdz1");
+    plan_finish(p, BW, "zdz1", "llama_rope_bwd", "zdz", M, zp_n, tl, "zp=zp1 zdz=zdz1");
     plan_gemm(p, BW, "qkv_dgrad_norm_bwd", nbwd, CODA_N, "dzqkv", CODA_N, "wqkv", tl,
               "x=x w=wn1 r=rstd1 zdz=zdz1 inv_n=inv_d dres=dx1 dx=dx post=post1 dwp=dwp1");
   }

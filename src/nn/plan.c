@@ -453,6 +453,7 @@ static void attn_common(coda_plan p, plan_step *s, const plan_attention *g, cons
   s->attn.o = need_buf(p, s->label, o);
   s->attn.lse = need_buf(p, s->label, lse);
   s->attn.dout = s->attn.dqkv = -1;
+  s->attn.pos = s->attn.freq = s->attn.zp = -1;
   if (p->status != CODA_OK) return;
   int64_t M = g->batch * g->seq;
   int64_t nqkv = (int64_t)(g->n_heads + 2 * g->n_kv_heads) * g->head_dim;
@@ -475,15 +476,21 @@ void plan_attention_fwd(coda_plan p, coda_phase phase, const char *label,
   if (p->status == CODA_OK) p->nstep++;
 }
 
-void plan_attention_bwd(coda_plan p, coda_phase phase, const char *label,
-                        const plan_attention *geometry, const char *qkv, const char *o,
-                        const char *lse, const char *dout, const char *dqkv) {
+static void attn_bwd(coda_plan p, coda_phase phase, const char *label,
+                     const plan_attention *geometry, const char *qkv, const char *o,
+                     const char *lse, const char *dout, const char *pos, const char *freq,
+                     const char *dqkv, const char *zp) {
   plan_step *s = new_step(p, PLAN_ATTN_BWD, phase, label);
   if (!s) return;
   attn_common(p, s, geometry, qkv, o, lse);
   if (p->status != CODA_OK) return;
   s->attn.dout = need_buf(p, label, dout);
   s->attn.dqkv = need_buf(p, label, dqkv);
+  if (zp) {
+    s->attn.pos = need_buf(p, label, pos);
+    s->attn.freq = need_buf(p, label, freq);
+    s->attn.zp = need_buf(p, label, zp);
+  }
   if (p->status != CODA_OK) return;
   const plan_buf *bd = &p->bufs[s->attn.dout], *bq = &p->bufs[s->attn.dqkv];
   if (bd->rows != p->bufs[s->attn.o].rows || bd->cols != p->bufs[s->attn.o].cols ||
@@ -491,7 +498,27 @@ void plan_attention_bwd(coda_plan p, coda_phase phase, const char *label,
     plan_fail(p, CODA_ERR_SHAPE, "step '%s': gradient buffers do not match", label);
     return;
   }
+  if (zp) {
+    const plan_buf *bz = &p->bufs[s->attn.zp];
+    if (bz->rows != s->M || bz->cols != geometry->n_heads + 2 * geometry->n_kv_heads) {
+      plan_fail(p, CODA_ERR_SHAPE, "step '%s': '%s' is not M x heads", label, zp);
+      return;
+    }
+  }
   p->nstep++;
+}
+
+void plan_attention_bwd(coda_plan p, coda_phase phase, const char *label,
+                        const plan_attention *geometry, const char *qkv, const char *o,
+                        const char *lse, const char *dout, const char *dqkv) {
+  attn_bwd(p, phase, label, geometry, qkv, o, lse, dout, NULL, NULL, dqkv, NULL);
+}
+
+void plan_attention_bwd_rope(coda_plan p, coda_phase phase, const char *label,
+                             const plan_attention *geometry, const char *qkv, const char *o,
+                             const char *lse, const char *dout, const char *pos,
+                             const char *freq, const char *dqkv, const char *zp) {
+  attn_bwd(p, phase, label, geometry, qkv, o, lse, dout, pos, freq, dqkv, zp);
 }
 
 void plan_zero(coda_plan p, coda_phase phase, const char *label, const char *dst) {
@@ -807,6 +834,11 @@ static int step_refs(coda_plan p, const plan_step *s, int *buf, int *use) {
     add_ref(buf, use, &n, s->attn.lse, REF_READ);
     add_ref(buf, use, &n, s->attn.dout, REF_READ);
     add_ref(buf, use, &n, s->attn.dqkv, REF_WRITE);
+    if (s->attn.zp >= 0) {
+      add_ref(buf, use, &n, s->attn.pos, REF_READ);
+      add_ref(buf, use, &n, s->attn.freq, REF_READ);
+      add_ref(buf, use, &n, s->attn.zp, REF_WRITE);
+    }
     break;
   case PLAN_ZERO: add_ref(buf, use, &n, s->d, REF_WRITE); break;
   case PLAN_COPY:
@@ -1149,6 +1181,13 @@ static coda_status run_step(coda_context ctx, coda_plan p, const plan_step *s, c
       return coda_attention_forward(ctx, &qkv, (int)g->batch, (int)g->seq, g->n_heads,
                                     g->n_kv_heads, g->head_dim, &o, &lse);
     coda_tensor dout = view_of(&p->bufs[g->dout]), dqkv = view_of(&p->bufs[g->dqkv]);
+    if (g->zp >= 0) {
+      coda_tensor pos = view_of(&p->bufs[g->pos]), freq = view_of(&p->bufs[g->freq]),
+                  zp = view_of(&p->bufs[g->zp]);
+      return coda_attention_backward_rope(ctx, &qkv, &o, &lse, &dout, (int)g->batch,
+                                          (int)g->seq, g->n_heads, g->n_kv_heads, g->head_dim,
+                                          &pos, &freq, &dqkv, &zp);
+    }
     return coda_attention_backward(ctx, &qkv, &o, &lse, &dout, (int)g->batch, (int)g->seq,
                                    g->n_heads, g->n_kv_heads, g->head_dim, &dqkv);
   }
@@ -1535,6 +1574,9 @@ static void print_step(coda_plan p, coda_strbuf *b, int i, const plan_step *s) {
     coda_sb_printf(b, "attention backward: %s (with %s, %s, %s) -> %s", p->bufs[s->attn.dout].name,
               p->bufs[s->attn.qkv].name, p->bufs[s->attn.o].name, p->bufs[s->attn.lse].name,
               p->bufs[s->attn.dqkv].name);
+    if (s->attn.zp >= 0)
+      coda_sb_printf(b, ", then RoPE backward (%s, %s) with partials %s", p->bufs[s->attn.pos].name,
+                p->bufs[s->attn.freq].name, p->bufs[s->attn.zp].name);
     break;
   case PLAN_ZERO: coda_sb_printf(b, "host   %s = 0", p->bufs[s->d].name); break;
   case PLAN_COPY:

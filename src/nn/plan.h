@@ -115,6 +115,8 @@ typedef struct plan_attention {
   int n_heads, n_kv_heads, head_dim;
   int qkv, o, lse;  /* forward: qkv -> o (M, Hq·hd), lse (M, Hq) f32 */
   int dout, dqkv;   /* backward: also reads qkv, o, lse */
+  int pos, freq, zp; /* backward with the RoPE backward fused (plan_attention_bwd_rope),
+                      * else -1 */
 } plan_attention;
 
 typedef struct plan_step {
@@ -237,6 +239,13 @@ void plan_attention_bwd(coda_plan p, coda_phase phase, const char *label,
                         const plan_attention *geometry, const char *qkv,
                         const char *o, const char *lse, const char *dout,
                         const char *dqkv);
+/* The backward with the RoPE backward on its result in the same pass
+ * (coda_attention_backward_rope): dqkv receives the rotated gradient and
+ * zp (M x heads) the per-head partials of sum qkv * gradient. */
+void plan_attention_bwd_rope(coda_plan p, coda_phase phase, const char *label,
+                             const plan_attention *geometry, const char *qkv, const char *o,
+                             const char *lse, const char *dout, const char *pos,
+                             const char *freq, const char *dqkv, const char *zp);
 void plan_zero(coda_plan p, coda_phase phase, const char *label,
                const char *dst);
 void plan_copy(coda_plan p, coda_phase phase, const char *label,

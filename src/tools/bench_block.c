@@ -25,6 +25,9 @@
  * set next to PyTorch's (CSV column grad_bf16). With --inplace the Llama
  * plans write dz over the saved z (CODA_LLAMA_INPLACE; GPT-2 plans are
  * unchanged): the peak memory with and without it (CSV column inplace).
+ * With --rope-map the Llama plans run the RoPE backward as its own map
+ * pass (CODA_LLAMA_ROPE_MAP) instead of fused into the attention
+ * backward: the two side by side (CSV column rope_map).
  * The backward-only timing then re-runs the backward on a z an earlier
  * backward consumed: the same work on meaningless values; the checked
  * x_out and dx come from a full forward + backward. */
@@ -68,13 +71,14 @@ typedef struct bench_opts {
   int fold;  /* --fold: plans built with the fold flag */
   int grad_bf16; /* --grad-bf16: GEMM weight gradients in bf16 */
   int inplace;   /* --inplace: Llama dz written over the saved z */
+  int rope_map;  /* --rope-map: Llama RoPE backward as its own map pass */
 } bench_opts;
 
 static void usage(FILE *f, const char *cmd) {
   fprintf(f,
           "usage: %s [CONFIG ...] [--fused] [--unfused] [--tuned] [--floor] [--iters N]\n"
           "       [--warmup N] [--csv | --markdown] [--steps] [--fold] [--grad-bf16]\n"
-          "       [--inplace] [--precompile]\n\n"
+          "       [--inplace] [--rope-map] [--precompile]\n\n"
           "Times one Transformer block on the GPU: forward, backward and forward + backward\n"
           "of the block plan with fusion (--fused), the same plan with fusion off (--unfused:\n"
           "each GEMM + epilogue as a plain GEMM plus a separate pass), the plan with fusion\n"
@@ -113,6 +117,9 @@ static void usage(FILE *f, const char *cmd) {
           "  --inplace      build the Llama plans with CODA_LLAMA_INPLACE: the SwiGLU\n"
           "                 backward writes dz over the saved z (less peak memory; a\n"
           "                 backward then needs its forward first) (CSV column inplace)\n"
+          "  --rope-map     build the Llama plans with CODA_LLAMA_ROPE_MAP: the RoPE backward\n"
+          "                 as its own map pass after the attention backward instead of\n"
+          "                 fused into its stores, to compare (CSV column rope_map)\n"
           "  --precompile   compile the generated kernels of the selected configurations\n"
           "                 (with and without fusion) into the kernel cache and exit; needs\n"
           "                 no GPU\n\n"
@@ -168,6 +175,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
       o->grad_bf16 = 1;
     } else if (!strcmp(s, "--inplace")) {
       o->inplace = 1;
+    } else if (!strcmp(s, "--rope-map")) {
+      o->rope_map = 1;
     } else if (!strcmp(s, "--iters")) {
       if (!parse_count(cmd, s, a + 1 < argc ? argv[++a] : NULL, 1, 100000, &o->iters)) return -1;
     } else if (!strcmp(s, "--warmup")) {
@@ -233,7 +242,7 @@ static coda_status make_plan(coda_context ctx, const bench_cfg *c, const bench_o
   l.rope_theta = 500000.0;
   l.tiling = t;
   l.flags = (fold ? CODA_LLAMA_FOLD : 0) | (gact ? CODA_LLAMA_GRAD_ACT : 0) |
-            (o->inplace ? CODA_LLAMA_INPLACE : 0);
+            (o->inplace ? CODA_LLAMA_INPLACE : 0) | (o->rope_map ? CODA_LLAMA_ROPE_MAP : 0);
   return coda_llama_block_plan(ctx, &l, p);
 }
 
@@ -714,7 +723,7 @@ static const char *kCols[] = {
     "fused_over_floor", "unfused_over_fused",
     "fused_peak_mib", "unfused_peak_mib", "device_used_mib",
     "tuned_fwd_ms", "tuned_bwd_ms", "tuned_fwdbwd_ms", "tuned_over_floor", "tuned_unfused_steps",
-    "tuned_peak_mib", "torch_name", "fold", "grad_bf16", "inplace"};
+    "tuned_peak_mib", "torch_name", "fold", "grad_bf16", "inplace", "rope_map"};
 
 static void print_header(const bench_opts *o) {
   if (o->csv) {
@@ -744,11 +753,12 @@ static void print_row(const bench_opts *o, const bench_cfg *c, const result *r) 
            (long long)c->hq, (long long)c->hkv, (long long)hd, (long long)c->batch,
            (long long)c->seq);
   else
-    printf("| %s (%s d %lld, ffn %lld, %lld/%lld heads, %lldx%lld%s%s%s)", c->name,
+    printf("| %s (%s d %lld, ffn %lld, %lld/%lld heads, %lldx%lld%s%s%s%s)", c->name,
            c->kind == ARCH_GPT2 ? "GPT-2" : "Llama", (long long)c->d, (long long)c->ffn,
            (long long)c->hq, (long long)c->hkv, (long long)c->batch, (long long)c->seq,
            o->fold ? ", folded" : "", o->grad_bf16 ? ", bf16 weight grads" : "",
-           o->inplace && c->kind == ARCH_LLAMA ? ", in place" : "");
+           o->inplace && c->kind == ARCH_LLAMA ? ", in place" : "",
+           o->rope_map && c->kind == ARCH_LLAMA ? ", RoPE map" : "");
   for (int v = 0; v < 3; v++)
     for (int k = 0; k < 3; k++) cell(o, r->t[v][k], "%.3f");
   cell(o, r->t[0][2] > 0 && r->t[2][2] > 0 ? r->t[0][2] / r->t[2][2] : -1, "%.2f");
@@ -762,7 +772,8 @@ static void print_row(const bench_opts *o, const bench_cfg *c, const result *r) 
   cell(o, r->tuned_unfused, "%.0f");
   cell(o, r->peak[V_TUNED] >= 0 ? r->peak[V_TUNED] / mib : -1, "%.0f");
   if (o->csv)
-    printf(",%s,%d,%d,%d\n", c->torch, o->fold, o->grad_bf16, o->inplace && c->kind == ARCH_LLAMA);
+    printf(",%s,%d,%d,%d,%d\n", c->torch, o->fold, o->grad_bf16, o->inplace && c->kind == ARCH_LLAMA,
+           o->rope_map && c->kind == ARCH_LLAMA);
   else printf(" |\n");
   fflush(stdout);
 }

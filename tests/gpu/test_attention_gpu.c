@@ -4,7 +4,9 @@
  * heads, sequence lengths that are and are not multiples of the 64-row
  * tile, padded leading dimensions, against a reference in double written here. Outputs are
  * poisoned (NaN bytes) before every run and the padding between rows is
- * checked to stay untouched; two runs must be bit-identical. Also checks
+ * checked to stay untouched; two runs must be bit-identical. Each variant
+ * also runs with the fused RoPE backward (coda_attention_backward_rope),
+ * checked against its own plain result rotated here. Also checks
  * that unsupported requests fail cleanly. Exits non-zero on any failure.
  *   test_attention_gpu [seed]            every shape
  *   test_attention_gpu --small [seed]    four ragged shapes only (for the
@@ -164,6 +166,103 @@ static cmp_result compare_bf16(const buf *b, int64_t rows, int64_t cols, int64_t
   return r;
 }
 
+/* The backward with the fused RoPE backward (coda_attention_backward_rope)
+ * against the plain backward's own result g (bf16, the same variant)
+ * rotated here in double: dz = R(-theta) g per adjacent pair, theta =
+ * 2 pi frac(pos (fhi + flo)) (Llama frequencies, base 10000, turns as a
+ * float-float pair; V columns 0), zp[m, head] = sum qkv * g over the head.
+ * Two runs bit-identical; the padding of dz and zp untouched. */
+static void run_rope(coda_context ctx, const shape *s, int bc, const char *name,
+                     const coda_tensor *tq, const coda_tensor *to, const coda_tensor *tl,
+                     const coda_tensor *tdo, const uint16_t *g, const double *xq) {
+  const int B = s->B, T = s->T, Hq = s->Hq, Hkv = s->Hkv, hd = s->hd, NH = Hq + 2 * Hkv;
+  const int64_t BT = (int64_t)B * T, cols = (int64_t)NH * hd, ldq = tq->ld, ldz = NH + 1;
+  buf pos = buf_new((size_t)BT * 4), freq = buf_new((size_t)cols * 4),
+      dz = buf_new((size_t)BT * ldq * 2), zp = buf_new((size_t)BT * ldz * 4);
+  int32_t *hp = (int32_t *)pos.h;
+  float *hf = (float *)freq.h;
+  for (int64_t m = 0; m < BT; m++) hp[m] = (int32_t)(m % T) + 3 * (int32_t)(m / T);
+  for (int64_t c = 0; c < cols; c += 2) {
+    const int j = (int)((c % hd) / 2);
+    const double f = c < (int64_t)(Hq + Hkv) * hd
+                         ? pow(10000.0, -2.0 * j / hd) / (2 * 3.141592653589793) : 0.0;
+    hf[c] = (float)f;
+    hf[c + 1] = (float)(f - (double)hf[c]);
+  }
+  CUDA_CHECK(cudaMemcpy(pos.d, pos.h, pos.bytes, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(freq.d, freq.h, freq.bytes, cudaMemcpyHostToDevice));
+  coda_tensor tp = {pos.d, CODA_I32, BT, 1, 1}, tf = {freq.d, CODA_F32, 1, cols, cols},
+              tz = {dz.d, CODA_BF16, BT, cols, ldq}, tzp = {zp.d, CODA_F32, BT, NH, ldz};
+  const coda_attn_rope rope = {&tp, &tf, &tzp};
+  unsigned char *first_z = malloc(dz.bytes), *first_p = malloc(zp.bytes);
+  for (int run = 0; run < 2; run++) {
+    poison(&dz);
+    poison(&zp);
+    const coda_status st = coda_cuda_attention_backward_config(
+        ctx, tq, to, tl, tdo, B, T, Hq, Hkv, hd, &tz, &rope, bc);
+    EXPECT(st == CODA_OK, "%s: RoPE backward returned %d (%s)", name, (int)st,
+           coda_last_error(ctx));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    fetch(&dz);
+    fetch(&zp);
+    if (run == 0) {
+      memcpy(first_z, dz.h, dz.bytes);
+      memcpy(first_p, zp.h, zp.bytes);
+    }
+  }
+  EXPECT(memcmp(first_z, dz.h, dz.bytes) == 0 && memcmp(first_p, zp.h, zp.bytes) == 0,
+         "%s: RoPE backward: two runs differ", name);
+  const uint16_t *hz = (const uint16_t *)dz.h;
+  const float *hzp = (const float *)zp.h;
+  double ss = 0, ez = 0, ep = 0;
+  int zbad = 0, pbad = 0, pad = 0;
+  for (int64_t m = 0; m < BT; m++)
+    for (int64_t c = 0; c < cols; c++) ss += pow(coda_bf16_to_f32(g[m * ldq + c]), 2);
+  const double rms = sqrt(ss / (double)(BT * cols)) + 1e-30;
+  for (int64_t m = 0; m < BT; m++) {
+    for (int h = 0; h < NH; h++) {
+      double z = 0, za = 0;
+      for (int64_t c = (int64_t)h * hd; c < (int64_t)(h + 1) * hd; c += 2) {
+        const double a = coda_bf16_to_f32(g[m * ldq + c]), b = coda_bf16_to_f32(g[m * ldq + c + 1]);
+        z += xq[m * ldq + c] * a + xq[m * ldq + c + 1] * b;
+        za += fabs(xq[m * ldq + c] * a) + fabs(xq[m * ldq + c + 1] * b);
+        double t = (double)hp[m] * ((double)hf[c] + (double)hf[c + 1]);
+        const double th = 2 * 3.141592653589793 * (t - rint(t));
+        const double r0 = a * cos(th) + b * sin(th), r1 = b * cos(th) - a * sin(th);
+        const double e0 = fabs(coda_bf16_to_f32(hz[m * ldq + c]) - r0);
+        const double e1 = fabs(coda_bf16_to_f32(hz[m * ldq + c + 1]) - r1);
+        if (!(e0 <= 1e-2 * rms + 1e-2 * fabs(r0)) || !(e1 <= 1e-2 * rms + 1e-2 * fabs(r1))) {
+          if (zbad < 3)
+            printf("    dz mismatch at row %lld col %lld: got %.6g %.6g want %.6g %.6g\n",
+                   (long long)m, (long long)c, coda_bf16_to_f32(hz[m * ldq + c]),
+                   coda_bf16_to_f32(hz[m * ldq + c + 1]), r0, r1);
+          zbad++;
+        }
+        if (!(fmax(e0, e1) / rms <= ez)) ez = fmax(e0, e1) / rms;
+      }
+      const double e = fabs(hzp[m * ldz + h] - z);
+      if (!(e <= 4e-3 * za + 1e-6)) pbad++;
+      if (!(e / (za + 1e-30) <= ep)) ep = e / (za + 1e-30);
+    }
+    for (int64_t c = cols; c < ldq; c++) pad += hz[m * ldq + c] != 0xFFFF;
+    uint32_t u;
+    memcpy(&u, &hzp[m * ldz + NH], 4);
+    pad += u != 0xFFFFFFFFu;
+  }
+  EXPECT(zbad == 0 && pbad == 0 && pad == 0,
+         "%s: RoPE backward: %d dz mismatches (max %.2e rms), %d zp mismatches (max %.2e of "
+         "sum |y g|), %d padding changed",
+         name, zbad, ez, pbad, ep, pad);
+  printf("  %-38s RoPE backward: dz max|err|/rms %.2e, zp max err / sum|y g| %.2e\n", name, ez,
+         ep);
+  free(first_z);
+  free(first_p);
+  buf_free(&pos);
+  buf_free(&freq);
+  buf_free(&dz);
+  buf_free(&zp);
+}
+
 /* Runs forward variant fc and backward variant bc (twice each) and checks
  * them against the reference. */
 static void run_case(coda_context ctx, const shape *s, int fc, int bc) {
@@ -210,7 +309,7 @@ static void run_case(coda_context ctx, const shape *s, int fc, int bc) {
     poison(&dqkv);
     coda_status st = coda_cuda_attention_forward_config(ctx, &tq, B, T, Hq, Hkv, hd, &to, &tl, fc);
     EXPECT(st == CODA_OK, "%s: forward returned %d (%s)", name, (int)st, coda_last_error(ctx));
-    st = coda_cuda_attention_backward_config(ctx, &tq, &to, &tl, &tdo, B, T, Hq, Hkv, hd, &tg, bc);
+    st = coda_cuda_attention_backward_config(ctx, &tq, &to, &tl, &tdo, B, T, Hq, Hkv, hd, &tg, NULL, bc);
     EXPECT(st == CODA_OK, "%s: backward returned %d (%s)", name, (int)st, coda_last_error(ctx));
     cudaError_t e = cudaDeviceSynchronize();
     EXPECT(e == cudaSuccess, "%s: kernel error %s", name, cudaGetErrorString(e));
@@ -265,6 +364,7 @@ static void run_case(coda_context ctx, const shape *s, int fc, int bc) {
   }
   printf("  %-38s max|err|/rms: out %.2e  dq %.2e  dk %.2e  dv %.2e   lse max err %.2e\n", name,
          co.max_rel, gmax[0], gmax[1], gmax[2], lmax);
+  run_rope(ctx, s, bc, name, &tq, &to, &tl, &tdo, (const uint16_t *)dqkv.h, xq);
 
   free(first_o);
   free(first_l);
