@@ -3,11 +3,13 @@
  * tables (milliseconds and TFLOP/s counting only the causal half:
  * forward 2 matmuls = 2*B*Hq*T^2*hd flops, backward 5 = 2.5x that): one
  * row per kernel variant, then forward+backward with the fastest ones,
- * the defaults against CODA_ATTN_IMPL=v1, and one CODA|... line per shape
+ * the defaults against CODA_ATTN_IMPL=v1, the default backward without and
+ * with the fused RoPE backward, and one CODA|... line per shape
  * with the default timings that sdpa.py compares against PyTorch. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -75,7 +77,7 @@ int main(int argc, char **argv) {
   CUDA_CHECK(cudaEventCreate(&e0));
   CUDA_CHECK(cudaEventCreate(&e1));
   printf("| shape | pass | variant | ms | TFLOP/s |\n|---|---|---|---|---|\n");
-  float sum_ms[8][3], def_ms[8][3], v1_ms[8][3];
+  float sum_ms[8][3], def_ms[8][3], v1_ms[8][3], rope_ms[8][2];
   int best[8][2];
   for (int si = 0; si < ns; si++) {
     if (only >= 0 && si != only) continue;
@@ -98,8 +100,37 @@ int main(int argc, char **argv) {
                 tdo = coda_tensor_2d(dout, CODA_BF16, BT, oc),
                 tg = coda_tensor_2d(dqkv, CODA_BF16, BT, cols);
     const double f = 2.0 * s.B * s.Hq * (double)s.T * s.T * s.hd; /* causal forward flops */
-    /* the forward with variant fc if fwd, then the backward with bc if bwd */
-    auto time = [&](bool fwd, int fc, bool bwd, int bc) {
+    /* the fused RoPE backward's inputs (positions t, Llama frequencies in
+     * turns, V columns 0) and partials */
+    const int nh = s.Hq + 2 * s.Hkv;
+    int32_t *pos;
+    float *freq, *zp;
+    CUDA_CHECK(cudaMalloc(&pos, BT * 4));
+    CUDA_CHECK(cudaMalloc(&freq, cols * 4));
+    CUDA_CHECK(cudaMalloc(&zp, BT * nh * 4));
+    {
+      int32_t *hp = (int32_t *)malloc(BT * 4);
+      float *hf = (float *)malloc(cols * 4);
+      for (int64_t m = 0; m < BT; m++) hp[m] = (int32_t)(m % s.T);
+      for (int64_t c = 0; c < cols; c += 2) {
+        const double fr = c < (int64_t)(s.Hq + s.Hkv) * s.hd
+                              ? pow(500000.0, -(double)(c % s.hd) / s.hd) / 6.283185307179586
+                              : 0.0;
+        hf[c] = (float)fr;
+        hf[c + 1] = (float)(fr - (double)hf[c]);
+      }
+      CUDA_CHECK(cudaMemcpy(pos, hp, BT * 4, cudaMemcpyHostToDevice));
+      CUDA_CHECK(cudaMemcpy(freq, hf, cols * 4, cudaMemcpyHostToDevice));
+      free(hp);
+      free(hf);
+    }
+    coda_tensor tp = coda_tensor_2d(pos, CODA_I32, BT, 1),
+                tf = coda_tensor_2d(freq, CODA_F32, 1, cols),
+                tz = coda_tensor_2d(zp, CODA_F32, BT, nh);
+    const coda_attn_rope rope_args = {&tp, &tf, &tz};
+    /* the forward with variant fc if fwd, then the backward with bc if bwd
+     * (with the fused RoPE backward if rope) */
+    auto time = [&](bool fwd, int fc, bool bwd, int bc, bool rope = false) {
       const int warm = 5, reps = 25;
       float ms[reps];
       for (int r = 0; r < warm + reps; r++) {
@@ -108,7 +139,7 @@ int main(int argc, char **argv) {
           OK(coda_cuda_attention_forward_config(ctx, &tq, s.B, s.T, s.Hq, s.Hkv, s.hd, &to, &tl, fc));
         if (bwd)
           OK(coda_cuda_attention_backward_config(ctx, &tq, &to, &tl, &tdo, s.B, s.T, s.Hq, s.Hkv,
-                                                 s.hd, &tg, NULL, bc));
+                                                 s.hd, &tg, rope ? &rope_args : NULL, bc));
         CUDA_CHECK(cudaEventRecord(e1));
         CUDA_CHECK(cudaEventSynchronize(e1));
         if (r >= warm) CUDA_CHECK(cudaEventElapsedTime(&ms[r - warm], e0, e1));
@@ -143,6 +174,22 @@ int main(int argc, char **argv) {
       d[2] = time(true, -1, true, -1);
       if (k) unsetenv("CODA_ATTN_IMPL");
     }
+    /* the default backward without and with the fused RoPE backward,
+     * alternating three times (median of each) */
+    {
+      float a[3], b[3];
+      for (int k = 0; k < 3; k++) {
+        a[k] = time(false, 0, true, -1);
+        b[k] = time(false, 0, true, -1, true);
+      }
+      qsort(a, 3, sizeof(float), cmp_float);
+      qsort(b, 3, sizeof(float), cmp_float);
+      rope_ms[si][0] = a[1];
+      rope_ms[si][1] = b[1];
+    }
+    cudaFree(pos);
+    cudaFree(freq);
+    cudaFree(zp);
     cudaFree(qkv);
     cudaFree(dqkv);
     cudaFree(out);
@@ -162,6 +209,13 @@ int main(int argc, char **argv) {
     if (only < 0 || si == only)
       printf("| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", shapes[si].name,
              def_ms[si][0], v1_ms[si][0], def_ms[si][1], v1_ms[si][1], def_ms[si][2], v1_ms[si][2]);
+  printf("\nDefault backward without and with the fused RoPE backward\n"
+         "(coda_attention_backward_rope; alternated three times, medians):\n\n"
+         "| shape | bwd ms | bwd + RoPE bwd ms | difference ms |\n|---|---|---|---|\n");
+  for (int si = 0; si < ns; si++)
+    if (only < 0 || si == only)
+      printf("| %s | %.3f | %.3f | %+.3f |\n", shapes[si].name, rope_ms[si][0], rope_ms[si][1],
+             rope_ms[si][1] - rope_ms[si][0]);
   /* machine-readable lines for sdpa.py: name|B|T|Hq|Hkv|hd|fwd|bwd|fwd+bwd (defaults) */
   printf("\n");
   for (int si = 0; si < ns; si++)

@@ -58,7 +58,8 @@ static void CAT(att_fwd_head, SFX)(const coda_tensor *qkv, const coda_tensor *ou
 
 /* The fused RoPE backward on one head's gradient slice gr (T x hd, at qkv
  * columns col0..) with y the same slice of qkv: zp[m, slot] = sum y*gr,
- * then each pair of gr rotated by -theta (coda_attention_backward_rope). */
+ * then each pair of gr rotated by -theta, pairs of frequency (0, 0) copied
+ * (coda_attention_backward_rope). */
 static void CAT(att_rope_bwd, SFX)(REAL *gr, const REAL *y, const coda_attn_rope *rope,
                                    int64_t b, int T, int64_t col0, int hd, int slot) {
   for (int t = 0; t < T; t++) {
@@ -69,9 +70,11 @@ static void CAT(att_rope_bwd, SFX)(REAL *gr, const REAL *y, const coda_attn_rope
     REAL z = 0;
     for (int d = 0; d + 1 < hd; d += 2) {
       const REAL a = g[d], c = g[d + 1];
+      const REAL fh = (REAL)coda_load(rope->freq, 0, col0 + d),
+                 fl = (REAL)coda_load(rope->freq, 0, col0 + d + 1);
       z += yt[d] * a + yt[d + 1] * c;
-      CAT(coda_rope, SFX)(a, c, pm, (REAL)coda_load(rope->freq, 0, col0 + d),
-                          (REAL)coda_load(rope->freq, 0, col0 + d + 1), (REAL)-1, &g[d], &g[d + 1]);
+      if (fh != 0 || fl != 0) /* frequency (0, 0) (V's columns): copied */
+        CAT(coda_rope, SFX)(a, c, pm, fh, fl, (REAL)-1, &g[d], &g[d + 1]);
     }
     coda_store(rope->zp, m, slot, (double)z);
   }

@@ -197,9 +197,10 @@ __device__ __forceinline__ uint32_t bt_addr(const bf16 *tile, int row0, int kk, 
 /* ------------------------------------------------------ gradient stores */
 
 /* The RoPE backward's rotation by -theta of one pair, theta =
- * 2*pi*frac(p*(fhi + flo)): the formula of rope() in the epilogue prelude
- * (epi_codegen.c) and of the CPU (cpu/rope.h). p*fhi = hi + err exactly
- * (two-product), so the fraction keeps float accuracy at large p*f. */
+ * 2*pi*frac(p*(fhi + flo)): the angle as rope() in the epilogue prelude
+ * (epi_codegen.c) and the CPU (cpu/rope.h) reduce it (p*fhi = hi + err
+ * exactly, a two-product, so the fraction keeps float accuracy at large
+ * p*f), the sine and cosine from the hardware (below). */
 __device__ __forceinline__ void rope_bwd_pair(float x, float y, float p, float fhi, float flo,
                                               float &x2, float &y2) {
   const float hi = p * fhi;
@@ -207,7 +208,11 @@ __device__ __forceinline__ void rope_bwd_pair(float x, float y, float p, float f
   const float lo = __fmaf_rn(p, flo, err);
   const float f = (hi - rintf(hi)) + lo;
   float sn, cs;
-  sincospif(2.0f * f, &sn, &cs);
+  /* |2 pi f| <= pi, where the hardware sine and cosine are within about
+   * 2^-21 absolute: far below the bf16 rounding of the result (2^-9), and
+   * it took the fused RoPE backward's cost at the 8B-like shape from 0.23
+   * to 0.15 ms (sincospif: about 50 instructions per pair) */
+  __sincosf(6.28318530717958648f * f, &sn, &cs);
   x2 = __fadd_rn(__fmul_rn(x, cs), __fmul_rn(y, sn));
   y2 = __fsub_rn(__fmul_rn(y, cs), __fmul_rn(x, sn));
 }
@@ -216,16 +221,19 @@ __device__ __forceinline__ void rope_bwd_pair(float x, float y, float p, float f
  * pairs (a[i], c[i]) at qkv columns col + 8i, col + 8i + 1 of token row m
  * (col = the head's first column + 2*(lane&3): the mma/wgmma accumulator
  * layout, four lanes per row). With the fused RoPE backward the pairs are
- * rotated by -theta first and the row's sum of qkv * gradient over the
- * head (the pre-rotation values; a fixed order: each lane's pairs in turn,
- * then (l0 + l1) + (l2 + l3) over the quad) goes to zp[m, slot]. Every
- * lane of the warp must call it (quad shuffles); `valid` guards memory. */
-template <int NP>
+ * rotated by -theta first (a pair whose frequency is (0, 0), such as V's,
+ * is copied) and the row's sum of qkv * gradient over the head (the
+ * pre-rotation values; a fixed order: each lane's pairs in turn, then
+ * (l0 + l1) + (l2 + l3) over the quad) goes to zp[m, slot]; yv(i) gives
+ * the qkv pair i of the row (from shared memory where the kernel still
+ * holds it). Every lane of the warp must call it (quad shuffles); `valid`
+ * guards memory. */
+template <bool ROPE, int NP, class YV>
 __device__ __forceinline__ void store_grad_row(const Params &p, long long m, bool valid, int col,
                                                int slot, const float (&a)[NP],
-                                               const float (&c)[NP]) {
+                                               const float (&c)[NP], YV yv) {
   bf16 *dst = p.dqkv + m * p.ld_dqkv + col;
-  if (!p.rope_pos) {
+  if constexpr (!ROPE) {
     if (valid)
 #pragma unroll
       for (int i = 0; i < NP; ++i) *reinterpret_cast<uint32_t *>(dst + 8 * i) = pack2(a[i], c[i]);
@@ -233,16 +241,14 @@ __device__ __forceinline__ void store_grad_row(const Params &p, long long m, boo
   }
   float z = 0.f;
   if (valid) {
-    const bf16 *y = p.qkv + m * p.ld_qkv + col;
     const float pos = (float)p.rope_pos[m * p.ld_pos];
 #pragma unroll
     for (int i = 0; i < NP; ++i) {
-      const float2 yv =
-          __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(y + 8 * i));
-      z = __fadd_rn(z, __fadd_rn(__fmul_rn(yv.x, a[i]), __fmul_rn(yv.y, c[i])));
+      const float2 y = yv(i);
+      z = __fadd_rn(z, __fadd_rn(__fmul_rn(y.x, a[i]), __fmul_rn(y.y, c[i])));
       const float2 f = *reinterpret_cast<const float2 *>(p.rope_freq + col + 8 * i);
-      float x2, y2;
-      rope_bwd_pair(a[i], c[i], pos, f.x, f.y, x2, y2);
+      float x2 = a[i], y2 = c[i];
+      if (f.x != 0.f || f.y != 0.f) rope_bwd_pair(a[i], c[i], pos, f.x, f.y, x2, y2);
       *reinterpret_cast<uint32_t *>(dst + 8 * i) = pack2(x2, y2);
     }
   }
@@ -250,6 +256,24 @@ __device__ __forceinline__ void store_grad_row(const Params &p, long long m, boo
   z += __shfl_xor_sync(0xffffffffu, z, 2);
   if (valid && (threadIdx.x & 3) == 0) p.zp[m * p.ld_zp + slot] = z;
 }
+/* qkv pair i of a row: from global memory (row m, columns col + 8i), or
+ * from a wgmma tile the kernel holds in shared memory (local row r, 16-byte
+ * chunk i of its 64-column panels, pair 2*(lane&3) in the chunk). */
+__device__ __forceinline__ float2 bf2(const bf16 *x) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(x));
+}
+struct YGlobal {
+  const bf16 *row;
+  __device__ float2 operator()(int i) const { return bf2(row + 8 * i); }
+};
+template <int R, int HD>
+__device__ __forceinline__ int wswz(int row, int chunk);
+template <int R, int HD>
+struct YTile {
+  const bf16 *tile;
+  int r, q;
+  __device__ float2 operator()(int i) const { return bf2(tile + wswz<R, HD>(r, i) + 2 * q); }
+};
 
 /* ------------------------------------------------------------- forward */
 
@@ -691,7 +715,7 @@ __device__ __forceinline__ void load_rowstats(float *sL, float *sD, const Params
  * keys up to the diagonal, 16 keys at a time per warp:
  *   P = exp2(c*QK^T - L), dP = dO V^T, dS = P*(dP - D), dQ += dS K;
  * finally dQ *= scale. */
-template <int HD, int MT>
+template <int HD, int MT, bool ROPE>
 __global__ void __launch_bounds__(kThreads) bwd_dq_kernel(Params p) {
   constexpr int BM = 64 * MT;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -827,7 +851,9 @@ __global__ void __launch_bounds__(kThreads) bwd_dq_kernel(Params p) {
         a[i] = dq[mt][i][2 * r] * p.scale;
         c[i] = dq[mt][i][2 * r + 1] * p.scale;
       }
-      store_grad_row<HD / 8>(p, orow + row, row < p.T, h * HD + (lane & 3) * 2, h, a, c);
+      const long long m = orow + min(row, p.T - 1);
+      store_grad_row<ROPE, HD / 8>(p, orow + row, row < p.T, h * HD + (lane & 3) * 2, h, a, c,
+                             YGlobal{p.qkv + m * p.ld_qkv + h * HD + (lane & 3) * 2});
     }
 }
 
@@ -837,7 +863,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dq_kernel(Params p) {
  * keys) and 16 queries at a time, in transposed form (rows = keys):
  *   P^T = exp2(c*K Q^T - L), dP^T = V dO^T, dS^T = P^T*(dP^T - D),
  *   dV += P^T dO, dK += dS^T Q;  finally dK *= scale. */
-template <int HD, int MT, bool KVREGS>
+template <int HD, int MT, bool KVREGS, bool ROPE>
 __global__ void __launch_bounds__(kThreads) bwd_dkdv_kernel(Params p) {
   constexpr int BN = 64 * MT;
   /* K/V fragments stay in registers (KVREGS) beside the 2 x MT x 16 x HD
@@ -995,15 +1021,16 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv_kernel(Params p) {
         a[i] = dk[mt][i][2 * r] * p.scale;
         c[i] = dk[mt][i][2 * r + 1] * p.scale;
       }
-      store_grad_row<HD / 8>(p, orow + key, key < p.T, (p.Hq + g) * HD + (lane & 3) * 2, p.Hq + g,
-                             a, c);
+      const bf16 *yrow = p.qkv + (orow + min(key, p.T - 1)) * p.ld_qkv + (lane & 3) * 2;
+      store_grad_row<ROPE, HD / 8>(p, orow + key, key < p.T, (p.Hq + g) * HD + (lane & 3) * 2, p.Hq + g,
+                             a, c, YGlobal{yrow + (p.Hq + g) * HD});
 #pragma unroll
       for (int i = 0; i < HD / 8; ++i) {
         a[i] = dv[mt][i][2 * r];
         c[i] = dv[mt][i][2 * r + 1];
       }
-      store_grad_row<HD / 8>(p, orow + key, key < p.T, (p.Hq + p.Hkv + g) * HD + (lane & 3) * 2,
-                             p.Hq + p.Hkv + g, a, c);
+      store_grad_row<ROPE, HD / 8>(p, orow + key, key < p.T, (p.Hq + p.Hkv + g) * HD + (lane & 3) * 2,
+                             p.Hq + p.Hkv + g, a, c, YGlobal{yrow + (p.Hq + p.Hkv + g) * HD});
     }
 }
 
@@ -1014,7 +1041,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv_kernel(Params p) {
  *   S = Q K^T, dP = dO V^T (both operands in shared memory),
  *   dS = P*(dP - D) with P = exp2(c*S - L), dQ += dS K (dS from registers,
  *   K as an MN-major operand); finally dQ *= scale. */
-template <int HD, int NWG, int MINB>
+template <int HD, int NWG, int MINB, bool ROPE>
 __global__ void __launch_bounds__(128 * NWG, MINB) bwd_dq_wg_kernel(Params p) {
   constexpr int BM = 64 * NWG, NT = 128 * NWG, KT = 64;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -1122,7 +1149,8 @@ __global__ void __launch_bounds__(128 * NWG, MINB) bwd_dq_wg_kernel(Params p) {
       a[nb] = dq[4 * nb + 2 * r] * p.scale;
       c[nb] = dq[4 * nb + 2 * r + 1] * p.scale;
     }
-    store_grad_row<HD / 8>(p, orow + row, row < p.T, h * HD + (lane & 3) * 2, h, a, c);
+    store_grad_row<ROPE, HD / 8>(p, orow + row, row < p.T, h * HD + (lane & 3) * 2, h, a, c,
+                           YTile<BM, HD>{sQ, row - q0, lane & 3});
   }
 }
 
@@ -1133,7 +1161,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB) bwd_dq_wg_kernel(Params p) {
  *   P^T = exp2(c*S^T - L), dS^T = P^T*(dP^T - D),
  *   dV += P^T dO, dK += dS^T Q (A from registers, dO and Q MN-major);
  * finally dK *= scale. */
-template <int HD, int NWG, int MINB>
+template <int HD, int NWG, int MINB, bool ROPE>
 __global__ void __launch_bounds__(128 * NWG, MINB) bwd_dkdv_wg_kernel(Params p) {
   constexpr int BN = 64 * NWG, NT = 128 * NWG, BQ = 64;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -1255,15 +1283,15 @@ __global__ void __launch_bounds__(128 * NWG, MINB) bwd_dkdv_wg_kernel(Params p) 
       a[nb] = dk[4 * nb + 2 * r] * p.scale;
       c[nb] = dk[4 * nb + 2 * r + 1] * p.scale;
     }
-    store_grad_row<HD / 8>(p, orow + key, key < p.T, (p.Hq + g) * HD + (lane & 3) * 2, p.Hq + g,
-                           a, c);
+    store_grad_row<ROPE, HD / 8>(p, orow + key, key < p.T, (p.Hq + g) * HD + (lane & 3) * 2, p.Hq + g,
+                           a, c, YTile<BN, HD>{sK, key - k0, lane & 3});
 #pragma unroll
     for (int nb = 0; nb < HD / 8; ++nb) {
       a[nb] = dv[4 * nb + 2 * r];
       c[nb] = dv[4 * nb + 2 * r + 1];
     }
-    store_grad_row<HD / 8>(p, orow + key, key < p.T, (p.Hq + p.Hkv + g) * HD + (lane & 3) * 2,
-                           p.Hq + p.Hkv + g, a, c);
+    store_grad_row<ROPE, HD / 8>(p, orow + key, key < p.T, (p.Hq + p.Hkv + g) * HD + (lane & 3) * 2,
+                           p.Hq + p.Hkv + g, a, c, YTile<BN, HD>{sV, key - k0, lane & 3});
   }
 }
 
@@ -1306,51 +1334,56 @@ coda_status launch_prep(coda_context ctx, Params p, cudaStream_t stream, cudaErr
   bwd_prep_kernel<HD><<<(unsigned)(p.B * p.T), 256, 0, stream>>>(p);
   return coda_cuda_check_launch(ctx, "attention backward (prep pass)");
 }
+/* Sets a backward kernel's shared-memory limit and launches it: the
+ * instantiation with the fused RoPE backward when p.rope_pos is set, so
+ * the plain backward carries none of its code. */
+typedef void (*kernel_fn)(Params);
+static coda_status launch_pass(coda_context ctx, kernel_fn plain, kernel_fn rope, const Params &p,
+                               dim3 grid, int threads, size_t sm, cudaStream_t stream,
+                               cudaError_t *e, const char *what) {
+  const kernel_fn k = p.rope_pos ? rope : plain;
+  *e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+  if (*e != cudaSuccess) return CODA_ERR_BACKEND;
+  k<<<grid, threads, sm, stream>>>(p);
+  return coda_cuda_check_launch(ctx, what);
+}
 template <int HD, int MQ>
 coda_status launch_dq(coda_context ctx, Params p, cudaStream_t stream, cudaError_t *e) {
   const size_t sm = (size_t)(2 * 64 * MQ + 4 * kTile) * HD * sizeof(bf16);
-  *e = cudaFuncSetAttribute(bwd_dq_kernel<HD, MQ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                            (int)sm);
-  if (*e != cudaSuccess) return CODA_ERR_BACKEND;
   const int nqb = (p.T + 64 * MQ - 1) / (64 * MQ);
   p.flat = p.flat && flat_ok(p, nqb, p.Hq);
-  bwd_dq_kernel<HD, MQ><<<grid_of(p, nqb, p.Hq), kThreads, sm, stream>>>(p);
-  return coda_cuda_check_launch(ctx, "attention backward (dq pass)");
+  return launch_pass(ctx, bwd_dq_kernel<HD, MQ, false>, bwd_dq_kernel<HD, MQ, true>, p,
+                     grid_of(p, nqb, p.Hq), kThreads, sm, stream, e,
+                     "attention backward (dq pass)");
 }
 template <int HD, int MK, bool KVREGS>
 coda_status launch_dkdv(coda_context ctx, Params p, cudaStream_t stream, cudaError_t *e) {
   const size_t sm =
       (size_t)(2 * 64 * MK + 4 * kTile) * HD * sizeof(bf16) + 4 * kTile * sizeof(float);
-  *e = cudaFuncSetAttribute(bwd_dkdv_kernel<HD, MK, KVREGS>,
-                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
-  if (*e != cudaSuccess) return CODA_ERR_BACKEND;
   const int nkb = (p.T + 64 * MK - 1) / (64 * MK);
   p.flat = p.flat && flat_ok(p, nkb, p.Hkv);
-  bwd_dkdv_kernel<HD, MK, KVREGS><<<grid_of(p, nkb, p.Hkv), kThreads, sm, stream>>>(p);
-  return coda_cuda_check_launch(ctx, "attention backward (dk/dv pass)");
+  return launch_pass(ctx, bwd_dkdv_kernel<HD, MK, KVREGS, false>,
+                     bwd_dkdv_kernel<HD, MK, KVREGS, true>, p, grid_of(p, nkb, p.Hkv), kThreads,
+                     sm, stream, e, "attention backward (dk/dv pass)");
 }
 template <int HD, int NWG, int MINB>
 coda_status launch_dq_wg(coda_context ctx, Params p, cudaStream_t stream, cudaError_t *e) {
   const size_t sm = (size_t)(2 * 64 * NWG + 4 * 64) * HD * sizeof(bf16) + 1024;
-  *e = cudaFuncSetAttribute(bwd_dq_wg_kernel<HD, NWG, MINB>,
-                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
-  if (*e != cudaSuccess) return CODA_ERR_BACKEND;
   const int nqb = (p.T + 64 * NWG - 1) / (64 * NWG);
   p.flat = p.flat && flat_ok(p, nqb, p.Hq);
-  bwd_dq_wg_kernel<HD, NWG, MINB><<<grid_of(p, nqb, p.Hq), 128 * NWG, sm, stream>>>(p);
-  return coda_cuda_check_launch(ctx, "attention backward (dq pass)");
+  return launch_pass(ctx, bwd_dq_wg_kernel<HD, NWG, MINB, false>,
+                     bwd_dq_wg_kernel<HD, NWG, MINB, true>, p, grid_of(p, nqb, p.Hq), 128 * NWG,
+                     sm, stream, e, "attention backward (dq pass)");
 }
 template <int HD, int NWG, int MINB>
 coda_status launch_dkdv_wg(coda_context ctx, Params p, cudaStream_t stream, cudaError_t *e) {
   const size_t sm =
       (size_t)(2 * 64 * NWG + 4 * 64) * HD * sizeof(bf16) + 4 * 64 * sizeof(float) + 1024;
-  *e = cudaFuncSetAttribute(bwd_dkdv_wg_kernel<HD, NWG, MINB>,
-                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
-  if (*e != cudaSuccess) return CODA_ERR_BACKEND;
   const int nkb = (p.T + 64 * NWG - 1) / (64 * NWG);
   p.flat = p.flat && flat_ok(p, nkb, p.Hkv);
-  bwd_dkdv_wg_kernel<HD, NWG, MINB><<<grid_of(p, nkb, p.Hkv), 128 * NWG, sm, stream>>>(p);
-  return coda_cuda_check_launch(ctx, "attention backward (dk/dv pass)");
+  return launch_pass(ctx, bwd_dkdv_wg_kernel<HD, NWG, MINB, false>,
+                     bwd_dkdv_wg_kernel<HD, NWG, MINB, true>, p, grid_of(p, nkb, p.Hkv),
+                     128 * NWG, sm, stream, e, "attention backward (dk/dv pass)");
 }
 
 typedef coda_status (*pass_fn)(coda_context, Params, cudaStream_t, cudaError_t *);

@@ -231,7 +231,12 @@ static void run_rope(coda_context ctx, const shape *s, int bc, const char *name,
         const double r0 = a * cos(th) + b * sin(th), r1 = b * cos(th) - a * sin(th);
         const double e0 = fabs(coda_bf16_to_f32(hz[m * ldq + c]) - r0);
         const double e1 = fabs(coda_bf16_to_f32(hz[m * ldq + c + 1]) - r1);
-        if (!(e0 <= 1e-2 * rms + 1e-2 * fabs(r0)) || !(e1 <= 1e-2 * rms + 1e-2 * fabs(r1))) {
+        /* the GPU rotates the fp32 gradient, the reference its bf16 rounding
+         * (at most 2^-8 of each component): the rotation mixes both into each
+         * result (a vector error within 2^-8 (|r0| + |r1|)), which is rounded
+         * once more (2^-8 |r|): within 2^-7 (|r0| + |r1|) */
+        const double tol = 1e-3 * rms + 7.9e-3 * (fabs(r0) + fabs(r1));
+        if (!(e0 <= tol) || !(e1 <= tol)) {
           if (zbad < 3)
             printf("    dz mismatch at row %lld col %lld: got %.6g %.6g want %.6g %.6g\n",
                    (long long)m, (long long)c, coda_bf16_to_f32(hz[m * ldq + c]),
