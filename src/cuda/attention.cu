@@ -193,7 +193,6 @@ __device__ __forceinline__ uint32_t bt_addr(const bf16 *tile, int row0, int kk, 
   return smem_addr(tile + swz<HD>(r, 2 * kk + (lane >> 4)));
 }
 
-
 /* ------------------------------------------------------ gradient stores */
 
 /* The RoPE backward's rotation by -theta of one pair, theta =
@@ -853,7 +852,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dq_kernel(Params p) {
       }
       const long long m = orow + min(row, p.T - 1);
       store_grad_row<ROPE, HD / 8>(p, orow + row, row < p.T, h * HD + (lane & 3) * 2, h, a, c,
-                             YGlobal{p.qkv + m * p.ld_qkv + h * HD + (lane & 3) * 2});
+                                   YGlobal{p.qkv + m * p.ld_qkv + h * HD + (lane & 3) * 2});
     }
 }
 
@@ -1022,15 +1021,16 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv_kernel(Params p) {
         c[i] = dk[mt][i][2 * r + 1] * p.scale;
       }
       const bf16 *yrow = p.qkv + (orow + min(key, p.T - 1)) * p.ld_qkv + (lane & 3) * 2;
-      store_grad_row<ROPE, HD / 8>(p, orow + key, key < p.T, (p.Hq + g) * HD + (lane & 3) * 2, p.Hq + g,
-                             a, c, YGlobal{yrow + (p.Hq + g) * HD});
+      const int ck = (p.Hq + g) * HD + (lane & 3) * 2, cv = ck + p.Hkv * HD;
+      store_grad_row<ROPE, HD / 8>(p, orow + key, key < p.T, ck, p.Hq + g, a, c,
+                                   YGlobal{yrow + (p.Hq + g) * HD});
 #pragma unroll
       for (int i = 0; i < HD / 8; ++i) {
         a[i] = dv[mt][i][2 * r];
         c[i] = dv[mt][i][2 * r + 1];
       }
-      store_grad_row<ROPE, HD / 8>(p, orow + key, key < p.T, (p.Hq + p.Hkv + g) * HD + (lane & 3) * 2,
-                             p.Hq + p.Hkv + g, a, c, YGlobal{yrow + (p.Hq + p.Hkv + g) * HD});
+      store_grad_row<ROPE, HD / 8>(p, orow + key, key < p.T, cv, p.Hq + p.Hkv + g, a, c,
+                                   YGlobal{yrow + (p.Hq + p.Hkv + g) * HD});
     }
 }
 
@@ -1150,7 +1150,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB) bwd_dq_wg_kernel(Params p) {
       c[nb] = dq[4 * nb + 2 * r + 1] * p.scale;
     }
     store_grad_row<ROPE, HD / 8>(p, orow + row, row < p.T, h * HD + (lane & 3) * 2, h, a, c,
-                           YTile<BM, HD>{sQ, row - q0, lane & 3});
+                                 YTile<BM, HD>{sQ, row - q0, lane & 3});
   }
 }
 
@@ -1283,15 +1283,16 @@ __global__ void __launch_bounds__(128 * NWG, MINB) bwd_dkdv_wg_kernel(Params p) 
       a[nb] = dk[4 * nb + 2 * r] * p.scale;
       c[nb] = dk[4 * nb + 2 * r + 1] * p.scale;
     }
-    store_grad_row<ROPE, HD / 8>(p, orow + key, key < p.T, (p.Hq + g) * HD + (lane & 3) * 2, p.Hq + g,
-                           a, c, YTile<BN, HD>{sK, key - k0, lane & 3});
+    const int ck = (p.Hq + g) * HD + (lane & 3) * 2, cv = ck + p.Hkv * HD;
+    store_grad_row<ROPE, HD / 8>(p, orow + key, key < p.T, ck, p.Hq + g, a, c,
+                                 YTile<BN, HD>{sK, key - k0, lane & 3});
 #pragma unroll
     for (int nb = 0; nb < HD / 8; ++nb) {
       a[nb] = dv[4 * nb + 2 * r];
       c[nb] = dv[4 * nb + 2 * r + 1];
     }
-    store_grad_row<ROPE, HD / 8>(p, orow + key, key < p.T, (p.Hq + p.Hkv + g) * HD + (lane & 3) * 2,
-                           p.Hq + p.Hkv + g, a, c, YTile<BN, HD>{sV, key - k0, lane & 3});
+    store_grad_row<ROPE, HD / 8>(p, orow + key, key < p.T, cv, p.Hq + p.Hkv + g, a, c,
+                                 YTile<BN, HD>{sV, key - k0, lane & 3});
   }
 }
 
