@@ -89,6 +89,11 @@ uint64_t coda_epi_hash(const void *data, size_t n, uint64_t seed) {
   return h;
 }
 
+uint64_t coda_epi_program_key(coda_program p, uint64_t seed) {
+  const char *t = coda_program_text(p), *ir = coda_program_ir(p);
+  return coda_epi_hash(ir, strlen(ir), coda_epi_hash(t, strlen(t), seed));
+}
+
 /* ------------------------------------------------------------ buffer */
 
 static char *sb_take(coda_context ctx, coda_strbuf *b) {

@@ -135,6 +135,13 @@ void coda_epi_binary_free(coda_epi_binary *b);
 
 /* 64-bit FNV-1a, used for cache keys. */
 uint64_t coda_epi_hash(const void *data, size_t n, uint64_t seed);
+/* A program's key in a context's table of loaded kernels: the hash of its
+ * canonical text and IR listing. A program is immutable once built and the
+ * two determine its generated functor (the text parses back to an equal
+ * program), so a launch need not generate the functor (16-58 us on the
+ * built-in programs) to find its kernel; the source is generated on a
+ * miss only. */
+uint64_t coda_epi_program_key(coda_program p, uint64_t seed);
 
 /* Embedded header texts (NUL-terminated). */
 extern const char coda_epi_hdr_gemm_sm90[];

@@ -108,13 +108,10 @@ static coda_status get_state(coda_context ctx, coda_cuda_state **out) {
  * NVRTC, in that order. cfg gets the chosen schedule. */
 static coda_status get_kernel(coda_context ctx, coda_cuda_state *s, coda_program p,
                               coda_epi_config *cfg, epi_kernel **out) {
-  char *fn = coda_epi_functor_source(ctx, p);
-  if (!fn) return CODA_ERR_NOT_SUPPORTED;
   const char *force = getenv("CODA_EPI_SCHEDULE");
-  uint64_t key = coda_epi_hash(fn, strlen(fn), 0);
+  uint64_t key = coda_epi_program_key(p, 0);
   key = coda_epi_hash(cfg, sizeof *cfg, key);
   if (force) key = coda_epi_hash(force, strlen(force), key);
-  free(fn);
   for (int i = 0; i < s->nk; i++)
     if (s->k[i].key == key) {
       *cfg = s->k[i].cfg;

@@ -50,13 +50,9 @@ static const char kMapKernel[] =
     "}  // namespace coda_map\n";
 
 /* Cache key of a program's map kernel inside a context. */
-static int map_key(coda_context ctx, coda_program p, uint64_t *key) {
-  char *fn = coda_epi_functor_source(ctx, p);
-  if (!fn) return 0;
-  *key = coda_epi_hash(fn, strlen(fn), 0x6d6170u /* "map" */);
-  *key = coda_epi_hash(kMapKernel, sizeof kMapKernel - 1, *key);
-  free(fn);
-  return 1;
+static uint64_t map_key(coda_program p) {
+  const uint64_t key = coda_epi_program_key(p, 0x6d6170u /* "map" */);
+  return coda_epi_hash(kMapKernel, sizeof kMapKernel - 1, key);
 }
 
 /* Source and kernel name expression of a program's map kernel. */
@@ -112,8 +108,7 @@ coda_status coda_cuda_map(coda_context ctx, coda_program program, int64_t M, int
     (void)cudaGetLastError();
     return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA map: device setup failed: %s", cudaGetErrorString(e));
   }
-  uint64_t key;
-  if (!map_key(ctx, program, &key)) return CODA_ERR_NOT_SUPPORTED;
+  const uint64_t key = map_key(program);
   void *fn = coda_cuda_kernel_find(ctx, key);
   if (!fn) {
     coda_epi_binary b;

@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef enum { ARCH_LLAMA = 0, ARCH_GPT2 = 1 } arch;
 
@@ -340,30 +341,49 @@ static int cmpf(const void *a, const void *b) {
 
 /* Median ms of fn(arg) over `iters` runs after `warmup` runs; < 0 on a
  * failure (the message is on the context). */
-static float time_it(run_fn fn, void *arg, const bench_opts *o) {
+static double wall_ms(void) {
+  struct timespec t;
+  timespec_get(&t, TIME_UTC);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+/* Median GPU time of fn over o->iters runs (events around each run); with
+ * host_ms also the median time the host took to enqueue a run (the call
+ * returns before the GPU finishes: when it is near the GPU time, the run
+ * is host-bound). */
+static float time_it_host(run_fn fn, void *arg, const bench_opts *o, float *host_ms) {
   cudaEvent_t a, b;
   if (cudaEventCreate(&a) != cudaSuccess) return -1;
   if (cudaEventCreate(&b) != cudaSuccess) {
     cudaEventDestroy(a);
     return -1;
   }
-  float *ms = malloc((size_t)o->iters * sizeof *ms), med = -1;
+  float *ms = malloc(2 * (size_t)o->iters * sizeof *ms), med = -1;
+  float *hs = ms ? ms + o->iters : NULL;
   int ok = ms != NULL;
   for (int i = 0; ok && i < o->warmup; i++) ok = fn(arg) == CODA_OK;
   for (int i = 0; ok && i < o->iters; i++) {
     ok = cudaEventRecord(a, 0) == cudaSuccess;
+    const double h0 = wall_ms();
     ok = ok && fn(arg) == CODA_OK;
+    hs[i] = (float)(wall_ms() - h0);
     ok = ok && cudaEventRecord(b, 0) == cudaSuccess && cudaEventSynchronize(b) == cudaSuccess &&
          cudaEventElapsedTime(&ms[i], a, b) == cudaSuccess;
   }
   if (ok) {
-    qsort(ms, (size_t)o->iters, sizeof *ms, cmpf);
-    med = o->iters % 2 ? ms[o->iters / 2] : 0.5f * (ms[o->iters / 2 - 1] + ms[o->iters / 2]);
+    const int n = o->iters;
+    qsort(ms, (size_t)n, sizeof *ms, cmpf);
+    qsort(hs, (size_t)n, sizeof *hs, cmpf);
+    med = n % 2 ? ms[n / 2] : 0.5f * (ms[n / 2 - 1] + ms[n / 2]);
+    if (host_ms) *host_ms = n % 2 ? hs[n / 2] : 0.5f * (hs[n / 2 - 1] + hs[n / 2]);
   }
   free(ms);
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   return med;
+}
+static float time_it(run_fn fn, void *arg, const bench_opts *o) {
+  return time_it_host(fn, arg, o, NULL);
 }
 
 typedef struct plan_arg {
@@ -613,6 +633,8 @@ static void print_choices(const bench_cfg *c, coda_plan p) {
   }
 }
 
+static const char *const kVariant[4] = {"fused", "unfused", "floor", "tuned"};
+
 /* Times one plan variant (V_FUSED, V_UNFUSED, V_TUNED) into t[3] and its
  * peak; 0 on failure. */
 static int bench_plan(coda_context ctx, const bench_cfg *c, int variant, const bench_opts *o,
@@ -632,13 +654,17 @@ static int bench_plan(coda_context ctx, const bench_cfg *c, int variant, const b
   }
   if (s == CODA_OK) s = coda_synchronize(ctx);
   if (s == CODA_OK) {
+    float host[3] = {0, 0, 0};
     a.bw = 0;
-    t[0] = time_it(run_plan, &a, o);
+    t[0] = time_it_host(run_plan, &a, o, &host[0]);
     a.fw = 0, a.bw = 1;
-    t[1] = time_it(run_plan, &a, o);
+    t[1] = time_it_host(run_plan, &a, o, &host[1]);
     a.fw = 1;
-    t[2] = time_it(run_plan, &a, o);
+    t[2] = time_it_host(run_plan, &a, o, &host[2]);
     if (t[0] < 0 || t[1] < 0 || t[2] < 0) s = CODA_ERR_BACKEND;
+    else
+      fprintf(stderr, "%s %s: GPU fwd %.3f bwd %.3f fwd+bwd %.3f ms; host enqueue %.3f %.3f %.3f ms\n",
+              c->name, kVariant[variant], t[0], t[1], t[2], host[0], host[1], host[2]);
   }
   coda_memory_info mi;
   if (s == CODA_OK) s = coda_synchronize(ctx);
@@ -652,7 +678,6 @@ static int bench_plan(coda_context ctx, const bench_cfg *c, int variant, const b
     if (dev_used && free0 && free1 && free0 > free1) *dev_used = (double)(free0 - free1);
   }
   int ok = s == CODA_OK;
-  static const char *kVariant[4] = {"fused", "unfused", "floor", "tuned"};
   if (!ok)
     fprintf(stderr, "%s (%s): %s\n", c->name, kVariant[variant], coda_last_error(ctx));
   else
