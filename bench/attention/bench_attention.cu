@@ -240,6 +240,8 @@ int main(int argc, char **argv) {
       printf("CODA|%s|%d|%d|%d|%d|%d|%.4f|%.4f|%.4f\n", shapes[si].name, shapes[si].B,
              shapes[si].T, shapes[si].Hq, shapes[si].Hkv, shapes[si].hd, def_ms[si][0],
              def_ms[si][1], def_ms[si][2]);
+  if (hA) cudaFree(hA);
+  if (hC) cudaFree(hC);
   coda_context_destroy(ctx);
   return 0;
 }
