@@ -56,6 +56,10 @@ coda_status coda_gemm_epilogue_sched(coda_context ctx, coda_program program,
                                      coda_tiling tiling, int schedule);
 
 /* Tensor checks. `what` names the tensor in messages. */
+/* 64-bit FNV-1a of n bytes, its offset basis XORed with seed (0: plain
+ * FNV-1a): the keys of the kernel caches and the tuning files. */
+uint64_t coda_fnv1a64(const void *data, size_t n, uint64_t seed);
+
 coda_status coda_check_tensor(coda_context ctx, const char *what,
                               const coda_tensor *t);
 /* Byte range [lo, hi) covered by a view (for alias checks). */

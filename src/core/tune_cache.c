@@ -368,16 +368,6 @@ coda_status coda_tune_cache_save(coda_context ctx, coda_tune_cache *c) {
 
 /* ------------------------------------------------ fused-step choices */
 
-uint64_t coda_fnv1a64(const void *data, size_t n) {
-  const unsigned char *p = data;
-  uint64_t h = 14695981039346656037ull;
-  for (size_t i = 0; i < n; i++) {
-    h ^= p[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 void coda_fused_cache_init(coda_fused_cache *c, const char *device, const char *lib,
                            const char *path) {
   memset(c, 0, sizeof *c);

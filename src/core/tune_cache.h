@@ -136,8 +136,6 @@ typedef struct coda_fused_cache {
   int disk_ok; /* cleared after a failed write: no retry */
 } coda_fused_cache;
 
-/* 64-bit FNV-1a of n bytes. */
-uint64_t coda_fnv1a64(const void *data, size_t n);
 
 /* As the GEMM table's functions above, for the fused-step choices. The
  * default file is fused-tune.txt in the GEMM file's directory. */

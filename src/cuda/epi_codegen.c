@@ -79,19 +79,9 @@ size_t coda_epi_smem_bytes(const coda_epi_config *cfg) {
          (2 * (size_t)cfg->stages + 4) * 8 + 1024;
 }
 
-uint64_t coda_epi_hash(const void *data, size_t n, uint64_t seed) {
-  const unsigned char *p = data;
-  uint64_t h = 14695981039346656037ull ^ seed;
-  for (size_t i = 0; i < n; i++) {
-    h ^= p[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 uint64_t coda_epi_program_key(coda_program p, uint64_t seed) {
   const char *t = coda_program_text(p), *ir = coda_program_ir(p);
-  return coda_epi_hash(ir, strlen(ir), coda_epi_hash(t, strlen(t), seed));
+  return coda_fnv1a64(ir, strlen(ir), coda_fnv1a64(t, strlen(t), seed));
 }
 
 /* ------------------------------------------------------------ buffer */

@@ -133,8 +133,6 @@ coda_status coda_epi_build(coda_context ctx, coda_program p, coda_epi_config *cf
                            coda_epi_binary *out);
 void coda_epi_binary_free(coda_epi_binary *b);
 
-/* 64-bit FNV-1a, used for cache keys. */
-uint64_t coda_epi_hash(const void *data, size_t n, uint64_t seed);
 /* A program's key in a context's table of loaded kernels: the hash of its
  * canonical text and IR listing. A program is immutable once built and the
  * two determine its generated functor (the text parses back to an equal

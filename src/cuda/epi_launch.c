@@ -110,8 +110,8 @@ static coda_status get_kernel(coda_context ctx, coda_cuda_state *s, coda_program
                               coda_epi_config *cfg, epi_kernel **out) {
   const char *force = getenv("CODA_EPI_SCHEDULE");
   uint64_t key = coda_epi_program_key(p, 0);
-  key = coda_epi_hash(cfg, sizeof *cfg, key);
-  if (force) key = coda_epi_hash(force, strlen(force), key);
+  key = coda_fnv1a64(cfg, sizeof *cfg, key);
+  if (force) key = coda_fnv1a64(force, strlen(force), key);
   for (int i = 0; i < s->nk; i++)
     if (s->k[i].key == key) {
       *cfg = s->k[i].cfg;

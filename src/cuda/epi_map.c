@@ -52,7 +52,7 @@ static const char kMapKernel[] =
 /* Cache key of a program's map kernel inside a context. */
 static uint64_t map_key(coda_program p) {
   const uint64_t key = coda_epi_program_key(p, 0x6d6170u /* "map" */);
-  return coda_epi_hash(kMapKernel, sizeof kMapKernel - 1, key);
+  return coda_fnv1a64(kMapKernel, sizeof kMapKernel - 1, key);
 }
 
 /* Source and kernel name expression of a program's map kernel. */

@@ -73,8 +73,8 @@ static int cache_read(const char *path, void **cubin, size_t *size, char **lower
       if (name && bin && fread(name, 1, (size_t)nname, f) == nname &&
           fread(bin, 1, (size_t)nbin, f) == nbin && fgetc(f) == EOF) {
         name[nname] = '\0';
-        uint64_t s = coda_epi_hash(name, (size_t)nname, get_u64(h + 32));
-        s = coda_epi_hash(bin, (size_t)nbin, s);
+        uint64_t s = coda_fnv1a64(name, (size_t)nname, get_u64(h + 32));
+        s = coda_fnv1a64(bin, (size_t)nbin, s);
         ok = s == sum && strlen(name) == nname;
       }
     }
@@ -106,8 +106,8 @@ static void cache_write(const char *path, const void *cubin, size_t size, const 
   put_u64(h + 8, size);
   put_u64(h + 16, nn);
   put_u64(h + 32, (uint64_t)(int64_t)spill);
-  uint64_t s = coda_epi_hash(lowered, nn, (uint64_t)(int64_t)spill);
-  put_u64(h + 24, coda_epi_hash(cubin, size, s));
+  uint64_t s = coda_fnv1a64(lowered, nn, (uint64_t)(int64_t)spill);
+  put_u64(h + 24, coda_fnv1a64(cubin, size, s));
   int ok = fwrite(h, 1, 40, f) == 40 && fwrite(lowered, 1, nn, f) == nn &&
            fwrite(cubin, 1, size, f) == size && fflush(f) == 0 && fsync(fileno(f)) == 0;
   if (fclose(f) != 0) ok = 0;
@@ -149,8 +149,8 @@ coda_status coda_epi_compile(coda_context ctx, const char *source, const char *k
   uint64_t k1 = 1, k2 = 2;
   const char *parts[3] = {meta, kernel_expr, source};
   for (int i = 0; i < 3; i++) {
-    k1 = coda_epi_hash(parts[i], strlen(parts[i]) + 1, k1 * 0x9E3779B97F4A7C15ull);
-    k2 = coda_epi_hash(parts[i], strlen(parts[i]) + 1, k2 * 0xC2B2AE3D27D4EB4Full);
+    k1 = coda_fnv1a64(parts[i], strlen(parts[i]) + 1, k1 * 0x9E3779B97F4A7C15ull);
+    k2 = coda_fnv1a64(parts[i], strlen(parts[i]) + 1, k2 * 0xC2B2AE3D27D4EB4Full);
   }
   char dir[4000], path[4100];
   int have_dir = !no_cache && cache_dir(dir, sizeof dir);

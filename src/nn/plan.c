@@ -1376,8 +1376,8 @@ static coda_status fused_table(coda_context ctx, coda_fused_cache **out) {
 #ifdef CODA_HAVE_CUDA
     coda_status st = coda_cuda_device_tag(ctx, device, sizeof device);
     if (st != CODA_OK) return st;
-    uint64_t h = coda_epi_hash(coda_epi_hdr_gemm_sm90, strlen(coda_epi_hdr_gemm_sm90), 0);
-    h = coda_epi_hash(coda_epi_hdr_wgmma, strlen(coda_epi_hdr_wgmma), h);
+    uint64_t h = coda_fnv1a64(coda_epi_hdr_gemm_sm90, strlen(coda_epi_hdr_gemm_sm90), 0);
+    h = coda_fnv1a64(coda_epi_hdr_wgmma, strlen(coda_epi_hdr_wgmma), h);
     snprintf(lib, sizeof lib, "%d.%d.%d+k%08x", CODA_VERSION_MAJOR, CODA_VERSION_MINOR,
              CODA_VERSION_PATCH, (unsigned)(h >> 32));
 #else
@@ -1408,7 +1408,7 @@ static coda_fused_key fused_key(coda_plan p, const plan_step *s) {
   coda_fused_key k;
   memset(&k, 0, sizeof k);
   const char *text = coda_program_text(p->progs[s->prog].prog);
-  k.program = coda_fnv1a64(text, strlen(text));
+  k.program = coda_fnv1a64(text, strlen(text), 0);
   k.m = s->M;
   k.n = s->N;
   k.k = op_cols(&p->bufs[s->a], s->ta);
