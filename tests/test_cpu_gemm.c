@@ -32,6 +32,18 @@ static double opget(const coda_tensor *t, coda_transpose tr, int64_t i, int64_t 
   return tr == CODA_N ? coda_load(t, i, j) : coda_load(t, j, i);
 }
 
+/* Half the spacing of the type's subnormals: the absolute rounding error
+ * of a result below the smallest normal (f16: 6.1e-5), where the relative
+ * bound above does not hold. */
+static double subnormal_half_step(coda_dtype t) {
+  switch (t) {
+  case CODA_BF16: return 0x1p-134;
+  case CODA_F16: return 0x1p-25;
+  case CODA_F32: return 0x1p-150;
+  default: return 0x1p-1074; /* (its half rounds to zero) */
+  }
+}
+
 static double unit_roundoff(coda_dtype t) {
   switch (t) {
   case CODA_BF16: return 1.0 / 256;
@@ -59,7 +71,8 @@ static int check_product(coda_transpose ta, const coda_tensor *A, coda_transpose
       double ref = alpha * s + (D0 ? D0[m * N + n] : 0);
       double got = coda_load(D, m, n);
       double tol = unit_roundoff(D->dtype) * fabs(ref) * 1.01 +
-                   (K + 2) * u_acc * (fabs(alpha) * sa + (D0 ? fabs(D0[m * N + n]) : 0)) + 1e-300;
+                   (K + 2) * u_acc * (fabs(alpha) * sa + (D0 ? fabs(D0[m * N + n]) : 0)) +
+                   subnormal_half_step(D->dtype) + 1e-300;
       if (!(fabs(got - ref) <= tol)) {
         if (bad < 3)
           fprintf(stderr, "  (%lld,%lld): got %.17g ref %.17g tol %g\n", (long long)m,
