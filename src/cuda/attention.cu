@@ -22,6 +22,7 @@
  */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h> /* PFN_cuTensorMapEncodeTiled */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@
 #include "cuda/attn_wgmma.cuh"
 #include "cuda/backend.h"
 #include "cuda/debug.h"
+#include "cuda/gemm_sm90.cuh" /* mbarrier and named-barrier helpers */
 
 extern "C" {
 #include "core/internal.h"
@@ -656,6 +658,278 @@ __global__ void __launch_bounds__(128 * NWG) fwd_wg_kernel(Params p) {
       *reinterpret_cast<uint32_t *>(dst + nb * 8) =
           pack2(o[4 * nb + 2 * r] * inv, o[4 * nb + 2 * r + 1] * inv);
     if ((lane & 3) == 0) p.lse[(orow + row) * p.ld_lse + h] = m[r] * p.scale + logf(lr);
+  }
+}
+
+/* ------------------------- forward, warp-specialized (sm_90a, TMA + wgmma) */
+
+/* 3-D TMA load (box {64 columns, rows, 1 batch}) completing on `bar`;
+ * rows past the sequence end arrive as zeros and still count in bytes. */
+__device__ __forceinline__ void tma_load_3d(void *dst, const CUtensorMap *map, uint64_t *bar,
+                                            int col, int row, int batch) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4, %5}], [%2];" ::"r"(smem_addr(dst)),
+      "l"((uint64_t)map), "r"(smem_addr(bar)), "r"(col), "r"(row), "r"(batch)
+      : "memory");
+}
+/* Loads an R-row tile of one head (columns col0..col0+HD) into the wswz
+ * layout: one box per 64-column panel. */
+template <int R, int HD>
+__device__ __forceinline__ void tma_tile(bf16 *tile, const CUtensorMap *map, uint64_t *bar,
+                                         int col0, int row0, int b) {
+  coda_sm90::mbar_expect_tx(bar, R * HD * (int)sizeof(bf16));
+#pragma unroll
+  for (int pn = 0; pn < HD / 64; ++pn) tma_load_3d(tile + pn * R * 64, map, bar, col0 + pn * 64, row0, b);
+}
+__device__ __forceinline__ void warp_arrive(uint64_t *bar) {
+  if ((threadIdx.x & 31) == 0) coda_sm90::mbar_arrive(bar);
+}
+
+constexpr int kWsBM = 128; /* queries per tile: two consumer warpgroups of 64 */
+constexpr int kWsKT = 128; /* keys per K/V tile */
+/* Ordering barriers of the pingpong schedule: consumer c waits on
+ * kWsTurnBar + c before issuing its MMAs (ids 1, 2; 0 is __syncthreads). */
+constexpr int kWsTurnBar = 1;
+
+template <int HD, int STAGES>
+constexpr size_t fwd_ws_smem() {
+  return (size_t)(kWsBM + 2 * STAGES * kWsKT) * HD * sizeof(bf16) +
+         (2 + 4 * STAGES) * sizeof(uint64_t) + 1024;
+}
+
+/* Persistent, warp-specialized forward (the FlashAttention-3 structure):
+ * warpgroup 0 is a producer whose one thread loads the Q tile (128 queries
+ * of one (batch, head)) and streams that head's K and V tiles (128 keys)
+ * by TMA into a ring of STAGES buffers, each guarded by a "full" mbarrier
+ * (transaction bytes) and an "empty" one (one arrival per consumer warp).
+ * Warpgroups 1 and 2 each own 64 of the queries and run the same online
+ * softmax as fwd_wg_kernel, software-pipelined: S(j) = Q K(j)^T is issued
+ * with O += P(j-1) V(j-1), and the softmax of S(j) runs while the second
+ * product is still on the tensor cores. With PING the two consumers also
+ * take turns issuing (named barriers), so one's softmax runs under the
+ * other's products. Tiles are visited longest causal rows first, strided
+ * over the persistent CTAs; the producer loads the next tile's Q as soon as
+ * both consumers have issued their last S. Sums keep a fixed order (runs
+ * are bit-identical). */
+template <int HD, int STAGES, bool PING>
+__global__ void __launch_bounds__(384, 1)
+    fwd_ws_kernel(const __grid_constant__ CUtensorMap tm, Params p) {
+  constexpr int BM = kWsBM, KT = kWsKT;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  unsigned char *smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  bf16 *sQ = reinterpret_cast<bf16 *>(smem);
+  bf16 *sK = sQ + BM * HD;
+  bf16 *sV = sK + STAGES * KT * HD;
+  uint64_t *bar = reinterpret_cast<uint64_t *>(sV + STAGES * KT * HD);
+  uint64_t *q_full = bar, *q_empty = bar + 1;
+  uint64_t *k_full = bar + 2, *k_empty = k_full + STAGES;
+  uint64_t *v_full = k_empty + STAGES, *v_empty = v_full + STAGES;
+
+  const int wg = threadIdx.x >> 7;
+  if (threadIdx.x == 0) {
+    coda_sm90::mbar_init(q_full, 1);
+    coda_sm90::mbar_init(q_empty, 8);
+    for (int s = 0; s < STAGES; ++s) {
+      coda_sm90::mbar_init(&k_full[s], 1);
+      coda_sm90::mbar_init(&k_empty[s], 8);
+      coda_sm90::mbar_init(&v_full[s], 1);
+      coda_sm90::mbar_init(&v_empty[s], 8);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  const int nqb = (p.T + BM - 1) / BM;
+  const int hb_n = p.Hq * p.B;
+  const int ntiles = nqb * hb_n;
+  const int grp = p.Hq / p.Hkv;
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x == 0) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"((uint64_t)&tm) : "memory");
+      int n = 0, tc = 0;
+      for (int t = blockIdx.x; t < ntiles; t += gridDim.x, ++tc) {
+        const int qb = nqb - 1 - t / hb_n, hb = t % hb_n;
+        const int h = hb % p.Hq, b = hb / p.Hq, g = h / grp;
+        coda_sm90::mbar_wait(q_empty, (tc & 1) ^ 1);
+        tma_tile<BM, HD>(sQ, &tm, q_full, h * HD, qb * BM, b);
+        for (int j = 0; j <= qb; ++j, ++n) {
+          const int st = n % STAGES;
+          const uint32_t ph = (uint32_t)(n / STAGES) & 1;
+          coda_sm90::mbar_wait(&k_empty[st], ph ^ 1);
+          tma_tile<KT, HD>(sK + st * KT * HD, &tm, &k_full[st], (p.Hq + g) * HD, j * KT, b);
+          coda_sm90::mbar_wait(&v_empty[st], ph ^ 1);
+          tma_tile<KT, HD>(sV + st * KT * HD, &tm, &v_full[st], (p.Hq + p.Hkv + g) * HD,
+                           j * KT, b);
+        }
+      }
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+
+  const int cw = wg - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const bf16 *sQw = sQ + 64 * cw * 64; /* this warpgroup's 64-row slice of every panel */
+  /* Pingpong turns: consumer 1 lets consumer 0 go first; every turn ends
+   * by handing over, except consumer 1's very last (nothing waits for it). */
+  if (PING && cw == 1) coda_sm90::named_arrive(kWsTurnBar + 0);
+  auto turn_begin = [&]() {
+    if (PING) coda_sm90::named_sync(kWsTurnBar + cw);
+  };
+  auto turn_end = [&](bool last) {
+    if (PING && !(cw == 1 && last)) coda_sm90::named_arrive(kWsTurnBar + (cw ^ 1));
+  };
+
+  int n = 0, tc = 0;
+  for (int t = blockIdx.x; t < ntiles; t += gridDim.x, ++tc) {
+    const int qb = nqb - 1 - t / hb_n, hb = t % hb_n;
+    const int h = hb % p.Hq, b = hb / p.Hq;
+    const bool last_tile = t + (int)gridDim.x >= ntiles;
+    const int q0 = qb * BM, nkb = qb + 1; /* BM == KT: tile qb holds the diagonal */
+    const int r0 = q0 + 64 * cw + warp * 16 + (lane >> 2); /* rows r0, r0 + 8 */
+
+    float o[HD / 2];
+#pragma unroll
+    for (int i = 0; i < HD / 2; ++i) o[i] = 0.f;
+    float m[2], l[2];
+    float s[KT / 2];
+    uint32_t pa[KT / 16][4];
+
+    /* Scores of K tile j into s; masked where key > query on the diagonal. */
+    auto scores_done = [&](int j) {
+      if (j == nkb - 1) {
+#pragma unroll
+        for (int i = 0; i < KT / 2; ++i) {
+          const int key = j * KT + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
+          const int row = r0 + 8 * ((i >> 1) & 1);
+          if (key > row) s[i] = -INFINITY;
+        }
+      }
+    };
+    /* Online softmax of s against the running max; returns alpha per row
+     * (the factor for O and l) and leaves exp2(c*s - c*m) in s. */
+    auto softmax = [&](bool first, float (&alpha)[2]) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = first ? -INFINITY : m[r];
+#pragma unroll
+        for (int nb = 0; nb < KT / 8; ++nb)
+          mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * r], s[4 * nb + 2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        alpha[r] = first ? 0.f : ex2((m[r] - mx) * p.scale2);
+        m[r] = mx;
+        const float mc = mx * p.scale2;
+        float sum = 0.f;
+#pragma unroll
+        for (int nb = 0; nb < KT / 8; ++nb) {
+          s[4 * nb + 2 * r] = ex2(fmaf(s[4 * nb + 2 * r], p.scale2, -mc));
+          s[4 * nb + 2 * r + 1] = ex2(fmaf(s[4 * nb + 2 * r + 1], p.scale2, -mc));
+          sum += s[4 * nb + 2 * r] + s[4 * nb + 2 * r + 1];
+        }
+        l[r] = first ? sum : l[r] * alpha[r] + sum; /* this thread's columns */
+      }
+    };
+    auto pack_p = [&]() {
+#pragma unroll
+      for (int ks = 0; ks < KT / 16; ++ks) {
+        pa[ks][0] = pack2(s[8 * ks], s[8 * ks + 1]);
+        pa[ks][1] = pack2(s[8 * ks + 2], s[8 * ks + 3]);
+        pa[ks][2] = pack2(s[8 * ks + 4], s[8 * ks + 5]);
+        pa[ks][3] = pack2(s[8 * ks + 6], s[8 * ks + 7]);
+      }
+    };
+    auto issue_s = [&](const bf16 *tk) {
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; ++kk)
+        wg_ss<KT>(s, kmajor_desc<BM>(sQw, kk), kmajor_desc<KT>(tk, kk), kk > 0);
+      wg_commit();
+    };
+    auto issue_pv = [&](const bf16 *tv) {
+#pragma unroll
+      for (int ks = 0; ks < KT / 16; ++ks)
+        wg_rs_t<HD>(o, pa[ks], wg_desc(smem_addr(tv) + ks * 2048, KT * 128, 1024));
+      wg_commit();
+    };
+
+    coda_sm90::mbar_wait(q_full, (uint32_t)tc & 1);
+    int st = n % STAGES;
+    uint32_t ph = (uint32_t)(n / STAGES) & 1;
+    coda_sm90::mbar_wait(&k_full[st], ph);
+    turn_begin();
+    wg_fence();
+    issue_s(sK + st * KT * HD);
+    turn_end(false);
+    wg_wait<0>();
+    wg_regs(s);
+    warp_arrive(&k_empty[st]);
+    if (nkb == 1) warp_arrive(q_empty);
+    scores_done(0);
+    float alpha[2];
+    softmax(true, alpha);
+    pack_p();
+
+    for (int j = 1; j < nkb; ++j) {
+      const int pst = st;
+      const uint32_t pph = ph;
+      ++n;
+      st = n % STAGES;
+      ph = (uint32_t)(n / STAGES) & 1;
+      coda_sm90::mbar_wait(&k_full[st], ph);
+      coda_sm90::mbar_wait(&v_full[pst], pph);
+      turn_begin();
+      wg_regs(o);
+      wg_fence();
+      issue_s(sK + st * KT * HD);
+      issue_pv(sV + pst * KT * HD);
+      turn_end(false);
+      wg_wait<1>();
+      wg_regs(s);
+      warp_arrive(&k_empty[st]);
+      if (j == nkb - 1) warp_arrive(q_empty);
+      scores_done(j);
+      softmax(false, alpha);
+      wg_wait<0>();
+      wg_regs(o);
+      warp_arrive(&v_empty[pst]);
+#pragma unroll
+      for (int nb = 0; nb < HD / 8; ++nb) {
+        o[4 * nb] *= alpha[0];
+        o[4 * nb + 1] *= alpha[0];
+        o[4 * nb + 2] *= alpha[1];
+        o[4 * nb + 3] *= alpha[1];
+      }
+      pack_p();
+    }
+    coda_sm90::mbar_wait(&v_full[st], ph);
+    turn_begin();
+    wg_regs(o);
+    wg_fence();
+    issue_pv(sV + st * KT * HD);
+    turn_end(last_tile);
+    wg_wait<0>();
+    wg_regs(o);
+    warp_arrive(&v_empty[st]);
+    ++n;
+
+    const long long orow = (long long)b * p.T;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float lr = l[r];
+      lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+      lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+      const int row = r0 + 8 * r;
+      if (row >= p.T) continue;
+      const float inv = 1.f / lr;
+      bf16 *dst = p.out + (orow + row) * p.ld_out + (long long)h * HD + (lane & 3) * 2;
+#pragma unroll
+      for (int nb = 0; nb < HD / 8; ++nb)
+        *reinterpret_cast<uint32_t *>(dst + nb * 8) =
+            pack2(o[4 * nb + 2 * r] * inv, o[4 * nb + 2 * r + 1] * inv);
+      if ((lane & 3) == 0) p.lse[(orow + row) * p.ld_lse + h] = m[r] * p.scale + logf(lr);
+    }
   }
 }
 
@@ -1327,6 +1601,55 @@ coda_status launch_forward_wg(coda_context ctx, Params p, cudaStream_t stream, c
   return coda_cuda_check_launch(ctx, "attention forward");
 }
 
+/* TMA map of packed qkv for the warp-specialized kernels: 3-D {columns,
+ * T, B} so that rows past each sequence's end load as zeros; box {64
+ * columns, 128 rows, 1}, 128-byte swizzle (the wswz layout). The driver's
+ * encoder is reached through the runtime, as the GEMM does. */
+static coda_status qkv_map(coda_context ctx, const Params &p, int hd, CUtensorMap *tm,
+                           cudaError_t *e) {
+  void *fn = NULL;
+  cudaDriverEntryPointQueryResult q;
+  *e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
+                                        &q);
+  if (*e != cudaSuccess) return CODA_ERR_BACKEND;
+  if (q != cudaDriverEntryPointSuccess || !fn)
+    return coda_fail(ctx, CODA_ERR_BACKEND,
+                     "CUDA attention: the driver does not provide cuTensorMapEncodeTiled");
+  const cuuint64_t dims[3] = {(cuuint64_t)(p.Hq + 2 * p.Hkv) * hd, (cuuint64_t)p.T,
+                              (cuuint64_t)p.B};
+  const cuuint64_t strides[2] = {(cuuint64_t)p.ld_qkv * 2, (cuuint64_t)p.ld_qkv * 2 * p.T};
+  const cuuint32_t box[3] = {64, (cuuint32_t)kWsKT, 1};
+  const cuuint32_t estr[3] = {1, 1, 1};
+  const CUresult r = ((PFN_cuTensorMapEncodeTiled_v12000)fn)(
+      tm, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)p.qkv, dims, strides, box, estr,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return coda_fail(ctx, CODA_ERR_BACKEND,
+                     "CUDA attention: cuTensorMapEncodeTiled failed (error %d)", (int)r);
+  return CODA_OK;
+}
+
+template <int HD, int STAGES, bool PING>
+coda_status launch_forward_ws(coda_context ctx, Params p, cudaStream_t stream, cudaError_t *e) {
+  static_assert(kWsBM == kWsKT, "the Q and K/V tiles share one TMA box");
+  CUtensorMap tm;
+  coda_status s = qkv_map(ctx, p, HD, &tm, e);
+  if (s != CODA_OK) return s;
+  const size_t sm = fwd_ws_smem<HD, STAGES>();
+  *e = cudaFuncSetAttribute(fwd_ws_kernel<HD, STAGES, PING>,
+                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+  if (*e != cudaSuccess) return CODA_ERR_BACKEND;
+  int dev = 0, sms = 0;
+  if ((*e = cudaGetDevice(&dev)) != cudaSuccess ||
+      (*e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
+    return CODA_ERR_BACKEND;
+  const long long tiles = (long long)((p.T + kWsBM - 1) / kWsBM) * p.Hq * p.B;
+  const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
+  fwd_ws_kernel<HD, STAGES, PING><<<grid, 384, sm, stream>>>(tm, p);
+  return coda_cuda_check_launch(ctx, "attention forward");
+}
+
 /* The backward's three passes: prep (D, L), dQ, dK/dV; each pass launcher
  * sets its shared-memory limit and grid. */
 template <int HD>
@@ -1414,16 +1737,20 @@ typedef coda_status (*bwd_fn)(coda_context, Params, cudaStream_t, cudaError_t *)
 
 /* forward: launch_forward<head_dim, m16 tiles per warp, keys per K/V tile>
  * (mma.sync), launch_forward_wg<head_dim, keys per K/V tile, warpgroups per
- * CTA> (wgmma) */
+ * CTA> (wgmma), launch_forward_ws<head_dim, K/V stages, pingpong>
+ * (warp-specialized, persistent; the last entries of their tables, which
+ * the GPU test relies on) */
 static const fwd_fn kFwd32[] = {launch_forward<32, 1, 64>, launch_forward<32, 2, 64>,
                                 launch_forward<32, 1, 128>};
 static const fwd_fn kFwd64[] = {launch_forward<64, 1, 64>,       launch_forward<64, 2, 64>,
                                 launch_forward<64, 1, 128>,      launch_forward_wg<64, 64, 1>,
                                 launch_forward_wg<64, 64, 2>,    launch_forward_wg<64, 128, 2>,
-                                launch_forward_wg<64, 64, 3>};
+                                launch_forward_wg<64, 64, 3>,    launch_forward_ws<64, 3, false>,
+                                launch_forward_ws<64, 3, true>};
 static const fwd_fn kFwd128[] = {launch_forward<128, 1, 64>,    launch_forward<128, 2, 32>,
                                  launch_forward_wg<128, 64, 1>, launch_forward_wg<128, 64, 2>,
-                                 launch_forward_wg<128, 128, 2>, launch_forward_wg<128, 64, 3>};
+                                 launch_forward_wg<128, 128, 2>, launch_forward_wg<128, 64, 3>,
+                                 launch_forward_ws<128, 2, false>, launch_forward_ws<128, 2, true>};
 /* backward: bwd_mma<head_dim, m16 tiles per warp in dQ, in dK/dV, K/V in
  * registers>, bwd_wg<head_dim, warpgroups per CTA in dQ, in dK/dV, CTAs per
  * SM in dK/dV, in dQ> */
@@ -1573,10 +1900,12 @@ static coda_status setup(coda_context ctx, const coda_tensor *qkv, int B, int T,
 }
 
 /* Default kernel variants (see attention.cuh), the fastest in
- * bench/results/attention-*.md: wgmma for head_dim 64 and 128. */
+ * bench/results/attention-*.md and gpu-*.md: the warp-specialized forward
+ * with pingpong (gpu-2026-11-30j) and the wgmma backward for head_dim 64
+ * and 128. */
 static int default_fwd_config(int hd) {
   if (legacy_impl()) return 1;
-  return hd == 32 ? 1 : hd == 64 ? 4 : 3;
+  return hd == 32 ? 1 : hd == 64 ? 8 : 7;
 }
 static int default_bwd_config(int hd) {
   if (legacy_impl()) return hd == 128 ? 0 : 3;

@@ -447,6 +447,16 @@ int main(int argc, char **argv) {
       {3, 128, 4, 2, 32, 0},   /* head_dim 32: the tiny training shape */
       {1, 300, 2, 2, 32, 0},   /* head_dim 32: ragged, plain multi-head */
   };
+  /* More 128-query tiles than the GPU has SMs, so every persistent CTA of
+   * the warp-specialized forward runs several tiles (its barrier phases and
+   * its K/V ring carry over from one tile to the next); ragged in the last
+   * tile of every sequence, batch 2 behind batch 1 in the TMA map. Run with
+   * the last two forward variants (the warp-specialized ones) and the
+   * defaults only: the reference in double is the slow part. */
+  const shape many_tiles[] = {
+      {2, 520, 40, 8, 64, 8},
+      {1, 600, 40, 8, 128, 0},
+  };
   /* every kernel variant: v walks the forward and backward variants
    * together (the last one repeats when one list is shorter) */
   /* --small: cases 1-3 (ragged with padded rows, one token, shorter than
@@ -464,6 +474,12 @@ int main(int argc, char **argv) {
     setenv("CODA_ATTN_IMPL", "v1", 1);
     run_case(ctx, &cases[i], -1, -1);
     unsetenv("CODA_ATTN_IMPL");
+  }
+  for (size_t i = 0; !small && i < sizeof many_tiles / sizeof many_tiles[0]; i++) {
+    const int nf = coda_cuda_attention_num_configs(0, many_tiles[i].hd);
+    run_case(ctx, &many_tiles[i], nf - 2, -1);
+    run_case(ctx, &many_tiles[i], nf - 1, -1);
+    run_case(ctx, &many_tiles[i], -1, -1);
   }
   bad_inputs(ctx);
   coda_context_destroy(ctx);
