@@ -451,8 +451,8 @@ int main(int argc, char **argv) {
    * the warp-specialized forward runs several tiles (its barrier phases and
    * its K/V ring carry over from one tile to the next); ragged in the last
    * tile of every sequence, batch 2 behind batch 1 in the TMA map. Run with
-   * the last two forward variants (the warp-specialized ones) and the
-   * defaults only: the reference in double is the slow part. */
+   * the last two forward and backward variants (the warp-specialized ones)
+   * and the defaults only: the reference in double is the slow part. */
   const shape many_tiles[] = {
       {2, 520, 40, 8, 64, 8},
       {1, 600, 40, 8, 128, 0},
@@ -477,8 +477,8 @@ int main(int argc, char **argv) {
   }
   for (size_t i = 0; !small && i < sizeof many_tiles / sizeof many_tiles[0]; i++) {
     const int nf = coda_cuda_attention_num_configs(0, many_tiles[i].hd);
-    run_case(ctx, &many_tiles[i], nf - 2, -1);
-    run_case(ctx, &many_tiles[i], nf - 1, -1);
+    const int nb = coda_cuda_attention_num_configs(1, many_tiles[i].hd);
+    for (int v = 0; v < 2; v++) run_case(ctx, &many_tiles[i], nf - 1 - v, nb - 2 + v);
     run_case(ctx, &many_tiles[i], -1, -1);
   }
   bad_inputs(ctx);
