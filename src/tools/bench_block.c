@@ -22,15 +22,17 @@
  * finishers (the CSV's fold column tells the rows apart). With --grad-bf16
  * the four GEMM weights' gradients are bf16 (CODA_LLAMA_GRAD_ACT /
  * CODA_GPT2_GRAD_ACT), as in a bf16 framework block: the peak memory to
- * set next to PyTorch's (CSV column grad_bf16). With --inplace the Llama
- * plans write dz over the saved z (CODA_LLAMA_INPLACE; GPT-2 plans are
- * unchanged): the peak memory with and without it (CSV column inplace).
+ * set next to PyTorch's (CSV column grad_bf16). The Llama plans write dz
+ * over the saved z (CODA_LLAMA_INPLACE), as the trainer builds them and as
+ * PyTorch's autograd frees what a backward has consumed; --keep-saved
+ * builds them without it (the forward's state survives the backward; more
+ * peak memory; CSV column inplace 0; GPT-2 plans are the same either way).
  * With --rope-map the Llama plans run the RoPE backward as its own map
  * pass (CODA_LLAMA_ROPE_MAP) instead of fused into the attention
  * backward: the two side by side (CSV column rope_map).
- * The backward-only timing then re-runs the backward on a z an earlier
- * backward consumed: the same work on meaningless values; the checked
- * x_out and dx come from a full forward + backward. */
+ * The backward-only timing runs an untimed forward before every timed
+ * backward, so each backward reads the state of its own forward (in place,
+ * an earlier backward has consumed it). */
 #include "tools/bench_block.h"
 
 #include "coda.h"
@@ -79,7 +81,7 @@ static void usage(FILE *f, const char *cmd) {
   fprintf(f,
           "usage: %s [CONFIG ...] [--fused] [--unfused] [--tuned] [--floor] [--iters N]\n"
           "       [--warmup N] [--csv | --markdown] [--steps] [--fold] [--grad-bf16]\n"
-          "       [--inplace] [--rope-map] [--precompile]\n\n"
+          "       [--keep-saved] [--rope-map] [--precompile]\n\n"
           "Times one Transformer block on the GPU: forward, backward and forward + backward\n"
           "of the block plan with fusion (--fused), the same plan with fusion off (--unfused:\n"
           "each GEMM + epilogue as a plain GEMM plus a separate pass), the plan with fusion\n"
@@ -115,9 +117,10 @@ static void usage(FILE *f, const char *cmd) {
           "  --grad-bf16    build the plans with the GEMM weights' gradients in bf16\n"
           "                 (CODA_LLAMA_GRAD_ACT, CODA_GPT2_GRAD_ACT) instead of f32, as a\n"
           "                 bf16 framework block keeps them (CSV column grad_bf16)\n"
-          "  --inplace      build the Llama plans with CODA_LLAMA_INPLACE: the SwiGLU\n"
-          "                 backward writes dz over the saved z (less peak memory; a\n"
-          "                 backward then needs its forward first) (CSV column inplace)\n"
+          "  --keep-saved   build the Llama plans without CODA_LLAMA_INPLACE (by default\n"
+          "                 the SwiGLU backward writes dz over the saved z, as the trainer\n"
+          "                 runs it: a backward consumes its forward's state); more peak\n"
+          "                 memory (CSV column inplace 0; --inplace is the default)\n"
           "  --rope-map     build the Llama plans with CODA_LLAMA_ROPE_MAP: the RoPE backward\n"
           "                 as its own map pass after the attention backward instead of\n"
           "                 fused into its stores, to compare (CSV column rope_map)\n"
@@ -148,6 +151,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
   memset(o, 0, sizeof *o);
   o->iters = 10;
   o->warmup = 3;
+  o->inplace = 1; /* as the trainer builds the Llama plans (--keep-saved: 0) */
   int any_cfg = 0;
   for (int a = 1; a < argc; a++) {
     const char *s = argv[a];
@@ -176,6 +180,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
       o->grad_bf16 = 1;
     } else if (!strcmp(s, "--inplace")) {
       o->inplace = 1;
+    } else if (!strcmp(s, "--keep-saved")) {
+      o->inplace = 0;
     } else if (!strcmp(s, "--rope-map")) {
       o->rope_map = 1;
     } else if (!strcmp(s, "--iters")) {
@@ -351,7 +357,10 @@ static double wall_ms(void) {
  * host_ms also the median time the host took to enqueue a run (the call
  * returns before the GPU finishes: when it is near the GPU time, the run
  * is host-bound). */
-static float time_it_host(run_fn fn, void *arg, const bench_opts *o, float *host_ms) {
+/* Median GPU time of fn over o->iters runs after o->warmup; pre (if not
+ * NULL) runs untimed before each of them. */
+static float time_it_host(run_fn fn, run_fn pre, void *arg, const bench_opts *o,
+                          float *host_ms) {
   cudaEvent_t a, b;
   if (cudaEventCreate(&a) != cudaSuccess) return -1;
   if (cudaEventCreate(&b) != cudaSuccess) {
@@ -361,9 +370,10 @@ static float time_it_host(run_fn fn, void *arg, const bench_opts *o, float *host
   float *ms = malloc(2 * (size_t)o->iters * sizeof *ms), med = -1;
   float *hs = ms ? ms + o->iters : NULL;
   int ok = ms != NULL;
-  for (int i = 0; ok && i < o->warmup; i++) ok = fn(arg) == CODA_OK;
+  for (int i = 0; ok && i < o->warmup; i++) ok = (!pre || pre(arg) == CODA_OK) && fn(arg) == CODA_OK;
   for (int i = 0; ok && i < o->iters; i++) {
-    ok = cudaEventRecord(a, 0) == cudaSuccess;
+    ok = !pre || pre(arg) == CODA_OK;
+    ok = ok && cudaEventRecord(a, 0) == cudaSuccess;
     const double h0 = wall_ms();
     ok = ok && fn(arg) == CODA_OK;
     hs[i] = (float)(wall_ms() - h0);
@@ -383,7 +393,7 @@ static float time_it_host(run_fn fn, void *arg, const bench_opts *o, float *host
   return med;
 }
 static float time_it(run_fn fn, void *arg, const bench_opts *o) {
-  return time_it_host(fn, arg, o, NULL);
+  return time_it_host(fn, NULL, arg, o, NULL);
 }
 
 typedef struct plan_arg {
@@ -398,6 +408,10 @@ static coda_status run_plan(void *v) {
   if (r->fw) s = coda_plan_run(r->ctx, r->p, CODA_PHASE_FORWARD);
   if (s == CODA_OK && r->bw) s = coda_plan_run(r->ctx, r->p, CODA_PHASE_BACKWARD);
   return s;
+}
+static coda_status run_plan_forward(void *v) {
+  plan_arg *r = v;
+  return coda_plan_run(r->ctx, r->p, CODA_PHASE_FORWARD);
 }
 
 /* ---- the floor ---- */
@@ -656,11 +670,11 @@ static int bench_plan(coda_context ctx, const bench_cfg *c, int variant, const b
   if (s == CODA_OK) {
     float host[3] = {0, 0, 0};
     a.bw = 0;
-    t[0] = time_it_host(run_plan, &a, o, &host[0]);
+    t[0] = time_it_host(run_plan, NULL, &a, o, &host[0]);
     a.fw = 0, a.bw = 1;
-    t[1] = time_it_host(run_plan, &a, o, &host[1]);
+    t[1] = time_it_host(run_plan, run_plan_forward, &a, o, &host[1]);
     a.fw = 1;
-    t[2] = time_it_host(run_plan, &a, o, &host[2]);
+    t[2] = time_it_host(run_plan, NULL, &a, o, &host[2]);
     if (t[0] < 0 || t[1] < 0 || t[2] < 0) s = CODA_ERR_BACKEND;
     else
       fprintf(stderr, "%s %s: GPU fwd %.3f bwd %.3f fwd+bwd %.3f ms; host enqueue %.3f %.3f %.3f ms\n",
@@ -717,6 +731,18 @@ static int bench_floor(coda_context ctx, cublasHandle_t h, const bench_cfg *c, c
     for (size_t i = 0; hq && i < n; i++) hq[i] = coda_f32_to_bf16(urand(&r));
     if (s == CODA_OK) s = coda_memcpy_h2d(ctx, fa.qkv, hq, n * 2);
     if (s == CODA_OK) s = coda_memcpy_h2d(ctx, fa.dout, hq, (size_t)(M * HQ) * 2);
+    /* The GEMMs' operands random too: on zeros (fresh memory) the tensor
+     * cores draw less power and keep a higher clock under the 700 W limit,
+     * which made the floor's GEMMs read ~850 TFLOP/s. The random values
+     * are copied in blocks of n (a repeat every n elements is no pattern
+     * the GEMM's power can tell). */
+    for (int b = 0; b < 2 && s == CODA_OK; b++) {
+      unsigned char *dst = b ? fa.B : fa.A;
+      for (size_t off = 0; off < (size_t)big && s == CODA_OK; off += n) {
+        const size_t len = (size_t)big - off < n ? (size_t)big - off : n;
+        s = coda_memcpy_h2d(ctx, dst + off * 2, hq, len * 2);
+      }
+    }
     free(hq);
   }
   if (s == CODA_OK) {
