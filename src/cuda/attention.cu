@@ -1,8 +1,10 @@
 /* Causal grouped-query attention on Hopper (sm_90a), bf16 in and out, fp32
  * accumulation: a FlashAttention-2 style forward and a deterministic
- * backward, in two kernel families: mma.sync m16n8k16 with ldmatrix
+ * backward, in three kernel families: mma.sync m16n8k16 with ldmatrix
  * (head_dim 32, 64, 128) and wgmma (head_dim 64, 128), both fed by cp.async
- * tiles. docs/design.md, "Attention on the GPU", has the design.
+ * tiles, and warp-specialized persistent wgmma kernels fed by TMA (head_dim
+ * 64, 128; the defaults there). docs/design.md, "Attention on the GPU",
+ * has the design.
  *
  * Shared conventions of every kernel:
  *  - packed qkv rows are tokens b*T + t; query head h reads kv head
