@@ -211,6 +211,7 @@ expect "--iters needs a number" -- bench block --iters
 if "$coda" version | grep -q "not available"; then
   expect "needs a CUDA GPU" -- bench block
   expect "needs a CUDA GPU" -- bench block gpt2-1600 --csv
+  expect "needs a CUDA GPU" -- bench block llama --keep-saved
 fi
 
 echo "$cases cases, $fails failed"
