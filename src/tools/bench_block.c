@@ -345,20 +345,24 @@ static int cmpf(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Median ms of fn(arg) over `iters` runs after `warmup` runs; < 0 on a
- * failure (the message is on the context). */
 static double wall_ms(void) {
   struct timespec t;
   timespec_get(&t, TIME_UTC);
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
-/* Median GPU time of fn over o->iters runs (events around each run); with
- * host_ms also the median time the host took to enqueue a run (the call
- * returns before the GPU finishes: when it is near the GPU time, the run
- * is host-bound). */
-/* Median GPU time of fn over o->iters runs after o->warmup; pre (if not
- * NULL) runs untimed before each of them. */
+/* Median of n values (sorts them). */
+static float median(float *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmpf);
+  return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Median GPU time in ms of fn over o->iters runs (events around each run)
+ * after o->warmup runs; pre (if not NULL) runs untimed before each of
+ * them. With host_ms also the median time the host took to enqueue a run
+ * (the call returns before the GPU finishes: when it is near the GPU time,
+ * the run is host-bound). < 0 on a failure (the message is on the
+ * context). */
 static float time_it_host(run_fn fn, run_fn pre, void *arg, const bench_opts *o,
                           float *host_ms) {
   cudaEvent_t a, b;
@@ -381,11 +385,8 @@ static float time_it_host(run_fn fn, run_fn pre, void *arg, const bench_opts *o,
          cudaEventElapsedTime(&ms[i], a, b) == cudaSuccess;
   }
   if (ok) {
-    const int n = o->iters;
-    qsort(ms, (size_t)n, sizeof *ms, cmpf);
-    qsort(hs, (size_t)n, sizeof *hs, cmpf);
-    med = n % 2 ? ms[n / 2] : 0.5f * (ms[n / 2 - 1] + ms[n / 2]);
-    if (host_ms) *host_ms = n % 2 ? hs[n / 2] : 0.5f * (hs[n / 2 - 1] + hs[n / 2]);
+    med = median(ms, o->iters);
+    if (host_ms) *host_ms = median(hs, o->iters);
   }
   free(ms);
   cudaEventDestroy(a);
