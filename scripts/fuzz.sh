@@ -32,9 +32,9 @@ const int coda_builtin_program_count = 0;
 STUB
 fi
 
-# core files that need no backend (dispatch.c and the like call into src/cpu;
-# src/cuda headers are included only under CODA_HAVE_CUDA, not defined here)
-core=$(grep -L -E '#include "(cpu|nn|train)/' "$root"/src/core/*.c)
+# base and api files that need no backend (dispatch.c and the like call into
+# src/backends; CUDA headers are included only under CODA_HAVE_CUDA)
+core=$(grep -L -E '#include "(backends|nn|train)/' "$root"/src/base/*.c "$root"/src/api/*.c)
 
 # shellcheck disable=SC2086
 "$cc" -std=c11 -g -O1 -Wno-comment -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \

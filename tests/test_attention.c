@@ -4,7 +4,7 @@
  * determinism, argument checks; the backward with the fused RoPE backward
  * against the backward followed by the llama_rope_bwd map. */
 #include "check.h"
-#include "core/internal.h"
+#include "base/internal.h"
 #include "nn/plan.h"
 
 #include <stdint.h>

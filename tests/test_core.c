@@ -1,6 +1,6 @@
 /* Core: dtype conversion against independent definitions, tensor checks. */
 #include "check.h"
-#include "core/internal.h"
+#include "base/internal.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -2,7 +2,7 @@
  * the right status and a non-empty message, nothing crashes, and the
  * outputs are left untouched. */
 #include "check.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * and accumulate; bitwise determinism across thread counts and tilings;
  * throughput report. */
 #include "check.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 #include <omp.h>
 #include <stdint.h>

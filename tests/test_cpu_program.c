@@ -3,7 +3,7 @@
  * tiles, pair mode, x2/half, accumulate, rope at large positions,
  * finishers, exact mode, thread-count determinism, throughput report. */
 #include "check.h"
-#include "core/internal.h"
+#include "base/internal.h"
 #include "lang/ir.h"
 
 #ifndef M_PI

@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cuda/epi_codegen.h"
+#include "backends/cuda/epi_codegen.h"
 
 #pragma weak coda_epi_full_source
 #pragma weak coda_epi_compile

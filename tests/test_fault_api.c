@@ -7,7 +7,7 @@
  * documented status with a message, and nothing is allocated for a
  * request that is refused. */
 #include "check.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
  * naming the path, and the table a context holds. */
 #define _POSIX_C_SOURCE 200809L /* setenv, dirent, mkdir, rmdir, truncate */
 
-#include "core/internal.h"
+#include "base/internal.h"
 #include "tune_cache_test.h"
 
 static coda_fused_key random_key(void) {

@@ -18,7 +18,7 @@
  * one bf16 rounding of the plan's largest value on top: 2^-8 max|plan|
  * (with 1 % slack); every other tensor keeps the rule above. */
 #include "check.h"
-#include "core/internal.h"
+#include "base/internal.h"
 #include "nn/ref_gpt2.h"
 
 #include <stdlib.h>

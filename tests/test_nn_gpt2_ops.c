@@ -11,7 +11,7 @@
  *   gpt2_qkv_dots, gpt2_colsum (map)
  * Every comparison: max|got - ref| <= 1e-10 max|ref|. */
 #include "check.h"
-#include "core/internal.h"
+#include "base/internal.h"
 #include "nn/plan.h"
 #include "nn/ref_gpt2.h"
 

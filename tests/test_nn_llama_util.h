@@ -4,7 +4,7 @@
 #define CODA_TEST_NN_LLAMA_UTIL_H
 
 #include "coda.h"
-#include "core/internal.h"
+#include "base/internal.h"
 #include "nn/plan.h"
 
 #include <math.h>

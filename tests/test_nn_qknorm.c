@@ -3,7 +3,7 @@
  * exact mode against an unfused double operator (whose backward is itself
  * checked by finite differences). */
 #include "check.h"
-#include "core/internal.h"
+#include "base/internal.h"
 #include "nn/plan.h"
 #include "nn/qknorm.h"
 

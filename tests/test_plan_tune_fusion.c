@@ -10,7 +10,7 @@
  * failure. */
 #define _POSIX_C_SOURCE 200809L /* setenv, mkdtemp, dirent */
 #include "coda.h"
-#include "core/internal.h"
+#include "base/internal.h"
 #include "nn/plan.h"
 #include "check.h"
 #include "file_util.h"

@@ -5,7 +5,7 @@
  * (f64 everywhere, also the temporary) the two agree to round-off; in the
  * bf16 mode they differ only by rounding the accumulator to bf16. */
 #include "coda.h"
-#include "core/internal.h"
+#include "base/internal.h"
 #include "check.h"
 
 #include <math.h>

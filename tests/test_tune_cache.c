@@ -5,7 +5,7 @@
  * old file), and a failed write reporting the path. */
 #define _POSIX_C_SOURCE 200809L /* setenv, dirent, mkdir, rmdir */
 
-#include "core/internal.h"
+#include "base/internal.h"
 #include "tune_cache_test.h"
 
 static coda_tune_key random_key(void) {

@@ -7,7 +7,7 @@
 #define CODA_TEST_TUNE_CACHE_H
 
 #include "check.h"
-#include "core/tune_cache.h"
+#include "base/tune_cache.h"
 
 #include <dirent.h>
 #include <stdint.h>

@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cuda/attention.cuh"
-#include "cuda/backend.h"
+#include "backends/cuda/attention.cuh"
+#include "backends/cuda/backend.h"
 #include "gpu/cuda_check.h"
 
 #define OK(x)                                                                      \

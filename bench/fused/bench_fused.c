@@ -25,7 +25,7 @@
  * Exit status: 0, 1 on a failure or mismatch, 77 without a usable GPU. */
 #define _POSIX_C_SOURCE 200809L
 #include "coda.h"
-#include "cuda/epi_codegen.h"
+#include "backends/cuda/epi_codegen.h"
 #include "unfused.h"
 #include "name_list.h"
 #include "gpu/cuda_check.h"

@@ -24,9 +24,9 @@
 #include <vector>
 
 extern "C" {
-#include "core/internal.h"
-#include "cuda/backend.h"
-#include "cuda/gemm_internal.h"
+#include "base/internal.h"
+#include "backends/cuda/backend.h"
+#include "backends/cuda/gemm_internal.h"
 #include "gpu/cuda_check.h"
 }
 

@@ -11,7 +11,7 @@ B=${BUILD:-build}
 cmake --build "$B" -j2 --target test_gemm_gpu bench_gemm
 mkdir -p .carry/obj
 cp "$B/tests/gpu/test_gemm_gpu" "$B/bench/gemm/bench_gemm" .carry/
-for f in "$B"/CMakeFiles/coda_obj.dir/src/cuda/gemm*.cu.o; do
+for f in "$B"/CMakeFiles/coda_obj.dir/src/backends/cuda/gemm*.cu.o; do
   cp "$f" ".carry/obj/$(basename "$f" .cu.o).o"
 done
 ls -l .carry/test_gemm_gpu .carry/bench_gemm

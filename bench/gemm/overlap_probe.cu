@@ -27,7 +27,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "cuda/gemm_sm90.cuh"
+#include "backends/cuda/gemm_sm90.cuh"
 #include "gpu/cuda_check.h"
 
 using namespace coda_sm90;

@@ -2,7 +2,7 @@
  * segment) and the launcher. See comm.h. */
 #define _GNU_SOURCE
 #include "dist/comm.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 #include <errno.h>
 #include <sched.h>

@@ -10,7 +10,7 @@
  * stream (the legacy default stream all of this library's kernels use). */
 #define _GNU_SOURCE
 #include "dist/comm.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

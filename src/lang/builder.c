@@ -4,7 +4,7 @@
  * in emission order, so equal programs give equal IR. The first error is
  * kept and reported again by coda_builder_finish. */
 #include "lang/ir.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 #include <ctype.h>
 #include <math.h>

@@ -1,6 +1,6 @@
 /* The IR's tables, lookups, lifetime, introspection and built-in programs. */
 #include "lang/ir.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 #include <math.h>
 #include <stdio.h>

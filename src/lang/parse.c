@@ -3,7 +3,7 @@
  * names and emits IR instructions in post order, left to right; every
  * semantic rule beyond names and arity is checked by ir_validate. */
 #include "lang/ir.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 #include <ctype.h>
 #include <math.h>

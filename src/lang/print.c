@@ -10,9 +10,9 @@
  * generated name (_tN). Parsed programs therefore print without generated
  * names, and print(parse(print(p))) == print(p). */
 #include "lang/ir.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
-#include "core/strbuf.h"
+#include "base/strbuf.h"
 
 #include <math.h>
 #include <stdarg.h>

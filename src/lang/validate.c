@@ -2,7 +2,7 @@
  * or from the builder. The rules are listed in docs/design.md ("Grammar and
  * validation rules"). Messages carry the source position when there is one. */
 #include "lang/ir.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 #include <ctype.h>
 #include <math.h>

@@ -32,7 +32,7 @@
  *
  * CODA_GPT2_GRAD_ACT: dwqkv, dwo, dwfc, dwproj are of the activation dtype
  * (same steps; the plain weight-gradient GEMMs round once into them). */
-#include "core/internal.h"
+#include "base/internal.h"
 #include "nn/plan.h"
 
 #include <stdio.h>

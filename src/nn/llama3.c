@@ -53,7 +53,7 @@
  * saved z it reads, so dz takes no arena slot. */
 #include "nn/plan.h"
 
-#include "core/internal.h"
+#include "base/internal.h"
 
 #include <math.h>
 #include <stdlib.h>

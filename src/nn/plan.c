@@ -2,13 +2,13 @@
 #define _POSIX_C_SOURCE 199309L /* clock_gettime for coda_plan_tune_fusion */
 #include "nn/plan.h"
 
-#include "core/internal.h"
-#include "core/strbuf.h"
-#include "core/tune_cache.h" /* coda_plan_tune_fusion's choices on disk */
+#include "base/internal.h"
+#include "base/strbuf.h"
+#include "base/tune_cache.h" /* coda_plan_tune_fusion's choices on disk */
 #ifdef CODA_HAVE_CUDA
-#include "cuda/backend.h"     /* device tag of the tuning cache */
-#include "cuda/epi_codegen.h" /* kernel precompilation */
-#include "cuda/gplan.h"       /* device copy / zero for the host ops */
+#include "backends/cuda/backend.h"     /* device tag of the tuning cache */
+#include "backends/cuda/epi_codegen.h" /* kernel precompilation */
+#include "backends/cuda/gplan.h"       /* device copy / zero for the host ops */
 #endif
 #ifdef _OPENMP
 #include <omp.h> /* the CPU's default thread count, part of its device tag */

@@ -1,6 +1,6 @@
 /* QK-norm statistics epilogue; see qknorm.h. */
 #include "nn/qknorm.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 #include <math.h>
 

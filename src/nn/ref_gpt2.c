@@ -1,6 +1,6 @@
 /* Unfused double reference of the GPT-2 block; see ref_gpt2.h. */
 #include "nn/ref_gpt2.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 #include <math.h>
 #include <stdlib.h>

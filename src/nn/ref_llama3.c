@@ -1,7 +1,7 @@
 /* Unfused reference of the Llama-3 block and head (see ref_llama3.h). */
 #include "nn/ref_llama3.h"
 
-#include "core/internal.h"
+#include "base/internal.h"
 
 #include <math.h>
 #include <stdlib.h>

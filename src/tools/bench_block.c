@@ -269,9 +269,9 @@ int coda_bench_block_main(int argc, char **argv) {
 
 #else /* CODA_HAVE_CUDA */
 
-#include "core/internal.h"
-#include "cuda/epi_codegen.h"
-#include "cuda/gplan.h"
+#include "base/internal.h"
+#include "backends/cuda/epi_codegen.h"
+#include "backends/cuda/gplan.h"
 #include "nn/plan.h"
 
 #include <cublas_v2.h>

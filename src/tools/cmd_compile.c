@@ -4,7 +4,7 @@
  * CUDA they are absent and the command says so. */
 #include "coda.h"
 #include "tool_util.h"
-#include "cuda/epi_codegen.h"
+#include "backends/cuda/epi_codegen.h"
 #include "nn/plan.h"
 
 #include <stdio.h>

@@ -6,7 +6,7 @@
  * max abs value) of each tensor group from the unfused fp64 reference.
  * Exits nonzero if the fp64 plan deviates by more than 1e-9. */
 #include "coda.h"
-#include "core/internal.h"
+#include "base/internal.h"
 #include "nn/ref_llama3.h"
 
 #include <math.h>

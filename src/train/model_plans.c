@@ -30,8 +30,8 @@
 #include "train/train.h"
 #include "dist/comm.h"
 #ifdef CODA_HAVE_CUDA
-#include "cuda/backend.h"
-#include "cuda/gplan.h"
+#include "backends/cuda/backend.h"
+#include "backends/cuda/gplan.h"
 #endif
 
 #include <math.h>

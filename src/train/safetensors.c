@@ -4,7 +4,7 @@
  * from a file is trusted: every length and offset is checked. */
 #define _POSIX_C_SOURCE 200809L
 #include "train/train.h"
-#include "core/strbuf.h"
+#include "base/strbuf.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
 #define CODA_TRAIN_H
 
 #include "coda.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 #include <stdint.h>
 #include <stdio.h>

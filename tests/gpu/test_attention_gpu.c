@@ -19,9 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/internal.h"
-#include "cuda/attention.cuh"
-#include "cuda/backend.h"
+#include "base/internal.h"
+#include "backends/cuda/attention.cuh"
+#include "backends/cuda/backend.h"
 #include "gpu/cuda_check.h"
 
 static int g_fail = 0, g_pass = 0;

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "coda.h"
-#include "cuda/backend.h"
+#include "backends/cuda/backend.h"
 
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";

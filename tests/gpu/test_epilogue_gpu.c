@@ -23,8 +23,8 @@
  *                                     (for the slow compute-sanitizer tools) */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "coda.h"
-#include "cuda/backend.h"
-#include "cuda/epi_codegen.h"
+#include "backends/cuda/backend.h"
+#include "backends/cuda/epi_codegen.h"
 #include "lang/ir.h"
 #include "epi_test_programs.h"
 #include "name_list.h"

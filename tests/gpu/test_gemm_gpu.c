@@ -23,9 +23,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/internal.h"
-#include "cuda/backend.h"
-#include "cuda/gemm_internal.h"
+#include "base/internal.h"
+#include "backends/cuda/backend.h"
+#include "backends/cuda/gemm_internal.h"
 #include "gpu/cuda_check.h"
 
 static int g_fail = 0, g_pass = 0;

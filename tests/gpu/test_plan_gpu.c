@@ -33,9 +33,9 @@
  *                               into the cache ($CODA_CACHE_DIR; no GPU) */
 #define _POSIX_C_SOURCE 200809L
 #include "coda.h"
-#include "core/internal.h"
-#include "cuda/epi_codegen.h"
-#include "cuda/gplan.h"
+#include "base/internal.h"
+#include "backends/cuda/epi_codegen.h"
+#include "backends/cuda/gplan.h"
 #include "nn/plan.h"
 #include "plan_test_util.h"
 

@@ -8,9 +8,9 @@
  * CUDA backend's tiling, which gives the same programs and operand
  * layouts, as src/train/model_plans.c builds them). */
 #include "coda.h"
-#include "core/internal.h"
-#include "cuda/epi_codegen.h"
-#include "cuda/gplan.h"
+#include "base/internal.h"
+#include "backends/cuda/epi_codegen.h"
+#include "backends/cuda/gplan.h"
 #include "nn/plan.h"
 
 #include <stdio.h>

@@ -3,8 +3,8 @@
 #include <string.h>
 #include <time.h>
 #include "coda.h"
-#include "core/internal.h"
-#include "cuda/epi_codegen.h"
+#include "base/internal.h"
+#include "backends/cuda/epi_codegen.h"
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
 int main(void) {
   coda_context ctx; coda_context_create(NULL, &ctx);

@@ -7,13 +7,13 @@
  * on a machine without a driver. */
 #include <cudaTypedefs.h> /* PFN_cuTensorMapEncodeTiled */
 
-#include "cuda/backend.h"
-#include "cuda/gemm_configs.h"
-#include "cuda/gemm_internal.h"
-#include "cuda/debug.h"
+#include "backends/cuda/backend.h"
+#include "backends/cuda/gemm_configs.h"
+#include "backends/cuda/gemm_internal.h"
+#include "backends/cuda/debug.h"
 
 extern "C" {
-#include "core/internal.h"
+#include "base/internal.h"
 }
 
 using namespace coda_sm90;

@@ -6,7 +6,7 @@
 #ifndef CODA_CUDA_ATTENTION_CUH
 #define CODA_CUDA_ATTENTION_CUH
 #include "coda.h"
-#include "cuda/backend.h"
+#include "backends/cuda/backend.h"
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -11,10 +11,10 @@
  * 64, tile_n = BN). The translation unit is the fused GEMM's (the mainloop
  * template is left uninstantiated) plus the wrapper below, compiled and
  * cached on disk by the same NVRTC path. */
-#include "cuda/gplan.h"
-#include "cuda/epi_codegen.h"
+#include "backends/cuda/gplan.h"
+#include "backends/cuda/epi_codegen.h"
 
-#include "core/internal.h"
+#include "base/internal.h"
 #include "lang/ir.h"
 
 #include <cuda_runtime_api.h>

@@ -5,9 +5,9 @@
  * own key and line format. */
 #define _POSIX_C_SOURCE 200809L /* mkstemp, fdopen, fsync, mkdir */
 
-#include "core/tune_cache.h"
+#include "base/tune_cache.h"
 
-#include "core/internal.h"
+#include "base/internal.h"
 
 #include <ctype.h>
 #include <errno.h>

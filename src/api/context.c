@@ -1,8 +1,8 @@
-#include "internal.h"
-#include "tune_cache.h"
+#include "base/internal.h"
+#include "base/tune_cache.h"
 #ifdef CODA_HAVE_CUDA
-#include "cuda/backend.h"
-#include "cuda/gemm_internal.h"
+#include "backends/cuda/backend.h"
+#include "backends/cuda/gemm_internal.h"
 #endif
 
 #include <stdio.h>

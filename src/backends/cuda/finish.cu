@@ -8,11 +8,11 @@
  * N (row), M (column) or the segment. One thread per output sums its
  * partials in double in index order and rounds once to f32, so the result
  * is deterministic and equals the CPU finisher's up to exp/log rounding. */
-#include "cuda/gplan.h"
-#include "cuda/debug.h"
+#include "backends/cuda/gplan.h"
+#include "backends/cuda/debug.h"
 
 extern "C" {
-#include "core/internal.h"
+#include "base/internal.h"
 }
 
 #include <cuda_bf16.h>

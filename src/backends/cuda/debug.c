@@ -1,6 +1,6 @@
 /* Launch checks (see debug.h). */
-#include "cuda/debug.h"
-#include "core/internal.h"
+#include "backends/cuda/debug.h"
+#include "base/internal.h"
 
 #include <cuda_runtime_api.h>
 

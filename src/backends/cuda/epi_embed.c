@@ -7,10 +7,10 @@
 __asm__(".section .rodata\n"
         ".global coda_epi_hdr_gemm_sm90\n"
         "coda_epi_hdr_gemm_sm90:\n"
-        ".incbin \"cuda/gemm_sm90.cuh\"\n"
+        ".incbin \"backends/cuda/gemm_sm90.cuh\"\n"
         ".byte 0\n"
         ".global coda_epi_hdr_wgmma\n"
         "coda_epi_hdr_wgmma:\n"
-        ".incbin \"cuda/wgmma.cuh\"\n"
+        ".incbin \"backends/cuda/wgmma.cuh\"\n"
         ".byte 0\n"
         ".previous\n");

@@ -1,8 +1,8 @@
 /* Backend memory: device memory on a CUDA context, host memory on the CPU
  * backend (see coda.h). */
-#include "core/internal.h"
+#include "base/internal.h"
 #ifdef CODA_HAVE_CUDA
-#include "cuda/gplan.h"
+#include "backends/cuda/gplan.h"
 #endif
 
 #include <stdint.h>

@@ -6,12 +6,12 @@
  * (libcuda is never linked), so the library loads without a driver. Loaded
  * kernels are kept per context (ctx->cuda) keyed by the hash of the
  * generated functor and the kernel configuration. */
-#include "cuda/backend.h"
-#include "cuda/debug.h"
-#include "cuda/epi_codegen.h"
-#include "cuda/gemm_internal.h"
+#include "backends/cuda/backend.h"
+#include "backends/cuda/debug.h"
+#include "backends/cuda/epi_codegen.h"
+#include "backends/cuda/gemm_internal.h"
 
-#include "core/internal.h"
+#include "base/internal.h"
 #include "lang/ir.h"
 
 #include <cuda.h>
@@ -348,7 +348,7 @@ int coda_cuda_epilogue_local_bytes(coda_context ctx, coda_program program, int t
 
 /* ---- gplan: generic loaded kernels (the coda_map kernels of epi_map.c) ----
  * Kept in the same per-context table as the fused GEMMs (cfg unused). */
-#include "cuda/gplan.h"
+#include "backends/cuda/gplan.h"
 
 void *coda_cuda_kernel_find(coda_context ctx, uint64_t key) {
   coda_cuda_state *s = ctx->cuda;

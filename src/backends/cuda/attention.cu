@@ -30,14 +30,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/attention.cuh"
-#include "cuda/attn_wgmma.cuh"
-#include "cuda/backend.h"
-#include "cuda/debug.h"
-#include "cuda/gemm_sm90.cuh" /* mbarrier and named-barrier helpers */
+#include "backends/cuda/attention.cuh"
+#include "backends/cuda/attn_wgmma.cuh"
+#include "backends/cuda/backend.h"
+#include "backends/cuda/debug.h"
+#include "backends/cuda/gemm_sm90.cuh" /* mbarrier and named-barrier helpers */
 
 extern "C" {
-#include "core/internal.h"
+#include "base/internal.h"
 }
 
 namespace coda_attn {

@@ -14,12 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/backend.h" /* coda_cuda_device_tag */
-#include "cuda/gemm_internal.h"
+#include "backends/cuda/backend.h" /* coda_cuda_device_tag */
+#include "backends/cuda/gemm_internal.h"
 
 extern "C" {
-#include "core/internal.h"
-#include "core/tune_cache.h"
+#include "base/internal.h"
+#include "base/tune_cache.h"
 }
 
 /* A forced (configuration, splits) call: never re-enters the tuner. */

@@ -9,9 +9,9 @@
  * rewritten. Files are written to a temporary name and renamed, so a
  * reader never sees a partial file. NVRTC needs no GPU. */
 #define _POSIX_C_SOURCE 200809L
-#include "cuda/epi_codegen.h"
+#include "backends/cuda/epi_codegen.h"
 
-#include "core/internal.h"
+#include "base/internal.h"
 
 #include <nvrtc.h>
 

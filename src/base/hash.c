@@ -1,6 +1,6 @@
 /* The library's one non-cryptographic hash: the keys of the kernel caches
  * (in memory and on disk) and of the tuning files. */
-#include "core/internal.h"
+#include "base/internal.h"
 
 uint64_t coda_fnv1a64(const void *data, size_t n, uint64_t seed) {
   const unsigned char *p = data;

@@ -32,10 +32,10 @@
  *    put the warp's column sums into the shared scratch, and after a
  *    warpgroup barrier thread t adds the 4 warps' sums of column t in order.
  * This fixes the partial tiling at tile_m = 64, tile_n = BN. */
-#include "cuda/epi_codegen.h"
+#include "backends/cuda/epi_codegen.h"
 
-#include "core/internal.h"
-#include "core/strbuf.h"
+#include "base/internal.h"
+#include "base/strbuf.h"
 #include "lang/ir.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-#include "internal.h"
+#include "base/internal.h"
 
 #include <math.h>
 #include <string.h>

@@ -5,11 +5,11 @@
  * coda_program_arg_shape says), dtypes (as declared; partials and
  * finisher results fp32, or fp64 in exact mode), tiling, strides, sizes,
  * and that no output overlaps another output or any input. */
-#include "core/internal.h"
-#include "cpu/cpu.h"
-#include "cuda/backend.h"
+#include "base/internal.h"
+#include "backends/cpu/cpu.h"
+#include "backends/cuda/backend.h"
 #ifdef CODA_HAVE_CUDA
-#include "cuda/gplan.h" /* coda_map / coda_finish on the GPU */
+#include "backends/cuda/gplan.h" /* coda_map / coda_finish on the GPU */
 #endif
 
 #include <stdio.h>

@@ -2,7 +2,7 @@
 #ifndef CODA_CPU_H
 #define CODA_CPU_H
 
-#include "core/internal.h"
+#include "base/internal.h"
 #include "lang/ir.h"
 
 /* A read-only strided matrix: element (i, j) at data[i*rs + j*cs]. */

@@ -6,7 +6,7 @@
  * accumulator in vector registers. Callers parallelize over output tiles;
  * every element is summed over k in order, so results do not depend on the
  * tiling or the number of threads. */
-#include "cpu/cpu.h"
+#include "backends/cpu/cpu.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,13 +23,13 @@
 
 #define REAL float
 #define SFX f32
-#include "cpu/gemm_impl.h"
+#include "backends/cpu/gemm_impl.h"
 #undef REAL
 #undef SFX
 
 #define REAL double
 #define SFX f64
-#include "cpu/gemm_impl.h"
+#include "backends/cpu/gemm_impl.h"
 #undef REAL
 #undef SFX
 

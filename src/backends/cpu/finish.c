@@ -7,7 +7,7 @@
  * rstd = rsqrt(sum/count + eps), centered rstd = rsqrt(sum/count -
  * (sumQ/count)^2 + eps), count = N for row partials, M for column
  * partials, S for segments. Sums run in double (they are tiny). */
-#include "cpu/cpu.h"
+#include "backends/cpu/cpu.h"
 
 #include <math.h>
 

@@ -5,9 +5,9 @@
  * query heads that read it), so the result does not depend on the number
  * of threads. The public entry points check every argument here and send
  * CUDA contexts to src/cuda. */
-#include "cpu/cpu.h"
-#include "cpu/rope.h"
-#include "cuda/backend.h"
+#include "backends/cpu/cpu.h"
+#include "backends/cpu/rope.h"
+#include "backends/cuda/backend.h"
 
 #include <math.h>
 #include <omp.h>
@@ -17,7 +17,7 @@
 #define REAL float
 #define SFX f32
 #define RF(name) name##f
-#include "cpu/attention_impl.h"
+#include "backends/cpu/attention_impl.h"
 #undef REAL
 #undef SFX
 #undef RF
@@ -25,7 +25,7 @@
 #define REAL double
 #define SFX f64
 #define RF(name) name
-#include "cpu/attention_impl.h"
+#include "backends/cpu/attention_impl.h"
 #undef REAL
 #undef SFX
 #undef RF

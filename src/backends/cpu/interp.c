@@ -8,8 +8,8 @@
  * A tile owns its partials (row partials of its column tile, column
  * partials of its row tile), so the run is deterministic and needs no
  * atomics; there is no M x N temporary. */
-#include "cpu/cpu.h"
-#include "cpu/rope.h"
+#include "backends/cpu/cpu.h"
+#include "backends/cpu/rope.h"
 
 #include <math.h>
 #include <omp.h>
@@ -22,7 +22,7 @@
 #define SFX f32
 #define RF(name) name##f
 #define CPU_REAL_IS_DOUBLE 0
-#include "cpu/interp_impl.h"
+#include "backends/cpu/interp_impl.h"
 #undef REAL
 #undef SFX
 #undef RF
@@ -32,7 +32,7 @@
 #define SFX f64
 #define RF(name) name
 #define CPU_REAL_IS_DOUBLE 1
-#include "cpu/interp_impl.h"
+#include "backends/cpu/interp_impl.h"
 #undef REAL
 #undef SFX
 #undef RF

@@ -6,11 +6,11 @@
  * Determinism: no float atomics anywhere. Every output element is written
  * by one thread whose arithmetic order is fixed, and reductions use fixed
  * trees, so two runs of the same inputs give identical bits. */
-#include "cuda/backend.h"
-#include "cuda/debug.h"
+#include "backends/cuda/backend.h"
+#include "backends/cuda/debug.h"
 
 extern "C" {
-#include "core/internal.h"
+#include "base/internal.h"
 }
 
 #include <cuda_bf16.h>
