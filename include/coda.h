@@ -84,6 +84,21 @@ typedef enum coda_precision {
 
 typedef struct coda_context_s *coda_context;
 
+/* Schedule of the CUDA backend's fused GEMM kernels: AUTO = the epilogue
+ * compiler's rule; the result bits do not depend on it. */
+typedef enum coda_epi_schedule {
+  CODA_EPI_SCHEDULE_AUTO = 0,
+  CODA_EPI_SCHEDULE_PINGPONG = 1,
+  CODA_EPI_SCHEDULE_COOPERATIVE = 2
+} coda_epi_schedule;
+
+/* Kernel set of the CUDA attention: DEFAULT, or V1 (the first measured
+ * defaults and block order, kept to compare against). */
+typedef enum coda_attn_impl {
+  CODA_ATTN_IMPL_DEFAULT = 0,
+  CODA_ATTN_IMPL_V1 = 1
+} coda_attn_impl;
+
 typedef struct coda_context_options {
   coda_backend backend;
   coda_precision precision; /* CPU backend only */
@@ -101,6 +116,24 @@ typedef struct coda_context_options {
                              * Without it launch errors are still checked, but
                              * a fault inside a kernel surfaces at a later
                              * synchronizing call (a copy, coda_synchronize) */
+  /* Fields below: zero means "the environment variable named, else the
+   * default". The environment is read once, by coda_context_create. */
+  void *stream;             /* CUDA: the cudaStream_t every launch and copy of
+                             * the context is issued on (caller-owned; it must
+                             * outlive the context); NULL: the legacy default
+                             * stream. A plan run on a non-default stream can
+                             * be captured into a CUDA graph. */
+  int retune;               /* coda_plan_tune_fusion times every step again and
+                             * overwrites the stored choices; CODA_RETUNE=1 */
+  coda_epi_schedule epi_schedule; /* CUDA: force the fused kernels' schedule;
+                             * CODA_EPI_SCHEDULE=pingpong|cooperative */
+  int epi_tma_loads;        /* CUDA: 1 = staged tile inputs by TMA where a map
+                             * exists (the default), -1 = by cp.async;
+                             * CODA_EPI_TMA_LOADS=0 gives -1 */
+  coda_attn_impl attn_impl; /* CUDA attention kernels: DEFAULT or V1 (the first
+                             * measured defaults); CODA_ATTN_IMPL=v1 */
+  const char *cache_dir;    /* kernel and tuning caches; CODA_CACHE_DIR, else
+                             * $HOME/.cache/coda (copied at creation) */
 } coda_context_options;
 
 coda_context_options coda_context_default_options(void);

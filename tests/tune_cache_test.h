@@ -55,16 +55,22 @@ static inline void cache_files_init(cache_files *f, const char *dir, const char 
 
 /* $CODA_CACHE_DIR/<file> first, then $HOME/.cache/coda/<file>; "" when the
  * path does not fit. */
-static inline void check_default_path(int (*default_path)(char *, size_t), const char *file) {
+/* The default path comes from the knobs, read from the environment once:
+ * CODA_CACHE_DIR wins over $HOME/.cache/coda. */
+static inline void check_default_path(int (*default_path)(const coda_knobs *, char *, size_t),
+                                      const char *file) {
   char p[CODA_TUNE_PATH_LEN], want[CODA_TUNE_PATH_LEN];
+  coda_knobs k;
   setenv("CODA_CACHE_DIR", "/some/dir", 1);
+  coda_knobs_from_env(&k);
   snprintf(want, sizeof want, "/some/dir/%s", file);
-  CHECK(default_path(p, sizeof p) && strcmp(p, want) == 0);
+  CHECK(default_path(&k, p, sizeof p) && strcmp(p, want) == 0);
   unsetenv("CODA_CACHE_DIR");
   setenv("HOME", "/home/x", 1);
+  coda_knobs_from_env(&k);
   snprintf(want, sizeof want, "/home/x/.cache/coda/%s", file);
-  CHECK(default_path(p, sizeof p) && strcmp(p, want) == 0);
-  CHECK(!default_path(p, 10) && p[0] == '\0'); /* does not fit */
+  CHECK(default_path(&k, p, sizeof p) && strcmp(p, want) == 0);
+  CHECK(!default_path(&k, p, 10) && p[0] == '\0'); /* does not fit */
 }
 
 static inline int count_lines(const char *path) {

@@ -1,5 +1,6 @@
 #include "base/internal.h"
 #include "base/tune_cache.h"
+#include "base/knobs.h"
 #ifdef CODA_HAVE_CUDA
 #include "backends/cuda/backend.h"
 #include "backends/cuda/gemm_internal.h"
@@ -8,40 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-const char *coda_status_string(coda_status s) {
-  switch (s) {
-  case CODA_OK: return "ok";
-  case CODA_ERR_INVALID_ARGUMENT: return "invalid argument";
-  case CODA_ERR_PARSE: return "parse error";
-  case CODA_ERR_TYPE: return "invalid program";
-  case CODA_ERR_SHAPE: return "shape mismatch";
-  case CODA_ERR_DTYPE: return "dtype not allowed";
-  case CODA_ERR_LAYOUT: return "unsupported stride or alignment";
-  case CODA_ERR_ALIAS: return "overlapping tensors";
-  case CODA_ERR_OUT_OF_MEMORY: return "out of memory";
-  case CODA_ERR_NOT_SUPPORTED: return "not supported";
-  case CODA_ERR_BACKEND: return "backend failure";
-  case CODA_ERR_IO: return "i/o error";
-  case CODA_ERR_OVERFLOW: return "size overflow";
-  case CODA_ERR_INTERNAL: return "internal error";
-  }
-  return "unknown status";
-}
-
-coda_status coda_fail(coda_context ctx, coda_status s, const char *fmt, ...) {
-  if (ctx) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(ctx->last_error, sizeof ctx->last_error, fmt, ap);
-    va_end(ap);
-  }
-  return s;
-}
-
-void coda_clear_error(coda_context ctx) {
-  if (ctx) ctx->last_error[0] = '\0';
-}
 
 coda_context_options coda_context_default_options(void) {
   coda_context_options o;
@@ -63,15 +30,24 @@ coda_status coda_context_create(const coda_context_options *opts,
   if (o.num_threads < 0) return CODA_ERR_INVALID_ARGUMENT;
   if (o.backend == CODA_BACKEND_CUDA && !coda_cuda_available())
     return CODA_ERR_NOT_SUPPORTED;
-  /* The environment switch lets a failing run be re-run in debug mode
-   * without rebuilding; it is read once, here. */
-  if (!o.debug_sync) {
-    const char *env = getenv("CODA_DEBUG_SYNC");
-    o.debug_sync = env && strcmp(env, "1") == 0;
-  }
+  if ((unsigned)o.epi_schedule > CODA_EPI_SCHEDULE_COOPERATIVE || o.epi_tma_loads < -1 ||
+      o.epi_tma_loads > 1 || (unsigned)o.attn_impl > CODA_ATTN_IMPL_V1)
+    return CODA_ERR_INVALID_ARGUMENT;
   coda_context c = calloc(1, sizeof *c);
   if (!c) return CODA_ERR_OUT_OF_MEMORY;
+  /* The environment is read once, here: a failing run can be re-run in
+   * debug mode (CODA_DEBUG_SYNC=1) without rebuilding, and code below the
+   * api layer reads the context's knobs, never the environment. */
+  coda_knobs_resolve(&o, &c->knobs);
+  o.debug_sync = c->knobs.debug_sync;
+  o.autotune = c->knobs.autotune;
+  o.retune = c->knobs.retune;
+  o.epi_schedule = c->knobs.epi_schedule;
+  o.epi_tma_loads = c->knobs.epi_tma_loads ? c->knobs.epi_tma_loads : 1;
+  o.attn_impl = c->knobs.attn_impl;
+  o.cache_dir = c->knobs.cache_dir;
   c->opts = o;
+  c->stream = o.stream;
 #ifdef CODA_HAVE_CUDA
   if (o.backend == CODA_BACKEND_CUDA && o.autotune) {
     coda_status s = coda_cuda_gemm_set_autotune(c, 1);

@@ -3,6 +3,7 @@
 #define CODA_INTERNAL_H
 
 #include "coda.h"
+#include "base/knobs.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -10,7 +11,9 @@
 #define CODA_ERRMSG_LEN 512
 
 struct coda_context_s {
-  coda_context_options opts;
+  coda_context_options opts; /* as given, with the knobs' values filled in */
+  coda_knobs knobs;          /* the tunables, read once at creation (base/knobs.h) */
+  void *stream;              /* CUDA: the cudaStream_t of every launch (NULL: legacy default) */
   char last_error[CODA_ERRMSG_LEN];
   void *cuda; /* backend state of src/cuda (NULL when unused) */
   void *gemm_tune; /* GEMM autotuner choices of src/cuda/gemm_tune.cu (NULL when unused) */

@@ -50,23 +50,9 @@ void coda_tune_cache_free(coda_tune_cache *c) {
   c->n = c->cap = 0;
 }
 
-static int default_path(char *buf, size_t n, const char *file) {
-  const char *dir = getenv("CODA_CACHE_DIR");
-  int len;
-  if (dir && dir[0])
-    len = snprintf(buf, n, "%s/%s", dir, file);
-  else if (getenv("HOME") && getenv("HOME")[0])
-    len = snprintf(buf, n, "%s/.cache/coda/%s", getenv("HOME"), file);
-  else
-    len = -1;
-  if (len < 0 || (size_t)len >= n) {
-    if (n) buf[0] = '\0';
-    return 0;
-  }
-  return 1;
+int coda_tune_cache_default_path(const coda_knobs *k, char *buf, size_t n) {
+  return coda_knobs_cache_path(k, TUNE_FILE, buf, n);
 }
-
-int coda_tune_cache_default_path(char *buf, size_t n) { return default_path(buf, n, TUNE_FILE); }
 
 /* An entry's tags (device, lib) are these. */
 static int same_tags(const char *device, const char *lib, const char *want_device,
@@ -381,7 +367,9 @@ void coda_fused_cache_free(coda_fused_cache *c) {
   c->n = c->cap = 0;
 }
 
-int coda_fused_cache_default_path(char *buf, size_t n) { return default_path(buf, n, FUSED_FILE); }
+int coda_fused_cache_default_path(const coda_knobs *k, char *buf, size_t n) {
+  return coda_knobs_cache_path(k, FUSED_FILE, buf, n);
+}
 
 static int fused_key_eq(const coda_fused_key *a, const coda_fused_key *b) {
   return a->program == b->program && a->m == b->m && a->n == b->n && a->k == b->k &&

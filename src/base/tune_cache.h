@@ -28,6 +28,7 @@
  * (pingpong on CUDA), fused cooperative and unfused (0 = not measured). */
 #ifndef CODA_TUNE_CACHE_H
 #define CODA_TUNE_CACHE_H
+#include "base/knobs.h"
 
 #include "coda.h"
 
@@ -71,7 +72,7 @@ void coda_tune_cache_free(coda_tune_cache *c);
 /* Default file: $CODA_CACHE_DIR/gemm-tune.txt, else
  * $HOME/.cache/coda/gemm-tune.txt. Returns 0 and leaves buf "" when neither
  * variable is set or the path does not fit. */
-int coda_tune_cache_default_path(char *buf, size_t n);
+int coda_tune_cache_default_path(const coda_knobs *k, char *buf, size_t n);
 
 /* Reads the file once (later calls do nothing) and merges its valid entries
  * into memory. A missing file is not an error. Returns the number of lines
@@ -142,7 +143,7 @@ typedef struct coda_fused_cache {
 void coda_fused_cache_init(coda_fused_cache *c, const char *device, const char *lib,
                            const char *path);
 void coda_fused_cache_free(coda_fused_cache *c);
-int coda_fused_cache_default_path(char *buf, size_t n);
+int coda_fused_cache_default_path(const coda_knobs *k, char *buf, size_t n);
 int coda_fused_cache_load(coda_fused_cache *c);
 const coda_fused_entry *coda_fused_cache_find(const coda_fused_cache *c, const coda_fused_key *key);
 /* CODA_ERR_INVALID_ARGUMENT for a choice out of range or a negative or

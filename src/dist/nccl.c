@@ -53,8 +53,9 @@ struct coda_nccl {
 
 static int load_api(nccl_api *a, char *err, size_t errlen) {
   memset(a, 0, sizeof *a);
-  const char *name = getenv("CODA_NCCL_LIB");
-  if (!name || !*name) name = "libnccl.so.2";
+  coda_knobs k; /* no context here: the knobs are read for this load */
+  coda_knobs_from_env(&k);
+  const char *name = k.nccl_lib[0] ? k.nccl_lib : "libnccl.so.2";
   a->lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
   if (!a->lib) {
     snprintf(err, errlen, "cannot load NCCL (%s): %s; set CODA_NCCL_LIB to the library file, "

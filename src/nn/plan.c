@@ -1390,7 +1390,7 @@ static coda_status fused_table(coda_context ctx, coda_fused_cache **out) {
 #endif
     snprintf(device, sizeof device, "cpu/%dt", threads > 0 ? threads : 1);
   }
-  if (!coda_fused_cache_default_path(path, sizeof path)) path[0] = '\0';
+  if (!coda_fused_cache_default_path(&ctx->knobs, path, sizeof path)) path[0] = '\0';
   *out = coda_fused_tune_create(ctx, device, lib, path);
   if (!*out) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "fusion tuning cache: out of memory");
   return CODA_OK;
@@ -1429,9 +1429,8 @@ coda_status coda_plan_tune_fusion(coda_context ctx, coda_plan p, int iters, int 
   coda_fused_cache *table = NULL;
   st = fused_table(ctx, &table);
   if (st != CODA_OK) return st;
-  /* CODA_RETUNE=1: time every step again and overwrite the stored choices */
-  const char *env = getenv("CODA_RETUNE");
-  const int retune = env && atoi(env) != 0;
+  /* retune (CODA_RETUNE=1): time every step again and overwrite the stored choices */
+  const int retune = ctx->knobs.retune;
   int stored = 0;
   coda_args args = NULL;
   st = coda_args_create(ctx, &args);

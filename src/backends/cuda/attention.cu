@@ -2305,13 +2305,10 @@ static coda_status set_rope(coda_context ctx, const coda_attn_rope *r, int64_t B
   return CODA_OK;
 }
 
-/* CODA_ATTN_IMPL=v1 in the environment selects the first measured
- * defaults and block order (bench/results/attention-2026-11-30.md), to
- * compare against or fall back to. Read at each call. */
-static bool legacy_impl(void) {
-  const char *v = getenv("CODA_ATTN_IMPL");
-  return v && strcmp(v, "v1") == 0;
-}
+/* attn_impl V1 (CODA_ATTN_IMPL=v1) selects the first measured defaults
+ * and block order (bench/results/attention-2026-11-30.md), to compare
+ * against or fall back to. */
+static bool legacy_impl(coda_context ctx) { return ctx->knobs.attn_impl == CODA_ATTN_IMPL_V1; }
 
 static coda_status setup(coda_context ctx, const coda_tensor *qkv, int B, int T, int Hq, int Hkv,
                          int hd, Params *p) {
@@ -2340,19 +2337,19 @@ static coda_status setup(coda_context ctx, const coda_tensor *qkv, int B, int T,
   p->Hkv = Hkv;
   p->scale = 1.f / sqrtf((float)hd);
   p->scale2 = p->scale * kLog2e;
-  p->flat = !legacy_impl();
+  p->flat = !legacy_impl(ctx);
   return CODA_OK;
 }
 
 /* Default kernel variants (see attention.cuh), the fastest in
  * bench/results/attention-*.md and gpu-*.md: the warp-specialized forward
  * (with pingpong) and backward for head_dim 64 and 128 (gpu-2026-11-30j). */
-static int default_fwd_config(int hd) {
-  if (legacy_impl()) return 1;
+static int default_fwd_config(coda_context ctx, int hd) {
+  if (legacy_impl(ctx)) return 1;
   return hd == 32 ? 1 : hd == 64 ? 8 : 7;
 }
-static int default_bwd_config(int hd) {
-  if (legacy_impl()) return hd == 128 ? 0 : 3;
+static int default_bwd_config(coda_context ctx, int hd) {
+  if (legacy_impl(ctx)) return hd == 128 ? 0 : 3;
   return hd == 32 ? 1 : hd == 64 ? 10 : 5;
 }
 
@@ -2394,7 +2391,7 @@ extern "C" coda_status coda_cuda_attention_forward_config(coda_context ctx,
   p.ld_out = out->ld;
   p.lse = static_cast<float *>(lse->data);
   p.ld_lse = lse->ld;
-  if (config < 0) config = default_fwd_config(hd);
+  if (config < 0) config = default_fwd_config(ctx, hd);
   if (config >= coda_cuda_attention_num_configs(0, hd))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA attention: no forward variant %d",
                      config);
@@ -2428,7 +2425,7 @@ extern "C" coda_status coda_cuda_attention_backward_config(
   p.ld_dqkv = dqkv->ld;
   if (rope && (s = set_rope(ctx, rope, BT, (int64_t)(Hq + 2 * Hkv) * hd, Hq + 2 * Hkv, &p)))
     return s;
-  if (config < 0) config = default_bwd_config(hd);
+  if (config < 0) config = default_bwd_config(ctx, hd);
   if (config >= coda_cuda_attention_num_configs(1, hd))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA attention: no backward variant %d",
                      config);

@@ -1535,9 +1535,9 @@ coda_status coda_epi_build(coda_context ctx, coda_program p, coda_epi_config *cf
    * (llama_swiglu_bwd: 2.3x faster cooperative); $CODA_EPI_SCHEDULE =
    * "pingpong" or "cooperative" forces one (bench/results/epilogue-notes.md) */
   coda_epi_config_for(p, cfg);
-  const char *force = getenv("CODA_EPI_SCHEDULE");
+  const coda_epi_schedule force = ctx ? ctx->knobs.epi_schedule : CODA_EPI_SCHEDULE_AUTO;
   if (cfg->sched != CODA_SCHED_AUTO) cfg->ping = cfg->sched == CODA_SCHED_PINGPONG;
-  else if (force && *force) cfg->ping = !strcmp(force, "pingpong");
+  else if (force != CODA_EPI_SCHEDULE_AUTO) cfg->ping = force == CODA_EPI_SCHEDULE_PINGPONG;
   else cfg->ping = all_staged(p);
   coda_status s = build_one(ctx, p, cfg, no_cache, out);
   /* The rule's pingpong choice also gives way when the kernel is large:

@@ -108,10 +108,12 @@ static coda_status get_state(coda_context ctx, coda_cuda_state **out) {
  * NVRTC, in that order. cfg gets the chosen schedule. */
 static coda_status get_kernel(coda_context ctx, coda_cuda_state *s, coda_program p,
                               coda_epi_config *cfg, epi_kernel **out) {
-  const char *force = getenv("CODA_EPI_SCHEDULE");
+  /* the key names every option that changes the generated code: the
+   * configuration and the forced schedule (ctx->knobs.epi_schedule) */
+  const int force = (int)ctx->knobs.epi_schedule;
   uint64_t key = coda_epi_program_key(p, 0);
   key = coda_fnv1a64(cfg, sizeof *cfg, key);
-  if (force) key = coda_fnv1a64(force, strlen(force), key);
+  key = coda_fnv1a64(&force, sizeof force, key);
   for (int i = 0; i < s->nk; i++)
     if (s->k[i].key == key) {
       *cfg = s->k[i].cfg;
@@ -315,9 +317,8 @@ coda_status coda_cuda_gemm_epilogue(coda_context ctx, coda_program program, coda
   }
   /* Staged tile inputs, loaded by TMA when all of them have a map (the
    * generated code checks; otherwise cp.async, also when
-   * $CODA_EPI_TMA_LOADS is "0", to compare the two). */
-  const char *tl = getenv("CODA_EPI_TMA_LOADS");
-  for (int i = 0; i < p->ninputs && !(tl && !strcmp(tl, "0")); i++)
+   * the epi_tma_loads knob is off, to compare the two). */
+  for (int i = 0; i < p->ninputs && ctx->knobs.epi_tma_loads >= 0; i++)
     if (k->tma_slot[i] >= 0 && chunk_map(s->encode, &pp, k->tma_slot[i], inputs[i], p->inputs[i].width))
       pp.flags[i] |= 4;
 

@@ -30,19 +30,17 @@ static const char *const kOptions[] = {
 #define NOPTIONS ((int)(sizeof kOptions / sizeof kOptions[0]))
 static const char kMagic[8] = {'C', 'O', 'D', 'A', 'E', 'P', 'I', '2'};
 
-/* Cache directory (created if needed) into buf, or 0 if there is none. */
-static int cache_dir(char *buf, size_t n) {
-  const char *d = getenv("CODA_CACHE_DIR");
-  if (d && *d) {
-    if ((size_t)snprintf(buf, n, "%s", d) >= n) return 0;
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return 0;
-    return 1;
+/* The context's cache directory (created if needed, with its parent for
+ * the default $HOME/.cache/coda) into buf, or 0 if there is none. */
+static int cache_dir(coda_context ctx, char *buf, size_t n) {
+  const char *d = ctx ? ctx->knobs.cache_dir : "";
+  if (!d[0] || (size_t)snprintf(buf, n, "%s", d) >= n) return 0;
+  char *slash = strrchr(buf, '/');
+  if (slash && slash != buf) { /* the parent, e.g. ~/.cache */
+    *slash = '\0';
+    (void)mkdir(buf, 0755); /* may exist; the directory's own mkdir decides */
+    *slash = '/';
   }
-  const char *home = getenv("HOME");
-  if (!home || !*home) return 0;
-  if ((size_t)snprintf(buf, n, "%s/.cache", home) >= n) return 0;
-  if (mkdir(buf, 0755) != 0 && errno != EEXIST) return 0;
-  if ((size_t)snprintf(buf, n, "%s/.cache/coda", home) >= n) return 0;
   if (mkdir(buf, 0755) != 0 && errno != EEXIST) return 0;
   return 1;
 }
@@ -153,7 +151,7 @@ coda_status coda_epi_compile(coda_context ctx, const char *source, const char *k
     k2 = coda_fnv1a64(parts[i], strlen(parts[i]) + 1, k2 * 0xC2B2AE3D27D4EB4Full);
   }
   char dir[4000], path[4100];
-  int have_dir = !no_cache && cache_dir(dir, sizeof dir);
+  int have_dir = !no_cache && cache_dir(ctx, dir, sizeof dir);
   if (have_dir) {
     snprintf(path, sizeof path, "%s/epi-%016llx%016llx.cubin", dir, (unsigned long long)k1,
              (unsigned long long)k2);

@@ -46,8 +46,7 @@ TuneState *state(coda_context ctx, int create) {
   if (!ctx->gemm_tune && create) {
     TuneState *s = (TuneState *)calloc(1, sizeof(TuneState));
     if (!s) return NULL;
-    const char *env = getenv("CODA_AUTOTUNE");
-    s->enabled = env && atoi(env) != 0;
+    s->enabled = ctx->knobs.autotune;
     s->disk_ok = 1;
     coda_tune_cache_init(&s->cache, "?", "?", NULL);
     ctx->gemm_tune = s;
@@ -65,7 +64,7 @@ coda_status ensure_cache(coda_context ctx, TuneState *s) {
   /* The tile-table size is part of the library tag: indices change with it. */
   snprintf(lib, sizeof lib, "%d.%d.%d+c%d", CODA_VERSION_MAJOR, CODA_VERSION_MINOR,
            CODA_VERSION_PATCH, coda_cuda_gemm_num_configs());
-  if (!coda_tune_cache_default_path(path, sizeof path)) path[0] = '\0';
+  if (!coda_tune_cache_default_path(&ctx->knobs, path, sizeof path)) path[0] = '\0';
   coda_tune_cache_free(&s->cache);
   coda_tune_cache_init(&s->cache, device, lib, path);
   (void)coda_tune_cache_load(&s->cache); /* corrupt lines are skipped */

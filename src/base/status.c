@@ -1,0 +1,40 @@
+/* Status codes and the context's last error message. */
+#include "base/internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+const char *coda_status_string(coda_status s) {
+  switch (s) {
+  case CODA_OK: return "ok";
+  case CODA_ERR_INVALID_ARGUMENT: return "invalid argument";
+  case CODA_ERR_PARSE: return "parse error";
+  case CODA_ERR_TYPE: return "invalid program";
+  case CODA_ERR_SHAPE: return "shape mismatch";
+  case CODA_ERR_DTYPE: return "dtype not allowed";
+  case CODA_ERR_LAYOUT: return "unsupported stride or alignment";
+  case CODA_ERR_ALIAS: return "overlapping tensors";
+  case CODA_ERR_OUT_OF_MEMORY: return "out of memory";
+  case CODA_ERR_NOT_SUPPORTED: return "not supported";
+  case CODA_ERR_BACKEND: return "backend failure";
+  case CODA_ERR_IO: return "i/o error";
+  case CODA_ERR_OVERFLOW: return "size overflow";
+  case CODA_ERR_INTERNAL: return "internal error";
+  }
+  return "unknown status";
+}
+
+coda_status coda_fail(coda_context ctx, coda_status s, const char *fmt, ...) {
+  if (ctx) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->last_error, sizeof ctx->last_error, fmt, ap);
+    va_end(ap);
+  }
+  return s;
+}
+
+void coda_clear_error(coda_context ctx) {
+  if (ctx) ctx->last_error[0] = '\0';
+}
+
