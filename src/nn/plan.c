@@ -5,14 +5,7 @@
 #include "base/internal.h"
 #include "base/strbuf.h"
 #include "base/tune_cache.h" /* coda_plan_tune_fusion's choices on disk */
-#ifdef CODA_HAVE_CUDA
-#include "backends/cuda/backend.h"     /* device tag of the tuning cache */
-#include "backends/cuda/epi_codegen.h" /* kernel precompilation */
-#include "backends/cuda/gplan.h"       /* device copy / zero for the host ops */
-#endif
-#ifdef _OPENMP
-#include <omp.h> /* the CPU's default thread count, part of its device tag */
-#endif
+#include "api/api.h"           /* copies, cache tags, kernel precompilation */
 
 #include <math.h>
 #include <stdarg.h>
@@ -672,12 +665,8 @@ coda_status coda_plan_bind(coda_plan p, const char *name, const coda_tensor *t) 
 static coda_status host_op(coda_plan p, const plan_step *s) {
   coda_tensor d = view_of(&p->bufs[s->d]);
   if (p->device) {
-#ifdef CODA_HAVE_CUDA
     coda_tensor a = s->kind == PLAN_COPY ? view_of(&p->bufs[s->a]) : d;
-    return coda_cuda_copy(p->ctx, &d, s->kind == PLAN_COPY ? &a : NULL);
-#else
-    return coda_fail(p->ctx, CODA_ERR_NOT_SUPPORTED, "host op on a device backend");
-#endif
+    return coda_tensor_copy(p->ctx, &d, s->kind == PLAN_COPY ? &a : NULL);
   }
   if (s->kind == PLAN_ZERO) {
     for (int64_t r = 0; r < d.rows; r++)
@@ -1233,12 +1222,8 @@ static double now_us(void) {
 static coda_status snap_copy(coda_plan p, const plan_buf *b, void *snap, int restore) {
   coda_tensor v = view_of(b);
   if (p->device) {
-#ifdef CODA_HAVE_CUDA
     coda_tensor d = coda_tensor_2d(snap, b->dtype, b->rows, b->cols);
-    return restore ? coda_cuda_copy(p->ctx, &v, &d) : coda_cuda_copy(p->ctx, &d, &v);
-#else
-    return coda_fail(p->ctx, CODA_ERR_NOT_SUPPORTED, "device plan without CUDA");
-#endif
+    return restore ? coda_tensor_copy(p->ctx, &v, &d) : coda_tensor_copy(p->ctx, &d, &v);
   }
   const size_t es = coda_dtype_size(b->dtype), rb = (size_t)b->cols * es;
   for (int64_t r = 0; r < b->rows; r++) {
@@ -1370,26 +1355,8 @@ static coda_status fused_table(coda_context ctx, coda_fused_cache **out) {
   *out = coda_fused_tune_state(ctx);
   if (*out) return CODA_OK;
   char device[CODA_TUNE_TAG_LEN], lib[CODA_TUNE_TAG_LEN], path[CODA_TUNE_PATH_LEN];
-  snprintf(lib, sizeof lib, "%d.%d.%d", CODA_VERSION_MAJOR, CODA_VERSION_MINOR,
-           CODA_VERSION_PATCH);
-  if (coda_context_backend(ctx) == CODA_BACKEND_CUDA) {
-#ifdef CODA_HAVE_CUDA
-    coda_status st = coda_cuda_device_tag(ctx, device, sizeof device);
-    if (st != CODA_OK) return st;
-    uint64_t h = coda_fnv1a64(coda_epi_hdr_gemm_sm90, strlen(coda_epi_hdr_gemm_sm90), 0);
-    h = coda_fnv1a64(coda_epi_hdr_wgmma, strlen(coda_epi_hdr_wgmma), h);
-    snprintf(lib, sizeof lib, "%d.%d.%d+k%08x", CODA_VERSION_MAJOR, CODA_VERSION_MINOR,
-             CODA_VERSION_PATCH, (unsigned)(h >> 32));
-#else
-    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "CUDA context without CUDA");
-#endif
-  } else {
-    int threads = ctx->opts.num_threads;
-#ifdef _OPENMP
-    if (threads <= 0) threads = omp_get_max_threads();
-#endif
-    snprintf(device, sizeof device, "cpu/%dt", threads > 0 ? threads : 1);
-  }
+  coda_status st = coda_backend_tags(ctx, device, sizeof device, lib, sizeof lib);
+  if (st != CODA_OK) return st;
   if (!coda_fused_cache_default_path(&ctx->knobs, path, sizeof path)) path[0] = '\0';
   *out = coda_fused_tune_create(ctx, device, lib, path);
   if (!*out) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "fusion tuning cache: out of memory");
@@ -1639,37 +1606,20 @@ void plan_print(coda_plan p, FILE *f) {
   if (f) fputs(coda_plan_text(p), f);
 }
 
-#ifdef CODA_HAVE_CUDA
 coda_status plan_precompile_step(coda_plan p, int k, int unfused, int *cached, int *skipped) {
   *cached = 0;
   *skipped = 0;
   const plan_step *st = &p->steps[k];
   coda_program prog = st->prog >= 0 ? p->progs[st->prog].prog : NULL;
-  if (st->kind == PLAN_GEMM && !unfused) {
-    /* both schedules, for coda_plan_tune_fusion (the rule's choice is one
-     * of them: the disk cache is keyed by the generated source) */
-    coda_status s = CODA_OK;
-    *cached = 1;
-    for (int sched = CODA_SCHED_PINGPONG; sched <= CODA_SCHED_COOPERATIVE && s == CODA_OK; sched++) {
-      coda_epi_config cfg = coda_epi_default_config();
-      cfg.trans_a = st->ta == CODA_T;
-      cfg.trans_b = st->tb == CODA_T;
-      cfg.f16 = p->bufs[st->a].dtype == CODA_F16;
-      cfg.sched = sched;
-      coda_epi_binary bin;
-      s = coda_epi_build(p->ctx, prog, &cfg, 0, &bin);
-      *cached &= bin.from_cache;
-      coda_epi_binary_free(&bin);
-    }
-    return s;
-  }
+  if (st->kind == PLAN_GEMM && !unfused) /* both schedules, for coda_plan_tune_fusion */
+    return coda_precompile_gemm_epilogue(p->ctx, prog, st->ta == CODA_T, st->tb == CODA_T,
+                                         p->bufs[st->a].dtype == CODA_F16, cached);
   if (st->kind == PLAN_GEMM) {
     coda_program up;
     coda_status s = plan_unfused_program(p, st->prog, &up);
-    return s == CODA_OK ? coda_cuda_map_precompile(p->ctx, up, cached) : s;
+    return s == CODA_OK ? coda_precompile_map(p->ctx, up, cached) : s;
   }
-  if (st->kind == PLAN_MAP && !unfused) return coda_cuda_map_precompile(p->ctx, prog, cached);
+  if (st->kind == PLAN_MAP && !unfused) return coda_precompile_map(p->ctx, prog, cached);
   *skipped = 1;
   return CODA_OK;
 }
-#endif
