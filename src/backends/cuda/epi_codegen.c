@@ -1553,7 +1553,7 @@ coda_status coda_epi_build(coda_context ctx, coda_program p, coda_epi_config *cf
    * the 8B-like shape, 7 % faster cooperative). Where it matters per shape,
    * coda_plan_tune_fusion times both. A forced schedule (cfg->sched) is
    * kept. */
-  const int too_big = cfg->sched == CODA_SCHED_AUTO && !(force && *force) &&
+  const int too_big = cfg->sched == CODA_SCHED_AUTO && force == CODA_EPI_SCHEDULE_AUTO &&
                       out->size > CODA_EPI_PINGPONG_MAX_CUBIN;
   if (s != CODA_OK || !cfg->ping || (out->spill == 0 && !too_big)) return s;
   /* the pingpong kernel spills (or its statistics are unknown), or is too
