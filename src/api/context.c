@@ -4,6 +4,7 @@
 #ifdef CODA_HAVE_CUDA
 #include "backends/cuda/backend.h"
 #include "backends/cuda/gemm_internal.h"
+#include "backends/cuda/workspace.h"
 #endif
 
 #include <stdio.h>
@@ -65,6 +66,7 @@ void coda_context_destroy(coda_context ctx) {
   if (!ctx) return;
 #ifdef CODA_HAVE_CUDA
   coda_cuda_context_release(ctx); /* loaded fused kernels of this context */
+  coda_cuda_workspace_release(ctx);
 #endif
   coda_fused_tune_release(ctx); /* coda_plan_tune_fusion's table */
   coda_mem_release(ctx);

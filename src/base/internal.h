@@ -15,7 +15,8 @@ struct coda_context_s {
   coda_knobs knobs;          /* the tunables, read once at creation (base/knobs.h) */
   void *stream;              /* CUDA: the cudaStream_t of every launch (NULL: legacy default) */
   char last_error[CODA_ERRMSG_LEN];
-  void *cuda; /* backend state of src/cuda (NULL when unused) */
+  void *cuda; /* backend state of src/backends/cuda (NULL when unused) */
+  void *cuda_ws; /* its reusable workspaces (backends/cuda/workspace.h) */
   void *gemm_tune; /* GEMM autotuner choices of src/cuda/gemm_tune.cu (NULL when unused) */
   /* Fused-step choices of coda_plan_tune_fusion (core/tune_cache.h; NULL
    * until the first tuning on this context). */
