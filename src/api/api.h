@@ -7,6 +7,7 @@
 #include "base/internal.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Copies src into dst (both in the context's backend memory, same shape
  * and dtype); src NULL writes zeros into dst. Stream-ordered on CUDA. */
@@ -26,5 +27,31 @@ coda_status coda_backend_tags(coda_context ctx, char *device, size_t ndevice, ch
 coda_status coda_precompile_gemm_epilogue(coda_context ctx, coda_program prog, int trans_a,
                                           int trans_b, int f16, int *from_cache);
 coda_status coda_precompile_map(coda_context ctx, coda_program prog, int *from_cache);
+
+/* 1 when the library was built with the backend. */
+int coda_backend_built(coda_backend b);
+
+/* The trainer's device-resident kernels, on a backend that keeps the
+ * training state on its device (CUDA): fp32 master -> bf16 weights
+ * (round), gradient accumulation from bf16 (accum), embedding lookups from
+ * the fp32 or bf16 table and their gradient, the target column, gradient
+ * sum-of-squares partials, the AdamW update, zeroing, device memory in use.
+ * CODA_ERR_NOT_SUPPORTED on a backend without them. Stream-ordered. */
+coda_status coda_train_round(coda_context ctx, const coda_tensor *dst, const float *src);
+coda_status coda_train_accum(coda_context ctx, float *dst, const coda_tensor *src, float scale);
+coda_status coda_train_embed(coda_context ctx, const coda_tensor *x, const float *table,
+                             const int32_t *tok);
+coda_status coda_train_embed16(coda_context ctx, const coda_tensor *x, const uint16_t *table,
+                               const int32_t *tok);
+coda_status coda_train_embed_grad(coda_context ctx, float *g, const coda_tensor *dx,
+                                  const int32_t *rows, const int32_t *seg, const int32_t *pos,
+                                  int nrows, float scale);
+coda_status coda_train_targets(coda_context ctx, const coda_tensor *tgt, const int32_t *tg);
+coda_status coda_train_sumsq(coda_context ctx, const float *g, size_t n, size_t chunk,
+                             double *part);
+coda_status coda_train_adamw(coda_context ctx, float *w, const float *g, float *m, float *v,
+                             size_t n, const double *coef, double gscale);
+coda_status coda_train_zero(coda_context ctx, void *p, size_t bytes);
+coda_status coda_train_device_memory(coda_context ctx, size_t *used, size_t *total);
 
 #endif

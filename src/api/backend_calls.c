@@ -1,91 +1,97 @@
 /* The api.h entry points: backend work the layers above ask for without
- * naming a backend. */
+ * naming a backend, through the context's table (backends/backend.h). */
 #include "api/api.h"
-#ifdef CODA_HAVE_CUDA
-#include "backends/cuda/backend.h"
-#include "backends/cuda/epi_codegen.h"
-#include "backends/cuda/gplan.h"
-#endif
+#include "backends/backend.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #include <stdio.h>
 #include <string.h>
 
-static int on_cuda(coda_context ctx) { return ctx->opts.backend == CODA_BACKEND_CUDA; }
-
 coda_status coda_tensor_copy(coda_context ctx, const coda_tensor *dst, const coda_tensor *src) {
-  if (on_cuda(ctx)) {
-#ifdef CODA_HAVE_CUDA
-    return coda_cuda_copy(ctx, dst, src);
-#else
-    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "tensor copy: CUDA context without CUDA");
-#endif
-  }
-  const size_t es = coda_dtype_size(dst->dtype), row = (size_t)dst->cols * es;
-  for (int64_t r = 0; r < dst->rows; r++) {
-    char *d = (char *)dst->data + (size_t)(r * dst->ld) * es;
-    if (src) memmove(d, (const char *)src->data + (size_t)(r * src->ld) * es, row);
-    else memset(d, 0, row);
-  }
-  return CODA_OK;
+  return ctx->ops->copy(ctx, dst, src);
 }
 
 coda_status coda_backend_tags(coda_context ctx, char *device, size_t ndevice, char *lib,
                               size_t nlib) {
-  snprintf(lib, nlib, "%d.%d.%d", CODA_VERSION_MAJOR, CODA_VERSION_MINOR, CODA_VERSION_PATCH);
-  if (on_cuda(ctx)) {
-#ifdef CODA_HAVE_CUDA
-    coda_status st = coda_cuda_device_tag(ctx, device, ndevice);
-    if (st != CODA_OK) return st;
-    uint64_t h = coda_fnv1a64(coda_epi_hdr_gemm_sm90, strlen(coda_epi_hdr_gemm_sm90), 0);
-    h = coda_fnv1a64(coda_epi_hdr_wgmma, strlen(coda_epi_hdr_wgmma), h);
-    snprintf(lib, nlib, "%d.%d.%d+k%08x", CODA_VERSION_MAJOR, CODA_VERSION_MINOR,
-             CODA_VERSION_PATCH, (unsigned)(h >> 32));
-    return CODA_OK;
-#else
-    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "CUDA context without CUDA");
-#endif
-  }
-  int threads = ctx->opts.num_threads;
-#ifdef _OPENMP
-  if (threads <= 0) threads = omp_get_max_threads();
-#endif
-  snprintf(device, ndevice, "cpu/%dt", threads > 0 ? threads : 1);
+  char code[64];
+  coda_status st = ctx->ops->tags(ctx, device, ndevice, code, sizeof code);
+  if (st != CODA_OK) return st;
+  snprintf(lib, nlib, "%d.%d.%d%s", CODA_VERSION_MAJOR, CODA_VERSION_MINOR, CODA_VERSION_PATCH,
+           code);
   return CODA_OK;
+}
+
+/* The kernels are the CUDA backend's whatever the context's backend. */
+static const coda_backend_ops *compiler(coda_context ctx, int *from_cache) {
+  *from_cache = 0;
+  const coda_backend_ops *b = coda_backend_ops_for(CODA_BACKEND_CUDA);
+  if (!b || !b->precompile_map) {
+    coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "kernel precompilation: built without CUDA");
+    return NULL;
+  }
+  return b;
 }
 
 coda_status coda_precompile_gemm_epilogue(coda_context ctx, coda_program prog, int trans_a,
                                           int trans_b, int f16, int *from_cache) {
-  *from_cache = 0;
-#ifdef CODA_HAVE_CUDA
-  coda_status s = CODA_OK;
-  *from_cache = 1;
-  for (int sched = CODA_SCHED_PINGPONG; sched <= CODA_SCHED_COOPERATIVE && s == CODA_OK; sched++) {
-    coda_epi_config cfg = coda_epi_default_config();
-    cfg.trans_a = trans_a;
-    cfg.trans_b = trans_b;
-    cfg.f16 = f16;
-    cfg.sched = sched;
-    coda_epi_binary bin;
-    s = coda_epi_build(ctx, prog, &cfg, 0, &bin);
-    *from_cache &= bin.from_cache;
-    coda_epi_binary_free(&bin);
-  }
-  return s;
-#else
-  (void)prog, (void)trans_a, (void)trans_b, (void)f16;
-  return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "kernel precompilation: built without CUDA");
-#endif
+  const coda_backend_ops *b = compiler(ctx, from_cache);
+  if (!b) return CODA_ERR_NOT_SUPPORTED;
+  return b->precompile_gemm_epilogue(ctx, prog, trans_a, trans_b, f16, from_cache);
 }
 
 coda_status coda_precompile_map(coda_context ctx, coda_program prog, int *from_cache) {
-  *from_cache = 0;
-#ifdef CODA_HAVE_CUDA
-  return coda_cuda_map_precompile(ctx, prog, from_cache);
-#else
-  (void)prog;
-  return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "kernel precompilation: built without CUDA");
-#endif
+  const coda_backend_ops *b = compiler(ctx, from_cache);
+  if (!b) return CODA_ERR_NOT_SUPPORTED;
+  return b->precompile_map(ctx, prog, from_cache);
+}
+
+int coda_backend_built(coda_backend b) { return coda_backend_ops_for(b) != NULL; }
+
+/* ---- the trainer's device-resident kernels ---- */
+
+static const coda_train_ops *train_ops(coda_context ctx, const char *what) {
+  const coda_train_ops *t = ctx->ops->train;
+  if (!t)
+    coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: the %s backend keeps no device training state",
+              what, ctx->ops->name);
+  return t;
+}
+#define TRAIN_CALL(fn, ...)                                  \
+  const coda_train_ops *t = train_ops(ctx, "coda_train_" #fn); \
+  return t ? t->fn(ctx, __VA_ARGS__) : CODA_ERR_NOT_SUPPORTED
+
+coda_status coda_train_round(coda_context ctx, const coda_tensor *dst, const float *src) {
+  TRAIN_CALL(round, dst, src);
+}
+coda_status coda_train_accum(coda_context ctx, float *dst, const coda_tensor *src, float scale) {
+  TRAIN_CALL(accum, dst, src, scale);
+}
+coda_status coda_train_embed(coda_context ctx, const coda_tensor *x, const float *table,
+                             const int32_t *tok) {
+  TRAIN_CALL(embed, x, table, tok);
+}
+coda_status coda_train_embed16(coda_context ctx, const coda_tensor *x, const uint16_t *table,
+                               const int32_t *tok) {
+  TRAIN_CALL(embed16, x, table, tok);
+}
+coda_status coda_train_embed_grad(coda_context ctx, float *g, const coda_tensor *dx,
+                                  const int32_t *rows, const int32_t *seg, const int32_t *pos,
+                                  int nrows, float scale) {
+  TRAIN_CALL(embed_grad, g, dx, rows, seg, pos, nrows, scale);
+}
+coda_status coda_train_targets(coda_context ctx, const coda_tensor *tgt, const int32_t *tg) {
+  TRAIN_CALL(targets, tgt, tg);
+}
+coda_status coda_train_sumsq(coda_context ctx, const float *g, size_t n, size_t chunk,
+                             double *part) {
+  TRAIN_CALL(sumsq, g, n, chunk, part);
+}
+coda_status coda_train_adamw(coda_context ctx, float *w, const float *g, float *m, float *v,
+                             size_t n, const double *coef, double gscale) {
+  TRAIN_CALL(adamw, w, g, m, v, n, coef, gscale);
+}
+coda_status coda_train_zero(coda_context ctx, void *p, size_t bytes) {
+  TRAIN_CALL(zero, p, bytes);
+}
+coda_status coda_train_device_memory(coda_context ctx, size_t *used, size_t *total) {
+  TRAIN_CALL(memory, used, total);
 }

@@ -1,11 +1,7 @@
 #include "base/internal.h"
 #include "base/tune_cache.h"
 #include "base/knobs.h"
-#ifdef CODA_HAVE_CUDA
-#include "backends/cuda/backend.h"
-#include "backends/cuda/gemm_internal.h"
-#include "backends/cuda/workspace.h"
-#endif
+#include "backends/backend.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +25,8 @@ coda_status coda_context_create(const coda_context_options *opts,
   if (o.precision != CODA_PRECISION_F32 && o.precision != CODA_PRECISION_F64)
     return CODA_ERR_INVALID_ARGUMENT;
   if (o.num_threads < 0) return CODA_ERR_INVALID_ARGUMENT;
-  if (o.backend == CODA_BACKEND_CUDA && !coda_cuda_available())
+  const coda_backend_ops *ops = coda_backend_ops_for(o.backend);
+  if (!ops || (o.backend == CODA_BACKEND_CUDA && !coda_cuda_available()))
     return CODA_ERR_NOT_SUPPORTED;
   if ((unsigned)o.epi_schedule > CODA_EPI_SCHEDULE_COOPERATIVE || o.epi_tma_loads < -1 ||
       o.epi_tma_loads > 1 || (unsigned)o.attn_impl > CODA_ATTN_IMPL_V1)
@@ -49,25 +46,20 @@ coda_status coda_context_create(const coda_context_options *opts,
   o.cache_dir = c->knobs.cache_dir;
   c->opts = o;
   c->stream = o.stream;
-#ifdef CODA_HAVE_CUDA
-  if (o.backend == CODA_BACKEND_CUDA && o.autotune) {
-    coda_status s = coda_cuda_gemm_set_autotune(c, 1);
-    if (s != CODA_OK) {
-      free(c);
-      return s;
-    }
+  c->ops = ops;
+  coda_status s = ops->create(c);
+  if (s != CODA_OK) {
+    ops->destroy(c);
+    free(c);
+    return s;
   }
-#endif
   *out = c;
   return CODA_OK;
 }
 
 void coda_context_destroy(coda_context ctx) {
   if (!ctx) return;
-#ifdef CODA_HAVE_CUDA
-  coda_cuda_context_release(ctx); /* loaded fused kernels of this context */
-  coda_cuda_workspace_release(ctx);
-#endif
+  ctx->ops->destroy(ctx); /* the backend's state: loaded kernels, workspaces */
   coda_fused_tune_release(ctx); /* coda_plan_tune_fusion's table */
   coda_mem_release(ctx);
   free(ctx);
@@ -81,6 +73,4 @@ coda_precision coda_context_precision(coda_context ctx) {
   return ctx->opts.precision;
 }
 
-#ifndef CODA_HAVE_CUDA
-int coda_cuda_available(void) { return 0; }
-#endif
+

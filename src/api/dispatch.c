@@ -6,11 +6,8 @@
  * finisher results fp32, or fp64 in exact mode), tiling, strides, sizes,
  * and that no output overlaps another output or any input. */
 #include "base/internal.h"
-#include "backends/cpu/cpu.h"
-#include "backends/cuda/backend.h"
-#ifdef CODA_HAVE_CUDA
-#include "backends/cuda/gplan.h" /* coda_map / coda_finish on the GPU */
-#endif
+#include "backends/backend.h"
+#include "lang/ir.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,11 +126,6 @@ static coda_status check_shape(coda_context ctx, const char *what, const coda_te
 }
 
 /* op(X) as a strided view: (i, j) of the op at data[i*rs + j*cs]. */
-static cpu_view op_view(const coda_tensor *t, coda_transpose tr) {
-  cpu_view v = {t->data, t->dtype, tr == CODA_N ? t->ld : 1, tr == CODA_N ? 1 : t->ld};
-  return v;
-}
-
 typedef struct gemm_shape {
   int64_t M, N, K;
 } gemm_shape;
@@ -274,7 +266,7 @@ static coda_status check_alias(coda_context ctx, const io_ref *w, int nw, const 
 /* Binds a program for a run over M x N (with A and B when given). */
 static coda_status prepare_program(coda_context ctx, coda_program p, coda_args a, int64_t M,
                                    int64_t N, coda_tiling tl, const coda_tensor *A,
-                                   const coda_tensor *B, cpu_job *job) {
+                                   const coda_tensor *B, coda_epi_job *job) {
   coda_status s;
   if ((s = ir_validate(ctx, p))) return s;
   if ((s = check_tiling(ctx, tl))) return s;
@@ -308,10 +300,7 @@ static coda_status prepare_program(coda_context ctx, coda_program p, coda_args a
   job->prog = p;
   job->M = M;
   job->N = N;
-  job->tile_m = tl.tile_m;
-  job->tile_n = tl.tile_n;
-  job->f64 = is_f64(ctx);
-  job->num_threads = ctx->opts.num_threads;
+  job->tiling = tl;
   return CODA_OK;
 }
 
@@ -319,13 +308,6 @@ static int program_reads_acc(const struct coda_program_s *p) {
   for (int i = 0; i < p->ninstrs; i++)
     if (p->instrs[i].code == IR_ACC) return 1;
   return 0;
-}
-
-static coda_status cpu_only(coda_context ctx, const char *what) {
-  if (ctx->opts.backend != CODA_BACKEND_CPU)
-    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: epilogue programs do not run on the CUDA "
-                     "backend yet", what);
-  return CODA_OK;
 }
 
 /* ------------------------------------------------------------- entries */
@@ -352,7 +334,7 @@ coda_status coda_gemm_epilogue_sched(coda_context ctx, coda_program program,
   coda_status s;
   gemm_shape g;
   if ((s = check_gemm_operands(ctx, trans_a, A, trans_b, B, &g))) return s;
-  cpu_job job;
+  coda_epi_job job;
   memset(&job, 0, sizeof job);
   if (program) {
     if ((s = prepare_program(ctx, program, args, g.M, g.N, tiling, A, B, &job))) return s;
@@ -368,30 +350,18 @@ coda_status coda_gemm_epilogue_sched(coda_context ctx, coda_program program,
                        coda_tensors_overlap(D, A) ? "A" : "B");
     job.M = g.M;
     job.N = g.N;
-    job.tile_m = tiling.tile_m;
-    job.tile_n = tiling.tile_n;
-    job.f64 = is_f64(ctx);
-    job.num_threads = ctx->opts.num_threads;
+    job.tiling = tiling;
     job.D = D;
     job.alpha = 1.0;
   }
-#ifdef CODA_HAVE_CUDA
-  if (!program && ctx->opts.backend == CODA_BACKEND_CUDA)
-    return coda_cuda_gemm(ctx, trans_a, A, trans_b, B, job.D, 1.0f, 0);
-  /* ---- epilogue compiler: programs on the CUDA backend ---- */
-  if (program && ctx->opts.backend == CODA_BACKEND_CUDA)
-    return coda_cuda_gemm_epilogue(ctx, program, trans_a, A, trans_b, B, job.inputs, job.outputs,
-                                   job.partials, tiling, schedule);
-  /* ---- end epilogue compiler ---- */
-#endif
-  if ((s = cpu_only(ctx, "coda_gemm_epilogue"))) return s;
   job.has_gemm = 1;
-  job.gemm.a = op_view(A, trans_a);
-  job.gemm.b = op_view(B, trans_b);
-  job.gemm.M = g.M;
-  job.gemm.N = g.N;
-  job.gemm.K = g.K;
-  return cpu_run(ctx, &job);
+  job.ta = trans_a;
+  job.tb = trans_b;
+  job.A = A;
+  job.B = B;
+  job.K = g.K;
+  job.schedule = schedule;
+  return ctx->ops->gemm_epilogue(ctx, &job);
 }
 
 coda_status coda_map(coda_context ctx, coda_program program, int64_t M, int64_t N,
@@ -406,17 +376,10 @@ coda_status coda_map(coda_context ctx, coda_program program, int64_t M, int64_t 
   if (program_reads_acc(program))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "coda_map: the program reads acc, which needs a GEMM (use coda_gemm_epilogue)");
-  cpu_job job;
+  coda_epi_job job;
   memset(&job, 0, sizeof job);
   if ((s = prepare_program(ctx, program, args, M, N, tiling, NULL, NULL, &job))) return s;
-#ifdef CODA_HAVE_CUDA
-  /* ---- gplan: map passes on the GPU ---- */
-  if (ctx->opts.backend == CODA_BACKEND_CUDA)
-    return coda_cuda_map(ctx, program, M, N, job.inputs, job.outputs, job.partials, tiling);
-  /* ---- end gplan ---- */
-#endif
-  if ((s = cpu_only(ctx, "coda_map"))) return s;
-  return cpu_run(ctx, &job);
+  return ctx->ops->map(ctx, &job);
 }
 
 coda_status coda_finish(coda_context ctx, coda_program program, const char *name, coda_args args,
@@ -438,7 +401,7 @@ coda_status coda_finish(coda_context ctx, coda_program program, const char *name
   if ((s = reject_unknown(ctx, program, args))) return s;
   const ir_finish *f = &program->finishes[fi];
   const ir_reduce *r = &program->reduces[f->reduce];
-  cpu_finish_desc d;
+  coda_finish_job d;
   memset(&d, 0, sizeof d);
   if ((s = bind_one(ctx, program, args, r->name, CODA_ARG_PARTIAL, CODA_F32, 1, M, N, tiling, &d.P)))
     return s;
@@ -452,27 +415,15 @@ coda_status coda_finish(coda_context ctx, coda_program program, const char *name
     return s;
   if (coda_tensors_overlap(out, d.P) || (d.Q && coda_tensors_overlap(out, d.Q)))
     return coda_fail(ctx, CODA_ERR_ALIAS, "finisher result '%s' overlaps its partial", f->name);
-#ifdef CODA_HAVE_CUDA
-  /* ---- gplan: finishers on the GPU ---- */
-  if (ctx->opts.backend == CODA_BACKEND_CUDA)
-    return coda_cuda_finish(ctx, (int)f->kind,
-                            r->kind == CODA_REDUCE_COLSUM ? 1 : r->kind == CODA_REDUCE_SEGSUM ? 2 : 0,
-                            d.P, d.Q, out, M, N, tiling.tile_n, r->segment, f->eps);
-  /* ---- end gplan ---- */
-#endif
-  if ((s = cpu_only(ctx, "coda_finish"))) return s;
-  d.kind = f->kind;
+  d.kind = (int)f->kind;
   d.layout = r->kind == CODA_REDUCE_COLSUM ? 1 : r->kind == CODA_REDUCE_SEGSUM ? 2 : 0;
   d.out = out;
   d.M = M;
   d.N = N;
-  d.tile_m = tiling.tile_m;
-  d.tile_n = tiling.tile_n;
+  d.tiling = tiling;
   d.seg = r->segment;
   d.eps = f->eps;
-  d.f64 = is_f64(ctx);
-  cpu_finish(&d);
-  return CODA_OK;
+  return ctx->ops->finish(ctx, &d);
 }
 
 coda_status coda_gemm(coda_context ctx, coda_transpose trans_a, const coda_tensor *A,
@@ -491,31 +442,20 @@ coda_status coda_gemm(coda_context ctx, coda_transpose trans_a, const coda_tenso
   if (coda_tensors_overlap(D, A) || coda_tensors_overlap(D, B))
     return coda_fail(ctx, CODA_ERR_ALIAS, "'D' (written) overlaps '%s' (read)",
                      coda_tensors_overlap(D, A) ? "A" : "B");
-  if (ctx->opts.backend == CODA_BACKEND_CUDA) {
-#ifdef CODA_HAVE_CUDA
-    return coda_cuda_gemm(ctx, trans_a, A, trans_b, B, D, alpha, accumulate);
-#else
-    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "coda_gemm: library built without CUDA");
-#endif
-  }
-  cpu_job job;
+  coda_epi_job job;
   memset(&job, 0, sizeof job);
+  job.has_gemm = 1;
+  job.ta = trans_a;
+  job.tb = trans_b;
+  job.A = A;
+  job.B = B;
   job.M = g.M;
   job.N = g.N;
-  job.tile_m = 96; /* a multiple of the micro-kernel's 6 rows */
-  job.tile_n = 128;
-  job.has_gemm = 1;
-  job.gemm.a = op_view(A, trans_a);
-  job.gemm.b = op_view(B, trans_b);
-  job.gemm.M = g.M;
-  job.gemm.N = g.N;
-  job.gemm.K = g.K;
-  job.f64 = is_f64(ctx);
-  job.num_threads = ctx->opts.num_threads;
+  job.K = g.K;
   job.D = D;
   job.alpha = alpha;
   job.accumulate = accumulate != 0;
-  return cpu_run(ctx, &job);
+  return ctx->ops->gemm(ctx, &job);
 }
 
 /* ---- epilogue compiler: the tiling a backend runs programs with ---- */
@@ -525,12 +465,6 @@ coda_status coda_preferred_tiling(coda_context ctx, coda_program p, int64_t M, i
   if (!out) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_preferred_tiling: out is NULL");
   if (M < 0 || N < 0 || K < 0)
     return coda_fail(ctx, CODA_ERR_SHAPE, "coda_preferred_tiling: negative size");
-#ifdef CODA_HAVE_CUDA
-  if (ctx->opts.backend == CODA_BACKEND_CUDA) return coda_cuda_preferred_tiling(ctx, p, M, N, K, out);
-#endif
-  (void)p;
-  out->tile_m = 64;
-  out->tile_n = 128;
-  return CODA_OK;
+  return ctx->ops->preferred_tiling(ctx, p, M, N, K, out);
 }
 /* ---- end epilogue compiler ---- */

@@ -10,7 +10,10 @@
 
 #define CODA_ERRMSG_LEN 512
 
+struct coda_backend_ops;
+
 struct coda_context_s {
+  const struct coda_backend_ops *ops; /* the backend's table, chosen at creation */
   coda_context_options opts; /* as given, with the knobs' values filled in */
   coda_knobs knobs;          /* the tunables, read once at creation (base/knobs.h) */
   void *stream;              /* CUDA: the cudaStream_t of every launch (NULL: legacy default) */

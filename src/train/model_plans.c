@@ -29,10 +29,7 @@
  * brought up to date only by coda_plans_device_download. */
 #include "train/train.h"
 #include "dist/comm.h"
-#ifdef CODA_HAVE_CUDA
-#include "backends/cuda/backend.h"
-#include "backends/cuda/gplan.h"
-#endif
+#include "api/api.h" /* the backend's copies and training kernels */
 
 #include <math.h>
 #include <stdlib.h>
@@ -41,6 +38,7 @@
 /* Device copies of a CUDA context (kept when the plans are rebuilt for
  * another batch shape). */
 typedef struct {
+  coda_context ctx;     /* the context that allocated the buffers below */
   float *w, *g, *m, *v; /* fp32 master weights, gradient, AdamW moments */
   double *part;         /* gradient-norm partial sums */
   size_t n, npart;
@@ -79,24 +77,20 @@ static void free_plans(plans_state *s) {
   s->B = s->T = 0;
 }
 
-#ifdef CODA_HAVE_CUDA
 static void free_scratch(dev_state *d) {
-  coda_cuda_free(d->tok); coda_cuda_free(d->tg); coda_cuda_free(d->rows);
-  coda_cuda_free(d->seg); coda_cuda_free(d->pos);
+  coda_free(d->ctx, d->tok); coda_free(d->ctx, d->tg); coda_free(d->ctx, d->rows);
+  coda_free(d->ctx, d->seg); coda_free(d->ctx, d->pos);
   d->tok = d->tg = d->rows = d->seg = d->pos = NULL;
   d->cap = 0;
 }
 static void free_dev(dev_state *d) {
   if (!d) return;
   free_scratch(d);
-  coda_cuda_free(d->w); coda_cuda_free(d->g); coda_cuda_free(d->m); coda_cuda_free(d->v);
-  coda_cuda_free(d->part);
-  coda_cuda_free(d->wb);
+  coda_free(d->ctx, d->w); coda_free(d->ctx, d->g); coda_free(d->ctx, d->m); coda_free(d->ctx, d->v);
+  coda_free(d->ctx, d->part);
+  coda_free(d->ctx, d->wb);
   free(d);
 }
-#else
-static void free_dev(dev_state *d) { free(d); }
-#endif
 
 void coda_plans_free(coda_model *m) {
   plans_state *s = *coda_model_plans_slot(m);
@@ -123,19 +117,9 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_s
   if (fabs(c->norm_eps - 1e-5) > 1e-12)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
                      "the block plans use RMSNorm eps 1e-5, the model asks for %g", c->norm_eps);
-#ifdef CODA_HAVE_CUDA
   if (coda_context_backend(ctx) != CODA_BACKEND_CPU && !on_gpu(ctx))
-#else
-  if (coda_context_backend(ctx) != CODA_BACKEND_CPU)
-#endif
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
-                     "the plan engine runs on the CPU backend%s",
-#ifdef CODA_HAVE_CUDA
-                     " and the CUDA backend"
-#else
-                     " only in this build (no CUDA)"
-#endif
-    );
+                     "the plan engine runs on the CPU backend and the CUDA backend");
   if (!on_gpu(ctx) && coda_context_precision(ctx) != CODA_PRECISION_F32)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the plan engine trains in fp32 precision");
   if (!s) {
@@ -219,9 +203,8 @@ static const char *const ours[6] = {"attention_norm", "attention.wqkv", "attenti
 
 /* ------------------------------------------------------------ the GPU */
 
-#ifdef CODA_HAVE_CUDA
 static coda_status dev_alloc(coda_context ctx, size_t bytes, void *out) {
-  return coda_cuda_malloc(ctx, bytes, (void **)out);
+  return coda_malloc(ctx, bytes, (void **)out);
 }
 
 /* The device state, created on first use from the host weights (moments
@@ -230,6 +213,7 @@ static coda_status ensure_dev(coda_context ctx, coda_model *m, plans_state *s, d
   if (s->dev) { *out = s->dev; return CODA_OK; }
   dev_state *d = calloc(1, sizeof *d);
   if (!d) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  d->ctx = ctx;
   d->n = coda_model_size(m);
   d->npart = (d->n + NORM_CHUNK - 1) / NORM_CHUNK;
   d->z = s->z;
@@ -259,7 +243,7 @@ static coda_status ensure_dev(coda_context ctx, coda_model *m, plans_state *s, d
   if (!st) st = dev_alloc(ctx, fb, &d->m);
   if (!st) st = dev_alloc(ctx, fb, &d->v);
   if (!st) st = dev_alloc(ctx, (d->npart ? d->npart : 1) * sizeof(double), &d->part);
-  if (!st) st = coda_cuda_memcpy(ctx, d->w, coda_model_weights(m), fb, 1);
+  if (!st) st = coda_memcpy_h2d(ctx, d->w, coda_model_weights(m), fb);
   if (st) {
     free_dev(d);
     return st;
@@ -301,9 +285,9 @@ static coda_status dev_round(coda_context ctx, coda_plan p, const char *name, co
   if ((size_t)(t.rows * t.cols) != prm->size)
     return coda_fail(ctx, CODA_ERR_SHAPE, "plan buffer '%s' holds %lld values, the weight %zu",
                      name, (long long)(t.rows * t.cols), prm->size);
-  if (!d->z) return coda_cuda_train_round(ctx, &t, d->w + prm->offset);
+  if (!d->z) return coda_train_round(ctx, &t, d->w + prm->offset);
   coda_tensor src = coda_tensor_2d(d->wb + goff(d, m, prm), CODA_BF16, t.rows, t.cols);
-  return coda_cuda_copy(ctx, &t, &src);
+  return coda_tensor_copy(ctx, &t, &src);
 }
 
 /* Data parallel: bucket k's reduce-scatter (in place, summed), on the
@@ -326,7 +310,7 @@ static coda_status dev_accum(coda_context ctx, coda_plan p, const char *name, fl
   if ((size_t)(t.rows * t.cols) != n)
     return coda_fail(ctx, CODA_ERR_SHAPE, "plan buffer '%s' holds %lld values, the weight %zu",
                      name, (long long)(t.rows * t.cols), n);
-  return coda_cuda_train_accum(ctx, dst, &t, scale);
+  return coda_train_accum(ctx, dst, &t, scale);
 }
 
 /* Positions grouped by token, in token order within a group (a stable
@@ -386,11 +370,11 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
     if (!sample) nv += tg[r] >= 0;
   }
   coda_tensor x0, t;
-  if (!st) st = coda_cuda_memcpy(ctx, d->tok, h, (size_t)M * sizeof *h, 1);
+  if (!st) st = coda_memcpy_h2d(ctx, d->tok, h, (size_t)M * sizeof *h);
   if (!st) st = tensor(ctx, s->blk[0], "x", &x0);
   if (!st)
-    st = d->z ? coda_cuda_train_embed16(ctx, &x0, d->wb + goff(d, m, pe), d->tok)
-              : coda_cuda_train_embed(ctx, &x0, d->w + pe->offset, d->tok);
+    st = d->z ? coda_train_embed16(ctx, &x0, d->wb + goff(d, m, pe), d->tok)
+              : coda_train_embed(ctx, &x0, d->w + pe->offset, d->tok);
   for (int i = 0; i < s->L && !st; i++) st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_FORWARD);
   if (!st && sample) {
     /* the last position's hidden state comes down; norm and LM head on the host */
@@ -401,8 +385,8 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
     if (!st && t.dtype != CODA_BF16)
       st = coda_fail(ctx, CODA_ERR_DTYPE, "the block output is not bf16");
     if (!st)
-      st = coda_cuda_memcpy(ctx, row, (const uint16_t *)t.data + (int64_t)(T - 1) * t.ld,
-                            (size_t)D * sizeof *row, 0);
+      st = coda_memcpy_d2h(ctx, row, (const uint16_t *)t.data + (int64_t)(T - 1) * t.ld,
+                            (size_t)D * sizeof *row);
     if (!st) {
       const float *W = coda_model_weights(m);
       double ss = 0.0;
@@ -423,14 +407,14 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
     free(h);
     return st;
   }
-  if (!st) st = coda_cuda_memcpy(ctx, d->tg, tg, (size_t)M * sizeof *tg, 1);
+  if (!st) st = coda_memcpy_h2d(ctx, d->tg, tg, (size_t)M * sizeof *tg);
   if (!st) st = tensor(ctx, s->head, "targets", &t);
-  if (!st) st = coda_cuda_train_targets(ctx, &t, d->tg);
+  if (!st) st = coda_train_targets(ctx, &t, d->tg);
   if (!st) st = coda_plan_run(ctx, s->head, CODA_PHASE_FORWARD);
   if (!st) st = tensor(ctx, s->head, "loss", &t);
   float lv = 0.0f;
   if (!st && t.dtype != CODA_F32) st = coda_fail(ctx, CODA_ERR_DTYPE, "the loss is not f32");
-  if (!st) st = coda_cuda_memcpy(ctx, &lv, t.data, sizeof lv, 0);
+  if (!st) st = coda_memcpy_d2h(ctx, &lv, t.data, sizeof lv);
   if (st) { free(h); return st; }
   if (loss) *loss = nv ? (double)lv : 0.0;
   if (n_valid) *n_valid = nv;
@@ -463,10 +447,10 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
     if (!rows) st = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
     int nr = st ? 0 : group_tokens(h, M, c->vocab, rows, rows + M, rows + 2 * M + 1);
     if (!st && nr < 0) st = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
-    if (!st) st = coda_cuda_memcpy(ctx, d->rows, rows, (size_t)nr * sizeof *rows, 1);
-    if (!st) st = coda_cuda_memcpy(ctx, d->seg, rows + M, (size_t)(nr + 1) * sizeof *rows, 1);
-    if (!st) st = coda_cuda_memcpy(ctx, d->pos, rows + 2 * M + 1, (size_t)M * sizeof *rows, 1);
-    if (!st) st = coda_cuda_train_embed_grad(ctx, d->g + goff(d, m, pe), &t, d->rows, d->seg,
+    if (!st) st = coda_memcpy_h2d(ctx, d->rows, rows, (size_t)nr * sizeof *rows);
+    if (!st) st = coda_memcpy_h2d(ctx, d->seg, rows + M, (size_t)(nr + 1) * sizeof *rows);
+    if (!st) st = coda_memcpy_h2d(ctx, d->pos, rows + 2 * M + 1, (size_t)M * sizeof *rows);
+    if (!st) st = coda_train_embed_grad(ctx, d->g + goff(d, m, pe), &t, d->rows, d->seg,
                                              d->pos, nr, gscale);
     free(rows);
   }
@@ -475,36 +459,21 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
   free(h);
   return st;
 }
-#endif
 
 static coda_status no_device(coda_context ctx) {
   return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the trainer's device state needs the plan engine "
-                   "on a CUDA context%s",
-#ifdef CODA_HAVE_CUDA
-                   ""
-#else
-                   " (this build has no CUDA)"
-#endif
-  );
+                   "on a CUDA context");
 }
 
-#ifdef CODA_HAVE_CUDA
 static dev_state *dev_of(coda_context ctx, coda_model *m) {
   plans_state *s = *coda_model_plans_slot(m);
   return on_gpu(ctx) && coda_model_engine(m) == CODA_ENGINE_PLANS && s ? s->dev : NULL;
 }
-#endif
 
 int coda_plans_on_device(coda_context ctx, coda_model *m) {
-#ifdef CODA_HAVE_CUDA
   return on_gpu(ctx) && coda_model_engine(m) == CODA_ENGINE_PLANS;
-#else
-  (void)ctx; (void)m;
-  return 0;
-#endif
 }
 
-#ifdef CODA_HAVE_CUDA
 /* Data parallel upload: the shard of the master and moments (host arrays
  * are full size), and the bf16 weights rounded from the whole host master
  * (staged through the gradient buffer, which is zeroed afterwards). */
@@ -512,23 +481,23 @@ static coda_status upload_zero(coda_context ctx, coda_model *m, dev_state *d, co
                                const float *vel) {
   const coda_zero *z = d->z;
   const float *W = coda_model_weights(m);
-  coda_status st = coda_cuda_train_zero(ctx, d->g, z->npad * sizeof(float));
+  coda_status st = coda_train_zero(ctx, d->g, z->npad * sizeof(float));
   const size_t sb = z->nshard * sizeof(float);
-  if (!st) st = coda_cuda_train_zero(ctx, d->w, sb);
-  if (!st) st = coda_cuda_train_zero(ctx, d->m, sb);
-  if (!st) st = coda_cuda_train_zero(ctx, d->v, sb);
+  if (!st) st = coda_train_zero(ctx, d->w, sb);
+  if (!st) st = coda_train_zero(ctx, d->m, sb);
+  if (!st) st = coda_train_zero(ctx, d->v, sb);
   for (int k = 0; k < z->nb && !st; k++) {
     const coda_zero_bucket *b = &z->b[k];
     const size_t lo = b->off + (size_t)z->r * b->piece, nb = b->mine * sizeof(float);
-    st = coda_cuda_memcpy(ctx, d->g + b->poff, W + b->off, b->len * sizeof(float), 1);
-    if (!st && nb) st = coda_cuda_memcpy(ctx, d->w + b->soff, W + lo, nb, 1);
-    if (!st && nb && mom) st = coda_cuda_memcpy(ctx, d->m + b->soff, mom + lo, nb, 1);
-    if (!st && nb && vel) st = coda_cuda_memcpy(ctx, d->v + b->soff, vel + lo, nb, 1);
+    st = coda_memcpy_h2d(ctx, d->g + b->poff, W + b->off, b->len * sizeof(float));
+    if (!st && nb) st = coda_memcpy_h2d(ctx, d->w + b->soff, W + lo, nb);
+    if (!st && nb && mom) st = coda_memcpy_h2d(ctx, d->m + b->soff, mom + lo, nb);
+    if (!st && nb && vel) st = coda_memcpy_h2d(ctx, d->v + b->soff, vel + lo, nb);
   }
   coda_tensor src = coda_tensor_2d(d->g, CODA_F32, 1, (int64_t)z->npad);
   coda_tensor dst = coda_tensor_2d(d->wb, CODA_BF16, 1, (int64_t)z->npad);
-  if (!st) st = coda_cuda_copy(ctx, &dst, &src);
-  if (!st) st = coda_cuda_train_zero(ctx, d->g, z->npad * sizeof(float));
+  if (!st) st = coda_tensor_copy(ctx, &dst, &src);
+  if (!st) st = coda_train_zero(ctx, d->g, z->npad * sizeof(float));
   return st;
 }
 
@@ -546,11 +515,11 @@ static coda_status download_zero(coda_context ctx, coda_model *m, dev_state *d, 
     for (int k = 0; k < z->nb && !st; k++) {
       const coda_zero_bucket *b = &z->b[k];
       float *mine = d->g + b->poff + (size_t)z->r * b->piece;
-      st = coda_cuda_train_zero(ctx, mine, b->piece * sizeof(float));
+      st = coda_train_zero(ctx, mine, b->piece * sizeof(float));
       if (!st && b->mine) {
         coda_tensor to = coda_tensor_2d(mine, CODA_F32, 1, (int64_t)b->mine);
         coda_tensor from = coda_tensor_2d(src[q] + b->soff, CODA_F32, 1, (int64_t)b->mine);
-        st = coda_cuda_copy(ctx, &to, &from);
+        st = coda_tensor_copy(ctx, &to, &from);
       }
     }
     if (!st) st = coda_comm_wait_compute(ctx, z->comm);
@@ -563,15 +532,13 @@ static coda_status download_zero(coda_context ctx, coda_model *m, dev_state *d, 
     if (!st) st = coda_comm_group_end(ctx, z->comm);
     if (!st) st = coda_comm_join(ctx, z->comm);
     for (int k = 0; k < z->nb && !st; k++)
-      st = coda_cuda_memcpy(ctx, dst[q] + z->b[k].off, d->g + z->b[k].poff,
-                            z->b[k].len * sizeof(float), 0);
+      st = coda_memcpy_d2h(ctx, dst[q] + z->b[k].off, d->g + z->b[k].poff,
+                            z->b[k].len * sizeof(float));
   }
   return st;
 }
-#endif
 
 coda_status coda_plans_device_set_zero(coda_context ctx, coda_model *m, const coda_zero *z) {
-#ifdef CODA_HAVE_CUDA
   if (!coda_plans_on_device(ctx, m)) return no_device(ctx);
   plans_state *s = *coda_model_plans_slot(m);
   if (s && s->dev)
@@ -584,26 +551,16 @@ coda_status coda_plans_device_set_zero(coda_context ctx, coda_model *m, const co
   }
   s->z = z;
   return CODA_OK;
-#else
-  (void)m; (void)z;
-  return no_device(ctx);
-#endif
 }
 
 coda_status coda_plans_device_arm_reduce(coda_context ctx, coda_model *m) {
-#ifdef CODA_HAVE_CUDA
   dev_state *d = dev_of(ctx, m);
   if (!d || !d->z) return no_device(ctx);
   d->reduce = 1;
   return CODA_OK;
-#else
-  (void)m;
-  return no_device(ctx);
-#endif
 }
 
 coda_status coda_plans_device_shard_sumsq(coda_context ctx, coda_model *m, double *ss) {
-#ifdef CODA_HAVE_CUDA
   dev_state *d = dev_of(ctx, m);
   if (!d || !d->z) return no_device(ctx);
   const coda_zero *z = d->z;
@@ -613,25 +570,20 @@ coda_status coda_plans_device_shard_sumsq(coda_context ctx, coda_model *m, doubl
   size_t np = 0;
   for (int k = 0; k < z->nb && !st; k++) {
     const coda_zero_bucket *b = &z->b[k];
-    st = coda_cuda_train_sumsq(ctx, d->g + b->poff + (size_t)z->r * b->piece, b->piece,
+    st = coda_train_sumsq(ctx, d->g + b->poff + (size_t)z->r * b->piece, b->piece,
                                NORM_CHUNK, d->part + np);
     np += (b->piece + NORM_CHUNK - 1) / NORM_CHUNK;
   }
-  if (!st && np) st = coda_cuda_memcpy(ctx, part, d->part, np * sizeof *part, 0);
+  if (!st && np) st = coda_memcpy_d2h(ctx, part, d->part, np * sizeof *part);
   double total = 0.0; /* in chunk order; NaN / inf propagate */
   for (size_t i = 0; i < np && !st; i++) total += part[i];
   free(part);
   if (!st) *ss = total;
   return st;
-#else
-  (void)m; (void)ss;
-  return no_device(ctx);
-#endif
 }
 
 coda_status coda_plans_device_upload(coda_context ctx, coda_model *m, const float *mom,
                                      const float *vel) {
-#ifdef CODA_HAVE_CUDA
   if (!coda_plans_on_device(ctx, m)) return no_device(ctx);
   plans_state *s = *coda_model_plans_slot(m);
   if (!s) {
@@ -643,66 +595,46 @@ coda_status coda_plans_device_upload(coda_context ctx, coda_model *m, const floa
   coda_status st = ensure_dev(ctx, m, s, &d);
   if (!st && d->z) return upload_zero(ctx, m, d, mom, vel);
   const size_t fb = d ? d->n * sizeof(float) : 0;
-  if (!st) st = coda_cuda_memcpy(ctx, d->w, coda_model_weights(m), fb, 1);
-  if (!st) st = mom ? coda_cuda_memcpy(ctx, d->m, mom, fb, 1) : coda_cuda_train_zero(ctx, d->m, fb);
-  if (!st) st = vel ? coda_cuda_memcpy(ctx, d->v, vel, fb, 1) : coda_cuda_train_zero(ctx, d->v, fb);
-  if (!st) st = coda_cuda_train_zero(ctx, d->g, fb);
+  if (!st) st = coda_memcpy_h2d(ctx, d->w, coda_model_weights(m), fb);
+  if (!st) st = mom ? coda_memcpy_h2d(ctx, d->m, mom, fb) : coda_train_zero(ctx, d->m, fb);
+  if (!st) st = vel ? coda_memcpy_h2d(ctx, d->v, vel, fb) : coda_train_zero(ctx, d->v, fb);
+  if (!st) st = coda_train_zero(ctx, d->g, fb);
   return st;
-#else
-  (void)m; (void)mom; (void)vel;
-  return no_device(ctx);
-#endif
 }
 
 coda_status coda_plans_device_download(coda_context ctx, coda_model *m, float *mom, float *vel) {
-#ifdef CODA_HAVE_CUDA
   dev_state *d = dev_of(ctx, m);
   if (!d) return no_device(ctx);
   if (d->z) return download_zero(ctx, m, d, mom, vel);
   const size_t fb = d->n * sizeof(float);
-  coda_status st = coda_cuda_memcpy(ctx, coda_model_weights(m), d->w, fb, 0);
-  if (!st && mom) st = coda_cuda_memcpy(ctx, mom, d->m, fb, 0);
-  if (!st && vel) st = coda_cuda_memcpy(ctx, vel, d->v, fb, 0);
+  coda_status st = coda_memcpy_d2h(ctx, coda_model_weights(m), d->w, fb);
+  if (!st && mom) st = coda_memcpy_d2h(ctx, mom, d->m, fb);
+  if (!st && vel) st = coda_memcpy_d2h(ctx, vel, d->v, fb);
   return st;
-#else
-  (void)m; (void)mom; (void)vel;
-  return no_device(ctx);
-#endif
 }
 
 coda_status coda_plans_device_zero_grad(coda_context ctx, coda_model *m) {
-#ifdef CODA_HAVE_CUDA
   dev_state *d = dev_of(ctx, m);
   if (!d) return no_device(ctx);
-  return coda_cuda_train_zero(ctx, d->g, (d->z ? d->z->npad : d->n) * sizeof(float));
-#else
-  (void)m;
-  return no_device(ctx);
-#endif
+  return coda_train_zero(ctx, d->g, (d->z ? d->z->npad : d->n) * sizeof(float));
 }
 
 coda_status coda_plans_device_grad_norm(coda_context ctx, coda_model *m, double *norm) {
-#ifdef CODA_HAVE_CUDA
   dev_state *d = dev_of(ctx, m);
   if (!d) return no_device(ctx);
   if (d->z) return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "data parallel: the norm is summed "
                              "over the shards (coda_plans_device_shard_sumsq)");
   double *part = malloc((d->npart ? d->npart : 1) * sizeof *part);
   if (!part) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
-  coda_status st = coda_cuda_train_sumsq(ctx, d->g, d->n, NORM_CHUNK, d->part);
-  if (!st) st = coda_cuda_memcpy(ctx, part, d->part, d->npart * sizeof *part, 0);
+  coda_status st = coda_train_sumsq(ctx, d->g, d->n, NORM_CHUNK, d->part);
+  if (!st) st = coda_memcpy_d2h(ctx, part, d->part, d->npart * sizeof *part);
   double total = 0.0; /* finished on the host in chunk order; NaN / inf propagate */
   for (size_t i = 0; i < d->npart && !st; i++) total += part[i];
   free(part);
   if (!st) *norm = sqrt(total);
   return st;
-#else
-  (void)m; (void)norm;
-  return no_device(ctx);
-#endif
 }
 
-#ifdef CODA_HAVE_CUDA
 /* Data parallel: AdamW of this rank's stretches, the updated master
  * rounded into its pieces of the bf16 weights, then every bucket's
  * all-gather (one NCCL group), which the next forward waits for. */
@@ -715,7 +647,7 @@ static coda_status adamw_zero(coda_context ctx, dev_state *d, const coda_adamw *
     const double coef[7] = {o->beta1, o->beta2, 1.0 - pow(o->beta1, (double)t),
                             1.0 - pow(o->beta2, (double)t), lr, o->eps,
                             g->decay ? 1.0 - lr * o->weight_decay : 1.0};
-    st = coda_cuda_train_adamw(ctx, d->w + g->soff, d->g + g->poff, d->m + g->soff,
+    st = coda_train_adamw(ctx, d->w + g->soff, d->g + g->poff, d->m + g->soff,
                                d->v + g->soff, g->len, coef, gscale);
   }
   for (int k = 0; k < z->nb && !st; k++) {
@@ -724,7 +656,7 @@ static coda_status adamw_zero(coda_context ctx, dev_state *d, const coda_adamw *
     coda_tensor src = coda_tensor_2d(d->w + b->soff, CODA_F32, 1, (int64_t)b->mine);
     coda_tensor dst = coda_tensor_2d(d->wb + b->poff + (size_t)z->r * b->piece, CODA_BF16, 1,
                                      (int64_t)b->mine);
-    st = coda_cuda_copy(ctx, &dst, &src);
+    st = coda_tensor_copy(ctx, &dst, &src);
   }
   if (!st) st = coda_comm_wait_compute(ctx, z->comm);
   if (!st) st = coda_comm_group_start(ctx, z->comm);
@@ -737,11 +669,9 @@ static coda_status adamw_zero(coda_context ctx, dev_state *d, const coda_adamw *
   if (!st) st = coda_comm_join(ctx, z->comm);
   return st;
 }
-#endif
 
 coda_status coda_plans_device_adamw(coda_context ctx, coda_model *m, const coda_adamw *o,
                                     int64_t t, double lr, double gscale) {
-#ifdef CODA_HAVE_CUDA
   dev_state *d = dev_of(ctx, m);
   if (!d) return no_device(ctx);
   if (d->z) return adamw_zero(ctx, d, o, t, lr, gscale);
@@ -752,24 +682,15 @@ coda_status coda_plans_device_adamw(coda_context ctx, coda_model *m, const coda_
     const double coef[7] = {o->beta1, o->beta2, 1.0 - pow(o->beta1, (double)t),
                             1.0 - pow(o->beta2, (double)t), lr, o->eps,
                             p->decay ? 1.0 - lr * o->weight_decay : 1.0};
-    st = coda_cuda_train_adamw(ctx, d->w + p->offset, d->g + p->offset, d->m + p->offset,
+    st = coda_train_adamw(ctx, d->w + p->offset, d->g + p->offset, d->m + p->offset,
                                d->v + p->offset, p->size, coef, gscale);
   }
   return st;
-#else
-  (void)m; (void)o; (void)t; (void)lr; (void)gscale;
-  return no_device(ctx);
-#endif
 }
 
 coda_status coda_plans_device_memory(coda_context ctx, size_t *used, size_t *total) {
-#ifdef CODA_HAVE_CUDA
   if (!on_gpu(ctx)) return no_device(ctx);
-  return coda_cuda_train_memory(ctx, used, total);
-#else
-  (void)used; (void)total;
-  return no_device(ctx);
-#endif
+  return coda_train_device_memory(ctx, used, total);
 }
 
 coda_status coda_plans_forward(coda_context ctx, coda_model *m, const int32_t *in,
@@ -781,10 +702,8 @@ coda_status coda_plans_forward(coda_context ctx, coda_model *m, const int32_t *i
   plans_state *s = NULL;
   coda_status st = ensure(ctx, m, RB, RT, &s);
   if (st) return st;
-#ifdef CODA_HAVE_CUDA
   if (on_gpu(ctx))
     return forward_gpu(ctx, m, s, in, tg, T, backward, gscale, loss, n_valid, last_logits);
-#endif
   const float *W = coda_model_weights(m);
   float *G = coda_model_grads(m);
   const int64_t D = c->dim, M = (int64_t)RB * RT;

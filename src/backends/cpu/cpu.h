@@ -108,4 +108,9 @@ typedef struct cpu_finish_desc {
 } cpu_finish_desc;
 void cpu_finish(const cpu_finish_desc *d);
 
+/* Attention on the CPU (attention.c), for checked jobs. */
+struct coda_attn_job;
+coda_status cpu_attention_forward(coda_context ctx, const struct coda_attn_job *job);
+coda_status cpu_attention_backward(coda_context ctx, const struct coda_attn_job *job);
+
 #endif

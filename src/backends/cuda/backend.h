@@ -1,8 +1,8 @@
-/* Entry points of the CUDA backend, called by the backend-independent
- * dispatch in src/core. Declared only when the library is built with CUDA. */
+/* Entry points of the CUDA backend behind its table (cuda_backend.c). Declared
+ * only when the library is built with CUDA. */
 #ifndef CODA_CUDA_BACKEND_H
 #define CODA_CUDA_BACKEND_H
-#include "coda.h"
+#include "backends/backend.h" /* coda_attn_rope */
 #include <stddef.h>
 #include <stdint.h>
 #ifdef __cplusplus
@@ -11,9 +11,7 @@ extern "C" {
 /* The RoPE backward fused into the attention backward's stores
  * (coda_attention_backward_rope): its views, or a NULL pointer for none.
  * Both backends take it. */
-typedef struct coda_attn_rope {
-  const coda_tensor *pos, *freq, *zp;
-} coda_attn_rope;
+
 #ifdef CODA_HAVE_CUDA
 /* Plain GEMM on the Hopper mainloop: D = alpha*op(A)*op(B) (+ D). Tensors are
  * device views. Arguments are already checked by the caller. */

@@ -1,0 +1,148 @@
+/* Attention entry points: every argument checked (shapes, dtypes, sizes,
+ * aliasing), then the context's backend runs it (backends/backend.h). */
+#include "backends/backend.h"
+
+#include <stdio.h>
+
+static coda_status check_float_tensor(coda_context ctx, const char *what, const coda_tensor *t,
+                                      int64_t rows, int64_t cols, int lse) {
+  coda_status s = coda_check_tensor(ctx, what, t);
+  if (s) return s;
+  int f64 = ctx->opts.precision == CODA_PRECISION_F64;
+  int ok = lse ? t->dtype == CODA_F32 || (f64 && t->dtype == CODA_F64)
+               : t->dtype == CODA_BF16 || t->dtype == CODA_F16 || t->dtype == CODA_F32 ||
+                     (f64 && t->dtype == CODA_F64);
+  if (!ok)
+    return coda_fail(ctx, CODA_ERR_DTYPE, "%s: dtype %s not allowed here (%s%s)", what,
+                     coda_dtype_name(t->dtype), lse ? "f32" : "bf16, f16, f32",
+                     f64 ? ", f64" : "");
+  if (t->rows != rows || t->cols != cols)
+    return coda_fail(ctx, CODA_ERR_SHAPE, "%s: shape %lld x %lld, expected %lld x %lld", what,
+                     (long long)t->rows, (long long)t->cols, (long long)rows, (long long)cols);
+  return CODA_OK;
+}
+
+typedef struct att_dims {
+  int64_t BT, qkv_cols, o_cols;
+} att_dims;
+
+static coda_status check_dims(coda_context ctx, int B, int T, int Hq, int Hkv, int hd,
+                              att_dims *d) {
+  if (B <= 0 || T <= 0 || Hq <= 0 || Hkv <= 0 || hd <= 0)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "attention: batch %d, seq %d, heads_q %d, heads_kv %d, head_dim %d must be "
+                     "positive", B, T, Hq, Hkv, hd);
+  if (Hq % Hkv)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "attention: heads_q %d is not a multiple of heads_kv %d", Hq, Hkv);
+  int64_t heads = (int64_t)Hq + 2 * (int64_t)Hkv, bufn;
+  if (!coda_mul_i64(B, T, &d->BT) || !coda_mul_i64(heads, hd, &d->qkv_cols) ||
+      !coda_mul_i64(Hq, hd, &d->o_cols) || !coda_mul_i64((int64_t)T * 10, hd, &bufn) ||
+      bufn > (int64_t)1 << 40 || d->BT > (int64_t)1 << 31 || d->qkv_cols > (int64_t)1 << 31)
+    return coda_fail(ctx, CODA_ERR_OVERFLOW, "attention: sizes overflow");
+  return CODA_OK;
+}
+
+/* The dimensions and the views both passes share: qkv, out and lse. */
+static coda_status check_qkv_out_lse(coda_context ctx, int B, int T, int Hq, int Hkv, int hd,
+                                     const coda_tensor *qkv, const coda_tensor *out,
+                                     const coda_tensor *lse, att_dims *dm) {
+  coda_status s;
+  if ((s = check_dims(ctx, B, T, Hq, Hkv, hd, dm))) return s;
+  if ((s = check_float_tensor(ctx, "qkv", qkv, dm->BT, dm->qkv_cols, 0))) return s;
+  if ((s = check_float_tensor(ctx, "out", out, dm->BT, dm->o_cols, 0))) return s;
+  return check_float_tensor(ctx, "lse", lse, dm->BT, Hq, 1);
+}
+
+coda_status coda_attention_forward(coda_context ctx, const coda_tensor *qkv, int B, int T,
+                                   int Hq, int Hkv, int hd, const coda_tensor *out,
+                                   const coda_tensor *lse) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  coda_clear_error(ctx);
+  if (!qkv || !out || !lse)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_attention_forward: %s is NULL",
+                     !qkv ? "qkv" : !out ? "out" : "lse");
+  att_dims dm;
+  coda_status s;
+  if ((s = check_qkv_out_lse(ctx, B, T, Hq, Hkv, hd, qkv, out, lse, &dm))) return s;
+  if (coda_tensors_overlap(out, lse)) return coda_fail(ctx, CODA_ERR_ALIAS, "'out' and 'lse' overlap");
+  if (coda_tensors_overlap(out, qkv) || coda_tensors_overlap(lse, qkv))
+    return coda_fail(ctx, CODA_ERR_ALIAS, "'%s' overlaps 'qkv'",
+                     coda_tensors_overlap(out, qkv) ? "out" : "lse");
+  const coda_attn_job job = {qkv, out, lse, NULL, NULL, B, T, Hq, Hkv, hd, NULL};
+  return ctx->ops->attention_forward(ctx, &job);
+}
+
+/* The views the fused RoPE backward adds (coda_attention_backward_rope). */
+static coda_status check_rope(coda_context ctx, const att_dims *dm, int heads, int hd,
+                              const coda_attn_rope *r, const coda_tensor *dqkv,
+                              const coda_tensor *const *rd, const char *const *rn, int nrd) {
+  coda_status s;
+  if ((s = coda_check_tensor(ctx, "pos", r->pos))) return s;
+  if ((s = coda_check_tensor(ctx, "freq", r->freq))) return s;
+  if ((s = coda_check_tensor(ctx, "zp", r->zp))) return s;
+  if (hd % 2)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "attention RoPE backward: head_dim %d is odd (RoPE rotates column pairs)", hd);
+  if (r->pos->dtype != CODA_I32 || r->pos->rows != dm->BT || r->pos->cols != 1)
+    return coda_fail(ctx, r->pos->dtype != CODA_I32 ? CODA_ERR_DTYPE : CODA_ERR_SHAPE,
+                     "pos: %s %lld x %lld, expected i32 %lld x 1", coda_dtype_name(r->pos->dtype),
+                     (long long)r->pos->rows, (long long)r->pos->cols, (long long)dm->BT);
+  if ((s = check_float_tensor(ctx, "freq", r->freq, 1, dm->qkv_cols, 1))) return s;
+  if ((s = check_float_tensor(ctx, "zp", r->zp, dm->BT, heads, 1))) return s;
+  if (coda_tensors_overlap(r->zp, dqkv))
+    return coda_fail(ctx, CODA_ERR_ALIAS, "'zp' and 'dqkv' (both written) overlap");
+  for (int i = 0; i < nrd; i++)
+    if (coda_tensors_overlap(r->zp, rd[i]))
+      return coda_fail(ctx, CODA_ERR_ALIAS, "'zp' (written) overlaps '%s' (read)", rn[i]);
+  if (coda_tensors_overlap(dqkv, r->pos) || coda_tensors_overlap(dqkv, r->freq))
+    return coda_fail(ctx, CODA_ERR_ALIAS, "'dqkv' (written) overlaps '%s' (read)",
+                     coda_tensors_overlap(dqkv, r->pos) ? "pos" : "freq");
+  return CODA_OK;
+}
+
+static coda_status attention_backward(coda_context ctx, const char *fn, const coda_tensor *qkv,
+                                      const coda_tensor *out, const coda_tensor *lse,
+                                      const coda_tensor *dout, int B, int T, int Hq, int Hkv,
+                                      int hd, const coda_tensor *dqkv,
+                                      const coda_attn_rope *rope) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  coda_clear_error(ctx);
+  if (!qkv || !out || !lse || !dout || !dqkv)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
+                     !qkv ? "qkv" : !out ? "out" : !lse ? "lse" : !dout ? "dout" : "dqkv");
+  if (rope && (!rope->pos || !rope->freq || !rope->zp))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
+                     !rope->pos ? "pos" : !rope->freq ? "freq" : "zp");
+  att_dims dm;
+  coda_status s;
+  if ((s = check_qkv_out_lse(ctx, B, T, Hq, Hkv, hd, qkv, out, lse, &dm))) return s;
+  if ((s = check_float_tensor(ctx, "dout", dout, dm.BT, dm.o_cols, 0))) return s;
+  if ((s = check_float_tensor(ctx, "dqkv", dqkv, dm.BT, dm.qkv_cols, 0))) return s;
+  const coda_tensor *rd[4] = {qkv, out, lse, dout};
+  const char *rn[4] = {"qkv", "out", "lse", "dout"};
+  for (int i = 0; i < 4; i++)
+    if (coda_tensors_overlap(dqkv, rd[i]))
+      return coda_fail(ctx, CODA_ERR_ALIAS, "'dqkv' (written) overlaps '%s' (read)", rn[i]);
+  if (rope && (s = check_rope(ctx, &dm, Hq + 2 * Hkv, hd, rope, dqkv, rd, rn, 4))) return s;
+  const coda_attn_job job = {qkv, out, lse, dout, dqkv, B, T, Hq, Hkv, hd, rope};
+  return ctx->ops->attention_backward(ctx, &job);
+}
+
+coda_status coda_attention_backward(coda_context ctx, const coda_tensor *qkv,
+                                    const coda_tensor *out, const coda_tensor *lse,
+                                    const coda_tensor *dout, int B, int T, int Hq, int Hkv,
+                                    int hd, const coda_tensor *dqkv) {
+  return attention_backward(ctx, "coda_attention_backward", qkv, out, lse, dout, B, T, Hq, Hkv,
+                            hd, dqkv, NULL);
+}
+
+coda_status coda_attention_backward_rope(coda_context ctx, const coda_tensor *qkv,
+                                         const coda_tensor *out, const coda_tensor *lse,
+                                         const coda_tensor *dout, int B, int T, int Hq, int Hkv,
+                                         int hd, const coda_tensor *pos, const coda_tensor *freq,
+                                         const coda_tensor *dqkv, const coda_tensor *zp) {
+  const coda_attn_rope rope = {pos, freq, zp};
+  return attention_backward(ctx, "coda_attention_backward_rope", qkv, out, lse, dout, B, T, Hq,
+                            Hkv, hd, dqkv, &rope);
+}

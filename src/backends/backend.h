@@ -1,0 +1,124 @@
+/* The table of backend operations. A context picks one table when it is
+ * created (coda_backend_ops_for) and the api layer calls through it after
+ * checking every argument: a backend trusts what it is given. Adding a
+ * backend is writing one table (backends/<name>/<name>_backend.c) and
+ * registering it in backends/registry.c, the only place that knows which
+ * backends this build has. */
+#ifndef CODA_BACKENDS_BACKEND_H
+#define CODA_BACKENDS_BACKEND_H
+
+#include "base/internal.h"
+#include "lang/ir.h" /* the program limits */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A checked GEMM + epilogue, plain GEMM or map run. */
+typedef struct coda_epi_job {
+  coda_program prog; /* NULL: plain D = alpha * acc (+ D) */
+  int has_gemm;      /* 0: a map pass over M x N (no A, B) */
+  coda_transpose ta, tb;
+  const coda_tensor *A, *B;
+  int64_t M, N, K;
+  coda_tiling tiling;
+  int schedule; /* CODA_SCHED_* (CUDA fused kernels; the bits do not depend on it) */
+  const coda_tensor *inputs[CODA_MAX_INPUTS];
+  const coda_tensor *outputs[CODA_MAX_OUTPUTS];
+  const coda_tensor *partials[CODA_MAX_REDUCES];
+  const coda_tensor *D; /* plain store */
+  double alpha;
+  int accumulate;
+} coda_epi_job;
+
+/* A checked row finisher: partials P (and Q) -> out. layout 0 rowsum
+ * partials, 1 colsum, 2 segsum. */
+typedef struct coda_finish_job {
+  int kind, layout;
+  const coda_tensor *P, *Q, *out;
+  int64_t M, N;
+  coda_tiling tiling;
+  int seg;
+  double eps;
+} coda_finish_job;
+
+/* The fused RoPE backward's extra views (coda_attention_backward_rope). */
+typedef struct coda_attn_rope {
+  const coda_tensor *pos, *freq, *zp;
+} coda_attn_rope;
+
+/* A checked attention call (causal GQA on packed qkv). */
+typedef struct coda_attn_job {
+  const coda_tensor *qkv, *out, *lse, *dout, *dqkv;
+  int B, T, Hq, Hkv, hd;
+  const coda_attn_rope *rope; /* backward only; NULL: no fused RoPE backward */
+} coda_attn_job;
+
+/* Copy directions of copy_bytes. */
+typedef enum { CODA_COPY_H2D = 0, CODA_COPY_D2H = 1 } coda_copy_kind;
+
+/* The trainer's device-resident kernels (fp32 master weights, AdamW,
+ * embedding); see the CUDA backend's train_kernels.cu for their meaning. */
+typedef struct coda_train_ops {
+  coda_status (*round)(coda_context, const coda_tensor *dst, const float *src);
+  coda_status (*accum)(coda_context, float *dst, const coda_tensor *src, float scale);
+  coda_status (*embed)(coda_context, const coda_tensor *x, const float *table, const int32_t *tok);
+  coda_status (*embed16)(coda_context, const coda_tensor *x, const uint16_t *table,
+                         const int32_t *tok);
+  coda_status (*embed_grad)(coda_context, float *g, const coda_tensor *dx, const int32_t *rows,
+                            const int32_t *seg, const int32_t *pos, int nrows, float scale);
+  coda_status (*targets)(coda_context, const coda_tensor *t, const int32_t *tg);
+  coda_status (*sumsq)(coda_context, const float *g, size_t n, size_t chunk, double *part);
+  coda_status (*adamw)(coda_context, float *w, const float *g, float *m, float *v, size_t n,
+                       const double *coef, double gscale);
+  coda_status (*zero)(coda_context, void *p, size_t bytes);
+  coda_status (*memory)(coda_context, size_t *used, size_t *total);
+} coda_train_ops;
+
+typedef struct coda_backend_ops {
+  const char *name;
+  coda_backend kind;
+  /* Context life: state the backend hangs on the context. */
+  coda_status (*create)(coda_context ctx);
+  void (*destroy)(coda_context ctx);
+  /* Memory of the backend (accounted by the api layer). */
+  coda_status (*alloc)(coda_context ctx, size_t bytes, void **out);
+  void (*free)(coda_context ctx, void *p);
+  coda_status (*copy_bytes)(coda_context ctx, void *dst, const void *src, size_t bytes,
+                            coda_copy_kind kind);
+  /* dst = src for two views of one shape and dtype; src NULL: zeros. */
+  coda_status (*copy)(coda_context ctx, const coda_tensor *dst, const coda_tensor *src);
+  coda_status (*synchronize)(coda_context ctx);
+  /* The device tag of tuning caches, and the kernel-code suffix of the
+   * library tag ("" when the backend has no generated kernels). */
+  coda_status (*tags)(coda_context ctx, char *device, size_t ndevice, char *code, size_t ncode);
+  /* Compute. */
+  coda_status (*gemm)(coda_context ctx, const coda_epi_job *job);
+  coda_status (*gemm_epilogue)(coda_context ctx, const coda_epi_job *job);
+  coda_status (*map)(coda_context ctx, const coda_epi_job *job);
+  coda_status (*finish)(coda_context ctx, const coda_finish_job *job);
+  coda_status (*preferred_tiling)(coda_context ctx, coda_program p, int64_t M, int64_t N,
+                                  int64_t K, coda_tiling *out);
+  coda_status (*attention_forward)(coda_context ctx, const coda_attn_job *job);
+  coda_status (*attention_backward)(coda_context ctx, const coda_attn_job *job);
+  const coda_train_ops *train; /* NULL: the trainer's device state is not on this backend */
+  /* Ahead-of-time compilation of the generated kernels a fused GEMM (both
+   * schedules) or a map launches, into the disk cache; needs no device, so
+   * any context may ask (NULL: the backend generates no kernels). */
+  coda_status (*precompile_gemm_epilogue)(coda_context ctx, coda_program prog, int trans_a,
+                                          int trans_b, int f16, int *from_cache);
+  coda_status (*precompile_map)(coda_context ctx, coda_program prog, int *from_cache);
+} coda_backend_ops;
+
+/* The table of a backend, or NULL when this build does not have it. */
+const coda_backend_ops *coda_backend_ops_for(coda_backend b);
+
+extern const coda_backend_ops coda_cpu_backend_ops;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,130 @@
+/* The CUDA backend's table (backends/backend.h): adapters from the checked
+ * jobs of the api layer to the backend's entry points (backend.h, gplan.h),
+ * which keep their own signatures. */
+#include "backends/backend.h"
+#include "backends/cuda/backend.h"
+#include "backends/cuda/epi_codegen.h"
+#include "backends/cuda/gemm_internal.h"
+#include "backends/cuda/gplan.h"
+#include "backends/cuda/workspace.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static coda_status cuda_create(coda_context ctx) {
+  if (!coda_cuda_available())
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "CUDA backend: no usable sm_90 GPU");
+  if (ctx->opts.autotune) return coda_cuda_gemm_set_autotune(ctx, 1);
+  return CODA_OK;
+}
+
+static void cuda_destroy(coda_context ctx) {
+  coda_cuda_context_release(ctx); /* loaded fused kernels, the tuner's table */
+  coda_cuda_workspace_release(ctx);
+}
+
+static coda_status cuda_alloc(coda_context ctx, size_t bytes, void **out) {
+  return coda_cuda_malloc(ctx, bytes, out);
+}
+static void cuda_free(coda_context ctx, void *p) {
+  (void)ctx;
+  coda_cuda_free(p);
+}
+
+static coda_status cuda_copy_bytes(coda_context ctx, void *dst, const void *src, size_t bytes,
+                                   coda_copy_kind kind) {
+  return coda_cuda_memcpy(ctx, dst, src, bytes, kind == CODA_COPY_H2D);
+}
+
+static coda_status cuda_tags(coda_context ctx, char *device, size_t ndevice, char *code,
+                             size_t ncode) {
+  coda_status st = coda_cuda_device_tag(ctx, device, ndevice);
+  if (st != CODA_OK) return st;
+  /* the choices were timed with this mainloop code */
+  uint64_t h = coda_fnv1a64(coda_epi_hdr_gemm_sm90, strlen(coda_epi_hdr_gemm_sm90), 0);
+  h = coda_fnv1a64(coda_epi_hdr_wgmma, strlen(coda_epi_hdr_wgmma), h);
+  snprintf(code, ncode, "+k%08x", (unsigned)(h >> 32));
+  return CODA_OK;
+}
+
+static coda_status cuda_gemm(coda_context ctx, const coda_epi_job *j) {
+  return coda_cuda_gemm(ctx, j->ta, j->A, j->tb, j->B, j->D, (float)j->alpha, j->accumulate);
+}
+
+static coda_status cuda_gemm_epilogue(coda_context ctx, const coda_epi_job *j) {
+  if (!j->prog) return cuda_gemm(ctx, j);
+  return coda_cuda_gemm_epilogue(ctx, j->prog, j->ta, j->A, j->tb, j->B, j->inputs, j->outputs,
+                                 j->partials, j->tiling, j->schedule);
+}
+
+static coda_status cuda_map(coda_context ctx, const coda_epi_job *j) {
+  return coda_cuda_map(ctx, j->prog, j->M, j->N, j->inputs, j->outputs, j->partials, j->tiling);
+}
+
+static coda_status cuda_finish(coda_context ctx, const coda_finish_job *j) {
+  return coda_cuda_finish(ctx, j->kind, j->layout, j->P, j->Q, j->out, j->M, j->N,
+                          j->tiling.tile_n, j->seg, j->eps);
+}
+
+static coda_status cuda_attention_forward(coda_context ctx, const coda_attn_job *j) {
+  return coda_cuda_attention_forward(ctx, j->qkv, j->B, j->T, j->Hq, j->Hkv, j->hd, j->out, j->lse);
+}
+
+static coda_status cuda_attention_backward(coda_context ctx, const coda_attn_job *j) {
+  return coda_cuda_attention_backward(ctx, j->qkv, j->out, j->lse, j->dout, j->B, j->T, j->Hq,
+                                      j->Hkv, j->hd, j->dqkv, j->rope);
+}
+
+static coda_status cuda_precompile_gemm_epilogue(coda_context ctx, coda_program prog, int trans_a,
+                                                 int trans_b, int f16, int *from_cache) {
+  coda_status s = CODA_OK;
+  *from_cache = 1;
+  for (int sched = CODA_SCHED_PINGPONG; sched <= CODA_SCHED_COOPERATIVE && s == CODA_OK; sched++) {
+    coda_epi_config cfg = coda_epi_default_config();
+    cfg.trans_a = trans_a;
+    cfg.trans_b = trans_b;
+    cfg.f16 = f16;
+    cfg.sched = sched;
+    coda_epi_binary bin;
+    s = coda_epi_build(ctx, prog, &cfg, 0, &bin);
+    *from_cache &= bin.from_cache;
+    coda_epi_binary_free(&bin);
+  }
+  return s;
+}
+
+static const coda_train_ops cuda_train_ops = {
+    .round = coda_cuda_train_round,
+    .accum = coda_cuda_train_accum,
+    .embed = coda_cuda_train_embed,
+    .embed16 = coda_cuda_train_embed16,
+    .embed_grad = coda_cuda_train_embed_grad,
+    .targets = coda_cuda_train_targets,
+    .sumsq = coda_cuda_train_sumsq,
+    .adamw = coda_cuda_train_adamw,
+    .zero = coda_cuda_train_zero,
+    .memory = coda_cuda_train_memory,
+};
+
+const coda_backend_ops coda_cuda_backend_ops = {
+    .name = "cuda",
+    .kind = CODA_BACKEND_CUDA,
+    .create = cuda_create,
+    .destroy = cuda_destroy,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .copy_bytes = cuda_copy_bytes,
+    .copy = coda_cuda_copy,
+    .synchronize = coda_cuda_sync,
+    .tags = cuda_tags,
+    .gemm = cuda_gemm,
+    .gemm_epilogue = cuda_gemm_epilogue,
+    .map = cuda_map,
+    .finish = cuda_finish,
+    .preferred_tiling = coda_cuda_preferred_tiling,
+    .attention_forward = cuda_attention_forward,
+    .attention_backward = cuda_attention_backward,
+    .train = &cuda_train_ops,
+    .precompile_gemm_epilogue = cuda_precompile_gemm_epilogue,
+    .precompile_map = coda_cuda_map_precompile,
+};
