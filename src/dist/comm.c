@@ -363,12 +363,11 @@ int coda_dist_launch(int ranks, coda_comm_kind kind, coda_rank_main fn, void *us
   return rc;
 }
 
-#ifdef CODA_HAVE_CUDA
-int coda_nccl_device_count(void);
-#endif
+int coda_nccl_device_count(void); /* nccl.c, or 0 from nccl_none.c */
 
+/* In a child process: the parent must not create a CUDA context before it
+ * forks the ranks. */
 int coda_dist_gpu_count(void) {
-#ifdef CODA_HAVE_CUDA
   int fd[2];
   if (pipe(fd) != 0) return -1;
   fflush(stdout);
@@ -389,7 +388,4 @@ int coda_dist_gpu_count(void) {
   int st;
   while (waitpid(p, &st, 0) < 0 && errno == EINTR) {}
   return got == (ssize_t)sizeof n ? n : -1;
-#else
-  return 0;
-#endif
 }

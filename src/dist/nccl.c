@@ -7,7 +7,8 @@
  *
  * Each rank owns one device (rank r -> device r) and one non-blocking
  * stream for communication; two events order it against the compute
- * stream (the legacy default stream all of this library's kernels use). */
+ * stream (the context's stream, coda_context_options.stream).
+ * Built only with CUDA (CMakeLists.txt); nccl_none.c stands in otherwise. */
 #define _GNU_SOURCE
 #include "dist/comm.h"
 #include "base/internal.h"
@@ -16,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef CODA_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
@@ -233,50 +233,14 @@ coda_status coda_nccl_group(coda_context ctx, coda_nccl *n, int start) {
 
 coda_status coda_nccl_order(coda_context ctx, coda_nccl *n, int comm_waits_compute) {
   /* one event each way suffices: a wait captures the event's latest record */
+  cudaStream_t compute = ctx && ctx->stream ? (cudaStream_t)ctx->stream : cudaStreamLegacy;
   cudaError_t e;
   if (comm_waits_compute) {
-    e = cudaEventRecord(n->compute_done, cudaStreamLegacy);
+    e = cudaEventRecord(n->compute_done, compute);
     if (e == cudaSuccess) e = cudaStreamWaitEvent(n->stream, n->compute_done, 0);
   } else {
     e = cudaEventRecord(n->comm_done, n->stream);
-    if (e == cudaSuccess) e = cudaStreamWaitEvent(cudaStreamLegacy, n->comm_done, 0);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(compute, n->comm_done, 0);
   }
   return e == cudaSuccess ? CODA_OK : cuda_fail(ctx, e, "stream ordering");
 }
-
-#else /* no CUDA in this build */
-
-int coda_nccl_unique_id(void *id, char *err, size_t errlen) {
-  (void)id;
-  snprintf(err, errlen, "this build has no CUDA, so no NCCL backend");
-  return -1;
-}
-int coda_nccl_create(int rank, int size, const void *id, coda_nccl **out, char *err,
-                     size_t errlen) {
-  (void)rank; (void)size; (void)id;
-  *out = NULL;
-  snprintf(err, errlen, "this build has no CUDA, so no NCCL backend");
-  return -1;
-}
-void coda_nccl_destroy(coda_nccl *n, int abort) { (void)n; (void)abort; }
-static coda_status none(coda_context ctx) {
-  return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "this build has no CUDA, so no NCCL backend");
-}
-coda_status coda_nccl_collective(coda_context ctx, coda_nccl *n, int op, const void *send,
-                                 void *recv, size_t count, coda_dtype dt) {
-  (void)n; (void)op; (void)send; (void)recv; (void)count; (void)dt;
-  return none(ctx);
-}
-coda_status coda_nccl_sum_host(coda_context ctx, coda_nccl *n, double *v, int cnt) {
-  (void)n; (void)v; (void)cnt;
-  return none(ctx);
-}
-coda_status coda_nccl_group(coda_context ctx, coda_nccl *n, int start) {
-  (void)n; (void)start;
-  return none(ctx);
-}
-coda_status coda_nccl_order(coda_context ctx, coda_nccl *n, int comm_waits_compute) {
-  (void)n; (void)comm_waits_compute;
-  return none(ctx);
-}
-#endif
