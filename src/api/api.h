@@ -27,4 +27,11 @@ coda_status coda_precompile_gemm_epilogue(coda_context ctx, coda_program prog, i
                                           int trans_b, int f16, int *from_cache);
 coda_status coda_precompile_map(coda_context ctx, coda_program prog, int *from_cache);
 
+/* The unfused form of a GEMM-epilogue program (the pass ir_unfuse in
+ * src/lang/pass_unfuse.c): the same program as a map reading the
+ * accumulator from the tile input `input` (dtype `dtype`, declared first)
+ * instead of `acc`, for a plain GEMM followed by a map pass. */
+coda_status coda_program_unfused(coda_context ctx, coda_program prog, const char *input,
+                                 coda_dtype dtype, coda_program *out);
+
 #endif
