@@ -192,6 +192,10 @@ void plan_buffer_init(coda_plan p, const char *name, const double *values) {
   memcpy(b->init, values, n * sizeof(double));
 }
 
+static int ident_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
 coda_status plan_builtin(coda_context ctx, const char *name, coda_program *out) {
   coda_status s = coda_program_builtin(ctx, name, out);
   if (s != CODA_OK || coda_context_precision(ctx) != CODA_PRECISION_F64) return s;

@@ -23,10 +23,6 @@ static inline coda_dtype acc_dtype(coda_plan p) {
   return coda_context_precision(p->ctx) == CODA_PRECISION_F64 ? CODA_F64 : CODA_BF16;
 }
 
-static inline int ident_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
-
 /* plan_layout.c: after the fusion choices changed, an arena whose
  * accumulator slots no longer match the unfused steps is given back, to be
  * laid out again. */

@@ -5,10 +5,9 @@
 #include "nn/plan_internal.h"
 
 #include "base/internal.h"
-#include "api/api.h" /* copies, kernel precompilation */
+#include "api/api.h" /* copies, the unfused program, kernel precompilation */
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* Host ops (on the device for a device plan). */
@@ -39,57 +38,8 @@ coda_status plan_unfused_program(coda_plan p, int prog, coda_program *out) {
     *out = pp->unfused;
     return CODA_OK;
   }
-  /* Rewrite the canonical text: declare the tile input after the optional
-   * `mode` line and rename every `acc` token to it. */
-  const char *src = coda_program_text(pp->prog);
-  const size_t n = strlen(src);
-  size_t cap = 2 * n + 128, k = 0;
-  char *t = malloc(cap);
-  if (!t) return coda_fail(p->ctx, CODA_ERR_OUT_OF_MEMORY, "plan '%s': out of memory", p->name);
-  size_t i = 0;
-  if (!strncmp(src, "mode ", 5)) {
-    while (i < n && src[i] != '\n') t[k++] = src[i++];
-    if (i < n) t[k++] = src[i++];
-  }
-  k += (size_t)snprintf(t + k, cap - k, "input %s : tile %s\n", PLAN_ACC_INPUT,
-                        coda_dtype_name(acc_dtype(p)));
-  while (i < n) {
-    if (k + 2 * (sizeof PLAN_ACC_INPUT) + 2 >= cap) {
-      char *q = realloc(t, cap *= 2);
-      if (!q) {
-        free(t);
-        return coda_fail(p->ctx, CODA_ERR_OUT_OF_MEMORY, "plan '%s': out of memory", p->name);
-      }
-      t = q;
-    }
-    const char c = src[i];
-    if (ident_char(c)) { /* a whole identifier or number */
-      size_t j = i;
-      while (j < n && (ident_char(src[j]) || (c >= '0' && c <= '9' && src[j] == '.'))) j++;
-      if (j - i == 3 && !strncmp(src + i, "acc", 3)) {
-        memcpy(t + k, PLAN_ACC_INPUT, sizeof PLAN_ACC_INPUT - 1);
-        k += sizeof PLAN_ACC_INPUT - 1;
-        i = j;
-        continue;
-      }
-      while (i < j) {
-        if (k + 2 >= cap) {
-          char *q = realloc(t, cap *= 2);
-          if (!q) {
-            free(t);
-            return coda_fail(p->ctx, CODA_ERR_OUT_OF_MEMORY, "plan '%s': out of memory", p->name);
-          }
-          t = q;
-        }
-        t[k++] = src[i++];
-      }
-      continue;
-    }
-    t[k++] = src[i++];
-  }
-  t[k] = '\0';
-  coda_status st = coda_program_parse(p->ctx, t, &pp->unfused);
-  free(t);
+  /* the IR pass: acc read from the tile input PLAN_ACC_INPUT */
+  coda_status st = coda_program_unfused(p->ctx, pp->prog, PLAN_ACC_INPUT, acc_dtype(p), &pp->unfused);
   if (st != CODA_OK) {
     char inner[CODA_ERRMSG_LEN];
     snprintf(inner, sizeof inner, "%s", coda_last_error(p->ctx));
