@@ -27,7 +27,7 @@ static int ident_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
-/* The former text rewrite (src/nn/plan.c, plan_unfused_program), verbatim
+/* The former text rewrite (plan_unfused_program before the IR pass), verbatim
  * but for the error wrapping. */
 static coda_status old_rewrite(coda_context ctx, coda_program prog, coda_dtype dtype,
                                coda_program *out) {

@@ -63,7 +63,8 @@ coda_status coda_plan_set_fused(coda_plan p, int fused) {
 }
 
 /* A GEMM + epilogue step with fusion off: acc_tmp = op(A)·op(B) (plain
- * GEMM), then the rewritten program as a map pass reading acc_tmp. */
+ * GEMM), then the unfused program (plan_unfused_program) as a map pass
+ * reading acc_tmp. */
 static coda_status run_unfused(coda_context ctx, coda_plan p, const plan_step *s, coda_args args) {
   coda_program prog;
   coda_status st = plan_unfused_program(p, s->prog, &prog);
