@@ -1,4 +1,4 @@
-/* The plan infrastructure (src/nn/plan.c): building (sticky errors,
+/* The plan infrastructure (src/nn/plan_*.c): building (sticky errors,
  * bindings, partials shaped by the program), binding caller memory,
  * running through the public API (checked against a direct double
  * computation), host ops, error messages naming the step, printing, the

@@ -54,4 +54,11 @@ coda_status coda_train_adamw(coda_context ctx, float *w, const float *g, float *
 coda_status coda_train_zero(coda_context ctx, void *p, size_t bytes);
 coda_status coda_train_device_memory(coda_context ctx, size_t *used, size_t *total);
 
+/* The unfused form of a GEMM-epilogue program (the pass ir_unfuse in
+ * src/lang/pass_unfuse.c): the same program as a map reading the
+ * accumulator from the tile input `input` (dtype `dtype`, declared first)
+ * instead of `acc`, for a plain GEMM followed by a map pass. */
+coda_status coda_program_unfused(coda_context ctx, coda_program prog, const char *input,
+                                 coda_dtype dtype, coda_program *out);
+
 #endif

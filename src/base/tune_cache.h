@@ -1,7 +1,7 @@
 /* The autotuners' tables of choices and their on-disk form (small text
  * files). Backend-independent so that the file formats are tested on
  * machines without a GPU; the measuring sides are src/cuda/gemm_tune.cu (plain
- * GEMM) and coda_plan_tune_fusion in src/nn/plan.c (fused GEMM steps).
+ * GEMM) and coda_plan_tune_fusion in src/nn/plan_tune.c (fused GEMM steps).
  *
  * GEMM file (gemm-tune.txt): one entry per line, whitespace-separated fields
  *

@@ -130,4 +130,14 @@ char *ir_print_listing(const struct coda_program_s *p);
 int ir_equal(const struct coda_program_s *a, const struct coda_program_s *b,
              int compare_names, char *why, size_t why_len);
 
+/* The unfused form of a GEMM-epilogue program (pass_unfuse.c): the same
+ * program as a map that reads the accumulator from a new tile input
+ * `input` (dtype `dtype`, full width: in pair mode a pair read by the same
+ * lanes) declared before every other input, instead of from `acc`. Mode,
+ * outputs, reductions and finishers are unchanged (a rowpick's index input
+ * keeps naming the same input). Fails (CODA_ERR_TYPE) when `input` is
+ * reserved or already a name of p, or p has the most inputs allowed. */
+coda_status ir_unfuse(coda_context ctx, const struct coda_program_s *p, const char *input,
+                      coda_dtype dtype, struct coda_program_s **out);
+
 #endif

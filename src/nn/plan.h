@@ -52,7 +52,13 @@
  * context) their floating declarations are retyped to f64 and a plan
  * declares its buffers f64. On a device backend the executor allocates
  * with coda_malloc, uploads initial values, and runs the host ops
- * (copy, zero) on the device. */
+ * (copy, zero) on the device.
+ *
+ * The implementation, one concern per file: plan_build.c (builder),
+ * plan_layout.c (allocation, binding, the liveness-packed arena of
+ * temporaries), plan_run.c (executor, host ops, fusion off, kernel
+ * precompilation), plan_tune.c (coda_plan_tune_fusion), plan_print.c
+ * (printer); plan_internal.h holds what they share. */
 #ifndef CODA_NN_PLAN_H
 #define CODA_NN_PLAN_H
 
@@ -256,9 +262,10 @@ void plan_copy(coda_plan p, coda_phase phase, const char *label,
 /* Allocates every unbound buffer and writes initial values. */
 coda_status plan_alloc(coda_plan p);
 /* The program of a GEMM step with fusion off (coda_plan_set_fused): the
- * same program with `acc` read from the tile input PLAN_ACC_INPUT (dtype
- * of the plan's activations: bf16, f64 in exact mode), so it runs as a map
- * after a plain GEMM. Built once per program and kept by the plan. */
+ * same program (the IR pass coda_program_unfused) with `acc` read from the
+ * tile input PLAN_ACC_INPUT (dtype of the plan's activations: bf16, f64 in
+ * exact mode), so it runs as a map after a plain GEMM. Built once per
+ * program and kept by the plan. */
 #define PLAN_ACC_INPUT "gemm_acc"
 coda_status plan_unfused_program(coda_plan p, int prog, coda_program *out);
 /* GPU builds only: compiles, or finds in the disk cache, the kernel step k

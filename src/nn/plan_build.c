@@ -1,0 +1,531 @@
+/* Plan building: creation and destruction, buffers (declaration,
+ * initial values, aliases), built-in programs (retyped to f64 in exact
+ * mode) and the steps with their bindings (see plan.h). The sticky
+ * builder status lives here too. */
+#include "nn/plan_internal.h"
+
+#include "base/internal.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ utilities */
+
+static int name_ok(const char *s) {
+  return s && s[0] && strlen(s) < PLAN_NAME_MAX;
+}
+
+coda_status plan_status(coda_plan p) {
+  return p ? p->status : CODA_ERR_INVALID_ARGUMENT;
+}
+
+coda_status plan_fail(coda_plan p, coda_status s, const char *fmt, ...) {
+  if (!p) return s;
+  if (p->status != CODA_OK) return p->status;
+  char msg[CODA_ERRMSG_LEN];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  p->status = s;
+  return coda_fail(p->ctx, s, "plan '%s': %s", p->name, msg);
+}
+
+/* Grows an array of `size`-byte elements to hold at least n + 1. */
+static int grow(void **arr, int *cap, int n, size_t size) {
+  if (n < *cap) return 1;
+  int nc = *cap ? *cap * 2 : 16;
+  void *q = realloc(*arr, (size_t)nc * size);
+  if (!q) return 0;
+  memset((char *)q + (size_t)*cap * size, 0, (size_t)(nc - *cap) * size);
+  *arr = q;
+  *cap = nc;
+  return 1;
+}
+
+static coda_dtype partial_dtype(coda_plan p) {
+  return coda_context_precision(p->ctx) == CODA_PRECISION_F64 ? CODA_F64 : CODA_F32;
+}
+
+/* ------------------------------------------------------------- building */
+
+coda_status plan_create(coda_context ctx, const char *name, coda_plan *out) {
+  if (!out) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "plan_create: out is NULL");
+  *out = NULL;
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  if (!name_ok(name))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "plan_create: bad plan name");
+  coda_plan p = calloc(1, sizeof *p);
+  if (!p) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "plan_create: out of memory");
+  p->ctx = ctx;
+  p->device = coda_context_backend(ctx) != CODA_BACKEND_CPU;
+  snprintf(p->name, sizeof p->name, "%s", name);
+  *out = p;
+  return CODA_OK;
+}
+
+void coda_plan_destroy(coda_plan p) {
+  if (!p) return;
+  for (int i = 0; i < p->nbuf; i++) {
+    if (p->bufs[i].owned) {
+      if (p->device) coda_free(p->ctx, p->bufs[i].data); /* the context must still exist */
+      else free(p->bufs[i].data);
+    }
+    free(p->bufs[i].init);
+  }
+  for (int i = 0; i < p->nprog; i++) {
+    coda_program_destroy(p->progs[i].prog);
+    coda_program_destroy(p->progs[i].unfused);
+  }
+  if (p->acc_tmp) coda_free(p->ctx, p->acc_tmp);
+  if (p->arena) coda_free(p->ctx, p->arena);
+  free(p->bufs);
+  free(p->steps);
+  free(p->progs);
+  free(p->text);
+  free(p);
+}
+
+int plan_find(coda_plan p, const char *name) {
+  if (!p || !name) return -1;
+  for (int i = 0; i < p->nbuf; i++)
+    if (!strcmp(p->bufs[i].name, name)) return i;
+  return -1;
+}
+
+int plan_buffer(coda_plan p, const char *name, coda_dtype dtype, int64_t rows,
+                int64_t cols, plan_role role) {
+  if (!p || p->status != CODA_OK) return -1;
+  if (!name_ok(name)) {
+    plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "buffer name '%s' is empty or too long",
+              name ? name : "(null)");
+    return -1;
+  }
+  if (plan_find(p, name) >= 0) {
+    plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "buffer '%s' declared twice", name);
+    return -1;
+  }
+  int64_t n;
+  if (rows <= 0 || cols <= 0 || !coda_mul_i64(rows, cols, &n) ||
+      !coda_mul_i64(n, (int64_t)coda_dtype_size(dtype), &n) || coda_dtype_size(dtype) == 0) {
+    plan_fail(p, CODA_ERR_SHAPE, "buffer '%s': bad shape %lld x %lld or dtype", name,
+              (long long)rows, (long long)cols);
+    return -1;
+  }
+  if (!grow((void **)&p->bufs, &p->capbuf, p->nbuf, sizeof *p->bufs)) {
+    plan_fail(p, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    return -1;
+  }
+  plan_buf *b = &p->bufs[p->nbuf];
+  memset(b, 0, sizeof *b);
+  snprintf(b->name, sizeof b->name, "%s", name);
+  b->dtype = dtype;
+  b->rows = rows;
+  b->cols = cols;
+  b->ld = cols;
+  b->role = role;
+  b->live_first = b->live_last = -1;
+  b->arena_off = -1;
+  b->alias = -1;
+  return p->nbuf++;
+}
+
+int plan_storage(coda_plan p, int i) {
+  return i >= 0 && p->bufs[i].alias >= 0 ? p->bufs[i].alias : i;
+}
+
+static int is_alias_target(coda_plan p, int i) {
+  for (int k = 0; k < p->nbuf; k++)
+    if (p->bufs[k].alias == i) return 1;
+  return 0;
+}
+
+void plan_buffer_alias(coda_plan p, const char *name, const char *target) {
+  if (!p || p->status != CODA_OK) return;
+  const int i = plan_find(p, name), t = plan_find(p, target);
+  if (i < 0 || t < 0) {
+    plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "alias: unknown buffer '%s'",
+              i < 0 ? (name ? name : "(null)") : target ? target : "(null)");
+    return;
+  }
+  plan_buf *b = &p->bufs[i];
+  const plan_buf *u = &p->bufs[t];
+  if (i == t || b->alias >= 0 || u->alias >= 0 || is_alias_target(p, i) || is_alias_target(p, t)) {
+    plan_fail(p, CODA_ERR_INVALID_ARGUMENT,
+              "alias '%s' -> '%s': a buffer takes part in at most one alias, not with itself",
+              name, target);
+    return;
+  }
+  if (b->dtype != u->dtype || b->rows != u->rows || b->cols != u->cols) {
+    plan_fail(p, CODA_ERR_SHAPE, "alias '%s' (%lld x %lld %s) -> '%s' (%lld x %lld %s): shape and "
+              "dtype must be the same", name, (long long)b->rows, (long long)b->cols,
+              coda_dtype_name(b->dtype), target, (long long)u->rows, (long long)u->cols,
+              coda_dtype_name(u->dtype));
+    return;
+  }
+  if (b->init || b->data) {
+    plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "alias '%s': it has initial values or memory already", name);
+    return;
+  }
+  b->alias = t;
+}
+
+void plan_buffer_init(coda_plan p, const char *name, const double *values) {
+  if (!p || p->status != CODA_OK) return;
+  int i = plan_find(p, name);
+  if (i < 0 || !values) {
+    plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "initial values for unknown buffer '%s'",
+              name ? name : "(null)");
+    return;
+  }
+  plan_buf *b = &p->bufs[i];
+  size_t n = (size_t)(b->rows * b->cols);
+  free(b->init);
+  b->init = malloc(n * sizeof(double));
+  if (!b->init) {
+    plan_fail(p, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    return;
+  }
+  memcpy(b->init, values, n * sizeof(double));
+}
+
+static int ident_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+coda_status plan_builtin(coda_context ctx, const char *name, coda_program *out) {
+  coda_status s = coda_program_builtin(ctx, name, out);
+  if (s != CODA_OK || coda_context_precision(ctx) != CODA_PRECISION_F64) return s;
+  /* exact mode: every floating declaration becomes f64 (i32 stays) */
+  const char *t = coda_program_text(*out);
+  size_t n = strlen(t);
+  char *r = malloc(n + 1), *o = r;
+  if (!r) {
+    coda_program_destroy(*out);
+    *out = NULL;
+    return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory retyping '%s'", name);
+  }
+  for (size_t i = 0; i < n;) {
+    int start = i == 0 || !ident_char(t[i - 1]);
+    size_t k = 0;
+    if (start && !strncmp(t + i, "bf16", 4)) k = 4;
+    else if (start && (!strncmp(t + i, "f32", 3) || !strncmp(t + i, "f16", 3))) k = 3;
+    if (k && !ident_char(t[i + k])) {
+      memcpy(o, "f64", 3);
+      o += 3;
+      i += k;
+    } else {
+      *o++ = t[i++];
+    }
+  }
+  *o = '\0';
+  coda_program_destroy(*out);
+  *out = NULL;
+  s = coda_program_parse(ctx, r, out);
+  free(r);
+  if (s != CODA_OK) {
+    char msg[CODA_ERRMSG_LEN];
+    snprintf(msg, sizeof msg, "%s", coda_last_error(ctx));
+    return coda_fail(ctx, s, "built-in program '%s' retyped to f64: %s", name, msg);
+  }
+  return CODA_OK;
+}
+
+int plan_program_load(coda_plan p, const char *builtin) {
+  if (!p || p->status != CODA_OK) return -1;
+  if (!name_ok(builtin)) {
+    plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "bad program name");
+    return -1;
+  }
+  for (int i = 0; i < p->nprog; i++)
+    if (!strcmp(p->progs[i].name, builtin)) return i;
+  coda_program prog = NULL;
+  coda_status s = plan_builtin(p->ctx, builtin, &prog);
+  if (s != CODA_OK) {
+    char inner[CODA_ERRMSG_LEN];
+    snprintf(inner, sizeof inner, "%s", coda_last_error(p->ctx));
+    plan_fail(p, s, "built-in program '%s': %s", builtin, inner);
+    return -1;
+  }
+  if (!grow((void **)&p->progs, &p->capprog, p->nprog, sizeof *p->progs)) {
+    coda_program_destroy(prog);
+    plan_fail(p, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    return -1;
+  }
+  snprintf(p->progs[p->nprog].name, PLAN_NAME_MAX, "%s", builtin);
+  p->progs[p->nprog].prog = prog;
+  return p->nprog++;
+}
+
+/* Appends a zeroed step; NULL after a failure. */
+static plan_step *new_step(coda_plan p, plan_step_kind kind, coda_phase phase,
+                           const char *label) {
+  if (!p || p->status != CODA_OK) return NULL;
+  if (phase != CODA_PHASE_FORWARD && phase != CODA_PHASE_BACKWARD) {
+    plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "step '%s': bad phase", label ? label : "");
+    return NULL;
+  }
+  if (!grow((void **)&p->steps, &p->capstep, p->nstep, sizeof *p->steps)) {
+    plan_fail(p, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    return NULL;
+  }
+  plan_step *s = &p->steps[p->nstep];
+  memset(s, 0, sizeof *s);
+  s->kind = kind;
+  s->phase = phase;
+  s->prog = s->a = s->b = s->d = -1;
+  s->acc_off = -1;
+  snprintf(s->label, sizeof s->label, "%s", label ? label : "");
+  return s;
+}
+
+static int need_buf(coda_plan p, const char *label, const char *name) {
+  if (p->status != CODA_OK) return -1;
+  int i = plan_find(p, name);
+  if (i < 0)
+    plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "step '%s': unknown buffer '%s'", label,
+              name ? name : "(null)");
+  return i;
+}
+
+/* Parses "arg=buf arg=buf ..." into the step's bindings, creating partial
+ * buffers the program asks for. */
+static void parse_binds(coda_plan p, plan_step *s, const char *binds) {
+  if (!binds) return;
+  coda_program prog = s->prog >= 0 ? p->progs[s->prog].prog : NULL;
+  const char *c = binds;
+  while (p->status == CODA_OK) {
+    while (*c == ' ' || *c == '\t' || *c == '\n') c++;
+    if (!*c) break;
+    const char *eq = strchr(c, '=');
+    const char *end = c;
+    while (*end && *end != ' ' && *end != '\t' && *end != '\n') end++;
+    if (!eq || eq > end || eq == c || eq + 1 == end || eq - c >= PLAN_NAME_MAX ||
+        end - eq - 1 >= PLAN_NAME_MAX) {
+      plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "step '%s': bad binding near '%.20s'",
+                s->label, c);
+      return;
+    }
+    if (s->nbind >= PLAN_MAX_BINDS) {
+      plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "step '%s': too many bindings", s->label);
+      return;
+    }
+    char arg[PLAN_NAME_MAX], buf[PLAN_NAME_MAX];
+    snprintf(arg, sizeof arg, "%.*s", (int)(eq - c), c);
+    snprintf(buf, sizeof buf, "%.*s", (int)(end - eq - 1), eq + 1);
+    int bi = plan_find(p, buf);
+    if (bi < 0 && prog) {
+      /* a reduction partial: shape from the program for this step */
+      coda_arg_kind kind = CODA_ARG_OUTPUT;
+      for (int i = 0; i < coda_program_num_args(prog); i++) {
+        coda_arg_info info;
+        if (coda_program_arg(prog, i, &info) == CODA_OK && !strcmp(info.name, arg))
+          kind = info.kind;
+      }
+      if (kind == CODA_ARG_PARTIAL) {
+        int64_t r = 0, cc = 0;
+        coda_status st = coda_program_arg_shape(prog, arg, s->M, s->N, s->tiling.tile_m,
+                                                s->tiling.tile_n, &r, &cc);
+        if (st != CODA_OK) {
+          char inner[CODA_ERRMSG_LEN];
+          snprintf(inner, sizeof inner, "%s", coda_last_error(p->ctx));
+          plan_fail(p, st, "step '%s': shape of partial '%s': %s", s->label, arg, inner);
+          return;
+        }
+        bi = plan_buffer(p, buf, partial_dtype(p), r, cc, PLAN_ROLE_TEMP);
+      }
+    }
+    if (bi < 0) {
+      plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "step '%s': argument '%s' bound to unknown buffer '%s'",
+                s->label, arg, buf);
+      return;
+    }
+    snprintf(s->bind[s->nbind].arg, PLAN_NAME_MAX, "%s", arg);
+    s->bind[s->nbind].buf = bi;
+    s->nbind++;
+    c = end;
+  }
+}
+
+
+void plan_gemm(coda_plan p, coda_phase phase, const char *label, const char *program,
+               coda_transpose ta, const char *A, coda_transpose tb, const char *B,
+               coda_tiling tiling, const char *binds) {
+  plan_step *s = new_step(p, PLAN_GEMM, phase, label);
+  if (!s) return;
+  s->prog = plan_program_load(p, program);
+  s->ta = ta;
+  s->tb = tb;
+  s->a = need_buf(p, label, A);
+  s->b = need_buf(p, label, B);
+  s->tiling = tiling;
+  if (p->status != CODA_OK) return;
+  const plan_buf *a = &p->bufs[s->a], *b = &p->bufs[s->b];
+  if (op_cols(a, ta) != op_rows(b, tb)) {
+    plan_fail(p, CODA_ERR_SHAPE, "step '%s': op(%s) is %lld x %lld but op(%s) is %lld x %lld",
+              label, A, (long long)op_rows(a, ta), (long long)op_cols(a, ta), B,
+              (long long)op_rows(b, tb), (long long)op_cols(b, tb));
+    return;
+  }
+  s->M = op_rows(a, ta);
+  s->N = op_cols(b, tb);
+  parse_binds(p, s, binds);
+  if (p->status == CODA_OK) p->nstep++;
+}
+
+void plan_map(coda_plan p, coda_phase phase, const char *label, const char *program,
+              int64_t M, int64_t N, coda_tiling tiling, const char *binds) {
+  plan_step *s = new_step(p, PLAN_MAP, phase, label);
+  if (!s) return;
+  s->prog = plan_program_load(p, program);
+  s->M = M;
+  s->N = N;
+  s->tiling = tiling;
+  parse_binds(p, s, binds);
+  if (p->status == CODA_OK) p->nstep++;
+}
+
+void plan_finish(coda_plan p, coda_phase phase, const char *label, const char *program,
+                 const char *finish, int64_t M, int64_t N, coda_tiling tiling,
+                 const char *binds) {
+  plan_step *s = new_step(p, PLAN_FINISH, phase, label);
+  if (!s) return;
+  s->prog = plan_program_load(p, program);
+  if (!name_ok(finish)) {
+    plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "step '%s': bad finish name", label);
+    return;
+  }
+  snprintf(s->finish, sizeof s->finish, "%s", finish);
+  s->M = M;
+  s->N = N;
+  s->tiling = tiling;
+  parse_binds(p, s, binds);
+  if (p->status == CODA_OK) p->nstep++;
+}
+
+void plan_matmul(coda_plan p, coda_phase phase, const char *label, coda_transpose ta,
+                 const char *A, coda_transpose tb, const char *B, const char *D,
+                 float alpha, int accumulate) {
+  plan_step *s = new_step(p, PLAN_MATMUL, phase, label);
+  if (!s) return;
+  s->ta = ta;
+  s->tb = tb;
+  s->a = need_buf(p, label, A);
+  s->b = need_buf(p, label, B);
+  s->d = need_buf(p, label, D);
+  s->alpha = alpha;
+  s->accumulate = accumulate;
+  if (p->status != CODA_OK) return;
+  const plan_buf *a = &p->bufs[s->a], *b = &p->bufs[s->b], *d = &p->bufs[s->d];
+  if (op_cols(a, ta) != op_rows(b, tb) || d->rows != op_rows(a, ta) || d->cols != op_cols(b, tb)) {
+    plan_fail(p, CODA_ERR_SHAPE, "step '%s': %s = op(%s) op(%s) shapes do not match", label, D,
+              A, B);
+    return;
+  }
+  s->M = d->rows;
+  s->N = d->cols;
+  p->nstep++;
+}
+
+static void attn_common(coda_plan p, plan_step *s, const plan_attention *g, const char *qkv,
+                        const char *o, const char *lse) {
+  if (!g) {
+    plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "step '%s': no attention geometry", s->label);
+    return;
+  }
+  s->attn = *g;
+  s->attn.qkv = need_buf(p, s->label, qkv);
+  s->attn.o = need_buf(p, s->label, o);
+  s->attn.lse = need_buf(p, s->label, lse);
+  s->attn.dout = s->attn.dqkv = -1;
+  s->attn.pos = s->attn.freq = s->attn.zp = -1;
+  if (p->status != CODA_OK) return;
+  int64_t M = g->batch * g->seq;
+  int64_t nqkv = (int64_t)(g->n_heads + 2 * g->n_kv_heads) * g->head_dim;
+  const plan_buf *bq = &p->bufs[s->attn.qkv], *bo = &p->bufs[s->attn.o],
+                    *bl = &p->bufs[s->attn.lse];
+  if (bq->rows != M || bq->cols != nqkv || bo->rows != M ||
+      bo->cols != (int64_t)g->n_heads * g->head_dim || bl->rows != M || bl->cols != g->n_heads)
+    plan_fail(p, CODA_ERR_SHAPE, "step '%s': attention buffers do not match the geometry",
+              s->label);
+  s->M = M;
+  s->N = nqkv;
+}
+
+void plan_attention_fwd(coda_plan p, coda_phase phase, const char *label,
+                        const plan_attention *geometry, const char *qkv, const char *o,
+                        const char *lse) {
+  plan_step *s = new_step(p, PLAN_ATTN_FWD, phase, label);
+  if (!s) return;
+  attn_common(p, s, geometry, qkv, o, lse);
+  if (p->status == CODA_OK) p->nstep++;
+}
+
+static void attn_bwd(coda_plan p, coda_phase phase, const char *label,
+                     const plan_attention *geometry, const char *qkv, const char *o,
+                     const char *lse, const char *dout, const char *pos, const char *freq,
+                     const char *dqkv, const char *zp) {
+  plan_step *s = new_step(p, PLAN_ATTN_BWD, phase, label);
+  if (!s) return;
+  attn_common(p, s, geometry, qkv, o, lse);
+  if (p->status != CODA_OK) return;
+  s->attn.dout = need_buf(p, label, dout);
+  s->attn.dqkv = need_buf(p, label, dqkv);
+  if (zp) {
+    s->attn.pos = need_buf(p, label, pos);
+    s->attn.freq = need_buf(p, label, freq);
+    s->attn.zp = need_buf(p, label, zp);
+  }
+  if (p->status != CODA_OK) return;
+  const plan_buf *bd = &p->bufs[s->attn.dout], *bq = &p->bufs[s->attn.dqkv];
+  if (bd->rows != p->bufs[s->attn.o].rows || bd->cols != p->bufs[s->attn.o].cols ||
+      bq->rows != p->bufs[s->attn.qkv].rows || bq->cols != p->bufs[s->attn.qkv].cols) {
+    plan_fail(p, CODA_ERR_SHAPE, "step '%s': gradient buffers do not match", label);
+    return;
+  }
+  if (zp) {
+    const plan_buf *bz = &p->bufs[s->attn.zp];
+    if (bz->rows != s->M || bz->cols != geometry->n_heads + 2 * geometry->n_kv_heads) {
+      plan_fail(p, CODA_ERR_SHAPE, "step '%s': '%s' is not M x heads", label, zp);
+      return;
+    }
+  }
+  p->nstep++;
+}
+
+void plan_attention_bwd(coda_plan p, coda_phase phase, const char *label,
+                        const plan_attention *geometry, const char *qkv, const char *o,
+                        const char *lse, const char *dout, const char *dqkv) {
+  attn_bwd(p, phase, label, geometry, qkv, o, lse, dout, NULL, NULL, dqkv, NULL);
+}
+
+void plan_attention_bwd_rope(coda_plan p, coda_phase phase, const char *label,
+                             const plan_attention *geometry, const char *qkv, const char *o,
+                             const char *lse, const char *dout, const char *pos,
+                             const char *freq, const char *dqkv, const char *zp) {
+  attn_bwd(p, phase, label, geometry, qkv, o, lse, dout, pos, freq, dqkv, zp);
+}
+
+void plan_zero(coda_plan p, coda_phase phase, const char *label, const char *dst) {
+  plan_step *s = new_step(p, PLAN_ZERO, phase, label);
+  if (!s) return;
+  s->d = need_buf(p, label, dst);
+  if (p->status == CODA_OK) p->nstep++;
+}
+
+void plan_copy(coda_plan p, coda_phase phase, const char *label, const char *src,
+               const char *dst) {
+  plan_step *s = new_step(p, PLAN_COPY, phase, label);
+  if (!s) return;
+  s->a = need_buf(p, label, src);
+  s->d = need_buf(p, label, dst);
+  if (p->status != CODA_OK) return;
+  if (p->bufs[s->a].rows != p->bufs[s->d].rows || p->bufs[s->a].cols != p->bufs[s->d].cols) {
+    plan_fail(p, CODA_ERR_SHAPE, "step '%s': copy %s -> %s shapes differ", label, src, dst);
+    return;
+  }
+  p->nstep++;
+}
