@@ -11,6 +11,8 @@
 #include "backends/cuda/gemm_configs.h"
 #include "backends/cuda/gemm_internal.h"
 #include "backends/cuda/debug.h"
+#include "backends/cuda/stream.h"
+#include "backends/cuda/workspace.h"
 
 extern "C" {
 #include "base/internal.h"
@@ -270,7 +272,8 @@ static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda
   if (K == 0) { /* D = alpha * 0 (+ D): only the non-accumulating case writes. */
     if (accumulate) return CODA_OK;
     const size_t es = coda_dtype_size(D->dtype);
-    e = cudaMemset2DAsync(D->data, (size_t)D->ld * es, 0, (size_t)N * es, (size_t)M, 0);
+    e = cudaMemset2DAsync(D->data, (size_t)D->ld * es, 0, (size_t)N * es, (size_t)M,
+                          coda_cuda_stream(ctx));
     return e == cudaSuccess ? CODA_OK : cuda_fail(ctx, e, "cudaMemset2DAsync");
   }
 
@@ -319,7 +322,7 @@ static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda
                         ((N + cfg->bn - 1) / cfg->bn) * splits;
   const int64_t max_units = num_sms / cl;
   p.grid = (int)((units < max_units ? units : max_units) * cl);
-  p.stream = 0;
+  p.stream = coda_cuda_stream(ctx);
   const size_t es = coda_dtype_size(D->dtype);
   StoreEpilogue out;
   out.d = D->data;
@@ -355,13 +358,18 @@ static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda
   out.alpha = alpha;
 
   /* Split-K: the kernel writes each split's fp32 partial to a workspace
-   * (splits x M x N, stream-ordered allocation), then splitk_reduce sums
-   * them in a fixed order and applies alpha / accumulate. */
+   * (splits x M x N, the context's split-K slot: calls run one after
+   * another on the context's stream, so one buffer serves all of them and
+   * a call allocates nothing once it is large enough, which lets a plan run
+   * be captured into a graph), then splitk_reduce sums them in a fixed
+   * order and applies alpha / accumulate. */
   float *ws = NULL;
   if (splits > 1) {
-    e = cudaMallocAsync((void **)&ws, (size_t)splits * M * N * sizeof(float), p.stream);
-    if (e != cudaSuccess) return cuda_fail(ctx, e, "split-K workspace allocation");
-    coda_mem_add(ctx, (size_t)splits * M * N * sizeof(float));
+    void *w = NULL;
+    if (!ctx) return CODA_ERR_INVALID_ARGUMENT; /* the workspace lives on the context */
+    st = coda_cuda_workspace(ctx, CODA_CUDA_WS_SPLITK, (size_t)splits * M * N * sizeof(float), &w);
+    if (st != CODA_OK) return st;
+    ws = (float *)w;
     p.epi = out;
     p.epi.d = ws;
     p.epi.ldd = N;
@@ -384,11 +392,6 @@ static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda
     splitk_reduce<<<2 * num_sms, 256, 0, p.stream>>>(ws, (int)splits, (long long)M * N, (int)M,
                                                      (int)N, out);
     st_launch = coda_cuda_check_launch(ctx, "GEMM split-K reduction");
-  }
-  if (ws) {
-    cudaError_t e2 = cudaFreeAsync(ws, p.stream);
-    coda_mem_sub(ctx, (size_t)splits * M * N * sizeof(float));
-    if (e == cudaSuccess) e = e2;
   }
   if (st_launch != CODA_OK) return st_launch;
   if (e != cudaSuccess) return cuda_fail(ctx, e, "kernel launch");
