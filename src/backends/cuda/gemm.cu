@@ -282,12 +282,20 @@ static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda
   st = check_tma_operand(ctx, "B", B);
   if (st != CODA_OK) return st;
 
-  void *fn = NULL;
-  cudaDriverEntryPointQueryResult q;
-  e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
-  if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn)
-    return coda_fail(ctx, CODA_ERR_BACKEND,
-                     "CUDA GEMM: the driver does not provide cuTensorMapEncodeTiled");
+  /* Looked up once per process (the driver's entry points do not change):
+   * a call then does no driver query, also while its stream is captured. */
+  static void *encode_fn = NULL;
+  void *fn = encode_fn;
+  if (!fn) {
+    cudaDriverEntryPointQueryResult q;
+    e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
+    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn) {
+      (void)cudaGetLastError();
+      return coda_fail(ctx, CODA_ERR_BACKEND,
+                       "CUDA GEMM: the driver does not provide cuTensorMapEncodeTiled");
+    }
+    encode_fn = fn;
+  }
   PFN_cuTensorMapEncodeTiled_v12000 encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
 
   const TileConfig *cfg = &kConfigs[config >= 0 ? config : coda_cuda_gemm_default_config(M, N, K, num_sms)];
