@@ -25,7 +25,7 @@ coda_status coda_cuda_workspace(coda_context ctx, coda_cuda_ws_slot slot, size_t
     *out = w->p[slot];
     return CODA_OK;
   }
-  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone; /* C: the enum tag */
   if (cudaStreamIsCapturing(coda_cuda_stream(ctx), &cap) == cudaSuccess &&
       cap != cudaStreamCaptureStatusNone)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
