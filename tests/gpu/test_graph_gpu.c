@@ -19,6 +19,11 @@
  * context's split-K workspace), also on a debug-sync context (which must
  * not synchronize a stream that is being captured).
  *
+ * A graph holds the addresses of the plan's buffers and of the context's
+ * workspaces, so it is captured after a direct run (the workspaces have
+ * grown, the kernels are loaded, the GEMM shapes tuned) and replayed only
+ * while neither is reallocated.
+ *
  *   test_graph_gpu     the checks (needs an sm_90 GPU); exit 1 on a mismatch */
 #define _POSIX_C_SOURCE 200809L
 #include "coda.h"
