@@ -11,7 +11,8 @@
 # Stages, in this order (default: tests train block sanitize, about 8
 # minutes; each stage has its own time limit):
 #   tests     every GPU test (GEMM, epilogue programs, attention, block
-#             plans, debug mode, the coda run examples)
+#             plans, plan runs captured into CUDA graphs, debug mode, the
+#             coda run examples)
 #   train     tests/gpu/train_gpu_smoke.sh (loss falls, determinism, GPU vs
 #             CPU, resume, throughput)
 #   block     coda bench block, all configurations (fused, unfused, floor,
@@ -56,6 +57,7 @@ if has tests; then
   step epilogue 60 "$P/tests/gpu/test_epilogue_gpu"
   step attention 100 "$P/tests/gpu/test_attention_gpu"
   step plan 90 "$P/tests/gpu/test_plan_gpu"
+  step graph 60 "$P/tests/gpu/test_graph_gpu"
   step debug_sync 30 "$P/tests/gpu/test_debug_sync_gpu"
   step run_user_program 30 "$P/coda" run programs/examples/geglu_scaled.coda --gpu --m 4096 --n 4096 --k 2048
   step run_builtin 30 "$P/coda" run --builtin llama_swiglu_bwd --gpu --m 4096 --n 2048 --k 2048

@@ -10,6 +10,7 @@
 #include "backends/cuda/debug.h"
 #include "backends/cuda/epi_codegen.h"
 #include "backends/cuda/gemm_internal.h"
+#include "backends/cuda/stream.h"
 
 #include "base/internal.h"
 #include "lang/ir.h"
@@ -280,7 +281,10 @@ coda_status coda_cuda_gemm_epilogue(coda_context ctx, coda_program program, coda
   cudaError_t e = cudaSetDevice(dev);
   int num_sms = 0;
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, dev);
-  if (e == cudaSuccess) e = cudaFree(NULL); /* makes the primary context current */
+  /* cudaFree(NULL) makes the primary context current; a stream being
+   * captured has a current context already, and the call is not one a
+   * capture allows. */
+  if (e == cudaSuccess && !coda_cuda_capturing(ctx)) e = cudaFree(NULL);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA GEMM epilogue: device setup failed: %s",
@@ -326,7 +330,9 @@ coda_status coda_cuda_gemm_epilogue(coda_context ctx, coda_program program, coda
   const int64_t tiles = ((M + 127) / 128) * ((N + cfg.bn - 1) / cfg.bn);
   const unsigned grid = (unsigned)(tiles < num_sms ? tiles : num_sms);
   void *args[] = {&ta, &tb, &iM, &iN, &iK, &group_m, &splits, &kbs, &pp};
-  r = s->launch(k->fn, grid, 1, 1, 384, 1, 1, (unsigned)coda_epi_smem_bytes(&cfg), NULL, args, NULL);
+  /* the runtime's cudaStream_t is the driver's CUstream */
+  r = s->launch(k->fn, grid, 1, 1, 384, 1, 1, (unsigned)coda_epi_smem_bytes(&cfg),
+                (CUstream)coda_cuda_stream(ctx), args, NULL);
   if (r != CUDA_SUCCESS)
     return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA GEMM epilogue: kernel launch failed (driver error %d)",
                      (int)r);
@@ -391,7 +397,8 @@ coda_status coda_cuda_kernel_launch(coda_context ctx, void *fn, unsigned grid, u
   coda_cuda_state *s;
   coda_status st = get_state(ctx, &s);
   if (st != CODA_OK) return st;
-  CUresult r = s->launch((CUfunction)fn, grid, 1, 1, block, 1, 1, smem, NULL, args, NULL);
+  CUresult r = s->launch((CUfunction)fn, grid, 1, 1, block, 1, 1, smem,
+                         (CUstream)coda_cuda_stream(ctx), args, NULL);
   if (r != CUDA_SUCCESS)
     return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA: kernel launch failed (driver error %d)", (int)r);
   return coda_cuda_check_launch(ctx, "CUDA elementwise program kernel (coda_map)");

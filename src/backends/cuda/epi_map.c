@@ -12,6 +12,7 @@
  * template is left uninstantiated) plus the wrapper below, compiled and
  * cached on disk by the same NVRTC path. */
 #include "backends/cuda/gplan.h"
+#include "backends/cuda/debug.h"
 #include "backends/cuda/epi_codegen.h"
 
 #include "base/internal.h"
@@ -103,7 +104,10 @@ coda_status coda_cuda_map(coda_context ctx, coda_program program, int64_t M, int
   if (M >= lim || N >= lim) return coda_fail(ctx, CODA_ERR_OVERFLOW, "CUDA map: a dimension exceeds 2^31");
   if (M == 0 || N == 0) return CODA_OK;
   cudaError_t e = cudaSetDevice(ctx->opts.device);
-  if (e == cudaSuccess) e = cudaFree(NULL); /* makes the primary context current */
+  /* cudaFree(NULL) makes the primary context current (not while the
+   * stream is captured: it has a current context, and a capture does not
+   * allow the call) */
+  if (e == cudaSuccess && !coda_cuda_capturing(ctx)) e = cudaFree(NULL);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA map: device setup failed: %s", cudaGetErrorString(e));

@@ -10,6 +10,7 @@
  * is deterministic and equals the CPU finisher's up to exp/log rounding. */
 #include "backends/cuda/gplan.h"
 #include "backends/cuda/debug.h"
+#include "backends/cuda/stream.h"
 
 extern "C" {
 #include "base/internal.h"
@@ -161,7 +162,7 @@ extern "C" coda_status coda_cuda_finish(coda_context ctx, int kind, int layout, 
   }
   const long long work = layout == 2 ? M * d.nseg : d.nout;
   if (work == 0) return CODA_OK;
-  finish_kernel<<<grid_for(work), 256>>>(d);
+  finish_kernel<<<grid_for(work), 256, 0, coda_cuda_stream(ctx)>>>(d);
   return coda_cuda_check_launch(ctx, "CUDA finish (reduction of partials)");
 }
 
@@ -170,15 +171,15 @@ extern "C" coda_status coda_cuda_copy(coda_context ctx, const coda_tensor *dst, 
   if (n == 0) return CODA_OK;
   if (!src) {
     const size_t es = coda_dtype_size(dst->dtype);
-    cudaError_t e = cudaMemset2D(dst->data, (size_t)dst->ld * es, 0, (size_t)dst->cols * es,
-                                 (size_t)dst->rows);
+    cudaError_t e = cudaMemset2DAsync(dst->data, (size_t)dst->ld * es, 0, (size_t)dst->cols * es,
+                                      (size_t)dst->rows, coda_cuda_stream(ctx));
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
       return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA zero: %s", cudaGetErrorString(e));
     }
     return CODA_OK;
   }
-  copy_kernel<<<grid_for(n), 256>>>(dst->data, (int)dst->dtype, dst->ld, src->data, (int)src->dtype,
+  copy_kernel<<<grid_for(n), 256, 0, coda_cuda_stream(ctx)>>>(dst->data, (int)dst->dtype, dst->ld, src->data, (int)src->dtype,
                                     src->ld, dst->rows, dst->cols);
   return coda_cuda_check_launch(ctx, "CUDA copy");
 }
@@ -187,7 +188,8 @@ extern "C" coda_status coda_cuda_malloc(coda_context ctx, size_t bytes, void **o
   *out = nullptr;
   cudaError_t e = cudaSetDevice(ctx->opts.device);
   if (e == cudaSuccess) e = cudaMalloc(out, bytes ? bytes : 1);
-  if (e == cudaSuccess) e = cudaMemset(*out, 0, bytes ? bytes : 1);
+  /* zeroed in the context's stream order, ahead of the work that uses it */
+  if (e == cudaSuccess) e = cudaMemsetAsync(*out, 0, bytes ? bytes : 1, coda_cuda_stream(ctx));
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     if (*out) cudaFree(*out);
@@ -205,7 +207,14 @@ extern "C" void coda_cuda_free(void *p) {
 extern "C" coda_status coda_cuda_memcpy(coda_context ctx, void *dst, const void *src, size_t bytes,
                                         int to_device) {
   if (bytes == 0) return CODA_OK;
-  cudaError_t e = cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
+  /* On the context's stream, after the work queued there; the API promises
+   * a synchronous copy (the host buffer may be reused or read on return),
+   * so the stream is waited for. Not for use while the stream is captured. */
+  cudaError_t e = cudaMemcpyAsync(dst, src, bytes,
+                                  to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                                  coda_cuda_stream(ctx));
+  /* (the stream alone: on the legacy stream this waits as cudaMemcpy did) */
+  if (e == cudaSuccess) e = cudaStreamSynchronize(coda_cuda_stream(ctx));
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA memcpy (%s, %zu bytes): %s",
@@ -215,7 +224,7 @@ extern "C" coda_status coda_cuda_memcpy(coda_context ctx, void *dst, const void 
 }
 
 extern "C" coda_status coda_cuda_sync(coda_context ctx) {
-  cudaError_t e = cudaDeviceSynchronize();
+  cudaError_t e = (cudaError_t)coda_cuda_stream_wait(ctx); /* the context's stream */
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA: %s", cudaGetErrorString(e));

@@ -11,6 +11,8 @@
 #include "backends/cuda/gemm_configs.h"
 #include "backends/cuda/gemm_internal.h"
 #include "backends/cuda/debug.h"
+#include "backends/cuda/stream.h"
+#include "backends/cuda/workspace.h"
 
 extern "C" {
 #include "base/internal.h"
@@ -270,7 +272,8 @@ static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda
   if (K == 0) { /* D = alpha * 0 (+ D): only the non-accumulating case writes. */
     if (accumulate) return CODA_OK;
     const size_t es = coda_dtype_size(D->dtype);
-    e = cudaMemset2DAsync(D->data, (size_t)D->ld * es, 0, (size_t)N * es, (size_t)M, 0);
+    e = cudaMemset2DAsync(D->data, (size_t)D->ld * es, 0, (size_t)N * es, (size_t)M,
+                          coda_cuda_stream(ctx));
     return e == cudaSuccess ? CODA_OK : cuda_fail(ctx, e, "cudaMemset2DAsync");
   }
 
@@ -279,12 +282,20 @@ static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda
   st = check_tma_operand(ctx, "B", B);
   if (st != CODA_OK) return st;
 
-  void *fn = NULL;
-  cudaDriverEntryPointQueryResult q;
-  e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
-  if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn)
-    return coda_fail(ctx, CODA_ERR_BACKEND,
-                     "CUDA GEMM: the driver does not provide cuTensorMapEncodeTiled");
+  /* Looked up once per process (the driver's entry points do not change):
+   * a call then does no driver query, also while its stream is captured. */
+  static void *encode_fn = NULL;
+  void *fn = encode_fn;
+  if (!fn) {
+    cudaDriverEntryPointQueryResult q;
+    e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
+    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn) {
+      (void)cudaGetLastError();
+      return coda_fail(ctx, CODA_ERR_BACKEND,
+                       "CUDA GEMM: the driver does not provide cuTensorMapEncodeTiled");
+    }
+    encode_fn = fn;
+  }
   PFN_cuTensorMapEncodeTiled_v12000 encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
 
   const TileConfig *cfg = &kConfigs[config >= 0 ? config : coda_cuda_gemm_default_config(M, N, K, num_sms)];
@@ -319,7 +330,7 @@ static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda
                         ((N + cfg->bn - 1) / cfg->bn) * splits;
   const int64_t max_units = num_sms / cl;
   p.grid = (int)((units < max_units ? units : max_units) * cl);
-  p.stream = 0;
+  p.stream = coda_cuda_stream(ctx);
   const size_t es = coda_dtype_size(D->dtype);
   StoreEpilogue out;
   out.d = D->data;
@@ -355,13 +366,18 @@ static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda
   out.alpha = alpha;
 
   /* Split-K: the kernel writes each split's fp32 partial to a workspace
-   * (splits x M x N, stream-ordered allocation), then splitk_reduce sums
-   * them in a fixed order and applies alpha / accumulate. */
+   * (splits x M x N, the context's split-K slot: calls run one after
+   * another on the context's stream, so one buffer serves all of them and
+   * a call allocates nothing once it is large enough, which lets a plan run
+   * be captured into a graph), then splitk_reduce sums them in a fixed
+   * order and applies alpha / accumulate. */
   float *ws = NULL;
   if (splits > 1) {
-    e = cudaMallocAsync((void **)&ws, (size_t)splits * M * N * sizeof(float), p.stream);
-    if (e != cudaSuccess) return cuda_fail(ctx, e, "split-K workspace allocation");
-    coda_mem_add(ctx, (size_t)splits * M * N * sizeof(float));
+    void *w = NULL;
+    if (!ctx) return CODA_ERR_INVALID_ARGUMENT; /* the workspace lives on the context */
+    st = coda_cuda_workspace(ctx, CODA_CUDA_WS_SPLITK, (size_t)splits * M * N * sizeof(float), &w);
+    if (st != CODA_OK) return st;
+    ws = (float *)w;
     p.epi = out;
     p.epi.d = ws;
     p.epi.ldd = N;
@@ -384,11 +400,6 @@ static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda
     splitk_reduce<<<2 * num_sms, 256, 0, p.stream>>>(ws, (int)splits, (long long)M * N, (int)M,
                                                      (int)N, out);
     st_launch = coda_cuda_check_launch(ctx, "GEMM split-K reduction");
-  }
-  if (ws) {
-    cudaError_t e2 = cudaFreeAsync(ws, p.stream);
-    coda_mem_sub(ctx, (size_t)splits * M * N * sizeof(float));
-    if (e == cudaSuccess) e = e2;
   }
   if (st_launch != CODA_OK) return st_launch;
   if (e != cudaSuccess) return cuda_fail(ctx, e, "kernel launch");

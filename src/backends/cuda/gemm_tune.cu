@@ -3,7 +3,7 @@
  * with CUDA events and the fastest kept, per context and on disk.
  *
  * Measuring: one warm-up call, then kReps back-to-back calls with an event
- * between consecutive ones on the launch stream; the candidate's time is the
+ * between consecutive ones on the context's stream; the candidate's time is the
  * median interval. Non-accumulating
  * calls run on the caller's buffers (every candidate writes the same D, and
  * the real call follows); accumulating ones on a scratch copy of D, since
@@ -15,7 +15,10 @@
 #include <string.h>
 
 #include "backends/cuda/backend.h" /* coda_cuda_device_tag */
+#include "backends/cuda/debug.h"
 #include "backends/cuda/gemm_internal.h"
+#include "backends/cuda/stream.h"
+#include "backends/cuda/workspace.h"
 
 extern "C" {
 #include "base/internal.h"
@@ -118,6 +121,9 @@ coda_status tune(coda_context ctx, TuneState *s, const coda_tune_key *key, coda_
   }
   int cand[kMaxCandidates][2];
   const int nc = coda_cuda_gemm_candidates(key->m, key->n, key->k, num_sms, cand, kMaxCandidates);
+  /* The calls and the events go to the context's stream: the times are
+   * those of that stream's work. */
+  cudaStream_t stream = coda_cuda_stream(ctx);
   cudaEvent_t ev[kReps + 1];
   int nev = 0;
   for (; nev <= kReps; ++nev)
@@ -137,10 +143,10 @@ coda_status tune(coda_context ctx, TuneState *s, const coda_tune_key *key, coda_
      * model runs them: host-side launch work overlaps the previous call. */
     float t[kReps];
     e = cudaSuccess;
-    if (st == CODA_OK) e = cudaEventRecord(ev[0], 0);
+    if (st == CODA_OK) e = cudaEventRecord(ev[0], stream);
     for (int r = 0; st == CODA_OK && e == cudaSuccess && r < kReps; ++r) {
       st = gemm_call(ctx, ta, A, tb, B, Dt, alpha, key->accumulate, cand[c][0], cand[c][1]);
-      if (st == CODA_OK) e = cudaEventRecord(ev[r + 1], 0);
+      if (st == CODA_OK) e = cudaEventRecord(ev[r + 1], stream);
     }
     if (st == CODA_OK && e == cudaSuccess) e = cudaEventSynchronize(ev[kReps]);
     for (int r = 0; st == CODA_OK && e == cudaSuccess && r < kReps; ++r)
@@ -219,6 +225,14 @@ extern "C" coda_status coda_cuda_gemm_tuned(coda_context ctx, coda_transpose ta,
   if (st != CODA_OK) return st;
   const coda_tune_entry *hit = coda_tune_cache_find(&s->cache, &key);
   if (!hit || hit->config >= coda_cuda_gemm_num_configs()) {
+    /* Timing waits for events, which a stream being captured into a graph
+     * cannot do (and the captured call would not run the chosen kernel
+     * anyway): tune by running the work once before capturing it. */
+    if (coda_cuda_capturing(ctx))
+      return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                       "GEMM autotuner: a new GEMM shape (%lld x %lld x %lld) while the stream "
+                       "is captured; run the work once before capturing it",
+                       (long long)key.m, (long long)key.n, (long long)key.k);
     if (!accumulate) {
       st = tune(ctx, s, &key, ta, A, tb, B, D, alpha);
     } else {
@@ -227,16 +241,21 @@ extern "C" coda_status coda_cuda_gemm_tuned(coda_context ctx, coda_transpose ta,
       const size_t es = coda_dtype_size(D->dtype);
       const size_t extent = ((size_t)(D->rows - 1) * (size_t)D->ld + (size_t)D->cols) * es;
       const size_t off = (uintptr_t)D->data % 256;
+      /* The scratch is the context's tuner workspace (kept for the next
+       * key; cudaMalloc alignment keeps the offset modulo 256), the copy
+       * on the context's stream, ahead of the timed calls. */
+      void *w = NULL;
       unsigned char *scratch = NULL;
-      cudaError_t e = cudaMallocAsync((void **)&scratch, extent + off, 0);
-      if (e == cudaSuccess) coda_mem_add(ctx, extent + off);
-      if (e == cudaSuccess) e = cudaMemcpyAsync(scratch + off, D->data, extent, cudaMemcpyDeviceToDevice, 0);
-      if (e != cudaSuccess) {
+      st = coda_cuda_workspace(ctx, CODA_CUDA_WS_TUNE, extent + off, &w);
+      cudaError_t e = cudaSuccess;
+      if (st == CODA_OK) {
+        scratch = (unsigned char *)w;
+        e = cudaMemcpyAsync(scratch + off, D->data, extent, cudaMemcpyDeviceToDevice,
+                            coda_cuda_stream(ctx));
+      }
+      if (st != CODA_OK || e != cudaSuccess) {
         (void)cudaGetLastError();
-        if (scratch) {
-          cudaFreeAsync(scratch, 0);
-          coda_mem_sub(ctx, extent + off);
-        }
+        coda_clear_error(ctx);
         /* No room to tune this key: the default choice, not recorded. */
         int num_sms = 0;
         if (cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, ctx->opts.device) !=
@@ -250,8 +269,6 @@ extern "C" coda_status coda_cuda_gemm_tuned(coda_context ctx, coda_transpose ta,
       coda_tensor Ds = *D;
       Ds.data = scratch + off;
       st = tune(ctx, s, &key, ta, A, tb, B, &Ds, alpha);
-      cudaFreeAsync(scratch, 0);
-      coda_mem_sub(ctx, extent + off);
     }
     if (st != CODA_OK) return st;
     hit = coda_tune_cache_find(&s->cache, &key);

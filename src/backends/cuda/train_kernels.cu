@@ -8,6 +8,7 @@
  * trees, so two runs of the same inputs give identical bits. */
 #include "backends/cuda/backend.h"
 #include "backends/cuda/debug.h"
+#include "backends/cuda/stream.h"
 
 extern "C" {
 #include "base/internal.h"
@@ -156,7 +157,7 @@ extern "C" coda_status coda_cuda_train_round(coda_context ctx, const coda_tensor
   if (s) return s;
   const long long n = dst->rows * dst->cols;
   if (n == 0) return CODA_OK;
-  round_kernel<<<grid_of(n), 256>>>(dst->data, is_bf16(dst), dst->ld, src, dst->rows, dst->cols);
+  round_kernel<<<grid_of(n), 256, 0, coda_cuda_stream(ctx)>>>(dst->data, is_bf16(dst), dst->ld, src, dst->rows, dst->cols);
   return check_launch(ctx, "weight rounding");
 }
 
@@ -166,7 +167,7 @@ extern "C" coda_status coda_cuda_train_accum(coda_context ctx, float *dst, const
   if (s) return s;
   const long long n = src->rows * src->cols;
   if (n == 0) return CODA_OK;
-  accum_kernel<<<grid_of(n), 256>>>(dst, src->data, is_bf16(src), src->ld, src->rows, src->cols,
+  accum_kernel<<<grid_of(n), 256, 0, coda_cuda_stream(ctx)>>>(dst, src->data, is_bf16(src), src->ld, src->rows, src->cols,
                                     scale);
   return check_launch(ctx, "gradient accumulation");
 }
@@ -177,7 +178,7 @@ extern "C" coda_status coda_cuda_train_embed(coda_context ctx, const coda_tensor
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "embedding lookup: the block input must be bf16");
   const long long n = x->rows * x->cols;
   if (n == 0) return CODA_OK;
-  embed_kernel<<<grid_of(n), 256>>>((__nv_bfloat16 *)x->data, x->ld, table, tok, x->rows, x->cols);
+  embed_kernel<<<grid_of(n), 256, 0, coda_cuda_stream(ctx)>>>((__nv_bfloat16 *)x->data, x->ld, table, tok, x->rows, x->cols);
   return check_launch(ctx, "embedding lookup");
 }
 
@@ -187,7 +188,7 @@ extern "C" coda_status coda_cuda_train_embed16(coda_context ctx, const coda_tens
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "embedding lookup: the block input must be bf16");
   const long long n = x->rows * x->cols;
   if (n == 0) return CODA_OK;
-  embed16_kernel<<<grid_of(n), 256>>>((__nv_bfloat16 *)x->data, x->ld,
+  embed16_kernel<<<grid_of(n), 256, 0, coda_cuda_stream(ctx)>>>((__nv_bfloat16 *)x->data, x->ld,
                                       (const __nv_bfloat16 *)table, tok, x->rows, x->cols);
   return check_launch(ctx, "embedding lookup");
 }
@@ -198,7 +199,7 @@ extern "C" coda_status coda_cuda_train_embed_grad(coda_context ctx, float *g, co
   coda_status s = float_view(ctx, dx, "embedding gradient");
   if (s) return s;
   if (nrows <= 0 || dx->cols == 0) return CODA_OK;
-  embed_grad_kernel<<<(unsigned)nrows, 128>>>(g, dx->data, is_bf16(dx), dx->ld, dx->cols, rows, seg,
+  embed_grad_kernel<<<(unsigned)nrows, 128, 0, coda_cuda_stream(ctx)>>>(g, dx->data, is_bf16(dx), dx->ld, dx->cols, rows, seg,
                                               pos, scale);
   return check_launch(ctx, "embedding gradient");
 }
@@ -208,7 +209,7 @@ extern "C" coda_status coda_cuda_train_targets(coda_context ctx, const coda_tens
   if (t->dtype != CODA_I32)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "targets: the head's buffer must be int32");
   if (t->rows == 0) return CODA_OK;
-  targets_kernel<<<grid_of(t->rows), 256>>>((int32_t *)t->data, t->ld, tg, t->rows);
+  targets_kernel<<<grid_of(t->rows), 256, 0, coda_cuda_stream(ctx)>>>((int32_t *)t->data, t->ld, tg, t->rows);
   return check_launch(ctx, "targets");
 }
 
@@ -216,21 +217,21 @@ extern "C" coda_status coda_cuda_train_sumsq(coda_context ctx, const float *g, s
                                              size_t chunk, double *part) {
   if (n == 0) return CODA_OK;
   const size_t nb = (n + chunk - 1) / chunk;
-  sumsq_kernel<<<(unsigned)nb, 256>>>(g, (long long)n, (long long)chunk, part);
+  sumsq_kernel<<<(unsigned)nb, 256, 0, coda_cuda_stream(ctx)>>>(g, (long long)n, (long long)chunk, part);
   return check_launch(ctx, "gradient norm");
 }
 
 extern "C" coda_status coda_cuda_train_adamw(coda_context ctx, float *w, const float *g, float *m,
                                              float *v, size_t n, const double *coef, double gscale) {
   if (n == 0) return CODA_OK;
-  adamw_kernel<<<grid_of((long long)n), 256>>>(w, g, m, v, (long long)n, coef[0], coef[1], coef[2],
+  adamw_kernel<<<grid_of((long long)n), 256, 0, coda_cuda_stream(ctx)>>>(w, g, m, v, (long long)n, coef[0], coef[1], coef[2],
                                                coef[3], coef[4], coef[5], coef[6], gscale,
                                                gscale != 1.0);
   return check_launch(ctx, "AdamW");
 }
 
 extern "C" coda_status coda_cuda_train_zero(coda_context ctx, void *p, size_t bytes) {
-  cudaError_t e = cudaMemset(p, 0, bytes);
+  cudaError_t e = cudaMemsetAsync(p, 0, bytes, coda_cuda_stream(ctx));
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA memset: %s", cudaGetErrorString(e));
