@@ -12,25 +12,55 @@ struct coda_builtin_program { const char *name; const char *text; };
 extern const struct coda_builtin_program coda_builtin_programs[];
 extern const int coda_builtin_program_count;
 
-typedef struct { const char *name; int arity, results; } op_info;
+typedef struct { const char *name; int arity, results; const char *sym; int prec; } op_info;
 
-/* Indexed by coda_op; the order must follow the enum in coda.h. */
+/* Indexed by coda_op: the entries of lang/ops.def. */
 static const op_info op_table[] = {
-  {"add", 2, 1},      {"sub", 2, 1},     {"mul", 2, 1},     {"div", 2, 1},
-  {"neg", 1, 1},      {"fma", 3, 1},     {"exp", 1, 1},     {"log", 1, 1},
-  {"sqrt", 1, 1},     {"rsqrt", 1, 1},   {"sigmoid", 1, 1}, {"silu", 1, 1},
-  {"gelu", 1, 1},     {"dgelu", 1, 1},   {"dsilu", 1, 1},   {"tanh", 1, 1},
-  {"abs", 1, 1},      {"min", 2, 1},     {"max", 2, 1},     {"lt", 2, 1},
-  {"le", 2, 1},       {"gt", 2, 1},      {"ge", 2, 1},      {"eq", 2, 1},
-  {"ne", 2, 1},       {"select", 3, 1},  {"swiglu", 2, 1},  {"geglu", 2, 1},
-  {"dswiglu", 3, 2},  {"dgeglu", 3, 2},  {"rope", 5, 2},    {"rope_bwd", 5, 2},
+#define CODA_OP(id, name, arity, results, sym, prec, cpu, cuda) {name, arity, results, sym, prec},
+#include "lang/ops.def"
 };
 #define NUM_OPS ((int)(sizeof op_table / sizeof op_table[0]))
 
-static int op_valid(coda_op op) { return (int)op >= 0 && (int)op < NUM_OPS; }
+/* ops.def and the public enum must agree: entry i is coda_op i ... */
+enum {
+#define CODA_OP(id, name, arity, results, sym, prec, cpu, cuda) OPS_DEF_##id,
+#include "lang/ops.def"
+};
+#define CODA_OP(id, name, arity, results, sym, prec, cpu, cuda) \
+  _Static_assert((int)CODA_OP_##id == (int)OPS_DEF_##id, "lang/ops.def is not in the order of coda_op");
+#include "lang/ops.def"
+
+/* ... and every coda_op has an entry (-Wswitch names the one missing). */
+static int op_in_table(coda_op op) {
+  switch (op) {
+#define CODA_OP(id, name, arity, results, sym, prec, cpu, cuda) case CODA_OP_##id:
+#include "lang/ops.def"
+    return 1;
+  }
+  return 0;
+}
+
+static int op_valid(coda_op op) { return (int)op >= 0 && (int)op < NUM_OPS && op_in_table(op); }
+int ir_op_count(void) { return NUM_OPS; }
 int ir_op_results(coda_op op) { return op_valid(op) ? op_table[op].results : 0; }
 int ir_op_arity(coda_op op) { return op_valid(op) ? op_table[op].arity : 0; }
 const char *ir_op_name(coda_op op) { return op_valid(op) ? op_table[op].name : "?"; }
+const char *ir_op_symbol(coda_op op) { return op_valid(op) ? op_table[op].sym : ""; }
+int ir_op_prec(coda_op op) { return op_valid(op) ? op_table[op].prec : 0; }
+
+int ir_op_find_call(const char *s, size_t len) {
+  for (int i = 0; i < NUM_OPS; i++)
+    if (op_table[i].prec == 0 && strlen(op_table[i].name) == len && !memcmp(op_table[i].name, s, len)) return i;
+  return -1;
+}
+
+int ir_op_find_binary(const char *s, size_t len, int prec) {
+  for (int i = 0; i < NUM_OPS; i++)
+    if (op_table[i].prec == prec && prec >= 1 && prec <= 3 && strlen(op_table[i].sym) == len &&
+        !memcmp(op_table[i].sym, s, len))
+      return i;
+  return -1;
+}
 
 const char *ir_reduce_kind_name(coda_reduce_kind k) {
   switch (k) {
@@ -55,23 +85,20 @@ const char *ir_finish_kind_name(coda_finish_kind k) {
   return "?";
 }
 
-/* Words that start statements or name builtins and functions. The other
- * words of the language (elem, pair, tile, bf16, x2, half, accumulate, per,
- * even, odd, and the reduction and finisher kinds rowsum ... mean) only mean
- * something at their place in a statement and stay usable as names: the
- * design's own example names a rope result `x2`, programs name an lse
- * vector `lse`. */
-static const char *const reserved[] = {
-  "mode", "input", "output", "store", "reduce", "finish", "acc", "row", "col",
-  "pack", "fma", "exp", "log", "sqrt", "rsqrt", "tanh", "abs", "sigmoid",
-  "silu", "gelu", "dgelu", "dsilu", "min", "max", "select", "swiglu", "geglu",
-  "dswiglu", "dgeglu", "rope", "rope_bwd",
+/* Words that start statements or name builtins, and the function names of
+ * the call ops of ops.def. The other words of the language (elem, pair,
+ * tile, bf16, x2, half, accumulate, per, even, odd, and the reduction and
+ * finisher kinds rowsum ... mean) only mean something at their place in a
+ * statement and stay usable as names: the design's own example names a rope
+ * result `x2`, programs name an lse vector `lse`. */
+static const char *const keywords[] = {
+  "mode", "input", "output", "store", "reduce", "finish", "acc", "row", "col", "pack",
 };
 
 int ir_is_reserved(const char *s) {
-  for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
-    if (!strcmp(s, reserved[i])) return 1;
-  return 0;
+  for (size_t i = 0; i < sizeof keywords / sizeof keywords[0]; i++)
+    if (!strcmp(s, keywords[i])) return 1;
+  return ir_op_find_call(s, strlen(s)) >= 0;
 }
 
 int ir_find_input(const struct coda_program_s *p, const char *name) {

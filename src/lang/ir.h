@@ -95,6 +95,15 @@ struct coda_program_s {
 int ir_op_results(coda_op op);
 int ir_op_arity(coda_op op);
 const char *ir_op_name(coda_op op);
+/* The entries of lang/ops.def: their number, an operator's symbol ("" for
+ * a call) and precedence (0 call, 1..3 binary, 4 prefix). */
+int ir_op_count(void);
+const char *ir_op_symbol(coda_op op);
+int ir_op_prec(coda_op op);
+/* The call op named s[0..len), or -1. */
+int ir_op_find_call(const char *s, size_t len);
+/* The binary op of precedence prec written s[0..len), or -1. */
+int ir_op_find_binary(const char *s, size_t len, int prec);
 
 /* Index of the named input/output/reduce, or -1. */
 int ir_find_input(const struct coda_program_s *p, const char *name);

@@ -287,22 +287,8 @@ static int emit_math(parser *ps, coda_op op, int nargs, const int *args, const t
   return in->dst;
 }
 
-typedef struct { const char *name; coda_op op; } fn_entry;
-static const fn_entry functions[] = {
-  {"fma", CODA_OP_FMA},       {"exp", CODA_OP_EXP},         {"log", CODA_OP_LOG},
-  {"sqrt", CODA_OP_SQRT},     {"rsqrt", CODA_OP_RSQRT},     {"sigmoid", CODA_OP_SIGMOID},
-  {"silu", CODA_OP_SILU},     {"gelu", CODA_OP_GELU},       {"dgelu", CODA_OP_DGELU},
-  {"dsilu", CODA_OP_DSILU},   {"tanh", CODA_OP_TANH},       {"abs", CODA_OP_ABS},
-  {"min", CODA_OP_MIN},       {"max", CODA_OP_MAX},         {"select", CODA_OP_SELECT},
-  {"swiglu", CODA_OP_SWIGLU}, {"geglu", CODA_OP_GEGLU},     {"dswiglu", CODA_OP_DSWIGLU},
-  {"dgeglu", CODA_OP_DGEGLU}, {"rope", CODA_OP_ROPE},       {"rope_bwd", CODA_OP_ROPE_BWD},
-};
-
-static int find_function(const token *t) {
-  for (size_t i = 0; i < sizeof functions / sizeof functions[0]; i++)
-    if (tok_is(t, functions[i].name)) return (int)functions[i].op;
-  return -1;
-}
+/* The call ops of lang/ops.def by function name. */
+static int find_function(const token *t) { return ir_op_find_call(t->s, (size_t)t->len); }
 
 static int parse_expr(parser *ps);
 
@@ -458,19 +444,12 @@ static int parse_operand(parser *ps, int level) {
 static int parse_binary_level(parser *ps, int level) {
   int l = parse_operand(ps, level);
   while (l >= 0) {
-    coda_op op;
+    /* the binary operators of lang/ops.def; level = precedence - 1 */
     tok_kind k = ps->tok.k;
-    if (level == 0 && k == T_LT) op = CODA_OP_LT;
-    else if (level == 0 && k == T_LE) op = CODA_OP_LE;
-    else if (level == 0 && k == T_GT) op = CODA_OP_GT;
-    else if (level == 0 && k == T_GE) op = CODA_OP_GE;
-    else if (level == 0 && k == T_EQ) op = CODA_OP_EQ;
-    else if (level == 0 && k == T_NE) op = CODA_OP_NE;
-    else if (level == 1 && k == T_PLUS) op = CODA_OP_ADD;
-    else if (level == 1 && k == T_MINUS) op = CODA_OP_SUB;
-    else if (level == 2 && k == T_STAR) op = CODA_OP_MUL;
-    else if (level == 2 && k == T_SLASH) op = CODA_OP_DIV;
-    else break;
+    if (k < T_PLUS || k > T_NE) break;
+    int found = ir_op_find_binary(ps->tok.s, (size_t)ps->tok.len, level + 1);
+    if (found < 0) break;
+    coda_op op = (coda_op)found;
     token t = ps->tok;
     next(ps);
     int r = parse_operand(ps, level);

@@ -52,19 +52,10 @@ static const char *lane_suffix(coda_lane l) {
 /* Binary operators: symbol and precedence (1 comparison, 2 additive,
  * 3 multiplicative); unary minus is 4, primaries 5. */
 static int binary_op(coda_op op, const char **sym) {
-  switch (op) {
-  case CODA_OP_ADD: *sym = "+"; return 2;
-  case CODA_OP_SUB: *sym = "-"; return 2;
-  case CODA_OP_MUL: *sym = "*"; return 3;
-  case CODA_OP_DIV: *sym = "/"; return 3;
-  case CODA_OP_LT: *sym = "<"; return 1;
-  case CODA_OP_LE: *sym = "<="; return 1;
-  case CODA_OP_GT: *sym = ">"; return 1;
-  case CODA_OP_GE: *sym = ">="; return 1;
-  case CODA_OP_EQ: *sym = "=="; return 1;
-  case CODA_OP_NE: *sym = "!="; return 1;
-  default: return 0;
-  }
+  int prec = ir_op_prec(op); /* lang/ops.def */
+  if (prec < 1 || prec > 3) return 0;
+  *sym = ir_op_symbol(op);
+  return prec;
 }
 
 typedef struct {

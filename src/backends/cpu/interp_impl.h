@@ -128,6 +128,17 @@ static inline REAL CAT(dsilu, SFX)(REAL x) {
   REAL s = CAT(sigm, SFX)(x);
   return s * ((REAL)1 + x * ((REAL)1 - s));
 }
+/* dswiglu(g, u, dy): dg = dy*u*dsilu(g), du = dy*silu(g). */
+static inline void CAT(dswiglu, SFX)(REAL g, REAL u, REAL dy, REAL *dg, REAL *du) {
+  REAL s = CAT(sigm, SFX)(g);
+  *dg = dy * u * (s * ((REAL)1 + g * ((REAL)1 - s)));
+  *du = dy * g * s;
+}
+/* dgeglu(g, u, dy): dg = dy*u*dgelu(g), du = dy*gelu(g). */
+static inline void CAT(dgeglu, SFX)(REAL g, REAL u, REAL dy, REAL *dg, REAL *du) {
+  *dg = dy * u * CAT(dgelu, SFX)(g);
+  *du = dy * CAT(gelu, SFX)(g);
+}
 
 /* Runs the instructions of a program on cnt iteration points of row m,
  * points p0 .. p0+cnt-1 (columns in elem mode, pairs in pair mode). */
@@ -195,68 +206,36 @@ static void CAT(eval_chunk, SFX)(const cpu_job *job, REAL *regs, const REAL *acc
       const REAL *e = in->nargs > 3 ? regs + (int64_t)in->args[3] * CPU_CHUNK : a;
       const REAL *f = in->nargs > 4 ? regs + (int64_t)in->args[4] * CPU_CHUNK : a;
       REAL *d2 = in->dst2 >= 0 ? regs + (int64_t)in->dst2 * CPU_CHUNK : NULL;
-      /* Results go through temporaries: a destination may not alias an
-       * operand in SSA, but two-result ops write two registers. */
+      /* The CPU column of lang/ops.def: an expression of A0..A4 for one
+       * result, a statement setting R0 and R1 for two. Two results go
+       * through temporaries: a destination may not alias an operand in
+       * SSA, but two-result ops write two registers. */
       switch (in->op) {
-#define EW(expr) for (int i = 0; i < cnt; i++) d[i] = (expr)
-      case CODA_OP_ADD: EW(a[i] + b[i]); break;
-      case CODA_OP_SUB: EW(a[i] - b[i]); break;
-      case CODA_OP_MUL: EW(a[i] * b[i]); break;
-      case CODA_OP_DIV: EW(a[i] / b[i]); break;
-      case CODA_OP_NEG: EW(-a[i]); break;
-      case CODA_OP_FMA: EW(RF(fma)(a[i], b[i], c[i])); break;
-      case CODA_OP_EXP: EW(RF(exp)(a[i])); break;
-      case CODA_OP_LOG: EW(RF(log)(a[i])); break;
-      case CODA_OP_SQRT: EW(RF(sqrt)(a[i])); break;
-      case CODA_OP_RSQRT: EW((REAL)1 / RF(sqrt)(a[i])); break;
-      case CODA_OP_SIGMOID: EW(CAT(sigm, SFX)(a[i])); break;
-      case CODA_OP_SILU: EW(a[i] * CAT(sigm, SFX)(a[i])); break;
-      case CODA_OP_GELU: EW(CAT(gelu, SFX)(a[i])); break;
-      case CODA_OP_DGELU: EW(CAT(dgelu, SFX)(a[i])); break;
-      case CODA_OP_DSILU: EW(CAT(dsilu, SFX)(a[i])); break;
-      case CODA_OP_TANH: EW(RF(tanh)(a[i])); break;
-      case CODA_OP_ABS: EW(RF(fabs)(a[i])); break;
-      case CODA_OP_MIN: EW(RF(fmin)(a[i], b[i])); break;
-      case CODA_OP_MAX: EW(RF(fmax)(a[i], b[i])); break;
-      case CODA_OP_LT: EW(a[i] < b[i] ? (REAL)1 : (REAL)0); break;
-      case CODA_OP_LE: EW(a[i] <= b[i] ? (REAL)1 : (REAL)0); break;
-      case CODA_OP_GT: EW(a[i] > b[i] ? (REAL)1 : (REAL)0); break;
-      case CODA_OP_GE: EW(a[i] >= b[i] ? (REAL)1 : (REAL)0); break;
-      case CODA_OP_EQ: EW(a[i] == b[i] ? (REAL)1 : (REAL)0); break;
-      case CODA_OP_NE: EW(a[i] != b[i] ? (REAL)1 : (REAL)0); break;
-      case CODA_OP_SELECT: EW(a[i] != 0 ? b[i] : c[i]); break;
-      case CODA_OP_SWIGLU: EW(a[i] * CAT(sigm, SFX)(a[i]) * b[i]); break;
-      case CODA_OP_GEGLU: EW(CAT(gelu, SFX)(a[i]) * b[i]); break;
-#undef EW
-      case CODA_OP_DSWIGLU: /* g=a, u=b, dy=c: dg = dy*u*dsilu(g), du = dy*silu(g) */
-        for (int i = 0; i < cnt; i++) {
-          REAL g = a[i], u = b[i], dy = c[i];
-          REAL s = CAT(sigm, SFX)(g);
-          REAL dg = dy * u * (s * ((REAL)1 + g * ((REAL)1 - s)));
-          REAL du = dy * g * s;
-          d[i] = dg;
-          if (d2) d2[i] = du;
-        }
-        break;
-      case CODA_OP_DGEGLU: /* dg = dy*u*dgelu(g), du = dy*gelu(g) */
-        for (int i = 0; i < cnt; i++) {
-          REAL g = a[i], u = b[i], dy = c[i];
-          REAL dg = dy * u * CAT(dgelu, SFX)(g);
-          REAL du = dy * CAT(gelu, SFX)(g);
-          d[i] = dg;
-          if (d2) d2[i] = du;
-        }
-        break;
-      case CODA_OP_ROPE:
-      case CODA_OP_ROPE_BWD: {
-        REAL sgn = in->op == CODA_OP_ROPE ? (REAL)1 : (REAL)-1;
-        for (int i = 0; i < cnt; i++) {
-          REAL x2, y2;
-          CAT(coda_rope, SFX)(a[i], b[i], c[i], e[i], f[i], sgn, &x2, &y2);
-          d[i] = x2;
-          if (d2) d2[i] = y2;
-        }
-      } break;
+#define A0 a[i]
+#define A1 b[i]
+#define A2 c[i]
+#define A3 e[i]
+#define A4 f[i]
+#define OPF(name) CAT(name, SFX)
+#define OP_RESULTS_1(cpu) for (int i = 0; i < cnt; i++) d[i] = (cpu)
+#define OP_RESULTS_2(cpu)           \
+  for (int i = 0; i < cnt; i++) {   \
+    REAL R0, R1;                    \
+    cpu;                            \
+    d[i] = R0;                      \
+    if (d2) d2[i] = R1;             \
+  }
+#define CODA_OP(id, name, arity, results, sym, prec, cpu, cuda) \
+      case CODA_OP_##id: CAT(OP_RESULTS, results)(cpu); break;
+#include "lang/ops.def"
+#undef OP_RESULTS_1
+#undef OP_RESULTS_2
+#undef OPF
+#undef A0
+#undef A1
+#undef A2
+#undef A3
+#undef A4
       }
     } break;
     }

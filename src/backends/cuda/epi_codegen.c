@@ -516,80 +516,25 @@ static void emit_instr(gen *g, const ir_instr *in) {
     return;
   case IR_MATH: break;
   }
-  const char *bin = NULL, *fn1 = NULL, *cmp = NULL;
-  switch (in->op) {
-  case CODA_OP_ADD: bin = "+"; break;
-  case CODA_OP_SUB: bin = "-"; break;
-  case CODA_OP_MUL: bin = "*"; break;
-  case CODA_OP_DIV: bin = "/"; break;
-  case CODA_OP_LT: cmp = "<"; break;
-  case CODA_OP_LE: cmp = "<="; break;
-  case CODA_OP_GT: cmp = ">"; break;
-  case CODA_OP_GE: cmp = ">="; break;
-  case CODA_OP_EQ: cmp = "=="; break;
-  case CODA_OP_NE: cmp = "!="; break;
-  case CODA_OP_EXP: fn1 = "expf"; break;
-  case CODA_OP_LOG: fn1 = "logf"; break;
-  case CODA_OP_SQRT: fn1 = "sqrtf"; break;
-  case CODA_OP_TANH: fn1 = "tanhf"; break;
-  case CODA_OP_ABS: fn1 = "fabsf"; break;
-  case CODA_OP_SIGMOID: fn1 = "coda_epi::sigm"; break;
-  case CODA_OP_GELU: fn1 = "coda_epi::gelu"; break;
-  case CODA_OP_DGELU: fn1 = "coda_epi::dgelu"; break;
-  case CODA_OP_DSILU: fn1 = "coda_epi::dsilu"; break;
-  default: break;
+  /* The CUDA column of lang/ops.def: $0..$4 are the operand registers, $d
+   * and $e the results; one result is an expression, two are lines. */
+  static const char *const cuda_text[] = {
+#define CODA_OP(id, name, arity, results, sym, prec, cpu, cuda) cuda,
+#include "lang/ops.def"
+  };
+  if ((int)in->op < 0 || (int)in->op >= (int)(sizeof cuda_text / sizeof cuda_text[0])) {
+    coda_sb_printf(b, "#error unknown op %d\n", (int)in->op);
+    return;
   }
-  if (bin) {
-    coda_sb_printf(b, "      const float r%d = r%d %s r%d;\n", in->dst, a[0], bin, a[1]);
-  } else if (cmp) {
-    coda_sb_printf(b, "      const float r%d = r%d %s r%d ? 1.0f : 0.0f;\n", in->dst, a[0], cmp, a[1]);
-  } else if (fn1) {
-    coda_sb_printf(b, "      const float r%d = %s(r%d);\n", in->dst, fn1, a[0]);
-  } else {
-    switch (in->op) {
-    case CODA_OP_NEG: coda_sb_printf(b, "      const float r%d = -r%d;\n", in->dst, a[0]); break;
-    case CODA_OP_FMA:
-      coda_sb_printf(b, "      const float r%d = fmaf(r%d, r%d, r%d);\n", in->dst, a[0], a[1], a[2]);
-      break;
-    case CODA_OP_RSQRT: coda_sb_printf(b, "      const float r%d = 1.0f / sqrtf(r%d);\n", in->dst, a[0]); break;
-    case CODA_OP_SILU:
-      coda_sb_printf(b, "      const float r%d = r%d * coda_epi::sigm(r%d);\n", in->dst, a[0], a[0]);
-      break;
-    case CODA_OP_MIN: coda_sb_printf(b, "      const float r%d = fminf(r%d, r%d);\n", in->dst, a[0], a[1]); break;
-    case CODA_OP_MAX: coda_sb_printf(b, "      const float r%d = fmaxf(r%d, r%d);\n", in->dst, a[0], a[1]); break;
-    case CODA_OP_SELECT:
-      coda_sb_printf(b, "      const float r%d = r%d != 0.0f ? r%d : r%d;\n", in->dst, a[0], a[1], a[2]);
-      break;
-    case CODA_OP_SWIGLU:
-      coda_sb_printf(b, "      const float r%d = r%d * coda_epi::sigm(r%d) * r%d;\n", in->dst, a[0], a[0], a[1]);
-      break;
-    case CODA_OP_GEGLU:
-      coda_sb_printf(b, "      const float r%d = coda_epi::gelu(r%d) * r%d;\n", in->dst, a[0], a[1]);
-      break;
-    case CODA_OP_DSWIGLU: /* dg = dy*u*dsilu(g), du = dy*g*sigmoid(g) */
-      coda_sb_printf(b,
-                "      float r%d, r%d;\n      { const float s_ = coda_epi::sigm(r%d);\n"
-                "        r%d = r%d * r%d * (s_ * (1.0f + r%d * (1.0f - s_)));\n"
-                "        r%d = r%d * r%d * s_; }\n",
-                in->dst, in->dst2, a[0], in->dst, a[2], a[1], a[0], in->dst2, a[2], a[0]);
-      break;
-    case CODA_OP_DGEGLU: /* dg = dy*u*dgelu(g), du = dy*gelu(g) */
-      coda_sb_printf(b,
-                "      const float r%d = r%d * r%d * coda_epi::dgelu(r%d);\n"
-                "      const float r%d = r%d * coda_epi::gelu(r%d);\n",
-                in->dst, a[2], a[1], a[0], in->dst2, a[2], a[0]);
-      break;
-    case CODA_OP_ROPE:
-    case CODA_OP_ROPE_BWD:
-      coda_sb_printf(b, "      float r%d, r%d;\n      coda_epi::rope(r%d, r%d, r%d, r%d, r%d, %s, r%d, r%d);\n",
-                in->dst, in->dst2, a[0], a[1], a[2], a[3], a[4],
-                in->op == CODA_OP_ROPE ? "1.0f" : "-1.0f", in->dst, in->dst2);
-      break;
-    default:
-      coda_sb_printf(b, "#error unknown op %d\n", (int)in->op);
-      break;
-    }
+  if (ir_op_results(in->op) == 2) coda_sb_printf(b, "      ");
+  else coda_sb_printf(b, "      const float r%d = ", in->dst);
+  for (const char *t = cuda_text[in->op]; *t; t++) {
+    if (*t == '\n') coda_sb_printf(b, "\n      ");
+    else if (*t == '$' && t[1] >= '0' && t[1] < '0' + CODA_MAX_ARGS) coda_sb_printf(b, "r%d", a[*++t - '0']);
+    else if (*t == '$' && (t[1] == 'd' || t[1] == 'e')) coda_sb_printf(b, "r%d", *++t == 'd' ? in->dst : in->dst2);
+    else coda_sb_put(b, t, 1);
   }
+  coda_sb_printf(b, ir_op_results(in->op) == 2 ? "\n" : ";\n");
 }
 
 /* Row-invariant values: an instruction whose operands are constants,
