@@ -1,7 +1,7 @@
 /* Determinism of CPU training: the same seed and configuration give
  * bit-identical loss logs (loss.csv: loss, lr, gradient norm, validation
  * loss, printed with 9 significant digits) and bit-identical checkpoints
- * across two runs, and across 1 and 2 threads (docs/design.md: results
+ * across two runs, and across 1 and 2 threads (docs/backends.md: results
  * never depend on the thread count), for both engines. A different seed
  * must change the log (so the comparison can fail). Sizes are chosen so
  * the GEMMs are above the one-thread cut-off and really run in parallel. */

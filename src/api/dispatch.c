@@ -240,7 +240,7 @@ static int same_view(const coda_tensor *a, const coda_tensor *b) {
  * as a tile input of the same width. Every iteration point reads all its
  * inputs before its outputs are stored, and an output of a point touches
  * only that point's position, which is exactly where the identical input
- * is read; no other point reads it (both backends, docs/design.md). */
+ * is read; no other point reads it (both backends, docs/language.md). */
 static coda_status check_alias(coda_context ctx, const io_ref *w, int nw, const io_ref *r, int nr) {
   for (int i = 0; i < nw; i++) {
     for (int j = i + 1; j < nw; j++)

@@ -3,7 +3,7 @@
  * A program is straight-line SSA over per-iteration-point scalars:
  * instructions write registers, then stores and reductions consume them.
  * Evaluation order is instruction order; stores and reductions happen after
- * all instructions of an iteration point. See docs/design.md for the
+ * all instructions of an iteration point. See docs/language.md for the
  * language semantics this IR encodes. */
 #ifndef CODA_LANG_IR_H
 #define CODA_LANG_IR_H

@@ -1,5 +1,5 @@
 /* Lexer and recursive-descent parser of the epilogue language (grammar in
- * docs/design.md, "Grammar and validation rules"). The parser resolves
+ * docs/language.md, "Grammar and validation rules"). The parser resolves
  * names and emits IR instructions in post order, left to right; every
  * semantic rule beyond names and arity is checked by ir_validate. */
 #include "lang/ir.h"

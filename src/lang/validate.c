@@ -1,5 +1,5 @@
 /* ir_validate: every rule a program must satisfy, whether it came from text
- * or from the builder. The rules are listed in docs/design.md ("Grammar and
+ * or from the builder. The rules are listed in docs/language.md ("Grammar and
  * validation rules"). Messages carry the source position when there is one. */
 #include "lang/ir.h"
 #include "base/internal.h"

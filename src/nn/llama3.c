@@ -1,5 +1,5 @@
 /* The Llama-3 block and LM head as plans (see include/coda.h, nn section,
- * and docs/design.md, "Llama-3 block plan").
+ * and docs/plans.md, "Llama-3 block plan").
  *
  * Forward of the block (M = batch*seq rows):
  *   norm1     map   h1 = x*wn1, rstd1                      (llama_rmsnorm)

@@ -301,7 +301,7 @@ typedef struct plan_interval {
 int plan_pack(const plan_interval *iv, int n, size_t *off, size_t *arena);
 /* Computes every buffer's live interval and, when the arena is not
  * allocated yet, the offsets of the temporaries it will hold (see
- * docs/design.md, "Temporaries share memory"). No allocation of memory
+ * docs/plans.md, "Temporaries share memory"). No allocation of memory
  * the plan keeps. */
 coda_status plan_layout(coda_plan p);
 

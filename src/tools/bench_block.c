@@ -1,4 +1,4 @@
-/* The block benchmark (see bench_block.h and docs/design.md, "Block
+/* The block benchmark (see bench_block.h and docs/plans.md, "Block
  * benchmark").
  *
  * Per configuration: the block plan on a CUDA context, fused (the plan as

@@ -9,7 +9,7 @@
  *
  * a_T = 1e-6 where no attention is involved (the head); the GPU attention
  * rounds P and dS to bf16 for the tensor cores, the CPU keeps them fp32
- * (docs/design.md: ~1 % of rms on its output, 3–5 % on dq/dk/dv), so
+ * (docs/backends.md: ~1 % of rms on its output, 3–5 % on dq/dk/dv), so
  * a_T = 2e-2 for tensors computed after the forward attention and
  * a_T = 5e-2 for those downstream of the attention backward (dx, the qkv
  * weight gradient, the first norm's gradients). Also: two GPU runs are

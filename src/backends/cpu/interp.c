@@ -1,5 +1,5 @@
 /* The program interpreter of the CPU backend: the reference semantics of
- * the epilogue language (docs/design.md).
+ * the epilogue language (docs/language.md).
  *
  * Work is split into the caller's tiles (tile_m x tile_n). Each tile first
  * computes its accumulator tile (full K, see gemm.c), then runs the program

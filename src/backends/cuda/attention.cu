@@ -3,7 +3,7 @@
  * backward, in three kernel families: mma.sync m16n8k16 with ldmatrix
  * (head_dim 32, 64, 128) and wgmma (head_dim 64, 128), both fed by cp.async
  * tiles, and warp-specialized persistent wgmma kernels fed by TMA (head_dim
- * 64, 128; the defaults there). docs/design.md, "Attention on the GPU",
+ * 64, 128; the defaults there). docs/backends.md, "Attention on the GPU",
  * has the design.
  *
  * Shared conventions of every kernel:
