@@ -1,6 +1,14 @@
 /* Code generation: epilogue program IR -> CUDA source of an Epi functor for
  * the Hopper mainloop (gemm_sm90.cuh).
  *
+ * This file holds the driver: coda_epi_functor_source plans the functor
+ * (hoisting, staging, one emitter per argument) and prints its loop
+ * structure, calling the arguments' hooks at each phase (epi_emit.h; the
+ * emitters are in epi_emit_args.c and epi_emit_reduce.c, the instructions
+ * in epi_emit_ops.c, the staging in epi_emit_stage.c); around it the
+ * translation unit (prelude, embedded headers, epi_helpers.cuh), the
+ * configuration and scratch rules and the build with its schedule choice.
+ *
  * Each consumer thread holds BN/2 accumulator values of a 64 x BN block:
  * value i at row row0 + 8*((i>>1)&1), column col0 + 8*(i>>2) + (i&1). The
  * functor walks them as (j, h) groups: j = i>>2 picks the column pair
@@ -39,8 +47,6 @@
 #include "base/strbuf.h"
 #include "lang/ir.h"
 
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
