@@ -203,7 +203,7 @@ static void plan_functor(gen *g, const struct coda_program_s *p, coda_strbuf *b,
   g->scratch = scratch;
   epi_plan_hoist(g);
   g->ncol = epi_program_reads(p, g->used);
-  epi_plan_staging(p, g->used, g->ncol, scratch, &g->sp);
+  epi_plan_staging(p, g->used, scratch, &g->sp);
   g->staged = g->sp.nin + g->sp.nout > 0;
   /* staged inputs come by TMA (tin, decided at run time: every staged
    * input has a map) or by cp.async from all threads */
@@ -499,11 +499,11 @@ long coda_epi_scratch_bytes(coda_program pg) {
   const long base = scratch_bytes();
   if (!p) return base;
   int used[CODA_MAX_INPUTS];
-  const int ncol = epi_program_reads(p, used);
+  epi_program_reads(p, used);
   stage_plan a, b;
-  epi_plan_staging(p, used, ncol, base, &a);
+  epi_plan_staging(p, used, base, &a);
   if (epi_plan_all_staged(p, used, &a)) return base;
-  epi_plan_staging(p, used, ncol, 2 * base, &b);
+  epi_plan_staging(p, used, 2 * base, &b);
   return epi_plan_staged_count(&b) > epi_plan_staged_count(&a) ? 2 * base : base;
 }
 
@@ -518,9 +518,9 @@ void coda_epi_config_for(coda_program p, coda_epi_config *cfg) {
 static int all_staged(coda_program pg) {
   const struct coda_program_s *p = pg;
   int used[CODA_MAX_INPUTS];
-  const int ncol = epi_program_reads(p, used);
+  epi_program_reads(p, used);
   stage_plan sp;
-  epi_plan_staging(p, used, ncol, coda_epi_scratch_bytes(pg), &sp);
+  epi_plan_staging(p, used, coda_epi_scratch_bytes(pg), &sp);
   return epi_plan_all_staged(p, used, &sp);
 }
 

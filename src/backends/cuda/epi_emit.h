@@ -18,9 +18,10 @@
  *  - epi_emit_stage.c: the staging plan (which tile inputs and outputs go
  *    through the shared scratch, at which offsets) and the chunk fetches
  *    (cp.async or TMA).
- * Shared memory: the staging plan places the staged tile inputs and
- * outputs after the colsum slots (4 warps x BN floats per colsum
- * reduction, in reduction order: epi_colsum_slot). */
+ * Shared memory: each emitter declares the scratch it holds for the whole
+ * fragment (epi_emitter.smem: the colsum slots, 4 warps x BN floats per
+ * colsum reduction, in reduction order); the staging plan places the
+ * staged tile inputs and outputs after them. */
 #ifndef CODA_CUDA_EPI_EMIT_H
 #define CODA_CUDA_EPI_EMIT_H
 
@@ -70,11 +71,16 @@ typedef void (*epi_hook)(struct gen *g, int idx);
 
 /* One argument kind: a hook per phase (NULL: nothing there); idx is the
  * input, output or reduction index. read: the expression of an input read
- * with a lane at the current point (inputs only). */
+ * with a lane at the current point (inputs only). smem: bytes of the
+ * shared scratch the argument holds for the whole fragment, placed at the
+ * start of the scratch in argument order (colsum: its 4 warps' column
+ * sums); the staged tile inputs and outputs are placed after these by the
+ * staging plan. */
 typedef struct epi_emitter {
   const char *name;
   epi_hook hook[EPI_NPHASES];
   void (*read)(struct gen *g, int k, coda_lane lane);
+  long smem;
 } epi_emitter;
 
 typedef struct epi_arg {
@@ -131,8 +137,10 @@ int epi_dt_code(coda_dtype t);
 int epi_dt_size(coda_dtype t);
 int epi_chunk_row_bytes(coda_dtype t, coda_width w);
 int epi_program_reads(const struct coda_program_s *p, int used[CODA_MAX_INPUTS]);
-void epi_plan_staging(const struct coda_program_s *p, const int *used, int ncol, long scratch,
-                  stage_plan *sp);
+/* Bytes of the scratch the program's arguments hold for the whole fragment
+ * (the sum of their emitters' smem). */
+long epi_fixed_smem(const struct coda_program_s *p);
+void epi_plan_staging(const struct coda_program_s *p, const int *used, long scratch, stage_plan *sp);
 int epi_input_slots(const struct coda_program_s *p, const stage_plan *sp, int *slot);
 int epi_plan_all_staged(const struct coda_program_s *p, const int *used, const stage_plan *sp);
 int epi_plan_staged_count(const stage_plan *sp);

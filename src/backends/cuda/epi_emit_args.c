@@ -137,21 +137,21 @@ static void tile_read(gen *g, int k, coda_lane lane) {
   else coda_sb_printf(b, "(e ? tv%d.y : tv%d.x)", k, k);
 }
 
-static const epi_emitter kScalar = {"scalar", {[EPI_BEGIN] = scalar_begin}, scalar_read};
-static const epi_emitter kRow = {"row", {[EPI_BEGIN] = row_begin}, row_read};
-static const epi_emitter kRowsum = {"rowsum", {[EPI_BEGIN] = rowsum_begin}, rowsum_read};
-static const epi_emitter kCol = {"col",
-                                 {[EPI_BEGIN] = col_begin,
+static const epi_emitter kScalar = {.name = "scalar", .hook = {[EPI_BEGIN] = scalar_begin}, .read = scalar_read};
+static const epi_emitter kRow = {.name = "row", .hook = {[EPI_BEGIN] = row_begin}, .read = row_read};
+static const epi_emitter kRowsum = {.name = "rowsum", .hook = {[EPI_BEGIN] = rowsum_begin}, .read = rowsum_read};
+static const epi_emitter kCol = {.name = "col",
+                                 .hook = {[EPI_BEGIN] = col_begin,
                                   [EPI_CHUNK_DECL] = col_chunk_decl,
                                   [EPI_PAIR_LOAD] = col_pair_load,
                                   [EPI_GROUP] = col_group},
-                                 col_read};
-static const epi_emitter kTile = {"tile",
-                                  {[EPI_STAGE_DECL] = tile_stage_decl,
+                                 .read = col_read};
+static const epi_emitter kTile = {.name = "tile",
+                                  .hook = {[EPI_STAGE_DECL] = tile_stage_decl,
                                    [EPI_CHUNK_DECL] = tile_chunk_decl,
                                    [EPI_HALF_LOAD] = tile_half_load,
                                    [EPI_HALF] = tile_half},
-                                  tile_read};
+                                  .read = tile_read};
 
 const epi_emitter *epi_input_emitter(coda_arg_kind k) {
   switch (k) {
@@ -239,10 +239,9 @@ static void out_chunk_store(gen *g, int o) {
             epi_view_len(op->width));
 }
 
-const epi_emitter epi_output_emitter = {"output",
-                                        {[EPI_STAGE_DECL] = out_stage_decl,
+const epi_emitter epi_output_emitter = {.name = "output",
+                                        .hook = {[EPI_STAGE_DECL] = out_stage_decl,
                                          [EPI_HALF] = out_half,
                                          [EPI_POINT] = out_point,
                                          [EPI_STORE] = out_store,
-                                         [EPI_CHUNK_STORE] = out_chunk_store},
-                                        NULL};
+                                         [EPI_CHUNK_STORE] = out_chunk_store}};

@@ -210,31 +210,29 @@ static void col_end(gen *g, int q) {
 }
 
 static const epi_emitter kRowsum = {
-    "rowsum", {[EPI_BEGIN] = fold_begin, [EPI_POINT] = rowsum_point, [EPI_END_ROW] = fold_end_row}, NULL};
+    .name = "rowsum", .hook = {[EPI_BEGIN] = fold_begin, [EPI_POINT] = rowsum_point, [EPI_END_ROW] = fold_end_row}};
 static const epi_emitter kRowmax = {
-    "rowmax", {[EPI_BEGIN] = fold_begin, [EPI_POINT] = rowmax_point, [EPI_END_ROW] = fold_end_row}, NULL};
-static const epi_emitter kRowlse = {"rowlse",
-                                    {[EPI_BEGIN] = fold_begin,
+    .name = "rowmax", .hook = {[EPI_BEGIN] = fold_begin, [EPI_POINT] = rowmax_point, [EPI_END_ROW] = fold_end_row}};
+static const epi_emitter kRowlse = {.name = "rowlse",
+                                    .hook = {[EPI_BEGIN] = fold_begin,
                                      [EPI_FOLD_DECL] = lse_fold_decl,
                                      [EPI_POINT] = lse_point,
                                      [EPI_CHUNK_FOLD] = lse_chunk_fold,
-                                     [EPI_END_ROW] = fold_end_row},
-                                    NULL};
-static const epi_emitter kSegsum = {"segsum",
-                                    {[EPI_BEGIN] = fold_begin,
+                                     [EPI_END_ROW] = fold_end_row}};
+static const epi_emitter kSegsum = {.name = "segsum",
+                                    .hook = {[EPI_BEGIN] = fold_begin,
                                      [EPI_POINT] = rowsum_point,
                                      [EPI_FLUSH] = seg_flush,
-                                     [EPI_END_ROW] = fold_end_row},
-                                    NULL};
+                                     [EPI_END_ROW] = fold_end_row}};
 static const epi_emitter kSegsumNarrow = {
-    "segsum narrow", {[EPI_HALF] = nseg_half, [EPI_POINT] = nseg_point, [EPI_STORE] = nseg_store}, NULL};
-static const epi_emitter kRowpick = {"rowpick", {[EPI_BEGIN] = pick_begin, [EPI_POINT] = pick_point}, NULL};
-static const epi_emitter kColsum = {"colsum",
-                                    {[EPI_GROUP] = col_group,
+    .name = "segsum narrow", .hook = {[EPI_HALF] = nseg_half, [EPI_POINT] = nseg_point, [EPI_STORE] = nseg_store}};
+static const epi_emitter kRowpick = {.name = "rowpick", .hook = {[EPI_BEGIN] = pick_begin, [EPI_POINT] = pick_point}};
+static const epi_emitter kColsum = {.name = "colsum",
+                                    .hook = {[EPI_GROUP] = col_group,
                                      [EPI_POINT] = col_point,
                                      [EPI_GROUP_END] = col_group_end,
                                      [EPI_END] = col_end},
-                                    NULL};
+                                    .smem = 4L * CODA_EPI_BN * (long)sizeof(float)}; /* 4 warps' column sums */
 
 const epi_emitter *epi_reduce_emitter(const ir_reduce *r) {
   switch (r->kind) {

@@ -57,12 +57,20 @@ int epi_program_reads(const struct coda_program_s *p, int used[CODA_MAX_INPUTS])
  * room for two buffers per input the next chunk's inputs are fetched
  * (cp.async) while the current one is computed. What does not fit keeps
  * direct accesses. */
-void epi_plan_staging(const struct coda_program_s *p, const int *used, int ncol, long scratch,
-                         stage_plan *sp) {
+long epi_fixed_smem(const struct coda_program_s *p) {
+  long n = 0;
+  for (int k = 0; k < p->ninputs; k++) n += epi_input_emitter(p->inputs[k].kind)->smem;
+  n += (long)p->noutputs * epi_output_emitter.smem;
+  for (int q = 0; q < p->nreduces; q++) n += epi_reduce_emitter(&p->reduces[q])->smem;
+  return n;
+}
+
+void epi_plan_staging(const struct coda_program_s *p, const int *used, long scratch, stage_plan *sp) {
   memset(sp, 0, sizeof *sp);
   for (int k = 0; k < CODA_MAX_INPUTS; k++) sp->in_off[k] = -1;
   for (int o = 0; o < CODA_MAX_OUTPUTS; o++) sp->out_off[o] = -1;
-  const long budget = scratch - (long)ncol * 4 * 4 * CODA_EPI_BN; /* after the colsum slots */
+  const long fixed = epi_fixed_smem(p);
+  const long budget = scratch - fixed; /* after the colsum slots */
   long in_bytes = 0, out_bytes = 0;
   for (int k = 0; k < p->ninputs; k++)
     if (used[k] && p->inputs[k].kind == CODA_ARG_TILE)
@@ -74,7 +82,7 @@ void epi_plan_staging(const struct coda_program_s *p, const int *used, int ncol,
    * greedily in program order with prefetch */
   sp->dbl = !(2 * in_bytes + out_bytes > budget && in_bytes + out_bytes <= budget);
   const int nbuf = sp->dbl ? 2 : 1;
-  long off = (long)ncol * 4 * 4 * CODA_EPI_BN;
+  long off = fixed;
   for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
     const int rb = epi_chunk_row_bytes(in->dtype, in->width);
@@ -217,9 +225,9 @@ void epi_emit_fetch(gen *g, const char *jc, const char *buf, const char *cp_tail
 void coda_epi_input_tma_slots(coda_program pg, int *slot) {
   const struct coda_program_s *p = pg;
   int used[CODA_MAX_INPUTS];
-  const int ncol = epi_program_reads(p, used);
+  epi_program_reads(p, used);
   stage_plan sp;
-  epi_plan_staging(p, used, ncol, coda_epi_scratch_bytes(pg), &sp);
+  epi_plan_staging(p, used, coda_epi_scratch_bytes(pg), &sp);
   epi_input_slots(p, &sp, slot);
 }
 
