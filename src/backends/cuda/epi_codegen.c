@@ -101,16 +101,6 @@ static char *sb_take(coda_context ctx, coda_strbuf *b) {
 
 /* ------------------------------------------------------------ checks */
 
-static const char *kind_name(coda_arg_kind k) {
-  switch (k) {
-  case CODA_ARG_ROW: return "row";
-  case CODA_ARG_COL: return "col";
-  case CODA_ARG_SCALAR: return "scalar";
-  case CODA_ARG_ROWSUM: return "rowsum";
-  default: return "tile";
-  }
-}
-
 coda_status coda_epi_supported(coda_context ctx, coda_program pg) {
   const struct coda_program_s *p = pg;
   if (!p) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA epilogue: program is NULL");
@@ -229,7 +219,7 @@ static void emit_head(gen *g) {
             g->pair ? "pair" : "elem", p->ninstrs, p->ninputs, p->noutputs, p->nreduces);
   coda_sb_printf(b, "/* arguments:");
   for (int k = 0; k < p->ninputs; k++)
-    coda_sb_printf(b, " %d=%s(%s %s%s)", k, p->inputs[k].name, kind_name(p->inputs[k].kind),
+    coda_sb_printf(b, " %d=%s(%s %s%s)", k, p->inputs[k].name, g->in_em[k]->name,
               coda_dtype_name(p->inputs[k].dtype),
               p->inputs[k].width == CODA_WIDTH_X2 ? " x2" : p->inputs[k].width == CODA_WIDTH_HALF ? " half" : "");
   for (int o = 0; o < p->noutputs; o++)
