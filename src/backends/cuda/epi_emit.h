@@ -71,8 +71,8 @@ typedef void (*epi_hook)(struct gen *g, int idx);
 
 /* One argument kind: a hook per phase (NULL: nothing there); idx is the
  * input, output or reduction index. name: the kind (for inputs, as the
- * generated source's argument list names it). read: the expression of an input read
- * with a lane at the current point (inputs only). smem: bytes of the
+ * generated source's argument list names it). read: the expression of an
+ * input read with a lane at the current point (inputs only). smem: bytes of the
  * shared scratch the argument holds for the whole fragment, placed at the
  * start of the scratch in argument order (colsum: its 4 warps' column
  * sums); the staged tile inputs and outputs are placed after these by the
