@@ -200,8 +200,8 @@ __device__ __forceinline__ uint32_t bt_addr(const bf16 *tile, int row0, int kk, 
 /* ------------------------------------------------------ gradient stores */
 
 /* The RoPE backward's rotation by -theta of one pair, theta =
- * 2*pi*frac(p*(fhi + flo)): the angle as rope() in the epilogue prelude
- * (epi_codegen.c) and the CPU (cpu/rope.h) reduce it (p*fhi = hi + err
+ * 2*pi*frac(p*(fhi + flo)): the angle as rope() in the epilogue helpers
+ * (epi_helpers.cuh) and the CPU (cpu/rope.h) reduce it (p*fhi = hi + err
  * exactly, a two-product, so the fraction keeps float accuracy at large
  * p*f), the sine and cosine from the hardware (below). */
 __device__ __forceinline__ void rope_bwd_pair(float x, float y, float p, float fhi, float flo,

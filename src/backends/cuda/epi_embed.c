@@ -1,9 +1,9 @@
-/* The mainloop headers, embedded into the library so that NVRTC can compile
+/* The mainloop headers and the epilogue's device helpers, embedded into the library so that NVRTC can compile
  * generated epilogues on machines without the source tree. The assembler
  * resolves the paths through the compiler's include directories (src/).
- * Note for incremental builds: the dependency on the two headers is not
- * seen by the build system's dependency scan; a clean build always embeds
- * the current text. */
+ * The dependency on the three headers is not seen by the compiler's
+ * dependency scan: CMakeLists.txt names them as OBJECT_DEPENDS of this
+ * file. */
 __asm__(".section .rodata\n"
         ".global coda_epi_hdr_gemm_sm90\n"
         "coda_epi_hdr_gemm_sm90:\n"
@@ -12,5 +12,9 @@ __asm__(".section .rodata\n"
         ".global coda_epi_hdr_wgmma\n"
         "coda_epi_hdr_wgmma:\n"
         ".incbin \"backends/cuda/wgmma.cuh\"\n"
+        ".byte 0\n"
+        ".global coda_epi_hdr_helpers\n"
+        "coda_epi_hdr_helpers:\n"
+        ".incbin \"backends/cuda/epi_helpers.cuh\"\n"
         ".byte 0\n"
         ".previous\n");
