@@ -60,24 +60,20 @@ __global__ void accum_kernel(float *dst, const void *src, int bf16, long long ld
   }
 }
 
-__global__ void embed_kernel(__nv_bfloat16 *x, long long ld, const float *table,
-                             const int32_t *tok, long long M, long long D) {
-  const long long n = M * D;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-       i += (long long)gridDim.x * blockDim.x) {
-    const long long r = i / D, k = i % D;
-    x[r * ld + k] = __float2bfloat16_rn(table[(long long)tok[r] * D + k]);
-  }
-}
+/* x[r] = table[tok[r]] rounded to bf16, from the fp32 master table or the
+ * bf16 weights (data parallel: the all-gathered copy); a bf16 -> bf16
+ * conversion is exact. */
+__device__ __forceinline__ __nv_bfloat16 to_bf16(float v) { return __float2bfloat16_rn(v); }
+__device__ __forceinline__ __nv_bfloat16 to_bf16(__nv_bfloat16 v) { return v; }
 
-/* the same from a bf16 table (data parallel: the all-gathered weights) */
-__global__ void embed16_kernel(__nv_bfloat16 *x, long long ld, const __nv_bfloat16 *table,
-                               const int32_t *tok, long long M, long long D) {
+template <typename T>
+__global__ void embed_kernel(__nv_bfloat16 *x, long long ld, const T *table, const int32_t *tok,
+                             long long M, long long D) {
   const long long n = M * D;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
        i += (long long)gridDim.x * blockDim.x) {
     const long long r = i / D, k = i % D;
-    x[r * ld + k] = table[(long long)tok[r] * D + k];
+    x[r * ld + k] = to_bf16(table[(long long)tok[r] * D + k]);
   }
 }
 
@@ -172,25 +168,25 @@ extern "C" coda_status coda_cuda_train_accum(coda_context ctx, float *dst, const
   return check_launch(ctx, "gradient accumulation");
 }
 
-extern "C" coda_status coda_cuda_train_embed(coda_context ctx, const coda_tensor *x,
-                                             const float *table, const int32_t *tok) {
+template <typename T>
+static coda_status embed(coda_context ctx, const coda_tensor *x, const T *table, const int32_t *tok) {
   if (x->dtype != CODA_BF16)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "embedding lookup: the block input must be bf16");
   const long long n = x->rows * x->cols;
   if (n == 0) return CODA_OK;
-  embed_kernel<<<grid_of(n), 256, 0, coda_cuda_stream(ctx)>>>((__nv_bfloat16 *)x->data, x->ld, table, tok, x->rows, x->cols);
+  embed_kernel<T><<<grid_of(n), 256, 0, coda_cuda_stream(ctx)>>>((__nv_bfloat16 *)x->data, x->ld,
+                                                                 table, tok, x->rows, x->cols);
   return check_launch(ctx, "embedding lookup");
+}
+
+extern "C" coda_status coda_cuda_train_embed(coda_context ctx, const coda_tensor *x,
+                                             const float *table, const int32_t *tok) {
+  return embed(ctx, x, table, tok);
 }
 
 extern "C" coda_status coda_cuda_train_embed16(coda_context ctx, const coda_tensor *x,
                                                const uint16_t *table, const int32_t *tok) {
-  if (x->dtype != CODA_BF16)
-    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "embedding lookup: the block input must be bf16");
-  const long long n = x->rows * x->cols;
-  if (n == 0) return CODA_OK;
-  embed16_kernel<<<grid_of(n), 256, 0, coda_cuda_stream(ctx)>>>((__nv_bfloat16 *)x->data, x->ld,
-                                      (const __nv_bfloat16 *)table, tok, x->rows, x->cols);
-  return check_launch(ctx, "embedding lookup");
+  return embed(ctx, x, (const __nv_bfloat16 *)table, tok);
 }
 
 extern "C" coda_status coda_cuda_train_embed_grad(coda_context ctx, float *g, const coda_tensor *dx,
