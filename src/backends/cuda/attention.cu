@@ -523,6 +523,196 @@ __device__ __forceinline__ void wg_rs_t(float (&d)[N / 2], const uint32_t (&a)[4
   else wgmma_rs_m64n128k16<1>(d, a, db, 1);
 }
 
+/* ---------------------- tile math of the wgmma kernels (both families)
+ *
+ * One thread holds two rows of a 64-row accumulator: rows r0 and r0 + 8,
+ * value i at row 8((i>>1)&1) and column 8(i>>2) + 2(lane&3) + (i&1). */
+
+/* Causal mask of an N-column score block whose first key is key0. */
+template <int N>
+__device__ __forceinline__ void mask_causal(float (&s)[N / 2], int key0, int r0, int lane) {
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) {
+    const int key = key0 + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
+    if (key > r0 + 8 * ((i >> 1) & 1)) s[i] = -INFINITY;
+  }
+}
+/* Online softmax of scores s against the running max m and sum l (first:
+ * no history). Leaves exp2(c*s - c*m) in s, rescales l and returns the
+ * factor for O in alpha (l holds this thread's columns; the quad is summed
+ * at the end). */
+template <int N>
+__device__ __forceinline__ void online_softmax(float (&s)[N / 2], float (&m)[2], float (&l)[2],
+                                               float (&alpha)[2], bool first, float scale2) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx = first ? -INFINITY : m[r];
+#pragma unroll
+    for (int nb = 0; nb < N / 8; ++nb)
+      mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * r], s[4 * nb + 2 * r + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    alpha[r] = first ? 0.f : ex2((m[r] - mx) * scale2);
+    m[r] = mx;
+    const float mc = mx * scale2;
+    float sum = 0.f;
+#pragma unroll
+    for (int nb = 0; nb < N / 8; ++nb) {
+      s[4 * nb + 2 * r] = ex2(fmaf(s[4 * nb + 2 * r], scale2, -mc));
+      s[4 * nb + 2 * r + 1] = ex2(fmaf(s[4 * nb + 2 * r + 1], scale2, -mc));
+      sum += s[4 * nb + 2 * r] + s[4 * nb + 2 * r + 1];
+    }
+    l[r] = first ? sum : l[r] * alpha[r] + sum;
+  }
+}
+template <int HD>
+__device__ __forceinline__ void rescale_rows(float (&o)[HD / 2], const float (&alpha)[2]) {
+#pragma unroll
+  for (int nb = 0; nb < HD / 8; ++nb) {
+    o[4 * nb] *= alpha[0];
+    o[4 * nb + 1] *= alpha[0];
+    o[4 * nb + 2] *= alpha[1];
+    o[4 * nb + 3] *= alpha[1];
+  }
+}
+/* An N-column block as bf16 A fragments of an RS wgmma (per warp the
+ * m16n8k16 A layout, which the accumulator's already is). */
+template <int N>
+__device__ __forceinline__ void pack_a(const float (&v)[N / 2], uint32_t (&a)[N / 16][4]) {
+#pragma unroll
+  for (int ks = 0; ks < N / 16; ++ks) {
+    a[ks][0] = pack2(v[8 * ks], v[8 * ks + 1]);
+    a[ks][1] = pack2(v[8 * ks + 2], v[8 * ks + 3]);
+    a[ks][2] = pack2(v[8 * ks + 4], v[8 * ks + 5]);
+    a[ks][3] = pack2(v[8 * ks + 6], v[8 * ks + 7]);
+  }
+}
+/* The forward's stores of rows r0, r0 + 8 of head h: O / l as bf16 and
+ * lse = scale*m + ln l. */
+template <int HD>
+__device__ __forceinline__ void store_out_rows(const Params &p, const float (&o)[HD / 2],
+                                               const float (&m)[2], const float (&l)[2], int r0,
+                                               int b, int h, int lane) {
+  const long long orow = (long long)b * p.T;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float lr = l[r];
+    lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+    lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+    const int row = r0 + 8 * r;
+    if (row >= p.T) continue;
+    const float inv = 1.f / lr;
+    bf16 *dst = p.out + (orow + row) * p.ld_out + (long long)h * HD + (lane & 3) * 2;
+#pragma unroll
+    for (int nb = 0; nb < HD / 8; ++nb)
+      *reinterpret_cast<uint32_t *>(dst + nb * 8) =
+          pack2(o[4 * nb + 2 * r] * inv, o[4 * nb + 2 * r + 1] * inv);
+    if ((lane & 3) == 0) p.lse[(orow + row) * p.ld_lse + h] = m[r] * p.scale + logf(lr);
+  }
+}
+/* dQ pass, K/V tile of N keys from key0: dS = P*(dP - D) with
+ * P = exp2(c*S - L) (0 where key > query), packed as A fragments. */
+template <int N>
+__device__ __forceinline__ void dq_ds(const float (&s)[N / 2], const float (&dp)[N / 2],
+                                      const float (&Lr)[2], const float (&Dr)[2], int key0, int r0,
+                                      int lane, float scale2, uint32_t (&da)[N / 16][4]) {
+#pragma unroll
+  for (int ks = 0; ks < N / 16; ++ks) {
+    float ds[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int i = 8 * ks + e, r = (i >> 1) & 1;
+      const int key = key0 + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
+      float pr = ex2(fmaf(s[i], scale2, -Lr[r]));
+      if (key > r0 + 8 * r) pr = 0.f;
+      ds[e] = pr * (dp[i] - Dr[r]);
+    }
+    da[ks][0] = pack2(ds[0], ds[1]);
+    da[ks][1] = pack2(ds[2], ds[3]);
+    da[ks][2] = pack2(ds[4], ds[5]);
+    da[ks][3] = pack2(ds[6], ds[7]);
+  }
+}
+/* dK/dV pass, Q/dO tile of N queries from qt (L, D in tl, td): P^T =
+ * exp2(c*S^T - L) (0 where query < key or past the sequence) and dS^T =
+ * P^T*(dP^T - D), packed as A fragments. Rows are keys key0, key0 + 8. */
+template <int N>
+__device__ __forceinline__ void dkdv_pds(const float (&s)[N / 2], const float (&dp)[N / 2],
+                                         const float *tl, const float *td, int qt, int key0,
+                                         int T, int lane, float scale2, uint32_t (&pa)[N / 16][4],
+                                         uint32_t (&da)[N / 16][4]) {
+#pragma unroll
+  for (int ks = 0; ks < N / 16; ++ks) {
+    float pt[8], ds[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int c = 8 * ks + e, r = (c >> 1) & 1;
+      const int qi = 8 * (c >> 2) + 2 * (lane & 3) + (c & 1);
+      const int q = qt + qi;
+      float pr = ex2(fmaf(s[c], scale2, -tl[qi]));
+      if (q < key0 + 8 * r || q >= T) pr = 0.f;
+      pt[e] = pr;
+      ds[e] = pr * (dp[c] - td[qi]);
+    }
+    pa[ks][0] = pack2(pt[0], pt[1]);
+    pa[ks][1] = pack2(pt[2], pt[3]);
+    pa[ks][2] = pack2(pt[4], pt[5]);
+    pa[ks][3] = pack2(pt[6], pt[7]);
+    da[ks][0] = pack2(ds[0], ds[1]);
+    da[ks][1] = pack2(ds[2], ds[3]);
+    da[ks][2] = pack2(ds[4], ds[5]);
+    da[ks][3] = pack2(ds[6], ds[7]);
+  }
+}
+/* dQ stores of rows r0, r0 + 8 of query head h (dq *= scale); qkv values
+ * for the RoPE stores from the BM-row Q tile sQ whose first row is q0. */
+template <bool ROPE, int BM, int HD>
+__device__ __forceinline__ void store_dq_rows(const Params &p, const float (&dq)[HD / 2], int r0,
+                                              int q0, int b, int h, int lane, const bf16 *sQ) {
+  const long long orow = (long long)b * p.T;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = r0 + 8 * r;
+    float a[HD / 8], c[HD / 8];
+#pragma unroll
+    for (int nb = 0; nb < HD / 8; ++nb) {
+      a[nb] = dq[4 * nb + 2 * r] * p.scale;
+      c[nb] = dq[4 * nb + 2 * r + 1] * p.scale;
+    }
+    store_grad_row<ROPE, HD / 8>(p, orow + row, row < p.T, h * HD + (lane & 3) * 2, h, a, c,
+                                 YTile<BM, HD>{sQ, row - q0, lane & 3});
+  }
+}
+/* dK (*= scale) and dV stores of keys key0, key0 + 8 of kv head g; K and
+ * V values for the RoPE stores from the BN-row tiles sK, sV whose first
+ * row is k0. */
+template <bool ROPE, int BN, int HD>
+__device__ __forceinline__ void store_dkdv_rows(const Params &p, const float (&dk)[HD / 2],
+                                                const float (&dv)[HD / 2], int key0, int k0, int b,
+                                                int g, int lane, const bf16 *sK, const bf16 *sV) {
+  const long long orow = (long long)b * p.T;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = key0 + 8 * r;
+    float a[HD / 8], c[HD / 8];
+#pragma unroll
+    for (int nb = 0; nb < HD / 8; ++nb) {
+      a[nb] = dk[4 * nb + 2 * r] * p.scale;
+      c[nb] = dk[4 * nb + 2 * r + 1] * p.scale;
+    }
+    const int ck = (p.Hq + g) * HD + (lane & 3) * 2, cv = ck + p.Hkv * HD;
+    store_grad_row<ROPE, HD / 8>(p, orow + key, key < p.T, ck, p.Hq + g, a, c,
+                                 YTile<BN, HD>{sK, key - k0, lane & 3});
+#pragma unroll
+    for (int nb = 0; nb < HD / 8; ++nb) {
+      a[nb] = dv[4 * nb + 2 * r];
+      c[nb] = dv[4 * nb + 2 * r + 1];
+    }
+    store_grad_row<ROPE, HD / 8>(p, orow + key, key < p.T, cv, p.Hq + p.Hkv + g, a, c,
+                                 YTile<BN, HD>{sV, key - k0, lane & 3});
+  }
+}
+
 /* One CTA = NWG warpgroups, 64 queries each, of one (batch, head); warp w
  * of a warpgroup owns its rows 16w..16w+15 (the wgmma m64 accumulator
  * layout: value i of a thread sits at row 16w + lane/4 + 8((i>>1)&1),
@@ -591,48 +781,12 @@ __global__ void __launch_bounds__(128 * NWG) fwd_wg_kernel(Params p) {
     wg_wait<0>();
     wg_regs(s);
 
-    if (j * KT + KT - 1 > qw) { /* some key > some row: mask key > query */
-#pragma unroll
-      for (int i = 0; i < KT / 2; ++i) {
-        const int key = j * KT + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
-        const int row = r0 + 8 * ((i >> 1) & 1);
-        if (key > row) s[i] = -INFINITY;
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = m[r];
-#pragma unroll
-      for (int nb = 0; nb < KT / 8; ++nb)
-        mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * r], s[4 * nb + 2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float alpha = m[r] == -INFINITY ? 0.f : ex2((m[r] - mx) * p.scale2);
-      m[r] = mx;
-      const float mc = mx * p.scale2;
-      l[r] *= alpha;
-#pragma unroll
-      for (int nb = 0; nb < HD / 8; ++nb) {
-        o[4 * nb + 2 * r] *= alpha;
-        o[4 * nb + 2 * r + 1] *= alpha;
-      }
-      float sum = 0.f;
-#pragma unroll
-      for (int nb = 0; nb < KT / 8; ++nb) {
-        s[4 * nb + 2 * r] = ex2(fmaf(s[4 * nb + 2 * r], p.scale2, -mc));
-        s[4 * nb + 2 * r + 1] = ex2(fmaf(s[4 * nb + 2 * r + 1], p.scale2, -mc));
-        sum += s[4 * nb + 2 * r] + s[4 * nb + 2 * r + 1];
-      }
-      l[r] += sum; /* this thread's columns; the quad is summed at the end */
-    }
+    if (j * KT + KT - 1 > qw) mask_causal<KT>(s, j * KT, r0, lane); /* some key > some row */
+    float alpha[2];
+    online_softmax<KT>(s, m, l, alpha, j == 0, p.scale2);
+    rescale_rows<HD>(o, alpha);
     uint32_t pa[KT / 16][4];
-#pragma unroll
-    for (int ks = 0; ks < KT / 16; ++ks) {
-      pa[ks][0] = pack2(s[8 * ks], s[8 * ks + 1]);
-      pa[ks][1] = pack2(s[8 * ks + 2], s[8 * ks + 3]);
-      pa[ks][2] = pack2(s[8 * ks + 4], s[8 * ks + 5]);
-      pa[ks][3] = pack2(s[8 * ks + 6], s[8 * ks + 7]);
-    }
+    pack_a<KT>(s, pa);
     wg_regs(o);
     wg_fence();
 #pragma unroll
@@ -644,23 +798,7 @@ __global__ void __launch_bounds__(128 * NWG) fwd_wg_kernel(Params p) {
     }
     __syncthreads(); /* this stage is refilled next iteration */
   }
-
-  const long long orow = (long long)b * p.T;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float lr = l[r];
-    lr += __shfl_xor_sync(0xffffffffu, lr, 1);
-    lr += __shfl_xor_sync(0xffffffffu, lr, 2);
-    const int row = r0 + 8 * r;
-    if (row >= p.T) continue;
-    const float inv = 1.f / lr;
-    bf16 *dst = p.out + (orow + row) * p.ld_out + (long long)h * HD + (lane & 3) * 2;
-#pragma unroll
-    for (int nb = 0; nb < HD / 8; ++nb)
-      *reinterpret_cast<uint32_t *>(dst + nb * 8) =
-          pack2(o[4 * nb + 2 * r] * inv, o[4 * nb + 2 * r + 1] * inv);
-    if ((lane & 3) == 0) p.lse[(orow + row) * p.ld_lse + h] = m[r] * p.scale + logf(lr);
-  }
+  store_out_rows<HD>(p, o, m, l, r0, b, h, lane);
 }
 
 /* ------------------------- forward, warp-specialized (sm_90a, TMA + wgmma) */
@@ -809,50 +947,6 @@ __global__ void __launch_bounds__(384, 1)
     float s[KT / 2];
     uint32_t pa[KT / 16][4];
 
-    /* Scores of K tile j into s; masked where key > query on the diagonal. */
-    auto scores_done = [&](int j) {
-      if (j == nkb - 1) {
-#pragma unroll
-        for (int i = 0; i < KT / 2; ++i) {
-          const int key = j * KT + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
-          const int row = r0 + 8 * ((i >> 1) & 1);
-          if (key > row) s[i] = -INFINITY;
-        }
-      }
-    };
-    /* Online softmax of s against the running max; returns alpha per row
-     * (the factor for O and l) and leaves exp2(c*s - c*m) in s. */
-    auto softmax = [&](bool first, float (&alpha)[2]) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float mx = first ? -INFINITY : m[r];
-#pragma unroll
-        for (int nb = 0; nb < KT / 8; ++nb)
-          mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * r], s[4 * nb + 2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        alpha[r] = first ? 0.f : ex2((m[r] - mx) * p.scale2);
-        m[r] = mx;
-        const float mc = mx * p.scale2;
-        float sum = 0.f;
-#pragma unroll
-        for (int nb = 0; nb < KT / 8; ++nb) {
-          s[4 * nb + 2 * r] = ex2(fmaf(s[4 * nb + 2 * r], p.scale2, -mc));
-          s[4 * nb + 2 * r + 1] = ex2(fmaf(s[4 * nb + 2 * r + 1], p.scale2, -mc));
-          sum += s[4 * nb + 2 * r] + s[4 * nb + 2 * r + 1];
-        }
-        l[r] = first ? sum : l[r] * alpha[r] + sum; /* this thread's columns */
-      }
-    };
-    auto pack_p = [&]() {
-#pragma unroll
-      for (int ks = 0; ks < KT / 16; ++ks) {
-        pa[ks][0] = pack2(s[8 * ks], s[8 * ks + 1]);
-        pa[ks][1] = pack2(s[8 * ks + 2], s[8 * ks + 3]);
-        pa[ks][2] = pack2(s[8 * ks + 4], s[8 * ks + 5]);
-        pa[ks][3] = pack2(s[8 * ks + 6], s[8 * ks + 7]);
-      }
-    };
     auto issue_s = [&](const bf16 *tk) {
 #pragma unroll
       for (int kk = 0; kk < HD / 16; ++kk)
@@ -878,10 +972,10 @@ __global__ void __launch_bounds__(384, 1)
     wg_regs(s);
     warp_arrive(&k_empty[st]);
     if (nkb == 1) warp_arrive(q_empty);
-    scores_done(0);
+    if (nkb == 1) mask_causal<KT>(s, 0, r0, lane); /* tile qb holds the diagonal */
     float alpha[2];
-    softmax(true, alpha);
-    pack_p();
+    online_softmax<KT>(s, m, l, alpha, true, p.scale2);
+    pack_a<KT>(s, pa);
 
     for (int j = 1; j < nkb; ++j) {
       const int pst = st;
@@ -901,19 +995,13 @@ __global__ void __launch_bounds__(384, 1)
       wg_regs(s);
       warp_arrive(&k_empty[st]);
       if (j == nkb - 1) warp_arrive(q_empty);
-      scores_done(j);
-      softmax(false, alpha);
+      if (j == nkb - 1) mask_causal<KT>(s, j * KT, r0, lane);
+      online_softmax<KT>(s, m, l, alpha, false, p.scale2);
       wg_wait<0>();
       wg_regs(o);
       warp_arrive(&v_empty[pst]);
-#pragma unroll
-      for (int nb = 0; nb < HD / 8; ++nb) {
-        o[4 * nb] *= alpha[0];
-        o[4 * nb + 1] *= alpha[0];
-        o[4 * nb + 2] *= alpha[1];
-        o[4 * nb + 3] *= alpha[1];
-      }
-      pack_p();
+      rescale_rows<HD>(o, alpha); /* O = alpha (O + P V) */
+      pack_a<KT>(s, pa);
     }
     coda_sm90::mbar_wait(&v_full[st], ph);
     turn_begin();
@@ -926,22 +1014,7 @@ __global__ void __launch_bounds__(384, 1)
     warp_arrive(&v_empty[st]);
     ++n;
 
-    const long long orow = (long long)b * p.T;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float lr = l[r];
-      lr += __shfl_xor_sync(0xffffffffu, lr, 1);
-      lr += __shfl_xor_sync(0xffffffffu, lr, 2);
-      const int row = r0 + 8 * r;
-      if (row >= p.T) continue;
-      const float inv = 1.f / lr;
-      bf16 *dst = p.out + (orow + row) * p.ld_out + (long long)h * HD + (lane & 3) * 2;
-#pragma unroll
-      for (int nb = 0; nb < HD / 8; ++nb)
-        *reinterpret_cast<uint32_t *>(dst + nb * 8) =
-            pack2(o[4 * nb + 2 * r] * inv, o[4 * nb + 2 * r + 1] * inv);
-      if ((lane & 3) == 0) p.lse[(orow + row) * p.ld_lse + h] = m[r] * p.scale + logf(lr);
-    }
+    store_out_rows<HD>(p, o, m, l, r0, b, h, lane);
   }
 }
 
@@ -1397,22 +1470,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB) bwd_dq_wg_kernel(Params p) {
       wg_regs(s);
       wg_regs(dp);
       uint32_t da[KT / 16][4];
-#pragma unroll
-      for (int ks = 0; ks < KT / 16; ++ks) {
-        float ds[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const int i = 8 * ks + e, r = (i >> 1) & 1;
-          const int key = j * KT + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
-          float pr = ex2(fmaf(s[i], p.scale2, -Lr[r]));
-          if (key > r0 + 8 * r) pr = 0.f;
-          ds[e] = pr * (dp[i] - Dr[r]);
-        }
-        da[ks][0] = pack2(ds[0], ds[1]);
-        da[ks][1] = pack2(ds[2], ds[3]);
-        da[ks][2] = pack2(ds[4], ds[5]);
-        da[ks][3] = pack2(ds[6], ds[7]);
-      }
+      dq_ds<KT>(s, dp, Lr, Dr, j * KT, r0, lane, p.scale2, da);
       wg_regs(dq);
       wg_fence();
 #pragma unroll
@@ -1425,19 +1483,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB) bwd_dq_wg_kernel(Params p) {
     __syncthreads();
   }
 
-  const long long orow = (long long)b * p.T;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = r0 + 8 * r;
-    float a[HD / 8], c[HD / 8];
-#pragma unroll
-    for (int nb = 0; nb < HD / 8; ++nb) {
-      a[nb] = dq[4 * nb + 2 * r] * p.scale;
-      c[nb] = dq[4 * nb + 2 * r + 1] * p.scale;
-    }
-    store_grad_row<ROPE, HD / 8>(p, orow + row, row < p.T, h * HD + (lane & 3) * 2, h, a, c,
-                                 YTile<BM, HD>{sQ, row - q0, lane & 3});
-  }
+  store_dq_rows<ROPE, BM, HD>(p, dq, r0, q0, b, h, lane, sQ);
 }
 
 /* dK, dV with wgmma: NWG warpgroups of 64 keys of one (batch, kv head),
@@ -1520,28 +1566,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB) bwd_dkdv_wg_kernel(Params p) 
       wg_regs(s);
       wg_regs(dp);
       uint32_t pa[BQ / 16][4], da[BQ / 16][4];
-#pragma unroll
-      for (int ks = 0; ks < BQ / 16; ++ks) {
-        float pt[8], ds[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const int c = 8 * ks + e, r = (c >> 1) & 1;
-          const int qi = 8 * (c >> 2) + 2 * (lane & 3) + (c & 1);
-          const int q = qt + qi;
-          float pr = ex2(fmaf(s[c], p.scale2, -tl[qi]));
-          if (q < key0 + 8 * r || q >= p.T) pr = 0.f;
-          pt[e] = pr;
-          ds[e] = pr * (dp[c] - td[qi]);
-        }
-        pa[ks][0] = pack2(pt[0], pt[1]);
-        pa[ks][1] = pack2(pt[2], pt[3]);
-        pa[ks][2] = pack2(pt[4], pt[5]);
-        pa[ks][3] = pack2(pt[6], pt[7]);
-        da[ks][0] = pack2(ds[0], ds[1]);
-        da[ks][1] = pack2(ds[2], ds[3]);
-        da[ks][2] = pack2(ds[4], ds[5]);
-        da[ks][3] = pack2(ds[6], ds[7]);
-      }
+      dkdv_pds<BQ>(s, dp, tl, td, qt, key0, p.T, lane, p.scale2, pa, da);
       wg_regs(dv);
       wg_regs(dk);
       wg_fence();
@@ -1559,27 +1584,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB) bwd_dkdv_wg_kernel(Params p) 
     __syncthreads();
   }
 
-  const long long orow = (long long)b * p.T;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int key = key0 + 8 * r;
-    float a[HD / 8], c[HD / 8];
-#pragma unroll
-    for (int nb = 0; nb < HD / 8; ++nb) {
-      a[nb] = dk[4 * nb + 2 * r] * p.scale;
-      c[nb] = dk[4 * nb + 2 * r + 1] * p.scale;
-    }
-    const int ck = (p.Hq + g) * HD + (lane & 3) * 2, cv = ck + p.Hkv * HD;
-    store_grad_row<ROPE, HD / 8>(p, orow + key, key < p.T, ck, p.Hq + g, a, c,
-                                 YTile<BN, HD>{sK, key - k0, lane & 3});
-#pragma unroll
-    for (int nb = 0; nb < HD / 8; ++nb) {
-      a[nb] = dv[4 * nb + 2 * r];
-      c[nb] = dv[4 * nb + 2 * r + 1];
-    }
-    store_grad_row<ROPE, HD / 8>(p, orow + key, key < p.T, cv, p.Hq + p.Hkv + g, a, c,
-                                 YTile<BN, HD>{sV, key - k0, lane & 3});
-  }
+  store_dkdv_rows<ROPE, BN, HD>(p, dk, dv, key0, k0, b, g, lane, sK, sV);
 }
 
 /* ----------------------------- backward, warp-specialized (sm_90a, TMA) */
@@ -1708,22 +1713,7 @@ __global__ void __launch_bounds__(384, 1)
       wg_regs(dq);
       if (pend >= 0) warp_arrive(&kv_empty[pend]);
       uint32_t da[KT / 16][4];
-#pragma unroll
-      for (int ks = 0; ks < KT / 16; ++ks) {
-        float ds[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const int i = 8 * ks + e, r = (i >> 1) & 1;
-          const int key = j * KT + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
-          float pr = ex2(fmaf(s[i], p.scale2, -Lr[r]));
-          if (key > r0 + 8 * r) pr = 0.f;
-          ds[e] = pr * (dp[i] - Dr[r]);
-        }
-        da[ks][0] = pack2(ds[0], ds[1]);
-        da[ks][1] = pack2(ds[2], ds[3]);
-        da[ks][2] = pack2(ds[4], ds[5]);
-        da[ks][3] = pack2(ds[6], ds[7]);
-      }
+      dq_ds<KT>(s, dp, Lr, Dr, j * KT, r0, lane, p.scale2, da);
       wg_fence();
       const bf16 *tk = sK + st * KT * HD;
 #pragma unroll
@@ -1742,19 +1732,7 @@ __global__ void __launch_bounds__(384, 1)
     wg_regs(dq);
     if (pend >= 0) warp_arrive(&kv_empty[pend]);
 
-    const long long orow = (long long)b * p.T;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int row = r0 + 8 * r;
-      float a[HD / 8], c[HD / 8];
-#pragma unroll
-      for (int nb = 0; nb < HD / 8; ++nb) {
-        a[nb] = dq[4 * nb + 2 * r] * p.scale;
-        c[nb] = dq[4 * nb + 2 * r + 1] * p.scale;
-      }
-      store_grad_row<ROPE, HD / 8>(p, orow + row, row < p.T, h * HD + (lane & 3) * 2, h, a, c,
-                                   YTile<BM, HD>{sQ, row - q0, lane & 3});
-    }
+    store_dq_rows<ROPE, BM, HD>(p, dq, r0, q0, b, h, lane, sQ);
     warp_arrive(qo_empty); /* after the stores: the RoPE stores read sQ */
   }
 }
@@ -1875,28 +1853,7 @@ __global__ void __launch_bounds__(384, 1)
         wg_regs(s);
         wg_regs(dp);
         uint32_t pa[BQ / 16][4], da[BQ / 16][4];
-#pragma unroll
-        for (int ks = 0; ks < BQ / 16; ++ks) {
-          float pt[8], ds[8];
-#pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            const int c = 8 * ks + e, r = (c >> 1) & 1;
-            const int qi = 8 * (c >> 2) + 2 * (lane & 3) + (c & 1);
-            const int q = qt + qi;
-            float pr = ex2(fmaf(s[c], p.scale2, -tl[qi]));
-            if (q < key0 + 8 * r || q >= p.T) pr = 0.f;
-            pt[e] = pr;
-            ds[e] = pr * (dp[c] - td[qi]);
-          }
-          pa[ks][0] = pack2(pt[0], pt[1]);
-          pa[ks][1] = pack2(pt[2], pt[3]);
-          pa[ks][2] = pack2(pt[4], pt[5]);
-          pa[ks][3] = pack2(pt[6], pt[7]);
-          da[ks][0] = pack2(ds[0], ds[1]);
-          da[ks][1] = pack2(ds[2], ds[3]);
-          da[ks][2] = pack2(ds[4], ds[5]);
-          da[ks][3] = pack2(ds[6], ds[7]);
-        }
+        dkdv_pds<BQ>(s, dp, tl, td, qt, key0, p.T, lane, p.scale2, pa, da);
         wg_regs(dv);
         wg_regs(dk);
         wg_fence();
@@ -1914,27 +1871,7 @@ __global__ void __launch_bounds__(384, 1)
       warp_arrive(&q_empty[st]);
     }
 
-    const long long orow = (long long)b * p.T;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int key = key0 + 8 * r;
-      float a[HD / 8], c[HD / 8];
-#pragma unroll
-      for (int nb = 0; nb < HD / 8; ++nb) {
-        a[nb] = dk[4 * nb + 2 * r] * p.scale;
-        c[nb] = dk[4 * nb + 2 * r + 1] * p.scale;
-      }
-      const int ck = (p.Hq + g) * HD + (lane & 3) * 2, cv = ck + p.Hkv * HD;
-      store_grad_row<ROPE, HD / 8>(p, orow + key, key < p.T, ck, p.Hq + g, a, c,
-                                   YTile<BN, HD>{sK, key - k0, lane & 3});
-#pragma unroll
-      for (int nb = 0; nb < HD / 8; ++nb) {
-        a[nb] = dv[4 * nb + 2 * r];
-        c[nb] = dv[4 * nb + 2 * r + 1];
-      }
-      store_grad_row<ROPE, HD / 8>(p, orow + key, key < p.T, cv, p.Hq + p.Hkv + g, a, c,
-                                   YTile<BN, HD>{sV, key - k0, lane & 3});
-    }
+    store_dkdv_rows<ROPE, BN, HD>(p, dk, dv, key0, k0, b, g, lane, sK, sV);
     warp_arrive(kv_empty); /* after the stores: the RoPE stores read sK, sV */
   }
 }
