@@ -41,6 +41,7 @@ coda_status coda_backend_tags(coda_context ctx, char *device, size_t ndevice, ch
     if (st != CODA_OK) return st;
     uint64_t h = coda_fnv1a64(coda_epi_hdr_gemm_sm90, strlen(coda_epi_hdr_gemm_sm90), 0);
     h = coda_fnv1a64(coda_epi_hdr_wgmma, strlen(coda_epi_hdr_wgmma), h);
+    h = coda_fnv1a64(coda_epi_hdr_ptx_sm90, strlen(coda_epi_hdr_ptx_sm90), h);
     snprintf(lib, nlib, "%d.%d.%d+k%08x", CODA_VERSION_MAJOR, CODA_VERSION_MINOR,
              CODA_VERSION_PATCH, (unsigned)(h >> 32));
     return CODA_OK;

@@ -144,6 +144,7 @@ uint64_t coda_epi_program_key(coda_program p, uint64_t seed);
 /* Embedded header texts (NUL-terminated). */
 extern const char coda_epi_hdr_gemm_sm90[];
 extern const char coda_epi_hdr_wgmma[];
+extern const char coda_epi_hdr_ptx_sm90[];
 
 #ifdef __cplusplus
 }
