@@ -144,8 +144,13 @@ int main(int argc, char **argv) {
                 tf = coda_tensor_2d(freq, CODA_F32, 1, cols),
                 tz = coda_tensor_2d(zp, CODA_F32, BT, nh);
     const coda_attn_rope rope_args = {&tp, &tf, &tz};
+    /* variant c of a pass by name (c < 0: NULL, the default) */
+    auto vname = [&](int pass, int c) {
+      return c < 0 ? (const char *)NULL : coda_cuda_attention_variant_name(pass, s.hd, c);
+    };
     /* the forward with variant fc if fwd, then the backward with bc if bwd
-     * (with the fused RoPE backward if rope) */
+     * (with the fused RoPE backward if rope); variants by index, -1 the
+     * default */
     auto time = [&](bool fwd, int fc, bool bwd, int bc, bool rope = false) {
       const int warm = 5, reps = 25;
       float ms[reps];
@@ -153,10 +158,12 @@ int main(int argc, char **argv) {
         for (int k = 0; k < heat; k++) OK(coda_gemm(ctx, CODA_N, &tha, CODA_T, &tha, &thc, 1.f, 0));
         CUDA_CHECK(cudaEventRecord(e0));
         if (fwd)
-          OK(coda_cuda_attention_forward_config(ctx, &tq, s.B, s.T, s.Hq, s.Hkv, s.hd, &to, &tl, fc));
+          OK(coda_cuda_attention_forward_variant(ctx, &tq, s.B, s.T, s.Hq, s.Hkv, s.hd, &to, &tl,
+                                                 vname(0, fc)));
         if (bwd)
-          OK(coda_cuda_attention_backward_config(ctx, &tq, &to, &tl, &tdo, s.B, s.T, s.Hq, s.Hkv,
-                                                 s.hd, &tg, rope ? &rope_args : NULL, bc));
+          OK(coda_cuda_attention_backward_variant(ctx, &tq, &to, &tl, &tdo, s.B, s.T, s.Hq, s.Hkv,
+                                                  s.hd, &tg, rope ? &rope_args : NULL,
+                                                  vname(1, bc)));
         CUDA_CHECK(cudaEventRecord(e1));
         CUDA_CHECK(cudaEventSynchronize(e1));
         if (r >= warm) CUDA_CHECK(cudaEventElapsedTime(&ms[r - warm], e0, e1));
@@ -166,11 +173,11 @@ int main(int argc, char **argv) {
     };
     for (int pass = 0; pass < 2; pass++) {
       float bms = 1e30f;
-      for (int c = 0; c < coda_cuda_attention_num_configs(pass, s.hd); c++) {
+      for (int c = 0; c < coda_cuda_attention_num_variants(pass, s.hd); c++) {
         /* the backward reads the out and lse of a forward run */
         if (pass == 1) time(true, -1, false, 0);
         const float ms = pass ? time(false, 0, true, c) : time(true, c, false, 0);
-        printf("| %s | %s | %d | %.3f | %.0f |\n", s.name, pass ? "bwd" : "fwd", c, ms,
+        printf("| %s | %s | %s | %.3f | %.0f |\n", s.name, pass ? "bwd" : "fwd", vname(pass, c), ms,
                (pass ? 2.5 : 1.0) * f / ms * 1e-9);
         fflush(stdout);
         if (ms < bms) {
@@ -217,8 +224,10 @@ int main(int argc, char **argv) {
          "|---|---|---|---|---|\n");
   for (int si = 0; si < ns; si++)
     if (only < 0 || si == only)
-      printf("| %s | %d/%d | %.3f | %.3f | %.3f |\n", shapes[si].name, best[si][0],
-             best[si][1], sum_ms[si][0], sum_ms[si][1], sum_ms[si][2]);
+      printf("| %s | %s/%s | %.3f | %.3f | %.3f |\n", shapes[si].name,
+             coda_cuda_attention_variant_name(0, shapes[si].hd, best[si][0]),
+             coda_cuda_attention_variant_name(1, shapes[si].hd, best[si][1]), sum_ms[si][0],
+             sum_ms[si][1], sum_ms[si][2]);
   printf("\nDefaults against the first defaults (CODA_ATTN_IMPL=v1):\n\n"
          "| shape | fwd ms | v1 fwd ms | bwd ms | v1 bwd ms | fwd+bwd ms | v1 fwd+bwd ms |\n"
          "|---|---|---|---|---|---|---|\n");

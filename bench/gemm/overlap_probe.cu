@@ -76,9 +76,9 @@ struct ProbeEpi {
 __device__ __forceinline__ void cp16(void *s, const void *g) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(s)), "l"(g) : "memory");
 }
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void probe_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
-__device__ __forceinline__ void cp_wait() {
+__device__ __forceinline__ void probe_cp_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 /* byte offset of (row, byte) in a 64-byte-row chunk, 64-byte swizzle */
@@ -115,7 +115,7 @@ struct ResidualEpi {
     else
 #pragma unroll
       for (int c = 0; c < 4; ++c) load_chunk(sb + 4096 * c, wr0, tc0 + 32 * c);
-    cp_commit();
+    probe_cp_commit();
   }
   __device__ __forceinline__ void prefetch(int wr0, int tc0, const EpiScratch &sc) const {
     tr.prefetch(wr0, tc0, sc);
@@ -141,14 +141,14 @@ struct ResidualEpi {
       if (MODE == 1) {
         if (jc < 3) {
           load_chunk(sb + 4096 * ((jc + 1) & 1), wr0, tc0 + 32 * (jc + 1));
-          cp_commit();
-          cp_wait<1>();
+          probe_cp_commit();
+          probe_cp_wait<1>();
         } else {
-          cp_wait<0>();
+          probe_cp_wait<0>();
         }
         if (lead) bulk_wait_read<1>(); /* the store of chunk jc - 2 has read its buffer */
       } else if (jc == 0) {
-        cp_wait<0>();
+        probe_cp_wait<0>();
       }
       wg_sync(sc.bar);
 #pragma unroll

@@ -172,7 +172,7 @@ static cmp_result compare_bf16(const buf *b, int64_t rows, int64_t cols, int64_t
  * 2 pi frac(pos (fhi + flo)) (Llama frequencies, base 10000, turns as a
  * float-float pair; V columns 0), zp[m, head] = sum qkv * g over the head.
  * Two runs bit-identical; the padding of dz and zp untouched. */
-static void run_rope(coda_context ctx, const shape *s, int bc, const char *name,
+static void run_rope(coda_context ctx, const shape *s, const char *bc, const char *name,
                      const coda_tensor *tq, const coda_tensor *to, const coda_tensor *tl,
                      const coda_tensor *tdo, const uint16_t *g, const double *xq) {
   const int B = s->B, T = s->T, Hq = s->Hq, Hkv = s->Hkv, hd = s->hd, NH = Hq + 2 * Hkv;
@@ -198,7 +198,7 @@ static void run_rope(coda_context ctx, const shape *s, int bc, const char *name,
   for (int run = 0; run < 2; run++) {
     poison(&dz);
     poison(&zp);
-    const coda_status st = coda_cuda_attention_backward_config(
+    const coda_status st = coda_cuda_attention_backward_variant(
         ctx, tq, to, tl, tdo, B, T, Hq, Hkv, hd, &tz, &rope, bc);
     EXPECT(st == CODA_OK, "%s: RoPE backward returned %d (%s)", name, (int)st,
            coda_last_error(ctx));
@@ -268,16 +268,16 @@ static void run_rope(coda_context ctx, const shape *s, int bc, const char *name,
   buf_free(&zp);
 }
 
-/* Runs forward variant fc and backward variant bc (twice each) and checks
- * them against the reference. */
-static void run_case(coda_context ctx, const shape *s, int fc, int bc) {
+/* Runs forward variant fc and backward variant bc (by name; NULL: the
+ * default) twice each and checks them against the reference. */
+static void run_case(coda_context ctx, const shape *s, const char *fc, const char *bc) {
   const int B = s->B, T = s->T, Hq = s->Hq, Hkv = s->Hkv, hd = s->hd;
   const int64_t BT = (int64_t)B * T, cols = (int64_t)(Hq + 2 * Hkv) * hd, oc = (int64_t)Hq * hd;
   const int64_t ldq = cols + s->pad, ldo = oc + s->pad, ldl = Hq + (s->pad ? 3 : 0);
-  char name[128];
+  char name[160];
   const char *impl = getenv("CODA_ATTN_IMPL");
-  snprintf(name, sizeof name, "B%d T%d Hq%d Hkv%d hd%d pad%d v%d/%d%s", B, T, Hq, Hkv, hd, s->pad,
-           fc, bc, impl && !strcmp(impl, "v1") ? " (v1)" : "");
+  snprintf(name, sizeof name, "B%d T%d Hq%d Hkv%d hd%d pad%d %s/%s%s", B, T, Hq, Hkv, hd, s->pad,
+           fc ? fc : "default", bc ? bc : "default", impl && !strcmp(impl, "v1") ? " (v1)" : "");
 
   buf qkv = buf_new((size_t)BT * ldq * 2), out = buf_new((size_t)BT * ldo * 2),
       lse = buf_new((size_t)BT * ldl * 4), dout = buf_new((size_t)BT * ldo * 2),
@@ -312,9 +312,9 @@ static void run_case(coda_context ctx, const shape *s, int fc, int bc) {
     poison(&out);
     poison(&lse);
     poison(&dqkv);
-    coda_status st = coda_cuda_attention_forward_config(ctx, &tq, B, T, Hq, Hkv, hd, &to, &tl, fc);
+    coda_status st = coda_cuda_attention_forward_variant(ctx, &tq, B, T, Hq, Hkv, hd, &to, &tl, fc);
     EXPECT(st == CODA_OK, "%s: forward returned %d (%s)", name, (int)st, coda_last_error(ctx));
-    st = coda_cuda_attention_backward_config(ctx, &tq, &to, &tl, &tdo, B, T, Hq, Hkv, hd, &tg, NULL, bc);
+    st = coda_cuda_attention_backward_variant(ctx, &tq, &to, &tl, &tdo, B, T, Hq, Hkv, hd, &tg, NULL, bc);
     EXPECT(st == CODA_OK, "%s: backward returned %d (%s)", name, (int)st, coda_last_error(ctx));
     cudaError_t e = cudaDeviceSynchronize();
     EXPECT(e == cudaSuccess, "%s: kernel error %s", name, cudaGetErrorString(e));
@@ -413,8 +413,8 @@ static void bad_inputs(coda_context ctx) {
   st = coda_cuda_attention_forward(ctx, &tq, B, T, Hq, Hkv, hd, &tshort, &tl);
   EXPECT(st == CODA_ERR_SHAPE, "short out: status %d", (int)st);
   EXPECT(strlen(coda_last_error(ctx)) > 0, "no message for a failed call");
-  st = coda_cuda_attention_forward_config(ctx, &tq, B, T, Hq, Hkv, hd, &to, &tl, 99);
-  EXPECT(st == CODA_ERR_INVALID_ARGUMENT, "variant 99: status %d", (int)st);
+  st = coda_cuda_attention_forward_variant(ctx, &tq, B, T, Hq, Hkv, hd, &to, &tl, "no_such_variant");
+  EXPECT(st == CODA_ERR_INVALID_ARGUMENT, "unknown variant: status %d", (int)st);
   cudaFree(q);
   cudaFree(o);
   cudaFree(l);
@@ -463,23 +463,36 @@ int main(int argc, char **argv) {
    * a tile), which still cover both head sizes */
   const size_t first = small ? 1 : 0, end = small ? 5 : sizeof cases / sizeof cases[0];
   for (size_t i = first; i < end; i++) {
-    const int nf = coda_cuda_attention_num_configs(0, cases[i].hd);
-    const int nb = coda_cuda_attention_num_configs(1, cases[i].hd);
+    const int hd = cases[i].hd;
+    const int nf = coda_cuda_attention_num_variants(0, hd);
+    const int nb = coda_cuda_attention_num_variants(1, hd);
     for (int v = 0; v < (nf > nb ? nf : nb); v++)
-      run_case(ctx, &cases[i], v < nf ? v : nf - 1, v < nb ? v : nb - 1);
+      run_case(ctx, &cases[i], coda_cuda_attention_variant_name(0, hd, v < nf ? v : nf - 1),
+               coda_cuda_attention_variant_name(1, hd, v < nb ? v : nb - 1));
     /* the defaults, and the first measured defaults and block order
      * (CODA_ATTN_IMPL=v1): the same kernels, so not under --small */
     if (small) continue;
-    run_case(ctx, &cases[i], -1, -1);
+    run_case(ctx, &cases[i], NULL, NULL);
     setenv("CODA_ATTN_IMPL", "v1", 1);
-    run_case(ctx, &cases[i], -1, -1);
+    run_case(ctx, &cases[i], NULL, NULL);
     unsetenv("CODA_ATTN_IMPL");
   }
   for (size_t i = 0; !small && i < sizeof many_tiles / sizeof many_tiles[0]; i++) {
-    const int nf = coda_cuda_attention_num_configs(0, many_tiles[i].hd);
-    const int nb = coda_cuda_attention_num_configs(1, many_tiles[i].hd);
-    for (int v = 0; v < 2; v++) run_case(ctx, &many_tiles[i], nf - 1 - v, nb - 2 + v);
-    run_case(ctx, &many_tiles[i], -1, -1);
+    /* the warp-specialized variants (persistent CTAs running several
+     * tiles), named "ws_*": both forwards against both backwards */
+    const int hd = many_tiles[i].hd;
+    const int nf = coda_cuda_attention_num_variants(0, hd);
+    const int nb = coda_cuda_attention_num_variants(1, hd);
+    const char *wf[2] = {NULL, NULL}, *wb[2] = {NULL, NULL};
+    for (int v = 0, k = 0; v < nf && k < 2; v++)
+      if (!strncmp(coda_cuda_attention_variant_name(0, hd, v), "ws_", 3))
+        wf[k++] = coda_cuda_attention_variant_name(0, hd, v);
+    for (int v = 0, k = 0; v < nb && k < 2; v++)
+      if (!strncmp(coda_cuda_attention_variant_name(1, hd, v), "ws_", 3))
+        wb[k++] = coda_cuda_attention_variant_name(1, hd, v);
+    EXPECT(wf[1] && wb[1], "hd%d: fewer than two warp-specialized variants", hd);
+    for (int v = 0; v < 2 && wf[1] && wb[1]; v++) run_case(ctx, &many_tiles[i], wf[1 - v], wb[v]);
+    run_case(ctx, &many_tiles[i], NULL, NULL);
   }
   bad_inputs(ctx);
   coda_context_destroy(ctx);

@@ -44,6 +44,7 @@ static coda_status cuda_tags(coda_context ctx, char *device, size_t ndevice, cha
   uint64_t h = coda_fnv1a64(coda_epi_hdr_gemm_sm90, strlen(coda_epi_hdr_gemm_sm90), 0);
   h = coda_fnv1a64(coda_epi_hdr_wgmma, strlen(coda_epi_hdr_wgmma), h);
   h = coda_fnv1a64(coda_epi_hdr_helpers, strlen(coda_epi_hdr_helpers), h);
+  h = coda_fnv1a64(coda_epi_hdr_ptx_sm90, strlen(coda_epi_hdr_ptx_sm90), h);
   snprintf(code, ncode, "+k%08x", (unsigned)(h >> 32));
   return CODA_OK;
 }

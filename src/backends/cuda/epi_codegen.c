@@ -459,6 +459,8 @@ char *coda_epi_full_source(coda_context ctx, coda_program p, const coda_epi_conf
   coda_sb_printf(&sb, "%s", kPrelude);
   /* the program's scratch (the functor's staging plan assumes it) */
   coda_sb_printf(&sb, "#define CODA_EPI_SCRATCH_BYTES %ld\n", coda_epi_scratch_bytes(p));
+  /* in gemm_sm90.cuh's include order: the PTX wrappers, wgmma, the mainloop */
+  append_header(&sb, coda_epi_hdr_ptx_sm90, 0);
   append_header(&sb, coda_epi_hdr_wgmma, 0);
   append_header(&sb, coda_epi_hdr_gemm_sm90, 1);
   append_helpers(&sb, coda_epi_hdr_helpers);

@@ -146,6 +146,8 @@ extern const char coda_epi_hdr_gemm_sm90[];
 extern const char coda_epi_hdr_wgmma[];
 /* The device helpers of the generated functors (epi_helpers.cuh). */
 extern const char coda_epi_hdr_helpers[];
+/* The shared Hopper PTX wrappers (ptx_sm90.cuh). */
+extern const char coda_epi_hdr_ptx_sm90[];
 
 #ifdef __cplusplus
 }
