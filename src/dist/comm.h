@@ -21,7 +21,7 @@
 #ifndef CODA_DIST_COMM_H
 #define CODA_DIST_COMM_H
 
-#include "coda.h"
+#include "coda_train.h"
 
 #include <stddef.h>
 

@@ -1,4 +1,5 @@
 /* Unfused reference of the Llama-3 block and head (see ref_llama3.h). */
+#include "coda_nn.h"
 #include "nn/ref_llama3.h"
 
 #include "base/internal.h"

@@ -17,7 +17,7 @@
 #ifndef CODA_NN_REF_LLAMA3_H
 #define CODA_NN_REF_LLAMA3_H
 
-#include "coda.h"
+#include "coda_nn.h"
 
 /* Row-major arrays. Shapes with M = batch*seq, HQ = n_heads*hd,
  * HKV = n_kv_heads*hd: wqkv (HQ + 2 HKV, D) in [Q | K | V] order with

@@ -35,7 +35,7 @@
  * an earlier backward has consumed it). */
 #include "tools/bench_block.h"
 
-#include "coda.h"
+#include "coda_nn.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
  * program and compile it with NVRTC for sm_90a (no GPU needed). The
  * compiler's entry points are referenced weakly: in a library built without
  * CUDA they are absent and the command says so. */
-#include "coda.h"
+#include "coda_nn.h"
 #include "tool_util.h"
 #include "backends/cuda/epi_codegen.h"
 #include "nn/plan.h"

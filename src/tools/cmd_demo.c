@@ -5,7 +5,7 @@
  * per step, the loss, and the largest relative deviation (max abs error /
  * max abs value) of each tensor group from the unfused fp64 reference.
  * Exits nonzero if the fp64 plan deviates by more than 1e-9. */
-#include "coda.h"
+#include "coda_nn.h"
 #include "base/internal.h"
 #include "nn/ref_llama3.h"
 

@@ -2,7 +2,7 @@
  * --ranks N data parallel over N processes (N GPUs through NCCL, or N CPU
  * processes); see --help. */
 #define _POSIX_C_SOURCE 200809L
-#include "coda.h"
+#include "coda_train.h"
 #include "dist/comm.h"
 
 #include <errno.h>

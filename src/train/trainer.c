@@ -21,6 +21,7 @@
  *   embedding (the LM head's matrix counted also when tied),
  *   MFU = flops/token · tokens/s / 989 TFLOP/s (H100/H200 dense bf16). */
 #define _POSIX_C_SOURCE 200809L
+#include "coda_train.h"
 #include "train/train.h"
 #include "dist/comm.h"
 
