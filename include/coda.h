@@ -361,6 +361,40 @@ coda_status coda_gemm(coda_context ctx, coda_transpose trans_a,
                       const coda_tensor *B, const coda_tensor *D, float alpha,
                       int accumulate);
 
+/* --------------------------------------------- CUDA kernels of a program */
+
+/* The epilogue compiler of the CUDA backend, usable without a GPU (code
+ * generation and NVRTC only). In a build without CUDA both calls return
+ * CODA_ERR_NOT_SUPPORTED.
+ *
+ * coda_program_cuda_source: *source (malloc'ed, caller frees) is the CUDA
+ * epilogue functor generated for the program. CODA_ERR_NOT_SUPPORTED (with
+ * a message) if the GPU cannot run the program. */
+coda_status coda_program_cuda_source(coda_context ctx, coda_program p, char **source);
+
+/* What coda_program_cuda_compile built. */
+typedef struct coda_cuda_kernel_info {
+  int from_cache;     /* 1: the kernel came from the kernel cache */
+  int pingpong;       /* schedule chosen: 1 pingpong, 0 cooperative */
+  size_t cubin_bytes; /* size of the compiled kernel */
+  int spill_stores;   /* spill-store bytes reported by ptxas (-1 unknown) */
+  char kernel[1024];  /* lowered (mangled) kernel name, truncated to fit */
+} coda_cuda_kernel_info;
+
+/* Compiles the program's GEMM + epilogue kernel for sm_90a with NVRTC, or
+ * finds it in the kernel cache ($CODA_CACHE_DIR or ~/.cache/coda) unless
+ * no_cache; the operands are of operand_dtype (CODA_BF16 or CODA_F16),
+ * stored with trans_a / trans_b as in coda_gemm_epilogue. Optional outputs
+ * (NULL: not wanted; malloc'ed, caller frees; NULL if unavailable):
+ * *unit, the whole NVRTC translation unit of the kernel built (mainloop
+ * headers included, the schedule chosen), and *log, the compiler log of
+ * that unit (ptxas register and spill statistics), for which it is
+ * compiled once more. */
+coda_status coda_program_cuda_compile(coda_context ctx, coda_program p,
+                                      coda_dtype operand_dtype, coda_transpose trans_a,
+                                      coda_transpose trans_b, int no_cache,
+                                      coda_cuda_kernel_info *info, char **unit, char **log);
+
 /* ------------------------------------------------------------ attention */
 
 /* Causal softmax attention with grouped-query heads, on a packed qkv

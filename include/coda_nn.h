@@ -87,6 +87,28 @@ coda_status coda_plan_set_share_temps(coda_plan p, int share);
  * an error. */
 coda_status coda_plan_tune_fusion(coda_context ctx, coda_plan p, int iters, int *n_unfused);
 
+/* Steps of a plan, in run order (the forward phase's, then the backward
+ * phase's; coda_plan_text lists them): their number, and step i's short
+ * label (owned by the plan; NULL out of range). */
+int coda_plan_num_steps(coda_plan p);
+const char *coda_plan_step_label(coda_plan p, int step);
+/* Kernel precompilation, to fill the kernel cache ahead of a run (no GPU
+ * needed; the plan may be built on a CPU context with the CUDA tiling,
+ * coda_preferred_tiling): compiles, or finds in the disk cache, the CUDA
+ * kernel that step `step` runs, with unfused = 0 a GEMM + epilogue step's
+ * fused kernels (both schedules) or a map step's kernel, with unfused = 1 a
+ * GEMM + epilogue step's program as the map kernel that follows its plain
+ * GEMM (coda_plan_set_fused). *from_cache (optional) = 1 if every kernel
+ * came from the cache; *skipped (optional) = 1, and CODA_OK, when the step
+ * has no kernel of that kind. CODA_ERR_NOT_SUPPORTED in a build without
+ * CUDA. */
+coda_status coda_plan_precompile_step(coda_plan p, int step, int unfused, int *from_cache,
+                                      int *skipped);
+/* Every step's kernels (unfused = 1: also the unfused variants); stops at
+ * the first failure. *n_kernels / *n_compiled (optional): kernels ready,
+ * and of those compiled now (not from the cache). */
+coda_status coda_plan_precompile(coda_plan p, int unfused, int *n_kernels, int *n_compiled);
+
 /* Llama-3 style block and head.
  *
  * Block (forward): x -> x_out with
