@@ -72,6 +72,15 @@ typedef struct coda_tensor {
 coda_tensor coda_tensor_2d(void *data, coda_dtype dtype, int64_t rows,
                            int64_t cols);
 
+/* Host access to one element of a view whose data is host memory (a CPU
+ * context's memory, or the caller's): read as double (i32 exactly), or
+ * round v to the view's dtype (to nearest even) and store it. No bounds or
+ * NULL checks: (row, col) must lie inside the view. */
+double coda_tensor_get(const coda_tensor *t, int64_t row, int64_t col);
+void coda_tensor_set(const coda_tensor *t, int64_t row, int64_t col, double v);
+/* v rounded to the precision of dtype t (to nearest even), not stored. */
+double coda_dtype_round(coda_dtype t, double v);
+
 typedef enum coda_backend {
   CODA_BACKEND_CPU = 0,
   CODA_BACKEND_CUDA = 1

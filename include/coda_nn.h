@@ -230,6 +230,39 @@ coda_status coda_llama_link(coda_plan prev, coda_plan next);
  * hf row j < hd/2 -> 2j and hf row hd/2 + j -> 2j + 1. -1 if out of range. */
 int64_t coda_llama_qkv_row(const coda_llama_config *cfg, int64_t hf_row);
 
+/* Unfused reference of the Llama-3 block and LM head, written the ordinary
+ * way in double (RMSNorm, linear layers, half-split Hugging Face RoPE,
+ * causal GQA attention, SwiGLU, cross-entropy, every backward by hand),
+ * sharing no code with the plans: to check a plan against. It uses the
+ * standard weight layout: separate gate and up matrices and half-split
+ * RoPE rows in Wq and Wk (coda_llama_qkv_row maps them to the plan's).
+ * act: CODA_F64 rounds nothing (the exact reference); CODA_BF16 rounds
+ * every activation and activation gradient the ordinary block materializes
+ * to bf16, and rstd, lse, the loss and the weight gradients to f32.
+ *
+ * Row-major host arrays. Shapes with M = batch*seq, HQ = n_heads*hd,
+ * HKV = n_kv_heads*hd: wqkv (HQ + 2 HKV, D) in [Q | K | V] order with
+ * half-split RoPE pairs (j, j + hd/2) in each Q and K head; wo (D, HQ);
+ * wgate, wup (F, D); wd (D, F); wn1, wn2 (D). */
+typedef struct coda_llama_ref_weights {
+  double *wqkv, *wo, *wgate, *wup, *wd, *wn1, *wn2;
+} coda_llama_ref_weights;
+/* Block: x -> x_out (M x D); if dx_out is not NULL also the backward: dx
+ * (M x D) and the weight gradients into grad (same shapes).
+ * CODA_ERR_OUT_OF_MEMORY, CODA_ERR_INVALID_ARGUMENT for NULL inputs. */
+coda_status coda_llama_reference_block(const coda_llama_config *cfg, coda_dtype act,
+                                       const coda_llama_ref_weights *w, const double *x,
+                                       double *x_out, const double *dx_out, double *dx,
+                                       coda_llama_ref_weights *grad);
+/* Head: *loss = mean over rows with 0 <= targets[m] < vocab of
+ * logsumexp(l_m) - l_m[targets[m]], l = RMSNorm(x; wnf) Wout^T; row_loss
+ * (M, may be NULL) each row's term (0 for ignored rows). If dx is not NULL
+ * also the gradients: dx (M x D), dwnf (D), dwout (V x D). */
+coda_status coda_llama_reference_head(const coda_llama_config *cfg, coda_dtype act,
+                                      const double *wnf, const double *wout, const double *x,
+                                      const int32_t *targets, double *loss, double *row_loss,
+                                      double *dx, double *dwnf, double *dwout);
+
 /* GPT-2 block (pre-LayerNorm), as a plan.
  *
  * Block (forward): x -> x_out with

@@ -14,9 +14,40 @@ extern "C" {
  * is byte level (vocab 256, token = byte value). */
 
 /* A data-parallel group: the ranks of one training run, each rank a process
- * made by the launcher of `coda train --ranks N` (coda_dist_launch in
- * src/dist/comm.h, which forks the ranks and hands each its handle). */
+ * made by the launcher of `coda train --ranks N` (coda_dist_launch
+ * below, which forks the ranks and hands each its handle). */
 typedef struct coda_comm_s *coda_comm;
+
+#define CODA_DIST_MAX_RANKS 64
+
+/* CPU: forked processes over shared memory; NCCL: one GPU per rank. */
+typedef enum coda_comm_kind { CODA_COMM_CPU = 0, CODA_COMM_NCCL = 1 } coda_comm_kind;
+
+/* This process's rank, the group's size and kind (NULL: rank 0 of 1, CPU). */
+int coda_comm_rank(const coda_comm c);
+int coda_comm_size(const coda_comm c);
+coda_comm_kind coda_comm_get_kind(const coda_comm c);
+
+/* ---- data-parallel launcher (src/dist) ---- */
+
+/* The body of one rank: returns the process exit status (0: success). */
+typedef int (*coda_rank_main)(coda_comm comm, void *user);
+
+/* Forks `ranks` processes (1 .. CODA_DIST_MAX_RANKS), each with its
+ * communicator of `kind`, runs fn in each and waits for all. Children get
+ * NCCL_NVLS_ENABLE=0 unless it is set (NVLink multicast stays off) and die
+ * with the parent. If a rank fails (nonzero status or a signal), the others
+ * are asked to stop, then terminated, and a message naming the rank goes to
+ * err. Returns 0 when every rank returned 0; otherwise the failing rank's
+ * status (or the common status when all ranks returned the same nonzero
+ * value, e.g. 3 for a non-finite loss), 1 for a signal or launch error. */
+int coda_dist_launch(int ranks, coda_comm_kind kind, coda_rank_main fn, void *user, char *err,
+                     size_t errlen);
+
+/* The number of usable CUDA devices, counted in a short-lived child process
+ * so that the caller stays free of CUDA state and may fork afterwards.
+ * 0 in a build without CUDA or without a driver; -1 when the count failed. */
+int coda_dist_gpu_count(void);
 
 /* Which model implementation trains: AUTO = the block plans where they
  * are available, else the host reference; the GPU runs the plans only. */

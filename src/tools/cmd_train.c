@@ -3,7 +3,6 @@
  * processes); see --help. */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
-#include "dist/comm.h"
 
 #include <errno.h>
 #include <signal.h>
