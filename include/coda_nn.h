@@ -92,6 +92,37 @@ coda_status coda_plan_tune_fusion(coda_context ctx, coda_plan p, int iters, int 
  * label (owned by the plan; NULL out of range). */
 int coda_plan_num_steps(coda_plan p);
 const char *coda_plan_step_label(coda_plan p, int step);
+/* What a plan step is (coda_plan_text names the same). */
+typedef enum coda_plan_step_kind {
+  CODA_PLAN_STEP_GEMM_EPILOGUE = 0, /* coda_gemm_epilogue with a built-in program */
+  CODA_PLAN_STEP_MAP = 1,           /* coda_map */
+  CODA_PLAN_STEP_FINISH = 2,        /* coda_finish */
+  CODA_PLAN_STEP_GEMM = 3,          /* coda_gemm, no epilogue */
+  CODA_PLAN_STEP_ATTENTION_FORWARD = 4,
+  CODA_PLAN_STEP_ATTENTION_BACKWARD = 5,
+  CODA_PLAN_STEP_ZERO = 6,          /* fills a buffer with zeros */
+  CODA_PLAN_STEP_COPY = 7           /* copies a buffer */
+} coda_plan_step_kind;
+/* One step of a plan. The strings are owned by the plan. */
+typedef struct coda_plan_step_info {
+  coda_plan_step_kind kind;
+  coda_phase phase;
+  const char *label;    /* as coda_plan_step_label */
+  const char *program;  /* GEMM_EPILOGUE, MAP, FINISH: the built-in program's
+                         * name; else NULL */
+  /* GEMM_EPILOGUE only: */
+  int unfused;          /* runs as a plain GEMM + map pass (coda_plan_set_fused,
+                         * coda_plan_tune_fusion) */
+  coda_epi_schedule schedule; /* fused: the schedule chosen by
+                         * coda_plan_tune_fusion on CUDA, AUTO = the rule */
+  double tuned_us[3];   /* microseconds per run measured by coda_plan_tune_fusion:
+                         * pingpong, cooperative, unfused; 0 = not measured */
+  int tuned_cached;     /* the choice and times came from the tuning cache */
+} coda_plan_step_info;
+coda_status coda_plan_step(coda_plan p, int step, coda_plan_step_info *out);
+/* Runs step `step` alone (the earlier steps of its phase must have run),
+ * for per-step timing in benchmarks. */
+coda_status coda_plan_run_step(coda_context ctx, coda_plan p, int step);
 /* Kernel precompilation, to fill the kernel cache ahead of a run (no GPU
  * needed; the plan may be built on a CPU context with the CUDA tiling,
  * coda_preferred_tiling): compiles, or finds in the disk cache, the CUDA
