@@ -1,12 +1,14 @@
 /* coda: Transformer blocks as GEMM-plus-epilogue programs.
  *
- * The one public header. Handles are opaque; every call returns a
+ * The core public header; blocks and plans are declared in coda_nn.h
+ * (which includes this one), the trainer in coda_train.h (which includes
+ * coda_nn.h). Handles are opaque; every call returns a
  * coda_status and, on failure, leaves a message naming the problem in the
  * context (coda_last_error). There is no global mutable state: everything
  * lives in a context the caller owns.
  *
  * Sections: core (status, dtypes, tensors, context), epilogue programs
- * (language and builder), GEMM + epilogue execution, blocks (nn), trainer.
+ * (language and builder), GEMM + epilogue execution, attention.
  */
 #ifndef CODA_H
 #define CODA_H
@@ -69,6 +71,15 @@ typedef struct coda_tensor {
 /* Convenience constructor: a dense row-major view. */
 coda_tensor coda_tensor_2d(void *data, coda_dtype dtype, int64_t rows,
                            int64_t cols);
+
+/* Host access to one element of a view whose data is host memory (a CPU
+ * context's memory, or the caller's): read as double (i32 exactly), or
+ * round v to the view's dtype (to nearest even) and store it. No bounds or
+ * NULL checks: (row, col) must lie inside the view. */
+double coda_tensor_get(const coda_tensor *t, int64_t row, int64_t col);
+void coda_tensor_set(const coda_tensor *t, int64_t row, int64_t col, double v);
+/* v rounded to the precision of dtype t (to nearest even), not stored. */
+double coda_dtype_round(coda_dtype t, double v);
 
 typedef enum coda_backend {
   CODA_BACKEND_CPU = 0,
@@ -359,6 +370,40 @@ coda_status coda_gemm(coda_context ctx, coda_transpose trans_a,
                       const coda_tensor *B, const coda_tensor *D, float alpha,
                       int accumulate);
 
+/* --------------------------------------------- CUDA kernels of a program */
+
+/* The epilogue compiler of the CUDA backend, usable without a GPU (code
+ * generation and NVRTC only). In a build without CUDA both calls return
+ * CODA_ERR_NOT_SUPPORTED.
+ *
+ * coda_program_cuda_source: *source (malloc'ed, caller frees) is the CUDA
+ * epilogue functor generated for the program. CODA_ERR_NOT_SUPPORTED (with
+ * a message) if the GPU cannot run the program. */
+coda_status coda_program_cuda_source(coda_context ctx, coda_program p, char **source);
+
+/* What coda_program_cuda_compile built. */
+typedef struct coda_cuda_kernel_info {
+  int from_cache;     /* 1: the kernel came from the kernel cache */
+  int pingpong;       /* schedule chosen: 1 pingpong, 0 cooperative */
+  size_t cubin_bytes; /* size of the compiled kernel */
+  int spill_stores;   /* spill-store bytes reported by ptxas (-1 unknown) */
+  char kernel[1024];  /* lowered (mangled) kernel name, truncated to fit */
+} coda_cuda_kernel_info;
+
+/* Compiles the program's GEMM + epilogue kernel for sm_90a with NVRTC, or
+ * finds it in the kernel cache ($CODA_CACHE_DIR or ~/.cache/coda) unless
+ * no_cache; the operands are of operand_dtype (CODA_BF16 or CODA_F16),
+ * stored with trans_a / trans_b as in coda_gemm_epilogue. Optional outputs
+ * (NULL: not wanted; malloc'ed, caller frees; NULL if unavailable):
+ * *unit, the whole NVRTC translation unit of the kernel built (mainloop
+ * headers included, the schedule chosen), and *log, the compiler log of
+ * that unit (ptxas register and spill statistics), for which it is
+ * compiled once more. */
+coda_status coda_program_cuda_compile(coda_context ctx, coda_program p,
+                                      coda_dtype operand_dtype, coda_transpose trans_a,
+                                      coda_transpose trans_b, int no_cache,
+                                      coda_cuda_kernel_info *info, char **unit, char **log);
+
 /* ------------------------------------------------------------ attention */
 
 /* Causal softmax attention with grouped-query heads, on a packed qkv
@@ -399,353 +444,6 @@ coda_status coda_attention_backward_rope(coda_context ctx, const coda_tensor *qk
                                          int heads_q, int heads_kv, int head_dim,
                                          const coda_tensor *pos, const coda_tensor *freq,
                                          const coda_tensor *dqkv, const coda_tensor *zp);
-
-/* ----------------------------------------------------------------- nn */
-
-/* A plan is a Transformer block (or the LM head) as an explicit list of
- * steps (GEMM + epilogue program, map pass, finish, plain GEMM, attention)
- * over named buffers. The executor allocates the buffers on first use
- * with coda_malloc (device memory on a CUDA context: move data in and out
- * with coda_memcpy_h2d / coda_memcpy_d2h) unless the caller binds its own
- * memory, and runs the steps of one phase through the calls above, so a
- * plan runs on any backend. */
-typedef struct coda_plan_s *coda_plan;
-
-typedef enum coda_phase {
-  CODA_PHASE_FORWARD = 0,
-  CODA_PHASE_BACKWARD = 1
-} coda_phase;
-
-/* Before the context it was built on: its memory is the context's. */
-void coda_plan_destroy(coda_plan p);
-/* The plan as text: buffers (shape, dtype, role; a temporary's steps and
- * arena offset) and the steps of both phases. Owned by the plan. */
-const char *coda_plan_text(coda_plan p);
-/* A view of buffer `name` (allocated first if needed): write inputs and
- * weights into it, read outputs and gradients from it. A temporary (role
- * temp in coda_plan_text) may share its memory with other temporaries
- * (coda_plan_set_share_temps): its contents are defined only from the step
- * that writes it to the last step that reads it, and its view only until
- * the arena is laid out again (coda_plan_set_fused,
- * coda_plan_set_share_temps, coda_plan_tune_fusion). */
-coda_status coda_plan_tensor(coda_plan p, const char *name, coda_tensor *out);
-/* Uses the caller's memory for buffer `name` (same shape and dtype; the
- * view must outlive the plan's use of it). Rebinding replaces. */
-coda_status coda_plan_bind(coda_plan p, const char *name, const coda_tensor *t);
-/* Runs every step of one phase. The backward phase reads the buffers the
- * forward phase saved, so it must follow a forward run. */
-coda_status coda_plan_run(coda_context ctx, coda_plan p, coda_phase phase);
-/* Fusion switch, to measure what fusion saves: with fused = 0 every GEMM +
- * epilogue step runs as a plain GEMM (coda_gemm) into a temporary M x N
- * accumulator of the activation dtype (bf16; f64 in exact mode), then its
- * program as a separate map pass (coda_map) reading that temporary where
- * the fused step reads acc. The other steps are unchanged. Results equal
- * the fused plan's up to the rounding of acc to the temporary's dtype.
- * Each unfused step's temporary is a slot of the temporaries' arena
- * (coda_plan_set_share_temps); with sharing off, one temporary (the
- * largest step's M x N) is allocated with coda_malloc on first use and
- * freed with the plan. Default: fused. */
-coda_status coda_plan_set_fused(coda_plan p, int fused);
-/* Temporaries share memory by liveness: the plan's temporaries (and, with
- * fusion off, the unfused steps' accumulators) live in one coda_malloc
- * arena where two share bytes only if no step lies in both of their live
- * spans (first to last step that references it, in run order: forward,
- * then backward; to the end for one both phases use). A temporary read
- * or accumulated into before it is written keeps memory of its own.
- * share = 0 gives each its own place in the arena (the sum of their
- * sizes), to compare results or bisect. Changing the switch gives the
- * arena back; the next run lays it out again. coda_plan_text shows the
- * arena and each temporary's steps and offset. Default: shared. */
-coda_status coda_plan_set_share_temps(coda_plan p, int share);
-/* Fusion chosen by measurement, per GEMM + epilogue step: each such step
- * runs fused and unfused (as above) on ctx's backend, `iters` back-to-back
- * runs per sample, median of 5 samples, the two variants alternating; the
- * unfused pair is kept where it is at least 2 % faster (fusion also saves
- * the M x N temporary). coda_plan_text shows each choice and both times.
- * Allocates the plan's buffers first. Times depend on the shapes, not on
- * the values in the buffers; buffers a step accumulates into or reads and
- * writes are saved and restored, the others hold whatever the last timed
- * run wrote, so tune before the runs whose results are used (e.g. once
- * after building the plan). *n_unfused (optional) = steps left unfused.
- * coda_plan_set_fused afterwards overrides every choice.
- * Choices are cached per context and on disk ($CODA_CACHE_DIR/fused-tune.txt
- * or ~/.cache/coda/fused-tune.txt), keyed by device, library version,
- * program text, shape, layout, operand dtype and tiling: a step found there
- * takes the stored choice and times and does not run (coda_plan_text says
- * "from the tuning cache"); CODA_RETUNE=1 times every step again and
- * replaces the stored choices. A cache file that cannot be written is not
- * an error. */
-coda_status coda_plan_tune_fusion(coda_context ctx, coda_plan p, int iters, int *n_unfused);
-
-/* Llama-3 style block and head.
- *
- * Block (forward): x -> x_out with
- *   x1    = x + Attn(RoPE(RMSNorm(x; wn1) Wqkv^T)) Wo^T
- *   x_out = x1 + SwiGLU(RMSNorm(x1; wn2) Wgu^T) Wd^T
- * RMSNorm(x; w) = x / sqrt(mean(x^2) + 1e-5) * w, attention causal with
- * grouped query heads, scale 1/sqrt(head_dim).
- * Block (backward): given dx_out, computes dx and every weight gradient.
- *
- * Buffers (rows x cols), M = batch*seq, Nqkv = (n_heads + 2 n_kv_heads) hd:
- *   inputs   x (M, dim); backward: dx_out (M, dim)
- *   weights  wqkv (Nqkv, dim), wo (dim, n_heads*hd), wgu (2 ffn, dim),
- *            wd (dim, ffn), wn1 (1, dim), wn2 (1, dim)
- *   outputs  x_out (M, dim)
- *   grads    dx (M, dim), dwqkv, dwo, dwgu, dwd, dwn1, dwn2 (weight shapes)
- * Weight layouts (Linear (out, in) rows):
- *   wgu rows interleaved: row 2i = gate row i, row 2i+1 = up row i.
- *   wqkv rows [Q heads | K heads | V heads], head_dim rows per head; within
- *   each Q and K head the RoPE pairs are adjacent rows (2j, 2j+1), rotated
- *   by +theta_j = pos * rope_theta^(-2j/hd) (the Hugging Face sign). A
- *   Hugging Face half-split checkpoint loads by the row permutation
- *   coda_llama_qkv_row (V rows are not permuted).
- *
- * Head (forward): loss = mean over rows m with targets[m] in [0, vocab) of
- *   logsumexp(l_m) - l_m[targets[m]], l = RMSNorm(x; wnf) Wout^T. Targets
- *   outside [0, vocab) are ignored (the convention is -100). The forward
- *   never stores the logits; the backward recomputes them in the GEMM that
- *   writes dlogits (M, vocab).
- *   inputs x (M, dim), targets (M, 1) i32; weights wnf (1, dim),
- *   wout (vocab, dim); output loss (1, 1); backward (d loss = 1):
- *   grads dx (M, dim), dwnf (1, dim), dwout (vocab, dim).
- *
- * dtype: storage of activations and weights, CODA_BF16 (fp32 compute;
- * statistics, rstd, lse, the loss and the weight gradients in f32 unless
- * CODA_LLAMA_GRAD_ACT) or
- * CODA_F64 (exact mode context: every floating buffer f64). Rows are
- * m = b*seq + t; the RoPE position of row m is t.
- *
- * Chaining (flags): a stack of blocks runs the way the GEMM-epilogue
- * rewrite intends when each block's last GEMM also produces the next
- * RMSNorm's input and statistics:
- *   CODA_LLAMA_NORM_OUT  the block's down projection also writes
- *                        h_next = x_out * wn_next (M, dim) and rstd_next
- *                        (M, 1); extra param wn_next (1, dim): bind it to
- *                        the next block's wn1 (or the head's wnf).
- *   CODA_LLAMA_NORM_IN   the block (or head) takes its first RMSNorm's
- *                        h1 (head: h) and rstd1 (head: rstd) as inputs,
- *                        bound to the previous block's h_next and
- *                        rstd_next, instead of computing them by a map
- *                        pass over x (x is still needed by the backward).
- *   CODA_LLAMA_FOLD      no row finisher launches: the GEMMs that read a
- *                        row statistic (rstd, the backward's Sigma z*dz)
- *                        read the producer's rowsum partials (program
- *                        input kind rowsum) and compute it in their
- *                        epilogue. rstd1, rstd2, rstd_next (head: rstd)
- *                        then hold those M x ceil(dim/tile_n) partials
- *                        of x^2 instead of M x 1 vectors; linked plans
- *                        must agree on this flag. Off by default.
- *   CODA_LLAMA_GRAD_ACT  the GEMM weights' gradients (block: dwqkv, dwo,
- *                        dwgu, dwd; head: dwout) are stored in the
- *                        activation dtype (bf16) instead of f32, written
- *                        once by their weight-gradient GEMM (fp32
- *                        accumulation, one rounding): a bf16 framework
- *                        block's gradient memory. The norm-weight
- *                        gradients stay f32; in exact mode (f64) nothing
- *                        changes. Off by default (a trainer with fp32
- *                        master weights wants f32 gradients).
- *   CODA_LLAMA_INPLACE   the SwiGLU backward writes dz (M, 2 ffn) in place
- *                        over the saved z it reads last (an output that is
- *                        the very same view as a tile input,
- *                        coda_gemm_epilogue), so dz needs no memory of its
- *                        own: the backward's peak memory drops by
- *                        M x 2 ffn activations. Results are bit-identical.
- *                        The backward consumes the saved z: a second
- *                        backward needs a new forward first (like a
- *                        framework freeing saved tensors after backward).
- *                        No effect on the head. Off by default.
- *   CODA_LLAMA_ROPE_MAP  the RoPE backward (and its Sigma qkv*dqkv partials)
- *                        as its own map pass (program llama_rope_bwd) over
- *                        the attention backward's dqkv (M, Nqkv), instead
- *                        of fused into the attention backward's stores
- *                        (coda_attention_backward_rope; no dqkv buffer).
- *                        For comparison; off by default. */
-#define CODA_LLAMA_NORM_IN 1u
-#define CODA_LLAMA_NORM_OUT 2u
-#define CODA_LLAMA_FOLD 4u
-#define CODA_LLAMA_GRAD_ACT 8u
-#define CODA_LLAMA_INPLACE 16u
-#define CODA_LLAMA_ROPE_MAP 32u
-typedef struct coda_llama_config {
-  int64_t dim, n_heads, n_kv_heads, head_dim, ffn_dim, vocab;
-  int64_t batch, seq;
-  double rope_theta;   /* RoPE base, e.g. 500000 */
-  coda_dtype dtype;    /* CODA_BF16 or CODA_F64 */
-  coda_tiling tiling;  /* partial-reduction tiling; {0, 0} = 64 x 64 */
-  unsigned flags;      /* CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT | CODA_LLAMA_FOLD |
-                          CODA_LLAMA_GRAD_ACT | CODA_LLAMA_INPLACE | CODA_LLAMA_ROPE_MAP */
-} coda_llama_config;
-
-/* A small default configuration (dim 64, heads 4/2, head_dim 16, ffn 128,
- * vocab 256, batch 2, seq 16, theta 10000, bf16). */
-coda_llama_config coda_llama_default_config(void);
-coda_status coda_llama_block_plan(coda_context ctx,
-                                  const coda_llama_config *cfg,
-                                  coda_plan *out);
-coda_status coda_llama_head_plan(coda_context ctx,
-                                 const coda_llama_config *cfg,
-                                 coda_plan *out);
-/* Links two consecutive plans of a stack without copies: next's x is
- * prev's x_out, prev's dx_out is next's dx, and with the chaining flags
- * next's h1/rstd1 (head: h/rstd) are prev's h_next/rstd_next and prev's
- * wn_next is next's wn1 (head: wnf). prev is a block plan, next a block
- * or head plan of the same shapes; link after any coda_plan_bind of
- * next's norm weight. NORM_IN on next requires NORM_OUT on prev, and then
- * both the same CODA_LLAMA_FOLD and tiling (CODA_ERR_SHAPE otherwise). */
-coda_status coda_llama_link(coda_plan prev, coda_plan next);
-/* Row of wqkv that receives row `hf_row` of a Hugging Face (half-split
- * RoPE) Wqkv of the same [Q | K | V] order: within a Q or K head,
- * hf row j < hd/2 -> 2j and hf row hd/2 + j -> 2j + 1. -1 if out of range. */
-int64_t coda_llama_qkv_row(const coda_llama_config *cfg, int64_t hf_row);
-
-/* GPT-2 block (pre-LayerNorm), as a plan.
- *
- * Block (forward): x -> x_out with
- *   x1    = x + Attn(LN(x; ln1_g, ln1_b) Wqkv^T + bqkv) Wo^T + bo
- *   x_out = x1 + gelu(LN(x1; ln2_g, ln2_b) Wfc^T + bfc) Wproj^T + bproj
- * LN(x) = (x - mean(x)) / sqrt(var(x) + 1e-5) * g + b per row, gelu in the
- * tanh form, attention causal multi-head with scale 1/sqrt(head_dim),
- * head_dim = dim / n_heads.
- * Block (backward): given dx_out, computes dx and every gradient.
- *
- * Buffers (rows x cols), M = batch*seq; vectors are (1, len) rows, the
- * shape of a per-column program input:
- *   inputs   x (M, dim); backward: dx_out (M, dim)
- *   weights  ln1_g, ln1_b, ln2_g, ln2_b (1, dim),
- *            wqkv (3 dim, dim), bqkv (1, 3 dim), wo (dim, dim), bo (1, dim),
- *            wfc (ffn, dim), bfc (1, ffn), wproj (dim, ffn), bproj (1, dim)
- *   outputs  x_out (M, dim)
- *   grads    dx (M, dim) and d<weight> for every weight (its shape)
- * Weights are Linear (out, in) (a GPT-2 Conv1D checkpoint stores the
- * transpose); wqkv rows are [Q heads | K heads | V heads].
- *
- * dtype: storage of activations and weights, CODA_BF16 (fp32 compute;
- * statistics and every weight/bias/norm gradient in f32, unless
- * CODA_GPT2_GRAD_ACT) or CODA_F64
- * (exact-mode context: every floating buffer f64).
- *
- * CODA_GPT2_FOLD (flags): no row finisher launches: the LayerNorm
- * consumers read the producer's rowsum partials of x and x^2 and compute
- * mean and centered rstd in their epilogue, and the LayerNorm backward
- * dgrads read the row-dot partials (s1, s2) directly. The saved mu1, rs1,
- * mu2, rs2 then hold those M x ceil(dim/tile_n) partials (of x for mu, of
- * x^2 for rs). The column-sum finishers (bias and LayerNorm-weight
- * gradients) remain. Off by default.
- *
- * CODA_GPT2_GRAD_ACT (flags): the gradients of the four GEMM weights
- * (dwqkv, dwo, dwfc, dwproj) are stored in the activation dtype (bf16)
- * instead of f32, written once by their weight-gradient GEMM (fp32
- * accumulation, one rounding). Bias and LayerNorm-weight gradients stay
- * f32; in exact mode (f64) nothing changes. Off by default. */
-#define CODA_GPT2_FOLD 1u
-#define CODA_GPT2_GRAD_ACT 2u
-typedef struct coda_gpt2_config {
-  int64_t dim, n_heads, ffn_dim;
-  int64_t batch, seq;
-  coda_dtype dtype;   /* CODA_BF16 or CODA_F64 */
-  coda_tiling tiling; /* partial-reduction tiling; {0, 0} = default */
-  unsigned flags;     /* CODA_GPT2_FOLD | CODA_GPT2_GRAD_ACT */
-} coda_gpt2_config;
-
-/* A small configuration (dim 64, 4 heads, ffn 256, batch 2, seq 16, bf16). */
-coda_gpt2_config coda_gpt2_default_config(void);
-coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
-                                 coda_plan *out);
-
-/* trainer */
-/* ---------------------------------------------------------------- trainer */
-/* Training and sampling of a Llama-3 style model (src/train). The tokenizer
- * is byte level (vocab 256, token = byte value). */
-
-typedef struct coda_model_config {
-  int vocab, dim, layers, heads, kv_heads, ffn, seq;
-  int tied;          /* 1: the LM head reuses the token embedding */
-  double rope_theta; /* RoPE base */
-  double norm_eps;   /* RMSNorm epsilon */
-} coda_model_config;
-
-/* Named configurations: "tiny" (d 128, 2 layers, 4/2 heads, ffn 384, seq
- * 128, vocab 256), "d512" (d 512, 8 layers, 8/4 heads, ffn 1536, seq 512),
- * "1b" and "8b" (Llama-3 shapes, vocab 128256). */
-coda_status coda_model_config_named(const char *name, coda_model_config *out);
-coda_status coda_model_config_check(coda_context ctx,
-                                    const coda_model_config *c);
-
-/* A data-parallel group: the ranks of one training run, each rank a process
- * made by the launcher of `coda train --ranks N` (coda_dist_launch in
- * src/dist/comm.h, which forks the ranks and hands each its handle). */
-typedef struct coda_comm_s *coda_comm;
-
-typedef struct coda_train_options {
-  coda_model_config model;
-  int batch;             /* sequences per micro-batch */
-  int accum;             /* micro-batches per optimizer step */
-  int64_t steps;         /* total optimizer steps (also when resuming) */
-  int64_t warmup;        /* linear warm-up steps */
-  double lr, min_lr_ratio; /* peak learning rate; cosine floor = lr·ratio */
-  double weight_decay, beta1, beta2, eps;
-  double clip;           /* global gradient-norm clip (<= 0: off) */
-  uint64_t seed;         /* initialization and data order */
-  int val_every;         /* validation every N steps (0: only at the end) */
-  int val_batches;       /* micro-batches per validation */
-  int save_every;        /* checkpoint every N steps (0: only at the end) */
-  const char *out_dir;   /* checkpoints, loss curve, log */
-  const char *resume;    /* checkpoint to resume from, or NULL */
-  const char *init;      /* checkpoint whose weights start a fresh run */
-  const char *data_dir;  /* train.tok / val.tok (prepared if missing) */
-  const char *corpus_dir;/* text files to prepare from */
-  int engine;            /* 0 auto, 1 host reference, 2 block plans */
-  int quiet;             /* no per-step lines (the summary still prints) */
-  /* Polled once per step; nonzero stops after the step (with a save). */
-  int (*should_stop)(void *user);
-  void *user;
-  /* Data parallel (NULL: one process). Every rank calls coda_train with the
-   * same options; batch is per rank, so a step sees ranks x batch x accum
-   * sequences, the same ones one process with batch ranks x batch would.
-   * Gradients are averaged, the optimizer state is sharded (ZeRO-1); rank
-   * 0 alone prints, logs and writes checkpoints (in the one-process format). */
-  coda_comm comm;
-} coda_train_options;
-
-typedef struct coda_train_summary {
-  int64_t steps_done;
-  double first_loss, final_loss; /* training loss of the first/last step */
-  double first_val, final_val;   /* validation loss (NaN if none) */
-  double seconds, tokens_per_s;
-  int stopped; /* 0 finished, 1 interrupted, 2 non-finite loss/grad norm */
-  int64_t bad_step; /* the step that was not finite (stopped == 2) */
-  char checkpoint[1024]; /* last checkpoint written */
-} coda_train_summary;
-
-coda_train_options coda_train_default_options(void);
-coda_status coda_train(coda_context ctx, const coda_train_options *o,
-                       coda_train_summary *summary);
-
-typedef struct coda_generate_options {
-  const char *checkpoint;
-  const char *prompt;
-  int max_tokens;
-  double temperature; /* 0: greedy */
-  int top_k;          /* 0: all */
-  uint64_t seed;
-} coda_generate_options;
-
-/* Samples text after the prompt; *text is malloc'ed (caller frees). */
-coda_status coda_generate(coda_context ctx, const coda_generate_options *o,
-                          char **text);
-
-/* Hugging Face Llama layout (config.json + model.safetensors, HF tensor
- * names, half-split RoPE rows, separate gate/up): export the weights of a
- * checkpoint, or import them into a weights-only checkpoint (usable with
- * coda_train_options.init and coda_generate). */
-coda_status coda_hf_export_checkpoint(coda_context ctx, const char *checkpoint,
-                                      const char *hf_dir);
-coda_status coda_hf_import_checkpoint(coda_context ctx, const char *hf_dir,
-                                      const char *checkpoint);
-
-/* Writes train.tok / val.tok into out_dir from the text files of src_dir. */
-coda_status coda_prepare_corpus(coda_context ctx, const char *src_dir,
-                                const char *out_dir);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 #ifndef CODA_TEST_PLAN_UTIL_H
 #define CODA_TEST_PLAN_UTIL_H
 
+#include "coda_nn.h"
 #include "test_nn_llama_util.h"
 
 typedef enum { PT_LLAMA_BLOCK, PT_LLAMA_HEAD, PT_GPT2_BLOCK } pt_kind;

@@ -6,6 +6,7 @@
  * must change the log (so the comparison can fail). Sizes are chosen so
  * the GEMMs are above the one-thread cut-off and really run in parallel. */
 #define _POSIX_C_SOURCE 200809L
+#include "coda_train.h"
 #include "check.h"
 #include "file_util.h"
 #include "train_corpus.h"

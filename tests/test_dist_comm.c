@@ -6,6 +6,7 @@
  * seed, so it computes the reference sum itself (in rank order, the order
  * the communicator promises, hence exact equality). */
 #define _POSIX_C_SOURCE 200809L
+#include "coda_train.h"
 #include "check.h"
 #include "dist/comm.h"
 #include "train/train.h"

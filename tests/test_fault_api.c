@@ -6,6 +6,7 @@
  * int64 (plan configurations, GEMM and map domains). Each must return the
  * documented status with a message, and nothing is allocated for a
  * request that is refused. */
+#include "coda_nn.h"
 #include "check.h"
 #include "base/internal.h"
 

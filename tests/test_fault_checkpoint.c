@@ -8,6 +8,7 @@
  * never crash. Then single bytes of the data region are flipped at random
  * places: every flip must be caught by the CRC-32 on load. */
 #define _POSIX_C_SOURCE 200809L
+#include "coda_train.h"
 #include "check.h"
 #include "file_util.h"
 #include "train_corpus.h"

@@ -2,7 +2,7 @@
  * coda_memcpy_h2d / coda_memcpy_d2h / coda_synchronize), the plan
  * executor's buffers through it, and the device path's refusals without a
  * GPU. */
-#include "coda.h"
+#include "coda_nn.h"
 #include "check.h"
 
 #include <stdint.h>

@@ -3,7 +3,7 @@
  * of the allocations, through table growth and frees in random order, the
  * reset semantics, foreign pointers, independence of contexts, and a
  * plan's buffers being counted. */
-#include "coda.h"
+#include "coda_nn.h"
 #include "check.h"
 #include "nn/plan.h" /* the plan's arena size */
 

@@ -16,6 +16,7 @@
  *  - the folded plan with fusion off (plain GEMM + map) equals it fused.
  * The fp64 references (and the bf16 rule against them) for the folded
  * plans are in test_nn_llama_block.c and test_nn_gpt2_block.c. */
+#include "coda_nn.h"
 #include "check.h"
 #include "plan_test_util.h"
 

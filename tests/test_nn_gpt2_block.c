@@ -17,6 +17,7 @@
  * those four gradients are rounded once more to bf16, so their bound gets
  * one bf16 rounding of the plan's largest value on top: 2^-8 max|plan|
  * (with 1 % slack); every other tensor keeps the rule above. */
+#include "coda_nn.h"
 #include "check.h"
 #include "base/internal.h"
 #include "nn/ref_gpt2.h"

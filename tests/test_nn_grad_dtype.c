@@ -19,6 +19,7 @@
  * bit-identical). Unknown flag bits are still refused.
  * The fp64-reference checks with the flag are in test_nn_llama_block.c and
  * test_nn_gpt2_block.c. */
+#include "coda_nn.h"
 #include "check.h"
 #include "plan_test_util.h"
 

@@ -18,6 +18,7 @@
  *   text naming dz an alias of z; coda_plan_tune_fusion leaves z as it
  *   found it. */
 #define _POSIX_C_SOURCE 200809L /* setenv, mkdtemp */
+#include "coda_nn.h"
 #include "check.h"
 #include "file_util.h"
 #include "plan_test_util.h"

@@ -22,6 +22,7 @@
  * one bf16 rounding of the plan's largest value, 2^-8 max|plan| (1 %
  * slack); every other tensor keeps the rule. Exact mode: the flag changes
  * nothing, the 1e-10 criterion holds. */
+#include "coda_nn.h"
 #include "check.h"
 #include "nn/ref_llama3.h"
 #include "plan_test_util.h"

@@ -4,6 +4,7 @@
  * computation), host ops, error messages naming the step, printing, the
  * exact-mode retyping of built-in programs, and the Llama-3 config checks
  * and layout map. */
+#include "coda_nn.h"
 #include "check.h"
 #include "test_nn_llama_util.h"
 

@@ -13,6 +13,7 @@
  * - Which temporaries may not share: one read, or accumulated into,
  *   before it is written, one with initial values, one the caller binds.
  * - coda_plan_text shows the arena and each temporary's steps and offset. */
+#include "coda_nn.h"
 #include "check.h"
 #include "plan_test_util.h"
 

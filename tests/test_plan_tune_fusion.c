@@ -9,7 +9,7 @@
  * count misses; CODA_RETUNE=1 times again; an unwritable cache is no
  * failure. */
 #define _POSIX_C_SOURCE 200809L /* setenv, mkdtemp, dirent */
-#include "coda.h"
+#include "coda_nn.h"
 #include "base/internal.h"
 #include "nn/plan.h"
 #include "check.h"

@@ -4,7 +4,7 @@
  * blocks, forward and backward, every output and gradient. In exact mode
  * (f64 everywhere, also the temporary) the two agree to round-off; in the
  * bf16 mode they differ only by rounding the accumulator to bf16. */
-#include "coda.h"
+#include "coda_nn.h"
 #include "base/internal.h"
 #include "check.h"
 

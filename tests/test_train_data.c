@@ -1,6 +1,7 @@
 /* Tokenizer, token shards (round trip and rejection of damaged files),
  * corpus preparation and the batch sampler. */
 #define _POSIX_C_SOURCE 200809L
+#include "coda_train.h"
 #include "check.h"
 #include "file_util.h"
 #include "train/train.h"

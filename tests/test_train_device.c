@@ -6,6 +6,7 @@
  * (the GPU attention rounds probabilities to bf16), device runs repeat bit
  * for bit, weights and moments survive the upload / download round trip,
  * and a first AdamW step moves each weight by at most lr (+ its decay). */
+#include "coda_nn.h"
 #include "check.h"
 #include "train/train.h"
 

@@ -23,6 +23,7 @@
  * fp32 difference can flip a bf16 rounding: there the losses
  * must agree within 1e-3 relative (bf16 has 8 bits). */
 #define _POSIX_C_SOURCE 200809L
+#include "coda_train.h"
 #include "check.h"
 #include "dist/comm.h"
 #include "file_util.h"

@@ -2,6 +2,7 @@
  * bit for bit; the exported q/k rows follow the half-split RoPE order and
  * gate/up are separated; bad configs are refused. */
 #define _POSIX_C_SOURCE 200809L
+#include "coda_train.h"
 #include "check.h"
 #include "train/train.h"
 

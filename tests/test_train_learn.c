@@ -2,6 +2,7 @@
  * at about ln 256 (uniform over bytes) and falls below 3.0 nats within 40
  * steps of 8 x 128 tokens (well under a minute on 2 cores). */
 #define _POSIX_C_SOURCE 200809L
+#include "coda_train.h"
 #include "check.h"
 #include "train_corpus.h"
 

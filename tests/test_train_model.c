@@ -2,6 +2,7 @@
  * of its own loss (per parameter tensor, along random directions), thread
  * count independence, and checkpoint save / load. */
 #define _POSIX_C_SOURCE 200809L
+#include "coda_train.h"
 #include "check.h"
 #include "train/train.h"
 

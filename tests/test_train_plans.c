@@ -2,6 +2,7 @@
  * host reference engine (fp32): same weights and tokens give the same loss
  * and the same gradients up to bf16 rounding of weights and activations.
  * Also: sampling logits agree, and the plan engine is deterministic. */
+#include "coda_nn.h"
 #include "check.h"
 #include "train/train.h"
 

@@ -2,6 +2,7 @@
  * steps bit for bit (weights, moments, metadata and every logged loss);
  * Ctrl-C style stop; stop with a message on a non-finite loss. */
 #define _POSIX_C_SOURCE 200809L
+#include "coda_train.h"
 #include "check.h"
 #include "file_util.h"
 #include "train_corpus.h"

@@ -171,3 +171,12 @@ void coda_store(const coda_tensor *t, int64_t r, int64_t c, double v) {
   case CODA_I32: ((int32_t *)t->data)[i] = (int32_t)v; break;
   }
 }
+
+/* The public forms (include/coda.h). */
+double coda_tensor_get(const coda_tensor *t, int64_t row, int64_t col) {
+  return coda_load(t, row, col);
+}
+void coda_tensor_set(const coda_tensor *t, int64_t row, int64_t col, double v) {
+  coda_store(t, row, col, v);
+}
+double coda_dtype_round(coda_dtype t, double v) { return coda_round_to(t, v); }

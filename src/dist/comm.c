@@ -1,6 +1,7 @@
 /* Communicator dispatch, the CPU backend (forked ranks, one shared-memory
  * segment) and the launcher. See comm.h. */
 #define _GNU_SOURCE
+#include "coda_train.h"
 #include "dist/comm.h"
 #include "base/internal.h"
 

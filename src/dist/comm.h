@@ -21,17 +21,9 @@
 #ifndef CODA_DIST_COMM_H
 #define CODA_DIST_COMM_H
 
-#include "coda.h"
+#include "coda_train.h" /* the communicator handle, its rank, size and kind, and the launcher */
 
 #include <stddef.h>
-
-#define CODA_DIST_MAX_RANKS 64
-
-typedef enum coda_comm_kind { CODA_COMM_CPU = 0, CODA_COMM_NCCL = 1 } coda_comm_kind;
-
-int coda_comm_rank(const coda_comm c);
-int coda_comm_size(const coda_comm c);
-coda_comm_kind coda_comm_get_kind(const coda_comm c);
 
 /* Sum over ranks of count elements per rank slice: rank r receives elements
  * [r·count, (r+1)·count) of the sum of every rank's send (size·count
@@ -58,26 +50,6 @@ coda_status coda_comm_group_end(coda_context ctx, coda_comm c);
 coda_status coda_comm_wait_compute(coda_context ctx, coda_comm c);
 coda_status coda_comm_join(coda_context ctx, coda_comm c);
 
-/* ---- launcher ---- */
-
-/* The body of one rank: returns the process exit status (0: success). */
-typedef int (*coda_rank_main)(coda_comm comm, void *user);
-
-/* Forks `ranks` processes (1 .. CODA_DIST_MAX_RANKS), each with its
- * communicator of `kind`, runs fn in each and waits for all. Children get
- * NCCL_NVLS_ENABLE=0 unless it is set (NVLink multicast stays off) and die
- * with the parent. If a rank fails (nonzero status or a signal), the others
- * are asked to stop, then terminated, and a message naming the rank goes to
- * err. Returns 0 when every rank returned 0; otherwise the failing rank's
- * status (or the common status when all ranks returned the same nonzero
- * value, e.g. 3 for a non-finite loss), 1 for a signal or launch error. */
-int coda_dist_launch(int ranks, coda_comm_kind kind, coda_rank_main fn, void *user, char *err,
-                     size_t errlen);
-
-/* The number of usable CUDA devices, counted in a short-lived child process
- * so that the caller stays free of CUDA state and may fork afterwards.
- * 0 in a build without CUDA or without a driver; -1 when the count failed. */
-int coda_dist_gpu_count(void);
 
 /* ---- internal: the NCCL backend (nccl.c) ---- */
 typedef struct coda_nccl coda_nccl;

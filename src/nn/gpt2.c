@@ -32,6 +32,7 @@
  *
  * CODA_GPT2_GRAD_ACT: dwqkv, dwo, dwfc, dwproj are of the activation dtype
  * (same steps; the plain weight-gradient GEMMs round once into them). */
+#include "coda_nn.h"
 #include "base/internal.h"
 #include "nn/plan.h"
 

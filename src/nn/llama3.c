@@ -51,6 +51,7 @@
  * CODA_LLAMA_INPLACE: dz is an alias of z (plan_buffer_alias): the SwiGLU
  * backward step (fused, unfused, or the exact-mode map) writes dz over the
  * saved z it reads, so dz takes no arena slot. */
+#include "coda_nn.h"
 #include "nn/plan.h"
 
 #include "base/internal.h"

@@ -62,7 +62,7 @@
 #ifndef CODA_NN_PLAN_H
 #define CODA_NN_PLAN_H
 
-#include "coda.h"
+#include "coda_nn.h"
 
 #include <stdio.h>
 

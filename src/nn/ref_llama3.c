@@ -1,4 +1,5 @@
 /* Unfused reference of the Llama-3 block and head (see ref_llama3.h). */
+#include "coda_nn.h"
 #include "nn/ref_llama3.h"
 
 #include "base/internal.h"
@@ -315,4 +316,25 @@ int ref_llama_head(const coda_llama_config *c, coda_dtype act, const double *wnf
   }
   free(r); free(n); free(l); free(lse); free(dn);
   return ok ? 0 : -1;
+}
+
+/* The public forms (include/coda_nn.h). */
+coda_status coda_llama_reference_block(const coda_llama_config *cfg, coda_dtype act,
+                                       const coda_llama_ref_weights *w, const double *x,
+                                       double *x_out, const double *dx_out, double *dx,
+                                       coda_llama_ref_weights *grad) {
+  if (!cfg || !w || !x || !x_out || (dx_out && (!dx || !grad))) return CODA_ERR_INVALID_ARGUMENT;
+  return ref_llama_block(cfg, act, w, x, x_out, dx_out, dx, grad) ? CODA_ERR_OUT_OF_MEMORY
+                                                                    : CODA_OK;
+}
+
+coda_status coda_llama_reference_head(const coda_llama_config *cfg, coda_dtype act,
+                                      const double *wnf, const double *wout, const double *x,
+                                      const int32_t *targets, double *loss, double *row_loss,
+                                      double *dx, double *dwnf, double *dwout) {
+  if (!cfg || !wnf || !wout || !x || !targets || !loss || (dx && (!dwnf || !dwout)))
+    return CODA_ERR_INVALID_ARGUMENT;
+  return ref_llama_head(cfg, act, wnf, wout, x, targets, loss, row_loss, dx, dwnf, dwout)
+             ? CODA_ERR_OUT_OF_MEMORY
+             : CODA_OK;
 }

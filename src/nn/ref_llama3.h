@@ -4,7 +4,8 @@
  * backward pass by hand. It shares no code with the plans and uses the
  * standard weight layout (separate gate and up matrices, half-split RoPE
  * rows in Wq and Wk), so comparing it with a plan also checks the layout
- * permutations of include/coda.h.
+ * permutations of include/coda_nn.h. Public as coda_llama_reference_block
+ * and coda_llama_reference_head.
  *
  * `act` selects where values are rounded: CODA_F64 rounds nothing (the
  * exact reference); CODA_BF16 rounds every activation and activation
@@ -17,15 +18,13 @@
 #ifndef CODA_NN_REF_LLAMA3_H
 #define CODA_NN_REF_LLAMA3_H
 
-#include "coda.h"
+#include "coda_nn.h"
 
 /* Row-major arrays. Shapes with M = batch*seq, HQ = n_heads*hd,
  * HKV = n_kv_heads*hd: wqkv (HQ + 2 HKV, D) in [Q | K | V] order with
  * half-split RoPE pairs (j, j + hd/2) in each Q and K head; wo (D, HQ);
  * wgate, wup (F, D); wd (D, F); wn1, wn2 (D). */
-typedef struct ref_llama_weights {
-  double *wqkv, *wo, *wgate, *wup, *wd, *wn1, *wn2;
-} ref_llama_weights;
+typedef coda_llama_ref_weights ref_llama_weights; /* include/coda_nn.h */
 
 /* Forward x -> x_out (M x D); if dx_out is not NULL also the backward:
  * dx (M x D) and the weight gradients into `grad` (same shapes). Returns

@@ -33,9 +33,9 @@
  * The backward-only timing runs an untimed forward before every timed
  * backward, so each backward reads the state of its own forward (in place,
  * an earlier backward has consumed it). */
-#include "tools/bench_block.h"
+#include "bench_block.h"
 
-#include "coda.h"
+#include "coda_nn.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -269,13 +269,16 @@ int coda_bench_block_main(int argc, char **argv) {
 
 #else /* CODA_HAVE_CUDA */
 
-#include "base/internal.h"
-#include "backends/cuda/epi_codegen.h"
-#include "backends/cuda/gplan.h"
-#include "nn/plan.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+
+/* A failure of the benchmark itself (not of a library call): printed
+ * here, since only the library sets a context's message. */
+static coda_status bench_fail(coda_status s, const char *msg) {
+  fprintf(stderr, "%s\n", msg);
+  return s;
+}
 
 /* ---- inputs ---- */
 
@@ -300,16 +303,9 @@ static coda_status fill(coda_context ctx, coda_plan p, const char *name, float s
   if (s != CODA_OK) return s;
   const size_t n = (size_t)(t.rows * t.cols), es = coda_dtype_size(t.dtype);
   unsigned char *h = malloc(n * es);
-  if (!h) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "bench: out of host memory");
-  for (size_t i = 0; i < n; i++) {
-    const float v = offset + scale * urand(r);
-    if (t.dtype == CODA_F32) {
-      memcpy(h + 4 * i, &v, 4);
-    } else {
-      const uint16_t b = t.dtype == CODA_F16 ? coda_f32_to_f16(v) : coda_f32_to_bf16(v);
-      memcpy(h + 2 * i, &b, 2);
-    }
-  }
+  if (!h) return bench_fail(CODA_ERR_OUT_OF_MEMORY, "bench: out of host memory");
+  const coda_tensor ht = coda_tensor_2d(h, t.dtype, (int64_t)n, 1); /* rounds to nearest even */
+  for (size_t i = 0; i < n; i++) coda_tensor_set(&ht, (int64_t)i, 0, offset + scale * urand(r));
   s = coda_memcpy_h2d(ctx, t.data, h, n * es);
   free(h);
   return s;
@@ -483,7 +479,7 @@ static coda_status run_floor(void *v) {
     }
   }
   if (s != CODA_OK) return s;
-  return ok ? CODA_OK : coda_fail(ctx, CODA_ERR_BACKEND, "floor: cublasGemmEx failed");
+  return ok ? CODA_OK : bench_fail(CODA_ERR_BACKEND, "floor: cublasGemmEx failed");
 }
 
 /* ---- one configuration ---- */
@@ -525,18 +521,11 @@ static coda_status download(coda_context ctx, coda_plan p, const char *name, flo
     free(h);
     free(*out);
     *out = NULL;
-    return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "bench: out of host memory");
+    return bench_fail(CODA_ERR_OUT_OF_MEMORY, "bench: out of host memory");
   }
   s = coda_memcpy_d2h(ctx, h, t.data, *n * es);
-  for (size_t i = 0; s == CODA_OK && i < *n; i++) {
-    if (t.dtype == CODA_F32) {
-      memcpy(&(*out)[i], h + 4 * i, 4);
-    } else {
-      uint16_t b;
-      memcpy(&b, h + 2 * i, 2);
-      (*out)[i] = t.dtype == CODA_F16 ? coda_f16_to_f32(b) : coda_bf16_to_f32(b);
-    }
-  }
+  const coda_tensor ht = coda_tensor_2d(h, t.dtype, (int64_t)*n, 1);
+  for (size_t i = 0; s == CODA_OK && i < *n; i++) (*out)[i] = (float)coda_tensor_get(&ht, (int64_t)i, 0);
   free(h);
   return s;
 }
@@ -587,19 +576,19 @@ typedef struct step_arg {
 
 static coda_status run_one_step(void *v) {
   step_arg *a = v;
-  return plan_run_step(a->ctx, a->p, a->k);
+  return coda_plan_run_step(a->ctx, a->p, a->k);
 }
 
-static const char *step_kind(const plan_step *st) {
+static const char *step_kind(const coda_plan_step_info *st) {
   switch (st->kind) {
-  case PLAN_GEMM: return st->unfused ? "gemm+map" : "gemm+epi";
-  case PLAN_MAP: return "map";
-  case PLAN_FINISH: return "finish";
-  case PLAN_MATMUL: return "gemm";
-  case PLAN_ATTN_FWD:
-  case PLAN_ATTN_BWD: return "attention";
-  case PLAN_ZERO:
-  case PLAN_COPY: return "copy";
+  case CODA_PLAN_STEP_GEMM_EPILOGUE: return st->unfused ? "gemm+map" : "gemm+epi";
+  case CODA_PLAN_STEP_MAP: return "map";
+  case CODA_PLAN_STEP_FINISH: return "finish";
+  case CODA_PLAN_STEP_GEMM: return "gemm";
+  case CODA_PLAN_STEP_ATTENTION_FORWARD:
+  case CODA_PLAN_STEP_ATTENTION_BACKWARD: return "attention";
+  case CODA_PLAN_STEP_ZERO:
+  case CODA_PLAN_STEP_COPY: return "copy";
   }
   return "?";
 }
@@ -613,9 +602,10 @@ static void profile_steps(coda_context ctx, const bench_cfg *c, coda_plan p, con
   for (int ph = 0; ph < 2; ph++) {
     double sum = 0;
     int n = 0;
-    for (int k = 0; k < p->nstep; k++) {
-      const plan_step *st = &p->steps[k];
-      if ((int)st->phase != ph) continue;
+    for (int k = 0; k < coda_plan_num_steps(p); k++) {
+      coda_plan_step_info info;
+      const coda_plan_step_info *st = &info;
+      if (coda_plan_step(p, k, &info) != CODA_OK || (int)st->phase != ph) continue;
       step_arg a = {ctx, p, k};
       const float ms = time_it(run_one_step, &a, o);
       if (ms < 0) {
@@ -634,16 +624,17 @@ static void profile_steps(coda_context ctx, const bench_cfg *c, coda_plan p, con
 
 /* The tuned plan's choices, to stderr. */
 static void print_choices(const bench_cfg *c, coda_plan p) {
-  for (int k = 0; k < p->nstep; k++) {
-    const plan_step *st = &p->steps[k];
-    if (st->kind != PLAN_GEMM) continue;
+  for (int k = 0; k < coda_plan_num_steps(p); k++) {
+    coda_plan_step_info info;
+    const coda_plan_step_info *st = &info;
+    if (coda_plan_step(p, k, &info) != CODA_OK || st->kind != CODA_PLAN_STEP_GEMM_EPILOGUE) continue;
     fprintf(stderr,
             "%s: tuned %-26s %-22s pingpong %8.1f us  cooperative %8.1f us  unfused %8.1f us"
             "  -> %s%s\n",
-            c->name, st->label, p->progs[st->prog].name, st->tuned_us[0], st->tuned_us[1],
+            c->name, st->label, st->program, st->tuned_us[0], st->tuned_us[1],
             st->tuned_us[2],
             st->unfused ? "unfused"
-                        : st->sched == CODA_SCHED_COOPERATIVE ? "cooperative" : "pingpong",
+                        : st->schedule == CODA_EPI_SCHEDULE_COOPERATIVE ? "cooperative" : "pingpong",
             st->tuned_cached ? " (from the tuning cache)" : "");
   }
 }
@@ -728,8 +719,9 @@ static int bench_floor(coda_context ctx, cublasHandle_t h, const bench_cfg *c, c
     rng r = {0x2545f4914f6cdd1dull};
     const size_t n = (size_t)(M * NQ);
     uint16_t *hq = malloc(n * 2);
-    if (!hq) s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "bench: out of host memory");
-    for (size_t i = 0; hq && i < n; i++) hq[i] = coda_f32_to_bf16(urand(&r));
+    if (!hq) s = bench_fail(CODA_ERR_OUT_OF_MEMORY, "bench: out of host memory");
+    const coda_tensor hqt = coda_tensor_2d(hq, CODA_BF16, (int64_t)n, 1);
+    for (size_t i = 0; hq && i < n; i++) coda_tensor_set(&hqt, (int64_t)i, 0, urand(&r));
     if (s == CODA_OK) s = coda_memcpy_h2d(ctx, fa.qkv, hq, n * 2);
     if (s == CODA_OK) s = coda_memcpy_h2d(ctx, fa.dout, hq, (size_t)(M * HQ) * 2);
     /* The GEMMs' operands random too: on zeros (fresh memory) the tensor
@@ -845,17 +837,19 @@ static int precompile(const bench_opts *o, const char *cmd) {
       bad++;
       continue;
     }
-    for (int k = 0; k < p->nstep; k++) {
-      const plan_step *st = &p->steps[k];
+    for (int k = 0; k < coda_plan_num_steps(p); k++) {
+      coda_plan_step_info info;
+      const coda_plan_step_info *st = &info;
+      if (coda_plan_step(p, k, &info) != CODA_OK) continue;
       for (int variant = 0; variant < 2; variant++) {
         /* variant 0: the fused GEMM kernels and the map steps; 1: the
          * programs of the GEMM steps as maps after a plain GEMM */
-        const int want = st->kind == PLAN_GEMM
+        const int want = st->kind == CODA_PLAN_STEP_GEMM_EPILOGUE
                              ? (variant ? o->unfused || o->tuned : o->fused || o->tuned)
                              : (variant == 0 && (o->fused || o->unfused || o->tuned));
         if (!want) continue;
         int cached = 0, skipped = 0;
-        coda_status s = plan_precompile_step(p, k, variant, &cached, &skipped);
+        coda_status s = coda_plan_precompile_step(p, k, variant, &cached, &skipped);
         if (skipped) continue;
         if (s != CODA_OK) {
           fprintf(stderr, "%s: %s step %s%s: %s\n", cmd, c->name, st->label,

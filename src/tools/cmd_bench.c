@@ -1,6 +1,6 @@
 /* coda bench: benchmarks a user can run on their own GPU. `coda bench
  * block` is the block benchmark of bench/block (src/tools/bench_block.c). */
-#include "tools/bench_block.h"
+#include "bench_block.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,23 +1,16 @@
 /* coda compile: print the CUDA source the epilogue compiler generates for a
- * program and compile it with NVRTC for sm_90a (no GPU needed). The
- * compiler's entry points are referenced weakly: in a library built without
- * CUDA they are absent and the command says so. */
-#include "coda.h"
+ * program and compile it with NVRTC for sm_90a (no GPU needed), through the
+ * public coda_program_cuda_* and coda_plan_precompile_step; in a library
+ * built without CUDA they return CODA_ERR_NOT_SUPPORTED and the command
+ * says so. */
+#include "coda_nn.h"
 #include "tool_util.h"
-#include "backends/cuda/epi_codegen.h"
-#include "nn/plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#pragma weak coda_epi_full_source
-#pragma weak coda_epi_functor_source
-#pragma weak coda_epi_compile
-#pragma weak coda_epi_default_config
-#pragma weak coda_epi_build
-#pragma weak coda_epi_binary_free
-#pragma weak plan_precompile_step
+static const char *const no_cuda = "coda compile: this build of coda has no CUDA backend\n";
 
 static void compile_usage(FILE *f) {
   fprintf(f,
@@ -44,7 +37,8 @@ static void compile_usage(FILE *f) {
  * the GPU's partial tiling on a CPU context: the same programs and operand
  * layouts as on the GPU, for any shape (kernels do not depend on it). */
 static coda_status build_plan(coda_context ctx, int kind, unsigned flags, coda_plan *p) {
-  const coda_tiling gpu = {CODA_EPI_TILE_M, CODA_EPI_BN};
+  /* the CUDA backend's partial tiling (coda_preferred_tiling) */
+  const coda_tiling gpu = {64, 128};
   if (kind == 2) {
     coda_gpt2_config c = coda_gpt2_default_config();
     c.tiling = gpu;
@@ -59,15 +53,23 @@ static coda_status build_plan(coda_context ctx, int kind, unsigned flags, coda_p
 
 /* coda compile --all: every kernel of the built-in plans into the cache. */
 static int compile_all(int unfused, int quiet) {
-  if (!plan_precompile_step) {
-    fprintf(stderr, "coda compile: this build of coda has no CUDA backend\n");
-    return 1;
-  }
   coda_context ctx;
   if (coda_context_create(NULL, &ctx) != CODA_OK) {
     fprintf(stderr, "coda compile: cannot create a context\n");
     return 1;
   }
+  char *probe = NULL;
+  coda_program none = NULL;
+  if (coda_program_builtin(ctx, coda_builtin_program_name(0), &none) == CODA_OK &&
+      coda_program_cuda_source(ctx, none, &probe) == CODA_ERR_NOT_SUPPORTED && !probe &&
+      strstr(coda_last_error(ctx), "no CUDA backend")) {
+    fputs(no_cuda, stderr);
+    coda_program_destroy(none);
+    coda_context_destroy(ctx);
+    return 1;
+  }
+  free(probe);
+  coda_program_destroy(none);
   static const char *const kinds[] = {"llama block", "llama head", "gpt2 block"};
   int built = 0, fresh = 0, bad = 0;
   for (int kind = 0; kind < 3; kind++) {
@@ -82,21 +84,21 @@ static int compile_all(int unfused, int quiet) {
         }
         continue;
       }
-      for (int k = 0; k < p->nstep; k++)
+      for (int k = 0; k < coda_plan_num_steps(p); k++)
         for (int variant = 0; variant <= unfused; variant++) {
           int cached = 0, skipped = 0;
-          coda_status s = plan_precompile_step(p, k, variant, &cached, &skipped);
+          coda_status s = coda_plan_precompile_step(p, k, variant, &cached, &skipped);
           if (skipped) continue;
           if (s != CODA_OK) {
             fprintf(stderr, "coda compile: %s (flags %u) step %s%s: %s\n", kinds[kind], flags,
-                    p->steps[k].label, variant ? " (unfused)" : "", coda_last_error(ctx));
+                    coda_plan_step_label(p, k), variant ? " (unfused)" : "", coda_last_error(ctx));
             bad++;
             continue;
           }
           built++;
           fresh += !cached;
           if (!quiet)
-            printf("%-11s flags %u  %-36s %-8s %s\n", kinds[kind], flags, p->steps[k].label,
+            printf("%-11s flags %u  %-36s %-8s %s\n", kinds[kind], flags, coda_plan_step_label(p, k),
                    variant ? "unfused" : "fused", cached ? "cached" : "compiled");
         }
       coda_plan_destroy(p);
@@ -158,11 +160,6 @@ int coda_cmd_compile(int argc, char **argv) {
   }
   coda_tiling tl;
   coda_preferred_tiling(ctx, NULL, 1, 1, 1, &tl);
-  if (!coda_epi_full_source || !coda_epi_compile || !coda_epi_default_config || !coda_epi_build) {
-    fprintf(stderr, "coda compile: this build of coda has no CUDA backend\n");
-    coda_context_destroy(ctx);
-    return 1;
-  }
   coda_program p = NULL;
   coda_status s;
   const char *label = builtin ? builtin : file;
@@ -184,47 +181,39 @@ int coda_cmd_compile(int argc, char **argv) {
     coda_context_destroy(ctx);
     return 1;
   }
-  coda_epi_config cfg = coda_epi_default_config();
-  cfg.f16 = f16;
-  cfg.trans_a = ta;
-  cfg.trans_b = tb;
   int rc = 1;
-  char *expr = NULL, *src = NULL, *log = NULL, *low = NULL;
-  void *cubin = NULL;
-  size_t n = 0;
-  coda_epi_binary bin;
-  memset(&bin, 0, sizeof bin);
+  char *unit = NULL, *log = NULL;
+  coda_cuda_kernel_info info;
   if (!quiet && !full) {
-    char *shown = coda_epi_functor_source(ctx, p);
-    if (!shown) {
-      fprintf(stderr, "%s: the GPU cannot run this program: %s\n", label, coda_last_error(ctx));
+    char *shown = NULL;
+    s = coda_program_cuda_source(ctx, p, &shown);
+    if (s != CODA_OK) {
+      if (strstr(coda_last_error(ctx), "no CUDA backend")) fputs(no_cuda, stderr);
+      else fprintf(stderr, "%s: %s\n", label, coda_last_error(ctx));
       goto out;
     }
     fputs(shown, stdout);
     free(shown);
   }
-  s = coda_epi_build(ctx, p, &cfg, no_cache, &bin);
+  s = coda_program_cuda_compile(ctx, p, f16 ? CODA_F16 : CODA_BF16, ta ? CODA_T : CODA_N,
+                                tb ? CODA_T : CODA_N, no_cache, &info, full ? &unit : NULL,
+                                show_log ? &log : NULL);
   if (s != CODA_OK) {
-    fprintf(stderr, "%s: %s\n", label, coda_last_error(ctx));
+    if (s == CODA_ERR_NOT_SUPPORTED && strstr(coda_last_error(ctx), "no CUDA backend"))
+      fputs(no_cuda, stderr);
+    else fprintf(stderr, "%s: %s\n", label, coda_last_error(ctx));
     goto out;
   }
-  if (full || show_log) src = coda_epi_full_source(ctx, p, &cfg, &expr);
-  if (full && src) fputs(src, stdout);
-  if (show_log && src &&
-      coda_epi_compile(ctx, src, expr, 1, &cubin, &n, &low, &log, NULL, NULL) == CODA_OK && log)
-    fputs(log, stdout);
+  if (full && unit) fputs(unit, stdout);
+  if (show_log && log) fputs(log, stdout);
   printf("// %s: %s for sm_90a, %s schedule, cubin %zu bytes, spill stores %d, kernel %s, "
          "tiling %d x %d\n",
-         label, bin.from_cache ? "cached" : "compiled", cfg.ping ? "pingpong" : "cooperative",
-         bin.size, bin.spill, bin.lowered, tl.tile_m, tl.tile_n);
+         label, info.from_cache ? "cached" : "compiled", info.pingpong ? "pingpong" : "cooperative",
+         info.cubin_bytes, info.spill_stores, info.kernel, tl.tile_m, tl.tile_n);
   rc = 0;
 out:
-  coda_epi_binary_free(&bin);
-  free(expr);
-  free(src);
-  free(low);
+  free(unit);
   free(log);
-  free(cubin);
   coda_program_destroy(p);
   coda_context_destroy(ctx);
   return rc;

@@ -5,9 +5,7 @@
  * per step, the loss, and the largest relative deviation (max abs error /
  * max abs value) of each tensor group from the unfused fp64 reference.
  * Exits nonzero if the fp64 plan deviates by more than 1e-9. */
-#include "coda.h"
-#include "base/internal.h"
-#include "nn/ref_llama3.h"
+#include "coda_nn.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -50,11 +48,11 @@ static double rnd(void) {
 
 /* One layer's weights in the reference layout (bf16-representable values). */
 typedef struct layer {
-  ref_llama_weights w, g;
+  coda_llama_ref_weights w, g;
   int64_t n[7];
 } layer;
 
-static double **slot(ref_llama_weights *w, int i) {
+static double **slot(coda_llama_ref_weights *w, int i) {
   double **s[7] = {&w->wqkv, &w->wo, &w->wgate, &w->wup, &w->wd, &w->wn1, &w->wn2};
   return s[i];
 }
@@ -62,7 +60,7 @@ static double **slot(ref_llama_weights *w, int i) {
 static double *alloc_rand(int64_t n, double scale, double offset) {
   double *v = malloc(sizeof(double) * (size_t)n);
   if (!v) return NULL;
-  for (int64_t i = 0; i < n; i++) v[i] = coda_round_to(CODA_BF16, offset + scale * rnd());
+  for (int64_t i = 0; i < n; i++) v[i] = coda_dtype_round(CODA_BF16, offset + scale * rnd());
   return v;
 }
 
@@ -113,33 +111,33 @@ static int build_stack(coda_context ctx, const coda_llama_config *c, int L, int 
     coda_plan p = r->blocks[l];
     if (coda_plan_tensor(p, "wqkv", &t) != CODA_OK) return fail_ctx(ctx, "wqkv");
     for (int64_t i = 0; i < nqkv; i++)
-      for (int64_t k = 0; k < D; k++) coda_store(&t, coda_llama_qkv_row(c, i), k, ly[l].w.wqkv[i * D + k]);
+      for (int64_t k = 0; k < D; k++) coda_tensor_set(&t, coda_llama_qkv_row(c, i), k, ly[l].w.wqkv[i * D + k]);
     if (coda_plan_tensor(p, "wgu", &t) != CODA_OK) return fail_ctx(ctx, "wgu");
     for (int64_t f = 0; f < F; f++)
       for (int64_t k = 0; k < D; k++) {
-        coda_store(&t, 2 * f, k, ly[l].w.wgate[f * D + k]);
-        coda_store(&t, 2 * f + 1, k, ly[l].w.wup[f * D + k]);
+        coda_tensor_set(&t, 2 * f, k, ly[l].w.wgate[f * D + k]);
+        coda_tensor_set(&t, 2 * f + 1, k, ly[l].w.wup[f * D + k]);
       }
     const char *names[4] = {"wo", "wd", "wn1", "wn2"};
     const double *src[4] = {ly[l].w.wo, ly[l].w.wd, ly[l].w.wn1, ly[l].w.wn2};
     for (int i = 0; i < 4; i++) {
       if (coda_plan_tensor(p, names[i], &t) != CODA_OK) return fail_ctx(ctx, names[i]);
       for (int64_t a = 0; a < t.rows; a++)
-        for (int64_t b = 0; b < t.cols; b++) coda_store(&t, a, b, src[i][a * t.cols + b]);
+        for (int64_t b = 0; b < t.cols; b++) coda_tensor_set(&t, a, b, src[i][a * t.cols + b]);
     }
     if (l > 0 && coda_llama_link(r->blocks[l - 1], p) != CODA_OK) return fail_ctx(ctx, "link");
   }
   if (coda_plan_tensor(r->blocks[0], "x", &t) != CODA_OK) return fail_ctx(ctx, "x");
   for (int64_t m = 0; m < M; m++)
-    for (int64_t k = 0; k < D; k++) coda_store(&t, m, k, x[m * D + k]);
+    for (int64_t k = 0; k < D; k++) coda_tensor_set(&t, m, k, x[m * D + k]);
   coda_llama_config ch = *c;
   if (chain) ch.flags = CODA_LLAMA_NORM_IN;
   if (coda_llama_head_plan(ctx, &ch, &r->head) != CODA_OK) return fail_ctx(ctx, "head plan");
   if (coda_plan_tensor(r->head, "wnf", &t) != CODA_OK) return fail_ctx(ctx, "wnf");
-  for (int64_t k = 0; k < D; k++) coda_store(&t, 0, k, wnf[k]);
+  for (int64_t k = 0; k < D; k++) coda_tensor_set(&t, 0, k, wnf[k]);
   if (coda_plan_tensor(r->head, "wout", &t) != CODA_OK) return fail_ctx(ctx, "wout");
   for (int64_t v = 0; v < c->vocab; v++)
-    for (int64_t k = 0; k < D; k++) coda_store(&t, v, k, wout[v * D + k]);
+    for (int64_t k = 0; k < D; k++) coda_tensor_set(&t, v, k, wout[v * D + k]);
   if (coda_plan_tensor(r->head, "targets", &t) != CODA_OK) return fail_ctx(ctx, "targets");
   for (int64_t m = 0; m < M; m++) ((int32_t *)t.data)[m * t.ld] = tgt[m];
   if (coda_llama_link(r->blocks[L - 1], r->head) != CODA_OK) return fail_ctx(ctx, "link head");
@@ -158,7 +156,7 @@ static int run_step(coda_context ctx, int L, model_run *r) {
       return fail_ctx(ctx, "backward");
   coda_tensor t;
   if (coda_plan_tensor(r->head, "loss", &t) != CODA_OK) return fail_ctx(ctx, "loss");
-  r->loss = coda_load(&t, 0, 0);
+  r->loss = coda_tensor_get(&t, 0, 0);
   return 1;
 }
 
@@ -176,7 +174,7 @@ static double *read_named(coda_plan p, const char *name) {
   double *v = malloc(sizeof(double) * (size_t)(t.rows * t.cols));
   if (!v) return NULL;
   for (int64_t a = 0; a < t.rows; a++)
-    for (int64_t b = 0; b < t.cols; b++) v[a * t.cols + b] = coda_load(&t, a, b);
+    for (int64_t b = 0; b < t.cols; b++) v[a * t.cols + b] = coda_tensor_get(&t, a, b);
   return v;
 }
 
@@ -367,7 +365,7 @@ int cmd_demo(int argc, char **argv) {
     ok = ok && wnf && wout && dwnf && dwout;
   }
   if (ok) {
-    for (int64_t i = 0; i < M * D; i++) xs[0][i] = coda_round_to(CODA_BF16, rnd());
+    for (int64_t i = 0; i < M * D; i++) xs[0][i] = coda_dtype_round(CODA_BF16, rnd());
     for (int64_t m = 0; m < M; m++)
       tgt[m] = m % 16 == 15 ? -100 : (int32_t)((int64_t)((rnd() + 1.0) * 0.5 * (double)V) % V);
   }
@@ -400,14 +398,14 @@ int cmd_demo(int argc, char **argv) {
   /* unfused reference in fp64 */
   t0 = now_s();
   for (int l = 0; l < L; l++)
-    if (ref_llama_block(&c64cfg, CODA_F64, &ly[l].w, xs[l], xs[l + 1], NULL, NULL, NULL)) goto oom;
+    if (coda_llama_reference_block(&c64cfg, CODA_F64, &ly[l].w, xs[l], xs[l + 1], NULL, NULL, NULL)) goto oom;
   double loss_ref;
-  if (ref_llama_head(&c64cfg, CODA_F64, wnf, wout, xs[L], tgt, &loss_ref, NULL, dxs[L], dwnf, dwout))
+  if (coda_llama_reference_head(&c64cfg, CODA_F64, wnf, wout, xs[L], tgt, &loss_ref, NULL, dxs[L], dwnf, dwout))
     goto oom;
   for (int l = L - 1; l >= 0; l--) {
     double *tmp = calloc((size_t)(M * D), sizeof(double));
     if (!tmp) goto oom;
-    int e = ref_llama_block(&c64cfg, CODA_F64, &ly[l].w, xs[l], tmp, dxs[l + 1], dxs[l], &ly[l].g);
+    int e = coda_llama_reference_block(&c64cfg, CODA_F64, &ly[l].w, xs[l], tmp, dxs[l + 1], dxs[l], &ly[l].g);
     free(tmp);
     if (e) goto oom;
   }

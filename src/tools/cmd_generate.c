@@ -1,5 +1,5 @@
 /* `coda generate`: samples text from a checkpoint (see --help). */
-#include "coda.h"
+#include "coda_train.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -2,8 +2,7 @@
  * --ranks N data parallel over N processes (N GPUs through NCCL, or N CPU
  * processes); see --help. */
 #define _POSIX_C_SOURCE 200809L
-#include "coda.h"
-#include "dist/comm.h"
+#include "coda_train.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -13,10 +12,96 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The corpus the shards are prepared from when --corpus is not given. */
+#define DEFAULT_CORPUS "/usr/share/games/fortunes"
+/* Peak dense bf16 FLOP/s of an H100/H200, for the MFU on a GPU. */
+#define PEAK_FLOPS_H100_H200 989e12
+
 /* Set by SIGINT; the trainer polls it once per step. */
 static volatile sig_atomic_t interrupted = 0;
 static void on_sigint(int sig) { (void)sig; interrupted = 1; }
 static int should_stop(void *user) { (void)user; return interrupted != 0; }
+
+/* Prints the trainer's progress (the lines of `coda train`). */
+static void print_progress(const coda_train_progress *p, void *user) {
+  (void)user;
+  const double MiB = 1024.0 * 1024.0;
+  switch (p->event) {
+  case CODA_TRAIN_EVENT_PREPARE:
+    printf("preparing token shards in %s from %s\n", p->data_dir, p->corpus_dir);
+    break;
+  case CODA_TRAIN_EVENT_START: {
+    const coda_model_config *c = p->model;
+    printf("model: dim %d, layers %d, heads %d/%d, ffn %d, seq %d, vocab %d, %s head; %lld "
+           "parameters; engine %s\n",
+           c->dim, c->layers, c->heads, c->kv_heads, c->ffn, c->seq, c->vocab,
+           c->tied ? "tied" : "untied", (long long)p->params,
+           p->engine == CODA_TRAIN_ENGINE_PLANS ? (p->gpu ? "block plans on the GPU" : "block plans")
+                                                : "host reference");
+    printf("data: %llu train / %llu validation tokens; batch %d x %d, accum %d (%d tokens/step); "
+           "steps %lld%s\n",
+           (unsigned long long)p->train_tokens, (unsigned long long)p->val_tokens, p->batch,
+           p->seq, p->accum, (int)p->tokens_per_step, (long long)p->steps,
+           p->resumed ? " (resumed)" : "");
+    if (p->ranks > 1)
+      printf("data parallel: %d ranks (%s), batch %d per rank, optimizer state sharded (ZeRO-1)\n",
+             p->ranks, p->gpu ? "NCCL, one GPU each" : "CPU processes", p->batch);
+    fflush(stdout);
+    break;
+  }
+  case CODA_TRAIN_EVENT_VALIDATION:
+    printf("step %6d  val_loss %.4f\n", 0, p->val_loss);
+    break;
+  case CODA_TRAIN_EVENT_STEP:
+    if (p->device_memory && p->mfu == p->mfu)
+      printf("step %6lld  loss %.4f  lr %.3e  tok/s %8.0f  ms/step %7.1f  grad_norm %.3f  "
+             "mfu %.1f%%  dev_mem %.0f MiB  mem %.0f MiB\n",
+             (long long)p->step, p->loss, p->lr, p->tokens_per_s, p->step_seconds * 1e3,
+             p->grad_norm, 100.0 * p->mfu, (double)p->device_bytes / MiB,
+             (double)p->host_bytes / MiB);
+    else if (p->device_memory)
+      printf("step %6lld  loss %.4f  lr %.3e  tok/s %8.0f  ms/step %7.1f  grad_norm %.3f  "
+             "dev_mem %.0f MiB  mem %.0f MiB\n",
+             (long long)p->step, p->loss, p->lr, p->tokens_per_s, p->step_seconds * 1e3,
+             p->grad_norm, (double)p->device_bytes / MiB, (double)p->host_bytes / MiB);
+    else
+      printf("step %6lld  loss %.4f  lr %.3e  tok/s %8.0f  ms/step %7.1f  grad_norm %.3f  "
+             "mem %.0f MiB\n",
+             (long long)p->step, p->loss, p->lr, p->tokens_per_s, p->step_seconds * 1e3,
+             p->grad_norm, (double)p->host_bytes / MiB);
+    if (p->val_loss == p->val_loss) printf("step %6lld  val_loss %.4f\n", (long long)p->step, p->val_loss);
+    fflush(stdout);
+    break;
+  case CODA_TRAIN_EVENT_INTERRUPTED:
+    printf("interrupted: saved step %lld to %s\n", (long long)p->step, p->checkpoint);
+    break;
+  case CODA_TRAIN_EVENT_NONFINITE: {
+    const int bad_loss = !(p->loss - p->loss == 0.0);
+    fprintf(stderr, "coda train: stopping at step %lld: %s is not finite (loss %g, grad norm "
+            "%g); the last good checkpoint is kept%s%s\n", (long long)p->step,
+            bad_loss ? "the loss" : "the gradient norm", p->loss, p->grad_norm,
+            p->checkpoint ? ": " : "", p->checkpoint ? p->checkpoint : "");
+    break;
+  }
+  case CODA_TRAIN_EVENT_WARNING:
+    fprintf(stderr, "coda train: %s\n", p->message);
+    break;
+  case CODA_TRAIN_EVENT_DONE: {
+    const coda_train_summary *sum = p->summary;
+    printf("summary: %lld steps in %.1f s (%.0f tokens/s); train loss %.4f -> %.4f; val loss "
+           "%.4f -> %.4f; checkpoint %s; loss curve %s\n",
+           (long long)sum->steps_done, sum->seconds, sum->tokens_per_s, sum->first_loss,
+           sum->final_loss, sum->first_val, sum->final_val,
+           sum->checkpoint[0] ? sum->checkpoint : "(none)", p->loss_curve);
+    if (p->gpu && p->mfu == p->mfu)
+      printf("gpu: %.0f tokens/s, mfu %.1f%% (%.3g flops/token, peak %.0f TFLOP/s)\n",
+             sum->tokens_per_s, 100.0 * p->mfu, p->flops_per_token, p->peak_flops / 1e12);
+    else if (p->gpu)
+      printf("gpu: %.0f tokens/s (%.3g flops/token)\n", sum->tokens_per_s, p->flops_per_token);
+    break;
+  }
+  }
+}
 
 static void train_usage(FILE *f) {
   fprintf(f,
@@ -101,6 +186,20 @@ typedef struct train_job {
   int threads;
 } train_job;
 
+/* After a failure to prepare the token shards from the default corpus:
+ * where that corpus comes from. */
+static const char *corpus_hint(const coda_train_options *o, coda_status s) {
+  char p[4096];
+  if (o->data_dir) snprintf(p, sizeof p, "%s/train.tok", o->data_dir);
+  else snprintf(p, sizeof p, "%s/data/train.tok", o->out_dir);
+  struct stat st;
+  if (s == CODA_ERR_IO && o->corpus_dir && !strcmp(o->corpus_dir, DEFAULT_CORPUS) &&
+      stat(p, &st) != 0)
+    return " (the default corpus comes from the Debian package 'fortunes'; install it or pass "
+           "--corpus DIR)";
+  return "";
+}
+
 /* ctx: the caller's context (one process), or NULL: a rank makes its own. */
 static int train_process(const train_job *job, coda_comm comm, coda_context ctx) {
   const int rank = comm ? coda_comm_rank(comm) : 0;
@@ -122,14 +221,17 @@ static int train_process(const train_job *job, coda_comm comm, coda_context ctx)
   sigaction(SIGINT, &sa, NULL);
   coda_train_options o = job->o;
   o.should_stop = should_stop;
+  o.progress = print_progress;
   o.comm = comm;
+  /* The MFU figure is the H100/H200 peak on any GPU. */
+  if (job->device) o.peak_flops = PEAK_FLOPS_H100_H200;
   coda_train_summary sum;
   int rc = 0;
   coda_status s = coda_train(ctx, &o, &sum);
   if (s) {
-    fprintf(stderr, "coda train%s: %s\n", who, coda_last_error(ctx));
+    fprintf(stderr, "coda train%s: %s%s\n", who, coda_last_error(ctx), corpus_hint(&o, s));
     rc = 1;
-  } else if (sum.stopped == 2) {
+  } else if (sum.stopped == CODA_TRAIN_NONFINITE) {
     rc = 3;
   }
   fflush(stdout);
@@ -141,6 +243,7 @@ static int rank_main(coda_comm comm, void *user) { return train_process(user, co
 
 int cmd_train(int argc, char **argv) {
   coda_train_options o = coda_train_default_options();
+  o.corpus_dir = DEFAULT_CORPUS;
   int prepare_only = 0, threads = 0, device = 0, ranks = 1;
   const char *export_hf = NULL, *import_hf = NULL;
   const char *config = "tiny";
@@ -205,9 +308,9 @@ int cmd_train(int argc, char **argv) {
       continue;
     }
     if (!strcmp(a, "--engine") && v) {
-      if (!strcmp(v, "auto")) o.engine = 0;
-      else if (!strcmp(v, "reference")) o.engine = 1;
-      else if (!strcmp(v, "plans")) o.engine = 2;
+      if (!strcmp(v, "auto")) o.engine = CODA_TRAIN_ENGINE_AUTO;
+      else if (!strcmp(v, "reference")) o.engine = CODA_TRAIN_ENGINE_REFERENCE;
+      else if (!strcmp(v, "plans")) o.engine = CODA_TRAIN_ENGINE_PLANS;
       else { fprintf(stderr, "coda train: --engine is auto, reference or plans\n"); return 2; }
       i++;
       continue;
@@ -281,7 +384,7 @@ int cmd_train(int argc, char **argv) {
     else snprintf(dir, sizeof dir, "%s/data", o.out_dir);
     coda_status s = coda_prepare_corpus(ctx, o.corpus_dir, dir);
     if (s) {
-      fprintf(stderr, "coda train: %s\n", coda_last_error(ctx));
+      fprintf(stderr, "coda train: %s%s\n", coda_last_error(ctx), corpus_hint(&o, s));
       rc = 1;
     } else {
       printf("wrote %s/train.tok and %s/val.tok\n", dir, dir);

@@ -2,6 +2,7 @@
  * moments ("optimizer.m.NAME", "optimizer.v.NAME") and, in __metadata__,
  * the model configuration, the step, the sampler position and RNG state,
  * and the CRC-32 of the data region (verified on load). */
+#include "coda_train.h"
 #include "train/train.h"
 
 #include <errno.h>

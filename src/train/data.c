@@ -1,5 +1,6 @@
 /* Byte-level tokenizer, token shards, corpus preparation, batch sampler. */
 #define _POSIX_C_SOURCE 200809L
+#include "coda_train.h"
 #include "train/train.h"
 
 #include <dirent.h>

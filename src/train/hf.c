@@ -10,6 +10,7 @@
  * Export writes F32. Import accepts F32, BF16 and F16 tensors. RoPE
  * scaling (Llama 3.1 "rope_scaling") is not supported and is refused. */
 #define _POSIX_C_SOURCE 200809L
+#include "coda_train.h"
 #include "train/train.h"
 
 #include <errno.h>

@@ -16,6 +16,7 @@
  * Weight decay applies to the matrices of linear layers only (wqkv, wo,
  * w13, w2, output); norm weights and the embedding (also when it is the
  * tied output head) are not decayed. */
+#include "coda_nn.h"
 #include "train/train.h"
 
 #include <math.h>

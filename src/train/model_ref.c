@@ -14,6 +14,7 @@
  *   x ← x + y W2ᵀ
  * Head: logits = (x · r(x) ⊙ wn) Woutᵀ; loss = mean over valid targets of
  * lse(logits) − logits[target]. */
+#include "coda_nn.h"
 #include "train/train.h"
 
 #include <math.h>

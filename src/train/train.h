@@ -4,7 +4,7 @@
 #ifndef CODA_TRAIN_H
 #define CODA_TRAIN_H
 
-#include "coda.h"
+#include "coda_train.h"
 #include "base/internal.h"
 
 #include <stdint.h>

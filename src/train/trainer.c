@@ -15,12 +15,17 @@
  * step's gradient norm comes down as a few partial sums, clipping is folded
  * into the device AdamW, and the weights and moments come down only for
  * checkpoints, in the CPU's file format, so runs move between CPU and GPU.
- * Step lines then add the model-flops utilization (per GPU with --ranks;
- * tokens/s counts every rank's tokens):
+ * Step reports then add the model-flops utilization when the caller
+ * gives the device's peak (per GPU with --ranks; tokens/s counts every
+ * rank's tokens):
  *   flops/token = 6·N + 6·L·d·T,  N = parameters without the input
  *   embedding (the LM head's matrix counted also when tied),
- *   MFU = flops/token · tokens/s / 989 TFLOP/s (H100/H200 dense bf16). */
+ *   MFU = flops/token · tokens/s / peak_flops.
+ *
+ * The library prints nothing: progress goes to the options' callback, on
+ * rank 0 only (the CLI, src/tools/cmd_train.c, prints it). */
 #define _POSIX_C_SOURCE 200809L
+#include "coda_train.h"
 #include "train/train.h"
 #include "dist/comm.h"
 
@@ -31,12 +36,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#define DEFAULT_CORPUS "/usr/share/games/fortunes"
 /* Larger models only make sense on the GPU (weights + grads + m + v = 16 B each). */
 #define CODA_CPU_MAX_PARAMS 200000000LL
 #define CODA_MAX_BATCH_TOKENS (1 << 24)
 #define CODA_MAX_STEPS (1LL << 27)
-#define CODA_PEAK_FLOPS 989e12
 
 coda_train_options coda_train_default_options(void) {
   coda_train_options o;
@@ -58,7 +61,6 @@ coda_train_options coda_train_default_options(void) {
   o.val_batches = 4;
   o.save_every = 0;
   o.out_dir = "runs/tiny";
-  o.corpus_dir = DEFAULT_CORPUS;
   return o;
 }
 
@@ -105,9 +107,11 @@ static coda_status mkdirs(coda_context ctx, const char *dir) {
 }
 
 coda_status coda_prepare_corpus(coda_context ctx, const char *src_dir, const char *out_dir) {
+  if (!out_dir) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "prepare corpus: no output directory");
   coda_status s = mkdirs(ctx, out_dir);
   if (s) return s;
-  return coda_prepare_corpus_dir(ctx, src_dir ? src_dir : DEFAULT_CORPUS, out_dir, 20, NULL, NULL);
+  if (!src_dir) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "prepare corpus: no source directory");
+  return coda_prepare_corpus_dir(ctx, src_dir, out_dir, 20, NULL, NULL);
 }
 
 /* Data parallel: every rank draws the whole batch of ranks x B sequences
@@ -170,9 +174,12 @@ static coda_status check_options(coda_context ctx, const coda_train_options *o) 
                      "weight-decay %g, clip %g (finite, >= 0), betas %g, %g (in [0, 1)), eps %g "
                      "(> 0)", o->lr, o->min_lr_ratio, o->weight_decay, o->clip, o->beta1,
                      o->beta2, o->eps);
-  if (o->engine < 0 || o->engine > 2)
+  if ((int)o->engine < CODA_TRAIN_ENGINE_AUTO || (int)o->engine > CODA_TRAIN_ENGINE_PLANS)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "engine %d: 0 auto, 1 reference, 2 plans",
-                     o->engine);
+                     (int)o->engine);
+  if (!(o->peak_flops >= 0.0 && isfinite(o->peak_flops)))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "peak flops %g: finite, >= 0 (0: unknown)",
+                     o->peak_flops);
   if (!o->out_dir || !*o->out_dir)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "no output directory");
   if (o->comm && coda_comm_size(o->comm) > 1) {
@@ -192,10 +199,30 @@ static double flops_per_token(const coda_model_config *c) {
   return 6.0 * n + 6.0 * c->layers * (double)c->dim * c->seq;
 }
 
-static coda_engine pick_engine(int e) {
-  if (e == 1) return CODA_ENGINE_REFERENCE;
-  if (e == 2) return CODA_ENGINE_PLANS;
+static coda_engine pick_engine(coda_train_engine e) {
+  if (e == CODA_TRAIN_ENGINE_REFERENCE) return CODA_ENGINE_REFERENCE;
+  if (e == CODA_TRAIN_ENGINE_PLANS) return CODA_ENGINE_PLANS;
   return coda_plans_available() ? CODA_ENGINE_PLANS : CODA_ENGINE_REFERENCE;
+}
+
+/* A progress report to the caller (rank 0 only; quiet keeps DONE,
+ * WARNING and NONFINITE). */
+static void report(const coda_train_options *o, int lead, coda_train_progress *p) {
+  if (!lead || !o->progress) return;
+  if (o->quiet && p->event != CODA_TRAIN_EVENT_DONE && p->event != CODA_TRAIN_EVENT_WARNING &&
+      p->event != CODA_TRAIN_EVENT_NONFINITE)
+    return;
+  o->progress(p, o->user);
+}
+
+static coda_train_progress progress_init(coda_train_event e, const coda_train_options *o) {
+  coda_train_progress p;
+  memset(&p, 0, sizeof p);
+  p.event = e;
+  p.val_loss = NAN;
+  p.mfu = NAN;
+  p.peak_flops = o->peak_flops;
+  return p;
 }
 
 coda_status coda_train(coda_context ctx, const coda_train_options *opts,
@@ -237,13 +264,15 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     goto done;
   }
   if (lead && (!file_exists(trp) || !file_exists(vap))) {
-    if (!o.quiet) printf("preparing token shards in %s from %s\n", data_dir, o.corpus_dir ? o.corpus_dir : DEFAULT_CORPUS);
-    s = coda_prepare_corpus(ctx, o.corpus_dir, data_dir);
-    if (s && (!o.corpus_dir || !strcmp(o.corpus_dir, DEFAULT_CORPUS))) {
-      char msg[CODA_ERRMSG_LEN];
-      snprintf(msg, sizeof msg, "%s", coda_last_error(ctx));
-      coda_fail(ctx, s, "%s (the default corpus comes from the Debian package 'fortunes'; "
-                "install it or pass --corpus DIR)", msg);
+    if (!o.corpus_dir) {
+      s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "no token shards %s and %s, and no corpus "
+                    "directory to prepare them from (corpus_dir)", trp, vap);
+    } else {
+      coda_train_progress p = progress_init(CODA_TRAIN_EVENT_PREPARE, &o);
+      p.data_dir = data_dir;
+      p.corpus_dir = o.corpus_dir;
+      report(&o, lead, &p);
+      s = coda_prepare_corpus(ctx, o.corpus_dir, data_dir);
     }
   }
   if (dp) { /* the other ranks wait for the lead's shards */
@@ -361,21 +390,24 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     if (!o.resume) fprintf(log, "step,loss,lr,grad_norm,val_loss\n");
   }
   const coda_model_config *c = coda_model_cfg(model);
-  if (!o.quiet) {
-    printf("model: dim %d, layers %d, heads %d/%d, ffn %d, seq %d, vocab %d, %s head; %lld "
-           "parameters; engine %s\n",
-           c->dim, c->layers, c->heads, c->kv_heads, c->ffn, c->seq, c->vocab,
-           c->tied ? "tied" : "untied", (long long)coda_model_config_params(c),
-           engine == CODA_ENGINE_PLANS ? (gpu ? "block plans on the GPU" : "block plans")
-                                       : "host reference");
-    printf("data: %llu train / %llu validation tokens; batch %d x %d, accum %d (%d tokens/step); "
-           "steps %lld%s\n",
-           (unsigned long long)ntr, (unsigned long long)nva, B, T, o.accum, B * T * o.accum * N,
-           (long long)o.steps, o.resume ? " (resumed)" : "");
-    if (dp)
-      printf("data parallel: %d ranks (%s), batch %d per rank, optimizer state sharded (ZeRO-1)\n",
-             N, gpu ? "NCCL, one GPU each" : "CPU processes", B);
-    fflush(stdout);
+  const double fpt = flops_per_token(c);
+  {
+    coda_train_progress p = progress_init(CODA_TRAIN_EVENT_START, &o);
+    p.model = c;
+    p.params = coda_model_config_params(c);
+    p.engine = engine == CODA_ENGINE_PLANS ? CODA_TRAIN_ENGINE_PLANS : CODA_TRAIN_ENGINE_REFERENCE;
+    p.gpu = gpu;
+    p.train_tokens = ntr;
+    p.val_tokens = nva;
+    p.batch = B;
+    p.seq = T;
+    p.accum = o.accum;
+    p.ranks = N;
+    p.tokens_per_step = (int64_t)B * T * o.accum * N;
+    p.steps = o.steps;
+    p.resumed = o.resume != NULL;
+    p.flops_per_token = fpt;
+    report(&o, lead, &p);
   }
 
   coda_adamw adam = {o.beta1, o.beta2, o.eps, o.weight_decay, ctx->opts.num_threads};
@@ -388,7 +420,10 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     if (s) goto done;
     sum->first_val = vl;
     vx[nvh] = 0; vy[nvh++] = vl;
-    if (!o.quiet) printf("step %6d  val_loss %.4f\n", 0, vl);
+    coda_train_progress p = progress_init(CODA_TRAIN_EVENT_VALIDATION, &o);
+    p.val_loss = vl;
+    p.elapsed_seconds = now_s() - t_start;
+    report(&o, lead, &p);
   }
   float *W = coda_model_weights(model), *G = coda_model_grads(model);
   for (int64_t step = start; step < o.steps; step++) {
@@ -431,13 +466,15 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       gn = coda_grad_norm(G, n);
     }
     if (!isfinite(loss) || !isfinite(gn)) {
-      sum->stopped = 2;
+      sum->stopped = CODA_TRAIN_NONFINITE;
       sum->bad_step = step + 1;
-      if (lead)
-        fprintf(stderr, "coda train: stopping at step %lld: %s is not finite (loss %g, grad norm "
-                "%g); the last good checkpoint is kept%s%s\n", (long long)(step + 1),
-                !isfinite(loss) ? "the loss" : "the gradient norm", loss, gn,
-                file_exists(ckpt) ? ": " : "", file_exists(ckpt) ? ckpt : "");
+      coda_train_progress p = progress_init(CODA_TRAIN_EVENT_NONFINITE, &o);
+      p.step = step + 1;
+      p.loss = loss;
+      p.grad_norm = gn;
+      p.checkpoint = file_exists(ckpt) ? ckpt : NULL;
+      p.elapsed_seconds = now_s() - t_start;
+      report(&o, lead, &p);
       break;
     }
     double lr = coda_lr_schedule(step, o.warmup, o.steps, o.lr, o.min_lr_ratio);
@@ -478,20 +515,25 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       vx[nvh] = (double)st.step; vy[nvh++] = vl;
     }
     if (log) fprintf(log, "%lld,%.9g,%.9g,%.9g,%.9g\n", (long long)st.step, loss, lr, gn, vl);
-    if (!o.quiet) {
+    if (lead && o.progress && !o.quiet) {
+      coda_train_progress p = progress_init(CODA_TRAIN_EVENT_STEP, &o);
+      p.step = st.step;
+      p.loss = loss;
+      p.val_loss = vl;
+      p.lr = lr;
+      p.grad_norm = gn;
+      p.tokens_per_s = toks / dt;
+      p.step_seconds = dt;
+      p.elapsed_seconds = now_s() - t_start;
+      p.flops_per_token = fpt;
       size_t dused = 0, dtot = 0;
-      if (gpu && coda_plans_device_memory(ctx, &dused, &dtot) == CODA_OK)
-        printf("step %6lld  loss %.4f  lr %.3e  tok/s %8.0f  ms/step %7.1f  grad_norm %.3f  "
-               "mfu %.1f%%  dev_mem %.0f MiB  mem %.0f MiB\n",
-               (long long)st.step, loss, lr, toks / dt, dt * 1e3, gn,
-               100.0 * flops_per_token(c) * toks / dt / CODA_PEAK_FLOPS / N, /* per GPU */
-               (double)dused / (1024.0 * 1024.0), rss_mib());
-      else
-        printf("step %6lld  loss %.4f  lr %.3e  tok/s %8.0f  ms/step %7.1f  grad_norm %.3f  "
-               "mem %.0f MiB\n",
-               (long long)st.step, loss, lr, toks / dt, dt * 1e3, gn, rss_mib());
-      if (do_val) printf("step %6lld  val_loss %.4f\n", (long long)st.step, vl);
-      fflush(stdout);
+      if (gpu && coda_plans_device_memory(ctx, &dused, &dtot) == CODA_OK) {
+        p.device_memory = 1;
+        p.device_bytes = dused;
+        if (o.peak_flops > 0) p.mfu = fpt * toks / dt / o.peak_flops / N; /* per GPU */
+      }
+      p.host_bytes = (size_t)(rss_mib() * 1024.0 * 1024.0);
+      report(&o, lead, &p);
     }
     /* data parallel: the stop request was summed over the ranks above, so
      * every rank stops after the same step */
@@ -510,8 +552,13 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       if (lead) snprintf(sum->checkpoint, sizeof sum->checkpoint, "%s", ckpt);
     }
     if (stop) {
-      sum->stopped = 1;
-      if (!o.quiet) printf("interrupted: saved step %lld to %s\n", (long long)st.step, ckpt);
+      sum->stopped = CODA_TRAIN_INTERRUPTED;
+      coda_train_progress p = progress_init(CODA_TRAIN_EVENT_INTERRUPTED, &o);
+      p.step = st.step;
+      p.loss = loss;
+      p.checkpoint = ckpt;
+      p.elapsed_seconds = now_s() - t_start;
+      report(&o, lead, &p);
       break;
     }
   }
@@ -519,19 +566,30 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   sum->tokens_per_s = sec_total > 0 ? tok_total / sec_total : 0.0;
   if (lead && nh + nvh > 0) {
     coda_status ps = coda_plot_png(ctx, png, 640, 400, hx, hy, nh, vx, vy, nvh);
-    if (ps) fprintf(stderr, "coda train: loss plot not written: %s\n", coda_last_error(ctx));
+    if (ps) {
+      char msg[CODA_ERRMSG_LEN + 32];
+      snprintf(msg, sizeof msg, "loss plot not written: %s", coda_last_error(ctx));
+      coda_train_progress p = progress_init(CODA_TRAIN_EVENT_WARNING, &o);
+      p.message = msg;
+      report(&o, lead, &p);
+    }
   }
-  if (lead) { /* the summary is printed even when quiet */
-    printf("summary: %lld steps in %.1f s (%.0f tokens/s); train loss %.4f -> %.4f; val loss "
-           "%.4f -> %.4f; checkpoint %s; loss curve %s\n",
-           (long long)sum->steps_done, sum->seconds, sum->tokens_per_s, sum->first_loss,
-           sum->final_loss, sum->first_val, sum->final_val,
-           sum->checkpoint[0] ? sum->checkpoint : "(none)", png);
-    if (gpu)
-      printf("gpu: %.0f tokens/s, mfu %.1f%% (%.3g flops/token, peak %.0f TFLOP/s)\n",
-             sum->tokens_per_s,
-             100.0 * flops_per_token(c) * sum->tokens_per_s / CODA_PEAK_FLOPS / N,
-             flops_per_token(c), CODA_PEAK_FLOPS / 1e12);
+  { /* the summary is reported even when quiet */
+    coda_train_progress p = progress_init(CODA_TRAIN_EVENT_DONE, &o);
+    p.step = st.step;
+    p.loss = sum->final_loss;
+    p.val_loss = sum->final_val;
+    p.tokens_per_s = sum->tokens_per_s;
+    p.elapsed_seconds = sum->seconds;
+    p.flops_per_token = fpt;
+    p.gpu = gpu;
+    p.ranks = N;
+    if (gpu && o.peak_flops > 0) p.mfu = fpt * sum->tokens_per_s / o.peak_flops / N;
+    p.host_bytes = (size_t)(rss_mib() * 1024.0 * 1024.0);
+    p.checkpoint = sum->checkpoint[0] ? sum->checkpoint : NULL;
+    p.summary = sum;
+    p.loss_curve = png;
+    report(&o, lead, &p);
   }
 done:
   if (log) fclose(log);
@@ -599,7 +657,7 @@ coda_status coda_generate(coda_context ctx, const coda_generate_options *o, char
                      "CPU limit of %lld", o->checkpoint, (long long)coda_model_config_params(&cfg),
                      (long long)CODA_CPU_MAX_PARAMS);
   coda_model *m;
-  s = coda_model_create(ctx, &cfg, pick_engine(0), &m);
+  s = coda_model_create(ctx, &cfg, pick_engine(CODA_TRAIN_ENGINE_AUTO), &m);
   if (s) return s;
   s = coda_checkpoint_load(ctx, o->checkpoint, m, NULL, NULL, NULL);
   const char *prompt = o->prompt && *o->prompt ? o->prompt : "\n";

@@ -32,7 +32,7 @@
  *   test_plan_gpu --precompile  compiles every generated kernel the plans use
  *                               into the cache ($CODA_CACHE_DIR; no GPU) */
 #define _POSIX_C_SOURCE 200809L
-#include "coda.h"
+#include "coda_nn.h"
 #include "base/internal.h"
 #include "backends/cuda/epi_codegen.h"
 #include "backends/cuda/gplan.h"

@@ -7,7 +7,7 @@
  * (groups of seven numbers; the plans are built on a CPU context with the
  * CUDA backend's tiling, which gives the same programs and operand
  * layouts, as src/train/model_plans.c builds them). */
-#include "coda.h"
+#include "coda_nn.h"
 #include "base/internal.h"
 #include "backends/cuda/epi_codegen.h"
 #include "backends/cuda/gplan.h"

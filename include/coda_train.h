@@ -1,0 +1,215 @@
+/* coda: the trainer, sampling, checkpoints (Hugging Face import and
+ * export) and corpus preparation. Includes coda_nn.h. */
+#ifndef CODA_TRAIN_PUBLIC_H
+#define CODA_TRAIN_PUBLIC_H
+
+#include "coda_nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- trainer */
+/* Training and sampling of a Llama-3 style model (src/train). The tokenizer
+ * is byte level (vocab 256, token = byte value). */
+
+/* A data-parallel group: the ranks of one training run, each rank a process
+ * made by the launcher of `coda train --ranks N` (coda_dist_launch
+ * below, which forks the ranks and hands each its handle). */
+typedef struct coda_comm_s *coda_comm;
+
+#define CODA_DIST_MAX_RANKS 64
+
+/* CPU: forked processes over shared memory; NCCL: one GPU per rank. */
+typedef enum coda_comm_kind { CODA_COMM_CPU = 0, CODA_COMM_NCCL = 1 } coda_comm_kind;
+
+/* This process's rank, the group's size and kind (NULL: rank 0 of 1, CPU). */
+int coda_comm_rank(const coda_comm c);
+int coda_comm_size(const coda_comm c);
+coda_comm_kind coda_comm_get_kind(const coda_comm c);
+
+/* ---- data-parallel launcher (src/dist) ---- */
+
+/* The body of one rank: returns the process exit status (0: success). */
+typedef int (*coda_rank_main)(coda_comm comm, void *user);
+
+/* Forks `ranks` processes (1 .. CODA_DIST_MAX_RANKS), each with its
+ * communicator of `kind`, runs fn in each and waits for all. Children get
+ * NCCL_NVLS_ENABLE=0 unless it is set (NVLink multicast stays off) and die
+ * with the parent. If a rank fails (nonzero status or a signal), the others
+ * are asked to stop, then terminated, and a message naming the rank goes to
+ * err. Returns 0 when every rank returned 0; otherwise the failing rank's
+ * status (or the common status when all ranks returned the same nonzero
+ * value, e.g. 3 for a non-finite loss), 1 for a signal or launch error. */
+int coda_dist_launch(int ranks, coda_comm_kind kind, coda_rank_main fn, void *user, char *err,
+                     size_t errlen);
+
+/* The number of usable CUDA devices, counted in a short-lived child process
+ * so that the caller stays free of CUDA state and may fork afterwards.
+ * 0 in a build without CUDA or without a driver; -1 when the count failed. */
+int coda_dist_gpu_count(void);
+
+/* Which model implementation trains: AUTO = the block plans where they
+ * are available, else the host reference; the GPU runs the plans only. */
+typedef enum coda_train_engine {
+  CODA_TRAIN_ENGINE_AUTO = 0,
+  CODA_TRAIN_ENGINE_REFERENCE = 1, /* host reference (CPU only) */
+  CODA_TRAIN_ENGINE_PLANS = 2      /* block plans */
+} coda_train_engine;
+
+/* How a run ended (coda_train_summary.stopped). */
+typedef enum coda_train_stop {
+  CODA_TRAIN_FINISHED = 0,    /* every step ran */
+  CODA_TRAIN_INTERRUPTED = 1, /* should_stop asked; the step was saved */
+  CODA_TRAIN_NONFINITE = 2    /* loss or gradient norm not finite (bad_step) */
+} coda_train_stop;
+
+typedef struct coda_train_summary {
+  int64_t steps_done;
+  double first_loss, final_loss; /* training loss of the first/last step */
+  double first_val, final_val;   /* validation loss (NaN if none) */
+  double seconds, tokens_per_s;
+  coda_train_stop stopped;
+  int64_t bad_step; /* the step that was not finite (CODA_TRAIN_NONFINITE) */
+  char checkpoint[1024]; /* last checkpoint written */
+} coda_train_summary;
+
+/* What a progress report is about (coda_train_progress.event). */
+typedef enum coda_train_event {
+  CODA_TRAIN_EVENT_PREPARE = 0,     /* token shards missing: preparing them from
+                                     * corpus_dir into data_dir */
+  CODA_TRAIN_EVENT_START = 1,       /* model and data ready: model, params,
+                                     * engine, train/val tokens, batch, seq,
+                                     * accum, tokens_per_step, steps, resumed,
+                                     * ranks */
+  CODA_TRAIN_EVENT_VALIDATION = 2,  /* the validation before the first step
+                                     * (step 0, val_loss) */
+  CODA_TRAIN_EVENT_STEP = 3,        /* an optimizer step finished: step, loss, lr,
+                                     * grad_norm, tokens_per_s, step_seconds,
+                                     * mfu, memory, elapsed; val_loss when this
+                                     * step was validated (else NaN) */
+  CODA_TRAIN_EVENT_INTERRUPTED = 4, /* should_stop asked: step saved to checkpoint */
+  CODA_TRAIN_EVENT_NONFINITE = 5,   /* stopping: step's loss or grad_norm is not
+                                     * finite; checkpoint = the last good one
+                                     * (NULL if none) */
+  CODA_TRAIN_EVENT_WARNING = 6,     /* a non-fatal problem: message */
+  CODA_TRAIN_EVENT_DONE = 7         /* the run's summary (also when quiet):
+                                     * summary, loss_curve, and mfu,
+                                     * flops_per_token over the whole run */
+} coda_train_event;
+
+/* One progress report of coda_train, valid only during the callback. Fields
+ * not named by the event are zero (NaN for val_loss and mfu). On a
+ * data-parallel run only rank 0 reports; rates count every rank's tokens. */
+typedef struct coda_train_progress {
+  coda_train_event event;
+  int64_t step;          /* optimizer steps done */
+  double loss;           /* training loss of the step (mean over micro-batches) */
+  double val_loss;       /* validation loss, NaN when not measured */
+  double lr, grad_norm;  /* learning rate used, gradient norm before clipping */
+  double tokens_per_s;   /* STEP: this step's rate; DONE: the run's */
+  double step_seconds;   /* wall time of the step */
+  double elapsed_seconds;/* since coda_train started the first step */
+  double mfu;            /* model-flops utilization per rank, in [0, 1]: NaN
+                          * unless peak_flops is given and the context is
+                          * CUDA (flops/token in coda_train's source) */
+  double flops_per_token;/* training flops per token of the model */
+  double peak_flops;     /* the option peak_flops */
+  int device_memory;     /* 1: device_bytes is measured (CUDA context) */
+  size_t device_bytes;   /* device memory in use */
+  size_t host_bytes;     /* resident host memory of the process */
+  /* START */
+  const coda_model_config *model;
+  int64_t params;
+  coda_train_engine engine; /* the engine chosen (never AUTO) */
+  int gpu;               /* 1: the context is CUDA */
+  uint64_t train_tokens, val_tokens;
+  int batch, seq, accum, ranks;
+  int64_t tokens_per_step, steps;
+  int resumed;
+  /* PREPARE */
+  const char *data_dir, *corpus_dir;
+  /* INTERRUPTED, NONFINITE, DONE */
+  const char *checkpoint;
+  /* DONE */
+  const coda_train_summary *summary;
+  const char *loss_curve; /* loss.png (may not exist: see WARNING) */
+  /* WARNING */
+  const char *message;
+} coda_train_progress;
+
+typedef struct coda_train_options {
+  coda_model_config model;
+  int batch;             /* sequences per micro-batch */
+  int accum;             /* micro-batches per optimizer step */
+  int64_t steps;         /* total optimizer steps (also when resuming) */
+  int64_t warmup;        /* linear warm-up steps */
+  double lr, min_lr_ratio; /* peak learning rate; cosine floor = lr·ratio */
+  double weight_decay, beta1, beta2, eps;
+  double clip;           /* global gradient-norm clip (<= 0: off) */
+  uint64_t seed;         /* initialization and data order */
+  int val_every;         /* validation every N steps (0: only at the end) */
+  int val_batches;       /* micro-batches per validation */
+  int save_every;        /* checkpoint every N steps (0: only at the end) */
+  const char *out_dir;   /* checkpoints, loss curve, log */
+  const char *resume;    /* checkpoint to resume from, or NULL */
+  const char *init;      /* checkpoint whose weights start a fresh run */
+  const char *data_dir;  /* train.tok / val.tok (prepared if missing) */
+  const char *corpus_dir;/* text files to prepare from when the shards are
+                          * missing; no default (NULL and no shards:
+                          * CODA_ERR_INVALID_ARGUMENT) */
+  coda_train_engine engine;
+  int quiet;             /* progress gets only DONE, WARNING and NONFINITE */
+  /* Polled once per step; nonzero stops after the step (with a save). */
+  int (*should_stop)(void *user);
+  void *user;            /* passed to should_stop and progress */
+  /* Progress reports (NULL: none; the library itself prints nothing). */
+  void (*progress)(const coda_train_progress *p, void *user);
+  double peak_flops;     /* peak FLOP/s of one device for the MFU (e.g. 989e12,
+                          * H100/H200 dense bf16); 0 = unknown: no MFU */
+  /* Data parallel (NULL: one process). Every rank calls coda_train with the
+   * same options; batch is per rank, so a step sees ranks x batch x accum
+   * sequences, the same ones one process with batch ranks x batch would.
+   * Gradients are averaged, the optimizer state is sharded (ZeRO-1); rank
+   * 0 alone reports progress, logs and writes checkpoints (in the
+   * one-process format). */
+  coda_comm comm;
+} coda_train_options;
+
+/* Defaults: the "tiny" model, no corpus directory, no progress callback,
+ * peak_flops 0. */
+coda_train_options coda_train_default_options(void);
+coda_status coda_train(coda_context ctx, const coda_train_options *o,
+                       coda_train_summary *summary);
+
+typedef struct coda_generate_options {
+  const char *checkpoint;
+  const char *prompt;
+  int max_tokens;
+  double temperature; /* 0: greedy */
+  int top_k;          /* 0: all */
+  uint64_t seed;
+} coda_generate_options;
+
+/* Samples text after the prompt; *text is malloc'ed (caller frees). */
+coda_status coda_generate(coda_context ctx, const coda_generate_options *o,
+                          char **text);
+
+/* Hugging Face Llama layout (config.json + model.safetensors, HF tensor
+ * names, half-split RoPE rows, separate gate/up): export the weights of a
+ * checkpoint, or import them into a weights-only checkpoint (usable with
+ * coda_train_options.init and coda_generate). */
+coda_status coda_hf_export_checkpoint(coda_context ctx, const char *checkpoint,
+                                      const char *hf_dir);
+coda_status coda_hf_import_checkpoint(coda_context ctx, const char *hf_dir,
+                                      const char *checkpoint);
+
+/* Writes train.tok / val.tok into out_dir from the text files of src_dir
+ * (required: CODA_ERR_INVALID_ARGUMENT if NULL). */
+coda_status coda_prepare_corpus(coda_context ctx, const char *src_dir,
+                                const char *out_dir);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CODA_TRAIN_PUBLIC_H */

@@ -1,0 +1,98 @@
+/* coda_program_cuda_source and coda_program_cuda_compile: the CUDA
+ * backend's epilogue compiler (backends/cuda/epi_codegen.h) behind the
+ * public API, for tools that show or precompile kernels. Compiled in every
+ * build; without CUDA both return CODA_ERR_NOT_SUPPORTED. */
+#include "coda.h"
+#include "base/internal.h"
+#ifdef CODA_HAVE_CUDA
+#include "backends/cuda/epi_codegen.h"
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef CODA_HAVE_CUDA
+static coda_status kernel_config(coda_context ctx, coda_dtype operand_dtype,
+                                 coda_transpose trans_a, coda_transpose trans_b,
+                                 coda_epi_config *cfg) {
+  if (operand_dtype != CODA_BF16 && operand_dtype != CODA_F16)
+    return coda_fail(ctx, CODA_ERR_DTYPE, "CUDA kernel: operands are bf16 or f16, not %s",
+                     coda_dtype_name(operand_dtype));
+  if ((trans_a != CODA_N && trans_a != CODA_T) || (trans_b != CODA_N && trans_b != CODA_T))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA kernel: transpose is CODA_N or CODA_T");
+  *cfg = coda_epi_default_config();
+  cfg->f16 = operand_dtype == CODA_F16;
+  cfg->trans_a = trans_a == CODA_T;
+  cfg->trans_b = trans_b == CODA_T;
+  return CODA_OK;
+}
+#endif
+
+coda_status coda_program_cuda_source(coda_context ctx, coda_program p, char **source) {
+  if (!p || !source) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA source: NULL argument");
+  *source = NULL;
+#ifdef CODA_HAVE_CUDA
+  char *src = coda_epi_functor_source(ctx, p);
+  if (!src) {
+    const char *why = coda_last_error(ctx);
+    char msg[CODA_ERRMSG_LEN];
+    snprintf(msg, sizeof msg, "%s", why && *why ? why : "no source generated");
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the GPU cannot run this program: %s", msg);
+  }
+  *source = src;
+  return CODA_OK;
+#else
+  return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "CUDA source: this build of coda has no CUDA backend");
+#endif
+}
+
+coda_status coda_program_cuda_compile(coda_context ctx, coda_program p,
+                                      coda_dtype operand_dtype, coda_transpose trans_a,
+                                      coda_transpose trans_b, int no_cache,
+                                      coda_cuda_kernel_info *info, char **unit, char **log) {
+  if (unit) *unit = NULL;
+  if (log) *log = NULL;
+  if (!p || !info) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA compile: NULL argument");
+  memset(info, 0, sizeof *info);
+#ifdef CODA_HAVE_CUDA
+  coda_epi_config cfg;
+  coda_status s = kernel_config(ctx, operand_dtype, trans_a, trans_b, &cfg);
+  if (s) return s;
+  coda_epi_binary bin;
+  memset(&bin, 0, sizeof bin);
+  s = coda_epi_build(ctx, p, &cfg, no_cache, &bin); /* cfg: the schedule chosen */
+  if (s) {
+    coda_epi_binary_free(&bin);
+    return s;
+  }
+  info->from_cache = bin.from_cache;
+  info->pingpong = cfg.ping;
+  info->cubin_bytes = bin.size;
+  info->spill_stores = bin.spill;
+  if (bin.lowered) snprintf(info->kernel, sizeof info->kernel, "%s", bin.lowered);
+  coda_epi_binary_free(&bin);
+  if (unit || log) {
+    char *expr = NULL;
+    char *src = coda_epi_full_source(ctx, p, &cfg, &expr);
+    if (src && log) { /* once more, uncached, for the ptxas log */
+      char *low = NULL;
+      void *cubin = NULL;
+      size_t n = 0;
+      if (coda_epi_compile(ctx, src, expr, 1, &cubin, &n, &low, log, NULL, NULL) != CODA_OK) {
+        free(*log);
+        *log = NULL;
+      }
+      free(low);
+      free(cubin);
+    }
+    if (unit) *unit = src;
+    else free(src);
+    free(expr);
+  }
+  return CODA_OK; /* the kernel was built; the unit and log are best effort */
+#else
+  (void)operand_dtype; (void)trans_a; (void)trans_b; (void)no_cache;
+  return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "CUDA compile: this build of coda has no CUDA backend");
+#endif
+}
