@@ -111,6 +111,12 @@ typedef struct coda_backend_ops {
   coda_status (*precompile_gemm_epilogue)(coda_context ctx, coda_program prog, int trans_a,
                                           int trans_b, int f16, int *from_cache);
   coda_status (*precompile_map)(coda_context ctx, coda_program prog, int *from_cache);
+  /* The generated source of a program's fused kernel, and one compilation
+   * of it (coda_program_cuda_source / _compile; checked arguments). */
+  coda_status (*program_source)(coda_context ctx, coda_program p, char **source);
+  coda_status (*program_compile)(coda_context ctx, coda_program p, coda_dtype operand_dtype,
+                                 coda_transpose trans_a, coda_transpose trans_b, int no_cache,
+                                 coda_cuda_kernel_info *info, char **unit, char **log);
 } coda_backend_ops;
 
 /* The table of a backend, or NULL when this build does not have it. */

@@ -11,6 +11,12 @@
 #include <stdio.h>
 #include <string.h>
 
+/* kernel_source.c */
+coda_status coda_cuda_program_source(coda_context ctx, coda_program p, char **source);
+coda_status coda_cuda_program_compile(coda_context ctx, coda_program p, coda_dtype operand_dtype,
+                                      coda_transpose trans_a, coda_transpose trans_b, int no_cache,
+                                      coda_cuda_kernel_info *info, char **unit, char **log);
+
 static coda_status cuda_create(coda_context ctx) {
   if (!coda_cuda_available())
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "CUDA backend: no usable sm_90 GPU");
@@ -129,4 +135,6 @@ const coda_backend_ops coda_cuda_backend_ops = {
     .train = &cuda_train_ops,
     .precompile_gemm_epilogue = cuda_precompile_gemm_epilogue,
     .precompile_map = coda_cuda_map_precompile,
+    .program_source = coda_cuda_program_source,
+    .program_compile = coda_cuda_program_compile,
 };

@@ -1,18 +1,13 @@
-/* coda_program_cuda_source and coda_program_cuda_compile: the CUDA
- * backend's epilogue compiler (backends/cuda/epi_codegen.h) behind the
- * public API, for tools that show or precompile kernels. Compiled in every
- * build; without CUDA both return CODA_ERR_NOT_SUPPORTED. */
-#include "coda.h"
-#include "base/internal.h"
-#ifdef CODA_HAVE_CUDA
+/* The generated source and a compilation of a program's fused kernel, for
+ * tools that show or precompile kernels (coda_program_cuda_source and
+ * coda_program_cuda_compile, api/kernels.c, through the CUDA table). */
+#include "backends/backend.h"
 #include "backends/cuda/epi_codegen.h"
-#endif
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef CODA_HAVE_CUDA
 static coda_status kernel_config(coda_context ctx, coda_dtype operand_dtype,
                                  coda_transpose trans_a, coda_transpose trans_b,
                                  coda_epi_config *cfg) {
@@ -27,12 +22,8 @@ static coda_status kernel_config(coda_context ctx, coda_dtype operand_dtype,
   cfg->trans_b = trans_b == CODA_T;
   return CODA_OK;
 }
-#endif
 
-coda_status coda_program_cuda_source(coda_context ctx, coda_program p, char **source) {
-  if (!p || !source) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA source: NULL argument");
-  *source = NULL;
-#ifdef CODA_HAVE_CUDA
+coda_status coda_cuda_program_source(coda_context ctx, coda_program p, char **source) {
   char *src = coda_epi_functor_source(ctx, p);
   if (!src) {
     const char *why = coda_last_error(ctx);
@@ -42,20 +33,12 @@ coda_status coda_program_cuda_source(coda_context ctx, coda_program p, char **so
   }
   *source = src;
   return CODA_OK;
-#else
-  return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "CUDA source: this build of coda has no CUDA backend");
-#endif
 }
 
-coda_status coda_program_cuda_compile(coda_context ctx, coda_program p,
+coda_status coda_cuda_program_compile(coda_context ctx, coda_program p,
                                       coda_dtype operand_dtype, coda_transpose trans_a,
                                       coda_transpose trans_b, int no_cache,
                                       coda_cuda_kernel_info *info, char **unit, char **log) {
-  if (unit) *unit = NULL;
-  if (log) *log = NULL;
-  if (!p || !info) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA compile: NULL argument");
-  memset(info, 0, sizeof *info);
-#ifdef CODA_HAVE_CUDA
   coda_epi_config cfg;
   coda_status s = kernel_config(ctx, operand_dtype, trans_a, trans_b, &cfg);
   if (s) return s;
@@ -91,8 +74,4 @@ coda_status coda_program_cuda_compile(coda_context ctx, coda_program p,
     free(expr);
   }
   return CODA_OK; /* the kernel was built; the unit and log are best effort */
-#else
-  (void)operand_dtype; (void)trans_a; (void)trans_b; (void)no_cache;
-  return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "CUDA compile: this build of coda has no CUDA backend");
-#endif
 }
