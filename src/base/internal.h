@@ -8,6 +8,10 @@
 #include <stdarg.h>
 #include <stdbool.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define CODA_ERRMSG_LEN 512
 
 struct coda_backend_ops;
@@ -88,5 +92,9 @@ double coda_round_to(coda_dtype t, double v);
 
 /* Overflow-checked size arithmetic: returns false on overflow. */
 bool coda_mul_i64(int64_t a, int64_t b, int64_t *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

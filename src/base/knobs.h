@@ -7,6 +7,10 @@
 
 #include "coda.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define CODA_KNOB_PATH_LEN 1024
 
 typedef struct coda_knobs {
@@ -31,5 +35,9 @@ void coda_knobs_resolve(const coda_context_options *o, coda_knobs *k);
 /* "<cache_dir>/<file>" into buf; 0 when there is no cache directory or the
  * path does not fit. */
 int coda_knobs_cache_path(const coda_knobs *k, const char *file, char *buf, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -6,6 +6,10 @@
 #define CODA_CORE_STRBUF_H
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct coda_strbuf {
   char *s;    /* the text (NULL until the first append) */
   size_t len; /* bytes, without the terminating NUL */
@@ -24,4 +28,8 @@ void coda_sb_printf(coda_strbuf *b, const char *fmt, ...)
 /* The text, owned by the caller from now on ("" when nothing was
  * appended); NULL, with the buffer freed, after an allocation failure. */
 char *coda_sb_take(coda_strbuf *b);
+#ifdef __cplusplus
+}
+#endif
+
 #endif

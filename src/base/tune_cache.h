@@ -35,6 +35,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define CODA_TUNE_TAG_LEN 96
 #define CODA_TUNE_PATH_LEN 1024
 
@@ -164,5 +168,9 @@ coda_fused_cache *coda_fused_tune_state(coda_context ctx);
 coda_fused_cache *coda_fused_tune_create(coda_context ctx, const char *device, const char *lib,
                                          const char *path);
 void coda_fused_tune_release(coda_context ctx);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

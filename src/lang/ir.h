@@ -10,6 +10,10 @@
 
 #include "coda.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define CODA_NAME_MAX 32      /* including the terminating NUL */
 #define CODA_MAX_INSTRS 512
 #define CODA_MAX_INPUTS 24
@@ -148,5 +152,9 @@ int ir_equal(const struct coda_program_s *a, const struct coda_program_s *b,
  * reserved or already a name of p, or p has the most inputs allowed. */
 coda_status ir_unfuse(coda_context ctx, const struct coda_program_s *p, const char *input,
                       coda_dtype dtype, struct coda_program_s **out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
