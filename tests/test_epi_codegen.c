@@ -77,13 +77,16 @@ static int compile_one(coda_context ctx, const char *name, coda_program p, int t
 /* The disk cache: a second build of the same kernel comes from the cache
  * (as a second process would), and a damaged cache file is ignored and
  * rewritten. */
-static void check_cache(coda_context ctx) {
+static void check_cache(void) {
   char dir[64];
   snprintf(dir, sizeof dir, "test_epi_cache.tmp.%ld", (long)getpid());
   CHECK(mkdir(dir, 0755) == 0);
-  const char *old = getenv("CODA_CACHE_DIR");
-  char *saved = old ? strdup(old) : NULL;
-  setenv("CODA_CACHE_DIR", dir, 1);
+  /* the cache directory is an option of the context (CODA_CACHE_DIR is
+   * read the same way, once, when a context is created) */
+  coda_context_options o = coda_context_default_options();
+  o.cache_dir = dir;
+  coda_context ctx = NULL;
+  CHECK(coda_context_create(&o, &ctx) == CODA_OK);
   coda_program p = NULL;
   CHECK(coda_program_builtin(ctx, "llama_residual", &p) == CODA_OK);
   coda_epi_binary b1, b2, b3;
@@ -133,12 +136,7 @@ static void check_cache(coda_context ctx) {
   }
   if (d) closedir(d);
   rmdir(dir);
-  if (saved) {
-    setenv("CODA_CACHE_DIR", saved, 1);
-    free(saved);
-  } else {
-    unsetenv("CODA_CACHE_DIR");
-  }
+  coda_context_destroy(ctx);
 }
 
 /* The kernel parameter block of a program's views (host side, shared by
@@ -343,7 +341,7 @@ int main(void) {
       coda_context_destroy(c64);
     }
   }
-  check_cache(ctx);
+  check_cache();
   printf("epilogue codegen: %d of %d programs compiled for sm_90a\n", compiled, total);
   CHECK_EQ_INT(compiled, total);
   coda_context_destroy(ctx);
