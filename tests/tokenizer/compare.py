@@ -103,7 +103,7 @@ def corpus(seed, n):
     return [text(rng, rng.randint(5, 60), []) for _ in range(n)]
 
 
-def train(kind, train_texts, path):
+def train(kind, train_texts, path, vocab_size=3000):
     specials = {"gpt2": ["<|endoftext|>"], "gpt2p": ["<|endoftext|>"],
                 "llama3": ["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>"],
                 "qwen2": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]}[kind]
@@ -125,7 +125,7 @@ def train(kind, train_texts, path):
             tok.post_processor = processors.TemplateProcessing(
                 single="<|im_start|> $A <|im_end|>", special_tokens=[("<|im_start|>", 1), ("<|im_end|>", 2)])
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=3000, min_frequency=2, special_tokens=specials,
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=specials,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(train_texts, trainer)
     tok.save(path)
