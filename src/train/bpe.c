@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 /* ------------------------------------------------------- byte hash map */
 
@@ -212,6 +213,7 @@ struct coda_tokenizer_s {
   int32_t byte_id[256]; /* id of each single byte, -1 if none */
   int32_t unk_id;
   int ignore_merges;
+  int nfc; /* normalizer NFC */
   smap words;  /* bytes of a vocabulary entry -> id */
   smap names;  /* the entry as written (and added tokens' content) -> id */
   pmap merges;
@@ -708,8 +710,10 @@ static coda_status load_doc(loader *ld, const coda_json *root) {
     const char *type;
     if ((st = want_kind(ld, norm, CODA_JSON_OBJECT, "normalizer")) || (st = read_type(ld, norm, "normalizer", &type))) return st;
     const coda_json *list = coda_json_get(norm, "normalizers");
-    if (strcmp(type, "Sequence") || !list || list->kind != CODA_JSON_ARRAY || list->n)
-      return REFUSE(ld, "normalizer.type: \"%s\" is not supported (coda implements no normalizer: null)", type);
+    if (!strcmp(type, "NFC"))
+      tok->nfc = 1;
+    else if (strcmp(type, "Sequence") || !list || list->kind != CODA_JSON_ARRAY || list->n)
+      return REFUSE(ld, "normalizer.type: \"%s\" is not supported (coda implements NFC, or null)", type);
   }
   const coda_json *pre = coda_json_get(root, "pre_tokenizer");
   if (is_null(pre)) return REFUSE(ld, "pre_tokenizer: null is not supported (a byte-level BPE needs a ByteLevel pre-tokenizer)");
@@ -1040,6 +1044,54 @@ static void encode_segment(coda_tokenizer tok, const uint8_t *s, size_t n) {
 /* Finds the added tokens of pass p in s[0..n) (leftmost, then longest),
  * encodes them as their ids and hands the text between them on: to pass 1
  * after pass 0, to the pre-tokenizer after pass 1. */
+static void added_split(coda_tokenizer tok, int p, const uint8_t *s, size_t n);
+
+/* The normalizer on the text between non-normalized added tokens, then the
+ * second pass. NFC applies to each well-formed UTF-8 run; other bytes stay. */
+static void normalize_then_split(coda_tokenizer tok, const uint8_t *s, size_t n) {
+  if (!tok->nfc || !n) {
+    added_split(tok, 1, s, n);
+    return;
+  }
+  uint8_t *buf = NULL;
+  size_t len = 0, cap = 0;
+  size_t i = 0;
+  while (i < n && !tok->oom) {
+    uint32_t cp;
+    size_t e = i;
+    while (e < n) {
+      size_t l = s[e] < 0x80 ? 1 : coda_utf8_decode(s + e, n - e, &cp);
+      if (!l) break;
+      e += l;
+    }
+    const uint8_t *piece = s + i;
+    size_t plen = e - i;
+    utf8proc_uint8_t *norm = NULL;
+    if (plen) {
+      utf8proc_ssize_t r = utf8proc_map(piece, (utf8proc_ssize_t)plen, &norm, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+      if (r < 0) {
+        tok->oom = r == UTF8PROC_ERROR_NOMEM;
+        norm = NULL;
+      } else {
+        piece = norm;
+        plen = (size_t)r;
+      }
+    }
+    if (!ensure((void **)&buf, &cap, len + plen + 1, 1)) {
+      tok->oom = 1;
+      free(norm);
+      break;
+    }
+    memcpy(buf + len, piece, plen);
+    len += plen;
+    free(norm);
+    if (e < n) buf[len++] = s[e++];
+    i = e;
+  }
+  if (!tok->oom) added_split(tok, 1, buf, len);
+  free(buf);
+}
+
 static void added_split(coda_tokenizer tok, int p, const uint8_t *s, size_t n) {
   const added_pass *ap = &tok->pass[p];
   size_t seg = 0, i = 0;
@@ -1057,14 +1109,14 @@ static void added_split(coda_tokenizer tok, int p, const uint8_t *s, size_t n) {
         continue;
       }
       const added_token *t = &tok->added[ap->order[k]];
-      if (p == 0) added_split(tok, 1, s + seg, i - seg);
+      if (p == 0) normalize_then_split(tok, s + seg, i - seg);
       else encode_segment(tok, s + seg, i - seg);
       out_push(tok, t->id);
       i += t->len;
       seg = i;
     }
   }
-  if (p == 0) added_split(tok, 1, s + seg, n - seg);
+  if (p == 0) normalize_then_split(tok, s + seg, n - seg);
   else encode_segment(tok, s + seg, n - seg);
 }
 
