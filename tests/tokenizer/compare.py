@@ -117,20 +117,23 @@ def train(kind, train_texts, path, vocab_size=3000):
         tok.pre_tokenizer = pre_tokenizers.Sequence([
             pre_tokenizers.Split(Regex(regex), behavior="isolated", invert=False),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-        if kind == "llama3":
-            tok.post_processor = processors.Sequence([
-                processors.ByteLevel(trim_offsets=False),
-                processors.TemplateProcessing(single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A $B",
-                                              special_tokens=[("<|begin_of_text|>", 3)])])
-        else:
-            tok.post_processor = processors.TemplateProcessing(
-                single="<|im_start|> $A <|im_end|>", special_tokens=[("<|im_start|>", 1), ("<|im_end|>", 2)])
     if kind == "qwen2":
         tok.normalizer = normalizers.NFC()
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=specials,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(train_texts, trainer)
+    # BOS/EOS templates with the ids the trainer gave the special tokens
+    if kind == "llama3":
+        bos = tok.token_to_id("<|begin_of_text|>")
+        tok.post_processor = processors.Sequence([
+            processors.ByteLevel(trim_offsets=False),
+            processors.TemplateProcessing(single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A $B",
+                                          special_tokens=[("<|begin_of_text|>", bos)])])
+    elif kind == "qwen2":
+        tok.post_processor = processors.TemplateProcessing(
+            single="<|im_start|> $A <|im_end|>",
+            special_tokens=[("<|im_start|>", tok.token_to_id("<|im_start|>")), ("<|im_end|>", tok.token_to_id("<|im_end|>"))])
     tok.save(path)
     if kind == "gpt2":
         # the older file form: merges as "a b" strings
@@ -206,6 +209,17 @@ def main():
                 failures += 1
                 if failures <= 10:
                     print(f"{kind}: DECODE MISMATCH on {s[:100]!r}: coda {d[:100]!r}, tokenizers {want[:100]!r}")
+        # decode leaving out special tokens, from ids with BOS/EOS
+        encs = tok.encode_batch(strings, add_special_tokens=True)
+        ids_lines = "".join(" ".join(map(str, e.ids)) + "\n" for e in encs)
+        dec = run_coda(coda, path, ids_lines.encode(), "--decode", "-z", "--skip-special").split(b"\0")[:-1]
+        for s, d, e in zip(strings, dec, encs):
+            want = tok.decode(e.ids, skip_special_tokens=True).encode("utf-8")
+            compared += 1
+            if d != want:
+                failures += 1
+                if failures <= 10:
+                    print(f"{kind}: SKIP-SPECIAL DECODE MISMATCH on {s[:100]!r}: coda {d[:100]!r}, tokenizers {want[:100]!r}")
         # bytes that are not UTF-8: no failure, and they decode back to themselves
         brng = random.Random(7)
         raw = []
