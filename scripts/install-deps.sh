@@ -12,6 +12,8 @@ command -v clang >/dev/null 2>&1 || need="$need clang"
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need="$need libclang-rt-dev"
 # Default training corpus of `coda train` (the text of the fortune databases)
 [ -d /usr/share/games/fortunes ] || need="$need fortunes"
+# Unicode general categories (the BPE tokenizer's split patterns)
+[ -f /usr/include/utf8proc.h ] || need="$need libutf8proc-dev"
 if [ -n "$need" ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q
@@ -19,4 +21,8 @@ if [ -n "$need" ]; then
   apt-get install -y -q --no-install-recommends $need || \
     apt-get install -y -q --no-install-recommends $(echo $need | sed 's/libclang-rt-dev/libclang-rt-14-dev/')
 fi
+# The reference side of the tokenizer test (tests/tokenizer/compare.py)
+python3 -c 'import tokenizers' >/dev/null 2>&1 || \
+  python3 -m pip install -q --only-binary=:all: tokenizers==0.23.3 || \
+  python3 -m pip install -q --only-binary=:all: --break-system-packages tokenizers==0.23.3
 echo "install-deps: ok"

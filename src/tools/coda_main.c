@@ -19,6 +19,7 @@ int coda_cmd_run(int argc, char **argv);   /* cmd_run.c */
 int cmd_demo(int argc, char **argv);       /* cmd_demo.c */
 int coda_cmd_compile(int argc, char **argv); /* cmd_compile.c */
 int cmd_bench(int argc, char **argv);      /* cmd_bench.c */
+int cmd_tokenize(int argc, char **argv);   /* cmd_tokenize.c */
 
 typedef struct { const char *name; int (*fn)(int, char **); const char *help; } command;
 static const command commands[] = {
@@ -29,6 +30,7 @@ static const command commands[] = {
   {"train", cmd_train, "train a Llama-style model (CPU; see coda train --help)"},
   {"generate", cmd_generate, "sample text from a checkpoint"},
   {"demo", cmd_demo, "forward + backward of a small Llama-style model through the block plans"},
+  {"tokenize", cmd_tokenize, "text to BPE token ids and back with a tokenizer.json (see coda tokenize --help)"},
   {"bench", cmd_bench, "benchmarks on the GPU: coda bench block (one Transformer block, fused/unfused/floor, memory)"},
 };
 
