@@ -4,6 +4,7 @@
  * throughput report. */
 #include "check.h"
 #include "base/internal.h"
+#include "test_util.h"
 
 #include <omp.h>
 #include <stdint.h>
@@ -12,20 +13,11 @@
 #include <time.h>
 
 static uint64_t rng_state;
-static double urand(void) { /* uniform in [-1, 1) */
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) / 4503599627370496.0 - 1.0;
-}
 
 /* A rows x cols view with leading dimension ld, filled with random values
  * already rounded to dtype. */
 static coda_tensor rand_tensor(coda_dtype dt, int64_t rows, int64_t cols, int64_t ld) {
-  coda_tensor t = {calloc((size_t)(rows * ld + 1), coda_dtype_size(dt)), dt, rows, cols, ld};
-  for (int64_t i = 0; i < rows; i++)
-    for (int64_t j = 0; j < cols; j++) coda_store(&t, i, j, urand());
-  return t;
+  return rand_view(&rng_state, dt, rows, cols, ld, 1, 1.0);
 }
 
 static double opget(const coda_tensor *t, coda_transpose tr, int64_t i, int64_t j) {

@@ -5,6 +5,7 @@
 #include "check.h"
 #include "base/internal.h"
 #include "lang/ir.h"
+#include "test_util.h"
 
 #ifndef M_PI
 #define M_PI 3.14159265358979323846
@@ -18,18 +19,10 @@
 
 static coda_context ctx;
 static uint64_t rng_state;
-static double urand(void) { /* uniform in [-1, 1) */
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) / 4503599627370496.0 - 1.0;
-}
+static double urand(void) { return xorshift64_unit(&rng_state); }
 
 static coda_tensor mk(coda_dtype dt, int64_t rows, int64_t cols, int64_t ld) {
-  coda_tensor t = {calloc((size_t)(rows * ld + 1), coda_dtype_size(dt)), dt, rows, cols, ld};
-  for (int64_t i = 0; i < rows; i++)
-    for (int64_t j = 0; j < cols; j++) coda_store(&t, i, j, urand());
-  return t;
+  return rand_view(&rng_state, dt, rows, cols, ld, 1, 1.0);
 }
 static double at(const coda_tensor *t, int64_t i, int64_t j) { return coda_load(t, i, j); }
 

@@ -21,18 +21,13 @@
 #include "check.h"
 #include "base/internal.h"
 #include "nn/ref_gpt2.h"
+#include "test_util.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static unsigned long long rng_state = 0x2545f4914f6cdd1dull;
-static double urand(void) {
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  unsigned long long v = rng_state * 2685821657736338717ull;
-  return ((double)(v >> 11) / 9007199254740992.0) * 2.0 - 1.0;
-}
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+static double urand(void) { return xorshift64star_unit(&rng_state); }
 
 /* plan buffer name of reference parameter i (gpt2_ref_param order) */
 static const char *const plan_param[GPT2_REF_NPARAMS] = {

@@ -14,6 +14,7 @@
 #include "nn/plan.h"
 #include "check.h"
 #include "file_util.h"
+#include "test_util.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -23,11 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static uint64_t next(uint64_t *s) {
-  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-  return *s >> 11;
-}
-static double urand(uint64_t *s) { return (double)next(s) / 9007199254740992.0 * 2 - 1; }
+static double urand(uint64_t *s) { return lcg64_unit(s); }
 
 static void fill(coda_plan p, const char *name, uint64_t seed, double scale, double offset) {
   coda_tensor t;
