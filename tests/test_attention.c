@@ -298,9 +298,7 @@ static void test_backward_rope(void) {
 }
 
 int main(void) {
-  const char *seed = getenv("CODA_TEST_SEED");
-  rng_state = seed ? strtoull(seed, NULL, 10) : (uint64_t)time(NULL) * 2654435761u + 1;
-  printf("seed %llu\n", (unsigned long long)rng_state);
+  rng_state = test_seed();
   coda_context ctx;
   CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
   test_forward(ctx, CODA_F32, CODA_F32, 4, 2);

@@ -233,9 +233,7 @@ static void report_throughput(void) {
 }
 
 int main(void) {
-  const char *seed = getenv("CODA_TEST_SEED");
-  rng_state = seed ? strtoull(seed, NULL, 10) : (uint64_t)time(NULL) * 2654435761u + 1;
-  printf("seed %llu\n", (unsigned long long)rng_state);
+  rng_state = test_seed();
   coda_context ctx;
   CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
   test_layouts(ctx);

@@ -889,9 +889,7 @@ static void test_rowsum_inputs(void) {
 }
 
 int main(void) {
-  const char *seed = getenv("CODA_TEST_SEED");
-  rng_state = seed ? strtoull(seed, NULL, 10) : (uint64_t)time(NULL) * 2654435761u + 1;
-  printf("seed %llu\n", (unsigned long long)rng_state);
+  rng_state = test_seed();
   CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
   test_ops();
   test_elem_program();

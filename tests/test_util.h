@@ -8,7 +8,9 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 /* xorshift64 (13, 7, 17): the next state. */
 static inline uint64_t xorshift64_next(uint64_t *s) {
@@ -52,6 +54,15 @@ static inline uint64_t lcg64_next(uint64_t *s) {
 }
 /* The LCG, uniform in [-1, 1). */
 static inline double lcg64_unit(uint64_t *s) { return (double)lcg64_next(s) / 9007199254740992.0 * 2 - 1; }
+
+/* The seed of a randomized test: $CODA_TEST_SEED, else one from the clock;
+ * printed ("seed N") so that a failing run can be repeated. */
+static inline uint64_t test_seed(void) {
+  const char *seed = getenv("CODA_TEST_SEED");
+  uint64_t s = seed ? strtoull(seed, NULL, 10) : (uint64_t)time(NULL) * 2654435761u + 1;
+  printf("seed %llu\n", (unsigned long long)s);
+  return s;
+}
 
 /* max |a - b| / max |b| (b the reference; NaN propagates). */
 static inline double rel_err(const double *a, const double *b, int64_t n) {
