@@ -83,10 +83,8 @@ static double loss(coda_context cx, const coda_tensor *qkv, const coda_tensor *d
 }
 
 static void test_backward(void) {
-  coda_context_options o = coda_context_default_options();
-  o.precision = CODA_PRECISION_F64;
-  coda_context cx;
-  CHECK(coda_context_create(&o, &cx) == CODA_OK);
+  coda_context cx = test_context(CODA_PRECISION_F64, 0);
+  CHECK(cx != NULL);
   const int B = 2, T = 6, Hq = 4, Hkv = 2, hd = 4;
   const int64_t BT = B * T, W = (int64_t)(Hq + 2 * Hkv) * hd;
   coda_tensor qkv = mk(CODA_F64, BT, W, W), out = mk(CODA_F64, BT, Hq * hd, Hq * hd);

@@ -115,10 +115,8 @@ static void test_alpha_accumulate(coda_context ctx) {
 }
 
 static void test_exact_mode(void) {
-  coda_context_options o = coda_context_default_options();
-  o.precision = CODA_PRECISION_F64;
-  coda_context cx;
-  CHECK(coda_context_create(&o, &cx) == CODA_OK);
+  coda_context cx = test_context(CODA_PRECISION_F64, 0);
+  CHECK(cx != NULL);
   for (int ta = 0; ta < 2; ta++)
     for (int tb = 0; tb < 2; tb++) {
       int M = 29, N = 41, K = 301;
@@ -205,10 +203,8 @@ static double now(void) {
 
 static void report_throughput(void) {
   int n = 512;
-  coda_context_options o = coda_context_default_options();
-  o.num_threads = 1;
-  coda_context c;
-  CHECK(coda_context_create(&o, &c) == CODA_OK);
+  coda_context c = test_context(CODA_PRECISION_F32, 1);
+  CHECK(c != NULL);
   coda_tensor A = rand_tensor(CODA_F32, n, n, n), B = rand_tensor(CODA_F32, n, n, n),
               D = rand_tensor(CODA_F32, n, n, n);
   coda_tensor Ab = rand_tensor(CODA_BF16, n, n, n), Bb = rand_tensor(CODA_BF16, n, n, n);

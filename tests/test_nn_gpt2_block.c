@@ -73,10 +73,8 @@ typedef struct {
 } refs;
 
 static void run_case(coda_dtype dtype, coda_tiling tiling, unsigned flags) {
-  coda_context_options o = coda_context_default_options();
-  o.precision = dtype == CODA_F64 ? CODA_PRECISION_F64 : CODA_PRECISION_F32;
-  coda_context ctx;
-  CHECK(coda_context_create(&o, &ctx) == CODA_OK);
+  coda_context ctx = test_context(dtype == CODA_F64 ? CODA_PRECISION_F64 : CODA_PRECISION_F32, 0);
+  CHECK(ctx != NULL);
   coda_gpt2_config cfg = coda_gpt2_default_config();
   cfg.dtype = dtype;
   cfg.tiling = tiling;
@@ -212,10 +210,8 @@ static void bad_configs(void) {
   cfg.dtype = CODA_F16;
   CHECK(coda_gpt2_block_plan(ctx, &cfg, &p) == CODA_ERR_DTYPE);
   {
-    coda_context_options o = coda_context_default_options();
-    o.precision = CODA_PRECISION_F64;
-    coda_context c64;
-    CHECK(coda_context_create(&o, &c64) == CODA_OK);
+    coda_context c64 = test_context(CODA_PRECISION_F64, 0);
+    CHECK(c64 != NULL);
     cfg = coda_gpt2_default_config(); /* bf16 in an exact-mode context */
     CHECK(coda_gpt2_block_plan(c64, &cfg, &p) == CODA_ERR_DTYPE);
     coda_context_destroy(c64);

@@ -296,10 +296,8 @@ done:;
 }
 
 int main(void) {
-  coda_context_options opt = coda_context_default_options();
-  opt.precision = CODA_PRECISION_F64;
-  coda_context ctx;
-  CHECK(coda_context_create(&opt, &ctx) == CODA_OK);
+  coda_context ctx = test_context(CODA_PRECISION_F64, 0);
+  CHECK(ctx != NULL);
   coda_tiling t1 = {16, 48}; /* ragged column tiles */
   coda_tiling t2 = {8, 16};
   run(ctx, t1);

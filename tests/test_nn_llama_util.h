@@ -48,13 +48,8 @@ static inline double lt_maxabs(const double *a, int64_t n) {
 }
 
 static inline coda_context lt_context(coda_precision prec) {
-  coda_context_options o = coda_context_default_options();
-  o.precision = prec;
-  coda_context c = NULL;
-  if (coda_context_create(&o, &c) != CODA_OK) {
-    fprintf(stderr, "cannot create a context\n");
-    exit(1);
-  }
+  coda_context c = test_context(prec, 0);
+  if (!c) exit(1);
   return c;
 }
 

@@ -211,10 +211,8 @@ static void ref_fd(void) {
 
 int main(void) {
   ref_fd();
-  coda_context_options o = coda_context_default_options();
-  o.precision = CODA_PRECISION_F64;
-  coda_context ctx;
-  CHECK(coda_context_create(&o, &ctx) == CODA_OK);
+  coda_context ctx = test_context(CODA_PRECISION_F64, 0);
+  CHECK(ctx != NULL);
   coda_tiling t1 = {8, 32}; /* two heads per column tile */
   coda_tiling t2 = {16, 8}; /* two column tiles per head */
   coda_tiling t3 = {16, 16};

@@ -386,12 +386,9 @@ int main(void) {
   char file[128];
   snprintf(file, sizeof file, "%s/fused-tune.txt", dir);
 
-  coda_context ctx, c64;
-  coda_context_options o = coda_context_default_options();
-  o.num_threads = 2;
-  CHECK(coda_context_create(&o, &ctx) == CODA_OK);
-  o.precision = CODA_PRECISION_F64;
-  CHECK(coda_context_create(&o, &c64) == CODA_OK);
+  coda_context ctx = test_context(CODA_PRECISION_F32, 2), c64 = test_context(CODA_PRECISION_F64, 2);
+  CHECK(ctx != NULL);
+  CHECK(c64 != NULL);
   accumulating(c64);
   block(ctx);
   coda_context_destroy(ctx);

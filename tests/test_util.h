@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "coda.h"
+
 /* xorshift64 (13, 7, 17): the next state. */
 static inline uint64_t xorshift64_next(uint64_t *s) {
   *s ^= *s << 13;
@@ -83,6 +85,18 @@ static inline uint32_t crc32_ref(const unsigned char *p, size_t n) {
     for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0xedb88320u : c >> 1;
   }
   return ~c;
+}
+
+/* A CPU context of precision prec on threads threads (0: the default), or
+ * NULL, with a message, when it cannot be created. */
+static inline coda_context test_context(coda_precision prec, int threads) {
+  coda_context_options o = coda_context_default_options();
+  o.precision = prec;
+  o.num_threads = threads;
+  coda_context c = NULL;
+  if (coda_context_create(&o, &c) != CODA_OK)
+    fprintf(stderr, "cannot create a context (precision %d, %d threads)\n", (int)prec, threads);
+  return c;
 }
 
 /* Random tensors need the element accessors of base/internal.h. */
