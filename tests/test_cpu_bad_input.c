@@ -16,13 +16,7 @@ static coda_tensor mk(coda_dtype dt, int64_t rows, int64_t cols) {
   return rand_view(&rng_state, dt, rows, cols, cols, 8, 1.0);
 }
 
-#define EXPECT(call, status)                                                          \
-  do {                                                                                \
-    coda_status s_ = (call);                                                          \
-    CHECK_MSG(s_ == (status), "%s -> %s (%s), expected %s", #call, coda_status_string(s_), \
-              coda_last_error(ctx), coda_status_string(status));                    \
-    CHECK_MSG(strlen(coda_last_error(ctx)) > 0, "%s: empty message", #call);          \
-  } while (0)
+#define EXPECT(call, status) CHECK_STATUS(ctx, call, status)
 
 static const char *prog_text =
     "input b : col f32\n"

@@ -17,13 +17,7 @@
 
 static coda_context ctx;
 
-#define EXPECT(call, status)                                                              \
-  do {                                                                                    \
-    coda_status s_ = (call);                                                              \
-    CHECK_MSG(s_ == (status), "%s -> %s (%s), expected %s", #call, coda_status_string(s_), \
-              coda_last_error(ctx), coda_status_string(status));                          \
-    if (s_ != CODA_OK) CHECK_MSG(strlen(coda_last_error(ctx)) > 0, "%s: empty message", #call); \
-  } while (0)
+#define EXPECT(call, status) CHECK_STATUS(ctx, call, status)
 
 /* Fresh random data: bad-input checks must not depend on the values. */
 static uint64_t rs = 0x1234567;
