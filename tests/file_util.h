@@ -52,4 +52,12 @@ static inline void remove_dir(const char *dir) {
   if (d) closedir(d);
   rmdir(dir);
 }
+
+/* Removes a directory and everything below it (rm -rf); system()'s
+ * status, 0 on success. */
+static inline int remove_tree(const char *dir) {
+  char cmd[1100];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  return system(cmd);
+}
 #endif

@@ -36,6 +36,15 @@ static inline const pt_shape *pt_small(void) {
   return &s;
 }
 
+/* The plans of the GPU plan tests (test_plan_gpu; test_graph_gpu shares its
+ * precompiled kernels): M = 192, a partial 128-row tile; vocab not a
+ * multiple of the 128-column tile; head_dim 64 (GPT-2 too: 256 / 4). */
+static inline const pt_shape *pt_gpu_shape(void) {
+  static const pt_shape s = {.dim = 256, .n_heads = 4, .n_kv_heads = 2, .head_dim = 64, .ffn_dim = 384,
+                             .vocab = 1000, .batch = 2, .seq = 96, .gpt2_ffn_dim = 512};
+  return &s;
+}
+
 static inline coda_llama_config pt_llama_config(const pt_shape *s, coda_dtype dt, coda_tiling tl) {
   coda_llama_config c = coda_llama_default_config();
   c.dim = s->dim;

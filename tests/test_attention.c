@@ -6,6 +6,7 @@
 #include "check.h"
 #include "base/internal.h"
 #include "nn/plan.h"
+#include "test_util.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,17 +14,8 @@
 #include <time.h>
 
 static uint64_t rng_state;
-static double urand(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) / 4503599627370496.0 - 1.0;
-}
 static coda_tensor mk(coda_dtype dt, int64_t rows, int64_t cols, int64_t ld) {
-  coda_tensor t = {calloc((size_t)(rows * ld + 1), coda_dtype_size(dt)), dt, rows, cols, ld};
-  for (int64_t i = 0; i < rows; i++)
-    for (int64_t j = 0; j < cols; j++) coda_store(&t, i, j, 1.5 * urand());
-  return t;
+  return rand_view(&rng_state, dt, rows, cols, ld, 1, 1.5);
 }
 static double at(const coda_tensor *t, int64_t i, int64_t j) { return coda_load(t, i, j); }
 
@@ -91,10 +83,8 @@ static double loss(coda_context cx, const coda_tensor *qkv, const coda_tensor *d
 }
 
 static void test_backward(void) {
-  coda_context_options o = coda_context_default_options();
-  o.precision = CODA_PRECISION_F64;
-  coda_context cx;
-  CHECK(coda_context_create(&o, &cx) == CODA_OK);
+  coda_context cx = test_context(CODA_PRECISION_F64, 0);
+  CHECK(cx != NULL);
   const int B = 2, T = 6, Hq = 4, Hkv = 2, hd = 4;
   const int64_t BT = B * T, W = (int64_t)(Hq + 2 * Hkv) * hd;
   coda_tensor qkv = mk(CODA_F64, BT, W, W), out = mk(CODA_F64, BT, Hq * hd, Hq * hd);
@@ -306,9 +296,7 @@ static void test_backward_rope(void) {
 }
 
 int main(void) {
-  const char *seed = getenv("CODA_TEST_SEED");
-  rng_state = seed ? strtoull(seed, NULL, 10) : (uint64_t)time(NULL) * 2654435761u + 1;
-  printf("seed %llu\n", (unsigned long long)rng_state);
+  rng_state = test_seed();
   coda_context ctx;
   CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
   test_forward(ctx, CODA_F32, CODA_F32, 4, 2);

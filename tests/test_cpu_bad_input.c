@@ -3,6 +3,7 @@
  * outputs are left untouched. */
 #include "check.h"
 #include "base/internal.h"
+#include "test_util.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -11,26 +12,11 @@
 
 static coda_context ctx;
 static uint64_t rng_state;
-static double urand(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) / 4503599627370496.0 - 1.0;
-}
 static coda_tensor mk(coda_dtype dt, int64_t rows, int64_t cols) {
-  coda_tensor t = {calloc((size_t)(rows * cols + 8), coda_dtype_size(dt)), dt, rows, cols, cols};
-  for (int64_t i = 0; i < rows; i++)
-    for (int64_t j = 0; j < cols; j++) coda_store(&t, i, j, urand());
-  return t;
+  return rand_view(&rng_state, dt, rows, cols, cols, 8, 1.0);
 }
 
-#define EXPECT(call, status)                                                          \
-  do {                                                                                \
-    coda_status s_ = (call);                                                          \
-    CHECK_MSG(s_ == (status), "%s -> %s (%s), expected %s", #call, coda_status_string(s_), \
-              coda_last_error(ctx), coda_status_string(status));                    \
-    CHECK_MSG(strlen(coda_last_error(ctx)) > 0, "%s: empty message", #call);          \
-  } while (0)
+#define EXPECT(call, status) CHECK_STATUS(ctx, call, status)
 
 static const char *prog_text =
     "input b : col f32\n"

@@ -4,6 +4,7 @@
  * throughput report. */
 #include "check.h"
 #include "base/internal.h"
+#include "test_util.h"
 
 #include <omp.h>
 #include <stdint.h>
@@ -12,20 +13,11 @@
 #include <time.h>
 
 static uint64_t rng_state;
-static double urand(void) { /* uniform in [-1, 1) */
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) / 4503599627370496.0 - 1.0;
-}
 
 /* A rows x cols view with leading dimension ld, filled with random values
  * already rounded to dtype. */
 static coda_tensor rand_tensor(coda_dtype dt, int64_t rows, int64_t cols, int64_t ld) {
-  coda_tensor t = {calloc((size_t)(rows * ld + 1), coda_dtype_size(dt)), dt, rows, cols, ld};
-  for (int64_t i = 0; i < rows; i++)
-    for (int64_t j = 0; j < cols; j++) coda_store(&t, i, j, urand());
-  return t;
+  return rand_view(&rng_state, dt, rows, cols, ld, 1, 1.0);
 }
 
 static double opget(const coda_tensor *t, coda_transpose tr, int64_t i, int64_t j) {
@@ -123,10 +115,8 @@ static void test_alpha_accumulate(coda_context ctx) {
 }
 
 static void test_exact_mode(void) {
-  coda_context_options o = coda_context_default_options();
-  o.precision = CODA_PRECISION_F64;
-  coda_context cx;
-  CHECK(coda_context_create(&o, &cx) == CODA_OK);
+  coda_context cx = test_context(CODA_PRECISION_F64, 0);
+  CHECK(cx != NULL);
   for (int ta = 0; ta < 2; ta++)
     for (int tb = 0; tb < 2; tb++) {
       int M = 29, N = 41, K = 301;
@@ -213,10 +203,8 @@ static double now(void) {
 
 static void report_throughput(void) {
   int n = 512;
-  coda_context_options o = coda_context_default_options();
-  o.num_threads = 1;
-  coda_context c;
-  CHECK(coda_context_create(&o, &c) == CODA_OK);
+  coda_context c = test_context(CODA_PRECISION_F32, 1);
+  CHECK(c != NULL);
   coda_tensor A = rand_tensor(CODA_F32, n, n, n), B = rand_tensor(CODA_F32, n, n, n),
               D = rand_tensor(CODA_F32, n, n, n);
   coda_tensor Ab = rand_tensor(CODA_BF16, n, n, n), Bb = rand_tensor(CODA_BF16, n, n, n);
@@ -241,9 +229,7 @@ static void report_throughput(void) {
 }
 
 int main(void) {
-  const char *seed = getenv("CODA_TEST_SEED");
-  rng_state = seed ? strtoull(seed, NULL, 10) : (uint64_t)time(NULL) * 2654435761u + 1;
-  printf("seed %llu\n", (unsigned long long)rng_state);
+  rng_state = test_seed();
   coda_context ctx;
   CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
   test_layouts(ctx);

@@ -5,6 +5,7 @@
 #include "check.h"
 #include "base/internal.h"
 #include "lang/ir.h"
+#include "test_util.h"
 
 #ifndef M_PI
 #define M_PI 3.14159265358979323846
@@ -18,18 +19,10 @@
 
 static coda_context ctx;
 static uint64_t rng_state;
-static double urand(void) { /* uniform in [-1, 1) */
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) / 4503599627370496.0 - 1.0;
-}
+static double urand(void) { return xorshift64_unit(&rng_state); }
 
 static coda_tensor mk(coda_dtype dt, int64_t rows, int64_t cols, int64_t ld) {
-  coda_tensor t = {calloc((size_t)(rows * ld + 1), coda_dtype_size(dt)), dt, rows, cols, ld};
-  for (int64_t i = 0; i < rows; i++)
-    for (int64_t j = 0; j < cols; j++) coda_store(&t, i, j, urand());
-  return t;
+  return rand_view(&rng_state, dt, rows, cols, ld, 1, 1.0);
 }
 static double at(const coda_tensor *t, int64_t i, int64_t j) { return coda_load(t, i, j); }
 
@@ -386,10 +379,8 @@ static void test_determinism(void) {
   const int64_t pc[] = {nt, nt, nt, nt, N, (N + 15) / 16, (N + 15) / 16, nt, 1, nt};
   coda_tensor out[2][12], zinit = mk(CODA_F32, M, N, N);
   for (int run = 0; run < 2; run++) {
-    coda_context_options o = coda_context_default_options();
-    o.num_threads = run ? 3 : 1;
-    coda_context c;
-    CHECK(coda_context_create(&o, &c) == CODA_OK);
+    coda_context c = test_context(CODA_PRECISION_F32, run ? 3 : 1);
+    CHECK(c != NULL);
     coda_args a;
     CHECK(coda_args_create(c, &a) == CODA_OK);
     bind(a, "b", &b); bind(a, "r", &r); bind(a, "s", &s); bind(a, "t", &t); bind(a, "idx", &idx);
@@ -618,10 +609,8 @@ static void test_rope_large(void) {
 /* ------------------------------------------------------------ exact mode */
 
 static void test_exact(void) {
-  coda_context_options o = coda_context_default_options();
-  o.precision = CODA_PRECISION_F64;
-  coda_context cx;
-  CHECK(coda_context_create(&o, &cx) == CODA_OK);
+  coda_context cx = test_context(CODA_PRECISION_F64, 0);
+  CHECK(cx != NULL);
   const int64_t M = 20, N = 36, K = 50;
   coda_tiling tl = {8, 16};
   coda_program p = parse_with(cx,
@@ -698,10 +687,8 @@ static double now(void) {
 }
 
 static void report_throughput(void) {
-  coda_context_options o = coda_context_default_options();
-  o.num_threads = 1;
-  coda_context c1;
-  CHECK(coda_context_create(&o, &c1) == CODA_OK);
+  coda_context c1 = test_context(CODA_PRECISION_F32, 1);
+  CHECK(c1 != NULL);
   const int64_t M = 512, N = 1024;
   coda_tiling tl = {128, 128};
   coda_program p = parse_with(c1,
@@ -866,10 +853,8 @@ static void test_rowsum_inputs(void) {
 
   /* exact mode: the sum in double, in index order */
   {
-    coda_context_options o = coda_context_default_options();
-    o.precision = CODA_PRECISION_F64;
-    coda_context cx;
-    CHECK(coda_context_create(&o, &cx) == CODA_OK);
+    coda_context cx = test_context(CODA_PRECISION_F64, 0);
+    CHECK(cx != NULL);
     coda_program p = parse_with(cx, "input s : rowsum f64\ninput q : rowsum f32\noutput y : f64\n"
                                     "output z : f64\nstore y = s\nstore z = q\n");
     coda_tensor s = mk(CODA_F64, M, 17, 17), q = mk(CODA_F32, M, 3, 3);
@@ -896,9 +881,7 @@ static void test_rowsum_inputs(void) {
 }
 
 int main(void) {
-  const char *seed = getenv("CODA_TEST_SEED");
-  rng_state = seed ? strtoull(seed, NULL, 10) : (uint64_t)time(NULL) * 2654435761u + 1;
-  printf("seed %llu\n", (unsigned long long)rng_state);
+  rng_state = test_seed();
   CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
   test_ops();
   test_elem_program();

@@ -9,6 +9,7 @@
 #include "coda_nn.h"
 #include "check.h"
 #include "base/internal.h"
+#include "test_util.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -16,20 +17,11 @@
 
 static coda_context ctx;
 
-#define EXPECT(call, status)                                                              \
-  do {                                                                                    \
-    coda_status s_ = (call);                                                              \
-    CHECK_MSG(s_ == (status), "%s -> %s (%s), expected %s", #call, coda_status_string(s_), \
-              coda_last_error(ctx), coda_status_string(status));                          \
-    if (s_ != CODA_OK) CHECK_MSG(strlen(coda_last_error(ctx)) > 0, "%s: empty message", #call); \
-  } while (0)
+#define EXPECT(call, status) CHECK_STATUS(ctx, call, status)
 
 /* Fresh random data: bad-input checks must not depend on the values. */
 static uint64_t rs = 0x1234567;
-static float frand(void) {
-  rs = rs * 6364136223846793005ull + 1442695040888963407ull;
-  return (float)((double)(rs >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
+static float frand(void) { return (float)lcg64_unit(&rs); }
 
 static coda_tensor mk(coda_dtype dt, int64_t rows, int64_t cols) {
   coda_tensor t;

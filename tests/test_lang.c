@@ -1,6 +1,7 @@
 /* The epilogue language: parser, validator, printer, builder, introspection,
  * built-in programs, and robustness against malformed input. */
 #include "check.h"
+#include "test_util.h"
 #include "coda.h"
 #include "lang/ir.h"
 
@@ -53,10 +54,8 @@ static void check_error(const char *text, coda_status want, int line, int col, c
 
 /* src, whose first input is f64, parses in an exact-mode context. */
 static void check_exact_parse(const char *src) {
-  coda_context_options o = coda_context_default_options();
-  o.precision = CODA_PRECISION_F64;
-  coda_context c64;
-  CHECK(coda_context_create(&o, &c64) == CODA_OK);
+  coda_context c64 = test_context(CODA_PRECISION_F64, 0);
+  CHECK(c64 != NULL);
   coda_program p = NULL;
   CHECK(coda_program_parse(c64, src, &p) == CODA_OK);
   if (p) CHECK(p->ninputs > 0 && p->inputs[0].dtype == CODA_F64);

@@ -16,6 +16,7 @@
 #include "base/internal.h"
 #include "lang/ir.h"
 #include "nn/plan.h"
+#include "test_util.h"
 #include "check.h"
 
 #include <dirent.h>
@@ -238,12 +239,9 @@ static void failures(coda_context ctx) {
 }
 
 int main(void) {
-  coda_context ctx, c64;
-  coda_context_options o = coda_context_default_options();
-  o.num_threads = 1;
-  CHECK(coda_context_create(&o, &ctx) == CODA_OK);
-  o.precision = CODA_PRECISION_F64;
-  CHECK(coda_context_create(&o, &c64) == CODA_OK);
+  coda_context ctx = test_context(CODA_PRECISION_F32, 1), c64 = test_context(CODA_PRECISION_F64, 1);
+  CHECK(ctx != NULL);
+  CHECK(c64 != NULL);
 
   builtins(ctx);
   builtins(c64);

@@ -21,18 +21,13 @@
 #include "check.h"
 #include "base/internal.h"
 #include "nn/ref_gpt2.h"
+#include "test_util.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static unsigned long long rng_state = 0x2545f4914f6cdd1dull;
-static double urand(void) {
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  unsigned long long v = rng_state * 2685821657736338717ull;
-  return ((double)(v >> 11) / 9007199254740992.0) * 2.0 - 1.0;
-}
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+static double urand(void) { return xorshift64star_unit(&rng_state); }
 
 /* plan buffer name of reference parameter i (gpt2_ref_param order) */
 static const char *const plan_param[GPT2_REF_NPARAMS] = {
@@ -78,10 +73,8 @@ typedef struct {
 } refs;
 
 static void run_case(coda_dtype dtype, coda_tiling tiling, unsigned flags) {
-  coda_context_options o = coda_context_default_options();
-  o.precision = dtype == CODA_F64 ? CODA_PRECISION_F64 : CODA_PRECISION_F32;
-  coda_context ctx;
-  CHECK(coda_context_create(&o, &ctx) == CODA_OK);
+  coda_context ctx = test_context(dtype == CODA_F64 ? CODA_PRECISION_F64 : CODA_PRECISION_F32, 0);
+  CHECK(ctx != NULL);
   coda_gpt2_config cfg = coda_gpt2_default_config();
   cfg.dtype = dtype;
   cfg.tiling = tiling;
@@ -217,10 +210,8 @@ static void bad_configs(void) {
   cfg.dtype = CODA_F16;
   CHECK(coda_gpt2_block_plan(ctx, &cfg, &p) == CODA_ERR_DTYPE);
   {
-    coda_context_options o = coda_context_default_options();
-    o.precision = CODA_PRECISION_F64;
-    coda_context c64;
-    CHECK(coda_context_create(&o, &c64) == CODA_OK);
+    coda_context c64 = test_context(CODA_PRECISION_F64, 0);
+    CHECK(c64 != NULL);
     cfg = coda_gpt2_default_config(); /* bf16 in an exact-mode context */
     CHECK(coda_gpt2_block_plan(c64, &cfg, &p) == CODA_ERR_DTYPE);
     coda_context_destroy(c64);

@@ -14,18 +14,13 @@
 #include "base/internal.h"
 #include "nn/plan.h"
 #include "nn/ref_gpt2.h"
+#include "test_util.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static unsigned long long rng_state = 0x6a09e667f3bcc909ull;
-static double urand(void) {
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  unsigned long long v = rng_state * 2685821657736338717ull;
-  return ((double)(v >> 11) / 9007199254740992.0) * 2.0 - 1.0;
-}
+static uint64_t rng_state = 0x6a09e667f3bcc909ull;
+static double urand(void) { return xorshift64star_unit(&rng_state); }
 
 enum { M = 32, D = 64, F = 96 };
 static const double EPS = 1e-5;
@@ -301,10 +296,8 @@ done:;
 }
 
 int main(void) {
-  coda_context_options opt = coda_context_default_options();
-  opt.precision = CODA_PRECISION_F64;
-  coda_context ctx;
-  CHECK(coda_context_create(&opt, &ctx) == CODA_OK);
+  coda_context ctx = test_context(CODA_PRECISION_F64, 0);
+  CHECK(ctx != NULL);
   coda_tiling t1 = {16, 48}; /* ragged column tiles */
   coda_tiling t2 = {8, 16};
   run(ctx, t1);

@@ -3,18 +3,13 @@
  * (sampled entries), and its LayerNorm against the definition. */
 #include "check.h"
 #include "nn/ref_gpt2.h"
+#include "test_util.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static unsigned long long rng_state = 0x9e3779b97f4a7c15ull;
-static double urand(void) { /* xorshift64*, uniform in (-1, 1) */
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  unsigned long long v = rng_state * 2685821657736338717ull;
-  return ((double)(v >> 11) / 9007199254740992.0) * 2.0 - 1.0;
-}
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static double urand(void) { return xorshift64star_unit(&rng_state); }
 
 static double loss(const gpt2_ref_dims *dm, const gpt2_ref_params *w,
                    const double *x, const double *R, gpt2_ref_acts *a) {

@@ -30,11 +30,8 @@
 #include <unistd.h>
 
 static coda_context make_ctx(coda_precision prec, int threads) {
-  coda_context_options o = coda_context_default_options();
-  o.precision = prec;
-  o.num_threads = threads;
-  coda_context ctx = NULL;
-  CHECK(coda_context_create(&o, &ctx) == CODA_OK);
+  coda_context ctx = test_context(prec, threads);
+  CHECK(ctx != NULL);
   return ctx;
 }
 

@@ -6,6 +6,7 @@
 #include "coda.h"
 #include "base/internal.h"
 #include "nn/plan.h"
+#include "test_util.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -18,12 +19,7 @@ static uint64_t lt_state = 0x9e3779b97f4a7c15ull;
 static inline void lt_seed(uint64_t s) { lt_state = s * 0x9e3779b97f4a7c15ull + 12345; }
 
 /* uniform in [-1, 1) */
-static inline double lt_rand(void) {
-  lt_state ^= lt_state << 13;
-  lt_state ^= lt_state >> 7;
-  lt_state ^= lt_state << 17;
-  return (double)(lt_state >> 11) / 4503599627370496.0 - 1.0;
-}
+static inline double lt_rand(void) { return xorshift64_unit(&lt_state); }
 
 static inline double *lt_vec(int64_t n, double scale) {
   double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
@@ -34,15 +30,7 @@ static inline double *lt_vec(int64_t n, double scale) {
 static inline double *lt_zeros(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(double)); }
 
 /* max |a - b| / max |b| (b the reference) */
-static inline double lt_relerr(const double *a, const double *b, int64_t n) {
-  double e = 0, m = 0;
-  for (int64_t i = 0; i < n; i++) {
-    double d = fabs(a[i] - b[i]);
-    if (!(d <= e)) e = d; /* NaN propagates */
-    m = fmax(m, fabs(b[i]));
-  }
-  return m > 0 ? e / m : e;
-}
+static inline double lt_relerr(const double *a, const double *b, int64_t n) { return rel_err(a, b, n); }
 
 static inline double lt_maxabs_diff(const double *a, const double *b, int64_t n) {
   double e = 0;
@@ -60,13 +48,8 @@ static inline double lt_maxabs(const double *a, int64_t n) {
 }
 
 static inline coda_context lt_context(coda_precision prec) {
-  coda_context_options o = coda_context_default_options();
-  o.precision = prec;
-  coda_context c = NULL;
-  if (coda_context_create(&o, &c) != CODA_OK) {
-    fprintf(stderr, "cannot create a context\n");
-    exit(1);
-  }
+  coda_context c = test_context(prec, 0);
+  if (!c) exit(1);
   return c;
 }
 

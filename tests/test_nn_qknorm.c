@@ -6,18 +6,13 @@
 #include "base/internal.h"
 #include "nn/plan.h"
 #include "nn/qknorm.h"
+#include "test_util.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static unsigned long long rng_state = 0x853c49e6748fea9bull;
-static double urand(void) {
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  unsigned long long v = rng_state * 2685821657736338717ull;
-  return ((double)(v >> 11) / 9007199254740992.0) * 2.0 - 1.0;
-}
+static uint64_t rng_state = 0x853c49e6748fea9bull;
+static double urand(void) { return xorshift64star_unit(&rng_state); }
 
 enum { M = 24, K = 40, H = 6, HD = 16, N = H * HD };
 static const double EPS = 1e-6;
@@ -53,14 +48,6 @@ static void ref_rope(double *v, double pos, const double *f, int sign) {
   }
 }
 
-static double relerr(const double *a, const double *b, long n) {
-  double md = 0, mr = 0;
-  for (long i = 0; i < n; i++) {
-    if (!(fabs(a[i] - b[i]) <= md)) md = fabs(a[i] - b[i]);
-    mr = fmax(mr, fabs(b[i]));
-  }
-  return mr > 0 ? md / mr : md;
-}
 
 static void run(coda_context ctx, coda_tiling tl, int rope) {
   static double A[M * K], W[N * K], X[M * N], Y[M * N], R[M * H], G[HD];
@@ -124,8 +111,8 @@ static void run(coda_context ctx, coda_tiling tl, int rope) {
   CHECK_MSG(st == CODA_OK, "qkv gemm: %s", coda_last_error(ctx));
   st = coda_finish(ctx, stats, "r", args, M, N, tl);
   CHECK_MSG(st == CODA_OK, "finish r: %s", coda_last_error(ctx));
-  CHECK_MSG(relerr(X, rX, M * N) <= 1e-12, "x rel err %g", relerr(X, rX, M * N));
-  CHECK_MSG(relerr(R, rR, M * H) <= 1e-10, "r rel err %g", relerr(R, rR, M * H));
+  CHECK_MSG(rel_err(X, rX, M * N) <= 1e-12, "x rel err %g", rel_err(X, rX, M * N));
+  CHECK_MSG(rel_err(R, rR, M * H) <= 1e-10, "r rel err %g", rel_err(R, rR, M * H));
 
   /* one head per row: (M*H) x HD views of the same memory */
   coda_tiling mt = {tl.tile_m, tl.tile_n < HD ? tl.tile_n : HD};
@@ -143,7 +130,7 @@ static void run(coda_context ctx, coda_tiling tl, int rope) {
   }
   st = coda_map(ctx, apply, M * H, HD, args, mt);
   CHECK_MSG(st == CODA_OK, "apply: %s", coda_last_error(ctx));
-  CHECK_MSG(relerr(Y, rY, M * N) <= 1e-10, "y rel err %g", relerr(Y, rY, M * N));
+  CHECK_MSG(rel_err(Y, rY, M * N) <= 1e-10, "y rel err %g", rel_err(Y, rY, M * N));
 
   /* backward: pass 1 (s, and with RoPE the un-rotated dz), pass 2 (dx, dgamma) */
   int64_t dr, dc, gr, gc;
@@ -171,7 +158,7 @@ static void run(coda_context ctx, coda_tiling tl, int rope) {
   CHECK_MSG(st == CODA_OK, "bwd dots: %s", coda_last_error(ctx));
   if (st == CODA_OK) st = coda_finish(ctx, dots, "s", args, M * H, HD, mt);
   CHECK_MSG(st == CODA_OK, "bwd finish: %s", coda_last_error(ctx));
-  if (rope) CHECK_MSG(relerr(dZ, rdZ, M * N) <= 1e-10, "dz rel err %g", relerr(dZ, rdZ, M * N));
+  if (rope) CHECK_MSG(rel_err(dZ, rdZ, M * N) <= 1e-10, "dz rel err %g", rel_err(dZ, rdZ, M * N));
   coda_args_clear(args);
   coda_args_set(args, "x", &vX);
   coda_args_set(args, "dy", rope ? &vdZ : &vdY);
@@ -185,8 +172,8 @@ static void run(coda_context ctx, coda_tiling tl, int rope) {
   st = coda_map(ctx, bwd, M * H, HD, args, mt);
   if (st == CODA_OK) st = coda_finish(ctx, bwd, "dgamma", args, M * H, HD, mt);
   CHECK_MSG(st == CODA_OK, "bwd: %s", coda_last_error(ctx));
-  CHECK_MSG(relerr(dX, rdX, M * N) <= 1e-10, "dx rel err %g", relerr(dX, rdX, M * N));
-  CHECK_MSG(relerr(dG, rdG, HD) <= 1e-10, "dgamma rel err %g", relerr(dG, rdG, HD));
+  CHECK_MSG(rel_err(dX, rdX, M * N) <= 1e-10, "dx rel err %g", rel_err(dX, rdX, M * N));
+  CHECK_MSG(rel_err(dG, rdG, HD) <= 1e-10, "dgamma rel err %g", rel_err(dG, rdG, HD));
   coda_args_destroy(args);
   free(ss);
   free(pd);
@@ -224,10 +211,8 @@ static void ref_fd(void) {
 
 int main(void) {
   ref_fd();
-  coda_context_options o = coda_context_default_options();
-  o.precision = CODA_PRECISION_F64;
-  coda_context ctx;
-  CHECK(coda_context_create(&o, &ctx) == CODA_OK);
+  coda_context ctx = test_context(CODA_PRECISION_F64, 0);
+  CHECK(ctx != NULL);
   coda_tiling t1 = {8, 32}; /* two heads per column tile */
   coda_tiling t2 = {16, 8}; /* two column tiles per head */
   coda_tiling t3 = {16, 16};

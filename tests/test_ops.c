@@ -8,6 +8,7 @@
 #include "check.h"
 #include "coda.h"
 #include "lang/ir.h"
+#include "test_util.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -112,10 +113,7 @@ static void domain(coda_op op, int k, double *lo, double *hi) {
 }
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static double uniform(void) { /* [0, 1) */
-  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-  return (double)(rng >> 11) / 9007199254740992.0;
-}
+static double uniform(void) { return xorshift64_unit01(&rng); }
 
 /* Source of a program in elem mode storing op(x0, ..., x{arity-1}) as y0
  * (and y1), inputs and outputs of type dt; a call is written with n

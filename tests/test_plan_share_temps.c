@@ -16,15 +16,12 @@
 #include "coda_nn.h"
 #include "check.h"
 #include "plan_test_util.h"
+#include "test_util.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t next(uint64_t *s) {
-  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-  return *s >> 11;
-}
 
 static size_t align_up(size_t x) { return (x + PLAN_ARENA_ALIGN - 1) / PLAN_ARENA_ALIGN * PLAN_ARENA_ALIGN; }
 
@@ -35,16 +32,16 @@ static void pack_random(void) {
   plan_interval iv[64];
   size_t off[64], off2[64];
   for (int trial = 0; trial < 400; trial++) {
-    const int n = 1 + (int)(next(&s) % 64), nsteps = 1 + (int)(next(&s) % 30);
+    const int n = 1 + (int)(lcg64_next(&s) % 64), nsteps = 1 + (int)(lcg64_next(&s) % 30);
     for (int i = 0; i < n; i++) {
-      int a = (int)(next(&s) % (uint64_t)nsteps), b = (int)(next(&s) % (uint64_t)nsteps);
+      int a = (int)(lcg64_next(&s) % (uint64_t)nsteps), b = (int)(lcg64_next(&s) % (uint64_t)nsteps);
       if (a > b) { int t = a; a = b; b = t; }
       iv[i].first = a;
       iv[i].last = trial % 3 == 0 ? a : b; /* some sets of short lives */
       /* sizes: small, odd, 256-multiples and large, with repeats */
-      const uint64_t k = next(&s) % 4;
-      iv[i].bytes = k == 0 ? 1 + next(&s) % 300 : k == 1 ? 256 * (1 + next(&s) % 8)
-                  : k == 2 ? 1 + next(&s) % 100000 : 4096;
+      const uint64_t k = lcg64_next(&s) % 4;
+      iv[i].bytes = k == 0 ? 1 + lcg64_next(&s) % 300 : k == 1 ? 256 * (1 + lcg64_next(&s) % 8)
+                  : k == 2 ? 1 + lcg64_next(&s) % 100000 : 4096;
     }
     size_t arena = 0, arena2 = 0;
     CHECK(plan_pack(iv, n, off, &arena) == 0);
@@ -107,9 +104,9 @@ static void fill(coda_plan p) {
     const int gain = strstr(b->name, "wn") || strstr(b->name, "_g");
     for (int64_t r = 0; r < t.rows; r++)
       for (int64_t c = 0; c < t.cols; c++) {
-        const double u = (double)next(&s) / 9007199254740992.0 * 2 - 1;
+        const double u = (double)lcg64_next(&s) / 9007199254740992.0 * 2 - 1;
         if (t.dtype == CODA_I32) /* targets: vocab 256 */
-          ((int32_t *)t.data)[r * t.ld + c] = r == 3 ? -100 : (int32_t)(next(&s) % 256);
+          ((int32_t *)t.data)[r * t.ld + c] = r == 3 ? -100 : (int32_t)(lcg64_next(&s) % 256);
         else coda_store(&t, r, c, gain ? 1 + 0.1 * u : 0.5 * u);
       }
   }

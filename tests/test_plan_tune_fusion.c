@@ -14,6 +14,7 @@
 #include "nn/plan.h"
 #include "check.h"
 #include "file_util.h"
+#include "test_util.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -23,11 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static uint64_t next(uint64_t *s) {
-  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-  return *s >> 11;
-}
-static double urand(uint64_t *s) { return (double)next(s) / 9007199254740992.0 * 2 - 1; }
+static double urand(uint64_t *s) { return lcg64_unit(s); }
 
 static void fill(coda_plan p, const char *name, uint64_t seed, double scale, double offset) {
   coda_tensor t;
@@ -389,12 +386,9 @@ int main(void) {
   char file[128];
   snprintf(file, sizeof file, "%s/fused-tune.txt", dir);
 
-  coda_context ctx, c64;
-  coda_context_options o = coda_context_default_options();
-  o.num_threads = 2;
-  CHECK(coda_context_create(&o, &ctx) == CODA_OK);
-  o.precision = CODA_PRECISION_F64;
-  CHECK(coda_context_create(&o, &c64) == CODA_OK);
+  coda_context ctx = test_context(CODA_PRECISION_F32, 2), c64 = test_context(CODA_PRECISION_F64, 2);
+  CHECK(ctx != NULL);
+  CHECK(c64 != NULL);
   accumulating(c64);
   block(ctx);
   coda_context_destroy(ctx);

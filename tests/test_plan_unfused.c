@@ -7,6 +7,7 @@
 #include "coda_nn.h"
 #include "base/internal.h"
 #include "check.h"
+#include "test_util.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -28,8 +29,7 @@ static void fill(coda_plan p, const char *name, uint64_t seed) {
   const int norm = strstr(name, "wn") || strstr(name, "_g");
   for (int64_t r = 0; r < t.rows; r++)
     for (int64_t c = 0; c < t.cols; c++) {
-      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-      const double u = (double)(seed >> 11) / 9007199254740992.0 * 2 - 1;
+      const double u = lcg64_unit(&seed);
       coda_store(&t, r, c, norm ? 1 + 0.1 * u : 0.5 * u);
     }
 }
@@ -93,12 +93,9 @@ static double compare(coda_context ctx, int gpt2, coda_dtype dt) {
 }
 
 int main(void) {
-  coda_context ctx, c64;
-  coda_context_options o = coda_context_default_options();
-  o.num_threads = 2;
-  CHECK(coda_context_create(&o, &ctx) == CODA_OK);
-  o.precision = CODA_PRECISION_F64;
-  CHECK(coda_context_create(&o, &c64) == CODA_OK);
+  coda_context ctx = test_context(CODA_PRECISION_F32, 2), c64 = test_context(CODA_PRECISION_F64, 2);
+  CHECK(ctx != NULL);
+  CHECK(c64 != NULL);
 
   for (int gpt2 = 0; gpt2 < 2; gpt2++) {
     /* exact mode: the same algebra in f64, so only summation order differs */

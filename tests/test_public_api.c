@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
 #include "check.h"
+#include "file_util.h"
 #include "train_corpus.h"
 
 #include <math.h>
@@ -136,9 +137,7 @@ int main(void) {
   CHECK(coda_train(ctx, &o, &sum) == CODA_OK);
   CHECK(s.n[CODA_TRAIN_EVENT_DONE] == 1 && s.n[CODA_TRAIN_EVENT_STEP] == 0 &&
         s.n[CODA_TRAIN_EVENT_START] == 0);
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  CHECK(system(cmd) == 0);
+  CHECK(remove_tree(dir) == 0);
   coda_context_destroy(ctx);
   printf("test_public_api: OK\n");
   return 0;

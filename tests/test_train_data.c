@@ -4,6 +4,7 @@
 #include "coda_train.h"
 #include "check.h"
 #include "file_util.h"
+#include "test_util.h"
 #include "train/train.h"
 
 #include <stdlib.h>
@@ -15,23 +16,14 @@ static char dir[256];
 
 static void path(char *out, const char *name) { snprintf(out, 512, "%s/%s", dir, name); }
 
-/* Bitwise CRC-32, written independently of the library's table form. */
-static uint32_t crc_ref(const unsigned char *p, size_t n) {
-  uint32_t c = 0xffffffffu;
-  for (size_t i = 0; i < n; i++) {
-    c ^= p[i];
-    for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0xedb88320u : c >> 1;
-  }
-  return ~c;
-}
 
 static void test_crc(void) {
   CHECK(coda_crc32(0, "123456789", 9) == 0xcbf43926u); /* the standard check value */
   unsigned char b[1000];
   uint64_t r = 42;
   for (int i = 0; i < 1000; i++) b[i] = (unsigned char)coda_rng_next(&r);
-  CHECK(coda_crc32(0, b, 1000) == crc_ref(b, 1000));
-  CHECK(coda_crc32(coda_crc32(0, b, 300), b + 300, 700) == crc_ref(b, 1000));
+  CHECK(coda_crc32(0, b, 1000) == crc32_ref(b, 1000));
+  CHECK(coda_crc32(coda_crc32(0, b, 300), b + 300, 700) == crc32_ref(b, 1000));
 }
 
 static void test_tokenizer(void) {
@@ -218,8 +210,6 @@ int main(void) {
   test_corpus(ctx);
   test_sampler(ctx);
   coda_context_destroy(ctx);
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  CHECK(system(cmd) == 0);
+  CHECK(remove_tree(dir) == 0);
   return CHECK_DONE();
 }

@@ -253,8 +253,6 @@ int main(void) {
   o.resume = "no/such/checkpoint.safetensors";
   CHECK(run(2, o, 0) == 1);
 
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  CHECK(system(cmd) == 0);
+  CHECK(remove_tree(dir) == 0);
   return CHECK_DONE();
 }

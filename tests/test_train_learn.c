@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
 #include "check.h"
+#include "file_util.h"
 #include "train_corpus.h"
 
 #include <math.h>
@@ -39,8 +40,6 @@ int main(void) {
   CHECK(s.first_val - s.final_val > 2.0);
   CHECK(s.steps_done == 40 && s.stopped == 0);
   coda_context_destroy(ctx);
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  CHECK(system(cmd) == 0);
+  CHECK(remove_tree(dir) == 0);
   return CHECK_DONE();
 }

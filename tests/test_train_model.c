@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
 #include "check.h"
+#include "file_util.h"
 #include "train/train.h"
 
 #include <math.h>
@@ -211,8 +212,6 @@ int main(void) {
   checkpoints(ctx, dir);
   configs(ctx);
   coda_context_destroy(ctx);
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  CHECK(system(cmd) == 0);
+  CHECK(remove_tree(dir) == 0);
   return CHECK_DONE();
 }

@@ -4,20 +4,13 @@
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
 #include "train/train.h"
+#include "test_util.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static uint32_t crc_ref(const unsigned char *p, size_t n) {
-  uint32_t c = 0xffffffffu;
-  for (size_t i = 0; i < n; i++) {
-    c ^= p[i];
-    for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0xedb88320u : c >> 1;
-  }
-  return ~c;
-}
 static uint32_t be(const unsigned char *p) {
   return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
@@ -54,7 +47,7 @@ int main(void) {
   while (o + 12 <= n) {
     uint32_t len = be(b + o);
     if (o + 12 + len > n) break;
-    CHECK(be(b + o + 8 + len) == crc_ref(b + o + 4, len + 4));
+    CHECK(be(b + o + 8 + len) == crc32_ref(b + o + 4, len + 4));
     if (!memcmp(b + o + 4, "IHDR", 4)) {
       w = (int)be(b + o + 8);
       h = (int)be(b + o + 12);

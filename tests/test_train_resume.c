@@ -159,8 +159,6 @@ int main(void) {
   CHECK(coda_train(ctx, &o, &sc) == CODA_ERR_IO);
 
   coda_context_destroy(ctx);
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  CHECK(system(cmd) == 0);
+  CHECK(remove_tree(dir) == 0);
   return CHECK_DONE();
 }

@@ -155,8 +155,6 @@ int main(void) {
   test_round_trip(ctx);
   test_malformed(ctx);
   coda_context_destroy(ctx);
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  CHECK(system(cmd) == 0);
+  CHECK(remove_tree(dir) == 0);
   return CHECK_DONE();
 }

@@ -23,6 +23,7 @@
 #include "backends/cuda/attention.cuh"
 #include "backends/cuda/backend.h"
 #include "gpu/cuda_check.h"
+#include "test_util.h"
 
 static int g_fail = 0, g_pass = 0;
 
@@ -39,12 +40,7 @@ static int g_fail = 0, g_pass = 0;
   } while (0)
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static double urand(void) { /* uniform in [-1, 1) */
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return (double)(g_rng >> 11) * (2.0 / 9007199254740992.0) - 1.0;
-}
+static double urand(void) { return xorshift64_unit(&g_rng); } /* uniform in [-1, 1) */
 
 typedef struct {
   int B, T, Hq, Hkv, hd, pad; /* pad: extra elements per row (multiple of 8) */

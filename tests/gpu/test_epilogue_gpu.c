@@ -29,6 +29,7 @@
 #include "epi_test_programs.h"
 #include "name_list.h"
 #include "gpu/cuda_check.h"
+#include "test_util.h"
 
 #include <cuda_runtime_api.h>
 
@@ -102,12 +103,7 @@ static const char *const kPrims[][2] = {
 /* ------------------------------------------------------------ helpers */
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static double urand(void) { /* [0, 1) */
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) * (1.0 / 9007199254740992.0);
-}
+static double urand(void) { return xorshift64_unit01(&rng_state); } /* [0, 1) */
 /* never zero: magnitude in [0.1, 1), random sign unless positive */
 static double nonzero(int positive) {
   double m = 0.1 + 0.9 * urand();

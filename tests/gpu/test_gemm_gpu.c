@@ -27,6 +27,7 @@
 #include "backends/cuda/backend.h"
 #include "backends/cuda/gemm_internal.h"
 #include "gpu/cuda_check.h"
+#include "test_util.h"
 
 static int g_fail = 0, g_pass = 0;
 static int g_config = -1; /* tile configuration under test (-1: default) */
@@ -41,12 +42,7 @@ static int config_selected(int c) {
 
 
 static uint64_t g_rng;
-static double urand(void) { /* uniform in [-1, 1) */
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return (double)(g_rng >> 11) * (2.0 / 9007199254740992.0) - 1.0;
-}
+static double urand(void) { return xorshift64_unit(&g_rng); } /* uniform in [-1, 1) */
 static int irand(int n) { return (int)((urand() + 1.0) * 0.5 * n) % n; }
 
 static uint16_t to16(coda_dtype t, double v) {

@@ -30,6 +30,8 @@
 #include "base/internal.h"
 #include "nn/plan.h"
 #include "plan_test_util.h"
+#include "test_util.h"
+#include "gpu/expect.h"
 
 #include <cuda_runtime_api.h>
 
@@ -38,31 +40,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int g_fail = 0, g_pass = 0;
-#define EXPECT(c, ...)                                                                              \
-  do {                                                                                              \
-    if (c) g_pass++;                                                                                \
-    else {                                                                                          \
-      g_fail++;                                                                                     \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                   \
-      printf(__VA_ARGS__);                                                                          \
-      printf("\n");                                                                                 \
-    }                                                                                               \
-  } while (0)
-
 static uint64_t g_rng;
-static double urand(void) { /* uniform [-1, 1), splitmix64 */
-  uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  return (double)(z >> 11) / 4503599627370496.0 - 1.0;
-}
-
-/* The sizes of test_plan_gpu (its precompiled kernels serve this test):
- * M = 192, a partial 128-row tile; head_dim 64. */
-static const pt_shape kShape = {.dim = 256, .n_heads = 4, .n_kv_heads = 2, .head_dim = 64, .ffn_dim = 384,
-                                .vocab = 1000, .batch = 2, .seq = 96, .gpt2_ffn_dim = 512};
+static double urand(void) { return splitmix64_unit(&g_rng); } /* uniform [-1, 1) */
 
 /* Bytes a view spans, from its first element to its last. */
 static size_t extent(const coda_tensor *t) {
@@ -251,7 +230,7 @@ static void check_block_graph(coda_context ctx, cudaStream_t stream, results *re
   results r2 = {0}, cap = {0}, before = {0};
   cudaGraph_t graph = NULL;
   cudaGraphExec_t exec = NULL;
-  coda_status s = pt_build(ctx, PT_LLAMA_BLOCK, &kShape, CODA_BF16, (coda_tiling){0, 0}, 0, &p);
+  coda_status s = pt_build(ctx, PT_LLAMA_BLOCK, pt_gpu_shape(), CODA_BF16, (coda_tiling){0, 0}, 0, &p);
   EXPECT(s == CODA_OK, "building the plan: %s", coda_last_error(ctx));
   if (s != CODA_OK) goto out;
   int ok = fill_inputs(ctx, p, kSeed);
@@ -357,7 +336,7 @@ static void check_block_legacy(coda_context ctx, const results *ref) {
   printf("== llama block on the legacy default stream\n");
   coda_plan p = NULL;
   results r = {0};
-  coda_status s = pt_build(ctx, PT_LLAMA_BLOCK, &kShape, CODA_BF16, (coda_tiling){0, 0}, 0, &p);
+  coda_status s = pt_build(ctx, PT_LLAMA_BLOCK, pt_gpu_shape(), CODA_BF16, (coda_tiling){0, 0}, 0, &p);
   EXPECT(s == CODA_OK, "building the plan: %s", coda_last_error(ctx));
   if (s == CODA_OK) {
     const int ok = fill_inputs(ctx, p, kSeed) && run_direct(ctx, p) && results_take(ctx, p, &r);

@@ -38,6 +38,8 @@
 #include "backends/cuda/gplan.h"
 #include "nn/plan.h"
 #include "plan_test_util.h"
+#include "test_util.h"
+#include "gpu/expect.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -45,26 +47,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int g_fail = 0, g_pass = 0;
-#define EXPECT(c, ...)                                                                              \
-  do {                                                                                              \
-    if (c) g_pass++;                                                                                \
-    else {                                                                                          \
-      g_fail++;                                                                                     \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                   \
-      printf(__VA_ARGS__);                                                                          \
-      printf("\n");                                                                                 \
-    }                                                                                               \
-  } while (0)
-
 static uint64_t g_rng = 0x243f6a8885a308d3ull;
-static double urand(void) { /* uniform [-1, 1), splitmix64 */
-  uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  return (double)(z >> 11) / 4503599627370496.0 - 1.0;
-}
+static double urand(void) { return splitmix64_unit(&g_rng); } /* uniform [-1, 1) */
 
 typedef enum { KIND_LLAMA, KIND_HEAD, KIND_GPT2, KIND_LLAMA_FOLD, KIND_HEAD_FOLD, KIND_GPT2_FOLD } plan_kind;
 #define NKINDS 6
@@ -76,15 +60,10 @@ static pt_kind pt_kind_of(plan_kind k) {
   return k == KIND_GPT2 ? PT_GPT2_BLOCK : k == KIND_HEAD ? PT_LLAMA_HEAD : PT_LLAMA_BLOCK;
 }
 
-/* M = 192: a partial 128-row tile; vocab not a multiple of the 128-column
- * tile; head_dim 64 (GPT-2 too: 256 / 4). */
-static const pt_shape kShape = {.dim = 256, .n_heads = 4, .n_kv_heads = 2, .head_dim = 64, .ffn_dim = 384,
-                                .vocab = 1000, .batch = 2, .seq = 96, .gpt2_ffn_dim = 512};
-
 /* grad_act: the GEMM weights' gradients in bf16 (CODA_*_GRAD_ACT) */
 static coda_status make_plan_g(coda_context ctx, plan_kind k, int f64, int grad_act,
                                coda_plan *out) {
-  return pt_build(ctx, pt_kind_of(k), &kShape, f64 ? CODA_F64 : CODA_BF16, (coda_tiling){0, 0},
+  return pt_build(ctx, pt_kind_of(k), pt_gpu_shape(), f64 ? CODA_F64 : CODA_BF16, (coda_tiling){0, 0},
                   (is_fold(k) ? PT_FOLD : 0) | (grad_act ? PT_GRAD_ACT : 0), out);
 }
 static coda_status make_plan(coda_context ctx, plan_kind k, int f64, coda_plan *out) {
@@ -108,7 +87,7 @@ static int precompile(void) {
     coda_plan p;
     /* the CPU plan with the GPU's tiling: the same programs and operand
      * layouts (GPT-2 at the test's sizes, Llama-3 at the default ones) */
-    coda_status s = pt_build(ctx, pt_kind_of(k), base_kind(k) == KIND_GPT2 ? &kShape : NULL, CODA_BF16,
+    coda_status s = pt_build(ctx, pt_kind_of(k), base_kind(k) == KIND_GPT2 ? pt_gpu_shape() : NULL, CODA_BF16,
                              (coda_tiling){CODA_EPI_TILE_M, CODA_EPI_BN}, is_fold(k) ? PT_FOLD : 0, &p);
     if (s != CODA_OK) {
       printf("%s: %s\n", kind_name(k), coda_last_error(ctx));
@@ -477,9 +456,9 @@ out:
 static void check_inplace(coda_context gpu) {
   printf("== llama block, dz in place over z\n");
   coda_plan pf = NULL, pi = NULL;
-  coda_status s = pt_build(gpu, PT_LLAMA_BLOCK, &kShape, CODA_BF16, (coda_tiling){0, 0}, 0, &pf);
+  coda_status s = pt_build(gpu, PT_LLAMA_BLOCK, pt_gpu_shape(), CODA_BF16, (coda_tiling){0, 0}, 0, &pf);
   if (s == CODA_OK)
-    s = pt_build(gpu, PT_LLAMA_BLOCK, &kShape, CODA_BF16, (coda_tiling){0, 0}, PT_INPLACE, &pi);
+    s = pt_build(gpu, PT_LLAMA_BLOCK, pt_gpu_shape(), CODA_BF16, (coda_tiling){0, 0}, PT_INPLACE, &pi);
   if (s != CODA_OK) {
     EXPECT(0, "in place: building the plans: %s", coda_last_error(gpu));
     goto out;

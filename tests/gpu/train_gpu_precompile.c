@@ -8,27 +8,24 @@
  * CUDA backend's tiling, which gives the same programs and operand
  * layouts, as src/train/model_plans.c builds them). */
 #include "coda_nn.h"
-#include "base/internal.h"
-#include "backends/cuda/epi_codegen.h"
-#include "backends/cuda/gplan.h"
-#include "nn/plan.h"
+#include "backends/cuda/epi_codegen.h" /* the CUDA backend's tiling */
 
 #include <stdio.h>
 #include <stdlib.h>
 
 static int precompile_plan(coda_context ctx, coda_plan p, const char *what, int *n) {
   int bad = 0;
-  for (int i = 0; i < p->nstep; i++) {
-    const plan_step *st = &p->steps[i];
+  for (int i = 0; i < coda_plan_num_steps(p); i++) {
+    const char *label = coda_plan_step_label(p, i);
     int cached = 0, skipped = 0;
-    coda_status s = plan_precompile_step(p, i, 0, &cached, &skipped);
+    coda_status s = coda_plan_precompile_step(p, i, 0, &cached, &skipped);
     if (skipped) continue;
     if (s != CODA_OK) {
-      printf("%s step %s: %s\n", what, st->label, coda_last_error(ctx));
+      printf("%s step %s: %s\n", what, label, coda_last_error(ctx));
       bad++;
     } else {
       (*n)++;
-      printf("%s %-28s %s\n", what, st->label, cached ? "cached" : "compiled");
+      printf("%s %-28s %s\n", what, label, cached ? "cached" : "compiled");
     }
   }
   return bad;
