@@ -255,9 +255,12 @@ _default_ctx = None
 
 
 def _parse_ctx():
+    """The context that parses programs given without one: an exact-mode
+    CPU context, which accepts every declaration (f64 included); a program
+    is not tied to the context that parsed it."""
     global _default_ctx
     if _default_ctx is None:
-        _default_ctx = Context("cpu")
+        _default_ctx = Context("cpu", precision="f64")
     return _default_ctx
 
 
