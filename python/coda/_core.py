@@ -9,6 +9,7 @@ bf16 in numpy: numpy has no bfloat16, so a uint16 array holds bf16 bits
 
 import ctypes
 import re
+import sys
 
 import numpy as np
 
@@ -103,17 +104,13 @@ def from_bf16(a):
 # ------------------------------------------------------------ tensor views
 
 def _torch():
-    try:
-        import torch
-        return torch
-    except ImportError:
-        return None
+    return sys.modules.get("torch")
 
 
 def _is_torch(x):
-    t = type(x)
-    return t.__module__.startswith("torch") and t.__name__ in ("Tensor", "Parameter") or (
-        _torch() is not None and isinstance(x, _torch().Tensor))
+    # a torch tensor exists only once torch was imported: the numpy path never imports it
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
 
 
 def _torch_dtypes():
@@ -433,6 +430,18 @@ class Context:
                                                   ctypes.byref(t)))
         return (t.tile_m, t.tile_n)
 
+    @staticmethod
+    def _kind_code(program, a, M, N, tiling):
+        """How a 1-D array binds: 0 as a row vector (M, 1), 1 as (1, N)."""
+        if a.kind in ("row", "rowsum"):
+            return 0
+        if a.kind == "col":
+            return 1
+        if a.kind == "finish":
+            rows, cols = program.arg_shape(a.name, M, N, tiling)
+            return 0 if cols == 1 and rows != 1 else 1
+        return 3
+
     def _alloc(self, like_torch, shape, dtype):
         if like_torch is not None:
             torch = _torch()
@@ -474,7 +483,7 @@ class Context:
                 elif a.is_input and isinstance(x, (int, float)):
                     x = np.full((1, 1), x, dtype=_NP_OF[_DTYPE_BY_NAME[a.dtype]]) if like is None else \
                         self._alloc(like, (1, 1), _DTYPE_BY_NAME[a.dtype]).fill_(x)
-                b = _bind(x, {"row": 0, "rowsum": 6, "col": 1}.get(a.kind, 3), a.name, not a.is_input,
+                b = _bind(x, self._kind_code(program, a, M, N, tiling), a.name, not a.is_input,
                           0 if self.backend == "cpu" else 1)
                 keep.append(b)
                 _check(self._h, lib.coda_args_set(args_h, a.name.encode(), ctypes.byref(b.tensor)))
@@ -563,7 +572,9 @@ class Context:
         keep = []
         try:
             for k, v in list(tensors.items()) + [(name, res)]:
-                b = _bind(v, 3, k, k == name, 0 if self.backend == "cpu" else 1)
+                info = program.arg(k)
+                b = _bind(v, self._kind_code(program, info, M, N, tiling), k, k == name,
+                          0 if self.backend == "cpu" else 1)
                 keep.append(b)
                 _check(self._h, lib.coda_args_set(args_h, k.encode(), ctypes.byref(b.tensor)))
             _check(self._h, lib.coda_finish(self._h, program._h, name.encode(), args_h, M, N,
