@@ -218,8 +218,9 @@ class ArgumentInfo:
     """One named argument of a program.
 
     name; kind: "row", "col", "scalar", "tile", "rowsum" (inputs), "output",
-    "partial" (reduction partials, fp32), "finish" (a finisher's result,
-    an fp32 vector); dtype ("bf16", "f16", "f32", "f64", "i32"); width
+    "partial" (reduction partials), "finish" (a finisher's result, a
+    vector); partials and finisher results are fp32, or fp64 in exact mode,
+    whatever `dtype` says; dtype ("bf16", "f16", "f32", "f64", "i32"); width
     ("full", "x2", "half"); accumulate (outputs); shape: the shape rule in
     words (use Program.arg_shape for numbers)."""
 
