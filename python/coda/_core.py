@@ -1,0 +1,601 @@
+"""Contexts, programs and runs: the core API over libcoda (ctypes).
+
+Tensors are numpy arrays (CPU backend) or torch tensors (CPU tensors on
+the CPU backend, CUDA tensors on the CUDA backend), viewed without copies
+where they are row-major with unit column stride; inputs that are not are
+copied to a contiguous array first, outputs that are not are refused.
+bf16 in numpy: numpy has no bfloat16, so a uint16 array holds bf16 bits
+(see to_bf16 / from_bf16)."""
+
+import ctypes
+import re
+import sys
+
+import numpy as np
+
+from . import _lib
+from ._lib import lib
+
+# ---------------------------------------------------------------- enums
+
+STATUS_NAMES = {
+    0: "CODA_OK",
+    1: "CODA_ERR_INVALID_ARGUMENT",
+    2: "CODA_ERR_PARSE",
+    3: "CODA_ERR_TYPE",
+    4: "CODA_ERR_SHAPE",
+    5: "CODA_ERR_DTYPE",
+    6: "CODA_ERR_LAYOUT",
+    7: "CODA_ERR_ALIAS",
+    8: "CODA_ERR_OUT_OF_MEMORY",
+    9: "CODA_ERR_NOT_SUPPORTED",
+    10: "CODA_ERR_BACKEND",
+    11: "CODA_ERR_IO",
+    12: "CODA_ERR_OVERFLOW",
+    13: "CODA_ERR_INTERNAL",
+}
+
+BF16, F16, F32, F64, I32 = 0, 1, 2, 3, 4
+DTYPE_NAMES = {BF16: "bf16", F16: "f16", F32: "f32", F64: "f64", I32: "i32"}
+_DTYPE_BY_NAME = {v: k for k, v in DTYPE_NAMES.items()}
+
+KIND_NAMES = {0: "row", 1: "col", 2: "scalar", 3: "tile", 4: "output", 5: "partial", 6: "rowsum"}
+WIDTH_NAMES = {0: "full", 1: "x2", 2: "half"}
+
+# numpy dtype of each coda dtype (bf16 as its bits)
+_NP_OF = {BF16: np.uint16, F16: np.float16, F32: np.float32, F64: np.float64, I32: np.int32}
+_CODA_OF_NP = {np.dtype(np.uint16): BF16, np.dtype(np.float16): F16, np.dtype(np.float32): F32,
+               np.dtype(np.float64): F64, np.dtype(np.int32): I32}
+
+
+class CodaError(RuntimeError):
+    """A failed coda call: `status` (the coda_status value), `status_name`
+    (e.g. "CODA_ERR_SHAPE") and `message` (coda_last_error)."""
+
+    def __init__(self, status, message):
+        self.status = int(status)
+        self.status_name = STATUS_NAMES.get(self.status, "CODA_ERR_%d" % self.status)
+        self.message = message
+        super().__init__("%s: %s" % (self.status_name, message))
+
+
+def _check(ctx_handle, status):
+    if status != 0:
+        msg = lib.coda_last_error(ctx_handle) if ctx_handle else None
+        msg = msg.decode("utf-8", "replace") if msg else lib.coda_status_string(status).decode()
+        raise CodaError(status, msg)
+
+
+def cuda_available():
+    """True if libcoda was built with CUDA and a usable GPU is present."""
+    return bool(lib.coda_cuda_available())
+
+
+def builtin_program_names():
+    """Names of the built-in programs (programs/*.coda)."""
+    out, i = [], 0
+    while True:
+        n = lib.coda_builtin_program_name(i)
+        if not n:
+            return out
+        out.append(n.decode())
+        i += 1
+
+
+# ------------------------------------------------------------------ bf16
+
+def to_bf16(a):
+    """float array -> uint16 array of bf16 bits (round to nearest even)."""
+    f = np.ascontiguousarray(a, dtype=np.float32)
+    u = f.view(np.uint32).astype(np.uint64)
+    rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    nan = np.isnan(f)
+    out = rounded.astype(np.uint16)
+    out[nan] = 0x7FC0
+    return out
+
+
+def from_bf16(a):
+    """uint16 array of bf16 bits -> float32 array."""
+    u = np.ascontiguousarray(a, dtype=np.uint16).astype(np.uint32) << 16
+    return u.view(np.float32)
+
+
+# ------------------------------------------------------------ tensor views
+
+def _torch():
+    return sys.modules.get("torch")
+
+
+def _is_torch(x):
+    # a torch tensor exists only once torch was imported: the numpy path never imports it
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _torch_dtypes():
+    torch = _torch()
+    return {torch.bfloat16: BF16, torch.float16: F16, torch.float32: F32, torch.float64: F64,
+            torch.int32: I32}
+
+
+def _view_2d(rows, cols, stride0, stride1, kind):
+    """rows, cols, ld of a row-major view, or None if the strides do not fit."""
+    if cols == 1 and rows >= 1:
+        stride1 = 1  # a column vector: the column stride is irrelevant
+    if rows == 1:
+        stride0 = max(cols, 1)
+    if stride1 != 1 or stride0 < cols:
+        return None
+    return rows, cols, stride0
+
+
+def _shape_of(x):
+    return tuple(x.shape)
+
+
+class _Bound:
+    """A coda_tensor view of one array plus what keeps its memory alive."""
+
+    def __init__(self, tensor, owner):
+        self.tensor = tensor
+        self.owner = owner
+
+
+def _as_2d_shape(shape, kind):
+    if len(shape) == 2:
+        return shape
+    if len(shape) == 0:
+        return (1, 1)
+    if len(shape) == 1:
+        n = shape[0]
+        if kind in (0, 6):  # row, rowsum: one per GEMM row
+            return (n, 1)
+        return (1, n)
+    raise ValueError("coda: tensors are 2-D views (or vectors / scalars), got shape %s" % (shape,))
+
+
+def _bind(x, kind, name, writable, backend):
+    """numpy array / torch tensor -> _Bound. Inputs that are not row-major
+    views are copied; outputs must be."""
+    if _is_torch(x):
+        torch = _torch()
+        dt = _torch_dtypes().get(x.dtype)
+        if dt is None:
+            raise TypeError("coda: argument '%s': torch dtype %s not supported" % (name, x.dtype))
+        if x.is_cuda != (backend == 1):
+            raise ValueError("coda: argument '%s' is a %s tensor, the context is %s" % (
+                name, x.device, "CUDA" if backend == 1 else "CPU"))
+        shape = _as_2d_shape(tuple(x.shape), kind)
+        strides = x.stride()
+        if x.dim() == 2:
+            s0, s1 = strides
+        elif x.dim() == 1:
+            s0, s1 = (strides[0], 1) if shape[1] == 1 else (shape[1], strides[0])
+        else:
+            s0, s1 = 1, 1
+        v = _view_2d(shape[0], shape[1], s0, s1, kind)
+        if v is None:
+            if writable:
+                raise ValueError("coda: output '%s' must be row-major with unit column stride" % name)
+            x = x.contiguous()
+            v = (shape[0], shape[1], shape[1] if shape[1] > 0 else 1)
+        rows, cols, ld = v
+        return _Bound(_lib.Tensor(x.data_ptr() or None, dt, rows, cols, max(ld, 1)), x)
+    if backend == 1:
+        raise ValueError("coda: argument '%s': a CUDA context takes torch CUDA tensors" % name)
+    if not isinstance(x, np.ndarray):
+        x = np.asarray(x)
+    dt = _CODA_OF_NP.get(x.dtype)
+    if dt is None:
+        raise TypeError("coda: argument '%s': numpy dtype %s not supported (uint16 holds bf16, "
+                        "float16, float32, float64, int32)" % (name, x.dtype))
+    shape = _as_2d_shape(x.shape, kind)
+    item = x.itemsize
+    if x.ndim == 2:
+        s0, s1 = x.strides
+    elif x.ndim == 1:
+        s0, s1 = (x.strides[0], item) if shape[1] == 1 else (shape[1] * item, x.strides[0])
+    else:
+        s0, s1 = item, item
+    ok = s0 % item == 0 and s1 % item == 0 and s0 >= 0
+    v = _view_2d(shape[0], shape[1], s0 // item, s1 // item, kind) if ok else None
+    if writable and not x.flags.writeable:
+        raise ValueError("coda: output '%s' is read-only" % name)
+    if v is None:
+        if writable:
+            raise ValueError("coda: output '%s' must be row-major with unit column stride" % name)
+        x = np.ascontiguousarray(x)
+        v = (shape[0], shape[1], shape[1] if shape[1] > 0 else 1)
+    rows, cols, ld = v
+    ptr = x.ctypes.data if x.size else None
+    return _Bound(_lib.Tensor(ptr, dt, rows, cols, max(ld, 1)), x)
+
+
+# ---------------------------------------------------------------- programs
+
+class ArgumentInfo:
+    """One named argument of a program.
+
+    name; kind: "row", "col", "scalar", "tile", "rowsum" (inputs), "output",
+    "partial" (reduction partials), "finish" (a finisher's result, a
+    vector); partials and finisher results are fp32, or fp64 in exact mode,
+    whatever `dtype` says; dtype ("bf16", "f16", "f32", "f64", "i32"); width
+    ("full", "x2", "half"); accumulate (outputs); shape: the shape rule in
+    words (use Program.arg_shape for numbers)."""
+
+    _RULES = {
+        "row": "(M, 1)", "col": "(1, N)", "scalar": "(1, 1)", "rowsum": "(M, T), any T >= 1",
+        "partial": "as the tiling gives (docs/language.md)",
+    }
+
+    def __init__(self, name, kind, dtype, width, accumulate):
+        self.name, self.kind, self.dtype, self.width, self.accumulate = name, kind, dtype, width, accumulate
+        if kind in ("tile", "output"):
+            self.shape = {"full": "(M, N)", "x2": "(M, 2N)", "half": "(M, N/2)"}[width]
+        elif kind == "finish":
+            self.shape = "(M, 1) for row partials, (M, ceil(N/S)) for a segment S, (1, N) for colsum"
+        else:
+            self.shape = self._RULES[kind]
+
+    @property
+    def is_input(self):
+        return self.kind in ("row", "col", "scalar", "tile", "rowsum")
+
+    def __repr__(self):
+        extra = ", accumulate" if self.accumulate else ""
+        return "ArgumentInfo(%s: %s %s%s%s, shape %s)" % (
+            self.name, self.kind, self.dtype, "" if self.width == "full" else " " + self.width, extra,
+            self.shape)
+
+
+_default_ctx = None
+
+
+def _parse_ctx():
+    """The context that parses programs given without one: an exact-mode
+    CPU context, which accepts every declaration (f64 included); a program
+    is not tied to the context that parsed it."""
+    global _default_ctx
+    if _default_ctx is None:
+        _default_ctx = Context("cpu", precision="f64")
+    return _default_ctx
+
+
+_FLOAT_WORD = re.compile(r"(?<![A-Za-z0-9_])(bf16|f16|f32)(?![A-Za-z0-9_])")
+
+
+class Program:
+    """An epilogue program (docs/language.md). Build with Program.parse(text)
+    or Program.builtin(name); a program is not tied to a context."""
+
+    def __init__(self, handle):
+        self._h = ctypes.c_void_p(handle)
+        self._args = None
+
+    @classmethod
+    def parse(cls, text, context=None):
+        """Parses and validates program text; CodaError (CODA_ERR_PARSE or
+        CODA_ERR_TYPE, "line L, column C: ...") if it is not a program."""
+        ctx = context or _parse_ctx()
+        h = ctypes.c_void_p()
+        _check(ctx._h, lib.coda_program_parse(ctx._h, text.encode(), ctypes.byref(h)))
+        return cls(h.value)
+
+    @classmethod
+    def builtin(cls, name, context=None, dtype=None):
+        """A built-in program (programs/NAME.coda). dtype ("f32", "f64"):
+        every floating declaration (bf16, f16, f32) retyped to it, as the
+        plans do in exact mode (f64) -- see retyped()."""
+        ctx = context or _parse_ctx()
+        h = ctypes.c_void_p()
+        _check(ctx._h, lib.coda_program_builtin(ctx._h, name.encode(), ctypes.byref(h)))
+        p = cls(h.value)
+        return p.retyped(dtype, ctx) if dtype else p
+
+    def retyped(self, dtype, context=None):
+        """The same program with every floating declaration (bf16, f16, f32)
+        replaced by dtype (e.g. "f64" for an exact-mode context)."""
+        if isinstance(dtype, int):
+            dtype = DTYPE_NAMES[dtype]
+        return Program.parse(_FLOAT_WORD.sub(dtype, self.text), context)
+
+    def __del__(self):
+        h = getattr(self, "_h", None)
+        if h and h.value:
+            lib.coda_program_destroy(h)
+            self._h = None
+
+    @property
+    def text(self):
+        """Canonical text (parses back to the same program)."""
+        return lib.coda_program_text(self._h).decode()
+
+    @property
+    def ir(self):
+        """Human-readable dump of the IR."""
+        return lib.coda_program_ir(self._h).decode()
+
+    @property
+    def args(self):
+        """The named arguments, in index order: inputs, outputs, partials,
+        finisher results (a list of ArgumentInfo)."""
+        if self._args is None:
+            out, seen_out = [], False
+            for i in range(lib.coda_program_num_args(self._h)):
+                info = _lib.ArgInfo()
+                _check(None, lib.coda_program_arg(self._h, i, ctypes.byref(info)))
+                kind = KIND_NAMES[info.kind]
+                if kind in ("output", "partial"):
+                    seen_out = True
+                elif seen_out and kind in ("row", "col"):
+                    kind = "finish"
+                out.append(ArgumentInfo(info.name.decode(), kind, DTYPE_NAMES[info.dtype],
+                                        WIDTH_NAMES[info.width], bool(info.accumulate)))
+            self._args = out
+        return list(self._args)
+
+    def arg(self, name):
+        for a in self.args:
+            if a.name == name:
+                return a
+        raise KeyError("program has no argument '%s' (it has %s)" % (name, [a.name for a in self.args]))
+
+    def arg_shape(self, name, M, N, tiling=(64, 128)):
+        """(rows, cols) of argument `name` for an M x N GEMM with this tiling
+        (rowsum inputs: cols 0 means any)."""
+        r, c = ctypes.c_int64(), ctypes.c_int64()
+        st = lib.coda_program_arg_shape(self._h, name.encode(), M, N, int(tiling[0]), int(tiling[1]),
+                                        ctypes.byref(r), ctypes.byref(c))
+        if st != 0:
+            raise CodaError(st, "arg_shape('%s', M=%d, N=%d, tiling=%s) failed" % (name, M, N, tuple(tiling)))
+        return r.value, c.value
+
+    def __repr__(self):
+        return "<coda.Program args=%s>" % [a.name for a in self.args]
+
+
+# ---------------------------------------------------------------- context
+
+_BACKENDS = {"cpu": 0, "cuda": 1, "gpu": 1}
+_PRECISIONS = {"f32": 0, "fp32": 0, "float32": 0, "f64": 1, "fp64": 1, "float64": 1, "exact": 1}
+
+
+class Context:
+    """A coda context: Context(backend="cpu"|"cuda", precision="f32"|"f64",
+    num_threads=0, device=0, stream=None). precision "f64" is the CPU
+    backend's exact mode (fp64 compute, f64 tensors allowed). stream: on
+    CUDA, a cudaStream_t (an int, e.g. torch.cuda.current_stream().cuda_stream)
+    every launch of the context goes to; it must outlive the context."""
+
+    def __init__(self, backend="cpu", precision="f32", num_threads=0, device=0, stream=None,
+                 autotune=False, debug_sync=False):
+        if backend not in _BACKENDS:
+            raise ValueError("coda: backend must be 'cpu' or 'cuda', got %r" % (backend,))
+        if precision not in _PRECISIONS:
+            raise ValueError("coda: precision must be 'f32' or 'f64', got %r" % (precision,))
+        self._h = ctypes.c_void_p()
+        opts = lib.coda_context_default_options()
+        opts.backend = _BACKENDS[backend]
+        opts.precision = _PRECISIONS[precision]
+        opts.num_threads = int(num_threads)
+        opts.device = int(device)
+        opts.autotune = int(bool(autotune))
+        opts.debug_sync = int(bool(debug_sync))
+        opts.stream = stream or None
+        self.backend = "cuda" if opts.backend == 1 else "cpu"
+        self.precision = "f64" if opts.precision == 1 else "f32"
+        self.stream = stream
+        h = ctypes.c_void_p()
+        st = lib.coda_context_create(ctypes.byref(opts), ctypes.byref(h))
+        if st != 0:
+            msg = lib.coda_last_error(h) if h.value else None
+            if h.value:
+                lib.coda_context_destroy(h)
+            raise CodaError(st, msg.decode() if msg else "cannot create a %s context" % backend)
+        self._h = h
+
+    def close(self):
+        if self._h and self._h.value:
+            lib.coda_context_destroy(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def last_error(self):
+        return lib.coda_last_error(self._h).decode()
+
+    def synchronize(self):
+        _check(self._h, lib.coda_synchronize(self._h))
+
+    # -------------------------------------------------------------- helpers
+
+    @property
+    def _state_np(self):
+        return np.float64 if self.precision == "f64" else np.float32
+
+    def preferred_tiling(self, program, M, N, K):
+        t = _lib.Tiling()
+        _check(self._h, lib.coda_preferred_tiling(self._h, program._h if program else None, M, N, K,
+                                                  ctypes.byref(t)))
+        return (t.tile_m, t.tile_n)
+
+    @staticmethod
+    def _kind_code(program, a, M, N, tiling):
+        """How a 1-D array binds: 0 as a row vector (M, 1), 1 as (1, N)."""
+        if a.kind in ("row", "rowsum"):
+            return 0
+        if a.kind == "col":
+            return 1
+        if a.kind == "finish":
+            rows, cols = program.arg_shape(a.name, M, N, tiling)
+            return 0 if cols == 1 and rows != 1 else 1
+        return 3
+
+    def _alloc(self, like_torch, shape, dtype):
+        if like_torch is not None:
+            torch = _torch()
+            td = {BF16: torch.bfloat16, F16: torch.float16, F32: torch.float32, F64: torch.float64,
+                  I32: torch.int32}[dtype]
+            return torch.zeros(shape, dtype=td, device=like_torch.device)
+        return np.zeros(shape, dtype=_NP_OF[dtype])
+
+    def _run(self, program, M, N, tiling, tensors, call, finish, operands=()):
+        """Binds tensors (allocating missing outputs), runs call(args,
+        tiling), then the finishers; returns {name: array} of everything
+        written."""
+        like = None
+        for v in list(tensors.values()) + list(operands):
+            if _is_torch(v):
+                like = v
+                break
+        state = F64 if self.precision == "f64" else F32
+        infos = program.args if program is not None else [ArgumentInfo("D", "output", DTYPE_NAMES[state], "full", False)]
+        names = {a.name for a in infos}
+        for k in tensors:
+            if k not in names:
+                raise CodaError(1, "binding '%s' is not an argument of the program (its arguments: %s)"
+                                % (k, ", ".join(a.name for a in infos)))
+        args_h = ctypes.c_void_p()
+        _check(self._h, lib.coda_args_create(self._h, ctypes.byref(args_h)))
+        keep, written = [], {}
+        try:
+            for a in infos:
+                if a.kind == "finish" and not finish and a.name not in tensors:
+                    continue
+                x = tensors.get(a.name)
+                if x is None:
+                    if a.is_input:
+                        raise CodaError(1, "%s input '%s' is not given" % (a.kind, a.name))
+                    shape = program.arg_shape(a.name, M, N, tiling) if program is not None else (M, N)
+                    dt = _DTYPE_BY_NAME[a.dtype] if a.kind == "output" else state
+                    x = self._alloc(like, shape, dt)
+                elif a.is_input and isinstance(x, (int, float)):
+                    x = np.full((1, 1), x, dtype=_NP_OF[_DTYPE_BY_NAME[a.dtype]]) if like is None else \
+                        self._alloc(like, (1, 1), _DTYPE_BY_NAME[a.dtype]).fill_(x)
+                b = _bind(x, self._kind_code(program, a, M, N, tiling), a.name, not a.is_input,
+                          0 if self.backend == "cpu" else 1)
+                keep.append(b)
+                _check(self._h, lib.coda_args_set(args_h, a.name.encode(), ctypes.byref(b.tensor)))
+                if not a.is_input:
+                    written[a.name] = x
+            t = _lib.Tiling(int(tiling[0]), int(tiling[1]))
+            call(args_h, t)
+            if finish and program is not None:
+                for a in infos:
+                    if a.kind == "finish":
+                        _check(self._h, lib.coda_finish(self._h, program._h, a.name.encode(), args_h, M, N, t))
+        finally:
+            lib.coda_args_destroy(args_h)
+        return written
+
+    # ---------------------------------------------------------------- runs
+
+    def gemm_epilogue(self, program, A, B, trans_a=False, trans_b=False, tiling=None, finish=True,
+                      args=None, **tensors):
+        """acc = op(A) @ op(B) (op(X) = X.T where trans_x), op(A) M x K,
+        op(B) K x N; then `program` runs on acc (program None: acc is stored
+        into "D"). Tensors are bound by name (keywords, or the dict `args`);
+        outputs, partials and finisher results that are not given are
+        allocated (numpy, or torch like the inputs). With finish (default)
+        every `finish` statement runs after the GEMM. Returns a dict of
+        every tensor written."""
+        tensors = dict(args or {}, **tensors)
+        ta = _bind(A, 3, "A", False, 0 if self.backend == "cpu" else 1)
+        tb = _bind(B, 3, "B", False, 0 if self.backend == "cpu" else 1)
+        M = ta.tensor.cols if trans_a else ta.tensor.rows
+        K = ta.tensor.rows if trans_a else ta.tensor.cols
+        N = tb.tensor.rows if trans_b else tb.tensor.cols
+        if tiling is None:
+            tiling = self.preferred_tiling(program, M, N, K)
+        p = program._h if program is not None else None
+
+        def call(args_h, t):
+            _check(self._h, lib.coda_gemm_epilogue(self._h, p, int(bool(trans_a)), ctypes.byref(ta.tensor),
+                                                   int(bool(trans_b)), ctypes.byref(tb.tensor), args_h, t))
+
+        out = self._run(program, M, N, tiling, tensors, call, finish, operands=(A, B))
+        del ta, tb
+        return out
+
+    def map(self, program, M=None, N=None, tiling=None, finish=True, args=None, **tensors):
+        """Runs a program that does not read acc over an M x N domain (no
+        GEMM). M and N default to the shape of the first full-width tile
+        input or given output. Returns a dict of every tensor written."""
+        tensors = dict(args or {}, **tensors)
+        if M is None or N is None:
+            for a in program.args:
+                x = tensors.get(a.name)
+                if x is not None and a.kind in ("tile", "output") and len(_shape_of(x)) == 2:
+                    r, c = _shape_of(x)
+                    c = {"full": c, "x2": c // 2, "half": c * 2}[a.width]
+                    M = r if M is None else M
+                    N = c if N is None else N
+                    break
+            if M is None or N is None:
+                raise ValueError("coda.map: give M and N (no tile input to take them from)")
+        if tiling is None:
+            tiling = self.preferred_tiling(program, M, N, 1)
+
+        def call(args_h, t):
+            _check(self._h, lib.coda_map(self._h, program._h, M, N, args_h, t))
+
+        return self._run(program, M, N, tiling, tensors, call, finish)
+
+    def finish(self, program, name, M, N, tiling=None, args=None, **tensors):
+        """Runs the program's `finish` statement `name` (partials -> vector);
+        the partial must be given; the result is allocated if not given.
+        Returns the result."""
+        tensors = dict(args or {}, **tensors)
+        if tiling is None:
+            tiling = self.preferred_tiling(program, M, N, 1)
+        state = F64 if self.precision == "f64" else F32
+        fa = program.arg(name)
+        if fa.kind != "finish":
+            raise CodaError(1, "'%s' is not a finish statement of the program" % name)
+        like = next((v for v in tensors.values() if _is_torch(v)), None)
+        res = tensors.get(name)
+        if res is None:
+            res = self._alloc(like, program.arg_shape(name, M, N, tiling), state)
+        args_h = ctypes.c_void_p()
+        _check(self._h, lib.coda_args_create(self._h, ctypes.byref(args_h)))
+        keep = []
+        try:
+            for k, v in list(tensors.items()) + [(name, res)]:
+                info = program.arg(k)
+                b = _bind(v, self._kind_code(program, info, M, N, tiling), k, k == name,
+                          0 if self.backend == "cpu" else 1)
+                keep.append(b)
+                _check(self._h, lib.coda_args_set(args_h, k.encode(), ctypes.byref(b.tensor)))
+            _check(self._h, lib.coda_finish(self._h, program._h, name.encode(), args_h, M, N,
+                                            _lib.Tiling(int(tiling[0]), int(tiling[1]))))
+        finally:
+            lib.coda_args_destroy(args_h)
+        return res
+
+    def gemm(self, A, B, trans_a=False, trans_b=False, out=None, alpha=1.0, accumulate=False):
+        """Plain GEMM out = alpha op(A) op(B) (+ out if accumulate); out is
+        allocated (fp32, fp64 in exact mode) if not given."""
+        be = 0 if self.backend == "cpu" else 1
+        ta, tb = _bind(A, 3, "A", False, be), _bind(B, 3, "B", False, be)
+        M = ta.tensor.cols if trans_a else ta.tensor.rows
+        N = tb.tensor.rows if trans_b else tb.tensor.cols
+        if out is None:
+            like = A if _is_torch(A) else (B if _is_torch(B) else None)
+            out = self._alloc(like, (M, N), F64 if self.precision == "f64" else F32)
+        to = _bind(out, 3, "out", True, be)
+        _check(self._h, lib.coda_gemm(self._h, int(bool(trans_a)), ctypes.byref(ta.tensor), int(bool(trans_b)),
+                                      ctypes.byref(tb.tensor), ctypes.byref(to.tensor), float(alpha),
+                                      int(bool(accumulate))))
+        return out

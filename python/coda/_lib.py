@@ -1,0 +1,98 @@
+"""ctypes declarations of the public C API (include/coda.h) that the
+package uses. The shared library is the one installed next to this file
+(libcoda.so*), or the file named by the environment variable CODA_LIBRARY."""
+
+import ctypes
+import glob
+import os
+
+c_i64 = ctypes.c_int64
+c_int = ctypes.c_int
+c_void_p = ctypes.c_void_p
+c_char_p = ctypes.c_char_p
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", c_void_p), ("dtype", c_int), ("rows", c_i64), ("cols", c_i64), ("ld", c_i64)]
+
+
+class ContextOptions(ctypes.Structure):
+    _fields_ = [
+        ("backend", c_int),
+        ("precision", c_int),
+        ("num_threads", c_int),
+        ("device", c_int),
+        ("autotune", c_int),
+        ("debug_sync", c_int),
+        ("stream", c_void_p),
+        ("retune", c_int),
+        ("epi_schedule", c_int),
+        ("epi_tma_loads", c_int),
+        ("attn_impl", c_int),
+        ("cache_dir", c_char_p),
+    ]
+
+
+class ArgInfo(ctypes.Structure):
+    _fields_ = [("name", c_char_p), ("kind", c_int), ("dtype", c_int), ("width", c_int), ("accumulate", c_int)]
+
+
+class Tiling(ctypes.Structure):
+    _fields_ = [("tile_m", c_int), ("tile_n", c_int)]
+
+
+def _find_library():
+    env = os.environ.get("CODA_LIBRARY")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    for pattern in ("libcoda.so", "libcoda.so.*", "libcoda.dylib", "libcoda*.dylib", "coda.dll"):
+        found = sorted(glob.glob(os.path.join(here, pattern)))
+        if found:
+            return found[0]
+    raise ImportError(
+        "coda: the shared library libcoda was not found next to %s (install the package with "
+        "`pip install ./python`, or set CODA_LIBRARY to a built libcoda.so)" % here
+    )
+
+
+LIBRARY_PATH = _find_library()
+lib = ctypes.CDLL(LIBRARY_PATH)
+
+_P = ctypes.POINTER
+
+
+def _decl(name, restype, *argtypes):
+    f = getattr(lib, name)
+    f.restype = restype
+    f.argtypes = list(argtypes)
+
+
+_decl("coda_status_string", c_char_p, c_int)
+_decl("coda_dtype_name", c_char_p, c_int)
+_decl("coda_dtype_size", ctypes.c_size_t, c_int)
+_decl("coda_context_default_options", ContextOptions)
+_decl("coda_context_create", c_int, _P(ContextOptions), _P(c_void_p))
+_decl("coda_context_destroy", None, c_void_p)
+_decl("coda_last_error", c_char_p, c_void_p)
+_decl("coda_context_backend", c_int, c_void_p)
+_decl("coda_context_precision", c_int, c_void_p)
+_decl("coda_cuda_available", c_int)
+_decl("coda_synchronize", c_int, c_void_p)
+_decl("coda_program_parse", c_int, c_void_p, c_char_p, _P(c_void_p))
+_decl("coda_program_destroy", None, c_void_p)
+_decl("coda_program_text", c_char_p, c_void_p)
+_decl("coda_program_ir", c_char_p, c_void_p)
+_decl("coda_program_num_args", c_int, c_void_p)
+_decl("coda_program_arg", c_int, c_void_p, c_int, _P(ArgInfo))
+_decl("coda_program_arg_shape", c_int, c_void_p, c_char_p, c_i64, c_i64, c_int, c_int, _P(c_i64), _P(c_i64))
+_decl("coda_program_builtin", c_int, c_void_p, c_char_p, _P(c_void_p))
+_decl("coda_builtin_program_name", c_char_p, c_int)
+_decl("coda_args_create", c_int, c_void_p, _P(c_void_p))
+_decl("coda_args_destroy", None, c_void_p)
+_decl("coda_args_set", c_int, c_void_p, c_char_p, _P(Tensor))
+_decl("coda_gemm_epilogue", c_int, c_void_p, c_void_p, c_int, _P(Tensor), c_int, _P(Tensor), c_void_p, Tiling)
+_decl("coda_preferred_tiling", c_int, c_void_p, c_void_p, c_i64, c_i64, c_i64, _P(Tiling))
+_decl("coda_finish", c_int, c_void_p, c_void_p, c_char_p, c_void_p, c_i64, c_i64, Tiling)
+_decl("coda_map", c_int, c_void_p, c_void_p, c_i64, c_i64, c_void_p, Tiling)
+_decl("coda_gemm", c_int, c_void_p, c_int, _P(Tensor), c_int, _P(Tensor), _P(Tensor), ctypes.c_float, c_int)

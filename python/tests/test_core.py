@@ -1,0 +1,200 @@
+"""The core API on numpy arrays (CPU backend), checked against independent
+numpy fp64 references of each program's math."""
+
+import numpy as np
+import pytest
+
+import coda
+
+RNG = np.random.default_rng(1234)
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape)
+
+
+RESIDUAL_ROWSUM = """
+input res : tile f64
+output x : f64
+s = acc + res
+store x = s
+reduce ss = rowsum(s * s)
+finish r = rstd(ss, 1e-5)
+"""
+
+
+def test_builtin_names_and_args():
+    names = coda.builtin_program_names()
+    assert "llama_residual_norm" in names and "llama_swiglu" in names
+    p = coda.Program.builtin("llama_residual_norm")
+    got = [(a.name, a.kind, a.dtype) for a in p.args]
+    assert got == [("res", "tile", "bf16"), ("w", "col", "bf16"), ("x", "output", "bf16"),
+                   ("h", "output", "bf16"), ("ss", "partial", "f32"), ("r", "finish", "f32")]
+    assert p.arg("res").shape == "(M, N)"
+    assert p.arg("w").shape == "(1, N)"
+    assert p.arg_shape("ss", 100, 300, (64, 128)) == (100, 3)
+    assert p.arg_shape("r", 100, 300, (64, 128)) == (100, 1)
+    sw = coda.Program.builtin("llama_swiglu")
+    y = sw.arg("y")
+    assert (y.kind, y.width, y.shape) == ("output", "half", "(M, N/2)")
+    assert "store" in p.text and p.ir
+
+
+def test_residual_rowsum_f64_exact():
+    ctx = coda.Context("cpu", precision="f64")
+    p = coda.Program.parse(RESIDUAL_ROWSUM)
+    M, N, K = 37, 300, 19
+    A, W, res = rand(M, K), rand(N, K), rand(M, N)
+    out = ctx.gemm_epilogue(p, A, W, trans_b=True, res=res)
+    s = A @ W.T + res
+    np.testing.assert_allclose(out["x"], s, rtol=1e-12, atol=1e-12)
+    # partials: one per row and column tile of the preferred tiling (64 x 128)
+    assert out["ss"].shape == (M, 3)
+    np.testing.assert_allclose(out["ss"].sum(1), (s * s).sum(1), rtol=1e-12)
+    np.testing.assert_allclose(out["r"][:, 0], 1 / np.sqrt((s * s).mean(1) + 1e-5), rtol=1e-12)
+
+
+def test_outputs_given_and_trans_a():
+    ctx = coda.Context("cpu", precision="f64")
+    p = coda.Program.parse(RESIDUAL_ROWSUM)
+    M, N, K = 8, 10, 6
+    At, B, res = rand(K, M), rand(K, N), rand(M, N)
+    x = np.zeros((M, N))
+    out = ctx.gemm_epilogue(p, At, B, trans_a=True, res=res, x=x, finish=False)
+    assert out["x"] is x and "r" not in out
+    np.testing.assert_allclose(x, At.T @ B + res, rtol=1e-12)
+    r = ctx.finish(p, "r", M, N, ss=out["ss"])
+    np.testing.assert_allclose(r[:, 0], 1 / np.sqrt((x * x).mean(1) + 1e-5), rtol=1e-12)
+
+
+def silu(v):
+    return v / (1 + np.exp(-v))
+
+
+def test_swiglu_builtin_bf16():
+    """llama_swiglu in fp32 compute with bf16 tensors (uint16 bits)."""
+    ctx = coda.Context("cpu")
+    p = coda.Program.builtin("llama_swiglu")
+    M, F, K = 9, 12, 16
+    h = coda.to_bf16(rand(M, K))
+    W = coda.to_bf16(rand(2 * F, K) * 0.3)
+    r = (RNG.random((M, 1)) + 0.5).astype(np.float32)
+    out = ctx.gemm_epilogue(p, h, W, trans_b=True, r=r)
+    assert out["z"].dtype == np.uint16 and out["z"].shape == (M, 2 * F)
+    assert out["y"].shape == (M, F)
+    acc = coda.from_bf16(h).astype(np.float64) @ coda.from_bf16(W).astype(np.float64).T
+    g, u = acc[:, 0::2] * r, acc[:, 1::2] * r
+    np.testing.assert_allclose(coda.from_bf16(out["z"])[:, 0::2], g, rtol=2e-2, atol=2e-2)
+    np.testing.assert_allclose(coda.from_bf16(out["z"])[:, 1::2], u, rtol=2e-2, atol=2e-2)
+    np.testing.assert_allclose(coda.from_bf16(out["y"]), silu(g) * u, rtol=3e-2, atol=3e-2)
+
+
+def test_swiglu_user_program_f32():
+    """A user-written SwiGLU program in fp32, non-interleaved halves of N."""
+    ctx = coda.Context("cpu")
+    p = coda.Program.parse("""
+mode pair
+output y : f32 half
+store y = swiglu(acc.even, acc.odd)
+""")
+    M, F, K = 5, 7, 11
+    A = rand(M, K).astype(np.float32)
+    B = rand(K, 2 * F).astype(np.float32)
+    y = ctx.gemm_epilogue(p, A, B)["y"]
+    acc = A.astype(np.float64) @ B.astype(np.float64)
+    np.testing.assert_allclose(y, silu(acc[:, 0::2]) * acc[:, 1::2], rtol=1e-4, atol=1e-5)
+
+
+def test_map_and_scalar():
+    ctx = coda.Context("cpu", precision="f64")
+    p = coda.Program.parse("""
+input x : tile f64
+input w : col f64
+input c : scalar f64
+output y : f64
+store y = x * w + c
+reduce cs = colsum(x)
+finish csum = sum(cs)
+""")
+    M, N = 13, 9
+    x, w = rand(M, N), rand(N)
+    out = ctx.map(p, x=x, w=w, c=0.5)
+    np.testing.assert_allclose(out["y"], x * w + 0.5, rtol=1e-12)
+    np.testing.assert_allclose(out["csum"][0], x.sum(0), rtol=1e-12)
+
+
+def test_plain_gemm():
+    ctx = coda.Context("cpu", precision="f64")
+    A, B = rand(4, 6), rand(5, 6)
+    np.testing.assert_allclose(ctx.gemm(A, B, trans_b=True), A @ B.T, rtol=1e-12)
+    out = ctx.gemm_epilogue(None, A, B, trans_b=True)
+    np.testing.assert_allclose(out["D"], A @ B.T, rtol=1e-12)
+
+
+def test_non_contiguous_input_is_copied():
+    ctx = coda.Context("cpu", precision="f64")
+    p = coda.Program.parse(RESIDUAL_ROWSUM)
+    A, W = rand(6, 4), rand(5, 4)
+    res = rand(5, 6).T  # column-major view
+    out = ctx.gemm_epilogue(p, A, W, trans_b=True, res=res)
+    np.testing.assert_allclose(out["x"], A @ W.T + res, rtol=1e-12)
+
+
+# ------------------------------------------------------------- errors
+
+def test_parse_error_message():
+    with pytest.raises(coda.CodaError) as e:
+        coda.Program.parse("input x : tile f32\nstore y = x\n")
+    assert e.value.status_name == "CODA_ERR_TYPE"
+    assert "line 2" in e.value.message and "'y'" in e.value.message
+    with pytest.raises(coda.CodaError) as e:
+        coda.Program.parse("input x : tile\n")
+    assert e.value.status_name == "CODA_ERR_PARSE" and "line 1" in e.value.message
+
+
+def test_unknown_builtin():
+    with pytest.raises(coda.CodaError) as e:
+        coda.Program.builtin("no_such_program")
+    assert "no_such_program" in str(e.value)
+
+
+def test_shape_and_dtype_errors():
+    ctx = coda.Context("cpu", precision="f64")
+    p = coda.Program.parse(RESIDUAL_ROWSUM)
+    A, W = rand(6, 4), rand(5, 4)
+    with pytest.raises(coda.CodaError) as e:
+        ctx.gemm_epilogue(p, A, W, trans_b=True, res=rand(6, 4))
+    assert e.value.status_name == "CODA_ERR_SHAPE"
+    assert "res" in e.value.message and "expected 6 x 5" in e.value.message
+    with pytest.raises(coda.CodaError) as e:
+        ctx.gemm_epilogue(p, A, W, trans_b=False, res=rand(6, 5))
+    assert e.value.status_name == "CODA_ERR_SHAPE" and "K mismatch" in e.value.message
+    with pytest.raises(coda.CodaError) as e:
+        ctx.gemm_epilogue(p, A, W, trans_b=True, res=rand(6, 5).astype(np.float32))
+    assert e.value.status_name == "CODA_ERR_DTYPE" and "declared f64" in e.value.message
+    with pytest.raises(coda.CodaError) as e:
+        ctx.gemm_epilogue(p, A, W, trans_b=True, res=rand(6, 5), bogus=rand(6, 5))
+    assert "bogus" in e.value.message
+    assert ctx.last_error  # the context keeps the last message
+
+
+def test_f64_needs_exact_mode():
+    ctx = coda.Context("cpu")
+    p = coda.Program.parse(RESIDUAL_ROWSUM)
+    with pytest.raises(coda.CodaError) as e:
+        ctx.gemm_epilogue(p, rand(3, 2), rand(4, 2), trans_b=True, res=rand(3, 4))
+    assert e.value.status_name == "CODA_ERR_DTYPE" and "exact" in e.value.message
+
+
+def test_bad_context_arguments():
+    with pytest.raises(ValueError):
+        coda.Context("tpu")
+    if not coda.cuda_available():
+        with pytest.raises(coda.CodaError):
+            coda.Context("cuda")
+
+
+def test_bf16_round_trip():
+    v = np.array([1.0, -2.5, 3.140625, 1e-3, 0.0], dtype=np.float32)
+    np.testing.assert_allclose(coda.from_bf16(coda.to_bf16(v)), v, rtol=4e-3)
+    assert coda.to_bf16(np.array([1.0 + 2 ** -8]))[0] == coda.to_bf16(np.array([1.0]))[0]  # to even
