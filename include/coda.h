@@ -312,6 +312,81 @@ coda_status coda_b_finish(coda_builder b, const char *name, coda_finish_kind kin
 /* Validates and returns the program; the builder may then be destroyed. */
 coda_status coda_builder_finish(coda_builder b, coda_program *out);
 
+/* ------------------------------------------------ checking a program */
+
+/* A copy of p for exact mode: every bf16, f16 and f32 declaration (inputs
+ * and outputs) becomes f64; i32 and `x2` declarations (16-bit packing)
+ * stay. ctx must be a CPU context of precision CODA_PRECISION_F64. Used to
+ * evaluate a program against itself in fp64 (coda run) and by
+ * coda_program_gradcheck. */
+coda_status coda_program_exact(coda_context ctx, coda_program p, coda_program *out);
+
+/* coda_program_gradcheck: checks that program `bwd` computes the backward
+ * of program `fwd` against central finite differences of fwd, in fp64.
+ * With random forward inputs X and random gradients dY of the seeded
+ * forward outputs, L(X) = sum over seeded outputs Y of sum(dY * Y(X)); the
+ * backward run on (saved values, dY) must give dL/dx for every `wrt` link,
+ * element by element: max|bwd - fd| / max|fd| <= tol. Links name the
+ * correspondence; `fwd` is always a forward name, `bwd` a backward one. */
+typedef enum coda_grad_role {
+  CODA_GRAD_WRT = 0,   /* backward output/finisher `bwd` is dL/d(forward input `fwd`;
+                        * "acc": the forward's accumulator) */
+  CODA_GRAD_SEED = 1,  /* backward input `bwd` ("acc": the backward's accumulator)
+                        * is dL/d(forward output or finisher `fwd`), random */
+  CODA_GRAD_SAVE = 2,  /* backward input `bwd` holds forward input/output `fwd`
+                        * (implied for a backward input named like one) */
+  CODA_GRAD_DOT = 3,   /* backward row or rowsum input `bwd`[m] =
+                        * sum_n fwd[m,n] dfwd[m,n], fwd a seeded forward output */
+  CODA_GRAD_VALUE = 4, /* input `fwd` of the forward and/or `bwd` of the backward
+                        * (either may be NULL) = lo everywhere, not perturbed */
+  CODA_GRAD_RANGE = 5  /* forward input `fwd` random uniform in [lo, hi] */
+} coda_grad_role;
+
+typedef struct coda_grad_link {
+  coda_grad_role role;
+  const char *fwd;
+  const char *bwd;
+  double lo, hi;
+} coda_grad_link;
+
+typedef struct coda_gradcheck_options {
+  int64_t M, N;   /* the forward's domain (default 3 x 8); the backward's N is
+                   * N, N/2 or 2N: the one where every linked shape agrees */
+  uint64_t seed;  /* default 1 */
+  double step;    /* finite-difference step, relative: h = step max(1, |x|)
+                   * (default 1e-6) */
+  double tol;     /* default 1e-6 */
+} coda_gradcheck_options;
+coda_gradcheck_options coda_gradcheck_default_options(void);
+
+#define CODA_GRADCHECK_MAX 16
+typedef struct coda_gradcheck_entry {
+  const char *fwd, *bwd;  /* the wrt link */
+  double max_abs_err;     /* max |bwd - fd| */
+  double max_abs_fd;      /* max |fd| */
+  double rel_err;         /* max_abs_err / max_abs_fd (NaN if non-finite) */
+  int64_t worst_row, worst_col; /* where |bwd - fd| is largest */
+  int pass;
+} coda_gradcheck_entry;
+typedef struct coda_gradcheck_report {
+  int nentries;
+  coda_gradcheck_entry entry[CODA_GRADCHECK_MAX];
+  int64_t bwd_N;          /* the backward's N */
+  int evaluations;        /* forward runs */
+  int pass;               /* every entry passed */
+} coda_gradcheck_report;
+
+/* ctx: a CPU context of precision F64; fwd and bwd may come from any
+ * context (they are copied with coda_program_exact). Returns CODA_OK when
+ * the check ran (the verdict is in out->pass); an error (with a message)
+ * when the links do not fit the programs: an unknown name, a backward
+ * input left unlinked, shapes that do not agree for any backward N, an
+ * `x2` declaration (check the pair-mode form of the program). */
+coda_status coda_program_gradcheck(coda_context ctx, coda_program fwd, coda_program bwd,
+                                   const coda_grad_link *links, int nlinks,
+                                   const coda_gradcheck_options *opt,
+                                   coda_gradcheck_report *out);
+
 /* ------------------------------------------------ GEMM + epilogue on a backend */
 
 typedef enum coda_transpose { CODA_N = 0, CODA_T = 1 } coda_transpose;
