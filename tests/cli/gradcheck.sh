@@ -1,0 +1,46 @@
+#!/bin/sh
+# coda gradcheck: built-in forward/backward pairs pass; a backward with one
+# constant changed fails (exit status 1, MISMATCH); a link naming nothing
+# is a usage error with a message.
+#   sh tests/cli/gradcheck.sh PATH/TO/coda PROGRAMS_DIR WORKDIR
+set -u
+coda=$1
+progs=$2
+work=$3
+rm -rf "$work"
+mkdir -p "$work"
+fails=0
+run() { # run WANT_RC ARGS...
+  want=$1
+  shift
+  "$coda" gradcheck "$@" >"$work/out.txt" 2>"$work/err.txt"
+  rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    fails=$((fails + 1))
+    echo "FAIL: coda gradcheck $* -> $rc, expected $want"
+    sed 's/^/  | /' "$work/out.txt" "$work/err.txt" | head -20
+  else
+    echo "ok: coda gradcheck $* -> $rc"
+  fi
+}
+run 0 builtin:llama_swiglu builtin:llama_swiglu_bwd_pairs --wrt acc=dz --grad y=dy --value r=1
+run 0 builtin:gpt2_ln_linear_gelu builtin:gpt2_gelu_bwd --wrt acc=du,dv=db --grad g=acc --value rs=1 --m 4 --n 10
+run 0 builtin:gpt2_ln_linear_gelu "$progs/examples/gelu_bwd_explicit.coda" --wrt acc=du --grad g=acc --value rs=1
+grep -q PASS "$work/out.txt" || { fails=$((fails + 1)); echo "FAIL: no PASS line"; }
+# one constant changed: 3 * 0.044715 = 0.134145 -> 0.13
+sed 's/0\.134145/0.13/' "$progs/examples/gelu_bwd_explicit.coda" >"$work/broken.coda"
+run 1 builtin:gpt2_ln_linear_gelu "$work/broken.coda" --wrt acc=du --grad g=acc --value rs=1
+grep -q MISMATCH "$work/out.txt" || { fails=$((fails + 1)); echo "FAIL: no MISMATCH line"; }
+# the forward's r left random: dL/dacc = dz r, not dz
+run 1 builtin:llama_swiglu builtin:llama_swiglu_bwd_pairs --wrt acc=dz --grad y=dy
+# bad links and usage
+run 1 builtin:llama_swiglu builtin:llama_swiglu_bwd_pairs --wrt nosuch=dz --grad y=dy
+grep -q "nosuch" "$work/err.txt" || { fails=$((fails + 1)); echo "FAIL: message does not name the link"; }
+run 1 builtin:llama_swiglu builtin:llama_swiglu_bwd_pairs --wrt acc=dz
+grep -q "not linked" "$work/err.txt" || { fails=$((fails + 1)); echo "FAIL: unlinked input not reported"; }
+run 1 builtin:llama_swiglu builtin:llama_swiglu_bwd --wrt acc=dz --grad y=acc --value r=1
+grep -q "x2" "$work/err.txt" || { fails=$((fails + 1)); echo "FAIL: x2 not reported"; }
+run 2 builtin:llama_swiglu
+run 2 builtin:llama_swiglu builtin:llama_swiglu_bwd_pairs --wrt acc
+echo "$fails failure(s)"
+[ "$fails" -eq 0 ]
