@@ -189,6 +189,21 @@ coda_status coda_memory_stats(coda_context ctx, coda_memory_info *out);
 /* Sets the peak to the current usage (to measure one phase). */
 coda_status coda_memory_reset_peak(coda_context ctx);
 
+/* .npy files (NumPy format versions 1.0 to 3.0, little-endian, C order,
+ * 0-, 1- or 2-D). dtypes: '<f4' f32, '<f8' f64, '<i4' i32, '<f2' f16, and
+ * bf16 stored as '<u2' holding the bf16 bit patterns (the upper 16 bits of
+ * the f32; NumPy reads them as uint16: view them with
+ * (a.astype(np.uint32) << 16).view(np.float32)). Anything else (other
+ * descr, Fortran order, 3-D, a size that does not match the file) is
+ * CODA_ERR_IO with a message.
+ * coda_npy_read: *data (malloc'ed, caller frees) holds rows x cols dense
+ * elements of *dtype; a 1-D (n,) array is 1 x n, a 0-D one 1 x 1; *ndim
+ * (may be NULL) is the number of dimensions in the file.
+ * coda_npy_write: writes the host view t as a 2-D array (rows, cols). */
+coda_status coda_npy_read(coda_context ctx, const char *path, coda_dtype *dtype, int64_t *rows,
+                          int64_t *cols, int *ndim, void **data);
+coda_status coda_npy_write(coda_context ctx, const char *path, const coda_tensor *t);
+
 /* ------------------------------------------------------ epilogue programs */
 
 typedef struct coda_program_s *coda_program;
