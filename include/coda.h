@@ -263,6 +263,15 @@ coda_status coda_program_arg_shape(coda_program p, const char *name,
                                    int64_t M, int64_t N, int tile_m,
                                    int tile_n, int64_t *rows, int64_t *cols);
 
+/* coda_program_arg and coda_program_arg_shape take no context and so
+ * return a bare status; these variants leave a message in ctx on failure
+ * that says why ("pair mode needs an even N, found 63", "segment 96 and
+ * tile_n 128 do not divide one another", "no argument named 'q'"). */
+coda_status coda_program_arg_ctx(coda_context ctx, coda_program p, int i, coda_arg_info *info);
+coda_status coda_program_arg_shape_ctx(coda_context ctx, coda_program p, const char *name,
+                                       int64_t M, int64_t N, int tile_m, int tile_n,
+                                       int64_t *rows, int64_t *cols);
+
 /* Built-in programs (the .coda files of programs/, embedded at build time): parse the
  * one named `name` (the file name without .coda); names are listed by
  * index, NULL past the end. */
