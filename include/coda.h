@@ -293,7 +293,9 @@ typedef enum coda_op {
   CODA_OP_LT, CODA_OP_LE, CODA_OP_GT, CODA_OP_GE, CODA_OP_EQ, CODA_OP_NE,
   CODA_OP_SELECT, CODA_OP_SWIGLU, CODA_OP_GEGLU,
   /* two-result ops */
-  CODA_OP_DSWIGLU, CODA_OP_DGEGLU, CODA_OP_ROPE, CODA_OP_ROPE_BWD
+  CODA_OP_DSWIGLU, CODA_OP_DGEGLU, CODA_OP_ROPE, CODA_OP_ROPE_BWD,
+  /* one result, added after the first set (values kept) */
+  CODA_OP_ERF, CODA_OP_RELU, CODA_OP_POW, CODA_OP_ROUND_BF16, CODA_OP_ROUND_F16
 } coda_op;
 
 typedef enum coda_lane { CODA_LANE_NONE = 0, CODA_LANE_EVEN = 1, CODA_LANE_ODD = 2 } coda_lane;
