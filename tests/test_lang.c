@@ -329,7 +329,7 @@ static void test_errors(void) {
   check_error("reduce s = rowsum(acc)\nfinish r = rstd(s)\n", CODA_ERR_PARSE, 2, 18, "expected ','");
   check_error("reduce s = rowsum(acc)\nfinish r = sum(s, 1)\n", CODA_ERR_PARSE, 2, 17, "expected ')'");
   check_error("reduce s = avg(acc)\n", CODA_ERR_PARSE, 1, 12, "expected a reduction");
-  check_error("x = foo(acc)\n", CODA_ERR_TYPE, 1, 5, "'foo' is used before it is defined");
+  check_error("x = foo(acc)\n", CODA_ERR_TYPE, 1, 5, "unknown function 'foo'");
   check_error("x = acc\n= 3\n", CODA_ERR_PARSE, 2, 1, "expected a statement");
   /* nesting deeper than the limit */
   {
