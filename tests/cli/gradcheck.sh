@@ -33,6 +33,11 @@ run 1 builtin:gpt2_ln_linear_gelu "$work/broken.coda" --wrt acc=du --grad g=acc 
 grep -q MISMATCH "$work/out.txt" || { fails=$((fails + 1)); echo "FAIL: no MISMATCH line"; }
 # the forward's r left random: dL/dacc = dz r, not dz
 run 1 builtin:llama_swiglu builtin:llama_swiglu_bwd_pairs --wrt acc=dz --grad y=dy
+# the tutorial's pair (docs/tutorial.md), and its bug: the factor 2 of 2 ds y dropped
+run 0 "$progs/examples/sqrelu.coda" "$progs/examples/sqrelu_bwd.coda" --wrt acc=dpre,b=db --grad y=acc,s=ds
+sed 's/2 \* ds \* v/ds * v/' "$progs/examples/sqrelu_bwd.coda" >"$work/sqrelu_bad.coda"
+cmp -s "$progs/examples/sqrelu_bwd.coda" "$work/sqrelu_bad.coda" && { fails=$((fails + 1)); echo "FAIL: sed did not change the program"; }
+run 1 "$progs/examples/sqrelu.coda" "$work/sqrelu_bad.coda" --wrt acc=dpre,b=db --grad y=acc,s=ds
 # bad links and usage
 run 1 builtin:llama_swiglu builtin:llama_swiglu_bwd_pairs --wrt nosuch=dz --grad y=dy
 grep -q "nosuch" "$work/err.txt" || { fails=$((fails + 1)); echo "FAIL: message does not name the link"; }
