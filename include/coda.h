@@ -332,7 +332,9 @@ coda_status coda_b_store_pair(coda_builder b, coda_value output, coda_value even
 coda_status coda_b_reduce(coda_builder b, const char *name, coda_reduce_kind kind,
                           coda_value v, coda_value index_input, int segment);
 /* partial2: for RSTD, an optional rowsum partial of x (NULL otherwise):
- * then rstd is centered, rsqrt(sum(P)/N - (sum(P2)/N)^2 + eps). */
+ * then rstd is centered, rsqrt(sum(P)/C - (sum(P2)/C)^2 + eps), with C the
+ * count summed: N for row partials, M for column partials, S for a segment
+ * S (docs/language.md). */
 coda_status coda_b_finish(coda_builder b, const char *name, coda_finish_kind kind,
                           const char *partial, const char *partial2, double eps);
 /* Validates and returns the program; the builder may then be destroyed. */
