@@ -64,5 +64,11 @@ grep -q "cannot open" "$work/err.txt" || fail "missing file not reported"
 # the reason a shape is invalid reaches the message
 run 1 --builtin llama_swiglu --n 63
 grep -q "pair mode needs an even N, found 63" "$work/err.txt" || fail "odd N reason missing"
+# a segment that tile_n 128 does not divide: coda check says so, coda run says why
+printf 'input x : tile bf16\noutput y : bf16\nreduce p = rowsum(acc) per 96\nstore y = x\n' >"$work/seg.coda"
+"$coda" check "$work/seg.coda" >"$work/out.txt" 2>"$work/err.txt" || fail "coda check rejected a valid program"
+grep -q "segment 96 and tile_n 128" "$work/err.txt" || fail "coda check gives no note on the segment"
+run 1 "$work/seg.coda" --m 8 --n 192 --k 16
+grep -q "segment 96 and tile_n 128 do not divide" "$work/err.txt" || fail "coda run gives no reason for the segment"
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]
