@@ -4,7 +4,7 @@
 #    the operands; running again on those files (--input, another seed)
 #    gives the same bits; --input acc with an identity B works;
 #  - tanh' written as 1 - t*t is within the rule for |x| < 1 and outside it
-#    for x in [4, 6] (--range): exit status 1;
+#    for x in [4, 6] (--range): reported, exit status 1 with --strict;
 #  - a NaN output (log of a negative range) is reported, exit status 1;
 #  - malformed or mis-shaped .npy inputs and unknown names fail with a message.
 #   sh tests/cli/run_files.sh PATH/TO/coda PROGRAMS_DIR WORKDIR
@@ -42,8 +42,11 @@ grep -q "GEMM 40 x 68 x 68" "$work/out.txt" || fail "--input acc did not set M, 
 # precision: 1 - tanh(x)^2 in fp32
 printf 'input x : tile f32\noutput y : f32\nt = tanh(x)\nstore y = 1 - t * t\n' >"$work/dtanh.coda"
 run 0 "$work/dtanh.coda" --m 16 --n 64 --k 8 --reps 1 --range x=-1:1
-run 1 "$work/dtanh.coda" --m 16 --n 64 --k 8 --reps 1 --range x=4:6
+run 0 "$work/dtanh.coda" --m 16 --n 64 --k 8 --reps 1 --range x=4:6
 grep -q "outside the rule" "$work/out.txt" || fail "precision loss not reported"
+run 1 "$work/dtanh.coda" --m 16 --n 64 --k 8 --reps 1 --range x=4:6 --strict
+grep -q "outside the rule" "$work/out.txt" || fail "precision loss not reported with --strict"
+run 0 "$work/dtanh.coda" --m 16 --n 64 --k 8 --reps 1 --range x=-1:1 --strict
 # NaN
 printf 'input x : tile f32\noutput y : bf16\nstore y = log(x) * acc\n' >"$work/nan.coda"
 run 1 "$work/nan.coda" --m 8 --n 16 --k 8 --reps 1 --range x=-1:-0.5
