@@ -795,7 +795,7 @@ static void test_random_builder(void) {
       } else if (what == 2) v = coda_b_const(b, ((double)(int)(xr(&seed) % 2001) - 1000) / 64);
       else if (what == 3) v = xr(&seed) % 2 ? coda_b_row_index(b) : coda_b_col_index(b);
       else {
-        coda_op op = (coda_op)(xr(&seed) % (CODA_OP_ROPE_BWD + 1));
+        coda_op op = (coda_op)(xr(&seed) % (unsigned)ir_op_count()); /* every op of ops.def */
         coda_value args[CODA_MAX_ARGS];
         for (int a = 0; a < ir_op_arity(op); a++) /* mostly recent values, sometimes any */
           args[a] = vals[xr(&seed) % 3 ? nv - 1 - (int)(xr(&seed) % (nv < 4 ? nv : 4)) : (int)(xr(&seed) % nv)];
