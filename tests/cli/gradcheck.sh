@@ -24,6 +24,11 @@ run() { # run WANT_RC ARGS...
   fi
 }
 run 0 builtin:llama_swiglu builtin:llama_swiglu_bwd_pairs --wrt acc=dz --grad y=dy --value r=1
+# with r = 1, dL/dr = sum_n (g dg + u du): the backward's zdz reduction is checked too
+run 0 builtin:llama_swiglu builtin:llama_swiglu_bwd_pairs --wrt acc=dz,r=zdz --grad y=dy --value r=1
+grep -q "zdz .*ok" "$work/out.txt" || { fails=$((fails + 1)); echo "FAIL: zdz not checked"; }
+# RoPE: the backward rotates back; pos and freq are shared by name, y is the saved qkv
+run 0 builtin:llama_qkv_rope builtin:llama_rope_bwd --wrt acc=dz --grad qkv=dy --save qkv=y --value r=1
 run 0 builtin:gpt2_ln_linear_gelu builtin:gpt2_gelu_bwd --wrt acc=du,dv=db --grad g=acc --value rs=1 --m 4 --n 10
 run 0 builtin:gpt2_ln_linear_gelu "$progs/examples/gelu_bwd_explicit.coda" --wrt acc=du --grad g=acc --value rs=1
 grep -q PASS "$work/out.txt" || { fails=$((fails + 1)); echo "FAIL: no PASS line"; }
