@@ -366,7 +366,8 @@ typedef enum coda_grad_role {
   CODA_GRAD_DOT = 3,   /* backward row or rowsum input `bwd`[m] =
                         * sum_n fwd[m,n] dfwd[m,n], fwd a seeded forward output */
   CODA_GRAD_VALUE = 4, /* input `fwd` of the forward and/or `bwd` of the backward
-                        * (either may be NULL) = lo everywhere, not perturbed */
+                        * (either may be NULL) = lo everywhere (a forward input
+                        * named by a wrt link is still perturbed from there) */
   CODA_GRAD_RANGE = 5  /* forward input `fwd` random uniform in [lo, hi] */
 } coda_grad_role;
 

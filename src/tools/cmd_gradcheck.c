@@ -27,7 +27,7 @@ static void usage(FILE *f) {
           "                      input or output); implied for equal names\n"
           "  --dot FWD=BWD,...   backward row/rowsum input BWD[m] = sum_n FWD dFWD\n"
           "  --value NAME=V,...  input NAME of either program = V (a number, N or 1/N\n"
-          "                      with N the forward's N), not perturbed\n"
+          "                      with N the forward's N) instead of random\n"
           "  --range NAME=LO:HI  forward input NAME uniform in [LO, HI] (default: +-[0.1, 1),\n"
           "                      positive for scalars and rowsum partials)\n"
           "Options:\n"
