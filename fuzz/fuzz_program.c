@@ -60,7 +60,7 @@ static void builder_case(const uint8_t *d, size_t n) {
     } else if (cmd == 2) v = coda_b_const(b, ((double)x - 128) / 8);
     else if (cmd == 3) v = x & 1 ? coda_b_row_index(b) : coda_b_col_index(b);
     else if (cmd <= 6) {
-      coda_op op = (coda_op)(x % (CODA_OP_ROPE_BWD + 1));
+      coda_op op = (coda_op)(x % (unsigned)ir_op_count());
       coda_value args[CODA_MAX_ARGS];
       for (int a = 0; a < ir_op_arity(op); a++) args[a] = vals[nv - 1 - (int)(BYTE() % (unsigned)nv)];
       v = coda_b_op(b, op, ir_op_arity(op), args, &second);

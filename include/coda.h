@@ -189,6 +189,21 @@ coda_status coda_memory_stats(coda_context ctx, coda_memory_info *out);
 /* Sets the peak to the current usage (to measure one phase). */
 coda_status coda_memory_reset_peak(coda_context ctx);
 
+/* .npy files (NumPy format versions 1.0 to 3.0, little-endian, C order,
+ * 0-, 1- or 2-D). dtypes: '<f4' f32, '<f8' f64, '<i4' i32, '<f2' f16, and
+ * bf16 stored as '<u2' holding the bf16 bit patterns (the upper 16 bits of
+ * the f32; NumPy reads them as uint16: view them with
+ * (a.astype(np.uint32) << 16).view(np.float32)). Anything else (other
+ * descr, Fortran order, 3-D, a size that does not match the file) is
+ * CODA_ERR_IO with a message.
+ * coda_npy_read: *data (malloc'ed, caller frees) holds rows x cols dense
+ * elements of *dtype; a 1-D (n,) array is 1 x n, a 0-D one 1 x 1; *ndim
+ * (may be NULL) is the number of dimensions in the file.
+ * coda_npy_write: writes the host view t as a 2-D array (rows, cols). */
+coda_status coda_npy_read(coda_context ctx, const char *path, coda_dtype *dtype, int64_t *rows,
+                          int64_t *cols, int *ndim, void **data);
+coda_status coda_npy_write(coda_context ctx, const char *path, const coda_tensor *t);
+
 /* ------------------------------------------------------ epilogue programs */
 
 typedef struct coda_program_s *coda_program;
@@ -248,6 +263,15 @@ coda_status coda_program_arg_shape(coda_program p, const char *name,
                                    int64_t M, int64_t N, int tile_m,
                                    int tile_n, int64_t *rows, int64_t *cols);
 
+/* coda_program_arg and coda_program_arg_shape take no context and so
+ * return a bare status; these variants leave a message in ctx on failure
+ * that says why ("pair mode needs an even N, found 63", "segment 96 and
+ * tile_n 128 do not divide one another", "no argument named 'q'"). */
+coda_status coda_program_arg_ctx(coda_context ctx, coda_program p, int i, coda_arg_info *info);
+coda_status coda_program_arg_shape_ctx(coda_context ctx, coda_program p, const char *name,
+                                       int64_t M, int64_t N, int tile_m, int tile_n,
+                                       int64_t *rows, int64_t *cols);
+
 /* Built-in programs (the .coda files of programs/, embedded at build time): parse the
  * one named `name` (the file name without .coda); names are listed by
  * index, NULL past the end. */
@@ -269,7 +293,9 @@ typedef enum coda_op {
   CODA_OP_LT, CODA_OP_LE, CODA_OP_GT, CODA_OP_GE, CODA_OP_EQ, CODA_OP_NE,
   CODA_OP_SELECT, CODA_OP_SWIGLU, CODA_OP_GEGLU,
   /* two-result ops */
-  CODA_OP_DSWIGLU, CODA_OP_DGEGLU, CODA_OP_ROPE, CODA_OP_ROPE_BWD
+  CODA_OP_DSWIGLU, CODA_OP_DGEGLU, CODA_OP_ROPE, CODA_OP_ROPE_BWD,
+  /* one result, added after the first set (values kept) */
+  CODA_OP_ERF, CODA_OP_RELU, CODA_OP_POW, CODA_OP_ROUND_BF16, CODA_OP_ROUND_F16
 } coda_op;
 
 typedef enum coda_lane { CODA_LANE_NONE = 0, CODA_LANE_EVEN = 1, CODA_LANE_ODD = 2 } coda_lane;
@@ -306,11 +332,89 @@ coda_status coda_b_store_pair(coda_builder b, coda_value output, coda_value even
 coda_status coda_b_reduce(coda_builder b, const char *name, coda_reduce_kind kind,
                           coda_value v, coda_value index_input, int segment);
 /* partial2: for RSTD, an optional rowsum partial of x (NULL otherwise):
- * then rstd is centered, rsqrt(sum(P)/N - (sum(P2)/N)^2 + eps). */
+ * then rstd is centered, rsqrt(sum(P)/C - (sum(P2)/C)^2 + eps), with C the
+ * count summed: N for row partials, M for column partials, S for a segment
+ * S (docs/language.md). */
 coda_status coda_b_finish(coda_builder b, const char *name, coda_finish_kind kind,
                           const char *partial, const char *partial2, double eps);
 /* Validates and returns the program; the builder may then be destroyed. */
 coda_status coda_builder_finish(coda_builder b, coda_program *out);
+
+/* ------------------------------------------------ checking a program */
+
+/* A copy of p for exact mode: every bf16, f16 and f32 declaration (inputs
+ * and outputs) becomes f64; i32 and `x2` declarations (16-bit packing)
+ * stay. ctx must be a CPU context of precision CODA_PRECISION_F64. Used to
+ * evaluate a program against itself in fp64 (coda run) and by
+ * coda_program_gradcheck. */
+coda_status coda_program_exact(coda_context ctx, coda_program p, coda_program *out);
+
+/* coda_program_gradcheck: checks that program `bwd` computes the backward
+ * of program `fwd` against central finite differences of fwd, in fp64.
+ * With random forward inputs X and random gradients dY of the seeded
+ * forward outputs, L(X) = sum over seeded outputs Y of sum(dY * Y(X)); the
+ * backward run on (saved values, dY) must give dL/dx for every `wrt` link,
+ * element by element: max|bwd - fd| / max|fd| <= tol. Links name the
+ * correspondence; `fwd` is always a forward name, `bwd` a backward one. */
+typedef enum coda_grad_role {
+  CODA_GRAD_WRT = 0,   /* backward output/finisher `bwd` is dL/d(forward input `fwd`;
+                        * "acc": the forward's accumulator) */
+  CODA_GRAD_SEED = 1,  /* backward input `bwd` ("acc": the backward's accumulator)
+                        * is dL/d(forward output or finisher `fwd`), random */
+  CODA_GRAD_SAVE = 2,  /* backward input `bwd` holds forward input/output `fwd`
+                        * (implied for a backward input named like one) */
+  CODA_GRAD_DOT = 3,   /* backward row or rowsum input `bwd`[m] =
+                        * sum_n fwd[m,n] dfwd[m,n], fwd a seeded forward output */
+  CODA_GRAD_VALUE = 4, /* input `fwd` of the forward and/or `bwd` of the backward
+                        * (either may be NULL) = lo everywhere (a forward input
+                        * named by a wrt link is still perturbed from there) */
+  CODA_GRAD_RANGE = 5  /* forward input `fwd` random uniform in [lo, hi] */
+} coda_grad_role;
+
+typedef struct coda_grad_link {
+  coda_grad_role role;
+  const char *fwd;
+  const char *bwd;
+  double lo, hi;
+} coda_grad_link;
+
+typedef struct coda_gradcheck_options {
+  int64_t M, N;   /* the forward's domain (default 3 x 8); the backward's N is
+                   * N, N/2 or 2N: the one where every linked shape agrees */
+  uint64_t seed;  /* default 1 */
+  double step;    /* finite-difference step, relative: h = step max(1, |x|)
+                   * (default 1e-6) */
+  double tol;     /* default 1e-6 */
+} coda_gradcheck_options;
+coda_gradcheck_options coda_gradcheck_default_options(void);
+
+#define CODA_GRADCHECK_MAX 16
+typedef struct coda_gradcheck_entry {
+  const char *fwd, *bwd;  /* the wrt link */
+  double max_abs_err;     /* max |bwd - fd| */
+  double max_abs_fd;      /* max |fd| */
+  double rel_err;         /* max_abs_err / max_abs_fd (NaN if non-finite) */
+  int64_t worst_row, worst_col; /* where |bwd - fd| is largest */
+  int pass;
+} coda_gradcheck_entry;
+typedef struct coda_gradcheck_report {
+  int nentries;
+  coda_gradcheck_entry entry[CODA_GRADCHECK_MAX];
+  int64_t bwd_N;          /* the backward's N */
+  int evaluations;        /* forward runs */
+  int pass;               /* every entry passed */
+} coda_gradcheck_report;
+
+/* ctx: a CPU context of precision F64; fwd and bwd may come from any
+ * context (they are copied with coda_program_exact). Returns CODA_OK when
+ * the check ran (the verdict is in out->pass); an error (with a message)
+ * when the links do not fit the programs: an unknown name, a backward
+ * input left unlinked, shapes that do not agree for any backward N, an
+ * `x2` declaration (check the pair-mode form of the program). */
+coda_status coda_program_gradcheck(coda_context ctx, coda_program fwd, coda_program bwd,
+                                   const coda_grad_link *links, int nlinks,
+                                   const coda_gradcheck_options *opt,
+                                   coda_gradcheck_report *out);
 
 /* ------------------------------------------------ GEMM + epilogue on a backend */
 

@@ -101,4 +101,16 @@
      "store z = pack(acc.odd, acc.even)\n" \
      "store w = pack(acc.even + t.odd, t.even)\n"
 
+/* The functions of the second round (erf, relu, pow, round_bf16,
+ * round_f16); the rounded values depend only on inputs, so both backends
+ * round the same fp32 numbers. */
+#define EPI_TEST_ROUND2_OPS \
+     "input t : tile f32\n" \
+     "input c : col f32\n" \
+     "output y : f32\n" \
+     "output z : bf16\n" \
+     "a = erf(acc) + relu(acc - 0.25) * pow(abs(t) + 0.5, acc * 0.5) + pow(abs(c) + 1, 2)\n" \
+     "store y = round_bf16(t * 3) + round_f16(c - t) + a\n" \
+     "store z = relu(-acc) + erf(t)\n"
+
 #endif

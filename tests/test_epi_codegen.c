@@ -53,6 +53,7 @@ static const char *const kExtra[][2] = {
      "store o3 = -f\n"},
     {"pair_two_result_ops", EPI_TEST_PAIR_OPS},
     {"elem_reductions_x2", EPI_TEST_ELEM_REDUCE_X2},
+    {"round2_ops", EPI_TEST_ROUND2_OPS},
 };
 
 static int compile_one(coda_context ctx, const char *name, coda_program p, int ta, int tb, int f16) {

@@ -49,6 +49,25 @@ static double ref_dsilu(double x) {
   return s + x * s * (1.0 - s);
 }
 
+/* erf by the series 2/sqrt(pi) e^-x^2 sum_n 2^n x^(2n+1) / (1 3 5 ... (2n+1)),
+ * whose terms are all of one sign (no cancellation) */
+static double ref_erf(double x) {
+  double term = x, sum = x;
+  for (int n = 1; n < 200 && fabs(term) > 1e-18 * fabs(sum); n++) {
+    term *= 2 * x * x / (2 * n + 1);
+    sum += term;
+  }
+  return 2 / sqrt(PI) * exp(-x * x) * sum;
+}
+/* x (a float) rounded to `bits` significant bits, ties to even (normal range) */
+static double ref_round_bits(double x, int bits) {
+  int e;
+  double m = frexp((double)(float)x, &e); /* |m| in [0.5, 1) */
+  double s = ldexp(m, bits), r = floor(s), f = s - r;
+  if (f > 0.5 || (f == 0.5 && fmod(r, 2) != 0)) r += 1;
+  return ldexp(r, e - bits);
+}
+
 /* The op's value(s) at operands x; 0 if the test has no reference for it. */
 static int reference(coda_op op, const double *x, double *y0, double *y1) {
   *y1 = 0;
@@ -89,6 +108,11 @@ static int reference(coda_op op, const double *x, double *y0, double *y1) {
     *y0 = x[2] * x[1] * ref_dgelu(x[0]);
     *y1 = x[2] * ref_gelu(x[0]);
     return 1;
+  case CODA_OP_ERF: *y0 = ref_erf(x[0]); return 1;
+  case CODA_OP_RELU: *y0 = x[0] > 0 ? x[0] : 0; return 1;
+  case CODA_OP_POW: *y0 = exp(x[1] * log(x[0])); return 1;
+  case CODA_OP_ROUND_BF16: *y0 = ref_round_bits(x[0], 8); return 1;
+  case CODA_OP_ROUND_F16: *y0 = ref_round_bits(x[0], 11); return 1;
   case CODA_OP_ROPE:
   case CODA_OP_ROPE_BWD: { /* rotation by +-2 pi p (fhi + flo), no range reduction */
     const double th = (op == CODA_OP_ROPE ? 2 : -2) * PI * x[2] * (x[3] + x[4]);
@@ -105,6 +129,8 @@ static void domain(coda_op op, int k, double *lo, double *hi) {
   *lo = -3, *hi = 3;
   if (op == CODA_OP_LOG || op == CODA_OP_SQRT || op == CODA_OP_RSQRT) *lo = 0.05, *hi = 6;
   if (op == CODA_OP_DIV && k == 1) *lo = 0.25, *hi = 4;
+  if (op == CODA_OP_POW && k == 0) *lo = 0.05, *hi = 6; /* pow: x > 0, any real y */
+  if (op == CODA_OP_ROUND_BF16 || op == CODA_OP_ROUND_F16) *lo = -300, *hi = 300;
   if (op == CODA_OP_ROPE || op == CODA_OP_ROPE_BWD) {
     if (k == 2) *lo = 1, *hi = 40;                /* position */
     if (k == 3) *lo = 1e-3, *hi = 0.4;            /* frequency, turns per position */

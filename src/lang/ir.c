@@ -337,6 +337,42 @@ coda_status coda_program_arg_shape(coda_program p, const char *name, int64_t M,
   return CODA_OK;
 }
 
+coda_status coda_program_arg_ctx(coda_context ctx, coda_program p, int i, coda_arg_info *info) {
+  if (!p || !info)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_program_arg: %s is NULL", p ? "info" : "program");
+  coda_status s = coda_program_arg(p, i, info);
+  if (s)
+    return coda_fail(ctx, s, "coda_program_arg: index %d out of range (the program has %d arguments)",
+                     i, coda_program_num_args(p));
+  return CODA_OK;
+}
+
+coda_status coda_program_arg_shape_ctx(coda_context ctx, coda_program p, const char *name,
+                                       int64_t M, int64_t N, int tile_m, int tile_n,
+                                       int64_t *rows, int64_t *cols) {
+  coda_status s = coda_program_arg_shape(p, name, M, N, tile_m, tile_n, rows, cols);
+  if (s == CODA_OK) return s;
+  if (!p || !name || !rows || !cols)
+    return coda_fail(ctx, s, "coda_program_arg_shape: NULL argument");
+  if (M < 0 || N < 0)
+    return coda_fail(ctx, s, "argument '%s': negative domain %lld x %lld", name, (long long)M, (long long)N);
+  if (tile_m <= 0 || tile_n <= 0)
+    return coda_fail(ctx, s, "argument '%s': tiling %d x %d is not positive", name, tile_m, tile_n);
+  if (s == CODA_ERR_OVERFLOW) return coda_fail(ctx, s, "argument '%s': N = %lld overflows", name, (long long)N);
+  if (p->pair_mode && N % 2 != 0)
+    return coda_fail(ctx, s, "argument '%s': pair mode needs an even N, found %lld", name, (long long)N);
+  int k = ir_find_reduce(p, name), seg = 0;
+  if (k >= 0) seg = p->reduces[k].segment;
+  else if ((k = ir_find_finish(p, name)) >= 0) seg = p->reduces[p->finishes[k].reduce].segment;
+  if (s == CODA_ERR_SHAPE && seg > 0)
+    return coda_fail(ctx, s, "argument '%s': segment %d and tile_n %d do not divide one another "
+                     "(rowsum ... per S needs S %% tile_n == 0 or tile_n %% S == 0; the GPU runs "
+                     "tile_n 128)", name, seg, tile_n);
+  if (s == CODA_ERR_INVALID_ARGUMENT)
+    return coda_fail(ctx, s, "the program has no argument named '%.64s'", name);
+  return coda_fail(ctx, s, "argument '%s': no valid shape for %lld x %lld", name, (long long)M, (long long)N);
+}
+
 /* ------------------------------------------------------------ built-ins */
 
 const char *coda_builtin_program_name(int i) {

@@ -287,8 +287,50 @@ static int emit_math(parser *ps, coda_op op, int nargs, const int *args, const t
   return in->dst;
 }
 
+/* Edit distance of a[0..la) and b (short names only). */
+static int edit_distance(const char *a, int la, const char *b) {
+  int lb = (int)strlen(b), d[CODA_NAME_MAX + 1];
+  if (la > CODA_NAME_MAX || lb > CODA_NAME_MAX) return 99;
+  for (int j = 0; j <= lb; j++) d[j] = j;
+  for (int i = 1; i <= la; i++) {
+    int diag = d[0];
+    d[0] = i;
+    for (int j = 1; j <= lb; j++) {
+      int up = d[j], best = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (d[j - 1] + 1 < best) best = d[j - 1] + 1;
+      d[j] = best;
+      diag = up;
+    }
+  }
+  return d[lb];
+}
+
+/* NAME( with NAME neither a function nor defined: the closest function
+ * name, if one is close, and the list of them. */
+static int unknown_function(parser *ps, const token *t, const char *nm);
+
 /* The call ops of lang/ops.def by function name. */
 static int find_function(const token *t) { return ir_op_find_call(t->s, (size_t)t->len); }
+
+static int unknown_function(parser *ps, const token *t, const char *nm) {
+  char list[400] = "", near[48] = "";
+  size_t len = 0;
+  int best = 3;
+  for (int op = 0; op < ir_op_count(); op++) {
+    if (ir_op_prec((coda_op)op) != 0) continue;
+    const char *f = ir_op_name((coda_op)op);
+    int n = snprintf(list + len, sizeof list - len, "%s%s", len ? " " : "", f);
+    if (n > 0 && (size_t)n < sizeof list - len) len += (size_t)n;
+    int d = edit_distance(t->s, t->len, f);
+    if (d < best && d < t->len) {
+      best = d;
+      snprintf(near, sizeof near, "did you mean '%s'? ", f);
+    }
+  }
+  return perr(ps, CODA_ERR_TYPE, t->line, t->col, "unknown function '%s': %s(functions: %s)", nm, near,
+              list);
+}
 
 static int parse_expr(parser *ps);
 
@@ -387,6 +429,7 @@ static int parse_primary(parser *ps) {
       return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is only allowed in a reduce statement", nm);
     if (tok_is(&t, "rstd") || tok_is(&t, "sum") || tok_is(&t, "lse") || tok_is(&t, "mean"))
       return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is only allowed in a finish statement", nm);
+    if (ps->tok.k == T_LP) return unknown_function(ps, &t, nm);
     if (t.len >= CODA_NAME_MAX)
       return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%.32s...' is used before it is defined", t.s);
     return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is used before it is defined", nm);
@@ -667,9 +710,13 @@ static int parse_finish(parser *ps) {
   if (partial_ref(ps, &reduce)) return -1;
   if (kind == CODA_FINISH_RSTD) {
     if (expect(ps, T_COMMA, "','")) return -1;
-    if (ps->tok.k != T_NUM) return expect(ps, T_NUM, "a number (eps)");
+    if (ps->tok.k != T_NUM)
+      return expected(ps, "a number literal as rstd's eps (eps must be a literal, not a name or an "
+                          "expression)");
     eps = ps->tok.num;
     next(ps);
+    if (ps->tok.k != T_COMMA && ps->tok.k != T_RP)
+      return expected(ps, "')' or ',' after rstd's eps (eps must be a literal, not an expression)");
     if (accept(ps, T_COMMA) && partial_ref(ps, &reduce2)) return -1;
   }
   if (expect(ps, T_RP, "')'")) return -1;

@@ -22,12 +22,30 @@
 
 #define PARSER_MAX_DEPTH 64 /* keep equal to MAX_DEPTH in parse.c */
 
-/* Shortest %g form that reads back to the same double. */
+/* The shortest text that reads back to the same double: the fewest
+ * significant digits (%g), the exponent without '+' and leading zeros
+ * ("1e-5", not "1e-05"), and an integer written out when that is no longer
+ * ("30", not "3e1"; "100", not "1e2"; but "1e6"). */
 static void fmt_number(char *buf, size_t n, double v) {
+  char g[64], f[64];
   for (int prec = 1; prec <= 17; prec++) {
-    snprintf(buf, n, "%.*g", prec, v);
-    if (strtod(buf, NULL) == v) return;
+    snprintf(g, sizeof g, "%.*g", prec, v);
+    if (strtod(g, NULL) == v) break;
   }
+  char *e = strchr(g, 'e');
+  if (e) { /* e+05 -> e5, e-05 -> e-5 */
+    char *d = e + 1, *src = e + 1;
+    if (*src == '+') src++;
+    else if (*src == '-') *d++ = *src++;
+    while (*src == '0' && src[1]) src++;
+    memmove(d, src, strlen(src) + 1);
+  }
+  const char *best = g;
+  if (e && fabs(v) < 1e21 && v == floor(v)) {
+    snprintf(f, sizeof f, "%.0f", v);
+    if (strtod(f, NULL) == v && strlen(f) <= strlen(g)) best = f;
+  }
+  snprintf(buf, n, "%s", best);
 }
 
 static const char *kind_word(coda_arg_kind k) {

@@ -85,6 +85,16 @@ int coda_cmd_check(int argc, char **argv) {
     return 1;
   }
   fputs(text ? coda_program_text(p) : coda_program_ir(p), stdout);
+  /* valid, but not with every tiling: say where it will fail (the GPU's
+   * tile_n is 128) */
+  for (int i = 0; i < coda_program_num_args(p); i++) {
+    coda_arg_info a;
+    int64_t r, c;
+    if (coda_program_arg(p, i, &a) == CODA_OK &&
+        coda_program_arg_shape_ctx(ctx, p, a.name, 64, 1024, 64, 128, &r, &c) == CODA_ERR_SHAPE)
+      fprintf(stderr, "%s: note: valid, but it cannot run with the GPU's tiling: %s\n", label,
+              coda_last_error(ctx));
+  }
   coda_program_destroy(p);
   coda_context_destroy(ctx);
   return 0;

@@ -16,6 +16,7 @@ int cmd_generate(int argc, char **argv); /* cmd_generate.c */
 
 int coda_cmd_check(int argc, char **argv);
 int coda_cmd_run(int argc, char **argv);   /* cmd_run.c */
+int coda_cmd_gradcheck(int argc, char **argv); /* cmd_gradcheck.c */
 int cmd_demo(int argc, char **argv);       /* cmd_demo.c */
 int coda_cmd_compile(int argc, char **argv); /* cmd_compile.c */
 int cmd_bench(int argc, char **argv);      /* cmd_bench.c */
@@ -25,7 +26,8 @@ typedef struct { const char *name; int (*fn)(int, char **); const char *help; } 
 static const command commands[] = {
   {"version", cmd_version, "print the version and whether a GPU is usable"},
   {"check", coda_cmd_check, "parse and validate an epilogue program, print its IR"},
-  {"run", coda_cmd_run, "run a program fused into a GEMM on random data (CPU, and GPU with --gpu)"},
+  {"run", coda_cmd_run, "run a program fused into a GEMM on random or .npy data, checked against fp64 (CPU, and GPU with --gpu)"},
+  {"gradcheck", coda_cmd_gradcheck, "check a backward program against finite differences of its forward (fp64)"},
   {"compile", coda_cmd_compile, "print a program's generated CUDA epilogue and compile it (NVRTC, sm_90a)"},
   {"train", cmd_train, "train a Llama-style model (CPU; see coda train --help)"},
   {"generate", cmd_generate, "sample text from a checkpoint"},

@@ -97,6 +97,8 @@ static const char *const kPrims[][2] = {
     /* rowsum inputs (partials summed per row) and hoisted row math */
     {"prim_rowsum_hoist", EPI_TEST_ROWSUM_HOIST},
     {"prim_rowsum_pair", EPI_TEST_ROWSUM_PAIR},
+    /* erf, relu, pow, round_bf16, round_f16 */
+    {"prim_round2_ops", EPI_TEST_ROUND2_OPS},
 };
 #define NPRIMS ((int)(sizeof kPrims / sizeof kPrims[0]))
 
