@@ -159,17 +159,17 @@ static coda_status json_num(coda_context ctx, const char *js, const char *path, 
 }
 
 static coda_status read_text(coda_context ctx, const char *path, char **out) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return coda_fail(ctx, CODA_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-  char *b = malloc(1 << 20);
-  size_t n = b ? fread(b, 1, (1 << 20) - 1, f) : 0;
-  int big = b && n == (1 << 20) - 1 && fgetc(f) != EOF;
-  fclose(f);
-  if (!b) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
-  if (big) { free(b); return coda_fail(ctx, CODA_ERR_IO, "%s: larger than 1 MiB", path); }
+  unsigned char *b;
+  size_t n;
+  /* a regular file of at most 1 MiB (a FIFO or device is refused) */
+  coda_status s = coda_read_file_max(ctx, path, (1 << 20) - 1, &b, &n);
+  if (s) return s;
+  unsigned char *nb = realloc(b, n + 1);
+  if (!nb) { free(b); return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory"); }
+  b = nb;
   b[n] = '\0';
-  if (strlen(b) != n) { free(b); return coda_fail(ctx, CODA_ERR_IO, "%s: NUL byte in JSON", path); }
-  *out = b;
+  if (strlen((char *)b) != n) { free(b); return coda_fail(ctx, CODA_ERR_IO, "%s: NUL byte in JSON", path); }
+  *out = (char *)b;
   return CODA_OK;
 }
 
@@ -295,6 +295,7 @@ coda_status coda_hf_import(coda_context ctx, const char *dir, coda_engine engine
 
 coda_status coda_hf_export_checkpoint(coda_context ctx, const char *checkpoint,
                                       const char *hf_dir) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
   if (!checkpoint || !hf_dir) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "NULL path");
   coda_model_config c;
   coda_status s = coda_checkpoint_config(ctx, checkpoint, &c);
@@ -310,6 +311,7 @@ coda_status coda_hf_export_checkpoint(coda_context ctx, const char *checkpoint,
 
 coda_status coda_hf_import_checkpoint(coda_context ctx, const char *hf_dir,
                                       const char *checkpoint) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
   if (!checkpoint || !hf_dir) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "NULL path");
   coda_model *m;
   coda_status s = coda_hf_import(ctx, hf_dir, CODA_ENGINE_REFERENCE, &m);

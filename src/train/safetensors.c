@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define ST_MAX_HEADER (100u << 20)
 
@@ -234,6 +235,10 @@ static int cmp_name(const void *a, const void *b) {
   return strcmp(x->name, y->name);
 }
 
+static int cmp_cstr(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 static coda_status st_parse_owned(coda_context ctx, unsigned char *buf, size_t size,
                                   int require_crc, const char *what, coda_st_file *f) {
   memset(f, 0, sizeof *f);
@@ -365,6 +370,21 @@ static coda_status st_parse_owned(coda_context ctx, unsigned char *buf, size_t s
     }
     free(o);
   }
+  if (f->nmeta > 1) { /* unique metadata keys (else the first would win silently) */
+    char **k = malloc((size_t)f->nmeta * sizeof *k);
+    if (!k) { jfail(&j, "out of memory"); goto fail; }
+    memcpy(k, f->meta_key, (size_t)f->nmeta * sizeof *k);
+    qsort(k, (size_t)f->nmeta, sizeof *k, cmp_cstr);
+    for (int i = 1; i < f->nmeta; i++) {
+      if (!strcmp(k[i], k[i - 1])) {
+        coda_fail(ctx, CODA_ERR_IO, "%s: metadata key '%s' appears twice", what, k[i]);
+        free(k);
+        j.err = CODA_ERR_IO;
+        goto fail;
+      }
+    }
+    free(k);
+  }
   const char *crc = coda_st_meta(f, "crc32");
   if (crc) {
     char *endp;
@@ -419,11 +439,39 @@ coda_status coda_st_parse(coda_context ctx, const void *bytes, size_t n, int req
 
 coda_status coda_st_load(coda_context ctx, const char *path, int require_crc, coda_st_file *out) {
   memset(out, 0, sizeof *out);
-  unsigned char *b;
-  size_t n;
-  coda_status s = coda_read_file(ctx, path, &b, &n);
+  int fd;
+  uint64_t size;
+  coda_status s = coda_open_regular(ctx, path, UINT64_MAX, &fd, &size);
   if (s != CODA_OK) return s;
-  return st_parse_owned(ctx, b, n, require_crc, path, out);
+  /* The header length against the file's size before the whole file is
+   * read (and allocated). */
+  if (size >= 8) {
+    unsigned char len8[8];
+    s = coda_read_fd(ctx, fd, path, 0, len8, 8);
+    uint64_t hl = 0;
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)len8[i] << (8 * i);
+    if (!s && (hl < 2 || hl > ST_MAX_HEADER || hl > size - 8))
+      s = coda_fail(ctx, CODA_ERR_IO, "%s: bad header length %llu (file has %llu bytes; "
+                    "truncated or not safetensors)", path, (unsigned long long)hl,
+                    (unsigned long long)size);
+    if (s) {
+      close(fd);
+      return s;
+    }
+  }
+  unsigned char *b = malloc(size ? (size_t)size : 1);
+  if (!b) {
+    close(fd);
+    return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "%s: out of memory (%llu bytes)", path,
+                     (unsigned long long)size);
+  }
+  s = coda_read_fd(ctx, fd, path, 0, b, (size_t)size);
+  close(fd);
+  if (s) {
+    free(b);
+    return s;
+  }
+  return st_parse_owned(ctx, b, (size_t)size, require_crc, path, out);
 }
 
 const coda_st_tensor *coda_st_find(const coda_st_file *f, const char *name) {

@@ -107,10 +107,13 @@ static coda_status mkdirs(coda_context ctx, const char *dir) {
 }
 
 coda_status coda_prepare_corpus(coda_context ctx, const char *src_dir, const char *out_dir) {
-  if (!out_dir) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "prepare corpus: no output directory");
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  if (!out_dir || !*out_dir)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "prepare corpus: no output directory");
+  if (!src_dir || !*src_dir)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "prepare corpus: no source directory");
   coda_status s = mkdirs(ctx, out_dir);
   if (s) return s;
-  if (!src_dir) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "prepare corpus: no source directory");
   return coda_prepare_corpus_dir(ctx, src_dir, out_dir, 20, NULL, NULL);
 }
 
@@ -227,6 +230,7 @@ static coda_train_progress progress_init(coda_train_event e, const coda_train_op
 
 coda_status coda_train(coda_context ctx, const coda_train_options *opts,
                        coda_train_summary *sum) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
   if (!opts || !sum) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "NULL options or summary");
   coda_train_options o = *opts;
   /* data parallel: N ranks, rank 0 (the lead) prints, logs and saves */
@@ -640,6 +644,7 @@ static int sample(float *logits, int V, double temp, int top_k, uint64_t *rng) {
 }
 
 coda_status coda_generate(coda_context ctx, const coda_generate_options *o, char **text) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
   if (!o || !text || !o->checkpoint)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "generate: checkpoint and output are required");
   *text = NULL;
