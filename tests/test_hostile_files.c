@@ -115,6 +115,28 @@ int main(void) {
   CHECK_MSG(coda_checkpoint_config(ctx, p, &c) == CODA_OK, "%s", coda_last_error(ctx));
   CHECK_EQ_INT(c.dim, 32);
 
+  /* A checkpoint grown (sparse) to 8 GiB: its configuration comes from the
+   * header alone, and loading refuses it by size before reading. */
+  {
+    coda_model_config mc;
+    CHECK(coda_model_config_named("tiny", &mc) == CODA_OK);
+    mc.dim = 32; mc.layers = 1; mc.heads = 2; mc.kv_heads = 1; mc.ffn = 64; mc.seq = 16;
+    coda_model *m;
+    CHECK(coda_model_create(ctx, &mc, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
+    coda_model_init(m, 1);
+    coda_train_state ts = {0, 0, 0, 0.0};
+    snprintf(q, sizeof q, "%s/huge.safetensors", dir);
+    CHECK(coda_checkpoint_save(ctx, q, m, NULL, NULL, &ts) == CODA_OK);
+    CHECK(coda_checkpoint_load(ctx, q, m, NULL, NULL, NULL) == CODA_OK);
+    CHECK(truncate(q, (off_t)8 << 30) == 0);
+    CHECK_MSG(coda_checkpoint_config(ctx, q, &c) == CODA_OK, "%s", coda_last_error(ctx));
+    CHECK_EQ_INT(c.dim, 32);
+    CHECK(coda_checkpoint_load(ctx, q, m, NULL, NULL, NULL) == CODA_ERR_IO);
+    CHECK_MSG(has(coda_last_error(ctx), "more than"), "%s", coda_last_error(ctx));
+    unlink(q);
+    coda_model_destroy(m);
+  }
+
   /* Duplicate metadata keys are refused. */
   snprintf(p, sizeof p, "%s/dup.safetensors", dir);
   CHECK(save_meta(ctx, p, "10000", "model.dim") == CODA_OK);

@@ -143,7 +143,9 @@ static coda_status config_from(coda_context ctx, const coda_st_file *f, const ch
 
 coda_status coda_checkpoint_config(coda_context ctx, const char *path, coda_model_config *cfg) {
   coda_st_file f;
-  coda_status s = coda_st_load(ctx, path, 1, &f);
+  /* the header alone (bounded; its checksum verified): the configuration
+   * is known before any weight is read */
+  coda_status s = coda_st_load_ex(ctx, path, 1, UINT64_MAX, 1, &f);
   if (s) return s;
   s = config_from(ctx, &f, path, cfg);
   coda_st_free(&f);
@@ -168,7 +170,10 @@ static coda_status copy_tensor(coda_context ctx, const coda_st_file *f, const ch
 coda_status coda_checkpoint_load(coda_context ctx, const char *path, coda_model *model, float *m,
                                  float *v, coda_train_state *st) {
   coda_st_file f;
-  coda_status s = coda_st_load(ctx, path, 1, &f);
+  /* At most the header and the weights with both moments of this model:
+   * a larger file is refused before it is read. */
+  const uint64_t max = 8 + (uint64_t)CODA_ST_MAX_HEADER + 3 * (uint64_t)coda_model_size(model) * 4;
+  coda_status s = coda_st_load_ex(ctx, path, 1, max, 0, &f);
   if (s) return s;
   coda_model_config c;
   s = config_from(ctx, &f, path, &c);

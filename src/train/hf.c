@@ -238,7 +238,15 @@ coda_status coda_hf_import(coda_context ctx, const char *dir, coda_engine engine
       c.tied = tie && !strncmp(tie, "true", 4);
     }
   }
-  if (!s) s = coda_st_load(ctx, mp, 0, &f);
+  if (!s) s = coda_model_config_check(ctx, &c);
+  if (!s) {
+    /* at most the header and every weight in F32 (lm_head included):
+     * a larger file is refused before it is read */
+    coda_model_config u = c;
+    u.tied = 0;
+    const uint64_t max = 8 + (uint64_t)CODA_ST_MAX_HEADER + 4 * (uint64_t)coda_model_config_params(&u);
+    s = coda_st_load_ex(ctx, mp, 0, max, 0, &f);
+  }
   if (!s) {
     if (!c.tied && !coda_st_find(&f, "lm_head.weight")) c.tied = 1;
     s = coda_model_create(ctx, &c, engine, &m);

@@ -109,6 +109,14 @@ typedef struct coda_st_file {
  * the header; require_crc makes both mandatory. */
 coda_status coda_st_load(coda_context ctx, const char *path, int require_crc,
                          coda_st_file *out);
+/* The largest header a reader accepts. */
+#define CODA_ST_MAX_HEADER (100u << 20)
+/* The same, bounded: a file of more than max bytes is refused before it is
+ * read. header_only: reads only the length and the header (offsets are
+ * checked against the file size, the header checksum is verified, the data
+ * is not read: tensors' data is NULL). */
+coda_status coda_st_load_ex(coda_context ctx, const char *path, int require_crc,
+                            uint64_t max, int header_only, coda_st_file *out);
 /* Same from memory (the buffer is copied). */
 coda_status coda_st_parse(coda_context ctx, const void *bytes, size_t n,
                           int require_crc, const char *what, coda_st_file *out);
