@@ -7,6 +7,7 @@
 #include "coda_train.h"
 #include "base/internal.h"
 #include "train/train.h"
+#include "base/tune_cache.h"
 #include "check.h"
 #include "file_util.h"
 
@@ -85,6 +86,13 @@ int main(void) {
   uint64_t cnt;
   CHECK(coda_shard_read(ctx, "/dev/zero", &tok, &cnt, NULL) == CODA_ERR_IO);
   CHECK(coda_read_file_max(ctx, "/dev/null", 10, &b, &n) == CODA_ERR_IO);
+  /* a tuning cache that is a FIFO is ignored, without blocking */
+  {
+    coda_tune_cache tc;
+    coda_tune_cache_init(&tc, "dev", "lib", p);
+    CHECK(coda_tune_cache_load(&tc) == 0);
+    coda_tune_cache_free(&tc);
+  }
   unlink(p);
   /* A header length larger than the file: refused before the whole read. */
   snprintf(p, sizeof p, "%s/len.safetensors", dir);
