@@ -132,6 +132,13 @@ expect "is a FIFO" -- train --import-hf hf --out o6
 # a FIFO for a program file
 expect "not a regular file" -- check fifo.safetensors
 
+# a corpus file beyond the reader's limit (sparse: nothing is written)
+mkdir bigcorpus
+if truncate -s 2G bigcorpus/huge 2>/dev/null; then
+  expect "bigcorpus/huge: 2147483648 bytes is larger than the limit" -- train --prepare --corpus bigcorpus --data bigdata
+fi
+rm -rf bigcorpus
+
 # 8. coda demo sizes are bounded
 expect "--layers needs an integer in [1, 64]" -- demo --layers 100000
 expect "--seq needs an integer in [1, 8192]" -- demo --seq 10000000
