@@ -377,12 +377,13 @@ int coda_dist_launch(int ranks, coda_comm_kind kind, coda_rank_main fn, void *us
   int rc = fork_failed;
   if (!fork_failed && first_bad >= 0) {
     /* every rank stopping with the same status (3: a non-finite loss, which
-     * all ranks see alike) is that status; otherwise the first failure */
+     * all ranks see alike; 130: an interruption, which they agree on) is
+     * that status; otherwise the first failure */
     int same = 1;
     for (int r = 0; r < started; r++) same &= done[r] && status[r] == status[first_bad];
     const int st = status[first_bad];
     rc = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
-    if (!same || rc != 3) describe(first_bad, st, err, errlen);
+    if (!same || (rc != 3 && rc != 130)) describe(first_bad, st, err, errlen);
     if (rc == 0) rc = 1;
   }
   munmap(sh, bytes);

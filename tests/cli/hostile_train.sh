@@ -118,6 +118,23 @@ if [ $rc -ne 0 ] && grep -q -i "interrupted" err.txt && grep -q "INTERRUPTED" ou
    [ -f r5i/checkpoint.safetensors ]; then ok "interrupted quiet run -> $rc"
 else fail "interrupted quiet run: status $rc"; cat out.txt; fi
 
+# the same with 2 CPU ranks (Ctrl-C reaches the whole process group): the
+# job's status is the ranks' common 130, not a rank "failure"
+if command -v setsid >/dev/null 2>&1; then
+  setsid "$coda" train --dim 32 --layers 1 --heads 2 --kv-heads 1 --ffn 64 --seq 16 --batch 2 \
+    --quiet --val-batches 0 --data good/data --out r5d --steps 100000 --ranks 2 --threads 1 \
+    >out.txt 2>err.txt &
+  pid=$!
+  sleep 4
+  kill -INT -$pid 2>/dev/null || kill -INT $pid
+  wait $pid
+  rc=$?
+  cases=$((cases + 1))
+  if [ $rc -eq 130 ] && grep -q -i "interrupted" err.txt && ! grep -q "failed" err.txt; then
+    ok "interrupted 2-rank run -> $rc"
+  else fail "interrupted 2-rank run: status $rc"; cat out.txt; fi
+fi
+
 # 6, 13. checkpoints that are not regular files, without blocking
 expect "/dev/zero: is a device, not a regular file" -- generate --checkpoint /dev/zero --tokens 2
 expect "good: is a directory" -- generate --checkpoint good --tokens 2
