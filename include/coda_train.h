@@ -60,7 +60,8 @@ typedef enum coda_train_engine {
 /* How a run ended (coda_train_summary.stopped). */
 typedef enum coda_train_stop {
   CODA_TRAIN_FINISHED = 0,    /* every step ran */
-  CODA_TRAIN_INTERRUPTED = 1, /* should_stop asked; the step was saved */
+  CODA_TRAIN_INTERRUPTED = 1, /* should_stop asked; the step was saved (none
+                               * when it came before the first step) */
   CODA_TRAIN_NONFINITE = 2    /* loss or gradient norm not finite (bad_step) */
 } coda_train_stop;
 
@@ -133,7 +134,7 @@ typedef struct coda_train_progress {
   const char *checkpoint;
   /* DONE */
   const coda_train_summary *summary;
-  const char *loss_curve; /* loss.png (may not exist: see WARNING) */
+  const char *loss_curve; /* loss.png; NULL when it was not written (see WARNING) */
   /* WARNING */
   const char *message;
 } coda_train_progress;
@@ -154,13 +155,19 @@ typedef struct coda_train_options {
   const char *out_dir;   /* checkpoints, loss curve, log */
   const char *resume;    /* checkpoint to resume from, or NULL */
   const char *init;      /* checkpoint whose weights start a fresh run */
-  const char *data_dir;  /* train.tok / val.tok (prepared if missing) */
+  const char *data_dir;  /* train.tok / val.tok (default out_dir/data), prepared
+                          * from corpus_dir when both are missing; one without
+                          * the other is refused (a shard is never
+                          * overwritten), and so is a data_dir that does not
+                          * exist when there is no corpus_dir */
   const char *corpus_dir;/* text files to prepare from when the shards are
                           * missing; no default (NULL and no shards:
                           * CODA_ERR_INVALID_ARGUMENT) */
   coda_train_engine engine;
-  int quiet;             /* progress gets only DONE, WARNING and NONFINITE */
-  /* Polled once per step; nonzero stops after the step (with a save). */
+  int quiet;             /* progress gets only DONE, WARNING, NONFINITE and
+                          * INTERRUPTED */
+  /* Polled once per step and between validation batches; nonzero stops
+   * after the step (with a save; a validation in progress is cut short). */
   int (*should_stop)(void *user);
   void *user;            /* passed to should_stop and progress */
   /* Progress reports (NULL: none; the library itself prints nothing). */
@@ -174,7 +181,17 @@ typedef struct coda_train_options {
    * 0 alone reports progress, logs and writes checkpoints (in the
    * one-process format). */
   coda_comm comm;
+  /* Fields of model the caller set explicitly (CODA_MODEL_SET_* bits):
+   * with resume or init the checkpoint's configuration is used, and one
+   * that differs in a field set here is refused, not silently taken. */
+  unsigned model_set;
 } coda_train_options;
+
+enum {
+  CODA_MODEL_SET_VOCAB = 1, CODA_MODEL_SET_DIM = 2, CODA_MODEL_SET_LAYERS = 4,
+  CODA_MODEL_SET_HEADS = 8, CODA_MODEL_SET_KV_HEADS = 16, CODA_MODEL_SET_FFN = 32,
+  CODA_MODEL_SET_SEQ = 64, CODA_MODEL_SET_TIED = 128, CODA_MODEL_SET_ALL = 255
+};
 
 /* Defaults: the "tiny" model, no corpus directory, no progress callback,
  * peak_flops 0. */
@@ -191,9 +208,14 @@ typedef struct coda_generate_options {
   uint64_t seed;
 } coda_generate_options;
 
-/* Samples text after the prompt; *text is malloc'ed (caller frees). */
+/* Samples text after the prompt; *text is malloc'ed (caller frees) and
+ * NUL-terminated, but the bytes may hold NUL themselves: coda_generate_n
+ * also gives their count. Non-finite logits (a checkpoint of NaN or inf
+ * weights) are an error, not empty text. */
 coda_status coda_generate(coda_context ctx, const coda_generate_options *o,
                           char **text);
+coda_status coda_generate_n(coda_context ctx, const coda_generate_options *o,
+                            char **text, size_t *len);
 
 /* Hugging Face Llama layout (config.json + model.safetensors, HF tensor
  * names, half-split RoPE rows, separate gate/up): export the weights of a

@@ -6,8 +6,8 @@
 #
 # FUZZ_ONLY=program|safetensors|shard runs one harness only.
 # Builds fuzz/fuzz_program.c with clang (-fsanitize=fuzzer,address,undefined)
-# directly from the sources it needs: the core files that do not depend on a
-# backend, src/lang/*.c, and the built-in programs embedded from programs/
+# directly from the sources it needs: base, api and the CPU backend (OpenMP),
+# src/lang/*.c, and the built-in programs embedded from programs/
 # (or an empty table if cmake is not available). Runs it for the given time
 # on a copy of the seed corpus fuzz/corpus/program/ and prints libFuzzer's
 # final statistics. Crash inputs are written to $FUZZ_OUT (default
@@ -32,12 +32,13 @@ const int coda_builtin_program_count = 0;
 STUB
 fi
 
-# base and api files that need no backend (dispatch.c and the like call into
-# src/backends; CUDA headers are included only under CODA_HAVE_CUDA)
-core=$(grep -L -E '#include "(backends|nn|train)/' "$root"/src/base/*.c "$root"/src/api/*.c)
+# base, api and the CPU backend behind the backend table (the context
+# reaches its backend through src/backends/registry.c; CUDA code is built
+# only under CODA_HAVE_CUDA), OpenMP for the CPU backend
+core="$(ls "$root"/src/base/*.c "$root"/src/api/*.c) $root/src/backends/registry.c $(ls "$root"/src/backends/cpu/*.c)"
 
 # shellcheck disable=SC2086
-"$cc" -std=c11 -g -O1 -Wno-comment -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+"$cc" -std=c11 -g -O1 -Wno-comment -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I"$root/include" -I"$root/src" \
   $core "$root"/src/lang/*.c "$embed" "$root/fuzz/fuzz_program.c" -lm -o "$out/fuzz_program"
 
@@ -54,12 +55,12 @@ grep -q -E 'ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error|fuzz_program:
 fi
 
 # The file readers: src/train/safetensors.c and data.c need only the core
-# files above and util.c (CRC-32, atomic writes).
+# files above and util.c (CRC-32, bounded reads, atomic writes).
 for h in safetensors shard; do
   if [ -n "$only" ] && [ "$only" != "$h" ]; then continue; fi
   # shellcheck disable=SC2086
-  "$cc" -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I"$root/include" -I"$root/src" $core "$root/src/train/safetensors.c" \
+  "$cc" -std=c11 -g -O1 -Wno-comment -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -I"$root/include" -I"$root/src" $core "$root"/src/lang/*.c "$embed" "$root/src/train/safetensors.c" \
     "$root/src/train/data.c" "$root/src/train/util.c" "$root/fuzz/fuzz_$h.c" -lm -o "$out/fuzz_$h"
   mkdir -p "$out/corpus-$h" "$out/tmp"
   # the shard harness writes each input to a file: memory-backed is ~50x faster

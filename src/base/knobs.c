@@ -37,6 +37,12 @@ void coda_knobs_from_env(coda_knobs *k) {
   else if (home && *home && strlen(home) + 13 < sizeof k->cache_dir)
     snprintf(k->cache_dir, sizeof k->cache_dir, "%s/.cache/coda", home);
   copy_str(k->nccl_lib, sizeof k->nccl_lib, getenv("CODA_NCCL_LIB"));
+  v = getenv("CODA_COMM_TIMEOUT");
+  if (v && *v) {
+    char *end;
+    double t = strtod(v, &end);
+    if (!*end && t > 0 && t < 1e9) k->comm_timeout_s = t;
+  }
 }
 
 void coda_knobs_resolve(const coda_context_options *o, coda_knobs *k) {

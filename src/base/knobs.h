@@ -23,6 +23,10 @@ typedef struct coda_knobs {
   /* CODA_CACHE_DIR, else $HOME/.cache/coda; "" when neither is set */
   char cache_dir[CODA_KNOB_PATH_LEN];
   char nccl_lib[CODA_KNOB_PATH_LEN]; /* CODA_NCCL_LIB, else "" (libnccl.so.2) */
+  /* CODA_COMM_TIMEOUT=SECONDS: how long a CPU collective waits for a peer
+   * rank before it fails naming the missing ranks; 0 when unset (the
+   * communicator's default) */
+  double comm_timeout_s;
 } coda_knobs;
 
 /* Reads the environment into k. The only getenv of the library. */

@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 const char *coda_status_string(coda_status s) {
   switch (s) {
@@ -26,10 +27,16 @@ const char *coda_status_string(coda_status s) {
 
 coda_status coda_fail(coda_context ctx, coda_status s, const char *fmt, ...) {
   if (ctx) {
+    /* Formatted aside, then copied: an argument may point into last_error
+     * itself (a message that wraps the previous one), and vsnprintf into
+     * a buffer one of its arguments reads is undefined. */
+    char msg[sizeof ctx->last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ctx->last_error, sizeof ctx->last_error, fmt, ap);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (n < 0) msg[0] = '\0';
+    memcpy(ctx->last_error, msg, sizeof msg);
   }
   return s;
 }

@@ -44,7 +44,7 @@ coda_status coda_check_tensor(coda_context ctx, const char *what,
   if (t->rows < 0 || t->cols < 0)
     return coda_fail(ctx, CODA_ERR_SHAPE, "%s: negative shape %lld x %lld", what,
                      (long long)t->rows, (long long)t->cols);
-  if (t->ld < t->cols || t->ld < 1)
+  if (t->ld < t->cols) /* ld 0 only for an empty view of 0 columns */
     return coda_fail(ctx, CODA_ERR_LAYOUT, "%s: leading dimension %lld < cols %lld",
                      what, (long long)t->ld, (long long)t->cols);
   int64_t n;

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <stdint.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #define TUNE_FILE "gemm-tune.txt"
@@ -228,9 +230,24 @@ int coda_tune_parse_line(const char *line, coda_tune_entry *out) {
  * memory: stop). Returns the number of corrupt lines (overlong ones
  * included), or -1 if the file could not be opened. */
 typedef int (*take_line_fn)(void *c, const char *line, int keep_memory);
+/* The largest cache file read: beyond it the file is ignored, as is one
+ * that is not a regular file (a FIFO must not block the open). */
+#define TUNE_FILE_MAX (64u << 20)
 static int read_lines(const char *path, take_line_fn take, void *c, int keep_memory) {
-  FILE *f = fopen(path, "r");
-  if (!f) return -1;
+  int fd = open(path, O_RDONLY | O_NONBLOCK);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > TUNE_FILE_MAX) {
+    close(fd);
+    return -1;
+  }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  FILE *f = fdopen(fd, "r");
+  if (!f) {
+    close(fd);
+    return -1;
+  }
   char line[TUNE_LINE_MAX];
   int bad = 0;
   while (fgets(line, sizeof line, f)) {

@@ -31,7 +31,15 @@ typedef struct shared_hdr {
   atomic_int gen;      /* barrier generation */
   atomic_int id_ready; /* rank 0 wrote the NCCL id */
   unsigned char nccl_id[128];
+  atomic_long arrivals[CODA_DIST_MAX_RANKS]; /* barriers each rank has entered */
 } shared_hdr;
+_Static_assert(sizeof(shared_hdr) <= HDR_BYTES, "shared header larger than its page");
+
+/* How long a barrier waits for its peers before it fails (the knob
+ * CODA_COMM_TIMEOUT overrides): long enough for rank 0 to write a large
+ * checkpoint while the others wait, short enough that a stopped or hung
+ * rank ends the job with a message instead of hanging it. */
+#define COMM_TIMEOUT_DEFAULT_S 600.0
 
 struct coda_comm_s {
   coda_comm_kind kind;
@@ -65,14 +73,30 @@ static void pause_briefly(int spins) {
 static coda_status barrier(coda_context ctx, coda_comm c) {
   shared_hdr *h = c->sh;
   int g = atomic_load(&h->gen);
+  const long mine = atomic_fetch_add(&h->arrivals[c->rank], 1) + 1;
   if (atomic_fetch_add(&h->count, 1) == c->size - 1) {
     atomic_store(&h->count, 0);
     atomic_fetch_add(&h->gen, 1);
     return CODA_OK;
   }
+  const double limit = ctx && ctx->knobs.comm_timeout_s > 0 ? ctx->knobs.comm_timeout_s
+                                                             : COMM_TIMEOUT_DEFAULT_S;
+  const double t0 = now_s();
   for (int spins = 0; atomic_load(&h->gen) == g; spins++) {
     if (atomic_load(&h->abort))
       return coda_fail(ctx, CODA_ERR_BACKEND, "rank %d: another rank failed; stopping", c->rank);
+    if (spins % 64 == 63 && now_s() - t0 > limit) {
+      /* the ranks that have not reached this barrier */
+      char who[256] = "";
+      size_t at = 0;
+      for (int r = 0; r < c->size && at + 8 < sizeof who; r++)
+        if (atomic_load(&h->arrivals[r]) < mine)
+          at += (size_t)snprintf(who + at, sizeof who - at, "%s%d", at ? ", " : "", r);
+      atomic_store(&h->abort, 1); /* the others stop too */
+      return coda_fail(ctx, CODA_ERR_BACKEND, "rank %d: no word from rank %s for %.0f s in a "
+                       "collective (stopped, hung or dead); stopping the job (CODA_COMM_TIMEOUT "
+                       "sets the limit in seconds)", c->rank, who[0] ? who : "?", limit);
+    }
     pause_briefly(spins);
   }
   return CODA_OK;
@@ -287,6 +311,7 @@ int coda_dist_launch(int ranks, coda_comm_kind kind, coda_rank_main fn, void *us
   atomic_init(&sh->count, 0);
   atomic_init(&sh->gen, 0);
   atomic_init(&sh->id_ready, 0);
+  for (int r = 0; r < CODA_DIST_MAX_RANKS; r++) atomic_init(&sh->arrivals[r], 0);
   pid_t pid[CODA_DIST_MAX_RANKS];
   int status[CODA_DIST_MAX_RANKS], done[CODA_DIST_MAX_RANKS];
   memset(done, 0, sizeof done);
@@ -352,12 +377,13 @@ int coda_dist_launch(int ranks, coda_comm_kind kind, coda_rank_main fn, void *us
   int rc = fork_failed;
   if (!fork_failed && first_bad >= 0) {
     /* every rank stopping with the same status (3: a non-finite loss, which
-     * all ranks see alike) is that status; otherwise the first failure */
+     * all ranks see alike; 130: an interruption, which they agree on) is
+     * that status; otherwise the first failure */
     int same = 1;
     for (int r = 0; r < started; r++) same &= done[r] && status[r] == status[first_bad];
     const int st = status[first_bad];
     rc = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
-    if (!same || rc != 3) describe(first_bad, st, err, errlen);
+    if (!same || (rc != 3 && rc != 130)) describe(first_bad, st, err, errlen);
     if (rc == 0) rc = 1;
   }
   munmap(sh, bytes);

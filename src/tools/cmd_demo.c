@@ -8,6 +8,7 @@
 #include "coda_nn.h"
 
 #include <math.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,11 +226,27 @@ static int deviations(const coda_llama_config *c, int L, model_run *r, layer *ly
   return ok;
 }
 
+/* The largest value of each size flag: the demo holds every layer's
+ * weights and activations on the host (and the device), so sizes are
+ * bounded here with a message, not by running out of memory. */
+static long flag_max(const char *flag) {
+  static const struct { const char *name; long max; } m[] = {
+      {"--layers", 64}, {"--dim", 8192}, {"--seq", 8192}, {"--batch", 1024},
+      {"--heads", 256}, {"--kv-heads", 256}, {"--ffn", 32768}, {"--vocab", 1 << 18},
+      {"--steps", 10000}, {"--threads", 4096}};
+  for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+    if (!strcmp(flag, m[i].name)) return m[i].max;
+  return 1 << 20;
+}
+
 static int parse_int(const char *flag, const char *v, int *out) {
   char *end = NULL;
+  errno = 0;
   long x = v ? strtol(v, &end, 10) : 0;
-  if (!v || *end || x <= 0 || x > (1 << 20)) {
-    fprintf(stderr, "coda demo: %s needs a positive integer\n", flag);
+  const long hi = flag_max(flag);
+  if (!v || end == v || *end || errno || x <= 0 || x > hi) {
+    fprintf(stderr, "coda demo: %s needs an integer in [1, %ld], got '%s'\n", flag, hi,
+            v ? v : "(nothing)");
     return 0;
   }
   *out = (int)x;
@@ -273,6 +290,19 @@ int cmd_demo(int argc, char **argv) {
     }
   }
   if (o.ffn == 0) o.ffn = 3 * o.dim;
+  {
+    /* weights and activations of every layer, in elements */
+    const double D = o.dim, F = o.ffn, M = (double)o.batch * o.seq, L = o.layers;
+    const double elems = L * (4.0 * D * D + 3.0 * D * F) + (double)o.vocab * D +
+                         L * M * (8.0 * D + 3.0 * F) + M * (double)o.vocab;
+    if (M > (1 << 16) || elems > (double)(1 << 28)) {
+      fprintf(stderr, "coda demo: --layers %d --dim %d --ffn %d --batch %d --seq %d --vocab %d "
+              "is too large for the demo (at most 65536 tokens, batch x seq, and 2^28 weight "
+              "and activation elements; this is %.3g)\n", o.layers, o.dim, o.ffn, o.batch,
+              o.seq, o.vocab, elems);
+      return 2;
+    }
+  }
   if (o.dim % o.heads || (o.dim / o.heads) % 2 || o.heads % o.kv_heads) {
     fprintf(stderr, "coda demo: dim must split into heads of even size, and heads must be a "
                     "multiple of kv-heads\n");

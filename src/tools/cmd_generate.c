@@ -63,14 +63,20 @@ int cmd_generate(int argc, char **argv) {
     return 1;
   }
   char *text = NULL;
-  coda_status s = coda_generate(ctx, &o, &text);
+  size_t len = 0;
+  coda_status s = coda_generate_n(ctx, &o, &text, &len);
   int rc = 0;
   if (s) {
     fprintf(stderr, "coda generate: %s\n", coda_last_error(ctx));
     rc = 1;
   } else {
-    fputs(text, stdout);
+    /* bytes, not a C string: a sampled byte 0 is output too */
+    fwrite(text, 1, len, stdout);
     fputc('\n', stdout);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+      fprintf(stderr, "coda generate: cannot write the text: %s\n", strerror(errno));
+      rc = 1;
+    }
   }
   free(text);
   coda_context_destroy(ctx);

@@ -17,7 +17,8 @@
 /* Peak dense bf16 FLOP/s of an H100/H200, for the MFU on a GPU. */
 #define PEAK_FLOPS_H100_H200 989e12
 
-/* Set by SIGINT; the trainer polls it once per step. */
+/* Set by SIGINT; the trainer polls it once per step and between
+ * validation batches. */
 static volatile sig_atomic_t interrupted = 0;
 static void on_sigint(int sig) { (void)sig; interrupted = 1; }
 static int should_stop(void *user) { (void)user; return interrupted != 0; }
@@ -73,7 +74,10 @@ static void print_progress(const coda_train_progress *p, void *user) {
     fflush(stdout);
     break;
   case CODA_TRAIN_EVENT_INTERRUPTED:
-    printf("interrupted: saved step %lld to %s\n", (long long)p->step, p->checkpoint);
+    if (p->checkpoint)
+      printf("interrupted: saved step %lld to %s\n", (long long)p->step, p->checkpoint);
+    else
+      printf("interrupted at step %lld, before any step ran: nothing saved\n", (long long)p->step);
     break;
   case CODA_TRAIN_EVENT_NONFINITE: {
     const int bad_loss = !(p->loss - p->loss == 0.0);
@@ -88,11 +92,13 @@ static void print_progress(const coda_train_progress *p, void *user) {
     break;
   case CODA_TRAIN_EVENT_DONE: {
     const coda_train_summary *sum = p->summary;
-    printf("summary: %lld steps in %.1f s (%.0f tokens/s); train loss %.4f -> %.4f; val loss "
+    printf("summary: %s%lld steps in %.1f s (%.0f tokens/s); train loss %.4f -> %.4f; val loss "
            "%.4f -> %.4f; checkpoint %s; loss curve %s\n",
+           sum->stopped == CODA_TRAIN_INTERRUPTED ? "INTERRUPTED after " : "",
            (long long)sum->steps_done, sum->seconds, sum->tokens_per_s, sum->first_loss,
            sum->final_loss, sum->first_val, sum->final_val,
-           sum->checkpoint[0] ? sum->checkpoint : "(none)", p->loss_curve);
+           sum->checkpoint[0] ? sum->checkpoint : "(none)",
+           p->loss_curve ? p->loss_curve : "(not written)");
     if (p->gpu && p->mfu == p->mfu)
       printf("gpu: %.0f tokens/s, mfu %.1f%% (%.3g flops/token, peak %.0f TFLOP/s)\n",
              sum->tokens_per_s, 100.0 * p->mfu, p->flops_per_token, p->peak_flops / 1e12);
@@ -137,7 +143,8 @@ static void train_usage(FILE *f) {
       "                    rank, so a step sees N x batch x accum sequences (the same as one\n"
       "                    process with batch N x batch); optimizer state sharded (ZeRO-1)\n"
       "  --quiet           no per-step lines\n"
-      "Prints one line per step; Ctrl-C finishes the step, saves and exits.\n");
+      "Prints one line per step; Ctrl-C finishes the step (or cuts a validation short),\n"
+      "saves and exits with status 130; a second Ctrl-C ends it at once.\n");
 }
 
 /* mkdir -p */
@@ -217,6 +224,7 @@ static int train_process(const train_job *job, coda_comm comm, coda_context ctx)
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigint;
+  sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C ends the process at once */
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, NULL);
   coda_train_options o = job->o;
@@ -233,6 +241,12 @@ static int train_process(const train_job *job, coda_comm comm, coda_context ctx)
     rc = 1;
   } else if (sum.stopped == CODA_TRAIN_NONFINITE) {
     rc = 3;
+  } else if (sum.stopped == CODA_TRAIN_INTERRUPTED) {
+    if (rank == 0)
+      fprintf(stderr, "coda train: interrupted after %lld steps of this run%s%s\n",
+              (long long)sum.steps_done, sum.checkpoint[0] ? "; resume with --resume " : "",
+              sum.checkpoint[0] ? sum.checkpoint : "");
+    rc = 130; /* as a shell reports a run ended by SIGINT */
   }
   fflush(stdout);
   if (own) coda_context_destroy(ctx);
@@ -244,7 +258,7 @@ static int rank_main(coda_comm comm, void *user) { return train_process(user, co
 int cmd_train(int argc, char **argv) {
   coda_train_options o = coda_train_default_options();
   o.corpus_dir = DEFAULT_CORPUS;
-  int prepare_only = 0, threads = 0, device = 0, ranks = 1;
+  int prepare_only = 0, threads = 0, device = 0, ranks = 1, corpus_given = 0;
   const char *export_hf = NULL, *import_hf = NULL;
   const char *config = "tiny";
   /* The named configuration first, so explicit flags override it. */
@@ -260,18 +274,21 @@ int cmd_train(int argc, char **argv) {
     double d;
 #define INTFLAG(name, lo, hi, dst) \
     if (!strcmp(a, name)) { if (parse_int(a, v, lo, hi, &x)) return 2; dst = x; i++; continue; }
+#define MODELFLAG(name, lo, hi, dst, bit) \
+    if (!strcmp(a, name)) { if (parse_int(a, v, lo, hi, &x)) return 2; dst = x; o.model_set |= bit; \
+                            i++; continue; }
 #define REALFLAG(name, dst) \
     if (!strcmp(a, name)) { if (parse_real(a, v, &d)) return 2; dst = d; i++; continue; }
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { train_usage(stdout); return 0; }
-    if (!strcmp(a, "--config")) { i++; continue; }
-    INTFLAG("--layers", 1, 1024, o.model.layers)
-    INTFLAG("--dim", 2, 65536, o.model.dim)
-    INTFLAG("--heads", 1, 4096, o.model.heads)
-    INTFLAG("--kv-heads", 1, 4096, o.model.kv_heads)
-    INTFLAG("--ffn", 1, 1 << 18, o.model.ffn)
-    INTFLAG("--seq", 1, 1 << 20, o.model.seq)
-    INTFLAG("--vocab", 256, 1 << 24, o.model.vocab)
-    INTFLAG("--tied", 0, 1, o.model.tied)
+    if (!strcmp(a, "--config")) { o.model_set = CODA_MODEL_SET_ALL; i++; continue; }
+    MODELFLAG("--layers", 1, 1024, o.model.layers, CODA_MODEL_SET_LAYERS)
+    MODELFLAG("--dim", 2, 65536, o.model.dim, CODA_MODEL_SET_DIM)
+    MODELFLAG("--heads", 1, 4096, o.model.heads, CODA_MODEL_SET_HEADS)
+    MODELFLAG("--kv-heads", 1, 4096, o.model.kv_heads, CODA_MODEL_SET_KV_HEADS)
+    MODELFLAG("--ffn", 1, 1 << 18, o.model.ffn, CODA_MODEL_SET_FFN)
+    MODELFLAG("--seq", 1, 1 << 20, o.model.seq, CODA_MODEL_SET_SEQ)
+    MODELFLAG("--vocab", 256, 1 << 24, o.model.vocab, CODA_MODEL_SET_VOCAB)
+    MODELFLAG("--tied", 0, 1, o.model.tied, CODA_MODEL_SET_TIED)
     INTFLAG("--batch", 1, 1 << 20, o.batch)
     INTFLAG("--accum", 1, 1 << 20, o.accum)
     INTFLAG("--steps", 1, 1LL << 40, o.steps)
@@ -289,6 +306,7 @@ int cmd_train(int argc, char **argv) {
     REALFLAG("--beta1", o.beta1)
     REALFLAG("--beta2", o.beta2)
 #undef INTFLAG
+#undef MODELFLAG
 #undef REALFLAG
     if (!strcmp(a, "--out") && v) { o.out_dir = v; i++; continue; }
     if (!strcmp(a, "--resume") && v) { o.resume = v; i++; continue; }
@@ -296,7 +314,7 @@ int cmd_train(int argc, char **argv) {
     if (!strcmp(a, "--export-hf") && v) { export_hf = v; i++; continue; }
     if (!strcmp(a, "--import-hf") && v) { import_hf = v; i++; continue; }
     if (!strcmp(a, "--data") && v) { o.data_dir = v; i++; continue; }
-    if (!strcmp(a, "--corpus") && v) { o.corpus_dir = v; i++; continue; }
+    if (!strcmp(a, "--corpus") && v) { o.corpus_dir = v; corpus_given = 1; i++; continue; }
     if (!strcmp(a, "--prepare")) { prepare_only = 1; continue; }
     if (!strcmp(a, "--quiet")) { o.quiet = 1; continue; }
     if ((!strcmp(a, "--device") || !strcmp(a, "--backend")) && v) {
@@ -319,6 +337,9 @@ int cmd_train(int argc, char **argv) {
     train_usage(stderr);
     return 2;
   }
+  /* Shards the user names are theirs: without --corpus a missing --data
+   * directory is an error, not prepared from the default corpus. */
+  if (o.data_dir && !corpus_given && !prepare_only) o.corpus_dir = NULL;
   if (ranks > 1 && !export_hf && !import_hf && !prepare_only) {
     /* The launcher forks the ranks: this process must not touch CUDA, so
      * the GPUs are counted in a short-lived child. */

@@ -95,15 +95,18 @@ static coda_status meta_u64(coda_context ctx, const coda_st_file *f, const char 
   return CODA_OK;
 }
 
+/* finite: also refuse inf and nan (the model's numbers; the last loss may
+ * be nan). */
 static coda_status meta_f64(coda_context ctx, const coda_st_file *f, const char *path,
-                            const char *key, double *out) {
+                            const char *key, int finite, double *out) {
   const char *v = coda_st_meta(f, key);
   if (!v) return coda_fail(ctx, CODA_ERR_IO, "%s: metadata '%s' is missing", path, key);
   char *end;
   errno = 0;
   double x = strtod(v, &end);
-  if (end == v || *end)
-    return coda_fail(ctx, CODA_ERR_IO, "%s: metadata '%s' = '%s' is not a number", path, key, v);
+  if (end == v || *end || (finite && !isfinite(x)))
+    return coda_fail(ctx, CODA_ERR_IO, "%s: metadata '%s' = '%s' is not a%s number", path,
+                     key, v, finite ? " finite" : "");
   *out = x;
   return CODA_OK;
 }
@@ -128,8 +131,8 @@ static coda_status config_from(coda_context ctx, const coda_st_file *f, const ch
   memset(c, 0, sizeof *c);
   c->vocab = (int)x[0]; c->dim = (int)x[1]; c->layers = (int)x[2]; c->heads = (int)x[3];
   c->kv_heads = (int)x[4]; c->ffn = (int)x[5]; c->seq = (int)x[6]; c->tied = x[7] != 0;
-  coda_status s = meta_f64(ctx, f, path, "model.rope_theta", &c->rope_theta);
-  if (!s) s = meta_f64(ctx, f, path, "model.norm_eps", &c->norm_eps);
+  coda_status s = meta_f64(ctx, f, path, "model.rope_theta", 1, &c->rope_theta);
+  if (!s) s = meta_f64(ctx, f, path, "model.norm_eps", 1, &c->norm_eps);
   if (!s) {
     s = coda_model_config_check(ctx, c);
     if (s) return coda_fail(ctx, CODA_ERR_IO, "%s: bad model configuration: %s", path,
@@ -140,7 +143,9 @@ static coda_status config_from(coda_context ctx, const coda_st_file *f, const ch
 
 coda_status coda_checkpoint_config(coda_context ctx, const char *path, coda_model_config *cfg) {
   coda_st_file f;
-  coda_status s = coda_st_load(ctx, path, 1, &f);
+  /* the header alone (bounded; its checksum verified): the configuration
+   * is known before any weight is read */
+  coda_status s = coda_st_load_ex(ctx, path, 1, UINT64_MAX, 1, &f);
   if (s) return s;
   s = config_from(ctx, &f, path, cfg);
   coda_st_free(&f);
@@ -165,7 +170,10 @@ static coda_status copy_tensor(coda_context ctx, const coda_st_file *f, const ch
 coda_status coda_checkpoint_load(coda_context ctx, const char *path, coda_model *model, float *m,
                                  float *v, coda_train_state *st) {
   coda_st_file f;
-  coda_status s = coda_st_load(ctx, path, 1, &f);
+  /* At most the header and the weights with both moments of this model:
+   * a larger file is refused before it is read. */
+  const uint64_t max = 8 + (uint64_t)CODA_ST_MAX_HEADER + 3 * (uint64_t)coda_model_size(model) * 4;
+  coda_status s = coda_st_load_ex(ctx, path, 1, max, 0, &f);
   if (s) return s;
   coda_model_config c;
   s = config_from(ctx, &f, path, &c);
@@ -198,7 +206,7 @@ coda_status coda_checkpoint_load(coda_context ctx, const char *path, coda_model 
     s = meta_i64(ctx, &f, path, "train.step", 0, INT64_MAX, &st->step);
     if (!s) s = meta_u64(ctx, &f, path, "train.rng_state", &st->rng);
     if (!s) s = meta_u64(ctx, &f, path, "train.samples_drawn", &st->drawn);
-    if (!s) s = meta_f64(ctx, &f, path, "train.last_loss", &st->last_loss);
+    if (!s) s = meta_f64(ctx, &f, path, "train.last_loss", 0, &st->last_loss);
   }
   coda_st_free(&f);
   return s;

@@ -218,6 +218,10 @@ coda_status coda_prepare_corpus_text(coda_context ctx, const char *text, size_t 
   return s;
 }
 
+/* The largest corpus file read (its tokens take 4 bytes a byte while the
+ * shards are made). */
+#define CORPUS_FILE_MAX ((uint64_t)1 << 30)
+
 static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -264,7 +268,7 @@ coda_status coda_prepare_corpus_dir(coda_context ctx, const char *src_dir, const
       if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
         unsigned char *buf;
         size_t n;
-        s = coda_read_file(ctx, p, &buf, &n);
+        s = coda_read_file_max(ctx, p, CORPUS_FILE_MAX, &buf, &n);
         if (!s) {
           if (split_docs((const char *)buf, n, val_every, &di, &tr, &va)) s = CODA_ERR_OUT_OF_MEMORY;
           free(buf);

@@ -159,17 +159,17 @@ static coda_status json_num(coda_context ctx, const char *js, const char *path, 
 }
 
 static coda_status read_text(coda_context ctx, const char *path, char **out) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return coda_fail(ctx, CODA_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-  char *b = malloc(1 << 20);
-  size_t n = b ? fread(b, 1, (1 << 20) - 1, f) : 0;
-  int big = b && n == (1 << 20) - 1 && fgetc(f) != EOF;
-  fclose(f);
-  if (!b) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
-  if (big) { free(b); return coda_fail(ctx, CODA_ERR_IO, "%s: larger than 1 MiB", path); }
+  unsigned char *b;
+  size_t n;
+  /* a regular file of at most 1 MiB (a FIFO or device is refused) */
+  coda_status s = coda_read_file_max(ctx, path, (1 << 20) - 1, &b, &n);
+  if (s) return s;
+  unsigned char *nb = realloc(b, n + 1);
+  if (!nb) { free(b); return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory"); }
+  b = nb;
   b[n] = '\0';
-  if (strlen(b) != n) { free(b); return coda_fail(ctx, CODA_ERR_IO, "%s: NUL byte in JSON", path); }
-  *out = b;
+  if (strlen((char *)b) != n) { free(b); return coda_fail(ctx, CODA_ERR_IO, "%s: NUL byte in JSON", path); }
+  *out = (char *)b;
   return CODA_OK;
 }
 
@@ -238,7 +238,15 @@ coda_status coda_hf_import(coda_context ctx, const char *dir, coda_engine engine
       c.tied = tie && !strncmp(tie, "true", 4);
     }
   }
-  if (!s) s = coda_st_load(ctx, mp, 0, &f);
+  if (!s) s = coda_model_config_check(ctx, &c);
+  if (!s) {
+    /* at most the header and every weight in F32 (lm_head included):
+     * a larger file is refused before it is read */
+    coda_model_config u = c;
+    u.tied = 0;
+    const uint64_t max = 8 + (uint64_t)CODA_ST_MAX_HEADER + 4 * (uint64_t)coda_model_config_params(&u);
+    s = coda_st_load_ex(ctx, mp, 0, max, 0, &f);
+  }
   if (!s) {
     if (!c.tied && !coda_st_find(&f, "lm_head.weight")) c.tied = 1;
     s = coda_model_create(ctx, &c, engine, &m);
@@ -295,6 +303,7 @@ coda_status coda_hf_import(coda_context ctx, const char *dir, coda_engine engine
 
 coda_status coda_hf_export_checkpoint(coda_context ctx, const char *checkpoint,
                                       const char *hf_dir) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
   if (!checkpoint || !hf_dir) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "NULL path");
   coda_model_config c;
   coda_status s = coda_checkpoint_config(ctx, checkpoint, &c);
@@ -310,6 +319,7 @@ coda_status coda_hf_export_checkpoint(coda_context ctx, const char *checkpoint,
 
 coda_status coda_hf_import_checkpoint(coda_context ctx, const char *hf_dir,
                                       const char *checkpoint) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
   if (!checkpoint || !hf_dir) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "NULL path");
   coda_model *m;
   coda_status s = coda_hf_import(ctx, hf_dir, CODA_ENGINE_REFERENCE, &m);

@@ -75,8 +75,10 @@ coda_status coda_model_config_check(coda_context ctx, const coda_model_config *c
   if (c->heads % c->kv_heads)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "heads %d is not a multiple of kv-heads %d",
                      c->heads, c->kv_heads);
-  if (!(c->rope_theta > 1.0) || !(c->norm_eps > 0.0))
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "rope theta must be > 1 and norm eps > 0");
+  if (!(c->rope_theta > 1.0 && isfinite(c->rope_theta)) ||
+      !(c->norm_eps > 0.0 && isfinite(c->norm_eps)))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "rope theta %g must be finite and > 1, norm "
+                     "eps %g finite and > 0", c->rope_theta, c->norm_eps);
   if (c->dim > (1 << 16) || c->ffn > (1 << 18) || c->vocab > (1 << 24) || c->layers > 1024 ||
       c->seq > (1 << 20))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config too large");

@@ -9,8 +9,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#define ST_MAX_HEADER (100u << 20)
+#define ST_MAX_HEADER CODA_ST_MAX_HEADER
 
 size_t coda_st_dtype_size(const char *d) {
   if (!strcmp(d, "F32") || !strcmp(d, "I32") || !strcmp(d, "U32")) return 4;
@@ -234,8 +235,17 @@ static int cmp_name(const void *a, const void *b) {
   return strcmp(x->name, y->name);
 }
 
+static int cmp_cstr(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* file_size: the size of the whole file; size < file_size when buf holds
+ * only the length and the header (header_only loads: the tensors' offsets
+ * are checked against file_size, no data pointer is set and the data
+ * checksum is not verified; the header checksum is). */
 static coda_status st_parse_owned(coda_context ctx, unsigned char *buf, size_t size,
-                                  int require_crc, const char *what, coda_st_file *f) {
+                                  uint64_t file_size, int require_crc, const char *what,
+                                  coda_st_file *f) {
   memset(f, 0, sizeof *f);
   f->buf = buf;
   f->size = size;
@@ -245,7 +255,7 @@ static coda_status st_parse_owned(coda_context ctx, unsigned char *buf, size_t s
   }
   uint64_t hl = 0;
   for (int i = 0; i < 8; i++) hl |= (uint64_t)buf[i] << (8 * i);
-  if (hl < 2 || hl > ST_MAX_HEADER || hl > size - 8) {
+  if (hl < 2 || hl > ST_MAX_HEADER || hl > size - 8 || file_size < size) {
     coda_st_free(f);
     return coda_fail(ctx, CODA_ERR_IO,
                      "%s: bad header length %llu (file has %zu bytes; truncated or not safetensors)",
@@ -310,7 +320,8 @@ static coda_status st_parse_owned(coda_context ctx, unsigned char *buf, size_t s
   jws(&j);
   if (j.p != j.end) { jfail(&j, "trailing bytes after the JSON object"); goto fail; }
 
-  uint64_t data_len = size - f->data_start;
+  const int header_only = file_size > size;
+  uint64_t data_len = file_size - f->data_start;
   for (int i = 0; i < f->n; i++) {
     coda_st_tensor *t = &f->t[i];
     uint64_t elems = 1;
@@ -336,7 +347,7 @@ static coda_status st_parse_owned(coda_context ctx, unsigned char *buf, size_t s
       j.err = CODA_ERR_IO;
       goto fail;
     }
-    t->data = buf + f->data_start + t->begin;
+    t->data = header_only ? NULL : buf + f->data_start + t->begin;
   }
   if (f->n > 1) {
     const coda_st_tensor **o = malloc((size_t)f->n * sizeof *o);
@@ -365,8 +376,23 @@ static coda_status st_parse_owned(coda_context ctx, unsigned char *buf, size_t s
     }
     free(o);
   }
+  if (f->nmeta > 1) { /* unique metadata keys (else the first would win silently) */
+    char **k = malloc((size_t)f->nmeta * sizeof *k);
+    if (!k) { jfail(&j, "out of memory"); goto fail; }
+    memcpy(k, f->meta_key, (size_t)f->nmeta * sizeof *k);
+    qsort(k, (size_t)f->nmeta, sizeof *k, cmp_cstr);
+    for (int i = 1; i < f->nmeta; i++) {
+      if (!strcmp(k[i], k[i - 1])) {
+        coda_fail(ctx, CODA_ERR_IO, "%s: metadata key '%s' appears twice", what, k[i]);
+        free(k);
+        j.err = CODA_ERR_IO;
+        goto fail;
+      }
+    }
+    free(k);
+  }
   const char *crc = coda_st_meta(f, "crc32");
-  if (crc) {
+  if (crc && !header_only) {
     char *endp;
     errno = 0;
     unsigned long want = strtoul(crc, &endp, 16);
@@ -382,7 +408,7 @@ static coda_status st_parse_owned(coda_context ctx, unsigned char *buf, size_t s
       j.err = CODA_ERR_IO;
       goto fail;
     }
-  } else if (require_crc) {
+  } else if (require_crc && !crc) {
     coda_fail(ctx, CODA_ERR_IO, "%s: no crc32 in the metadata", what);
     j.err = CODA_ERR_IO;
     goto fail;
@@ -414,16 +440,55 @@ coda_status coda_st_parse(coda_context ctx, const void *bytes, size_t n, int req
   unsigned char *b = malloc(n ? n : 1);
   if (!b) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
   memcpy(b, bytes, n);
-  return st_parse_owned(ctx, b, n, require_crc, what, out);
+  return st_parse_owned(ctx, b, n, n, require_crc, what, out);
 }
 
 coda_status coda_st_load(coda_context ctx, const char *path, int require_crc, coda_st_file *out) {
+  return coda_st_load_ex(ctx, path, require_crc, UINT64_MAX, 0, out);
+}
+
+coda_status coda_st_load_ex(coda_context ctx, const char *path, int require_crc, uint64_t max,
+                            int header_only, coda_st_file *out) {
   memset(out, 0, sizeof *out);
-  unsigned char *b;
-  size_t n;
-  coda_status s = coda_read_file(ctx, path, &b, &n);
+  int fd;
+  uint64_t size;
+  coda_status s = coda_open_regular(ctx, path, UINT64_MAX, &fd, &size);
   if (s != CODA_OK) return s;
-  return st_parse_owned(ctx, b, n, require_crc, path, out);
+  /* The header length against the file's size before the whole file is
+   * read (and allocated). */
+  uint64_t want = size;
+  if (size >= 8) {
+    unsigned char len8[8];
+    s = coda_read_fd(ctx, fd, path, 0, len8, 8);
+    uint64_t hl = 0;
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)len8[i] << (8 * i);
+    if (!s && (hl < 2 || hl > ST_MAX_HEADER || hl > size - 8))
+      s = coda_fail(ctx, CODA_ERR_IO, "%s: bad header length %llu (file has %llu bytes; "
+                    "truncated or not safetensors)", path, (unsigned long long)hl,
+                    (unsigned long long)size);
+    if (!s && !header_only && size > max)
+      s = coda_fail(ctx, CODA_ERR_IO, "%s: %llu bytes, more than the %llu bytes its model can "
+                    "take (not this model's file, or damaged)", path,
+                    (unsigned long long)size, (unsigned long long)max);
+    if (header_only) want = 8 + hl;
+    if (s) {
+      close(fd);
+      return s;
+    }
+  }
+  unsigned char *b = malloc(want ? (size_t)want : 1);
+  if (!b) {
+    close(fd);
+    return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "%s: out of memory (%llu bytes)", path,
+                     (unsigned long long)want);
+  }
+  s = coda_read_fd(ctx, fd, path, 0, b, (size_t)want);
+  close(fd);
+  if (s) {
+    free(b);
+    return s;
+  }
+  return st_parse_owned(ctx, b, (size_t)want, size, require_crc, path, out);
 }
 
 const coda_st_tensor *coda_st_find(const coda_st_file *f, const char *name) {

@@ -109,6 +109,14 @@ typedef struct coda_st_file {
  * the header; require_crc makes both mandatory. */
 coda_status coda_st_load(coda_context ctx, const char *path, int require_crc,
                          coda_st_file *out);
+/* The largest header a reader accepts. */
+#define CODA_ST_MAX_HEADER (100u << 20)
+/* The same, bounded: a file of more than max bytes is refused before it is
+ * read. header_only: reads only the length and the header (offsets are
+ * checked against the file size, the header checksum is verified, the data
+ * is not read: tensors' data is NULL). */
+coda_status coda_st_load_ex(coda_context ctx, const char *path, int require_crc,
+                            uint64_t max, int header_only, coda_st_file *out);
 /* Same from memory (the buffer is copied). */
 coda_status coda_st_parse(coda_context ctx, const void *bytes, size_t n,
                           int require_crc, const char *what, coda_st_file *out);
@@ -134,8 +142,20 @@ coda_status coda_st_save(coda_context ctx, const char *path,
                          const char *const *meta_kv, int nmeta);
 
 /* Reads a whole file into *buf (malloc'ed, *n bytes); IO errors and
- * allocation failures become errors naming the path. */
+ * allocation failures become errors naming the path. Only a regular file
+ * is read (a directory, FIFO or device is refused without blocking), and
+ * only the size fstat gives: the read is bounded. */
 coda_status coda_read_file(coda_context ctx, const char *path, unsigned char **buf, size_t *n);
+/* The same, refusing a file of more than max bytes. */
+coda_status coda_read_file_max(coda_context ctx, const char *path, uint64_t max,
+                               unsigned char **buf, size_t *n);
+/* Opens path for reading: a regular file of at most max bytes (else an
+ * error naming it); *fd_out and its *size. */
+coda_status coda_open_regular(coda_context ctx, const char *path, uint64_t max, int *fd_out,
+                              uint64_t *size);
+/* Reads exactly n bytes at offset off of fd (path names it in errors). */
+coda_status coda_read_fd(coda_context ctx, int fd, const char *path, uint64_t off, void *dst,
+                         size_t n);
 
 /* Writes a whole buffer to path atomically (temp file + fsync + rename). */
 coda_status coda_write_atomic(coda_context ctx, const char *path,

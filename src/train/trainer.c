@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Larger models only make sense on the GPU (weights + grads + m + v = 16 B each). */
 #define CODA_CPU_MAX_PARAMS 200000000LL
@@ -106,11 +107,75 @@ static coda_status mkdirs(coda_context ctx, const char *dir) {
   return CODA_OK;
 }
 
+static int path_exists(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0;
+}
+
+/* The loss log: a new one for a fresh run. That of a resumed run: rows after the checkpoint's step (logged
+ * before a kill, the checkpoint not yet saved) and a last row cut by the
+ * kill are dropped, so the log continues exactly where the checkpoint
+ * does; a missing or headerless log starts over with its header. */
+static coda_status loss_log_open(coda_context ctx, const char *csv, int resume, int64_t step,
+                                 FILE **out) {
+  static const char header[] = "step,loss,lr,grad_norm,val_loss\n";
+  unsigned char *b = NULL;
+  size_t n = 0, keep = 0;
+  if (resume && path_exists(csv)) {
+    coda_status s = coda_read_file_max(ctx, csv, (uint64_t)1 << 32, &b, &n);
+    if (s) return s;
+    const size_t hl = sizeof header - 1;
+    if (n >= hl && !memcmp(b, header, hl)) {
+      keep = hl;
+      long long prev = 0;
+      for (size_t i = hl; i < n;) {
+        const unsigned char *nl = memchr(b + i, '\n', n - i);
+        if (!nl) break; /* cut by a kill */
+        long long x = 0;
+        size_t k = i;
+        int digits = 0;
+        while (k < n && b[k] >= '0' && b[k] <= '9' && digits < 18) {
+          x = x * 10 + (b[k++] - '0');
+          digits++;
+        }
+        if (!digits || b[k] != ',' || x <= prev || x > step) break;
+        prev = x;
+        i = keep = (size_t)(nl - b) + 1;
+      }
+    }
+    free(b);
+  }
+  FILE *f = keep ? fopen(csv, "r+") : fopen(csv, "w");
+  if (!f) return coda_fail(ctx, CODA_ERR_IO, "%s: cannot open: %s", csv, strerror(errno));
+  if (keep && (ftruncate(fileno(f), (off_t)keep) != 0 || fseek(f, 0, SEEK_END) != 0)) {
+    coda_status s = coda_fail(ctx, CODA_ERR_IO, "%s: cannot truncate to the checkpoint's step "
+                              "%lld: %s", csv, (long long)step, strerror(errno));
+    fclose(f);
+    return s;
+  }
+  if (!keep) fputs(header, f);
+  *out = f;
+  return CODA_OK;
+}
+
+/* A loss-log row (or the header) must reach the file: a full disk stops
+ * the run rather than dropping rows. */
+static coda_status loss_log_flush(coda_context ctx, FILE *log, const char *csv) {
+  errno = 0;
+  if (fflush(log) != 0 || ferror(log))
+    return coda_fail(ctx, CODA_ERR_IO, "%s: write failed: %s; stopping (the loss log would "
+                     "lose rows)", csv, errno ? strerror(errno) : "i/o error");
+  return CODA_OK;
+}
+
 coda_status coda_prepare_corpus(coda_context ctx, const char *src_dir, const char *out_dir) {
-  if (!out_dir) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "prepare corpus: no output directory");
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  if (!out_dir || !*out_dir)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "prepare corpus: no output directory");
+  if (!src_dir || !*src_dir)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "prepare corpus: no source directory");
   coda_status s = mkdirs(ctx, out_dir);
   if (s) return s;
-  if (!src_dir) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "prepare corpus: no source directory");
   return coda_prepare_corpus_dir(ctx, src_dir, out_dir, 20, NULL, NULL);
 }
 
@@ -130,13 +195,22 @@ static coda_status draw(coda_context ctx, coda_sampler *smp, coda_comm comm, int
   return CODA_OK;
 }
 
-static coda_status evaluate(coda_context ctx, coda_model *m, const uint32_t *tok, uint64_t n,
-                            uint64_t seed, int nb, int B, int T, coda_comm comm, int32_t *gin,
-                            int32_t *gtg, int32_t *in, int32_t *tg, double *out) {
+/* A validation loss over nb micro-batches. The stop request is polled
+ * between batches (a step polls it once more after its validation): a stop cuts the validation short (*stopped = 1, *out
+ * NaN). With data parallel the batches run no collective, so every rank
+ * reaches the one sum below, which also tells every rank of a stop. */
+static coda_status evaluate(coda_context ctx, const coda_train_options *o, coda_model *m,
+                            const uint32_t *tok, uint64_t n, int nb, int B, int T,
+                            coda_comm comm, int32_t *gin, int32_t *gtg, int32_t *in, int32_t *tg,
+                            double *out, int *stopped) {
   /* The same validation windows every time (own RNG), so values compare. */
-  coda_sampler vs = {tok, n, seed ^ 0x76616c6964ull, 0};
-  double acc[2] = {0.0, 0.0}; /* loss sum, valid targets (summed over ranks) */
+  coda_sampler vs = {tok, n, o->seed ^ 0x76616c6964ull, 0};
+  double acc[3] = {0.0, 0.0, 0.0}; /* loss sum, valid targets, stops (summed over ranks) */
   for (int i = 0; i < nb; i++) {
+    if (i > 0 && o->should_stop && o->should_stop(o->user)) {
+      acc[2] = 1.0;
+      break;
+    }
     coda_status s = draw(ctx, &vs, comm, B, T, gin, gtg, in, tg);
     if (s) return s;
     double l;
@@ -147,10 +221,11 @@ static coda_status evaluate(coda_context ctx, coda_model *m, const uint32_t *tok
     acc[1] += (double)nv;
   }
   if (coda_comm_size(comm) > 1) {
-    coda_status s = coda_comm_sum_host(ctx, comm, acc, 2);
+    coda_status s = coda_comm_sum_host(ctx, comm, acc, 3);
     if (s) return s;
   }
-  *out = acc[1] > 0 ? acc[0] / acc[1] : NAN;
+  *stopped = acc[2] > 0.0;
+  *out = acc[1] > 0 && !*stopped ? acc[0] / acc[1] : NAN;
   return CODA_OK;
 }
 
@@ -206,11 +281,11 @@ static coda_engine pick_engine(coda_train_engine e) {
 }
 
 /* A progress report to the caller (rank 0 only; quiet keeps DONE,
- * WARNING and NONFINITE). */
+ * WARNING, NONFINITE and INTERRUPTED). */
 static void report(const coda_train_options *o, int lead, coda_train_progress *p) {
   if (!lead || !o->progress) return;
   if (o->quiet && p->event != CODA_TRAIN_EVENT_DONE && p->event != CODA_TRAIN_EVENT_WARNING &&
-      p->event != CODA_TRAIN_EVENT_NONFINITE)
+      p->event != CODA_TRAIN_EVENT_NONFINITE && p->event != CODA_TRAIN_EVENT_INTERRUPTED)
     return;
   o->progress(p, o->user);
 }
@@ -227,6 +302,7 @@ static coda_train_progress progress_init(coda_train_event e, const coda_train_op
 
 coda_status coda_train(coda_context ctx, const coda_train_options *opts,
                        coda_train_summary *sum) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
   if (!opts || !sum) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "NULL options or summary");
   coda_train_options o = *opts;
   /* data parallel: N ranks, rank 0 (the lead) prints, logs and saves */
@@ -264,7 +340,22 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     goto done;
   }
   if (lead && (!file_exists(trp) || !file_exists(vap))) {
-    if (!o.corpus_dir) {
+    /* Never prepared over a file of the user's: one shard without the
+     * other is an error naming the missing one. */
+    const int htr = path_exists(trp), hva = path_exists(vap);
+    struct stat dst;
+    if (htr || hva) {
+      const char *have = htr ? trp : vap, *miss = htr ? vap : trp;
+      s = coda_fail(ctx, CODA_ERR_IO, "%s is missing (or not a regular file) next to %s; give "
+                    "both token shards, or a data directory without either to prepare them",
+                    path_exists(miss) ? have : miss, path_exists(miss) ? miss : have);
+    } else if (o.data_dir && !o.corpus_dir && stat(o.data_dir, &dst) != 0) {
+      s = coda_fail(ctx, CODA_ERR_IO, "%s: no such data directory (token shards train.tok and "
+                    "val.tok)", o.data_dir);
+    } else if (o.data_dir && stat(o.data_dir, &dst) == 0 && !S_ISDIR(dst.st_mode)) {
+      s = coda_fail(ctx, CODA_ERR_IO, "%s: not a directory (the data directory holds the token "
+                    "shards train.tok and val.tok)", o.data_dir);
+    } else if (!o.corpus_dir) {
       s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "no token shards %s and %s, and no corpus "
                     "directory to prepare them from (corpus_dir)", trp, vap);
     } else {
@@ -282,9 +373,9 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     if (!s && bad > 0) s = coda_fail(ctx, CODA_ERR_IO, "rank 0 could not prepare the token shards");
   }
   if (s) goto done;
-  uint32_t voc;
+  uint32_t voc, vvoc = 0;
   s = coda_shard_read(ctx, trp, &tr, &ntr, &voc);
-  if (!s) s = coda_shard_read(ctx, vap, &va, &nva, NULL);
+  if (!s) s = coda_shard_read(ctx, vap, &va, &nva, &vvoc);
   if (s) goto done;
 
   /* ---- model and state ---- */
@@ -302,12 +393,32 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     goto done;
   }
   if (o.resume || o.init) { /* the checkpoint's configuration wins */
-    s = coda_checkpoint_config(ctx, o.resume ? o.resume : o.init, &o.model);
+    const char *ck = o.resume ? o.resume : o.init;
+    coda_model_config c;
+    s = coda_checkpoint_config(ctx, ck, &c);
     if (s) goto done;
+    const struct { unsigned bit; const char *name; int want, have; } f[] = {
+        {CODA_MODEL_SET_VOCAB, "vocab", o.model.vocab, c.vocab},
+        {CODA_MODEL_SET_DIM, "dim", o.model.dim, c.dim},
+        {CODA_MODEL_SET_LAYERS, "layers", o.model.layers, c.layers},
+        {CODA_MODEL_SET_HEADS, "heads", o.model.heads, c.heads},
+        {CODA_MODEL_SET_KV_HEADS, "kv-heads", o.model.kv_heads, c.kv_heads},
+        {CODA_MODEL_SET_FFN, "ffn", o.model.ffn, c.ffn},
+        {CODA_MODEL_SET_SEQ, "seq", o.model.seq, c.seq},
+        {CODA_MODEL_SET_TIED, "tied", o.model.tied, c.tied}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+      if ((o.model_set & f[i].bit) && f[i].want != f[i].have) {
+        s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s has %s %d, but %s %d was asked for; "
+                      "the checkpoint's model is used: leave the model settings out, or give "
+                      "its values", ck, f[i].name, f[i].have, f[i].name, f[i].want);
+        goto done;
+      }
+    o.model = c;
   }
-  if ((uint32_t)o.model.vocab < voc) {
-    s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model vocab %d is smaller than the data's %u",
-                  o.model.vocab, voc);
+  if ((uint32_t)o.model.vocab < voc || (uint32_t)o.model.vocab < vvoc) {
+    s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s: vocabulary of %u tokens exceeds the "
+                  "model's vocab %d", (uint32_t)o.model.vocab < voc ? trp : vap,
+                  (uint32_t)o.model.vocab < voc ? voc : vvoc, o.model.vocab);
     goto done;
   }
   /* Token counts are ints in the engines: keep batch x seq x accum in range. */
@@ -382,12 +493,9 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   }
   coda_sampler sampler = {tr, ntr, st.rng, st.drawn};
   if (lead) {
-    log = fopen(csv, o.resume ? "a" : "w");
-    if (!log) {
-      s = coda_fail(ctx, CODA_ERR_IO, "%s: cannot open: %s", csv, strerror(errno));
-      goto done;
-    }
-    if (!o.resume) fprintf(log, "step,loss,lr,grad_norm,val_loss\n");
+    s = loss_log_open(ctx, csv, o.resume != NULL, st.step, &log);
+    if (!s) s = loss_log_flush(ctx, log, csv);
+    if (s) goto done;
   }
   const coda_model_config *c = coda_model_cfg(model);
   const double fpt = flops_per_token(c);
@@ -414,19 +522,30 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   const int64_t start = st.step;
   int nh = 0, nvh = 0;
   double t_start = now_s(), tok_total = 0.0, sec_total = 0.0;
+  int stopped_early = 0; /* a stop during the first validation: no step runs */
   if (start == 0 && o.val_batches > 0) {
     double vl;
-    s = evaluate(ctx, model, va, nva, o.seed, o.val_batches, B, T, comm, gin, gtg, in, tg, &vl);
+    s = evaluate(ctx, &o, model, va, nva, o.val_batches, B, T, comm, gin, gtg, in, tg, &vl,
+                 &stopped_early);
     if (s) goto done;
-    sum->first_val = vl;
-    vx[nvh] = 0; vy[nvh++] = vl;
-    coda_train_progress p = progress_init(CODA_TRAIN_EVENT_VALIDATION, &o);
-    p.val_loss = vl;
+    if (!stopped_early) {
+      sum->first_val = vl;
+      vx[nvh] = 0; vy[nvh++] = vl;
+      coda_train_progress p = progress_init(CODA_TRAIN_EVENT_VALIDATION, &o);
+      p.val_loss = vl;
+      p.elapsed_seconds = now_s() - t_start;
+      report(&o, lead, &p);
+    }
+  }
+  if (stopped_early) { /* nothing trained: nothing to save */
+    sum->stopped = CODA_TRAIN_INTERRUPTED;
+    coda_train_progress p = progress_init(CODA_TRAIN_EVENT_INTERRUPTED, &o);
+    p.step = st.step;
     p.elapsed_seconds = now_s() - t_start;
     report(&o, lead, &p);
   }
   float *W = coda_model_weights(model), *G = coda_model_grads(model);
-  for (int64_t step = start; step < o.steps; step++) {
+  for (int64_t step = start; step < o.steps && !stopped_early; step++) {
     double t0 = now_s();
     if (gpu) s = coda_plans_device_zero_grad(ctx, model);
     else coda_model_zero_grad(model);
@@ -507,14 +626,22 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     double vl = NAN;
     int do_val = o.val_batches > 0 && ((o.val_every > 0 && st.step % o.val_every == 0) ||
                                        st.step == o.steps);
+    int val_stop = 0; /* a stop during this validation: it is cut short */
     if (do_val) {
-      s = evaluate(ctx, model, va, nva, o.seed, o.val_batches, B, T, comm, gin, gtg, in, tg, &vl);
+      s = evaluate(ctx, &o, model, va, nva, o.val_batches, B, T, comm, gin, gtg, in, tg, &vl,
+                   &val_stop);
       if (s) goto done;
-      if (isnan(sum->first_val)) sum->first_val = vl;
-      sum->final_val = vl;
-      vx[nvh] = (double)st.step; vy[nvh++] = vl;
+      if (!val_stop) {
+        if (isnan(sum->first_val)) sum->first_val = vl;
+        sum->final_val = vl;
+        vx[nvh] = (double)st.step; vy[nvh++] = vl;
+      }
     }
-    if (log) fprintf(log, "%lld,%.9g,%.9g,%.9g,%.9g\n", (long long)st.step, loss, lr, gn, vl);
+    if (log) {
+      fprintf(log, "%lld,%.9g,%.9g,%.9g,%.9g\n", (long long)st.step, loss, lr, gn, vl);
+      s = loss_log_flush(ctx, log, csv);
+      if (s) goto done;
+    }
     if (lead && o.progress && !o.quiet) {
       coda_train_progress p = progress_init(CODA_TRAIN_EVENT_STEP, &o);
       p.step = st.step;
@@ -537,11 +664,10 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     }
     /* data parallel: the stop request was summed over the ranks above, so
      * every rank stops after the same step */
-    int stop = dp ? stop_all : o.should_stop && o.should_stop(o.user);
+    int stop = val_stop || (dp ? stop_all : o.should_stop && o.should_stop(o.user));
     if (stop || st.step == o.steps || (o.save_every > 0 && st.step % o.save_every == 0)) {
       st.rng = sampler.rng;
       st.drawn = sampler.drawn;
-      if (log) fflush(log);
       /* data parallel: every rank takes part in gathering the shards, the
        * lead writes the one-process format */
       if (gpu) s = coda_plans_device_download(ctx, model, mom, vel);
@@ -564,9 +690,21 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   }
   sum->seconds = now_s() - t_start;
   sum->tokens_per_s = sec_total > 0 ? tok_total / sec_total : 0.0;
+  if (log) { /* the last rows must be on disk before the run counts as done */
+    FILE *l = log;
+    log = NULL;
+    errno = 0;
+    if (fclose(l) != 0) {
+      s = coda_fail(ctx, CODA_ERR_IO, "%s: write failed on close: %s", csv,
+                    errno ? strerror(errno) : "i/o error");
+      goto done;
+    }
+  }
+  int png_written = nh + nvh > 0;
   if (lead && nh + nvh > 0) {
     coda_status ps = coda_plot_png(ctx, png, 640, 400, hx, hy, nh, vx, vy, nvh);
     if (ps) {
+      png_written = 0;
       char msg[CODA_ERRMSG_LEN + 32];
       snprintf(msg, sizeof msg, "loss plot not written: %s", coda_last_error(ctx));
       coda_train_progress p = progress_init(CODA_TRAIN_EVENT_WARNING, &o);
@@ -588,7 +726,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     p.host_bytes = (size_t)(rss_mib() * 1024.0 * 1024.0);
     p.checkpoint = sum->checkpoint[0] ? sum->checkpoint : NULL;
     p.summary = sum;
-    p.loss_curve = png;
+    p.loss_curve = png_written ? png : NULL;
     report(&o, lead, &p);
   }
 done:
@@ -603,30 +741,48 @@ done:
 
 /* ---- sampling ---- */
 
-static int sample(float *logits, int V, double temp, int top_k, uint64_t *rng) {
+/* Moves the k largest of v[0..n) (ties: any) to v[0..k) by quickselect
+ * (median-of-three pivots): O(n) on average. */
+static void select_top(float *v, int n, int k) {
+  int lo = 0, hi = n - 1;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    float a = v[lo], b = v[mid], c = v[hi];
+    float piv = a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
+    int i = lo, j = hi;
+    while (i <= j) { /* descending: larger to the left */
+      while (v[i] > piv) i++;
+      while (v[j] < piv) j--;
+      if (i <= j) {
+        float t = v[i]; v[i] = v[j]; v[j] = t;
+        i++;
+        j--;
+      }
+    }
+    if (k - 1 <= j) hi = j;
+    else if (k - 1 >= i) lo = i;
+    else return;
+  }
+}
+
+static int sample(float *logits, float *tmp, int V, double temp, int top_k, uint64_t *rng) {
   int best = 0;
   for (int v = 1; v < V; v++)
     if (logits[v] > logits[best]) best = v;
   if (!(temp > 0.0)) return best;
-  /* Keep the top_k largest (ties by lower id): threshold = k-th largest. */
+  /* Keep the top_k largest (ties by lower id): threshold = k-th largest,
+   * found by selection, O(V) per token. */
   if (top_k > 0 && top_k < V) {
-    float *tmp = malloc((size_t)V * sizeof *tmp);
-    if (tmp) {
-      memcpy(tmp, logits, (size_t)V * sizeof *tmp);
-      for (int k = 0; k < top_k; k++) { /* partial selection, V is small here */
-        int mi = k;
-        for (int j = k + 1; j < V; j++) if (tmp[j] > tmp[mi]) mi = j;
-        float t = tmp[k]; tmp[k] = tmp[mi]; tmp[mi] = t;
-      }
-      float thr = tmp[top_k - 1];
-      free(tmp);
-      int above = 0, ties = 0;
-      for (int v = 0; v < V; v++) above += logits[v] > thr;
-      for (int v = 0; v < V; v++) { /* exactly top_k kept: ties by lower id */
-        if (logits[v] > thr) continue;
-        if (logits[v] == thr && above + ties < top_k) ties++;
-        else logits[v] = -INFINITY;
-      }
+    memcpy(tmp, logits, (size_t)V * sizeof *tmp);
+    select_top(tmp, V, top_k);
+    float thr = tmp[0];
+    for (int k = 1; k < top_k; k++) if (tmp[k] < thr) thr = tmp[k];
+    int above = 0, ties = 0;
+    for (int v = 0; v < V; v++) above += logits[v] > thr;
+    for (int v = 0; v < V; v++) { /* exactly top_k kept: ties by lower id */
+      if (logits[v] > thr) continue;
+      if (logits[v] == thr && above + ties < top_k) ties++;
+      else logits[v] = -INFINITY;
     }
   }
   double mx = logits[best], z = 0.0;
@@ -640,9 +796,17 @@ static int sample(float *logits, int V, double temp, int top_k, uint64_t *rng) {
 }
 
 coda_status coda_generate(coda_context ctx, const coda_generate_options *o, char **text) {
-  if (!o || !text || !o->checkpoint)
+  size_t len;
+  return coda_generate_n(ctx, o, text, &len);
+}
+
+coda_status coda_generate_n(coda_context ctx, const coda_generate_options *o, char **text,
+                            size_t *len) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  if (!o || !text || !len || !o->checkpoint)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "generate: checkpoint and output are required");
   *text = NULL;
+  *len = 0;
   if (o->max_tokens < 0 || o->max_tokens > (1 << 24) || o->temperature < 0.0 || o->top_k < 0)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "generate: max tokens %d, temperature %g, top-k %d out of range",
@@ -664,8 +828,9 @@ coda_status coda_generate(coda_context ctx, const coda_generate_options *o, char
   size_t pl = strlen(prompt), total = pl + (size_t)o->max_tokens;
   int32_t *tok = malloc(total * sizeof *tok);
   float *logits = malloc((size_t)cfg.vocab * sizeof *logits);
+  float *tmp = malloc((size_t)cfg.vocab * sizeof *tmp);
   char *out = malloc(total + 1);
-  if (!s && (!tok || !logits || !out)) s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  if (!s && (!tok || !logits || !tmp || !out)) s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   if (!s && cfg.vocab < CODA_TOK_BYTES)
     s = coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "model vocab %d cannot hold byte tokens", cfg.vocab);
   size_t n = pl;
@@ -675,17 +840,24 @@ coda_status coda_generate(coda_context ctx, const coda_generate_options *o, char
     for (int k = 0; k < o->max_tokens && !s; k++) {
       size_t ctxlen = n < (size_t)cfg.seq ? n : (size_t)cfg.seq; /* sliding window */
       s = coda_model_last_logits(ctx, m, tok + n - ctxlen, (int)ctxlen, logits);
-      if (!s) tok[n++] = sample(logits, cfg.vocab, o->temperature, o->top_k, &rng);
+      for (int v = 0; !s && v < cfg.vocab; v++)
+        if (!isfinite(logits[v]))
+          s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s: the model's logits are not finite "
+                        "(logit %d of token %d is %g): the checkpoint's weights are damaged or "
+                        "diverged", o->checkpoint, v, k + 1, (double)logits[v]);
+      if (!s) tok[n++] = sample(logits, tmp, cfg.vocab, o->temperature, o->top_k, &rng);
     }
   }
   if (!s) {
     for (size_t i = 0; i < n; i++) out[i] = tok[i] < 256 ? (char)tok[i] : '?';
     out[n] = '\0';
+    *len = n;
     *text = out;
     out = NULL;
   }
   free(tok);
   free(logits);
+  free(tmp);
   free(out);
   coda_model_destroy(m);
   return s;

@@ -2,12 +2,15 @@
 #define _POSIX_C_SOURCE 200809L
 #include "train/train.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 uint32_t coda_crc32(uint32_t crc, const void *p, size_t n) {
@@ -46,16 +49,86 @@ double coda_rng_uniform(uint64_t *s) {
   return (double)(coda_rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
+/* The temporary name of a save to path: path + ".tmp." + 6 characters of
+ * [A-Za-z0-9]. */
+#define TMP_SUFFIX ".tmp."
+#define TMP_RAND 6
+static const char tmp_alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/* 1 when name is base + TMP_SUFFIX + TMP_RAND alphabet characters: a
+ * temporary file of a save to base that a kill left behind. */
+static int is_own_temp(const char *name, const char *base) {
+  size_t bl = strlen(base), sl = sizeof TMP_SUFFIX - 1;
+  if (strlen(name) != bl + sl + TMP_RAND || memcmp(name, base, bl) ||
+      memcmp(name + bl, TMP_SUFFIX, sl))
+    return 0;
+  for (const char *c = name + bl + sl; *c; c++)
+    if (!strchr(tmp_alphabet, *c)) return 0;
+  return 1;
+}
+
+/* Removes the regular files of the temporary-name pattern of path in its
+ * directory (left by a save that was killed); nothing else. */
+static void remove_stale_temps(const char *path) {
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
+  size_t dl = slash ? (size_t)(slash - path) : 0;
+  char *dir = malloc(dl + 2);
+  if (!dir) return;
+  if (slash) { memcpy(dir, path, dl ? dl : 1); dir[dl ? dl : 1] = '\0'; }
+  else strcpy(dir, ".");
+  DIR *d = opendir(dir);
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      if (!is_own_temp(e->d_name, base)) continue;
+      size_t L = strlen(dir) + strlen(e->d_name) + 2;
+      char *p = malloc(L);
+      if (!p) break;
+      snprintf(p, L, "%s/%s", dir, e->d_name);
+      struct stat st;
+      if (lstat(p, &st) == 0 && S_ISREG(st.st_mode)) unlink(p);
+      free(p);
+    }
+    closedir(d);
+  }
+  free(dir);
+}
+
+/* Creates a new temporary file next to path, mode 0666 less the umask
+ * (mkstemp would make it 0600). */
+static int create_temp(const char *path, char *tmp) {
+  size_t len = strlen(path);
+  static unsigned long counter = 0;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^
+                  ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)tmp;
+  for (int attempt = 0; attempt < 100; attempt++) {
+    seed += ++counter;
+    uint64_t r = coda_rng_next(&seed);
+    memcpy(tmp, path, len);
+    memcpy(tmp + len, TMP_SUFFIX, sizeof TMP_SUFFIX - 1);
+    char *q = tmp + len + sizeof TMP_SUFFIX - 1;
+    for (int k = 0; k < TMP_RAND; k++, r /= 62) q[k] = tmp_alphabet[r % 62];
+    q[TMP_RAND] = '\0';
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  errno = EEXIST;
+  return -1;
+}
+
 coda_status coda_write_atomic(coda_context ctx, const char *path,
                               const void *const *parts, const size_t *sizes,
                               int nparts) {
   if (!path || !*path) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "empty output path");
   size_t len = strlen(path);
-  char *tmp = malloc(len + 16);
+  char *tmp = malloc(len + sizeof TMP_SUFFIX + TMP_RAND + 1);
   if (!tmp) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
-  memcpy(tmp, path, len);
-  memcpy(tmp + len, ".tmp.XXXXXX", 12);
-  int fd = mkstemp(tmp);
+  remove_stale_temps(path);
+  int fd = create_temp(path, tmp);
   if (fd < 0) {
     coda_status s = coda_fail(ctx, CODA_ERR_IO, "%s: cannot create a temporary file: %s", path,
                               strerror(errno));
@@ -69,7 +142,8 @@ coda_status coda_write_atomic(coda_context ctx, const char *path,
       ssize_t w = write(fd, b, left);
       if (w < 0 && errno == EINTR) continue;
       if (w <= 0) {
-        coda_status s = coda_fail(ctx, CODA_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+        coda_status s = coda_fail(ctx, CODA_ERR_IO, "%s: write failed: %s", tmp,
+                                  w == 0 ? "no space written" : strerror(errno));
         close(fd);
         unlink(tmp);
         free(tmp);
@@ -112,31 +186,83 @@ coda_status coda_write_atomic(coda_context ctx, const char *path,
   return CODA_OK;
 }
 
-/* Reads a whole file; never trusts anything but what was read. */
-coda_status coda_read_file(coda_context ctx, const char *path, unsigned char **buf, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return coda_fail(ctx, CODA_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-  size_t cap = 1 << 16, len = 0;
-  unsigned char *b = malloc(cap);
-  while (b) {
-    if (len == cap) {
-      unsigned char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(b, cap * 2);
-      if (!nb) { free(b); b = NULL; break; }
-      b = nb;
-      cap *= 2;
-    }
-    size_t r = fread(b + len, 1, cap - len, f);
-    len += r;
-    if (r == 0) break;
+coda_status coda_open_regular(coda_context ctx, const char *path, uint64_t max, int *fd_out,
+                              uint64_t *size) {
+  *fd_out = -1;
+  if (!path || !*path) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "empty input path");
+  /* O_NONBLOCK: a FIFO or device must not block the open; it is refused
+   * below. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK);
+  if (fd < 0) return coda_fail(ctx, CODA_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    coda_status s = coda_fail(ctx, CODA_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    close(fd);
+    return s;
   }
-  int err = ferror(f);
-  fclose(f);
-  if (!b) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-  if (err) {
+  if (!S_ISREG(st.st_mode)) {
+    const char *what = S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                       : S_ISSOCK(st.st_mode) ? "a socket" : "not a file";
+    close(fd);
+    return coda_fail(ctx, CODA_ERR_IO, "%s: is %s, not a regular file", path, what);
+  }
+  if ((uint64_t)st.st_size > max || (uint64_t)st.st_size > SIZE_MAX / 2) {
+    close(fd);
+    return coda_fail(ctx, CODA_ERR_IO, "%s: %llu bytes is larger than the limit of %llu for this "
+                     "kind of file", path, (unsigned long long)st.st_size,
+                     (unsigned long long)max);
+  }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  *fd_out = fd;
+  *size = (uint64_t)st.st_size;
+  return CODA_OK;
+}
+
+coda_status coda_read_fd(coda_context ctx, int fd, const char *path, uint64_t off, void *dst,
+                         size_t n) {
+  unsigned char *b = dst;
+  while (n > 0) {
+    ssize_t r = pread(fd, b, n, (off_t)off);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return coda_fail(ctx, CODA_ERR_IO, "%s: read error: %s", path, strerror(errno));
+    if (r == 0)
+      return coda_fail(ctx, CODA_ERR_IO, "%s: truncated while reading (the file shrank)", path);
+    b += r;
+    n -= (size_t)r;
+    off += (uint64_t)r;
+  }
+  return CODA_OK;
+}
+
+/* Reads a whole regular file of at most max bytes; never trusts anything
+ * but what was read. */
+coda_status coda_read_file_max(coda_context ctx, const char *path, uint64_t max,
+                               unsigned char **buf, size_t *n) {
+  *buf = NULL;
+  *n = 0;
+  int fd;
+  uint64_t size;
+  coda_status s = coda_open_regular(ctx, path, max, &fd, &size);
+  if (s) return s;
+  unsigned char *b = malloc(size ? (size_t)size : 1);
+  if (!b) {
+    close(fd);
+    return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "%s: out of memory (%llu bytes)", path,
+                     (unsigned long long)size);
+  }
+  s = coda_read_fd(ctx, fd, path, 0, b, (size_t)size);
+  close(fd);
+  if (s) {
     free(b);
-    return coda_fail(ctx, CODA_ERR_IO, "%s: read error", path);
+    return s;
   }
   *buf = b;
-  *n = len;
+  *n = (size_t)size;
   return CODA_OK;
+}
+
+coda_status coda_read_file(coda_context ctx, const char *path, unsigned char **buf, size_t *n) {
+  return coda_read_file_max(ctx, path, UINT64_MAX, buf, n);
 }

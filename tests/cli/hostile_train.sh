@@ -1,0 +1,167 @@
+#!/bin/sh
+# Hostile input to coda train / generate / demo, round 2: nothing of the
+# user's is overwritten or lost, every refusal names its cause, every read
+# is bounded and of a regular file.
+#
+#   sh tests/cli/hostile_train.sh PATH/TO/coda WORKDIR
+set -u
+coda=$1
+work=$2
+rm -rf "$work"
+mkdir -p "$work"
+cd "$work" || exit 1
+fails=0
+cases=0
+fail() { fails=$((fails + 1)); echo "FAIL: $*"; sed 's/^/  | /' err.txt 2>/dev/null | head -20; }
+ok() { echo "ok: $*"; }
+
+# expect WORDS -- ARGS...: a clean failure (status 1..125, no sanitizer
+# report) whose stderr holds WORDS (fixed string, case-insensitive).
+expect() {
+  want=$1
+  shift 2
+  cases=$((cases + 1))
+  timeout 120 "$coda" "$@" >out.txt 2>err.txt </dev/null
+  rc=$?
+  if [ "$rc" -eq 0 ]; then fail "coda $*: exit status 0"
+  elif [ "$rc" -ge 124 ]; then fail "coda $*: exit status $rc (timeout, signal or abort)"
+  elif grep -q -E 'AddressSanitizer|LeakSanitizer|runtime error' err.txt; then fail "coda $*: sanitizer report"
+  elif ! grep -q -i -F -- "$want" err.txt; then fail "coda $*: message lacks '$want'"
+  else ok "coda $* -> $rc: $(head -1 err.txt)"
+  fi
+}
+
+mkdir corpus
+i=0
+while [ $i -lt 300 ]; do
+  echo "The quick brown fox $i jumps over the lazy dog. Pack my box with five dozen jugs."
+  echo "%"
+  i=$((i + 1))
+done >corpus/text
+small="--dim 32 --layers 1 --heads 2 --kv-heads 1 --ffn 64 --seq 16 --batch 2 --val-batches 0 --quiet"
+
+# shellcheck disable=SC2086
+"$coda" train $small --corpus corpus --out good --steps 2 >/dev/null 2>err.txt || { fail "baseline training"; exit 1; }
+ck=good/checkpoint.safetensors
+
+# 1. a data directory with only train.tok: refused, the file untouched
+mkdir only
+cp good/data/train.tok only/
+cp only/train.tok only.keep
+# shellcheck disable=SC2086
+expect "val.tok is missing" -- train $small --out o1 --data only --steps 2
+cases=$((cases + 1))
+if cmp -s only/train.tok only.keep && [ ! -e only/val.tok ]; then ok "train.tok untouched"
+else fail "the user's train.tok was rewritten"; fi
+# shellcheck disable=SC2086
+expect "val.tok is missing" -- train $small --out o1 --data only --corpus corpus --steps 2
+cases=$((cases + 1))
+if cmp -s only/train.tok only.keep; then ok "train.tok untouched with --corpus"
+else fail "the user's train.tok was rewritten (--corpus)"; fi
+
+# 2. a mistyped --data: an error naming it, no training
+# shellcheck disable=SC2086
+expect "nosuchdata: no such data directory" -- train $small --out o2 --data nosuchdata --steps 2
+: >afile
+# shellcheck disable=SC2086
+expect "afile: not a directory" -- train $small --out o2 --data afile --corpus corpus --steps 2
+
+# 3. resume after a kill: loss.csv continues exactly at the checkpoint's
+# step (rows logged after the last save and a row cut by the kill dropped)
+cp -r good r3
+printf '3,9.5,0.001,1,nan\n4,9.5,0.0' >>r3/loss.csv
+# shellcheck disable=SC2086
+"$coda" train $small --data good/data --out r3 --steps 5 --resume r3/checkpoint.safetensors >/dev/null 2>err.txt
+rc=$?
+cases=$((cases + 1))
+steps=$(tail -n +2 r3/loss.csv | cut -d, -f1 | tr '\n' ' ')
+if [ $rc -eq 0 ] && [ "$steps" = "1 2 3 4 5 " ] && ! grep -q '9.5' r3/loss.csv &&
+   [ "$(awk -F, 'NF != 5' r3/loss.csv | wc -l)" -eq 0 ]; then ok "loss.csv consistent after resume"
+else fail "loss.csv after resume: status $rc, steps '$steps'"; cat r3/loss.csv; fi
+
+# 4. write failures of the loss log stop the run; a plot not written is
+# not claimed
+if [ -w /dev/full ]; then
+  mkdir r4
+  ln -s /dev/full r4/loss.csv
+  # shellcheck disable=SC2086
+  expect "loss.csv: write failed" -- train $small --data good/data --out r4 --steps 3
+fi
+mkdir -p r4b/loss.png
+# shellcheck disable=SC2086
+"$coda" train $small --data good/data --out r4b --steps 2 >out.txt 2>err.txt
+cases=$((cases + 1))
+if grep -q "loss plot not written" err.txt && grep -q "loss curve (not written)" out.txt &&
+   ! grep -q "loss curve r4b/loss.png" out.txt; then ok "unwritten loss.png not claimed"
+else fail "summary claims an unwritten loss.png"; cat out.txt; fi
+
+# 5. explicit model flags that contradict the checkpoint; an interrupted
+# quiet run exits nonzero and says so
+# shellcheck disable=SC2086
+expect "has dim 32, but dim 64" -- train --dim 64 --seq 16 --batch 2 --val-batches 0 --quiet --data good/data --out o5 --steps 4 --resume $ck
+# shellcheck disable=SC2086
+expect "has layers 1, but layers 2" -- train --layers 2 --quiet --data good/data --out o5 --steps 4 --init $ck
+# the checkpoint's own values are fine
+# shellcheck disable=SC2086
+"$coda" train $small --data good/data --out r5 --steps 3 --resume $ck >/dev/null 2>err.txt
+cases=$((cases + 1))
+if [ $? -eq 0 ]; then ok "resume with matching flags"; else fail "resume with matching flags"; fi
+"$coda" train --dim 32 --layers 1 --heads 2 --kv-heads 1 --ffn 64 --seq 16 --batch 2 --quiet \
+  --val-batches 0 --data good/data --out r5i --steps 100000 >out.txt 2>err.txt &
+pid=$!
+sleep 3
+kill -INT $pid
+wait $pid
+rc=$?
+cases=$((cases + 1))
+if [ $rc -ne 0 ] && grep -q -i "interrupted" err.txt && grep -q "INTERRUPTED" out.txt &&
+   [ -f r5i/checkpoint.safetensors ]; then ok "interrupted quiet run -> $rc"
+else fail "interrupted quiet run: status $rc"; cat out.txt; fi
+
+# the same with 2 CPU ranks (Ctrl-C reaches the whole process group): the
+# job's status is the ranks' common 130, not a rank "failure"
+if command -v setsid >/dev/null 2>&1; then
+  setsid "$coda" train --dim 32 --layers 1 --heads 2 --kv-heads 1 --ffn 64 --seq 16 --batch 2 \
+    --quiet --val-batches 0 --data good/data --out r5d --steps 100000 --ranks 2 --threads 1 \
+    >out.txt 2>err.txt &
+  pid=$!
+  sleep 4
+  kill -INT -$pid 2>/dev/null || kill -INT $pid
+  wait $pid
+  rc=$?
+  cases=$((cases + 1))
+  if [ $rc -eq 130 ] && grep -q -i "interrupted" err.txt && ! grep -q "failed" err.txt; then
+    ok "interrupted 2-rank run -> $rc"
+  else fail "interrupted 2-rank run: status $rc"; cat out.txt; fi
+fi
+
+# 6, 13. checkpoints that are not regular files, without blocking
+expect "/dev/zero: is a device, not a regular file" -- generate --checkpoint /dev/zero --tokens 2
+expect "good: is a directory" -- generate --checkpoint good --tokens 2
+mkfifo fifo.safetensors
+expect "is a FIFO" -- generate --checkpoint fifo.safetensors --tokens 2
+# shellcheck disable=SC2086
+expect "is a FIFO" -- train $small --data good/data --out o6 --steps 4 --resume fifo.safetensors
+mkfifo hf_fifo
+mkdir hf
+ln -s ../hf_fifo hf/config.json
+expect "is a FIFO" -- train --import-hf hf --out o6
+# a FIFO for a program file
+expect "not a regular file" -- check fifo.safetensors
+
+# a corpus file beyond the reader's limit (sparse: nothing is written)
+mkdir bigcorpus
+if truncate -s 2G bigcorpus/huge 2>/dev/null; then
+  expect "bigcorpus/huge: 2147483648 bytes is larger than the limit" -- train --prepare --corpus bigcorpus --data bigdata
+fi
+rm -rf bigcorpus
+
+# 8. coda demo sizes are bounded
+expect "--layers needs an integer in [1, 64]" -- demo --layers 100000
+expect "--seq needs an integer in [1, 8192]" -- demo --seq 10000000
+expect "too large for the demo" -- demo --dim 8192 --ffn 32768 --layers 64
+
+
+
+echo "$cases cases, $fails failed"
+[ $fails -eq 0 ]
