@@ -1,7 +1,7 @@
 /* Plan memory: allocation of owned buffers, binding caller memory,
  * and the temporaries' arena, laid out by liveness (plan_layout,
  * plan_pack) so that temporaries whose steps do not overlap share bytes
- * (docs/design.md, "Temporaries share memory"). */
+ * (docs/plans.md, "Temporaries share memory"). */
 #include "nn/plan_internal.h"
 
 #include "base/internal.h"
