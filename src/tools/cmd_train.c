@@ -171,6 +171,10 @@ static void train_usage(FILE *f) {
       "  --profile         time the phases of each step (device events on a GPU, the host\n"
       "                    clock on the CPU) and print a table per phase at the end\n"
       "  --profile-warmup N  steps not profiled at the start (default 1)\n"
+      "  --peak-flops X    peak FLOP/s of a device for the MFU and the profile's floors\n"
+      "                    (default on a GPU 989e12, H100/H200 dense bf16)\n"
+      "  --peak-bandwidth X  peak memory bytes/s for the profile's floors (default on a\n"
+      "                    GPU 4.3e12, H200)\n"
       "Prints one line per step; Ctrl-C finishes the step (or cuts a validation short),\n"
       "saves and exits with status 130; a second Ctrl-C ends it at once.\n");
 }
@@ -259,9 +263,9 @@ static int train_process(const train_job *job, coda_comm comm, coda_context ctx)
   o.should_stop = should_stop;
   o.progress = print_progress;
   o.comm = comm;
-  /* The MFU figure is the H100/H200 peak on any GPU. */
-  if (job->device) o.peak_flops = PEAK_FLOPS_H100_H200;
-  if (job->device) o.peak_bandwidth = PEAK_BANDWIDTH_H200;
+  /* The MFU figure is the H100/H200 peak on any GPU (unless given). */
+  if (job->device && o.peak_flops == 0) o.peak_flops = PEAK_FLOPS_H100_H200;
+  if (job->device && o.peak_bandwidth == 0) o.peak_bandwidth = PEAK_BANDWIDTH_H200;
   coda_train_summary sum;
   int rc = 0;
   coda_status s = coda_train(ctx, &o, &sum);
@@ -335,6 +339,8 @@ int cmd_train(int argc, char **argv) {
     REALFLAG("--clip", o.clip)
     REALFLAG("--beta1", o.beta1)
     REALFLAG("--beta2", o.beta2)
+    REALFLAG("--peak-flops", o.peak_flops)
+    REALFLAG("--peak-bandwidth", o.peak_bandwidth)
 #undef INTFLAG
 #undef MODELFLAG
 #undef REALFLAG
