@@ -131,7 +131,9 @@ typedef struct coda_train_profile_phase {
  * backward is not counted), "uploads (H2D)" (tokens and targets), "reads
  * (D2H)" (the loss and the norm's partial sums), and last "host waits and
  * launch gaps": the step's wall time minus the sum of the others. A phase
- * that did not run reads 0. The reference engine has no markers. */
+ * that did not run reads 0. The reference engine has no markers in the
+ * model (its forward and backward fall in the last row). Data parallel:
+ * rank 0's profile. */
 typedef struct coda_train_profile {
   int64_t steps;      /* steps profiled */
   int64_t warmup;     /* steps before them, not profiled */
@@ -139,6 +141,8 @@ typedef struct coda_train_profile {
   double device_ms;   /* sum of the timed phases per step */
   int device_clock;   /* 1: device events (CUDA); 0: the host clock */
   int layers;         /* blocks (for the per-block figures) */
+  int incomplete;     /* 1: markers ran out, some phases were not timed
+                       * (their time is in the last row) */
   int nphase;
   coda_train_profile_phase phase[CODA_TRAIN_PROFILE_PHASES];
 } coda_train_profile;

@@ -113,6 +113,7 @@ static void print_progress(const coda_train_progress *p, void *user) {
         printf("  %-28s %10.3f %6.1f%%\n", q->name, q->ms, 100.0 * q->share);
     }
     printf("  %-28s %10.3f %6.1f%%\n", "step (wall)", f->step_ms, f->step_ms > 0 ? 100.0 : 0.0);
+    if (f->incomplete) printf("  (markers ran out: some phases are counted in the last row)\n");
     break;
   }
   case CODA_TRAIN_EVENT_DONE: {

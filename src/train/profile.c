@@ -122,6 +122,7 @@ void coda_prof_report(const coda_prof *p, const coda_model_config *c, double tok
   out->warmup = warmup;
   out->device_clock = device_clock;
   out->layers = p->L;
+  out->incomplete = p->overflow;
   const double ns = p->steps > 0 ? (double)p->steps : 1.0;
   out->step_ms = p->wall_ms / ns;
   /* GEMM flops per step: a block's forward 2 · (its matrices) per token
