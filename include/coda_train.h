@@ -94,10 +94,58 @@ typedef enum coda_train_event {
                                      * finite; checkpoint = the last good one
                                      * (NULL if none) */
   CODA_TRAIN_EVENT_WARNING = 6,     /* a non-fatal problem: message */
-  CODA_TRAIN_EVENT_DONE = 7         /* the run's summary (also when quiet):
+  CODA_TRAIN_EVENT_DONE = 7,        /* the run's summary (also when quiet):
                                      * summary, loss_curve, and mfu,
                                      * flops_per_token over the whole run */
+  CODA_TRAIN_EVENT_PROFILE = 8      /* options.profile: the time per phase of a
+                                     * step (profile), just before DONE (also
+                                     * when quiet) */
 } coda_train_event;
+
+/* One phase of the step profile (coda_train_profile.phase). */
+typedef struct coda_train_profile_phase {
+  const char *name;
+  double ms;       /* per step: mean over the profiled steps */
+  double share;    /* ms / the step's wall time */
+  double floor_ms; /* a lower bound per step: the phase's GEMM flops at
+                    * peak_flops, or its bytes at peak_bandwidth; NaN when
+                    * there is none (or the peak is not given) */
+  double block_mean_ms, block_max_ms; /* block phases: per block (the mean
+                                       * over blocks and the slowest); else
+                                       * NaN */
+} coda_train_profile_phase;
+
+#define CODA_TRAIN_PROFILE_PHASES 12
+
+/* The profile of a training step (CODA_TRAIN_EVENT_PROFILE). Every phase
+ * but the last is the time between markers placed around its work on the
+ * backend in its order of work: on CUDA, events on the context's stream
+ * (device time, with the launch gaps inside the phase); on the CPU backend,
+ * the host clock. The phases are, in order: "weights to bf16" (rounding the
+ * fp32 master into the plans' weights), "embedding" (lookup and its
+ * gradient), "blocks forward", "head + loss" (forward and backward),
+ * "blocks backward" (with the weight-gradient accumulation), "gradient
+ * norm", "optimizer" (zeroing the gradient and AdamW), "gradient
+ * reduction" (data parallel: what the compute stream waits for of the
+ * reduce-scatters and the weights' all-gather; the communication under the
+ * backward is not counted), "uploads (H2D)" (tokens and targets), "reads
+ * (D2H)" (the loss and the norm's partial sums), and last "host waits and
+ * launch gaps": the step's wall time minus the sum of the others. A phase
+ * that did not run reads 0. The reference engine has no markers in the
+ * model (its forward and backward fall in the last row). Data parallel:
+ * rank 0's profile. */
+typedef struct coda_train_profile {
+  int64_t steps;      /* steps profiled */
+  int64_t warmup;     /* steps before them, not profiled */
+  double step_ms;     /* wall time per step (mean) */
+  double device_ms;   /* sum of the timed phases per step */
+  int device_clock;   /* 1: device events (CUDA); 0: the host clock */
+  int layers;         /* blocks (for the per-block figures) */
+  int incomplete;     /* 1: markers ran out, some phases were not timed
+                       * (their time is in the last row) */
+  int nphase;
+  coda_train_profile_phase phase[CODA_TRAIN_PROFILE_PHASES];
+} coda_train_profile;
 
 /* One progress report of coda_train, valid only during the callback. Fields
  * not named by the event are zero (NaN for val_loss and mfu). On a
@@ -135,6 +183,8 @@ typedef struct coda_train_progress {
   /* DONE */
   const coda_train_summary *summary;
   const char *loss_curve; /* loss.png; NULL when it was not written (see WARNING) */
+  /* PROFILE */
+  const coda_train_profile *profile;
   /* WARNING */
   const char *message;
 } coda_train_progress;
@@ -174,6 +224,15 @@ typedef struct coda_train_options {
   void (*progress)(const coda_train_progress *p, void *user);
   double peak_flops;     /* peak FLOP/s of one device for the MFU (e.g. 989e12,
                           * H100/H200 dense bf16); 0 = unknown: no MFU */
+  double peak_bandwidth; /* peak memory bandwidth of one device in bytes/s for
+                          * the profile's floors (e.g. 4.3e12, H200); 0 =
+                          * unknown: no bandwidth floors */
+  /* Step profile (PROFILE event before DONE): nonzero times the phases of
+   * every step after the first `profile_warmup` of this run (the plan
+   * engine). Off: no markers, nothing recorded. */
+  int profile;
+  int profile_warmup;    /* steps not profiled (compilation, tuning, first
+                          * allocations); clipped so one step is profiled */
   /* Data parallel (NULL: one process). Every rank calls coda_train with the
    * same options; batch is per rank, so a step sees ranks x batch x accum
    * sequences, the same ones one process with batch ranks x batch would.

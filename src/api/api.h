@@ -54,6 +54,18 @@ coda_status coda_train_adamw(coda_context ctx, float *w, const float *g, float *
 coda_status coda_train_zero(coda_context ctx, void *p, size_t bytes);
 coda_status coda_train_device_memory(coda_context ctx, size_t *used, size_t *total);
 
+/* Timing markers on the context's backend, in its order of work: on CUDA
+ * events on the context's stream (device time), on the CPU the host clock
+ * (the CPU backend is synchronous). A timeline holds n markers; record
+ * places marker i (0 <= i < n) after everything issued so far; elapsed is
+ * the milliseconds from marker a to marker b once both were recorded (it
+ * waits for b). CODA_ERR_NOT_SUPPORTED on a backend without markers. */
+typedef struct coda_timeline_s *coda_timeline;
+coda_status coda_timeline_create(coda_context ctx, int n, coda_timeline *out);
+coda_status coda_timeline_record(coda_context ctx, coda_timeline t, int i);
+coda_status coda_timeline_elapsed(coda_context ctx, coda_timeline t, int a, int b, double *ms);
+void coda_timeline_destroy(coda_context ctx, coda_timeline t);
+
 /* The unfused form of a GEMM-epilogue program (the pass ir_unfuse in
  * src/lang/pass_unfuse.c): the same program as a map reading the
  * accumulator from the tile input `input` (dtype `dtype`, declared first)

@@ -4,6 +4,7 @@
 #include "backends/backend.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 coda_status coda_tensor_copy(coda_context ctx, const coda_tensor *dst, const coda_tensor *src) {
@@ -94,4 +95,50 @@ coda_status coda_train_zero(coda_context ctx, void *p, size_t bytes) {
 }
 coda_status coda_train_device_memory(coda_context ctx, size_t *used, size_t *total) {
   TRAIN_CALL(memory, used, total);
+}
+
+/* ---- timing markers ---- */
+
+struct coda_timeline_s {
+  void *set;
+  int n;
+};
+
+coda_status coda_timeline_create(coda_context ctx, int n, coda_timeline *out) {
+  if (!out || n < 1)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_timeline_create: %d markers", n);
+  *out = NULL;
+  if (!ctx->ops->timer_create)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the %s backend has no timing markers",
+                     ctx->ops->name);
+  coda_timeline t = calloc(1, sizeof *t);
+  if (!t) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  coda_status st = ctx->ops->timer_create(ctx, n, &t->set);
+  if (st) {
+    free(t);
+    return st;
+  }
+  t->n = n;
+  *out = t;
+  return CODA_OK;
+}
+
+coda_status coda_timeline_record(coda_context ctx, coda_timeline t, int i) {
+  if (!t || i < 0 || i >= t->n)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_timeline_record: marker %d of %d", i,
+                     t ? t->n : 0);
+  return ctx->ops->timer_record(ctx, t->set, i);
+}
+
+coda_status coda_timeline_elapsed(coda_context ctx, coda_timeline t, int a, int b, double *ms) {
+  if (!t || !ms || a < 0 || b < 0 || a >= t->n || b >= t->n)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_timeline_elapsed: markers %d, %d of %d",
+                     a, b, t ? t->n : 0);
+  return ctx->ops->timer_elapsed(ctx, t->set, a, b, ms);
+}
+
+void coda_timeline_destroy(coda_context ctx, coda_timeline t) {
+  if (!t) return;
+  ctx->ops->timer_destroy(ctx, t->set);
+  free(t);
 }

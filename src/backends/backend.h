@@ -105,6 +105,15 @@ typedef struct coda_backend_ops {
   coda_status (*attention_forward)(coda_context ctx, const coda_attn_job *job);
   coda_status (*attention_backward)(coda_context ctx, const coda_attn_job *job);
   const coda_train_ops *train; /* NULL: the trainer's device state is not on this backend */
+  /* Timing markers (the profile of a training step): a set of n markers;
+   * record puts marker i after the work issued so far (CUDA: an event on
+   * the context's stream; a synchronous backend: the host clock); elapsed
+   * gives the milliseconds from marker a to marker b, waiting for b. NULL:
+   * the backend has no markers. */
+  coda_status (*timer_create)(coda_context ctx, int n, void **set);
+  coda_status (*timer_record)(coda_context ctx, void *set, int i);
+  coda_status (*timer_elapsed)(coda_context ctx, void *set, int a, int b, double *ms);
+  void (*timer_destroy)(coda_context ctx, void *set);
   /* Ahead-of-time compilation of the generated kernels a fused GEMM (both
    * schedules) or a map launches, into the disk cache; needs no device, so
    * any context may ask (NULL: the backend generates no kernels). */

@@ -16,6 +16,8 @@
 #define DEFAULT_CORPUS "/usr/share/games/fortunes"
 /* Peak dense bf16 FLOP/s of an H100/H200, for the MFU on a GPU. */
 #define PEAK_FLOPS_H100_H200 989e12
+/* Peak HBM bandwidth of an H200 in bytes/s, for the profile's floors. */
+#define PEAK_BANDWIDTH_H200 4.3e12
 
 /* Set by SIGINT; the trainer polls it once per step and between
  * validation batches. */
@@ -90,6 +92,30 @@ static void print_progress(const coda_train_progress *p, void *user) {
   case CODA_TRAIN_EVENT_WARNING:
     fprintf(stderr, "coda train: %s\n", p->message);
     break;
+  case CODA_TRAIN_EVENT_PROFILE: {
+    const coda_train_profile *f = p->profile;
+    printf("profile: %lld steps after %lld warm-up, %.3f ms per step (%s)\n",
+           (long long)f->steps, (long long)f->warmup, f->step_ms,
+           f->device_clock ? "device events on the context's stream" : "host clock, CPU backend");
+    printf("  %-28s %10s %7s %10s %21s\n", "phase", "ms/step", "share", "floor ms",
+           "per block mean / max");
+    for (int i = 0; i < f->nphase; i++) {
+      const coda_train_profile_phase *q = &f->phase[i];
+      char fl[32] = "", blk[48] = "";
+      if (q->floor_ms == q->floor_ms) snprintf(fl, sizeof fl, "%.3f", q->floor_ms);
+      if (q->block_mean_ms == q->block_mean_ms)
+        snprintf(blk, sizeof blk, "%.3f / %.3f", q->block_mean_ms, q->block_max_ms);
+      if (blk[0])
+        printf("  %-28s %10.3f %6.1f%% %10s %21s\n", q->name, q->ms, 100.0 * q->share, fl, blk);
+      else if (fl[0])
+        printf("  %-28s %10.3f %6.1f%% %10s\n", q->name, q->ms, 100.0 * q->share, fl);
+      else
+        printf("  %-28s %10.3f %6.1f%%\n", q->name, q->ms, 100.0 * q->share);
+    }
+    printf("  %-28s %10.3f %6.1f%%\n", "step (wall)", f->step_ms, f->step_ms > 0 ? 100.0 : 0.0);
+    if (f->incomplete) printf("  (markers ran out: some phases are counted in the last row)\n");
+    break;
+  }
   case CODA_TRAIN_EVENT_DONE: {
     const coda_train_summary *sum = p->summary;
     printf("summary: %s%lld steps in %.1f s (%.0f tokens/s); train loss %.4f -> %.4f; val loss "
@@ -143,6 +169,13 @@ static void train_usage(FILE *f) {
       "                    rank, so a step sees N x batch x accum sequences (the same as one\n"
       "                    process with batch N x batch); optimizer state sharded (ZeRO-1)\n"
       "  --quiet           no per-step lines\n"
+      "  --profile         time the phases of each step (device events on a GPU, the host\n"
+      "                    clock on the CPU) and print a table per phase at the end\n"
+      "  --profile-warmup N  steps not profiled at the start (default 1)\n"
+      "  --peak-flops X    peak FLOP/s of a device for the MFU and the profile's floors\n"
+      "                    (default on a GPU 989e12, H100/H200 dense bf16)\n"
+      "  --peak-bandwidth X  peak memory bytes/s for the profile's floors (default on a\n"
+      "                    GPU 4.3e12, H200)\n"
       "Prints one line per step; Ctrl-C finishes the step (or cuts a validation short),\n"
       "saves and exits with status 130; a second Ctrl-C ends it at once.\n");
 }
@@ -231,8 +264,9 @@ static int train_process(const train_job *job, coda_comm comm, coda_context ctx)
   o.should_stop = should_stop;
   o.progress = print_progress;
   o.comm = comm;
-  /* The MFU figure is the H100/H200 peak on any GPU. */
-  if (job->device) o.peak_flops = PEAK_FLOPS_H100_H200;
+  /* The MFU figure is the H100/H200 peak on any GPU (unless given). */
+  if (job->device && o.peak_flops == 0) o.peak_flops = PEAK_FLOPS_H100_H200;
+  if (job->device && o.peak_bandwidth == 0) o.peak_bandwidth = PEAK_BANDWIDTH_H200;
   coda_train_summary sum;
   int rc = 0;
   coda_status s = coda_train(ctx, &o, &sum);
@@ -299,12 +333,15 @@ int cmd_train(int argc, char **argv) {
     INTFLAG("--save-every", 0, 1 << 30, o.save_every)
     INTFLAG("--threads", 0, 4096, threads)
     INTFLAG("--ranks", 1, CODA_DIST_MAX_RANKS, ranks)
+    INTFLAG("--profile-warmup", 0, 1000000000, o.profile_warmup)
     REALFLAG("--lr", o.lr)
     REALFLAG("--min-lr-ratio", o.min_lr_ratio)
     REALFLAG("--weight-decay", o.weight_decay)
     REALFLAG("--clip", o.clip)
     REALFLAG("--beta1", o.beta1)
     REALFLAG("--beta2", o.beta2)
+    REALFLAG("--peak-flops", o.peak_flops)
+    REALFLAG("--peak-bandwidth", o.peak_bandwidth)
 #undef INTFLAG
 #undef MODELFLAG
 #undef REALFLAG
@@ -317,6 +354,7 @@ int cmd_train(int argc, char **argv) {
     if (!strcmp(a, "--corpus") && v) { o.corpus_dir = v; corpus_given = 1; i++; continue; }
     if (!strcmp(a, "--prepare")) { prepare_only = 1; continue; }
     if (!strcmp(a, "--quiet")) { o.quiet = 1; continue; }
+    if (!strcmp(a, "--profile")) { o.profile = 1; continue; }
     if ((!strcmp(a, "--device") || !strcmp(a, "--backend")) && v) {
       if (!strcmp(v, "cpu")) device = 0;
       else if (!strcmp(v, "gpu") || !strcmp(v, "cuda")) device = 1;

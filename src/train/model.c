@@ -33,6 +33,7 @@ struct coda_model {
   /* engine state */
   void *ref; /* reference activations (model_ref.c) */
   void *plans;
+  coda_prof *prof; /* step profile, NULL: off (not owned) */
 };
 
 coda_status coda_model_config_named(const char *name, coda_model_config *c) {
@@ -182,6 +183,8 @@ size_t coda_model_size(const coda_model *m) { return m->n; }
 coda_engine coda_model_engine(const coda_model *m) { return m->engine; }
 void **coda_model_ref_slot(coda_model *m) { return &m->ref; }
 void **coda_model_plans_slot(coda_model *m) { return &m->plans; }
+void coda_model_set_prof(coda_model *m, coda_prof *p) { m->prof = p; }
+coda_prof *coda_model_prof(coda_model *m) { return m->prof; }
 
 static double normal(uint64_t *s) {
   double u1 = coda_rng_uniform(s), u2 = coda_rng_uniform(s);

@@ -62,6 +62,10 @@ typedef struct {
   const coda_zero *z; /* data parallel layout, NULL: one process */
 } plans_state;
 
+/* Step profile markers (profile.c; no-ops when pf is NULL). */
+#define PB() coda_prof_begin(ctx, pf)
+#define PE(ph, b) coda_prof_end(ctx, pf, ph, b)
+
 /* Elements per gradient-norm partial sum (one thread block each). */
 #define NORM_CHUNK 65536
 
@@ -345,8 +349,10 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
   coda_status st = ensure_dev(ctx, m, s, &d);
   if (!st) st = ensure_scratch(ctx, d, M);
   if (st) return st;
+  coda_prof *pf = coda_model_prof(m);
   char nm[96];
 #define PRM(name) coda_model_find(m, name)
+  PB();
   for (int i = 0; i < s->L && !st; i++)
     for (int k = 0; k < 6 && !st; k++) {
       snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
@@ -357,6 +363,7 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
   const coda_param *pn = PRM("norm.weight");
   if (!st && !sample) st = dev_round(ctx, s->head, "wnf", d, m, pn);
   if (!st && !sample) st = dev_round(ctx, s->head, "wout", d, m, po);
+  PE(CODA_PH_CAST, -1);
   if (st) return st;
   /* host-side token arrays: checked, then uploaded (small) */
   int32_t *h = malloc((size_t)M * sizeof *h);
@@ -370,12 +377,20 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
     if (!sample) nv += tg[r] >= 0;
   }
   coda_tensor x0, t;
+  PB();
   if (!st) st = coda_memcpy_h2d(ctx, d->tok, h, (size_t)M * sizeof *h);
+  PE(CODA_PH_UPLOAD, -1);
   if (!st) st = tensor(ctx, s->blk[0], "x", &x0);
+  PB();
   if (!st)
     st = d->z ? coda_train_embed16(ctx, &x0, d->wb + goff(d, m, pe), d->tok)
               : coda_train_embed(ctx, &x0, d->w + pe->offset, d->tok);
-  for (int i = 0; i < s->L && !st; i++) st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_FORWARD);
+  PE(CODA_PH_EMBED, -1);
+  for (int i = 0; i < s->L && !st; i++) {
+    PB();
+    st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_FORWARD);
+    PE(CODA_PH_BLOCK_FWD, i);
+  }
   if (!st && sample) {
     /* the last position's hidden state comes down; norm and LM head on the host */
     st = tensor(ctx, s->blk[s->L - 1], "x_out", &t);
@@ -407,14 +422,20 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
     free(h);
     return st;
   }
+  PB();
   if (!st) st = coda_memcpy_h2d(ctx, d->tg, tg, (size_t)M * sizeof *tg);
+  PE(CODA_PH_UPLOAD, -1);
   if (!st) st = tensor(ctx, s->head, "targets", &t);
+  PB();
   if (!st) st = coda_train_targets(ctx, &t, d->tg);
   if (!st) st = coda_plan_run(ctx, s->head, CODA_PHASE_FORWARD);
+  PE(CODA_PH_HEAD, -1);
   if (!st) st = tensor(ctx, s->head, "loss", &t);
   float lv = 0.0f;
   if (!st && t.dtype != CODA_F32) st = coda_fail(ctx, CODA_ERR_DTYPE, "the loss is not f32");
+  PB();
   if (!st) st = coda_memcpy_d2h(ctx, &lv, t.data, sizeof lv);
+  PE(CODA_PH_READ, -1);
   if (st) { free(h); return st; }
   if (loss) *loss = nv ? (double)lv : 0.0;
   if (n_valid) *n_valid = nv;
@@ -429,16 +450,20 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
     free(h);
     return st;
   }
+  PB();
   st = coda_plan_run(ctx, s->head, CODA_PHASE_BACKWARD);
   if (!st) st = dev_accum(ctx, s->head, "dwnf", d->g + goff(d, m, pn), pn->size, gscale);
   if (!st) st = dev_accum(ctx, s->head, "dwout", d->g + goff(d, m, po), po->size, gscale);
+  PE(CODA_PH_HEAD, -1);
   if (!st && reduce) st = reduce_bucket(ctx, d, d->z->nb - 1);
   for (int i = s->L - 1; i >= 0 && !st; i--) {
+    PB();
     st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_BACKWARD);
     for (int k = 0; k < 6 && !st; k++) {
       snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
       st = dev_accum(ctx, s->blk[i], plan_g[k], d->g + goff(d, m, PRM(nm)), PRM(nm)->size, gscale);
     }
+    PE(CODA_PH_BLOCK_BWD, i);
     if (!st && reduce) st = reduce_bucket(ctx, d, 1 + i);
   }
   if (!st) st = tensor(ctx, s->blk[0], "dx", &t);
@@ -447,11 +472,15 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
     if (!rows) st = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
     int nr = st ? 0 : group_tokens(h, M, c->vocab, rows, rows + M, rows + 2 * M + 1);
     if (!st && nr < 0) st = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    PB();
     if (!st) st = coda_memcpy_h2d(ctx, d->rows, rows, (size_t)nr * sizeof *rows);
     if (!st) st = coda_memcpy_h2d(ctx, d->seg, rows + M, (size_t)(nr + 1) * sizeof *rows);
     if (!st) st = coda_memcpy_h2d(ctx, d->pos, rows + 2 * M + 1, (size_t)M * sizeof *rows);
+    PE(CODA_PH_UPLOAD, -1);
+    PB();
     if (!st) st = coda_train_embed_grad(ctx, d->g + goff(d, m, pe), &t, d->rows, d->seg,
                                              d->pos, nr, gscale);
+    PE(CODA_PH_EMBED, -1);
     free(rows);
   }
   if (!st && reduce) st = reduce_bucket(ctx, d, 0);
@@ -566,15 +595,22 @@ coda_status coda_plans_device_shard_sumsq(coda_context ctx, coda_model *m, doubl
   const coda_zero *z = d->z;
   double *part = malloc((d->npart ? d->npart : 1) * sizeof *part);
   if (!part) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  coda_prof *pf = coda_model_prof(m);
+  PB();
   coda_status st = coda_comm_join(ctx, z->comm); /* the reduce-scatters are done */
+  PE(CODA_PH_REDUCE, -1);
   size_t np = 0;
+  PB();
   for (int k = 0; k < z->nb && !st; k++) {
     const coda_zero_bucket *b = &z->b[k];
     st = coda_train_sumsq(ctx, d->g + b->poff + (size_t)z->r * b->piece, b->piece,
                                NORM_CHUNK, d->part + np);
     np += (b->piece + NORM_CHUNK - 1) / NORM_CHUNK;
   }
+  PE(CODA_PH_NORM, -1);
+  PB();
   if (!st && np) st = coda_memcpy_d2h(ctx, part, d->part, np * sizeof *part);
+  PE(CODA_PH_READ, -1);
   double total = 0.0; /* in chunk order; NaN / inf propagate */
   for (size_t i = 0; i < np && !st; i++) total += part[i];
   free(part);
@@ -616,7 +652,11 @@ coda_status coda_plans_device_download(coda_context ctx, coda_model *m, float *m
 coda_status coda_plans_device_zero_grad(coda_context ctx, coda_model *m) {
   dev_state *d = dev_of(ctx, m);
   if (!d) return no_device(ctx);
-  return coda_train_zero(ctx, d->g, (d->z ? d->z->npad : d->n) * sizeof(float));
+  coda_prof *pf = coda_model_prof(m);
+  PB();
+  coda_status st = coda_train_zero(ctx, d->g, (d->z ? d->z->npad : d->n) * sizeof(float));
+  PE(CODA_PH_OPTIM, -1);
+  return st;
 }
 
 coda_status coda_plans_device_grad_norm(coda_context ctx, coda_model *m, double *norm) {
@@ -626,8 +666,13 @@ coda_status coda_plans_device_grad_norm(coda_context ctx, coda_model *m, double 
                              "over the shards (coda_plans_device_shard_sumsq)");
   double *part = malloc((d->npart ? d->npart : 1) * sizeof *part);
   if (!part) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  coda_prof *pf = coda_model_prof(m);
+  PB();
   coda_status st = coda_train_sumsq(ctx, d->g, d->n, NORM_CHUNK, d->part);
+  PE(CODA_PH_NORM, -1);
+  PB();
   if (!st) st = coda_memcpy_d2h(ctx, part, d->part, d->npart * sizeof *part);
+  PE(CODA_PH_READ, -1);
   double total = 0.0; /* finished on the host in chunk order; NaN / inf propagate */
   for (size_t i = 0; i < d->npart && !st; i++) total += part[i];
   free(part);
@@ -638,10 +683,11 @@ coda_status coda_plans_device_grad_norm(coda_context ctx, coda_model *m, double 
 /* Data parallel: AdamW of this rank's stretches, the updated master
  * rounded into its pieces of the bf16 weights, then every bucket's
  * all-gather (one NCCL group), which the next forward waits for. */
-static coda_status adamw_zero(coda_context ctx, dev_state *d, const coda_adamw *o, int64_t t,
-                              double lr, double gscale) {
+static coda_status adamw_zero(coda_context ctx, dev_state *d, coda_prof *pf, const coda_adamw *o,
+                              int64_t t, double lr, double gscale) {
   const coda_zero *z = d->z;
   coda_status st = CODA_OK;
+  PB();
   for (int i = 0; i < z->nseg && !st; i++) {
     const coda_zero_seg *g = &z->seg[i];
     const double coef[7] = {o->beta1, o->beta2, 1.0 - pow(o->beta1, (double)t),
@@ -658,6 +704,8 @@ static coda_status adamw_zero(coda_context ctx, dev_state *d, const coda_adamw *
                                      (int64_t)b->mine);
     st = coda_tensor_copy(ctx, &dst, &src);
   }
+  PE(CODA_PH_OPTIM, -1);
+  PB();
   if (!st) st = coda_comm_wait_compute(ctx, z->comm);
   if (!st) st = coda_comm_group_start(ctx, z->comm);
   for (int k = 0; k < z->nb && !st; k++) {
@@ -667,6 +715,7 @@ static coda_status adamw_zero(coda_context ctx, dev_state *d, const coda_adamw *
   }
   if (!st) st = coda_comm_group_end(ctx, z->comm);
   if (!st) st = coda_comm_join(ctx, z->comm);
+  PE(CODA_PH_REDUCE, -1);
   return st;
 }
 
@@ -674,8 +723,10 @@ coda_status coda_plans_device_adamw(coda_context ctx, coda_model *m, const coda_
                                     int64_t t, double lr, double gscale) {
   dev_state *d = dev_of(ctx, m);
   if (!d) return no_device(ctx);
-  if (d->z) return adamw_zero(ctx, d, o, t, lr, gscale);
+  coda_prof *pf = coda_model_prof(m);
+  if (d->z) return adamw_zero(ctx, d, pf, o, t, lr, gscale);
   coda_status st = CODA_OK;
+  PB();
   for (int i = 0; i < coda_model_num_params(m) && !st; i++) {
     const coda_param *p = coda_model_param(m, i);
     /* the host's coefficients (coda_adamw_update) */
@@ -685,6 +736,7 @@ coda_status coda_plans_device_adamw(coda_context ctx, coda_model *m, const coda_
     st = coda_train_adamw(ctx, d->w + p->offset, d->g + p->offset, d->m + p->offset,
                                d->v + p->offset, p->size, coef, gscale);
   }
+  PE(CODA_PH_OPTIM, -1);
   return st;
 }
 
@@ -707,8 +759,10 @@ coda_status coda_plans_forward(coda_context ctx, coda_model *m, const int32_t *i
   const float *W = coda_model_weights(m);
   float *G = coda_model_grads(m);
   const int64_t D = c->dim, M = (int64_t)RB * RT;
+  coda_prof *pf = coda_model_prof(m);
   char nm[96];
 #define OFF(name) (coda_model_find(m, name)->offset)
+  PB();
   for (int i = 0; i < s->L && !st; i++)
     for (int k = 0; k < 6 && !st; k++) {
       snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
@@ -718,16 +772,23 @@ coda_status coda_plans_forward(coda_context ctx, coda_model *m, const int32_t *i
   const size_t out = c->tied ? emb : OFF("output.weight");
   if (!st && !sample) st = upload(ctx, s->head, "wnf", W + OFF("norm.weight"));
   if (!st && !sample) st = upload(ctx, s->head, "wout", W + out);
+  PE(CODA_PH_CAST, -1);
   /* embedding lookup into block 0's x */
   coda_tensor x0, t;
   if (!st) st = tensor(ctx, s->blk[0], "x", &x0);
   if (st) return st;
+  PB();
   for (int64_t r = 0; r < M; r++) {
     int32_t tok = sample ? (r < T ? in[r] : 0) : in[r];
     const float *e = W + emb + (int64_t)tok * D;
     for (int64_t k = 0; k < D; k++) ((uint16_t *)x0.data)[r * x0.ld + k] = coda_f32_to_bf16(e[k]);
   }
-  for (int i = 0; i < s->L && !st; i++) st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_FORWARD);
+  PE(CODA_PH_EMBED, -1);
+  for (int i = 0; i < s->L && !st; i++) {
+    PB();
+    st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_FORWARD);
+    PE(CODA_PH_BLOCK_FWD, i);
+  }
   if (st) return st;
   if (sample) {
     /* host: final RMSNorm and LM head for row T-1 */
@@ -754,33 +815,42 @@ coda_status coda_plans_forward(coda_context ctx, coda_model *m, const int32_t *i
   st = tensor(ctx, s->head, "targets", &t);
   if (st) return st;
   int64_t nv = 0;
+  PB();
   for (int64_t r = 0; r < M; r++) {
     ((int32_t *)t.data)[r * t.ld] = tg[r] < 0 ? -100 : tg[r];
     nv += tg[r] >= 0;
   }
   st = coda_plan_run(ctx, s->head, CODA_PHASE_FORWARD);
+  PE(CODA_PH_HEAD, -1);
   if (!st) st = tensor(ctx, s->head, "loss", &t);
   if (st) return st;
   if (loss) *loss = nv ? coda_load(&t, 0, 0) : 0.0;
   if (n_valid) *n_valid = nv;
   if (!backward || nv == 0) return CODA_OK;
+  PB();
   st = coda_plan_run(ctx, s->head, CODA_PHASE_BACKWARD);
-  for (int i = s->L - 1; i >= 0 && !st; i--) st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_BACKWARD);
   /* d(gscale · loss): every gradient from the plans is of the mean loss */
-  for (int i = 0; i < s->L && !st; i++)
+  if (!st) st = accumulate(ctx, s->head, "dwnf", G + OFF("norm.weight"), gscale);
+  if (!st) st = accumulate(ctx, s->head, "dwout", G + out, gscale);
+  PE(CODA_PH_HEAD, -1);
+  for (int i = s->L - 1; i >= 0 && !st; i--) {
+    PB();
+    st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_BACKWARD);
     for (int k = 0; k < 6 && !st; k++) {
       snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
       st = accumulate(ctx, s->blk[i], plan_g[k], G + OFF(nm), gscale);
     }
-  if (!st) st = accumulate(ctx, s->head, "dwnf", G + OFF("norm.weight"), gscale);
-  if (!st) st = accumulate(ctx, s->head, "dwout", G + out, gscale);
+    PE(CODA_PH_BLOCK_BWD, i);
+  }
   if (!st) st = tensor(ctx, s->blk[0], "dx", &t);
   if (st) return st;
+  PB();
   for (int64_t r = 0; r < M; r++) { /* embedding gradient: scatter-add in token order */
     float *g = G + emb + (int64_t)in[r] * D;
     for (int64_t k = 0; k < D; k++)
       g[k] += gscale * coda_bf16_to_f32(((const uint16_t *)t.data)[r * t.ld + k]);
   }
+  PE(CODA_PH_EMBED, -1);
 #undef OFF
   return CODA_OK;
 }

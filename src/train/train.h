@@ -243,6 +243,36 @@ void **coda_model_plans_slot(coda_model *m);
 void coda_ref_free(coda_model *m);
 void coda_plans_free(coda_model *m);
 
+/* ---- step profile (profile.c) ----
+ * Markers around the phases of a training step on the context's backend
+ * (api.h timelines), summed per phase over the profiled steps. Every call
+ * takes a NULL profile (profiling off) and then does nothing; begin/end
+ * also do nothing between steps that are not recorded. Phases do not nest:
+ * each begin is closed by one end. */
+typedef enum coda_step_phase {
+  CODA_PH_CAST, CODA_PH_EMBED, CODA_PH_BLOCK_FWD, CODA_PH_HEAD, CODA_PH_BLOCK_BWD,
+  CODA_PH_NORM, CODA_PH_OPTIM, CODA_PH_REDUCE, CODA_PH_UPLOAD, CODA_PH_READ, CODA_PH_COUNT
+} coda_step_phase;
+typedef struct coda_prof coda_prof;
+/* Room for the markers of one step of accum micro-batches through layers. */
+coda_status coda_prof_create(coda_context ctx, int layers, int accum, coda_prof **out);
+void coda_prof_destroy(coda_context ctx, coda_prof *p);
+void coda_prof_begin(coda_context ctx, coda_prof *p);
+void coda_prof_end(coda_context ctx, coda_prof *p, coda_step_phase ph, int block);
+/* A step starts (recorded when on) / ended after wall_s seconds: the
+ * markers' times are read (waiting for the last) and added up. */
+void coda_prof_step_start(coda_prof *p, int on);
+coda_status coda_prof_step_end(coda_context ctx, coda_prof *p, double wall_s);
+/* The report: floors from the model's GEMM flops per step (tokens per step
+ * of this rank) at peak_flops and AdamW's bytes over adam_params fp32
+ * values at peak_bw (0: none). */
+void coda_prof_report(const coda_prof *p, const coda_model_config *c, double tokens,
+                      double adam_params, double peak_flops, double peak_bw, int64_t warmup,
+                      int device_clock, coda_train_profile *out);
+/* The profile the plan engine marks (NULL: off). */
+void coda_model_set_prof(coda_model *m, coda_prof *p);
+coda_prof *coda_model_prof(coda_model *m);
+
 /* Engine hooks: the reference implementation (model_ref.c) and the plan
  * adapter (model_plans.c). */
 coda_status coda_ref_forward(coda_context ctx, coda_model *m,

@@ -62,6 +62,7 @@ coda_train_options coda_train_default_options(void) {
   o.val_batches = 4;
   o.save_every = 0;
   o.out_dir = "runs/tiny";
+  o.profile_warmup = 1;
   return o;
 }
 
@@ -255,6 +256,12 @@ static coda_status check_options(coda_context ctx, const coda_train_options *o) 
   if (!(o->peak_flops >= 0.0 && isfinite(o->peak_flops)))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "peak flops %g: finite, >= 0 (0: unknown)",
                      o->peak_flops);
+  if (!(o->peak_bandwidth >= 0.0 && isfinite(o->peak_bandwidth)))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "peak bandwidth %g: finite, >= 0 (0: "
+                     "unknown)", o->peak_bandwidth);
+  if (o->profile_warmup < 0)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "profile warm-up %d: >= 0 steps",
+                     o->profile_warmup);
   if (!o->out_dir || !*o->out_dir)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "no output directory");
   if (o->comm && coda_comm_size(o->comm) > 1) {
@@ -322,6 +329,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   float *mom = NULL, *vel = NULL;
   int32_t *in = NULL, *tg = NULL, *gin = NULL, *gtg = NULL;
   coda_zero *zero = NULL;
+  coda_prof *prof = NULL; /* step profile (options.profile) */
   double *hx = NULL, *hy = NULL, *vx = NULL, *vy = NULL;
   char *data_dir = NULL, *trp = NULL, *vap = NULL, *ckpt = NULL, *png = NULL, *csv = NULL;
   FILE *log = NULL;
@@ -520,6 +528,14 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
 
   coda_adamw adam = {o.beta1, o.beta2, o.eps, o.weight_decay, ctx->opts.num_threads};
   const int64_t start = st.step;
+  /* the profile skips the first profile_warmup steps, but keeps one */
+  int64_t pwarm = o.profile_warmup;
+  if (pwarm > o.steps - start - 1) pwarm = o.steps - start - 1 > 0 ? o.steps - start - 1 : 0;
+  if (o.profile) {
+    s = coda_prof_create(ctx, c->layers, o.accum, &prof);
+    if (s) goto done;
+    coda_model_set_prof(model, prof);
+  }
   int nh = 0, nvh = 0;
   double t_start = now_s(), tok_total = 0.0, sec_total = 0.0;
   int stopped_early = 0; /* a stop during the first validation: no step runs */
@@ -547,8 +563,13 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   float *W = coda_model_weights(model), *G = coda_model_grads(model);
   for (int64_t step = start; step < o.steps && !stopped_early; step++) {
     double t0 = now_s();
+    coda_prof_step_start(prof, step - start >= pwarm);
     if (gpu) s = coda_plans_device_zero_grad(ctx, model);
-    else coda_model_zero_grad(model);
+    else {
+      coda_prof_begin(ctx, prof);
+      coda_model_zero_grad(model);
+      coda_prof_end(ctx, prof, CODA_PH_OPTIM, -1);
+    }
     double loss = 0.0;
     for (int a = 0; a < o.accum && !s; a++) {
       double l = 0.0;
@@ -570,8 +591,12 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       if (gpu) {
         s = coda_plans_device_shard_sumsq(ctx, model, &v[0]);
       } else {
+        coda_prof_begin(ctx, prof);
         s = coda_zero_cpu_reduce(ctx, zero, G);
+        coda_prof_end(ctx, prof, CODA_PH_REDUCE, -1);
+        coda_prof_begin(ctx, prof);
         v[0] = coda_zero_cpu_sumsq(zero);
+        coda_prof_end(ctx, prof, CODA_PH_NORM, -1);
       }
       if (!s) s = coda_comm_sum_host(ctx, comm, v, 3);
       if (s) goto done;
@@ -582,7 +607,9 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       s = coda_plans_device_grad_norm(ctx, model, &gn);
       if (s) goto done;
     } else {
+      coda_prof_begin(ctx, prof);
       gn = coda_grad_norm(G, n);
+      coda_prof_end(ctx, prof, CODA_PH_NORM, -1);
     }
     if (!isfinite(loss) || !isfinite(gn)) {
       sum->stopped = CODA_TRAIN_NONFINITE;
@@ -602,10 +629,15 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       if (!s) s = coda_synchronize(ctx); /* the step's time includes its kernels */
       if (s) goto done;
     } else if (dp) { /* this rank's shard, then every rank's updated weights */
+      coda_prof_begin(ctx, prof);
       coda_zero_cpu_update(zero, &adam, step + 1, lr, gn, o.clip, W);
+      coda_prof_end(ctx, prof, CODA_PH_OPTIM, -1);
+      coda_prof_begin(ctx, prof);
       s = coda_zero_cpu_gather(ctx, zero, NULL, W);
+      coda_prof_end(ctx, prof, CODA_PH_REDUCE, -1);
       if (s) goto done;
     } else {
+      coda_prof_begin(ctx, prof);
       coda_clip_grad(G, n, gn, o.clip);
     }
     for (int i = 0; !gpu && !dp && i < coda_model_num_params(model); i++) {
@@ -613,9 +645,12 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       coda_adamw_update(&adam, step + 1, lr, p->decay, W + p->offset, G + p->offset,
                         mom + p->offset, vel + p->offset, p->size);
     }
+    if (!gpu && !dp) coda_prof_end(ctx, prof, CODA_PH_OPTIM, -1);
     st.step = step + 1;
     st.last_loss = loss;
     double dt = now_s() - t0;
+    s = coda_prof_step_end(ctx, prof, dt);
+    if (s) goto done;
     double toks = (double)B * T * o.accum * N; /* all ranks */
     tok_total += toks;
     sec_total += dt;
@@ -712,6 +747,18 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       report(&o, lead, &p);
     }
   }
+  if (prof) { /* the step profile, also when quiet */
+    coda_train_profile pr;
+    const double adam_n = dp && zero ? (double)zero->nshard : (double)n;
+    coda_prof_report(prof, c, (double)B * T * o.accum, adam_n, o.peak_flops, o.peak_bandwidth,
+                     pwarm, gpu, &pr);
+    coda_train_progress p = progress_init(CODA_TRAIN_EVENT_PROFILE, &o);
+    p.step = st.step;
+    p.gpu = gpu;
+    p.ranks = N;
+    p.profile = &pr;
+    if (lead && o.progress) o.progress(&p, o.user);
+  }
   { /* the summary is reported even when quiet */
     coda_train_progress p = progress_init(CODA_TRAIN_EVENT_DONE, &o);
     p.step = st.step;
@@ -731,6 +778,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   }
 done:
   if (log) fclose(log);
+  coda_prof_destroy(ctx, prof);
   coda_model_destroy(model);
   coda_zero_destroy(zero);
   free(tr); free(va); free(mom); free(vel); free(in); free(tg); free(gin); free(gtg);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static coda_status cpu_create(coda_context ctx) {
   (void)ctx;
@@ -134,6 +135,31 @@ static coda_status cpu_preferred_tiling(coda_context ctx, coda_program p, int64_
   return CODA_OK;
 }
 
+/* Timing markers: the host clock (every operation of this backend has
+ * finished when its call returns). */
+static coda_status cpu_timer_create(coda_context ctx, int n, void **set) {
+  double *t = calloc((size_t)n, sizeof *t);
+  if (!t) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  *set = t;
+  return CODA_OK;
+}
+static coda_status cpu_timer_record(coda_context ctx, void *set, int i) {
+  (void)ctx;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ((double *)set)[i] = (double)ts.tv_sec * 1e3 + 1e-6 * (double)ts.tv_nsec;
+  return CODA_OK;
+}
+static coda_status cpu_timer_elapsed(coda_context ctx, void *set, int a, int b, double *ms) {
+  (void)ctx;
+  *ms = ((const double *)set)[b] - ((const double *)set)[a];
+  return CODA_OK;
+}
+static void cpu_timer_destroy(coda_context ctx, void *set) {
+  (void)ctx;
+  free(set);
+}
+
 const coda_backend_ops coda_cpu_backend_ops = {
     .name = "cpu",
     .kind = CODA_BACKEND_CPU,
@@ -153,4 +179,8 @@ const coda_backend_ops coda_cpu_backend_ops = {
     .attention_forward = cpu_attention_forward,
     .attention_backward = cpu_attention_backward,
     .train = NULL,
+    .timer_create = cpu_timer_create,
+    .timer_record = cpu_timer_record,
+    .timer_elapsed = cpu_timer_elapsed,
+    .timer_destroy = cpu_timer_destroy,
 };

@@ -6,9 +6,11 @@
 #include "backends/cuda/epi_codegen.h"
 #include "backends/cuda/gemm_internal.h"
 #include "backends/cuda/gplan.h"
+#include "backends/cuda/stream.h"
 #include "backends/cuda/workspace.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* kernel_source.c */
@@ -114,6 +116,49 @@ static const coda_train_ops cuda_train_ops = {
     .memory = coda_cuda_train_memory,
 };
 
+/* Timing markers: CUDA events recorded on the context's stream. */
+typedef struct {
+  int n;
+  cudaEvent_t ev[];
+} cuda_timer_set;
+
+static coda_status cuda_timer_fail(coda_context ctx, const char *what, cudaError_t e) {
+  return coda_fail(ctx, CODA_ERR_BACKEND, "%s: %s", what, cudaGetErrorString(e));
+}
+static void cuda_timer_destroy(coda_context ctx, void *set) {
+  (void)ctx;
+  cuda_timer_set *t = set;
+  if (!t) return;
+  for (int i = 0; i < t->n; i++) cudaEventDestroy(t->ev[i]);
+  free(t);
+}
+static coda_status cuda_timer_create(coda_context ctx, int n, void **set) {
+  cuda_timer_set *t = calloc(1, sizeof *t + (size_t)n * sizeof(cudaEvent_t));
+  if (!t) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  for (; t->n < n; t->n++) {
+    cudaError_t e = cudaEventCreate(&t->ev[t->n]);
+    if (e != cudaSuccess) {
+      cuda_timer_destroy(ctx, t);
+      return cuda_timer_fail(ctx, "cudaEventCreate", e);
+    }
+  }
+  *set = t;
+  return CODA_OK;
+}
+static coda_status cuda_timer_record(coda_context ctx, void *set, int i) {
+  cudaError_t e = cudaEventRecord(((cuda_timer_set *)set)->ev[i], coda_cuda_stream(ctx));
+  return e == cudaSuccess ? CODA_OK : cuda_timer_fail(ctx, "cudaEventRecord", e);
+}
+static coda_status cuda_timer_elapsed(coda_context ctx, void *set, int a, int b, double *ms) {
+  cuda_timer_set *t = set;
+  cudaError_t e = cudaEventSynchronize(t->ev[b]);
+  float f = 0.0f;
+  if (e == cudaSuccess) e = cudaEventElapsedTime(&f, t->ev[a], t->ev[b]);
+  if (e != cudaSuccess) return cuda_timer_fail(ctx, "cudaEventElapsedTime", e);
+  *ms = (double)f;
+  return CODA_OK;
+}
+
 const coda_backend_ops coda_cuda_backend_ops = {
     .name = "cuda",
     .kind = CODA_BACKEND_CUDA,
@@ -133,6 +178,10 @@ const coda_backend_ops coda_cuda_backend_ops = {
     .attention_forward = cuda_attention_forward,
     .attention_backward = cuda_attention_backward,
     .train = &cuda_train_ops,
+    .timer_create = cuda_timer_create,
+    .timer_record = cuda_timer_record,
+    .timer_elapsed = cuda_timer_elapsed,
+    .timer_destroy = cuda_timer_destroy,
     .precompile_gemm_epilogue = cuda_precompile_gemm_epilogue,
     .precompile_map = coda_cuda_map_precompile,
     .program_source = coda_cuda_program_source,
