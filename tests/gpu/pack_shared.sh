@@ -10,7 +10,9 @@
 # tests/gpu/test_*_gpu, tests/test_train_device, cache/, lib/ with
 # libcoda.so.0 and the libutf8proc it needs); the binaries find lib/ through
 # their rpath. The CUDA build's objects and link lines are reused
-# (BUILD_DIR must be a CMake Makefiles build with CUDA).
+# (BUILD_DIR must be a CMake Makefiles build with CUDA). SEED_CACHE=DIR
+# starts the kernel cache from DIR's kernels (a previous pack's cache/), so
+# only the kernels that changed are compiled again.
 set -eu
 B=$(cd "${1:?usage: tests/gpu/pack_shared.sh BUILD_DIR [DEST_DIR]}" && pwd)
 D=${2:-.carry}
@@ -40,6 +42,7 @@ for t in $TESTS; do link "$B/tests/gpu" "$t" "$G/tests/gpu/$t"; done
 link "$B/tests" test_train_device "$G/tests/test_train_device"
 for l in $(ldd "$G/lib/libcoda.so.0" | awk '/utf8proc/ { print $3 }'); do cp -L "$l" "$G/lib/"; done
 ln -s . "$G/build"
+if [ -n "${SEED_CACHE:-}" ]; then cp "$SEED_CACHE"/epi-*.cubin "$G/cache/" 2>/dev/null || true; fi
 export CODA_CACHE_DIR=$G/cache
 for t in test_epilogue_gpu test_plan_gpu; do "$G/tests/gpu/$t" --precompile | tail -1; done
 "$G/coda" compile --all --unfused --quiet
