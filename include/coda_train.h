@@ -167,6 +167,10 @@ typedef struct coda_train_progress {
   int device_memory;     /* 1: device_bytes is measured (CUDA context) */
   size_t device_bytes;   /* device memory in use */
   size_t host_bytes;     /* resident host memory of the process */
+  size_t library_bytes;  /* what the library holds through the context's
+                          * allocations (coda_memory_stats: weights, master
+                          * copy, gradients, moments, plan buffers,
+                          * workspaces; device memory on a CUDA context) */
   /* START */
   const coda_model_config *model;
   int64_t params;

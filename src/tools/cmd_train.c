@@ -58,15 +58,16 @@ static void print_progress(const coda_train_progress *p, void *user) {
   case CODA_TRAIN_EVENT_STEP:
     if (p->device_memory && p->mfu == p->mfu)
       printf("step %6lld  loss %.4f  lr %.3e  tok/s %8.0f  ms/step %7.1f  grad_norm %.3f  "
-             "mfu %.1f%%  dev_mem %.0f MiB  mem %.0f MiB\n",
+             "mfu %.1f%%  dev_mem %.0f MiB  mem %.0f MiB  coda_mem %.0f MiB\n",
              (long long)p->step, p->loss, p->lr, p->tokens_per_s, p->step_seconds * 1e3,
              p->grad_norm, 100.0 * p->mfu, (double)p->device_bytes / MiB,
-             (double)p->host_bytes / MiB);
+             (double)p->host_bytes / MiB, (double)p->library_bytes / MiB);
     else if (p->device_memory)
       printf("step %6lld  loss %.4f  lr %.3e  tok/s %8.0f  ms/step %7.1f  grad_norm %.3f  "
-             "dev_mem %.0f MiB  mem %.0f MiB\n",
+             "dev_mem %.0f MiB  mem %.0f MiB  coda_mem %.0f MiB\n",
              (long long)p->step, p->loss, p->lr, p->tokens_per_s, p->step_seconds * 1e3,
-             p->grad_norm, (double)p->device_bytes / MiB, (double)p->host_bytes / MiB);
+             p->grad_norm, (double)p->device_bytes / MiB, (double)p->host_bytes / MiB,
+             (double)p->library_bytes / MiB);
     else
       printf("step %6lld  loss %.4f  lr %.3e  tok/s %8.0f  ms/step %7.1f  grad_norm %.3f  "
              "mem %.0f MiB\n",

@@ -695,6 +695,8 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
         if (o.peak_flops > 0) p.mfu = fpt * toks / dt / o.peak_flops / N; /* per GPU */
       }
       p.host_bytes = (size_t)(rss_mib() * 1024.0 * 1024.0);
+      coda_memory_info mi;
+      if (coda_memory_stats(ctx, &mi) == CODA_OK) p.library_bytes = mi.current_bytes;
       report(&o, lead, &p);
     }
     /* data parallel: the stop request was summed over the ranks above, so
