@@ -1,6 +1,7 @@
 /* The CPU backend's table (backends/backend.h): host memory, the blocked
  * GEMM and the program interpreter (fp32, or fp64 in exact mode), the
  * finishers and attention. */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime: the timing markers */
 #include "backends/backend.h"
 #include "backends/cpu/cpu.h"
 
