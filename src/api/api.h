@@ -9,8 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Copies src into dst (both in the context's backend memory, same shape
- * and dtype); src NULL writes zeros into dst. Stream-ordered on CUDA. */
+/* Copies src into dst (both in the context's backend memory, same shape;
+ * a different dtype is converted, rounded to dst's); src NULL writes zeros
+ * into dst. Stream-ordered on CUDA. */
 coda_status coda_tensor_copy(coda_context ctx, const coda_tensor *dst, const coda_tensor *src);
 
 /* The tags that key the on-disk tuning caches: device names the device

@@ -89,7 +89,7 @@ typedef struct coda_backend_ops {
   void (*free)(coda_context ctx, void *p);
   coda_status (*copy_bytes)(coda_context ctx, void *dst, const void *src, size_t bytes,
                             coda_copy_kind kind);
-  /* dst = src for two views of one shape and dtype; src NULL: zeros. */
+  /* dst = src for two views of one shape (converted when the dtypes differ); src NULL: zeros. */
   coda_status (*copy)(coda_context ctx, const coda_tensor *dst, const coda_tensor *src);
   coda_status (*synchronize)(coda_context ctx);
   /* The device tag of tuning caches, and the kernel-code suffix of the

@@ -13,20 +13,8 @@
 /* Host ops (on the device for a device plan). */
 static coda_status host_op(coda_plan p, const plan_step *s) {
   coda_tensor d = view_of(&p->bufs[s->d]);
-  if (p->device) {
-    coda_tensor a = s->kind == PLAN_COPY ? view_of(&p->bufs[s->a]) : d;
-    return coda_tensor_copy(p->ctx, &d, s->kind == PLAN_COPY ? &a : NULL);
-  }
-  if (s->kind == PLAN_ZERO) {
-    for (int64_t r = 0; r < d.rows; r++)
-      memset((char *)d.data + (size_t)(r * d.ld) * coda_dtype_size(d.dtype), 0,
-             (size_t)d.cols * coda_dtype_size(d.dtype));
-    return CODA_OK;
-  }
-  coda_tensor a = view_of(&p->bufs[s->a]);
-  for (int64_t r = 0; r < d.rows; r++)
-    for (int64_t c = 0; c < d.cols; c++) coda_store(&d, r, c, coda_load(&a, r, c));
-  return CODA_OK;
+  coda_tensor a = s->kind == PLAN_COPY ? view_of(&p->bufs[s->a]) : d;
+  return coda_tensor_copy(p->ctx, &d, s->kind == PLAN_COPY ? &a : NULL);
 }
 
 /* ---------------------------------------------------- fusion turned off */

@@ -25,16 +25,8 @@ static double now_us(void) {
  * or back (restore = 1). */
 static coda_status snap_copy(coda_plan p, const plan_buf *b, void *snap, int restore) {
   coda_tensor v = view_of(b);
-  if (p->device) {
-    coda_tensor d = coda_tensor_2d(snap, b->dtype, b->rows, b->cols);
-    return restore ? coda_tensor_copy(p->ctx, &v, &d) : coda_tensor_copy(p->ctx, &d, &v);
-  }
-  const size_t es = coda_dtype_size(b->dtype), rb = (size_t)b->cols * es;
-  for (int64_t r = 0; r < b->rows; r++) {
-    char *x = (char *)v.data + (size_t)(r * v.ld) * es, *y = (char *)snap + (size_t)r * rb;
-    memcpy(restore ? x : y, restore ? y : x, rb);
-  }
-  return CODA_OK;
+  coda_tensor d = coda_tensor_2d(snap, b->dtype, b->rows, b->cols);
+  return restore ? coda_tensor_copy(p->ctx, &v, &d) : coda_tensor_copy(p->ctx, &d, &v);
 }
 
 /* Buffers step s changes in a way a repeated run does not undo: outputs it

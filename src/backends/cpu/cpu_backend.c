@@ -38,6 +38,11 @@ static coda_status cpu_copy_bytes(coda_context ctx, void *dst, const void *src, 
 
 static coda_status cpu_copy(coda_context ctx, const coda_tensor *dst, const coda_tensor *src) {
   (void)ctx;
+  if (src && src->dtype != dst->dtype) { /* converted, rounded to dst's dtype */
+    for (int64_t r = 0; r < dst->rows; r++)
+      for (int64_t c = 0; c < dst->cols; c++) coda_store(dst, r, c, coda_load(src, r, c));
+    return CODA_OK;
+  }
   const size_t es = coda_dtype_size(dst->dtype), row = (size_t)dst->cols * es;
   for (int64_t r = 0; r < dst->rows; r++) {
     char *d = (char *)dst->data + (size_t)(r * dst->ld) * es;
