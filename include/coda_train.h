@@ -15,12 +15,14 @@ extern "C" {
 
 /* A data-parallel group: the ranks of one training run, each rank a process
  * made by the launcher of `coda train --ranks N` (coda_dist_launch
- * below, which forks the ranks and hands each its handle). */
+ * below, which forks the ranks and hands each its handle), or started by
+ * another launcher and joined with coda_dist_join. */
 typedef struct coda_comm_s *coda_comm;
 
 #define CODA_DIST_MAX_RANKS 64
 
-/* CPU: forked processes over shared memory; NCCL: one GPU per rank. */
+/* CPU: host collectives, over shared memory between forked ranks or over
+ * TCP between joined ones; NCCL: one GPU per rank. */
 typedef enum coda_comm_kind { CODA_COMM_CPU = 0, CODA_COMM_NCCL = 1 } coda_comm_kind;
 
 /* This process's rank, the group's size and kind (NULL: rank 0 of 1, CPU). */
@@ -43,6 +45,48 @@ typedef int (*coda_rank_main)(coda_comm comm, void *user);
  * value, e.g. 3 for a non-finite loss), 1 for a signal or launch error. */
 int coda_dist_launch(int ranks, coda_comm_kind kind, coda_rank_main fn, void *user, char *err,
                      size_t errlen);
+
+/* ---- jobs started by another launcher (torchrun, Slurm's srun) ---- */
+
+/* The most ranks of a job started by another launcher. */
+#define CODA_DIST_MAX_JOINED_RANKS 4096
+
+/* A launcher's rank environment, read by coda_dist_env_read. */
+typedef struct coda_dist_env {
+  int world_size;       /* ranks of the job; 0: no launcher's environment */
+  int rank;             /* this process, 0 .. world_size - 1 */
+  int local_rank;       /* this process on its host: the GPU it uses */
+  int local_world_size; /* ranks on this host; 0 when the launcher did not say */
+  char source[16];      /* "torchrun" (RANK, WORLD_SIZE) or "slurm" (SLURM_PROCID, ...) */
+  char master_addr[256];
+  int master_port;      /* MASTER_PORT as set */
+  int rendezvous_port;  /* where rank 0 listens: MASTER_PORT, or MASTER_PORT + 1 under
+                         * torchrun when its agent serves its store on MASTER_PORT */
+} coda_dist_env;
+
+/* Reads the rank environment: RANK, WORLD_SIZE, LOCAL_RANK,
+ * LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (torchrun, or set by hand);
+ * else SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID when MASTER_ADDR and
+ * MASTER_PORT are set too (srun). None of them: env->world_size = 0.
+ * Returns 0, or -1 with the reason in err for an inconsistent environment
+ * (RANK without WORLD_SIZE, RANK >= WORLD_SIZE, a value that is not a
+ * number, no MASTER_ADDR/MASTER_PORT for a job of several ranks). */
+int coda_dist_env_read(coda_dist_env *env, char *err, size_t errlen);
+
+/* Joins the job of env (world_size >= 2) from this process: rank 0 listens
+ * on env->rendezvous_port, the others connect to MASTER_ADDR with retries;
+ * the rendezvous checks that every rank agrees on the job's size and
+ * kind, hands out the NCCL unique id (kind NCCL; the rank's GPU is
+ * local_rank) and, for the CPU kind, its connections carry the
+ * collectives (a star through rank 0; sums in rank order, so the results
+ * equal those of forked ranks bit for bit). Then runs fn with this rank's
+ * communicator. The rendezvous and every collective time out after
+ * CODA_COMM_TIMEOUT seconds (defaults: 300 s to join, 600 s per
+ * collective); a rank that dies, fails or stops answering makes the
+ * collectives of the others fail with a message naming it. Returns fn's
+ * status, or 1 with err set when the job could not be joined. */
+int coda_dist_join(const coda_dist_env *env, coda_comm_kind kind, coda_rank_main fn, void *user,
+                   char *err, size_t errlen);
 
 /* The number of usable CUDA devices, counted in a short-lived child process
  * so that the caller stays free of CUDA state and may fork afterwards.

@@ -1,6 +1,7 @@
-/* `coda train`: trains a Llama-3 style model on the CPU, one GPU, or with
- * --ranks N data parallel over N processes (N GPUs through NCCL, or N CPU
- * processes); see --help. */
+/* `coda train`: trains a Llama-3 style model on the CPU, one GPU, or data
+ * parallel over N processes (N GPUs through NCCL, or N CPU processes),
+ * forked here with --ranks N or started by another launcher (torchrun,
+ * srun) that sets the rank environment; see --help. */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
 
@@ -169,6 +170,11 @@ static void train_usage(FILE *f) {
       "                    if the loader cannot find it), else N CPU processes; --batch is per\n"
       "                    rank, so a step sees N x batch x accum sequences (the same as one\n"
       "                    process with batch N x batch); optimizer state sharded (ZeRO-1)\n"
+      "  Started by torchrun or srun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT;\n"
+      "  or SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID with MASTER_ADDR, MASTER_PORT), each\n"
+      "  process is one rank of the job (GPU LOCAL_RANK with --device gpu); the ranks meet at\n"
+      "  MASTER_ADDR:MASTER_PORT; --ranks, if given, must equal WORLD_SIZE. CODA_COMM_TIMEOUT\n"
+      "  (seconds) limits the rendezvous and every collective\n"
       "  --quiet           no per-step lines\n"
       "  --profile         time the phases of each step (device events on a GPU, the host\n"
       "                    clock on the CPU) and print a table per phase at the end\n"
@@ -225,6 +231,7 @@ typedef struct train_job {
   coda_train_options o;
   int device; /* 0 CPU, 1 GPU */
   int threads;
+  int gpu;    /* the GPU of a joined rank (LOCAL_RANK); -1: forked rank r uses GPU r */
 } train_job;
 
 /* After a failure to prepare the token shards from the default corpus:
@@ -249,7 +256,7 @@ static int train_process(const train_job *job, coda_comm comm, coda_context ctx)
   coda_context_options co = coda_context_default_options();
   co.num_threads = job->threads;
   co.backend = job->device ? CODA_BACKEND_CUDA : CODA_BACKEND_CPU;
-  co.device = job->device && comm ? rank : 0; /* rank r on GPU r */
+  co.device = !job->device || !comm ? 0 : job->gpu >= 0 ? job->gpu : rank;
   const int own = ctx == NULL;
   if (own && coda_context_create(&co, &ctx) != CODA_OK) {
     fprintf(stderr, "coda train%s: cannot create a %s context\n", who, job->device ? "CUDA" : "CPU");
@@ -293,7 +300,7 @@ static int rank_main(coda_comm comm, void *user) { return train_process(user, co
 int cmd_train(int argc, char **argv) {
   coda_train_options o = coda_train_default_options();
   o.corpus_dir = DEFAULT_CORPUS;
-  int prepare_only = 0, threads = 0, device = 0, ranks = 1, corpus_given = 0;
+  int prepare_only = 0, threads = 0, device = 0, ranks = 1, ranks_given = 0, corpus_given = 0;
   const char *export_hf = NULL, *import_hf = NULL;
   const char *config = "tiny";
   /* The named configuration first, so explicit flags override it. */
@@ -333,6 +340,7 @@ int cmd_train(int argc, char **argv) {
     INTFLAG("--val-batches", 0, 1 << 20, o.val_batches)
     INTFLAG("--save-every", 0, 1 << 30, o.save_every)
     INTFLAG("--threads", 0, 4096, threads)
+    if (!strcmp(a, "--ranks")) ranks_given = 1;
     INTFLAG("--ranks", 1, CODA_DIST_MAX_RANKS, ranks)
     INTFLAG("--profile-warmup", 0, 1000000000, o.profile_warmup)
     REALFLAG("--lr", o.lr)
@@ -379,6 +387,38 @@ int cmd_train(int argc, char **argv) {
   /* Shards the user names are theirs: without --corpus a missing --data
    * directory is an error, not prepared from the default corpus. */
   if (o.data_dir && !corpus_given && !prepare_only) o.corpus_dir = NULL;
+  /* A job started by another launcher: this process is one of its ranks. */
+  coda_dist_env env;
+  char err[512];
+  if (coda_dist_env_read(&env, err, sizeof err)) {
+    fprintf(stderr, "coda train: %s\n", err);
+    return 2;
+  }
+  if (env.world_size && ranks_given && ranks != env.world_size) {
+    fprintf(stderr, "coda train: --ranks %d, but the launcher started %d ranks (%s=%d): give "
+            "--ranks %d or leave it out\n", ranks, env.world_size,
+            env.source[0] == 't' ? "WORLD_SIZE" : "SLURM_NTASKS", env.world_size, env.world_size);
+    return 2;
+  }
+  if (env.world_size > 1 && (export_hf || import_hf || prepare_only) && env.rank != 0)
+    return 0; /* one-shot work runs once, on rank 0 */
+  if (env.world_size > 1 && !export_hf && !import_hf && !prepare_only) {
+    if (device == 2) device = coda_cuda_available() ? 1 : 0;
+    else if (device && !coda_cuda_available()) {
+      fprintf(stderr, "coda train: rank %d: --device gpu: no usable CUDA GPU (or this build has "
+              "no CUDA)\n", env.rank);
+      return 1;
+    }
+    train_job job = {o, device, threads, env.local_rank};
+    if (!threads && !device && env.local_world_size > 0) { /* share the host's cores */
+      long nc = sysconf(_SC_NPROCESSORS_ONLN);
+      job.threads = nc / env.local_world_size > 1 ? (int)(nc / env.local_world_size) : 1;
+    }
+    int rc = coda_dist_join(&env, device ? CODA_COMM_NCCL : CODA_COMM_CPU, rank_main, &job, err,
+                            sizeof err);
+    if (err[0]) fprintf(stderr, "coda train: %s\n", err);
+    return rc;
+  }
   if (ranks > 1 && !export_hf && !import_hf && !prepare_only) {
     /* The launcher forks the ranks: this process must not touch CUDA, so
      * the GPUs are counted in a short-lived child. */
@@ -389,12 +429,11 @@ int cmd_train(int argc, char **argv) {
               ranks, ranks, ngpu < 0 ? 0 : ngpu, ngpu <= 0 ? " (or this build has no CUDA)" : "");
       return 1;
     }
-    train_job job = {o, device, threads};
+    train_job job = {o, device, threads, -1};
     if (!threads) { /* share the cores among CPU ranks */
       long nc = sysconf(_SC_NPROCESSORS_ONLN);
       job.threads = device ? 0 : (nc / ranks > 1 ? (int)(nc / ranks) : 1);
     }
-    char err[512];
     int rc = coda_dist_launch(ranks, device ? CODA_COMM_NCCL : CODA_COMM_CPU, rank_main, &job, err,
                               sizeof err);
     if (err[0]) fprintf(stderr, "coda train: %s\n", err);
@@ -452,7 +491,7 @@ int cmd_train(int argc, char **argv) {
     coda_context_destroy(ctx);
     return rc;
   }
-  train_job job = {o, device, threads};
+  train_job job = {o, device, threads, -1};
   rc = train_process(&job, NULL, ctx);
   coda_context_destroy(ctx);
   return rc;
