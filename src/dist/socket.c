@@ -168,7 +168,9 @@ static void root_abort(struct coda_comm_s *c, int who, int why, int detail) {
   c->broken = 1;
   for (int r = 1; r < c->size; r++) {
     if (c->fd[r] < 0) continue;
-    if (r != who) send_msg(c->fd[r], M_ABORT, who, why, detail, c->seq, NULL, 0, NOTIFY_S);
+    /* the rank at fault hears it too when it is there to hear (a mismatch) */
+    if (r != who || why == WHY_MISMATCH)
+      send_msg(c->fd[r], M_ABORT, who, why, detail, c->seq, NULL, 0, NOTIFY_S);
     shutdown(c->fd[r], SHUT_WR);
   }
   /* Drain: a rank still sending its chunk finishes, then reads the ABORT
@@ -226,11 +228,17 @@ static coda_status lost_root(coda_context ctx, struct coda_comm_s *c, int r, dou
   return peer_fail(ctx, c, 0, r, limit_s);
 }
 
+/* How long a rank waits for rank 0: longer than rank 0 waits for a rank,
+ * so that when a rank stops answering, rank 0's verdict naming it arrives
+ * before the others give up on rank 0 itself. */
+static double wait_for_root_s(double limit_s) { return limit_s + 2.0 * NOTIFY_S + 1.0; }
+
 /* The next message from peer p must be DATA of collective c->seq with
  * `bytes` bytes; its payload goes to dst. */
 static coda_status recv_data(coda_context ctx, struct coda_comm_s *c, int p, void *dst,
                              size_t bytes, double limit_s) {
   const int fd = c->fd[c->rank == 0 ? p : 0];
+  if (c->rank) limit_s = wait_for_root_s(limit_s);
   msg m;
   int r = io_all(fd, &m, sizeof m, 0, limit_s);
   if (r) return peer_fail(ctx, c, p, r, limit_s);
@@ -244,10 +252,10 @@ static coda_status recv_data(coda_context ctx, struct coda_comm_s *c, int p, voi
   if (m.type != M_DATA || m.seq != c->seq || m.bytes != bytes) {
     if (c->rank == 0) root_abort(c, p, WHY_MISMATCH, 0);
     c->broken = 1;
-    return coda_fail(ctx, CODA_ERR_BACKEND, "rank %d: rank %d is at collective %lld (%llu bytes), "
-                     "this rank at %lld (%zu bytes): the ranks run different steps (their options "
-                     "differ?); stopping the job", c->rank, p, (long long)m.seq,
-                     (unsigned long long)m.bytes, (long long)c->seq, bytes);
+    return coda_fail(ctx, CODA_ERR_BACKEND, "rank %d: rank %d sent %llu bytes for collective "
+                     "%lld where this rank expects %zu bytes for collective %lld: the ranks run "
+                     "different steps (their options differ?); stopping the job", c->rank, p,
+                     (unsigned long long)m.bytes, (long long)m.seq, bytes, (long long)c->seq);
   }
   r = io_all(fd, dst, bytes, 0, limit_s);
   return r ? peer_fail(ctx, c, p, r, limit_s) : CODA_OK;
@@ -256,6 +264,7 @@ static coda_status recv_data(coda_context ctx, struct coda_comm_s *c, int p, voi
 static coda_status send_data(coda_context ctx, struct coda_comm_s *c, int p, const void *src,
                              size_t bytes, double limit_s) {
   const int fd = c->fd[c->rank == 0 ? p : 0];
+  if (c->rank) limit_s = wait_for_root_s(limit_s);
   int r = send_msg(fd, M_DATA, c->rank, 0, 0, c->seq, src, bytes, limit_s);
   if (!r) return CODA_OK;
   return c->rank == 0 ? peer_fail(ctx, c, p, r, limit_s) : lost_root(ctx, c, r, limit_s);
@@ -508,13 +517,13 @@ static int peer_rendezvous(const coda_dist_env *env, struct coda_comm_s *c, unsi
   const double end = now_s() + limit_s;
   char ps[16];
   snprintf(ps, sizeof ps, "%d", env->rendezvous_port);
-  int last = ECONNREFUSED;
+  char last[320] = "no answer";
   for (;;) {
     const double left = end - now_s();
     if (left <= 0) {
       snprintf(err, errlen, "rank %d: could not reach rank 0 at %s:%d within %.0f s (%s; is rank "
                "0 running, with the same MASTER_ADDR and MASTER_PORT? %s)", c->rank,
-               env->master_addr, env->rendezvous_port, limit_s, strerror(last), TIMEOUT_HINT);
+               env->master_addr, env->rendezvous_port, limit_s, last, TIMEOUT_HINT);
       return -1;
     }
     struct addrinfo hints, *res = NULL;
@@ -527,9 +536,11 @@ static int peer_rendezvous(const coda_dist_env *env, struct coda_comm_s *c, unsi
                gai_strerror(g));
       return -1;
     }
-    int fd = -1;
+    int fd = -1, e = 0;
+    if (g) snprintf(last, sizeof last, "MASTER_ADDR '%s': %s", env->master_addr, gai_strerror(g));
     for (struct addrinfo *ai = g ? NULL : res; ai && fd < 0; ai = ai->ai_next)
-      fd = connect_one(ai, left < 5.0 ? left : 5.0, &last);
+      if ((fd = connect_one(ai, left < 5.0 ? left : 5.0, &e)) < 0)
+        snprintf(last, sizeof last, "%s", strerror(e));
     if (res) freeaddrinfo(res);
     if (fd < 0) {
       sleep_s(0.1);
