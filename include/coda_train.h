@@ -55,7 +55,8 @@ int coda_dist_launch(int ranks, coda_comm_kind kind, coda_rank_main fn, void *us
 typedef struct coda_dist_env {
   int world_size;       /* ranks of the job; 0: no launcher's environment */
   int rank;             /* this process, 0 .. world_size - 1 */
-  int local_rank;       /* this process on its host: the GPU it uses */
+  int local_rank;       /* this process on its host: the GPU it uses (LOCAL_RANK; else
+                         * RANK modulo LOCAL_WORLD_SIZE, or RANK) */
   int local_world_size; /* ranks on this host; 0 when the launcher did not say */
   char source[16];      /* "torchrun" (RANK, WORLD_SIZE) or "slurm" (SLURM_PROCID, ...) */
   char master_addr[256];

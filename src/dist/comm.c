@@ -472,6 +472,9 @@ int coda_dist_env_read(coda_dist_env *env, char *err, size_t errlen) {
         env_int("LOCAL_WORLD_SIZE", l->local_world_size, 1, max, &env->local_world_size, err,
                 errlen))
       return -1;
+    /* no LOCAL_RANK: launchers number the ranks host by host */
+    if (!(l->set & CODA_LAUNCH_LOCAL_RANK) && env->local_world_size)
+      env->local_rank = env->rank % env->local_world_size;
   } else if (slurm) {
     if (!(l->set & CODA_LAUNCH_SLURM_NTASKS)) {
       snprintf(err, errlen, "SLURM_PROCID is set but SLURM_NTASKS is not");
