@@ -4,7 +4,11 @@
  * dist_collectives.h (every size up to several 1 MiB chunks, in place and
  * not, f32 and f64) for 2 and 3 ranks, exactly equal to direct sums in rank
  * order; a rank that fails makes rank 0's collective fail naming it and its
- * status; a rank that dies makes the others fail naming it; bad arguments. */
+ * status; a rank that dies makes the others fail naming it; bad arguments.
+ * And the watchdog of joined GPU ranks (whose sockets carry no collectives;
+ * run here with CPU ranks that run none): ranks ending at different times
+ * with status 0 end cleanly; a rank killed, stopped or failing ends the
+ * others (status 1) within seconds, with a message naming it. */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
 #include "check.h"
@@ -18,6 +22,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static char msg_path[128];
@@ -72,8 +77,42 @@ static int one_dies(coda_comm c, void *user) {
   return s ? 7 : 0;
 }
 
+static void nap(double s) {
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  nanosleep(&ts, NULL);
+}
+/* watched jobs: rank r works 0.3 r s and ends well */
+static int staggered(coda_comm c, void *user) {
+  (void)user;
+  nap(0.3 * coda_comm_rank(c));
+  return 0;
+}
+/* rank 2 dies, rank 1 stops or fails; the others work 60 s (the watchdog
+ * must end them long before) */
+static int watched_kill(coda_comm c, void *user) {
+  (void)user;
+  if (coda_comm_rank(c) == 2) { nap(0.3); raise(SIGKILL); }
+  nap(60.0);
+  return 0;
+}
+static int watched_stop(coda_comm c, void *user) {
+  (void)user;
+  if (coda_comm_rank(c) == 1) { nap(0.3); raise(SIGSTOP); }
+  nap(60.0);
+  return 0;
+}
+static int watched_fail(coda_comm c, void *user) {
+  (void)user;
+  if (coda_comm_rank(c) == 1) { nap(0.3); return 5; }
+  nap(60.0);
+  return 0;
+}
+
+static int watch_mode;      /* job(): join with the watchdog */
+static int stop_rank = -1;  /* job(): SIGKILL this rank once the others ended */
+
 /* Starts n processes joining one job; statuses (exit codes, or 128 + the
- * signal) into st. */
+ * signal) into st. Each rank's stderr goes to MSG_PATH.rR. */
 static void job(int n, coda_rank_main fn, int *st) {
   const int port = free_port();
   CHECK(port > 0);
@@ -89,14 +128,25 @@ static void job(int n, coda_rank_main fn, int *st) {
       env.local_rank = r;
       snprintf(env.master_addr, sizeof env.master_addr, "127.0.0.1");
       env.master_port = env.rendezvous_port = port;
-      char err[512];
-      int rc = coda_dist_join(&env, CODA_COMM_CPU, fn, NULL, err, sizeof err);
+      char err[512], path[160];
+      snprintf(path, sizeof path, "%s.r%d", msg_path, r);
+      if (watch_mode && !freopen(path, "w", stderr)) _exit(99);
+      int rc = watch_mode ? coda_dist_join_watched(&env, CODA_COMM_CPU, 1, fn, NULL, err, sizeof err)
+                          : coda_dist_join(&env, CODA_COMM_CPU, fn, NULL, err, sizeof err);
       if (err[0]) fprintf(stderr, "rank %d: %s\n", r, err);
       _exit(rc & 0xff);
     }
   }
   for (int r = 0; r < n; r++) {
     int s = 0;
+    if (r == stop_rank) continue;
+    waitpid(pid[r], &s, 0);
+    st[r] = WIFEXITED(s) ? WEXITSTATUS(s) : 128 + WTERMSIG(s);
+  }
+  for (int r = 0; r < n; r++) {
+    int s = 0;
+    if (r != stop_rank) continue;
+    kill(pid[r], SIGKILL);
     waitpid(pid[r], &s, 0);
     st[r] = WIFEXITED(s) ? WEXITSTATUS(s) : 128 + WTERMSIG(s);
   }
@@ -138,6 +188,45 @@ int main(void) {
   read_message(msg, sizeof msg);
   CHECK_MSG(strstr(msg, "rank 1: rank 2 is gone") != NULL, "'%s'", msg);
   printf("a rank dying: %s\n", msg);
+  /* the watchdog */
+  watch_mode = 1;
+  setenv("CODA_COMM_TIMEOUT", "3", 1);
+  struct timespec t0, t1;
+  job(3, staggered, st);
+  for (int r = 0; r < 3; r++) CHECK_MSG(st[r] == 0, "watched, staggered: rank %d status %d", r, st[r]);
+  struct { coda_rank_main fn; int culprit; const char *words; } cases[] = {
+    {watched_kill, 2, "rank 2 is gone"},
+    {watched_stop, 1, "rank 1 sent nothing for 3 s"},
+    {watched_fail, 1, "rank 1 failed (exit status 5)"},
+  };
+  for (int k = 0; k < 3; k++) {
+    stop_rank = cases[k].fn == watched_stop ? 1 : -1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    job(3, cases[k].fn, st);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    CHECK_MSG(secs < 20.0, "%s: %.1f s", cases[k].words, secs);
+    for (int r = 0; r < 3; r++) {
+      if (r == cases[k].culprit) continue;
+      CHECK_MSG(st[r] == 1, "%s: rank %d status %d", cases[k].words, r, st[r]);
+      char path[160];
+      snprintf(path, sizeof path, "%s.r%d", msg_path, r);
+      FILE *f = fopen(path, "r");
+      size_t got = f ? fread(msg, 1, sizeof msg - 1, f) : 0;
+      msg[got] = '\0';
+      if (f) fclose(f);
+      const char *want = r == 0 || cases[k].fn != watched_stop ? cases[k].words
+                                                                : "rank 1 sent nothing for 3 s";
+      CHECK_MSG(strstr(msg, want) != NULL, "rank %d: '%s' lacks '%s'", r, msg, want);
+      if (r == 0) printf("watchdog, %.1f s: %s", secs, msg);
+    }
+  }
+  stop_rank = -1;
+  for (int r = 0; r < 3; r++) {
+    char path[160];
+    snprintf(path, sizeof path, "%s.r%d", msg_path, r);
+    unlink(path);
+  }
   /* bad arguments */
   coda_dist_env env;
   memset(&env, 0, sizeof env);

@@ -534,6 +534,11 @@ int coda_dist_env_read(coda_dist_env *env, char *err, size_t errlen) {
 
 int coda_dist_join(const coda_dist_env *env, coda_comm_kind kind, coda_rank_main fn, void *user,
                    char *err, size_t errlen) {
+  return coda_dist_join_watched(env, kind, kind == CODA_COMM_NCCL, fn, user, err, errlen);
+}
+
+int coda_dist_join_watched(const coda_dist_env *env, coda_comm_kind kind, int watch,
+                           coda_rank_main fn, void *user, char *err, size_t errlen) {
   char dummy[8];
   if (!err) { err = dummy; errlen = sizeof dummy; }
   err[0] = '\0';
@@ -564,17 +569,25 @@ int coda_dist_join(const coda_dist_env *env, coda_comm_kind kind, coda_rank_main
   }
   if (coda_sock_rendezvous(env, &c, kind == CODA_COMM_NCCL ? id : NULL, limit, err, errlen))
     return 1;
-  if (kind == CODA_COMM_NCCL &&
-      coda_nccl_create(c.rank, c.size, env->local_rank, id, &c.nccl, e, sizeof e)) {
-    snprintf(err, errlen, "rank %d: %s", c.rank, e);
+  /* the watchdog runs before NCCL's set-up, which waits for every rank */
+  if (watch && coda_sock_watch_start(&c, k.comm_timeout_s > 0 ? k.comm_timeout_s :
+                                                   coda_comm_timeout_s(NULL), err, errlen)) {
     coda_sock_notify_failure(&c, 1);
     coda_sock_close(&c);
     return 1;
   }
-  int rc = fn(&c, user);
+  int rc;
+  if (kind == CODA_COMM_NCCL &&
+      coda_nccl_create(c.rank, c.size, env->local_rank, id, &c.nccl, e, sizeof e)) {
+    snprintf(err, errlen, "rank %d: %s", c.rank, e);
+    rc = 1;
+  } else {
+    rc = fn(&c, user);
+  }
   fflush(stdout);
   fflush(stderr);
-  if (rc) coda_sock_notify_failure(&c, rc);
+  if (c.watch) coda_sock_watch_stop(&c, rc);
+  else if (rc) coda_sock_notify_failure(&c, rc);
   if (c.nccl) coda_nccl_destroy(c.nccl, rc != 0);
   coda_sock_close(&c);
   return rc;

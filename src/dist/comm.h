@@ -44,6 +44,10 @@ struct coda_comm_s {
   unsigned char *buf; /* rank 0's chunk buffers for the sums */
   long long seq;      /* collectives so far: every message carries it */
   int broken;         /* a collective failed: every later one fails at once */
+  /* joined GPU ranks: the sockets carry no collectives, only the
+   * watchdog's heartbeats and verdicts (socket.c) */
+  int watched;
+  struct coda_watch *watch;
   coda_nccl *nccl;
 };
 
@@ -90,6 +94,19 @@ coda_status coda_sock_all_gather(coda_context ctx, struct coda_comm_s *c, const 
  * fails naming it. */
 void coda_sock_notify_failure(struct coda_comm_s *c, int status);
 void coda_sock_close(struct coda_comm_s *c);
+/* The watchdog of joined ranks whose collectives do not use the sockets
+ * (NCCL): a thread sends a heartbeat every second and watches the peers
+ * (rank 0 all ranks, the others rank 0). A peer whose connection closes
+ * without a goodbye, that tells of a failure, or that is silent for
+ * limit_s ends this process (status 1) with a message naming it, after
+ * rank 0 has told every other rank. Stop: the thread ends, then peers get
+ * a goodbye (status 0) or the failure (coda_sock_notify_failure). */
+int coda_sock_watch_start(struct coda_comm_s *c, double limit_s, char *err, size_t errlen);
+void coda_sock_watch_stop(struct coda_comm_s *c, int status);
+/* coda_dist_join; watch: sockets for the watchdog only (NCCL does so; the
+ * tests do so on the CPU, where the rank function then runs no collective) */
+int coda_dist_join_watched(const coda_dist_env *env, coda_comm_kind kind, int watch,
+                           coda_rank_main fn, void *user, char *err, size_t errlen);
 /* How long one collective may wait for a peer (CODA_COMM_TIMEOUT). */
 double coda_comm_timeout_s(coda_context ctx);
 

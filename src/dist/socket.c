@@ -31,6 +31,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +50,7 @@
 /* A connection that says nothing within this long is not a coda rank. */
 #define HELLO_S 10.0
 
-enum { M_HELLO = 1, M_WELCOME = 2, M_REFUSE = 3, M_DATA = 4, M_ABORT = 5 };
+enum { M_HELLO = 1, M_WELCOME = 2, M_REFUSE = 3, M_DATA = 4, M_ABORT = 5, M_BEAT = 6, M_BYE = 7 };
 /* Why a job stops (ABORT messages) */
 enum { WHY_FAILED = 1, WHY_GONE = 2, WHY_SILENT = 3, WHY_MISMATCH = 4 };
 /* io_all results */
@@ -153,7 +155,7 @@ static void describe_abort(const msg *m, char *out, size_t n) {
              m->rank);
     break;
   case WHY_SILENT:
-    snprintf(out, n, "rank %d sent nothing for %d s in a collective (stopped, hung or dead)",
+    snprintf(out, n, "rank %d sent nothing for %d s (stopped, hung or dead)",
              m->rank, m->b);
     break;
   default:
@@ -271,6 +273,9 @@ static coda_status send_data(coda_context ctx, struct coda_comm_s *c, int p, con
 }
 
 static coda_status check_usable(coda_context ctx, struct coda_comm_s *c) {
+  if (c->watched)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "rank %d: this job's connections carry no "
+                     "CPU collectives", c->rank);
   if (c->broken)
     return coda_fail(ctx, CODA_ERR_BACKEND, "rank %d: the job stopped after an earlier failure "
                      "of a collective", c->rank);
@@ -610,4 +615,117 @@ int coda_sock_rendezvous(const coda_dist_env *env, struct coda_comm_s *c, unsign
                         : peer_rendezvous(env, c, nccl_id, limit_s, err, errlen);
   if (rc) coda_sock_close(c);
   return rc;
+}
+
+/* ------------------------------------------------------------ watchdog */
+
+struct coda_watch {
+  pthread_t thread;
+  atomic_int stop;
+  double limit_s;
+};
+
+/* The job ends here: rank 0 tells the others first. */
+static void watch_verdict(struct coda_comm_s *c, int who, int why, int detail) {
+  msg m;
+  memset(&m, 0, sizeof m);
+  m.rank = who;
+  m.a = why;
+  m.b = detail;
+  char text[256];
+  if (who == 0 && why == WHY_GONE)
+    snprintf(text, sizeof text, "rank 0 is gone (its connection closed: it exited, failed or was "
+             "killed)");
+  else if (who == 0 && why == WHY_SILENT)
+    snprintf(text, sizeof text, "no word from rank 0 for %d s (stopped, hung or dead; %s)", detail,
+             TIMEOUT_HINT);
+  else
+    describe_abort(&m, text, sizeof text);
+  if (c->rank == 0) root_abort(c, who, why, detail);
+  fprintf(stderr, "coda: rank %d: %s; stopping the job\n", c->rank, text);
+  fflush(stderr);
+  _exit(1);
+}
+
+static void *watch_main(void *arg) {
+  struct coda_comm_s *c = arg;
+  struct coda_watch *w = c->watch;
+  const int lo = c->rank == 0 ? 1 : 0, hi = c->rank == 0 ? c->size : 1;
+  double *seen = malloc((size_t)c->size * sizeof *seen);
+  struct pollfd *pf = malloc((size_t)c->size * sizeof *pf);
+  if (!seen || !pf) {
+    free(seen);
+    free(pf);
+    return NULL;
+  }
+  for (int r = 0; r < c->size; r++) seen[r] = now_s();
+  double next_beat = 0.0;
+  while (!atomic_load(&w->stop)) {
+    const double t = now_s();
+    int n = 0, open = 0;
+    for (int r = lo; r < hi; r++) {
+      if (c->fd[r] < 0) continue;
+      open++;
+      if (t >= next_beat) send_msg(c->fd[r], M_BEAT, c->rank, 0, 0, 0, NULL, 0, 1.0);
+      if (t - seen[r] > w->limit_s) watch_verdict(c, r, WHY_SILENT, (int)w->limit_s);
+      pf[n].fd = c->fd[r];
+      pf[n].events = POLLIN;
+      pf[n].revents = 0;
+      n++;
+    }
+    if (!open) break; /* every peer said goodbye */
+    if (t >= next_beat) next_beat = t + 1.0;
+    if (poll(pf, (nfds_t)n, 200) <= 0) continue;
+    for (int i = 0, r = lo; r < hi; r++) {
+      if (c->fd[r] < 0) continue;
+      const short ev = pf[i++].revents;
+      if (!ev) continue;
+      msg m;
+      int e = io_all(c->fd[r], &m, sizeof m, 0, 5.0);
+      if (e == IO_SILENT) watch_verdict(c, r, WHY_SILENT, 5); /* a header cut short */
+      if (e || m.magic != MSG_MAGIC) watch_verdict(c, r, WHY_GONE, 0);
+      seen[r] = now_s();
+      if (m.type == M_BYE) close_fd(&c->fd[r]);
+      else if (m.type == M_ABORT) watch_verdict(c, m.rank, m.a, m.b);
+    }
+  }
+  free(seen);
+  free(pf);
+  return NULL;
+}
+
+int coda_sock_watch_start(struct coda_comm_s *c, double limit_s, char *err, size_t errlen) {
+  c->watched = 1;
+  c->watch = calloc(1, sizeof *c->watch);
+  if (!c->watch) {
+    snprintf(err, errlen, "rank %d: out of memory", c->rank);
+    return -1;
+  }
+  atomic_init(&c->watch->stop, 0);
+  c->watch->limit_s = limit_s;
+  int e = pthread_create(&c->watch->thread, NULL, watch_main, c);
+  if (e) {
+    snprintf(err, errlen, "rank %d: cannot start the watchdog thread: %s", c->rank, strerror(e));
+    free(c->watch);
+    c->watch = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+void coda_sock_watch_stop(struct coda_comm_s *c, int status) {
+  if (!c->watch) return;
+  atomic_store(&c->watch->stop, 1);
+  pthread_join(c->watch->thread, NULL);
+  free(c->watch);
+  c->watch = NULL;
+  if (status) {
+    coda_sock_notify_failure(c, status);
+    return;
+  }
+  for (int r = 0; r < c->size; r++)
+    if (c->fd[r] >= 0) {
+      send_msg(c->fd[r], M_BYE, c->rank, 0, 0, 0, NULL, 0, NOTIFY_S);
+      shutdown(c->fd[r], SHUT_WR);
+    }
 }
