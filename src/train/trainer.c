@@ -307,6 +307,43 @@ static coda_train_progress progress_init(coda_train_event e, const coda_train_op
   return p;
 }
 
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+/* Data parallel: every rank must train with the same options (a rank with
+ * another learning rate would update its shard differently, silently). A
+ * 20-bit digest k of the options that must agree is summed over the ranks
+ * with k²: both sums equal N·k and N·k² on a rank only when every rank has
+ * that k (equality in Cauchy-Schwarz), and they stay exact in doubles.
+ * Paths, threads, output and the profile may differ between ranks. */
+static coda_status check_same_options(coda_context ctx, coda_comm comm,
+                                      const coda_train_options *o) {
+  const coda_model_config *c = &o->model;
+  const int iv[] = {c->vocab, c->dim, c->layers, c->heads, c->kv_heads, c->ffn, c->seq, c->tied,
+                    o->batch, o->accum, o->val_every, o->val_batches, o->save_every,
+                    (int)o->engine, (int)o->model_set, o->resume != NULL, o->init != NULL};
+  const double dv[] = {c->rope_theta, c->norm_eps, o->lr, o->min_lr_ratio, o->weight_decay,
+                       o->beta1, o->beta2, o->eps, o->clip};
+  const int64_t lv[] = {o->steps, o->warmup, (int64_t)o->seed};
+  uint64_t h = 1469598103934665603ull;
+  h = fnv1a(h, iv, sizeof iv);
+  h = fnv1a(h, dv, sizeof dv);
+  h = fnv1a(h, lv, sizeof lv);
+  const double k = (double)(h >> 44), n = (double)coda_comm_size(comm);
+  double v[2] = {k, k * k};
+  coda_status s = coda_comm_sum_host(ctx, comm, v, 2);
+  if (s) return s;
+  if (v[0] != n * k || v[1] != n * k * k)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "rank %d: the ranks were started with "
+                     "different training options (model shape, batch, accumulation, steps, "
+                     "optimizer, seed, engine, validation or checkpoint schedule, --resume or "
+                     "--init); every rank needs the same", coda_comm_rank(comm));
+  return CODA_OK;
+}
+
 coda_status coda_train(coda_context ctx, const coda_train_options *opts,
                        coda_train_summary *sum) {
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
@@ -320,6 +357,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   sum->first_val = sum->final_val = NAN;
   sum->first_loss = sum->final_loss = NAN;
   coda_status s = check_options(ctx, &o);
+  if (!s && dp) s = check_same_options(ctx, comm, &o);
   if (s) return s;
   s = mkdirs(ctx, o.out_dir);
   if (s) return s;

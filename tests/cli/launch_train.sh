@@ -8,7 +8,8 @@
 #     (forked ranks: the same sums in the same order over another transport);
 #     the Slurm variables give the same as torchrun's;
 #   - a rank killed, stopped or ending early ends the job on every rank
-#     within the collective timeout, with a message naming it;
+#     within the collective timeout, with a message naming it; ranks with
+#     different training options refuse to train;
 #   - the rendezvous times out naming the ranks that did not come, and
 #     refuses ranks that disagree (world size, two claims on one rank);
 #   - inconsistent environments are refused with a reason (status 2).
@@ -162,22 +163,44 @@ if [ $a -ne 0 ] && [ $b -ne 0 ] && [ $took -le 30 ]; then ok "rank 1 stopped: th
 else fail "rank 1 stopped: statuses $a $b after $took s"; fi
 expect_end "no word from rank 1 for 4 s" stop 0
 expect_end "rank 1 sent nothing for 4 s" stop 2
-# a rank that ends early (fewer steps: it leaves while the others go on)
+# a rank that ends early: rank 2 cannot read its data (its --data differs)
 port=$(free_port)
 for r in 0 1 2; do
-  steps=1000000; [ $r -eq 2 ] && steps=2
+  d=$data; [ $r -eq 2 ] && d=nosuchdata
   RANK=$r WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-    "$coda" train $small --data $data --out early --batch 2 --steps $steps >early.$r.out 2>early.$r.err &
+    "$coda" train $small --data $d --out early --batch 2 --steps 1000000 >early.$r.out 2>early.$r.err &
   eval "e$r=\$!"
 done
 start=$(date +%s)
 wait "$e0"; a=$?
 wait "$e1"; b=$?
-wait "$e2"
+wait "$e2"; c=$?
 took=$(($(date +%s) - start))
-if [ $a -ne 0 ] && [ $b -ne 0 ] && [ $took -le 60 ]; then ok "rank 2 ended early: the others stopped in $took s"
-else fail "rank 2 ended early: statuses $a $b after $took s"; fi
-expect_end "rank 2" early 0 1
+if [ $a -ne 0 ] && [ $b -ne 0 ] && [ $c -ne 0 ] && [ $took -le 60 ]; then ok "rank 2 ended early: the others stopped in $took s"
+else fail "rank 2 ended early: statuses $a $b $c after $took s"; fi
+expect_end "rank 2 failed (exit status 1)" early 0 1
+# Ctrl-C reaching one rank: every rank stops after the same step (status
+# 130) and rank 0 saves
+job 2 "$(free_port)" int --batch 2 --steps 1000000
+until_step int
+set -- $pids
+kill -INT "$2"
+wait_job
+if [ "$rcs" = " 130 130" ] && [ -f int/checkpoint.safetensors ]; then ok "SIGINT to rank 1: both ranks stopped and rank 0 saved"
+else fail "SIGINT to rank 1: statuses$rcs"; cat int.*.err; fi
+
+# ranks with different options (here the learning rate) refuse to train
+port=$(free_port)
+for r in 0 1; do
+  lr=3e-3; [ $r -eq 1 ] && lr=1e-3
+  RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    "$coda" train $small --data $data --out lrs --batch 2 --steps 2 --lr $lr >/dev/null 2>lrs.$r.err &
+  eval "l$r=\$!"
+done
+wait "$l0"; a=$?
+wait "$l1"; b=$?
+if [ $a -ne 0 ] && [ $b -ne 0 ]; then ok "different --lr refused"; else fail "different --lr: statuses $a $b"; fi
+expect_end "the ranks were started with different training options" lrs 0 1
 
 # 3. the rendezvous
 export CODA_COMM_TIMEOUT=2
