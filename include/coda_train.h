@@ -223,6 +223,7 @@ typedef struct coda_train_progress {
   int gpu;               /* 1: the context is CUDA */
   uint64_t train_tokens, val_tokens;
   int batch, seq, accum, ranks;
+  int sharded_weights;   /* START: data parallel with the weights sharded (ZeRO-3) */
   int64_t tokens_per_step, steps;
   int resumed;
   /* PREPARE */
@@ -289,6 +290,14 @@ typedef struct coda_train_options {
    * 0 alone reports progress, logs and writes checkpoints (in the
    * one-process format). */
   coda_comm comm;
+  /* Data parallel: 1 shards the weights and gradients too (ZeRO-3): each
+   * bucket (embedding, layer, head) is all-gathered before the forward and
+   * the backward read it and released after, and its gradient is
+   * reduce-scattered as soon as the backward completes it. The CPU
+   * reference engine only, for now (its full-size buffers stay allocated:
+   * released weights are overwritten with NaN, so the CPU run checks the
+   * schedule and the arithmetic, not the memory). 0: ZeRO-1. */
+  int shard_weights;
   /* Fields of model the caller set explicitly (CODA_MODEL_SET_* bits):
    * with resume or init the checkpoint's configuration is used, and one
    * that differs in a field set here is refused, not silently taken. */

@@ -48,8 +48,10 @@ static void print_progress(const coda_train_progress *p, void *user) {
            p->seq, p->accum, (int)p->tokens_per_step, (long long)p->steps,
            p->resumed ? " (resumed)" : "");
     if (p->ranks > 1)
-      printf("data parallel: %d ranks (%s), batch %d per rank, optimizer state sharded (ZeRO-1)\n",
-             p->ranks, p->gpu ? "NCCL, one GPU each" : "CPU processes", p->batch);
+      printf("data parallel: %d ranks (%s), batch %d per rank, %s\n", p->ranks,
+             p->gpu ? "NCCL, one GPU each" : "CPU processes", p->batch,
+             p->sharded_weights ? "weights, gradients and optimizer state sharded (ZeRO-3)"
+                                : "optimizer state sharded (ZeRO-1)");
     fflush(stdout);
     break;
   }
@@ -175,6 +177,8 @@ static void train_usage(FILE *f) {
       "  process is one rank of the job (GPU LOCAL_RANK with --device gpu); the ranks meet at\n"
       "  MASTER_ADDR:MASTER_PORT; --ranks, if given, must equal WORLD_SIZE. CODA_COMM_TIMEOUT\n"
       "  (seconds) limits the rendezvous and every collective\n"
+      "  --zero 1|3        with several ranks: 1 (default) shards the optimizer state, 3 also\n"
+      "                    the weights and gradients (gathered per layer; CPU reference engine)\n"
       "  --quiet           no per-step lines\n"
       "  --profile         time the phases of each step (device events on a GPU, the host\n"
       "                    clock on the CPU) and print a table per phase at the end\n"
@@ -343,6 +347,16 @@ int cmd_train(int argc, char **argv) {
     if (!strcmp(a, "--ranks")) ranks_given = 1;
     INTFLAG("--ranks", 1, CODA_DIST_MAX_RANKS, ranks)
     INTFLAG("--profile-warmup", 0, 1000000000, o.profile_warmup)
+    if (!strcmp(a, "--zero")) {
+      if (!v || (strcmp(v, "1") && strcmp(v, "3"))) {
+        fprintf(stderr, "coda train: --zero is 1 (the optimizer state sharded) or 3 (also the "
+                "weights and gradients), got '%s'\n", v ? v : "(nothing)");
+        return 2;
+      }
+      o.shard_weights = v[0] == '3';
+      i++;
+      continue;
+    }
     REALFLAG("--lr", o.lr)
     REALFLAG("--min-lr-ratio", o.min_lr_ratio)
     REALFLAG("--weight-decay", o.weight_decay)

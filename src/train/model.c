@@ -34,6 +34,7 @@ struct coda_model {
   void *ref; /* reference activations (model_ref.c) */
   void *plans;
   coda_prof *prof; /* step profile, NULL: off (not owned) */
+  const coda_ref_hooks *hooks; /* weight sharding (not owned), NULL: off */
 };
 
 coda_status coda_model_config_named(const char *name, coda_model_config *c) {
@@ -185,6 +186,8 @@ void **coda_model_ref_slot(coda_model *m) { return &m->ref; }
 void **coda_model_plans_slot(coda_model *m) { return &m->plans; }
 void coda_model_set_prof(coda_model *m, coda_prof *p) { m->prof = p; }
 coda_prof *coda_model_prof(coda_model *m) { return m->prof; }
+void coda_model_set_ref_hooks(coda_model *m, const coda_ref_hooks *h) { m->hooks = h; }
+const coda_ref_hooks *coda_model_ref_hooks(const coda_model *m) { return m->hooks; }
 
 static double normal(uint64_t *s) {
   double u1 = coda_rng_uniform(s), u2 = coda_rng_uniform(s);

@@ -283,12 +283,21 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
 #define PG(name) (G + coda_model_find(m, name)->offset)
   const float *emb = PW("tok_embeddings.weight");
   const float *wout = c->tied ? emb : PW("output.weight");
+  /* weight sharding: buckets 0 (embedding), 1 + li, HEAD (coda_ref_hooks) */
+  const coda_ref_hooks *hk = coda_model_ref_hooks(m);
+  const int HEAD = c->layers + 1;
+#define GATHER(k) do { if (hk && (st = hk->gather(hk->user, (k)))) return st; } while (0)
+#define RELEASE(k) do { if (hk) hk->release(hk->user, (k)); } while (0)
+#define GRAD_DONE(k) do { if (hk && (st = hk->grad_done(hk->user, (k)))) return st; } while (0)
 
   /* ---- forward ---- */
   float *x = r->l[0].xa;
+  GATHER(0);
   for (int64_t i = 0; i < M; i++) memcpy(x + i * D, emb + (int64_t)in[i] * D, (size_t)D * 4);
+  if (!c->tied) RELEASE(0); /* a tied head reads it again */
   for (int li = 0; li < c->layers; li++) {
     layer_acts *a = &r->l[li];
+    GATHER(1 + li);
     snprintf(nm, sizeof nm, "layers.%d.attention_norm.weight", li);
     rmsnorm_fwd(nt, a->xa, PW(nm), a->h1, a->r1, M, D, c->norm_eps);
     snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", li);
@@ -310,7 +319,9 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
     memcpy(xo, a->xf, (size_t)(M * D) * 4);
     snprintf(nm, sizeof nm, "layers.%d.feed_forward.w2.weight", li);
     if (mm_abt(nt, r, xo, a->y, PW(nm), M, D, F, 1)) goto oom;
+    RELEASE(1 + li);
   }
+  GATHER(HEAD);
   rmsnorm_fwd(nt, r->xL, PW("norm.weight"), r->hf, r->rf, M, D, c->norm_eps);
   if (!tg) { /* last position of sequence 0 only */
     const float *h = r->hf + (int64_t)(T - 1) * D;
@@ -319,9 +330,15 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
       for (int64_t k = 0; k < D; k++) s += (double)h[k] * wout[v * D + k];
       last_logits[v] = (float)s;
     }
+    RELEASE(HEAD);
+    if (c->tied) RELEASE(0);
     return CODA_OK;
   }
   if (mm_abt(nt, r, r->logits, r->hf, wout, M, V, D, 0)) goto oom;
+  if (!backward) {
+    RELEASE(HEAD);
+    if (c->tied) RELEASE(0);
+  }
   int64_t nv = 0;
   for (int64_t i = 0; i < M; i++) nv += tg[i] >= 0;
   double total = 0.0;
@@ -353,8 +370,12 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
   mm_ab(nt, r->dh, r->logits, wout, M, D, V, 0);
   memset(r->dx, 0, (size_t)(M * D) * 4);
   rmsnorm_bwd(nt, r->xL, PW("norm.weight"), r->rf, r->dh, r->dx, PG("norm.weight"), M, D);
+  RELEASE(HEAD);
+  if (c->tied) RELEASE(0); /* its gradient is complete after the embedding's below */
+  GRAD_DONE(HEAD);
   for (int li = c->layers - 1; li >= 0; li--) {
     layer_acts *a = &r->l[li];
+    GATHER(1 + li);
     /* MLP: x_out = xf + y W2ᵀ */
     snprintf(nm, sizeof nm, "layers.%d.feed_forward.w2.weight", li);
     mm_atb(nt, PG(nm), r->dx, a->y, D, F, M);
@@ -381,13 +402,19 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
     mm_ab(nt, r->dh, r->dqkv, PW(nm), M, D, nq, 0);
     snprintf(nm, sizeof nm, "layers.%d.attention_norm.weight", li);
     rmsnorm_bwd(nt, a->xa, PW(nm), a->r1, r->dh, r->dx, PG(nm), M, D);
+    RELEASE(1 + li);
+    GRAD_DONE(1 + li);
   }
   float *gemb = PG("tok_embeddings.weight");
   for (int64_t i = 0; i < M; i++) { /* embedding gradient: a host scatter-add, in order */
     float *gr = gemb + (int64_t)in[i] * D;
     for (int64_t k = 0; k < D; k++) gr[k] += r->dx[i * D + k];
   }
+  GRAD_DONE(0);
   return CODA_OK;
+#undef GATHER
+#undef RELEASE
+#undef GRAD_DONE
 #undef PW
 #undef PG
 oom:

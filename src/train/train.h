@@ -271,6 +271,20 @@ void coda_prof_report(const coda_prof *p, const coda_model_config *c, double tok
                       int device_clock, coda_train_profile *out);
 /* The profile the plan engine marks (NULL: off). */
 void coda_model_set_prof(coda_model *m, coda_prof *p);
+/* Weight sharding (ZeRO-3) on the reference engine: the forward and
+ * backward call these around each bucket of the ZeRO layout (0 the
+ * embedding, 1 + i layer i, layers + 1 the head; coda_zero): gather before
+ * the bucket's weights are read, release after their last read of the pass,
+ * grad_done when the bucket's gradient of this micro-batch is complete. A
+ * failing gather or grad_done stops the pass with its status. NULL: none. */
+typedef struct coda_ref_hooks {
+  void *user;
+  coda_status (*gather)(void *user, int bucket);
+  void (*release)(void *user, int bucket);
+  coda_status (*grad_done)(void *user, int bucket);
+} coda_ref_hooks;
+void coda_model_set_ref_hooks(coda_model *m, const coda_ref_hooks *h);
+const coda_ref_hooks *coda_model_ref_hooks(const coda_model *m);
 coda_prof *coda_model_prof(coda_model *m);
 
 /* Engine hooks: the reference implementation (model_ref.c) and the plan
@@ -329,6 +343,7 @@ typedef struct coda_zero {
   int nseg;
   coda_zero_seg *seg;
   float *pad, *gs, *ms, *vs; /* CPU engine: padded scratch, shard gradient, moments */
+  float *acc;           /* ZeRO-3 with accumulation: one piece of reduced gradient */
 } coda_zero;
 
 coda_status coda_zero_create(coda_context ctx, coda_model *m, coda_comm comm, int host_state,
@@ -342,6 +357,15 @@ void coda_zero_cpu_update(coda_zero *z, const coda_adamw *adam, int64_t t, doubl
                           double norm, double clip, float *W);
 /* full <- every rank's piece (from shard, or from full itself when NULL). */
 coda_status coda_zero_cpu_gather(coda_context ctx, coda_zero *z, const float *shard, float *full);
+/* ZeRO-3 on the CPU engine, bucket by bucket: W's bucket k all-gathered
+ * from the ranks' pieces; its other ranks' pieces poisoned with NaN (so a
+ * read of a weight not gathered shows as a non-finite loss); G's bucket k
+ * reduce-scattered into the shard gradient (added to it when accumulate)
+ * and zeroed for the next micro-batch. */
+coda_status coda_zero_cpu_gather_bucket(coda_context ctx, coda_zero *z, int k, float *W);
+void coda_zero_cpu_release_bucket(coda_zero *z, int k, float *W);
+coda_status coda_zero_cpu_reduce_bucket(coda_context ctx, coda_zero *z, int k, float *G,
+                                        int accumulate);
 /* The shard's moments from full-size arrays (NULL: zero). */
 void coda_zero_cpu_take(coda_zero *z, const float *mom, const float *vel);
 

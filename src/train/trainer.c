@@ -324,7 +324,8 @@ static coda_status check_same_options(coda_context ctx, coda_comm comm,
   const coda_model_config *c = &o->model;
   const int iv[] = {c->vocab, c->dim, c->layers, c->heads, c->kv_heads, c->ffn, c->seq, c->tied,
                     o->batch, o->accum, o->val_every, o->val_batches, o->save_every,
-                    (int)o->engine, (int)o->model_set, o->resume != NULL, o->init != NULL};
+                    (int)o->engine, (int)o->model_set, o->resume != NULL, o->init != NULL,
+                    o->shard_weights};
   const double dv[] = {c->rope_theta, c->norm_eps, o->lr, o->min_lr_ratio, o->weight_decay,
                        o->beta1, o->beta2, o->eps, o->clip};
   const int64_t lv[] = {o->steps, o->warmup, (int64_t)o->seed};
@@ -339,9 +340,34 @@ static coda_status check_same_options(coda_context ctx, coda_comm comm,
   if (v[0] != n * k || v[1] != n * k * k)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "rank %d: the ranks were started with "
                      "different training options (model shape, batch, accumulation, steps, "
-                     "optimizer, seed, engine, validation or checkpoint schedule, --resume or "
-                     "--init); every rank needs the same", coda_comm_rank(comm));
+                     "optimizer, seed, engine, validation or checkpoint schedule, --resume, "
+                     "--init or --zero); every rank needs the same", coda_comm_rank(comm));
   return CODA_OK;
+}
+
+/* ZeRO-3 on the CPU reference engine: the model's hooks (coda_ref_hooks)
+ * gather, release and reduce-scatter bucket by bucket through coda_zero. */
+typedef struct zero3_hooks {
+  coda_ref_hooks h;
+  coda_context ctx;
+  coda_zero *z;
+  float *W, *G;
+  int micro; /* the micro-batch of the step: the later ones add to the shard */
+} zero3_hooks;
+static coda_status zero3_gather(void *u, int k) {
+  zero3_hooks *q = u;
+  return coda_zero_cpu_gather_bucket(q->ctx, q->z, k, q->W);
+}
+static void zero3_release(void *u, int k) {
+  zero3_hooks *q = u;
+  coda_zero_cpu_release_bucket(q->z, k, q->W);
+}
+static coda_status zero3_grad_done(void *u, int k) {
+  zero3_hooks *q = u;
+  return coda_zero_cpu_reduce_bucket(q->ctx, q->z, k, q->G, q->micro > 0);
+}
+static void zero3_release_all(zero3_hooks *q) {
+  for (int k = 0; k < q->z->nb; k++) coda_zero_cpu_release_bucket(q->z, k, q->W);
 }
 
 coda_status coda_train(coda_context ctx, const coda_train_options *opts,
@@ -367,6 +393,9 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   float *mom = NULL, *vel = NULL;
   int32_t *in = NULL, *tg = NULL, *gin = NULL, *gtg = NULL;
   coda_zero *zero = NULL;
+  zero3_hooks z3; /* weight sharding (options.shard_weights) */
+  memset(&z3, 0, sizeof z3);
+  const int sharded = dp && o.shard_weights;
   coda_prof *prof = NULL; /* step profile (options.profile) */
   double *hx = NULL, *hy = NULL, *vx = NULL, *vy = NULL;
   char *data_dir = NULL, *trp = NULL, *vap = NULL, *ckpt = NULL, *png = NULL, *csv = NULL;
@@ -432,6 +461,11 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     s = coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
                   "on the GPU the trainer runs the plan engine (--engine plans or auto), not the "
                   "host reference");
+    goto done;
+  }
+  if (sharded && (gpu || engine != CODA_ENGINE_REFERENCE)) {
+    s = coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "sharded weights (ZeRO-3, --zero 3) run on the CPU "
+                  "reference engine only so far (--device cpu --engine reference)");
     goto done;
   }
   if (o.resume && o.init) {
@@ -532,6 +566,18 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     if (!s && gpu) s = coda_plans_device_set_zero(ctx, model, zero);
     if (!s && !gpu) coda_zero_cpu_take(zero, o.resume ? mom : NULL, o.resume ? vel : NULL);
     if (s) goto done;
+    if (sharded) { /* from here a rank holds its pieces of W; the rest is gathered when read */
+      z3.h.user = &z3;
+      z3.h.gather = zero3_gather;
+      z3.h.release = zero3_release;
+      z3.h.grad_done = zero3_grad_done;
+      z3.ctx = ctx;
+      z3.z = zero;
+      z3.W = coda_model_weights(model);
+      z3.G = coda_model_grads(model);
+      coda_model_set_ref_hooks(model, &z3.h);
+      zero3_release_all(&z3);
+    }
   }
   if (gpu) { /* master weights and moments to the device */
     s = coda_plans_device_upload(ctx, model, o.resume ? mom : NULL, o.resume ? vel : NULL);
@@ -557,6 +603,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     p.seq = T;
     p.accum = o.accum;
     p.ranks = N;
+    p.sharded_weights = sharded;
     p.tokens_per_step = (int64_t)B * T * o.accum * N;
     p.steps = o.steps;
     p.resumed = o.resume != NULL;
@@ -616,6 +663,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       /* data parallel on the GPU: the last backward reduce-scatters */
       if (!s && dp && gpu && a == o.accum - 1) s = coda_plans_device_arm_reduce(ctx, model);
       /* each rank adds 1/N of its gradient: the sum over ranks is the mean */
+      z3.micro = a;
       if (!s) s = coda_model_step(ctx, model, in, tg, B, T, 1.0f / (float)(o.accum * N), &l, &nv);
       if (!s) loss += l / o.accum; /* loss = mean over micro-batches of their means */
     }
@@ -630,7 +678,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
         s = coda_plans_device_shard_sumsq(ctx, model, &v[0]);
       } else {
         coda_prof_begin(ctx, prof);
-        s = coda_zero_cpu_reduce(ctx, zero, G);
+        if (!sharded) s = coda_zero_cpu_reduce(ctx, zero, G); /* ZeRO-3: done in the backward */
         coda_prof_end(ctx, prof, CODA_PH_REDUCE, -1);
         coda_prof_begin(ctx, prof);
         v[0] = coda_zero_cpu_sumsq(zero);
@@ -671,7 +719,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       coda_zero_cpu_update(zero, &adam, step + 1, lr, gn, o.clip, W);
       coda_prof_end(ctx, prof, CODA_PH_OPTIM, -1);
       coda_prof_begin(ctx, prof);
-      s = coda_zero_cpu_gather(ctx, zero, NULL, W);
+      if (!sharded) s = coda_zero_cpu_gather(ctx, zero, NULL, W); /* ZeRO-3: when read */
       coda_prof_end(ctx, prof, CODA_PH_REDUCE, -1);
       if (s) goto done;
     } else {
@@ -748,7 +796,9 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       if (gpu) s = coda_plans_device_download(ctx, model, mom, vel);
       else if (dp) s = coda_zero_cpu_gather(ctx, zero, zero->ms, mom);
       if (!s && !gpu && dp) s = coda_zero_cpu_gather(ctx, zero, zero->vs, vel);
+      if (!s && sharded) s = coda_zero_cpu_gather(ctx, zero, NULL, W); /* the whole model */
       if (!s && lead) s = coda_checkpoint_save(ctx, ckpt, model, mom, vel, &st);
+      if (sharded) zero3_release_all(&z3);
       if (s) goto done;
       if (lead) snprintf(sum->checkpoint, sizeof sum->checkpoint, "%s", ckpt);
     }
@@ -818,6 +868,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   }
 done:
   if (log) fclose(log);
+  if (model) coda_model_set_ref_hooks(model, NULL);
   coda_prof_destroy(ctx, prof);
   coda_model_destroy(model);
   coda_zero_destroy(zero);

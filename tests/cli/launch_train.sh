@@ -105,6 +105,11 @@ for n in 2 3; do
   if cmp -s fork$n/loss.csv join$n/loss.csv; then ok "$n joined ranks = --ranks $n exactly"
   else fail "$n joined ranks differ from --ranks $n"; cat fork$n/loss.csv join$n/loss.csv; fi
 done
+# weights sharded too (--zero 3): without accumulation the bits of ZeRO-1
+job 2 "$(free_port)" zero3 --batch 2 --steps 6 --quiet --zero 3
+wait_job
+if [ "$rcs" = " 0 0" ] && cmp -s join2/loss.csv zero3/loss.csv; then ok "--zero 3: 2 joined ranks = ZeRO-1 exactly"
+else fail "--zero 3: statuses$rcs"; cat zero3.*.err; fi
 # Slurm's variables (srun): the same job
 port=$(free_port)
 for r in 0 1; do
