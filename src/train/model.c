@@ -195,9 +195,14 @@ static double normal(uint64_t *s) {
   return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+/* One stream of normals over the matrices in parameter order, two draws
+ * each; element k of a matrix whose stream starts at draw d takes draws
+ * d + 2k and d + 2k + 1, so the threads each skip to their elements and
+ * the weights are the same for any number of threads. */
 void coda_model_init(coda_model *m, uint64_t seed) {
-  uint64_t s = seed ^ 0x5eedf00dull;
+  const uint64_t s0 = seed ^ 0x5eedf00dull;
   double out_std = 0.02 / sqrt(2.0 * m->cfg.layers);
+  uint64_t draw = 0;
   for (int i = 0; i < m->np; i++) {
     coda_param *p = &m->p[i];
     float *w = m->w + p->offset;
@@ -205,8 +210,15 @@ void coda_model_init(coda_model *m, uint64_t seed) {
       for (size_t k = 0; k < p->size; k++) w[k] = 1.0f;
       continue;
     }
-    double sd = (strstr(p->name, ".wo.") || strstr(p->name, ".w2.")) ? out_std : 0.02;
-    for (size_t k = 0; k < p->size; k++) w[k] = (float)(sd * normal(&s));
+    const double sd = (strstr(p->name, ".wo.") || strstr(p->name, ".w2.")) ? out_std : 0.02;
+    const int64_t n = (int64_t)p->size;
+    const uint64_t d = draw;
+#pragma omp parallel for schedule(static)
+    for (int64_t k = 0; k < n; k++) {
+      uint64_t s = coda_rng_skip(s0, d + 2 * (uint64_t)k);
+      w[k] = (float)(sd * normal(&s));
+    }
+    draw += 2 * (uint64_t)n;
   }
 }
 

@@ -21,6 +21,10 @@ uint32_t coda_crc32(uint32_t crc, const void *p, size_t n);
 /* splitmix64: the whole state is one 64-bit word, so it is stored in a
  * checkpoint as a decimal string and resuming draws the same numbers. */
 uint64_t coda_rng_next(uint64_t *state);
+/* The state after n draws from state s (the stream is a counter: draw k
+ * of s is the next draw of coda_rng_skip(s, k)), so a long stream can be
+ * drawn in parallel pieces with the same numbers. */
+uint64_t coda_rng_skip(uint64_t s, uint64_t n);
 /* Uniform in [0, n) (n > 0) by rejection, so there is no modulo bias. */
 uint64_t coda_rng_below(uint64_t *state, uint64_t n);
 /* Uniform in [0, 1) with 53 random bits. */

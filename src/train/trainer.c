@@ -374,6 +374,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
                        coda_train_summary *sum) {
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
   if (!opts || !sum) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "NULL options or summary");
+  const double t_enter = now_s();
   coda_train_options o = *opts;
   /* data parallel: N ranks, rank 0 (the lead) prints, logs and saves */
   coda_comm comm = o.comm && coda_comm_size(o.comm) > 1 ? o.comm : NULL;
@@ -382,6 +383,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   memset(sum, 0, sizeof *sum);
   sum->first_val = sum->final_val = NAN;
   sum->first_loss = sum->final_loss = NAN;
+  sum->first_step_seconds = NAN;
   coda_status s = check_options(ctx, &o);
   if (!s && dp) s = check_same_options(ctx, comm, &o);
   if (s) return s;
@@ -740,7 +742,10 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     double toks = (double)B * T * o.accum * N; /* all ranks */
     tok_total += toks;
     sec_total += dt;
-    if (isnan(sum->first_loss)) sum->first_loss = loss;
+    if (isnan(sum->first_loss)) {
+      sum->first_loss = loss;
+      sum->first_step_seconds = now_s() - t_enter;
+    }
     sum->final_loss = loss;
     sum->steps_done++;
     hx[nh] = (double)st.step; hy[nh++] = loss;
@@ -789,6 +794,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
      * every rank stops after the same step */
     int stop = val_stop || (dp ? stop_all : o.should_stop && o.should_stop(o.user));
     if (stop || st.step == o.steps || (o.save_every > 0 && st.step % o.save_every == 0)) {
+      const double t_save = now_s();
       st.rng = sampler.rng;
       st.drawn = sampler.drawn;
       /* data parallel: every rank takes part in gathering the shards, the
@@ -801,6 +807,8 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       if (sharded) zero3_release_all(&z3);
       if (s) goto done;
       if (lead) snprintf(sum->checkpoint, sizeof sum->checkpoint, "%s", ckpt);
+      sum->save_seconds += now_s() - t_save;
+      sum->saves++;
     }
     if (stop) {
       sum->stopped = CODA_TRAIN_INTERRUPTED;
