@@ -190,13 +190,13 @@ int main(void) {
   printf("a rank dying: %s\n", msg);
   /* the watchdog */
   watch_mode = 1;
-  setenv("CODA_COMM_TIMEOUT", "3", 1);
+  setenv("CODA_COMM_TIMEOUT", "5", 1); /* a loaded machine may starve a watchdog a moment */
   struct timespec t0, t1;
   job(3, staggered, st);
   for (int r = 0; r < 3; r++) CHECK_MSG(st[r] == 0, "watched, staggered: rank %d status %d", r, st[r]);
   struct { coda_rank_main fn; int culprit; const char *words; } cases[] = {
     {watched_kill, 2, "rank 2 is gone"},
-    {watched_stop, 1, "rank 1 sent nothing for 3 s"},
+    {watched_stop, 1, "rank 1 sent nothing for 5 s"},
     {watched_fail, 1, "rank 1 failed (exit status 5)"},
   };
   for (int k = 0; k < 3; k++) {
@@ -205,7 +205,7 @@ int main(void) {
     job(3, cases[k].fn, st);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     const double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    CHECK_MSG(secs < 20.0, "%s: %.1f s", cases[k].words, secs);
+    CHECK_MSG(secs < 30.0, "%s: %.1f s", cases[k].words, secs);
     for (int r = 0; r < 3; r++) {
       if (r == cases[k].culprit) continue;
       CHECK_MSG(st[r] == 1, "%s: rank %d status %d", cases[k].words, r, st[r]);
@@ -216,7 +216,7 @@ int main(void) {
       msg[got] = '\0';
       if (f) fclose(f);
       const char *want = r == 0 || cases[k].fn != watched_stop ? cases[k].words
-                                                                : "rank 1 sent nothing for 3 s";
+                                                                : "rank 1 sent nothing for 5 s";
       CHECK_MSG(strstr(msg, want) != NULL, "rank %d: '%s' lacks '%s'", r, msg, want);
       if (r == 0) printf("watchdog, %.1f s: %s", secs, msg);
     }

@@ -198,6 +198,7 @@ static void root_abort(struct coda_comm_s *c, int who, int why, int detail) {
 /* An I/O failure with peer p (r: IO_*). Rank 0 tells the others. */
 static coda_status peer_fail(coda_context ctx, struct coda_comm_s *c, int p, int r,
                              double limit_s) {
+  const int e = errno; /* of the failed call, before the notices below */
   c->broken = 1;
   if (c->rank == 0)
     root_abort(c, p, r == IO_SILENT ? WHY_SILENT : WHY_GONE, (int)limit_s);
@@ -209,7 +210,7 @@ static coda_status peer_fail(coda_context ctx, struct coda_comm_s *c, int p, int
     return coda_fail(ctx, CODA_ERR_BACKEND, "rank %d: rank %d is gone (its connection closed: it "
                      "exited, failed or was killed); stopping the job", c->rank, p);
   return coda_fail(ctx, CODA_ERR_BACKEND, "rank %d: the connection to rank %d failed: %s; "
-                   "stopping the job", c->rank, p, strerror(errno));
+                   "stopping the job", c->rank, p, strerror(e));
 }
 
 static coda_status aborted(coda_context ctx, struct coda_comm_s *c, const msg *m) {
