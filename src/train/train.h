@@ -275,6 +275,10 @@ void coda_prof_report(const coda_prof *p, const coda_model_config *c, double tok
                       int device_clock, coda_train_profile *out);
 /* The profile the plan engine marks (NULL: off). */
 void coda_model_set_prof(coda_model *m, coda_prof *p);
+/* The plan engine on a GPU times the schedules of its fused steps when it
+ * builds its plans (coda_plan_tune_fusion); off by default. */
+void coda_model_set_plan_tuning(coda_model *m, int on);
+int coda_model_plan_tuning(const coda_model *m);
 coda_prof *coda_model_prof(coda_model *m);
 
 /* Engine hooks: the reference implementation (model_ref.c) and the plan
