@@ -289,6 +289,10 @@ typedef struct coda_ref_hooks {
 } coda_ref_hooks;
 void coda_model_set_ref_hooks(coda_model *m, const coda_ref_hooks *h);
 const coda_ref_hooks *coda_model_ref_hooks(const coda_model *m);
+/* The plan engine on a GPU times the schedules of its fused steps when it
+ * builds its plans (coda_plan_tune_fusion); off by default. */
+void coda_model_set_plan_tuning(coda_model *m, int on);
+int coda_model_plan_tuning(const coda_model *m);
 coda_prof *coda_model_prof(coda_model *m);
 
 /* Engine hooks: the reference implementation (model_ref.c) and the plan
