@@ -289,6 +289,11 @@ typedef struct coda_ref_hooks {
 } coda_ref_hooks;
 void coda_model_set_ref_hooks(coda_model *m, const coda_ref_hooks *h);
 const coda_ref_hooks *coda_model_ref_hooks(const coda_model *m);
+/* coda_model_init's rule: the stream of a seed, and a parameter's standard
+ * deviation (0: a norm weight, all ones). Each matrix takes 2 draws per
+ * value, in parameter order. */
+uint64_t coda_model_init_stream(uint64_t seed);
+double coda_model_init_std(const coda_model *m, const coda_param *p);
 /* The plan engine on a GPU times the schedules of its fused steps when it
  * builds its plans (coda_plan_tune_fusion); off by default. */
 void coda_model_set_plan_tuning(coda_model *m, int on);
@@ -316,6 +321,12 @@ int coda_plans_on_device(coda_context ctx, coda_model *m);
 /* Host weights (and m, v; NULL: zero) -> device; the gradient is zeroed. */
 coda_status coda_plans_device_upload(coda_context ctx, coda_model *m, const float *mom,
                                      const float *vel);
+/* coda_model_init(m, seed) drawn on the device (one process, no data
+ * parallel layout): the host weight buffer is not written; moments and
+ * gradient zero. The same numbers as the host's but where a value lies
+ * within an ulp of double of a float rounding boundary (log and cos of
+ * the two sides may differ by that ulp). */
+coda_status coda_plans_device_init(coda_context ctx, coda_model *m, uint64_t seed);
 /* Device -> host weights (and m, v where not NULL), e.g. for checkpoints. */
 coda_status coda_plans_device_download(coda_context ctx, coda_model *m, float *mom, float *vel);
 coda_status coda_plans_device_zero_grad(coda_context ctx, coda_model *m);

@@ -561,7 +561,8 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     if (s) goto done;
     st.rng = o.seed * 0x9e3779b97f4a7c15ull + 0x64617461ull;
   } else {
-    coda_model_init(model, o.seed);
+    /* one GPU: drawn on the device, the host buffer is not touched */
+    if (!gpu || dp) coda_model_init(model, o.seed);
     st.rng = o.seed * 0x9e3779b97f4a7c15ull + 0x64617461ull; /* data order from the seed */
   }
   if (dp) { /* every rank holds the same weights; the optimizer state is sharded */
@@ -582,7 +583,10 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       zero3_release_all(&z3);
     }
   }
-  if (gpu) { /* master weights and moments to the device */
+  if (gpu && !dp && !o.resume && !o.init) {
+    s = coda_plans_device_init(ctx, model, o.seed);
+    if (s) goto done;
+  } else if (gpu) { /* master weights and moments to the device */
     s = coda_plans_device_upload(ctx, model, o.resume ? mom : NULL, o.resume ? vel : NULL);
     if (s) goto done;
   }
