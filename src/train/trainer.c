@@ -719,10 +719,14 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       st.drawn = sampler.drawn;
       /* data parallel: every rank takes part in gathering the shards, the
        * lead writes the one-process format */
-      if (gpu) s = coda_plans_device_download(ctx, model, mom, vel);
-      else if (dp) s = coda_zero_cpu_gather(ctx, zero, zero->ms, mom);
-      if (!s && !gpu && dp) s = coda_zero_cpu_gather(ctx, zero, zero->vs, vel);
-      if (!s && lead) s = coda_checkpoint_save(ctx, ckpt, model, mom, vel, &st);
+      if (gpu && !dp) { /* streamed from the device: no host copy */
+        s = coda_checkpoint_save_device(ctx, ckpt, model, &st);
+      } else {
+        if (gpu) s = coda_plans_device_download(ctx, model, mom, vel);
+        else if (dp) s = coda_zero_cpu_gather(ctx, zero, zero->ms, mom);
+        if (!s && !gpu && dp) s = coda_zero_cpu_gather(ctx, zero, zero->vs, vel);
+        if (!s && lead) s = coda_checkpoint_save(ctx, ckpt, model, mom, vel, &st);
+      }
       if (s) goto done;
       if (lead) snprintf(sum->checkpoint, sizeof sum->checkpoint, "%s", ckpt);
       sum->save_seconds += now_s() - t_save;
