@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static double normal(uint64_t *s) {
   double u1 = coda_rng_uniform(s) + 1e-300, u2 = coda_rng_uniform(s);
