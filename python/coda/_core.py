@@ -599,3 +599,47 @@ class Context:
                                       ctypes.byref(tb.tensor), ctypes.byref(to.tensor), float(alpha),
                                       int(bool(accumulate))))
         return out
+
+    # ------------------------------------------------------------ attention
+
+    def _attention_dims(self, qkv, batch, heads_q, heads_kv):
+        be = 0 if self.backend == "cpu" else 1
+        tq = _bind(qkv, 3, "qkv", False, be)
+        rows, cols = tq.tensor.rows, tq.tensor.cols
+        heads = heads_q + 2 * heads_kv
+        if batch <= 0 or rows % batch or heads <= 0 or cols % heads:
+            raise CodaError(4, "attention: qkv is %d x %d, which is not (batch %d * seq) x "
+                            "((heads_q %d + 2 * heads_kv %d) * head_dim)" % (rows, cols, batch, heads_q, heads_kv))
+        return tq, rows // batch, cols // heads, be
+
+    def attention_forward(self, qkv, batch, heads_q, heads_kv, out=None, lse=None):
+        """Causal softmax attention with grouped-query heads on the packed
+        qkv (batch*seq rows; per row [q heads | k heads | v heads]); scale
+        1/sqrt(head_dim). Returns (out (batch*seq, heads_q*head_dim), lse
+        (batch*seq, heads_q), fp32 or fp64 in exact mode); out and lse are
+        allocated (like qkv) if not given."""
+        tq, seq, hd, be = self._attention_dims(qkv, batch, heads_q, heads_kv)
+        M = tq.tensor.rows
+        like = qkv if _is_torch(qkv) else None
+        state = F64 if self.precision == "f64" else F32
+        if out is None:
+            out = self._alloc(like, (M, heads_q * hd), tq.tensor.dtype)
+        if lse is None:
+            lse = self._alloc(like, (M, heads_q), state)
+        to, tl = _bind(out, 3, "out", True, be), _bind(lse, 3, "lse", True, be)
+        _check(self._h, lib.coda_attention_forward(self._h, ctypes.byref(tq.tensor), batch, seq, heads_q, heads_kv,
+                                                   hd, ctypes.byref(to.tensor), ctypes.byref(tl.tensor)))
+        return out, lse
+
+    def attention_backward(self, qkv, out, lse, dout, batch, heads_q, heads_kv, dqkv=None):
+        """The gradient of qkv from the forward's out and lse and dout (same
+        packed layout as qkv); dqkv allocated (like qkv) if not given."""
+        tq, seq, hd, be = self._attention_dims(qkv, batch, heads_q, heads_kv)
+        if dqkv is None:
+            dqkv = self._alloc(qkv if _is_torch(qkv) else None, (tq.tensor.rows, tq.tensor.cols), tq.tensor.dtype)
+        to, tl = _bind(out, 3, "out", False, be), _bind(lse, 3, "lse", False, be)
+        td, tg = _bind(dout, 3, "dout", False, be), _bind(dqkv, 3, "dqkv", True, be)
+        _check(self._h, lib.coda_attention_backward(self._h, ctypes.byref(tq.tensor), ctypes.byref(to.tensor),
+                                                    ctypes.byref(tl.tensor), ctypes.byref(td.tensor), batch, seq,
+                                                    heads_q, heads_kv, hd, ctypes.byref(tg.tensor)))
+        return dqkv
