@@ -349,7 +349,7 @@ def test_cuda_ops_against_fp64():
     """bf16 CUDA tensors on torch's current stream, against the fp64
     references; gradients against the same ops' CPU exact mode."""
     g = gen()
-    b, t_, hq, hkv, hd, d, ff, v = 2, 128, 4, 2, 64, 256, 512, 1000
+    b, t_, hq, hkv, hd, d, ff, v = 2, 128, 4, 2, 64, 256, 512, 1024
     m_ = b * t_
     nqkv = (hq + 2 * hkv) * hd
     cpu = dict(x=randn(g, m_, d), wn1=randn(g, d), wqkv=randn(g, nqkv, d, scale=0.06),
