@@ -94,6 +94,31 @@ def test_the_coda_path_runs():
     assert len(calls) == pm.config.num_hidden_layers
 
 
+def test_gradient_checkpointing():
+    ref, pm = make_pair()
+    pm.gradient_checkpointing_enable()
+    pm.train()
+    ref.train()
+    ids, labels = batch()
+    calls = []
+    orig = _hf_llama.llama_decoder_layer
+
+    def spy(*a, **k):
+        calls.append(1)
+        return orig(*a, **k)
+
+    _hf_llama.llama_decoder_layer = spy
+    try:
+        pm(input_ids=ids, labels=labels).loss.backward()
+    finally:
+        _hf_llama.llama_decoder_layer = orig
+    assert len(calls) == 2 * pm.config.num_hidden_layers   # each layer run again in the backward
+    ref(input_ids=ids, labels=labels).loss.backward()
+    mine = dict(pm.named_parameters())
+    for n, p in ref.named_parameters():
+        assert rel_err(mine[n].grad, p.grad) < F64_RTOL, n
+
+
 def test_state_dict_unchanged():
     ref, pm = make_pair()
     before = {k: v.clone() for k, v in pm.state_dict().items()}
