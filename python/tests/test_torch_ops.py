@@ -374,6 +374,7 @@ def test_cuda_ops_against_fp64():
     rl.backward()
     gpu = {k: t.to("cuda", torch.bfloat16).requires_grad_(True) for k, t in cpu.items()}
     stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())   # the copies above ran on the default stream
     with torch.cuda.stream(stream):
         gl, gq, go = run(gpu, tgt.cuda(), torch.bfloat16)
         gl.backward()
