@@ -275,7 +275,7 @@ def test_cuda_training_curve_matches():
     for m in (ref, pm):
         opt = torch.optim.AdamW(m.parameters(), lr=3e-3)
         curve = []
-        for _ in range(100):
+        for _ in range(200):
             loss = m(input_ids=ids, labels=ids).loss
             opt.zero_grad()
             loss.backward()
@@ -285,4 +285,4 @@ def test_cuda_training_curve_matches():
     a, b = curves
     assert b[-1] < 0.5 * b[0], b
     late_a, late_b = sum(a[-20:]) / 20, sum(b[-20:]) / 20
-    assert abs(late_a - late_b) < 0.1 * max(late_a, 0.1), (a[-5:], b[-5:])
+    assert abs(late_a - late_b) < 0.05 + 0.1 * late_a, (a[-5:], b[-5:])
