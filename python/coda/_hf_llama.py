@@ -157,7 +157,8 @@ def _coda_forward(self, input_ids=None, attention_mask=None, position_ids=None, 
     pos, freq = ct.rope_tables(position_ids, self.model.rotary_emb.inv_freq, hq, hkv, dtype)
     perm = ct.rope_row_permutation(hq, hkv, hd, device=inputs_embeds.device)
     x = inputs_embeds.reshape(B * T, D)
-    checkpointing = bool(getattr(self, "is_gradient_checkpointing", False)) and self.training
+    # gradient_checkpointing_enable() sets the flag on the model and on each layer
+    checkpointing = self.training and bool(getattr(self.model, "gradient_checkpointing", False))
     for layer in self.model.layers[: cfg.num_hidden_layers]:
         if checkpointing:
             x = torch.utils.checkpoint.checkpoint(llama_decoder_layer, layer, x, B, pos, freq, perm, dims,

@@ -286,3 +286,22 @@ def test_cuda_training_curve_matches():
     assert b[-1] < 0.5 * b[0], b
     late_a, late_b = sum(a[-20:]) / 20, sum(b[-20:]) / 20
     assert abs(late_a - late_b) < 0.05 + 0.1 * late_a, (a[-5:], b[-5:])
+
+
+def test_patched_model_compiles_fullgraph():
+    """The whole patched forward (embedding, layers, head + loss) in one
+    graph, and its backward."""
+    _, pm = make_pair(dtype=torch.float32)
+    ids, labels = batch()
+    eager = pm(input_ids=ids, labels=labels).loss
+    eager.backward()
+    want = {n: p.grad.clone() for n, p in pm.named_parameters()}
+    pm.zero_grad()
+    explain = torch._dynamo.explain(pm)(input_ids=ids, labels=labels)
+    assert explain.graph_break_count == 0 and explain.graph_count == 1
+    torch._dynamo.reset()
+    loss = torch.compile(pm, fullgraph=True, backend="aot_eager")(input_ids=ids, labels=labels).loss
+    torch.testing.assert_close(loss, eager)
+    loss.backward()
+    for n, p in pm.named_parameters():
+        torch.testing.assert_close(p.grad, want[n], rtol=1e-5, atol=1e-7)
