@@ -113,10 +113,16 @@ def _is_torch(x):
     return torch is not None and isinstance(x, torch.Tensor)
 
 
+_torch_dtype_map = None
+
+
 def _torch_dtypes():
-    torch = _torch()
-    return {torch.bfloat16: BF16, torch.float16: F16, torch.float32: F32, torch.float64: F64,
-            torch.int32: I32}
+    global _torch_dtype_map
+    if _torch_dtype_map is None:
+        torch = _torch()
+        _torch_dtype_map = {torch.bfloat16: BF16, torch.float16: F16, torch.float32: F32, torch.float64: F64,
+                            torch.int32: I32}
+    return _torch_dtype_map
 
 
 def _view_2d(rows, cols, stride0, stride1, kind):
@@ -272,6 +278,8 @@ class Program:
     def __init__(self, handle):
         self._h = ctypes.c_void_p(handle)
         self._args = None
+        self._names = None
+        self._shapes = {}   # (name, M, N, tiling) -> arg_shape, for the per-call paths
 
     @classmethod
     def parse(cls, text, context=None):
@@ -340,6 +348,20 @@ class Program:
             if a.name == name:
                 return a
         raise KeyError("program has no argument '%s' (it has %s)" % (name, [a.name for a in self.args]))
+
+    def _arg_names(self):
+        if self._names is None:
+            self._names = frozenset(a.name for a in self.args)
+        return self._names
+
+    def _cached_shape(self, name, M, N, tiling):
+        key = (name, M, N, tiling[0], tiling[1])
+        v = self._shapes.get(key)
+        if v is None:
+            if len(self._shapes) > 256:
+                self._shapes.clear()
+            v = self._shapes[key] = self.arg_shape(name, M, N, tiling)
+        return v
 
     def arg_shape(self, name, M, N, tiling=(64, 128)):
         """(rows, cols) of argument `name` for an M x N GEMM with this tiling
@@ -425,6 +447,17 @@ class Context:
     def _state_np(self):
         return np.float64 if self.precision == "f64" else np.float32
 
+    def _tiling_for(self, program, M, N, K):
+        """preferred_tiling, cached per program and shape (the per-call paths)."""
+        cache = self.__dict__.setdefault("_tilings", {})
+        key = (id(program) if program is not None else None, M, N, K)
+        v = cache.get(key)
+        if v is None or v[0] is not program:
+            if len(cache) > 1024:
+                cache.clear()
+            v = cache[key] = (program, self.preferred_tiling(program, M, N, K))
+        return v[1]
+
     def preferred_tiling(self, program, M, N, K):
         t = _lib.Tiling()
         _check(self._h, lib.coda_preferred_tiling(self._h, program._h if program else None, M, N, K,
@@ -439,7 +472,7 @@ class Context:
         if a.kind == "col":
             return 1
         if a.kind == "finish":
-            rows, cols = program.arg_shape(a.name, M, N, tiling)
+            rows, cols = program._cached_shape(a.name, M, N, tiling)
             return 0 if cols == 1 and rows != 1 else 1
         return 3
 
@@ -461,8 +494,12 @@ class Context:
                 like = v
                 break
         state = F64 if self.precision == "f64" else F32
-        infos = program.args if program is not None else [ArgumentInfo("D", "output", DTYPE_NAMES[state], "full", False)]
-        names = {a.name for a in infos}
+        if program is not None:
+            infos = program._args if program._args is not None else program.args
+            names = program._arg_names()
+        else:
+            infos = [ArgumentInfo("D", "output", DTYPE_NAMES[state], "full", False)]
+            names = {"D"}
         for k in tensors:
             if k not in names:
                 raise CodaError(1, "binding '%s' is not an argument of the program (its arguments: %s)"
@@ -478,7 +515,7 @@ class Context:
                 if x is None:
                     if a.is_input:
                         raise CodaError(1, "%s input '%s' is not given" % (a.kind, a.name))
-                    shape = program.arg_shape(a.name, M, N, tiling) if program is not None else (M, N)
+                    shape = program._cached_shape(a.name, M, N, tiling) if program is not None else (M, N)
                     dt = _DTYPE_BY_NAME[a.dtype] if a.kind == "output" else state
                     x = self._alloc(like, shape, dt)
                 elif a.is_input and isinstance(x, (int, float)):
@@ -518,7 +555,7 @@ class Context:
         K = ta.tensor.rows if trans_a else ta.tensor.cols
         N = tb.tensor.rows if trans_b else tb.tensor.cols
         if tiling is None:
-            tiling = self.preferred_tiling(program, M, N, K)
+            tiling = self._tiling_for(program, M, N, K)
         p = program._h if program is not None else None
 
         def call(args_h, t):
@@ -546,7 +583,7 @@ class Context:
             if M is None or N is None:
                 raise ValueError("coda.map: give M and N (no tile input to take them from)")
         if tiling is None:
-            tiling = self.preferred_tiling(program, M, N, 1)
+            tiling = self._tiling_for(program, M, N, 1)
 
         def call(args_h, t):
             _check(self._h, lib.coda_map(self._h, program._h, M, N, args_h, t))

@@ -146,6 +146,20 @@ def _program(name, dtype, eps=None):
     return p
 
 
+_scalars = {}
+
+
+def _scalar(value, dtype, device):
+    """A 1 x 1 input tensor holding value (cached: the ops only read it)."""
+    key = (float(value), dtype, device)
+    t = _scalars.get(key)
+    if t is None:
+        if len(_scalars) > 256:
+            _scalars.clear()
+        t = _scalars[key] = torch.full((1, 1), float(value), dtype=dtype, device=device)
+    return t
+
+
 def _stat_dtype(dtype):
     return torch.float64 if dtype == torch.float64 else torch.float32
 
@@ -184,7 +198,7 @@ def _residual_norm_bwd(a: torch.Tensor, wo: torch.Tensor, x: torch.Tensor, w: to
     ctx = context_for(a)
     M, N = x.shape
     st = _stat_dtype(a.dtype)
-    inv_n = torch.full((1, 1), 1.0 / N, dtype=st, device=a.device)
+    inv_n = _scalar(1.0 / N, st, a.device)
     ds = torch.empty_like(x)
     dw = torch.empty((N,), dtype=st, device=a.device)
     ctx.map(_program("rn_bwd", a.dtype), M, N, s=x, w=w, r=r, dx=dx.contiguous(), dh=dh.contiguous(),
@@ -321,7 +335,7 @@ def _rmsnorm_bwd(x: torch.Tensor, w: torch.Tensor, r: torch.Tensor, dh: torch.Te
     dx = torch.empty_like(x)
     dw = torch.empty((N,), dtype=st, device=x.device)
     ctx.map(_program("rms_bwd", x.dtype), M, N, x=x, w=w, r=r, dh=dh.contiguous(), dr=dr.contiguous(),
-            inv_n=torch.full((1, 1), 1.0 / N, dtype=st, device=x.device), dx=dx, dw=dw)
+            inv_n=_scalar(1.0 / N, st, x.device), dx=dx, dw=dw)
     return dx, dw.to(w.dtype)
 
 
@@ -607,7 +621,7 @@ def _lm_head_loss(x: torch.Tensor, wnf: torch.Tensor, wout: torch.Tensor, target
     lsum = torch.empty((1, 1), dtype=st, device=dev)
     cnt = torch.empty((1, 1), dtype=st, device=dev)
     ctx.map(_program("llama_ce_stats", x.dtype), M, 1, lse=lse, pick=out["pick"], tgt=tgt,
-            nv=torch.full((1, 1), float(V), dtype=st, device=dev), valid=valid, lsum=lsum, cnt=cnt)
+            nv=_scalar(float(V), st, dev), valid=valid, lsum=lsum, cnt=cnt)
     loss = torch.empty((1, 1), dtype=st, device=dev)
     ctx.map(_program("llama_ce_loss", x.dtype), 1, 1, lsum=lsum, cnt=cnt, loss=loss)
     return loss.reshape(()), h, r, lse, valid.reshape(M), cnt.reshape(())
@@ -641,7 +655,7 @@ def _lm_head_loss_bwd(x: torch.Tensor, wnf: torch.Tensor, wout: torch.Tensor, ta
     post = torch.empty_like(x)
     dw = torch.empty((D,), dtype=st, device=dev)
     ctx.gemm_epilogue(_program("llama_head_norm_bwd", x.dtype), dl, wout, x=x, w=wnf, r=r, zdz=zdz,
-                      inv_n=torch.full((1, 1), 1.0 / D, dtype=st, device=dev), dx=dx, post=post, dw=dw)
+                      inv_n=_scalar(1.0 / D, st, dev), dx=dx, post=post, dw=dw)
     dwout = torch.empty_like(wout)
     ctx.gemm(dl, post, trans_a=True, out=dwout)    # dl^T (x r w)
     return dx, dw.to(wnf.dtype), dwout
