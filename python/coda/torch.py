@@ -1,29 +1,52 @@
 """PyTorch ops over coda's Llama epilogue programs, with autograd.
 
 Custom ops (torch.library, namespace "coda", each with a fake/meta
-implementation so torch.compile and FakeTensor tracing see shapes):
+implementation so torch.compile and FakeTensor tracing see shapes; each
+backward is a custom op too):
 
-  coda::llama_residual_norm(a, wo, res, w) -> (x, h, r)
+  coda::llama_rmsnorm(x, w, eps) -> (h, r)
+      h = x * w, r = rsqrt(mean(x^2) + eps) per row (programs/
+      llama_rmsnorm.coda, a map pass): the RMSNorm of a block input that no
+      GEMM produced; the consumer GEMM applies r in its epilogue.
+  coda::llama_qkv_rope(h, wqkv, r, pos, freq) -> qkv
+      z = r * (h wqkv^T), the adjacent column pairs of the Q and K heads
+      rotated (programs/llama_qkv_rope.coda); backward programs/
+      llama_rope_bwd.coda, then the dgrad and wgrad GEMMs.
+  coda::attention(qkv, batch, heads_q, heads_kv) -> (o, lse)
+      causal GQA softmax attention on the packed qkv (coda_attention_forward
+      and coda_attention_backward, include/coda.h).
+  coda::llama_residual_norm(a, wo, res, w, eps) -> (x, h, r)
       the out-projection with the residual add and the RMSNorm producer in
       its epilogue (programs/llama_residual_norm.coda):
-      x = a wo^T + res,  h = x * w,  r = rsqrt(mean(x^2) + 1e-5) per row.
+      x = a wo^T + res,  h = x * w,  r = rsqrt(mean(x^2) + eps) per row.
   coda::llama_swiglu(h, wgu, r) -> (z, y)
       the gate/up projection scaled by the RMSNorm row statistic, with
       SwiGLU (programs/llama_swiglu.coda); wgu rows interleaved
       [g0, u0, g1, u1, ...]: z = r * (h wgu^T) (the (g, u) pairs, M x 2F),
-      y = silu(g) * u (M x F).
-  coda::llama_residual_norm_backward, coda::llama_swiglu_backward: their
-      backward passes. The SwiGLU backward runs programs/
+      y = silu(g) * u (M x F). The backward runs programs/
       llama_swiglu_bwd_pairs.coda (dz and the row sums of z dz that the
-      RMSNorm backward needs); the RMSNorm backward is the math of
-      programs/llama_norm_bwd.coda split at the op boundary (this op gets
-      dh and dr, where the fused block gets dz Wgu), as a map program.
+      RMSNorm backward needs); the RMSNorm backward of residual_norm is the
+      math of programs/llama_norm_bwd.coda split at the op boundary (this
+      op gets dh and dr, where the fused block gets dz Wgu), as a map.
+  coda::linear_residual(a, w, res) -> x
+      x = a w^T + res (programs/llama_residual.coda).
+  coda::llama_lm_head_loss(x, wnf, wout, targets, eps) -> (loss, ...)
+      final RMSNorm, LM head and mean cross-entropy with the logits kept in
+      the epilogue (llama_lm_head, llama_ce_stats, llama_ce_loss); the
+      backward recomputes them in the epilogue of the same GEMM
+      (llama_ce_bwd), then llama_head_norm_bwd.
 
-llama_residual_norm() and llama_swiglu() below apply them through
+The functions of the same names below apply them through
 torch.autograd.Function. Chained as in a Llama block (src/nn/llama3.c):
 
-    x, h, r = llama_residual_norm(o, wo, x_in, wn2)
-    z, y = llama_swiglu(h, wgu, r)
+    h1, r1 = llama_rmsnorm(x, wn1)
+    o, _ = attention(llama_qkv_rope(h1, wqkv, r1, pos, freq), batch, n_heads, n_kv_heads)
+    x1, h2, r2 = llama_residual_norm(o, wo, x, wn2)
+    z, y = llama_swiglu(h2, wgu, r2)
+    x_out = linear_residual(y, wd, x1)
+
+apply_to_llama(model) patches a Hugging Face LlamaForCausalLM to run on them
+(coda/_hf_llama.py).
 
 dtypes: bfloat16 (fp32 compute; r fp32), float32, and float64 on the CPU
 backend's exact mode (fp64 compute, for gradcheck). Device: CPU tensors run
