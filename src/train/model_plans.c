@@ -185,6 +185,15 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_s
     if (!st) s->L = i + 1;
   }
   if (!st) st = coda_llama_head_plan(ctx, &lc, &s->head);
+  /* before the plans are linked (tuning lays out their temporaries again);
+   * the blocks share their shapes, so block 0 times and the others read
+   * its choices from the tuning cache */
+  for (int i = 0; i < s->L + 1 && !st && on_gpu(ctx) && coda_model_plan_tuning(m); i++) {
+    coda_plan p = i < s->L ? s->blk[i] : s->head;
+    st = coda_plan_tune_fusion(ctx, p, 3, NULL);
+    if (st) st = coda_fail(ctx, st, "tuning the %s plan: %s", i < s->L ? "block" : "head",
+                           coda_last_error(ctx));
+  }
   coda_tensor t;
   for (int i = 0; i < s->L && !st; i++) {
     st = tensor(ctx, s->blk[i], "x_out", &t);

@@ -63,6 +63,7 @@ coda_train_options coda_train_default_options(void) {
   o.save_every = 0;
   o.out_dir = "runs/tiny";
   o.profile_warmup = 1;
+  o.tune_plans = 1;
   return o;
 }
 
@@ -533,6 +534,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   /* the profile skips the first profile_warmup steps, but keeps one */
   int64_t pwarm = o.profile_warmup;
   if (pwarm > o.steps - start - 1) pwarm = o.steps - start - 1 > 0 ? o.steps - start - 1 : 0;
+  coda_model_set_plan_tuning(model, o.tune_plans);
   if (o.profile) {
     s = coda_prof_create(ctx, c->layers, o.accum, &prof);
     if (s) goto done;
