@@ -129,7 +129,7 @@ if has python; then
 fi
 if has hfbench; then
   CODA_LIBRARY="$P/lib/libcoda.so.0" PYTHONPATH="$PWD/python:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 \
-    timeout -k 5 500 python3 bench/hf_llama/bench_hf_llama.py --shape 1b --out "$L" > "$L/hf_llama.md" 2>&1 ||
+    timeout -k 5 590 python3 bench/hf_llama/bench_hf_llama.py --shape 1b --out "$L" > "$L/hf_llama.md" 2>&1 ||
     status=1
   cat "$L/hf_llama.md"
 fi
