@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static double normal(uint64_t *s) {
   double u1 = coda_rng_uniform(s) + 1e-300, u2 = coda_rng_uniform(s);
@@ -135,6 +136,21 @@ static void device_init(void) {
     CHECK_MSG(differ * 100000 <= n && far == 0, "%zu of %zu initial weights differ, %zu by more "
               "than an ulp", differ, n, far);
     CHECK(moments == 0);
+    /* a checkpoint streamed from the device holds what the download gives */
+    char path[64];
+    snprintf(path, sizeof path, "test_train_device.%d.safetensors", (int)getpid());
+    coda_train_state ts = {3, 5, 7, 2.5};
+    CHECK(coda_checkpoint_save_device(g, path, mg, &ts) == CODA_OK);
+    coda_train_state back;
+    float *m1 = calloc(n, sizeof *m1), *v1 = calloc(n, sizeof *v1);
+    CHECK(coda_checkpoint_load(g, path, mh, m1, v1, &back) == CODA_OK);
+    CHECK(memcmp(coda_model_weights(mh), a, n * sizeof *a) == 0);
+    size_t zero_moments = 0;
+    for (size_t i = 0; i < n && m1 && v1; i++) zero_moments += m1[i] == 0.0f && v1[i] == 0.0f;
+    CHECK(zero_moments == n && back.step == 3 && back.drawn == 7);
+    remove(path);
+    free(m1);
+    free(v1);
     /* a second initialization of the same model is refused */
     CHECK(coda_plans_device_init(g, mg, 9) == CODA_ERR_INVALID_ARGUMENT);
     free(m0);

@@ -856,6 +856,19 @@ coda_status coda_plans_device_init(coda_context ctx, coda_model *m, uint64_t see
   return st;
 }
 
+coda_status coda_plans_device_read(coda_context ctx, coda_model *m, int which, uint64_t off,
+                                   void *dst, size_t n) {
+  dev_state *d = dev_of(ctx, m);
+  if (!d) return no_device(ctx);
+  if (d->z || which < 0 || which > 2 || off > d->n * sizeof(float) ||
+      n > d->n * sizeof(float) - off)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "device read: %zu bytes at %llu of buffer "
+                     "%d (%zu bytes)%s", n, (unsigned long long)off, which, d->n * sizeof(float),
+                     d->z ? "; the data parallel layout is gathered by the download" : "");
+  const float *src = which == 0 ? d->w : which == 1 ? d->m : d->v;
+  return coda_memcpy_d2h(ctx, dst, (const char *)src + off, n);
+}
+
 coda_status coda_plans_device_download(coda_context ctx, coda_model *m, float *mom, float *vel) {
   dev_state *d = dev_of(ctx, m);
   if (!d) return no_device(ctx);

@@ -144,6 +144,15 @@ typedef struct coda_st_entry {
 coda_status coda_st_save(coda_context ctx, const char *path,
                          const coda_st_entry *e, int n,
                          const char *const *meta_kv, int nmeta);
+/* The same with the tensors' bytes from read (entries' data unused):
+ * read(user, i, off, dst, n) fills bytes off .. off+n of entry i, in
+ * order, a chunk at a time, so the tensors need not be in host memory
+ * (e.g. a download from a device). The file is written in one pass: the
+ * data first, then the header with its CRCs at the front. */
+typedef coda_status (*coda_st_reader)(void *user, int i, uint64_t off, void *dst, size_t n);
+coda_status coda_st_save_from(coda_context ctx, const char *path, const coda_st_entry *e, int n,
+                              const char *const *meta_kv, int nmeta, coda_st_reader read,
+                              void *user);
 
 /* Reads a whole file into *buf (malloc'ed, *n bytes); IO errors and
  * allocation failures become errors naming the path. Only a regular file
@@ -160,6 +169,20 @@ coda_status coda_open_regular(coda_context ctx, const char *path, uint64_t max, 
 /* Reads exactly n bytes at offset off of fd (path names it in errors). */
 coda_status coda_read_fd(coda_context ctx, int fd, const char *path, uint64_t off, void *dst,
                          size_t n);
+
+/* A file written in place of path atomically: a temporary next to it,
+ * written anywhere (pwrite), then fsync + rename (commit) or removed
+ * (abort; a failed write or commit aborts by itself). */
+typedef struct coda_atomic_file {
+  int fd;
+  char *tmp;
+  const char *path;
+} coda_atomic_file;
+coda_status coda_atomic_open(coda_context ctx, const char *path, coda_atomic_file *f);
+coda_status coda_atomic_write_at(coda_context ctx, coda_atomic_file *f, uint64_t off,
+                                 const void *buf, size_t n);
+coda_status coda_atomic_commit(coda_context ctx, coda_atomic_file *f);
+void coda_atomic_abort(coda_atomic_file *f);
 
 /* Writes a whole buffer to path atomically (temp file + fsync + rename). */
 coda_status coda_write_atomic(coda_context ctx, const char *path,
@@ -327,6 +350,11 @@ coda_status coda_plans_device_upload(coda_context ctx, coda_model *m, const floa
  * within an ulp of double of a float rounding boundary (log and cos of
  * the two sides may differ by that ulp). */
 coda_status coda_plans_device_init(coda_context ctx, coda_model *m, uint64_t seed);
+/* n bytes at byte offset off of the device's weights (which 0), first
+ * moment (1) or second moment (2), in the host layout, into dst (one
+ * process; the data parallel layout is refused). */
+coda_status coda_plans_device_read(coda_context ctx, coda_model *m, int which, uint64_t off,
+                                   void *dst, size_t n);
 /* Device -> host weights (and m, v where not NULL), e.g. for checkpoints. */
 coda_status coda_plans_device_download(coda_context ctx, coda_model *m, float *mom, float *vel);
 coda_status coda_plans_device_zero_grad(coda_context ctx, coda_model *m);
@@ -411,6 +439,11 @@ typedef struct coda_train_state {
 coda_status coda_checkpoint_save(coda_context ctx, const char *path,
                                  coda_model *model, const float *m,
                                  const float *v, const coda_train_state *st);
+/* The same from the plan engine's device state (one process): each tensor
+ * is downloaded a chunk at a time while the file is written, so the host
+ * holds no copy of the weights or moments. */
+coda_status coda_checkpoint_save_device(coda_context ctx, const char *path, coda_model *model,
+                                        const coda_train_state *st);
 /* Reads the configuration stored in a checkpoint. */
 coda_status coda_checkpoint_config(coda_context ctx, const char *path,
                                    coda_model_config *cfg);

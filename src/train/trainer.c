@@ -805,12 +805,16 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       st.drawn = sampler.drawn;
       /* data parallel: every rank takes part in gathering the shards, the
        * lead writes the one-process format */
-      if (gpu) s = coda_plans_device_download(ctx, model, mom, vel);
-      else if (dp) s = coda_zero_cpu_gather(ctx, zero, zero->ms, mom);
-      if (!s && !gpu && dp) s = coda_zero_cpu_gather(ctx, zero, zero->vs, vel);
-      if (!s && sharded) s = coda_zero_cpu_gather(ctx, zero, NULL, W); /* the whole model */
-      if (!s && lead) s = coda_checkpoint_save(ctx, ckpt, model, mom, vel, &st);
-      if (sharded) zero3_release_all(&z3);
+      if (gpu && !dp) { /* streamed from the device: no host copy */
+        s = coda_checkpoint_save_device(ctx, ckpt, model, &st);
+      } else {
+        if (gpu) s = coda_plans_device_download(ctx, model, mom, vel);
+        else if (dp) s = coda_zero_cpu_gather(ctx, zero, zero->ms, mom);
+        if (!s && !gpu && dp) s = coda_zero_cpu_gather(ctx, zero, zero->vs, vel);
+        if (!s && sharded) s = coda_zero_cpu_gather(ctx, zero, NULL, W); /* the whole model */
+        if (!s && lead) s = coda_checkpoint_save(ctx, ckpt, model, mom, vel, &st);
+        if (sharded) zero3_release_all(&z3);
+      }
       if (s) goto done;
       if (lead) snprintf(sum->checkpoint, sizeof sum->checkpoint, "%s", ckpt);
       sum->save_seconds += now_s() - t_save;
