@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -156,7 +157,15 @@ static void train_usage(FILE *f) {
       "                    (config.json + model.safetensors), then exit\n"
       "  --import-hf DIR   convert a Hugging Face Llama directory into the weights-only\n"
       "                    checkpoint OUT/checkpoint.safetensors, then exit\n"
-      "  --data DIR        token shards train.tok/val.tok (default OUT/data)\n"
+      "  --data PATH       token shards: a directory holding train.tok/val.tok (default\n"
+      "                    OUT/data); or a corpus, tokenized into OUT/data (reused when\n"
+      "                    unchanged): a text file (documents separated by blank lines), a\n"
+      "                    directory of .txt files (one document each), JSON Lines (.jsonl),\n"
+      "                    or llm.c token shards (.bin, magic 20240520)\n"
+      "  --data-format F   auto (by name) | text | jsonl | llmc\n"
+      "  --text-field NAME JSONL: the field holding the text (default text)\n"
+      "  --tokenizer FILE  tokenizer.json (byte-level BPE) for a --data corpus (default: bytes);\n"
+      "                    the model's vocab becomes the tokenizer's unless --vocab is given\n"
       "  --corpus DIR      text files to prepare shards from (default: the fortunes package)\n"
       "  --prepare         only write the token shards, then exit\n"
       "  --engine NAME     auto | reference | plans\n"
@@ -241,6 +250,111 @@ static const char *corpus_hint(const coda_train_options *o, coda_status s) {
   return "";
 }
 
+/* ---- --data PATH as a corpus (text, JSONL, llm.c shards) ----
+ * A corpus is tokenized into OUT/data/train.tok and val.tok with a stamp
+ * OUT/data/source.txt naming what they were made from: a later run with
+ * the same source reuses them, another source makes them again, and
+ * shards in OUT/data without a stamp (the user's) are never written over. */
+
+static void prep_progress(uint64_t bytes, uint64_t tokens, void *user) {
+  (void)user;
+  printf("preparing: %.1f MiB read, %llu tokens\n", (double)bytes / (1024.0 * 1024.0),
+         (unsigned long long)tokens);
+  fflush(stdout);
+}
+
+/* The sizes and newest change time of a file or of a directory's entries. */
+static void source_state(const char *path, long long *size, long long *mtime) {
+  struct stat st;
+  *size = 0;
+  *mtime = 0;
+  if (stat(path, &st) != 0) return;
+  *size = (long long)st.st_size;
+  *mtime = (long long)st.st_mtime;
+  if (!S_ISDIR(st.st_mode)) return;
+  DIR *d = opendir(path);
+  if (!d) return;
+  struct dirent *e;
+  char p[4096];
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+    if (stat(p, &st) == 0) {
+      *size += (long long)st.st_size;
+      if ((long long)st.st_mtime > *mtime) *mtime = (long long)st.st_mtime;
+    }
+  }
+  closedir(d);
+}
+
+static int is_file(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Prepares (or reuses) OUT/data from the corpus o.path; *vocab = the
+ * shards' vocabulary. 0 on success; else prints why and returns 1. */
+static int prepare_corpus_data(coda_context ctx, const coda_data_options *d, const char *out_dir,
+                               char *data_dir, size_t cap, uint32_t *vocab) {
+  snprintf(data_dir, cap, "%s/data", out_dir);
+  char stamp_path[4200], tr[4200], va[4200];
+  snprintf(stamp_path, sizeof stamp_path, "%s/source.txt", data_dir);
+  snprintf(tr, sizeof tr, "%s/train.tok", data_dir);
+  snprintf(va, sizeof va, "%s/val.tok", data_dir);
+  long long size, mtime;
+  source_state(d->path, &size, &mtime);
+  char want[8192];
+  int n = snprintf(want, sizeof want,
+                   "coda prepared data 1\npath %s\nformat %d\ntext-field %s\ntokenizer %s\n"
+                   "size %lld\nmtime %lld\n", d->path, (int)d->format,
+                   d->text_field ? d->text_field : "text", d->tokenizer ? d->tokenizer : "(bytes)",
+                   size, mtime);
+  const int have_shards = is_file(tr) || is_file(va);
+  char have[8192 + 64] = "";
+  FILE *f = fopen(stamp_path, "r");
+  size_t got = 0;
+  if (f) {
+    got = fread(have, 1, sizeof have - 1, f);
+    have[got] = '\0';
+    fclose(f);
+  }
+  unsigned vv = 0;
+  if (have_shards && f && !strncmp(have, want, (size_t)n) && is_file(tr) && is_file(va) &&
+      sscanf(have + n, "vocab %u", &vv) == 1) {
+    printf("token shards in %s were prepared from %s: reused\n", data_dir, d->path);
+    *vocab = vv;
+    return 0;
+  }
+  if (have_shards && !f) {
+    fprintf(stderr, "coda train: %s holds token shards that coda did not prepare from a --data "
+            "corpus; they are not written over (use another --out, or --data %s to train on "
+            "them)\n", data_dir, data_dir);
+    return 1;
+  }
+  if (make_dirs(data_dir)) {
+    fprintf(stderr, "coda train: cannot create %s: %s\n", data_dir, strerror(errno));
+    return 1;
+  }
+  remove(stamp_path); /* a run cut short leaves no stamp for shards it did not finish */
+  printf("preparing token shards in %s from %s (%s)\n", data_dir, d->path,
+         d->tokenizer ? d->tokenizer : "byte tokens");
+  fflush(stdout);
+  uint64_t ntr = 0, nva = 0;
+  coda_status s = coda_prepare_data(ctx, d, data_dir, &ntr, &nva, vocab);
+  if (s) {
+    fprintf(stderr, "coda train: %s\n", coda_last_error(ctx));
+    return 1;
+  }
+  printf("wrote %s (%llu tokens) and %s (%llu tokens), vocabulary %u\n", tr,
+         (unsigned long long)ntr, va, (unsigned long long)nva, *vocab);
+  f = fopen(stamp_path, "w");
+  if (!f || fprintf(f, "%svocab %u\n", want, *vocab) < 0 || fclose(f) != 0) {
+    fprintf(stderr, "coda train: cannot write %s\n", stamp_path);
+    return 1;
+  }
+  return 0;
+}
+
 /* ctx: the caller's context (one process), or NULL: a rank makes its own. */
 static int train_process(const train_job *job, coda_comm comm, coda_context ctx) {
   const int rank = comm ? coda_comm_rank(comm) : 0;
@@ -294,6 +408,9 @@ int cmd_train(int argc, char **argv) {
   coda_train_options o = coda_train_default_options();
   o.corpus_dir = DEFAULT_CORPUS;
   int prepare_only = 0, threads = 0, device = 0, ranks = 1, corpus_given = 0;
+  coda_data_options dopt;
+  memset(&dopt, 0, sizeof dopt);
+  int data_flags = 0; /* --data-format, --text-field or --tokenizer given */
   const char *export_hf = NULL, *import_hf = NULL;
   const char *config = "tiny";
   /* The named configuration first, so explicit flags override it. */
@@ -354,6 +471,18 @@ int cmd_train(int argc, char **argv) {
     if (!strcmp(a, "--data") && v) { o.data_dir = v; i++; continue; }
     if (!strcmp(a, "--corpus") && v) { o.corpus_dir = v; corpus_given = 1; i++; continue; }
     if (!strcmp(a, "--prepare")) { prepare_only = 1; continue; }
+    if (!strcmp(a, "--tokenizer") && v) { dopt.tokenizer = v; data_flags = 1; i++; continue; }
+    if (!strcmp(a, "--text-field") && v) { dopt.text_field = v; data_flags = 1; i++; continue; }
+    if (!strcmp(a, "--data-format") && v) {
+      if (!strcmp(v, "auto")) dopt.format = CODA_DATA_AUTO;
+      else if (!strcmp(v, "text")) dopt.format = CODA_DATA_TEXT;
+      else if (!strcmp(v, "jsonl")) dopt.format = CODA_DATA_JSONL;
+      else if (!strcmp(v, "llmc")) dopt.format = CODA_DATA_LLMC;
+      else { fprintf(stderr, "coda train: --data-format is auto, text, jsonl or llmc\n"); return 2; }
+      data_flags = 1;
+      i++;
+      continue;
+    }
     if (!strcmp(a, "--quiet")) { o.quiet = 1; continue; }
     if (!strcmp(a, "--profile")) { o.profile = 1; continue; }
     if ((!strcmp(a, "--device") || !strcmp(a, "--backend")) && v) {
@@ -379,6 +508,50 @@ int cmd_train(int argc, char **argv) {
   /* Shards the user names are theirs: without --corpus a missing --data
    * directory is an error, not prepared from the default corpus. */
   if (o.data_dir && !corpus_given && !prepare_only) o.corpus_dir = NULL;
+  /* --data naming a corpus (a file, or a directory without token shards):
+   * tokenized into OUT/data before any rank starts. */
+  static char corpus_data_dir[4096];
+  if (o.data_dir && !export_hf && !import_hf) {
+    struct stat st;
+    char tr[4200], va[4200];
+    snprintf(tr, sizeof tr, "%s/train.tok", o.data_dir);
+    snprintf(va, sizeof va, "%s/val.tok", o.data_dir);
+    const int exists = stat(o.data_dir, &st) == 0;
+    const int shards = exists && S_ISDIR(st.st_mode) && (stat(tr, &st) == 0 || stat(va, &st) == 0);
+    if (exists && !shards) {
+      if (corpus_given) {
+        fprintf(stderr, "coda train: --data %s is a corpus; --corpus does not apply\n", o.data_dir);
+        return 2;
+      }
+      coda_context pctx;
+      if (coda_context_create(NULL, &pctx) != CODA_OK) {
+        fprintf(stderr, "coda train: cannot create a CPU context\n");
+        return 1;
+      }
+      dopt.path = o.data_dir;
+      dopt.min_tokens = (uint64_t)o.model.seq + 1;
+      dopt.progress = prep_progress;
+      uint32_t vocab = 0;
+      int prc = make_dirs(o.out_dir) ? (fprintf(stderr, "coda train: cannot create %s: %s\n",
+                                                o.out_dir, strerror(errno)), 1)
+                                     : prepare_corpus_data(pctx, &dopt, o.out_dir, corpus_data_dir,
+                                                           sizeof corpus_data_dir, &vocab);
+      coda_context_destroy(pctx);
+      if (prc) return prc;
+      if (prepare_only) return 0;
+      o.data_dir = corpus_data_dir;
+      o.corpus_dir = NULL;
+      /* the model's vocabulary is the tokenizer's unless --vocab says it */
+      if (!(o.model_set & CODA_MODEL_SET_VOCAB) && vocab > 0) o.model.vocab = (int)vocab;
+    } else if (data_flags && shards) {
+      fprintf(stderr, "coda train: --data %s holds token shards; --tokenizer, --text-field and "
+              "--data-format apply to a corpus\n", o.data_dir);
+      return 2;
+    }
+  } else if (data_flags && !export_hf && !import_hf) {
+    fprintf(stderr, "coda train: --tokenizer, --text-field and --data-format need --data FILE|DIR\n");
+    return 2;
+  }
   if (ranks > 1 && !export_hf && !import_hf && !prepare_only) {
     /* The launcher forks the ranks: this process must not touch CUDA, so
      * the GPUs are counted in a short-lived child. */

@@ -170,7 +170,7 @@ static coda_status read_json_object(coda_context ctx, const char *path, coda_jso
   const coda_json *r = coda_json_root(d);
   if (r->kind != CODA_JSON_OBJECT) {
     coda_json_free(d);
-    return coda_fail(ctx, CODA_ERR_IO, "%s: the top level is a JSON %s, not an object", path,
+    return coda_fail(ctx, CODA_ERR_IO, "%s: the top level is %s, not an object", path,
                      coda_json_kind_name(r->kind));
   }
   for (size_t i = 0; i < r->n; i++)
@@ -201,7 +201,7 @@ static coda_status cfg_num(coda_context ctx, const char *path, const char *where
     return CODA_OK;
   }
   if (v->kind != CODA_JSON_NUMBER || !isfinite(v->u.num))
-    return coda_fail(ctx, CODA_ERR_IO, "%s: %s\"%s\" is a %s, not a finite number", path, where,
+    return coda_fail(ctx, CODA_ERR_IO, "%s: %s\"%s\" is %s, not a finite number", path, where,
                      key, coda_json_kind_name(v->kind));
   *out = v->u.num;
   return CODA_OK;
@@ -224,7 +224,7 @@ static coda_status cfg_bool(coda_context ctx, const char *path, const coda_json 
   const coda_json *v = coda_json_get(obj, key);
   if (is_unset(v)) { *out = dflt; return CODA_OK; }
   if (v->kind != CODA_JSON_TRUE && v->kind != CODA_JSON_FALSE)
-    return coda_fail(ctx, CODA_ERR_IO, "%s: \"%s\" is a %s, not true or false", path, key,
+    return coda_fail(ctx, CODA_ERR_IO, "%s: \"%s\" is %s, not true or false", path, key,
                      coda_json_kind_name(v->kind));
   *out = v->kind == CODA_JSON_TRUE;
   return CODA_OK;
@@ -246,7 +246,7 @@ static coda_status cfg_rope(coda_context ctx, const char *path, const coda_json 
   memset(&c->rope, 0, sizeof c->rope);
   if (is_unset(rs)) return CODA_OK;
   if (rs->kind != CODA_JSON_OBJECT)
-    return coda_fail(ctx, CODA_ERR_IO, "%s: \"%s\" is a %s, not an object", path, name,
+    return coda_fail(ctx, CODA_ERR_IO, "%s: \"%s\" is %s, not an object", path, name,
                      coda_json_kind_name(rs->kind));
   char where[64];
   snprintf(where, sizeof where, "%s.", name);
@@ -261,7 +261,7 @@ static coda_status cfg_rope(coda_context ctx, const char *path, const coda_json 
   if (is_unset(t)) t = coda_json_get(rs, "type");
   if (is_unset(t)) return coda_fail(ctx, CODA_ERR_IO, "%s: \"%s\" has no \"rope_type\"", path, name);
   if (t->kind != CODA_JSON_STRING)
-    return coda_fail(ctx, CODA_ERR_IO, "%s: %s.rope_type is a %s, not a string", path, name,
+    return coda_fail(ctx, CODA_ERR_IO, "%s: %s.rope_type is %s, not a string", path, name,
                      coda_json_kind_name(t->kind));
   double prf;
   s = cfg_num(ctx, path, where, rs, "partial_rotary_factor", 0, 1.0, &prf);
@@ -360,7 +360,7 @@ static coda_status hf_config(coda_context ctx, const char *path, coda_model_conf
   if (!s && !is_unset(act) && !coda_json_is_str(act, "silu") && !coda_json_is_str(act, "swish"))
     s = coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
                   "%s: hidden_act %s%.64s%s is not supported (silu only)", path,
-                  act->kind == CODA_JSON_STRING ? "\"" : "(a ",
+                  act->kind == CODA_JSON_STRING ? "\"" : "(",
                   act->kind == CODA_JSON_STRING ? act->u.str : coda_json_kind_name(act->kind),
                   act->kind == CODA_JSON_STRING ? "\"" : ")");
   if (!s) {
