@@ -294,6 +294,33 @@ coda_status coda_hf_import_checkpoint(coda_context ctx, const char *hf_dir,
 coda_status coda_prepare_corpus(coda_context ctx, const char *src_dir,
                                 const char *out_dir);
 
+/* The model configuration of a coda checkpoint (its header alone is read). */
+coda_status coda_checkpoint_config(coda_context ctx, const char *path, coda_model_config *cfg);
+
+/* ------------------------------------------------------------ evaluation */
+
+typedef struct coda_eval_options {
+  const char *checkpoint; /* a coda checkpoint (coda_hf_import_checkpoint makes one) */
+  const char *shard;      /* a token shard (train.tok, val.tok) */
+  int batch;              /* windows per forward (0: 8) */
+  int seq;                /* window length (0: the model's; at most the model's) */
+  int64_t max_windows;    /* at most this many windows from the start (0: all) */
+} coda_eval_options;
+
+typedef struct coda_eval_result {
+  double loss;       /* mean cross-entropy (nats) over the targets */
+  double perplexity; /* exp(loss) */
+  int64_t tokens;    /* targets scored */
+  int64_t windows;
+} coda_eval_result;
+
+/* Scores the shard in consecutive windows of seq + 1 tokens (window w:
+ * inputs w·seq .. w·seq + seq − 1, each predicting the next token; the
+ * tail shorter than a window is left out): the same numbers for any batch.
+ * The engine is the plans where available (as coda_generate). A shard
+ * shorter than one window is CODA_ERR_INVALID_ARGUMENT naming it. */
+coda_status coda_evaluate(coda_context ctx, const coda_eval_options *o, coda_eval_result *r);
+
 /* ------------------------------------------------------ corpus preparation */
 
 /* What coda_prepare_data reads (CODA_DATA_AUTO: by the name: .jsonl,

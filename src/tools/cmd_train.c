@@ -3,6 +3,7 @@
  * processes); see --help. */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
+#include "tool_util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -155,6 +156,8 @@ static void train_usage(FILE *f) {
       "  --init PATH       start a fresh run from the weights of a checkpoint\n"
       "  --export-hf DIR   write the weights of --resume PATH in Hugging Face Llama layout\n"
       "                    (config.json + model.safetensors), then exit\n"
+      "  --init-from DIR   fine-tune: start from the weights of a Hugging Face Llama directory\n"
+      "                    (imported into OUT/init-hf.safetensors; the model is its config)\n"
       "  --import-hf DIR   convert a Hugging Face Llama directory into the weights-only\n"
       "                    checkpoint OUT/checkpoint.safetensors, then exit\n"
       "  --data PATH       token shards: a directory holding train.tok/val.tok (default\n"
@@ -250,111 +253,6 @@ static const char *corpus_hint(const coda_train_options *o, coda_status s) {
   return "";
 }
 
-/* ---- --data PATH as a corpus (text, JSONL, llm.c shards) ----
- * A corpus is tokenized into OUT/data/train.tok and val.tok with a stamp
- * OUT/data/source.txt naming what they were made from: a later run with
- * the same source reuses them, another source makes them again, and
- * shards in OUT/data without a stamp (the user's) are never written over. */
-
-static void prep_progress(uint64_t bytes, uint64_t tokens, void *user) {
-  (void)user;
-  printf("preparing: %.1f MiB read, %llu tokens\n", (double)bytes / (1024.0 * 1024.0),
-         (unsigned long long)tokens);
-  fflush(stdout);
-}
-
-/* The sizes and newest change time of a file or of a directory's entries. */
-static void source_state(const char *path, long long *size, long long *mtime) {
-  struct stat st;
-  *size = 0;
-  *mtime = 0;
-  if (stat(path, &st) != 0) return;
-  *size = (long long)st.st_size;
-  *mtime = (long long)st.st_mtime;
-  if (!S_ISDIR(st.st_mode)) return;
-  DIR *d = opendir(path);
-  if (!d) return;
-  struct dirent *e;
-  char p[4096];
-  while ((e = readdir(d))) {
-    if (e->d_name[0] == '.') continue;
-    snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-    if (stat(p, &st) == 0) {
-      *size += (long long)st.st_size;
-      if ((long long)st.st_mtime > *mtime) *mtime = (long long)st.st_mtime;
-    }
-  }
-  closedir(d);
-}
-
-static int is_file(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* Prepares (or reuses) OUT/data from the corpus o.path; *vocab = the
- * shards' vocabulary. 0 on success; else prints why and returns 1. */
-static int prepare_corpus_data(coda_context ctx, const coda_data_options *d, const char *out_dir,
-                               char *data_dir, size_t cap, uint32_t *vocab) {
-  snprintf(data_dir, cap, "%s/data", out_dir);
-  char stamp_path[4200], tr[4200], va[4200];
-  snprintf(stamp_path, sizeof stamp_path, "%s/source.txt", data_dir);
-  snprintf(tr, sizeof tr, "%s/train.tok", data_dir);
-  snprintf(va, sizeof va, "%s/val.tok", data_dir);
-  long long size, mtime;
-  source_state(d->path, &size, &mtime);
-  char want[8192];
-  int n = snprintf(want, sizeof want,
-                   "coda prepared data 1\npath %s\nformat %d\ntext-field %s\ntokenizer %s\n"
-                   "size %lld\nmtime %lld\n", d->path, (int)d->format,
-                   d->text_field ? d->text_field : "text", d->tokenizer ? d->tokenizer : "(bytes)",
-                   size, mtime);
-  const int have_shards = is_file(tr) || is_file(va);
-  char have[8192 + 64] = "";
-  FILE *f = fopen(stamp_path, "r");
-  size_t got = 0;
-  if (f) {
-    got = fread(have, 1, sizeof have - 1, f);
-    have[got] = '\0';
-    fclose(f);
-  }
-  unsigned vv = 0;
-  if (have_shards && f && !strncmp(have, want, (size_t)n) && is_file(tr) && is_file(va) &&
-      sscanf(have + n, "vocab %u", &vv) == 1) {
-    printf("token shards in %s were prepared from %s: reused\n", data_dir, d->path);
-    *vocab = vv;
-    return 0;
-  }
-  if (have_shards && !f) {
-    fprintf(stderr, "coda train: %s holds token shards that coda did not prepare from a --data "
-            "corpus; they are not written over (use another --out, or --data %s to train on "
-            "them)\n", data_dir, data_dir);
-    return 1;
-  }
-  if (make_dirs(data_dir)) {
-    fprintf(stderr, "coda train: cannot create %s: %s\n", data_dir, strerror(errno));
-    return 1;
-  }
-  remove(stamp_path); /* a run cut short leaves no stamp for shards it did not finish */
-  printf("preparing token shards in %s from %s (%s)\n", data_dir, d->path,
-         d->tokenizer ? d->tokenizer : "byte tokens");
-  fflush(stdout);
-  uint64_t ntr = 0, nva = 0;
-  coda_status s = coda_prepare_data(ctx, d, data_dir, &ntr, &nva, vocab);
-  if (s) {
-    fprintf(stderr, "coda train: %s\n", coda_last_error(ctx));
-    return 1;
-  }
-  printf("wrote %s (%llu tokens) and %s (%llu tokens), vocabulary %u\n", tr,
-         (unsigned long long)ntr, va, (unsigned long long)nva, *vocab);
-  f = fopen(stamp_path, "w");
-  if (!f || fprintf(f, "%svocab %u\n", want, *vocab) < 0 || fclose(f) != 0) {
-    fprintf(stderr, "coda train: cannot write %s\n", stamp_path);
-    return 1;
-  }
-  return 0;
-}
-
 /* ctx: the caller's context (one process), or NULL: a rank makes its own. */
 static int train_process(const train_job *job, coda_comm comm, coda_context ctx) {
   const int rank = comm ? coda_comm_rank(comm) : 0;
@@ -411,7 +309,7 @@ int cmd_train(int argc, char **argv) {
   coda_data_options dopt;
   memset(&dopt, 0, sizeof dopt);
   int data_flags = 0; /* --data-format, --text-field or --tokenizer given */
-  const char *export_hf = NULL, *import_hf = NULL;
+  const char *export_hf = NULL, *import_hf = NULL, *init_from = NULL;
   const char *config = "tiny";
   /* The named configuration first, so explicit flags override it. */
   for (int i = 1; i < argc; i++)
@@ -468,6 +366,7 @@ int cmd_train(int argc, char **argv) {
     if (!strcmp(a, "--init") && v) { o.init = v; i++; continue; }
     if (!strcmp(a, "--export-hf") && v) { export_hf = v; i++; continue; }
     if (!strcmp(a, "--import-hf") && v) { import_hf = v; i++; continue; }
+    if (!strcmp(a, "--init-from") && v) { init_from = v; i++; continue; }
     if (!strcmp(a, "--data") && v) { o.data_dir = v; i++; continue; }
     if (!strcmp(a, "--corpus") && v) { o.corpus_dir = v; corpus_given = 1; i++; continue; }
     if (!strcmp(a, "--prepare")) { prepare_only = 1; continue; }
@@ -508,6 +407,34 @@ int cmd_train(int argc, char **argv) {
   /* Shards the user names are theirs: without --corpus a missing --data
    * directory is an error, not prepared from the default corpus. */
   if (o.data_dir && !corpus_given && !prepare_only) o.corpus_dir = NULL;
+  /* --init-from HF_DIR: the Hugging Face weights, imported into
+   * OUT/init-hf.safetensors, start the run (as --init would) */
+  static char init_path[4096];
+  if (init_from) {
+    if (o.init || o.resume || export_hf || import_hf) {
+      fprintf(stderr, "coda train: --init-from excludes --init, --resume, --export-hf and --import-hf\n");
+      return 2;
+    }
+    coda_context ictx;
+    if (coda_context_create(NULL, &ictx) != CODA_OK) {
+      fprintf(stderr, "coda train: cannot create a CPU context\n");
+      return 1;
+    }
+    snprintf(init_path, sizeof init_path, "%s/init-hf.safetensors", o.out_dir);
+    int irc = 0;
+    if (make_dirs(o.out_dir)) {
+      fprintf(stderr, "coda train: cannot create %s: %s\n", o.out_dir, strerror(errno));
+      irc = 1;
+    } else if (coda_hf_import_checkpoint(ictx, init_from, init_path) != CODA_OK) {
+      fprintf(stderr, "coda train: --init-from %s: %s\n", init_from, coda_last_error(ictx));
+      irc = 1;
+    } else {
+      printf("imported %s into %s\n", init_from, init_path);
+    }
+    coda_context_destroy(ictx);
+    if (irc) return irc;
+    o.init = init_path;
+  }
   /* --data naming a corpus (a file, or a directory without token shards):
    * tokenized into OUT/data before any rank starts. */
   static char corpus_data_dir[4096];
@@ -530,11 +457,11 @@ int cmd_train(int argc, char **argv) {
       }
       dopt.path = o.data_dir;
       dopt.min_tokens = (uint64_t)o.model.seq + 1;
-      dopt.progress = prep_progress;
+      dopt.progress = coda_tool_prep_progress;
       uint32_t vocab = 0;
       int prc = make_dirs(o.out_dir) ? (fprintf(stderr, "coda train: cannot create %s: %s\n",
                                                 o.out_dir, strerror(errno)), 1)
-                                     : prepare_corpus_data(pctx, &dopt, o.out_dir, corpus_data_dir,
+                                     : coda_tool_prepare_corpus(pctx, &dopt, o.out_dir, corpus_data_dir,
                                                            sizeof corpus_data_dir, &vocab);
       coda_context_destroy(pctx);
       if (prc) return prc;

@@ -10,6 +10,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The largest model the CPU trains or evaluates: larger ones only make
+ * sense on the GPU (weights + grads + m + v = 16 B each). */
+#define CODA_CPU_MAX_PARAMS 200000000LL
+
 /* ------------------------------------------------------------ checksums */
 
 /* CRC-32 (IEEE 802.3, reflected, as zlib's crc32): crc = coda_crc32(0, p, n)

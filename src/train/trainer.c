@@ -37,8 +37,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Larger models only make sense on the GPU (weights + grads + m + v = 16 B each). */
-#define CODA_CPU_MAX_PARAMS 200000000LL
 #define CODA_MAX_BATCH_TOKENS (1 << 24)
 #define CODA_MAX_STEPS (1LL << 27)
 

@@ -37,4 +37,20 @@ grep -q "preparing token shards" out3.txt || fail "a changed corpus was not prep
 # shellcheck disable=SC2086
 "$coda" train $model --out r3 --data c.jsonl --text-field body --prepare >out5.txt 2>&1 || fail "--prepare"
 [ -f r3/data/train.tok ] && [ ! -f r3/checkpoint.safetensors ] || fail "--prepare trained"
+# fine-tuning from a Hugging Face directory, then coda eval on the corpus
+"$coda" train --export-hf hf --resume r1/checkpoint.safetensors >/dev/null || fail "export"
+"$coda" train --init-from hf --data c.txt --out ft --steps 2 --batch 2 --val-batches 1 --quiet \
+  >out6.txt 2>&1 || { cat out6.txt; fail "--init-from"; }
+grep -q "imported hf into ft/init-hf.safetensors" out6.txt || fail "no import line"
+"$coda" eval --checkpoint ft/checkpoint.safetensors --data ft/data --max-windows 3 >out7.txt 2>&1 \
+  || { cat out7.txt; fail "eval"; }
+grep -q "ft/data/val.tok: loss [0-9.]*  perplexity [0-9.]*  (48 tokens in 3 windows)" out7.txt \
+  || { cat out7.txt; fail "eval output"; }
+"$coda" eval --checkpoint ft/checkpoint.safetensors --data c.jsonl --text-field body --out ev \
+  --split all --max-windows 2 >out8.txt 2>&1 || { cat out8.txt; fail "eval on a corpus"; }
+grep -q "^all: loss" out8.txt || fail "eval all"
+if "$coda" eval --checkpoint ft/checkpoint.safetensors --data nothere >out9.txt 2>&1; then
+  fail "eval of a missing path succeeded"
+fi
+grep -q "nothere: no such file" out9.txt || fail "eval message"
 echo "ok"
