@@ -445,11 +445,8 @@ int cmd_train(int argc, char **argv) {
     snprintf(va, sizeof va, "%s/val.tok", o.data_dir);
     const int exists = stat(o.data_dir, &st) == 0;
     const int shards = exists && S_ISDIR(st.st_mode) && (stat(tr, &st) == 0 || stat(va, &st) == 0);
-    if (exists && !shards) {
-      if (corpus_given) {
-        fprintf(stderr, "coda train: --data %s is a corpus; --corpus does not apply\n", o.data_dir);
-        return 2;
-      }
+    /* with --corpus, --data is the shard directory to prepare into (as before) */
+    if (exists && !shards && !corpus_given) {
       coda_context pctx;
       if (coda_context_create(NULL, &pctx) != CODA_OK) {
         fprintf(stderr, "coda train: cannot create a CPU context\n");

@@ -203,7 +203,7 @@ printf '{"body": "x"}\n' >c.jsonl
 # shellcheck disable=SC2086
 expect 'c.jsonl:1: no field "text"' -- train $tiny_model --out o5 --data c.jsonl --steps 2
 # shellcheck disable=SC2086
-expect "no such file" -- train $tiny_model --out o5 --data corpus/text --tokenizer nothere.json
+expect "nothere.json: cannot open" -- train $tiny_model --out o5 --data corpus/text --tokenizer nothere.json
 mkdir -p o6/data
 cp good/data/train.tok good/data/val.tok o6/data/
 # shellcheck disable=SC2086
