@@ -243,11 +243,15 @@ static coda_status read_text_file(prep *p, const char *path, int split_blank) {
       if (r == 0) eof = 1;
       have += r;
     }
-    /* the part to tokenize now: up to the last newline unless at the end */
+    /* the part to tokenize now: up to the last run of newlines unless at
+     * the end (the run stays for the next round, so a blank line is seen
+     * whole) */
     size_t cut = have;
     if (!eof) {
       while (cut > 0 && buf[cut - 1] != '\n') cut--;
-      if (cut == 0) cut = have; /* a line longer than a chunk */
+      if (cut > 0) cut--;
+      while (cut > 0 && (buf[cut - 1] == '\n' || buf[cut - 1] == '\r')) cut--;
+      if (cut == 0) cut = have; /* a line (or a run of newlines) longer than a chunk */
     }
     size_t i = 0;
     while (!s && i < cut) {
