@@ -169,9 +169,10 @@ static coda_status read_json_object(coda_context ctx, const char *path, coda_jso
   if (!d) return coda_fail(ctx, CODA_ERR_IO, "%s: invalid JSON: %s", path, err);
   const coda_json *r = coda_json_root(d);
   if (r->kind != CODA_JSON_OBJECT) {
+    const coda_json_kind k = r->kind;
     coda_json_free(d);
     return coda_fail(ctx, CODA_ERR_IO, "%s: the top level is %s, not an object", path,
-                     coda_json_kind_name(r->kind));
+                     coda_json_kind_name(k));
   }
   for (size_t i = 0; i < r->n; i++)
     for (size_t j = 0; j < i; j++)
