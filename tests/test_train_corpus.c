@@ -313,6 +313,35 @@ static void llmc_shards(coda_context ctx) {
   put_file("bad.bin", b, bytes - 1);
   CHECK(prepare(ctx, path_of("bad.bin"), CODA_DATA_LLMC, NULL, NULL, 2) == CODA_ERR_IO);
   CHECK(strstr(coda_last_error(ctx), "truncated") != NULL);
+  /* a directory with the dataset's own split: the val shard is the
+   * validation, the train shards (in name order) the training tokens */
+  char sub[300];
+  snprintf(sub, sizeof sub, "%s/fw", dir);
+  CHECK(mkdir(sub, 0777) == 0);
+  const int counts[3] = {700, 500, 300}; /* train_1, train_2, val_0 */
+  const char *names[3] = {"fw/fw_train_000001.bin", "fw/fw_train_000002.bin", "fw/fw_val_000000.bin"};
+  size_t off = 0;
+  for (int f = 0; f < 3; f++) {
+    unsigned char *fb = calloc(1, 1024 + 2 * (size_t)counts[f]);
+    put_i32(fb, 20240520);
+    put_i32(fb + 4, 1);
+    put_i32(fb + 8, counts[f]);
+    for (int i = 0; i < counts[f]; i++) {
+      fb[1024 + 2 * i] = (unsigned char)want[off + (size_t)i];
+      fb[1024 + 2 * i + 1] = (unsigned char)(want[off + (size_t)i] >> 8);
+    }
+    off += (size_t)counts[f];
+    put_file(names[f], fb, 1024 + 2 * (size_t)counts[f]);
+    free(fb);
+  }
+  CHECK(prepare(ctx, sub, CODA_DATA_AUTO, NULL, NULL, 65) == CODA_OK);
+  read_out(ctx, &tr, &ntr, &va, &nva, &voc);
+  CHECK(ntr == 1200 && nva == 300);
+  CHECK(tr && va && !memcmp(tr, want, 1200 * 4) && !memcmp(va, want + 1200, 300 * 4));
+  free(tr);
+  free(va);
+  CHECK(prepare(ctx, sub, CODA_DATA_AUTO, NULL, NULL, 301) == CODA_ERR_IO);
+  CHECK(strstr(coda_last_error(ctx), "the val shards 300") != NULL);
   free(b);
   free(want);
 }

@@ -127,6 +127,7 @@ typedef struct prep {
   int32_t *ids;             /* tokenizer output */
   size_t ids_cap;
   const char *source;       /* the file being read, for messages */
+  int route;                /* llm.c dataset split by name: 1 train, 2 val (0: by blocks) */
   uint32_t max_token;
 } prep;
 
@@ -146,6 +147,7 @@ static coda_status emit(prep *p, const uint32_t *t, size_t n) {
     if (t[i] > p->max_token) p->max_token = t[i];
   }
   p->total += n;
+  if (p->route) return shard_out_put(p->ctx, p->route == 2 ? &p->va : &p->tr, t, n);
   if (!p->streaming) {
     const size_t cap = (size_t)CORPUS_BLOCK * CORPUS_SPLIT_EVERY;
     size_t k = n < cap - p->nhead ? n : cap - p->nhead;
@@ -518,13 +520,35 @@ coda_status coda_prepare_data(coda_context ctx, const coda_data_options *o, cons
     s = coda_fail(ctx, CODA_ERR_IO, "%s: cannot create directory: %s", out_dir, strerror(errno));
   if (!s) s = shard_out_open(ctx, out_dir, "train.tok", &p->tr);
   if (!s) s = shard_out_open(ctx, out_dir, "val.tok", &p->va);
+  /* an llm.c dataset directory with its own split (names holding "train"
+   * and "val", as dev/data writes them): kept as it is */
+  int named_split = 0;
+  if (!s && is_dir && fmt == CODA_DATA_LLMC) {
+    int ntr = 0, nva = 0;
+    for (size_t i = 0; i < nfiles; i++) {
+      const char *b = strrchr(files[i], '/') + 1;
+      ntr += strstr(b, "train") != NULL;
+      nva += strstr(b, "val") != NULL;
+    }
+    named_split = ntr > 0 && nva > 0;
+  }
   for (size_t i = 0; i < nfiles && !s; i++) {
+    if (named_split) {
+      const char *b = strrchr(files[i], '/') + 1;
+      p->route = strstr(b, "val") ? 2 : strstr(b, "train") ? 1 : 0;
+      if (!p->route) continue; /* neither: not part of the dataset's split */
+    }
     if (fmt == CODA_DATA_JSONL) s = read_jsonl_file(p, files[i], field);
     else if (fmt == CODA_DATA_LLMC) s = read_llmc_file(p, files[i]);
     else s = read_text_file(p, files[i], !is_dir); /* a directory: one document per file */
   }
   const uint64_t need = o->min_tokens > 2 ? o->min_tokens : 2;
-  if (!s && !p->streaming) {
+  if (!s && named_split) {
+    if (p->tr.count < need || p->va.count < need)
+      s = coda_fail(ctx, CODA_ERR_IO, "%s: the train shards hold %llu tokens and the val shards "
+                    "%llu: each needs at least %llu", o->path, (unsigned long long)p->tr.count,
+                    (unsigned long long)p->va.count, (unsigned long long)need);
+  } else if (!s && !p->streaming) {
     /* a small corpus: validation from its end, a 20th (at least `need`) */
     uint64_t nv = (p->nhead + CORPUS_SPLIT_EVERY - 1) / CORPUS_SPLIT_EVERY;
     if (nv < need) nv = need;
