@@ -343,7 +343,8 @@ typedef enum coda_data_format {
                         * directory of .txt files: one document per file */
   CODA_DATA_JSONL = 2, /* one JSON object per line, the document in text_field */
   CODA_DATA_LLMC = 3   /* llm.c token shards (magic 20240520, version 1,
-                        * uint16 tokens), taken as they are */
+                        * uint16 tokens), taken as they are; a directory
+                        * whose names hold "train" and "val" keeps that split */
 } coda_data_format;
 
 typedef struct coda_data_options {
