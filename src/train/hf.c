@@ -210,7 +210,7 @@ static coda_status cfg_num(coda_context ctx, const char *path, const char *where
 
 static coda_status cfg_int(coda_context ctx, const char *path, const coda_json *obj,
                            const char *key, int required, int dflt, int *out) {
-  double x;
+  double x = 0.0;
   coda_status s = cfg_num(ctx, path, "", obj, key, required, dflt, &x);
   if (s) return s;
   if (x < 1 || x > (1 << 30) || x != floor(x))
@@ -251,7 +251,7 @@ static coda_status cfg_rope(coda_context ctx, const char *path, const coda_json 
                      coda_json_kind_name(rs->kind));
   char where[64];
   snprintf(where, sizeof where, "%s.", name);
-  double theta;
+  double theta = 0.0;
   coda_status s = cfg_num(ctx, path, where, rs, "rope_theta", 0, c->rope_theta, &theta);
   if (s) return s;
   if (theta != c->rope_theta && !is_unset(coda_json_get(root, "rope_theta")))
@@ -264,7 +264,7 @@ static coda_status cfg_rope(coda_context ctx, const char *path, const coda_json 
   if (t->kind != CODA_JSON_STRING)
     return coda_fail(ctx, CODA_ERR_IO, "%s: %s.rope_type is %s, not a string", path, name,
                      coda_json_kind_name(t->kind));
-  double prf;
+  double prf = 1.0;
   s = cfg_num(ctx, path, where, rs, "partial_rotary_factor", 0, 1.0, &prf);
   if (s) return s;
   if (prf != 1.0)
