@@ -82,6 +82,8 @@ coda_status coda_model_config_check(coda_context ctx, const coda_model_config *c
       !(c->norm_eps > 0.0 && isfinite(c->norm_eps)))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "rope theta %g must be finite and > 1, norm "
                      "eps %g finite and > 0", c->rope_theta, c->norm_eps);
+  coda_status rs = coda_rope_scaling_check(ctx, &c->rope);
+  if (rs != CODA_OK) return rs;
   if (c->dim > (1 << 16) || c->ffn > (1 << 18) || c->vocab > (1 << 24) || c->layers > 1024 ||
       c->seq > (1 << 20))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config too large");

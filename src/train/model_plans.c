@@ -9,7 +9,8 @@
  * rounded (to nearest even) into the plans' bf16 weight buffers, which is
  * the bf16-weights + fp32-master scheme of the GPU. The token embedding
  * lookup and its gradient (a scatter-add over tokens, in token order) are
- * host operations here. The block plans fix the RMSNorm epsilon at 1e-5.
+ * host operations here. The model's RMSNorm epsilon and RoPE scaling go
+ * into the plans (their program text and frequency table).
  *
  * Sampling needs logits, which the head plan never materializes: for the
  * last position the final RMSNorm and the LM-head row products are done
@@ -147,9 +148,6 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_s
   if (s && s->blk && s->B == B && s->T == T) { *out = s; return CODA_OK; }
   if (s) free_plans(s);
   const coda_model_config *c = coda_model_cfg(m);
-  if (fabs(c->norm_eps - 1e-5) > 1e-12)
-    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
-                     "the block plans use RMSNorm eps 1e-5, the model asks for %g", c->norm_eps);
   if (coda_context_backend(ctx) != CODA_BACKEND_CPU && !on_gpu(ctx))
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
                      "the plan engine runs on the CPU backend and the CUDA backend");
@@ -175,6 +173,8 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_s
   lc.batch = B;
   lc.seq = T;
   lc.rope_theta = c->rope_theta;
+  lc.rope = c->rope;
+  lc.norm_eps = c->norm_eps;
   lc.dtype = CODA_BF16;
   /* a training step runs one backward per forward: the SwiGLU-backward
    * dgrad may write dz over the saved z (less memory, the same bits) */

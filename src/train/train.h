@@ -10,6 +10,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The largest model the CPU trains or evaluates: larger ones only make
+ * sense on the GPU (weights + grads + m + v = 16 B each). */
+#define CODA_CPU_MAX_PARAMS 200000000LL
+
 /* ------------------------------------------------------------ checksums */
 
 /* CRC-32 (IEEE 802.3, reflected, as zlib's crc32): crc = coda_crc32(0, p, n)
@@ -56,6 +60,24 @@ coda_status coda_shard_write(coda_context ctx, const char *path,
 /* Reads and validates a shard; *tok is malloc'ed (free it). */
 coda_status coda_shard_read(coda_context ctx, const char *path, uint32_t **tok,
                             uint64_t *count, uint32_t *vocab);
+
+/* The checks of coda_shard_read on a shard's n bytes in memory (header,
+ * size, checksum, every token below the vocabulary). */
+coda_status coda_shard_check(coda_context ctx, const char *path, const unsigned char *b,
+                             size_t n);
+/* A shard's tokens as uint32: a uint32 shard is memory-mapped (read in
+ * place, so a shard larger than memory trains; checked once, as
+ * coda_shard_read checks), a uint16 shard is read and widened. */
+typedef struct coda_shard_view {
+  const uint32_t *tok;
+  uint64_t count;
+  uint32_t vocab;
+  void *map;       /* the mapping, or NULL */
+  size_t map_len;
+  uint32_t *owned; /* the widened copy, or NULL */
+} coda_shard_view;
+coda_status coda_shard_open(coda_context ctx, const char *path, coda_shard_view *v);
+void coda_shard_close(coda_shard_view *v);
 
 /* Builds train.tok / val.tok in out_dir from the text files of src_dir
  * (regular files whose names do not end in .dat or .u8, in name order).

@@ -37,8 +37,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Larger models only make sense on the GPU (weights + grads + m + v = 16 B each). */
-#define CODA_CPU_MAX_PARAMS 200000000LL
 #define CODA_MAX_BATCH_TOKENS (1 << 24)
 #define CODA_MAX_STEPS (1LL << 27)
 
@@ -392,7 +390,8 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   if (s) return s;
 
   coda_model *model = NULL;
-  uint32_t *tr = NULL, *va = NULL;
+  const uint32_t *tr = NULL, *va = NULL;
+  coda_shard_view trv = {0}, vav = {0}; /* mapped (uint32 shards) or read */
   float *mom = NULL, *vel = NULL;
   int32_t *in = NULL, *tg = NULL, *gin = NULL, *gtg = NULL;
   coda_zero *zero = NULL;
@@ -452,9 +451,11 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   }
   if (s) goto done;
   uint32_t voc, vvoc = 0;
-  s = coda_shard_read(ctx, trp, &tr, &ntr, &voc);
-  if (!s) s = coda_shard_read(ctx, vap, &va, &nva, &vvoc);
+  s = coda_shard_open(ctx, trp, &trv);
+  if (!s) s = coda_shard_open(ctx, vap, &vav);
   if (s) goto done;
+  tr = trv.tok; ntr = trv.count; voc = trv.vocab;
+  va = vav.tok; nva = vav.count; vvoc = vav.vocab;
 
   /* ---- model and state ---- */
   coda_train_state st = {0, 0, 0, NAN};
@@ -890,7 +891,7 @@ done:
   coda_prof_destroy(ctx, prof);
   coda_model_destroy(model);
   coda_zero_destroy(zero);
-  free(tr); free(va); free(mom); free(vel); free(in); free(tg); free(gin); free(gtg);
+  coda_shard_close(&trv); coda_shard_close(&vav); free(mom); free(vel); free(in); free(tg); free(gin); free(gtg);
   free(hx); free(hy); free(vx); free(vy);
   free(data_dir); free(trp); free(vap); free(ckpt); free(png); free(csv);
   return s;

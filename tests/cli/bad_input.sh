@@ -190,6 +190,25 @@ printf 'CODATOKZ' | dd of=shards/train.tok bs=1 seek=0 conv=notrunc 2>/dev/null
 # shellcheck disable=SC2086
 expect "bad magic" -- train $small --out o3 --data shards --steps 2
 
+# --- --data as a corpus: its flags, too small, shards not written over
+tiny_model="--dim 32 --layers 1 --heads 2 --kv-heads 1 --ffn 64 --seq 16 --batch 2 --val-batches 0 --quiet"
+expect "need --data" -- train --tokenizer tok.json --out o5
+expect "--data-format is auto" -- train --data corpus/text --data-format zz
+# shellcheck disable=SC2086
+expect "holds token shards" -- train $tiny_model --out o5 --data good/data --tokenizer tok.json
+printf 'just a few words\n' >tiny.txt
+# shellcheck disable=SC2086
+expect "corpus too small" -- train $tiny_model --out o5 --data tiny.txt --steps 2
+printf '{"body": "x"}\n' >c.jsonl
+# shellcheck disable=SC2086
+expect 'c.jsonl:1: no field "text"' -- train $tiny_model --out o5 --data c.jsonl --steps 2
+# shellcheck disable=SC2086
+expect "nothere.json: cannot open" -- train $tiny_model --out o5 --data corpus/text --tokenizer nothere.json
+mkdir -p o6/data
+cp good/data/train.tok good/data/val.tok o6/data/
+# shellcheck disable=SC2086
+expect "not written over" -- train $tiny_model --out o6 --data corpus/text --steps 2
+
 # coda run: bad numbers, missing files, malformed programs
 expect "needs an integer" -- run --builtin llama_swiglu --m abc
 expect "needs an integer" -- run --builtin llama_swiglu --k 0
