@@ -275,6 +275,8 @@ env_error "need LOCAL_RANK < LOCAL_WORLD_SIZE" RANK=1 WORLD_SIZE=4 LOCAL_RANK=2 
 env_error "SLURM_PROCID is set but SLURM_NTASKS is not" SLURM_PROCID=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=1234 --
 env_error "SLURM_PROCID=4 with SLURM_NTASKS=4" SLURM_PROCID=4 SLURM_NTASKS=4 MASTER_ADDR=127.0.0.1 MASTER_PORT=1234 --
 env_error "--zero is 1 (the optimizer state sharded) or 3" -- --zero 2
+# a corpus would be tokenized by every rank at once: prepared once instead
+env_error "is a corpus, and a job of 2 ranks would tokenize it" RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1234 -- --data corpus/text
 # an address that does not resolve (a clear failure; without DNS it is
 # retried until the timeout)
 RANK=1 WORLD_SIZE=2 MASTER_ADDR=no.such.host.invalid MASTER_PORT=1234 CODA_COMM_TIMEOUT=3 "$coda" train $small --data $data --out bad >/dev/null 2>err.txt
