@@ -15,6 +15,7 @@
  * scores and softmax in double, the head in double, RoPE angles in double.
  * So its logits match the full recompute to fp32 rounding (in practice
  * bit for bit). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, stat */
 #include "coda_decode.h"
 #include "api/api.h" /* the backend's decode kernels */
 #include "train/train.h"
@@ -569,7 +570,7 @@ coda_status coda_decoder_load(coda_context ctx, const char *path, const coda_dec
   *out = NULL;
   struct stat st;
   if (stat(path, &st) != 0)
-    return coda_fail(ctx, CODA_ERR_IO, "%s: no such checkpoint file or model folder", path);
+    return coda_fail(ctx, CODA_ERR_IO, "%s: cannot open: no such checkpoint file or model folder", path);
   coda_model *m = NULL;
   coda_status s;
   char *tokpath = NULL;
