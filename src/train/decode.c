@@ -58,8 +58,10 @@ struct coda_decoder_s {
   uint16_t *d_emb, *d_wout, *d_kc, *d_vc, *d_h, *d_q, *d_o, *d_y;
   float *d_norm, *d_x, *d_qkv, *d_z, *d_head, *d_logits, *d_work;
   double *d_inv_freq;
-  int32_t *d_tok, *d_seq, *d_pos, *d_rows, *d_hseq, *d_sample, *d_spos;
-  int32_t *h_tok, *h_seq, *h_pos, *h_rows, *h_hseq; /* host staging, chunk entries */
+  int32_t *d_meta, *d_sample, *d_spos; /* rows' metadata (5 x chunk), sampled tokens */
+  int64_t work_rows;                    /* (row, split) pairs d_work holds */
+  int32_t *h_tok, *h_seq, *h_pos, *h_rows, *h_hseq; /* rows of a forward, chunk entries */
+  int32_t *h_meta;                      /* their upload, 5 x chunk */
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -282,24 +284,31 @@ static coda_status dev_forward(coda_decoder d, const int32_t *tok, const int32_t
   coda_context ctx = d->ctx;
   const coda_model_config *c = &d->c;
   const int64_t D = d->D, F = d->F, nq = d->nq, qd = d->qd;
-  coda_status s = coda_memcpy_h2d(ctx, d->d_tok, tok, (size_t)M * 4);
-  if (!s) s = coda_memcpy_h2d(ctx, d->d_seq, seq, (size_t)M * 4);
-  if (!s) s = coda_memcpy_h2d(ctx, d->d_pos, pos, (size_t)M * 4);
-  if (!s) s = coda_memcpy_h2d(ctx, d->d_rows, head_rows, (size_t)nhead * 4);
-  if (!s) s = coda_memcpy_h2d(ctx, d->d_hseq, head_seq, (size_t)nhead * 4);
+  /* the rows' metadata in one upload: tokens, sequences, positions, head
+   * rows, head sequences */
+  int32_t *meta = d->h_meta;
+  memcpy(meta, tok, (size_t)M * 4);
+  memcpy(meta + M, seq, (size_t)M * 4);
+  memcpy(meta + 2 * M, pos, (size_t)M * 4);
+  memcpy(meta + 3 * M, head_rows, (size_t)nhead * 4);
+  memcpy(meta + 3 * M + nhead, head_seq, (size_t)nhead * 4);
+  coda_status s = coda_memcpy_h2d(ctx, d->d_meta, meta, (size_t)(3 * M + 2 * nhead) * 4);
+  const int32_t *d_tok = d->d_meta, *d_seq = d->d_meta + M, *d_pos = d->d_meta + 2 * M;
+  const int32_t *d_rows = d->d_meta + 3 * M, *d_hseq = d->d_meta + 3 * M + nhead;
   int maxpos = 0;
   for (int64_t i = 0; i < M; i++) maxpos = pos[i] > maxpos ? pos[i] : maxpos;
   /* Split the cache so that small batches keep every SM busy; prefill rows
    * give parallelism enough without. */
   int splits = 1;
   if (M * c->kv_heads < 512) {
-    splits = (maxpos + 1 + 255) / 256;
+    splits = (maxpos + 1 + 63) / 64;
     if (splits > MAX_SPLITS) splits = MAX_SPLITS;
+    if (splits > d->work_rows / M) splits = (int)(d->work_rows / M);
     if (splits < 1) splits = 1;
   }
-  const coda_decode_rowset rs = {M, d->d_seq, d->d_pos, c->heads, c->kv_heads, (int)d->hd,
+  const coda_decode_rowset rs = {M, d_seq, d_pos, c->heads, c->kv_heads, (int)d->hd,
                                  d->max_len};
-  if (!s) s = coda_decode_embed(ctx, d->d_x, d->d_emb, d->d_tok, M, D);
+  if (!s) s = coda_decode_embed(ctx, d->d_x, d->d_emb, d_tok, M, D);
   const size_t lstride = (size_t)d->B * d->max_len * d->kvd;
   for (int li = 0; li < c->layers && !s; li++) {
     const layer_w *w = &d->l[li];
@@ -314,9 +323,9 @@ static coda_status dev_forward(coda_decoder d, const int32_t *tok, const int32_t
     if (!s) s = coda_decode_swiglu(ctx, d->d_y, d->d_z, M, F);
     if (!s) s = coda_decode_linear(ctx, d->d_x, d->d_y, w->d_w2, M, D, F, 1);
   }
-  if (!s) s = coda_decode_rmsnorm(ctx, d->d_h, d->d_x, d->d_rows, d->d_norm, nhead, D, c->norm_eps);
+  if (!s) s = coda_decode_rmsnorm(ctx, d->d_h, d->d_x, d_rows, d->d_norm, nhead, D, c->norm_eps);
   if (!s) s = coda_decode_linear(ctx, d->d_head, d->d_h, d->d_wout, nhead, d->V, D, 0);
-  if (!s) s = coda_decode_gather_rows(ctx, d->d_logits, d->d_head, d->d_hseq, nhead, d->V);
+  if (!s) s = coda_decode_gather_rows(ctx, d->d_logits, d->d_head, d_hseq, nhead, d->V);
   return s;
 }
 
@@ -339,14 +348,14 @@ void coda_decoder_destroy(coda_decoder d) {
       coda_free(ctx, w->d_wn_attn); coda_free(ctx, w->d_wn_ffn); coda_free(ctx, w->d_wqkv);
       coda_free(ctx, w->d_wo); coda_free(ctx, w->d_w13); coda_free(ctx, w->d_w2);
     }
+  if (d->d_wout == d->d_emb) d->d_wout = NULL; /* tied: one buffer */
   void *dev[] = {d->d_emb, d->d_wout, d->d_kc, d->d_vc, d->d_h, d->d_q, d->d_o, d->d_y,
                  d->d_norm, d->d_x, d->d_qkv, d->d_z, d->d_head, d->d_logits, d->d_work,
-                 d->d_inv_freq, d->d_tok, d->d_seq, d->d_pos, d->d_rows, d->d_hseq,
-                 d->d_sample, d->d_spos};
+                 d->d_inv_freq, d->d_meta, d->d_sample, d->d_spos};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) coda_free(ctx, dev[i]);
   void *host[] = {d->len, d->has_logits, d->inv_freq, d->l, d->W, d->kc, d->vc, d->logits,
                   d->x, d->h, d->qkv, d->o, d->z, d->y, d->P, d->h_tok, d->h_seq, d->h_pos,
-                  d->h_rows, d->h_hseq};
+                  d->h_rows, d->h_hseq, d->h_meta};
   for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
   if (d->own_tok) coda_tokenizer_destroy(d->tok);
   free(d);
@@ -364,7 +373,9 @@ static uint16_t *upload16(coda_decoder d, const float *src, size_t n, uint16_t *
                           coda_status *s) {
   uint16_t *p = dalloc(d, n * 2, s);
   if (*s) return NULL;
-  for (size_t i = 0; i < n; i++) tmp[i] = to_bf16(src[i]);
+  const int64_t nn = (int64_t)n;
+#pragma omp parallel for schedule(static) num_threads(d->nt)
+  for (int64_t i = 0; i < nn; i++) tmp[i] = to_bf16(src[i]);
   *s = coda_memcpy_h2d(d->ctx, p, tmp, n * 2);
   return p;
 }
@@ -424,11 +435,8 @@ static coda_status setup_device(coda_decoder d, const float *W, coda_model *m) {
   d->d_work = dalloc(d, wrows * c->heads * (d->hd + 2) * 4, &s);
   d->d_inv_freq = dalloc(d, (size_t)d->hd / 2 * 8, &s);
   if (!s) s = coda_memcpy_h2d(d->ctx, d->d_inv_freq, d->inv_freq, (size_t)d->hd / 2 * 8);
-  d->d_tok = dalloc(d, hrows * 4, &s);
-  d->d_seq = dalloc(d, hrows * 4, &s);
-  d->d_pos = dalloc(d, hrows * 4, &s);
-  d->d_rows = dalloc(d, hrows * 4, &s);
-  d->d_hseq = dalloc(d, hrows * 4, &s);
+  d->work_rows = (int64_t)wrows;
+  d->d_meta = dalloc(d, hrows * 5 * 4, &s);
   d->d_sample = dalloc(d, (size_t)d->B * 4, &s);
   d->d_spos = dalloc(d, (size_t)d->B * 4, &s);
   return s;
@@ -466,6 +474,12 @@ coda_status coda_decoder_create(coda_context ctx, coda_model *m, const coda_deco
   d->B = o->batch;
   d->max_len = o->max_len == 0 || o->max_len > c->seq ? c->seq : o->max_len;
   d->gpu = coda_decode_on_device(ctx);
+  const int hdim = c->dim / c->heads;
+  if (d->gpu && (hdim % 32 || hdim > 256 || ((hdim / 32) & (hdim / 32 - 1)))) {
+    free(d);
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "decoder: head dim %d on the GPU must be 32, "
+                     "64, 128 or 256", hdim);
+  }
   d->nt = ctx->opts.num_threads > 0 ? ctx->opts.num_threads : omp_get_max_threads();
   d->D = c->dim; d->F = c->ffn; d->V = c->vocab; d->hd = c->dim / c->heads;
   d->qd = (int64_t)c->heads * d->hd;
@@ -481,9 +495,9 @@ coda_status coda_decoder_create(coda_context ctx, coda_model *m, const coda_deco
   d->l = calloc((size_t)c->layers, sizeof *d->l);
   const size_t C = (size_t)d->chunk;
   d->h_tok = malloc(C * 4); d->h_seq = malloc(C * 4); d->h_pos = malloc(C * 4);
-  d->h_rows = malloc(C * 4); d->h_hseq = malloc(C * 4);
+  d->h_rows = malloc(C * 4); d->h_hseq = malloc(C * 4); d->h_meta = malloc(C * 5 * 4);
   if (!d->len || !d->has_logits || !d->inv_freq || !d->l || !d->h_tok || !d->h_seq ||
-      !d->h_pos || !d->h_rows || !d->h_hseq) {
+      !d->h_pos || !d->h_rows || !d->h_hseq || !d->h_meta) {
     coda_decoder_destroy(d);
     return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   }
@@ -532,6 +546,30 @@ coda_status coda_decoder_create(coda_context ctx, coda_model *m, const coda_deco
   return CODA_OK;
 }
 
+/* Random weights for benchmarks: uniform with the initialization's
+ * standard deviations (0.02, output projections 0.02/sqrt(2L), norms 1),
+ * filled in parallel from per-block seeds (a 1 B model in seconds, where
+ * coda_model_init's normal draws take minutes). */
+static void fill_random(coda_model *m, uint64_t seed, int nt) {
+  float *W = coda_model_weights(m);
+  const double out_std = 0.02 / sqrt(2.0 * coda_model_cfg(m)->layers);
+  for (int i = 0; i < coda_model_num_params(m); i++) {
+    const coda_param *p = coda_model_param(m, i);
+    float *w = W + p->offset;
+    const double sd = p->ndim == 1 ? 0.0
+                      : (strstr(p->name, ".wo.") || strstr(p->name, ".w2.")) ? out_std : 0.02;
+    const double a = sd * sqrt(3.0);
+    const int64_t blocks = (int64_t)((p->size + 65535) / 65536);
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int64_t bl = 0; bl < blocks; bl++) {
+      uint64_t st = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(i + 1)) ^ (0xd1b54a32d192ed03ull * (uint64_t)(bl + 1));
+      const size_t lo = (size_t)bl * 65536, hi = lo + 65536 < p->size ? lo + 65536 : p->size;
+      for (size_t k = lo; k < hi; k++)
+        w[k] = p->ndim == 1 ? 1.0f : (float)(a * (2.0 * coda_rng_uniform(&st) - 1.0));
+    }
+  }
+}
+
 coda_status coda_decoder_create_random(coda_context ctx, const coda_model_config *cfg,
                                        uint64_t seed, const coda_decoder_options *o,
                                        coda_decoder *out) {
@@ -541,7 +579,7 @@ coda_status coda_decoder_create_random(coda_context ctx, const coda_model_config
   coda_model *m = NULL;
   coda_status s = coda_model_create(ctx, cfg, CODA_ENGINE_REFERENCE, &m);
   if (s) return s;
-  coda_model_init(m, seed);
+  fill_random(m, seed, ctx->opts.num_threads > 0 ? ctx->opts.num_threads : omp_get_max_threads());
   s = coda_decoder_create(ctx, m, o, out);
   coda_model_destroy(m);
   return s;
