@@ -104,8 +104,10 @@ coda_status coda_decoder_sample(coda_decoder d, const coda_sampling *s, const in
                                 int32_t *tokens);
 
 /* Called for every generated token of sequence b with the bytes it stands
- * for (the tokenizer's decoding of that token, or the byte itself);
- * returning nonzero ends sequence b. */
+ * for: the tokenizer's decoding of that token (U+FFFD for an id the
+ * tokenizer does not have: a model's padded vocabulary), or the byte itself
+ * ('?' for ids of 256 and above without a tokenizer); returning nonzero
+ * ends sequence b. */
 typedef int (*coda_token_fn)(void *user, int b, int32_t token, const char *bytes, size_t n);
 
 /* Why a sequence ended (coda_generate_result.stop). */

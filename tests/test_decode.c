@@ -9,12 +9,15 @@
 #define _POSIX_C_SOURCE 200809L
 #include "coda_decode.h"
 #include "check.h"
+#include "file_util.h"
 #include "train/train.h"
 
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static coda_model *make_model(coda_context ctx, const coda_model_config *c, uint64_t seed) {
   coda_model *m = NULL;
@@ -292,6 +295,128 @@ static void sampling(coda_context ctx) {
   coda_model_destroy(m);
 }
 
+/* A byte-level BPE tokenizer.json: a=0 b=1 c=2 " "=3 ab=4 abc=5 " a"=6 <s>=7
+ * (BOS added by the post-processor). */
+static const char *tokenizer_json =
+    "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":[{\"id\":7,"
+    "\"content\":\"<s>\",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":false,"
+    "\"special\":true}],\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"ByteLevel\","
+    "\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":true},\"post_processor\":{\"type\":"
+    "\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},{\"Sequence\":"
+    "{\"id\":\"A\",\"type_id\":0}}],\"pair\":[],\"special_tokens\":{\"<s>\":{\"id\":\"<s>\",\"ids\":[7],"
+    "\"tokens\":[\"<s>\"]}}},\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\","
+    "\"dropout\":null,\"unk_token\":null,\"fuse_unk\":false,\"byte_fallback\":false,\"vocab\":{\"a\":0,"
+    "\"b\":1,\"c\":2,\"\\u0120\":3,\"ab\":4,\"abc\":5,\"\\u0120a\":6},\"merges\":[\"a b\",\"ab c\","
+    "\"\\u0120 a\"]}}";
+
+typedef struct {
+  char buf[4096];
+  size_t n;
+} text_buf;
+
+static int append(void *user, int b, int32_t t, const char *bytes, size_t n) {
+  text_buf *s = user;
+  (void)b; (void)t;
+  for (size_t i = 0; i < n && s->n < sizeof s->buf; i++) s->buf[s->n++] = bytes[i];
+  return 0;
+}
+
+/* Loading: a Hugging Face folder with its tokenizer.json and a coda
+ * checkpoint give the weights of the model (the same logits bit for bit);
+ * the streamed bytes are the tokenizer's decoding; NaN weights in a file
+ * are refused naming the tensor. */
+static void loading(coda_context ctx) {
+  char dir[256], sub[300], ck[340], tj[300];
+  snprintf(dir, sizeof dir, "test_decode.tmp.%d", (int)getpid());
+  snprintf(sub, sizeof sub, "%s/ck", dir);
+  snprintf(ck, sizeof ck, "%s/model.safetensors", sub);
+  snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
+  /* vocab 10: the tokenizer's 8 ids and two padding rows */
+  coda_model_config c = {10, 32, 1, 4, 2, 24, 48, 0, 10000.0, 1e-5};
+  coda_model *m = make_model(ctx, &c, 21);
+  if (!m) return;
+  CHECK(coda_hf_export(ctx, m, dir) == CODA_OK);
+  CHECK(spit(tj, (const unsigned char *)tokenizer_json, strlen(tokenizer_json)) == 0);
+  CHECK(mkdir(sub, 0700) == 0);
+  CHECK(coda_checkpoint_save(ctx, ck, m, NULL, NULL, NULL) == CODA_OK);
+  char tj2[360];
+  snprintf(tj2, sizeof tj2, "%s/tokenizer.json", sub);
+  coda_decoder_options o = {1, 0};
+  coda_decoder dx = NULL;
+  /* vocab 10 and no tokenizer.json beside the checkpoint: bytes do not fit */
+  CHECK_STATUS(ctx, coda_decoder_load(ctx, ck, &o, &dx), CODA_ERR_NOT_SUPPORTED);
+  CHECK(spit(tj2, (const unsigned char *)tokenizer_json, strlen(tokenizer_json)) == 0);
+  coda_decoder dh = NULL, dc = NULL, dm = NULL;
+  CHECK_STATUS(ctx, coda_decoder_load(ctx, dir, &o, &dh), CODA_OK);
+  CHECK_STATUS(ctx, coda_decoder_load(ctx, ck, &o, &dc), CODA_OK);
+  CHECK(coda_decoder_create(ctx, m, &o, &dm) == CODA_OK);
+  if (dh && dc && dm) {
+    CHECK(coda_decoder_tokenizer(dh) != NULL);
+    CHECK(coda_decoder_tokenizer(dc) != NULL); /* the tokenizer.json beside the checkpoint */
+    int32_t *ids = NULL;
+    size_t n = 0;
+    CHECK(coda_decoder_encode(dh, "ab ab c", 7, &ids, &n) == CODA_OK);
+    /* <s>, "ab", " ab" (merge "a b" ranks before "Ġ a"), " c" */
+    const int32_t want[] = {7, 4, 3, 4, 3, 2};
+    CHECK_MSG(n == 6 && !memcmp(ids, want, sizeof want), "%zu ids", n);
+    const int32_t *pr[1] = {ids};
+    int pl[1] = {(int)n};
+    float l1[10], l2[10], l3[10];
+    CHECK(coda_decoder_prefill(dh, pr, pl) == CODA_OK);
+    CHECK(coda_decoder_prefill(dc, pr, pl) == CODA_OK);
+    CHECK(coda_decoder_prefill(dm, pr, pl) == CODA_OK);
+    CHECK(coda_decoder_logits(dh, l1) == CODA_OK);
+    CHECK(coda_decoder_logits(dc, l2) == CODA_OK);
+    CHECK(coda_decoder_logits(dm, l3) == CODA_OK);
+    CHECK(!memcmp(l1, l3, sizeof l1) && !memcmp(l2, l3, sizeof l2));
+    /* streamed bytes = the decoding of the tokens; ids 8 and 9 (no
+     * tokenizer entry) stream as U+FFFD */
+    coda_generate_params g;
+    memset(&g, 0, sizeof g);
+    g.sampling.temperature = 2.0;
+    g.sampling.seed = 4;
+    g.max_new_tokens = 40;
+    text_buf tb;
+    memset(&tb, 0, sizeof tb);
+    g.on_token = append;
+    g.user = &tb;
+    coda_generate_result r[1];
+    CHECK_STATUS(ctx, coda_decoder_generate(dh, pr, pl, 1, &g, r, NULL, NULL), CODA_OK);
+    char want_text[4096];
+    size_t wn = 0;
+    int pads = 0;
+    for (int i = 0; i < r[0].n; i++) {
+      if (r[0].tokens[i] >= 8) {
+        memcpy(want_text + wn, "\xef\xbf\xbd", 3);
+        wn += 3;
+        pads++;
+        continue;
+      }
+      size_t k = 0;
+      CHECK(coda_tokenizer_decode(coda_decoder_tokenizer(dh), &r[0].tokens[i], 1, 0,
+                                  want_text + wn, sizeof want_text - wn, &k) == CODA_OK);
+      wn += k;
+    }
+    CHECK(r[0].n == 40);
+    CHECK(pads > 0); /* temperature 2 over 10 rows draws the padding rows too */
+    CHECK(tb.n == wn && !memcmp(tb.buf, want_text, wn));
+    coda_generate_result_free(r, 1);
+    free(ids);
+  }
+  coda_decoder_destroy(dh);
+  coda_decoder_destroy(dc);
+  coda_decoder_destroy(dm);
+  /* NaN in a checkpoint */
+  float *w = coda_model_weights(m);
+  w[coda_model_find(m, "layers.0.feed_forward.w2.weight")->offset + 3] = NAN;
+  CHECK(coda_checkpoint_save(ctx, ck, m, NULL, NULL, NULL) == CODA_OK);
+  CHECK_STATUS(ctx, coda_decoder_load(ctx, ck, &o, &dc), CODA_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(coda_last_error(ctx), "layers.0.feed_forward.w2.weight") != NULL);
+  CHECK_STATUS(ctx, coda_decoder_load(ctx, "no-such-model.safetensors", &o, &dc), CODA_ERR_IO);
+  coda_model_destroy(m);
+  CHECK(remove_tree(dir) == 0);
+}
+
 int main(void) {
   coda_context ctx;
   coda_context_options co = coda_context_default_options();
@@ -309,6 +434,7 @@ int main(void) {
   int p2[2] = {150, 131};
   against_recompute(ctx, &lng, p2, 2, 2, "chunks");
   sampling(ctx);
+  loading(ctx);
   coda_context_destroy(ctx);
   return CHECK_DONE();
 }

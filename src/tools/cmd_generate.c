@@ -44,18 +44,34 @@ static void gen_usage(FILE *f) {
       "  --tokens N          decode steps (default 128 in bench mode)\n");
 }
 
+/* Streams the bytes of one sequence, or keeps each sequence's bytes for
+ * the end (a batch). */
 typedef struct {
-  int streaming;
-} stream_state;
+  int streaming, failed;
+  char *text[MAX_PROMPTS];
+  size_t len[MAX_PROMPTS], cap[MAX_PROMPTS];
+} text_sink;
 
 static int on_token(void *user, int b, int32_t t, const char *bytes, size_t n) {
-  stream_state *s = user;
+  text_sink *s = user;
   (void)t;
-  (void)b;
   if (s->streaming) {
     fwrite(bytes, 1, n, stdout); /* bytes, not a C string: byte 0 too */
     fflush(stdout);
+    return 0;
   }
+  if (s->len[b] + n > s->cap[b]) {
+    size_t cap = (s->len[b] + n) * 2 + 64;
+    char *p = realloc(s->text[b], cap);
+    if (!p) {
+      s->failed = 1;
+      return 1;
+    }
+    s->text[b] = p;
+    s->cap[b] = cap;
+  }
+  memcpy(s->text[b] + s->len[b], bytes, n);
+  s->len[b] += n;
   return 0;
 }
 
@@ -298,7 +314,8 @@ int cmd_generate(int argc, char **argv) {
       }
   }
   if (!s && !rc) {
-    stream_state st = {np == 1};
+    text_sink *sink = calloc(1, sizeof *sink);
+    if (!sink) s = CODA_ERR_OUT_OF_MEMORY;
     coda_generate_params g;
     memset(&g, 0, sizeof g);
     g.sampling.temperature = temperature;
@@ -310,30 +327,26 @@ int cmd_generate(int argc, char **argv) {
     g.nstop = nstop;
     g.stop_at_eos = 1;
     g.on_token = on_token;
-    g.user = &st;
-    if (np == 1) {
-      fputs(prompts[0], stdout);
-      fflush(stdout);
-    }
-    s = coda_decoder_generate(d, (const int32_t *const *)ids, lens, np, &g, res, NULL, NULL);
-    if (!s && np > 1) {
-      tk = coda_decoder_tokenizer(d);
-      for (int i = 0; i < np && !s; i++) {
-        printf("--- sequence %d\n%s", i + 1, prompts[i]);
-        if (tk) {
-          char *text = NULL;
-          size_t cap = 0, len = 0;
-          s = coda_tokenizer_decode_alloc(tk, res[i].tokens, (size_t)res[i].n, 0, &text, &cap, &len);
-          if (!s) fwrite(text, 1, len, stdout);
-          free(text);
-        } else {
-          for (int k = 0; k < res[i].n; k++) putchar(res[i].tokens[k] < 256 ? res[i].tokens[k] : '?');
-        }
-        putchar('\n');
+    g.user = sink;
+    if (sink) {
+      sink->streaming = np == 1;
+      if (np == 1) {
+        fputs(prompts[0], stdout);
+        fflush(stdout);
       }
-    } else if (!s) {
-      putchar('\n');
+      s = coda_decoder_generate(d, (const int32_t *const *)ids, lens, np, &g, res, NULL, NULL);
     }
+    if (!s && sink->failed) {
+      fprintf(stderr, "coda generate: out of memory\n");
+      rc = 1;
+    }
+    for (int i = 0; !s && !rc && i < np; i++) {
+      if (np > 1) printf("--- sequence %d\n%s", i + 1, prompts[i]);
+      if (np > 1 && sink->len[i]) fwrite(sink->text[i], 1, sink->len[i], stdout);
+      if (np > 1 || i == 0) putchar('\n');
+    }
+    for (int i = 0; sink && i < np; i++) free(sink->text[i]);
+    free(sink);
     for (int i = 0; !s && i < np; i++)
       if (res[i].stop == CODA_STOP_WINDOW)
         fprintf(stderr, "coda generate: sequence %d stopped at the cache's end (%d tokens: "

@@ -818,6 +818,18 @@ static coda_status token_bytes(coda_decoder d, int32_t t, char **buf, size_t *ca
     *n = 1;
     return CODA_OK;
   }
+  if ((size_t)t >= coda_tokenizer_vocab_size(d->tok)) { /* a model row the tokenizer lacks */
+    static const char repl[] = "\xef\xbf\xbd";          /* U+FFFD */
+    if (*cap < 3) {
+      char *p = realloc(*buf, 16);
+      if (!p) return coda_fail(d->ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+      *buf = p;
+      *cap = 16;
+    }
+    memcpy(*buf, repl, 3);
+    *n = 3;
+    return CODA_OK;
+  }
   return coda_tokenizer_decode_alloc(d->tok, &t, 1, 0, buf, cap, n);
 }
 
