@@ -73,6 +73,13 @@ typedef struct coda_train_summary {
   coda_train_stop stopped;
   int64_t bad_step; /* the step that was not finite (CODA_TRAIN_NONFINITE) */
   char checkpoint[1024]; /* last checkpoint written */
+  /* From coda_train's start to the end of its first step (model set-up,
+   * data, device state, kernels, the first step itself); NaN without a
+   * step. */
+  double first_step_seconds;
+  /* Time spent writing checkpoints (device download and file), all saves. */
+  double save_seconds;
+  int saves;
 } coda_train_summary;
 
 /* What a progress report is about (coda_train_progress.event). */

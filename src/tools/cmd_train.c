@@ -126,6 +126,10 @@ static void print_progress(const coda_train_progress *p, void *user) {
            sum->final_loss, sum->first_val, sum->final_val,
            sum->checkpoint[0] ? sum->checkpoint : "(none)",
            p->loss_curve ? p->loss_curve : "(not written)");
+    if (sum->first_step_seconds == sum->first_step_seconds)
+      printf("time: first step done %.1f s after the start of training (set-up included); "
+             "%d checkpoint save%s %.1f s\n",
+             sum->first_step_seconds, sum->saves, sum->saves == 1 ? "" : "s", sum->save_seconds);
     if (p->gpu && p->mfu == p->mfu)
       printf("gpu: %.0f tokens/s, mfu %.1f%% (%.3g flops/token, peak %.0f TFLOP/s)\n",
              sum->tokens_per_s, 100.0 * p->mfu, p->flops_per_token, p->peak_flops / 1e12);
