@@ -93,6 +93,7 @@ __global__ void gemv_kernel(float *y, const bf16 *x, const bf16 *w, int M, long 
 #pragma unroll
   for (int m = 0; m < MT; m++) acc[m] = 0.0f;
   if ((K & 7) == 0) {
+#pragma unroll 4 /* several weight loads in flight per lane */
     for (long long k = (long long)lane * 8; k < K; k += 256) {
       const uint4 wv = *reinterpret_cast<const uint4 *>(wr + k);
       const bf16 *wb = reinterpret_cast<const bf16 *>(&wv);
@@ -471,8 +472,11 @@ __global__ void sample_kernel(int32_t *tokens, const float *logits, const int32_
   const double z = block_sum(part, shd);
   const double before = block_exclusive(part, shd);
   const double target = draw_uniform(seed, b, pos[b]) * z;
-  if (threadIdx.x == 0) result = -1;
+  if (threadIdx.x == 0) result = 0x7fffffff;
   __syncthreads();
+  /* the thread whose share holds the target walks it; should rounding of
+   * the scan let two threads claim it, the lower id wins (atomicMin), so
+   * the draw stays deterministic */
   if (part > 0.0 && target >= before && target < before + part) {
     double acc = before;
     int found = -1;
@@ -480,7 +484,7 @@ __global__ void sample_kernel(int32_t *tokens, const float *logits, const int32_
       acc += exp(((double)l[v] - mx) / T);
       if (target < acc) found = (int)v;
     });
-    result = found >= 0 ? found : (int)last;
+    atomicMin(&result, found >= 0 ? found : (int)last);
   }
   __syncthreads();
   /* rounding past the end: the last kept id */
@@ -494,7 +498,7 @@ __global__ void sample_kernel(int32_t *tokens, const float *logits, const int32_
   if (threadIdx.x == 0) {
     long long la = -1;
     for (int i = 0; i < (int)(blockDim.x >> 5); i++) la = shl[i] > la ? shl[i] : la;
-    tokens[b] = result >= 0 ? result : (la >= 0 ? (int)la : argmax);
+    tokens[b] = result != 0x7fffffff ? result : (la >= 0 ? (int)la : argmax);
   }
 #undef KEPT_LOOP
 }
