@@ -613,6 +613,12 @@ coda_status coda_decoder_load(coda_context ctx, const char *path, const coda_dec
   coda_status s;
   char *tokpath = NULL;
   if (S_ISDIR(st.st_mode)) {
+    char *cfg = path_join(path, "config.json");
+    const int hf = cfg && is_file(cfg);
+    free(cfg);
+    if (!hf)
+      return coda_fail(ctx, CODA_ERR_IO, "%s: is a directory without config.json (a Hugging Face "
+                       "model folder holds config.json and model.safetensors)", path);
     s = coda_hf_import(ctx, path, CODA_ENGINE_REFERENCE, &m);
     tokpath = path_join(path, "tokenizer.json");
   } else {
