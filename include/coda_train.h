@@ -255,6 +255,11 @@ typedef struct coda_train_options {
    * with resume or init the checkpoint's configuration is used, and one
    * that differs in a field set here is refused, not silently taken. */
   unsigned model_set;
+  /* GPU plan engine: before the first step, time each fused GEMM step of
+   * the block and head plans under its schedules and unfused
+   * (coda_plan_tune_fusion; the choices are cached on disk, so later runs
+   * of the same shapes only read them). 0: the built-in rule. Default 1. */
+  int tune_plans;
 } coda_train_options;
 
 enum {

@@ -58,6 +58,12 @@ coda_status coda_train_adamw(coda_context ctx, float *w, const float *g, float *
 coda_status coda_train_adamw_multi(coda_context ctx, float *w, const float *g, float *m, float *v,
                                    uint16_t *wb, size_t n, const int64_t *seg, int nseg,
                                    const double *coef, double gscale);
+/* The initial weights on the device: w[k] = sd · normal number k of the
+ * splitmix64 stream s0 from draw draw0 (two draws per value, as
+ * coda_model_init on the host); and w[k] = value. */
+coda_status coda_train_init_normal(coda_context ctx, float *w, size_t n, uint64_t s0,
+                                   uint64_t draw0, double sd);
+coda_status coda_train_fill(coda_context ctx, float *w, size_t n, float value);
 coda_status coda_train_zero(coda_context ctx, void *p, size_t bytes);
 coda_status coda_train_device_memory(coda_context ctx, size_t *used, size_t *total);
 

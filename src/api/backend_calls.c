@@ -95,6 +95,13 @@ coda_status coda_train_adamw_multi(coda_context ctx, float *w, const float *g, f
                                    const double *coef, double gscale) {
   TRAIN_CALL(adamw_multi, w, g, m, v, wb, n, seg, nseg, coef, gscale);
 }
+coda_status coda_train_init_normal(coda_context ctx, float *w, size_t n, uint64_t s0,
+                                   uint64_t draw0, double sd) {
+  TRAIN_CALL(init_normal, w, n, s0, draw0, sd);
+}
+coda_status coda_train_fill(coda_context ctx, float *w, size_t n, float value) {
+  TRAIN_CALL(fill, w, n, value);
+}
 coda_status coda_train_zero(coda_context ctx, void *p, size_t bytes) {
   TRAIN_CALL(zero, p, bytes);
 }

@@ -77,6 +77,9 @@ typedef struct coda_train_ops {
   coda_status (*adamw_multi)(coda_context, float *w, const float *g, float *m, float *v,
                              uint16_t *wb, size_t n, const int64_t *seg, int nseg,
                              const double *coef, double gscale);
+  coda_status (*init_normal)(coda_context, float *w, size_t n, uint64_t s0, uint64_t draw0,
+                             double sd);
+  coda_status (*fill)(coda_context, float *w, size_t n, float value);
   coda_status (*zero)(coda_context, void *p, size_t bytes);
   coda_status (*memory)(coda_context, size_t *used, size_t *total);
 } coda_train_ops;

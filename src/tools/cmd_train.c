@@ -177,6 +177,8 @@ static void train_usage(FILE *f) {
       "  --profile         time the phases of each step (device events on a GPU, the host\n"
       "                    clock on the CPU) and print a table per phase at the end\n"
       "  --profile-warmup N  steps not profiled at the start (default 1)\n"
+      "  --tune-plans 0|1  GPU: time each fused step's schedule before the first step\n"
+      "                    (cached on disk; default 1)\n"
       "  --peak-flops X    peak FLOP/s of a device for the MFU and the profile's floors\n"
       "                    (default on a GPU 989e12, H100/H200 dense bf16)\n"
       "  --peak-bandwidth X  peak memory bytes/s for the profile's floors (default on a\n"
@@ -339,6 +341,7 @@ int cmd_train(int argc, char **argv) {
     INTFLAG("--threads", 0, 4096, threads)
     INTFLAG("--ranks", 1, CODA_DIST_MAX_RANKS, ranks)
     INTFLAG("--profile-warmup", 0, 1000000000, o.profile_warmup)
+    INTFLAG("--tune-plans", 0, 1, o.tune_plans)
     REALFLAG("--lr", o.lr)
     REALFLAG("--min-lr-ratio", o.min_lr_ratio)
     REALFLAG("--weight-decay", o.weight_decay)

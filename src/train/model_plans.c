@@ -185,6 +185,15 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_s
     if (!st) s->L = i + 1;
   }
   if (!st) st = coda_llama_head_plan(ctx, &lc, &s->head);
+  /* before the plans are linked (tuning lays out their temporaries again);
+   * the blocks share their shapes, so block 0 times and the others read
+   * its choices from the tuning cache */
+  for (int i = 0; i < s->L + 1 && !st && on_gpu(ctx) && coda_model_plan_tuning(m); i++) {
+    coda_plan p = i < s->L ? s->blk[i] : s->head;
+    st = coda_plan_tune_fusion(ctx, p, 3, NULL);
+    if (st) st = coda_fail(ctx, st, "tuning the %s plan: %s", i < s->L ? "block" : "head",
+                           coda_last_error(ctx));
+  }
   coda_tensor t;
   for (int i = 0; i < s->L && !st; i++) {
     st = tensor(ctx, s->blk[i], "x_out", &t);
@@ -251,7 +260,14 @@ static coda_status setup_bind(coda_context ctx, coda_model *m, dev_state *d);
 
 /* The device state, created on first use from the host weights (moments
  * zero). */
+static coda_status ensure_dev_from(coda_context ctx, coda_model *m, plans_state *s,
+                                   dev_state **out, int from_host);
 static coda_status ensure_dev(coda_context ctx, coda_model *m, plans_state *s, dev_state **out) {
+  return ensure_dev_from(ctx, m, s, out, 1);
+}
+/* from_host 0: the master is left for the caller to write (then round_all). */
+static coda_status ensure_dev_from(coda_context ctx, coda_model *m, plans_state *s,
+                                   dev_state **out, int from_host) {
   if (s->dev) { *out = s->dev; return CODA_OK; }
   dev_state *d = calloc(1, sizeof *d);
   if (!d) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
@@ -285,7 +301,7 @@ static coda_status ensure_dev(coda_context ctx, coda_model *m, plans_state *s, d
   if (!st) st = dev_alloc(ctx, fb, &d->m);
   if (!st) st = dev_alloc(ctx, fb, &d->v);
   if (!st) st = dev_alloc(ctx, (d->npart ? d->npart : 1) * sizeof(double), &d->part);
-  if (!st) st = coda_memcpy_h2d(ctx, d->w, coda_model_weights(m), fb);
+  if (!st && from_host) st = coda_memcpy_h2d(ctx, d->w, coda_model_weights(m), fb);
   if (!st) st = setup_bind(ctx, m, d);
   if (st) {
     free_dev(d);
@@ -804,6 +820,53 @@ coda_status coda_plans_device_upload(coda_context ctx, coda_model *m, const floa
   if (!st) d->zero_pending = 0;
   if (!st) st = round_all(ctx, d);
   return st;
+}
+
+coda_status coda_plans_device_init(coda_context ctx, coda_model *m, uint64_t seed) {
+  if (!coda_plans_on_device(ctx, m)) return no_device(ctx);
+  plans_state *s = *coda_model_plans_slot(m);
+  if (!s) {
+    s = calloc(1, sizeof *s);
+    if (!s) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    *coda_model_plans_slot(m) = s;
+  }
+  if (s->z || s->dev)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "device initialization: the device state "
+                     "exists already, or the model is data parallel (initialize on the host)");
+  dev_state *d = NULL;
+  coda_status st = ensure_dev_from(ctx, m, s, &d, 0);
+  const uint64_t s0 = coda_model_init_stream(seed);
+  uint64_t draw = 0;
+  for (int i = 0; i < coda_model_num_params(m) && !st; i++) {
+    const coda_param *p = coda_model_param(m, i);
+    const double sd = coda_model_init_std(m, p);
+    if (p->ndim == 1) {
+      st = coda_train_fill(ctx, d->w + p->offset, p->size, 1.0f);
+      continue;
+    }
+    st = coda_train_init_normal(ctx, d->w + p->offset, p->size, s0, draw, sd);
+    draw += 2 * (uint64_t)p->size;
+  }
+  const size_t fb = d ? d->n * sizeof(float) : 0;
+  if (!st) st = coda_train_zero(ctx, d->m, fb);
+  if (!st) st = coda_train_zero(ctx, d->v, fb);
+  if (!st) st = coda_train_zero(ctx, d->g, fb);
+  if (!st) d->zero_pending = 0;
+  if (!st) st = round_all(ctx, d);
+  return st;
+}
+
+coda_status coda_plans_device_read(coda_context ctx, coda_model *m, int which, uint64_t off,
+                                   void *dst, size_t n) {
+  dev_state *d = dev_of(ctx, m);
+  if (!d) return no_device(ctx);
+  if (d->z || which < 0 || which > 2 || off > d->n * sizeof(float) ||
+      n > d->n * sizeof(float) - off)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "device read: %zu bytes at %llu of buffer "
+                     "%d (%zu bytes)%s", n, (unsigned long long)off, which, d->n * sizeof(float),
+                     d->z ? "; the data parallel layout is gathered by the download" : "");
+  const float *src = which == 0 ? d->w : which == 1 ? d->m : d->v;
+  return coda_memcpy_d2h(ctx, dst, (const char *)src + off, n);
 }
 
 coda_status coda_plans_device_download(coda_context ctx, coda_model *m, float *mom, float *vel) {

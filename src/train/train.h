@@ -21,6 +21,10 @@ uint32_t coda_crc32(uint32_t crc, const void *p, size_t n);
 /* splitmix64: the whole state is one 64-bit word, so it is stored in a
  * checkpoint as a decimal string and resuming draws the same numbers. */
 uint64_t coda_rng_next(uint64_t *state);
+/* The state after n draws from state s (the stream is a counter: draw k
+ * of s is the next draw of coda_rng_skip(s, k)), so a long stream can be
+ * drawn in parallel pieces with the same numbers. */
+uint64_t coda_rng_skip(uint64_t s, uint64_t n);
 /* Uniform in [0, n) (n > 0) by rejection, so there is no modulo bias. */
 uint64_t coda_rng_below(uint64_t *state, uint64_t n);
 /* Uniform in [0, 1) with 53 random bits. */
@@ -140,6 +144,15 @@ typedef struct coda_st_entry {
 coda_status coda_st_save(coda_context ctx, const char *path,
                          const coda_st_entry *e, int n,
                          const char *const *meta_kv, int nmeta);
+/* The same with the tensors' bytes from read (entries' data unused):
+ * read(user, i, off, dst, n) fills bytes off .. off+n of entry i, in
+ * order, a chunk at a time, so the tensors need not be in host memory
+ * (e.g. a download from a device). The file is written in one pass: the
+ * data first, then the header with its CRCs at the front. */
+typedef coda_status (*coda_st_reader)(void *user, int i, uint64_t off, void *dst, size_t n);
+coda_status coda_st_save_from(coda_context ctx, const char *path, const coda_st_entry *e, int n,
+                              const char *const *meta_kv, int nmeta, coda_st_reader read,
+                              void *user);
 
 /* Reads a whole file into *buf (malloc'ed, *n bytes); IO errors and
  * allocation failures become errors naming the path. Only a regular file
@@ -156,6 +169,20 @@ coda_status coda_open_regular(coda_context ctx, const char *path, uint64_t max, 
 /* Reads exactly n bytes at offset off of fd (path names it in errors). */
 coda_status coda_read_fd(coda_context ctx, int fd, const char *path, uint64_t off, void *dst,
                          size_t n);
+
+/* A file written in place of path atomically: a temporary next to it,
+ * written anywhere (pwrite), then fsync + rename (commit) or removed
+ * (abort; a failed write or commit aborts by itself). */
+typedef struct coda_atomic_file {
+  int fd;
+  char *tmp;
+  const char *path;
+} coda_atomic_file;
+coda_status coda_atomic_open(coda_context ctx, const char *path, coda_atomic_file *f);
+coda_status coda_atomic_write_at(coda_context ctx, coda_atomic_file *f, uint64_t off,
+                                 const void *buf, size_t n);
+coda_status coda_atomic_commit(coda_context ctx, coda_atomic_file *f);
+void coda_atomic_abort(coda_atomic_file *f);
 
 /* Writes a whole buffer to path atomically (temp file + fsync + rename). */
 coda_status coda_write_atomic(coda_context ctx, const char *path,
@@ -271,6 +298,15 @@ void coda_prof_report(const coda_prof *p, const coda_model_config *c, double tok
                       int device_clock, coda_train_profile *out);
 /* The profile the plan engine marks (NULL: off). */
 void coda_model_set_prof(coda_model *m, coda_prof *p);
+/* coda_model_init's rule: the stream of a seed, and a parameter's standard
+ * deviation (0: a norm weight, all ones). Each matrix takes 2 draws per
+ * value, in parameter order. */
+uint64_t coda_model_init_stream(uint64_t seed);
+double coda_model_init_std(const coda_model *m, const coda_param *p);
+/* The plan engine on a GPU times the schedules of its fused steps when it
+ * builds its plans (coda_plan_tune_fusion); off by default. */
+void coda_model_set_plan_tuning(coda_model *m, int on);
+int coda_model_plan_tuning(const coda_model *m);
 coda_prof *coda_model_prof(coda_model *m);
 
 /* Engine hooks: the reference implementation (model_ref.c) and the plan
@@ -294,6 +330,17 @@ int coda_plans_on_device(coda_context ctx, coda_model *m);
 /* Host weights (and m, v; NULL: zero) -> device; the gradient is zeroed. */
 coda_status coda_plans_device_upload(coda_context ctx, coda_model *m, const float *mom,
                                      const float *vel);
+/* coda_model_init(m, seed) drawn on the device (one process, no data
+ * parallel layout): the host weight buffer is not written; moments and
+ * gradient zero. The same numbers as the host's but where a value lies
+ * within an ulp of double of a float rounding boundary (log and cos of
+ * the two sides may differ by that ulp). */
+coda_status coda_plans_device_init(coda_context ctx, coda_model *m, uint64_t seed);
+/* n bytes at byte offset off of the device's weights (which 0), first
+ * moment (1) or second moment (2), in the host layout, into dst (one
+ * process; the data parallel layout is refused). */
+coda_status coda_plans_device_read(coda_context ctx, coda_model *m, int which, uint64_t off,
+                                   void *dst, size_t n);
 /* Device -> host weights (and m, v where not NULL), e.g. for checkpoints. */
 coda_status coda_plans_device_download(coda_context ctx, coda_model *m, float *mom, float *vel);
 coda_status coda_plans_device_zero_grad(coda_context ctx, coda_model *m);
@@ -368,6 +415,11 @@ typedef struct coda_train_state {
 coda_status coda_checkpoint_save(coda_context ctx, const char *path,
                                  coda_model *model, const float *m,
                                  const float *v, const coda_train_state *st);
+/* The same from the plan engine's device state (one process): each tensor
+ * is downloaded a chunk at a time while the file is written, so the host
+ * holds no copy of the weights or moments. */
+coda_status coda_checkpoint_save_device(coda_context ctx, const char *path, coda_model *model,
+                                        const coda_train_state *st);
 /* Reads the configuration stored in a checkpoint. */
 coda_status coda_checkpoint_config(coda_context ctx, const char *path,
                                    coda_model_config *cfg);

@@ -63,6 +63,7 @@ coda_train_options coda_train_default_options(void) {
   o.save_every = 0;
   o.out_dir = "runs/tiny";
   o.profile_warmup = 1;
+  o.tune_plans = 1;
   return o;
 }
 
@@ -488,7 +489,8 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     if (s) goto done;
     st.rng = o.seed * 0x9e3779b97f4a7c15ull + 0x64617461ull;
   } else {
-    coda_model_init(model, o.seed);
+    /* one GPU: drawn on the device, the host buffer is not touched */
+    if (!gpu || dp) coda_model_init(model, o.seed);
     st.rng = o.seed * 0x9e3779b97f4a7c15ull + 0x64617461ull; /* data order from the seed */
   }
   if (dp) { /* every rank holds the same weights; the optimizer state is sharded */
@@ -497,7 +499,10 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     if (!s && !gpu) coda_zero_cpu_take(zero, o.resume ? mom : NULL, o.resume ? vel : NULL);
     if (s) goto done;
   }
-  if (gpu) { /* master weights and moments to the device */
+  if (gpu && !dp && !o.resume && !o.init) {
+    s = coda_plans_device_init(ctx, model, o.seed);
+    if (s) goto done;
+  } else if (gpu) { /* master weights and moments to the device */
     s = coda_plans_device_upload(ctx, model, o.resume ? mom : NULL, o.resume ? vel : NULL);
     if (s) goto done;
   }
@@ -533,6 +538,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   /* the profile skips the first profile_warmup steps, but keeps one */
   int64_t pwarm = o.profile_warmup;
   if (pwarm > o.steps - start - 1) pwarm = o.steps - start - 1 > 0 ? o.steps - start - 1 : 0;
+  coda_model_set_plan_tuning(model, o.tune_plans);
   if (o.profile) {
     s = coda_prof_create(ctx, c->layers, o.accum, &prof);
     if (s) goto done;
@@ -713,10 +719,14 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       st.drawn = sampler.drawn;
       /* data parallel: every rank takes part in gathering the shards, the
        * lead writes the one-process format */
-      if (gpu) s = coda_plans_device_download(ctx, model, mom, vel);
-      else if (dp) s = coda_zero_cpu_gather(ctx, zero, zero->ms, mom);
-      if (!s && !gpu && dp) s = coda_zero_cpu_gather(ctx, zero, zero->vs, vel);
-      if (!s && lead) s = coda_checkpoint_save(ctx, ckpt, model, mom, vel, &st);
+      if (gpu && !dp) { /* streamed from the device: no host copy */
+        s = coda_checkpoint_save_device(ctx, ckpt, model, &st);
+      } else {
+        if (gpu) s = coda_plans_device_download(ctx, model, mom, vel);
+        else if (dp) s = coda_zero_cpu_gather(ctx, zero, zero->ms, mom);
+        if (!s && !gpu && dp) s = coda_zero_cpu_gather(ctx, zero, zero->vs, vel);
+        if (!s && lead) s = coda_checkpoint_save(ctx, ckpt, model, mom, vel, &st);
+      }
       if (s) goto done;
       if (lead) snprintf(sum->checkpoint, sizeof sum->checkpoint, "%s", ckpt);
       sum->save_seconds += now_s() - t_save;

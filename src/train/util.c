@@ -12,22 +12,15 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 uint32_t coda_crc32(uint32_t crc, const void *p, size_t n) {
-  /* Four bits at a time through a 16-entry table (constant, no state). */
-  static const uint32_t tab[16] = {
-      0x00000000u, 0x1db71064u, 0x3b6e20c8u, 0x26d930acu, 0x76dc4190u, 0x6b6b51f4u,
-      0x4db26158u, 0x5005713cu, 0xedb88320u, 0xf00f9344u, 0xd6d6a3e8u, 0xcb61b38cu,
-      0x9b64c2b0u, 0x86d3d2d4u, 0xa00ae278u, 0xbdbdf21cu};
-  const unsigned char *b = p;
-  crc = ~crc;
-  for (size_t i = 0; i < n; i++) {
-    crc ^= b[i];
-    crc = (crc >> 4) ^ tab[crc & 15];
-    crc = (crc >> 4) ^ tab[crc & 15];
-  }
-  return ~crc;
+  /* zlib's CRC-32 (the same polynomial and conventions as before: files
+   * written by either read with the other) */
+  return (uint32_t)crc32_z((uLong)crc, (const Bytef *)p, n);
 }
+
+uint64_t coda_rng_skip(uint64_t s, uint64_t n) { return s + n * 0x9e3779b97f4a7c15ull; }
 
 uint64_t coda_rng_next(uint64_t *s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -120,55 +113,72 @@ static int create_temp(const char *path, char *tmp) {
   return -1;
 }
 
-coda_status coda_write_atomic(coda_context ctx, const char *path,
-                              const void *const *parts, const size_t *sizes,
-                              int nparts) {
+coda_status coda_atomic_open(coda_context ctx, const char *path, coda_atomic_file *f) {
+  f->fd = -1;
+  f->tmp = NULL;
+  f->path = path;
   if (!path || !*path) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "empty output path");
   size_t len = strlen(path);
-  char *tmp = malloc(len + sizeof TMP_SUFFIX + TMP_RAND + 1);
-  if (!tmp) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  f->tmp = malloc(len + sizeof TMP_SUFFIX + TMP_RAND + 1);
+  if (!f->tmp) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   remove_stale_temps(path);
-  int fd = create_temp(path, tmp);
-  if (fd < 0) {
+  f->fd = create_temp(path, f->tmp);
+  if (f->fd < 0) {
     coda_status s = coda_fail(ctx, CODA_ERR_IO, "%s: cannot create a temporary file: %s", path,
                               strerror(errno));
-    free(tmp);
+    free(f->tmp);
+    f->tmp = NULL;
     return s;
   }
-  for (int i = 0; i < nparts; i++) {
-    const unsigned char *b = parts[i];
-    size_t left = sizes[i];
-    while (left > 0) {
-      ssize_t w = write(fd, b, left);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        coda_status s = coda_fail(ctx, CODA_ERR_IO, "%s: write failed: %s", tmp,
-                                  w == 0 ? "no space written" : strerror(errno));
-        close(fd);
-        unlink(tmp);
-        free(tmp);
-        return s;
-      }
-      b += w;
-      left -= (size_t)w;
+  return CODA_OK;
+}
+
+void coda_atomic_abort(coda_atomic_file *f) {
+  if (f->fd >= 0) close(f->fd);
+  if (f->tmp) unlink(f->tmp);
+  free(f->tmp);
+  f->fd = -1;
+  f->tmp = NULL;
+}
+
+coda_status coda_atomic_write_at(coda_context ctx, coda_atomic_file *f, uint64_t off,
+                                 const void *buf, size_t n) {
+  const unsigned char *b = buf;
+  while (n > 0) {
+    ssize_t w = pwrite(f->fd, b, n, (off_t)off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      coda_status s = coda_fail(ctx, CODA_ERR_IO, "%s: write failed: %s", f->tmp,
+                                w == 0 ? "no space written" : strerror(errno));
+      coda_atomic_abort(f);
+      return s;
     }
+    b += w;
+    off += (uint64_t)w;
+    n -= (size_t)w;
   }
-  if (fsync(fd) != 0 || close(fd) != 0) {
-    coda_status s = coda_fail(ctx, CODA_ERR_IO, "%s: fsync/close failed: %s", tmp, strerror(errno));
-    unlink(tmp);
-    free(tmp);
-    return s;
-  }
-  if (rename(tmp, path) != 0) {
-    coda_status s = coda_fail(ctx, CODA_ERR_IO, "cannot rename %s to %s: %s", tmp, path,
+  return CODA_OK;
+}
+
+coda_status coda_atomic_commit(coda_context ctx, coda_atomic_file *f) {
+  if (fsync(f->fd) != 0 || close(f->fd) != 0) {
+    coda_status s = coda_fail(ctx, CODA_ERR_IO, "%s: fsync/close failed: %s", f->tmp,
                               strerror(errno));
-    unlink(tmp);
-    free(tmp);
+    f->fd = -1;
+    coda_atomic_abort(f);
     return s;
   }
-  free(tmp);
+  f->fd = -1;
+  if (rename(f->tmp, f->path) != 0) {
+    coda_status s = coda_fail(ctx, CODA_ERR_IO, "cannot rename %s to %s: %s", f->tmp, f->path,
+                              strerror(errno));
+    coda_atomic_abort(f);
+    return s;
+  }
+  free(f->tmp);
+  f->tmp = NULL;
   /* Make the rename itself durable. */
-  char *dir = strdup(path);
+  char *dir = strdup(f->path);
   if (dir) {
     char *slash = strrchr(dir, '/');
     if (slash) {
@@ -184,6 +194,19 @@ coda_status coda_write_atomic(coda_context ctx, const char *path,
     free(dir);
   }
   return CODA_OK;
+}
+
+coda_status coda_write_atomic(coda_context ctx, const char *path,
+                              const void *const *parts, const size_t *sizes,
+                              int nparts) {
+  coda_atomic_file f;
+  coda_status s = coda_atomic_open(ctx, path, &f);
+  uint64_t off = 0;
+  for (int i = 0; i < nparts && !s; i++) {
+    s = coda_atomic_write_at(ctx, &f, off, parts[i], sizes[i]);
+    off += sizes[i];
+  }
+  return s ? s : coda_atomic_commit(ctx, &f);
 }
 
 coda_status coda_open_regular(coda_context ctx, const char *path, uint64_t max, int *fd_out,

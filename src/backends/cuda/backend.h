@@ -97,6 +97,12 @@ coda_status coda_cuda_train_adamw(coda_context ctx, float *w, const float *g, fl
 coda_status coda_cuda_train_adamw_multi(coda_context ctx, float *w, const float *g, float *m,
                                         float *v, uint16_t *wb, size_t n, const int64_t *seg,
                                         int nseg, const double *coef, double gscale);
+/* w[k] = sd · the host's normal number k of the stream s0 from draw draw0
+ * (coda_model_init's draws, two per value), k < n. */
+coda_status coda_cuda_train_init_normal(coda_context ctx, float *w, size_t n, uint64_t s0,
+                                        uint64_t draw0, double sd);
+/* w[k] = value, k < n. */
+coda_status coda_cuda_train_fill(coda_context ctx, float *w, size_t n, float value);
 coda_status coda_cuda_train_zero(coda_context ctx, void *p, size_t bytes);
 /* Device memory in use (all processes) and total. */
 coda_status coda_cuda_train_memory(coda_context ctx, size_t *used, size_t *total);

@@ -113,6 +113,8 @@ static const coda_train_ops cuda_train_ops = {
     .sumsq = coda_cuda_train_sumsq,
     .adamw = coda_cuda_train_adamw,
     .adamw_multi = coda_cuda_train_adamw_multi,
+    .init_normal = coda_cuda_train_init_normal,
+    .fill = coda_cuda_train_fill,
     .zero = coda_cuda_train_zero,
     .memory = coda_cuda_train_memory,
 };
