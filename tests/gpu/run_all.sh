@@ -34,6 +34,13 @@
 #             (generate.txt)
 #   dp        tests/gpu/train_dp_gpu.sh (needs two GPUs)
 #   sanitize  compute-sanitizer over the GPU tests
+#   python    python/tests with the pack's lib/libcoda.so.0 (pack_shared.sh):
+#             numpy and torch on the CPU backend, and the CUDA tests of the
+#             torch ops and of apply_to_llama (needs torch with CUDA and
+#             transformers)
+#   hfbench   bench/hf_llama/bench_hf_llama.py at the 1.1 B shape: HF Llama
+#             training step eager, torch.compile, Liger (when importable),
+#             coda-patched, coda-patched + torch.compile
 # Order: correctness first, so the most important results come first.
 set -u
 P=${1:?usage: tests/gpu/run_all.sh PACK_DIR [STAGE ...]}
@@ -123,6 +130,16 @@ fi
 if has generate; then
   step generate 300 sh -c "\"$P/coda\" generate --device gpu --bench --shape 1.1b --batches 1,16 > \"$L/generate.txt\""
   cat "$L/generate.txt"
+fi
+if has python; then
+  step python 400 env CODA_LIBRARY="$P/lib/libcoda.so.0" PYTHONPATH="$PWD/python:${PYTHONPATH:-}" \
+    PYTHONUNBUFFERED=1 python3 -m pytest -q -p no:cacheprovider -rs python/tests
+fi
+if has hfbench; then
+  CODA_LIBRARY="$P/lib/libcoda.so.0" PYTHONPATH="$PWD/python:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 \
+    timeout -k 5 590 python3 bench/hf_llama/bench_hf_llama.py --shape 1b --out "$L" > "$L/hf_llama.md" 2>&1 ||
+    status=1
+  cat "$L/hf_llama.md"
 fi
 if has dp; then
   OUT=$L timeout -k 5 300 tests/gpu/train_dp_gpu.sh "$P" > /dev/null 2>&1 || status=1
