@@ -136,7 +136,7 @@ static int collect(void *user, int b, int32_t t, const char *bytes, size_t n) {
 }
 
 static void sampling(coda_context ctx) {
-  coda_model_config c = {256, 32, 1, 4, 2, 48, 64, 0, 10000.0, 1e-5};
+  coda_model_config c = {256, 32, 1, 4, 2, 48, 64, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};
   coda_model *m = make_model(ctx, &c, 3);
   if (!m) return;
   const int B = 4;
@@ -332,7 +332,7 @@ static void loading(coda_context ctx) {
   snprintf(ck, sizeof ck, "%s/model.safetensors", sub);
   snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
   /* vocab 10: the tokenizer's 8 ids and two padding rows */
-  coda_model_config c = {10, 32, 1, 4, 2, 24, 48, 0, 10000.0, 1e-5};
+  coda_model_config c = {10, 32, 1, 4, 2, 24, 48, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};
   coda_model *m = make_model(ctx, &c, 21);
   if (!m) return;
   CHECK(coda_hf_export(ctx, m, dir) == CODA_OK);
@@ -422,15 +422,15 @@ int main(void) {
   coda_context_options co = coda_context_default_options();
   CHECK(coda_context_create(&co, &ctx) == CODA_OK);
   /* GQA (6 query heads over 2), untied head */
-  coda_model_config gqa = {300, 48, 2, 6, 2, 40, 32, 0, 10000.0, 1e-5};
+  coda_model_config gqa = {300, 48, 2, 6, 2, 40, 32, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};
   int p3[3] = {5, 1, 9};
   against_recompute(ctx, &gqa, p3, 3, 8, "gqa");
   /* multi-head, tied embedding, one sequence up to a full cache */
-  coda_model_config mha = {260, 32, 2, 4, 4, 24, 20, 1, 500000.0, 1e-6};
+  coda_model_config mha = {260, 32, 2, 4, 4, 24, 20, 1, 500000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};
   int p1[1] = {4};
   against_recompute(ctx, &mha, p1, 1, 6, "mha");
   /* a prefill longer than one host chunk (256 rows) */
-  coda_model_config lng = {256, 16, 1, 2, 1, 16, 160, 0, 10000.0, 1e-5};
+  coda_model_config lng = {256, 16, 1, 2, 1, 16, 160, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};
   int p2[2] = {150, 131};
   against_recompute(ctx, &lng, p2, 2, 2, "chunks");
   sampling(ctx);
