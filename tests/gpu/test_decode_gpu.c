@@ -186,12 +186,12 @@ int main(void) {
   CHECK(coda_context_create(&co, &cpu) == CODA_OK);
   co.backend = CODA_BACKEND_CUDA;
   CHECK(coda_context_create(&co, &gpu) == CODA_OK);
-  coda_model_config gqa = {512, 512, 2, 8, 2, 768, 2200, 0, 10000.0, 1e-5};
+  coda_model_config gqa = {512, 512, 2, 8, 2, 768, 2200, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};
   int p3[3] = {37, 5, 100};
   against_cpu(cpu, gpu, &gqa, p3, 3, 24, "gqa hd64");
   int p1[1] = {2100}; /* more than one device chunk (2048 rows) */
   against_cpu(cpu, gpu, &gqa, p1, 1, 8, "gqa hd64 long prompt");
-  coda_model_config mha = {384, 128, 2, 4, 4, 256, 64, 1, 500000.0, 1e-6};
+  coda_model_config mha = {384, 128, 2, 4, 4, 256, 64, 1, 500000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};
   int p24[24];
   for (int i = 0; i < 24; i++) p24[i] = 1 + (i * 7) % 20;
   against_cpu(cpu, gpu, &mha, p24, 24, 12, "mha hd32 tied, batch 24");
