@@ -62,7 +62,7 @@ for h in safetensors shard; do
   # shellcheck disable=SC2086
   "$cc" -std=c11 -g -O1 -Wno-comment -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -I"$root/include" -I"$root/src" $core "$root"/src/lang/*.c "$embed" "$root/src/train/safetensors.c" \
-    "$root/src/train/data.c" "$root/src/train/util.c" "$root/fuzz/fuzz_$h.c" -lm -o "$out/fuzz_$h"
+    "$root/src/train/data.c" "$root/src/train/util.c" "$root/fuzz/fuzz_$h.c" -lz -lm -o "$out/fuzz_$h"
   mkdir -p "$out/corpus-$h" "$out/tmp"
   # the shard harness writes each input to a file: memory-backed is ~50x faster
   tmpd="$out/tmp"
@@ -82,7 +82,7 @@ for h in json tokenizer; do
     srcs="$root/src/train/json.c"
   else
     srcs="$core $root/src/lang/*.c $embed $root/src/train/json.c $root/src/train/bpe.c \
-      $root/src/train/bpe_load.c $root/src/train/bpe_split.c $root/src/train/util.c -lutf8proc"
+      $root/src/train/bpe_load.c $root/src/train/bpe_split.c $root/src/train/util.c -lutf8proc -lz"
   fi
   # shellcheck disable=SC2086
   "$cc" -std=c11 -g -O1 -Wno-comment -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \

@@ -241,10 +241,8 @@ static int run_too_large(double host_bytes, double gpu_bytes, double max_gib, co
   const double gib = 1024.0 * 1024.0 * 1024.0, total = host_bytes + gpu_bytes;
   if (total <= max_gib * gib) return 0;
   fprintf(stderr,
-          "coda run: %s would need %.3g GiB in all (%.3g GiB on the host, %.3g GiB on the GPU: "
-          "operands, inputs, outputs, partials and finished vectors on every backend, the fp64 "
-          "reference and the downloaded results), more than the limit of %.3g GiB "
-          "(--max-memory GIB raises it)\n",
+          "coda run: %s would need %.3g GiB in all (%.3g GiB on the host, %.3g GiB on the GPU), "
+          "more than the limit of %.3g GiB (--max-memory GIB raises it)\n",
           what, total / gib, host_bytes / gib, gpu_bytes / gib, max_gib);
   return 1;
 }
@@ -379,7 +377,8 @@ int coda_cmd_run(int argc, char **argv) {
   /* the operands alone (bf16 and f64 on the host, one copy per backend),
    * before any context or argument exists */
   const double opnd = (double)M * K + (double)N * K;
-  if (run_too_large(opnd * (2 + 8 + 2 + 8), gpu ? opnd * 2 : 0, max_gib, "the GEMM operands")) {
+  if (run_too_large(opnd * (2 + 8 + 2 + 8), gpu ? opnd * 2 : 0, max_gib,
+                    "the GEMM operands (bf16 and fp64 copies, one per backend)")) {
     rc = 2;
     goto out;
   }
@@ -475,7 +474,9 @@ int coda_cmd_run(int argc, char **argv) {
       if (b64 > staging) staging = b64;
       if (b16 > staging) staging = b16;
     }
-    if (run_too_large(host + staging, dev, max_gib, "this run")) {
+    if (run_too_large(host + staging, dev, max_gib,
+                      "this run (the operands; inputs, outputs, partials and finished vectors on "
+                      "every backend, the fp64 reference included; the downloaded results)")) {
       rc = 2;
       goto out;
     }
