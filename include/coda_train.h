@@ -306,6 +306,74 @@ coda_status coda_hf_import_checkpoint(coda_context ctx, const char *hf_dir,
 coda_status coda_prepare_corpus(coda_context ctx, const char *src_dir,
                                 const char *out_dir);
 
+/* The model configuration of a coda checkpoint (its header alone is read). */
+coda_status coda_checkpoint_config(coda_context ctx, const char *path, coda_model_config *cfg);
+
+/* ------------------------------------------------------------ evaluation */
+
+typedef struct coda_eval_options {
+  const char *checkpoint; /* a coda checkpoint (coda_hf_import_checkpoint makes one) */
+  const char *shard;      /* a token shard (train.tok, val.tok) */
+  int batch;              /* windows per forward (0: 8) */
+  int seq;                /* window length (0: the model's; at most the model's) */
+  int64_t max_windows;    /* at most this many windows from the start (0: all) */
+} coda_eval_options;
+
+typedef struct coda_eval_result {
+  double loss;       /* mean cross-entropy (nats) over the targets */
+  double perplexity; /* exp(loss) */
+  int64_t tokens;    /* targets scored */
+  int64_t windows;
+} coda_eval_result;
+
+/* Scores the shard in consecutive windows of seq + 1 tokens (window w:
+ * inputs w·seq .. w·seq + seq − 1, each predicting the next token; the
+ * tail shorter than a window is left out): the same numbers for any batch.
+ * The engine is the plans where available (as coda_generate). A shard
+ * shorter than one window is CODA_ERR_INVALID_ARGUMENT naming it. */
+coda_status coda_evaluate(coda_context ctx, const coda_eval_options *o, coda_eval_result *r);
+
+/* ------------------------------------------------------ corpus preparation */
+
+/* What coda_prepare_data reads (CODA_DATA_AUTO: by the name: .jsonl,
+ * .bin, else text; a directory: its .txt files, else .jsonl, else .bin). */
+typedef enum coda_data_format {
+  CODA_DATA_AUTO = 0,
+  CODA_DATA_TEXT = 1,  /* a file: documents separated by blank lines; a
+                        * directory of .txt files: one document per file */
+  CODA_DATA_JSONL = 2, /* one JSON object per line, the document in text_field */
+  CODA_DATA_LLMC = 3   /* llm.c token shards (magic 20240520, version 1,
+                        * uint16 tokens), taken as they are; a directory
+                        * whose names hold "train" and "val" keeps that split */
+} coda_data_format;
+
+typedef struct coda_data_options {
+  const char *path;       /* a file or a directory */
+  coda_data_format format;
+  const char *text_field; /* JSONL: the field holding the text (NULL: "text") */
+  const char *tokenizer;  /* tokenizer.json (BPE, coda_tokenizer.h); NULL: bytes */
+  uint64_t min_tokens;    /* the fewest tokens each of train and validation
+                           * may have (the sequence length + 1); 0: 2 */
+  /* Called every 64 MiB of input and once at the end (NULL: none). */
+  void (*progress)(uint64_t bytes_read, uint64_t tokens, void *user);
+  void *user;
+} coda_data_options;
+
+/* Tokenizes a corpus into out_dir/train.tok and out_dir/val.tok (uint32
+ * shards; written as *.partial and renamed when complete), streaming in
+ * bounded memory. Documents are separated by the tokenizer's EOS (after
+ * each; "<|endoftext|>" where the post-processor names none) or else its
+ * BOS (before each); with bytes, by nothing but their own text. The
+ * validation split is deterministic: one block of 8192 tokens in every 20,
+ * or, for a corpus of fewer than 20 blocks, its last 20th (at least
+ * min_tokens). A corpus too small for both is CODA_ERR_IO naming the path
+ * and the count. *n_train, *n_val, *vocab (optional): the tokens written
+ * and the shards' vocabulary (the tokenizer's; 256 for bytes; llm.c: the
+ * largest token + 1). */
+coda_status coda_prepare_data(coda_context ctx, const coda_data_options *o,
+                              const char *out_dir, uint64_t *n_train, uint64_t *n_val,
+                              uint32_t *vocab);
+
 #ifdef __cplusplus
 }
 #endif

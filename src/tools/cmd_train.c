@@ -3,7 +3,9 @@
  * processes); see --help. */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
+#include "tool_util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -158,9 +160,19 @@ static void train_usage(FILE *f) {
       "  --init PATH       start a fresh run from the weights of a checkpoint\n"
       "  --export-hf DIR   write the weights of --resume PATH in Hugging Face Llama layout\n"
       "                    (config.json + model.safetensors), then exit\n"
+      "  --init-from DIR   fine-tune: start from the weights of a Hugging Face Llama directory\n"
+      "                    (imported into OUT/init-hf.safetensors; the model is its config)\n"
       "  --import-hf DIR   convert a Hugging Face Llama directory into the weights-only\n"
       "                    checkpoint OUT/checkpoint.safetensors, then exit\n"
-      "  --data DIR        token shards train.tok/val.tok (default OUT/data)\n"
+      "  --data PATH       token shards: a directory holding train.tok/val.tok (default\n"
+      "                    OUT/data); or a corpus, tokenized into OUT/data (reused when\n"
+      "                    unchanged): a text file (documents separated by blank lines), a\n"
+      "                    directory of .txt files (one document each), JSON Lines (.jsonl),\n"
+      "                    or llm.c token shards (.bin, magic 20240520)\n"
+      "  --data-format F   auto (by name) | text | jsonl | llmc\n"
+      "  --text-field NAME JSONL: the field holding the text (default text)\n"
+      "  --tokenizer FILE  tokenizer.json (byte-level BPE) for a --data corpus (default: bytes);\n"
+      "                    the model's vocab becomes the tokenizer's unless --vocab is given\n"
       "  --corpus DIR      text files to prepare shards from (default: the fortunes package)\n"
       "  --prepare         only write the token shards, then exit\n"
       "  --engine NAME     auto | reference | plans\n"
@@ -300,7 +312,10 @@ int cmd_train(int argc, char **argv) {
   coda_train_options o = coda_train_default_options();
   o.corpus_dir = DEFAULT_CORPUS;
   int prepare_only = 0, threads = 0, device = 0, ranks = 1, corpus_given = 0;
-  const char *export_hf = NULL, *import_hf = NULL;
+  coda_data_options dopt;
+  memset(&dopt, 0, sizeof dopt);
+  int data_flags = 0; /* --data-format, --text-field or --tokenizer given */
+  const char *export_hf = NULL, *import_hf = NULL, *init_from = NULL;
   const char *config = "tiny";
   /* The named configuration first, so explicit flags override it. */
   for (int i = 1; i < argc; i++)
@@ -358,9 +373,22 @@ int cmd_train(int argc, char **argv) {
     if (!strcmp(a, "--init") && v) { o.init = v; i++; continue; }
     if (!strcmp(a, "--export-hf") && v) { export_hf = v; i++; continue; }
     if (!strcmp(a, "--import-hf") && v) { import_hf = v; i++; continue; }
+    if (!strcmp(a, "--init-from") && v) { init_from = v; i++; continue; }
     if (!strcmp(a, "--data") && v) { o.data_dir = v; i++; continue; }
     if (!strcmp(a, "--corpus") && v) { o.corpus_dir = v; corpus_given = 1; i++; continue; }
     if (!strcmp(a, "--prepare")) { prepare_only = 1; continue; }
+    if (!strcmp(a, "--tokenizer") && v) { dopt.tokenizer = v; data_flags = 1; i++; continue; }
+    if (!strcmp(a, "--text-field") && v) { dopt.text_field = v; data_flags = 1; i++; continue; }
+    if (!strcmp(a, "--data-format") && v) {
+      if (!strcmp(v, "auto")) dopt.format = CODA_DATA_AUTO;
+      else if (!strcmp(v, "text")) dopt.format = CODA_DATA_TEXT;
+      else if (!strcmp(v, "jsonl")) dopt.format = CODA_DATA_JSONL;
+      else if (!strcmp(v, "llmc")) dopt.format = CODA_DATA_LLMC;
+      else { fprintf(stderr, "coda train: --data-format is auto, text, jsonl or llmc\n"); return 2; }
+      data_flags = 1;
+      i++;
+      continue;
+    }
     if (!strcmp(a, "--quiet")) { o.quiet = 1; continue; }
     if (!strcmp(a, "--profile")) { o.profile = 1; continue; }
     if ((!strcmp(a, "--device") || !strcmp(a, "--backend")) && v) {
@@ -386,6 +414,75 @@ int cmd_train(int argc, char **argv) {
   /* Shards the user names are theirs: without --corpus a missing --data
    * directory is an error, not prepared from the default corpus. */
   if (o.data_dir && !corpus_given && !prepare_only) o.corpus_dir = NULL;
+  /* --init-from HF_DIR: the Hugging Face weights, imported into
+   * OUT/init-hf.safetensors, start the run (as --init would) */
+  static char init_path[4096];
+  if (init_from) {
+    if (o.init || o.resume || export_hf || import_hf) {
+      fprintf(stderr, "coda train: --init-from excludes --init, --resume, --export-hf and --import-hf\n");
+      return 2;
+    }
+    coda_context ictx;
+    if (coda_context_create(NULL, &ictx) != CODA_OK) {
+      fprintf(stderr, "coda train: cannot create a CPU context\n");
+      return 1;
+    }
+    snprintf(init_path, sizeof init_path, "%s/init-hf.safetensors", o.out_dir);
+    int irc = 0;
+    if (make_dirs(o.out_dir)) {
+      fprintf(stderr, "coda train: cannot create %s: %s\n", o.out_dir, strerror(errno));
+      irc = 1;
+    } else if (coda_hf_import_checkpoint(ictx, init_from, init_path) != CODA_OK) {
+      fprintf(stderr, "coda train: --init-from %s: %s\n", init_from, coda_last_error(ictx));
+      irc = 1;
+    } else {
+      printf("imported %s into %s\n", init_from, init_path);
+    }
+    coda_context_destroy(ictx);
+    if (irc) return irc;
+    o.init = init_path;
+  }
+  /* --data naming a corpus (a file, or a directory without token shards):
+   * tokenized into OUT/data before any rank starts. */
+  static char corpus_data_dir[4096];
+  if (o.data_dir && !export_hf && !import_hf) {
+    struct stat st;
+    char tr[4200], va[4200];
+    snprintf(tr, sizeof tr, "%s/train.tok", o.data_dir);
+    snprintf(va, sizeof va, "%s/val.tok", o.data_dir);
+    const int exists = stat(o.data_dir, &st) == 0;
+    const int shards = exists && S_ISDIR(st.st_mode) && (stat(tr, &st) == 0 || stat(va, &st) == 0);
+    /* with --corpus, --data is the shard directory to prepare into (as before) */
+    if (exists && !shards && !corpus_given) {
+      coda_context pctx;
+      if (coda_context_create(NULL, &pctx) != CODA_OK) {
+        fprintf(stderr, "coda train: cannot create a CPU context\n");
+        return 1;
+      }
+      dopt.path = o.data_dir;
+      dopt.min_tokens = (uint64_t)o.model.seq + 1;
+      dopt.progress = coda_tool_prep_progress;
+      uint32_t vocab = 0;
+      int prc = make_dirs(o.out_dir) ? (fprintf(stderr, "coda train: cannot create %s: %s\n",
+                                                o.out_dir, strerror(errno)), 1)
+                                     : coda_tool_prepare_corpus(pctx, &dopt, o.out_dir, corpus_data_dir,
+                                                           sizeof corpus_data_dir, &vocab);
+      coda_context_destroy(pctx);
+      if (prc) return prc;
+      if (prepare_only) return 0;
+      o.data_dir = corpus_data_dir;
+      o.corpus_dir = NULL;
+      /* the model's vocabulary is the tokenizer's unless --vocab says it */
+      if (!(o.model_set & CODA_MODEL_SET_VOCAB) && vocab > 0) o.model.vocab = (int)vocab;
+    } else if (data_flags && shards) {
+      fprintf(stderr, "coda train: --data %s holds token shards; --tokenizer, --text-field and "
+              "--data-format apply to a corpus\n", o.data_dir);
+      return 2;
+    }
+  } else if (data_flags && !export_hf && !import_hf) {
+    fprintf(stderr, "coda train: --tokenizer, --text-field and --data-format need --data FILE|DIR\n");
+    return 2;
+  }
   if (ranks > 1 && !export_hf && !import_hf && !prepare_only) {
     /* The launcher forks the ranks: this process must not touch CUDA, so
      * the GPUs are counted in a short-lived child. */

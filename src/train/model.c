@@ -81,6 +81,8 @@ coda_status coda_model_config_check(coda_context ctx, const coda_model_config *c
       !(c->norm_eps > 0.0 && isfinite(c->norm_eps)))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "rope theta %g must be finite and > 1, norm "
                      "eps %g finite and > 0", c->rope_theta, c->norm_eps);
+  coda_status rs = coda_rope_scaling_check(ctx, &c->rope);
+  if (rs != CODA_OK) return rs;
   if (c->dim > (1 << 16) || c->ffn > (1 << 18) || c->vocab > (1 << 24) || c->layers > 1024 ||
       c->seq > (1 << 20))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config too large");
@@ -199,9 +201,16 @@ static double normal(uint64_t *s) {
  * each; element k of a matrix whose stream starts at draw d takes draws
  * d + 2k and d + 2k + 1, so the threads each skip to their elements and
  * the weights are the same for any number of threads. */
+uint64_t coda_model_init_stream(uint64_t seed) { return seed ^ 0x5eedf00dull; }
+
+double coda_model_init_std(const coda_model *m, const coda_param *p) {
+  if (p->ndim == 1) return 0.0; /* norm weights: ones */
+  if (strstr(p->name, ".wo.") || strstr(p->name, ".w2.")) return 0.02 / sqrt(2.0 * m->cfg.layers);
+  return 0.02;
+}
+
 void coda_model_init(coda_model *m, uint64_t seed) {
-  const uint64_t s0 = seed ^ 0x5eedf00dull;
-  double out_std = 0.02 / sqrt(2.0 * m->cfg.layers);
+  const uint64_t s0 = coda_model_init_stream(seed);
   uint64_t draw = 0;
   for (int i = 0; i < m->np; i++) {
     coda_param *p = &m->p[i];
@@ -210,7 +219,7 @@ void coda_model_init(coda_model *m, uint64_t seed) {
       for (size_t k = 0; k < p->size; k++) w[k] = 1.0f;
       continue;
     }
-    const double sd = (strstr(p->name, ".wo.") || strstr(p->name, ".w2.")) ? out_std : 0.02;
+    const double sd = coda_model_init_std(m, p);
     const int64_t n = (int64_t)p->size;
     const uint64_t d = draw;
 #pragma omp parallel for schedule(static)

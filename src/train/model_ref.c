@@ -7,7 +7,8 @@
  *
  * Per layer, with r(x) = 1/sqrt(mean(x^2) + eps):
  *   h1 = x · r(x) ⊙ wn_attn;  qkv = h1 Wqkvᵀ;  q, k rotated by RoPE
- *   (pairs (2j, 2j+1) of each head, θ = t · theta^(−2j/hd), by +θ);
+ *   (pairs (2j, 2j+1) of each head, θ = t · f_j, f_j = theta^(−2j/hd) scaled as
+ *   coda_rope_inv_freq says, by +θ);
  *   o = causal softmax(q kᵀ / sqrt(hd)) v (GQA: q head h uses kv head
  *   h / (Hq/Hkv));  x ← x + o Woᵀ
  *   h2 = x · r(x) ⊙ wn_ffn;  z = h2 W13ᵀ;  y_f = silu(z_2f) · z_2f+1;
@@ -166,13 +167,13 @@ static void rmsnorm_bwd(int nt, const float *x, const float *w, const float *rs,
 
 /* Rotates the Q and K heads of qkv (M x nq) by ±θ (sign = +1 forward). */
 static void rope(int nt, float *qkv, int B, int T, int nqk_heads, int hd, int64_t nq, double theta,
-                 double sign) {
+                 const coda_rope_scaling *sc, double sign) {
 #pragma omp parallel for schedule(static) num_threads(nt)
   for (int64_t m = 0; m < (int64_t)B * T; m++) {
     int t = (int)(m % T);
     float *row = qkv + m * nq;
     for (int j = 0; j < hd / 2; j++) {
-      double ang = sign * (double)t * pow(theta, -2.0 * j / (double)hd);
+      double ang = sign * (double)t * coda_rope_inv_freq(theta, hd, sc, j);
       double c = cos(ang), s = sin(ang);
       for (int h = 0; h < nqk_heads; h++) {
         float *p = row + (int64_t)h * hd + 2 * j;
@@ -293,7 +294,7 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
     rmsnorm_fwd(nt, a->xa, PW(nm), a->h1, a->r1, M, D, c->norm_eps);
     snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", li);
     if (mm_abt(nt, r, a->qkv, a->h1, PW(nm), M, nq, D, 0)) goto oom;
-    rope(nt, a->qkv, B, T, H + Hk, hd, nq, c->rope_theta, 1.0);
+    rope(nt, a->qkv, B, T, H + Hk, hd, nq, c->rope_theta, &c->rope, 1.0);
     attn_fwd(nt, a->qkv, a->P, a->o, B, T, H, Hk, hd, nq);
     memcpy(a->xf, a->xa, (size_t)(M * D) * 4);
     snprintf(nm, sizeof nm, "layers.%d.attention.wo.weight", li);
@@ -375,7 +376,7 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
     mm_atb(nt, PG(nm), r->dx, a->o, D, (int64_t)H * hd, M);
     mm_ab(nt, r->dO, r->dx, PW(nm), M, (int64_t)H * hd, D, 0);
     attn_bwd(nt, a->qkv, a->P, r->dO, r->dqkv, B, T, H, Hk, hd, nq);
-    rope(nt, r->dqkv, B, T, H + Hk, hd, nq, c->rope_theta, -1.0); /* R(θ)ᵀ = R(−θ) */
+    rope(nt, r->dqkv, B, T, H + Hk, hd, nq, c->rope_theta, &c->rope, -1.0); /* R(θ)ᵀ = R(−θ) */
     snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", li);
     mm_atb(nt, PG(nm), r->dqkv, a->h1, nq, D, M);
     mm_ab(nt, r->dh, r->dqkv, PW(nm), M, D, nq, 0);

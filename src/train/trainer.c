@@ -37,8 +37,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Larger models only make sense on the GPU (weights + grads + m + v = 16 B each). */
-#define CODA_CPU_MAX_PARAMS 200000000LL
 #define CODA_MAX_BATCH_TOKENS (1 << 24)
 #define CODA_MAX_STEPS (1LL << 27)
 
@@ -328,7 +326,8 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   if (s) return s;
 
   coda_model *model = NULL;
-  uint32_t *tr = NULL, *va = NULL;
+  const uint32_t *tr = NULL, *va = NULL;
+  coda_shard_view trv = {0}, vav = {0}; /* mapped (uint32 shards) or read */
   float *mom = NULL, *vel = NULL;
   int32_t *in = NULL, *tg = NULL, *gin = NULL, *gtg = NULL;
   coda_zero *zero = NULL;
@@ -385,9 +384,11 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   }
   if (s) goto done;
   uint32_t voc, vvoc = 0;
-  s = coda_shard_read(ctx, trp, &tr, &ntr, &voc);
-  if (!s) s = coda_shard_read(ctx, vap, &va, &nva, &vvoc);
+  s = coda_shard_open(ctx, trp, &trv);
+  if (!s) s = coda_shard_open(ctx, vap, &vav);
   if (s) goto done;
+  tr = trv.tok; ntr = trv.count; voc = trv.vocab;
+  va = vav.tok; nva = vav.count; vvoc = vav.vocab;
 
   /* ---- model and state ---- */
   coda_train_state st = {0, 0, 0, NAN};
@@ -489,7 +490,8 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     if (s) goto done;
     st.rng = o.seed * 0x9e3779b97f4a7c15ull + 0x64617461ull;
   } else {
-    coda_model_init(model, o.seed);
+    /* one GPU: drawn on the device, the host buffer is not touched */
+    if (!gpu || dp) coda_model_init(model, o.seed);
     st.rng = o.seed * 0x9e3779b97f4a7c15ull + 0x64617461ull; /* data order from the seed */
   }
   if (dp) { /* every rank holds the same weights; the optimizer state is sharded */
@@ -498,7 +500,10 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     if (!s && !gpu) coda_zero_cpu_take(zero, o.resume ? mom : NULL, o.resume ? vel : NULL);
     if (s) goto done;
   }
-  if (gpu) { /* master weights and moments to the device */
+  if (gpu && !dp && !o.resume && !o.init) {
+    s = coda_plans_device_init(ctx, model, o.seed);
+    if (s) goto done;
+  } else if (gpu) { /* master weights and moments to the device */
     s = coda_plans_device_upload(ctx, model, o.resume ? mom : NULL, o.resume ? vel : NULL);
     if (s) goto done;
   }
@@ -715,10 +720,14 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       st.drawn = sampler.drawn;
       /* data parallel: every rank takes part in gathering the shards, the
        * lead writes the one-process format */
-      if (gpu) s = coda_plans_device_download(ctx, model, mom, vel);
-      else if (dp) s = coda_zero_cpu_gather(ctx, zero, zero->ms, mom);
-      if (!s && !gpu && dp) s = coda_zero_cpu_gather(ctx, zero, zero->vs, vel);
-      if (!s && lead) s = coda_checkpoint_save(ctx, ckpt, model, mom, vel, &st);
+      if (gpu && !dp) { /* streamed from the device: no host copy */
+        s = coda_checkpoint_save_device(ctx, ckpt, model, &st);
+      } else {
+        if (gpu) s = coda_plans_device_download(ctx, model, mom, vel);
+        else if (dp) s = coda_zero_cpu_gather(ctx, zero, zero->ms, mom);
+        if (!s && !gpu && dp) s = coda_zero_cpu_gather(ctx, zero, zero->vs, vel);
+        if (!s && lead) s = coda_checkpoint_save(ctx, ckpt, model, mom, vel, &st);
+      }
       if (s) goto done;
       if (lead) snprintf(sum->checkpoint, sizeof sum->checkpoint, "%s", ckpt);
       sum->save_seconds += now_s() - t_save;
@@ -793,7 +802,7 @@ done:
   coda_prof_destroy(ctx, prof);
   coda_model_destroy(model);
   coda_zero_destroy(zero);
-  free(tr); free(va); free(mom); free(vel); free(in); free(tg); free(gin); free(gtg);
+  coda_shard_close(&trv); coda_shard_close(&vav); free(mom); free(vel); free(in); free(tg); free(gin); free(gtg);
   free(hx); free(hy); free(vx); free(vy);
   free(data_dir); free(trp); free(vap); free(ckpt); free(png); free(csv);
   return s;
