@@ -133,9 +133,9 @@ int main(void) {
                 "model.vocab: the largest id, 2000000000, is far above the 9 entries");
   /* a token twice: the first and the last reader disagree; refused by the JSON reader */
   vocab = "{\"a\":0,\"b\":1,\"c\":2,\"\\u0120\":3,\"ab\":4,\"abc\":5,\"\\u0120a\":6,\"a\":6}";
-  check_refused(ctx, make("BPE", merges_str, "null", bytelevel), CODA_ERR_PARSE, "has the key \"a\" twice");
+  check_refused(ctx, make("BPE", merges_str, "null", bytelevel), CODA_ERR_PARSE, "the key \"a\" appears twice");
   vocab = dense;
-  check_refused(ctx, "{\"model\": {}, \"model\": {}}", CODA_ERR_PARSE, "line 1, column 26: the object ending here has the key \"model\" twice");
+  check_refused(ctx, "{\"model\": {}, \"model\": {}}", CODA_ERR_PARSE, "line 1, column 26: the key \"model\" appears twice in the object ending here");
   /* "ByteLevel\0x" is not ByteLevel */
   check_refused(ctx, make("BPE", merges_str, "null", "{\"type\":\"ByteLevel\\u0000x\",\"use_regex\":true}"),
                 CODA_ERR_PARSE, "pre_tokenizer.type: the string holds a NUL byte");

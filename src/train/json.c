@@ -267,7 +267,7 @@ static int check_unique_keys(parser *ps, const coda_json_member *m, size_t n) {
   }
   if (!dup) return 1;
   ps->p--; /* at the closing brace */
-  return fail(ps, "the object ending here has the key \"%.60s\" twice", dup->key);
+  return fail(ps, "the key \"%.60s\" appears twice in the object ending here", dup->key);
 }
 
 static int parse_value(parser *ps, coda_json *v, int depth) {
