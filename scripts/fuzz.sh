@@ -1,10 +1,11 @@
 #!/bin/sh
-# Fuzzes the epilogue-language parser/printer, the safetensors reader and
-# the token-shard reader with libFuzzer.
+# Fuzzes the epilogue-language parser/printer, the safetensors reader, the
+# token-shard reader, the JSON reader and the tokenizer (tokenizer.json
+# loading, encode and decode of arbitrary bytes) with libFuzzer.
 #
 #   scripts/fuzz.sh [SECONDS]     (default 60; each harness runs this long)
 #
-# FUZZ_ONLY=program|safetensors|shard runs one harness only.
+# FUZZ_ONLY=program|safetensors|shard|json|tokenizer runs one harness only.
 # Builds fuzz/fuzz_program.c with clang (-fsanitize=fuzzer,address,undefined)
 # directly from the sources it needs: base, api and the CPU backend (OpenMP),
 # src/lang/*.c, and the built-in programs embedded from programs/
@@ -61,7 +62,7 @@ for h in safetensors shard; do
   # shellcheck disable=SC2086
   "$cc" -std=c11 -g -O1 -Wno-comment -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -I"$root/include" -I"$root/src" $core "$root"/src/lang/*.c "$embed" "$root/src/train/safetensors.c" \
-    "$root/src/train/data.c" "$root/src/train/util.c" "$root/fuzz/fuzz_$h.c" -lm -o "$out/fuzz_$h"
+    "$root/src/train/data.c" "$root/src/train/util.c" "$root/fuzz/fuzz_$h.c" -lz -lm -o "$out/fuzz_$h"
   mkdir -p "$out/corpus-$h" "$out/tmp"
   # the shard harness writes each input to a file: memory-backed is ~50x faster
   tmpd="$out/tmp"
@@ -70,6 +71,27 @@ for h in safetensors shard; do
   echo "fuzzing the $h reader for $secs s ($(ls "$out/corpus-$h" | wc -l) corpus inputs)"
   (cd "$out" && TMPDIR="$tmpd" ./fuzz_$h -max_total_time="$secs" -print_final_stats=1 \
     -max_len=8192 -artifact_prefix="$out/$h-" "corpus-$h" 2>&1 | tee "$out/fuzz-$h.log" |
+    grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::|ERROR|SUMMARY|Test unit written|fuzz_[a-z]+:' || true)
+  grep -q -E 'ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error|fuzz_[a-z]+:' "$out/fuzz-$h.log" && status=1
+done
+# The JSON reader alone (src/train/json.c needs nothing else), and the
+# tokenizer: json.c, the bpe*.c files and utf8proc over the core files.
+for h in json tokenizer; do
+  if [ -n "$only" ] && [ "$only" != "$h" ]; then continue; fi
+  if [ "$h" = json ]; then
+    srcs="$root/src/train/json.c"
+  else
+    srcs="$core $root/src/lang/*.c $embed $root/src/train/json.c $root/src/train/bpe.c \
+      $root/src/train/bpe_load.c $root/src/train/bpe_split.c $root/src/train/util.c -lutf8proc -lz"
+  fi
+  # shellcheck disable=SC2086
+  "$cc" -std=c11 -g -O1 -Wno-comment -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -I"$root/include" -I"$root/src" "$root/fuzz/fuzz_$h.c" $srcs -lm -o "$out/fuzz_$h"
+  mkdir -p "$out/corpus-$h"
+  cp "$root"/fuzz/corpus/$h/* "$out/corpus-$h/"
+  echo "fuzzing the $h reader for $secs s ($(ls "$out/corpus-$h" | wc -l) corpus inputs)"
+  (cd "$out" && ./fuzz_$h -max_total_time="$secs" -print_final_stats=1 -max_len=16384 \
+    -artifact_prefix="$out/$h-" "corpus-$h" 2>&1 | tee "$out/fuzz-$h.log" |
     grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::|ERROR|SUMMARY|Test unit written|fuzz_[a-z]+:' || true)
   grep -q -E 'ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error|fuzz_[a-z]+:' "$out/fuzz-$h.log" && status=1
 done

@@ -3,7 +3,8 @@
 # 1. the default build (CUDA sources compiled for sm_90a when nvcc exists)
 #    and its CTest suite;
 # 2. the CPU library and tests under AddressSanitizer + UBSan + LeakSanitizer;
-# 3. a short bounded fuzz run of the epilogue-language parser.
+# 3. a short bounded fuzz run of the epilogue-language parser and the file
+#    readers (safetensors, token shards, JSON, tokenizer.json and encode).
 set -eu
 cd "$(dirname "$0")/.."
 jobs=${CODA_JOBS:-2}

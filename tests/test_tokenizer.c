@@ -1,7 +1,9 @@
 /* The BPE tokenizer's API on a small hand-written tokenizer.json: merges
  * by rank (both file forms), added tokens, the BOS template, decoding,
  * buffers too small, bytes that are not UTF-8, and files it refuses with a
- * message naming the field. */
+ * message naming the field (also what the fuzzer found: ids far above the
+ * vocabulary's size, keys twice, NUL bytes in a type, non-regular files). */
+#define _POSIX_C_SOURCE 200809L
 #include "check.h"
 #include "coda.h"
 #include "coda_tokenizer.h"
@@ -9,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* a=0 b=1 c=2 " "=3 ab=4 abc=5 " a"=6 <s>=7 (U+0120 is the alphabet's space) */
 static const char *vocab = "{\"a\":0,\"b\":1,\"c\":2,\"\\u0120\":3,\"ab\":4,\"abc\":5,\"\\u0120a\":6}";
@@ -122,7 +126,31 @@ int main(void) {
                           "\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\",\"use_regex\":false}]}"),
                 CODA_ERR_NOT_SUPPORTED, "pre_tokenizer.pretokenizers[0].pattern.Regex");
   check_refused(ctx, make("BPE", merges_str, "null", "null"), CODA_ERR_NOT_SUPPORTED, "pre_tokenizer");
+  /* a 1 KB file with one id near 2^31 asked for 16 GB before it was bounded */
+  const char *dense = vocab;
+  vocab = "{\"a\":0,\"b\":1,\"c\":2,\"\\u0120\":3,\"ab\":4,\"abc\":5,\"\\u0120a\":6,\"z\":2000000000}";
+  check_refused(ctx, make("BPE", merges_str, "null", bytelevel), CODA_ERR_NOT_SUPPORTED,
+                "model.vocab: the largest id, 2000000000, is far above the 9 entries");
+  /* a token twice: the first and the last reader disagree; refused by the JSON reader */
+  vocab = "{\"a\":0,\"b\":1,\"c\":2,\"\\u0120\":3,\"ab\":4,\"abc\":5,\"\\u0120a\":6,\"a\":6}";
+  check_refused(ctx, make("BPE", merges_str, "null", bytelevel), CODA_ERR_PARSE, "the key \"a\" appears twice");
+  vocab = dense;
+  check_refused(ctx, "{\"model\": {}, \"model\": {}}", CODA_ERR_PARSE, "line 1, column 26: the key \"model\" appears twice in the object ending here");
+  /* "ByteLevel\0x" is not ByteLevel */
+  check_refused(ctx, make("BPE", merges_str, "null", "{\"type\":\"ByteLevel\\u0000x\",\"use_regex\":true}"),
+                CODA_ERR_PARSE, "pre_tokenizer.type: the string holds a NUL byte");
   coda_tokenizer tok = NULL;
+  /* only a regular file is read, and a FIFO does not block */
+  CHECK_EQ_INT(coda_tokenizer_load(ctx, ".", &tok), CODA_ERR_IO);
+  CHECK_MSG(strstr(coda_last_error(ctx), "is a directory, not a regular file") != NULL, "%s", coda_last_error(ctx));
+  char fifo[64];
+  snprintf(fifo, sizeof fifo, "test_tokenizer_fifo.%ld.json", (long)getpid());
+  unlink(fifo);
+  if (mkfifo(fifo, 0600) == 0) {
+    CHECK_EQ_INT(coda_tokenizer_load(ctx, fifo, &tok), CODA_ERR_IO);
+    CHECK_MSG(strstr(coda_last_error(ctx), "is a FIFO") != NULL, "%s", coda_last_error(ctx));
+    unlink(fifo);
+  }
   CHECK_EQ_INT(coda_tokenizer_load(ctx, "/nonexistent/tokenizer.json", &tok), CODA_ERR_IO);
   CHECK(strstr(coda_last_error(ctx), "/nonexistent/tokenizer.json") != NULL);
   CHECK_EQ_INT(coda_tokenizer_load(ctx, NULL, &tok), CODA_ERR_INVALID_ARGUMENT);

@@ -1,6 +1,7 @@
 /* coda bench block on the GPU: the timing, the cuBLAS floor and the
  * memory described at the top of bench_block.c; built only with CUDA
- * (CMakeLists.txt). */
+ * (CMakeLists.txt). cuBLAS is loaded with dlopen when --floor needs it, so
+ * the coda tool does not map it for every command. */
 #include "bench_block.h"
 #include "bench_block_common.h"
 
@@ -12,8 +13,9 @@
 #include <time.h>
 
 
-#include <cublas_v2.h>
+#include <cublas_v2.h> /* the types and CUBLAS_VER_MAJOR; the calls go through cublas_api */
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 /* A failure of the benchmark itself (not of a library call): printed
  * here, since only the library sets a context's message. */
@@ -167,9 +169,54 @@ static void linears(const bench_cfg *c, int64_t nk[4][2]) {
   }
 }
 
+/* The three cuBLAS entry points the floor calls, from libcublas.so.<major>. */
+typedef struct cublas_api {
+  void *lib;
+  cublasStatus_t (*create)(cublasHandle_t *);
+  cublasStatus_t (*destroy)(cublasHandle_t);
+  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                            const void *, const void *, cudaDataType, int, const void *,
+                            cudaDataType, int, const void *, void *, cudaDataType, int,
+                            cublasComputeType_t, cublasGemmAlgo_t);
+  cublasHandle_t h;
+} cublas_api;
+
+/* Loads cuBLAS and creates a handle; 0, or -1 with the reason printed. */
+static int cublas_open(cublas_api *a, const char *cmd) {
+  memset(a, 0, sizeof *a);
+  char name[64];
+  snprintf(name, sizeof name, "libcublas.so.%d", CUBLAS_VER_MAJOR);
+  a->lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  if (!a->lib) {
+    const char *e = dlerror();
+    fprintf(stderr, "%s: --floor needs cuBLAS: cannot load %s: %s\n", cmd, name, e ? e : "not found");
+    return -1;
+  }
+  *(void **)&a->create = dlsym(a->lib, "cublasCreate_v2");
+  *(void **)&a->destroy = dlsym(a->lib, "cublasDestroy_v2");
+  *(void **)&a->gemm_ex = dlsym(a->lib, "cublasGemmEx");
+  if (!a->create || !a->destroy || !a->gemm_ex) {
+    fprintf(stderr, "%s: --floor: %s lacks cublasCreate_v2, cublasDestroy_v2 or cublasGemmEx\n",
+            cmd, name);
+  } else if (a->create(&a->h) != CUBLAS_STATUS_SUCCESS) {
+    fprintf(stderr, "%s: cuBLAS (%s) did not start (needed for --floor)\n", cmd, name);
+  } else {
+    return 0;
+  }
+  dlclose(a->lib);
+  a->lib = NULL;
+  return -1;
+}
+
+static void cublas_close(cublas_api *a) {
+  if (a->h) a->destroy(a->h);
+  if (a->lib) dlclose(a->lib);
+  memset(a, 0, sizeof *a);
+}
+
 typedef struct floor_arg {
   coda_context ctx;
-  cublasHandle_t h;
+  const cublas_api *h;
   const bench_cfg *c;
   void *A, *B, *C; /* scratch operands, large enough for every GEMM */
   void *qkv, *o, *lse, *dout, *dqkv;
@@ -177,11 +224,11 @@ typedef struct floor_arg {
 } floor_arg;
 
 /* Row-major C (M x N) = op(A) op(B), op(A) M x K, op(B) K x N. */
-static int rm_gemm(cublasHandle_t h, int64_t M, int64_t N, int64_t K, int ta, int tb, const void *A,
+static int rm_gemm(const cublas_api *h, int64_t M, int64_t N, int64_t K, int ta, int tb, const void *A,
                    const void *B, void *C) {
   const float one = 1.0f, zero = 0.0f;
   const int64_t lda = ta ? M : K, ldb = tb ? K : N;
-  return cublasGemmEx(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N,
+  return h->gemm_ex(h->h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N,
                       (int)M, (int)K, &one, B, CUDA_R_16BF, (int)ldb, A, CUDA_R_16BF, (int)lda,
                       &zero, C, CUDA_R_16BF, (int)N, CUBLAS_COMPUTE_32F,
                       CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
@@ -435,7 +482,7 @@ static int bench_plan(coda_context ctx, const bench_cfg *c, int variant, const b
   return ok;
 }
 
-static int bench_floor(coda_context ctx, cublasHandle_t h, const bench_cfg *c, const bench_opts *o,
+static int bench_floor(coda_context ctx, const cublas_api *h, const bench_cfg *c, const bench_opts *o,
                        float t[3]) {
   const int64_t M = c->batch * c->seq, hd = c->d / c->hq, HQ = c->hq * hd,
                 NQ = (c->hq + 2 * c->hkv) * hd;
@@ -631,9 +678,9 @@ int coda_bench_block_main(int argc, char **argv) {
     fprintf(stderr, "%s: cannot create a CUDA context: %s\n", cmd, coda_status_string(s));
     return 2;
   }
-  cublasHandle_t h = NULL;
-  if (o.floor && cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
-    fprintf(stderr, "%s: cuBLAS did not start (needed for --floor)\n", cmd);
+  cublas_api cb;
+  memset(&cb, 0, sizeof cb);
+  if (o.floor && cublas_open(&cb, cmd)) {
     coda_context_destroy(ctx);
     return 2;
   }
@@ -661,11 +708,11 @@ int coda_bench_block_main(int argc, char **argv) {
                        &res.tuned_unfused, &ag);
     free(ag.v[0]);
     free(ag.v[1]);
-    if (o.floor) ok &= bench_floor(ctx, h, c, &o, res.t[2]);
+    if (o.floor) ok &= bench_floor(ctx, &cb, c, &o, res.t[2]);
     if (!ok) failed = 1;
     print_row(&o, c, &res);
   }
-  if (h) cublasDestroy(h);
+  cublas_close(&cb);
   coda_context_destroy(ctx);
   return failed;
 }

@@ -129,6 +129,10 @@ static void usage(FILE *f) {
           "                      DIR/NAME.npy (the CPU run), DIR/NAME.f64.npy (the fp64 run),\n"
           "                      DIR/NAME.gpu.npy (--gpu), and the operands as A.npy, B.npy\n"
           "  --strict            values outside the fp64 rule make the exit status 1\n"
+          "  --max-memory GIB    refuse a run whose buffers (operands, inputs, outputs,\n"
+          "                      partials, finished vectors on every backend, the fp64\n"
+          "                      reference and the downloaded results) would need more\n"
+          "                      than GIB GiB in all, host and GPU (default 16)\n"
           "The fp64 rule, per value: |cpu - fp64| <= 2 u |fp64| + 1e-5 max|fp64| with u the\n"
           "unit rounding of its dtype (bf16 2^-8, f16 2^-11, f32 and partials 2^-24).\n"
           "Values outside it are counted (the program loses precision in fp32 on these\n"
@@ -231,10 +235,23 @@ static double unit_round(coda_dtype t) {
   }
 }
 
+/* The size guard: every buffer a run allocates, summed (host and GPU),
+ * against --max-memory; one buffer within bounds says nothing of forty. */
+static int run_too_large(double host_bytes, double gpu_bytes, double max_gib, const char *what) {
+  const double gib = 1024.0 * 1024.0 * 1024.0, total = host_bytes + gpu_bytes;
+  if (total <= max_gib * gib) return 0;
+  fprintf(stderr,
+          "coda run: %s would need %.3g GiB in all (%.3g GiB on the host, %.3g GiB on the GPU), "
+          "more than the limit of %.3g GiB (--max-memory GIB raises it)\n",
+          what, total / gib, host_bytes / gib, gpu_bytes / gib, max_gib);
+  return 1;
+}
+
 int coda_cmd_run(int argc, char **argv) {
   const char *file = NULL, *builtin = NULL, *out_dir = NULL;
   int64_t M = 512, N = 512, K = 256, reps = 5, seed = 1;
   int gpu = 0, m_set = 0, n_set = 0, k_set = 0, strict = 0;
+  double max_gib = 16;
   run_opt inputs[MAX_RUN_OPTS], ranges[MAX_RUN_OPTS];
   int ninputs = 0, nranges = 0;
   for (int i = 1; i < argc; i++) {
@@ -248,6 +265,16 @@ int coda_cmd_run(int argc, char **argv) {
     else if (!strcmp(a, "--seed")) { rc = parse_i64(a, v, 0, INT64_MAX, &seed); i++; }
     else if (!strcmp(a, "--gpu")) gpu = 1;
     else if (!strcmp(a, "--strict")) strict = 1;
+    else if (!strcmp(a, "--max-memory")) {
+      char *end = NULL;
+      max_gib = v ? strtod(v, &end) : 0;
+      if (!v || end == v || *end || !(max_gib > 0) || !(max_gib <= 1 << 20)) {
+        fprintf(stderr, "coda run: --max-memory needs a number of GiB in (0, 1048576], got '%s'\n",
+                v ? v : "(nothing)");
+        return 2;
+      }
+      i++;
+    }
     else if (!strcmp(a, "--input") || !strcmp(a, "--range")) {
       int is_range = a[2] == 'r';
       if ((is_range ? nranges : ninputs) >= MAX_RUN_OPTS) { fprintf(stderr, "coda run: too many %s\n", a); return 2; }
@@ -342,21 +369,27 @@ int coda_cmd_run(int argc, char **argv) {
         (*dst)[i] = to_bf16((float)coda_tensor_get(&src, i / fc, i % fc));
       free(data);
     }
-    if (file_acc) { /* B = identity */
-      hB = calloc((size_t)(N * N) + 1, 2);
-      if (!hB) goto out;
-      for (int64_t i = 0; i < N; i++) hB[i * N + i] = to_bf16(1.0f);
-    }
-    if (!hA || !hB) {
+    if (!hA || (!hB && !file_acc)) {
       fprintf(stderr, "coda run: --input A needs --input B too (or give --input acc)\n");
       goto out;
     }
   }
-  if ((double)M * N * 8 > 4e9 || (double)M * K * 2 > 4e9 || (double)N * K * 2 > 4e9) {
-    fprintf(stderr, "coda run: shape %lld x %lld x %lld is too large for this tool\n",
-            (long long)M, (long long)N, (long long)K);
+  /* the operands alone (bf16 and f64 on the host, one copy per backend),
+   * before any context or argument exists */
+  const double opnd = (double)M * K + (double)N * K;
+  if (run_too_large(opnd * (2 + 8 + 2 + 8), gpu ? opnd * 2 : 0, max_gib,
+                    "the GEMM operands (bf16 and fp64 copies, one per backend)")) {
     rc = 2;
     goto out;
+  }
+  if (file_acc) { /* B = identity */
+    hB = calloc((size_t)(N * N) + 1, 2);
+    if (!hB) {
+      fprintf(stderr, "coda run: out of memory for the identity B (%lld x %lld)\n", (long long)N,
+              (long long)N);
+      goto out;
+    }
+    for (int64_t i = 0; i < N; i++) hB[i * N + i] = to_bf16(1.0f);
   }
   if (gpu && !coda_cuda_available()) {
     fprintf(stderr, "coda run: --gpu: no usable GPU (or the library was built without CUDA)\n");
@@ -402,6 +435,52 @@ int coda_cmd_run(int argc, char **argv) {
     fprintf(stderr, "coda run: %s\n", coda_last_error(ctx[ref]));
     goto out;
   }
+  /* every argument's shape first: the size guard sums them all */
+  nargs = coda_program_num_args(prog[0]);
+  ra = calloc((size_t)(nargs > 0 ? nargs : 1), sizeof *ra);
+  if (!ra) goto out;
+  {
+    double host = opnd * (2 + 8 + 2 + 8), dev = gpu ? opnd * 2 : 0, staging = 0;
+    for (int i = 0; i < nargs; i++) {
+      run_arg *r = &ra[i];
+      coda_status s = coda_program_arg(prog[0], i, &r->info);
+      if (s == CODA_OK)
+        s = coda_program_arg_shape_ctx(ctx[0], prog[0], r->info.name, M, N, tiling.tile_m,
+                                      tiling.tile_n, &r->rows, &r->cols);
+      if (s != CODA_OK) {
+        fprintf(stderr, "coda run: %s\n", coda_last_error(ctx[0]));
+        goto out;
+      }
+      /* a rowsum input takes any number of partial columns: give it the
+       * shape a rowsum reduction of this GEMM writes */
+      if (r->info.kind == CODA_ARG_ROWSUM) r->cols = N > 0 ? (N + tiling.tile_n - 1) / tiling.tile_n : 1;
+      r->bytes = (size_t)(r->rows * r->cols) * coda_dtype_size(r->info.dtype);
+      /* the fp64 run's dtype, as the runs below choose it */
+      coda_arg_info ei;
+      coda_dtype t64 = coda_program_arg(prog[2], i, &ei) == CODA_OK ? ei.dtype : r->info.dtype;
+      int vector_kind = r->info.kind == CODA_ARG_ROW || r->info.kind == CODA_ARG_COL ||
+                        r->info.kind == CODA_ARG_SCALAR || r->info.kind == CODA_ARG_TILE ||
+                        r->info.kind == CODA_ARG_ROWSUM;
+      /* finished vectors are listed after the partials with a vector kind */
+      for (int j = 0; j < i; j++)
+        if (ra[j].info.kind == CODA_ARG_PARTIAL) r->is_finish = vector_kind;
+      if (r->is_finish || r->info.kind == CODA_ARG_PARTIAL) t64 = CODA_F64;
+      const double n = (double)r->rows * (double)r->cols, b16 = (double)r->bytes;
+      const double b64 = n * (double)coda_dtype_size(t64);
+      /* host copy, the CPU run's buffer, the fp64 run's, one downloaded
+       * result (as double) per run; the GPU run's buffer */
+      host += b16 + b16 + b64 + n * 8 * (gpu ? 3 : 2);
+      if (gpu) dev += b16;
+      if (b64 > staging) staging = b64;
+      if (b16 > staging) staging = b16;
+    }
+    if (run_too_large(host + staging, dev, max_gib,
+                      "this run (the operands; inputs, outputs, partials and finished vectors on "
+                      "every backend, the fp64 reference included; the downloaded results)")) {
+      rc = 2;
+      goto out;
+    }
+  }
   uint64_t st = 0x9e3779b97f4a7c15ull ^ (uint64_t)seed;
   if (!st) st = 1;
   if (!hA) {
@@ -419,32 +498,14 @@ int coda_cmd_run(int argc, char **argv) {
   for (size_t i = 0; i < (size_t)(M * K); i++) hA64[i] = from_bf16(hA[i]);
   for (size_t i = 0; i < (size_t)(N * K); i++) hB64[i] = from_bf16(hB[i]);
 
-  nargs = coda_program_num_args(prog[0]);
-  ra = calloc((size_t)(nargs > 0 ? nargs : 1), sizeof *ra);
-  if (!ra) goto out;
   for (int i = 0; i < nargs; i++) {
     run_arg *r = &ra[i];
-    coda_status s = coda_program_arg(prog[0], i, &r->info);
-    if (s == CODA_OK)
-      s = coda_program_arg_shape_ctx(ctx[0], prog[0], r->info.name, M, N, tiling.tile_m, tiling.tile_n,
-                                    &r->rows, &r->cols);
-    if (s != CODA_OK) {
-      fprintf(stderr, "coda run: %s\n", coda_last_error(ctx[0]));
-      goto out;
-    }
-    /* a rowsum input takes any number of partial columns: give it the
-     * shape a rowsum reduction of this GEMM writes */
-    if (r->info.kind == CODA_ARG_ROWSUM) r->cols = N > 0 ? (N + tiling.tile_n - 1) / tiling.tile_n : 1;
-    r->bytes = (size_t)(r->rows * r->cols) * coda_dtype_size(r->info.dtype);
     r->host = calloc(1, r->bytes ? r->bytes : 1);
     if (!r->host) goto out;
     int is_input = r->info.kind == CODA_ARG_ROW || r->info.kind == CODA_ARG_COL ||
                    r->info.kind == CODA_ARG_SCALAR || r->info.kind == CODA_ARG_TILE ||
                    r->info.kind == CODA_ARG_ROWSUM;
-    /* finished vectors are listed after the partials with a vector kind */
-    for (int j = 0; j < i; j++)
-      if (ra[j].info.kind == CODA_ARG_PARTIAL || ra[j].is_finish) r->is_finish = is_input;
-    if (r->is_finish) is_input = 0;
+    if (r->is_finish) is_input = 0; /* set with the shapes above */
     for (int j = 0; j < ninputs; j++)
       if (!strcmp(inputs[j].name, r->info.name)) r->file = inputs[j].file;
     for (int j = 0; j < nranges; j++)

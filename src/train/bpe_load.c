@@ -4,6 +4,7 @@
  * refused by name. */
 #include "train/bpe_impl.h"
 #include "train/json.h"
+#include "train/train.h" /* coda_read_file_max */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,7 @@ static coda_status read_type(loader *ld, const coda_json *v, const char *path, c
   snprintf(p, sizeof p, "%s.type", path);
   coda_status st = want_kind(ld, t, CODA_JSON_STRING, p);
   if (st) return st;
+  if (strlen(t->u.str) != t->n) return PARSE_FAIL(ld, "%s: the string holds a NUL byte", p);
   *type = t->u.str;
   return CODA_OK;
 }
@@ -100,6 +102,12 @@ static coda_status load_model(loader *ld, const coda_json *model, const coda_jso
     }
   }
   if (!max_id) return PARSE_FAIL(ld, "model.vocab: empty");
+  /* One slot per id up to the largest: ids far above the number of
+   * entries would make a small file allocate gigabytes. */
+  const size_t entries = vocab->n + (added ? added->n : 0);
+  if (max_id > 4 * entries + 4096)
+    return REFUSE(ld, "model.vocab: the largest id, %zu, is far above the %zu entries of the vocabulary and "
+                  "the added tokens (coda keeps one slot per id: ids must be nearly dense)", max_id - 1, entries);
   tok->vocab_size = max_id;
 
   /* Decoding bytes of each id: the alphabet's bytes, or the UTF-8 text of
@@ -136,7 +144,9 @@ static coda_status load_model(loader *ld, const coda_json *model, const coda_jso
       memcpy(tmp, m->key, m->key_len);
       k = m->key_len;
     }
-    if (!smap_put(&tok->names, m->key, m->key_len, id, NULL)) st = CODA_ERR_OUT_OF_MEMORY;
+    int twice = 0;
+    if (!smap_put(&tok->names, m->key, m->key_len, id, &twice)) st = CODA_ERR_OUT_OF_MEMORY;
+    else if (twice) st = PARSE_FAIL(ld, "model.vocab[%zu]: the token \"%s\" is listed twice", i, m->key);
     memcpy(tok->dec_bytes + pos, tmp, k);
     start[id] = pos;
     len[id] = k;
@@ -145,6 +155,7 @@ static coda_status load_model(loader *ld, const coda_json *model, const coda_jso
   }
   if (st) {
     free(start); free(len); free(tmp);
+    if (st == CODA_ERR_PARSE) return st; /* the message names the entry */
     return coda_fail(ld->ctx, st, "tokenizer: out of memory reading the vocabulary");
   }
 
@@ -490,34 +501,22 @@ coda_status coda_tokenizer_load_json(coda_context ctx, const char *json, size_t 
   return CODA_OK;
 }
 
+/* The largest tokenizer.json read: those shipped with models are tens of
+ * MB at most; the bound keeps a device or a wrong file from being read
+ * until memory runs out. */
+#define TOKENIZER_FILE_MAX ((uint64_t)1 << 30)
+
 coda_status coda_tokenizer_load(coda_context ctx, const char *path, coda_tokenizer *out) {
   if (!out) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_tokenizer_load: out is NULL");
   *out = NULL;
   if (!path) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_tokenizer_load: path is NULL");
-  FILE *f = fopen(path, "rb");
-  if (!f) return coda_fail(ctx, CODA_ERR_IO, "%s: cannot open", path);
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  for (;;) {
-    if (!buf) {
-      fclose(f);
-      return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-    }
-    size_t r = fread(buf + n, 1, cap - n, f);
-    n += r;
-    if (n < cap) break;
-    char *nb = cap > ((size_t)1 << 31) ? NULL : realloc(buf, cap * 2);
-    if (!nb) free(buf);
-    buf = nb;
-    cap *= 2;
-  }
-  int bad = ferror(f);
-  fclose(f);
-  if (bad) {
-    free(buf);
-    return coda_fail(ctx, CODA_ERR_IO, "%s: read error", path);
-  }
-  coda_status st = coda_tokenizer_load_json(ctx, buf, n, out);
+  /* a regular file of bounded size (a FIFO or device is refused without
+   * blocking); the message names the path */
+  unsigned char *buf = NULL;
+  size_t n = 0;
+  coda_status st = coda_read_file_max(ctx, path, TOKENIZER_FILE_MAX, &buf, &n);
+  if (st) return st;
+  st = coda_tokenizer_load_json(ctx, (const char *)buf, n, out);
   free(buf);
   if (st && ctx) {
     char msg[CODA_ERRMSG_LEN];

@@ -240,6 +240,36 @@ static int literal(parser *ps, const char *word, coda_json_kind k, coda_json *v)
   return 1;
 }
 
+/* Orders members by key (length, then bytes), for the duplicate check. */
+static int cmp_key(const void *a, const void *b) {
+  const coda_json_member *x = *(const coda_json_member *const *)a, *y = *(const coda_json_member *const *)b;
+  if (x->key_len != y->key_len) return x->key_len < y->key_len ? -1 : 1;
+  return memcmp(x->key, y->key, x->key_len);
+}
+
+/* An object with a key twice is refused: readers disagree on which one
+ * counts (the first, the last, an error), so the file means nothing sure. */
+static int check_unique_keys(parser *ps, const coda_json_member *m, size_t n) {
+  const coda_json_member *dup = NULL;
+  if (n < 2) return 1;
+  if (n <= 16) {
+    for (size_t i = 1; i < n && !dup; i++)
+      for (size_t j = 0; j < i && !dup; j++)
+        if (m[i].key_len == m[j].key_len && !memcmp(m[i].key, m[j].key, m[i].key_len)) dup = &m[i];
+  } else {
+    const coda_json_member **idx = malloc(n * sizeof *idx);
+    if (!idx) return fail(ps, "out of memory");
+    for (size_t i = 0; i < n; i++) idx[i] = &m[i];
+    qsort(idx, n, sizeof *idx, cmp_key);
+    for (size_t i = 1; i < n && !dup; i++)
+      if (!cmp_key(&idx[i - 1], &idx[i])) dup = idx[i];
+    free(idx);
+  }
+  if (!dup) return 1;
+  ps->p--; /* at the closing brace */
+  return fail(ps, "the key \"%.60s\" appears twice in the object ending here", dup->key);
+}
+
 static int parse_value(parser *ps, coda_json *v, int depth) {
   memset(v, 0, sizeof *v);
   skip_ws(ps);
@@ -301,6 +331,7 @@ static int parse_value(parser *ps, coda_json *v, int depth) {
     v->kind = CODA_JSON_OBJECT;
     v->n = ps->nmems - base;
     if (v->n) {
+      if (!check_unique_keys(ps, ps->mems + base, v->n)) return 0;
       v->u.members = arena_alloc(ps->doc, v->n * sizeof(coda_json_member));
       if (!v->u.members) return fail(ps, "out of memory");
       memcpy(v->u.members, ps->mems + base, v->n * sizeof(coda_json_member));

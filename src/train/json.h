@@ -2,7 +2,8 @@
  * (tokenizer.json): the whole text is parsed into a tree of values that
  * lives in one arena, freed at once. Strings are decoded to UTF-8 (\u
  * escapes included, surrogate pairs joined) and NUL-terminated; object
- * members keep the file's order. */
+ * members keep the file's order, and an object with a key twice is
+ * refused (readers disagree on which one counts). */
 #ifndef CODA_TRAIN_JSON_H
 #define CODA_TRAIN_JSON_H
 

@@ -6,7 +6,8 @@
 #  - tanh' written as 1 - t*t is within the rule for |x| < 1 and outside it
 #    for x in [4, 6] (--range): reported, exit status 1 with --strict;
 #  - a NaN output (log of a negative range) is reported, exit status 1;
-#  - malformed or mis-shaped .npy inputs and unknown names fail with a message.
+#  - malformed or mis-shaped .npy inputs and unknown names fail with a message;
+#  - the size guard sums every buffer of a run (many inputs at a large n).
 #   sh tests/cli/run_files.sh PATH/TO/coda PROGRAMS_DIR WORKDIR
 set -u
 coda=$1
@@ -73,5 +74,35 @@ printf 'input x : tile bf16\noutput y : bf16\nreduce p = rowsum(acc) per 96\nsto
 grep -q "segment 96 and tile_n 128" "$work/err.txt" || fail "coda check gives no note on the segment"
 run 1 "$work/seg.coda" --m 8 --n 192 --k 16
 grep -q "segment 96 and tile_n 128 do not divide" "$work/err.txt" || fail "coda run gives no reason for the segment"
+# the size guard sums every buffer of the run: 24 tile inputs and 16 outputs
+# at 22000 x 22000 need at least 28 bytes per element of each argument (bf16
+# host copy and CPU buffer, f64 reference buffer, two results as double),
+# far more than 16 GiB, though no single buffer is large; refused with the
+# total, the limit and the flag that raises it, before anything is allocated
+awk 'BEGIN { for (i = 0; i < 24; i++) print "input x" i " : tile bf16"
+             for (i = 0; i < 16; i++) print "output y" i " : bf16"
+             for (i = 0; i < 16; i++) print "store y" i " = acc + x" i " + x" (i + 8) }' >"$work/many.coda"
+printf 'input x0 : tile bf16\noutput y0 : bf16\nstore y0 = acc + x0\n' >"$work/one.coda"
+run 2 "$work/many.coda" --m 22000 --n 22000 --k 64
+grep -q "more than the limit of 16 GiB (--max-memory GIB raises it)" "$work/err.txt" ||
+  fail "the size guard does not name the limit and the flag"
+need=$(sed -n 's/.*would need \([0-9.e+]*\) GiB in all.*/\1/p' "$work/err.txt")
+awk -v g="${need:-0}" 'BEGIN { exit !(g * 2^30 >= 40 * 22000 * 22000 * 28) }' ||
+  fail "the size guard's total ${need:-?} GiB is below the 40 arguments' lower bound"
+# summed, not per buffer: at 1024 x 1024 one input fits in 0.5 GiB, 24 do not
+run 2 "$work/many.coda" --m 1024 --n 1024 --k 64 --max-memory 0.5
+grep -q "more than the limit of 0.5 GiB" "$work/err.txt" || fail "24 inputs at 1024^2 pass a 0.5 GiB limit"
+run 0 "$work/one.coda" --m 1024 --n 1024 --k 64 --max-memory 0.5 --reps 1
+run 2 "$work/one.coda" --max-memory 0
+# the total is not a guess: the peak resident memory of a run stays below it
+# (not under AddressSanitizer, whose shadow memory counts as resident)
+if [ -x /usr/bin/time ] && ! grep -q -a -m1 __asan_init "$coda"; then
+  "$coda" run "$work/many.coda" --m 1024 --n 1024 --k 64 --max-memory 0.01 >"$work/out.txt" 2>"$work/err.txt"
+  need=$(sed -n 's/.*would need \([0-9.e+]*\) GiB in all.*/\1/p' "$work/err.txt")
+  /usr/bin/time -f "%M" -o "$work/rss.txt" "$coda" run "$work/many.coda" --m 1024 --n 1024 --k 64 \
+    --reps 1 >"$work/out.txt" 2>"$work/err.txt" || fail "the 24-input run at 1024^2 failed"
+  awk -v g="${need:-0}" -v kb="$(tail -1 "$work/rss.txt")" 'BEGIN { exit !(kb * 1024 <= g * 2^30 * 1.05) }' ||
+    fail "peak RSS $(tail -1 "$work/rss.txt") KB exceeds the guard's total ${need:-?} GiB"
+fi
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

@@ -7,20 +7,99 @@
  * holds a header (magic, sizes, checksum of the payload), the lowered
  * kernel name and the cubin; a file that fails any check is ignored and
  * rewritten. Files are written to a temporary name and renamed, so a
- * reader never sees a partial file. NVRTC needs no GPU. */
+ * reader never sees a partial file. NVRTC needs no GPU.
+ *
+ * NVRTC is loaded with dlopen (libnvrtc.so.<CUDA major>) the first time a
+ * kernel is compiled or looked up, not when the program starts: a command
+ * that compiles nothing (coda version, coda check, CPU training) does not
+ * map its ~100 MB. nvrtc.h gives the types only; the entry points come
+ * from the table below. */
 #define _POSIX_C_SOURCE 200809L
 #include "backends/cuda/epi_codegen.h"
 
 #include "base/internal.h"
 
+#include <cuda_runtime_api.h> /* CUDART_VERSION: the NVRTC soname this build matches */
 #include <nvrtc.h>
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* The NVRTC entry points this file calls. The table is filled once per
+ * process (pthread_once) and never changes after: a loaded library is
+ * process-wide anyway (dlopen returns the same handle to every caller), so
+ * a per-context copy would only repeat the load. */
+typedef struct nvrtc_api {
+  nvrtcResult (*version)(int *, int *);
+  nvrtcResult (*create_program)(nvrtcProgram *, const char *, const char *, int,
+                                const char *const *, const char *const *);
+  nvrtcResult (*add_name_expression)(nvrtcProgram, const char *);
+  nvrtcResult (*compile_program)(nvrtcProgram, int, const char *const *);
+  nvrtcResult (*get_program_log_size)(nvrtcProgram, size_t *);
+  nvrtcResult (*get_program_log)(nvrtcProgram, char *);
+  nvrtcResult (*get_lowered_name)(nvrtcProgram, const char *, const char **);
+  nvrtcResult (*get_cubin_size)(nvrtcProgram, size_t *);
+  nvrtcResult (*get_cubin)(nvrtcProgram, char *);
+  nvrtcResult (*destroy_program)(nvrtcProgram *);
+  const char *(*get_error_string)(nvrtcResult);
+} nvrtc_api;
+
+static nvrtc_api g_nvrtc;
+static int g_nvrtc_ok;
+static char g_nvrtc_why[512];
+static pthread_once_t g_nvrtc_once = PTHREAD_ONCE_INIT;
+
+static void nvrtc_load(void) {
+  char name[64];
+  snprintf(name, sizeof name, "libnvrtc.so.%d", CUDART_VERSION / 1000);
+  void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char *e = dlerror();
+    snprintf(g_nvrtc_why, sizeof g_nvrtc_why,
+             "cannot load NVRTC (%s), which compiles the GPU's generated kernels: %s; install "
+             "the CUDA %d NVRTC library or add its folder to LD_LIBRARY_PATH",
+             name, e ? e : "not found", CUDART_VERSION / 1000);
+    return;
+  }
+  nvrtc_api a;
+#define SYM(field, sym)                                                                        \
+  do {                                                                                         \
+    *(void **)&a.field = dlsym(lib, sym);                                                      \
+    if (!a.field) {                                                                            \
+      snprintf(g_nvrtc_why, sizeof g_nvrtc_why, "the NVRTC library %s lacks %s", name, sym); \
+      dlclose(lib);                                                                            \
+      return;                                                                                  \
+    }                                                                                          \
+  } while (0)
+  SYM(version, "nvrtcVersion");
+  SYM(create_program, "nvrtcCreateProgram");
+  SYM(add_name_expression, "nvrtcAddNameExpression");
+  SYM(compile_program, "nvrtcCompileProgram");
+  SYM(get_program_log_size, "nvrtcGetProgramLogSize");
+  SYM(get_program_log, "nvrtcGetProgramLog");
+  SYM(get_lowered_name, "nvrtcGetLoweredName");
+  SYM(get_cubin_size, "nvrtcGetCUBINSize");
+  SYM(get_cubin, "nvrtcGetCUBIN");
+  SYM(destroy_program, "nvrtcDestroyProgram");
+  SYM(get_error_string, "nvrtcGetErrorString");
+#undef SYM
+  g_nvrtc = a;
+  g_nvrtc_ok = 1; /* the library stays loaded for the process */
+}
+
+/* The loaded table, or NULL with the reason recorded on ctx. */
+static const nvrtc_api *nvrtc(coda_context ctx) {
+  pthread_once(&g_nvrtc_once, nvrtc_load);
+  if (g_nvrtc_ok) return &g_nvrtc;
+  coda_fail(ctx, CODA_ERR_BACKEND, "CUDA epilogue: %s", g_nvrtc_why);
+  return NULL;
+}
 
 static const char *const kOptions[] = {
     "--gpu-architecture=sm_90a", "-default-device", "--std=c++17",
@@ -135,7 +214,9 @@ coda_status coda_epi_compile(coda_context ctx, const char *source, const char *k
   if (from_cache) *from_cache = 0;
   int spill_ = -1;
   int vmaj = 0, vmin = 0;
-  if (nvrtcVersion(&vmaj, &vmin) != NVRTC_SUCCESS)
+  const nvrtc_api *nv = nvrtc(ctx);
+  if (!nv) return CODA_ERR_BACKEND;
+  if (nv->version(&vmaj, &vmin) != NVRTC_SUCCESS)
     return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA epilogue: NVRTC is not usable");
 
   /* cache key */
@@ -163,18 +244,18 @@ coda_status coda_epi_compile(coda_context ctx, const char *source, const char *k
   }
 
   nvrtcProgram prog;
-  nvrtcResult r = nvrtcCreateProgram(&prog, source, "coda_epilogue.cu", 0, NULL, NULL);
+  nvrtcResult r = nv->create_program(&prog, source, "coda_epilogue.cu", 0, NULL, NULL);
   if (r != NVRTC_SUCCESS)
     return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA epilogue: nvrtcCreateProgram: %s",
-                     nvrtcGetErrorString(r));
+                     nv->get_error_string(r));
   coda_status st = CODA_OK;
-  r = nvrtcAddNameExpression(prog, kernel_expr);
-  if (r == NVRTC_SUCCESS) r = nvrtcCompileProgram(prog, NOPTIONS, kOptions);
+  r = nv->add_name_expression(prog, kernel_expr);
+  if (r == NVRTC_SUCCESS) r = nv->compile_program(prog, NOPTIONS, kOptions);
   size_t logn = 0;
   char *lg = NULL;
-  if (nvrtcGetProgramLogSize(prog, &logn) == NVRTC_SUCCESS && logn > 0) {
+  if (nv->get_program_log_size(prog, &logn) == NVRTC_SUCCESS && logn > 0) {
     lg = malloc(logn + 1);
-    if (lg && nvrtcGetProgramLog(prog, lg) == NVRTC_SUCCESS) lg[logn] = '\0';
+    if (lg && nv->get_program_log(prog, lg) == NVRTC_SUCCESS) lg[logn] = '\0';
     else if (lg) lg[0] = '\0';
   }
   if (r != NVRTC_SUCCESS) {
@@ -189,13 +270,13 @@ coda_status coda_epi_compile(coda_context ctx, const char *source, const char *k
     }
     st = coda_fail(ctx, CODA_ERR_BACKEND,
                    "CUDA epilogue: NVRTC failed to compile the generated kernel (%s)%s%s",
-                   nvrtcGetErrorString(r), first[0] ? ": " : "", first);
+                   nv->get_error_string(r), first[0] ? ": " : "", first);
     goto done;
   }
   const char *low = NULL;
   size_t n = 0;
-  if (nvrtcGetLoweredName(prog, kernel_expr, &low) != NVRTC_SUCCESS || !low ||
-      nvrtcGetCUBINSize(prog, &n) != NVRTC_SUCCESS || n == 0) {
+  if (nv->get_lowered_name(prog, kernel_expr, &low) != NVRTC_SUCCESS || !low ||
+      nv->get_cubin_size(prog, &n) != NVRTC_SUCCESS || n == 0) {
     st = coda_fail(ctx, CODA_ERR_BACKEND, "CUDA epilogue: NVRTC produced no cubin");
     goto done;
   }
@@ -206,7 +287,7 @@ coda_status coda_epi_compile(coda_context ctx, const char *source, const char *k
     st = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory for the compiled kernel");
     goto done;
   }
-  if (nvrtcGetCUBIN(prog, *cubin) != NVRTC_SUCCESS) {
+  if (nv->get_cubin(prog, *cubin) != NVRTC_SUCCESS) {
     st = coda_fail(ctx, CODA_ERR_BACKEND, "CUDA epilogue: nvrtcGetCUBIN failed");
     goto done;
   }
@@ -215,7 +296,7 @@ coda_status coda_epi_compile(coda_context ctx, const char *source, const char *k
   if (spill) *spill = spill_;
   if (have_dir) cache_write(path, *cubin, n, *lowered, spill_);
 done:
-  nvrtcDestroyProgram(&prog);
+  nv->destroy_program(&prog);
   if (st != CODA_OK) {
     free(*cubin);
     free(*lowered);
