@@ -33,7 +33,14 @@ __device__ __forceinline__ int snake_tile(int k) {
   const int g = (int)gridDim.x, c = (int)blockIdx.x;
   return k * g + ((k & 1) ? g - 1 - c : c);
 }
+/* One arrival per warp (the barriers count warps). The __syncwarp first:
+ * the other lanes' ordinary shared-memory reads of the stage (the
+ * backward's row statistics sL, sD) must be done before lane 0 tells the
+ * producer it may overwrite them; without it racecheck reported the
+ * producer's next stores as write-after-read hazards. Called by whole
+ * warps only. */
 __device__ __forceinline__ void warp_arrive(uint64_t *bar) {
+  __syncwarp();
   if ((threadIdx.x & 31) == 0) coda_sm90::mbar_arrive(bar);
 }
 
