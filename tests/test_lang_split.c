@@ -8,6 +8,8 @@
  *    to round-off) and in fp32 (to the fp32 rule);
  *  - colmax and rowmax per S over a map whose shape is not a multiple of
  *    the tiles, partials and finishers;
+ *  - RoPE with half-split pairs against Hugging Face Llama's rotate_half
+ *    form (q cos + rotate_half(q) sin, rotate_half(x) = [-x2, x1] per head);
  *  - canonical text, the builder, and the errors (segment, shapes, kinds). */
 #include "coda.h"
 #include "check.h"
@@ -245,6 +247,62 @@ static void run_maxima(coda_precision prec, int64_t M, int64_t N, coda_tiling tl
   coda_context_destroy(ctx);
 }
 
+/* y = RoPE(A.B) per head of D columns, pairs (k, k + D/2), exact mode:
+ * against q_k cos - q_{k+D/2} sin, q_{k+D/2} cos + q_k sin with
+ * theta = pos * base^(-2k/D) (k < D/2), the frequency given in turns. */
+static void run_rope_hf(uint64_t *seed) {
+  coda_context ctx = test_context(CODA_PRECISION_F64, 2);
+  if (!ctx) return;
+  const int64_t M = 24, D = 64, H = 3, N = D * H, K = 16;
+  coda_program p = NULL;
+  CHECK_MSG(coda_program_parse(ctx,
+                               "mode pair split 64\ninput pos : row i32\ninput fhi : col f64\ninput flo : col f64\n"
+                               "output y : f64\nx, w = rope(acc.even, acc.odd, pos, fhi.even, flo.even)\n"
+                               "store y = pack(x, w)\n",
+                               &p) == CODA_OK,
+            "%s", coda_last_error(ctx));
+  if (!p) {
+    coda_context_destroy(ctx);
+    return;
+  }
+  coda_tensor A = rand_view(seed, CODA_F64, M, K, K, 0, 1.0), B = rand_view(seed, CODA_F64, K, N, N, 0, 1.0);
+  coda_tensor pos = zeros(CODA_I32, M, 1), fhi = zeros(CODA_F64, 1, N), flo = zeros(CODA_F64, 1, N);
+  coda_tensor y = zeros(CODA_F64, M, N);
+  for (int64_t m = 0; m < M; m++) ((int32_t *)pos.data)[m] = (int32_t)(m * 37 % 500);
+  for (int64_t n = 0; n < N; n++) { /* both columns of a pair carry the frequency of k */
+    const int64_t k = n % D % (D / 2);
+    ((double *)fhi.data)[n] = pow(10000.0, -2.0 * (double)k / (double)D) / (2 * 3.14159265358979323846);
+  }
+  coda_args a;
+  coda_args_create(ctx, &a);
+  coda_args_set(a, "pos", &pos);
+  coda_args_set(a, "fhi", &fhi);
+  coda_args_set(a, "flo", &flo);
+  coda_args_set(a, "y", &y);
+  coda_tiling tl = {8, 64};
+  CHECK_MSG(coda_gemm_epilogue(ctx, p, CODA_N, &A, CODA_N, &B, a, tl) == CODA_OK, "%s", coda_last_error(ctx));
+  double *q = calloc((size_t)(M * N), sizeof *q), *ref = calloc((size_t)(M * N), sizeof *ref);
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t k = 0; k < K; k++) q[m * N + n] += coda_load(&A, m, k) * coda_load(&B, k, n);
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t hd = 0; hd < H; hd++)
+      for (int64_t k = 0; k < D; k++) {
+        const int64_t kk = k % (D / 2), c0 = hd * D;
+        const double th = (double)((int32_t *)pos.data)[m] * pow(10000.0, -2.0 * (double)kk / (double)D);
+        /* rotate_half(q) = cat(-q[D/2:], q[:D/2]) */
+        const double rot = k < D / 2 ? -q[m * N + c0 + k + D / 2] : q[m * N + c0 + k - D / 2];
+        ref[m * N + c0 + k] = q[m * N + c0 + k] * cos(th) + rot * sin(th);
+      }
+  double *got = to_double(&y);
+  check_close("rope half-split vs rotate_half", got, ref, M * N, 1e-9);
+  free(q), free(ref), free(got);
+  free(A.data), free(B.data), free(pos.data), free(fhi.data), free(flo.data), free(y.data);
+  coda_args_destroy(a);
+  coda_program_destroy(p);
+  coda_context_destroy(ctx);
+}
+
 /* parse must fail with status and a message containing `frag` */
 static void parse_fails(coda_context ctx, const char *src, coda_status status, const char *frag) {
   coda_program p = NULL;
@@ -334,6 +392,7 @@ static void test_text_and_errors(void) {
 int main(void) {
   uint64_t seed = test_seed();
   test_text_and_errors();
+  run_rope_hf(&seed);
   const coda_precision precs[2] = {CODA_PRECISION_F64, CODA_PRECISION_F32};
   for (int i = 0; i < 2; i++) {
     /* segments inside a tile, several per tile; rowmax intervals per segment */
