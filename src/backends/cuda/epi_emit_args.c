@@ -64,8 +64,10 @@ static void col_begin(gen *g, int k) {
 }
 
 static void col_chunk_decl(gen *g, int k) {
-  coda_sb_printf(g->b, "      float2 cvb%d[%d];\n", k, EPI_JC);
-  if (g->split) coda_sb_printf(g->b, "      float2 cwb%d[%d]; /* the pairs S/2 columns on */\n", k, EPI_JC);
+  if (g->split) /* the second pairs' entries are read, not used: zeros */
+    coda_sb_printf(g->b, "      float2 cvb%d[%d] = {}, cwb%d[%d] = {}; /* cwb: the pairs S/2 columns on */\n", k, EPI_JC,
+                   k, EPI_JC);
+  else coda_sb_printf(g->b, "      float2 cvb%d[%d];\n", k, EPI_JC);
 }
 
 static void col_pair_load(gen *g, int k) {
