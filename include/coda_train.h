@@ -73,6 +73,13 @@ typedef struct coda_train_summary {
   coda_train_stop stopped;
   int64_t bad_step; /* the step that was not finite (CODA_TRAIN_NONFINITE) */
   char checkpoint[1024]; /* last checkpoint written */
+  /* From coda_train's start to the end of its first step (model set-up,
+   * data, device state, kernels, the first step itself); NaN without a
+   * step. */
+  double first_step_seconds;
+  /* Time spent writing checkpoints (device download and file), all saves. */
+  double save_seconds;
+  int saves;
 } coda_train_summary;
 
 /* What a progress report is about (coda_train_progress.event). */
@@ -248,6 +255,11 @@ typedef struct coda_train_options {
    * with resume or init the checkpoint's configuration is used, and one
    * that differs in a field set here is refused, not silently taken. */
   unsigned model_set;
+  /* GPU plan engine: before the first step, time each fused GEMM step of
+   * the block and head plans under its schedules and unfused
+   * (coda_plan_tune_fusion; the choices are cached on disk, so later runs
+   * of the same shapes only read them). 0: the built-in rule. Default 1. */
+  int tune_plans;
 } coda_train_options;
 
 enum {

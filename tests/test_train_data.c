@@ -8,6 +8,8 @@
 #include "train/train.h"
 
 #include <stdlib.h>
+#include <omp.h>
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,6 +26,47 @@ static void test_crc(void) {
   for (int i = 0; i < 1000; i++) b[i] = (unsigned char)coda_rng_next(&r);
   CHECK(coda_crc32(0, b, 1000) == crc32_ref(b, 1000));
   CHECK(coda_crc32(coda_crc32(0, b, 300), b + 300, 700) == crc32_ref(b, 1000));
+}
+
+/* coda_rng_skip(s, k) is the state after k draws, and the model's weights
+ * (drawn in parallel pieces through it) do not depend on the threads. */
+static void test_rng_skip(void) {
+  uint64_t r = 0x243f6a8885a308d3ull;
+  for (int trial = 0; trial < 20; trial++) {
+    const uint64_t s0 = coda_rng_next(&r);
+    uint64_t s = s0;
+    int same = 1;
+    for (uint64_t k = 0; k < 2000; k++) {
+      uint64_t t = coda_rng_skip(s0, k);
+      same &= coda_rng_next(&t) == coda_rng_next(&s);
+    }
+    CHECK(same);
+  }
+  const coda_model_config c = {64, 32, 2, 4, 2, 96, 16, 0, 10000.0, 1e-5};
+  coda_context ctx;
+  CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
+  coda_model *a = NULL, *b = NULL;
+  CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &a) == CODA_OK);
+  CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &b) == CODA_OK);
+  if (a && b) {
+    omp_set_num_threads(1);
+    coda_model_init(a, 5);
+    omp_set_num_threads(3);
+    coda_model_init(b, 5);
+    const size_t n = coda_model_size(a);
+    CHECK(memcmp(coda_model_weights(a), coda_model_weights(b), n * sizeof(float)) == 0);
+    /* the first matrix's first value is the first normal of the seed's stream */
+    const coda_param *p = NULL;
+    for (int i = 0; i < coda_model_num_params(a) && !p; i++)
+      if (coda_model_param(a, i)->ndim == 2) p = coda_model_param(a, i);
+    uint64_t s = 5 ^ 0x5eedf00dull;
+    double u1 = coda_rng_uniform(&s), u2 = coda_rng_uniform(&s);
+    double z = sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+    CHECK(p && coda_model_weights(a)[p->offset] == (float)(0.02 * z));
+  }
+  coda_model_destroy(a);
+  coda_model_destroy(b);
+  coda_context_destroy(ctx);
 }
 
 static void test_tokenizer(void) {
@@ -205,6 +248,7 @@ int main(void) {
   coda_context ctx;
   CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
   test_crc();
+  test_rng_skip();
   test_tokenizer();
   test_shards(ctx);
   test_corpus(ctx);

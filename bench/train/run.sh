@@ -16,8 +16,8 @@
 #   1b:   16 layers, d 2048, ffn 8192, 32/8 heads, vocab 32768, 4 x 2048
 # PROFILE=1 adds `--profile` to the coda runs (the per-phase table).
 # Writes $OUT (default ./train-logs): coda-SHAPE.txt, torch.log, peers.log,
-# train.md. The time to the first step of coda is the run's wall time less
-# its steps at the steady-state median (start-up, compilation, loading).
+# train.md. coda's time to the first step and time per checkpoint save are
+# the trainer's own counts (the summary's `time:` line).
 set -u
 P=${1:?usage: bench/train/run.sh PACK_DIR [PEERS_DIR] [WHEELS_DIR]}
 PEERS=${2:-}

@@ -52,6 +52,12 @@ coda_status coda_train_sumsq(coda_context ctx, const float *g, size_t n, size_t 
                              double *part);
 coda_status coda_train_adamw(coda_context ctx, float *w, const float *g, float *m, float *v,
                              size_t n, const double *coef, double gscale);
+/* AdamW over parameters laid out back to back in one pass (see the CUDA
+ * backend's coda_cuda_train_adamw_multi), optionally writing the rounded
+ * bf16 weights. */
+coda_status coda_train_adamw_multi(coda_context ctx, float *w, const float *g, float *m, float *v,
+                                   uint16_t *wb, size_t n, const int64_t *seg, int nseg,
+                                   const double *coef, double gscale);
 coda_status coda_train_zero(coda_context ctx, void *p, size_t bytes);
 coda_status coda_train_device_memory(coda_context ctx, size_t *used, size_t *total);
 

@@ -90,6 +90,11 @@ coda_status coda_train_adamw(coda_context ctx, float *w, const float *g, float *
                              size_t n, const double *coef, double gscale) {
   TRAIN_CALL(adamw, w, g, m, v, n, coef, gscale);
 }
+coda_status coda_train_adamw_multi(coda_context ctx, float *w, const float *g, float *m, float *v,
+                                   uint16_t *wb, size_t n, const int64_t *seg, int nseg,
+                                   const double *coef, double gscale) {
+  TRAIN_CALL(adamw_multi, w, g, m, v, wb, n, seg, nseg, coef, gscale);
+}
 coda_status coda_train_zero(coda_context ctx, void *p, size_t bytes) {
   TRAIN_CALL(zero, p, bytes);
 }

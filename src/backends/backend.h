@@ -74,6 +74,9 @@ typedef struct coda_train_ops {
   coda_status (*sumsq)(coda_context, const float *g, size_t n, size_t chunk, double *part);
   coda_status (*adamw)(coda_context, float *w, const float *g, float *m, float *v, size_t n,
                        const double *coef, double gscale);
+  coda_status (*adamw_multi)(coda_context, float *w, const float *g, float *m, float *v,
+                             uint16_t *wb, size_t n, const int64_t *seg, int nseg,
+                             const double *coef, double gscale);
   coda_status (*zero)(coda_context, void *p, size_t bytes);
   coda_status (*memory)(coda_context, size_t *used, size_t *total);
 } coda_train_ops;

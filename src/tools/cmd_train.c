@@ -126,6 +126,10 @@ static void print_progress(const coda_train_progress *p, void *user) {
            sum->final_loss, sum->first_val, sum->final_val,
            sum->checkpoint[0] ? sum->checkpoint : "(none)",
            p->loss_curve ? p->loss_curve : "(not written)");
+    if (sum->first_step_seconds == sum->first_step_seconds)
+      printf("time: first step done %.1f s after the start of training (set-up included); "
+             "%d checkpoint save%s %.1f s\n",
+             sum->first_step_seconds, sum->saves, sum->saves == 1 ? "" : "s", sum->save_seconds);
     if (p->gpu && p->mfu == p->mfu)
       printf("gpu: %.0f tokens/s, mfu %.1f%% (%.3g flops/token, peak %.0f TFLOP/s)\n",
              sum->tokens_per_s, 100.0 * p->mfu, p->flops_per_token, p->peak_flops / 1e12);
@@ -173,6 +177,8 @@ static void train_usage(FILE *f) {
       "  --profile         time the phases of each step (device events on a GPU, the host\n"
       "                    clock on the CPU) and print a table per phase at the end\n"
       "  --profile-warmup N  steps not profiled at the start (default 1)\n"
+      "  --tune-plans 0|1  GPU: time each fused step's schedule before the first step\n"
+      "                    (cached on disk; default 1)\n"
       "  --peak-flops X    peak FLOP/s of a device for the MFU and the profile's floors\n"
       "                    (default on a GPU 989e12, H100/H200 dense bf16)\n"
       "  --peak-bandwidth X  peak memory bytes/s for the profile's floors (default on a\n"
@@ -335,6 +341,7 @@ int cmd_train(int argc, char **argv) {
     INTFLAG("--threads", 0, 4096, threads)
     INTFLAG("--ranks", 1, CODA_DIST_MAX_RANKS, ranks)
     INTFLAG("--profile-warmup", 0, 1000000000, o.profile_warmup)
+    INTFLAG("--tune-plans", 0, 1, o.tune_plans)
     REALFLAG("--lr", o.lr)
     REALFLAG("--min-lr-ratio", o.min_lr_ratio)
     REALFLAG("--weight-decay", o.weight_decay)

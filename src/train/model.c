@@ -34,6 +34,7 @@ struct coda_model {
   void *ref; /* reference activations (model_ref.c) */
   void *plans;
   coda_prof *prof; /* step profile, NULL: off (not owned) */
+  int tune;        /* coda_model_set_plan_tuning */
 };
 
 coda_status coda_model_config_named(const char *name, coda_model_config *c) {
@@ -184,6 +185,8 @@ coda_engine coda_model_engine(const coda_model *m) { return m->engine; }
 void **coda_model_ref_slot(coda_model *m) { return &m->ref; }
 void **coda_model_plans_slot(coda_model *m) { return &m->plans; }
 void coda_model_set_prof(coda_model *m, coda_prof *p) { m->prof = p; }
+void coda_model_set_plan_tuning(coda_model *m, int on) { m->tune = on != 0; }
+int coda_model_plan_tuning(const coda_model *m) { return m->tune; }
 coda_prof *coda_model_prof(coda_model *m) { return m->prof; }
 
 static double normal(uint64_t *s) {
@@ -192,9 +195,14 @@ static double normal(uint64_t *s) {
   return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+/* One stream of normals over the matrices in parameter order, two draws
+ * each; element k of a matrix whose stream starts at draw d takes draws
+ * d + 2k and d + 2k + 1, so the threads each skip to their elements and
+ * the weights are the same for any number of threads. */
 void coda_model_init(coda_model *m, uint64_t seed) {
-  uint64_t s = seed ^ 0x5eedf00dull;
+  const uint64_t s0 = seed ^ 0x5eedf00dull;
   double out_std = 0.02 / sqrt(2.0 * m->cfg.layers);
+  uint64_t draw = 0;
   for (int i = 0; i < m->np; i++) {
     coda_param *p = &m->p[i];
     float *w = m->w + p->offset;
@@ -202,8 +210,15 @@ void coda_model_init(coda_model *m, uint64_t seed) {
       for (size_t k = 0; k < p->size; k++) w[k] = 1.0f;
       continue;
     }
-    double sd = (strstr(p->name, ".wo.") || strstr(p->name, ".w2.")) ? out_std : 0.02;
-    for (size_t k = 0; k < p->size; k++) w[k] = (float)(sd * normal(&s));
+    const double sd = (strstr(p->name, ".wo.") || strstr(p->name, ".w2.")) ? out_std : 0.02;
+    const int64_t n = (int64_t)p->size;
+    const uint64_t d = draw;
+#pragma omp parallel for schedule(static)
+    for (int64_t k = 0; k < n; k++) {
+      uint64_t s = coda_rng_skip(s0, d + 2 * (uint64_t)k);
+      w[k] = (float)(sd * normal(&s));
+    }
+    draw += 2 * (uint64_t)n;
   }
 }
 

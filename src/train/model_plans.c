@@ -26,7 +26,18 @@
  * deterministic without atomics: the host groups the positions by token
  * (a stable counting sort) and one thread block per distinct token adds its
  * rows in token order, the host loop's order. The host weight buffer is
- * brought up to date only by coda_plans_device_download. */
+ * brought up to date only by coda_plans_device_download.
+ *
+ * One process (no ZeRO layout): the plans hold no weights or weight
+ * gradients of their own. Their weight buffers are bound to slices of one
+ * flat bf16 copy of the master (wb, the same layout), which the AdamW pass
+ * writes as it updates the master, so no rounding pass runs before a
+ * forward; and on the first micro-batch of a step with scale 1 their
+ * weight-gradient buffers are bound to slices of the fp32 gradient itself,
+ * so the GEMMs write the step's gradient where the optimizer reads it (no
+ * accumulation pass, and zeroing the gradient is deferred until something
+ * would read it unwritten). Other micro-batches bind them to a scratch copy
+ * and add it in. The optimizer is one launch over all parameters. */
 #include "train/train.h"
 #include "dist/comm.h"
 #include "api/api.h" /* the backend's copies and training kernels */
@@ -51,7 +62,19 @@ typedef struct {
   const coda_zero *z;
   uint16_t *wb;
   int reduce; /* the next backward reduce-scatters its buckets */
+  /* One process: wb is the flat bf16 copy the plans' weights are bound to
+   * (`bind`), oseg the optimizer's segment table (2 x nseg: end, decays),
+   * gs the scratch gradient of accumulated micro-batches, zero_pending the
+   * deferred zeroing of g. */
+  int bind;
+  int64_t *oseg;
+  int nseg;
+  float *gs;
+  int zero_pending;
 } dev_state;
+
+/* Where the plans' weight-gradient buffers point. */
+enum { GRADS_OWN = 0, GRADS_IN_G, GRADS_IN_SCRATCH };
 
 typedef struct {
   int B, T;
@@ -60,6 +83,8 @@ typedef struct {
   coda_plan head;
   dev_state *dev;
   const coda_zero *z; /* data parallel layout, NULL: one process */
+  int wbound;         /* the plans' weights are bound to dev->wb */
+  int grads;          /* GRADS_*: the plans' weight-gradient buffers */
 } plans_state;
 
 /* Step profile markers (profile.c; no-ops when pf is NULL). */
@@ -77,6 +102,8 @@ static void free_plans(plans_state *s) {
   free(s->blk);
   s->blk = NULL;
   s->head = NULL;
+  s->wbound = 0;
+  s->grads = GRADS_OWN;
   s->L = 0;
   s->B = s->T = 0;
 }
@@ -93,6 +120,8 @@ static void free_dev(dev_state *d) {
   coda_free(d->ctx, d->w); coda_free(d->ctx, d->g); coda_free(d->ctx, d->m); coda_free(d->ctx, d->v);
   coda_free(d->ctx, d->part);
   coda_free(d->ctx, d->wb);
+  coda_free(d->ctx, d->oseg);
+  coda_free(d->ctx, d->gs);
   free(d);
 }
 
@@ -156,6 +185,15 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_s
     if (!st) s->L = i + 1;
   }
   if (!st) st = coda_llama_head_plan(ctx, &lc, &s->head);
+  /* before the plans are linked (tuning lays out their temporaries again);
+   * the blocks share their shapes, so block 0 times and the others read
+   * its choices from the tuning cache */
+  for (int i = 0; i < s->L + 1 && !st && on_gpu(ctx) && coda_model_plan_tuning(m); i++) {
+    coda_plan p = i < s->L ? s->blk[i] : s->head;
+    st = coda_plan_tune_fusion(ctx, p, 3, NULL);
+    if (st) st = coda_fail(ctx, st, "tuning the %s plan: %s", i < s->L ? "block" : "head",
+                           coda_last_error(ctx));
+  }
   coda_tensor t;
   for (int i = 0; i < s->L && !st; i++) {
     st = tensor(ctx, s->blk[i], "x_out", &t);
@@ -211,6 +249,15 @@ static coda_status dev_alloc(coda_context ctx, size_t bytes, void *out) {
   return coda_malloc(ctx, bytes, (void **)out);
 }
 
+/* wb = the master rounded to bf16 (one process, bound plans). */
+static coda_status round_all(coda_context ctx, dev_state *d) {
+  if (!d->bind) return CODA_OK;
+  coda_tensor t = coda_tensor_2d(d->wb, CODA_BF16, 1, (int64_t)d->n);
+  return coda_train_round(ctx, &t, d->w);
+}
+
+static coda_status setup_bind(coda_context ctx, coda_model *m, dev_state *d);
+
 /* The device state, created on first use from the host weights (moments
  * zero). */
 static coda_status ensure_dev(coda_context ctx, coda_model *m, plans_state *s, dev_state **out) {
@@ -248,6 +295,7 @@ static coda_status ensure_dev(coda_context ctx, coda_model *m, plans_state *s, d
   if (!st) st = dev_alloc(ctx, fb, &d->v);
   if (!st) st = dev_alloc(ctx, (d->npart ? d->npart : 1) * sizeof(double), &d->part);
   if (!st) st = coda_memcpy_h2d(ctx, d->w, coda_model_weights(m), fb);
+  if (!st) st = setup_bind(ctx, m, d);
   if (st) {
     free_dev(d);
     return st;
@@ -255,6 +303,47 @@ static coda_status ensure_dev(coda_context ctx, coda_model *m, plans_state *s, d
   s->dev = d;
   *out = d;
   return CODA_OK;
+}
+
+/* One process: the flat bf16 weights and the optimizer's segment table,
+ * when every parameter starts on a 16-byte boundary of both copies (what
+ * the GEMMs' TMA descriptors need of a bound buffer) and the parameters lie
+ * back to back; otherwise the plans keep their own buffers (rounded before
+ * each forward, accumulated after each backward). */
+static coda_status setup_bind(coda_context ctx, coda_model *m, dev_state *d) {
+  const int np = coda_model_num_params(m);
+  int ok = np > 0;
+  size_t end = 0;
+  for (int i = 0; i < np && ok; i++) {
+    const coda_param *p = coda_model_param(m, i);
+    ok = p->offset == end && p->offset % 8 == 0;
+    end = p->offset + p->size;
+  }
+  const coda_model_config *c = coda_model_cfg(m);
+  /* the plans write every parameter's gradient but the embedding's */
+  if (!ok || end != d->n || np != 6 * c->layers + 2 + !c->tied) return CODA_OK;
+  int64_t *seg = malloc((size_t)np * 2 * sizeof *seg);
+  if (!seg) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  int ns = 0; /* neighbours with the same decay share a segment */
+  for (int i = 0; i < np; i++) {
+    const coda_param *p = coda_model_param(m, i);
+    if (ns && seg[2 * ns - 1] == (p->decay != 0)) seg[2 * ns - 2] = (int64_t)(p->offset + p->size);
+    else {
+      seg[2 * ns] = (int64_t)(p->offset + p->size);
+      seg[2 * ns + 1] = p->decay != 0;
+      ns++;
+    }
+  }
+  coda_status st = dev_alloc(ctx, (size_t)ns * 2 * sizeof *seg, &d->oseg);
+  if (!st) st = coda_memcpy_h2d(ctx, d->oseg, seg, (size_t)ns * 2 * sizeof *seg);
+  free(seg);
+  if (!st) st = dev_alloc(ctx, d->n * sizeof(uint16_t), &d->wb);
+  if (!st) {
+    d->nseg = ns;
+    d->bind = 1;
+    st = round_all(ctx, d);
+  }
+  return st;
 }
 
 static coda_status ensure_scratch(coda_context ctx, dev_state *d, int64_t M) {
@@ -306,6 +395,76 @@ static coda_status reduce_bucket(coda_context ctx, dev_state *d, int k) {
   return st;
 }
 
+/* Plan buffer `name` bound to count values of base (dtype dt) from off. */
+static coda_status bind_slice(coda_context ctx, coda_plan p, const char *name, void *base,
+                              coda_dtype dt, size_t off, size_t count) {
+  coda_tensor t;
+  coda_status st = tensor(ctx, p, name, &t);
+  if (st) return st;
+  if ((size_t)(t.rows * t.cols) != count)
+    return coda_fail(ctx, CODA_ERR_SHAPE, "plan buffer '%s' holds %lld values, the parameter %zu",
+                     name, (long long)(t.rows * t.cols), count);
+  coda_tensor v = coda_tensor_2d((char *)base + off * coda_dtype_size(dt), dt, t.rows, t.cols);
+  st = coda_plan_bind(p, name, &v);
+  if (st) return coda_fail(ctx, st, "binding plan buffer '%s': %s", name, coda_last_error(ctx));
+  return CODA_OK;
+}
+
+/* The plans' weights as views of the flat bf16 copy (once per plan build). */
+static coda_status bind_weights(coda_context ctx, coda_model *m, plans_state *s, dev_state *d) {
+  if (s->wbound) return CODA_OK;
+  const coda_model_config *c = coda_model_cfg(m);
+  char nm[96];
+  coda_status st = CODA_OK;
+  for (int i = 0; i < s->L && !st; i++)
+    for (int k = 0; k < 6 && !st; k++) {
+      snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
+      const coda_param *p = coda_model_find(m, nm);
+      st = bind_slice(ctx, s->blk[i], plan_w[k], d->wb, CODA_BF16, p->offset, p->size);
+    }
+  const coda_param *pn = coda_model_find(m, "norm.weight");
+  const coda_param *po = coda_model_find(m, c->tied ? "tok_embeddings.weight" : "output.weight");
+  if (!st) st = bind_slice(ctx, s->head, "wnf", d->wb, CODA_BF16, pn->offset, pn->size);
+  if (!st) st = bind_slice(ctx, s->head, "wout", d->wb, CODA_BF16, po->offset, po->size);
+  if (!st) s->wbound = 1;
+  return st;
+}
+
+/* The plans' weight gradients as views of the gradient (GRADS_IN_G) or of
+ * the scratch copy (GRADS_IN_SCRATCH; plans that never wrote into the
+ * gradient keep their own buffers for this). */
+static coda_status bind_grads(coda_context ctx, coda_model *m, plans_state *s, dev_state *d,
+                              int want) {
+  if (s->grads == want || (want == GRADS_IN_SCRATCH && s->grads == GRADS_OWN)) return CODA_OK;
+  if (want == GRADS_IN_SCRATCH && !d->gs) {
+    coda_status st = dev_alloc(ctx, d->n * sizeof(float), &d->gs);
+    if (st) return st;
+  }
+  float *base = want == GRADS_IN_G ? d->g : d->gs;
+  const coda_model_config *c = coda_model_cfg(m);
+  char nm[96];
+  coda_status st = CODA_OK;
+  for (int i = 0; i < s->L && !st; i++)
+    for (int k = 0; k < 6 && !st; k++) {
+      snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
+      const coda_param *p = coda_model_find(m, nm);
+      st = bind_slice(ctx, s->blk[i], plan_g[k], base, CODA_F32, p->offset, p->size);
+    }
+  const coda_param *pn = coda_model_find(m, "norm.weight");
+  const coda_param *po = coda_model_find(m, c->tied ? "tok_embeddings.weight" : "output.weight");
+  if (!st) st = bind_slice(ctx, s->head, "dwnf", base, CODA_F32, pn->offset, pn->size);
+  if (!st) st = bind_slice(ctx, s->head, "dwout", base, CODA_F32, po->offset, po->size);
+  if (!st) s->grads = want;
+  return st;
+}
+
+/* The deferred zeroing of the gradient, before anything reads it. */
+static coda_status settle_zero(coda_context ctx, dev_state *d) {
+  if (!d->zero_pending) return CODA_OK;
+  d->zero_pending = 0;
+  return coda_train_zero(ctx, d->g, d->n * sizeof(float));
+}
+
 static coda_status dev_accum(coda_context ctx, coda_plan p, const char *name, float *dst,
                              size_t n, float scale) {
   coda_tensor t;
@@ -352,17 +511,21 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
   coda_prof *pf = coda_model_prof(m);
   char nm[96];
 #define PRM(name) coda_model_find(m, name)
-  PB();
-  for (int i = 0; i < s->L && !st; i++)
-    for (int k = 0; k < 6 && !st; k++) {
-      snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
-      st = dev_round(ctx, s->blk[i], plan_w[k], d, m, PRM(nm));
-    }
   const coda_param *pe = PRM("tok_embeddings.weight");
   const coda_param *po = c->tied ? pe : PRM("output.weight");
   const coda_param *pn = PRM("norm.weight");
-  if (!st && !sample) st = dev_round(ctx, s->head, "wnf", d, m, pn);
-  if (!st && !sample) st = dev_round(ctx, s->head, "wout", d, m, po);
+  PB();
+  if (d->bind) {
+    st = bind_weights(ctx, m, s, d); /* wb is current: AdamW wrote it */
+  } else {
+    for (int i = 0; i < s->L && !st; i++)
+      for (int k = 0; k < 6 && !st; k++) {
+        snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
+        st = dev_round(ctx, s->blk[i], plan_w[k], d, m, PRM(nm));
+      }
+    if (!st && !sample) st = dev_round(ctx, s->head, "wnf", d, m, pn);
+    if (!st && !sample) st = dev_round(ctx, s->head, "wout", d, m, po);
+  }
   PE(CODA_PH_CAST, -1);
   if (st) return st;
   /* host-side token arrays: checked, then uploaded (small) */
@@ -383,7 +546,7 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
   if (!st) st = tensor(ctx, s->blk[0], "x", &x0);
   PB();
   if (!st)
-    st = d->z ? coda_train_embed16(ctx, &x0, d->wb + goff(d, m, pe), d->tok)
+    st = d->z || d->bind ? coda_train_embed16(ctx, &x0, d->wb + goff(d, m, pe), d->tok)
               : coda_train_embed(ctx, &x0, d->w + pe->offset, d->tok);
   PE(CODA_PH_EMBED, -1);
   for (int i = 0; i < s->L && !st; i++) {
@@ -450,16 +613,28 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
     free(h);
     return st;
   }
+  /* bound plans: the step's first micro-batch at scale 1 writes the
+   * gradient in place; the embedding's rows (untied) are zeroed for the
+   * scatter-add, everything else is overwritten by its GEMM */
+  const int direct = d->bind && d->zero_pending && gscale == 1.0f;
+  if (d->bind) {
+    if (!direct) st = settle_zero(ctx, d);
+    if (!st) st = bind_grads(ctx, m, s, d, direct ? GRADS_IN_G : GRADS_IN_SCRATCH);
+    if (!st && direct) {
+      d->zero_pending = 0;
+      if (!c->tied) st = coda_train_zero(ctx, d->g + pe->offset, pe->size * sizeof(float));
+    }
+  }
   PB();
-  st = coda_plan_run(ctx, s->head, CODA_PHASE_BACKWARD);
-  if (!st) st = dev_accum(ctx, s->head, "dwnf", d->g + goff(d, m, pn), pn->size, gscale);
-  if (!st) st = dev_accum(ctx, s->head, "dwout", d->g + goff(d, m, po), po->size, gscale);
+  if (!st) st = coda_plan_run(ctx, s->head, CODA_PHASE_BACKWARD);
+  if (!st && !direct) st = dev_accum(ctx, s->head, "dwnf", d->g + goff(d, m, pn), pn->size, gscale);
+  if (!st && !direct) st = dev_accum(ctx, s->head, "dwout", d->g + goff(d, m, po), po->size, gscale);
   PE(CODA_PH_HEAD, -1);
   if (!st && reduce) st = reduce_bucket(ctx, d, d->z->nb - 1);
   for (int i = s->L - 1; i >= 0 && !st; i--) {
     PB();
     st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_BACKWARD);
-    for (int k = 0; k < 6 && !st; k++) {
+    for (int k = 0; k < 6 && !st && !direct; k++) {
       snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
       st = dev_accum(ctx, s->blk[i], plan_g[k], d->g + goff(d, m, PRM(nm)), PRM(nm)->size, gscale);
     }
@@ -635,6 +810,8 @@ coda_status coda_plans_device_upload(coda_context ctx, coda_model *m, const floa
   if (!st) st = mom ? coda_memcpy_h2d(ctx, d->m, mom, fb) : coda_train_zero(ctx, d->m, fb);
   if (!st) st = vel ? coda_memcpy_h2d(ctx, d->v, vel, fb) : coda_train_zero(ctx, d->v, fb);
   if (!st) st = coda_train_zero(ctx, d->g, fb);
+  if (!st) d->zero_pending = 0;
+  if (!st) st = round_all(ctx, d);
   return st;
 }
 
@@ -653,6 +830,10 @@ coda_status coda_plans_device_zero_grad(coda_context ctx, coda_model *m) {
   dev_state *d = dev_of(ctx, m);
   if (!d) return no_device(ctx);
   coda_prof *pf = coda_model_prof(m);
+  if (d->bind) { /* deferred: the next backward overwrites the gradient */
+    d->zero_pending = 1;
+    return CODA_OK;
+  }
   PB();
   coda_status st = coda_train_zero(ctx, d->g, (d->z ? d->z->npad : d->n) * sizeof(float));
   PE(CODA_PH_OPTIM, -1);
@@ -668,7 +849,8 @@ coda_status coda_plans_device_grad_norm(coda_context ctx, coda_model *m, double 
   if (!part) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   coda_prof *pf = coda_model_prof(m);
   PB();
-  coda_status st = coda_train_sumsq(ctx, d->g, d->n, NORM_CHUNK, d->part);
+  coda_status st = settle_zero(ctx, d);
+  if (!st) st = coda_train_sumsq(ctx, d->g, d->n, NORM_CHUNK, d->part);
   PE(CODA_PH_NORM, -1);
   PB();
   if (!st) st = coda_memcpy_d2h(ctx, part, d->part, d->npart * sizeof *part);
@@ -725,7 +907,16 @@ coda_status coda_plans_device_adamw(coda_context ctx, coda_model *m, const coda_
   if (!d) return no_device(ctx);
   coda_prof *pf = coda_model_prof(m);
   if (d->z) return adamw_zero(ctx, d, pf, o, t, lr, gscale);
-  coda_status st = CODA_OK;
+  coda_status st = settle_zero(ctx, d);
+  if (!st && d->bind) { /* one launch; the plans' bf16 weights written in the same pass */
+    const double coef[7] = {o->beta1, o->beta2, 1.0 - pow(o->beta1, (double)t),
+                            1.0 - pow(o->beta2, (double)t), lr, o->eps, 1.0 - lr * o->weight_decay};
+    PB();
+    st = coda_train_adamw_multi(ctx, d->w, d->g, d->m, d->v, d->wb, d->n, d->oseg, d->nseg, coef,
+                                gscale);
+    PE(CODA_PH_OPTIM, -1);
+    return st;
+  }
   PB();
   for (int i = 0; i < coda_model_num_params(m) && !st; i++) {
     const coda_param *p = coda_model_param(m, i);

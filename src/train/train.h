@@ -21,6 +21,10 @@ uint32_t coda_crc32(uint32_t crc, const void *p, size_t n);
 /* splitmix64: the whole state is one 64-bit word, so it is stored in a
  * checkpoint as a decimal string and resuming draws the same numbers. */
 uint64_t coda_rng_next(uint64_t *state);
+/* The state after n draws from state s (the stream is a counter: draw k
+ * of s is the next draw of coda_rng_skip(s, k)), so a long stream can be
+ * drawn in parallel pieces with the same numbers. */
+uint64_t coda_rng_skip(uint64_t s, uint64_t n);
 /* Uniform in [0, n) (n > 0) by rejection, so there is no modulo bias. */
 uint64_t coda_rng_below(uint64_t *state, uint64_t n);
 /* Uniform in [0, 1) with 53 random bits. */
@@ -271,6 +275,10 @@ void coda_prof_report(const coda_prof *p, const coda_model_config *c, double tok
                       int device_clock, coda_train_profile *out);
 /* The profile the plan engine marks (NULL: off). */
 void coda_model_set_prof(coda_model *m, coda_prof *p);
+/* The plan engine on a GPU times the schedules of its fused steps when it
+ * builds its plans (coda_plan_tune_fusion); off by default. */
+void coda_model_set_plan_tuning(coda_model *m, int on);
+int coda_model_plan_tuning(const coda_model *m);
 coda_prof *coda_model_prof(coda_model *m);
 
 /* Engine hooks: the reference implementation (model_ref.c) and the plan

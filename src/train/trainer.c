@@ -63,6 +63,7 @@ coda_train_options coda_train_default_options(void) {
   o.save_every = 0;
   o.out_dir = "runs/tiny";
   o.profile_warmup = 1;
+  o.tune_plans = 1;
   return o;
 }
 
@@ -311,6 +312,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
                        coda_train_summary *sum) {
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
   if (!opts || !sum) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "NULL options or summary");
+  const double t_enter = now_s();
   coda_train_options o = *opts;
   /* data parallel: N ranks, rank 0 (the lead) prints, logs and saves */
   coda_comm comm = o.comm && coda_comm_size(o.comm) > 1 ? o.comm : NULL;
@@ -319,6 +321,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   memset(sum, 0, sizeof *sum);
   sum->first_val = sum->final_val = NAN;
   sum->first_loss = sum->final_loss = NAN;
+  sum->first_step_seconds = NAN;
   coda_status s = check_options(ctx, &o);
   if (s) return s;
   s = mkdirs(ctx, o.out_dir);
@@ -531,6 +534,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   /* the profile skips the first profile_warmup steps, but keeps one */
   int64_t pwarm = o.profile_warmup;
   if (pwarm > o.steps - start - 1) pwarm = o.steps - start - 1 > 0 ? o.steps - start - 1 : 0;
+  coda_model_set_plan_tuning(model, o.tune_plans);
   if (o.profile) {
     s = coda_prof_create(ctx, c->layers, o.accum, &prof);
     if (s) goto done;
@@ -654,7 +658,10 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     double toks = (double)B * T * o.accum * N; /* all ranks */
     tok_total += toks;
     sec_total += dt;
-    if (isnan(sum->first_loss)) sum->first_loss = loss;
+    if (isnan(sum->first_loss)) {
+      sum->first_loss = loss;
+      sum->first_step_seconds = now_s() - t_enter;
+    }
     sum->final_loss = loss;
     sum->steps_done++;
     hx[nh] = (double)st.step; hy[nh++] = loss;
@@ -703,6 +710,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
      * every rank stops after the same step */
     int stop = val_stop || (dp ? stop_all : o.should_stop && o.should_stop(o.user));
     if (stop || st.step == o.steps || (o.save_every > 0 && st.step % o.save_every == 0)) {
+      const double t_save = now_s();
       st.rng = sampler.rng;
       st.drawn = sampler.drawn;
       /* data parallel: every rank takes part in gathering the shards, the
@@ -713,6 +721,8 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       if (!s && lead) s = coda_checkpoint_save(ctx, ckpt, model, mom, vel, &st);
       if (s) goto done;
       if (lead) snprintf(sum->checkpoint, sizeof sum->checkpoint, "%s", ckpt);
+      sum->save_seconds += now_s() - t_save;
+      sum->saves++;
     }
     if (stop) {
       sum->stopped = CODA_TRAIN_INTERRUPTED;

@@ -12,22 +12,15 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 uint32_t coda_crc32(uint32_t crc, const void *p, size_t n) {
-  /* Four bits at a time through a 16-entry table (constant, no state). */
-  static const uint32_t tab[16] = {
-      0x00000000u, 0x1db71064u, 0x3b6e20c8u, 0x26d930acu, 0x76dc4190u, 0x6b6b51f4u,
-      0x4db26158u, 0x5005713cu, 0xedb88320u, 0xf00f9344u, 0xd6d6a3e8u, 0xcb61b38cu,
-      0x9b64c2b0u, 0x86d3d2d4u, 0xa00ae278u, 0xbdbdf21cu};
-  const unsigned char *b = p;
-  crc = ~crc;
-  for (size_t i = 0; i < n; i++) {
-    crc ^= b[i];
-    crc = (crc >> 4) ^ tab[crc & 15];
-    crc = (crc >> 4) ^ tab[crc & 15];
-  }
-  return ~crc;
+  /* zlib's CRC-32 (the same polynomial and conventions as before: files
+   * written by either read with the other) */
+  return (uint32_t)crc32_z((uLong)crc, (const Bytef *)p, n);
 }
+
+uint64_t coda_rng_skip(uint64_t s, uint64_t n) { return s + n * 0x9e3779b97f4a7c15ull; }
 
 uint64_t coda_rng_next(uint64_t *s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);

@@ -90,6 +90,13 @@ coda_status coda_cuda_train_sumsq(coda_context ctx, const float *g, size_t n, si
  * is first scaled by gscale (clipping) and rounded to f32. */
 coda_status coda_cuda_train_adamw(coda_context ctx, float *w, const float *g, float *m, float *v,
                                   size_t n, const double *coef, double gscale);
+/* AdamW over all n parameters in one launch: seg (device, 2 x nseg int64)
+ * holds each segment's end and whether it decays (coef[6] is the decaying
+ * shrink, 1 for the others); wb (optional, bf16 of n) receives the updated
+ * weights rounded to nearest even. Buffers 16-byte aligned (wb 8). */
+coda_status coda_cuda_train_adamw_multi(coda_context ctx, float *w, const float *g, float *m,
+                                        float *v, uint16_t *wb, size_t n, const int64_t *seg,
+                                        int nseg, const double *coef, double gscale);
 coda_status coda_cuda_train_zero(coda_context ctx, void *p, size_t bytes);
 /* Device memory in use (all processes) and total. */
 coda_status coda_cuda_train_memory(coda_context ctx, size_t *used, size_t *total);

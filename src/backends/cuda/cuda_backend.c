@@ -112,6 +112,7 @@ static const coda_train_ops cuda_train_ops = {
     .targets = coda_cuda_train_targets,
     .sumsq = coda_cuda_train_sumsq,
     .adamw = coda_cuda_train_adamw,
+    .adamw_multi = coda_cuda_train_adamw_multi,
     .zero = coda_cuda_train_zero,
     .memory = coda_cuda_train_memory,
 };

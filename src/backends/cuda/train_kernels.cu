@@ -77,21 +77,33 @@ __global__ void embed_kernel(__nv_bfloat16 *x, long long ld, const T *table, con
   }
 }
 
-/* One block per distinct token row: each thread owns columns and adds the
- * rows' gradients in token order (pos[seg[j]] .. pos[seg[j+1]-1] ascending),
- * which is the host's scatter-add order. */
+/* Block (j, y) adds distinct token row j's gradients for the columns
+ * y*256 .. y*256+255, one column per thread, in token order (pos[seg[j]] ..
+ * pos[seg[j+1]-1] ascending: the host's scatter-add order, so the same
+ * bits). Frequent tokens (a space, "the") have thousands of positions:
+ * the loads are issued EMB_BATCH at a time so the chain of dependent adds
+ * does not wait on one load latency per position. */
+#define EMB_BATCH 16
 __global__ void embed_grad_kernel(float *g, const void *dx, int bf16, long long ld, long long D,
                                   const int32_t *rows, const int32_t *seg, const int32_t *pos,
                                   float scale) {
   const int j = blockIdx.x;
+  const long long k = (long long)blockIdx.y * blockDim.x + threadIdx.x;
+  if (k >= D) return;
   float *gr = g + (long long)rows[j] * D;
   const int a = seg[j], b = seg[j + 1];
-  for (long long k = threadIdx.x; k < D; k += blockDim.x) {
-    float acc = gr[k];
-    for (int t = a; t < b; t++)
-      acc = __fadd_rn(acc, __fmul_rn(scale, load_f(dx, bf16, (long long)pos[t] * ld + k)));
-    gr[k] = acc;
+  float acc = gr[k];
+  for (int t0 = a; t0 < b; t0 += EMB_BATCH) {
+    const int nb = b - t0 < EMB_BATCH ? b - t0 : EMB_BATCH;
+    float x[EMB_BATCH];
+#pragma unroll
+    for (int u = 0; u < EMB_BATCH; u++)
+      x[u] = u < nb ? load_f(dx, bf16, (long long)pos[t0 + u] * ld + k) : 0.0f;
+#pragma unroll
+    for (int u = 0; u < EMB_BATCH; u++)
+      if (u < nb) acc = __fadd_rn(acc, __fmul_rn(scale, x[u]));
   }
+  gr[k] = acc;
 }
 
 __global__ void targets_kernel(int32_t *t, long long ld, const int32_t *tg, long long M) {
@@ -120,19 +132,85 @@ __global__ void sumsq_kernel(const float *g, long long n, long long chunk, doubl
 /* The host's coda_adamw_update, element for element in double, with the
  * clip factor applied to the gradient first (rounded to f32 as on the
  * host). */
+__device__ __forceinline__ void adamw_one(float &w, float g, float &m, float &v, double b1,
+                                          double b2, double c1, double c2, double lr, double eps,
+                                          double shrink, double gscale, int scale_g) {
+  double gi = scale_g ? (double)(float)((double)g * gscale) : (double)g;
+  double mi = b1 * (double)m + (1.0 - b1) * gi;
+  double vi = b2 * (double)v + (1.0 - b2) * gi * gi;
+  m = (float)mi;
+  v = (float)vi;
+  double wi = (double)w * shrink;
+  wi -= lr * (mi / c1) / (sqrt(vi / c2) + eps);
+  w = (float)wi;
+}
+
 __global__ void adamw_kernel(float *w, const float *g, float *m, float *v, long long n, double b1,
                              double b2, double c1, double c2, double lr, double eps, double shrink,
                              double gscale, int scale_g) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-       i += (long long)gridDim.x * blockDim.x) {
-    double gi = scale_g ? (double)(float)((double)g[i] * gscale) : (double)g[i];
-    double mi = b1 * (double)m[i] + (1.0 - b1) * gi;
-    double vi = b2 * (double)v[i] + (1.0 - b2) * gi * gi;
-    m[i] = (float)mi;
-    v[i] = (float)vi;
-    double wi = (double)w[i] * shrink;
-    wi -= lr * (mi / c1) / (sqrt(vi / c2) + eps);
-    w[i] = (float)wi;
+       i += (long long)gridDim.x * blockDim.x)
+    adamw_one(w[i], g[i], m[i], v[i], b1, b2, c1, c2, lr, eps, shrink, gscale, scale_g);
+}
+
+/* One AdamW pass over all parameters laid out back to back (segment k
+ * ends at seg[2k] and decays when seg[2k+1] != 0), with the arithmetic of
+ * adamw_kernel element for element, and the updated weight rounded into
+ * wb (the plans' bf16 weights) in the same pass: the separate rounding
+ * pass before each forward (read 4 bytes, write 2 per weight) goes away.
+ * Four consecutive elements per thread, as float4 where they are whole. */
+__global__ void adamw_multi_kernel(float *w, const float *g, float *m, float *v,
+                                   __nv_bfloat16 *wb, long long n, const long long *seg,
+                                   int nseg, double b1, double b2, double c1, double c2,
+                                   double lr, double eps, double shrink, double gscale,
+                                   int scale_g) {
+  const long long stride = 4LL * gridDim.x * blockDim.x;
+  for (long long i0 = 4LL * (blockIdx.x * (long long)blockDim.x + threadIdx.x); i0 < n;
+       i0 += stride) {
+    int lo = 0, hi = nseg - 1; /* the first segment ending after i0 */
+    while (lo < hi) {
+      const int mid = (lo + hi) >> 1;
+      if (seg[2 * mid] > i0) hi = mid;
+      else lo = mid + 1;
+    }
+    int k = lo;
+    float wv[4], gv[4], mv[4], vv[4];
+    const int whole = i0 + 4 <= n;
+    if (whole) {
+      *(float4 *)wv = *(const float4 *)(w + i0);
+      *(float4 *)gv = *(const float4 *)(g + i0);
+      *(float4 *)mv = *(const float4 *)(m + i0);
+      *(float4 *)vv = *(const float4 *)(v + i0);
+    } else {
+      for (int e = 0; e < 4; e++)
+        if (i0 + e < n) wv[e] = w[i0 + e], gv[e] = g[i0 + e], mv[e] = m[i0 + e], vv[e] = v[i0 + e];
+    }
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      if (i0 + e >= n) break;
+      while (k + 1 < nseg && i0 + e >= seg[2 * k]) k++;
+      adamw_one(wv[e], gv[e], mv[e], vv[e], b1, b2, c1, c2, lr, eps, seg[2 * k + 1] ? shrink : 1.0,
+                gscale, scale_g);
+    }
+    if (whole) {
+      *(float4 *)(w + i0) = *(const float4 *)wv;
+      *(float4 *)(m + i0) = *(const float4 *)mv;
+      *(float4 *)(v + i0) = *(const float4 *)vv;
+      if (wb) {
+        __nv_bfloat162 lo2 = __floats2bfloat162_rn(wv[0], wv[1]);
+        __nv_bfloat162 hi2 = __floats2bfloat162_rn(wv[2], wv[3]);
+        uint2 packed;
+        packed.x = *(const unsigned *)&lo2;
+        packed.y = *(const unsigned *)&hi2;
+        *(uint2 *)(wb + i0) = packed;
+      }
+    } else {
+      for (int e = 0; e < 4; e++)
+        if (i0 + e < n) {
+          w[i0 + e] = wv[e], m[i0 + e] = mv[e], v[i0 + e] = vv[e];
+          if (wb) wb[i0 + e] = __float2bfloat16_rn(wv[e]);
+        }
+    }
   }
 }
 
@@ -195,8 +273,9 @@ extern "C" coda_status coda_cuda_train_embed_grad(coda_context ctx, float *g, co
   coda_status s = float_view(ctx, dx, "embedding gradient");
   if (s) return s;
   if (nrows <= 0 || dx->cols == 0) return CODA_OK;
-  embed_grad_kernel<<<(unsigned)nrows, 128, 0, coda_cuda_stream(ctx)>>>(g, dx->data, is_bf16(dx), dx->ld, dx->cols, rows, seg,
-                                              pos, scale);
+  const dim3 grid((unsigned)nrows, (unsigned)((dx->cols + 255) / 256));
+  embed_grad_kernel<<<grid, 256, 0, coda_cuda_stream(ctx)>>>(g, dx->data, is_bf16(dx), dx->ld,
+                                                             dx->cols, rows, seg, pos, scale);
   return check_launch(ctx, "embedding gradient");
 }
 
@@ -245,4 +324,20 @@ extern "C" coda_status coda_cuda_train_memory(coda_context ctx, size_t *used, si
   *used = tot - fr;
   *total = tot;
   return CODA_OK;
+}
+
+extern "C" coda_status coda_cuda_train_adamw_multi(coda_context ctx, float *w, const float *g,
+                                                   float *m, float *v, uint16_t *wb, size_t n,
+                                                   const int64_t *seg, int nseg,
+                                                   const double *coef, double gscale) {
+  if (n == 0) return CODA_OK;
+  if (nseg <= 0 || ((uintptr_t)w | (uintptr_t)g | (uintptr_t)m | (uintptr_t)v) % 16 ||
+      (uintptr_t)wb % 8)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "AdamW: %d segments, or buffers not 16-byte "
+                     "aligned", nseg);
+  const long long groups = ((long long)n + 3) / 4;
+  adamw_multi_kernel<<<grid_of(groups), 256, 0, coda_cuda_stream(ctx)>>>(
+      w, g, m, v, (__nv_bfloat16 *)wb, (long long)n, (const long long *)seg, nseg, coef[0],
+      coef[1], coef[2], coef[3], coef[4], coef[5], coef[6], gscale, gscale != 1.0);
+  return check_launch(ctx, "AdamW (all parameters)");
 }
