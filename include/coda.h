@@ -257,8 +257,9 @@ coda_status coda_program_arg(coda_program p, int i, coda_arg_info *info);
  * cols 0 means any number of columns >= 1, tile/output M x N
  * (M x 2N for x2, M x N/2 for half), partials as in docs/language.md,
  * finishers (M,1), (M, ceil(N/S)) for a segment S, or (1,N) for colsum and colmax.
- * CODA_ERR_SHAPE if N is odd in pair mode or a segment and tile_n do not
- * divide one another; CODA_ERR_INVALID_ARGUMENT for an unknown name. */
+ * CODA_ERR_SHAPE if N is odd in pair mode, a segment and tile_n do not
+ * divide one another, or N and tile_n do not suit a half-split segment
+ * (docs/language.md); CODA_ERR_INVALID_ARGUMENT for an unknown name. */
 coda_status coda_program_arg_shape(coda_program p, const char *name,
                                    int64_t M, int64_t N, int tile_m,
                                    int tile_n, int64_t *rows, int64_t *cols);
