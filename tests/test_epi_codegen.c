@@ -241,7 +241,7 @@ int main(void) {
     total++;
     /* the four operand layouts and both operand types across the three */
     static const int lay[3][3] = {{0, 0, 1}, {1, 1, 0}, {1, 0, 1}};
-    compiled += compile_one(ctx, kExtra[i][0], p, lay[i][0], lay[i][1], lay[i][2]);
+    compiled += compile_one(ctx, kExtra[i][0], p, lay[i % 3][0], lay[i % 3][1], lay[i % 3][2]);
     coda_program_destroy(p);
   }
   /* the generated source names what it compiles: check a property of it */
