@@ -145,7 +145,8 @@ coda_status coda_plan_precompile(coda_plan p, int unfused, int *n_kernels, int *
  * Block (forward): x -> x_out with
  *   x1    = x + Attn(RoPE(RMSNorm(x; wn1) Wqkv^T)) Wo^T
  *   x_out = x1 + SwiGLU(RMSNorm(x1; wn2) Wgu^T) Wd^T
- * RMSNorm(x; w) = x / sqrt(mean(x^2) + 1e-5) * w, attention causal with
+ * RMSNorm(x; w) = x / sqrt(mean(x^2) + eps) * w (eps = norm_eps, default
+ * 1e-5), attention causal with
  * grouped query heads, scale 1/sqrt(head_dim).
  * Block (backward): given dx_out, computes dx and every weight gradient.
  *
@@ -159,7 +160,8 @@ coda_status coda_plan_precompile(coda_plan p, int unfused, int *n_kernels, int *
  *   wgu rows interleaved: row 2i = gate row i, row 2i+1 = up row i.
  *   wqkv rows [Q heads | K heads | V heads], head_dim rows per head; within
  *   each Q and K head the RoPE pairs are adjacent rows (2j, 2j+1), rotated
- *   by +theta_j = pos * rope_theta^(-2j/hd) (the Hugging Face sign). A
+ *   by +theta_j = pos * f_j, f_j = coda_rope_inv_freq(rope_theta, hd, &rope,
+ *   j) (rope_theta^(-2j/hd) unscaled; the Hugging Face sign). A
  *   Hugging Face half-split checkpoint loads by the row permutation
  *   coda_llama_qkv_row (V rows are not permuted).
  *
@@ -229,6 +231,38 @@ coda_status coda_plan_precompile(coda_plan p, int unfused, int *n_kernels, int *
 #define CODA_LLAMA_GRAD_ACT 8u
 #define CODA_LLAMA_INPLACE 16u
 #define CODA_LLAMA_ROPE_MAP 32u
+
+/* RoPE frequency scaling, as Hugging Face transformers defines it
+ * (`rope_scaling` / `rope_parameters` with `rope_type`). The unscaled
+ * inverse frequency of pair j of a head of hd columns is
+ * f_j = theta^(-2j/hd) radians per position.
+ *   DEFAULT  f_j (the other fields are ignored)
+ *   LINEAR   f_j / factor (positions divided by factor)
+ *   LLAMA3   with wavelength w = 2 pi / f_j, L = original_max_position:
+ *            w > L / low_freq_factor:   f_j / factor
+ *            w < L / high_freq_factor:  f_j
+ *            otherwise, s = (L / w - low_freq_factor) /
+ *            (high_freq_factor - low_freq_factor):
+ *            (1 - s) f_j / factor + s f_j
+ * Neither scales the attention (attention factor 1). */
+typedef enum coda_rope_type {
+  CODA_ROPE_DEFAULT = 0,
+  CODA_ROPE_LINEAR = 1,
+  CODA_ROPE_LLAMA3 = 2
+} coda_rope_type;
+typedef struct coda_rope_scaling {
+  coda_rope_type type;
+  double factor;                 /* LINEAR, LLAMA3: finite, > 0 */
+  double low_freq_factor;        /* LLAMA3: finite, > 0 */
+  double high_freq_factor;       /* LLAMA3: finite, > low_freq_factor */
+  double original_max_position;  /* LLAMA3: the pre-training context, > 0 */
+} coda_rope_scaling;
+/* The (scaled) inverse frequency of pair j (0 <= j < head_dim/2) in
+ * radians per position; NaN for arguments out of range. */
+double coda_rope_inv_freq(double theta, int64_t head_dim, const coda_rope_scaling *s, int64_t j);
+/* CODA_OK or CODA_ERR_INVALID_ARGUMENT naming the bad field (NULL: none). */
+coda_status coda_rope_scaling_check(coda_context ctx, const coda_rope_scaling *s);
+
 typedef struct coda_llama_config {
   int64_t dim, n_heads, n_kv_heads, head_dim, ffn_dim, vocab;
   int64_t batch, seq;
@@ -237,10 +271,14 @@ typedef struct coda_llama_config {
   coda_tiling tiling;  /* partial-reduction tiling; {0, 0} = 64 x 64 */
   unsigned flags;      /* CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT | CODA_LLAMA_FOLD |
                           CODA_LLAMA_GRAD_ACT | CODA_LLAMA_INPLACE | CODA_LLAMA_ROPE_MAP */
+  double norm_eps;     /* RMSNorm epsilon (finite, >= 0), written into the
+                          plans' program text; 0 = 1e-5 */
+  coda_rope_scaling rope; /* frequency scaling of the RoPE table (zero: none) */
 } coda_llama_config;
 
 /* A small default configuration (dim 64, heads 4/2, head_dim 16, ffn 128,
- * vocab 256, batch 2, seq 16, theta 10000, bf16). */
+ * vocab 256, batch 2, seq 16, theta 10000, no RoPE scaling, eps 1e-5,
+ * bf16). */
 coda_llama_config coda_llama_default_config(void);
 coda_status coda_llama_block_plan(coda_context ctx,
                                   const coda_llama_config *cfg,
@@ -355,6 +393,7 @@ typedef struct coda_model_config {
   int tied;          /* 1: the LM head reuses the token embedding */
   double rope_theta; /* RoPE base */
   double norm_eps;   /* RMSNorm epsilon */
+  coda_rope_scaling rope; /* RoPE frequency scaling (zero: none) */
 } coda_model_config;
 
 /* Named configurations: "tiny" (d 128, 2 layers, 4/2 heads, ffn 384, seq

@@ -15,12 +15,14 @@ extern "C" {
 
 /* A data-parallel group: the ranks of one training run, each rank a process
  * made by the launcher of `coda train --ranks N` (coda_dist_launch
- * below, which forks the ranks and hands each its handle). */
+ * below, which forks the ranks and hands each its handle), or started by
+ * another launcher and joined with coda_dist_join. */
 typedef struct coda_comm_s *coda_comm;
 
 #define CODA_DIST_MAX_RANKS 64
 
-/* CPU: forked processes over shared memory; NCCL: one GPU per rank. */
+/* CPU: host collectives, over shared memory between forked ranks or over
+ * TCP between joined ones; NCCL: one GPU per rank. */
 typedef enum coda_comm_kind { CODA_COMM_CPU = 0, CODA_COMM_NCCL = 1 } coda_comm_kind;
 
 /* This process's rank, the group's size and kind (NULL: rank 0 of 1, CPU). */
@@ -43,6 +45,49 @@ typedef int (*coda_rank_main)(coda_comm comm, void *user);
  * value, e.g. 3 for a non-finite loss), 1 for a signal or launch error. */
 int coda_dist_launch(int ranks, coda_comm_kind kind, coda_rank_main fn, void *user, char *err,
                      size_t errlen);
+
+/* ---- jobs started by another launcher (torchrun, Slurm's srun) ---- */
+
+/* The most ranks of a job started by another launcher. */
+#define CODA_DIST_MAX_JOINED_RANKS 4096
+
+/* A launcher's rank environment, read by coda_dist_env_read. */
+typedef struct coda_dist_env {
+  int world_size;       /* ranks of the job; 0: no launcher's environment */
+  int rank;             /* this process, 0 .. world_size - 1 */
+  int local_rank;       /* this process on its host: the GPU it uses (LOCAL_RANK; else
+                         * RANK modulo LOCAL_WORLD_SIZE, or RANK) */
+  int local_world_size; /* ranks on this host; 0 when the launcher did not say */
+  char source[16];      /* "torchrun" (RANK, WORLD_SIZE) or "slurm" (SLURM_PROCID, ...) */
+  char master_addr[256];
+  int master_port;      /* MASTER_PORT as set */
+  int rendezvous_port;  /* where rank 0 listens: MASTER_PORT, or MASTER_PORT + 1 under
+                         * torchrun when its agent serves its store on MASTER_PORT */
+} coda_dist_env;
+
+/* Reads the rank environment: RANK, WORLD_SIZE, LOCAL_RANK,
+ * LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (torchrun, or set by hand);
+ * else SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID when MASTER_ADDR and
+ * MASTER_PORT are set too (srun). None of them: env->world_size = 0.
+ * Returns 0, or -1 with the reason in err for an inconsistent environment
+ * (RANK without WORLD_SIZE, RANK >= WORLD_SIZE, a value that is not a
+ * number, no MASTER_ADDR/MASTER_PORT for a job of several ranks). */
+int coda_dist_env_read(coda_dist_env *env, char *err, size_t errlen);
+
+/* Joins the job of env (world_size >= 2) from this process: rank 0 listens
+ * on env->rendezvous_port, the others connect to MASTER_ADDR with retries;
+ * the rendezvous checks that every rank agrees on the job's size and
+ * kind, hands out the NCCL unique id (kind NCCL; the rank's GPU is
+ * local_rank) and, for the CPU kind, its connections carry the
+ * collectives (a star through rank 0; sums in rank order, so the results
+ * equal those of forked ranks bit for bit). Then runs fn with this rank's
+ * communicator. The rendezvous and every collective time out after
+ * CODA_COMM_TIMEOUT seconds (defaults: 300 s to join, 600 s per
+ * collective); a rank that dies, fails or stops answering makes the
+ * collectives of the others fail with a message naming it. Returns fn's
+ * status, or 1 with err set when the job could not be joined. */
+int coda_dist_join(const coda_dist_env *env, coda_comm_kind kind, coda_rank_main fn, void *user,
+                   char *err, size_t errlen);
 
 /* The number of usable CUDA devices, counted in a short-lived child process
  * so that the caller stays free of CUDA state and may fork afterwards.
@@ -185,6 +230,7 @@ typedef struct coda_train_progress {
   int gpu;               /* 1: the context is CUDA */
   uint64_t train_tokens, val_tokens;
   int batch, seq, accum, ranks;
+  int sharded_weights;   /* START: data parallel with the weights sharded (ZeRO-3) */
   int64_t tokens_per_step, steps;
   int resumed;
   /* PREPARE */
@@ -251,6 +297,14 @@ typedef struct coda_train_options {
    * 0 alone reports progress, logs and writes checkpoints (in the
    * one-process format). */
   coda_comm comm;
+  /* Data parallel: 1 shards the weights and gradients too (ZeRO-3): each
+   * bucket (embedding, layer, head) is all-gathered before the forward and
+   * the backward read it and released after, and its gradient is
+   * reduce-scattered as soon as the backward completes it. The CPU
+   * reference engine only, for now (its full-size buffers stay allocated:
+   * released weights are overwritten with NaN, so the CPU run checks the
+   * schedule and the arithmetic, not the memory). 0: ZeRO-1. */
+  int shard_weights;
   /* Fields of model the caller set explicitly (CODA_MODEL_SET_* bits):
    * with resume or init the checkpoint's configuration is used, and one
    * that differs in a field set here is refused, not silently taken. */
@@ -305,6 +359,74 @@ coda_status coda_hf_import_checkpoint(coda_context ctx, const char *hf_dir,
  * (required: CODA_ERR_INVALID_ARGUMENT if NULL). */
 coda_status coda_prepare_corpus(coda_context ctx, const char *src_dir,
                                 const char *out_dir);
+
+/* The model configuration of a coda checkpoint (its header alone is read). */
+coda_status coda_checkpoint_config(coda_context ctx, const char *path, coda_model_config *cfg);
+
+/* ------------------------------------------------------------ evaluation */
+
+typedef struct coda_eval_options {
+  const char *checkpoint; /* a coda checkpoint (coda_hf_import_checkpoint makes one) */
+  const char *shard;      /* a token shard (train.tok, val.tok) */
+  int batch;              /* windows per forward (0: 8) */
+  int seq;                /* window length (0: the model's; at most the model's) */
+  int64_t max_windows;    /* at most this many windows from the start (0: all) */
+} coda_eval_options;
+
+typedef struct coda_eval_result {
+  double loss;       /* mean cross-entropy (nats) over the targets */
+  double perplexity; /* exp(loss) */
+  int64_t tokens;    /* targets scored */
+  int64_t windows;
+} coda_eval_result;
+
+/* Scores the shard in consecutive windows of seq + 1 tokens (window w:
+ * inputs w·seq .. w·seq + seq − 1, each predicting the next token; the
+ * tail shorter than a window is left out): the same numbers for any batch.
+ * The engine is the plans where available (as coda_generate). A shard
+ * shorter than one window is CODA_ERR_INVALID_ARGUMENT naming it. */
+coda_status coda_evaluate(coda_context ctx, const coda_eval_options *o, coda_eval_result *r);
+
+/* ------------------------------------------------------ corpus preparation */
+
+/* What coda_prepare_data reads (CODA_DATA_AUTO: by the name: .jsonl,
+ * .bin, else text; a directory: its .txt files, else .jsonl, else .bin). */
+typedef enum coda_data_format {
+  CODA_DATA_AUTO = 0,
+  CODA_DATA_TEXT = 1,  /* a file: documents separated by blank lines; a
+                        * directory of .txt files: one document per file */
+  CODA_DATA_JSONL = 2, /* one JSON object per line, the document in text_field */
+  CODA_DATA_LLMC = 3   /* llm.c token shards (magic 20240520, version 1,
+                        * uint16 tokens), taken as they are; a directory
+                        * whose names hold "train" and "val" keeps that split */
+} coda_data_format;
+
+typedef struct coda_data_options {
+  const char *path;       /* a file or a directory */
+  coda_data_format format;
+  const char *text_field; /* JSONL: the field holding the text (NULL: "text") */
+  const char *tokenizer;  /* tokenizer.json (BPE, coda_tokenizer.h); NULL: bytes */
+  uint64_t min_tokens;    /* the fewest tokens each of train and validation
+                           * may have (the sequence length + 1); 0: 2 */
+  /* Called every 64 MiB of input and once at the end (NULL: none). */
+  void (*progress)(uint64_t bytes_read, uint64_t tokens, void *user);
+  void *user;
+} coda_data_options;
+
+/* Tokenizes a corpus into out_dir/train.tok and out_dir/val.tok (uint32
+ * shards; written as *.partial and renamed when complete), streaming in
+ * bounded memory. Documents are separated by the tokenizer's EOS (after
+ * each; "<|endoftext|>" where the post-processor names none) or else its
+ * BOS (before each); with bytes, by nothing but their own text. The
+ * validation split is deterministic: one block of 8192 tokens in every 20,
+ * or, for a corpus of fewer than 20 blocks, its last 20th (at least
+ * min_tokens). A corpus too small for both is CODA_ERR_IO naming the path
+ * and the count. *n_train, *n_val, *vocab (optional): the tokens written
+ * and the shards' vocabulary (the tokenizer's; 256 for bytes; llm.c: the
+ * largest token + 1). */
+coda_status coda_prepare_data(coda_context ctx, const coda_data_options *o,
+                              const char *out_dir, uint64_t *n_train, uint64_t *n_val,
+                              uint32_t *vocab);
 
 #ifdef __cplusplus
 }

@@ -29,16 +29,17 @@ python3 -c 'import tokenizers' >/dev/null 2>&1 || \
   python3 -m pip install -q --only-binary=:all: --break-system-packages tokenizers==0.23.3
 # The Python package's build and tests (python/, CTest python_package):
 # python3 with pip and venv, then pinned numpy, pytest and scikit-build-core
-# from PyPI. PyTorch (for the coda.torch tests) only with CODA_PYTHON_TORCH=1:
-# PyPI's Linux x86-64 wheel brings the CUDA libraries (about 4 GB, about
-# 4 minutes); without it those tests skip.
+# from PyPI. PyTorch, transformers and accelerate (for the coda.torch and
+# apply_to_llama tests) only with CODA_PYTHON_TORCH=1: PyPI's Linux x86-64
+# torch wheel brings the CUDA libraries (about 4 GB, about 4 minutes);
+# without them those tests skip.
 if ! command -v python3 >/dev/null 2>&1 || ! python3 -m pip --version >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q
   apt-get install -y -q --no-install-recommends python3 python3-pip python3-venv
 fi
 py_pkgs="numpy==2.4.6 pytest==9.0.3 scikit-build-core==1.1.2"
-[ "${CODA_PYTHON_TORCH:-0}" = 1 ] && py_pkgs="$py_pkgs torch==2.15.0"
+[ "${CODA_PYTHON_TORCH:-0}" = 1 ] && py_pkgs="$py_pkgs torch==2.15.0 transformers==5.24.0 accelerate==1.15.0"
 if ! python3 -c "import numpy, pytest, scikit_build_core" 2>/dev/null || [ "${CODA_PYTHON_TORCH:-0}" = 1 ]; then
   # shellcheck disable=SC2086
   python3 -m pip install -q --disable-pip-version-check $py_pkgs || \

@@ -633,5 +633,22 @@ int main(void) {
   c.flags = CODA_LLAMA_ROPE_MAP | CODA_LLAMA_FOLD;
   test_block_exact(c);
   test_block_bf16(CODA_LLAMA_ROPE_MAP);
+  /* an RMSNorm eps other than 1e-5 (written into the programs) and RoPE
+   * scaling (the frequency table) against the reference, which computes
+   * both its own way; fused and folded, fused and map RoPE backward */
+  const coda_rope_scaling llama3 = {CODA_ROPE_LLAMA3, 8.0, 1.0, 4.0, 128.0};
+  const coda_rope_scaling linear = {CODA_ROPE_LINEAR, 4.0, 0, 0, 0};
+  c.norm_eps = 0.05;
+  c.rope = llama3;
+  for (unsigned f = 0; f < 3; f++) {
+    c.flags = f == 0 ? 0u : f == 1 ? CODA_LLAMA_FOLD : CODA_LLAMA_ROPE_MAP;
+    test_block_exact(c);
+    test_head_exact(c);
+  }
+  r.norm_eps = 1e-6;
+  r.rope = linear;
+  r.flags = CODA_LLAMA_FOLD;
+  test_block_exact(r);
+  test_head_exact(r);
   return CHECK_DONE();
 }

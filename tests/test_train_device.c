@@ -5,7 +5,8 @@
  * (within 2 %) and gradient norm (within 10 %) match the CPU plan engine
  * (the GPU attention rounds probabilities to bf16), device runs repeat bit
  * for bit, weights and moments survive the upload / download round trip,
- * and a first AdamW step moves each weight by at most lr (+ its decay). */
+ * a first AdamW step moves each weight by at most lr (+ its decay), and
+ * the weights initialized on the device are the host's. */
 #include "coda_nn.h"
 #include "check.h"
 #include "train/train.h"
@@ -13,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static double normal(uint64_t *s) {
   double u1 = coda_rng_uniform(s) + 1e-300, u2 = coda_rng_uniform(s);
@@ -20,7 +22,7 @@ static double normal(uint64_t *s) {
 }
 
 /* head_dim 64: what the GPU attention takes */
-static const coda_model_config cfg = {256, 128, 2, 2, 1, 256, 64, 0, 10000.0, 1e-5};
+static const coda_model_config cfg = {256, 128, 2, 2, 1, 256, 64, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};
 enum { B = 2, T = 64 };
 
 static void tokens(uint64_t *r, int32_t *in, int32_t *tg) {
@@ -104,6 +106,59 @@ static coda_status device_step(coda_context g, coda_model *m, const int32_t *in,
   if (!s) s = coda_model_step(g, m, in, tg, B, T, 1.0f, loss, &nv);
   if (!s) s = coda_plans_device_grad_norm(g, m, norm);
   return s;
+}
+
+/* The device's initial weights against the host's (coda_model_init), at a
+ * shape with several decaying and non-decaying parameters: equal but for
+ * values within an ulp of double of a float rounding boundary (at most one
+ * float ulp apart, and rare). */
+static void device_init(void) {
+  coda_context_options co = coda_context_default_options();
+  co.backend = CODA_BACKEND_CUDA;
+  coda_context g;
+  if (coda_context_create(&co, &g) != CODA_OK) { CHECK(0); return; }
+  coda_model *mg = NULL, *mh = NULL;
+  CHECK(coda_model_create(g, &cfg, CODA_ENGINE_PLANS, &mg) == CODA_OK);
+  CHECK(coda_model_create(g, &cfg, CODA_ENGINE_PLANS, &mh) == CODA_OK);
+  if (mg && mh) {
+    const size_t n = coda_model_size(mh);
+    coda_model_init(mh, 9);
+    float *m0 = malloc(n * sizeof *m0), *v0 = malloc(n * sizeof *v0);
+    CHECK(coda_plans_device_init(g, mg, 9) == CODA_OK);
+    CHECK(coda_plans_device_download(g, mg, m0, v0) == CODA_OK);
+    const float *a = coda_model_weights(mg), *b = coda_model_weights(mh);
+    size_t differ = 0, far = 0, moments = 0;
+    for (size_t i = 0; i < n; i++) {
+      differ += a[i] != b[i];
+      far += fabsf(a[i] - b[i]) > 1.2e-7f * fabsf(b[i]);
+      moments += m0 && v0 && (m0[i] != 0.0f || v0[i] != 0.0f);
+    }
+    CHECK_MSG(differ * 100000 <= n && far == 0, "%zu of %zu initial weights differ, %zu by more "
+              "than an ulp", differ, n, far);
+    CHECK(moments == 0);
+    /* a checkpoint streamed from the device holds what the download gives */
+    char path[64];
+    snprintf(path, sizeof path, "test_train_device.%d.safetensors", (int)getpid());
+    coda_train_state ts = {3, 5, 7, 2.5};
+    CHECK(coda_checkpoint_save_device(g, path, mg, &ts) == CODA_OK);
+    coda_train_state back;
+    float *m1 = calloc(n, sizeof *m1), *v1 = calloc(n, sizeof *v1);
+    CHECK(coda_checkpoint_load(g, path, mh, m1, v1, &back) == CODA_OK);
+    CHECK(memcmp(coda_model_weights(mh), a, n * sizeof *a) == 0);
+    size_t zero_moments = 0;
+    for (size_t i = 0; i < n && m1 && v1; i++) zero_moments += m1[i] == 0.0f && v1[i] == 0.0f;
+    CHECK(zero_moments == n && back.step == 3 && back.drawn == 7);
+    remove(path);
+    free(m1);
+    free(v1);
+    /* a second initialization of the same model is refused */
+    CHECK(coda_plans_device_init(g, mg, 9) == CODA_ERR_INVALID_ARGUMENT);
+    free(m0);
+    free(v0);
+  }
+  coda_model_destroy(mg);
+  coda_model_destroy(mh);
+  coda_context_destroy(g);
 }
 
 static void on_gpu(void) {
@@ -190,7 +245,10 @@ int main(void) {
   refused_on_cpu();
   clip_factor();
 #ifdef CODA_HAVE_CUDA
-  if (coda_cuda_available()) on_gpu();
+  if (coda_cuda_available()) {
+    device_init();
+    on_gpu();
+  }
   else printf("no usable GPU: device checks skipped\n");
 #endif
   return CHECK_DONE();

@@ -15,12 +15,14 @@ static double normal(uint64_t *s) {
   return sqrt(-2 * log(u1)) * cos(2 * acos(-1.0) * u2);
 }
 
-static void compare(coda_context ctx, int tied) {
-  coda_model_config c = {64, 32, 2, 4, 2, 48, 16, tied, 10000.0, 1e-5};
+/* Returns the reference engine's loss. */
+static double compare_cfg(coda_context ctx, const coda_model_config *cfg) {
+  const coda_model_config c = *cfg;
+  const int tied = c.tied;
   coda_model *ref, *pl;
   CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &ref) == CODA_OK);
   CHECK(coda_model_create(ctx, &c, CODA_ENGINE_PLANS, &pl) == CODA_OK);
-  if (!ref || !pl) return;
+  if (!ref || !pl) return NAN;
   size_t n = coda_model_size(ref);
   uint64_t r = 100 + tied;
   float *w = coda_model_weights(ref);
@@ -33,11 +35,12 @@ static void compare(coda_context ctx, int tied) {
     in[i] = (int32_t)coda_rng_below(&r, 64);
     tg[i] = i % 7 == 2 ? -1 : (int32_t)coda_rng_below(&r, 64);
   }
-  double l1, l2;
+  double l1, l2, lref;
   int64_t n1, n2;
   coda_model_zero_grad(ref);
   coda_model_zero_grad(pl);
   CHECK(coda_model_step(ctx, ref, in, tg, B, T, 0.5f, &l1, &n1) == CODA_OK);
+  lref = l1;
   coda_status s = coda_model_step(ctx, pl, in, tg, B, T, 0.5f, &l2, &n2);
   CHECK_MSG(s == CODA_OK, "%s", coda_last_error(ctx));
   CHECK(n1 == n2);
@@ -75,6 +78,12 @@ static void compare(coda_context ctx, int tied) {
   CHECK_MSG(sqrt(num / den) < 0.03, "logits relative error %.4g", sqrt(num / den));
   coda_model_destroy(ref);
   coda_model_destroy(pl);
+  return lref;
+}
+
+static void compare(coda_context ctx, int tied) {
+  coda_model_config c = {64, 32, 2, 4, 2, 48, 16, tied, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};
+  compare_cfg(ctx, &c);
 }
 
 int main(void) {
@@ -82,15 +91,23 @@ int main(void) {
   CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
   compare(ctx, 0);
   compare(ctx, 1);
-  /* an epsilon the plans do not implement is refused, not ignored */
-  coda_model_config c = {64, 32, 1, 4, 2, 48, 16, 0, 10000.0, 1e-6};
-  coda_model *m;
-  CHECK(coda_model_create(ctx, &c, CODA_ENGINE_PLANS, &m) == CODA_OK);
-  int32_t in[16] = {0}, tg[16] = {0};
-  double l;
-  int64_t nv;
-  CHECK(coda_model_loss(ctx, m, in, tg, 1, 16, &l, &nv) == CODA_ERR_NOT_SUPPORTED);
-  coda_model_destroy(m);
+  /* any RMSNorm eps and RoPE scaling run on the plans as on the reference,
+   * and each changes the loss (the same weights and tokens) */
+  coda_model_config c = {64, 32, 2, 4, 2, 48, 16, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};
+  const double base = compare_cfg(ctx, &c);
+  c.norm_eps = 0.3;
+  const double big_eps = compare_cfg(ctx, &c);
+  CHECK_MSG(fabs(big_eps - base) > 1e-5 * base, "eps 0.3: loss %.9g vs %.9g", big_eps, base);
+  c.norm_eps = 1e-6;
+  compare_cfg(ctx, &c);
+  c.rope = (coda_rope_scaling){CODA_ROPE_LINEAR, 8.0, 0, 0, 0};
+  const double lin = compare_cfg(ctx, &c);
+  c.rope = (coda_rope_scaling){CODA_ROPE_LLAMA3, 8.0, 1.0, 4.0, 128.0};
+  const double l3 = compare_cfg(ctx, &c);
+  c.rope = (coda_rope_scaling){CODA_ROPE_DEFAULT, 0, 0, 0, 0};
+  const double none = compare_cfg(ctx, &c);
+  CHECK_MSG(lin != none && l3 != none && lin != l3, "rope scaling: losses %.9g %.9g %.9g", lin, l3,
+            none);
   coda_context_destroy(ctx);
   return CHECK_DONE();
 }

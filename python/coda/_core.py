@@ -113,10 +113,16 @@ def _is_torch(x):
     return torch is not None and isinstance(x, torch.Tensor)
 
 
+_torch_dtype_map = None
+
+
 def _torch_dtypes():
-    torch = _torch()
-    return {torch.bfloat16: BF16, torch.float16: F16, torch.float32: F32, torch.float64: F64,
-            torch.int32: I32}
+    global _torch_dtype_map
+    if _torch_dtype_map is None:
+        torch = _torch()
+        _torch_dtype_map = {torch.bfloat16: BF16, torch.float16: F16, torch.float32: F32, torch.float64: F64,
+                            torch.int32: I32}
+    return _torch_dtype_map
 
 
 def _view_2d(rows, cols, stride0, stride1, kind):
@@ -272,6 +278,8 @@ class Program:
     def __init__(self, handle):
         self._h = ctypes.c_void_p(handle)
         self._args = None
+        self._names = None
+        self._shapes = {}   # (name, M, N, tiling) -> arg_shape, for the per-call paths
 
     @classmethod
     def parse(cls, text, context=None):
@@ -340,6 +348,20 @@ class Program:
             if a.name == name:
                 return a
         raise KeyError("program has no argument '%s' (it has %s)" % (name, [a.name for a in self.args]))
+
+    def _arg_names(self):
+        if self._names is None:
+            self._names = frozenset(a.name for a in self.args)
+        return self._names
+
+    def _cached_shape(self, name, M, N, tiling):
+        key = (name, M, N, tiling[0], tiling[1])
+        v = self._shapes.get(key)
+        if v is None:
+            if len(self._shapes) > 256:
+                self._shapes.clear()
+            v = self._shapes[key] = self.arg_shape(name, M, N, tiling)
+        return v
 
     def arg_shape(self, name, M, N, tiling=(64, 128)):
         """(rows, cols) of argument `name` for an M x N GEMM with this tiling
@@ -425,6 +447,17 @@ class Context:
     def _state_np(self):
         return np.float64 if self.precision == "f64" else np.float32
 
+    def _tiling_for(self, program, M, N, K):
+        """preferred_tiling, cached per program and shape (the per-call paths)."""
+        cache = self.__dict__.setdefault("_tilings", {})
+        key = (id(program) if program is not None else None, M, N, K)
+        v = cache.get(key)
+        if v is None or v[0] is not program:
+            if len(cache) > 1024:
+                cache.clear()
+            v = cache[key] = (program, self.preferred_tiling(program, M, N, K))
+        return v[1]
+
     def preferred_tiling(self, program, M, N, K):
         t = _lib.Tiling()
         _check(self._h, lib.coda_preferred_tiling(self._h, program._h if program else None, M, N, K,
@@ -439,7 +472,7 @@ class Context:
         if a.kind == "col":
             return 1
         if a.kind == "finish":
-            rows, cols = program.arg_shape(a.name, M, N, tiling)
+            rows, cols = program._cached_shape(a.name, M, N, tiling)
             return 0 if cols == 1 and rows != 1 else 1
         return 3
 
@@ -461,8 +494,12 @@ class Context:
                 like = v
                 break
         state = F64 if self.precision == "f64" else F32
-        infos = program.args if program is not None else [ArgumentInfo("D", "output", DTYPE_NAMES[state], "full", False)]
-        names = {a.name for a in infos}
+        if program is not None:
+            infos = program._args if program._args is not None else program.args
+            names = program._arg_names()
+        else:
+            infos = [ArgumentInfo("D", "output", DTYPE_NAMES[state], "full", False)]
+            names = {"D"}
         for k in tensors:
             if k not in names:
                 raise CodaError(1, "binding '%s' is not an argument of the program (its arguments: %s)"
@@ -478,7 +515,7 @@ class Context:
                 if x is None:
                     if a.is_input:
                         raise CodaError(1, "%s input '%s' is not given" % (a.kind, a.name))
-                    shape = program.arg_shape(a.name, M, N, tiling) if program is not None else (M, N)
+                    shape = program._cached_shape(a.name, M, N, tiling) if program is not None else (M, N)
                     dt = _DTYPE_BY_NAME[a.dtype] if a.kind == "output" else state
                     x = self._alloc(like, shape, dt)
                 elif a.is_input and isinstance(x, (int, float)):
@@ -518,7 +555,7 @@ class Context:
         K = ta.tensor.rows if trans_a else ta.tensor.cols
         N = tb.tensor.rows if trans_b else tb.tensor.cols
         if tiling is None:
-            tiling = self.preferred_tiling(program, M, N, K)
+            tiling = self._tiling_for(program, M, N, K)
         p = program._h if program is not None else None
 
         def call(args_h, t):
@@ -546,7 +583,7 @@ class Context:
             if M is None or N is None:
                 raise ValueError("coda.map: give M and N (no tile input to take them from)")
         if tiling is None:
-            tiling = self.preferred_tiling(program, M, N, 1)
+            tiling = self._tiling_for(program, M, N, 1)
 
         def call(args_h, t):
             _check(self._h, lib.coda_map(self._h, program._h, M, N, args_h, t))
@@ -599,3 +636,47 @@ class Context:
                                       ctypes.byref(tb.tensor), ctypes.byref(to.tensor), float(alpha),
                                       int(bool(accumulate))))
         return out
+
+    # ------------------------------------------------------------ attention
+
+    def _attention_dims(self, qkv, batch, heads_q, heads_kv):
+        be = 0 if self.backend == "cpu" else 1
+        tq = _bind(qkv, 3, "qkv", False, be)
+        rows, cols = tq.tensor.rows, tq.tensor.cols
+        heads = heads_q + 2 * heads_kv
+        if batch <= 0 or rows % batch or heads <= 0 or cols % heads:
+            raise CodaError(4, "attention: qkv is %d x %d, which is not (batch %d * seq) x "
+                            "((heads_q %d + 2 * heads_kv %d) * head_dim)" % (rows, cols, batch, heads_q, heads_kv))
+        return tq, rows // batch, cols // heads, be
+
+    def attention_forward(self, qkv, batch, heads_q, heads_kv, out=None, lse=None):
+        """Causal softmax attention with grouped-query heads on the packed
+        qkv (batch*seq rows; per row [q heads | k heads | v heads]); scale
+        1/sqrt(head_dim). Returns (out (batch*seq, heads_q*head_dim), lse
+        (batch*seq, heads_q), fp32 or fp64 in exact mode); out and lse are
+        allocated (like qkv) if not given."""
+        tq, seq, hd, be = self._attention_dims(qkv, batch, heads_q, heads_kv)
+        M = tq.tensor.rows
+        like = qkv if _is_torch(qkv) else None
+        state = F64 if self.precision == "f64" else F32
+        if out is None:
+            out = self._alloc(like, (M, heads_q * hd), tq.tensor.dtype)
+        if lse is None:
+            lse = self._alloc(like, (M, heads_q), state)
+        to, tl = _bind(out, 3, "out", True, be), _bind(lse, 3, "lse", True, be)
+        _check(self._h, lib.coda_attention_forward(self._h, ctypes.byref(tq.tensor), batch, seq, heads_q, heads_kv,
+                                                   hd, ctypes.byref(to.tensor), ctypes.byref(tl.tensor)))
+        return out, lse
+
+    def attention_backward(self, qkv, out, lse, dout, batch, heads_q, heads_kv, dqkv=None):
+        """The gradient of qkv from the forward's out and lse and dout (same
+        packed layout as qkv); dqkv allocated (like qkv) if not given."""
+        tq, seq, hd, be = self._attention_dims(qkv, batch, heads_q, heads_kv)
+        if dqkv is None:
+            dqkv = self._alloc(qkv if _is_torch(qkv) else None, (tq.tensor.rows, tq.tensor.cols), tq.tensor.dtype)
+        to, tl = _bind(out, 3, "out", False, be), _bind(lse, 3, "lse", False, be)
+        td, tg = _bind(dout, 3, "dout", False, be), _bind(dqkv, 3, "dqkv", True, be)
+        _check(self._h, lib.coda_attention_backward(self._h, ctypes.byref(tq.tensor), ctypes.byref(to.tensor),
+                                                    ctypes.byref(tl.tensor), ctypes.byref(td.tensor), batch, seq,
+                                                    heads_q, heads_kv, hd, ctypes.byref(tg.tensor)))
+        return dqkv

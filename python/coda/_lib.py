@@ -96,3 +96,7 @@ _decl("coda_preferred_tiling", c_int, c_void_p, c_void_p, c_i64, c_i64, c_i64, _
 _decl("coda_finish", c_int, c_void_p, c_void_p, c_char_p, c_void_p, c_i64, c_i64, Tiling)
 _decl("coda_map", c_int, c_void_p, c_void_p, c_i64, c_i64, c_void_p, Tiling)
 _decl("coda_gemm", c_int, c_void_p, c_int, _P(Tensor), c_int, _P(Tensor), _P(Tensor), ctypes.c_float, c_int)
+_decl("coda_attention_forward", c_int, c_void_p, _P(Tensor), c_int, c_int, c_int, c_int, c_int, _P(Tensor),
+      _P(Tensor))
+_decl("coda_attention_backward", c_int, c_void_p, _P(Tensor), _P(Tensor), _P(Tensor), _P(Tensor), c_int, c_int,
+      c_int, c_int, c_int, _P(Tensor))

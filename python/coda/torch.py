@@ -1,29 +1,52 @@
 """PyTorch ops over coda's Llama epilogue programs, with autograd.
 
 Custom ops (torch.library, namespace "coda", each with a fake/meta
-implementation so torch.compile and FakeTensor tracing see shapes):
+implementation so torch.compile and FakeTensor tracing see shapes; each
+backward is a custom op too):
 
-  coda::llama_residual_norm(a, wo, res, w) -> (x, h, r)
+  coda::llama_rmsnorm(x, w, eps) -> (h, r)
+      h = x * w, r = rsqrt(mean(x^2) + eps) per row (programs/
+      llama_rmsnorm.coda, a map pass): the RMSNorm of a block input that no
+      GEMM produced; the consumer GEMM applies r in its epilogue.
+  coda::llama_qkv_rope(h, wqkv, r, pos, freq) -> qkv
+      z = r * (h wqkv^T), the adjacent column pairs of the Q and K heads
+      rotated (programs/llama_qkv_rope.coda); backward programs/
+      llama_rope_bwd.coda, then the dgrad and wgrad GEMMs.
+  coda::attention(qkv, batch, heads_q, heads_kv) -> (o, lse)
+      causal GQA softmax attention on the packed qkv (coda_attention_forward
+      and coda_attention_backward, include/coda.h).
+  coda::llama_residual_norm(a, wo, res, w, eps) -> (x, h, r)
       the out-projection with the residual add and the RMSNorm producer in
       its epilogue (programs/llama_residual_norm.coda):
-      x = a wo^T + res,  h = x * w,  r = rsqrt(mean(x^2) + 1e-5) per row.
+      x = a wo^T + res,  h = x * w,  r = rsqrt(mean(x^2) + eps) per row.
   coda::llama_swiglu(h, wgu, r) -> (z, y)
       the gate/up projection scaled by the RMSNorm row statistic, with
       SwiGLU (programs/llama_swiglu.coda); wgu rows interleaved
       [g0, u0, g1, u1, ...]: z = r * (h wgu^T) (the (g, u) pairs, M x 2F),
-      y = silu(g) * u (M x F).
-  coda::llama_residual_norm_backward, coda::llama_swiglu_backward: their
-      backward passes. The SwiGLU backward runs programs/
+      y = silu(g) * u (M x F). The backward runs programs/
       llama_swiglu_bwd_pairs.coda (dz and the row sums of z dz that the
-      RMSNorm backward needs); the RMSNorm backward is the math of
-      programs/llama_norm_bwd.coda split at the op boundary (this op gets
-      dh and dr, where the fused block gets dz Wgu), as a map program.
+      RMSNorm backward needs); the RMSNorm backward of residual_norm is the
+      math of programs/llama_norm_bwd.coda split at the op boundary (this
+      op gets dh and dr, where the fused block gets dz Wgu), as a map.
+  coda::linear_residual(a, w, res) -> x
+      x = a w^T + res (programs/llama_residual.coda).
+  coda::llama_lm_head_loss(x, wnf, wout, targets, eps) -> (loss, ...)
+      final RMSNorm, LM head and mean cross-entropy with the logits kept in
+      the epilogue (llama_lm_head, llama_ce_stats, llama_ce_loss); the
+      backward recomputes them in the epilogue of the same GEMM
+      (llama_ce_bwd), then llama_head_norm_bwd.
 
-llama_residual_norm() and llama_swiglu() below apply them through
+The functions of the same names below apply them through
 torch.autograd.Function. Chained as in a Llama block (src/nn/llama3.c):
 
-    x, h, r = llama_residual_norm(o, wo, x_in, wn2)
-    z, y = llama_swiglu(h, wgu, r)
+    h1, r1 = llama_rmsnorm(x, wn1)
+    o, _ = attention(llama_qkv_rope(h1, wqkv, r1, pos, freq), batch, n_heads, n_kv_heads)
+    x1, h2, r2 = llama_residual_norm(o, wo, x, wn2)
+    z, y = llama_swiglu(h2, wgu, r2)
+    x_out = linear_residual(y, wd, x1)
+
+apply_to_llama(model) patches a Hugging Face LlamaForCausalLM to run on them
+(coda/_hf_llama.py).
 
 dtypes: bfloat16 (fp32 compute; r fp32), float32, and float64 on the CPU
 backend's exact mode (fp64 compute, for gradcheck). Device: CPU tensors run
@@ -31,13 +54,17 @@ on a CPU context; CUDA tensors on a CUDA context bound to torch's current
 stream (a context per device and stream, cached), viewed without copies.
 """
 
+import math
+import re
 import threading
+from typing import Optional
 
 import torch
 
 from . import _core
 
-__all__ = ["llama_residual_norm", "llama_swiglu", "context_for", "LlamaResidualNorm", "LlamaSwiGLU"]
+__all__ = ["llama_residual_norm", "llama_swiglu", "llama_rmsnorm", "llama_qkv_rope", "attention", "linear_residual",
+           "llama_lm_head_loss", "rope_tables", "rope_row_permutation", "context_for", "apply_to_llama"]
 
 # --------------------------------------------------------------- contexts
 
@@ -97,23 +124,63 @@ output o : bf16
 store o = x * r
 """
 
+# The RMSNorm backward of llama_rmsnorm's (h = x * w, r): the first
+# block's and the final norm's, whose x no GEMM produced.
+_RMS_BWD = """
+input x : tile bf16
+input w : col bf16
+input r : row f32
+input dh : tile bf16
+input dr : row f32
+input inv_n : scalar f32
+output dx : bf16
+store dx = dh * w - dr * (r * r * r) * x * inv_n
+reduce dwp = colsum(dh * x)
+finish dw = sum(dwp)
+"""
+
 _DT_WORD = {torch.bfloat16: None, torch.float32: "f32", torch.float64: "f64"}
+_TEXTS = {"rn_bwd": _RN_BWD, "rms_bwd": _RMS_BWD, "rowscale_gemm": _ROWSCALE_GEMM,
+          "rowscale_map": _ROWSCALE_MAP}
+_RSTD_EPS = re.compile(r"rstd\(\s*(\w+)\s*,\s*1e-5\s*\)")
 
 
-def _program(name, dtype):
+def _program(name, dtype, eps=None):
     """Built-in program `name` (or one of the texts above), retyped for dtype:
-    bf16 as written; float32 / float64: every floating declaration."""
+    bf16 as written; float32 / float64: every floating declaration. eps:
+    the RMSNorm epsilon of its rstd finisher (the built-ins say 1e-5;
+    Hugging Face configurations often 1e-6)."""
     if dtype not in _DT_WORD:
         raise TypeError("coda ops: dtype %s not supported (bfloat16, float32, float64)" % dtype)
-    key = (name, dtype)
+    key = (name, dtype, eps)
     p = _programs.get(key)
     if p is None:
-        texts = {"rn_bwd": _RN_BWD, "rowscale_gemm": _ROWSCALE_GEMM, "rowscale_map": _ROWSCALE_MAP}
-        p = _core.Program.parse(texts[name]) if name in texts else _core.Program.builtin(name)
+        p = _core.Program.parse(_TEXTS[name]) if name in _TEXTS else _core.Program.builtin(name)
+        if eps is not None and float(eps) != 1e-5:
+            if not (float(eps) > 0.0):
+                raise ValueError("coda ops: RMSNorm eps must be > 0, got %r" % (eps,))
+            text, n = _RSTD_EPS.subn(lambda m: "rstd(%s, %r)" % (m.group(1), float(eps)), p.text)
+            if n != 1:
+                raise _core.CodaError(13, "program %s has no rstd finisher to set eps in" % name)
+            p = _core.Program.parse(text)
         if _DT_WORD[dtype]:
             p = p.retyped(_DT_WORD[dtype])
         _programs[key] = p
     return p
+
+
+_scalars = {}
+
+
+def _scalar(value, dtype, device):
+    """A 1 x 1 input tensor holding value (cached: the ops only read it)."""
+    key = (float(value), dtype, device)
+    t = _scalars.get(key)
+    if t is None:
+        if len(_scalars) > 256:
+            _scalars.clear()
+        t = _scalars[key] = torch.full((1, 1), float(value), dtype=dtype, device=device)
+    return t
 
 
 def _stat_dtype(dtype):
@@ -128,8 +195,8 @@ def _check_2d(name, t):
 # ------------------------------------------------------- residual + RMSNorm
 
 @torch.library.custom_op("coda::llama_residual_norm", mutates_args=())
-def _residual_norm(a: torch.Tensor, wo: torch.Tensor, res: torch.Tensor, w: torch.Tensor) -> tuple[
-        torch.Tensor, torch.Tensor, torch.Tensor]:
+def _residual_norm(a: torch.Tensor, wo: torch.Tensor, res: torch.Tensor, w: torch.Tensor,
+                   eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     _check_2d("a", a)
     _check_2d("wo", wo)
     ctx = context_for(a)
@@ -137,12 +204,12 @@ def _residual_norm(a: torch.Tensor, wo: torch.Tensor, res: torch.Tensor, w: torc
     x = torch.empty((M, N), dtype=a.dtype, device=a.device)
     h = torch.empty_like(x)
     r = torch.empty((M,), dtype=_stat_dtype(a.dtype), device=a.device)
-    ctx.gemm_epilogue(_program("llama_residual_norm", a.dtype), a, wo, trans_b=True, res=res, w=w, x=x, h=h, r=r)
+    ctx.gemm_epilogue(_program("llama_residual_norm", a.dtype, eps), a, wo, trans_b=True, res=res, w=w, x=x, h=h, r=r)
     return x, h, r
 
 
 @_residual_norm.register_fake
-def _(a, wo, res, w):
+def _(a, wo, res, w, eps=1e-5):
     M, N = a.shape[0], wo.shape[0]
     return (a.new_empty((M, N)), a.new_empty((M, N)), a.new_empty((M,), dtype=_stat_dtype(a.dtype)))
 
@@ -154,7 +221,7 @@ def _residual_norm_bwd(a: torch.Tensor, wo: torch.Tensor, x: torch.Tensor, w: to
     ctx = context_for(a)
     M, N = x.shape
     st = _stat_dtype(a.dtype)
-    inv_n = torch.full((1, 1), 1.0 / N, dtype=st, device=a.device)
+    inv_n = _scalar(1.0 / N, st, a.device)
     ds = torch.empty_like(x)
     dw = torch.empty((N,), dtype=st, device=a.device)
     ctx.map(_program("rn_bwd", a.dtype), M, N, s=x, w=w, r=r, dx=dx.contiguous(), dh=dh.contiguous(),
@@ -175,8 +242,8 @@ class LlamaResidualNorm(torch.autograd.Function):
     """(a, wo, res, w) -> (x, h, r); see the module doc."""
 
     @staticmethod
-    def forward(ctx, a, wo, res, w):
-        x, h, r = torch.ops.coda.llama_residual_norm(a, wo, res, w)
+    def forward(ctx, a, wo, res, w, eps=1e-5):
+        x, h, r = torch.ops.coda.llama_residual_norm(a, wo, res, w, eps)
         ctx.save_for_backward(a, wo, x, w, r)
         return x, h, r
 
@@ -184,13 +251,13 @@ class LlamaResidualNorm(torch.autograd.Function):
     def backward(ctx, dx, dh, dr):
         a, wo, x, w, r = ctx.saved_tensors
         da, dwo, dres, dw = torch.ops.coda.llama_residual_norm_backward(a, wo, x, w, r, dx, dh, dr)
-        return da, dwo, dres, dw
+        return da, dwo, dres, dw, None
 
 
-def llama_residual_norm(a, wo, res, w):
-    """x = a wo^T + res, h = x * w, r = rsqrt(mean(x^2, -1) + 1e-5): one
+def llama_residual_norm(a, wo, res, w, eps=1e-5):
+    """x = a wo^T + res, h = x * w, r = rsqrt(mean(x^2, -1) + eps): one
     GEMM with its epilogue; differentiable in all four inputs."""
-    return LlamaResidualNorm.apply(a, wo, res, w)
+    return LlamaResidualNorm.apply(a, wo, res, w, eps)
 
 
 # ------------------------------------------------------------------ SwiGLU
@@ -214,8 +281,8 @@ def _(h, wgu, r):
 
 
 @torch.library.custom_op("coda::llama_swiglu_backward", mutates_args=())
-def _swiglu_bwd(h: torch.Tensor, wgu: torch.Tensor, r: torch.Tensor, z: torch.Tensor, dz_out: torch.Tensor,
-                dy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _swiglu_bwd(h: torch.Tensor, wgu: torch.Tensor, r: torch.Tensor, z: torch.Tensor,
+                dz_out: Optional[torch.Tensor], dy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     ctx = context_for(h)
     M, F2 = z.shape
     st = _stat_dtype(h.dtype)
@@ -223,9 +290,10 @@ def _swiglu_bwd(h: torch.Tensor, wgu: torch.Tensor, r: torch.Tensor, z: torch.Te
     zdz = torch.empty((M,), dtype=st, device=h.device)
     y_re = torch.empty((M, F2 // 2), dtype=h.dtype, device=h.device)
     ctx.map(_program("llama_swiglu_bwd_pairs", h.dtype), M, F2, z=z, dy=dy.contiguous(), dz=dz, y=y_re, zdz=zdz)
-    # a gradient reaching z itself (z is also an output) adds to the pairs'
-    dz = dz + dz_out
-    zdz = zdz + (dz_out.to(st) * z.to(st)).sum(-1)
+    if dz_out is not None:
+        # a gradient reaching z itself (z is also an output) adds to the pairs'
+        dz = dz + dz_out
+        zdz = zdz + (dz_out.to(st) * z.to(st)).sum(-1)
     r = r.contiguous()
     dh = torch.empty_like(h)
     ctx.gemm_epilogue(_program("rowscale_gemm", h.dtype), dz, wgu, r=r, o=dh)   # r * (dz wgu)
@@ -261,3 +329,402 @@ def llama_swiglu(h, wgu, r):
     """z = r * (h wgu^T) (interleaved gate/up pairs), y = silu(g) * u: one
     GEMM with its epilogue; differentiable in h, wgu and r."""
     return LlamaSwiGLU.apply(h, wgu, r)
+
+
+# ----------------------------------------------------------------- RMSNorm
+
+@torch.library.custom_op("coda::llama_rmsnorm", mutates_args=())
+def _rmsnorm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor]:
+    _check_2d("x", x)
+    ctx = context_for(x)
+    M, N = x.shape
+    h = torch.empty_like(x)
+    r = torch.empty((M,), dtype=_stat_dtype(x.dtype), device=x.device)
+    ctx.map(_program("llama_rmsnorm", x.dtype, eps), M, N, x=x.contiguous(), w=w, h=h, r=r)
+    return h, r
+
+
+@_rmsnorm.register_fake
+def _(x, w, eps=1e-5):
+    return torch.empty_like(x), x.new_empty((x.shape[0],), dtype=_stat_dtype(x.dtype))
+
+
+@torch.library.custom_op("coda::llama_rmsnorm_backward", mutates_args=())
+def _rmsnorm_bwd(x: torch.Tensor, w: torch.Tensor, r: torch.Tensor, dh: torch.Tensor,
+                 dr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    ctx = context_for(x)
+    M, N = x.shape
+    st = _stat_dtype(x.dtype)
+    dx = torch.empty_like(x)
+    dw = torch.empty((N,), dtype=st, device=x.device)
+    ctx.map(_program("rms_bwd", x.dtype), M, N, x=x, w=w, r=r, dh=dh.contiguous(), dr=dr.contiguous(),
+            inv_n=_scalar(1.0 / N, st, x.device), dx=dx, dw=dw)
+    return dx, dw.to(w.dtype)
+
+
+@_rmsnorm_bwd.register_fake
+def _(x, w, r, dh, dr):
+    return torch.empty_like(x), torch.empty_like(w)
+
+
+class LlamaRMSNorm(torch.autograd.Function):
+    """(x, w) -> (h, r); see llama_rmsnorm."""
+
+    @staticmethod
+    def forward(ctx, x, w, eps=1e-5):
+        h, r = torch.ops.coda.llama_rmsnorm(x, w, eps)
+        ctx.save_for_backward(x, w, r)
+        return h, r
+
+    @staticmethod
+    def backward(ctx, dh, dr):
+        x, w, r = ctx.saved_tensors
+        dx, dw = torch.ops.coda.llama_rmsnorm_backward(x, w, r, dh, dr)
+        return dx, dw, None
+
+
+def llama_rmsnorm(x, w, eps=1e-5):
+    """The RMSNorm producer of a block input that no GEMM made (programs/
+    llama_rmsnorm.coda, a map pass): h = x * w, r = rsqrt(mean(x^2, -1) +
+    eps) per row, so that RMSNorm(x) W^T = r * (h W^T) in the consumer
+    GEMM's epilogue (llama_qkv_rope, llama_swiglu, llama_lm_head_loss)."""
+    return LlamaRMSNorm.apply(x, w, eps)
+
+
+# ------------------------------------------------------------- qkv + RoPE
+
+def rope_tables(positions, inv_freq, n_heads, n_kv_heads, dtype=torch.float32):
+    """The position and frequency tables of llama_qkv_rope: pos, int32, one
+    per row (positions flattened), and freq, one per qkv column: within each
+    Q and K head the column pair (2j, 2j+1) rotates by positions * inv_freq[j]
+    (inv_freq: head_dim / 2 angular frequencies, as Hugging Face's
+    rotary embedding holds them), given in turns split as a float-float pair
+    (hi at 2j, lo at 2j+1; float64: hi alone); V columns 0. dtype: that of
+    the op's tensors (float64 for the CPU exact mode, else float32). Both
+    on the device of positions."""
+    dev = positions.device
+    turns = inv_freq.detach().to(device=dev, dtype=torch.float64) / (2.0 * math.pi)
+    if dtype == torch.float64:
+        pair = torch.stack([turns, torch.zeros_like(turns)], dim=1)
+    else:
+        hi = turns.to(torch.float32).to(torch.float64)
+        pair = torch.stack([hi, turns - hi], dim=1)
+    head = pair.reshape(-1)
+    v = torch.zeros(n_kv_heads * head.numel(), dtype=torch.float64, device=dev)
+    freq = torch.cat([head.repeat(n_heads + n_kv_heads), v])
+    st = torch.float64 if dtype == torch.float64 else torch.float32
+    return positions.reshape(-1).to(torch.int32), freq.to(st)
+
+
+@torch.library.custom_op("coda::llama_qkv_rope", mutates_args=())
+def _qkv_rope(h: torch.Tensor, wqkv: torch.Tensor, r: torch.Tensor, pos: torch.Tensor,
+              freq: torch.Tensor) -> torch.Tensor:
+    _check_2d("h", h)
+    _check_2d("wqkv", wqkv)
+    ctx = context_for(h)
+    qkv = torch.empty((h.shape[0], wqkv.shape[0]), dtype=h.dtype, device=h.device)
+    ctx.gemm_epilogue(_program("llama_qkv_rope", h.dtype), h, wqkv, trans_b=True, r=r.contiguous(),
+                      pos=pos.contiguous(), freq=freq.contiguous(), qkv=qkv)
+    return qkv
+
+
+@_qkv_rope.register_fake
+def _(h, wqkv, r, pos, freq):
+    return h.new_empty((h.shape[0], wqkv.shape[0]))
+
+
+@torch.library.custom_op("coda::llama_qkv_rope_backward", mutates_args=())
+def _qkv_rope_bwd(h: torch.Tensor, wqkv: torch.Tensor, r: torch.Tensor, pos: torch.Tensor, freq: torch.Tensor,
+                  qkv: torch.Tensor, dqkv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    ctx = context_for(h)
+    M, N = qkv.shape
+    st = _stat_dtype(h.dtype)
+    dz = torch.empty_like(qkv)
+    zdz = torch.empty((M,), dtype=st, device=h.device)
+    pos, freq, r = pos.contiguous(), freq.contiguous(), r.contiguous()
+    # dz = R^-1 dqkv; zdz = sum qkv dqkv = sum z dz (the rotation is orthogonal)
+    ctx.map(_program("llama_rope_bwd", h.dtype), M, N, y=qkv, dy=dqkv.contiguous(), pos=pos, freq=freq,
+            dz=dz, zdz=zdz)
+    dh = torch.empty_like(h)
+    ctx.gemm_epilogue(_program("rowscale_gemm", h.dtype), dz, wqkv, r=r, o=dh)   # r * (dz wqkv)
+    hr = torch.empty_like(h)
+    ctx.map(_program("rowscale_map", h.dtype), x=h, r=r, o=hr)                   # h * r
+    dw = torch.empty_like(wqkv)
+    ctx.gemm(dz, hr, trans_a=True, out=dw)                                       # dz^T (h r)
+    dr = (zdz / r.to(st)).to(r.dtype)
+    return dh, dw, dr
+
+
+@_qkv_rope_bwd.register_fake
+def _(h, wqkv, r, pos, freq, qkv, dqkv):
+    return torch.empty_like(h), torch.empty_like(wqkv), torch.empty_like(r)
+
+
+class LlamaQKVRoPE(torch.autograd.Function):
+    """(h, wqkv, r, pos, freq) -> qkv; see llama_qkv_rope."""
+
+    @staticmethod
+    def forward(ctx, h, wqkv, r, pos, freq):
+        qkv = torch.ops.coda.llama_qkv_rope(h, wqkv, r, pos, freq)
+        ctx.save_for_backward(h, wqkv, r, pos, freq, qkv)
+        return qkv
+
+    @staticmethod
+    def backward(ctx, dqkv):
+        h, wqkv, r, pos, freq, qkv = ctx.saved_tensors
+        dh, dw, dr = torch.ops.coda.llama_qkv_rope_backward(h, wqkv, r, pos, freq, qkv, dqkv)
+        return dh, dw, dr, None, None
+
+
+def llama_qkv_rope(h, wqkv, r, pos, freq):
+    """The qkv projection with the RMSNorm row scale and RoPE in its
+    epilogue (programs/llama_qkv_rope.coda): z = r * (h wqkv^T), then every
+    adjacent column pair (2j, 2j+1) of the Q and K heads rotated by
+    pos * 2 pi freq (rope_tables). wqkv rows: [q heads | k heads | v heads],
+    the rotary pairs adjacent within each head (permute_rope_rows converts
+    Hugging Face's half-split rows). Backward: programs/llama_rope_bwd.coda
+    (the inverse rotation and sum z dz), then dh, dwqkv, dr."""
+    return LlamaQKVRoPE.apply(h, wqkv, r, pos, freq)
+
+
+def rope_row_permutation(n_heads, n_kv_heads, head_dim, device=None):
+    """Index of the Hugging Face qkv row that each coda row takes: HF's
+    rotary pairs are (i, i + head_dim/2) within a head, coda's (2j, 2j+1)
+    (coda_llama_qkv_row, include/coda_nn.h); V rows stay. wqkv_coda =
+    wqkv_hf[perm]; the dot products of q and k are unchanged, so attention
+    on the permuted qkv gives the same output."""
+    half = head_dim // 2
+    within = torch.empty(head_dim, dtype=torch.long)
+    within[0::2] = torch.arange(half)
+    within[1::2] = torch.arange(half) + half
+    nqk = n_heads + n_kv_heads
+    qk = (torch.arange(nqk)[:, None] * head_dim + within[None, :]).reshape(-1)
+    v = torch.arange(n_kv_heads * head_dim) + nqk * head_dim
+    return torch.cat([qk, v]).to(device)
+
+
+# --------------------------------------------------------------- attention
+
+@torch.library.custom_op("coda::attention", mutates_args=())
+def _attention(qkv: torch.Tensor, batch: int, heads_q: int, heads_kv: int) -> tuple[torch.Tensor, torch.Tensor]:
+    _check_2d("qkv", qkv)
+    ctx = context_for(qkv)
+    hd = qkv.shape[1] // (heads_q + 2 * heads_kv)
+    o = torch.empty((qkv.shape[0], heads_q * hd), dtype=qkv.dtype, device=qkv.device)
+    lse = torch.empty((qkv.shape[0], heads_q), dtype=_stat_dtype(qkv.dtype), device=qkv.device)
+    ctx.attention_forward(qkv.contiguous(), batch, heads_q, heads_kv, out=o, lse=lse)
+    return o, lse
+
+
+@_attention.register_fake
+def _(qkv, batch, heads_q, heads_kv):
+    hd = qkv.shape[1] // (heads_q + 2 * heads_kv)
+    return (qkv.new_empty((qkv.shape[0], heads_q * hd)),
+            qkv.new_empty((qkv.shape[0], heads_q), dtype=_stat_dtype(qkv.dtype)))
+
+
+@torch.library.custom_op("coda::attention_backward", mutates_args=())
+def _attention_bwd(qkv: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, do: torch.Tensor, batch: int,
+                   heads_q: int, heads_kv: int) -> torch.Tensor:
+    ctx = context_for(qkv)
+    dqkv = torch.empty_like(qkv)
+    ctx.attention_backward(qkv.contiguous(), o, lse, do.contiguous(), batch, heads_q, heads_kv, dqkv=dqkv)
+    return dqkv
+
+
+@_attention_bwd.register_fake
+def _(qkv, o, lse, do, batch, heads_q, heads_kv):
+    return torch.empty_like(qkv)
+
+
+class Attention(torch.autograd.Function):
+    """(qkv, batch, heads_q, heads_kv) -> (o, lse); see attention."""
+
+    @staticmethod
+    def forward(ctx, qkv, batch, heads_q, heads_kv):
+        o, lse = torch.ops.coda.attention(qkv, batch, heads_q, heads_kv)
+        ctx.save_for_backward(qkv, o, lse)
+        ctx.dims = (batch, heads_q, heads_kv)
+        ctx.mark_non_differentiable(lse)
+        return o, lse
+
+    @staticmethod
+    def backward(ctx, do, dlse):
+        qkv, o, lse = ctx.saved_tensors
+        return torch.ops.coda.attention_backward(qkv, o, lse, do, *ctx.dims), None, None, None
+
+
+def attention(qkv, batch, heads_q, heads_kv):
+    """Causal softmax attention with grouped-query heads (coda_attention_forward,
+    include/coda.h) on the packed qkv, (batch*seq) x ((heads_q + 2 heads_kv)
+    head_dim), per row [q heads | k heads | v heads]; scale 1/sqrt(head_dim).
+    Returns (o, lse): o (batch*seq) x (heads_q head_dim), heads in order;
+    lse (batch*seq) x heads_q, not differentiable. Backward:
+    coda_attention_backward."""
+    return Attention.apply(qkv, batch, heads_q, heads_kv)
+
+
+# ------------------------------------------------------- linear + residual
+
+@torch.library.custom_op("coda::linear_residual", mutates_args=())
+def _linear_residual(a: torch.Tensor, w: torch.Tensor, res: torch.Tensor) -> torch.Tensor:
+    _check_2d("a", a)
+    _check_2d("w", w)
+    ctx = context_for(a)
+    x = torch.empty((a.shape[0], w.shape[0]), dtype=a.dtype, device=a.device)
+    ctx.gemm_epilogue(_program("llama_residual", a.dtype), a, w, trans_b=True, res=res, x=x)
+    return x
+
+
+@_linear_residual.register_fake
+def _(a, w, res):
+    return a.new_empty((a.shape[0], w.shape[0]))
+
+
+@torch.library.custom_op("coda::linear_residual_backward", mutates_args=())
+def _linear_residual_bwd(a: torch.Tensor, w: torch.Tensor, dx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    ctx = context_for(a)
+    dx = dx.contiguous()
+    da = torch.empty_like(a)
+    ctx.gemm(dx, w, out=da)                 # dx (M x N) w (N x K)
+    dw = torch.empty_like(w)
+    ctx.gemm(dx, a, trans_a=True, out=dw)   # dx^T a
+    return da, dw
+
+
+@_linear_residual_bwd.register_fake
+def _(a, w, dx):
+    return torch.empty_like(a), torch.empty_like(w)
+
+
+class LinearResidual(torch.autograd.Function):
+    """(a, w, res) -> a w^T + res; see linear_residual."""
+
+    @staticmethod
+    def forward(ctx, a, w, res):
+        ctx.save_for_backward(a, w)
+        return torch.ops.coda.linear_residual(a, w, res)
+
+    @staticmethod
+    def backward(ctx, dx):
+        a, w = ctx.saved_tensors
+        da, dw = torch.ops.coda.linear_residual_backward(a, w, dx)
+        return da, dw, dx
+
+
+def linear_residual(a, w, res):
+    """x = a w^T + res, the residual add in the GEMM's epilogue
+    (programs/llama_residual.coda: the down projection of a block)."""
+    return LinearResidual.apply(a, w, res)
+
+
+# ------------------------------------------------- LM head + cross-entropy
+
+@torch.library.custom_op("coda::llama_lm_head_loss", mutates_args=())
+def _lm_head_loss(x: torch.Tensor, wnf: torch.Tensor, wout: torch.Tensor, targets: torch.Tensor,
+                  eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                                              torch.Tensor, torch.Tensor]:
+    _check_2d("x", x)
+    _check_2d("wout", wout)
+    ctx = context_for(x)
+    M, D = x.shape
+    V = wout.shape[0]
+    st = _stat_dtype(x.dtype)
+    dev = x.device
+    tgt = targets.reshape(-1).to(torch.int32).contiguous()
+    if tgt.numel() != M:
+        raise ValueError("coda ops: targets has %d entries, x %d rows" % (tgt.numel(), M))
+    h = torch.empty_like(x)
+    r = torch.empty((M,), dtype=st, device=dev)
+    ctx.map(_program("llama_rmsnorm", x.dtype, eps), M, D, x=x.contiguous(), w=wnf, h=h, r=r)
+    # the logits r * (h wout^T) stay in the epilogue: online LSE partials and the target's logit
+    lse = torch.empty((M,), dtype=st, device=dev)
+    out = ctx.gemm_epilogue(_program("llama_lm_head", x.dtype), h, wout, trans_b=True, r=r, tgt=tgt, lse=lse)
+    valid = torch.empty((M, 1), dtype=st, device=dev)
+    lsum = torch.empty((1, 1), dtype=st, device=dev)
+    cnt = torch.empty((1, 1), dtype=st, device=dev)
+    ctx.map(_program("llama_ce_stats", x.dtype), M, 1, lse=lse, pick=out["pick"], tgt=tgt,
+            nv=_scalar(float(V), st, dev), valid=valid, lsum=lsum, cnt=cnt)
+    loss = torch.empty((1, 1), dtype=st, device=dev)
+    ctx.map(_program("llama_ce_loss", x.dtype), 1, 1, lsum=lsum, cnt=cnt, loss=loss)
+    return loss.reshape(()), h, r, lse, valid.reshape(M), cnt.reshape(())
+
+
+@_lm_head_loss.register_fake
+def _(x, wnf, wout, targets, eps=1e-5):
+    M = x.shape[0]
+    st = _stat_dtype(x.dtype)
+    return (x.new_empty((), dtype=st), torch.empty_like(x), x.new_empty((M,), dtype=st),
+            x.new_empty((M,), dtype=st), x.new_empty((M,), dtype=st), x.new_empty((), dtype=st))
+
+
+@torch.library.custom_op("coda::llama_lm_head_loss_backward", mutates_args=())
+def _lm_head_loss_bwd(x: torch.Tensor, wnf: torch.Tensor, wout: torch.Tensor, targets: torch.Tensor,
+                      h: torch.Tensor, r: torch.Tensor, lse: torch.Tensor, valid: torch.Tensor, cnt: torch.Tensor,
+                      dloss: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    ctx = context_for(x)
+    M, D = x.shape
+    V = wout.shape[0]
+    st = _stat_dtype(x.dtype)
+    dev = x.device
+    tgt = targets.reshape(-1).to(torch.int32).contiguous()
+    # d loss / d logits, scaled by the incoming gradient through the row weights
+    valid_s = (valid.to(st) * dloss.to(st)).contiguous()
+    dl = torch.empty((M, V), dtype=x.dtype, device=dev)
+    zdz = torch.empty((M,), dtype=st, device=dev)
+    ctx.gemm_epilogue(_program("llama_ce_bwd", x.dtype), h, wout, trans_b=True, r=r, tgt=tgt, lse=lse,
+                      valid=valid_s, cnt=cnt.reshape(1, 1), dl=dl, zdz=zdz)
+    dx = torch.empty_like(x)
+    post = torch.empty_like(x)
+    dw = torch.empty((D,), dtype=st, device=dev)
+    ctx.gemm_epilogue(_program("llama_head_norm_bwd", x.dtype), dl, wout, x=x, w=wnf, r=r, zdz=zdz,
+                      inv_n=_scalar(1.0 / D, st, dev), dx=dx, post=post, dw=dw)
+    dwout = torch.empty_like(wout)
+    ctx.gemm(dl, post, trans_a=True, out=dwout)    # dl^T (x r w)
+    return dx, dw.to(wnf.dtype), dwout
+
+
+@_lm_head_loss_bwd.register_fake
+def _(x, wnf, wout, targets, h, r, lse, valid, cnt, dloss):
+    return torch.empty_like(x), torch.empty_like(wnf), torch.empty_like(wout)
+
+
+class LlamaLMHeadLoss(torch.autograd.Function):
+    """(x, wnf, wout, targets) -> (loss, count); see llama_lm_head_loss."""
+
+    @staticmethod
+    def forward(ctx, x, wnf, wout, targets, eps=1e-5):
+        loss, h, r, lse, valid, cnt = torch.ops.coda.llama_lm_head_loss(x, wnf, wout, targets, eps)
+        ctx.save_for_backward(x, wnf, wout, targets, h, r, lse, valid, cnt)
+        ctx.mark_non_differentiable(cnt)
+        return loss, cnt
+
+    @staticmethod
+    def backward(ctx, dloss, dcnt):
+        x, wnf, wout, targets, h, r, lse, valid, cnt = ctx.saved_tensors
+        dx, dwnf, dwout = torch.ops.coda.llama_lm_head_loss_backward(x, wnf, wout, targets, h, r, lse, valid,
+                                                                     cnt, dloss)
+        return dx, dwnf, dwout, None, None
+
+
+def llama_lm_head_loss(x, wnf, wout, targets, eps=1e-5):
+    """Final RMSNorm, LM head and mean cross-entropy without the logits:
+    loss = mean over rows m with 0 <= targets[m] < V of
+    logsumexp(l[m]) - l[m, targets[m]], l = RMSNorm(x; wnf, eps) wout^T.
+    Returns (loss, count), count the number of counted targets (rows with
+    another target, e.g. -100, are ignored). The forward keeps only per-row
+    statistics (programs llama_rmsnorm, llama_lm_head, llama_ce_stats,
+    llama_ce_loss); the backward recomputes the logits in the epilogue of
+    the same GEMM (llama_ce_bwd), then the dgrad with the RMSNorm backward
+    (llama_head_norm_bwd) and dwout. loss and count are fp32 (fp64 for
+    float64 inputs)."""
+    return LlamaLMHeadLoss.apply(x, wnf, wout, targets, eps)
+
+
+def apply_to_llama(model):
+    """Patches a transformers LlamaForCausalLM in place so that its decoder
+    layers, final norm, LM head and loss run through these ops (see
+    coda._hf_llama); returns the model."""
+    from ._hf_llama import apply_to_llama as apply
+
+    return apply(model)

@@ -58,8 +58,45 @@ coda_status coda_train_adamw(coda_context ctx, float *w, const float *g, float *
 coda_status coda_train_adamw_multi(coda_context ctx, float *w, const float *g, float *m, float *v,
                                    uint16_t *wb, size_t n, const int64_t *seg, int nseg,
                                    const double *coef, double gscale);
+/* The initial weights on the device: w[k] = sd · normal number k of the
+ * splitmix64 stream s0 from draw draw0 (two draws per value, as
+ * coda_model_init on the host); and w[k] = value. */
+coda_status coda_train_init_normal(coda_context ctx, float *w, size_t n, uint64_t s0,
+                                   uint64_t draw0, double sd);
+coda_status coda_train_fill(coda_context ctx, float *w, size_t n, float value);
 coda_status coda_train_zero(coda_context ctx, void *p, size_t bytes);
 coda_status coda_train_device_memory(coda_context ctx, size_t *used, size_t *total);
+
+/* The decoder's device kernels (backends/backend.h, coda_decode_ops):
+ * 1 when the context's backend has them; the calls are stream-ordered and
+ * return CODA_ERR_NOT_SUPPORTED on a backend without them. */
+int coda_decode_on_device(coda_context ctx);
+coda_status coda_decode_embed(coda_context ctx, float *x, const uint16_t *table,
+                              const int32_t *tok, int64_t M, int64_t D);
+coda_status coda_decode_rmsnorm(coda_context ctx, uint16_t *h, const float *x,
+                                const int32_t *rows, const float *w, int64_t M, int64_t D,
+                                double eps);
+coda_status coda_decode_linear(coda_context ctx, float *y, const uint16_t *x, const uint16_t *w,
+                               int64_t M, int64_t N, int64_t K, int accumulate);
+/* The rows of one forward: row r is position pos[r] of sequence seq[r]. */
+typedef struct coda_decode_rowset {
+  int64_t M;
+  const int32_t *seq, *pos; /* device */
+  int Hq, Hk, hd, max_len;
+} coda_decode_rowset;
+coda_status coda_decode_rope_append(coda_context ctx, const coda_decode_rowset *r,
+                                    const float *qkv, uint16_t *q, uint16_t *kc, uint16_t *vc,
+                                    const double *inv_freq);
+coda_status coda_decode_attention(coda_context ctx, const coda_decode_rowset *r, uint16_t *o,
+                                  const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
+                                  float *work, int splits);
+coda_status coda_decode_swiglu(coda_context ctx, uint16_t *y, const float *z, int64_t M,
+                               int64_t F);
+coda_status coda_decode_gather_rows(coda_context ctx, float *dst, const float *src,
+                                    const int32_t *dst_rows, int64_t n, int64_t cols);
+coda_status coda_decode_sample(coda_context ctx, int32_t *tokens, const float *logits,
+                               const int32_t *pos, int64_t B, int64_t V, double temperature,
+                               int top_k, double top_p, uint64_t seed);
 
 /* Timing markers on the context's backend, in its order of work: on CUDA
  * events on the context's stream (device time), on the CPU the host clock

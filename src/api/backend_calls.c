@@ -95,11 +95,76 @@ coda_status coda_train_adamw_multi(coda_context ctx, float *w, const float *g, f
                                    const double *coef, double gscale) {
   TRAIN_CALL(adamw_multi, w, g, m, v, wb, n, seg, nseg, coef, gscale);
 }
+coda_status coda_train_init_normal(coda_context ctx, float *w, size_t n, uint64_t s0,
+                                   uint64_t draw0, double sd) {
+  TRAIN_CALL(init_normal, w, n, s0, draw0, sd);
+}
+coda_status coda_train_fill(coda_context ctx, float *w, size_t n, float value) {
+  TRAIN_CALL(fill, w, n, value);
+}
 coda_status coda_train_zero(coda_context ctx, void *p, size_t bytes) {
   TRAIN_CALL(zero, p, bytes);
 }
 coda_status coda_train_device_memory(coda_context ctx, size_t *used, size_t *total) {
   TRAIN_CALL(memory, used, total);
+}
+
+/* ---- the decoder's device kernels ---- */
+
+static const coda_decode_ops *decode_ops(coda_context ctx, const char *what) {
+  const coda_decode_ops *t = ctx->ops->decode;
+  if (!t)
+    coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: the %s backend has no decode kernels", what,
+              ctx->ops->name);
+  return t;
+}
+#define DECODE_CALL(fn, ...)                                    \
+  const coda_decode_ops *t = decode_ops(ctx, "coda_decode_" #fn); \
+  return t ? t->fn(ctx, __VA_ARGS__) : CODA_ERR_NOT_SUPPORTED
+
+int coda_decode_on_device(coda_context ctx) { return ctx && ctx->ops->decode != NULL; }
+coda_status coda_decode_embed(coda_context ctx, float *x, const uint16_t *table,
+                              const int32_t *tok, int64_t M, int64_t D) {
+  DECODE_CALL(embed, x, table, tok, M, D);
+}
+coda_status coda_decode_rmsnorm(coda_context ctx, uint16_t *h, const float *x,
+                                const int32_t *rows, const float *w, int64_t M, int64_t D,
+                                double eps) {
+  DECODE_CALL(rmsnorm, h, x, rows, w, M, D, eps);
+}
+coda_status coda_decode_linear(coda_context ctx, float *y, const uint16_t *x, const uint16_t *w,
+                               int64_t M, int64_t N, int64_t K, int accumulate) {
+  DECODE_CALL(linear, y, x, w, M, N, K, accumulate);
+}
+static coda_decode_rows rows_of(const coda_decode_rowset *r) {
+  coda_decode_rows x = {r->M, r->seq, r->pos, r->Hq, r->Hk, r->hd, r->max_len};
+  return x;
+}
+coda_status coda_decode_rope_append(coda_context ctx, const coda_decode_rowset *r,
+                                    const float *qkv, uint16_t *q, uint16_t *kc, uint16_t *vc,
+                                    const double *inv_freq) {
+  const coda_decode_rows x = rows_of(r);
+  DECODE_CALL(rope_append, &x, qkv, q, kc, vc, inv_freq);
+}
+coda_status coda_decode_attention(coda_context ctx, const coda_decode_rowset *r, uint16_t *o,
+                                  const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
+                                  float *work, int splits) {
+  const coda_decode_rows x = rows_of(r);
+  DECODE_CALL(attention, &x, o, q, kc, vc, work, splits);
+}
+coda_status coda_decode_swiglu(coda_context ctx, uint16_t *y, const float *z, int64_t M,
+                               int64_t F) {
+  DECODE_CALL(swiglu, y, z, M, F);
+}
+coda_status coda_decode_gather_rows(coda_context ctx, float *dst, const float *src,
+                                    const int32_t *dst_rows, int64_t n, int64_t cols) {
+  DECODE_CALL(gather_rows, dst, src, dst_rows, n, cols);
+}
+coda_status coda_decode_sample(coda_context ctx, int32_t *tokens, const float *logits,
+                               const int32_t *pos, int64_t B, int64_t V, double temperature,
+                               int top_k, double top_p, uint64_t seed) {
+  const coda_decode_sample_job j = {tokens, logits, pos, B, V, temperature, top_p, top_k, seed};
+  DECODE_CALL(sample, &j);
 }
 
 /* ---- timing markers ---- */

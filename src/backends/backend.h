@@ -77,9 +77,54 @@ typedef struct coda_train_ops {
   coda_status (*adamw_multi)(coda_context, float *w, const float *g, float *m, float *v,
                              uint16_t *wb, size_t n, const int64_t *seg, int nseg,
                              const double *coef, double gscale);
+  coda_status (*init_normal)(coda_context, float *w, size_t n, uint64_t s0, uint64_t draw0,
+                             double sd);
+  coda_status (*fill)(coda_context, float *w, size_t n, float value);
   coda_status (*zero)(coda_context, void *p, size_t bytes);
   coda_status (*memory)(coda_context, size_t *used, size_t *total);
 } coda_train_ops;
+
+/* The rows of one decoder forward (src/train/decode.c): row r is token
+ * position pos[r] of sequence seq[r] (device int32 arrays of M entries).
+ * A layer's key and value caches are bf16 [batch][max_len][Hk][hd]. */
+typedef struct coda_decode_rows {
+  int64_t M;
+  const int32_t *seq, *pos;
+  int Hq, Hk, hd, max_len;
+} coda_decode_rows;
+
+/* One draw per sequence from logits (B x V f32): tokens[b] = the token
+ * (-1 where pos[b] < 0, -2 where the row holds a non-finite logit); pos[b]
+ * is the position the token will take (the random number's counter). */
+typedef struct coda_decode_sample_job {
+  int32_t *tokens;
+  const float *logits;
+  const int32_t *pos;
+  int64_t B, V;
+  double temperature, top_p;
+  int top_k;
+  uint64_t seed;
+} coda_decode_sample_job;
+
+/* The decoder's device kernels (device pointers; bf16 as uint16_t bits);
+ * see the CUDA backend's decode_kernels.cu for their meaning. */
+typedef struct coda_decode_ops {
+  coda_status (*embed)(coda_context, float *x, const uint16_t *table, const int32_t *tok,
+                       int64_t M, int64_t D);
+  coda_status (*rmsnorm)(coda_context, uint16_t *h, const float *x, const int32_t *rows,
+                         const float *w, int64_t M, int64_t D, double eps);
+  coda_status (*linear)(coda_context, float *y, const uint16_t *x, const uint16_t *w, int64_t M,
+                        int64_t N, int64_t K, int accumulate);
+  coda_status (*rope_append)(coda_context, const coda_decode_rows *r, const float *qkv,
+                             uint16_t *q, uint16_t *kc, uint16_t *vc, const double *inv_freq);
+  coda_status (*attention)(coda_context, const coda_decode_rows *r, uint16_t *o,
+                           const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
+                           float *work, int splits);
+  coda_status (*swiglu)(coda_context, uint16_t *y, const float *z, int64_t M, int64_t F);
+  coda_status (*gather_rows)(coda_context, float *dst, const float *src, const int32_t *dst_rows,
+                             int64_t n, int64_t cols);
+  coda_status (*sample)(coda_context, const coda_decode_sample_job *j);
+} coda_decode_ops;
 
 typedef struct coda_backend_ops {
   const char *name;
@@ -108,6 +153,7 @@ typedef struct coda_backend_ops {
   coda_status (*attention_forward)(coda_context ctx, const coda_attn_job *job);
   coda_status (*attention_backward)(coda_context ctx, const coda_attn_job *job);
   const coda_train_ops *train; /* NULL: the trainer's device state is not on this backend */
+  const coda_decode_ops *decode; /* NULL: the decoder runs on the host (CPU backend) */
   /* Timing markers (the profile of a training step): a set of n markers;
    * record puts marker i after the work issued so far (CUDA: an event on
    * the context's stream; a synchronous backend: the host clock); elapsed

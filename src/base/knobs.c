@@ -18,6 +18,15 @@ static void copy_str(char *dst, size_t n, const char *src) {
   memcpy(dst, src, strlen(src) + 1);
 }
 
+/* A launcher variable into dst (a value too long for dst reads as "", which
+ * src/dist reports as not a number or address). */
+static void launch_var(coda_launch_vars *l, int bit, const char *name, char *dst, size_t n) {
+  const char *v = getenv(name);
+  if (!v) return;
+  l->set |= bit;
+  copy_str(dst, n, v);
+}
+
 void coda_knobs_from_env(coda_knobs *k) {
   memset(k, 0, sizeof *k);
   const char *v = getenv("CODA_DEBUG_SYNC");
@@ -43,6 +52,20 @@ void coda_knobs_from_env(coda_knobs *k) {
     double t = strtod(v, &end);
     if (!*end && t > 0 && t < 1e9) k->comm_timeout_s = t;
   }
+  coda_launch_vars *l = &k->launch;
+#define LAUNCH(bit, name, field) launch_var(l, bit, name, l->field, sizeof l->field)
+  LAUNCH(CODA_LAUNCH_RANK, "RANK", rank);
+  LAUNCH(CODA_LAUNCH_WORLD_SIZE, "WORLD_SIZE", world_size);
+  LAUNCH(CODA_LAUNCH_LOCAL_RANK, "LOCAL_RANK", local_rank);
+  LAUNCH(CODA_LAUNCH_LOCAL_WORLD_SIZE, "LOCAL_WORLD_SIZE", local_world_size);
+  LAUNCH(CODA_LAUNCH_MASTER_ADDR, "MASTER_ADDR", master_addr);
+  LAUNCH(CODA_LAUNCH_MASTER_PORT, "MASTER_PORT", master_port);
+  LAUNCH(CODA_LAUNCH_SLURM_PROCID, "SLURM_PROCID", slurm_procid);
+  LAUNCH(CODA_LAUNCH_SLURM_NTASKS, "SLURM_NTASKS", slurm_ntasks);
+  LAUNCH(CODA_LAUNCH_SLURM_LOCALID, "SLURM_LOCALID", slurm_localid);
+#undef LAUNCH
+  v = getenv("TORCHELASTIC_USE_AGENT_STORE");
+  l->agent_store = v && !strcmp(v, "True");
 }
 
 void coda_knobs_resolve(const coda_context_options *o, coda_knobs *k) {

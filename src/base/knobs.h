@@ -13,6 +13,27 @@ extern "C" {
 
 #define CODA_KNOB_PATH_LEN 1024
 
+/* The rank environment of a job started by another launcher, as the
+ * strings it set (src/dist parses and checks them): torchrun's RANK,
+ * WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and
+ * Slurm's SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID. A bit of `set` per
+ * variable tells a variable set to "" from one not set. */
+enum {
+  CODA_LAUNCH_RANK = 1 << 0, CODA_LAUNCH_WORLD_SIZE = 1 << 1, CODA_LAUNCH_LOCAL_RANK = 1 << 2,
+  CODA_LAUNCH_LOCAL_WORLD_SIZE = 1 << 3, CODA_LAUNCH_MASTER_ADDR = 1 << 4,
+  CODA_LAUNCH_MASTER_PORT = 1 << 5, CODA_LAUNCH_SLURM_PROCID = 1 << 6,
+  CODA_LAUNCH_SLURM_NTASKS = 1 << 7, CODA_LAUNCH_SLURM_LOCALID = 1 << 8
+};
+typedef struct coda_launch_vars {
+  int set;
+  char rank[32], world_size[32], local_rank[32], local_world_size[32];
+  char master_addr[256], master_port[32];
+  char slurm_procid[32], slurm_ntasks[32], slurm_localid[32];
+  /* TORCHELASTIC_USE_AGENT_STORE=True: torchrun's agent serves its own
+   * store on MASTER_PORT, so coda's rendezvous takes the next port */
+  int agent_store;
+} coda_launch_vars;
+
 typedef struct coda_knobs {
   int debug_sync;                /* CODA_DEBUG_SYNC=1 */
   int autotune;                  /* CODA_AUTOTUNE=1 */
@@ -27,6 +48,7 @@ typedef struct coda_knobs {
    * rank before it fails naming the missing ranks; 0 when unset (the
    * communicator's default) */
   double comm_timeout_s;
+  coda_launch_vars launch; /* a launcher's rank environment (above) */
 } coda_knobs;
 
 /* Reads the environment into k. The only getenv of the library. */

@@ -1,5 +1,7 @@
-/* Communicator dispatch, the CPU backend (forked ranks, one shared-memory
- * segment) and the launcher. See comm.h. */
+/* Communicator dispatch, the CPU backend of forked ranks (one shared-memory
+ * segment), the fork launcher, and the joining of a job that another
+ * launcher started (its environment and the rank's life; the TCP transport
+ * is socket.c). See comm.h. */
 #define _GNU_SOURCE
 #include "coda_train.h"
 #include "dist/comm.h"
@@ -25,14 +27,15 @@
 #define HDR_BYTES 4096
 
 /* The segment every rank maps (created by the launcher before forking). */
-typedef struct shared_hdr {
+struct shared_hdr {
   atomic_int abort;    /* set by the launcher when a rank failed */
   atomic_int count;    /* barrier arrivals */
   atomic_int gen;      /* barrier generation */
   atomic_int id_ready; /* rank 0 wrote the NCCL id */
   unsigned char nccl_id[128];
   atomic_long arrivals[CODA_DIST_MAX_RANKS]; /* barriers each rank has entered */
-} shared_hdr;
+};
+typedef struct shared_hdr shared_hdr;
 _Static_assert(sizeof(shared_hdr) <= HDR_BYTES, "shared header larger than its page");
 
 /* How long a barrier waits for its peers before it fails (the knob
@@ -41,13 +44,9 @@ _Static_assert(sizeof(shared_hdr) <= HDR_BYTES, "shared header larger than its p
  * rank ends the job with a message instead of hanging it. */
 #define COMM_TIMEOUT_DEFAULT_S 600.0
 
-struct coda_comm_s {
-  coda_comm_kind kind;
-  int rank, size;
-  shared_hdr *sh;
-  unsigned char *slots; /* size x SLOT_BYTES */
-  coda_nccl *nccl;
-};
+double coda_comm_timeout_s(coda_context ctx) {
+  return ctx && ctx->knobs.comm_timeout_s > 0 ? ctx->knobs.comm_timeout_s : COMM_TIMEOUT_DEFAULT_S;
+}
 
 int coda_comm_rank(const coda_comm c) { return c ? c->rank : 0; }
 int coda_comm_size(const coda_comm c) { return c ? c->size : 1; }
@@ -79,8 +78,7 @@ static coda_status barrier(coda_context ctx, coda_comm c) {
     atomic_fetch_add(&h->gen, 1);
     return CODA_OK;
   }
-  const double limit = ctx && ctx->knobs.comm_timeout_s > 0 ? ctx->knobs.comm_timeout_s
-                                                             : COMM_TIMEOUT_DEFAULT_S;
+  const double limit = coda_comm_timeout_s(ctx);
   const double t0 = now_s();
   for (int spins = 0; atomic_load(&h->gen) == g; spins++) {
     if (atomic_load(&h->abort))
@@ -171,6 +169,9 @@ coda_status coda_comm_reduce_scatter(coda_context ctx, coda_comm c, const void *
   if (s) return s;
   if (c->kind == CODA_COMM_NCCL)
     return coda_nccl_collective(ctx, c->nccl, CODA_NCCL_REDUCE_SCATTER, send, recv, count, dt);
+  if (c->fd)
+    return coda_sock_reduce(ctx, c, send, recv, count * (size_t)c->size, count * (size_t)c->rank,
+                            count * (size_t)(c->rank + 1), dt);
   return cpu_reduce(ctx, c, send, recv, count * (size_t)c->size, count * (size_t)c->rank,
                     count * (size_t)(c->rank + 1), dt);
 }
@@ -181,6 +182,7 @@ coda_status coda_comm_all_reduce(coda_context ctx, coda_comm c, const void *send
   if (s) return s;
   if (c->kind == CODA_COMM_NCCL)
     return coda_nccl_collective(ctx, c->nccl, CODA_NCCL_ALL_REDUCE, send, recv, count, dt);
+  if (c->fd) return coda_sock_reduce(ctx, c, send, recv, count, 0, count, dt);
   return cpu_reduce(ctx, c, send, recv, count, 0, count, dt);
 }
 
@@ -190,6 +192,7 @@ coda_status coda_comm_all_gather(coda_context ctx, coda_comm c, const void *send
   if (s) return s;
   if (c->kind == CODA_COMM_NCCL)
     return coda_nccl_collective(ctx, c->nccl, CODA_NCCL_ALL_GATHER, send, recv, count, dt);
+  if (c->fd) return coda_sock_all_gather(ctx, c, send, recv, count, dt);
   const size_t es = dtype_bytes(dt), per = SLOT_BYTES / es;
   unsigned char *mine = c->slots + (size_t)c->rank * SLOT_BYTES;
   for (size_t a = 0; a < count; a += per) {
@@ -210,6 +213,7 @@ coda_status coda_comm_sum_host(coda_context ctx, coda_comm c, double *v, int n) 
   if (!c || n < 0 || (n && !v))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "sum over ranks: bad arguments");
   if (c->kind == CODA_COMM_NCCL) return coda_nccl_sum_host(ctx, c->nccl, v, n);
+  if (c->fd) return coda_sock_reduce(ctx, c, v, v, (size_t)n, 0, (size_t)n, CODA_F64);
   return cpu_reduce(ctx, c, v, v, (size_t)n, 0, (size_t)n, CODA_F64);
 }
 
@@ -267,7 +271,7 @@ static int rank_process(int rank, int size, coda_comm_kind kind, shared_hdr *sh,
     } else if (wait_id(sh, err, sizeof err)) {
       goto fail;
     }
-    if (coda_nccl_create(rank, size, sh->nccl_id, &c.nccl, err, sizeof err)) goto fail;
+    if (coda_nccl_create(rank, size, rank, sh->nccl_id, &c.nccl, err, sizeof err)) goto fail;
   }
   int rc = fn(&c, user);
   fflush(stdout);
@@ -415,4 +419,176 @@ int coda_dist_gpu_count(void) {
   int st;
   while (waitpid(p, &st, 0) < 0 && errno == EINTR) {}
   return got == (ssize_t)sizeof n ? n : -1;
+}
+
+/* ------------------------------------------------- jobs of other launchers */
+
+/* How long the rendezvous waits for every rank (CODA_COMM_TIMEOUT
+ * overrides): time for a scheduler to start the processes of every host. */
+#define RENDEZVOUS_DEFAULT_S 300.0
+
+/* A decimal integer in [lo, hi] from variable `name`; -1 with err set. */
+static int env_int(const char *name, const char *v, long lo, long hi, int *out, char *err,
+                   size_t errlen) {
+  char *end;
+  errno = 0;
+  long x = strtol(v, &end, 10);
+  if (!*v || *end || errno || x < lo || x > hi) {
+    snprintf(err, errlen, "%s='%s': need an integer in [%ld, %ld]", name, v, lo, hi);
+    return -1;
+  }
+  *out = (int)x;
+  return 0;
+}
+
+int coda_dist_env_read(coda_dist_env *env, char *err, size_t errlen) {
+  char dummy[8];
+  if (!err) { err = dummy; errlen = sizeof dummy; }
+  err[0] = '\0';
+  memset(env, 0, sizeof *env);
+  coda_knobs k;
+  coda_knobs_from_env(&k);
+  const coda_launch_vars *l = &k.launch;
+  const int torch = l->set & (CODA_LAUNCH_RANK | CODA_LAUNCH_WORLD_SIZE);
+  const int master = (l->set & CODA_LAUNCH_MASTER_ADDR) && (l->set & CODA_LAUNCH_MASTER_PORT);
+  const int slurm = !torch && master && (l->set & CODA_LAUNCH_SLURM_PROCID);
+  const int max = CODA_DIST_MAX_JOINED_RANKS;
+  if (torch) {
+    if (!(l->set & CODA_LAUNCH_RANK) || !(l->set & CODA_LAUNCH_WORLD_SIZE)) {
+      snprintf(err, errlen, "%s is set but %s is not: a launcher sets both (torchrun does)",
+               l->set & CODA_LAUNCH_RANK ? "RANK" : "WORLD_SIZE",
+               l->set & CODA_LAUNCH_RANK ? "WORLD_SIZE" : "RANK");
+      return -1;
+    }
+    snprintf(env->source, sizeof env->source, "torchrun");
+    if (env_int("WORLD_SIZE", l->world_size, 1, max, &env->world_size, err, errlen) ||
+        env_int("RANK", l->rank, 0, max - 1, &env->rank, err, errlen))
+      return -1;
+    env->local_rank = env->rank;
+    if ((l->set & CODA_LAUNCH_LOCAL_RANK) &&
+        env_int("LOCAL_RANK", l->local_rank, 0, max - 1, &env->local_rank, err, errlen))
+      return -1;
+    if ((l->set & CODA_LAUNCH_LOCAL_WORLD_SIZE) &&
+        env_int("LOCAL_WORLD_SIZE", l->local_world_size, 1, max, &env->local_world_size, err,
+                errlen))
+      return -1;
+    /* no LOCAL_RANK: launchers number the ranks host by host */
+    if (!(l->set & CODA_LAUNCH_LOCAL_RANK) && env->local_world_size)
+      env->local_rank = env->rank % env->local_world_size;
+  } else if (slurm) {
+    if (!(l->set & CODA_LAUNCH_SLURM_NTASKS)) {
+      snprintf(err, errlen, "SLURM_PROCID is set but SLURM_NTASKS is not");
+      return -1;
+    }
+    snprintf(env->source, sizeof env->source, "slurm");
+    if (env_int("SLURM_NTASKS", l->slurm_ntasks, 1, max, &env->world_size, err, errlen) ||
+        env_int("SLURM_PROCID", l->slurm_procid, 0, max - 1, &env->rank, err, errlen))
+      return -1;
+    env->local_rank = env->rank;
+    if ((l->set & CODA_LAUNCH_SLURM_LOCALID) &&
+        env_int("SLURM_LOCALID", l->slurm_localid, 0, max - 1, &env->local_rank, err, errlen))
+      return -1;
+  } else {
+    if (l->set & (CODA_LAUNCH_LOCAL_RANK | CODA_LAUNCH_LOCAL_WORLD_SIZE)) {
+      snprintf(err, errlen, "%s is set but RANK and WORLD_SIZE are not: a launcher sets them all",
+               l->set & CODA_LAUNCH_LOCAL_RANK ? "LOCAL_RANK" : "LOCAL_WORLD_SIZE");
+      return -1;
+    }
+    return 0; /* no launcher: one process, or coda's own fork launcher */
+  }
+  const char *rv = env->source[0] == 't' ? "RANK" : "SLURM_PROCID";
+  const char *wv = env->source[0] == 't' ? "WORLD_SIZE" : "SLURM_NTASKS";
+  if (env->rank >= env->world_size) {
+    snprintf(err, errlen, "%s=%d with %s=%d: the rank must be below the world size", rv,
+             env->rank, wv, env->world_size);
+    return -1;
+  }
+  if (env->local_rank >= env->world_size) {
+    snprintf(err, errlen, "%s=%d with %s=%d: the local rank must be below the world size",
+             env->source[0] == 't' ? "LOCAL_RANK" : "SLURM_LOCALID", env->local_rank, wv,
+             env->world_size);
+    return -1;
+  }
+  if (env->local_world_size && (env->local_world_size > env->world_size ||
+                                env->local_rank >= env->local_world_size)) {
+    snprintf(err, errlen, "LOCAL_RANK=%d, LOCAL_WORLD_SIZE=%d, WORLD_SIZE=%d: need LOCAL_RANK < "
+             "LOCAL_WORLD_SIZE <= WORLD_SIZE", env->local_rank, env->local_world_size,
+             env->world_size);
+    return -1;
+  }
+  if (env->world_size == 1) return 0; /* alone: nothing to meet */
+  if (!master || !l->master_addr[0]) {
+    snprintf(err, errlen, "%s=%d, %s=%d but %s: rank 0's address and port are needed for the "
+             "rendezvous", rv, env->rank, wv, env->world_size,
+             !(l->set & CODA_LAUNCH_MASTER_ADDR) || !l->master_addr[0] ? "no MASTER_ADDR"
+                                                                       : "no MASTER_PORT");
+    return -1;
+  }
+  snprintf(env->master_addr, sizeof env->master_addr, "%s", l->master_addr);
+  if (env_int("MASTER_PORT", l->master_port, 1, 65535 - (l->agent_store ? 1 : 0),
+              &env->master_port, err, errlen))
+    return -1;
+  env->rendezvous_port = env->master_port + (l->agent_store && torch ? 1 : 0);
+  return 0;
+}
+
+int coda_dist_join(const coda_dist_env *env, coda_comm_kind kind, coda_rank_main fn, void *user,
+                   char *err, size_t errlen) {
+  return coda_dist_join_watched(env, kind, kind == CODA_COMM_NCCL, fn, user, err, errlen);
+}
+
+int coda_dist_join_watched(const coda_dist_env *env, coda_comm_kind kind, int watch,
+                           coda_rank_main fn, void *user, char *err, size_t errlen) {
+  char dummy[8];
+  if (!err) { err = dummy; errlen = sizeof dummy; }
+  err[0] = '\0';
+  if (!env || env->world_size < 2 || env->world_size > CODA_DIST_MAX_JOINED_RANKS ||
+      env->rank < 0 || env->rank >= env->world_size || !fn ||
+      (kind != CODA_COMM_CPU && kind != CODA_COMM_NCCL) || env->rendezvous_port < 1 ||
+      env->rendezvous_port > 65535) {
+    snprintf(err, errlen, "joining a job needs 2 to %d ranks, a rank below the world size, a "
+             "port, a rank function and a known backend", CODA_DIST_MAX_JOINED_RANKS);
+    return 1;
+  }
+  setenv("NCCL_NVLS_ENABLE", "0", 0); /* NVLink multicast stays off */
+  coda_knobs k;
+  coda_knobs_from_env(&k);
+  const double limit = k.comm_timeout_s > 0 ? k.comm_timeout_s : RENDEZVOUS_DEFAULT_S;
+  struct coda_comm_s c;
+  memset(&c, 0, sizeof c);
+  c.kind = kind;
+  c.rank = env->rank;
+  c.size = env->world_size;
+  unsigned char id[128];
+  memset(id, 0, sizeof id);
+  char e[512] = "";
+  if (kind == CODA_COMM_NCCL && c.rank == 0 && coda_nccl_unique_id(id, e, sizeof e)) {
+    /* the others learn it at the rendezvous's end (they time out) */
+    snprintf(err, errlen, "rank 0: %s", e);
+    return 1;
+  }
+  if (coda_sock_rendezvous(env, &c, kind == CODA_COMM_NCCL ? id : NULL, limit, err, errlen))
+    return 1;
+  /* the watchdog runs before NCCL's set-up, which waits for every rank */
+  if (watch && coda_sock_watch_start(&c, k.comm_timeout_s > 0 ? k.comm_timeout_s :
+                                                   coda_comm_timeout_s(NULL), err, errlen)) {
+    coda_sock_notify_failure(&c, 1);
+    coda_sock_close(&c);
+    return 1;
+  }
+  int rc;
+  if (kind == CODA_COMM_NCCL &&
+      coda_nccl_create(c.rank, c.size, env->local_rank, id, &c.nccl, e, sizeof e)) {
+    snprintf(err, errlen, "rank %d: %s", c.rank, e);
+    rc = 1;
+  } else {
+    rc = fn(&c, user);
+  }
+  fflush(stdout);
+  fflush(stderr);
+  if (c.watch) coda_sock_watch_stop(&c, rc);
+  else if (rc) coda_sock_notify_failure(&c, rc);
+  if (c.nccl) coda_nccl_destroy(c.nccl, rc != 0);
+  coda_sock_close(&c);
+  return rc;
 }

@@ -5,7 +5,8 @@
  * used, declared here with NCCL's C ABI (the enum values and the 128-byte
  * id are part of that ABI), so no NCCL header is needed to build.
  *
- * Each rank owns one device (rank r -> device r) and one non-blocking
+ * Each rank owns one device (its local rank: rank r of forked ranks, LOCAL_RANK of a
+ * joined job) and one non-blocking
  * stream for communication; two events order it against the compute
  * stream (the context's stream, coda_context_options.stream).
  * Built only with CUDA (CMakeLists.txt); nccl_none.c stands in otherwise. */
@@ -103,7 +104,7 @@ int coda_nccl_unique_id(void *id, char *err, size_t errlen) {
   return 0; /* the library stays loaded: the id's bootstrap lives in it */
 }
 
-int coda_nccl_create(int rank, int size, const void *id, coda_nccl **out, char *err,
+int coda_nccl_create(int rank, int size, int device, const void *id, coda_nccl **out, char *err,
                      size_t errlen) {
   *out = NULL;
   int ndev = 0;
@@ -112,8 +113,8 @@ int coda_nccl_create(int rank, int size, const void *id, coda_nccl **out, char *
     snprintf(err, errlen, "no usable CUDA device: %s", cudaGetErrorString(e));
     return -1;
   }
-  if (rank >= ndev) {
-    snprintf(err, errlen, "%d ranks need %d GPUs, %d visible", size, size, ndev);
+  if (device < 0 || device >= ndev) {
+    snprintf(err, errlen, "rank %d wants GPU %d (its local rank), %d visible", rank, device, ndev);
     return -1;
   }
   coda_nccl *n = calloc(1, sizeof *n);
@@ -123,16 +124,16 @@ int coda_nccl_create(int rank, int size, const void *id, coda_nccl **out, char *
   }
   n->rank = rank;
   n->size = size;
-  n->device = rank;
+  n->device = device;
   if (load_api(&n->api, err, errlen)) goto fail;
-  e = cudaSetDevice(rank);
+  e = cudaSetDevice(device);
   if (e == cudaSuccess) e = cudaFree(NULL); /* create the context before NCCL uses it */
   if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&n->compute_done, cudaEventDisableTiming);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&n->comm_done, cudaEventDisableTiming);
   if (e == cudaSuccess) e = cudaMalloc((void **)&n->scratch, SCRATCH_DOUBLES * sizeof(double));
   if (e != cudaSuccess) {
-    snprintf(err, errlen, "device %d: %s", rank, cudaGetErrorString(e));
+    snprintf(err, errlen, "device %d: %s", device, cudaGetErrorString(e));
     goto fail;
   }
   nccl_id u;

@@ -11,9 +11,9 @@ int coda_nccl_unique_id(void *id, char *err, size_t errlen) {
   snprintf(err, errlen, "this build has no CUDA, so no NCCL backend");
   return -1;
 }
-int coda_nccl_create(int rank, int size, const void *id, coda_nccl **out, char *err,
+int coda_nccl_create(int rank, int size, int device, const void *id, coda_nccl **out, char *err,
                      size_t errlen) {
-  (void)rank; (void)size; (void)id;
+  (void)rank; (void)size; (void)device; (void)id;
   *out = NULL;
   snprintf(err, errlen, "this build has no CUDA, so no NCCL backend");
   return -1;

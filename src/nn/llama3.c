@@ -74,9 +74,50 @@ coda_llama_config coda_llama_default_config(void) {
   c.batch = 2;
   c.seq = 16;
   c.rope_theta = 10000.0;
+  c.norm_eps = 1e-5;
   c.dtype = CODA_BF16;
   return c;
 }
+
+double coda_rope_inv_freq(double theta, int64_t head_dim, const coda_rope_scaling *s, int64_t j) {
+  if (!(theta > 1.0) || head_dim <= 0 || head_dim % 2 || j < 0 || j >= head_dim / 2) return NAN;
+  const double f = pow(theta, -2.0 * (double)j / (double)head_dim);
+  if (!s || s->type == CODA_ROPE_DEFAULT) return f;
+  if (s->type == CODA_ROPE_LINEAR) return f / s->factor;
+  if (s->type != CODA_ROPE_LLAMA3) return NAN;
+  const double wavelen = 2.0 * PI_D / f, L = s->original_max_position;
+  if (wavelen > L / s->low_freq_factor) return f / s->factor; /* long waves: interpolated */
+  if (wavelen < L / s->high_freq_factor) return f;            /* short waves: kept */
+  const double sm = (L / wavelen - s->low_freq_factor) / (s->high_freq_factor - s->low_freq_factor);
+  return (1.0 - sm) * f / s->factor + sm * f;
+}
+
+static int pos_finite(double v) { return v > 0.0 && isfinite(v); }
+
+coda_status coda_rope_scaling_check(coda_context ctx, const coda_rope_scaling *s) {
+  if (!s || s->type == CODA_ROPE_DEFAULT) return CODA_OK;
+  if (s->type != CODA_ROPE_LINEAR && s->type != CODA_ROPE_LLAMA3)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "rope scaling: unknown type %d", (int)s->type);
+  const char *t = s->type == CODA_ROPE_LINEAR ? "linear" : "llama3";
+  if (!pos_finite(s->factor))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "rope scaling %s: factor %g must be finite and > 0", t, s->factor);
+  if (s->type == CODA_ROPE_LLAMA3) {
+    if (!pos_finite(s->low_freq_factor) || !pos_finite(s->high_freq_factor) ||
+        !(s->high_freq_factor > s->low_freq_factor))
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                       "rope scaling llama3: low_freq_factor %g and high_freq_factor %g must be "
+                       "finite, > 0, and high > low", s->low_freq_factor, s->high_freq_factor);
+    if (!pos_finite(s->original_max_position))
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                       "rope scaling llama3: original_max_position_embeddings %g must be > 0",
+                       s->original_max_position);
+  }
+  return CODA_OK;
+}
+
+/* The epsilon the plans write into their programs (0: the default). */
+static double llama_eps(const coda_llama_config *c) { return c->norm_eps == 0.0 ? 1e-5 : c->norm_eps; }
 
 static coda_status check_config(coda_context ctx, const coda_llama_config *c, int head,
                                 coda_tiling *tiling) {
@@ -114,7 +155,12 @@ static coda_status check_config(coda_context ctx, const coda_llama_config *c, in
       return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "llama config: rope_theta must be > 1");
     if (c->n_heads > 4096 || c->head_dim > 4096)
       return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "llama config: too many heads");
+    coda_status rs = coda_rope_scaling_check(ctx, &c->rope);
+    if (rs != CODA_OK) return rs;
   }
+  if (!(c->norm_eps >= 0.0) || !isfinite(c->norm_eps))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "llama config: norm_eps %g must be finite and >= 0", c->norm_eps);
   if (c->flags &
       ~(CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT | CODA_LLAMA_FOLD | CODA_LLAMA_GRAD_ACT |
         CODA_LLAMA_INPLACE | CODA_LLAMA_ROPE_MAP))
@@ -160,9 +206,10 @@ int64_t coda_llama_qkv_row(const coda_llama_config *cfg, int64_t hf_row) {
 }
 
 /* Position (row % seq) of every row, and the RoPE frequency table: per Q/K
- * head column pair (2j, 2j+1) the frequency theta^(-2j/hd) / (2 pi) in
- * turns, split float-float (hi at 2j, lo at 2j+1; exact mode: lo = 0);
- * V columns 0. */
+ * head column pair (2j, 2j+1) the frequency f_j / (2 pi) in turns (f_j =
+ * coda_rope_inv_freq: theta^(-2j/hd), scaled as c->rope says), split
+ * float-float (hi at 2j, lo at 2j+1; exact mode: lo = 0); V columns 0.
+ * Every backend reads the scaling from this table alone. */
 static void rope_tables(coda_plan p, const coda_llama_config *c, int exact) {
   int64_t M = c->batch * c->seq, hd = c->head_dim;
   int64_t nqk = (c->n_heads + c->n_kv_heads) * hd, nqkv = nqk + c->n_kv_heads * hd;
@@ -177,7 +224,7 @@ static void rope_tables(coda_plan p, const coda_llama_config *c, int exact) {
   for (int64_t m = 0; m < M; m++) pos[m] = (double)(m % c->seq);
   for (int64_t n = 0; n < nqk; n += 2) {
     int64_t j = (n % hd) / 2;
-    double f = pow(c->rope_theta, -2.0 * (double)j / (double)hd) / (2.0 * PI_D);
+    double f = coda_rope_inv_freq(c->rope_theta, hd, &c->rope, j) / (2.0 * PI_D);
     if (exact) {
       freq[n] = f;
       freq[n + 1] = 0.0;
@@ -231,6 +278,7 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   coda_plan p;
   s = plan_create(ctx, "llama_block", &p);
   if (s != CODA_OK) return s;
+  plan_set_norm_eps(p, llama_eps(&c));
 
   /* caller-facing buffers */
   plan_buffer(p, "x", act, M, D, PLAN_ROLE_INPUT);
@@ -412,6 +460,7 @@ coda_status coda_llama_head_plan(coda_context ctx, const coda_llama_config *cfg,
   coda_plan p;
   s = plan_create(ctx, "llama_head", &p);
   if (s != CODA_OK) return s;
+  plan_set_norm_eps(p, llama_eps(&c));
   plan_buffer(p, "x", act, M, D, PLAN_ROLE_INPUT);
   plan_buffer(p, "targets", CODA_I32, M, 1, PLAN_ROLE_INPUT);
   plan_buffer(p, "wnf", act, 1, D, PLAN_ROLE_PARAM);

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define EPS 1e-5
 #define PI_D 3.14159265358979323846
 
 typedef struct rnd { int low; } rnd;
@@ -56,12 +55,12 @@ static void linear_dw(double *dw, const double *g, const double *a, int64_t M, i
 }
 
 /* y = x / sqrt(mean(x^2) + eps) * w; r = 1 / sqrt(mean(x^2) + eps) */
-static void rmsnorm(rnd rd, double *y, double *r, const double *x, const double *w, int64_t M,
-                    int64_t D) {
+static void rmsnorm(rnd rd, double eps, double *y, double *r, const double *x, const double *w,
+                    int64_t M, int64_t D) {
   for (int64_t m = 0; m < M; m++) {
     double ss = 0;
     for (int64_t k = 0; k < D; k++) ss += x[m * D + k] * x[m * D + k];
-    r[m] = 1.0 / sqrt(ss / (double)D + EPS);
+    r[m] = 1.0 / sqrt(ss / (double)D + eps);
   }
   rstat(rd, r, M);
   for (int64_t m = 0; m < M; m++)
@@ -85,9 +84,30 @@ static void rmsnorm_bwd(double *dx, double *dw, const double *dy, const double *
   }
 }
 
+static double ref_eps(const coda_llama_config *c) { return c->norm_eps == 0.0 ? 1e-5 : c->norm_eps; }
+
+/* Inverse frequency of pair j, written as transformers writes it for
+ * rope_type default, linear and llama3 (a wavelength test per band). */
+static double ref_inv_freq(const coda_llama_config *c, int64_t j) {
+  double inv = 1.0 / pow(c->rope_theta, (double)(2 * j) / (double)c->head_dim);
+  const coda_rope_scaling *s = &c->rope;
+  if (s->type == CODA_ROPE_LINEAR) return inv / s->factor;
+  if (s->type != CODA_ROPE_LLAMA3) return inv;
+  double wavelen = 2.0 * PI_D / inv;
+  double low_wavelen = s->original_max_position / s->low_freq_factor;
+  double high_wavelen = s->original_max_position / s->high_freq_factor;
+  double scaled = wavelen > low_wavelen ? inv / s->factor : inv;
+  if (!(wavelen < high_wavelen) && !(wavelen > low_wavelen)) {
+    double smooth = (s->original_max_position / wavelen - s->low_freq_factor) /
+                    (s->high_freq_factor - s->low_freq_factor);
+    scaled = (1.0 - smooth) * scaled / s->factor + smooth * scaled;
+  }
+  return scaled;
+}
+
 /* Half-split RoPE on the Q and K heads of packed rows (M x NQKV), rotation
  * by +theta (sign = +1) or its inverse (sign = -1): the pair is
- * (x_j, x_{j + hd/2}), theta = t * base^(-2j/hd). */
+ * (x_j, x_{j + hd/2}), theta = t * inv_freq_j (base^(-2j/hd), scaled). */
 static void rope_half(const coda_llama_config *c, double *q, int64_t M, int sign) {
   int64_t hd = c->head_dim, half = hd / 2, nqkv = (c->n_heads + 2 * c->n_kv_heads) * hd;
   int64_t nheads = c->n_heads + c->n_kv_heads;
@@ -95,7 +115,7 @@ static void rope_half(const coda_llama_config *c, double *q, int64_t M, int sign
     double t = (double)(m % c->seq);
     for (int64_t h = 0; h < nheads; h++)
       for (int64_t j = 0; j < half; j++) {
-        double th = sign * t * pow(c->rope_theta, -2.0 * (double)j / (double)hd);
+        double th = sign * t * ref_inv_freq(c, j);
         double cs = cos(th), sn = sin(th);
         double *a = &q[m * nqkv + h * hd + j], *b = &q[m * nqkv + h * hd + j + half];
         double x0 = *a, x1 = *b;
@@ -193,7 +213,7 @@ int ref_llama_block(const coda_llama_config *c, coda_dtype act, const ref_llama_
 #undef ALLOC
   if (ok) {
     /* forward */
-    rmsnorm(rd, n1, r1, x, w->wn1, M, D);
+    rmsnorm(rd, ref_eps(c), n1, r1, x, w->wn1, M, D);
     linear(qkv, n1, w->wqkv, M, NQKV, D);
     ract(rd, qkv, M * NQKV);
     rope_half(c, qkv, M, +1);
@@ -204,7 +224,7 @@ int ref_llama_block(const coda_llama_config *c, coda_dtype act, const ref_llama_
     ract(rd, ao, M * D);
     for (int64_t i = 0; i < M * D; i++) x1[i] = x[i] + ao[i];
     ract(rd, x1, M * D);
-    rmsnorm(rd, n2, r2, x1, w->wn2, M, D);
+    rmsnorm(rd, ref_eps(c), n2, r2, x1, w->wn2, M, D);
     linear(g, n2, w->wgate, M, F, D);
     linear(u, n2, w->wup, M, F, D);
     ract(rd, g, M * F);
@@ -277,7 +297,7 @@ int ref_llama_head(const coda_llama_config *c, coda_dtype act, const double *wnf
   double *dn = calloc((size_t)(M * D), sizeof(double));
   if (!r || !n || !l || !lse || !dn) ok = 0;
   if (ok) {
-    rmsnorm(rd, n, r, x, wnf, M, D);
+    rmsnorm(rd, ref_eps(c), n, r, x, wnf, M, D);
     linear(l, n, wout, M, V, D);
     ract(rd, l, M * V);
     double sum = 0, cnt = 0;

@@ -1,28 +1,211 @@
-/* `coda generate`: samples text from a checkpoint (see --help). */
-#include "coda_train.h"
+/* `coda generate`: text from a checkpoint with the KV-cache decoder
+ * (coda_decode.h), or a timing of the decoder on random weights
+ * (--bench); see --help. */
+#define _POSIX_C_SOURCE 200809L /* stat */
+#include "coda_decode.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#define MAX_PROMPTS 64
+#define MAX_STOPS 32
 
 static void gen_usage(FILE *f) {
   fprintf(f,
       "usage: coda generate --checkpoint PATH [OPTIONS]\n"
-      "  --prompt TEXT       text to continue (default: a newline)\n"
-      "  --tokens N          bytes to generate (default 200)\n"
+      "       coda generate --bench [--device gpu|cpu] [BENCH OPTIONS]\n"
+      "  --checkpoint PATH   a coda checkpoint (.safetensors) or a Hugging Face model folder\n"
+      "                      (config.json, model.safetensors); its tokenizer.json is used when\n"
+      "                      present, else tokens are bytes\n"
+      "  --prompt TEXT       text to continue (default: a newline); repeat for a batch\n"
+      "  --tokens N          new tokens per prompt (default 200)\n"
       "  --temperature X     0 = greedy (default 0.8)\n"
       "  --top-k N           sample among the N most likely (default 40, 0 = all)\n"
-      "  --seed N            sampling seed (default 1)\n"
-      "  --threads N         CPU threads\n");
+      "  --top-p X           nucleus: the most likely tokens holding X of the probability\n"
+      "                      (default 1 = off)\n"
+      "  --seed N            sampling seed (default 1): the same seed gives the same text\n"
+      "  --stop ID           stop a sequence at token ID (repeatable; the tokenizer's EOS\n"
+      "                      always stops)\n"
+      "  --max-len N         cache positions per sequence (default: prompt + tokens, at most\n"
+      "                      the model's window)\n"
+      "  --device NAME       cpu (default) | gpu\n"
+      "  --threads N         CPU threads\n"
+      "With one prompt the text is written as it is produced; with several, each\n"
+      "sequence's text once all have finished, separated by lines \"--- sequence I\".\n"
+      "Bench: random weights of a Llama-like shape, random prompts; prints the prefill\n"
+      "time and the decode rate for each batch size.\n"
+      "  --shape NAME        1.1b (default: 16 layers, d 2048, 32/8 heads, ffn 8192, vocab\n"
+      "                      32768) | 8b (32 layers, d 4096, ffn 14336, vocab 128256) | tiny\n"
+      "  --batches LIST      batch sizes, comma-separated (default 1,16)\n"
+      "  --prompt-len N      prompt tokens (default 512)\n"
+      "  --tokens N          decode steps (default 128 in bench mode)\n");
+}
+
+/* Streams the bytes of one sequence, or keeps each sequence's bytes for
+ * the end (a batch). */
+typedef struct {
+  int streaming, failed;
+  char *text[MAX_PROMPTS];
+  size_t len[MAX_PROMPTS], cap[MAX_PROMPTS];
+} text_sink;
+
+static int on_token(void *user, int b, int32_t t, const char *bytes, size_t n) {
+  text_sink *s = user;
+  (void)t;
+  if (s->streaming) {
+    fwrite(bytes, 1, n, stdout); /* bytes, not a C string: byte 0 too */
+    fflush(stdout);
+    return 0;
+  }
+  if (s->len[b] + n > s->cap[b]) {
+    size_t cap = (s->len[b] + n) * 2 + 64;
+    char *p = realloc(s->text[b], cap);
+    if (!p) {
+      s->failed = 1;
+      return 1;
+    }
+    s->text[b] = p;
+    s->cap[b] = cap;
+  }
+  memcpy(s->text[b] + s->len[b], bytes, n);
+  s->len[b] += n;
+  return 0;
+}
+
+static int parse_batches(const char *v, int *out, int max) {
+  int n = 0;
+  const char *p = v;
+  while (*p) {
+    char *end;
+    errno = 0;
+    long x = strtol(p, &end, 10);
+    if (errno || end == p || x < 1 || x > 4096 || n == max) return -1;
+    out[n++] = (int)x;
+    if (*end == ',') end++;
+    else if (*end) return -1;
+    p = end;
+  }
+  return n;
+}
+
+static int run_bench(coda_context ctx, const char *shape, const int *batches, int nb,
+                     int prompt_len, int steps, int gpu) {
+  coda_model_config c;
+  memset(&c, 0, sizeof c);
+  c.rope_theta = 500000.0;
+  c.norm_eps = 1e-5;
+  if (!strcmp(shape, "1.1b")) {
+    c.vocab = 32768; c.dim = 2048; c.layers = 16; c.heads = 32; c.kv_heads = 8; c.ffn = 8192;
+  } else if (!strcmp(shape, "8b")) {
+    c.vocab = 128256; c.dim = 4096; c.layers = 32; c.heads = 32; c.kv_heads = 8; c.ffn = 14336;
+  } else if (!strcmp(shape, "tiny")) {
+    c.vocab = 256; c.dim = 128; c.layers = 2; c.heads = 4; c.kv_heads = 2; c.ffn = 384;
+  } else {
+    fprintf(stderr, "coda generate: unknown --shape '%s' (1.1b, 8b or tiny)\n", shape);
+    return 2;
+  }
+  c.seq = prompt_len + steps + 1;
+  int maxb = 1;
+  for (int i = 0; i < nb; i++) maxb = batches[i] > maxb ? batches[i] : maxb;
+  double params = (double)c.vocab * c.dim * 2 +
+                  (double)c.layers * ((double)c.dim * c.dim * 2 + (double)c.dim * c.dim / 2 +
+                                      3.0 * c.dim * c.ffn);
+  printf("decoder bench: %s shape (%.1f M parameters, random weights), %s, prompt %d tokens, "
+         "%d decode steps (greedy)\n", shape, params / 1e6, gpu ? "GPU (bf16)" : "CPU (fp32)",
+         prompt_len, steps);
+  /* The floor of a step: the bf16 weights and the cache read once, at an
+   * H200's nominal 4.3 TB/s (the cache at its mean length over the steps). */
+  const double hbm = 4.3e12;
+  printf("%6s %12s %16s %14s %16s %14s %10s\n", "batch", "prefill ms", "prefill tok/s", "step ms",
+         "decode tok/s", "floor ms", "of floor");
+  int rc = 0;
+  for (int i = 0; i < nb && !rc; i++) {
+    int B = batches[i];
+    coda_decoder_options o = {B, prompt_len + steps + 1};
+    coda_decoder d = NULL;
+    if (coda_decoder_create_random(ctx, &c, 1, &o, &d) != CODA_OK) {
+      fprintf(stderr, "coda generate: %s\n", coda_last_error(ctx));
+      return 1;
+    }
+    int32_t *tok = malloc((size_t)B * prompt_len * sizeof *tok);
+    const int32_t **pr = malloc((size_t)B * sizeof *pr);
+    int *ln = malloc((size_t)B * sizeof *ln);
+    coda_generate_result *res = calloc((size_t)B, sizeof *res);
+    if (!tok || !pr || !ln || !res) {
+      fprintf(stderr, "coda generate: out of memory\n");
+      rc = 1;
+    }
+    uint64_t r = 12345;
+    for (int64_t k = 0; !rc && k < (int64_t)B * prompt_len; k++) {
+      r = r * 6364136223846793005ull + 1442695040888963407ull;
+      tok[k] = (int32_t)((r >> 33) % (uint64_t)c.vocab);
+    }
+    for (int b = 0; !rc && b < B; b++) {
+      pr[b] = tok + (int64_t)b * prompt_len;
+      ln[b] = prompt_len;
+    }
+    coda_generate_params g;
+    memset(&g, 0, sizeof g);
+    g.max_new_tokens = steps + 1; /* the first token comes from the prefill */
+    double pre = 0, dec = 0;
+    /* one warm-up run (kernel loading, first allocations), then the timed one */
+    for (int rep = 0; rep < 2 && !rc; rep++) {
+      if (coda_decoder_generate(d, pr, ln, B, &g, res, &pre, &dec) != CODA_OK) {
+        fprintf(stderr, "coda generate: %s\n", coda_last_error(ctx));
+        rc = 1;
+      }
+      coda_generate_result_free(res, B);
+    }
+    const double kv = (double)B * c.layers * (prompt_len + steps / 2.0) * 2.0 *
+                      ((double)c.kv_heads * (c.dim / c.heads)) * 2.0;
+    const double floor_ms = (params * 2.0 + kv) / hbm * 1e3, step_ms = dec * 1e3 / steps;
+    if (!rc)
+      printf("%6d %12.2f %16.0f %14.3f %16.1f %14.3f %9.0f%%\n", B, pre * 1e3,
+             (double)B * prompt_len / pre, step_ms, (double)B * steps / dec, floor_ms,
+             100.0 * floor_ms / step_ms);
+    fflush(stdout);
+    free(tok); free(pr); free(ln); free(res);
+    coda_decoder_destroy(d);
+  }
+  return rc;
+}
+
+/* The tokenizer.json of a model folder or beside a checkpoint file, as
+ * coda_decoder_load finds it (*out NULL: none, byte tokens). */
+static coda_status load_tokenizer(coda_context ctx, const char *ckpt, coda_tokenizer *out) {
+  *out = NULL;
+  size_t n = strlen(ckpt);
+  char *p = malloc(n + 32);
+  if (!p) return CODA_ERR_OUT_OF_MEMORY;
+  struct stat st;
+  if (stat(ckpt, &st) == 0 && S_ISDIR(st.st_mode)) {
+    snprintf(p, n + 32, "%s/tokenizer.json", ckpt);
+  } else {
+    const char *slash = strrchr(ckpt, '/');
+    if (slash) snprintf(p, n + 32, "%.*s/tokenizer.json", (int)(slash - ckpt), ckpt);
+    else snprintf(p, n + 32, "tokenizer.json");
+  }
+  coda_status s = CODA_OK;
+  if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) s = coda_tokenizer_load(ctx, p, out);
+  free(p);
+  return s;
 }
 
 int cmd_generate(int argc, char **argv) {
-  coda_generate_options o = {NULL, NULL, 200, 0.8, 40, 1};
-  int threads = 0;
+  const char *ckpt = NULL, *prompts[MAX_PROMPTS], *shape = "1.1b";
+  int np = 0, tokens = -1, top_k = 40, threads = 0, gpu = 0, bench = 0, max_len = 0;
+  int prompt_len = 512, batches[16] = {1, 16}, nb = 2;
+  int32_t stops[MAX_STOPS];
+  int nstop = 0;
+  double temperature = 0.8, top_p = 1.0;
+  uint64_t seed = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { gen_usage(stdout); return 0; }
+    if (!strcmp(a, "--bench")) { bench = 1; continue; }
     if (!v) {
       fprintf(stderr, "coda generate: unknown or incomplete option '%s'\n", a);
       gen_usage(stderr);
@@ -30,18 +213,40 @@ int cmd_generate(int argc, char **argv) {
     }
     char *end;
     errno = 0;
-    if (!strcmp(a, "--checkpoint")) o.checkpoint = v;
-    else if (!strcmp(a, "--prompt")) o.prompt = v;
-    else if (!strcmp(a, "--temperature")) {
-      o.temperature = strtod(v, &end);
-      if (end == v || *end || !(o.temperature >= 0)) goto bad;
+    if (!strcmp(a, "--checkpoint")) ckpt = v;
+    else if (!strcmp(a, "--prompt")) {
+      if (np == MAX_PROMPTS) {
+        fprintf(stderr, "coda generate: at most %d prompts\n", MAX_PROMPTS);
+        return 2;
+      }
+      prompts[np++] = v;
+    } else if (!strcmp(a, "--shape")) shape = v;
+    else if (!strcmp(a, "--device")) {
+      if (!strcmp(v, "cpu")) gpu = 0;
+      else if (!strcmp(v, "gpu") || !strcmp(v, "cuda")) gpu = 1;
+      else goto bad;
+    } else if (!strcmp(a, "--batches")) {
+      nb = parse_batches(v, batches, 16);
+      if (nb < 1) goto bad;
+    } else if (!strcmp(a, "--temperature") || !strcmp(a, "--top-p")) {
+      double x = strtod(v, &end);
+      if (end == v || *end || !(x >= 0) || x > 1e6) goto bad;
+      if (!strcmp(a, "--top-p")) {
+        if (!(x > 0 && x <= 1)) goto bad;
+        top_p = x;
+      } else {
+        temperature = x;
+      }
     } else {
       long long x = strtoll(v, &end, 10);
       if (errno || end == v || *end || x < 0) goto bad;
-      if (!strcmp(a, "--tokens") && x <= (1 << 24)) o.max_tokens = (int)x;
-      else if (!strcmp(a, "--top-k") && x <= (1 << 24)) o.top_k = (int)x;
-      else if (!strcmp(a, "--seed")) o.seed = (uint64_t)x;
+      if (!strcmp(a, "--tokens") && x <= (1 << 24)) tokens = (int)x;
+      else if (!strcmp(a, "--top-k") && x <= (1 << 24)) top_k = (int)x;
+      else if (!strcmp(a, "--seed")) seed = (uint64_t)x;
       else if (!strcmp(a, "--threads") && x <= 4096) threads = (int)x;
+      else if (!strcmp(a, "--max-len") && x <= (1 << 24)) max_len = (int)x;
+      else if (!strcmp(a, "--prompt-len") && x >= 1 && x <= (1 << 20)) prompt_len = (int)x;
+      else if (!strcmp(a, "--stop") && x <= (1 << 24) && nstop < MAX_STOPS) stops[nstop++] = (int32_t)x;
       else goto bad;
     }
     i++;
@@ -50,35 +255,122 @@ int cmd_generate(int argc, char **argv) {
     fprintf(stderr, "coda generate: bad value '%s' for %s\n", v, a);
     return 2;
   }
-  if (!o.checkpoint) {
+  if (!ckpt && !bench) {
     fprintf(stderr, "coda generate: --checkpoint PATH is required\n");
     gen_usage(stderr);
     return 2;
   }
   coda_context_options co = coda_context_default_options();
   co.num_threads = threads;
+  co.backend = gpu ? CODA_BACKEND_CUDA : CODA_BACKEND_CPU;
   coda_context ctx;
   if (coda_context_create(&co, &ctx) != CODA_OK) {
-    fprintf(stderr, "coda generate: cannot create a context\n");
+    fprintf(stderr, "coda generate: cannot create a %s context%s\n", gpu ? "CUDA" : "CPU",
+            gpu ? " (no usable GPU, or a build without CUDA)" : "");
     return 1;
   }
-  char *text = NULL;
-  size_t len = 0;
-  coda_status s = coda_generate_n(ctx, &o, &text, &len);
+  if (bench) {
+    int rc = run_bench(ctx, shape, batches, nb, prompt_len, tokens < 0 ? 128 : tokens, gpu);
+    coda_context_destroy(ctx);
+    return rc;
+  }
+  if (tokens < 0) tokens = 200;
+  if (np == 0) prompts[np++] = "\n";
   int rc = 0;
-  if (s) {
-    fprintf(stderr, "coda generate: %s\n", coda_last_error(ctx));
-    rc = 1;
-  } else {
-    /* bytes, not a C string: a sampled byte 0 is output too */
-    fwrite(text, 1, len, stdout);
-    fputc('\n', stdout);
+  coda_decoder d = NULL;
+  int32_t *ids[MAX_PROMPTS] = {0};
+  int lens[MAX_PROMPTS];
+  coda_generate_result res[MAX_PROMPTS];
+  memset(res, 0, sizeof res);
+  /* The prompts are measured first (with the tokenizer the decoder will
+   * load), so that the cache holds the longest prompt plus the new tokens
+   * and no more than that. */
+  coda_tokenizer tk = NULL;
+  coda_status s = load_tokenizer(ctx, ckpt, &tk);
+  int longest = 0;
+  for (int i = 0; !s && i < np; i++) {
+    size_t n = 0, cap = 0;
+    const size_t pl = strlen(prompts[i]);
+    if (tk) {
+      s = coda_tokenizer_encode_alloc(tk, prompts[i], pl, CODA_TOKENIZER_ADD_SPECIAL, &ids[i],
+                                      &cap, &n);
+    } else {
+      ids[i] = malloc((pl ? pl : 1) * sizeof(int32_t));
+      if (!ids[i]) s = CODA_ERR_OUT_OF_MEMORY;
+      for (size_t k = 0; !s && k < pl; k++) ids[i][k] = (unsigned char)prompts[i][k];
+      n = pl;
+    }
+    if (!s && (n == 0 || n > (1u << 24))) {
+      fprintf(stderr, "coda generate: prompt %d has %zu tokens\n", i + 1, n);
+      rc = 2;
+      break;
+    }
+    lens[i] = (int)n;
+    longest = lens[i] > longest ? lens[i] : longest;
+  }
+  coda_tokenizer_destroy(tk);
+  coda_decoder_options o = {np, max_len > 0 ? max_len : longest + tokens};
+  if (!s && !rc) s = coda_decoder_load(ctx, ckpt, &o, &d);
+  if (!s && !rc) {
+    for (int i = 0; i < np; i++)
+      if (lens[i] > coda_decoder_max_len(d)) {
+        fprintf(stderr, "coda generate: prompt %d has %d tokens, more than the cache of %d "
+                "(--max-len, the model's window)\n", i + 1, lens[i], coda_decoder_max_len(d));
+        rc = 2;
+        break;
+      }
+  }
+  if (!s && !rc) {
+    text_sink *sink = calloc(1, sizeof *sink);
+    if (!sink) s = CODA_ERR_OUT_OF_MEMORY;
+    coda_generate_params g;
+    memset(&g, 0, sizeof g);
+    g.sampling.temperature = temperature;
+    g.sampling.top_k = top_k;
+    g.sampling.top_p = top_p;
+    g.sampling.seed = seed;
+    g.max_new_tokens = tokens;
+    g.stop = stops;
+    g.nstop = nstop;
+    g.stop_at_eos = 1;
+    g.on_token = on_token;
+    g.user = sink;
+    if (sink) {
+      sink->streaming = np == 1;
+      if (np == 1) {
+        fputs(prompts[0], stdout);
+        fflush(stdout);
+      }
+      s = coda_decoder_generate(d, (const int32_t *const *)ids, lens, np, &g, res, NULL, NULL);
+    }
+    if (!s && sink->failed) {
+      fprintf(stderr, "coda generate: out of memory\n");
+      rc = 1;
+    }
+    for (int i = 0; !s && !rc && i < np; i++) {
+      if (np > 1) printf("--- sequence %d\n%s", i + 1, prompts[i]);
+      if (np > 1 && sink->len[i]) fwrite(sink->text[i], 1, sink->len[i], stdout);
+      if (np > 1 || i == 0) putchar('\n');
+    }
+    for (int i = 0; sink && i < np; i++) free(sink->text[i]);
+    free(sink);
+    for (int i = 0; !s && i < np; i++)
+      if (res[i].stop == CODA_STOP_WINDOW)
+        fprintf(stderr, "coda generate: sequence %d stopped at the cache's end (%d tokens: "
+                "--max-len, the model's window)\n", i + 1, coda_decoder_max_len(d));
     if (fflush(stdout) != 0 || ferror(stdout)) {
       fprintf(stderr, "coda generate: cannot write the text: %s\n", strerror(errno));
       rc = 1;
     }
   }
-  free(text);
+  if (s) {
+    if (np == 1) fflush(stdout);
+    fprintf(stderr, "coda generate: %s\n", coda_last_error(ctx));
+    rc = 1;
+  }
+  coda_generate_result_free(res, np);
+  for (int i = 0; i < np; i++) free(ids[i]);
+  coda_decoder_destroy(d);
   coda_context_destroy(ctx);
   return rc;
 }

@@ -1,9 +1,12 @@
-/* `coda train`: trains a Llama-3 style model on the CPU, one GPU, or with
- * --ranks N data parallel over N processes (N GPUs through NCCL, or N CPU
- * processes); see --help. */
+/* `coda train`: trains a Llama-3 style model on the CPU, one GPU, or data
+ * parallel over N processes (N GPUs through NCCL, or N CPU processes),
+ * forked here with --ranks N or started by another launcher (torchrun,
+ * srun) that sets the rank environment; see --help. */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
+#include "tool_util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -47,8 +50,10 @@ static void print_progress(const coda_train_progress *p, void *user) {
            p->seq, p->accum, (int)p->tokens_per_step, (long long)p->steps,
            p->resumed ? " (resumed)" : "");
     if (p->ranks > 1)
-      printf("data parallel: %d ranks (%s), batch %d per rank, optimizer state sharded (ZeRO-1)\n",
-             p->ranks, p->gpu ? "NCCL, one GPU each" : "CPU processes", p->batch);
+      printf("data parallel: %d ranks (%s), batch %d per rank, %s\n", p->ranks,
+             p->gpu ? "NCCL, one GPU each" : "CPU processes", p->batch,
+             p->sharded_weights ? "weights, gradients and optimizer state sharded (ZeRO-3)"
+                                : "optimizer state sharded (ZeRO-1)");
     fflush(stdout);
     break;
   }
@@ -158,9 +163,19 @@ static void train_usage(FILE *f) {
       "  --init PATH       start a fresh run from the weights of a checkpoint\n"
       "  --export-hf DIR   write the weights of --resume PATH in Hugging Face Llama layout\n"
       "                    (config.json + model.safetensors), then exit\n"
+      "  --init-from DIR   fine-tune: start from the weights of a Hugging Face Llama directory\n"
+      "                    (imported into OUT/init-hf.safetensors; the model is its config)\n"
       "  --import-hf DIR   convert a Hugging Face Llama directory into the weights-only\n"
       "                    checkpoint OUT/checkpoint.safetensors, then exit\n"
-      "  --data DIR        token shards train.tok/val.tok (default OUT/data)\n"
+      "  --data PATH       token shards: a directory holding train.tok/val.tok (default\n"
+      "                    OUT/data); or a corpus, tokenized into OUT/data (reused when\n"
+      "                    unchanged): a text file (documents separated by blank lines), a\n"
+      "                    directory of .txt files (one document each), JSON Lines (.jsonl),\n"
+      "                    or llm.c token shards (.bin, magic 20240520)\n"
+      "  --data-format F   auto (by name) | text | jsonl | llmc\n"
+      "  --text-field NAME JSONL: the field holding the text (default text)\n"
+      "  --tokenizer FILE  tokenizer.json (byte-level BPE) for a --data corpus (default: bytes);\n"
+      "                    the model's vocab becomes the tokenizer's unless --vocab is given\n"
       "  --corpus DIR      text files to prepare shards from (default: the fortunes package)\n"
       "  --prepare         only write the token shards, then exit\n"
       "  --engine NAME     auto | reference | plans\n"
@@ -173,6 +188,13 @@ static void train_usage(FILE *f) {
       "                    if the loader cannot find it), else N CPU processes; --batch is per\n"
       "                    rank, so a step sees N x batch x accum sequences (the same as one\n"
       "                    process with batch N x batch); optimizer state sharded (ZeRO-1)\n"
+      "  Started by torchrun or srun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT;\n"
+      "  or SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID with MASTER_ADDR, MASTER_PORT), each\n"
+      "  process is one rank of the job (GPU LOCAL_RANK with --device gpu); the ranks meet at\n"
+      "  MASTER_ADDR:MASTER_PORT; --ranks, if given, must equal WORLD_SIZE. CODA_COMM_TIMEOUT\n"
+      "  (seconds) limits the rendezvous and every collective\n"
+      "  --zero 1|3        with several ranks: 1 (default) shards the optimizer state, 3 also\n"
+      "                    the weights and gradients (gathered per layer; CPU reference engine)\n"
       "  --quiet           no per-step lines\n"
       "  --profile         time the phases of each step (device events on a GPU, the host\n"
       "                    clock on the CPU) and print a table per phase at the end\n"
@@ -231,6 +253,7 @@ typedef struct train_job {
   coda_train_options o;
   int device; /* 0 CPU, 1 GPU */
   int threads;
+  int gpu;    /* the GPU of a joined rank (LOCAL_RANK); -1: forked rank r uses GPU r */
 } train_job;
 
 /* After a failure to prepare the token shards from the default corpus:
@@ -255,7 +278,7 @@ static int train_process(const train_job *job, coda_comm comm, coda_context ctx)
   coda_context_options co = coda_context_default_options();
   co.num_threads = job->threads;
   co.backend = job->device ? CODA_BACKEND_CUDA : CODA_BACKEND_CPU;
-  co.device = job->device && comm ? rank : 0; /* rank r on GPU r */
+  co.device = !job->device || !comm ? 0 : job->gpu >= 0 ? job->gpu : rank;
   const int own = ctx == NULL;
   if (own && coda_context_create(&co, &ctx) != CODA_OK) {
     fprintf(stderr, "coda train%s: cannot create a %s context\n", who, job->device ? "CUDA" : "CPU");
@@ -299,8 +322,11 @@ static int rank_main(coda_comm comm, void *user) { return train_process(user, co
 int cmd_train(int argc, char **argv) {
   coda_train_options o = coda_train_default_options();
   o.corpus_dir = DEFAULT_CORPUS;
-  int prepare_only = 0, threads = 0, device = 0, ranks = 1, corpus_given = 0;
-  const char *export_hf = NULL, *import_hf = NULL;
+  int prepare_only = 0, threads = 0, device = 0, ranks = 1, ranks_given = 0, corpus_given = 0;
+  coda_data_options dopt;
+  memset(&dopt, 0, sizeof dopt);
+  int data_flags = 0; /* --data-format, --text-field or --tokenizer given */
+  const char *export_hf = NULL, *import_hf = NULL, *init_from = NULL;
   const char *config = "tiny";
   /* The named configuration first, so explicit flags override it. */
   for (int i = 1; i < argc; i++)
@@ -339,8 +365,19 @@ int cmd_train(int argc, char **argv) {
     INTFLAG("--val-batches", 0, 1 << 20, o.val_batches)
     INTFLAG("--save-every", 0, 1 << 30, o.save_every)
     INTFLAG("--threads", 0, 4096, threads)
+    if (!strcmp(a, "--ranks")) ranks_given = 1;
     INTFLAG("--ranks", 1, CODA_DIST_MAX_RANKS, ranks)
     INTFLAG("--profile-warmup", 0, 1000000000, o.profile_warmup)
+    if (!strcmp(a, "--zero")) {
+      if (!v || (strcmp(v, "1") && strcmp(v, "3"))) {
+        fprintf(stderr, "coda train: --zero is 1 (the optimizer state sharded) or 3 (also the "
+                "weights and gradients), got '%s'\n", v ? v : "(nothing)");
+        return 2;
+      }
+      o.shard_weights = v[0] == '3';
+      i++;
+      continue;
+    }
     INTFLAG("--tune-plans", 0, 1, o.tune_plans)
     REALFLAG("--lr", o.lr)
     REALFLAG("--min-lr-ratio", o.min_lr_ratio)
@@ -358,9 +395,22 @@ int cmd_train(int argc, char **argv) {
     if (!strcmp(a, "--init") && v) { o.init = v; i++; continue; }
     if (!strcmp(a, "--export-hf") && v) { export_hf = v; i++; continue; }
     if (!strcmp(a, "--import-hf") && v) { import_hf = v; i++; continue; }
+    if (!strcmp(a, "--init-from") && v) { init_from = v; i++; continue; }
     if (!strcmp(a, "--data") && v) { o.data_dir = v; i++; continue; }
     if (!strcmp(a, "--corpus") && v) { o.corpus_dir = v; corpus_given = 1; i++; continue; }
     if (!strcmp(a, "--prepare")) { prepare_only = 1; continue; }
+    if (!strcmp(a, "--tokenizer") && v) { dopt.tokenizer = v; data_flags = 1; i++; continue; }
+    if (!strcmp(a, "--text-field") && v) { dopt.text_field = v; data_flags = 1; i++; continue; }
+    if (!strcmp(a, "--data-format") && v) {
+      if (!strcmp(v, "auto")) dopt.format = CODA_DATA_AUTO;
+      else if (!strcmp(v, "text")) dopt.format = CODA_DATA_TEXT;
+      else if (!strcmp(v, "jsonl")) dopt.format = CODA_DATA_JSONL;
+      else if (!strcmp(v, "llmc")) dopt.format = CODA_DATA_LLMC;
+      else { fprintf(stderr, "coda train: --data-format is auto, text, jsonl or llmc\n"); return 2; }
+      data_flags = 1;
+      i++;
+      continue;
+    }
     if (!strcmp(a, "--quiet")) { o.quiet = 1; continue; }
     if (!strcmp(a, "--profile")) { o.profile = 1; continue; }
     if ((!strcmp(a, "--device") || !strcmp(a, "--backend")) && v) {
@@ -386,6 +436,120 @@ int cmd_train(int argc, char **argv) {
   /* Shards the user names are theirs: without --corpus a missing --data
    * directory is an error, not prepared from the default corpus. */
   if (o.data_dir && !corpus_given && !prepare_only) o.corpus_dir = NULL;
+  /* A job started by another launcher: this process is one of its ranks. */
+  coda_dist_env env;
+  char err[512];
+  if (coda_dist_env_read(&env, err, sizeof err)) {
+    fprintf(stderr, "coda train: %s\n", err);
+    return 2;
+  }
+  if (env.world_size && ranks_given && ranks != env.world_size) {
+    fprintf(stderr, "coda train: --ranks %d, but the launcher started %d ranks (%s=%d): give "
+            "--ranks %d or leave it out\n", ranks, env.world_size,
+            env.source[0] == 't' ? "WORLD_SIZE" : "SLURM_NTASKS", env.world_size, env.world_size);
+    return 2;
+  }
+  if (env.world_size > 1 && (export_hf || import_hf || prepare_only) && env.rank != 0)
+    return 0; /* one-shot work runs once, on rank 0 */
+  /* --init-from HF_DIR: the Hugging Face weights, imported into
+   * OUT/init-hf.safetensors, start the run (as --init would) */
+  static char init_path[4096];
+  if (init_from) {
+    if (env.world_size > 1) {
+      fprintf(stderr, "coda train: --init-from in a job of %d ranks: every rank would import at "
+              "once; import once (coda train --import-hf DIR --out OUT) and give every rank "
+              "--init OUT/checkpoint.safetensors\n", env.world_size);
+      return 2;
+    }
+    if (o.init || o.resume || export_hf || import_hf) {
+      fprintf(stderr, "coda train: --init-from excludes --init, --resume, --export-hf and --import-hf\n");
+      return 2;
+    }
+    coda_context ictx;
+    if (coda_context_create(NULL, &ictx) != CODA_OK) {
+      fprintf(stderr, "coda train: cannot create a CPU context\n");
+      return 1;
+    }
+    snprintf(init_path, sizeof init_path, "%s/init-hf.safetensors", o.out_dir);
+    int irc = 0;
+    if (make_dirs(o.out_dir)) {
+      fprintf(stderr, "coda train: cannot create %s: %s\n", o.out_dir, strerror(errno));
+      irc = 1;
+    } else if (coda_hf_import_checkpoint(ictx, init_from, init_path) != CODA_OK) {
+      fprintf(stderr, "coda train: --init-from %s: %s\n", init_from, coda_last_error(ictx));
+      irc = 1;
+    } else {
+      printf("imported %s into %s\n", init_from, init_path);
+    }
+    coda_context_destroy(ictx);
+    if (irc) return irc;
+    o.init = init_path;
+  }
+  /* --data naming a corpus (a file, or a directory without token shards):
+   * tokenized into OUT/data before any rank starts. */
+  static char corpus_data_dir[4096];
+  if (o.data_dir && !export_hf && !import_hf) {
+    struct stat st;
+    char tr[4200], va[4200];
+    snprintf(tr, sizeof tr, "%s/train.tok", o.data_dir);
+    snprintf(va, sizeof va, "%s/val.tok", o.data_dir);
+    const int exists = stat(o.data_dir, &st) == 0;
+    const int shards = exists && S_ISDIR(st.st_mode) && (stat(tr, &st) == 0 || stat(va, &st) == 0);
+    /* with --corpus, --data is the shard directory to prepare into (as before) */
+    if (exists && !shards && !corpus_given && env.world_size > 1 && !prepare_only) {
+      fprintf(stderr, "coda train: --data %s is a corpus, and a job of %d ranks would tokenize it "
+              "on every rank at once: prepare the shards once (coda train --prepare --data %s "
+              "--out OUT), then give every rank --data OUT/data\n", o.data_dir, env.world_size,
+              o.data_dir);
+      return 2;
+    }
+    if (exists && !shards && !corpus_given) {
+      coda_context pctx;
+      if (coda_context_create(NULL, &pctx) != CODA_OK) {
+        fprintf(stderr, "coda train: cannot create a CPU context\n");
+        return 1;
+      }
+      dopt.path = o.data_dir;
+      dopt.min_tokens = (uint64_t)o.model.seq + 1;
+      dopt.progress = coda_tool_prep_progress;
+      uint32_t vocab = 0;
+      int prc = make_dirs(o.out_dir) ? (fprintf(stderr, "coda train: cannot create %s: %s\n",
+                                                o.out_dir, strerror(errno)), 1)
+                                     : coda_tool_prepare_corpus(pctx, &dopt, o.out_dir, corpus_data_dir,
+                                                           sizeof corpus_data_dir, &vocab);
+      coda_context_destroy(pctx);
+      if (prc) return prc;
+      if (prepare_only) return 0;
+      o.data_dir = corpus_data_dir;
+      o.corpus_dir = NULL;
+      /* the model's vocabulary is the tokenizer's unless --vocab says it */
+      if (!(o.model_set & CODA_MODEL_SET_VOCAB) && vocab > 0) o.model.vocab = (int)vocab;
+    } else if (data_flags && shards) {
+      fprintf(stderr, "coda train: --data %s holds token shards; --tokenizer, --text-field and "
+              "--data-format apply to a corpus\n", o.data_dir);
+      return 2;
+    }
+  } else if (data_flags && !export_hf && !import_hf) {
+    fprintf(stderr, "coda train: --tokenizer, --text-field and --data-format need --data FILE|DIR\n");
+    return 2;
+  }
+  if (env.world_size > 1 && !export_hf && !import_hf && !prepare_only) {
+    if (device == 2) device = coda_cuda_available() ? 1 : 0;
+    else if (device && !coda_cuda_available()) {
+      fprintf(stderr, "coda train: rank %d: --device gpu: no usable CUDA GPU (or this build has "
+              "no CUDA)\n", env.rank);
+      return 1;
+    }
+    train_job job = {o, device, threads, env.local_rank};
+    if (!threads && !device && env.local_world_size > 0) { /* share the host's cores */
+      long nc = sysconf(_SC_NPROCESSORS_ONLN);
+      job.threads = nc / env.local_world_size > 1 ? (int)(nc / env.local_world_size) : 1;
+    }
+    int rc = coda_dist_join(&env, device ? CODA_COMM_NCCL : CODA_COMM_CPU, rank_main, &job, err,
+                            sizeof err);
+    if (err[0]) fprintf(stderr, "coda train: %s\n", err);
+    return rc;
+  }
   if (ranks > 1 && !export_hf && !import_hf && !prepare_only) {
     /* The launcher forks the ranks: this process must not touch CUDA, so
      * the GPUs are counted in a short-lived child. */
@@ -396,12 +560,11 @@ int cmd_train(int argc, char **argv) {
               ranks, ranks, ngpu < 0 ? 0 : ngpu, ngpu <= 0 ? " (or this build has no CUDA)" : "");
       return 1;
     }
-    train_job job = {o, device, threads};
+    train_job job = {o, device, threads, -1};
     if (!threads) { /* share the cores among CPU ranks */
       long nc = sysconf(_SC_NPROCESSORS_ONLN);
       job.threads = device ? 0 : (nc / ranks > 1 ? (int)(nc / ranks) : 1);
     }
-    char err[512];
     int rc = coda_dist_launch(ranks, device ? CODA_COMM_NCCL : CODA_COMM_CPU, rank_main, &job, err,
                               sizeof err);
     if (err[0]) fprintf(stderr, "coda train: %s\n", err);
@@ -459,7 +622,7 @@ int cmd_train(int argc, char **argv) {
     coda_context_destroy(ctx);
     return rc;
   }
-  train_job job = {o, device, threads};
+  train_job job = {o, device, threads, -1};
   rc = train_process(&job, NULL, ctx);
   coda_context_destroy(ctx);
   return rc;

@@ -13,6 +13,7 @@ static int cmd_version(int argc, char **argv) {
 
 int cmd_train(int argc, char **argv);    /* cmd_train.c */
 int cmd_generate(int argc, char **argv); /* cmd_generate.c */
+int cmd_eval(int argc, char **argv);     /* cmd_eval.c */
 
 int coda_cmd_check(int argc, char **argv);
 int coda_cmd_run(int argc, char **argv);   /* cmd_run.c */
@@ -31,6 +32,7 @@ static const command commands[] = {
   {"compile", coda_cmd_compile, "print a program's generated CUDA epilogue and compile it (NVRTC, sm_90a)"},
   {"train", cmd_train, "train a Llama-style model (CPU; see coda train --help)"},
   {"generate", cmd_generate, "sample text from a checkpoint"},
+  {"eval", cmd_eval, "validation loss and perplexity of a checkpoint on a shard or corpus"},
   {"demo", cmd_demo, "forward + backward of a small Llama-style model through the block plans"},
   {"tokenize", cmd_tokenize, "text to BPE token ids and back with a tokenizer.json (see coda tokenize --help)"},
   {"bench", cmd_bench, "benchmarks on the GPU: coda bench block (one Transformer block, fused/unfused/floor, memory)"},

@@ -2,6 +2,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "tool_util.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -85,3 +87,122 @@ char *coda_tool_read_text(const char *path, const char **why) {
   }
   return buf;
 }
+
+/* mkdir -p */
+static int tool_make_dirs(const char *dir) {
+  char p[4096];
+  snprintf(p, sizeof p, "%s", dir);
+  for (char *q = p + 1; *q; q++) {
+    if (*q != '/') continue;
+    *q = '\0';
+    if (mkdir(p, 0777) != 0 && errno != EEXIST) return -1;
+    *q = '/';
+  }
+  return mkdir(p, 0777) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* ---- --data PATH as a corpus (text, JSONL, llm.c shards) ----
+ * A corpus is tokenized into OUT/data/train.tok and val.tok with a stamp
+ * OUT/data/source.txt naming what they were made from: a later run with
+ * the same source reuses them, another source makes them again, and
+ * shards in OUT/data without a stamp (the user's) are never written over. */
+
+void coda_tool_prep_progress(uint64_t bytes, uint64_t tokens, void *user) {
+  (void)user;
+  printf("preparing: %.1f MiB read, %llu tokens\n", (double)bytes / (1024.0 * 1024.0),
+         (unsigned long long)tokens);
+  fflush(stdout);
+}
+
+/* The sizes and newest change time of a file or of a directory's entries. */
+static void source_state(const char *path, long long *size, long long *mtime) {
+  struct stat st;
+  *size = 0;
+  *mtime = 0;
+  if (stat(path, &st) != 0) return;
+  *size = (long long)st.st_size;
+  *mtime = (long long)st.st_mtime;
+  if (!S_ISDIR(st.st_mode)) return;
+  DIR *d = opendir(path);
+  if (!d) return;
+  struct dirent *e;
+  char p[4096];
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+    if (stat(p, &st) == 0) {
+      *size += (long long)st.st_size;
+      if ((long long)st.st_mtime > *mtime) *mtime = (long long)st.st_mtime;
+    }
+  }
+  closedir(d);
+}
+
+static int is_file(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Prepares (or reuses) OUT/data from the corpus o.path; *vocab = the
+ * shards' vocabulary. 0 on success; else prints why and returns 1. */
+int coda_tool_prepare_corpus(coda_context ctx, const coda_data_options *d, const char *out_dir,
+                               char *data_dir, size_t cap, uint32_t *vocab) {
+  snprintf(data_dir, cap, "%s/data", out_dir);
+  char stamp_path[4200], tr[4200], va[4200];
+  snprintf(stamp_path, sizeof stamp_path, "%s/source.txt", data_dir);
+  snprintf(tr, sizeof tr, "%s/train.tok", data_dir);
+  snprintf(va, sizeof va, "%s/val.tok", data_dir);
+  long long size, mtime;
+  source_state(d->path, &size, &mtime);
+  char want[8192];
+  int n = snprintf(want, sizeof want,
+                   "coda prepared data 1\npath %s\nformat %d\ntext-field %s\ntokenizer %s\n"
+                   "size %lld\nmtime %lld\n", d->path, (int)d->format,
+                   d->text_field ? d->text_field : "text", d->tokenizer ? d->tokenizer : "(bytes)",
+                   size, mtime);
+  const int have_shards = is_file(tr) || is_file(va);
+  char have[8192 + 64] = "";
+  FILE *f = fopen(stamp_path, "r");
+  size_t got = 0;
+  if (f) {
+    got = fread(have, 1, sizeof have - 1, f);
+    have[got] = '\0';
+    fclose(f);
+  }
+  unsigned vv = 0;
+  if (have_shards && f && !strncmp(have, want, (size_t)n) && is_file(tr) && is_file(va) &&
+      sscanf(have + n, "vocab %u", &vv) == 1) {
+    printf("token shards in %s were prepared from %s: reused\n", data_dir, d->path);
+    *vocab = vv;
+    return 0;
+  }
+  if (have_shards && !f) {
+    fprintf(stderr, "coda train: %s holds token shards that coda did not prepare from a --data "
+            "corpus; they are not written over (use another --out, or --data %s to train on "
+            "them)\n", data_dir, data_dir);
+    return 1;
+  }
+  if (tool_make_dirs(data_dir)) {
+    fprintf(stderr, "coda train: cannot create %s: %s\n", data_dir, strerror(errno));
+    return 1;
+  }
+  remove(stamp_path); /* a run cut short leaves no stamp for shards it did not finish */
+  printf("preparing token shards in %s from %s (%s)\n", data_dir, d->path,
+         d->tokenizer ? d->tokenizer : "byte tokens");
+  fflush(stdout);
+  uint64_t ntr = 0, nva = 0;
+  coda_status s = coda_prepare_data(ctx, d, data_dir, &ntr, &nva, vocab);
+  if (s) {
+    fprintf(stderr, "coda train: %s\n", coda_last_error(ctx));
+    return 1;
+  }
+  printf("wrote %s (%llu tokens) and %s (%llu tokens), vocabulary %u\n", tr,
+         (unsigned long long)ntr, va, (unsigned long long)nva, *vocab);
+  f = fopen(stamp_path, "w");
+  if (!f || fprintf(f, "%svocab %u\n", want, *vocab) < 0 || fclose(f) != 0) {
+    fprintf(stderr, "coda train: cannot write %s\n", stamp_path);
+    return 1;
+  }
+  return 0;
+}
+

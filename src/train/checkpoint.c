@@ -12,10 +12,38 @@
 
 #define CKPT_FORMAT "coda-checkpoint"
 
+/* Entry k of a device save: pass k / np (weights, m, v) of parameter k % np. */
+typedef struct {
+  coda_context ctx;
+  coda_model *model;
+  int np;
+} device_reader;
+
+static coda_status read_device(void *user, int k, uint64_t off, void *dst, size_t n) {
+  const device_reader *r = user;
+  const coda_param *p = coda_model_param(r->model, k % r->np);
+  return coda_plans_device_read(r->ctx, r->model, k / r->np, p->offset * sizeof(float) + off, dst,
+                                n);
+}
+
+static coda_status save(coda_context ctx, const char *path, coda_model *model, const float *m,
+                        const float *v, int device, const coda_train_state *st);
+
 coda_status coda_checkpoint_save(coda_context ctx, const char *path, coda_model *model,
                                  const float *m, const float *v, const coda_train_state *st) {
+  return save(ctx, path, model, m, v, 0, st);
+}
+
+coda_status coda_checkpoint_save_device(coda_context ctx, const char *path, coda_model *model,
+                                        const coda_train_state *st) {
+  return save(ctx, path, model, NULL, NULL, 1, st);
+}
+
+static coda_status save(coda_context ctx, const char *path, coda_model *model, const float *m,
+                        const float *v, int device, const coda_train_state *st) {
   int np = coda_model_num_params(model);
-  int n = np * (m && v ? 3 : 1);
+  const int with_opt = device || (m && v);
+  int n = np * (with_opt ? 3 : 1);
   coda_st_entry *e = calloc((size_t)n, sizeof *e);
   char (*names)[128] = calloc((size_t)n, sizeof *names);
   if (!e || !names) {
@@ -24,8 +52,8 @@ coda_status coda_checkpoint_save(coda_context ctx, const char *path, coda_model 
   }
   const float *w = coda_model_weights(model);
   int k = 0;
-  for (int pass = 0; pass < (m && v ? 3 : 1); pass++) {
-    const float *base = pass == 0 ? w : pass == 1 ? m : v;
+  for (int pass = 0; pass < (with_opt ? 3 : 1); pass++) {
+    const float *base = device ? NULL : pass == 0 ? w : pass == 1 ? m : v;
     for (int i = 0; i < np; i++) {
       const coda_param *p = coda_model_param(model, i);
       snprintf(names[k], sizeof names[k], "%s%s", pass == 0 ? "" : pass == 1 ? "optimizer.m." : "optimizer.v.", p->name);
@@ -34,12 +62,12 @@ coda_status coda_checkpoint_save(coda_context ctx, const char *path, coda_model 
       e[k].ndim = p->ndim;
       e[k].shape[0] = p->shape[0];
       e[k].shape[1] = p->shape[1];
-      e[k].data = base + p->offset;
+      e[k].data = base ? base + p->offset : NULL;
       k++;
     }
   }
   const coda_model_config *c = coda_model_cfg(model);
-  char val[14][64];
+  char val[18][64];
   snprintf(val[0], 64, "%d", c->vocab);
   snprintf(val[1], 64, "%d", c->dim);
   snprintf(val[2], 64, "%d", c->layers);
@@ -54,14 +82,27 @@ coda_status coda_checkpoint_save(coda_context ctx, const char *path, coda_model 
   snprintf(val[11], 64, "%llu", (unsigned long long)(st ? st->rng : 0));
   snprintf(val[12], 64, "%llu", (unsigned long long)(st ? st->drawn : 0));
   snprintf(val[13], 64, "%.17g", st ? st->last_loss : NAN);
+  const char *rope_name[] = {"none", "linear", "llama3"};
+  const int rt = c->rope.type == CODA_ROPE_LINEAR ? 1 : c->rope.type == CODA_ROPE_LLAMA3 ? 2 : 0;
+  snprintf(val[14], 64, "%.17g", c->rope.factor);
+  snprintf(val[15], 64, "%.17g", c->rope.low_freq_factor);
+  snprintf(val[16], 64, "%.17g", c->rope.high_freq_factor);
+  snprintf(val[17], 64, "%.17g", c->rope.original_max_position);
   const char *kv[] = {"format", CKPT_FORMAT, "version", "1", "tokenizer", "bytes",
-                      "has_optimizer", m && v ? "1" : "0",
+                      "has_optimizer", with_opt ? "1" : "0",
                       "model.vocab", val[0], "model.dim", val[1], "model.layers", val[2],
                       "model.heads", val[3], "model.kv_heads", val[4], "model.ffn", val[5],
                       "model.seq", val[6], "model.tied", val[7], "model.rope_theta", val[8],
                       "model.norm_eps", val[9], "train.step", val[10], "train.rng_state", val[11],
-                      "train.samples_drawn", val[12], "train.last_loss", val[13]};
-  coda_status s = coda_st_save(ctx, path, e, n, kv, (int)(sizeof kv / sizeof kv[0]) / 2);
+                      "train.samples_drawn", val[12], "train.last_loss", val[13],
+                      "model.rope_scaling", rope_name[rt],
+                      /* the scaling's numbers, only for the types that read them */
+                      "model.rope_factor", val[14], "model.rope_low_freq_factor", val[15],
+                      "model.rope_high_freq_factor", val[16],
+                      "model.rope_original_max_position", val[17]};
+  const int nkv = (int)(sizeof kv / sizeof kv[0]) / 2 - (rt == 0 ? 4 : rt == 1 ? 3 : 0);
+  device_reader rd = {ctx, model, np};
+  coda_status s = coda_st_save_from(ctx, path, e, n, kv, nkv, device ? read_device : NULL, &rd);
   free(e);
   free(names);
   return s;
@@ -133,6 +174,21 @@ static coda_status config_from(coda_context ctx, const coda_st_file *f, const ch
   c->kv_heads = (int)x[4]; c->ffn = (int)x[5]; c->seq = (int)x[6]; c->tied = x[7] != 0;
   coda_status s = meta_f64(ctx, f, path, "model.rope_theta", 1, &c->rope_theta);
   if (!s) s = meta_f64(ctx, f, path, "model.norm_eps", 1, &c->norm_eps);
+  /* RoPE scaling: absent in checkpoints written before it existed (none) */
+  const char *rs = coda_st_meta(f, "model.rope_scaling");
+  if (!s && rs && strcmp(rs, "none")) {
+    if (!strcmp(rs, "linear")) c->rope.type = CODA_ROPE_LINEAR;
+    else if (!strcmp(rs, "llama3")) c->rope.type = CODA_ROPE_LLAMA3;
+    else return coda_fail(ctx, CODA_ERR_IO, "%s: metadata 'model.rope_scaling' = '%s' is not "
+                          "none, linear or llama3", path, rs);
+    s = meta_f64(ctx, f, path, "model.rope_factor", 1, &c->rope.factor);
+    if (!s && c->rope.type == CODA_ROPE_LLAMA3) {
+      s = meta_f64(ctx, f, path, "model.rope_low_freq_factor", 1, &c->rope.low_freq_factor);
+      if (!s) s = meta_f64(ctx, f, path, "model.rope_high_freq_factor", 1, &c->rope.high_freq_factor);
+      if (!s) s = meta_f64(ctx, f, path, "model.rope_original_max_position", 1,
+                           &c->rope.original_max_position);
+    }
+  }
   if (!s) {
     s = coda_model_config_check(ctx, c);
     if (s) return coda_fail(ctx, CODA_ERR_IO, "%s: bad model configuration: %s", path,

@@ -68,6 +68,42 @@ coda_status coda_shard_write(coda_context ctx, const char *path, const uint32_t 
   return s;
 }
 
+coda_status coda_shard_check(coda_context ctx, const char *path, const unsigned char *b,
+                             size_t n) {
+  const coda_status s = CODA_ERR_IO;
+  if (n < CODA_SHARD_HEADER)
+    return coda_fail(ctx, s, "%s: truncated: %zu bytes, the header alone is %d", path, n,
+                     CODA_SHARD_HEADER);
+  if (memcmp(b, "CODATOKS", 8)) return coda_fail(ctx, s, "%s: bad magic (not a coda token shard)", path);
+  uint32_t version = get_u32(b + 8), width = get_u32(b + 12), voc = get_u32(b + 24);
+  uint64_t cnt = get_u64(b + 16);
+  if (version != 1)
+    return coda_fail(ctx, s, "%s: unsupported shard version %u (expected 1)", path, version);
+  if (width != 2 && width != 4)
+    return coda_fail(ctx, s, "%s: bad token dtype: width %u (expected 2 = uint16 or 4 = uint32)",
+                     path, width);
+  if (voc == 0 || (width == 2 && voc > 65536))
+    return coda_fail(ctx, s, "%s: bad vocab size %u for %u-byte tokens", path, voc, width);
+  if (cnt > (uint64_t)(n - CODA_SHARD_HEADER) / width ||
+      cnt * width != (uint64_t)(n - CODA_SHARD_HEADER))
+    return coda_fail(ctx, s, "%s: size mismatch: header says %llu tokens of %u bytes, file has %zu "
+                             "payload bytes (truncated or corrupted)",
+                     path, (unsigned long long)cnt, width, n - CODA_SHARD_HEADER);
+  const unsigned char *body = b + CODA_SHARD_HEADER;
+  uint32_t crc = coda_crc32(0, body, (size_t)(cnt * width));
+  if (crc != get_u32(b + 28))
+    return coda_fail(ctx, s, "%s: checksum mismatch (stored %08x, computed %08x)", path,
+                     get_u32(b + 28), crc);
+  for (uint64_t i = 0; i < cnt; i++) {
+    uint32_t v = 0;
+    for (uint32_t k = 0; k < width; k++) v |= (uint32_t)body[i * width + k] << (8 * k);
+    if (v >= voc)
+      return coda_fail(ctx, s, "%s: token %llu is %u, outside vocab %u", path,
+                       (unsigned long long)i, v, voc);
+  }
+  return CODA_OK;
+}
+
 coda_status coda_shard_read(coda_context ctx, const char *path, uint32_t **tok,
                             uint64_t *count, uint32_t *vocab) {
   *tok = NULL;
@@ -75,68 +111,29 @@ coda_status coda_shard_read(coda_context ctx, const char *path, uint32_t **tok,
   size_t n;
   coda_status s = coda_read_file(ctx, path, &b, &n);
   if (s) return s;
-  s = CODA_ERR_IO;
-  if (n < CODA_SHARD_HEADER) {
-    coda_fail(ctx, s, "%s: truncated: %zu bytes, the header alone is %d", path, n,
-              CODA_SHARD_HEADER);
-    goto out;
+  s = coda_shard_check(ctx, path, b, n);
+  if (s) {
+    free(b);
+    return s;
   }
-  if (memcmp(b, "CODATOKS", 8)) {
-    coda_fail(ctx, s, "%s: bad magic (not a coda token shard)", path);
-    goto out;
-  }
-  uint32_t version = get_u32(b + 8), width = get_u32(b + 12), voc = get_u32(b + 24);
+  uint32_t width = get_u32(b + 12), voc = get_u32(b + 24);
   uint64_t cnt = get_u64(b + 16);
-  if (version != 1) {
-    coda_fail(ctx, s, "%s: unsupported shard version %u (expected 1)", path, version);
-    goto out;
-  }
-  if (width != 2 && width != 4) {
-    coda_fail(ctx, s, "%s: bad token dtype: width %u (expected 2 = uint16 or 4 = uint32)", path,
-              width);
-    goto out;
-  }
-  if (voc == 0 || (width == 2 && voc > 65536)) {
-    coda_fail(ctx, s, "%s: bad vocab size %u for %u-byte tokens", path, voc, width);
-    goto out;
-  }
-  if (cnt > (uint64_t)(n - CODA_SHARD_HEADER) / width ||
-      cnt * width != (uint64_t)(n - CODA_SHARD_HEADER)) {
-    coda_fail(ctx, s, "%s: size mismatch: header says %llu tokens of %u bytes, file has %zu "
-                      "payload bytes (truncated or corrupted)",
-              path, (unsigned long long)cnt, width, n - CODA_SHARD_HEADER);
-    goto out;
-  }
   const unsigned char *body = b + CODA_SHARD_HEADER;
-  uint32_t crc = coda_crc32(0, body, (size_t)(cnt * width));
-  if (crc != get_u32(b + 28)) {
-    coda_fail(ctx, s, "%s: checksum mismatch (stored %08x, computed %08x)", path, get_u32(b + 28),
-              crc);
-    goto out;
-  }
   uint32_t *t = malloc(cnt ? cnt * sizeof *t : 1);
   if (!t) {
-    s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-    goto out;
+    free(b);
+    return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
   }
   for (uint64_t i = 0; i < cnt; i++) {
     uint32_t v = 0;
     for (uint32_t k = 0; k < width; k++) v |= (uint32_t)body[i * width + k] << (8 * k);
-    if (v >= voc) {
-      free(t);
-      coda_fail(ctx, s, "%s: token %llu is %u, outside vocab %u", path, (unsigned long long)i, v,
-                voc);
-      goto out;
-    }
     t[i] = v;
   }
+  free(b);
   *tok = t;
   *count = cnt;
   if (vocab) *vocab = voc;
-  s = CODA_OK;
-out:
-  free(b);
-  return s;
+  return CODA_OK;
 }
 
 /* ---- corpus ---- */

@@ -34,6 +34,7 @@ struct coda_model {
   void *ref; /* reference activations (model_ref.c) */
   void *plans;
   coda_prof *prof; /* step profile, NULL: off (not owned) */
+  const coda_ref_hooks *hooks; /* weight sharding (not owned), NULL: off */
   int tune;        /* coda_model_set_plan_tuning */
 };
 
@@ -81,6 +82,8 @@ coda_status coda_model_config_check(coda_context ctx, const coda_model_config *c
       !(c->norm_eps > 0.0 && isfinite(c->norm_eps)))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "rope theta %g must be finite and > 1, norm "
                      "eps %g finite and > 0", c->rope_theta, c->norm_eps);
+  coda_status rs = coda_rope_scaling_check(ctx, &c->rope);
+  if (rs != CODA_OK) return rs;
   if (c->dim > (1 << 16) || c->ffn > (1 << 18) || c->vocab > (1 << 24) || c->layers > 1024 ||
       c->seq > (1 << 20))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config too large");
@@ -188,6 +191,8 @@ void coda_model_set_prof(coda_model *m, coda_prof *p) { m->prof = p; }
 void coda_model_set_plan_tuning(coda_model *m, int on) { m->tune = on != 0; }
 int coda_model_plan_tuning(const coda_model *m) { return m->tune; }
 coda_prof *coda_model_prof(coda_model *m) { return m->prof; }
+void coda_model_set_ref_hooks(coda_model *m, const coda_ref_hooks *h) { m->hooks = h; }
+const coda_ref_hooks *coda_model_ref_hooks(const coda_model *m) { return m->hooks; }
 
 static double normal(uint64_t *s) {
   double u1 = coda_rng_uniform(s), u2 = coda_rng_uniform(s);
@@ -199,9 +204,16 @@ static double normal(uint64_t *s) {
  * each; element k of a matrix whose stream starts at draw d takes draws
  * d + 2k and d + 2k + 1, so the threads each skip to their elements and
  * the weights are the same for any number of threads. */
+uint64_t coda_model_init_stream(uint64_t seed) { return seed ^ 0x5eedf00dull; }
+
+double coda_model_init_std(const coda_model *m, const coda_param *p) {
+  if (p->ndim == 1) return 0.0; /* norm weights: ones */
+  if (strstr(p->name, ".wo.") || strstr(p->name, ".w2.")) return 0.02 / sqrt(2.0 * m->cfg.layers);
+  return 0.02;
+}
+
 void coda_model_init(coda_model *m, uint64_t seed) {
-  const uint64_t s0 = seed ^ 0x5eedf00dull;
-  double out_std = 0.02 / sqrt(2.0 * m->cfg.layers);
+  const uint64_t s0 = coda_model_init_stream(seed);
   uint64_t draw = 0;
   for (int i = 0; i < m->np; i++) {
     coda_param *p = &m->p[i];
@@ -210,7 +222,7 @@ void coda_model_init(coda_model *m, uint64_t seed) {
       for (size_t k = 0; k < p->size; k++) w[k] = 1.0f;
       continue;
     }
-    const double sd = (strstr(p->name, ".wo.") || strstr(p->name, ".w2.")) ? out_std : 0.02;
+    const double sd = coda_model_init_std(m, p);
     const int64_t n = (int64_t)p->size;
     const uint64_t d = draw;
 #pragma omp parallel for schedule(static)

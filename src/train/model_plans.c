@@ -9,7 +9,8 @@
  * rounded (to nearest even) into the plans' bf16 weight buffers, which is
  * the bf16-weights + fp32-master scheme of the GPU. The token embedding
  * lookup and its gradient (a scatter-add over tokens, in token order) are
- * host operations here. The block plans fix the RMSNorm epsilon at 1e-5.
+ * host operations here. The model's RMSNorm epsilon and RoPE scaling go
+ * into the plans (their program text and frequency table).
  *
  * Sampling needs logits, which the head plan never materializes: for the
  * last position the final RMSNorm and the LM-head row products are done
@@ -147,9 +148,6 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_s
   if (s && s->blk && s->B == B && s->T == T) { *out = s; return CODA_OK; }
   if (s) free_plans(s);
   const coda_model_config *c = coda_model_cfg(m);
-  if (fabs(c->norm_eps - 1e-5) > 1e-12)
-    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
-                     "the block plans use RMSNorm eps 1e-5, the model asks for %g", c->norm_eps);
   if (coda_context_backend(ctx) != CODA_BACKEND_CPU && !on_gpu(ctx))
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
                      "the plan engine runs on the CPU backend and the CUDA backend");
@@ -175,6 +173,8 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_s
   lc.batch = B;
   lc.seq = T;
   lc.rope_theta = c->rope_theta;
+  lc.rope = c->rope;
+  lc.norm_eps = c->norm_eps;
   lc.dtype = CODA_BF16;
   /* a training step runs one backward per forward: the SwiGLU-backward
    * dgrad may write dz over the saved z (less memory, the same bits) */
@@ -260,7 +260,14 @@ static coda_status setup_bind(coda_context ctx, coda_model *m, dev_state *d);
 
 /* The device state, created on first use from the host weights (moments
  * zero). */
+static coda_status ensure_dev_from(coda_context ctx, coda_model *m, plans_state *s,
+                                   dev_state **out, int from_host);
 static coda_status ensure_dev(coda_context ctx, coda_model *m, plans_state *s, dev_state **out) {
+  return ensure_dev_from(ctx, m, s, out, 1);
+}
+/* from_host 0: the master is left for the caller to write (then round_all). */
+static coda_status ensure_dev_from(coda_context ctx, coda_model *m, plans_state *s,
+                                   dev_state **out, int from_host) {
   if (s->dev) { *out = s->dev; return CODA_OK; }
   dev_state *d = calloc(1, sizeof *d);
   if (!d) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
@@ -294,7 +301,7 @@ static coda_status ensure_dev(coda_context ctx, coda_model *m, plans_state *s, d
   if (!st) st = dev_alloc(ctx, fb, &d->m);
   if (!st) st = dev_alloc(ctx, fb, &d->v);
   if (!st) st = dev_alloc(ctx, (d->npart ? d->npart : 1) * sizeof(double), &d->part);
-  if (!st) st = coda_memcpy_h2d(ctx, d->w, coda_model_weights(m), fb);
+  if (!st && from_host) st = coda_memcpy_h2d(ctx, d->w, coda_model_weights(m), fb);
   if (!st) st = setup_bind(ctx, m, d);
   if (st) {
     free_dev(d);
@@ -813,6 +820,53 @@ coda_status coda_plans_device_upload(coda_context ctx, coda_model *m, const floa
   if (!st) d->zero_pending = 0;
   if (!st) st = round_all(ctx, d);
   return st;
+}
+
+coda_status coda_plans_device_init(coda_context ctx, coda_model *m, uint64_t seed) {
+  if (!coda_plans_on_device(ctx, m)) return no_device(ctx);
+  plans_state *s = *coda_model_plans_slot(m);
+  if (!s) {
+    s = calloc(1, sizeof *s);
+    if (!s) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    *coda_model_plans_slot(m) = s;
+  }
+  if (s->z || s->dev)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "device initialization: the device state "
+                     "exists already, or the model is data parallel (initialize on the host)");
+  dev_state *d = NULL;
+  coda_status st = ensure_dev_from(ctx, m, s, &d, 0);
+  const uint64_t s0 = coda_model_init_stream(seed);
+  uint64_t draw = 0;
+  for (int i = 0; i < coda_model_num_params(m) && !st; i++) {
+    const coda_param *p = coda_model_param(m, i);
+    const double sd = coda_model_init_std(m, p);
+    if (p->ndim == 1) {
+      st = coda_train_fill(ctx, d->w + p->offset, p->size, 1.0f);
+      continue;
+    }
+    st = coda_train_init_normal(ctx, d->w + p->offset, p->size, s0, draw, sd);
+    draw += 2 * (uint64_t)p->size;
+  }
+  const size_t fb = d ? d->n * sizeof(float) : 0;
+  if (!st) st = coda_train_zero(ctx, d->m, fb);
+  if (!st) st = coda_train_zero(ctx, d->v, fb);
+  if (!st) st = coda_train_zero(ctx, d->g, fb);
+  if (!st) d->zero_pending = 0;
+  if (!st) st = round_all(ctx, d);
+  return st;
+}
+
+coda_status coda_plans_device_read(coda_context ctx, coda_model *m, int which, uint64_t off,
+                                   void *dst, size_t n) {
+  dev_state *d = dev_of(ctx, m);
+  if (!d) return no_device(ctx);
+  if (d->z || which < 0 || which > 2 || off > d->n * sizeof(float) ||
+      n > d->n * sizeof(float) - off)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "device read: %zu bytes at %llu of buffer "
+                     "%d (%zu bytes)%s", n, (unsigned long long)off, which, d->n * sizeof(float),
+                     d->z ? "; the data parallel layout is gathered by the download" : "");
+  const float *src = which == 0 ? d->w : which == 1 ? d->m : d->v;
+  return coda_memcpy_d2h(ctx, dst, (const char *)src + off, n);
 }
 
 coda_status coda_plans_device_download(coda_context ctx, coda_model *m, float *mom, float *vel) {

@@ -7,7 +7,8 @@
  *
  * Per layer, with r(x) = 1/sqrt(mean(x^2) + eps):
  *   h1 = x · r(x) ⊙ wn_attn;  qkv = h1 Wqkvᵀ;  q, k rotated by RoPE
- *   (pairs (2j, 2j+1) of each head, θ = t · theta^(−2j/hd), by +θ);
+ *   (pairs (2j, 2j+1) of each head, θ = t · f_j, f_j = theta^(−2j/hd) scaled as
+ *   coda_rope_inv_freq says, by +θ);
  *   o = causal softmax(q kᵀ / sqrt(hd)) v (GQA: q head h uses kv head
  *   h / (Hq/Hkv));  x ← x + o Woᵀ
  *   h2 = x · r(x) ⊙ wn_ffn;  z = h2 W13ᵀ;  y_f = silu(z_2f) · z_2f+1;
@@ -166,13 +167,13 @@ static void rmsnorm_bwd(int nt, const float *x, const float *w, const float *rs,
 
 /* Rotates the Q and K heads of qkv (M x nq) by ±θ (sign = +1 forward). */
 static void rope(int nt, float *qkv, int B, int T, int nqk_heads, int hd, int64_t nq, double theta,
-                 double sign) {
+                 const coda_rope_scaling *sc, double sign) {
 #pragma omp parallel for schedule(static) num_threads(nt)
   for (int64_t m = 0; m < (int64_t)B * T; m++) {
     int t = (int)(m % T);
     float *row = qkv + m * nq;
     for (int j = 0; j < hd / 2; j++) {
-      double ang = sign * (double)t * pow(theta, -2.0 * j / (double)hd);
+      double ang = sign * (double)t * coda_rope_inv_freq(theta, hd, sc, j);
       double c = cos(ang), s = sin(ang);
       for (int h = 0; h < nqk_heads; h++) {
         float *p = row + (int64_t)h * hd + 2 * j;
@@ -283,17 +284,26 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
 #define PG(name) (G + coda_model_find(m, name)->offset)
   const float *emb = PW("tok_embeddings.weight");
   const float *wout = c->tied ? emb : PW("output.weight");
+  /* weight sharding: buckets 0 (embedding), 1 + li, HEAD (coda_ref_hooks) */
+  const coda_ref_hooks *hk = coda_model_ref_hooks(m);
+  const int HEAD = c->layers + 1;
+#define GATHER(k) do { if (hk && (st = hk->gather(hk->user, (k)))) return st; } while (0)
+#define RELEASE(k) do { if (hk) hk->release(hk->user, (k)); } while (0)
+#define GRAD_DONE(k) do { if (hk && (st = hk->grad_done(hk->user, (k)))) return st; } while (0)
 
   /* ---- forward ---- */
   float *x = r->l[0].xa;
+  GATHER(0);
   for (int64_t i = 0; i < M; i++) memcpy(x + i * D, emb + (int64_t)in[i] * D, (size_t)D * 4);
+  if (!c->tied) RELEASE(0); /* a tied head reads it again */
   for (int li = 0; li < c->layers; li++) {
     layer_acts *a = &r->l[li];
+    GATHER(1 + li);
     snprintf(nm, sizeof nm, "layers.%d.attention_norm.weight", li);
     rmsnorm_fwd(nt, a->xa, PW(nm), a->h1, a->r1, M, D, c->norm_eps);
     snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", li);
     if (mm_abt(nt, r, a->qkv, a->h1, PW(nm), M, nq, D, 0)) goto oom;
-    rope(nt, a->qkv, B, T, H + Hk, hd, nq, c->rope_theta, 1.0);
+    rope(nt, a->qkv, B, T, H + Hk, hd, nq, c->rope_theta, &c->rope, 1.0);
     attn_fwd(nt, a->qkv, a->P, a->o, B, T, H, Hk, hd, nq);
     memcpy(a->xf, a->xa, (size_t)(M * D) * 4);
     snprintf(nm, sizeof nm, "layers.%d.attention.wo.weight", li);
@@ -310,7 +320,9 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
     memcpy(xo, a->xf, (size_t)(M * D) * 4);
     snprintf(nm, sizeof nm, "layers.%d.feed_forward.w2.weight", li);
     if (mm_abt(nt, r, xo, a->y, PW(nm), M, D, F, 1)) goto oom;
+    RELEASE(1 + li);
   }
+  GATHER(HEAD);
   rmsnorm_fwd(nt, r->xL, PW("norm.weight"), r->hf, r->rf, M, D, c->norm_eps);
   if (!tg) { /* last position of sequence 0 only */
     const float *h = r->hf + (int64_t)(T - 1) * D;
@@ -319,9 +331,15 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
       for (int64_t k = 0; k < D; k++) s += (double)h[k] * wout[v * D + k];
       last_logits[v] = (float)s;
     }
+    RELEASE(HEAD);
+    if (c->tied) RELEASE(0);
     return CODA_OK;
   }
   if (mm_abt(nt, r, r->logits, r->hf, wout, M, V, D, 0)) goto oom;
+  if (!backward) {
+    RELEASE(HEAD);
+    if (c->tied) RELEASE(0);
+  }
   int64_t nv = 0;
   for (int64_t i = 0; i < M; i++) nv += tg[i] >= 0;
   double total = 0.0;
@@ -353,8 +371,12 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
   mm_ab(nt, r->dh, r->logits, wout, M, D, V, 0);
   memset(r->dx, 0, (size_t)(M * D) * 4);
   rmsnorm_bwd(nt, r->xL, PW("norm.weight"), r->rf, r->dh, r->dx, PG("norm.weight"), M, D);
+  RELEASE(HEAD);
+  if (c->tied) RELEASE(0); /* its gradient is complete after the embedding's below */
+  GRAD_DONE(HEAD);
   for (int li = c->layers - 1; li >= 0; li--) {
     layer_acts *a = &r->l[li];
+    GATHER(1 + li);
     /* MLP: x_out = xf + y W2ᵀ */
     snprintf(nm, sizeof nm, "layers.%d.feed_forward.w2.weight", li);
     mm_atb(nt, PG(nm), r->dx, a->y, D, F, M);
@@ -375,19 +397,25 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
     mm_atb(nt, PG(nm), r->dx, a->o, D, (int64_t)H * hd, M);
     mm_ab(nt, r->dO, r->dx, PW(nm), M, (int64_t)H * hd, D, 0);
     attn_bwd(nt, a->qkv, a->P, r->dO, r->dqkv, B, T, H, Hk, hd, nq);
-    rope(nt, r->dqkv, B, T, H + Hk, hd, nq, c->rope_theta, -1.0); /* R(θ)ᵀ = R(−θ) */
+    rope(nt, r->dqkv, B, T, H + Hk, hd, nq, c->rope_theta, &c->rope, -1.0); /* R(θ)ᵀ = R(−θ) */
     snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", li);
     mm_atb(nt, PG(nm), r->dqkv, a->h1, nq, D, M);
     mm_ab(nt, r->dh, r->dqkv, PW(nm), M, D, nq, 0);
     snprintf(nm, sizeof nm, "layers.%d.attention_norm.weight", li);
     rmsnorm_bwd(nt, a->xa, PW(nm), a->r1, r->dh, r->dx, PG(nm), M, D);
+    RELEASE(1 + li);
+    GRAD_DONE(1 + li);
   }
   float *gemb = PG("tok_embeddings.weight");
   for (int64_t i = 0; i < M; i++) { /* embedding gradient: a host scatter-add, in order */
     float *gr = gemb + (int64_t)in[i] * D;
     for (int64_t k = 0; k < D; k++) gr[k] += r->dx[i * D + k];
   }
+  GRAD_DONE(0);
   return CODA_OK;
+#undef GATHER
+#undef RELEASE
+#undef GRAD_DONE
 #undef PW
 #undef PG
 oom:

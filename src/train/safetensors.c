@@ -518,10 +518,13 @@ static void sb_json(coda_strbuf *s, const char *t) {
   coda_sb_put(s, "\"", 1);
 }
 
-coda_status coda_st_save(coda_context ctx, const char *path, const coda_st_entry *e, int n,
-                         const char *const *meta_kv, int nmeta) {
+/* Bytes of a tensor read through a staging buffer at a time. */
+#define ST_CHUNK ((size_t)64 << 20)
+
+coda_status coda_st_save_from(coda_context ctx, const char *path, const coda_st_entry *e, int n,
+                              const char *const *meta_kv, int nmeta, coda_st_reader read,
+                              void *user) {
   uint64_t off = 0;
-  uint32_t crc = 0;
   size_t *nbytes = malloc((size_t)(n > 0 ? n : 1) * sizeof *nbytes);
   if (!nbytes) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   for (int i = 0; i < n; i++) {
@@ -534,8 +537,10 @@ coda_status coda_st_save(coda_context ctx, const char *path, const coda_st_entry
     uint64_t el = 1;
     for (int d = 0; d < e[i].ndim; d++) el *= (uint64_t)e[i].shape[d];
     nbytes[i] = (size_t)(el * es);
-    crc = coda_crc32(crc, e[i].data, nbytes[i]);
   }
+  /* The header first, with both CRCs as zeros: its length does not depend
+   * on them (8 hex digits each), so the data can be written behind it and
+   * the CRCs filled in after. */
   coda_strbuf h = {0};
   char num[64];
   sb_str(&h, "{\"__metadata__\":{");
@@ -545,8 +550,9 @@ coda_status coda_st_save(coda_context ctx, const char *path, const coda_st_entry
     sb_json(&h, meta_kv[2 * i + 1]);
     sb_str(&h, ",");
   }
-  snprintf(num, sizeof num, "\"crc32\":\"%08x\",", crc);
-  sb_str(&h, num);
+  sb_str(&h, "\"crc32\":\"");
+  size_t crc_at = h.len;
+  sb_str(&h, "00000000\",");
   sb_str(&h, HCRC_KEY);
   size_t hcrc_at = h.len; /* filled in once the header is complete */
   sb_str(&h, "00000000\"}");
@@ -567,31 +573,55 @@ coda_status coda_st_save(coda_context ctx, const char *path, const coda_st_entry
   }
   sb_str(&h, "}");
   while (h.len % 8) sb_str(&h, " "); /* the data region starts 8-aligned */
-  if (h.oom) {
+  unsigned char *stage = read ? malloc(ST_CHUNK) : NULL;
+  if (h.oom || (read && !stage)) {
     free(h.s);
     free(nbytes);
+    free(stage);
     return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   }
-  unsigned char len8[8];
-  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
-  uint32_t hcrc = coda_crc32(coda_crc32(0, len8, 8), h.s, h.len);
-  snprintf(num, sizeof num, "%08x", hcrc);
-  memcpy(h.s + hcrc_at, num, 8);
-  int np = n + 2;
-  const void **parts = malloc((size_t)np * sizeof *parts);
-  size_t *sizes = malloc((size_t)np * sizeof *sizes);
-  coda_status s;
-  if (!parts || !sizes) {
-    s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
-  } else {
-    parts[0] = len8; sizes[0] = 8;
-    parts[1] = h.s; sizes[1] = h.len;
-    for (int i = 0; i < n; i++) { parts[i + 2] = e[i].data; sizes[i + 2] = nbytes[i]; }
-    s = coda_write_atomic(ctx, path, parts, sizes, np);
+  coda_atomic_file f;
+  coda_status s = coda_atomic_open(ctx, path, &f);
+  uint32_t crc = 0;
+  uint64_t at = 8 + (uint64_t)h.len;
+  for (int i = 0; i < n && !s; i++) {
+    if (!read) {
+      crc = coda_crc32(crc, e[i].data, nbytes[i]);
+      s = coda_atomic_write_at(ctx, &f, at, e[i].data, nbytes[i]);
+      at += nbytes[i];
+      continue;
+    }
+    for (uint64_t o = 0; o < nbytes[i] && !s; o += ST_CHUNK) {
+      const size_t k = nbytes[i] - o < ST_CHUNK ? (size_t)(nbytes[i] - o) : ST_CHUNK;
+      s = read(user, i, o, stage, k);
+      if (s) {
+        coda_atomic_abort(&f);
+        break;
+      }
+      crc = coda_crc32(crc, stage, k);
+      s = coda_atomic_write_at(ctx, &f, at, stage, k);
+      at += k;
+    }
   }
-  free(parts);
-  free(sizes);
+  if (!s) {
+    snprintf(num, sizeof num, "%08x", crc);
+    memcpy(h.s + crc_at, num, 8);
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
+    uint32_t hcrc = coda_crc32(coda_crc32(0, len8, 8), h.s, h.len);
+    snprintf(num, sizeof num, "%08x", hcrc);
+    memcpy(h.s + hcrc_at, num, 8);
+    s = coda_atomic_write_at(ctx, &f, 0, len8, 8);
+    if (!s) s = coda_atomic_write_at(ctx, &f, 8, h.s, h.len);
+    if (!s) s = coda_atomic_commit(ctx, &f);
+  }
+  free(stage);
   free(h.s);
   free(nbytes);
   return s;
+}
+
+coda_status coda_st_save(coda_context ctx, const char *path, const coda_st_entry *e, int n,
+                         const char *const *meta_kv, int nmeta) {
+  return coda_st_save_from(ctx, path, e, n, meta_kv, nmeta, NULL, NULL);
 }

@@ -10,6 +10,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The largest model the CPU trains or evaluates: larger ones only make
+ * sense on the GPU (weights + grads + m + v = 16 B each). */
+#define CODA_CPU_MAX_PARAMS 200000000LL
+
 /* ------------------------------------------------------------ checksums */
 
 /* CRC-32 (IEEE 802.3, reflected, as zlib's crc32): crc = coda_crc32(0, p, n)
@@ -56,6 +60,24 @@ coda_status coda_shard_write(coda_context ctx, const char *path,
 /* Reads and validates a shard; *tok is malloc'ed (free it). */
 coda_status coda_shard_read(coda_context ctx, const char *path, uint32_t **tok,
                             uint64_t *count, uint32_t *vocab);
+
+/* The checks of coda_shard_read on a shard's n bytes in memory (header,
+ * size, checksum, every token below the vocabulary). */
+coda_status coda_shard_check(coda_context ctx, const char *path, const unsigned char *b,
+                             size_t n);
+/* A shard's tokens as uint32: a uint32 shard is memory-mapped (read in
+ * place, so a shard larger than memory trains; checked once, as
+ * coda_shard_read checks), a uint16 shard is read and widened. */
+typedef struct coda_shard_view {
+  const uint32_t *tok;
+  uint64_t count;
+  uint32_t vocab;
+  void *map;       /* the mapping, or NULL */
+  size_t map_len;
+  uint32_t *owned; /* the widened copy, or NULL */
+} coda_shard_view;
+coda_status coda_shard_open(coda_context ctx, const char *path, coda_shard_view *v);
+void coda_shard_close(coda_shard_view *v);
 
 /* Builds train.tok / val.tok in out_dir from the text files of src_dir
  * (regular files whose names do not end in .dat or .u8, in name order).
@@ -144,6 +166,15 @@ typedef struct coda_st_entry {
 coda_status coda_st_save(coda_context ctx, const char *path,
                          const coda_st_entry *e, int n,
                          const char *const *meta_kv, int nmeta);
+/* The same with the tensors' bytes from read (entries' data unused):
+ * read(user, i, off, dst, n) fills bytes off .. off+n of entry i, in
+ * order, a chunk at a time, so the tensors need not be in host memory
+ * (e.g. a download from a device). The file is written in one pass: the
+ * data first, then the header with its CRCs at the front. */
+typedef coda_status (*coda_st_reader)(void *user, int i, uint64_t off, void *dst, size_t n);
+coda_status coda_st_save_from(coda_context ctx, const char *path, const coda_st_entry *e, int n,
+                              const char *const *meta_kv, int nmeta, coda_st_reader read,
+                              void *user);
 
 /* Reads a whole file into *buf (malloc'ed, *n bytes); IO errors and
  * allocation failures become errors naming the path. Only a regular file
@@ -160,6 +191,20 @@ coda_status coda_open_regular(coda_context ctx, const char *path, uint64_t max, 
 /* Reads exactly n bytes at offset off of fd (path names it in errors). */
 coda_status coda_read_fd(coda_context ctx, int fd, const char *path, uint64_t off, void *dst,
                          size_t n);
+
+/* A file written in place of path atomically: a temporary next to it,
+ * written anywhere (pwrite), then fsync + rename (commit) or removed
+ * (abort; a failed write or commit aborts by itself). */
+typedef struct coda_atomic_file {
+  int fd;
+  char *tmp;
+  const char *path;
+} coda_atomic_file;
+coda_status coda_atomic_open(coda_context ctx, const char *path, coda_atomic_file *f);
+coda_status coda_atomic_write_at(coda_context ctx, coda_atomic_file *f, uint64_t off,
+                                 const void *buf, size_t n);
+coda_status coda_atomic_commit(coda_context ctx, coda_atomic_file *f);
+void coda_atomic_abort(coda_atomic_file *f);
 
 /* Writes a whole buffer to path atomically (temp file + fsync + rename). */
 coda_status coda_write_atomic(coda_context ctx, const char *path,
@@ -275,6 +320,25 @@ void coda_prof_report(const coda_prof *p, const coda_model_config *c, double tok
                       int device_clock, coda_train_profile *out);
 /* The profile the plan engine marks (NULL: off). */
 void coda_model_set_prof(coda_model *m, coda_prof *p);
+/* Weight sharding (ZeRO-3) on the reference engine: the forward and
+ * backward call these around each bucket of the ZeRO layout (0 the
+ * embedding, 1 + i layer i, layers + 1 the head; coda_zero): gather before
+ * the bucket's weights are read, release after their last read of the pass,
+ * grad_done when the bucket's gradient of this micro-batch is complete. A
+ * failing gather or grad_done stops the pass with its status. NULL: none. */
+typedef struct coda_ref_hooks {
+  void *user;
+  coda_status (*gather)(void *user, int bucket);
+  void (*release)(void *user, int bucket);
+  coda_status (*grad_done)(void *user, int bucket);
+} coda_ref_hooks;
+void coda_model_set_ref_hooks(coda_model *m, const coda_ref_hooks *h);
+const coda_ref_hooks *coda_model_ref_hooks(const coda_model *m);
+/* coda_model_init's rule: the stream of a seed, and a parameter's standard
+ * deviation (0: a norm weight, all ones). Each matrix takes 2 draws per
+ * value, in parameter order. */
+uint64_t coda_model_init_stream(uint64_t seed);
+double coda_model_init_std(const coda_model *m, const coda_param *p);
 /* The plan engine on a GPU times the schedules of its fused steps when it
  * builds its plans (coda_plan_tune_fusion); off by default. */
 void coda_model_set_plan_tuning(coda_model *m, int on);
@@ -302,6 +366,17 @@ int coda_plans_on_device(coda_context ctx, coda_model *m);
 /* Host weights (and m, v; NULL: zero) -> device; the gradient is zeroed. */
 coda_status coda_plans_device_upload(coda_context ctx, coda_model *m, const float *mom,
                                      const float *vel);
+/* coda_model_init(m, seed) drawn on the device (one process, no data
+ * parallel layout): the host weight buffer is not written; moments and
+ * gradient zero. The same numbers as the host's but where a value lies
+ * within an ulp of double of a float rounding boundary (log and cos of
+ * the two sides may differ by that ulp). */
+coda_status coda_plans_device_init(coda_context ctx, coda_model *m, uint64_t seed);
+/* n bytes at byte offset off of the device's weights (which 0), first
+ * moment (1) or second moment (2), in the host layout, into dst (one
+ * process; the data parallel layout is refused). */
+coda_status coda_plans_device_read(coda_context ctx, coda_model *m, int which, uint64_t off,
+                                   void *dst, size_t n);
 /* Device -> host weights (and m, v where not NULL), e.g. for checkpoints. */
 coda_status coda_plans_device_download(coda_context ctx, coda_model *m, float *mom, float *vel);
 coda_status coda_plans_device_zero_grad(coda_context ctx, coda_model *m);
@@ -337,6 +412,7 @@ typedef struct coda_zero {
   int nseg;
   coda_zero_seg *seg;
   float *pad, *gs, *ms, *vs; /* CPU engine: padded scratch, shard gradient, moments */
+  float *acc;           /* ZeRO-3 with accumulation: one piece of reduced gradient */
 } coda_zero;
 
 coda_status coda_zero_create(coda_context ctx, coda_model *m, coda_comm comm, int host_state,
@@ -350,6 +426,15 @@ void coda_zero_cpu_update(coda_zero *z, const coda_adamw *adam, int64_t t, doubl
                           double norm, double clip, float *W);
 /* full <- every rank's piece (from shard, or from full itself when NULL). */
 coda_status coda_zero_cpu_gather(coda_context ctx, coda_zero *z, const float *shard, float *full);
+/* ZeRO-3 on the CPU engine, bucket by bucket: W's bucket k all-gathered
+ * from the ranks' pieces; its other ranks' pieces poisoned with NaN (so a
+ * read of a weight not gathered shows as a non-finite loss); G's bucket k
+ * reduce-scattered into the shard gradient (added to it when accumulate)
+ * and zeroed for the next micro-batch. */
+coda_status coda_zero_cpu_gather_bucket(coda_context ctx, coda_zero *z, int k, float *W);
+void coda_zero_cpu_release_bucket(coda_zero *z, int k, float *W);
+coda_status coda_zero_cpu_reduce_bucket(coda_context ctx, coda_zero *z, int k, float *G,
+                                        int accumulate);
 /* The shard's moments from full-size arrays (NULL: zero). */
 void coda_zero_cpu_take(coda_zero *z, const float *mom, const float *vel);
 
@@ -376,6 +461,11 @@ typedef struct coda_train_state {
 coda_status coda_checkpoint_save(coda_context ctx, const char *path,
                                  coda_model *model, const float *m,
                                  const float *v, const coda_train_state *st);
+/* The same from the plan engine's device state (one process): each tensor
+ * is downloaded a chunk at a time while the file is written, so the host
+ * holds no copy of the weights or moments. */
+coda_status coda_checkpoint_save_device(coda_context ctx, const char *path, coda_model *model,
+                                        const coda_train_state *st);
 /* Reads the configuration stored in a checkpoint. */
 coda_status coda_checkpoint_config(coda_context ctx, const char *path,
                                    coda_model_config *cfg);

@@ -37,8 +37,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Larger models only make sense on the GPU (weights + grads + m + v = 16 B each). */
-#define CODA_CPU_MAX_PARAMS 200000000LL
 #define CODA_MAX_BATCH_TOKENS (1 << 24)
 #define CODA_MAX_STEPS (1LL << 27)
 
@@ -308,6 +306,69 @@ static coda_train_progress progress_init(coda_train_event e, const coda_train_op
   return p;
 }
 
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+/* Data parallel: every rank must train with the same options (a rank with
+ * another learning rate would update its shard differently, silently). A
+ * 20-bit digest k of the options that must agree is summed over the ranks
+ * with k²: both sums equal N·k and N·k² on a rank only when every rank has
+ * that k (equality in Cauchy-Schwarz), and they stay exact in doubles.
+ * Paths, threads, output and the profile may differ between ranks. */
+static coda_status check_same_options(coda_context ctx, coda_comm comm,
+                                      const coda_train_options *o) {
+  const coda_model_config *c = &o->model;
+  const int iv[] = {c->vocab, c->dim, c->layers, c->heads, c->kv_heads, c->ffn, c->seq, c->tied,
+                    o->batch, o->accum, o->val_every, o->val_batches, o->save_every,
+                    (int)o->engine, (int)o->model_set, o->resume != NULL, o->init != NULL,
+                    o->shard_weights};
+  const double dv[] = {c->rope_theta, c->norm_eps, o->lr, o->min_lr_ratio, o->weight_decay,
+                       o->beta1, o->beta2, o->eps, o->clip};
+  const int64_t lv[] = {o->steps, o->warmup, (int64_t)o->seed};
+  uint64_t h = 1469598103934665603ull;
+  h = fnv1a(h, iv, sizeof iv);
+  h = fnv1a(h, dv, sizeof dv);
+  h = fnv1a(h, lv, sizeof lv);
+  const double k = (double)(h >> 44), n = (double)coda_comm_size(comm);
+  double v[2] = {k, k * k};
+  coda_status s = coda_comm_sum_host(ctx, comm, v, 2);
+  if (s) return s;
+  if (v[0] != n * k || v[1] != n * k * k)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "rank %d: the ranks were started with "
+                     "different training options (model shape, batch, accumulation, steps, "
+                     "optimizer, seed, engine, validation or checkpoint schedule, --resume, "
+                     "--init or --zero); every rank needs the same", coda_comm_rank(comm));
+  return CODA_OK;
+}
+
+/* ZeRO-3 on the CPU reference engine: the model's hooks (coda_ref_hooks)
+ * gather, release and reduce-scatter bucket by bucket through coda_zero. */
+typedef struct zero3_hooks {
+  coda_ref_hooks h;
+  coda_context ctx;
+  coda_zero *z;
+  float *W, *G;
+  int micro; /* the micro-batch of the step: the later ones add to the shard */
+} zero3_hooks;
+static coda_status zero3_gather(void *u, int k) {
+  zero3_hooks *q = u;
+  return coda_zero_cpu_gather_bucket(q->ctx, q->z, k, q->W);
+}
+static void zero3_release(void *u, int k) {
+  zero3_hooks *q = u;
+  coda_zero_cpu_release_bucket(q->z, k, q->W);
+}
+static coda_status zero3_grad_done(void *u, int k) {
+  zero3_hooks *q = u;
+  return coda_zero_cpu_reduce_bucket(q->ctx, q->z, k, q->G, q->micro > 0);
+}
+static void zero3_release_all(zero3_hooks *q) {
+  for (int k = 0; k < q->z->nb; k++) coda_zero_cpu_release_bucket(q->z, k, q->W);
+}
+
 coda_status coda_train(coda_context ctx, const coda_train_options *opts,
                        coda_train_summary *sum) {
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
@@ -323,15 +384,20 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   sum->first_loss = sum->final_loss = NAN;
   sum->first_step_seconds = NAN;
   coda_status s = check_options(ctx, &o);
+  if (!s && dp) s = check_same_options(ctx, comm, &o);
   if (s) return s;
   s = mkdirs(ctx, o.out_dir);
   if (s) return s;
 
   coda_model *model = NULL;
-  uint32_t *tr = NULL, *va = NULL;
+  const uint32_t *tr = NULL, *va = NULL;
+  coda_shard_view trv = {0}, vav = {0}; /* mapped (uint32 shards) or read */
   float *mom = NULL, *vel = NULL;
   int32_t *in = NULL, *tg = NULL, *gin = NULL, *gtg = NULL;
   coda_zero *zero = NULL;
+  zero3_hooks z3; /* weight sharding (options.shard_weights) */
+  memset(&z3, 0, sizeof z3);
+  const int sharded = dp && o.shard_weights;
   coda_prof *prof = NULL; /* step profile (options.profile) */
   double *hx = NULL, *hy = NULL, *vx = NULL, *vy = NULL;
   char *data_dir = NULL, *trp = NULL, *vap = NULL, *ckpt = NULL, *png = NULL, *csv = NULL;
@@ -385,9 +451,11 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   }
   if (s) goto done;
   uint32_t voc, vvoc = 0;
-  s = coda_shard_read(ctx, trp, &tr, &ntr, &voc);
-  if (!s) s = coda_shard_read(ctx, vap, &va, &nva, &vvoc);
+  s = coda_shard_open(ctx, trp, &trv);
+  if (!s) s = coda_shard_open(ctx, vap, &vav);
   if (s) goto done;
+  tr = trv.tok; ntr = trv.count; voc = trv.vocab;
+  va = vav.tok; nva = vav.count; vvoc = vav.vocab;
 
   /* ---- model and state ---- */
   coda_train_state st = {0, 0, 0, NAN};
@@ -397,6 +465,11 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     s = coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
                   "on the GPU the trainer runs the plan engine (--engine plans or auto), not the "
                   "host reference");
+    goto done;
+  }
+  if (sharded && (gpu || engine != CODA_ENGINE_REFERENCE)) {
+    s = coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "sharded weights (ZeRO-3, --zero 3) run on the CPU "
+                  "reference engine only so far (--device cpu --engine reference)");
     goto done;
   }
   if (o.resume && o.init) {
@@ -489,7 +562,8 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     if (s) goto done;
     st.rng = o.seed * 0x9e3779b97f4a7c15ull + 0x64617461ull;
   } else {
-    coda_model_init(model, o.seed);
+    /* one GPU: drawn on the device, the host buffer is not touched */
+    if (!gpu || dp) coda_model_init(model, o.seed);
     st.rng = o.seed * 0x9e3779b97f4a7c15ull + 0x64617461ull; /* data order from the seed */
   }
   if (dp) { /* every rank holds the same weights; the optimizer state is sharded */
@@ -497,8 +571,23 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     if (!s && gpu) s = coda_plans_device_set_zero(ctx, model, zero);
     if (!s && !gpu) coda_zero_cpu_take(zero, o.resume ? mom : NULL, o.resume ? vel : NULL);
     if (s) goto done;
+    if (sharded) { /* from here a rank holds its pieces of W; the rest is gathered when read */
+      z3.h.user = &z3;
+      z3.h.gather = zero3_gather;
+      z3.h.release = zero3_release;
+      z3.h.grad_done = zero3_grad_done;
+      z3.ctx = ctx;
+      z3.z = zero;
+      z3.W = coda_model_weights(model);
+      z3.G = coda_model_grads(model);
+      coda_model_set_ref_hooks(model, &z3.h);
+      zero3_release_all(&z3);
+    }
   }
-  if (gpu) { /* master weights and moments to the device */
+  if (gpu && !dp && !o.resume && !o.init) {
+    s = coda_plans_device_init(ctx, model, o.seed);
+    if (s) goto done;
+  } else if (gpu) { /* master weights and moments to the device */
     s = coda_plans_device_upload(ctx, model, o.resume ? mom : NULL, o.resume ? vel : NULL);
     if (s) goto done;
   }
@@ -522,6 +611,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     p.seq = T;
     p.accum = o.accum;
     p.ranks = N;
+    p.sharded_weights = sharded;
     p.tokens_per_step = (int64_t)B * T * o.accum * N;
     p.steps = o.steps;
     p.resumed = o.resume != NULL;
@@ -582,6 +672,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       /* data parallel on the GPU: the last backward reduce-scatters */
       if (!s && dp && gpu && a == o.accum - 1) s = coda_plans_device_arm_reduce(ctx, model);
       /* each rank adds 1/N of its gradient: the sum over ranks is the mean */
+      z3.micro = a;
       if (!s) s = coda_model_step(ctx, model, in, tg, B, T, 1.0f / (float)(o.accum * N), &l, &nv);
       if (!s) loss += l / o.accum; /* loss = mean over micro-batches of their means */
     }
@@ -596,7 +687,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
         s = coda_plans_device_shard_sumsq(ctx, model, &v[0]);
       } else {
         coda_prof_begin(ctx, prof);
-        s = coda_zero_cpu_reduce(ctx, zero, G);
+        if (!sharded) s = coda_zero_cpu_reduce(ctx, zero, G); /* ZeRO-3: done in the backward */
         coda_prof_end(ctx, prof, CODA_PH_REDUCE, -1);
         coda_prof_begin(ctx, prof);
         v[0] = coda_zero_cpu_sumsq(zero);
@@ -637,7 +728,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       coda_zero_cpu_update(zero, &adam, step + 1, lr, gn, o.clip, W);
       coda_prof_end(ctx, prof, CODA_PH_OPTIM, -1);
       coda_prof_begin(ctx, prof);
-      s = coda_zero_cpu_gather(ctx, zero, NULL, W);
+      if (!sharded) s = coda_zero_cpu_gather(ctx, zero, NULL, W); /* ZeRO-3: when read */
       coda_prof_end(ctx, prof, CODA_PH_REDUCE, -1);
       if (s) goto done;
     } else {
@@ -715,10 +806,16 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       st.drawn = sampler.drawn;
       /* data parallel: every rank takes part in gathering the shards, the
        * lead writes the one-process format */
-      if (gpu) s = coda_plans_device_download(ctx, model, mom, vel);
-      else if (dp) s = coda_zero_cpu_gather(ctx, zero, zero->ms, mom);
-      if (!s && !gpu && dp) s = coda_zero_cpu_gather(ctx, zero, zero->vs, vel);
-      if (!s && lead) s = coda_checkpoint_save(ctx, ckpt, model, mom, vel, &st);
+      if (gpu && !dp) { /* streamed from the device: no host copy */
+        s = coda_checkpoint_save_device(ctx, ckpt, model, &st);
+      } else {
+        if (gpu) s = coda_plans_device_download(ctx, model, mom, vel);
+        else if (dp) s = coda_zero_cpu_gather(ctx, zero, zero->ms, mom);
+        if (!s && !gpu && dp) s = coda_zero_cpu_gather(ctx, zero, zero->vs, vel);
+        if (!s && sharded) s = coda_zero_cpu_gather(ctx, zero, NULL, W); /* the whole model */
+        if (!s && lead) s = coda_checkpoint_save(ctx, ckpt, model, mom, vel, &st);
+        if (sharded) zero3_release_all(&z3);
+      }
       if (s) goto done;
       if (lead) snprintf(sum->checkpoint, sizeof sum->checkpoint, "%s", ckpt);
       sum->save_seconds += now_s() - t_save;
@@ -790,10 +887,11 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   }
 done:
   if (log) fclose(log);
+  if (model) coda_model_set_ref_hooks(model, NULL);
   coda_prof_destroy(ctx, prof);
   coda_model_destroy(model);
   coda_zero_destroy(zero);
-  free(tr); free(va); free(mom); free(vel); free(in); free(tg); free(gin); free(gtg);
+  coda_shard_close(&trv); coda_shard_close(&vav); free(mom); free(vel); free(in); free(tg); free(gin); free(gtg);
   free(hx); free(hy); free(vx); free(vy);
   free(data_dir); free(trp); free(vap); free(ckpt); free(png); free(csv);
   return s;

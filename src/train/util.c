@@ -113,55 +113,72 @@ static int create_temp(const char *path, char *tmp) {
   return -1;
 }
 
-coda_status coda_write_atomic(coda_context ctx, const char *path,
-                              const void *const *parts, const size_t *sizes,
-                              int nparts) {
+coda_status coda_atomic_open(coda_context ctx, const char *path, coda_atomic_file *f) {
+  f->fd = -1;
+  f->tmp = NULL;
+  f->path = path;
   if (!path || !*path) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "empty output path");
   size_t len = strlen(path);
-  char *tmp = malloc(len + sizeof TMP_SUFFIX + TMP_RAND + 1);
-  if (!tmp) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  f->tmp = malloc(len + sizeof TMP_SUFFIX + TMP_RAND + 1);
+  if (!f->tmp) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   remove_stale_temps(path);
-  int fd = create_temp(path, tmp);
-  if (fd < 0) {
+  f->fd = create_temp(path, f->tmp);
+  if (f->fd < 0) {
     coda_status s = coda_fail(ctx, CODA_ERR_IO, "%s: cannot create a temporary file: %s", path,
                               strerror(errno));
-    free(tmp);
+    free(f->tmp);
+    f->tmp = NULL;
     return s;
   }
-  for (int i = 0; i < nparts; i++) {
-    const unsigned char *b = parts[i];
-    size_t left = sizes[i];
-    while (left > 0) {
-      ssize_t w = write(fd, b, left);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        coda_status s = coda_fail(ctx, CODA_ERR_IO, "%s: write failed: %s", tmp,
-                                  w == 0 ? "no space written" : strerror(errno));
-        close(fd);
-        unlink(tmp);
-        free(tmp);
-        return s;
-      }
-      b += w;
-      left -= (size_t)w;
+  return CODA_OK;
+}
+
+void coda_atomic_abort(coda_atomic_file *f) {
+  if (f->fd >= 0) close(f->fd);
+  if (f->tmp) unlink(f->tmp);
+  free(f->tmp);
+  f->fd = -1;
+  f->tmp = NULL;
+}
+
+coda_status coda_atomic_write_at(coda_context ctx, coda_atomic_file *f, uint64_t off,
+                                 const void *buf, size_t n) {
+  const unsigned char *b = buf;
+  while (n > 0) {
+    ssize_t w = pwrite(f->fd, b, n, (off_t)off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      coda_status s = coda_fail(ctx, CODA_ERR_IO, "%s: write failed: %s", f->tmp,
+                                w == 0 ? "no space written" : strerror(errno));
+      coda_atomic_abort(f);
+      return s;
     }
+    b += w;
+    off += (uint64_t)w;
+    n -= (size_t)w;
   }
-  if (fsync(fd) != 0 || close(fd) != 0) {
-    coda_status s = coda_fail(ctx, CODA_ERR_IO, "%s: fsync/close failed: %s", tmp, strerror(errno));
-    unlink(tmp);
-    free(tmp);
-    return s;
-  }
-  if (rename(tmp, path) != 0) {
-    coda_status s = coda_fail(ctx, CODA_ERR_IO, "cannot rename %s to %s: %s", tmp, path,
+  return CODA_OK;
+}
+
+coda_status coda_atomic_commit(coda_context ctx, coda_atomic_file *f) {
+  if (fsync(f->fd) != 0 || close(f->fd) != 0) {
+    coda_status s = coda_fail(ctx, CODA_ERR_IO, "%s: fsync/close failed: %s", f->tmp,
                               strerror(errno));
-    unlink(tmp);
-    free(tmp);
+    f->fd = -1;
+    coda_atomic_abort(f);
     return s;
   }
-  free(tmp);
+  f->fd = -1;
+  if (rename(f->tmp, f->path) != 0) {
+    coda_status s = coda_fail(ctx, CODA_ERR_IO, "cannot rename %s to %s: %s", f->tmp, f->path,
+                              strerror(errno));
+    coda_atomic_abort(f);
+    return s;
+  }
+  free(f->tmp);
+  f->tmp = NULL;
   /* Make the rename itself durable. */
-  char *dir = strdup(path);
+  char *dir = strdup(f->path);
   if (dir) {
     char *slash = strrchr(dir, '/');
     if (slash) {
@@ -177,6 +194,19 @@ coda_status coda_write_atomic(coda_context ctx, const char *path,
     free(dir);
   }
   return CODA_OK;
+}
+
+coda_status coda_write_atomic(coda_context ctx, const char *path,
+                              const void *const *parts, const size_t *sizes,
+                              int nparts) {
+  coda_atomic_file f;
+  coda_status s = coda_atomic_open(ctx, path, &f);
+  uint64_t off = 0;
+  for (int i = 0; i < nparts && !s; i++) {
+    s = coda_atomic_write_at(ctx, &f, off, parts[i], sizes[i]);
+    off += sizes[i];
+  }
+  return s ? s : coda_atomic_commit(ctx, &f);
 }
 
 coda_status coda_open_regular(coda_context ctx, const char *path, uint64_t max, int *fd_out,

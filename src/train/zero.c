@@ -42,6 +42,7 @@ void coda_zero_destroy(coda_zero *z) {
   free(z->gs);
   free(z->ms);
   free(z->vs);
+  free(z->acc);
   free(z);
 }
 
@@ -117,18 +118,63 @@ coda_status coda_zero_create(coda_context ctx, coda_model *m, coda_comm comm, in
 
 /* ---- the CPU engine ---- */
 
+/* Bucket k of G reduce-scattered: this rank's piece of the sum -> out. */
+static coda_status reduce_bucket(coda_context ctx, coda_zero *z, int k, const float *G,
+                                 float *out) {
+  const coda_zero_bucket *b = &z->b[k];
+  float *p = z->pad + b->poff;
+  memcpy(p, G + b->off, b->len * sizeof *p);
+  memset(p + b->len, 0, ((size_t)z->N * b->piece - b->len) * sizeof *p);
+  return coda_comm_reduce_scatter(ctx, z->comm, p, out, b->piece, CODA_F32);
+}
+
 coda_status coda_zero_cpu_reduce(coda_context ctx, coda_zero *z, const float *G) {
   /* bucket by bucket (the backward's order does not matter here: the CPU
    * communicator is synchronous) */
   for (int k = 0; k < z->nb; k++) {
-    const coda_zero_bucket *b = &z->b[k];
-    float *p = z->pad + b->poff;
-    memcpy(p, G + b->off, b->len * sizeof *p);
-    memset(p + b->len, 0, ((size_t)z->N * b->piece - b->len) * sizeof *p);
-    coda_status s = coda_comm_reduce_scatter(ctx, z->comm, p, z->gs + b->soff, b->piece, CODA_F32);
+    coda_status s = reduce_bucket(ctx, z, k, G, z->gs + z->b[k].soff);
     if (s) return s;
   }
   return CODA_OK;
+}
+
+coda_status coda_zero_cpu_reduce_bucket(coda_context ctx, coda_zero *z, int k, float *G,
+                                        int accumulate) {
+  const coda_zero_bucket *b = &z->b[k];
+  coda_status s;
+  if (!accumulate) {
+    s = reduce_bucket(ctx, z, k, G, z->gs + b->soff);
+  } else {
+    if (!z->acc) {
+      size_t most = 1;
+      for (int i = 0; i < z->nb; i++) most = z->b[i].piece > most ? z->b[i].piece : most;
+      z->acc = malloc(most * sizeof *z->acc);
+      if (!z->acc) return oom(ctx);
+    }
+    s = reduce_bucket(ctx, z, k, G, z->acc);
+    for (size_t i = 0; !s && i < b->piece; i++) z->gs[b->soff + i] += z->acc[i];
+  }
+  /* the next micro-batch's gradient starts from zero in this bucket */
+  memset(G + b->off, 0, b->len * sizeof *G);
+  return s;
+}
+
+coda_status coda_zero_cpu_gather_bucket(coda_context ctx, coda_zero *z, int k, float *W) {
+  const coda_zero_bucket *b = &z->b[k];
+  float *p = z->pad + b->poff;
+  float *mine = p + (size_t)z->r * b->piece;
+  memcpy(mine, W + b->off + (size_t)z->r * b->piece, b->mine * sizeof *mine);
+  memset(mine + b->mine, 0, (b->piece - b->mine) * sizeof *mine);
+  coda_status s = coda_comm_all_gather(ctx, z->comm, mine, p, b->piece, CODA_F32);
+  if (!s) memcpy(W + b->off, p, b->len * sizeof *p);
+  return s;
+}
+
+void coda_zero_cpu_release_bucket(coda_zero *z, int k, float *W) {
+  const coda_zero_bucket *b = &z->b[k];
+  const size_t lo = (size_t)z->r * b->piece, hi = lo + b->mine; /* this rank's piece */
+  for (size_t i = 0; i < b->len; i++)
+    if (i < lo || i >= hi) W[b->off + i] = NAN;
 }
 
 double coda_zero_cpu_sumsq(const coda_zero *z) {

@@ -133,6 +133,12 @@ expect "bad value '99999999999' for --tokens" -- generate --checkpoint x --token
 expect "bad value 'hot' for --temperature" -- generate --checkpoint x --temperature hot
 expect "bad value '-2' for --temperature" -- generate --checkpoint x --temperature -2
 expect "missing.safetensors: cannot open" -- generate --checkpoint missing.safetensors
+expect "bad value '2' for --top-p" -- generate --checkpoint x --top-p 2
+expect "bad value '0' for --top-p" -- generate --checkpoint x --top-p 0
+expect "bad value 'tpu' for --device" -- generate --checkpoint x --device tpu
+expect "bad value 'x' for --stop" -- generate --checkpoint x --stop x
+expect "bad value '0,2' for --batches" -- generate --bench --batches 0,2
+expect "unknown --shape 'huge'" -- generate --bench --shape huge
 
 # --- a real checkpoint, then damaged copies of it
 # shellcheck disable=SC2086
@@ -145,6 +151,24 @@ if [ $rc -ne 0 ] || [ ! -f $ck ]; then
   exit 1
 fi
 size=$(wc -c <$ck)
+# generation from it: the same seed gives the same text, a batch prints
+# each sequence, a prompt beyond the cache is refused
+"$coda" generate --checkpoint $ck --prompt "ab" --tokens 12 --seed 4 --threads 1 >g1.txt 2>err.txt &&
+  "$coda" generate --checkpoint $ck --prompt "ab" --tokens 12 --seed 4 --threads 1 >g2.txt 2>>err.txt
+cases=$((cases + 1))
+if ! cmp -s g1.txt g2.txt || [ "$(wc -c <g1.txt)" -ne 15 ]; then
+  fails=$((fails + 1))
+  echo "FAIL: coda generate twice with one seed: different or wrong-sized text"
+  cat err.txt
+fi
+"$coda" generate --checkpoint $ck --prompt "a" --prompt "b" --tokens 3 --threads 1 >g3.txt 2>err.txt
+cases=$((cases + 1))
+if ! grep -q -- "--- sequence 2" g3.txt; then
+  fails=$((fails + 1))
+  echo "FAIL: coda generate with two prompts: no second sequence"
+  cat err.txt
+fi
+expect "more than the cache of 2" -- generate --checkpoint $ck --prompt "abc" --max-len 2
 head -c $((size - 100)) $ck >trunc.safetensors
 head -c 4 $ck >stub.safetensors
 : >empty.safetensors
@@ -189,6 +213,25 @@ expect "size mismatch" -- train $small --out o3 --data shards --steps 2
 printf 'CODATOKZ' | dd of=shards/train.tok bs=1 seek=0 conv=notrunc 2>/dev/null
 # shellcheck disable=SC2086
 expect "bad magic" -- train $small --out o3 --data shards --steps 2
+
+# --- --data as a corpus: its flags, too small, shards not written over
+tiny_model="--dim 32 --layers 1 --heads 2 --kv-heads 1 --ffn 64 --seq 16 --batch 2 --val-batches 0 --quiet"
+expect "need --data" -- train --tokenizer tok.json --out o5
+expect "--data-format is auto" -- train --data corpus/text --data-format zz
+# shellcheck disable=SC2086
+expect "holds token shards" -- train $tiny_model --out o5 --data good/data --tokenizer tok.json
+printf 'just a few words\n' >tiny.txt
+# shellcheck disable=SC2086
+expect "corpus too small" -- train $tiny_model --out o5 --data tiny.txt --steps 2
+printf '{"body": "x"}\n' >c.jsonl
+# shellcheck disable=SC2086
+expect 'c.jsonl:1: no field "text"' -- train $tiny_model --out o5 --data c.jsonl --steps 2
+# shellcheck disable=SC2086
+expect "nothere.json: cannot open" -- train $tiny_model --out o5 --data corpus/text --tokenizer nothere.json
+mkdir -p o6/data
+cp good/data/train.tok good/data/val.tok o6/data/
+# shellcheck disable=SC2086
+expect "not written over" -- train $tiny_model --out o6 --data corpus/text --steps 2
 
 # coda run: bad numbers, missing files, malformed programs
 expect "needs an integer" -- run --builtin llama_swiglu --m abc

@@ -137,7 +137,7 @@ fi
 
 # 6, 13. checkpoints that are not regular files, without blocking
 expect "/dev/zero: is a device, not a regular file" -- generate --checkpoint /dev/zero --tokens 2
-expect "good: is a directory" -- generate --checkpoint good --tokens 2
+expect "good: is a directory without config.json" -- generate --checkpoint good --tokens 2
 mkfifo fifo.safetensors
 expect "is a FIFO" -- generate --checkpoint fifo.safetensors --tokens 2
 # shellcheck disable=SC2086

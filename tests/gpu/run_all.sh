@@ -12,7 +12,7 @@
 # minutes; each stage has its own time limit):
 #   tests     every GPU test (GEMM, epilogue programs, attention, block
 #             plans, plan runs captured into CUDA graphs, debug mode, the
-#             coda run examples)
+#             KV-cache decoder, the coda run examples)
 #   train     tests/gpu/train_gpu_smoke.sh (loss falls, determinism, GPU vs
 #             CPU, resume, throughput)
 #   block     coda bench block, all configurations (fused, unfused, floor,
@@ -29,8 +29,18 @@
 #             kernels); with wheels in .whl/ also quack_fused.py
 #   attention bench_attention and PyTorch SDPA at the same shapes
 #   gemm      bench_gemm (our GEMM vs cuBLAS, 27 shapes)
+#   generate  coda generate --device gpu --bench: the KV-cache decoder's
+#             prefill and decode rates at the 1.1 B shape, batch 1 and 16
+#             (generate.txt)
 #   dp        tests/gpu/train_dp_gpu.sh (needs two GPUs)
 #   sanitize  compute-sanitizer over the GPU tests
+#   python    python/tests with the pack's lib/libcoda.so.0 (pack_shared.sh):
+#             numpy and torch on the CPU backend, and the CUDA tests of the
+#             torch ops and of apply_to_llama (needs torch with CUDA and
+#             transformers)
+#   hfbench   bench/hf_llama/bench_hf_llama.py at the 1.1 B shape: HF Llama
+#             training step eager, torch.compile, Liger (when importable),
+#             coda-patched, coda-patched + torch.compile
 # Order: correctness first, so the most important results come first.
 set -u
 P=${1:?usage: tests/gpu/run_all.sh PACK_DIR [STAGE ...]}
@@ -59,6 +69,7 @@ if has tests; then
   step plan 90 "$P/tests/gpu/test_plan_gpu"
   step graph 60 "$P/tests/gpu/test_graph_gpu"
   step debug_sync 30 "$P/tests/gpu/test_debug_sync_gpu"
+  step decode 120 "$P/tests/gpu/test_decode_gpu"
   step run_user_program 30 "$P/coda" run programs/examples/geglu_scaled.coda --gpu --m 4096 --n 4096 --k 2048
   step run_builtin 30 "$P/coda" run --builtin llama_swiglu_bwd --gpu --m 4096 --n 2048 --k 2048
 fi
@@ -115,6 +126,20 @@ fi
 if has gemm; then
   step gemm_bench 300 sh -c "\"$P/bench_gemm\" > \"$L/gemm.md\""
   tail -32 "$L/gemm.md"
+fi
+if has generate; then
+  step generate 300 sh -c "\"$P/coda\" generate --device gpu --bench --shape 1.1b --batches 1,16 > \"$L/generate.txt\""
+  cat "$L/generate.txt"
+fi
+if has python; then
+  step python 400 env CODA_LIBRARY="$P/lib/libcoda.so.0" PYTHONPATH="$PWD/python:${PYTHONPATH:-}" \
+    PYTHONUNBUFFERED=1 python3 -m pytest -q -p no:cacheprovider -rs python/tests
+fi
+if has hfbench; then
+  CODA_LIBRARY="$P/lib/libcoda.so.0" PYTHONPATH="$PWD/python:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 \
+    timeout -k 5 590 python3 bench/hf_llama/bench_hf_llama.py --shape 1b --out "$L" > "$L/hf_llama.md" 2>&1 ||
+    status=1
+  cat "$L/hf_llama.md"
 fi
 if has dp; then
   OUT=$L timeout -k 5 300 tests/gpu/train_dp_gpu.sh "$P" > /dev/null 2>&1 || status=1

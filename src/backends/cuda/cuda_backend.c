@@ -113,8 +113,21 @@ static const coda_train_ops cuda_train_ops = {
     .sumsq = coda_cuda_train_sumsq,
     .adamw = coda_cuda_train_adamw,
     .adamw_multi = coda_cuda_train_adamw_multi,
+    .init_normal = coda_cuda_train_init_normal,
+    .fill = coda_cuda_train_fill,
     .zero = coda_cuda_train_zero,
     .memory = coda_cuda_train_memory,
+};
+
+static const coda_decode_ops cuda_decode_ops = {
+    .embed = coda_cuda_decode_embed,
+    .rmsnorm = coda_cuda_decode_rmsnorm,
+    .linear = coda_cuda_decode_linear,
+    .rope_append = coda_cuda_decode_rope_append,
+    .attention = coda_cuda_decode_attention,
+    .swiglu = coda_cuda_decode_swiglu,
+    .gather_rows = coda_cuda_decode_gather_rows,
+    .sample = coda_cuda_decode_sample,
 };
 
 /* Timing markers: CUDA events recorded on the context's stream. */
@@ -179,6 +192,7 @@ const coda_backend_ops coda_cuda_backend_ops = {
     .attention_forward = cuda_attention_forward,
     .attention_backward = cuda_attention_backward,
     .train = &cuda_train_ops,
+    .decode = &cuda_decode_ops,
     .timer_create = cuda_timer_create,
     .timer_record = cuda_timer_record,
     .timer_elapsed = cuda_timer_elapsed,

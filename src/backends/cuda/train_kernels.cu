@@ -214,6 +214,38 @@ __global__ void adamw_multi_kernel(float *w, const float *g, float *m, float *v,
   }
 }
 
+/* The host's initial weights (coda_model_init): draw k of the splitmix64
+ * stream s0 is the next draw of s0 + k·golden, element k of a matrix whose
+ * stream starts at draw d takes draws d + 2k and d + 2k + 1 through
+ * Box-Muller in double. sqrt is correctly rounded on both sides; log and
+ * cos may differ from the host's by an ulp of double, which changes the
+ * float only when the value lies within that ulp of a rounding boundary. */
+__device__ __forceinline__ double uniform_next(unsigned long long &s) {
+  unsigned long long z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return __dmul_rn((double)(z >> 11), 1.0 / 9007199254740992.0);
+}
+
+__global__ void init_normal_kernel(float *w, long long n, unsigned long long s0,
+                                   unsigned long long d0, double sd) {
+  for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < n;
+       k += (long long)gridDim.x * blockDim.x) {
+    unsigned long long s = s0 + (d0 + 2ull * (unsigned long long)k) * 0x9e3779b97f4a7c15ull;
+    double u1 = uniform_next(s), u2 = uniform_next(s);
+    if (u1 < 1e-300) u1 = 1e-300;
+    const double z = __dmul_rn(sqrt(__dmul_rn(-2.0, log(u1))), cos(__dmul_rn(6.283185307179586, u2)));
+    w[k] = (float)__dmul_rn(sd, z);
+  }
+}
+
+__global__ void fill_kernel(float *w, long long n, float value) {
+  for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < n;
+       k += (long long)gridDim.x * blockDim.x)
+    w[k] = value;
+}
+
 int is_bf16(const coda_tensor *t) { return t->dtype == CODA_BF16; }
 
 coda_status float_view(coda_context ctx, const coda_tensor *t, const char *what) {
@@ -340,4 +372,18 @@ extern "C" coda_status coda_cuda_train_adamw_multi(coda_context ctx, float *w, c
       w, g, m, v, (__nv_bfloat16 *)wb, (long long)n, (const long long *)seg, nseg, coef[0],
       coef[1], coef[2], coef[3], coef[4], coef[5], coef[6], gscale, gscale != 1.0);
   return check_launch(ctx, "AdamW (all parameters)");
+}
+
+extern "C" coda_status coda_cuda_train_init_normal(coda_context ctx, float *w, size_t n,
+                                                   uint64_t s0, uint64_t draw0, double sd) {
+  if (n == 0) return CODA_OK;
+  init_normal_kernel<<<grid_of((long long)n), 256, 0, coda_cuda_stream(ctx)>>>(
+      w, (long long)n, (unsigned long long)s0, (unsigned long long)draw0, sd);
+  return check_launch(ctx, "initial weights");
+}
+
+extern "C" coda_status coda_cuda_train_fill(coda_context ctx, float *w, size_t n, float value) {
+  if (n == 0) return CODA_OK;
+  fill_kernel<<<grid_of((long long)n), 256, 0, coda_cuda_stream(ctx)>>>(w, (long long)n, value);
+  return check_launch(ctx, "fill");
 }

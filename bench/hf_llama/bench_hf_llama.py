@@ -1,0 +1,135 @@
+"""One training step of a Hugging Face LlamaForCausalLM on the GPU, five ways:
+the model as it is (eager, SDPA attention), under torch.compile, patched with
+Liger's kernels (when liger_kernel is importable), patched with
+coda.torch.apply_to_llama, and coda-patched under torch.compile. bf16
+weights, AdamW (fused), random tokens; tokens/s over the timed steps and the
+peak memory torch's allocator saw (the coda ops allocate their outputs and
+temporaries as torch tensors; what libcoda allocates itself, such as its
+workspaces, is not in that figure).
+
+    python3 bench/hf_llama/bench_hf_llama.py [--shape 1b|d512|tiny] [--modes eager,compile,liger,coda,coda_compile]
+        [--steps 10] [--warmup 3] [--out DIR]
+
+Each mode runs in its own process (fresh allocator and compile caches).
+Needs torch with CUDA, transformers, and the coda package (PYTHONPATH to
+python/ and CODA_LIBRARY to a CUDA build of libcoda.so). Writes DIR/hf_llama.json
+and prints a Markdown table."""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+SHAPES = {
+    # the training benchmark's 1.1 B shape (bench/train/run.sh)
+    "1b": dict(layers=16, dim=2048, heads=32, kv_heads=8, ffn=8192, vocab=32768, batch=4, seq=2048),
+    "d512": dict(layers=6, dim=512, heads=8, kv_heads=8, ffn=2048, vocab=32768, batch=16, seq=1024),
+    "tiny": dict(layers=2, dim=256, heads=4, kv_heads=2, ffn=512, vocab=1024, batch=4, seq=256),
+}
+MODES = ["eager", "compile", "liger", "coda", "coda_compile"]
+
+
+def run_one(shape, mode, steps, warmup):
+    import torch
+    import transformers
+
+    s = SHAPES[shape]
+    cfg = transformers.LlamaConfig(vocab_size=s["vocab"], hidden_size=s["dim"], intermediate_size=s["ffn"],
+                                   num_hidden_layers=s["layers"], num_attention_heads=s["heads"],
+                                   num_key_value_heads=s["kv_heads"], max_position_embeddings=s["seq"],
+                                   rms_norm_eps=1e-5, tie_word_embeddings=False, use_cache=False)
+    torch.manual_seed(0)
+    if mode == "liger":
+        try:
+            from liger_kernel.transformers import apply_liger_kernel_to_llama
+        except ImportError as e:
+            return {"mode": mode, "skipped": "liger_kernel not importable: %s" % e}
+        apply_liger_kernel_to_llama()
+    with torch.device("cuda"):  # initialized on the GPU: a 1.1 B model's CPU init takes minutes
+        model = transformers.LlamaForCausalLM(cfg)
+    model = model.to(dtype=torch.bfloat16)
+    model.train()
+    if mode in ("coda", "coda_compile"):
+        import coda.torch as ct
+
+        ct.apply_to_llama(model)
+    step_model = torch.compile(model) if mode in ("compile", "coda_compile") else model
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    g = torch.Generator(device="cuda").manual_seed(1)
+    ids = torch.randint(0, s["vocab"], (s["batch"], s["seq"]), device="cuda", generator=g)
+    losses = []
+
+    def step():
+        loss = step_model(input_ids=ids, labels=ids, use_cache=False).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    t0 = time.perf_counter()
+    for _ in range(warmup):
+        losses.append(float(step()))
+    torch.cuda.synchronize()
+    first = time.perf_counter() - t0
+    torch.cuda.reset_peak_memory_stats()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(steps):
+        loss = step()
+    end.record()
+    torch.cuda.synchronize()
+    losses.append(float(loss))
+    ms = start.elapsed_time(end) / steps
+    tokens = s["batch"] * s["seq"]
+    return {"mode": mode, "shape": shape, "ms_per_step": ms, "tokens_per_s": tokens / (ms / 1e3),
+            "peak_mib": torch.cuda.max_memory_allocated() / 2**20, "warmup_s": first, "losses": losses,
+            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "transformers": transformers.__version__}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shape", default="1b", choices=sorted(SHAPES))
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--out", default=os.environ.get("OUT", "hf-llama-logs"))
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.one:
+        print("RESULT " + json.dumps(run_one(a.shape, a.one, a.steps, a.warmup)))
+        return
+    os.makedirs(a.out, exist_ok=True)
+    results = []
+    for mode in a.modes.split(","):
+        if mode not in MODES:
+            sys.exit("unknown mode %r (modes: %s)" % (mode, ", ".join(MODES)))
+        p = subprocess.run([sys.executable, __file__, "--shape", a.shape, "--steps", str(a.steps), "--warmup",
+                            str(a.warmup), "--one", mode], capture_output=True, text=True)
+        with open(os.path.join(a.out, "hf_llama-%s-%s.log" % (a.shape, mode)), "w") as f:
+            f.write(p.stdout + p.stderr)
+        line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
+        if p.returncode or not line:
+            tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
+            results.append({"mode": mode, "shape": a.shape, "failed": "exit %d: %s" % (p.returncode, tail[0])})
+        else:
+            results.append(json.loads(line[0][7:]))
+    with open(os.path.join(a.out, "hf_llama.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    s = SHAPES[a.shape]
+    print("HF LlamaForCausalLM training step, shape %s (%d layers, d %d, %d/%d heads, ffn %d, vocab %d, %d x %d)"
+          % (a.shape, s["layers"], s["dim"], s["heads"], s["kv_heads"], s["ffn"], s["vocab"], s["batch"], s["seq"]))
+    print("\n| mode | ms/step | tokens/s | peak MiB | warm-up s | first / last loss |\n| --- | ---: | ---: | ---: | ---: | --- |")
+    for r in results:
+        if "tokens_per_s" in r:
+            print("| %s | %.1f | %.0f | %.0f | %.1f | %.3f / %.3f |" % (r["mode"], r["ms_per_step"], r["tokens_per_s"],
+                                                                  r["peak_mib"], r["warmup_s"], r["losses"][0],
+                                                                  r["losses"][-1]))
+        else:
+            print("| %s | %s | | | | |" % (r["mode"], r.get("skipped") or r.get("failed")))
+
+
+if __name__ == "__main__":
+    main()

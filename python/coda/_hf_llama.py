@@ -1,0 +1,203 @@
+"""coda.torch.apply_to_llama: a Hugging Face LlamaForCausalLM whose decoder
+layers, final norm, LM head and loss run through the coda ops.
+
+The model's parameters stay what they are (state dict, optimizer and
+checkpoint code unchanged); each forward builds the operands in coda's
+layouts inside the ops' autograd functions and maps the gradients back:
+  - q, k, v rows: Hugging Face pairs the rotary dimensions (i, i + hd/2),
+    coda's RoPE program adjacent columns (2j, 2j+1), so the rows of the
+    concatenated q/k/v weight are permuted (rope_row_permutation); the
+    attention scores are unchanged by the same permutation of q and k;
+  - gate/up rows interleaved [g0, u0, g1, u1, ...] for the SwiGLU program.
+These copies are rebuilt in the backward instead of being kept.
+
+Routing: a forward with a KV cache (generation, model.generate) runs the
+model's own layers, with the same weights; a forward without one runs the
+coda ops and returns no cache (it asks for none: use_cache=True without a
+cache also runs the Hugging Face layers)."""
+
+import types
+
+import torch
+
+from . import torch as ct
+
+__all__ = ["apply_to_llama", "llama_decoder_layer"]
+
+# rope types whose inverse frequencies do not change with the sequence length
+_STATIC_ROPE = ("default", "linear", "llama3", "yarn_static")
+
+
+class _QKVRoPEFromHF(torch.autograd.Function):
+    """qkv + RoPE from Hugging Face's q, k, v weights (permuted inside)."""
+
+    @staticmethod
+    def forward(ctx, h, wq, wk, wv, r, pos, freq, perm):
+        wqkv = torch.cat([wq, wk, wv]).index_select(0, perm)
+        qkv = torch.ops.coda.llama_qkv_rope(h, wqkv, r, pos, freq)
+        ctx.save_for_backward(h, wq, wk, wv, r, pos, freq, perm, qkv)
+        return qkv
+
+    @staticmethod
+    def backward(ctx, dqkv):
+        h, wq, wk, wv, r, pos, freq, perm, qkv = ctx.saved_tensors
+        wqkv = torch.cat([wq, wk, wv]).index_select(0, perm)
+        dh, dw, dr = torch.ops.coda.llama_qkv_rope_backward(h, wqkv, r, pos, freq, qkv, dqkv)
+        dw_hf = torch.empty_like(dw).index_copy_(0, perm, dw)
+        dq, dk, dv = dw_hf.split([wq.shape[0], wk.shape[0], wv.shape[0]])
+        return dh, dq, dk, dv, dr, None, None, None
+
+
+class _SwiGLUFromHF(torch.autograd.Function):
+    """RMSNorm-scaled gate/up + SwiGLU from Hugging Face's gate and up weights
+    (interleaved inside); returns y only."""
+
+    @staticmethod
+    def forward(ctx, h, wg, wu, r):
+        wgu = torch.stack([wg, wu], dim=1).reshape(2 * wg.shape[0], wg.shape[1])
+        z, y = torch.ops.coda.llama_swiglu(h, wgu, r)
+        ctx.save_for_backward(h, wg, wu, r, z)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        h, wg, wu, r, z = ctx.saved_tensors
+        wgu = torch.stack([wg, wu], dim=1).reshape(2 * wg.shape[0], wg.shape[1])
+        dh, dwgu, dr = torch.ops.coda.llama_swiglu_backward(h, wgu, r, z, None, dy)
+        dwgu = dwgu.reshape(wg.shape[0], 2, wg.shape[1])
+        return dh, dwgu[:, 0], dwgu[:, 1], dr
+
+
+def _dims(config):
+    hq = config.num_attention_heads
+    hkv = getattr(config, "num_key_value_heads", None) or hq
+    hd = getattr(config, "head_dim", None) or config.hidden_size // hq
+    return hq, hkv, hd
+
+
+def llama_decoder_layer(layer, x, batch, pos, freq, perm, dims):
+    """One LlamaDecoderLayer on x ((batch*seq) x hidden) through the coda
+    ops: RMSNorm, qkv + RoPE, attention, out-projection + residual + RMSNorm,
+    gate/up + SwiGLU, down-projection + residual. pos, freq: rope_tables;
+    perm: rope_row_permutation; dims: (heads_q, heads_kv, head_dim)."""
+    hq, hkv, _ = dims
+    att, mlp = layer.self_attn, layer.mlp
+    n1, n2 = layer.input_layernorm, layer.post_attention_layernorm
+    h1, r1 = ct.llama_rmsnorm(x, n1.weight, n1.variance_epsilon)
+    qkv = _QKVRoPEFromHF.apply(h1, att.q_proj.weight, att.k_proj.weight, att.v_proj.weight, r1, pos, freq, perm)
+    o, _ = ct.attention(qkv, batch, hq, hkv)
+    x1, h2, r2 = ct.llama_residual_norm(o, att.o_proj.weight, x, n2.weight, n2.variance_epsilon)
+    y = _SwiGLUFromHF.apply(h2, mlp.gate_proj.weight, mlp.up_proj.weight, r2)
+    return ct.linear_residual(y, mlp.down_proj.weight, x1)
+
+
+def _check_supported(model):
+    cfg = model.config
+    problems = []
+    if getattr(cfg, "hidden_act", "silu") != "silu":
+        problems.append("hidden_act %r (the SwiGLU program is silu)" % cfg.hidden_act)
+    if getattr(cfg, "attention_bias", False):
+        problems.append("attention_bias (the qkv and out projections have no bias here)")
+    if getattr(cfg, "mlp_bias", False):
+        problems.append("mlp_bias")
+    if getattr(cfg, "pretraining_tp", 1) not in (1, None):
+        problems.append("pretraining_tp %r" % cfg.pretraining_tp)
+    hq, hkv, hd = _dims(cfg)
+    if hd % 2 or hq % hkv:
+        problems.append("head_dim %d / heads %d, %d (needs an even head_dim and heads a multiple of kv heads)"
+                        % (hd, hq, hkv))
+    rot = getattr(model.model, "rotary_emb", None)
+    if rot is None or not hasattr(rot, "inv_freq"):
+        problems.append("no rotary embedding with inv_freq on model.model")
+    else:
+        if float(getattr(rot, "attention_scaling", 1.0)) != 1.0:
+            problems.append("rope attention_scaling %r (scaled cos/sin)" % rot.attention_scaling)
+        rt = getattr(rot, "rope_type", "default")
+        if rt not in _STATIC_ROPE:
+            problems.append("rope_type %r (inverse frequencies that change with the length)" % rt)
+        if rot.inv_freq.numel() * 2 != hd:
+            problems.append("inv_freq of %d entries for head_dim %d" % (rot.inv_freq.numel(), hd))
+    if problems:
+        raise ValueError("coda.torch.apply_to_llama: this model is not supported: " + "; ".join(problems))
+
+
+def _coda_forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None, labels=None,
+                  use_cache=None, logits_to_keep=0, **kwargs):
+    cache = kwargs.get("cache", kwargs.get("past_key_values"))
+    wants_extra = kwargs.get("output_attentions") or kwargs.get("output_hidden_states")
+    if cache is not None or use_cache is True or wants_extra:
+        # generation (KV cache) and per-layer outputs: the model's own layers
+        return self._coda_hf_forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                                     inputs_embeds=inputs_embeds, labels=labels, use_cache=use_cache,
+                                     logits_to_keep=logits_to_keep, **kwargs)
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    cfg = self.config
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError("coda.torch.apply_to_llama: give exactly one of input_ids and inputs_embeds")
+    if inputs_embeds is None:
+        inputs_embeds = self.model.embed_tokens(input_ids)
+    B, T, D = inputs_embeds.shape
+    if attention_mask is not None and attention_mask.dim() == 2 and not bool(attention_mask.all()):
+        raise ValueError("coda.torch.apply_to_llama: the attention is causal without padding; this batch has a "
+                         "padding mask with zeros (pack the sequences, or mask padded targets with -100 and "
+                         "pass attention_mask=None)")
+    if attention_mask is not None and attention_mask.dim() != 2:
+        raise ValueError("coda.torch.apply_to_llama: only a 2-D padding mask of ones is taken here, got a "
+                         "%d-D attention_mask" % attention_mask.dim())
+    if self.training and float(getattr(cfg, "attention_dropout", 0.0) or 0.0) > 0.0:
+        raise ValueError("coda.torch.apply_to_llama: attention_dropout %r is not supported in training"
+                         % cfg.attention_dropout)
+    if position_ids is None:
+        position_ids = torch.arange(T, device=inputs_embeds.device)
+    position_ids = position_ids.expand(B, T)
+    dims = _dims(cfg)
+    hq, hkv, hd = dims
+    dtype = inputs_embeds.dtype
+    pos, freq = ct.rope_tables(position_ids, self.model.rotary_emb.inv_freq, hq, hkv, dtype)
+    perm = ct.rope_row_permutation(hq, hkv, hd, device=inputs_embeds.device)
+    x = inputs_embeds.reshape(B * T, D)
+    # gradient_checkpointing_enable() sets the flag on the model and on each layer
+    checkpointing = self.training and bool(getattr(self.model, "gradient_checkpointing", False))
+    for layer in self.model.layers[: cfg.num_hidden_layers]:
+        if checkpointing:
+            x = torch.utils.checkpoint.checkpoint(llama_decoder_layer, layer, x, B, pos, freq, perm, dims,
+                                                  use_reentrant=False)
+        else:
+            x = llama_decoder_layer(layer, x, B, pos, freq, perm, dims)
+    loss, logits = None, None
+    norm = self.model.norm
+    if labels is not None:
+        # the shift of Hugging Face's causal-LM loss: row t predicts token t + 1
+        tgt = torch.nn.functional.pad(labels, (0, 1), value=-100)[:, 1:].reshape(-1)
+        loss, count = ct.llama_lm_head_loss(x, norm.weight, self.lm_head.weight, tgt, norm.variance_epsilon)
+        num_items = kwargs.get("num_items_in_batch")
+        if num_items is not None:
+            # a sum over the counted targets divided by the batch's count (gradient accumulation)
+            loss = loss * (count / torch.as_tensor(num_items, dtype=count.dtype, device=count.device))
+    else:
+        hidden = norm(x.reshape(B, T, D))
+        keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+        logits = self.lm_head(hidden[:, keep, :])
+    return CausalLMOutputWithPast(loss=loss, logits=logits)
+
+
+def apply_to_llama(model):
+    """Patches a transformers LlamaForCausalLM in place (and returns it): its
+    forward without a KV cache runs the decoder layers, the final norm, the
+    LM head and the loss through the coda ops (loss without logits when
+    labels are given; logits through the model's own norm and head when
+    not); generation with a cache runs the model's own layers. Parameters,
+    state dict and modules stay the model's. Refuses (ValueError, naming
+    why) models the ops do not cover: biases, another activation, scaled or
+    length-dependent RoPE."""
+    if getattr(model, "_coda_patched", False):
+        return model
+    if not hasattr(model, "model") or not hasattr(model, "lm_head") or not hasattr(model.model, "layers"):
+        raise TypeError("coda.torch.apply_to_llama: expects a transformers LlamaForCausalLM, got %s"
+                        % type(model).__name__)
+    _check_supported(model)
+    model._coda_hf_forward = model.forward
+    model.forward = types.MethodType(_coda_forward, model)
+    model._coda_patched = True
+    return model

@@ -1,0 +1,307 @@
+"""coda.torch.apply_to_llama on a tiny randomly initialized Hugging Face
+LlamaForCausalLM: loss, logits and every gradient against the unpatched
+model on the same weights (float64 on the CPU), state dict unchanged,
+greedy generation unchanged, a training loop and the Trainer, refusals,
+torch.compile(fullgraph=True) of a patched decoder layer; on a GPU the same
+comparisons in bf16 and a short training run. Skipped where PyTorch or
+transformers is not installed."""
+
+import copy
+
+import pytest
+
+torch = pytest.importorskip(
+    "torch", reason="PyTorch is not installed (scripts/install-deps.sh installs it with CODA_PYTHON_TORCH=1)")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+
+import coda  # noqa: E402
+import coda.torch as ct  # noqa: E402
+from coda import _hf_llama  # noqa: E402
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available() or not coda.cuda_available(),
+                                reason="needs a CUDA GPU and libcoda built with CUDA")
+
+# HF's RMSNorm computes in float32 and its loss upcasts the logits to
+# float32, whatever the model's dtype: a float64 model agrees with the coda
+# ops (fp64 throughout) to about float32 precision.
+F64_RTOL = 2e-5
+
+
+def tiny_config(**kw):
+    base = dict(vocab_size=97, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=10000.0)
+    base.update(kw)
+    return transformers.LlamaConfig(**base)
+
+
+def make_pair(dtype=torch.float64, device="cpu", **kw):
+    torch.manual_seed(0)
+    ref = transformers.LlamaForCausalLM(tiny_config(**kw)).to(device=device, dtype=dtype)
+    with torch.no_grad():  # norm weights away from 1, so their gradients and use are tested
+        for n, p in ref.named_parameters():
+            if n.endswith("norm.weight"):
+                p.add_(0.2 * torch.randn_like(p))
+    patched = ct.apply_to_llama(copy.deepcopy(ref))
+    return ref, patched
+
+
+def batch(device="cpu", B=2, T=12, vocab=97):
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, vocab, (B, T), generator=g)
+    labels = ids.clone()
+    labels[0, 3] = -100
+    return ids.to(device), labels.to(device)
+
+
+def rel_err(a, b):
+    return float((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30))
+
+
+def test_loss_logits_and_gradients_match_unpatched_f64():
+    ref, pm = make_pair()
+    ids, labels = batch()
+    lr, lp = ref(input_ids=ids, labels=labels).loss, pm(input_ids=ids, labels=labels).loss
+    assert abs(lr.item() - lp.item()) <= F64_RTOL * abs(lr.item())
+    lr.backward()
+    lp.backward()
+    mine = dict(pm.named_parameters())
+    names = [n for n, _ in ref.named_parameters()]
+    assert any("q_proj" in n for n in names) and any("lm_head" in n or "embed" in n for n in names)
+    for n, p in ref.named_parameters():
+        assert mine[n].grad is not None, n
+        assert rel_err(mine[n].grad, p.grad) < F64_RTOL, "%s: %.3g" % (n, rel_err(mine[n].grad, p.grad))
+    with torch.no_grad():
+        ll, lq = ref(input_ids=ids).logits, pm(input_ids=ids).logits
+    assert rel_err(lq, ll) < F64_RTOL
+
+
+def test_the_coda_path_runs():
+    """The patched forward goes through the coda ops (not the HF layers)."""
+    ref, pm = make_pair()
+    ids, labels = batch()
+    calls = []
+    orig = _hf_llama.llama_decoder_layer
+
+    def spy(*a, **k):
+        calls.append(1)
+        return orig(*a, **k)
+
+    _hf_llama.llama_decoder_layer = spy
+    try:
+        pm(input_ids=ids, labels=labels)
+    finally:
+        _hf_llama.llama_decoder_layer = orig
+    assert len(calls) == pm.config.num_hidden_layers
+
+
+def test_gradient_checkpointing():
+    ref, pm = make_pair()
+    pm.gradient_checkpointing_enable()
+    pm.train()
+    ref.train()
+    ids, labels = batch()
+    calls = []
+    orig = _hf_llama.llama_decoder_layer
+
+    def spy(*a, **k):
+        calls.append(1)
+        return orig(*a, **k)
+
+    _hf_llama.llama_decoder_layer = spy
+    try:
+        pm(input_ids=ids, labels=labels).loss.backward()
+    finally:
+        _hf_llama.llama_decoder_layer = orig
+    assert len(calls) == 2 * pm.config.num_hidden_layers   # each layer run again in the backward
+    ref(input_ids=ids, labels=labels).loss.backward()
+    mine = dict(pm.named_parameters())
+    for n, p in ref.named_parameters():
+        assert rel_err(mine[n].grad, p.grad) < F64_RTOL, n
+
+
+def test_state_dict_unchanged():
+    ref, pm = make_pair()
+    before = {k: v.clone() for k, v in pm.state_dict().items()}
+    pm(*batch()[:1], labels=batch()[1]).loss.backward()
+    after = pm.state_dict()
+    assert list(after) == list(ref.state_dict())
+    for k, v in after.items():
+        assert torch.equal(v, before[k]), k
+    params_before = [id(p) for p in ref.parameters()]
+    assert len(params_before) == len(list(pm.parameters()))
+
+
+def test_generate_unchanged():
+    ref, pm = make_pair()
+    ids, _ = batch()
+    prompt = ids[:, :4]
+    mask = torch.ones_like(prompt)
+    a = ref.generate(prompt, attention_mask=mask, max_new_tokens=6, do_sample=False, pad_token_id=0)
+    b = pm.generate(prompt, attention_mask=mask, max_new_tokens=6, do_sample=False, pad_token_id=0)
+    assert a.shape == (2, 10)
+    assert torch.equal(a, b)
+    # without a KV cache every step runs the coda layers on the whole prefix
+    c = pm.generate(prompt, attention_mask=mask, max_new_tokens=6, do_sample=False, pad_token_id=0,
+                    use_cache=False)
+    assert torch.equal(a, c)
+
+
+def test_training_loop_matches_unpatched():
+    ref, pm = make_pair()
+    ids, labels = batch()
+    losses = []
+    for m in (ref, pm):
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+        run = []
+        for _ in range(5):
+            loss = m(input_ids=ids, labels=labels).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            run.append(float(loss))
+        losses.append(run)
+    assert losses[0][-1] < losses[0][0]
+    for a, b in zip(*losses):
+        assert abs(a - b) <= 1e-4 * abs(a), losses
+
+
+def test_num_items_in_batch():
+    ref, pm = make_pair()
+    ids, labels = batch()
+    a = ref(input_ids=ids, labels=labels, num_items_in_batch=40).loss
+    b = pm(input_ids=ids, labels=labels, num_items_in_batch=40).loss
+    assert abs(float(a) - float(b)) <= F64_RTOL * abs(float(a))
+
+
+def test_trainer():
+    pytest.importorskip("accelerate", reason="the Hugging Face Trainer needs accelerate")
+    import tempfile
+
+    ref, pm = make_pair(dtype=torch.float32)
+    ids, labels = batch(B=8)
+    data = [{"input_ids": ids[i], "labels": labels[i]} for i in range(8)]
+    losses = []
+    for m in (ref, pm):
+        with tempfile.TemporaryDirectory() as d:
+            args = transformers.TrainingArguments(output_dir=d, per_device_train_batch_size=4, max_steps=4,
+                                                  learning_rate=1e-2, logging_steps=1, report_to=[], use_cpu=True,
+                                                  save_strategy="no", seed=0, data_seed=0, dataloader_num_workers=0)
+            tr = transformers.Trainer(model=m, args=args, train_dataset=data)
+            tr.train()
+            losses.append([h["loss"] for h in tr.state.log_history if "loss" in h])
+    assert len(losses[1]) == 4
+    for a, b in zip(*losses):
+        assert abs(a - b) <= 1e-3 * abs(a), losses
+
+
+def test_padding_mask_refused_ones_taken():
+    _, pm = make_pair()
+    ids, labels = batch()
+    mask = torch.ones_like(ids)
+    pm(input_ids=ids, attention_mask=mask, labels=labels)
+    mask[1, -3:] = 0
+    with pytest.raises(ValueError, match="padding"):
+        pm(input_ids=ids, attention_mask=mask, labels=labels)
+
+
+@pytest.mark.parametrize("kw,word", [({"mlp_bias": True}, "mlp_bias"), ({"attention_bias": True}, "attention_bias"),
+                                     ({"hidden_act": "gelu"}, "hidden_act")])
+def test_unsupported_models_refused(kw, word):
+    torch.manual_seed(0)
+    m = transformers.LlamaForCausalLM(tiny_config(**kw))
+    with pytest.raises(ValueError, match=word):
+        ct.apply_to_llama(m)
+
+
+def test_patched_decoder_layer_compiles_fullgraph():
+    ref, pm = make_pair(dtype=torch.float32)
+    cfg = pm.config
+    dims = _hf_llama._dims(cfg)
+    B, T = 2, 12
+    pos, freq = ct.rope_tables(torch.arange(T).repeat(B), pm.model.rotary_emb.inv_freq, dims[0], dims[1],
+                               torch.float32)
+    perm = ct.rope_row_permutation(*dims)
+    layer = pm.model.layers[0]
+    x = torch.randn(B * T, cfg.hidden_size)
+
+    def f(x):
+        return _hf_llama.llama_decoder_layer(layer, x, B, pos, freq, perm, dims)
+
+    explain = torch._dynamo.explain(f)(x)
+    assert explain.graph_break_count == 0 and explain.graph_count == 1
+    torch._dynamo.reset()
+    out = torch.compile(f, fullgraph=True, backend="aot_eager")(x)
+    want = ref.model.layers[0](x.reshape(B, T, -1), position_embeddings=ref.model.rotary_emb(
+        x.reshape(B, T, -1), torch.arange(T)[None]), attention_mask=None)
+    if isinstance(want, tuple):
+        want = want[0]
+    torch.testing.assert_close(out, want.reshape(B * T, -1), rtol=1e-4, atol=1e-5)
+
+
+# -------------------------------------------------------------------- GPU
+
+def _gpu_config():
+    return dict(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+
+
+@needs_cuda
+def test_cuda_bf16_loss_logits_gradients():
+    ref, pm = make_pair(dtype=torch.bfloat16, device="cuda", **_gpu_config())
+    ids, labels = batch(device="cuda", B=4, T=256, vocab=1024)
+    lr, lp = ref(input_ids=ids, labels=labels).loss, pm(input_ids=ids, labels=labels).loss
+    assert abs(float(lr) - float(lp)) < 2e-2 * abs(float(lr))
+    lr.backward()
+    lp.backward()
+    mine = dict(pm.named_parameters())
+    for n, p in ref.named_parameters():
+        assert rel_err(mine[n].grad, p.grad) < 5e-2, "%s: %.3g" % (n, rel_err(mine[n].grad, p.grad))
+    with torch.no_grad():
+        assert rel_err(pm(input_ids=ids).logits, ref(input_ids=ids).logits) < 3e-2
+
+
+@needs_cuda
+def test_cuda_training_curve_matches():
+    ref, pm = make_pair(dtype=torch.bfloat16, device="cuda", **_gpu_config())
+    g = torch.Generator().manual_seed(3)
+    # a learnable stream: each token predicts the next through a fixed random map
+    nxt = torch.randint(0, 1024, (1024,), generator=g)
+    start = torch.randint(0, 1024, (4, 1), generator=g)
+    seq = [start]
+    for _ in range(127):
+        seq.append(nxt[seq[-1]])
+    ids = torch.cat(seq, 1).cuda()
+    curves = []
+    for m in (ref, pm):
+        opt = torch.optim.AdamW(m.parameters(), lr=3e-3)
+        curve = []
+        for _ in range(200):
+            loss = m(input_ids=ids, labels=ids).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            curve.append(float(loss))
+        curves.append(curve)
+    a, b = curves
+    assert b[-1] < 0.5 * b[0], b
+    late_a, late_b = sum(a[-20:]) / 20, sum(b[-20:]) / 20
+    assert abs(late_a - late_b) < 0.05 + 0.1 * late_a, (a[-5:], b[-5:])
+
+
+def test_patched_model_compiles_fullgraph():
+    """The whole patched forward (embedding, layers, head + loss) in one
+    graph, and its backward."""
+    _, pm = make_pair(dtype=torch.float32)
+    ids, labels = batch()
+    eager = pm(input_ids=ids, labels=labels).loss
+    eager.backward()
+    want = {n: p.grad.clone() for n, p in pm.named_parameters()}
+    pm.zero_grad()
+    explain = torch._dynamo.explain(pm)(input_ids=ids, labels=labels)
+    assert explain.graph_break_count == 0 and explain.graph_count == 1
+    torch._dynamo.reset()
+    loss = torch.compile(pm, fullgraph=True, backend="aot_eager")(input_ids=ids, labels=labels).loss
+    torch.testing.assert_close(loss, eager)
+    loss.backward()
+    for n, p in pm.named_parameters():
+        torch.testing.assert_close(p.grad, want[n], rtol=1e-5, atol=1e-7)

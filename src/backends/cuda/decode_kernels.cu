@@ -1,0 +1,610 @@
+/* The decoder's device kernels (src/train/decode.c on a CUDA context,
+ * through coda_decode_ops of backends/backend.h): embedding lookup,
+ * RMSNorm to bf16, the linear layers (a GEMV-shaped kernel for a few rows,
+ * the backend's Hopper GEMM for more), RoPE with the cache append, decode
+ * attention split over the cache length, SwiGLU, row gather and sampling.
+ * Compiled ahead of time by nvcc (no NVRTC).
+ *
+ * Layouts: activations row-major, the residual stream and GEMM outputs
+ * fp32, GEMM inputs bf16; weights bf16 [N x K] (the model's rows); a
+ * layer's K and V caches bf16 [batch][max_len][Hk][hd]. qkv rows are [Q
+ * heads][K heads][V heads] with RoPE pairs adjacent (model.c). */
+#include "backends/cuda/backend.h"
+#include "backends/cuda/debug.h"
+#include "backends/cuda/stream.h"
+
+extern "C" {
+#include "base/internal.h"
+}
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+
+namespace {
+
+typedef __nv_bfloat16 bf16;
+
+coda_status check_launch(coda_context ctx, const char *what) {
+  char msg[96];
+  snprintf(msg, sizeof msg, "CUDA decode kernel (%s)", what);
+  return coda_cuda_check_launch(ctx, msg);
+}
+
+unsigned grid_of(long long n, int threads) {
+  long long g = (n + threads - 1) / threads;
+  return (unsigned)(g < 65535 ? (g > 0 ? g : 1) : 65535);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+/* ---------------------------------------------------------------- embed */
+
+__global__ void embed_kernel(float *x, const bf16 *table, const int32_t *tok, long long M,
+                             long long D) {
+  const long long n = M * D;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    const long long r = i / D, k = i % D;
+    x[i] = __bfloat162float(table[(long long)tok[r] * D + k]);
+  }
+}
+
+/* -------------------------------------------------------------- RMSNorm */
+
+/* h row i = bf16(x row rows[i] · r ⊙ w), r = 1/sqrt(mean(x²) + eps): one
+ * block of 256 per row, the sum of squares in double. */
+__global__ void rmsnorm_kernel(bf16 *h, const float *x, const int32_t *rows, const float *w,
+                               long long D, double eps) {
+  __shared__ double part[8];
+  const long long src = rows ? rows[blockIdx.x] : blockIdx.x;
+  const float *xr = x + src * D;
+  double ss = 0.0;
+  for (long long k = threadIdx.x; k < D; k += blockDim.x) ss += (double)xr[k] * xr[k];
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  double tot = 0.0;
+  for (int i = 0; i < (int)(blockDim.x >> 5); i++) tot += part[i];
+  const float r = (float)(1.0 / sqrt(tot / (double)D + eps));
+  bf16 *hr = h + (long long)blockIdx.x * D;
+  for (long long k = threadIdx.x; k < D; k += blockDim.x) hr[k] = __float2bfloat16_rn(xr[k] * r * w[k]);
+}
+
+/* --------------------------------------------------------------- linear */
+
+/* y (M x N) (+)= x (M x K) · w (N x K)ᵀ for M <= MT: one warp per output
+ * column n streams its weight row once (16-byte loads when K % 8 == 0) and
+ * keeps the M dot products in registers; the x rows come from L1/L2. */
+template <int MT>
+__global__ void gemv_kernel(float *y, const bf16 *x, const bf16 *w, int M, long long N,
+                            long long K, int accumulate) {
+  const int lane = threadIdx.x & 31;
+  const long long n = blockIdx.x * (long long)(blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (n >= N) return;
+  const bf16 *wr = w + n * K;
+  float acc[MT];
+#pragma unroll
+  for (int m = 0; m < MT; m++) acc[m] = 0.0f;
+  if ((K & 7) == 0) {
+#pragma unroll 4 /* several weight loads in flight per lane */
+    for (long long k = (long long)lane * 8; k < K; k += 256) {
+      const uint4 wv = *reinterpret_cast<const uint4 *>(wr + k);
+      const bf16 *wb = reinterpret_cast<const bf16 *>(&wv);
+      float wf[8];
+#pragma unroll
+      for (int i = 0; i < 8; i++) wf[i] = __bfloat162float(wb[i]);
+#pragma unroll
+      for (int m = 0; m < MT; m++) {
+        if (m >= M) break;
+        const uint4 xv = *reinterpret_cast<const uint4 *>(x + (long long)m * K + k);
+        const bf16 *xb = reinterpret_cast<const bf16 *>(&xv);
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) s = fmaf(__bfloat162float(xb[i]), wf[i], s);
+        acc[m] += s;
+      }
+    }
+  } else {
+    for (long long k = lane; k < K; k += 32) {
+      const float wf = __bfloat162float(wr[k]);
+#pragma unroll
+      for (int m = 0; m < MT; m++) {
+        if (m >= M) break;
+        acc[m] = fmaf(__bfloat162float(x[(long long)m * K + k]), wf, acc[m]);
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < MT; m++) {
+    if (m >= M) break;
+    const float s = warp_sum(acc[m]);
+    if (lane == 0) y[(long long)m * N + n] = accumulate ? y[(long long)m * N + n] + s : s;
+  }
+}
+
+coda_status launch_gemv(coda_context ctx, float *y, const bf16 *x, const bf16 *w, int M,
+                        long long N, long long K, int accumulate) {
+  const int warps = 8;
+  const unsigned grid = (unsigned)((N + warps - 1) / warps);
+  cudaStream_t st = coda_cuda_stream(ctx);
+  if (M <= 1) gemv_kernel<1><<<grid, 32 * warps, 0, st>>>(y, x, w, M, N, K, accumulate);
+  else if (M <= 2) gemv_kernel<2><<<grid, 32 * warps, 0, st>>>(y, x, w, M, N, K, accumulate);
+  else if (M <= 4) gemv_kernel<4><<<grid, 32 * warps, 0, st>>>(y, x, w, M, N, K, accumulate);
+  else if (M <= 8) gemv_kernel<8><<<grid, 32 * warps, 0, st>>>(y, x, w, M, N, K, accumulate);
+  else gemv_kernel<16><<<grid, 32 * warps, 0, st>>>(y, x, w, M, N, K, accumulate);
+  return check_launch(ctx, "GEMV");
+}
+
+/* ------------------------------------------------- RoPE and cache append */
+
+/* Row r: the Q heads rotated into q (bf16), the K heads rotated and the V
+ * heads copied into the caches at (seq[r], pos[r]); angles in double. */
+__global__ void rope_append_kernel(const float *qkv, bf16 *q, bf16 *kc, bf16 *vc,
+                                   const int32_t *seq, const int32_t *pos, int Hq, int Hk, int hd,
+                                   int max_len, const double *inv_freq) {
+  const long long r = blockIdx.x;
+  const int half = hd / 2, npairs = (Hq + Hk) * half, nv = Hk * hd;
+  const long long nq = (long long)(Hq + 2 * Hk) * hd;
+  const float *row = qkv + r * nq;
+  const long long cbase = ((long long)seq[r] * max_len + pos[r]) * (long long)Hk * hd;
+  const double p = (double)pos[r];
+  for (int i = threadIdx.x; i < npairs + nv; i += blockDim.x) {
+    if (i < npairs) {
+      const int h = i / half, j = i % half;
+      double sn, cs;
+      sincos(p * inv_freq[j], &sn, &cs);
+      const double a = row[(long long)h * hd + 2 * j], b = row[(long long)h * hd + 2 * j + 1];
+      const float o0 = (float)(a * cs - b * sn), o1 = (float)(a * sn + b * cs);
+      bf16 *dst = h < Hq ? q + r * (long long)Hq * hd + (long long)h * hd
+                         : kc + cbase + (long long)(h - Hq) * hd;
+      dst[2 * j] = __float2bfloat16_rn(o0);
+      dst[2 * j + 1] = __float2bfloat16_rn(o1);
+    } else {
+      const int e = i - npairs;
+      vc[cbase + e] = __float2bfloat16_rn(row[(long long)(Hq + Hk) * hd + e]);
+    }
+  }
+}
+
+/* ------------------------------------------------------ decode attention */
+
+constexpr int kAttnWarps = 4;
+constexpr int kAttnGroup = 8; /* query heads of one KV head per block */
+
+/* Block (row r, kv head kh and a group of its query heads, split s):
+ * flash-decoding partials over cache positions [lo, hi) of the split.
+ * Each warp takes every kAttnWarps-th position and keeps an online softmax
+ * per query head; the lanes split the head dimension (HDL values each).
+ * work[(r·Hq + h)·splits + s] = (max, sum, hd unnormalized values). */
+template <int HDL>
+__global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, const bf16 *vc,
+                                    const int32_t *seq, const int32_t *pos, int Hq, int Hk,
+                                    int max_len, int splits) {
+  constexpr int hd = HDL * 32;
+  const int grp = Hq / Hk, nblk = (grp + kAttnGroup - 1) / kAttnGroup;
+  const long long r = blockIdx.x;
+  const int kh = blockIdx.y / nblk, g0 = (blockIdx.y % nblk) * kAttnGroup;
+  const int G = grp - g0 < kAttnGroup ? grp - g0 : kAttnGroup;
+  const int s = blockIdx.z, n = pos[r] + 1;
+  const int cs = (n + splits - 1) / splits, lo = s * cs, hi = lo + cs < n ? lo + cs : n;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const float scale = rsqrtf((float)hd);
+  float qv[kAttnGroup][HDL], acc[kAttnGroup][HDL], mx[kAttnGroup], l[kAttnGroup];
+#pragma unroll
+  for (int g = 0; g < kAttnGroup; g++) {
+    mx[g] = -INFINITY;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < HDL; i++) {
+      acc[g][i] = 0.0f;
+      qv[g][i] = g < G ? scale * __bfloat162float(q[(r * Hq + kh * grp + g0 + g) * hd +
+                                                    lane * HDL + i])
+                       : 0.0f;
+    }
+  }
+  const long long stride = (long long)Hk * hd;
+  const bf16 *kb = kc + (long long)seq[r] * max_len * stride + (long long)kh * hd + lane * HDL;
+  const bf16 *vb = vc + (long long)seq[r] * max_len * stride + (long long)kh * hd + lane * HDL;
+  for (int t = lo + warp; t < hi; t += kAttnWarps) {
+    float kf[HDL], vf[HDL];
+#pragma unroll
+    for (int i = 0; i < HDL; i++) {
+      kf[i] = __bfloat162float(kb[t * stride + i]);
+      vf[i] = __bfloat162float(vb[t * stride + i]);
+    }
+#pragma unroll
+    for (int g = 0; g < kAttnGroup; g++) {
+      if (g >= G) break;
+      float d = 0.0f;
+#pragma unroll
+      for (int i = 0; i < HDL; i++) d = fmaf(qv[g][i], kf[i], d);
+      d = warp_sum(d);
+      const float m2 = fmaxf(mx[g], d), corr = __expf(mx[g] - m2), p = __expf(d - m2);
+      l[g] = l[g] * corr + p;
+#pragma unroll
+      for (int i = 0; i < HDL; i++) acc[g][i] = acc[g][i] * corr + p * vf[i];
+      mx[g] = m2;
+    }
+  }
+  __shared__ float sm[kAttnWarps][kAttnGroup], sl[kAttnWarps][kAttnGroup];
+  __shared__ float sacc[kAttnWarps][kAttnGroup][hd];
+#pragma unroll
+  for (int g = 0; g < kAttnGroup; g++) {
+    if (lane == 0) {
+      sm[warp][g] = mx[g];
+      sl[warp][g] = l[g];
+    }
+#pragma unroll
+    for (int i = 0; i < HDL; i++) sacc[warp][g][lane * HDL + i] = acc[g][i];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < G * hd; i += blockDim.x) {
+    const int g = i / hd, e = i % hd;
+    float M = -INFINITY;
+    for (int w = 0; w < kAttnWarps; w++) M = fmaxf(M, sm[w][g]);
+    float L = 0.0f, A = 0.0f;
+    if (M != -INFINITY)
+      for (int w = 0; w < kAttnWarps; w++) {
+        const float c = __expf(sm[w][g] - M);
+        L += sl[w][g] * c;
+        A += sacc[w][g][e] * c;
+      }
+    float *out = work + ((r * Hq + kh * grp + g0 + g) * splits + s) * (long long)(hd + 2);
+    if (e == 0) {
+      out[0] = M;
+      out[1] = L;
+    }
+    out[2 + e] = A;
+  }
+}
+
+/* o (bf16) = the splits' partials merged and normalized: block per (row,
+ * query head), a thread per head dimension element. */
+__global__ void attn_combine_kernel(bf16 *o, const float *work, int Hq, int hd, int splits) {
+  const long long rh = blockIdx.x; /* r·Hq + h */
+  const float *base = work + rh * splits * (long long)(hd + 2);
+  float M = -INFINITY;
+  for (int s = 0; s < splits; s++) M = fmaxf(M, base[s * (hd + 2)]);
+  for (int e = threadIdx.x; e < hd; e += blockDim.x) {
+    float L = 0.0f, A = 0.0f;
+    for (int s = 0; s < splits; s++) {
+      const float *p = base + s * (hd + 2);
+      if (p[0] == -INFINITY) continue;
+      const float c = __expf(p[0] - M);
+      L += p[1] * c;
+      A += p[2 + e] * c;
+    }
+    o[rh * hd + e] = __float2bfloat16_rn(L > 0.0f ? A / L : 0.0f);
+  }
+}
+
+/* ---------------------------------------------------- SwiGLU and gather */
+
+__global__ void swiglu_kernel(bf16 *y, const float *z, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    const float g = z[2 * i], u = z[2 * i + 1];
+    y[i] = __float2bfloat16_rn(g / (1.0f + __expf(-g)) * u);
+  }
+}
+
+__global__ void gather_kernel(float *dst, const float *src, const int32_t *dst_rows,
+                              long long cols) {
+  const long long i = blockIdx.y;
+  float *d = dst + (long long)dst_rows[i] * cols;
+  const float *s = src + i * cols;
+  for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < cols;
+       c += (long long)gridDim.x * blockDim.x)
+    d[c] = s[c];
+}
+
+/* ------------------------------------------------------------- sampling */
+
+constexpr int kSampleThreads = 1024;
+
+__device__ __forceinline__ uint32_t fkey(float f) {
+  const uint32_t u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/* The host's draw_uniform (src/train/decode.c): one splitmix64 step. */
+__device__ double draw_uniform(uint64_t seed, int b, int pos) {
+  uint64_t z = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(b + 1)) ^
+               (0xd1b54a32d192ed03ull * (uint64_t)(pos + 1));
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return (double)(z >> 11) * (1.0 / 9007199254740992.0);
+}
+
+template <typename T>
+__device__ T block_sum(T v, T *sh) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+  __syncthreads();
+  T t = 0;
+  for (int i = 0; i < (int)(blockDim.x >> 5); i++) t += sh[i];
+  return t;
+}
+
+/* Exclusive prefix of v over the threads in order. */
+template <typename T>
+__device__ T block_exclusive(T v, T *sh) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  T inc = v;
+  for (int o = 1; o < 32; o <<= 1) {
+    const T n = __shfl_up_sync(0xffffffffu, inc, o);
+    if (lane >= o) inc += n;
+  }
+  __syncthreads();
+  if (lane == 31) sh[warp] = inc;
+  __syncthreads();
+  T before = 0;
+  for (int i = 0; i < warp; i++) before += sh[i];
+  return before + inc - v;
+}
+
+/* One block per sequence; thread t owns the contiguous ids [t·c, (t+1)·c)
+ * so that sums in thread order are sums in id order. The rule is the
+ * host's host_sample (decode.c): top-k and top-p cuts by bisection on the
+ * float keys, ties at the k-th value kept by lower id. */
+__global__ void sample_kernel(int32_t *tokens, const float *logits, const int32_t *pos, long long V,
+                              double temperature, int top_k, double top_p, uint64_t seed) {
+  __shared__ double shd[32];
+  __shared__ long long shl[32];
+  __shared__ float shv[32];
+  __shared__ int shi[32];
+  __shared__ int result;
+  const int b = blockIdx.x;
+  if (pos[b] < 0) {
+    if (threadIdx.x == 0) tokens[b] = -1;
+    return;
+  }
+  const float *l = logits + (long long)b * V;
+  const long long chunk = (V + blockDim.x - 1) / blockDim.x;
+  const long long lo = threadIdx.x * chunk, hi = lo + chunk < V ? lo + chunk : V;
+  /* finite check and argmax (lowest id on ties) */
+  int bad = 0;
+  float best = -INFINITY;
+  int bi = -1;
+  for (long long v = lo; v < hi; v++) {
+    const float x = l[v];
+    if (!isfinite(x)) bad = 1;
+    else if (bi < 0 || x > best) {
+      best = x;
+      bi = (int)v;
+    }
+  }
+  if (__syncthreads_or(bad)) {
+    if (threadIdx.x == 0) tokens[b] = -2;
+    return;
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (oi >= 0 && (bi < 0 || ov > best || (ov == best && oi < bi))) {
+      best = ov;
+      bi = oi;
+    }
+  }
+  if ((threadIdx.x & 31) == 0) {
+    shv[threadIdx.x >> 5] = best;
+    shi[threadIdx.x >> 5] = bi;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float bv = -INFINITY;
+    int ib = -1;
+    for (int i = 0; i < (int)(blockDim.x >> 5); i++)
+      if (shi[i] >= 0 && (ib < 0 || shv[i] > bv || (shv[i] == bv && shi[i] < ib))) {
+        bv = shv[i];
+        ib = shi[i];
+      }
+    shv[0] = bv;
+    shi[0] = ib;
+  }
+  __syncthreads();
+  const float mx = shv[0];
+  const int argmax = shi[0];
+  if (!(temperature > 0.0)) {
+    if (threadIdx.x == 0) tokens[b] = argmax;
+    return;
+  }
+  /* top-k cut: tk the k-th largest key; ties at it by lower id */
+  uint32_t tk = 0;
+  long long need = 0, tie0 = 0; /* ties kept, and this thread's first tie rank */
+  const bool use_k = top_k > 0 && top_k < V;
+  if (use_k) {
+    for (int bit = 31; bit >= 0; bit--) {
+      const uint32_t cand = tk | (1u << bit);
+      long long c = 0;
+      for (long long v = lo; v < hi; v++) c += fkey(l[v]) >= cand;
+      if (block_sum(c, shl) >= top_k) tk = cand;
+    }
+    long long above = 0, ties = 0;
+    for (long long v = lo; v < hi; v++) {
+      const uint32_t k = fkey(l[v]);
+      above += k > tk;
+      ties += k == tk;
+    }
+    need = top_k - block_sum(above, shl);
+    tie0 = block_exclusive(ties, shl);
+  }
+  const double T = temperature;
+  /* kept(v) in id order within the thread: the tie counter advances */
+#define KEPT_LOOP(body)                                        \
+  {                                                            \
+    long long rank = tie0;                                     \
+    for (long long v = lo; v < hi; v++) {                      \
+      const uint32_t k = fkey(l[v]);                           \
+      bool kept = true;                                        \
+      if (use_k) {                                             \
+        if (k == tk) kept = rank++ < need;                     \
+        else kept = k > tk;                                    \
+      }                                                        \
+      if (kept) { body; }                                      \
+    }                                                          \
+  }
+  uint32_t tp = 0;
+  if (top_p > 0.0 && top_p < 1.0) {
+    double z = 0.0;
+    KEPT_LOOP(z += exp(((double)l[v] - mx) / T));
+    z = block_sum(z, shd);
+    for (int bit = 31; bit >= 0; bit--) {
+      const uint32_t cand = tp | (1u << bit);
+      double m = 0.0;
+      KEPT_LOOP(if (k >= cand) m += exp(((double)l[v] - mx) / T));
+      if (block_sum(m, shd) >= top_p * z) tp = cand;
+    }
+  }
+  double part = 0.0;
+  long long last = -1;
+  KEPT_LOOP(if (k >= tp) { part += exp(((double)l[v] - mx) / T); last = v; });
+  const double z = block_sum(part, shd);
+  const double before = block_exclusive(part, shd);
+  const double target = draw_uniform(seed, b, pos[b]) * z;
+  if (threadIdx.x == 0) result = 0x7fffffff;
+  __syncthreads();
+  /* the thread whose share holds the target walks it; should rounding of
+   * the scan let two threads claim it, the lower id wins (atomicMin), so
+   * the draw stays deterministic */
+  if (part > 0.0 && target >= before && target < before + part) {
+    double acc = before;
+    int found = -1;
+    KEPT_LOOP(if (k >= tp && found < 0) {
+      acc += exp(((double)l[v] - mx) / T);
+      if (target < acc) found = (int)v;
+    });
+    atomicMin(&result, found >= 0 ? found : (int)last);
+  }
+  __syncthreads();
+  /* rounding past the end: the last kept id */
+  long long lastall = last;
+  for (int o = 16; o > 0; o >>= 1) {
+    const long long ol = __shfl_xor_sync(0xffffffffu, lastall, o);
+    lastall = ol > lastall ? ol : lastall;
+  }
+  if ((threadIdx.x & 31) == 0) shl[threadIdx.x >> 5] = lastall;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    long long la = -1;
+    for (int i = 0; i < (int)(blockDim.x >> 5); i++) la = shl[i] > la ? shl[i] : la;
+    tokens[b] = result != 0x7fffffff ? result : (la >= 0 ? (int)la : argmax);
+  }
+#undef KEPT_LOOP
+}
+
+} // namespace
+
+/* ---------------------------------------------------------- entry points */
+
+extern "C" coda_status coda_cuda_decode_embed(coda_context ctx, float *x, const uint16_t *table,
+                                              const int32_t *tok, int64_t M, int64_t D) {
+  if (M * D == 0) return CODA_OK;
+  embed_kernel<<<grid_of(M * D, 256), 256, 0, coda_cuda_stream(ctx)>>>(x, (const bf16 *)table, tok,
+                                                                      M, D);
+  return check_launch(ctx, "embedding");
+}
+
+extern "C" coda_status coda_cuda_decode_rmsnorm(coda_context ctx, uint16_t *h, const float *x,
+                                                const int32_t *rows, const float *w, int64_t M,
+                                                int64_t D, double eps) {
+  if (M == 0) return CODA_OK;
+  rmsnorm_kernel<<<(unsigned)M, 256, 0, coda_cuda_stream(ctx)>>>((bf16 *)h, x, rows, w, D, eps);
+  return check_launch(ctx, "RMSNorm");
+}
+
+extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, float *y, const uint16_t *x,
+                                               const uint16_t *w, int64_t M, int64_t N, int64_t K,
+                                               int accumulate) {
+  if (M == 0 || N == 0) return CODA_OK;
+  const bf16 *xb = (const bf16 *)x, *wb = (const bf16 *)w;
+  if (M > 16 && K % 8 == 0 && N % 4 == 0) {
+    /* enough rows for tensor cores: the backend's GEMM, D = x · wᵀ (+ D) */
+    coda_tensor A = {(void *)x, CODA_BF16, M, K, K};
+    coda_tensor B = {(void *)w, CODA_BF16, N, K, K};
+    coda_tensor D = {y, CODA_F32, M, N, N};
+    return coda_cuda_gemm(ctx, CODA_N, &A, CODA_T, &B, &D, 1.0f, accumulate);
+  }
+  /* few rows (or shapes the TMA GEMM does not take): 16 rows per pass */
+  for (int64_t m0 = 0; m0 < M; m0 += 16) {
+    const int rows = (int)(M - m0 < 16 ? M - m0 : 16);
+    coda_status s = launch_gemv(ctx, y + m0 * N, xb + m0 * K, wb, rows, N, K, accumulate);
+    if (s) return s;
+  }
+  return CODA_OK;
+}
+
+extern "C" coda_status coda_cuda_decode_rope_append(coda_context ctx, const coda_decode_rows *r,
+                                                    const float *qkv, uint16_t *q, uint16_t *kc,
+                                                    uint16_t *vc, const double *inv_freq) {
+  if (r->M == 0) return CODA_OK;
+  rope_append_kernel<<<(unsigned)r->M, 128, 0, coda_cuda_stream(ctx)>>>(
+      qkv, (bf16 *)q, (bf16 *)kc, (bf16 *)vc, r->seq, r->pos, r->Hq, r->Hk, r->hd, r->max_len,
+      inv_freq);
+  return check_launch(ctx, "RoPE and cache append");
+}
+
+extern "C" coda_status coda_cuda_decode_attention(coda_context ctx, const coda_decode_rows *r,
+                                                  uint16_t *o, const uint16_t *q,
+                                                  const uint16_t *kc, const uint16_t *vc,
+                                                  float *work, int splits) {
+  if (r->M == 0) return CODA_OK;
+  if (r->hd % 32 || r->hd > 256 || (r->hd / 32) & (r->hd / 32 - 1))
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "decode attention: head dim %d (32, 64, 128 or "
+                     "256 on the GPU)", r->hd);
+  if (r->M > 2147483647LL || splits < 1 || splits > 65535)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "decode attention: %lld rows, %d splits",
+                     (long long)r->M, splits);
+  const int grp = r->Hq / r->Hk, nblk = (grp + kAttnGroup - 1) / kAttnGroup;
+  dim3 grid((unsigned)r->M, (unsigned)(r->Hk * nblk), (unsigned)splits);
+  cudaStream_t st = coda_cuda_stream(ctx);
+  const bf16 *qb = (const bf16 *)q, *kb = (const bf16 *)kc, *vb = (const bf16 *)vc;
+  switch (r->hd / 32) {
+  case 1: attn_partial_kernel<1><<<grid, 32 * kAttnWarps, 0, st>>>(work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
+  case 2: attn_partial_kernel<2><<<grid, 32 * kAttnWarps, 0, st>>>(work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
+  case 4: attn_partial_kernel<4><<<grid, 32 * kAttnWarps, 0, st>>>(work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
+  default: attn_partial_kernel<8><<<grid, 32 * kAttnWarps, 0, st>>>(work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
+  }
+  coda_status s = check_launch(ctx, "decode attention");
+  if (s) return s;
+  attn_combine_kernel<<<(unsigned)(r->M * r->Hq), r->hd < 128 ? r->hd : 128, 0, st>>>(
+      (bf16 *)o, work, r->Hq, r->hd, splits);
+  return check_launch(ctx, "decode attention merge");
+}
+
+extern "C" coda_status coda_cuda_decode_swiglu(coda_context ctx, uint16_t *y, const float *z,
+                                               int64_t M, int64_t F) {
+  if (M * F == 0) return CODA_OK;
+  swiglu_kernel<<<grid_of(M * F, 256), 256, 0, coda_cuda_stream(ctx)>>>((bf16 *)y, z, M * F);
+  return check_launch(ctx, "SwiGLU");
+}
+
+extern "C" coda_status coda_cuda_decode_gather_rows(coda_context ctx, float *dst, const float *src,
+                                                    const int32_t *dst_rows, int64_t n,
+                                                    int64_t cols) {
+  if (n == 0 || cols == 0) return CODA_OK;
+  if (n > 65535)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "decode gather: %lld rows", (long long)n);
+  dim3 grid(grid_of(cols, 256) < 64 ? grid_of(cols, 256) : 64, (unsigned)n);
+  gather_kernel<<<grid, 256, 0, coda_cuda_stream(ctx)>>>(dst, src, dst_rows, cols);
+  return check_launch(ctx, "row gather");
+}
+
+extern "C" coda_status coda_cuda_decode_sample(coda_context ctx, const coda_decode_sample_job *j) {
+  if (j->B == 0) return CODA_OK;
+  if (j->V > 2147483647LL)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "sampling: vocab %lld", (long long)j->V);
+  sample_kernel<<<(unsigned)j->B, kSampleThreads, 0, coda_cuda_stream(ctx)>>>(
+      j->tokens, j->logits, j->pos, j->V, j->temperature, j->top_k, j->top_p, j->seed);
+  return check_launch(ctx, "sampling");
+}

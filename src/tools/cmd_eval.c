@@ -1,0 +1,156 @@
+/* `coda eval`: the validation loss and perplexity of a checkpoint on a token
+ * shard, a directory of shards, or a corpus (prepared as coda train
+ * prepares it); see --help. */
+#define _POSIX_C_SOURCE 200809L
+#include "coda_train.h"
+#include "tool_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static void eval_usage(FILE *f) {
+  fprintf(f,
+      "usage: coda eval --checkpoint PATH --data PATH [OPTIONS]\n"
+      "  --checkpoint PATH  a coda checkpoint (coda train --import-hf makes one from a\n"
+      "                     Hugging Face directory)\n"
+      "  --data PATH        a token shard (.tok), a directory holding train.tok/val.tok, or a\n"
+      "                     corpus as coda train --data takes it (prepared into OUT/data)\n"
+      "  --split NAME       val (default) | train | all: the shards scored\n"
+      "  --tokenizer FILE --data-format F --text-field NAME   for a corpus (coda train --help)\n"
+      "  --out DIR          where a corpus is prepared (default runs/eval)\n"
+      "  --batch N          windows per forward (default 8)\n"
+      "  --seq N            window length (default: the model's)\n"
+      "  --max-windows N    at most N windows per shard (default: all)\n"
+      "  --device NAME      cpu (default) | gpu\n"
+      "Scores consecutive windows of seq + 1 tokens and prints the mean loss (nats per\n"
+      "token) and the perplexity exp(loss).\n");
+}
+
+static int parse_pos(const char *flag, const char *v, long long *out) {
+  char *end;
+  long long x = v ? strtoll(v, &end, 10) : 0;
+  if (!v || *end || end == v || x < 0 || x > (1LL << 40)) {
+    fprintf(stderr, "coda eval: %s needs an integer >= 0\n", flag);
+    return 2;
+  }
+  *out = x;
+  return 0;
+}
+
+int cmd_eval(int argc, char **argv) {
+  coda_eval_options eo;
+  memset(&eo, 0, sizeof eo);
+  coda_data_options d;
+  memset(&d, 0, sizeof d);
+  const char *data = NULL, *split = "val", *out = "runs/eval";
+  int gpu = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    long long x;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { eval_usage(stdout); return 0; }
+    if (!v) { fprintf(stderr, "coda eval: unknown or incomplete option '%s'\n", a); eval_usage(stderr); return 2; }
+    i++;
+    if (!strcmp(a, "--checkpoint")) eo.checkpoint = v;
+    else if (!strcmp(a, "--data")) data = v;
+    else if (!strcmp(a, "--split")) split = v;
+    else if (!strcmp(a, "--tokenizer")) d.tokenizer = v;
+    else if (!strcmp(a, "--text-field")) d.text_field = v;
+    else if (!strcmp(a, "--out")) out = v;
+    else if (!strcmp(a, "--device")) {
+      if (!strcmp(v, "gpu") || !strcmp(v, "cuda")) gpu = 1;
+      else if (strcmp(v, "cpu")) { fprintf(stderr, "coda eval: --device is cpu or gpu\n"); return 2; }
+    } else if (!strcmp(a, "--data-format")) {
+      if (!strcmp(v, "auto")) d.format = CODA_DATA_AUTO;
+      else if (!strcmp(v, "text")) d.format = CODA_DATA_TEXT;
+      else if (!strcmp(v, "jsonl")) d.format = CODA_DATA_JSONL;
+      else if (!strcmp(v, "llmc")) d.format = CODA_DATA_LLMC;
+      else { fprintf(stderr, "coda eval: --data-format is auto, text, jsonl or llmc\n"); return 2; }
+    } else if (!strcmp(a, "--batch")) {
+      if (parse_pos(a, v, &x) || x < 1 || x > 65536) { fprintf(stderr, "coda eval: --batch 1..65536\n"); return 2; }
+      eo.batch = (int)x;
+    } else if (!strcmp(a, "--seq")) {
+      if (parse_pos(a, v, &x) || x < 1 || x > (1 << 20)) { fprintf(stderr, "coda eval: --seq 1..2^20\n"); return 2; }
+      eo.seq = (int)x;
+    } else if (!strcmp(a, "--max-windows")) {
+      if (parse_pos(a, v, &x)) return 2;
+      eo.max_windows = x;
+    } else {
+      fprintf(stderr, "coda eval: unknown option '%s'\n", a);
+      eval_usage(stderr);
+      return 2;
+    }
+  }
+  if (!eo.checkpoint || !data) {
+    fprintf(stderr, "coda eval: --checkpoint and --data are required\n");
+    eval_usage(stderr);
+    return 2;
+  }
+  const int sv = !strcmp(split, "val"), st = !strcmp(split, "train"), sa = !strcmp(split, "all");
+  if (!sv && !st && !sa) { fprintf(stderr, "coda eval: --split is val, train or all\n"); return 2; }
+  if (gpu && !coda_cuda_available()) {
+    fprintf(stderr, "coda eval: --device gpu: no usable CUDA GPU (or this build has no CUDA)\n");
+    return 1;
+  }
+  coda_context_options co = coda_context_default_options();
+  co.backend = gpu ? CODA_BACKEND_CUDA : CODA_BACKEND_CPU;
+  coda_context ctx;
+  if (coda_context_create(&co, &ctx) != CODA_OK) {
+    fprintf(stderr, "coda eval: cannot create a context\n");
+    return 1;
+  }
+  struct stat sb;
+  char dir[4096], tr[4200], va[4200];
+  const char *shards[2] = {NULL, NULL};
+  int rc = 0;
+  if (stat(data, &sb) != 0) {
+    fprintf(stderr, "coda eval: %s: no such file or directory\n", data);
+    rc = 1;
+  } else if (S_ISREG(sb.st_mode) && strlen(data) > 4 && !strcmp(data + strlen(data) - 4, ".tok")) {
+    shards[0] = data; /* one shard, whatever --split says */
+  } else {
+    snprintf(tr, sizeof tr, "%s/train.tok", data);
+    snprintf(va, sizeof va, "%s/val.tok", data);
+    struct stat s2;
+    const int have = S_ISDIR(sb.st_mode) && (stat(tr, &s2) == 0 || stat(va, &s2) == 0);
+    if (!have) { /* a corpus */
+      coda_model_config mc;
+      if (coda_checkpoint_config(ctx, eo.checkpoint, &mc)) {
+        fprintf(stderr, "coda eval: %s\n", coda_last_error(ctx));
+        coda_context_destroy(ctx);
+        return 1;
+      }
+      d.path = data;
+      d.min_tokens = (uint64_t)(eo.seq > 0 ? eo.seq : mc.seq) + 1;
+      d.progress = coda_tool_prep_progress;
+      uint32_t vocab;
+      rc = coda_tool_prepare_corpus(ctx, &d, out, dir, sizeof dir, &vocab);
+      snprintf(tr, sizeof tr, "%s/train.tok", dir);
+      snprintf(va, sizeof va, "%s/val.tok", dir);
+    }
+    shards[0] = st ? tr : va;
+    if (sa) shards[1] = tr;
+  }
+  double sum = 0.0;
+  int64_t tokens = 0;
+  for (int k = 0; k < 2 && !rc && shards[k]; k++) {
+    eo.shard = shards[k];
+    coda_eval_result r;
+    if (coda_evaluate(ctx, &eo, &r) != CODA_OK) {
+      fprintf(stderr, "coda eval: %s\n", coda_last_error(ctx));
+      rc = 1;
+      break;
+    }
+    printf("%s: loss %.6f  perplexity %.4f  (%lld tokens in %lld windows)\n", shards[k], r.loss,
+           r.perplexity, (long long)r.tokens, (long long)r.windows);
+    sum += r.loss * (double)r.tokens;
+    tokens += r.tokens;
+  }
+  if (!rc && shards[1])
+    printf("all: loss %.6f  perplexity %.4f  (%lld tokens)\n", sum / (double)tokens,
+           exp(sum / (double)tokens), (long long)tokens);
+  coda_context_destroy(ctx);
+  return rc;
+}

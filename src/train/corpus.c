@@ -1,0 +1,641 @@
+/* Corpus preparation for real text (coda_prepare_data): plain text files,
+ * JSON Lines and llm.c token shards, tokenized with a BPE tokenizer or as
+ * bytes, streamed into train.tok / val.tok in bounded memory; and token
+ * shards opened as memory maps (coda_shard_open) so a corpus larger than
+ * memory trains.
+ *
+ * The validation split is by blocks of the token stream: of every
+ * CORPUS_SPLIT_EVERY blocks of CORPUS_BLOCK tokens the last goes to
+ * validation. The first CORPUS_SPLIT_EVERY blocks are held in memory; a
+ * corpus that ends before they fill takes its validation tokens from its
+ * end instead (a 20th of it, at least min_tokens), so one small file
+ * splits too. The rule depends only on the token stream: the same corpus
+ * always gives the same shards. */
+#define _POSIX_C_SOURCE 200809L
+#include "coda_tokenizer.h"
+#include "train/json.h"
+#include "train/train.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CORPUS_BLOCK 8192
+#define CORPUS_SPLIT_EVERY 20
+#define CORPUS_CHUNK ((size_t)4 << 20)   /* text read per piece of a document */
+#define CORPUS_LINE_MAX ((size_t)1 << 30) /* the longest JSONL line */
+#define LLMC_MAGIC 20240520
+#define LLMC_HEADER_INTS 256
+
+/* ------------------------------------------------------- streaming shard */
+
+typedef struct shard_out {
+  char *path, *tmp;
+  FILE *f;
+  uint64_t count;
+  uint32_t crc;
+} shard_out;
+
+static coda_status shard_out_open(coda_context ctx, const char *dir, const char *name,
+                                  shard_out *o) {
+  memset(o, 0, sizeof *o);
+  size_t n = strlen(dir) + strlen(name) + 16;
+  o->path = malloc(n);
+  o->tmp = malloc(n + 16);
+  if (!o->path || !o->tmp) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  snprintf(o->path, n, "%s/%s", dir, name);
+  snprintf(o->tmp, n + 16, "%s.partial", o->path);
+  o->f = fopen(o->tmp, "wb");
+  if (!o->f) return coda_fail(ctx, CODA_ERR_IO, "%s: cannot create: %s", o->tmp, strerror(errno));
+  unsigned char h[CODA_SHARD_HEADER] = {0};
+  if (fwrite(h, 1, sizeof h, o->f) != sizeof h)
+    return coda_fail(ctx, CODA_ERR_IO, "%s: write failed: %s", o->tmp, strerror(errno));
+  return CODA_OK;
+}
+
+static coda_status shard_out_put(coda_context ctx, shard_out *o, const uint32_t *t, size_t n) {
+  unsigned char b[4 * 1024];
+  while (n > 0) {
+    size_t k = n < 1024 ? n : 1024;
+    for (size_t i = 0; i < k; i++)
+      for (int j = 0; j < 4; j++) b[4 * i + (size_t)j] = (unsigned char)(t[i] >> (8 * j));
+    if (fwrite(b, 4, k, o->f) != k)
+      return coda_fail(ctx, CODA_ERR_IO, "%s: write failed: %s", o->tmp, strerror(errno));
+    o->crc = coda_crc32(o->crc, b, 4 * k);
+    o->count += k;
+    t += k;
+    n -= k;
+  }
+  return CODA_OK;
+}
+
+/* The header (uint32 tokens), fsync, then the rename over the final name. */
+static coda_status shard_out_close(coda_context ctx, shard_out *o, uint32_t vocab) {
+  unsigned char h[CODA_SHARD_HEADER];
+  memcpy(h, "CODATOKS", 8);
+  /* the layout of train.h: version, width, count, vocab, CRC-32 */
+  for (int i = 0; i < 4; i++) {
+    h[8 + i] = (unsigned char)(1u >> (8 * i));
+    h[12 + i] = (unsigned char)(4u >> (8 * i));
+    h[24 + i] = (unsigned char)(vocab >> (8 * i));
+    h[28 + i] = (unsigned char)(o->crc >> (8 * i));
+  }
+  for (int i = 0; i < 8; i++) h[16 + i] = (unsigned char)(o->count >> (8 * i));
+  int bad = fseek(o->f, 0, SEEK_SET) != 0 || fwrite(h, 1, sizeof h, o->f) != sizeof h ||
+            fflush(o->f) != 0 || fsync(fileno(o->f)) != 0;
+  bad |= fclose(o->f) != 0;
+  o->f = NULL;
+  if (bad) return coda_fail(ctx, CODA_ERR_IO, "%s: write failed: %s", o->tmp, strerror(errno));
+  if (rename(o->tmp, o->path) != 0)
+    return coda_fail(ctx, CODA_ERR_IO, "cannot rename %s to %s: %s", o->tmp, o->path,
+                     strerror(errno));
+  return CODA_OK;
+}
+
+static void shard_out_abort(shard_out *o) {
+  if (o->f) {
+    fclose(o->f);
+    unlink(o->tmp);
+  }
+  free(o->path);
+  free(o->tmp);
+  memset(o, 0, sizeof *o);
+}
+
+/* ------------------------------------------------------------- the split */
+
+typedef struct prep {
+  coda_context ctx;
+  const coda_data_options *o;
+  coda_tokenizer tok;       /* NULL: bytes */
+  int32_t sep_before, sep_after; /* document separators (-1: none) */
+  uint32_t vocab;           /* the shards' vocabulary */
+  shard_out tr, va;
+  uint32_t *head;           /* the first CORPUS_SPLIT_EVERY blocks, held */
+  size_t nhead;
+  int streaming;            /* the held blocks went out: every token streams */
+  uint32_t block[CORPUS_BLOCK];
+  size_t nblock;
+  uint64_t block_index, total;
+  uint64_t bytes_read, next_report;
+  int32_t *ids;             /* tokenizer output */
+  size_t ids_cap;
+  const char *source;       /* the file being read, for messages */
+  int route;                /* llm.c dataset split by name: 1 train, 2 val (0: by blocks) */
+  uint32_t max_token;
+} prep;
+
+static coda_status flush_block(prep *p) {
+  const int val = p->block_index % CORPUS_SPLIT_EVERY == CORPUS_SPLIT_EVERY - 1;
+  coda_status s = shard_out_put(p->ctx, val ? &p->va : &p->tr, p->block, p->nblock);
+  p->block_index++;
+  p->nblock = 0;
+  return s;
+}
+
+static coda_status emit(prep *p, const uint32_t *t, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (t[i] >= p->vocab)
+      return coda_fail(p->ctx, CODA_ERR_INVALID_ARGUMENT,
+                       "%s: token %u is outside the vocabulary of %u", p->source, t[i], p->vocab);
+    if (t[i] > p->max_token) p->max_token = t[i];
+  }
+  p->total += n;
+  if (p->route) return shard_out_put(p->ctx, p->route == 2 ? &p->va : &p->tr, t, n);
+  if (!p->streaming) {
+    const size_t cap = (size_t)CORPUS_BLOCK * CORPUS_SPLIT_EVERY;
+    size_t k = n < cap - p->nhead ? n : cap - p->nhead;
+    memcpy(p->head + p->nhead, t, k * sizeof *t);
+    p->nhead += k;
+    t += k;
+    n -= k;
+    if (p->nhead < cap) return CODA_OK;
+    /* the held blocks are full: from here on every block streams */
+    p->streaming = 1;
+    for (size_t b = 0; b < CORPUS_SPLIT_EVERY; b++) {
+      memcpy(p->block, p->head + b * CORPUS_BLOCK, sizeof p->block);
+      p->nblock = CORPUS_BLOCK;
+      coda_status s = flush_block(p);
+      if (s) return s;
+    }
+  }
+  while (n > 0) {
+    size_t k = CORPUS_BLOCK - p->nblock < n ? CORPUS_BLOCK - p->nblock : n;
+    memcpy(p->block + p->nblock, t, k * sizeof *t);
+    p->nblock += k;
+    t += k;
+    n -= k;
+    if (p->nblock == CORPUS_BLOCK) {
+      coda_status s = flush_block(p);
+      if (s) return s;
+    }
+  }
+  return CODA_OK;
+}
+
+static coda_status emit_id(prep *p, int32_t id) {
+  if (id < 0) return CODA_OK;
+  uint32_t u = (uint32_t)id;
+  return emit(p, &u, 1);
+}
+
+static void report(prep *p, int force) {
+  if (!p->o->progress || (!force && p->bytes_read < p->next_report)) return;
+  p->next_report = p->bytes_read + ((uint64_t)64 << 20);
+  p->o->progress(p->bytes_read, p->total, p->o->user);
+}
+
+/* Text of one document, in pieces (each cut after a newline where it can
+ * be, so words are not split): tokens out. */
+static coda_status text_piece(prep *p, const char *text, size_t n) {
+  p->bytes_read += n;
+  if (!p->tok) {
+    uint32_t buf[4096];
+    while (n > 0) {
+      size_t k = n < 4096 ? n : 4096;
+      coda_tok_encode(text, k, buf);
+      coda_status s = emit(p, buf, k);
+      if (s) return s;
+      text += k;
+      n -= k;
+    }
+    return CODA_OK;
+  }
+  size_t nid;
+  coda_status s = coda_tokenizer_encode_alloc(p->tok, text, n, 0, &p->ids, &p->ids_cap, &nid);
+  if (s) return coda_fail(p->ctx, s, "%s: %s", p->source, coda_last_error(p->ctx));
+  /* int32 ids of a loaded tokenizer are >= 0: the same bits as uint32 */
+  return emit(p, (const uint32_t *)p->ids, nid);
+}
+
+static coda_status doc_begin(prep *p) { return emit_id(p, p->sep_before); }
+
+static coda_status doc_end(prep *p) {
+  coda_status s = emit_id(p, p->sep_after);
+  report(p, 0);
+  return s;
+}
+
+/* ------------------------------------------------------------- readers */
+
+/* A plain text file: documents separated by blank lines (sep == NULL) or
+ * a whole file as one document. Read in chunks, cut after a newline. */
+static coda_status read_text_file(prep *p, const char *path, int split_blank) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return coda_fail(p->ctx, CODA_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  p->source = path;
+  char *buf = malloc(CORPUS_CHUNK + 1);
+  if (!buf) { fclose(f); return coda_fail(p->ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory"); }
+  coda_status s = CODA_OK;
+  size_t have = 0;
+  int in_doc = 0, eof = 0;
+  while (!s && (!eof || have > 0)) {
+    if (!eof) {
+      size_t r = fread(buf + have, 1, CORPUS_CHUNK - have, f);
+      if (r == 0 && ferror(f)) {
+        s = coda_fail(p->ctx, CODA_ERR_IO, "%s: read failed: %s", path, strerror(errno));
+        break;
+      }
+      if (r == 0) eof = 1;
+      have += r;
+    }
+    /* the part to tokenize now: up to the last run of newlines unless at
+     * the end (the run stays for the next round, so a blank line is seen
+     * whole) */
+    size_t cut = have;
+    if (!eof) {
+      while (cut > 0 && buf[cut - 1] != '\n') cut--;
+      if (cut > 0) cut--;
+      while (cut > 0 && (buf[cut - 1] == '\n' || buf[cut - 1] == '\r')) cut--;
+      if (cut == 0) cut = have; /* a line (or a run of newlines) longer than a chunk */
+    }
+    size_t i = 0;
+    while (!s && i < cut) {
+      if (split_blank) {
+        /* skip blank lines between documents */
+        if (!in_doc) {
+          size_t j = i;
+          while (j < cut && (buf[j] == '\n' || buf[j] == '\r')) j++;
+          i = j;
+          if (i == cut) break;
+          s = doc_begin(p);
+          in_doc = 1;
+          if (s) break;
+        }
+        /* the document runs to the next blank line ("\n\n" or "\n\r\n") */
+        size_t j = i, end = cut;
+        int blank = 0;
+        for (; j < cut; j++)
+          if (buf[j] == '\n' && ((j + 1 < cut && buf[j + 1] == '\n') ||
+                                 (j + 2 < cut && buf[j + 1] == '\r' && buf[j + 2] == '\n'))) {
+            end = j + 1; /* the document keeps its last newline */
+            blank = 1;
+            break;
+          }
+        s = text_piece(p, buf + i, end - i);
+        i = end;
+        if (!s && blank) {
+          s = doc_end(p);
+          in_doc = 0;
+        }
+      } else {
+        if (!in_doc) {
+          s = doc_begin(p);
+          in_doc = 1;
+        }
+        if (!s) s = text_piece(p, buf + i, cut - i);
+        i = cut;
+      }
+    }
+    memmove(buf, buf + cut, have - cut);
+    have -= cut;
+  }
+  if (!s && in_doc) s = doc_end(p);
+  free(buf);
+  fclose(f);
+  return s;
+}
+
+/* JSON Lines: one object per line, the document in field `field`. */
+static coda_status read_jsonl_file(prep *p, const char *path, const char *field) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return coda_fail(p->ctx, CODA_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  p->source = path;
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t n;
+  uint64_t lineno = 0;
+  coda_status s = CODA_OK;
+  while (!s && (n = getline(&line, &cap, f)) >= 0) {
+    lineno++;
+    p->bytes_read += (uint64_t)n;
+    if ((size_t)n > CORPUS_LINE_MAX) {
+      s = coda_fail(p->ctx, CODA_ERR_IO, "%s:%llu: line longer than %zu bytes", path,
+                    (unsigned long long)lineno, CORPUS_LINE_MAX);
+      break;
+    }
+    size_t k = (size_t)n;
+    while (k > 0 && (line[k - 1] == '\n' || line[k - 1] == '\r' || line[k - 1] == ' ')) k--;
+    if (k == 0) continue; /* blank lines are allowed */
+    char err[200];
+    coda_json_doc *d = coda_json_parse(line, k, err, sizeof err);
+    if (!d) {
+      s = coda_fail(p->ctx, CODA_ERR_IO, "%s:%llu: invalid JSON: %s", path,
+                    (unsigned long long)lineno, err);
+      break;
+    }
+    const coda_json *r = coda_json_root(d);
+    const coda_json *t = coda_json_get(r, field);
+    if (r->kind != CODA_JSON_OBJECT)
+      s = coda_fail(p->ctx, CODA_ERR_IO, "%s:%llu: %s, not an object", path,
+                    (unsigned long long)lineno, coda_json_kind_name(r->kind));
+    else if (!t)
+      s = coda_fail(p->ctx, CODA_ERR_IO, "%s:%llu: no field \"%s\" (--text-field names another)",
+                    path, (unsigned long long)lineno, field);
+    else if (t->kind != CODA_JSON_STRING)
+      s = coda_fail(p->ctx, CODA_ERR_IO, "%s:%llu: field \"%s\" is %s, not a string", path,
+                    (unsigned long long)lineno, field, coda_json_kind_name(t->kind));
+    if (!s && t->n > 0) {
+      s = doc_begin(p);
+      p->bytes_read -= t->n; /* counted with the line */
+      if (!s) s = text_piece(p, t->u.str, t->n);
+      if (!s) s = doc_end(p);
+    }
+    coda_json_free(d);
+  }
+  if (!s && ferror(f)) s = coda_fail(p->ctx, CODA_ERR_IO, "%s: read failed: %s", path, strerror(errno));
+  free(line);
+  fclose(f);
+  return s;
+}
+
+/* llm.c token shard: 256 int32 (magic 20240520, version 1, token count),
+ * then count uint16 tokens. The tokens are taken as they are (documents
+ * are already delimited in them). */
+static coda_status read_llmc_file(prep *p, const char *path) {
+  p->source = path;
+  int fd;
+  uint64_t size;
+  coda_status s = coda_open_regular(p->ctx, path, UINT64_MAX, &fd, &size);
+  if (s) return s;
+  unsigned char h[4 * LLMC_HEADER_INTS];
+  if (size < sizeof h) {
+    close(fd);
+    return coda_fail(p->ctx, CODA_ERR_IO, "%s: %llu bytes, shorter than the llm.c header of %zu",
+                     path, (unsigned long long)size, sizeof h);
+  }
+  s = coda_read_fd(p->ctx, fd, path, 0, h, sizeof h);
+  int32_t hv[3];
+  for (int i = 0; i < 3; i++)
+    hv[i] = (int32_t)((uint32_t)h[4 * i] | (uint32_t)h[4 * i + 1] << 8 |
+                      (uint32_t)h[4 * i + 2] << 16 | (uint32_t)h[4 * i + 3] << 24);
+  if (!s && hv[0] != LLMC_MAGIC)
+    s = coda_fail(p->ctx, CODA_ERR_IO, "%s: magic %d is not llm.c's %d", path, hv[0], LLMC_MAGIC);
+  else if (!s && hv[1] != 1)
+    s = coda_fail(p->ctx, CODA_ERR_IO, "%s: llm.c shard version %d (1 = uint16 tokens is read)",
+                  path, hv[1]);
+  else if (!s && (hv[2] < 0 || (uint64_t)hv[2] * 2 != size - sizeof h))
+    s = coda_fail(p->ctx, CODA_ERR_IO, "%s: the header says %d tokens, the file holds %llu bytes "
+                  "of them (truncated or not an llm.c shard)", path, hv[2],
+                  (unsigned long long)(size - sizeof h));
+  uint64_t off = sizeof h, left = s ? 0 : (uint64_t)hv[2];
+  unsigned char raw[2 * 4096];
+  uint32_t t[4096];
+  while (!s && left > 0) {
+    size_t k = left < 4096 ? (size_t)left : 4096;
+    s = coda_read_fd(p->ctx, fd, path, off, raw, 2 * k);
+    for (size_t i = 0; i < k; i++) t[i] = (uint32_t)raw[2 * i] | (uint32_t)raw[2 * i + 1] << 8;
+    if (!s) s = emit(p, t, k);
+    off += 2 * k;
+    left -= k;
+    p->bytes_read += 2 * k;
+    report(p, 0);
+  }
+  close(fd);
+  return s;
+}
+
+static int has_suffix(const char *s, const char *suf) {
+  size_t a = strlen(s), b = strlen(suf);
+  return a >= b && !strcmp(s + a - b, suf);
+}
+
+static int cmp_name(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The regular files of dir whose names end in suffix, in name order. */
+static coda_status list_dir(coda_context ctx, const char *dir, const char *suffix, char ***out,
+                            size_t *n) {
+  *out = NULL;
+  *n = 0;
+  DIR *d = opendir(dir);
+  if (!d) return coda_fail(ctx, CODA_ERR_IO, "%s: cannot open directory: %s", dir, strerror(errno));
+  char **names = NULL;
+  size_t nn = 0, cap = 0;
+  struct dirent *e;
+  coda_status s = CODA_OK;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.' || !has_suffix(e->d_name, suffix)) continue;
+    size_t L = strlen(dir) + strlen(e->d_name) + 2;
+    char *p = malloc(L);
+    if (!p) { s = CODA_ERR_OUT_OF_MEMORY; break; }
+    snprintf(p, L, "%s/%s", dir, e->d_name);
+    struct stat st;
+    if (stat(p, &st) != 0 || !S_ISREG(st.st_mode)) { free(p); continue; }
+    if (nn == cap) {
+      cap = cap ? 2 * cap : 16;
+      char **nb = realloc(names, cap * sizeof *nb);
+      if (!nb) { free(p); s = CODA_ERR_OUT_OF_MEMORY; break; }
+      names = nb;
+    }
+    names[nn++] = p;
+  }
+  closedir(d);
+  if (s) {
+    for (size_t i = 0; i < nn; i++) free(names[i]);
+    free(names);
+    return coda_fail(ctx, s, "out of memory listing %s", dir);
+  }
+  if (nn > 1) qsort(names, nn, sizeof *names, cmp_name); /* readdir order varies */
+  *out = names;
+  *n = nn;
+  return CODA_OK;
+}
+
+/* ------------------------------------------------------------ the driver */
+
+coda_status coda_prepare_data(coda_context ctx, const coda_data_options *o, const char *out_dir,
+                              uint64_t *n_train, uint64_t *n_val, uint32_t *vocab) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  if (!o || !o->path || !out_dir)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "prepare data: NULL options, path or output");
+  struct stat st;
+  if (stat(o->path, &st) != 0)
+    return coda_fail(ctx, CODA_ERR_IO, "%s: no such file or directory", o->path);
+  const int is_dir = S_ISDIR(st.st_mode);
+  if (!is_dir && !S_ISREG(st.st_mode))
+    return coda_fail(ctx, CODA_ERR_IO, "%s: not a regular file or a directory", o->path);
+  coda_data_format fmt = o->format;
+  const char *field = o->text_field && o->text_field[0] ? o->text_field : "text";
+  char **files = NULL;
+  size_t nfiles = 0;
+  coda_status s = CODA_OK;
+  if (is_dir) {
+    /* a directory: the files of the format (auto: .txt, else .jsonl, else .bin) */
+    const char *suf[3] = {".txt", ".jsonl", ".bin"};
+    const coda_data_format fm[3] = {CODA_DATA_TEXT, CODA_DATA_JSONL, CODA_DATA_LLMC};
+    for (int i = 0; i < 3 && !s && nfiles == 0; i++) {
+      if (fmt != CODA_DATA_AUTO && fmt != fm[i]) continue;
+      s = list_dir(ctx, o->path, suf[i], &files, &nfiles);
+      if (!s && nfiles) fmt = fm[i];
+    }
+    if (!s && nfiles == 0)
+      s = coda_fail(ctx, CODA_ERR_IO, "%s: no %s files in the directory", o->path,
+                    fmt == CODA_DATA_TEXT ? ".txt" : fmt == CODA_DATA_JSONL ? ".jsonl" :
+                    fmt == CODA_DATA_LLMC ? ".bin" : ".txt, .jsonl or .bin");
+  } else {
+    if (fmt == CODA_DATA_AUTO)
+      fmt = has_suffix(o->path, ".jsonl") ? CODA_DATA_JSONL
+            : has_suffix(o->path, ".bin") ? CODA_DATA_LLMC : CODA_DATA_TEXT;
+    files = malloc(sizeof *files);
+    if (files && (files[0] = strdup(o->path))) nfiles = 1;
+    else s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  prep *p = s ? NULL : calloc(1, sizeof *p);
+  if (!s && !p) s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  if (!s) {
+    p->ctx = ctx;
+    p->o = o;
+    p->sep_before = p->sep_after = -1;
+    p->vocab = CODA_TOK_BYTES;
+    p->head = malloc((size_t)CORPUS_BLOCK * CORPUS_SPLIT_EVERY * sizeof *p->head);
+    if (!p->head) s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  if (!s && o->tokenizer) {
+    s = coda_tokenizer_load(ctx, o->tokenizer, &p->tok);
+    if (!s) {
+      p->vocab = (uint32_t)coda_tokenizer_vocab_size(p->tok);
+      /* documents: EOS after each where the tokenizer has one (GPT-2's
+       * <|endoftext|>), else BOS before each (Llama 3) */
+      int32_t eos = coda_tokenizer_eos_id(p->tok), bos = coda_tokenizer_bos_id(p->tok);
+      if (eos < 0) eos = coda_tokenizer_token_id(p->tok, "<|endoftext|>");
+      if (eos >= 0) p->sep_after = eos;
+      else if (bos >= 0) p->sep_before = bos;
+    }
+  } else if (!s && fmt == CODA_DATA_LLMC) {
+    p->vocab = 65536; /* uint16 tokens; the shards keep the largest + 1 */
+  }
+  if (!s && fmt == CODA_DATA_LLMC && o->tokenizer) {
+    s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                  "%s: llm.c shards hold tokens already; --tokenizer does not apply", o->path);
+  }
+  if (!s && mkdir(out_dir, 0777) != 0 && errno != EEXIST)
+    s = coda_fail(ctx, CODA_ERR_IO, "%s: cannot create directory: %s", out_dir, strerror(errno));
+  if (!s) s = shard_out_open(ctx, out_dir, "train.tok", &p->tr);
+  if (!s) s = shard_out_open(ctx, out_dir, "val.tok", &p->va);
+  /* an llm.c dataset directory with its own split (names holding "train"
+   * and "val", as dev/data writes them): kept as it is */
+  int named_split = 0;
+  if (!s && is_dir && fmt == CODA_DATA_LLMC) {
+    int ntr = 0, nva = 0;
+    for (size_t i = 0; i < nfiles; i++) {
+      const char *b = strrchr(files[i], '/') + 1;
+      ntr += strstr(b, "train") != NULL;
+      nva += strstr(b, "val") != NULL;
+    }
+    named_split = ntr > 0 && nva > 0;
+  }
+  for (size_t i = 0; i < nfiles && !s; i++) {
+    if (named_split) {
+      const char *b = strrchr(files[i], '/') + 1;
+      p->route = strstr(b, "val") ? 2 : strstr(b, "train") ? 1 : 0;
+      if (!p->route) continue; /* neither: not part of the dataset's split */
+    }
+    if (fmt == CODA_DATA_JSONL) s = read_jsonl_file(p, files[i], field);
+    else if (fmt == CODA_DATA_LLMC) s = read_llmc_file(p, files[i]);
+    else s = read_text_file(p, files[i], !is_dir); /* a directory: one document per file */
+  }
+  const uint64_t need = o->min_tokens > 2 ? o->min_tokens : 2;
+  if (!s && named_split) {
+    if (p->tr.count < need || p->va.count < need)
+      s = coda_fail(ctx, CODA_ERR_IO, "%s: the train shards hold %llu tokens and the val shards "
+                    "%llu: each needs at least %llu", o->path, (unsigned long long)p->tr.count,
+                    (unsigned long long)p->va.count, (unsigned long long)need);
+  } else if (!s && !p->streaming) {
+    /* a small corpus: validation from its end, a 20th (at least `need`) */
+    uint64_t nv = (p->nhead + CORPUS_SPLIT_EVERY - 1) / CORPUS_SPLIT_EVERY;
+    if (nv < need) nv = need;
+    if (p->nhead < 2 * need)
+      s = coda_fail(ctx, CODA_ERR_IO,
+                    "%s: corpus too small: %zu tokens in %zu file%s; training needs at least %llu "
+                    "(%llu for training and %llu for validation)", o->path, p->nhead, nfiles,
+                    nfiles == 1 ? "" : "s", (unsigned long long)(2 * need),
+                    (unsigned long long)need, (unsigned long long)need);
+    if (!s) s = shard_out_put(ctx, &p->tr, p->head, p->nhead - (size_t)nv);
+    if (!s) s = shard_out_put(ctx, &p->va, p->head + (p->nhead - (size_t)nv), (size_t)nv);
+  } else if (!s) {
+    if (p->nblock) s = flush_block(p);
+    if (!s && (p->tr.count < need || p->va.count < need))
+      s = coda_fail(ctx, CODA_ERR_IO, "%s: %llu training and %llu validation tokens: each needs at "
+                    "least %llu", o->path, (unsigned long long)p->tr.count,
+                    (unsigned long long)p->va.count, (unsigned long long)need);
+  }
+  if (!s && fmt == CODA_DATA_LLMC && !o->tokenizer) p->vocab = p->max_token + 1;
+  if (!s) s = shard_out_close(ctx, &p->tr, p->vocab);
+  if (!s) s = shard_out_close(ctx, &p->va, p->vocab);
+  if (!s) {
+    if (p) report(p, 1);
+    if (n_train) *n_train = p->tr.count;
+    if (n_val) *n_val = p->va.count;
+    if (vocab) *vocab = p->vocab;
+  }
+  if (p) {
+    shard_out_abort(&p->tr);
+    shard_out_abort(&p->va);
+    coda_tokenizer_destroy(p->tok);
+    free(p->head);
+    free(p->ids);
+    free(p);
+  }
+  for (size_t i = 0; i < nfiles; i++) free(files[i]);
+  free(files);
+  return s;
+}
+
+/* --------------------------------------------------------- mapped shards */
+
+coda_status coda_shard_open(coda_context ctx, const char *path, coda_shard_view *v) {
+  memset(v, 0, sizeof *v);
+  int fd;
+  uint64_t size;
+  coda_status s = coda_open_regular(ctx, path, UINT64_MAX, &fd, &size);
+  if (s) return s;
+  unsigned char h[CODA_SHARD_HEADER];
+  s = size < sizeof h ? coda_fail(ctx, CODA_ERR_IO, "%s: truncated: %llu bytes, the header alone "
+                                  "is %d", path, (unsigned long long)size, CODA_SHARD_HEADER)
+                      : coda_read_fd(ctx, fd, path, 0, h, sizeof h);
+  const uint32_t width = s ? 0 : (uint32_t)h[12] | (uint32_t)h[13] << 8;
+  const int le = 1;
+  /* uint32 tokens on a little-endian host are read in place */
+  if (!s && width == 4 && *(const unsigned char *)&le == 1 && size <= SIZE_MAX) {
+    void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+      return coda_fail(ctx, CODA_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
+    /* the checks of coda_shard_read, on the mapping */
+    coda_status c = coda_shard_check(ctx, path, m, (size_t)size);
+    if (c) {
+      munmap(m, (size_t)size);
+      return c;
+    }
+    const unsigned char *b = m;
+    v->tok = (const uint32_t *)(const void *)(b + CODA_SHARD_HEADER);
+    v->count = (size - CODA_SHARD_HEADER) / 4;
+    v->vocab = (uint32_t)b[24] | (uint32_t)b[25] << 8 | (uint32_t)b[26] << 16 | (uint32_t)b[27] << 24;
+    v->map = m;
+    v->map_len = (size_t)size;
+    return CODA_OK;
+  }
+  close(fd);
+  if (s) return s;
+  uint32_t *t;
+  s = coda_shard_read(ctx, path, &t, &v->count, &v->vocab);
+  if (s) return s;
+  v->tok = t;
+  v->owned = t;
+  return CODA_OK;
+}
+
+void coda_shard_close(coda_shard_view *v) {
+  if (!v) return;
+  if (v->map) munmap(v->map, v->map_len);
+  free(v->owned);
+  memset(v, 0, sizeof *v);
+}

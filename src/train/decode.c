@@ -1,0 +1,954 @@
+/* The decoder of include/coda_decode.h: prefill and cached decode steps of
+ * the Llama-3 model (the layout of model.c), on the host or on a backend
+ * with decode kernels (api.h coda_decode_*).
+ *
+ * A forward takes a set of rows, each a token at a position of one
+ * sequence: prefill rows are the prompts' tokens (chunked), step rows one
+ * token per active sequence. Per layer every row's keys and values are
+ * rotated and written into the cache first, then each row attends to the
+ * cache of its sequence up to its own position: rows of one sequence in
+ * one chunk see each other causally, and earlier chunks are in the cache.
+ *
+ * The host path repeats the arithmetic of the reference engine
+ * (model_ref.c) operation for operation: fp32 dot products accumulated in
+ * k order (the residual GEMMs start from the residual), sums of squares,
+ * scores and softmax in double, the head in double, RoPE angles in double.
+ * So its logits match the full recompute to fp32 rounding (in practice
+ * bit for bit). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, stat */
+#include "coda_decode.h"
+#include "api/api.h" /* the backend's decode kernels */
+#include "train/train.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define HOST_CHUNK 256   /* prefill rows per host forward */
+#define DEVICE_CHUNK 2048 /* prefill rows per device forward */
+#define MAX_SPLITS 32     /* decode attention splits over the cache */
+
+typedef struct {
+  const float *wn_attn, *wqkv, *wo, *wn_ffn, *w13, *w2; /* host (fp32) */
+  float *d_wn_attn, *d_wn_ffn;                          /* device fp32 norms */
+  uint16_t *d_wqkv, *d_wo, *d_w13, *d_w2;               /* device bf16 */
+} layer_w;
+
+struct coda_decoder_s {
+  coda_context ctx;
+  coda_model_config c;
+  int B, max_len, gpu, chunk, nt;
+  int64_t D, F, V, hd, nq, qd, kvd; /* dims; nq = (Hq + 2 Hk)·hd, qd = Hq·hd, kvd = Hk·hd */
+  int *len;        /* tokens in each sequence's cache */
+  int *has_logits; /* 1 once prefilled */
+  coda_tokenizer tok;
+  int own_tok;
+  double *inv_freq; /* hd/2 RoPE frequencies: theta^(−2j/hd) */
+  layer_w *l;
+  /* host */
+  float *W;                      /* copy of the model's weights */
+  const float *emb, *norm, *wout;
+  float *kc, *vc;                /* [L][B][max_len][kvd] */
+  float *logits;                 /* B x V */
+  float *x, *h, *qkv, *o, *z, *y, *P; /* chunk rows */
+  /* device */
+  uint16_t *d_emb, *d_wout, *d_kc, *d_vc, *d_h, *d_q, *d_o, *d_y;
+  float *d_norm, *d_x, *d_qkv, *d_z, *d_head, *d_logits, *d_work;
+  double *d_inv_freq;
+  int32_t *d_meta, *d_sample, *d_spos; /* rows' metadata (5 x chunk), sampled tokens */
+  int64_t work_rows;                    /* (row, split) pairs d_work holds */
+  int32_t *h_tok, *h_seq, *h_pos, *h_rows, *h_hseq; /* rows of a forward, chunk entries */
+  int32_t *h_meta;                      /* their upload, 5 x chunk */
+};
+
+/* ------------------------------------------------------------ helpers */
+
+static uint16_t to_bf16(float f) { /* round to nearest even; NaN stays NaN */
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The uniform number of the draw at position pos of sequence b: one
+ * splitmix64 step from a state mixed of the three (the CUDA sampler
+ * computes the same). */
+static double draw_uniform(uint64_t seed, int b, int pos) {
+  uint64_t s = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(b + 1)) ^
+               (0xd1b54a32d192ed03ull * (uint64_t)(pos + 1));
+  return coda_rng_uniform(&s);
+}
+
+/* Order-preserving key of a float: a > b iff key(a) > key(b) (finite). */
+static uint32_t fkey(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/* ------------------------------------------------------ host sampling */
+
+/* The token drawn from logits l[0..V) by the rule of coda_sampling, with
+ * the uniform number u; keep is V bytes of scratch. -2: a logit is not
+ * finite. Candidate cuts are found by bisection on the float keys, 32
+ * passes over the vocabulary: O(V) for any k. */
+static int32_t host_sample(const float *l, int64_t V, const coda_sampling *s, double u,
+                           unsigned char *keep) {
+  int64_t best = 0;
+  for (int64_t v = 0; v < V; v++) {
+    if (!isfinite(l[v])) return -2;
+    if (l[v] > l[best]) best = v;
+  }
+  if (!(s->temperature > 0.0)) return (int32_t)best;
+  const double T = s->temperature, mx = l[best];
+  for (int64_t v = 0; v < V; v++) keep[v] = 1;
+  if (s->top_k > 0 && s->top_k < V) {
+    /* t: the largest key with at least k logits at or above it (the k-th
+     * largest value); those above are kept, ties at it by lower id. */
+    uint32_t t = 0;
+    for (int bit = 31; bit >= 0; bit--) {
+      uint32_t cand = t | (1u << bit);
+      int64_t cnt = 0;
+      for (int64_t v = 0; v < V; v++) cnt += fkey(l[v]) >= cand;
+      if (cnt >= s->top_k) t = cand;
+    }
+    int64_t above = 0;
+    for (int64_t v = 0; v < V; v++) above += fkey(l[v]) > t;
+    int64_t ties = s->top_k - above;
+    for (int64_t v = 0; v < V; v++) {
+      uint32_t k = fkey(l[v]);
+      if (k > t) continue;
+      if (k == t && ties > 0) ties--;
+      else keep[v] = 0;
+    }
+  }
+  if (s->top_p > 0.0 && s->top_p < 1.0) {
+    double z = 0.0;
+    for (int64_t v = 0; v < V; v++)
+      if (keep[v]) z += exp(((double)l[v] - mx) / T);
+    /* the largest key whose kept logits at or above it hold top_p of z */
+    uint32_t t = 0;
+    for (int bit = 31; bit >= 0; bit--) {
+      uint32_t cand = t | (1u << bit);
+      double m = 0.0;
+      for (int64_t v = 0; v < V; v++)
+        if (keep[v] && fkey(l[v]) >= cand) m += exp(((double)l[v] - mx) / T);
+      if (m >= s->top_p * z) t = cand;
+    }
+    for (int64_t v = 0; v < V; v++)
+      if (fkey(l[v]) < t) keep[v] = 0;
+  }
+  double z = 0.0;
+  for (int64_t v = 0; v < V; v++)
+    if (keep[v]) z += exp(((double)l[v] - mx) / T);
+  double target = u * z, acc = 0.0;
+  int64_t last = best;
+  for (int64_t v = 0; v < V; v++) {
+    if (!keep[v]) continue;
+    acc += exp(((double)l[v] - mx) / T);
+    last = v;
+    if (target < acc) return (int32_t)v;
+  }
+  return (int32_t)last;
+}
+
+/* ------------------------------------------------------ host forward */
+
+/* y (M x N) (+)= x (M x K) · w (N x K)ᵀ: each output a float sum in k
+ * order starting from 0 or from y (the reference's mm_abt). */
+static void host_linear(int nt, float *y, const float *x, const float *w, int64_t M, int64_t N,
+                        int64_t K, int acc) {
+#pragma omp parallel for schedule(static) num_threads(nt)
+  for (int64_t n = 0; n < N; n++) {
+    const float *wr = w + n * K;
+    for (int64_t m = 0; m < M; m++) {
+      const float *xr = x + m * K;
+      float s = acc ? y[m * N + n] : 0.0f;
+      for (int64_t k = 0; k < K; k++) s += xr[k] * wr[k];
+      y[m * N + n] = s;
+    }
+  }
+}
+
+static void host_rmsnorm(int nt, const float *x, const float *w, float *h, int64_t M, int64_t D,
+                         double eps) {
+#pragma omp parallel for schedule(static) num_threads(nt)
+  for (int64_t m = 0; m < M; m++) {
+    const float *xr = x + m * D;
+    double ss = 0.0;
+    for (int64_t k = 0; k < D; k++) ss += (double)xr[k] * xr[k];
+    float r = (float)(1.0 / sqrt(ss / (double)D + eps));
+    for (int64_t k = 0; k < D; k++) h[m * D + k] = xr[k] * r * w[k];
+  }
+}
+
+static size_t cache_off(const coda_decoder d, int layer, int b, int pos) {
+  return (((size_t)layer * d->B + (size_t)b) * d->max_len + (size_t)pos) * (size_t)d->kvd;
+}
+
+static coda_status host_forward(coda_decoder d, const int32_t *tok, const int32_t *seq,
+                                const int32_t *pos, int64_t M, const int32_t *head_rows,
+                                const int32_t *head_seq, int64_t nhead) {
+  const coda_model_config *c = &d->c;
+  const int nt = d->nt, H = c->heads, Hk = c->kv_heads, hd = (int)d->hd, grp = H / Hk;
+  const int64_t D = d->D, F = d->F, nq = d->nq, qd = d->qd;
+  const double scale = 1.0 / sqrt((double)hd);
+  for (int64_t i = 0; i < M; i++) memcpy(d->x + i * D, d->emb + (int64_t)tok[i] * D, (size_t)D * 4);
+  for (int li = 0; li < c->layers; li++) {
+    const layer_w *w = &d->l[li];
+    host_rmsnorm(nt, d->x, w->wn_attn, d->h, M, D, c->norm_eps);
+    host_linear(nt, d->qkv, d->h, w->wqkv, M, nq, D, 0);
+    /* RoPE on the Q and K heads at each row's position, then K and V into
+     * the cache: every row's before any attention */
+    for (int64_t i = 0; i < M; i++) {
+      float *row = d->qkv + i * nq;
+      for (int j = 0; j < hd / 2; j++) {
+        double ang = (double)pos[i] * d->inv_freq[j];
+        double cs = cos(ang), sn = sin(ang);
+        for (int hh = 0; hh < H + Hk; hh++) {
+          float *p = row + (int64_t)hh * hd + 2 * j;
+          double a = p[0], b = p[1];
+          p[0] = (float)(a * cs - b * sn);
+          p[1] = (float)(a * sn + b * cs);
+        }
+      }
+      size_t off = cache_off(d, li, seq[i], pos[i]);
+      memcpy(d->kc + off, row + qd, (size_t)d->kvd * 4);
+      memcpy(d->vc + off, row + qd + d->kvd, (size_t)d->kvd * 4);
+    }
+#pragma omp parallel for collapse(2) schedule(static) num_threads(nt)
+    for (int64_t i = 0; i < M; i++)
+      for (int h = 0; h < H; h++) {
+        const int kh = h / grp, n = pos[i] + 1;
+        float *p = d->P + ((size_t)omp_get_thread_num()) * (size_t)d->max_len;
+        const float *q = d->qkv + i * nq + (int64_t)h * hd;
+        const float *kb = d->kc + cache_off(d, li, seq[i], 0) + (size_t)kh * hd;
+        const float *vb = d->vc + cache_off(d, li, seq[i], 0) + (size_t)kh * hd;
+        double mx = -INFINITY;
+        for (int s = 0; s < n; s++) {
+          const float *k = kb + (size_t)s * d->kvd;
+          double dd = 0.0;
+          for (int e = 0; e < hd; e++) dd += (double)q[e] * k[e];
+          dd *= scale;
+          p[s] = (float)dd;
+          if (dd > mx) mx = dd;
+        }
+        double sum = 0.0;
+        for (int s = 0; s < n; s++) sum += exp((double)p[s] - mx);
+        for (int s = 0; s < n; s++) p[s] = (float)(exp((double)p[s] - mx) / sum);
+        float *orow = d->o + i * qd + (int64_t)h * hd;
+        for (int e = 0; e < hd; e++) orow[e] = 0.0f;
+        for (int s = 0; s < n; s++) {
+          const float *v = vb + (size_t)s * d->kvd;
+          for (int e = 0; e < hd; e++) orow[e] += p[s] * v[e];
+        }
+      }
+    host_linear(nt, d->x, d->o, w->wo, M, D, qd, 1);
+    host_rmsnorm(nt, d->x, w->wn_ffn, d->h, M, D, c->norm_eps);
+    host_linear(nt, d->z, d->h, w->w13, M, 2 * F, D, 0);
+    for (int64_t i = 0; i < M * F; i++) {
+      float g = d->z[2 * i], u = d->z[2 * i + 1];
+      d->y[i] = (float)((double)g / (1.0 + exp(-(double)g)) * u);
+    }
+    host_linear(nt, d->x, d->y, w->w2, M, D, F, 1);
+  }
+  for (int64_t r = 0; r < nhead; r++) {
+    host_rmsnorm(1, d->x + (int64_t)head_rows[r] * D, d->norm, d->h, 1, D, c->norm_eps);
+    float *out = d->logits + (int64_t)head_seq[r] * d->V;
+    const float *hh = d->h;
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int64_t v = 0; v < d->V; v++) {
+      double s = 0.0;
+      for (int64_t k = 0; k < D; k++) s += (double)hh[k] * d->wout[v * D + k];
+      out[v] = (float)s;
+    }
+  }
+  return CODA_OK;
+}
+
+/* ---------------------------------------------------- device forward */
+
+static coda_status dev_forward(coda_decoder d, const int32_t *tok, const int32_t *seq,
+                               const int32_t *pos, int64_t M, const int32_t *head_rows,
+                               const int32_t *head_seq, int64_t nhead) {
+  coda_context ctx = d->ctx;
+  const coda_model_config *c = &d->c;
+  const int64_t D = d->D, F = d->F, nq = d->nq, qd = d->qd;
+  /* the rows' metadata in one upload: tokens, sequences, positions, head
+   * rows, head sequences */
+  int32_t *meta = d->h_meta;
+  memcpy(meta, tok, (size_t)M * 4);
+  memcpy(meta + M, seq, (size_t)M * 4);
+  memcpy(meta + 2 * M, pos, (size_t)M * 4);
+  memcpy(meta + 3 * M, head_rows, (size_t)nhead * 4);
+  memcpy(meta + 3 * M + nhead, head_seq, (size_t)nhead * 4);
+  coda_status s = coda_memcpy_h2d(ctx, d->d_meta, meta, (size_t)(3 * M + 2 * nhead) * 4);
+  const int32_t *d_tok = d->d_meta, *d_seq = d->d_meta + M, *d_pos = d->d_meta + 2 * M;
+  const int32_t *d_rows = d->d_meta + 3 * M, *d_hseq = d->d_meta + 3 * M + nhead;
+  int maxpos = 0;
+  for (int64_t i = 0; i < M; i++) maxpos = pos[i] > maxpos ? pos[i] : maxpos;
+  /* Split the cache so that small batches keep every SM busy; prefill rows
+   * give parallelism enough without. */
+  int splits = 1;
+  if (M * c->kv_heads < 512) {
+    splits = (maxpos + 1 + 63) / 64;
+    if (splits > MAX_SPLITS) splits = MAX_SPLITS;
+    if (splits > d->work_rows / M) splits = (int)(d->work_rows / M);
+    if (splits < 1) splits = 1;
+  }
+  const coda_decode_rowset rs = {M, d_seq, d_pos, c->heads, c->kv_heads, (int)d->hd,
+                                 d->max_len};
+  if (!s) s = coda_decode_embed(ctx, d->d_x, d->d_emb, d_tok, M, D);
+  const size_t lstride = (size_t)d->B * d->max_len * d->kvd;
+  for (int li = 0; li < c->layers && !s; li++) {
+    const layer_w *w = &d->l[li];
+    uint16_t *kc = d->d_kc + lstride * li, *vc = d->d_vc + lstride * li;
+    s = coda_decode_rmsnorm(ctx, d->d_h, d->d_x, NULL, w->d_wn_attn, M, D, c->norm_eps);
+    if (!s) s = coda_decode_linear(ctx, d->d_qkv, d->d_h, w->d_wqkv, M, nq, D, 0);
+    if (!s) s = coda_decode_rope_append(ctx, &rs, d->d_qkv, d->d_q, kc, vc, d->d_inv_freq);
+    if (!s) s = coda_decode_attention(ctx, &rs, d->d_o, d->d_q, kc, vc, d->d_work, splits);
+    if (!s) s = coda_decode_linear(ctx, d->d_x, d->d_o, w->d_wo, M, D, qd, 1);
+    if (!s) s = coda_decode_rmsnorm(ctx, d->d_h, d->d_x, NULL, w->d_wn_ffn, M, D, c->norm_eps);
+    if (!s) s = coda_decode_linear(ctx, d->d_z, d->d_h, w->d_w13, M, 2 * F, D, 0);
+    if (!s) s = coda_decode_swiglu(ctx, d->d_y, d->d_z, M, F);
+    if (!s) s = coda_decode_linear(ctx, d->d_x, d->d_y, w->d_w2, M, D, F, 1);
+  }
+  if (!s) s = coda_decode_rmsnorm(ctx, d->d_h, d->d_x, d_rows, d->d_norm, nhead, D, c->norm_eps);
+  if (!s) s = coda_decode_linear(ctx, d->d_head, d->d_h, d->d_wout, nhead, d->V, D, 0);
+  if (!s) s = coda_decode_gather_rows(ctx, d->d_logits, d->d_head, d_hseq, nhead, d->V);
+  return s;
+}
+
+static coda_status forward(coda_decoder d, const int32_t *tok, const int32_t *seq,
+                           const int32_t *pos, int64_t M, const int32_t *head_rows,
+                           const int32_t *head_seq, int64_t nhead) {
+  if (M == 0) return CODA_OK;
+  return d->gpu ? dev_forward(d, tok, seq, pos, M, head_rows, head_seq, nhead)
+                : host_forward(d, tok, seq, pos, M, head_rows, head_seq, nhead);
+}
+
+/* ----------------------------------------------------------- create */
+
+void coda_decoder_destroy(coda_decoder d) {
+  if (!d) return;
+  coda_context ctx = d->ctx;
+  if (d->l)
+    for (int i = 0; i < d->c.layers; i++) {
+      layer_w *w = &d->l[i];
+      coda_free(ctx, w->d_wn_attn); coda_free(ctx, w->d_wn_ffn); coda_free(ctx, w->d_wqkv);
+      coda_free(ctx, w->d_wo); coda_free(ctx, w->d_w13); coda_free(ctx, w->d_w2);
+    }
+  if (d->d_wout == d->d_emb) d->d_wout = NULL; /* tied: one buffer */
+  void *dev[] = {d->d_emb, d->d_wout, d->d_kc, d->d_vc, d->d_h, d->d_q, d->d_o, d->d_y,
+                 d->d_norm, d->d_x, d->d_qkv, d->d_z, d->d_head, d->d_logits, d->d_work,
+                 d->d_inv_freq, d->d_meta, d->d_sample, d->d_spos};
+  for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) coda_free(ctx, dev[i]);
+  void *host[] = {d->len, d->has_logits, d->inv_freq, d->l, d->W, d->kc, d->vc, d->logits,
+                  d->x, d->h, d->qkv, d->o, d->z, d->y, d->P, d->h_tok, d->h_seq, d->h_pos,
+                  d->h_rows, d->h_hseq, d->h_meta};
+  for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+  if (d->own_tok) coda_tokenizer_destroy(d->tok);
+  free(d);
+}
+
+static void *dalloc(coda_decoder d, size_t bytes, coda_status *s) {
+  void *p = NULL;
+  if (*s) return NULL;
+  *s = coda_malloc(d->ctx, bytes ? bytes : 16, &p);
+  return p;
+}
+
+/* bf16 copy of n fp32 values on the device. */
+static uint16_t *upload16(coda_decoder d, const float *src, size_t n, uint16_t *tmp,
+                          coda_status *s) {
+  uint16_t *p = dalloc(d, n * 2, s);
+  if (*s) return NULL;
+  const int64_t nn = (int64_t)n;
+#pragma omp parallel for schedule(static) num_threads(d->nt)
+  for (int64_t i = 0; i < nn; i++) tmp[i] = to_bf16(src[i]);
+  *s = coda_memcpy_h2d(d->ctx, p, tmp, n * 2);
+  return p;
+}
+static float *upload32(coda_decoder d, const float *src, size_t n, coda_status *s) {
+  float *p = dalloc(d, n * 4, s);
+  if (!*s) *s = coda_memcpy_h2d(d->ctx, p, src, n * 4);
+  return p;
+}
+
+static coda_status setup_device(coda_decoder d, const float *W, coda_model *m) {
+  coda_status s = CODA_OK;
+  const coda_model_config *c = &d->c;
+  const int64_t D = d->D, F = d->F, V = d->V;
+  size_t biggest = (size_t)V * D > (size_t)2 * F * D ? (size_t)V * D : (size_t)2 * F * D;
+  if ((size_t)d->nq * D > biggest) biggest = (size_t)d->nq * D;
+  uint16_t *tmp = malloc(biggest * 2);
+  if (!tmp) return coda_fail(d->ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  char nm[96];
+#define PW(name) (W + coda_model_find(m, name)->offset)
+  d->d_emb = upload16(d, PW("tok_embeddings.weight"), (size_t)V * D, tmp, &s);
+  d->d_wout = c->tied ? NULL : upload16(d, PW("output.weight"), (size_t)V * D, tmp, &s);
+  d->d_norm = upload32(d, PW("norm.weight"), (size_t)D, &s);
+  for (int i = 0; i < c->layers && !s; i++) {
+    layer_w *w = &d->l[i];
+    snprintf(nm, sizeof nm, "layers.%d.attention_norm.weight", i);
+    w->d_wn_attn = upload32(d, PW(nm), (size_t)D, &s);
+    snprintf(nm, sizeof nm, "layers.%d.ffn_norm.weight", i);
+    w->d_wn_ffn = upload32(d, PW(nm), (size_t)D, &s);
+    snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", i);
+    w->d_wqkv = upload16(d, PW(nm), (size_t)d->nq * D, tmp, &s);
+    snprintf(nm, sizeof nm, "layers.%d.attention.wo.weight", i);
+    w->d_wo = upload16(d, PW(nm), (size_t)D * d->qd, tmp, &s);
+    snprintf(nm, sizeof nm, "layers.%d.feed_forward.w13.weight", i);
+    w->d_w13 = upload16(d, PW(nm), (size_t)2 * F * D, tmp, &s);
+    snprintf(nm, sizeof nm, "layers.%d.feed_forward.w2.weight", i);
+    w->d_w2 = upload16(d, PW(nm), (size_t)D * F, tmp, &s);
+  }
+#undef PW
+  free(tmp);
+  if (c->tied) d->d_wout = d->d_emb;
+  const size_t C = (size_t)d->chunk, cache = (size_t)c->layers * d->B * d->max_len * d->kvd;
+  d->d_kc = dalloc(d, cache * 2, &s);
+  d->d_vc = dalloc(d, cache * 2, &s);
+  d->d_x = dalloc(d, C * D * 4, &s);
+  d->d_h = dalloc(d, C * D * 2, &s);
+  d->d_qkv = dalloc(d, C * d->nq * 4, &s);
+  d->d_q = dalloc(d, C * d->qd * 2, &s);
+  d->d_o = dalloc(d, C * d->qd * 2, &s);
+  d->d_z = dalloc(d, C * 2 * F * 4, &s);
+  d->d_y = dalloc(d, C * F * 2, &s);
+  size_t hrows = (size_t)d->B > C ? (size_t)d->B : C;
+  d->d_head = dalloc(d, hrows * V * 4, &s);
+  d->d_logits = dalloc(d, (size_t)d->B * V * 4, &s);
+  /* decode attention partials: (running max, sum, hd values) per row, q
+   * head and split */
+  size_t wrows = C > (size_t)d->B * MAX_SPLITS ? C : (size_t)d->B * MAX_SPLITS;
+  d->d_work = dalloc(d, wrows * c->heads * (d->hd + 2) * 4, &s);
+  d->d_inv_freq = dalloc(d, (size_t)d->hd / 2 * 8, &s);
+  if (!s) s = coda_memcpy_h2d(d->ctx, d->d_inv_freq, d->inv_freq, (size_t)d->hd / 2 * 8);
+  d->work_rows = (int64_t)wrows;
+  d->d_meta = dalloc(d, hrows * 5 * 4, &s);
+  d->d_sample = dalloc(d, (size_t)d->B * 4, &s);
+  d->d_spos = dalloc(d, (size_t)d->B * 4, &s);
+  return s;
+}
+
+static coda_status check_weights(coda_context ctx, coda_model *m) {
+  const float *W = coda_model_weights(m);
+  for (int i = 0; i < coda_model_num_params(m); i++) {
+    const coda_param *p = coda_model_param(m, i);
+    for (size_t k = 0; k < p->size; k++)
+      if (!isfinite(W[p->offset + k]))
+        return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                         "the model's weights are not finite (%s[%zu] is %g): the checkpoint is "
+                         "damaged or diverged", p->name, k, (double)W[p->offset + k]);
+  }
+  return CODA_OK;
+}
+
+coda_status coda_decoder_create(coda_context ctx, coda_model *m, const coda_decoder_options *o,
+                                coda_decoder *out) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  if (!m || !o || !out)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_decoder_create: a NULL argument");
+  *out = NULL;
+  const coda_model_config *c = coda_model_cfg(m);
+  if (o->batch < 1 || o->batch > 4096 || o->max_len < 0)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "decoder: batch %d (1 .. 4096) or maximum "
+                     "length %d (>= 0) out of range", o->batch, o->max_len);
+  coda_status s = check_weights(ctx, m);
+  if (s) return s;
+  coda_decoder d = calloc(1, sizeof *d);
+  if (!d) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  d->ctx = ctx;
+  d->c = *c;
+  d->B = o->batch;
+  d->max_len = o->max_len == 0 || o->max_len > c->seq ? c->seq : o->max_len;
+  d->gpu = coda_decode_on_device(ctx);
+  const int hdim = c->dim / c->heads;
+  if (d->gpu && (hdim % 32 || hdim > 256 || ((hdim / 32) & (hdim / 32 - 1)))) {
+    free(d);
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "decoder: head dim %d on the GPU must be 32, "
+                     "64, 128 or 256", hdim);
+  }
+  d->nt = ctx->opts.num_threads > 0 ? ctx->opts.num_threads : omp_get_max_threads();
+  d->D = c->dim; d->F = c->ffn; d->V = c->vocab; d->hd = c->dim / c->heads;
+  d->qd = (int64_t)c->heads * d->hd;
+  d->kvd = (int64_t)c->kv_heads * d->hd;
+  d->nq = d->qd + 2 * d->kvd;
+  int64_t rows = (int64_t)d->B * d->max_len, lim = d->gpu ? DEVICE_CHUNK : HOST_CHUNK;
+  if (rows < d->B) rows = d->B;
+  d->chunk = (int)(rows < lim ? rows : lim);
+  if (d->chunk < d->B) d->chunk = d->B; /* one step's rows fit */
+  d->len = calloc((size_t)d->B, sizeof *d->len);
+  d->has_logits = calloc((size_t)d->B, sizeof *d->has_logits);
+  d->inv_freq = malloc((size_t)d->hd / 2 * sizeof *d->inv_freq);
+  d->l = calloc((size_t)c->layers, sizeof *d->l);
+  const size_t C = (size_t)d->chunk;
+  d->h_tok = malloc(C * 4); d->h_seq = malloc(C * 4); d->h_pos = malloc(C * 4);
+  d->h_rows = malloc(C * 4); d->h_hseq = malloc(C * 4); d->h_meta = malloc(C * 5 * 4);
+  if (!d->len || !d->has_logits || !d->inv_freq || !d->l || !d->h_tok || !d->h_seq ||
+      !d->h_pos || !d->h_rows || !d->h_hseq || !d->h_meta) {
+    coda_decoder_destroy(d);
+    return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  for (int j = 0; j < d->hd / 2; j++) d->inv_freq[j] = pow(c->rope_theta, -2.0 * j / (double)d->hd);
+  const float *W = coda_model_weights(m);
+  if (d->gpu) {
+    s = setup_device(d, W, m);
+  } else {
+    const size_t cache = (size_t)c->layers * d->B * d->max_len * d->kvd;
+    d->W = malloc(coda_model_size(m) * sizeof(float));
+    d->kc = malloc(cache * sizeof(float));
+    d->vc = malloc(cache * sizeof(float));
+    d->logits = calloc((size_t)d->B * d->V, sizeof(float));
+    d->x = malloc(C * d->D * 4); d->h = malloc(C * d->D * 4);
+    d->qkv = malloc(C * d->nq * 4); d->o = malloc(C * d->qd * 4);
+    d->z = malloc(C * 2 * d->F * 4); d->y = malloc(C * d->F * 4);
+    d->P = malloc((size_t)d->nt * d->max_len * 4);
+    if (!d->W || !d->kc || !d->vc || !d->logits || !d->x || !d->h || !d->qkv || !d->o || !d->z ||
+        !d->y || !d->P) {
+      coda_decoder_destroy(d);
+      return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "decoder: cannot allocate the weights and a "
+                       "cache of %d x %d positions", o->batch, d->max_len);
+    }
+    memcpy(d->W, W, coda_model_size(m) * sizeof(float));
+    char nm[96];
+#define PW(name) (d->W + coda_model_find(m, name)->offset)
+    d->emb = PW("tok_embeddings.weight");
+    d->norm = PW("norm.weight");
+    d->wout = c->tied ? d->emb : PW("output.weight");
+    for (int i = 0; i < c->layers; i++) {
+      layer_w *w = &d->l[i];
+      snprintf(nm, sizeof nm, "layers.%d.attention_norm.weight", i); w->wn_attn = PW(nm);
+      snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", i); w->wqkv = PW(nm);
+      snprintf(nm, sizeof nm, "layers.%d.attention.wo.weight", i); w->wo = PW(nm);
+      snprintf(nm, sizeof nm, "layers.%d.ffn_norm.weight", i); w->wn_ffn = PW(nm);
+      snprintf(nm, sizeof nm, "layers.%d.feed_forward.w13.weight", i); w->w13 = PW(nm);
+      snprintf(nm, sizeof nm, "layers.%d.feed_forward.w2.weight", i); w->w2 = PW(nm);
+    }
+#undef PW
+  }
+  if (s) {
+    coda_decoder_destroy(d);
+    return s;
+  }
+  *out = d;
+  return CODA_OK;
+}
+
+/* Random weights for benchmarks: uniform with the initialization's
+ * standard deviations (0.02, output projections 0.02/sqrt(2L), norms 1),
+ * filled in parallel from per-block seeds (a 1 B model in seconds, where
+ * coda_model_init's normal draws take minutes). */
+static void fill_random(coda_model *m, uint64_t seed, int nt) {
+  float *W = coda_model_weights(m);
+  const double out_std = 0.02 / sqrt(2.0 * coda_model_cfg(m)->layers);
+  for (int i = 0; i < coda_model_num_params(m); i++) {
+    const coda_param *p = coda_model_param(m, i);
+    float *w = W + p->offset;
+    const double sd = p->ndim == 1 ? 0.0
+                      : (strstr(p->name, ".wo.") || strstr(p->name, ".w2.")) ? out_std : 0.02;
+    const double a = sd * sqrt(3.0);
+    const int64_t blocks = (int64_t)((p->size + 65535) / 65536);
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int64_t bl = 0; bl < blocks; bl++) {
+      uint64_t st = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(i + 1)) ^ (0xd1b54a32d192ed03ull * (uint64_t)(bl + 1));
+      const size_t lo = (size_t)bl * 65536, hi = lo + 65536 < p->size ? lo + 65536 : p->size;
+      for (size_t k = lo; k < hi; k++)
+        w[k] = p->ndim == 1 ? 1.0f : (float)(a * (2.0 * coda_rng_uniform(&st) - 1.0));
+    }
+  }
+}
+
+coda_status coda_decoder_create_random(coda_context ctx, const coda_model_config *cfg,
+                                       uint64_t seed, const coda_decoder_options *o,
+                                       coda_decoder *out) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  if (!cfg || !out)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_decoder_create_random: a NULL argument");
+  coda_model *m = NULL;
+  coda_status s = coda_model_create(ctx, cfg, CODA_ENGINE_REFERENCE, &m);
+  if (s) return s;
+  fill_random(m, seed, ctx->opts.num_threads > 0 ? ctx->opts.num_threads : omp_get_max_threads());
+  s = coda_decoder_create(ctx, m, o, out);
+  coda_model_destroy(m);
+  return s;
+}
+
+static char *path_join(const char *dir, const char *name) {
+  size_t a = strlen(dir), b = strlen(name);
+  char *p = malloc(a + b + 2);
+  if (!p) return NULL;
+  memcpy(p, dir, a);
+  p[a] = '/';
+  memcpy(p + a + 1, name, b + 1);
+  return p;
+}
+
+static int is_file(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+coda_status coda_decoder_load(coda_context ctx, const char *path, const coda_decoder_options *o,
+                              coda_decoder *out) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  if (!path || !o || !out)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_decoder_load: a NULL argument");
+  *out = NULL;
+  struct stat st;
+  if (stat(path, &st) != 0)
+    return coda_fail(ctx, CODA_ERR_IO, "%s: cannot open: no such checkpoint file or model folder", path);
+  coda_model *m = NULL;
+  coda_status s;
+  char *tokpath = NULL;
+  if (S_ISDIR(st.st_mode)) {
+    char *cfg = path_join(path, "config.json");
+    const int hf = cfg && is_file(cfg);
+    free(cfg);
+    if (!hf)
+      return coda_fail(ctx, CODA_ERR_IO, "%s: is a directory without config.json (a Hugging Face "
+                       "model folder holds config.json and model.safetensors)", path);
+    s = coda_hf_import(ctx, path, CODA_ENGINE_REFERENCE, &m);
+    tokpath = path_join(path, "tokenizer.json");
+  } else {
+    coda_model_config cfg;
+    s = coda_checkpoint_config(ctx, path, &cfg);
+    if (!s) s = coda_model_create(ctx, &cfg, CODA_ENGINE_REFERENCE, &m);
+    if (!s) s = coda_checkpoint_load(ctx, path, m, NULL, NULL, NULL);
+    const char *slash = strrchr(path, '/');
+    if (slash) {
+      char *dir = malloc((size_t)(slash - path) + 1);
+      if (dir) {
+        memcpy(dir, path, (size_t)(slash - path));
+        dir[slash - path] = '\0';
+        tokpath = path_join(dir, "tokenizer.json");
+        free(dir);
+      }
+    } else {
+      tokpath = path_join(".", "tokenizer.json");
+    }
+  }
+  if (!s && !tokpath) s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  coda_tokenizer tok = NULL;
+  if (!s && is_file(tokpath)) {
+    s = coda_tokenizer_load(ctx, tokpath, &tok);
+    if (!s && coda_tokenizer_vocab_size(tok) > (size_t)coda_model_cfg(m)->vocab)
+      s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s has %zu tokens, more than the model's "
+                    "vocab %d", tokpath, coda_tokenizer_vocab_size(tok), coda_model_cfg(m)->vocab);
+  }
+  if (!s && !tok && coda_model_cfg(m)->vocab < CODA_TOK_BYTES)
+    s = coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: model vocab %d cannot hold byte tokens and "
+                  "there is no tokenizer.json beside it", path, coda_model_cfg(m)->vocab);
+  coda_decoder d = NULL;
+  if (!s) s = coda_decoder_create(ctx, m, o, &d);
+  coda_model_destroy(m);
+  free(tokpath);
+  if (s) {
+    coda_tokenizer_destroy(tok);
+    return s;
+  }
+  d->tok = tok;
+  d->own_tok = tok != NULL;
+  *out = d;
+  return CODA_OK;
+}
+
+const coda_model_config *coda_decoder_config(const coda_decoder d) { return d ? &d->c : NULL; }
+int coda_decoder_batch(const coda_decoder d) { return d ? d->B : 0; }
+int coda_decoder_max_len(const coda_decoder d) { return d ? d->max_len : 0; }
+int coda_decoder_length(const coda_decoder d, int b) {
+  return d && b >= 0 && b < d->B ? d->len[b] : 0;
+}
+coda_tokenizer coda_decoder_tokenizer(const coda_decoder d) { return d ? d->tok : NULL; }
+void coda_decoder_set_tokenizer(coda_decoder d, coda_tokenizer tok) {
+  if (!d) return;
+  if (d->own_tok) coda_tokenizer_destroy(d->tok);
+  d->tok = tok;
+  d->own_tok = 0;
+}
+
+/* --------------------------------------------------- prefill and step */
+
+coda_status coda_decoder_prefill(coda_decoder d, const int32_t *const *prompts, const int *lens) {
+  if (!d) return CODA_ERR_INVALID_ARGUMENT;
+  coda_context ctx = d->ctx;
+  if (!prompts || !lens)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_decoder_prefill: a NULL argument");
+  for (int b = 0; b < d->B; b++) {
+    if (!prompts[b]) continue;
+    if (lens[b] < 1 || lens[b] > d->max_len)
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "prompt %d has %d tokens: need 1 .. %d "
+                       "(the decoder's maximum length)", b, lens[b], d->max_len);
+    for (int i = 0; i < lens[b]; i++)
+      if (prompts[b][i] < 0 || prompts[b][i] >= d->c.vocab)
+        return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "prompt %d: token %d is %d, outside the "
+                         "vocab of %d", b, i, prompts[b][i], d->c.vocab);
+  }
+  coda_status s = CODA_OK;
+  int64_t M = 0, nh = 0;
+  for (int b = 0; b < d->B && !s; b++) {
+    if (!prompts[b]) continue;
+    d->len[b] = 0;
+    d->has_logits[b] = 0;
+    for (int i = 0; i < lens[b] && !s; i++) {
+      d->h_tok[M] = prompts[b][i];
+      d->h_seq[M] = b;
+      d->h_pos[M] = i;
+      if (i == lens[b] - 1) {
+        d->h_rows[nh] = (int32_t)M;
+        d->h_hseq[nh++] = b;
+      }
+      if (++M == d->chunk) {
+        s = forward(d, d->h_tok, d->h_seq, d->h_pos, M, d->h_rows, d->h_hseq, nh);
+        M = nh = 0;
+      }
+    }
+  }
+  if (!s) s = forward(d, d->h_tok, d->h_seq, d->h_pos, M, d->h_rows, d->h_hseq, nh);
+  for (int b = 0; b < d->B; b++) {
+    if (!prompts[b]) continue;
+    d->len[b] = s ? 0 : lens[b];
+    d->has_logits[b] = !s;
+  }
+  return s;
+}
+
+coda_status coda_decoder_step(coda_decoder d, const int32_t *tokens) {
+  if (!d) return CODA_ERR_INVALID_ARGUMENT;
+  coda_context ctx = d->ctx;
+  if (!tokens) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_decoder_step: tokens is NULL");
+  int64_t M = 0;
+  for (int b = 0; b < d->B; b++) {
+    if (tokens[b] < 0) continue;
+    if (tokens[b] >= d->c.vocab)
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "step: token %d of sequence %d is outside "
+                       "the vocab of %d", tokens[b], b, d->c.vocab);
+    if (!d->has_logits[b])
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "step: sequence %d was not prefilled", b);
+    if (d->len[b] >= d->max_len)
+      return coda_fail(ctx, CODA_ERR_OVERFLOW, "step: the cache of sequence %d is full (%d "
+                       "tokens)", b, d->max_len);
+    d->h_tok[M] = tokens[b];
+    d->h_seq[M] = b;
+    d->h_pos[M] = d->len[b];
+    d->h_rows[M] = (int32_t)M;
+    d->h_hseq[M] = b;
+    M++;
+  }
+  coda_status s = forward(d, d->h_tok, d->h_seq, d->h_pos, M, d->h_rows, d->h_hseq, M);
+  if (s) return s;
+  for (int b = 0; b < d->B; b++)
+    if (tokens[b] >= 0) d->len[b]++;
+  return CODA_OK;
+}
+
+coda_status coda_decoder_logits(coda_decoder d, float *out) {
+  if (!d) return CODA_ERR_INVALID_ARGUMENT;
+  if (!out) return coda_fail(d->ctx, CODA_ERR_INVALID_ARGUMENT, "coda_decoder_logits: out is NULL");
+  const size_t n = (size_t)d->B * d->V;
+  coda_status s = d->gpu ? coda_memcpy_d2h(d->ctx, out, d->d_logits, n * 4) : CODA_OK;
+  if (!d->gpu) memcpy(out, d->logits, n * 4);
+  for (int b = 0; !s && b < d->B; b++)
+    if (!d->has_logits[b]) memset(out + (size_t)b * d->V, 0, (size_t)d->V * 4);
+  return s;
+}
+
+static coda_status check_sampling(coda_context ctx, const coda_sampling *s) {
+  if (!s || !(s->temperature >= 0.0) || !isfinite(s->temperature) || s->top_k < 0 ||
+      !(s->top_p >= 0.0 && s->top_p <= 1.0))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "sampling: temperature %g (>= 0), top-k %d "
+                     "(>= 0), top-p %g (0 .. 1) out of range", s ? s->temperature : 0.0,
+                     s ? s->top_k : 0, s ? s->top_p : 0.0);
+  return CODA_OK;
+}
+
+coda_status coda_decoder_sample(coda_decoder d, const coda_sampling *sp, const int *active,
+                                int32_t *tokens) {
+  if (!d) return CODA_ERR_INVALID_ARGUMENT;
+  coda_context ctx = d->ctx;
+  if (!tokens) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_decoder_sample: tokens is NULL");
+  coda_status s = check_sampling(ctx, sp);
+  if (s) return s;
+  coda_sampling sm = *sp;
+  if (sm.top_p == 0.0) sm.top_p = 1.0;
+  int32_t *pos = d->h_pos; /* B <= chunk entries */
+  for (int b = 0; b < d->B; b++) {
+    int on = (active ? active[b] != 0 : 1) && d->has_logits[b];
+    if (active && active[b] && !d->has_logits[b])
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "sample: sequence %d was not prefilled", b);
+    pos[b] = on ? d->len[b] : -1;
+  }
+  if (d->gpu) {
+    s = coda_memcpy_h2d(ctx, d->d_spos, pos, (size_t)d->B * 4);
+    if (!s) s = coda_decode_sample(ctx, d->d_sample, d->d_logits, d->d_spos, d->B, d->V,
+                                   sm.temperature, sm.top_k, sm.top_p, sm.seed);
+    if (!s) s = coda_memcpy_d2h(ctx, tokens, d->d_sample, (size_t)d->B * 4);
+  } else {
+    unsigned char *keep = malloc((size_t)d->V);
+    if (!keep) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int b = 0; b < d->B; b++)
+      tokens[b] = pos[b] < 0 ? -1
+                             : host_sample(d->logits + (size_t)b * d->V, d->V, &sm,
+                                           draw_uniform(sm.seed, b, pos[b]), keep);
+    free(keep);
+  }
+  for (int b = 0; !s && b < d->B; b++)
+    if (tokens[b] == -2)
+      s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "the logits of sequence %d are not finite "
+                    "(at position %d): the weights are damaged or diverged", b, pos[b]);
+  return s;
+}
+
+/* ---------------------------------------------------------- generate */
+
+static coda_status token_bytes(coda_decoder d, int32_t t, char **buf, size_t *cap, size_t *n) {
+  if (!d->tok) {
+    if (*cap < 1) {
+      char *p = realloc(*buf, 16);
+      if (!p) return coda_fail(d->ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+      *buf = p;
+      *cap = 16;
+    }
+    (*buf)[0] = t < 256 ? (char)t : '?';
+    *n = 1;
+    return CODA_OK;
+  }
+  if ((size_t)t >= coda_tokenizer_vocab_size(d->tok)) { /* a model row the tokenizer lacks */
+    static const char repl[] = "\xef\xbf\xbd";          /* U+FFFD */
+    if (*cap < 3) {
+      char *p = realloc(*buf, 16);
+      if (!p) return coda_fail(d->ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+      *buf = p;
+      *cap = 16;
+    }
+    memcpy(*buf, repl, 3);
+    *n = 3;
+    return CODA_OK;
+  }
+  return coda_tokenizer_decode_alloc(d->tok, &t, 1, 0, buf, cap, n);
+}
+
+void coda_generate_result_free(coda_generate_result *r, int n) {
+  if (!r) return;
+  for (int i = 0; i < n; i++) {
+    free(r[i].tokens);
+    r[i].tokens = NULL;
+    r[i].n = 0;
+  }
+}
+
+coda_status coda_decoder_generate(coda_decoder d, const int32_t *const *prompts, const int *lens,
+                                  int n, const coda_generate_params *p, coda_generate_result *out,
+                                  double *prefill_s, double *decode_s) {
+  if (!d) return CODA_ERR_INVALID_ARGUMENT;
+  coda_context ctx = d->ctx;
+  if (!prompts || !lens || !p || !out || n < 1 || n > d->B)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_decoder_generate: %d prompts for a "
+                     "batch of %d, or a NULL argument", n, d->B);
+  if (p->max_new_tokens < 0 || p->nstop < 0 || (p->nstop > 0 && !p->stop))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "generate: max new tokens %d or %d stop "
+                     "tokens out of range", p->max_new_tokens, p->nstop);
+  coda_status s = check_sampling(ctx, &p->sampling);
+  if (s) return s;
+  for (int b = 0; b < n; b++)
+    if (!prompts[b])
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "generate: prompt %d is NULL", b);
+  memset(out, 0, (size_t)n * sizeof *out);
+  const int32_t eos = p->stop_at_eos && d->tok ? coda_tokenizer_eos_id(d->tok) : -1;
+  const int32_t **pr = calloc((size_t)d->B, sizeof *pr);
+  int *ln = calloc((size_t)d->B, sizeof *ln), *active = calloc((size_t)d->B, sizeof *active);
+  int32_t *tok = malloc((size_t)d->B * sizeof *tok), *next = malloc((size_t)d->B * sizeof *next);
+  char *bytes = NULL;
+  size_t bcap = 0, blen = 0;
+  if (!pr || !ln || !active || !tok || !next) s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int b = 0; b < n && !s; b++) {
+    pr[b] = prompts[b];
+    ln[b] = lens[b];
+    out[b].tokens = malloc(((size_t)p->max_new_tokens + 1) * sizeof(int32_t));
+    if (!out[b].tokens) s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  double t0 = now_s();
+  if (!s) s = coda_decoder_prefill(d, pr, ln);
+  if (!s && d->gpu) s = coda_synchronize(ctx);
+  double t1 = now_s();
+  int left = 0;
+  for (int b = 0; b < n && !s; b++) {
+    active[b] = p->max_new_tokens > 0;
+    left += active[b];
+  }
+  while (!s && left > 0) {
+    s = coda_decoder_sample(d, &p->sampling, active, tok);
+    for (int b = 0; b < d->B; b++) next[b] = -1;
+    for (int b = 0; b < n && !s; b++) {
+      if (!active[b]) continue;
+      int32_t t = tok[b];
+      int stop = t == eos;
+      for (int i = 0; i < p->nstop && !stop; i++) stop = t == p->stop[i];
+      if (stop) {
+        out[b].stop = CODA_STOP_TOKEN;
+        active[b] = 0;
+        left--;
+        continue;
+      }
+      out[b].tokens[out[b].n++] = t;
+      if (p->on_token) {
+        s = token_bytes(d, t, &bytes, &bcap, &blen);
+        if (!s && p->on_token(p->user, b, t, bytes, blen)) {
+          out[b].stop = CODA_STOP_CALLBACK;
+          active[b] = 0;
+          left--;
+          continue;
+        }
+      }
+      if (out[b].n >= p->max_new_tokens) {
+        out[b].stop = CODA_STOP_MAX_TOKENS;
+        active[b] = 0;
+        left--;
+      } else if (d->len[b] >= d->max_len) {
+        out[b].stop = CODA_STOP_WINDOW;
+        active[b] = 0;
+        left--;
+      } else {
+        next[b] = t;
+      }
+    }
+    if (!s && left > 0) s = coda_decoder_step(d, next);
+  }
+  if (!s && d->gpu) s = coda_synchronize(ctx);
+  double t2 = now_s();
+  if (prefill_s) *prefill_s = t1 - t0;
+  if (decode_s) *decode_s = t2 - t1;
+  if (s) coda_generate_result_free(out, n);
+  free(pr); free(ln); free(active); free(tok); free(next); free(bytes);
+  return s;
+}
+
+coda_status coda_decoder_encode(coda_decoder d, const char *text, size_t len, int32_t **ids,
+                                size_t *n) {
+  if (!d) return CODA_ERR_INVALID_ARGUMENT;
+  if (!text || !ids || !n)
+    return coda_fail(d->ctx, CODA_ERR_INVALID_ARGUMENT, "coda_decoder_encode: a NULL argument");
+  *ids = NULL;
+  *n = 0;
+  if (d->tok) {
+    size_t cap = 0;
+    return coda_tokenizer_encode_alloc(d->tok, text, len, CODA_TOKENIZER_ADD_SPECIAL, ids, &cap, n);
+  }
+  int32_t *p = malloc((len ? len : 1) * sizeof *p);
+  if (!p) return coda_fail(d->ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  for (size_t i = 0; i < len; i++) p[i] = (unsigned char)text[i];
+  *ids = p;
+  *n = len;
+  return CODA_OK;
+}

@@ -1,0 +1,91 @@
+/* coda_evaluate: the loss and perplexity of a checkpoint on a token shard,
+ * in consecutive windows. */
+#include "train/train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+coda_status coda_evaluate(coda_context ctx, const coda_eval_options *o, coda_eval_result *r) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  if (!o || !r || !o->checkpoint || !o->shard)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "evaluate: checkpoint, shard and result are required");
+  memset(r, 0, sizeof *r);
+  r->loss = r->perplexity = NAN;
+  const int B = o->batch > 0 ? o->batch : 8;
+  if (o->batch < 0 || o->seq < 0 || o->max_windows < 0 || B > (1 << 16))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "evaluate: batch %d, seq %d, windows %lld out "
+                     "of range", o->batch, o->seq, (long long)o->max_windows);
+  coda_model_config cfg;
+  coda_status s = coda_checkpoint_config(ctx, o->checkpoint, &cfg);
+  if (s) return s;
+  if (coda_context_backend(ctx) == CODA_BACKEND_CPU &&
+      coda_model_config_params(&cfg) > CODA_CPU_MAX_PARAMS)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: a model of %lld parameters is beyond the "
+                     "CPU limit of %lld", o->checkpoint, (long long)coda_model_config_params(&cfg),
+                     (long long)CODA_CPU_MAX_PARAMS);
+  const int T = o->seq > 0 ? o->seq : cfg.seq;
+  if (T > cfg.seq)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "evaluate: seq %d is longer than the model's %d",
+                     T, cfg.seq);
+  coda_shard_view v;
+  s = coda_shard_open(ctx, o->shard, &v);
+  if (s) return s;
+  if (v.vocab > (uint32_t)cfg.vocab) {
+    s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s: vocabulary of %u tokens exceeds the model's "
+                  "vocab %d (%s)", o->shard, v.vocab, cfg.vocab, o->checkpoint);
+    coda_shard_close(&v);
+    return s;
+  }
+  int64_t nw = v.count > 0 ? (int64_t)((v.count - 1) / (uint64_t)T) : 0;
+  if (nw < 1) {
+    s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s: %llu tokens, shorter than one window of %d + 1",
+                  o->shard, (unsigned long long)v.count, T);
+    coda_shard_close(&v);
+    return s;
+  }
+  if (o->max_windows > 0 && nw > o->max_windows) nw = o->max_windows;
+  coda_model *m = NULL;
+  s = coda_model_create(ctx, &cfg, coda_plans_available() ? CODA_ENGINE_PLANS : CODA_ENGINE_REFERENCE,
+                        &m);
+  if (!s) s = coda_checkpoint_load(ctx, o->checkpoint, m, NULL, NULL, NULL);
+  int32_t *in = malloc((size_t)B * T * sizeof *in), *tg = malloc((size_t)B * T * sizeof *tg);
+  if (!s && (!in || !tg)) s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  double sum = 0.0;
+  int64_t cnt = 0;
+  for (int64_t w0 = 0; !s && w0 < nw; w0 += B) {
+    for (int b = 0; b < B; b++)
+      for (int t = 0; t < T; t++) {
+        const size_t i = (size_t)b * T + t;
+        if (w0 + b < nw) {
+          const uint64_t at = (uint64_t)(w0 + b) * (uint64_t)T + (uint64_t)t;
+          in[i] = (int32_t)v.tok[at];
+          tg[i] = (int32_t)v.tok[at + 1];
+        } else { /* past the last window: ignored targets */
+          in[i] = 0;
+          tg[i] = -1;
+        }
+      }
+    double l;
+    int64_t nv;
+    s = coda_model_loss(ctx, m, in, tg, B, T, &l, &nv);
+    if (!s && !isfinite(l))
+      s = coda_fail(ctx, CODA_ERR_IO, "%s: the loss of windows %lld.. is not finite",
+                    o->checkpoint, (long long)w0);
+    if (!s) {
+      sum += l * (double)nv;
+      cnt += nv;
+    }
+  }
+  if (!s) {
+    r->loss = sum / (double)cnt;
+    r->perplexity = exp(r->loss);
+    r->tokens = cnt;
+    r->windows = nw;
+  }
+  free(in);
+  free(tg);
+  coda_model_destroy(m);
+  coda_shard_close(&v);
+  return s;
+}
