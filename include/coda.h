@@ -256,9 +256,10 @@ coda_status coda_program_arg(coda_program p, int i, coda_arg_info *info);
  * row input (M,1), column input (1,N), scalar (1,1), rowsum input (M,0):
  * cols 0 means any number of columns >= 1, tile/output M x N
  * (M x 2N for x2, M x N/2 for half), partials as in docs/language.md,
- * finishers (M,1), (M, ceil(N/S)) for a segment S, or (1,N) for colsum.
- * CODA_ERR_SHAPE if N is odd in pair mode or a segment and tile_n do not
- * divide one another; CODA_ERR_INVALID_ARGUMENT for an unknown name. */
+ * finishers (M,1), (M, ceil(N/S)) for a segment S, or (1,N) for colsum and colmax.
+ * CODA_ERR_SHAPE if N is odd in pair mode, a segment and tile_n do not
+ * divide one another, or N and tile_n do not suit a half-split segment
+ * (docs/language.md); CODA_ERR_INVALID_ARGUMENT for an unknown name. */
 coda_status coda_program_arg_shape(coda_program p, const char *name,
                                    int64_t M, int64_t N, int tile_m,
                                    int tile_n, int64_t *rows, int64_t *cols);
@@ -302,7 +303,10 @@ typedef enum coda_lane { CODA_LANE_NONE = 0, CODA_LANE_EVEN = 1, CODA_LANE_ODD =
 
 typedef enum coda_reduce_kind {
   CODA_REDUCE_ROWSUM, CODA_REDUCE_ROWMAX, CODA_REDUCE_ROWLSE,
-  CODA_REDUCE_COLSUM, CODA_REDUCE_SEGSUM, CODA_REDUCE_ROWPICK
+  CODA_REDUCE_COLSUM, CODA_REDUCE_SEGSUM, CODA_REDUCE_ROWPICK,
+  /* added after the first set (values kept): rowmax per segment (text
+   * `rowmax(e) per S`, segment S as for SEGSUM) and the column max */
+  CODA_REDUCE_SEGMAX, CODA_REDUCE_COLMAX
 } coda_reduce_kind;
 
 typedef enum coda_finish_kind {
@@ -313,6 +317,16 @@ typedef enum coda_finish_kind {
 coda_status coda_builder_create(coda_context ctx, int pair_mode,
                                 coda_builder *out);
 void coda_builder_destroy(coda_builder b);
+/* Half-split pairs (text `mode pair split [S]`, docs/language.md): in a
+ * pair-mode builder, a point is the pair of columns (s*S + k, s*S + k + S/2)
+ * of segment s, 0 <= k < S/2, instead of (2j, 2j+1); segment S even >= 2,
+ * or CODA_PAIR_SPLIT_ROW for S = N (the two halves of the row). 0 goes back
+ * to adjacent pairs. */
+#define CODA_PAIR_SPLIT_ROW (-1)
+coda_status coda_builder_pair_split(coda_builder b, int segment);
+/* The pair layout of a program: 0 adjacent pairs (or elem mode), S > 0 the
+ * half-split segment, CODA_PAIR_SPLIT_ROW halves of the row. */
+int coda_program_pair_split(coda_program p);
 coda_value coda_b_input(coda_builder b, const char *name, coda_arg_kind kind,
                         coda_dtype dtype, coda_width width);
 coda_value coda_b_output(coda_builder b, const char *name, coda_dtype dtype,

@@ -113,4 +113,65 @@
      "store y = round_bf16(t * 3) + round_f16(c - t) + a\n" \
      "store z = relu(-acc) + erf(t)\n"
 
+/* Half-split pairs (columns k and k + S/2 of each S-column segment, as
+ * Hugging Face Llama's q/k heads rotate): a head-size segment of 64 (a
+ * point's two column pairs 32 columns apart, in different 32-column chunks)
+ * with full, half and column operands through both lanes, packed, half and
+ * accumulated outputs, row partials, segmented sums and maxima; and the
+ * narrowest segment, 16 (the second pair is the next one). */
+#define EPI_TEST_SPLIT64 \
+     "mode pair split 64\n" \
+     "input t : tile bf16\n" \
+     "input h : tile f16 half\n" \
+     "input c : col f32\n" \
+     "input p : row i32\n" \
+     "output o : bf16\n" \
+     "output oh : f32 half\n" \
+     "output of : f16 accumulate\n" \
+     "x, y = rope(acc.even, acc.odd, p, c.even * 0.01, c.odd * 0.0001)\n" \
+     "store o = pack(x + t.odd, y * t.even)\n" \
+     "store oh = x * y + h\n" \
+     "store of = pack(x - col * 0.001, y)\n" \
+     "reduce rs = rowsum(x)\n" \
+     "reduce rm = rowmax(y)\n" \
+     "reduce rl = rowlse(x * y)\n" \
+     "reduce s8 = rowmax(x) per 8\n" \
+     "reduce s32 = rowsum(y) per 32\n" \
+     "reduce m64 = rowmax(x * y) per 64\n" \
+     "reduce s256 = rowsum(x) per 256\n"
+
+#define EPI_TEST_SPLIT16 \
+     "mode pair split 16\n" \
+     "input w : col bf16\n" \
+     "output g : bf16 half\n" \
+     "output u : f32\n" \
+     "store g = swiglu(acc.even, acc.odd) * w.odd\n" \
+     "store u = pack(acc.even * w.even, acc.odd)\n" \
+     "reduce q = rowsum(acc.even * acc.odd) per 16\n" \
+     "reduce m = rowmax(acc.odd) per 128\n"
+
+/* Column maxima beside column sums, and row maxima per segment of 1 to 256
+ * columns (elem mode), and of 2 and 4 in pair mode. */
+#define EPI_TEST_MAXIMA \
+     "input t : tile bf16\n" \
+     "output y : bf16\n" \
+     "v = acc * t\n" \
+     "store y = v\n" \
+     "reduce cm = colmax(v)\n" \
+     "reduce cs = colsum(v)\n" \
+     "reduce cn = colmax(-acc)\n" \
+     "reduce m1 = rowmax(v) per 1\n" \
+     "reduce m2 = rowmax(v) per 2\n" \
+     "reduce m4 = rowmax(acc) per 4\n" \
+     "reduce m16 = rowmax(v) per 16\n" \
+     "reduce m256 = rowmax(t) per 256\n"
+
+#define EPI_TEST_PAIR_SEGMAX \
+     "mode pair\n" \
+     "output o : bf16 half\n" \
+     "store o = acc.even - acc.odd\n" \
+     "reduce a = rowmax(acc.odd) per 2\n" \
+     "reduce b = rowmax(acc.even) per 4\n" \
+     "reduce c = rowmax(acc.even * acc.odd) per 64\n"
+
 #endif

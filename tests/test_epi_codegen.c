@@ -54,6 +54,10 @@ static const char *const kExtra[][2] = {
     {"pair_two_result_ops", EPI_TEST_PAIR_OPS},
     {"elem_reductions_x2", EPI_TEST_ELEM_REDUCE_X2},
     {"round2_ops", EPI_TEST_ROUND2_OPS},
+    {"split64", EPI_TEST_SPLIT64},
+    {"split16", EPI_TEST_SPLIT16},
+    {"maxima", EPI_TEST_MAXIMA},
+    {"pair_segmax", EPI_TEST_PAIR_SEGMAX},
 };
 
 static int compile_one(coda_context ctx, const char *name, coda_program p, int ta, int tb, int f16) {
@@ -237,7 +241,7 @@ int main(void) {
     total++;
     /* the four operand layouts and both operand types across the three */
     static const int lay[3][3] = {{0, 0, 1}, {1, 1, 0}, {1, 0, 1}};
-    compiled += compile_one(ctx, kExtra[i][0], p, lay[i][0], lay[i][1], lay[i][2]);
+    compiled += compile_one(ctx, kExtra[i][0], p, lay[i % 3][0], lay[i % 3][1], lay[i % 3][2]);
     coda_program_destroy(p);
   }
   /* the generated source names what it compiles: check a property of it */
@@ -340,6 +344,26 @@ int main(void) {
         coda_program_destroy(p);
       }
       coda_context_destroy(c64);
+    }
+    /* half-split pairs the generator cannot pair inside one thread: the
+     * whole row (S = N), a segment not dividing the 128-column tile or not
+     * a multiple of 16, a narrow segmented partial */
+    static const char *const refused[][2] = {
+        {"mode pair split\noutput h : bf16 half\nstore h = acc.even * acc.odd\n", "halves of the whole row"},
+        {"mode pair split 96\noutput h : bf16 half\nstore h = acc.even\n", "S % 16 == 0"},
+        {"mode pair split 8\noutput h : bf16 half\nstore h = acc.even\n", "S % 16 == 0"},
+        {"mode pair split 256\noutput h : bf16 half\nstore h = acc.even\n", "128-column tile"},
+        {"mode pair split 64\noutput h : bf16 half\nstore h = acc.even\nreduce r = rowsum(acc.odd) per 4\n",
+         "segments of 8"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+      coda_program p = NULL;
+      CHECK_MSG(coda_program_parse(ctx, refused[i][0], &p) == CODA_OK, "%s", coda_last_error(ctx));
+      if (!p) continue;
+      CHECK(coda_epi_supported(ctx, p) == CODA_ERR_NOT_SUPPORTED);
+      CHECK_MSG(strstr(coda_last_error(ctx), refused[i][1]) != NULL, "'%s' lacks '%s'", coda_last_error(ctx),
+                refused[i][1]);
+      coda_program_destroy(p);
     }
   }
   check_cache();

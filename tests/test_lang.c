@@ -285,7 +285,7 @@ static void test_errors(void) {
   check_error("reduce s = rowsum(acc) per 2.5\n", CODA_ERR_PARSE, 1, 28, "segment width");
   check_error("reduce s = rowmax(acc)\nfinish r = rstd(s, 1e-5)\n", CODA_ERR_TYPE, 2, 12, "rstd needs");
   check_error("reduce s = rowsum(acc)\nfinish r = lse(s)\n", CODA_ERR_TYPE, 2, 12, "lse needs a rowlse partial");
-  check_error("reduce s = rowlse(acc)\nfinish r = max(s)\n", CODA_ERR_TYPE, 2, 12, "max needs a rowmax partial");
+  check_error("reduce s = rowlse(acc)\nfinish r = max(s)\n", CODA_ERR_TYPE, 2, 12, "max needs a rowmax, segmented rowmax or colmax partial");
   check_error("reduce s = rowmax(acc)\nfinish r = mean(s)\n", CODA_ERR_TYPE, 2, 12, "mean needs");
   check_error("input ix : row i32\nreduce s = rowpick(acc, ix)\nfinish r = sum(s)\n", CODA_ERR_TYPE, 3, 12, "sum needs");
   check_error("reduce s = rowsum(acc * acc)\nreduce m = rowmax(acc)\nfinish r = rstd(s, 1e-5, m)\n", CODA_ERR_TYPE, 3,

@@ -271,8 +271,7 @@ static coda_status prepare_program(coda_context ctx, coda_program p, coda_args a
   if ((s = ir_validate(ctx, p))) return s;
   if ((s = check_tiling(ctx, tl))) return s;
   if ((s = check_domain(ctx, M, N))) return s;
-  if (p->pair_mode && N % 2)
-    return coda_fail(ctx, CODA_ERR_SHAPE, "pair mode needs an even N, found %lld", (long long)N);
+  if ((s = ir_check_domain(ctx, p, N, tl.tile_n))) return s;
   if ((s = reject_unknown(ctx, p, a))) return s;
   io_ref rd[MAX_TENSORS], wr[MAX_TENSORS];
   int nr = 0, nw = 0;
@@ -393,8 +392,7 @@ coda_status coda_finish(coda_context ctx, coda_program program, const char *name
   if ((s = ir_validate(ctx, program))) return s;
   if ((s = check_tiling(ctx, tiling))) return s;
   if ((s = check_domain(ctx, M, N))) return s;
-  if (program->pair_mode && N % 2)
-    return coda_fail(ctx, CODA_ERR_SHAPE, "pair mode needs an even N, found %lld", (long long)N);
+  if ((s = ir_check_domain(ctx, program, N, tiling.tile_n))) return s;
   int fi = ir_find_finish(program, name);
   if (fi < 0)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "the program has no finish statement '%s'", name);
@@ -416,7 +414,7 @@ coda_status coda_finish(coda_context ctx, coda_program program, const char *name
   if (coda_tensors_overlap(out, d.P) || (d.Q && coda_tensors_overlap(out, d.Q)))
     return coda_fail(ctx, CODA_ERR_ALIAS, "finisher result '%s' overlaps its partial", f->name);
   d.kind = (int)f->kind;
-  d.layout = r->kind == CODA_REDUCE_COLSUM ? 1 : r->kind == CODA_REDUCE_SEGSUM ? 2 : 0;
+  d.layout = ir_reduce_is_col(r->kind) ? 1 : ir_reduce_is_segmented(r->kind) ? 2 : 0;
   d.out = out;
   d.M = M;
   d.N = N;

@@ -59,6 +59,19 @@ coda_status coda_builder_create(coda_context ctx, int pair_mode, coda_builder *o
   return CODA_OK;
 }
 
+coda_status coda_builder_pair_split(coda_builder b, int segment) {
+  if (!b) return CODA_ERR_INVALID_ARGUMENT;
+  if (b->err) return coda_fail(b->ctx, b->err, "%s", b->msg);
+  if (!b->p->pair_mode)
+    return bfail(b, CODA_ERR_INVALID_ARGUMENT, "coda_builder_pair_split: the builder is in elem mode");
+  if (segment != 0 && segment != CODA_PAIR_SPLIT_ROW && (segment < 2 || segment % 2))
+    return bfail(b, CODA_ERR_INVALID_ARGUMENT,
+                 "coda_builder_pair_split: segment must be even and >= 2 (or CODA_PAIR_SPLIT_ROW), found %d",
+                 segment);
+  b->p->pair_split = segment;
+  return CODA_OK;
+}
+
 void coda_builder_destroy(coda_builder b) {
   if (!b) return;
   for (int i = 0; i < 2 * CODA_MAX_INSTRS; i++) free(b->p->reg_names[i]);
@@ -240,7 +253,7 @@ coda_status coda_b_reduce(coda_builder b, const char *name, coda_reduce_kind kin
   if (b->err) return coda_fail(b->ctx, b->err, "%s", b->msg);
   struct coda_program_s *p = b->p;
   if (bad_name(b, name, "reduction") || bad_value(b, v, "coda_b_reduce")) return b->err;
-  if ((int)kind < CODA_REDUCE_ROWSUM || (int)kind > CODA_REDUCE_ROWPICK)
+  if ((int)kind < CODA_REDUCE_ROWSUM || (int)kind > CODA_REDUCE_COLMAX)
     return bfail(b, CODA_ERR_INVALID_ARGUMENT, "coda_b_reduce: unknown kind %d", (int)kind);
   if (p->nreduces >= CODA_MAX_REDUCES) return bfail(b, CODA_ERR_TYPE, "too many reductions (at most %d)", CODA_MAX_REDUCES);
   if (kind == CODA_REDUCE_ROWPICK && (index_input < 0 || index_input >= p->ninputs))
@@ -251,7 +264,7 @@ coda_status coda_b_reduce(coda_builder b, const char *name, coda_reduce_kind kin
   r->kind = kind;
   r->reg = v;
   r->index_input = kind == CODA_REDUCE_ROWPICK ? index_input : -1;
-  r->segment = kind == CODA_REDUCE_SEGSUM ? segment : 0;
+  r->segment = ir_reduce_is_segmented(kind) ? segment : 0;
   return CODA_OK;
 }
 

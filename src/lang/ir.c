@@ -70,6 +70,8 @@ const char *ir_reduce_kind_name(coda_reduce_kind k) {
   case CODA_REDUCE_COLSUM: return "colsum";
   case CODA_REDUCE_SEGSUM: return "rowsum per";
   case CODA_REDUCE_ROWPICK: return "rowpick";
+  case CODA_REDUCE_SEGMAX: return "rowmax per";
+  case CODA_REDUCE_COLMAX: return "colmax";
   }
   return "?";
 }
@@ -122,6 +124,8 @@ int ir_find_finish(const struct coda_program_s *p, const char *name) {
   return -1;
 }
 
+int coda_program_pair_split(coda_program p) { return p && p->pair_mode ? p->pair_split : 0; }
+
 int ir_input_is_pair(const struct coda_program_s *p, int input) {
   if (input < 0 || input >= p->ninputs) return 0;
   const ir_input *in = &p->inputs[input];
@@ -173,6 +177,7 @@ int ir_equal(const struct coda_program_s *a, const struct coda_program_s *b,
              int compare_names, char *why, size_t why_len) {
   if (why && why_len) why[0] = '\0';
   if (a->pair_mode != b->pair_mode) DIFF("mode differs");
+  if (a->pair_split != b->pair_split) DIFF("pair split differs (%d vs %d)", a->pair_split, b->pair_split);
   if (a->ninstrs != b->ninstrs) DIFF("instruction count %d vs %d", a->ninstrs, b->ninstrs);
   if (a->ninputs != b->ninputs) DIFF("input count %d vs %d", a->ninputs, b->ninputs);
   if (a->noutputs != b->noutputs) DIFF("output count %d vs %d", a->noutputs, b->noutputs);
@@ -219,7 +224,7 @@ int ir_equal(const struct coda_program_s *a, const struct coda_program_s *b,
       DIFF("reduction %d ('%s' vs '%s') differs", i, x->name, y->name);
     if (x->kind == CODA_REDUCE_ROWPICK && x->index_input != y->index_input)
       DIFF("reduction %d: index input differs", i);
-    if (x->kind == CODA_REDUCE_SEGSUM && x->segment != y->segment)
+    if (ir_reduce_is_segmented(x->kind) && x->segment != y->segment)
       DIFF("reduction %d: segment differs", i);
   }
   for (int i = 0; i < a->nfinishes; i++) {
@@ -273,11 +278,41 @@ coda_status coda_program_arg(coda_program p, int i, coda_arg_info *info) {
   i -= p->nreduces;
   const ir_finish *f = &p->finishes[i];
   info->name = f->name;
-  info->kind = p->reduces[f->reduce].kind == CODA_REDUCE_COLSUM ? CODA_ARG_COL : CODA_ARG_ROW;
+  info->kind = ir_reduce_is_col(p->reduces[f->reduce].kind) ? CODA_ARG_COL : CODA_ARG_ROW;
   return CODA_OK;
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+
+/* The reason N and tile_n do not suit p's mode, in why; CODA_OK if they do. */
+static coda_status domain_error(const struct coda_program_s *p, int64_t N, int tile_n, char *why, size_t n) {
+  if (!p->pair_mode) return CODA_OK;
+  if (N % 2 != 0) {
+    snprintf(why, n, "pair mode needs an even N, found %lld", (long long)N);
+    return CODA_ERR_SHAPE;
+  }
+  const int64_t S = ir_split_width(p, N);
+  if (S <= 0 || N == 0) return CODA_OK;
+  if (N % S != 0) {
+    snprintf(why, n, "mode pair split %lld needs N a multiple of the segment, found N = %lld",
+             (long long)S, (long long)N);
+    return CODA_ERR_SHAPE;
+  }
+  if (tile_n > 0 && N > tile_n && tile_n % S != 0 && (S / 2) % tile_n != 0) {
+    snprintf(why, n,
+             "half-split pairs of segment %lld and tile_n %d: a tile must hold whole segments "
+             "(tile_n %% S == 0) or lie in one half of a segment ((S/2) %% tile_n == 0)",
+             (long long)S, tile_n);
+    return CODA_ERR_SHAPE;
+  }
+  return CODA_OK;
+}
+
+coda_status ir_check_domain(coda_context ctx, const struct coda_program_s *p, int64_t N, int tile_n) {
+  char why[256];
+  coda_status s = domain_error(p, N, tile_n, why, sizeof why);
+  return s ? coda_fail(ctx, s, "%s", why) : CODA_OK;
+}
 
 /* Columns of a segmented partial: one per interval between boundaries at
  * multiples of S and of tile_n; with one dividing the other that is
@@ -293,8 +328,8 @@ coda_status coda_program_arg_shape(coda_program p, const char *name, int64_t M,
                                    int64_t *rows, int64_t *cols) {
   if (!p || !name || !rows || !cols) return CODA_ERR_INVALID_ARGUMENT;
   if (M < 0 || N < 0 || tile_m <= 0 || tile_n <= 0) return CODA_ERR_INVALID_ARGUMENT;
-  if (p->pair_mode && N % 2 != 0) return CODA_ERR_SHAPE;
   if (N > INT64_MAX / 2) return CODA_ERR_OVERFLOW;
+  if (ir_check_domain(NULL, p, N, tile_n)) return CODA_ERR_SHAPE;
   int k;
   coda_width w = CODA_WIDTH_FULL;
   if ((k = ir_find_input(p, name)) >= 0) {
@@ -311,15 +346,19 @@ coda_status coda_program_arg_shape(coda_program p, const char *name, int64_t M,
   } else if ((k = ir_find_reduce(p, name)) >= 0) {
     const ir_reduce *r = &p->reduces[k];
     switch (r->kind) {
-    case CODA_REDUCE_COLSUM: *rows = ceil_div(M, tile_m); *cols = N; return CODA_OK;
+    case CODA_REDUCE_COLSUM:
+    case CODA_REDUCE_COLMAX: *rows = ceil_div(M, tile_m); *cols = N; return CODA_OK;
     case CODA_REDUCE_ROWPICK: *rows = M; *cols = 1; return CODA_OK;
-    case CODA_REDUCE_SEGSUM: *rows = M; return segment_cols(N, r->segment, tile_n, cols);
+    case CODA_REDUCE_SEGSUM:
+    case CODA_REDUCE_SEGMAX: *rows = M; return segment_cols(N, r->segment, tile_n, cols);
     default: *rows = M; *cols = ceil_div(N, tile_n); return CODA_OK;
     }
   } else if ((k = ir_find_finish(p, name)) >= 0) {
     const ir_reduce *r = &p->reduces[p->finishes[k].reduce];
     switch (r->kind) {
-    case CODA_REDUCE_COLSUM: *rows = 1; *cols = N; return CODA_OK;
+    case CODA_REDUCE_COLSUM:
+    case CODA_REDUCE_COLMAX: *rows = 1; *cols = N; return CODA_OK;
+    case CODA_REDUCE_SEGMAX:
     case CODA_REDUCE_SEGSUM: {
       int64_t c;
       coda_status s = segment_cols(N, r->segment, tile_n, &c);
@@ -359,8 +398,9 @@ coda_status coda_program_arg_shape_ctx(coda_context ctx, coda_program p, const c
   if (tile_m <= 0 || tile_n <= 0)
     return coda_fail(ctx, s, "argument '%s': tiling %d x %d is not positive", name, tile_m, tile_n);
   if (s == CODA_ERR_OVERFLOW) return coda_fail(ctx, s, "argument '%s': N = %lld overflows", name, (long long)N);
-  if (p->pair_mode && N % 2 != 0)
-    return coda_fail(ctx, s, "argument '%s': pair mode needs an even N, found %lld", name, (long long)N);
+  char why[256];
+  if (s == CODA_ERR_SHAPE && domain_error(p, N, tile_n, why, sizeof why))
+    return coda_fail(ctx, s, "argument '%s': %s", name, why);
   int k = ir_find_reduce(p, name), seg = 0;
   if (k >= 0) seg = p->reduces[k].segment;
   else if ((k = ir_find_finish(p, name)) >= 0) seg = p->reduces[p->finishes[k].reduce].segment;

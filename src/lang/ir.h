@@ -83,6 +83,8 @@ typedef struct ir_finish {
 
 struct coda_program_s {
   int pair_mode;
+  int pair_split;     /* pair mode: 0 adjacent pairs (2j, 2j+1); S > 0 half-split
+                       * pairs (s*S + k, s*S + k + S/2); CODA_PAIR_SPLIT_ROW: S = N */
   int ninstrs, ninputs, noutputs, nreduces, nfinishes;
   int nregs;
   ir_instr instrs[CODA_MAX_INSTRS];
@@ -126,6 +128,26 @@ int ir_input_is_pair(const struct coda_program_s *p, int input);
 int ir_output_is_pair(const struct coda_program_s *p, int output);
 
 const char *ir_reduce_kind_name(coda_reduce_kind k);
+/* Segmented row partials (rowsum/rowmax per S) and column partials
+ * (colsum/colmax). */
+static inline int ir_reduce_is_segmented(coda_reduce_kind k) {
+  return k == CODA_REDUCE_SEGSUM || k == CODA_REDUCE_SEGMAX;
+}
+static inline int ir_reduce_is_col(coda_reduce_kind k) {
+  return k == CODA_REDUCE_COLSUM || k == CODA_REDUCE_COLMAX;
+}
+/* The half-split segment of p for a domain of N columns: S, N for
+ * CODA_PAIR_SPLIT_ROW, 0 for adjacent pairs and elem mode. */
+static inline int64_t ir_split_width(const struct coda_program_s *p, int64_t N) {
+  if (!p->pair_mode || !p->pair_split) return 0;
+  return p->pair_split == CODA_PAIR_SPLIT_ROW ? N : p->pair_split;
+}
+/* The domain rules of the mode for N columns and the tiling's tile_n: pair
+ * mode needs an even N; half-split pairs need N a multiple of S and either
+ * tile_n a multiple of S (a tile holds whole segments) or S/2 a multiple of
+ * tile_n (a tile lies in one half of a segment). CODA_ERR_SHAPE with the
+ * reason in ctx (which may be NULL). */
+coda_status ir_check_domain(coda_context ctx, const struct coda_program_s *p, int64_t N, int tile_n);
 const char *ir_finish_kind_name(coda_finish_kind k);
 /* 1 if `s` is a reserved word of the language (not usable as a name). */
 int ir_is_reserved(const char *s);

@@ -425,7 +425,7 @@ static int parse_primary(parser *ps) {
   symbol *s = lookup(ps, &t);
   if (!s) {
     if (tok_is(&t, "rowsum") || tok_is(&t, "rowmax") || tok_is(&t, "rowlse") || tok_is(&t, "colsum") ||
-        tok_is(&t, "rowpick"))
+        tok_is(&t, "colmax") || tok_is(&t, "rowpick"))
       return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is only allowed in a reduce statement", nm);
     if (tok_is(&t, "rstd") || tok_is(&t, "sum") || tok_is(&t, "lse") || tok_is(&t, "mean"))
       return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is only allowed in a finish statement", nm);
@@ -613,6 +613,21 @@ static int parse_store(parser *ps) {
   return 0;
 }
 
+/* A whole number of columns at token st (the current token) into *out. */
+static int parse_columns(parser *ps, const token *st, const char *what, int *out) {
+  int digits = st->k == T_NUM;
+  for (int i = 0; digits && i < st->len; i++) digits = isdigit((unsigned char)st->s[i]);
+  if (!digits) {
+    char buf[96];
+    snprintf(buf, sizeof buf, "%s (a whole number of columns)", what);
+    return expected(ps, buf);
+  }
+  if (st->num > (double)(1 << 30))
+    return perr(ps, CODA_ERR_TYPE, st->line, st->col, "segment %.*s is too large", st->len < 32 ? st->len : 32, st->s);
+  *out = (int)st->num;
+  return 0;
+}
+
 static int parse_reduce(parser *ps) {
   struct coda_program_s *p = ps->p;
   token t = ps->tok;
@@ -628,8 +643,9 @@ static int parse_reduce(parser *ps) {
   else if (tok_is(&kt, "rowmax")) kind = CODA_REDUCE_ROWMAX;
   else if (tok_is(&kt, "rowlse")) kind = CODA_REDUCE_ROWLSE;
   else if (tok_is(&kt, "colsum")) kind = CODA_REDUCE_COLSUM;
+  else if (tok_is(&kt, "colmax")) kind = CODA_REDUCE_COLMAX;
   else if (tok_is(&kt, "rowpick")) kind = CODA_REDUCE_ROWPICK;
-  else return expected(ps, "a reduction (rowsum, rowmax, rowlse, colsum or rowpick)");
+  else return expected(ps, "a reduction (rowsum, rowmax, rowlse, colsum, colmax or rowpick)");
   next(ps);
   if (expect(ps, T_LP, "'('")) return -1;
   if (enter(ps, &kt)) return -1;
@@ -649,17 +665,15 @@ static int parse_reduce(parser *ps) {
   }
   if (expect(ps, T_RP, "')'")) return -1;
   ps->depth--;
-  if (kind == CODA_REDUCE_ROWSUM && tok_is(&ps->tok, "per")) {
+  if ((kind == CODA_REDUCE_ROWSUM || kind == CODA_REDUCE_ROWMAX) && tok_is(&ps->tok, "per")) {
     next(ps);
     token st = ps->tok;
-    int digits = st.k == T_NUM;
-    for (int i = 0; digits && i < st.len; i++) digits = isdigit((unsigned char)st.s[i]);
-    if (!digits) return expected(ps, "a segment width (a whole number of columns)");
-    if (st.num > (double)(1 << 30))
-      return perr(ps, CODA_ERR_TYPE, st.line, st.col, "segment %.*s is too large", st.len < 32 ? st.len : 32, st.s);
-    segment = (int)st.num;
-    kind = CODA_REDUCE_SEGSUM;
+    if (parse_columns(ps, &st, "a segment width", &segment)) return -1;
+    kind = kind == CODA_REDUCE_ROWSUM ? CODA_REDUCE_SEGSUM : CODA_REDUCE_SEGMAX;
     next(ps);
+  } else if (tok_is(&ps->tok, "per")) {
+    return perr(ps, CODA_ERR_TYPE, ps->tok.line, ps->tok.col,
+                "'per' segments only rowsum and rowmax, not %s", ir_reduce_kind_name(kind));
   }
   ir_reduce *r = &p->reduces[p->nreduces];
   memset(r, 0, sizeof *r);
@@ -791,6 +805,20 @@ static int parse_statement(parser *ps) {
     else if (tok_is(&ps->tok, "pair")) ps->p->pair_mode = 1;
     else return expected(ps, "'elem' or 'pair'");
     next(ps);
+    if (ps->p->pair_mode && tok_is(&ps->tok, "split")) {
+      /* half-split pairs: `split` alone pairs the halves of the row */
+      next(ps);
+      ps->p->pair_split = CODA_PAIR_SPLIT_ROW;
+      if (ps->tok.k == T_NUM) {
+        token st = ps->tok;
+        if (parse_columns(ps, &st, "a segment width", &ps->p->pair_split)) return -1;
+        if (ps->p->pair_split < 2 || ps->p->pair_split % 2)
+          return perr(ps, CODA_ERR_TYPE, st.line, st.col,
+                      "the split segment must be even and at least 2 (a pair is column k and k + S/2), found %d",
+                      ps->p->pair_split);
+        next(ps);
+      }
+    }
     return 0;
   }
   if (tok_is(&t, "input")) { next(ps); return parse_input(ps); }

@@ -333,7 +333,9 @@ char *ir_print_text(const struct coda_program_s *p) {
     goto done;
   }
 
-  if (p->pair_mode) coda_sb_printf(&b, "mode pair\n");
+  if (p->pair_mode && p->pair_split == CODA_PAIR_SPLIT_ROW) coda_sb_printf(&b, "mode pair split\n");
+  else if (p->pair_mode && p->pair_split) coda_sb_printf(&b, "mode pair split %d\n", p->pair_split);
+  else if (p->pair_mode) coda_sb_printf(&b, "mode pair\n");
   for (int i = 0; i < p->ninputs; i++) {
     const ir_input *in = &p->inputs[i];
     coda_sb_printf(&b, "input %s : %s %s%s\n", in->name, kind_word(in->kind), coda_dtype_name(in->dtype),
@@ -383,10 +385,10 @@ char *ir_print_text(const struct coda_program_s *p) {
       const ir_reduce *r = &p->reduces[st[s].idx];
       coda_reduce_kind k = r->kind;
       coda_sb_printf(&b, "reduce %s = %s(", r->name,
-                k == CODA_REDUCE_SEGSUM ? "rowsum" : ir_reduce_kind_name(k));
+                k == CODA_REDUCE_SEGSUM ? "rowsum" : k == CODA_REDUCE_SEGMAX ? "rowmax" : ir_reduce_kind_name(k));
       print_reg(&b, &pr, r->reg, 0);
       if (k == CODA_REDUCE_ROWPICK) coda_sb_printf(&b, ", %s)\n", p->inputs[r->index_input].name);
-      else if (k == CODA_REDUCE_SEGSUM) coda_sb_printf(&b, ") per %d\n", r->segment);
+      else if (ir_reduce_is_segmented(k)) coda_sb_printf(&b, ") per %d\n", r->segment);
       else coda_sb_printf(&b, ")\n");
     }
   }
@@ -425,6 +427,10 @@ static void list_reg(coda_strbuf *b, const struct coda_program_s *p, int r) {
 char *ir_print_listing(const struct coda_program_s *p) {
   coda_strbuf b = {0};
   coda_sb_printf(&b, "mode %s\n", p->pair_mode ? "pair" : "elem");
+  if (p->pair_mode && p->pair_split == CODA_PAIR_SPLIT_ROW) coda_sb_printf(&b, "pairs: split, columns k and k + N/2\n");
+  else if (p->pair_mode && p->pair_split)
+    coda_sb_printf(&b, "pairs: split per %d, columns s*%d + k and s*%d + k + %d\n", p->pair_split, p->pair_split,
+                   p->pair_split, p->pair_split / 2);
   coda_sb_printf(&b, "inputs (%d):\n", p->ninputs);
   for (int i = 0; i < p->ninputs; i++) {
     const ir_input *in = &p->inputs[i];
@@ -481,9 +487,11 @@ char *ir_print_listing(const struct coda_program_s *p) {
   coda_sb_printf(&b, "reductions (%d):\n", p->nreduces);
   for (int i = 0; i < p->nreduces; i++) {
     const ir_reduce *r = &p->reduces[i];
-    coda_sb_printf(&b, "  red%d %s = %s ", i, r->name, r->kind == CODA_REDUCE_SEGSUM ? "segsum" : ir_reduce_kind_name(r->kind));
+    coda_sb_printf(&b, "  red%d %s = %s ", i, r->name, r->kind == CODA_REDUCE_SEGSUM   ? "segsum"
+                                                     : r->kind == CODA_REDUCE_SEGMAX ? "segmax"
+                                                                                     : ir_reduce_kind_name(r->kind));
     list_reg(&b, p, r->reg);
-    if (r->kind == CODA_REDUCE_SEGSUM) coda_sb_printf(&b, " per %d", r->segment);
+    if (ir_reduce_is_segmented(r->kind)) coda_sb_printf(&b, " per %d", r->segment);
     if (r->kind == CODA_REDUCE_ROWPICK) coda_sb_printf(&b, " at in%d(%s)", r->index_input, p->inputs[r->index_input].name);
     coda_sb_printf(&b, "\n");
   }

@@ -100,6 +100,9 @@ static const char *lane_hint(int pair_mode) { return pair_mode ? " in pair mode"
 coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
   if (!p) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "program is NULL");
   if (p->pair_mode != 0 && p->pair_mode != 1) FAIL(0, 0, "mode must be elem (0) or pair (1)");
+  if (!p->pair_mode && p->pair_split) FAIL(0, 0, "half-split pairs need pair mode");
+  if (p->pair_split != 0 && p->pair_split != CODA_PAIR_SPLIT_ROW && (p->pair_split < 2 || p->pair_split % 2))
+    FAIL(0, 0, "the split segment must be even and at least 2, found %d", p->pair_split);
   if (p->ninstrs < 0 || p->ninstrs > CODA_MAX_INSTRS)
     FAIL(0, 0, "too many instructions (%d, at most %d)", p->ninstrs, CODA_MAX_INSTRS);
   if (p->ninputs < 0 || p->ninputs > CODA_MAX_INPUTS)
@@ -239,11 +242,11 @@ coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
   for (int i = 0; i < p->nreduces; i++) {
     const ir_reduce *r = &p->reduces[i];
     int L = r->line, C = r->col;
-    if ((int)r->kind < CODA_REDUCE_ROWSUM || (int)r->kind > CODA_REDUCE_ROWPICK)
+    if ((int)r->kind < CODA_REDUCE_ROWSUM || (int)r->kind > CODA_REDUCE_COLMAX)
       FAIL(L, C, "reduction '%s': unknown kind %d", r->name, (int)r->kind);
     if (r->reg < 0 || r->reg >= p->nregs) FAIL(L, C, "reduction '%s' reduces an unknown register", r->name);
-    if (r->kind == CODA_REDUCE_COLSUM && p->pair_mode)
-      FAIL(L, C, "reduction '%s': colsum is only allowed in elem mode", r->name);
+    if (ir_reduce_is_col(r->kind) && p->pair_mode)
+      FAIL(L, C, "reduction '%s': %s is only allowed in elem mode", r->name, ir_reduce_kind_name(r->kind));
     if (r->kind == CODA_REDUCE_ROWPICK) {
       if (p->pair_mode) FAIL(L, C, "reduction '%s': rowpick is only allowed in elem mode", r->name);
       if (r->index_input < 0 || r->index_input >= p->ninputs)
@@ -252,7 +255,7 @@ coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
       if (ix->kind != CODA_ARG_ROW || ix->dtype != CODA_I32)
         FAIL(L, C, "reduction '%s': the rowpick index '%s' must be a row i32 input", r->name, ix->name);
     }
-    if (r->kind == CODA_REDUCE_SEGSUM) {
+    if (ir_reduce_is_segmented(r->kind)) {
       if (r->segment <= 0) FAIL(L, C, "reduction '%s': segment must be > 0, found %d", r->name, r->segment);
       if (p->pair_mode && r->segment % 2)
         FAIL(L, C, "reduction '%s': segment must be even in pair mode, found %d", r->name, r->segment);
@@ -270,12 +273,13 @@ coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
     const ir_reduce *r = &p->reduces[f->reduce];
     coda_reduce_kind rk = r->kind;
     int sumlike = rk == CODA_REDUCE_ROWSUM || rk == CODA_REDUCE_SEGSUM || rk == CODA_REDUCE_COLSUM;
+    int maxlike = rk == CODA_REDUCE_ROWMAX || rk == CODA_REDUCE_SEGMAX || rk == CODA_REDUCE_COLMAX;
     int ok = (f->kind == CODA_FINISH_RSTD || f->kind == CODA_FINISH_SUM || f->kind == CODA_FINISH_MEAN)
                  ? sumlike
-                 : f->kind == CODA_FINISH_LSE ? rk == CODA_REDUCE_ROWLSE : rk == CODA_REDUCE_ROWMAX;
+                 : f->kind == CODA_FINISH_LSE ? rk == CODA_REDUCE_ROWLSE : maxlike;
     if (!ok) {
       const char *need = f->kind == CODA_FINISH_LSE   ? "a rowlse partial"
-                         : f->kind == CODA_FINISH_MAX ? "a rowmax partial"
+                         : f->kind == CODA_FINISH_MAX ? "a rowmax, segmented rowmax or colmax partial"
                                                       : "a rowsum, segmented rowsum or colsum partial";
       FAIL(L, C, "finisher '%s': %s needs %s, but '%s' is %s", f->name, fk, need, r->name,
            ir_reduce_kind_name(rk));

@@ -87,11 +87,14 @@ int coda_cmd_check(int argc, char **argv) {
   fputs(text ? coda_program_text(p) : coda_program_ir(p), stdout);
   /* valid, but not with every tiling: say where it will fail (the GPU's
    * tile_n is 128) */
+  /* the probe's N: 1024, or the next multiple of a half-split segment */
+  const int split = coda_program_pair_split(p);
+  const int64_t probe_n = split > 0 ? (1024 + split - 1) / split * split : 1024;
   for (int i = 0; i < coda_program_num_args(p); i++) {
     coda_arg_info a;
     int64_t r, c;
     if (coda_program_arg(p, i, &a) == CODA_OK &&
-        coda_program_arg_shape_ctx(ctx, p, a.name, 64, 1024, 64, 128, &r, &c) == CODA_ERR_SHAPE)
+        coda_program_arg_shape_ctx(ctx, p, a.name, 64, probe_n, 64, 128, &r, &c) == CODA_ERR_SHAPE)
       fprintf(stderr, "%s: note: valid, but it cannot run with the GPU's tiling: %s\n", label,
               coda_last_error(ctx));
   }

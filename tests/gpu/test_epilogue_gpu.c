@@ -99,6 +99,12 @@ static const char *const kPrims[][2] = {
     {"prim_rowsum_pair", EPI_TEST_ROWSUM_PAIR},
     /* erf, relu, pow, round_bf16, round_f16 */
     {"prim_round2_ops", EPI_TEST_ROUND2_OPS},
+    /* half-split pairs (N of the shapes rounded down to a multiple of S),
+     * colmax and rowmax per segment */
+    {"prim_split64", EPI_TEST_SPLIT64},
+    {"prim_split16", EPI_TEST_SPLIT16},
+    {"prim_maxima", EPI_TEST_MAXIMA},
+    {"prim_pair_segmax", EPI_TEST_PAIR_SEGMAX},
 };
 #define NPRIMS ((int)(sizeof kPrims / sizeof kPrims[0]))
 
@@ -693,9 +699,13 @@ int main(int argc, char **argv) {
     int bad = 0;
     /* the second shape has an odd N in elem mode (unaligned rows) */
     const int pair = ((const struct coda_program_s *)p)->pair_mode;
-    for (int ab = 0; ab < 2; ab++)
-      bad |= run_case(cpu, c64, gpu, program_name(i), p, ab ? CODA_F16 : CODA_BF16, shapes[ab][0],
-                      shapes[ab][1] - (ab == 1 && !pair), shapes[ab][2]);
+    const int split = coda_program_pair_split(p); /* N a multiple of the segment */
+    for (int ab = 0; ab < 2; ab++) {
+      int64_t n = shapes[ab][1] - (ab == 1 && !pair);
+      if (split > 0) n -= n % split;
+      bad |= run_case(cpu, c64, gpu, program_name(i), p, ab ? CODA_F16 : CODA_BF16, shapes[ab][0], n,
+                      shapes[ab][2]);
+    }
     /* the schedule the fused kernel ran (A N, B T, bf16); a program whose
      * only accumulated output is f32 must be all staged: pingpong (unless
      * the environment forces a schedule) */

@@ -39,13 +39,14 @@
 #undef CPU_REAL_IS_DOUBLE
 
 typedef struct thread_ws {
-  cpu_gemm_ws gemm;
-  int has_gemm;
+  cpu_gemm_ws gemm, gemm2; /* gemm2: the second columns of half-split pairs */
+  int has_gemm, has_gemm2;
   void *regs, *colbuf, *segbuf;
 } thread_ws;
 
 static void thread_ws_free(thread_ws *w) {
   if (w->has_gemm) cpu_gemm_ws_free(&w->gemm);
+  if (w->has_gemm2) cpu_gemm_ws_free(&w->gemm2);
   free(w->regs);
   free(w->colbuf);
   free(w->segbuf);
@@ -114,10 +115,16 @@ static coda_status run_job(coda_context ctx, const cpu_job *job) {
   size_t nregs = pg ? (size_t)(pg->nregs > 0 ? pg->nregs : 1) : 1;
   size_t regs_n = nregs * CPU_CHUNK > (size_t)tn ? nregs * CPU_CHUNK : (size_t)tn;
   size_t nred = pg && pg->nreduces > 0 ? (size_t)pg->nreduces : 1;
+  /* half-split pairs with segments wider than a tile: a tile in the first
+   * half of a segment also computes the tile S/2 to its right */
+  const int64_t split = pg ? ir_split_width(pg, N) : 0;
+  const int far = job->has_gemm && split > tn;
   int ok = 1;
   for (int t = 0; t < nth && ok; t++) {
     ws[t].has_gemm = job->has_gemm && cpu_gemm_ws_init(&ws[t].gemm, job->f64, tm, tn);
     if (job->has_gemm && !ws[t].has_gemm) ok = 0;
+    ws[t].has_gemm2 = far && cpu_gemm_ws_init(&ws[t].gemm2, job->f64, tm, tn);
+    if (far && !ws[t].has_gemm2) ok = 0;
     ws[t].regs = malloc(regs_n * es);
     ws[t].colbuf = malloc(nred * (size_t)tn * es);
     ws[t].segbuf = malloc(nred * (size_t)tn * es);
@@ -135,18 +142,22 @@ static coda_status run_job(coda_context ctx, const cpu_job *job) {
     int64_t ti = t / tiles_n, tj = t % tiles_n;
     int64_t r0 = ti * tm, c0 = tj * tn;
     int mt = (int)(M - r0 < tm ? M - r0 : tm), nt = (int)(N - c0 < tn ? N - c0 : tn);
-    const void *acc = NULL;
+    const void *acc = NULL, *acc2 = NULL;
     int64_t ldacc = 0;
     if (job->has_gemm) {
       cpu_gemm_tile(&job->gemm, &w->gemm, r0, mt, c0, nt);
       acc = w->gemm.acc;
       ldacc = w->gemm.ldacc;
+      if (far && c0 % split < split / 2) {
+        cpu_gemm_tile(&job->gemm, &w->gemm2, r0, mt, c0 + split / 2, nt);
+        acc2 = w->gemm2.acc;
+      }
     }
     if (job->f64)
-      run_tile_f64(job, (const double *)acc, ldacc, r0, mt, c0, nt, ti, tj,
+      run_tile_f64(job, (const double *)acc, (const double *)acc2, ldacc, r0, mt, c0, nt, ti, tj,
                    (double *)w->regs, (double *)w->colbuf, (double *)w->segbuf);
     else
-      run_tile_f32(job, (const float *)acc, ldacc, r0, mt, c0, nt, ti, tj,
+      run_tile_f32(job, (const float *)acc, (const float *)acc2, ldacc, r0, mt, c0, nt, ti, tj,
                    (float *)w->regs, (float *)w->colbuf, (float *)w->segbuf);
   }
 

@@ -141,9 +141,14 @@ static inline void CAT(dgeglu, SFX)(REAL g, REAL u, REAL dy, REAL *dg, REAL *du)
 }
 
 /* Runs the instructions of a program on cnt iteration points of row m,
- * points p0 .. p0+cnt-1 (columns in elem mode, pairs in pair mode). */
+ * points p0 .. p0+cnt-1 (columns in elem mode, pairs in pair mode).
+ * Half-split pairs (h = S/2 > 0): the chunk lies in one half of a segment,
+ * so its points' first columns are lo0 .. lo0+cnt-1 and their second ones
+ * h further; acc_hi is the accumulator row at the second columns, indexed
+ * like acc_row (column - c0). */
 static void CAT(eval_chunk, SFX)(const cpu_job *job, REAL *regs, const REAL *acc_row,
-                                 int64_t c0, int64_t m, int64_t p0, int cnt) {
+                                 const REAL *acc_hi, int64_t c0, int64_t m, int64_t p0, int cnt,
+                                 int64_t lo0, int64_t h) {
   const struct coda_program_s *pg = job->prog;
   const int pair = pg->pair_mode;
   for (int ii = 0; ii < pg->ninstrs; ii++) {
@@ -158,6 +163,9 @@ static void CAT(eval_chunk, SFX)(const cpu_job *job, REAL *regs, const REAL *acc
         for (int i = 0; i < cnt; i++) d[i] = 0;
       } else if (!pair) {
         for (int i = 0; i < cnt; i++) d[i] = acc_row[p0 - c0 + i];
+      } else if (h) {
+        const REAL *src = in->lane == CODA_LANE_ODD ? acc_hi : acc_row;
+        for (int i = 0; i < cnt; i++) d[i] = src[lo0 - c0 + i];
       } else {
         int odd = in->lane == CODA_LANE_ODD;
         for (int i = 0; i < cnt; i++) d[i] = acc_row[2 * (p0 + i) - c0 + odd];
@@ -167,7 +175,7 @@ static void CAT(eval_chunk, SFX)(const cpu_job *job, REAL *regs, const REAL *acc
       for (int i = 0; i < cnt; i++) d[i] = (REAL)m;
       break;
     case IR_COL:
-      for (int i = 0; i < cnt; i++) d[i] = (REAL)(pair ? 2 * (p0 + i) : p0 + i);
+      for (int i = 0; i < cnt; i++) d[i] = (REAL)(h ? lo0 + i : pair ? 2 * (p0 + i) : p0 + i);
       break;
     case IR_READ: {
       const ir_input *ip = &pg->inputs[in->input];
@@ -188,12 +196,15 @@ static void CAT(eval_chunk, SFX)(const cpu_job *job, REAL *regs, const REAL *acc
       } break;
       case CODA_ARG_COL: {
         int64_t vs = cpu_vec_stride(t);
-        if (pair) CAT(load, SFX)(d, t, (2 * p0 + odd) * vs, 2 * vs, cnt);
+        if (h) CAT(load, SFX)(d, t, (lo0 + odd * h) * vs, vs, cnt);
+        else if (pair) CAT(load, SFX)(d, t, (2 * p0 + odd) * vs, 2 * vs, cnt);
         else CAT(load, SFX)(d, t, p0 * vs, vs, cnt);
       } break;
       default: /* tile */
         if (ip->width == CODA_WIDTH_HALF || (!pair && ip->width == CODA_WIDTH_FULL))
           CAT(load, SFX)(d, t, m * t->ld + p0, 1, cnt);
+        else if (h)
+          CAT(load, SFX)(d, t, m * t->ld + lo0 + odd * h, 1, cnt);
         else
           CAT(load, SFX)(d, t, m * t->ld + 2 * p0 + odd, 2, cnt);
         break;
@@ -244,8 +255,10 @@ static void CAT(eval_chunk, SFX)(const cpu_job *job, REAL *regs, const REAL *acc
 
 /* Runs the program (or the plain store) on one tile: rows r0..r0+mt-1,
  * columns c0..c0+nt-1, tile indices (ti, tj). acc is the tile's
- * accumulator (NULL for coda_map). */
-static void CAT(run_tile, SFX)(const cpu_job *job, const REAL *acc, int64_t ldacc,
+ * accumulator (NULL for coda_map); acc2, for half-split pairs whose
+ * segment is wider than tile_n, the accumulator of columns c0 + S/2 ..
+ * (same pitch), else NULL. */
+static void CAT(run_tile, SFX)(const cpu_job *job, const REAL *acc, const REAL *acc2, int64_t ldacc,
                                int64_t r0, int mt, int64_t c0, int nt, int64_t ti,
                                int64_t tj, REAL *regs, REAL *colbuf, REAL *segbuf) {
   const struct coda_program_s *pg = job->prog;
@@ -259,14 +272,28 @@ static void CAT(run_tile, SFX)(const cpu_job *job, const REAL *acc, int64_t ldac
     return;
   }
   const int pair = pg->pair_mode;
-  const int64_t pbeg = pair ? c0 / 2 : c0, pend = pair ? (c0 + nt) / 2 : c0 + nt;
+  int64_t pbeg = pair ? c0 / 2 : c0, pend = pair ? (c0 + nt) / 2 : c0 + nt;
   const int tile_n = job->tile_n;
+  /* half-split pairs: pair j is columns lo(j) = (j / h) S + j % h and
+   * lo(j) + h; the tile's points are the pairs whose first column it
+   * holds: with S <= tile_n whole segments (the pairs c0/2 .. as for
+   * adjacent pairs), with S > tile_n a tile in a first half (S/2 is a
+   * multiple of tile_n) or none */
+  const int64_t S = ir_split_width(pg, job->N), h = S / 2;
+  if (S > tile_n) {
+    const int64_t off = c0 % S;
+    pbeg = off < h ? c0 / S * h + off : 0;
+    pend = off < h ? pbeg + nt : 0;
+  }
   for (int q = 0; q < pg->nreduces; q++)
-    if (pg->reduces[q].kind == CODA_REDUCE_COLSUM)
-      for (int j = 0; j < nt; j++) colbuf[(int64_t)q * tile_n + j] = 0;
+    if (ir_reduce_is_col(pg->reduces[q].kind)) {
+      const REAL init = pg->reduces[q].kind == CODA_REDUCE_COLMAX ? -(REAL)INFINITY : 0;
+      for (int j = 0; j < nt; j++) colbuf[(int64_t)q * tile_n + j] = init;
+    }
   for (int r = 0; r < mt; r++) {
     const int64_t m = r0 + r;
     const REAL *acc_row = acc ? acc + r * ldacc : NULL;
+    const REAL *acc_hi = !acc || !h ? NULL : acc2 ? acc2 + r * ldacc : acc_row + h;
     REAL rsum[CODA_MAX_REDUCES], rmax[CODA_MAX_REDUCES];
     int64_t pick[CODA_MAX_REDUCES];
     for (int q = 0; q < pg->nreduces; q++) {
@@ -274,22 +301,34 @@ static void CAT(run_tile, SFX)(const cpu_job *job, const REAL *acc, int64_t ldac
       rsum[q] = 0;
       rmax[q] = -(REAL)INFINITY;
       pick[q] = -1;
-      if (rd->kind == CODA_REDUCE_SEGSUM)
-        for (int j = 0; j < nt; j++) segbuf[(int64_t)q * tile_n + j] = 0;
+      if (ir_reduce_is_segmented(rd->kind)) {
+        const REAL init = rd->kind == CODA_REDUCE_SEGMAX ? -(REAL)INFINITY : 0;
+        for (int j = 0; j < nt; j++) segbuf[(int64_t)q * tile_n + j] = init;
+      }
       if (rd->kind == CODA_REDUCE_ROWPICK) {
         const coda_tensor *it = job->inputs[rd->index_input];
         double k = coda_load(it, m, 0); /* a row input is (M, 1) */
         pick[q] = (k >= 0 && k < (double)job->N) ? (int64_t)k : -1;
       }
     }
-    for (int64_t p0 = pbeg; p0 < pend; p0 += CPU_CHUNK) {
-      int cnt = (int)(pend - p0 < CPU_CHUNK ? pend - p0 : CPU_CHUNK);
-      CAT(eval_chunk, SFX)(job, regs, acc_row, c0, m, p0, cnt);
+    int cnt = 0;
+    for (int64_t p0 = pbeg; p0 < pend; p0 += cnt) {
+      cnt = (int)(pend - p0 < CPU_CHUNK ? pend - p0 : CPU_CHUNK);
+      int64_t lo0 = 0;
+      if (h) { /* a chunk stays inside one half of a segment */
+        if (h - p0 % h < cnt) cnt = (int)(h - p0 % h);
+        lo0 = p0 / h * S + p0 % h;
+      }
+      CAT(eval_chunk, SFX)(job, regs, acc_row, acc_hi, c0, m, p0, cnt, lo0, h);
       for (int o = 0; o < pg->noutputs; o++) {
         const ir_output *op = &pg->outputs[o];
         const coda_tensor *t = job->outputs[o];
         const REAL *ve = regs + (int64_t)op->reg_even * CPU_CHUNK;
-        if (op->reg_odd >= 0) {
+        if (op->reg_odd >= 0 && h) {
+          const REAL *vo = regs + (int64_t)op->reg_odd * CPU_CHUNK;
+          CAT(store, SFX)(t, m * t->ld + lo0, 1, ve, cnt, op->accumulate);
+          CAT(store, SFX)(t, m * t->ld + lo0 + h, 1, vo, cnt, op->accumulate);
+        } else if (op->reg_odd >= 0) {
           const REAL *vo = regs + (int64_t)op->reg_odd * CPU_CHUNK;
           CAT(store, SFX)(t, m * t->ld + 2 * p0, 2, ve, cnt, op->accumulate);
           CAT(store, SFX)(t, m * t->ld + 2 * p0 + 1, 2, vo, cnt, op->accumulate);
@@ -323,11 +362,22 @@ static void CAT(run_tile, SFX)(const cpu_job *job, const REAL *acc, int64_t ldac
         case CODA_REDUCE_COLSUM:
           for (int i = 0; i < cnt; i++) colbuf[(int64_t)q * tile_n + (p0 - c0) + i] += v[i];
           break;
-        case CODA_REDUCE_SEGSUM: {
-          int64_t g = rd->segment < tile_n ? rd->segment : tile_n;
+        case CODA_REDUCE_COLMAX:
           for (int i = 0; i < cnt; i++) {
-            int64_t col = pair ? 2 * (p0 + i) : p0 + i;
-            segbuf[(int64_t)q * tile_n + (col - c0) / g] += v[i];
+            REAL *c = &colbuf[(int64_t)q * tile_n + (p0 - c0) + i];
+            *c = v[i] > *c ? v[i] : *c;
+          }
+          break;
+        case CODA_REDUCE_SEGSUM:
+        case CODA_REDUCE_SEGMAX: {
+          /* the segment of a pair is that of its first column */
+          int64_t g = rd->segment < tile_n ? rd->segment : tile_n;
+          const int mx = rd->kind == CODA_REDUCE_SEGMAX;
+          for (int i = 0; i < cnt; i++) {
+            int64_t col = h ? lo0 + i : pair ? 2 * (p0 + i) : p0 + i;
+            REAL *sb = &segbuf[(int64_t)q * tile_n + (col - c0) / g];
+            if (mx) *sb = v[i] > *sb ? v[i] : *sb;
+            else *sb += v[i];
           }
         } break;
         case CODA_REDUCE_ROWPICK: {
@@ -349,7 +399,8 @@ static void CAT(run_tile, SFX)(const cpu_job *job, const REAL *acc, int64_t ldac
         if (l != -(REAL)INFINITY && l != (REAL)INFINITY) l += RF(log)(rsum[q]);
         CAT(store1, SFX)(P, m * P->ld + tj, l);
       } break;
-      case CODA_REDUCE_SEGSUM: {
+      case CODA_REDUCE_SEGSUM:
+      case CODA_REDUCE_SEGMAX: {
         int64_t g = rd->segment < tile_n ? rd->segment : tile_n;
         int64_t nint = (nt + g - 1) / g;
         for (int64_t s = 0; s < nint; s++)
@@ -367,7 +418,7 @@ static void CAT(run_tile, SFX)(const cpu_job *job, const REAL *acc, int64_t ldac
     }
   }
   for (int q = 0; q < pg->nreduces; q++)
-    if (pg->reduces[q].kind == CODA_REDUCE_COLSUM) {
+    if (ir_reduce_is_col(pg->reduces[q].kind)) {
       const coda_tensor *P = job->partials[q];
       CAT(store, SFX)(P, ti * P->ld + c0, 1, colbuf + (int64_t)q * tile_n, nt, 0);
     }

@@ -114,13 +114,35 @@ coda_status coda_epi_supported(coda_context ctx, coda_program pg) {
       return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
                        "output '%s' is %s: the GPU stores bf16, f16 or f32 outputs",
                        p->outputs[i].name, coda_dtype_name(p->outputs[i].dtype));
+  if (p->pair_mode && p->pair_split) {
+    /* a thread holds columns c, c + 1 of the pairs j = 0 .. BN/8 - 1 at
+     * c = col0 + 8j: columns k and k + S/2 of a segment are then the same
+     * thread's when S/2 is a multiple of 8 and the tile holds whole segments */
+    const int S = p->pair_split;
+    if (S == CODA_PAIR_SPLIT_ROW || S % 16 != 0 || CODA_EPI_BN % S != 0) {
+      char seg[24] = "";
+      if (S != CODA_PAIR_SPLIT_ROW) snprintf(seg, sizeof seg, " %d", S);
+      return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                       "mode pair split%s: the GPU epilogue pairs columns within one %d-column tile, "
+                       "so it needs a segment S with S %% 16 == 0 and %d %% S == 0 (16, 32, 64 or 128: "
+                       "a head size); halves of the whole row ([gate | up]) run on the CPU only, or "
+                       "interleave the weight's columns and use mode pair",
+                       seg, CODA_EPI_BN, CODA_EPI_BN);
+    }
+    for (int i = 0; i < p->nreduces; i++)
+      if (ir_reduce_is_segmented(p->reduces[i].kind) && p->reduces[i].segment < 8)
+        return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                         "reduction '%s': with half-split pairs the GPU epilogue takes segments of 8 "
+                         "columns or more, found %d",
+                         p->reduces[i].name, p->reduces[i].segment);
+  }
   int ncol = 0;
-  for (int i = 0; i < p->nreduces; i++) ncol += p->reduces[i].kind == CODA_REDUCE_COLSUM;
+  for (int i = 0; i < p->nreduces; i++) ncol += ir_reduce_is_col(p->reduces[i].kind);
   /* 4 warps x BN floats per colsum in the 64 x 40-float scratch. */
   const long cap = scratch_bytes() / (4 * 4 * CODA_EPI_BN);
   if (ncol > cap)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
-                     "the program has %d colsum reductions; the GPU epilogue stages at most %ld "
+                     "the program has %d colsum/colmax reductions; the GPU epilogue stages at most %ld "
                      "at once in shared memory",
                      ncol, cap);
   if (p->ninputs + p->noutputs + p->nreduces > CODA_EPI_MAX_ARGS)
@@ -188,6 +210,7 @@ static void plan_functor(gen *g, const struct coda_program_s *p, coda_strbuf *b,
   g->p = p;
   g->b = b;
   g->pair = p->pair_mode;
+  g->split = p->pair_mode ? p->pair_split : 0;
   g->arg_out0 = p->ninputs;
   g->arg_red0 = p->ninputs + p->noutputs;
   g->scratch = scratch;
@@ -215,8 +238,8 @@ static void plan_functor(gen *g, const struct coda_program_s *p, coda_strbuf *b,
 static void emit_head(gen *g) {
   const struct coda_program_s *p = g->p;
   coda_strbuf *b = g->b;
-  coda_sb_printf(b, "/* program (%s mode): %d instructions, %d inputs, %d outputs, %d reductions */\n",
-            g->pair ? "pair" : "elem", p->ninstrs, p->ninputs, p->noutputs, p->nreduces);
+  coda_sb_printf(b, "/* program (%s mode%s): %d instructions, %d inputs, %d outputs, %d reductions */\n",
+            g->pair ? "pair" : "elem", g->split ? ", half-split pairs" : "", p->ninstrs, p->ninputs, p->noutputs, p->nreduces);
   coda_sb_printf(b, "/* arguments:");
   for (int k = 0; k < p->ninputs; k++)
     coda_sb_printf(b, " %d=%s(%s %s%s)", k, p->inputs[k].name, g->in_em[k]->name,
@@ -327,6 +350,9 @@ static void emit_chunk(gen *g) {
   coda_sb_printf(b, "#pragma unroll\n      for (int jj = 0; jj < %d; ++jj) {\n", EPI_JC);
   coda_sb_printf(b, "        const int c = f.col0 + 8 * (jc + jj);\n");
   coda_sb_printf(b, "        const bool cok0 = c < N, cok1 = c + 1 < N;\n");
+  /* half-split pairs: the loads of a point's two column pairs are made at
+   * its first one (a compile-time test once unrolled) */
+  if (g->split) coda_sb_printf(b, "        if (((jc + jj) / %d) %% 2 == 0) {\n", g->split / 16);
   visit_all(g, EPI_PAIR_LOAD);
   coda_sb_printf(b, "#pragma unroll\n        for (int h = 0; h < 2; ++h) {\n");
   coda_sb_printf(b, "          const int r = f.row0 + 8 * h;\n");
@@ -334,24 +360,30 @@ static void emit_chunk(gen *g) {
   coda_sb_printf(b, "          const long long ro = (long long)r;\n          (void)ro; (void)ok1;\n");
   visit_all(g, EPI_HALF_LOAD);
   coda_sb_printf(b, "        }\n      }\n");
+  if (g->split) coda_sb_printf(b, "      }\n");
   visit_all(g, EPI_FOLD_DECL);
   coda_sb_printf(b, "#pragma unroll\n    for (int jj = 0; jj < %d; ++jj) {\n", EPI_JC);
   coda_sb_printf(b, "      const int j = jc + jj;\n");
   coda_sb_printf(b, "      const int c = f.col0 + 8 * j;\n");
   coda_sb_printf(b, "      const bool cok0 = c < N, cok1 = c + 1 < N;\n");
-  visit_all(g, EPI_GROUP);
+  /* half-split pairs: the points are computed at their first column pair;
+   * the segment ends (EPI_FLUSH) are visited at every pair */
+  if (g->split) coda_sb_printf(b, "      const bool lo_ = (j / %d) %% 2 == 0; (void)lo_;\n", g->split / 16);
+  visit_all(g, EPI_GROUP); /* (the buffers of skipped pairs are zero-initialized) */
   coda_sb_printf(b, "#pragma unroll\n      for (int h = 0; h < 2; ++h) {\n");
   coda_sb_printf(b, "        const int r = f.row0 + 8 * h;\n");
   coda_sb_printf(b, "        const int i0 = 4 * j + 2 * h;\n");
   coda_sb_printf(b, "        const bool ok0 = r < M && cok0, ok1 = r < M && cok1;\n");
   coda_sb_printf(b, "        const long long ro = (long long)r;\n        (void)ro; (void)i0;\n");
+  if (g->split) coda_sb_printf(b, "        if (lo_) {\n");
   visit_all(g, EPI_HALF);
-  if (g->pair) coda_sb_printf(b, "        {\n          const int e = 0; const bool ok = ok0; (void)e;\n");
+  if (g->pair && !g->split) coda_sb_printf(b, "        {\n          const int e = 0; const bool ok = ok0; (void)e;\n");
   else coda_sb_printf(b, "#pragma unroll\n        for (int e = 0; e < 2; ++e) {\n          const bool ok = e ? ok1 : ok0;\n");
   epi_emit_point_instrs(g);
   visit_all(g, EPI_POINT);
   coda_sb_printf(b, "        }\n");
   visit_all(g, EPI_STORE);
+  if (g->split) coda_sb_printf(b, "        }\n");
   visit_all(g, EPI_FLUSH);
   coda_sb_printf(b, "      }\n"); /* h */
   visit_all(g, EPI_GROUP_END);

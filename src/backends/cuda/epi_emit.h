@@ -93,6 +93,11 @@ typedef struct gen {
   const struct coda_program_s *p;
   coda_strbuf *b;
   int pair;
+  /* half-split pairs (mode pair split S): S, else 0. A point is then two
+   * values of the group of its first column pair j (j / (S/16) even) and
+   * two of the pair j + S/16 (8 * S/16 = S/2 columns on); the points are
+   * those of elem mode, e = 0, 1 */
+  int split;
   int arg_out0, arg_red0;
   /* per register (plan_hoist): hoist = math computed once per fragment
    * row before the loops; pre = computed there (hoisted math and the

@@ -63,7 +63,12 @@ static void col_begin(gen *g, int k) {
                  k, k, k, k, epi_dt_size(g->p->inputs[k].dtype));
 }
 
-static void col_chunk_decl(gen *g, int k) { coda_sb_printf(g->b, "      float2 cvb%d[%d];\n", k, EPI_JC); }
+static void col_chunk_decl(gen *g, int k) {
+  if (g->split) /* the second pairs' entries are read, not used: zeros */
+    coda_sb_printf(g->b, "      float2 cvb%d[%d] = {}, cwb%d[%d] = {}; /* cwb: the pairs S/2 columns on */\n", k, EPI_JC,
+                   k, EPI_JC);
+  else coda_sb_printf(g->b, "      float2 cvb%d[%d];\n", k, EPI_JC);
+}
 
 static void col_pair_load(gen *g, int k) {
   const ir_input *in = &g->p->inputs[k];
@@ -71,19 +76,35 @@ static void col_pair_load(gen *g, int k) {
                  "                    : coda_epi::ld2<%d>(p.ptr[%d], (long long)c * p.ld[%d], p.ld[%d], cok0, cok1, p.flags[%d] & 1);\n",
                  k, k, epi_dt_code(in->dtype), k, 8 * epi_dt_size(in->dtype), epi_dt_code(in->dtype), k, k,
                  k, k);
+  if (g->split)
+    coda_sb_printf(g->b, "        cwb%d[jj] = cf%d ? coda_epi::ldv2<%d>(cp%d + %d * (jc + jj) + %d)\n"
+                   "                    : coda_epi::ld2<%d>(p.ptr[%d], (long long)(c + %d) * p.ld[%d], p.ld[%d], cok0, cok1, p.flags[%d] & 1);\n",
+                   k, k, epi_dt_code(in->dtype), k, 8 * epi_dt_size(in->dtype), g->split / 2 * epi_dt_size(in->dtype),
+                   epi_dt_code(in->dtype), k, g->split / 2, k, k, k);
 }
 
-static void col_group(gen *g, int k) { coda_sb_printf(g->b, "      const float2 cv%d = cvb%d[jj];\n", k, k); }
+static void col_group(gen *g, int k) {
+  coda_sb_printf(g->b, "      const float2 cv%d = cvb%d[jj];\n", k, k);
+  if (g->split) coda_sb_printf(g->b, "      const float2 cw%d = cwb%d[jj];\n", k, k);
+}
 
 static void col_read(gen *g, int k, coda_lane lane) {
-  if (g->pair) coda_sb_printf(g->b, "cv%d.%c", k, lane == CODA_LANE_ODD ? 'y' : 'x');
+  if (g->split) coda_sb_printf(g->b, lane == CODA_LANE_ODD ? "(e ? cw%d.y : cw%d.x)" : "(e ? cv%d.y : cv%d.x)", k, k);
+  else if (g->pair) coda_sb_printf(g->b, "cv%d.%c", k, lane == CODA_LANE_ODD ? 'y' : 'x');
   else coda_sb_printf(g->b, "(e ? cv%d.y : cv%d.x)", k, k);
 }
 
 /* ------------------------------------------------------------ tile input */
 
-static const char *tile_type(coda_width w) {
-  return w == CODA_WIDTH_HALF ? "float" : w == CODA_WIDTH_X2 ? "float4" : "float2";
+/* half: one value per point, two points per group with half-split pairs */
+static const char *tile_type(const gen *g, coda_width w) {
+  return w == CODA_WIDTH_HALF ? (g->split ? "float2" : "float") : w == CODA_WIDTH_X2 ? "float4" : "float2";
+}
+
+/* The index of a half-width view at column c of a half-split point: the
+ * pair's number (c / S) (S/2) + c % S, even for even c. */
+static void split_half_index(gen *g, char *out, size_t n) {
+  snprintf(out, n, "(c / %d) * %d + c %% %d", g->split, g->split / 2, g->split);
 }
 
 static void tile_stage_decl(gen *g, int k) {
@@ -91,7 +112,9 @@ static void tile_stage_decl(gen *g, int k) {
 }
 
 static void tile_chunk_decl(gen *g, int k) {
-  coda_sb_printf(g->b, "      %s tvb%d[%d][2];\n", tile_type(g->p->inputs[k].width), k, EPI_JC);
+  coda_sb_printf(g->b, "      %s tvb%d[%d][2];\n", tile_type(g, g->p->inputs[k].width), k, EPI_JC);
+  if (g->split && g->p->inputs[k].width == CODA_WIDTH_FULL)
+    coda_sb_printf(g->b, "      float2 twb%d[%d][2]; /* the pairs S/2 columns on */\n", k, EPI_JC);
 }
 
 static void tile_half_load(gen *g, int k) {
@@ -109,6 +132,20 @@ static void tile_half_load(gen *g, int k) {
               8 * sp->in_rb[k], sp->in_rb[k], epi_dt_size(in->dtype), epi_view_byte(in->width));
     return;
   }
+  if (g->split) { /* staging is off with half-split pairs */
+    if (in->width == CODA_WIDTH_HALF) {
+      char hx[64];
+      split_half_index(g, hx, sizeof hx);
+      coda_sb_printf(b, "          tvb%d[jj][h] = coda_epi::ld2<%d>(p.ptr[%d], ro * p.ld[%d] + %s, 1, ok0, ok1, p.flags[%d] & 1);\n",
+                     k, dt, k, k, hx, k);
+    } else {
+      coda_sb_printf(b, "          tvb%d[jj][h] = coda_epi::ld2<%d>(p.ptr[%d], ro * p.ld[%d] + c, 1, ok0, ok1, p.flags[%d] & 1);\n",
+                     k, dt, k, k, k);
+      coda_sb_printf(b, "          twb%d[jj][h] = coda_epi::ld2<%d>(p.ptr[%d], ro * p.ld[%d] + c + %d, 1, ok0, ok1, p.flags[%d] & 1);\n",
+                     k, dt, k, k, g->split / 2, k);
+    }
+    return;
+  }
   if (in->width == CODA_WIDTH_HALF)
     coda_sb_printf(b, "          tvb%d[jj][h] = ok0 ? coda_epi::ld1<%d>(p.ptr[%d], ro * p.ld[%d] + c / 2) : 0.0f;\n",
               k, dt, k, k);
@@ -122,15 +159,18 @@ static void tile_half_load(gen *g, int k) {
 
 static void tile_half(gen *g, int k) {
   const coda_width w = g->p->inputs[k].width;
-  coda_sb_printf(g->b, "        const %s %s%d = tvb%d[jj][h];\n", tile_type(w), w == CODA_WIDTH_HALF ? "th" : "tv",
+  coda_sb_printf(g->b, "        const %s %s%d = tvb%d[jj][h];\n", tile_type(g, w), w == CODA_WIDTH_HALF ? "th" : "tv",
                  k, k);
+  if (g->split && w == CODA_WIDTH_FULL) coda_sb_printf(g->b, "        const float2 tw%d = twb%d[jj][h];\n", k, k);
 }
 
 static void tile_read(gen *g, int k, coda_lane lane) {
   const ir_input *in = &g->p->inputs[k];
   coda_strbuf *b = g->b;
   int odd = lane == CODA_LANE_ODD;
-  if (in->width == CODA_WIDTH_HALF) coda_sb_printf(b, "th%d", k);
+  if (g->split && in->width == CODA_WIDTH_HALF) coda_sb_printf(b, "(e ? th%d.y : th%d.x)", k, k);
+  else if (g->split) coda_sb_printf(b, odd ? "(e ? tw%d.y : tw%d.x)" : "(e ? tv%d.y : tv%d.x)", k, k);
+  else if (in->width == CODA_WIDTH_HALF) coda_sb_printf(b, "th%d", k);
   else if (in->width == CODA_WIDTH_X2) /* elem mode only */
     coda_sb_printf(b, odd ? "(e ? tv%d.w : tv%d.y)" : "(e ? tv%d.z : tv%d.x)", k, k);
   else if (g->pair) coda_sb_printf(b, "tv%d.%c", k, odd ? 'y' : 'x');
@@ -199,7 +239,19 @@ static void out_store(gen *g, int o) {
     else coda_sb_printf(b, "ov%d[0], ov%d[1]);\n", o, o);
     return;
   }
-  if (pair) {
+  if (g->split) { /* two points: first columns c, c + 1 and the second ones S/2 on */
+    if (op->width == CODA_WIDTH_HALF) {
+      char hx[64];
+      split_half_index(g, hx, sizeof hx);
+      coda_sb_printf(b, "        coda_epi::st2<%d, %s>((void *)p.ptr[%d], ro * p.ld[%d] + %s, ok0, ok1, p.flags[%d] & 1, ov%d[0], ov%d[1]);\n",
+                     dt, acc, k, k, hx, k, o, o);
+    } else {
+      coda_sb_printf(b, "        coda_epi::st2<%d, %s>((void *)p.ptr[%d], ro * p.ld[%d] + c, ok0, ok1, p.flags[%d] & 1, ov%d[0], ov%d[1]);\n",
+                     dt, acc, k, k, k, o, o);
+      coda_sb_printf(b, "        coda_epi::st2<%d, %s>((void *)p.ptr[%d], ro * p.ld[%d] + c + %d, ok0, ok1, p.flags[%d] & 1, ow%d[0], ow%d[1]);\n",
+                     dt, acc, k, k, g->split / 2, k, o, o);
+    }
+  } else if (pair) {
     if (op->width == CODA_WIDTH_HALF)
       coda_sb_printf(b, "        if (ok0) coda_epi::st1<%d, %s>((void *)p.ptr[%d], ro * p.ld[%d] + c / 2, ov%d[0]);\n",
                 dt, acc, k, k, o);

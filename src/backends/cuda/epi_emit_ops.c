@@ -29,12 +29,15 @@ void epi_emit_instr(gen *g, const ir_instr *in) {
     coda_sb_printf(b, ";\n");
     return;
   case IR_ACC:
-    if (g->pair) coda_sb_printf(b, "      const float r%d = f.v[i0 + %d];\n", in->dst, in->lane == CODA_LANE_ODD);
+    if (g->split) /* the second column is S/2 = 8 (S/16) columns on: 4 (S/16) values */
+      coda_sb_printf(b, "      const float r%d = f.v[i0 + e + %d];\n", in->dst,
+                     in->lane == CODA_LANE_ODD ? 4 * (g->split / 16) : 0);
+    else if (g->pair) coda_sb_printf(b, "      const float r%d = f.v[i0 + %d];\n", in->dst, in->lane == CODA_LANE_ODD);
     else coda_sb_printf(b, "      const float r%d = f.v[i0 + e];\n", in->dst);
     return;
   case IR_ROW: coda_sb_printf(b, "      const float r%d = (float)r;\n", in->dst); return;
   case IR_COL:
-    coda_sb_printf(b, "      const float r%d = (float)(%s);\n", in->dst, g->pair ? "c" : "c + e");
+    coda_sb_printf(b, "      const float r%d = (float)(%s);\n", in->dst, g->pair && !g->split ? "c" : "c + e");
     return;
   case IR_READ:
     coda_sb_printf(b, "      const float r%d = ", in->dst);

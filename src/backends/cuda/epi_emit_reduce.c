@@ -16,7 +16,7 @@
 #include <stdio.h>
 
 int epi_seg_width(const ir_reduce *r) {
-  if (r->kind == CODA_REDUCE_SEGSUM) return r->segment < CODA_EPI_BN ? r->segment : CODA_EPI_BN;
+  if (ir_reduce_is_segmented(r->kind)) return r->segment < CODA_EPI_BN ? r->segment : CODA_EPI_BN;
   return CODA_EPI_BN;
 }
 
@@ -26,7 +26,8 @@ int epi_is_row_fold(const ir_reduce *r) {
   case CODA_REDUCE_ROWSUM:
   case CODA_REDUCE_ROWMAX:
   case CODA_REDUCE_ROWLSE: return 1;
-  case CODA_REDUCE_SEGSUM: return epi_seg_width(r) >= 8;
+  case CODA_REDUCE_SEGSUM:
+  case CODA_REDUCE_SEGMAX: return epi_seg_width(r) >= 8;
   default: return 0;
   }
 }
@@ -40,6 +41,7 @@ static void emit_row_flush(gen *g, int q, const char *colexpr, const char *cond,
   coda_sb_printf(b, "%s{\n", indent);
   switch (r->kind) {
   case CODA_REDUCE_ROWMAX:
+  case CODA_REDUCE_SEGMAX:
     coda_sb_printf(b, "%s  float v_ = ra%d[h], o_;\n", indent, q);
     coda_sb_printf(b, "%s  o_ = coda_epi::shx(v_, 1); v_ = o_ > v_ ? o_ : v_;\n", indent);
     coda_sb_printf(b, "%s  o_ = coda_epi::shx(v_, 2); v_ = o_ > v_ ? o_ : v_;\n", indent);
@@ -63,7 +65,7 @@ static void emit_row_flush(gen *g, int q, const char *colexpr, const char *cond,
 
 static void emit_row_reset(gen *g, int q, const char *indent) {
   const ir_reduce *r = &g->p->reduces[q];
-  if (r->kind == CODA_REDUCE_ROWMAX || r->kind == CODA_REDUCE_ROWLSE)
+  if (r->kind == CODA_REDUCE_ROWMAX || r->kind == CODA_REDUCE_SEGMAX || r->kind == CODA_REDUCE_ROWLSE)
     coda_sb_printf(g->b, "%sra%d[h] = -CODA_INF;\n", indent, q);
   else
     coda_sb_printf(g->b, "%sra%d[h] = 0.0f;\n", indent, q);
@@ -73,7 +75,7 @@ static void emit_row_reset(gen *g, int q, const char *indent) {
 /* The scratch slot of colsum reduction q: colsums before it. */
 static int colsum_slot(const gen *g, int q) {
   int s = 0;
-  for (int i = 0; i < q; i++) s += g->p->reduces[i].kind == CODA_REDUCE_COLSUM;
+  for (int i = 0; i < q; i++) s += ir_reduce_is_col(g->p->reduces[i].kind);
   return s;
 }
 
@@ -81,7 +83,7 @@ static int colsum_slot(const gen *g, int q) {
 
 static void fold_begin(gen *g, int q) {
   const ir_reduce *r = &g->p->reduces[q];
-  int neg = r->kind == CODA_REDUCE_ROWMAX || r->kind == CODA_REDUCE_ROWLSE;
+  int neg = r->kind == CODA_REDUCE_ROWMAX || r->kind == CODA_REDUCE_SEGMAX || r->kind == CODA_REDUCE_ROWLSE;
   coda_sb_printf(g->b, "    float ra%d[2] = {%s, %s};\n", q, neg ? "-CODA_INF" : "0.0f", neg ? "-CODA_INF" : "0.0f");
   if (r->kind == CODA_REDUCE_ROWLSE) coda_sb_printf(g->b, "    float rs%d[2] = {0.0f, 0.0f};\n", q);
 }
@@ -102,11 +104,14 @@ static void fold_end_row(gen *g, int q) {
 
 static void lse_fold_decl(gen *g, int q) {
   coda_sb_printf(g->b, "    float lv%d[%d][2][2]; /* the chunk's values, folded after it */\n", q, EPI_JC);
+  /* half-split pairs: the second column pairs hold no points */
+  if (g->split)
+    coda_sb_printf(g->b, "#pragma unroll\n    for (int i_ = 0; i_ < %d; ++i_) (&lv%d[0][0][0])[i_] = -CODA_INF;\n", 4 * EPI_JC, q);
 }
 
 static void lse_point(gen *g, int q) {
   coda_sb_printf(g->b, "          lv%d[jj][h][e] = ok ? r%d : -CODA_INF;\n", q, g->p->reduces[q].reg);
-  if (g->pair) coda_sb_printf(g->b, "          lv%d[jj][h][1] = -CODA_INF;\n", q);
+  if (g->pair && !g->split) coda_sb_printf(g->b, "          lv%d[jj][h][1] = -CODA_INF;\n", q);
 }
 
 static void lse_chunk_fold(gen *g, int q) {
@@ -130,7 +135,12 @@ static void seg_flush(gen *g, int q) {
 
 /* ------------------------------------------------------------ narrow segments */
 
-static void nseg_half(gen *g, int q) { coda_sb_printf(g->b, "        float sv%d[2] = {0.0f, 0.0f};\n", q); }
+static void nseg_half(gen *g, int q) {
+  if (g->p->reduces[q].kind == CODA_REDUCE_SEGMAX)
+    coda_sb_printf(g->b, "        float sv%d[2] = {-CODA_INF, -CODA_INF};\n", q);
+  else
+    coda_sb_printf(g->b, "        float sv%d[2] = {0.0f, 0.0f};\n", q);
+}
 
 static void nseg_point(gen *g, int q) {
   coda_sb_printf(g->b, "          if (ok) sv%d[e] = r%d;\n", q, g->p->reduces[q].reg);
@@ -139,8 +149,10 @@ static void nseg_point(gen *g, int q) {
 /* g = 1, 2, 4 columns */
 static void nseg_store(gen *g, int q) {
   const int gw = epi_seg_width(&g->p->reduces[q]), k = g->arg_red0 + q;
-  char sum[64];
+  const int mx = g->p->reduces[q].kind == CODA_REDUCE_SEGMAX;
+  char sum[96];
   if (g->pair) snprintf(sum, sizeof sum, "sv%d[0]", q);
+  else if (mx) snprintf(sum, sizeof sum, "(sv%d[1] > sv%d[0] ? sv%d[1] : sv%d[0])", q, q, q, q);
   else snprintf(sum, sizeof sum, "sv%d[0] + sv%d[1]", q, q);
   if (gw == 1) /* elem mode only: each point is its own segment */
     coda_sb_printf(g->b,
@@ -151,8 +163,10 @@ static void nseg_store(gen *g, int q) {
     coda_sb_printf(g->b, "        if (ok0) ((float *)p.ptr[%d])[ro * p.ld[%d] + c / 2] = %s;\n", k, k, sum);
   else /* 4: lanes qd and qd^1 share the segment */
     coda_sb_printf(g->b,
-              "        { float v_ = %s; v_ += coda_epi::shx(v_, 1);\n"
-              "          if ((qd & 1) == 0 && ok0) ((float *)p.ptr[%d])[ro * p.ld[%d] + c / 4] = v_; }\n",
+              mx ? "        { float v_ = %s; const float o_ = coda_epi::shx(v_, 1); v_ = o_ > v_ ? o_ : v_;\n"
+                   "          if ((qd & 1) == 0 && ok0) ((float *)p.ptr[%d])[ro * p.ld[%d] + c / 4] = v_; }\n"
+                 : "        { float v_ = %s; v_ += coda_epi::shx(v_, 1);\n"
+                   "          if ((qd & 1) == 0 && ok0) ((float *)p.ptr[%d])[ro * p.ld[%d] + c / 4] = v_; }\n",
               sum, k, k);
 }
 
@@ -180,15 +194,33 @@ static void pick_point(gen *g, int q) {
 
 /* ------------------------------------------------------------ colsum */
 
-static void col_group(gen *g, int q) { coda_sb_printf(g->b, "      float cs%d[2] = {0.0f, 0.0f};\n", q); }
+static int col_is_max(const gen *g, int q) { return g->p->reduces[q].kind == CODA_REDUCE_COLMAX; }
+
+static void col_group(gen *g, int q) {
+  if (col_is_max(g, q)) coda_sb_printf(g->b, "      float cs%d[2] = {-CODA_INF, -CODA_INF};\n", q);
+  else coda_sb_printf(g->b, "      float cs%d[2] = {0.0f, 0.0f};\n", q);
+}
 
 static void col_point(gen *g, int q) {
-  coda_sb_printf(g->b, "          if (ok) cs%d[e] += r%d;\n", q, g->p->reduces[q].reg);
+  const int v = g->p->reduces[q].reg;
+  if (col_is_max(g, q)) coda_sb_printf(g->b, "          if (ok && r%d > cs%d[e]) cs%d[e] = r%d;\n", v, q, q, v);
+  else coda_sb_printf(g->b, "          if (ok) cs%d[e] += r%d;\n", q, v);
 }
 
 /* rows of the two halves were added per thread; sum the 8 row groups of
  * the warp, then stash lanes 0-3's sums for the cross-warp step */
 static void col_group_end(gen *g, int q) {
+  if (col_is_max(g, q)) {
+    coda_sb_printf(g->b,
+                   "#pragma unroll\n      for (int e = 0; e < 2; ++e) {\n"
+                   "        float v_ = cs%d[e], o_;\n"
+                   "        o_ = coda_epi::shx(v_, 4); v_ = o_ > v_ ? o_ : v_;\n"
+                   "        o_ = coda_epi::shx(v_, 8); v_ = o_ > v_ ? o_ : v_;\n"
+                   "        o_ = coda_epi::shx(v_, 16); v_ = o_ > v_ ? o_ : v_;\n"
+                   "        if (lane < 4) sc.buf[%d * 4 * BN + warp * BN + 8 * j + 2 * qd + e] = v_;\n      }\n",
+                   q, colsum_slot(g, q));
+    return;
+  }
   coda_sb_printf(g->b,
             "#pragma unroll\n      for (int e = 0; e < 2; ++e) {\n"
             "        float v_ = cs%d[e];\n"
@@ -200,6 +232,17 @@ static void col_group_end(gen *g, int q) {
 /* column partials: 4 warps' sums of column t added in order */
 static void col_end(gen *g, int q) {
   const int k = g->arg_red0 + q;
+  if (col_is_max(g, q)) {
+    coda_sb_printf(g->b,
+                   "#pragma unroll\n      for (int cc = t; cc < BN; cc += 128) {\n"
+                   "        const float *w_ = sc.buf + %d * 4 * BN + cc;\n"
+                   "        float v_ = w_[0];\n"
+                   "        v_ = w_[BN] > v_ ? w_[BN] : v_; v_ = w_[2 * BN] > v_ ? w_[2 * BN] : v_; v_ = w_[3 * BN] > v_ ? w_[3 * BN] : v_;\n"
+                   "        if (wr0 < M && tc0 + cc < N) ((float *)p.ptr[%d])[(long long)s_ * p.ld[%d] + tc0 + cc] = v_;\n"
+                   "      }\n",
+                   colsum_slot(g, q), k, k);
+    return;
+  }
   coda_sb_printf(g->b,
             "#pragma unroll\n      for (int cc = t; cc < BN; cc += 128) {\n"
             "        const float *w_ = sc.buf + %d * 4 * BN + cc;\n"
@@ -224,6 +267,11 @@ static const epi_emitter kSegsum = {.name = "segsum",
                                      [EPI_POINT] = rowsum_point,
                                      [EPI_FLUSH] = seg_flush,
                                      [EPI_END_ROW] = fold_end_row}};
+static const epi_emitter kSegmax = {.name = "segmax",
+                                    .hook = {[EPI_BEGIN] = fold_begin,
+                                     [EPI_POINT] = rowmax_point,
+                                     [EPI_FLUSH] = seg_flush,
+                                     [EPI_END_ROW] = fold_end_row}};
 static const epi_emitter kSegsumNarrow = {
     .name = "segsum narrow", .hook = {[EPI_HALF] = nseg_half, [EPI_POINT] = nseg_point, [EPI_STORE] = nseg_store}};
 static const epi_emitter kRowpick = {.name = "rowpick", .hook = {[EPI_BEGIN] = pick_begin, [EPI_POINT] = pick_point}};
@@ -241,7 +289,9 @@ const epi_emitter *epi_reduce_emitter(const ir_reduce *r) {
   case CODA_REDUCE_ROWLSE: return &kRowlse;
   case CODA_REDUCE_SEGSUM: return epi_is_row_fold(r) ? &kSegsum : &kSegsumNarrow;
   case CODA_REDUCE_ROWPICK: return &kRowpick;
-  case CODA_REDUCE_COLSUM: return &kColsum;
+  case CODA_REDUCE_COLSUM:
+  case CODA_REDUCE_COLMAX: return &kColsum; /* the hooks read the kind */
+  case CODA_REDUCE_SEGMAX: return epi_is_row_fold(r) ? &kSegmax : &kSegsumNarrow;
   }
   return NULL;
 }

@@ -41,7 +41,7 @@ int epi_program_reads(const struct coda_program_s *p, int used[CODA_MAX_INPUTS])
   for (int i = 0; i < p->ninstrs; i++)
     if (p->instrs[i].code == IR_READ) used[p->instrs[i].input] = 1;
   int ncol = 0;
-  for (int q = 0; q < p->nreduces; q++) ncol += p->reduces[q].kind == CODA_REDUCE_COLSUM;
+  for (int q = 0; q < p->nreduces; q++) ncol += ir_reduce_is_col(p->reduces[q].kind);
   return ncol;
 }
 
@@ -69,6 +69,9 @@ void epi_plan_staging(const struct coda_program_s *p, const int *used, long scra
   memset(sp, 0, sizeof *sp);
   for (int k = 0; k < CODA_MAX_INPUTS; k++) sp->in_off[k] = -1;
   for (int o = 0; o < CODA_MAX_OUTPUTS; o++) sp->out_off[o] = -1;
+  /* half-split pairs: a point's two columns lie S/2 apart, in different
+   * 32-column chunks for S >= 64, so their tiles are accessed directly */
+  if (p->pair_mode && p->pair_split) return;
   const long fixed = epi_fixed_smem(p);
   const long budget = scratch - fixed; /* after the colsum slots */
   long in_bytes = 0, out_bytes = 0;
