@@ -291,7 +291,7 @@ static coda_status load_model(loader *ld, const coda_json *model, const coda_jso
 static coda_status load_pre(loader *ld, const coda_json *v, const char *path) {
   coda_tokenizer tok = ld->tok;
   coda_status st;
-  const char *type;
+  const char *type = NULL;
   if ((st = want_kind(ld, v, CODA_JSON_OBJECT, path)) || (st = read_type(ld, v, path, &type))) return st;
   if (!strcmp(type, "Sequence")) {
     const coda_json *list = coda_json_get(v, "pretokenizers");
@@ -343,7 +343,7 @@ static coda_status load_pre(loader *ld, const coda_json *v, const char *path) {
 static coda_status load_post(loader *ld, const coda_json *v, const char *path) {
   coda_tokenizer tok = ld->tok;
   coda_status st;
-  const char *type;
+  const char *type = NULL;
   if ((st = want_kind(ld, v, CODA_JSON_OBJECT, path)) || (st = read_type(ld, v, path, &type))) return st;
   if (!strcmp(type, "Sequence")) {
     const coda_json *list = coda_json_get(v, "processors");
@@ -447,7 +447,7 @@ static coda_status load_doc(loader *ld, const coda_json *root) {
   if (!is_null(coda_json_get(root, "padding"))) return REFUSE(ld, "padding: only null is supported");
   const coda_json *norm = coda_json_get(root, "normalizer");
   if (!is_null(norm)) {
-    const char *type;
+    const char *type = NULL;
     if ((st = want_kind(ld, norm, CODA_JSON_OBJECT, "normalizer")) || (st = read_type(ld, norm, "normalizer", &type))) return st;
     const coda_json *list = coda_json_get(norm, "normalizers");
     if (!strcmp(type, "NFC"))
@@ -464,7 +464,7 @@ static coda_status load_doc(loader *ld, const coda_json *root) {
   if (!is_null(post) && (st = load_post(ld, post, "post_processor"))) return st;
   const coda_json *dec = coda_json_get(root, "decoder");
   if (is_null(dec)) return REFUSE(ld, "decoder: null is not supported (coda implements the ByteLevel decoder)");
-  const char *type;
+  const char *type = NULL;
   if ((st = want_kind(ld, dec, CODA_JSON_OBJECT, "decoder")) || (st = read_type(ld, dec, "decoder", &type))) return st;
   if (strcmp(type, "ByteLevel"))
     return REFUSE(ld, "decoder.type: \"%s\" is not supported (coda implements ByteLevel)", type);
