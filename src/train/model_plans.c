@@ -417,9 +417,11 @@ static coda_status bind_slice(coda_context ctx, coda_plan p, const char *name, v
   return CODA_OK;
 }
 
-/* The plans' weights as views of the flat bf16 copy (once per plan build). */
-static coda_status bind_weights(coda_context ctx, coda_model *m, plans_state *s, dev_state *d) {
-  if (s->wbound) return CODA_OK;
+/* The six block buffers `blk` and the head's two `head` (norm, output)
+ * of every plan as views of base (dtype dt) in the master's layout. */
+static coda_status bind_all(coda_context ctx, coda_model *m, plans_state *s,
+                            const char *const blk[6], const char *const head[2], void *base,
+                            coda_dtype dt) {
   const coda_model_config *c = coda_model_cfg(m);
   char nm[96];
   coda_status st = CODA_OK;
@@ -427,12 +429,20 @@ static coda_status bind_weights(coda_context ctx, coda_model *m, plans_state *s,
     for (int k = 0; k < 6 && !st; k++) {
       snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
       const coda_param *p = coda_model_find(m, nm);
-      st = bind_slice(ctx, s->blk[i], plan_w[k], d->wb, CODA_BF16, p->offset, p->size);
+      st = bind_slice(ctx, s->blk[i], blk[k], base, dt, p->offset, p->size);
     }
   const coda_param *pn = coda_model_find(m, "norm.weight");
   const coda_param *po = coda_model_find(m, c->tied ? "tok_embeddings.weight" : "output.weight");
-  if (!st) st = bind_slice(ctx, s->head, "wnf", d->wb, CODA_BF16, pn->offset, pn->size);
-  if (!st) st = bind_slice(ctx, s->head, "wout", d->wb, CODA_BF16, po->offset, po->size);
+  if (!st) st = bind_slice(ctx, s->head, head[0], base, dt, pn->offset, pn->size);
+  if (!st) st = bind_slice(ctx, s->head, head[1], base, dt, po->offset, po->size);
+  return st;
+}
+
+/* The plans' weights as views of the flat bf16 copy (once per plan build). */
+static coda_status bind_weights(coda_context ctx, coda_model *m, plans_state *s, dev_state *d) {
+  static const char *const head[2] = {"wnf", "wout"};
+  if (s->wbound) return CODA_OK;
+  coda_status st = bind_all(ctx, m, s, plan_w, head, d->wb, CODA_BF16);
   if (!st) s->wbound = 1;
   return st;
 }
@@ -442,25 +452,13 @@ static coda_status bind_weights(coda_context ctx, coda_model *m, plans_state *s,
  * gradient keep their own buffers for this). */
 static coda_status bind_grads(coda_context ctx, coda_model *m, plans_state *s, dev_state *d,
                               int want) {
+  static const char *const head[2] = {"dwnf", "dwout"};
   if (s->grads == want || (want == GRADS_IN_SCRATCH && s->grads == GRADS_OWN)) return CODA_OK;
   if (want == GRADS_IN_SCRATCH && !d->gs) {
     coda_status st = dev_alloc(ctx, d->n * sizeof(float), &d->gs);
     if (st) return st;
   }
-  float *base = want == GRADS_IN_G ? d->g : d->gs;
-  const coda_model_config *c = coda_model_cfg(m);
-  char nm[96];
-  coda_status st = CODA_OK;
-  for (int i = 0; i < s->L && !st; i++)
-    for (int k = 0; k < 6 && !st; k++) {
-      snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
-      const coda_param *p = coda_model_find(m, nm);
-      st = bind_slice(ctx, s->blk[i], plan_g[k], base, CODA_F32, p->offset, p->size);
-    }
-  const coda_param *pn = coda_model_find(m, "norm.weight");
-  const coda_param *po = coda_model_find(m, c->tied ? "tok_embeddings.weight" : "output.weight");
-  if (!st) st = bind_slice(ctx, s->head, "dwnf", base, CODA_F32, pn->offset, pn->size);
-  if (!st) st = bind_slice(ctx, s->head, "dwout", base, CODA_F32, po->offset, po->size);
+  coda_status st = bind_all(ctx, m, s, plan_g, head, want == GRADS_IN_G ? d->g : d->gs, CODA_F32);
   if (!st) s->grads = want;
   return st;
 }
