@@ -490,13 +490,21 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
         {CODA_MODEL_SET_FFN, "ffn", o.model.ffn, c.ffn},
         {CODA_MODEL_SET_SEQ, "seq", o.model.seq, c.seq},
         {CODA_MODEL_SET_TIED, "tied", o.model.tied, c.tied}};
+    /* fine-tuning may train at a shorter sequence than the checkpoint's
+     * window (weights do not depend on it; positions stay below it) */
+    const int shorter_seq = o.init && (o.model_set & CODA_MODEL_SET_SEQ) && o.model.seq >= 1 &&
+                            o.model.seq <= c.seq;
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
-      if ((o.model_set & f[i].bit) && f[i].want != f[i].have) {
+      if ((o.model_set & f[i].bit) && f[i].want != f[i].have &&
+          !(f[i].bit == CODA_MODEL_SET_SEQ && shorter_seq)) {
         s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s has %s %d, but %s %d was asked for; "
                       "the checkpoint's model is used: leave the model settings out, or give "
-                      "its values", ck, f[i].name, f[i].have, f[i].name, f[i].want);
+                      "its values%s", ck, f[i].name, f[i].have, f[i].name, f[i].want,
+                      f[i].bit == CODA_MODEL_SET_SEQ && o.init ? " (a shorter --seq is allowed "
+                      "when fine-tuning)" : "");
         goto done;
       }
+    if (shorter_seq) c.seq = o.model.seq;
     o.model = c;
   }
   if ((uint32_t)o.model.vocab < voc || (uint32_t)o.model.vocab < vvoc) {

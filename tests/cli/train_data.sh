@@ -42,6 +42,12 @@ grep -q "preparing token shards" out3.txt || fail "a changed corpus was not prep
 "$coda" train --init-from hf --data c.txt --out ft --steps 2 --batch 2 --val-batches 1 --quiet \
   >out6.txt 2>&1 || { cat out6.txt; fail "--init-from"; }
 grep -q "imported hf into ft/init-hf.safetensors" out6.txt || fail "no import line"
+# fine-tuning at a shorter sequence than the checkpoint's window; a longer one is refused
+"$coda" train --init-from hf --data c.txt --out ft8 --seq 8 --steps 1 --batch 2 --val-batches 1 \
+  --quiet >out6b.txt 2>&1 || { cat out6b.txt; fail "--init-from --seq 8"; }
+if "$coda" train --init-from hf --data c.txt --out ft32 --seq 32 --steps 1 --batch 2 \
+  --val-batches 1 --quiet >out6c.txt 2>&1; then fail "--init-from --seq 32 (above the window) ran"; fi
+grep -q "seq 16, but seq 32 was asked for" out6c.txt || { cat out6c.txt; fail "--seq 32 message"; }
 "$coda" eval --checkpoint ft/checkpoint.safetensors --data ft/data --max-windows 3 >out7.txt 2>&1 \
   || { cat out7.txt; fail "eval"; }
 grep -q "ft/data/val.tok: loss [0-9.]*  perplexity [0-9.]*  (48 tokens in 3 windows)" out7.txt \
