@@ -267,3 +267,15 @@ coda_status coda_checkpoint_load(coda_context ctx, const char *path, coda_model 
   coda_st_free(&f);
   return s;
 }
+
+coda_status coda_checkpoint_config_to_load(coda_context ctx, const char *path,
+                                           coda_model_config *cfg) {
+  coda_status s = coda_checkpoint_config(ctx, path, cfg);
+  if (s) return s;
+  if (coda_context_backend(ctx) == CODA_BACKEND_CPU &&
+      coda_model_config_params(cfg) > CODA_CPU_MAX_PARAMS)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: a model of %lld parameters is beyond the "
+                     "CPU limit of %lld", path, (long long)coda_model_config_params(cfg),
+                     (long long)CODA_CPU_MAX_PARAMS);
+  return CODA_OK;
+}

@@ -17,13 +17,8 @@ coda_status coda_evaluate(coda_context ctx, const coda_eval_options *o, coda_eva
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "evaluate: batch %d, seq %d, windows %lld out "
                      "of range", o->batch, o->seq, (long long)o->max_windows);
   coda_model_config cfg;
-  coda_status s = coda_checkpoint_config(ctx, o->checkpoint, &cfg);
+  coda_status s = coda_checkpoint_config_to_load(ctx, o->checkpoint, &cfg);
   if (s) return s;
-  if (coda_context_backend(ctx) == CODA_BACKEND_CPU &&
-      coda_model_config_params(&cfg) > CODA_CPU_MAX_PARAMS)
-    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: a model of %lld parameters is beyond the "
-                     "CPU limit of %lld", o->checkpoint, (long long)coda_model_config_params(&cfg),
-                     (long long)CODA_CPU_MAX_PARAMS);
   const int T = o->seq > 0 ? o->seq : cfg.seq;
   if (T > cfg.seq)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "evaluate: seq %d is longer than the model's %d",

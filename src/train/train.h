@@ -466,6 +466,12 @@ coda_status coda_checkpoint_save(coda_context ctx, const char *path,
  * holds no copy of the weights or moments. */
 coda_status coda_checkpoint_save_device(coda_context ctx, const char *path, coda_model *model,
                                         const coda_train_state *st);
+/* The configuration of a checkpoint about to be loaded on ctx: as
+ * coda_checkpoint_config, and refused when the CPU backend would hold
+ * more than CODA_CPU_MAX_PARAMS parameters (the configuration comes from
+ * the file: bounded before anything is allocated). */
+coda_status coda_checkpoint_config_to_load(coda_context ctx, const char *path,
+                                           coda_model_config *cfg);
 /* Reads the configuration stored in a checkpoint. */
 coda_status coda_checkpoint_config(coda_context ctx, const char *path,
                                    coda_model_config *cfg);

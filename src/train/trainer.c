@@ -978,14 +978,8 @@ coda_status coda_generate_n(coda_context ctx, const coda_generate_options *o, ch
                      "generate: max tokens %d, temperature %g, top-k %d out of range",
                      o->max_tokens, o->temperature, o->top_k);
   coda_model_config cfg;
-  coda_status s = coda_checkpoint_config(ctx, o->checkpoint, &cfg);
+  coda_status s = coda_checkpoint_config_to_load(ctx, o->checkpoint, &cfg);
   if (s) return s;
-  /* The configuration comes from the file: bound it before allocating. */
-  if (coda_context_backend(ctx) == CODA_BACKEND_CPU &&
-      coda_model_config_params(&cfg) > CODA_CPU_MAX_PARAMS)
-    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: a model of %lld parameters is beyond the "
-                     "CPU limit of %lld", o->checkpoint, (long long)coda_model_config_params(&cfg),
-                     (long long)CODA_CPU_MAX_PARAMS);
   coda_model *m;
   s = coda_model_create(ctx, &cfg, pick_engine(CODA_TRAIN_ENGINE_AUTO), &m);
   if (s) return s;
