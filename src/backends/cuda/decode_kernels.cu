@@ -231,11 +231,12 @@ __global__ void rope_append_kernel(const float *qkv, bf16 *q, bf16 *kc, bf16 *vc
                                    int max_len, const double *inv_freq) {
   const long long r = blockIdx.x;
   const int half = hd / 2, npairs = (Hq + Hk) * half, nv = Hk * hd;
+  const int i0 = blockIdx.y * blockDim.x, istep = gridDim.y * blockDim.x;
   const long long nq = (long long)(Hq + 2 * Hk) * hd;
   const float *row = qkv + r * nq;
   const long long cbase = ((long long)seq[r] * max_len + pos[r]) * (long long)Hk * hd;
   const double p = (double)pos[r];
-  for (int i = threadIdx.x; i < npairs + nv; i += blockDim.x) {
+  for (int i = i0 + threadIdx.x; i < npairs + nv; i += istep) {
     if (i < npairs) {
       const int h = i / half, j = i % half;
       double sn, cs;
@@ -257,17 +258,19 @@ __global__ void rope_append_kernel(const float *qkv, bf16 *q, bf16 *kc, bf16 *vc
 
 constexpr int kAttnWarps = 4;
 constexpr int kAttnGroup = 8; /* query heads of one KV head per block */
+/* cache positions a warp loads at once (fewer for wide heads: registers) */
+template <int HDL> constexpr int attn_keys() { return HDL >= 8 ? 2 : HDL >= 4 ? 4 : 8; }
 
 /* Block (row r, kv head kh and a group of its query heads, split s):
  * flash-decoding partials over cache positions [lo, hi) of the split.
- * Each warp takes every kAttnWarps-th position and keeps an online softmax
+ * Each warp takes every kAttnWarps-th batch of attn_keys positions and keeps an online softmax
  * per query head; the lanes split the head dimension (HDL values each).
  * work[(r·Hq + h)·splits + s] = (max, sum, hd unnormalized values). */
 template <int HDL>
 __global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, const bf16 *vc,
                                     const int32_t *seq, const int32_t *pos, int Hq, int Hk,
                                     int max_len, int splits) {
-  constexpr int hd = HDL * 32;
+  constexpr int hd = HDL * 32, kAttnKeys = attn_keys<HDL>();
   const int grp = Hq / Hk, nblk = (grp + kAttnGroup - 1) / kAttnGroup;
   const long long r = blockIdx.x;
   const int kh = blockIdx.y / nblk, g0 = (blockIdx.y % nblk) * kAttnGroup;
@@ -292,25 +295,35 @@ __global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, 
   const long long stride = (long long)Hk * hd;
   const bf16 *kb = kc + (long long)seq[r] * max_len * stride + (long long)kh * hd + lane * HDL;
   const bf16 *vb = vc + (long long)seq[r] * max_len * stride + (long long)kh * hd + lane * HDL;
-  for (int t = lo + warp; t < hi; t += kAttnWarps) {
-    float kf[HDL], vf[HDL];
+  /* kAttnKeys positions per warp at a time, their loads issued together:
+   * one memory latency per batch, not per position */
+  for (int t0 = lo + warp * kAttnKeys; t0 < hi; t0 += kAttnWarps * kAttnKeys) {
+    float kf[kAttnKeys][HDL], vf[kAttnKeys][HDL];
 #pragma unroll
-    for (int i = 0; i < HDL; i++) {
-      kf[i] = __bfloat162float(kb[t * stride + i]);
-      vf[i] = __bfloat162float(vb[t * stride + i]);
+    for (int u = 0; u < kAttnKeys; u++) {
+      const int t = t0 + u < hi ? t0 + u : t0; /* past the end: a repeat, not used */
+#pragma unroll
+      for (int i = 0; i < HDL; i++) {
+        kf[u][i] = __bfloat162float(kb[t * stride + i]);
+        vf[u][i] = __bfloat162float(vb[t * stride + i]);
+      }
     }
 #pragma unroll
-    for (int g = 0; g < kAttnGroup; g++) {
-      if (g >= G) break;
-      float d = 0.0f;
+    for (int u = 0; u < kAttnKeys; u++) {
+      if (t0 + u >= hi) break;
 #pragma unroll
-      for (int i = 0; i < HDL; i++) d = fmaf(qv[g][i], kf[i], d);
-      d = warp_sum(d);
-      const float m2 = fmaxf(mx[g], d), corr = __expf(mx[g] - m2), p = __expf(d - m2);
-      l[g] = l[g] * corr + p;
+      for (int g = 0; g < kAttnGroup; g++) {
+        if (g >= G) break;
+        float d = 0.0f;
 #pragma unroll
-      for (int i = 0; i < HDL; i++) acc[g][i] = acc[g][i] * corr + p * vf[i];
-      mx[g] = m2;
+        for (int i = 0; i < HDL; i++) d = fmaf(qv[g][i], kf[u][i], d);
+        d = warp_sum(d);
+        const float m2 = fmaxf(mx[g], d), corr = __expf(mx[g] - m2), p = __expf(d - m2);
+        l[g] = l[g] * corr + p;
+#pragma unroll
+        for (int i = 0; i < HDL; i++) acc[g][i] = acc[g][i] * corr + p * vf[u][i];
+        mx[g] = m2;
+      }
     }
   }
   __shared__ float sm[kAttnWarps][kAttnGroup], sl[kAttnWarps][kAttnGroup];
@@ -608,7 +621,9 @@ extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, float *y, const
                                                int accumulate) {
   if (M == 0 || N == 0) return CODA_OK;
   const bf16 *xb = (const bf16 *)x, *wb = (const bf16 *)w;
-  if (M <= 64 && K % 32 == 0 && N <= 0x7fffffffLL * 8 && ((uintptr_t)x | (uintptr_t)w) % 16 == 0)
+  /* one row: the one-warp-per-column kernel streams the weights faster */
+  if (M >= 2 && M <= 64 && K % 32 == 0 && N <= 0x7fffffffLL * 8 &&
+      ((uintptr_t)x | (uintptr_t)w) % 16 == 0)
     return launch_gemv_mma(ctx, y, xb, wb, (int)M, N, K, accumulate);
   if (M > 16 && K % 8 == 0 && N % 4 == 0) {
     /* enough rows for the backend's GEMM, D = x · wᵀ (+ D) */
@@ -630,7 +645,11 @@ extern "C" coda_status coda_cuda_decode_rope_append(coda_context ctx, const coda
                                                     const float *qkv, uint16_t *q, uint16_t *kc,
                                                     uint16_t *vc, const double *inv_freq) {
   if (r->M == 0) return CODA_OK;
-  rope_append_kernel<<<(unsigned)r->M, 128, 0, coda_cuda_stream(ctx)>>>(
+  /* a row's pairs and values over several blocks: the double sincos of a
+   * one-row step would keep one SM busy for microseconds */
+  const int items = (r->Hq + r->Hk) * (r->hd / 2) + r->Hk * r->hd;
+  const int per_row = r->M >= 64 ? 1 : (items + 127) / 128;
+  rope_append_kernel<<<dim3((unsigned)r->M, (unsigned)per_row), 128, 0, coda_cuda_stream(ctx)>>>(
       qkv, (bf16 *)q, (bf16 *)kc, (bf16 *)vc, r->seq, r->pos, r->Hq, r->Hk, r->hd, r->max_len,
       inv_freq);
   return check_launch(ctx, "RoPE and cache append");
