@@ -355,6 +355,11 @@ coda_status coda_hf_export_checkpoint(coda_context ctx, const char *checkpoint,
 coda_status coda_hf_import_checkpoint(coda_context ctx, const char *hf_dir,
                                       const char *checkpoint);
 
+/* The model configuration of a Hugging Face Llama directory's config.json,
+ * checked as the import checks it (what coda does not run is refused by
+ * name); no weight is read. */
+coda_status coda_hf_config(coda_context ctx, const char *hf_dir, coda_model_config *cfg);
+
 /* Writes train.tok / val.tok into out_dir from the text files of src_dir
  * (required: CODA_ERR_INVALID_ARGUMENT if NULL). */
 coda_status coda_prepare_corpus(coda_context ctx, const char *src_dir,
@@ -366,11 +371,14 @@ coda_status coda_checkpoint_config(coda_context ctx, const char *path, coda_mode
 /* ------------------------------------------------------------ evaluation */
 
 typedef struct coda_eval_options {
-  const char *checkpoint; /* a coda checkpoint (coda_hf_import_checkpoint makes one) */
+  const char *checkpoint; /* a coda checkpoint, or a Hugging Face Llama directory
+                           * (config.json + safetensors), imported in memory */
   const char *shard;      /* a token shard (train.tok, val.tok) */
   int batch;              /* windows per forward (0: 8) */
   int seq;                /* window length (0: the model's; at most the model's) */
   int64_t max_windows;    /* at most this many windows from the start (0: all) */
+  coda_train_engine engine; /* AUTO: the plans (bf16 weights and activations, fp32
+                             * compute); REFERENCE: the host fp32 engine */
 } coda_eval_options;
 
 typedef struct coda_eval_result {
@@ -383,7 +391,7 @@ typedef struct coda_eval_result {
 /* Scores the shard in consecutive windows of seq + 1 tokens (window w:
  * inputs w·seq .. w·seq + seq − 1, each predicting the next token; the
  * tail shorter than a window is left out): the same numbers for any batch.
- * The engine is the plans where available (as coda_generate). A shard
+ * The engine is o->engine (AUTO: the plans where available). A shard
  * shorter than one window is CODA_ERR_INVALID_ARGUMENT naming it. */
 coda_status coda_evaluate(coda_context ctx, const coda_eval_options *o, coda_eval_result *r);
 

@@ -5,7 +5,8 @@
  * one chunk, a prefill of one sequence while the others keep their cache;
  * sampling (seeded repeatability, top-k and top-p candidate sets checked
  * against a sort, the temperature distribution), stop tokens, the length
- * limits, byte 0 in the output, and non-finite weights and logits. */
+ * limits, byte 0 in the output, non-finite weights and logits, and scaled
+ * RoPE (llama3, linear). */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_decode.h"
 #include "check.h"
@@ -433,6 +434,15 @@ int main(void) {
   coda_model_config lng = {256, 16, 1, 2, 1, 16, 160, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};
   int p2[2] = {150, 131};
   against_recompute(ctx, &lng, p2, 2, 2, "chunks");
+  /* scaled RoPE (the decoder's frequency table is the training engines'):
+   * llama3 with a pre-training context of 8 positions, so the prompts and
+   * the new tokens run past it and every kind of pair (kept, smoothed,
+   * divided) is used; linear */
+  coda_model_config l3 = {270, 32, 2, 4, 2, 40, 40, 0, 10000.0, 1e-5, {CODA_ROPE_LLAMA3, 4.0, 1.0, 4.0, 8.0}};
+  int p4[2] = {19, 6};
+  against_recompute(ctx, &l3, p4, 2, 10, "llama3 rope");
+  coda_model_config lin = {260, 32, 1, 4, 4, 24, 32, 1, 10000.0, 1e-6, {CODA_ROPE_LINEAR, 4.0, 0, 0, 0}};
+  against_recompute(ctx, &lin, p4, 2, 8, "linear rope");
   sampling(ctx);
   loading(ctx);
   coda_context_destroy(ctx);

@@ -21,6 +21,10 @@ static void gen_usage(FILE *f) {
       "                      (config.json, model.safetensors); its tokenizer.json is used when\n"
       "                      present, else tokens are bytes\n"
       "  --prompt TEXT       text to continue (default: a newline); repeat for a batch\n"
+      "  --prompt-ids LIST   a prompt given as token ids (comma- or space-separated, each\n"
+      "                      below the model's vocab); mixes with --prompt in a batch\n"
+      "  --print-ids         write the generated token ids instead of text: one line per\n"
+      "                      sequence, ids separated by spaces (the prompt not repeated)\n"
       "  --tokens N          new tokens per prompt (default 200)\n"
       "  --temperature X     0 = greedy (default 0.8)\n"
       "  --top-k N           sample among the N most likely (default 40, 0 = all)\n"
@@ -173,6 +177,35 @@ static int run_bench(coda_context ctx, const char *shape, const int *batches, in
   return rc;
 }
 
+/* Token ids "1,2 3" (commas and/or spaces); *out malloc'ed. */
+static int parse_ids(const char *v, int32_t **out, int *n) {
+  size_t cap = strlen(v) / 2 + 1, k = 0;
+  int32_t *ids = malloc(cap * sizeof *ids);
+  if (!ids) return -1;
+  const char *p = v;
+  for (;;) {
+    while (*p == ' ' || *p == ',') p++;
+    if (!*p) break;
+    char *end;
+    errno = 0;
+    long long x = strtoll(p, &end, 10);
+    if (errno || end == p || x < 0 || x >= (1LL << 31) || (*end && *end != ' ' && *end != ',') ||
+        k == cap) {
+      free(ids);
+      return -1;
+    }
+    ids[k++] = (int32_t)x;
+    p = end;
+  }
+  if (k == 0) {
+    free(ids);
+    return -1;
+  }
+  *out = ids;
+  *n = (int)k;
+  return 0;
+}
+
 /* The tokenizer.json of a model folder or beside a checkpoint file, as
  * coda_decoder_load finds it (*out NULL: none, byte tokens). */
 static coda_status load_tokenizer(coda_context ctx, const char *ckpt, coda_tokenizer *out) {
@@ -197,6 +230,7 @@ static coda_status load_tokenizer(coda_context ctx, const char *ckpt, coda_token
 int cmd_generate(int argc, char **argv) {
   const char *ckpt = NULL, *prompts[MAX_PROMPTS], *shape = "1.1b";
   int np = 0, tokens = -1, top_k = 40, threads = 0, gpu = 0, bench = 0, max_len = 0;
+  int as_ids[MAX_PROMPTS], print_ids = 0; /* as_ids[i]: prompts[i] is a list of token ids */
   int prompt_len = 512, batches[16] = {1, 16}, nb = 2;
   int32_t stops[MAX_STOPS];
   int nstop = 0;
@@ -206,6 +240,7 @@ int cmd_generate(int argc, char **argv) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { gen_usage(stdout); return 0; }
     if (!strcmp(a, "--bench")) { bench = 1; continue; }
+    if (!strcmp(a, "--print-ids")) { print_ids = 1; continue; }
     if (!v) {
       fprintf(stderr, "coda generate: unknown or incomplete option '%s'\n", a);
       gen_usage(stderr);
@@ -214,11 +249,12 @@ int cmd_generate(int argc, char **argv) {
     char *end;
     errno = 0;
     if (!strcmp(a, "--checkpoint")) ckpt = v;
-    else if (!strcmp(a, "--prompt")) {
+    else if (!strcmp(a, "--prompt") || !strcmp(a, "--prompt-ids")) {
       if (np == MAX_PROMPTS) {
         fprintf(stderr, "coda generate: at most %d prompts\n", MAX_PROMPTS);
         return 2;
       }
+      as_ids[np] = !strcmp(a, "--prompt-ids");
       prompts[np++] = v;
     } else if (!strcmp(a, "--shape")) shape = v;
     else if (!strcmp(a, "--device")) {
@@ -275,7 +311,10 @@ int cmd_generate(int argc, char **argv) {
     return rc;
   }
   if (tokens < 0) tokens = 200;
-  if (np == 0) prompts[np++] = "\n";
+  if (np == 0) {
+    as_ids[np] = 0;
+    prompts[np++] = "\n";
+  }
   int rc = 0;
   coda_decoder d = NULL;
   int32_t *ids[MAX_PROMPTS] = {0};
@@ -291,7 +330,16 @@ int cmd_generate(int argc, char **argv) {
   for (int i = 0; !s && i < np; i++) {
     size_t n = 0, cap = 0;
     const size_t pl = strlen(prompts[i]);
-    if (tk) {
+    if (as_ids[i]) {
+      int k = 0;
+      if (parse_ids(prompts[i], &ids[i], &k)) {
+        fprintf(stderr, "coda generate: --prompt-ids '%s' is not a list of token ids (integers "
+                "0 .. 2^31-1 separated by commas or spaces)\n", prompts[i]);
+        rc = 2;
+        break;
+      }
+      n = (size_t)k;
+    } else if (tk) {
       s = coda_tokenizer_encode_alloc(tk, prompts[i], pl, CODA_TOKENIZER_ADD_SPECIAL, &ids[i],
                                       &cap, &n);
     } else {
@@ -336,8 +384,8 @@ int cmd_generate(int argc, char **argv) {
     g.on_token = on_token;
     g.user = sink;
     if (sink) {
-      sink->streaming = np == 1;
-      if (np == 1) {
+      sink->streaming = np == 1 && !print_ids;
+      if (sink->streaming && !as_ids[0]) {
         fputs(prompts[0], stdout);
         fflush(stdout);
       }
@@ -347,8 +395,13 @@ int cmd_generate(int argc, char **argv) {
       fprintf(stderr, "coda generate: out of memory\n");
       rc = 1;
     }
-    for (int i = 0; !s && !rc && i < np; i++) {
-      if (np > 1) printf("--- sequence %d\n%s", i + 1, prompts[i]);
+    for (int i = 0; !s && !rc && print_ids && i < np; i++) {
+      for (int k = 0; k < res[i].n; k++) printf(k ? " %d" : "%d", (int)res[i].tokens[k]);
+      putchar('\n');
+    }
+    for (int i = 0; !s && !rc && !print_ids && i < np; i++) {
+      if (np > 1 && as_ids[i]) printf("--- sequence %d\n", i + 1);
+      else if (np > 1) printf("--- sequence %d\n%s", i + 1, prompts[i]);
       if (np > 1 && sink->len[i]) fwrite(sink->text[i], 1, sink->len[i], stdout);
       if (np > 1 || i == 0) putchar('\n');
     }

@@ -46,7 +46,7 @@ struct coda_decoder_s {
   int *has_logits; /* 1 once prefilled */
   coda_tokenizer tok;
   int own_tok;
-  double *inv_freq; /* hd/2 RoPE frequencies: theta^(−2j/hd) */
+  double *inv_freq; /* hd/2 RoPE frequencies (coda_rope_inv_freq: scaling included) */
   layer_w *l;
   /* host */
   float *W;                      /* copy of the model's weights */
@@ -501,7 +501,8 @@ coda_status coda_decoder_create(coda_context ctx, coda_model *m, const coda_deco
     coda_decoder_destroy(d);
     return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   }
-  for (int j = 0; j < d->hd / 2; j++) d->inv_freq[j] = pow(c->rope_theta, -2.0 * j / (double)d->hd);
+  /* the scaled frequencies (linear, llama3) the training engines use */
+  for (int j = 0; j < d->hd / 2; j++) d->inv_freq[j] = coda_rope_inv_freq(c->rope_theta, d->hd, &c->rope, j);
   const float *W = coda_model_weights(m);
   if (d->gpu) {
     s = setup_device(d, W, m);

@@ -383,6 +383,16 @@ static coda_status hf_config(coda_context ctx, const char *path, coda_model_conf
   return s;
 }
 
+coda_status coda_hf_config(coda_context ctx, const char *hf_dir, coda_model_config *cfg) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  if (!hf_dir || !cfg) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "NULL argument");
+  char *cp = join(hf_dir, "config.json");
+  if (!cp) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  coda_status s = hf_config(ctx, cp, cfg);
+  free(cp);
+  return s;
+}
+
 /* ------------------------------------------------------------ the weights */
 
 /* The safetensors files of a checkpoint: model.safetensors, or the shards

@@ -195,6 +195,10 @@ int main(void) {
   int p24[24];
   for (int i = 0; i < 24; i++) p24[i] = 1 + (i * 7) % 20;
   against_cpu(cpu, gpu, &mha, p24, 24, 12, "mha hd32 tied, batch 24");
+  /* llama3-scaled RoPE past the pre-training context of 32 positions */
+  coda_model_config l3 = {320, 128, 2, 4, 2, 256, 128, 0, 500000.0, 1e-5, {CODA_ROPE_LLAMA3, 8.0, 1.0, 4.0, 32.0}};
+  int p2[2] = {70, 9};
+  against_cpu(cpu, gpu, &l3, p2, 2, 16, "llama3 rope hd32");
   coda_context_destroy(gpu);
   coda_context_destroy(cpu);
   return CHECK_DONE();
