@@ -270,6 +270,13 @@ typedef struct coda_train_options {
   const char *corpus_dir;/* text files to prepare from when the shards are
                           * missing; no default (NULL and no shards:
                           * CODA_ERR_INVALID_ARGUMENT) */
+  const char *tokenizer; /* the tokenizer.json the tokens come from (NULL: byte
+                          * tokens, none recorded): copied beside the
+                          * checkpoint as out_dir/tokenizer.json (an
+                          * existing different file there is refused) and
+                          * named with its CRC-32 in every checkpoint
+                          * (coda_checkpoint_tokenizer); its vocabulary must
+                          * fit the model's */
   coda_train_engine engine;
   int quiet;             /* progress gets only DONE, WARNING, NONFINITE and
                           * INTERRUPTED */
@@ -349,7 +356,8 @@ coda_status coda_generate_n(coda_context ctx, const coda_generate_options *o,
 /* Hugging Face Llama layout (config.json + model.safetensors, HF tensor
  * names, half-split RoPE rows, separate gate/up): export the weights of a
  * checkpoint, or import them into a weights-only checkpoint (usable with
- * coda_train_options.init and coda_generate). */
+ * coda_train_options.init and coda_generate; the folder's tokenizer.json,
+ * if any, is put beside it and named in it, as training does). */
 coda_status coda_hf_export_checkpoint(coda_context ctx, const char *checkpoint,
                                       const char *hf_dir);
 coda_status coda_hf_import_checkpoint(coda_context ctx, const char *hf_dir,
@@ -367,6 +375,20 @@ coda_status coda_prepare_corpus(coda_context ctx, const char *src_dir,
 
 /* The model configuration of a coda checkpoint (its header alone is read). */
 coda_status coda_checkpoint_config(coda_context ctx, const char *path, coda_model_config *cfg);
+
+/* The tokenizer that goes with a checkpoint (docs/training.md,
+ * "Checkpoints carry their tokenizer"), *path malloc'ed, NULL: byte tokens.
+ *  - a coda checkpoint whose metadata names a tokenizer (tokenizer.file,
+ *    written by training with a tokenizer): that file beside the
+ *    checkpoint, its size and CRC-32 verified against the metadata; a
+ *    missing or changed file is CODA_ERR_IO naming it;
+ *  - a coda checkpoint that names none: tokenizer.json beside it when
+ *    there is one (checkpoints written before tokenizers were recorded);
+ *  - a directory (a Hugging Face model folder): its tokenizer.json when
+ *    there is one.
+ * *recorded (NULL: not wanted) is 1 in the first case. */
+coda_status coda_checkpoint_tokenizer(coda_context ctx, const char *checkpoint, char **path,
+                                      int *recorded);
 
 /* ------------------------------------------------------------ evaluation */
 

@@ -19,7 +19,9 @@ static void eval_usage(FILE *f) {
       "  --data PATH        a token shard (.tok), a directory holding train.tok/val.tok, or a\n"
       "                     corpus as coda train --data takes it (prepared into OUT/data)\n"
       "  --split NAME       val (default) | train | all: the shards scored\n"
-      "  --tokenizer FILE --data-format F --text-field NAME   for a corpus (coda train --help)\n"
+      "  --tokenizer FILE --data-format F --text-field NAME   for a corpus (coda train --help);\n"
+      "                     the tokenizer defaults to the checkpoint's (the one it names,\n"
+      "                     checksum verified, or a tokenizer.json beside it or in the folder)\n"
       "  --out DIR          where a corpus is prepared (default runs/eval)\n"
       "  --batch N          windows per forward (default 8)\n"
       "  --seq N            window length (default: the model's)\n"
@@ -133,11 +135,27 @@ int cmd_eval(int argc, char **argv) {
         coda_context_destroy(ctx);
         return 1;
       }
+      char *carried = NULL;
+      int recorded = 0;
+      if (!d.tokenizer) {
+        if (coda_checkpoint_tokenizer(ctx, eo.checkpoint, &carried, &recorded)) {
+          fprintf(stderr, "coda eval: %s\n", coda_last_error(ctx));
+          coda_context_destroy(ctx);
+          return 1;
+        }
+        d.tokenizer = carried;
+      }
+      if (d.tokenizer)
+        fprintf(stderr, "coda eval: tokenizer %s%s\n", d.tokenizer,
+                !carried ? " (--tokenizer)"
+                         : recorded ? " (named by the checkpoint, checksum verified)" : "");
       d.path = data;
       d.min_tokens = (uint64_t)(eo.seq > 0 ? eo.seq : mc.seq) + 1;
       d.progress = coda_tool_prep_progress;
       uint32_t vocab;
       rc = coda_tool_prepare_corpus(ctx, &d, out, dir, sizeof dir, &vocab);
+      free(carried);
+      d.tokenizer = NULL;
       snprintf(tr, sizeof tr, "%s/train.tok", dir);
       snprintf(va, sizeof va, "%s/val.tok", dir);
     }

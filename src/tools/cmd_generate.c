@@ -18,8 +18,11 @@ static void gen_usage(FILE *f) {
       "usage: coda generate --checkpoint PATH [OPTIONS]\n"
       "       coda generate --bench [--device gpu|cpu] [BENCH OPTIONS]\n"
       "  --checkpoint PATH   a coda checkpoint (.safetensors) or a Hugging Face model folder\n"
-      "                      (config.json, model.safetensors); its tokenizer.json is used when\n"
-      "                      present, else tokens are bytes\n"
+      "                      (config.json, model.safetensors). The tokenizer is the one the\n"
+      "                      checkpoint names (saved beside it by coda train --tokenizer;\n"
+      "                      its checksum verified), else a tokenizer.json in the folder or\n"
+      "                      beside the checkpoint, else tokens are bytes\n"
+      "  --tokenizer FILE    use this tokenizer.json instead (its vocab must fit the model's)\n"
       "  --prompt TEXT       text to continue (default: a newline); repeat for a batch\n"
       "  --prompt-ids LIST   a prompt given as token ids (comma- or space-separated, each\n"
       "                      below the model's vocab); mixes with --prompt in a batch\n"
@@ -128,7 +131,7 @@ static int run_bench(coda_context ctx, const char *shape, const int *batches, in
   int rc = 0;
   for (int i = 0; i < nb && !rc; i++) {
     int B = batches[i];
-    coda_decoder_options o = {B, prompt_len + steps + 1};
+    coda_decoder_options o = {B, prompt_len + steps + 1, NULL};
     coda_decoder d = NULL;
     if (coda_decoder_create_random(ctx, &c, 1, &o, &d) != CODA_OK) {
       fprintf(stderr, "coda generate: %s\n", coda_last_error(ctx));
@@ -206,23 +209,25 @@ static int parse_ids(const char *v, int32_t **out, int *n) {
   return 0;
 }
 
-/* The tokenizer.json of a model folder or beside a checkpoint file, as
- * coda_decoder_load finds it (*out NULL: none, byte tokens). */
-static coda_status load_tokenizer(coda_context ctx, const char *ckpt, coda_tokenizer *out) {
+/* The tokenizer coda_decoder_load will use: `given` (--tokenizer), else
+ * the checkpoint's (coda_checkpoint_tokenizer); *out NULL: byte tokens.
+ * Says which on stderr. */
+static coda_status load_tokenizer(coda_context ctx, const char *ckpt, const char *given,
+                                  coda_tokenizer *out) {
   *out = NULL;
-  size_t n = strlen(ckpt);
-  char *p = malloc(n + 32);
-  if (!p) return CODA_ERR_OUT_OF_MEMORY;
+  char *p = NULL;
+  int recorded = 0;
   struct stat st;
-  if (stat(ckpt, &st) == 0 && S_ISDIR(st.st_mode)) {
-    snprintf(p, n + 32, "%s/tokenizer.json", ckpt);
-  } else {
-    const char *slash = strrchr(ckpt, '/');
-    if (slash) snprintf(p, n + 32, "%.*s/tokenizer.json", (int)(slash - ckpt), ckpt);
-    else snprintf(p, n + 32, "tokenizer.json");
+  if (!given && stat(ckpt, &st) != 0) return CODA_OK; /* coda_decoder_load names the path */
+  coda_status s = given ? CODA_OK : coda_checkpoint_tokenizer(ctx, ckpt, &p, &recorded);
+  const char *path = given ? given : p;
+  if (!s && path) {
+    s = coda_tokenizer_load(ctx, path, out);
+    if (!s)
+      fprintf(stderr, "coda generate: tokenizer %s%s\n", path,
+              given ? " (--tokenizer)" : recorded ? " (named by the checkpoint, checksum verified)"
+                                                  : "");
   }
-  coda_status s = CODA_OK;
-  if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) s = coda_tokenizer_load(ctx, p, out);
   free(p);
   return s;
 }
@@ -231,6 +236,7 @@ int cmd_generate(int argc, char **argv) {
   const char *ckpt = NULL, *prompts[MAX_PROMPTS], *shape = "1.1b";
   int np = 0, tokens = -1, top_k = 40, threads = 0, gpu = 0, bench = 0, max_len = 0;
   int as_ids[MAX_PROMPTS], print_ids = 0; /* as_ids[i]: prompts[i] is a list of token ids */
+  const char *tokenizer = NULL;
   int prompt_len = 512, batches[16] = {1, 16}, nb = 2;
   int32_t stops[MAX_STOPS];
   int nstop = 0;
@@ -249,6 +255,7 @@ int cmd_generate(int argc, char **argv) {
     char *end;
     errno = 0;
     if (!strcmp(a, "--checkpoint")) ckpt = v;
+    else if (!strcmp(a, "--tokenizer")) tokenizer = v;
     else if (!strcmp(a, "--prompt") || !strcmp(a, "--prompt-ids")) {
       if (np == MAX_PROMPTS) {
         fprintf(stderr, "coda generate: at most %d prompts\n", MAX_PROMPTS);
@@ -325,7 +332,7 @@ int cmd_generate(int argc, char **argv) {
    * load), so that the cache holds the longest prompt plus the new tokens
    * and no more than that. */
   coda_tokenizer tk = NULL;
-  coda_status s = load_tokenizer(ctx, ckpt, &tk);
+  coda_status s = load_tokenizer(ctx, ckpt, tokenizer, &tk);
   int longest = 0;
   for (int i = 0; !s && i < np; i++) {
     size_t n = 0, cap = 0;
@@ -357,7 +364,7 @@ int cmd_generate(int argc, char **argv) {
     longest = lens[i] > longest ? lens[i] : longest;
   }
   coda_tokenizer_destroy(tk);
-  coda_decoder_options o = {np, max_len > 0 ? max_len : longest + tokens};
+  coda_decoder_options o = {np, max_len > 0 ? max_len : longest + tokens, tokenizer};
   if (!s && !rc) s = coda_decoder_load(ctx, ckpt, &o, &d);
   if (!s && !rc) {
     for (int i = 0; i < np; i++)

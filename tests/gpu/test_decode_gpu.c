@@ -68,7 +68,7 @@ static void against_cpu(coda_context cpu, coda_context gpu, const coda_model_con
                         const int *plen, int B, int steps, const char *what) {
   coda_model *m = make_model(cpu, c, 7);
   if (!m) return;
-  coda_decoder_options o = {B, 0};
+  coda_decoder_options o = {B, 0, NULL};
   coda_decoder dc = NULL, dg = NULL;
   CHECK_STATUS(cpu, coda_decoder_create(cpu, m, &o, &dc), CODA_OK);
   CHECK_STATUS(gpu, coda_decoder_create(gpu, m, &o, &dg), CODA_OK);
