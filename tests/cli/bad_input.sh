@@ -228,6 +228,23 @@ printf '{"body": "x"}\n' >c.jsonl
 expect 'c.jsonl:1: no field "text"' -- train $tiny_model --out o5 --data c.jsonl --steps 2
 # shellcheck disable=SC2086
 expect "nothere.json: cannot open" -- train $tiny_model --out o5 --data corpus/text --tokenizer nothere.json
+# Parquet: refused by name (by the extension, or by the PAR1 magic at both
+# ends whatever the name), for training and evaluation, nothing prepared
+printf 'PAR1 not really a parquet file, but named as one\n' >d.parquet
+# shellcheck disable=SC2086
+expect "d.parquet: a Parquet file: coda does not read Parquet" -- train $tiny_model --out o7 --data d.parquet
+printf 'PAR1\025\004\025\000some column chunk bytes\000\000PAR1' >disguised.txt
+# shellcheck disable=SC2086
+expect "disguised.txt: a Parquet file" -- train $tiny_model --out o7 --data disguised.txt
+mkdir -p pq
+cp d.parquet pq/part-0.parquet
+# shellcheck disable=SC2086
+expect "part-0.parquet: a Parquet file" -- train $tiny_model --out o7 --data pq
+expect "convert it to JSON Lines" -- eval --checkpoint good/checkpoint.safetensors --data d.parquet --out o7
+if [ -e o7/data/train.tok ]; then
+  fails=$((fails + 1))
+  echo "FAIL: a Parquet --data left shards in o7/data"
+fi
 mkdir -p o6/data
 cp good/data/train.tok good/data/val.tok o6/data/
 # shellcheck disable=SC2086
