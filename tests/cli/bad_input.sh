@@ -139,6 +139,9 @@ expect "bad value 'tpu' for --device" -- generate --checkpoint x --device tpu
 expect "bad value 'x' for --stop" -- generate --checkpoint x --stop x
 expect "bad value '0,2' for --batches" -- generate --bench --batches 0,2
 expect "unknown --shape 'huge'" -- generate --bench --shape huge
+expect "--prompt-ids '1,x' is not a list of token ids" -- generate --checkpoint x --prompt-ids 1,x
+expect "--prompt-ids '' is not a list of token ids" -- generate --checkpoint x --prompt-ids ""
+expect "--engine is auto, reference or plans" -- eval --checkpoint x --data y --engine fast
 
 # --- a real checkpoint, then damaged copies of it
 # shellcheck disable=SC2086
@@ -169,6 +172,7 @@ if ! grep -q -- "--- sequence 2" g3.txt; then
   cat err.txt
 fi
 expect "more than the cache of 2" -- generate --checkpoint $ck --prompt "abc" --max-len 2
+expect "outside" -- generate --checkpoint $ck --prompt-ids 1,99999 --tokens 2
 head -c $((size - 100)) $ck >trunc.safetensors
 head -c 4 $ck >stub.safetensors
 : >empty.safetensors
