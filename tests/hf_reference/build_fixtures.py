@@ -27,6 +27,7 @@ near ties and the loss is not log(vocab). Token sequences come from a
 second splitmix64 stream (seed + 1): token = x % vocab.
 """
 import json
+import math
 import os
 import struct
 import sys
@@ -130,6 +131,20 @@ def fixture_configs():
     return out
 
 
+def llama3_pair_kinds(c):
+    """How llama3 scaling treats each RoPE pair of config c: 'kept',
+    'smoothed' or 'divided' (transformers' _compute_llama3_parameters)."""
+    rs = c["rope_scaling"]
+    hd, theta = c["head_dim"], c["rope_theta"]
+    old = rs["original_max_position_embeddings"]
+    low_wl, high_wl = old / rs["low_freq_factor"], old / rs["high_freq_factor"]
+    kinds = []
+    for j in range(hd // 2):
+        wavelen = 2.0 * math.pi * theta ** (2.0 * j / hd)
+        kinds.append("kept" if wavelen < high_wl else "divided" if wavelen > low_wl else "smoothed")
+    return kinds
+
+
 def tensor_list(c):
     """(name, kind, shape) in draw order."""
     D, F, L = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
@@ -210,6 +225,9 @@ def build(out_dir):
     os.makedirs(out_dir, exist_ok=True)
     names = []
     for name, seed, dtype, cfg in fixture_configs():
+        if "rope_scaling" in cfg and set(llama3_pair_kinds(cfg)) != {"kept", "smoothed", "divided"}:
+            raise SystemExit("%s: llama3 scaling must keep, smooth and divide some pairs: %s"
+                             % (name, llama3_pair_kinds(cfg)))
         d = os.path.join(out_dir, name)
         os.makedirs(d, exist_ok=True)
         rng = SplitMix64(seed)
