@@ -37,6 +37,8 @@ typedef struct coda_decoder_options {
   int no_graphs; /* GPU: 1 = launch every decode step's kernels one by one;
                   * 0 = replay each step shape's recorded graph (coda_graph_begin)
                   * where the context's stream allows it */
+  const char *tokenizer; /* coda_decoder_load: this tokenizer.json instead of
+                          * the checkpoint's (NULL: coda_checkpoint_tokenizer) */
 } coda_decoder_options;
 
 /* A decoder for the weights of m, a model of the library's trainer
@@ -52,9 +54,12 @@ coda_status coda_decoder_create_random(coda_context ctx, const coda_model_config
                                        uint64_t seed, const coda_decoder_options *o,
                                        coda_decoder *out);
 /* Loads path, a coda checkpoint (.safetensors, weights only are read) or a
- * Hugging Face model folder (config.json + model.safetensors), and the
- * tokenizer.json in that folder or beside the checkpoint when there is one
- * (else byte tokens: the model's vocab must hold the 256 bytes). */
+ * Hugging Face model folder (config.json + model.safetensors), and its
+ * tokenizer: o->tokenizer when set, else the one coda_checkpoint_tokenizer
+ * finds (the one the checkpoint names, verified; or a tokenizer.json in the
+ * folder or beside a checkpoint that names none), else byte tokens (the
+ * model's vocab must hold the 256 bytes). A tokenizer larger than the
+ * model's vocab is refused. */
 coda_status coda_decoder_load(coda_context ctx, const char *path, const coda_decoder_options *o,
                               coda_decoder *out);
 void coda_decoder_destroy(coda_decoder d);

@@ -18,9 +18,16 @@ static void gen_usage(FILE *f) {
       "usage: coda generate --checkpoint PATH [OPTIONS]\n"
       "       coda generate --bench [--device gpu|cpu] [BENCH OPTIONS]\n"
       "  --checkpoint PATH   a coda checkpoint (.safetensors) or a Hugging Face model folder\n"
-      "                      (config.json, model.safetensors); its tokenizer.json is used when\n"
-      "                      present, else tokens are bytes\n"
+      "                      (config.json, model.safetensors). The tokenizer is the one the\n"
+      "                      checkpoint names (saved beside it by coda train --tokenizer;\n"
+      "                      its checksum verified), else a tokenizer.json in the folder or\n"
+      "                      beside the checkpoint, else tokens are bytes\n"
+      "  --tokenizer FILE    use this tokenizer.json instead (its vocab must fit the model's)\n"
       "  --prompt TEXT       text to continue (default: a newline); repeat for a batch\n"
+      "  --prompt-ids LIST   a prompt given as token ids (comma- or space-separated, each\n"
+      "                      below the model's vocab); mixes with --prompt in a batch\n"
+      "  --print-ids         write the generated token ids instead of text: one line per\n"
+      "                      sequence, ids separated by spaces (the prompt not repeated)\n"
       "  --tokens N          new tokens per prompt (default 200)\n"
       "  --temperature X     0 = greedy (default 0.8)\n"
       "  --top-k N           sample among the N most likely (default 40, 0 = all)\n"
@@ -132,7 +139,7 @@ static int run_bench(coda_context ctx, const char *shape, const int *batches, in
   int rc = 0;
   for (int i = 0; i < nb && !rc; i++) {
     int B = batches[i];
-    coda_decoder_options o = {B, prompt_len + steps + 2, no_graphs}; /* + a profiled step */
+    coda_decoder_options o = {B, prompt_len + steps + 2, no_graphs, NULL}; /* + a profiled step */
     coda_decoder d = NULL;
     if (coda_decoder_create_random(ctx, &c, 1, &o, &d) != CODA_OK) {
       fprintf(stderr, "coda generate: %s\n", coda_last_error(ctx));
@@ -198,23 +205,54 @@ static int run_bench(coda_context ctx, const char *shape, const int *batches, in
   return rc;
 }
 
-/* The tokenizer.json of a model folder or beside a checkpoint file, as
- * coda_decoder_load finds it (*out NULL: none, byte tokens). */
-static coda_status load_tokenizer(coda_context ctx, const char *ckpt, coda_tokenizer *out) {
-  *out = NULL;
-  size_t n = strlen(ckpt);
-  char *p = malloc(n + 32);
-  if (!p) return CODA_ERR_OUT_OF_MEMORY;
-  struct stat st;
-  if (stat(ckpt, &st) == 0 && S_ISDIR(st.st_mode)) {
-    snprintf(p, n + 32, "%s/tokenizer.json", ckpt);
-  } else {
-    const char *slash = strrchr(ckpt, '/');
-    if (slash) snprintf(p, n + 32, "%.*s/tokenizer.json", (int)(slash - ckpt), ckpt);
-    else snprintf(p, n + 32, "tokenizer.json");
+/* Token ids "1,2 3" (commas and/or spaces); *out malloc'ed. */
+static int parse_ids(const char *v, int32_t **out, int *n) {
+  size_t cap = strlen(v) / 2 + 1, k = 0;
+  int32_t *ids = malloc(cap * sizeof *ids);
+  if (!ids) return -1;
+  const char *p = v;
+  for (;;) {
+    while (*p == ' ' || *p == ',') p++;
+    if (!*p) break;
+    char *end;
+    errno = 0;
+    long long x = strtoll(p, &end, 10);
+    if (errno || end == p || x < 0 || x >= (1LL << 31) || (*end && *end != ' ' && *end != ',') ||
+        k == cap) {
+      free(ids);
+      return -1;
+    }
+    ids[k++] = (int32_t)x;
+    p = end;
   }
-  coda_status s = CODA_OK;
-  if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) s = coda_tokenizer_load(ctx, p, out);
+  if (k == 0) {
+    free(ids);
+    return -1;
+  }
+  *out = ids;
+  *n = (int)k;
+  return 0;
+}
+
+/* The tokenizer coda_decoder_load will use: `given` (--tokenizer), else
+ * the checkpoint's (coda_checkpoint_tokenizer); *out NULL: byte tokens.
+ * Says which on stderr. */
+static coda_status load_tokenizer(coda_context ctx, const char *ckpt, const char *given,
+                                  coda_tokenizer *out) {
+  *out = NULL;
+  char *p = NULL;
+  int recorded = 0;
+  struct stat st;
+  if (!given && stat(ckpt, &st) != 0) return CODA_OK; /* coda_decoder_load names the path */
+  coda_status s = given ? CODA_OK : coda_checkpoint_tokenizer(ctx, ckpt, &p, &recorded);
+  const char *path = given ? given : p;
+  if (!s && path) {
+    s = coda_tokenizer_load(ctx, path, out);
+    if (!s)
+      fprintf(stderr, "coda generate: tokenizer %s%s\n", path,
+              given ? " (--tokenizer)" : recorded ? " (named by the checkpoint, checksum verified)"
+                                                  : "");
+  }
   free(p);
   return s;
 }
@@ -222,6 +260,8 @@ static coda_status load_tokenizer(coda_context ctx, const char *ckpt, coda_token
 int cmd_generate(int argc, char **argv) {
   const char *ckpt = NULL, *prompts[MAX_PROMPTS], *shape = "1.1b";
   int np = 0, tokens = -1, top_k = 40, threads = 0, gpu = 0, bench = 0, max_len = 0;
+  int as_ids[MAX_PROMPTS], print_ids = 0; /* as_ids[i]: prompts[i] is a list of token ids */
+  const char *tokenizer = NULL;
   int prompt_len = 512, batches[16] = {1, 16}, nb = 2, no_graphs = 0, profile = 0;
   double hbm_gbps = 4300.0;
   int32_t stops[MAX_STOPS];
@@ -232,6 +272,7 @@ int cmd_generate(int argc, char **argv) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { gen_usage(stdout); return 0; }
     if (!strcmp(a, "--bench")) { bench = 1; continue; }
+    if (!strcmp(a, "--print-ids")) { print_ids = 1; continue; }
     if (!strcmp(a, "--no-graphs")) { no_graphs = 1; continue; }
     if (!strcmp(a, "--profile")) { profile = 1; continue; }
     if (!v) {
@@ -242,11 +283,13 @@ int cmd_generate(int argc, char **argv) {
     char *end;
     errno = 0;
     if (!strcmp(a, "--checkpoint")) ckpt = v;
-    else if (!strcmp(a, "--prompt")) {
+    else if (!strcmp(a, "--tokenizer")) tokenizer = v;
+    else if (!strcmp(a, "--prompt") || !strcmp(a, "--prompt-ids")) {
       if (np == MAX_PROMPTS) {
         fprintf(stderr, "coda generate: at most %d prompts\n", MAX_PROMPTS);
         return 2;
       }
+      as_ids[np] = !strcmp(a, "--prompt-ids");
       prompts[np++] = v;
     } else if (!strcmp(a, "--shape")) shape = v;
     else if (!strcmp(a, "--device")) {
@@ -309,7 +352,10 @@ int cmd_generate(int argc, char **argv) {
     return rc;
   }
   if (tokens < 0) tokens = 200;
-  if (np == 0) prompts[np++] = "\n";
+  if (np == 0) {
+    as_ids[np] = 0;
+    prompts[np++] = "\n";
+  }
   int rc = 0;
   coda_decoder d = NULL;
   int32_t *ids[MAX_PROMPTS] = {0};
@@ -320,12 +366,21 @@ int cmd_generate(int argc, char **argv) {
    * load), so that the cache holds the longest prompt plus the new tokens
    * and no more than that. */
   coda_tokenizer tk = NULL;
-  coda_status s = load_tokenizer(ctx, ckpt, &tk);
+  coda_status s = load_tokenizer(ctx, ckpt, tokenizer, &tk);
   int longest = 0;
   for (int i = 0; !s && i < np; i++) {
     size_t n = 0, cap = 0;
     const size_t pl = strlen(prompts[i]);
-    if (tk) {
+    if (as_ids[i]) {
+      int k = 0;
+      if (parse_ids(prompts[i], &ids[i], &k)) {
+        fprintf(stderr, "coda generate: --prompt-ids '%s' is not a list of token ids (integers "
+                "0 .. 2^31-1 separated by commas or spaces)\n", prompts[i]);
+        rc = 2;
+        break;
+      }
+      n = (size_t)k;
+    } else if (tk) {
       s = coda_tokenizer_encode_alloc(tk, prompts[i], pl, CODA_TOKENIZER_ADD_SPECIAL, &ids[i],
                                       &cap, &n);
     } else {
@@ -343,7 +398,7 @@ int cmd_generate(int argc, char **argv) {
     longest = lens[i] > longest ? lens[i] : longest;
   }
   coda_tokenizer_destroy(tk);
-  coda_decoder_options o = {np, max_len > 0 ? max_len : longest + tokens, no_graphs};
+  coda_decoder_options o = {np, max_len > 0 ? max_len : longest + tokens, no_graphs, tokenizer};
   if (!s && !rc) s = coda_decoder_load(ctx, ckpt, &o, &d);
   if (!s && !rc) {
     for (int i = 0; i < np; i++)
@@ -370,8 +425,8 @@ int cmd_generate(int argc, char **argv) {
     g.on_token = on_token;
     g.user = sink;
     if (sink) {
-      sink->streaming = np == 1;
-      if (np == 1) {
+      sink->streaming = np == 1 && !print_ids;
+      if (sink->streaming && !as_ids[0]) {
         fputs(prompts[0], stdout);
         fflush(stdout);
       }
@@ -381,8 +436,13 @@ int cmd_generate(int argc, char **argv) {
       fprintf(stderr, "coda generate: out of memory\n");
       rc = 1;
     }
-    for (int i = 0; !s && !rc && i < np; i++) {
-      if (np > 1) printf("--- sequence %d\n%s", i + 1, prompts[i]);
+    for (int i = 0; !s && !rc && print_ids && i < np; i++) {
+      for (int k = 0; k < res[i].n; k++) printf(k ? " %d" : "%d", (int)res[i].tokens[k]);
+      putchar('\n');
+    }
+    for (int i = 0; !s && !rc && !print_ids && i < np; i++) {
+      if (np > 1 && as_ids[i]) printf("--- sequence %d\n", i + 1);
+      else if (np > 1) printf("--- sequence %d\n%s", i + 1, prompts[i]);
       if (np > 1 && sink->len[i]) fwrite(sink->text[i], 1, sink->len[i], stdout);
       if (np > 1 || i == 0) putchar('\n');
     }

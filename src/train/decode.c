@@ -326,7 +326,8 @@ coda_status coda_decoder_create(coda_context ctx, coda_model *m, const coda_deco
     coda_decoder_destroy(d);
     return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   }
-  for (int j = 0; j < d->hd / 2; j++) d->inv_freq[j] = pow(c->rope_theta, -2.0 * j / (double)d->hd);
+  /* the scaled frequencies (linear, llama3) the training engines use */
+  for (int j = 0; j < d->hd / 2; j++) d->inv_freq[j] = coda_rope_inv_freq(c->rope_theta, d->hd, &c->rope, j);
   const float *W = coda_model_weights(m);
   if (d->gpu) {
     s = decode_setup_device(d, W, m);
@@ -445,28 +446,20 @@ coda_status coda_decoder_load(coda_context ctx, const char *path, const coda_dec
       return coda_fail(ctx, CODA_ERR_IO, "%s: is a directory without config.json (a Hugging Face "
                        "model folder holds config.json and model.safetensors)", path);
     s = coda_hf_import(ctx, path, CODA_ENGINE_REFERENCE, &m);
-    tokpath = path_join(path, "tokenizer.json");
   } else {
     coda_model_config cfg;
     s = coda_checkpoint_config(ctx, path, &cfg);
     if (!s) s = coda_model_create(ctx, &cfg, CODA_ENGINE_REFERENCE, &m);
     if (!s) s = coda_checkpoint_load(ctx, path, m, NULL, NULL, NULL);
-    const char *slash = strrchr(path, '/');
-    if (slash) {
-      char *dir = malloc((size_t)(slash - path) + 1);
-      if (dir) {
-        memcpy(dir, path, (size_t)(slash - path));
-        dir[slash - path] = '\0';
-        tokpath = path_join(dir, "tokenizer.json");
-        free(dir);
-      }
-    } else {
-      tokpath = path_join(".", "tokenizer.json");
-    }
   }
-  if (!s && !tokpath) s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  if (!s && o->tokenizer) {
+    tokpath = strdup(o->tokenizer);
+    if (!tokpath) s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  } else if (!s) {
+    s = coda_checkpoint_tokenizer(ctx, path, &tokpath, NULL);
+  }
   coda_tokenizer tok = NULL;
-  if (!s && is_file(tokpath)) {
+  if (!s && tokpath) {
     s = coda_tokenizer_load(ctx, tokpath, &tok);
     if (!s && coda_tokenizer_vocab_size(tok) > (size_t)coda_model_cfg(m)->vocab)
       s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s has %zu tokens, more than the model's "

@@ -41,7 +41,7 @@ struct coda_decoder_s {
   int *has_logits; /* 1 once prefilled */
   coda_tokenizer tok;
   int own_tok;
-  double *inv_freq; /* hd/2 RoPE frequencies: theta^(−2j/hd) */
+  double *inv_freq; /* hd/2 RoPE frequencies (coda_rope_inv_freq: scaling included) */
   layer_w *l;
   /* host */
   float *W;                      /* copy of the model's weights */

@@ -73,7 +73,7 @@ static void against_cpu(coda_context cpu, coda_context gpu, const coda_model_con
                         const int *plen, int B, int steps, const char *what) {
   coda_model *m = make_model(cpu, c, 7);
   if (!m) return;
-  coda_decoder_options o = {B, 0, 0};
+  coda_decoder_options o = {B, 0, 0, NULL};
   coda_decoder dc = NULL, dg = NULL;
   CHECK_STATUS(cpu, coda_decoder_create(cpu, m, &o, &dc), CODA_OK);
   CHECK_STATUS(gpu, coda_decoder_create(gpu, m, &o, &dg), CODA_OK);
@@ -187,7 +187,7 @@ static void graphs_vs_direct(coda_context cpu, coda_context direct_ctx, coda_con
                              int steps, const char *what) {
   coda_model *m = make_model(cpu, c, 11);
   if (!m) return;
-  coda_decoder_options od = {B, plen + steps + 1, 1}, og = {B, plen + steps + 1, 0};
+  coda_decoder_options od = {B, plen + steps + 1, 1, NULL}, og = {B, plen + steps + 1, 0, NULL};
   coda_decoder dd = NULL, dg = NULL;
   CHECK_STATUS(direct_ctx, coda_decoder_create(direct_ctx, m, &od, &dd), CODA_OK);
   CHECK_STATUS(graph_ctx, coda_decoder_create(graph_ctx, m, &og, &dg), CODA_OK);
@@ -264,6 +264,10 @@ int main(void) {
   graphs_vs_direct(cpu, gpu, streamed, 1, &mha, 24, 20, 10, "graphs mha batch 24");
   graphs_vs_direct(cpu, gpu, gpu, 0, &gqa, 2, 30, 6, "legacy stream, no graphs");
   coda_context_destroy(streamed);
+  /* llama3-scaled RoPE past the pre-training context of 32 positions */
+  coda_model_config l3 = {320, 128, 2, 4, 2, 256, 128, 0, 500000.0, 1e-5, {CODA_ROPE_LLAMA3, 8.0, 1.0, 4.0, 32.0}};
+  int p2[2] = {70, 9};
+  against_cpu(cpu, gpu, &l3, p2, 2, 16, "llama3 rope hd32");
   coda_context_destroy(gpu);
   coda_context_destroy(cpu);
   return CHECK_DONE();
