@@ -253,6 +253,9 @@ typedef enum coda_engine {
   CODA_ENGINE_REFERENCE = 0, /* straightforward host code (this folder) */
   CODA_ENGINE_PLANS = 1      /* the Llama-3 block plans of src/nn */
 } coda_engine;
+/* The engine an option names (trainer.c); AUTO: the plan engine where it
+ * is available. */
+coda_engine coda_engine_from_option(coda_train_engine e);
 
 coda_status coda_model_create(coda_context ctx, const coda_model_config *cfg,
                               coda_engine engine, coda_model **out);
