@@ -21,7 +21,6 @@
 
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 /* Elements per gradient-norm partial sum (one thread block each). */
 #define NORM_CHUNK 65536
