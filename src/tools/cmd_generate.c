@@ -33,6 +33,8 @@ static void gen_usage(FILE *f) {
       "                      the model's window)\n"
       "  --device NAME       cpu (default) | gpu\n"
       "  --threads N         CPU threads\n"
+      "  --no-graphs         GPU: launch each decode step's kernels one by one instead of\n"
+      "                      replaying the step's recorded CUDA graph\n"
       "With one prompt the text is written as it is produced; with several, each\n"
       "sequence's text once all have finished, separated by lines \"--- sequence I\".\n"
       "Bench: random weights of a Llama-like shape, random prompts; prints the prefill\n"
@@ -41,7 +43,10 @@ static void gen_usage(FILE *f) {
       "                      32768) | 8b (32 layers, d 4096, ffn 14336, vocab 128256) | tiny\n"
       "  --batches LIST      batch sizes, comma-separated (default 1,16)\n"
       "  --prompt-len N      prompt tokens (default 512)\n"
-      "  --tokens N          decode steps (default 128 in bench mode)\n");
+      "  --tokens N          decode steps (default 128 in bench mode)\n"
+      "  --hbm-gbps X        memory bandwidth of the floor column, GB/s (default 4300)\n"
+      "  --profile           GPU: after the timed run, one more step with a timing marker\n"
+      "                      after each kernel: its device time by phase\n");
 }
 
 /* Streams the bytes of one sequence, or keeps each sequence's bytes for
@@ -92,7 +97,8 @@ static int parse_batches(const char *v, int *out, int max) {
 }
 
 static int run_bench(coda_context ctx, const char *shape, const int *batches, int nb,
-                     int prompt_len, int steps, int gpu) {
+                     int prompt_len, int steps, int gpu, int no_graphs, int profile,
+                     double hbm_gbps) {
   coda_model_config c;
   memset(&c, 0, sizeof c);
   c.rope_theta = 500000.0;
@@ -114,17 +120,19 @@ static int run_bench(coda_context ctx, const char *shape, const int *batches, in
                   (double)c.layers * ((double)c.dim * c.dim * 2 + (double)c.dim * c.dim / 2 +
                                       3.0 * c.dim * c.ffn);
   printf("decoder bench: %s shape (%.1f M parameters, random weights), %s, prompt %d tokens, "
-         "%d decode steps (greedy)\n", shape, params / 1e6, gpu ? "GPU (bf16)" : "CPU (fp32)",
-         prompt_len, steps);
-  /* The floor of a step: the bf16 weights and the cache read once, at an
-   * H200's nominal 4.3 TB/s (the cache at its mean length over the steps). */
-  const double hbm = 4.3e12;
-  printf("%6s %12s %16s %14s %16s %14s %10s\n", "batch", "prefill ms", "prefill tok/s", "step ms",
-         "decode tok/s", "floor ms", "of floor");
+         "%d decode steps (greedy), step graphs %s\n", shape, params / 1e6,
+         gpu ? "GPU (bf16)" : "CPU (fp32)", prompt_len, steps, no_graphs ? "off" : "on");
+  /* The floor of a step: the bf16 weights (of the embedding table only the
+   * batch's rows) and the cache at its mean length over the steps, read
+   * once at hbm_gbps (--hbm-gbps: the measured copy bandwidth; default an
+   * H200's nominal 4.3 TB/s). */
+  const double hbm = hbm_gbps * 1e9;
+  printf("%6s %12s %16s %14s %16s %14s %10s %7s\n", "batch", "prefill ms", "prefill tok/s",
+         "step ms", "decode tok/s", "floor ms", "of floor", "graphs");
   int rc = 0;
   for (int i = 0; i < nb && !rc; i++) {
     int B = batches[i];
-    coda_decoder_options o = {B, prompt_len + steps + 1};
+    coda_decoder_options o = {B, prompt_len + steps + 2, no_graphs}; /* + a profiled step */
     coda_decoder d = NULL;
     if (coda_decoder_create_random(ctx, &c, 1, &o, &d) != CODA_OK) {
       fprintf(stderr, "coda generate: %s\n", coda_last_error(ctx));
@@ -161,11 +169,28 @@ static int run_bench(coda_context ctx, const char *shape, const int *batches, in
     }
     const double kv = (double)B * c.layers * (prompt_len + steps / 2.0) * 2.0 *
                       ((double)c.kv_heads * (c.dim / c.heads)) * 2.0;
-    const double floor_ms = (params * 2.0 + kv) / hbm * 1e3, step_ms = dec * 1e3 / steps;
+    const double wbytes = (params - (double)c.vocab * c.dim + (double)B * c.dim) * 2.0;
+    const double floor_ms = (wbytes + kv) / hbm * 1e3, step_ms = dec * 1e3 / steps;
     if (!rc)
-      printf("%6d %12.2f %16.0f %14.3f %16.1f %14.3f %9.0f%%\n", B, pre * 1e3,
+      printf("%6d %12.2f %16.0f %14.3f %16.1f %14.3f %9.0f%% %7d\n", B, pre * 1e3,
              (double)B * prompt_len / pre, step_ms, (double)B * steps / dec, floor_ms,
-             100.0 * floor_ms / step_ms);
+             100.0 * floor_ms / step_ms, coda_decoder_graphs(d));
+    if (!rc && profile && gpu) { /* one more step, by phase */
+      double ms[CODA_DECODE_PHASES], sum = 0.0;
+      int32_t *zero = calloc((size_t)B, sizeof *zero);
+      if (!zero || coda_decoder_step_profile(d, zero, ms) != CODA_OK) {
+        fprintf(stderr, "coda generate: profile: %s\n", coda_last_error(ctx));
+        rc = 1;
+      } else {
+        printf("       step by phase (ms, launched one by one):");
+        for (int p = 0; p < CODA_DECODE_PHASES; p++) {
+          printf(" %s %.3f%s", coda_decoder_phase_name(p), ms[p], p + 1 < CODA_DECODE_PHASES ? "," : "");
+          sum += ms[p];
+        }
+        printf("; sum %.3f\n", sum);
+      }
+      free(zero);
+    }
     fflush(stdout);
     free(tok); free(pr); free(ln); free(res);
     coda_decoder_destroy(d);
@@ -197,7 +222,8 @@ static coda_status load_tokenizer(coda_context ctx, const char *ckpt, coda_token
 int cmd_generate(int argc, char **argv) {
   const char *ckpt = NULL, *prompts[MAX_PROMPTS], *shape = "1.1b";
   int np = 0, tokens = -1, top_k = 40, threads = 0, gpu = 0, bench = 0, max_len = 0;
-  int prompt_len = 512, batches[16] = {1, 16}, nb = 2;
+  int prompt_len = 512, batches[16] = {1, 16}, nb = 2, no_graphs = 0, profile = 0;
+  double hbm_gbps = 4300.0;
   int32_t stops[MAX_STOPS];
   int nstop = 0;
   double temperature = 0.8, top_p = 1.0;
@@ -206,6 +232,8 @@ int cmd_generate(int argc, char **argv) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { gen_usage(stdout); return 0; }
     if (!strcmp(a, "--bench")) { bench = 1; continue; }
+    if (!strcmp(a, "--no-graphs")) { no_graphs = 1; continue; }
+    if (!strcmp(a, "--profile")) { profile = 1; continue; }
     if (!v) {
       fprintf(stderr, "coda generate: unknown or incomplete option '%s'\n", a);
       gen_usage(stderr);
@@ -228,6 +256,10 @@ int cmd_generate(int argc, char **argv) {
     } else if (!strcmp(a, "--batches")) {
       nb = parse_batches(v, batches, 16);
       if (nb < 1) goto bad;
+    } else if (!strcmp(a, "--hbm-gbps")) {
+      double x = strtod(v, &end);
+      if (end == v || *end || !(x >= 1) || x > 1e6) goto bad;
+      hbm_gbps = x;
     } else if (!strcmp(a, "--temperature") || !strcmp(a, "--top-p")) {
       double x = strtod(v, &end);
       if (end == v || *end || !(x >= 0) || x > 1e6) goto bad;
@@ -263,6 +295,7 @@ int cmd_generate(int argc, char **argv) {
   coda_context_options co = coda_context_default_options();
   co.num_threads = threads;
   co.backend = gpu ? CODA_BACKEND_CUDA : CODA_BACKEND_CPU;
+  co.own_stream = 1; /* a stream of its own, so decode steps can be recorded as graphs */
   coda_context ctx;
   if (coda_context_create(&co, &ctx) != CODA_OK) {
     fprintf(stderr, "coda generate: cannot create a %s context%s\n", gpu ? "CUDA" : "CPU",
@@ -270,7 +303,8 @@ int cmd_generate(int argc, char **argv) {
     return 1;
   }
   if (bench) {
-    int rc = run_bench(ctx, shape, batches, nb, prompt_len, tokens < 0 ? 128 : tokens, gpu);
+    int rc = run_bench(ctx, shape, batches, nb, prompt_len, tokens < 0 ? 128 : tokens, gpu,
+                       no_graphs, profile, hbm_gbps);
     coda_context_destroy(ctx);
     return rc;
   }
@@ -309,7 +343,7 @@ int cmd_generate(int argc, char **argv) {
     longest = lens[i] > longest ? lens[i] : longest;
   }
   coda_tokenizer_destroy(tk);
-  coda_decoder_options o = {np, max_len > 0 ? max_len : longest + tokens};
+  coda_decoder_options o = {np, max_len > 0 ? max_len : longest + tokens, no_graphs};
   if (!s && !rc) s = coda_decoder_load(ctx, ckpt, &o, &d);
   if (!s && !rc) {
     for (int i = 0; i < np; i++)

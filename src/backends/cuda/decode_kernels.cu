@@ -1,7 +1,7 @@
 /* The decoder's device kernels (src/train/decode.c on a CUDA context,
  * through coda_decode_ops of backends/backend.h): embedding lookup,
- * RMSNorm to bf16, the linear layers (a GEMV-shaped kernel for a few rows,
- * the backend's Hopper GEMM for more), RoPE with the cache append, decode
+ * RMSNorm to bf16, the linear layers (a tensor-core GEMV for up to 64
+ * rows, the backend's Hopper GEMM for more), RoPE with the cache append, decode
  * attention split over the cache length, SwiGLU, row gather and sampling.
  * Compiled ahead of time by nvcc (no NVRTC).
  *
@@ -127,6 +127,86 @@ __global__ void gemv_kernel(float *y, const bf16 *x, const bf16 *w, int M, long 
     const float s = warp_sum(acc[m]);
     if (lane == 0) y[(long long)m * N + n] = accumulate ? y[(long long)m * N + n] + s : s;
   }
+}
+
+/* y (M x N) (+)= x (M x K) · w (N x K)ᵀ for M <= 16·MT on tensor cores:
+ * a block of 8 warps owns 8 output columns, warp i the i-th eighth of K,
+ * so every weight row streams once, in 16-byte loads with several in
+ * flight per lane, and the x rows come from L1. Each 32-wide k chunk is
+ * two m16n8k16 MMAs over a permutation of its k: lane (g, t) loads w[n0 +
+ * g][k + 8t .. 8t + 7] whole and takes words {0, 1} as its B fragment of
+ * the first MMA, {2, 3} of the second; the A fragments take x's words in
+ * the same order, so the dot products are those of the plain order. The
+ * eight warps' sums are added in warp order (deterministic). Needs K % 32
+ * == 0. */
+constexpr int kMmaWarps = 8;
+
+__device__ __forceinline__ void mma_bf16_16816(float *c, const uint32_t *a, uint32_t b0,
+                                               uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+               "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <int MT>
+__global__ void __launch_bounds__(32 * kMmaWarps)
+    gemv_mma_kernel(float *y, const bf16 *x, const bf16 *w, int M, long long N, long long K,
+                    int accumulate) {
+  __shared__ float part[kMmaWarps][MT][32][4];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const long long n0 = (long long)blockIdx.x * 8, chunks = K / 32;
+  const long long per = (chunks + kMmaWarps - 1) / kMmaWarps;
+  const long long c0 = warp * per, c1 = c0 + per < chunks ? c0 + per : chunks;
+  const bool nok = n0 + g < N;
+  const bf16 *wr = w + (nok ? n0 + g : 0) * K + 8 * t;
+  float acc[MT][4];
+#pragma unroll
+  for (int m = 0; m < MT; m++) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
+#pragma unroll 4
+  for (long long c = c0; c < c1; c++) {
+    uint4 wv = make_uint4(0, 0, 0, 0);
+    if (nok) wv = __ldg(reinterpret_cast<const uint4 *>(wr + c * 32));
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+      const int r0 = 16 * m + g, r1 = r0 + 8;
+      uint4 x0 = make_uint4(0, 0, 0, 0), x1 = make_uint4(0, 0, 0, 0);
+      if (r0 < M) x0 = *reinterpret_cast<const uint4 *>(x + (long long)r0 * K + c * 32 + 8 * t);
+      if (r1 < M) x1 = *reinterpret_cast<const uint4 *>(x + (long long)r1 * K + c * 32 + 8 * t);
+      const uint32_t a0[4] = {x0.x, x1.x, x0.y, x1.y}, a1[4] = {x0.z, x1.z, x0.w, x1.w};
+      mma_bf16_16816(acc[m], a0, wv.x, wv.y);
+      mma_bf16_16816(acc[m], a1, wv.z, wv.w);
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < MT; m++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) part[warp][m][lane][i] = acc[m][i];
+  __syncthreads();
+  /* thread (m, lane, i) of the first 4·MT warps' worth: one output each */
+  for (int e = threadIdx.x; e < MT * 32 * 4; e += blockDim.x) {
+    const int m = e / 128, l = (e / 4) % 32, i = e % 4;
+    float sum = 0.0f;
+    for (int wi = 0; wi < kMmaWarps; wi++) sum += part[wi][m][l][i];
+    const int row = 16 * m + (l >> 2) + (i >= 2 ? 8 : 0);
+    const long long col = n0 + 2 * (l & 3) + (i & 1);
+    if (row < M && col < N) {
+      float *o = y + (long long)row * N + col;
+      *o = accumulate ? *o + sum : sum;
+    }
+  }
+}
+
+coda_status launch_gemv_mma(coda_context ctx, float *y, const bf16 *x, const bf16 *w, int M,
+                            long long N, long long K, int accumulate) {
+  const unsigned grid = (unsigned)((N + 7) / 8);
+  cudaStream_t st = coda_cuda_stream(ctx);
+  const int t = 32 * kMmaWarps;
+  if (M <= 16) gemv_mma_kernel<1><<<grid, t, 0, st>>>(y, x, w, M, N, K, accumulate);
+  else if (M <= 32) gemv_mma_kernel<2><<<grid, t, 0, st>>>(y, x, w, M, N, K, accumulate);
+  else if (M <= 48) gemv_mma_kernel<3><<<grid, t, 0, st>>>(y, x, w, M, N, K, accumulate);
+  else gemv_mma_kernel<4><<<grid, t, 0, st>>>(y, x, w, M, N, K, accumulate);
+  return check_launch(ctx, "GEMV (tensor cores)");
 }
 
 coda_status launch_gemv(coda_context ctx, float *y, const bf16 *x, const bf16 *w, int M,
@@ -528,8 +608,10 @@ extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, float *y, const
                                                int accumulate) {
   if (M == 0 || N == 0) return CODA_OK;
   const bf16 *xb = (const bf16 *)x, *wb = (const bf16 *)w;
+  if (M <= 64 && K % 32 == 0 && N <= 0x7fffffffLL * 8 && ((uintptr_t)x | (uintptr_t)w) % 16 == 0)
+    return launch_gemv_mma(ctx, y, xb, wb, (int)M, N, K, accumulate);
   if (M > 16 && K % 8 == 0 && N % 4 == 0) {
-    /* enough rows for tensor cores: the backend's GEMM, D = x · wᵀ (+ D) */
+    /* enough rows for the backend's GEMM, D = x · wᵀ (+ D) */
     coda_tensor A = {(void *)x, CODA_BF16, M, K, K};
     coda_tensor B = {(void *)w, CODA_BF16, N, K, K};
     coda_tensor D = {y, CODA_F32, M, N, N};
