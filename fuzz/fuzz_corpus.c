@@ -5,9 +5,12 @@
  *   fuzz_jsonl   the input is a JSON Lines file (field "text")
  *   fuzz_llmc    the input is an llm.c token shard (.bin)
  *   fuzz_text    the input is a plain text file (blank-line documents)
+ *   fuzz_jsonl_bpe, fuzz_text_bpe   the same with a BPE tokenizer (the
+ *                GPT-2-style seed fuzz/corpus/tokenizer/gpt2.json, whose
+ *                path is compiled in as CODA_FUZZ_TOKENIZER)
  *
  * Each input is written to a private temporary file and prepared into a
- * fresh output directory, with byte tokens. The fuzz build makes the
+ * fresh output directory, with byte tokens or the tokenizer. The fuzz build makes the
  * reader's chunk (61 bytes), block (8 tokens) and line limit (700 bytes)
  * small, so that inputs of a few KB cross every one of them and reach the
  * streaming split.
@@ -20,10 +23,14 @@
  * llm.c: the header checks and the uint16 tokens), split by the rule of
  * coda_train.h (a small corpus: its last 20th, at least 2 tokens; else one
  * block in 20), and the vocabulary 256 (bytes) or the largest llm.c token
- * + 1. Inputs the reference refuses must be refused. Any violation aborts.
+ * + 1. With the tokenizer, the shards put back in stream order (the split
+ * rule) must decode to the documents, each followed by <|endoftext|>, and
+ * every id must be below the tokenizer's vocabulary. Inputs the reference
+ * refuses must be refused. Any violation aborts.
  *
  * Build and run: scripts/fuzz.sh [SECONDS] (FUZZ_ONLY=jsonl, llmc or text) */
 #define _POSIX_C_SOURCE 200809L
+#include "coda_tokenizer.h"
 #include "coda_train.h"
 #include "train/json.h"
 #include "train/train.h"
@@ -42,6 +49,8 @@
 
 enum { MODE_JSONL, MODE_LLMC, MODE_TEXT };
 static int mode = -1;
+static int bpe; /* with the tokenizer */
+static coda_tokenizer tok;
 static coda_context ctx;
 static char dir[4096], in_path[4200], out_dir[4200];
 
@@ -71,7 +80,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   mode = strstr(name, "jsonl") ? MODE_JSONL : strstr(name, "llmc") ? MODE_LLMC
          : strstr(name, "text") ? MODE_TEXT : -1;
   if (mode < 0) fail("run as fuzz_jsonl, fuzz_llmc or fuzz_text (the name picks the reader)");
+  bpe = strstr(name, "_bpe") != NULL && mode != MODE_LLMC;
   if (coda_context_create(NULL, &ctx) != CODA_OK) fail("no context");
+#ifdef CODA_FUZZ_TOKENIZER
+  if (bpe && coda_tokenizer_load(ctx, CODA_FUZZ_TOKENIZER, &tok) != CODA_OK) {
+    fprintf(stderr, "%s\n", coda_last_error(ctx));
+    fail("the tokenizer does not load");
+  }
+#endif
+  if (bpe && !tok) fail("a _bpe mode needs the build's -DCODA_FUZZ_TOKENIZER=path");
   const char *t = getenv("TMPDIR");
   snprintf(dir, sizeof dir, "%s/fuzz_corpus.%ld", t && *t ? t : "/tmp", (long)getpid());
   if (mkdir(dir, 0700) != 0) fail("cannot create the temporary directory");
@@ -110,6 +127,8 @@ static void clear_out(void) {
 
 /* ---- the reference stream ---- */
 
+#define DOC_END 0x100u /* in the reference of the _bpe modes: a document ends */
+
 typedef struct stream {
   uint32_t *t;
   size_t n, cap;
@@ -139,6 +158,7 @@ static int ref_text(const uint8_t *d, size_t n, stream *s) {
         break;
       }
     for (; i < end; i++) push(s, d[i]);
+    if (bpe) push(s, DOC_END);
   }
   return 1;
 }
@@ -161,6 +181,7 @@ static int ref_jsonl(const uint8_t *d, size_t n, stream *s) {
       const coda_json *r = coda_json_root(doc), *t = coda_json_get(r, "text");
       int ok = r->kind == CODA_JSON_OBJECT && t && t->kind == CODA_JSON_STRING;
       for (size_t j = 0; ok && j < t->n; j++) push(s, (unsigned char)t->u.str[j]);
+      if (ok && bpe && t->n > 0) push(s, DOC_END);
       coda_json_free(doc);
       if (!ok) return 0;
     }
@@ -222,6 +243,67 @@ static void expect_split(const stream *e, uint32_t want_vocab) {
   free(va.t);
 }
 
+/* The _bpe modes: the shards in stream order decode to the documents,
+ * each followed by the separator's text. */
+static void expect_bpe(const stream *e, uint64_t ntr, uint64_t nva) {
+  char p[4400];
+  uint32_t *t[2] = {NULL, NULL}, vocab = 0;
+  uint64_t n[2] = {0, 0};
+  for (int k = 0; k < 2; k++) {
+    snprintf(p, sizeof p, "%s/%s", out_dir, kOutNames[k]);
+    if (coda_shard_read(ctx, p, &t[k], &n[k], &vocab) != CODA_OK) {
+      fprintf(stderr, "%s\n", coda_last_error(ctx));
+      fail("a written shard does not read back");
+    }
+    if (vocab != coda_tokenizer_vocab_size(tok)) fail("the shard's vocabulary is not the tokenizer's");
+  }
+  if (n[0] != ntr || n[1] != nva) fail("the reported counts differ from the shards'");
+  /* back in stream order: a small corpus is train then its tail; else
+   * block b of the stream went to validation when b % 20 == 19 */
+  const size_t total = (size_t)(n[0] + n[1]), cap = (size_t)CORPUS_BLOCK * 20;
+  int32_t *ids = malloc((total ? total : 1) * sizeof *ids);
+  if (!ids) fail("out of memory");
+  size_t at[2] = {0, 0};
+  if (total < cap) {
+    size_t nv = (total + 19) / 20;
+    if (nv < 2) nv = 2;
+    if (n[1] != nv) fail("a small corpus' validation is not its last 20th");
+    for (size_t i = 0; i < total; i++) ids[i] = (int32_t)(i < n[0] ? t[0][i] : t[1][i - n[0]]);
+  } else {
+    for (size_t i = 0; i < total; i++) {
+      const int k = (i / CORPUS_BLOCK) % 20 == 19;
+      if (at[k] >= n[k]) fail("the shards' sizes do not follow the block split");
+      ids[i] = (int32_t)t[k][at[k]++];
+    }
+  }
+  for (size_t i = 0; i < total; i++)
+    if ((uint32_t)ids[i] >= vocab) fail("an id outside the vocabulary");
+  char *text = NULL;
+  size_t tcap = 0, tlen = 0;
+  if (coda_tokenizer_decode_alloc(tok, ids, total, 0, &text, &tcap, &tlen) != CODA_OK)
+    fail("the shards do not decode");
+  static const char sep[] = "<|endoftext|>";
+  size_t want = 0;
+  for (size_t i = 0; i < e->n; i++) want += e->t[i] == DOC_END ? sizeof sep - 1 : 1;
+  int same = want == tlen;
+  for (size_t i = 0, j = 0; same && i < e->n; i++) {
+    if (e->t[i] == DOC_END) {
+      same = !memcmp(text + j, sep, sizeof sep - 1);
+      j += sizeof sep - 1;
+    } else {
+      same = (unsigned char)text[j++] == e->t[i];
+    }
+  }
+  if (!same) {
+    fprintf(stderr, "decoded %zu bytes, the documents and separators are %zu\n", tlen, want);
+    fail("the shards do not decode to the documents");
+  }
+  free(text);
+  free(ids);
+  free(t[0]);
+  free(t[1]);
+}
+
 static int too_small(const stream *e) {
   const size_t cap = (size_t)CORPUS_BLOCK * 20;
   if (e->n < cap) return e->n < 4;
@@ -247,6 +329,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   o.path = in_path;
   o.format = mode == MODE_JSONL ? CODA_DATA_JSONL : mode == MODE_LLMC ? CODA_DATA_LLMC
              : CODA_DATA_TEXT;
+#ifdef CODA_FUZZ_TOKENIZER
+  if (bpe) o.tokenizer = CODA_FUZZ_TOKENIZER;
+#endif
   uint64_t ntr = 0, nva = 0;
   uint32_t got_vocab = 0;
   coda_status s = coda_prepare_data(ctx, &o, out_dir, &ntr, &nva, &got_vocab);
@@ -260,14 +345,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (exists("train.tok") || exists("val.tok") || exists("train.tok.partial") ||
         exists("val.tok.partial"))
       fail("a refusal left a shard behind");
-    if (ok && !too_small(&e)) {
+    /* with the tokenizer the count of tokens is not known here: a refusal
+     * for size must say so */
+    const int size_refusal = strstr(coda_last_error(ctx), "too small") ||
+                             strstr(coda_last_error(ctx), "needs at least");
+    if (ok && (bpe ? !size_refusal : !too_small(&e))) {
       fprintf(stderr, "%s\n", coda_last_error(ctx));
       fail("an input the reference accepts was refused");
     }
   } else {
     if (!ok) fail("an input the reference refuses was accepted");
-    if (got_vocab != vocab || ntr + nva != e.n) fail("the reported counts or vocabulary differ");
-    expect_split(&e, vocab);
+    if (bpe) {
+      expect_bpe(&e, ntr, nva);
+    } else {
+      if (got_vocab != vocab || ntr + nva != e.n) fail("the reported counts or vocabulary differ");
+      expect_split(&e, vocab);
+    }
   }
   free(e.t);
   clear_out();
