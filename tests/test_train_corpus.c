@@ -2,7 +2,8 @@
  * text (blank-line documents), a directory of .txt files, JSON Lines with
  * a BPE tokenizer (BOS between documents, the field named), llm.c token
  * shards; the validation split (a small corpus' tail, then one block in
- * 20), the errors that name the file and the count, determinism, and
+ * 20), the errors that name the file and the count (and an llm.c name
+ * holding both "train" and "val"), determinism, and
  * token shards opened as memory maps. Expected streams are built here
  * from the documents, independently of the preparer. */
 #define _POSIX_C_SOURCE 200809L
@@ -342,6 +343,20 @@ static void llmc_shards(coda_context ctx) {
   free(va);
   CHECK(prepare(ctx, sub, CODA_DATA_AUTO, NULL, NULL, 301) == CODA_ERR_IO);
   CHECK(strstr(coda_last_error(ctx), "the val shards 300") != NULL);
+  /* a name holding both "train" and "val" is refused by name, not put in
+   * one of the splits by accident */
+  snprintf(sub, sizeof sub, "%s/fw_ambiguous", dir);
+  CHECK(mkdir(sub, 0777) == 0);
+  unsigned char *fb = calloc(1, 1024 + 2 * 400);
+  put_i32(fb, 20240520);
+  put_i32(fb + 4, 1);
+  put_i32(fb + 8, 400);
+  put_file("fw_ambiguous/fw_train_000001.bin", fb, 1024 + 2 * 400);
+  put_file("fw_ambiguous/fw_train_interval.bin", fb, 1024 + 2 * 400);
+  free(fb);
+  CHECK(prepare(ctx, sub, CODA_DATA_AUTO, NULL, NULL, 2) == CODA_ERR_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(coda_last_error(ctx), "fw_train_interval.bin: the name holds both") != NULL,
+            "%s", coda_last_error(ctx));
   free(b);
   free(want);
 }

@@ -614,6 +614,15 @@ coda_status coda_prepare_data(coda_context ctx, const coda_data_options *o, cons
       nva += strstr(b, "val") != NULL;
     }
     named_split = ntr > 0 && nva > 0;
+    /* a name holding both words ("train_interval") would go to one split
+     * or the other by accident: refused, named */
+    for (size_t i = 0; named_split && i < nfiles && !s; i++) {
+      const char *b = strrchr(files[i], '/') + 1;
+      if (strstr(b, "train") && strstr(b, "val"))
+        s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                      "%s: the name holds both \"train\" and \"val\", so the dataset's split "
+                      "it belongs to is ambiguous (rename it)", files[i]);
+    }
   }
   for (size_t i = 0; i < nfiles && !s; i++) {
     if (named_split) {
