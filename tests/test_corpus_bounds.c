@@ -1,9 +1,11 @@
 /* Corpus preparation (coda_prepare_data) holds a bounded amount of its
- * input: a JSON Lines file whose one line is 512 MiB (a sparse file of
+ * input: a JSON Lines file whose one line is 768 MiB (a sparse file of
  * zero bytes, no newline) is refused once the line passes the 64 MiB
  * limit, with a message naming the file, the line and the limit, and the
- * process' peak memory grows by far less than the line (a reader that
- * holds the whole line before checking it grows by 512 MiB). A line just
+ * process' peak memory grows by far less than the line: under 384 MiB
+ * (65 MiB measured, 216 MiB under AddressSanitizer, whose quarantine keeps
+ * the buffers outgrown); a reader that holds the whole line before
+ * checking it grows by 768 MiB. A line just
  * under a small document still prepares, so the limit is not a refusal of
  * everything. */
 #define _POSIX_C_SOURCE 200809L
@@ -46,9 +48,9 @@ int main(void) {
             coda_last_error(ctx));
   CHECK(ntr + nva == strlen("a first small document") + strlen("and a second one"));
 
-  /* one line of 512 MiB: a sparse file, nothing written but its size */
+  /* one line of 768 MiB: a sparse file, nothing written but its size */
   int fd = open(in, O_WRONLY | O_TRUNC);
-  CHECK(fd >= 0 && ftruncate(fd, (off_t)512 << 20) == 0);
+  CHECK(fd >= 0 && ftruncate(fd, (off_t)768 << 20) == 0);
   close(fd);
   const long before = peak_kib();
   coda_status s = coda_prepare_data(ctx, &o, out, NULL, NULL, NULL);
@@ -57,8 +59,8 @@ int main(void) {
   snprintf(want, sizeof want, "%s:1: line longer than %zu bytes", in, (size_t)64 << 20);
   CHECK_MSG(s == CODA_ERR_IO && strstr(coda_last_error(ctx), want),
             "status %d, message '%s', wanted '%s'", (int)s, coda_last_error(ctx), want);
-  CHECK_MSG(grew_mib < 200, "peak memory grew by %ld MiB reading one 512 MiB line", grew_mib);
-  printf("a 512 MiB line: refused, peak memory +%ld MiB\n", grew_mib);
+  CHECK_MSG(grew_mib < 384, "peak memory grew by %ld MiB reading one 768 MiB line", grew_mib);
+  printf("a 768 MiB line: refused, peak memory +%ld MiB\n", grew_mib);
 
   coda_context_destroy(ctx);
   CHECK(remove_tree(dir) == 0);
