@@ -145,6 +145,10 @@ typedef struct coda_context_options {
                              * measured defaults); CODA_ATTN_IMPL=v1 */
   const char *cache_dir;    /* kernel and tuning caches; CODA_CACHE_DIR, else
                              * $HOME/.cache/coda (copied at creation) */
+  int own_stream;           /* CUDA, when stream is NULL: 1 = the context
+                             * creates a non-blocking stream of its own (and
+                             * destroys it), so its work can be recorded by
+                             * coda_graph_begin; 0 = the legacy default stream */
 } coda_context_options;
 
 coda_context_options coda_context_default_options(void);
@@ -168,6 +172,23 @@ void coda_free(coda_context ctx, void *p);
 coda_status coda_memcpy_h2d(coda_context ctx, void *dst, const void *src, size_t bytes);
 coda_status coda_memcpy_d2h(coda_context ctx, void *dst, const void *src, size_t bytes);
 coda_status coda_synchronize(coda_context ctx);
+
+/* Graphs: the launches a context issues between coda_graph_begin and
+ * coda_graph_end are recorded, not run, into a graph that coda_graph_launch
+ * replays on the context's stream with the same arguments (CUDA: stream
+ * capture of the context's stream, which must not be the legacy default
+ * stream; see coda_context_options.stream and own_stream). Device memory
+ * the graph reads is read at each replay, so inputs change by copying into
+ * the same buffers. No copy, synchronization or allocation may come between
+ * begin and end, and work that tunes or allocates on first use must run
+ * once before it is recorded. CODA_ERR_NOT_SUPPORTED on the CPU backend. */
+typedef struct coda_graph_s *coda_graph;
+coda_status coda_graph_begin(coda_context ctx);
+/* Ends the recording and instantiates it; on failure nothing is returned
+ * and the context is no longer recording. */
+coda_status coda_graph_end(coda_context ctx, coda_graph *out);
+coda_status coda_graph_launch(coda_context ctx, coda_graph g);
+void coda_graph_destroy(coda_graph g);
 
 /* Memory accounting, per context: bytes currently allocated through
  * coda_malloc (by the caller, by plans on a CUDA context, and a plan's

@@ -34,6 +34,11 @@ typedef struct coda_decoder_options {
   int batch;   /* sequences decoded together, 1 .. 4096 */
   int max_len; /* cache positions per sequence (prompt + new tokens); 0 or
                 * more than the model's window (config seq): the window */
+  int no_graphs; /* GPU: 1 = launch every decode step's kernels one by one;
+                  * 0 = replay each step shape's recorded graph (coda_graph_begin)
+                  * where the context's stream allows it */
+  const char *tokenizer; /* coda_decoder_load: this tokenizer.json instead of
+                          * the checkpoint's (NULL: coda_checkpoint_tokenizer) */
 } coda_decoder_options;
 
 /* A decoder for the weights of m, a model of the library's trainer
@@ -49,12 +54,18 @@ coda_status coda_decoder_create_random(coda_context ctx, const coda_model_config
                                        uint64_t seed, const coda_decoder_options *o,
                                        coda_decoder *out);
 /* Loads path, a coda checkpoint (.safetensors, weights only are read) or a
- * Hugging Face model folder (config.json + model.safetensors), and the
- * tokenizer.json in that folder or beside the checkpoint when there is one
- * (else byte tokens: the model's vocab must hold the 256 bytes). */
+ * Hugging Face model folder (config.json + model.safetensors), and its
+ * tokenizer: o->tokenizer when set, else the one coda_checkpoint_tokenizer
+ * finds (the one the checkpoint names, verified; or a tokenizer.json in the
+ * folder or beside a checkpoint that names none), else byte tokens (the
+ * model's vocab must hold the 256 bytes). A tokenizer larger than the
+ * model's vocab is refused. */
 coda_status coda_decoder_load(coda_context ctx, const char *path, const coda_decoder_options *o,
                               coda_decoder *out);
 void coda_decoder_destroy(coda_decoder d);
+/* The decode-step graphs recorded so far (0: every step launched directly,
+ * e.g. on the CPU or on a context on the legacy default stream). */
+int coda_decoder_graphs(const coda_decoder d);
 
 const coda_model_config *coda_decoder_config(const coda_decoder d);
 int coda_decoder_batch(const coda_decoder d);
@@ -77,6 +88,14 @@ coda_status coda_decoder_prefill(coda_decoder d, const int32_t *const *prompts, 
  * whose cache is full (max_len tokens) is CODA_ERR_OVERFLOW; one never
  * prefilled, CODA_ERR_INVALID_ARGUMENT. */
 coda_status coda_decoder_step(coda_decoder d, const int32_t *tokens);
+/* The device time of one decode step by phase, in ms (ms holds
+ * CODA_DECODE_PHASES values, named by coda_decoder_phase_name): the step
+ * as coda_decoder_step makes it (the caches advance), its kernels launched
+ * one by one with a timing marker after each, so each phase also carries
+ * its launch gaps. CODA_ERR_NOT_SUPPORTED on the CPU backend. */
+#define CODA_DECODE_PHASES 11
+const char *coda_decoder_phase_name(int phase);
+coda_status coda_decoder_step_profile(coda_decoder d, const int32_t *tokens, double *ms);
 /* The current logits, batch x vocab fp32 (host memory); rows of sequences
  * never prefilled are zeros. */
 coda_status coda_decoder_logits(coda_decoder d, float *out);

@@ -270,6 +270,13 @@ typedef struct coda_train_options {
   const char *corpus_dir;/* text files to prepare from when the shards are
                           * missing; no default (NULL and no shards:
                           * CODA_ERR_INVALID_ARGUMENT) */
+  const char *tokenizer; /* the tokenizer.json the tokens come from (NULL: byte
+                          * tokens, none recorded): copied beside the
+                          * checkpoint as out_dir/tokenizer.json (an
+                          * existing different file there is refused) and
+                          * named with its CRC-32 in every checkpoint
+                          * (coda_checkpoint_tokenizer); its vocabulary must
+                          * fit the model's */
   coda_train_engine engine;
   int quiet;             /* progress gets only DONE, WARNING, NONFINITE and
                           * INTERRUPTED */
@@ -349,11 +356,17 @@ coda_status coda_generate_n(coda_context ctx, const coda_generate_options *o,
 /* Hugging Face Llama layout (config.json + model.safetensors, HF tensor
  * names, half-split RoPE rows, separate gate/up): export the weights of a
  * checkpoint, or import them into a weights-only checkpoint (usable with
- * coda_train_options.init and coda_generate). */
+ * coda_train_options.init and coda_generate; the folder's tokenizer.json,
+ * if any, is put beside it and named in it, as training does). */
 coda_status coda_hf_export_checkpoint(coda_context ctx, const char *checkpoint,
                                       const char *hf_dir);
 coda_status coda_hf_import_checkpoint(coda_context ctx, const char *hf_dir,
                                       const char *checkpoint);
+
+/* The model configuration of a Hugging Face Llama directory's config.json,
+ * checked as the import checks it (what coda does not run is refused by
+ * name); no weight is read. */
+coda_status coda_hf_config(coda_context ctx, const char *hf_dir, coda_model_config *cfg);
 
 /* Writes train.tok / val.tok into out_dir from the text files of src_dir
  * (required: CODA_ERR_INVALID_ARGUMENT if NULL). */
@@ -363,14 +376,31 @@ coda_status coda_prepare_corpus(coda_context ctx, const char *src_dir,
 /* The model configuration of a coda checkpoint (its header alone is read). */
 coda_status coda_checkpoint_config(coda_context ctx, const char *path, coda_model_config *cfg);
 
+/* The tokenizer that goes with a checkpoint (docs/training.md,
+ * "Checkpoints carry their tokenizer"), *path malloc'ed, NULL: byte tokens.
+ *  - a coda checkpoint whose metadata names a tokenizer (tokenizer.file,
+ *    written by training with a tokenizer): that file beside the
+ *    checkpoint, its size and CRC-32 verified against the metadata; a
+ *    missing or changed file is CODA_ERR_IO naming it;
+ *  - a coda checkpoint that names none: tokenizer.json beside it when
+ *    there is one (checkpoints written before tokenizers were recorded);
+ *  - a directory (a Hugging Face model folder): its tokenizer.json when
+ *    there is one.
+ * *recorded (NULL: not wanted) is 1 in the first case. */
+coda_status coda_checkpoint_tokenizer(coda_context ctx, const char *checkpoint, char **path,
+                                      int *recorded);
+
 /* ------------------------------------------------------------ evaluation */
 
 typedef struct coda_eval_options {
-  const char *checkpoint; /* a coda checkpoint (coda_hf_import_checkpoint makes one) */
+  const char *checkpoint; /* a coda checkpoint, or a Hugging Face Llama directory
+                           * (config.json + safetensors), imported in memory */
   const char *shard;      /* a token shard (train.tok, val.tok) */
   int batch;              /* windows per forward (0: 8) */
   int seq;                /* window length (0: the model's; at most the model's) */
   int64_t max_windows;    /* at most this many windows from the start (0: all) */
+  coda_train_engine engine; /* AUTO: the plans (bf16 weights and activations, fp32
+                             * compute); REFERENCE: the host fp32 engine */
 } coda_eval_options;
 
 typedef struct coda_eval_result {
@@ -383,7 +413,7 @@ typedef struct coda_eval_result {
 /* Scores the shard in consecutive windows of seq + 1 tokens (window w:
  * inputs w·seq .. w·seq + seq − 1, each predicting the next token; the
  * tail shorter than a window is left out): the same numbers for any batch.
- * The engine is the plans where available (as coda_generate). A shard
+ * The engine is o->engine (AUTO: the plans where available). A shard
  * shorter than one window is CODA_ERR_INVALID_ARGUMENT naming it. */
 coda_status coda_evaluate(coda_context ctx, const coda_eval_options *o, coda_eval_result *r);
 

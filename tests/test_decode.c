@@ -5,7 +5,8 @@
  * one chunk, a prefill of one sequence while the others keep their cache;
  * sampling (seeded repeatability, top-k and top-p candidate sets checked
  * against a sort, the temperature distribution), stop tokens, the length
- * limits, byte 0 in the output, and non-finite weights and logits. */
+ * limits, byte 0 in the output, non-finite weights and logits, and scaled
+ * RoPE (llama3, linear). */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_decode.h"
 #include "check.h"
@@ -59,7 +60,7 @@ static void against_recompute(coda_context ctx, const coda_model_config *c, cons
   coda_model *m = make_model(ctx, c, 11);
   if (!m) return;
   coda_decoder d = NULL;
-  coda_decoder_options o = {B, 0};
+  coda_decoder_options o = {B, 0, 0, NULL};
   CHECK_STATUS(ctx, coda_decoder_create(ctx, m, &o, &d), CODA_OK);
   if (!d) { coda_model_destroy(m); return; }
   CHECK_EQ_INT(coda_decoder_max_len(d), c->seq);
@@ -141,7 +142,7 @@ static void sampling(coda_context ctx) {
   if (!m) return;
   const int B = 4;
   coda_decoder d = NULL;
-  coda_decoder_options o = {B, 0};
+  coda_decoder_options o = {B, 0, 0, NULL};
   CHECK(coda_decoder_create(ctx, m, &o, &d) == CODA_OK);
   if (!d) { coda_model_destroy(m); return; }
   int32_t p[3] = {10, 20, 30};
@@ -234,7 +235,7 @@ static void sampling(coda_context ctx) {
   coda_decoder_destroy(d);
 
   /* the window: a cache of 6 positions after a 3-token prompt */
-  coda_decoder_options small = {1, 6};
+  coda_decoder_options small = {1, 6, 0, NULL};
   CHECK(coda_decoder_create(ctx, m, &small, &d) == CODA_OK);
   g.nstop = 0;
   g.stop = NULL;
@@ -265,7 +266,7 @@ static void sampling(coda_context ctx) {
   float *w = coda_model_weights(m);
   const coda_param *nw = coda_model_find(m, "norm.weight");
   for (size_t i = 0; i < nw->size; i++) w[nw->offset + i] = 0.0f;
-  coda_decoder_options one = {1, 0};
+  coda_decoder_options one = {1, 0, 0, NULL};
   CHECK(coda_decoder_create(ctx, m, &one, &d) == CODA_OK);
   memset(&sk, 0, sizeof sk);
   g.sampling.temperature = 0.0;
@@ -341,7 +342,7 @@ static void loading(coda_context ctx) {
   CHECK(coda_checkpoint_save(ctx, ck, m, NULL, NULL, NULL) == CODA_OK);
   char tj2[360];
   snprintf(tj2, sizeof tj2, "%s/tokenizer.json", sub);
-  coda_decoder_options o = {1, 0};
+  coda_decoder_options o = {1, 0, 0, NULL};
   coda_decoder dx = NULL;
   /* vocab 10 and no tokenizer.json beside the checkpoint: bytes do not fit */
   CHECK_STATUS(ctx, coda_decoder_load(ctx, ck, &o, &dx), CODA_ERR_NOT_SUPPORTED);
@@ -433,6 +434,15 @@ int main(void) {
   coda_model_config lng = {256, 16, 1, 2, 1, 16, 160, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};
   int p2[2] = {150, 131};
   against_recompute(ctx, &lng, p2, 2, 2, "chunks");
+  /* scaled RoPE (the decoder's frequency table is the training engines'):
+   * llama3 with a pre-training context of 8 positions, so the prompts and
+   * the new tokens run past it and every kind of pair (kept, smoothed,
+   * divided) is used; linear */
+  coda_model_config l3 = {270, 32, 2, 4, 2, 40, 40, 0, 10000.0, 1e-5, {CODA_ROPE_LLAMA3, 4.0, 1.0, 4.0, 8.0}};
+  int p4[2] = {19, 6};
+  against_recompute(ctx, &l3, p4, 2, 10, "llama3 rope");
+  coda_model_config lin = {260, 32, 1, 4, 4, 24, 32, 1, 10000.0, 1e-6, {CODA_ROPE_LINEAR, 4.0, 0, 0, 0}};
+  against_recompute(ctx, &lin, p4, 2, 8, "linear rope");
   sampling(ctx);
   loading(ctx);
   coda_context_destroy(ctx);

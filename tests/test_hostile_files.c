@@ -132,7 +132,7 @@ int main(void) {
     coda_model *m;
     CHECK(coda_model_create(ctx, &mc, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
     coda_model_init(m, 1);
-    coda_train_state ts = {0, 0, 0, 0.0};
+    coda_train_state ts = {0, 0, 0, 0.0, "", 0, 0};
     snprintf(q, sizeof q, "%s/huge.safetensors", dir);
     CHECK(coda_checkpoint_save(ctx, q, m, NULL, NULL, &ts) == CODA_OK);
     CHECK(coda_checkpoint_load(ctx, q, m, NULL, NULL, NULL) == CODA_OK);

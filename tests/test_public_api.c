@@ -1,8 +1,10 @@
 /* The public functions the CLI relies on instead of internal headers:
  * element access, plan step introspection, CUDA kernel calls (not
  * supported without CUDA), the reference Llama block, and the trainer's
- * progress callback (events, no default corpus, peak FLOP/s option). */
+ * progress callback (events, no default corpus, peak FLOP/s option), and
+ * graphs and decoder profiles, refused by name on the CPU backend. */
 #define _POSIX_C_SOURCE 200809L
+#include "coda_decode.h"
 #include "coda_train.h"
 #include "check.h"
 #include "file_util.h"
@@ -44,6 +46,34 @@ static void on_progress(const coda_train_progress *p, void *user) {
 int main(void) {
   coda_context ctx;
   CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
+
+  /* graphs: the CPU backend records none, and says so */
+  CHECK(coda_graph_begin(ctx) == CODA_ERR_NOT_SUPPORTED);
+  CHECK(strstr(coda_last_error(ctx), "cpu") && strstr(coda_last_error(ctx), "no graphs"));
+  coda_graph g = (coda_graph)&ctx; /* must be cleared on failure */
+  CHECK(coda_graph_end(ctx, &g) == CODA_ERR_NOT_SUPPORTED && g == NULL);
+  CHECK(coda_graph_end(ctx, NULL) == CODA_ERR_INVALID_ARGUMENT);
+  CHECK(coda_graph_launch(ctx, NULL) == CODA_ERR_INVALID_ARGUMENT);
+  CHECK(coda_graph_begin(NULL) == CODA_ERR_INVALID_ARGUMENT);
+  coda_graph_destroy(NULL);
+
+  /* the decoder's step profile needs device markers */
+  {
+    coda_model_config mc = {64, 32, 1, 2, 1, 64, 16, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};
+    coda_decoder_options o = {1, 0, 0, NULL};
+    coda_decoder d = NULL;
+    CHECK(coda_decoder_create_random(ctx, &mc, 1, &o, &d) == CODA_OK);
+    int32_t tok = 1;
+    const int32_t *pr[1] = {&tok};
+    int len = 1;
+    double ms[CODA_DECODE_PHASES];
+    CHECK(coda_decoder_prefill(d, pr, &len) == CODA_OK);
+    CHECK(coda_decoder_step_profile(d, &tok, ms) == CODA_ERR_NOT_SUPPORTED);
+    CHECK(strstr(coda_last_error(ctx), "CPU") != NULL);
+    CHECK(coda_decoder_graphs(d) == 0);
+    CHECK(coda_decoder_phase_name(0) && !coda_decoder_phase_name(CODA_DECODE_PHASES));
+    coda_decoder_destroy(d);
+  }
 
   /* element access and rounding */
   uint16_t h[2] = {0, 0};

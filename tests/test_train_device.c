@@ -139,7 +139,7 @@ static void device_init(void) {
     /* a checkpoint streamed from the device holds what the download gives */
     char path[64];
     snprintf(path, sizeof path, "test_train_device.%d.safetensors", (int)getpid());
-    coda_train_state ts = {3, 5, 7, 2.5};
+    coda_train_state ts = {3, 5, 7, 2.5, "", 0, 0};
     CHECK(coda_checkpoint_save_device(g, path, mg, &ts) == CODA_OK);
     coda_train_state back;
     float *m1 = calloc(n, sizeof *m1), *v1 = calloc(n, sizeof *v1);

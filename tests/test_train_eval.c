@@ -29,7 +29,7 @@ int main(void) {
   float *w = coda_model_weights(ref);
   uint64_t r = 17;
   for (size_t i = 0; i < coda_model_size(ref); i++) w[i] += (float)(0.1 * (coda_rng_uniform(&r) - 0.5));
-  coda_train_state st = {0, 0, 0, NAN};
+  coda_train_state st = {0, 0, 0, NAN, "", 0, 0};
   CHECK(coda_checkpoint_save(ctx, ck, ref, NULL, NULL, &st) == CODA_OK);
   /* 7 windows of 16 + 1 and a tail of 5 */
   enum { T = 16, NW = 7, N = NW * T + 1 + 5 };
@@ -51,7 +51,7 @@ int main(void) {
     cnt += nv;
   }
   const double want = sum / (double)cnt;
-  coda_eval_options o = {ck, sh, 3, 0, 0};
+  coda_eval_options o = {ck, sh, 3, 0, 0, CODA_TRAIN_ENGINE_AUTO};
   coda_eval_result a, b;
   CHECK(coda_evaluate(ctx, &o, &a) == CODA_OK);
   CHECK(a.windows == NW && a.tokens == NW * T);

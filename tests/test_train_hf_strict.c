@@ -346,7 +346,7 @@ static double scaled_loss(coda_context ctx, const char *json, const coda_rope_sc
   /* the scaling survives a checkpoint and an export */
   char ck[512];
   snprintf(ck, sizeof ck, "%s/ck.safetensors", dir);
-  coda_train_state st = {0, 0, 0, NAN};
+  coda_train_state st = {0, 0, 0, NAN, "", 0, 0};
   CHECK(coda_checkpoint_save(ctx, ck, ref, NULL, NULL, &st) == CODA_OK);
   coda_model_config back;
   CHECK(coda_checkpoint_config(ctx, ck, &back) == CODA_OK);

@@ -91,7 +91,7 @@ int main(void) {
   CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
   float *w = coda_model_weights(m);
   const size_t nw = coda_model_size(m);
-  coda_train_state st = {0, 0, 0, NAN};
+  coda_train_state st = {0, 0, 0, NAN, "", 0, 0};
   for (size_t i = 0; i < nw; i++) w[i] = NAN;
   snprintf(p, sizeof p, "%s/nan.safetensors", dir);
   CHECK(coda_checkpoint_save(ctx, p, m, NULL, NULL, &st) == CODA_OK);

@@ -138,7 +138,7 @@ static void checkpoints(coda_context ctx, const char *dir) {
     m1[i] = (float)normal(&r);
     v1[i] = (float)coda_rng_uniform(&r);
   }
-  coda_train_state st = {123, 0xfedcba9876543210ull, 4567, 2.5}, st2;
+  coda_train_state st = {123, 0xfedcba9876543210ull, 4567, 2.5, "", 0, 0}, st2;
   char p[512];
   snprintf(p, sizeof p, "%s/ck.safetensors", dir);
   CHECK(coda_checkpoint_save(ctx, p, a, m1, v1, &st) == CODA_OK);

@@ -21,6 +21,12 @@
  *   bench_fused --precompile   compile the fused kernels into the NVRTC
  *                              cache ($CODA_CACHE_DIR), no GPU needed
  *   bench_fused --list         the kernels and shapes
+ *   bench_fused --program FILE|builtin:NAME [--program ...] [--mnk M,N,K]
+ *                              a program of one's own (B stored N x K):
+ *                              fused (its GEMM and finish steps) against
+ *                              the plain GEMM, at M x N x K (default
+ *                              8192,4096,4096); with --precompile, compile
+ *                              its kernel into the cache instead
  *
  * Exit status: 0, 1 on a failure or mismatch, 77 without a usable GPU. */
 #define _POSIX_C_SOURCE 200809L
@@ -544,13 +550,132 @@ static int precompile(void) {
   return bad ? 1 : 0;
 }
 
+/* ------------------------------------------------------------ user programs */
+
+#define MAX_USER 32
+
+/* FILE, or builtin:NAME */
+static coda_status load_program(coda_context ctx, const char *spec, coda_program *out) {
+  if (!strncmp(spec, "builtin:", 8)) return coda_program_builtin(ctx, spec + 8, out);
+  FILE *f = fopen(spec, "rb");
+  if (!f) {
+    fprintf(stderr, "--program %s: cannot open\n", spec);
+    return CODA_ERR_INVALID_ARGUMENT;
+  }
+  char *text = malloc(1 << 20);
+  size_t n = text ? fread(text, 1, (1 << 20) - 1, f) : 0;
+  const int big = !feof(f);
+  fclose(f);
+  if (!text || big) {
+    fprintf(stderr, "--program %s: larger than 1 MiB\n", spec);
+    free(text);
+    return CODA_ERR_INVALID_ARGUMENT;
+  }
+  text[n] = 0;
+  coda_status st = coda_program_parse(ctx, text, out);
+  free(text);
+  return st;
+}
+
+/* One program against the plain GEMM of its shape. */
+static void bench_program(coda_context ctx, const char *spec, int64_t M, int64_t N, int64_t K) {
+  static const kernel_def user = {"program", "program", "a program of one's own", T_RESNORM, 1};
+  static const shape ush = {"user", 0, 0, 0, 32, 8, 64, 0, 4096};
+  bench_case one;
+  bench_case *c = &one;
+  memset(c, 0, sizeof *c);
+  c->ctx = ctx;
+  c->kd = &user;
+  c->sh = &ush;
+  c->M = M, c->N = N, c->K = K;
+  if (load_program(ctx, spec, &c->prog) != CODA_OK || coda_args_create(ctx, &c->args) != CODA_OK) {
+    fprintf(stderr, "%s: %s\n", spec, coda_last_error(ctx));
+    g_fail = 1;
+    return;
+  }
+  c->A = dalloc(c, (size_t)(M * K) * 2);
+  c->B = dalloc(c, (size_t)(N * K) * 2);
+  c->D = dalloc(c, (size_t)(M * N) * 2);
+  UF_CK(uf_fill(c->A, 0, (size_t)(M * K), 71, 1.0f, 0));
+  UF_CK(uf_fill(c->B, 0, (size_t)(N * K), 72, (float)(2.0 / sqrt((double)K)), 0));
+  alloc_program_args(c, 73);
+  int bad = run_fused(c);
+  if (bad) {
+    fprintf(stderr, "%s: %s\n", spec, coda_last_error(ctx));
+    g_fail = 1;
+  } else {
+    const float plain = time_ms(run_plain, c), fused = time_ms(run_fused, c);
+    const float kern = time_ms(run_fused_kernel, c);
+    const double fl = 2.0 * (double)M * N * K;
+    printf("| %s | %lld | %lld | %lld | %.3f | %.3f | %.3f | %.3f | %.0f |\n", spec, (long long)M,
+           (long long)N, (long long)K, plain, fused, kern, fused / plain, fl / (fused * 1e-3) / 1e12);
+  }
+  for (int i = 0; i < c->nbufs; i++) cudaFree(c->bufs[i]);
+  coda_args_destroy(c->args);
+  coda_program_destroy(c->prog);
+}
+
+static int precompile_programs(const char *const *specs, int n) {
+  coda_context ctx;
+  if (coda_context_create(NULL, &ctx) != CODA_OK) return 2;
+  int bad = 0;
+  for (int i = 0; i < n; i++) {
+    coda_program p = NULL;
+    if (load_program(ctx, specs[i], &p) != CODA_OK) {
+      fprintf(stderr, "%s: %s\n", specs[i], coda_last_error(ctx));
+      bad++;
+      continue;
+    }
+    coda_epi_config cfg = coda_epi_default_config();
+    cfg.trans_a = 0;
+    cfg.trans_b = 1;
+    cfg.f16 = 0;
+    coda_epi_binary bin;
+    if (coda_epi_build(ctx, p, &cfg, 0, &bin) != CODA_OK) {
+      fprintf(stderr, "%s: %s\n", specs[i], coda_last_error(ctx));
+      bad++;
+    } else {
+      printf("%-40s %s, %s, spill %d\n", specs[i], bin.from_cache ? "cached" : "compiled",
+             cfg.ping ? "pingpong" : "cooperative", bin.spill);
+      coda_epi_binary_free(&bin);
+    }
+    coda_program_destroy(p);
+  }
+  coda_context_destroy(ctx);
+  return bad ? 1 : 0;
+}
+
 /* ------------------------------------------------------------ main */
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  const char *shapes = NULL, *only = NULL;
+  const char *shapes = NULL, *only = NULL, *user[MAX_USER];
+  int nuser = 0, pre = 0;
+  int64_t um = 8192, un = 4096, uk = 4096;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--precompile")) return precompile();
+    if (!strcmp(argv[i], "--precompile")) {
+      pre = 1;
+      continue;
+    }
+    if (!strcmp(argv[i], "--program") && i + 1 < argc) {
+      if (nuser == MAX_USER) {
+        fprintf(stderr, "--program: at most %d\n", MAX_USER);
+        return 2;
+      }
+      user[nuser++] = argv[++i];
+      continue;
+    }
+    if (!strcmp(argv[i], "--mnk") && i + 1 < argc) {
+      long long a, b, c;
+      char tail;
+      if (sscanf(argv[++i], "%lld,%lld,%lld%c", &a, &b, &c, &tail) != 3 || a < 1 || b < 1 ||
+          c < 1 || a > 65536 || b > 65536 || c > 65536) {
+        fprintf(stderr, "--mnk: M,N,K, each 1..65536\n");
+        return 2;
+      }
+      um = a, un = b, uk = c;
+      continue;
+    }
     if (!strcmp(argv[i], "--list")) {
       for (int k = 0; k < NKERNELS; k++)
         for (int s = 0; s < NSHAPES; s++) {
@@ -573,10 +698,13 @@ int main(int argc, char **argv) {
     } else {
       fprintf(stderr,
               "usage: bench_fused [--shapes 1B,8B] [--only kernel,...] [--reps N] | --precompile | "
-              "--list\n");
+              "--list\n"
+              "       bench_fused --program FILE|builtin:NAME ... [--mnk M,N,K] [--reps N] "
+              "[--precompile]\n");
       return 2;
     }
   }
+  if (pre) return nuser ? precompile_programs(user, nuser) : precompile();
   if (only)
     for (const char *q = only; *q;) { /* a typo must not silently bench nothing */
       const char *e = strchr(q, ',');
@@ -612,6 +740,14 @@ int main(int argc, char **argv) {
   printf("device: %s, %d SMs; bf16 operands and activations, fp32 accumulate; median of %d "
          "back-to-back calls (CUDA events between them, 3 warm-ups)\n\n",
          prop.name, prop.multiProcessorCount, g_reps);
+  if (nuser) {
+    printf("| program | M | N | K | plain ms | fused ms | fused kernel ms | fused/plain | fused "
+           "TFLOP/s |\n|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < nuser; i++) bench_program(ctx, user[i], um, un, uk);
+    cublasDestroy(cb);
+    coda_context_destroy(ctx);
+    return g_fail ? 1 : 0;
+  }
   printf("| kernel | shape | M | N | K | plain ms | fused ms | fused kernel ms | unfused ms | "
          "cuBLAS ms | fused/plain | unfused/fused | fused TFLOP/s | unfused MB | fused MB | "
          "max|fused−unfused|/max|unfused| |\n"

@@ -163,6 +163,12 @@ typedef struct coda_backend_ops {
   coda_status (*timer_record)(coda_context ctx, void *set, int i);
   coda_status (*timer_elapsed)(coda_context ctx, void *set, int a, int b, double *ms);
   void (*timer_destroy)(coda_context ctx, void *set);
+  /* Graphs (coda_graph_begin ..): record the context's launches, end into
+   * an instantiated graph, replay it, free it. NULL: no graphs. */
+  coda_status (*graph_begin)(coda_context ctx);
+  coda_status (*graph_end)(coda_context ctx, void **exec);
+  coda_status (*graph_launch)(coda_context ctx, void *exec);
+  void (*graph_destroy)(void *exec);
   /* Ahead-of-time compilation of the generated kernels a fused GEMM (both
    * schedules) or a map launches, into the disk cache; needs no device, so
    * any context may ask (NULL: the backend generates no kernels). */

@@ -21,6 +21,7 @@ struct coda_context_s {
   coda_context_options opts; /* as given, with the knobs' values filled in */
   coda_knobs knobs;          /* the tunables, read once at creation (base/knobs.h) */
   void *stream;              /* CUDA: the cudaStream_t of every launch (NULL: legacy default) */
+  int owns_stream;           /* the backend created stream (own_stream) and destroys it */
   char last_error[CODA_ERRMSG_LEN];
   void *cuda; /* backend state of src/backends/cuda (NULL when unused) */
   void *cuda_ws; /* its reusable workspaces (backends/cuda/workspace.h) */

@@ -14,17 +14,22 @@
 static void eval_usage(FILE *f) {
   fprintf(f,
       "usage: coda eval --checkpoint PATH --data PATH [OPTIONS]\n"
-      "  --checkpoint PATH  a coda checkpoint (coda train --import-hf makes one from a\n"
-      "                     Hugging Face directory)\n"
+      "  --checkpoint PATH  a coda checkpoint, or a Hugging Face Llama directory (config.json,\n"
+      "                     model.safetensors or its shards), imported in memory\n"
       "  --data PATH        a token shard (.tok), a directory holding train.tok/val.tok, or a\n"
       "                     corpus as coda train --data takes it (prepared into OUT/data)\n"
       "  --split NAME       val (default) | train | all: the shards scored\n"
-      "  --tokenizer FILE --data-format F --text-field NAME   for a corpus (coda train --help)\n"
+      "  --tokenizer FILE --data-format F --text-field NAME   for a corpus (coda train --help);\n"
+      "                     the tokenizer defaults to the checkpoint's (the one it names,\n"
+      "                     checksum verified, or a tokenizer.json beside it or in the folder)\n"
       "  --out DIR          where a corpus is prepared (default runs/eval)\n"
       "  --batch N          windows per forward (default 8)\n"
       "  --seq N            window length (default: the model's)\n"
       "  --max-windows N    at most N windows per shard (default: all)\n"
       "  --device NAME      cpu (default) | gpu\n"
+      "  --engine NAME      auto (default: the plans, bf16 weights and activations) |\n"
+      "                     reference (the host fp32 engine: transformers' fp32 numbers) |\n"
+      "                     plans\n"
       "Scores consecutive windows of seq + 1 tokens and prints the mean loss (nats per\n"
       "token) and the perplexity exp(loss).\n");
 }
@@ -59,7 +64,12 @@ int cmd_eval(int argc, char **argv) {
     else if (!strcmp(a, "--tokenizer")) d.tokenizer = v;
     else if (!strcmp(a, "--text-field")) d.text_field = v;
     else if (!strcmp(a, "--out")) out = v;
-    else if (!strcmp(a, "--device")) {
+    else if (!strcmp(a, "--engine")) {
+      if (!strcmp(v, "auto")) eo.engine = CODA_TRAIN_ENGINE_AUTO;
+      else if (!strcmp(v, "reference")) eo.engine = CODA_TRAIN_ENGINE_REFERENCE;
+      else if (!strcmp(v, "plans")) eo.engine = CODA_TRAIN_ENGINE_PLANS;
+      else { fprintf(stderr, "coda eval: --engine is auto, reference or plans\n"); return 2; }
+    } else if (!strcmp(a, "--device")) {
       if (!strcmp(v, "gpu") || !strcmp(v, "cuda")) gpu = 1;
       else if (strcmp(v, "cpu")) { fprintf(stderr, "coda eval: --device is cpu or gpu\n"); return 2; }
     } else if (!strcmp(a, "--data-format")) {
@@ -117,16 +127,35 @@ int cmd_eval(int argc, char **argv) {
     const int have = S_ISDIR(sb.st_mode) && (stat(tr, &s2) == 0 || stat(va, &s2) == 0);
     if (!have) { /* a corpus */
       coda_model_config mc;
-      if (coda_checkpoint_config(ctx, eo.checkpoint, &mc)) {
+      struct stat cs;
+      const int hf = stat(eo.checkpoint, &cs) == 0 && S_ISDIR(cs.st_mode);
+      if (hf ? coda_hf_config(ctx, eo.checkpoint, &mc)
+             : coda_checkpoint_config(ctx, eo.checkpoint, &mc)) {
         fprintf(stderr, "coda eval: %s\n", coda_last_error(ctx));
         coda_context_destroy(ctx);
         return 1;
       }
+      char *carried = NULL;
+      int recorded = 0;
+      if (!d.tokenizer) {
+        if (coda_checkpoint_tokenizer(ctx, eo.checkpoint, &carried, &recorded)) {
+          fprintf(stderr, "coda eval: %s\n", coda_last_error(ctx));
+          coda_context_destroy(ctx);
+          return 1;
+        }
+        d.tokenizer = carried;
+      }
+      if (d.tokenizer)
+        fprintf(stderr, "coda eval: tokenizer %s%s\n", d.tokenizer,
+                !carried ? " (--tokenizer)"
+                         : recorded ? " (named by the checkpoint, checksum verified)" : "");
       d.path = data;
       d.min_tokens = (uint64_t)(eo.seq > 0 ? eo.seq : mc.seq) + 1;
       d.progress = coda_tool_prep_progress;
       uint32_t vocab;
       rc = coda_tool_prepare_corpus(ctx, &d, out, dir, sizeof dir, &vocab);
+      free(carried);
+      d.tokenizer = NULL;
       snprintf(tr, sizeof tr, "%s/train.tok", dir);
       snprintf(va, sizeof va, "%s/val.tok", dir);
     }

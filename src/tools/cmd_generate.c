@@ -18,9 +18,16 @@ static void gen_usage(FILE *f) {
       "usage: coda generate --checkpoint PATH [OPTIONS]\n"
       "       coda generate --bench [--device gpu|cpu] [BENCH OPTIONS]\n"
       "  --checkpoint PATH   a coda checkpoint (.safetensors) or a Hugging Face model folder\n"
-      "                      (config.json, model.safetensors); its tokenizer.json is used when\n"
-      "                      present, else tokens are bytes\n"
+      "                      (config.json, model.safetensors). The tokenizer is the one the\n"
+      "                      checkpoint names (saved beside it by coda train --tokenizer;\n"
+      "                      its checksum verified), else a tokenizer.json in the folder or\n"
+      "                      beside the checkpoint, else tokens are bytes\n"
+      "  --tokenizer FILE    use this tokenizer.json instead (its vocab must fit the model's)\n"
       "  --prompt TEXT       text to continue (default: a newline); repeat for a batch\n"
+      "  --prompt-ids LIST   a prompt given as token ids (comma- or space-separated, each\n"
+      "                      below the model's vocab); mixes with --prompt in a batch\n"
+      "  --print-ids         write the generated token ids instead of text: one line per\n"
+      "                      sequence, ids separated by spaces (the prompt not repeated)\n"
       "  --tokens N          new tokens per prompt (default 200)\n"
       "  --temperature X     0 = greedy (default 0.8)\n"
       "  --top-k N           sample among the N most likely (default 40, 0 = all)\n"
@@ -33,6 +40,8 @@ static void gen_usage(FILE *f) {
       "                      the model's window)\n"
       "  --device NAME       cpu (default) | gpu\n"
       "  --threads N         CPU threads\n"
+      "  --no-graphs         GPU: launch each decode step's kernels one by one instead of\n"
+      "                      replaying the step's recorded CUDA graph\n"
       "With one prompt the text is written as it is produced; with several, each\n"
       "sequence's text once all have finished, separated by lines \"--- sequence I\".\n"
       "Bench: random weights of a Llama-like shape, random prompts; prints the prefill\n"
@@ -41,7 +50,10 @@ static void gen_usage(FILE *f) {
       "                      32768) | 8b (32 layers, d 4096, ffn 14336, vocab 128256) | tiny\n"
       "  --batches LIST      batch sizes, comma-separated (default 1,16)\n"
       "  --prompt-len N      prompt tokens (default 512)\n"
-      "  --tokens N          decode steps (default 128 in bench mode)\n");
+      "  --tokens N          decode steps (default 128 in bench mode)\n"
+      "  --hbm-gbps X        memory bandwidth of the floor column, GB/s (default 4300)\n"
+      "  --profile           GPU: after the timed run, one more step with a timing marker\n"
+      "                      after each kernel: its device time by phase\n");
 }
 
 /* Streams the bytes of one sequence, or keeps each sequence's bytes for
@@ -92,7 +104,8 @@ static int parse_batches(const char *v, int *out, int max) {
 }
 
 static int run_bench(coda_context ctx, const char *shape, const int *batches, int nb,
-                     int prompt_len, int steps, int gpu) {
+                     int prompt_len, int steps, int gpu, int no_graphs, int profile,
+                     double hbm_gbps) {
   coda_model_config c;
   memset(&c, 0, sizeof c);
   c.rope_theta = 500000.0;
@@ -114,17 +127,19 @@ static int run_bench(coda_context ctx, const char *shape, const int *batches, in
                   (double)c.layers * ((double)c.dim * c.dim * 2 + (double)c.dim * c.dim / 2 +
                                       3.0 * c.dim * c.ffn);
   printf("decoder bench: %s shape (%.1f M parameters, random weights), %s, prompt %d tokens, "
-         "%d decode steps (greedy)\n", shape, params / 1e6, gpu ? "GPU (bf16)" : "CPU (fp32)",
-         prompt_len, steps);
-  /* The floor of a step: the bf16 weights and the cache read once, at an
-   * H200's nominal 4.3 TB/s (the cache at its mean length over the steps). */
-  const double hbm = 4.3e12;
-  printf("%6s %12s %16s %14s %16s %14s %10s\n", "batch", "prefill ms", "prefill tok/s", "step ms",
-         "decode tok/s", "floor ms", "of floor");
+         "%d decode steps (greedy), step graphs %s\n", shape, params / 1e6,
+         gpu ? "GPU (bf16)" : "CPU (fp32)", prompt_len, steps, no_graphs ? "off" : "on");
+  /* The floor of a step: the bf16 weights (of the embedding table only the
+   * batch's rows) and the cache at its mean length over the steps, read
+   * once at hbm_gbps (--hbm-gbps: the measured copy bandwidth; default an
+   * H200's nominal 4.3 TB/s). */
+  const double hbm = hbm_gbps * 1e9;
+  printf("%6s %12s %16s %14s %16s %14s %10s %7s\n", "batch", "prefill ms", "prefill tok/s",
+         "step ms", "decode tok/s", "floor ms", "of floor", "graphs");
   int rc = 0;
   for (int i = 0; i < nb && !rc; i++) {
     int B = batches[i];
-    coda_decoder_options o = {B, prompt_len + steps + 1};
+    coda_decoder_options o = {B, prompt_len + steps + 2, no_graphs, NULL}; /* + a profiled step */
     coda_decoder d = NULL;
     if (coda_decoder_create_random(ctx, &c, 1, &o, &d) != CODA_OK) {
       fprintf(stderr, "coda generate: %s\n", coda_last_error(ctx));
@@ -161,11 +176,28 @@ static int run_bench(coda_context ctx, const char *shape, const int *batches, in
     }
     const double kv = (double)B * c.layers * (prompt_len + steps / 2.0) * 2.0 *
                       ((double)c.kv_heads * (c.dim / c.heads)) * 2.0;
-    const double floor_ms = (params * 2.0 + kv) / hbm * 1e3, step_ms = dec * 1e3 / steps;
+    const double wbytes = (params - (double)c.vocab * c.dim + (double)B * c.dim) * 2.0;
+    const double floor_ms = (wbytes + kv) / hbm * 1e3, step_ms = dec * 1e3 / steps;
     if (!rc)
-      printf("%6d %12.2f %16.0f %14.3f %16.1f %14.3f %9.0f%%\n", B, pre * 1e3,
+      printf("%6d %12.2f %16.0f %14.3f %16.1f %14.3f %9.0f%% %7d\n", B, pre * 1e3,
              (double)B * prompt_len / pre, step_ms, (double)B * steps / dec, floor_ms,
-             100.0 * floor_ms / step_ms);
+             100.0 * floor_ms / step_ms, coda_decoder_graphs(d));
+    if (!rc && profile && gpu) { /* one more step, by phase */
+      double ms[CODA_DECODE_PHASES], sum = 0.0;
+      int32_t *zero = calloc((size_t)B, sizeof *zero);
+      if (!zero || coda_decoder_step_profile(d, zero, ms) != CODA_OK) {
+        fprintf(stderr, "coda generate: profile: %s\n", coda_last_error(ctx));
+        rc = 1;
+      } else {
+        printf("       step by phase (ms, launched one by one):");
+        for (int p = 0; p < CODA_DECODE_PHASES; p++) {
+          printf(" %s %.3f%s", coda_decoder_phase_name(p), ms[p], p + 1 < CODA_DECODE_PHASES ? "," : "");
+          sum += ms[p];
+        }
+        printf("; sum %.3f\n", sum);
+      }
+      free(zero);
+    }
     fflush(stdout);
     free(tok); free(pr); free(ln); free(res);
     coda_decoder_destroy(d);
@@ -173,23 +205,54 @@ static int run_bench(coda_context ctx, const char *shape, const int *batches, in
   return rc;
 }
 
-/* The tokenizer.json of a model folder or beside a checkpoint file, as
- * coda_decoder_load finds it (*out NULL: none, byte tokens). */
-static coda_status load_tokenizer(coda_context ctx, const char *ckpt, coda_tokenizer *out) {
-  *out = NULL;
-  size_t n = strlen(ckpt);
-  char *p = malloc(n + 32);
-  if (!p) return CODA_ERR_OUT_OF_MEMORY;
-  struct stat st;
-  if (stat(ckpt, &st) == 0 && S_ISDIR(st.st_mode)) {
-    snprintf(p, n + 32, "%s/tokenizer.json", ckpt);
-  } else {
-    const char *slash = strrchr(ckpt, '/');
-    if (slash) snprintf(p, n + 32, "%.*s/tokenizer.json", (int)(slash - ckpt), ckpt);
-    else snprintf(p, n + 32, "tokenizer.json");
+/* Token ids "1,2 3" (commas and/or spaces); *out malloc'ed. */
+static int parse_ids(const char *v, int32_t **out, int *n) {
+  size_t cap = strlen(v) / 2 + 1, k = 0;
+  int32_t *ids = malloc(cap * sizeof *ids);
+  if (!ids) return -1;
+  const char *p = v;
+  for (;;) {
+    while (*p == ' ' || *p == ',') p++;
+    if (!*p) break;
+    char *end;
+    errno = 0;
+    long long x = strtoll(p, &end, 10);
+    if (errno || end == p || x < 0 || x >= (1LL << 31) || (*end && *end != ' ' && *end != ',') ||
+        k == cap) {
+      free(ids);
+      return -1;
+    }
+    ids[k++] = (int32_t)x;
+    p = end;
   }
-  coda_status s = CODA_OK;
-  if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) s = coda_tokenizer_load(ctx, p, out);
+  if (k == 0) {
+    free(ids);
+    return -1;
+  }
+  *out = ids;
+  *n = (int)k;
+  return 0;
+}
+
+/* The tokenizer coda_decoder_load will use: `given` (--tokenizer), else
+ * the checkpoint's (coda_checkpoint_tokenizer); *out NULL: byte tokens.
+ * Says which on stderr. */
+static coda_status load_tokenizer(coda_context ctx, const char *ckpt, const char *given,
+                                  coda_tokenizer *out) {
+  *out = NULL;
+  char *p = NULL;
+  int recorded = 0;
+  struct stat st;
+  if (!given && stat(ckpt, &st) != 0) return CODA_OK; /* coda_decoder_load names the path */
+  coda_status s = given ? CODA_OK : coda_checkpoint_tokenizer(ctx, ckpt, &p, &recorded);
+  const char *path = given ? given : p;
+  if (!s && path) {
+    s = coda_tokenizer_load(ctx, path, out);
+    if (!s)
+      fprintf(stderr, "coda generate: tokenizer %s%s\n", path,
+              given ? " (--tokenizer)" : recorded ? " (named by the checkpoint, checksum verified)"
+                                                  : "");
+  }
   free(p);
   return s;
 }
@@ -197,7 +260,10 @@ static coda_status load_tokenizer(coda_context ctx, const char *ckpt, coda_token
 int cmd_generate(int argc, char **argv) {
   const char *ckpt = NULL, *prompts[MAX_PROMPTS], *shape = "1.1b";
   int np = 0, tokens = -1, top_k = 40, threads = 0, gpu = 0, bench = 0, max_len = 0;
-  int prompt_len = 512, batches[16] = {1, 16}, nb = 2;
+  int as_ids[MAX_PROMPTS], print_ids = 0; /* as_ids[i]: prompts[i] is a list of token ids */
+  const char *tokenizer = NULL;
+  int prompt_len = 512, batches[16] = {1, 16}, nb = 2, no_graphs = 0, profile = 0;
+  double hbm_gbps = 4300.0;
   int32_t stops[MAX_STOPS];
   int nstop = 0;
   double temperature = 0.8, top_p = 1.0;
@@ -206,6 +272,9 @@ int cmd_generate(int argc, char **argv) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { gen_usage(stdout); return 0; }
     if (!strcmp(a, "--bench")) { bench = 1; continue; }
+    if (!strcmp(a, "--print-ids")) { print_ids = 1; continue; }
+    if (!strcmp(a, "--no-graphs")) { no_graphs = 1; continue; }
+    if (!strcmp(a, "--profile")) { profile = 1; continue; }
     if (!v) {
       fprintf(stderr, "coda generate: unknown or incomplete option '%s'\n", a);
       gen_usage(stderr);
@@ -214,11 +283,13 @@ int cmd_generate(int argc, char **argv) {
     char *end;
     errno = 0;
     if (!strcmp(a, "--checkpoint")) ckpt = v;
-    else if (!strcmp(a, "--prompt")) {
+    else if (!strcmp(a, "--tokenizer")) tokenizer = v;
+    else if (!strcmp(a, "--prompt") || !strcmp(a, "--prompt-ids")) {
       if (np == MAX_PROMPTS) {
         fprintf(stderr, "coda generate: at most %d prompts\n", MAX_PROMPTS);
         return 2;
       }
+      as_ids[np] = !strcmp(a, "--prompt-ids");
       prompts[np++] = v;
     } else if (!strcmp(a, "--shape")) shape = v;
     else if (!strcmp(a, "--device")) {
@@ -228,6 +299,10 @@ int cmd_generate(int argc, char **argv) {
     } else if (!strcmp(a, "--batches")) {
       nb = parse_batches(v, batches, 16);
       if (nb < 1) goto bad;
+    } else if (!strcmp(a, "--hbm-gbps")) {
+      double x = strtod(v, &end);
+      if (end == v || *end || !(x >= 1) || x > 1e6) goto bad;
+      hbm_gbps = x;
     } else if (!strcmp(a, "--temperature") || !strcmp(a, "--top-p")) {
       double x = strtod(v, &end);
       if (end == v || *end || !(x >= 0) || x > 1e6) goto bad;
@@ -263,6 +338,7 @@ int cmd_generate(int argc, char **argv) {
   coda_context_options co = coda_context_default_options();
   co.num_threads = threads;
   co.backend = gpu ? CODA_BACKEND_CUDA : CODA_BACKEND_CPU;
+  co.own_stream = 1; /* a stream of its own, so decode steps can be recorded as graphs */
   coda_context ctx;
   if (coda_context_create(&co, &ctx) != CODA_OK) {
     fprintf(stderr, "coda generate: cannot create a %s context%s\n", gpu ? "CUDA" : "CPU",
@@ -270,12 +346,16 @@ int cmd_generate(int argc, char **argv) {
     return 1;
   }
   if (bench) {
-    int rc = run_bench(ctx, shape, batches, nb, prompt_len, tokens < 0 ? 128 : tokens, gpu);
+    int rc = run_bench(ctx, shape, batches, nb, prompt_len, tokens < 0 ? 128 : tokens, gpu,
+                       no_graphs, profile, hbm_gbps);
     coda_context_destroy(ctx);
     return rc;
   }
   if (tokens < 0) tokens = 200;
-  if (np == 0) prompts[np++] = "\n";
+  if (np == 0) {
+    as_ids[np] = 0;
+    prompts[np++] = "\n";
+  }
   int rc = 0;
   coda_decoder d = NULL;
   int32_t *ids[MAX_PROMPTS] = {0};
@@ -286,12 +366,21 @@ int cmd_generate(int argc, char **argv) {
    * load), so that the cache holds the longest prompt plus the new tokens
    * and no more than that. */
   coda_tokenizer tk = NULL;
-  coda_status s = load_tokenizer(ctx, ckpt, &tk);
+  coda_status s = load_tokenizer(ctx, ckpt, tokenizer, &tk);
   int longest = 0;
   for (int i = 0; !s && i < np; i++) {
     size_t n = 0, cap = 0;
     const size_t pl = strlen(prompts[i]);
-    if (tk) {
+    if (as_ids[i]) {
+      int k = 0;
+      if (parse_ids(prompts[i], &ids[i], &k)) {
+        fprintf(stderr, "coda generate: --prompt-ids '%s' is not a list of token ids (integers "
+                "0 .. 2^31-1 separated by commas or spaces)\n", prompts[i]);
+        rc = 2;
+        break;
+      }
+      n = (size_t)k;
+    } else if (tk) {
       s = coda_tokenizer_encode_alloc(tk, prompts[i], pl, CODA_TOKENIZER_ADD_SPECIAL, &ids[i],
                                       &cap, &n);
     } else {
@@ -309,7 +398,7 @@ int cmd_generate(int argc, char **argv) {
     longest = lens[i] > longest ? lens[i] : longest;
   }
   coda_tokenizer_destroy(tk);
-  coda_decoder_options o = {np, max_len > 0 ? max_len : longest + tokens};
+  coda_decoder_options o = {np, max_len > 0 ? max_len : longest + tokens, no_graphs, tokenizer};
   if (!s && !rc) s = coda_decoder_load(ctx, ckpt, &o, &d);
   if (!s && !rc) {
     for (int i = 0; i < np; i++)
@@ -336,8 +425,8 @@ int cmd_generate(int argc, char **argv) {
     g.on_token = on_token;
     g.user = sink;
     if (sink) {
-      sink->streaming = np == 1;
-      if (np == 1) {
+      sink->streaming = np == 1 && !print_ids;
+      if (sink->streaming && !as_ids[0]) {
         fputs(prompts[0], stdout);
         fflush(stdout);
       }
@@ -347,8 +436,13 @@ int cmd_generate(int argc, char **argv) {
       fprintf(stderr, "coda generate: out of memory\n");
       rc = 1;
     }
-    for (int i = 0; !s && !rc && i < np; i++) {
-      if (np > 1) printf("--- sequence %d\n%s", i + 1, prompts[i]);
+    for (int i = 0; !s && !rc && print_ids && i < np; i++) {
+      for (int k = 0; k < res[i].n; k++) printf(k ? " %d" : "%d", (int)res[i].tokens[k]);
+      putchar('\n');
+    }
+    for (int i = 0; !s && !rc && !print_ids && i < np; i++) {
+      if (np > 1 && as_ids[i]) printf("--- sequence %d\n", i + 1);
+      else if (np > 1) printf("--- sequence %d\n%s", i + 1, prompts[i]);
       if (np > 1 && sink->len[i]) fwrite(sink->text[i], 1, sink->len[i], stdout);
       if (np > 1 || i == 0) putchar('\n');
     }

@@ -164,7 +164,8 @@ static void train_usage(FILE *f) {
       "  --export-hf DIR   write the weights of --resume PATH in Hugging Face Llama layout\n"
       "                    (config.json + model.safetensors), then exit\n"
       "  --init-from DIR   fine-tune: start from the weights of a Hugging Face Llama directory\n"
-      "                    (imported into OUT/init-hf.safetensors; the model is its config)\n"
+      "                    (imported into OUT/init-hf.safetensors; the model is its config;\n"
+      "                    its tokenizer.json, if any, is the run's tokenizer)\n"
       "  --import-hf DIR   convert a Hugging Face Llama directory into the weights-only\n"
       "                    checkpoint OUT/checkpoint.safetensors, then exit\n"
       "  --data PATH       token shards: a directory holding train.tok/val.tok (default\n"
@@ -174,8 +175,12 @@ static void train_usage(FILE *f) {
       "                    or llm.c token shards (.bin, magic 20240520)\n"
       "  --data-format F   auto (by name) | text | jsonl | llmc\n"
       "  --text-field NAME JSONL: the field holding the text (default text)\n"
-      "  --tokenizer FILE  tokenizer.json (byte-level BPE) for a --data corpus (default: bytes);\n"
-      "                    the model's vocab becomes the tokenizer's unless --vocab is given\n"
+      "  --tokenizer FILE  tokenizer.json (byte-level BPE) for a --data corpus (default: the\n"
+      "                    --init/--resume checkpoint's, else bytes); the model's vocab becomes\n"
+      "                    the tokenizer's unless --vocab is given. It is saved as\n"
+      "                    OUT/tokenizer.json (an existing different file there is refused)\n"
+      "                    and named, with its checksum, in the checkpoint, so coda generate\n"
+      "                    and coda eval use it without being told\n"
       "  --corpus DIR      text files to prepare shards from (default: the fortunes package)\n"
       "  --prepare         only write the token shards, then exit\n"
       "  --engine NAME     auto | reference | plans\n"
@@ -485,6 +490,33 @@ int cmd_train(int argc, char **argv) {
     if (irc) return irc;
     o.init = init_path;
   }
+  /* The run's tokenizer, saved beside its checkpoint and named in it:
+   * --tokenizer (which tokenizes a --data corpus), else the one the
+   * --init/--resume checkpoint carries (an --init-from folder's
+   * tokenizer.json was carried by the import). */
+  static char carried_tok[4096];
+  if (!dopt.tokenizer && (o.init || o.resume) && !export_hf && !import_hf) {
+    coda_context tctx;
+    if (coda_context_create(NULL, &tctx) != CODA_OK) {
+      fprintf(stderr, "coda train: cannot create a CPU context\n");
+      return 1;
+    }
+    char *tp = NULL;
+    const char *ck = o.init ? o.init : o.resume;
+    if (coda_checkpoint_tokenizer(tctx, ck, &tp, NULL) != CODA_OK) {
+      fprintf(stderr, "coda train: %s\n", coda_last_error(tctx));
+      coda_context_destroy(tctx);
+      return 1;
+    }
+    coda_context_destroy(tctx);
+    if (tp) {
+      snprintf(carried_tok, sizeof carried_tok, "%s", tp);
+      dopt.tokenizer = carried_tok;
+      if (!o.quiet || init_from) printf("tokenizer %s (the checkpoint's)\n", carried_tok);
+    }
+    free(tp);
+  }
+  if (!export_hf && !import_hf) o.tokenizer = dopt.tokenizer;
   /* --data naming a corpus (a file, or a directory without token shards):
    * tokenized into OUT/data before any rank starts. */
   static char corpus_data_dir[4096];

@@ -1,7 +1,10 @@
 /* Checkpoints: one safetensors file with the fp32 weights, the AdamW
  * moments ("optimizer.m.NAME", "optimizer.v.NAME") and, in __metadata__,
  * the model configuration, the step, the sampler position and RNG state,
- * and the CRC-32 of the data region (verified on load). */
+ * the CRC-32 of the data region (verified on load), and the name, size and
+ * CRC-32 of the tokenizer saved beside it, if any. */
+#define _POSIX_C_SOURCE 200809L /* lstat */
+#include "coda_tokenizer.h"
 #include "coda_train.h"
 #include "train/train.h"
 
@@ -9,6 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define CKPT_FORMAT "coda-checkpoint"
 
@@ -88,7 +92,13 @@ static coda_status save(coda_context ctx, const char *path, coda_model *model, c
   snprintf(val[15], 64, "%.17g", c->rope.low_freq_factor);
   snprintf(val[16], 64, "%.17g", c->rope.high_freq_factor);
   snprintf(val[17], 64, "%.17g", c->rope.original_max_position);
-  const char *kv[] = {"format", CKPT_FORMAT, "version", "1", "tokenizer", "bytes",
+  char tcrc[16], tbytes[32];
+  const int tok = st && st->tokenizer_file[0];
+  if (tok) {
+    snprintf(tcrc, sizeof tcrc, "%08x", (unsigned)st->tokenizer_crc32);
+    snprintf(tbytes, sizeof tbytes, "%llu", (unsigned long long)st->tokenizer_bytes);
+  }
+  const char *kv[] = {"format", CKPT_FORMAT, "version", "1", "tokenizer", tok ? "bpe" : "bytes",
                       "has_optimizer", with_opt ? "1" : "0",
                       "model.vocab", val[0], "model.dim", val[1], "model.layers", val[2],
                       "model.heads", val[3], "model.kv_heads", val[4], "model.ffn", val[5],
@@ -99,10 +109,25 @@ static coda_status save(coda_context ctx, const char *path, coda_model *model, c
                       /* the scaling's numbers, only for the types that read them */
                       "model.rope_factor", val[14], "model.rope_low_freq_factor", val[15],
                       "model.rope_high_freq_factor", val[16],
-                      "model.rope_original_max_position", val[17]};
-  const int nkv = (int)(sizeof kv / sizeof kv[0]) / 2 - (rt == 0 ? 4 : rt == 1 ? 3 : 0);
+                      "model.rope_original_max_position", val[17],
+                      /* the tokenizer beside the checkpoint (coda_checkpoint_tokenizer) */
+                      "tokenizer.file", tok ? st->tokenizer_file : "",
+                      "tokenizer.crc32", tok ? tcrc : "", "tokenizer.bytes", tok ? tbytes : ""};
+  /* the scaling's numbers only for the types that read them; the
+   * tokenizer's entries only when there is one */
+  const int nrope_unused = rt == 0 ? 4 : rt == 1 ? 3 : 0;
+  const char *kvs[2 * (sizeof kv / sizeof kv[0] / 2)];
+  int nkv = 0;
+  const int nall = (int)(sizeof kv / sizeof kv[0]) / 2, first_rope_num = nall - 3 - 4;
+  for (int i = 0; i < nall; i++) {
+    if (i >= first_rope_num + 4 - nrope_unused && i < first_rope_num + 4) continue;
+    if (i >= nall - 3 && !tok) continue;
+    kvs[2 * nkv] = kv[2 * i];
+    kvs[2 * nkv + 1] = kv[2 * i + 1];
+    nkv++;
+  }
   device_reader rd = {ctx, model, np};
-  coda_status s = coda_st_save_from(ctx, path, e, n, kv, nkv, device ? read_device : NULL, &rd);
+  coda_status s = coda_st_save_from(ctx, path, e, n, kvs, nkv, device ? read_device : NULL, &rd);
   free(e);
   free(names);
   return s;
@@ -263,6 +288,16 @@ coda_status coda_checkpoint_load(coda_context ctx, const char *path, coda_model 
     if (!s) s = meta_u64(ctx, &f, path, "train.rng_state", &st->rng);
     if (!s) s = meta_u64(ctx, &f, path, "train.samples_drawn", &st->drawn);
     if (!s) s = meta_f64(ctx, &f, path, "train.last_loss", 0, &st->last_loss);
+    /* the tokenizer it names (coda_checkpoint_tokenizer verifies the file) */
+    const char *tf = coda_st_meta(&f, "tokenizer.file"), *tc = coda_st_meta(&f, "tokenizer.crc32");
+    st->tokenizer_file[0] = '\0';
+    st->tokenizer_crc32 = 0;
+    st->tokenizer_bytes = 0;
+    if (!s && tf && tc && strlen(tf) < sizeof st->tokenizer_file) {
+      snprintf(st->tokenizer_file, sizeof st->tokenizer_file, "%s", tf);
+      st->tokenizer_crc32 = (uint32_t)strtoul(tc, NULL, 16);
+      s = meta_u64(ctx, &f, path, "tokenizer.bytes", &st->tokenizer_bytes);
+    }
   }
   coda_st_free(&f);
   return s;
@@ -277,5 +312,158 @@ coda_status coda_checkpoint_config_to_load(coda_context ctx, const char *path,
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: a model of %lld parameters is beyond the "
                      "CPU limit of %lld", path, (long long)coda_model_config_params(cfg),
                      (long long)CODA_CPU_MAX_PARAMS);
+  return CODA_OK;
+}
+
+/* ------------------------------------------------- the carried tokenizer */
+
+/* The directory of a file path ("." for a bare name), malloc'ed, joined
+ * with name. */
+static char *beside(const char *file, const char *name) {
+  const char *slash = strrchr(file, '/');
+  const size_t dl = slash ? (size_t)(slash - file) : 1, n = dl + strlen(name) + 2;
+  char *p = malloc(n);
+  if (p) snprintf(p, n, "%.*s/%s", (int)dl, slash ? file : ".", name);
+  return p;
+}
+
+static int regular_file(const char *p, struct stat *sb) {
+  return stat(p, sb) == 0 && S_ISREG(sb->st_mode);
+}
+
+coda_status coda_checkpoint_carry_tokenizer(coda_context ctx, const char *src, const char *ckpt,
+                                            int vocab, coda_train_state *st) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  if (!src || !ckpt || !st) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "NULL argument");
+  /* it must be a tokenizer coda reads, fitting the model */
+  coda_tokenizer tk = NULL;
+  coda_status s = coda_tokenizer_load(ctx, src, &tk);
+  if (s) return s;
+  const size_t tv = coda_tokenizer_vocab_size(tk);
+  coda_tokenizer_destroy(tk);
+  if (vocab > 0 && tv > (size_t)vocab)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s has %zu tokens, more than the model's "
+                     "vocab %d", src, tv, vocab);
+  unsigned char *b = NULL;
+  size_t n = 0;
+  s = coda_read_file_max(ctx, src, CODA_TOKENIZER_FILE_MAX, &b, &n);
+  if (s) return s;
+  char *dst = beside(ckpt, "tokenizer.json");
+  if (!dst) {
+    free(b);
+    return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  struct stat ss, ds;
+  const int same = regular_file(src, &ss) && regular_file(dst, &ds) && ss.st_dev == ds.st_dev &&
+                   ss.st_ino == ds.st_ino;
+  if (!same && regular_file(dst, &ds)) {
+    /* a file is already there: the same bytes, or it is not ours to replace */
+    unsigned char *o = NULL;
+    size_t on = 0;
+    s = coda_read_file_max(ctx, dst, CODA_TOKENIZER_FILE_MAX, &o, &on);
+    if (!s && (on != n || memcmp(o, b, n)))
+      s = coda_fail(ctx, CODA_ERR_IO, "%s already exists and differs from the tokenizer %s: it "
+                    "is not replaced (remove it, or write the run to another directory)", dst, src);
+    free(o);
+  } else if (!same) {
+    struct stat any;
+    if (lstat(dst, &any) == 0)
+      s = coda_fail(ctx, CODA_ERR_IO, "%s exists and is not a regular file: the tokenizer %s "
+                    "cannot be put beside the checkpoint", dst, src);
+    else {
+      const void *parts[1] = {b};
+      size_t sizes[1] = {n};
+      s = coda_write_atomic(ctx, dst, parts, sizes, 1);
+    }
+  }
+  if (!s) {
+    snprintf(st->tokenizer_file, sizeof st->tokenizer_file, "tokenizer.json");
+    st->tokenizer_crc32 = coda_crc32(0, b, n);
+    st->tokenizer_bytes = n;
+  }
+  free(b);
+  free(dst);
+  return s;
+}
+
+/* A name in the checkpoint's directory (no path separators, not . or ..). */
+static int plain_file_name(const char *s) {
+  if (!*s || strlen(s) > 255 || !strcmp(s, ".") || !strcmp(s, "..")) return 0;
+  for (const char *p = s; *p; p++)
+    if (*p == '/' || *p == '\\') return 0;
+  return 1;
+}
+
+coda_status coda_checkpoint_tokenizer(coda_context ctx, const char *checkpoint, char **path,
+                                      int *recorded) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  if (!checkpoint || !path) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "NULL argument");
+  *path = NULL;
+  if (recorded) *recorded = 0;
+  struct stat sb;
+  if (stat(checkpoint, &sb) != 0)
+    return coda_fail(ctx, CODA_ERR_IO, "%s: no such checkpoint file or model folder", checkpoint);
+  if (S_ISDIR(sb.st_mode)) { /* a Hugging Face model folder */
+    const size_t n = strlen(checkpoint) + 16;
+    char *p = malloc(n);
+    if (!p) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    snprintf(p, n, "%s/tokenizer.json", checkpoint);
+    if (regular_file(p, &sb)) *path = p;
+    else free(p);
+    return CODA_OK;
+  }
+  coda_st_file f;
+  coda_status s = coda_st_load_ex(ctx, checkpoint, 1, UINT64_MAX, 1, &f);
+  if (s) return s;
+  const char *name = coda_st_meta(&f, "tokenizer.file");
+  if (!name) { /* none recorded: the file beside it, if any */
+    coda_st_free(&f);
+    char *p = beside(checkpoint, "tokenizer.json");
+    if (!p) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    if (regular_file(p, &sb)) *path = p;
+    else free(p);
+    return CODA_OK;
+  }
+  uint64_t want_bytes = 0;
+  uint32_t want_crc = 0;
+  const char *crc = coda_st_meta(&f, "tokenizer.crc32");
+  char *end = NULL;
+  if (!plain_file_name(name))
+    s = coda_fail(ctx, CODA_ERR_IO, "%s: metadata 'tokenizer.file' = '%.64s' is not a file name",
+                  checkpoint, name);
+  if (!s) s = meta_u64(ctx, &f, checkpoint, "tokenizer.bytes", &want_bytes);
+  if (!s) {
+    errno = 0;
+    unsigned long x = crc ? strtoul(crc, &end, 16) : 0;
+    if (!crc || errno || end == crc || *end || strlen(crc) != 8 || x > 0xffffffffUL)
+      s = coda_fail(ctx, CODA_ERR_IO, "%s: metadata 'tokenizer.crc32' is missing or not 8 hex "
+                    "digits", checkpoint);
+    want_crc = (uint32_t)x;
+  }
+  char *p = s ? NULL : beside(checkpoint, name);
+  if (!s && !p) s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  coda_st_free(&f);
+  if (!s && !regular_file(p, &sb))
+    s = coda_fail(ctx, CODA_ERR_IO, "%s: the checkpoint's tokenizer %s is missing (it was saved "
+                  "beside the checkpoint; copy it back, or name one with --tokenizer)",
+                  checkpoint, p);
+  if (!s) {
+    unsigned char *b = NULL;
+    size_t n = 0;
+    s = coda_read_file_max(ctx, p, CODA_TOKENIZER_FILE_MAX, &b, &n);
+    if (!s && (n != want_bytes || coda_crc32(0, b, n) != want_crc))
+      s = coda_fail(ctx, CODA_ERR_IO, "%s: the tokenizer %s is not the one the checkpoint was "
+                    "trained with (%zu bytes, CRC-32 %08x; recorded %llu bytes, %08x): restore "
+                    "it, or name one with --tokenizer", checkpoint, p, n,
+                    (unsigned)coda_crc32(0, b, n), (unsigned long long)want_bytes,
+                    (unsigned)want_crc);
+    free(b);
+  }
+  if (s) {
+    free(p);
+    return s;
+  }
+  *path = p;
+  if (recorded) *recorded = 1;
   return CODA_OK;
 }

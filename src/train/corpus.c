@@ -532,6 +532,32 @@ static coda_status list_dir(coda_context ctx, const char *dir, const char *suffi
   return CODA_OK;
 }
 
+/* ------------------------------------------------------------ Parquet */
+
+/* A Parquet file: by its name, or by the magic "PAR1" at both ends (as the
+ * format writes it), whatever its name. */
+static int is_parquet(const char *path) {
+  if (has_suffix(path, ".parquet") || has_suffix(path, ".PARQUET")) return 1;
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  unsigned char h[4], t[4];
+  int yes = fread(h, 1, 4, f) == 4 && !memcmp(h, "PAR1", 4) && fseek(f, -4, SEEK_END) == 0 &&
+            ftell(f) >= 8 && fread(t, 1, 4, f) == 4 && !memcmp(t, "PAR1", 4);
+  fclose(f);
+  return yes;
+}
+
+/* Debian packages no Parquet reader for C (Apache Arrow is not in main), so
+ * coda reads none; docs/training.md gives the conversion. */
+static coda_status parquet_refused(coda_context ctx, const char *path) {
+  return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                   "%s: a Parquet file: coda does not read Parquet (there is no Parquet reader "
+                   "for C in Debian to build on); convert it to JSON Lines first, e.g. with "
+                   "pandas: pd.read_parquet(\"%s\").to_json(\"data.jsonl\", orient=\"records\", "
+                   "lines=True), then --data data.jsonl (docs/training.md, \"Parquet\")",
+                   path, path);
+}
+
 /* ------------------------------------------------------------ the driver */
 
 coda_status coda_prepare_data(coda_context ctx, const coda_data_options *o, const char *out_dir,
@@ -559,6 +585,14 @@ coda_status coda_prepare_data(coda_context ctx, const coda_data_options *o, cons
       s = list_dir(ctx, o->path, suf[i], &files, &nfiles);
       if (!s && nfiles) fmt = fm[i];
     }
+    if (!s && nfiles == 0) { /* a directory of Parquet files is named as such */
+      char **pq = NULL;
+      size_t npq = 0;
+      if (list_dir(ctx, o->path, ".parquet", &pq, &npq) == CODA_OK && npq > 0)
+        s = parquet_refused(ctx, pq[0]);
+      for (size_t i = 0; i < npq; i++) free(pq[i]);
+      free(pq);
+    }
     if (!s && nfiles == 0)
       s = coda_fail(ctx, CODA_ERR_IO, "%s: no %s files in the directory", o->path,
                     fmt == CODA_DATA_TEXT ? ".txt" : fmt == CODA_DATA_JSONL ? ".jsonl" :
@@ -571,6 +605,8 @@ coda_status coda_prepare_data(coda_context ctx, const coda_data_options *o, cons
     if (files && (files[0] = strdup(o->path))) nfiles = 1;
     else s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   }
+  for (size_t i = 0; !s && i < nfiles; i++)
+    if (is_parquet(files[i])) s = parquet_refused(ctx, files[i]);
   prep *p = s ? NULL : calloc(1, sizeof *p);
   if (!s && !p) s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   if (!s) {

@@ -18,6 +18,7 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, stat */
 #include "coda_decode.h"
 #include "api/api.h" /* the backend's decode kernels */
+#include "train/decode_internal.h"
 #include "train/train.h"
 
 #include <math.h>
@@ -27,52 +28,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#define HOST_CHUNK 256   /* prefill rows per host forward */
-#define DEVICE_CHUNK 2048 /* prefill rows per device forward */
-#define MAX_SPLITS 32     /* decode attention splits over the cache */
-
-typedef struct {
-  const float *wn_attn, *wqkv, *wo, *wn_ffn, *w13, *w2; /* host (fp32) */
-  float *d_wn_attn, *d_wn_ffn;                          /* device fp32 norms */
-  uint16_t *d_wqkv, *d_wo, *d_w13, *d_w2;               /* device bf16 */
-} layer_w;
-
-struct coda_decoder_s {
-  coda_context ctx;
-  coda_model_config c;
-  int B, max_len, gpu, chunk, nt;
-  int64_t D, F, V, hd, nq, qd, kvd; /* dims; nq = (Hq + 2 Hk)·hd, qd = Hq·hd, kvd = Hk·hd */
-  int *len;        /* tokens in each sequence's cache */
-  int *has_logits; /* 1 once prefilled */
-  coda_tokenizer tok;
-  int own_tok;
-  double *inv_freq; /* hd/2 RoPE frequencies: theta^(−2j/hd) */
-  layer_w *l;
-  /* host */
-  float *W;                      /* copy of the model's weights */
-  const float *emb, *norm, *wout;
-  float *kc, *vc;                /* [L][B][max_len][kvd] */
-  float *logits;                 /* B x V */
-  float *x, *h, *qkv, *o, *z, *y, *P; /* chunk rows */
-  /* device */
-  uint16_t *d_emb, *d_wout, *d_kc, *d_vc, *d_h, *d_q, *d_o, *d_y;
-  float *d_norm, *d_x, *d_qkv, *d_z, *d_head, *d_logits, *d_work;
-  double *d_inv_freq;
-  int32_t *d_meta, *d_sample, *d_spos; /* rows' metadata (5 x chunk), sampled tokens */
-  int64_t work_rows;                    /* (row, split) pairs d_work holds */
-  int32_t *h_tok, *h_seq, *h_pos, *h_rows, *h_hseq; /* rows of a forward, chunk entries */
-  int32_t *h_meta;                      /* their upload, 5 x chunk */
-};
-
 /* ------------------------------------------------------------ helpers */
 
-static uint16_t to_bf16(float f) { /* round to nearest even; NaN stays NaN */
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
 
 static double now_s(void) {
   struct timespec t;
@@ -276,64 +233,11 @@ static coda_status host_forward(coda_decoder d, const int32_t *tok, const int32_
   return CODA_OK;
 }
 
-/* ---------------------------------------------------- device forward */
-
-static coda_status dev_forward(coda_decoder d, const int32_t *tok, const int32_t *seq,
-                               const int32_t *pos, int64_t M, const int32_t *head_rows,
-                               const int32_t *head_seq, int64_t nhead) {
-  coda_context ctx = d->ctx;
-  const coda_model_config *c = &d->c;
-  const int64_t D = d->D, F = d->F, nq = d->nq, qd = d->qd;
-  /* the rows' metadata in one upload: tokens, sequences, positions, head
-   * rows, head sequences */
-  int32_t *meta = d->h_meta;
-  memcpy(meta, tok, (size_t)M * 4);
-  memcpy(meta + M, seq, (size_t)M * 4);
-  memcpy(meta + 2 * M, pos, (size_t)M * 4);
-  memcpy(meta + 3 * M, head_rows, (size_t)nhead * 4);
-  memcpy(meta + 3 * M + nhead, head_seq, (size_t)nhead * 4);
-  coda_status s = coda_memcpy_h2d(ctx, d->d_meta, meta, (size_t)(3 * M + 2 * nhead) * 4);
-  const int32_t *d_tok = d->d_meta, *d_seq = d->d_meta + M, *d_pos = d->d_meta + 2 * M;
-  const int32_t *d_rows = d->d_meta + 3 * M, *d_hseq = d->d_meta + 3 * M + nhead;
-  int maxpos = 0;
-  for (int64_t i = 0; i < M; i++) maxpos = pos[i] > maxpos ? pos[i] : maxpos;
-  /* Split the cache so that small batches keep every SM busy; prefill rows
-   * give parallelism enough without. */
-  int splits = 1;
-  if (M * c->kv_heads < 512) {
-    splits = (maxpos + 1 + 63) / 64;
-    if (splits > MAX_SPLITS) splits = MAX_SPLITS;
-    if (splits > d->work_rows / M) splits = (int)(d->work_rows / M);
-    if (splits < 1) splits = 1;
-  }
-  const coda_decode_rowset rs = {M, d_seq, d_pos, c->heads, c->kv_heads, (int)d->hd,
-                                 d->max_len};
-  if (!s) s = coda_decode_embed(ctx, d->d_x, d->d_emb, d_tok, M, D);
-  const size_t lstride = (size_t)d->B * d->max_len * d->kvd;
-  for (int li = 0; li < c->layers && !s; li++) {
-    const layer_w *w = &d->l[li];
-    uint16_t *kc = d->d_kc + lstride * li, *vc = d->d_vc + lstride * li;
-    s = coda_decode_rmsnorm(ctx, d->d_h, d->d_x, NULL, w->d_wn_attn, M, D, c->norm_eps);
-    if (!s) s = coda_decode_linear(ctx, d->d_qkv, d->d_h, w->d_wqkv, M, nq, D, 0);
-    if (!s) s = coda_decode_rope_append(ctx, &rs, d->d_qkv, d->d_q, kc, vc, d->d_inv_freq);
-    if (!s) s = coda_decode_attention(ctx, &rs, d->d_o, d->d_q, kc, vc, d->d_work, splits);
-    if (!s) s = coda_decode_linear(ctx, d->d_x, d->d_o, w->d_wo, M, D, qd, 1);
-    if (!s) s = coda_decode_rmsnorm(ctx, d->d_h, d->d_x, NULL, w->d_wn_ffn, M, D, c->norm_eps);
-    if (!s) s = coda_decode_linear(ctx, d->d_z, d->d_h, w->d_w13, M, 2 * F, D, 0);
-    if (!s) s = coda_decode_swiglu(ctx, d->d_y, d->d_z, M, F);
-    if (!s) s = coda_decode_linear(ctx, d->d_x, d->d_y, w->d_w2, M, D, F, 1);
-  }
-  if (!s) s = coda_decode_rmsnorm(ctx, d->d_h, d->d_x, d_rows, d->d_norm, nhead, D, c->norm_eps);
-  if (!s) s = coda_decode_linear(ctx, d->d_head, d->d_h, d->d_wout, nhead, d->V, D, 0);
-  if (!s) s = coda_decode_gather_rows(ctx, d->d_logits, d->d_head, d_hseq, nhead, d->V);
-  return s;
-}
-
 static coda_status forward(coda_decoder d, const int32_t *tok, const int32_t *seq,
                            const int32_t *pos, int64_t M, const int32_t *head_rows,
                            const int32_t *head_seq, int64_t nhead) {
   if (M == 0) return CODA_OK;
-  return d->gpu ? dev_forward(d, tok, seq, pos, M, head_rows, head_seq, nhead)
+  return d->gpu ? decode_dev_forward(d, tok, seq, pos, M, head_rows, head_seq, nhead)
                 : host_forward(d, tok, seq, pos, M, head_rows, head_seq, nhead);
 }
 
@@ -357,89 +261,9 @@ void coda_decoder_destroy(coda_decoder d) {
                   d->x, d->h, d->qkv, d->o, d->z, d->y, d->P, d->h_tok, d->h_seq, d->h_pos,
                   d->h_rows, d->h_hseq, d->h_meta};
   for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+  for (int i = 0; i < d->ngraphs; i++) coda_graph_destroy(d->graphs[i].g);
   if (d->own_tok) coda_tokenizer_destroy(d->tok);
   free(d);
-}
-
-static void *dalloc(coda_decoder d, size_t bytes, coda_status *s) {
-  void *p = NULL;
-  if (*s) return NULL;
-  *s = coda_malloc(d->ctx, bytes ? bytes : 16, &p);
-  return p;
-}
-
-/* bf16 copy of n fp32 values on the device. */
-static uint16_t *upload16(coda_decoder d, const float *src, size_t n, uint16_t *tmp,
-                          coda_status *s) {
-  uint16_t *p = dalloc(d, n * 2, s);
-  if (*s) return NULL;
-  const int64_t nn = (int64_t)n;
-#pragma omp parallel for schedule(static) num_threads(d->nt)
-  for (int64_t i = 0; i < nn; i++) tmp[i] = to_bf16(src[i]);
-  *s = coda_memcpy_h2d(d->ctx, p, tmp, n * 2);
-  return p;
-}
-static float *upload32(coda_decoder d, const float *src, size_t n, coda_status *s) {
-  float *p = dalloc(d, n * 4, s);
-  if (!*s) *s = coda_memcpy_h2d(d->ctx, p, src, n * 4);
-  return p;
-}
-
-static coda_status setup_device(coda_decoder d, const float *W, coda_model *m) {
-  coda_status s = CODA_OK;
-  const coda_model_config *c = &d->c;
-  const int64_t D = d->D, F = d->F, V = d->V;
-  size_t biggest = (size_t)V * D > (size_t)2 * F * D ? (size_t)V * D : (size_t)2 * F * D;
-  if ((size_t)d->nq * D > biggest) biggest = (size_t)d->nq * D;
-  uint16_t *tmp = malloc(biggest * 2);
-  if (!tmp) return coda_fail(d->ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
-  char nm[96];
-#define PW(name) (W + coda_model_find(m, name)->offset)
-  d->d_emb = upload16(d, PW("tok_embeddings.weight"), (size_t)V * D, tmp, &s);
-  d->d_wout = c->tied ? NULL : upload16(d, PW("output.weight"), (size_t)V * D, tmp, &s);
-  d->d_norm = upload32(d, PW("norm.weight"), (size_t)D, &s);
-  for (int i = 0; i < c->layers && !s; i++) {
-    layer_w *w = &d->l[i];
-    snprintf(nm, sizeof nm, "layers.%d.attention_norm.weight", i);
-    w->d_wn_attn = upload32(d, PW(nm), (size_t)D, &s);
-    snprintf(nm, sizeof nm, "layers.%d.ffn_norm.weight", i);
-    w->d_wn_ffn = upload32(d, PW(nm), (size_t)D, &s);
-    snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", i);
-    w->d_wqkv = upload16(d, PW(nm), (size_t)d->nq * D, tmp, &s);
-    snprintf(nm, sizeof nm, "layers.%d.attention.wo.weight", i);
-    w->d_wo = upload16(d, PW(nm), (size_t)D * d->qd, tmp, &s);
-    snprintf(nm, sizeof nm, "layers.%d.feed_forward.w13.weight", i);
-    w->d_w13 = upload16(d, PW(nm), (size_t)2 * F * D, tmp, &s);
-    snprintf(nm, sizeof nm, "layers.%d.feed_forward.w2.weight", i);
-    w->d_w2 = upload16(d, PW(nm), (size_t)D * F, tmp, &s);
-  }
-#undef PW
-  free(tmp);
-  if (c->tied) d->d_wout = d->d_emb;
-  const size_t C = (size_t)d->chunk, cache = (size_t)c->layers * d->B * d->max_len * d->kvd;
-  d->d_kc = dalloc(d, cache * 2, &s);
-  d->d_vc = dalloc(d, cache * 2, &s);
-  d->d_x = dalloc(d, C * D * 4, &s);
-  d->d_h = dalloc(d, C * D * 2, &s);
-  d->d_qkv = dalloc(d, C * d->nq * 4, &s);
-  d->d_q = dalloc(d, C * d->qd * 2, &s);
-  d->d_o = dalloc(d, C * d->qd * 2, &s);
-  d->d_z = dalloc(d, C * 2 * F * 4, &s);
-  d->d_y = dalloc(d, C * F * 2, &s);
-  size_t hrows = (size_t)d->B > C ? (size_t)d->B : C;
-  d->d_head = dalloc(d, hrows * V * 4, &s);
-  d->d_logits = dalloc(d, (size_t)d->B * V * 4, &s);
-  /* decode attention partials: (running max, sum, hd values) per row, q
-   * head and split */
-  size_t wrows = C > (size_t)d->B * MAX_SPLITS ? C : (size_t)d->B * MAX_SPLITS;
-  d->d_work = dalloc(d, wrows * c->heads * (d->hd + 2) * 4, &s);
-  d->d_inv_freq = dalloc(d, (size_t)d->hd / 2 * 8, &s);
-  if (!s) s = coda_memcpy_h2d(d->ctx, d->d_inv_freq, d->inv_freq, (size_t)d->hd / 2 * 8);
-  d->work_rows = (int64_t)wrows;
-  d->d_meta = dalloc(d, hrows * 5 * 4, &s);
-  d->d_sample = dalloc(d, (size_t)d->B * 4, &s);
-  d->d_spos = dalloc(d, (size_t)d->B * 4, &s);
-  return s;
 }
 
 static coda_status check_weights(coda_context ctx, coda_model *m) {
@@ -473,6 +297,7 @@ coda_status coda_decoder_create(coda_context ctx, coda_model *m, const coda_deco
   d->c = *c;
   d->B = o->batch;
   d->max_len = o->max_len == 0 || o->max_len > c->seq ? c->seq : o->max_len;
+  d->graphs_off = o->no_graphs;
   d->gpu = coda_decode_on_device(ctx);
   const int hdim = c->dim / c->heads;
   if (d->gpu && (hdim % 32 || hdim > 256 || ((hdim / 32) & (hdim / 32 - 1)))) {
@@ -501,10 +326,11 @@ coda_status coda_decoder_create(coda_context ctx, coda_model *m, const coda_deco
     coda_decoder_destroy(d);
     return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   }
-  for (int j = 0; j < d->hd / 2; j++) d->inv_freq[j] = pow(c->rope_theta, -2.0 * j / (double)d->hd);
+  /* the scaled frequencies (linear, llama3) the training engines use */
+  for (int j = 0; j < d->hd / 2; j++) d->inv_freq[j] = coda_rope_inv_freq(c->rope_theta, d->hd, &c->rope, j);
   const float *W = coda_model_weights(m);
   if (d->gpu) {
-    s = setup_device(d, W, m);
+    s = decode_setup_device(d, W, m);
   } else {
     const size_t cache = (size_t)c->layers * d->B * d->max_len * d->kvd;
     d->W = malloc(coda_model_size(m) * sizeof(float));
@@ -620,28 +446,20 @@ coda_status coda_decoder_load(coda_context ctx, const char *path, const coda_dec
       return coda_fail(ctx, CODA_ERR_IO, "%s: is a directory without config.json (a Hugging Face "
                        "model folder holds config.json and model.safetensors)", path);
     s = coda_hf_import(ctx, path, CODA_ENGINE_REFERENCE, &m);
-    tokpath = path_join(path, "tokenizer.json");
   } else {
     coda_model_config cfg;
     s = coda_checkpoint_config(ctx, path, &cfg);
     if (!s) s = coda_model_create(ctx, &cfg, CODA_ENGINE_REFERENCE, &m);
     if (!s) s = coda_checkpoint_load(ctx, path, m, NULL, NULL, NULL);
-    const char *slash = strrchr(path, '/');
-    if (slash) {
-      char *dir = malloc((size_t)(slash - path) + 1);
-      if (dir) {
-        memcpy(dir, path, (size_t)(slash - path));
-        dir[slash - path] = '\0';
-        tokpath = path_join(dir, "tokenizer.json");
-        free(dir);
-      }
-    } else {
-      tokpath = path_join(".", "tokenizer.json");
-    }
   }
-  if (!s && !tokpath) s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  if (!s && o->tokenizer) {
+    tokpath = strdup(o->tokenizer);
+    if (!tokpath) s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  } else if (!s) {
+    s = coda_checkpoint_tokenizer(ctx, path, &tokpath, NULL);
+  }
   coda_tokenizer tok = NULL;
-  if (!s && is_file(tokpath)) {
+  if (!s && tokpath) {
     s = coda_tokenizer_load(ctx, tokpath, &tok);
     if (!s && coda_tokenizer_vocab_size(tok) > (size_t)coda_model_cfg(m)->vocab)
       s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s has %zu tokens, more than the model's "
@@ -666,6 +484,11 @@ coda_status coda_decoder_load(coda_context ctx, const char *path, const coda_dec
 
 const coda_model_config *coda_decoder_config(const coda_decoder d) { return d ? &d->c : NULL; }
 int coda_decoder_batch(const coda_decoder d) { return d ? d->B : 0; }
+int coda_decoder_graphs(const coda_decoder d) {
+  int n = 0;
+  for (int i = 0; d && i < d->ngraphs; i++) n += d->graphs[i].g != NULL;
+  return n;
+}
 int coda_decoder_max_len(const coda_decoder d) { return d ? d->max_len : 0; }
 int coda_decoder_length(const coda_decoder d, int b) {
   return d && b >= 0 && b < d->B ? d->len[b] : 0;
@@ -746,7 +569,9 @@ coda_status coda_decoder_step(coda_decoder d, const int32_t *tokens) {
     d->h_hseq[M] = b;
     M++;
   }
+  d->in_step = 1;
   coda_status s = forward(d, d->h_tok, d->h_seq, d->h_pos, M, d->h_rows, d->h_hseq, M);
+  d->in_step = 0;
   if (s) return s;
   for (int b = 0; b < d->B; b++)
     if (tokens[b] >= 0) d->len[b]++;

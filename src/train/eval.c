@@ -1,10 +1,13 @@
 /* coda_evaluate: the loss and perplexity of a checkpoint on a token shard,
  * in consecutive windows. */
+#define _POSIX_C_SOURCE 200809L /* stat */
+#include "coda_train.h"
 #include "train/train.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 coda_status coda_evaluate(coda_context ctx, const coda_eval_options *o, coda_eval_result *r) {
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
@@ -16,9 +19,21 @@ coda_status coda_evaluate(coda_context ctx, const coda_eval_options *o, coda_eva
   if (o->batch < 0 || o->seq < 0 || o->max_windows < 0 || B > (1 << 16))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "evaluate: batch %d, seq %d, windows %lld out "
                      "of range", o->batch, o->seq, (long long)o->max_windows);
+  if (o->engine == CODA_TRAIN_ENGINE_REFERENCE && coda_context_backend(ctx) != CODA_BACKEND_CPU)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "evaluate: the reference engine runs on the "
+                     "host: use a CPU context (coda eval --device cpu)");
   coda_model_config cfg;
-  coda_status s = coda_checkpoint_config_to_load(ctx, o->checkpoint, &cfg);
+  struct stat sb;
+  /* a directory: a Hugging Face model, imported in memory */
+  const int hf = stat(o->checkpoint, &sb) == 0 && S_ISDIR(sb.st_mode);
+  coda_status s = hf ? coda_hf_config(ctx, o->checkpoint, &cfg)
+                     : coda_checkpoint_config_to_load(ctx, o->checkpoint, &cfg);
   if (s) return s;
+  if (hf && coda_context_backend(ctx) == CODA_BACKEND_CPU &&
+      coda_model_config_params(&cfg) > CODA_CPU_MAX_PARAMS)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: a model of %lld parameters is beyond the "
+                     "CPU limit of %lld", o->checkpoint, (long long)coda_model_config_params(&cfg),
+                     (long long)CODA_CPU_MAX_PARAMS);
   const int T = o->seq > 0 ? o->seq : cfg.seq;
   if (T > cfg.seq)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "evaluate: seq %d is longer than the model's %d",
@@ -41,9 +56,16 @@ coda_status coda_evaluate(coda_context ctx, const coda_eval_options *o, coda_eva
   }
   if (o->max_windows > 0 && nw > o->max_windows) nw = o->max_windows;
   coda_model *m = NULL;
-  s = coda_model_create(ctx, &cfg, coda_plans_available() ? CODA_ENGINE_PLANS : CODA_ENGINE_REFERENCE,
-                        &m);
-  if (!s) s = coda_checkpoint_load(ctx, o->checkpoint, m, NULL, NULL, NULL);
+  const coda_engine engine = o->engine == CODA_TRAIN_ENGINE_REFERENCE ? CODA_ENGINE_REFERENCE
+                             : o->engine == CODA_TRAIN_ENGINE_PLANS || coda_plans_available()
+                                 ? CODA_ENGINE_PLANS
+                                 : CODA_ENGINE_REFERENCE;
+  if (hf) {
+    s = coda_hf_import(ctx, o->checkpoint, engine, &m);
+  } else {
+    s = coda_model_create(ctx, &cfg, engine, &m);
+    if (!s) s = coda_checkpoint_load(ctx, o->checkpoint, m, NULL, NULL, NULL);
+  }
   int32_t *in = malloc((size_t)B * T * sizeof *in), *tg = malloc((size_t)B * T * sizeof *tg);
   if (!s && (!in || !tg)) s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   double sum = 0.0;

@@ -383,6 +383,16 @@ static coda_status hf_config(coda_context ctx, const char *path, coda_model_conf
   return s;
 }
 
+coda_status coda_hf_config(coda_context ctx, const char *hf_dir, coda_model_config *cfg) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  if (!hf_dir || !cfg) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "NULL argument");
+  char *cp = join(hf_dir, "config.json");
+  if (!cp) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  coda_status s = hf_config(ctx, cp, cfg);
+  free(cp);
+  return s;
+}
+
 /* ------------------------------------------------------------ the weights */
 
 /* The safetensors files of a checkpoint: model.safetensors, or the shards
@@ -655,6 +665,18 @@ coda_status coda_hf_export_checkpoint(coda_context ctx, const char *checkpoint,
   if (s) return s;
   s = coda_checkpoint_load(ctx, checkpoint, m, NULL, NULL, NULL);
   if (!s) s = coda_hf_export(ctx, m, hf_dir);
+  /* the checkpoint's tokenizer goes into the folder as tokenizer.json */
+  char *tp = NULL;
+  if (!s) s = coda_checkpoint_tokenizer(ctx, checkpoint, &tp, NULL);
+  if (!s && tp) {
+    char *beside_weights = join(hf_dir, "model.safetensors");
+    coda_train_state unused;
+    memset(&unused, 0, sizeof unused);
+    s = beside_weights ? coda_checkpoint_carry_tokenizer(ctx, tp, beside_weights, c.vocab, &unused)
+                       : coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    free(beside_weights);
+  }
+  free(tp);
   coda_model_destroy(m);
   return s;
 }
@@ -666,8 +688,15 @@ coda_status coda_hf_import_checkpoint(coda_context ctx, const char *hf_dir,
   coda_model *m;
   coda_status s = coda_hf_import(ctx, hf_dir, CODA_ENGINE_REFERENCE, &m);
   if (s) return s;
-  coda_train_state st = {0, 0, 0, NAN};
-  s = coda_checkpoint_save(ctx, checkpoint, m, NULL, NULL, &st);
+  coda_train_state st = {0, 0, 0, NAN, "", 0, 0};
+  /* the folder's tokenizer goes with the checkpoint */
+  char *tp = join(hf_dir, "tokenizer.json");
+  struct stat sb;
+  if (!tp) s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  else if (stat(tp, &sb) == 0)
+    s = coda_checkpoint_carry_tokenizer(ctx, tp, checkpoint, coda_model_cfg(m)->vocab, &st);
+  free(tp);
+  if (!s) s = coda_checkpoint_save(ctx, checkpoint, m, NULL, NULL, &st);
   coda_model_destroy(m);
   return s;
 }

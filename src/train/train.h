@@ -455,7 +455,23 @@ typedef struct coda_train_state {
   uint64_t rng;        /* sampler RNG state */
   uint64_t drawn;      /* sequences drawn */
   double last_loss;
+  /* The tokenizer carried beside the checkpoint (coda_checkpoint_carry_
+   * tokenizer): its file name in the checkpoint's directory, CRC-32 and
+   * size; tokenizer_file "": none recorded. */
+  char tokenizer_file[64];
+  uint32_t tokenizer_crc32;
+  uint64_t tokenizer_bytes;
 } coda_train_state;
+
+/* The largest tokenizer.json carried with a checkpoint. */
+#define CODA_TOKENIZER_FILE_MAX ((uint64_t)1 << 30)
+/* Puts the tokenizer file src beside the checkpoint path ckpt as
+ * tokenizer.json, atomically (nothing to do when it is that file already
+ * or a byte-identical copy; a different file already there is refused,
+ * never replaced), checks that it loads and that its vocabulary fits
+ * `vocab` (0: not checked), and records its name, CRC-32 and size in st. */
+coda_status coda_checkpoint_carry_tokenizer(coda_context ctx, const char *src, const char *ckpt,
+                                            int vocab, coda_train_state *st);
 
 /* Saves weights, m, v (fp32) and the state into one safetensors file. */
 coda_status coda_checkpoint_save(coda_context ctx, const char *path,

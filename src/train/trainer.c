@@ -458,7 +458,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   va = vav.tok; nva = vav.count; vvoc = vav.vocab;
 
   /* ---- model and state ---- */
-  coda_train_state st = {0, 0, 0, NAN};
+  coda_train_state st = {0, 0, 0, NAN, "", 0, 0};
   coda_engine engine = pick_engine(o.engine);
   const int gpu = coda_context_backend(ctx) == CODA_BACKEND_CUDA;
   if (gpu && engine != CODA_ENGINE_PLANS) {
@@ -573,6 +573,14 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     /* one GPU: drawn on the device, the host buffer is not touched */
     if (!gpu || dp) coda_model_init(model, o.seed);
     st.rng = o.seed * 0x9e3779b97f4a7c15ull + 0x64617461ull; /* data order from the seed */
+  }
+  /* The tokenizer goes beside the checkpoint and is named in it; without
+   * one, a resumed checkpoint's record is not carried over (its file is
+   * beside the old checkpoint, not necessarily beside this one). */
+  st.tokenizer_file[0] = '\0';
+  if (o.tokenizer && lead) {
+    s = coda_checkpoint_carry_tokenizer(ctx, o.tokenizer, ckpt, coda_model_cfg(model)->vocab, &st);
+    if (s) goto done;
   }
   if (dp) { /* every rank holds the same weights; the optimizer state is sharded */
     s = coda_zero_create(ctx, model, comm, !gpu, &zero);

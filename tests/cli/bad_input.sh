@@ -139,6 +139,9 @@ expect "bad value 'tpu' for --device" -- generate --checkpoint x --device tpu
 expect "bad value 'x' for --stop" -- generate --checkpoint x --stop x
 expect "bad value '0,2' for --batches" -- generate --bench --batches 0,2
 expect "unknown --shape 'huge'" -- generate --bench --shape huge
+expect "--prompt-ids '1,x' is not a list of token ids" -- generate --checkpoint x --prompt-ids 1,x
+expect "--prompt-ids '' is not a list of token ids" -- generate --checkpoint x --prompt-ids ""
+expect "--engine is auto, reference or plans" -- eval --checkpoint x --data y --engine fast
 
 # --- a real checkpoint, then damaged copies of it
 # shellcheck disable=SC2086
@@ -169,6 +172,7 @@ if ! grep -q -- "--- sequence 2" g3.txt; then
   cat err.txt
 fi
 expect "more than the cache of 2" -- generate --checkpoint $ck --prompt "abc" --max-len 2
+expect "outside" -- generate --checkpoint $ck --prompt-ids 1,99999 --tokens 2
 head -c $((size - 100)) $ck >trunc.safetensors
 head -c 4 $ck >stub.safetensors
 : >empty.safetensors
@@ -228,6 +232,23 @@ printf '{"body": "x"}\n' >c.jsonl
 expect 'c.jsonl:1: no field "text"' -- train $tiny_model --out o5 --data c.jsonl --steps 2
 # shellcheck disable=SC2086
 expect "nothere.json: cannot open" -- train $tiny_model --out o5 --data corpus/text --tokenizer nothere.json
+# Parquet: refused by name (by the extension, or by the PAR1 magic at both
+# ends whatever the name), for training and evaluation, nothing prepared
+printf 'PAR1 not really a parquet file, but named as one\n' >d.parquet
+# shellcheck disable=SC2086
+expect "d.parquet: a Parquet file: coda does not read Parquet" -- train $tiny_model --out o7 --data d.parquet
+printf 'PAR1\025\004\025\000some column chunk bytes\000\000PAR1' >disguised.txt
+# shellcheck disable=SC2086
+expect "disguised.txt: a Parquet file" -- train $tiny_model --out o7 --data disguised.txt
+mkdir -p pq
+cp d.parquet pq/part-0.parquet
+# shellcheck disable=SC2086
+expect "part-0.parquet: a Parquet file" -- train $tiny_model --out o7 --data pq
+expect "convert it to JSON Lines" -- eval --checkpoint good/checkpoint.safetensors --data d.parquet --out o7
+if [ -e o7/data/train.tok ]; then
+  fails=$((fails + 1))
+  echo "FAIL: a Parquet --data left shards in o7/data"
+fi
 mkdir -p o6/data
 cp good/data/train.tok good/data/val.tok o6/data/
 # shellcheck disable=SC2086

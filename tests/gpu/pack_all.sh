@@ -56,6 +56,10 @@ for t in test_epilogue_gpu test_plan_gpu; do
 done
 "$G/coda" compile --all --unfused --quiet # the block plans at any shape: training and benchmarks
 "$G/coda" bench block all --precompile | tail -1
-if [ -x "$G/bench_fused" ]; then "$G/bench_fused" --precompile | tail -1; fi
+if [ -x "$G/bench_fused" ]; then
+  "$G/bench_fused" --precompile | tail -1
+  # the fused-vs-plain table of the example programs and built-ins (run_all.sh fused)
+  "$G/bench_fused" --precompile $(tests/gpu/fused_programs.sh) | tail -3
+fi
 tar -czf "$D/gpu-all.tgz" -C "$S" gpu
 ls -l "$D/gpu-all.tgz"

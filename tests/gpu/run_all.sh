@@ -26,7 +26,9 @@
 #             block-grad-bf16.csv; after the block stage, block.md gains
 #             the column "peak MiB (bf16 weight grads)"
 #   fused     bench_fused (fused GEMMs vs plain and cuBLAS + separate
-#             kernels); with wheels in .whl/ also quack_fused.py
+#             kernels), then the example programs and built-ins against
+#             the plain GEMM at 8192 x 4096 x 4096 (tests/gpu/fused_programs.sh);
+#             with wheels in .whl/ also quack_fused.py
 #   attention bench_attention and PyTorch SDPA at the same shapes
 #   gemm      bench_gemm (our GEMM vs cuBLAS, 27 shapes)
 #   generate  coda generate --device gpu --bench: the KV-cache decoder's
@@ -113,6 +115,8 @@ fi
 if has fused; then
   step fused 150 sh -c "\"$P/bench_fused\" > \"$L/bench_fused.md\""
   cat "$L/bench_fused.md"
+  step fused_programs 120 sh -c "\"$P/bench_fused\" $(tests/gpu/fused_programs.sh) > \"$L/bench_fused_programs.md\""
+  cat "$L/bench_fused_programs.md"
   if ls .whl/*.whl > /dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
       --target /tmp/coda-site .whl/*.whl > "$L/pip.log" 2>&1

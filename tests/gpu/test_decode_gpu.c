@@ -11,14 +11,19 @@
  *     steps fed with the CPU's greedy tokens: the logits of every sequence
  *     at every step within bf16 tolerance of the CPU's (max |diff| <= 4 % of
  *     max |logit| + 0.02), and the argmax equal in at least 90 % of them;
- *   - batch 1 (the one-row GEMV) and batch 24 (decode rows past 16: the
- *     GEMM path) the same way;
+ *   - batch 1, batch 24 (the tensor-core GEMV up to 64 rows) and batch 70
+ *     (decode rows past 64: the GEMM path) the same way;
  *   - the device sampler on the device's own logits: greedy is the argmax
  *     of the downloaded logits (lowest id on ties), top-k 1 is greedy,
  *     top-k 5 stays in the 5 largest, top-p stays in the nucleus, the same
  *     seed gives the same tokens, and the temperature frequencies follow the
  *     softmax within 5 sigma;
- *   - a sequence left out of a step (token -1) keeps its logits.
+ *   - a sequence left out of a step (token -1) keeps its logits;
+ *   - decode steps replayed from recorded graphs (a context with a stream of
+ *     its own) give logits bit-identical to the same steps launched one by
+ *     one, for batch 1, 3 and 24 (the GEMM path), across a change of the
+ *     attention splits; on the legacy default stream no graph is recorded
+ *     and the results are the same.
  *
  *   test_decode_gpu     exit 0: pass, 1: a mismatch, 77: no usable GPU */
 #define _POSIX_C_SOURCE 200809L
@@ -68,7 +73,7 @@ static void against_cpu(coda_context cpu, coda_context gpu, const coda_model_con
                         const int *plen, int B, int steps, const char *what) {
   coda_model *m = make_model(cpu, c, 7);
   if (!m) return;
-  coda_decoder_options o = {B, 0};
+  coda_decoder_options o = {B, 0, 0, NULL};
   coda_decoder dc = NULL, dg = NULL;
   CHECK_STATUS(cpu, coda_decoder_create(cpu, m, &o, &dc), CODA_OK);
   CHECK_STATUS(gpu, coda_decoder_create(gpu, m, &o, &dg), CODA_OK);
@@ -176,6 +181,57 @@ static void against_cpu(coda_context cpu, coda_context gpu, const coda_model_con
   coda_model_destroy(m);
 }
 
+/* Decode steps through graphs against the same steps launched directly. */
+static void graphs_vs_direct(coda_context cpu, coda_context direct_ctx, coda_context graph_ctx,
+                             int expect_graphs, const coda_model_config *c, int B, int plen,
+                             int steps, const char *what) {
+  coda_model *m = make_model(cpu, c, 11);
+  if (!m) return;
+  coda_decoder_options od = {B, plen + steps + 1, 1, NULL}, og = {B, plen + steps + 1, 0, NULL};
+  coda_decoder dd = NULL, dg = NULL;
+  CHECK_STATUS(direct_ctx, coda_decoder_create(direct_ctx, m, &od, &dd), CODA_OK);
+  CHECK_STATUS(graph_ctx, coda_decoder_create(graph_ctx, m, &og, &dg), CODA_OK);
+  coda_model_destroy(m);
+  if (!dd || !dg) {
+    coda_decoder_destroy(dd);
+    coda_decoder_destroy(dg);
+    return;
+  }
+  const int64_t V = c->vocab;
+  int32_t *prompt = malloc((size_t)B * plen * 4);
+  const int32_t **pr = malloc((size_t)B * sizeof *pr);
+  int *ln = malloc((size_t)B * sizeof *ln);
+  uint64_t r = 23;
+  for (int b = 0; b < B; b++) {
+    for (int i = 0; i < plen; i++) prompt[b * plen + i] = (int32_t)coda_rng_below(&r, (uint64_t)V);
+    pr[b] = prompt + b * plen;
+    ln[b] = plen - b % 3; /* different lengths */
+  }
+  CHECK_STATUS(direct_ctx, coda_decoder_prefill(dd, pr, ln), CODA_OK);
+  CHECK_STATUS(graph_ctx, coda_decoder_prefill(dg, pr, ln), CODA_OK);
+  float *ld = malloc((size_t)B * V * 4), *lg = malloc((size_t)B * V * 4);
+  int32_t *tok = malloc((size_t)B * 4);
+  coda_sampling greedy = {0.0, 0, 1.0, 1};
+  int same = 1;
+  for (int st = 0; st < steps && same; st++) {
+    CHECK(coda_decoder_sample(dd, &greedy, NULL, tok) == CODA_OK);
+    CHECK(coda_decoder_step(dd, tok) == CODA_OK);
+    CHECK_STATUS(graph_ctx, coda_decoder_step(dg, tok), CODA_OK);
+    CHECK(coda_decoder_logits(dd, ld) == CODA_OK);
+    CHECK(coda_decoder_logits(dg, lg) == CODA_OK);
+    same = !memcmp(ld, lg, (size_t)B * V * 4);
+    CHECK_MSG(same, "%s: step %d: logits of the recorded step differ from the direct one", what,
+              st);
+  }
+  const int n = coda_decoder_graphs(dg);
+  CHECK_MSG(expect_graphs ? n >= 1 : n == 0, "%s: %d step graphs recorded", what, n);
+  printf("%s: batch %d, %d steps: graph replay bit-identical to direct launches, %d graphs\n",
+         what, B, steps, n);
+  free(prompt); free(pr); free(ln); free(ld); free(lg); free(tok);
+  coda_decoder_destroy(dd);
+  coda_decoder_destroy(dg);
+}
+
 int main(void) {
   if (!coda_cuda_available()) {
     printf("test_decode_gpu: SKIP (no usable sm_90 GPU)\n");
@@ -195,6 +251,23 @@ int main(void) {
   int p24[24];
   for (int i = 0; i < 24; i++) p24[i] = 1 + (i * 7) % 20;
   against_cpu(cpu, gpu, &mha, p24, 24, 12, "mha hd32 tied, batch 24");
+  int p70[70];
+  for (int i = 0; i < 70; i++) p70[i] = 1 + (i * 5) % 17;
+  against_cpu(cpu, gpu, &mha, p70, 70, 4, "mha hd32 tied, batch 70");
+  coda_context streamed;
+  coda_context_options cs = co;
+  cs.own_stream = 1;
+  CHECK(coda_context_create(&cs, &streamed) == CODA_OK);
+  /* 70 steps from a 60-token prompt cross 64-key split boundaries */
+  graphs_vs_direct(cpu, gpu, streamed, 1, &gqa, 1, 60, 70, "graphs gqa batch 1");
+  graphs_vs_direct(cpu, gpu, streamed, 1, &gqa, 3, 40, 30, "graphs gqa batch 3");
+  graphs_vs_direct(cpu, gpu, streamed, 1, &mha, 24, 20, 10, "graphs mha batch 24");
+  graphs_vs_direct(cpu, gpu, gpu, 0, &gqa, 2, 30, 6, "legacy stream, no graphs");
+  coda_context_destroy(streamed);
+  /* llama3-scaled RoPE past the pre-training context of 32 positions */
+  coda_model_config l3 = {320, 128, 2, 4, 2, 256, 128, 0, 500000.0, 1e-5, {CODA_ROPE_LLAMA3, 8.0, 1.0, 4.0, 32.0}};
+  int p2[2] = {70, 9};
+  against_cpu(cpu, gpu, &l3, p2, 2, 16, "llama3 rope hd32");
   coda_context_destroy(gpu);
   coda_context_destroy(cpu);
   return CHECK_DONE();

@@ -33,12 +33,9 @@ __device__ __forceinline__ int snake_tile(int k) {
   const int g = (int)gridDim.x, c = (int)blockIdx.x;
   return k * g + ((k & 1) ? g - 1 - c : c);
 }
-/* One arrival per warp (the barriers count warps). The __syncwarp first:
- * the other lanes' ordinary shared-memory reads of the stage (the
- * backward's row statistics sL, sD) must be done before lane 0 tells the
- * producer it may overwrite them; without it racecheck reported the
- * producer's next stores as write-after-read hazards. Called by whole
- * warps only. */
+/* One arrival per warp (the barriers count warps), for stages that TMA
+ * refills. The __syncwarp orders the other lanes' reads of the stage
+ * before lane 0's release. Called by whole warps only. */
 __device__ __forceinline__ void warp_arrive(uint64_t *bar) {
   __syncwarp();
   if ((threadIdx.x & 31) == 0) coda_sm90::mbar_arrive(bar);
@@ -408,7 +405,7 @@ __global__ void __launch_bounds__(384, 1)
     coda_sm90::mbar_init(kv_empty, 8);
     for (int s = 0; s < STAGES; ++s) {
       coda_sm90::mbar_init(&q_full[s], 2 + 32); /* Q, dO by TMA; L, D by 32 lanes */
-      coda_sm90::mbar_init(&q_empty[s], 8);
+      coda_sm90::mbar_init(&q_empty[s], 8 * 32); /* every consumer thread */
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -507,7 +504,12 @@ __global__ void __launch_bounds__(384, 1)
         fence_regs(dv);
         fence_regs(dk);
       }
-      warp_arrive(&q_empty[st]);
+      /* Every thread releases its own reads of sL/sD, which the producer's
+       * plain stores overwrite next. (One lane after a __syncwarp is as
+       * ordered in the PTX memory model, but racecheck does not follow
+       * that chain through bar.warp.sync and reported the next stores as
+       * hazards.) */
+      coda_sm90::mbar_arrive(&q_empty[st]);
     }
 
     store_dkdv_rows<ROPE, BN, HD>(p, dk, dv, key0, k0, b, g, lane, sK, sV);

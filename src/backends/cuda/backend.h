@@ -52,6 +52,13 @@ coda_status coda_cuda_preferred_tiling(coda_context ctx, coda_program p, int64_t
 /* Frees the CUDA state of a context (loaded epilogue kernels); call from
  * coda_context_destroy. */
 void coda_cuda_context_release(coda_context ctx);
+/* The context's own stream (own_stream) and graphs of its stream (graph.c). */
+coda_status coda_cuda_stream_open(coda_context ctx);
+void coda_cuda_stream_close(coda_context ctx);
+coda_status coda_cuda_graph_begin(coda_context ctx);
+coda_status coda_cuda_graph_end(coda_context ctx, void **exec);
+coda_status coda_cuda_graph_launch(coda_context ctx, void *exec);
+void coda_cuda_graph_destroy(void *exec);
 /* The device tag of the autotuners' cache files: GPU name and SM count,
  * e.g. "NVIDIA H200/132sm" (gemm_tune.cu). */
 coda_status coda_cuda_device_tag(coda_context ctx, char *buf, size_t n);

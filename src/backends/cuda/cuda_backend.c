@@ -22,13 +22,15 @@ coda_status coda_cuda_program_compile(coda_context ctx, coda_program p, coda_dty
 static coda_status cuda_create(coda_context ctx) {
   if (!coda_cuda_available())
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "CUDA backend: no usable sm_90 GPU");
-  if (ctx->opts.autotune) return coda_cuda_gemm_set_autotune(ctx, 1);
-  return CODA_OK;
+  coda_status s = coda_cuda_stream_open(ctx);
+  if (s == CODA_OK && ctx->opts.autotune) s = coda_cuda_gemm_set_autotune(ctx, 1);
+  return s;
 }
 
 static void cuda_destroy(coda_context ctx) {
   coda_cuda_context_release(ctx); /* loaded fused kernels, the tuner's table */
   coda_cuda_workspace_release(ctx);
+  coda_cuda_stream_close(ctx); /* after the stream-ordered frees above */
 }
 
 static coda_status cuda_alloc(coda_context ctx, size_t bytes, void **out) {
@@ -197,6 +199,10 @@ const coda_backend_ops coda_cuda_backend_ops = {
     .timer_record = cuda_timer_record,
     .timer_elapsed = cuda_timer_elapsed,
     .timer_destroy = cuda_timer_destroy,
+    .graph_begin = coda_cuda_graph_begin,
+    .graph_end = coda_cuda_graph_end,
+    .graph_launch = coda_cuda_graph_launch,
+    .graph_destroy = coda_cuda_graph_destroy,
     .precompile_gemm_epilogue = cuda_precompile_gemm_epilogue,
     .precompile_map = coda_cuda_map_precompile,
     .program_source = coda_cuda_program_source,

@@ -1,7 +1,7 @@
 /* The decoder's device kernels (src/train/decode.c on a CUDA context,
  * through coda_decode_ops of backends/backend.h): embedding lookup,
- * RMSNorm to bf16, the linear layers (a GEMV-shaped kernel for a few rows,
- * the backend's Hopper GEMM for more), RoPE with the cache append, decode
+ * RMSNorm to bf16, the linear layers (a tensor-core GEMV for up to 64
+ * rows, the backend's Hopper GEMM for more), RoPE with the cache append, decode
  * attention split over the cache length, SwiGLU, row gather and sampling.
  * Compiled ahead of time by nvcc (no NVRTC).
  *
@@ -129,6 +129,86 @@ __global__ void gemv_kernel(float *y, const bf16 *x, const bf16 *w, int M, long 
   }
 }
 
+/* y (M x N) (+)= x (M x K) · w (N x K)ᵀ for M <= 16·MT on tensor cores:
+ * a block of 8 warps owns 8 output columns, warp i the i-th eighth of K,
+ * so every weight row streams once, in 16-byte loads with several in
+ * flight per lane, and the x rows come from L1. Each 32-wide k chunk is
+ * two m16n8k16 MMAs over a permutation of its k: lane (g, t) loads w[n0 +
+ * g][k + 8t .. 8t + 7] whole and takes words {0, 1} as its B fragment of
+ * the first MMA, {2, 3} of the second; the A fragments take x's words in
+ * the same order, so the dot products are those of the plain order. The
+ * eight warps' sums are added in warp order (deterministic). Needs K % 32
+ * == 0. */
+constexpr int kMmaWarps = 8;
+
+__device__ __forceinline__ void mma_bf16_16816(float *c, const uint32_t *a, uint32_t b0,
+                                               uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+               "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <int MT>
+__global__ void __launch_bounds__(32 * kMmaWarps)
+    gemv_mma_kernel(float *y, const bf16 *x, const bf16 *w, int M, long long N, long long K,
+                    int accumulate) {
+  __shared__ float part[kMmaWarps][MT][32][4];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const long long n0 = (long long)blockIdx.x * 8, chunks = K / 32;
+  const long long per = (chunks + kMmaWarps - 1) / kMmaWarps;
+  const long long c0 = warp * per, c1 = c0 + per < chunks ? c0 + per : chunks;
+  const bool nok = n0 + g < N;
+  const bf16 *wr = w + (nok ? n0 + g : 0) * K + 8 * t;
+  float acc[MT][4];
+#pragma unroll
+  for (int m = 0; m < MT; m++) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
+#pragma unroll 4
+  for (long long c = c0; c < c1; c++) {
+    uint4 wv = make_uint4(0, 0, 0, 0);
+    if (nok) wv = __ldg(reinterpret_cast<const uint4 *>(wr + c * 32));
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+      const int r0 = 16 * m + g, r1 = r0 + 8;
+      uint4 x0 = make_uint4(0, 0, 0, 0), x1 = make_uint4(0, 0, 0, 0);
+      if (r0 < M) x0 = *reinterpret_cast<const uint4 *>(x + (long long)r0 * K + c * 32 + 8 * t);
+      if (r1 < M) x1 = *reinterpret_cast<const uint4 *>(x + (long long)r1 * K + c * 32 + 8 * t);
+      const uint32_t a0[4] = {x0.x, x1.x, x0.y, x1.y}, a1[4] = {x0.z, x1.z, x0.w, x1.w};
+      mma_bf16_16816(acc[m], a0, wv.x, wv.y);
+      mma_bf16_16816(acc[m], a1, wv.z, wv.w);
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < MT; m++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) part[warp][m][lane][i] = acc[m][i];
+  __syncthreads();
+  /* thread (m, lane, i) of the first 4·MT warps' worth: one output each */
+  for (int e = threadIdx.x; e < MT * 32 * 4; e += blockDim.x) {
+    const int m = e / 128, l = (e / 4) % 32, i = e % 4;
+    float sum = 0.0f;
+    for (int wi = 0; wi < kMmaWarps; wi++) sum += part[wi][m][l][i];
+    const int row = 16 * m + (l >> 2) + (i >= 2 ? 8 : 0);
+    const long long col = n0 + 2 * (l & 3) + (i & 1);
+    if (row < M && col < N) {
+      float *o = y + (long long)row * N + col;
+      *o = accumulate ? *o + sum : sum;
+    }
+  }
+}
+
+coda_status launch_gemv_mma(coda_context ctx, float *y, const bf16 *x, const bf16 *w, int M,
+                            long long N, long long K, int accumulate) {
+  const unsigned grid = (unsigned)((N + 7) / 8);
+  cudaStream_t st = coda_cuda_stream(ctx);
+  const int t = 32 * kMmaWarps;
+  if (M <= 16) gemv_mma_kernel<1><<<grid, t, 0, st>>>(y, x, w, M, N, K, accumulate);
+  else if (M <= 32) gemv_mma_kernel<2><<<grid, t, 0, st>>>(y, x, w, M, N, K, accumulate);
+  else if (M <= 48) gemv_mma_kernel<3><<<grid, t, 0, st>>>(y, x, w, M, N, K, accumulate);
+  else gemv_mma_kernel<4><<<grid, t, 0, st>>>(y, x, w, M, N, K, accumulate);
+  return check_launch(ctx, "GEMV (tensor cores)");
+}
+
 coda_status launch_gemv(coda_context ctx, float *y, const bf16 *x, const bf16 *w, int M,
                         long long N, long long K, int accumulate) {
   const int warps = 8;
@@ -151,11 +231,12 @@ __global__ void rope_append_kernel(const float *qkv, bf16 *q, bf16 *kc, bf16 *vc
                                    int max_len, const double *inv_freq) {
   const long long r = blockIdx.x;
   const int half = hd / 2, npairs = (Hq + Hk) * half, nv = Hk * hd;
+  const int i0 = blockIdx.y * blockDim.x, istep = gridDim.y * blockDim.x;
   const long long nq = (long long)(Hq + 2 * Hk) * hd;
   const float *row = qkv + r * nq;
   const long long cbase = ((long long)seq[r] * max_len + pos[r]) * (long long)Hk * hd;
   const double p = (double)pos[r];
-  for (int i = threadIdx.x; i < npairs + nv; i += blockDim.x) {
+  for (int i = i0 + threadIdx.x; i < npairs + nv; i += istep) {
     if (i < npairs) {
       const int h = i / half, j = i % half;
       double sn, cs;
@@ -177,17 +258,19 @@ __global__ void rope_append_kernel(const float *qkv, bf16 *q, bf16 *kc, bf16 *vc
 
 constexpr int kAttnWarps = 4;
 constexpr int kAttnGroup = 8; /* query heads of one KV head per block */
+/* cache positions a warp loads at once (fewer for wide heads: registers) */
+template <int HDL> constexpr int attn_keys() { return HDL >= 8 ? 2 : HDL >= 4 ? 4 : 8; }
 
 /* Block (row r, kv head kh and a group of its query heads, split s):
  * flash-decoding partials over cache positions [lo, hi) of the split.
- * Each warp takes every kAttnWarps-th position and keeps an online softmax
+ * Each warp takes every kAttnWarps-th batch of attn_keys positions and keeps an online softmax
  * per query head; the lanes split the head dimension (HDL values each).
  * work[(r·Hq + h)·splits + s] = (max, sum, hd unnormalized values). */
 template <int HDL>
 __global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, const bf16 *vc,
                                     const int32_t *seq, const int32_t *pos, int Hq, int Hk,
                                     int max_len, int splits) {
-  constexpr int hd = HDL * 32;
+  constexpr int hd = HDL * 32, kAttnKeys = attn_keys<HDL>();
   const int grp = Hq / Hk, nblk = (grp + kAttnGroup - 1) / kAttnGroup;
   const long long r = blockIdx.x;
   const int kh = blockIdx.y / nblk, g0 = (blockIdx.y % nblk) * kAttnGroup;
@@ -212,25 +295,35 @@ __global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, 
   const long long stride = (long long)Hk * hd;
   const bf16 *kb = kc + (long long)seq[r] * max_len * stride + (long long)kh * hd + lane * HDL;
   const bf16 *vb = vc + (long long)seq[r] * max_len * stride + (long long)kh * hd + lane * HDL;
-  for (int t = lo + warp; t < hi; t += kAttnWarps) {
-    float kf[HDL], vf[HDL];
+  /* kAttnKeys positions per warp at a time, their loads issued together:
+   * one memory latency per batch, not per position */
+  for (int t0 = lo + warp * kAttnKeys; t0 < hi; t0 += kAttnWarps * kAttnKeys) {
+    float kf[kAttnKeys][HDL], vf[kAttnKeys][HDL];
 #pragma unroll
-    for (int i = 0; i < HDL; i++) {
-      kf[i] = __bfloat162float(kb[t * stride + i]);
-      vf[i] = __bfloat162float(vb[t * stride + i]);
+    for (int u = 0; u < kAttnKeys; u++) {
+      const int t = t0 + u < hi ? t0 + u : t0; /* past the end: a repeat, not used */
+#pragma unroll
+      for (int i = 0; i < HDL; i++) {
+        kf[u][i] = __bfloat162float(kb[t * stride + i]);
+        vf[u][i] = __bfloat162float(vb[t * stride + i]);
+      }
     }
 #pragma unroll
-    for (int g = 0; g < kAttnGroup; g++) {
-      if (g >= G) break;
-      float d = 0.0f;
+    for (int u = 0; u < kAttnKeys; u++) {
+      if (t0 + u >= hi) break;
 #pragma unroll
-      for (int i = 0; i < HDL; i++) d = fmaf(qv[g][i], kf[i], d);
-      d = warp_sum(d);
-      const float m2 = fmaxf(mx[g], d), corr = __expf(mx[g] - m2), p = __expf(d - m2);
-      l[g] = l[g] * corr + p;
+      for (int g = 0; g < kAttnGroup; g++) {
+        if (g >= G) break;
+        float d = 0.0f;
 #pragma unroll
-      for (int i = 0; i < HDL; i++) acc[g][i] = acc[g][i] * corr + p * vf[i];
-      mx[g] = m2;
+        for (int i = 0; i < HDL; i++) d = fmaf(qv[g][i], kf[u][i], d);
+        d = warp_sum(d);
+        const float m2 = fmaxf(mx[g], d), corr = __expf(mx[g] - m2), p = __expf(d - m2);
+        l[g] = l[g] * corr + p;
+#pragma unroll
+        for (int i = 0; i < HDL; i++) acc[g][i] = acc[g][i] * corr + p * vf[u][i];
+        mx[g] = m2;
+      }
     }
   }
   __shared__ float sm[kAttnWarps][kAttnGroup], sl[kAttnWarps][kAttnGroup];
@@ -528,8 +621,12 @@ extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, float *y, const
                                                int accumulate) {
   if (M == 0 || N == 0) return CODA_OK;
   const bf16 *xb = (const bf16 *)x, *wb = (const bf16 *)w;
+  /* one row: the one-warp-per-column kernel streams the weights faster */
+  if (M >= 2 && M <= 64 && K % 32 == 0 && N <= 0x7fffffffLL * 8 &&
+      ((uintptr_t)x | (uintptr_t)w) % 16 == 0)
+    return launch_gemv_mma(ctx, y, xb, wb, (int)M, N, K, accumulate);
   if (M > 16 && K % 8 == 0 && N % 4 == 0) {
-    /* enough rows for tensor cores: the backend's GEMM, D = x · wᵀ (+ D) */
+    /* enough rows for the backend's GEMM, D = x · wᵀ (+ D) */
     coda_tensor A = {(void *)x, CODA_BF16, M, K, K};
     coda_tensor B = {(void *)w, CODA_BF16, N, K, K};
     coda_tensor D = {y, CODA_F32, M, N, N};
@@ -548,7 +645,11 @@ extern "C" coda_status coda_cuda_decode_rope_append(coda_context ctx, const coda
                                                     const float *qkv, uint16_t *q, uint16_t *kc,
                                                     uint16_t *vc, const double *inv_freq) {
   if (r->M == 0) return CODA_OK;
-  rope_append_kernel<<<(unsigned)r->M, 128, 0, coda_cuda_stream(ctx)>>>(
+  /* a row's pairs and values over several blocks: the double sincos of a
+   * one-row step would keep one SM busy for microseconds */
+  const int items = (r->Hq + r->Hk) * (r->hd / 2) + r->Hk * r->hd;
+  const int per_row = r->M >= 64 ? 1 : (items + 127) / 128;
+  rope_append_kernel<<<dim3((unsigned)r->M, (unsigned)per_row), 128, 0, coda_cuda_stream(ctx)>>>(
       qkv, (bf16 *)q, (bf16 *)kc, (bf16 *)vc, r->seq, r->pos, r->Hq, r->Hk, r->hd, r->max_len,
       inv_freq);
   return check_launch(ctx, "RoPE and cache append");

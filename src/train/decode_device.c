@@ -1,0 +1,237 @@
+/* The decoder's device side (decode_internal.h): its buffers and bf16
+ * weights, the device forward through the backend's decode kernels, the
+ * decode steps recorded as graphs and replayed, and step profiles. */
+#include "train/decode_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------- device forward */
+
+enum {
+  PH_EMBED, PH_ATTN_NORM, PH_QKV, PH_ROPE, PH_ATTN, PH_OUT, PH_FFN_NORM, PH_GATE_UP, PH_SWIGLU,
+  PH_DOWN, PH_HEAD
+};
+static const char *const kPhaseNames[CODA_DECODE_PHASES] = {
+    "embedding", "attention norm", "qkv", "rope + cache append", "attention", "out proj",
+    "ffn norm", "gate/up", "swiglu", "down", "head"};
+
+const char *coda_decoder_phase_name(int phase) {
+  return phase >= 0 && phase < CODA_DECODE_PHASES ? kPhaseNames[phase] : NULL;
+}
+
+/* A timing marker closing phase ph (profiled steps only). */
+static coda_status mark(coda_decoder d, coda_status s, int ph) {
+  if (s || !d->tl || d->tl_n >= d->tl_cap) return s;
+  d->tl_phase[d->tl_n] = (signed char)ph;
+  return coda_timeline_record(d->ctx, d->tl, d->tl_n++);
+}
+
+/* The launches of a forward, after its metadata is on the device. */
+static coda_status dev_kernels(coda_decoder d, int64_t M, int64_t nhead, int splits) {
+  coda_context ctx = d->ctx;
+  const coda_model_config *c = &d->c;
+  const int64_t D = d->D, F = d->F, nq = d->nq, qd = d->qd;
+  const int32_t *d_tok = d->d_meta, *d_seq = d->d_meta + M, *d_pos = d->d_meta + 2 * M;
+  const int32_t *d_rows = d->d_meta + 3 * M, *d_hseq = d->d_meta + 3 * M + nhead;
+  const coda_decode_rowset rs = {M, d_seq, d_pos, c->heads, c->kv_heads, (int)d->hd,
+                                 d->max_len};
+  coda_status s = mark(d, CODA_OK, -1);
+  if (!s) s = mark(d, coda_decode_embed(ctx, d->d_x, d->d_emb, d_tok, M, D), PH_EMBED);
+  const size_t lstride = (size_t)d->B * d->max_len * d->kvd;
+  for (int li = 0; li < c->layers && !s; li++) {
+    const layer_w *w = &d->l[li];
+    uint16_t *kc = d->d_kc + lstride * li, *vc = d->d_vc + lstride * li;
+    s = coda_decode_rmsnorm(ctx, d->d_h, d->d_x, NULL, w->d_wn_attn, M, D, c->norm_eps);
+    s = mark(d, s, PH_ATTN_NORM);
+    if (!s) s = mark(d, coda_decode_linear(ctx, d->d_qkv, d->d_h, w->d_wqkv, M, nq, D, 0), PH_QKV);
+    if (!s)
+      s = mark(d, coda_decode_rope_append(ctx, &rs, d->d_qkv, d->d_q, kc, vc, d->d_inv_freq),
+               PH_ROPE);
+    if (!s)
+      s = mark(d, coda_decode_attention(ctx, &rs, d->d_o, d->d_q, kc, vc, d->d_work, splits),
+               PH_ATTN);
+    if (!s) s = mark(d, coda_decode_linear(ctx, d->d_x, d->d_o, w->d_wo, M, D, qd, 1), PH_OUT);
+    if (!s)
+      s = mark(d, coda_decode_rmsnorm(ctx, d->d_h, d->d_x, NULL, w->d_wn_ffn, M, D, c->norm_eps),
+               PH_FFN_NORM);
+    if (!s)
+      s = mark(d, coda_decode_linear(ctx, d->d_z, d->d_h, w->d_w13, M, 2 * F, D, 0), PH_GATE_UP);
+    if (!s) s = mark(d, coda_decode_swiglu(ctx, d->d_y, d->d_z, M, F), PH_SWIGLU);
+    if (!s) s = mark(d, coda_decode_linear(ctx, d->d_x, d->d_y, w->d_w2, M, D, F, 1), PH_DOWN);
+  }
+  if (!s) s = coda_decode_rmsnorm(ctx, d->d_h, d->d_x, d_rows, d->d_norm, nhead, D, c->norm_eps);
+  if (!s) s = coda_decode_linear(ctx, d->d_head, d->d_h, d->d_wout, nhead, d->V, D, 0);
+  if (!s) s = coda_decode_gather_rows(ctx, d->d_logits, d->d_head, d_hseq, nhead, d->V);
+  return mark(d, s, PH_HEAD);
+}
+
+/* A decode step through its recorded graph: the first step of a shape runs
+ * directly (kernels load, workspaces grow), the second records and replays. */
+static coda_status dev_step_graph(coda_decoder d, int64_t M, int splits) {
+  step_graph *e = NULL;
+  for (int i = 0; i < d->ngraphs && !e; i++)
+    if (d->graphs[i].M == M && d->graphs[i].splits == splits) e = &d->graphs[i];
+  if (!e) {
+    if (d->ngraphs == MAX_GRAPHS) return dev_kernels(d, M, M, splits);
+    e = &d->graphs[d->ngraphs++];
+    e->M = M;
+    e->splits = splits;
+  }
+  if (!e->g) {
+    if (!e->seen) {
+      e->seen = 1;
+      return dev_kernels(d, M, M, splits);
+    }
+    if (coda_graph_begin(d->ctx) != CODA_OK) { /* e.g. the legacy default stream */
+      d->graphs_off = 1;
+      return dev_kernels(d, M, M, splits);
+    }
+    coda_status s = dev_kernels(d, M, M, splits);
+    coda_graph g = NULL;
+    const coda_status se = coda_graph_end(d->ctx, &g);
+    if (s || se) {
+      coda_graph_destroy(g);
+      return s ? s : se;
+    }
+    e->g = g;
+  }
+  return coda_graph_launch(d->ctx, e->g);
+}
+
+coda_status decode_dev_forward(coda_decoder d, const int32_t *tok, const int32_t *seq,
+                               const int32_t *pos, int64_t M, const int32_t *head_rows,
+                               const int32_t *head_seq, int64_t nhead) {
+  coda_context ctx = d->ctx;
+  const coda_model_config *c = &d->c;
+  /* the rows' metadata in one upload: tokens, sequences, positions, head
+   * rows, head sequences */
+  int32_t *meta = d->h_meta;
+  memcpy(meta, tok, (size_t)M * 4);
+  memcpy(meta + M, seq, (size_t)M * 4);
+  memcpy(meta + 2 * M, pos, (size_t)M * 4);
+  memcpy(meta + 3 * M, head_rows, (size_t)nhead * 4);
+  memcpy(meta + 3 * M + nhead, head_seq, (size_t)nhead * 4);
+  coda_status s = coda_memcpy_h2d(ctx, d->d_meta, meta, (size_t)(3 * M + 2 * nhead) * 4);
+  int maxpos = 0;
+  for (int64_t i = 0; i < M; i++) maxpos = pos[i] > maxpos ? pos[i] : maxpos;
+  /* Split the cache so that small batches keep every SM busy; prefill rows
+   * give parallelism enough without. */
+  int splits = 1;
+  if (M * c->kv_heads < 512) {
+    splits = (maxpos + 1 + 63) / 64;
+    if (splits > MAX_SPLITS) splits = MAX_SPLITS;
+    if (splits > d->work_rows / M) splits = (int)(d->work_rows / M);
+    if (splits < 1) splits = 1;
+  }
+  if (s) return s;
+  if (!d->in_step || d->graphs_off || d->tl) return dev_kernels(d, M, nhead, splits);
+  return dev_step_graph(d, M, splits);
+}
+
+static void *dalloc(coda_decoder d, size_t bytes, coda_status *s) {
+  void *p = NULL;
+  if (*s) return NULL;
+  *s = coda_malloc(d->ctx, bytes ? bytes : 16, &p);
+  return p;
+}
+
+/* bf16 copy of n fp32 values on the device. */
+static uint16_t *upload16(coda_decoder d, const float *src, size_t n, uint16_t *tmp,
+                          coda_status *s) {
+  uint16_t *p = dalloc(d, n * 2, s);
+  if (*s) return NULL;
+  const int64_t nn = (int64_t)n;
+#pragma omp parallel for schedule(static) num_threads(d->nt)
+  for (int64_t i = 0; i < nn; i++) tmp[i] = decode_to_bf16(src[i]);
+  *s = coda_memcpy_h2d(d->ctx, p, tmp, n * 2);
+  return p;
+}
+static float *upload32(coda_decoder d, const float *src, size_t n, coda_status *s) {
+  float *p = dalloc(d, n * 4, s);
+  if (!*s) *s = coda_memcpy_h2d(d->ctx, p, src, n * 4);
+  return p;
+}
+
+coda_status decode_setup_device(coda_decoder d, const float *W, coda_model *m) {
+  coda_status s = CODA_OK;
+  const coda_model_config *c = &d->c;
+  const int64_t D = d->D, F = d->F, V = d->V;
+  size_t biggest = (size_t)V * D > (size_t)2 * F * D ? (size_t)V * D : (size_t)2 * F * D;
+  if ((size_t)d->nq * D > biggest) biggest = (size_t)d->nq * D;
+  uint16_t *tmp = malloc(biggest * 2);
+  if (!tmp) return coda_fail(d->ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  char nm[96];
+#define PW(name) (W + coda_model_find(m, name)->offset)
+  d->d_emb = upload16(d, PW("tok_embeddings.weight"), (size_t)V * D, tmp, &s);
+  d->d_wout = c->tied ? NULL : upload16(d, PW("output.weight"), (size_t)V * D, tmp, &s);
+  d->d_norm = upload32(d, PW("norm.weight"), (size_t)D, &s);
+  for (int i = 0; i < c->layers && !s; i++) {
+    layer_w *w = &d->l[i];
+    snprintf(nm, sizeof nm, "layers.%d.attention_norm.weight", i);
+    w->d_wn_attn = upload32(d, PW(nm), (size_t)D, &s);
+    snprintf(nm, sizeof nm, "layers.%d.ffn_norm.weight", i);
+    w->d_wn_ffn = upload32(d, PW(nm), (size_t)D, &s);
+    snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", i);
+    w->d_wqkv = upload16(d, PW(nm), (size_t)d->nq * D, tmp, &s);
+    snprintf(nm, sizeof nm, "layers.%d.attention.wo.weight", i);
+    w->d_wo = upload16(d, PW(nm), (size_t)D * d->qd, tmp, &s);
+    snprintf(nm, sizeof nm, "layers.%d.feed_forward.w13.weight", i);
+    w->d_w13 = upload16(d, PW(nm), (size_t)2 * F * D, tmp, &s);
+    snprintf(nm, sizeof nm, "layers.%d.feed_forward.w2.weight", i);
+    w->d_w2 = upload16(d, PW(nm), (size_t)D * F, tmp, &s);
+  }
+#undef PW
+  free(tmp);
+  if (c->tied) d->d_wout = d->d_emb;
+  const size_t C = (size_t)d->chunk, cache = (size_t)c->layers * d->B * d->max_len * d->kvd;
+  d->d_kc = dalloc(d, cache * 2, &s);
+  d->d_vc = dalloc(d, cache * 2, &s);
+  d->d_x = dalloc(d, C * D * 4, &s);
+  d->d_h = dalloc(d, C * D * 2, &s);
+  d->d_qkv = dalloc(d, C * d->nq * 4, &s);
+  d->d_q = dalloc(d, C * d->qd * 2, &s);
+  d->d_o = dalloc(d, C * d->qd * 2, &s);
+  d->d_z = dalloc(d, C * 2 * F * 4, &s);
+  d->d_y = dalloc(d, C * F * 2, &s);
+  size_t hrows = (size_t)d->B > C ? (size_t)d->B : C;
+  d->d_head = dalloc(d, hrows * V * 4, &s);
+  d->d_logits = dalloc(d, (size_t)d->B * V * 4, &s);
+  /* decode attention partials: (running max, sum, hd values) per row, q
+   * head and split */
+  size_t wrows = C > (size_t)d->B * MAX_SPLITS ? C : (size_t)d->B * MAX_SPLITS;
+  d->d_work = dalloc(d, wrows * c->heads * (d->hd + 2) * 4, &s);
+  d->d_inv_freq = dalloc(d, (size_t)d->hd / 2 * 8, &s);
+  if (!s) s = coda_memcpy_h2d(d->ctx, d->d_inv_freq, d->inv_freq, (size_t)d->hd / 2 * 8);
+  d->work_rows = (int64_t)wrows;
+  d->d_meta = dalloc(d, hrows * 5 * 4, &s);
+  d->d_sample = dalloc(d, (size_t)d->B * 4, &s);
+  d->d_spos = dalloc(d, (size_t)d->B * 4, &s);
+  return s;
+}
+
+coda_status coda_decoder_step_profile(coda_decoder d, const int32_t *tokens, double *ms) {
+  if (!d) return CODA_ERR_INVALID_ARGUMENT;
+  if (!ms) return coda_fail(d->ctx, CODA_ERR_INVALID_ARGUMENT, "coda_decoder_step_profile: ms is NULL");
+  if (!d->gpu)
+    return coda_fail(d->ctx, CODA_ERR_NOT_SUPPORTED, "coda_decoder_step_profile: the decoder runs "
+                     "on the CPU (device timing markers only)");
+  const int cap = 3 + 9 * d->c.layers;
+  d->tl_phase = malloc((size_t)cap);
+  if (!d->tl_phase) return coda_fail(d->ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  coda_status s = coda_timeline_create(d->ctx, cap, &d->tl);
+  d->tl_n = 0;
+  d->tl_cap = cap;
+  if (!s) s = coda_decoder_step(d, tokens);
+  for (int i = 0; i < CODA_DECODE_PHASES; i++) ms[i] = 0.0;
+  for (int i = 1; i < d->tl_n && !s; i++) {
+    double t = 0.0;
+    s = coda_timeline_elapsed(d->ctx, d->tl, i - 1, i, &t);
+    if (d->tl_phase[i] >= 0) ms[d->tl_phase[i]] += t;
+  }
+  coda_timeline_destroy(d->ctx, d->tl);
+  d->tl = NULL;
+  free(d->tl_phase);
+  d->tl_phase = NULL;
+  return s;
+}

@@ -1,0 +1,85 @@
+/* The decoder's state, shared by its host side (decode.c: creation,
+ * prefill and steps, sampling, generation, the host forward) and its
+ * device side (decode_device.c: the device buffers, the device forward,
+ * recorded step graphs, step profiles). Internal to src/train. */
+#ifndef CODA_TRAIN_DECODE_INTERNAL_H
+#define CODA_TRAIN_DECODE_INTERNAL_H
+
+#include "coda_decode.h"
+#include "api/api.h"
+#include "train/train.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#define HOST_CHUNK 256   /* prefill rows per host forward */
+#define DEVICE_CHUNK 2048 /* prefill rows per device forward */
+#define MAX_SPLITS 32     /* decode attention splits over the cache */
+#define MAX_GRAPHS 64     /* recorded decode steps, one per (rows, splits) */
+
+/* A decode step's launches recorded as a graph: their arguments are fixed
+ * by the rows and the attention splits; tokens and positions are read from
+ * the metadata buffer at each replay. */
+typedef struct {
+  int64_t M;
+  int splits, seen;
+  coda_graph g;
+} step_graph;
+
+typedef struct {
+  const float *wn_attn, *wqkv, *wo, *wn_ffn, *w13, *w2; /* host (fp32) */
+  float *d_wn_attn, *d_wn_ffn;                          /* device fp32 norms */
+  uint16_t *d_wqkv, *d_wo, *d_w13, *d_w2;               /* device bf16 */
+} layer_w;
+
+struct coda_decoder_s {
+  coda_context ctx;
+  coda_model_config c;
+  int B, max_len, gpu, chunk, nt;
+  int64_t D, F, V, hd, nq, qd, kvd; /* dims; nq = (Hq + 2 Hk)·hd, qd = Hq·hd, kvd = Hk·hd */
+  int *len;        /* tokens in each sequence's cache */
+  int *has_logits; /* 1 once prefilled */
+  coda_tokenizer tok;
+  int own_tok;
+  double *inv_freq; /* hd/2 RoPE frequencies (coda_rope_inv_freq: scaling included) */
+  layer_w *l;
+  /* host */
+  float *W;                      /* copy of the model's weights */
+  const float *emb, *norm, *wout;
+  float *kc, *vc;                /* [L][B][max_len][kvd] */
+  float *logits;                 /* B x V */
+  float *x, *h, *qkv, *o, *z, *y, *P; /* chunk rows */
+  /* device */
+  uint16_t *d_emb, *d_wout, *d_kc, *d_vc, *d_h, *d_q, *d_o, *d_y;
+  float *d_norm, *d_x, *d_qkv, *d_z, *d_head, *d_logits, *d_work;
+  double *d_inv_freq;
+  int32_t *d_meta, *d_sample, *d_spos; /* rows' metadata (5 x chunk), sampled tokens */
+  int64_t work_rows;                    /* (row, split) pairs d_work holds */
+  int32_t *h_tok, *h_seq, *h_pos, *h_rows, *h_hseq; /* rows of a forward, chunk entries */
+  int32_t *h_meta;                      /* their upload, 5 x chunk */
+  coda_timeline tl;  /* coda_decoder_step_profile: a marker after each launch */
+  int tl_n, tl_cap;
+  signed char *tl_phase; /* the phase each marker closes */
+  int in_step;       /* the forward is a decode step (rows = heads) */
+  int graphs_off;    /* steps are not recorded (option, debug mode, no stream) */
+  step_graph graphs[MAX_GRAPHS];
+  int ngraphs;
+};
+
+static inline uint16_t decode_to_bf16(float f) { /* round to nearest even; NaN stays NaN */
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+/* The device side (decode_device.c): the weights of m (fp32 W) uploaded in
+ * bf16 and the buffers of the device forward allocated; a forward of M
+ * rows whose logits rows are head_rows (of sequences head_seq). */
+coda_status decode_setup_device(coda_decoder d, const float *W, coda_model *m);
+coda_status decode_dev_forward(coda_decoder d, const int32_t *tok, const int32_t *seq,
+                               const int32_t *pos, int64_t M, const int32_t *head_rows,
+                               const int32_t *head_seq, int64_t nhead);
+
+#endif

@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""Tiny Hugging Face Llama checkpoints, built deterministically with the
+Python standard library alone (no torch, no numpy, no safetensors package).
+
+    python3 tests/hf_reference/build_fixtures.py OUT_DIR
+
+writes OUT_DIR/fixtures.json (the fixture names, in order) and, per fixture,
+OUT_DIR/NAME/ with
+  config.json         a LlamaForCausalLM configuration
+  model.safetensors   its weights, written by hand: an 8-byte little-endian
+                      header length, the JSON header, then the raw
+                      little-endian tensor data
+  inputs.json         the fixed token sequence (loss), the greedy prompt and
+                      the number of new tokens
+
+The same command always writes the same bytes (the generator below is fully
+specified), so the numbers record_transformers.py records from these files
+hold for every later build of them.
+
+Weights: splitmix64 seeded per fixture; draw k gives u = (x >> 11) / 2^53 in
+[0, 1), and a tensor of amplitude a holds (2u - 1) * a, uniform in [-a, a),
+in the row-major order of the tensor; tensors are drawn in the order of
+TENSOR_ORDER, layer by layer. RMSNorm weights are 1 + (2u - 1) * 0.2. The
+amplitudes make the attention and the logits far from uniform (logit
+standard deviation ~1.5 at hidden 64), so the greedy tokens do not hinge on
+near ties and the loss is not log(vocab). Token sequences come from a
+second splitmix64 stream (seed + 1): token = x % vocab.
+"""
+import json
+import math
+import os
+import struct
+import sys
+
+MASK64 = (1 << 64) - 1
+
+
+class SplitMix64:
+    def __init__(self, seed):
+        self.state = seed & MASK64
+
+    def next(self):
+        self.state = (self.state + 0x9E3779B97F4A7C15) & MASK64
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        return z ^ (z >> 31)
+
+    def uniform(self):
+        """[0, 1) with 53 random bits."""
+        return (self.next() >> 11) * (1.0 / (1 << 53))
+
+
+# amplitude of each kind of tensor (uniform in [-a, a))
+AMPLITUDE = {
+    "embed": 0.3,
+    "q": 0.25,
+    "k": 0.25,
+    "v": 0.15,
+    "o": 0.15,
+    "gate": 0.2,
+    "up": 0.2,
+    "down": 0.15,
+    "lm_head": 0.3,
+}
+NORM_SPREAD = 0.2
+
+SEQ_TOKENS = 64      # tokens of the loss sequence
+PROMPT_TOKENS = 6    # tokens of the greedy prompt
+NEW_TOKENS = 24      # greedy tokens generated
+
+BASE = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "head_dim": 16,
+    "vocab_size": 256,
+    "max_position_embeddings": 64,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 10000.0,
+    "tie_word_embeddings": False,
+    "hidden_act": "silu",
+    "attention_bias": False,
+    "mlp_bias": False,
+    "attention_dropout": 0.0,
+    "initializer_range": 0.02,
+    "use_cache": True,
+    # no special tokens: generation never stops early at an EOS
+    "bos_token_id": None,
+    "eos_token_id": None,
+    "pad_token_id": None,
+    "torch_dtype": "float32",
+}
+
+
+def fixture_configs():
+    """(name, seed, dtype, config) of every fixture."""
+    out = []
+
+    def add(name, seed, dtype="F32", **changes):
+        c = dict(BASE)
+        c.update(changes)
+        if dtype == "BF16":
+            c["torch_dtype"] = "bfloat16"
+        out.append((name, seed, dtype, c))
+
+    # an untied head; eps 1e-5 written out
+    add("untied", 101, rms_norm_eps=1e-5)
+    # a tied head (no lm_head.weight in the file); rms_norm_eps left out, so
+    # transformers' default (1e-6) applies
+    add("tied", 202, tie_word_embeddings=True)
+    out[-1][3].pop("rms_norm_eps")
+    # grouped-query attention: 8 query heads of 8 dims share 2 key/value heads
+    add("gqa", 303, num_attention_heads=8, num_key_value_heads=2, head_dim=8,
+        rope_theta=500000.0)
+    # llama3 RoPE scaling. head_dim 16, theta 10000: the wavelengths
+    # 2*pi*theta^(2j/16) are 6.3, 19.9, 62.8, 199, 628, ... With
+    # original_max_position_embeddings 32, low_freq_factor 1 and
+    # high_freq_factor 4, pair 0 (wavelength < 8) keeps its frequency, pair 1
+    # (8 <= 19.9 <= 32) is smoothed between scaled and unscaled, pairs 2..7
+    # (> 32) are divided by factor 8. A vocabulary larger than the 256 bytes.
+    add("llama3_rope", 404, vocab_size=300, max_position_embeddings=128,
+        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                      "high_freq_factor": 4.0, "original_max_position_embeddings": 32})
+    # bf16 weights in the file (transformers and coda both widen them to fp32)
+    add("bf16", 505, dtype="BF16")
+    return out
+
+
+def llama3_pair_kinds(c):
+    """How llama3 scaling treats each RoPE pair of config c: 'kept',
+    'smoothed' or 'divided' (transformers' _compute_llama3_parameters)."""
+    rs = c["rope_scaling"]
+    hd, theta = c["head_dim"], c["rope_theta"]
+    old = rs["original_max_position_embeddings"]
+    low_wl, high_wl = old / rs["low_freq_factor"], old / rs["high_freq_factor"]
+    kinds = []
+    for j in range(hd // 2):
+        wavelen = 2.0 * math.pi * theta ** (2.0 * j / hd)
+        kinds.append("kept" if wavelen < high_wl else "divided" if wavelen > low_wl else "smoothed")
+    return kinds
+
+
+def tensor_list(c):
+    """(name, kind, shape) in draw order."""
+    D, F, L = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
+    hd = c["head_dim"]
+    nq, nk = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
+    t = [("model.embed_tokens.weight", "embed", (c["vocab_size"], D))]
+    for i in range(L):
+        p = "model.layers.%d." % i
+        t += [
+            (p + "input_layernorm.weight", "norm", (D,)),
+            (p + "self_attn.q_proj.weight", "q", (nq, D)),
+            (p + "self_attn.k_proj.weight", "k", (nk, D)),
+            (p + "self_attn.v_proj.weight", "v", (nk, D)),
+            (p + "self_attn.o_proj.weight", "o", (D, nq)),
+            (p + "post_attention_layernorm.weight", "norm", (D,)),
+            (p + "mlp.gate_proj.weight", "gate", (F, D)),
+            (p + "mlp.up_proj.weight", "up", (F, D)),
+            (p + "mlp.down_proj.weight", "down", (D, F)),
+        ]
+    t.append(("model.norm.weight", "norm", (D,)))
+    if not c["tie_word_embeddings"]:
+        t.append(("lm_head.weight", "lm_head", (c["vocab_size"], D)))
+    return t
+
+
+TENSOR_ORDER = "embed, per layer (input norm, q, k, v, o, post-attention norm, gate, up, down), final norm, lm_head"
+
+
+def f32_to_bf16_bits(x):
+    """Round to nearest even (the values here are finite)."""
+    b = struct.unpack("<I", struct.pack("<f", x))[0]
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF
+
+
+def tensor_bytes(rng, kind, shape, dtype):
+    n = 1
+    for s in shape:
+        n *= s
+    if kind == "norm":
+        vals = [1.0 + (2.0 * rng.uniform() - 1.0) * NORM_SPREAD for _ in range(n)]
+    else:
+        a = AMPLITUDE[kind]
+        vals = [(2.0 * rng.uniform() - 1.0) * a for _ in range(n)]
+    f32 = struct.pack("<%df" % n, *vals)  # rounds each value to fp32
+    if dtype == "F32":
+        return f32
+    floats = struct.unpack("<%df" % n, f32)
+    return struct.pack("<%dH" % n, *[f32_to_bf16_bits(v) for v in floats])
+
+
+def write_safetensors(path, tensors, dtype):
+    """tensors: (name, shape, raw bytes) in file order."""
+    header = {"__metadata__": {"format": "pt"}}
+    off = 0
+    for name, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + len(raw)]}
+        off += len(raw)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)  # data aligned to 8 bytes, as the library writes
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for _, _, raw in tensors:
+            f.write(raw)
+    os.replace(tmp, path)
+
+
+def write_json(path, obj):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def build(out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    names = []
+    for name, seed, dtype, cfg in fixture_configs():
+        if "rope_scaling" in cfg and set(llama3_pair_kinds(cfg)) != {"kept", "smoothed", "divided"}:
+            raise SystemExit("%s: llama3 scaling must keep, smooth and divide some pairs: %s"
+                             % (name, llama3_pair_kinds(cfg)))
+        d = os.path.join(out_dir, name)
+        os.makedirs(d, exist_ok=True)
+        rng = SplitMix64(seed)
+        tensors = [(n, shape, tensor_bytes(rng, kind, shape, dtype))
+                   for n, kind, shape in tensor_list(cfg)]
+        write_safetensors(os.path.join(d, "model.safetensors"), tensors, dtype)
+        write_json(os.path.join(d, "config.json"), cfg)
+        trng = SplitMix64(seed + 1)
+        V = cfg["vocab_size"]
+        seq = [trng.next() % V for _ in range(SEQ_TOKENS)]
+        prompt = [trng.next() % V for _ in range(PROMPT_TOKENS)]
+        write_json(os.path.join(d, "inputs.json"),
+                   {"tokens": seq, "prompt": prompt, "new_tokens": NEW_TOKENS})
+        names.append(name)
+    write_json(os.path.join(out_dir, "fixtures.json"), {"fixtures": names})
+    return names
+
+
+def main(argv):
+    if len(argv) != 2:
+        sys.stderr.write("usage: build_fixtures.py OUT_DIR\n")
+        return 2
+    names = build(argv[1])
+    print("wrote %d fixtures in %s: %s" % (len(names), argv[1], ", ".join(names)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Records Hugging Face transformers' numbers on the fixtures of
+build_fixtures.py: the reference that check_coda.py (CTest hf_reference)
+holds coda to, on machines without torch.
+
+    python3 tests/hf_reference/build_fixtures.py FIXTURE_DIR
+    python3 tests/hf_reference/record_transformers.py FIXTURE_DIR OUT_JSON
+
+Needs torch and transformers. Per fixture, on the CPU in fp32:
+  loss       the mean next-token cross-entropy of the fixed tokens
+             (model(input_ids, labels=input_ids).loss: transformers shifts
+             the labels, so 63 predictions for 64 tokens)
+  generated  greedy generate() from the prompt: do_sample=False, one beam,
+             new_tokens tokens, no EOS (the configs have none, and none is
+             passed), so it never stops early
+and, as checks on the record itself, the greedy tokens recomputed by full
+forwards without a cache (greedy_recompute) and the smallest gap between
+the two largest logits along that path (greedy_min_margin: a tiny gap
+would make the greedy tokens depend on rounding). The SHA-256 of each
+fixture file is recorded, so the check can tell when the generator's output
+has changed since the record was made.
+"""
+import datetime
+import hashlib
+import json
+import os
+import platform
+import sys
+
+import torch
+import transformers
+from transformers import GenerationConfig, LlamaForCausalLM
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def version_tuple(v):
+    out = []
+    for part in v.split(".")[:2]:
+        digits = "".join(ch for ch in part if ch.isdigit())
+        out.append(int(digits) if digits else 0)
+    return tuple(out)
+
+
+def load_fp32(d):
+    # transformers 4.56 renamed torch_dtype to dtype; older versions would
+    # take an unknown dtype= as a config attribute and ignore it
+    kw = {"attn_implementation": "eager"}
+    if version_tuple(transformers.__version__) >= (4, 56):
+        kw["dtype"] = torch.float32
+    else:
+        kw["torch_dtype"] = torch.float32
+    model = LlamaForCausalLM.from_pretrained(d, **kw)
+    model.eval()
+    for name, p in model.named_parameters():
+        if p.dtype != torch.float32 or p.device.type != "cpu":
+            raise SystemExit("%s: parameter %s is %s on %s, not float32 on the CPU"
+                             % (d, name, p.dtype, p.device))
+    return model
+
+
+def record_one(d):
+    with open(os.path.join(d, "inputs.json")) as f:
+        inputs = json.load(f)
+    model = load_fp32(d)
+    cfg = model.config
+    tied = bool(getattr(cfg, "tie_word_embeddings", False))
+    if tied and model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr():
+        raise SystemExit("%s: tie_word_embeddings is true but lm_head is not the embedding" % d)
+    ids = torch.tensor([inputs["tokens"]], dtype=torch.long)
+    prompt = torch.tensor([inputs["prompt"]], dtype=torch.long)
+    n_new = int(inputs["new_tokens"])
+    with torch.no_grad():
+        out = model(input_ids=ids, labels=ids)
+        loss = float(out.loss)
+        # the same loss from the logits in fp64 (a check of the record)
+        lg = out.logits[0, :-1].double()
+        loss64 = float(torch.nn.functional.cross_entropy(lg, ids[0, 1:]))
+
+        gc = GenerationConfig(max_new_tokens=n_new, do_sample=False, num_beams=1,
+                              eos_token_id=None, bos_token_id=None, pad_token_id=0,
+                              use_cache=True)
+        model.generation_config.eos_token_id = None
+        seq = model.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt),
+                             generation_config=gc)
+        generated = seq[0, prompt.shape[1]:].tolist()
+        if len(generated) != n_new:
+            raise SystemExit("%s: generate returned %d new tokens, %d were asked for"
+                             % (d, len(generated), n_new))
+
+        cur = prompt
+        recompute, margin = [], float("inf")
+        for _ in range(n_new):
+            logits = model(input_ids=cur).logits[0, -1]
+            top2 = torch.topk(logits, 2)
+            margin = min(margin, float(top2.values[0] - top2.values[1]))
+            nxt = int(torch.argmax(logits))
+            recompute.append(nxt)
+            cur = torch.cat([cur, torch.tensor([[nxt]], dtype=torch.long)], dim=1)
+    rec = {
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "model_type": cfg.model_type,
+        "loss": loss,
+        "loss_fp64_from_logits": loss64,
+        "loss_predictions": int(ids.shape[1] - 1),
+        "prompt": inputs["prompt"],
+        "generated": generated,
+        "greedy_recompute": recompute,
+        "greedy_min_margin": margin,
+        "sha256": {n: sha256(os.path.join(d, n))
+                   for n in ("config.json", "model.safetensors", "inputs.json")},
+    }
+    return rec
+
+
+def main(argv):
+    if len(argv) != 3:
+        sys.stderr.write("usage: record_transformers.py FIXTURE_DIR OUT_JSON\n"
+                         "  (FIXTURE_DIR as written by build_fixtures.py)\n")
+        return 2
+    fixture_dir, out_path = argv[1], argv[2]
+    with open(os.path.join(fixture_dir, "fixtures.json")) as f:
+        names = json.load(f)["fixtures"]
+    torch.manual_seed(0)
+    fixtures, warnings = {}, []
+    for name in names:
+        rec = record_one(os.path.join(fixture_dir, name))
+        if rec["generated"] != rec["greedy_recompute"]:
+            warnings.append("%s: generate() and the full recompute disagree" % name)
+        if rec["greedy_min_margin"] < 1e-4:
+            warnings.append("%s: a greedy step has a logit gap of %.3g (near tie)"
+                            % (name, rec["greedy_min_margin"]))
+        fixtures[name] = rec
+        print("%-12s loss %r  generated %s" % (name, rec["loss"], rec["generated"]))
+    doc = {
+        "what": "transformers' loss and greedy tokens on the fixtures of build_fixtures.py "
+                "(fp32, CPU, eager attention)",
+        "recorder": "tests/hf_reference/record_transformers.py",
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "warnings": warnings,
+        "fixtures": fixtures,
+    }
+    tmp = out_path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, out_path)
+    for w in warnings:
+        print("WARNING: " + w)
+    print("wrote %s (%d fixtures, transformers %s, torch %s)"
+          % (out_path, len(fixtures), transformers.__version__, torch.__version__))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
