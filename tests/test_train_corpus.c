@@ -193,6 +193,36 @@ static void chunk_boundary(coda_context ctx) {
   free(t);
 }
 
+/* A run of carriage returns longer than a read (no line break to cut
+ * after), whose blank line "\n\r\n" starts in the last two bytes of one
+ * read and ends in the next: still a blank line between two documents
+ * (found by fuzz/fuzz_corpus.c; the reader took the whole read as text and
+ * lost the separator). Two documents: "A\n" + CRs + "\n" and "B\n". */
+static void crlf_run_boundary(coda_context ctx) {
+  const size_t chunk = (size_t)4 << 20, n = chunk + 4;
+  char *t = malloc(n);
+  t[0] = 'A';
+  t[1] = '\n';
+  for (size_t i = 2; i < chunk - 1; i++) t[i] = '\r';
+  /* "\n\r" ends the second read, "\n" begins the third */
+  memcpy(t + chunk - 1, "\n\r\nB\n", 5);
+  put_file("crlf_run.txt", t, n);
+  const size_t want = chunk + 2; /* all but the "\r\n" of the blank line */
+  CHECK(prepare(ctx, path_of("crlf_run.txt"), CODA_DATA_TEXT, NULL, NULL, 100) == CODA_OK);
+  uint32_t *tr = NULL, *va = NULL, voc;
+  uint64_t ntr = 0, nva = 0;
+  read_out(ctx, &tr, &ntr, &va, &nva, &voc);
+  CHECK_MSG(ntr + nva == want, "%llu tokens, wanted %zu", (unsigned long long)(ntr + nva), want);
+  /* the last tokens of the stream (a validation block or the training
+   * tail) are "\n" "B" "\n" */
+  const uint64_t last_block = (want - 1) / 8192;
+  const uint32_t *end = last_block % 20 == 19 ? va + nva : tr + ntr;
+  CHECK(ntr >= 3 && end[-3] == '\n' && end[-2] == 'B' && end[-1] == '\n');
+  free(tr);
+  free(va);
+  free(t);
+}
+
 static void txt_directory(coda_context ctx) {
   char sub[300];
   snprintf(sub, sizeof sub, "%s/docs", dir);
@@ -370,6 +400,7 @@ int main(void) {
   text_file(ctx);
   large_text(ctx);
   chunk_boundary(ctx);
+  crlf_run_boundary(ctx);
   txt_directory(ctx);
   jsonl_tokenizer(ctx);
   llmc_shards(ctx);

@@ -331,7 +331,14 @@ static coda_status read_text_file(prep *p, const char *path, int split_blank) {
       while (cut > 0 && buf[cut - 1] != '\n') cut--;
       if (cut > 0) cut--;
       while (cut > 0 && (buf[cut - 1] == '\n' || buf[cut - 1] == '\r')) cut--;
-      if (cut == 0) cut = have; /* a line (or a run of newlines) longer than a chunk */
+      if (cut == 0) {
+        /* a line (or a run of newlines) longer than a chunk: all of it,
+         * but for a "\n" or "\n\r" at its end, which the next bytes may
+         * make a blank line ("\n\n", "\n\r\n") */
+        cut = have;
+        if (buf[cut - 1] == '\n') cut--;
+        else if (cut >= 2 && buf[cut - 1] == '\r' && buf[cut - 2] == '\n') cut -= 2;
+      }
     }
     size_t i = 0;
     while (!s && i < cut) {
