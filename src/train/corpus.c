@@ -332,12 +332,16 @@ static coda_status read_text_file(prep *p, const char *path, int split_blank) {
       if (cut > 0) cut--;
       while (cut > 0 && (buf[cut - 1] == '\n' || buf[cut - 1] == '\r')) cut--;
       if (cut == 0) {
-        /* a line (or a run of newlines) longer than a chunk: all of it,
-         * but for a "\n" or "\n\r" at its end, which the next bytes may
-         * make a blank line ("\n\n", "\n\r\n") */
+        /* a line (or a run of line ends) longer than a chunk: all of it,
+         * but from a '\n' in its last two bytes on, since the bytes not yet
+         * read may make that '\n' the start of a blank line ("\n\n",
+         * "\n\r\n"); with nothing left to take, the next read adds to it */
         cut = have;
-        if (buf[cut - 1] == '\n') cut--;
-        else if (cut >= 2 && buf[cut - 1] == '\r' && buf[cut - 2] == '\n') cut -= 2;
+        for (size_t j = have >= 2 ? have - 2 : 0; j < have; j++)
+          if (buf[j] == '\n') {
+            cut = j;
+            break;
+          }
       }
     }
     size_t i = 0;
@@ -353,12 +357,14 @@ static coda_status read_text_file(prep *p, const char *path, int split_blank) {
           in_doc = 1;
           if (s) break;
         }
-        /* the document runs to the next blank line ("\n\n" or "\n\r\n") */
+        /* the document runs to the next blank line ("\n\n" or "\n\r\n";
+         * what follows a '\n' is looked at up to `have`: a '\n' at the end
+         * of this piece may begin a blank line in the bytes kept) */
         size_t j = i, end = cut;
         int blank = 0;
         for (; j < cut; j++)
-          if (buf[j] == '\n' && ((j + 1 < cut && buf[j + 1] == '\n') ||
-                                 (j + 2 < cut && buf[j + 1] == '\r' && buf[j + 2] == '\n'))) {
+          if (buf[j] == '\n' && ((j + 1 < have && buf[j + 1] == '\n') ||
+                                 (j + 2 < have && buf[j + 1] == '\r' && buf[j + 2] == '\n'))) {
             end = j + 1; /* the document keeps its last newline */
             blank = 1;
             break;
