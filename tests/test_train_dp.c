@@ -67,8 +67,9 @@ static int rank_main(coda_comm comm, void *user) {
   return rc;
 }
 
-static coda_train_options base(const char *data, const char *out, int engine) {
+static coda_train_options base(const char *data, const char *out, int engine, int batch) {
   coda_train_options o = coda_train_default_options();
+  o.batch = batch;
   o.model.dim = 64;
   o.model.layers = 2;
   o.model.heads = 2;
@@ -157,6 +158,12 @@ static void compare_ckpt(const char *a, const char *b, double tol, const char *w
   coda_st_free(&fb);
 }
 
+/* Two runs' logs within rel and their checkpoints within tol. */
+static void compare_runs(const char *a, const char *b, double rel, double tol, const char *what) {
+  compare_logs(a, b, rel, what);
+  compare_ckpt(a, b, tol, what);
+}
+
 int main(void) {
   char dir[128], data[256], p[16][300];
   snprintf(dir, sizeof dir, "test_train_dp.tmp.%d", (int)getpid());
@@ -176,25 +183,19 @@ int main(void) {
     coda_context_destroy(ctx);
   }
   /* 2 ranks x 2 sequences = 1 process x 4 */
-  coda_train_options o = base(data, p[0], 1);
-  o.batch = 4;
+  coda_train_options o = base(data, p[0], 1, 4);
   CHECK_EQ_INT(run(1, o, 0), 0);
-  o = base(data, p[1], 1);
-  o.batch = 2;
+  o = base(data, p[1], 1, 2);
   CHECK_EQ_INT(run(2, o, 0), 0);
-  compare_logs(p[0], p[1], 1e-6, "2 ranks x 2 vs 1 x 4");
-  compare_ckpt(p[0], p[1], 2e-5, "2 ranks x 2 vs 1 x 4");
+  compare_runs(p[0], p[1], 1e-6, 2e-5, "2 ranks x 2 vs 1 x 4");
   /* 3 ranks x 2 sequences x 2 micro-batches = 1 process x 6 x 2 */
-  o = base(data, p[2], 1);
-  o.batch = 6;
+  o = base(data, p[2], 1, 6);
   o.accum = 2;
   CHECK_EQ_INT(run(1, o, 0), 0);
-  o = base(data, p[3], 1);
-  o.batch = 2;
+  o = base(data, p[3], 1, 2);
   o.accum = 2;
   CHECK_EQ_INT(run(3, o, 0), 0);
-  compare_logs(p[2], p[3], 1e-6, "3 ranks x 2 x accum 2 vs 1 x 6 x accum 2");
-  compare_ckpt(p[2], p[3], 2e-5, "3 ranks x 2 x accum 2 vs 1 x 6 x accum 2");
+  compare_runs(p[2], p[3], 1e-6, 2e-5, "3 ranks x 2 x accum 2 vs 1 x 6 x accum 2");
 
   /* ZeRO-3 (weights and gradients sharded, gathered and reduce-scattered
    * bucket by bucket; the buckets' other pieces are NaN between uses, so a
@@ -203,34 +204,26 @@ int main(void) {
    * bits (p[1]); with accumulation every micro-batch is reduced on its own
    * (the sums of the ranks' parts are added per micro-batch, not once),
    * which moves the gradient by a few fp32 roundings: the bounds above */
-  o = base(data, p[11], 1);
-  o.batch = 2;
+  o = base(data, p[11], 1, 2);
   o.shard_weights = 1;
   CHECK_EQ_INT(run(2, o, 0), 0);
-  compare_logs(p[1], p[11], 0.0, "ZeRO-3 vs ZeRO-1, 2 ranks x 2");
-  compare_ckpt(p[1], p[11], 0.0, "ZeRO-3 vs ZeRO-1, 2 ranks x 2");
-  o = base(data, p[12], 1);
-  o.batch = 2;
+  compare_runs(p[1], p[11], 0.0, 0.0, "ZeRO-3 vs ZeRO-1, 2 ranks x 2");
+  o = base(data, p[12], 1, 2);
   o.accum = 2;
   o.shard_weights = 1;
   CHECK_EQ_INT(run(3, o, 0), 0);
-  compare_logs(p[2], p[12], 1e-6, "ZeRO-3, 3 ranks x 2 x accum 2 vs 1 x 6 x accum 2");
-  compare_ckpt(p[2], p[12], 2e-5, "ZeRO-3, 3 ranks x 2 x accum 2 vs 1 x 6 x accum 2");
+  compare_runs(p[2], p[12], 1e-6, 2e-5, "ZeRO-3, 3 ranks x 2 x accum 2 vs 1 x 6 x accum 2");
   /* a tied head reads the embedding bucket at both ends of the pass */
-  o = base(data, p[13], 1);
-  o.batch = 2;
+  o = base(data, p[13], 1, 2);
   o.model.tied = 1;
   CHECK_EQ_INT(run(2, o, 0), 0);
-  o = base(data, p[14], 1);
-  o.batch = 2;
+  o = base(data, p[14], 1, 2);
   o.model.tied = 1;
   o.shard_weights = 1;
   CHECK_EQ_INT(run(2, o, 0), 0);
-  compare_logs(p[13], p[14], 0.0, "ZeRO-3 vs ZeRO-1, tied head");
-  compare_ckpt(p[13], p[14], 0.0, "ZeRO-3 vs ZeRO-1, tied head");
+  compare_runs(p[13], p[14], 0.0, 0.0, "ZeRO-3 vs ZeRO-1, tied head");
   /* not on the plan engine yet: refused on every rank */
-  o = base(data, p[15], 2);
-  o.batch = 2;
+  o = base(data, p[15], 2, 2);
   o.shard_weights = 1;
   CHECK(run(2, o, 0) == 1);
 
@@ -238,8 +231,7 @@ int main(void) {
    * reaches one process: the request is summed, so both stop and rank 0
    * saves), then resumed with 2 ranks: identical files to the straight run
    * (p[1]) */
-  o = base(data, p[4], 1);
-  o.batch = 2;
+  o = base(data, p[4], 1, 2);
   CHECK_EQ_INT(run(2, o, 3), 0);
   char a[400], b[400];
   snprintf(a, sizeof a, "%s/checkpoint.safetensors", p[4]);
@@ -273,25 +265,20 @@ int main(void) {
     CHECK(lg && spit(b, lg, cut) == 0);
     free(lg);
   }
-  o = base(data, p[6], 1);
-  o.batch = 4;
+  o = base(data, p[6], 1, 4);
   o.resume = a;
   CHECK_EQ_INT(run(1, o, 0), 0);
-  compare_logs(p[0], p[6], 1e-6, "2-rank checkpoint resumed on 1 x 4 vs 1 x 4");
-  compare_ckpt(p[0], p[6], 2e-5, "2-rank checkpoint resumed on 1 x 4 vs 1 x 4");
+  compare_runs(p[0], p[6], 1e-6, 2e-5, "2-rank checkpoint resumed on 1 x 4 vs 1 x 4");
 
   /* the plan engine (bf16 weights in the plans) */
-  o = base(data, p[8], 2);
-  o.batch = 4;
+  o = base(data, p[8], 2, 4);
   CHECK_EQ_INT(run(1, o, 0), 0);
-  o = base(data, p[9], 2);
-  o.batch = 2;
+  o = base(data, p[9], 2, 2);
   CHECK_EQ_INT(run(2, o, 0), 0);
   compare_logs(p[8], p[9], 1e-3, "plan engine: 2 ranks x 2 vs 1 x 4");
 
   /* failures end the run on every rank */
-  o = base(data, p[10], 1);
-  o.batch = 2;
+  o = base(data, p[10], 1, 2);
   o.resume = "no/such/checkpoint.safetensors";
   CHECK(run(2, o, 0) == 1);
 

@@ -192,6 +192,30 @@ def _check_2d(name, t):
         raise ValueError("coda ops: %s must be 2-D, got shape %s" % (name, tuple(t.shape)))
 
 
+def _linear_bwd(ctx, dy, a, w):
+    """The gradients of y = a w^T: da = dy w, dw = dy^T a."""
+    da = torch.empty_like(a)
+    ctx.gemm(dy, w, out=da)                 # dy (M x N) w (N x K)
+    dw = torch.empty_like(w)
+    ctx.gemm(dy, a, trans_a=True, out=dw)   # dy^T (N x M) a (M x K)
+    return da, dw
+
+
+def _row_scaled_linear_bwd(ctx, h, w, r, dz, zdz):
+    """The gradients of z = r * (h w^T) given dz and zdz = sum z dz per row:
+    dh = r * (dz w), dw = dz^T (h r), dr = zdz / r."""
+    st = _stat_dtype(h.dtype)
+    r = r.contiguous()
+    dh = torch.empty_like(h)
+    ctx.gemm_epilogue(_program("rowscale_gemm", h.dtype), dz, w, r=r, o=dh)   # r * (dz w)
+    hr = torch.empty_like(h)
+    ctx.map(_program("rowscale_map", h.dtype), x=h, r=r, o=hr)               # h * r
+    dw = torch.empty_like(w)
+    ctx.gemm(dz, hr, trans_a=True, out=dw)                                   # dz^T (h r)
+    dr = (zdz / r.to(st)).to(r.dtype)
+    return dh, dw, dr
+
+
 # ------------------------------------------------------- residual + RMSNorm
 
 @torch.library.custom_op("coda::llama_residual_norm", mutates_args=())
@@ -226,10 +250,7 @@ def _residual_norm_bwd(a: torch.Tensor, wo: torch.Tensor, x: torch.Tensor, w: to
     dw = torch.empty((N,), dtype=st, device=a.device)
     ctx.map(_program("rn_bwd", a.dtype), M, N, s=x, w=w, r=r, dx=dx.contiguous(), dh=dh.contiguous(),
             dr=dr.contiguous(), inv_n=inv_n, ds=ds, dw=dw)
-    da = torch.empty_like(a)
-    ctx.gemm(ds, wo, out=da)                  # ds (M x N) wo (N x K)
-    dwo = torch.empty_like(wo)
-    ctx.gemm(ds, a, trans_a=True, out=dwo)    # ds^T (N x M) a (M x K)
+    da, dwo = _linear_bwd(ctx, ds, a, wo)
     return da, dwo, ds, dw.to(w.dtype)
 
 
@@ -294,15 +315,7 @@ def _swiglu_bwd(h: torch.Tensor, wgu: torch.Tensor, r: torch.Tensor, z: torch.Te
         # a gradient reaching z itself (z is also an output) adds to the pairs'
         dz = dz + dz_out
         zdz = zdz + (dz_out.to(st) * z.to(st)).sum(-1)
-    r = r.contiguous()
-    dh = torch.empty_like(h)
-    ctx.gemm_epilogue(_program("rowscale_gemm", h.dtype), dz, wgu, r=r, o=dh)   # r * (dz wgu)
-    hr = torch.empty_like(h)
-    ctx.map(_program("rowscale_map", h.dtype), x=h, r=r, o=hr)                 # h * r
-    dwgu = torch.empty_like(wgu)
-    ctx.gemm(dz, hr, trans_a=True, out=dwgu)                                   # dz^T (h r)
-    dr = (zdz / r.to(st)).to(r.dtype)
-    return dh, dwgu, dr
+    return _row_scaled_linear_bwd(ctx, h, wgu, r, dz, zdz)
 
 
 @_swiglu_bwd.register_fake
@@ -441,18 +454,10 @@ def _qkv_rope_bwd(h: torch.Tensor, wqkv: torch.Tensor, r: torch.Tensor, pos: tor
     st = _stat_dtype(h.dtype)
     dz = torch.empty_like(qkv)
     zdz = torch.empty((M,), dtype=st, device=h.device)
-    pos, freq, r = pos.contiguous(), freq.contiguous(), r.contiguous()
     # dz = R^-1 dqkv; zdz = sum qkv dqkv = sum z dz (the rotation is orthogonal)
-    ctx.map(_program("llama_rope_bwd", h.dtype), M, N, y=qkv, dy=dqkv.contiguous(), pos=pos, freq=freq,
-            dz=dz, zdz=zdz)
-    dh = torch.empty_like(h)
-    ctx.gemm_epilogue(_program("rowscale_gemm", h.dtype), dz, wqkv, r=r, o=dh)   # r * (dz wqkv)
-    hr = torch.empty_like(h)
-    ctx.map(_program("rowscale_map", h.dtype), x=h, r=r, o=hr)                   # h * r
-    dw = torch.empty_like(wqkv)
-    ctx.gemm(dz, hr, trans_a=True, out=dw)                                       # dz^T (h r)
-    dr = (zdz / r.to(st)).to(r.dtype)
-    return dh, dw, dr
+    ctx.map(_program("llama_rope_bwd", h.dtype), M, N, y=qkv, dy=dqkv.contiguous(), pos=pos.contiguous(),
+            freq=freq.contiguous(), dz=dz, zdz=zdz)
+    return _row_scaled_linear_bwd(ctx, h, wqkv, r, dz, zdz)
 
 
 @_qkv_rope_bwd.register_fake
@@ -583,13 +588,7 @@ def _(a, w, res):
 
 @torch.library.custom_op("coda::linear_residual_backward", mutates_args=())
 def _linear_residual_bwd(a: torch.Tensor, w: torch.Tensor, dx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    ctx = context_for(a)
-    dx = dx.contiguous()
-    da = torch.empty_like(a)
-    ctx.gemm(dx, w, out=da)                 # dx (M x N) w (N x K)
-    dw = torch.empty_like(w)
-    ctx.gemm(dx, a, trans_a=True, out=dw)   # dx^T a
-    return da, dw
+    return _linear_bwd(context_for(a), dx.contiguous(), a, w)
 
 
 @_linear_residual_bwd.register_fake

@@ -84,9 +84,11 @@ typedef struct coda_decode_rowset {
   const int32_t *seq, *pos; /* device */
   int Hq, Hk, hd, max_len;
 } coda_decode_rowset;
+/* packed (NULL: none) also gets each row rotated in bf16 as [q | k | v]
+ * heads, the layout of coda_attention_forward's qkv. */
 coda_status coda_decode_rope_append(coda_context ctx, const coda_decode_rowset *r,
                                     const float *qkv, uint16_t *q, uint16_t *kc, uint16_t *vc,
-                                    const double *inv_freq);
+                                    const double *inv_freq, uint16_t *packed);
 coda_status coda_decode_attention(coda_context ctx, const coda_decode_rowset *r, uint16_t *o,
                                   const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
                                   float *work, int splits);

@@ -142,9 +142,9 @@ static coda_decode_rows rows_of(const coda_decode_rowset *r) {
 }
 coda_status coda_decode_rope_append(coda_context ctx, const coda_decode_rowset *r,
                                     const float *qkv, uint16_t *q, uint16_t *kc, uint16_t *vc,
-                                    const double *inv_freq) {
+                                    const double *inv_freq, uint16_t *packed) {
   const coda_decode_rows x = rows_of(r);
-  DECODE_CALL(rope_append, &x, qkv, q, kc, vc, inv_freq);
+  DECODE_CALL(rope_append, &x, qkv, q, kc, vc, inv_freq, packed);
 }
 coda_status coda_decode_attention(coda_context ctx, const coda_decode_rowset *r, uint16_t *o,
                                   const uint16_t *q, const uint16_t *kc, const uint16_t *vc,

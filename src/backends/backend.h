@@ -116,7 +116,8 @@ typedef struct coda_decode_ops {
   coda_status (*linear)(coda_context, float *y, const uint16_t *x, const uint16_t *w, int64_t M,
                         int64_t N, int64_t K, int accumulate);
   coda_status (*rope_append)(coda_context, const coda_decode_rows *r, const float *qkv,
-                             uint16_t *q, uint16_t *kc, uint16_t *vc, const double *inv_freq);
+                             uint16_t *q, uint16_t *kc, uint16_t *vc, const double *inv_freq,
+                             uint16_t *packed);
   coda_status (*attention)(coda_context, const coda_decode_rows *r, uint16_t *o,
                            const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
                            float *work, int splits);

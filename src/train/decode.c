@@ -255,11 +255,11 @@ void coda_decoder_destroy(coda_decoder d) {
   if (d->d_wout == d->d_emb) d->d_wout = NULL; /* tied: one buffer */
   void *dev[] = {d->d_emb, d->d_wout, d->d_kc, d->d_vc, d->d_h, d->d_q, d->d_o, d->d_y,
                  d->d_norm, d->d_x, d->d_qkv, d->d_z, d->d_head, d->d_logits, d->d_work,
-                 d->d_inv_freq, d->d_meta, d->d_sample, d->d_spos};
+                 d->d_inv_freq, d->d_meta, d->d_sample, d->d_spos, d->d_pk, d->d_lse};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) coda_free(ctx, dev[i]);
   void *host[] = {d->len, d->has_logits, d->inv_freq, d->l, d->W, d->kc, d->vc, d->logits,
                   d->x, d->h, d->qkv, d->o, d->z, d->y, d->P, d->h_tok, d->h_seq, d->h_pos,
-                  d->h_rows, d->h_hseq, d->h_meta};
+                  d->h_rows, d->h_hseq, d->h_meta, d->seg_start, d->seg_len};
   for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
   for (int i = 0; i < d->ngraphs; i++) coda_graph_destroy(d->graphs[i].g);
   if (d->own_tok) coda_tokenizer_destroy(d->tok);
@@ -321,8 +321,9 @@ coda_status coda_decoder_create(coda_context ctx, coda_model *m, const coda_deco
   const size_t C = (size_t)d->chunk;
   d->h_tok = malloc(C * 4); d->h_seq = malloc(C * 4); d->h_pos = malloc(C * 4);
   d->h_rows = malloc(C * 4); d->h_hseq = malloc(C * 4); d->h_meta = malloc(C * 5 * 4);
+  d->seg_start = malloc(C * 4); d->seg_len = malloc(C * 4);
   if (!d->len || !d->has_logits || !d->inv_freq || !d->l || !d->h_tok || !d->h_seq ||
-      !d->h_pos || !d->h_rows || !d->h_hseq || !d->h_meta) {
+      !d->h_pos || !d->h_rows || !d->h_hseq || !d->h_meta || !d->seg_start || !d->seg_len) {
     coda_decoder_destroy(d);
     return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   }

@@ -27,6 +27,18 @@ static coda_status mark(coda_decoder d, coda_status s, int ph) {
   return coda_timeline_record(d->ctx, d->tl, d->tl_n++);
 }
 
+/* Causal attention of one fresh prompt's rows [r0, r0 + n) of the chunk,
+ * all its keys in the chunk, by the training forward's kernels on the
+ * packed rotated rows (the cache holds the same bf16 keys and values). */
+static coda_status prefill_attention(coda_decoder d, int64_t r0, int64_t n) {
+  const coda_model_config *c = &d->c;
+  coda_tensor qkv = coda_tensor_2d(d->d_pk + r0 * d->nq, CODA_BF16, n, d->nq);
+  coda_tensor out = coda_tensor_2d(d->d_o + r0 * d->qd, CODA_BF16, n, d->qd);
+  coda_tensor lse = coda_tensor_2d(d->d_lse + r0 * c->heads, CODA_F32, n, c->heads);
+  return coda_attention_forward(d->ctx, &qkv, 1, (int)n, c->heads, c->kv_heads, (int)d->hd, &out,
+                                &lse);
+}
+
 /* The launches of a forward, after its metadata is on the device. */
 static coda_status dev_kernels(coda_decoder d, int64_t M, int64_t nhead, int splits) {
   coda_context ctx = d->ctx;
@@ -45,12 +57,16 @@ static coda_status dev_kernels(coda_decoder d, int64_t M, int64_t nhead, int spl
     s = coda_decode_rmsnorm(ctx, d->d_h, d->d_x, NULL, w->d_wn_attn, M, D, c->norm_eps);
     s = mark(d, s, PH_ATTN_NORM);
     if (!s) s = mark(d, coda_decode_linear(ctx, d->d_qkv, d->d_h, w->d_wqkv, M, nq, D, 0), PH_QKV);
+    uint16_t *pk = d->nseg ? d->d_pk : NULL;
     if (!s)
-      s = mark(d, coda_decode_rope_append(ctx, &rs, d->d_qkv, d->d_q, kc, vc, d->d_inv_freq),
+      s = mark(d, coda_decode_rope_append(ctx, &rs, d->d_qkv, d->d_q, kc, vc, d->d_inv_freq, pk),
                PH_ROPE);
-    if (!s)
+    if (!s && !d->nseg)
       s = mark(d, coda_decode_attention(ctx, &rs, d->d_o, d->d_q, kc, vc, d->d_work, splits),
                PH_ATTN);
+    for (int g = 0; g < d->nseg && !s; g++) /* fresh prompts: the training attention */
+      s = prefill_attention(d, d->seg_start[g], d->seg_len[g]);
+    if (d->nseg) s = mark(d, s, PH_ATTN);
     if (!s) s = mark(d, coda_decode_linear(ctx, d->d_x, d->d_o, w->d_wo, M, D, qd, 1), PH_OUT);
     if (!s)
       s = mark(d, coda_decode_rmsnorm(ctx, d->d_h, d->d_x, NULL, w->d_wn_ffn, M, D, c->norm_eps),
@@ -125,6 +141,22 @@ coda_status decode_dev_forward(coda_decoder d, const int32_t *tok, const int32_t
     if (splits < 1) splits = 1;
   }
   if (s) return s;
+  /* Whole fresh prompts (each sequence's rows from position 0, in order)
+   * take the training attention; rows continuing a cache, the decode
+   * kernel. */
+  d->nseg = 0;
+  int fresh = !d->in_step && d->d_pk && M > 1;
+  for (int64_t i = 0; i < M && fresh; i++) {
+    if (pos[i] == 0) {
+      d->seg_start[d->nseg] = (int32_t)i;
+      d->seg_len[d->nseg++] = 1;
+    } else if (i > 0 && seq[i] == seq[i - 1] && pos[i] == pos[i - 1] + 1) {
+      d->seg_len[d->nseg - 1]++;
+    } else {
+      fresh = 0;
+    }
+  }
+  if (!fresh) d->nseg = 0;
   if (!d->in_step || d->graphs_off || d->tl) return dev_kernels(d, M, nhead, splits);
   return dev_step_graph(d, M, splits);
 }
@@ -207,6 +239,10 @@ coda_status decode_setup_device(coda_decoder d, const float *W, coda_model *m) {
   d->d_meta = dalloc(d, hrows * 5 * 4, &s);
   d->d_sample = dalloc(d, (size_t)d->B * 4, &s);
   d->d_spos = dalloc(d, (size_t)d->B * 4, &s);
+  if (d->hd == 32 || d->hd == 64 || d->hd == 128) { /* the training attention's head dims */
+    d->d_pk = dalloc(d, C * d->nq * 2, &s);
+    d->d_lse = dalloc(d, C * c->heads * 4, &s);
+  }
   return s;
 }
 

@@ -57,6 +57,13 @@ struct coda_decoder_s {
   int64_t work_rows;                    /* (row, split) pairs d_work holds */
   int32_t *h_tok, *h_seq, *h_pos, *h_rows, *h_hseq; /* rows of a forward, chunk entries */
   int32_t *h_meta;                      /* their upload, 5 x chunk */
+  /* Prefill of whole fresh prompts (every row's sequence starts at
+   * position 0 in the chunk): the rotated rows packed for the attention
+   * of training (coda_attention_forward), one call per sequence. */
+  uint16_t *d_pk; /* chunk x (Hq + 2 Hk)·hd bf16 */
+  float *d_lse;   /* chunk x Hq */
+  int32_t *seg_start, *seg_len; /* the chunk's sequences, chunk entries */
+  int nseg;                     /* 0: the decode attention kernel */
   coda_timeline tl;  /* coda_decoder_step_profile: a marker after each launch */
   int tl_n, tl_cap;
   signed char *tl_phase; /* the phase each marker closes */

@@ -253,6 +253,9 @@ typedef enum coda_engine {
   CODA_ENGINE_REFERENCE = 0, /* straightforward host code (this folder) */
   CODA_ENGINE_PLANS = 1      /* the Llama-3 block plans of src/nn */
 } coda_engine;
+/* The engine an option names (trainer.c); AUTO: the plan engine where it
+ * is available. */
+coda_engine coda_engine_from_option(coda_train_engine e);
 
 coda_status coda_model_create(coda_context ctx, const coda_model_config *cfg,
                               coda_engine engine, coda_model **out);
@@ -359,7 +362,7 @@ coda_status coda_plans_forward(coda_context ctx, coda_model *m,
                                float *last_logits);
 
 /* Plan engine on a CUDA context: the fp32 master weights, the gradient and
- * the AdamW moments live on the device (model_plans.c); the host weight
+ * the AdamW moments live on the device (model_device.c); the host weight
  * buffer is only a staging copy. Every call fails with
  * CODA_ERR_NOT_SUPPORTED unless coda_plans_on_device. */
 int coda_plans_on_device(coda_context ctx, coda_model *m);
@@ -438,7 +441,7 @@ coda_status coda_zero_cpu_reduce_bucket(coda_context ctx, coda_zero *z, int k, f
 /* The shard's moments from full-size arrays (NULL: zero). */
 void coda_zero_cpu_take(coda_zero *z, const float *mom, const float *vel);
 
-/* GPU engine (model_plans.c): set before the first device upload; the
+/* GPU engine (model_device.c): set before the first device upload; the
  * device then holds the master weights and moments of the shard, the
  * gradient and bf16 weights in the padded layout. */
 coda_status coda_plans_device_set_zero(coda_context ctx, coda_model *m, const coda_zero *z);

@@ -15,7 +15,7 @@
  *
  * The CPU engine computes on fp32 weights, so there the gathered weights
  * are fp32 and the master shard is the rank's part of the model buffer; the
- * GPU gathers bf16 weights (model_plans.c). */
+ * GPU gathers bf16 weights (model_device.c). */
 #include "coda_train.h"
 #include "train/train.h"
 #include "dist/comm.h"

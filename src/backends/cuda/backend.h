@@ -126,7 +126,7 @@ coda_status coda_cuda_decode_linear(coda_context ctx, float *y, const uint16_t *
                                     int accumulate);
 coda_status coda_cuda_decode_rope_append(coda_context ctx, const coda_decode_rows *r,
                                          const float *qkv, uint16_t *q, uint16_t *kc,
-                                         uint16_t *vc, const double *inv_freq);
+                                         uint16_t *vc, const double *inv_freq, uint16_t *packed);
 coda_status coda_cuda_decode_attention(coda_context ctx, const coda_decode_rows *r, uint16_t *o,
                                        const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
                                        float *work, int splits);

@@ -225,10 +225,11 @@ coda_status launch_gemv(coda_context ctx, float *y, const bf16 *x, const bf16 *w
 /* ------------------------------------------------- RoPE and cache append */
 
 /* Row r: the Q heads rotated into q (bf16), the K heads rotated and the V
- * heads copied into the caches at (seq[r], pos[r]); angles in double. */
+ * heads copied into the caches at (seq[r], pos[r]); angles in double.
+ * packed (optional): the same bf16 values as one [q | k | v] row. */
 __global__ void rope_append_kernel(const float *qkv, bf16 *q, bf16 *kc, bf16 *vc,
                                    const int32_t *seq, const int32_t *pos, int Hq, int Hk, int hd,
-                                   int max_len, const double *inv_freq) {
+                                   int max_len, const double *inv_freq, bf16 *packed) {
   const long long r = blockIdx.x;
   const int half = hd / 2, npairs = (Hq + Hk) * half, nv = Hk * hd;
   const int i0 = blockIdx.y * blockDim.x, istep = gridDim.y * blockDim.x;
@@ -247,9 +248,16 @@ __global__ void rope_append_kernel(const float *qkv, bf16 *q, bf16 *kc, bf16 *vc
                          : kc + cbase + (long long)(h - Hq) * hd;
       dst[2 * j] = __float2bfloat16_rn(o0);
       dst[2 * j + 1] = __float2bfloat16_rn(o1);
+      if (packed) {
+        bf16 *pk = packed + r * nq + (long long)h * hd;
+        pk[2 * j] = dst[2 * j];
+        pk[2 * j + 1] = dst[2 * j + 1];
+      }
     } else {
       const int e = i - npairs;
-      vc[cbase + e] = __float2bfloat16_rn(row[(long long)(Hq + Hk) * hd + e]);
+      const bf16 v = __float2bfloat16_rn(row[(long long)(Hq + Hk) * hd + e]);
+      vc[cbase + e] = v;
+      if (packed) packed[r * nq + (long long)(Hq + Hk) * hd + e] = v;
     }
   }
 }
@@ -643,7 +651,8 @@ extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, float *y, const
 
 extern "C" coda_status coda_cuda_decode_rope_append(coda_context ctx, const coda_decode_rows *r,
                                                     const float *qkv, uint16_t *q, uint16_t *kc,
-                                                    uint16_t *vc, const double *inv_freq) {
+                                                    uint16_t *vc, const double *inv_freq,
+                                                    uint16_t *packed) {
   if (r->M == 0) return CODA_OK;
   /* a row's pairs and values over several blocks: the double sincos of a
    * one-row step would keep one SM busy for microseconds */
@@ -651,7 +660,7 @@ extern "C" coda_status coda_cuda_decode_rope_append(coda_context ctx, const coda
   const int per_row = r->M >= 64 ? 1 : (items + 127) / 128;
   rope_append_kernel<<<dim3((unsigned)r->M, (unsigned)per_row), 128, 0, coda_cuda_stream(ctx)>>>(
       qkv, (bf16 *)q, (bf16 *)kc, (bf16 *)vc, r->seq, r->pos, r->Hq, r->Hk, r->hd, r->max_len,
-      inv_freq);
+      inv_freq, (bf16 *)packed);
   return check_launch(ctx, "RoPE and cache append");
 }
 
