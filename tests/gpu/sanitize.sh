@@ -17,10 +17,18 @@
 # test_attention_gpu --sanitize: every forward and backward variant of each
 # head size, and --persistent: the warp-specialized variants on more tiles
 # than SMs; test_epilogue_gpu: every program, in three parts under
-# racecheck). Each (tool, test) run has a time budget, several times what it
-# should need (the sum is at most about 8 minutes; SANITIZE_BUDGET_SCALE
-# multiplies every budget). Each test ends with a "coverage:" line (which
-# variants, configurations or programs ran), shown per run and in the table.
+# racecheck). Each (tool, test) run has a time budget, a few times what it
+# should need (racecheck of test_attention_gpu --small, which --sanitize
+# halves, took 189 s); SANITIZE_BUDGET_SCALE multiplies every budget. The
+# budgets sum to about 35 minutes, so on a machine lent 10 minutes a call
+# the runs go in parts: SANITIZE_RUNS is a list of globs over "tool/label"
+# (default "*"), e.g.
+#   SANITIZE_RUNS="memcheck/* synccheck/*"               (budgets 530 s)
+#   SANITIZE_RUNS="racecheck/gemm racecheck/epilogue-*"  (540 s)
+#   SANITIZE_RUNS="racecheck/attention"                  (540 s)
+#   SANITIZE_RUNS="racecheck/attention-persistent"       (540 s)
+# Each test ends with a "coverage:" line (which variants, configurations or
+# programs ran), shown per run and in the table.
 #
 # A run is clean only when it finished inside its budget, the test passed,
 # it printed its coverage line, and the sanitizer reported zero errors. A
@@ -70,10 +78,15 @@ LINE=
 STATUS=0
 NOT_CLEAN=()
 
-# run TOOL LABEL BUDGET_S COMMAND...
+# run TOOL LABEL BUDGET_S COMMAND...  (only when TOOL/LABEL matches SANITIZE_RUNS)
 run() {
-  local tool=$1 label=$2 budget=$3
+  local tool=$1 label=$2 budget=$3 pat pick=0
   shift 3
+  for pat in ${SANITIZE_RUNS:-*}; do
+    # shellcheck disable=SC2254
+    case "$tool/$label" in $pat) pick=1 ;; esac
+  done
+  [ $pick = 1 ] || return 0
   budget=$(awk -v b="$budget" -v s="$SCALE" 'BEGIN { t = int(b * s + 0.5); print t < 1 ? 1 : t }')
   local opts=()
   [ "$tool" = memcheck ] && opts=(${MEMCHECK_OPTS[@]+"${MEMCHECK_OPTS[@]}"})
@@ -124,21 +137,25 @@ run() {
 
 START=$(date +%s)
 G=$T/test_gemm_gpu E=$T/test_epilogue_gpu A=$T/test_attention_gpu
-run memcheck gemm 40 "$G" --sanitize
-run memcheck epilogue-all 40 "$E"
-run memcheck attention 45 "$A" --sanitize
-run memcheck attention-persistent 45 "$A" --persistent
-run racecheck gemm 60 "$G" --sanitize
-run racecheck epilogue-part0 30 "$E" --part 0/3
-run racecheck epilogue-part1 30 "$E" --part 1/3
-run racecheck epilogue-part2 30 "$E" --part 2/3
-run racecheck attention 60 "$A" --sanitize
-run racecheck attention-persistent 60 "$A" --persistent
-run synccheck gemm 20 "$G" --sanitize
-run synccheck epilogue-all 20 "$E"
-run synccheck attention 20 "$A" --sanitize
-run synccheck attention-persistent 20 "$A" --persistent
+run memcheck gemm 60 "$G" --sanitize
+run memcheck epilogue-all 60 "$E"
+run memcheck attention 100 "$A" --sanitize
+run memcheck attention-persistent 100 "$A" --persistent
+run racecheck gemm 180 "$G" --sanitize
+run racecheck epilogue-part0 120 "$E" --part 0/3
+run racecheck epilogue-part1 120 "$E" --part 1/3
+run racecheck epilogue-part2 120 "$E" --part 2/3
+run racecheck attention 540 "$A" --sanitize
+run racecheck attention-persistent 540 "$A" --persistent
+run synccheck gemm 45 "$G" --sanitize
+run synccheck epilogue-all 45 "$E"
+run synccheck attention 60 "$A" --sanitize
+run synccheck attention-persistent 60 "$A" --persistent
 END=$(date +%s)
+if [ ${#ROWS[@]} -eq 0 ]; then
+  STATUS=1
+  NOT_CLEAN+=("no run matched SANITIZE_RUNS=\"${SANITIZE_RUNS:-*}\"")
+fi
 
 echo
 echo "tool       run                    errors  api  test         time  coverage"
