@@ -17,10 +17,12 @@
 # test_attention_gpu --sanitize: every forward and backward variant of each
 # head size, and --persistent: the warp-specialized variants on more tiles
 # than SMs; test_epilogue_gpu: every program, in three parts under
-# racecheck). Each (tool, test) run has a time budget, a few times what it
-# should need (racecheck of test_attention_gpu --small, which --sanitize
-# halves, took 189 s); SANITIZE_BUDGET_SCALE multiplies every budget. The
-# budgets sum to about 35 minutes, so on a machine lent 10 minutes a call
+# racecheck; test_decode_gpu: the decoder's kernels, its GEMV and GEMM
+# paths and replayed step graphs, whole: memcheck and synccheck of it took
+# 15 and 14 s, racecheck more than 50). Each (tool, test) run has a time
+# budget, a few times what it should need (racecheck of test_attention_gpu
+# --small, which --sanitize halves, took 189 s); SANITIZE_BUDGET_SCALE
+# multiplies every budget. The budgets sum to about 45 minutes, so on a machine lent 10 minutes a call
 # the runs go in parts: SANITIZE_RUNS is a list of globs over "tool/label"
 # (default "*"), e.g.
 #   SANITIZE_RUNS="memcheck/* synccheck/*"               (budgets 530 s)
@@ -136,21 +138,24 @@ run() {
 }
 
 START=$(date +%s)
-G=$T/test_gemm_gpu E=$T/test_epilogue_gpu A=$T/test_attention_gpu
+G=$T/test_gemm_gpu E=$T/test_epilogue_gpu A=$T/test_attention_gpu D=$T/test_decode_gpu
 run memcheck gemm 60 "$G" --sanitize
 run memcheck epilogue-all 60 "$E"
 run memcheck attention 100 "$A" --sanitize
 run memcheck attention-persistent 100 "$A" --persistent
+run memcheck decode 60 "$D"
 run racecheck gemm 180 "$G" --sanitize
 run racecheck epilogue-part0 120 "$E" --part 0/3
 run racecheck epilogue-part1 120 "$E" --part 1/3
 run racecheck epilogue-part2 120 "$E" --part 2/3
 run racecheck attention 540 "$A" --sanitize
 run racecheck attention-persistent 540 "$A" --persistent
+run racecheck decode 540 "$D"
 run synccheck gemm 45 "$G" --sanitize
 run synccheck epilogue-all 45 "$E"
 run synccheck attention 60 "$A" --sanitize
 run synccheck attention-persistent 60 "$A" --persistent
+run synccheck decode 60 "$D"
 END=$(date +%s)
 if [ ${#ROWS[@]} -eq 0 ]; then
   STATUS=1
