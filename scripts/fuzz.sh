@@ -1,11 +1,15 @@
 #!/bin/sh
 # Fuzzes the epilogue-language parser/printer, the safetensors reader, the
-# token-shard reader, the JSON reader and the tokenizer (tokenizer.json
-# loading, encode and decode of arbitrary bytes) with libFuzzer.
+# token-shard reader, the JSON reader, the tokenizer (tokenizer.json
+# loading, encode and decode of arbitrary bytes) and corpus preparation
+# (JSON Lines, llm.c shards, plain text) with libFuzzer.
 #
 #   scripts/fuzz.sh [SECONDS]     (default 60; each harness runs this long)
 #
-# FUZZ_ONLY=program|safetensors|shard|json|tokenizer runs one harness only.
+# FUZZ_ONLY=program|safetensors|shard|json|tokenizer|jsonl|llmc|text|
+# jsonl_bpe|text_bpe runs one harness only (the last five are one binary,
+# fuzz_corpus.c, run under five names that pick the reader and whether a
+# tokenizer is used; a crash input reproduces with build-fuzz/fuzz_jsonl FILE).
 # Builds fuzz/fuzz_program.c with clang (-fsanitize=fuzzer,address,undefined)
 # directly from the sources it needs: base, api and the CPU backend (OpenMP),
 # src/lang/*.c, and the built-in programs embedded from programs/
@@ -92,6 +96,34 @@ for h in json tokenizer; do
   echo "fuzzing the $h reader for $secs s ($(ls "$out/corpus-$h" | wc -l) corpus inputs)"
   (cd "$out" && ./fuzz_$h -max_total_time="$secs" -print_final_stats=1 -max_len=16384 \
     -artifact_prefix="$out/$h-" "corpus-$h" 2>&1 | tee "$out/fuzz-$h.log" |
+    grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::|ERROR|SUMMARY|Test unit written|fuzz_[a-z]+:' || true)
+  grep -q -E 'ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error|fuzz_[a-z]+:' "$out/fuzz-$h.log" && status=1
+done
+# Corpus preparation (src/train/corpus.c through coda_prepare_data): one
+# binary, linked under three names that pick the reader. Its chunk, block
+# and line sizes are made small so that inputs of a few KB cross them.
+corpus_built=0
+for h in jsonl llmc text jsonl_bpe text_bpe; do
+  if [ -n "$only" ] && [ "$only" != "$h" ]; then continue; fi
+  if [ $corpus_built = 0 ]; then
+    # shellcheck disable=SC2086
+    "$cc" -std=c11 -g -O1 -Wno-comment -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+      -DCORPUS_CHUNK=61 -DCORPUS_BLOCK=8 -DCORPUS_LINE_MAX=700 \
+      -DCODA_FUZZ_TOKENIZER="\"$root/fuzz/corpus/tokenizer/gpt2.json\"" \
+      -I"$root/include" -I"$root/src" "$root/fuzz/fuzz_corpus.c" $core "$root"/src/lang/*.c "$embed" \
+      "$root/src/train/corpus.c" "$root/src/train/data.c" "$root/src/train/util.c" \
+      "$root/src/train/json.c" "$root/src/train/bpe.c" "$root/src/train/bpe_load.c" \
+      "$root/src/train/bpe_split.c" -lutf8proc -lz -lm -o "$out/fuzz_corpus"
+    corpus_built=1
+  fi
+  ln -f "$out/fuzz_corpus" "$out/fuzz_$h"
+  mkdir -p "$out/corpus-$h" "$out/tmp"
+  tmpd="$out/tmp"
+  if [ -d /dev/shm ] && [ -w /dev/shm ]; then tmpd=/dev/shm; fi
+  cp "$root"/fuzz/corpus/"${h%_bpe}"/* "$out/corpus-$h/" # the _bpe runs share the seeds
+  echo "fuzzing the $h corpus reader for $secs s ($(ls "$out/corpus-$h" | wc -l) corpus inputs)"
+  (cd "$out" && TMPDIR="$tmpd" ./fuzz_$h -max_total_time="$secs" -print_final_stats=1 \
+    -max_len=8192 -artifact_prefix="$out/$h-" "corpus-$h" 2>&1 | tee "$out/fuzz-$h.log" |
     grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::|ERROR|SUMMARY|Test unit written|fuzz_[a-z]+:' || true)
   grep -q -E 'ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error|fuzz_[a-z]+:' "$out/fuzz-$h.log" && status=1
 done

@@ -1,13 +1,20 @@
 /* coda_npy_read / coda_npy_write: round trip of every supported dtype
  * (bf16 as <u2 bit patterns), 1-D and 0-D files, strided views, and the
  * strict rejections (descr, Fortran order, 3-D, truncated data, trailing
- * bytes, bad magic). Also coda_program_arg_shape_ctx's reasons. */
+ * bytes, bad magic); a header whose shape claims more data than the file
+ * holds (refused before anything of that size is allocated), and a FIFO
+ * or a directory in the file's place (refused by name, never waited on).
+ * Also coda_program_arg_shape_ctx's reasons. */
+#define _POSIX_C_SOURCE 200809L /* mkfifo */
 #include "coda.h"
 #include "check.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char *path = "test_npy.tmp.npy";
 
@@ -36,6 +43,7 @@ int main(void) {
   coda_context ctx;
   coda_context_options o = coda_context_default_options();
   CHECK(coda_context_create(&o, &ctx) == CODA_OK);
+  remove(path); /* a FIFO left by a run that was stopped would block the writes below */
   const coda_dtype types[] = {CODA_F32, CODA_F64, CODA_I32, CODA_F16, CODA_BF16};
   for (int k = 0; k < 5; k++) {
     coda_dtype t = types[k];
@@ -97,6 +105,22 @@ int main(void) {
   fclose(f);
   expect_fail(ctx, "not a .npy file");
   remove(path);
+
+  /* a 16 GiB shape over 24 bytes: refused by the file's size, not by a
+   * failed (or, with overcommit, successful) allocation */
+  write_raw("{'descr': '<f4', 'fortran_order': False, 'shape': (65536, 65536), }\n", f4, 24, 0);
+  expect_fail(ctx, "truncated data: the header's shape needs 17179869184 bytes of data, the file holds 24");
+  remove(path);
+  /* not regular files: a FIFO must not block the open (the alarm ends a
+   * reader that waits for a writer), a directory is named as one */
+  alarm(20);
+  CHECK(mkfifo(path, 0600) == 0);
+  expect_fail(ctx, "is a FIFO, not a regular .npy file");
+  remove(path);
+  CHECK(mkdir(path, 0700) == 0);
+  expect_fail(ctx, "is a directory, not a regular .npy file");
+  rmdir(path);
+  alarm(0);
 
   /* the reasons coda_program_arg_shape does not give */
   coda_program p = NULL;

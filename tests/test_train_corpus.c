@@ -2,7 +2,8 @@
  * text (blank-line documents), a directory of .txt files, JSON Lines with
  * a BPE tokenizer (BOS between documents, the field named), llm.c token
  * shards; the validation split (a small corpus' tail, then one block in
- * 20), the errors that name the file and the count, determinism, and
+ * 20), the errors that name the file and the count (and an llm.c name
+ * holding both "train" and "val"), determinism, and
  * token shards opened as memory maps. Expected streams are built here
  * from the documents, independently of the preparer. */
 #define _POSIX_C_SOURCE 200809L
@@ -192,6 +193,47 @@ static void chunk_boundary(coda_context ctx) {
   free(t);
 }
 
+/* A run of carriage returns longer than a read (no line break to cut
+ * after), whose blank line "\n\r\n" starts in the last two bytes of one
+ * read and ends in the next: still a blank line between two documents
+ * (found by fuzz/fuzz_corpus.c; the reader took the whole read as text and
+ * lost the separator). Two documents: "A\n" + CRs + "\n" and "B\n". Then
+ * a blank line split by the last read. */
+static void crlf_run_boundary(coda_context ctx) {
+  const size_t chunk = (size_t)4 << 20, n = chunk + 4;
+  char *t = malloc(n);
+  t[0] = 'A';
+  t[1] = '\n';
+  for (size_t i = 2; i < chunk - 1; i++) t[i] = '\r';
+  /* "\n\r" ends the second read, "\n" begins the third */
+  memcpy(t + chunk - 1, "\n\r\nB\n", 5);
+  put_file("crlf_run.txt", t, n);
+  const size_t want = chunk + 2; /* all but the "\r\n" of the blank line */
+  CHECK(prepare(ctx, path_of("crlf_run.txt"), CODA_DATA_TEXT, NULL, NULL, 100) == CODA_OK);
+  uint32_t *tr = NULL, *va = NULL, voc;
+  uint64_t ntr = 0, nva = 0;
+  read_out(ctx, &tr, &ntr, &va, &nva, &voc);
+  CHECK_MSG(ntr + nva == want, "%llu tokens, wanted %zu", (unsigned long long)(ntr + nva), want);
+  /* the last tokens of the stream (a validation block or the training
+   * tail) are "\n" "B" "\n" */
+  const uint64_t last_block = (want - 1) / 8192;
+  const uint32_t *end = last_block % 20 == 19 ? va + nva : tr + ntr;
+  CHECK(ntr >= 3 && end[-3] == '\n' && end[-2] == 'B' && end[-1] == '\n');
+  free(tr);
+  free(va);
+  /* a blank line at the end whose second '\n' comes alone in the last
+   * read: dropped, as anywhere else (the document keeps its one '\n') */
+  for (size_t i = 0; i < chunk - 1; i++) t[i] = (char)('a' + i % 23);
+  t[chunk - 1] = t[chunk] = '\n';
+  put_file("crlf_run.txt", t, chunk + 1);
+  CHECK(prepare(ctx, path_of("crlf_run.txt"), CODA_DATA_TEXT, NULL, NULL, 100) == CODA_OK);
+  read_out(ctx, &tr, &ntr, &va, &nva, &voc);
+  CHECK_MSG(ntr + nva == chunk, "%llu tokens, wanted %zu", (unsigned long long)(ntr + nva), chunk);
+  free(tr);
+  free(va);
+  free(t);
+}
+
 static void txt_directory(coda_context ctx) {
   char sub[300];
   snprintf(sub, sizeof sub, "%s/docs", dir);
@@ -342,6 +384,20 @@ static void llmc_shards(coda_context ctx) {
   free(va);
   CHECK(prepare(ctx, sub, CODA_DATA_AUTO, NULL, NULL, 301) == CODA_ERR_IO);
   CHECK(strstr(coda_last_error(ctx), "the val shards 300") != NULL);
+  /* a name holding both "train" and "val" is refused by name, not put in
+   * one of the splits by accident */
+  snprintf(sub, sizeof sub, "%s/fw_ambiguous", dir);
+  CHECK(mkdir(sub, 0777) == 0);
+  unsigned char *fb = calloc(1, 1024 + 2 * 400);
+  put_i32(fb, 20240520);
+  put_i32(fb + 4, 1);
+  put_i32(fb + 8, 400);
+  put_file("fw_ambiguous/fw_train_000001.bin", fb, 1024 + 2 * 400);
+  put_file("fw_ambiguous/fw_train_interval.bin", fb, 1024 + 2 * 400);
+  free(fb);
+  CHECK(prepare(ctx, sub, CODA_DATA_AUTO, NULL, NULL, 2) == CODA_ERR_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(coda_last_error(ctx), "fw_train_interval.bin: the name holds both") != NULL,
+            "%s", coda_last_error(ctx));
   free(b);
   free(want);
 }
@@ -355,6 +411,7 @@ int main(void) {
   text_file(ctx);
   large_text(ctx);
   chunk_boundary(ctx);
+  crlf_run_boundary(ctx);
   txt_directory(ctx);
   jsonl_tokenizer(ctx);
   llmc_shards(ctx);

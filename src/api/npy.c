@@ -1,10 +1,16 @@
 /* .npy reader and writer (include/coda.h): a strict subset of the NumPy
  * format, the dtypes of the library, 0- to 2-D C-order arrays. */
+
+#define _POSIX_C_SOURCE 200809L /* fdopen */
 #include "api/api.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define NPY_MAX_HEADER 65536
 
@@ -30,8 +36,26 @@ coda_status coda_npy_read(coda_context ctx, const char *path, coda_dtype *dtype,
   if (!path || !dtype || !rows || !cols || !data)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_npy_read: NULL argument");
   *data = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) return coda_fail(ctx, CODA_ERR_IO, "%s: cannot open", path);
+  /* a regular file only: O_NONBLOCK so that a FIFO does not block the
+   * open, and its size bounds what the header may claim */
+  int fd = open(path, O_RDONLY | O_NONBLOCK);
+  if (fd < 0) return coda_fail(ctx, CODA_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  struct stat st;
+  memset(&st, 0, sizeof st);
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const int is_dir = S_ISDIR(st.st_mode), is_fifo = S_ISFIFO(st.st_mode);
+    close(fd);
+    return coda_fail(ctx, CODA_ERR_IO, "%s: is %s, not a regular .npy file", path,
+                     is_dir ? "a directory" : is_fifo ? "a FIFO" : "a device or another non-file");
+  }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    close(fd);
+    return coda_fail(ctx, CODA_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  }
+  const uint64_t file_size = (uint64_t)st.st_size;
   unsigned char pre[12];
   coda_status s = CODA_OK;
   char *h = NULL;
@@ -89,6 +113,16 @@ coda_status coda_npy_read(coda_context ctx, const char *path, coda_dtype *dtype,
   size_t es = coda_dtype_size(npy_types[ti].t);
   if (c > 0 && r > (int64_t)(((size_t)1 << 40) / es) / c) { s = coda_fail(ctx, CODA_ERR_IO, "%s: array too large", path); goto done; }
   size_t bytes = (size_t)(r * c) * es;
+  /* the data follow the header to the file's end: the shape is checked
+   * against the file before anything of its size is allocated */
+  const uint64_t data_at = (pre[6] == 1 ? 10 : 12) + (uint64_t)hlen;
+  const uint64_t held = file_size < data_at ? 0 : file_size - data_at;
+  if (held != bytes) {
+    s = coda_fail(ctx, CODA_ERR_IO, "%s: %s: the header's shape needs %zu bytes of data, the "
+                  "file holds %llu", path, held < bytes ? "truncated data" : "data past the array's end",
+                  bytes, (unsigned long long)held);
+    goto done;
+  }
   buf = malloc(bytes ? bytes : 1);
   if (!buf) { s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "%s: out of memory", path); goto done; }
   if (fread(buf, 1, bytes, f) != bytes) { s = coda_fail(ctx, CODA_ERR_IO, "%s: truncated data (%zu bytes expected)", path, bytes); goto done; }

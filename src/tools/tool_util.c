@@ -162,8 +162,24 @@ int coda_tool_prepare_corpus(coda_context ctx, const coda_data_options *d, const
                    size, mtime);
   const int have_shards = is_file(tr) || is_file(va);
   char have[8192 + 64] = "";
-  FILE *f = fopen(stamp_path, "r");
+  /* the stamp is read only when it is a regular file: O_NONBLOCK so that a
+   * FIFO in its place does not block the open; anything else is refused */
+  FILE *f = NULL;
   size_t got = 0;
+  int sfd = open(stamp_path, O_RDONLY | O_NONBLOCK);
+  if (sfd >= 0) {
+    struct stat sst;
+    if (fstat(sfd, &sst) != 0 || !S_ISREG(sst.st_mode)) {
+      close(sfd);
+      fprintf(stderr, "coda train: %s is not a regular file (a directory, FIFO or device), so it "
+              "is not the stamp of prepared shards; remove it or use another --out\n", stamp_path);
+      return 1;
+    }
+    int fl = fcntl(sfd, F_GETFL);
+    if (fl >= 0) fcntl(sfd, F_SETFL, fl & ~O_NONBLOCK);
+    f = fdopen(sfd, "r");
+    if (!f) close(sfd);
+  }
   if (f) {
     got = fread(have, 1, sizeof have - 1, f);
     have[got] = '\0';

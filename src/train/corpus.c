@@ -26,10 +26,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The sizes below may be set smaller when this file is built for the
+ * fuzzer (fuzz/fuzz_corpus.c), so that its small inputs cross chunk,
+ * block and line limits. */
+#ifndef CORPUS_BLOCK
 #define CORPUS_BLOCK 8192
+#endif
 #define CORPUS_SPLIT_EVERY 20
-#define CORPUS_CHUNK ((size_t)4 << 20)   /* text read per piece of a document */
-#define CORPUS_LINE_MAX ((size_t)1 << 30) /* the longest JSONL line */
+#ifndef CORPUS_CHUNK
+#define CORPUS_CHUNK ((size_t)4 << 20) /* text read per piece of a document */
+#endif
+#ifndef CORPUS_LINE_MAX
+/* the longest JSONL line: a line is held whole to be parsed, so this
+ * bounds the reader's memory */
+#define CORPUS_LINE_MAX ((size_t)64 << 20)
+#endif
 #define LLMC_MAGIC 20240520
 #define LLMC_HEADER_INTS 256
 
@@ -224,11 +235,78 @@ static coda_status doc_end(prep *p) {
 
 /* ------------------------------------------------------------- readers */
 
+/* Opens an input file: a regular file (a FIFO, device or directory put in
+ * its place after the listing is refused by name, not read or waited on). */
+static coda_status open_input(coda_context ctx, const char *path, FILE **f) {
+  int fd;
+  uint64_t size;
+  *f = NULL;
+  coda_status s = coda_open_regular(ctx, path, UINT64_MAX, &fd, &size);
+  if (s) return s;
+  *f = fdopen(fd, "rb");
+  if (!*f) {
+    s = coda_fail(ctx, CODA_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    close(fd);
+  }
+  return s;
+}
+
+/* Lines of a file, each at most max bytes: a line is held whole (JSON is
+ * parsed from it), and a longer one is refused once max bytes of it are
+ * read, so memory stays bounded whatever the file holds. */
+typedef struct line_reader {
+  FILE *f;
+  char *buf;
+  size_t cap, beg, end; /* unread bytes: buf[beg, end) */
+  int eof;
+} line_reader;
+
+/* The next line in *line, *len bytes (its '\n' included where there is
+ * one): 1; 0 at the end of the file; -1 a read error (errno); -2 a line
+ * longer than max. *line is valid until the next call. */
+static int next_line(line_reader *r, size_t max, const char **line, size_t *len) {
+  for (;;) {
+    const char *nl = r->end > r->beg ? memchr(r->buf + r->beg, '\n', r->end - r->beg) : NULL;
+    size_t have = nl ? (size_t)(nl - (r->buf + r->beg)) + 1 : r->end - r->beg;
+    if (have > max) return -2;
+    if (nl || (r->eof && have > 0)) {
+      *line = r->buf + r->beg;
+      *len = have;
+      r->beg += have;
+      return 1;
+    }
+    if (r->eof) return 0;
+    /* more of the line: move it to the front, grow to at most max + 1 */
+    if (r->beg > 0) {
+      memmove(r->buf, r->buf + r->beg, have);
+      r->beg = 0;
+      r->end = have;
+    }
+    if (r->end == r->cap) {
+      size_t want = r->cap ? 2 * r->cap : (size_t)64 << 10;
+      if (want > max + 1) want = max + 1;
+      if (want <= r->cap) return -2;
+      char *nb = realloc(r->buf, want);
+      if (!nb) {
+        errno = ENOMEM;
+        return -1;
+      }
+      r->buf = nb;
+      r->cap = want;
+    }
+    size_t got = fread(r->buf + r->end, 1, r->cap - r->end, r->f);
+    if (got == 0 && ferror(r->f)) return -1;
+    if (got == 0) r->eof = 1;
+    r->end += got;
+  }
+}
+
 /* A plain text file: documents separated by blank lines (sep == NULL) or
  * a whole file as one document. Read in chunks, cut after a newline. */
 static coda_status read_text_file(prep *p, const char *path, int split_blank) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return coda_fail(p->ctx, CODA_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  FILE *f;
+  coda_status s0 = open_input(p->ctx, path, &f);
+  if (s0) return s0;
   p->source = path;
   char *buf = malloc(CORPUS_CHUNK + 1);
   if (!buf) { fclose(f); return coda_fail(p->ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory"); }
@@ -253,7 +331,18 @@ static coda_status read_text_file(prep *p, const char *path, int split_blank) {
       while (cut > 0 && buf[cut - 1] != '\n') cut--;
       if (cut > 0) cut--;
       while (cut > 0 && (buf[cut - 1] == '\n' || buf[cut - 1] == '\r')) cut--;
-      if (cut == 0) cut = have; /* a line (or a run of newlines) longer than a chunk */
+      if (cut == 0) {
+        /* a line (or a run of line ends) longer than a chunk: all of it,
+         * but from a '\n' in its last two bytes on, since the bytes not yet
+         * read may make that '\n' the start of a blank line ("\n\n",
+         * "\n\r\n"); with nothing left to take, the next read adds to it */
+        cut = have;
+        for (size_t j = have >= 2 ? have - 2 : 0; j < have; j++)
+          if (buf[j] == '\n') {
+            cut = j;
+            break;
+          }
+      }
     }
     size_t i = 0;
     while (!s && i < cut) {
@@ -268,12 +357,14 @@ static coda_status read_text_file(prep *p, const char *path, int split_blank) {
           in_doc = 1;
           if (s) break;
         }
-        /* the document runs to the next blank line ("\n\n" or "\n\r\n") */
+        /* the document runs to the next blank line ("\n\n" or "\n\r\n";
+         * what follows a '\n' is looked at up to `have`: a '\n' at the end
+         * of this piece may begin a blank line in the bytes kept) */
         size_t j = i, end = cut;
         int blank = 0;
         for (; j < cut; j++)
-          if (buf[j] == '\n' && ((j + 1 < cut && buf[j + 1] == '\n') ||
-                                 (j + 2 < cut && buf[j + 1] == '\r' && buf[j + 2] == '\n'))) {
+          if (buf[j] == '\n' && ((j + 1 < have && buf[j + 1] == '\n') ||
+                                 (j + 2 < have && buf[j + 1] == '\r' && buf[j + 2] == '\n'))) {
             end = j + 1; /* the document keeps its last newline */
             blank = 1;
             break;
@@ -304,23 +395,29 @@ static coda_status read_text_file(prep *p, const char *path, int split_blank) {
 
 /* JSON Lines: one object per line, the document in field `field`. */
 static coda_status read_jsonl_file(prep *p, const char *path, const char *field) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return coda_fail(p->ctx, CODA_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  FILE *f;
+  coda_status s = open_input(p->ctx, path, &f);
+  if (s) return s;
   p->source = path;
-  char *line = NULL;
-  size_t cap = 0;
-  ssize_t n;
+  line_reader rd = {f, NULL, 0, 0, 0, 0};
+  const char *line;
+  size_t n;
   uint64_t lineno = 0;
-  coda_status s = CODA_OK;
-  while (!s && (n = getline(&line, &cap, f)) >= 0) {
+  int got;
+  while (!s && (got = next_line(&rd, CORPUS_LINE_MAX, &line, &n)) != 0) {
     lineno++;
-    p->bytes_read += (uint64_t)n;
-    if ((size_t)n > CORPUS_LINE_MAX) {
-      s = coda_fail(p->ctx, CODA_ERR_IO, "%s:%llu: line longer than %zu bytes", path,
-                    (unsigned long long)lineno, CORPUS_LINE_MAX);
+    if (got == -1) {
+      s = coda_fail(p->ctx, CODA_ERR_IO, "%s:%llu: read failed: %s", path,
+                    (unsigned long long)lineno, strerror(errno));
       break;
     }
-    size_t k = (size_t)n;
+    if (got == -2) {
+      s = coda_fail(p->ctx, CODA_ERR_IO, "%s:%llu: line longer than %zu bytes", path,
+                    (unsigned long long)lineno, (size_t)CORPUS_LINE_MAX);
+      break;
+    }
+    p->bytes_read += (uint64_t)n;
+    size_t k = n;
     while (k > 0 && (line[k - 1] == '\n' || line[k - 1] == '\r' || line[k - 1] == ' ')) k--;
     if (k == 0) continue; /* blank lines are allowed */
     char err[200];
@@ -349,8 +446,7 @@ static coda_status read_jsonl_file(prep *p, const char *path, const char *field)
     }
     coda_json_free(d);
   }
-  if (!s && ferror(f)) s = coda_fail(p->ctx, CODA_ERR_IO, "%s: read failed: %s", path, strerror(errno));
-  free(line);
+  free(rd.buf);
   fclose(f);
   return s;
 }
@@ -364,7 +460,7 @@ static coda_status read_llmc_file(prep *p, const char *path) {
   uint64_t size;
   coda_status s = coda_open_regular(p->ctx, path, UINT64_MAX, &fd, &size);
   if (s) return s;
-  unsigned char h[4 * LLMC_HEADER_INTS];
+  unsigned char h[4 * LLMC_HEADER_INTS] = {0};
   if (size < sizeof h) {
     close(fd);
     return coda_fail(p->ctx, CODA_ERR_IO, "%s: %llu bytes, shorter than the llm.c header of %zu",
@@ -567,6 +663,15 @@ coda_status coda_prepare_data(coda_context ctx, const coda_data_options *o, cons
       nva += strstr(b, "val") != NULL;
     }
     named_split = ntr > 0 && nva > 0;
+    /* a name holding both words ("train_interval") would go to one split
+     * or the other by accident: refused, named */
+    for (size_t i = 0; named_split && i < nfiles && !s; i++) {
+      const char *b = strrchr(files[i], '/') + 1;
+      if (strstr(b, "train") && strstr(b, "val"))
+        s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                      "%s: the name holds both \"train\" and \"val\", so the dataset's split "
+                      "it belongs to is ambiguous (rename it)", files[i]);
+    }
   }
   for (size_t i = 0; i < nfiles && !s; i++) {
     if (named_split) {

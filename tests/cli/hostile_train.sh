@@ -135,6 +135,15 @@ if command -v setsid >/dev/null 2>&1; then
   else fail "interrupted 2-rank run: status $rc"; cat out.txt; fi
 fi
 
+# a FIFO in place of the stamp of prepared shards: refused by name, never
+# waited on (a reader that opens it blocks until the timeout)
+if command -v mkfifo >/dev/null 2>&1; then
+  mkdir -p ostamp/data
+  mkfifo ostamp/data/source.txt
+  # shellcheck disable=SC2086
+  expect "source.txt is not a regular file" -- train $small --data corpus/text --out ostamp --steps 1
+fi
+
 # 6, 13. checkpoints that are not regular files, without blocking
 expect "/dev/zero: is a device, not a regular file" -- generate --checkpoint /dev/zero --tokens 2
 expect "good: is a directory without config.json" -- generate --checkpoint good --tokens 2

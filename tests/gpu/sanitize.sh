@@ -11,12 +11,33 @@
 # so that nothing is compiled under the sanitizer. With $OUT set, the output
 # is also written to $OUT/sanitize.log.
 #
-# Each (tool, test) run has a time budget (racecheck is by far the slowest,
-# so it gets the smallest shapes and a subset of the fused programs); the
-# whole script stays under about 150 s. SANITIZE_BUDGET_SCALE multiplies
-# every budget. A run that hits its budget is reported as "timeout" with the
-# errors counted up to that point. Exit status: 0 if every run finished with
-# zero sanitizer errors and a passing test, 1 otherwise.
+# Every tool runs every kernel variant: the tests' sanitizer modes keep
+# every variant and template instantiation but use minimal shapes
+# (test_gemm_gpu --sanitize: every tile configuration, layout and type;
+# test_attention_gpu --sanitize: every forward and backward variant of each
+# head size, and --persistent: the warp-specialized variants on more tiles
+# than SMs; test_epilogue_gpu: every program, in three parts under
+# racecheck; test_decode_gpu: the decoder's kernels, its GEMV and GEMM
+# paths and replayed step graphs, whole: memcheck and synccheck of it took
+# 15 and 14 s, racecheck more than 50). Each (tool, test) run has a time
+# budget, a few times what it should need (racecheck of test_attention_gpu
+# --small, which --sanitize halves, took 189 s); SANITIZE_BUDGET_SCALE
+# multiplies every budget. The budgets sum to about 45 minutes, so on a machine lent 10 minutes a call
+# the runs go in parts: SANITIZE_RUNS is a list of globs over "tool/label"
+# (default "*"), e.g.
+#   SANITIZE_RUNS="memcheck/* synccheck/*"               (budgets 530 s)
+#   SANITIZE_RUNS="racecheck/gemm racecheck/epilogue-*"  (540 s)
+#   SANITIZE_RUNS="racecheck/attention"                  (540 s)
+#   SANITIZE_RUNS="racecheck/attention-persistent"       (540 s)
+# Each test ends with a "coverage:" line (which variants, configurations or
+# programs ran), shown per run and in the table.
+#
+# A run is clean only when it finished inside its budget, the test passed,
+# it printed its coverage line, and the sanitizer reported zero errors. A
+# run that hits its budget (timeout's status 124 or 137) is NOT clean: it
+# is reported as "timeout" with the errors counted up to that point and the
+# last line the test printed. Exit status: 0 if every run is clean, 1
+# otherwise; the last line says which runs are not clean and why.
 set -u
 
 B=${1:?usage: tests/gpu/sanitize.sh BUILD_DIR [CACHE_DIR]}
@@ -51,21 +72,23 @@ MEMCHECK_OPTS=()
 grep -q -- '--padding' <<< "$HELP" && MEMCHECK_OPTS+=(--padding 64)
 grep -q -- '--track-stream-ordered-races' <<< "$HELP" && MEMCHECK_OPTS+=(--track-stream-ordered-races all)
 
-# Fused programs for racecheck: the plain store, reductions over rows,
-# columns and x2 pairs, the pair-mode output, segment dots, and a map pass.
-RACE_PROGRAMS=prim_store,prim_elem_reduce_x2,gpt2_colsum,llama_residual_norm,llama_swiglu_bwd_pairs,qknorm_rope_bwd_dots,llama_rmsnorm
-
 SCALE=${SANITIZE_BUDGET_SCALE:-1}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 ROWS=()
 LINE=
 STATUS=0
+NOT_CLEAN=()
 
-# run TOOL LABEL BUDGET_S COMMAND...
+# run TOOL LABEL BUDGET_S COMMAND...  (only when TOOL/LABEL matches SANITIZE_RUNS)
 run() {
-  local tool=$1 label=$2 budget=$3
+  local tool=$1 label=$2 budget=$3 pat pick=0
   shift 3
+  for pat in ${SANITIZE_RUNS:-*}; do
+    # shellcheck disable=SC2254
+    case "$tool/$label" in $pat) pick=1 ;; esac
+  done
+  [ $pick = 1 ] || return 0
   budget=$(awk -v b="$budget" -v s="$SCALE" 'BEGIN { t = int(b * s + 0.5); print t < 1 ? 1 : t }')
   local opts=()
   [ "$tool" = memcheck ] && opts=(${MEMCHECK_OPTS[@]+"${MEMCHECK_OPTS[@]}"})
@@ -78,10 +101,15 @@ run() {
   t1=$(date +%s)
   # the sanitizer's report: headline lines of each error, then its summary
   grep -E '^========= [^ ]' "$log" | grep -v -E 'COMPUTE-SANITIZER' | head -40
-  # the test's own verdict lines
+  # the test's own verdict lines and its coverage line
   grep -v '^=========' "$log" | grep -i -E 'passed|failed|FAIL|programs x|error' | tail -4 | sed 's/^/  test: /'
-  local errors api state
+  local coverage
+  coverage=$(grep -v '^=========' "$log" | grep '^coverage:' | tail -1 | sed 's/^coverage: *//')
+  local errors api state why=
   errors=$(sed -n 's/.*ERROR SUMMARY: \([0-9][0-9]*\) error.*/\1/p' "$log" | tail -1)
+  if [ -z "$errors" ]; then
+    errors=$(sed -n 's/.*RACECHECK SUMMARY: .*(\([0-9][0-9]*\) error.*/\1/p' "$log" | tail -1)
+  fi
   if [ -z "$errors" ]; then # no summary (killed): count the reported errors so far
     errors=$(grep -E '^========= [^ ]' "$log" |
                grep -c -v -E 'COMPUTE-SANITIZER|SUMMARY|Target application')
@@ -90,31 +118,53 @@ run() {
   api=$(grep -c '^========= Program hit' "$log")
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
     state=timeout
+    why="hit its ${budget} s budget before the test finished (coverage incomplete; last test line: $(grep -v '^=========' "$log" | grep -v '^[[:space:]]*$' | tail -1 | cut -c1-100))"
   elif [ $rc -eq 0 ]; then
     state=pass
+    [ -n "$coverage" ] || { state=no-coverage; why="the test printed no coverage line"; }
   else
     state="fail(rc=$rc)"
+    why="the test failed (exit status $rc)"
   fi
-  [ "$state" = pass ] && [ "$errors" = 0 ] || STATUS=1
-  echo "--- $tool / $label: $errors sanitizer errors ($api failed API calls), test $state, $((t1 - t0)) s"
+  if [ "$state" = pass ] && [ "$errors" != 0 ]; then why="$errors sanitizer errors"; fi
+  if [ -n "$why" ]; then
+    STATUS=1
+    NOT_CLEAN+=("$tool/$label: $why")
+    echo "--- $tool / $label: NOT clean: $why"
+  fi
+  echo "--- $tool / $label: $errors sanitizer errors ($api failed API calls), test $state, $((t1 - t0)) s; coverage: ${coverage:-none}"
   LINE+="$tool/$label=$errors$([ "$state" = pass ] || echo "($state)") "
-  ROWS+=("$(printf '%-10s %-22s %6s %4s  %-12s %4ss' "$tool" "$label" "$errors" "$api" "$state" "$((t1 - t0))")")
+  ROWS+=("$(printf '%-10s %-22s %6s %4s  %-12s %4ss  %s' "$tool" "$label" "$errors" "$api" "$state" "$((t1 - t0))" "${coverage:-none}")")
 }
 
 START=$(date +%s)
-run memcheck gemm-small 25 "$T/test_gemm_gpu" --small
-run memcheck epilogue-all 30 "$T/test_epilogue_gpu"
-run memcheck attention 10 "$T/test_attention_gpu"
-run racecheck gemm-tiny 15 "$T/test_gemm_gpu" --tiny
-run racecheck epilogue-subset 15 "$T/test_epilogue_gpu" --only "$RACE_PROGRAMS"
-run racecheck attention-small 20 "$T/test_attention_gpu" --small
-run synccheck gemm-tiny 10 "$T/test_gemm_gpu" --tiny
-run synccheck epilogue-all 20 "$T/test_epilogue_gpu"
-run synccheck attention-small 8 "$T/test_attention_gpu" --small
+G=$T/test_gemm_gpu E=$T/test_epilogue_gpu A=$T/test_attention_gpu D=$T/test_decode_gpu
+run memcheck gemm 60 "$G" --sanitize
+run memcheck epilogue-all 60 "$E"
+run memcheck attention 100 "$A" --sanitize
+run memcheck attention-persistent 100 "$A" --persistent
+run memcheck decode 60 "$D"
+run racecheck gemm 180 "$G" --sanitize
+run racecheck epilogue-part0 120 "$E" --part 0/3
+run racecheck epilogue-part1 120 "$E" --part 1/3
+run racecheck epilogue-part2 120 "$E" --part 2/3
+run racecheck attention 540 "$A" --sanitize
+run racecheck attention-persistent 540 "$A" --persistent
+run racecheck decode 540 "$D"
+run synccheck gemm 45 "$G" --sanitize
+run synccheck epilogue-all 45 "$E"
+run synccheck attention 60 "$A" --sanitize
+run synccheck attention-persistent 60 "$A" --persistent
+run synccheck decode 60 "$D"
 END=$(date +%s)
+if [ ${#ROWS[@]} -eq 0 ]; then
+  STATUS=1
+  NOT_CLEAN+=("no run matched SANITIZE_RUNS=\"${SANITIZE_RUNS:-*}\"")
+fi
 
 echo
-echo "tool       run                    errors  api  test         time"
+echo "tool       run                    errors  api  test         time  coverage"
 for r in ${ROWS[@]+"${ROWS[@]}"}; do echo "$r"; done
-echo "sanitize: $([ $STATUS -eq 0 ] && echo clean || echo 'NOT clean') in $((END - START)) s: $LINE"
+for r in ${NOT_CLEAN[@]+"${NOT_CLEAN[@]}"}; do echo "sanitize: NOT clean: $r"; done
+echo "sanitize: $([ $STATUS -eq 0 ] && echo clean || echo "NOT clean (${#NOT_CLEAN[@]} of ${#ROWS[@]} runs)") in $((END - START)) s: $LINE"
 exit $STATUS

@@ -9,8 +9,21 @@
  * checked against its own plain result rotated here. Also checks
  * that unsupported requests fail cleanly. Exits non-zero on any failure.
  *   test_attention_gpu [seed]            every shape
- *   test_attention_gpu --small [seed]    four ragged shapes only (for the
- *                                        slow compute-sanitizer tools) */
+ *   test_attention_gpu --small [seed]    four ragged shapes only
+ *   test_attention_gpu --sanitize [seed] every forward and backward variant
+ *                                        of every head size (and the RoPE
+ *                                        backward of each) on minimal
+ *                                        ragged shapes, one run each (no
+ *                                        repeat for bit-identity): for the
+ *                                        slow compute-sanitizer tools
+ *   test_attention_gpu --persistent [seed] the warp-specialized variants on
+ *                                        more 128-query tiles than twice
+ *                                        the SMs (each persistent CTA runs
+ *                                        several tiles) at the fewest tile
+ *                                        pairs, one run each
+ *                                        (compute-sanitizer)
+ * Every mode ends with a "coverage:" line: per head size, how many of the
+ * forward and backward variants ran. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -26,6 +39,37 @@
 #include "test_util.h"
 
 static int g_fail = 0, g_pass = 0;
+static int g_runs = 2; /* runs of each case: 2 checks bit-identity; 1 under the sanitizer modes */
+
+/* Which variants ran, per head size (32, 64, 128) and pass (0 forward, 1
+ * backward): the "coverage:" line. */
+#define MAX_VARIANTS 64
+static const int kHeadDims[3] = {32, 64, 128};
+static unsigned char g_ran[3][2][MAX_VARIANTS];
+
+static void mark_ran(int hd, int backward, const char *name) {
+  for (int h = 0; h < 3; h++) {
+    if (kHeadDims[h] != hd) continue;
+    const int n = coda_cuda_attention_num_variants(backward, hd);
+    for (int v = 0; v < n && v < MAX_VARIANTS; v++)
+      if (name && !strcmp(name, coda_cuda_attention_variant_name(backward, hd, v)))
+        g_ran[h][backward][v] = 1;
+  }
+}
+
+static void print_coverage(void) {
+  printf("coverage:");
+  for (int h = 0; h < 3; h++) {
+    int ran[2] = {0, 0}, n[2];
+    for (int b = 0; b < 2; b++) {
+      n[b] = coda_cuda_attention_num_variants(b, kHeadDims[h]);
+      for (int v = 0; v < n[b] && v < MAX_VARIANTS; v++) ran[b] += g_ran[h][b][v];
+    }
+    printf(" hd%d %d/%d forward %d/%d backward%s", kHeadDims[h], ran[0], n[0], ran[1], n[1],
+           h < 2 ? "," : "");
+  }
+  printf(" variants\n");
+}
 
 
 #define EXPECT(cond, ...)                \
@@ -191,7 +235,7 @@ static void run_rope(coda_context ctx, const shape *s, const char *bc, const cha
               tz = {dz.d, CODA_BF16, BT, cols, ldq}, tzp = {zp.d, CODA_F32, BT, NH, ldz};
   const coda_attn_rope rope = {&tp, &tf, &tzp};
   unsigned char *first_z = malloc(dz.bytes), *first_p = malloc(zp.bytes);
-  for (int run = 0; run < 2; run++) {
+  for (int run = 0; run < g_runs; run++) {
     poison(&dz);
     poison(&zp);
     const coda_status st = coda_cuda_attention_backward_variant(
@@ -206,8 +250,9 @@ static void run_rope(coda_context ctx, const shape *s, const char *bc, const cha
       memcpy(first_p, zp.h, zp.bytes);
     }
   }
-  EXPECT(memcmp(first_z, dz.h, dz.bytes) == 0 && memcmp(first_p, zp.h, zp.bytes) == 0,
-         "%s: RoPE backward: two runs differ", name);
+  if (g_runs > 1)
+    EXPECT(memcmp(first_z, dz.h, dz.bytes) == 0 && memcmp(first_p, zp.h, zp.bytes) == 0,
+           "%s: RoPE backward: two runs differ", name);
   const uint16_t *hz = (const uint16_t *)dz.h;
   const float *hzp = (const float *)zp.h;
   double ss = 0, ez = 0, ep = 0;
@@ -265,7 +310,7 @@ static void run_rope(coda_context ctx, const shape *s, const char *bc, const cha
 }
 
 /* Runs forward variant fc and backward variant bc (by name; NULL: the
- * default) twice each and checks them against the reference. */
+ * default) g_runs times each and checks them against the reference. */
 static void run_case(coda_context ctx, const shape *s, const char *fc, const char *bc) {
   const int B = s->B, T = s->T, Hq = s->Hq, Hkv = s->Hkv, hd = s->hd;
   const int64_t BT = (int64_t)B * T, cols = (int64_t)(Hq + 2 * Hkv) * hd, oc = (int64_t)Hq * hd;
@@ -298,13 +343,15 @@ static void run_case(coda_context ctx, const shape *s, const char *fc, const cha
   double *ro = malloc(sizeof(double) * BT * oc), *rl = malloc(sizeof(double) * BT * Hq),
          *rg = malloc(sizeof(double) * BT * cols);
   reference(s, xq, ldq, xdo, ro, rl, rg);
+  mark_ran(hd, 0, fc);
+  mark_ran(hd, 1, bc);
 
   coda_tensor tq = {qkv.d, CODA_BF16, BT, cols, ldq}, to = {out.d, CODA_BF16, BT, oc, ldo},
               tl = {lse.d, CODA_F32, BT, Hq, ldl}, tdo = {dout.d, CODA_BF16, BT, oc, ldo},
               tg = {dqkv.d, CODA_BF16, BT, cols, ldq};
   unsigned char *first_o = malloc(out.bytes), *first_l = malloc(lse.bytes),
                 *first_g = malloc(dqkv.bytes);
-  for (int run = 0; run < 2; run++) {
+  for (int run = 0; run < g_runs; run++) {
     poison(&out);
     poison(&lse);
     poison(&dqkv);
@@ -421,8 +468,14 @@ int main(int argc, char **argv) {
     printf("no sm_90 GPU: nothing tested\n");
     return 1;
   }
+  /* line-buffered: a run stopped by a time budget still shows how far it got */
+  setvbuf(stdout, NULL, _IOLBF, 0);
   const int small = argc > 1 && strcmp(argv[1], "--small") == 0;
-  if (argc > 1 + small) g_rng ^= strtoull(argv[1 + small], NULL, 10) * 0x2545F4914F6CDD1Dull;
+  const int sanitize = argc > 1 && strcmp(argv[1], "--sanitize") == 0;
+  const int persistent = argc > 1 && strcmp(argv[1], "--persistent") == 0;
+  const int mode_arg = small || sanitize || persistent;
+  if (argc > 1 + mode_arg) g_rng ^= strtoull(argv[1 + mode_arg], NULL, 10) * 0x2545F4914F6CDD1Dull;
+  if (sanitize || persistent) g_runs = 1;
   printf("seed state %llu\n", (unsigned long long)g_rng);
   coda_context_options opts = coda_context_default_options();
   opts.backend = CODA_BACKEND_CUDA;
@@ -453,11 +506,30 @@ int main(int argc, char **argv) {
       {2, 520, 40, 8, 64, 8},
       {1, 600, 40, 8, 128, 0},
   };
+  /* --sanitize: every variant of each head size on a minimal shape that
+   * still has a ragged last tile, more than one tile, grouped heads and
+   * padded rows (batch 2 for head_dim 32 and 64: the TMA maps cross a
+   * sequence boundary), and a single token at head_dim 64 */
+  const shape minimal[] = {
+      {2, 75, 8, 2, 32, 8},
+      {2, 100, 4, 2, 64, 8},
+      {1, 1, 2, 1, 64, 0},
+      {1, 130, 2, 1, 128, 8},
+  };
   /* every kernel variant: v walks the forward and backward variants
    * together (the last one repeats when one list is shorter) */
+  for (size_t i = 0; sanitize && i < sizeof minimal / sizeof minimal[0]; i++) {
+    const int hd = minimal[i].hd;
+    const int nf = coda_cuda_attention_num_variants(0, hd);
+    const int nb = coda_cuda_attention_num_variants(1, hd);
+    for (int v = 0; v < (nf > nb ? nf : nb); v++)
+      run_case(ctx, &minimal[i], coda_cuda_attention_variant_name(0, hd, v < nf ? v : nf - 1),
+               coda_cuda_attention_variant_name(1, hd, v < nb ? v : nb - 1));
+  }
   /* --small: cases 1-3 (ragged with padded rows, one token, shorter than
    * a tile), which still cover both head sizes */
-  const size_t first = small ? 1 : 0, end = small ? 5 : sizeof cases / sizeof cases[0];
+  const size_t first = small ? 1 : 0,
+               end = sanitize || persistent ? 0 : small ? 5 : sizeof cases / sizeof cases[0];
   for (size_t i = first; i < end; i++) {
     const int hd = cases[i].hd;
     const int nf = coda_cuda_attention_num_variants(0, hd);
@@ -473,10 +545,19 @@ int main(int argc, char **argv) {
     run_case(ctx, &cases[i], NULL, NULL);
     unsetenv("CODA_ATTN_IMPL");
   }
-  for (size_t i = 0; !small && i < sizeof many_tiles / sizeof many_tiles[0]; i++) {
+  /* --persistent: the fewest tile pairs that still give every persistent
+   * CTA more than one tile (272 single-tile heads: more than twice the
+   * H200's 132 SMs, forward and backward), so that the slow racecheck
+   * finishes; the shapes above stay in the full test */
+  const shape few_tiles[] = {
+      {1, 128, 272, 272, 64, 0},
+      {1, 128, 272, 272, 128, 0},
+  };
+  const shape *many = persistent ? few_tiles : many_tiles;
+  for (size_t i = 0; (persistent || (!small && !sanitize)) && i < sizeof many_tiles / sizeof many_tiles[0]; i++) {
     /* the warp-specialized variants (persistent CTAs running several
      * tiles), named "ws_*": both forwards against both backwards */
-    const int hd = many_tiles[i].hd;
+    const int hd = many[i].hd;
     const int nf = coda_cuda_attention_num_variants(0, hd);
     const int nb = coda_cuda_attention_num_variants(1, hd);
     const char *wf[2] = {NULL, NULL}, *wb[2] = {NULL, NULL};
@@ -487,11 +568,12 @@ int main(int argc, char **argv) {
       if (!strncmp(coda_cuda_attention_variant_name(1, hd, v), "ws_", 3))
         wb[k++] = coda_cuda_attention_variant_name(1, hd, v);
     EXPECT(wf[1] && wb[1], "hd%d: fewer than two warp-specialized variants", hd);
-    for (int v = 0; v < 2 && wf[1] && wb[1]; v++) run_case(ctx, &many_tiles[i], wf[1 - v], wb[v]);
-    run_case(ctx, &many_tiles[i], NULL, NULL);
+    for (int v = 0; v < 2 && wf[1] && wb[1]; v++) run_case(ctx, &many[i], wf[1 - v], wb[v]);
+    if (!persistent) run_case(ctx, &many[i], NULL, NULL);
   }
   bad_inputs(ctx);
   coda_context_destroy(ctx);
+  print_coverage();
   printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
 }

@@ -69,8 +69,15 @@ static int cmp_desc(const void *a, const void *b) {
   return x < y ? 1 : x > y ? -1 : 0;
 }
 
+/* what ran, for the coverage line (tests/gpu/sanitize.sh) */
+static int g_cases, g_graph_cases, g_rows_one, g_rows_mma, g_rows_gemm;
+
 static void against_cpu(coda_context cpu, coda_context gpu, const coda_model_config *c,
                         const int *plen, int B, int steps, const char *what) {
+  g_cases++;
+  if (B == 1) g_rows_one++;
+  else if (B <= 64) g_rows_mma++;
+  else g_rows_gemm++;
   coda_model *m = make_model(cpu, c, 7);
   if (!m) return;
   coda_decoder_options o = {B, 0, 0, NULL};
@@ -187,6 +194,7 @@ static void graphs_vs_direct(coda_context cpu, coda_context direct_ctx, coda_con
                              int steps, const char *what) {
   coda_model *m = make_model(cpu, c, 11);
   if (!m) return;
+  g_graph_cases++;
   coda_decoder_options od = {B, plen + steps + 1, 1, NULL}, og = {B, plen + steps + 1, 0, NULL};
   coda_decoder dd = NULL, dg = NULL;
   CHECK_STATUS(direct_ctx, coda_decoder_create(direct_ctx, m, &od, &dd), CODA_OK);
@@ -270,5 +278,8 @@ int main(void) {
   against_cpu(cpu, gpu, &l3, p2, 2, 16, "llama3 rope hd32");
   coda_context_destroy(gpu);
   coda_context_destroy(cpu);
+  printf("coverage: %d decoder cases against the CPU (step rows: %d one-row GEMV, %d tensor-core "
+         "GEMV, %d GEMM), %d graph-vs-direct cases, the device sampler\n",
+         g_cases, g_rows_one, g_rows_mma, g_rows_gemm, g_graph_cases);
   return CHECK_DONE();
 }

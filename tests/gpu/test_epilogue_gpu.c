@@ -20,7 +20,11 @@
  *   test_epilogue_gpu --host-selftest the harness with the CPU backend in
  *                                     place of the GPU (no GPU needed)
  *   test_epilogue_gpu --only a,b,...  the test on the named programs only
- *                                     (for the slow compute-sanitizer tools) */
+ *   test_epilogue_gpu --part K/N      the test on programs K, K + N, K + 2N,
+ *                                     ... only (0 <= K < N): the N parts
+ *                                     together are every program, for the
+ *                                     slow compute-sanitizer tools
+ * Ends with a "coverage:" line: the programs that ran of all there are. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "coda.h"
 #include "backends/cuda/backend.h"
@@ -682,13 +686,22 @@ int main(int argc, char **argv) {
     printf("--only needs a comma-separated list of program names\n");
     return 2;
   }
-  int nlisted = 0;
+  int nlisted = 0, part = 0, nparts = 1;
+  if (argc > 1 && !strcmp(argv[1], "--part")) {
+    char tail = 0;
+    if (argc < 3 || sscanf(argv[2], "%d/%d%c", &part, &nparts, &tail) != 2 || nparts < 1 ||
+        part < 0 || part >= nparts) {
+      printf("--part needs K/N with 0 <= K < N (e.g. --part 0/3)\n");
+      return 2;
+    }
+  }
 
   /* ragged shapes: M not a multiple of 64/128, N not of 128 */
   static const int64_t shapes[2][3] = {{333, 264, 200}, {130, 390, 72}};
   int nprog = 0, nbad = 0;
   for (int i = 0; i < num_programs(); i++) {
     if (only && !name_in_list(only, program_name(i))) continue;
+    if (i % nparts != part) continue;
     nlisted++;
     coda_program p = load_program(cpu, i);
     if (!p) {
@@ -763,6 +776,8 @@ int main(int argc, char **argv) {
     coda_args_destroy(a);
     coda_program_destroy(p);
   }
+  printf("coverage: %d/%d programs (part %d/%d) x {bf16, f16}\n", nprog, num_programs(), part,
+         nparts);
   printf("epilogue GPU: %d programs x {bf16, f16}, %d tensor checks, %d failed, %d programs with failures\n",
          nprog, checks, failures, nbad);
   coda_context_destroy(cpu);

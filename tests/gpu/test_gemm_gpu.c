@@ -10,8 +10,13 @@
  * D0: with a 16-byte pitch (TMA reduce-add) and an odd pitch (register
  * path); the two must agree bit for bit and with the reference, and the
  * row padding must keep its values. Argument "--small" runs only the small shapes
- * (for compute-sanitizer); "--tiny" only two ragged shapes and no tuning
- * (for the slow racecheck). Every entry of the tile table runs, or only
+ * (for compute-sanitizer); "--tiny" only two ragged shapes and no tuning;
+ * "--sanitize" (for the slow racecheck) every tile configuration, layout and
+ * operand type on one ragged shape past full tiles (129x257x65), the
+ * one-tile shape 7x13x5 once per configuration, split-K on two layouts,
+ * and one accumulate-f32 case by each path. Every mode ends with a
+ * "coverage:" line (configurations, layouts, operand types, split-K and
+ * accumulate paths that ran). Every entry of the tile table runs, or only
  * those whose name contains $CODA_TEST_GEMM_CONFIG (e.g. "c2": the cluster
  * entries). Exits non-zero on any failure. */
 #include <cublas_v2.h>
@@ -609,7 +614,10 @@ out:
 }
 
 int main(int argc, char **argv) {
-  const int tiny = argc > 1 && strcmp(argv[1], "--tiny") == 0;
+  /* line-buffered: a run stopped by a time budget still shows how far it got */
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  const int sanitize = argc > 1 && strcmp(argv[1], "--sanitize") == 0;
+  const int tiny = sanitize || (argc > 1 && strcmp(argv[1], "--tiny") == 0);
   int small_only = tiny || (argc > 1 && strcmp(argv[1], "--small") == 0);
   if (!coda_cuda_available()) {
     printf("test_gemm_gpu: no sm_90 GPU, nothing run\n");
@@ -640,27 +648,51 @@ int main(int argc, char **argv) {
   for (int c = 0; c < ncfg; ++c)
     printf("tile configuration [%d] %s%s\n", c, coda_cuda_gemm_config_name(c),
            config_selected(c) ? "" : " (skipped: $CODA_TEST_GEMM_CONFIG)");
-  for (g_config = 0; g_config < ncfg; ++g_config)
-    for (int s = 0; s < nrun && config_selected(g_config); ++s)
+  int cfg_ran = 0, cfg_split_ran = 0;
+  for (g_config = 0; g_config < ncfg; ++g_config) {
+    if (!config_selected(g_config)) continue;
+    cfg_ran++;
+    if (sanitize) { /* 129x257x65 in every layout and type, 7x13x5 once */
+      for (int l = 0; l < 4; ++l)
+        for (int d = 0; d < 2; ++d)
+          small_case(ctx, shapes[6][0], shapes[6][1], shapes[6][2], (coda_transpose)(l >> 1),
+                     (coda_transpose)(l & 1), ins[d]);
+      small_case(ctx, shapes[2][0], shapes[2][1], shapes[2][2], CODA_N, CODA_N, CODA_BF16);
+      continue;
+    }
+    for (int s = 0; s < nrun; ++s)
       for (int l = 0; l < 4; ++l)
         for (int d = 0; d < 2; ++d)
           small_case(ctx, SHAPE(s)[0], SHAPE(s)[1], SHAPE(s)[2], (coda_transpose)(l >> 1),
                      (coda_transpose)(l & 1), ins[d]);
+  }
   /* Forced split-K (3 splits: the last one ragged or short) on both tilings. */
   for (g_config = 0; g_config < ncfg; ++g_config) {
+    if (!config_selected(g_config)) continue;
+    cfg_split_ran++;
     g_splits = 3;
-    for (int s = 0; s < nrun && config_selected(g_config); ++s)
-      for (int l = 0; l < 4; ++l)
-        small_case(ctx, SHAPE(s)[0], SHAPE(s)[1], SHAPE(s)[2], (coda_transpose)(l >> 1),
+    if (sanitize) { /* NN and TT on 129x257x65 */
+      for (int l = 0; l < 4; l += 3)
+        small_case(ctx, shapes[6][0], shapes[6][1], shapes[6][2], (coda_transpose)(l >> 1),
                    (coda_transpose)(l & 1), CODA_BF16);
+    } else {
+      for (int s = 0; s < nrun; ++s)
+        for (int l = 0; l < 4; ++l)
+          small_case(ctx, SHAPE(s)[0], SHAPE(s)[1], SHAPE(s)[2], (coda_transpose)(l >> 1),
+                     (coda_transpose)(l & 1), CODA_BF16);
+    }
     g_splits = 0;
   }
 #undef SHAPE
   accumulate_f32_cases(ctx, tiny ? 2 : small_only ? 1 : 0);
   if (!small_only) accumulate_f32_timing(ctx);
+  printf("coverage: %d/%d tile configurations x 4 layouts x {bf16, f16} x {bf16, f16, f32, "
+         "accumulate} outputs, split-K on %d/%d, accumulate-f32 %d TMA reduce-add and %d "
+         "register-path runs\n", cfg_ran, ncfg, cfg_split_ran, ncfg, g_acc_tma, g_acc_reg);
   if (tiny) {
     coda_context_destroy(ctx);
-    printf("test_gemm_gpu --tiny: %d passed, %d failed\n", g_pass, g_fail);
+    printf("test_gemm_gpu %s: %d passed, %d failed\n", sanitize ? "--sanitize" : "--tiny", g_pass,
+           g_fail);
     return g_fail ? 1 : 0;
   }
   /* The automatic choice through the autotuner: every candidate is timed
