@@ -82,14 +82,6 @@ def import_torch():
         return False
 
 
-def version_tuple(v):
-    out = []
-    for part in v.split(".")[:2]:
-        digits = "".join(ch for ch in part if ch.isdigit())
-        out.append(int(digits) if digits else 0)
-    return tuple(out)
-
-
 def run(cmd):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if p.returncode != 0:
@@ -112,6 +104,7 @@ def load_quietly(d):
     import torch
     import transformers
     from transformers import LlamaForCausalLM
+    from record_transformers import version_tuple  # needs torch: imported here, not at the top
     tlog = transformers.utils.logging
     tlog.set_verbosity_warning()
     tlog.disable_progress_bar()
