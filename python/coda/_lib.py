@@ -30,6 +30,7 @@ class ContextOptions(ctypes.Structure):
         ("epi_tma_loads", c_int),
         ("attn_impl", c_int),
         ("cache_dir", c_char_p),
+        ("own_stream", c_int),
     ]
 
 

@@ -198,3 +198,38 @@ def test_bf16_round_trip():
     v = np.array([1.0, -2.5, 3.140625, 1e-3, 0.0], dtype=np.float32)
     np.testing.assert_allclose(coda.from_bf16(coda.to_bf16(v)), v, rtol=4e-3)
     assert coda.to_bf16(np.array([1.0 + 2 ** -8]))[0] == coda.to_bf16(np.array([1.0]))[0]  # to even
+
+
+def _c_struct_members(header, name):
+    """Member names, in order, of `typedef struct NAME { ... } NAME;` in a C header."""
+    import re
+
+    text = re.sub(r"/\*.*?\*/", " ", header, flags=re.S)
+    m = re.search(r"typedef struct %s\s*\{(.*?)\}\s*%s\s*;" % (name, name), text, re.S)
+    assert m, "no struct %s in the header" % name
+    names = []
+    for decl in m.group(1).split(";"):
+        decl = decl.strip()
+        if not decl:
+            continue
+        parts = [p.strip() for p in decl.split(",")]
+        # the first part holds the type: its last word is the first name
+        names.append(re.findall(r"\w+", parts[0])[-1])
+        names += [re.findall(r"\w+", p)[-1] for p in parts[1:]]
+    return names
+
+
+def test_ctypes_structs_match_the_header():
+    """The binding's mirrors of the public structs have the header's members
+    in its order: a member the C side gained and the mirror lacks would make
+    calls read or write past the Python-owned struct."""
+    import os
+    from coda import _lib
+
+    header = os.path.join(os.path.dirname(__file__), "..", "..", "include", "coda.h")
+    if not os.path.exists(header):
+        pytest.skip("include/coda.h not beside the package (installed elsewhere)")
+    text = open(header).read()
+    for cls, cname in [(_lib.Tensor, "coda_tensor"), (_lib.ContextOptions, "coda_context_options"),
+                       (_lib.ArgInfo, "coda_arg_info"), (_lib.Tiling, "coda_tiling")]:
+        assert [f[0] for f in cls._fields_] == _c_struct_members(text, cname), cname
