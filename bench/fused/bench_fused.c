@@ -33,6 +33,7 @@
 #include "coda.h"
 #include "backends/cuda/epi_codegen.h"
 #include "unfused.h"
+#include "tools/tool_util.h"
 #include "name_list.h"
 #include "gpu/cuda_check.h"
 
@@ -556,24 +557,20 @@ static int precompile(void) {
 
 /* FILE, or builtin:NAME */
 static coda_status load_program(coda_context ctx, const char *spec, coda_program *out) {
-  if (!strncmp(spec, "builtin:", 8)) return coda_program_builtin(ctx, spec + 8, out);
-  FILE *f = fopen(spec, "rb");
-  if (!f) {
-    fprintf(stderr, "--program %s: cannot open\n", spec);
-    return CODA_ERR_INVALID_ARGUMENT;
-  }
-  char *text = malloc(1 << 20);
-  size_t n = text ? fread(text, 1, (1 << 20) - 1, f) : 0;
-  const int big = !feof(f);
-  fclose(f);
-  if (!text || big) {
-    fprintf(stderr, "--program %s: larger than 1 MiB\n", spec);
+  coda_status st;
+  if (!strncmp(spec, "builtin:", 8)) {
+    st = coda_program_builtin(ctx, spec + 8, out);
+  } else {
+    const char *why = NULL;
+    char *text = coda_tool_read_text(spec, &why);
+    if (!text) {
+      fprintf(stderr, "--program %s: %s\n", spec, why);
+      return CODA_ERR_INVALID_ARGUMENT;
+    }
+    st = coda_program_parse(ctx, text, out);
     free(text);
-    return CODA_ERR_INVALID_ARGUMENT;
   }
-  text[n] = 0;
-  coda_status st = coda_program_parse(ctx, text, out);
-  free(text);
+  if (st != CODA_OK) fprintf(stderr, "--program %s: %s\n", spec, coda_last_error(ctx));
   return st;
 }
 
@@ -588,8 +585,13 @@ static void bench_program(coda_context ctx, const char *spec, int64_t M, int64_t
   c->kd = &user;
   c->sh = &ush;
   c->M = M, c->N = N, c->K = K;
-  if (load_program(ctx, spec, &c->prog) != CODA_OK || coda_args_create(ctx, &c->args) != CODA_OK) {
+  if (load_program(ctx, spec, &c->prog) != CODA_OK) {
+    g_fail = 1;
+    return;
+  }
+  if (coda_args_create(ctx, &c->args) != CODA_OK) {
     fprintf(stderr, "%s: %s\n", spec, coda_last_error(ctx));
+    coda_program_destroy(c->prog);
     g_fail = 1;
     return;
   }
@@ -622,7 +624,6 @@ static int precompile_programs(const char *const *specs, int n) {
   for (int i = 0; i < n; i++) {
     coda_program p = NULL;
     if (load_program(ctx, specs[i], &p) != CODA_OK) {
-      fprintf(stderr, "%s: %s\n", specs[i], coda_last_error(ctx));
       bad++;
       continue;
     }

@@ -137,17 +137,6 @@ static void host_linear(int nt, float *y, const float *x, const float *w, int64_
   }
 }
 
-static void host_rmsnorm(int nt, const float *x, const float *w, float *h, int64_t M, int64_t D,
-                         double eps) {
-#pragma omp parallel for schedule(static) num_threads(nt)
-  for (int64_t m = 0; m < M; m++) {
-    const float *xr = x + m * D;
-    double ss = 0.0;
-    for (int64_t k = 0; k < D; k++) ss += (double)xr[k] * xr[k];
-    float r = (float)(1.0 / sqrt(ss / (double)D + eps));
-    for (int64_t k = 0; k < D; k++) h[m * D + k] = xr[k] * r * w[k];
-  }
-}
 
 static size_t cache_off(const coda_decoder d, int layer, int b, int pos) {
   return (((size_t)layer * d->B + (size_t)b) * d->max_len + (size_t)pos) * (size_t)d->kvd;
@@ -163,7 +152,7 @@ static coda_status host_forward(coda_decoder d, const int32_t *tok, const int32_
   for (int64_t i = 0; i < M; i++) memcpy(d->x + i * D, d->emb + (int64_t)tok[i] * D, (size_t)D * 4);
   for (int li = 0; li < c->layers; li++) {
     const layer_w *w = &d->l[li];
-    host_rmsnorm(nt, d->x, w->wn_attn, d->h, M, D, c->norm_eps);
+    coda_ref_rmsnorm(nt, d->x, w->wn_attn, d->h, NULL, M, D, c->norm_eps);
     host_linear(nt, d->qkv, d->h, w->wqkv, M, nq, D, 0);
     /* RoPE on the Q and K heads at each row's position, then K and V into
      * the cache: every row's before any attention */
@@ -211,7 +200,7 @@ static coda_status host_forward(coda_decoder d, const int32_t *tok, const int32_
         }
       }
     host_linear(nt, d->x, d->o, w->wo, M, D, qd, 1);
-    host_rmsnorm(nt, d->x, w->wn_ffn, d->h, M, D, c->norm_eps);
+    coda_ref_rmsnorm(nt, d->x, w->wn_ffn, d->h, NULL, M, D, c->norm_eps);
     host_linear(nt, d->z, d->h, w->w13, M, 2 * F, D, 0);
     for (int64_t i = 0; i < M * F; i++) {
       float g = d->z[2 * i], u = d->z[2 * i + 1];
@@ -220,7 +209,7 @@ static coda_status host_forward(coda_decoder d, const int32_t *tok, const int32_
     host_linear(nt, d->x, d->y, w->w2, M, D, F, 1);
   }
   for (int64_t r = 0; r < nhead; r++) {
-    host_rmsnorm(1, d->x + (int64_t)head_rows[r] * D, d->norm, d->h, 1, D, c->norm_eps);
+    coda_ref_rmsnorm(1, d->x + (int64_t)head_rows[r] * D, d->norm, d->h, NULL, 1, D, c->norm_eps);
     float *out = d->logits + (int64_t)head_seq[r] * d->V;
     const float *hh = d->h;
 #pragma omp parallel for schedule(static) num_threads(nt)

@@ -136,15 +136,15 @@ static void mm_atb(int nt, float *C, const float *A, const float *B, int64_t M, 
   }
 }
 
-static void rmsnorm_fwd(int nt, const float *x, const float *w, float *h, float *rs, int64_t M, int64_t D,
-                        double eps) {
+void coda_ref_rmsnorm(int nt, const float *x, const float *w, float *h, float *rs, int64_t M,
+                      int64_t D, double eps) {
 #pragma omp parallel for schedule(static) num_threads(nt)
   for (int64_t m = 0; m < M; m++) {
     const float *xr = x + m * D;
     double ss = 0.0;
     for (int64_t k = 0; k < D; k++) ss += (double)xr[k] * xr[k];
     float r = (float)(1.0 / sqrt(ss / (double)D + eps));
-    rs[m] = r;
+    if (rs) rs[m] = r;
     for (int64_t k = 0; k < D; k++) h[m * D + k] = xr[k] * r * w[k];
   }
 }
@@ -300,7 +300,7 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
     layer_acts *a = &r->l[li];
     GATHER(1 + li);
     snprintf(nm, sizeof nm, "layers.%d.attention_norm.weight", li);
-    rmsnorm_fwd(nt, a->xa, PW(nm), a->h1, a->r1, M, D, c->norm_eps);
+    coda_ref_rmsnorm(nt, a->xa, PW(nm), a->h1, a->r1, M, D, c->norm_eps);
     snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", li);
     if (mm_abt(nt, r, a->qkv, a->h1, PW(nm), M, nq, D, 0)) goto oom;
     rope(nt, a->qkv, B, T, H + Hk, hd, nq, c->rope_theta, &c->rope, 1.0);
@@ -309,7 +309,7 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
     snprintf(nm, sizeof nm, "layers.%d.attention.wo.weight", li);
     if (mm_abt(nt, r, a->xf, a->o, PW(nm), M, D, (int64_t)H * hd, 1)) goto oom;
     snprintf(nm, sizeof nm, "layers.%d.ffn_norm.weight", li);
-    rmsnorm_fwd(nt, a->xf, PW(nm), a->h2, a->r2, M, D, c->norm_eps);
+    coda_ref_rmsnorm(nt, a->xf, PW(nm), a->h2, a->r2, M, D, c->norm_eps);
     snprintf(nm, sizeof nm, "layers.%d.feed_forward.w13.weight", li);
     if (mm_abt(nt, r, a->z, a->h2, PW(nm), M, 2 * F, D, 0)) goto oom;
     for (int64_t i = 0; i < M * F; i++) {
@@ -323,7 +323,7 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
     RELEASE(1 + li);
   }
   GATHER(HEAD);
-  rmsnorm_fwd(nt, r->xL, PW("norm.weight"), r->hf, r->rf, M, D, c->norm_eps);
+  coda_ref_rmsnorm(nt, r->xL, PW("norm.weight"), r->hf, r->rf, M, D, c->norm_eps);
   if (!tg) { /* last position of sequence 0 only */
     const float *h = r->hf + (int64_t)(T - 1) * D;
     for (int64_t v = 0; v < V; v++) {

@@ -33,6 +33,12 @@ uint64_t coda_rng_skip(uint64_t s, uint64_t n);
 uint64_t coda_rng_below(uint64_t *state, uint64_t n);
 /* Uniform in [0, 1) with 53 random bits. */
 double coda_rng_uniform(uint64_t *state);
+/* h = x · r ⊙ w per row, r = 1/sqrt(mean(x²) + eps) with the sum of
+ * squares in double (rs: the r of each row, or NULL): the reference
+ * engine's RMSNorm, which the host decoder shares so that its logits equal
+ * the full recompute (model_ref.c). */
+void coda_ref_rmsnorm(int nt, const float *x, const float *w, float *h, float *rs, int64_t M,
+                      int64_t D, double eps);
 
 /* ----------------------------------------------------------- tokenizer */
 
