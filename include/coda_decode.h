@@ -93,7 +93,7 @@ coda_status coda_decoder_step(coda_decoder d, const int32_t *tokens);
  * as coda_decoder_step makes it (the caches advance), its kernels launched
  * one by one with a timing marker after each, so each phase also carries
  * its launch gaps. CODA_ERR_NOT_SUPPORTED on the CPU backend. */
-#define CODA_DECODE_PHASES 11
+#define CODA_DECODE_PHASES 7
 const char *coda_decoder_phase_name(int phase);
 coda_status coda_decoder_step_profile(coda_decoder d, const int32_t *tokens, double *ms);
 /* The current logits, batch x vocab fp32 (host memory); rows of sequences

@@ -605,7 +605,7 @@ coda_status coda_decoder_sample(coda_decoder d, const coda_sampling *sp, const i
     pos[b] = on ? d->len[b] : -1;
   }
   if (d->gpu) {
-    s = coda_memcpy_h2d(ctx, d->d_spos, pos, (size_t)d->B * 4);
+    s = coda_memcpy_h2d_queued(ctx, d->d_spos, pos, (size_t)d->B * 4);
     if (!s) s = coda_decode_sample(ctx, d->d_sample, d->d_logits, d->d_spos, d->B, d->V,
                                    sm.temperature, sm.top_k, sm.top_p, sm.seed);
     if (!s) s = coda_memcpy_d2h(ctx, tokens, d->d_sample, (size_t)d->B * 4);
