@@ -8,10 +8,8 @@
  *
  * Launches: every kernel here starts with pdl_wait() and is launched with
  * programmatic stream serialization (unless CODA_DECODE_PDL=0), so the
- * next kernel of a step is scheduled while the previous one drains and
- * the GEMVs issue their first weight loads, which depend on nothing,
- * before they wait. Nothing before pdl_wait() reads an activation or
- * writes anything.
+ * next kernel of a step is scheduled while the previous one drains.
+ * Nothing before pdl_wait() reads or writes memory.
  *
  * Layouts: activations row-major, the residual stream and GEMM outputs
  * fp32, GEMM inputs bf16; weights bf16 [N x K] (the model's rows); a
@@ -232,48 +230,28 @@ __global__ void gemv_kernel(float *y, const bf16 *x, const bf16 *w, int M, long 
 
 /* One row: out(x · wᵀ), x bf16 1 x K, K % 8 == 0. A block of 8 warps owns
  * 8/ks adjacent columns, ks warps per column, each over a contiguous
- * ks-th of K in 256-element chunks (lane: 8 elements, one 16-byte load);
- * the ks sums are added in split order (deterministic). Each lane keeps
- * kRowDepth weight loads in flight, double-buffered in registers; the
- * first ones are issued before pdl_wait(). */
-constexpr int kRowWarps = 8, kRowDepth = 4;
+ * ks-th of K in 256-element steps (lane: 8 elements, one 16-byte load,
+ * several in flight); the ks sums are added in split order
+ * (deterministic). */
+constexpr int kRowWarps = 8;
 
 __global__ void __launch_bounds__(32 * kRowWarps)
     gemv_row_kernel(lin_out o, const bf16 *x, const bf16 *w, long long K, int ks) {
   __shared__ float red[kRowWarps];
+  pdl_wait();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, cpb = kRowWarps / ks;
   const long long n = (long long)blockIdx.x * cpb + warp % cpb;
-  const bool nok = n < o.N;
-  const long long chunks = (K + 255) / 256, per = (chunks + ks - 1) / ks;
-  const long long c0 = (warp / cpb) * per, c1 = c0 + per < chunks ? c0 + per : chunks;
-  const bf16 *wr = w + (nok ? n : 0) * K + lane * 8;
-  uint4 wv[kRowDepth];
-#pragma unroll
-  for (int u = 0; u < kRowDepth; u++) {
-    const long long c = c0 + u;
-    wv[u] = nok && c < c1 && c * 256 + lane * 8 < K
-                ? __ldg(reinterpret_cast<const uint4 *>(wr + c * 256))
-                : make_uint4(0, 0, 0, 0);
-  }
-  pdl_wait();
+  const long long per = ((K + 255) / 256 + ks - 1) / ks * 256;
+  const long long k0 = (warp / cpb) * per, k1 = k0 + per < K ? k0 + per : K;
   float acc = 0.0f;
-  for (long long c = c0; c < c1; c += kRowDepth) {
-    uint4 cur[kRowDepth];
-#pragma unroll
-    for (int u = 0; u < kRowDepth; u++) {
-      cur[u] = wv[u];
-      const long long cn = c + kRowDepth + u;
-      wv[u] = nok && cn < c1 && cn * 256 + lane * 8 < K
-                  ? __ldg(reinterpret_cast<const uint4 *>(wr + cn * 256))
-                  : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < kRowDepth; u++) {
-      const long long k = (c + u) * 256 + lane * 8;
-      if (c + u >= c1 || k >= K) break;
+  if (n < o.N) {
+    const bf16 *wr = w + n * K;
+#pragma unroll 4 /* several weight loads in flight per lane */
+    for (long long k = k0 + lane * 8; k < k1; k += 256) {
+      const uint4 wv = *reinterpret_cast<const uint4 *>(wr + k);
       const uint4 xv = *reinterpret_cast<const uint4 *>(x + k);
+      const bf16 *wb = reinterpret_cast<const bf16 *>(&wv);
       const bf16 *xb = reinterpret_cast<const bf16 *>(&xv);
-      const bf16 *wb = reinterpret_cast<const bf16 *>(&cur[u]);
       float s = 0.0f;
 #pragma unroll
       for (int i = 0; i < 8; i++) s = fmaf(__bfloat162float(xb[i]), __bfloat162float(wb[i]), s);
@@ -325,17 +303,14 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
   const long long c0 = warp * per, c1 = c0 + per < chunks ? c0 + per : chunks;
   const bool nok = n0 + g < N;
   const bf16 *wr = w + (nok ? n0 + g : 0) * K + 8 * t;
-  /* the first weight loads while the previous kernel drains */
-  uint4 wfirst = make_uint4(0, 0, 0, 0);
-  if (nok && c0 < c1) wfirst = __ldg(reinterpret_cast<const uint4 *>(wr + c0 * 32));
   pdl_wait();
   float acc[MT][4];
 #pragma unroll
   for (int m = 0; m < MT; m++) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
 #pragma unroll 4
   for (long long c = c0; c < c1; c++) {
-    uint4 wv = wfirst;
-    if (c > c0 && nok) wv = __ldg(reinterpret_cast<const uint4 *>(wr + c * 32));
+    uint4 wv = make_uint4(0, 0, 0, 0);
+    if (nok) wv = __ldg(reinterpret_cast<const uint4 *>(wr + c * 32));
 #pragma unroll
     for (int m = 0; m < MT; m++) {
       const int r0 = 16 * m + g, r1 = r0 + 8;
@@ -377,11 +352,11 @@ coda_status launch_gemv_mma(coda_context ctx, const lin_out &o, const bf16 *x, c
   return launch(ctx, what, gemv_mma_kernel<4>, grid, block, 0, o, x, w, M, K);
 }
 
-/* The split of K for one row: more warps per column while there are
- * fewer than two warps per SM slot and every lane keeps kRowDepth loads. */
+/* The split of K for one row: more warps per column while the grid has
+ * fewer warps than the GPU holds and every lane keeps 4 loads. */
 int row_splits(long long N, long long K) {
   int ks = 1;
-  while (ks < kRowWarps / 2 && N * ks < 8192 && K / (256LL * 2 * ks) >= kRowDepth) ks *= 2;
+  while (ks < kRowWarps / 2 && N * ks < 8192 && K / (256LL * 2 * ks) >= 4) ks *= 2;
   return ks;
 }
 
