@@ -121,6 +121,8 @@ typedef enum coda_attn_impl {
  * which its *_default_options() function sets: start from that and set the
  * fields you need, or use a designated initializer that sets it, e.g.
  *   coda_decoder_options o = {.struct_size = sizeof o, .batch = 4};
+ * (the members it leaves out are 0, which is not the default of every
+ * member: coda_train_options' defaults are not zeros).
  * Members are only ever appended, and every function that takes such a
  * struct checks struct_size first: the size of an older layout the library
  * knows is accepted, the members that layout lacks taking their defaults

@@ -34,6 +34,8 @@ typedef struct context_options_layout1 {
 _Static_assert(offsetof(context_options_layout1, cache_dir) ==
                    offsetof(coda_context_options, cache_dir),
                "layout 1 of coda_context_options is a prefix of the current one");
+_Static_assert(sizeof(context_options_layout1) < sizeof(coda_context_options),
+               "each layout of coda_context_options is larger than the one before");
 
 static const coda_options_layout context_layouts[] = {
     CODA_OPTIONS_LAYOUT_OLD(context_options_layout1, cache_dir),
