@@ -31,6 +31,8 @@ extern "C" {
 typedef struct coda_decoder_s *coda_decoder;
 
 typedef struct coda_decoder_options {
+  size_t struct_size; /* sizeof(coda_decoder_options) (coda.h, "Versioned
+                       * option structs") */
   int batch;   /* sequences decoded together, 1 .. 4096 */
   int max_len; /* cache positions per sequence (prompt + new tokens); 0 or
                 * more than the model's window (config seq): the window */
@@ -40,6 +42,8 @@ typedef struct coda_decoder_options {
   const char *tokenizer; /* coda_decoder_load: this tokenizer.json instead of
                           * the checkpoint's (NULL: coda_checkpoint_tokenizer) */
 } coda_decoder_options;
+/* struct_size set, batch 1, every other member 0. */
+coda_decoder_options coda_decoder_default_options(void);
 
 /* A decoder for the weights of m, a model of the library's trainer
  * (src/train/train.h; copied: m may be destroyed afterwards) on ctx's

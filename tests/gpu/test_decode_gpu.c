@@ -91,7 +91,7 @@ static void against_cpu(coda_context cpu, coda_context gpu, const coda_model_con
   else g_rows_gemm++;
   coda_model *m = make_model(cpu, c, 7);
   if (!m) return;
-  coda_decoder_options o = {B, 0, 0, NULL};
+  coda_decoder_options o = {.struct_size = sizeof o, .batch = B};
   coda_decoder dc = NULL, dg = NULL;
   CHECK_STATUS(cpu, coda_decoder_create(cpu, m, &o, &dc), CODA_OK);
   CHECK_STATUS(gpu, coda_decoder_create(gpu, m, &o, &dg), CODA_OK);
@@ -230,7 +230,8 @@ static void graphs_vs_direct(coda_context cpu, coda_context direct_ctx, coda_con
   coda_model *m = make_model(cpu, c, 11);
   if (!m) return;
   g_graph_cases++;
-  coda_decoder_options od = {B, plen + steps + 1, 1, NULL}, og = {B, plen + steps + 1, 0, NULL};
+  coda_decoder_options od = {.struct_size = sizeof od, .batch = B, .max_len = plen + steps + 1, .no_graphs = 1},
+                       og = {.struct_size = sizeof og, .batch = B, .max_len = plen + steps + 1};
   coda_decoder dd = NULL, dg = NULL;
   CHECK_STATUS(direct_ctx, coda_decoder_create(direct_ctx, m, &od, &dd), CODA_OK);
   CHECK_STATUS(graph_ctx, coda_decoder_create(graph_ctx, m, &og, &dg), CODA_OK);
