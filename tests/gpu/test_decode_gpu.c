@@ -81,6 +81,7 @@ static int cmp_desc(const void *a, const void *b) {
 }
 
 /* what ran, for the coverage line (tests/gpu/sanitize.sh) */
+static int g_small; /* --sanitize */
 static int g_cases, g_graph_cases, g_rows_one, g_rows_mma, g_rows_gemm;
 
 static void against_cpu(coda_context cpu, coda_context gpu, const coda_model_config *c,
@@ -154,7 +155,7 @@ static void against_cpu(coda_context cpu, coda_context gpu, const coda_model_con
   CHECK_STATUS(gpu, coda_decoder_sample(dg, &greedy, NULL, t1), CODA_OK);
   for (int b = 0; b < B; b++) CHECK_EQ_INT(t1[b], argmax(lg + b * V, V));
   int *counts = calloc((size_t)V, sizeof *counts);
-  const int draws = 400;
+  const int draws = g_small ? 12 : 400; /* a few under --sanitize: the sampler is slow there */
   const double temp = 1.3;
   for (uint64_t seed = 1; seed <= (uint64_t)draws; seed++) {
     coda_sampling s = {temp, 0, 1.0, seed}, k1 = {temp, 1, 1.0, seed}, k5 = {temp, 5, 1.0, seed};
@@ -277,7 +278,6 @@ static void graphs_vs_direct(coda_context cpu, coda_context direct_ctx, coda_con
 }
 
 /* Steps of a case: n, or few under --sanitize (at least `least`). */
-static int g_small;
 static int steps_of(int n, int least) { return g_small ? (least > 3 ? least : 3) : n; }
 
 int main(int argc, char **argv) {
