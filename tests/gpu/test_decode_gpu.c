@@ -86,6 +86,7 @@ static int g_cases, g_graph_cases, g_rows_one, g_rows_mma, g_rows_gemm;
 
 static void against_cpu(coda_context cpu, coda_context gpu, const coda_model_config *c,
                         const int *plen, int B, int steps, const char *what) {
+  printf("%s: batch %d, %d steps ...\n", what, B, steps);
   g_cases++;
   if (B == 1) g_rows_one++;
   else if (B <= 64) g_rows_mma++;
@@ -156,6 +157,7 @@ static void against_cpu(coda_context cpu, coda_context gpu, const coda_model_con
   for (int b = 0; b < B; b++) CHECK_EQ_INT(t1[b], argmax(lg + b * V, V));
   int *counts = calloc((size_t)V, sizeof *counts);
   const int draws = g_small ? 12 : 400; /* a few under --sanitize: the sampler is slow there */
+  printf("%s: sampler checks, %d draws ...\n", what, draws);
   const double temp = 1.3;
   for (uint64_t seed = 1; seed <= (uint64_t)draws; seed++) {
     coda_sampling s = {temp, 0, 1.0, seed}, k1 = {temp, 1, 1.0, seed}, k5 = {temp, 5, 1.0, seed};
@@ -281,6 +283,7 @@ static void graphs_vs_direct(coda_context cpu, coda_context direct_ctx, coda_con
 static int steps_of(int n, int least) { return g_small ? (least > 3 ? least : 3) : n; }
 
 int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines show under a sanitizer's time limit */
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--sanitize")) {
       g_small = 1;
