@@ -114,12 +114,14 @@ typedef enum coda_attn_impl {
  * caller fills and passes by pointer (coda_context_options,
  * coda_gradcheck_options; coda_train_options, coda_generate_options,
  * coda_eval_options, coda_data_options in coda_train.h;
- * coda_decoder_options in coda_decode.h) begins with
+ * coda_decoder_options and coda_generate_params in coda_decode.h) begins
+ * with
  *
  *   size_t struct_size;  (sizeof the struct, as the caller's header has it)
  *
- * which its *_default_options() function sets: start from that and set the
- * fields you need, or use a designated initializer that sets it, e.g.
+ * which its *_default_options() function (coda_generate_default_params)
+ * sets: start from that and set the fields you need, or use a designated
+ * initializer that sets it, e.g.
  *   coda_decoder_options o = {.struct_size = sizeof o, .batch = 4};
  * (the members it leaves out are 0, which is not the default of every
  * member: coda_train_options' defaults are not zeros).

@@ -142,6 +142,8 @@ typedef enum coda_stop_reason {
 } coda_stop_reason;
 
 typedef struct coda_generate_params {
+  size_t struct_size; /* sizeof(coda_generate_params) (coda.h, "Versioned
+                       * option structs") */
   coda_sampling sampling;
   int max_new_tokens;    /* per sequence, >= 0 */
   const int32_t *stop;   /* stop tokens (nstop of them; the tokenizer's EOS
@@ -151,6 +153,9 @@ typedef struct coda_generate_params {
   coda_token_fn on_token; /* NULL: none */
   void *user;
 } coda_generate_params;
+/* struct_size set, greedy sampling (temperature 0, top-p 1), every other
+ * member 0. */
+coda_generate_params coda_generate_default_params(void);
 
 typedef struct coda_generate_result {
   int32_t *tokens;      /* the generated tokens (malloc'ed; free with

@@ -202,8 +202,7 @@ static void sampling(coda_context ctx) {
 
   /* generate: stop tokens, maximum new tokens, the window, batch
    * independence and streaming */
-  coda_generate_params g;
-  memset(&g, 0, sizeof g);
+  coda_generate_params g = coda_generate_default_params();
   g.sampling.temperature = 0.8;
   g.sampling.seed = 9;
   g.max_new_tokens = 12;
@@ -372,8 +371,7 @@ static void loading(coda_context ctx) {
     CHECK(!memcmp(l1, l3, sizeof l1) && !memcmp(l2, l3, sizeof l2));
     /* streamed bytes = the decoding of the tokens; ids 8 and 9 (no
      * tokenizer entry) stream as U+FFFD */
-    coda_generate_params g;
-    memset(&g, 0, sizeof g);
+    coda_generate_params g = coda_generate_default_params();
     g.sampling.temperature = 2.0;
     g.sampling.seed = 4;
     g.max_new_tokens = 40;

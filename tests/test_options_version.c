@@ -1,5 +1,6 @@
 /* Versioned option structs (coda.h, "Versioned option structs"): every
- * coda_*_options struct a call takes begins with struct_size, and
+ * coda_*_options struct a call takes (and coda_generate_params) begins
+ * with struct_size, and
  *  - the *_default_options() functions set it to the struct's size;
  *  - 0 (unset), a size larger than the library's struct, and a size of no
  *    known layout are refused with CODA_ERR_INVALID_ARGUMENT and a message
@@ -213,6 +214,25 @@ static void test_others(coda_context ctx) {
   if (d) {
     CHECK_EQ_INT(coda_decoder_batch(d), 2);
     CHECK_EQ_INT(coda_decoder_max_len(d), 8);
+    /* coda_generate_params: 0, +8 and -8 bytes refused before anything
+     * runs; the defaults generate */
+    const int32_t prompt[2] = {1, 2};
+    const int32_t *pr[1] = {prompt};
+    const int len[1] = {2};
+    coda_generate_result res[1];
+    coda_generate_params gp = coda_generate_default_params();
+    CHECK_EQ_INT(gp.struct_size, sizeof gp);
+    const size_t bad[3] = {0, sizeof gp + 8, sizeof gp - 8};
+    for (int w = 0; w < 3; w++) {
+      gp.struct_size = bad[w];
+      CHECK_SIZE_REFUSED(ctx, coda_decoder_generate(d, pr, len, 1, &gp, res, NULL, NULL),
+                         "coda_generate_params", bad[w], sizeof gp);
+    }
+    gp.struct_size = sizeof gp;
+    gp.max_new_tokens = 3;
+    CHECK_STATUS(ctx, coda_decoder_generate(d, pr, len, 1, &gp, res, NULL, NULL), CODA_OK);
+    CHECK_EQ_INT(res[0].n, 3);
+    coda_generate_result_free(res, 1);
     coda_decoder_destroy(d);
   }
 }

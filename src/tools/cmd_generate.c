@@ -162,8 +162,7 @@ static int run_bench(coda_context ctx, const char *shape, const int *batches, in
       pr[b] = tok + (int64_t)b * prompt_len;
       ln[b] = prompt_len;
     }
-    coda_generate_params g;
-    memset(&g, 0, sizeof g);
+    coda_generate_params g = coda_generate_default_params();
     g.max_new_tokens = steps + 1; /* the first token comes from the prefill */
     double pre = 0, dec = 0;
     /* one warm-up run (kernel loading, first allocations), then the timed one */
@@ -412,8 +411,7 @@ int cmd_generate(int argc, char **argv) {
   if (!s && !rc) {
     text_sink *sink = calloc(1, sizeof *sink);
     if (!sink) s = CODA_ERR_OUT_OF_MEMORY;
-    coda_generate_params g;
-    memset(&g, 0, sizeof g);
+    coda_generate_params g = coda_generate_default_params();
     g.sampling.temperature = temperature;
     g.sampling.top_k = top_k;
     g.sampling.top_p = top_p;

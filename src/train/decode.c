@@ -690,14 +690,27 @@ void coda_generate_result_free(coda_generate_result *r, int n) {
   }
 }
 
+coda_generate_params coda_generate_default_params(void) {
+  coda_generate_params g;
+  memset(&g, 0, sizeof g);
+  g.struct_size = sizeof g;
+  g.sampling.top_p = 1.0;
+  return g;
+}
+
 coda_status coda_decoder_generate(coda_decoder d, const int32_t *const *prompts, const int *lens,
-                                  int n, const coda_generate_params *p, coda_generate_result *out,
-                                  double *prefill_s, double *decode_s) {
+                                  int n, const coda_generate_params *params,
+                                  coda_generate_result *out, double *prefill_s, double *decode_s) {
   if (!d) return CODA_ERR_INVALID_ARGUMENT;
   coda_context ctx = d->ctx;
-  if (!prompts || !lens || !p || !out || n < 1 || n > d->B)
+  if (!prompts || !lens || !params || !out || n < 1 || n > d->B)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_decoder_generate: %d prompts for a "
                      "batch of %d, or a NULL argument", n, d->B);
+  static const coda_options_layout layouts[] = {CODA_OPTIONS_LAYOUT(coda_generate_params)};
+  coda_generate_params pv = coda_generate_default_params();
+  coda_status st = coda_options_take(ctx, "coda_generate_params", params, &pv, layouts, 1);
+  if (st) return st;
+  const coda_generate_params *p = &pv;
   if (p->max_new_tokens < 0 || p->nstop < 0 || (p->nstop > 0 && !p->stop))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "generate: max new tokens %d or %d stop "
                      "tokens out of range", p->max_new_tokens, p->nstop);
