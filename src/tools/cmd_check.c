@@ -54,10 +54,7 @@ int coda_cmd_check(int argc, char **argv) {
   coda_context_options o = coda_context_default_options();
   o.precision = exact ? CODA_PRECISION_F64 : CODA_PRECISION_F32;
   coda_context ctx;
-  if (coda_context_create(&o, &ctx) != CODA_OK) {
-    fprintf(stderr, "coda check: cannot create a context\n");
-    return 1;
-  }
+  if (coda_tool_context(&o, &ctx, "check", "CPU") != CODA_OK) return 1;
   coda_program p = NULL;
   coda_status s;
   const char *label = builtin ? builtin : strcmp(file, "-") ? file : "<stdin>";

@@ -54,10 +54,7 @@ static coda_status build_plan(coda_context ctx, int kind, unsigned flags, coda_p
 /* coda compile --all: every kernel of the built-in plans into the cache. */
 static int compile_all(int unfused, int quiet) {
   coda_context ctx;
-  if (coda_context_create(NULL, &ctx) != CODA_OK) {
-    fprintf(stderr, "coda compile: cannot create a context\n");
-    return 1;
-  }
+  if (coda_tool_context(NULL, &ctx, "compile", "default") != CODA_OK) return 1;
   char *probe = NULL;
   coda_program none = NULL;
   if (coda_program_builtin(ctx, coda_builtin_program_name(0), &none) == CODA_OK &&
@@ -154,10 +151,7 @@ int coda_cmd_compile(int argc, char **argv) {
     return 2;
   }
   coda_context ctx;
-  if (coda_context_create(NULL, &ctx) != CODA_OK) {
-    fprintf(stderr, "coda compile: cannot create a context\n");
-    return 1;
-  }
+  if (coda_tool_context(NULL, &ctx, "compile", "default") != CODA_OK) return 1;
   coda_tiling tl;
   coda_preferred_tiling(ctx, NULL, 1, 1, 1, &tl);
   coda_program p = NULL;

@@ -6,6 +6,7 @@
  * max abs value) of each tensor group from the unfused fp64 reference.
  * Exits nonzero if the fp64 plan deviates by more than 1e-9. */
 #include "coda_nn.h"
+#include "tool_util.h"
 
 #include <math.h>
 #include <errno.h>
@@ -323,10 +324,7 @@ int cmd_demo(int argc, char **argv) {
   coda_context_options co = coda_context_default_options();
   co.num_threads = o.threads;
   coda_context c32 = NULL, c64 = NULL;
-  if (coda_context_create(&co, &c32) != CODA_OK) {
-    fprintf(stderr, "coda demo: cannot create a CPU context\n");
-    return 1;
-  }
+  if (coda_tool_context(&co, &c32, "demo", "CPU") != CODA_OK) return 1;
   if (o.print_plan) {
     coda_plan bp = NULL, mp = NULL, hp = NULL;
     coda_llama_config cf = c, cm = c, chd = c;
@@ -351,8 +349,7 @@ int cmd_demo(int argc, char **argv) {
     return ok ? 0 : 1;
   }
   co.precision = CODA_PRECISION_F64;
-  if (coda_context_create(&co, &c64) != CODA_OK) {
-    fprintf(stderr, "coda demo: cannot create an exact-mode context\n");
+  if (coda_tool_context(&co, &c64, "demo", "exact-mode") != CODA_OK) {
     coda_context_destroy(c32);
     return 1;
   }

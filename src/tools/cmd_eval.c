@@ -105,10 +105,7 @@ int cmd_eval(int argc, char **argv) {
   coda_context_options co = coda_context_default_options();
   co.backend = gpu ? CODA_BACKEND_CUDA : CODA_BACKEND_CPU;
   coda_context ctx;
-  if (coda_context_create(&co, &ctx) != CODA_OK) {
-    fprintf(stderr, "coda eval: cannot create a context\n");
-    return 1;
-  }
+  if (coda_tool_context(&co, &ctx, "eval", gpu ? "CUDA" : "CPU") != CODA_OK) return 1;
   struct stat sb;
   char dir[4096], tr[4200], va[4200];
   const char *shards[2] = {NULL, NULL};

@@ -3,6 +3,7 @@
  * (--bench); see --help. */
 #define _POSIX_C_SOURCE 200809L /* stat */
 #include "coda_decode.h"
+#include "tool_util.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -339,11 +340,7 @@ int cmd_generate(int argc, char **argv) {
   co.backend = gpu ? CODA_BACKEND_CUDA : CODA_BACKEND_CPU;
   co.own_stream = 1; /* a stream of its own, so decode steps can be recorded as graphs */
   coda_context ctx;
-  if (coda_context_create(&co, &ctx) != CODA_OK) {
-    fprintf(stderr, "coda generate: cannot create a %s context%s\n", gpu ? "CUDA" : "CPU",
-            gpu ? " (no usable GPU, or a build without CUDA)" : "");
-    return 1;
-  }
+  if (coda_tool_context(&co, &ctx, "generate", gpu ? "CUDA" : "CPU") != CODA_OK) return 1;
   if (bench) {
     int rc = run_bench(ctx, shape, batches, nb, prompt_len, tokens < 0 ? 128 : tokens, gpu,
                        no_graphs, profile, hbm_gbps);

@@ -178,10 +178,7 @@ int coda_cmd_gradcheck(int argc, char **argv) {
   coda_context_options co = coda_context_default_options();
   co.backend = CODA_BACKEND_CPU;
   co.precision = CODA_PRECISION_F64;
-  if (coda_context_create(&co, &ctx) != CODA_OK) {
-    fprintf(stderr, "coda gradcheck: cannot create a CPU context\n");
-    goto out;
-  }
+  if (coda_tool_context(&co, &ctx, "gradcheck", "CPU") != CODA_OK) goto out;
   if (load(ctx, pos[0], &fwd) != CODA_OK || load(ctx, pos[1], &bwd) != CODA_OK) {
     if (*coda_last_error(ctx)) fprintf(stderr, "coda gradcheck: %s\n", coda_last_error(ctx));
     goto out_ctx;

@@ -321,10 +321,7 @@ int coda_cmd_run(int argc, char **argv) {
   const char *why = NULL;
   {
     coda_context_options o = coda_context_default_options();
-    if (coda_context_create(&o, &ctx[0]) != CODA_OK) {
-      fprintf(stderr, "coda run: cannot create the CPU context\n");
-      return 1;
-    }
+    if (coda_tool_context(&o, &ctx[0], "run", "CPU") != CODA_OK) return 1;
   }
   /* operands from files */
   if (file_acc || file_A || file_B) {
@@ -404,10 +401,9 @@ int coda_cmd_run(int argc, char **argv) {
     coda_context_options o = coda_context_default_options();
     o.backend = b == 1 ? CODA_BACKEND_CUDA : CODA_BACKEND_CPU;
     if (b == 2) o.precision = CODA_PRECISION_F64;
-    coda_status s = b == 0 ? CODA_OK : coda_context_create(&o, &ctx[b]);
+    coda_status s =
+        b == 0 ? CODA_OK : coda_tool_context(&o, &ctx[b], "run", b == 1 ? "CUDA" : "CPU fp64");
     if (s != CODA_OK) {
-      fprintf(stderr, "coda run: cannot create the %s context: %s\n", b == 1 ? "CUDA" : "CPU fp64",
-              coda_status_string(s));
       goto out;
     }
     s = builtin ? coda_program_builtin(ctx[b], builtin, &prog[b])

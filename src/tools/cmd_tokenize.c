@@ -2,6 +2,7 @@
  * --help). */
 #include "coda.h"
 #include "coda_tokenizer.h"
+#include "tool_util.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -177,10 +178,7 @@ int cmd_tokenize(int argc, char **argv) {
   coda_context_options co = coda_context_default_options();
   co.backend = CODA_BACKEND_CPU;
   coda_context ctx;
-  if (coda_context_create(&co, &ctx) != CODA_OK) {
-    fprintf(stderr, "coda tokenize: cannot create a context\n");
-    return 1;
-  }
+  if (coda_tool_context(&co, &ctx, "tokenize", "CPU") != CODA_OK) return 1;
   coda_tokenizer tok;
   if (coda_tokenizer_load(ctx, path, &tok) != CODA_OK) {
     fprintf(stderr, "coda tokenize: %s\n", coda_last_error(ctx));

@@ -285,9 +285,10 @@ static int train_process(const train_job *job, coda_comm comm, coda_context ctx)
   co.backend = job->device ? CODA_BACKEND_CUDA : CODA_BACKEND_CPU;
   co.device = !job->device || !comm ? 0 : job->gpu >= 0 ? job->gpu : rank;
   const int own = ctx == NULL;
-  if (own && coda_context_create(&co, &ctx) != CODA_OK) {
-    fprintf(stderr, "coda train%s: cannot create a %s context\n", who, job->device ? "CUDA" : "CPU");
-    return 1;
+  if (own) {
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "train%s", who);
+    if (coda_tool_context(&co, &ctx, cmd, job->device ? "CUDA" : "CPU") != CODA_OK) return 1;
   }
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -470,10 +471,7 @@ int cmd_train(int argc, char **argv) {
       return 2;
     }
     coda_context ictx;
-    if (coda_context_create(NULL, &ictx) != CODA_OK) {
-      fprintf(stderr, "coda train: cannot create a CPU context\n");
-      return 1;
-    }
+    if (coda_tool_context(NULL, &ictx, "train", "CPU") != CODA_OK) return 1;
     snprintf(init_path, sizeof init_path, "%s/init-hf.safetensors", o.out_dir);
     int irc = 0;
     if (make_dirs(o.out_dir)) {
@@ -496,10 +494,7 @@ int cmd_train(int argc, char **argv) {
   static char carried_tok[4096];
   if (!dopt.tokenizer && (o.init || o.resume) && !export_hf && !import_hf) {
     coda_context tctx;
-    if (coda_context_create(NULL, &tctx) != CODA_OK) {
-      fprintf(stderr, "coda train: cannot create a CPU context\n");
-      return 1;
-    }
+    if (coda_tool_context(NULL, &tctx, "train", "CPU") != CODA_OK) return 1;
     char *tp = NULL;
     const char *ck = o.init ? o.init : o.resume;
     if (coda_checkpoint_tokenizer(tctx, ck, &tp, NULL) != CODA_OK) {
@@ -536,10 +531,7 @@ int cmd_train(int argc, char **argv) {
     }
     if (exists && !shards && !corpus_given) {
       coda_context pctx;
-      if (coda_context_create(NULL, &pctx) != CODA_OK) {
-        fprintf(stderr, "coda train: cannot create a CPU context\n");
-        return 1;
-      }
+      if (coda_tool_context(NULL, &pctx, "train", "CPU") != CODA_OK) return 1;
       dopt.path = o.data_dir;
       dopt.min_tokens = (uint64_t)o.model.seq + 1;
       dopt.progress = coda_tool_prep_progress;
@@ -610,10 +602,7 @@ int cmd_train(int argc, char **argv) {
     fprintf(stderr, "coda train: --device gpu: no usable CUDA GPU (or this build has no CUDA)\n");
     return 1;
   }
-  if (coda_context_create(&co, &ctx) != CODA_OK) {
-    fprintf(stderr, "coda train: cannot create a %s context\n", device ? "CUDA" : "CPU");
-    return 1;
-  }
+  if (coda_tool_context(&co, &ctx, "train", device ? "CUDA" : "CPU") != CODA_OK) return 1;
   int rc = 0;
   if (export_hf || import_hf) {
     coda_status s = CODA_OK;

@@ -222,3 +222,15 @@ int coda_tool_prepare_corpus(coda_context ctx, const coda_data_options *d, const
   return 0;
 }
 
+
+coda_status coda_tool_context(const coda_context_options *o, coda_context *out, const char *cmd,
+                              const char *what) {
+  coda_status s = coda_context_create(o, out);
+  if (s == CODA_OK) return s;
+  char why[512];
+  if (coda_context_options_check(o, why, sizeof why) == CODA_OK || !why[0])
+    snprintf(why, sizeof why, "%s", coda_status_string(s));
+  fprintf(stderr, "coda %s: cannot create a%s %s context: %s\n", cmd,
+          strchr("aeiouAEIOU", what[0]) ? "n" : "", what, why);
+  return s;
+}

@@ -19,4 +19,10 @@ int coda_tool_prepare_corpus(coda_context ctx, const coda_data_options *d, const
 /* The progress line of the preparation (coda_data_options.progress). */
 void coda_tool_prep_progress(uint64_t bytes, uint64_t tokens, void *user);
 
+/* coda_context_create(o, out) (o NULL: the defaults); on failure prints
+ * "coda CMD: cannot create a WHAT context: REASON" (the reason from
+ * coda_context_options_check, else the status) and returns the status. */
+coda_status coda_tool_context(const coda_context_options *o, coda_context *out, const char *cmd,
+                              const char *what);
+
 #endif

@@ -100,6 +100,10 @@ expect "--ranks needs an integer" -- train --ranks 65
 expect "--ranks needs an integer" -- train --ranks two
 # shellcheck disable=SC2086
 expect "needs 64 GPUs" -- train $small --out o1 --ranks 64 --device gpu
+# without a usable GPU (CI): the refusal names the option and why
+if "$coda" version | grep -q "CUDA backend: not available"; then
+  expect "cannot create a CUDA context: coda_context_options.backend is CUDA, and" -- generate --device gpu --checkpoint nope
+fi
 # shellcheck disable=SC2086
 expect "missing.safetensors" -- train $small --out o1 --ranks 2 --resume missing.safetensors
 # shellcheck disable=SC2086
