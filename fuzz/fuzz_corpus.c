@@ -769,8 +769,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (size_t i = 0; i < e.n; i++) mx = e.t[i] > mx ? e.t[i] : mx;
     vocab = mx + 1;
   }
-  coda_data_options o;
-  memset(&o, 0, sizeof o);
+  coda_data_options o = coda_data_default_options();
   o.path = in_path;
   o.format = mode == MODE_JSONL ? CODA_DATA_JSONL : mode == MODE_LLMC ? CODA_DATA_LLMC
              : CODA_DATA_TEXT;

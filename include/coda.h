@@ -110,7 +110,34 @@ typedef enum coda_attn_impl {
   CODA_ATTN_IMPL_V1 = 1
 } coda_attn_impl;
 
+/* Versioned option structs. Every struct named coda_*_options that a
+ * caller fills and passes by pointer (coda_context_options,
+ * coda_gradcheck_options; coda_train_options, coda_generate_options,
+ * coda_eval_options, coda_data_options in coda_train.h;
+ * coda_decoder_options in coda_decode.h) begins with
+ *
+ *   size_t struct_size;  (sizeof the struct, as the caller's header has it)
+ *
+ * which its *_default_options() function sets: start from that and set the
+ * fields you need, or use a designated initializer that sets it, e.g.
+ *   coda_decoder_options o = {.struct_size = sizeof o, .batch = 4};
+ * (the members it leaves out are 0, which is not the default of every
+ * member: coda_train_options' defaults are not zeros).
+ * Members are only ever appended, and every function that takes such a
+ * struct checks struct_size first: the size of an older layout the library
+ * knows is accepted, the members that layout lacks taking their defaults
+ * (a caller built against an older header keeps working); 0 (unset), a
+ * size larger than the library's current struct (a caller built against a
+ * newer header) or any other size is CODA_ERR_INVALID_ARGUMENT with a
+ * message naming the struct, the size given and the sizes expected, and
+ * nothing past the caller's size is read. A language binding that mirrors
+ * a struct sets struct_size to its mirror's size, so a mirror that lacks a
+ * member is refused instead of read past. */
+
 typedef struct coda_context_options {
+  size_t struct_size;       /* sizeof(coda_context_options). Layouts known:
+                             * the first ends at cache_dir, the current one
+                             * appends own_stream (default 0) */
   coda_backend backend;
   coda_precision precision; /* CPU backend only */
   int num_threads;          /* CPU: 0 = OpenMP default */
@@ -152,8 +179,17 @@ typedef struct coda_context_options {
 } coda_context_options;
 
 coda_context_options coda_context_default_options(void);
+/* opts NULL: the defaults. Refused options (a struct_size the library does
+ * not know, a bad enum or number) are CODA_ERR_INVALID_ARGUMENT: there is
+ * no context yet to hold the message, so coda_context_options_check gives
+ * it. */
 coda_status coda_context_create(const coda_context_options *opts,
                                 coda_context *out);
+/* Checks opts as coda_context_create does (struct_size, then the fields)
+ * and writes why it would refuse them into msg (cap bytes; "" when they
+ * are accepted). Returns the status coda_context_create would give for
+ * them, CODA_ERR_NOT_SUPPORTED included (CUDA asked for, none usable). */
+coda_status coda_context_options_check(const coda_context_options *opts, char *msg, size_t cap);
 void coda_context_destroy(coda_context ctx);
 /* Message of the last failure on this context ("" if none). */
 const char *coda_last_error(coda_context ctx);
@@ -414,6 +450,8 @@ typedef struct coda_grad_link {
 } coda_grad_link;
 
 typedef struct coda_gradcheck_options {
+  size_t struct_size; /* sizeof(coda_gradcheck_options) (see "Versioned
+                       * option structs"); opt NULL: the defaults */
   int64_t M, N;   /* the forward's domain (default 3 x 8); the backward's N is
                    * N, N/2 or 2N: the one where every linked shape agrees */
   uint64_t seed;  /* default 1 */

@@ -31,6 +31,8 @@ extern "C" {
 typedef struct coda_decoder_s *coda_decoder;
 
 typedef struct coda_decoder_options {
+  size_t struct_size; /* sizeof(coda_decoder_options) (coda.h, "Versioned
+                       * option structs") */
   int batch;   /* sequences decoded together, 1 .. 4096 */
   int max_len; /* cache positions per sequence (prompt + new tokens); 0 or
                 * more than the model's window (config seq): the window */
@@ -40,6 +42,8 @@ typedef struct coda_decoder_options {
   const char *tokenizer; /* coda_decoder_load: this tokenizer.json instead of
                           * the checkpoint's (NULL: coda_checkpoint_tokenizer) */
 } coda_decoder_options;
+/* struct_size set, batch 1, every other member 0. */
+coda_decoder_options coda_decoder_default_options(void);
 
 /* A decoder for the weights of m, a model of the library's trainer
  * (src/train/train.h; copied: m may be destroyed afterwards) on ctx's
@@ -93,7 +97,7 @@ coda_status coda_decoder_step(coda_decoder d, const int32_t *tokens);
  * as coda_decoder_step makes it (the caches advance), its kernels launched
  * one by one with a timing marker after each, so each phase also carries
  * its launch gaps. CODA_ERR_NOT_SUPPORTED on the CPU backend. */
-#define CODA_DECODE_PHASES 11
+#define CODA_DECODE_PHASES 7
 const char *coda_decoder_phase_name(int phase);
 coda_status coda_decoder_step_profile(coda_decoder d, const int32_t *tokens, double *ms);
 /* The current logits, batch x vocab fp32 (host memory); rows of sequences

@@ -247,6 +247,7 @@ typedef struct coda_train_progress {
 } coda_train_progress;
 
 typedef struct coda_train_options {
+  size_t struct_size;   /* sizeof(coda_train_options) (coda.h, "Versioned option structs") */
   coda_model_config model;
   int batch;             /* sequences per micro-batch */
   int accum;             /* micro-batches per optimizer step */
@@ -329,13 +330,14 @@ enum {
   CODA_MODEL_SET_SEQ = 64, CODA_MODEL_SET_TIED = 128, CODA_MODEL_SET_ALL = 255
 };
 
-/* Defaults: the "tiny" model, no corpus directory, no progress callback,
- * peak_flops 0. */
+/* Defaults (struct_size set): the "tiny" model, no corpus directory, no
+ * progress callback, peak_flops 0. */
 coda_train_options coda_train_default_options(void);
 coda_status coda_train(coda_context ctx, const coda_train_options *o,
                        coda_train_summary *summary);
 
 typedef struct coda_generate_options {
+  size_t struct_size;   /* sizeof(coda_generate_options) (coda.h, "Versioned option structs") */
   const char *checkpoint;
   const char *prompt;
   int max_tokens;
@@ -343,6 +345,8 @@ typedef struct coda_generate_options {
   int top_k;          /* 0: all */
   uint64_t seed;
 } coda_generate_options;
+/* struct_size set, every other member 0. */
+coda_generate_options coda_generate_default_options(void);
 
 /* Samples text after the prompt; *text is malloc'ed (caller frees) and
  * NUL-terminated, but the bytes may hold NUL themselves: coda_generate_n
@@ -393,6 +397,7 @@ coda_status coda_checkpoint_tokenizer(coda_context ctx, const char *checkpoint, 
 /* ------------------------------------------------------------ evaluation */
 
 typedef struct coda_eval_options {
+  size_t struct_size;   /* sizeof(coda_eval_options) (coda.h, "Versioned option structs") */
   const char *checkpoint; /* a coda checkpoint, or a Hugging Face Llama directory
                            * (config.json + safetensors), imported in memory */
   const char *shard;      /* a token shard (train.tok, val.tok) */
@@ -402,6 +407,8 @@ typedef struct coda_eval_options {
   coda_train_engine engine; /* AUTO: the plans (bf16 weights and activations, fp32
                              * compute); REFERENCE: the host fp32 engine */
 } coda_eval_options;
+/* struct_size set, every other member 0 (their defaults as noted). */
+coda_eval_options coda_eval_default_options(void);
 
 typedef struct coda_eval_result {
   double loss;       /* mean cross-entropy (nats) over the targets */
@@ -432,6 +439,7 @@ typedef enum coda_data_format {
 } coda_data_format;
 
 typedef struct coda_data_options {
+  size_t struct_size;   /* sizeof(coda_data_options) (coda.h, "Versioned option structs") */
   const char *path;       /* a file or a directory */
   coda_data_format format;
   const char *text_field; /* JSONL: the field holding the text (NULL: "text") */
@@ -442,6 +450,8 @@ typedef struct coda_data_options {
   void (*progress)(uint64_t bytes_read, uint64_t tokens, void *user);
   void *user;
 } coda_data_options;
+/* struct_size set, every other member 0 (their defaults as noted). */
+coda_data_options coda_data_default_options(void);
 
 /* Tokenizes a corpus into out_dir/train.tok and out_dir/val.tok (uint32
  * shards; written as *.partial and renamed when complete), streaming in

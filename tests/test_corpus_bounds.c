@@ -39,8 +39,7 @@ int main(void) {
   /* a small valid file first: prepared */
   const char *ok = "{\"text\": \"a first small document\"}\n{\"text\": \"and a second one\"}\n";
   CHECK(spit(in, (const unsigned char *)ok, strlen(ok)) == 0);
-  coda_data_options o;
-  memset(&o, 0, sizeof o);
+  coda_data_options o = coda_data_default_options();
   o.path = in;
   o.format = CODA_DATA_JSONL;
   uint64_t ntr = 0, nva = 0;

@@ -60,7 +60,7 @@ static void against_recompute(coda_context ctx, const coda_model_config *c, cons
   coda_model *m = make_model(ctx, c, 11);
   if (!m) return;
   coda_decoder d = NULL;
-  coda_decoder_options o = {B, 0, 0, NULL};
+  coda_decoder_options o = {.struct_size = sizeof o, .batch = B};
   CHECK_STATUS(ctx, coda_decoder_create(ctx, m, &o, &d), CODA_OK);
   if (!d) { coda_model_destroy(m); return; }
   CHECK_EQ_INT(coda_decoder_max_len(d), c->seq);
@@ -142,7 +142,7 @@ static void sampling(coda_context ctx) {
   if (!m) return;
   const int B = 4;
   coda_decoder d = NULL;
-  coda_decoder_options o = {B, 0, 0, NULL};
+  coda_decoder_options o = {.struct_size = sizeof o, .batch = B};
   CHECK(coda_decoder_create(ctx, m, &o, &d) == CODA_OK);
   if (!d) { coda_model_destroy(m); return; }
   int32_t p[3] = {10, 20, 30};
@@ -235,7 +235,7 @@ static void sampling(coda_context ctx) {
   coda_decoder_destroy(d);
 
   /* the window: a cache of 6 positions after a 3-token prompt */
-  coda_decoder_options small = {1, 6, 0, NULL};
+  coda_decoder_options small = {.struct_size = sizeof small, .batch = 1, .max_len = 6};
   CHECK(coda_decoder_create(ctx, m, &small, &d) == CODA_OK);
   g.nstop = 0;
   g.stop = NULL;
@@ -266,7 +266,7 @@ static void sampling(coda_context ctx) {
   float *w = coda_model_weights(m);
   const coda_param *nw = coda_model_find(m, "norm.weight");
   for (size_t i = 0; i < nw->size; i++) w[nw->offset + i] = 0.0f;
-  coda_decoder_options one = {1, 0, 0, NULL};
+  coda_decoder_options one = coda_decoder_default_options();
   CHECK(coda_decoder_create(ctx, m, &one, &d) == CODA_OK);
   memset(&sk, 0, sizeof sk);
   g.sampling.temperature = 0.0;
@@ -342,7 +342,7 @@ static void loading(coda_context ctx) {
   CHECK(coda_checkpoint_save(ctx, ck, m, NULL, NULL, NULL) == CODA_OK);
   char tj2[360];
   snprintf(tj2, sizeof tj2, "%s/tokenizer.json", sub);
-  coda_decoder_options o = {1, 0, 0, NULL};
+  coda_decoder_options o = coda_decoder_default_options();
   coda_decoder dx = NULL;
   /* vocab 10 and no tokenizer.json beside the checkpoint: bytes do not fit */
   CHECK_STATUS(ctx, coda_decoder_load(ctx, ck, &o, &dx), CODA_ERR_NOT_SUPPORTED);

@@ -45,8 +45,7 @@ static void read_out(coda_context ctx, uint32_t **tr, uint64_t *ntr, uint32_t **
 
 static coda_status prepare(coda_context ctx, const char *path, coda_data_format f,
                            const char *tokenizer, const char *field, uint64_t min_tokens) {
-  coda_data_options o;
-  memset(&o, 0, sizeof o);
+  coda_data_options o = coda_data_default_options();
   o.path = path;
   o.format = f;
   o.tokenizer = tokenizer;

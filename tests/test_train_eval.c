@@ -51,7 +51,8 @@ int main(void) {
     cnt += nv;
   }
   const double want = sum / (double)cnt;
-  coda_eval_options o = {ck, sh, 3, 0, 0, CODA_TRAIN_ENGINE_AUTO};
+  coda_eval_options o = {.struct_size = sizeof o, .checkpoint = ck, .shard = sh, .batch = 3,
+                         .engine = CODA_TRAIN_ENGINE_AUTO};
   coda_eval_result a, b;
   CHECK(coda_evaluate(ctx, &o, &a) == CODA_OK);
   CHECK(a.windows == NW && a.tokens == NW * T);

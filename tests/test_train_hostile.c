@@ -100,7 +100,8 @@ int main(void) {
   CHECK(coda_checkpoint_save(ctx, q, m, NULL, NULL, &st) == CODA_OK);
   coda_model_destroy(m);
 
-  coda_generate_options g = {p, "ab", 4, 0.8, 40, 1};
+  coda_generate_options g = {.struct_size = sizeof g, .checkpoint = p, .prompt = "ab", .max_tokens = 4,
+                           .temperature = 0.8, .top_k = 40, .seed = 1};
   char *gen = NULL;
   size_t glen = 0;
   CHECK(coda_generate_n(ctx, &g, &gen, &glen) != CODA_OK);

@@ -91,7 +91,8 @@ int main(void) {
    * top-k 1 = greedy, the same seed gives the same text */
   snprintf(pb, sizeof pb, "%s/checkpoint.safetensors", b);
   {
-    coda_generate_options g = {pb, "The ", 12, 0.0, 0, 5};
+    coda_generate_options g = {.struct_size = sizeof g, .checkpoint = pb, .prompt = "The ", .max_tokens = 12,
+                               .temperature = 0.0, .top_k = 0, .seed = 5};
     char *t1 = NULL, *t2 = NULL, *t3 = NULL, *t4 = NULL;
     CHECK(coda_generate(ctx, &g, &t1) == CODA_OK);
     g.temperature = 1.0;

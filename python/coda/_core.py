@@ -383,6 +383,23 @@ _BACKENDS = {"cpu": 0, "cuda": 1, "gpu": 1}
 _PRECISIONS = {"f32": 0, "fp32": 0, "float32": 0, "f64": 1, "fp64": 1, "float64": 1, "exact": 1}
 
 
+def _create_context(opts):
+    """The handle of a context created from opts (a ContextOptions, struct_size
+    set); a refusal is a CodaError with the library's reason
+    (coda_context_options_check: coda_context_create has no context yet to
+    hold one)."""
+    # any ctypes struct: the library reads opts.struct_size bytes at most
+    p = ctypes.cast(ctypes.pointer(opts), ctypes.POINTER(_lib.ContextOptions))
+    h = ctypes.c_void_p()
+    st = lib.coda_context_create(p, ctypes.byref(h))
+    if st != 0:
+        buf = ctypes.create_string_buffer(512)
+        lib.coda_context_options_check(p, buf, len(buf))
+        msg = buf.value.decode("utf-8", "replace")
+        raise CodaError(st, msg or "cannot create a context (%s)" % lib.coda_status_string(st).decode())
+    return h
+
+
 class Context:
     """A coda context: Context(backend="cpu"|"cuda", precision="f32"|"f64",
     num_threads=0, device=0, stream=None). precision "f64" is the CPU
@@ -397,7 +414,7 @@ class Context:
         if precision not in _PRECISIONS:
             raise ValueError("coda: precision must be 'f32' or 'f64', got %r" % (precision,))
         self._h = ctypes.c_void_p()
-        opts = lib.coda_context_default_options()
+        opts = _lib.new_context_options()
         opts.backend = _BACKENDS[backend]
         opts.precision = _PRECISIONS[precision]
         opts.num_threads = int(num_threads)
@@ -408,14 +425,7 @@ class Context:
         self.backend = "cuda" if opts.backend == 1 else "cpu"
         self.precision = "f64" if opts.precision == 1 else "f32"
         self.stream = stream
-        h = ctypes.c_void_p()
-        st = lib.coda_context_create(ctypes.byref(opts), ctypes.byref(h))
-        if st != 0:
-            msg = lib.coda_last_error(h) if h.value else None
-            if h.value:
-                lib.coda_context_destroy(h)
-            raise CodaError(st, msg.decode() if msg else "cannot create a %s context" % backend)
-        self._h = h
+        self._h = _create_context(opts)
 
     def close(self):
         if self._h and self._h.value:

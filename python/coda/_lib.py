@@ -17,7 +17,14 @@ class Tensor(ctypes.Structure):
 
 
 class ContextOptions(ctypes.Structure):
+    """Mirror of coda_context_options. Its struct_size is set from this
+    mirror's own size (new_context_options), never taken from the C side:
+    a mirror that lacks a member the header gained then gives a size the
+    library refuses with a message, instead of a call reading or writing
+    past the Python-owned struct."""
+
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("backend", c_int),
         ("precision", c_int),
         ("num_threads", c_int),
@@ -40,6 +47,16 @@ class ArgInfo(ctypes.Structure):
 
 class Tiling(ctypes.Structure):
     _fields_ = [("tile_m", c_int), ("tile_n", c_int)]
+
+
+def new_context_options():
+    """A ContextOptions holding the C defaults (coda_context_default_options:
+    CPU backend, fp32, every other member 0), struct_size its own size. Not
+    got from coda_context_default_options: a by-value return writes the C
+    struct's size into the Python buffer whatever the mirror's size."""
+    opts = ContextOptions()
+    opts.struct_size = ctypes.sizeof(ContextOptions)
+    return opts
 
 
 def _find_library():
@@ -72,8 +89,8 @@ def _decl(name, restype, *argtypes):
 _decl("coda_status_string", c_char_p, c_int)
 _decl("coda_dtype_name", c_char_p, c_int)
 _decl("coda_dtype_size", ctypes.c_size_t, c_int)
-_decl("coda_context_default_options", ContextOptions)
 _decl("coda_context_create", c_int, _P(ContextOptions), _P(c_void_p))
+_decl("coda_context_options_check", c_int, _P(ContextOptions), c_char_p, ctypes.c_size_t)
 _decl("coda_context_destroy", None, c_void_p)
 _decl("coda_last_error", c_char_p, c_void_p)
 _decl("coda_context_backend", c_int, c_void_p)

@@ -1,6 +1,8 @@
 """The core API on numpy arrays (CPU backend), checked against independent
 numpy fp64 references of each program's math."""
 
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -233,3 +235,57 @@ def test_ctypes_structs_match_the_header():
     for cls, cname in [(_lib.Tensor, "coda_tensor"), (_lib.ContextOptions, "coda_context_options"),
                        (_lib.ArgInfo, "coda_arg_info"), (_lib.Tiling, "coda_tiling")]:
         assert [f[0] for f in cls._fields_] == _c_struct_members(text, cname), cname
+    # the versioned struct: its size comes from the mirror, and the library
+    # takes the mirror's size as one of its layouts (a mirror of the wrong
+    # size is the next test's refusal)
+    opts = _lib.new_context_options()
+    assert _lib.ContextOptions._fields_[0] == ("struct_size", ctypes.c_size_t)
+    assert opts.struct_size == ctypes.sizeof(_lib.ContextOptions)
+    msg = ctypes.create_string_buffer(512)
+    assert _lib.lib.coda_context_options_check(ctypes.byref(opts), msg, len(msg)) == 0, msg.value
+    assert msg.value == b""
+
+
+def _mirror(fields):
+    """A ctypes struct of these (name, type) fields, struct_size its own size."""
+    cls = type("Mirror", (ctypes.Structure,), {"_fields_": fields})
+    m = cls()
+    m.struct_size = ctypes.sizeof(cls)
+    return m
+
+
+def test_context_options_of_a_wrong_size_are_refused():
+    """A mirror that does not match the library's struct is refused with a
+    Python exception naming the struct and the sizes, instead of the library
+    reading or writing past it; a mirror of the first layout (without
+    own_stream) is accepted, own_stream taking its default."""
+    from coda import _core, _lib
+
+    fields = list(_lib.ContextOptions._fields_)
+    current = ctypes.sizeof(_lib.ContextOptions)
+    newer = _mirror(fields + [("a_later_member", ctypes.c_int64)])
+    with pytest.raises(coda.CodaError) as e:
+        _core._create_context(newer)
+    assert e.value.status_name == "CODA_ERR_INVALID_ARGUMENT"
+    m = e.value.message
+    assert "coda_context_options.struct_size is %d" % ctypes.sizeof(newer) in m, m
+    assert "larger than the %d bytes" % current in m, m
+
+    unset = _lib.ContextOptions()  # struct_size 0
+    with pytest.raises(coda.CodaError) as e:
+        _core._create_context(unset)
+    assert "struct_size is 0" in e.value.message and str(current) in e.value.message
+
+    names = [f[0] for f in fields]
+    first_layout = fields[: names.index("own_stream")]
+    h = _core._create_context(_mirror(first_layout))
+    assert h.value
+    _lib.lib.coda_context_destroy(h)
+
+    no_cache_dir = fields[: names.index("cache_dir")]
+    short = _mirror(no_cache_dir)
+    with pytest.raises(coda.CodaError) as e:
+        _core._create_context(short)
+    m = e.value.message
+    assert "struct_size is %d" % ctypes.sizeof(short) in m, m
+    assert "not the size of a coda_context_options layout" in m and str(current) in m, m

@@ -4,6 +4,7 @@
 #ifndef CODA_API_API_H
 #define CODA_API_API_H
 
+#include "backends/backend.h" /* the decoder's job structs */
 #include "base/internal.h"
 
 #include <stddef.h>
@@ -67,33 +68,23 @@ coda_status coda_train_fill(coda_context ctx, float *w, size_t n, float value);
 coda_status coda_train_zero(coda_context ctx, void *p, size_t bytes);
 coda_status coda_train_device_memory(coda_context ctx, size_t *used, size_t *total);
 
+/* A host-to-device copy queued on the context's stream after its work,
+ * without waiting for it; src may be reused on return. Not while the
+ * stream is recorded into a graph. */
+coda_status coda_memcpy_h2d_queued(coda_context ctx, void *dst, const void *src, size_t bytes);
+
 /* The decoder's device kernels (backends/backend.h, coda_decode_ops):
  * 1 when the context's backend has them; the calls are stream-ordered and
  * return CODA_ERR_NOT_SUPPORTED on a backend without them. */
 int coda_decode_on_device(coda_context ctx);
 coda_status coda_decode_embed(coda_context ctx, float *x, const uint16_t *table,
                               const int32_t *tok, int64_t M, int64_t D);
-coda_status coda_decode_rmsnorm(coda_context ctx, uint16_t *h, const float *x,
-                                const int32_t *rows, const float *w, int64_t M, int64_t D,
-                                double eps);
-coda_status coda_decode_linear(coda_context ctx, float *y, const uint16_t *x, const uint16_t *w,
-                               int64_t M, int64_t N, int64_t K, int accumulate);
-/* The rows of one forward: row r is position pos[r] of sequence seq[r]. */
-typedef struct coda_decode_rowset {
-  int64_t M;
-  const int32_t *seq, *pos; /* device */
-  int Hq, Hk, hd, max_len;
-} coda_decode_rowset;
-/* packed (NULL: none) also gets each row rotated in bf16 as [q | k | v]
- * heads, the layout of coda_attention_forward's qkv. */
-coda_status coda_decode_rope_append(coda_context ctx, const coda_decode_rowset *r,
-                                    const float *qkv, uint16_t *q, uint16_t *kc, uint16_t *vc,
-                                    const double *inv_freq, uint16_t *packed);
-coda_status coda_decode_attention(coda_context ctx, const coda_decode_rowset *r, uint16_t *o,
+/* A linear layer with its RMSNorm before and its SwiGLU or RoPE and cache
+ * append after (backends/backend.h, coda_decode_linear_job). */
+coda_status coda_decode_linear(coda_context ctx, const coda_decode_linear_job *j);
+coda_status coda_decode_attention(coda_context ctx, const coda_decode_rows *r, uint16_t *o,
                                   const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
                                   float *work, int splits);
-coda_status coda_decode_swiglu(coda_context ctx, uint16_t *y, const float *z, int64_t M,
-                               int64_t F);
 coda_status coda_decode_gather_rows(coda_context ctx, float *dst, const float *src,
                                     const int32_t *dst_rows, int64_t n, int64_t cols);
 coda_status coda_decode_sample(coda_context ctx, int32_t *tokens, const float *logits,

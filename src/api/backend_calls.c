@@ -127,34 +127,13 @@ coda_status coda_decode_embed(coda_context ctx, float *x, const uint16_t *table,
                               const int32_t *tok, int64_t M, int64_t D) {
   DECODE_CALL(embed, x, table, tok, M, D);
 }
-coda_status coda_decode_rmsnorm(coda_context ctx, uint16_t *h, const float *x,
-                                const int32_t *rows, const float *w, int64_t M, int64_t D,
-                                double eps) {
-  DECODE_CALL(rmsnorm, h, x, rows, w, M, D, eps);
+coda_status coda_decode_linear(coda_context ctx, const coda_decode_linear_job *j) {
+  DECODE_CALL(linear, j);
 }
-coda_status coda_decode_linear(coda_context ctx, float *y, const uint16_t *x, const uint16_t *w,
-                               int64_t M, int64_t N, int64_t K, int accumulate) {
-  DECODE_CALL(linear, y, x, w, M, N, K, accumulate);
-}
-static coda_decode_rows rows_of(const coda_decode_rowset *r) {
-  coda_decode_rows x = {r->M, r->seq, r->pos, r->Hq, r->Hk, r->hd, r->max_len};
-  return x;
-}
-coda_status coda_decode_rope_append(coda_context ctx, const coda_decode_rowset *r,
-                                    const float *qkv, uint16_t *q, uint16_t *kc, uint16_t *vc,
-                                    const double *inv_freq, uint16_t *packed) {
-  const coda_decode_rows x = rows_of(r);
-  DECODE_CALL(rope_append, &x, qkv, q, kc, vc, inv_freq, packed);
-}
-coda_status coda_decode_attention(coda_context ctx, const coda_decode_rowset *r, uint16_t *o,
+coda_status coda_decode_attention(coda_context ctx, const coda_decode_rows *r, uint16_t *o,
                                   const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
                                   float *work, int splits) {
-  const coda_decode_rows x = rows_of(r);
-  DECODE_CALL(attention, &x, o, q, kc, vc, work, splits);
-}
-coda_status coda_decode_swiglu(coda_context ctx, uint16_t *y, const float *z, int64_t M,
-                               int64_t F) {
-  DECODE_CALL(swiglu, y, z, M, F);
+  DECODE_CALL(attention, r, o, q, kc, vc, work, splits);
 }
 coda_status coda_decode_gather_rows(coda_context ctx, float *dst, const float *src,
                                     const int32_t *dst_rows, int64_t n, int64_t cols) {

@@ -3,6 +3,7 @@
  * central finite differences of its forward). Both run on the CPU backend
  * through the public calls; see include/coda.h and docs/language.md. */
 #include "api/api.h"
+#include "base/options.h"
 
 #include "lang/ir.h"
 
@@ -47,6 +48,8 @@ coda_status coda_program_exact(coda_context ctx, coda_program p, coda_program *o
 
 coda_gradcheck_options coda_gradcheck_default_options(void) {
   coda_gradcheck_options o;
+  memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
   o.M = 3;
   o.N = 8;
   o.seed = 1;
@@ -247,7 +250,10 @@ coda_status coda_program_gradcheck(coda_context ctx, coda_program fwd, coda_prog
   if (!fwd || !bwd || !out || (nlinks > 0 && !links) || nlinks < 0)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_program_gradcheck: NULL argument");
   memset(out, 0, sizeof *out);
-  coda_gradcheck_options o = opt ? *opt : coda_gradcheck_default_options();
+  coda_gradcheck_options o = coda_gradcheck_default_options();
+  static const coda_options_layout layouts[] = {CODA_OPTIONS_LAYOUT(coda_gradcheck_options)};
+  if (opt && (s = coda_options_take(ctx, "coda_gradcheck_options", opt, &o, layouts, 1)))
+    return s;
   if (o.M < 1 || o.N < 1 || o.M * o.N > (1 << 16) || !(o.step > 0) || !(o.tol > 0))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "gradcheck: M, N >= 1 with M N <= 65536, step and tol > 0");

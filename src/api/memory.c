@@ -138,6 +138,9 @@ static coda_status copy(coda_context ctx, void *dst, const void *src, size_t byt
 coda_status coda_memcpy_h2d(coda_context ctx, void *dst, const void *src, size_t bytes) {
   return copy(ctx, dst, src, bytes, CODA_COPY_H2D, "coda_memcpy_h2d");
 }
+coda_status coda_memcpy_h2d_queued(coda_context ctx, void *dst, const void *src, size_t bytes) {
+  return copy(ctx, dst, src, bytes, CODA_COPY_H2D_QUEUED, "coda_memcpy_h2d_queued");
+}
 
 coda_status coda_memcpy_d2h(coda_context ctx, void *dst, const void *src, size_t bytes) {
   return copy(ctx, dst, src, bytes, CODA_COPY_D2H, "coda_memcpy_d2h");

@@ -58,7 +58,9 @@ typedef struct coda_attn_job {
 } coda_attn_job;
 
 /* Copy directions of copy_bytes. */
-typedef enum { CODA_COPY_H2D = 0, CODA_COPY_D2H = 1 } coda_copy_kind;
+/* H2D_QUEUED: queued after the stream's work without waiting for it; the
+ * source may be reused on return (the backend stages it). */
+typedef enum { CODA_COPY_H2D = 0, CODA_COPY_D2H = 1, CODA_COPY_H2D_QUEUED = 2 } coda_copy_kind;
 
 /* The trainer's device-resident kernels (fp32 master weights, AdamW,
  * embedding); see the CUDA backend's train_kernels.cu for their meaning. */
@@ -106,22 +108,45 @@ typedef struct coda_decode_sample_job {
   uint64_t seed;
 } coda_decode_sample_job;
 
+/* A decoder linear layer with its neighbours fused (the CUDA backend's
+ * decode_kernels.cu), y = in · wᵀ over M rows, w bf16 [N x K]:
+ *   in:  x (bf16 M x K); or, with norm_w set, h = bf16(RMSNorm(xf row
+ *        norm_rows[i] (NULL: i)) ⊙ norm_w) written to h (M x K) first;
+ *   out: F32:    y (M x N f32) = result, or += with accumulate;
+ *        SWIGLU: yb (M x N/2 bf16) = bf16(silu(z[2i]) · z[2i+1]) of the
+ *                result z (gate and up interleaved), y its f32 scratch;
+ *        ROPE:   the result rows as qkv ([Q heads][K heads][V heads], RoPE
+ *                pairs adjacent) rotated at rows->pos into q and the K
+ *                cache, V into the V cache, at (rows->seq, rows->pos),
+ *                packed (optional) the same bf16 row; y its f32 scratch.
+ * The scratch is written only where the backend does not fuse the step. */
+typedef enum { CODA_DECODE_OUT_F32, CODA_DECODE_OUT_SWIGLU, CODA_DECODE_OUT_ROPE } coda_decode_out;
+typedef struct coda_decode_linear_job {
+  int64_t M, N, K;
+  const uint16_t *w;
+  const uint16_t *x;
+  const float *xf, *norm_w;
+  const int32_t *norm_rows;
+  double eps;
+  uint16_t *h;
+  coda_decode_out out;
+  float *y;
+  int accumulate;
+  uint16_t *yb;
+  const coda_decode_rows *rows;
+  uint16_t *q, *kc, *vc, *packed;
+  const double *inv_freq;
+} coda_decode_linear_job;
+
 /* The decoder's device kernels (device pointers; bf16 as uint16_t bits);
  * see the CUDA backend's decode_kernels.cu for their meaning. */
 typedef struct coda_decode_ops {
   coda_status (*embed)(coda_context, float *x, const uint16_t *table, const int32_t *tok,
                        int64_t M, int64_t D);
-  coda_status (*rmsnorm)(coda_context, uint16_t *h, const float *x, const int32_t *rows,
-                         const float *w, int64_t M, int64_t D, double eps);
-  coda_status (*linear)(coda_context, float *y, const uint16_t *x, const uint16_t *w, int64_t M,
-                        int64_t N, int64_t K, int accumulate);
-  coda_status (*rope_append)(coda_context, const coda_decode_rows *r, const float *qkv,
-                             uint16_t *q, uint16_t *kc, uint16_t *vc, const double *inv_freq,
-                             uint16_t *packed);
+  coda_status (*linear)(coda_context, const coda_decode_linear_job *j);
   coda_status (*attention)(coda_context, const coda_decode_rows *r, uint16_t *o,
                            const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
                            float *work, int splits);
-  coda_status (*swiglu)(coda_context, uint16_t *y, const float *z, int64_t M, int64_t F);
   coda_status (*gather_rows)(coda_context, float *dst, const float *src, const int32_t *dst_rows,
                              int64_t n, int64_t cols);
   coda_status (*sample)(coda_context, const coda_decode_sample_job *j);

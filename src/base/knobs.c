@@ -40,6 +40,8 @@ void coda_knobs_from_env(coda_knobs *k) {
   k->epi_tma_loads = v && !strcmp(v, "0") ? -1 : 0;
   v = getenv("CODA_ATTN_IMPL");
   k->attn_impl = v && !strcmp(v, "v1") ? CODA_ATTN_IMPL_V1 : CODA_ATTN_IMPL_DEFAULT;
+  v = getenv("CODA_DECODE_PDL");
+  k->decode_pdl_off = v && !strcmp(v, "0");
   v = getenv("CODA_CACHE_DIR");
   const char *home = getenv("HOME");
   if (v && *v) copy_str(k->cache_dir, sizeof k->cache_dir, v);

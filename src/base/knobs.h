@@ -41,6 +41,9 @@ typedef struct coda_knobs {
   coda_epi_schedule epi_schedule; /* CODA_EPI_SCHEDULE=pingpong|cooperative */
   int epi_tma_loads;             /* CODA_EPI_TMA_LOADS=0 gives -1 (off), else 0 (default: on) */
   coda_attn_impl attn_impl;      /* CODA_ATTN_IMPL=v1 */
+  /* CODA_DECODE_PDL=0: the decoder's kernels launch without programmatic
+   * dependent launch (each waits for the previous one to end) */
+  int decode_pdl_off;
   /* CODA_CACHE_DIR, else $HOME/.cache/coda; "" when neither is set */
   char cache_dir[CODA_KNOB_PATH_LEN];
   char nccl_lib[CODA_KNOB_PATH_LEN]; /* CODA_NCCL_LIB, else "" (libnccl.so.2) */

@@ -46,10 +46,8 @@ static int parse_pos(const char *flag, const char *v, long long *out) {
 }
 
 int cmd_eval(int argc, char **argv) {
-  coda_eval_options eo;
-  memset(&eo, 0, sizeof eo);
-  coda_data_options d;
-  memset(&d, 0, sizeof d);
+  coda_eval_options eo = coda_eval_default_options();
+  coda_data_options d = coda_data_default_options();
   const char *data = NULL, *split = "val", *out = "runs/eval";
   int gpu = 0;
   for (int i = 1; i < argc; i++) {

@@ -328,8 +328,7 @@ int cmd_train(int argc, char **argv) {
   coda_train_options o = coda_train_default_options();
   o.corpus_dir = DEFAULT_CORPUS;
   int prepare_only = 0, threads = 0, device = 0, ranks = 1, ranks_given = 0, corpus_given = 0;
-  coda_data_options dopt;
-  memset(&dopt, 0, sizeof dopt);
+  coda_data_options dopt = coda_data_default_options();
   int data_flags = 0; /* --data-format, --text-field or --tokenizer given */
   const char *export_hf = NULL, *import_hf = NULL, *init_from = NULL;
   const char *config = "tiny";

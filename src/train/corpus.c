@@ -15,6 +15,7 @@
 #include "coda_tokenizer.h"
 #include "train/json.h"
 #include "train/train.h"
+#include "base/options.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -598,9 +599,21 @@ static coda_status parquet_refused(coda_context ctx, const char *path) {
 
 /* ------------------------------------------------------------ the driver */
 
-coda_status coda_prepare_data(coda_context ctx, const coda_data_options *o, const char *out_dir,
+coda_data_options coda_data_default_options(void) {
+  coda_data_options o;
+  memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  return o;
+}
+
+coda_status coda_prepare_data(coda_context ctx, const coda_data_options *opts, const char *out_dir,
                               uint64_t *n_train, uint64_t *n_val, uint32_t *vocab) {
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  coda_data_options taken = coda_data_default_options();
+  static const coda_options_layout layouts[] = {CODA_OPTIONS_LAYOUT(coda_data_options)};
+  if (opts && coda_options_take(ctx, "coda_data_options", opts, &taken, layouts, 1))
+    return CODA_ERR_INVALID_ARGUMENT;
+  const coda_data_options *o = opts ? &taken : NULL;
   if (!o || !o->path || !out_dir)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "prepare data: NULL options, path or output");
   struct stat st;

@@ -20,6 +20,7 @@
 #include "api/api.h" /* the backend's decode kernels */
 #include "train/decode_internal.h"
 #include "train/train.h"
+#include "base/options.h"
 
 #include <math.h>
 #include <omp.h>
@@ -268,9 +269,29 @@ static coda_status check_weights(coda_context ctx, coda_model *m) {
   return CODA_OK;
 }
 
-coda_status coda_decoder_create(coda_context ctx, coda_model *m, const coda_decoder_options *o,
+coda_decoder_options coda_decoder_default_options(void) {
+  coda_decoder_options o;
+  memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  o.batch = 1;
+  return o;
+}
+
+/* The caller's options (NULL stays NULL) over the defaults. */
+static coda_status take_options(coda_context ctx, const coda_decoder_options *in,
+                                coda_decoder_options *out, const coda_decoder_options **use) {
+  static const coda_options_layout layouts[] = {CODA_OPTIONS_LAYOUT(coda_decoder_options)};
+  *out = coda_decoder_default_options();
+  *use = in ? out : NULL;
+  return in ? coda_options_take(ctx, "coda_decoder_options", in, out, layouts, 1) : CODA_OK;
+}
+
+coda_status coda_decoder_create(coda_context ctx, coda_model *m, const coda_decoder_options *opts,
                                 coda_decoder *out) {
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  coda_decoder_options taken;
+  const coda_decoder_options *o;
+  if (take_options(ctx, opts, &taken, &o)) return CODA_ERR_INVALID_ARGUMENT;
   if (!m || !o || !out)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_decoder_create: a NULL argument");
   *out = NULL;
@@ -387,9 +408,12 @@ static void fill_random(coda_model *m, uint64_t seed, int nt) {
 }
 
 coda_status coda_decoder_create_random(coda_context ctx, const coda_model_config *cfg,
-                                       uint64_t seed, const coda_decoder_options *o,
+                                       uint64_t seed, const coda_decoder_options *opts,
                                        coda_decoder *out) {
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  coda_decoder_options taken;
+  const coda_decoder_options *o;
+  if (take_options(ctx, opts, &taken, &o)) return CODA_ERR_INVALID_ARGUMENT;
   if (!cfg || !out)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_decoder_create_random: a NULL argument");
   coda_model *m = NULL;
@@ -416,9 +440,12 @@ static int is_file(const char *p) {
   return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-coda_status coda_decoder_load(coda_context ctx, const char *path, const coda_decoder_options *o,
+coda_status coda_decoder_load(coda_context ctx, const char *path, const coda_decoder_options *opts,
                               coda_decoder *out) {
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  coda_decoder_options taken;
+  const coda_decoder_options *o;
+  if (take_options(ctx, opts, &taken, &o)) return CODA_ERR_INVALID_ARGUMENT;
   if (!path || !o || !out)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_decoder_load: a NULL argument");
   *out = NULL;
@@ -605,7 +632,7 @@ coda_status coda_decoder_sample(coda_decoder d, const coda_sampling *sp, const i
     pos[b] = on ? d->len[b] : -1;
   }
   if (d->gpu) {
-    s = coda_memcpy_h2d(ctx, d->d_spos, pos, (size_t)d->B * 4);
+    s = coda_memcpy_h2d_queued(ctx, d->d_spos, pos, (size_t)d->B * 4);
     if (!s) s = coda_decode_sample(ctx, d->d_sample, d->d_logits, d->d_spos, d->B, d->V,
                                    sm.temperature, sm.top_k, sm.top_p, sm.seed);
     if (!s) s = coda_memcpy_d2h(ctx, tokens, d->d_sample, (size_t)d->B * 4);

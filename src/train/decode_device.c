@@ -8,13 +8,10 @@
 
 /* ---------------------------------------------------- device forward */
 
-enum {
-  PH_EMBED, PH_ATTN_NORM, PH_QKV, PH_ROPE, PH_ATTN, PH_OUT, PH_FFN_NORM, PH_GATE_UP, PH_SWIGLU,
-  PH_DOWN, PH_HEAD
-};
+enum { PH_EMBED, PH_QKV, PH_ATTN, PH_OUT, PH_GATE_UP, PH_DOWN, PH_HEAD };
 static const char *const kPhaseNames[CODA_DECODE_PHASES] = {
-    "embedding", "attention norm", "qkv", "rope + cache append", "attention", "out proj",
-    "ffn norm", "gate/up", "swiglu", "down", "head"};
+    "embedding", "norm + qkv + rope", "attention", "out proj", "norm + gate/up + swiglu", "down",
+    "head"};
 
 const char *coda_decoder_phase_name(int phase) {
   return phase >= 0 && phase < CODA_DECODE_PHASES ? kPhaseNames[phase] : NULL;
@@ -46,7 +43,7 @@ static coda_status dev_kernels(coda_decoder d, int64_t M, int64_t nhead, int spl
   const int64_t D = d->D, F = d->F, nq = d->nq, qd = d->qd;
   const int32_t *d_tok = d->d_meta, *d_seq = d->d_meta + M, *d_pos = d->d_meta + 2 * M;
   const int32_t *d_rows = d->d_meta + 3 * M, *d_hseq = d->d_meta + 3 * M + nhead;
-  const coda_decode_rowset rs = {M, d_seq, d_pos, c->heads, c->kv_heads, (int)d->hd,
+  const coda_decode_rows rs = {M, d_seq, d_pos, c->heads, c->kv_heads, (int)d->hd,
                                  d->max_len};
   coda_status s = mark(d, CODA_OK, -1);
   if (!s) s = mark(d, coda_decode_embed(ctx, d->d_x, d->d_emb, d_tok, M, D), PH_EMBED);
@@ -54,30 +51,35 @@ static coda_status dev_kernels(coda_decoder d, int64_t M, int64_t nhead, int spl
   for (int li = 0; li < c->layers && !s; li++) {
     const layer_w *w = &d->l[li];
     uint16_t *kc = d->d_kc + lstride * li, *vc = d->d_vc + lstride * li;
-    s = coda_decode_rmsnorm(ctx, d->d_h, d->d_x, NULL, w->d_wn_attn, M, D, c->norm_eps);
-    s = mark(d, s, PH_ATTN_NORM);
-    if (!s) s = mark(d, coda_decode_linear(ctx, d->d_qkv, d->d_h, w->d_wqkv, M, nq, D, 0), PH_QKV);
-    uint16_t *pk = d->nseg ? d->d_pk : NULL;
-    if (!s)
-      s = mark(d, coda_decode_rope_append(ctx, &rs, d->d_qkv, d->d_q, kc, vc, d->d_inv_freq, pk),
-               PH_ROPE);
+    /* RMSNorm, qkv, RoPE and the cache append */
+    coda_decode_linear_job q = {.M = M, .N = nq, .K = D, .w = w->d_wqkv, .xf = d->d_x,
+                                .norm_w = w->d_wn_attn, .eps = c->norm_eps, .h = d->d_h,
+                                .out = CODA_DECODE_OUT_ROPE, .y = d->d_qkv, .rows = &rs,
+                                .q = d->d_q, .kc = kc, .vc = vc,
+                                .packed = d->nseg ? d->d_pk : NULL, .inv_freq = d->d_inv_freq};
+    s = mark(d, coda_decode_linear(ctx, &q), PH_QKV);
     if (!s && !d->nseg)
       s = mark(d, coda_decode_attention(ctx, &rs, d->d_o, d->d_q, kc, vc, d->d_work, splits),
                PH_ATTN);
     for (int g = 0; g < d->nseg && !s; g++) /* fresh prompts: the training attention */
       s = prefill_attention(d, d->seg_start[g], d->seg_len[g]);
     if (d->nseg) s = mark(d, s, PH_ATTN);
-    if (!s) s = mark(d, coda_decode_linear(ctx, d->d_x, d->d_o, w->d_wo, M, D, qd, 1), PH_OUT);
-    if (!s)
-      s = mark(d, coda_decode_rmsnorm(ctx, d->d_h, d->d_x, NULL, w->d_wn_ffn, M, D, c->norm_eps),
-               PH_FFN_NORM);
-    if (!s)
-      s = mark(d, coda_decode_linear(ctx, d->d_z, d->d_h, w->d_w13, M, 2 * F, D, 0), PH_GATE_UP);
-    if (!s) s = mark(d, coda_decode_swiglu(ctx, d->d_y, d->d_z, M, F), PH_SWIGLU);
-    if (!s) s = mark(d, coda_decode_linear(ctx, d->d_x, d->d_y, w->d_w2, M, D, F, 1), PH_DOWN);
+    coda_decode_linear_job o = {.M = M, .N = D, .K = qd, .w = w->d_wo, .x = d->d_o,
+                                .out = CODA_DECODE_OUT_F32, .y = d->d_x, .accumulate = 1};
+    if (!s) s = mark(d, coda_decode_linear(ctx, &o), PH_OUT);
+    /* RMSNorm, gate/up and SwiGLU */
+    coda_decode_linear_job gu = {.M = M, .N = 2 * F, .K = D, .w = w->d_w13, .xf = d->d_x,
+                                 .norm_w = w->d_wn_ffn, .eps = c->norm_eps, .h = d->d_h,
+                                 .out = CODA_DECODE_OUT_SWIGLU, .y = d->d_z, .yb = d->d_y};
+    if (!s) s = mark(d, coda_decode_linear(ctx, &gu), PH_GATE_UP);
+    coda_decode_linear_job dn = {.M = M, .N = D, .K = F, .w = w->d_w2, .x = d->d_y,
+                                 .out = CODA_DECODE_OUT_F32, .y = d->d_x, .accumulate = 1};
+    if (!s) s = mark(d, coda_decode_linear(ctx, &dn), PH_DOWN);
   }
-  if (!s) s = coda_decode_rmsnorm(ctx, d->d_h, d->d_x, d_rows, d->d_norm, nhead, D, c->norm_eps);
-  if (!s) s = coda_decode_linear(ctx, d->d_head, d->d_h, d->d_wout, nhead, d->V, D, 0);
+  coda_decode_linear_job hj = {.M = nhead, .N = d->V, .K = D, .w = d->d_wout, .xf = d->d_x,
+                               .norm_w = d->d_norm, .norm_rows = d_rows, .eps = c->norm_eps,
+                               .h = d->d_h, .out = CODA_DECODE_OUT_F32, .y = d->d_head};
+  if (!s) s = coda_decode_linear(ctx, &hj);
   if (!s) s = coda_decode_gather_rows(ctx, d->d_logits, d->d_head, d_hseq, nhead, d->V);
   return mark(d, s, PH_HEAD);
 }
@@ -128,7 +130,7 @@ coda_status decode_dev_forward(coda_decoder d, const int32_t *tok, const int32_t
   memcpy(meta + 2 * M, pos, (size_t)M * 4);
   memcpy(meta + 3 * M, head_rows, (size_t)nhead * 4);
   memcpy(meta + 3 * M + nhead, head_seq, (size_t)nhead * 4);
-  coda_status s = coda_memcpy_h2d(ctx, d->d_meta, meta, (size_t)(3 * M + 2 * nhead) * 4);
+  coda_status s = coda_memcpy_h2d_queued(ctx, d->d_meta, meta, (size_t)(3 * M + 2 * nhead) * 4);
   int maxpos = 0;
   for (int64_t i = 0; i < M; i++) maxpos = pos[i] > maxpos ? pos[i] : maxpos;
   /* Split the cache so that small batches keep every SM busy; prefill rows

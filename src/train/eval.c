@@ -3,14 +3,27 @@
 #define _POSIX_C_SOURCE 200809L /* stat */
 #include "coda_train.h"
 #include "train/train.h"
+#include "base/options.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-coda_status coda_evaluate(coda_context ctx, const coda_eval_options *o, coda_eval_result *r) {
+coda_eval_options coda_eval_default_options(void) {
+  coda_eval_options o;
+  memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  return o;
+}
+
+coda_status coda_evaluate(coda_context ctx, const coda_eval_options *opts, coda_eval_result *r) {
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  coda_eval_options taken = coda_eval_default_options();
+  static const coda_options_layout layouts[] = {CODA_OPTIONS_LAYOUT(coda_eval_options)};
+  if (opts && coda_options_take(ctx, "coda_eval_options", opts, &taken, layouts, 1))
+    return CODA_ERR_INVALID_ARGUMENT;
+  const coda_eval_options *o = opts ? &taken : NULL;
   if (!o || !r || !o->checkpoint || !o->shard)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "evaluate: checkpoint, shard and result are required");
   memset(r, 0, sizeof *r);

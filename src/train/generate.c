@@ -6,6 +6,7 @@
  * temperature > 0 takes one uniform draw of a splitmix64 stream per token. */
 #include "coda_train.h"
 #include "train/train.h"
+#include "base/options.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -65,14 +66,26 @@ static int sample(float *logits, float *tmp, int V, double temp, int top_k, uint
   return best;
 }
 
+coda_generate_options coda_generate_default_options(void) {
+  coda_generate_options o;
+  memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  return o;
+}
+
 coda_status coda_generate(coda_context ctx, const coda_generate_options *o, char **text) {
   size_t len;
   return coda_generate_n(ctx, o, text, &len);
 }
 
-coda_status coda_generate_n(coda_context ctx, const coda_generate_options *o, char **text,
+coda_status coda_generate_n(coda_context ctx, const coda_generate_options *opts, char **text,
                             size_t *len) {
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  coda_generate_options taken = coda_generate_default_options();
+  static const coda_options_layout layouts[] = {CODA_OPTIONS_LAYOUT(coda_generate_options)};
+  if (opts && coda_options_take(ctx, "coda_generate_options", opts, &taken, layouts, 1))
+    return CODA_ERR_INVALID_ARGUMENT;
+  const coda_generate_options *o = opts ? &taken : NULL;
   if (!o || !text || !len || !o->checkpoint)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "generate: checkpoint and output are required");
   *text = NULL;

@@ -26,6 +26,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
 #include "train/train.h"
+#include "base/options.h"
 #include "dist/comm.h"
 
 #include <errno.h>
@@ -42,6 +43,7 @@
 coda_train_options coda_train_default_options(void) {
   coda_train_options o;
   memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
   coda_model_config_named("tiny", &o.model);
   o.batch = 8;
   o.accum = 1;
@@ -373,7 +375,10 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
   if (!opts || !sum) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "NULL options or summary");
   const double t_enter = now_s();
-  coda_train_options o = *opts;
+  coda_train_options o = coda_train_default_options();
+  static const coda_options_layout layouts[] = {CODA_OPTIONS_LAYOUT(coda_train_options)};
+  if (coda_options_take(ctx, "coda_train_options", opts, &o, layouts, 1))
+    return CODA_ERR_INVALID_ARGUMENT;
   /* data parallel: N ranks, rank 0 (the lead) prints, logs and saves */
   coda_comm comm = o.comm && coda_comm_size(o.comm) > 1 ? o.comm : NULL;
   const int N = coda_comm_size(comm), lead = coda_comm_rank(comm) == 0, dp = comm != NULL;

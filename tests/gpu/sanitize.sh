@@ -18,17 +18,17 @@
 # head size, and --persistent: the warp-specialized variants on more tiles
 # than SMs; test_epilogue_gpu: every program, in three parts under
 # racecheck; test_decode_gpu: the decoder's kernels, its GEMV and GEMM
-# paths and replayed step graphs, whole: memcheck and synccheck of it took
-# 15 and 14 s, racecheck more than 50). Each (tool, test) run has a time
+# paths and replayed step graphs, with --sanitize: every case a few steps). Each (tool, test) run has a time
 # budget, a few times what it should need (racecheck of test_attention_gpu
 # --small, which --sanitize halves, took 189 s); SANITIZE_BUDGET_SCALE
-# multiplies every budget. The budgets sum to about 45 minutes, so on a machine lent 10 minutes a call
+# multiplies every budget. The budgets sum to about 40 minutes, so on a machine lent 10 minutes a call
 # the runs go in parts: SANITIZE_RUNS is a list of globs over "tool/label"
 # (default "*"), e.g.
 #   SANITIZE_RUNS="memcheck/* synccheck/*"               (budgets 530 s)
 #   SANITIZE_RUNS="racecheck/gemm racecheck/epilogue-*"  (540 s)
 #   SANITIZE_RUNS="racecheck/attention"                  (540 s)
 #   SANITIZE_RUNS="racecheck/attention-persistent"       (540 s)
+#   SANITIZE_RUNS="racecheck/decode"                     (240 s)
 # Each test ends with a "coverage:" line (which variants, configurations or
 # programs ran), shown per run and in the table.
 #
@@ -143,19 +143,19 @@ run memcheck gemm 60 "$G" --sanitize
 run memcheck epilogue-all 60 "$E"
 run memcheck attention 100 "$A" --sanitize
 run memcheck attention-persistent 100 "$A" --persistent
-run memcheck decode 60 "$D"
+run memcheck decode 60 "$D" --sanitize
 run racecheck gemm 180 "$G" --sanitize
 run racecheck epilogue-part0 120 "$E" --part 0/3
 run racecheck epilogue-part1 120 "$E" --part 1/3
 run racecheck epilogue-part2 120 "$E" --part 2/3
 run racecheck attention 540 "$A" --sanitize
 run racecheck attention-persistent 540 "$A" --persistent
-run racecheck decode 540 "$D"
+run racecheck decode 240 "$D" --sanitize
 run synccheck gemm 45 "$G" --sanitize
 run synccheck epilogue-all 45 "$E"
 run synccheck attention 60 "$A" --sanitize
 run synccheck attention-persistent 60 "$A" --persistent
-run synccheck decode 60 "$D"
+run synccheck decode 60 "$D" --sanitize
 END=$(date +%s)
 if [ ${#ROWS[@]} -eq 0 ]; then
   STATUS=1

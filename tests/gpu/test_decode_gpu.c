@@ -11,21 +11,32 @@
  *     steps fed with the CPU's greedy tokens: the logits of every sequence
  *     at every step within bf16 tolerance of the CPU's (max |diff| <= 4 % of
  *     max |logit| + 0.02), and the argmax equal in at least 90 % of them;
- *   - batch 1, batch 24 (the tensor-core GEMV up to 64 rows) and batch 70
- *     (decode rows past 64: the GEMM path) the same way;
+ *   - batch 1 (the one-row GEMV with the RoPE and SwiGLU in its stores),
+ *     batch 24 (the tensor-core GEMV up to 64 rows, the same stores), batch
+ *     70 (decode rows past 64: the GEMM path and the separate RoPE and
+ *     SwiGLU kernels) and two short prompts prefilled through the
+ *     tensor-core GEMV (its RoPE store also writes the packed rows of the
+ *     training attention) the same way;
  *   - the device sampler on the device's own logits: greedy is the argmax
  *     of the downloaded logits (lowest id on ties), top-k 1 is greedy,
  *     top-k 5 stays in the 5 largest, top-p stays in the nucleus, the same
  *     seed gives the same tokens, and the temperature frequencies follow the
- *     softmax within 5 sigma;
+ *     softmax (Pearson's chi-square below its 1 - 1e-6 quantile);
  *   - a sequence left out of a step (token -1) keeps its logits;
  *   - decode steps replayed from recorded graphs (a context with a stream of
  *     its own) give logits bit-identical to the same steps launched one by
  *     one, for batch 1, 3 and 24 (the GEMM path), across a change of the
  *     attention splits; on the legacy default stream no graph is recorded
- *     and the results are the same.
+ *     and the results are the same;
+ *   - kernels launched without programmatic dependent launch
+ *     (CODA_DECODE_PDL=0) give logits bit-identical to those launched with
+ *     it.
  *
- *   test_decode_gpu     exit 0: pass, 1: a mismatch, 77: no usable GPU */
+ *   test_decode_gpu [--sanitize]
+ *     --sanitize: every case with a few steps only and without the prompt
+ *     of more than one chunk (every kernel variant still runs, for the
+ *     compute-sanitizer runs of tests/gpu/sanitize.sh)
+ *   exit 0: pass, 1: a mismatch, 77: no usable GPU */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_decode.h"
 #include "check.h"
@@ -80,7 +91,7 @@ static void against_cpu(coda_context cpu, coda_context gpu, const coda_model_con
   else g_rows_gemm++;
   coda_model *m = make_model(cpu, c, 7);
   if (!m) return;
-  coda_decoder_options o = {B, 0, 0, NULL};
+  coda_decoder_options o = {.struct_size = sizeof o, .batch = B};
   coda_decoder dc = NULL, dg = NULL;
   CHECK_STATUS(cpu, coda_decoder_create(cpu, m, &o, &dc), CODA_OK);
   CHECK_STATUS(gpu, coda_decoder_create(gpu, m, &o, &dg), CODA_OK);
@@ -175,10 +186,34 @@ static void against_cpu(coda_context cpu, coda_context gpu, const coda_model_con
   double z = 0.0;
   float mx = lg[argmax(lg, V)];
   for (int64_t v = 0; v < V; v++) z += exp((lg[v] - mx) / temp);
+  /* Pearson's chi-square over the tokens expected at least 5 times and
+   * one bin pooling the rest, against its 1 - 1e-6 quantile
+   * (Wilson-Hilferty): a per-token bound would fail somewhere among
+   * hundreds of rare tokens by chance alone */
+  double x2 = 0.0, rest_mu = 0.0, rest_n = 0.0;
+  int bins = 0;
   for (int64_t v = 0; v < V; v++) {
-    double pv = exp((lg[v] - mx) / temp) / z, mu = pv * draws;
-    CHECK_MSG(fabs(counts[v] - mu) <= 5 * sqrt(draws * pv * (1 - pv)) + 1.0,
-              "%s: token %lld drawn %d times, expected %.1f", what, (long long)v, counts[v], mu);
+    const double mu = exp((lg[v] - mx) / temp) / z * draws;
+    if (mu >= 5.0) {
+      x2 += (counts[v] - mu) * (counts[v] - mu) / mu;
+      bins++;
+    } else {
+      rest_mu += mu;
+      rest_n += counts[v];
+    }
+  }
+  if (rest_mu >= 5.0) {
+    x2 += (rest_n - rest_mu) * (rest_n - rest_mu) / rest_mu;
+    bins++;
+  } else {
+    CHECK_MSG(rest_n <= rest_mu + 5.0 * sqrt(rest_mu) + 5.0,
+              "%s: rare tokens drawn %.0f times, expected %.2f", what, rest_n, rest_mu);
+  }
+  if (bins >= 2) {
+    const double df = bins - 1, h = 2.0 / (9.0 * df), zq = 4.753; /* one-sided 1e-6 */
+    const double q = df * pow(1.0 - h + zq * sqrt(h), 3.0);
+    CHECK_MSG(x2 <= q, "%s: temperature draws: chi-square %.1f over %d bins, 1e-6 quantile %.1f",
+              what, x2, bins, q);
   }
   free(counts); free(sorted); free(t1); free(t2);
   for (int b = 0; b < B; b++) free(seq[b]);
@@ -195,7 +230,8 @@ static void graphs_vs_direct(coda_context cpu, coda_context direct_ctx, coda_con
   coda_model *m = make_model(cpu, c, 11);
   if (!m) return;
   g_graph_cases++;
-  coda_decoder_options od = {B, plen + steps + 1, 1, NULL}, og = {B, plen + steps + 1, 0, NULL};
+  coda_decoder_options od = {.struct_size = sizeof od, .batch = B, .max_len = plen + steps + 1, .no_graphs = 1},
+                       og = {.struct_size = sizeof og, .batch = B, .max_len = plen + steps + 1};
   coda_decoder dd = NULL, dg = NULL;
   CHECK_STATUS(direct_ctx, coda_decoder_create(direct_ctx, m, &od, &dd), CODA_OK);
   CHECK_STATUS(graph_ctx, coda_decoder_create(graph_ctx, m, &og, &dg), CODA_OK);
@@ -240,7 +276,19 @@ static void graphs_vs_direct(coda_context cpu, coda_context direct_ctx, coda_con
   coda_decoder_destroy(dg);
 }
 
-int main(void) {
+/* Steps of a case: n, or few under --sanitize (at least `least`). */
+static int g_small;
+static int steps_of(int n, int least) { return g_small ? (least > 3 ? least : 3) : n; }
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--sanitize")) {
+      g_small = 1;
+    } else {
+      fprintf(stderr, "usage: test_decode_gpu [--sanitize]\n");
+      return 2;
+    }
+  }
   if (!coda_cuda_available()) {
     printf("test_decode_gpu: SKIP (no usable sm_90 GPU)\n");
     return 77;
@@ -252,30 +300,42 @@ int main(void) {
   CHECK(coda_context_create(&co, &gpu) == CODA_OK);
   coda_model_config gqa = {512, 512, 2, 8, 2, 768, 2200, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};
   int p3[3] = {37, 5, 100};
-  against_cpu(cpu, gpu, &gqa, p3, 3, 24, "gqa hd64");
+  against_cpu(cpu, gpu, &gqa, p3, 3, steps_of(24, 0), "gqa hd64");
   int p1[1] = {2100}; /* more than one device chunk (2048 rows) */
-  against_cpu(cpu, gpu, &gqa, p1, 1, 8, "gqa hd64 long prompt");
+  if (!g_small) against_cpu(cpu, gpu, &gqa, p1, 1, 8, "gqa hd64 long prompt");
+  int p2s[2] = {20, 9}; /* 29 prefill rows: the tensor-core GEMV */
+  against_cpu(cpu, gpu, &gqa, p2s, 2, steps_of(6, 0), "gqa hd64 short prompts");
   coda_model_config mha = {384, 128, 2, 4, 4, 256, 64, 1, 500000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};
   int p24[24];
   for (int i = 0; i < 24; i++) p24[i] = 1 + (i * 7) % 20;
-  against_cpu(cpu, gpu, &mha, p24, 24, 12, "mha hd32 tied, batch 24");
+  against_cpu(cpu, gpu, &mha, p24, 24, steps_of(12, 0), "mha hd32 tied, batch 24");
   int p70[70];
   for (int i = 0; i < 70; i++) p70[i] = 1 + (i * 5) % 17;
-  against_cpu(cpu, gpu, &mha, p70, 70, 4, "mha hd32 tied, batch 70");
+  against_cpu(cpu, gpu, &mha, p70, 70, steps_of(4, 0), "mha hd32 tied, batch 70");
   coda_context streamed;
   coda_context_options cs = co;
   cs.own_stream = 1;
   CHECK(coda_context_create(&cs, &streamed) == CODA_OK);
   /* 70 steps from a 60-token prompt cross 64-key split boundaries */
-  graphs_vs_direct(cpu, gpu, streamed, 1, &gqa, 1, 60, 70, "graphs gqa batch 1");
-  graphs_vs_direct(cpu, gpu, streamed, 1, &gqa, 3, 40, 30, "graphs gqa batch 3");
-  graphs_vs_direct(cpu, gpu, streamed, 1, &mha, 24, 20, 10, "graphs mha batch 24");
-  graphs_vs_direct(cpu, gpu, gpu, 0, &gqa, 2, 30, 6, "legacy stream, no graphs");
+  graphs_vs_direct(cpu, gpu, streamed, 1, &gqa, 1, 60, steps_of(70, 6), "graphs gqa batch 1");
+  graphs_vs_direct(cpu, gpu, streamed, 1, &gqa, 3, 40, steps_of(30, 0), "graphs gqa batch 3");
+  graphs_vs_direct(cpu, gpu, streamed, 1, &mha, 24, 20, steps_of(10, 0), "graphs mha batch 24");
+  graphs_vs_direct(cpu, gpu, gpu, 0, &gqa, 2, 30, steps_of(6, 0), "legacy stream, no graphs");
+  /* the knob is read when a context is created */
+  coda_context nopdl = NULL;
+  setenv("CODA_DECODE_PDL", "0", 1);
+  CHECK(coda_context_create(&co, &nopdl) == CODA_OK);
+  unsetenv("CODA_DECODE_PDL");
+  if (nopdl) {
+    graphs_vs_direct(cpu, nopdl, streamed, 1, &gqa, 1, 60, steps_of(20, 0), "PDL off (direct) vs on (graphs)");
+    graphs_vs_direct(cpu, nopdl, streamed, 1, &mha, 24, 20, steps_of(6, 0), "PDL off vs on, batch 24");
+    coda_context_destroy(nopdl);
+  }
   coda_context_destroy(streamed);
   /* llama3-scaled RoPE past the pre-training context of 32 positions */
   coda_model_config l3 = {320, 128, 2, 4, 2, 256, 128, 0, 500000.0, 1e-5, {CODA_ROPE_LLAMA3, 8.0, 1.0, 4.0, 32.0}};
   int p2[2] = {70, 9};
-  against_cpu(cpu, gpu, &l3, p2, 2, 16, "llama3 rope hd32");
+  against_cpu(cpu, gpu, &l3, p2, 2, steps_of(16, 0), "llama3 rope hd32");
   coda_context_destroy(gpu);
   coda_context_destroy(cpu);
   printf("coverage: %d decoder cases against the CPU (step rows: %d one-row GEMV, %d tensor-core "

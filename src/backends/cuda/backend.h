@@ -114,24 +114,14 @@ coda_status coda_cuda_train_zero(coda_context ctx, void *p, size_t bytes);
 /* Device memory in use (all processes) and total. */
 coda_status coda_cuda_train_memory(coda_context ctx, size_t *used, size_t *total);
 
-/* ---- the decoder's device ops (src/cuda/decode_kernels.cu) ----
+/* ---- the decoder's device ops (decode_kernels.cu) ----
  * The entries of coda_decode_ops (backends/backend.h), same arguments. */
 coda_status coda_cuda_decode_embed(coda_context ctx, float *x, const uint16_t *table,
                                    const int32_t *tok, int64_t M, int64_t D);
-coda_status coda_cuda_decode_rmsnorm(coda_context ctx, uint16_t *h, const float *x,
-                                     const int32_t *rows, const float *w, int64_t M, int64_t D,
-                                     double eps);
-coda_status coda_cuda_decode_linear(coda_context ctx, float *y, const uint16_t *x,
-                                    const uint16_t *w, int64_t M, int64_t N, int64_t K,
-                                    int accumulate);
-coda_status coda_cuda_decode_rope_append(coda_context ctx, const coda_decode_rows *r,
-                                         const float *qkv, uint16_t *q, uint16_t *kc,
-                                         uint16_t *vc, const double *inv_freq, uint16_t *packed);
+coda_status coda_cuda_decode_linear(coda_context ctx, const coda_decode_linear_job *j);
 coda_status coda_cuda_decode_attention(coda_context ctx, const coda_decode_rows *r, uint16_t *o,
                                        const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
                                        float *work, int splits);
-coda_status coda_cuda_decode_swiglu(coda_context ctx, uint16_t *y, const float *z, int64_t M,
-                                    int64_t F);
 coda_status coda_cuda_decode_gather_rows(coda_context ctx, float *dst, const float *src,
                                          const int32_t *dst_rows, int64_t n, int64_t cols);
 coda_status coda_cuda_decode_sample(coda_context ctx, const coda_decode_sample_job *j);

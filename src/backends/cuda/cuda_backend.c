@@ -43,6 +43,7 @@ static void cuda_free(coda_context ctx, void *p) {
 
 static coda_status cuda_copy_bytes(coda_context ctx, void *dst, const void *src, size_t bytes,
                                    coda_copy_kind kind) {
+  if (kind == CODA_COPY_H2D_QUEUED) return coda_cuda_memcpy_queued(ctx, dst, src, bytes);
   return coda_cuda_memcpy(ctx, dst, src, bytes, kind == CODA_COPY_H2D);
 }
 
@@ -123,11 +124,8 @@ static const coda_train_ops cuda_train_ops = {
 
 static const coda_decode_ops cuda_decode_ops = {
     .embed = coda_cuda_decode_embed,
-    .rmsnorm = coda_cuda_decode_rmsnorm,
     .linear = coda_cuda_decode_linear,
-    .rope_append = coda_cuda_decode_rope_append,
     .attention = coda_cuda_decode_attention,
-    .swiglu = coda_cuda_decode_swiglu,
     .gather_rows = coda_cuda_decode_gather_rows,
     .sample = coda_cuda_decode_sample,
 };

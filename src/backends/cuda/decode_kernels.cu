@@ -1,9 +1,15 @@
 /* The decoder's device kernels (src/train/decode.c on a CUDA context,
  * through coda_decode_ops of backends/backend.h): embedding lookup,
- * RMSNorm to bf16, the linear layers (a tensor-core GEMV for up to 64
- * rows, the backend's Hopper GEMM for more), RoPE with the cache append, decode
- * attention split over the cache length, SwiGLU, row gather and sampling.
- * Compiled ahead of time by nvcc (no NVRTC).
+ * RMSNorm to bf16, the linear layers (a one-row GEMV, a tensor-core GEMV
+ * for up to 64 rows, the backend's Hopper GEMM for more) with the SwiGLU
+ * or the RoPE and cache append in their stores, decode attention split
+ * over the cache length, row gather and sampling. Compiled ahead of time
+ * by nvcc (no NVRTC).
+ *
+ * Launches: every kernel here starts with pdl_wait() and is launched with
+ * programmatic stream serialization (unless CODA_DECODE_PDL=0), so the
+ * next kernel of a step is scheduled while the previous one drains.
+ * Nothing before pdl_wait() reads or writes memory.
  *
  * Layouts: activations row-major, the residual stream and GEMM outputs
  * fp32, GEMM inputs bf16; weights bf16 [N x K] (the model's rows); a
@@ -34,6 +40,37 @@ coda_status check_launch(coda_context ctx, const char *what) {
   return coda_cuda_check_launch(ctx, msg);
 }
 
+__device__ __forceinline__ void pdl_wait() {
+  /* the previous grid of the stream has ended and its writes are visible;
+   * then let the next grid be scheduled */
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+/* kernel<<<grid, block, smem>>>(args...) on the context's stream, allowed
+ * to start before the previous kernel ends (it waits in pdl_wait()). */
+template <typename... P, typename... A>
+coda_status launch(coda_context ctx, const char *what, void (*kernel)(P...), dim3 grid,
+                   dim3 block, size_t smem, A... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = coda_cuda_stream(ctx);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = ctx->knobs.decode_pdl_off ? 0 : 1;
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, static_cast<P>(args)...);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA decode kernel (%s): %s", what,
+                     cudaGetErrorString(e));
+  }
+  return check_launch(ctx, what);
+}
+
 unsigned grid_of(long long n, int threads) {
   long long g = (n + threads - 1) / threads;
   return (unsigned)(g < 65535 ? (g > 0 ? g : 1) : 65535);
@@ -48,6 +85,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 __global__ void embed_kernel(float *x, const bf16 *table, const int32_t *tok, long long M,
                              long long D) {
+  pdl_wait();
   const long long n = M * D;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
        i += (long long)gridDim.x * blockDim.x) {
@@ -63,6 +101,7 @@ __global__ void embed_kernel(float *x, const bf16 *table, const int32_t *tok, lo
 __global__ void rmsnorm_kernel(bf16 *h, const float *x, const int32_t *rows, const float *w,
                                long long D, double eps) {
   __shared__ double part[8];
+  pdl_wait();
   const long long src = rows ? rows[blockIdx.x] : blockIdx.x;
   const float *xr = x + src * D;
   double ss = 0.0;
@@ -79,12 +118,72 @@ __global__ void rmsnorm_kernel(bf16 *h, const float *x, const int32_t *rows, con
 
 /* --------------------------------------------------------------- linear */
 
+/* What a linear kernel does with its results (coda_decode_linear_job):
+ * stores of adjacent column pairs (c, c + 1), c even. */
+struct lin_out {
+  coda_decode_out kind;
+  long long N;
+  float *y;       /* F32 */
+  int accumulate; /* F32 */
+  bf16 *yb;       /* SWIGLU: M x N/2 */
+  /* ROPE */
+  const int32_t *seq, *pos;
+  int Hq, Hk, hd, max_len;
+  const double *inv_freq;
+  bf16 *q, *kc, *vc, *packed;
+};
+
+/* The RoPE rotation of pair j of a head at position p: the same double
+ * arithmetic as rope_append_kernel, so fused and separate stores agree
+ * bit for bit. */
+__device__ __forceinline__ void rope_pair(float a, float b, double p, double f, float *o0,
+                                          float *o1) {
+  double sn, cs;
+  sincos(p * f, &sn, &cs);
+  *o0 = (float)((double)a * cs - (double)b * sn);
+  *o1 = (float)((double)a * sn + (double)b * cs);
+}
+
+__device__ __forceinline__ void store_pair(const lin_out &o, long long r, long long c, float v0,
+                                           float v1) {
+  if (o.kind == CODA_DECODE_OUT_F32) {
+    float *d = o.y + r * o.N + c;
+    d[0] = o.accumulate ? d[0] + v0 : v0;
+    if (c + 1 < o.N) d[1] = o.accumulate ? d[1] + v1 : v1;
+  } else if (o.kind == CODA_DECODE_OUT_SWIGLU) { /* silu(gate) · up, as swiglu_kernel */
+    o.yb[r * (o.N / 2) + c / 2] = __float2bfloat16_rn(v0 / (1.0f + __expf(-v0)) * v1);
+  } else { /* ROPE: as rope_append_kernel */
+    const int hd = o.hd;
+    const long long cbase = ((long long)o.seq[r] * o.max_len + o.pos[r]) * (long long)o.Hk * hd;
+    const long long nr = (long long)(o.Hq + o.Hk) * hd;
+    bf16 b0, b1;
+    if (c < nr) {
+      const int h = (int)(c / hd), j = (int)(c % hd) / 2;
+      float o0, o1;
+      rope_pair(v0, v1, (double)o.pos[r], o.inv_freq[j], &o0, &o1);
+      bf16 *dst = h < o.Hq ? o.q + r * (long long)o.Hq * hd + (long long)h * hd
+                           : o.kc + cbase + (long long)(h - o.Hq) * hd;
+      b0 = dst[2 * j] = __float2bfloat16_rn(o0);
+      b1 = dst[2 * j + 1] = __float2bfloat16_rn(o1);
+    } else {
+      b0 = o.vc[cbase + c - nr] = __float2bfloat16_rn(v0);
+      b1 = o.vc[cbase + c - nr + 1] = __float2bfloat16_rn(v1);
+    }
+    if (o.packed) {
+      o.packed[r * o.N + c] = b0;
+      o.packed[r * o.N + c + 1] = b1;
+    }
+  }
+}
+
 /* y (M x N) (+)= x (M x K) · w (N x K)ᵀ for M <= MT: one warp per output
  * column n streams its weight row once (16-byte loads when K % 8 == 0) and
- * keeps the M dot products in registers; the x rows come from L1/L2. */
+ * keeps the M dot products in registers; the x rows come from L1/L2. The
+ * F32 store only (the fallback for shapes the other kernels do not take). */
 template <int MT>
 __global__ void gemv_kernel(float *y, const bf16 *x, const bf16 *w, int M, long long N,
                             long long K, int accumulate) {
+  pdl_wait();
   const int lane = threadIdx.x & 31;
   const long long n = blockIdx.x * (long long)(blockDim.x >> 5) + (threadIdx.x >> 5);
   if (n >= N) return;
@@ -129,7 +228,52 @@ __global__ void gemv_kernel(float *y, const bf16 *x, const bf16 *w, int M, long 
   }
 }
 
-/* y (M x N) (+)= x (M x K) · w (N x K)ᵀ for M <= 16·MT on tensor cores:
+/* One row: out(x · wᵀ), x bf16 1 x K, K % 8 == 0. A block of 8 warps owns
+ * 8/ks adjacent columns, ks warps per column, each over a contiguous
+ * ks-th of K in 256-element steps (lane: 8 elements, one 16-byte load,
+ * several in flight); the ks sums are added in split order
+ * (deterministic). */
+constexpr int kRowWarps = 8;
+
+__global__ void __launch_bounds__(32 * kRowWarps)
+    gemv_row_kernel(lin_out o, const bf16 *x, const bf16 *w, long long K, int ks) {
+  __shared__ float red[kRowWarps];
+  pdl_wait();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, cpb = kRowWarps / ks;
+  const long long n = (long long)blockIdx.x * cpb + warp % cpb;
+  const long long per = ((K + 255) / 256 + ks - 1) / ks * 256;
+  const long long k0 = (warp / cpb) * per, k1 = k0 + per < K ? k0 + per : K;
+  float acc = 0.0f;
+  if (n < o.N) {
+    const bf16 *wr = w + n * K;
+#pragma unroll 4 /* several weight loads in flight per lane */
+    for (long long k = k0 + lane * 8; k < k1; k += 256) {
+      const uint4 wv = *reinterpret_cast<const uint4 *>(wr + k);
+      const uint4 xv = *reinterpret_cast<const uint4 *>(x + k);
+      const bf16 *wb = reinterpret_cast<const bf16 *>(&wv);
+      const bf16 *xb = reinterpret_cast<const bf16 *>(&xv);
+      float s = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 8; i++) s = fmaf(__bfloat162float(xb[i]), __bfloat162float(wb[i]), s);
+      acc += s;
+    }
+  }
+  acc = warp_sum(acc);
+  if (lane == 0) red[warp] = acc;
+  __syncthreads();
+  if (threadIdx.x < (unsigned)cpb / 2) {
+    const int j = 2 * threadIdx.x;
+    float v0 = 0.0f, v1 = 0.0f;
+    for (int sp = 0; sp < ks; sp++) {
+      v0 += red[sp * cpb + j];
+      v1 += red[sp * cpb + j + 1];
+    }
+    const long long col = (long long)blockIdx.x * cpb + j;
+    if (col < o.N) store_pair(o, 0, col, v0, v1);
+  }
+}
+
+/* out(x (M x K) · w (N x K)ᵀ) for M <= 16·MT on tensor cores:
  * a block of 8 warps owns 8 output columns, warp i the i-th eighth of K,
  * so every weight row streams once, in 16-byte loads with several in
  * flight per lane, and the x rows come from L1. Each 32-wide k chunk is
@@ -151,15 +295,15 @@ __device__ __forceinline__ void mma_bf16_16816(float *c, const uint32_t *a, uint
 
 template <int MT>
 __global__ void __launch_bounds__(32 * kMmaWarps)
-    gemv_mma_kernel(float *y, const bf16 *x, const bf16 *w, int M, long long N, long long K,
-                    int accumulate) {
+    gemv_mma_kernel(lin_out o, const bf16 *x, const bf16 *w, int M, long long K) {
   __shared__ float part[kMmaWarps][MT][32][4];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const long long n0 = (long long)blockIdx.x * 8, chunks = K / 32;
+  const long long N = o.N, n0 = (long long)blockIdx.x * 8, chunks = K / 32;
   const long long per = (chunks + kMmaWarps - 1) / kMmaWarps;
   const long long c0 = warp * per, c1 = c0 + per < chunks ? c0 + per : chunks;
   const bool nok = n0 + g < N;
   const bf16 *wr = w + (nok ? n0 + g : 0) * K + 8 * t;
+  pdl_wait();
   float acc[MT][4];
 #pragma unroll
   for (int m = 0; m < MT; m++) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
@@ -183,43 +327,56 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
 #pragma unroll
     for (int i = 0; i < 4; i++) part[warp][m][lane][i] = acc[m][i];
   __syncthreads();
-  /* thread (m, lane, i) of the first 4·MT warps' worth: one output each */
-  for (int e = threadIdx.x; e < MT * 32 * 4; e += blockDim.x) {
-    const int m = e / 128, l = (e / 4) % 32, i = e % 4;
-    float sum = 0.0f;
-    for (int wi = 0; wi < kMmaWarps; wi++) sum += part[wi][m][l][i];
-    const int row = 16 * m + (l >> 2) + (i >= 2 ? 8 : 0);
-    const long long col = n0 + 2 * (l & 3) + (i & 1);
-    if (row < M && col < N) {
-      float *o = y + (long long)row * N + col;
-      *o = accumulate ? *o + sum : sum;
+  /* one thread per (m, lane, accumulator pair): fragment elements {0, 1}
+   * and {2, 3} are column pairs of rows g and g + 8 */
+  for (int e = threadIdx.x; e < MT * 32 * 2; e += blockDim.x) {
+    const int m = e / 64, l = (e / 2) % 32, i = 2 * (e % 2);
+    float s0 = 0.0f, s1 = 0.0f;
+    for (int wi = 0; wi < kMmaWarps; wi++) {
+      s0 += part[wi][m][l][i];
+      s1 += part[wi][m][l][i + 1];
     }
+    const int row = 16 * m + (l >> 2) + (i >= 2 ? 8 : 0);
+    const long long col = n0 + 2 * (l & 3);
+    if (row < M && col < N) store_pair(o, row, col, s0, s1);
   }
 }
 
-coda_status launch_gemv_mma(coda_context ctx, float *y, const bf16 *x, const bf16 *w, int M,
-                            long long N, long long K, int accumulate) {
-  const unsigned grid = (unsigned)((N + 7) / 8);
-  cudaStream_t st = coda_cuda_stream(ctx);
-  const int t = 32 * kMmaWarps;
-  if (M <= 16) gemv_mma_kernel<1><<<grid, t, 0, st>>>(y, x, w, M, N, K, accumulate);
-  else if (M <= 32) gemv_mma_kernel<2><<<grid, t, 0, st>>>(y, x, w, M, N, K, accumulate);
-  else if (M <= 48) gemv_mma_kernel<3><<<grid, t, 0, st>>>(y, x, w, M, N, K, accumulate);
-  else gemv_mma_kernel<4><<<grid, t, 0, st>>>(y, x, w, M, N, K, accumulate);
-  return check_launch(ctx, "GEMV (tensor cores)");
+coda_status launch_gemv_mma(coda_context ctx, const lin_out &o, const bf16 *x, const bf16 *w,
+                            int M, long long K) {
+  const dim3 grid((unsigned)((o.N + 7) / 8)), block(32 * kMmaWarps);
+  const char *what = "GEMV (tensor cores)";
+  if (M <= 16) return launch(ctx, what, gemv_mma_kernel<1>, grid, block, 0, o, x, w, M, K);
+  if (M <= 32) return launch(ctx, what, gemv_mma_kernel<2>, grid, block, 0, o, x, w, M, K);
+  if (M <= 48) return launch(ctx, what, gemv_mma_kernel<3>, grid, block, 0, o, x, w, M, K);
+  return launch(ctx, what, gemv_mma_kernel<4>, grid, block, 0, o, x, w, M, K);
+}
+
+/* The split of K for one row: more warps per column while the grid has
+ * fewer warps than the GPU holds and every lane keeps 4 loads. */
+int row_splits(long long N, long long K) {
+  int ks = 1;
+  while (ks < kRowWarps / 2 && N * ks < 8192 && K / (256LL * 2 * ks) >= 4) ks *= 2;
+  return ks;
+}
+
+coda_status launch_gemv_row(coda_context ctx, const lin_out &o, const bf16 *x, const bf16 *w,
+                            long long K) {
+  const int ks = row_splits(o.N, K), cpb = kRowWarps / ks;
+  const dim3 grid((unsigned)((o.N + cpb - 1) / cpb)), block(32 * kRowWarps);
+  return launch(ctx, "GEMV (one row)", gemv_row_kernel, grid, block, 0, o, x, w, K, ks);
 }
 
 coda_status launch_gemv(coda_context ctx, float *y, const bf16 *x, const bf16 *w, int M,
                         long long N, long long K, int accumulate) {
   const int warps = 8;
-  const unsigned grid = (unsigned)((N + warps - 1) / warps);
-  cudaStream_t st = coda_cuda_stream(ctx);
-  if (M <= 1) gemv_kernel<1><<<grid, 32 * warps, 0, st>>>(y, x, w, M, N, K, accumulate);
-  else if (M <= 2) gemv_kernel<2><<<grid, 32 * warps, 0, st>>>(y, x, w, M, N, K, accumulate);
-  else if (M <= 4) gemv_kernel<4><<<grid, 32 * warps, 0, st>>>(y, x, w, M, N, K, accumulate);
-  else if (M <= 8) gemv_kernel<8><<<grid, 32 * warps, 0, st>>>(y, x, w, M, N, K, accumulate);
-  else gemv_kernel<16><<<grid, 32 * warps, 0, st>>>(y, x, w, M, N, K, accumulate);
-  return check_launch(ctx, "GEMV");
+  const dim3 grid((unsigned)((N + warps - 1) / warps)), block(32 * warps);
+  const char *what = "GEMV";
+  if (M <= 1) return launch(ctx, what, gemv_kernel<1>, grid, block, 0, y, x, w, M, N, K, accumulate);
+  if (M <= 2) return launch(ctx, what, gemv_kernel<2>, grid, block, 0, y, x, w, M, N, K, accumulate);
+  if (M <= 4) return launch(ctx, what, gemv_kernel<4>, grid, block, 0, y, x, w, M, N, K, accumulate);
+  if (M <= 8) return launch(ctx, what, gemv_kernel<8>, grid, block, 0, y, x, w, M, N, K, accumulate);
+  return launch(ctx, what, gemv_kernel<16>, grid, block, 0, y, x, w, M, N, K, accumulate);
 }
 
 /* ------------------------------------------------- RoPE and cache append */
@@ -230,6 +387,7 @@ coda_status launch_gemv(coda_context ctx, float *y, const bf16 *x, const bf16 *w
 __global__ void rope_append_kernel(const float *qkv, bf16 *q, bf16 *kc, bf16 *vc,
                                    const int32_t *seq, const int32_t *pos, int Hq, int Hk, int hd,
                                    int max_len, const double *inv_freq, bf16 *packed) {
+  pdl_wait();
   const long long r = blockIdx.x;
   const int half = hd / 2, npairs = (Hq + Hk) * half, nv = Hk * hd;
   const int i0 = blockIdx.y * blockDim.x, istep = gridDim.y * blockDim.x;
@@ -278,6 +436,7 @@ template <int HDL>
 __global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, const bf16 *vc,
                                     const int32_t *seq, const int32_t *pos, int Hq, int Hk,
                                     int max_len, int splits) {
+  pdl_wait();
   constexpr int hd = HDL * 32, kAttnKeys = attn_keys<HDL>();
   const int grp = Hq / Hk, nblk = (grp + kAttnGroup - 1) / kAttnGroup;
   const long long r = blockIdx.x;
@@ -369,6 +528,7 @@ __global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, 
 /* o (bf16) = the splits' partials merged and normalized: block per (row,
  * query head), a thread per head dimension element. */
 __global__ void attn_combine_kernel(bf16 *o, const float *work, int Hq, int hd, int splits) {
+  pdl_wait();
   const long long rh = blockIdx.x; /* r·Hq + h */
   const float *base = work + rh * splits * (long long)(hd + 2);
   float M = -INFINITY;
@@ -389,6 +549,7 @@ __global__ void attn_combine_kernel(bf16 *o, const float *work, int Hq, int hd, 
 /* ---------------------------------------------------- SwiGLU and gather */
 
 __global__ void swiglu_kernel(bf16 *y, const float *z, long long n) {
+  pdl_wait();
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
        i += (long long)gridDim.x * blockDim.x) {
     const float g = z[2 * i], u = z[2 * i + 1];
@@ -398,6 +559,7 @@ __global__ void swiglu_kernel(bf16 *y, const float *z, long long n) {
 
 __global__ void gather_kernel(float *dst, const float *src, const int32_t *dst_rows,
                               long long cols) {
+  pdl_wait();
   const long long i = blockIdx.y;
   float *d = dst + (long long)dst_rows[i] * cols;
   const float *s = src + i * cols;
@@ -465,6 +627,7 @@ __global__ void sample_kernel(int32_t *tokens, const float *logits, const int32_
   __shared__ float shv[32];
   __shared__ int shi[32];
   __shared__ int result;
+  pdl_wait();
   const int b = blockIdx.x;
   if (pos[b] < 0) {
     if (threadIdx.x == 0) tokens[b] = -1;
@@ -608,31 +771,17 @@ __global__ void sample_kernel(int32_t *tokens, const float *logits, const int32_
 
 /* ---------------------------------------------------------- entry points */
 
-extern "C" coda_status coda_cuda_decode_embed(coda_context ctx, float *x, const uint16_t *table,
-                                              const int32_t *tok, int64_t M, int64_t D) {
-  if (M * D == 0) return CODA_OK;
-  embed_kernel<<<grid_of(M * D, 256), 256, 0, coda_cuda_stream(ctx)>>>(x, (const bf16 *)table, tok,
-                                                                      M, D);
-  return check_launch(ctx, "embedding");
+namespace {
+
+coda_status rmsnorm(coda_context ctx, bf16 *h, const float *x, const int32_t *rows,
+                    const float *w, int64_t M, int64_t D, double eps) {
+  return launch(ctx, "RMSNorm", rmsnorm_kernel, dim3((unsigned)M), dim3(256), 0, h, x, rows, w,
+                (long long)D, eps);
 }
 
-extern "C" coda_status coda_cuda_decode_rmsnorm(coda_context ctx, uint16_t *h, const float *x,
-                                                const int32_t *rows, const float *w, int64_t M,
-                                                int64_t D, double eps) {
-  if (M == 0) return CODA_OK;
-  rmsnorm_kernel<<<(unsigned)M, 256, 0, coda_cuda_stream(ctx)>>>((bf16 *)h, x, rows, w, D, eps);
-  return check_launch(ctx, "RMSNorm");
-}
-
-extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, float *y, const uint16_t *x,
-                                               const uint16_t *w, int64_t M, int64_t N, int64_t K,
-                                               int accumulate) {
-  if (M == 0 || N == 0) return CODA_OK;
-  const bf16 *xb = (const bf16 *)x, *wb = (const bf16 *)w;
-  /* one row: the one-warp-per-column kernel streams the weights faster */
-  if (M >= 2 && M <= 64 && K % 32 == 0 && N <= 0x7fffffffLL * 8 &&
-      ((uintptr_t)x | (uintptr_t)w) % 16 == 0)
-    return launch_gemv_mma(ctx, y, xb, wb, (int)M, N, K, accumulate);
+/* The unfused F32 result y = x · wᵀ (+ y). */
+coda_status linear_f32(coda_context ctx, float *y, const bf16 *x, const bf16 *w, int64_t M,
+                       int64_t N, int64_t K, int accumulate) {
   if (M > 16 && K % 8 == 0 && N % 4 == 0) {
     /* enough rows for the backend's GEMM, D = x · wᵀ (+ D) */
     coda_tensor A = {(void *)x, CODA_BF16, M, K, K};
@@ -643,25 +792,73 @@ extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, float *y, const
   /* few rows (or shapes the TMA GEMM does not take): 16 rows per pass */
   for (int64_t m0 = 0; m0 < M; m0 += 16) {
     const int rows = (int)(M - m0 < 16 ? M - m0 : 16);
-    coda_status s = launch_gemv(ctx, y + m0 * N, xb + m0 * K, wb, rows, N, K, accumulate);
+    coda_status s = launch_gemv(ctx, y + m0 * N, x + m0 * K, w, rows, N, K, accumulate);
     if (s) return s;
   }
   return CODA_OK;
 }
 
-extern "C" coda_status coda_cuda_decode_rope_append(coda_context ctx, const coda_decode_rows *r,
-                                                    const float *qkv, uint16_t *q, uint16_t *kc,
-                                                    uint16_t *vc, const double *inv_freq,
-                                                    uint16_t *packed) {
-  if (r->M == 0) return CODA_OK;
+} // namespace
+
+extern "C" coda_status coda_cuda_decode_embed(coda_context ctx, float *x, const uint16_t *table,
+                                              const int32_t *tok, int64_t M, int64_t D) {
+  if (M * D == 0) return CODA_OK;
+  return launch(ctx, "embedding", embed_kernel, dim3(grid_of(M * D, 256)), dim3(256), 0, x,
+                (const bf16 *)table, tok, (long long)M, (long long)D);
+}
+
+extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, const coda_decode_linear_job *j) {
+  const int64_t M = j->M, N = j->N, K = j->K;
+  if (M == 0 || N == 0) return CODA_OK;
+  if (j->out != CODA_DECODE_OUT_F32 && N % 2)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "decode linear: %lld columns (pairs)",
+                     (long long)N);
+  const bf16 *w = (const bf16 *)j->w, *x = (const bf16 *)j->x;
+  coda_status s = CODA_OK;
+  if (j->norm_w) {
+    s = rmsnorm(ctx, (bf16 *)j->h, j->xf, j->norm_rows, j->norm_w, M, K, j->eps);
+    x = (const bf16 *)j->h;
+  }
+  lin_out o = {};
+  o.kind = j->out;
+  o.N = N;
+  o.y = j->y;
+  o.accumulate = j->accumulate;
+  o.yb = (bf16 *)j->yb;
+  if (j->out == CODA_DECODE_OUT_ROPE) {
+    const coda_decode_rows *r = j->rows;
+    o.seq = r->seq;
+    o.pos = r->pos;
+    o.Hq = r->Hq;
+    o.Hk = r->Hk;
+    o.hd = r->hd;
+    o.max_len = r->max_len;
+    o.inv_freq = j->inv_freq;
+    o.q = (bf16 *)j->q;
+    o.kc = (bf16 *)j->kc;
+    o.vc = (bf16 *)j->vc;
+    o.packed = (bf16 *)j->packed;
+  }
+  if (s) return s;
+  const int aligned = ((uintptr_t)x | (uintptr_t)w) % 16 == 0;
+  /* one row: one warp (or a few) per column streams the weights fastest */
+  if (M == 1 && K % 8 == 0 && aligned && N < 0x7fffffffLL)
+    return launch_gemv_row(ctx, o, x, w, K);
+  if (M >= 2 && M <= 64 && K % 32 == 0 && N <= 0x7fffffffLL * 8 && aligned)
+    return launch_gemv_mma(ctx, o, x, w, (int)M, K);
+  /* the GEMM or the plain GEMV into y, then the store's own kernel */
+  s = linear_f32(ctx, j->y, x, w, M, N, K, o.kind == CODA_DECODE_OUT_F32 ? j->accumulate : 0);
+  if (s || o.kind == CODA_DECODE_OUT_F32) return s;
+  if (o.kind == CODA_DECODE_OUT_SWIGLU)
+    return launch(ctx, "SwiGLU", swiglu_kernel, dim3(grid_of(M * N / 2, 256)), dim3(256), 0,
+                  o.yb, (const float *)j->y, (long long)(M * N / 2));
   /* a row's pairs and values over several blocks: the double sincos of a
    * one-row step would keep one SM busy for microseconds */
-  const int items = (r->Hq + r->Hk) * (r->hd / 2) + r->Hk * r->hd;
-  const int per_row = r->M >= 64 ? 1 : (items + 127) / 128;
-  rope_append_kernel<<<dim3((unsigned)r->M, (unsigned)per_row), 128, 0, coda_cuda_stream(ctx)>>>(
-      qkv, (bf16 *)q, (bf16 *)kc, (bf16 *)vc, r->seq, r->pos, r->Hq, r->Hk, r->hd, r->max_len,
-      inv_freq, (bf16 *)packed);
-  return check_launch(ctx, "RoPE and cache append");
+  const int items = (o.Hq + o.Hk) * (o.hd / 2) + o.Hk * o.hd;
+  const int per_row = M >= 64 ? 1 : (items + 127) / 128;
+  return launch(ctx, "RoPE and cache append", rope_append_kernel,
+                dim3((unsigned)M, (unsigned)per_row), dim3(128), 0, (const float *)j->y, o.q, o.kc,
+                o.vc, o.seq, o.pos, o.Hq, o.Hk, o.hd, o.max_len, o.inv_freq, o.packed);
 }
 
 extern "C" coda_status coda_cuda_decode_attention(coda_context ctx, const coda_decode_rows *r,
@@ -676,27 +873,21 @@ extern "C" coda_status coda_cuda_decode_attention(coda_context ctx, const coda_d
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "decode attention: %lld rows, %d splits",
                      (long long)r->M, splits);
   const int grp = r->Hq / r->Hk, nblk = (grp + kAttnGroup - 1) / kAttnGroup;
-  dim3 grid((unsigned)r->M, (unsigned)(r->Hk * nblk), (unsigned)splits);
-  cudaStream_t st = coda_cuda_stream(ctx);
+  const dim3 grid((unsigned)r->M, (unsigned)(r->Hk * nblk), (unsigned)splits);
+  const dim3 block(32 * kAttnWarps);
   const bf16 *qb = (const bf16 *)q, *kb = (const bf16 *)kc, *vb = (const bf16 *)vc;
+  const char *what = "decode attention";
+  coda_status s;
   switch (r->hd / 32) {
-  case 1: attn_partial_kernel<1><<<grid, 32 * kAttnWarps, 0, st>>>(work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
-  case 2: attn_partial_kernel<2><<<grid, 32 * kAttnWarps, 0, st>>>(work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
-  case 4: attn_partial_kernel<4><<<grid, 32 * kAttnWarps, 0, st>>>(work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
-  default: attn_partial_kernel<8><<<grid, 32 * kAttnWarps, 0, st>>>(work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
+  case 1: s = launch(ctx, what, attn_partial_kernel<1>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
+  case 2: s = launch(ctx, what, attn_partial_kernel<2>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
+  case 4: s = launch(ctx, what, attn_partial_kernel<4>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
+  default: s = launch(ctx, what, attn_partial_kernel<8>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
   }
-  coda_status s = check_launch(ctx, "decode attention");
   if (s) return s;
-  attn_combine_kernel<<<(unsigned)(r->M * r->Hq), r->hd < 128 ? r->hd : 128, 0, st>>>(
-      (bf16 *)o, work, r->Hq, r->hd, splits);
-  return check_launch(ctx, "decode attention merge");
-}
-
-extern "C" coda_status coda_cuda_decode_swiglu(coda_context ctx, uint16_t *y, const float *z,
-                                               int64_t M, int64_t F) {
-  if (M * F == 0) return CODA_OK;
-  swiglu_kernel<<<grid_of(M * F, 256), 256, 0, coda_cuda_stream(ctx)>>>((bf16 *)y, z, M * F);
-  return check_launch(ctx, "SwiGLU");
+  return launch(ctx, "decode attention merge", attn_combine_kernel, dim3((unsigned)(r->M * r->Hq)),
+                dim3(r->hd < 128 ? r->hd : 128), 0, (bf16 *)o, (const float *)work, r->Hq, r->hd,
+                splits);
 }
 
 extern "C" coda_status coda_cuda_decode_gather_rows(coda_context ctx, float *dst, const float *src,
@@ -705,16 +896,16 @@ extern "C" coda_status coda_cuda_decode_gather_rows(coda_context ctx, float *dst
   if (n == 0 || cols == 0) return CODA_OK;
   if (n > 65535)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "decode gather: %lld rows", (long long)n);
-  dim3 grid(grid_of(cols, 256) < 64 ? grid_of(cols, 256) : 64, (unsigned)n);
-  gather_kernel<<<grid, 256, 0, coda_cuda_stream(ctx)>>>(dst, src, dst_rows, cols);
-  return check_launch(ctx, "row gather");
+  const dim3 grid(grid_of(cols, 256) < 64 ? grid_of(cols, 256) : 64, (unsigned)n);
+  return launch(ctx, "row gather", gather_kernel, grid, dim3(256), 0, dst, src, dst_rows,
+                (long long)cols);
 }
 
 extern "C" coda_status coda_cuda_decode_sample(coda_context ctx, const coda_decode_sample_job *j) {
   if (j->B == 0) return CODA_OK;
   if (j->V > 2147483647LL)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "sampling: vocab %lld", (long long)j->V);
-  sample_kernel<<<(unsigned)j->B, kSampleThreads, 0, coda_cuda_stream(ctx)>>>(
-      j->tokens, j->logits, j->pos, j->V, j->temperature, j->top_k, j->top_p, j->seed);
-  return check_launch(ctx, "sampling");
+  return launch(ctx, "sampling", sample_kernel, dim3((unsigned)j->B), dim3(kSampleThreads), 0,
+                j->tokens, j->logits, j->pos, (long long)j->V, j->temperature, j->top_k, j->top_p,
+                j->seed);
 }

@@ -223,6 +223,20 @@ extern "C" coda_status coda_cuda_memcpy(coda_context ctx, void *dst, const void 
   return CODA_OK;
 }
 
+extern "C" coda_status coda_cuda_memcpy_queued(coda_context ctx, void *dst, const void *src,
+                                               size_t bytes) {
+  if (bytes == 0) return CODA_OK;
+  /* pageable memory: staged before the call returns, so the caller's
+   * buffer is free again (CUDA's documented behaviour for async H2D) */
+  cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, coda_cuda_stream(ctx));
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA memcpy (host to device, queued, %zu bytes): %s",
+                     bytes, cudaGetErrorString(e));
+  }
+  return CODA_OK;
+}
+
 extern "C" coda_status coda_cuda_sync(coda_context ctx) {
   cudaError_t e = (cudaError_t)coda_cuda_stream_wait(ctx); /* the context's stream */
   if (e != cudaSuccess) {

@@ -38,6 +38,9 @@ coda_status coda_cuda_malloc(coda_context ctx, size_t bytes, void **out);
 void coda_cuda_free(void *p);
 coda_status coda_cuda_memcpy(coda_context ctx, void *dst, const void *src, size_t bytes,
                              int to_device);
+/* Host to device, queued on the stream without waiting (src may be reused
+ * on return: a pageable source is staged by the copy call). */
+coda_status coda_cuda_memcpy_queued(coda_context ctx, void *dst, const void *src, size_t bytes);
 /* dst = src elementwise with dtype conversion (round to nearest even);
  * zero: dst = 0 (src NULL). Device views of equal shape. */
 coda_status coda_cuda_copy(coda_context ctx, const coda_tensor *dst, const coda_tensor *src);
