@@ -53,6 +53,7 @@
  * directory's, for a directory without such files or a corpus too small).
  *
  * Every mode checks that an input leaves no file descriptor open.
+ * Built with -DFUZZ_VERBOSE, the directory mode prints each outcome.
  *
  * Build and run: scripts/fuzz.sh [SECONDS] (FUZZ_ONLY=jsonl, llmc, text,
  * dir, or one of them with _bpe) */
@@ -666,8 +667,7 @@ static void run_dir(const uint8_t *data, size_t size) {
   dir_expect *x = calloc(1, sizeof *x);
   if (!x) fail("out of memory");
   ref_dir(fmt, x);
-  coda_data_options o;
-  memset(&o, 0, sizeof o);
+  coda_data_options o = coda_data_default_options();
   o.path = in_path;
   o.format = (coda_data_format)fmt;
 #ifdef CODA_FUZZ_TOKENIZER

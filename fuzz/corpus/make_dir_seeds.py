@@ -103,6 +103,16 @@ seeds = {
                            entry(FILE, "a", b"", TXT),
                            entry(FILE, "b", b"", TXT),
                            entry(FILE, "c", b"ab", TXT)),
+    # the same kinds of entries where they are not named like corpus
+    # files, or hidden: accepted, the link read through
+    "17_links_ok": seed(AUTO,
+                        entry(FILE, "a", b"the file, read twice\n", TXT),
+                        entry(LINK, "b", b"a.txt", TXT),
+                        entry(SUBDIR, "sub", b"inside a subdirectory: not read\n"),
+                        entry(LINK, ".dangling", b"nowhere.txt", TXT),
+                        entry(LINK, "up", b".."),
+                        entry(FIFO, "fifo", b""),
+                        entry(FIFO, ".fifo", b"", TXT)),
 }
 
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dir")
