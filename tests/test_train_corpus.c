@@ -258,7 +258,7 @@ static void txt_directory(coda_context ctx) {
  * is read through; hidden names stay out. */
 static void txt_directory_not_files(coda_context ctx) {
   static const char *const bad[5] = {"dangling", "loop", "subdir", "fifo", "link_to_dir"};
-  static const char *const why[5] = {"dangling symbolic link", "Too many levels", "a directory",
+  static const char *const why[5] = {"dangling symbolic link", "cannot stat", "a directory",
                                      "a FIFO", "a directory"};
   for (int k = 0; k < 5; k++) {
     char sub[300], rel[64], p[600], q[700];

@@ -544,7 +544,7 @@ static coda_status list_dir(coda_context ctx, const char *dir, const char *suffi
   size_t kept = 0;
   for (size_t i = 0; i < nn; i++) {
     struct stat st, lst;
-    const int found = stat(names[i], &st) == 0;
+    const int found = stat(names[i], &st) == 0, err = errno;
     if (!s && found && S_ISREG(st.st_mode)) {
       names[kept++] = names[i];
       continue;
@@ -553,11 +553,11 @@ static coda_status list_dir(coda_context ctx, const char *dir, const char *suffi
       if (found)
         s = coda_fail(ctx, CODA_ERR_IO, "%s: is %s, not a regular file", names[i],
                       coda_file_kind((unsigned)st.st_mode));
-      else if (errno == ENOENT && lstat(names[i], &lst) == 0 && S_ISLNK(lst.st_mode))
+      else if (err == ENOENT && lstat(names[i], &lst) == 0 && S_ISLNK(lst.st_mode))
         s = coda_fail(ctx, CODA_ERR_IO, "%s: a dangling symbolic link (its target does not "
                       "exist), not a regular file", names[i]);
       else
-        s = coda_fail(ctx, CODA_ERR_IO, "%s: cannot stat: %s", names[i], strerror(errno));
+        s = coda_fail(ctx, CODA_ERR_IO, "%s: cannot stat: %s", names[i], strerror(err));
     }
     free(names[i]);
   }
