@@ -228,26 +228,24 @@ __global__ void gemv_kernel(float *y, const bf16 *x, const bf16 *w, int M, long 
   }
 }
 
-/* One row: out(x · wᵀ), x bf16 1 x K, K % 8 == 0. A block of 8 warps owns
- * 8/ks adjacent columns, ks warps per column, each over a contiguous
- * ks-th of K in 256-element steps (lane: 8 elements, one 16-byte load,
- * several in flight); the ks sums are added in split order
- * (deterministic). */
+/* One row: out(x · wᵀ), x bf16 1 x K, K % 8 == 0: one warp per column
+ * streams its weight row (lane: 8 elements, one 16-byte load, several in
+ * flight); a block of 8 warps owns 8 adjacent columns, so the stores go
+ * out in column pairs. (Splitting K over several warps per column
+ * measured slower at 8B.) */
 constexpr int kRowWarps = 8;
 
 __global__ void __launch_bounds__(32 * kRowWarps)
-    gemv_row_kernel(lin_out o, const bf16 *x, const bf16 *w, long long K, int ks) {
+    gemv_row_kernel(lin_out o, const bf16 *x, const bf16 *w, long long K) {
   __shared__ float red[kRowWarps];
   pdl_wait();
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, cpb = kRowWarps / ks;
-  const long long n = (long long)blockIdx.x * cpb + warp % cpb;
-  const long long per = ((K + 255) / 256 + ks - 1) / ks * 256;
-  const long long k0 = (warp / cpb) * per, k1 = k0 + per < K ? k0 + per : K;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long n = (long long)blockIdx.x * kRowWarps + warp;
   float acc = 0.0f;
   if (n < o.N) {
     const bf16 *wr = w + n * K;
 #pragma unroll 4 /* several weight loads in flight per lane */
-    for (long long k = k0 + lane * 8; k < k1; k += 256) {
+    for (long long k = lane * 8; k < K; k += 256) {
       const uint4 wv = *reinterpret_cast<const uint4 *>(wr + k);
       const uint4 xv = *reinterpret_cast<const uint4 *>(x + k);
       const bf16 *wb = reinterpret_cast<const bf16 *>(&wv);
@@ -261,15 +259,9 @@ __global__ void __launch_bounds__(32 * kRowWarps)
   acc = warp_sum(acc);
   if (lane == 0) red[warp] = acc;
   __syncthreads();
-  if (threadIdx.x < (unsigned)cpb / 2) {
-    const int j = 2 * threadIdx.x;
-    float v0 = 0.0f, v1 = 0.0f;
-    for (int sp = 0; sp < ks; sp++) {
-      v0 += red[sp * cpb + j];
-      v1 += red[sp * cpb + j + 1];
-    }
-    const long long col = (long long)blockIdx.x * cpb + j;
-    if (col < o.N) store_pair(o, 0, col, v0, v1);
+  if (threadIdx.x < kRowWarps / 2) {
+    const long long col = (long long)blockIdx.x * kRowWarps + 2 * threadIdx.x;
+    if (col < o.N) store_pair(o, 0, col, red[2 * threadIdx.x], red[2 * threadIdx.x + 1]);
   }
 }
 
@@ -352,19 +344,10 @@ coda_status launch_gemv_mma(coda_context ctx, const lin_out &o, const bf16 *x, c
   return launch(ctx, what, gemv_mma_kernel<4>, grid, block, 0, o, x, w, M, K);
 }
 
-/* The split of K for one row: more warps per column while the grid has
- * fewer warps than the GPU holds and every lane keeps 4 loads. */
-int row_splits(long long N, long long K) {
-  int ks = 1;
-  while (ks < kRowWarps / 2 && N * ks < 8192 && K / (256LL * 2 * ks) >= 4) ks *= 2;
-  return ks;
-}
-
 coda_status launch_gemv_row(coda_context ctx, const lin_out &o, const bf16 *x, const bf16 *w,
                             long long K) {
-  const int ks = row_splits(o.N, K), cpb = kRowWarps / ks;
-  const dim3 grid((unsigned)((o.N + cpb - 1) / cpb)), block(32 * kRowWarps);
-  return launch(ctx, "GEMV (one row)", gemv_row_kernel, grid, block, 0, o, x, w, K, ks);
+  const dim3 grid((unsigned)((o.N + kRowWarps - 1) / kRowWarps)), block(32 * kRowWarps);
+  return launch(ctx, "GEMV (one row)", gemv_row_kernel, grid, block, 0, o, x, w, K);
 }
 
 coda_status launch_gemv(coda_context ctx, float *y, const bf16 *x, const bf16 *w, int M,
@@ -427,6 +410,29 @@ constexpr int kAttnGroup = 8; /* query heads of one KV head per block */
 /* cache positions a warp loads at once (fewer for wide heads: registers) */
 template <int HDL> constexpr int attn_keys() { return HDL >= 8 ? 2 : HDL >= 4 ? 4 : 8; }
 
+/* n = 1, 2, 4 or 8 consecutive bf16 (aligned to their size) in one load. */
+template <int n>
+__device__ __forceinline__ void load_bf16(const bf16 *p, float *out) {
+  if (n == 8) {
+    const uint4 v = *reinterpret_cast<const uint4 *>(p);
+    const bf16 *b = reinterpret_cast<const bf16 *>(&v);
+#pragma unroll
+    for (int i = 0; i < 8; i++) out[i] = __bfloat162float(b[i]);
+  } else if (n == 4) {
+    const uint2 v = *reinterpret_cast<const uint2 *>(p);
+    const bf16 *b = reinterpret_cast<const bf16 *>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; i++) out[i] = __bfloat162float(b[i]);
+  } else if (n == 2) {
+    const unsigned v = *reinterpret_cast<const unsigned *>(p);
+    const bf16 *b = reinterpret_cast<const bf16 *>(&v);
+    out[0] = __bfloat162float(b[0]);
+    out[1] = __bfloat162float(b[1]);
+  } else {
+    out[0] = __bfloat162float(p[0]);
+  }
+}
+
 /* Block (row r, kv head kh and a group of its query heads, split s):
  * flash-decoding partials over cache positions [lo, hi) of the split.
  * Each warp takes every kAttnWarps-th batch of attn_keys positions and keeps an online softmax
@@ -469,11 +475,8 @@ __global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, 
 #pragma unroll
     for (int u = 0; u < kAttnKeys; u++) {
       const int t = t0 + u < hi ? t0 + u : t0; /* past the end: a repeat, not used */
-#pragma unroll
-      for (int i = 0; i < HDL; i++) {
-        kf[u][i] = __bfloat162float(kb[t * stride + i]);
-        vf[u][i] = __bfloat162float(vb[t * stride + i]);
-      }
+      load_bf16<HDL>(kb + t * stride, kf[u]);
+      load_bf16<HDL>(vb + t * stride, vf[u]);
     }
 #pragma unroll
     for (int u = 0; u < kAttnKeys; u++) {
