@@ -5,9 +5,11 @@
  *   fuzz_jsonl   the input is a JSON Lines file (field "text")
  *   fuzz_llmc    the input is an llm.c token shard (.bin)
  *   fuzz_text    the input is a plain text file (blank-line documents)
- *   fuzz_jsonl_bpe, fuzz_text_bpe   the same with a BPE tokenizer (the
- *                GPT-2-style seed fuzz/corpus/tokenizer/gpt2.json, whose
- *                path is compiled in as CODA_FUZZ_TOKENIZER)
+ *   fuzz_dir     the input is a directory of several files (below)
+ *   fuzz_jsonl_bpe, fuzz_text_bpe, fuzz_dir_bpe   the same with a BPE
+ *                tokenizer (the GPT-2-style seed
+ *                fuzz/corpus/tokenizer/gpt2.json, whose path is compiled
+ *                in as CODA_FUZZ_TOKENIZER)
  *
  * Each input is written to a private temporary file and prepared into a
  * fresh output directory, with byte tokens or the tokenizer. The fuzz build makes the
@@ -29,13 +31,39 @@
  * every id must be below the tokenizer's vocabulary. Inputs the reference
  * refuses must be refused. Any violation aborts.
  *
- * Build and run: scripts/fuzz.sh [SECONDS] (FUZZ_ONLY=jsonl, llmc or text) */
+ * fuzz_dir turns the input into a directory: byte 0 picks the format
+ * asked for (its low 2 bits: auto, text, jsonl, llmc), the rest is up to
+ * 16 entries separated by "|#|", each a kind byte, a name up to the first
+ * '\n' and the contents after it. The kind's low 3 bits: 0 a file (6, 7
+ * too), 1 an llm.c shard (a valid header for the contents' uint16
+ * tokens), 2 an llm.c shard whose header starts with the contents' first
+ * 12 bytes (magic, version, count: lies included), 3 a subdirectory (the
+ * contents in a file inside it), 4 a symbolic link to the contents (a
+ * name in the directory, or "." / ".."), 5 a FIFO; bits 3-5 add a suffix
+ * to the name (1 .txt, 2 .jsonl, 3 .bin, 4 .parquet). The reference
+ * resolves the links itself, lists the names of the format (auto: .txt,
+ * else .jsonl, else .bin; hidden names skipped) in byte order, refuses
+ * the first that is not a regular file (a dangling or looping link, a
+ * subdirectory, a FIFO), and decodes the files: a text file one document, JSONL and
+ * llm.c as above, and for llm.c names holding "train" and "val" the
+ * split as named (other names left out; a name holding both refused).
+ * An accepted directory's shards must match; a refused one must be
+ * refused with the status the first failing check calls for, and its
+ * message must begin with the path of the file that failed (or the
+ * directory's, for a directory without such files or a corpus too small).
+ *
+ * Every mode checks that an input leaves no file descriptor open.
+ * Built with -DFUZZ_VERBOSE, the directory mode prints each outcome.
+ *
+ * Build and run: scripts/fuzz.sh [SECONDS] (FUZZ_ONLY=jsonl, llmc, text,
+ * dir, or one of them with _bpe) */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_tokenizer.h"
 #include "coda_train.h"
 #include "train/json.h"
 #include "train/train.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -48,7 +76,7 @@
 #error "build with the sizes of scripts/fuzz.sh (-DCORPUS_BLOCK=... -DCORPUS_LINE_MAX=...)"
 #endif
 
-enum { MODE_JSONL, MODE_LLMC, MODE_TEXT };
+enum { MODE_JSONL, MODE_LLMC, MODE_TEXT, MODE_DIR };
 static int mode = -1;
 static int bpe; /* with the tokenizer */
 static coda_tokenizer tok;
@@ -63,7 +91,10 @@ static void fail(const char *what) {
 static const char *const kOutNames[4] = {"train.tok", "val.tok", "train.tok.partial",
                                          "val.tok.partial"};
 
+static void clear_entries(void);
+
 static void remove_dir(void) {
+  if (mode == MODE_DIR) clear_entries();
   unlink(in_path);
   char p[4400];
   for (int i = 0; i < 4; i++) {
@@ -79,8 +110,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   const char *name = strrchr((*argv)[0], '/');
   name = name ? name + 1 : (*argv)[0];
   mode = strstr(name, "jsonl") ? MODE_JSONL : strstr(name, "llmc") ? MODE_LLMC
-         : strstr(name, "text") ? MODE_TEXT : -1;
-  if (mode < 0) fail("run as fuzz_jsonl, fuzz_llmc or fuzz_text (the name picks the reader)");
+         : strstr(name, "text") ? MODE_TEXT : strstr(name, "dir") ? MODE_DIR : -1;
+  if (mode < 0)
+    fail("run as fuzz_jsonl, fuzz_llmc, fuzz_text or fuzz_dir (the name picks the reader)");
   bpe = strstr(name, "_bpe") != NULL && mode != MODE_LLMC;
   if (coda_context_create(NULL, &ctx) != CODA_OK) fail("no context");
 #ifdef CODA_FUZZ_TOKENIZER
@@ -93,8 +125,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   const char *t = getenv("TMPDIR");
   snprintf(dir, sizeof dir, "%s/fuzz_corpus.%ld", t && *t ? t : "/tmp", (long)getpid());
   if (mkdir(dir, 0700) != 0) fail("cannot create the temporary directory");
-  snprintf(in_path, sizeof in_path, "%s/in.%s", dir,
-           mode == MODE_JSONL ? "jsonl" : mode == MODE_LLMC ? "bin" : "txt");
+  if (mode == MODE_DIR)
+    snprintf(in_path, sizeof in_path, "%s/in", dir);
+  else
+    snprintf(in_path, sizeof in_path, "%s/in.%s", dir,
+             mode == MODE_JSONL ? "jsonl" : mode == MODE_LLMC ? "bin" : "txt");
   snprintf(out_dir, sizeof out_dir, "%s/out", dir);
   atexit(remove_dir);
   return 0;
@@ -313,7 +348,413 @@ static int too_small(const stream *e) {
   return nva < 2 || e->n - nva < 2;
 }
 
+/* ---- fuzz_dir: a directory of several files ---- */
+
+enum { E_FILE, E_LLMC, E_LLMC_RAW, E_SUBDIR, E_LINK, E_FIFO };
+enum { R_FILE, R_DIR, R_FIFO, R_NONE }; /* what a name resolves to */
+#define MAX_ENTRIES 16
+#define MAX_NAME 120
+
+typedef struct entry {
+  char name[MAX_NAME + 16];
+  int kind;
+  uint8_t *bytes; /* a file's contents (owned); a link's target is in `target` */
+  size_t n;
+  char target[MAX_NAME + 16];
+} entry;
+
+static entry entries[MAX_ENTRIES];
+static int nentries;
+
+static void entry_path(char *p, size_t cap, const char *name) {
+  snprintf(p, cap, "%s/%s", in_path, name);
+}
+
+static void clear_entries(void) {
+  char p[4600];
+  for (int i = 0; i < nentries; i++) {
+    entry_path(p, sizeof p, entries[i].name);
+    if (entries[i].kind == E_SUBDIR) {
+      char q[4700];
+      snprintf(q, sizeof q, "%s/inner.txt", p);
+      unlink(q);
+      rmdir(p);
+    } else {
+      unlink(p);
+    }
+    free(entries[i].bytes);
+  }
+  memset(entries, 0, sizeof entries);
+  nentries = 0;
+  rmdir(in_path);
+}
+
+static void write_all(const char *path, const uint8_t *d, size_t n) {
+  int fd = open(path, O_WRONLY | O_TRUNC | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) fail("cannot write a file of the directory");
+  for (size_t at = 0; at < n;) {
+    ssize_t w = write(fd, d + at, n - at);
+    if (w <= 0) fail("short write");
+    at += (size_t)w;
+  }
+  close(fd);
+}
+
+static void put_le32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* One entry of the input: kind byte, name to '\n', contents. */
+static void add_entry(const uint8_t *d, size_t n) {
+  if (n == 0 || nentries == MAX_ENTRIES) return;
+  entry *e = &entries[nentries];
+  memset(e, 0, sizeof *e);
+  const int type = d[0] & 7, suffix = (d[0] >> 3) & 7;
+  e->kind = type >= 6 ? E_FILE : type;
+  d++, n--;
+  const uint8_t *nl = memchr(d, '\n', n);
+  size_t nlen = nl ? (size_t)(nl - d) : n, k = 0;
+  for (size_t i = 0; i < nlen && k < MAX_NAME; i++)
+    if (d[i] != '/' && d[i] != 0) e->name[k++] = (char)d[i];
+  static const char *const sufs[8] = {"", ".txt", ".jsonl", ".bin", ".parquet", "", "", ""};
+  strcat(e->name, sufs[suffix]);
+  if (!e->name[0]) snprintf(e->name, sizeof e->name, "e%d", nentries);
+  if (!strcmp(e->name, ".") || !strcmp(e->name, "..")) return;
+  const uint8_t *c = nl ? nl + 1 : d + n;
+  size_t cn = (size_t)(d + n - c);
+  char p[4600];
+  entry_path(p, sizeof p, e->name);
+  struct stat st;
+  if (lstat(p, &st) == 0) return; /* a name given twice: the first stays */
+  switch (e->kind) {
+  case E_FILE:
+    e->bytes = malloc(cn ? cn : 1);
+    if (!e->bytes) fail("out of memory");
+    memcpy(e->bytes, c, cn);
+    e->n = cn;
+    break;
+  case E_LLMC:
+  case E_LLMC_RAW: {
+    const size_t head = e->kind == E_LLMC_RAW ? (cn < 12 ? cn : 12) : 0;
+    const size_t body = e->kind == E_LLMC ? cn & ~(size_t)1 : cn - head;
+    e->n = 1024 + body;
+    e->bytes = calloc(1, e->n);
+    if (!e->bytes) fail("out of memory");
+    if (e->kind == E_LLMC) {
+      put_le32(e->bytes, 20240520);
+      put_le32(e->bytes + 4, 1);
+      put_le32(e->bytes + 8, (uint32_t)(body / 2));
+    } else {
+      memcpy(e->bytes, c, head);
+    }
+    memcpy(e->bytes + 1024, c + head, body);
+    e->kind = E_FILE;
+    break;
+  }
+  case E_SUBDIR:
+    break;
+  case E_LINK:
+    for (size_t i = 0, t = 0; i < cn && t < MAX_NAME; i++)
+      if (c[i] != '/' && c[i] != 0) e->target[t++] = (char)c[i];
+    if (!e->target[0]) strcpy(e->target, "missing");
+    break;
+  default:
+    break;
+  }
+  if (e->kind == E_FILE) {
+    write_all(p, e->bytes, e->n);
+  } else if (e->kind == E_SUBDIR) {
+    if (mkdir(p, 0700) != 0) fail("cannot create a subdirectory");
+    char q[4700];
+    snprintf(q, sizeof q, "%s/inner.txt", p);
+    write_all(q, c, cn); /* read only if the listing wrongly went inside */
+  } else if (e->kind == E_LINK) {
+    if (symlink(e->target, p) != 0) fail("cannot create a symbolic link");
+  } else if (mkfifo(p, 0600) != 0) {
+    fail("cannot create a FIFO");
+  }
+  nentries++;
+}
+
+/* What a name of the directory is, links followed (as stat does; the
+ * kernel gives up after 40 links: here a chain longer than the entries is
+ * a loop). *f: the file's entry. */
+static int resolve(const char *name, int depth, const entry **f) {
+  if (!strcmp(name, ".") || !strcmp(name, "..")) return R_DIR;
+  if (depth > MAX_ENTRIES) return R_NONE;
+  for (int i = 0; i < nentries; i++) {
+    const entry *e = &entries[i];
+    if (strcmp(e->name, name)) continue;
+    if (e->kind == E_FILE) {
+      *f = e;
+      return R_FILE;
+    }
+    if (e->kind == E_LINK) return resolve(e->target, depth + 1, f);
+    return e->kind == E_SUBDIR ? R_DIR : R_FIFO;
+  }
+  return R_NONE;
+}
+
+static int ends_with(const char *s, const char *suf) {
+  size_t a = strlen(s), b = strlen(suf);
+  return a >= b && !strcmp(s + a - b, suf);
+}
+
+typedef struct listed {
+  const char *name;
+  const entry *file; /* NULL: not a regular file once links are followed */
+} listed;
+
+static int cmp_listed(const void *a, const void *b) {
+  return strcmp(((const listed *)a)->name, ((const listed *)b)->name);
+}
+
+/* The names that end in suf, not hidden, in name order, each with its
+ * file (NULL where it is not a regular one). */
+static size_t listing(const char *suf, listed *out) {
+  size_t n = 0;
+  for (int i = 0; i < nentries; i++) {
+    const entry *f = NULL;
+    if (entries[i].name[0] == '.' || !ends_with(entries[i].name, suf)) continue;
+    out[n].name = entries[i].name;
+    out[n++].file = resolve(entries[i].name, 0, &f) == R_FILE ? f : NULL;
+  }
+  qsort(out, n, sizeof *out, cmp_listed);
+  return n;
+}
+
+static int is_par1(const entry *f) {
+  return f->n >= 12 && !memcmp(f->bytes, "PAR1", 4) && !memcmp(f->bytes + f->n - 4, "PAR1", 4);
+}
+
+/* The expected outcome of a directory. */
+typedef struct dir_expect {
+  coda_status status;      /* CODA_OK or the refusal's */
+  char path[4600];         /* a refusal: the path its message begins with */
+  int size_only;           /* the tokens decode, but the corpus may be too small */
+  int named;               /* llm.c's split as named: tr and va as they are */
+  stream all, tr, va;      /* the stream (all) or the named split */
+  uint32_t vocab;
+} dir_expect;
+
+static void expect_refusal(dir_expect *x, coda_status s, const char *name) {
+  x->status = s;
+  if (name) entry_path(x->path, sizeof x->path, name);
+  else snprintf(x->path, sizeof x->path, "%s", in_path);
+}
+
+static void ref_dir(int fmt, dir_expect *x) {
+  static const char *const sufs[3] = {".txt", ".jsonl", ".bin"};
+  listed files[MAX_ENTRIES];
+  size_t nf = 0;
+  if (fmt == CODA_DATA_AUTO) {
+    for (int i = 0; i < 3 && nf == 0; i++)
+      if ((nf = listing(sufs[i], files)) > 0) fmt = CODA_DATA_TEXT + i;
+  } else {
+    nf = listing(sufs[fmt - CODA_DATA_TEXT], files);
+  }
+  /* an entry of the format that is not a regular file is refused by name */
+  for (size_t i = 0; i < nf; i++)
+    if (!files[i].file) {
+      expect_refusal(x, CODA_ERR_IO, files[i].name);
+      return;
+    }
+  if (nf == 0) { /* Parquet files (regular ones) are named as such */
+    listed pq[MAX_ENTRIES];
+    size_t npq = listing(".parquet", pq), first = 0;
+    while (first < npq && !pq[first].file) first++;
+    if (first < npq) expect_refusal(x, CODA_ERR_NOT_SUPPORTED, pq[first].name);
+    else expect_refusal(x, CODA_ERR_IO, NULL);
+    return;
+  }
+  for (size_t i = 0; i < nf; i++)
+    if (is_par1(files[i].file)) {
+      expect_refusal(x, CODA_ERR_NOT_SUPPORTED, files[i].name);
+      return;
+    }
+  if (bpe && fmt == CODA_DATA_LLMC) {
+    expect_refusal(x, CODA_ERR_INVALID_ARGUMENT, NULL);
+    return;
+  }
+  if (fmt == CODA_DATA_LLMC) {
+    int ntr = 0, nva = 0;
+    for (size_t i = 0; i < nf; i++) {
+      ntr += strstr(files[i].name, "train") != NULL;
+      nva += strstr(files[i].name, "val") != NULL;
+    }
+    x->named = ntr > 0 && nva > 0;
+    for (size_t i = 0; x->named && i < nf; i++)
+      if (strstr(files[i].name, "train") && strstr(files[i].name, "val")) {
+        expect_refusal(x, CODA_ERR_INVALID_ARGUMENT, files[i].name);
+        return;
+      }
+  }
+  for (size_t i = 0; i < nf; i++) {
+    const entry *f = files[i].file;
+    stream *to = &x->all;
+    if (x->named) {
+      if (strstr(files[i].name, "val")) to = &x->va;
+      else if (strstr(files[i].name, "train")) to = &x->tr;
+      else continue; /* not part of the dataset's split */
+    }
+    int ok = 1;
+    if (fmt == CODA_DATA_TEXT) {
+      for (size_t j = 0; j < f->n; j++) push(to, f->bytes[j]);
+      if (bpe && f->n > 0) push(to, DOC_END); /* one document per file */
+    } else if (fmt == CODA_DATA_JSONL) {
+      ok = ref_jsonl(f->bytes, f->n, to);
+    } else {
+      ok = ref_llmc(f->bytes, f->n, to);
+    }
+    if (!ok) {
+      expect_refusal(x, CODA_ERR_IO, files[i].name);
+      return;
+    }
+  }
+  x->vocab = 256;
+  if (fmt == CODA_DATA_LLMC) {
+    uint32_t mx = 0;
+    for (int k = 0; k < 3; k++) {
+      const stream *t = k == 0 ? &x->all : k == 1 ? &x->tr : &x->va;
+      for (size_t i = 0; i < t->n; i++) mx = t->t[i] > mx ? t->t[i] : mx;
+    }
+    x->vocab = mx + 1;
+  }
+  x->status = CODA_OK;
+  if (x->named) {
+    if (x->tr.n < 2 || x->va.n < 2) expect_refusal(x, CODA_ERR_IO, NULL);
+  } else if (bpe) {
+    x->size_only = 1; /* the token count is the tokenizer's */
+  } else if (too_small(&x->all)) {
+    expect_refusal(x, CODA_ERR_IO, NULL);
+  }
+}
+
+static void expect_shard(const char *name, const stream *want, uint32_t want_vocab) {
+  char p[4400];
+  snprintf(p, sizeof p, "%s/%s", out_dir, name);
+  uint32_t *got = NULL, vocab = 0;
+  uint64_t count = 0;
+  if (coda_shard_read(ctx, p, &got, &count, &vocab) != CODA_OK) {
+    fprintf(stderr, "%s\n", coda_last_error(ctx));
+    fail("a written shard does not read back");
+  }
+  if (vocab != want_vocab) fail("the shard's vocabulary differs");
+  if (count != want->n || (count && memcmp(got, want->t, count * 4))) {
+    fprintf(stderr, "%s: %llu tokens, the reference has %zu\n", name, (unsigned long long)count,
+            want->n);
+    fail("the shard's tokens differ from the reference");
+  }
+  free(got);
+}
+
+static int begins_with_path(const char *msg, const char *path) {
+  size_t n = strlen(path);
+  return !strncmp(msg, path, n) && msg[n] == ':';
+}
+
+static void run_dir(const uint8_t *data, size_t size) {
+  if (mkdir(in_path, 0700) != 0) fail("cannot create the input directory");
+  const int fmt = size > 0 ? data[0] & 3 : 0;
+  static const uint8_t sep[3] = {'|', '#', '|'};
+  size_t at = size > 0 ? 1 : 0;
+  while (at < size) {
+    size_t end = at;
+    while (end < size && !(end + 3 <= size && !memcmp(data + end, sep, 3))) end++;
+    add_entry(data + at, end - at);
+    at = end + 3;
+  }
+  dir_expect *x = calloc(1, sizeof *x);
+  if (!x) fail("out of memory");
+  ref_dir(fmt, x);
+  coda_data_options o = coda_data_default_options();
+  o.path = in_path;
+  o.format = (coda_data_format)fmt;
+#ifdef CODA_FUZZ_TOKENIZER
+  if (bpe) o.tokenizer = CODA_FUZZ_TOKENIZER;
+#endif
+  uint64_t ntr = 0, nva = 0;
+  uint32_t got_vocab = 0;
+  coda_status s = coda_prepare_data(ctx, &o, out_dir, &ntr, &nva, &got_vocab);
+  const char *msg = coda_last_error(ctx);
+#ifdef FUZZ_VERBOSE
+  fprintf(stderr, "status %d (reference %d%s, %s) tr %llu va %llu: %s\n", (int)s, (int)x->status,
+          x->named ? ", named" : "", x->path, (unsigned long long)ntr, (unsigned long long)nva,
+          s ? msg : "");
+#endif
+  if (s != CODA_OK) {
+    if (exists("train.tok") || exists("val.tok") || exists("train.tok.partial") ||
+        exists("val.tok.partial"))
+      fail("a refusal left a shard behind");
+    const int size_refusal = strstr(msg, "too small") || strstr(msg, "needs at least");
+    if (x->status == CODA_OK && !(x->size_only && size_refusal && begins_with_path(msg, in_path))) {
+      fprintf(stderr, "%s\n", msg);
+      fail("a directory the reference accepts was refused");
+    }
+    if (x->status != CODA_OK && s != x->status) {
+      fprintf(stderr, "status %d, the reference's %d: %s\n", (int)s, (int)x->status, msg);
+      fail("a refusal with another status than the reference's");
+    }
+    if (x->status != CODA_OK && !begins_with_path(msg, x->path)) {
+      fprintf(stderr, "%s\nthe reference refuses %s\n", msg, x->path);
+      fail("a refusal that does not begin with the path of the file that fails");
+    }
+  } else {
+    if (x->status != CODA_OK) {
+      fprintf(stderr, "the reference refuses %s (status %d)\n", x->path, (int)x->status);
+      fail("a directory the reference refuses was accepted");
+    }
+    if (bpe) {
+      expect_bpe(&x->all, ntr, nva);
+    } else if (x->named) {
+      if (got_vocab != x->vocab || ntr != x->tr.n || nva != x->va.n)
+        fail("the reported counts or vocabulary differ");
+      expect_shard("train.tok", &x->tr, x->vocab);
+      expect_shard("val.tok", &x->va, x->vocab);
+    } else {
+      if (got_vocab != x->vocab || ntr + nva != x->all.n)
+        fail("the reported counts or vocabulary differ");
+      expect_split(&x->all, x->vocab);
+    }
+  }
+  free(x->all.t);
+  free(x->tr.t);
+  free(x->va.t);
+  free(x);
+  clear_out();
+  clear_entries();
+}
+
+/* The lowest free descriptor: the same before and after an input, or the
+ * input left one open (or closed one it did not own). Taken per input, so
+ * descriptors the fuzzing engine holds between inputs do not count. */
+static int lowest_free_fd(void) {
+  int fd = open("/dev/null", O_RDONLY);
+  if (fd < 0) fail("cannot open /dev/null");
+  close(fd);
+  return fd;
+}
+
+static void check_descriptors(int before) {
+  const int after = lowest_free_fd();
+  if (after != before) {
+    char link[64], what[512] = "(closed)";
+    snprintf(link, sizeof link, "/proc/self/fd/%d", before);
+    ssize_t n = readlink(link, what, sizeof what - 1);
+    if (n > 0) what[n] = 0;
+    fprintf(stderr, "the lowest free descriptor was %d and is %d; %d: %s\n", before, after,
+            before, what);
+    fail("a file descriptor was left open or closed");
+  }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  const int fd0 = lowest_free_fd();
+  if (mode == MODE_DIR) {
+    run_dir(data, size);
+    check_descriptors(fd0);
+    return 0;
+  }
   put_file(data, size);
   clear_out();
   /* a Parquet file ("PAR1" at both ends, whatever its name) is refused as
@@ -371,5 +812,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   free(e.t);
   clear_out();
   unlink(in_path);
+  check_descriptors(fd0);
   return 0;
 }

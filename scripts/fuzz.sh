@@ -2,14 +2,16 @@
 # Fuzzes the epilogue-language parser/printer, the safetensors reader, the
 # token-shard reader, the JSON reader, the tokenizer (tokenizer.json
 # loading, encode and decode of arbitrary bytes) and corpus preparation
-# (JSON Lines, llm.c shards, plain text) with libFuzzer.
+# (JSON Lines, llm.c shards, plain text, a directory of such files) with
+# libFuzzer.
 #
 #   scripts/fuzz.sh [SECONDS]     (default 60; each harness runs this long)
 #
-# FUZZ_ONLY=program|safetensors|shard|json|tokenizer|jsonl|llmc|text|
-# jsonl_bpe|text_bpe runs one harness only (the last five are one binary,
-# fuzz_corpus.c, run under five names that pick the reader and whether a
-# tokenizer is used; a crash input reproduces with build-fuzz/fuzz_jsonl FILE).
+# FUZZ_ONLY=program|safetensors|shard|json|tokenizer|jsonl|llmc|text|dir|
+# jsonl_bpe|text_bpe|dir_bpe runs one harness only (the last seven are one
+# binary, fuzz_corpus.c, run under seven names that pick the reader and
+# whether a tokenizer is used; a crash input reproduces with
+# build-fuzz/fuzz_jsonl FILE).
 # Builds fuzz/fuzz_program.c with clang (-fsanitize=fuzzer,address,undefined)
 # directly from the sources it needs: base, api and the CPU backend (OpenMP),
 # src/lang/*.c, and the built-in programs embedded from programs/
@@ -100,10 +102,13 @@ for h in json tokenizer; do
   grep -q -E 'ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error|fuzz_[a-z]+:' "$out/fuzz-$h.log" && status=1
 done
 # Corpus preparation (src/train/corpus.c through coda_prepare_data): one
-# binary, linked under three names that pick the reader. Its chunk, block
-# and line sizes are made small so that inputs of a few KB cross them.
+# binary, linked under seven names that pick the reader (fuzz_dir: the
+# input becomes a directory of several files). Its chunk, block and line
+# sizes are made small so that inputs of a few KB cross them. The
+# directory runs have a dictionary (fuzz/dir.dict) and a 10 s limit per
+# input, so a FIFO waited on shows as a hang.
 corpus_built=0
-for h in jsonl llmc text jsonl_bpe text_bpe; do
+for h in jsonl llmc text dir jsonl_bpe text_bpe dir_bpe; do
   if [ -n "$only" ] && [ "$only" != "$h" ]; then continue; fi
   if [ $corpus_built = 0 ]; then
     # shellcheck disable=SC2086
@@ -121,9 +126,12 @@ for h in jsonl llmc text jsonl_bpe text_bpe; do
   tmpd="$out/tmp"
   if [ -d /dev/shm ] && [ -w /dev/shm ]; then tmpd=/dev/shm; fi
   cp "$root"/fuzz/corpus/"${h%_bpe}"/* "$out/corpus-$h/" # the _bpe runs share the seeds
+  extra=""
+  case $h in dir*) extra="-dict=$root/fuzz/dir.dict -timeout=10" ;; esac
   echo "fuzzing the $h corpus reader for $secs s ($(ls "$out/corpus-$h" | wc -l) corpus inputs)"
+  # shellcheck disable=SC2086
   (cd "$out" && TMPDIR="$tmpd" ./fuzz_$h -max_total_time="$secs" -print_final_stats=1 \
-    -max_len=8192 -artifact_prefix="$out/$h-" "corpus-$h" 2>&1 | tee "$out/fuzz-$h.log" |
+    -max_len=8192 $extra -artifact_prefix="$out/$h-" "corpus-$h" 2>&1 | tee "$out/fuzz-$h.log" |
     grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::|ERROR|SUMMARY|Test unit written|fuzz_[a-z]+:' || true)
   grep -q -E 'ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error|fuzz_[a-z]+:' "$out/fuzz-$h.log" && status=1
 done

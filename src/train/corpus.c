@@ -507,9 +507,15 @@ static int cmp_name(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The regular files of dir whose names end in suffix, in name order. */
-static coda_status list_dir(coda_context ctx, const char *dir, const char *suffix, char ***out,
-                            size_t *n) {
+/* The files of dir whose names end in suffix (hidden names left out), in
+ * name order; each a regular file once links are followed. With `strict`
+ * the first entry that is not one (a dangling or looping link, a
+ * subdirectory, a FIFO, ...) is refused by name: skipping it would
+ * prepare part of the corpus without a word. Without, such entries are
+ * left out. Names are sorted before they are looked at, so the entry
+ * named does not depend on readdir's order. */
+static coda_status list_dir(coda_context ctx, const char *dir, const char *suffix, int strict,
+                            char ***out, size_t *n) {
   *out = NULL;
   *n = 0;
   DIR *d = opendir(dir);
@@ -524,8 +530,6 @@ static coda_status list_dir(coda_context ctx, const char *dir, const char *suffi
     char *p = malloc(L);
     if (!p) { s = CODA_ERR_OUT_OF_MEMORY; break; }
     snprintf(p, L, "%s/%s", dir, e->d_name);
-    struct stat st;
-    if (stat(p, &st) != 0 || !S_ISREG(st.st_mode)) { free(p); continue; }
     if (nn == cap) {
       cap = cap ? 2 * cap : 16;
       char **nb = realloc(names, cap * sizeof *nb);
@@ -535,14 +539,35 @@ static coda_status list_dir(coda_context ctx, const char *dir, const char *suffi
     names[nn++] = p;
   }
   closedir(d);
-  if (s) {
-    for (size_t i = 0; i < nn; i++) free(names[i]);
-    free(names);
-    return coda_fail(ctx, s, "out of memory listing %s", dir);
+  if (s) s = coda_fail(ctx, s, "out of memory listing %s", dir);
+  if (!s && nn > 1) qsort(names, nn, sizeof *names, cmp_name); /* readdir order varies */
+  size_t kept = 0;
+  for (size_t i = 0; i < nn; i++) {
+    struct stat st, lst;
+    const int found = stat(names[i], &st) == 0, err = errno;
+    if (!s && found && S_ISREG(st.st_mode)) {
+      names[kept++] = names[i];
+      continue;
+    }
+    if (!s && strict) {
+      if (found)
+        s = coda_fail(ctx, CODA_ERR_IO, "%s: is %s, not a regular file", names[i],
+                      coda_file_kind((unsigned)st.st_mode));
+      else if (err == ENOENT && lstat(names[i], &lst) == 0 && S_ISLNK(lst.st_mode))
+        s = coda_fail(ctx, CODA_ERR_IO, "%s: a dangling symbolic link (its target does not "
+                      "exist), not a regular file", names[i]);
+      else
+        s = coda_fail(ctx, CODA_ERR_IO, "%s: cannot stat: %s", names[i], strerror(err));
+    }
+    free(names[i]);
   }
-  if (nn > 1) qsort(names, nn, sizeof *names, cmp_name); /* readdir order varies */
+  if (s) {
+    for (size_t i = 0; i < kept; i++) free(names[i]);
+    free(names);
+    return s;
+  }
   *out = names;
-  *n = nn;
+  *n = kept;
   return CODA_OK;
 }
 
@@ -608,13 +633,13 @@ coda_status coda_prepare_data(coda_context ctx, const coda_data_options *opts, c
     const coda_data_format fm[3] = {CODA_DATA_TEXT, CODA_DATA_JSONL, CODA_DATA_LLMC};
     for (int i = 0; i < 3 && !s && nfiles == 0; i++) {
       if (fmt != CODA_DATA_AUTO && fmt != fm[i]) continue;
-      s = list_dir(ctx, o->path, suf[i], &files, &nfiles);
+      s = list_dir(ctx, o->path, suf[i], 1, &files, &nfiles);
       if (!s && nfiles) fmt = fm[i];
     }
     if (!s && nfiles == 0) { /* a directory of Parquet files is named as such */
       char **pq = NULL;
       size_t npq = 0;
-      if (list_dir(ctx, o->path, ".parquet", &pq, &npq) == CODA_OK && npq > 0)
+      if (list_dir(ctx, o->path, ".parquet", 0, &pq, &npq) == CODA_OK && npq > 0)
         s = parquet_refused(ctx, pq[0]);
       for (size_t i = 0; i < npq; i++) free(pq[i]);
       free(pq);

@@ -190,6 +190,9 @@ coda_status coda_read_file(coda_context ctx, const char *path, unsigned char **b
 /* The same, refusing a file of more than max bytes. */
 coda_status coda_read_file_max(coda_context ctx, const char *path, uint64_t max,
                                unsigned char **buf, size_t *n);
+/* What a file that is not a regular one is, for messages ("a directory",
+ * "a FIFO", "a device", "a socket", "not a file"), from st_mode. */
+const char *coda_file_kind(unsigned mode);
 /* Opens path for reading: a regular file of at most max bytes (else an
  * error naming it); *fd_out and its *size. */
 coda_status coda_open_regular(coda_context ctx, const char *path, uint64_t max, int *fd_out,

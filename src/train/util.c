@@ -209,6 +209,13 @@ coda_status coda_write_atomic(coda_context ctx, const char *path,
   return s ? s : coda_atomic_commit(ctx, &f);
 }
 
+const char *coda_file_kind(unsigned mode) {
+  const mode_t m = (mode_t)mode;
+  return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO"
+         : S_ISCHR(m) || S_ISBLK(m) ? "a device" : S_ISSOCK(m) ? "a socket"
+         : S_ISREG(m) ? "a regular file" : "not a file";
+}
+
 coda_status coda_open_regular(coda_context ctx, const char *path, uint64_t max, int *fd_out,
                               uint64_t *size) {
   *fd_out = -1;
@@ -224,11 +231,9 @@ coda_status coda_open_regular(coda_context ctx, const char *path, uint64_t max, 
     return s;
   }
   if (!S_ISREG(st.st_mode)) {
-    const char *what = S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
-                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
-                       : S_ISSOCK(st.st_mode) ? "a socket" : "not a file";
     close(fd);
-    return coda_fail(ctx, CODA_ERR_IO, "%s: is %s, not a regular file", path, what);
+    return coda_fail(ctx, CODA_ERR_IO, "%s: is %s, not a regular file", path,
+                     coda_file_kind((unsigned)st.st_mode));
   }
   if ((uint64_t)st.st_size > max || (uint64_t)st.st_size > SIZE_MAX / 2) {
     close(fd);
