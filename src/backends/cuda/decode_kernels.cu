@@ -144,13 +144,18 @@ __device__ __forceinline__ void rope_pair(float a, float b, double p, double f, 
   *o1 = (float)((double)a * sn + (double)b * cs);
 }
 
+/* KIND is o.kind, fixed at compile time: a kernel that stores fp32 then
+ * carries none of the RoPE's registers and stack (with them the
+ * tensor-core GEMV of 64 rows needed 76 registers instead of 64, three
+ * blocks an SM instead of four). */
+template <coda_decode_out KIND>
 __device__ __forceinline__ void store_pair(const lin_out &o, long long r, long long c, float v0,
                                            float v1) {
-  if (o.kind == CODA_DECODE_OUT_F32) {
+  if (KIND == CODA_DECODE_OUT_F32) {
     float *d = o.y + r * o.N + c;
     d[0] = o.accumulate ? d[0] + v0 : v0;
     if (c + 1 < o.N) d[1] = o.accumulate ? d[1] + v1 : v1;
-  } else if (o.kind == CODA_DECODE_OUT_SWIGLU) { /* silu(gate) · up, as swiglu_kernel */
+  } else if (KIND == CODA_DECODE_OUT_SWIGLU) { /* silu(gate) · up, as swiglu_kernel */
     o.yb[r * (o.N / 2) + c / 2] = __float2bfloat16_rn(v0 / (1.0f + __expf(-v0)) * v1);
   } else { /* ROPE: as rope_append_kernel */
     const int hd = o.hd;
@@ -235,6 +240,7 @@ __global__ void gemv_kernel(float *y, const bf16 *x, const bf16 *w, int M, long 
  * measured slower at 8B.) */
 constexpr int kRowWarps = 8;
 
+template <coda_decode_out KIND>
 __global__ void __launch_bounds__(32 * kRowWarps)
     gemv_row_kernel(lin_out o, const bf16 *x, const bf16 *w, long long K) {
   __shared__ float red[kRowWarps];
@@ -261,7 +267,7 @@ __global__ void __launch_bounds__(32 * kRowWarps)
   __syncthreads();
   if (threadIdx.x < kRowWarps / 2) {
     const long long col = (long long)blockIdx.x * kRowWarps + 2 * threadIdx.x;
-    if (col < o.N) store_pair(o, 0, col, red[2 * threadIdx.x], red[2 * threadIdx.x + 1]);
+    if (col < o.N) store_pair<KIND>(o, 0, col, red[2 * threadIdx.x], red[2 * threadIdx.x + 1]);
   }
 }
 
@@ -285,7 +291,7 @@ __device__ __forceinline__ void mma_bf16_16816(float *c, const uint32_t *a, uint
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-template <int MT>
+template <int MT, coda_decode_out KIND>
 __global__ void __launch_bounds__(32 * kMmaWarps)
     gemv_mma_kernel(lin_out o, const bf16 *x, const bf16 *w, int M, long long K) {
   __shared__ float part[kMmaWarps][MT][32][4];
@@ -330,24 +336,26 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
     }
     const int row = 16 * m + (l >> 2) + (i >= 2 ? 8 : 0);
     const long long col = n0 + 2 * (l & 3);
-    if (row < M && col < N) store_pair(o, row, col, s0, s1);
+    if (row < M && col < N) store_pair<KIND>(o, row, col, s0, s1);
   }
 }
 
+template <coda_decode_out KIND>
 coda_status launch_gemv_mma(coda_context ctx, const lin_out &o, const bf16 *x, const bf16 *w,
                             int M, long long K) {
   const dim3 grid((unsigned)((o.N + 7) / 8)), block(32 * kMmaWarps);
   const char *what = "GEMV (tensor cores)";
-  if (M <= 16) return launch(ctx, what, gemv_mma_kernel<1>, grid, block, 0, o, x, w, M, K);
-  if (M <= 32) return launch(ctx, what, gemv_mma_kernel<2>, grid, block, 0, o, x, w, M, K);
-  if (M <= 48) return launch(ctx, what, gemv_mma_kernel<3>, grid, block, 0, o, x, w, M, K);
-  return launch(ctx, what, gemv_mma_kernel<4>, grid, block, 0, o, x, w, M, K);
+  if (M <= 16) return launch(ctx, what, gemv_mma_kernel<1, KIND>, grid, block, 0, o, x, w, M, K);
+  if (M <= 32) return launch(ctx, what, gemv_mma_kernel<2, KIND>, grid, block, 0, o, x, w, M, K);
+  if (M <= 48) return launch(ctx, what, gemv_mma_kernel<3, KIND>, grid, block, 0, o, x, w, M, K);
+  return launch(ctx, what, gemv_mma_kernel<4, KIND>, grid, block, 0, o, x, w, M, K);
 }
 
+template <coda_decode_out KIND>
 coda_status launch_gemv_row(coda_context ctx, const lin_out &o, const bf16 *x, const bf16 *w,
                             long long K) {
   const dim3 grid((unsigned)((o.N + kRowWarps - 1) / kRowWarps)), block(32 * kRowWarps);
-  return launch(ctx, "GEMV (one row)", gemv_row_kernel, grid, block, 0, o, x, w, K);
+  return launch(ctx, "GEMV (one row)", gemv_row_kernel<KIND>, grid, block, 0, o, x, w, K);
 }
 
 coda_status launch_gemv(coda_context ctx, float *y, const bf16 *x, const bf16 *w, int M,
@@ -845,10 +853,17 @@ extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, const coda_deco
   if (s) return s;
   const int aligned = ((uintptr_t)x | (uintptr_t)w) % 16 == 0;
   /* one row: one warp (or a few) per column streams the weights fastest */
-  if (M == 1 && K % 8 == 0 && aligned && N < 0x7fffffffLL)
-    return launch_gemv_row(ctx, o, x, w, K);
-  if (M >= 2 && M <= 64 && K % 32 == 0 && N <= 0x7fffffffLL * 8 && aligned)
-    return launch_gemv_mma(ctx, o, x, w, (int)M, K);
+  if (M == 1 && K % 8 == 0 && aligned && N < 0x7fffffffLL) {
+    if (o.kind == CODA_DECODE_OUT_SWIGLU) return launch_gemv_row<CODA_DECODE_OUT_SWIGLU>(ctx, o, x, w, K);
+    if (o.kind == CODA_DECODE_OUT_ROPE) return launch_gemv_row<CODA_DECODE_OUT_ROPE>(ctx, o, x, w, K);
+    return launch_gemv_row<CODA_DECODE_OUT_F32>(ctx, o, x, w, K);
+  }
+  if (M >= 2 && M <= 64 && K % 32 == 0 && N <= 0x7fffffffLL * 8 && aligned) {
+    const int m = (int)M;
+    if (o.kind == CODA_DECODE_OUT_SWIGLU) return launch_gemv_mma<CODA_DECODE_OUT_SWIGLU>(ctx, o, x, w, m, K);
+    if (o.kind == CODA_DECODE_OUT_ROPE) return launch_gemv_mma<CODA_DECODE_OUT_ROPE>(ctx, o, x, w, m, K);
+    return launch_gemv_mma<CODA_DECODE_OUT_F32>(ctx, o, x, w, m, K);
+  }
   /* the GEMM or the plain GEMV into y, then the store's own kernel */
   s = linear_f32(ctx, j->y, x, w, M, N, K, o.kind == CODA_DECODE_OUT_F32 ? j->accumulate : 0);
   if (s || o.kind == CODA_DECODE_OUT_F32) return s;
