@@ -135,9 +135,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   return 0;
 }
 
-static void put_file(const uint8_t *d, size_t n) {
-  int fd = open(in_path, O_WRONLY | O_TRUNC | O_CREAT, 0600);
-  if (fd < 0) fail("cannot write the temporary file");
+/* path = d[0, n) (open flags: O_WRONLY plus extra). */
+static void write_file(const char *path, int extra, const uint8_t *d, size_t n) {
+  int fd = open(path, O_WRONLY | O_TRUNC | O_CREAT | extra, 0600);
+  if (fd < 0) fail("cannot write a temporary file");
   for (size_t at = 0; at < n;) {
     ssize_t w = write(fd, d + at, n - at);
     if (w <= 0) fail("short write");
@@ -145,6 +146,8 @@ static void put_file(const uint8_t *d, size_t n) {
   }
   close(fd);
 }
+
+static void put_file(const uint8_t *d, size_t n) { write_file(in_path, 0, d, n); }
 
 static int exists(const char *name) {
   char p[4400];
@@ -390,14 +393,7 @@ static void clear_entries(void) {
 }
 
 static void write_all(const char *path, const uint8_t *d, size_t n) {
-  int fd = open(path, O_WRONLY | O_TRUNC | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) fail("cannot write a file of the directory");
-  for (size_t at = 0; at < n;) {
-    ssize_t w = write(fd, d + at, n - at);
-    if (w <= 0) fail("short write");
-    at += (size_t)w;
-  }
-  close(fd);
+  write_file(path, O_EXCL, d, n);
 }
 
 static void put_le32(uint8_t *p, uint32_t v) {
