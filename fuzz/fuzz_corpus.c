@@ -246,6 +246,25 @@ static int ref_llmc(const uint8_t *d, size_t n, stream *s) {
 
 /* ---- the split of coda_train.h ---- */
 
+/* OUT/name reads back as want's tokens, of vocabulary want_vocab. */
+static void expect_shard(const char *name, const stream *want, uint32_t want_vocab) {
+  char p[4400];
+  snprintf(p, sizeof p, "%s/%s", out_dir, name);
+  uint32_t *got = NULL, vocab = 0;
+  uint64_t count = 0;
+  if (coda_shard_read(ctx, p, &got, &count, &vocab) != CODA_OK) {
+    fprintf(stderr, "%s\n", coda_last_error(ctx));
+    fail("a written shard does not read back");
+  }
+  if (vocab != want_vocab) fail("the shard's vocabulary differs");
+  if (count != want->n || (count && memcmp(got, want->t, count * 4))) {
+    fprintf(stderr, "%s: %llu tokens, the reference has %zu\n", name, (unsigned long long)count,
+            want->n);
+    fail("the shard's tokens differ from the reference");
+  }
+  free(got);
+}
+
 static void expect_split(const stream *e, uint32_t want_vocab) {
   const size_t need = 2, cap = (size_t)CORPUS_BLOCK * 20;
   stream tr = {0}, va = {0};
@@ -259,25 +278,8 @@ static void expect_split(const stream *e, uint32_t want_vocab) {
       push((i / CORPUS_BLOCK) % 20 == 19 ? &va : &tr, e->t[i]);
     if (tr.n < need || va.n < need) fail("a split with too few tokens was accepted");
   }
-  char p[4400];
-  const stream *want[2] = {&tr, &va};
-  static const char *const names[2] = {"train.tok", "val.tok"};
-  for (int k = 0; k < 2; k++) {
-    snprintf(p, sizeof p, "%s/%s", out_dir, names[k]);
-    uint32_t *got = NULL, vocab = 0;
-    uint64_t count = 0;
-    if (coda_shard_read(ctx, p, &got, &count, &vocab) != CODA_OK) {
-      fprintf(stderr, "%s\n", coda_last_error(ctx));
-      fail("a written shard does not read back");
-    }
-    if (vocab != want_vocab) fail("the shard's vocabulary differs");
-    if (count != want[k]->n || (count && memcmp(got, want[k]->t, count * 4))) {
-      fprintf(stderr, "%s: %llu tokens, the reference has %zu\n", names[k],
-              (unsigned long long)count, want[k]->n);
-      fail("the shard's tokens differ from the reference");
-    }
-    free(got);
-  }
+  expect_shard("train.tok", &tr, want_vocab);
+  expect_shard("val.tok", &va, want_vocab);
   free(tr.t);
   free(va.t);
 }
@@ -624,24 +626,6 @@ static void ref_dir(int fmt, dir_expect *x) {
   } else if (too_small(&x->all)) {
     expect_refusal(x, CODA_ERR_IO, NULL);
   }
-}
-
-static void expect_shard(const char *name, const stream *want, uint32_t want_vocab) {
-  char p[4400];
-  snprintf(p, sizeof p, "%s/%s", out_dir, name);
-  uint32_t *got = NULL, vocab = 0;
-  uint64_t count = 0;
-  if (coda_shard_read(ctx, p, &got, &count, &vocab) != CODA_OK) {
-    fprintf(stderr, "%s\n", coda_last_error(ctx));
-    fail("a written shard does not read back");
-  }
-  if (vocab != want_vocab) fail("the shard's vocabulary differs");
-  if (count != want->n || (count && memcmp(got, want->t, count * 4))) {
-    fprintf(stderr, "%s: %llu tokens, the reference has %zu\n", name, (unsigned long long)count,
-            want->n);
-    fail("the shard's tokens differ from the reference");
-  }
-  free(got);
 }
 
 static int begins_with_path(const char *msg, const char *path) {

@@ -140,7 +140,9 @@ static int run_bench(coda_context ctx, const char *shape, const int *batches, in
   int rc = 0;
   for (int i = 0; i < nb && !rc; i++) {
     int B = batches[i];
-    coda_decoder_options o = {.struct_size = sizeof o, .batch = B, .max_len = prompt_len + steps + 2, .no_graphs = no_graphs}; /* + a profiled step */
+    coda_decoder_options o = {.struct_size = sizeof o, .batch = B,
+                              .max_len = prompt_len + steps + 2, /* + a profiled step */
+                              .no_graphs = no_graphs};
     coda_decoder d = NULL;
     if (coda_decoder_create_random(ctx, &c, 1, &o, &d) != CODA_OK) {
       fprintf(stderr, "coda generate: %s\n", coda_last_error(ctx));
@@ -394,7 +396,9 @@ int cmd_generate(int argc, char **argv) {
     longest = lens[i] > longest ? lens[i] : longest;
   }
   coda_tokenizer_destroy(tk);
-  coda_decoder_options o = {.struct_size = sizeof o, .batch = np, .max_len = max_len > 0 ? max_len : longest + tokens, .no_graphs = no_graphs, .tokenizer = tokenizer};
+  coda_decoder_options o = {.struct_size = sizeof o, .batch = np,
+                            .max_len = max_len > 0 ? max_len : longest + tokens,
+                            .no_graphs = no_graphs, .tokenizer = tokenizer};
   if (!s && !rc) s = coda_decoder_load(ctx, ckpt, &o, &d);
   if (!s && !rc) {
     for (int i = 0; i < np; i++)

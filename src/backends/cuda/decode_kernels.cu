@@ -121,7 +121,6 @@ __global__ void rmsnorm_kernel(bf16 *h, const float *x, const int32_t *rows, con
 /* What a linear kernel does with its results (coda_decode_linear_job):
  * stores of adjacent column pairs (c, c + 1), c even. */
 struct lin_out {
-  coda_decode_out kind;
   long long N;
   float *y;       /* F32 */
   int accumulate; /* F32 */
@@ -133,9 +132,9 @@ struct lin_out {
   bf16 *q, *kc, *vc, *packed;
 };
 
-/* The RoPE rotation of pair j of a head at position p: the same double
- * arithmetic as rope_append_kernel, so fused and separate stores agree
- * bit for bit. */
+/* The RoPE rotation of a pair (a, b) at position p, frequency f, in
+ * double: the fused stores and rope_append_kernel both call it, so they
+ * agree bit for bit. */
 __device__ __forceinline__ void rope_pair(float a, float b, double p, double f, float *o0,
                                           float *o1) {
   double sn, cs;
@@ -144,7 +143,12 @@ __device__ __forceinline__ void rope_pair(float a, float b, double p, double f, 
   *o1 = (float)((double)a * sn + (double)b * cs);
 }
 
-/* KIND is o.kind, fixed at compile time: a kernel that stores fp32 then
+/* SwiGLU of one (gate, up) pair: the fused stores and swiglu_kernel. */
+__device__ __forceinline__ bf16 silu_mul(float g, float u) {
+  return __float2bfloat16_rn(g / (1.0f + __expf(-g)) * u);
+}
+
+/* KIND is the job's store kind, fixed at compile time: a kernel that stores fp32 then
  * carries none of the RoPE's registers and stack (with them the
  * tensor-core GEMV of 64 rows needed 76 registers instead of 64, three
  * blocks an SM instead of four). */
@@ -155,8 +159,8 @@ __device__ __forceinline__ void store_pair(const lin_out &o, long long r, long l
     float *d = o.y + r * o.N + c;
     d[0] = o.accumulate ? d[0] + v0 : v0;
     if (c + 1 < o.N) d[1] = o.accumulate ? d[1] + v1 : v1;
-  } else if (KIND == CODA_DECODE_OUT_SWIGLU) { /* silu(gate) · up, as swiglu_kernel */
-    o.yb[r * (o.N / 2) + c / 2] = __float2bfloat16_rn(v0 / (1.0f + __expf(-v0)) * v1);
+  } else if (KIND == CODA_DECODE_OUT_SWIGLU) {
+    o.yb[r * (o.N / 2) + c / 2] = silu_mul(v0, v1);
   } else { /* ROPE: as rope_append_kernel */
     const int hd = o.hd;
     const long long cbase = ((long long)o.seq[r] * o.max_len + o.pos[r]) * (long long)o.Hk * hd;
@@ -389,10 +393,9 @@ __global__ void rope_append_kernel(const float *qkv, bf16 *q, bf16 *kc, bf16 *vc
   for (int i = i0 + threadIdx.x; i < npairs + nv; i += istep) {
     if (i < npairs) {
       const int h = i / half, j = i % half;
-      double sn, cs;
-      sincos(p * inv_freq[j], &sn, &cs);
-      const double a = row[(long long)h * hd + 2 * j], b = row[(long long)h * hd + 2 * j + 1];
-      const float o0 = (float)(a * cs - b * sn), o1 = (float)(a * sn + b * cs);
+      float o0, o1;
+      rope_pair(row[(long long)h * hd + 2 * j], row[(long long)h * hd + 2 * j + 1], p,
+                inv_freq[j], &o0, &o1);
       bf16 *dst = h < Hq ? q + r * (long long)Hq * hd + (long long)h * hd
                          : kc + cbase + (long long)(h - Hq) * hd;
       dst[2 * j] = __float2bfloat16_rn(o0);
@@ -563,8 +566,7 @@ __global__ void swiglu_kernel(bf16 *y, const float *z, long long n) {
   pdl_wait();
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
        i += (long long)gridDim.x * blockDim.x) {
-    const float g = z[2 * i], u = z[2 * i + 1];
-    y[i] = __float2bfloat16_rn(g / (1.0f + __expf(-g)) * u);
+    y[i] = silu_mul(z[2 * i], z[2 * i + 1]);
   }
 }
 
@@ -831,7 +833,6 @@ extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, const coda_deco
     x = (const bf16 *)j->h;
   }
   lin_out o = {};
-  o.kind = j->out;
   o.N = N;
   o.y = j->y;
   o.accumulate = j->accumulate;
@@ -853,21 +854,26 @@ extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, const coda_deco
   if (s) return s;
   const int aligned = ((uintptr_t)x | (uintptr_t)w) % 16 == 0;
   /* one row: one warp (or a few) per column streams the weights fastest */
+  const coda_decode_out kind = j->out;
   if (M == 1 && K % 8 == 0 && aligned && N < 0x7fffffffLL) {
-    if (o.kind == CODA_DECODE_OUT_SWIGLU) return launch_gemv_row<CODA_DECODE_OUT_SWIGLU>(ctx, o, x, w, K);
-    if (o.kind == CODA_DECODE_OUT_ROPE) return launch_gemv_row<CODA_DECODE_OUT_ROPE>(ctx, o, x, w, K);
-    return launch_gemv_row<CODA_DECODE_OUT_F32>(ctx, o, x, w, K);
+    switch (kind) {
+    case CODA_DECODE_OUT_SWIGLU: return launch_gemv_row<CODA_DECODE_OUT_SWIGLU>(ctx, o, x, w, K);
+    case CODA_DECODE_OUT_ROPE: return launch_gemv_row<CODA_DECODE_OUT_ROPE>(ctx, o, x, w, K);
+    default: return launch_gemv_row<CODA_DECODE_OUT_F32>(ctx, o, x, w, K);
+    }
   }
   if (M >= 2 && M <= 64 && K % 32 == 0 && N <= 0x7fffffffLL * 8 && aligned) {
     const int m = (int)M;
-    if (o.kind == CODA_DECODE_OUT_SWIGLU) return launch_gemv_mma<CODA_DECODE_OUT_SWIGLU>(ctx, o, x, w, m, K);
-    if (o.kind == CODA_DECODE_OUT_ROPE) return launch_gemv_mma<CODA_DECODE_OUT_ROPE>(ctx, o, x, w, m, K);
-    return launch_gemv_mma<CODA_DECODE_OUT_F32>(ctx, o, x, w, m, K);
+    switch (kind) {
+    case CODA_DECODE_OUT_SWIGLU: return launch_gemv_mma<CODA_DECODE_OUT_SWIGLU>(ctx, o, x, w, m, K);
+    case CODA_DECODE_OUT_ROPE: return launch_gemv_mma<CODA_DECODE_OUT_ROPE>(ctx, o, x, w, m, K);
+    default: return launch_gemv_mma<CODA_DECODE_OUT_F32>(ctx, o, x, w, m, K);
+    }
   }
   /* the GEMM or the plain GEMV into y, then the store's own kernel */
-  s = linear_f32(ctx, j->y, x, w, M, N, K, o.kind == CODA_DECODE_OUT_F32 ? j->accumulate : 0);
-  if (s || o.kind == CODA_DECODE_OUT_F32) return s;
-  if (o.kind == CODA_DECODE_OUT_SWIGLU)
+  s = linear_f32(ctx, j->y, x, w, M, N, K, kind == CODA_DECODE_OUT_F32 ? j->accumulate : 0);
+  if (s || kind == CODA_DECODE_OUT_F32) return s;
+  if (kind == CODA_DECODE_OUT_SWIGLU)
     return launch(ctx, "SwiGLU", swiglu_kernel, dim3(grid_of(M * N / 2, 256)), dim3(256), 0,
                   o.yb, (const float *)j->y, (long long)(M * N / 2));
   /* a row's pairs and values over several blocks: the double sincos of a
