@@ -261,12 +261,11 @@ static void emit_head(gen *g) {
   /* the GEMM calls prefetch() during the mainloop: the first chunk's
    * inputs are then on their way when the fragment arrives */
   coda_sb_printf(b, "  __device__ __forceinline__ void prefetch(int wr0, int tc0, const coda_sm90::EpiScratch &sc) const {\n");
-  if (g->sp.nin && g->sp.nbuf > 1) {
+  if (g->sp.nin && g->sp.dbl) {
     coda_sb_printf(b, "    const int M = p.M, N = p.N;\n    uint8_t *const sb_ = (uint8_t *)sc.buf;\n");
     visit(g, EPI_STAGE_DECL, 0, g->nin_args);
     if (g->tma_in) epi_emit_tin(g, "    ");
-    if (g->sp.nbuf == EPI_NCHUNK) epi_emit_fetch_ring(g, "    ");
-    else epi_emit_fetch(g, "0", "0", NULL, "    ");
+    epi_emit_fetch(g, "0", "0", NULL, "    ");
   } else {
     coda_sb_printf(b, "    (void)wr0; (void)tc0; (void)sc;\n");
   }
@@ -312,9 +311,7 @@ static void emit_chunk_fetch(gen *g) {
   /* TMA: chunk c of a fragment uses buffer c % 2 (double) or 0 (single);
    * every fragment runs the same chunks, so each barrier's phase parity
    * is 0 at a fragment's first use */
-  if (sp->nin && sp->nbuf == EPI_NCHUNK) {
-    epi_emit_ring_wait(g);
-  } else if (sp->nin && sp->nbuf == 2) {
+  if (sp->nin && sp->dbl) {
     coda_sb_printf(b, "      if (jc + %d < BN / 8) {\n", EPI_JC);
     char buf[48];
     snprintf(buf, sizeof buf, "(jc / %d + 1) & 1", EPI_JC);
@@ -337,10 +334,7 @@ static void emit_chunk_fetch(gen *g) {
     else coda_sb_printf(b, "      coda_sm90::wg_sync(sc.bar);\n");
   }
   if (tma_in) {
-    if (sp->nbuf == EPI_NCHUNK) /* each half's first chunk; parity 0 (epi_emit_fetch_ring) */
-      coda_sb_printf(b, "      if (tin && jc %% %d == 0) coda_sm90::mbar_wait(&sc.ld_bar[jc / %d], 0);\n",
-                     EPI_NCHUNK / 2 * EPI_JC, EPI_NCHUNK / 2 * EPI_JC);
-    else if (sp->nbuf == 2) coda_sb_printf(b, "      if (tin) coda_sm90::mbar_wait(&sc.ld_bar[(jc / %d) & 1], (jc / %d) & 1);\n", EPI_JC, 2 * EPI_JC);
+    if (sp->dbl) coda_sb_printf(b, "      if (tin) coda_sm90::mbar_wait(&sc.ld_bar[(jc / %d) & 1], (jc / %d) & 1);\n", EPI_JC, 2 * EPI_JC);
     else coda_sb_printf(b, "      if (tin) coda_sm90::mbar_wait(&sc.ld_bar[0], (jc / %d) & 1);\n", EPI_JC);
   }
 }
@@ -401,7 +395,6 @@ static void emit_chunk(gen *g) {
      * (async proxy) before the barrier */
     if (g->sp.nout) coda_sb_printf(b, "      asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n");
     coda_sb_printf(b, "      coda_sm90::wg_sync(sc.bar);\n");
-    if (g->sp.nin && g->sp.nbuf == EPI_NCHUNK) epi_emit_ring_release(g);
     visit_all(g, EPI_CHUNK_STORE);
     if (g->sp.nout) coda_sb_printf(b, "      if (threadIdx.x %% 128 == 0) coda_sm90::bulk_commit();\n");
   }
@@ -416,10 +409,9 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   plan_functor(&g, p, b, coda_epi_scratch_bytes(pg));
   emit_head(&g);
   emit_fragment_begin(&g);
-  if (g.sp.nin && g.sp.nbuf > 1) {
+  if (g.sp.nin && g.sp.dbl) {
     coda_sb_printf(b, "    if (!sc.pre) {\n");
-    if (g.sp.nbuf == EPI_NCHUNK) epi_emit_fetch_ring(&g, "      ");
-    else epi_emit_fetch(&g, "0", "0", NULL, "      ");
+    epi_emit_fetch(&g, "0", "0", NULL, "      ");
     coda_sb_printf(b, "    }\n");
   }
   coda_sb_printf(b, "#pragma unroll\n    for (int jc = 0; jc < BN / 8; jc += %d) {\n", EPI_JC);
@@ -534,9 +526,9 @@ long coda_epi_scratch_bytes(coda_program pg) {
   epi_program_reads(p, used);
   stage_plan a, b;
   epi_plan_staging(p, used, base, &a);
-  if (epi_plan_all_staged(p, used, &a) && (!a.nin || a.nbuf == EPI_NCHUNK)) return base;
+  if (epi_plan_all_staged(p, used, &a)) return base;
   epi_plan_staging(p, used, 2 * base, &b);
-  return epi_plan_better(&b, &a) ? 2 * base : base;
+  return epi_plan_staged_count(&b) > epi_plan_staged_count(&a) ? 2 * base : base;
 }
 
 void coda_epi_config_for(coda_program p, coda_epi_config *cfg) {

@@ -32,8 +32,6 @@
 
 /* column pairs per load chunk */
 #define EPI_JC 4
-/* chunks of a fragment (64 rows x CODA_EPI_BN columns) */
-#define EPI_NCHUNK (CODA_EPI_BN / (8 * EPI_JC))
 
 /* Staging plan: tile inputs and outputs whose chunk rows (32 columns) are
  * 32-128 bytes go through the shared scratch in 64 x 32 chunks (see
@@ -41,11 +39,7 @@
 typedef struct stage_plan {
   int in_off[CODA_MAX_INPUTS], in_rb[CODA_MAX_INPUTS];    /* -1: direct */
   int out_off[CODA_MAX_OUTPUTS], out_rb[CODA_MAX_OUTPUTS];
-  /* buffers per staged input: 1; 2 (chunk j+1 fetched while chunk j is
-   * computed); or EPI_NCHUNK, the ring: all chunks of a fragment fetched
-   * together before it (from the mainloop when prefetched), so no chunk
-   * waits for a load issued one chunk earlier */
-  int nbuf;
+  int dbl;      /* inputs double-buffered */
   int out_dbl;  /* outputs double-buffered */
   int nin, nout;
 } stage_plan;
@@ -156,9 +150,6 @@ void epi_plan_staging(const struct coda_program_s *p, const int *used, long scra
 int epi_input_slots(const struct coda_program_s *p, const stage_plan *sp, int *slot);
 int epi_plan_all_staged(const struct coda_program_s *p, const int *used, const stage_plan *sp);
 int epi_plan_staged_count(const stage_plan *sp);
-/* 1 if plan b stages more tile accesses than a, or as many with more input
- * buffers. */
-int epi_plan_better(const stage_plan *b, const stage_plan *a);
 /* Values per row of a view (L), the first value of chunk jc (v0), the byte
  * of the thread's value(s) of column pair jj inside a chunk row. */
 const char *epi_view_len(coda_width w);
@@ -168,13 +159,5 @@ const char *epi_view_byte(coda_width w);
 void epi_emit_align_flag(gen *g, int k, int size);
 void epi_emit_tin(gen *g, const char *indent);
 void epi_emit_fetch(gen *g, const char *jc, const char *buf, const char *cp_tail, const char *indent);
-/* The ring's fetch of every chunk of a fragment (two halves, each one
- * cp.async group or one load mbarrier), and its per-chunk waits. */
-void epi_emit_fetch_ring(gen *g, const char *indent);
-void epi_emit_ring_wait(gen *g);
-void epi_emit_ring_release(gen *g);
-
-/* The staged input buffer chunk jc reads (an expression in jc). */
-const char *epi_in_buf(const stage_plan *sp);
 
 #endif

@@ -128,7 +128,7 @@ static void tile_half_load(gen *g, int k) {
      * (the XOR key of row r, (r / (128 / RB)) % (RB / 16), repeats every
      * 8 rows), so h becomes an immediate offset */
     coda_sb_printf(b, "          tvb%d[jj][h] = coda_epi::%s<%d>(sb_ + %d + %s * %d + %d * h + coda_epi::swz<%d>(lrow, %d * %s));\n",
-              k, fn, dt, sp->in_off[k], epi_in_buf(sp), 64 * sp->in_rb[k],
+              k, fn, dt, sp->in_off[k], sp->dbl ? "((jc / 4) & 1)" : "0", 64 * sp->in_rb[k],
               8 * sp->in_rb[k], sp->in_rb[k], epi_dt_size(in->dtype), epi_view_byte(in->width));
     return;
   }

@@ -81,11 +81,10 @@ void epi_plan_staging(const struct coda_program_s *p, const int *used, long scra
   for (int o = 0; o < p->noutputs; o++)
     if (out_stageable(&p->outputs[o])) out_bytes += 64L * epi_chunk_row_bytes(p->outputs[o].dtype, p->outputs[o].width);
   /* (shapes the plan skips below only make the estimate conservative) */
-  /* everything in the ring, else everything with prefetch, else everything
-   * single-buffered, else greedily in program order with prefetch */
-  if (in_bytes && EPI_NCHUNK * in_bytes + out_bytes <= budget) sp->nbuf = EPI_NCHUNK;
-  else sp->nbuf = 2 * in_bytes + out_bytes > budget && in_bytes + out_bytes <= budget ? 1 : 2;
-  const int nbuf = sp->nbuf;
+  /* everything with prefetch, else everything single-buffered, else
+   * greedily in program order with prefetch */
+  sp->dbl = !(2 * in_bytes + out_bytes > budget && in_bytes + out_bytes <= budget);
+  const int nbuf = sp->dbl ? 2 : 1;
   long off = fixed;
   for (int k = 0; k < p->ninputs; k++) {
     const ir_input *in = &p->inputs[k];
@@ -226,68 +225,6 @@ void epi_emit_fetch(gen *g, const char *jc, const char *buf, const char *cp_tail
   if (tma_in) coda_sb_printf(g->b, "%s}\n", indent);
 }
 
-/* The ring: every chunk of the fragment into its own buffer, in two
- * halves of EPI_NCHUNK / 2 chunks. By TMA, half i arms load barrier i with
- * the bytes of its boxes, so each barrier completes one loaded phase per
- * fragment; epi_emit_ring_release then completes a second, empty phase
- * once every thread has waited, which keeps both barriers at parity 0 at
- * each fragment's first wait (as for two buffers, where each is used twice
- * a fragment). By cp.async, each half is one commit group. */
-void epi_emit_fetch_ring(gen *g, const char *indent) {
-  const stage_plan *sp = &g->sp;
-  const int *slot = g->slot;
-  char in2[32], jc[16], buf[16];
-  snprintf(in2, sizeof in2, "%s  ", indent);
-  if (g->tma_in) {
-    coda_sb_printf(g->b, "%sif (tin) {\n%s  if (threadIdx.x %% 128 == 0) {\n", indent, indent);
-    for (int h = 0; h < 2; h++) {
-      coda_sb_printf(g->b, "%s    {\n%s      unsigned tx_ = 0;\n", indent, indent);
-      for (int c = h * EPI_NCHUNK / 2; c < (h + 1) * EPI_NCHUNK / 2; c++)
-        for (int k = 0; k < g->p->ninputs; k++) {
-          if (sp->in_off[k] < 0) continue;
-          const ir_input *in = &g->p->inputs[k];
-          char v0[128];
-          snprintf(jc, sizeof jc, "%d", c * EPI_JC);
-          coda_sb_printf(g->b, "%s      const long long v%d_%d = %s;\n", indent, k, c, epi_view_v0(in->width, jc, v0, sizeof v0));
-          coda_sb_printf(g->b, "%s      const bool i%d_%d = wr0 < M && v%d_%d < %s;\n", indent, k, c, k, c, epi_view_len(in->width));
-          coda_sb_printf(g->b, "%s      tx_ += i%d_%d ? %du : 0u;\n", indent, k, c, 64 * sp->in_rb[k]);
-        }
-      coda_sb_printf(g->b, "%s      coda_sm90::mbar_expect_tx(&sc.ld_bar[%d], tx_);\n", indent, h);
-      for (int c = h * EPI_NCHUNK / 2; c < (h + 1) * EPI_NCHUNK / 2; c++)
-        for (int k = 0; k < g->p->ninputs; k++) {
-          if (sp->in_off[k] < 0) continue;
-          coda_sb_printf(g->b, "%s      if (i%d_%d) coda_sm90::tma_load_2d(sb_ + %d, &p.tm[%d], &sc.ld_bar[%d], (int)v%d_%d, wr0);\n",
-                         indent, k, c, sp->in_off[k] + c * 64 * sp->in_rb[k], slot[k], h, k, c);
-        }
-      coda_sb_printf(g->b, "%s    }\n", indent);
-    }
-    coda_sb_printf(g->b, "%s  }\n%s} else {\n", indent, indent);
-  }
-  const char *ci = g->tma_in ? in2 : indent;
-  for (int c = 0; c < EPI_NCHUNK; c++) {
-    snprintf(jc, sizeof jc, "%d", c * EPI_JC);
-    snprintf(buf, sizeof buf, "%d", c);
-    emit_stage_in(g, jc, buf, ci);
-    if (c % (EPI_NCHUNK / 2) == EPI_NCHUNK / 2 - 1) coda_sb_printf(g->b, "%scoda_epi::cp_commit();\n", ci);
-  }
-  if (g->tma_in) coda_sb_printf(g->b, "%s}\n", indent);
-}
-
-/* Before chunk jc: the first chunk of each half waits for its half (the
- * cp.async wait here, the mbarrier after the chunk's barrier). */
-void epi_emit_ring_wait(gen *g) {
-  coda_sb_printf(g->b, "      if (%sjc == 0) coda_epi::cp_wait<1>();\n", g->tma_in ? "!tin && " : "");
-  coda_sb_printf(g->b, "      if (%sjc == %d) coda_epi::cp_wait<0>();\n", g->tma_in ? "!tin && " : "", EPI_NCHUNK / 2 * EPI_JC);
-}
-
-/* After chunk jc's closing barrier: a half's barrier, waited on by every
- * thread, completes its empty second phase (see epi_emit_fetch_ring). */
-void epi_emit_ring_release(gen *g) {
-  if (!g->tma_in) return;
-  coda_sb_printf(g->b, "      if (tin && threadIdx.x %% 128 == 0 && jc %% %d == %d) coda_sm90::mbar_arrive(&sc.ld_bar[jc / %d]);\n",
-                 EPI_NCHUNK / 2 * EPI_JC, (EPI_NCHUNK / 2 - 1) * EPI_JC, EPI_NCHUNK / 2 * EPI_JC);
-}
-
 void coda_epi_input_tma_slots(coda_program pg, int *slot) {
   const struct coda_program_s *p = pg;
   int used[CODA_MAX_INPUTS];
@@ -302,7 +239,7 @@ void coda_epi_input_tma_slots(coda_program pg, int *slot) {
  * and every output. */
 int epi_plan_all_staged(const struct coda_program_s *p, const int *used, const stage_plan *sp) {
   for (int k = 0; k < p->ninputs; k++)
-    if (used[k] && p->inputs[k].kind == CODA_ARG_TILE && (sp->in_off[k] < 0 || sp->nbuf < 2)) return 0;
+    if (used[k] && p->inputs[k].kind == CODA_ARG_TILE && (sp->in_off[k] < 0 || !sp->dbl)) return 0;
   for (int o = 0; o < p->noutputs; o++)
     if (sp->out_off[o] < 0) return 0;
   return 1;
@@ -310,16 +247,7 @@ int epi_plan_all_staged(const struct coda_program_s *p, const int *used, const s
 
 /* Staged tile accesses of a plan (prefetched inputs count twice). */
 int epi_plan_staged_count(const stage_plan *sp) {
-  return sp->nin * (sp->nbuf > 1 ? 2 : 1) + sp->nout * (sp->out_dbl ? 2 : 1);
-}
-
-int epi_plan_better(const stage_plan *b, const stage_plan *a) {
-  const int nb = epi_plan_staged_count(b), na = epi_plan_staged_count(a);
-  return nb > na || (nb == na && b->nin && b->nbuf > a->nbuf);
-}
-
-const char *epi_in_buf(const stage_plan *sp) {
-  return sp->nbuf == EPI_NCHUNK ? "(jc / 4)" : sp->nbuf == 2 ? "((jc / 4) & 1)" : "0";
+  return sp->nin * (sp->dbl ? 2 : 1) + sp->nout * (sp->out_dbl ? 2 : 1);
 }
 
 /* The alignment flag of a staged view: base and row pitch multiples of 16
