@@ -7,7 +7,7 @@
 S=$(mktemp -d)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$S" .whl/*.whl > /dev/null 2>&1 && export PYTHONPATH=$S
 CODA_LIBRARY="$P/lib/libcoda.so.0" PYTHONPATH="$PWD/python:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 \
-  timeout -k 5 560 python3 bench/hf_llama/bench_hf_llama.py --shape 1b --modes liger,coda,coda_compile \
+  timeout -k 5 560 python3 bench/hf_llama/bench_hf_llama.py --shape 1b --modes liger,coda,coda_compile --mode-timeout 330 \
   --out "$L" > "$L/hf_llama.md" 2>&1
 echo "hf_llama exit $?"; cat "$L/hf_llama.md"
 finish
