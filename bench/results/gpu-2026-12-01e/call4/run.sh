@@ -1,15 +1,13 @@
 #!/bin/bash
-# Call 4 (e): every compute-sanitizer run of tests/gpu/sanitize.sh (all 17:
-# memcheck, racecheck and synccheck over every GPU test) on one commit,
-# then the decoder at 1.1 B (batch 1, 16, 64) and 8B (batch 1, 64).
+# Call 4 (e): the Hugging Face Llama training step at the 1.1 B shape
+# (bench/hf_llama/bench_hf_llama.py, each mode in its own process): Liger
+# (wheel carried), coda.torch.apply_to_llama, and the coda-patched model
+# under torch.compile, in one call.
 . bench/results/gpu-2026-12-01e/common.sh
-t0=$SECONDS
-OUT= timeout -k 5 420 tests/gpu/sanitize.sh "$P" > "$L/sanitize.txt" 2>&1
-echo "sanitize exit $? ($((SECONDS - t0)) s)"; grep -E "^(memcheck|racecheck|synccheck) |^sanitize:" "$L/sanitize.txt"
-copy_bw
-G="$P/coda generate --device gpu --bench --prompt-len 512 --tokens 256 --hbm-gbps $BW"
-timeout -k 5 60 $G --shape 1.1b --batches 1,16,64 > "$L/generate-1.1b.txt" 2>&1
-echo "generate 1.1b exit $?"; cat "$L/generate-1.1b.txt"
-timeout -k 5 90 $G --shape 8b --batches 1,64 > "$L/generate-8b.txt" 2>&1
-echo "generate 8b exit $?"; cat "$L/generate-8b.txt"
+S=$(mktemp -d)
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$S" .whl/*.whl > /dev/null 2>&1 && export PYTHONPATH=$S
+CODA_LIBRARY="$P/lib/libcoda.so.0" PYTHONPATH="$PWD/python:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 \
+  timeout -k 5 560 python3 bench/hf_llama/bench_hf_llama.py --shape 1b --modes liger,coda,coda_compile --mode-timeout 330 \
+  --out "$L" > "$L/hf_llama.md" 2>&1
+echo "hf_llama exit $?"; cat "$L/hf_llama.md"
 finish
