@@ -84,7 +84,11 @@ NOT_CLEAN=()
 run() {
   local tool=$1 label=$2 budget=$3 pat pick=0
   shift 3
-  for pat in ${SANITIZE_RUNS:-*}; do
+  # the patterns are split on blanks but not expanded against the files of
+  # the current directory (a bare "*" would otherwise become their names)
+  local pats
+  read -r -a pats <<< "${SANITIZE_RUNS:-*}"
+  for pat in "${pats[@]}"; do
     # shellcheck disable=SC2254
     case "$tool/$label" in $pat) pick=1 ;; esac
   done
