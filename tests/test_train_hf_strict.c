@@ -131,6 +131,13 @@ static void refusals(coda_context ctx) {
               CODA_ERR_IO, "factor -2");
   config_case(ctx, "{" BASE ", \"head_dim\": 16}", CODA_ERR_NOT_SUPPORTED, "head_dim 16");
   config_case(ctx, "{" BASE ", \"head_dim\": 8}", CODA_OK, "");
+  /* hidden_size not a multiple of the heads, head_dim absent: the reason
+   * names the two keys (it was "head_dim = 0 is not a positive integer") */
+  char uneven[1024];
+  snprintf(uneven, sizeof uneven, "%s", "{" BASE "}");
+  memcpy(strstr(uneven, "\"hidden_size\": 32"), "\"hidden_size\":  2", 17);
+  config_case(ctx, uneven, CODA_ERR_NOT_SUPPORTED,
+              "hidden_size 2 is not a multiple of num_attention_heads 4");
   config_case(ctx, "{" BASE ", \"quantization_config\": {\"bits\": 4}}", CODA_ERR_NOT_SUPPORTED,
               "quantization_config");
   /* a config.json claiming a model far larger than the folder's weights

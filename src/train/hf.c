@@ -343,6 +343,12 @@ static coda_status hf_config(coda_context ctx, const char *path, coda_model_conf
   if (!s) s = cfg_num(ctx, path, "", r, "rope_theta", 0, 10000.0, &c->rope_theta);
   if (!s) s = cfg_bool(ctx, path, r, "tie_word_embeddings", 0, &c->tied);
   if (!s) s = cfg_rope(ctx, path, r, c);
+  /* before head_dim, whose default is hidden_size / heads: a reason that
+   * names the keys the file has */
+  if (!s && c->dim % c->heads)
+    s = coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                  "%s: hidden_size %d is not a multiple of num_attention_heads %d", path, c->dim,
+                  c->heads);
   if (!s) {
     int hd;
     s = cfg_int(ctx, path, r, "head_dim", 0, c->dim / c->heads, &hd);
