@@ -1,9 +1,10 @@
 #!/bin/sh
 # Fuzzes the epilogue-language parser/printer, the safetensors reader, the
 # token-shard reader, the JSON reader, the tokenizer (tokenizer.json
-# loading, encode and decode of arbitrary bytes) and corpus preparation
-# (JSON Lines, llm.c shards, plain text, a directory of such files) with
-# libFuzzer.
+# loading, encode and decode of arbitrary bytes), the Hugging Face
+# config.json reader, the checkpoint metadata -> model config check and
+# corpus preparation (JSON Lines, llm.c shards, plain text, a directory of
+# such files) with libFuzzer.
 #
 #   scripts/fuzz.sh [SECONDS]     (default 60; each harness runs this long)
 #
@@ -114,15 +115,20 @@ done
 lib_built=0
 for h in hf_config checkpoint_config; do
   if skip "$h"; then continue; fi
-  if [ $lib_built = 0 ]; then
-    lib="$core $root/src/lang/*.c $embed $(ls "$root"/src/nn/*.c "$root"/src/train/*.c) \
-      $(ls "$root"/src/dist/*.c | grep -v '/nccl\.c$')"
+  if [ $lib_built = 0 ]; then # compiled once for both (objects named by path: two attention.c)
+    rm -rf "$out/libobj"
+    mkdir -p "$out/libobj"
+    for f in $core "$root"/src/lang/*.c "$embed" "$root"/src/nn/*.c "$root"/src/train/*.c \
+             $(ls "$root"/src/dist/*.c | grep -v '/nccl\.c$'); do
+      o="$out/libobj/$(echo "${f#"$root"/}" | tr / _).o"
+      "$cc" -std=c11 -g -O1 -Wno-comment -fopenmp -fsanitize=fuzzer-no-link,address,undefined \
+        -fno-sanitize-recover=undefined -I"$root/include" -I"$root/src" -c "$f" -o "$o"
+    done
     lib_built=1
   fi
-  # shellcheck disable=SC2086
   "$cc" -std=c11 -g -O1 -Wno-comment -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I"$root/include" -I"$root/src" "$root/fuzz/fuzz_$h.c" $lib -lutf8proc -lz -lm -ldl -lpthread \
-    -o "$out/fuzz_$h"
+    -I"$root/include" -I"$root/src" "$root/fuzz/fuzz_$h.c" "$out"/libobj/*.o -lutf8proc -lz -lm -ldl \
+    -lpthread -o "$out/fuzz_$h"
   mkdir -p "$out/corpus-$h" "$out/tmp"
   tmpd="$out/tmp"
   if [ -d /dev/shm ] && [ -w /dev/shm ]; then tmpd=/dev/shm; fi
