@@ -96,6 +96,8 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--out", default=os.environ.get("OUT", "hf-llama-logs"))
+    ap.add_argument("--mode-timeout", type=float, default=None,
+                    help="seconds one mode may take (its row then says so); default: no limit")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
@@ -106,18 +108,27 @@ def main():
     for mode in a.modes.split(","):
         if mode not in MODES:
             sys.exit("unknown mode %r (modes: %s)" % (mode, ", ".join(MODES)))
-        p = subprocess.run([sys.executable, __file__, "--shape", a.shape, "--steps", str(a.steps), "--warmup",
-                            str(a.warmup), "--one", mode], capture_output=True, text=True)
+        cmd = [sys.executable, __file__, "--shape", a.shape, "--steps", str(a.steps), "--warmup",
+               str(a.warmup), "--one", mode]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.mode_timeout)
+            out, code = p.stdout + p.stderr, p.returncode
+            line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
+        except subprocess.TimeoutExpired as e:
+            out = "".join(x.decode() if isinstance(x, bytes) else (x or "") for x in (e.stdout, e.stderr))
+            code, line = None, []
         with open(os.path.join(a.out, "hf_llama-%s-%s.log" % (a.shape, mode)), "w") as f:
-            f.write(p.stdout + p.stderr)
-        line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
-        if p.returncode or not line:
-            tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
-            results.append({"mode": mode, "shape": a.shape, "failed": "exit %d: %s" % (p.returncode, tail[0])})
+            f.write(out)
+        if code is None:
+            results.append({"mode": mode, "shape": a.shape, "failed": "not finished in %g s" % a.mode_timeout})
+        elif code or not line:
+            tail = out.strip().splitlines()[-1:] or ["no output"]
+            results.append({"mode": mode, "shape": a.shape, "failed": "exit %d: %s" % (code, tail[0])})
         else:
             results.append(json.loads(line[0][7:]))
-    with open(os.path.join(a.out, "hf_llama.json"), "w") as f:
-        json.dump(results, f, indent=1)
+        print("mode %s: %s" % (mode, json.dumps(results[-1])), file=sys.stderr, flush=True)
+        with open(os.path.join(a.out, "hf_llama.json"), "w") as f: # after every mode: a cut run keeps its rows
+            json.dump(results, f, indent=1)
     s = SHAPES[a.shape]
     print("HF LlamaForCausalLM training step, shape %s (%d layers, d %d, %d/%d heads, ffn %d, vocab %d, %d x %d)"
           % (a.shape, s["layers"], s["dim"], s["heads"], s["kv_heads"], s["ffn"], s["vocab"], s["batch"], s["seq"]))

@@ -111,7 +111,7 @@ typedef struct coda_decode_sample_job {
 /* A decoder linear layer with its neighbours fused (the CUDA backend's
  * decode_kernels.cu), y = in · wᵀ over M rows, w bf16 [N x K]:
  *   in:  x (bf16 M x K); or, with norm_w set, h = bf16(RMSNorm(xf row
- *        norm_rows[i] (NULL: i)) ⊙ norm_w) written to h (M x K) first;
+ *        norm_rows[i] (NULL: i)) ⊙ norm_w), h (M x K) its scratch;
  *   out: F32:    y (M x N f32) = result, or += with accumulate;
  *        SWIGLU: yb (M x N/2 bf16) = bf16(silu(z[2i]) · z[2i+1]) of the
  *                result z (gate and up interleaved), y its f32 scratch;

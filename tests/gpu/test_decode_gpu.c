@@ -339,6 +339,15 @@ int main(int argc, char **argv) {
     graphs_vs_direct(cpu, nopdl, streamed, 1, &mha, 24, 20, steps_of(6, 0), "PDL off vs on, batch 24");
     coda_context_destroy(nopdl);
   }
+  /* the one-row GEMV's own RMSNorm prologue against the RMSNorm kernel */
+  coda_context sepnorm = NULL;
+  setenv("CODA_DECODE_NORM", "separate", 1);
+  CHECK(coda_context_create(&co, &sepnorm) == CODA_OK);
+  unsetenv("CODA_DECODE_NORM");
+  if (sepnorm) {
+    graphs_vs_direct(cpu, sepnorm, streamed, 1, &gqa, 1, 60, steps_of(20, 0), "norm kernel (direct) vs GEMV prologue (graphs)");
+    coda_context_destroy(sepnorm);
+  }
   coda_context_destroy(streamed);
   /* llama3-scaled RoPE past the pre-training context of 32 positions */
   coda_model_config l3 = {320, 128, 2, 4, 2, 256, 128, 0, 500000.0, 1e-5, {CODA_ROPE_LLAMA3, 8.0, 1.0, 4.0, 32.0}};

@@ -96,24 +96,33 @@ __global__ void embed_kernel(float *x, const bf16 *table, const int32_t *tok, lo
 
 /* -------------------------------------------------------------- RMSNorm */
 
-/* h row i = bf16(x row rows[i] · r ⊙ w), r = 1/sqrt(mean(x²) + eps): one
- * block of 256 per row, the sum of squares in double. */
-__global__ void rmsnorm_kernel(bf16 *h, const float *x, const int32_t *rows, const float *w,
-                               long long D, double eps) {
-  __shared__ double part[8];
-  pdl_wait();
-  const long long src = rows ? rows[blockIdx.x] : blockIdx.x;
-  const float *xr = x + src * D;
+/* h = bf16(xr · r ⊙ w), r = 1/sqrt(mean(xr²) + eps), by a block of 256
+ * threads, the sum of squares in double in a fixed order: the RMSNorm
+ * kernel and the one-row GEMV's own prologue both call it, so their rows
+ * agree bit for bit. */
+constexpr int kNormThreads = 256;
+
+__device__ __forceinline__ void rmsnorm_row(bf16 *h, const float *xr, const float *w, long long D,
+                                            double eps, double *part) {
   double ss = 0.0;
-  for (long long k = threadIdx.x; k < D; k += blockDim.x) ss += (double)xr[k] * xr[k];
+  for (long long k = threadIdx.x; k < D; k += kNormThreads) ss += (double)xr[k] * xr[k];
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
   __syncthreads();
   double tot = 0.0;
-  for (int i = 0; i < (int)(blockDim.x >> 5); i++) tot += part[i];
+  for (int i = 0; i < kNormThreads / 32; i++) tot += part[i];
   const float r = (float)(1.0 / sqrt(tot / (double)D + eps));
-  bf16 *hr = h + (long long)blockIdx.x * D;
-  for (long long k = threadIdx.x; k < D; k += blockDim.x) hr[k] = __float2bfloat16_rn(xr[k] * r * w[k]);
+  for (long long k = threadIdx.x; k < D; k += kNormThreads) h[k] = __float2bfloat16_rn(xr[k] * r * w[k]);
+}
+
+/* h row i = RMSNorm(x row rows[i]) ⊙ w: one block per row. */
+__global__ void __launch_bounds__(kNormThreads)
+    rmsnorm_kernel(bf16 *h, const float *x, const int32_t *rows, const float *w, long long D,
+                   double eps) {
+  __shared__ double part[kNormThreads / 32];
+  pdl_wait();
+  const long long src = rows ? rows[blockIdx.x] : blockIdx.x;
+  rmsnorm_row(h + (long long)blockIdx.x * D, x + src * D, w, D, eps, part);
 }
 
 /* --------------------------------------------------------------- linear */
@@ -243,12 +252,31 @@ __global__ void gemv_kernel(float *y, const bf16 *x, const bf16 *w, int M, long 
  * out in column pairs. (Splitting K over several warps per column
  * measured slower at 8B.) */
 constexpr int kRowWarps = 8;
+static_assert(32 * kRowWarps == kNormThreads, "the GEMV's norm prologue is rmsnorm_row");
+
+/* With norm.w set, every block first normalizes the row itself into its
+ * shared memory (dynamic, K bf16) instead of reading a row the RMSNorm
+ * kernel wrote: the same rmsnorm_row, so the same bits, and one kernel and
+ * its launch gap fewer per norm; each block re-reads the fp32 row and the
+ * norm weights (2 x 4 K bytes, from L2) beside its 16 K bytes of weights. */
+struct row_norm {
+  const float *x, *w; /* the row's fp32 values, the norm weights (NULL: x is the input) */
+  const int32_t *rows;
+  double eps;
+};
 
 template <coda_decode_out KIND>
 __global__ void __launch_bounds__(32 * kRowWarps)
-    gemv_row_kernel(lin_out o, const bf16 *x, const bf16 *w, long long K) {
+    gemv_row_kernel(lin_out o, const bf16 *x, const bf16 *w, long long K, row_norm norm) {
   __shared__ float red[kRowWarps];
+  __shared__ double part[kNormThreads / 32];
+  extern __shared__ __align__(16) bf16 hs[];
   pdl_wait();
+  if (norm.w) {
+    rmsnorm_row(hs, norm.x + (norm.rows ? norm.rows[0] : 0) * K, norm.w, K, norm.eps, part);
+    __syncthreads();
+    x = hs;
+  }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const long long n = (long long)blockIdx.x * kRowWarps + warp;
   float acc = 0.0f;
@@ -357,9 +385,19 @@ coda_status launch_gemv_mma(coda_context ctx, const lin_out &o, const bf16 *x, c
 
 template <coda_decode_out KIND>
 coda_status launch_gemv_row(coda_context ctx, const lin_out &o, const bf16 *x, const bf16 *w,
-                            long long K) {
+                            long long K, const row_norm &norm) {
   const dim3 grid((unsigned)((o.N + kRowWarps - 1) / kRowWarps)), block(32 * kRowWarps);
-  return launch(ctx, "GEMV (one row)", gemv_row_kernel<KIND>, grid, block, 0, o, x, w, K);
+  const size_t smem = norm.w ? (size_t)K * sizeof(bf16) : 0;
+  if (smem > 48 * 1024) {
+    cudaError_t e = cudaFuncSetAttribute(gemv_row_kernel<KIND>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA decode kernel (GEMV, one row): %lld bytes of "
+                       "shared memory for the normalized row: %s", (long long)smem, cudaGetErrorString(e));
+    }
+  }
+  return launch(ctx, norm.w ? "RMSNorm and GEMV (one row)" : "GEMV (one row)", gemv_row_kernel<KIND>,
+                grid, block, smem, o, x, w, K, norm);
 }
 
 coda_status launch_gemv(coda_context ctx, float *y, const bf16 *x, const bf16 *w, int M,
@@ -828,7 +866,15 @@ extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, const coda_deco
                      (long long)N);
   const bf16 *w = (const bf16 *)j->w, *x = (const bf16 *)j->x;
   coda_status s = CODA_OK;
-  if (j->norm_w) {
+  /* one row: the GEMV normalizes it itself (h is left unwritten) */
+  const int row_path = M == 1 && K % 8 == 0 && N < 0x7fffffffLL && (uintptr_t)w % 16 == 0 &&
+                       ((j->norm_w && !ctx->knobs.decode_norm_separate) || (uintptr_t)x % 16 == 0) &&
+                       K * 2 <= 200 * 1024;
+  row_norm norm = {};
+  if (j->norm_w && row_path && !ctx->knobs.decode_norm_separate) {
+    norm = {j->xf, j->norm_w, j->norm_rows, j->eps};
+    x = NULL;
+  } else if (j->norm_w) {
     s = rmsnorm(ctx, (bf16 *)j->h, j->xf, j->norm_rows, j->norm_w, M, K, j->eps);
     x = (const bf16 *)j->h;
   }
@@ -855,11 +901,11 @@ extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, const coda_deco
   const int aligned = ((uintptr_t)x | (uintptr_t)w) % 16 == 0;
   /* one row: one warp (or a few) per column streams the weights fastest */
   const coda_decode_out kind = j->out;
-  if (M == 1 && K % 8 == 0 && aligned && N < 0x7fffffffLL) {
+  if (row_path) {
     switch (kind) {
-    case CODA_DECODE_OUT_SWIGLU: return launch_gemv_row<CODA_DECODE_OUT_SWIGLU>(ctx, o, x, w, K);
-    case CODA_DECODE_OUT_ROPE: return launch_gemv_row<CODA_DECODE_OUT_ROPE>(ctx, o, x, w, K);
-    default: return launch_gemv_row<CODA_DECODE_OUT_F32>(ctx, o, x, w, K);
+    case CODA_DECODE_OUT_SWIGLU: return launch_gemv_row<CODA_DECODE_OUT_SWIGLU>(ctx, o, x, w, K, norm);
+    case CODA_DECODE_OUT_ROPE: return launch_gemv_row<CODA_DECODE_OUT_ROPE>(ctx, o, x, w, K, norm);
+    default: return launch_gemv_row<CODA_DECODE_OUT_F32>(ctx, o, x, w, K, norm);
     }
   }
   if (M >= 2 && M <= 64 && K % 32 == 0 && N <= 0x7fffffffLL * 8 && aligned) {
