@@ -1,17 +1,22 @@
 #!/bin/sh
 # Fuzzes the epilogue-language parser/printer, the safetensors reader, the
 # token-shard reader, the JSON reader, the tokenizer (tokenizer.json
-# loading, encode and decode of arbitrary bytes) and corpus preparation
-# (JSON Lines, llm.c shards, plain text, a directory of such files) with
-# libFuzzer.
+# loading, encode and decode of arbitrary bytes), the Hugging Face
+# config.json reader, the checkpoint metadata -> model config check and
+# corpus preparation (JSON Lines, llm.c shards, plain text, a directory of
+# such files) with libFuzzer.
 #
 #   scripts/fuzz.sh [SECONDS]     (default 60; each harness runs this long)
 #
-# FUZZ_ONLY=program|safetensors|shard|json|tokenizer|jsonl|llmc|text|dir|
-# jsonl_bpe|text_bpe|dir_bpe runs one harness only (the last seven are one
+# FUZZ_ONLY=program|safetensors|shard|json|tokenizer|hf_config|
+# checkpoint_config|jsonl|llmc|text|dir|jsonl_bpe|text_bpe|dir_bpe runs one
+# harness only, or those of a space-separated list (the last seven are one
 # binary, fuzz_corpus.c, run under seven names that pick the reader and
 # whether a tokenizer is used; a crash input reproduces with
-# build-fuzz/fuzz_jsonl FILE).
+# build-fuzz/fuzz_jsonl FILE). hf_config fuzzes the Hugging Face
+# config.json reader through coda_hf_config and coda_hf_import,
+# checkpoint_config the checkpoint metadata -> model config check; both
+# link the whole library.
 # Builds fuzz/fuzz_program.c with clang (-fsanitize=fuzzer,address,undefined)
 # directly from the sources it needs: base, api and the CPU backend (OpenMP),
 # src/lang/*.c, and the built-in programs embedded from programs/
@@ -50,8 +55,10 @@ core="$(ls "$root"/src/base/*.c "$root"/src/api/*.c) $root/src/backends/registry
   $core "$root"/src/lang/*.c "$embed" "$root/fuzz/fuzz_program.c" -lm -o "$out/fuzz_program"
 
 only=${FUZZ_ONLY:-}
+# skip h: FUZZ_ONLY is set and does not name it
+skip() { [ -n "$only" ] && case " $only " in *" $1 "*) false ;; *) true ;; esac; }
 status=0
-if [ -z "$only" ] || [ "$only" = program ]; then
+if ! skip program; then
 cp "$root"/fuzz/corpus/program/* "$out/corpus/"
 (cd "$out"
 echo "fuzzing for $secs s ($(ls corpus | wc -l) corpus inputs)"
@@ -64,7 +71,7 @@ fi
 # The file readers: src/train/safetensors.c and data.c need only the core
 # files above and util.c (CRC-32, bounded reads, atomic writes).
 for h in safetensors shard; do
-  if [ -n "$only" ] && [ "$only" != "$h" ]; then continue; fi
+  if skip "$h"; then continue; fi
   # shellcheck disable=SC2086
   "$cc" -std=c11 -g -O1 -Wno-comment -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -I"$root/include" -I"$root/src" $core "$root"/src/lang/*.c "$embed" "$root/src/train/safetensors.c" \
@@ -83,7 +90,7 @@ done
 # The JSON reader alone (src/train/json.c needs nothing else), and the
 # tokenizer: json.c, the bpe*.c files and utf8proc over the core files.
 for h in json tokenizer; do
-  if [ -n "$only" ] && [ "$only" != "$h" ]; then continue; fi
+  if skip "$h"; then continue; fi
   if [ "$h" = json ]; then
     srcs="$root/src/train/json.c"
   else
@@ -101,6 +108,38 @@ for h in json tokenizer; do
     grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::|ERROR|SUMMARY|Test unit written|fuzz_[a-z]+:' || true)
   grep -q -E 'ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error|fuzz_[a-z]+:' "$out/fuzz-$h.log" && status=1
 done
+# The model-configuration readers: the HF config.json reader (src/train/
+# hf.c, with a tiny model.safetensors the harness exports) and the
+# checkpoint metadata check (src/train/checkpoint.c); they reach the model,
+# the safetensors reader and the RoPE check, so the whole library is linked.
+lib_built=0
+for h in hf_config checkpoint_config; do
+  if skip "$h"; then continue; fi
+  if [ $lib_built = 0 ]; then # compiled once for both (objects named by path: two attention.c)
+    rm -rf "$out/libobj"
+    mkdir -p "$out/libobj"
+    for f in $core "$root"/src/lang/*.c "$embed" "$root"/src/nn/*.c "$root"/src/train/*.c \
+             $(ls "$root"/src/dist/*.c | grep -v '/nccl\.c$'); do
+      o="$out/libobj/$(echo "${f#"$root"/}" | tr / _).o"
+      "$cc" -std=c11 -g -O1 -Wno-comment -fopenmp -fsanitize=fuzzer-no-link,address,undefined \
+        -fno-sanitize-recover=undefined -I"$root/include" -I"$root/src" -c "$f" -o "$o"
+    done
+    lib_built=1
+  fi
+  "$cc" -std=c11 -g -O1 -Wno-comment -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -I"$root/include" -I"$root/src" "$root/fuzz/fuzz_$h.c" "$out"/libobj/*.o -lutf8proc -lz -lm -ldl \
+    -lpthread -o "$out/fuzz_$h"
+  mkdir -p "$out/corpus-$h" "$out/tmp"
+  tmpd="$out/tmp"
+  if [ -d /dev/shm ] && [ -w /dev/shm ]; then tmpd=/dev/shm; fi
+  cp "$root"/fuzz/corpus/$h/* "$out/corpus-$h/"
+  echo "fuzzing the $h reader for $secs s ($(ls "$out/corpus-$h" | wc -l) corpus inputs)"
+  (cd "$out" && TMPDIR="$tmpd" ./fuzz_$h -max_total_time="$secs" -print_final_stats=1 \
+    -max_len=8192 -dict="$root/fuzz/$h.dict" -artifact_prefix="$out/$h-" "corpus-$h" 2>&1 |
+    tee "$out/fuzz-$h.log" |
+    grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::|ERROR|SUMMARY|Test unit written|fuzz_[a-z_]+:' || true)
+  grep -q -E 'ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error|fuzz_[a-z_]+:' "$out/fuzz-$h.log" && status=1
+done
 # Corpus preparation (src/train/corpus.c through coda_prepare_data): one
 # binary, linked under seven names that pick the reader (fuzz_dir: the
 # input becomes a directory of several files). Its chunk, block and line
@@ -109,7 +148,7 @@ done
 # input, so a FIFO waited on shows as a hang.
 corpus_built=0
 for h in jsonl llmc text dir jsonl_bpe text_bpe dir_bpe; do
-  if [ -n "$only" ] && [ "$only" != "$h" ]; then continue; fi
+  if skip "$h"; then continue; fi
   if [ $corpus_built = 0 ]; then
     # shellcheck disable=SC2086
     "$cc" -std=c11 -g -O1 -Wno-comment -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \

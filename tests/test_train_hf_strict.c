@@ -131,8 +131,24 @@ static void refusals(coda_context ctx) {
               CODA_ERR_IO, "factor -2");
   config_case(ctx, "{" BASE ", \"head_dim\": 16}", CODA_ERR_NOT_SUPPORTED, "head_dim 16");
   config_case(ctx, "{" BASE ", \"head_dim\": 8}", CODA_OK, "");
+  /* hidden_size not a multiple of the heads, head_dim absent: the reason
+   * names the two keys (it was "head_dim = 0 is not a positive integer") */
+  char uneven[1024];
+  snprintf(uneven, sizeof uneven, "%s", "{" BASE "}");
+  memcpy(strstr(uneven, "\"hidden_size\": 32"), "\"hidden_size\":  2", 17);
+  config_case(ctx, uneven, CODA_ERR_NOT_SUPPORTED,
+              "hidden_size 2 is not a multiple of num_attention_heads 4");
   config_case(ctx, "{" BASE ", \"quantization_config\": {\"bits\": 4}}", CODA_ERR_NOT_SUPPORTED,
               "quantization_config");
+  /* a config.json claiming a model far larger than the folder's weights
+   * (vocab 2^24, dim 2^16, 1024 layers: some 10^13 parameters) is refused
+   * by the first tensor the weights lack, before a model of that size is
+   * allocated (which failed as "out of memory", or aborted under ASan) */
+  config_case(ctx,
+              "{\"model_type\": \"llama\", \"hidden_size\": 65536, \"intermediate_size\": 262144, "
+              "\"num_hidden_layers\": 1024, \"num_attention_heads\": 256, \"vocab_size\": 16777216, "
+              "\"max_position_embeddings\": 1024, \"tie_word_embeddings\": true}",
+              CODA_ERR_IO, "tensor 'model.embed_tokens.weight' has the wrong shape");
   /* transformers' defaults: eps 1e-6, one KV head per head */
   write_text("config.json", "{" BASE "}");
   coda_model *m = NULL;

@@ -343,6 +343,12 @@ static coda_status hf_config(coda_context ctx, const char *path, coda_model_conf
   if (!s) s = cfg_num(ctx, path, "", r, "rope_theta", 0, 10000.0, &c->rope_theta);
   if (!s) s = cfg_bool(ctx, path, r, "tie_word_embeddings", 0, &c->tied);
   if (!s) s = cfg_rope(ctx, path, r, c);
+  /* before head_dim, whose default is hidden_size / heads: a reason that
+   * names the keys the file has */
+  if (!s && c->dim % c->heads)
+    s = coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                  "%s: hidden_size %d is not a multiple of num_attention_heads %d", path, c->dim,
+                  c->heads);
   if (!s) {
     int hd;
     s = cfg_int(ctx, path, r, "head_dim", 0, c->dim / c->heads, &hd);
@@ -518,7 +524,8 @@ static const coda_st_tensor *hf_find(hf_weights *w, const char *name, const char
 }
 
 /* Copies an HF tensor (F32/BF16/F16) of exactly rows x cols into dst rows
- * given by map(r) (or r when map is NULL), `stride` floats apart. */
+ * given by map(r) (or r when map is NULL), `stride` floats apart; with dst
+ * NULL only checks that the tensor is there with that shape and dtype. */
 static coda_status get(coda_context ctx, hf_weights *w, const char *name,
                        int64_t rows, int64_t cols, int ndim, float *dst, int64_t row_mul,
                        int64_t row_add, int64_t hd, int64_t nqk, int64_t qkv_base) {
@@ -531,6 +538,7 @@ static coda_status get(coda_context ctx, hf_weights *w, const char *name,
   if (dt < 0)
     return coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s' has dtype %s (F32, BF16, F16 only)", path,
                      name, t->dtype);
+  if (!dst) return CODA_OK;
   for (int64_t r = 0; r < rows; r++) {
     int64_t dr = qkv_base >= 0 ? our_row(qkv_base + r, hd, nqk) : r * row_mul + row_add;
     for (int64_t c = 0; c < cols; c++) {
@@ -584,6 +592,51 @@ static coda_status hf_check_unused(coda_context ctx, hf_weights *w) {
   return CODA_OK;
 }
 
+/* Every tensor of the model config c describes, copied into m's weights;
+ * with m NULL only checked (name, shape, dtype), so that a config is
+ * backed by the files before its model is allocated. */
+static coda_status hf_walk(coda_context ctx, hf_weights *wf, const coda_model_config *c,
+                           coda_model *m) {
+  float *W = m ? coda_model_weights(m) : NULL;
+  const int64_t D = c->dim, F = c->ffn, hd = c->dim / c->heads;
+  const int64_t nq = (int64_t)c->heads * hd, nk = (int64_t)c->kv_heads * hd;
+  char nm[128], ours[128];
+#define DST(n) (W ? W + coda_model_find(m, n)->offset : NULL)
+  coda_status s = get(ctx, wf, "model.embed_tokens.weight", c->vocab, D, 2,
+                      DST("tok_embeddings.weight"), 1, 0, 0, 0, -1);
+  for (int i = 0; i < c->layers && !s; i++) {
+    snprintf(ours, sizeof ours, "layers.%d.attention_norm.weight", i);
+    snprintf(nm, sizeof nm, "model.layers.%d.input_layernorm.weight", i);
+    s = get(ctx, wf, nm, D, 1, 1, DST(ours), 1, 0, 0, 0, -1);
+    snprintf(ours, sizeof ours, "layers.%d.attention.wqkv.weight", i);
+    const char *part[3] = {"q_proj", "k_proj", "v_proj"};
+    int64_t start[3] = {0, nq, nq + nk}, rows[3] = {nq, nk, nk};
+    for (int p = 0; p < 3 && !s; p++) {
+      snprintf(nm, sizeof nm, "model.layers.%d.self_attn.%s.weight", i, part[p]);
+      s = get(ctx, wf, nm, rows[p], D, 2, DST(ours), 1, 0, hd, nq + nk, start[p]);
+    }
+    snprintf(ours, sizeof ours, "layers.%d.attention.wo.weight", i);
+    snprintf(nm, sizeof nm, "model.layers.%d.self_attn.o_proj.weight", i);
+    if (!s) s = get(ctx, wf, nm, D, nq, 2, DST(ours), 1, 0, 0, 0, -1);
+    snprintf(ours, sizeof ours, "layers.%d.ffn_norm.weight", i);
+    snprintf(nm, sizeof nm, "model.layers.%d.post_attention_layernorm.weight", i);
+    if (!s) s = get(ctx, wf, nm, D, 1, 1, DST(ours), 1, 0, 0, 0, -1);
+    snprintf(ours, sizeof ours, "layers.%d.feed_forward.w13.weight", i);
+    for (int p = 0; p < 2 && !s; p++) {
+      snprintf(nm, sizeof nm, "model.layers.%d.mlp.%s.weight", i, p ? "up_proj" : "gate_proj");
+      s = get(ctx, wf, nm, F, D, 2, DST(ours), 2, p, 0, 0, -1);
+    }
+    snprintf(ours, sizeof ours, "layers.%d.feed_forward.w2.weight", i);
+    snprintf(nm, sizeof nm, "model.layers.%d.mlp.down_proj.weight", i);
+    if (!s) s = get(ctx, wf, nm, D, F, 2, DST(ours), 1, 0, 0, 0, -1);
+  }
+  if (!s) s = get(ctx, wf, "model.norm.weight", D, 1, 1, DST("norm.weight"), 1, 0, 0, 0, -1);
+  if (!s && !c->tied)
+    s = get(ctx, wf, "lm_head.weight", c->vocab, D, 2, DST("output.weight"), 1, 0, 0, 0, -1);
+#undef DST
+  return s;
+}
+
 coda_status coda_hf_import(coda_context ctx, const char *dir, coda_engine engine, coda_model **out) {
   *out = NULL;
   char *cp = join(dir, "config.json");
@@ -603,45 +656,12 @@ coda_status coda_hf_import(coda_context ctx, const char *dir, coda_engine engine
     s = hf_open_weights(ctx, dir, max, &wf);
   }
   if (!s) s = hf_check_tensors(ctx, &wf, &c);
+  /* the model is allocated only once the files hold all of it: a small
+   * folder whose config.json claims a large model is refused by the
+   * tensor it lacks, not by the allocation */
+  if (!s) s = hf_walk(ctx, &wf, &c, NULL);
   if (!s) s = coda_model_create(ctx, &c, engine, &m);
-  if (!s) {
-    float *W = coda_model_weights(m);
-    const int64_t D = c.dim, F = c.ffn, hd = c.dim / c.heads;
-    const int64_t nq = (int64_t)c.heads * hd, nk = (int64_t)c.kv_heads * hd;
-    char nm[128], ours[128];
-#define OFF(n) (coda_model_find(m, n)->offset)
-    s = get(ctx, &wf, "model.embed_tokens.weight", c.vocab, D, 2, W + OFF("tok_embeddings.weight"), 1, 0, 0, 0, -1);
-    for (int i = 0; i < c.layers && !s; i++) {
-      snprintf(ours, sizeof ours, "layers.%d.attention_norm.weight", i);
-      snprintf(nm, sizeof nm, "model.layers.%d.input_layernorm.weight", i);
-      s = get(ctx, &wf, nm, D, 1, 1, W + OFF(ours), 1, 0, 0, 0, -1);
-      snprintf(ours, sizeof ours, "layers.%d.attention.wqkv.weight", i);
-      const char *part[3] = {"q_proj", "k_proj", "v_proj"};
-      int64_t start[3] = {0, nq, nq + nk}, rows[3] = {nq, nk, nk};
-      for (int p = 0; p < 3 && !s; p++) {
-        snprintf(nm, sizeof nm, "model.layers.%d.self_attn.%s.weight", i, part[p]);
-        s = get(ctx, &wf, nm, rows[p], D, 2, W + OFF(ours), 1, 0, hd, nq + nk, start[p]);
-      }
-      snprintf(ours, sizeof ours, "layers.%d.attention.wo.weight", i);
-      snprintf(nm, sizeof nm, "model.layers.%d.self_attn.o_proj.weight", i);
-      if (!s) s = get(ctx, &wf, nm, D, nq, 2, W + OFF(ours), 1, 0, 0, 0, -1);
-      snprintf(ours, sizeof ours, "layers.%d.ffn_norm.weight", i);
-      snprintf(nm, sizeof nm, "model.layers.%d.post_attention_layernorm.weight", i);
-      if (!s) s = get(ctx, &wf, nm, D, 1, 1, W + OFF(ours), 1, 0, 0, 0, -1);
-      snprintf(ours, sizeof ours, "layers.%d.feed_forward.w13.weight", i);
-      for (int p = 0; p < 2 && !s; p++) {
-        snprintf(nm, sizeof nm, "model.layers.%d.mlp.%s.weight", i, p ? "up_proj" : "gate_proj");
-        s = get(ctx, &wf, nm, F, D, 2, W + OFF(ours), 2, p, 0, 0, -1);
-      }
-      snprintf(ours, sizeof ours, "layers.%d.feed_forward.w2.weight", i);
-      snprintf(nm, sizeof nm, "model.layers.%d.mlp.down_proj.weight", i);
-      if (!s) s = get(ctx, &wf, nm, D, F, 2, W + OFF(ours), 1, 0, 0, 0, -1);
-    }
-    if (!s) s = get(ctx, &wf, "model.norm.weight", D, 1, 1, W + OFF("norm.weight"), 1, 0, 0, 0, -1);
-    if (!s && !c.tied)
-      s = get(ctx, &wf, "lm_head.weight", c.vocab, D, 2, W + OFF("output.weight"), 1, 0, 0, 0, -1);
-#undef OFF
-  }
+  if (!s) s = hf_walk(ctx, &wf, &c, m);
   if (!s) s = hf_check_unused(ctx, &wf);
   hf_weights_free(&wf);
   free(cp);

@@ -171,6 +171,71 @@ expect "--seq needs an integer in [1, 8192]" -- demo --seq 10000000
 expect "too large for the demo" -- demo --dim 8192 --ffn 32768 --layers 64
 
 
+# 16. Ctrl-C during a long validation: the validation is cut short, the
+# step's checkpoint saved, status 130. The run resumes at step 2, so no
+# validation precedes its first step (3); that step's validation of 2^20
+# micro-batches would take minutes. Once the start lines are out and a
+# second has passed, no step line has been printed (it follows the
+# validation): the run is inside it when the signal is sent.
+cp -r good v16
+"$coda" train --dim 32 --layers 1 --heads 2 --kv-heads 1 --ffn 64 --seq 16 --batch 2 \
+  --val-batches 1048576 --val-every 1 --data good/data --out v16 --steps 10 \
+  --resume v16/checkpoint.safetensors >out.txt 2>err.txt &
+pid=$!
+n=0
+while ! grep -q '^data:' out.txt && [ $n -lt 200 ]; do sleep 0.1; n=$((n + 1)); done
+sleep 1
+in_val=0
+if grep -q '^data:' out.txt && ! grep -q '^step' out.txt; then in_val=1; fi
+t0=$(date +%s)
+kill -INT $pid
+# a run that ignores the signal is stopped after 20 s (status 143)
+( sleep 20; kill -TERM $pid 2>/dev/null ) &
+guard=$!
+wait $pid
+rc=$?
+kill $guard 2>/dev/null
+t1=$(date +%s)
+cases=$((cases + 1))
+if [ $in_val -eq 1 ] && [ $rc -eq 130 ] && [ $((t1 - t0)) -le 10 ] &&
+   grep -q -i "interrupted after 1 steps" err.txt &&
+   grep -q "interrupted: saved step 3 to v16/checkpoint.safetensors" out.txt &&
+   [ "$(tail -1 v16/loss.csv | cut -d, -f1,5)" = "3,nan" ]; then
+  ok "Ctrl-C during validation -> $rc, step 3 saved, $((t1 - t0)) s after the signal"
+else
+  fail "Ctrl-C during validation: in validation $in_val, status $rc, $((t1 - t0)) s"
+  cat out.txt
+fi
+
+# 20. every file and directory a run creates is 0666 / 0777 less the umask:
+# the checkpoint, the token shards and their stamp, loss.csv, loss.png, and
+# the Hugging Face export and import
+for u in 022 077; do
+  # shellcheck disable=SC2086
+  (umask $u
+   "$coda" train $small --val-batches 1 --val-every 1 --corpus corpus --out m$u --steps 2 &&
+     "$coda" train $small --data corpus/text --out s$u --steps 1 &&
+     "$coda" train --resume m$u/checkpoint.safetensors --export-hf h$u &&
+     "$coda" train --import-hf h$u --out i$u) >out.txt 2>err.txt
+  rc=$?
+  cases=$((cases + 1))
+  fm=$(printf '%o' $((0666 & ~0$u)))
+  dm=$(printf '%o' $((0777 & ~0$u)))
+  bad=$(find m$u s$u h$u i$u \( -type f ! -perm "$fm" \) -o \( -type d ! -perm "$dm" \) | tr '\n' ' ')
+  missing=""
+  for f in m$u/checkpoint.safetensors m$u/data/train.tok m$u/data/val.tok m$u/loss.csv \
+           m$u/loss.png s$u/data/source.txt s$u/checkpoint.safetensors h$u/config.json \
+           h$u/model.safetensors i$u/checkpoint.safetensors; do
+    [ -f "$f" ] || missing="$missing $f"
+  done
+  if [ $rc -eq 0 ] && [ -z "$bad" ] && [ -z "$missing" ]; then
+    ok "umask $u: $(find m$u s$u h$u i$u -type f | wc -l) files $fm, directories $dm"
+  else
+    fail "umask $u: status $rc, wrong mode: '$bad', missing: '$missing'"
+    find m$u s$u h$u i$u -exec ls -ld {} \;
+  fi
+done
+
 
 echo "$cases cases, $fails failed"
 [ $fails -eq 0 ]
