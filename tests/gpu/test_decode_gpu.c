@@ -230,6 +230,17 @@ static void against_cpu(coda_context cpu, coda_context gpu, const coda_model_con
 }
 
 /* Decode steps through graphs against the same steps launched directly. */
+/* A context created with one knob set (knobs are read when a context is
+ * created); NULL, with a failed check, if it cannot be. */
+static coda_context context_with_knob(const coda_context_options *co, const char *knob,
+                                      const char *value) {
+  coda_context c = NULL;
+  setenv(knob, value, 1);
+  CHECK(coda_context_create(co, &c) == CODA_OK);
+  unsetenv(knob);
+  return c;
+}
+
 static void graphs_vs_direct(coda_context cpu, coda_context direct_ctx, coda_context graph_ctx,
                              int expect_graphs, const coda_model_config *c, int B, int plen,
                              int steps, const char *what) {
@@ -329,21 +340,14 @@ int main(int argc, char **argv) {
   graphs_vs_direct(cpu, gpu, streamed, 1, &gqa, 3, 40, steps_of(30, 0), "graphs gqa batch 3");
   graphs_vs_direct(cpu, gpu, streamed, 1, &mha, 24, 20, steps_of(10, 0), "graphs mha batch 24");
   graphs_vs_direct(cpu, gpu, gpu, 0, &gqa, 2, 30, steps_of(6, 0), "legacy stream, no graphs");
-  /* the knob is read when a context is created */
-  coda_context nopdl = NULL;
-  setenv("CODA_DECODE_PDL", "0", 1);
-  CHECK(coda_context_create(&co, &nopdl) == CODA_OK);
-  unsetenv("CODA_DECODE_PDL");
+  coda_context nopdl = context_with_knob(&co, "CODA_DECODE_PDL", "0");
   if (nopdl) {
     graphs_vs_direct(cpu, nopdl, streamed, 1, &gqa, 1, 60, steps_of(20, 0), "PDL off (direct) vs on (graphs)");
     graphs_vs_direct(cpu, nopdl, streamed, 1, &mha, 24, 20, steps_of(6, 0), "PDL off vs on, batch 24");
     coda_context_destroy(nopdl);
   }
   /* the one-row GEMV's own RMSNorm prologue against the RMSNorm kernel */
-  coda_context sepnorm = NULL;
-  setenv("CODA_DECODE_NORM", "separate", 1);
-  CHECK(coda_context_create(&co, &sepnorm) == CODA_OK);
-  unsetenv("CODA_DECODE_NORM");
+  coda_context sepnorm = context_with_knob(&co, "CODA_DECODE_NORM", "separate");
   if (sepnorm) {
     graphs_vs_direct(cpu, sepnorm, streamed, 1, &gqa, 1, 60, steps_of(20, 0), "norm kernel (direct) vs GEMV prologue (graphs)");
     coda_context_destroy(sepnorm);
