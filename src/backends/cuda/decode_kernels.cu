@@ -578,21 +578,47 @@ __global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, 
 }
 
 /* o (bf16) = the splits' partials merged and normalized: block per (row,
- * query head), a thread per head dimension element. */
+ * query head), a thread per head dimension element. The splits are read
+ * kCombineBatch at a time, every load of a batch issued before any of its
+ * values is used: a split-by-split loop waited for two dependent L2 round
+ * trips per split (its max, then its sum and value behind a branch), 32
+ * splits of a batch-1 step one after the other. The sums still run over
+ * the splits in order, a skipped (empty) split adding nothing, so the
+ * result is the same as that loop's. */
+constexpr int kCombineBatch = 8;
+
 __global__ void attn_combine_kernel(bf16 *o, const float *work, int Hq, int hd, int splits) {
   pdl_wait();
   const long long rh = blockIdx.x; /* r·Hq + h */
-  const float *base = work + rh * splits * (long long)(hd + 2);
+  const long long stride = hd + 2;
+  const float *base = work + rh * splits * stride;
   float M = -INFINITY;
-  for (int s = 0; s < splits; s++) M = fmaxf(M, base[s * (hd + 2)]);
+  for (int s0 = 0; s0 < splits; s0 += kCombineBatch) {
+    float m[kCombineBatch];
+#pragma unroll
+    for (int i = 0; i < kCombineBatch; i++) m[i] = s0 + i < splits ? base[(s0 + i) * stride] : -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kCombineBatch; i++) M = fmaxf(M, m[i]);
+  }
   for (int e = threadIdx.x; e < hd; e += blockDim.x) {
     float L = 0.0f, A = 0.0f;
-    for (int s = 0; s < splits; s++) {
-      const float *p = base + s * (hd + 2);
-      if (p[0] == -INFINITY) continue;
-      const float c = __expf(p[0] - M);
-      L += p[1] * c;
-      A += p[2 + e] * c;
+    for (int s0 = 0; s0 < splits; s0 += kCombineBatch) {
+      float m[kCombineBatch], l[kCombineBatch], a[kCombineBatch];
+#pragma unroll
+      for (int i = 0; i < kCombineBatch; i++) {
+        const bool in = s0 + i < splits;
+        const float *p = base + (in ? s0 + i : s0) * stride;
+        m[i] = in ? p[0] : -INFINITY;
+        l[i] = p[1];
+        a[i] = p[2 + e];
+      }
+#pragma unroll
+      for (int i = 0; i < kCombineBatch; i++) {
+        if (m[i] == -INFINITY) continue; /* an empty split, or past the last */
+        const float c = __expf(m[i] - M);
+        L += l[i] * c;
+        A += a[i] * c;
+      }
     }
     o[rh * hd + e] = __float2bfloat16_rn(L > 0.0f ? A / L : 0.0f);
   }
