@@ -68,6 +68,25 @@ echo "fuzzing for $secs s ($(ls corpus | wc -l) corpus inputs)"
 grep -q -E 'ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error|fuzz_program:' "$out/fuzz.log" && status=1
 fi
 
+# fuzz_run H SEEDS MAX_LEN [FLAG...]: fuzz_H for $secs s from a fresh copy of
+# fuzz/corpus/SEEDS/, TMPDIR memory-backed where it can be (the harnesses
+# that write each input to a file run ~50x faster), its log in
+# $out/fuzz-H.log; a finding sets status=1.
+fuzz_run() {
+  local h=$1 seeds=$2 maxlen=$3 tmpd="$out/tmp"
+  shift 3
+  mkdir -p "$out/corpus-$h" "$out/tmp"
+  if [ -d /dev/shm ] && [ -w /dev/shm ]; then tmpd=/dev/shm; fi
+  cp "$root"/fuzz/corpus/"$seeds"/* "$out/corpus-$h/"
+  echo "fuzzing the $h reader for $secs s ($(ls "$out/corpus-$h" | wc -l) corpus inputs)"
+  (cd "$out" && TMPDIR="$tmpd" ./fuzz_"$h" -max_total_time="$secs" -print_final_stats=1 \
+    -max_len="$maxlen" "$@" -artifact_prefix="$out/$h-" "corpus-$h" 2>&1 | tee "$out/fuzz-$h.log" |
+    grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::|ERROR|SUMMARY|Test unit written|fuzz_[a-z_]+:' || true)
+  if grep -q -E 'ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error|fuzz_[a-z_]+:' "$out/fuzz-$h.log"; then
+    status=1
+  fi
+}
+
 # The file readers: src/train/safetensors.c and data.c need only the core
 # files above and util.c (CRC-32, bounded reads, atomic writes).
 for h in safetensors shard; do
@@ -76,16 +95,7 @@ for h in safetensors shard; do
   "$cc" -std=c11 -g -O1 -Wno-comment -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -I"$root/include" -I"$root/src" $core "$root"/src/lang/*.c "$embed" "$root/src/train/safetensors.c" \
     "$root/src/train/data.c" "$root/src/train/util.c" "$root/fuzz/fuzz_$h.c" -lz -lm -o "$out/fuzz_$h"
-  mkdir -p "$out/corpus-$h" "$out/tmp"
-  # the shard harness writes each input to a file: memory-backed is ~50x faster
-  tmpd="$out/tmp"
-  if [ -d /dev/shm ] && [ -w /dev/shm ]; then tmpd=/dev/shm; fi
-  cp "$root"/fuzz/corpus/$h/* "$out/corpus-$h/"
-  echo "fuzzing the $h reader for $secs s ($(ls "$out/corpus-$h" | wc -l) corpus inputs)"
-  (cd "$out" && TMPDIR="$tmpd" ./fuzz_$h -max_total_time="$secs" -print_final_stats=1 \
-    -max_len=8192 -artifact_prefix="$out/$h-" "corpus-$h" 2>&1 | tee "$out/fuzz-$h.log" |
-    grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::|ERROR|SUMMARY|Test unit written|fuzz_[a-z]+:' || true)
-  grep -q -E 'ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error|fuzz_[a-z]+:' "$out/fuzz-$h.log" && status=1
+  fuzz_run "$h" "$h" 8192
 done
 # The JSON reader alone (src/train/json.c needs nothing else), and the
 # tokenizer: json.c, the bpe*.c files and utf8proc over the core files.
@@ -100,13 +110,7 @@ for h in json tokenizer; do
   # shellcheck disable=SC2086
   "$cc" -std=c11 -g -O1 -Wno-comment -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -I"$root/include" -I"$root/src" "$root/fuzz/fuzz_$h.c" $srcs -lm -o "$out/fuzz_$h"
-  mkdir -p "$out/corpus-$h"
-  cp "$root"/fuzz/corpus/$h/* "$out/corpus-$h/"
-  echo "fuzzing the $h reader for $secs s ($(ls "$out/corpus-$h" | wc -l) corpus inputs)"
-  (cd "$out" && ./fuzz_$h -max_total_time="$secs" -print_final_stats=1 -max_len=16384 \
-    -artifact_prefix="$out/$h-" "corpus-$h" 2>&1 | tee "$out/fuzz-$h.log" |
-    grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::|ERROR|SUMMARY|Test unit written|fuzz_[a-z]+:' || true)
-  grep -q -E 'ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error|fuzz_[a-z]+:' "$out/fuzz-$h.log" && status=1
+  fuzz_run "$h" "$h" 16384
 done
 # The model-configuration readers: the HF config.json reader (src/train/
 # hf.c, with a tiny model.safetensors the harness exports) and the
@@ -129,16 +133,7 @@ for h in hf_config checkpoint_config; do
   "$cc" -std=c11 -g -O1 -Wno-comment -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -I"$root/include" -I"$root/src" "$root/fuzz/fuzz_$h.c" "$out"/libobj/*.o -lutf8proc -lz -lm -ldl \
     -lpthread -o "$out/fuzz_$h"
-  mkdir -p "$out/corpus-$h" "$out/tmp"
-  tmpd="$out/tmp"
-  if [ -d /dev/shm ] && [ -w /dev/shm ]; then tmpd=/dev/shm; fi
-  cp "$root"/fuzz/corpus/$h/* "$out/corpus-$h/"
-  echo "fuzzing the $h reader for $secs s ($(ls "$out/corpus-$h" | wc -l) corpus inputs)"
-  (cd "$out" && TMPDIR="$tmpd" ./fuzz_$h -max_total_time="$secs" -print_final_stats=1 \
-    -max_len=8192 -dict="$root/fuzz/$h.dict" -artifact_prefix="$out/$h-" "corpus-$h" 2>&1 |
-    tee "$out/fuzz-$h.log" |
-    grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::|ERROR|SUMMARY|Test unit written|fuzz_[a-z_]+:' || true)
-  grep -q -E 'ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error|fuzz_[a-z_]+:' "$out/fuzz-$h.log" && status=1
+  fuzz_run "$h" "$h" 8192 -dict="$root/fuzz/$h.dict"
 done
 # Corpus preparation (src/train/corpus.c through coda_prepare_data): one
 # binary, linked under seven names that pick the reader (fuzz_dir: the
@@ -161,17 +156,11 @@ for h in jsonl llmc text dir jsonl_bpe text_bpe dir_bpe; do
     corpus_built=1
   fi
   ln -f "$out/fuzz_corpus" "$out/fuzz_$h"
-  mkdir -p "$out/corpus-$h" "$out/tmp"
-  tmpd="$out/tmp"
-  if [ -d /dev/shm ] && [ -w /dev/shm ]; then tmpd=/dev/shm; fi
-  cp "$root"/fuzz/corpus/"${h%_bpe}"/* "$out/corpus-$h/" # the _bpe runs share the seeds
-  extra=""
-  case $h in dir*) extra="-dict=$root/fuzz/dir.dict -timeout=10" ;; esac
-  echo "fuzzing the $h corpus reader for $secs s ($(ls "$out/corpus-$h" | wc -l) corpus inputs)"
-  # shellcheck disable=SC2086
-  (cd "$out" && TMPDIR="$tmpd" ./fuzz_$h -max_total_time="$secs" -print_final_stats=1 \
-    -max_len=8192 $extra -artifact_prefix="$out/$h-" "corpus-$h" 2>&1 | tee "$out/fuzz-$h.log" |
-    grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::|ERROR|SUMMARY|Test unit written|fuzz_[a-z]+:' || true)
-  grep -q -E 'ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error|fuzz_[a-z]+:' "$out/fuzz-$h.log" && status=1
+  # the _bpe runs share the seeds; the directory runs have a dictionary and a
+  # 10 s limit per input
+  case $h in
+  dir*) fuzz_run "$h" "${h%_bpe}" 8192 -dict="$root/fuzz/dir.dict" -timeout=10 ;;
+  *) fuzz_run "$h" "${h%_bpe}" 8192 ;;
+  esac
 done
 exit $status
