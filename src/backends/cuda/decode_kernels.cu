@@ -282,7 +282,7 @@ __global__ void __launch_bounds__(32 * kRowWarps)
   float acc = 0.0f;
   if (n < o.N) {
     const bf16 *wr = w + n * K;
-#pragma unroll 8 /* eight weight loads in flight per lane: a K of 2048 in one round trip */
+#pragma unroll 4 /* several weight loads in flight per lane */
     for (long long k = lane * 8; k < K; k += 256) {
       const uint4 wv = *reinterpret_cast<const uint4 *>(wr + k);
       const uint4 xv = *reinterpret_cast<const uint4 *>(x + k);
