@@ -21,9 +21,10 @@
 # paths and replayed step graphs, with --sanitize: every case a few steps). Each (tool, test) run has a time
 # budget, a few times what it should need (racecheck of test_attention_gpu
 # --small, which --sanitize halves, took 189 s); SANITIZE_BUDGET_SCALE
-# multiplies every budget. The budgets sum to about 40 minutes, so on a machine lent 10 minutes a call
-# the runs go in parts: SANITIZE_RUNS is a list of globs over "tool/label"
-# (default "*"), e.g.
+# multiplies every budget. The budgets sum to about 40 minutes, far above
+# what the runs take together (a few minutes: bench/results/gpu-2026-12-01e.md);
+# a hung run still ends at its budget. SANITIZE_RUNS, a list of globs over
+# "tool/label" (default "*", every run), picks runs, e.g.
 #   SANITIZE_RUNS="memcheck/* synccheck/*"               (budgets 530 s)
 #   SANITIZE_RUNS="racecheck/gemm racecheck/epilogue-*"  (540 s)
 #   SANITIZE_RUNS="racecheck/attention"                  (540 s)
