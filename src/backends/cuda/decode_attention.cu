@@ -1,0 +1,211 @@
+/* Decode attention (the decoder's `attention` entry of coda_decode_ops):
+ * flash-decoding partials over splits of the cache length, then their
+ * merge into each query head's bf16 output. Causal GQA over the bf16 K/V
+ * cache [batch][max_len][Hk][hd], each row at its own sequence and
+ * position. */
+#include "backends/cuda/decode_common.cuh"
+
+namespace {
+
+/* ------------------------------------------------------ decode attention */
+
+constexpr int kAttnWarps = 4;
+constexpr int kAttnGroup = 8; /* query heads of one KV head per block */
+/* cache positions a warp loads at once (fewer for wide heads: registers) */
+template <int HDL> constexpr int attn_keys() { return HDL >= 8 ? 2 : HDL >= 4 ? 4 : 8; }
+
+/* n = 1, 2, 4 or 8 consecutive bf16 (aligned to their size) in one load. */
+template <int n>
+__device__ __forceinline__ void load_bf16(const bf16 *p, float *out) {
+  if (n == 8) {
+    const uint4 v = *reinterpret_cast<const uint4 *>(p);
+    const bf16 *b = reinterpret_cast<const bf16 *>(&v);
+#pragma unroll
+    for (int i = 0; i < 8; i++) out[i] = __bfloat162float(b[i]);
+  } else if (n == 4) {
+    const uint2 v = *reinterpret_cast<const uint2 *>(p);
+    const bf16 *b = reinterpret_cast<const bf16 *>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; i++) out[i] = __bfloat162float(b[i]);
+  } else if (n == 2) {
+    const unsigned v = *reinterpret_cast<const unsigned *>(p);
+    const bf16 *b = reinterpret_cast<const bf16 *>(&v);
+    out[0] = __bfloat162float(b[0]);
+    out[1] = __bfloat162float(b[1]);
+  } else {
+    out[0] = __bfloat162float(p[0]);
+  }
+}
+
+/* Block (row r, kv head kh and a group of its query heads, split s):
+ * flash-decoding partials over cache positions [lo, hi) of the split.
+ * Each warp takes every kAttnWarps-th batch of attn_keys positions and keeps an online softmax
+ * per query head; the lanes split the head dimension (HDL values each).
+ * work[(r·Hq + h)·splits + s] = (max, sum, hd unnormalized values). */
+template <int HDL>
+__global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, const bf16 *vc,
+                                    const int32_t *seq, const int32_t *pos, int Hq, int Hk,
+                                    int max_len, int splits) {
+  pdl_wait();
+  constexpr int hd = HDL * 32, kAttnKeys = attn_keys<HDL>();
+  const int grp = Hq / Hk, nblk = (grp + kAttnGroup - 1) / kAttnGroup;
+  const long long r = blockIdx.x;
+  const int kh = blockIdx.y / nblk, g0 = (blockIdx.y % nblk) * kAttnGroup;
+  const int G = grp - g0 < kAttnGroup ? grp - g0 : kAttnGroup;
+  const int s = blockIdx.z, n = pos[r] + 1;
+  const int cs = (n + splits - 1) / splits, lo = s * cs, hi = lo + cs < n ? lo + cs : n;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const float scale = rsqrtf((float)hd);
+  float qv[kAttnGroup][HDL], acc[kAttnGroup][HDL], mx[kAttnGroup], l[kAttnGroup];
+#pragma unroll
+  for (int g = 0; g < kAttnGroup; g++) {
+    mx[g] = -INFINITY;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < HDL; i++) {
+      acc[g][i] = 0.0f;
+      qv[g][i] = g < G ? scale * __bfloat162float(q[(r * Hq + kh * grp + g0 + g) * hd +
+                                                    lane * HDL + i])
+                       : 0.0f;
+    }
+  }
+  const long long stride = (long long)Hk * hd;
+  const bf16 *kb = kc + (long long)seq[r] * max_len * stride + (long long)kh * hd + lane * HDL;
+  const bf16 *vb = vc + (long long)seq[r] * max_len * stride + (long long)kh * hd + lane * HDL;
+  /* kAttnKeys positions per warp at a time, their loads issued together:
+   * one memory latency per batch, not per position */
+  for (int t0 = lo + warp * kAttnKeys; t0 < hi; t0 += kAttnWarps * kAttnKeys) {
+    float kf[kAttnKeys][HDL], vf[kAttnKeys][HDL];
+#pragma unroll
+    for (int u = 0; u < kAttnKeys; u++) {
+      const int t = t0 + u < hi ? t0 + u : t0; /* past the end: a repeat, not used */
+      load_bf16<HDL>(kb + t * stride, kf[u]);
+      load_bf16<HDL>(vb + t * stride, vf[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kAttnKeys; u++) {
+      if (t0 + u >= hi) break;
+#pragma unroll
+      for (int g = 0; g < kAttnGroup; g++) {
+        if (g >= G) break;
+        float d = 0.0f;
+#pragma unroll
+        for (int i = 0; i < HDL; i++) d = fmaf(qv[g][i], kf[u][i], d);
+        d = warp_sum(d);
+        const float m2 = fmaxf(mx[g], d), corr = __expf(mx[g] - m2), p = __expf(d - m2);
+        l[g] = l[g] * corr + p;
+#pragma unroll
+        for (int i = 0; i < HDL; i++) acc[g][i] = acc[g][i] * corr + p * vf[u][i];
+        mx[g] = m2;
+      }
+    }
+  }
+  __shared__ float sm[kAttnWarps][kAttnGroup], sl[kAttnWarps][kAttnGroup];
+  __shared__ float sacc[kAttnWarps][kAttnGroup][hd];
+#pragma unroll
+  for (int g = 0; g < kAttnGroup; g++) {
+    if (lane == 0) {
+      sm[warp][g] = mx[g];
+      sl[warp][g] = l[g];
+    }
+#pragma unroll
+    for (int i = 0; i < HDL; i++) sacc[warp][g][lane * HDL + i] = acc[g][i];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < G * hd; i += blockDim.x) {
+    const int g = i / hd, e = i % hd;
+    float M = -INFINITY;
+    for (int w = 0; w < kAttnWarps; w++) M = fmaxf(M, sm[w][g]);
+    float L = 0.0f, A = 0.0f;
+    if (M != -INFINITY)
+      for (int w = 0; w < kAttnWarps; w++) {
+        const float c = __expf(sm[w][g] - M);
+        L += sl[w][g] * c;
+        A += sacc[w][g][e] * c;
+      }
+    float *out = work + ((r * Hq + kh * grp + g0 + g) * splits + s) * (long long)(hd + 2);
+    if (e == 0) {
+      out[0] = M;
+      out[1] = L;
+    }
+    out[2 + e] = A;
+  }
+}
+
+/* o (bf16) = the splits' partials merged and normalized: block per (row,
+ * query head), a thread per head dimension element. The splits are read
+ * kCombineBatch at a time, every load of a batch issued before any of its
+ * values is used: a split-by-split loop waited for two dependent L2 round
+ * trips per split (its max, then its sum and value behind a branch), 32
+ * splits of a batch-1 step one after the other. The sums still run over
+ * the splits in order, a skipped (empty) split adding nothing, so the
+ * result is the same as that loop's. */
+constexpr int kCombineBatch = 8;
+
+__global__ void attn_combine_kernel(bf16 *o, const float *work, int Hq, int hd, int splits) {
+  pdl_wait();
+  const long long rh = blockIdx.x; /* r·Hq + h */
+  const long long stride = hd + 2;
+  const float *base = work + rh * splits * stride;
+  float M = -INFINITY;
+  for (int s0 = 0; s0 < splits; s0 += kCombineBatch) {
+    float m[kCombineBatch];
+#pragma unroll
+    for (int i = 0; i < kCombineBatch; i++) m[i] = s0 + i < splits ? base[(s0 + i) * stride] : -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kCombineBatch; i++) M = fmaxf(M, m[i]);
+  }
+  for (int e = threadIdx.x; e < hd; e += blockDim.x) {
+    float L = 0.0f, A = 0.0f;
+    for (int s0 = 0; s0 < splits; s0 += kCombineBatch) {
+      float m[kCombineBatch], l[kCombineBatch], a[kCombineBatch];
+#pragma unroll
+      for (int i = 0; i < kCombineBatch; i++) {
+        const bool in = s0 + i < splits;
+        const float *p = base + (in ? s0 + i : s0) * stride;
+        m[i] = in ? p[0] : -INFINITY;
+        l[i] = p[1];
+        a[i] = p[2 + e];
+      }
+#pragma unroll
+      for (int i = 0; i < kCombineBatch; i++) {
+        if (m[i] == -INFINITY) continue; /* an empty split, or past the last */
+        const float c = __expf(m[i] - M);
+        L += l[i] * c;
+        A += a[i] * c;
+      }
+    }
+    o[rh * hd + e] = __float2bfloat16_rn(L > 0.0f ? A / L : 0.0f);
+  }
+}
+
+} // namespace
+
+extern "C" coda_status coda_cuda_decode_attention(coda_context ctx, const coda_decode_rows *r,
+                                                  uint16_t *o, const uint16_t *q,
+                                                  const uint16_t *kc, const uint16_t *vc,
+                                                  float *work, int splits) {
+  if (r->M == 0) return CODA_OK;
+  if (r->hd % 32 || r->hd > 256 || (r->hd / 32) & (r->hd / 32 - 1))
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "decode attention: head dim %d (32, 64, 128 or "
+                     "256 on the GPU)", r->hd);
+  if (r->M > 2147483647LL || splits < 1 || splits > 65535)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "decode attention: %lld rows, %d splits",
+                     (long long)r->M, splits);
+  const int grp = r->Hq / r->Hk, nblk = (grp + kAttnGroup - 1) / kAttnGroup;
+  const dim3 grid((unsigned)r->M, (unsigned)(r->Hk * nblk), (unsigned)splits);
+  const dim3 block(32 * kAttnWarps);
+  const bf16 *qb = (const bf16 *)q, *kb = (const bf16 *)kc, *vb = (const bf16 *)vc;
+  const char *what = "decode attention";
+  coda_status s;
+  switch (r->hd / 32) {
+  case 1: s = launch(ctx, what, attn_partial_kernel<1>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
+  case 2: s = launch(ctx, what, attn_partial_kernel<2>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
+  case 4: s = launch(ctx, what, attn_partial_kernel<4>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
+  default: s = launch(ctx, what, attn_partial_kernel<8>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
+  }
+  if (s) return s;
+  return launch(ctx, "decode attention merge", attn_combine_kernel, dim3((unsigned)(r->M * r->Hq)),
+                dim3(r->hd < 128 ? r->hd : 128), 0, (bf16 *)o, (const float *)work, r->Hq, r->hd,
+                splits);
+}
