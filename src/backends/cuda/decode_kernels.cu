@@ -455,10 +455,10 @@ extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, const coda_deco
                      (long long)N);
   const bf16 *w = (const bf16 *)j->w, *x = (const bf16 *)j->x;
   coda_status s = CODA_OK;
-  /* one row: the GEMV normalizes it itself (h is left unwritten) */
-  const int row_path = M == 1 && K % 8 == 0 && N < 0x7fffffffLL && (uintptr_t)w % 16 == 0 &&
-                       ((j->norm_w && !ctx->knobs.decode_norm_separate) || (uintptr_t)x % 16 == 0) &&
-                       K * 2 <= 200 * 1024;
+  /* one row: the GEMV normalizes it itself (h is left unwritten), unless
+   * CODA_DECODE_NORM=separate; else the norm kernel writes h first */
+  int row_path = M == 1 && K % 8 == 0 && N < 0x7fffffffLL && (uintptr_t)w % 16 == 0 &&
+                 K * 2 <= 200 * 1024;
   row_norm norm = {};
   if (j->norm_w && row_path && !ctx->knobs.decode_norm_separate) {
     norm = {j->xf, j->norm_w, j->norm_rows, j->eps};
@@ -467,6 +467,7 @@ extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, const coda_deco
     s = rmsnorm(ctx, (bf16 *)j->h, j->xf, j->norm_rows, j->norm_w, M, K, j->eps);
     x = (const bf16 *)j->h;
   }
+  row_path = row_path && (norm.w || (uintptr_t)x % 16 == 0);
   lin_out o = {};
   o.N = N;
   o.y = j->y;
