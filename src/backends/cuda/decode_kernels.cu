@@ -182,58 +182,94 @@ __global__ void gemv_kernel(float *y, const bf16 *x, const bf16 *w, int M, long 
 
 /* One row: out(x · wᵀ), x bf16 1 x K, K % 8 == 0: one warp per column
  * streams its weight row (lane: 8 elements, one 16-byte load, several in
- * flight); a block of 8 warps owns 8 adjacent columns, so the stores go
- * out in column pairs. (Splitting K over several warps per column
- * measured slower at 8B.) */
+ * flight); a block of 8 warps owns 8 adjacent columns at a time, so the
+ * stores go out in column pairs, and walks the column groups gridDim.x
+ * apart. (Splitting K over several warps per column measured slower at
+ * 8B.) */
 constexpr int kRowWarps = 8;
 static_assert(32 * kRowWarps == kNormThreads, "the GEMV's norm prologue is rmsnorm_row");
+/* Weight loads a lane issues ahead: those of the block's first columns
+ * before pdl_wait() (the weights are constant, so they may overlap the
+ * previous kernel's tail), then those of its next columns before it
+ * reduces and stores the current ones. */
+constexpr int kRowAhead = 4;
 
 /* With norm.w set, every block first normalizes the row itself into its
  * shared memory (dynamic, K bf16) instead of reading a row the RMSNorm
  * kernel wrote: the same rmsnorm_row, so the same bits, and one kernel and
  * its launch gap fewer per norm; each block re-reads the fp32 row and the
- * norm weights (2 x 4 K bytes, from L2) beside its 16 K bytes of weights. */
+ * norm weights (2 x 4 K bytes, from L2) once for all its columns. */
 struct row_norm {
   const float *x, *w; /* the row's fp32 values, the norm weights (NULL: x is the input) */
   const int32_t *rows;
   double eps;
 };
 
+/* The dot product of 8 bf16 pairs, in element order. */
+__device__ __forceinline__ float dot8(const uint4 &xv, const uint4 &wv) {
+  const bf16 *xb = reinterpret_cast<const bf16 *>(&xv);
+  const bf16 *wb = reinterpret_cast<const bf16 *>(&wv);
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; i++) s = fmaf(__bfloat162float(xb[i]), __bfloat162float(wb[i]), s);
+  return s;
+}
+
+/* The first kRowAhead weight loads of lane `lane` in row n (zeros past K
+ * or past the last column). */
+__device__ __forceinline__ void row_ahead(uint4 *wv, const bf16 *w, long long n, long long N,
+                                          long long K, int lane) {
+#pragma unroll
+  for (int i = 0; i < kRowAhead; i++) {
+    const long long k = (long long)lane * 8 + i * 256;
+    wv[i] = n < N && k < K ? __ldg(reinterpret_cast<const uint4 *>(w + n * K + k))
+                           : make_uint4(0, 0, 0, 0);
+  }
+}
+
 template <coda_decode_out KIND>
 __global__ void __launch_bounds__(32 * kRowWarps)
-    gemv_row_kernel(lin_out o, const bf16 *x, const bf16 *w, long long K, row_norm norm) {
+    gemv_row_kernel(lin_out o, const bf16 *x, const bf16 *w, long long K, row_norm norm,
+                    int prefetch) {
   __shared__ float red[kRowWarps];
   __shared__ double part[kNormThreads / 32];
   extern __shared__ __align__(16) bf16 hs[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long step = (long long)gridDim.x * kRowWarps;
+  uint4 ahead[kRowAhead];
+  if (prefetch) row_ahead(ahead, w, (long long)blockIdx.x * kRowWarps + warp, o.N, K, lane);
   pdl_wait();
+  if (!prefetch) row_ahead(ahead, w, (long long)blockIdx.x * kRowWarps + warp, o.N, K, lane);
   if (norm.w) {
     rmsnorm_row(hs, norm.x + (norm.rows ? norm.rows[0] : 0) * K, norm.w, K, norm.eps, part);
     __syncthreads();
     x = hs;
   }
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const long long n = (long long)blockIdx.x * kRowWarps + warp;
-  float acc = 0.0f;
-  if (n < o.N) {
-    const bf16 *wr = w + n * K;
-#pragma unroll 4 /* several weight loads in flight per lane */
-    for (long long k = lane * 8; k < K; k += 256) {
-      const uint4 wv = *reinterpret_cast<const uint4 *>(wr + k);
-      const uint4 xv = *reinterpret_cast<const uint4 *>(x + k);
-      const bf16 *wb = reinterpret_cast<const bf16 *>(&wv);
-      const bf16 *xb = reinterpret_cast<const bf16 *>(&xv);
-      float s = 0.0f;
+  for (long long n0 = (long long)blockIdx.x * kRowWarps; n0 < o.N; n0 += step) {
+    const long long n = n0 + warp;
+    /* the sum in k order, as one loop over the row takes it */
+    float acc = 0.0f;
 #pragma unroll
-      for (int i = 0; i < 8; i++) s = fmaf(__bfloat162float(xb[i]), __bfloat162float(wb[i]), s);
-      acc += s;
+    for (int i = 0; i < kRowAhead; i++) {
+      const long long k = (long long)lane * 8 + i * 256;
+      if (k < K) acc += dot8(*reinterpret_cast<const uint4 *>(x + k), ahead[i]);
     }
-  }
-  acc = warp_sum(acc);
-  if (lane == 0) red[warp] = acc;
-  __syncthreads();
-  if (threadIdx.x < kRowWarps / 2) {
-    const long long col = (long long)blockIdx.x * kRowWarps + 2 * threadIdx.x;
-    if (col < o.N) store_pair<KIND>(o, 0, col, red[2 * threadIdx.x], red[2 * threadIdx.x + 1]);
+    if (n < o.N) {
+      const bf16 *wr = w + n * K;
+#pragma unroll 4 /* several weight loads in flight per lane */
+      for (long long k = (long long)lane * 8 + kRowAhead * 256; k < K; k += 256)
+        acc += dot8(*reinterpret_cast<const uint4 *>(x + k),
+                    __ldg(reinterpret_cast<const uint4 *>(wr + k)));
+    }
+    row_ahead(ahead, w, n + step, o.N, K, lane);
+    acc = warp_sum(acc);
+    if (lane == 0) red[warp] = acc;
+    __syncthreads();
+    if (threadIdx.x < kRowWarps / 2) {
+      const long long col = n0 + 2 * threadIdx.x;
+      if (col < o.N) store_pair<KIND>(o, 0, col, red[2 * threadIdx.x], red[2 * threadIdx.x + 1]);
+    }
+    __syncthreads(); /* red is rewritten by the next columns */
   }
 }
 
@@ -257,9 +293,39 @@ __device__ __forceinline__ void mma_bf16_16816(float *c, const uint32_t *a, uint
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/* Weight chunks a lane loads ahead: fewer for more rows, whose registers
+ * decide how many blocks fit an SM (64 for four at 64 rows). */
+template <int MT> constexpr int mma_ahead_chunks() { return MT == 1 ? 4 : MT == 2 ? 2 : 0; }
+
+template <int A>
+__device__ __forceinline__ void mma_ahead(uint4 *wv, const bf16 *wr, long long c0, long long c1,
+                                          bool nok) {
+#pragma unroll
+  for (int i = 0; i < A; i++)
+    wv[i] = nok && c0 + i < c1 ? __ldg(reinterpret_cast<const uint4 *>(wr + (c0 + i) * 32))
+                               : make_uint4(0, 0, 0, 0);
+}
+
+/* One 32-wide k chunk c: lane (g, t)'s weight words wv against the x rows'
+ * words in the same order, two MMAs per 16 rows. */
+template <int MT>
+__device__ __forceinline__ void mma_chunk(float (*acc)[4], const uint4 &wv, const bf16 *x, int M,
+                                          long long K, long long c, int g, int t) {
+#pragma unroll
+  for (int m = 0; m < MT; m++) {
+    const int r0 = 16 * m + g, r1 = r0 + 8;
+    uint4 x0 = make_uint4(0, 0, 0, 0), x1 = make_uint4(0, 0, 0, 0);
+    if (r0 < M) x0 = *reinterpret_cast<const uint4 *>(x + (long long)r0 * K + c * 32 + 8 * t);
+    if (r1 < M) x1 = *reinterpret_cast<const uint4 *>(x + (long long)r1 * K + c * 32 + 8 * t);
+    const uint32_t a0[4] = {x0.x, x1.x, x0.y, x1.y}, a1[4] = {x0.z, x1.z, x0.w, x1.w};
+    mma_bf16_16816(acc[m], a0, wv.x, wv.y);
+    mma_bf16_16816(acc[m], a1, wv.z, wv.w);
+  }
+}
+
 template <int MT, coda_decode_out KIND>
 __global__ void __launch_bounds__(32 * kMmaWarps)
-    gemv_mma_kernel(lin_out o, const bf16 *x, const bf16 *w, int M, long long K) {
+    gemv_mma_kernel(lin_out o, const bf16 *x, const bf16 *w, int M, long long K, int prefetch) {
   __shared__ float part[kMmaWarps][MT][32][4];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const long long N = o.N, n0 = (long long)blockIdx.x * 8, chunks = K / 32;
@@ -267,24 +333,25 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
   const long long c0 = warp * per, c1 = c0 + per < chunks ? c0 + per : chunks;
   const bool nok = n0 + g < N;
   const bf16 *wr = w + (nok ? n0 + g : 0) * K + 8 * t;
+  /* the first weight chunks of the warp, before the wait when allowed
+   * (the weights are constant: these loads overlap the previous kernel's
+   * tail) */
+  constexpr int A = mma_ahead_chunks<MT>();
+  uint4 ahead[A > 0 ? A : 1];
+  if (prefetch) mma_ahead<A>(ahead, wr, c0, c1, nok);
   pdl_wait();
+  if (!prefetch) mma_ahead<A>(ahead, wr, c0, c1, nok);
   float acc[MT][4];
 #pragma unroll
   for (int m = 0; m < MT; m++) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < A; i++)
+    if (c0 + i < c1) mma_chunk<MT>(acc, ahead[i], x, M, K, c0 + i, g, t);
 #pragma unroll 4
-  for (long long c = c0; c < c1; c++) {
+  for (long long c = c0 + A; c < c1; c++) {
     uint4 wv = make_uint4(0, 0, 0, 0);
     if (nok) wv = __ldg(reinterpret_cast<const uint4 *>(wr + c * 32));
-#pragma unroll
-    for (int m = 0; m < MT; m++) {
-      const int r0 = 16 * m + g, r1 = r0 + 8;
-      uint4 x0 = make_uint4(0, 0, 0, 0), x1 = make_uint4(0, 0, 0, 0);
-      if (r0 < M) x0 = *reinterpret_cast<const uint4 *>(x + (long long)r0 * K + c * 32 + 8 * t);
-      if (r1 < M) x1 = *reinterpret_cast<const uint4 *>(x + (long long)r1 * K + c * 32 + 8 * t);
-      const uint32_t a0[4] = {x0.x, x1.x, x0.y, x1.y}, a1[4] = {x0.z, x1.z, x0.w, x1.w};
-      mma_bf16_16816(acc[m], a0, wv.x, wv.y);
-      mma_bf16_16816(acc[m], a1, wv.z, wv.w);
-    }
+    mma_chunk<MT>(acc, wv, x, M, K, c, g, t);
   }
 #pragma unroll
   for (int m = 0; m < MT; m++)
@@ -311,27 +378,44 @@ coda_status launch_gemv_mma(coda_context ctx, const lin_out &o, const bf16 *x, c
                             int M, long long K) {
   const dim3 grid((unsigned)((o.N + 7) / 8)), block(32 * kMmaWarps);
   const char *what = "GEMV (tensor cores)";
-  if (M <= 16) return launch(ctx, what, gemv_mma_kernel<1, KIND>, grid, block, 0, o, x, w, M, K);
-  if (M <= 32) return launch(ctx, what, gemv_mma_kernel<2, KIND>, grid, block, 0, o, x, w, M, K);
-  if (M <= 48) return launch(ctx, what, gemv_mma_kernel<3, KIND>, grid, block, 0, o, x, w, M, K);
-  return launch(ctx, what, gemv_mma_kernel<4, KIND>, grid, block, 0, o, x, w, M, K);
+  const int pf = ctx->knobs.decode_prefetch_off ? 0 : 1;
+  if (M <= 16) return launch(ctx, what, gemv_mma_kernel<1, KIND>, grid, block, 0, o, x, w, M, K, pf);
+  if (M <= 32) return launch(ctx, what, gemv_mma_kernel<2, KIND>, grid, block, 0, o, x, w, M, K, pf);
+  if (M <= 48) return launch(ctx, what, gemv_mma_kernel<3, KIND>, grid, block, 0, o, x, w, M, K, pf);
+  return launch(ctx, what, gemv_mma_kernel<4, KIND>, grid, block, 0, o, x, w, M, K, pf);
 }
 
 template <coda_decode_out KIND>
 coda_status launch_gemv_row(coda_context ctx, const lin_out &o, const bf16 *x, const bf16 *w,
                             long long K, const row_norm &norm) {
-  const dim3 grid((unsigned)((o.N + kRowWarps - 1) / kRowWarps)), block(32 * kRowWarps);
+  const long long groups = (o.N + kRowWarps - 1) / kRowWarps;
   const size_t smem = norm.w ? (size_t)K * sizeof(bf16) : 0;
-  if (smem > 48 * 1024) {
-    cudaError_t e = cudaFuncSetAttribute(gemv_row_kernel<KIND>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();
-      return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA decode kernel (GEMV, one row): %lld bytes of "
-                       "shared memory for the normalized row: %s", (long long)smem, cudaGetErrorString(e));
-    }
+  const char *what = norm.w ? "RMSNorm and GEMV (one row)" : "GEMV (one row)";
+  cudaError_t e = cudaSuccess;
+  if (smem > 48 * 1024)
+    e = cudaFuncSetAttribute(gemv_row_kernel<KIND>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)smem);
+  /* One wave: as many blocks as fit on the device at once, each walking
+   * its column groups (so each block normalizes the row once); or, with
+   * CODA_DECODE_ROW_GRID=columns, a block per group. */
+  long long blocks = groups;
+  if (e == cudaSuccess && !ctx->knobs.decode_row_grid_columns) {
+    int dev = 0, sms = 0, per_sm = 0;
+    e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e == cudaSuccess)
+      e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_row_kernel<KIND>,
+                                                        32 * kRowWarps, smem);
+    if (e == cudaSuccess && (long long)sms * per_sm > 0 && (long long)sms * per_sm < groups)
+      blocks = (long long)sms * per_sm;
   }
-  return launch(ctx, norm.w ? "RMSNorm and GEMV (one row)" : "GEMV (one row)", gemv_row_kernel<KIND>,
-                grid, block, smem, o, x, w, K, norm);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA decode kernel (%s), %lld bytes of shared "
+                     "memory: %s", what, (long long)smem, cudaGetErrorString(e));
+  }
+  return launch(ctx, what, gemv_row_kernel<KIND>, dim3((unsigned)blocks), dim3(32 * kRowWarps),
+                smem, o, x, w, K, norm, ctx->knobs.decode_prefetch_off ? 0 : 1);
 }
 
 coda_status launch_gemv(coda_context ctx, float *y, const bf16 *x, const bf16 *w, int M,
