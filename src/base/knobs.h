@@ -50,12 +50,6 @@ typedef struct coda_knobs {
   /* CODA_DECODE_MERGE=separate: decode attention merges its splits in a
    * kernel of its own instead of in the last split block of each head */
   int decode_merge_separate;
-  /* CODA_DECODE_PREFETCH=0: the decode GEMVs load no weights before they
-   * wait for the previous kernel */
-  int decode_prefetch_off;
-  /* CODA_DECODE_ROW_GRID=columns: the one-row GEMV launches a block per 8
-   * columns instead of one wave of blocks that loop over the columns */
-  int decode_row_grid_columns;
   /* CODA_CACHE_DIR, else $HOME/.cache/coda; "" when neither is set */
   char cache_dir[CODA_KNOB_PATH_LEN];
   char nccl_lib[CODA_KNOB_PATH_LEN]; /* CODA_NCCL_LIB, else "" (libnccl.so.2) */

@@ -31,11 +31,8 @@
  *   - kernels launched without programmatic dependent launch
  *     (CODA_DECODE_PDL=0) give logits bit-identical to those launched with
  *     it, and so do the RMSNorm kernel against the one-row GEMV's own norm
- *     (CODA_DECODE_NORM=separate), the attention merge kernel against the
- *     merge in the last split block (CODA_DECODE_MERGE=separate), GEMVs
- *     that load no weights before they wait (CODA_DECODE_PREFETCH=0), and
- *     a one-row GEMV block per 8 columns against one wave of blocks
- *     (CODA_DECODE_ROW_GRID=columns).
+ *     (CODA_DECODE_NORM=separate), and the attention merge kernel against
+ *     the merge in the last split block (CODA_DECODE_MERGE=separate).
  *
  *   test_decode_gpu [--sanitize]
  *     --sanitize: every case with a few steps only, a short batch-1 prompt
@@ -357,19 +354,13 @@ int main(int argc, char **argv) {
     graphs_vs_direct(cpu, sepnorm, streamed, 1, &gqa, 1, 60, steps_of(20, 0), "norm kernel (direct) vs GEMV prologue (graphs)");
     coda_context_destroy(sepnorm);
   }
-  /* the merge in the last split block, the weight loads before the wait
-   * and the one-wave grid of the one-row GEMV, each against the kernels
-   * without it */
-  static const char *const kOldWay[][3] = {
-      {"CODA_DECODE_MERGE", "separate", "merge kernel (direct) vs merge in the last split block (graphs)"},
-      {"CODA_DECODE_PREFETCH", "0", "no weight loads before the wait (direct) vs loads ahead (graphs)"},
-      {"CODA_DECODE_ROW_GRID", "columns", "a GEMV block per 8 columns (direct) vs one wave (graphs)"}};
-  for (size_t k = 0; k < sizeof kOldWay / sizeof kOldWay[0]; k++) {
-    coda_context old = context_with_knob(&co, kOldWay[k][0], kOldWay[k][1]);
-    if (!old) continue;
-    graphs_vs_direct(cpu, old, streamed, 1, &gqa, 1, 60, steps_of(20, 0), kOldWay[k][2]);
-    graphs_vs_direct(cpu, old, streamed, 1, &mha, 24, 20, steps_of(6, 0), kOldWay[k][2]);
-    coda_context_destroy(old);
+  /* the attention merge kernel against the merge in the last split block */
+  coda_context sepmerge = context_with_knob(&co, "CODA_DECODE_MERGE", "separate");
+  if (sepmerge) {
+    const char *what = "merge kernel (direct) vs merge in the last split block (graphs)";
+    graphs_vs_direct(cpu, sepmerge, streamed, 1, &gqa, 1, 60, steps_of(20, 0), what);
+    graphs_vs_direct(cpu, sepmerge, streamed, 1, &mha, 24, 20, steps_of(6, 0), what);
+    coda_context_destroy(sepmerge);
   }
   coda_context_destroy(streamed);
   /* llama3-scaled RoPE past the pre-training context of 32 positions */

@@ -37,50 +37,60 @@ __device__ __forceinline__ void load_bf16(const bf16 *p, float *out) {
   }
 }
 
-/* The splits' partials of one query head merged, element e of its output:
- * the largest running max over the splits, then the sums in split order, an
- * empty split adding nothing. The splits are read kCombineBatch at a time,
- * every load of a batch issued before any of its values is used (a
- * split-by-split loop waited for two dependent L2 round trips per split).
- * L2 loads (__ldcg): in the last split block the other blocks' partials
- * are new to this SM. */
+/* The splits' partials of a query head merged: the largest running max
+ * over the splits, then, per output element, the sums in split order, an
+ * empty split adding nothing. L2 loads (__ldcg): in the last split block
+ * the other blocks' partials are new to this SM. */
 constexpr int kCombineBatch = 8;
 
-__device__ __forceinline__ float merge_max(const float *base, int splits, long long stride) {
-  float M = -INFINITY;
-  for (int s0 = 0; s0 < splits; s0 += kCombineBatch) {
-    float m[kCombineBatch];
-#pragma unroll
-    for (int i = 0; i < kCombineBatch; i++)
-      m[i] = s0 + i < splits ? __ldcg(base + (s0 + i) * stride) : -INFINITY;
-#pragma unroll
-    for (int i = 0; i < kCombineBatch; i++) M = fmaxf(M, m[i]);
+/* mx[g] = the largest running max of head g's splits (partials at base +
+ * g·head_stride), g < G: warp w takes heads w, w + warps, ..., its lanes
+ * the splits, so each head costs one round of loads. Ends with a block
+ * barrier. */
+__device__ __forceinline__ void merge_maxes(float *mx, const float *base, long long head_stride,
+                                            int G, int splits, long long ps) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  for (int g = warp; g < G; g += nw) {
+    float M = -INFINITY;
+    for (int s = lane; s < splits; s += 32) M = fmaxf(M, __ldcg(base + g * head_stride + s * ps));
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    if (lane == 0) mx[g] = M;
   }
-  return M;
+  __syncthreads();
 }
 
-__device__ __forceinline__ bf16 merge_element(const float *base, int splits, long long stride,
-                                              float M, int e) {
-  float L = 0.0f, A = 0.0f;
+/* Elements e .. e + NE - 1 of one head's output (partials at base, max M):
+ * the splits are read kCombineBatch at a time, every load of a batch issued
+ * before any of its values is used (a split-by-split loop waited for two
+ * dependent L2 round trips per split). */
+template <int NE>
+__device__ __forceinline__ void merge_elements(bf16 *o, const float *base, int splits,
+                                               long long ps, float M, int e) {
+  float L = 0.0f, A[NE];
+#pragma unroll
+  for (int j = 0; j < NE; j++) A[j] = 0.0f;
   for (int s0 = 0; s0 < splits; s0 += kCombineBatch) {
-    float m[kCombineBatch], l[kCombineBatch], a[kCombineBatch];
+    float m[kCombineBatch], l[kCombineBatch], a[kCombineBatch][NE];
 #pragma unroll
     for (int i = 0; i < kCombineBatch; i++) {
       const bool in = s0 + i < splits;
-      const float *p = base + (in ? s0 + i : s0) * stride;
+      const float *p = base + (in ? s0 + i : s0) * ps;
       m[i] = in ? __ldcg(p) : -INFINITY;
       l[i] = __ldcg(p + 1);
-      a[i] = __ldcg(p + 2 + e);
+#pragma unroll
+      for (int j = 0; j < NE; j++) a[i][j] = __ldcg(p + 2 + e + j);
     }
 #pragma unroll
     for (int i = 0; i < kCombineBatch; i++) {
       if (m[i] == -INFINITY) continue; /* an empty split, or past the last */
       const float c = __expf(m[i] - M);
       L += l[i] * c;
-      A += a[i] * c;
+#pragma unroll
+      for (int j = 0; j < NE; j++) A[j] += a[i][j] * c;
     }
   }
-  return __float2bfloat16_rn(L > 0.0f ? A / L : 0.0f);
+#pragma unroll
+  for (int j = 0; j < NE; j++) o[e + j] = __float2bfloat16_rn(L > 0.0f ? A[j] / L : 0.0f);
 }
 
 /* Block (row r, kv head kh and a group of its query heads, split s):
@@ -190,12 +200,13 @@ __global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, 
   __syncthreads();
   if (!last) return;
   __threadfence();
-  const long long ps = hd + 2; /* a partial's floats */
-  for (int i = threadIdx.x; i < G * hd; i += blockDim.x) {
+  /* the group's G heads: their maxes, then two adjacent elements a thread */
+  const long long ps = hd + 2, rh0 = r * Hq + kh * grp + g0; /* a partial's floats, head 0 */
+  const float *base = work + rh0 * splits * ps;
+  merge_maxes(sm[0], base, splits * ps, G, splits, ps);
+  for (int i = 2 * threadIdx.x; i < G * hd; i += 2 * blockDim.x) {
     const int g = i / hd, e = i % hd;
-    const long long rh = r * Hq + kh * grp + g0 + g;
-    const float *base = work + rh * splits * ps;
-    o[rh * hd + e] = merge_element(base, splits, ps, merge_max(base, splits, ps), e);
+    merge_elements<2>(o + (rh0 + g) * hd, base + g * splits * ps, splits, ps, sm[0][g], e);
   }
 }
 
@@ -203,12 +214,13 @@ __global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, 
  * CODA_DECODE_MERGE=separate, or without tickets): block per (row, query
  * head), a thread per head dimension element. */
 __global__ void attn_combine_kernel(bf16 *o, const float *work, int Hq, int hd, int splits) {
+  __shared__ float M;
   pdl_wait();
   const long long rh = blockIdx.x; /* r·Hq + h */
-  const long long stride = hd + 2;
-  const float *base = work + rh * splits * stride;
-  const float M = merge_max(base, splits, stride);
-  for (int e = threadIdx.x; e < hd; e += blockDim.x) o[rh * hd + e] = merge_element(base, splits, stride, M, e);
+  const long long ps = hd + 2;
+  const float *base = work + rh * splits * ps;
+  merge_maxes(&M, base, 0, 1, splits, ps);
+  for (int e = threadIdx.x; e < hd; e += blockDim.x) merge_elements<1>(o + rh * hd, base, splits, ps, M, e);
 }
 
 } // namespace

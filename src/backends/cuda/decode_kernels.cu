@@ -182,23 +182,20 @@ __global__ void gemv_kernel(float *y, const bf16 *x, const bf16 *w, int M, long 
 
 /* One row: out(x · wᵀ), x bf16 1 x K, K % 8 == 0: one warp per column
  * streams its weight row (lane: 8 elements, one 16-byte load, several in
- * flight); a block of 8 warps owns 8 adjacent columns at a time, so the
- * stores go out in column pairs, and walks the column groups gridDim.x
- * apart. (Splitting K over several warps per column measured slower at
- * 8B.) */
+ * flight); a block of 8 warps owns 8 adjacent columns, so the stores go
+ * out in column pairs. (Splitting K over several warps per column
+ * measured slower at 8B.) */
 constexpr int kRowWarps = 8;
 static_assert(32 * kRowWarps == kNormThreads, "the GEMV's norm prologue is rmsnorm_row");
-/* Weight loads a lane issues ahead: those of the block's first columns
- * before pdl_wait() (the weights are constant, so they may overlap the
- * previous kernel's tail), then those of its next columns before it
- * reduces and stores the current ones. */
+/* Weight loads a lane issues before pdl_wait(): the weights are constant,
+ * so they may overlap the previous kernel's tail. */
 constexpr int kRowAhead = 4;
 
 /* With norm.w set, every block first normalizes the row itself into its
  * shared memory (dynamic, K bf16) instead of reading a row the RMSNorm
  * kernel wrote: the same rmsnorm_row, so the same bits, and one kernel and
  * its launch gap fewer per norm; each block re-reads the fp32 row and the
- * norm weights (2 x 4 K bytes, from L2) once for all its columns. */
+ * norm weights (2 x 4 K bytes, from L2) beside its 16 K bytes of weights. */
 struct row_norm {
   const float *x, *w; /* the row's fp32 values, the norm weights (NULL: x is the input) */
   const int32_t *rows;
@@ -215,61 +212,47 @@ __device__ __forceinline__ float dot8(const uint4 &xv, const uint4 &wv) {
   return s;
 }
 
-/* The first kRowAhead weight loads of lane `lane` in row n (zeros past K
- * or past the last column). */
-__device__ __forceinline__ void row_ahead(uint4 *wv, const bf16 *w, long long n, long long N,
-                                          long long K, int lane) {
-#pragma unroll
-  for (int i = 0; i < kRowAhead; i++) {
-    const long long k = (long long)lane * 8 + i * 256;
-    wv[i] = n < N && k < K ? __ldg(reinterpret_cast<const uint4 *>(w + n * K + k))
-                           : make_uint4(0, 0, 0, 0);
-  }
-}
-
 template <coda_decode_out KIND>
-__global__ void __launch_bounds__(32 * kRowWarps)
-    gemv_row_kernel(lin_out o, const bf16 *x, const bf16 *w, long long K, row_norm norm,
-                    int prefetch) {
+__global__ void __launch_bounds__(32 * kRowWarps, 6)
+    gemv_row_kernel(lin_out o, const bf16 *x, const bf16 *w, long long K, row_norm norm) {
   __shared__ float red[kRowWarps];
   __shared__ double part[kNormThreads / 32];
   extern __shared__ __align__(16) bf16 hs[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const long long step = (long long)gridDim.x * kRowWarps;
+  const long long n = (long long)blockIdx.x * kRowWarps + warp;
+  const bf16 *wr = w + (n < o.N ? n : 0) * K;
   uint4 ahead[kRowAhead];
-  if (prefetch) row_ahead(ahead, w, (long long)blockIdx.x * kRowWarps + warp, o.N, K, lane);
+  const bool nok = n < o.N;
+#pragma unroll
+  for (int i = 0; i < kRowAhead; i++) {
+    const long long k = (long long)lane * 8 + i * 256;
+    ahead[i] = nok && k < K ? __ldg(reinterpret_cast<const uint4 *>(wr + k)) : make_uint4(0, 0, 0, 0);
+  }
   pdl_wait();
-  if (!prefetch) row_ahead(ahead, w, (long long)blockIdx.x * kRowWarps + warp, o.N, K, lane);
   if (norm.w) {
     rmsnorm_row(hs, norm.x + (norm.rows ? norm.rows[0] : 0) * K, norm.w, K, norm.eps, part);
     __syncthreads();
     x = hs;
   }
-  for (long long n0 = (long long)blockIdx.x * kRowWarps; n0 < o.N; n0 += step) {
-    const long long n = n0 + warp;
-    /* the sum in k order, as one loop over the row takes it */
-    float acc = 0.0f;
+  /* the sum in k order, as one loop over the row takes it */
+  float acc = 0.0f;
+  if (nok) {
 #pragma unroll
     for (int i = 0; i < kRowAhead; i++) {
       const long long k = (long long)lane * 8 + i * 256;
       if (k < K) acc += dot8(*reinterpret_cast<const uint4 *>(x + k), ahead[i]);
     }
-    if (n < o.N) {
-      const bf16 *wr = w + n * K;
 #pragma unroll 4 /* several weight loads in flight per lane */
-      for (long long k = (long long)lane * 8 + kRowAhead * 256; k < K; k += 256)
-        acc += dot8(*reinterpret_cast<const uint4 *>(x + k),
-                    __ldg(reinterpret_cast<const uint4 *>(wr + k)));
-    }
-    row_ahead(ahead, w, n + step, o.N, K, lane);
-    acc = warp_sum(acc);
-    if (lane == 0) red[warp] = acc;
-    __syncthreads();
-    if (threadIdx.x < kRowWarps / 2) {
-      const long long col = n0 + 2 * threadIdx.x;
-      if (col < o.N) store_pair<KIND>(o, 0, col, red[2 * threadIdx.x], red[2 * threadIdx.x + 1]);
-    }
-    __syncthreads(); /* red is rewritten by the next columns */
+    for (long long k = (long long)lane * 8 + kRowAhead * 256; k < K; k += 256)
+      acc += dot8(*reinterpret_cast<const uint4 *>(x + k),
+                  __ldg(reinterpret_cast<const uint4 *>(wr + k)));
+  }
+  acc = warp_sum(acc);
+  if (lane == 0) red[warp] = acc;
+  __syncthreads();
+  if (threadIdx.x < kRowWarps / 2) {
+    const long long col = (long long)blockIdx.x * kRowWarps + 2 * threadIdx.x;
+    if (col < o.N) store_pair<KIND>(o, 0, col, red[2 * threadIdx.x], red[2 * threadIdx.x + 1]);
   }
 }
 
@@ -325,7 +308,7 @@ __device__ __forceinline__ void mma_chunk(float (*acc)[4], const uint4 &wv, cons
 
 template <int MT, coda_decode_out KIND>
 __global__ void __launch_bounds__(32 * kMmaWarps)
-    gemv_mma_kernel(lin_out o, const bf16 *x, const bf16 *w, int M, long long K, int prefetch) {
+    gemv_mma_kernel(lin_out o, const bf16 *x, const bf16 *w, int M, long long K) {
   __shared__ float part[kMmaWarps][MT][32][4];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const long long N = o.N, n0 = (long long)blockIdx.x * 8, chunks = K / 32;
@@ -333,14 +316,12 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
   const long long c0 = warp * per, c1 = c0 + per < chunks ? c0 + per : chunks;
   const bool nok = n0 + g < N;
   const bf16 *wr = w + (nok ? n0 + g : 0) * K + 8 * t;
-  /* the first weight chunks of the warp, before the wait when allowed
-   * (the weights are constant: these loads overlap the previous kernel's
-   * tail) */
+  /* the first weight chunks of the warp, before the wait (the weights are
+   * constant: these loads overlap the previous kernel's tail) */
   constexpr int A = mma_ahead_chunks<MT>();
   uint4 ahead[A > 0 ? A : 1];
-  if (prefetch) mma_ahead<A>(ahead, wr, c0, c1, nok);
+  mma_ahead<A>(ahead, wr, c0, c1, nok);
   pdl_wait();
-  if (!prefetch) mma_ahead<A>(ahead, wr, c0, c1, nok);
   float acc[MT][4];
 #pragma unroll
   for (int m = 0; m < MT; m++) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
@@ -378,44 +359,27 @@ coda_status launch_gemv_mma(coda_context ctx, const lin_out &o, const bf16 *x, c
                             int M, long long K) {
   const dim3 grid((unsigned)((o.N + 7) / 8)), block(32 * kMmaWarps);
   const char *what = "GEMV (tensor cores)";
-  const int pf = ctx->knobs.decode_prefetch_off ? 0 : 1;
-  if (M <= 16) return launch(ctx, what, gemv_mma_kernel<1, KIND>, grid, block, 0, o, x, w, M, K, pf);
-  if (M <= 32) return launch(ctx, what, gemv_mma_kernel<2, KIND>, grid, block, 0, o, x, w, M, K, pf);
-  if (M <= 48) return launch(ctx, what, gemv_mma_kernel<3, KIND>, grid, block, 0, o, x, w, M, K, pf);
-  return launch(ctx, what, gemv_mma_kernel<4, KIND>, grid, block, 0, o, x, w, M, K, pf);
+  if (M <= 16) return launch(ctx, what, gemv_mma_kernel<1, KIND>, grid, block, 0, o, x, w, M, K);
+  if (M <= 32) return launch(ctx, what, gemv_mma_kernel<2, KIND>, grid, block, 0, o, x, w, M, K);
+  if (M <= 48) return launch(ctx, what, gemv_mma_kernel<3, KIND>, grid, block, 0, o, x, w, M, K);
+  return launch(ctx, what, gemv_mma_kernel<4, KIND>, grid, block, 0, o, x, w, M, K);
 }
 
 template <coda_decode_out KIND>
 coda_status launch_gemv_row(coda_context ctx, const lin_out &o, const bf16 *x, const bf16 *w,
                             long long K, const row_norm &norm) {
-  const long long groups = (o.N + kRowWarps - 1) / kRowWarps;
+  const dim3 grid((unsigned)((o.N + kRowWarps - 1) / kRowWarps)), block(32 * kRowWarps);
   const size_t smem = norm.w ? (size_t)K * sizeof(bf16) : 0;
-  const char *what = norm.w ? "RMSNorm and GEMV (one row)" : "GEMV (one row)";
-  cudaError_t e = cudaSuccess;
-  if (smem > 48 * 1024)
-    e = cudaFuncSetAttribute(gemv_row_kernel<KIND>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)smem);
-  /* One wave: as many blocks as fit on the device at once, each walking
-   * its column groups (so each block normalizes the row once); or, with
-   * CODA_DECODE_ROW_GRID=columns, a block per group. */
-  long long blocks = groups;
-  if (e == cudaSuccess && !ctx->knobs.decode_row_grid_columns) {
-    int dev = 0, sms = 0, per_sm = 0;
-    e = cudaGetDevice(&dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    if (e == cudaSuccess)
-      e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_row_kernel<KIND>,
-                                                        32 * kRowWarps, smem);
-    if (e == cudaSuccess && (long long)sms * per_sm > 0 && (long long)sms * per_sm < groups)
-      blocks = (long long)sms * per_sm;
+  if (smem > 48 * 1024) {
+    cudaError_t e = cudaFuncSetAttribute(gemv_row_kernel<KIND>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA decode kernel (GEMV, one row): %lld bytes of "
+                       "shared memory for the normalized row: %s", (long long)smem, cudaGetErrorString(e));
+    }
   }
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA decode kernel (%s), %lld bytes of shared "
-                     "memory: %s", what, (long long)smem, cudaGetErrorString(e));
-  }
-  return launch(ctx, what, gemv_row_kernel<KIND>, dim3((unsigned)blocks), dim3(32 * kRowWarps),
-                smem, o, x, w, K, norm, ctx->knobs.decode_prefetch_off ? 0 : 1);
+  return launch(ctx, norm.w ? "RMSNorm and GEMV (one row)" : "GEMV (one row)", gemv_row_kernel<KIND>,
+                grid, block, smem, o, x, w, K, norm);
 }
 
 coda_status launch_gemv(coda_context ctx, float *y, const bf16 *x, const bf16 *w, int M,
