@@ -187,9 +187,6 @@ __global__ void gemv_kernel(float *y, const bf16 *x, const bf16 *w, int M, long 
  * measured slower at 8B.) */
 constexpr int kRowWarps = 8;
 static_assert(32 * kRowWarps == kNormThreads, "the GEMV's norm prologue is rmsnorm_row");
-/* Weight loads a lane issues before pdl_wait(): the weights are constant,
- * so they may overlap the previous kernel's tail. */
-constexpr int kRowAhead = 4;
 
 /* With norm.w set, every block first normalizes the row itself into its
  * shared memory (dynamic, K bf16) instead of reading a row the RMSNorm
@@ -202,50 +199,34 @@ struct row_norm {
   double eps;
 };
 
-/* The dot product of 8 bf16 pairs, in element order. */
-__device__ __forceinline__ float dot8(const uint4 &xv, const uint4 &wv) {
-  const bf16 *xb = reinterpret_cast<const bf16 *>(&xv);
-  const bf16 *wb = reinterpret_cast<const bf16 *>(&wv);
-  float s = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 8; i++) s = fmaf(__bfloat162float(xb[i]), __bfloat162float(wb[i]), s);
-  return s;
-}
-
 template <coda_decode_out KIND>
-__global__ void __launch_bounds__(32 * kRowWarps, 6)
+__global__ void __launch_bounds__(32 * kRowWarps)
     gemv_row_kernel(lin_out o, const bf16 *x, const bf16 *w, long long K, row_norm norm) {
   __shared__ float red[kRowWarps];
   __shared__ double part[kNormThreads / 32];
   extern __shared__ __align__(16) bf16 hs[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const long long n = (long long)blockIdx.x * kRowWarps + warp;
-  const bf16 *wr = w + (n < o.N ? n : 0) * K;
-  uint4 ahead[kRowAhead];
-  const bool nok = n < o.N;
-#pragma unroll
-  for (int i = 0; i < kRowAhead; i++) {
-    const long long k = (long long)lane * 8 + i * 256;
-    ahead[i] = nok && k < K ? __ldg(reinterpret_cast<const uint4 *>(wr + k)) : make_uint4(0, 0, 0, 0);
-  }
   pdl_wait();
   if (norm.w) {
     rmsnorm_row(hs, norm.x + (norm.rows ? norm.rows[0] : 0) * K, norm.w, K, norm.eps, part);
     __syncthreads();
     x = hs;
   }
-  /* the sum in k order, as one loop over the row takes it */
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long n = (long long)blockIdx.x * kRowWarps + warp;
   float acc = 0.0f;
-  if (nok) {
-#pragma unroll
-    for (int i = 0; i < kRowAhead; i++) {
-      const long long k = (long long)lane * 8 + i * 256;
-      if (k < K) acc += dot8(*reinterpret_cast<const uint4 *>(x + k), ahead[i]);
-    }
+  if (n < o.N) {
+    const bf16 *wr = w + n * K;
 #pragma unroll 4 /* several weight loads in flight per lane */
-    for (long long k = (long long)lane * 8 + kRowAhead * 256; k < K; k += 256)
-      acc += dot8(*reinterpret_cast<const uint4 *>(x + k),
-                  __ldg(reinterpret_cast<const uint4 *>(wr + k)));
+    for (long long k = lane * 8; k < K; k += 256) {
+      const uint4 wv = *reinterpret_cast<const uint4 *>(wr + k);
+      const uint4 xv = *reinterpret_cast<const uint4 *>(x + k);
+      const bf16 *wb = reinterpret_cast<const bf16 *>(&wv);
+      const bf16 *xb = reinterpret_cast<const bf16 *>(&xv);
+      float s = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 8; i++) s = fmaf(__bfloat162float(xb[i]), __bfloat162float(wb[i]), s);
+      acc += s;
+    }
   }
   acc = warp_sum(acc);
   if (lane == 0) red[warp] = acc;
@@ -276,8 +257,10 @@ __device__ __forceinline__ void mma_bf16_16816(float *c, const uint32_t *a, uint
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* Weight chunks a lane loads ahead: fewer for more rows, whose registers
- * decide how many blocks fit an SM (64 for four at 64 rows). */
+/* Weight chunks a lane loads before pdl_wait() (the weights are constant,
+ * so these loads overlap the previous kernel's tail): fewer for more rows,
+ * whose registers decide how many blocks fit an SM (64 for four at 64
+ * rows). */
 template <int MT> constexpr int mma_ahead_chunks() { return MT == 1 ? 4 : MT == 2 ? 2 : 0; }
 
 template <int A>
@@ -316,8 +299,6 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
   const long long c0 = warp * per, c1 = c0 + per < chunks ? c0 + per : chunks;
   const bool nok = n0 + g < N;
   const bf16 *wr = w + (nok ? n0 + g : 0) * K + 8 * t;
-  /* the first weight chunks of the warp, before the wait (the weights are
-   * constant: these loads overlap the previous kernel's tail) */
   constexpr int A = mma_ahead_chunks<MT>();
   uint4 ahead[A > 0 ? A : 1];
   mma_ahead<A>(ahead, wr, c0, c1, nok);
