@@ -24,10 +24,10 @@
  *     direct decoder's greedy tokens (steps run on the host path against
  *     the cache the plans wrote);
  *   - every layer's cached keys and values of every prompt position;
- *   - a second prefill of the same lengths builds no plan; a prompt longer
- *     than a host chunk (256 rows) is cut: its first rows and the prompt
- *     before it go through the plans, the rest continues the cache on the
- *     direct path;
+ *   - a second prefill of the same lengths builds no plan; a prompt that
+ *     fits a host chunk (256 rows) starts a new chunk rather than being
+ *     cut, and one longer than a chunk is cut: its first rows go through
+ *     the plans, the rest continues the cache on the direct path;
  *   - bad input (a prompt longer than the window, an empty prompt, a token
  *     outside the vocab) gets the same status and message on both paths;
  *   - CODA_PREFILL_AUTO on the CPU builds no plan (the host reference path
@@ -257,12 +257,15 @@ int main(void) {
   coda_model_config mha = {260, 64, 2, 4, 4, 96, 128, 1, 500000.0, 1e-6, {CODA_ROPE_LLAMA3, 4.0, 1.0, 4.0, 16.0}};
   int p3[3] = {37, 5, 100};
   against_direct(ctx, &mha, p3, 3, 12, 3, 0, "mha hd 16"); /* (1, 100) again */
-  /* more rows than a host chunk (256): 200 rows of sequence 0 and the first
-   * 56 of sequence 1 through the plans, sequence 1's last 44 on the direct
-   * path against the cache the plans wrote */
-  coda_model_config lng = {260, 64, 1, 4, 2, 96, 256, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};
-  int p2[2] = {200, 100};
-  against_direct(ctx, &lng, p2, 2, 4, 2, 1, "chunks"); /* (1, 200), (1, 56); then (1, 100) */
+  /* more rows than a host chunk (256): sequence 0 (200 rows) alone in the
+   * first chunk, since sequence 1 (100) fits a chunk and starts the next;
+   * sequence 2 (300, more than a chunk) fills the second chunk's last 156
+   * rows, and its last 144 continue the cache the plans wrote on the direct
+   * path */
+  coda_model_config lng = {260, 64, 1, 4, 2, 96, 320, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};
+  int p2[3] = {200, 100, 300};
+  /* (1, 200), (1, 100), (1, 156); then (1, 300): 256 rows of a plan (1, 256) */
+  against_direct(ctx, &lng, p2, 3, 4, 3, 1, "chunks");
   bad_input(ctx);
   coda_context_destroy(ctx);
   return CHECK_DONE();

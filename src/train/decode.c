@@ -574,6 +574,13 @@ coda_status coda_decoder_prefill(coda_decoder d, const int32_t *const *prompts, 
     if (!prompts[b]) continue;
     d->len[b] = 0;
     d->has_logits[b] = 0;
+    /* the plans take whole fresh prompts: one that fits a chunk starts a
+     * new chunk rather than being cut (its rest would continue a cache, on
+     * the direct path, and take that chunk's other prompts with it) */
+    if (d->use_plans && M > 0 && M + lens[b] > d->chunk && lens[b] <= d->chunk) {
+      s = forward(d, d->h_tok, d->h_seq, d->h_pos, M, d->h_rows, d->h_hseq, nh);
+      M = nh = 0;
+    }
     for (int i = 0; i < lens[b] && !s; i++) {
       d->h_tok[M] = prompts[b][i];
       d->h_seq[M] = b;

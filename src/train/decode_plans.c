@@ -107,12 +107,14 @@ coda_status decode_plans_setup(coda_decoder d, coda_prefill_path path, const flo
     uint16_t *p = d->Wb;
     for (int i = 0; i < L; i++) {
       layer_w *w = &d->l[i];
-      round_into(p, w->wn_attn, (size_t)D), w->p_wn1 = p, p += D;
-      round_into(p, w->wn_ffn, (size_t)D), w->p_wn2 = p, p += D;
-      round_into(p, w->wqkv, (size_t)(d->nq * D)), w->p_wqkv = p, p += d->nq * D;
-      round_into(p, w->wo, (size_t)(D * d->qd)), w->p_wo = p, p += D * d->qd;
-      round_into(p, w->w13, (size_t)(2 * F * D)), w->p_w13 = p, p += 2 * F * D;
-      round_into(p, w->w2, (size_t)(D * F)), w->p_w2 = p, p += D * F;
+      const float *src[6] = {w->wn_attn, w->wn_ffn, w->wqkv, w->wo, w->w13, w->w2};
+      const uint16_t **dst[6] = {&w->p_wn1, &w->p_wn2, &w->p_wqkv, &w->p_wo, &w->p_w13, &w->p_w2};
+      const int64_t n[6] = {D, D, d->nq * D, D * d->qd, 2 * F * D, D * F};
+      for (int k = 0; k < 6; k++) {
+        round_into(p, src[k], (size_t)n[k]);
+        *dst[k] = p;
+        p += n[k];
+      }
     }
   }
 #undef PW
