@@ -319,9 +319,10 @@ static void plans_vs_direct(coda_context cpu, coda_context gpu, const coda_model
   }
   free(hk); free(kd); free(kp);
   float *lc = malloc((size_t)B * V * 4), *ld = malloc((size_t)B * V * 4);
-  float *lp = malloc((size_t)B * V * 4);
+  float *lp = malloc((size_t)B * V * 4), *lp0 = malloc((size_t)B * V * 4);
   int32_t *tok = malloc((size_t)B * 4);
   double worst = 0.0, worst_cpu = 0.0;
+  CHECK_STATUS(gpu, coda_decoder_logits(dp, lp0), CODA_OK);
   int agree = 0, total = 0;
   for (int st = 0; st <= steps; st++) {
     CHECK(coda_decoder_logits(dc, lc) == CODA_OK);
@@ -355,8 +356,10 @@ static void plans_vs_direct(coda_context cpu, coda_context gpu, const coda_model
   for (int b = 0; b < B; b++)
     CHECK_MSG(within(ld + b * V, lp + b * V, V, 0.02, &worst),
               "%s: second prefill, sequence %d: logits differ (%g of max)", what, b, worst);
+  printf("%s: the second plan prefill's logits are %s the first's\n", what,
+         memcmp(lp, lp0, (size_t)B * V * 4) ? "NOT bit-identical to" : "bit-identical to");
   for (int b = 0; b < B; b++) free(seq[b]);
-  free(seq); free(lc); free(ld); free(lp); free(tok);
+  free(seq); free(lc); free(ld); free(lp); free(lp0); free(tok);
   coda_decoder_destroy(dc);
   coda_decoder_destroy(dd);
   coda_decoder_destroy(dp);
@@ -381,8 +384,11 @@ static void graphs_vs_direct(coda_context cpu, coda_context direct_ctx, coda_con
   coda_model *m = make_model(cpu, c, 11);
   if (!m) return;
   g_graph_cases++;
-  coda_decoder_options od = {.struct_size = sizeof od, .batch = B, .max_len = plen + steps + 1, .no_graphs = 1},
-                       og = {.struct_size = sizeof og, .batch = B, .max_len = plen + steps + 1};
+  /* the direct prefill in both (this case is about the steps) */
+  coda_decoder_options od = {.struct_size = sizeof od, .batch = B, .max_len = plen + steps + 1,
+                             .no_graphs = 1, .prefill = CODA_PREFILL_DIRECT},
+                       og = {.struct_size = sizeof og, .batch = B, .max_len = plen + steps + 1,
+                             .prefill = CODA_PREFILL_DIRECT};
   coda_decoder dd = NULL, dg = NULL;
   CHECK_STATUS(direct_ctx, coda_decoder_create(direct_ctx, m, &od, &dd), CODA_OK);
   CHECK_STATUS(graph_ctx, coda_decoder_create(graph_ctx, m, &og, &dg), CODA_OK);
