@@ -139,14 +139,18 @@ typedef struct coda_decode_linear_job {
 } coda_decode_linear_job;
 
 /* The decoder's device kernels (device pointers; bf16 as uint16_t bits);
- * see the CUDA backend's decode_kernels.cu for their meaning. */
+ * see the CUDA backend's decode_kernels.cu for their meaning. attention:
+ * work holds the splits' partials, M x Hq x splits x (hd + 2) floats;
+ * tickets M x Hq counters, zero when first passed and left zero by every
+ * call that completes (the last split block of a head merges; NULL: a
+ * merge kernel of its own). */
 typedef struct coda_decode_ops {
   coda_status (*embed)(coda_context, float *x, const uint16_t *table, const int32_t *tok,
                        int64_t M, int64_t D);
   coda_status (*linear)(coda_context, const coda_decode_linear_job *j);
   coda_status (*attention)(coda_context, const coda_decode_rows *r, uint16_t *o,
                            const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
-                           float *work, int splits);
+                           float *work, uint32_t *tickets, int splits);
   coda_status (*gather_rows)(coda_context, float *dst, const float *src, const int32_t *dst_rows,
                              int64_t n, int64_t cols);
   coda_status (*sample)(coda_context, const coda_decode_sample_job *j);

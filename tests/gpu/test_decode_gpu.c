@@ -30,7 +30,9 @@
  *     and the results are the same;
  *   - kernels launched without programmatic dependent launch
  *     (CODA_DECODE_PDL=0) give logits bit-identical to those launched with
- *     it;
+ *     it, and so do the RMSNorm kernel against the one-row GEMV's own norm
+ *     (CODA_DECODE_NORM=separate), and the attention merge kernel against
+ *     the merge in the last split block (CODA_DECODE_MERGE=separate);
  *   - the prefill through the forward-only block plans (CODA_PREFILL_PLANS)
  *     against the direct GPU prefill and the CPU decoder, in the bound
  *     above: GQA prompts of 37, 5, 100, 37 and 1 tokens (four plans, one of
@@ -501,6 +503,14 @@ int main(int argc, char **argv) {
   if (sepnorm) {
     graphs_vs_direct(cpu, sepnorm, streamed, 1, &gqa, 1, 60, steps_of(20, 0), "norm kernel (direct) vs GEMV prologue (graphs)");
     coda_context_destroy(sepnorm);
+  }
+  /* the attention merge kernel against the merge in the last split block */
+  coda_context sepmerge = context_with_knob(&co, "CODA_DECODE_MERGE", "separate");
+  if (sepmerge) {
+    const char *what = "merge kernel (direct) vs merge in the last split block (graphs)";
+    graphs_vs_direct(cpu, sepmerge, streamed, 1, &gqa, 1, 60, steps_of(20, 0), what);
+    graphs_vs_direct(cpu, sepmerge, streamed, 1, &mha, 24, 20, steps_of(6, 0), what);
+    coda_context_destroy(sepmerge);
   }
   coda_context_destroy(streamed);
   /* llama3-scaled RoPE past the pre-training context of 32 positions */

@@ -37,15 +37,75 @@ __device__ __forceinline__ void load_bf16(const bf16 *p, float *out) {
   }
 }
 
+/* The splits' partials of a query head merged: the largest running max
+ * over the splits, then, per output element, the sums in split order, an
+ * empty split adding nothing. L2 loads (__ldcg): in the last split block
+ * the other blocks' partials are new to this SM. */
+constexpr int kCombineBatch = 8;
+
+/* mx[g] = the largest running max of head g's splits (partials at base +
+ * g·head_stride), g < G: warp w takes heads w, w + warps, ..., its lanes
+ * the splits, so each head costs one round of loads. Ends with a block
+ * barrier. */
+__device__ __forceinline__ void merge_maxes(float *mx, const float *base, long long head_stride,
+                                            int G, int splits, long long ps) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  for (int g = warp; g < G; g += nw) {
+    float M = -INFINITY;
+    for (int s = lane; s < splits; s += 32) M = fmaxf(M, __ldcg(base + g * head_stride + s * ps));
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    if (lane == 0) mx[g] = M;
+  }
+  __syncthreads();
+}
+
+/* Elements e .. e + NE - 1 of one head's output (partials at base, max M):
+ * the splits are read kCombineBatch at a time, every load of a batch issued
+ * before any of its values is used (a split-by-split loop waited for two
+ * dependent L2 round trips per split). */
+template <int NE>
+__device__ __forceinline__ void merge_elements(bf16 *o, const float *base, int splits,
+                                               long long ps, float M, int e) {
+  float L = 0.0f, A[NE];
+#pragma unroll
+  for (int j = 0; j < NE; j++) A[j] = 0.0f;
+  for (int s0 = 0; s0 < splits; s0 += kCombineBatch) {
+    float m[kCombineBatch], l[kCombineBatch], a[kCombineBatch][NE];
+#pragma unroll
+    for (int i = 0; i < kCombineBatch; i++) {
+      const bool in = s0 + i < splits;
+      const float *p = base + (in ? s0 + i : s0) * ps;
+      m[i] = in ? __ldcg(p) : -INFINITY;
+      l[i] = __ldcg(p + 1);
+#pragma unroll
+      for (int j = 0; j < NE; j++) a[i][j] = __ldcg(p + 2 + e + j);
+    }
+#pragma unroll
+    for (int i = 0; i < kCombineBatch; i++) {
+      if (m[i] == -INFINITY) continue; /* an empty split, or past the last */
+      const float c = __expf(m[i] - M);
+      L += l[i] * c;
+#pragma unroll
+      for (int j = 0; j < NE; j++) A[j] += a[i][j] * c;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < NE; j++) o[e + j] = __float2bfloat16_rn(L > 0.0f ? A[j] / L : 0.0f);
+}
+
 /* Block (row r, kv head kh and a group of its query heads, split s):
  * flash-decoding partials over cache positions [lo, hi) of the split.
  * Each warp takes every kAttnWarps-th batch of attn_keys positions and keeps an online softmax
  * per query head; the lanes split the head dimension (HDL values each).
- * work[(r·Hq + h)·splits + s] = (max, sum, hd unnormalized values). */
+ * work[(r·Hq + h)·splits + s] = (max, sum, hd unnormalized values).
+ * With tickets, the block that finishes a (row, head group) last merges
+ * its splits into o itself (the merge kernel's arithmetic, so the same
+ * bits): each block publishes its partial, then takes a ticket; the
+ * counter wraps to 0 at the last one, so it is 0 again for the next call. */
 template <int HDL>
 __global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, const bf16 *vc,
                                     const int32_t *seq, const int32_t *pos, int Hq, int Hk,
-                                    int max_len, int splits) {
+                                    int max_len, int splits, bf16 *o, unsigned *tickets) {
   pdl_wait();
   constexpr int hd = HDL * 32, kAttnKeys = attn_keys<HDL>();
   const int grp = Hq / Hk, nblk = (grp + kAttnGroup - 1) / kAttnGroup;
@@ -130,53 +190,37 @@ __global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, 
     }
     out[2 + e] = A;
   }
+  if (!tickets) return;
+  __shared__ int last;
+  __threadfence(); /* the partial is visible device-wide before the ticket */
+  __syncthreads();
+  if (threadIdx.x == 0)
+    last = atomicInc(tickets + r * gridDim.y + blockIdx.y, (unsigned)splits - 1) ==
+           (unsigned)splits - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  /* the group's G heads: their maxes, then two adjacent elements a thread */
+  const long long ps = hd + 2, rh0 = r * Hq + kh * grp + g0; /* a partial's floats, head 0 */
+  const float *base = work + rh0 * splits * ps;
+  merge_maxes(sm[0], base, splits * ps, G, splits, ps);
+  for (int i = 2 * threadIdx.x; i < G * hd; i += 2 * blockDim.x) {
+    const int g = i / hd, e = i % hd;
+    merge_elements<2>(o + (rh0 + g) * hd, base + g * splits * ps, splits, ps, sm[0][g], e);
+  }
 }
 
-/* o (bf16) = the splits' partials merged and normalized: block per (row,
- * query head), a thread per head dimension element. The splits are read
- * kCombineBatch at a time, every load of a batch issued before any of its
- * values is used: a split-by-split loop waited for two dependent L2 round
- * trips per split (its max, then its sum and value behind a branch), 32
- * splits of a batch-1 step one after the other. The sums still run over
- * the splits in order, a skipped (empty) split adding nothing, so the
- * result is the same as that loop's. */
-constexpr int kCombineBatch = 8;
-
+/* o (bf16) = the splits' partials merged and normalized (with
+ * CODA_DECODE_MERGE=separate, or without tickets): block per (row, query
+ * head), a thread per head dimension element. */
 __global__ void attn_combine_kernel(bf16 *o, const float *work, int Hq, int hd, int splits) {
+  __shared__ float M;
   pdl_wait();
   const long long rh = blockIdx.x; /* r·Hq + h */
-  const long long stride = hd + 2;
-  const float *base = work + rh * splits * stride;
-  float M = -INFINITY;
-  for (int s0 = 0; s0 < splits; s0 += kCombineBatch) {
-    float m[kCombineBatch];
-#pragma unroll
-    for (int i = 0; i < kCombineBatch; i++) m[i] = s0 + i < splits ? base[(s0 + i) * stride] : -INFINITY;
-#pragma unroll
-    for (int i = 0; i < kCombineBatch; i++) M = fmaxf(M, m[i]);
-  }
-  for (int e = threadIdx.x; e < hd; e += blockDim.x) {
-    float L = 0.0f, A = 0.0f;
-    for (int s0 = 0; s0 < splits; s0 += kCombineBatch) {
-      float m[kCombineBatch], l[kCombineBatch], a[kCombineBatch];
-#pragma unroll
-      for (int i = 0; i < kCombineBatch; i++) {
-        const bool in = s0 + i < splits;
-        const float *p = base + (in ? s0 + i : s0) * stride;
-        m[i] = in ? p[0] : -INFINITY;
-        l[i] = p[1];
-        a[i] = p[2 + e];
-      }
-#pragma unroll
-      for (int i = 0; i < kCombineBatch; i++) {
-        if (m[i] == -INFINITY) continue; /* an empty split, or past the last */
-        const float c = __expf(m[i] - M);
-        L += l[i] * c;
-        A += a[i] * c;
-      }
-    }
-    o[rh * hd + e] = __float2bfloat16_rn(L > 0.0f ? A / L : 0.0f);
-  }
+  const long long ps = hd + 2;
+  const float *base = work + rh * splits * ps;
+  merge_maxes(&M, base, 0, 1, splits, ps);
+  for (int e = threadIdx.x; e < hd; e += blockDim.x) merge_elements<1>(o + rh * hd, base, splits, ps, M, e);
 }
 
 } // namespace
@@ -184,7 +228,7 @@ __global__ void attn_combine_kernel(bf16 *o, const float *work, int Hq, int hd, 
 extern "C" coda_status coda_cuda_decode_attention(coda_context ctx, const coda_decode_rows *r,
                                                   uint16_t *o, const uint16_t *q,
                                                   const uint16_t *kc, const uint16_t *vc,
-                                                  float *work, int splits) {
+                                                  float *work, uint32_t *tickets, int splits) {
   if (r->M == 0) return CODA_OK;
   if (r->hd % 32 || r->hd > 256 || (r->hd / 32) & (r->hd / 32 - 1))
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "decode attention: head dim %d (32, 64, 128 or "
@@ -197,15 +241,18 @@ extern "C" coda_status coda_cuda_decode_attention(coda_context ctx, const coda_d
   const dim3 block(32 * kAttnWarps);
   const bf16 *qb = (const bf16 *)q, *kb = (const bf16 *)kc, *vb = (const bf16 *)vc;
   const char *what = "decode attention";
+  bf16 *ob = (bf16 *)o;
+  /* the merge in the last split block of each head, unless separate */
+  unsigned *tk = ctx->knobs.decode_merge_separate ? NULL : (unsigned *)tickets;
   coda_status s;
   switch (r->hd / 32) {
-  case 1: s = launch(ctx, what, attn_partial_kernel<1>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
-  case 2: s = launch(ctx, what, attn_partial_kernel<2>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
-  case 4: s = launch(ctx, what, attn_partial_kernel<4>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
-  default: s = launch(ctx, what, attn_partial_kernel<8>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
+  case 1: s = launch(ctx, what, attn_partial_kernel<1>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits, ob, tk); break;
+  case 2: s = launch(ctx, what, attn_partial_kernel<2>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits, ob, tk); break;
+  case 4: s = launch(ctx, what, attn_partial_kernel<4>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits, ob, tk); break;
+  default: s = launch(ctx, what, attn_partial_kernel<8>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits, ob, tk); break;
   }
-  if (s) return s;
+  if (s || tk) return s;
   return launch(ctx, "decode attention merge", attn_combine_kernel, dim3((unsigned)(r->M * r->Hq)),
-                dim3(r->hd < 128 ? r->hd : 128), 0, (bf16 *)o, (const float *)work, r->Hq, r->hd,
+                dim3(r->hd < 128 ? r->hd : 128), 0, ob, (const float *)work, r->Hq, r->hd,
                 splits);
 }

@@ -187,6 +187,9 @@ __global__ void gemv_kernel(float *y, const bf16 *x, const bf16 *w, int M, long 
  * measured slower at 8B.) */
 constexpr int kRowWarps = 8;
 static_assert(32 * kRowWarps == kNormThreads, "the GEMV's norm prologue is rmsnorm_row");
+/* Weight loads a lane issues before pdl_wait(): the weights are constant,
+ * so they may overlap the previous kernel's tail. */
+constexpr int kRowAhead = 4;
 
 /* With norm.w set, every block first normalizes the row itself into its
  * shared memory (dynamic, K bf16) instead of reading a row the RMSNorm
@@ -199,34 +202,50 @@ struct row_norm {
   double eps;
 };
 
+/* The dot product of 8 bf16 pairs, in element order. */
+__device__ __forceinline__ float dot8(const uint4 &xv, const uint4 &wv) {
+  const bf16 *xb = reinterpret_cast<const bf16 *>(&xv);
+  const bf16 *wb = reinterpret_cast<const bf16 *>(&wv);
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; i++) s = fmaf(__bfloat162float(xb[i]), __bfloat162float(wb[i]), s);
+  return s;
+}
+
 template <coda_decode_out KIND>
-__global__ void __launch_bounds__(32 * kRowWarps)
+__global__ void __launch_bounds__(32 * kRowWarps, 6)
     gemv_row_kernel(lin_out o, const bf16 *x, const bf16 *w, long long K, row_norm norm) {
   __shared__ float red[kRowWarps];
   __shared__ double part[kNormThreads / 32];
   extern __shared__ __align__(16) bf16 hs[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long n = (long long)blockIdx.x * kRowWarps + warp;
+  const bf16 *wr = w + (n < o.N ? n : 0) * K;
+  uint4 ahead[kRowAhead];
+  const bool nok = n < o.N;
+#pragma unroll
+  for (int i = 0; i < kRowAhead; i++) {
+    const long long k = (long long)lane * 8 + i * 256;
+    ahead[i] = nok && k < K ? __ldg(reinterpret_cast<const uint4 *>(wr + k)) : make_uint4(0, 0, 0, 0);
+  }
   pdl_wait();
   if (norm.w) {
     rmsnorm_row(hs, norm.x + (norm.rows ? norm.rows[0] : 0) * K, norm.w, K, norm.eps, part);
     __syncthreads();
     x = hs;
   }
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const long long n = (long long)blockIdx.x * kRowWarps + warp;
+  /* the sum in k order, as one loop over the row takes it */
   float acc = 0.0f;
-  if (n < o.N) {
-    const bf16 *wr = w + n * K;
-#pragma unroll 4 /* several weight loads in flight per lane */
-    for (long long k = lane * 8; k < K; k += 256) {
-      const uint4 wv = *reinterpret_cast<const uint4 *>(wr + k);
-      const uint4 xv = *reinterpret_cast<const uint4 *>(x + k);
-      const bf16 *wb = reinterpret_cast<const bf16 *>(&wv);
-      const bf16 *xb = reinterpret_cast<const bf16 *>(&xv);
-      float s = 0.0f;
+  if (nok) {
 #pragma unroll
-      for (int i = 0; i < 8; i++) s = fmaf(__bfloat162float(xb[i]), __bfloat162float(wb[i]), s);
-      acc += s;
+    for (int i = 0; i < kRowAhead; i++) {
+      const long long k = (long long)lane * 8 + i * 256;
+      if (k < K) acc += dot8(*reinterpret_cast<const uint4 *>(x + k), ahead[i]);
     }
+#pragma unroll 4 /* several weight loads in flight per lane */
+    for (long long k = (long long)lane * 8 + kRowAhead * 256; k < K; k += 256)
+      acc += dot8(*reinterpret_cast<const uint4 *>(x + k),
+                  __ldg(reinterpret_cast<const uint4 *>(wr + k)));
   }
   acc = warp_sum(acc);
   if (lane == 0) red[warp] = acc;
@@ -257,6 +276,36 @@ __device__ __forceinline__ void mma_bf16_16816(float *c, const uint32_t *a, uint
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/* Weight chunks a lane loads ahead: fewer for more rows, whose registers
+ * decide how many blocks fit an SM (64 for four at 64 rows). */
+template <int MT> constexpr int mma_ahead_chunks() { return MT == 1 ? 4 : MT == 2 ? 2 : 0; }
+
+template <int A>
+__device__ __forceinline__ void mma_ahead(uint4 *wv, const bf16 *wr, long long c0, long long c1,
+                                          bool nok) {
+#pragma unroll
+  for (int i = 0; i < A; i++)
+    wv[i] = nok && c0 + i < c1 ? __ldg(reinterpret_cast<const uint4 *>(wr + (c0 + i) * 32))
+                               : make_uint4(0, 0, 0, 0);
+}
+
+/* One 32-wide k chunk c: lane (g, t)'s weight words wv against the x rows'
+ * words in the same order, two MMAs per 16 rows. */
+template <int MT>
+__device__ __forceinline__ void mma_chunk(float (*acc)[4], const uint4 &wv, const bf16 *x, int M,
+                                          long long K, long long c, int g, int t) {
+#pragma unroll
+  for (int m = 0; m < MT; m++) {
+    const int r0 = 16 * m + g, r1 = r0 + 8;
+    uint4 x0 = make_uint4(0, 0, 0, 0), x1 = make_uint4(0, 0, 0, 0);
+    if (r0 < M) x0 = *reinterpret_cast<const uint4 *>(x + (long long)r0 * K + c * 32 + 8 * t);
+    if (r1 < M) x1 = *reinterpret_cast<const uint4 *>(x + (long long)r1 * K + c * 32 + 8 * t);
+    const uint32_t a0[4] = {x0.x, x1.x, x0.y, x1.y}, a1[4] = {x0.z, x1.z, x0.w, x1.w};
+    mma_bf16_16816(acc[m], a0, wv.x, wv.y);
+    mma_bf16_16816(acc[m], a1, wv.z, wv.w);
+  }
+}
+
 template <int MT, coda_decode_out KIND>
 __global__ void __launch_bounds__(32 * kMmaWarps)
     gemv_mma_kernel(lin_out o, const bf16 *x, const bf16 *w, int M, long long K) {
@@ -267,24 +316,23 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
   const long long c0 = warp * per, c1 = c0 + per < chunks ? c0 + per : chunks;
   const bool nok = n0 + g < N;
   const bf16 *wr = w + (nok ? n0 + g : 0) * K + 8 * t;
+  /* the first weight chunks of the warp, before the wait (the weights are
+   * constant: these loads overlap the previous kernel's tail) */
+  constexpr int A = mma_ahead_chunks<MT>();
+  uint4 ahead[A > 0 ? A : 1];
+  mma_ahead<A>(ahead, wr, c0, c1, nok);
   pdl_wait();
   float acc[MT][4];
 #pragma unroll
   for (int m = 0; m < MT; m++) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < A; i++)
+    if (c0 + i < c1) mma_chunk<MT>(acc, ahead[i], x, M, K, c0 + i, g, t);
 #pragma unroll 4
-  for (long long c = c0; c < c1; c++) {
+  for (long long c = c0 + A; c < c1; c++) {
     uint4 wv = make_uint4(0, 0, 0, 0);
     if (nok) wv = __ldg(reinterpret_cast<const uint4 *>(wr + c * 32));
-#pragma unroll
-    for (int m = 0; m < MT; m++) {
-      const int r0 = 16 * m + g, r1 = r0 + 8;
-      uint4 x0 = make_uint4(0, 0, 0, 0), x1 = make_uint4(0, 0, 0, 0);
-      if (r0 < M) x0 = *reinterpret_cast<const uint4 *>(x + (long long)r0 * K + c * 32 + 8 * t);
-      if (r1 < M) x1 = *reinterpret_cast<const uint4 *>(x + (long long)r1 * K + c * 32 + 8 * t);
-      const uint32_t a0[4] = {x0.x, x1.x, x0.y, x1.y}, a1[4] = {x0.z, x1.z, x0.w, x1.w};
-      mma_bf16_16816(acc[m], a0, wv.x, wv.y);
-      mma_bf16_16816(acc[m], a1, wv.z, wv.w);
-    }
+    mma_chunk<MT>(acc, wv, x, M, K, c, g, t);
   }
 #pragma unroll
   for (int m = 0; m < MT; m++)
