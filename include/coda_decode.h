@@ -35,9 +35,9 @@ typedef struct coda_decoder_s *coda_decoder;
  * the block plans"). Rows that continue a cache always take the direct
  * path. */
 typedef enum coda_prefill_path {
-  CODA_PREFILL_AUTO = 0,   /* CUDA: the plans where the training attention
-                            * has kernels for the head dim (32, 64, 128),
-                            * else direct; CPU: direct */
+  CODA_PREFILL_AUTO = 0,   /* CUDA: the plans where they run (the training
+                            * attention has kernels for the head dim: 32, 64,
+                            * 128; fp32 precision), else direct; CPU: direct */
   CODA_PREFILL_DIRECT = 1, /* the decoder's own forward (host reference
                             * arithmetic on the CPU, decode_linear jobs on CUDA) */
   CODA_PREFILL_PLANS = 2   /* the forward-only Llama-3 block plans of src/nn

@@ -63,6 +63,7 @@ coda_status decode_plans_setup(coda_decoder d, coda_prefill_path path, const flo
   const coda_model_config *c = &d->c;
   d->use_plans = 0;
   if (path == CODA_PREFILL_DIRECT || (path == CODA_PREFILL_AUTO && !d->gpu)) return CODA_OK;
+  /* AUTO takes the plans only where they run, else the direct path */
   const int train_attn = d->hd == 32 || d->hd == 64 || d->hd == 128;
   if (d->gpu && !train_attn) {
     if (path == CODA_PREFILL_AUTO) return CODA_OK;
@@ -70,9 +71,11 @@ coda_status decode_plans_setup(coda_decoder d, coda_prefill_path path, const flo
                      "head dim 32, 64 or 128 (the training attention's), found %lld",
                      (long long)d->hd);
   }
-  if (coda_context_precision(ctx) != CODA_PRECISION_F32)
+  if (coda_context_precision(ctx) != CODA_PRECISION_F32) {
+    if (path == CODA_PREFILL_AUTO) return CODA_OK;
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "decoder: the plan prefill (bf16 plans) needs "
                      "a context of fp32 precision");
+  }
   const int64_t D = d->D, F = d->F, L = c->layers;
   char nm[96];
 #define PW(name) (W + coda_model_find(m, name)->offset)
