@@ -30,6 +30,23 @@ extern "C" {
 
 typedef struct coda_decoder_s *coda_decoder;
 
+/* How coda_decoder_prefill runs a chunk of fresh prompts (every sequence
+ * of the chunk starts at position 0; docs/generation.md, "Prefill through
+ * the block plans"). Rows that continue a cache always take the direct
+ * path. */
+typedef enum coda_prefill_path {
+  CODA_PREFILL_AUTO = 0,   /* CUDA: the plans where they run (the training
+                            * attention has kernels for the head dim: 32, 64,
+                            * 128; fp32 precision), else direct; CPU: direct */
+  CODA_PREFILL_DIRECT = 1, /* the decoder's own forward (host reference
+                            * arithmetic on the CPU, decode_linear jobs on CUDA) */
+  CODA_PREFILL_PLANS = 2   /* the forward-only Llama-3 block plans of src/nn
+                            * (bf16 weights and activations, fp32 compute), on
+                            * any backend; CODA_ERR_NOT_SUPPORTED where they
+                            * cannot run (fp64 context, CUDA head dim not 32,
+                            * 64 or 128) */
+} coda_prefill_path;
+
 typedef struct coda_decoder_options {
   size_t struct_size; /* sizeof(coda_decoder_options) (coda.h, "Versioned
                        * option structs") */
@@ -41,6 +58,8 @@ typedef struct coda_decoder_options {
                   * where the context's stream allows it */
   const char *tokenizer; /* coda_decoder_load: this tokenizer.json instead of
                           * the checkpoint's (NULL: coda_checkpoint_tokenizer) */
+  coda_prefill_path prefill; /* appended in the second layout (the first ends
+                              * at tokenizer); default CODA_PREFILL_AUTO */
 } coda_decoder_options;
 /* struct_size set, batch 1, every other member 0. */
 coda_decoder_options coda_decoder_default_options(void);

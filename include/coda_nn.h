@@ -224,13 +224,25 @@ coda_status coda_plan_precompile(coda_plan p, int unfused, int *n_kernels, int *
  *                        the attention backward's dqkv (M, Nqkv), instead
  *                        of fused into the attention backward's stores
  *                        (coda_attention_backward_rope; no dqkv buffer).
- *                        For comparison; off by default. */
+ *                        For comparison; off by default.
+ *   CODA_LLAMA_INFER     forward only (inference, a decoder's prefill): the
+ *                        block plan has no backward phase and keeps
+ *                        nothing for one. No dx_out, dx or weight-gradient
+ *                        buffers; rstd1, o, lse, x1, rstd2 are temporaries;
+ *                        the gate/up GEMM runs llama_swiglu_infer (folded:
+ *                        llama_swiglu_folded_infer), which stores y and not
+ *                        z; qkv (M, Nqkv: rotated Q and K, V) is an output,
+ *                        so its K and V columns can be read after the run
+ *                        (a KV cache). Not with GRAD_ACT, INPLACE or
+ *                        ROPE_MAP (backward flags), nor on the head plan
+ *                        (CODA_ERR_INVALID_ARGUMENT). */
 #define CODA_LLAMA_NORM_IN 1u
 #define CODA_LLAMA_NORM_OUT 2u
 #define CODA_LLAMA_FOLD 4u
 #define CODA_LLAMA_GRAD_ACT 8u
 #define CODA_LLAMA_INPLACE 16u
 #define CODA_LLAMA_ROPE_MAP 32u
+#define CODA_LLAMA_INFER 64u
 
 /* RoPE frequency scaling, as Hugging Face transformers defines it
  * (`rope_scaling` / `rope_parameters` with `rope_type`). The unscaled
@@ -270,7 +282,8 @@ typedef struct coda_llama_config {
   coda_dtype dtype;    /* CODA_BF16 or CODA_F64 */
   coda_tiling tiling;  /* partial-reduction tiling; {0, 0} = 64 x 64 */
   unsigned flags;      /* CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT | CODA_LLAMA_FOLD |
-                          CODA_LLAMA_GRAD_ACT | CODA_LLAMA_INPLACE | CODA_LLAMA_ROPE_MAP */
+                          CODA_LLAMA_GRAD_ACT | CODA_LLAMA_INPLACE | CODA_LLAMA_ROPE_MAP |
+                          CODA_LLAMA_INFER */
   double norm_eps;     /* RMSNorm epsilon (finite, >= 0), written into the
                           plans' program text; 0 = 1e-5 */
   coda_rope_scaling rope; /* frequency scaling of the RoPE table (zero: none) */

@@ -183,6 +183,95 @@ static void test_block_exact(coda_llama_config c) {
   coda_context_destroy(ctx);
 }
 
+/* CODA_LLAMA_INFER: the forward-only plan. Exact mode: x_out against the
+ * reference forward to 1e-10. bf16: x_out and qkv bit-identical to the
+ * training plan's forward on the same inputs (the stored values are
+ * computed the same way; llama_swiglu_infer leaves out only the store of
+ * z). Either way: no backward step, no buffer only a backward uses (z,
+ * dx_out, dx, the weight gradients), nothing saved, qkv an output; the
+ * backward flags and the head refuse the flag. */
+static void test_block_infer(coda_dtype dt, unsigned flags) {
+  coda_llama_config c = small_config(dt);
+  c.flags = flags | CODA_LLAMA_INFER;
+  coda_context ctx = lt_context(dt == CODA_F64 ? CODA_PRECISION_F64 : CODA_PRECISION_F32);
+  const int64_t M = c.batch * c.seq, D = c.dim;
+  const int64_t nqkv = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim;
+  blockw b;
+  block_alloc(&c, &b, 1);
+  double *x = lt_vec(M * D, 1), *xo = lt_zeros(M * D), *xo_t = lt_zeros(M * D);
+  double *qkv = lt_zeros(M * nqkv), *qkv_t = lt_zeros(M * nqkv);
+  if (dt != CODA_F64) {
+    round_all(x, M * D);
+    for (int i = 0; i < 7; i++) round_all(*wslot(&b.w, i), b.n[i]);
+  }
+  coda_plan p = NULL;
+  CHECK_STATUS(ctx, coda_llama_block_plan(ctx, &c, &p), CODA_OK);
+  if (p) {
+    int ok = load_block(p, &c, &b) && set_tensor(p, "x", x);
+    CHECK_STATUS(ctx, coda_plan_run(ctx, p, CODA_PHASE_FORWARD), CODA_OK);
+    ok = ok && get_tensor(p, "x_out", xo) && get_tensor(p, "qkv", qkv);
+    CHECK(ok);
+    for (int i = 0; i < coda_plan_num_steps(p); i++) {
+      coda_plan_step_info si;
+      CHECK(coda_plan_step(p, i, &si) == CODA_OK);
+      CHECK_MSG(si.phase == CODA_PHASE_FORWARD, "inference plan step %s is not forward", si.label);
+      CHECK_MSG(!si.program || strcmp(si.program, "llama_swiglu") != 0, "step %s runs %s",
+                si.label, si.program);
+    }
+    const char *gone[] = {"z", "dx_out", "dx", "dwqkv", "dwgu", "dwn1", "dz"};
+    coda_tensor t;
+    for (int i = 0; i < 7; i++)
+      CHECK_MSG(coda_plan_tensor(p, gone[i], &t) == CODA_ERR_INVALID_ARGUMENT,
+                "the inference plan has a buffer '%s'", gone[i]);
+    const char *text = coda_plan_text(p);
+    if (!text) text = "";
+    CHECK_MSG(!strstr(text, " saved "), "an inference plan saves a buffer:\n%s", text);
+    CHECK(strstr(text, "qkv          output") != NULL);
+    /* the backward phase is empty: running it does nothing */
+    CHECK_STATUS(ctx, coda_plan_run(ctx, p, CODA_PHASE_BACKWARD), CODA_OK);
+  }
+  coda_plan_destroy(p);
+  if (dt == CODA_F64) {
+    CHECK(ref_llama_block(&c, CODA_F64, &b.w, x, xo_t, NULL, NULL, NULL) == 0);
+    double e = lt_relerr(xo, xo_t, M * D);
+    CHECK_MSG(e <= 1e-10, "inference block x_out (flags 0x%x): %.3g", flags, e);
+  } else {
+    coda_llama_config tc = c;
+    tc.flags = flags;
+    coda_plan q = NULL;
+    CHECK_STATUS(ctx, coda_llama_block_plan(ctx, &tc, &q), CODA_OK);
+    if (q) {
+      int ok = load_block(q, &tc, &b) && set_tensor(q, "x", x);
+      CHECK_STATUS(ctx, coda_plan_run(ctx, q, CODA_PHASE_FORWARD), CODA_OK);
+      ok = ok && get_tensor(q, "x_out", xo_t) && get_tensor(q, "qkv", qkv_t);
+      CHECK(ok);
+      CHECK_MSG(!memcmp(xo, xo_t, (size_t)(M * D) * sizeof *xo),
+                "inference x_out differs from the training forward's (flags 0x%x)", flags);
+      CHECK_MSG(!memcmp(qkv, qkv_t, (size_t)(M * nqkv) * sizeof *qkv),
+                "inference qkv differs from the training forward's (flags 0x%x)", flags);
+    }
+    coda_plan_destroy(q);
+  }
+  /* refusals */
+  const unsigned bad[3] = {CODA_LLAMA_GRAD_ACT, CODA_LLAMA_INPLACE, CODA_LLAMA_ROPE_MAP};
+  for (int i = 0; i < 3; i++) {
+    coda_llama_config bc = c;
+    bc.flags = CODA_LLAMA_INFER | bad[i];
+    coda_plan bp = (coda_plan)1;
+    CHECK_EQ_INT(coda_llama_block_plan(ctx, &bc, &bp), CODA_ERR_INVALID_ARGUMENT);
+    CHECK(bp == NULL);
+    CHECK_MSG(strstr(coda_last_error(ctx), "forward-only") != NULL, "%s", coda_last_error(ctx));
+  }
+  coda_llama_config hc = c;
+  hc.flags = CODA_LLAMA_INFER;
+  coda_plan hp = NULL;
+  CHECK_EQ_INT(coda_llama_head_plan(ctx, &hc, &hp), CODA_ERR_INVALID_ARGUMENT);
+  CHECK(hp == NULL);
+  block_free(&b);
+  free(x); free(xo); free(xo_t); free(qkv); free(qkv_t);
+  coda_context_destroy(ctx);
+}
+
 static double block_loss(const coda_llama_config *c, const blockw *b, const double *x,
                          const double *dxo, double *xo) {
   int64_t n = c->batch * c->seq * c->dim;
@@ -600,6 +689,11 @@ int main(void) {
     test_head_exact(r);
   }
   test_block_fd();
+  test_block_infer(CODA_F64, 0);
+  test_block_infer(CODA_F64, CODA_LLAMA_FOLD);
+  test_block_infer(CODA_BF16, 0);
+  test_block_infer(CODA_BF16, CODA_LLAMA_FOLD);
+  test_block_infer(CODA_BF16, CODA_LLAMA_NORM_OUT);
   test_block_bf16(0);
   test_head_fd();
   test_head_bf16(0);

@@ -191,6 +191,16 @@ static void test_swiglu(void) {
   report("swiglu z vs RMSNorm(x) W^T", lt_relerr(gz, z, M * N));
   report("swiglu y", lt_relerr(gy, y, M * F));
   lt_job_free(&j);
+  /* the inference variant: y alone (no z) */
+  lt_job_init(&j, c64, "llama_swiglu_infer");
+  lt_bind(&j, "r", CODA_F64, M, 1, r);
+  lt_bind(&j, "y", CODA_F64, M, F, NULL);
+  CHECK(j.ok);
+  lt_check(&j, coda_gemm_epilogue(c64, j.prog, CODA_N, &A, CODA_T, &B, j.args, TL), "gemm");
+  double *iy = lt_out(&j, "y");
+  report("swiglu_infer y", lt_relerr(iy, y, M * F));
+  free(iy);
+  lt_job_free(&j);
   free(x); free(wn); free(W); free(n); free(r); free(h); free(z); free(y); free(gz); free(gy);
 }
 

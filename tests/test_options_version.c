@@ -156,7 +156,8 @@ static void test_others(coda_context ctx) {
     CHECK(coda_model_config_named("tiny", &mc) == CODA_OK);
     coda_decoder_options dopt = coda_decoder_default_options();
     CHECK_EQ_INT(dopt.struct_size, sizeof dopt);
-    dopt.struct_size = WRONG(coda_decoder_options);
+    /* 8 bytes less is its first layout's size (accepted, test_decoder_layout1) */
+    dopt.struct_size = wrong[w] == 2 ? sizeof dopt - 4 : WRONG(coda_decoder_options);
     coda_decoder d = NULL;
     CHECK_SIZE_REFUSED(ctx, coda_decoder_create_random(ctx, &mc, 1, &dopt, &d),
                        "coda_decoder_options", dopt.struct_size, sizeof dopt);
@@ -237,6 +238,54 @@ static void test_others(coda_context ctx) {
   }
 }
 
+/* coda_decoder_options as the header of its first layout declares it
+ * (before prefill). */
+typedef struct decoder_options_old {
+  size_t struct_size;
+  int batch, max_len, no_graphs;
+  const char *tokenizer;
+} decoder_options_old;
+
+/* The first layout is accepted, followed by garbage where prefill would be
+ * (read, 0xA5A5A5A5 would be refused as no coda_prefill_path), and exactly
+ * its bytes on the heap (a read past them is an AddressSanitizer error). */
+static void test_decoder_layout1(coda_context ctx) {
+  CHECK(sizeof(decoder_options_old) < sizeof(coda_decoder_options));
+  coda_model_config mc;
+  CHECK(coda_model_config_named("tiny", &mc) == CODA_OK);
+  decoder_options_old ov;
+  memset(&ov, 0, sizeof ov);
+  ov.struct_size = sizeof ov;
+  ov.batch = 2;
+  ov.max_len = 8;
+  unsigned char *buf = malloc(sizeof(coda_decoder_options) + 64);
+  memset(buf, 0xA5, sizeof(coda_decoder_options) + 64);
+  memcpy(buf, &ov, sizeof ov);
+  coda_decoder d = NULL;
+  CHECK_STATUS(ctx, coda_decoder_create_random(ctx, &mc, 1, (const coda_decoder_options *)(void *)buf,
+                                               &d), CODA_OK);
+  if (d) CHECK_EQ_INT(coda_decoder_batch(d), 2);
+  coda_decoder_destroy(d);
+  free(buf);
+  decoder_options_old *exact = malloc(sizeof *exact);
+  memcpy(exact, &ov, sizeof ov);
+  d = NULL;
+  CHECK_STATUS(ctx, coda_decoder_create_random(ctx, &mc, 1, (const coda_decoder_options *)(void *)exact,
+                                               &d), CODA_OK);
+  if (d) CHECK_EQ_INT(coda_decoder_max_len(d), 8);
+  coda_decoder_destroy(d);
+  free(exact);
+  /* the current layout's prefill is checked */
+  coda_decoder_options o = coda_decoder_default_options();
+  o.prefill = (coda_prefill_path)7;
+  d = NULL;
+  coda_clear_error(ctx);
+  CHECK_EQ_INT(coda_decoder_create_random(ctx, &mc, 1, &o, &d), CODA_ERR_INVALID_ARGUMENT);
+  CHECK_MSG(holds(coda_last_error(ctx), "coda_decoder_options.prefill is 7", NULL), "%s",
+            coda_last_error(ctx));
+  CHECK(d == NULL);
+}
+
 static void test_gradcheck(void) {
   coda_context_options co = coda_context_default_options();
   co.precision = CODA_PRECISION_F64;
@@ -271,6 +320,7 @@ int main(void) {
   CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
   if (ctx) {
     test_others(ctx);
+    test_decoder_layout1(ctx);
     coda_context_destroy(ctx);
   }
   test_gradcheck();

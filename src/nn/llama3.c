@@ -50,7 +50,14 @@
  *
  * CODA_LLAMA_INPLACE: dz is an alias of z (plan_buffer_alias): the SwiGLU
  * backward step (fused, unfused, or the exact-mode map) writes dz over the
- * saved z it reads, so dz takes no arena slot. */
+ * saved z it reads, so dz takes no arena slot.
+ *
+ * CODA_LLAMA_INFER (forward only, e.g. a decoder's prefill): the same
+ * forward steps and no backward phase. Nothing is kept for a backward:
+ * rstd1, o, lse, x1 and rstd2 are temporaries (arena), gate_up runs
+ * llama_swiglu_infer (llama_swiglu_folded_infer) which stores y only, not
+ * z, and there is no dx_out, dx or weight-gradient buffer. qkv is an
+ * output: its rotated K and V columns are the keys and values of the rows. */
 #include "coda_nn.h"
 #include "nn/plan.h"
 
@@ -163,9 +170,18 @@ static coda_status check_config(coda_context ctx, const coda_llama_config *c, in
                      "llama config: norm_eps %g must be finite and >= 0", c->norm_eps);
   if (c->flags &
       ~(CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT | CODA_LLAMA_FOLD | CODA_LLAMA_GRAD_ACT |
-        CODA_LLAMA_INPLACE | CODA_LLAMA_ROPE_MAP))
+        CODA_LLAMA_INPLACE | CODA_LLAMA_ROPE_MAP | CODA_LLAMA_INFER))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "llama config: unknown flags 0x%x",
                      c->flags);
+  if (head && (c->flags & CODA_LLAMA_INFER))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "llama config: the head plan computes the training loss and has no "
+                     "forward-only form (CODA_LLAMA_INFER is for block plans)");
+  if ((c->flags & CODA_LLAMA_INFER) &&
+      (c->flags & (CODA_LLAMA_GRAD_ACT | CODA_LLAMA_INPLACE | CODA_LLAMA_ROPE_MAP)))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "llama config: flags 0x%x shape the backward (GRAD_ACT, INPLACE, ROPE_MAP), "
+                     "which a forward-only plan (CODA_LLAMA_INFER) does not have", c->flags);
   if (head && (c->flags & CODA_LLAMA_NORM_OUT))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "llama config: the head has no next norm (CODA_LLAMA_NORM_OUT)");
@@ -274,6 +290,9 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   const int64_t M = c.batch * c.seq, D = c.dim, F = c.ffn_dim, hd = c.head_dim;
   const int64_t HQ = c.n_heads * hd, NQKV = (c.n_heads + 2 * c.n_kv_heads) * hd;
   const coda_phase FW = CODA_PHASE_FORWARD, BW = CODA_PHASE_BACKWARD;
+  /* forward only: no backward phase, nothing saved for one */
+  const int infer = (c.flags & CODA_LLAMA_INFER) != 0;
+  const plan_role saved = infer ? PLAN_ROLE_TEMP : PLAN_ROLE_SAVED;
 
   coda_plan p;
   s = plan_create(ctx, "llama_block", &p);
@@ -282,7 +301,7 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
 
   /* caller-facing buffers */
   plan_buffer(p, "x", act, M, D, PLAN_ROLE_INPUT);
-  plan_buffer(p, "dx_out", act, M, D, PLAN_ROLE_INPUT);
+  if (!infer) plan_buffer(p, "dx_out", act, M, D, PLAN_ROLE_INPUT);
   plan_buffer(p, "wqkv", act, NQKV, D, PLAN_ROLE_PARAM);
   plan_buffer(p, "wo", act, D, HQ, PLAN_ROLE_PARAM);
   plan_buffer(p, "wgu", act, 2 * F, D, PLAN_ROLE_PARAM);
@@ -290,13 +309,15 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   plan_buffer(p, "wn1", act, 1, D, PLAN_ROLE_PARAM);
   plan_buffer(p, "wn2", act, 1, D, PLAN_ROLE_PARAM);
   plan_buffer(p, "x_out", act, M, D, PLAN_ROLE_OUTPUT);
-  plan_buffer(p, "dx", act, M, D, PLAN_ROLE_GRAD);
-  plan_buffer(p, "dwqkv", gw, NQKV, D, PLAN_ROLE_GRAD);
-  plan_buffer(p, "dwo", gw, D, HQ, PLAN_ROLE_GRAD);
-  plan_buffer(p, "dwgu", gw, 2 * F, D, PLAN_ROLE_GRAD);
-  plan_buffer(p, "dwd", gw, D, F, PLAN_ROLE_GRAD);
-  plan_buffer(p, "dwn1", st, 1, D, PLAN_ROLE_GRAD);
-  plan_buffer(p, "dwn2", st, 1, D, PLAN_ROLE_GRAD);
+  if (!infer) {
+    plan_buffer(p, "dx", act, M, D, PLAN_ROLE_GRAD);
+    plan_buffer(p, "dwqkv", gw, NQKV, D, PLAN_ROLE_GRAD);
+    plan_buffer(p, "dwo", gw, D, HQ, PLAN_ROLE_GRAD);
+    plan_buffer(p, "dwgu", gw, 2 * F, D, PLAN_ROLE_GRAD);
+    plan_buffer(p, "dwd", gw, D, F, PLAN_ROLE_GRAD);
+    plan_buffer(p, "dwn1", st, 1, D, PLAN_ROLE_GRAD);
+    plan_buffer(p, "dwn2", st, 1, D, PLAN_ROLE_GRAD);
+  }
   /* tables */
   plan_buffer(p, "pos", CODA_I32, M, 1, PLAN_ROLE_CONST);
   plan_buffer(p, "freq", st, 1, NQKV, PLAN_ROLE_CONST);
@@ -309,36 +330,39 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   /* a row statistic over D columns: its M x T rowsum partials when folded */
   const int64_t rcols = fold ? (D + tl.tile_n - 1) / tl.tile_n : 1;
   plan_buffer(p, "h1", act, M, D, norm_in ? PLAN_ROLE_INPUT : PLAN_ROLE_TEMP);
-  plan_buffer(p, "rstd1", st, M, rcols, norm_in ? PLAN_ROLE_INPUT : PLAN_ROLE_SAVED);
+  plan_buffer(p, "rstd1", st, M, rcols, norm_in ? PLAN_ROLE_INPUT : saved);
   if (norm_out) {
     plan_buffer(p, "wn_next", act, 1, D, PLAN_ROLE_PARAM);
     plan_buffer(p, "h_next", act, M, D, PLAN_ROLE_OUTPUT);
     plan_buffer(p, "rstd_next", st, M, rcols, PLAN_ROLE_OUTPUT);
   }
-  plan_buffer(p, "qkv", act, M, NQKV, PLAN_ROLE_SAVED);
-  plan_buffer(p, "o", act, M, HQ, PLAN_ROLE_SAVED);
-  plan_buffer(p, "lse", st, M, c.n_heads, PLAN_ROLE_SAVED);
-  plan_buffer(p, "x1", act, M, D, PLAN_ROLE_SAVED);
+  /* forward only, qkv is an output: its rotated K and V columns are what
+   * a decoder keeps in its cache */
+  plan_buffer(p, "qkv", act, M, NQKV, infer ? PLAN_ROLE_OUTPUT : PLAN_ROLE_SAVED);
+  plan_buffer(p, "o", act, M, HQ, saved);
+  plan_buffer(p, "lse", st, M, c.n_heads, saved);
+  plan_buffer(p, "x1", act, M, D, saved);
   plan_buffer(p, "h2", act, M, D, PLAN_ROLE_TEMP);
-  plan_buffer(p, "rstd2", st, M, rcols, PLAN_ROLE_SAVED);
-  plan_buffer(p, "z", act, M, 2 * F, PLAN_ROLE_SAVED);
+  plan_buffer(p, "rstd2", st, M, rcols, saved);
+  if (!infer) plan_buffer(p, "z", act, M, 2 * F, PLAN_ROLE_SAVED);
   plan_buffer(p, "y", act, M, F, PLAN_ROLE_TEMP);
-  /* backward temporaries */
-  plan_buffer(p, "dz", act, M, 2 * F, PLAN_ROLE_TEMP);
-  /* in place: the SwiGLU backward (z's last reader) writes dz over z */
-  if (c.flags & CODA_LLAMA_INPLACE) plan_buffer_alias(p, "dz", "z");
-  plan_buffer(p, "y_re", act, M, F, PLAN_ROLE_TEMP);
-  if (!fold) plan_buffer(p, "zdz2", st, M, 1, PLAN_ROLE_TEMP);
-  plan_buffer(p, "dx1", act, M, D, PLAN_ROLE_TEMP);
-  plan_buffer(p, "post2", act, M, D, PLAN_ROLE_TEMP);
-  plan_buffer(p, "do", act, M, HQ, PLAN_ROLE_TEMP);
   const int rope_map = (c.flags & CODA_LLAMA_ROPE_MAP) != 0;
-  if (rope_map) plan_buffer(p, "dqkv", act, M, NQKV, PLAN_ROLE_TEMP);
-  /* fused: the attention backward's per-head Sigma qkv*dqkv partials */
-  else plan_buffer(p, "zp1", st, M, c.n_heads + 2 * c.n_kv_heads, PLAN_ROLE_TEMP);
-  plan_buffer(p, "dzqkv", act, M, NQKV, PLAN_ROLE_TEMP);
-  if (!fold) plan_buffer(p, "zdz1", st, M, 1, PLAN_ROLE_TEMP);
-  plan_buffer(p, "post1", act, M, D, PLAN_ROLE_TEMP);
+  if (!infer) { /* backward temporaries */
+    plan_buffer(p, "dz", act, M, 2 * F, PLAN_ROLE_TEMP);
+    /* in place: the SwiGLU backward (z's last reader) writes dz over z */
+    if (c.flags & CODA_LLAMA_INPLACE) plan_buffer_alias(p, "dz", "z");
+    plan_buffer(p, "y_re", act, M, F, PLAN_ROLE_TEMP);
+    if (!fold) plan_buffer(p, "zdz2", st, M, 1, PLAN_ROLE_TEMP);
+    plan_buffer(p, "dx1", act, M, D, PLAN_ROLE_TEMP);
+    plan_buffer(p, "post2", act, M, D, PLAN_ROLE_TEMP);
+    plan_buffer(p, "do", act, M, HQ, PLAN_ROLE_TEMP);
+    if (rope_map) plan_buffer(p, "dqkv", act, M, NQKV, PLAN_ROLE_TEMP);
+    /* fused: the attention backward's per-head Sigma qkv*dqkv partials */
+    else plan_buffer(p, "zp1", st, M, c.n_heads + 2 * c.n_kv_heads, PLAN_ROLE_TEMP);
+    plan_buffer(p, "dzqkv", act, M, NQKV, PLAN_ROLE_TEMP);
+    if (!fold) plan_buffer(p, "zdz1", st, M, 1, PLAN_ROLE_TEMP);
+    plan_buffer(p, "post1", act, M, D, PLAN_ROLE_TEMP);
+  }
 
   plan_attention g;
   memset(&g, 0, sizeof g);
@@ -365,14 +389,22 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   if (fold) {
     plan_gemm(p, FW, "out_proj_residual_norm", "llama_residual_norm", CODA_N, "o", CODA_T, "wo",
               tl, "res=x w=wn2 x=x1 h=h2 ss=rstd2");
-    plan_gemm(p, FW, "gate_up_swiglu", "llama_swiglu_folded", CODA_N, "h2", CODA_T, "wgu", tl,
-              "ss=rstd2 inv_n=inv_d z=z y=y");
+    if (infer) /* the variant without the store of z */
+      plan_gemm(p, FW, "gate_up_swiglu", "llama_swiglu_folded_infer", CODA_N, "h2", CODA_T, "wgu",
+                tl, "ss=rstd2 inv_n=inv_d y=y");
+    else
+      plan_gemm(p, FW, "gate_up_swiglu", "llama_swiglu_folded", CODA_N, "h2", CODA_T, "wgu", tl,
+                "ss=rstd2 inv_n=inv_d z=z y=y");
   } else {
     plan_gemm(p, FW, "out_proj_residual_norm", "llama_residual_norm", CODA_N, "o", CODA_T, "wo",
               tl, "res=x w=wn2 x=x1 h=h2 ss=ss2");
     plan_finish(p, FW, "norm2.rstd", "llama_residual_norm", "r", M, D, tl, "ss=ss2 r=rstd2");
-    plan_gemm(p, FW, "gate_up_swiglu", "llama_swiglu", CODA_N, "h2", CODA_T, "wgu", tl,
-              "r=rstd2 z=z y=y");
+    if (infer)
+      plan_gemm(p, FW, "gate_up_swiglu", "llama_swiglu_infer", CODA_N, "h2", CODA_T, "wgu", tl,
+                "r=rstd2 y=y");
+    else
+      plan_gemm(p, FW, "gate_up_swiglu", "llama_swiglu", CODA_N, "h2", CODA_T, "wgu", tl,
+                "r=rstd2 z=z y=y");
   }
   if (norm_out && fold) {
     plan_gemm(p, FW, "down_residual_norm", "llama_residual_norm", CODA_N, "y", CODA_T, "wd", tl,
@@ -387,6 +419,8 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
     plan_gemm(p, FW, "down_residual", "llama_residual", CODA_N, "y", CODA_T, "wd", tl,
               "res=x1 x=x_out");
   }
+
+  if (infer) return finish_build(ctx, p, out);
 
   /* ---- backward ---- */
   if (!exact) {

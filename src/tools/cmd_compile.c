@@ -27,10 +27,11 @@ static void compile_usage(FILE *f) {
           "  --ta, --tn   A stored K x M (trans_a = T); B stored K x N (trans_b = N)\n"
           "  --no-cache   compile even if the kernel is cached\n"
           "  --all        compile every kernel of the built-in block plans (Llama-3 block\n"
-          "               with and without the chaining and fold flags, its LM head, the\n"
-          "               GPT-2 block with and without its fold flag) into the cache, so\n"
-          "               that training and benchmarks never wait on a compile; --unfused\n"
-          "               adds the kernels of the plans with fusion off\n");
+          "               with and without the chaining and fold flags, also forward only;\n"
+          "               its LM head; the GPT-2 block with and without its fold flag)\n"
+          "               into the cache, so that training, the decoder's prefill and\n"
+          "               benchmarks never wait on a compile; --unfused adds the kernels\n"
+          "               of the plans with fusion off\n");
 }
 
 /* Builds plan `kind` (0 Llama-3 block, 1 its LM head, 2 GPT-2 block) with
@@ -71,8 +72,11 @@ static int compile_all(int unfused, int quiet) {
   int built = 0, fresh = 0, bad = 0;
   for (int kind = 0; kind < 3; kind++) {
     /* chaining and fold flags change the programs: every combination the
-     * plan takes (Llama: NORM_IN, NORM_OUT, FOLD; GPT-2: FOLD) */
-    for (unsigned flags = 0; flags < (kind == 2 ? 2u : 8u); flags++) {
+     * plan takes (Llama: NORM_IN, NORM_OUT, FOLD, and the block's forward-
+     * only form INFER, the decoder's prefill; GPT-2: FOLD) */
+    const unsigned nflags = kind == 2 ? 2u : kind == 1 ? 8u : 16u;
+    for (unsigned f = 0; f < nflags; f++) {
+      const unsigned flags = (f & 7u) | (f & 8u ? CODA_LLAMA_INFER : 0u);
       coda_plan p;
       if (build_plan(ctx, kind, flags, &p) != CODA_OK) {
         if (flags == 0) { /* combinations a plan refuses are not kernels it runs */

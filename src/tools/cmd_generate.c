@@ -43,6 +43,9 @@ static void gen_usage(FILE *f) {
       "  --threads N         CPU threads\n"
       "  --no-graphs         GPU: launch each decode step's kernels one by one instead of\n"
       "                      replaying the step's recorded CUDA graph\n"
+      "  --prefill PATH      how fresh prompts are prefilled: auto (default: the fused\n"
+      "                      block plans on the GPU, the fp32 reference path on the CPU)\n"
+      "                      | plans | direct\n"
       "With one prompt the text is written as it is produced; with several, each\n"
       "sequence's text once all have finished, separated by lines \"--- sequence I\".\n"
       "Bench: random weights of a Llama-like shape, random prompts; prints the prefill\n"
@@ -106,7 +109,7 @@ static int parse_batches(const char *v, int *out, int max) {
 
 static int run_bench(coda_context ctx, const char *shape, const int *batches, int nb,
                      int prompt_len, int steps, int gpu, int no_graphs, int profile,
-                     double hbm_gbps) {
+                     double hbm_gbps, coda_prefill_path prefill) {
   coda_model_config c;
   memset(&c, 0, sizeof c);
   c.rope_theta = 500000.0;
@@ -128,8 +131,9 @@ static int run_bench(coda_context ctx, const char *shape, const int *batches, in
                   (double)c.layers * ((double)c.dim * c.dim * 2 + (double)c.dim * c.dim / 2 +
                                       3.0 * c.dim * c.ffn);
   printf("decoder bench: %s shape (%.1f M parameters, random weights), %s, prompt %d tokens, "
-         "%d decode steps (greedy), step graphs %s\n", shape, params / 1e6,
-         gpu ? "GPU (bf16)" : "CPU (fp32)", prompt_len, steps, no_graphs ? "off" : "on");
+         "%d decode steps (greedy), step graphs %s, prefill %s\n", shape, params / 1e6,
+         gpu ? "GPU (bf16)" : "CPU (fp32)", prompt_len, steps, no_graphs ? "off" : "on",
+         prefill == CODA_PREFILL_PLANS ? "plans" : prefill == CODA_PREFILL_DIRECT ? "direct" : "auto");
   /* The floor of a step: the bf16 weights (of the embedding table only the
    * batch's rows) and the cache at its mean length over the steps, read
    * once at hbm_gbps (--hbm-gbps: the measured copy bandwidth; default an
@@ -142,7 +146,7 @@ static int run_bench(coda_context ctx, const char *shape, const int *batches, in
     int B = batches[i];
     coda_decoder_options o = {.struct_size = sizeof o, .batch = B,
                               .max_len = prompt_len + steps + 2, /* + a profiled step */
-                              .no_graphs = no_graphs};
+                              .no_graphs = no_graphs, .prefill = prefill};
     coda_decoder d = NULL;
     if (coda_decoder_create_random(ctx, &c, 1, &o, &d) != CODA_OK) {
       fprintf(stderr, "coda generate: %s\n", coda_last_error(ctx));
@@ -265,6 +269,7 @@ int cmd_generate(int argc, char **argv) {
   int as_ids[MAX_PROMPTS], print_ids = 0; /* as_ids[i]: prompts[i] is a list of token ids */
   const char *tokenizer = NULL;
   int prompt_len = 512, batches[16] = {1, 16}, nb = 2, no_graphs = 0, profile = 0;
+  coda_prefill_path prefill = CODA_PREFILL_AUTO;
   double hbm_gbps = 4300.0;
   int32_t stops[MAX_STOPS];
   int nstop = 0;
@@ -297,6 +302,11 @@ int cmd_generate(int argc, char **argv) {
     else if (!strcmp(a, "--device")) {
       if (!strcmp(v, "cpu")) gpu = 0;
       else if (!strcmp(v, "gpu") || !strcmp(v, "cuda")) gpu = 1;
+      else goto bad;
+    } else if (!strcmp(a, "--prefill")) {
+      if (!strcmp(v, "auto")) prefill = CODA_PREFILL_AUTO;
+      else if (!strcmp(v, "plans")) prefill = CODA_PREFILL_PLANS;
+      else if (!strcmp(v, "direct")) prefill = CODA_PREFILL_DIRECT;
       else goto bad;
     } else if (!strcmp(a, "--batches")) {
       nb = parse_batches(v, batches, 16);
@@ -345,7 +355,7 @@ int cmd_generate(int argc, char **argv) {
   if (coda_tool_context(&co, &ctx, "generate", gpu ? "CUDA" : "CPU") != CODA_OK) return 1;
   if (bench) {
     int rc = run_bench(ctx, shape, batches, nb, prompt_len, tokens < 0 ? 128 : tokens, gpu,
-                       no_graphs, profile, hbm_gbps);
+                       no_graphs, profile, hbm_gbps, prefill);
     coda_context_destroy(ctx);
     return rc;
   }
@@ -398,7 +408,8 @@ int cmd_generate(int argc, char **argv) {
   coda_tokenizer_destroy(tk);
   coda_decoder_options o = {.struct_size = sizeof o, .batch = np,
                             .max_len = max_len > 0 ? max_len : longest + tokens,
-                            .no_graphs = no_graphs, .tokenizer = tokenizer};
+                            .no_graphs = no_graphs, .tokenizer = tokenizer,
+                            .prefill = prefill};
   if (!s && !rc) s = coda_decoder_load(ctx, ckpt, &o, &d);
   if (!s && !rc) {
     for (int i = 0; i < np; i++)

@@ -24,6 +24,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -209,8 +210,17 @@ static coda_status host_forward(coda_decoder d, const int32_t *tok, const int32_
     }
     host_linear(nt, d->x, d->y, w->w2, M, D, F, 1);
   }
+  decode_host_head(d, head_rows, head_seq, nhead);
+  return CODA_OK;
+}
+
+void decode_host_head(coda_decoder d, const int32_t *head_rows, const int32_t *head_seq,
+                      int64_t nhead) {
+  const int64_t D = d->D;
+  const int nt = d->nt;
   for (int64_t r = 0; r < nhead; r++) {
-    coda_ref_rmsnorm(1, d->x + (int64_t)head_rows[r] * D, d->norm, d->h, NULL, 1, D, c->norm_eps);
+    coda_ref_rmsnorm(1, d->x + (int64_t)head_rows[r] * D, d->norm, d->h, NULL, 1, D,
+                     d->c.norm_eps);
     float *out = d->logits + (int64_t)head_seq[r] * d->V;
     const float *hh = d->h;
 #pragma omp parallel for schedule(static) num_threads(nt)
@@ -220,13 +230,15 @@ static coda_status host_forward(coda_decoder d, const int32_t *tok, const int32_
       out[v] = (float)s;
     }
   }
-  return CODA_OK;
 }
 
 static coda_status forward(coda_decoder d, const int32_t *tok, const int32_t *seq,
                            const int32_t *pos, int64_t M, const int32_t *head_rows,
                            const int32_t *head_seq, int64_t nhead) {
   if (M == 0) return CODA_OK;
+  /* a chunk of fresh prompts through the block plans (decode_plans.c) */
+  if (!d->in_step && decode_plans_take(d, seq, pos, M))
+    return decode_plans_forward(d, tok, seq, M, head_rows, head_seq, nhead);
   return d->gpu ? decode_dev_forward(d, tok, seq, pos, M, head_rows, head_seq, nhead)
                 : host_forward(d, tok, seq, pos, M, head_rows, head_seq, nhead);
 }
@@ -236,6 +248,7 @@ static coda_status forward(coda_decoder d, const int32_t *tok, const int32_t *se
 void coda_decoder_destroy(coda_decoder d) {
   if (!d) return;
   coda_context ctx = d->ctx;
+  decode_plans_free(d);
   if (d->l)
     for (int i = 0; i < d->c.layers; i++) {
       layer_w *w = &d->l[i];
@@ -277,13 +290,32 @@ coda_decoder_options coda_decoder_default_options(void) {
   return o;
 }
 
+/* coda_decoder_options as its first layout had it (before prefill). */
+typedef struct {
+  size_t struct_size;
+  int batch, max_len, no_graphs;
+  const char *tokenizer;
+} decoder_options_layout1;
+_Static_assert(offsetof(decoder_options_layout1, tokenizer) ==
+                   offsetof(coda_decoder_options, tokenizer),
+               "layout 1 of coda_decoder_options is a prefix of the current one");
+_Static_assert(sizeof(decoder_options_layout1) < sizeof(coda_decoder_options),
+               "each layout of coda_decoder_options is larger than the one before");
+
 /* The caller's options (NULL stays NULL) over the defaults. */
 static coda_status take_options(coda_context ctx, const coda_decoder_options *in,
                                 coda_decoder_options *out, const coda_decoder_options **use) {
-  static const coda_options_layout layouts[] = {CODA_OPTIONS_LAYOUT(coda_decoder_options)};
+  static const coda_options_layout layouts[] = {
+      CODA_OPTIONS_LAYOUT_OLD(decoder_options_layout1, tokenizer),
+      CODA_OPTIONS_LAYOUT(coda_decoder_options)};
   *out = coda_decoder_default_options();
   *use = in ? out : NULL;
-  return in ? coda_options_take(ctx, "coda_decoder_options", in, out, layouts, 1) : CODA_OK;
+  if (!in) return CODA_OK;
+  coda_status s = coda_options_take(ctx, "coda_decoder_options", in, out, layouts, 2);
+  if (!s && (out->prefill < CODA_PREFILL_AUTO || out->prefill > CODA_PREFILL_PLANS))
+    s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_decoder_options.prefill is %d, not "
+                  "CODA_PREFILL_AUTO (0), _DIRECT (1) or _PLANS (2)", (int)out->prefill);
+  return s;
 }
 
 coda_status coda_decoder_create(coda_context ctx, coda_model *m, const coda_decoder_options *opts,
@@ -375,6 +407,7 @@ coda_status coda_decoder_create(coda_context ctx, coda_model *m, const coda_deco
     }
 #undef PW
   }
+  if (!s) s = decode_plans_setup(d, o->prefill, W, m);
   if (s) {
     coda_decoder_destroy(d);
     return s;
@@ -541,6 +574,13 @@ coda_status coda_decoder_prefill(coda_decoder d, const int32_t *const *prompts, 
     if (!prompts[b]) continue;
     d->len[b] = 0;
     d->has_logits[b] = 0;
+    /* the plans take whole fresh prompts: one that fits a chunk starts a
+     * new chunk rather than being cut (its rest would continue a cache, on
+     * the direct path, and take that chunk's other prompts with it) */
+    if (d->use_plans && M > 0 && M + lens[b] > d->chunk && lens[b] <= d->chunk) {
+      s = forward(d, d->h_tok, d->h_seq, d->h_pos, M, d->h_rows, d->h_hseq, nh);
+      M = nh = 0;
+    }
     for (int i = 0; i < lens[b] && !s; i++) {
       d->h_tok[M] = prompts[b][i];
       d->h_seq[M] = b;

@@ -16,6 +16,7 @@
 #define DEVICE_CHUNK 2048 /* prefill rows per device forward */
 #define MAX_SPLITS 32     /* decode attention splits over the cache */
 #define MAX_GRAPHS 64     /* recorded decode steps, one per (rows, splits) */
+#define MAX_PREFILL_PLANS 8 /* plan sets of distinct (prompts, length) shapes kept */
 
 /* A decode step's launches recorded as a graph: their arguments are fixed
  * by the rows and the attention splits; tokens and positions are read from
@@ -30,7 +31,22 @@ typedef struct {
   const float *wn_attn, *wqkv, *wo, *wn_ffn, *w13, *w2; /* host (fp32) */
   float *d_wn_attn, *d_wn_ffn;                          /* device fp32 norms */
   uint16_t *d_wqkv, *d_wo, *d_w13, *d_w2;               /* device bf16 */
+  /* the block plans' bf16 weights in the backend's memory (decode_plans.c):
+   * on a device the GEMM weights are d_wqkv .. d_w2 themselves and only the
+   * norms are copies; on the host all six live in the decoder's Wb */
+  const uint16_t *p_wn1, *p_wqkv, *p_wo, *p_wn2, *p_w13, *p_w2;
 } layer_w;
+
+/* A forward-only Llama-3 block plan (CODA_LLAMA_INFER) for B fresh prompts
+ * of T tokens each, run once per layer with that layer's weights bound. */
+typedef struct {
+  int B, T;
+  coda_plan blk;
+  void *xs[2];   /* the residual stream, B·T x D bf16: layer i reads xs[i % 2]
+                  * and writes xs[(i + 1) % 2] */
+  uint64_t used; /* the plan prefill that last ran it (the least recent goes
+                  * when a new shape needs its slot) */
+} prefill_plan;
 
 struct coda_decoder_s {
   coda_context ctx;
@@ -71,6 +87,15 @@ struct coda_decoder_s {
   int graphs_off;    /* steps are not recorded (option, debug mode, no stream) */
   step_graph graphs[MAX_GRAPHS];
   int ngraphs;
+  /* prefill of fresh chunks through the block plans (decode_plans.c) */
+  int use_plans;
+  prefill_plan plans[MAX_PREFILL_PLANS];
+  int nplans;
+  int plan_builds;     /* plan sets built so far: a prefill of shapes seen
+                        * before builds none */
+  uint64_t plan_clock; /* plan prefills run */
+  uint16_t *Wb;        /* host: the block weights in bf16, or NULL */
+  uint16_t *d_pnorm;   /* device: the two norm weights of every layer in bf16 */
 };
 
 static inline uint16_t decode_to_bf16(float f) { /* round to nearest even; NaN stays NaN */
@@ -88,5 +113,30 @@ coda_status decode_setup_device(coda_decoder d, const float *W, coda_model *m);
 coda_status decode_dev_forward(coda_decoder d, const int32_t *tok, const int32_t *seq,
                                const int32_t *pos, int64_t M, const int32_t *head_rows,
                                const int32_t *head_seq, int64_t nhead);
+
+/* The host head (decode.c): final RMSNorm and LM head of rows head_rows
+ * of d->x into the logits of sequences head_seq. */
+void decode_host_head(coda_decoder d, const int32_t *head_rows, const int32_t *head_seq,
+                      int64_t nhead);
+
+/* The plan prefill (decode_plans.c). Setup decides d->use_plans from the
+ * option and the backend (an explicit CODA_PREFILL_PLANS that cannot run
+ * is CODA_ERR_NOT_SUPPORTED) and puts the plans' bf16 weights in place;
+ * after the decoder's weights are. */
+coda_status decode_plans_setup(coda_decoder d, coda_prefill_path path, const float *W,
+                               coda_model *m);
+void decode_plans_free(coda_decoder d);
+/* 1 when the rows are whole fresh prompts (each sequence's rows from
+ * position 0, in order; the last may be cut by the chunk's end) and the
+ * plans are in use: d->seg_start / seg_len / nseg then hold them. */
+int decode_plans_take(coda_decoder d, const int32_t *seq, const int32_t *pos, int64_t M);
+/* The forward of such rows through the plans: every layer's K and V into
+ * the cache, the logits of rows head_rows (of sequences head_seq). */
+coda_status decode_plans_forward(coda_decoder d, const int32_t *tok, const int32_t *seq,
+                                 int64_t M, const int32_t *head_rows, const int32_t *head_seq,
+                                 int64_t nhead);
+/* Plan sets built so far (tests: a second prefill of the same shapes
+ * builds none). */
+int decode_plan_builds(const coda_decoder d);
 
 #endif

@@ -136,6 +136,7 @@ expect "bad value '-1' for --tokens" -- generate --checkpoint x --tokens -1
 expect "bad value '99999999999' for --tokens" -- generate --checkpoint x --tokens 99999999999
 expect "bad value 'hot' for --temperature" -- generate --checkpoint x --temperature hot
 expect "bad value '-2' for --temperature" -- generate --checkpoint x --temperature -2
+expect "bad value 'fast' for --prefill" -- generate --checkpoint x --prefill fast
 expect "missing.safetensors: cannot open" -- generate --checkpoint missing.safetensors
 expect "bad value '2' for --top-p" -- generate --checkpoint x --top-p 2
 expect "bad value '0' for --top-p" -- generate --checkpoint x --top-p 0

@@ -31,7 +31,15 @@
  *   - kernels launched without programmatic dependent launch
  *     (CODA_DECODE_PDL=0) give logits bit-identical to those launched with
  *     it, and so does the RMSNorm kernel against the one-row GEMV's own
- *     norm (CODA_DECODE_NORM=separate).
+ *     norm (CODA_DECODE_NORM=separate);
+ *   - the prefill through the forward-only block plans (CODA_PREFILL_PLANS)
+ *     against the direct GPU prefill and the CPU decoder, in the bound
+ *     above: GQA prompts of 37, 5, 100, 37 and 1 tokens (four plans, one of
+ *     batch 2), a 2100-token prompt (a plan for its first chunk, the direct
+ *     path after it), and the MHA model with prompts of 37, 5 and 100; the
+ *     cached keys and values within 4 % of each layer's largest, and a
+ *     second prefill of the same lengths builds no plan. The cases above
+ *     this one run the direct prefill (CODA_PREFILL_DIRECT).
  *
  *   test_decode_gpu [--sanitize]
  *     --sanitize: every case with a few steps only, a short batch-1 prompt
@@ -42,6 +50,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "coda_decode.h"
 #include "check.h"
+#include "train/decode_internal.h" /* decode_plan_builds, the caches */
 #include "train/train.h"
 
 #include <math.h>
@@ -95,7 +104,9 @@ static void against_cpu(coda_context cpu, coda_context gpu, const coda_model_con
   else g_rows_gemm++;
   coda_model *m = make_model(cpu, c, 7);
   if (!m) return;
-  coda_decoder_options o = {.struct_size = sizeof o, .batch = B};
+  /* the direct prefill (GEMM, GEMV and decode kernels); the plan prefill
+   * is plans_vs_direct's */
+  coda_decoder_options o = {.struct_size = sizeof o, .batch = B, .prefill = CODA_PREFILL_DIRECT};
   coda_decoder dc = NULL, dg = NULL;
   CHECK_STATUS(cpu, coda_decoder_create(cpu, m, &o, &dc), CODA_OK);
   CHECK_STATUS(gpu, coda_decoder_create(gpu, m, &o, &dg), CODA_OK);
@@ -230,6 +241,132 @@ static void against_cpu(coda_context cpu, coda_context gpu, const coda_model_con
   coda_model_destroy(m);
 }
 
+/* max |a - b| <= 4 % of max |a| + slack; *worst = the larger ratio. */
+static int within(const float *a, const float *b, int64_t n, double slack, double *worst) {
+  double scale = 0.0, err = 0.0;
+  for (int64_t i = 0; i < n; i++) {
+    scale = fabs(a[i]) > scale ? fabs(a[i]) : scale;
+    err = fabs((double)a[i] - b[i]) > err ? fabs((double)a[i] - b[i]) : err;
+  }
+  if (err / (scale + 1e-30) > *worst) *worst = err / (scale + 1e-30);
+  return err <= 0.04 * scale + slack;
+}
+
+static void bf16_to_f32(const uint16_t *h, float *f, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u = (uint32_t)h[i] << 16;
+    memcpy(&f[i], &u, 4);
+  }
+}
+
+/* The plan prefill on the GPU (CODA_PREFILL_PLANS: the forward-only block
+ * plans, bf16 residual stream) against the direct GPU prefill (fp32
+ * residual stream) and the CPU decoder, on the same bf16 weights: the
+ * logits after prefill and after each step fed with the direct decoder's
+ * greedy tokens within the bf16 bound of against_cpu (4 % of max |logit|
+ * + 0.02), the argmax equal in at least 90 % of them; every layer's cached
+ * keys and values of the prompts within 4 % of the layer's largest; a
+ * second prefill of the same lengths builds no plan. */
+static void plans_vs_direct(coda_context cpu, coda_context gpu, const coda_model_config *c,
+                            const int *plen, int B, int steps, int want_builds, const char *what) {
+  printf("%s: plan prefill, batch %d, %d steps ...\n", what, B, steps);
+  g_cases++;
+  coda_model *m = make_model(cpu, c, 9);
+  if (!m) return;
+  coda_decoder_options od = {.struct_size = sizeof od, .batch = B, .prefill = CODA_PREFILL_DIRECT};
+  coda_decoder_options op = od;
+  op.prefill = CODA_PREFILL_PLANS;
+  coda_decoder dc = NULL, dd = NULL, dp = NULL;
+  CHECK_STATUS(cpu, coda_decoder_create(cpu, m, &od, &dc), CODA_OK);
+  CHECK_STATUS(gpu, coda_decoder_create(gpu, m, &od, &dd), CODA_OK);
+  CHECK_STATUS(gpu, coda_decoder_create(gpu, m, &op, &dp), CODA_OK);
+  if (!dc || !dd || !dp) {
+    coda_decoder_destroy(dc);
+    coda_decoder_destroy(dd);
+    coda_decoder_destroy(dp);
+    coda_model_destroy(m);
+    return;
+  }
+  const int64_t V = c->vocab;
+  int32_t **seq = calloc((size_t)B, sizeof *seq);
+  uint64_t r = 23;
+  for (int b = 0; b < B; b++) {
+    seq[b] = malloc((size_t)plen[b] * 4);
+    for (int i = 0; i < plen[b]; i++) seq[b][i] = (int32_t)coda_rng_below(&r, (uint64_t)V);
+  }
+  const int32_t *const *pr = (const int32_t *const *)seq;
+  CHECK_STATUS(cpu, coda_decoder_prefill(dc, pr, plen), CODA_OK);
+  CHECK_STATUS(gpu, coda_decoder_prefill(dd, pr, plen), CODA_OK);
+  CHECK_STATUS(gpu, coda_decoder_prefill(dp, pr, plen), CODA_OK);
+  CHECK_EQ_INT(decode_plan_builds(dd), 0);
+  CHECK_EQ_INT(decode_plan_builds(dp), want_builds);
+  /* the caches: [layer][batch][max_len][kv dim] bf16 */
+  const size_t cache = (size_t)c->layers * B * dp->max_len * dp->kvd;
+  uint16_t *hk = malloc(cache * 2);
+  float *kd = malloc(cache * 4), *kp = malloc(cache * 4);
+  double cworst = 0.0;
+  for (int kv = 0; kv < 2; kv++) {
+    CHECK_STATUS(gpu, coda_memcpy_d2h(gpu, hk, kv ? dd->d_vc : dd->d_kc, cache * 2), CODA_OK);
+    bf16_to_f32(hk, kd, cache);
+    CHECK_STATUS(gpu, coda_memcpy_d2h(gpu, hk, kv ? dp->d_vc : dp->d_kc, cache * 2), CODA_OK);
+    bf16_to_f32(hk, kp, cache);
+    for (int li = 0; li < c->layers; li++)
+      for (int b = 0; b < B; b++) {
+        const size_t off = (((size_t)li * B + b) * dp->max_len) * dp->kvd;
+        CHECK_MSG(within(kd + off, kp + off, (int64_t)plen[b] * dp->kvd, 0.0, &cworst),
+                  "%s: layer %d sequence %d: cached %s differ (%g of max)", what, li, b,
+                  kv ? "values" : "keys", cworst);
+      }
+  }
+  free(hk); free(kd); free(kp);
+  float *lc = malloc((size_t)B * V * 4), *ld = malloc((size_t)B * V * 4);
+  float *lp = malloc((size_t)B * V * 4), *lp0 = malloc((size_t)B * V * 4);
+  int32_t *tok = malloc((size_t)B * 4);
+  double worst = 0.0, worst_cpu = 0.0;
+  CHECK_STATUS(gpu, coda_decoder_logits(dp, lp0), CODA_OK);
+  int agree = 0, total = 0;
+  for (int st = 0; st <= steps; st++) {
+    CHECK(coda_decoder_logits(dc, lc) == CODA_OK);
+    CHECK_STATUS(gpu, coda_decoder_logits(dd, ld), CODA_OK);
+    CHECK_STATUS(gpu, coda_decoder_logits(dp, lp), CODA_OK);
+    for (int b = 0; b < B; b++) {
+      CHECK_MSG(within(ld + b * V, lp + b * V, V, 0.02, &worst),
+                "%s: step %d sequence %d: plan-prefilled logits differ from the direct GPU's "
+                "(%g of max)", what, st, b, worst);
+      CHECK_MSG(within(lc + b * V, lp + b * V, V, 0.02, &worst_cpu),
+                "%s: step %d sequence %d: plan-prefilled logits differ from the CPU's (%g of max)",
+                what, st, b, worst_cpu);
+      agree += argmax(ld + b * V, V) == argmax(lp + b * V, V);
+      total++;
+    }
+    if (st == steps) break;
+    for (int b = 0; b < B; b++) tok[b] = argmax(ld + b * V, V);
+    CHECK(coda_decoder_step(dc, tok) == CODA_OK);
+    CHECK_STATUS(gpu, coda_decoder_step(dd, tok), CODA_OK);
+    CHECK_STATUS(gpu, coda_decoder_step(dp, tok), CODA_OK);
+  }
+  CHECK_MSG(agree * 10 >= total * 9, "%s: argmax agrees in %d of %d", what, agree, total);
+  printf("%s: max |plans - direct| / max |logit| = %.4f (CPU %.4f), caches %.4f, argmax equal "
+         "%d/%d\n", what, worst, worst_cpu, cworst, agree, total);
+  /* the same lengths again: no plan is built, and the logits still agree */
+  CHECK_STATUS(gpu, coda_decoder_prefill(dd, pr, plen), CODA_OK);
+  CHECK_STATUS(gpu, coda_decoder_prefill(dp, pr, plen), CODA_OK);
+  CHECK_EQ_INT(decode_plan_builds(dp), want_builds);
+  CHECK_STATUS(gpu, coda_decoder_logits(dd, ld), CODA_OK);
+  CHECK_STATUS(gpu, coda_decoder_logits(dp, lp), CODA_OK);
+  for (int b = 0; b < B; b++)
+    CHECK_MSG(within(ld + b * V, lp + b * V, V, 0.02, &worst),
+              "%s: second prefill, sequence %d: logits differ (%g of max)", what, b, worst);
+  printf("%s: the second plan prefill's logits are %s the first's\n", what,
+         memcmp(lp, lp0, (size_t)B * V * 4) ? "NOT bit-identical to" : "bit-identical to");
+  for (int b = 0; b < B; b++) free(seq[b]);
+  free(seq); free(lc); free(ld); free(lp); free(lp0); free(tok);
+  coda_decoder_destroy(dc);
+  coda_decoder_destroy(dd);
+  coda_decoder_destroy(dp);
+  coda_model_destroy(m);
+}
+
 /* Decode steps through graphs against the same steps launched directly. */
 /* A context created with one knob set (knobs are read when a context is
  * created); NULL, with a failed check, if it cannot be. */
@@ -248,8 +385,11 @@ static void graphs_vs_direct(coda_context cpu, coda_context direct_ctx, coda_con
   coda_model *m = make_model(cpu, c, 11);
   if (!m) return;
   g_graph_cases++;
-  coda_decoder_options od = {.struct_size = sizeof od, .batch = B, .max_len = plen + steps + 1, .no_graphs = 1},
-                       og = {.struct_size = sizeof og, .batch = B, .max_len = plen + steps + 1};
+  /* the direct prefill in both (this case is about the steps) */
+  coda_decoder_options od = {.struct_size = sizeof od, .batch = B, .max_len = plen + steps + 1,
+                             .no_graphs = 1, .prefill = CODA_PREFILL_DIRECT},
+                       og = {.struct_size = sizeof og, .batch = B, .max_len = plen + steps + 1,
+                             .prefill = CODA_PREFILL_DIRECT};
   coda_decoder dd = NULL, dg = NULL;
   CHECK_STATUS(direct_ctx, coda_decoder_create(direct_ctx, m, &od, &dd), CODA_OK);
   CHECK_STATUS(graph_ctx, coda_decoder_create(graph_ctx, m, &og, &dg), CODA_OK);
@@ -332,6 +472,16 @@ int main(int argc, char **argv) {
   int p70[70];
   for (int i = 0; i < 70; i++) p70[i] = 1 + (i * 5) % 17;
   against_cpu(cpu, gpu, &mha, p70, 70, steps_of(4, 0), "mha hd32 tied, batch 70");
+  /* the plan prefill: two prompts of 37 (one plan of batch 2), one token
+   * alone; a prompt past a device chunk (its first 2048 rows through a
+   * plan, the rest and the prompt after it continuing on the direct path) */
+  int pp[5] = {37, 5, 100, 37, 1};
+  plans_vs_direct(cpu, gpu, &gqa, pp, 5, steps_of(16, 0), 4, "gqa hd64 plans");
+  int ppl[2] = {2100, 37};
+  if (!g_small) plans_vs_direct(cpu, gpu, &gqa, ppl, 2, 4, 1, "gqa hd64 plans, long prompt");
+  coda_model_config mha2 = mha;
+  mha2.seq = 160;
+  plans_vs_direct(cpu, gpu, &mha2, p3, 3, steps_of(12, 0), 3, "mha hd32 tied plans");
   coda_context streamed;
   coda_context_options cs = co;
   cs.own_stream = 1;
