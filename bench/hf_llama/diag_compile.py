@@ -1,0 +1,82 @@
+"""Where the time of the coda-patched Llama under torch.compile goes: for
+models of 1, 2 and 4 layers at the 1.1 B widths (d 2048, 32/8 heads, ffn
+8192, vocab 32768, 4 x 2048), each in its own process, the seconds of the
+first three training steps (the first compiles forward and backward) and
+of one step after them, with dynamo's counters (frames compiled, graph
+breaks, recompiles). If the first step grows with the layers, the layers
+are traced one by one; if later steps stay slow, something recompiles.
+
+    python3 bench/hf_llama/diag_compile.py [--layers 1,2,4] [--timeout S]
+
+Needs torch with CUDA, transformers and the coda package (PYTHONPATH to
+python/, CODA_LIBRARY to a CUDA build of libcoda.so)."""
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+
+def one(layers):
+    import torch
+    import transformers
+    from torch._dynamo.utils import counters
+
+    import coda.torch as ct
+
+    cfg = transformers.LlamaConfig(vocab_size=32768, hidden_size=2048, intermediate_size=8192,
+                                   num_hidden_layers=layers, num_attention_heads=32, num_key_value_heads=8,
+                                   max_position_embeddings=2048, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                                   use_cache=False)
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = transformers.LlamaForCausalLM(cfg)
+    model = model.to(dtype=torch.bfloat16).train()
+    ct.apply_to_llama(model)
+    step_model = torch.compile(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    ids = torch.randint(0, 32768, (4, 2048), device="cuda")
+    times = []
+    for i in range(4):
+        t0 = time.perf_counter()
+        loss = step_model(input_ids=ids, labels=ids, use_cache=False).loss
+        t1 = time.perf_counter()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        times.append((t1 - t0, time.perf_counter() - t1))
+        print("layers %d step %d: forward call %.2f s, backward + step %.2f s" % (layers, i, *times[-1]),
+              file=sys.stderr, flush=True)
+    c = {k: dict(v) for k, v in counters.items() if k in ("stats", "graph_break", "recompiles", "unimplemented")}
+    return {"layers": layers, "steps_s": times, "counters": c}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--layers", default="1,2,4")
+    ap.add_argument("--timeout", type=float, default=150)
+    ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.one:
+        print("RESULT " + json.dumps(one(a.one)), flush=True)
+        return
+    for n in [int(x) for x in a.layers.split(",")]:
+        t0 = time.perf_counter()
+        try:
+            p = subprocess.run([sys.executable, __file__, "--one", str(n)], capture_output=True, text=True,
+                               timeout=a.timeout)
+            out = p.stdout + p.stderr
+        except subprocess.TimeoutExpired as e:
+            out = "".join(x.decode() if isinstance(x, bytes) else (x or "") for x in (e.stdout, e.stderr))
+            out += "\nnot finished in %g s" % a.timeout
+        print("== %d layers (%.0f s)" % (n, time.perf_counter() - t0))
+        lines = out.strip().splitlines()
+        print("\n".join(l for l in lines if l.startswith(("layers", "RESULT", "not finished")) or "Recompil" in l
+                        or "Graph break" in l or "Error" in l)[-6000:])
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
