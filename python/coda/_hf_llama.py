@@ -28,44 +28,106 @@ __all__ = ["apply_to_llama", "llama_decoder_layer"]
 _STATIC_ROPE = ("default", "linear", "llama3", "yarn_static")
 
 
+# The weight re-layouts happen inside the eager implementations of these
+# custom ops, where torch.compile does not see them: a traced decoder layer is
+# a handful of opaque calls, and Inductor generates and compiles no gather,
+# concatenation or scatter kernels per layer (with the re-layouts as aten ops
+# in the graph, the first compile grew by seconds per layer). The copies live
+# only for the duration of one op call, in the forward and again in the
+# backward.
+
+def _hf_wqkv(wq, wk, wv, perm):
+    return torch.cat([wq, wk, wv]).index_select(0, perm)
+
+
+def _hf_wgu(wg, wu):
+    return torch.stack([wg, wu], dim=1).reshape(2 * wg.shape[0], wg.shape[1])
+
+
+@torch.library.custom_op("coda::hf_llama_qkv_rope", mutates_args=())
+def _hf_qkv_rope(h: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor, r: torch.Tensor,
+                 pos: torch.Tensor, freq: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
+    return torch.ops.coda.llama_qkv_rope(h, _hf_wqkv(wq, wk, wv, perm), r, pos, freq)
+
+
+@_hf_qkv_rope.register_fake
+def _(h, wq, wk, wv, r, pos, freq, perm):
+    return h.new_empty((h.shape[0], wq.shape[0] + wk.shape[0] + wv.shape[0]))
+
+
+@torch.library.custom_op("coda::hf_llama_qkv_rope_backward", mutates_args=())
+def _hf_qkv_rope_bwd(h: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor, r: torch.Tensor,
+                     pos: torch.Tensor, freq: torch.Tensor, perm: torch.Tensor, qkv: torch.Tensor,
+                     dqkv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                                                  torch.Tensor]:
+    dh, dw, dr = torch.ops.coda.llama_qkv_rope_backward(h, _hf_wqkv(wq, wk, wv, perm), r, pos, freq, qkv, dqkv)
+    # coda row i is Hugging Face row perm[i], so Hugging Face row j is coda
+    # row inv[j]; gathered into one tensor per weight (custom op outputs may
+    # not alias one another)
+    inv = torch.argsort(perm)
+    nq, nk = wq.shape[0], wk.shape[0]
+    return (dh, dw.index_select(0, inv[:nq]), dw.index_select(0, inv[nq:nq + nk]), dw.index_select(0, inv[nq + nk:]),
+            dr)
+
+
+@_hf_qkv_rope_bwd.register_fake
+def _(h, wq, wk, wv, r, pos, freq, perm, qkv, dqkv):
+    return torch.empty_like(h), torch.empty_like(wq), torch.empty_like(wk), torch.empty_like(wv), torch.empty_like(r)
+
+
 class _QKVRoPEFromHF(torch.autograd.Function):
-    """qkv + RoPE from Hugging Face's q, k, v weights (permuted inside)."""
+    """qkv + RoPE from Hugging Face's q, k, v weights (permuted inside the op)."""
 
     @staticmethod
     def forward(ctx, h, wq, wk, wv, r, pos, freq, perm):
-        wqkv = torch.cat([wq, wk, wv]).index_select(0, perm)
-        qkv = torch.ops.coda.llama_qkv_rope(h, wqkv, r, pos, freq)
+        qkv = torch.ops.coda.hf_llama_qkv_rope(h, wq, wk, wv, r, pos, freq, perm)
         ctx.save_for_backward(h, wq, wk, wv, r, pos, freq, perm, qkv)
         return qkv
 
     @staticmethod
     def backward(ctx, dqkv):
-        h, wq, wk, wv, r, pos, freq, perm, qkv = ctx.saved_tensors
-        wqkv = torch.cat([wq, wk, wv]).index_select(0, perm)
-        dh, dw, dr = torch.ops.coda.llama_qkv_rope_backward(h, wqkv, r, pos, freq, qkv, dqkv)
-        dw_hf = torch.empty_like(dw).index_copy_(0, perm, dw)
-        dq, dk, dv = dw_hf.split([wq.shape[0], wk.shape[0], wv.shape[0]])
+        dh, dq, dk, dv, dr = torch.ops.coda.hf_llama_qkv_rope_backward(*ctx.saved_tensors, dqkv)
         return dh, dq, dk, dv, dr, None, None, None
+
+
+@torch.library.custom_op("coda::hf_llama_swiglu", mutates_args=())
+def _hf_swiglu(h: torch.Tensor, wg: torch.Tensor, wu: torch.Tensor,
+               r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.ops.coda.llama_swiglu(h, _hf_wgu(wg, wu), r)
+
+
+@_hf_swiglu.register_fake
+def _(h, wg, wu, r):
+    M, F = h.shape[0], wg.shape[0]
+    return h.new_empty((M, 2 * F)), h.new_empty((M, F))
+
+
+@torch.library.custom_op("coda::hf_llama_swiglu_backward", mutates_args=())
+def _hf_swiglu_bwd(h: torch.Tensor, wg: torch.Tensor, wu: torch.Tensor, r: torch.Tensor, z: torch.Tensor,
+                   dy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    dh, dwgu, dr = torch.ops.coda.llama_swiglu_backward(h, _hf_wgu(wg, wu), r, z, None, dy)
+    dwgu = dwgu.reshape(wg.shape[0], 2, wg.shape[1])
+    return dh, dwgu[:, 0].contiguous(), dwgu[:, 1].contiguous(), dr
+
+
+@_hf_swiglu_bwd.register_fake
+def _(h, wg, wu, r, z, dy):
+    return torch.empty_like(h), torch.empty_like(wg), torch.empty_like(wu), torch.empty_like(r)
 
 
 class _SwiGLUFromHF(torch.autograd.Function):
     """RMSNorm-scaled gate/up + SwiGLU from Hugging Face's gate and up weights
-    (interleaved inside); returns y only."""
+    (interleaved inside the op); returns y only."""
 
     @staticmethod
     def forward(ctx, h, wg, wu, r):
-        wgu = torch.stack([wg, wu], dim=1).reshape(2 * wg.shape[0], wg.shape[1])
-        z, y = torch.ops.coda.llama_swiglu(h, wgu, r)
+        z, y = torch.ops.coda.hf_llama_swiglu(h, wg, wu, r)
         ctx.save_for_backward(h, wg, wu, r, z)
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        h, wg, wu, r, z = ctx.saved_tensors
-        wgu = torch.stack([wg, wu], dim=1).reshape(2 * wg.shape[0], wg.shape[1])
-        dh, dwgu, dr = torch.ops.coda.llama_swiglu_backward(h, wgu, r, z, None, dy)
-        dwgu = dwgu.reshape(wg.shape[0], 2, wg.shape[1])
-        return dh, dwgu[:, 0], dwgu[:, 1], dr
+        return torch.ops.coda.hf_llama_swiglu_backward(*ctx.saved_tensors, dy)
 
 
 def _dims(config):
