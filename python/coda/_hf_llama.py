@@ -75,19 +75,16 @@ def _(h, wq, wk, wv, r, pos, freq, perm, qkv, dqkv):
     return torch.empty_like(h), torch.empty_like(wq), torch.empty_like(wk), torch.empty_like(wv), torch.empty_like(r)
 
 
-class _QKVRoPEFromHF(torch.autograd.Function):
-    """qkv + RoPE from Hugging Face's q, k, v weights (permuted inside the op)."""
+def _hf_qkv_rope_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs, output)
 
-    @staticmethod
-    def forward(ctx, h, wq, wk, wv, r, pos, freq, perm):
-        qkv = torch.ops.coda.hf_llama_qkv_rope(h, wq, wk, wv, r, pos, freq, perm)
-        ctx.save_for_backward(h, wq, wk, wv, r, pos, freq, perm, qkv)
-        return qkv
 
-    @staticmethod
-    def backward(ctx, dqkv):
-        dh, dq, dk, dv, dr = torch.ops.coda.hf_llama_qkv_rope_backward(*ctx.saved_tensors, dqkv)
-        return dh, dq, dk, dv, dr, None, None, None
+def _hf_qkv_rope_grad(ctx, dqkv):
+    dh, dq, dk, dv, dr = torch.ops.coda.hf_llama_qkv_rope_backward(*ctx.saved_tensors, dqkv)
+    return dh, dq, dk, dv, dr, None, None, None
+
+
+_hf_qkv_rope.register_autograd(_hf_qkv_rope_grad, setup_context=_hf_qkv_rope_setup)
 
 
 @torch.library.custom_op("coda::hf_llama_swiglu", mutates_args=())
@@ -115,19 +112,17 @@ def _(h, wg, wu, r, z, dy):
     return torch.empty_like(h), torch.empty_like(wg), torch.empty_like(wu), torch.empty_like(r)
 
 
-class _SwiGLUFromHF(torch.autograd.Function):
-    """RMSNorm-scaled gate/up + SwiGLU from Hugging Face's gate and up weights
-    (interleaved inside the op); returns y only."""
+def _hf_swiglu_setup(ctx, inputs, output):
+    z, _ = output
+    ctx.save_for_backward(*inputs, z)
+    ctx.mark_non_differentiable(z)   # kept for the backward only
 
-    @staticmethod
-    def forward(ctx, h, wg, wu, r):
-        z, y = torch.ops.coda.hf_llama_swiglu(h, wg, wu, r)
-        ctx.save_for_backward(h, wg, wu, r, z)
-        return y
 
-    @staticmethod
-    def backward(ctx, dy):
-        return torch.ops.coda.hf_llama_swiglu_backward(*ctx.saved_tensors, dy)
+def _hf_swiglu_grad(ctx, dz, dy):
+    return torch.ops.coda.hf_llama_swiglu_backward(*ctx.saved_tensors, dy)
+
+
+_hf_swiglu.register_autograd(_hf_swiglu_grad, setup_context=_hf_swiglu_setup)
 
 
 def _dims(config):
@@ -146,10 +141,11 @@ def llama_decoder_layer(layer, x, batch, pos, freq, perm, dims):
     att, mlp = layer.self_attn, layer.mlp
     n1, n2 = layer.input_layernorm, layer.post_attention_layernorm
     h1, r1 = ct.llama_rmsnorm(x, n1.weight, n1.variance_epsilon)
-    qkv = _QKVRoPEFromHF.apply(h1, att.q_proj.weight, att.k_proj.weight, att.v_proj.weight, r1, pos, freq, perm)
+    qkv = torch.ops.coda.hf_llama_qkv_rope(h1, att.q_proj.weight, att.k_proj.weight, att.v_proj.weight, r1, pos,
+                                           freq, perm)
     o, _ = ct.attention(qkv, batch, hq, hkv)
     x1, h2, r2 = ct.llama_residual_norm(o, att.o_proj.weight, x, n2.weight, n2.variance_epsilon)
-    y = _SwiGLUFromHF.apply(h2, mlp.gate_proj.weight, mlp.up_proj.weight, r2)
+    _, y = torch.ops.coda.hf_llama_swiglu(h2, mlp.gate_proj.weight, mlp.up_proj.weight, r2)
     return ct.linear_residual(y, mlp.down_proj.weight, x1)
 
 

@@ -259,26 +259,25 @@ def _(a, wo, x, w, r, dx, dh, dr):
     return torch.empty_like(a), torch.empty_like(wo), torch.empty_like(x), torch.empty_like(w)
 
 
-class LlamaResidualNorm(torch.autograd.Function):
-    """(a, wo, res, w) -> (x, h, r); see the module doc."""
+def _residual_norm_setup(ctx, inputs, output):
+    a, wo, _, w, _ = inputs
+    x, _, r = output
+    ctx.save_for_backward(a, wo, x, w, r)
 
-    @staticmethod
-    def forward(ctx, a, wo, res, w, eps=1e-5):
-        x, h, r = torch.ops.coda.llama_residual_norm(a, wo, res, w, eps)
-        ctx.save_for_backward(a, wo, x, w, r)
-        return x, h, r
 
-    @staticmethod
-    def backward(ctx, dx, dh, dr):
-        a, wo, x, w, r = ctx.saved_tensors
-        da, dwo, dres, dw = torch.ops.coda.llama_residual_norm_backward(a, wo, x, w, r, dx, dh, dr)
-        return da, dwo, dres, dw, None
+def _residual_norm_grad(ctx, dx, dh, dr):
+    a, wo, x, w, r = ctx.saved_tensors
+    da, dwo, dres, dw = torch.ops.coda.llama_residual_norm_backward(a, wo, x, w, r, dx, dh, dr)
+    return da, dwo, dres, dw, None
+
+
+_residual_norm.register_autograd(_residual_norm_grad, setup_context=_residual_norm_setup)
 
 
 def llama_residual_norm(a, wo, res, w, eps=1e-5):
     """x = a wo^T + res, h = x * w, r = rsqrt(mean(x^2, -1) + eps): one
     GEMM with its epilogue; differentiable in all four inputs."""
-    return LlamaResidualNorm.apply(a, wo, res, w, eps)
+    return torch.ops.coda.llama_residual_norm(a, wo, res, w, eps)
 
 
 # ------------------------------------------------------------------ SwiGLU
@@ -323,25 +322,26 @@ def _(h, wgu, r, z, dz_out, dy):
     return torch.empty_like(h), torch.empty_like(wgu), torch.empty_like(r)
 
 
-class LlamaSwiGLU(torch.autograd.Function):
-    """(h, wgu, r) -> (z, y); see the module doc."""
+def _swiglu_setup(ctx, inputs, output):
+    h, wgu, r = inputs
+    ctx.save_for_backward(h, wgu, r, output[0])
+    ctx.set_materialize_grads(False)   # no gradient reaching z: dz_out None
 
-    @staticmethod
-    def forward(ctx, h, wgu, r):
-        z, y = torch.ops.coda.llama_swiglu(h, wgu, r)
-        ctx.save_for_backward(h, wgu, r, z)
-        return z, y
 
-    @staticmethod
-    def backward(ctx, dz, dy):
-        h, wgu, r, z = ctx.saved_tensors
-        return torch.ops.coda.llama_swiglu_backward(h, wgu, r, z, dz, dy)
+def _swiglu_grad(ctx, dz, dy):
+    h, wgu, r, z = ctx.saved_tensors
+    if dy is None:
+        dy = torch.zeros_like(z[:, : z.shape[1] // 2])
+    return torch.ops.coda.llama_swiglu_backward(h, wgu, r, z, dz, dy)
+
+
+_swiglu.register_autograd(_swiglu_grad, setup_context=_swiglu_setup)
 
 
 def llama_swiglu(h, wgu, r):
     """z = r * (h wgu^T) (interleaved gate/up pairs), y = silu(g) * u: one
     GEMM with its epilogue; differentiable in h, wgu and r."""
-    return LlamaSwiGLU.apply(h, wgu, r)
+    return torch.ops.coda.llama_swiglu(h, wgu, r)
 
 
 # ----------------------------------------------------------------- RMSNorm
@@ -380,20 +380,18 @@ def _(x, w, r, dh, dr):
     return torch.empty_like(x), torch.empty_like(w)
 
 
-class LlamaRMSNorm(torch.autograd.Function):
-    """(x, w) -> (h, r); see llama_rmsnorm."""
+def _rmsnorm_setup(ctx, inputs, output):
+    x, w, _ = inputs
+    ctx.save_for_backward(x, w, output[1])
 
-    @staticmethod
-    def forward(ctx, x, w, eps=1e-5):
-        h, r = torch.ops.coda.llama_rmsnorm(x, w, eps)
-        ctx.save_for_backward(x, w, r)
-        return h, r
 
-    @staticmethod
-    def backward(ctx, dh, dr):
-        x, w, r = ctx.saved_tensors
-        dx, dw = torch.ops.coda.llama_rmsnorm_backward(x, w, r, dh, dr)
-        return dx, dw, None
+def _rmsnorm_grad(ctx, dh, dr):
+    x, w, r = ctx.saved_tensors
+    dx, dw = torch.ops.coda.llama_rmsnorm_backward(x, w, r, dh, dr)
+    return dx, dw, None
+
+
+_rmsnorm.register_autograd(_rmsnorm_grad, setup_context=_rmsnorm_setup)
 
 
 def llama_rmsnorm(x, w, eps=1e-5):
@@ -401,7 +399,7 @@ def llama_rmsnorm(x, w, eps=1e-5):
     llama_rmsnorm.coda, a map pass): h = x * w, r = rsqrt(mean(x^2, -1) +
     eps) per row, so that RMSNorm(x) W^T = r * (h W^T) in the consumer
     GEMM's epilogue (llama_qkv_rope, llama_swiglu, llama_lm_head_loss)."""
-    return LlamaRMSNorm.apply(x, w, eps)
+    return torch.ops.coda.llama_rmsnorm(x, w, eps)
 
 
 # ------------------------------------------------------------- qkv + RoPE
@@ -465,20 +463,16 @@ def _(h, wqkv, r, pos, freq, qkv, dqkv):
     return torch.empty_like(h), torch.empty_like(wqkv), torch.empty_like(r)
 
 
-class LlamaQKVRoPE(torch.autograd.Function):
-    """(h, wqkv, r, pos, freq) -> qkv; see llama_qkv_rope."""
+def _qkv_rope_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs, output)
 
-    @staticmethod
-    def forward(ctx, h, wqkv, r, pos, freq):
-        qkv = torch.ops.coda.llama_qkv_rope(h, wqkv, r, pos, freq)
-        ctx.save_for_backward(h, wqkv, r, pos, freq, qkv)
-        return qkv
 
-    @staticmethod
-    def backward(ctx, dqkv):
-        h, wqkv, r, pos, freq, qkv = ctx.saved_tensors
-        dh, dw, dr = torch.ops.coda.llama_qkv_rope_backward(h, wqkv, r, pos, freq, qkv, dqkv)
-        return dh, dw, dr, None, None
+def _qkv_rope_grad(ctx, dqkv):
+    dh, dw, dr = torch.ops.coda.llama_qkv_rope_backward(*ctx.saved_tensors, dqkv)
+    return dh, dw, dr, None, None
+
+
+_qkv_rope.register_autograd(_qkv_rope_grad, setup_context=_qkv_rope_setup)
 
 
 def llama_qkv_rope(h, wqkv, r, pos, freq):
@@ -489,7 +483,7 @@ def llama_qkv_rope(h, wqkv, r, pos, freq):
     the rotary pairs adjacent within each head (permute_rope_rows converts
     Hugging Face's half-split rows). Backward: programs/llama_rope_bwd.coda
     (the inverse rotation and sum z dz), then dh, dwqkv, dr."""
-    return LlamaQKVRoPE.apply(h, wqkv, r, pos, freq)
+    return torch.ops.coda.llama_qkv_rope(h, wqkv, r, pos, freq)
 
 
 def rope_row_permutation(n_heads, n_kv_heads, head_dim, device=None):
@@ -542,21 +536,20 @@ def _(qkv, o, lse, do, batch, heads_q, heads_kv):
     return torch.empty_like(qkv)
 
 
-class Attention(torch.autograd.Function):
-    """(qkv, batch, heads_q, heads_kv) -> (o, lse); see attention."""
+def _attention_setup(ctx, inputs, output):
+    qkv, batch, heads_q, heads_kv = inputs
+    o, lse = output
+    ctx.save_for_backward(qkv, o, lse)
+    ctx.dims = (batch, heads_q, heads_kv)
+    ctx.mark_non_differentiable(lse)
 
-    @staticmethod
-    def forward(ctx, qkv, batch, heads_q, heads_kv):
-        o, lse = torch.ops.coda.attention(qkv, batch, heads_q, heads_kv)
-        ctx.save_for_backward(qkv, o, lse)
-        ctx.dims = (batch, heads_q, heads_kv)
-        ctx.mark_non_differentiable(lse)
-        return o, lse
 
-    @staticmethod
-    def backward(ctx, do, dlse):
-        qkv, o, lse = ctx.saved_tensors
-        return torch.ops.coda.attention_backward(qkv, o, lse, do, *ctx.dims), None, None, None
+def _attention_grad(ctx, do, dlse):
+    qkv, o, lse = ctx.saved_tensors
+    return torch.ops.coda.attention_backward(qkv, o, lse, do, *ctx.dims), None, None, None
+
+
+_attention.register_autograd(_attention_grad, setup_context=_attention_setup)
 
 
 def attention(qkv, batch, heads_q, heads_kv):
@@ -566,7 +559,7 @@ def attention(qkv, batch, heads_q, heads_kv):
     Returns (o, lse): o (batch*seq) x (heads_q head_dim), heads in order;
     lse (batch*seq) x heads_q, not differentiable. Backward:
     coda_attention_backward."""
-    return Attention.apply(qkv, batch, heads_q, heads_kv)
+    return torch.ops.coda.attention(qkv, batch, heads_q, heads_kv)
 
 
 # ------------------------------------------------------- linear + residual
@@ -596,25 +589,24 @@ def _(a, w, dx):
     return torch.empty_like(a), torch.empty_like(w)
 
 
-class LinearResidual(torch.autograd.Function):
-    """(a, w, res) -> a w^T + res; see linear_residual."""
+def _linear_residual_setup(ctx, inputs, output):
+    a, w, _ = inputs
+    ctx.save_for_backward(a, w)
 
-    @staticmethod
-    def forward(ctx, a, w, res):
-        ctx.save_for_backward(a, w)
-        return torch.ops.coda.linear_residual(a, w, res)
 
-    @staticmethod
-    def backward(ctx, dx):
-        a, w = ctx.saved_tensors
-        da, dw = torch.ops.coda.linear_residual_backward(a, w, dx)
-        return da, dw, dx
+def _linear_residual_grad(ctx, dx):
+    a, w = ctx.saved_tensors
+    da, dw = torch.ops.coda.linear_residual_backward(a, w, dx)
+    return da, dw, dx
+
+
+_linear_residual.register_autograd(_linear_residual_grad, setup_context=_linear_residual_setup)
 
 
 def linear_residual(a, w, res):
     """x = a w^T + res, the residual add in the GEMM's epilogue
     (programs/llama_residual.coda: the down projection of a block)."""
-    return LinearResidual.apply(a, w, res)
+    return torch.ops.coda.linear_residual(a, w, res)
 
 
 # ------------------------------------------------- LM head + cross-entropy
@@ -688,22 +680,22 @@ def _(x, wnf, wout, targets, h, r, lse, valid, cnt, dloss):
     return torch.empty_like(x), torch.empty_like(wnf), torch.empty_like(wout)
 
 
-class LlamaLMHeadLoss(torch.autograd.Function):
-    """(x, wnf, wout, targets) -> (loss, count); see llama_lm_head_loss."""
+def _lm_head_loss_setup(ctx, inputs, output):
+    x, wnf, wout, targets, _ = inputs
+    _, h, r, lse, valid, cnt = output
+    ctx.save_for_backward(x, wnf, wout, targets, h, r, lse, valid, cnt)
+    # only the loss carries a gradient; the rest are statistics for the backward
+    ctx.mark_non_differentiable(h, r, lse, valid, cnt)
 
-    @staticmethod
-    def forward(ctx, x, wnf, wout, targets, eps=1e-5):
-        loss, h, r, lse, valid, cnt = torch.ops.coda.llama_lm_head_loss(x, wnf, wout, targets, eps)
-        ctx.save_for_backward(x, wnf, wout, targets, h, r, lse, valid, cnt)
-        ctx.mark_non_differentiable(cnt)
-        return loss, cnt
 
-    @staticmethod
-    def backward(ctx, dloss, dcnt):
-        x, wnf, wout, targets, h, r, lse, valid, cnt = ctx.saved_tensors
-        dx, dwnf, dwout = torch.ops.coda.llama_lm_head_loss_backward(x, wnf, wout, targets, h, r, lse, valid,
-                                                                     cnt, dloss)
-        return dx, dwnf, dwout, None, None
+def _lm_head_loss_grad(ctx, dloss, *_):
+    x, wnf, wout, targets, h, r, lse, valid, cnt = ctx.saved_tensors
+    dx, dwnf, dwout = torch.ops.coda.llama_lm_head_loss_backward(x, wnf, wout, targets, h, r, lse, valid, cnt,
+                                                                 dloss)
+    return dx, dwnf, dwout, None, None
+
+
+_lm_head_loss.register_autograd(_lm_head_loss_grad, setup_context=_lm_head_loss_setup)
 
 
 def llama_lm_head_loss(x, wnf, wout, targets, eps=1e-5):
@@ -717,7 +709,8 @@ def llama_lm_head_loss(x, wnf, wout, targets, eps=1e-5):
     the same GEMM (llama_ce_bwd), then the dgrad with the RMSNorm backward
     (llama_head_norm_bwd) and dwout. loss and count are fp32 (fp64 for
     float64 inputs)."""
-    return LlamaLMHeadLoss.apply(x, wnf, wout, targets, eps)
+    loss, _, _, _, _, cnt = torch.ops.coda.llama_lm_head_loss(x, wnf, wout, targets, eps)
+    return loss, cnt
 
 
 def apply_to_llama(model):

@@ -2,7 +2,8 @@
 LlamaForCausalLM: loss, logits and every gradient against the unpatched
 model on the same weights (float64 on the CPU), state dict unchanged,
 greedy generation unchanged, a training loop and the Trainer, refusals,
-torch.compile(fullgraph=True) of a patched decoder layer; on a GPU the same
+torch.compile(fullgraph=True) of a patched decoder layer (only coda ops
+traced) and of the model with Inductor; on a GPU the same
 comparisons in bf16 and a short training run. Skipped where PyTorch or
 transformers is not installed."""
 
@@ -236,6 +237,66 @@ def test_patched_decoder_layer_compiles_fullgraph():
     if isinstance(want, tuple):
         want = want[0]
     torch.testing.assert_close(out, want.reshape(B * T, -1), rtol=1e-4, atol=1e-5)
+
+
+
+def test_traced_decoder_layer_is_only_coda_ops():
+    """What torch.compile captures of a patched decoder layer: the coda
+    custom ops and the tuple indexing of their results, nothing that
+    Inductor would generate a kernel for (the weight re-layouts happen
+    inside the ops), so compiling a deeper model costs little more."""
+    import operator
+
+    _, pm = make_pair(dtype=torch.float32)
+    dims = _hf_llama._dims(pm.config)
+    B, T = 2, 12
+    pos, freq = ct.rope_tables(torch.arange(T).repeat(B), pm.model.rotary_emb.inv_freq, dims[0], dims[1],
+                               torch.float32)
+    perm = ct.rope_row_permutation(*dims)
+    layer = pm.model.layers[0]
+
+    def f(x):
+        return _hf_llama.llama_decoder_layer(layer, x, B, pos, freq, perm, dims)
+
+    explain = torch._dynamo.explain(f)(torch.randn(B * T, pm.config.hidden_size))
+    assert explain.graph_break_count == 0 and explain.graph_count == 1
+    calls = [n.target for n in explain.graphs[0].graph.nodes if n.op in ("call_function", "call_method")]
+    others = [t for t in calls if t is not operator.getitem and not str(t).startswith("coda.")]
+    assert not others, others
+    names = sorted({str(t).split(".")[1] for t in calls if t is not operator.getitem})
+    assert names == ["attention", "hf_llama_qkv_rope", "hf_llama_swiglu", "linear_residual", "llama_residual_norm",
+                     "llama_rmsnorm"], names
+
+
+def _cxx_compiler():
+    import os
+    import shutil
+
+    return any(shutil.which(c) for c in (os.environ.get("CXX") or "", "g++", "c++", "clang++") if c)
+
+
+@pytest.mark.skipif(not _cxx_compiler(), reason="Inductor's CPU backend needs a C++ compiler")
+def test_patched_model_inductor_matches_eager():
+    """torch.compile(fullgraph=True) with Inductor on the CPU: one graph, no
+    graph break, and the loss and every gradient of the uncompiled patched
+    model."""
+    from torch._dynamo.utils import counters
+
+    _, pm = make_pair(dtype=torch.float32, num_hidden_layers=3)
+    ids, labels = batch()
+    eager = pm(input_ids=ids, labels=labels).loss
+    eager.backward()
+    want = {n: p.grad.clone() for n, p in pm.named_parameters()}
+    pm.zero_grad()
+    torch._dynamo.reset()
+    counters.clear()
+    loss = torch.compile(pm, fullgraph=True)(input_ids=ids, labels=labels).loss
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+    torch.testing.assert_close(loss, eager, rtol=1e-6, atol=0)
+    loss.backward()
+    for n, p in pm.named_parameters():
+        torch.testing.assert_close(p.grad, want[n], rtol=1e-5, atol=1e-7, msg=n)
 
 
 # -------------------------------------------------------------------- GPU
