@@ -6,10 +6,13 @@ of one step after them, with dynamo's counters (frames compiled, graph
 breaks, recompiles). If the first step grows with the layers, the layers
 are traced one by one; if later steps stay slow, something recompiles.
 
-    python3 bench/hf_llama/diag_compile.py [--layers 1,2,4] [--timeout S]
+    python3 bench/hf_llama/diag_compile.py [--layers 1,2,4] [--timeout S] [--small --device cpu]
 
-Needs torch with CUDA, transformers and the coda package (PYTHONPATH to
-python/, CODA_LIBRARY to a CUDA build of libcoda.so)."""
+--small: d 256, 4/2 heads, ffn 512, vocab 1024, 2 x 128 tokens, float32
+(with --device cpu, Inductor's CPU backend: the same per-layer structure
+without a GPU). Needs torch (with CUDA for --device cuda), transformers and
+the coda package (PYTHONPATH to python/, CODA_LIBRARY to a libcoda.so built
+for the device)."""
 
 import argparse
 import json
@@ -18,25 +21,34 @@ import sys
 import time
 
 
-def one(layers):
+SHAPES = {
+    "1b": dict(vocab_size=32768, hidden_size=2048, intermediate_size=8192, num_attention_heads=32,
+               num_key_value_heads=8, batch=4, seq=2048, dtype="bfloat16"),
+    "small": dict(vocab_size=1024, hidden_size=256, intermediate_size=512, num_attention_heads=4,
+                  num_key_value_heads=2, batch=2, seq=128, dtype="float32"),
+}
+
+
+def one(layers, shape, device):
     import torch
     import transformers
     from torch._dynamo.utils import counters
 
     import coda.torch as ct
 
-    cfg = transformers.LlamaConfig(vocab_size=32768, hidden_size=2048, intermediate_size=8192,
-                                   num_hidden_layers=layers, num_attention_heads=32, num_key_value_heads=8,
-                                   max_position_embeddings=2048, rms_norm_eps=1e-5, tie_word_embeddings=False,
-                                   use_cache=False)
+    sh = dict(SHAPES[shape])
+    B, T, dtype = sh.pop("batch"), sh.pop("seq"), getattr(torch, sh.pop("dtype"))
+    cfg = transformers.LlamaConfig(**sh, num_hidden_layers=layers, max_position_embeddings=T, rms_norm_eps=1e-5,
+                                   tie_word_embeddings=False, use_cache=False)
     torch.manual_seed(0)
-    with torch.device("cuda"):
+    with torch.device(device):
         model = transformers.LlamaForCausalLM(cfg)
-    model = model.to(dtype=torch.bfloat16).train()
+    model = model.to(dtype=dtype).train()
     ct.apply_to_llama(model)
     step_model = torch.compile(model)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    ids = torch.randint(0, 32768, (4, 2048), device="cuda")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
+    ids = torch.randint(0, cfg.vocab_size, (B, T), device=device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     times = []
     for i in range(4):
         t0 = time.perf_counter()
@@ -45,7 +57,7 @@ def one(layers):
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
+        sync()
         times.append((t1 - t0, time.perf_counter() - t1))
         print("layers %d step %d: forward call %.2f s, backward + step %.2f s" % (layers, i, *times[-1]),
               file=sys.stderr, flush=True)
@@ -57,16 +69,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", default="1,2,4")
     ap.add_argument("--timeout", type=float, default=150)
+    ap.add_argument("--small", action="store_true", help="the small shape (see above) instead of 1.1 B")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
-        print("RESULT " + json.dumps(one(a.one)), flush=True)
+        print("RESULT " + json.dumps(one(a.one, "small" if a.small else "1b", a.device)), flush=True)
         return
     for n in [int(x) for x in a.layers.split(",")]:
         t0 = time.perf_counter()
         try:
-            p = subprocess.run([sys.executable, __file__, "--one", str(n)], capture_output=True, text=True,
-                               timeout=a.timeout)
+            cmd = [sys.executable, __file__, "--one", str(n), "--device", a.device] + (["--small"] if a.small else [])
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
             out = p.stdout + p.stderr
         except subprocess.TimeoutExpired as e:
             out = "".join(x.decode() if isinstance(x, bytes) else (x or "") for x in (e.stdout, e.stderr))
