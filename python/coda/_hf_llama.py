@@ -2,8 +2,11 @@
 layers, final norm, LM head and loss run through the coda ops.
 
 The model's parameters stay what they are (state dict, optimizer and
-checkpoint code unchanged); each forward builds the operands in coda's
-layouts inside the ops' autograd functions and maps the gradients back:
+checkpoint code unchanged); two custom ops, coda::hf_llama_qkv_rope and
+coda::hf_llama_swiglu, take the model's weights as they are, build the
+operands in coda's layouts inside their eager implementations (where
+torch.compile does not see them) and their backward ops map the gradients
+back:
   - q, k, v rows: Hugging Face pairs the rotary dimensions (i, i + hd/2),
     coda's RoPE program adjacent columns (2j, 2j+1), so the rows of the
     concatenated q/k/v weight are permuted (rope_row_permutation); the

@@ -36,8 +36,12 @@ backward is a custom op too):
       backward recomputes them in the epilogue of the same GEMM
       (llama_ce_bwd), then llama_head_norm_bwd.
 
-The functions of the same names below apply them through
-torch.autograd.Function. Chained as in a Llama block (src/nn/llama3.c):
+Each op's autograd is registered on the op itself
+(torch.library.register_autograd: setup_context saves what the backward op
+needs), so torch.compile records one graph node per call instead of tracing
+an autograd.Function's forward and backward at every call. The functions of
+the same names below call the ops. Chained as in a Llama block
+(src/nn/llama3.c):
 
     h1, r1 = llama_rmsnorm(x, wn1)
     o, _ = attention(llama_qkv_rope(h1, wqkv, r1, pos, freq), batch, n_heads, n_kv_heads)
