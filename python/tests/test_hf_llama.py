@@ -268,6 +268,38 @@ def test_traced_decoder_layer_is_only_coda_ops():
                      "llama_rmsnorm"], names
 
 
+def test_hf_layout_ops_opcheck_and_gradcheck():
+    """The two ops that take Hugging Face's weights: schemas, fake
+    implementations and autograd registration (opcheck), and gradients in
+    float64 (gradcheck) of every input, the weights in the model's layout."""
+    g = torch.Generator().manual_seed(2)
+    hq, hkv, hd, D, F, B, T = 4, 2, 8, 16, 12, 2, 5
+    M = B * T
+    rnd = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
+    h, r = rnd(M, D), rnd(M).abs() + 0.5
+    wq, wk, wv = 0.3 * rnd(hq * hd, D), 0.3 * rnd(hkv * hd, D), 0.3 * rnd(hkv * hd, D)
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    pos, freq = ct.rope_tables(torch.arange(T).repeat(B), inv_freq, hq, hkv, torch.float64)
+    perm = ct.rope_row_permutation(hq, hkv, hd)
+    wg, wu = 0.3 * rnd(F, D), 0.3 * rnd(F, D)
+    qkv = torch.ops.coda.hf_llama_qkv_rope(h, wq, wk, wv, r, pos, freq, perm)
+    z, _ = torch.ops.coda.hf_llama_swiglu(h, wg, wu, r)
+    utils = ("test_schema", "test_faketensor", "test_autograd_registration")
+    for op, args in [(torch.ops.coda.hf_llama_qkv_rope.default, (h, wq, wk, wv, r, pos, freq, perm)),
+                     (torch.ops.coda.hf_llama_qkv_rope_backward.default,
+                      (h, wq, wk, wv, r, pos, freq, perm, qkv, torch.ones_like(qkv))),
+                     (torch.ops.coda.hf_llama_swiglu.default, (h, wg, wu, r)),
+                     (torch.ops.coda.hf_llama_swiglu_backward.default,
+                      (h, wg, wu, r, z, torch.ones(M, F, dtype=torch.float64)))]:
+        torch.library.opcheck(op, args, test_utils=utils)
+    leaves = [t.clone().requires_grad_() for t in (h, wq, wk, wv, r, wg, wu)]
+    lh, lq, lk, lv, lr, lg, lu = leaves
+    assert torch.autograd.gradcheck(
+        lambda *a: torch.ops.coda.hf_llama_qkv_rope(a[0], a[1], a[2], a[3], a[4], pos, freq, perm),
+        (lh, lq, lk, lv, lr))
+    assert torch.autograd.gradcheck(lambda *a: torch.ops.coda.hf_llama_swiglu(*a)[1], (lh, lg, lu, lr))
+
+
 def _cxx_compiler():
     import os
     import shutil
