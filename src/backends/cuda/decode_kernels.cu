@@ -205,21 +205,14 @@ __global__ void __launch_bounds__(32 * kRowWarps)
   __shared__ float red[kRowWarps];
   __shared__ double part[kNormThreads / 32];
   extern __shared__ __align__(16) bf16 hs[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const long long n = (long long)blockIdx.x * kRowWarps + warp;
-  /* the warp's whole weight row requested into L2 at once (one bulk
-   * prefetch, no registers), so the row streams from DRAM while the block
-   * waits and normalizes; the weights are constant */
-  if (lane == 0 && n < o.N)
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w + n * K),
-                 "r"((unsigned)(K * 2))
-                 : "memory");
   pdl_wait();
   if (norm.w) {
     rmsnorm_row(hs, norm.x + (norm.rows ? norm.rows[0] : 0) * K, norm.w, K, norm.eps, part);
     __syncthreads();
     x = hs;
   }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long n = (long long)blockIdx.x * kRowWarps + warp;
   float acc = 0.0f;
   if (n < o.N) {
     const bf16 *wr = w + n * K;
