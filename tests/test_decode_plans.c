@@ -36,6 +36,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "coda_decode.h"
 #include "check.h"
+#include "decode_test_util.h"
 #include "train/decode_internal.h"
 #include "train/train.h"
 
@@ -45,34 +46,6 @@
 #include <string.h>
 
 #define TOL 0.03
-
-static float round_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  u &= 0xffff0000u;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-static coda_model *make_model(coda_context ctx, const coda_model_config *c, uint64_t seed) {
-  coda_model *m = NULL;
-  CHECK(coda_model_create(ctx, c, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
-  if (!m) return NULL;
-  coda_model_init(m, seed);
-  /* larger weights than the initialization: logits that differ clearly */
-  float *w = coda_model_weights(m);
-  uint64_t r = seed * 3 + 1;
-  for (size_t i = 0; i < coda_model_size(m); i++)
-    w[i] = round_bf16(w[i] + (float)(0.2 * (coda_rng_uniform(&r) - 0.5)));
-  return m;
-}
-
-static int argmax(const float *l, int64_t V) {
-  int64_t b = 0;
-  for (int64_t v = 1; v < V; v++) b = l[v] > l[b] ? v : b;
-  return (int)b;
-}
 
 /* max |a - b| against max |a| over n values; *worst = the larger ratio. */
 static int close_to(const float *a, const float *b, int64_t n, double slack, double *worst) {
@@ -120,12 +93,8 @@ static void against_direct(coda_context ctx, const coda_model_config *c, const i
     return;
   }
   const int64_t V = c->vocab;
-  int32_t **seq = calloc((size_t)B, sizeof *seq);
-  uint64_t r = 17;
-  for (int b = 0; b < B; b++) {
-    seq[b] = malloc((size_t)plen[b] * 4);
-    for (int i = 0; i < plen[b]; i++) seq[b][i] = (int32_t)coda_rng_below(&r, (uint64_t)V);
-  }
+  int32_t **seq = random_prompts(B, plen, V, 17);
+  CHECK(seq != NULL);
   const int32_t *const *pr = (const int32_t *const *)seq;
   CHECK_STATUS(ctx, coda_decoder_prefill(dd, pr, plen), CODA_OK);
   CHECK_STATUS(ctx, coda_decoder_prefill(dp, pr, plen), CODA_OK);
@@ -176,8 +145,8 @@ static void against_direct(coda_context ctx, const coda_model_config *c, const i
             "%s: a single sequence's new prefill differs (%g of max)", what, worst);
   compare_cache(dd, dp, B - 1, alen[B - 1], what);
   free(again); free(alen);
-  for (int b = 0; b < B; b++) free(seq[b]);
-  free(seq); free(ld); free(lp); free(tok);
+  free_prompts(seq, B);
+  free(ld); free(lp); free(tok);
   coda_decoder_destroy(dd);
   coda_decoder_destroy(dp);
   coda_model_destroy(m);

@@ -50,6 +50,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "coda_decode.h"
 #include "check.h"
+#include "decode_test_util.h"
 #include "train/decode_internal.h" /* decode_plan_builds, the caches */
 #include "train/train.h"
 
@@ -58,33 +59,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static float round_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  u &= 0xffff0000u;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-static coda_model *make_model(coda_context ctx, const coda_model_config *c, uint64_t seed) {
-  coda_model *m = NULL;
-  CHECK(coda_model_create(ctx, c, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
-  if (!m) return NULL;
-  coda_model_init(m, seed);
-  float *w = coda_model_weights(m);
-  uint64_t r = seed * 3 + 1;
-  for (size_t i = 0; i < coda_model_size(m); i++)
-    w[i] = round_bf16(w[i] + (float)(0.2 * (coda_rng_uniform(&r) - 0.5)));
-  return m;
-}
-
-static int argmax(const float *l, int64_t V) {
-  int64_t b = 0;
-  for (int64_t v = 1; v < V; v++) b = l[v] > l[b] ? v : b;
-  return (int)b;
-}
 
 static int cmp_desc(const void *a, const void *b) {
   float x = *(const float *)a, y = *(const float *)b;
@@ -117,12 +91,8 @@ static void against_cpu(coda_context cpu, coda_context gpu, const coda_model_con
     return;
   }
   const int64_t V = c->vocab;
-  int32_t **seq = calloc((size_t)B, sizeof *seq);
-  uint64_t r = 17;
-  for (int b = 0; b < B; b++) {
-    seq[b] = malloc((size_t)plen[b] * 4);
-    for (int i = 0; i < plen[b]; i++) seq[b][i] = (int32_t)coda_rng_below(&r, (uint64_t)V);
-  }
+  int32_t **seq = random_prompts(B, plen, V, 17);
+  CHECK(seq != NULL);
   CHECK_STATUS(cpu, coda_decoder_prefill(dc, (const int32_t *const *)seq, plen), CODA_OK);
   CHECK_STATUS(gpu, coda_decoder_prefill(dg, (const int32_t *const *)seq, plen), CODA_OK);
   float *lc = malloc((size_t)B * V * 4), *lg = malloc((size_t)B * V * 4);
@@ -234,8 +204,8 @@ static void against_cpu(coda_context cpu, coda_context gpu, const coda_model_con
               what, x2, bins, q);
   }
   free(counts); free(sorted); free(t1); free(t2);
-  for (int b = 0; b < B; b++) free(seq[b]);
-  free(seq); free(lc); free(lg); free(prev); free(tok);
+  free_prompts(seq, B);
+  free(lc); free(lg); free(prev); free(tok);
   coda_decoder_destroy(dc);
   coda_decoder_destroy(dg);
   coda_model_destroy(m);
@@ -288,12 +258,8 @@ static void plans_vs_direct(coda_context cpu, coda_context gpu, const coda_model
     return;
   }
   const int64_t V = c->vocab;
-  int32_t **seq = calloc((size_t)B, sizeof *seq);
-  uint64_t r = 23;
-  for (int b = 0; b < B; b++) {
-    seq[b] = malloc((size_t)plen[b] * 4);
-    for (int i = 0; i < plen[b]; i++) seq[b][i] = (int32_t)coda_rng_below(&r, (uint64_t)V);
-  }
+  int32_t **seq = random_prompts(B, plen, V, 23);
+  CHECK(seq != NULL);
   const int32_t *const *pr = (const int32_t *const *)seq;
   CHECK_STATUS(cpu, coda_decoder_prefill(dc, pr, plen), CODA_OK);
   CHECK_STATUS(gpu, coda_decoder_prefill(dd, pr, plen), CODA_OK);
@@ -359,8 +325,8 @@ static void plans_vs_direct(coda_context cpu, coda_context gpu, const coda_model
               "%s: second prefill, sequence %d: logits differ (%g of max)", what, b, worst);
   printf("%s: the second plan prefill's logits are %s the first's\n", what,
          memcmp(lp, lp0, (size_t)B * V * 4) ? "NOT bit-identical to" : "bit-identical to");
-  for (int b = 0; b < B; b++) free(seq[b]);
-  free(seq); free(lc); free(ld); free(lp); free(lp0); free(tok);
+  free_prompts(seq, B);
+  free(lc); free(ld); free(lp); free(lp0); free(tok);
   coda_decoder_destroy(dc);
   coda_decoder_destroy(dd);
   coda_decoder_destroy(dp);

@@ -3,8 +3,8 @@
  * launch and its check, and the warp sum. Every decode kernel starts with
  * pdl_wait() and is launched by launch(), with programmatic stream
  * serialization (unless CODA_DECODE_PDL=0), so the next kernel of a step is
- * scheduled while the previous one drains; nothing before pdl_wait() reads
- * or writes memory. Internal to those files (an anonymous namespace each). */
+ * scheduled while the previous one drains; before pdl_wait() a kernel reads
+ * only constant weights and writes nothing. Internal to those files (an anonymous namespace each). */
 #pragma once
 
 #include "backends/cuda/backend.h"

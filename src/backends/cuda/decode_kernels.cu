@@ -257,10 +257,10 @@ __device__ __forceinline__ void mma_bf16_16816(float *c, const uint32_t *a, uint
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* Weight chunks a lane loads before pdl_wait() (the weights are constant,
- * so these loads overlap the previous kernel's tail): fewer for more rows,
- * whose registers decide how many blocks fit an SM (64 for four at 64
- * rows). */
+/* Weight chunks a lane loads together ahead of its k loop, written before
+ * pdl_wait() (the weights are constant), which ptxas nonetheless places
+ * first: fewer for more rows, whose registers decide how many blocks fit
+ * an SM (64 for four at 64 rows). */
 template <int MT> constexpr int mma_ahead_chunks() { return MT == 1 ? 4 : MT == 2 ? 2 : 0; }
 
 template <int A>
