@@ -162,21 +162,7 @@ static coda_status plan_set(coda_decoder d, int B, int T, prefill_plan **out) {
       if (d->plans[i].used < slot->used) slot = &d->plans[i];
     free_set(ctx, slot);
   }
-  coda_llama_config lc;
-  memset(&lc, 0, sizeof lc);
-  lc.dim = d->D;
-  lc.n_heads = c->heads;
-  lc.n_kv_heads = c->kv_heads;
-  lc.head_dim = d->hd;
-  lc.ffn_dim = d->F;
-  lc.vocab = d->V;
-  lc.batch = B;
-  lc.seq = T;
-  lc.rope_theta = c->rope_theta;
-  lc.rope = c->rope;
-  lc.norm_eps = c->norm_eps;
-  lc.dtype = CODA_BF16;
-  lc.flags = CODA_LLAMA_INFER;
+  coda_llama_config lc = coda_model_block_config(c, B, T, CODA_LLAMA_INFER);
   slot->B = B;
   slot->T = T;
   slot->used = d->plan_clock;

@@ -49,6 +49,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+coda_llama_config coda_model_block_config(const coda_model_config *c, int64_t batch,
+                                          int64_t seq, int flags) {
+  coda_llama_config lc;
+  memset(&lc, 0, sizeof lc);
+  lc.dim = c->dim;
+  lc.n_heads = c->heads;
+  lc.n_kv_heads = c->kv_heads;
+  lc.head_dim = c->dim / c->heads;
+  lc.ffn_dim = c->ffn;
+  lc.vocab = c->vocab;
+  lc.batch = batch;
+  lc.seq = seq;
+  lc.rope_theta = c->rope_theta;
+  lc.rope = c->rope;
+  lc.norm_eps = c->norm_eps;
+  lc.dtype = CODA_BF16;
+  lc.flags = flags;
+  return lc;
+}
+
 int coda_plans_available(void) { return 1; }
 
 static void free_plans(plans_state *s) {
@@ -97,23 +117,9 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_s
   if (!s->blk) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   s->B = B;
   s->T = T;
-  coda_llama_config lc;
-  memset(&lc, 0, sizeof lc);
-  lc.dim = c->dim;
-  lc.n_heads = c->heads;
-  lc.n_kv_heads = c->kv_heads;
-  lc.head_dim = c->dim / c->heads;
-  lc.ffn_dim = c->ffn;
-  lc.vocab = c->vocab;
-  lc.batch = B;
-  lc.seq = T;
-  lc.rope_theta = c->rope_theta;
-  lc.rope = c->rope;
-  lc.norm_eps = c->norm_eps;
-  lc.dtype = CODA_BF16;
   /* a training step runs one backward per forward: the SwiGLU-backward
    * dgrad may write dz over the saved z (less memory, the same bits) */
-  lc.flags = CODA_LLAMA_INPLACE;
+  coda_llama_config lc = coda_model_block_config(c, B, T, CODA_LLAMA_INPLACE);
   coda_status st = CODA_OK;
   for (int i = 0; i < c->layers && !st; i++) {
     st = coda_llama_block_plan(ctx, &lc, &s->blk[i]);

@@ -298,6 +298,11 @@ coda_status coda_model_last_logits(coda_context ctx, coda_model *m,
                                    float *logits);
 /* Parameter count of a configuration (weights only). */
 int64_t coda_model_config_params(const coda_model_config *c);
+/* The bf16 block plan configuration of model c at batch x seq with flags
+ * (CODA_LLAMA_*): what the trainer's plans and the decoder's plan prefill
+ * build (model_plans.c). */
+coda_llama_config coda_model_block_config(const coda_model_config *c, int64_t batch,
+                                          int64_t seq, int flags);
 /* Engine state slots owned by the model (freed by the engines). */
 void **coda_model_ref_slot(coda_model *m);
 void **coda_model_plans_slot(coda_model *m);
