@@ -386,6 +386,15 @@ coda_status coda_builder_pair_split(coda_builder b, int segment);
 /* The pair layout of a program: 0 adjacent pairs (or elem mode), S > 0 the
  * half-split segment, CODA_PAIR_SPLIT_ROW halves of the row. */
 int coda_program_pair_split(coda_program p);
+/* The math of a program (text `math fast`, docs/language.md "Math"):
+ * exact (the default) evaluates every operation as the CPU interpreter
+ * does, one rounding each, with the accurate library functions; fast lets
+ * the GPU contract a*b+c into one fma and use the hardware approximations
+ * of tanh, exp, log, sigmoid and division, within the error bounds the
+ * document gives. The CPU backend computes both the same, exactly. */
+typedef enum coda_math { CODA_MATH_EXACT = 0, CODA_MATH_FAST = 1 } coda_math;
+coda_status coda_builder_math(coda_builder b, coda_math math);
+coda_math coda_program_math(coda_program p);
 coda_value coda_b_input(coda_builder b, const char *name, coda_arg_kind kind,
                         coda_dtype dtype, coda_width width);
 coda_value coda_b_output(coda_builder b, const char *name, coda_dtype dtype,

@@ -174,4 +174,32 @@
      "reduce b = rowmax(acc.even) per 4\n" \
      "reduce c = rowmax(acc.even * acc.odd) per 64\n"
 
+/* `math fast` (contraction, approximate tanh, exp, log, division and square
+ * root on the GPU): every function the approximations reach, into a 16-bit
+ * output; exp, log, division and roots also into an f32 output and row and
+ * column sums (tanh, the coarsest, only into the 16-bit output). */
+#define EPI_TEST_FAST_OPS \
+     "math fast\n" \
+     "input t : tile bf16\n" \
+     "input r : row f32\n" \
+     "output o1 : bf16\n" \
+     "output o2 : f32\n" \
+     "a = acc * r + t\n" \
+     "b = tanh(a) + gelu(a) + dgelu(t) + geglu(a, t)\n" \
+     "d = exp(-abs(a)) + log(abs(a) + 1) + sigmoid(a) + silu(t) + dsilu(a) + a / (abs(t) + 1) + sqrt(abs(a)) + rsqrt(abs(a) + 1)\n" \
+     "store o1 = b * acc + d\n" \
+     "store o2 = d\n" \
+     "reduce rs = rowsum(d)\n" \
+     "reduce cs = colsum(d * t)\n"
+
+/* `math fast` in pair mode: the two-result SwiGLU and GeGLU backwards. */
+#define EPI_TEST_FAST_PAIR \
+     "mode pair\n" \
+     "math fast\n" \
+     "input t : tile bf16\n" \
+     "output o : bf16\n" \
+     "dg, du = dswiglu(acc.even, acc.odd, t.even)\n" \
+     "eg, eu = dgeglu(acc.odd, t.odd, acc.even)\n" \
+     "store o = pack(dg + eg + swiglu(acc.even, t.odd), du - eu)\n"
+
 #endif

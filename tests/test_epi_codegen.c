@@ -58,6 +58,8 @@ static const char *const kExtra[][2] = {
     {"split16", EPI_TEST_SPLIT16},
     {"maxima", EPI_TEST_MAXIMA},
     {"pair_segmax", EPI_TEST_PAIR_SEGMAX},
+    {"fast_ops", EPI_TEST_FAST_OPS},
+    {"fast_pair", EPI_TEST_FAST_PAIR},
 };
 
 static int compile_one(coda_context ctx, const char *name, coda_program p, int ta, int tb, int f16) {
@@ -243,6 +245,31 @@ int main(void) {
     static const int lay[3][3] = {{0, 0, 1}, {1, 1, 0}, {1, 0, 1}};
     compiled += compile_one(ctx, kExtra[i][0], p, lay[i % 3][0], lay[i % 3][1], lay[i % 3][2]);
     coda_program_destroy(p);
+  }
+  /* math fast reaches the translation unit (the helpers' approximations
+   * and, in coda_epi_compile, contraction) and nothing else: the functor
+   * of the fast program is the exact one's */
+  {
+    const char *body = "input t : tile bf16\noutput y : bf16\nstore y = tanh(t) * acc + exp(t)\n";
+    char fast_src[256];
+    snprintf(fast_src, sizeof fast_src, "math fast\n%s", body);
+    coda_program pe = NULL, pf = NULL;
+    CHECK(coda_program_parse(ctx, body, &pe) == CODA_OK && coda_program_parse(ctx, fast_src, &pf) == CODA_OK);
+    if (pe && pf) {
+      coda_epi_config cfg = coda_epi_default_config();
+      char *ue = coda_epi_full_source(ctx, pe, &cfg, NULL), *uf = coda_epi_full_source(ctx, pf, &cfg, NULL);
+      char *fe = coda_epi_functor_source(ctx, pe), *ff = coda_epi_functor_source(ctx, pf);
+      CHECK(ue && uf && strstr(ue, "#define CODA_EPI_FAST_MATH 0\n") && strstr(uf, "#define CODA_EPI_FAST_MATH 1\n"));
+      CHECK(fe && ff && strstr(fe, "coda_epi::tanh_(") && strstr(fe, "coda_epi::exp_("));
+      /* past the first line (the program's canonical text in a comment) */
+      CHECK(fe && ff && strchr(fe, '\n') && strchr(ff, '\n') && !strcmp(strchr(fe, '\n'), strchr(ff, '\n')));
+      free(ue), free(uf), free(fe), free(ff);
+      total += 2;
+      compiled += compile_one(ctx, "tanh_exp exact", pe, 0, 1, 0);
+      compiled += compile_one(ctx, "tanh_exp fast", pf, 0, 1, 0);
+    }
+    coda_program_destroy(pe);
+    coda_program_destroy(pf);
   }
   /* the generated source names what it compiles: check a property of it */
   {

@@ -72,6 +72,16 @@ coda_status coda_builder_pair_split(coda_builder b, int segment) {
   return CODA_OK;
 }
 
+coda_status coda_builder_math(coda_builder b, coda_math math) {
+  if (!b) return CODA_ERR_INVALID_ARGUMENT;
+  if (b->err) return coda_fail(b->ctx, b->err, "%s", b->msg);
+  if (math != CODA_MATH_EXACT && math != CODA_MATH_FAST)
+    return bfail(b, CODA_ERR_INVALID_ARGUMENT, "coda_builder_math: math must be CODA_MATH_EXACT or CODA_MATH_FAST, found %d",
+                 (int)math);
+  b->p->math_fast = math == CODA_MATH_FAST;
+  return CODA_OK;
+}
+
 void coda_builder_destroy(coda_builder b) {
   if (!b) return;
   for (int i = 0; i < 2 * CODA_MAX_INSTRS; i++) free(b->p->reg_names[i]);

@@ -94,7 +94,7 @@ const char *ir_finish_kind_name(coda_finish_kind k) {
  * statement and stay usable as names: the design's own example names a rope
  * result `x2`, programs name an lse vector `lse`. */
 static const char *const keywords[] = {
-  "mode", "input", "output", "store", "reduce", "finish", "acc", "row", "col", "pack",
+  "mode", "math", "input", "output", "store", "reduce", "finish", "acc", "row", "col", "pack",
 };
 
 int ir_is_reserved(const char *s) {
@@ -125,6 +125,7 @@ int ir_find_finish(const struct coda_program_s *p, const char *name) {
 }
 
 int coda_program_pair_split(coda_program p) { return p && p->pair_mode ? p->pair_split : 0; }
+coda_math coda_program_math(coda_program p) { return p && p->math_fast ? CODA_MATH_FAST : CODA_MATH_EXACT; }
 
 int ir_input_is_pair(const struct coda_program_s *p, int input) {
   if (input < 0 || input >= p->ninputs) return 0;
@@ -178,6 +179,7 @@ int ir_equal(const struct coda_program_s *a, const struct coda_program_s *b,
   if (why && why_len) why[0] = '\0';
   if (a->pair_mode != b->pair_mode) DIFF("mode differs");
   if (a->pair_split != b->pair_split) DIFF("pair split differs (%d vs %d)", a->pair_split, b->pair_split);
+  if (a->math_fast != b->math_fast) DIFF("math differs (%s vs %s)", a->math_fast ? "fast" : "exact", b->math_fast ? "fast" : "exact");
   if (a->ninstrs != b->ninstrs) DIFF("instruction count %d vs %d", a->ninstrs, b->ninstrs);
   if (a->ninputs != b->ninputs) DIFF("input count %d vs %d", a->ninputs, b->ninputs);
   if (a->noutputs != b->noutputs) DIFF("output count %d vs %d", a->noutputs, b->noutputs);

@@ -85,6 +85,7 @@ struct coda_program_s {
   int pair_mode;
   int pair_split;     /* pair mode: 0 adjacent pairs (2j, 2j+1); S > 0 half-split
                        * pairs (s*S + k, s*S + k + S/2); CODA_PAIR_SPLIT_ROW: S = N */
+  int math_fast;      /* `math fast`: the GPU may contract and approximate (coda_math) */
   int ninstrs, ninputs, noutputs, nreduces, nfinishes;
   int nregs;
   ir_instr instrs[CODA_MAX_INSTRS];

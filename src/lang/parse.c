@@ -50,6 +50,8 @@ typedef struct {
   char regname[2 * CODA_MAX_INSTRS][CODA_NAME_MAX];
   int depth;
   int nstatements;
+  int nheader;        /* statements so far that were `mode` or `math` */
+  int math_seen;
   coda_status err;
 } parser;
 
@@ -410,7 +412,7 @@ static int parse_primary(parser *ps) {
   snprintf(nm, sizeof nm, "%.*s", t.len < CODA_NAME_MAX ? t.len : CODA_NAME_MAX - 1, t.s);
   if (tok_is(&t, "pack"))
     return perr(ps, CODA_ERR_TYPE, t.line, t.col, "pack(...) is only allowed as the whole value of a store");
-  if (tok_is(&t, "mode") || tok_is(&t, "input") || tok_is(&t, "output") || tok_is(&t, "store") ||
+  if (tok_is(&t, "mode") || tok_is(&t, "math") || tok_is(&t, "input") || tok_is(&t, "output") || tok_is(&t, "store") ||
       tok_is(&t, "reduce") || tok_is(&t, "finish"))
     return expected(ps, "an expression");
   next(ps);
@@ -798,8 +800,24 @@ static int parse_statement(parser *ps) {
   }
   if (t.k != T_NAME) return expected(ps, "a statement");
   int first = ps->nstatements++ == 0;
+  if (tok_is(&t, "math")) {
+    /* the header: `mode` first, then `math`, before any other statement */
+    if (ps->math_seen) return perr(ps, CODA_ERR_PARSE, t.line, t.col, "math is declared twice");
+    if (ps->nheader != ps->nstatements - 1)
+      return perr(ps, CODA_ERR_PARSE, t.line, t.col,
+                  "math must come before the inputs, outputs and instructions (after mode, if there is one)");
+    next(ps);
+    if (tok_is(&ps->tok, "fast")) ps->p->math_fast = 1;
+    else if (tok_is(&ps->tok, "exact")) ps->p->math_fast = 0;
+    else return expected(ps, "'exact' or 'fast' after math");
+    next(ps);
+    ps->nheader++;
+    ps->math_seen = 1;
+    return 0;
+  }
   if (tok_is(&t, "mode")) {
     if (!first) return perr(ps, CODA_ERR_PARSE, t.line, t.col, "mode must be the first statement");
+    ps->nheader++;
     next(ps);
     if (tok_is(&ps->tok, "elem")) ps->p->pair_mode = 0;
     else if (tok_is(&ps->tok, "pair")) ps->p->pair_mode = 1;

@@ -336,6 +336,7 @@ char *ir_print_text(const struct coda_program_s *p) {
   if (p->pair_mode && p->pair_split == CODA_PAIR_SPLIT_ROW) coda_sb_printf(&b, "mode pair split\n");
   else if (p->pair_mode && p->pair_split) coda_sb_printf(&b, "mode pair split %d\n", p->pair_split);
   else if (p->pair_mode) coda_sb_printf(&b, "mode pair\n");
+  if (p->math_fast) coda_sb_printf(&b, "math fast\n");
   for (int i = 0; i < p->ninputs; i++) {
     const ir_input *in = &p->inputs[i];
     coda_sb_printf(&b, "input %s : %s %s%s\n", in->name, kind_word(in->kind), coda_dtype_name(in->dtype),
@@ -431,6 +432,7 @@ char *ir_print_listing(const struct coda_program_s *p) {
   else if (p->pair_mode && p->pair_split)
     coda_sb_printf(&b, "pairs: split per %d, columns s*%d + k and s*%d + k + %d\n", p->pair_split, p->pair_split,
                    p->pair_split, p->pair_split / 2);
+  if (p->math_fast) coda_sb_printf(&b, "math: fast (the GPU may contract and approximate)\n");
   coda_sb_printf(&b, "inputs (%d):\n", p->ninputs);
   for (int i = 0; i < p->ninputs; i++) {
     const ir_input *in = &p->inputs[i];

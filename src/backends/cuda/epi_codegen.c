@@ -238,8 +238,8 @@ static void plan_functor(gen *g, const struct coda_program_s *p, coda_strbuf *b,
 static void emit_head(gen *g) {
   const struct coda_program_s *p = g->p;
   coda_strbuf *b = g->b;
-  coda_sb_printf(b, "/* program (%s mode%s): %d instructions, %d inputs, %d outputs, %d reductions */\n",
-            g->pair ? "pair" : "elem", g->split ? ", half-split pairs" : "", p->ninstrs, p->ninputs, p->noutputs, p->nreduces);
+  coda_sb_printf(b, "/* program (%s mode%s%s): %d instructions, %d inputs, %d outputs, %d reductions */\n",
+            g->pair ? "pair" : "elem", g->split ? ", half-split pairs" : "", p->math_fast ? ", math fast" : "", p->ninstrs, p->ninputs, p->noutputs, p->nreduces);
   coda_sb_printf(b, "/* arguments:");
   for (int k = 0; k < p->ninputs; k++)
     coda_sb_printf(b, " %d=%s(%s %s%s)", k, p->inputs[k].name, g->in_em[k]->name,
@@ -491,6 +491,8 @@ char *coda_epi_full_source(coda_context ctx, coda_program p, const coda_epi_conf
   coda_sb_printf(&sb, "%s", kPrelude);
   /* the program's scratch (the functor's staging plan assumes it) */
   coda_sb_printf(&sb, "#define CODA_EPI_SCRATCH_BYTES %ld\n", coda_epi_scratch_bytes(p));
+  /* the program's math: which function helpers epi_helpers.cuh defines */
+  coda_sb_printf(&sb, "#define CODA_EPI_FAST_MATH %d\n", coda_program_math(p) == CODA_MATH_FAST);
   /* in gemm_sm90.cuh's include order: the PTX wrappers, wgmma, the mainloop */
   append_header(&sb, coda_epi_hdr_ptx_sm90, 0);
   append_header(&sb, coda_epi_hdr_wgmma, 0);
@@ -553,7 +555,7 @@ static coda_status build_one(coda_context ctx, coda_program p, const coda_epi_co
   char *expr = NULL;
   char *src = coda_epi_full_source(ctx, p, cfg, &expr);
   if (!src) return CODA_ERR_NOT_SUPPORTED;
-  coda_status s = coda_epi_compile(ctx, src, expr, no_cache, &out->cubin, &out->size, &out->lowered,
+  coda_status s = coda_epi_compile(ctx, src, expr, coda_program_math(p), no_cache, &out->cubin, &out->size, &out->lowered,
                                    NULL, &out->from_cache, &out->spill);
   free(src);
   free(expr);

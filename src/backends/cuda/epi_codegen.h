@@ -110,9 +110,11 @@ size_t coda_epi_smem_bytes(const coda_epi_config *cfg);
 /* Compiles a translation unit with NVRTC for sm_90a and returns the cubin
  * (malloc'ed) and the lowered kernel name (malloc'ed). log (optional,
  * malloc'ed) receives the compiler log (with ptxas statistics). Uses the
- * on-disk cache (CODA_CACHE_DIR or ~/.cache/coda) unless no_cache. */
+ * on-disk cache (CODA_CACHE_DIR or ~/.cache/coda) unless no_cache. math:
+ * the program's (coda_program_math); CODA_MATH_FAST compiles with
+ * contraction and approximate division and square root. */
 coda_status coda_epi_compile(coda_context ctx, const char *source, const char *kernel_expr,
-                             int no_cache, void **cubin, size_t *cubin_size, char **lowered,
+                             coda_math math, int no_cache, void **cubin, size_t *cubin_size, char **lowered,
                              char **log, int *from_cache, int *spill);
 
 /* A compiled kernel for a program: by default the pingpong schedule (two

@@ -92,15 +92,52 @@ template <int DT, bool ACC> __device__ __forceinline__ void st4(void *b, long lo
   st2<DT, ACC>(b, o, ok0, ok0, al2, v.x, v.y);
   st2<DT, ACC>(b, o + 2, ok1, ok1, al2, v.z, v.w);
 }
-/* Math, fp32, the same formulas as the CPU interpreter (no contraction:
- * the source is compiled with --fmad=false). */
-__device__ __forceinline__ float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
+/* Math, fp32, the same formulas as the CPU interpreter. Exact programs
+ * are compiled without contraction (--fmad=false) and call the accurate
+ * library functions; a `math fast` program (CODA_EPI_FAST_MATH 1) gets
+ * the hardware approximations below and contraction (docs/language.md,
+ * "Math", has their error bounds). */
+#ifndef CODA_EPI_FAST_MATH
+#define CODA_EPI_FAST_MATH 0
+#endif
+/* tanh.approx: one MUFU.TANH, relative error below 2^-10.9 */
+__device__ __forceinline__ float tanh_(float x) {
+#if CODA_EPI_FAST_MATH
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return tanhf(x);
+#endif
+}
+/* exp(x) = 2^(x log2 e): the product's rounding adds |x| 2^-24 to the
+ * relative error of ex2.approx (about 2^-22) */
+__device__ __forceinline__ float exp_(float x) {
+#if CODA_EPI_FAST_MATH
+  float y;
+  asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
+  return y;
+#else
+  return expf(x);
+#endif
+}
+/* log(x) = log2(x) ln 2: absolute error about 2^-22 */
+__device__ __forceinline__ float log_(float x) {
+#if CODA_EPI_FAST_MATH
+  float y;
+  asm("lg2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y * 0.6931471805599453f;
+#else
+  return logf(x);
+#endif
+}
+__device__ __forceinline__ float sigm(float x) { return 1.0f / (1.0f + exp_(-x)); }
 __device__ __forceinline__ float gelu(float x) {
-  float t = tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x));
+  float t = tanh_(0.7978845608028654f * (x + 0.044715f * x * x * x));
   return 0.5f * x * (1.0f + t);
 }
 __device__ __forceinline__ float dgelu(float x) {
-  float t = tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x));
+  float t = tanh_(0.7978845608028654f * (x + 0.044715f * x * x * x));
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * x * x);
 }
 __device__ __forceinline__ float dsilu(float x) { float s = sigm(x); return s * (1.0f + x * (1.0f - s)); }

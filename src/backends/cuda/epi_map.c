@@ -74,7 +74,7 @@ static coda_status map_binary(coda_context ctx, coda_program p, coda_epi_binary 
   free(src);
   char expr[64];
   snprintf(expr, sizeof expr, "coda_map::map_kernel<%d>", CODA_EPI_BN);
-  coda_status s = coda_epi_compile(ctx, full, expr, 0, &out->cubin, &out->size, &out->lowered, NULL,
+  coda_status s = coda_epi_compile(ctx, full, expr, coda_program_math(p), 0, &out->cubin, &out->size, &out->lowered, NULL,
                                    &out->from_cache, &out->spill);
   free(full);
   return s;

@@ -101,12 +101,19 @@ static const nvrtc_api *nvrtc(coda_context ctx) {
   return NULL;
 }
 
+/* Exact math: the CPU reference does not contract a*b+c and divides and
+ * takes square roots correctly rounded; fast math (docs/language.md) lets
+ * the GPU do neither. */
 static const char *const kOptions[] = {
     "--gpu-architecture=sm_90a", "-default-device", "--std=c++17",
-    "--fmad=false", /* the CPU reference does not contract a*b+c either */
-    "--ptxas-options=-v",
+    "--fmad=false", "--ptxas-options=-v",
+};
+static const char *const kFastOptions[] = {
+    "--gpu-architecture=sm_90a", "-default-device", "--std=c++17",
+    "--fmad=true", "--prec-div=false", "--prec-sqrt=false", "--ptxas-options=-v",
 };
 #define NOPTIONS ((int)(sizeof kOptions / sizeof kOptions[0]))
+#define NFAST_OPTIONS ((int)(sizeof kFastOptions / sizeof kFastOptions[0]))
 static const char kMagic[8] = {'C', 'O', 'D', 'A', 'E', 'P', 'I', '2'};
 
 /* The context's cache directory (created if needed, with its parent for
@@ -205,7 +212,7 @@ static int log_spill_bytes(const char *log) {
 }
 
 coda_status coda_epi_compile(coda_context ctx, const char *source, const char *kernel_expr,
-                             int no_cache, void **cubin, size_t *cubin_size, char **lowered,
+                             coda_math math, int no_cache, void **cubin, size_t *cubin_size, char **lowered,
                              char **log, int *from_cache, int *spill) {
   *cubin = NULL;
   *cubin_size = 0;
@@ -223,8 +230,11 @@ coda_status coda_epi_compile(coda_context ctx, const char *source, const char *k
   char meta[512];
   int ml = snprintf(meta, sizeof meta, "sm_90a|nvrtc %d.%d|coda %d.%d.%d|", vmaj, vmin,
                     CODA_VERSION_MAJOR, CODA_VERSION_MINOR, CODA_VERSION_PATCH);
-  for (int i = 0; i < NOPTIONS && ml > 0 && (size_t)ml < sizeof meta; i++)
-    ml += snprintf(meta + ml, sizeof meta - (size_t)ml, "%s|", kOptions[i]);
+  const int fast = math == CODA_MATH_FAST;
+  const char *const *opts = fast ? kFastOptions : kOptions;
+  const int nopts = fast ? NFAST_OPTIONS : NOPTIONS;
+  for (int i = 0; i < nopts && ml > 0 && (size_t)ml < sizeof meta; i++)
+    ml += snprintf(meta + ml, sizeof meta - (size_t)ml, "%s|", opts[i]);
   uint64_t k1 = 1, k2 = 2;
   const char *parts[3] = {meta, kernel_expr, source};
   for (int i = 0; i < 3; i++) {
@@ -250,7 +260,7 @@ coda_status coda_epi_compile(coda_context ctx, const char *source, const char *k
                      nv->get_error_string(r));
   coda_status st = CODA_OK;
   r = nv->add_name_expression(prog, kernel_expr);
-  if (r == NVRTC_SUCCESS) r = nv->compile_program(prog, NOPTIONS, kOptions);
+  if (r == NVRTC_SUCCESS) r = nv->compile_program(prog, nopts, opts);
   size_t logn = 0;
   char *lg = NULL;
   if (nv->get_program_log_size(prog, &logn) == NVRTC_SUCCESS && logn > 0) {

@@ -62,7 +62,7 @@ coda_status coda_cuda_program_compile(coda_context ctx, coda_program p,
       char *low = NULL;
       void *cubin = NULL;
       size_t n = 0;
-      if (coda_epi_compile(ctx, src, expr, 1, &cubin, &n, &low, log, NULL, NULL) != CODA_OK) {
+      if (coda_epi_compile(ctx, src, expr, coda_program_math(p), 1, &cubin, &n, &low, log, NULL, NULL) != CODA_OK) {
         free(*log);
         *log = NULL;
       }
