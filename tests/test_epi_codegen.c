@@ -271,6 +271,29 @@ int main(void) {
     coda_program_destroy(pe);
     coda_program_destroy(pf);
   }
+  /* half-split pairs stage their full-width outputs for the whole
+   * fragment: both columns of a point into the chunks' buffers, each chunk
+   * stored by TMA after the last one, no direct stores */
+  {
+    coda_program p = NULL;
+    CHECK(coda_program_parse(ctx, EPI_TEST_SPLIT64, &p) == CODA_OK);
+    const char *rope = "mode pair split 64\ninput pos : row i32\ninput f : col f32\noutput y : bf16\n"
+                       "x, w = rope(acc.even, acc.odd, pos, f.even, 0)\nstore y = pack(x, w)\n";
+    coda_program q = NULL;
+    CHECK(coda_program_parse(ctx, rope, &q) == CODA_OK);
+    char *fn = q ? coda_epi_functor_source(ctx, q) : NULL;
+    CHECK(fn && strstr(fn, "((j + 4) / 4) * 4096") && strstr(fn, "tma_store_2d(&p.tm[0], sb_ + 0 + (jc / 4) * 4096") &&
+          count_of(fn, "bulk_wait_read<0>") == 1 && !strstr(fn, "coda_epi::st2<"));
+    free(fn);
+    coda_epi_config cfg = coda_epi_default_config();
+    coda_epi_binary bin;
+    if (q && coda_epi_build(ctx, q, &cfg, 1, &bin) == CODA_OK) {
+      CHECK_MSG(cfg.ping, "a split program with every output staged runs pingpong");
+      coda_epi_binary_free(&bin);
+    }
+    coda_program_destroy(p);
+    coda_program_destroy(q);
+  }
   /* the generated source names what it compiles: check a property of it */
   {
     coda_program p = NULL;

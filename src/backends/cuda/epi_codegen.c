@@ -325,6 +325,7 @@ static void emit_chunk_fetch(gen *g) {
    * outputs have been stored */
   /* TMA stores of earlier chunks must have read the output staging this
    * chunk writes (with two buffers: the store of chunk jc - 2) */
+  if (sp->frag) return; /* (its staging is ordered once per fragment) */
   if (sp->nout)
     coda_sb_printf(b, "      if (threadIdx.x %% 128 == 0) coda_sm90::bulk_wait_read<%d>();\n", sp->out_dbl ? 1 : 0);
   if (g->staged) {
@@ -389,7 +390,7 @@ static void emit_chunk(gen *g) {
   visit_all(g, EPI_GROUP_END);
   coda_sb_printf(b, "    }\n"); /* jj */
   visit_all(g, EPI_CHUNK_FOLD);
-  if (g->staged) {
+  if (g->staged && !g->sp.frag) {
     /* the chunk's staged inputs are read and its outputs written; the
      * generic-proxy writes of staged outputs are made visible to the TMA
      * (async proxy) before the barrier */
@@ -414,9 +415,19 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
     epi_emit_fetch(&g, "0", "0", NULL, "      ");
     coda_sb_printf(b, "    }\n");
   }
+  /* outputs staged per fragment: the previous fragment's stores have read
+   * the staging before this one writes it */
+  if (g.sp.frag && g.sp.nout)
+    coda_sb_printf(b, "    if (threadIdx.x %% 128 == 0) coda_sm90::bulk_wait_read<0>();\n    coda_sm90::wg_sync(sc.bar);\n");
   coda_sb_printf(b, "#pragma unroll\n    for (int jc = 0; jc < BN / 8; jc += %d) {\n", EPI_JC);
   emit_chunk(&g);
   coda_sb_printf(b, "    }\n"); /* jc */
+  if (g.sp.frag && g.sp.nout) { /* every chunk of the fragment leaves */
+    coda_sb_printf(b, "    asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n    coda_sm90::wg_sync(sc.bar);\n");
+    coda_sb_printf(b, "#pragma unroll\n    for (int jc = 0; jc < BN / 8; jc += %d) {\n", EPI_JC);
+    visit_all(&g, EPI_CHUNK_STORE);
+    coda_sb_printf(b, "    }\n    if (threadIdx.x %% 128 == 0) coda_sm90::bulk_commit();\n");
+  }
   /* row partials of this column tile */
   if (g.any_row_end) {
     coda_sb_printf(b, "#pragma unroll\n    for (int h = 0; h < 2; ++h) {\n      const int r = f.row0 + 8 * h;\n");

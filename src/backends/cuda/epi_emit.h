@@ -41,6 +41,8 @@ typedef struct stage_plan {
   int out_off[CODA_MAX_OUTPUTS], out_rb[CODA_MAX_OUTPUTS];
   int dbl;      /* inputs double-buffered */
   int out_dbl;  /* outputs double-buffered */
+  int frag;     /* half-split pairs: outputs staged for the whole fragment
+                 * (one buffer per chunk), stored after its last chunk */
   int nin, nout;
 } stage_plan;
 

@@ -227,6 +227,19 @@ static void out_store(gen *g, int o) {
   const int pair = g->pair;
   const int k = g->arg_out0 + o, dt = epi_dt_code(op->dtype);
   const char *acc = op->accumulate ? "true" : "false";
+  if (sp->out_off[o] >= 0 && sp->frag) {
+    /* half-split pairs, staged per fragment: the first columns c, c + 1
+     * (column pair j) and the second ones (pair j + S/16), each in its
+     * chunk's buffer */
+    for (int half = 0; half < 2; half++) {
+      char jx[32];
+      snprintf(jx, sizeof jx, half ? "(j + %d)" : "(j)", g->split / 16);
+      coda_sb_printf(b, "        coda_epi::so2<%d>(sb_ + %d + (%s / 4) * %d + %d * h + coda_epi::swz<%d>(lrow, %d * (8 * (%s %% 4) + 2 * qd)), %s%d[0], %s%d[1]);\n",
+                     dt, sp->out_off[o], jx, 64 * sp->out_rb[o], 8 * sp->out_rb[o], sp->out_rb[o],
+                     epi_dt_size(op->dtype), jx, half ? "ow" : "ov", o, half ? "ow" : "ov", o);
+    }
+    return;
+  }
   if (sp->out_off[o] >= 0) {
     const char *fn = pair ? (op->width == CODA_WIDTH_HALF ? "so1" : "so2")
                           : (op->width == CODA_WIDTH_X2 ? "so4" : "so2");
@@ -278,8 +291,8 @@ static void out_chunk_store(gen *g, int o) {
   char v0[96];
   epi_view_v0(op->width, "jc", v0, sizeof v0);
   char buf[64];
-  snprintf(buf, sizeof buf, "sb_ + %d + %s * %d", sp->out_off[o], sp->out_dbl ? "((jc / 4) & 1)" : "0",
-           64 * sp->out_rb[o]);
+  snprintf(buf, sizeof buf, "sb_ + %d + %s * %d", sp->out_off[o],
+           sp->frag ? "(jc / 4)" : sp->out_dbl ? "((jc / 4) & 1)" : "0", 64 * sp->out_rb[o]);
   if (o < CODA_EPI_MAX_TMA)
     coda_sb_printf(g->b,
               "      if (p.flags[%d] & 4) {\n"

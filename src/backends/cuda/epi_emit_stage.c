@@ -69,10 +69,27 @@ void epi_plan_staging(const struct coda_program_s *p, const int *used, long scra
   memset(sp, 0, sizeof *sp);
   for (int k = 0; k < CODA_MAX_INPUTS; k++) sp->in_off[k] = -1;
   for (int o = 0; o < CODA_MAX_OUTPUTS; o++) sp->out_off[o] = -1;
-  /* half-split pairs: a point's two columns lie S/2 apart, in different
-   * 32-column chunks for S >= 64, so their tiles are accessed directly */
-  if (p->pair_mode && p->pair_split) return;
   const long fixed = epi_fixed_smem(p);
+  if (p->pair_mode && p->pair_split) {
+    /* Half-split pairs: a point's two columns lie S/2 apart, in different
+     * 32-column chunks for S >= 64. Full-width outputs are staged for the
+     * whole fragment, one buffer per chunk, so a point writes both of its
+     * columns into the staging and every chunk leaves by TMA after the
+     * fragment's last one; tile inputs are read directly. */
+    sp->frag = 1;
+    long off = fixed;
+    const int nchunk = CODA_EPI_BN / 32;
+    for (int o = 0; o < p->noutputs; o++) {
+      const ir_output *op = &p->outputs[o];
+      const int rb = epi_chunk_row_bytes(op->dtype, op->width);
+      if (!out_stageable(op) || !rb || op->width != CODA_WIDTH_FULL || off + nchunk * 64L * rb > scratch) continue;
+      sp->out_off[o] = (int)off;
+      sp->out_rb[o] = rb;
+      off += nchunk * 64L * rb;
+      sp->nout++;
+    }
+    return;
+  }
   const long budget = scratch - fixed; /* after the colsum slots */
   long in_bytes = 0, out_bytes = 0;
   for (int k = 0; k < p->ninputs; k++)
