@@ -1,6 +1,6 @@
 /* The unfused-program pass over the IR (ir_unfuse, src/lang/pass_unfuse.c)
  * gives the same program as the text rewrite plans used before it:
- * declare `input gemm_acc : tile DTYPE` after the optional `mode` line of
+ * declare `input gemm_acc : tile DTYPE` after the optional `mode` and `math` lines of
  * the canonical text, rename every `acc` token to gemm_acc, parse. That
  * rewrite is kept here, as the reference. Compared (canonical text, and
  * the IR structurally with register names):
@@ -38,10 +38,12 @@ static coda_status old_rewrite(coda_context ctx, coda_program prog, coda_dtype d
   char *t = malloc(cap);
   if (!t) return CODA_ERR_OUT_OF_MEMORY;
   size_t i = 0;
-  if (!strncmp(src, "mode ", 5)) {
-    while (i < n && src[i] != '\n') t[k++] = src[i++];
-    if (i < n) t[k++] = src[i++];
-  }
+  /* the header lines (`mode`, then `math`) stay first */
+  for (int h = 0; h < 2; h++)
+    if (!strncmp(src + i, h ? "math " : "mode ", 5)) {
+      while (i < n && src[i] != '\n') t[k++] = src[i++];
+      if (i < n) t[k++] = src[i++];
+    }
   k += (size_t)snprintf(t + k, cap - k, "input %s : tile %s\n", PLAN_ACC_INPUT,
                         coda_dtype_name(dtype));
   while (i < n) {
