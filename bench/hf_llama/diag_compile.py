@@ -6,7 +6,7 @@ of one step after them, with dynamo's counters (frames compiled, graph
 breaks, recompiles). If the first step grows with the layers, the layers
 are traced one by one; if later steps stay slow, something recompiles.
 
-    python3 bench/hf_llama/diag_compile.py [--layers 1,2,4] [--timeout S] [--small --device cpu]
+    python3 bench/hf_llama/diag_compile.py [--layers 1,2,4] [--timeout S] [--profile N] [--small --device cpu]
 
 --small: d 256, 4/2 heads, ffn 512, vocab 1024, 2 x 128 tokens, float32
 (with --device cpu, Inductor's CPU backend: the same per-layer structure
@@ -29,7 +29,7 @@ SHAPES = {
 }
 
 
-def one(layers, shape, device):
+def one(layers, shape, device, profile=0):
     import torch
     import transformers
     from torch._dynamo.utils import counters
@@ -51,9 +51,27 @@ def one(layers, shape, device):
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     times = []
     for i in range(4):
+        prof = None
+        if profile and i == 0:
+            import cProfile
+            prof = cProfile.Profile()
+            prof.enable()
         t0 = time.perf_counter()
         loss = step_model(input_ids=ids, labels=ids, use_cache=False).loss
         t1 = time.perf_counter()
+        if prof is not None:
+            # where the first forward call (the compile) spends its time
+            import io
+            import pstats
+            prof.disable()
+            buf = io.StringIO()
+            pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(profile)
+            for line in buf.getvalue().splitlines():
+                if line.strip():
+                    print("profile " + line, file=sys.stderr)
+            from torch._dynamo.utils import compile_times
+            for line in str(compile_times(repr="str")).splitlines():
+                print("compile_times " + line, file=sys.stderr)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -71,15 +89,19 @@ def main():
     ap.add_argument("--timeout", type=float, default=150)
     ap.add_argument("--small", action="store_true", help="the small shape (see above) instead of 1.1 B")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--profile", type=int, default=0,
+                    help="print the N functions of most own time in the first forward call (cProfile) "
+                         "and dynamo's compile_times")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
-        print("RESULT " + json.dumps(one(a.one, "small" if a.small else "1b", a.device)), flush=True)
+        print("RESULT " + json.dumps(one(a.one, "small" if a.small else "1b", a.device, a.profile)), flush=True)
         return
     for n in [int(x) for x in a.layers.split(",")]:
         t0 = time.perf_counter()
         try:
-            cmd = [sys.executable, __file__, "--one", str(n), "--device", a.device] + (["--small"] if a.small else [])
+            cmd = [sys.executable, __file__, "--one", str(n), "--device", a.device, "--profile", str(a.profile)] + \
+                (["--small"] if a.small else [])
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
             out = p.stdout + p.stderr
         except subprocess.TimeoutExpired as e:
@@ -87,8 +109,9 @@ def main():
             out += "\nnot finished in %g s" % a.timeout
         print("== %d layers (%.0f s)" % (n, time.perf_counter() - t0))
         lines = out.strip().splitlines()
-        print("\n".join(l for l in lines if l.startswith(("layers", "RESULT", "not finished")) or "Recompil" in l
-                        or "Graph break" in l or "Error" in l)[-6000:])
+        print("\n".join(l for l in lines if l.startswith(("layers", "RESULT", "not finished", "profile", "compile_times"))
+                        or "Recompil" in l
+                        or "Graph break" in l or "Error" in l)[-20000:])
         sys.stdout.flush()
 
 

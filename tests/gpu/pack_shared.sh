@@ -50,6 +50,6 @@ for t in test_epilogue_gpu test_plan_gpu; do "$G/tests/gpu/$t" --precompile | ta
 "$G/coda" bench block all --precompile | tail -1
 "$G/bench_fused" --precompile | tail -1
 "$G/bench_fused" --precompile $(tests/gpu/fused_programs.sh) | tail -3
-"$G/bench_fused" --precompile $(bench/fused/fast_programs.sh "$S/fast") | tail -3
+"$G/bench_fused" --precompile $(bench/fused/math_variants.sh "$S/math") | tail -3
 tar -czf "$D/gpu-all.tgz" -C "$S" gpu
 ls -l "$D/gpu-all.tgz"
