@@ -6,7 +6,7 @@ of one step after them, with dynamo's counters (frames compiled, graph
 breaks, recompiles). If the first step grows with the layers, the layers
 are traced one by one; if later steps stay slow, something recompiles.
 
-    python3 bench/hf_llama/diag_compile.py [--layers 1,2,4] [--timeout S] [--profile N] [--small --device cpu]
+    python3 bench/hf_llama/diag_compile.py [--layers 1,2,4] [--timeout S] [--profile 1] [--small --device cpu]
 
 --small: d 256, 4/2 heads, ffn 512, vocab 1024, 2 x 128 tokens, float32
 (with --device cpu, Inductor's CPU backend: the same per-layer structure
@@ -51,27 +51,16 @@ def one(layers, shape, device, profile=0):
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     times = []
     for i in range(4):
-        prof = None
-        if profile and i == 0:
-            import cProfile
-            prof = cProfile.Profile()
-            prof.enable()
         t0 = time.perf_counter()
         loss = step_model(input_ids=ids, labels=ids, use_cache=False).loss
         t1 = time.perf_counter()
-        if prof is not None:
-            # where the first forward call (the compile) spends its time
-            import io
-            import pstats
-            prof.disable()
-            buf = io.StringIO()
-            pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(profile)
-            for line in buf.getvalue().splitlines():
-                if line.strip():
-                    print("profile " + line, file=sys.stderr)
+        if profile and i == 0:
+            # where the first forward call (dynamo, AOT autograd, Inductor for
+            # the forward and the backward) spent its time
             from torch._dynamo.utils import compile_times
             for line in str(compile_times(repr="str")).splitlines():
-                print("compile_times " + line, file=sys.stderr)
+                if line.strip():
+                    print("compile_times " + line, file=sys.stderr)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -90,8 +79,7 @@ def main():
     ap.add_argument("--small", action="store_true", help="the small shape (see above) instead of 1.1 B")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--profile", type=int, default=0,
-                    help="print the N functions of most own time in the first forward call (cProfile) "
-                         "and dynamo's compile_times")
+                    help="1: print dynamo's compile_times (seconds per compile phase) after the first step")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
