@@ -135,6 +135,23 @@ def _dims(config):
     return hq, hkv, hd
 
 
+def _decoder_layer(x, wn1, wq, wk, wv, wo, wn2, wg, wu, wd, pos, freq, perm, batch, hq, hkv, eps1, eps2):
+    h1, r1 = ct.llama_rmsnorm(x, wn1, eps1)
+    qkv = torch.ops.coda.hf_llama_qkv_rope(h1, wq, wk, wv, r1, pos, freq, perm)
+    o, _ = ct.attention(qkv, batch, hq, hkv)
+    x1, h2, r2 = ct.llama_residual_norm(o, wo, x, wn2, eps2)
+    _, y = torch.ops.coda.hf_llama_swiglu(h2, wg, wu, r2)
+    return ct.linear_residual(y, wd, x1)
+
+
+# Under torch.compile every layer is the same subgraph on other weights:
+# a nested compile region is traced and compiled once and called per layer
+# (Inductor's time for the whole model grew faster than the layer count:
+# bench/results/gpu-2026-12-02b.md, call 4). Eager calls are unchanged.
+_nested = getattr(torch.compiler, "nested_compile_region", None)
+_decoder_layer_compiled = _nested(_decoder_layer) if _nested is not None else _decoder_layer
+
+
 def llama_decoder_layer(layer, x, batch, pos, freq, perm, dims):
     """One LlamaDecoderLayer on x ((batch*seq) x hidden) through the coda
     ops: RMSNorm, qkv + RoPE, attention, out-projection + residual + RMSNorm,
@@ -143,13 +160,10 @@ def llama_decoder_layer(layer, x, batch, pos, freq, perm, dims):
     hq, hkv, _ = dims
     att, mlp = layer.self_attn, layer.mlp
     n1, n2 = layer.input_layernorm, layer.post_attention_layernorm
-    h1, r1 = ct.llama_rmsnorm(x, n1.weight, n1.variance_epsilon)
-    qkv = torch.ops.coda.hf_llama_qkv_rope(h1, att.q_proj.weight, att.k_proj.weight, att.v_proj.weight, r1, pos,
-                                           freq, perm)
-    o, _ = ct.attention(qkv, batch, hq, hkv)
-    x1, h2, r2 = ct.llama_residual_norm(o, att.o_proj.weight, x, n2.weight, n2.variance_epsilon)
-    _, y = torch.ops.coda.hf_llama_swiglu(h2, mlp.gate_proj.weight, mlp.up_proj.weight, r2)
-    return ct.linear_residual(y, mlp.down_proj.weight, x1)
+    return _decoder_layer_compiled(x, n1.weight, att.q_proj.weight, att.k_proj.weight, att.v_proj.weight,
+                                   att.o_proj.weight, n2.weight, mlp.gate_proj.weight, mlp.up_proj.weight,
+                                   mlp.down_proj.weight, pos, freq, perm, batch, hq, hkv, n1.variance_epsilon,
+                                   n2.variance_epsilon)
 
 
 def _check_supported(model):
