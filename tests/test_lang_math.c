@@ -9,6 +9,7 @@
  *    for bit, in fp32 and in fp64 (only the GPU approximates). */
 #include "coda.h"
 #include "check.h"
+#include "lang_test_util.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -26,14 +27,6 @@ static coda_program parse(coda_context ctx, const char *src) {
   coda_program p = NULL;
   CHECK_MSG(coda_program_parse(ctx, src, &p) == CODA_OK, "%s\n%s", coda_last_error(ctx), src);
   return p;
-}
-
-static void expect_error(coda_context ctx, const char *src, const char *want) {
-  coda_program p = NULL;
-  coda_status s = coda_program_parse(ctx, src, &p);
-  CHECK_MSG(s != CODA_OK && !p, "accepted:\n%s", src);
-  CHECK_MSG(strstr(coda_last_error(ctx), want), "message '%s' lacks '%s'", coda_last_error(ctx), want);
-  coda_program_destroy(p);
 }
 
 static int count(const char *s, const char *what) {
@@ -83,15 +76,15 @@ done:
 }
 
 static void test_errors(coda_context ctx) {
-  expect_error(ctx, "math fast\nmath fast\noutput y : f32\nstore y = acc\n", "line 2, column 1: math is declared twice");
-  expect_error(ctx, "math exact\nmath fast\noutput y : f32\nstore y = acc\n", "math is declared twice");
-  expect_error(ctx, "output y : f32\nmath fast\nstore y = acc\n",
+  expect_parse_error(ctx, "math fast\nmath fast\noutput y : f32\nstore y = acc\n", "line 2, column 1: math is declared twice");
+  expect_parse_error(ctx, "math exact\nmath fast\noutput y : f32\nstore y = acc\n", "math is declared twice");
+  expect_parse_error(ctx, "output y : f32\nmath fast\nstore y = acc\n",
                "line 2, column 1: math must come before the inputs, outputs and instructions");
-  expect_error(ctx, "math fast\nmode pair\noutput y : f32\nstore y = acc.even\n", "mode must be the first statement");
-  expect_error(ctx, "math quick\noutput y : f32\nstore y = acc\n", "expected 'exact' or 'fast' after math");
-  expect_error(ctx, "math\noutput y : f32\nstore y = acc\n", "expected 'exact' or 'fast' after math");
-  expect_error(ctx, "output y : f32\nmath = acc\nstore y = math\n", "math must come before");
-  expect_error(ctx, "output y : f32\nstore y = math + acc\n", "expected an expression");
+  expect_parse_error(ctx, "math fast\nmode pair\noutput y : f32\nstore y = acc.even\n", "mode must be the first statement");
+  expect_parse_error(ctx, "math quick\noutput y : f32\nstore y = acc\n", "expected 'exact' or 'fast' after math");
+  expect_parse_error(ctx, "math\noutput y : f32\nstore y = acc\n", "expected 'exact' or 'fast' after math");
+  expect_parse_error(ctx, "output y : f32\nmath = acc\nstore y = math\n", "math must come before");
+  expect_parse_error(ctx, "output y : f32\nstore y = math + acc\n", "expected an expression");
 }
 
 static void test_builder(coda_context ctx) {
@@ -118,6 +111,16 @@ static void test_builder(coda_context ctx) {
   CHECK_EQ_INT(coda_program_math(NULL), CODA_MATH_EXACT);
 }
 
+/* Element i of a buffer of f64 or f32 values. */
+static void put(unsigned char *b, int i, int f64, double v) {
+  if (f64) {
+    memcpy(b + 8 * i, &v, 8);
+  } else {
+    float f = (float)v;
+    memcpy(b + 4 * i, &f, 4);
+  }
+}
+
 /* The CPU backend has one math: fast and exact programs agree bit for bit. */
 static void test_cpu_same(coda_precision prec) {
   coda_context_options o = coda_context_default_options();
@@ -139,32 +142,14 @@ static void test_cpu_same(coda_precision prec) {
   const coda_dtype dt = f64 ? CODA_F64 : CODA_F32;
   const size_t es = f64 ? 8 : 4;
   unsigned char a[M * K * 8], w[N * K * 8], x[M * N * 8], y[2][M * N * 8], z[2][M * N * 8];
+  /* fresh values in [-3, 3) for x; A and B small and varied */
   uint64_t s = 0x9E3779B97F4A7C15ull;
   for (int i = 0; i < M * N; i++) {
     s = s * 6364136223846793005ull + 1442695040888963407ull;
-    double v = ((double)(s >> 11) / 9007199254740992.0) * 6 - 3; /* fresh, in [-3, 3) */
-    if (f64) memcpy(x + 8 * i, &v, 8);
-    else {
-      float f = (float)v;
-      memcpy(x + 4 * i, &f, 4);
-    }
+    put(x, i, f64, ((double)(s >> 11) / 9007199254740992.0) * 6 - 3);
   }
-  for (int i = 0; i < M * K; i++) {
-    double v = 0.25 * ((i * 7) % 11) - 1.2;
-    if (f64) memcpy(a + 8 * i, &v, 8);
-    else {
-      float f = (float)v;
-      memcpy(a + 4 * i, &f, 4);
-    }
-  }
-  for (int i = 0; i < N * K; i++) {
-    double v = 0.2 * ((i * 5) % 9) - 0.8;
-    if (f64) memcpy(w + 8 * i, &v, 8);
-    else {
-      float f = (float)v;
-      memcpy(w + 4 * i, &f, 4);
-    }
-  }
+  for (int i = 0; i < M * K; i++) put(a, i, f64, 0.25 * ((i * 7) % 11) - 1.2);
+  for (int i = 0; i < N * K; i++) put(w, i, f64, 0.2 * ((i * 5) % 9) - 0.8);
   for (int k = 0; k < 2 && prog[0] && prog[1]; k++) {
     coda_args args = NULL;
     CHECK(coda_args_create(ctx, &args) == CODA_OK);

@@ -9,6 +9,7 @@
  *    "3e+01") and reads back to the same doubles. */
 #include "coda.h"
 #include "check.h"
+#include "lang_test_util.h"
 
 #include <math.h>
 #include <string.h>
@@ -90,26 +91,18 @@ static void test_values(coda_context ctx) {
   CHECK_NEAR(y[9], -1, 0);
 }
 
-static void expect_error(coda_context ctx, const char *src, const char *want) {
-  coda_program p = NULL;
-  coda_status s = coda_program_parse(ctx, src, &p);
-  CHECK_MSG(s != CODA_OK && !p, "accepted:\n%s", src);
-  CHECK_MSG(strstr(coda_last_error(ctx), want), "message '%s' lacks '%s'", coda_last_error(ctx), want);
-  coda_program_destroy(p);
-}
-
 static void test_errors(coda_context ctx) {
-  expect_error(ctx, "output y : f32\nstore y = frob(acc)\n", "line 2, column 11: unknown function 'frob'");
-  expect_error(ctx, "output y : f32\nstore y = frob(acc)\n", "relu");
-  expect_error(ctx, "output y : f32\nstore y = rleu(acc)\n", "did you mean 'relu'?");
-  expect_error(ctx, "output y : f32\nstore y = sigmod(acc)\n", "did you mean 'sigmoid'?");
-  expect_error(ctx, "output y : f32\nstore y = q\n", "'q' is used before it is defined");
+  expect_parse_error(ctx, "output y : f32\nstore y = frob(acc)\n", "line 2, column 11: unknown function 'frob'");
+  expect_parse_error(ctx, "output y : f32\nstore y = frob(acc)\n", "relu");
+  expect_parse_error(ctx, "output y : f32\nstore y = rleu(acc)\n", "did you mean 'relu'?");
+  expect_parse_error(ctx, "output y : f32\nstore y = sigmod(acc)\n", "did you mean 'sigmoid'?");
+  expect_parse_error(ctx, "output y : f32\nstore y = q\n", "'q' is used before it is defined");
   const char *head = "input e : scalar f32\noutput y : f32\nstore y = acc\nreduce p = rowsum(acc)\n";
   char src[512];
   snprintf(src, sizeof src, "%sfinish r = rstd(p, e)\n", head);
-  expect_error(ctx, src, "eps must be a literal");
+  expect_parse_error(ctx, src, "eps must be a literal");
   snprintf(src, sizeof src, "%sfinish r = rstd(p, 1e-5 * 2)\n", head);
-  expect_error(ctx, src, "eps must be a literal");
+  expect_parse_error(ctx, src, "eps must be a literal");
   snprintf(src, sizeof src, "%sfinish r = rstd(p, 1e-5)\n", head);
   coda_program p = NULL;
   CHECK_MSG(coda_program_parse(ctx, src, &p) == CODA_OK, "%s", coda_last_error(ctx));
