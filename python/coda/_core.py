@@ -325,6 +325,12 @@ class Program:
         return lib.coda_program_ir(self._h).decode()
 
     @property
+    def math(self):
+        """"exact" or "fast" (the program's `math` declaration: whether the
+        GPU may contract and approximate, docs/language.md "Math")."""
+        return "fast" if lib.coda_program_math(self._h) == 1 else "exact"
+
+    @property
     def args(self):
         """The named arguments, in index order: inputs, outputs, partials,
         finisher results (a list of ArgumentInfo)."""

@@ -142,6 +142,25 @@ def test_non_contiguous_input_is_copied():
     np.testing.assert_allclose(out["x"], A @ W.T + res, rtol=1e-12)
 
 
+def test_math_declaration():
+    """`math fast` is read, kept in the canonical text and retyping, and on
+    the CPU computes exactly what the exact program does."""
+    body = "input x : tile f64\noutput y : f64\nstore y = tanh(x) * acc + exp(-x) / (1 + x * x)\n"
+    exact, fast = coda.Program.parse(body), coda.Program.parse("math fast\n" + body)
+    assert (exact.math, fast.math) == ("exact", "fast")
+    assert fast.text.startswith("math fast\n") and "math" not in exact.text
+    assert coda.Program.builtin("llama_swiglu").math == "fast"
+    assert coda.Program.builtin("llama_norm_bwd").math == "exact"
+    assert coda.Program.builtin("llama_swiglu", dtype="f64").math == "fast"
+    ctx = coda.Context("cpu", precision="f64")
+    rng = np.random.default_rng(7)
+    A, W, x = rng.standard_normal((6, 3)), rng.standard_normal((5, 3)), rng.uniform(-3, 3, (6, 5))
+    ye = ctx.gemm_epilogue(exact, A, W, trans_b=True, x=x)["y"]
+    yf = ctx.gemm_epilogue(fast, A, W, trans_b=True, x=x)["y"]
+    np.testing.assert_array_equal(ye, yf)
+    np.testing.assert_allclose(ye, np.tanh(x) * (A @ W.T) + np.exp(-x) / (1 + x * x), rtol=1e-12)
+
+
 # ------------------------------------------------------------- errors
 
 def test_parse_error_message():
