@@ -103,6 +103,7 @@ static void test_builder(coda_context ctx) {
   CHECK(coda_b_store(b, y, t) == CODA_OK);
   coda_program p = NULL;
   CHECK_MSG(coda_builder_finish(b, &p) == CODA_OK, "%s", coda_last_error(ctx));
+  coda_builder_destroy(b);
   if (p) {
     CHECK_EQ_INT(coda_program_math(p), CODA_MATH_FAST);
     CHECK(!strncmp(coda_program_text(p), "math fast\n", 10));
