@@ -14,7 +14,7 @@ run() { # VARIANT SHAPE BATCHES ROUND
   local v=$1 d=$P env=()
   case $v in old) d=$PWD/PKO/gpu;; pf0) env=(CODA_DECODE_PREFETCH=0);; msep) env=(CODA_DECODE_MERGE=separate);; esac
   local f="$L/generate-$2-$v-$4.txt"
-  env "${env[@]}" timeout -k 5 90 "$d/coda" generate --device gpu --bench --prompt-len 512 --tokens 256 \
+  env LD_LIBRARY_PATH="$d/lib:$LD_LIBRARY_PATH" "${env[@]}" timeout -k 5 90 "$d/coda" generate --device gpu --bench --prompt-len 512 --tokens 256 \
     --hbm-gbps "$BW" --shape "$2" --batches "$3" > "$f" 2>&1
   echo "$2 $v round $4 exit $?"; grep -E "^ +[0-9]" "$f"
 }
