@@ -146,7 +146,7 @@ typedef struct coda_decode_ops {
   coda_status (*linear)(coda_context, const coda_decode_linear_job *j);
   coda_status (*attention)(coda_context, const coda_decode_rows *r, uint16_t *o,
                            const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
-                           float *work, int32_t *count, int splits);
+                           float *work, int splits);
   coda_status (*gather_rows)(coda_context, float *dst, const float *src, const int32_t *dst_rows,
                              int64_t n, int64_t cols);
   coda_status (*sample)(coda_context, const coda_decode_sample_job *j);

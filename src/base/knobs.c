@@ -44,10 +44,6 @@ void coda_knobs_from_env(coda_knobs *k) {
   k->decode_pdl_off = v && !strcmp(v, "0");
   v = getenv("CODA_DECODE_NORM");
   k->decode_norm_separate = v && !strcmp(v, "separate");
-  v = getenv("CODA_DECODE_PREFETCH");
-  k->decode_prefetch_off = v && !strcmp(v, "0");
-  v = getenv("CODA_DECODE_MERGE");
-  k->decode_merge_separate = v && !strcmp(v, "separate");
   v = getenv("CODA_CACHE_DIR");
   const char *home = getenv("HOME");
   if (v && *v) copy_str(k->cache_dir, sizeof k->cache_dir, v);

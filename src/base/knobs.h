@@ -47,12 +47,6 @@ typedef struct coda_knobs {
   /* CODA_DECODE_NORM=separate: a one-row decode GEMV reads the row the
    * RMSNorm kernel wrote instead of normalizing it itself */
   int decode_norm_separate;
-  /* CODA_DECODE_PREFETCH=0: a decode GEMV block does not prefetch its
-   * weight rows into L2 before it waits for the previous kernel */
-  int decode_prefetch_off;
-  /* CODA_DECODE_MERGE=separate: decode attention merges its splits in a
-   * kernel of its own instead of in the partials' last block */
-  int decode_merge_separate;
   /* CODA_CACHE_DIR, else $HOME/.cache/coda; "" when neither is set */
   char cache_dir[CODA_KNOB_PATH_LEN];
   char nccl_lib[CODA_KNOB_PATH_LEN]; /* CODA_NCCL_LIB, else "" (libnccl.so.2) */

@@ -59,8 +59,7 @@ static coda_status dev_kernels(coda_decoder d, int64_t M, int64_t nhead, int spl
                                 .packed = d->nseg ? d->d_pk : NULL, .inv_freq = d->d_inv_freq};
     s = mark(d, coda_decode_linear(ctx, &q), PH_QKV);
     if (!s && !d->nseg)
-      s = mark(d, coda_decode_attention(ctx, &rs, d->d_o, d->d_q, kc, vc, d->d_work,
-                                             d->d_attn_count, splits),
+      s = mark(d, coda_decode_attention(ctx, &rs, d->d_o, d->d_q, kc, vc, d->d_work, splits),
                PH_ATTN);
     for (int g = 0; g < d->nseg && !s; g++) /* fresh prompts: the training attention */
       s = prefill_attention(d, d->seg_start[g], d->seg_len[g]);
@@ -241,16 +240,6 @@ coda_status decode_setup_device(coda_decoder d, const float *W, coda_model *m) {
   d->d_inv_freq = dalloc(d, (size_t)d->hd / 2 * 8, &s);
   if (!s) s = coda_memcpy_h2d(d->ctx, d->d_inv_freq, d->inv_freq, (size_t)d->hd / 2 * 8);
   d->work_rows = (int64_t)wrows;
-  /* one merge ticket per (row, query-head group) of a call, at most one
-   * per (row, query head); the kernel leaves them zero */
-  const size_t nticket = hrows * (size_t)c->heads;
-  d->d_attn_count = dalloc(d, nticket * 4, &s);
-  if (!s) {
-    int32_t *zero = calloc(nticket, 4);
-    s = zero ? coda_memcpy_h2d(d->ctx, d->d_attn_count, zero, nticket * 4)
-             : coda_fail(d->ctx, CODA_ERR_OUT_OF_MEMORY, "decoder: %zu merge tickets", nticket);
-    free(zero);
-  }
   d->d_meta = dalloc(d, hrows * 5 * 4, &s);
   d->d_sample = dalloc(d, (size_t)d->B * 4, &s);
   d->d_spos = dalloc(d, (size_t)d->B * 4, &s);

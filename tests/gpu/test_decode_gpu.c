@@ -31,9 +31,7 @@
  *   - kernels launched without programmatic dependent launch
  *     (CODA_DECODE_PDL=0) give logits bit-identical to those launched with
  *     it, and so does the RMSNorm kernel against the one-row GEMV's own
- *     norm (CODA_DECODE_NORM=separate), the attention merge kernel against
- *     the merge by the partials' last block (CODA_DECODE_MERGE=separate),
- *     and the GEMVs without their L2 prefetch (CODA_DECODE_PREFETCH=0);
+ *     norm (CODA_DECODE_NORM=separate);
  *   - the prefill through the forward-only block plans (CODA_PREFILL_PLANS)
  *     against the direct GPU prefill and the CPU decoder, in the bound
  *     above: GQA prompts of 37, 5, 100, 37 and 1 tokens (four plans, one of
@@ -470,20 +468,6 @@ int main(int argc, char **argv) {
   if (sepnorm) {
     graphs_vs_direct(cpu, sepnorm, streamed, 1, &gqa, 1, 60, steps_of(20, 0), "norm kernel (direct) vs GEMV prologue (graphs)");
     coda_context_destroy(sepnorm);
-  }
-  /* the attention merge in a kernel of its own against the partials' last
-   * block; the steps without the GEMVs' L2 prefetch against those with */
-  coda_context sepmerge = context_with_knob(&co, "CODA_DECODE_MERGE", "separate");
-  if (sepmerge) {
-    graphs_vs_direct(cpu, sepmerge, streamed, 1, &gqa, 1, 60, steps_of(20, 0), "merge kernel (direct) vs merge in the partials (graphs)");
-    graphs_vs_direct(cpu, sepmerge, streamed, 1, &mha, 24, 20, steps_of(6, 0), "merge kernel vs merge in the partials, batch 24");
-    coda_context_destroy(sepmerge);
-  }
-  coda_context nopf = context_with_knob(&co, "CODA_DECODE_PREFETCH", "0");
-  if (nopf) {
-    graphs_vs_direct(cpu, nopf, streamed, 1, &gqa, 1, 60, steps_of(20, 0), "no prefetch (direct) vs prefetch (graphs)");
-    graphs_vs_direct(cpu, nopf, streamed, 1, &mha, 24, 20, steps_of(6, 0), "no prefetch vs prefetch, batch 24");
-    coda_context_destroy(nopf);
   }
   coda_context_destroy(streamed);
   /* llama3-scaled RoPE past the pre-training context of 32 positions */

@@ -1,7 +1,6 @@
 /* Decode attention (the decoder's `attention` entry of coda_decode_ops):
  * flash-decoding partials over splits of the cache length, then their
- * merge into each query head's bf16 output (by the partials' last block,
- * or a kernel of its own). Causal GQA over the bf16 K/V
+ * merge into each query head's bf16 output. Causal GQA over the bf16 K/V
  * cache [batch][max_len][Hk][hd], each row at its own sequence and
  * position. */
 #include "backends/cuda/decode_common.cuh"
@@ -38,71 +37,15 @@ __device__ __forceinline__ void load_bf16(const bf16 *p, float *out) {
   }
 }
 
-/* The merge of a head's splits as attn_combine_kernel computes it (the
- * same operations in the same order, so the same bits): M the largest
- * split max, then over the splits in order, empty ones (max -inf)
- * skipped, L += l·c and A += a·c with c = exp(max - M); o = A / L. */
-constexpr int kFusedSplits = 32; /* splits the partial kernel merges itself */
-
-/* The last of a (row, head group)'s split blocks to finish merges the
- * group's heads into o: every block makes its partials visible
- * (__threadfence) before it takes a ticket from count, so the block that
- * takes the last one sees them all; it reads them from L2 and returns the
- * ticket counter to zero for the next call (a graph replays the same
- * buffer). Which block merges varies; what it computes does not. */
-__device__ __forceinline__ void merge_if_last(bf16 *o, const float *work, int32_t *count,
-                                              long long r, int Hq, int h0, int G, int hd,
-                                              int splits) {
-  __shared__ int last;
-  __shared__ float sm[kAttnGroup][kFusedSplits], sl[kAttnGroup][kFusedSplits];
-  __threadfence();
-  __syncthreads();
-  const long long ticket = r * gridDim.y + blockIdx.y;
-  if (threadIdx.x == 0) last = atomicAdd(&count[ticket], 1) == splits - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  const long long stride = hd + 2;
-  const float *base = work + (r * Hq + h0) * splits * stride;
-  for (int i = threadIdx.x; i < G * splits; i += blockDim.x) {
-    const int g = i / splits, sp = i % splits;
-    sm[g][sp] = __ldcg(base + ((long long)g * splits + sp) * stride);
-    sl[g][sp] = __ldcg(base + ((long long)g * splits + sp) * stride + 1);
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < G * hd; i += blockDim.x) {
-    const int g = i / hd, e = i % hd;
-    const float *hb = base + (long long)g * splits * stride + 2 + e;
-    float a[kFusedSplits];
-#pragma unroll
-    for (int sp = 0; sp < kFusedSplits; sp++) a[sp] = sp < splits ? __ldcg(hb + sp * stride) : 0.0f;
-    float M = -INFINITY;
-    for (int sp = 0; sp < splits; sp++) M = fmaxf(M, sm[g][sp]);
-    float L = 0.0f, A = 0.0f;
-#pragma unroll
-    for (int sp = 0; sp < kFusedSplits; sp++) {
-      if (sp >= splits) break;
-      if (sm[g][sp] == -INFINITY) continue;
-      const float c = __expf(sm[g][sp] - M);
-      L += sl[g][sp] * c;
-      A += a[sp] * c;
-    }
-    o[((r * Hq) + h0 + g) * hd + e] = __float2bfloat16_rn(L > 0.0f ? A / L : 0.0f);
-  }
-  if (threadIdx.x == 0) count[ticket] = 0;
-}
-
 /* Block (row r, kv head kh and a group of its query heads, split s):
  * flash-decoding partials over cache positions [lo, hi) of the split.
  * Each warp takes every kAttnWarps-th batch of attn_keys positions and keeps an online softmax
  * per query head; the lanes split the head dimension (HDL values each).
- * work[(r·Hq + h)·splits + s] = (max, sum, hd unnormalized values). With
- * count, the block of a (row, head group) that finishes last also merges
- * its splits (merge_if_last). */
+ * work[(r·Hq + h)·splits + s] = (max, sum, hd unnormalized values). */
 template <int HDL>
 __global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, const bf16 *vc,
                                     const int32_t *seq, const int32_t *pos, int Hq, int Hk,
-                                    int max_len, int splits, int32_t *count, bf16 *o) {
+                                    int max_len, int splits) {
   pdl_wait();
   constexpr int hd = HDL * 32, kAttnKeys = attn_keys<HDL>();
   const int grp = Hq / Hk, nblk = (grp + kAttnGroup - 1) / kAttnGroup;
@@ -187,7 +130,6 @@ __global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, 
     }
     out[2 + e] = A;
   }
-  if (count) merge_if_last(o, work, count, r, Hq, kh * grp + g0, G, hd, splits);
 }
 
 /* o (bf16) = the splits' partials merged and normalized: block per (row,
@@ -242,7 +184,7 @@ __global__ void attn_combine_kernel(bf16 *o, const float *work, int Hq, int hd, 
 extern "C" coda_status coda_cuda_decode_attention(coda_context ctx, const coda_decode_rows *r,
                                                   uint16_t *o, const uint16_t *q,
                                                   const uint16_t *kc, const uint16_t *vc,
-                                                  float *work, int32_t *count, int splits) {
+                                                  float *work, int splits) {
   if (r->M == 0) return CODA_OK;
   if (r->hd % 32 || r->hd > 256 || (r->hd / 32) & (r->hd / 32 - 1))
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "decode attention: head dim %d (32, 64, 128 or "
@@ -255,18 +197,14 @@ extern "C" coda_status coda_cuda_decode_attention(coda_context ctx, const coda_d
   const dim3 block(32 * kAttnWarps);
   const bf16 *qb = (const bf16 *)q, *kb = (const bf16 *)kc, *vb = (const bf16 *)vc;
   const char *what = "decode attention";
-  /* the partial kernel merges (one kernel and its launch gap fewer per
-   * layer) unless CODA_DECODE_MERGE=separate, or too many splits */
-  if (ctx->knobs.decode_merge_separate || splits > kFusedSplits) count = NULL;
-  bf16 *ob = (bf16 *)o;
   coda_status s;
   switch (r->hd / 32) {
-  case 1: s = launch(ctx, what, attn_partial_kernel<1>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits, count, ob); break;
-  case 2: s = launch(ctx, what, attn_partial_kernel<2>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits, count, ob); break;
-  case 4: s = launch(ctx, what, attn_partial_kernel<4>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits, count, ob); break;
-  default: s = launch(ctx, what, attn_partial_kernel<8>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits, count, ob); break;
+  case 1: s = launch(ctx, what, attn_partial_kernel<1>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
+  case 2: s = launch(ctx, what, attn_partial_kernel<2>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
+  case 4: s = launch(ctx, what, attn_partial_kernel<4>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
+  default: s = launch(ctx, what, attn_partial_kernel<8>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
   }
-  if (s || count) return s;
+  if (s) return s;
   return launch(ctx, "decode attention merge", attn_combine_kernel, dim3((unsigned)(r->M * r->Hq)),
                 dim3(r->hd < 128 ? r->hd : 128), 0, (bf16 *)o, (const float *)work, r->Hq, r->hd,
                 splits);

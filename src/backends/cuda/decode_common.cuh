@@ -3,8 +3,8 @@
  * launch and its check, and the warp sum. Every decode kernel starts with
  * pdl_wait() and is launched by launch(), with programmatic stream
  * serialization (unless CODA_DECODE_PDL=0), so the next kernel of a step is
- * scheduled while the previous one runs; before pdl_wait() a kernel reads
- * (or prefetches) only constant weights and writes nothing. Internal to those files (an anonymous namespace each). */
+ * scheduled while the previous one drains; before pdl_wait() a kernel reads
+ * only constant weights and writes nothing. Internal to those files (an anonymous namespace each). */
 #pragma once
 
 #include "backends/cuda/backend.h"
@@ -33,28 +33,10 @@ coda_status check_launch(coda_context ctx, const char *what) {
 }
 
 __device__ __forceinline__ void pdl_wait() {
-  /* let the next grid be scheduled, then wait until the previous grid of
-   * the stream has ended and its writes are visible. Triggering first is
-   * safe: the next grid's own wait still waits for this grid, which ends
-   * only after the previous one; and the next grid can only be scheduled
-   * once every block of this one has started, so its waiting blocks never
-   * keep this grid's blocks from an SM. It lets a chain of small kernels
-   * (attention partials, their merge) schedule the GEMV behind them, whose
-   * blocks then prefetch their weights while the chain runs. */
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  /* the previous grid of the stream has ended and its writes are visible;
+   * then let the next grid be scheduled */
   asm volatile("griddepcontrol.wait;" ::: "memory");
-}
-
-/* Bring [p, p + bytes) into L2 without waiting (p and bytes multiples of
- * 16), in 16 KiB pieces spread over the calling warp's lanes. */
-__device__ __forceinline__ void prefetch_l2_warp(const void *p, long long bytes) {
-  const int lane = threadIdx.x & 31;
-  const char *c = static_cast<const char *>(p);
-  for (long long o = (long long)lane << 14; o < bytes; o += 32LL << 14) {
-    const long long n = bytes - o < (1LL << 14) ? bytes - o : (1LL << 14);
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(c + o), "r"((unsigned)n)
-                 : "memory");
-  }
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
 /* kernel<<<grid, block, smem>>>(args...) on the context's stream, allowed

@@ -73,20 +73,7 @@ struct lin_out {
   int Hq, Hk, hd, max_len;
   const double *inv_freq;
   bf16 *q, *kc, *vc, *packed;
-  int prefetch; /* the block prefetches its weight rows before pdl_wait() */
 };
-
-/* A GEMV block's weight rows [n0, n0 + 8) are contiguous: before its wait,
- * its first warp asks L2 for them, so a block scheduled while the previous
- * kernel still runs (pdl_wait()) streams its weights meanwhile, and DRAM
- * stays busy across the kernel boundary and through the attention kernels
- * (a batch-1 step is a chain of short kernels). Rows past N are not asked. */
-__device__ __forceinline__ void prefetch_rows(const lin_out &o, const bf16 *w, long long n0,
-                                              long long K) {
-  if (!o.prefetch || threadIdx.x >= 32 || n0 >= o.N) return;
-  const long long rows = o.N - n0 < 8 ? o.N - n0 : 8;
-  prefetch_l2_warp(w + n0 * K, rows * K * (long long)sizeof(bf16));
-}
 
 /* The RoPE rotation of a pair (a, b) at position p, frequency f, in
  * double: the fused stores and rope_append_kernel both call it, so they
@@ -218,7 +205,6 @@ __global__ void __launch_bounds__(32 * kRowWarps)
   __shared__ float red[kRowWarps];
   __shared__ double part[kNormThreads / 32];
   extern __shared__ __align__(16) bf16 hs[];
-  prefetch_rows(o, w, (long long)blockIdx.x * kRowWarps, K);
   pdl_wait();
   if (norm.w) {
     rmsnorm_row(hs, norm.x + (norm.rows ? norm.rows[0] : 0) * K, norm.w, K, norm.eps, part);
@@ -232,7 +218,7 @@ __global__ void __launch_bounds__(32 * kRowWarps)
     const bf16 *wr = w + n * K;
 #pragma unroll 4 /* several weight loads in flight per lane */
     for (long long k = lane * 8; k < K; k += 256) {
-      const uint4 wv = __ldcs(reinterpret_cast<const uint4 *>(wr + k)); /* read once: evict first */
+      const uint4 wv = *reinterpret_cast<const uint4 *>(wr + k);
       const uint4 xv = *reinterpret_cast<const uint4 *>(x + k);
       const bf16 *wb = reinterpret_cast<const bf16 *>(&wv);
       const bf16 *xb = reinterpret_cast<const bf16 *>(&xv);
@@ -282,7 +268,7 @@ __device__ __forceinline__ void mma_ahead(uint4 *wv, const bf16 *wr, long long c
                                           bool nok) {
 #pragma unroll
   for (int i = 0; i < A; i++)
-    wv[i] = nok && c0 + i < c1 ? __ldcs(reinterpret_cast<const uint4 *>(wr + (c0 + i) * 32))
+    wv[i] = nok && c0 + i < c1 ? __ldg(reinterpret_cast<const uint4 *>(wr + (c0 + i) * 32))
                                : make_uint4(0, 0, 0, 0);
 }
 
@@ -315,7 +301,6 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
   const bf16 *wr = w + (nok ? n0 + g : 0) * K + 8 * t;
   constexpr int A = mma_ahead_chunks<MT>();
   uint4 ahead[A > 0 ? A : 1];
-  prefetch_rows(o, w, n0, K);
   mma_ahead<A>(ahead, wr, c0, c1, nok);
   pdl_wait();
   float acc[MT][4];
@@ -327,7 +312,7 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
 #pragma unroll 4
   for (long long c = c0 + A; c < c1; c++) {
     uint4 wv = make_uint4(0, 0, 0, 0);
-    if (nok) wv = __ldcs(reinterpret_cast<const uint4 *>(wr + c * 32)); /* read once: evict first */
+    if (nok) wv = __ldg(reinterpret_cast<const uint4 *>(wr + c * 32));
     mma_chunk<MT>(acc, wv, x, M, K, c, g, t);
   }
 #pragma unroll
@@ -517,7 +502,6 @@ extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, const coda_deco
   o.y = j->y;
   o.accumulate = j->accumulate;
   o.yb = (bf16 *)j->yb;
-  o.prefetch = !ctx->knobs.decode_prefetch_off;
   if (j->out == CODA_DECODE_OUT_ROPE) {
     const coda_decode_rows *r = j->rows;
     o.seq = r->seq;
