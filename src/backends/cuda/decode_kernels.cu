@@ -31,9 +31,7 @@ __global__ void embed_kernel(float *x, const bf16 *table, const int32_t *tok, lo
 /* -------------------------------------------------------------- RMSNorm */
 
 /* h = bf16(xr · r ⊙ w), r = 1/sqrt(mean(xr²) + eps), by a block of 256
- * threads, the sum of squares in double in a fixed order: the RMSNorm
- * kernel and the one-row GEMV's own prologue both call it, so their rows
- * agree bit for bit. */
+ * threads, the sum of squares in double in a fixed order. */
 constexpr int kNormThreads = 256;
 
 __device__ __forceinline__ void rmsnorm_row(bf16 *h, const float *xr, const float *w, long long D,
@@ -180,61 +178,100 @@ __global__ void gemv_kernel(float *y, const bf16 *x, const bf16 *w, int M, long 
   }
 }
 
-/* One row: out(x · wᵀ), x bf16 1 x K, K % 8 == 0: one warp per column
- * streams its weight row (lane: 8 elements, one 16-byte load, several in
- * flight); a block of 8 warps owns 8 adjacent columns, so the stores go
- * out in column pairs. (Splitting K over several warps per column
- * measured slower at 8B.) */
+/* One row: out(x · wᵀ), K % 8 == 0: warp i of a block owns the column
+ * pair (c, c + 1), c = 2·(blockIdx.x·kRowWarps + i), streams both weight
+ * rows (lane: 8 elements of each per 256, one 16-byte load each, several in
+ * flight) and stores the pair from its lane 0: no shared memory and no
+ * barrier, so every warp's weight loads start as soon as the previous
+ * kernel has ended. (Splitting K over several warps per column measured
+ * slower at 8B.) */
 constexpr int kRowWarps = 8;
-static_assert(32 * kRowWarps == kNormThreads, "the GEMV's norm prologue is rmsnorm_row");
 
-/* With norm.w set, every block first normalizes the row itself into its
- * shared memory (dynamic, K bf16) instead of reading a row the RMSNorm
- * kernel wrote: the same rmsnorm_row, so the same bits, and one kernel and
- * its launch gap fewer per norm; each block re-reads the fp32 row and the
- * norm weights (2 x 4 K bytes, from L2) beside its 16 K bytes of weights. */
+/* With norm.w set, the row is normalized on load instead of read from a
+ * row the RMSNorm kernel wrote: beside its weights each warp reads the
+ * fp32 row xr and the norm weights g (8·K bytes every warp of an SM shares,
+ * from L1) and computes
+ *     y_c = r · Σ_k (xr_k · g_k) · w_ck,   r = 1 / sqrt(Σ_k xr_k² / K + eps),
+ * the sum of squares in double over the lanes' k in a fixed order, r
+ * applied to the fp32 dot product. The normalized row is therefore not
+ * rounded to bf16 as the RMSNorm kernel's is: the two paths differ by that
+ * rounding (CODA_DECODE_NORM=separate takes the kernel). A block no longer
+ * waits for a prologue of its own before its first weight load. */
 struct row_norm {
   const float *x, *w; /* the row's fp32 values, the norm weights (NULL: x is the input) */
   const int32_t *rows;
   double eps;
 };
 
+__device__ __forceinline__ void bf16x8(const uint4 &v, float *f) {
+  const bf16 *b = reinterpret_cast<const bf16 *>(&v);
+#pragma unroll
+  for (int i = 0; i < 8; i++) f[i] = __bfloat162float(b[i]);
+}
+
+__device__ __forceinline__ void f32x8(const float *p, float *f) {
+  const float4 a = *reinterpret_cast<const float4 *>(p), b = *reinterpret_cast<const float4 *>(p + 4);
+  f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w;
+  f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
+}
+
 template <coda_decode_out KIND>
 __global__ void __launch_bounds__(32 * kRowWarps)
     gemv_row_kernel(lin_out o, const bf16 *x, const bf16 *w, long long K, row_norm norm) {
-  __shared__ float red[kRowWarps];
-  __shared__ double part[kNormThreads / 32];
-  extern __shared__ __align__(16) bf16 hs[];
   pdl_wait();
+  const int lane = threadIdx.x & 31;
+  const long long c = 2 * ((long long)blockIdx.x * kRowWarps + (threadIdx.x >> 5));
+  if (c >= o.N) return;
+  const bf16 *w0 = w + c * K, *w1 = c + 1 < o.N ? w0 + K : w0; /* odd N (F32): a repeat */
+  float a0 = 0.0f, a1 = 0.0f, r = 1.0f;
   if (norm.w) {
-    rmsnorm_row(hs, norm.x + (norm.rows ? norm.rows[0] : 0) * K, norm.w, K, norm.eps, part);
-    __syncthreads();
-    x = hs;
-  }
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const long long n = (long long)blockIdx.x * kRowWarps + warp;
-  float acc = 0.0f;
-  if (n < o.N) {
-    const bf16 *wr = w + n * K;
+    const float *xr = norm.x + (norm.rows ? norm.rows[0] : 0) * K;
+    double ss = 0.0;
 #pragma unroll 4 /* several weight loads in flight per lane */
     for (long long k = lane * 8; k < K; k += 256) {
-      const uint4 wv = *reinterpret_cast<const uint4 *>(wr + k);
-      const uint4 xv = *reinterpret_cast<const uint4 *>(x + k);
-      const bf16 *wb = reinterpret_cast<const bf16 *>(&wv);
-      const bf16 *xb = reinterpret_cast<const bf16 *>(&xv);
-      float s = 0.0f;
+      const uint4 v0 = *reinterpret_cast<const uint4 *>(w0 + k);
+      const uint4 v1 = *reinterpret_cast<const uint4 *>(w1 + k);
+      float xf[8], gf[8], f0[8], f1[8];
+      f32x8(xr + k, xf);
+      f32x8(norm.w + k, gf);
+      bf16x8(v0, f0);
+      bf16x8(v1, f1);
+      float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
-      for (int i = 0; i < 8; i++) s = fmaf(__bfloat162float(xb[i]), __bfloat162float(wb[i]), s);
-      acc += s;
+      for (int i = 0; i < 8; i++) {
+        ss += (double)xf[i] * xf[i];
+        const float xg = xf[i] * gf[i];
+        s0 = fmaf(xg, f0[i], s0);
+        s1 = fmaf(xg, f1[i], s1);
+      }
+      a0 += s0;
+      a1 += s1;
+    }
+    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    r = (float)(1.0 / sqrt(ss / (double)K + norm.eps));
+  } else {
+#pragma unroll 4
+    for (long long k = lane * 8; k < K; k += 256) {
+      const uint4 v0 = *reinterpret_cast<const uint4 *>(w0 + k);
+      const uint4 v1 = *reinterpret_cast<const uint4 *>(w1 + k);
+      const uint4 xv = *reinterpret_cast<const uint4 *>(x + k);
+      float xf[8], f0[8], f1[8];
+      bf16x8(xv, xf);
+      bf16x8(v0, f0);
+      bf16x8(v1, f1);
+      float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 8; i++) {
+        s0 = fmaf(xf[i], f0[i], s0);
+        s1 = fmaf(xf[i], f1[i], s1);
+      }
+      a0 += s0;
+      a1 += s1;
     }
   }
-  acc = warp_sum(acc);
-  if (lane == 0) red[warp] = acc;
-  __syncthreads();
-  if (threadIdx.x < kRowWarps / 2) {
-    const long long col = (long long)blockIdx.x * kRowWarps + 2 * threadIdx.x;
-    if (col < o.N) store_pair<KIND>(o, 0, col, red[2 * threadIdx.x], red[2 * threadIdx.x + 1]);
-  }
+  a0 = warp_sum(a0);
+  a1 = warp_sum(a1);
+  if (lane == 0) store_pair<KIND>(o, 0, c, a0 * r, a1 * r);
 }
 
 /* out(x (M x K) · w (N x K)ᵀ) for M <= 16·MT on tensor cores:
@@ -349,18 +386,10 @@ coda_status launch_gemv_mma(coda_context ctx, const lin_out &o, const bf16 *x, c
 template <coda_decode_out KIND>
 coda_status launch_gemv_row(coda_context ctx, const lin_out &o, const bf16 *x, const bf16 *w,
                             long long K, const row_norm &norm) {
-  const dim3 grid((unsigned)((o.N + kRowWarps - 1) / kRowWarps)), block(32 * kRowWarps);
-  const size_t smem = norm.w ? (size_t)K * sizeof(bf16) : 0;
-  if (smem > 48 * 1024) {
-    cudaError_t e = cudaFuncSetAttribute(gemv_row_kernel<KIND>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();
-      return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA decode kernel (GEMV, one row): %lld bytes of "
-                       "shared memory for the normalized row: %s", (long long)smem, cudaGetErrorString(e));
-    }
-  }
+  const long long pairs = (o.N + 1) / 2;
+  const dim3 grid((unsigned)((pairs + kRowWarps - 1) / kRowWarps)), block(32 * kRowWarps);
   return launch(ctx, norm.w ? "RMSNorm and GEMV (one row)" : "GEMV (one row)", gemv_row_kernel<KIND>,
-                grid, block, smem, o, x, w, K, norm);
+                grid, block, 0, o, x, w, K, norm);
 }
 
 coda_status launch_gemv(coda_context ctx, float *y, const bf16 *x, const bf16 *w, int M,
@@ -487,7 +516,7 @@ extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, const coda_deco
   /* one row: the GEMV normalizes it itself (h is left unwritten), unless
    * CODA_DECODE_NORM=separate; else the norm kernel writes h first */
   int row_path = M == 1 && K % 8 == 0 && N < 0x7fffffffLL && (uintptr_t)w % 16 == 0 &&
-                 K * 2 <= 200 * 1024;
+                 (!j->norm_w || ((uintptr_t)j->xf | (uintptr_t)j->norm_w) % 16 == 0);
   row_norm norm = {};
   if (j->norm_w && row_path && !ctx->knobs.decode_norm_separate) {
     norm = {j->xf, j->norm_w, j->norm_rows, j->eps};
