@@ -185,7 +185,7 @@ __global__ void gemv_kernel(float *y, const bf16 *x, const bf16 *w, int M, long 
  * barrier, so every warp's weight loads start as soon as the previous
  * kernel has ended. (Splitting K over several warps per column measured
  * slower at 8B.) */
-constexpr int kRowWarps = 4; /* a model's N = D pairs over all the SMs */
+constexpr int kRowWarps = 8;
 
 /* With norm.w set, the row is normalized on load instead of read from a
  * row the RMSNorm kernel wrote: beside its weights each warp reads the
@@ -215,52 +215,6 @@ __device__ __forceinline__ void f32x8(const float *p, float *f) {
   f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
 }
 
-/* A lane's part of the two dot products, k = lane·8 + 256·i in order: U
- * steps' weight loads issued together, then their products (with xr and g,
- * and the sum of squares ss, for NORM; with the bf16 row x otherwise). */
-template <int U, bool NORM>
-__device__ __forceinline__ void row_dots(const bf16 *w0, const bf16 *w1, const bf16 *x,
-                                         const float *xr, const float *g, long long K, float *a0,
-                                         float *a1, double *ss) {
-  for (long long k0 = (threadIdx.x & 31) * 8; k0 < K; k0 += 256 * U) {
-    uint4 v0[U], v1[U];
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      const long long k = k0 + 256 * u;
-      v0[u] = k < K ? *reinterpret_cast<const uint4 *>(w0 + k) : make_uint4(0, 0, 0, 0);
-      v1[u] = k < K ? *reinterpret_cast<const uint4 *>(w1 + k) : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      const long long k = k0 + 256 * u;
-      if (k >= K) break;
-      float xf[8], f0[8], f1[8];
-      bf16x8(v0[u], f0);
-      bf16x8(v1[u], f1);
-      if (NORM) {
-        float gf[8];
-        f32x8(xr + k, xf);
-        f32x8(g + k, gf);
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-          *ss += (double)xf[i] * xf[i];
-          xf[i] *= gf[i];
-        }
-      } else {
-        bf16x8(*reinterpret_cast<const uint4 *>(x + k), xf);
-      }
-      float s0 = 0.0f, s1 = 0.0f;
-#pragma unroll
-      for (int i = 0; i < 8; i++) {
-        s0 = fmaf(xf[i], f0[i], s0);
-        s1 = fmaf(xf[i], f1[i], s1);
-      }
-      *a0 += s0;
-      *a1 += s1;
-    }
-  }
-}
-
 template <coda_decode_out KIND>
 __global__ void __launch_bounds__(32 * kRowWarps)
     gemv_row_kernel(lin_out o, const bf16 *x, const bf16 *w, long long K, row_norm norm) {
@@ -271,15 +225,49 @@ __global__ void __launch_bounds__(32 * kRowWarps)
   const bf16 *w0 = w + c * K, *w1 = c + 1 < o.N ? w0 + K : w0; /* odd N (F32): a repeat */
   float a0 = 0.0f, a1 = 0.0f, r = 1.0f;
   if (norm.w) {
+    const float *xr = norm.x + (norm.rows ? norm.rows[0] : 0) * K;
     double ss = 0.0;
-    row_dots<4, true>(w0, w1, NULL, norm.x + (norm.rows ? norm.rows[0] : 0) * K, norm.w, K,
-                      &a0, &a1, &ss);
+#pragma unroll 4 /* several weight loads in flight per lane */
+    for (long long k = lane * 8; k < K; k += 256) {
+      const uint4 v0 = *reinterpret_cast<const uint4 *>(w0 + k);
+      const uint4 v1 = *reinterpret_cast<const uint4 *>(w1 + k);
+      float xf[8], gf[8], f0[8], f1[8];
+      f32x8(xr + k, xf);
+      f32x8(norm.w + k, gf);
+      bf16x8(v0, f0);
+      bf16x8(v1, f1);
+      float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 8; i++) {
+        ss += (double)xf[i] * xf[i];
+        const float xg = xf[i] * gf[i];
+        s0 = fmaf(xg, f0[i], s0);
+        s1 = fmaf(xg, f1[i], s1);
+      }
+      a0 += s0;
+      a1 += s1;
+    }
     for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
     r = (float)(1.0 / sqrt(ss / (double)K + norm.eps));
   } else {
-    /* the out and down projections: N = D, a quarter of the gate/up's
-     * columns, so fewer warps, each with more loads in flight */
-    row_dots<8, false>(w0, w1, x, NULL, NULL, K, &a0, &a1, NULL);
+#pragma unroll 4
+    for (long long k = lane * 8; k < K; k += 256) {
+      const uint4 v0 = *reinterpret_cast<const uint4 *>(w0 + k);
+      const uint4 v1 = *reinterpret_cast<const uint4 *>(w1 + k);
+      const uint4 xv = *reinterpret_cast<const uint4 *>(x + k);
+      float xf[8], f0[8], f1[8];
+      bf16x8(xv, xf);
+      bf16x8(v0, f0);
+      bf16x8(v1, f1);
+      float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 8; i++) {
+        s0 = fmaf(xf[i], f0[i], s0);
+        s1 = fmaf(xf[i], f1[i], s1);
+      }
+      a0 += s0;
+      a1 += s1;
+    }
   }
   a0 = warp_sum(a0);
   a1 = warp_sum(a1);
