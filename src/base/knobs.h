@@ -44,8 +44,8 @@ typedef struct coda_knobs {
   /* CODA_DECODE_PDL=0: the decoder's kernels launch without programmatic
    * dependent launch (each waits for the previous one to end) */
   int decode_pdl_off;
-  /* CODA_DECODE_NORM=separate: a one-row decode GEMV reads the row the
-   * RMSNorm kernel wrote instead of normalizing it itself */
+  /* CODA_DECODE_NORM=separate: a one-row decode GEMV reads the bf16 row
+   * the RMSNorm kernel wrote instead of applying the norm on load */
   int decode_norm_separate;
   /* CODA_CACHE_DIR, else $HOME/.cache/coda; "" when neither is set */
   char cache_dir[CODA_KNOB_PATH_LEN];
