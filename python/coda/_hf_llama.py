@@ -2,8 +2,9 @@
 layers, final norm, LM head and loss run through the coda ops.
 
 The model's parameters stay what they are (state dict, optimizer and
-checkpoint code unchanged); two custom ops, coda::hf_llama_qkv_rope and
-coda::hf_llama_swiglu, take the model's weights as they are, build the
+checkpoint code unchanged); custom ops (coda::hf_llama_qkv_rope,
+coda::hf_llama_swiglu and coda::hf_llama_mlp, the SwiGLU with the down
+projection) take the model's weights as they are, build the
 operands in coda's layouts inside their eager implementations (where
 torch.compile does not see them) and their backward ops map the gradients
 back:
@@ -128,6 +129,69 @@ def _hf_swiglu_grad(ctx, dz, dy):
 _hf_swiglu.register_autograd(_hf_swiglu_grad, setup_context=_hf_swiglu_setup)
 
 
+# The MLP after the attention's residual norm as one op: gate/up + SwiGLU,
+# then the down projection + residual. Only z (the pre-activation pairs)
+# is kept for the backward, not y = silu(g) * u: the backward's SwiGLU map
+# (llama_swiglu_bwd_pairs) recomputes y from z beside dz, and the down
+# projection's weight gradient takes that. Saving y as the separate
+# linear_residual op does costs M x F values a layer (2 GiB at the 1.1 B
+# shape's 16 layers and 8192 tokens).
+
+@torch.library.custom_op("coda::hf_llama_mlp", mutates_args=())
+def _hf_mlp(h: torch.Tensor, wg: torch.Tensor, wu: torch.Tensor, r: torch.Tensor, wd: torch.Tensor,
+            res: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    z, y = torch.ops.coda.llama_swiglu(h, _hf_wgu(wg, wu), r)
+    return torch.ops.coda.linear_residual(y, wd, res), z
+
+
+@_hf_mlp.register_fake
+def _(h, wg, wu, r, wd, res):
+    M, F = h.shape[0], wg.shape[0]
+    return h.new_empty((M, wd.shape[0])), h.new_empty((M, 2 * F))
+
+
+@torch.library.custom_op("coda::hf_llama_mlp_backward", mutates_args=())
+def _hf_mlp_bwd(h: torch.Tensor, wg: torch.Tensor, wu: torch.Tensor, r: torch.Tensor, wd: torch.Tensor,
+                z: torch.Tensor, dx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                                                            torch.Tensor]:
+    cx = ct.context_for(h)
+    M, F2 = z.shape
+    dx = dx.contiguous()
+    dy = torch.empty((M, F2 // 2), dtype=h.dtype, device=h.device)
+    cx.gemm(dx, wd, out=dy)                                    # dy = dx wd
+    dz = torch.empty_like(z)
+    zdz = torch.empty((M,), dtype=ct._stat_dtype(h.dtype), device=h.device)
+    y = torch.empty_like(dy)
+    cx.map(ct._program("llama_swiglu_bwd_pairs", h.dtype), M, F2, z=z, dy=dy, dz=dz, y=y, zdz=zdz)
+    del dy
+    dwd = torch.empty_like(wd)
+    cx.gemm(dx, y, trans_a=True, out=dwd)                      # dwd = dx^T y, y recomputed
+    del y
+    dh, dwgu, dr = ct._row_scaled_linear_bwd(cx, h, _hf_wgu(wg, wu), r, dz, zdz)
+    dwgu = dwgu.reshape(wg.shape[0], 2, wg.shape[1])
+    return dh, dwgu[:, 0].contiguous(), dwgu[:, 1].contiguous(), dr, dwd
+
+
+@_hf_mlp_bwd.register_fake
+def _(h, wg, wu, r, wd, z, dx):
+    return (torch.empty_like(h), torch.empty_like(wg), torch.empty_like(wu), torch.empty_like(r),
+            torch.empty_like(wd))
+
+
+def _hf_mlp_setup(ctx, inputs, output):
+    h, wg, wu, r, wd, _ = inputs
+    ctx.save_for_backward(h, wg, wu, r, wd, output[1])
+    ctx.mark_non_differentiable(output[1])   # z: kept for the backward only
+
+
+def _hf_mlp_grad(ctx, dx, dz):
+    dh, dwg, dwu, dr, dwd = torch.ops.coda.hf_llama_mlp_backward(*ctx.saved_tensors, dx)
+    return dh, dwg, dwu, dr, dwd, dx
+
+
+_hf_mlp.register_autograd(_hf_mlp_grad, setup_context=_hf_mlp_setup)
+
+
 def _dims(config):
     hq = config.num_attention_heads
     hkv = getattr(config, "num_key_value_heads", None) or hq
@@ -140,8 +204,8 @@ def _decoder_layer(x, wn1, wq, wk, wv, wo, wn2, wg, wu, wd, pos, freq, perm, bat
     qkv = torch.ops.coda.hf_llama_qkv_rope(h1, wq, wk, wv, r1, pos, freq, perm)
     o, _ = ct.attention(qkv, batch, hq, hkv)
     x1, h2, r2 = ct.llama_residual_norm(o, wo, x, wn2, eps2)
-    _, y = torch.ops.coda.hf_llama_swiglu(h2, wg, wu, r2)
-    return ct.linear_residual(y, wd, x1)
+    x2, _ = torch.ops.coda.hf_llama_mlp(h2, wg, wu, r2, wd, x1)
+    return x2
 
 
 # Under torch.compile every layer is the same subgraph on other weights:

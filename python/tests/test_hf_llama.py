@@ -264,8 +264,41 @@ def test_traced_decoder_layer_is_only_coda_ops():
     others = [t for t in calls if t is not operator.getitem and not str(t).startswith("coda.")]
     assert not others, others
     names = sorted({str(t).split(".")[1] for t in calls if t is not operator.getitem})
-    assert names == ["attention", "hf_llama_qkv_rope", "hf_llama_swiglu", "linear_residual", "llama_residual_norm",
-                     "llama_rmsnorm"], names
+    assert names == ["attention", "hf_llama_mlp", "hf_llama_qkv_rope", "llama_residual_norm", "llama_rmsnorm"], names
+
+
+def test_decoder_layer_saves_no_swiglu_output():
+    """What autograd keeps of a patched decoder layer for its backward: of
+    the M x F tensors only the M x 2F pre-activation pairs z, not the SwiGLU
+    output y, which the backward recomputes from z (Liger and the unpatched
+    layer keep y as the down projection's input); every other saved
+    activation M x D, M x (q, k, v), or the attention's M x heads lse."""
+    _, pm = make_pair(dtype=torch.float64)
+    cfg = pm.config
+    dims = _hf_llama._dims(cfg)
+    B, T = 2, 12
+    M, D, F = B * T, cfg.hidden_size, cfg.intermediate_size
+    nqkv = (dims[0] + 2 * dims[1]) * dims[2]
+    pos, freq = ct.rope_tables(torch.arange(T).repeat(B), pm.model.rotary_emb.inv_freq, dims[0], dims[1],
+                               torch.float64)
+    perm = ct.rope_row_permutation(*dims)
+    layer = pm.model.layers[0]
+    params = {p.data_ptr() for p in pm.parameters()}
+    saved = []
+
+    def pack(t):
+        if t.data_ptr() not in params and t.dim() == 2:
+            saved.append(tuple(t.shape))
+        return t
+
+    x = torch.randn(M, D, dtype=torch.float64, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = _hf_llama.llama_decoder_layer(layer, x, B, pos, freq, perm, dims)
+    assert (M, 2 * F) in saved, saved
+    assert (M, F) not in saved, saved
+    assert all(s[1] in (D, nqkv, 2 * F, dims[0]) for s in saved), saved   # dims[0]: the attention's lse
+    out.sum().backward()   # and the backward still runs from what was kept
+    assert x.grad is not None and torch.isfinite(x.grad).all()
 
 
 def test_hf_layout_ops_opcheck_and_gradcheck():
@@ -298,6 +331,17 @@ def test_hf_layout_ops_opcheck_and_gradcheck():
         lambda *a: torch.ops.coda.hf_llama_qkv_rope(a[0], a[1], a[2], a[3], a[4], pos, freq, perm),
         (lh, lq, lk, lv, lr))
     assert torch.autograd.gradcheck(lambda *a: torch.ops.coda.hf_llama_swiglu(*a)[1], (lh, lg, lu, lr))
+    # the MLP op: gate/up + SwiGLU + down projection + residual, y not kept
+    wd, res = 0.3 * rnd(D, F), rnd(M, D)
+    x2, z2 = torch.ops.coda.hf_llama_mlp(h, wg, wu, r, wd, res)
+    for op, args in [(torch.ops.coda.hf_llama_mlp.default, (h, wg, wu, r, wd, res)),
+                     (torch.ops.coda.hf_llama_mlp_backward.default, (h, wg, wu, r, wd, z2, torch.ones_like(x2)))]:
+        torch.library.opcheck(op, args, test_utils=utils)
+    ld, lres = wd.clone().requires_grad_(), res.clone().requires_grad_()
+    assert torch.autograd.gradcheck(lambda *a: torch.ops.coda.hf_llama_mlp(*a)[0], (lh, lg, lu, lr, ld, lres))
+    # against the two ops it replaces
+    _, y = torch.ops.coda.hf_llama_swiglu(h, wg, wu, r)
+    assert torch.allclose(x2, y @ wd.T + res, rtol=1e-12, atol=1e-12)
 
 
 def _cxx_compiler():
