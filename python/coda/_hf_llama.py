@@ -159,10 +159,7 @@ def _hf_mlp_bwd(h: torch.Tensor, wg: torch.Tensor, wu: torch.Tensor, r: torch.Te
     dx = dx.contiguous()
     dy = torch.empty((M, F2 // 2), dtype=h.dtype, device=h.device)
     cx.gemm(dx, wd, out=dy)                                    # dy = dx wd
-    dz = torch.empty_like(z)
-    zdz = torch.empty((M,), dtype=ct._stat_dtype(h.dtype), device=h.device)
-    y = torch.empty_like(dy)
-    cx.map(ct._program("llama_swiglu_bwd_pairs", h.dtype), M, F2, z=z, dy=dy, dz=dz, y=y, zdz=zdz)
+    dz, y, zdz = ct._swiglu_bwd_map(cx, z, dy)
     del dy
     dwd = torch.empty_like(wd)
     cx.gemm(dx, y, trans_a=True, out=dwd)                      # dwd = dx^T y, y recomputed

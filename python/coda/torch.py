@@ -304,16 +304,23 @@ def _(h, wgu, r):
     return h.new_empty((M, F2)), h.new_empty((M, F2 // 2))
 
 
+def _swiglu_bwd_map(ctx, z, dy):
+    """The SwiGLU backward over the pairs z given dy (llama_swiglu_bwd_pairs):
+    dz, y = silu(g) * u recomputed from z, and zdz = sum z dz per row."""
+    M, F2 = z.shape
+    dz = torch.empty_like(z)
+    zdz = torch.empty((M,), dtype=_stat_dtype(z.dtype), device=z.device)
+    y = torch.empty((M, F2 // 2), dtype=z.dtype, device=z.device)
+    ctx.map(_program("llama_swiglu_bwd_pairs", z.dtype), M, F2, z=z, dy=dy.contiguous(), dz=dz, y=y, zdz=zdz)
+    return dz, y, zdz
+
+
 @torch.library.custom_op("coda::llama_swiglu_backward", mutates_args=())
 def _swiglu_bwd(h: torch.Tensor, wgu: torch.Tensor, r: torch.Tensor, z: torch.Tensor,
                 dz_out: Optional[torch.Tensor], dy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     ctx = context_for(h)
-    M, F2 = z.shape
     st = _stat_dtype(h.dtype)
-    dz = torch.empty_like(z)
-    zdz = torch.empty((M,), dtype=st, device=h.device)
-    y_re = torch.empty((M, F2 // 2), dtype=h.dtype, device=h.device)
-    ctx.map(_program("llama_swiglu_bwd_pairs", h.dtype), M, F2, z=z, dy=dy.contiguous(), dz=dz, y=y_re, zdz=zdz)
+    dz, _, zdz = _swiglu_bwd_map(ctx, z, dy)
     if dz_out is not None:
         # a gradient reaching z itself (z is also an output) adds to the pairs'
         dz = dz + dz_out
