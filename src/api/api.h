@@ -90,6 +90,12 @@ coda_status coda_decode_gather_rows(coda_context ctx, float *dst, const float *s
 coda_status coda_decode_sample(coda_context ctx, int32_t *tokens, const float *logits,
                                const int32_t *pos, int64_t B, int64_t V, double temperature,
                                int top_k, double top_p, uint64_t seed);
+/* A one-row step in one kernel (backends/backend.h, coda_decode_row_step_job);
+ * coda_decode_row_step_ok says whether the backend takes the job's shapes
+ * (0 with the reason in msg: it has no such kernel, or a dimension). */
+int coda_decode_row_step_ok(coda_context ctx, const coda_decode_row_step_job *j, char *msg,
+                            size_t cap);
+coda_status coda_decode_row_step(coda_context ctx, const coda_decode_row_step_job *j);
 
 /* Timing markers on the context's backend, in its order of work: on CUDA
  * events on the context's stream (device time), on the CPU the host clock

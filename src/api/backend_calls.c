@@ -145,6 +145,22 @@ coda_status coda_decode_sample(coda_context ctx, int32_t *tokens, const float *l
   const coda_decode_sample_job j = {tokens, logits, pos, B, V, temperature, top_p, top_k, seed};
   DECODE_CALL(sample, &j);
 }
+int coda_decode_row_step_ok(coda_context ctx, const coda_decode_row_step_job *j, char *msg,
+                            size_t cap) {
+  if (!ctx || !ctx->ops->decode || !ctx->ops->decode->row_step) {
+    if (msg && cap) snprintf(msg, cap, "the backend has no one-kernel decode step");
+    return 0;
+  }
+  return ctx->ops->decode->row_step_ok(ctx, j, msg, cap);
+}
+coda_status coda_decode_row_step(coda_context ctx, const coda_decode_row_step_job *j) {
+  const coda_decode_ops *t = decode_ops(ctx, "coda_decode_row_step");
+  if (!t) return CODA_ERR_NOT_SUPPORTED;
+  if (!t->row_step)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "coda_decode_row_step: the %s backend has no "
+                     "one-kernel decode step", ctx->ops->name);
+  return t->row_step(ctx, j);
+}
 
 /* ---- timing markers ---- */
 

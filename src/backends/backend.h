@@ -138,6 +138,36 @@ typedef struct coda_decode_linear_job {
   const double *inv_freq;
 } coda_decode_linear_job;
 
+/* A whole decode step of one row (M = 1): every layer and the head in one
+ * persistent kernel (the CUDA backend's decode_row_step.cu), from the
+ * embedded row to the logits, with the math of the linear, attention and
+ * merge ops above in sequence. layer is a device array of `layers` entries. x holds the
+ * embedded row on entry and the last layer's residual row on return;
+ * q, o and y are the step's bf16 scratch rows (Hq·hd, Hq·hd, F), work the
+ * attention partials of up to max_splits splits, sync two words of device
+ * memory the kernel's grid barrier counts on (reset by every call). */
+typedef struct coda_decode_layer_weights {
+  const uint16_t *wqkv, *wo, *w13, *w2; /* bf16 [N x K] */
+  const float *norm_attn, *norm_ffn;    /* fp32 [D] */
+  uint16_t *kc, *vc;                    /* the layer's caches */
+} coda_decode_layer_weights;
+typedef struct coda_decode_row_step_job {
+  const coda_decode_layer_weights *layer;
+  int layers;
+  int64_t D, F, V;
+  const coda_decode_rows *rows; /* M = 1 */
+  const double *inv_freq;
+  double eps;
+  float *x;
+  uint16_t *q, *o, *y;
+  float *work;
+  int max_splits;
+  const float *norm;   /* final RMSNorm weights */
+  const uint16_t *wout; /* the head, bf16 [V x D] */
+  float *logits;        /* V f32 */
+  unsigned *sync;
+} coda_decode_row_step_job;
+
 /* The decoder's device kernels (device pointers; bf16 as uint16_t bits);
  * see the CUDA backend's decode_kernels.cu for their meaning. */
 typedef struct coda_decode_ops {
@@ -150,6 +180,10 @@ typedef struct coda_decode_ops {
   coda_status (*gather_rows)(coda_context, float *dst, const float *src, const int32_t *dst_rows,
                              int64_t n, int64_t cols);
   coda_status (*sample)(coda_context, const coda_decode_sample_job *j);
+  /* NULL where the backend has no one-kernel step; row_step_ok: whether
+   * it takes the job's shapes (0 with the reason in msg) */
+  coda_status (*row_step)(coda_context, const coda_decode_row_step_job *j);
+  int (*row_step_ok)(coda_context, const coda_decode_row_step_job *j, char *msg, size_t cap);
 } coda_decode_ops;
 
 typedef struct coda_backend_ops {

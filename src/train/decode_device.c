@@ -36,6 +36,17 @@ static coda_status prefill_attention(coda_decoder d, int64_t r0, int64_t n) {
                                 &lse);
 }
 
+/* The one-kernel step of one row (rs: its rows, M = 1). */
+static coda_decode_row_step_job row_step_job(coda_decoder d, const coda_decode_rows *rs) {
+  coda_decode_row_step_job j = {.layer = d->d_ltab, .layers = d->c.layers, .D = d->D, .F = d->F,
+                                .V = d->V, .rows = rs, .inv_freq = d->d_inv_freq,
+                                .eps = d->c.norm_eps, .x = d->d_x, .q = d->d_q, .o = d->d_o,
+                                .y = d->d_y, .work = d->d_work, .norm = d->d_norm,
+                                .wout = d->d_wout, .logits = d->d_head, .sync = d->d_sync};
+  j.max_splits = d->work_rows < MAX_SPLITS ? (int)d->work_rows : MAX_SPLITS;
+  return j;
+}
+
 /* The launches of a forward, after its metadata is on the device. */
 static coda_status dev_kernels(coda_decoder d, int64_t M, int64_t nhead, int splits) {
   coda_context ctx = d->ctx;
@@ -47,6 +58,14 @@ static coda_status dev_kernels(coda_decoder d, int64_t M, int64_t nhead, int spl
                                  d->max_len};
   coda_status s = mark(d, CODA_OK, -1);
   if (!s) s = mark(d, coda_decode_embed(ctx, d->d_x, d->d_emb, d_tok, M, D), PH_EMBED);
+  if (M == 1 && nhead == 1 && d->row_step && !d->nseg && !d->tl) {
+    /* one row: the layers and the head in one kernel (profiled steps take
+     * the separate kernels, whose phases they time) */
+    const coda_decode_row_step_job j = row_step_job(d, &rs);
+    if (!s) s = coda_decode_row_step(ctx, &j);
+    if (!s) s = coda_decode_gather_rows(ctx, d->d_logits, d->d_head, d_hseq, nhead, d->V);
+    return s;
+  }
   const size_t lstride = (size_t)d->B * d->max_len * d->kvd;
   for (int li = 0; li < c->layers && !s; li++) {
     const layer_w *w = &d->l[li];
@@ -243,6 +262,25 @@ coda_status decode_setup_device(coda_decoder d, const float *W, coda_model *m) {
   d->d_meta = dalloc(d, hrows * 5 * 4, &s);
   d->d_sample = dalloc(d, (size_t)d->B * 4, &s);
   d->d_spos = dalloc(d, (size_t)d->B * 4, &s);
+  /* the one-kernel step, where the backend takes the shapes */
+  const coda_decode_rows rs1 = {1, NULL, NULL, c->heads, c->kv_heads, (int)d->hd, d->max_len};
+  coda_decode_row_step_job j1 = {.layers = c->layers, .D = D, .F = F, .V = V, .rows = &rs1,
+                                 .max_splits = 1};
+  if (!s && coda_decode_row_step_ok(d->ctx, &j1, NULL, 0)) {
+    coda_decode_layer_weights *t = calloc((size_t)c->layers, sizeof *t);
+    if (!t) s = coda_fail(d->ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int i = 0; i < c->layers && !s; i++) {
+      const layer_w *w = &d->l[i];
+      t[i] = (coda_decode_layer_weights){w->d_wqkv, w->d_wo, w->d_w13, w->d_w2, w->d_wn_attn,
+                                         w->d_wn_ffn, d->d_kc + cache / c->layers * i,
+                                         d->d_vc + cache / c->layers * i};
+    }
+    d->d_ltab = dalloc(d, (size_t)c->layers * sizeof *t, &s);
+    if (!s) s = coda_memcpy_h2d(d->ctx, d->d_ltab, t, (size_t)c->layers * sizeof *t);
+    free(t);
+    d->d_sync = dalloc(d, 2 * sizeof(unsigned), &s);
+    d->row_step = !s;
+  }
   if (d->hd == 32 || d->hd == 64 || d->hd == 128) { /* the training attention's head dims */
     d->d_pk = dalloc(d, C * d->nq * 2, &s);
     d->d_lse = dalloc(d, C * c->heads * 4, &s);

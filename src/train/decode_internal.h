@@ -96,6 +96,12 @@ struct coda_decoder_s {
   uint64_t plan_clock; /* plan prefills run */
   uint16_t *Wb;        /* host: the block weights in bf16, or NULL */
   uint16_t *d_pnorm;   /* device: the two norm weights of every layer in bf16 */
+  /* one-row steps in one kernel (coda_decode_row_step), where the backend
+   * takes the model's shapes: the layers' device pointers, the kernel's
+   * barrier words */
+  coda_decode_layer_weights *d_ltab;
+  unsigned *d_sync;
+  int row_step;
 };
 
 static inline uint16_t decode_to_bf16(float f) { /* round to nearest even; NaN stays NaN */

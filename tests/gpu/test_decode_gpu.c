@@ -32,7 +32,11 @@
  *     (CODA_DECODE_PDL=0) give logits bit-identical to those launched with
  *     it;
  *   - batch 1 with the RMSNorm kernel (CODA_DECODE_NORM=separate) and with
- *     the one-row GEMV's norm on load, each against the CPU as above;
+ *     the one-row GEMV's norm on load, both with the separate kernels
+ *     (CODA_DECODE_ROW_STEP=0), and batch 1 as one persistent kernel (the
+ *     default: decode_row_step.cu) for the GQA model and the MHA model with
+ *     its tied head, each against the CPU as above; the decoder takes the
+ *     one kernel where expected and not with the knob;
  *   - the prefill through the forward-only block plans (CODA_PREFILL_PLANS)
  *     against the direct GPU prefill and the CPU decoder, in the bound
  *     above: GQA prompts of 37, 5, 100, 37 and 1 tokens (four plans, one of
@@ -401,6 +405,21 @@ static void graphs_vs_direct(coda_context cpu, coda_context direct_ctx, coda_con
   coda_decoder_destroy(dg);
 }
 
+/* Whether the decoder of model c on ctx runs its one-row steps as one
+ * kernel (coda_decode_row_step), as expected. */
+static void row_step_used(coda_context cpu, coda_context ctx, const coda_model_config *c,
+                          int expect, const char *what) {
+  coda_model *m = make_model(cpu, c, 5);
+  if (!m) return;
+  coda_decoder_options o = {.struct_size = sizeof o, .batch = 1};
+  coda_decoder d = NULL;
+  CHECK_STATUS(ctx, coda_decoder_create(ctx, m, &o, &d), CODA_OK);
+  if (d) CHECK_MSG(d->row_step == expect, "%s: one-kernel step %s, expected %s", what,
+                   d->row_step ? "on" : "off", expect ? "on" : "off");
+  coda_decoder_destroy(d);
+  coda_model_destroy(m);
+}
+
 /* Steps of a case: n, or few under --sanitize (at least `least`). */
 static int steps_of(int n, int least) { return g_small ? (least > 3 ? least : 3) : n; }
 
@@ -467,13 +486,25 @@ int main(int argc, char **argv) {
   /* batch 1 with the RMSNorm kernel before the one-row GEMV, which
    * otherwise normalizes on load (the two differ by the bf16 rounding of
    * the normalized row, so each is held to the CPU) */
+  setenv("CODA_DECODE_ROW_STEP", "0", 1); /* both: the separate kernels */
   coda_context sepnorm = context_with_knob(&co, "CODA_DECODE_NORM", "separate");
-  if (sepnorm) {
-    int p60[1] = {60};
+  unsetenv("CODA_DECODE_ROW_STEP");
+  coda_context rowoff = context_with_knob(&co, "CODA_DECODE_ROW_STEP", "0");
+  int p60[1] = {60};
+  if (sepnorm && rowoff) {
     against_cpu(cpu, sepnorm, &gqa, p60, 1, steps_of(20, 0), "gqa hd64 batch 1, the RMSNorm kernel");
-    against_cpu(cpu, gpu, &gqa, p60, 1, steps_of(20, 0), "gqa hd64 batch 1, norm on load");
-    coda_context_destroy(sepnorm);
+    against_cpu(cpu, rowoff, &gqa, p60, 1, steps_of(20, 0), "gqa hd64 batch 1, norm on load");
+    row_step_used(cpu, rowoff, &gqa, 0, "CODA_DECODE_ROW_STEP=0");
   }
+  coda_context_destroy(sepnorm);
+  coda_context_destroy(rowoff);
+  /* batch 1 in one kernel (the default where the shapes allow): hd 64 and
+   * hd 32 with a tied head, across several attention split counts */
+  row_step_used(cpu, gpu, &gqa, 1, "gqa hd64");
+  row_step_used(cpu, gpu, &mha, 1, "mha hd32 tied");
+  against_cpu(cpu, gpu, &gqa, p60, 1, steps_of(40, 0), "gqa hd64 batch 1, one kernel");
+  int p1m[1] = {21};
+  against_cpu(cpu, gpu, &mha, p1m, 1, steps_of(30, 0), "mha hd32 tied, batch 1, one kernel");
   coda_context_destroy(streamed);
   /* llama3-scaled RoPE past the pre-training context of 32 positions */
   coda_model_config l3 = {320, 128, 2, 4, 2, 256, 128, 0, 500000.0, 1e-5, {CODA_ROPE_LLAMA3, 8.0, 1.0, 4.0, 32.0}};

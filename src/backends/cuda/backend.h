@@ -125,6 +125,10 @@ coda_status coda_cuda_decode_attention(coda_context ctx, const coda_decode_rows 
 coda_status coda_cuda_decode_gather_rows(coda_context ctx, float *dst, const float *src,
                                          const int32_t *dst_rows, int64_t n, int64_t cols);
 coda_status coda_cuda_decode_sample(coda_context ctx, const coda_decode_sample_job *j);
+/* decode_row_step.cu */
+coda_status coda_cuda_decode_row_step(coda_context ctx, const coda_decode_row_step_job *j);
+int coda_cuda_decode_row_step_ok(coda_context ctx, const coda_decode_row_step_job *j, char *msg,
+                                  size_t cap);
 #endif
 #ifdef __cplusplus
 }

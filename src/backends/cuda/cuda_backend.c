@@ -128,6 +128,8 @@ static const coda_decode_ops cuda_decode_ops = {
     .attention = coda_cuda_decode_attention,
     .gather_rows = coda_cuda_decode_gather_rows,
     .sample = coda_cuda_decode_sample,
+    .row_step = coda_cuda_decode_row_step,
+    .row_step_ok = coda_cuda_decode_row_step_ok,
 };
 
 /* Timing markers: CUDA events recorded on the context's stream. */

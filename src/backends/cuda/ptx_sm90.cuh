@@ -68,6 +68,17 @@ __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
 
 /* ----------------------------------------------------------- TMA loads */
 
+/* Contiguous copy of `bytes` (a multiple of 16, both addresses 16-byte
+ * aligned) into this CTA's shared memory, counted on `bar`. */
+__device__ __forceinline__ void bulk_load_1d(void *dst, const void *src, uint32_t bytes,
+                                             uint64_t *bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
+
 /* 2-D tile load; c0 is the contiguous coordinate. Completion is counted in
  * bytes on `bar` (a full box, zero-filled where out of range). */
 __device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, uint64_t *bar,

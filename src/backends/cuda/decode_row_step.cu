@@ -1,0 +1,591 @@
+/* A one-row decode step (batch 1) as one persistent kernel
+ * (coda_decode_row_step_job): every layer's RMSNorm + qkv + RoPE + cache
+ * append, attention and its merge, out projection + residual, RMSNorm +
+ * gate/up + SwiGLU, down projection + residual, then the final norm and
+ * the head, with a grid barrier between the phases instead of a kernel
+ * boundary.
+ *
+ * Why one kernel: at batch 1 the step reads its weights once and does
+ * almost nothing else, so what it costs beyond the bytes is the time the
+ * memory system idles: a kernel's ramp and tail and the gap to the next
+ * one, five or six times a layer (decode_kernels.cu's path). Here the
+ * weights never wait for the activations: one warp of each block streams
+ * its share of every phase's weight rows into a ring of shared-memory
+ * stages by bulk copies, running ahead across the phases (weights are
+ * constant), while the other warps wait at the grid barrier for the row
+ * they multiply. The barrier's latency is hidden as long as the ring is not
+ * full.
+ *
+ * Work split: a phase's weight rows (= output columns) are cut into tiles
+ * of R rows (R·K·2 ≤ kStageBytes; R even where the store takes column
+ * pairs), and the tiles of all phases of the step, in order, are dealt to
+ * the blocks round robin, so every block streams the same bytes to within
+ * a tile over the step. A tile's K is split over the eight consumer warps
+ * (lane chunks of 8 values, 256 chunks a round), each holding its slice of
+ * the input row in registers for the whole phase; the warps' partial sums
+ * are added in warp order (deterministic).
+ *
+ * The math is that of the separate kernels: the norm on load as in
+ * gemv_row_kernel (the sum of squares in double, 1/rms applied to the fp32
+ * dot products), the RoPE in double, the attention's online softmax and
+ * its merge as decode_attention.cu's, bf16 q, cache, attention output and
+ * SwiGLU output, the residual row in fp32. Values one phase writes and
+ * another reads go through L2 (ld.global.cg), never L1. Needs every block
+ * resident: launched cooperatively, one block an SM. */
+#include "backends/cuda/decode_common.cuh"
+#include "backends/cuda/ptx_sm90.cuh"
+
+namespace {
+
+using namespace coda_sm90;
+
+constexpr int kStepWarps = 8; /* consumers; one more warp loads */
+constexpr int kStepThreads = 32 * (kStepWarps + 1);
+constexpr int kStages = 6;
+constexpr int kStageBytes = 32768;
+constexpr int kMaxRows = 8;              /* weight rows per tile */
+constexpr int kChunkRound = 32 * kStepWarps; /* 8-value chunks a round */
+constexpr int kMaxChunks = 8;            /* rounds: K <= 8·256·8 = 16384 */
+constexpr int kMaxK = kMaxChunks * kChunkRound * 8;
+constexpr int kAttnSpan = 16;            /* cache positions a split takes at least */
+constexpr int kAttnScratch = 512;        /* query heads of a KV head × hd, at most */
+
+struct step_params {
+  const coda_decode_layer_weights *layer;
+  int layers;
+  long long D, F, V, nq, qd;
+  int Hq, Hk, hd, max_len;
+  const int32_t *seq, *pos;
+  const double *inv_freq;
+  double eps;
+  float *x;
+  bf16 *q, *o, *y;
+  float *work;
+  int max_splits;
+  const float *norm;
+  const bf16 *wout;
+  float *logits;
+  unsigned *sync; /* [0] arrivals, [1] generation */
+};
+
+/* The step's linear phases: four a layer, then the head. */
+enum { PH_QKV, PH_OUT, PH_GATE_UP, PH_DOWN, PH_HEAD };
+
+struct phase {
+  const bf16 *w;
+  long long N, K;
+  int kind, R;
+};
+
+__device__ __forceinline__ int tile_rows(long long K, bool pairs) {
+  int R = (int)(kStageBytes / 2 / K);
+  if (R > kMaxRows) R = kMaxRows;
+  if (pairs) R &= ~1;
+  return R;
+}
+
+__device__ __forceinline__ phase phase_of(const step_params &p, int i) {
+  phase f;
+  if (i == 4 * p.layers) {
+    f = {p.wout, p.V, p.D, PH_HEAD, 0};
+  } else {
+    const coda_decode_layer_weights &l = p.layer[i / 4];
+    switch (i % 4) {
+    case PH_QKV: f = {(const bf16 *)l.wqkv, p.nq, p.D, PH_QKV, 0}; break;
+    case PH_OUT: f = {(const bf16 *)l.wo, p.D, p.qd, PH_OUT, 0}; break;
+    case PH_GATE_UP: f = {(const bf16 *)l.w13, 2 * p.F, p.D, PH_GATE_UP, 0}; break;
+    default: f = {(const bf16 *)l.w2, p.D, p.F, PH_DOWN, 0}; break;
+    }
+  }
+  f.R = tile_rows(f.K, f.kind == PH_QKV || f.kind == PH_GATE_UP);
+  return f;
+}
+
+/* The first tile of a phase block b takes when the phase's tiles start at
+ * global tile index g0 (the deal is round robin over the whole step). */
+__device__ __forceinline__ long long first_tile(long long g0, int b, int G) {
+  return ((long long)b - g0 % G + G) % G;
+}
+
+/* ------------------------------------------------------- grid barrier */
+
+__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+/* All consumer threads of all blocks: every write before it is visible to
+ * every read (through L2) after it. The arrivals word is reset by the last
+ * block to arrive before it bumps the generation, which no block can pass
+ * before, so it is zero again at the end of the kernel. */
+__device__ __forceinline__ void grid_sync(unsigned *sync) {
+  named_sync(1);
+  if (threadIdx.x == 0) {
+    const unsigned gen = ld_acquire(sync + 1);
+    __threadfence();
+    if (atomicAdd(sync, 1u) == gridDim.x - 1) {
+      atomicExch(sync, 0u);
+      __threadfence();
+      atomicAdd(sync + 1, 1u);
+    } else {
+      while (ld_acquire(sync + 1) == gen) __nanosleep(32);
+    }
+    __threadfence();
+  }
+  named_sync(1);
+}
+
+/* ------------------------------------------------------ L2-only loads */
+
+__device__ __forceinline__ void ldcg_bf16x8(const bf16 *p, float *f) {
+  const uint4 v = __ldcg(reinterpret_cast<const uint4 *>(p));
+  const bf16 *b = reinterpret_cast<const bf16 *>(&v);
+#pragma unroll
+  for (int i = 0; i < 8; i++) f[i] = __bfloat162float(b[i]);
+}
+
+/* n = 1, 2, 4 or 8 consecutive bf16 (aligned to their size). */
+template <int n>
+__device__ __forceinline__ void ldcg_bf16(const bf16 *p, float *out) {
+  if (n == 8) {
+    ldcg_bf16x8(p, out);
+  } else if (n == 4) {
+    const uint2 v = __ldcg(reinterpret_cast<const uint2 *>(p));
+    const bf16 *b = reinterpret_cast<const bf16 *>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; i++) out[i] = __bfloat162float(b[i]);
+  } else if (n == 2) {
+    const unsigned v = __ldcg(reinterpret_cast<const unsigned *>(p));
+    const bf16 *b = reinterpret_cast<const bf16 *>(&v);
+    out[0] = __bfloat162float(b[0]);
+    out[1] = __bfloat162float(b[1]);
+  } else {
+    const unsigned short v = __ldcg(reinterpret_cast<const unsigned short *>(p));
+    out[0] = __bfloat162float(*reinterpret_cast<const bf16 *>(&v));
+  }
+}
+
+/* ------------------------------------------------------- shared memory */
+
+struct step_smem {
+  uint64_t full[kStages], empty[kStages];
+  float red[2][kStepWarps][kMaxRows]; /* a tile's partial sums, two tiles alternating */
+  double part[kStepWarps];            /* the norm's sum of squares */
+  float am[kStepWarps][8], al[kStepWarps][8];
+  float acc[kStepWarps][kAttnScratch]; /* attention: a warp's values per query head */
+};
+constexpr size_t kRingOffset = (sizeof(step_smem) + 127) / 128 * 128;
+constexpr size_t kStepSmem = kRingOffset + (size_t)kStages * kStageBytes;
+
+/* ----------------------------------------------------------- attention */
+
+template <int HDL> constexpr int attn_keys() { return HDL >= 8 ? 2 : HDL >= 4 ? 4 : 8; }
+
+/* Splits of the cache: enough units (KV head, split) for the grid, each
+ * at least kAttnSpan positions; every block computes the same. */
+__device__ __forceinline__ int attn_splits(const step_params &p, int n) {
+  int s = (int)gridDim.x / p.Hk;
+  const int by_len = (n + kAttnSpan - 1) / kAttnSpan;
+  if (s > by_len) s = by_len;
+  if (s > p.max_splits) s = p.max_splits;
+  return s < 1 ? 1 : s;
+}
+
+/* Unit (KV head kh, split s of S): the partials of its grp query heads
+ * over positions [lo, hi), as attn_partial_kernel with eight warps. */
+template <int HDL>
+__device__ void attn_unit(const step_params &p, step_smem &sm, const bf16 *kc, const bf16 *vc,
+                          int seq, int n, int kh, int s, int S) {
+  constexpr int hd = HDL * 32, keys = attn_keys<HDL>();
+  const int grp = p.Hq / p.Hk, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int cs = (n + S - 1) / S, lo = s * cs, hi = lo + cs < n ? lo + cs : n;
+  const float scale = rsqrtf((float)hd);
+  float qv[8][HDL], acc[8][HDL], mx[8], l[8];
+#pragma unroll
+  for (int g = 0; g < 8; g++) {
+    mx[g] = -INFINITY;
+    l[g] = 0.0f;
+    float t[HDL];
+    if (g < grp) ldcg_bf16<HDL>(p.q + (long long)(kh * grp + g) * hd + lane * HDL, t);
+#pragma unroll
+    for (int i = 0; i < HDL; i++) {
+      acc[g][i] = 0.0f;
+      qv[g][i] = g < grp ? scale * t[i] : 0.0f;
+    }
+  }
+  const long long stride = (long long)p.Hk * hd;
+  const bf16 *kb = kc + (long long)seq * p.max_len * stride + (long long)kh * hd + lane * HDL;
+  const bf16 *vb = vc + (long long)seq * p.max_len * stride + (long long)kh * hd + lane * HDL;
+  for (int t0 = lo + warp * keys; t0 < hi; t0 += kStepWarps * keys) {
+    float kf[keys][HDL], vf[keys][HDL];
+#pragma unroll
+    for (int u = 0; u < keys; u++) {
+      const int t = t0 + u < hi ? t0 + u : t0;
+      ldcg_bf16<HDL>(kb + t * stride, kf[u]);
+      ldcg_bf16<HDL>(vb + t * stride, vf[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < keys; u++) {
+      if (t0 + u >= hi) break;
+#pragma unroll
+      for (int g = 0; g < 8; g++) {
+        if (g >= grp) break;
+        float d = 0.0f;
+#pragma unroll
+        for (int i = 0; i < HDL; i++) d = fmaf(qv[g][i], kf[u][i], d);
+        d = warp_sum(d);
+        const float m2 = fmaxf(mx[g], d), corr = __expf(mx[g] - m2), pr = __expf(d - m2);
+        l[g] = l[g] * corr + pr;
+#pragma unroll
+        for (int i = 0; i < HDL; i++) acc[g][i] = acc[g][i] * corr + pr * vf[u][i];
+        mx[g] = m2;
+      }
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < 8; g++) {
+    if (g >= grp) break;
+    if (lane == 0) {
+      sm.am[warp][g] = mx[g];
+      sm.al[warp][g] = l[g];
+    }
+#pragma unroll
+    for (int i = 0; i < HDL; i++) sm.acc[warp][g * hd + lane * HDL + i] = acc[g][i];
+  }
+  named_sync(1);
+  for (int i = threadIdx.x; i < grp * hd; i += 32 * kStepWarps) {
+    const int g = i / hd, e = i % hd;
+    float M = -INFINITY;
+    for (int w = 0; w < kStepWarps; w++) M = fmaxf(M, sm.am[w][g]);
+    float L = 0.0f, A = 0.0f;
+    if (M != -INFINITY)
+      for (int w = 0; w < kStepWarps; w++) {
+        const float c = __expf(sm.am[w][g] - M);
+        L += sm.al[w][g] * c;
+        A += sm.acc[w][i] * c;
+      }
+    float *out = p.work + ((long long)(kh * grp + g) * S + s) * (hd + 2);
+    if (e == 0) {
+      out[0] = M;
+      out[1] = L;
+    }
+    out[2 + e] = A;
+  }
+  named_sync(1); /* the scratch is free for the next unit */
+}
+
+/* Query head h: its S partials merged into o (bf16), as attn_combine_kernel. */
+__device__ void attn_merge(const step_params &p, int h, int S) {
+  const int hd = p.hd;
+  const long long stride = hd + 2;
+  const float *base = p.work + (long long)h * S * stride;
+  float M = -INFINITY;
+  for (int s = 0; s < S; s++) M = fmaxf(M, __ldcg(base + s * stride));
+  for (int e = threadIdx.x; e < hd; e += 32 * kStepWarps) {
+    float L = 0.0f, A = 0.0f;
+    for (int s = 0; s < S; s++) {
+      const float m = __ldcg(base + s * stride);
+      if (m == -INFINITY) continue;
+      const float c = __expf(m - M);
+      L += __ldcg(base + s * stride + 1) * c;
+      A += __ldcg(base + s * stride + 2 + e) * c;
+    }
+    p.o[(long long)h * hd + e] = __float2bfloat16_rn(L > 0.0f ? A / L : 0.0f);
+  }
+}
+
+/* -------------------------------------------------------- linear phases */
+
+/* The input row of phase f into this lane's registers: chunk c of the lane
+ * is values [8·ci, 8·ci + 8), ci = c·256 + warp·32 + lane. Returns the
+ * scale of the dot products (1/rms where the phase normalizes, else 1). */
+__device__ float load_row(const step_params &p, step_smem &sm, const phase &f, int li,
+                          float (*a)[8]) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const long long nchunk = f.K / 8;
+  const bf16 *in = f.kind == PH_OUT ? p.o : p.y;
+  const float *g = NULL;
+  if (f.kind == PH_QKV) g = p.layer[li].norm_attn;
+  if (f.kind == PH_GATE_UP) g = p.layer[li].norm_ffn;
+  if (f.kind == PH_HEAD) g = p.norm;
+  float r = 1.0f;
+  if (g) {
+    double ss = 0.0;
+    for (long long k = threadIdx.x; k < f.K; k += 32 * kStepWarps) {
+      const double v = __ldcg(p.x + k);
+      ss += v * v;
+    }
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) sm.part[warp] = ss;
+    named_sync(1);
+    double tot = 0.0;
+    for (int i = 0; i < kStepWarps; i++) tot += sm.part[i];
+    r = (float)(1.0 / sqrt(tot / (double)f.K + p.eps));
+  }
+#pragma unroll
+  for (int c = 0; c < kMaxChunks; c++) {
+    const long long ci = (long long)c * kChunkRound + warp * 32 + lane;
+    if (ci >= nchunk) {
+#pragma unroll
+      for (int i = 0; i < 8; i++) a[c][i] = 0.0f;
+      continue;
+    }
+    if (g) {
+      const float4 x0 = __ldcg(reinterpret_cast<const float4 *>(p.x + ci * 8));
+      const float4 x1 = __ldcg(reinterpret_cast<const float4 *>(p.x + ci * 8 + 4));
+      const float4 g0 = *reinterpret_cast<const float4 *>(g + ci * 8);
+      const float4 g1 = *reinterpret_cast<const float4 *>(g + ci * 8 + 4);
+      a[c][0] = x0.x * g0.x; a[c][1] = x0.y * g0.y; a[c][2] = x0.z * g0.z; a[c][3] = x0.w * g0.w;
+      a[c][4] = x1.x * g1.x; a[c][5] = x1.y * g1.y; a[c][6] = x1.z * g1.z; a[c][7] = x1.w * g1.w;
+    } else {
+      ldcg_bf16x8(in + ci * 8, a[c]);
+    }
+  }
+  return r;
+}
+
+/* The stores of output columns [c0, c0 + rows) of phase f: v[j] is column
+ * c0 + j, already scaled; by consumer thread j (pairs: thread j < rows/2
+ * stores columns 2j, 2j + 1). */
+__device__ void store_cols(const step_params &p, const phase &f, int li, long long c0, int rows,
+                           const float *v, int seq, int pos) {
+  const int t = threadIdx.x;
+  if (f.kind == PH_OUT || f.kind == PH_DOWN) {
+    if (t < rows) p.x[c0 + t] = __ldcg(p.x + c0 + t) + v[t];
+  } else if (f.kind == PH_HEAD) {
+    if (t < rows) p.logits[c0 + t] = v[t];
+  } else if (f.kind == PH_GATE_UP) {
+    if (2 * t < rows) p.y[c0 / 2 + t] = __float2bfloat16_rn(v[2 * t] / (1.0f + __expf(-v[2 * t])) *
+                                                            v[2 * t + 1]);
+  } else if (2 * t < rows) { /* qkv: RoPE pairs adjacent, V copied; as store_pair */
+    const long long c = c0 + 2 * t;
+    const int hd = p.hd;
+    const coda_decode_layer_weights &l = p.layer[li];
+    const long long cbase = ((long long)seq * p.max_len + pos) * (long long)p.Hk * hd;
+    const long long nr = (long long)(p.Hq + p.Hk) * hd;
+    if (c < nr) {
+      const int h = (int)(c / hd), j = (int)(c % hd) / 2;
+      double sn, cs;
+      sincos((double)pos * p.inv_freq[j], &sn, &cs);
+      const float o0 = (float)((double)v[2 * t] * cs - (double)v[2 * t + 1] * sn);
+      const float o1 = (float)((double)v[2 * t] * sn + (double)v[2 * t + 1] * cs);
+      bf16 *dst = h < p.Hq ? p.q + (long long)h * hd : (bf16 *)l.kc + cbase + (long long)(h - p.Hq) * hd;
+      dst[2 * j] = __float2bfloat16_rn(o0);
+      dst[2 * j + 1] = __float2bfloat16_rn(o1);
+    } else {
+      bf16 *vc = (bf16 *)l.vc + cbase + c - nr;
+      vc[0] = __float2bfloat16_rn(v[2 * t]);
+      vc[1] = __float2bfloat16_rn(v[2 * t + 1]);
+    }
+  }
+}
+
+/* The consumers' share of phase f: its tiles from the ring, counted by the
+ * block's running tile number *i. */
+__device__ void run_phase(const step_params &p, step_smem &sm, const unsigned char *ring,
+                          const phase &f, int li, long long g0, unsigned *i, int seq, int pos) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const long long T = (f.N + f.R - 1) / f.R;
+  long long t = first_tile(g0, blockIdx.x, gridDim.x);
+  if (t >= T) return;
+  float a[kMaxChunks][8];
+  const float r = load_row(p, sm, f, li, a);
+  const long long nchunk = f.K / 8;
+  for (; t < T; t += gridDim.x, (*i)++) {
+    const int slot = *i % kStages;
+    mbar_wait(&sm.full[slot], (*i / kStages) & 1);
+    const unsigned char *st = ring + (size_t)slot * kStageBytes;
+    float acc[kMaxRows];
+#pragma unroll
+    for (int j = 0; j < kMaxRows; j++) acc[j] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kMaxChunks; c++) {
+      const long long ci = (long long)c * kChunkRound + warp * 32 + lane;
+      if (ci >= nchunk) break;
+#pragma unroll
+      for (int j = 0; j < kMaxRows; j++) {
+        if (j >= f.R) break;
+        const uint4 wv = *reinterpret_cast<const uint4 *>(st + ((size_t)j * f.K + ci * 8) * 2);
+        const bf16 *wb = reinterpret_cast<const bf16 *>(&wv);
+        float s = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; e++) s = fmaf(a[c][e], __bfloat162float(wb[e]), s);
+        acc[j] += s;
+      }
+    }
+    float (*red)[kMaxRows] = sm.red[*i & 1];
+#pragma unroll
+    for (int j = 0; j < kMaxRows; j++) {
+      if (j >= f.R) break;
+      const float s = warp_sum(acc[j]);
+      if (lane == 0) red[warp][j] = s;
+    }
+    named_sync(1); /* the stage is read and the partials written */
+    if (threadIdx.x == 0) mbar_arrive(&sm.empty[slot]);
+    const long long c0 = t * f.R;
+    const int rows = (int)(f.N - c0 < f.R ? f.N - c0 : f.R);
+    if (threadIdx.x < kMaxRows) {
+      float v[kMaxRows];
+#pragma unroll
+      for (int j = 0; j < kMaxRows; j++) {
+        float s = 0.0f;
+        if (j < f.R)
+          for (int w = 0; w < kStepWarps; w++) s += red[w][j];
+        v[j] = s * r;
+      }
+      store_cols(p, f, li, c0, rows, v, seq, pos);
+    }
+  }
+}
+
+/* ------------------------------------------------------------ the kernel */
+
+template <int HDL>
+__global__ void __launch_bounds__(kStepThreads, 1) row_step_kernel(step_params p) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  step_smem &sm = *reinterpret_cast<step_smem *>(smem);
+  unsigned char *ring = smem + kRingOffset;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; s++) {
+      mbar_init(&sm.full[s], 1);
+      mbar_init(&sm.empty[s], 1);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int nphase = 4 * p.layers + 1;
+  if (threadIdx.x >= 32 * kStepWarps) { /* the loader */
+    if (threadIdx.x != 32 * kStepWarps) return;
+    long long g0 = 0;
+    unsigned i = 0;
+    for (int ph = 0; ph < nphase; ph++) {
+      const phase f = phase_of(p, ph);
+      const long long T = (f.N + f.R - 1) / f.R;
+      for (long long t = first_tile(g0, blockIdx.x, gridDim.x); t < T; t += gridDim.x, i++) {
+        const int slot = i % kStages;
+        if (i >= kStages) mbar_wait(&sm.empty[slot], (i / kStages - 1) & 1);
+        const long long r0 = t * f.R, rows = f.N - r0 < f.R ? f.N - r0 : f.R;
+        const uint32_t bytes = (uint32_t)(rows * f.K * 2);
+        mbar_expect_tx(&sm.full[slot], bytes);
+        bulk_load_1d(ring + (size_t)slot * kStageBytes, f.w + r0 * f.K, bytes, &sm.full[slot]);
+      }
+      g0 += T;
+    }
+    return;
+  }
+  const int seq = p.seq[0], pos = p.pos[0], n = pos + 1;
+  const int S = attn_splits(p, n);
+  long long g0 = 0;
+  unsigned i = 0;
+  for (int ph = 0; ph < nphase; ph++) {
+    const phase f = phase_of(p, ph);
+    const int li = ph / 4;
+    if (ph > 0) grid_sync(p.sync);
+    if (f.kind == PH_OUT) { /* attention of layer li, then its merge */
+      const coda_decode_layer_weights &l = p.layer[li];
+      for (int u = blockIdx.x; u < p.Hk * S; u += gridDim.x)
+        attn_unit<HDL>(p, sm, (const bf16 *)l.kc, (const bf16 *)l.vc, seq, n, u / S, u % S, S);
+      grid_sync(p.sync);
+      for (int h = blockIdx.x; h < p.Hq; h += gridDim.x) attn_merge(p, h, S);
+      grid_sync(p.sync);
+    }
+    run_phase(p, sm, ring, f, li, g0, &i, seq, pos);
+    g0 += (f.N + f.R - 1) / f.R;
+  }
+}
+
+/* Shapes the kernel takes (the reason in msg when not). */
+int row_step_shapes(const coda_decode_row_step_job *j, char *msg, size_t cap) {
+  const coda_decode_rows *r = j->rows;
+  const int64_t nq = (int64_t)(r->Hq + 2 * r->Hk) * r->hd, qd = (int64_t)r->Hq * r->hd;
+  const char *why = NULL;
+  if (r->M != 1) why = "more than one row";
+  else if (r->hd % 32 || r->hd > 256 || (r->hd / 32) & (r->hd / 32 - 1))
+    why = "a head dim other than 32, 64, 128 or 256";
+  else if (r->Hk < 1 || r->Hq % r->Hk || r->Hq / r->Hk > 8 || (r->Hq / r->Hk) * r->hd > kAttnScratch)
+    why = "more than 8 query heads per KV head, or their values over 512";
+  else if (j->D % 8 || j->F % 8 || j->D > kMaxK / 2 || j->F > kMaxK || qd > kMaxK)
+    why = "D or F not a multiple of 8, D above 8192 or F or Hq·hd above 16384";
+  else if (j->layers < 1 || j->max_splits < 1 || nq > 0x7fffffffLL || j->V > 0x7fffffffLL)
+    why = "no layers, no attention splits, or a dimension above 2^31";
+  if (why && msg && cap) snprintf(msg, cap, "one-kernel decode step: %s", why);
+  return why == NULL;
+}
+
+} // namespace
+
+extern "C" int coda_cuda_decode_row_step_ok(coda_context ctx, const coda_decode_row_step_job *j,
+                                            char *msg, size_t cap) {
+  if (ctx->knobs.decode_row_step_off) {
+    if (msg && cap) snprintf(msg, cap, "one-kernel decode step: off (CODA_DECODE_ROW_STEP=0)");
+    return 0;
+  }
+  return row_step_shapes(j, msg, cap);
+}
+
+extern "C" coda_status coda_cuda_decode_row_step(coda_context ctx,
+                                                 const coda_decode_row_step_job *j) {
+  char why[160];
+  if (!row_step_shapes(j, why, sizeof why)) return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s", why);
+  const coda_decode_rows *r = j->rows;
+  step_params p = {};
+  p.layer = j->layer;
+  p.layers = j->layers;
+  p.D = j->D;
+  p.F = j->F;
+  p.V = j->V;
+  p.nq = (long long)(r->Hq + 2 * r->Hk) * r->hd;
+  p.qd = (long long)r->Hq * r->hd;
+  p.Hq = r->Hq;
+  p.Hk = r->Hk;
+  p.hd = r->hd;
+  p.max_len = r->max_len;
+  p.seq = r->seq;
+  p.pos = r->pos;
+  p.inv_freq = j->inv_freq;
+  p.eps = j->eps;
+  p.x = j->x;
+  p.q = (bf16 *)j->q;
+  p.o = (bf16 *)j->o;
+  p.y = (bf16 *)j->y;
+  p.work = j->work;
+  p.max_splits = j->max_splits;
+  p.norm = j->norm;
+  p.wout = (const bf16 *)j->wout;
+  p.logits = j->logits;
+  p.sync = j->sync;
+  void (*kernel)(step_params) = r->hd == 32    ? row_step_kernel<1>
+                                : r->hd == 64  ? row_step_kernel<2>
+                                : r->hd == 128 ? row_step_kernel<4>
+                                               : row_step_kernel<8>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)kStepSmem);
+  int dev = 0, sms = 0, per_sm = 0;
+  if (e == cudaSuccess) e = cudaGetDevice(&dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (e == cudaSuccess)
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kStepThreads, kStepSmem);
+  if (e == cudaSuccess && per_sm < 1) e = cudaErrorCooperativeLaunchTooLarge;
+  cudaStream_t st = coda_cuda_stream(ctx);
+  if (e == cudaSuccess) e = cudaMemsetAsync(j->sync, 0, 2 * sizeof(unsigned), st);
+  if (e == cudaSuccess) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)sms);
+    cfg.blockDim = dim3(kStepThreads);
+    cfg.dynamicSmemBytes = kStepSmem;
+    cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeCooperative;
+    attr[0].val.cooperative = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    e = cudaLaunchKernelEx(&cfg, kernel, p);
+  }
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA decode kernel (one-kernel step, %zu bytes of "
+                     "shared memory a block): %s", kStepSmem, cudaGetErrorString(e));
+  }
+  return check_launch(ctx, "one-kernel step");
+}
