@@ -41,7 +41,7 @@ using namespace coda_sm90;
 
 constexpr int kStepWarps = 8; /* consumers; one more warp loads */
 constexpr int kStepThreads = 32 * (kStepWarps + 1);
-constexpr int kStages = 6;
+constexpr int kStages = 5;
 constexpr int kStageBytes = 32768;
 constexpr int kMaxRows = 8;              /* weight rows per tile */
 constexpr int kChunkRound = 32 * kStepWarps; /* 8-value chunks a round */
@@ -170,6 +170,11 @@ __device__ __forceinline__ void ldcg_bf16(const bf16 *p, float *out) {
 
 struct step_smem {
   uint64_t full[kStages], empty[kStages];
+  /* the residual row as the last norm phase read it: the next phase adds
+   * its results to it without reading x again (no L2 round trip a tile) */
+  float xs[kMaxK / 2];
+  double rc[128], rs[128]; /* cos, sin of pos · inv_freq[j], j < hd/2 */
+  float mm[32], ml[32];    /* the merge: the splits' maxes and sums */
   float red[2][kStepWarps][kMaxRows]; /* a tile's partial sums, two tiles alternating */
   double part[kStepWarps];            /* the norm's sum of squares */
   float am[kStepWarps][8], al[kStepWarps][8];
@@ -189,6 +194,7 @@ __device__ __forceinline__ int attn_splits(const step_params &p, int n) {
   const int by_len = (n + kAttnSpan - 1) / kAttnSpan;
   if (s > by_len) s = by_len;
   if (s > p.max_splits) s = p.max_splits;
+  if (s > 32) s = 32; /* the merge's registers */
   return s < 1 ? 1 : s;
 }
 
@@ -275,31 +281,47 @@ __device__ void attn_unit(const step_params &p, step_smem &sm, const bf16 *kc, c
   named_sync(1); /* the scratch is free for the next unit */
 }
 
-/* Query head h: its S partials merged into o (bf16), as attn_combine_kernel. */
-__device__ void attn_merge(const step_params &p, int h, int S) {
+/* Query head h: its S partials merged into o (bf16), as attn_combine_kernel
+ * (the sums in split order), every load of a round issued before any of
+ * its values is used. */
+__device__ void attn_merge(const step_params &p, step_smem &sm, int h, int S) {
   const int hd = p.hd;
   const long long stride = hd + 2;
   const float *base = p.work + (long long)h * S * stride;
+  if (threadIdx.x < S) {
+    sm.mm[threadIdx.x] = __ldcg(base + threadIdx.x * stride);
+    sm.ml[threadIdx.x] = __ldcg(base + threadIdx.x * stride + 1);
+  }
+  named_sync(1);
   float M = -INFINITY;
-  for (int s = 0; s < S; s++) M = fmaxf(M, __ldcg(base + s * stride));
+  for (int s = 0; s < S; s++) M = fmaxf(M, sm.mm[s]);
   for (int e = threadIdx.x; e < hd; e += 32 * kStepWarps) {
+    float av[32];
+#pragma unroll
+    for (int s = 0; s < 32; s++) av[s] = s < S ? __ldcg(base + s * stride + 2 + e) : 0.0f;
     float L = 0.0f, A = 0.0f;
-    for (int s = 0; s < S; s++) {
-      const float m = __ldcg(base + s * stride);
-      if (m == -INFINITY) continue;
-      const float c = __expf(m - M);
-      L += __ldcg(base + s * stride + 1) * c;
-      A += __ldcg(base + s * stride + 2 + e) * c;
+#pragma unroll
+    for (int s = 0; s < 32; s++) {
+      if (s >= S) break;
+      if (sm.mm[s] == -INFINITY) continue; /* an empty split */
+      const float c = __expf(sm.mm[s] - M);
+      L += sm.ml[s] * c;
+      A += av[s] * c;
     }
     p.o[(long long)h * hd + e] = __float2bfloat16_rn(L > 0.0f ? A / L : 0.0f);
   }
+  named_sync(1); /* sm.mm is free for the next head */
 }
 
 /* -------------------------------------------------------- linear phases */
 
 /* The input row of phase f into this lane's registers: chunk c of the lane
- * is values [8·ci, 8·ci + 8), ci = c·256 + warp·32 + lane. Returns the
- * scale of the dot products (1/rms where the phase normalizes, else 1). */
+ * is values [8·ci, 8·ci + 8), ci = c·256 + warp·32 + lane, the chunks of
+ * all lanes the whole row, all loads issued together. Where the phase
+ * normalizes, the row's sum of squares comes from the same loads (in
+ * double, lanes then warps in order), x is kept in sm.xs for the residual
+ * phase after it, and the result is the scale 1/rms of the dot products;
+ * else 1. */
 __device__ float load_row(const step_params &p, step_smem &sm, const phase &f, int li,
                           float (*a)[8]) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -309,75 +331,84 @@ __device__ float load_row(const step_params &p, step_smem &sm, const phase &f, i
   if (f.kind == PH_QKV) g = p.layer[li].norm_attn;
   if (f.kind == PH_GATE_UP) g = p.layer[li].norm_ffn;
   if (f.kind == PH_HEAD) g = p.norm;
-  float r = 1.0f;
-  if (g) {
-    double ss = 0.0;
-    for (long long k = threadIdx.x; k < f.K; k += 32 * kStepWarps) {
-      const double v = __ldcg(p.x + k);
-      ss += v * v;
-    }
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (lane == 0) sm.part[warp] = ss;
-    named_sync(1);
-    double tot = 0.0;
-    for (int i = 0; i < kStepWarps; i++) tot += sm.part[i];
-    r = (float)(1.0 / sqrt(tot / (double)f.K + p.eps));
-  }
 #pragma unroll
   for (int c = 0; c < kMaxChunks; c++) {
     const long long ci = (long long)c * kChunkRound + warp * 32 + lane;
     if (ci >= nchunk) {
 #pragma unroll
       for (int i = 0; i < 8; i++) a[c][i] = 0.0f;
-      continue;
-    }
-    if (g) {
+    } else if (g) {
       const float4 x0 = __ldcg(reinterpret_cast<const float4 *>(p.x + ci * 8));
       const float4 x1 = __ldcg(reinterpret_cast<const float4 *>(p.x + ci * 8 + 4));
-      const float4 g0 = *reinterpret_cast<const float4 *>(g + ci * 8);
-      const float4 g1 = *reinterpret_cast<const float4 *>(g + ci * 8 + 4);
-      a[c][0] = x0.x * g0.x; a[c][1] = x0.y * g0.y; a[c][2] = x0.z * g0.z; a[c][3] = x0.w * g0.w;
-      a[c][4] = x1.x * g1.x; a[c][5] = x1.y * g1.y; a[c][6] = x1.z * g1.z; a[c][7] = x1.w * g1.w;
+      a[c][0] = x0.x; a[c][1] = x0.y; a[c][2] = x0.z; a[c][3] = x0.w;
+      a[c][4] = x1.x; a[c][5] = x1.y; a[c][6] = x1.z; a[c][7] = x1.w;
     } else {
       ldcg_bf16x8(in + ci * 8, a[c]);
     }
   }
-  return r;
+  if (!g) return 1.0f;
+  double ss = 0.0;
+#pragma unroll
+  for (int c = 0; c < kMaxChunks; c++) {
+    const long long ci = (long long)c * kChunkRound + warp * 32 + lane;
+    if (ci >= nchunk) break;
+    const float4 g0 = *reinterpret_cast<const float4 *>(g + ci * 8);
+    const float4 g1 = *reinterpret_cast<const float4 *>(g + ci * 8 + 4);
+    const float gv[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      ss += (double)a[c][i] * a[c][i];
+      if (f.kind != PH_HEAD) sm.xs[ci * 8 + i] = a[c][i];
+      a[c][i] *= gv[i];
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (lane == 0) sm.part[warp] = ss;
+  named_sync(1);
+  double tot = 0.0;
+  for (int i = 0; i < kStepWarps; i++) tot += sm.part[i];
+  return (float)(1.0 / sqrt(tot / (double)f.K + p.eps));
 }
 
-/* The stores of output columns [c0, c0 + rows) of phase f: v[j] is column
- * c0 + j, already scaled; by consumer thread j (pairs: thread j < rows/2
- * stores columns 2j, 2j + 1). */
-__device__ void store_cols(const step_params &p, const phase &f, int li, long long c0, int rows,
-                           const float *v, int seq, int pos) {
-  const int t = threadIdx.x;
+/* The stores of output column c0 + t (lane t of warp 0) of phase f, v its
+ * scaled result and vn the next column's; where columns pair, even lanes
+ * store the pair (c0 + t, c0 + t + 1). */
+__device__ void store_col(const step_params &p, step_smem &sm, const phase &f, int li,
+                          long long c0, int t, int rows, float v, float vn, int seq, int pos) {
+  if (t >= rows) return;
   if (f.kind == PH_OUT || f.kind == PH_DOWN) {
-    if (t < rows) p.x[c0 + t] = __ldcg(p.x + c0 + t) + v[t];
-  } else if (f.kind == PH_HEAD) {
-    if (t < rows) p.logits[c0 + t] = v[t];
-  } else if (f.kind == PH_GATE_UP) {
-    if (2 * t < rows) p.y[c0 / 2 + t] = __float2bfloat16_rn(v[2 * t] / (1.0f + __expf(-v[2 * t])) *
-                                                            v[2 * t + 1]);
-  } else if (2 * t < rows) { /* qkv: RoPE pairs adjacent, V copied; as store_pair */
-    const long long c = c0 + 2 * t;
-    const int hd = p.hd;
-    const coda_decode_layer_weights &l = p.layer[li];
-    const long long cbase = ((long long)seq * p.max_len + pos) * (long long)p.Hk * hd;
-    const long long nr = (long long)(p.Hq + p.Hk) * hd;
-    if (c < nr) {
-      const int h = (int)(c / hd), j = (int)(c % hd) / 2;
-      double sn, cs;
-      sincos((double)pos * p.inv_freq[j], &sn, &cs);
-      const float o0 = (float)((double)v[2 * t] * cs - (double)v[2 * t + 1] * sn);
-      const float o1 = (float)((double)v[2 * t] * sn + (double)v[2 * t + 1] * cs);
-      bf16 *dst = h < p.Hq ? p.q + (long long)h * hd : (bf16 *)l.kc + cbase + (long long)(h - p.Hq) * hd;
-      dst[2 * j] = __float2bfloat16_rn(o0);
-      dst[2 * j + 1] = __float2bfloat16_rn(o1);
-    } else {
-      bf16 *vc = (bf16 *)l.vc + cbase + c - nr;
-      vc[0] = __float2bfloat16_rn(v[2 * t]);
-      vc[1] = __float2bfloat16_rn(v[2 * t + 1]);
-    }
+    const float xn = sm.xs[c0 + t] + v;
+    p.x[c0 + t] = xn;
+    sm.xs[c0 + t] = xn; /* the down projection adds to the out projection's row */
+    return;
+  }
+  if (f.kind == PH_HEAD) {
+    p.logits[c0 + t] = v;
+    return;
+  }
+  if (t & 1) return;
+  if (f.kind == PH_GATE_UP) {
+    p.y[(c0 + t) / 2] = __float2bfloat16_rn(v / (1.0f + __expf(-v)) * vn);
+    return;
+  }
+  /* qkv: RoPE pairs adjacent, V copied; as store_pair of decode_kernels.cu */
+  const long long c = c0 + t;
+  const int hd = p.hd;
+  const coda_decode_layer_weights &l = p.layer[li];
+  const long long cbase = ((long long)seq * p.max_len + pos) * (long long)p.Hk * hd;
+  const long long nr = (long long)(p.Hq + p.Hk) * hd;
+  if (c < nr) {
+    const int h = (int)(c / hd), j = (int)(c % hd) / 2;
+    const double cs = sm.rc[j], sn = sm.rs[j];
+    const float o0 = (float)((double)v * cs - (double)vn * sn);
+    const float o1 = (float)((double)v * sn + (double)vn * cs);
+    bf16 *dst = h < p.Hq ? p.q + (long long)h * hd : (bf16 *)l.kc + cbase + (long long)(h - p.Hq) * hd;
+    dst[2 * j] = __float2bfloat16_rn(o0);
+    dst[2 * j + 1] = __float2bfloat16_rn(o1);
+  } else {
+    bf16 *vc = (bf16 *)l.vc + cbase + c - nr;
+    vc[0] = __float2bfloat16_rn(v);
+    vc[1] = __float2bfloat16_rn(vn);
   }
 }
 
@@ -388,7 +419,8 @@ __device__ void run_phase(const step_params &p, step_smem &sm, const unsigned ch
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const long long T = (f.N + f.R - 1) / f.R;
   long long t = first_tile(g0, blockIdx.x, gridDim.x);
-  if (t >= T) return;
+  /* without tiles a norm phase still keeps x for the residual phase after it */
+  if (t >= T && f.kind != PH_QKV && f.kind != PH_GATE_UP) return;
   float a[kMaxChunks][8];
   const float r = load_row(p, sm, f, li, a);
   const long long nchunk = f.K / 8;
@@ -425,16 +457,13 @@ __device__ void run_phase(const step_params &p, step_smem &sm, const unsigned ch
     if (threadIdx.x == 0) mbar_arrive(&sm.empty[slot]);
     const long long c0 = t * f.R;
     const int rows = (int)(f.N - c0 < f.R ? f.N - c0 : f.R);
-    if (threadIdx.x < kMaxRows) {
-      float v[kMaxRows];
-#pragma unroll
-      for (int j = 0; j < kMaxRows; j++) {
-        float s = 0.0f;
-        if (j < f.R)
-          for (int w = 0; w < kStepWarps; w++) s += red[w][j];
-        v[j] = s * r;
-      }
-      store_cols(p, f, li, c0, rows, v, seq, pos);
+    if (warp == 0) { /* lane j: column c0 + j, the warps' sums in order */
+      float v = 0.0f;
+      if (lane < f.R)
+        for (int w = 0; w < kStepWarps; w++) v += red[w][lane];
+      v *= r;
+      const float vn = __shfl_down_sync(0xffffffffu, v, 1);
+      store_col(p, sm, f, li, c0, lane, rows, v, vn, seq, pos);
     }
   }
 }
@@ -476,6 +505,10 @@ __global__ void __launch_bounds__(kStepThreads, 1) row_step_kernel(step_params p
   }
   const int seq = p.seq[0], pos = p.pos[0], n = pos + 1;
   const int S = attn_splits(p, n);
+  /* the RoPE angles of the row's position, the same in every layer */
+  for (int j = threadIdx.x; j < p.hd / 2; j += 32 * kStepWarps)
+    sincos((double)pos * p.inv_freq[j], &sm.rs[j], &sm.rc[j]);
+  named_sync(1);
   long long g0 = 0;
   unsigned i = 0;
   for (int ph = 0; ph < nphase; ph++) {
@@ -487,7 +520,7 @@ __global__ void __launch_bounds__(kStepThreads, 1) row_step_kernel(step_params p
       for (int u = blockIdx.x; u < p.Hk * S; u += gridDim.x)
         attn_unit<HDL>(p, sm, (const bf16 *)l.kc, (const bf16 *)l.vc, seq, n, u / S, u % S, S);
       grid_sync(p.sync);
-      for (int h = blockIdx.x; h < p.Hq; h += gridDim.x) attn_merge(p, h, S);
+      for (int h = blockIdx.x; h < p.Hq; h += gridDim.x) attn_merge(p, sm, h, S);
       grid_sync(p.sync);
     }
     run_phase(p, sm, ring, f, li, g0, &i, seq, pos);
