@@ -65,7 +65,7 @@ struct step_params {
   const float *norm;
   const bf16 *wout;
   float *logits;
-  unsigned *sync; /* [0] arrivals, [1] generation */
+  unsigned *sync; /* the barrier's arrivals */
 };
 
 /* The step's linear phases: four a layer, then the head. */
@@ -116,20 +116,16 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
 }
 
 /* All consumer threads of all blocks: every write before it is visible to
- * every read (through L2) after it. The arrivals word is reset by the last
- * block to arrive before it bumps the generation, which no block can pass
- * before, so it is zero again at the end of the kernel. */
-__device__ __forceinline__ void grid_sync(unsigned *sync) {
+ * every read (through L2) after it. *sync counts the blocks' arrivals and
+ * only grows within a launch (zeroed before each); barrier k of the step
+ * is passed when it reaches (k + 1) · blocks. */
+__device__ __forceinline__ void grid_sync(unsigned *sync, unsigned *passed) {
   named_sync(1);
   if (threadIdx.x == 0) {
-    const unsigned gen = ld_acquire(sync + 1);
+    const unsigned target = ++*passed * gridDim.x;
     __threadfence();
-    if (atomicAdd(sync, 1u) == gridDim.x - 1) {
-      atomicExch(sync, 0u);
-      __threadfence();
-      atomicAdd(sync + 1, 1u);
-    } else {
-      while (ld_acquire(sync + 1) == gen) __nanosleep(32);
+    atomicAdd(sync, 1u);
+    while (ld_acquire(sync) < target) {
     }
     __threadfence();
   }
@@ -468,6 +464,74 @@ __device__ void run_phase(const step_params &p, step_smem &sm, const unsigned ch
   }
 }
 
+/* The tiles of one block over the whole step, in order. */
+struct tile_cursor {
+  int ph;
+  long long t, T, g0;
+  phase f;
+};
+
+__device__ __forceinline__ void cursor_settle(const step_params &p, tile_cursor &c, int nphase) {
+  while (c.ph < nphase && c.t >= c.T) {
+    c.g0 += c.T;
+    if (++c.ph == nphase) break;
+    c.f = phase_of(p, c.ph);
+    c.T = (c.f.N + c.f.R - 1) / c.f.R;
+    c.t = first_tile(c.g0, blockIdx.x, gridDim.x);
+  }
+}
+
+__device__ __forceinline__ tile_cursor cursor_start(const step_params &p, int nphase) {
+  tile_cursor c;
+  c.ph = 0;
+  c.g0 = 0;
+  c.f = phase_of(p, 0);
+  c.T = (c.f.N + c.f.R - 1) / c.f.R;
+  c.t = first_tile(0, blockIdx.x, gridDim.x);
+  cursor_settle(p, c, nphase);
+  return c;
+}
+
+/* Weight rows [r0, r0 + rows) of tile c: its address and bytes. */
+__device__ __forceinline__ const bf16 *tile_src(const tile_cursor &c, uint32_t *bytes) {
+  const long long r0 = c.t * c.f.R, rows = c.f.N - r0 < c.f.R ? c.f.N - r0 : c.f.R;
+  *bytes = (uint32_t)(rows * c.f.K * 2);
+  return c.f.w + r0 * c.f.K;
+}
+
+__device__ __forceinline__ void prefetch_l2(const void *src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+}
+
+/* The loader: each tile into the next ring stage once the consumers have
+ * freed it, and kL2Ahead tiles further on into L2, so that HBM keeps
+ * streaming while the ring is full (the attention and the barriers). */
+constexpr int kL2Ahead = 4;
+
+__device__ void load_tiles(const step_params &p, step_smem &sm, unsigned char *ring, int nphase) {
+  tile_cursor cp = cursor_start(p, nphase), pf = cp;
+  uint32_t bytes;
+  for (int k = 0; k < kStages + kL2Ahead && pf.ph < nphase; k++) {
+    if (k >= kStages) prefetch_l2(tile_src(pf, &bytes), bytes);
+    pf.t += gridDim.x;
+    cursor_settle(p, pf, nphase);
+  }
+  for (unsigned i = 0; cp.ph < nphase; i++) {
+    const int slot = i % kStages;
+    if (i >= kStages) mbar_wait(&sm.empty[slot], (i / kStages - 1) & 1);
+    const bf16 *src = tile_src(cp, &bytes);
+    mbar_expect_tx(&sm.full[slot], bytes);
+    bulk_load_1d(ring + (size_t)slot * kStageBytes, src, bytes, &sm.full[slot]);
+    cp.t += gridDim.x;
+    cursor_settle(p, cp, nphase);
+    if (pf.ph < nphase) {
+      prefetch_l2(tile_src(pf, &bytes), bytes);
+      pf.t += gridDim.x;
+      cursor_settle(p, pf, nphase);
+    }
+  }
+}
+
 /* ------------------------------------------------------------ the kernel */
 
 template <int HDL>
@@ -485,22 +549,7 @@ __global__ void __launch_bounds__(kStepThreads, 1) row_step_kernel(step_params p
   __syncthreads();
   const int nphase = 4 * p.layers + 1;
   if (threadIdx.x >= 32 * kStepWarps) { /* the loader */
-    if (threadIdx.x != 32 * kStepWarps) return;
-    long long g0 = 0;
-    unsigned i = 0;
-    for (int ph = 0; ph < nphase; ph++) {
-      const phase f = phase_of(p, ph);
-      const long long T = (f.N + f.R - 1) / f.R;
-      for (long long t = first_tile(g0, blockIdx.x, gridDim.x); t < T; t += gridDim.x, i++) {
-        const int slot = i % kStages;
-        if (i >= kStages) mbar_wait(&sm.empty[slot], (i / kStages - 1) & 1);
-        const long long r0 = t * f.R, rows = f.N - r0 < f.R ? f.N - r0 : f.R;
-        const uint32_t bytes = (uint32_t)(rows * f.K * 2);
-        mbar_expect_tx(&sm.full[slot], bytes);
-        bulk_load_1d(ring + (size_t)slot * kStageBytes, f.w + r0 * f.K, bytes, &sm.full[slot]);
-      }
-      g0 += T;
-    }
+    if (threadIdx.x == 32 * kStepWarps) load_tiles(p, sm, ring, nphase);
     return;
   }
   const int seq = p.seq[0], pos = p.pos[0], n = pos + 1;
@@ -510,18 +559,18 @@ __global__ void __launch_bounds__(kStepThreads, 1) row_step_kernel(step_params p
     sincos((double)pos * p.inv_freq[j], &sm.rs[j], &sm.rc[j]);
   named_sync(1);
   long long g0 = 0;
-  unsigned i = 0;
+  unsigned i = 0, passed = 0;
   for (int ph = 0; ph < nphase; ph++) {
     const phase f = phase_of(p, ph);
     const int li = ph / 4;
-    if (ph > 0) grid_sync(p.sync);
+    if (ph > 0) grid_sync(p.sync, &passed);
     if (f.kind == PH_OUT) { /* attention of layer li, then its merge */
       const coda_decode_layer_weights &l = p.layer[li];
       for (int u = blockIdx.x; u < p.Hk * S; u += gridDim.x)
         attn_unit<HDL>(p, sm, (const bf16 *)l.kc, (const bf16 *)l.vc, seq, n, u / S, u % S, S);
-      grid_sync(p.sync);
+      grid_sync(p.sync, &passed);
       for (int h = blockIdx.x; h < p.Hq; h += gridDim.x) attn_merge(p, sm, h, S);
-      grid_sync(p.sync);
+      grid_sync(p.sync, &passed);
     }
     run_phase(p, sm, ring, f, li, g0, &i, seq, pos);
     g0 += (f.N + f.R - 1) / f.R;
@@ -601,7 +650,7 @@ extern "C" coda_status coda_cuda_decode_row_step(coda_context ctx,
     e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kStepThreads, kStepSmem);
   if (e == cudaSuccess && per_sm < 1) e = cudaErrorCooperativeLaunchTooLarge;
   cudaStream_t st = coda_cuda_stream(ctx);
-  if (e == cudaSuccess) e = cudaMemsetAsync(j->sync, 0, 2 * sizeof(unsigned), st);
+  if (e == cudaSuccess) e = cudaMemsetAsync(j->sync, 0, sizeof(unsigned), st);
   if (e == cudaSuccess) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)sms);
