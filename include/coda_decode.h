@@ -115,7 +115,11 @@ coda_status coda_decoder_step(coda_decoder d, const int32_t *tokens);
  * CODA_DECODE_PHASES values, named by coda_decoder_phase_name): the step
  * as coda_decoder_step makes it (the caches advance), its kernels launched
  * one by one with a timing marker after each, so each phase also carries
- * its launch gaps. CODA_ERR_NOT_SUPPORTED on the CPU backend. */
+ * its launch gaps. A one-row step that runs as one kernel is timed inside
+ * it instead: each phase from the kernel's grid barrier before it to the
+ * one after, as the first block sees them (attention with its merge), the
+ * head with the launch and the row gather. CODA_ERR_NOT_SUPPORTED on the
+ * CPU backend. */
 #define CODA_DECODE_PHASES 7
 const char *coda_decoder_phase_name(int phase);
 coda_status coda_decoder_step_profile(coda_decoder d, const int32_t *tokens, double *ms);

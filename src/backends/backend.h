@@ -166,6 +166,11 @@ typedef struct coda_decode_row_step_job {
   const uint16_t *wout; /* the head, bf16 [V x D] */
   float *logits;        /* V f32 */
   unsigned *sync;
+  /* NULL, or 6·layers + 2 words: block 0's %globaltimer (ns) when the
+   * step starts and as it leaves each grid barrier, the last after the
+   * head (each layer's six barriers precede its attention, merge, out
+   * projection, gate/up, down and the next layer or the head) */
+  uint64_t *trace;
 } coda_decode_row_step_job;
 
 /* The decoder's device kernels (device pointers; bf16 as uint16_t bits);

@@ -195,7 +195,7 @@ static int run_bench(coda_context ctx, const char *shape, const int *batches, in
         fprintf(stderr, "coda generate: profile: %s\n", coda_last_error(ctx));
         rc = 1;
       } else {
-        printf("       step by phase (ms, launched one by one):");
+        printf("       step by phase (ms):");
         for (int p = 0; p < CODA_DECODE_PHASES; p++) {
           printf(" %s %.3f%s", coda_decoder_phase_name(p), ms[p], p + 1 < CODA_DECODE_PHASES ? "," : "");
           sum += ms[p];

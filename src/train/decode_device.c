@@ -58,13 +58,15 @@ static coda_status dev_kernels(coda_decoder d, int64_t M, int64_t nhead, int spl
                                  d->max_len};
   coda_status s = mark(d, CODA_OK, -1);
   if (!s) s = mark(d, coda_decode_embed(ctx, d->d_x, d->d_emb, d_tok, M, D), PH_EMBED);
-  if (M == 1 && nhead == 1 && d->row_step && !d->nseg && !d->tl) {
-    /* one row: the layers and the head in one kernel (profiled steps take
-     * the separate kernels, whose phases they time) */
-    const coda_decode_row_step_job j = row_step_job(d, &rs);
+  if (M == 1 && nhead == 1 && d->row_step && !d->nseg) {
+    /* one row: the layers and the head in one kernel (a profiled step
+     * reads its phases from the kernel's barrier times) */
+    coda_decode_row_step_job j = row_step_job(d, &rs);
+    j.trace = d->tl ? d->d_trace : NULL;
+    d->traced = d->tl != NULL;
     if (!s) s = coda_decode_row_step(ctx, &j);
     if (!s) s = coda_decode_gather_rows(ctx, d->d_logits, d->d_head, d_hseq, nhead, d->V);
-    return s;
+    return mark(d, s, PH_HEAD);
   }
   const size_t lstride = (size_t)d->B * d->max_len * d->kvd;
   for (int li = 0; li < c->layers && !s; li++) {
@@ -294,12 +296,20 @@ coda_status coda_decoder_step_profile(coda_decoder d, const int32_t *tokens, dou
   if (!d->gpu)
     return coda_fail(d->ctx, CODA_ERR_NOT_SUPPORTED, "coda_decoder_step_profile: the decoder runs "
                      "on the CPU (device timing markers only)");
-  const int cap = 3 + 9 * d->c.layers;
+  const int cap = 3 + 9 * d->c.layers, L = d->c.layers;
   d->tl_phase = malloc((size_t)cap);
-  if (!d->tl_phase) return coda_fail(d->ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  uint64_t *tr = malloc((size_t)(6 * L + 2) * sizeof *tr);
+  if (!d->tl_phase || !tr) {
+    free(d->tl_phase);
+    d->tl_phase = NULL;
+    free(tr);
+    return coda_fail(d->ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  }
   coda_status s = coda_timeline_create(d->ctx, cap, &d->tl);
   d->tl_n = 0;
   d->tl_cap = cap;
+  d->traced = 0;
+  if (!s && d->row_step) s = coda_malloc(d->ctx, (size_t)(6 * L + 2) * sizeof *tr, (void **)&d->d_trace);
   if (!s) s = coda_decoder_step(d, tokens);
   for (int i = 0; i < CODA_DECODE_PHASES; i++) ms[i] = 0.0;
   for (int i = 1; i < d->tl_n && !s; i++) {
@@ -307,6 +317,22 @@ coda_status coda_decoder_step_profile(coda_decoder d, const int32_t *tokens, dou
     s = coda_timeline_elapsed(d->ctx, d->tl, i - 1, i, &t);
     if (d->tl_phase[i] >= 0) ms[d->tl_phase[i]] += t;
   }
+  if (!s && d->traced) {
+    /* the one kernel: its phases between block 0's barrier exits (tr[6l]
+     * opens layer l's qkv; the head is tr[6L] to tr[6L + 1]); the head
+     * phase keeps the row gather after the kernel besides */
+    s = coda_memcpy_d2h(d->ctx, tr, d->d_trace, (size_t)(6 * L + 2) * sizeof *tr);
+    const double head_rest = ms[PH_HEAD];
+    for (int i = PH_QKV; i <= PH_HEAD; i++) ms[i] = 0.0;
+    static const int of[6] = {PH_QKV, PH_ATTN, PH_ATTN, PH_OUT, PH_GATE_UP, PH_DOWN};
+    for (int k = 0; k < 6 * L + 1 && !s; k++)
+      ms[k < 6 * L ? of[k % 6] : PH_HEAD] += (double)(tr[k + 1] - tr[k]) * 1e-6;
+    if (!s) ms[PH_HEAD] += head_rest - (double)(tr[6 * L + 1] - tr[0]) * 1e-6;
+  }
+  coda_free(d->ctx, d->d_trace);
+  d->d_trace = NULL;
+  d->traced = 0;
+  free(tr);
   coda_timeline_destroy(d->ctx, d->tl);
   d->tl = NULL;
   free(d->tl_phase);

@@ -102,6 +102,8 @@ struct coda_decoder_s {
   coda_decode_layer_weights *d_ltab;
   unsigned *d_sync;
   int row_step;
+  uint64_t *d_trace; /* a profiled one-kernel step's barrier times, else NULL */
+  int traced;        /* the profiled step ran as the one kernel */
 };
 
 static inline uint16_t decode_to_bf16(float f) { /* round to nearest even; NaN stays NaN */

@@ -66,6 +66,7 @@ struct step_params {
   const bf16 *wout;
   float *logits;
   unsigned *sync; /* the barrier's arrivals */
+  unsigned long long *trace;
 };
 
 /* The step's linear phases: four a layer, then the head. */
@@ -119,7 +120,14 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
  * every read (through L2) after it. *sync counts the blocks' arrivals and
  * only grows within a launch (zeroed before each); barrier k of the step
  * is passed when it reaches (k + 1) · blocks. */
-__device__ __forceinline__ void grid_sync(unsigned *sync, unsigned *passed) {
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ void grid_sync(unsigned *sync, unsigned *passed,
+                                          unsigned long long *trace) {
   named_sync(1);
   if (threadIdx.x == 0) {
     const unsigned target = ++*passed * gridDim.x;
@@ -128,6 +136,7 @@ __device__ __forceinline__ void grid_sync(unsigned *sync, unsigned *passed) {
     while (ld_acquire(sync) < target) {
     }
     __threadfence();
+    if (trace && blockIdx.x == 0) trace[*passed] = global_ns();
   }
   named_sync(1);
 }
@@ -499,23 +508,12 @@ __device__ __forceinline__ const bf16 *tile_src(const tile_cursor &c, uint32_t *
   return c.f.w + r0 * c.f.K;
 }
 
-__device__ __forceinline__ void prefetch_l2(const void *src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
-}
-
 /* The loader: each tile into the next ring stage once the consumers have
- * freed it, and kL2Ahead tiles further on into L2, so that HBM keeps
- * streaming while the ring is full (the attention and the barriers). */
-constexpr int kL2Ahead = 4;
-
+ * freed it. (Prefetching tiles past the ring into L2 as well made the
+ * step slower: bench/results/gpu-2026-12-02d.md.) */
 __device__ void load_tiles(const step_params &p, step_smem &sm, unsigned char *ring, int nphase) {
-  tile_cursor cp = cursor_start(p, nphase), pf = cp;
+  tile_cursor cp = cursor_start(p, nphase);
   uint32_t bytes;
-  for (int k = 0; k < kStages + kL2Ahead && pf.ph < nphase; k++) {
-    if (k >= kStages) prefetch_l2(tile_src(pf, &bytes), bytes);
-    pf.t += gridDim.x;
-    cursor_settle(p, pf, nphase);
-  }
   for (unsigned i = 0; cp.ph < nphase; i++) {
     const int slot = i % kStages;
     if (i >= kStages) mbar_wait(&sm.empty[slot], (i / kStages - 1) & 1);
@@ -524,11 +522,6 @@ __device__ void load_tiles(const step_params &p, step_smem &sm, unsigned char *r
     bulk_load_1d(ring + (size_t)slot * kStageBytes, src, bytes, &sm.full[slot]);
     cp.t += gridDim.x;
     cursor_settle(p, cp, nphase);
-    if (pf.ph < nphase) {
-      prefetch_l2(tile_src(pf, &bytes), bytes);
-      pf.t += gridDim.x;
-      cursor_settle(p, pf, nphase);
-    }
   }
 }
 
@@ -552,6 +545,7 @@ __global__ void __launch_bounds__(kStepThreads, 1) row_step_kernel(step_params p
     if (threadIdx.x == 32 * kStepWarps) load_tiles(p, sm, ring, nphase);
     return;
   }
+  if (p.trace && blockIdx.x == 0 && threadIdx.x == 0) p.trace[0] = global_ns();
   const int seq = p.seq[0], pos = p.pos[0], n = pos + 1;
   const int S = attn_splits(p, n);
   /* the RoPE angles of the row's position, the same in every layer */
@@ -563,18 +557,19 @@ __global__ void __launch_bounds__(kStepThreads, 1) row_step_kernel(step_params p
   for (int ph = 0; ph < nphase; ph++) {
     const phase f = phase_of(p, ph);
     const int li = ph / 4;
-    if (ph > 0) grid_sync(p.sync, &passed);
+    if (ph > 0) grid_sync(p.sync, &passed, p.trace);
     if (f.kind == PH_OUT) { /* attention of layer li, then its merge */
       const coda_decode_layer_weights &l = p.layer[li];
       for (int u = blockIdx.x; u < p.Hk * S; u += gridDim.x)
         attn_unit<HDL>(p, sm, (const bf16 *)l.kc, (const bf16 *)l.vc, seq, n, u / S, u % S, S);
-      grid_sync(p.sync, &passed);
+      grid_sync(p.sync, &passed, p.trace);
       for (int h = blockIdx.x; h < p.Hq; h += gridDim.x) attn_merge(p, sm, h, S);
-      grid_sync(p.sync, &passed);
+      grid_sync(p.sync, &passed, p.trace);
     }
     run_phase(p, sm, ring, f, li, g0, &i, seq, pos);
     g0 += (f.N + f.R - 1) / f.R;
   }
+  if (p.trace) grid_sync(p.sync, &passed, p.trace); /* the end of the last block's head */
 }
 
 /* Shapes the kernel takes (the reason in msg when not). */
@@ -637,6 +632,7 @@ extern "C" coda_status coda_cuda_decode_row_step(coda_context ctx,
   p.wout = (const bf16 *)j->wout;
   p.logits = j->logits;
   p.sync = j->sync;
+  p.trace = (unsigned long long *)j->trace;
   void (*kernel)(step_params) = r->hd == 32    ? row_step_kernel<1>
                                 : r->hd == 64  ? row_step_kernel<2>
                                 : r->hd == 128 ? row_step_kernel<4>
