@@ -3,7 +3,7 @@
 # (decode_row_step.cu). One pack: "row" = the default (the one kernel at
 # batch 1), "sep" = CODA_DECODE_ROW_STEP=0 (the separate kernels of the
 # previous rounds, the same code as before). test_decode_gpu first; then
-# batch 1 at 1.1 B and 8B, three rounds interleaving the two (PROFILE=1:
+# batch 1 at 1.1 B and 8B, three rounds interleaving the two (ROUNDS="1 2": fewer; PROFILE=1:
 # each with its step by phase; SKIP_TEST=1: without the test).
 . bench/results/gpu-2026-12-02c/common.sh
 [ -n "${SKIP_TEST:-}" ] || { timeout -k 5 200 "$P/tests/gpu/test_decode_gpu" > "$L/test_decode.txt" 2>&1
@@ -17,5 +17,5 @@ run() { # VARIANT SHAPE BATCHES ROUND
     --hbm-gbps "$BW" --shape "$2" --batches "$3" ${PROFILE:+--profile} > "$f" 2>&1
   echo "$2 $v round $4 exit $?"; grep -E "^ +[0-9]|rror|phase" "$f" | head -5
 }
-for r in 1 2 3; do for v in row sep; do run "$v" 1.1b 1 $r; run "$v" 8b 1 $r; done; done
+for r in ${ROUNDS:-1 2 3}; do for v in row sep; do run "$v" 1.1b 1 $r; run "$v" 8b 1 $r; done; done
 finish
