@@ -144,9 +144,8 @@ typedef struct coda_decode_linear_job {
  * merge ops above in sequence. layer is a device array of `layers` entries. x holds the
  * embedded row on entry and the last layer's residual row on return;
  * q, o and y are the step's bf16 scratch rows (Hq·hd, Hq·hd, F), work the
- * attention partials of up to max_splits splits, sync 4·layers + 2 words
- * of device memory the kernel counts on (its grid barrier, the tiles each
- * phase has dealt; zeroed by every call). */
+ * attention partials of up to max_splits splits, sync a word of device
+ * memory the kernel's grid barrier counts on (zeroed by every call). */
 typedef struct coda_decode_layer_weights {
   const uint16_t *wqkv, *wo, *w13, *w2; /* bf16 [N x K] */
   const float *norm_attn, *norm_ffn;    /* fp32 [D] */

@@ -280,7 +280,7 @@ coda_status decode_setup_device(coda_decoder d, const float *W, coda_model *m) {
     d->d_ltab = dalloc(d, (size_t)c->layers * sizeof *t, &s);
     if (!s) s = coda_memcpy_h2d(d->ctx, d->d_ltab, t, (size_t)c->layers * sizeof *t);
     free(t);
-    d->d_sync = dalloc(d, (size_t)(4 * c->layers + 2) * sizeof(unsigned), &s);
+    d->d_sync = dalloc(d, sizeof(unsigned), &s);
     d->row_step = !s;
   }
   if (d->hd == 32 || d->hd == 64 || d->hd == 128) { /* the training attention's head dims */

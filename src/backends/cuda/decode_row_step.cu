@@ -18,8 +18,9 @@
  *
  * Work split: a phase's weight rows (= output columns) are cut into tiles
  * of R rows (R·K·2 ≤ kStageBytes; R even where the store takes column
- * pairs), which the blocks' loaders take one at a time from a counter of
- * the phase (load_tiles). A tile's K is split over the eight consumer warps
+ * pairs), and the tiles of all phases of the step, in order, are dealt to
+ * the blocks round robin, so every block streams the same bytes to within
+ * a tile over the step. A tile's K is split over the eight consumer warps
  * (lane chunks of 8 values, 256 chunks a round), each holding its slice of
  * the input row in registers for the whole phase; the warps' partial sums
  * are added in warp order (deterministic).
@@ -64,7 +65,7 @@ struct step_params {
   const float *norm;
   const bf16 *wout;
   float *logits;
-  unsigned *sync; /* the barrier's arrivals, then each phase's tile counter */
+  unsigned *sync; /* the barrier's arrivals */
   unsigned long long *trace;
 };
 
@@ -99,6 +100,12 @@ __device__ __forceinline__ phase phase_of(const step_params &p, int i) {
   }
   f.R = tile_rows(f.K, f.kind == PH_QKV || f.kind == PH_GATE_UP);
   return f;
+}
+
+/* The first tile of a phase block b takes when the phase's tiles start at
+ * global tile index g0 (the deal is round robin over the whole step). */
+__device__ __forceinline__ long long first_tile(long long g0, int b, int G) {
+  return ((long long)b - g0 % G + G) % G;
 }
 
 /* ------------------------------------------------------- grid barrier */
@@ -168,7 +175,6 @@ __device__ __forceinline__ void ldcg_bf16(const bf16 *p, float *out) {
 
 struct step_smem {
   uint64_t full[kStages], empty[kStages];
-  long long tile[kStages]; /* the tile a stage holds; -1: the end of its phase */
   /* the residual row as the last norm phase read it: the next phase adds
    * its results to it without reading x again (no L2 round trip a tile) */
   float xs[kMaxK / 2];
@@ -376,7 +382,9 @@ __device__ void store_col(const step_params &p, step_smem &sm, const phase &f, i
                           long long c0, int t, int rows, float v, float vn, int seq, int pos) {
   if (t >= rows) return;
   if (f.kind == PH_OUT || f.kind == PH_DOWN) {
-    p.x[c0 + t] = sm.xs[c0 + t] + v;
+    const float xn = sm.xs[c0 + t] + v;
+    p.x[c0 + t] = xn;
+    sm.xs[c0 + t] = xn; /* the down projection adds to the out projection's row */
     return;
   }
   if (f.kind == PH_HEAD) {
@@ -409,32 +417,21 @@ __device__ void store_col(const step_params &p, step_smem &sm, const phase &f, i
   }
 }
 
-/* The consumers' share of phase f: the tiles the loader took, from the
- * ring in its order (*i counts the stages used), up to the phase's end
- * marker. */
+/* The consumers' share of phase f: its tiles from the ring, counted by the
+ * block's running tile number *i. */
 __device__ void run_phase(const step_params &p, step_smem &sm, const unsigned char *ring,
-                          const phase &f, int li, unsigned *i, int seq, int pos) {
+                          const phase &f, int li, long long g0, unsigned *i, int seq, int pos) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const long long nchunk = f.K / 8;
+  const long long T = (f.N + f.R - 1) / f.R;
+  long long t = first_tile(g0, blockIdx.x, gridDim.x);
+  /* without tiles a norm phase still keeps x for the residual phase after it */
+  if (t >= T && f.kind != PH_QKV && f.kind != PH_GATE_UP) return;
   float a[kMaxChunks][8];
-  float r = 1.0f;
-  bool loaded = false;
-  for (;; (*i)++) {
+  const float r = load_row(p, sm, f, li, a);
+  const long long nchunk = f.K / 8;
+  for (; t < T; t += gridDim.x, (*i)++) {
     const int slot = *i % kStages;
     mbar_wait(&sm.full[slot], (*i / kStages) & 1);
-    const long long t = sm.tile[slot];
-    if (t < 0) { /* the phase's end */
-      /* without tiles a norm phase still keeps x for the residual phase after it */
-      if (!loaded && (f.kind == PH_QKV || f.kind == PH_GATE_UP)) load_row(p, sm, f, li, a);
-      named_sync(1); /* every thread has read the marker */
-      if (threadIdx.x == 0) mbar_arrive(&sm.empty[slot]);
-      (*i)++;
-      return;
-    }
-    if (!loaded) {
-      r = load_row(p, sm, f, li, a);
-      loaded = true;
-    }
     const unsigned char *st = ring + (size_t)slot * kStageBytes;
     float acc[kMaxRows];
 #pragma unroll
@@ -476,39 +473,55 @@ __device__ void run_phase(const step_params &p, step_smem &sm, const unsigned ch
   }
 }
 
-/* The loader: the tiles of each phase in turn, each taken from the phase's
- * counter (p.sync[1 + phase]) by whichever block asks next, so a block
- * whose weights arrive faster takes more of them (a fixed deal waited for
- * the slowest SM at every barrier); each into the next ring stage once the
- * consumers have freed it, with its number beside it, then an end marker
- * (a stage without data) after the phase's last tile. The next tile is
- * asked for before the wait for a free stage, so the counter's round trip
- * overlaps it. Weights are constant, so the loader runs ahead across the
- * phases while the consumers wait at the barriers. */
+/* The tiles of one block over the whole step, in order. */
+struct tile_cursor {
+  int ph;
+  long long t, T, g0;
+  phase f;
+};
+
+__device__ __forceinline__ void cursor_settle(const step_params &p, tile_cursor &c, int nphase) {
+  while (c.ph < nphase && c.t >= c.T) {
+    c.g0 += c.T;
+    if (++c.ph == nphase) break;
+    c.f = phase_of(p, c.ph);
+    c.T = (c.f.N + c.f.R - 1) / c.f.R;
+    c.t = first_tile(c.g0, blockIdx.x, gridDim.x);
+  }
+}
+
+__device__ __forceinline__ tile_cursor cursor_start(const step_params &p, int nphase) {
+  tile_cursor c;
+  c.ph = 0;
+  c.g0 = 0;
+  c.f = phase_of(p, 0);
+  c.T = (c.f.N + c.f.R - 1) / c.f.R;
+  c.t = first_tile(0, blockIdx.x, gridDim.x);
+  cursor_settle(p, c, nphase);
+  return c;
+}
+
+/* Weight rows [r0, r0 + rows) of tile c: its address and bytes. */
+__device__ __forceinline__ const bf16 *tile_src(const tile_cursor &c, uint32_t *bytes) {
+  const long long r0 = c.t * c.f.R, rows = c.f.N - r0 < c.f.R ? c.f.N - r0 : c.f.R;
+  *bytes = (uint32_t)(rows * c.f.K * 2);
+  return c.f.w + r0 * c.f.K;
+}
+
+/* The loader: each tile into the next ring stage once the consumers have
+ * freed it. (Prefetching tiles past the ring into L2 as well made the
+ * step slower: bench/results/gpu-2026-12-02d.md.) */
 __device__ void load_tiles(const step_params &p, step_smem &sm, unsigned char *ring, int nphase) {
-  unsigned i = 0;
-  for (int ph = 0; ph < nphase; ph++) {
-    const phase f = phase_of(p, ph);
-    const long long T = (f.N + f.R - 1) / f.R;
-    unsigned *ctr = p.sync + 1 + ph;
-    long long t = atomicAdd(ctr, 1u);
-    for (;; i++) {
-      const long long next = t < T ? (long long)atomicAdd(ctr, 1u) : T;
-      const int slot = i % kStages;
-      if (i >= kStages) mbar_wait(&sm.empty[slot], (i / kStages - 1) & 1);
-      if (t >= T) {
-        sm.tile[slot] = -1;
-        mbar_arrive(&sm.full[slot]);
-        i++;
-        break;
-      }
-      sm.tile[slot] = t;
-      const long long r0 = t * f.R, rows = f.N - r0 < f.R ? f.N - r0 : f.R;
-      const uint32_t bytes = (uint32_t)(rows * f.K * 2);
-      mbar_expect_tx(&sm.full[slot], bytes);
-      bulk_load_1d(ring + (size_t)slot * kStageBytes, f.w + r0 * f.K, bytes, &sm.full[slot]);
-      t = next;
-    }
+  tile_cursor cp = cursor_start(p, nphase);
+  uint32_t bytes;
+  for (unsigned i = 0; cp.ph < nphase; i++) {
+    const int slot = i % kStages;
+    if (i >= kStages) mbar_wait(&sm.empty[slot], (i / kStages - 1) & 1);
+    const bf16 *src = tile_src(cp, &bytes);
+    mbar_expect_tx(&sm.full[slot], bytes);
+    bulk_load_1d(ring + (size_t)slot * kStageBytes, src, bytes, &sm.full[slot]);
+    cp.t += gridDim.x;
+    cursor_settle(p, cp, nphase);
   }
 }
 
@@ -539,6 +552,7 @@ __global__ void __launch_bounds__(kStepThreads, 1) row_step_kernel(step_params p
   for (int j = threadIdx.x; j < p.hd / 2; j += 32 * kStepWarps)
     sincos((double)pos * p.inv_freq[j], &sm.rs[j], &sm.rc[j]);
   named_sync(1);
+  long long g0 = 0;
   unsigned i = 0, passed = 0;
   for (int ph = 0; ph < nphase; ph++) {
     const phase f = phase_of(p, ph);
@@ -552,7 +566,8 @@ __global__ void __launch_bounds__(kStepThreads, 1) row_step_kernel(step_params p
       for (int h = blockIdx.x; h < p.Hq; h += gridDim.x) attn_merge(p, sm, h, S);
       grid_sync(p.sync, &passed, p.trace);
     }
-    run_phase(p, sm, ring, f, li, &i, seq, pos);
+    run_phase(p, sm, ring, f, li, g0, &i, seq, pos);
+    g0 += (f.N + f.R - 1) / f.R;
   }
   if (p.trace) grid_sync(p.sync, &passed, p.trace); /* the end of the last block's head */
 }
@@ -631,7 +646,7 @@ extern "C" coda_status coda_cuda_decode_row_step(coda_context ctx,
     e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kStepThreads, kStepSmem);
   if (e == cudaSuccess && per_sm < 1) e = cudaErrorCooperativeLaunchTooLarge;
   cudaStream_t st = coda_cuda_stream(ctx);
-  if (e == cudaSuccess) e = cudaMemsetAsync(j->sync, 0, (size_t)(4 * j->layers + 2) * sizeof(unsigned), st);
+  if (e == cudaSuccess) e = cudaMemsetAsync(j->sync, 0, sizeof(unsigned), st);
   if (e == cudaSuccess) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)sms);
