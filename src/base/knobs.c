@@ -45,7 +45,7 @@ void coda_knobs_from_env(coda_knobs *k) {
   v = getenv("CODA_DECODE_NORM");
   k->decode_norm_separate = v && !strcmp(v, "separate");
   v = getenv("CODA_DECODE_ROW_STEP");
-  k->decode_row_step_off = v && !strcmp(v, "0");
+  k->decode_row_step_on = v && !strcmp(v, "1");
   v = getenv("CODA_CACHE_DIR");
   const char *home = getenv("HOME");
   if (v && *v) copy_str(k->cache_dir, sizeof k->cache_dir, v);

@@ -47,9 +47,9 @@ typedef struct coda_knobs {
   /* CODA_DECODE_NORM=separate: a one-row decode GEMV reads the bf16 row
    * the RMSNorm kernel wrote instead of applying the norm on load */
   int decode_norm_separate;
-  /* CODA_DECODE_ROW_STEP=0: a one-row decode step runs as its separate
-   * kernels (a layer's five, the head's) instead of one persistent kernel */
-  int decode_row_step_off;
+  /* CODA_DECODE_ROW_STEP=1: a one-row decode step runs as one persistent
+   * kernel (decode_row_step.cu) instead of its separate kernels */
+  int decode_row_step_on;
   /* CODA_CACHE_DIR, else $HOME/.cache/coda; "" when neither is set */
   char cache_dir[CODA_KNOB_PATH_LEN];
   char nccl_lib[CODA_KNOB_PATH_LEN]; /* CODA_NCCL_LIB, else "" (libnccl.so.2) */

@@ -32,11 +32,11 @@
  *     (CODA_DECODE_PDL=0) give logits bit-identical to those launched with
  *     it;
  *   - batch 1 with the RMSNorm kernel (CODA_DECODE_NORM=separate) and with
- *     the one-row GEMV's norm on load, both with the separate kernels
- *     (CODA_DECODE_ROW_STEP=0), and batch 1 as one persistent kernel (the
- *     default: decode_row_step.cu) for the GQA model and the MHA model with
- *     its tied head, each against the CPU as above; the decoder takes the
- *     one kernel where expected and not with the knob;
+ *     the one-row GEMV's norm on load, and batch 1 as one persistent kernel
+ *     (CODA_DECODE_ROW_STEP=1, decode_row_step.cu) for the GQA model and
+ *     the MHA model with its tied head, each against the CPU as above, the
+ *     one kernel's graph replays bit-identical to its direct launches; the
+ *     decoder takes the one kernel with the knob and not without;
  *   - the prefill through the forward-only block plans (CODA_PREFILL_PLANS)
  *     against the direct GPU prefill and the CPU decoder, in the bound
  *     above: GQA prompts of 37, 5, 100, 37 and 1 tokens (four plans, one of
@@ -486,25 +486,32 @@ int main(int argc, char **argv) {
   /* batch 1 with the RMSNorm kernel before the one-row GEMV, which
    * otherwise normalizes on load (the two differ by the bf16 rounding of
    * the normalized row, so each is held to the CPU) */
-  setenv("CODA_DECODE_ROW_STEP", "0", 1); /* both: the separate kernels */
   coda_context sepnorm = context_with_knob(&co, "CODA_DECODE_NORM", "separate");
-  unsetenv("CODA_DECODE_ROW_STEP");
-  coda_context rowoff = context_with_knob(&co, "CODA_DECODE_ROW_STEP", "0");
   int p60[1] = {60};
-  if (sepnorm && rowoff) {
+  if (sepnorm) {
     against_cpu(cpu, sepnorm, &gqa, p60, 1, steps_of(20, 0), "gqa hd64 batch 1, the RMSNorm kernel");
-    against_cpu(cpu, rowoff, &gqa, p60, 1, steps_of(20, 0), "gqa hd64 batch 1, norm on load");
-    row_step_used(cpu, rowoff, &gqa, 0, "CODA_DECODE_ROW_STEP=0");
+    against_cpu(cpu, gpu, &gqa, p60, 1, steps_of(20, 0), "gqa hd64 batch 1, norm on load");
+    coda_context_destroy(sepnorm);
   }
-  coda_context_destroy(sepnorm);
-  coda_context_destroy(rowoff);
-  /* batch 1 in one kernel (the default where the shapes allow): hd 64 and
-   * hd 32 with a tied head, across several attention split counts */
-  row_step_used(cpu, gpu, &gqa, 1, "gqa hd64");
-  row_step_used(cpu, gpu, &mha, 1, "mha hd32 tied");
-  against_cpu(cpu, gpu, &gqa, p60, 1, steps_of(40, 0), "gqa hd64 batch 1, one kernel");
-  int p1m[1] = {21};
-  against_cpu(cpu, gpu, &mha, p1m, 1, steps_of(30, 0), "mha hd32 tied, batch 1, one kernel");
+  /* batch 1 in one persistent kernel (CODA_DECODE_ROW_STEP=1): hd 64, and
+   * hd 32 with a tied head, across several attention split counts, its
+   * graph replays bit-identical to its direct launches */
+  row_step_used(cpu, gpu, &gqa, 0, "the default");
+  coda_context rowon = context_with_knob(&co, "CODA_DECODE_ROW_STEP", "1");
+  setenv("CODA_DECODE_ROW_STEP", "1", 1);
+  coda_context rowon_streamed = NULL;
+  CHECK(coda_context_create(&cs, &rowon_streamed) == CODA_OK);
+  unsetenv("CODA_DECODE_ROW_STEP");
+  if (rowon && rowon_streamed) {
+    row_step_used(cpu, rowon, &gqa, 1, "gqa hd64, CODA_DECODE_ROW_STEP=1");
+    row_step_used(cpu, rowon, &mha, 1, "mha hd32 tied, CODA_DECODE_ROW_STEP=1");
+    against_cpu(cpu, rowon, &gqa, p60, 1, steps_of(40, 0), "gqa hd64 batch 1, one kernel");
+    int p1m[1] = {21};
+    against_cpu(cpu, rowon, &mha, p1m, 1, steps_of(30, 0), "mha hd32 tied, batch 1, one kernel");
+    graphs_vs_direct(cpu, rowon, rowon_streamed, 1, &gqa, 1, 60, steps_of(40, 6), "graphs gqa batch 1, one kernel");
+  }
+  coda_context_destroy(rowon);
+  coda_context_destroy(rowon_streamed);
   coda_context_destroy(streamed);
   /* llama3-scaled RoPE past the pre-training context of 32 positions */
   coda_model_config l3 = {320, 128, 2, 4, 2, 256, 128, 0, 500000.0, 1e-5, {CODA_ROPE_LLAMA3, 8.0, 1.0, 4.0, 32.0}};

@@ -594,8 +594,8 @@ int row_step_shapes(const coda_decode_row_step_job *j, char *msg, size_t cap) {
 
 extern "C" int coda_cuda_decode_row_step_ok(coda_context ctx, const coda_decode_row_step_job *j,
                                             char *msg, size_t cap) {
-  if (ctx->knobs.decode_row_step_off) {
-    if (msg && cap) snprintf(msg, cap, "one-kernel decode step: off (CODA_DECODE_ROW_STEP=0)");
+  if (!ctx->knobs.decode_row_step_on) { /* slower than the separate kernels so far */
+    if (msg && cap) snprintf(msg, cap, "one-kernel decode step: off (CODA_DECODE_ROW_STEP=1 takes it)");
     return 0;
   }
   return row_step_shapes(j, msg, cap);
