@@ -1,8 +1,9 @@
 #!/bin/bash
 # Call 1 (d): a one-row decode step as one persistent kernel
-# (decode_row_step.cu). One pack: "row" = the default (the one kernel at
-# batch 1), "sep" = CODA_DECODE_ROW_STEP=0 (the separate kernels of the
-# previous rounds, the same code as before). test_decode_gpu first; then
+# (decode_row_step.cu). One pack: "row" = the one kernel at batch 1
+# (CODA_DECODE_ROW_STEP=1: the default in calls 1-5, the knob's value
+# ignored there), "sep" = the separate kernels of the previous rounds
+# (CODA_DECODE_ROW_STEP=0: the knob in calls 1-5, the default after). test_decode_gpu first; then
 # batch 1 at 1.1 B and 8B, three rounds interleaving the two (ROUNDS="1 2": fewer; PROFILE=1:
 # each with its step by phase; SKIP_TEST=1: without the test).
 . bench/results/gpu-2026-12-02c/common.sh
@@ -11,7 +12,7 @@ echo "test_decode_gpu exit $?"; grep -E "batch 1|FAIL|coverage|checks|one-kernel
 copy_bw
 run() { # VARIANT SHAPE BATCHES ROUND
   local v=$1 env=()
-  case $v in sep) env=(CODA_DECODE_ROW_STEP=0);; esac
+  case $v in sep) env=(CODA_DECODE_ROW_STEP=0);; row) env=(CODA_DECODE_ROW_STEP=1);; esac
   local f="$L/generate-$2-$v-$4.txt"
   env "${env[@]}" timeout -k 5 90 "$P/coda" generate --device gpu --bench --prompt-len 512 --tokens 256 \
     --hbm-gbps "$BW" --shape "$2" --batches "$3" ${PROFILE:+--profile} > "$f" 2>&1
