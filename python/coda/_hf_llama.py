@@ -9,9 +9,10 @@ operands in coda's layouts inside their eager implementations (where
 torch.compile does not see them) and their backward ops map the gradients
 back:
   - q, k, v rows: Hugging Face pairs the rotary dimensions (i, i + hd/2),
-    coda's RoPE program adjacent columns (2j, 2j+1), so the rows of the
-    concatenated q/k/v weight are permuted (rope_row_permutation); the
-    attention scores are unchanged by the same permutation of q and k;
+    coda's RoPE program adjacent columns (2j, 2j+1), so the rows of each q
+    and k head are reordered (the permutation rope_row_permutation names,
+    applied as a reshape); the attention scores are unchanged by the same
+    permutation of q and k;
   - gate/up rows interleaved [g0, u0, g1, u1, ...] for the SwiGLU program.
 These copies are rebuilt in the backward instead of being kept.
 
@@ -40,8 +41,26 @@ _STATIC_ROPE = ("default", "linear", "llama3", "yarn_static")
 # only for the duration of one op call, in the forward and again in the
 # backward.
 
-def _hf_wqkv(wq, wk, wv, perm):
-    return torch.cat([wq, wk, wv]).index_select(0, perm)
+def _hf_wqkv(wq, wk, wv, heads_q, heads_kv):
+    """coda's qkv weight from Hugging Face's: within every q and k head, HF
+    row s·hd/2 + j becomes coda row 2j + s (rope_row_permutation). A reshape,
+    not an index: the op's eager body also runs on tensors whose values are
+    not set (torch.compile's nested regions take their output metadata by
+    running it), where an index tensor would point anywhere."""
+    nh, K = heads_q + heads_kv, wq.shape[1]
+    qk = torch.cat([wq, wk]).reshape(nh, 2, -1, K).transpose(1, 2).reshape(-1, K)
+    return torch.cat([qk, wv])
+
+
+def _hf_dwqkv(dw, heads_q, heads_kv, nq, nk):
+    """The inverse of _hf_wqkv on a gradient: Hugging Face's q, k, v rows,
+    each a tensor of its own (custom op outputs may not alias)."""
+    K = dw.shape[1]
+
+    def heads(rows, n):
+        return rows.reshape(n, -1, 2, K).transpose(1, 2).reshape(-1, K)   # a copy: the transpose
+
+    return heads(dw[:nq], heads_q), heads(dw[nq:nq + nk], heads_kv), dw[nq + nk:].clone()
 
 
 def _hf_wgu(wg, wu):
@@ -50,42 +69,39 @@ def _hf_wgu(wg, wu):
 
 @torch.library.custom_op("coda::hf_llama_qkv_rope", mutates_args=())
 def _hf_qkv_rope(h: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor, r: torch.Tensor,
-                 pos: torch.Tensor, freq: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
-    return torch.ops.coda.llama_qkv_rope(h, _hf_wqkv(wq, wk, wv, perm), r, pos, freq)
+                 pos: torch.Tensor, freq: torch.Tensor, heads_q: int, heads_kv: int) -> torch.Tensor:
+    return torch.ops.coda.llama_qkv_rope(h, _hf_wqkv(wq, wk, wv, heads_q, heads_kv), r, pos, freq)
 
 
 @_hf_qkv_rope.register_fake
-def _(h, wq, wk, wv, r, pos, freq, perm):
+def _(h, wq, wk, wv, r, pos, freq, heads_q, heads_kv):
     return h.new_empty((h.shape[0], wq.shape[0] + wk.shape[0] + wv.shape[0]))
 
 
 @torch.library.custom_op("coda::hf_llama_qkv_rope_backward", mutates_args=())
 def _hf_qkv_rope_bwd(h: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor, r: torch.Tensor,
-                     pos: torch.Tensor, freq: torch.Tensor, perm: torch.Tensor, qkv: torch.Tensor,
-                     dqkv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
-                                                  torch.Tensor]:
-    dh, dw, dr = torch.ops.coda.llama_qkv_rope_backward(h, _hf_wqkv(wq, wk, wv, perm), r, pos, freq, qkv, dqkv)
-    # coda row i is Hugging Face row perm[i], so Hugging Face row j is coda
-    # row inv[j]; gathered into one tensor per weight (custom op outputs may
-    # not alias one another)
-    inv = torch.argsort(perm)
-    nq, nk = wq.shape[0], wk.shape[0]
-    return (dh, dw.index_select(0, inv[:nq]), dw.index_select(0, inv[nq:nq + nk]), dw.index_select(0, inv[nq + nk:]),
-            dr)
+                     pos: torch.Tensor, freq: torch.Tensor, qkv: torch.Tensor, dqkv: torch.Tensor,
+                     heads_q: int, heads_kv: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                                           torch.Tensor, torch.Tensor]:
+    dh, dw, dr = torch.ops.coda.llama_qkv_rope_backward(h, _hf_wqkv(wq, wk, wv, heads_q, heads_kv), r, pos,
+                                                        freq, qkv, dqkv)
+    dq, dk, dv = _hf_dwqkv(dw, heads_q, heads_kv, wq.shape[0], wk.shape[0])
+    return dh, dq, dk, dv, dr
 
 
 @_hf_qkv_rope_bwd.register_fake
-def _(h, wq, wk, wv, r, pos, freq, perm, qkv, dqkv):
+def _(h, wq, wk, wv, r, pos, freq, qkv, dqkv, heads_q, heads_kv):
     return torch.empty_like(h), torch.empty_like(wq), torch.empty_like(wk), torch.empty_like(wv), torch.empty_like(r)
 
 
 def _hf_qkv_rope_setup(ctx, inputs, output):
-    ctx.save_for_backward(*inputs, output)
+    ctx.save_for_backward(*inputs[:7], output)
+    ctx.heads = inputs[7:]
 
 
 def _hf_qkv_rope_grad(ctx, dqkv):
-    dh, dq, dk, dv, dr = torch.ops.coda.hf_llama_qkv_rope_backward(*ctx.saved_tensors, dqkv)
-    return dh, dq, dk, dv, dr, None, None, None
+    dh, dq, dk, dv, dr = torch.ops.coda.hf_llama_qkv_rope_backward(*ctx.saved_tensors, dqkv, *ctx.heads)
+    return dh, dq, dk, dv, dr, None, None, None, None
 
 
 _hf_qkv_rope.register_autograd(_hf_qkv_rope_grad, setup_context=_hf_qkv_rope_setup)
@@ -196,9 +212,9 @@ def _dims(config):
     return hq, hkv, hd
 
 
-def _decoder_layer(x, wn1, wq, wk, wv, wo, wn2, wg, wu, wd, pos, freq, perm, batch, hq, hkv, eps1, eps2):
+def _decoder_layer(x, wn1, wq, wk, wv, wo, wn2, wg, wu, wd, pos, freq, batch, hq, hkv, eps1, eps2):
     h1, r1 = ct.llama_rmsnorm(x, wn1, eps1)
-    qkv = torch.ops.coda.hf_llama_qkv_rope(h1, wq, wk, wv, r1, pos, freq, perm)
+    qkv = torch.ops.coda.hf_llama_qkv_rope(h1, wq, wk, wv, r1, pos, freq, hq, hkv)
     o, _ = ct.attention(qkv, batch, hq, hkv)
     x1, h2, r2 = ct.llama_residual_norm(o, wo, x, wn2, eps2)
     x2, _ = torch.ops.coda.hf_llama_mlp(h2, wg, wu, r2, wd, x1)
@@ -213,17 +229,17 @@ _nested = getattr(torch.compiler, "nested_compile_region", None)
 _decoder_layer_compiled = _nested(_decoder_layer) if _nested is not None else _decoder_layer
 
 
-def llama_decoder_layer(layer, x, batch, pos, freq, perm, dims):
+def llama_decoder_layer(layer, x, batch, pos, freq, dims):
     """One LlamaDecoderLayer on x ((batch*seq) x hidden) through the coda
     ops: RMSNorm, qkv + RoPE, attention, out-projection + residual + RMSNorm,
     gate/up + SwiGLU, down-projection + residual. pos, freq: rope_tables;
-    perm: rope_row_permutation; dims: (heads_q, heads_kv, head_dim)."""
+    dims: (heads_q, heads_kv, head_dim)."""
     hq, hkv, _ = dims
     att, mlp = layer.self_attn, layer.mlp
     n1, n2 = layer.input_layernorm, layer.post_attention_layernorm
     return _decoder_layer_compiled(x, n1.weight, att.q_proj.weight, att.k_proj.weight, att.v_proj.weight,
                                    att.o_proj.weight, n2.weight, mlp.gate_proj.weight, mlp.up_proj.weight,
-                                   mlp.down_proj.weight, pos, freq, perm, batch, hq, hkv, n1.variance_epsilon,
+                                   mlp.down_proj.weight, pos, freq, batch, hq, hkv, n1.variance_epsilon,
                                    n2.variance_epsilon)
 
 
@@ -288,19 +304,18 @@ def _coda_forward(self, input_ids=None, attention_mask=None, position_ids=None, 
         position_ids = torch.arange(T, device=inputs_embeds.device)
     position_ids = position_ids.expand(B, T)
     dims = _dims(cfg)
-    hq, hkv, hd = dims
+    hq, hkv, _ = dims
     dtype = inputs_embeds.dtype
     pos, freq = ct.rope_tables(position_ids, self.model.rotary_emb.inv_freq, hq, hkv, dtype)
-    perm = ct.rope_row_permutation(hq, hkv, hd, device=inputs_embeds.device)
     x = inputs_embeds.reshape(B * T, D)
     # gradient_checkpointing_enable() sets the flag on the model and on each layer
     checkpointing = self.training and bool(getattr(self.model, "gradient_checkpointing", False))
     for layer in self.model.layers[: cfg.num_hidden_layers]:
         if checkpointing:
-            x = torch.utils.checkpoint.checkpoint(llama_decoder_layer, layer, x, B, pos, freq, perm, dims,
+            x = torch.utils.checkpoint.checkpoint(llama_decoder_layer, layer, x, B, pos, freq, dims,
                                                   use_reentrant=False)
         else:
-            x = llama_decoder_layer(layer, x, B, pos, freq, perm, dims)
+            x = llama_decoder_layer(layer, x, B, pos, freq, dims)
     loss, logits = None, None
     norm = self.model.norm
     if labels is not None:
