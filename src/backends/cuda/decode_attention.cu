@@ -3,7 +3,7 @@
  * merge into each query head's bf16 output. Causal GQA over the bf16 K/V
  * cache [batch][max_len][Hk][hd], each row at its own sequence and
  * position. */
-#include "backends/cuda/decode_common.cuh"
+#include "backends/cuda/decode_attention.cuh"
 
 namespace {
 
@@ -11,43 +11,17 @@ namespace {
 
 constexpr int kAttnWarps = 4;
 constexpr int kAttnGroup = 8; /* query heads of one KV head per block */
-/* cache positions a warp loads at once (fewer for wide heads: registers) */
-template <int HDL> constexpr int attn_keys() { return HDL >= 8 ? 2 : HDL >= 4 ? 4 : 8; }
-
-/* n = 1, 2, 4 or 8 consecutive bf16 (aligned to their size) in one load. */
-template <int n>
-__device__ __forceinline__ void load_bf16(const bf16 *p, float *out) {
-  if (n == 8) {
-    const uint4 v = *reinterpret_cast<const uint4 *>(p);
-    const bf16 *b = reinterpret_cast<const bf16 *>(&v);
-#pragma unroll
-    for (int i = 0; i < 8; i++) out[i] = __bfloat162float(b[i]);
-  } else if (n == 4) {
-    const uint2 v = *reinterpret_cast<const uint2 *>(p);
-    const bf16 *b = reinterpret_cast<const bf16 *>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; i++) out[i] = __bfloat162float(b[i]);
-  } else if (n == 2) {
-    const unsigned v = *reinterpret_cast<const unsigned *>(p);
-    const bf16 *b = reinterpret_cast<const bf16 *>(&v);
-    out[0] = __bfloat162float(b[0]);
-    out[1] = __bfloat162float(b[1]);
-  } else {
-    out[0] = __bfloat162float(p[0]);
-  }
-}
 
 /* Block (row r, kv head kh and a group of its query heads, split s):
  * flash-decoding partials over cache positions [lo, hi) of the split.
- * Each warp takes every kAttnWarps-th batch of attn_keys positions and keeps an online softmax
- * per query head; the lanes split the head dimension (HDL values each).
+ * Each warp keeps an online softmax per query head (attn_scan).
  * work[(r·Hq + h)·splits + s] = (max, sum, hd unnormalized values). */
 template <int HDL>
 __global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, const bf16 *vc,
                                     const int32_t *seq, const int32_t *pos, int Hq, int Hk,
                                     int max_len, int splits) {
   pdl_wait();
-  constexpr int hd = HDL * 32, kAttnKeys = attn_keys<HDL>();
+  constexpr int hd = HDL * 32;
   const int grp = Hq / Hk, nblk = (grp + kAttnGroup - 1) / kAttnGroup;
   const long long r = blockIdx.x;
   const int kh = blockIdx.y / nblk, g0 = (blockIdx.y % nblk) * kAttnGroup;
@@ -72,34 +46,7 @@ __global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, 
   const long long stride = (long long)Hk * hd;
   const bf16 *kb = kc + (long long)seq[r] * max_len * stride + (long long)kh * hd + lane * HDL;
   const bf16 *vb = vc + (long long)seq[r] * max_len * stride + (long long)kh * hd + lane * HDL;
-  /* kAttnKeys positions per warp at a time, their loads issued together:
-   * one memory latency per batch, not per position */
-  for (int t0 = lo + warp * kAttnKeys; t0 < hi; t0 += kAttnWarps * kAttnKeys) {
-    float kf[kAttnKeys][HDL], vf[kAttnKeys][HDL];
-#pragma unroll
-    for (int u = 0; u < kAttnKeys; u++) {
-      const int t = t0 + u < hi ? t0 + u : t0; /* past the end: a repeat, not used */
-      load_bf16<HDL>(kb + t * stride, kf[u]);
-      load_bf16<HDL>(vb + t * stride, vf[u]);
-    }
-#pragma unroll
-    for (int u = 0; u < kAttnKeys; u++) {
-      if (t0 + u >= hi) break;
-#pragma unroll
-      for (int g = 0; g < kAttnGroup; g++) {
-        if (g >= G) break;
-        float d = 0.0f;
-#pragma unroll
-        for (int i = 0; i < HDL; i++) d = fmaf(qv[g][i], kf[u][i], d);
-        d = warp_sum(d);
-        const float m2 = fmaxf(mx[g], d), corr = __expf(mx[g] - m2), p = __expf(d - m2);
-        l[g] = l[g] * corr + p;
-#pragma unroll
-        for (int i = 0; i < HDL; i++) acc[g][i] = acc[g][i] * corr + p * vf[u][i];
-        mx[g] = m2;
-      }
-    }
-  }
+  attn_scan<HDL, kAttnWarps, false>(qv, acc, mx, l, kb, vb, stride, lo, hi, G, warp);
   __shared__ float sm[kAttnWarps][kAttnGroup], sl[kAttnWarps][kAttnGroup];
   __shared__ float sacc[kAttnWarps][kAttnGroup][hd];
 #pragma unroll

@@ -32,7 +32,7 @@
  * SwiGLU output, the residual row in fp32. Values one phase writes and
  * another reads go through L2 (ld.global.cg), never L1. Needs every block
  * resident: launched cooperatively, one block an SM. */
-#include "backends/cuda/decode_common.cuh"
+#include "backends/cuda/decode_attention.cuh"
 #include "backends/cuda/ptx_sm90.cuh"
 
 namespace {
@@ -150,27 +150,6 @@ __device__ __forceinline__ void ldcg_bf16x8(const bf16 *p, float *f) {
   for (int i = 0; i < 8; i++) f[i] = __bfloat162float(b[i]);
 }
 
-/* n = 1, 2, 4 or 8 consecutive bf16 (aligned to their size). */
-template <int n>
-__device__ __forceinline__ void ldcg_bf16(const bf16 *p, float *out) {
-  if (n == 8) {
-    ldcg_bf16x8(p, out);
-  } else if (n == 4) {
-    const uint2 v = __ldcg(reinterpret_cast<const uint2 *>(p));
-    const bf16 *b = reinterpret_cast<const bf16 *>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; i++) out[i] = __bfloat162float(b[i]);
-  } else if (n == 2) {
-    const unsigned v = __ldcg(reinterpret_cast<const unsigned *>(p));
-    const bf16 *b = reinterpret_cast<const bf16 *>(&v);
-    out[0] = __bfloat162float(b[0]);
-    out[1] = __bfloat162float(b[1]);
-  } else {
-    const unsigned short v = __ldcg(reinterpret_cast<const unsigned short *>(p));
-    out[0] = __bfloat162float(*reinterpret_cast<const bf16 *>(&v));
-  }
-}
-
 /* ------------------------------------------------------- shared memory */
 
 struct step_smem {
@@ -190,7 +169,6 @@ constexpr size_t kStepSmem = kRingOffset + (size_t)kStages * kStageBytes;
 
 /* ----------------------------------------------------------- attention */
 
-template <int HDL> constexpr int attn_keys() { return HDL >= 8 ? 2 : HDL >= 4 ? 4 : 8; }
 
 /* Splits of the cache: enough units (KV head, split) for the grid, each
  * at least kAttnSpan positions; every block computes the same. */
@@ -208,7 +186,7 @@ __device__ __forceinline__ int attn_splits(const step_params &p, int n) {
 template <int HDL>
 __device__ void attn_unit(const step_params &p, step_smem &sm, const bf16 *kc, const bf16 *vc,
                           int seq, int n, int kh, int s, int S) {
-  constexpr int hd = HDL * 32, keys = attn_keys<HDL>();
+  constexpr int hd = HDL * 32;
   const int grp = p.Hq / p.Hk, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int cs = (n + S - 1) / S, lo = s * cs, hi = lo + cs < n ? lo + cs : n;
   const float scale = rsqrtf((float)hd);
@@ -218,7 +196,7 @@ __device__ void attn_unit(const step_params &p, step_smem &sm, const bf16 *kc, c
     mx[g] = -INFINITY;
     l[g] = 0.0f;
     float t[HDL];
-    if (g < grp) ldcg_bf16<HDL>(p.q + (long long)(kh * grp + g) * hd + lane * HDL, t);
+    if (g < grp) load_bf16<HDL, true>(p.q + (long long)(kh * grp + g) * hd + lane * HDL, t);
 #pragma unroll
     for (int i = 0; i < HDL; i++) {
       acc[g][i] = 0.0f;
@@ -228,32 +206,7 @@ __device__ void attn_unit(const step_params &p, step_smem &sm, const bf16 *kc, c
   const long long stride = (long long)p.Hk * hd;
   const bf16 *kb = kc + (long long)seq * p.max_len * stride + (long long)kh * hd + lane * HDL;
   const bf16 *vb = vc + (long long)seq * p.max_len * stride + (long long)kh * hd + lane * HDL;
-  for (int t0 = lo + warp * keys; t0 < hi; t0 += kStepWarps * keys) {
-    float kf[keys][HDL], vf[keys][HDL];
-#pragma unroll
-    for (int u = 0; u < keys; u++) {
-      const int t = t0 + u < hi ? t0 + u : t0;
-      ldcg_bf16<HDL>(kb + t * stride, kf[u]);
-      ldcg_bf16<HDL>(vb + t * stride, vf[u]);
-    }
-#pragma unroll
-    for (int u = 0; u < keys; u++) {
-      if (t0 + u >= hi) break;
-#pragma unroll
-      for (int g = 0; g < 8; g++) {
-        if (g >= grp) break;
-        float d = 0.0f;
-#pragma unroll
-        for (int i = 0; i < HDL; i++) d = fmaf(qv[g][i], kf[u][i], d);
-        d = warp_sum(d);
-        const float m2 = fmaxf(mx[g], d), corr = __expf(mx[g] - m2), pr = __expf(d - m2);
-        l[g] = l[g] * corr + pr;
-#pragma unroll
-        for (int i = 0; i < HDL; i++) acc[g][i] = acc[g][i] * corr + pr * vf[u][i];
-        mx[g] = m2;
-      }
-    }
-  }
+  attn_scan<HDL, kStepWarps, true>(qv, acc, mx, l, kb, vb, stride, lo, hi, grp, warp);
 #pragma unroll
   for (int g = 0; g < 8; g++) {
     if (g >= grp) break;
