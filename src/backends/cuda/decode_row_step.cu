@@ -31,7 +31,10 @@
  * its merge as decode_attention.cu's, bf16 q, cache, attention output and
  * SwiGLU output, the residual row in fp32. Values one phase writes and
  * another reads go through L2 (ld.global.cg), never L1. Needs every block
- * resident: launched cooperatively, one block an SM. */
+ * resident: launched cooperatively, one block an SM.
+ *
+ * Opt-in (CODA_DECODE_ROW_STEP=1): its GEMV phases stream slower than the
+ * separate kernels, which stay the default (docs/decisions.md). */
 #include "backends/cuda/decode_attention.cuh"
 #include "backends/cuda/ptx_sm90.cuh"
 
