@@ -141,8 +141,9 @@ typedef struct coda_decode_linear_job {
 /* A whole decode step of one row (M = 1): every layer and the head in one
  * persistent kernel (the CUDA backend's decode_row_step.cu), from the
  * embedded row to the logits, with the math of the linear, attention and
- * merge ops above in sequence. layer is a device array of `layers` entries. x holds the
- * embedded row on entry and the last layer's residual row on return;
+ * merge ops above in sequence. layer is a device array of `layers`
+ * entries. x holds the embedded row on entry and the last layer's residual
+ * row on return;
  * q, o and y are the step's bf16 scratch rows (Hq·hd, Hq·hd, F), work the
  * attention partials of up to max_splits splits, sync a word of device
  * memory the kernel's grid barrier counts on (zeroed by every call). */

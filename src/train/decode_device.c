@@ -269,13 +269,13 @@ coda_status decode_setup_device(coda_decoder d, const float *W, coda_model *m) {
   coda_decode_row_step_job j1 = {.layers = c->layers, .D = D, .F = F, .V = V, .rows = &rs1,
                                  .max_splits = 1};
   if (!s && coda_decode_row_step_ok(d->ctx, &j1, NULL, 0)) {
+    const size_t lstride = (size_t)d->B * d->max_len * d->kvd; /* a layer's cache, as dev_kernels */
     coda_decode_layer_weights *t = calloc((size_t)c->layers, sizeof *t);
     if (!t) s = coda_fail(d->ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
     for (int i = 0; i < c->layers && !s; i++) {
       const layer_w *w = &d->l[i];
       t[i] = (coda_decode_layer_weights){w->d_wqkv, w->d_wo, w->d_w13, w->d_w2, w->d_wn_attn,
-                                         w->d_wn_ffn, d->d_kc + cache / c->layers * i,
-                                         d->d_vc + cache / c->layers * i};
+                                         w->d_wn_ffn, d->d_kc + lstride * i, d->d_vc + lstride * i};
     }
     d->d_ltab = dalloc(d, (size_t)c->layers * sizeof *t, &s);
     if (!s) s = coda_memcpy_h2d(d->ctx, d->d_ltab, t, (size_t)c->layers * sizeof *t);
@@ -309,7 +309,8 @@ coda_status coda_decoder_step_profile(coda_decoder d, const int32_t *tokens, dou
   d->tl_n = 0;
   d->tl_cap = cap;
   d->traced = 0;
-  if (!s && d->row_step) s = coda_malloc(d->ctx, (size_t)(6 * L + 2) * sizeof *tr, (void **)&d->d_trace);
+  if (!s && d->row_step)
+    s = coda_malloc(d->ctx, (size_t)(6 * L + 2) * sizeof *tr, (void **)&d->d_trace);
   if (!s) s = coda_decoder_step(d, tokens);
   for (int i = 0; i < CODA_DECODE_PHASES; i++) ms[i] = 0.0;
   for (int i = 1; i < d->tl_n && !s; i++) {

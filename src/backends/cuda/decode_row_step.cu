@@ -53,24 +53,18 @@ constexpr int kMaxK = kMaxChunks * kChunkRound * 8;
 constexpr int kAttnSpan = 16;            /* cache positions a split takes at least */
 constexpr int kAttnScratch = 512;        /* query heads of a KV head × hd, at most */
 
+/* The kernel's parameters: the job as given, its rows by value (the job
+ * holds a host pointer to them), and the two widths derived from them. */
 struct step_params {
-  const coda_decode_layer_weights *layer;
-  int layers;
-  long long D, F, V, nq, qd;
-  int Hq, Hk, hd, max_len;
-  const int32_t *seq, *pos;
-  const double *inv_freq;
-  double eps;
-  float *x;
-  bf16 *q, *o, *y;
-  float *work;
-  int max_splits;
-  const float *norm;
-  const bf16 *wout;
-  float *logits;
-  unsigned *sync; /* the barrier's arrivals */
-  unsigned long long *trace;
+  coda_decode_row_step_job j;
+  coda_decode_rows r;
+  long long nq, qd; /* (Hq + 2 Hk)·hd, Hq·hd */
 };
+
+__device__ __forceinline__ bf16 *as_bf16(uint16_t *p) { return reinterpret_cast<bf16 *>(p); }
+__device__ __forceinline__ const bf16 *as_bf16(const uint16_t *p) {
+  return reinterpret_cast<const bf16 *>(p);
+}
 
 /* The step's linear phases: four a layer, then the head. */
 enum { PH_QKV, PH_OUT, PH_GATE_UP, PH_DOWN, PH_HEAD };
@@ -90,15 +84,15 @@ __device__ __forceinline__ int tile_rows(long long K, bool pairs) {
 
 __device__ __forceinline__ phase phase_of(const step_params &p, int i) {
   phase f;
-  if (i == 4 * p.layers) {
-    f = {p.wout, p.V, p.D, PH_HEAD, 0};
+  if (i == 4 * p.j.layers) {
+    f = {as_bf16(p.j.wout), p.j.V, p.j.D, PH_HEAD, 0};
   } else {
-    const coda_decode_layer_weights &l = p.layer[i / 4];
+    const coda_decode_layer_weights &l = p.j.layer[i / 4];
     switch (i % 4) {
-    case PH_QKV: f = {(const bf16 *)l.wqkv, p.nq, p.D, PH_QKV, 0}; break;
-    case PH_OUT: f = {(const bf16 *)l.wo, p.D, p.qd, PH_OUT, 0}; break;
-    case PH_GATE_UP: f = {(const bf16 *)l.w13, 2 * p.F, p.D, PH_GATE_UP, 0}; break;
-    default: f = {(const bf16 *)l.w2, p.D, p.F, PH_DOWN, 0}; break;
+    case PH_QKV: f = {(const bf16 *)l.wqkv, p.nq, p.j.D, PH_QKV, 0}; break;
+    case PH_OUT: f = {(const bf16 *)l.wo, p.j.D, p.qd, PH_OUT, 0}; break;
+    case PH_GATE_UP: f = {(const bf16 *)l.w13, 2 * p.j.F, p.j.D, PH_GATE_UP, 0}; break;
+    default: f = {(const bf16 *)l.w2, p.j.D, p.j.F, PH_DOWN, 0}; break;
     }
   }
   f.R = tile_rows(f.K, f.kind == PH_QKV || f.kind == PH_GATE_UP);
@@ -123,14 +117,14 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
  * every read (through L2) after it. *sync counts the blocks' arrivals and
  * only grows within a launch (zeroed before each); barrier k of the step
  * is passed when it reaches (k + 1) · blocks. */
-__device__ __forceinline__ unsigned long long global_ns() {
-  unsigned long long t;
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
   asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
   return t;
 }
 
 __device__ __forceinline__ void grid_sync(unsigned *sync, unsigned *passed,
-                                          unsigned long long *trace) {
+                                          uint64_t *trace) {
   named_sync(1);
   if (threadIdx.x == 0) {
     const unsigned target = ++*passed * gridDim.x;
@@ -176,10 +170,10 @@ constexpr size_t kStepSmem = kRingOffset + (size_t)kStages * kStageBytes;
 /* Splits of the cache: enough units (KV head, split) for the grid, each
  * at least kAttnSpan positions; every block computes the same. */
 __device__ __forceinline__ int attn_splits(const step_params &p, int n) {
-  int s = (int)gridDim.x / p.Hk;
+  int s = (int)gridDim.x / p.r.Hk;
   const int by_len = (n + kAttnSpan - 1) / kAttnSpan;
   if (s > by_len) s = by_len;
-  if (s > p.max_splits) s = p.max_splits;
+  if (s > p.j.max_splits) s = p.j.max_splits;
   if (s > 32) s = 32; /* the merge's registers */
   return s < 1 ? 1 : s;
 }
@@ -190,7 +184,7 @@ template <int HDL>
 __device__ void attn_unit(const step_params &p, step_smem &sm, const bf16 *kc, const bf16 *vc,
                           int seq, int n, int kh, int s, int S) {
   constexpr int hd = HDL * 32;
-  const int grp = p.Hq / p.Hk, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int grp = p.r.Hq / p.r.Hk, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int cs = (n + S - 1) / S, lo = s * cs, hi = lo + cs < n ? lo + cs : n;
   const float scale = rsqrtf((float)hd);
   float qv[8][HDL], acc[8][HDL], mx[8], l[8];
@@ -199,16 +193,17 @@ __device__ void attn_unit(const step_params &p, step_smem &sm, const bf16 *kc, c
     mx[g] = -INFINITY;
     l[g] = 0.0f;
     float t[HDL];
-    if (g < grp) load_bf16<HDL, true>(p.q + (long long)(kh * grp + g) * hd + lane * HDL, t);
+    if (g < grp)
+      load_bf16<HDL, true>(as_bf16(p.j.q) + (long long)(kh * grp + g) * hd + lane * HDL, t);
 #pragma unroll
     for (int i = 0; i < HDL; i++) {
       acc[g][i] = 0.0f;
       qv[g][i] = g < grp ? scale * t[i] : 0.0f;
     }
   }
-  const long long stride = (long long)p.Hk * hd;
-  const bf16 *kb = kc + (long long)seq * p.max_len * stride + (long long)kh * hd + lane * HDL;
-  const bf16 *vb = vc + (long long)seq * p.max_len * stride + (long long)kh * hd + lane * HDL;
+  const long long stride = (long long)p.r.Hk * hd;
+  const bf16 *kb = kc + (long long)seq * p.r.max_len * stride + (long long)kh * hd + lane * HDL;
+  const bf16 *vb = vc + (long long)seq * p.r.max_len * stride + (long long)kh * hd + lane * HDL;
   attn_scan<HDL, kStepWarps, true>(qv, acc, mx, l, kb, vb, stride, lo, hi, grp, warp);
 #pragma unroll
   for (int g = 0; g < 8; g++) {
@@ -232,7 +227,7 @@ __device__ void attn_unit(const step_params &p, step_smem &sm, const bf16 *kc, c
         L += sm.al[w][g] * c;
         A += sm.acc[w][i] * c;
       }
-    float *out = p.work + ((long long)(kh * grp + g) * S + s) * (hd + 2);
+    float *out = p.j.work + ((long long)(kh * grp + g) * S + s) * (hd + 2);
     if (e == 0) {
       out[0] = M;
       out[1] = L;
@@ -246,9 +241,9 @@ __device__ void attn_unit(const step_params &p, step_smem &sm, const bf16 *kc, c
  * (the sums in split order), every load of a round issued before any of
  * its values is used. */
 __device__ void attn_merge(const step_params &p, step_smem &sm, int h, int S) {
-  const int hd = p.hd;
+  const int hd = p.r.hd;
   const long long stride = hd + 2;
-  const float *base = p.work + (long long)h * S * stride;
+  const float *base = p.j.work + (long long)h * S * stride;
   if (threadIdx.x < S) {
     sm.mm[threadIdx.x] = __ldcg(base + threadIdx.x * stride);
     sm.ml[threadIdx.x] = __ldcg(base + threadIdx.x * stride + 1);
@@ -269,7 +264,7 @@ __device__ void attn_merge(const step_params &p, step_smem &sm, int h, int S) {
       L += sm.ml[s] * c;
       A += av[s] * c;
     }
-    p.o[(long long)h * hd + e] = __float2bfloat16_rn(L > 0.0f ? A / L : 0.0f);
+    as_bf16(p.j.o)[(long long)h * hd + e] = __float2bfloat16_rn(L > 0.0f ? A / L : 0.0f);
   }
   named_sync(1); /* sm.mm is free for the next head */
 }
@@ -287,11 +282,11 @@ __device__ float load_row(const step_params &p, step_smem &sm, const phase &f, i
                           float (*a)[8]) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const long long nchunk = f.K / 8;
-  const bf16 *in = f.kind == PH_OUT ? p.o : p.y;
+  const bf16 *in = f.kind == PH_OUT ? as_bf16(p.j.o) : as_bf16(p.j.y);
   const float *g = NULL;
-  if (f.kind == PH_QKV) g = p.layer[li].norm_attn;
-  if (f.kind == PH_GATE_UP) g = p.layer[li].norm_ffn;
-  if (f.kind == PH_HEAD) g = p.norm;
+  if (f.kind == PH_QKV) g = p.j.layer[li].norm_attn;
+  if (f.kind == PH_GATE_UP) g = p.j.layer[li].norm_ffn;
+  if (f.kind == PH_HEAD) g = p.j.norm;
 #pragma unroll
   for (int c = 0; c < kMaxChunks; c++) {
     const long long ci = (long long)c * kChunkRound + warp * 32 + lane;
@@ -299,8 +294,8 @@ __device__ float load_row(const step_params &p, step_smem &sm, const phase &f, i
 #pragma unroll
       for (int i = 0; i < 8; i++) a[c][i] = 0.0f;
     } else if (g) {
-      const float4 x0 = __ldcg(reinterpret_cast<const float4 *>(p.x + ci * 8));
-      const float4 x1 = __ldcg(reinterpret_cast<const float4 *>(p.x + ci * 8 + 4));
+      const float4 x0 = __ldcg(reinterpret_cast<const float4 *>(p.j.x + ci * 8));
+      const float4 x1 = __ldcg(reinterpret_cast<const float4 *>(p.j.x + ci * 8 + 4));
       a[c][0] = x0.x; a[c][1] = x0.y; a[c][2] = x0.z; a[c][3] = x0.w;
       a[c][4] = x1.x; a[c][5] = x1.y; a[c][6] = x1.z; a[c][7] = x1.w;
     } else {
@@ -328,7 +323,7 @@ __device__ float load_row(const step_params &p, step_smem &sm, const phase &f, i
   named_sync(1);
   double tot = 0.0;
   for (int i = 0; i < kStepWarps; i++) tot += sm.part[i];
-  return (float)(1.0 / sqrt(tot / (double)f.K + p.eps));
+  return (float)(1.0 / sqrt(tot / (double)f.K + p.j.eps));
 }
 
 /* The stores of output column c0 + t (lane t of warp 0) of phase f, v its
@@ -339,35 +334,36 @@ __device__ void store_col(const step_params &p, step_smem &sm, const phase &f, i
   if (t >= rows) return;
   if (f.kind == PH_OUT || f.kind == PH_DOWN) {
     const float xn = sm.xs[c0 + t] + v;
-    p.x[c0 + t] = xn;
+    p.j.x[c0 + t] = xn;
     sm.xs[c0 + t] = xn; /* the down projection adds to the out projection's row */
     return;
   }
   if (f.kind == PH_HEAD) {
-    p.logits[c0 + t] = v;
+    p.j.logits[c0 + t] = v;
     return;
   }
   if (t & 1) return;
   if (f.kind == PH_GATE_UP) {
-    p.y[(c0 + t) / 2] = __float2bfloat16_rn(v / (1.0f + __expf(-v)) * vn);
+    as_bf16(p.j.y)[(c0 + t) / 2] = __float2bfloat16_rn(v / (1.0f + __expf(-v)) * vn);
     return;
   }
   /* qkv: RoPE pairs adjacent, V copied; as store_pair of decode_kernels.cu */
   const long long c = c0 + t;
-  const int hd = p.hd;
-  const coda_decode_layer_weights &l = p.layer[li];
-  const long long cbase = ((long long)seq * p.max_len + pos) * (long long)p.Hk * hd;
-  const long long nr = (long long)(p.Hq + p.Hk) * hd;
+  const int hd = p.r.hd;
+  const coda_decode_layer_weights &l = p.j.layer[li];
+  const long long cbase = ((long long)seq * p.r.max_len + pos) * (long long)p.r.Hk * hd;
+  const long long nr = (long long)(p.r.Hq + p.r.Hk) * hd;
   if (c < nr) {
     const int h = (int)(c / hd), j = (int)(c % hd) / 2;
     const double cs = sm.rc[j], sn = sm.rs[j];
     const float o0 = (float)((double)v * cs - (double)vn * sn);
     const float o1 = (float)((double)v * sn + (double)vn * cs);
-    bf16 *dst = h < p.Hq ? p.q + (long long)h * hd : (bf16 *)l.kc + cbase + (long long)(h - p.Hq) * hd;
+    bf16 *dst = h < p.r.Hq ? as_bf16(p.j.q) + (long long)h * hd
+                           : as_bf16(l.kc) + cbase + (long long)(h - p.r.Hq) * hd;
     dst[2 * j] = __float2bfloat16_rn(o0);
     dst[2 * j + 1] = __float2bfloat16_rn(o1);
   } else {
-    bf16 *vc = (bf16 *)l.vc + cbase + c - nr;
+    bf16 *vc = as_bf16(l.vc) + cbase + c - nr;
     vc[0] = __float2bfloat16_rn(v);
     vc[1] = __float2bfloat16_rn(vn);
   }
@@ -496,36 +492,36 @@ __global__ void __launch_bounds__(kStepThreads, 1) row_step_kernel(step_params p
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  const int nphase = 4 * p.layers + 1;
+  const int nphase = 4 * p.j.layers + 1;
   if (threadIdx.x >= 32 * kStepWarps) { /* the loader */
     if (threadIdx.x == 32 * kStepWarps) load_tiles(p, sm, ring, nphase);
     return;
   }
-  if (p.trace && blockIdx.x == 0 && threadIdx.x == 0) p.trace[0] = global_ns();
-  const int seq = p.seq[0], pos = p.pos[0], n = pos + 1;
+  if (p.j.trace && blockIdx.x == 0 && threadIdx.x == 0) p.j.trace[0] = global_ns();
+  const int seq = p.r.seq[0], pos = p.r.pos[0], n = pos + 1;
   const int S = attn_splits(p, n);
   /* the RoPE angles of the row's position, the same in every layer */
-  for (int j = threadIdx.x; j < p.hd / 2; j += 32 * kStepWarps)
-    sincos((double)pos * p.inv_freq[j], &sm.rs[j], &sm.rc[j]);
+  for (int j = threadIdx.x; j < p.r.hd / 2; j += 32 * kStepWarps)
+    sincos((double)pos * p.j.inv_freq[j], &sm.rs[j], &sm.rc[j]);
   named_sync(1);
   long long g0 = 0;
   unsigned i = 0, passed = 0;
   for (int ph = 0; ph < nphase; ph++) {
     const phase f = phase_of(p, ph);
     const int li = ph / 4;
-    if (ph > 0) grid_sync(p.sync, &passed, p.trace);
+    if (ph > 0) grid_sync(p.j.sync, &passed, p.j.trace);
     if (f.kind == PH_OUT) { /* attention of layer li, then its merge */
-      const coda_decode_layer_weights &l = p.layer[li];
-      for (int u = blockIdx.x; u < p.Hk * S; u += gridDim.x)
+      const coda_decode_layer_weights &l = p.j.layer[li];
+      for (int u = blockIdx.x; u < p.r.Hk * S; u += gridDim.x)
         attn_unit<HDL>(p, sm, (const bf16 *)l.kc, (const bf16 *)l.vc, seq, n, u / S, u % S, S);
-      grid_sync(p.sync, &passed, p.trace);
-      for (int h = blockIdx.x; h < p.Hq; h += gridDim.x) attn_merge(p, sm, h, S);
-      grid_sync(p.sync, &passed, p.trace);
+      grid_sync(p.j.sync, &passed, p.j.trace);
+      for (int h = blockIdx.x; h < p.r.Hq; h += gridDim.x) attn_merge(p, sm, h, S);
+      grid_sync(p.j.sync, &passed, p.j.trace);
     }
     run_phase(p, sm, ring, f, li, g0, &i, seq, pos);
     g0 += (f.N + f.R - 1) / f.R;
   }
-  if (p.trace) grid_sync(p.sync, &passed, p.trace); /* the end of the last block's head */
+  if (p.j.trace) grid_sync(p.j.sync, &passed, p.j.trace); /* the end of the last block's head */
 }
 
 /* Shapes the kernel takes (the reason in msg when not). */
@@ -536,7 +532,8 @@ int row_step_shapes(const coda_decode_row_step_job *j, char *msg, size_t cap) {
   if (r->M != 1) why = "more than one row";
   else if (r->hd % 32 || r->hd > 256 || (r->hd / 32) & (r->hd / 32 - 1))
     why = "a head dim other than 32, 64, 128 or 256";
-  else if (r->Hk < 1 || r->Hq % r->Hk || r->Hq / r->Hk > 8 || (r->Hq / r->Hk) * r->hd > kAttnScratch)
+  else if (r->Hk < 1 || r->Hq % r->Hk || r->Hq / r->Hk > 8 ||
+           (r->Hq / r->Hk) * r->hd > kAttnScratch)
     why = "more than 8 query heads per KV head, or their values over 512";
   else if (j->D % 8 || j->F % 8 || j->D > kMaxK / 2 || j->F > kMaxK || qd > kMaxK)
     why = "D or F not a multiple of 8, D above 8192 or F or Hq·hd above 16384";
@@ -551,7 +548,8 @@ int row_step_shapes(const coda_decode_row_step_job *j, char *msg, size_t cap) {
 extern "C" int coda_cuda_decode_row_step_ok(coda_context ctx, const coda_decode_row_step_job *j,
                                             char *msg, size_t cap) {
   if (!ctx->knobs.decode_row_step_on) { /* slower than the separate kernels so far */
-    if (msg && cap) snprintf(msg, cap, "one-kernel decode step: off (CODA_DECODE_ROW_STEP=1 takes it)");
+    if (msg && cap)
+      snprintf(msg, cap, "one-kernel decode step: off (CODA_DECODE_ROW_STEP=1 takes it)");
     return 0;
   }
   return row_step_shapes(j, msg, cap);
@@ -560,35 +558,11 @@ extern "C" int coda_cuda_decode_row_step_ok(coda_context ctx, const coda_decode_
 extern "C" coda_status coda_cuda_decode_row_step(coda_context ctx,
                                                  const coda_decode_row_step_job *j) {
   char why[160];
-  if (!row_step_shapes(j, why, sizeof why)) return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s", why);
+  if (!row_step_shapes(j, why, sizeof why))
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s", why);
   const coda_decode_rows *r = j->rows;
-  step_params p = {};
-  p.layer = j->layer;
-  p.layers = j->layers;
-  p.D = j->D;
-  p.F = j->F;
-  p.V = j->V;
-  p.nq = (long long)(r->Hq + 2 * r->Hk) * r->hd;
-  p.qd = (long long)r->Hq * r->hd;
-  p.Hq = r->Hq;
-  p.Hk = r->Hk;
-  p.hd = r->hd;
-  p.max_len = r->max_len;
-  p.seq = r->seq;
-  p.pos = r->pos;
-  p.inv_freq = j->inv_freq;
-  p.eps = j->eps;
-  p.x = j->x;
-  p.q = (bf16 *)j->q;
-  p.o = (bf16 *)j->o;
-  p.y = (bf16 *)j->y;
-  p.work = j->work;
-  p.max_splits = j->max_splits;
-  p.norm = j->norm;
-  p.wout = (const bf16 *)j->wout;
-  p.logits = j->logits;
-  p.sync = j->sync;
-  p.trace = (unsigned long long *)j->trace;
+  step_params p = {*j, *r, (long long)(r->Hq + 2 * r->Hk) * r->hd, (long long)r->Hq * r->hd};
+  p.j.rows = NULL; /* a host pointer: the kernel reads p.r */
   void (*kernel)(step_params) = r->hd == 32    ? row_step_kernel<1>
                                 : r->hd == 64  ? row_step_kernel<2>
                                 : r->hd == 128 ? row_step_kernel<4>
