@@ -178,32 +178,41 @@ __global__ void gemv_kernel(float *y, const bf16 *x, const bf16 *w, int M, long 
   }
 }
 
-/* One row: out(x · wᵀ), K % 8 == 0: warp i of a block owns the column
- * pair (c, c + 1), c = 2·(blockIdx.x·kRowWarps + i), streams both weight
- * rows (lane: 8 elements of each per 256, one 16-byte load each, several in
- * flight) and stores the pair from its lane 0: no shared memory and no
- * barrier, so every warp's weight loads start as soon as the previous
- * kernel has ended. (Splitting K over several warps per column measured
- * slower at 8B.) */
+/* One row: out(x · wᵀ), K % 8 == 0. S warps of a block own the column
+ * pair (c, c + 1), each a contiguous slice of K: a lane loads 8 elements
+ * of both weight rows per 256 (one 16-byte load each, several in flight),
+ * the S partial sums are added in warp order through shared memory
+ * (deterministic) and the pair is stored once; with S = 1 there is no
+ * shared memory and no barrier. With AH > 0 a warp loads its first AH
+ * chunks of both rows before pdl_wait(): the weights are constant, so they
+ * stream while the previous kernel drains.
+ * The default is S = 1, AH = 0, the kernel the recorded decode results
+ * measured; CODA_DECODE_ROW_SPLIT selects the split variants (row_split)
+ * until a GPU run shows which is faster. bench/generate/gemv_row.cu
+ * measures the variants (more warps per pair, an L2 prefetch instead). */
 constexpr int kRowWarps = 8;
+constexpr int kRowAhead = 2;
 
 /* With norm.w set, the row is normalized on load instead of read from a
  * row the RMSNorm kernel wrote: beside its weights each warp reads the
  * fp32 row xr and the norm weights g (8·K bytes every warp of an SM shares,
  * from L1) and computes
  *     y_c = r · Σ_k (xr_k · g_k) · w_ck,   r = 1 / sqrt(Σ_k xr_k² / K + eps),
- * the sum of squares in double over the lanes' k in a fixed order, r
- * applied to the fp32 dot product. The normalized row is therefore not
- * rounded to bf16 as the RMSNorm kernel's is: the two paths differ by that
- * rounding (CODA_DECODE_NORM=separate takes the kernel). A block no longer
- * waits for a prologue of its own before its first weight load. */
+ * the sum of squares in double over the lanes' k (then the S slices) in a
+ * fixed order, r applied to the fp32 dot product. The normalized row is
+ * therefore not rounded to bf16 as the RMSNorm kernel's is: the two paths
+ * differ by that rounding (CODA_DECODE_NORM=separate takes the kernel). A
+ * block no longer waits for a prologue of its own before its first weight
+ * load. */
 struct row_norm {
   const float *x, *w; /* the row's fp32 values, the norm weights (NULL: x is the input) */
   const int32_t *rows;
   double eps;
 };
 
-__device__ __forceinline__ void bf16x8(const uint4 &v, float *f) {
+/* by value: a reference bound to a dereferenced global pointer lets the
+ * compiler split the 16-byte load into eight 2-byte ones */
+__device__ __forceinline__ void bf16x8(const uint4 v, float *f) {
   const bf16 *b = reinterpret_cast<const bf16 *>(&v);
 #pragma unroll
   for (int i = 0; i < 8; i++) f[i] = __bfloat162float(b[i]);
@@ -215,63 +224,88 @@ __device__ __forceinline__ void f32x8(const float *p, float *f) {
   f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
 }
 
-template <coda_decode_out KIND>
+template <coda_decode_out KIND, int S, int AH, bool NORM>
 __global__ void __launch_bounds__(32 * kRowWarps)
     gemv_row_kernel(lin_out o, const bf16 *x, const bf16 *w, long long K, row_norm norm) {
+  __shared__ float part[S > 1 ? kRowWarps : 1][2];
+  __shared__ double pss[S > 1 && NORM ? kRowWarps : 1];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sl = warp % S;
+  const long long c = 2 * ((long long)blockIdx.x * (kRowWarps / S) + warp / S);
+  const bool live = c < o.N;
+  const long long ks = (K / S + 7) / 8 * 8, k0 = sl * ks, k1 = k0 + ks < K ? k0 + ks : K;
+  /* odd N (F32): the last pair's second row a repeat */
+  const bf16 *w0 = w + (live ? c : 0) * K, *w1 = live && c + 1 < o.N ? w0 + K : w0;
+  uint4 ahead[2 * (AH > 0 ? AH : 1)];
+#pragma unroll
+  for (int i = 0; i < AH; i++) {
+    const long long k = k0 + lane * 8 + 256LL * i;
+    const bool in = live && k < k1;
+    ahead[2 * i] = in ? *reinterpret_cast<const uint4 *>(w0 + k) : make_uint4(0, 0, 0, 0);
+    ahead[2 * i + 1] = in ? *reinterpret_cast<const uint4 *>(w1 + k) : make_uint4(0, 0, 0, 0);
+  }
   pdl_wait();
-  const int lane = threadIdx.x & 31;
-  const long long c = 2 * ((long long)blockIdx.x * kRowWarps + (threadIdx.x >> 5));
-  if (c >= o.N) return;
-  const bf16 *w0 = w + c * K, *w1 = c + 1 < o.N ? w0 + K : w0; /* odd N (F32): a repeat */
   float a0 = 0.0f, a1 = 0.0f, r = 1.0f;
-  if (norm.w) {
-    const float *xr = norm.x + (norm.rows ? norm.rows[0] : 0) * K;
-    double ss = 0.0;
-#pragma unroll 4 /* several weight loads in flight per lane */
-    for (long long k = lane * 8; k < K; k += 256) {
-      const uint4 v0 = *reinterpret_cast<const uint4 *>(w0 + k);
-      const uint4 v1 = *reinterpret_cast<const uint4 *>(w1 + k);
-      float xf[8], gf[8], f0[8], f1[8];
-      f32x8(xr + k, xf);
-      f32x8(norm.w + k, gf);
-      bf16x8(v0, f0);
-      bf16x8(v1, f1);
-      float s0 = 0.0f, s1 = 0.0f;
-#pragma unroll
-      for (int i = 0; i < 8; i++) {
-        ss += (double)xf[i] * xf[i];
-        const float xg = xf[i] * gf[i];
-        s0 = fmaf(xg, f0[i], s0);
-        s1 = fmaf(xg, f1[i], s1);
-      }
-      a0 += s0;
-      a1 += s1;
-    }
-    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-    r = (float)(1.0 / sqrt(ss / (double)K + norm.eps));
-  } else {
-#pragma unroll 4
-    for (long long k = lane * 8; k < K; k += 256) {
-      const uint4 v0 = *reinterpret_cast<const uint4 *>(w0 + k);
-      const uint4 v1 = *reinterpret_cast<const uint4 *>(w1 + k);
-      const uint4 xv = *reinterpret_cast<const uint4 *>(x + k);
+  double ss = 0.0;
+  if (live) {
+    const float *xr = NORM ? norm.x + (norm.rows ? norm.rows[0] : 0) * K : NULL;
+    /* one chunk of both rows at k against the row */
+    auto chunk = [&](const uint4 v0, const uint4 v1, long long k) {
       float xf[8], f0[8], f1[8];
-      bf16x8(xv, xf);
       bf16x8(v0, f0);
       bf16x8(v1, f1);
       float s0 = 0.0f, s1 = 0.0f;
+      if (NORM) {
+        float gf[8];
+        f32x8(xr + k, xf);
+        f32x8(norm.w + k, gf);
 #pragma unroll
-      for (int i = 0; i < 8; i++) {
-        s0 = fmaf(xf[i], f0[i], s0);
-        s1 = fmaf(xf[i], f1[i], s1);
+        for (int i = 0; i < 8; i++) {
+          ss += (double)xf[i] * xf[i];
+          const float xg = xf[i] * gf[i];
+          s0 = fmaf(xg, f0[i], s0);
+          s1 = fmaf(xg, f1[i], s1);
+        }
+      } else {
+        const uint4 xv = *reinterpret_cast<const uint4 *>(x + k);
+        bf16x8(xv, xf);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+          s0 = fmaf(xf[i], f0[i], s0);
+          s1 = fmaf(xf[i], f1[i], s1);
+        }
       }
       a0 += s0;
       a1 += s1;
+    };
+    long long k = k0 + lane * 8;
+#pragma unroll
+    for (int i = 0; i < AH; i++, k += 256)
+      if (k < k1) chunk(ahead[2 * i], ahead[2 * i + 1], k);
+#pragma unroll 4 /* several weight loads in flight per lane */
+    for (; k < k1; k += 256)
+      chunk(*reinterpret_cast<const uint4 *>(w0 + k), *reinterpret_cast<const uint4 *>(w1 + k), k);
+    if (NORM)
+      for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    a0 = warp_sum(a0);
+    a1 = warp_sum(a1);
+  }
+  if (S > 1) {
+    if (lane == 0) {
+      part[warp][0] = a0;
+      part[warp][1] = a1;
+      if (NORM) pss[warp] = ss;
+    }
+    __syncthreads();
+    if (sl != 0) return;
+    for (int i = 1; i < S; i++) {
+      a0 += part[warp + i][0];
+      a1 += part[warp + i][1];
+      if (NORM) ss += pss[warp + i];
     }
   }
-  a0 = warp_sum(a0);
-  a1 = warp_sum(a1);
-  if (lane == 0) store_pair<KIND>(o, 0, c, a0 * r, a1 * r);
+  if (!live || lane != 0) return;
+  if (NORM) r = (float)(1.0 / sqrt(ss / (double)K + norm.eps));
+  store_pair<KIND>(o, 0, c, a0 * r, a1 * r);
 }
 
 /* out(x (M x K) · w (N x K)ᵀ) for M <= 16·MT on tensor cores:
@@ -383,13 +417,44 @@ coda_status launch_gemv_mma(coda_context ctx, const lin_out &o, const bf16 *x, c
   return launch(ctx, what, gemv_mma_kernel<4, KIND>, grid, block, 0, o, x, w, M, K);
 }
 
+/* Warps per column pair of the one-row GEMV, CODA_DECODE_ROW_SPLIT:
+ * unset, 0 (the default kernel); 1, 2, 4, 8 (that many, the weights'
+ * first chunks loaded before the wait); auto (by shape: two for rows of
+ * 4096 or more, where one warp keeps too few of a long row's loads in
+ * flight, and more, up to 4, until every SM has 16 streaming warps). */
+static int row_split(coda_context ctx, long long N, long long K) {
+  if (ctx->knobs.decode_row_split >= 0) return ctx->knobs.decode_row_split;
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx->opts.device) != cudaSuccess)
+    sms = 132;
+  const long long pairs = (N + 1) / 2;
+  int S = K >= 4096 ? 2 : 1;
+  while (S < 4 && pairs * S < 16LL * sms) S *= 2;
+  return S;
+}
+
+template <coda_decode_out KIND, int S, int AH>
+coda_status launch_gemv_row_s(coda_context ctx, const lin_out &o, const bf16 *x, const bf16 *w,
+                              long long K, const row_norm &norm) {
+  const long long warps = (o.N + 1) / 2 * S;
+  const dim3 grid((unsigned)((warps + kRowWarps - 1) / kRowWarps)), block(32 * kRowWarps);
+  if (norm.w)
+    return launch(ctx, "RMSNorm and GEMV (one row)", gemv_row_kernel<KIND, S, AH, true>, grid,
+                  block, 0, o, x, w, K, norm);
+  return launch(ctx, "GEMV (one row)", gemv_row_kernel<KIND, S, AH, false>, grid, block, 0, o, x,
+                w, K, norm);
+}
+
 template <coda_decode_out KIND>
 coda_status launch_gemv_row(coda_context ctx, const lin_out &o, const bf16 *x, const bf16 *w,
                             long long K, const row_norm &norm) {
-  const long long pairs = (o.N + 1) / 2;
-  const dim3 grid((unsigned)((pairs + kRowWarps - 1) / kRowWarps)), block(32 * kRowWarps);
-  return launch(ctx, norm.w ? "RMSNorm and GEMV (one row)" : "GEMV (one row)", gemv_row_kernel<KIND>,
-                grid, block, 0, o, x, w, K, norm);
+  switch (row_split(ctx, o.N, K)) {
+  case 0: return launch_gemv_row_s<KIND, 1, 0>(ctx, o, x, w, K, norm);
+  case 1: return launch_gemv_row_s<KIND, 1, kRowAhead>(ctx, o, x, w, K, norm);
+  case 2: return launch_gemv_row_s<KIND, 2, kRowAhead>(ctx, o, x, w, K, norm);
+  case 4: return launch_gemv_row_s<KIND, 4, kRowAhead>(ctx, o, x, w, K, norm);
+  default: return launch_gemv_row_s<KIND, 8, kRowAhead>(ctx, o, x, w, K, norm);
+  }
 }
 
 coda_status launch_gemv(coda_context ctx, float *y, const bf16 *x, const bf16 *w, int M,
