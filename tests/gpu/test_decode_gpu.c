@@ -32,7 +32,9 @@
  *     (CODA_DECODE_PDL=0) give logits bit-identical to those launched with
  *     it;
  *   - batch 1 with the RMSNorm kernel (CODA_DECODE_NORM=separate) and with
- *     the one-row GEMV's norm on load, and batch 1 as one persistent kernel
+ *     the one-row GEMV's norm on load, with each of the one-row GEMV's
+ *     split variants (CODA_DECODE_ROW_SPLIT=1, 2, 4, 8, auto) for the GQA
+ *     model and the MHA model, and batch 1 as one persistent kernel
  *     (CODA_DECODE_ROW_STEP=1, decode_row_step.cu) for the GQA model and
  *     the MHA model with its tied head, each against the CPU as above, the
  *     one kernel's graph replays bit-identical to its direct launches; the
@@ -492,6 +494,20 @@ int main(int argc, char **argv) {
     against_cpu(cpu, sepnorm, &gqa, p60, 1, steps_of(20, 0), "gqa hd64 batch 1, the RMSNorm kernel");
     against_cpu(cpu, gpu, &gqa, p60, 1, steps_of(20, 0), "gqa hd64 batch 1, norm on load");
     coda_context_destroy(sepnorm);
+  }
+  /* the one-row GEMV's split variants (CODA_DECODE_ROW_SPLIT): each K
+   * slice count and the shape rule, norm on load and not, against the CPU */
+  static const char *const splits[] = {"1", "2", "4", "8", "auto"};
+  for (int i = 0; i < 5; i++) {
+    coda_context split = context_with_knob(&co, "CODA_DECODE_ROW_SPLIT", splits[i]);
+    if (!split) continue;
+    char what[96];
+    snprintf(what, sizeof what, "gqa hd64 batch 1, CODA_DECODE_ROW_SPLIT=%s", splits[i]);
+    against_cpu(cpu, split, &gqa, p60, 1, steps_of(20, 0), what);
+    int p1m[1] = {21};
+    snprintf(what, sizeof what, "mha hd32 tied batch 1, CODA_DECODE_ROW_SPLIT=%s", splits[i]);
+    against_cpu(cpu, split, &mha, p1m, 1, steps_of(12, 0), what);
+    coda_context_destroy(split);
   }
   /* batch 1 in one persistent kernel (CODA_DECODE_ROW_STEP=1): hd 64, and
    * hd 32 with a tied head, across several attention split counts, its
