@@ -8,12 +8,16 @@ temporaries as torch tensors; what libcoda allocates itself, such as its
 workspaces, is not in that figure).
 
     python3 bench/hf_llama/bench_hf_llama.py [--shape 1b|d512|tiny] [--modes eager,compile,liger,coda,coda_compile]
-        [--steps 10] [--warmup 3] [--out DIR]
+        [--steps 10] [--warmup 3] [--out DIR] [--profile]
 
 Each mode runs in its own process (fresh allocator and compile caches).
 Needs torch with CUDA, transformers, and the coda package (PYTHONPATH to
 python/ and CODA_LIBRARY to a CUDA build of libcoda.so). Writes DIR/hf_llama.json
-and prints a Markdown table."""
+and prints a Markdown table. With --profile each mode then runs one more
+step under torch.profiler and writes DIR/profile-SHAPE-MODE.txt: the step's
+device time by kernel family and by kernel, and the time the device sat
+idle inside the step (the union of kernel intervals against the step's
+span: launch-bound stretches show there)."""
 
 import argparse
 import json
@@ -31,7 +35,80 @@ SHAPES = {
 MODES = ["eager", "compile", "liger", "coda", "coda_compile"]
 
 
-def run_one(shape, mode, steps, warmup):
+FAMILIES = [  # (family, substrings of a kernel name, lower case); the first match wins
+    ("attention", ("attn", "flash", "fmha", "sdpa", "cudnn", "attention")),
+    ("optimizer", ("adam", "multi_tensor", "fused_optim")),
+    ("cross-entropy", ("cross_entropy", "nll", "log_softmax", "ce_", "lse")),
+    ("GEMM", ("gemm", "wgmma", "sm90", "cutlass", "nvjet", "cublas", "xmma", "coda_epi", "splitk")),
+    ("copy/fill", ("memcpy", "memset", "copy", "fill", "cat", "index")),
+    ("norm/activation/elementwise", ("norm", "swiglu", "silu", "rope", "rotary", "elementwise", "vectorized",
+                                     "reduce", "triton", "kernel")),
+]
+
+
+def kernel_family(name):
+    n = name.lower()
+    for fam, keys in FAMILIES:
+        if any(k in n for k in keys):
+            return fam
+    return "other"
+
+
+def profile_table(events, step_ms):
+    """events: (name, start_us, duration_us) of every device kernel, memcpy
+    and memset of one step. Returns the report's text: time by family and by
+    kernel, and the step's idle device time (span less the union of the
+    intervals)."""
+    if not events:
+        return "no device events recorded\n"
+    by_fam, by_name = {}, {}
+    for name, _, d in events:
+        f = kernel_family(name)
+        by_fam[f] = by_fam.get(f, 0.0) + d
+        c, t = by_name.get(name, (0, 0.0))
+        by_name[name] = (c + 1, t + d)
+    busy, end = 0.0, None
+    for _, s0, d in sorted(events, key=lambda e: e[1]):
+        s1 = s0 + d
+        if end is None or s0 >= end:
+            busy += d
+            end = s1
+        elif s1 > end:
+            busy += s1 - end
+            end = s1
+    span = max(e[1] + e[2] for e in events) - min(e[1] for e in events)
+    total = sum(by_fam.values())
+    out = ["step %.2f ms (events); device span %.2f ms, busy %.2f ms, idle inside the span %.2f ms (%.1f %%)"
+           % (step_ms, span / 1e3, busy / 1e3, (span - busy) / 1e3, 100.0 * (span - busy) / max(span, 1e-9)),
+           "", "| family | ms | share |", "| --- | ---: | ---: |"]
+    for f, t in sorted(by_fam.items(), key=lambda x: -x[1]):
+        out.append("| %s | %.2f | %.1f %% |" % (f, t / 1e3, 100.0 * t / total))
+    out += ["", "| kernel | calls | ms | family |", "| --- | ---: | ---: | --- |"]
+    for n, (c, t) in sorted(by_name.items(), key=lambda x: -x[1][1])[:40]:
+        out.append("| `%s` | %d | %.3f | %s |" % (n[:100].replace("|", "/"), c, t / 1e3, kernel_family(n)))
+    return "\n".join(out) + "\n"
+
+
+def profile_step(step, path):
+    """One step under torch.profiler; writes profile_table's report to path."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        start.record()
+        step()
+        end.record()
+        torch.cuda.synchronize()
+    events = []
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA and e.time_range.elapsed_us() > 0:
+            events.append((e.name, e.time_range.start, e.time_range.elapsed_us()))
+    with open(path, "w") as f:
+        f.write(profile_table(events, start.elapsed_time(end)))
+
+
+def run_one(shape, mode, steps, warmup, profile_path=None):
     import torch
     import transformers
 
@@ -82,9 +159,12 @@ def run_one(shape, mode, steps, warmup):
     torch.cuda.synchronize()
     losses.append(float(loss))
     ms = start.elapsed_time(end) / steps
+    peak = torch.cuda.max_memory_allocated() / 2**20
+    if profile_path:
+        profile_step(step, profile_path)
     tokens = s["batch"] * s["seq"]
     return {"mode": mode, "shape": shape, "ms_per_step": ms, "tokens_per_s": tokens / (ms / 1e3),
-            "peak_mib": torch.cuda.max_memory_allocated() / 2**20, "warmup_s": first, "losses": losses,
+            "peak_mib": peak, "warmup_s": first, "losses": losses,
             "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
             "transformers": transformers.__version__}
 
@@ -98,10 +178,13 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "hf-llama-logs"))
     ap.add_argument("--mode-timeout", type=float, default=None,
                     help="seconds one mode may take (its row then says so); default: no limit")
+    ap.add_argument("--profile", action="store_true",
+                    help="one more step per mode under torch.profiler: DIR/profile-SHAPE-MODE.txt")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
-        print("RESULT " + json.dumps(run_one(a.shape, a.one, a.steps, a.warmup)))
+        prof = os.path.join(a.out, "profile-%s-%s.txt" % (a.shape, a.one)) if a.profile else None
+        print("RESULT " + json.dumps(run_one(a.shape, a.one, a.steps, a.warmup, prof)))
         return
     os.makedirs(a.out, exist_ok=True)
     results = []
@@ -109,7 +192,7 @@ def main():
         if mode not in MODES:
             sys.exit("unknown mode %r (modes: %s)" % (mode, ", ".join(MODES)))
         cmd = [sys.executable, __file__, "--shape", a.shape, "--steps", str(a.steps), "--warmup",
-               str(a.warmup), "--one", mode]
+               str(a.warmup), "--out", a.out, "--one", mode] + (["--profile"] if a.profile else [])
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.mode_timeout)
             out, code = p.stdout + p.stderr, p.returncode
