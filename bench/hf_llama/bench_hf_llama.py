@@ -1,13 +1,15 @@
-"""One training step of a Hugging Face LlamaForCausalLM on the GPU, five ways:
+"""One training step of a Hugging Face LlamaForCausalLM on the GPU, six ways:
 the model as it is (eager, SDPA attention), under torch.compile, patched with
 Liger's kernels (when liger_kernel is importable), patched with
-coda.torch.apply_to_llama, and coda-patched under torch.compile. bf16
+coda.torch.apply_to_llama, coda-patched under torch.compile, and
+coda-patched with the loss keeping its logits (coda_keep: keep_logits=True,
+three vocabulary-wide GEMMs a step instead of four). bf16
 weights, AdamW (fused), random tokens; tokens/s over the timed steps and the
 peak memory torch's allocator saw (the coda ops allocate their outputs and
 temporaries as torch tensors; what libcoda allocates itself, such as its
 workspaces, is not in that figure).
 
-    python3 bench/hf_llama/bench_hf_llama.py [--shape 1b|d512|tiny] [--modes eager,compile,liger,coda,coda_compile]
+    python3 bench/hf_llama/bench_hf_llama.py [--shape 1b|d512|tiny] [--modes eager,compile,liger,coda,coda_compile,coda_keep]
         [--steps 10] [--warmup 3] [--out DIR] [--profile]
 
 Each mode runs in its own process (fresh allocator and compile caches).
@@ -32,7 +34,7 @@ SHAPES = {
     "d512": dict(layers=6, dim=512, heads=8, kv_heads=8, ffn=2048, vocab=32768, batch=16, seq=1024),
     "tiny": dict(layers=2, dim=256, heads=4, kv_heads=2, ffn=512, vocab=1024, batch=4, seq=256),
 }
-MODES = ["eager", "compile", "liger", "coda", "coda_compile"]
+MODES = ["eager", "compile", "liger", "coda", "coda_compile", "coda_keep"]
 
 
 FAMILIES = [  # (family, substrings of a kernel name, lower case); the first match wins
@@ -128,10 +130,10 @@ def run_one(shape, mode, steps, warmup, profile_path=None):
         model = transformers.LlamaForCausalLM(cfg)
     model = model.to(dtype=torch.bfloat16)
     model.train()
-    if mode in ("coda", "coda_compile"):
+    if mode in ("coda", "coda_compile", "coda_keep"):
         import coda.torch as ct
 
-        ct.apply_to_llama(model)
+        ct.apply_to_llama(model, keep_logits=mode == "coda_keep")
     step_model = torch.compile(model) if mode in ("compile", "coda_compile") else model
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     g = torch.Generator(device="cuda").manual_seed(1)

@@ -321,7 +321,8 @@ def _coda_forward(self, input_ids=None, attention_mask=None, position_ids=None, 
     if labels is not None:
         # the shift of Hugging Face's causal-LM loss: row t predicts token t + 1
         tgt = torch.nn.functional.pad(labels, (0, 1), value=-100)[:, 1:].reshape(-1)
-        loss, count = ct.llama_lm_head_loss(x, norm.weight, self.lm_head.weight, tgt, norm.variance_epsilon)
+        loss, count = ct.llama_lm_head_loss(x, norm.weight, self.lm_head.weight, tgt, norm.variance_epsilon,
+                                            keep_logits=self._coda_keep_logits)
         num_items = kwargs.get("num_items_in_batch")
         if num_items is not None:
             # a sum over the counted targets divided by the batch's count (gradient accumulation)
@@ -333,7 +334,7 @@ def _coda_forward(self, input_ids=None, attention_mask=None, position_ids=None, 
     return CausalLMOutputWithPast(loss=loss, logits=logits)
 
 
-def apply_to_llama(model):
+def apply_to_llama(model, keep_logits=False):
     """Patches a transformers LlamaForCausalLM in place (and returns it): its
     forward without a KV cache runs the decoder layers, the final norm, the
     LM head and the loss through the coda ops (loss without logits when
@@ -341,13 +342,17 @@ def apply_to_llama(model):
     not); generation with a cache runs the model's own layers. Parameters,
     state dict and modules stay the model's. Refuses (ValueError, naming
     why) models the ops do not cover: biases, another activation, scaled or
-    length-dependent RoPE."""
+    length-dependent RoPE. keep_logits: the loss stores the logits for its
+    backward instead of recomputing them (coda.torch.llama_lm_head_loss);
+    patching a patched model again sets it."""
     if getattr(model, "_coda_patched", False):
+        model._coda_keep_logits = bool(keep_logits)
         return model
     if not hasattr(model, "model") or not hasattr(model, "lm_head") or not hasattr(model.model, "layers"):
         raise TypeError("coda.torch.apply_to_llama: expects a transformers LlamaForCausalLM, got %s"
                         % type(model).__name__)
     _check_supported(model)
+    model._coda_keep_logits = bool(keep_logits)
     model._coda_hf_forward = model.forward
     model.forward = types.MethodType(_coda_forward, model)
     model._coda_patched = True

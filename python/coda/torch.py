@@ -143,9 +143,42 @@ reduce dwp = colsum(dh * x)
 finish dw = sum(dwp)
 """
 
+# The LM head of llama_lm_head (programs/llama_lm_head.coda) that also
+# stores the logits z = acc * r, and the cross-entropy backward of
+# llama_ce_bwd as a map over those stored logits instead of a GEMM that
+# recomputes them (llama_lm_head_loss(..., keep_logits=True)):
+#   dl = (exp(z - lse[m]) - [n == tgt[m]]) * valid[m] / max(cnt, 1),
+#   zdz[m] = sum_n z dl.
+# In bf16, z is the logits rounded to bf16 while lse comes from the fp32
+# logits of the epilogue; in f32 / f64 both are exact.
+_LM_HEAD_KEEP = """
+input r : row f32
+input tgt : row i32
+output z : bf16
+l = acc * r
+store z = l
+reduce lp = rowlse(l)
+reduce pick = rowpick(l, tgt)
+finish lse = lse(lp)
+"""
+
+_CE_BWD_MAP = """
+input z : tile bf16
+input tgt : row i32
+input lse : row f32
+input valid : row f32
+input cnt : scalar f32
+output dl : bf16
+onehot = col == tgt
+d = (exp(z - lse) - onehot) * (valid / max(cnt, 1.0))
+store dl = d
+reduce zp = rowsum(z * d)
+finish zdz = sum(zp)
+"""
+
 _DT_WORD = {torch.bfloat16: None, torch.float32: "f32", torch.float64: "f64"}
 _TEXTS = {"rn_bwd": _RN_BWD, "rms_bwd": _RMS_BWD, "rowscale_gemm": _ROWSCALE_GEMM,
-          "rowscale_map": _ROWSCALE_MAP}
+          "rowscale_map": _ROWSCALE_MAP, "lm_head_keep": _LM_HEAD_KEEP, "ce_bwd_map": _CE_BWD_MAP}
 _RSTD_EPS = re.compile(r"rstd\(\s*(\w+)\s*,\s*1e-5\s*\)")
 
 
@@ -622,10 +655,10 @@ def linear_residual(a, w, res):
 
 # ------------------------------------------------- LM head + cross-entropy
 
-@torch.library.custom_op("coda::llama_lm_head_loss", mutates_args=())
-def _lm_head_loss(x: torch.Tensor, wnf: torch.Tensor, wout: torch.Tensor, targets: torch.Tensor,
-                  eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
-                                              torch.Tensor, torch.Tensor]:
+def _head_forward(x, wnf, wout, targets, eps, keep):
+    """The final RMSNorm, the LM head GEMM with the online LSE and the
+    target's logit in its epilogue (storing the logits z when keep), and the
+    mean loss. Returns (loss, h, r, lse, valid, count, z or None)."""
     _check_2d("x", x)
     _check_2d("wout", wout)
     ctx = context_for(x)
@@ -639,9 +672,15 @@ def _lm_head_loss(x: torch.Tensor, wnf: torch.Tensor, wout: torch.Tensor, target
     h = torch.empty_like(x)
     r = torch.empty((M,), dtype=st, device=dev)
     ctx.map(_program("llama_rmsnorm", x.dtype, eps), M, D, x=x.contiguous(), w=wnf, h=h, r=r)
-    # the logits r * (h wout^T) stay in the epilogue: online LSE partials and the target's logit
     lse = torch.empty((M,), dtype=st, device=dev)
-    out = ctx.gemm_epilogue(_program("llama_lm_head", x.dtype), h, wout, trans_b=True, r=r, tgt=tgt, lse=lse)
+    if keep:
+        z = torch.empty((M, V), dtype=x.dtype, device=dev)
+        out = ctx.gemm_epilogue(_program("lm_head_keep", x.dtype), h, wout, trans_b=True, r=r, tgt=tgt, lse=lse,
+                                z=z)
+    else:
+        # the logits r * (h wout^T) stay in the epilogue: online LSE partials and the target's logit
+        z = None
+        out = ctx.gemm_epilogue(_program("llama_lm_head", x.dtype), h, wout, trans_b=True, r=r, tgt=tgt, lse=lse)
     valid = torch.empty((M, 1), dtype=st, device=dev)
     lsum = torch.empty((1, 1), dtype=st, device=dev)
     cnt = torch.empty((1, 1), dtype=st, device=dev)
@@ -649,33 +688,30 @@ def _lm_head_loss(x: torch.Tensor, wnf: torch.Tensor, wout: torch.Tensor, target
             nv=_scalar(float(V), st, dev), valid=valid, lsum=lsum, cnt=cnt)
     loss = torch.empty((1, 1), dtype=st, device=dev)
     ctx.map(_program("llama_ce_loss", x.dtype), 1, 1, lsum=lsum, cnt=cnt, loss=loss)
-    return loss.reshape(()), h, r, lse, valid.reshape(M), cnt.reshape(())
+    return loss.reshape(()), h, r, lse, valid.reshape(M), cnt.reshape(()), z
 
 
-@_lm_head_loss.register_fake
-def _(x, wnf, wout, targets, eps=1e-5):
-    M = x.shape[0]
-    st = _stat_dtype(x.dtype)
-    return (x.new_empty((), dtype=st), torch.empty_like(x), x.new_empty((M,), dtype=st),
-            x.new_empty((M,), dtype=st), x.new_empty((M,), dtype=st), x.new_empty((), dtype=st))
-
-
-@torch.library.custom_op("coda::llama_lm_head_loss_backward", mutates_args=())
-def _lm_head_loss_bwd(x: torch.Tensor, wnf: torch.Tensor, wout: torch.Tensor, targets: torch.Tensor,
-                      h: torch.Tensor, r: torch.Tensor, lse: torch.Tensor, valid: torch.Tensor, cnt: torch.Tensor,
-                      dloss: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _head_backward(x, wnf, wout, targets, h, z, r, lse, valid, cnt, dloss):
+    """dx, dwnf, dwout of _head_forward's loss: d loss / d logits (dl, and
+    zdz = sum z dl per row) from the stored logits z by a map, or with z
+    None recomputed in the epilogue of the head GEMM on h; then the dgrad
+    with the final RMSNorm's backward and dwout = dl^T (x r w)."""
     ctx = context_for(x)
     M, D = x.shape
     V = wout.shape[0]
     st = _stat_dtype(x.dtype)
     dev = x.device
     tgt = targets.reshape(-1).to(torch.int32).contiguous()
-    # d loss / d logits, scaled by the incoming gradient through the row weights
+    # scaled by the incoming gradient through the row weights
     valid_s = (valid.to(st) * dloss.to(st)).contiguous()
     dl = torch.empty((M, V), dtype=x.dtype, device=dev)
     zdz = torch.empty((M,), dtype=st, device=dev)
-    ctx.gemm_epilogue(_program("llama_ce_bwd", x.dtype), h, wout, trans_b=True, r=r, tgt=tgt, lse=lse,
-                      valid=valid_s, cnt=cnt.reshape(1, 1), dl=dl, zdz=zdz)
+    if z is not None:
+        ctx.map(_program("ce_bwd_map", x.dtype), z=z, tgt=tgt, lse=lse, valid=valid_s, cnt=cnt.reshape(1, 1),
+                dl=dl, zdz=zdz)
+    else:
+        ctx.gemm_epilogue(_program("llama_ce_bwd", x.dtype), h, wout, trans_b=True, r=r, tgt=tgt, lse=lse,
+                          valid=valid_s, cnt=cnt.reshape(1, 1), dl=dl, zdz=zdz)
     dx = torch.empty_like(x)
     post = torch.empty_like(x)
     dw = torch.empty((D,), dtype=st, device=dev)
@@ -684,6 +720,33 @@ def _lm_head_loss_bwd(x: torch.Tensor, wnf: torch.Tensor, wout: torch.Tensor, ta
     dwout = torch.empty_like(wout)
     ctx.gemm(dl, post, trans_a=True, out=dwout)    # dl^T (x r w)
     return dx, dw.to(wnf.dtype), dwout
+
+
+@torch.library.custom_op("coda::llama_lm_head_loss", mutates_args=())
+def _lm_head_loss(x: torch.Tensor, wnf: torch.Tensor, wout: torch.Tensor, targets: torch.Tensor,
+                  eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                                              torch.Tensor, torch.Tensor]:
+    return _head_forward(x, wnf, wout, targets, eps, False)[:6]
+
+
+def _head_stats_fake(x):
+    M = x.shape[0]
+    st = _stat_dtype(x.dtype)
+    return x.new_empty((), dtype=st), x.new_empty((M,), dtype=st), x.new_empty((M,), dtype=st), \
+        x.new_empty((M,), dtype=st), x.new_empty((), dtype=st)
+
+
+@_lm_head_loss.register_fake
+def _(x, wnf, wout, targets, eps=1e-5):
+    loss, r, lse, valid, cnt = _head_stats_fake(x)
+    return loss, torch.empty_like(x), r, lse, valid, cnt
+
+
+@torch.library.custom_op("coda::llama_lm_head_loss_backward", mutates_args=())
+def _lm_head_loss_bwd(x: torch.Tensor, wnf: torch.Tensor, wout: torch.Tensor, targets: torch.Tensor,
+                      h: torch.Tensor, r: torch.Tensor, lse: torch.Tensor, valid: torch.Tensor, cnt: torch.Tensor,
+                      dloss: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _head_backward(x, wnf, wout, targets, h, None, r, lse, valid, cnt, dloss)
 
 
 @_lm_head_loss_bwd.register_fake
@@ -700,34 +763,77 @@ def _lm_head_loss_setup(ctx, inputs, output):
 
 
 def _lm_head_loss_grad(ctx, dloss, *_):
-    x, wnf, wout, targets, h, r, lse, valid, cnt = ctx.saved_tensors
-    dx, dwnf, dwout = torch.ops.coda.llama_lm_head_loss_backward(x, wnf, wout, targets, h, r, lse, valid, cnt,
-                                                                 dloss)
+    dx, dwnf, dwout = torch.ops.coda.llama_lm_head_loss_backward(*ctx.saved_tensors, dloss)
     return dx, dwnf, dwout, None, None
 
 
 _lm_head_loss.register_autograd(_lm_head_loss_grad, setup_context=_lm_head_loss_setup)
 
 
-def llama_lm_head_loss(x, wnf, wout, targets, eps=1e-5):
-    """Final RMSNorm, LM head and mean cross-entropy without the logits:
+# The same loss keeping the logits: the forward stores z (M x V, the
+# inputs' dtype) and the backward's d loss / d logits is a map over z
+# instead of a third vocabulary-wide GEMM (three such GEMMs a step, not
+# four), for M x V values kept between the forward and the backward.
+
+@torch.library.custom_op("coda::llama_lm_head_loss_keep", mutates_args=())
+def _lm_head_loss_keep(x: torch.Tensor, wnf: torch.Tensor, wout: torch.Tensor, targets: torch.Tensor,
+                       eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                                                   torch.Tensor, torch.Tensor]:
+    loss, _, r, lse, valid, cnt, z = _head_forward(x, wnf, wout, targets, eps, True)
+    return loss, z, r, lse, valid, cnt
+
+
+@_lm_head_loss_keep.register_fake
+def _(x, wnf, wout, targets, eps=1e-5):
+    loss, r, lse, valid, cnt = _head_stats_fake(x)
+    return loss, x.new_empty((x.shape[0], wout.shape[0])), r, lse, valid, cnt
+
+
+@torch.library.custom_op("coda::llama_lm_head_loss_keep_backward", mutates_args=())
+def _lm_head_loss_keep_bwd(x: torch.Tensor, wnf: torch.Tensor, wout: torch.Tensor, targets: torch.Tensor,
+                           z: torch.Tensor, r: torch.Tensor, lse: torch.Tensor, valid: torch.Tensor,
+                           cnt: torch.Tensor, dloss: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _head_backward(x, wnf, wout, targets, None, z, r, lse, valid, cnt, dloss)
+
+
+@_lm_head_loss_keep_bwd.register_fake
+def _(x, wnf, wout, targets, z, r, lse, valid, cnt, dloss):
+    return torch.empty_like(x), torch.empty_like(wnf), torch.empty_like(wout)
+
+
+def _lm_head_loss_keep_grad(ctx, dloss, *_):
+    dx, dwnf, dwout = torch.ops.coda.llama_lm_head_loss_keep_backward(*ctx.saved_tensors, dloss)
+    return dx, dwnf, dwout, None, None
+
+
+_lm_head_loss_keep.register_autograd(_lm_head_loss_keep_grad, setup_context=_lm_head_loss_setup)
+
+
+def llama_lm_head_loss(x, wnf, wout, targets, eps=1e-5, keep_logits=False):
+    """Final RMSNorm, LM head and mean cross-entropy:
     loss = mean over rows m with 0 <= targets[m] < V of
     logsumexp(l[m]) - l[m, targets[m]], l = RMSNorm(x; wnf, eps) wout^T.
     Returns (loss, count), count the number of counted targets (rows with
-    another target, e.g. -100, are ignored). The forward keeps only per-row
-    statistics (programs llama_rmsnorm, llama_lm_head, llama_ce_stats,
-    llama_ce_loss); the backward recomputes the logits in the epilogue of
-    the same GEMM (llama_ce_bwd), then the dgrad with the RMSNorm backward
-    (llama_head_norm_bwd) and dwout. loss and count are fp32 (fp64 for
+    another target, e.g. -100, are ignored). By default the logits are
+    never stored: the forward keeps only per-row statistics (programs
+    llama_rmsnorm, llama_lm_head, llama_ce_stats, llama_ce_loss), the
+    backward recomputes the logits in the epilogue of the same GEMM
+    (llama_ce_bwd), then the dgrad with the RMSNorm backward
+    (llama_head_norm_bwd) and dwout. keep_logits=True stores the logits in
+    the forward's epilogue (M x V values in x's dtype, kept for the
+    backward) and the backward maps over them instead of recomputing them:
+    one vocabulary-wide GEMM fewer. loss and count are fp32 (fp64 for
     float64 inputs)."""
-    loss, _, _, _, _, cnt = torch.ops.coda.llama_lm_head_loss(x, wnf, wout, targets, eps)
+    op = torch.ops.coda.llama_lm_head_loss_keep if keep_logits else torch.ops.coda.llama_lm_head_loss
+    loss, _, _, _, _, cnt = op(x, wnf, wout, targets, eps)
     return loss, cnt
 
 
-def apply_to_llama(model):
+def apply_to_llama(model, keep_logits=False):
     """Patches a transformers LlamaForCausalLM in place so that its decoder
     layers, final norm, LM head and loss run through these ops (see
-    coda._hf_llama); returns the model."""
+    coda._hf_llama); returns the model. keep_logits: the loss keeps the
+    logits for its backward (llama_lm_head_loss)."""
     from ._hf_llama import apply_to_llama as apply
 
-    return apply(model)
+    return apply(model, keep_logits=keep_logits)

@@ -35,14 +35,14 @@ def tiny_config(**kw):
     return transformers.LlamaConfig(**base)
 
 
-def make_pair(dtype=torch.float64, device="cpu", **kw):
+def make_pair(dtype=torch.float64, device="cpu", keep_logits=False, **kw):
     torch.manual_seed(0)
     ref = transformers.LlamaForCausalLM(tiny_config(**kw)).to(device=device, dtype=dtype)
     with torch.no_grad():  # norm weights away from 1, so their gradients and use are tested
         for n, p in ref.named_parameters():
             if n.endswith("norm.weight"):
                 p.add_(0.2 * torch.randn_like(p))
-    patched = ct.apply_to_llama(copy.deepcopy(ref))
+    patched = ct.apply_to_llama(copy.deepcopy(ref), keep_logits=keep_logits)
     return ref, patched
 
 
@@ -58,8 +58,9 @@ def rel_err(a, b):
     return float((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30))
 
 
-def test_loss_logits_and_gradients_match_unpatched_f64():
-    ref, pm = make_pair()
+@pytest.mark.parametrize("keep_logits", [False, True])
+def test_loss_logits_and_gradients_match_unpatched_f64(keep_logits):
+    ref, pm = make_pair(keep_logits=keep_logits)
     ids, labels = batch()
     lr, lp = ref(input_ids=ids, labels=labels).loss, pm(input_ids=ids, labels=labels).loss
     assert abs(lr.item() - lp.item()) <= F64_RTOL * abs(lr.item())
@@ -390,8 +391,9 @@ def _gpu_config():
 
 
 @needs_cuda
-def test_cuda_bf16_loss_logits_gradients():
-    ref, pm = make_pair(dtype=torch.bfloat16, device="cuda", **_gpu_config())
+@pytest.mark.parametrize("keep_logits", [False, True])
+def test_cuda_bf16_loss_logits_gradients(keep_logits):
+    ref, pm = make_pair(dtype=torch.bfloat16, device="cuda", keep_logits=keep_logits, **_gpu_config())
     ids, labels = batch(device="cuda", B=4, T=256, vocab=1024)
     lr, lp = ref(input_ids=ids, labels=labels).loss, pm(input_ids=ids, labels=labels).loss
     assert abs(float(lr) - float(lp)) < 2e-2 * abs(float(lr))
@@ -405,8 +407,9 @@ def test_cuda_bf16_loss_logits_gradients():
 
 
 @needs_cuda
-def test_cuda_training_curve_matches():
-    ref, pm = make_pair(dtype=torch.bfloat16, device="cuda", **_gpu_config())
+@pytest.mark.parametrize("keep_logits", [False, True])
+def test_cuda_training_curve_matches(keep_logits):
+    ref, pm = make_pair(dtype=torch.bfloat16, device="cuda", keep_logits=keep_logits, **_gpu_config())
     g = torch.Generator().manual_seed(3)
     # a learnable stream: each token predicts the next through a fixed random map
     nxt = torch.randint(0, 1024, (1024,), generator=g)

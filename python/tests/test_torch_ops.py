@@ -186,6 +186,30 @@ def test_lm_head_loss_all_ignored_is_zero():
     assert float(loss) == 0.0 and float(count) == 0.0
 
 
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
+def test_lm_head_loss_keep_logits_gradients(dtype, tol):
+    """keep_logits (stored logits, the backward a map over them) against
+    the default (logits recomputed in the backward's GEMM): the same loss
+    and count, and gradients equal in f64 / f32 and within bf16 rounding of
+    the stored logits in bf16; targets outside [0, V) ignored in both."""
+    g = gen(3)
+    base = (randn(g, M, D), randn(g, D), randn(g, V, D, scale=0.5))
+    t = targets(g)
+    out = {}
+    for keep in (False, True):
+        x, wnf, wout = (a.detach().clone().to(dtype).requires_grad_(True) for a in base)
+        loss, count = ct.llama_lm_head_loss(x, wnf, wout, t, 1e-6, keep_logits=keep)
+        (2.5 * loss).backward()
+        out[keep] = (loss.detach().double(), int(count)) + tuple(p.grad.double().clone() for p in (x, wnf, wout))
+    a, b = out[False], out[True]
+    assert a[1] == b[1]
+    torch.testing.assert_close(b[0], a[0], rtol=tol, atol=tol)
+    for ga, gb in zip(a[2:], b[2:]):
+        scale = float(ga.abs().max())
+        assert scale > 0
+        torch.testing.assert_close(gb, ga, rtol=0, atol=tol * scale)
+
+
 # --------------------------------------------------------------- gradcheck
 
 def req(*ts):
@@ -223,6 +247,8 @@ def test_gradcheck_lm_head_loss():
     x, wnf, wout = req(randn(g, M, D), randn(g, D), randn(g, V, D, scale=0.5))
     t = targets(g)
     assert torch.autograd.gradcheck(lambda x, w, o: ct.llama_lm_head_loss(x, w, o, t, 1e-6)[0], (x, wnf, wout))
+    assert torch.autograd.gradcheck(lambda x, w, o: ct.llama_lm_head_loss(x, w, o, t, 1e-6, keep_logits=True)[0],
+                                    (x, wnf, wout))
 
 
 def test_gradcheck_block():
@@ -267,6 +293,7 @@ def test_opcheck():
         (torch.ops.coda.attention_backward.default, (qkv, o, lse, o, B, HQ, HKV)),
         (torch.ops.coda.linear_residual.default, (o, randn(g, D, HQ * HD), x)),
         (torch.ops.coda.llama_lm_head_loss.default, (x, w, randn(g, V, D), t, 1e-6)),
+        (torch.ops.coda.llama_lm_head_loss_keep.default, (x, w, randn(g, V, D), t, 1e-6)),
     ]
     for op, args in cases:
         torch.library.opcheck(op, args, test_utils=utils)
