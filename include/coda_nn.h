@@ -235,7 +235,19 @@ coda_status coda_plan_precompile(coda_plan p, int unfused, int *n_kernels, int *
  *                        so its K and V columns can be read after the run
  *                        (a KV cache). Not with GRAD_ACT, INPLACE or
  *                        ROPE_MAP (backward flags), nor on the head plan
- *                        (CODA_ERR_INVALID_ARGUMENT). */
+ *                        (CODA_ERR_INVALID_ARGUMENT).
+ *   CODA_LLAMA_KEEP_LOGITS the head's forward also stores the logits
+ *                        z = r (h wout^T) (M, vocab; saved) and its
+ *                        backward's d loss / d logits is a map over them
+ *                        (program llama_ce_bwd_map, dl written over z)
+ *                        instead of a GEMM that recomputes them: three
+ *                        vocabulary-wide GEMMs a step instead of four, for
+ *                        M x vocab activations kept from the forward to
+ *                        the backward (h is then a temporary). The same
+ *                        bits in exact mode; in bf16 the gradients see
+ *                        the logits rounded to bf16. The backward consumes
+ *                        z, as with CODA_LLAMA_INPLACE. No effect on
+ *                        blocks; not with CODA_LLAMA_INFER. Off by default. */
 #define CODA_LLAMA_NORM_IN 1u
 #define CODA_LLAMA_NORM_OUT 2u
 #define CODA_LLAMA_FOLD 4u
@@ -243,6 +255,7 @@ coda_status coda_plan_precompile(coda_plan p, int unfused, int *n_kernels, int *
 #define CODA_LLAMA_INPLACE 16u
 #define CODA_LLAMA_ROPE_MAP 32u
 #define CODA_LLAMA_INFER 64u
+#define CODA_LLAMA_KEEP_LOGITS 128u
 
 /* RoPE frequency scaling, as Hugging Face transformers defines it
  * (`rope_scaling` / `rope_parameters` with `rope_type`). The unscaled
@@ -283,7 +296,7 @@ typedef struct coda_llama_config {
   coda_tiling tiling;  /* partial-reduction tiling; {0, 0} = 64 x 64 */
   unsigned flags;      /* CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT | CODA_LLAMA_FOLD |
                           CODA_LLAMA_GRAD_ACT | CODA_LLAMA_INPLACE | CODA_LLAMA_ROPE_MAP |
-                          CODA_LLAMA_INFER */
+                          CODA_LLAMA_INFER | CODA_LLAMA_KEEP_LOGITS */
   double norm_eps;     /* RMSNorm epsilon (finite, >= 0), written into the
                           plans' program text; 0 = 1e-5 */
   coda_rope_scaling rope; /* frequency scaling of the RoPE table (zero: none) */

@@ -253,8 +253,9 @@ static void test_block_infer(coda_dtype dt, unsigned flags) {
     coda_plan_destroy(q);
   }
   /* refusals */
-  const unsigned bad[3] = {CODA_LLAMA_GRAD_ACT, CODA_LLAMA_INPLACE, CODA_LLAMA_ROPE_MAP};
-  for (int i = 0; i < 3; i++) {
+  const unsigned bad[4] = {CODA_LLAMA_GRAD_ACT, CODA_LLAMA_INPLACE, CODA_LLAMA_ROPE_MAP,
+                           CODA_LLAMA_KEEP_LOGITS};
+  for (int i = 0; i < 4; i++) {
     coda_llama_config bc = c;
     bc.flags = CODA_LLAMA_INFER | bad[i];
     coda_plan bp = (coda_plan)1;
@@ -744,5 +745,20 @@ int main(void) {
   r.flags = CODA_LLAMA_FOLD;
   test_block_exact(r);
   test_head_exact(r);
+  /* the head keeping its logits (the backward a map over them): exact,
+   * folded, ragged, another eps; bf16 by the rule; chained */
+  c = small_config(CODA_F64);
+  c.flags = CODA_LLAMA_KEEP_LOGITS;
+  test_head_exact(c);
+  c.flags = CODA_LLAMA_KEEP_LOGITS | CODA_LLAMA_FOLD;
+  test_head_exact(c);
+  c.norm_eps = 0.05;
+  test_head_exact(c);
+  r.flags = CODA_LLAMA_KEEP_LOGITS;
+  test_head_exact(r);
+  test_head_bf16(CODA_LLAMA_KEEP_LOGITS);
+  test_head_bf16(CODA_LLAMA_KEEP_LOGITS | CODA_LLAMA_FOLD);
+  test_chain(1, CODA_LLAMA_KEEP_LOGITS);
+  test_chain(0, CODA_LLAMA_KEEP_LOGITS | CODA_LLAMA_FOLD);
   return CHECK_DONE();
 }

@@ -15,14 +15,16 @@ static double normal(uint64_t *s) {
   return sqrt(-2 * log(u1)) * cos(2 * acos(-1.0) * u2);
 }
 
-/* Returns the reference engine's loss. */
-static double compare_cfg(coda_context ctx, const coda_model_config *cfg) {
+/* Returns the reference engine's loss. keep: the plan engine's head keeps
+ * its logits (CODA_LLAMA_KEEP_LOGITS), held to the same bounds. */
+static double compare_cfg_keep(coda_context ctx, const coda_model_config *cfg, int keep) {
   const coda_model_config c = *cfg;
   const int tied = c.tied;
   coda_model *ref, *pl;
   CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &ref) == CODA_OK);
   CHECK(coda_model_create(ctx, &c, CODA_ENGINE_PLANS, &pl) == CODA_OK);
   if (!ref || !pl) return NAN;
+  coda_model_set_keep_logits(pl, keep);
   size_t n = coda_model_size(ref);
   uint64_t r = 100 + tied;
   float *w = coda_model_weights(ref);
@@ -81,9 +83,58 @@ static double compare_cfg(coda_context ctx, const coda_model_config *cfg) {
   return lref;
 }
 
+static double compare_cfg(coda_context ctx, const coda_model_config *cfg) {
+  return compare_cfg_keep(ctx, cfg, 0);
+}
+
 static void compare(coda_context ctx, int tied) {
   coda_model_config c = {64, 32, 2, 4, 2, 48, 16, tied, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};
   compare_cfg(ctx, &c);
+  compare_cfg_keep(ctx, &c, 1);
+}
+
+/* The head's keep-logits choice taken when it changes on a built model:
+ * the plans are built again, and each form gives its own loss within bf16
+ * rounding of the other, the same for the same form. */
+static void keep_toggle(coda_context ctx) {
+  coda_model_config c = {64, 32, 2, 4, 2, 48, 16, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};
+  coda_model *pl = NULL;
+  CHECK(coda_model_create(ctx, &c, CODA_ENGINE_PLANS, &pl) == CODA_OK);
+  if (!pl) return;
+  coda_model_init(pl, 9);
+  enum { B = 2, T = 16 };
+  int32_t in[B * T], tg[B * T];
+  uint64_t r = 77;
+  for (int i = 0; i < B * T; i++) {
+    in[i] = (int32_t)coda_rng_below(&r, 64);
+    tg[i] = (int32_t)coda_rng_below(&r, 64);
+  }
+  double l[4];
+  int64_t cnt;
+  const int keep[4] = {0, 1, 0, 1};
+  const size_t n = coda_model_size(pl);
+  float *g[4];
+  for (int i = 0; i < 4; i++) {
+    coda_model_set_keep_logits(pl, keep[i]);
+    coda_model_zero_grad(pl);
+    CHECK(coda_model_step(ctx, pl, in, tg, B, T, 0.5f, &l[i], &cnt) == CODA_OK);
+    g[i] = malloc(n * sizeof(float));
+    memcpy(g[i], coda_model_grads(pl), n * sizeof(float));
+  }
+  CHECK(l[0] == l[2] && l[1] == l[3]);
+  CHECK_NEAR(l[1], l[0], 0.01 * l[0]);
+  /* each form its own bits again; the two forms differ by the bf16
+   * rounding of the kept logits, not more */
+  CHECK(!memcmp(g[0], g[2], n * sizeof(float)) && !memcmp(g[1], g[3], n * sizeof(float)));
+  double num = 0, den = 0;
+  for (size_t k = 0; k < n; k++) {
+    num += ((double)g[0][k] - g[1][k]) * ((double)g[0][k] - g[1][k]);
+    den += (double)g[0][k] * g[0][k];
+  }
+  CHECK_MSG(num > 0 && sqrt(num / den) < 0.02, "keep vs recompute: relative L2 gradient difference %.3g",
+            sqrt(num / (den + 1e-30)));
+  for (int i = 0; i < 4; i++) free(g[i]);
+  coda_model_destroy(pl);
 }
 
 int main(void) {
@@ -91,6 +142,7 @@ int main(void) {
   CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
   compare(ctx, 0);
   compare(ctx, 1);
+  keep_toggle(ctx);
   /* any RMSNorm eps and RoPE scaling run on the plans as on the reference,
    * and each changes the loss (the same weights and tokens) */
   coda_model_config c = {64, 32, 2, 4, 2, 48, 16, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};

@@ -143,42 +143,9 @@ reduce dwp = colsum(dh * x)
 finish dw = sum(dwp)
 """
 
-# The LM head of llama_lm_head (programs/llama_lm_head.coda) that also
-# stores the logits z = acc * r, and the cross-entropy backward of
-# llama_ce_bwd as a map over those stored logits instead of a GEMM that
-# recomputes them (llama_lm_head_loss(..., keep_logits=True)):
-#   dl = (exp(z - lse[m]) - [n == tgt[m]]) * valid[m] / max(cnt, 1),
-#   zdz[m] = sum_n z dl.
-# In bf16, z is the logits rounded to bf16 while lse comes from the fp32
-# logits of the epilogue; in f32 / f64 both are exact.
-_LM_HEAD_KEEP = """
-input r : row f32
-input tgt : row i32
-output z : bf16
-l = acc * r
-store z = l
-reduce lp = rowlse(l)
-reduce pick = rowpick(l, tgt)
-finish lse = lse(lp)
-"""
-
-_CE_BWD_MAP = """
-input z : tile bf16
-input tgt : row i32
-input lse : row f32
-input valid : row f32
-input cnt : scalar f32
-output dl : bf16
-onehot = col == tgt
-d = (exp(z - lse) - onehot) * (valid / max(cnt, 1.0))
-store dl = d
-reduce zp = rowsum(z * d)
-finish zdz = sum(zp)
-"""
-
 _DT_WORD = {torch.bfloat16: None, torch.float32: "f32", torch.float64: "f64"}
 _TEXTS = {"rn_bwd": _RN_BWD, "rms_bwd": _RMS_BWD, "rowscale_gemm": _ROWSCALE_GEMM,
-          "rowscale_map": _ROWSCALE_MAP, "lm_head_keep": _LM_HEAD_KEEP, "ce_bwd_map": _CE_BWD_MAP}
+          "rowscale_map": _ROWSCALE_MAP}
 _RSTD_EPS = re.compile(r"rstd\(\s*(\w+)\s*,\s*1e-5\s*\)")
 
 
@@ -675,7 +642,7 @@ def _head_forward(x, wnf, wout, targets, eps, keep):
     lse = torch.empty((M,), dtype=st, device=dev)
     if keep:
         z = torch.empty((M, V), dtype=x.dtype, device=dev)
-        out = ctx.gemm_epilogue(_program("lm_head_keep", x.dtype), h, wout, trans_b=True, r=r, tgt=tgt, lse=lse,
+        out = ctx.gemm_epilogue(_program("llama_lm_head_keep", x.dtype), h, wout, trans_b=True, r=r, tgt=tgt, lse=lse,
                                 z=z)
     else:
         # the logits r * (h wout^T) stay in the epilogue: online LSE partials and the target's logit
@@ -707,7 +674,7 @@ def _head_backward(x, wnf, wout, targets, h, z, r, lse, valid, cnt, dloss):
     dl = torch.empty((M, V), dtype=x.dtype, device=dev)
     zdz = torch.empty((M,), dtype=st, device=dev)
     if z is not None:
-        ctx.map(_program("ce_bwd_map", x.dtype), z=z, tgt=tgt, lse=lse, valid=valid_s, cnt=cnt.reshape(1, 1),
+        ctx.map(_program("llama_ce_bwd_map", x.dtype), z=z, tgt=tgt, lse=lse, valid=valid_s, cnt=cnt.reshape(1, 1),
                 dl=dl, zdz=zdz)
     else:
         ctx.gemm_epilogue(_program("llama_ce_bwd", x.dtype), h, wout, trans_b=True, r=r, tgt=tgt, lse=lse,
@@ -770,10 +737,12 @@ def _lm_head_loss_grad(ctx, dloss, *_):
 _lm_head_loss.register_autograd(_lm_head_loss_grad, setup_context=_lm_head_loss_setup)
 
 
-# The same loss keeping the logits: the forward stores z (M x V, the
-# inputs' dtype) and the backward's d loss / d logits is a map over z
-# instead of a third vocabulary-wide GEMM (three such GEMMs a step, not
-# four), for M x V values kept between the forward and the backward.
+# The same loss keeping the logits (the head plan's CODA_LLAMA_KEEP_LOGITS):
+# the forward stores z (M x V, the inputs' dtype; llama_lm_head_keep) and
+# the backward's d loss / d logits is the map llama_ce_bwd_map over z
+# instead of a GEMM that recomputes the logits (three vocabulary-wide
+# GEMMs a step, not four), for M x V values kept from the forward to the
+# backward. In bf16 z is the logits rounded to bf16, lse from fp32 logits.
 
 @torch.library.custom_op("coda::llama_lm_head_loss_keep", mutates_args=())
 def _lm_head_loss_keep(x: torch.Tensor, wnf: torch.Tensor, wout: torch.Tensor, targets: torch.Tensor,

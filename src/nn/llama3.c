@@ -52,6 +52,14 @@
  * backward step (fused, unfused, or the exact-mode map) writes dz over the
  * saved z it reads, so dz takes no arena slot.
  *
+ * CODA_LLAMA_KEEP_LOGITS (head): lm_head_lse_pick also stores
+ * z = r (h wout^T) (llama_lm_head_keep / _folded_keep), saved; the
+ * backward's
+ *     dl = (exp(z - lse) - [n == tgt]) * valid / max(cnt, 1),  zp = rowsum(z dl)
+ * is the map llama_ce_bwd_map over z, writing dl over z (an alias), in
+ * place of the GEMM lm_head_ce_bwd that recomputes z from h and wout; h is
+ * then a temporary.
+ *
  * CODA_LLAMA_INFER (forward only, e.g. a decoder's prefill): the same
  * forward steps and no backward phase. Nothing is kept for a backward:
  * rstd1, o, lse, x1 and rstd2 are temporaries (arena), gate_up runs
@@ -170,7 +178,7 @@ static coda_status check_config(coda_context ctx, const coda_llama_config *c, in
                      "llama config: norm_eps %g must be finite and >= 0", c->norm_eps);
   if (c->flags &
       ~(CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT | CODA_LLAMA_FOLD | CODA_LLAMA_GRAD_ACT |
-        CODA_LLAMA_INPLACE | CODA_LLAMA_ROPE_MAP | CODA_LLAMA_INFER))
+        CODA_LLAMA_INPLACE | CODA_LLAMA_ROPE_MAP | CODA_LLAMA_INFER | CODA_LLAMA_KEEP_LOGITS))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "llama config: unknown flags 0x%x",
                      c->flags);
   if (head && (c->flags & CODA_LLAMA_INFER))
@@ -182,6 +190,10 @@ static coda_status check_config(coda_context ctx, const coda_llama_config *c, in
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "llama config: flags 0x%x shape the backward (GRAD_ACT, INPLACE, ROPE_MAP), "
                      "which a forward-only plan (CODA_LLAMA_INFER) does not have", c->flags);
+  if ((c->flags & CODA_LLAMA_INFER) && (c->flags & CODA_LLAMA_KEEP_LOGITS))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "llama config: CODA_LLAMA_KEEP_LOGITS keeps the head's logits for a "
+                     "backward, which a forward-only plan (CODA_LLAMA_INFER) does not have");
   if (head && (c->flags & CODA_LLAMA_NORM_OUT))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "llama config: the head has no next norm (CODA_LLAMA_NORM_OUT)");
@@ -509,7 +521,10 @@ coda_status coda_llama_head_plan(coda_context ctx, const coda_llama_config *cfg,
   const int fold = (c.flags & CODA_LLAMA_FOLD) != 0;
   /* folded: rstd holds the M x T rowsum partials of x^2 */
   const int64_t rcols = fold ? (D + tl.tile_n - 1) / tl.tile_n : 1;
-  plan_buffer(p, "h", act, M, D, norm_in ? PLAN_ROLE_INPUT : PLAN_ROLE_SAVED);
+  const int keep = (c.flags & CODA_LLAMA_KEEP_LOGITS) != 0;
+  /* h: read again only by the backward that recomputes the logits */
+  plan_buffer(p, "h", act, M, D,
+              norm_in ? PLAN_ROLE_INPUT : keep ? PLAN_ROLE_TEMP : PLAN_ROLE_SAVED);
   plan_buffer(p, "rstd", st, M, rcols, norm_in ? PLAN_ROLE_INPUT : PLAN_ROLE_SAVED);
   plan_buffer(p, "lse", st, M, 1, PLAN_ROLE_SAVED);
   /* the target's logit (a rowpick partial): kept, with lse and valid it
@@ -518,7 +533,11 @@ coda_status coda_llama_head_plan(coda_context ctx, const coda_llama_config *cfg,
   plan_buffer(p, "valid", st, M, 1, PLAN_ROLE_SAVED);
   plan_buffer(p, "lsum", st, 1, 1, PLAN_ROLE_TEMP);
   plan_buffer(p, "cnt", st, 1, 1, PLAN_ROLE_SAVED);
+  /* keep: the forward stores the logits z; the backward's map writes dl
+   * over them (the backward consumes its forward's state) */
+  if (keep) plan_buffer(p, "z", act, M, V, PLAN_ROLE_SAVED);
   plan_buffer(p, "dl", act, M, V, PLAN_ROLE_TEMP);
+  if (keep) plan_buffer_alias(p, "dl", "z");
   if (!fold) plan_buffer(p, "zdz", st, M, 1, PLAN_ROLE_TEMP);
   plan_buffer(p, "post", act, M, D, PLAN_ROLE_TEMP);
   coda_tiling one = {tl.tile_m, 8}; /* the M x 1 and 1 x 1 bookkeeping passes */
@@ -531,10 +550,12 @@ coda_status coda_llama_head_plan(coda_context ctx, const coda_llama_config *cfg,
     plan_map(p, FW, "final_norm", "llama_rmsnorm", M, D, tl, "x=x w=wnf h=h ss=ssf");
     plan_finish(p, FW, "final_norm.rstd", "llama_rmsnorm", "r", M, D, tl, "ss=ssf r=rstd");
   }
-  const char *lmh = fold ? "llama_lm_head_folded" : "llama_lm_head";
+  const char *lmh = keep ? (fold ? "llama_lm_head_folded_keep" : "llama_lm_head_keep")
+                         : (fold ? "llama_lm_head_folded" : "llama_lm_head");
   plan_gemm(p, FW, "lm_head_lse_pick", lmh, CODA_N, "h", CODA_T, "wout", tl,
-            fold ? "ss=rstd inv_n=inv_d tgt=targets lp=lp pick=pick"
-                 : "r=rstd tgt=targets lp=lp pick=pick");
+            fold ? (keep ? "ss=rstd inv_n=inv_d tgt=targets lp=lp pick=pick z=z"
+                         : "ss=rstd inv_n=inv_d tgt=targets lp=lp pick=pick")
+                 : (keep ? "r=rstd tgt=targets lp=lp pick=pick z=z" : "r=rstd tgt=targets lp=lp pick=pick"));
   plan_finish(p, FW, "lse", lmh, "lse", M, V, tl, "lp=lp lse=lse");
   plan_map(p, FW, "ce_stats", "llama_ce_stats", M, 1, one,
            "lse=lse pick=pick tgt=targets nv=nv valid=valid lp=lpl cp=cpl");
@@ -542,16 +563,23 @@ coda_status coda_llama_head_plan(coda_context ctx, const coda_llama_config *cfg,
   plan_finish(p, FW, "ce_cnt", "llama_ce_stats", "cnt", M, 1, one, "cp=cpl cnt=cnt");
   plan_map(p, FW, "ce_loss", "llama_ce_loss", 1, 1, one, "lsum=lsum cnt=cnt loss=loss");
 
-  if (fold) {
+  if (keep) { /* d loss / d logits from the stored logits: a map, not a GEMM */
+    plan_map(p, BW, "ce_bwd_map", "llama_ce_bwd_map", M, V, tl,
+             "z=z tgt=targets lse=lse valid=valid cnt=cnt dl=dl zp=zpl");
+    if (!fold) plan_finish(p, BW, "zdz", "llama_ce_bwd_map", "zdz", M, V, tl, "zp=zpl zdz=zdz");
+  } else if (fold) {
     plan_gemm(p, BW, "lm_head_ce_bwd", "llama_ce_bwd_folded", CODA_N, "h", CODA_T, "wout", tl,
               "ss=rstd inv_n=inv_d tgt=targets lse=lse valid=valid cnt=cnt dl=dl zp=zpl");
-    plan_gemm(p, BW, "head_dgrad_norm_bwd", "llama_head_norm_bwd_folded", CODA_N, "dl", CODA_N,
-              "wout", tl, "x=x w=wnf ss=rstd zp=zpl inv_n=inv_d dx=dx post=post dwp=dwpf");
-    plan_finish(p, BW, "dwnf", "llama_head_norm_bwd_folded", "dw", M, D, tl, "dwp=dwpf dw=dwnf");
   } else {
     plan_gemm(p, BW, "lm_head_ce_bwd", "llama_ce_bwd", CODA_N, "h", CODA_T, "wout", tl,
               "r=rstd tgt=targets lse=lse valid=valid cnt=cnt dl=dl zp=zpl");
     plan_finish(p, BW, "zdz", "llama_ce_bwd", "zdz", M, V, tl, "zp=zpl zdz=zdz");
+  }
+  if (fold) {
+    plan_gemm(p, BW, "head_dgrad_norm_bwd", "llama_head_norm_bwd_folded", CODA_N, "dl", CODA_N,
+              "wout", tl, "x=x w=wnf ss=rstd zp=zpl inv_n=inv_d dx=dx post=post dwp=dwpf");
+    plan_finish(p, BW, "dwnf", "llama_head_norm_bwd_folded", "dw", M, D, tl, "dwp=dwpf dw=dwnf");
+  } else {
     plan_gemm(p, BW, "head_dgrad_norm_bwd", "llama_head_norm_bwd", CODA_N, "dl", CODA_N, "wout",
               tl, "x=x w=wnf r=rstd zdz=zdz inv_n=inv_d dx=dx post=post dwp=dwpf");
     plan_finish(p, BW, "dwnf", "llama_head_norm_bwd", "dw", M, D, tl, "dwp=dwpf dw=dwnf");

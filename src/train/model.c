@@ -36,6 +36,7 @@ struct coda_model {
   coda_prof *prof; /* step profile, NULL: off (not owned) */
   const coda_ref_hooks *hooks; /* weight sharding (not owned), NULL: off */
   int tune;        /* coda_model_set_plan_tuning */
+  int keep_logits; /* coda_model_set_keep_logits */
 };
 
 coda_status coda_model_config_named(const char *name, coda_model_config *c) {
@@ -190,6 +191,8 @@ void **coda_model_plans_slot(coda_model *m) { return &m->plans; }
 void coda_model_set_prof(coda_model *m, coda_prof *p) { m->prof = p; }
 void coda_model_set_plan_tuning(coda_model *m, int on) { m->tune = on != 0; }
 int coda_model_plan_tuning(const coda_model *m) { return m->tune; }
+void coda_model_set_keep_logits(coda_model *m, int on) { m->keep_logits = on != 0; }
+int coda_model_keep_logits(const coda_model *m) { return m->keep_logits; }
 coda_prof *coda_model_prof(coda_model *m) { return m->prof; }
 void coda_model_set_ref_hooks(coda_model *m, const coda_ref_hooks *h) { m->hooks = h; }
 const coda_ref_hooks *coda_model_ref_hooks(const coda_model *m) { return m->hooks; }

@@ -41,6 +41,7 @@ enum { GRADS_OWN = 0, GRADS_IN_G, GRADS_IN_SCRATCH };
 
 typedef struct {
   int B, T;
+  int keep;           /* the head built with CODA_LLAMA_KEEP_LOGITS */
   int L;
   coda_plan *blk;
   coda_plan head;

@@ -100,7 +100,8 @@ static coda_status tensor(coda_context ctx, coda_plan p, const char *name, coda_
 
 static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_state **out) {
   plans_state *s = *coda_model_plans_slot(m);
-  if (s && s->blk && s->B == B && s->T == T) { *out = s; return CODA_OK; }
+  const int keep = coda_model_keep_logits(m);
+  if (s && s->blk && s->B == B && s->T == T && s->keep == keep) { *out = s; return CODA_OK; }
   if (s) free_plans(s);
   const coda_model_config *c = coda_model_cfg(m);
   if (coda_context_backend(ctx) != CODA_BACKEND_CPU && !on_gpu(ctx))
@@ -117,6 +118,7 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_s
   if (!s->blk) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   s->B = B;
   s->T = T;
+  s->keep = keep;
   /* a training step runs one backward per forward: the SwiGLU-backward
    * dgrad may write dz over the saved z (less memory, the same bits) */
   coda_llama_config lc = coda_model_block_config(c, B, T, CODA_LLAMA_INPLACE);
@@ -125,7 +127,11 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_s
     st = coda_llama_block_plan(ctx, &lc, &s->blk[i]);
     if (!st) s->L = i + 1;
   }
-  if (!st) st = coda_llama_head_plan(ctx, &lc, &s->head);
+  if (!st) {
+    coda_llama_config hc = lc;
+    if (keep) hc.flags |= CODA_LLAMA_KEEP_LOGITS;
+    st = coda_llama_head_plan(ctx, &hc, &s->head);
+  }
   /* before the plans are linked (tuning lays out their temporaries again);
    * the blocks share their shapes, so block 0 times and the others read
    * its choices from the tuning cache */

@@ -360,6 +360,10 @@ double coda_model_init_std(const coda_model *m, const coda_param *p);
  * builds its plans (coda_plan_tune_fusion); off by default. */
 void coda_model_set_plan_tuning(coda_model *m, int on);
 int coda_model_plan_tuning(const coda_model *m);
+/* The plan engine's head keeps its logits for the backward
+ * (CODA_LLAMA_KEEP_LOGITS); takes effect when the plans are next built. */
+void coda_model_set_keep_logits(coda_model *m, int on);
+int coda_model_keep_logits(const coda_model *m);
 coda_prof *coda_model_prof(coda_model *m);
 
 /* Engine hooks: the reference implementation (model_ref.c) and the plan

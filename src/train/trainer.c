@@ -645,6 +645,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   int64_t pwarm = o.profile_warmup;
   if (pwarm > o.steps - start - 1) pwarm = o.steps - start - 1 > 0 ? o.steps - start - 1 : 0;
   coda_model_set_plan_tuning(model, o.tune_plans);
+  coda_model_set_keep_logits(model, o.keep_logits);
   if (o.profile) {
     s = coda_prof_create(ctx, c->layers, o.accum, &prof);
     if (s) goto done;
