@@ -17,4 +17,10 @@ CODA_LIBRARY="$P/lib/libcoda.so.0" PYTHONPATH="$PWD/python:$S" PYTHONUNBUFFERED=
   --mode-timeout 120 --profile --out "$L/hf" > "$L/hf_llama.md" 2>&1
 echo "hf_llama exit $?"; grep -E "^\| (coda|liger|eager|compile)" "$L/hf_llama.md"
 for f in "$L"/hf/profile-*.txt; do echo "== $f"; head -14 "$f"; done
+# coda's own trainer, its head recomputing the logits (0) and keeping them (1)
+for k in 0 1; do
+  OUT=$L/train-keep$k EXTRA="--keep-logits $k" PROFILE=1 timeout -k 5 200 bash bench/train/run.sh "$P" \
+    > /dev/null 2>&1
+  echo "coda train --keep-logits $k exit $?"; cat "$L/train-keep$k/train.md" 2>/dev/null | grep -E "coda"
+done
 finish

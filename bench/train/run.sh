@@ -14,7 +14,8 @@
 # peers; 20 timed steps after warm-up):
 #   d512: 6 layers, d 512, ffn 2048, 8/8 heads, vocab 32768, 16 x 1024
 #   1b:   16 layers, d 2048, ffn 8192, 32/8 heads, vocab 32768, 4 x 2048
-# PROFILE=1 adds `--profile` to the coda runs (the per-phase table).
+# PROFILE=1 adds `--profile` to the coda runs (the per-phase table);
+# EXTRA adds its words to them (e.g. EXTRA="--keep-logits 1").
 # Writes $OUT (default ./train-logs): coda-SHAPE.txt, torch.log, peers.log,
 # train.md. coda's time to the first step and time per checkpoint save are
 # the trainer's own counts (the summary's `time:` line).
@@ -41,7 +42,7 @@ for s in d512 1b; do
   t0=$(date +%s%N)
   # shellcheck disable=SC2086
   timeout 200 "$P/coda" train --device gpu ${SHAPE[$s]} --data "$W/data" --val-every 0 --val-batches 0 \
-    --steps 23 --warmup 3 --out "$W/run-$s" $prof > "$L/coda-$s.txt" 2>&1
+    --steps 23 --warmup 3 --out "$W/run-$s" $prof ${EXTRA:-} > "$L/coda-$s.txt" 2>&1
   rc=$?
   echo "coda $s rc=$rc wall $(( ($(date +%s%N) - t0) / 1000000 / 1000 )).$(( ($(date +%s%N) - t0) / 1000000 % 1000 )) s" >> "$L/coda-walls.txt"
 done
