@@ -38,6 +38,9 @@ STATUS_NAMES = {
 BF16, F16, F32, F64, I32 = 0, 1, 2, 3, 4
 DTYPE_NAMES = {BF16: "bf16", F16: "f16", F32: "f32", F64: "f64", I32: "i32"}
 _DTYPE_BY_NAME = {v: k for k, v in DTYPE_NAMES.items()}
+# how a 1-D array binds, by argument kind: 0 as a row vector (M, 1), 1 as
+# (1, N), 3 as given (finish: by its shape, Context._kind_code)
+_STATIC_KIND_CODE = {"row": 0, "rowsum": 0, "col": 1}
 
 KIND_NAMES = {0: "row", 1: "col", 2: "scalar", 3: "tile", 4: "output", 5: "partial", 6: "rowsum"}
 WIDTH_NAMES = {0: "full", 1: "x2", 2: "half"}
@@ -107,10 +110,18 @@ def _torch():
     return sys.modules.get("torch")
 
 
+_torch_tensor_type = None
+
+
 def _is_torch(x):
     # a torch tensor exists only once torch was imported: the numpy path never imports it
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(x, torch.Tensor)
+    global _torch_tensor_type
+    if _torch_tensor_type is None:
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return False
+        _torch_tensor_type = torch.Tensor
+    return isinstance(x, _torch_tensor_type)
 
 
 _torch_dtype_map = None
@@ -165,21 +176,23 @@ def _bind(x, kind, name, writable, backend):
     """numpy array / torch tensor -> _Bound. Inputs that are not row-major
     views are copied; outputs must be."""
     if _is_torch(x):
-        torch = _torch()
-        dt = _torch_dtypes().get(x.dtype)
+        dt = (_torch_dtype_map or _torch_dtypes()).get(x.dtype)
         if dt is None:
             raise TypeError("coda: argument '%s': torch dtype %s not supported" % (name, x.dtype))
         if x.is_cuda != (backend == 1):
             raise ValueError("coda: argument '%s' is a %s tensor, the context is %s" % (
                 name, x.device, "CUDA" if backend == 1 else "CPU"))
-        shape = _as_2d_shape(tuple(x.shape), kind)
         strides = x.stride()
-        if x.dim() == 2:
+        nd = len(strides)
+        if nd == 2:
+            shape = x.shape
             s0, s1 = strides
-        elif x.dim() == 1:
-            s0, s1 = (strides[0], 1) if shape[1] == 1 else (shape[1], strides[0])
         else:
-            s0, s1 = 1, 1
+            shape = _as_2d_shape(tuple(x.shape), kind)
+            if nd == 1:
+                s0, s1 = (strides[0], 1) if shape[1] == 1 else (shape[1], strides[0])
+            else:
+                s0, s1 = 1, 1
         v = _view_2d(shape[0], shape[1], s0, s1, kind)
         if v is None:
             if writable:
@@ -279,6 +292,7 @@ class Program:
         self._h = ctypes.c_void_p(handle)
         self._args = None
         self._names = None
+        self._plan = None
         self._shapes = {}   # (name, M, N, tiling) -> arg_shape, for the per-call paths
 
     @classmethod
@@ -359,6 +373,16 @@ class Program:
         if self._names is None:
             self._names = frozenset(a.name for a in self.args)
         return self._names
+
+    def _binding_plan(self):
+        """Per argument, what binding it needs that does not change from
+        call to call: (info, name as bytes, is input, is finish, how a 1-D
+        array binds (None for finish: by shape), output dtype code)."""
+        if self._plan is None:
+            self._plan = tuple((a, a.name.encode(), a.is_input, a.kind == "finish",
+                                _STATIC_KIND_CODE.get(a.kind, 3) if a.kind != "finish" else None,
+                                _DTYPE_BY_NAME[a.dtype]) for a in self.args)
+        return self._plan
 
     def _cached_shape(self, name, M, N, tiling):
         key = (name, M, N, tiling[0], tiling[1])
@@ -492,12 +516,17 @@ class Context:
             return 0 if cols == 1 and rows != 1 else 1
         return 3
 
-    def _alloc(self, like_torch, shape, dtype):
+    def _alloc(self, like_torch, shape, dtype, zero=True):
+        """A new array for an argument the caller did not give. zero: an
+        accumulating output starts from zeros; every other output, partial
+        and finisher result is written in full by the run (docs/language.md),
+        so a torch tensor for one is left unset (no fill kernel on a GPU);
+        numpy arrays are zeros either way."""
         if like_torch is not None:
             torch = _torch()
             td = {BF16: torch.bfloat16, F16: torch.float16, F32: torch.float32, F64: torch.float64,
                   I32: torch.int32}[dtype]
-            return torch.zeros(shape, dtype=td, device=like_torch.device)
+            return (torch.zeros if zero else torch.empty)(shape, dtype=td, device=like_torch.device)
         return np.zeros(shape, dtype=_NP_OF[dtype])
 
     def _run(self, program, M, N, tiling, tensors, call, finish, operands=()):
@@ -505,50 +534,61 @@ class Context:
         tiling), then the finishers; returns {name: array} of everything
         written."""
         like = None
-        for v in list(tensors.values()) + list(operands):
+        for v in tensors.values():
             if _is_torch(v):
                 like = v
                 break
+        else:
+            for v in operands:
+                if _is_torch(v):
+                    like = v
+                    break
         state = F64 if self.precision == "f64" else F32
         if program is not None:
-            infos = program._args if program._args is not None else program.args
+            plan = program._binding_plan()
             names = program._arg_names()
         else:
-            infos = [ArgumentInfo("D", "output", DTYPE_NAMES[state], "full", False)]
-            names = {"D"}
+            plan = ((ArgumentInfo("D", "output", DTYPE_NAMES[state], "full", False), b"D", False, False, 3,
+                     state),)
+            names = ("D",)
         for k in tensors:
             if k not in names:
                 raise CodaError(1, "binding '%s' is not an argument of the program (its arguments: %s)"
-                                % (k, ", ".join(a.name for a in infos)))
+                                % (k, ", ".join(e[0].name for e in plan)))
+        backend = 0 if self.backend == "cpu" else 1
+        h = self._h
         args_h = ctypes.c_void_p()
-        _check(self._h, lib.coda_args_create(self._h, ctypes.byref(args_h)))
-        keep, written = [], {}
+        _check(h, lib.coda_args_create(h, ctypes.byref(args_h)))
+        keep, written, fins = [], {}, []
         try:
-            for a in infos:
-                if a.kind == "finish" and not finish and a.name not in tensors:
-                    continue
-                x = tensors.get(a.name)
+            for a, name_b, is_input, is_finish, code, dt in plan:
+                name = a.name
+                x = tensors.get(name)
+                if is_finish:
+                    if not finish and x is None:
+                        continue
+                    fins.append(name_b)
                 if x is None:
-                    if a.is_input:
-                        raise CodaError(1, "%s input '%s' is not given" % (a.kind, a.name))
-                    shape = program._cached_shape(a.name, M, N, tiling) if program is not None else (M, N)
-                    dt = _DTYPE_BY_NAME[a.dtype] if a.kind == "output" else state
-                    x = self._alloc(like, shape, dt)
-                elif a.is_input and isinstance(x, (int, float)):
-                    x = np.full((1, 1), x, dtype=_NP_OF[_DTYPE_BY_NAME[a.dtype]]) if like is None else \
-                        self._alloc(like, (1, 1), _DTYPE_BY_NAME[a.dtype]).fill_(x)
-                b = _bind(x, self._kind_code(program, a, M, N, tiling), a.name, not a.is_input,
-                          0 if self.backend == "cpu" else 1)
+                    if is_input:
+                        raise CodaError(1, "%s input '%s' is not given" % (a.kind, name))
+                    shape = program._cached_shape(name, M, N, tiling) if program is not None else (M, N)
+                    x = self._alloc(like, shape, dt if a.kind == "output" else state,
+                                    zero=a.accumulate)
+                elif is_input and isinstance(x, (int, float)):
+                    x = np.full((1, 1), x, dtype=_NP_OF[dt]) if like is None else \
+                        self._alloc(like, (1, 1), dt).fill_(x)
+                if code is None:
+                    code = self._kind_code(program, a, M, N, tiling)
+                b = _bind(x, code, name, not is_input, backend)
                 keep.append(b)
-                _check(self._h, lib.coda_args_set(args_h, a.name.encode(), ctypes.byref(b.tensor)))
-                if not a.is_input:
-                    written[a.name] = x
+                _check(h, lib.coda_args_set(args_h, name_b, ctypes.byref(b.tensor)))
+                if not is_input:
+                    written[name] = x
             t = _lib.Tiling(int(tiling[0]), int(tiling[1]))
             call(args_h, t)
             if finish and program is not None:
-                for a in infos:
-                    if a.kind == "finish":
-                        _check(self._h, lib.coda_finish(self._h, program._h, a.name.encode(), args_h, M, N, t))
+                for name_b in fins:
+                    _check(h, lib.coda_finish(h, program._h, name_b, args_h, M, N, t))
         finally:
             lib.coda_args_destroy(args_h)
         return written
