@@ -73,10 +73,12 @@ static int compile_all(int unfused, int quiet) {
   for (int kind = 0; kind < 3; kind++) {
     /* chaining and fold flags change the programs: every combination the
      * plan takes (Llama: NORM_IN, NORM_OUT, FOLD, and the block's forward-
-     * only form INFER, the decoder's prefill; GPT-2: FOLD) */
-    const unsigned nflags = kind == 2 ? 2u : kind == 1 ? 8u : 16u;
+     * only form INFER, the decoder's prefill, or the head's KEEP_LOGITS;
+     * GPT-2: FOLD) */
+    const unsigned nflags = kind == 2 ? 2u : 16u;
+    const unsigned bit8 = kind == 1 ? CODA_LLAMA_KEEP_LOGITS : CODA_LLAMA_INFER;
     for (unsigned f = 0; f < nflags; f++) {
-      const unsigned flags = (f & 7u) | (f & 8u ? CODA_LLAMA_INFER : 0u);
+      const unsigned flags = (f & 7u) | (f & 8u ? bit8 : 0u);
       coda_plan p;
       if (build_plan(ctx, kind, flags, &p) != CODA_OK) {
         if (flags == 0) { /* combinations a plan refuses are not kernels it runs */
