@@ -507,14 +507,10 @@ class Context:
     @staticmethod
     def _kind_code(program, a, M, N, tiling):
         """How a 1-D array binds: 0 as a row vector (M, 1), 1 as (1, N)."""
-        if a.kind in ("row", "rowsum"):
-            return 0
-        if a.kind == "col":
-            return 1
         if a.kind == "finish":
             rows, cols = program._cached_shape(a.name, M, N, tiling)
             return 0 if cols == 1 and rows != 1 else 1
-        return 3
+        return _STATIC_KIND_CODE.get(a.kind, 3)
 
     def _alloc(self, like_torch, shape, dtype, zero=True):
         """A new array for an argument the caller did not give. zero: an

@@ -729,12 +729,17 @@ def _lm_head_loss_setup(ctx, inputs, output):
     ctx.mark_non_differentiable(h, r, lse, valid, cnt)
 
 
-def _lm_head_loss_grad(ctx, dloss, *_):
-    dx, dwnf, dwout = torch.ops.coda.llama_lm_head_loss_backward(*ctx.saved_tensors, dloss)
-    return dx, dwnf, dwout, None, None
+def _lm_head_loss_grad(backward):
+    """The autograd formula of a head-loss op whose saved tensors are its
+    backward op's arguments (h or z, by the op)."""
+    def grad(ctx, dloss, *_):
+        dx, dwnf, dwout = backward(*ctx.saved_tensors, dloss)
+        return dx, dwnf, dwout, None, None
+    return grad
 
 
-_lm_head_loss.register_autograd(_lm_head_loss_grad, setup_context=_lm_head_loss_setup)
+_lm_head_loss.register_autograd(_lm_head_loss_grad(torch.ops.coda.llama_lm_head_loss_backward),
+                                setup_context=_lm_head_loss_setup)
 
 
 # The same loss keeping the logits (the head plan's CODA_LLAMA_KEEP_LOGITS):
@@ -770,12 +775,8 @@ def _(x, wnf, wout, targets, z, r, lse, valid, cnt, dloss):
     return torch.empty_like(x), torch.empty_like(wnf), torch.empty_like(wout)
 
 
-def _lm_head_loss_keep_grad(ctx, dloss, *_):
-    dx, dwnf, dwout = torch.ops.coda.llama_lm_head_loss_keep_backward(*ctx.saved_tensors, dloss)
-    return dx, dwnf, dwout, None, None
-
-
-_lm_head_loss_keep.register_autograd(_lm_head_loss_keep_grad, setup_context=_lm_head_loss_setup)
+_lm_head_loss_keep.register_autograd(_lm_head_loss_grad(torch.ops.coda.llama_lm_head_loss_keep_backward),
+                                     setup_context=_lm_head_loss_setup)
 
 
 def llama_lm_head_loss(x, wnf, wout, targets, eps=1e-5, keep_logits=False):

@@ -552,10 +552,10 @@ coda_status coda_llama_head_plan(coda_context ctx, const coda_llama_config *cfg,
   }
   const char *lmh = keep ? (fold ? "llama_lm_head_folded_keep" : "llama_lm_head_keep")
                          : (fold ? "llama_lm_head_folded" : "llama_lm_head");
-  plan_gemm(p, FW, "lm_head_lse_pick", lmh, CODA_N, "h", CODA_T, "wout", tl,
-            fold ? (keep ? "ss=rstd inv_n=inv_d tgt=targets lp=lp pick=pick z=z"
-                         : "ss=rstd inv_n=inv_d tgt=targets lp=lp pick=pick")
-                 : (keep ? "r=rstd tgt=targets lp=lp pick=pick z=z" : "r=rstd tgt=targets lp=lp pick=pick"));
+  char lmh_args[96];
+  snprintf(lmh_args, sizeof lmh_args, "%s tgt=targets lp=lp pick=pick%s",
+           fold ? "ss=rstd inv_n=inv_d" : "r=rstd", keep ? " z=z" : "");
+  plan_gemm(p, FW, "lm_head_lse_pick", lmh, CODA_N, "h", CODA_T, "wout", tl, lmh_args);
   plan_finish(p, FW, "lse", lmh, "lse", M, V, tl, "lp=lp lse=lse");
   plan_map(p, FW, "ce_stats", "llama_ce_stats", M, 1, one,
            "lse=lse pick=pick tgt=targets nv=nv valid=valid lp=lpl cp=cpl");
