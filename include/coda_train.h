@@ -322,9 +322,12 @@ typedef struct coda_train_options {
    * (coda_plan_tune_fusion; the choices are cached on disk, so later runs
    * of the same shapes only read them). 0: the built-in rule. Default 1. */
   int tune_plans;
-  /* Plan engine: the head keeps its logits for the backward
+  /* Plan engine: 1 = the head keeps its logits for the backward
    * (CODA_LLAMA_KEEP_LOGITS, coda_nn.h): one vocabulary-wide GEMM a step
-   * fewer for batch x seq x vocab activations. Default 0. */
+   * fewer for batch x seq x vocab bf16 activations; 0 = the backward
+   * recomputes them; -1 (the default) = automatic: kept on a GPU where
+   * they take at most 1/16 of the device's memory, recomputed otherwise
+   * and on the CPU (docs/decisions.md). */
   int keep_logits;
 } coda_train_options;
 

@@ -53,12 +53,21 @@ coda_status coda_train_sumsq(coda_context ctx, const float *g, size_t n, size_t 
                              double *part);
 coda_status coda_train_adamw(coda_context ctx, float *w, const float *g, float *m, float *v,
                              size_t n, const double *coef, double gscale);
-/* AdamW over parameters laid out back to back in one pass (see the CUDA
- * backend's coda_cuda_train_adamw_multi), optionally writing the rounded
- * bf16 weights. */
+/* AdamW over the elements [lo, hi) of parameters laid out back to back
+ * in one pass (see the CUDA backend's coda_cuda_train_adamw_multi; seg
+ * holds the segments' absolute ends), optionally writing the rounded bf16
+ * weights; on the side queue `side` (NULL: the context's stream). */
 coda_status coda_train_adamw_multi(coda_context ctx, float *w, const float *g, float *m, float *v,
-                                   uint16_t *wb, size_t n, const int64_t *seg, int nseg,
-                                   const double *coef, double gscale);
+                                   uint16_t *wb, size_t lo, size_t hi, const int64_t *seg,
+                                   int nseg, const double *coef, double gscale, void *side);
+/* A side queue beside the context's stream (coda_train_ops.side_*): its
+ * work waits for the context's work issued before a fork, and the
+ * context's work waits for a marker of it. */
+coda_status coda_train_side_create(coda_context ctx, int nmarks, void **side);
+coda_status coda_train_side_fork(coda_context ctx, void *side);
+coda_status coda_train_side_mark(coda_context ctx, void *side, int i);
+coda_status coda_train_side_wait(coda_context ctx, void *side, int i);
+void coda_train_side_destroy(coda_context ctx, void *side); /* NULL: nothing */
 /* The initial weights on the device: w[k] = sd · normal number k of the
  * splitmix64 stream s0 from draw draw0 (two draws per value, as
  * coda_model_init on the host); and w[k] = value. */

@@ -91,9 +91,9 @@ coda_status coda_train_adamw(coda_context ctx, float *w, const float *g, float *
   TRAIN_CALL(adamw, w, g, m, v, n, coef, gscale);
 }
 coda_status coda_train_adamw_multi(coda_context ctx, float *w, const float *g, float *m, float *v,
-                                   uint16_t *wb, size_t n, const int64_t *seg, int nseg,
-                                   const double *coef, double gscale) {
-  TRAIN_CALL(adamw_multi, w, g, m, v, wb, n, seg, nseg, coef, gscale);
+                                   uint16_t *wb, size_t lo, size_t hi, const int64_t *seg,
+                                   int nseg, const double *coef, double gscale, void *side) {
+  TRAIN_CALL(adamw_multi, w, g, m, v, wb, lo, hi, seg, nseg, coef, gscale, side);
 }
 coda_status coda_train_init_normal(coda_context ctx, float *w, size_t n, uint64_t s0,
                                    uint64_t draw0, double sd) {
@@ -107,6 +107,22 @@ coda_status coda_train_zero(coda_context ctx, void *p, size_t bytes) {
 }
 coda_status coda_train_device_memory(coda_context ctx, size_t *used, size_t *total) {
   TRAIN_CALL(memory, used, total);
+}
+coda_status coda_train_side_create(coda_context ctx, int nmarks, void **side) {
+  if (nmarks < 1 || !side)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_train_side_create: %d markers (>= 1), "
+                     "side %s", nmarks, side ? "set" : "NULL");
+  TRAIN_CALL(side_create, nmarks, side);
+}
+coda_status coda_train_side_fork(coda_context ctx, void *side) { TRAIN_CALL(side_fork, side); }
+coda_status coda_train_side_mark(coda_context ctx, void *side, int i) {
+  TRAIN_CALL(side_mark, side, i);
+}
+coda_status coda_train_side_wait(coda_context ctx, void *side, int i) {
+  TRAIN_CALL(side_wait, side, i);
+}
+void coda_train_side_destroy(coda_context ctx, void *side) {
+  if (side && ctx->ops->train) ctx->ops->train->side_destroy(ctx, side);
 }
 
 /* ---- the decoder's device kernels ---- */

@@ -206,8 +206,9 @@ static void train_usage(FILE *f) {
       "  --profile-warmup N  steps not profiled at the start (default 1)\n"
       "  --tune-plans 0|1  GPU: time each fused step's schedule before the first step\n"
       "                    (cached on disk; default 1)\n"
-      "  --keep-logits 0|1 plan engine: the head keeps its logits for the backward (one\n"
-      "                    vocabulary-wide GEMM fewer, batch x seq x vocab more memory; default 0)\n"
+      "  --keep-logits 0|1|auto  plan engine: 1 = the head keeps its logits for the backward\n"
+      "                    (one vocabulary-wide GEMM fewer, batch x seq x vocab bf16 more memory);\n"
+      "                    auto (default) = kept on a GPU where they fit in 1/16 of its memory\n"
       "  --peak-flops X    peak FLOP/s of a device for the MFU and the profile's floors\n"
       "                    (default on a GPU 989e12, H100/H200 dense bf16)\n"
       "  --peak-bandwidth X  peak memory bytes/s for the profile's floors (default on a\n"
@@ -386,6 +387,7 @@ int cmd_train(int argc, char **argv) {
       continue;
     }
     INTFLAG("--tune-plans", 0, 1, o.tune_plans)
+    if (!strcmp(a, "--keep-logits") && v && !strcmp(v, "auto")) { o.keep_logits = -1; i++; continue; }
     INTFLAG("--keep-logits", 0, 1, o.keep_logits)
     REALFLAG("--lr", o.lr)
     REALFLAG("--min-lr-ratio", o.min_lr_ratio)

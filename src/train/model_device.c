@@ -18,9 +18,12 @@
 #include "train/model_device.h"
 #include "dist/comm.h"
 #include "api/api.h" /* the backend's copies and training kernels */
+#include "base/internal.h" /* the context's knobs */
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Elements per gradient-norm partial sum (one thread block each). */
 #define NORM_CHUNK 65536
@@ -33,6 +36,11 @@ static void free_scratch(dev_state *d) {
 }
 void coda_dev_state_free(dev_state *d) {
   if (!d) return;
+  /* the buffers are freed in the context's stream order: after the side
+   * queue's last update (a failure here has no one to report to) */
+  (void)coda_dev_state_settle_optim(d->ctx, d);
+  coda_train_side_destroy(d->ctx, d->side);
+  free(d->gend);
   free_scratch(d);
   coda_free(d->ctx, d->w); coda_free(d->ctx, d->g); coda_free(d->ctx, d->m); coda_free(d->ctx, d->v);
   coda_free(d->ctx, d->part);
@@ -51,6 +59,53 @@ static coda_status round_all(coda_context ctx, dev_state *d) {
 
 static coda_status setup_bind(coda_context ctx, coda_model *m, dev_state *d);
 
+/* The optimizer's groups in the flat layout (embedding, layers 0 .. L-1,
+ * the rest), each the stretch the forward reads at one point; none (AdamW
+ * in one launch) when the layout is not in that order or the knob is off.
+ * Every parameter starts at a multiple of 8 elements (setup_bind), as the
+ * update's float4 stretches need. */
+static coda_status setup_groups(coda_context ctx, coda_model *m, dev_state *d) {
+  const coda_model_config *c = coda_model_cfg(m);
+  if (ctx->knobs.optim_overlap_off || !ctx->ops->train || !ctx->ops->train->side_create)
+    return CODA_OK;
+  const int ng = c->layers + 2, np = coda_model_num_params(m);
+  size_t *end = calloc((size_t)ng, sizeof *end);
+  if (!end) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  int ok = 1, last = 0;
+  for (int i = 0; i < np && ok; i++) {
+    const coda_param *p = coda_model_param(m, i);
+    int layer, k;
+    if (!strcmp(p->name, "tok_embeddings.weight")) k = 0;
+    else if (sscanf(p->name, "layers.%d.", &layer) == 1 && layer >= 0 && layer < c->layers)
+      k = 1 + layer;
+    else k = ng - 1;
+    ok = k >= last; /* groups in layout order */
+    last = k;
+    if (ok) end[k] = p->offset + p->size;
+  }
+  for (int k = 1; k < ng && ok; k++) ok = end[k] >= end[k - 1];
+  if (!ok || end[ng - 1] != d->n) {
+    free(end);
+    return CODA_OK;
+  }
+  d->gend = end;
+  d->ngroups = ng;
+  return CODA_OK;
+}
+
+coda_status coda_dev_state_wait_group(coda_context ctx, dev_state *d, int k) {
+  if (!d->side || d->opt_next < 0 || k < d->opt_next) return CODA_OK;
+  if (k >= d->ngroups) k = d->ngroups - 1;
+  coda_status st = coda_train_side_wait(ctx, d->side, k);
+  if (st) return st;
+  d->opt_next = k + 1 < d->ngroups ? k + 1 : -1;
+  return CODA_OK;
+}
+
+coda_status coda_dev_state_settle_optim(coda_context ctx, dev_state *d) {
+  return coda_dev_state_wait_group(ctx, d, d->ngroups - 1);
+}
+
 /* The device state, created on first use; from_host 1: the master from the
  * host weights, 0: left for the caller to write (then round_all). */
 static coda_status ensure_dev_from(coda_context ctx, coda_model *m, plans_state *s,
@@ -59,6 +114,7 @@ static coda_status ensure_dev_from(coda_context ctx, coda_model *m, plans_state 
   dev_state *d = calloc(1, sizeof *d);
   if (!d) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   d->ctx = ctx;
+  d->opt_next = -1;
   d->n = coda_model_size(m);
   d->npart = (d->n + NORM_CHUNK - 1) / NORM_CHUNK;
   d->z = s->z;
@@ -136,6 +192,7 @@ static coda_status setup_bind(coda_context ctx, coda_model *m, dev_state *d) {
   coda_status st = dev_alloc(ctx, (size_t)ns * 2 * sizeof *seg, &d->oseg);
   if (!st) st = coda_memcpy_h2d(ctx, d->oseg, seg, (size_t)ns * 2 * sizeof *seg);
   free(seg);
+  if (!st) st = setup_groups(ctx, m, d);
   if (!st) st = dev_alloc(ctx, d->n * sizeof(uint16_t), &d->wb);
   if (!st) {
     d->nseg = ns;
@@ -164,6 +221,8 @@ coda_status coda_dev_state_ensure_uploads(coda_context ctx, dev_state *d, int64_
 
 coda_status coda_dev_state_settle_zero(coda_context ctx, dev_state *d) {
   if (!d->zero_pending) return CODA_OK;
+  coda_status st = coda_dev_state_settle_optim(ctx, d);
+  if (st) return st;
   d->zero_pending = 0;
   return coda_train_zero(ctx, d->g, d->n * sizeof(float));
 }
@@ -317,6 +376,7 @@ coda_status coda_plans_device_upload(coda_context ctx, coda_model *m, const floa
   st = coda_dev_state_ensure(ctx, m, s, &d);
   if (!st && d->z) return upload_zero(ctx, m, d, mom, vel);
   const size_t fb = d ? d->n * sizeof(float) : 0;
+  if (!st) st = coda_dev_state_settle_optim(ctx, d);
   if (!st) st = coda_memcpy_h2d(ctx, d->w, coda_model_weights(m), fb);
   if (!st) st = mom ? coda_memcpy_h2d(ctx, d->m, mom, fb) : coda_train_zero(ctx, d->m, fb);
   if (!st) st = vel ? coda_memcpy_h2d(ctx, d->v, vel, fb) : coda_train_zero(ctx, d->v, fb);
@@ -367,7 +427,8 @@ coda_status coda_plans_device_read(coda_context ctx, coda_model *m, int which, u
                      "%d (%zu bytes)%s", n, (unsigned long long)off, which, d->n * sizeof(float),
                      d->z ? "; the data parallel layout is gathered by the download" : "");
   const float *src = which == 0 ? d->w : which == 1 ? d->m : d->v;
-  return coda_memcpy_d2h(ctx, dst, (const char *)src + off, n);
+  coda_status st = coda_dev_state_settle_optim(ctx, d);
+  return st ? st : coda_memcpy_d2h(ctx, dst, (const char *)src + off, n);
 }
 
 coda_status coda_plans_device_download(coda_context ctx, coda_model *m, float *mom, float *vel) {
@@ -375,7 +436,8 @@ coda_status coda_plans_device_download(coda_context ctx, coda_model *m, float *m
   if (!d) return no_device(ctx);
   if (d->z) return download_zero(ctx, m, d, mom, vel);
   const size_t fb = d->n * sizeof(float);
-  coda_status st = coda_memcpy_d2h(ctx, coda_model_weights(m), d->w, fb);
+  coda_status st = coda_dev_state_settle_optim(ctx, d);
+  if (!st) st = coda_memcpy_d2h(ctx, coda_model_weights(m), d->w, fb);
   if (!st && mom) st = coda_memcpy_d2h(ctx, mom, d->m, fb);
   if (!st && vel) st = coda_memcpy_d2h(ctx, vel, d->v, fb);
   return st;
@@ -404,7 +466,8 @@ coda_status coda_plans_device_grad_norm(coda_context ctx, coda_model *m, double 
   if (!part) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   coda_prof *pf = coda_model_prof(m);
   PB();
-  coda_status st = coda_dev_state_settle_zero(ctx, d);
+  coda_status st = coda_dev_state_settle_optim(ctx, d);
+  if (!st) st = coda_dev_state_settle_zero(ctx, d);
   if (!st) st = coda_train_sumsq(ctx, d->g, d->n, NORM_CHUNK, d->part);
   PE(CODA_PH_NORM, -1);
   PB();
@@ -462,13 +525,25 @@ coda_status coda_plans_device_adamw(coda_context ctx, coda_model *m, const coda_
   if (!d) return no_device(ctx);
   coda_prof *pf = coda_model_prof(m);
   if (d->z) return adamw_zero(ctx, d, pf, o, t, lr, gscale);
-  coda_status st = coda_dev_state_settle_zero(ctx, d);
-  if (!st && d->bind) { /* one launch; the plans' bf16 weights written in the same pass */
+  coda_status st = coda_dev_state_settle_optim(ctx, d);
+  if (!st) st = coda_dev_state_settle_zero(ctx, d);
+  if (!st && d->bind) { /* the plans' bf16 weights written in the same pass */
     const double coef[7] = {o->beta1, o->beta2, 1.0 - pow(o->beta1, (double)t),
                             1.0 - pow(o->beta2, (double)t), lr, o->eps, 1.0 - lr * o->weight_decay};
     PB();
-    st = coda_train_adamw_multi(ctx, d->w, d->g, d->m, d->v, d->wb, d->n, d->oseg, d->nseg, coef,
-                                gscale);
+    if (d->gend && !d->side) st = coda_train_side_create(ctx, d->ngroups, &d->side);
+    if (!st && d->side) { /* group by group beside the next forward (dev_state) */
+      st = coda_train_side_fork(ctx, d->side);
+      for (int k = 0; k < d->ngroups && !st; k++) {
+        st = coda_train_adamw_multi(ctx, d->w, d->g, d->m, d->v, d->wb, k ? d->gend[k - 1] : 0,
+                                    d->gend[k], d->oseg, d->nseg, coef, gscale, d->side);
+        if (!st) st = coda_train_side_mark(ctx, d->side, k);
+      }
+      if (!st) d->opt_next = 0;
+    } else if (!st) { /* one launch */
+      st = coda_train_adamw_multi(ctx, d->w, d->g, d->m, d->v, d->wb, 0, d->n, d->oseg, d->nseg,
+                                  coef, gscale, NULL);
+    }
     PE(CODA_PH_OPTIM, -1);
     return st;
   }

@@ -34,6 +34,16 @@ typedef struct {
   int nseg;
   float *gs;
   int zero_pending;
+  /* One process, bound, unless CODA_OPTIM_OVERLAP=0: AdamW runs group by
+   * group (the embedding, each layer, the final norm and output) on the
+   * side queue `side`, group k ending at element gend[k]; the next forward
+   * waits for a group's marker just before it reads the group (opt_next:
+   * the first group not yet waited for, -1: none pending), so the update of
+   * layer i+1 runs beside the forward of layer i. */
+  void *side;
+  size_t *gend;
+  int ngroups;
+  int opt_next;
 } dev_state;
 
 /* Where the plans' weight-gradient buffers point. */
@@ -69,7 +79,15 @@ void coda_dev_state_free(dev_state *d);
 /* The per micro-batch upload buffers (tokens, targets, the embedding
  * gradient's token groups), grown to hold M tokens. */
 coda_status coda_dev_state_ensure_uploads(coda_context ctx, dev_state *d, int64_t M);
-/* The deferred zeroing of the gradient, before anything reads it. */
+/* The deferred zeroing of the gradient, before anything reads it (after
+ * the optimizer's side queue is done with it). */
 coda_status coda_dev_state_settle_zero(coda_context ctx, dev_state *d);
+/* The context's stream waits for the optimizer's update of group k (and
+ * every group before it); no-op when nothing is pending. Groups: 0 the
+ * embedding, 1 + i layer i, layers + 1 the final norm and output. */
+coda_status coda_dev_state_wait_group(coda_context ctx, dev_state *d, int k);
+/* ... of every group: before anything but the forward reads or writes the
+ * weights, moments or gradient. */
+coda_status coda_dev_state_settle_optim(coda_context ctx, dev_state *d);
 
 #endif

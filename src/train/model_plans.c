@@ -362,14 +362,18 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
   if (!st) st = coda_memcpy_h2d(ctx, d->tok, h, (size_t)M * sizeof *h);
   PE(CODA_PH_UPLOAD, -1);
   if (!st) st = tensor(ctx, s->blk[0], "x", &x0);
+  /* each read of the weights waits for its group's update alone (the
+   * previous step's AdamW runs beside this forward: dev_state) */
+  if (!st) st = coda_dev_state_wait_group(ctx, d, 0);
   PB();
   if (!st)
     st = d->z || d->bind ? coda_train_embed16(ctx, &x0, d->wb + goff(d, m, pe), d->tok)
               : coda_train_embed(ctx, &x0, d->w + pe->offset, d->tok);
   PE(CODA_PH_EMBED, -1);
   for (int i = 0; i < s->L && !st; i++) {
+    st = coda_dev_state_wait_group(ctx, d, 1 + i);
     PB();
-    st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_FORWARD);
+    if (!st) st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_FORWARD);
     PE(CODA_PH_BLOCK_FWD, i);
   }
   if (!st && sample) {
@@ -407,6 +411,7 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
   if (!st) st = coda_memcpy_h2d(ctx, d->tg, tg, (size_t)M * sizeof *tg);
   PE(CODA_PH_UPLOAD, -1);
   if (!st) st = tensor(ctx, s->head, "targets", &t);
+  if (!st) st = coda_dev_state_settle_optim(ctx, d); /* the final norm and output */
   PB();
   if (!st) st = coda_train_targets(ctx, &t, d->tg);
   if (!st) st = coda_plan_run(ctx, s->head, CODA_PHASE_FORWARD);

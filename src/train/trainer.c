@@ -63,6 +63,7 @@ coda_train_options coda_train_default_options(void) {
   o.out_dir = "runs/tiny";
   o.profile_warmup = 1;
   o.tune_plans = 1;
+  o.keep_logits = -1;
   return o;
 }
 
@@ -230,7 +231,22 @@ static coda_status evaluate(coda_context ctx, const coda_train_options *o, coda_
   return CODA_OK;
 }
 
+/* keep_logits resolved: automatic (-1) keeps the head's logits on a GPU
+ * where they take at most 1/16 of its memory (the kept GEMM is faster
+ * wherever it was measured; the bound leaves the memory to the blocks at
+ * large vocabularies and long batches). */
+static int keep_logits_for(coda_context ctx, const coda_train_options *o, int gpu, int64_t B,
+                           int64_t T, int64_t V) {
+  if (o->keep_logits >= 0) return o->keep_logits != 0;
+  size_t used = 0, total = 0;
+  if (!gpu || coda_plans_device_memory(ctx, &used, &total) != CODA_OK) return 0;
+  return (double)B * (double)T * (double)V * 2.0 <= (double)total / 16.0;
+}
+
 static coda_status check_options(coda_context ctx, const coda_train_options *o) {
+  if (o->keep_logits < -1 || o->keep_logits > 1)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "keep_logits %d: 1 (keep the head's logits), "
+                     "0 (recompute them) or -1 (automatic)", o->keep_logits);
   if (o->batch < 1 || o->accum < 1 || o->steps < 1 || o->warmup < 0 || o->val_batches < 0 ||
       o->val_every < 0 || o->save_every < 0)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
@@ -645,7 +661,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   int64_t pwarm = o.profile_warmup;
   if (pwarm > o.steps - start - 1) pwarm = o.steps - start - 1 > 0 ? o.steps - start - 1 : 0;
   coda_model_set_plan_tuning(model, o.tune_plans);
-  coda_model_set_keep_logits(model, o.keep_logits);
+  coda_model_set_keep_logits(model, keep_logits_for(ctx, &o, gpu, B, T, c->vocab));
   if (o.profile) {
     s = coda_prof_create(ctx, c->layers, o.accum, &prof);
     if (s) goto done;
@@ -742,7 +758,9 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     double lr = coda_lr_schedule(step, o.warmup, o.steps, o.lr, o.min_lr_ratio);
     if (gpu) { /* the clip factor (coda_clip_grad's, no data) scales inside AdamW */
       s = coda_plans_device_adamw(ctx, model, &adam, step + 1, lr, coda_clip_grad(NULL, 0, gn, o.clip));
-      if (!s) s = coda_synchronize(ctx); /* the step's time includes its kernels */
+      /* the step's time includes its kernels; the update itself, where it
+       * runs on the side queue, is waited for by the next forward */
+      if (!s) s = coda_synchronize(ctx);
       if (s) goto done;
     } else if (dp) { /* this rank's shard, then every rank's updated weights */
       coda_prof_begin(ctx, prof);

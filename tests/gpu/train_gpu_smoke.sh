@@ -22,6 +22,9 @@
 #      rate small, so the runs do not drift apart. Then the GPU checkpoint
 #      resumes for one step on the CPU and on the GPU: those losses agree
 #      within 2 % as well (the checkpoint format is shared).
+#  (f) the same 20 steps (validation every 7, a checkpoint at 10) with
+#      AdamW layer by layer beside the next forward (the default) and with
+#      CODA_OPTIM_OVERLAP=0: loss.csv and the checkpoints byte-identical.
 #  (e) when BUILD_DIR/tests/test_train_device exists: that test (device
 #      step vs the CPU plan engine, bit-identical repeats, upload/download).
 #  (d) throughput of 6 layers, d 512, ffn 2048, 8/8 heads, vocab 32768,
@@ -95,6 +98,17 @@ if [ $ok = 1 ]; then
 else
   fail "(c) a 5-step run failed"
 fi
+
+echo "== (f) AdamW beside the next forward (default) and after the backward (CODA_OPTIM_OVERLAP=0)"
+# validation and a checkpoint between steps read the weights while updates
+# may be pending; both runs must end in the same bits
+for v in 1 0; do
+  CODA_OPTIM_OVERLAP=$v timeout 60 "$CODA" train --device gpu $SMALL --steps 20 --warmup 5 --seed 11 \
+    --val-every 7 --val-batches 2 --save-every 10 --out "$W/f$v" --quiet || fail "(f) run with overlap $v failed"
+done
+if cmp -s "$W/f1/loss.csv" "$W/f0/loss.csv" && cmp -s "$W/f1/checkpoint.safetensors" "$W/f0/checkpoint.safetensors"
+then echo "bit-identical loss logs and checkpoints (weights and moments), 20 steps"
+else fail "(f) overlapped and serial AdamW differ"; diff "$W/f1/loss.csv" "$W/f0/loss.csv" | head; fi
 
 if [ -x "$BUILD/tests/test_train_device" ]; then
   echo "== (e) test_train_device"

@@ -153,19 +153,20 @@ __global__ void adamw_kernel(float *w, const float *g, float *m, float *v, long 
     adamw_one(w[i], g[i], m[i], v[i], b1, b2, c1, c2, lr, eps, shrink, gscale, scale_g);
 }
 
-/* One AdamW pass over all parameters laid out back to back (segment k
- * ends at seg[2k] and decays when seg[2k+1] != 0), with the arithmetic of
+/* One AdamW pass over the elements [lo, n) of the parameters laid out
+ * back to back (segment k ends at seg[2k] and decays when seg[2k+1] != 0;
+ * lo a multiple of 4, so the float4 accesses stay aligned), with the arithmetic of
  * adamw_kernel element for element, and the updated weight rounded into
  * wb (the plans' bf16 weights) in the same pass: the separate rounding
  * pass before each forward (read 4 bytes, write 2 per weight) goes away.
  * Four consecutive elements per thread, as float4 where they are whole. */
 __global__ void adamw_multi_kernel(float *w, const float *g, float *m, float *v,
-                                   __nv_bfloat16 *wb, long long n, const long long *seg,
-                                   int nseg, double b1, double b2, double c1, double c2,
-                                   double lr, double eps, double shrink, double gscale,
-                                   int scale_g) {
+                                   __nv_bfloat16 *wb, long long lo_elem, long long n,
+                                   const long long *seg, int nseg, double b1, double b2,
+                                   double c1, double c2, double lr, double eps, double shrink,
+                                   double gscale, int scale_g) {
   const long long stride = 4LL * gridDim.x * blockDim.x;
-  for (long long i0 = 4LL * (blockIdx.x * (long long)blockDim.x + threadIdx.x); i0 < n;
+  for (long long i0 = lo_elem + 4LL * (blockIdx.x * (long long)blockDim.x + threadIdx.x); i0 < n;
        i0 += stride) {
     int lo = 0, hi = nseg - 1; /* the first segment ending after i0 */
     while (lo < hi) {
@@ -359,18 +360,20 @@ extern "C" coda_status coda_cuda_train_memory(coda_context ctx, size_t *used, si
 }
 
 extern "C" coda_status coda_cuda_train_adamw_multi(coda_context ctx, float *w, const float *g,
-                                                   float *m, float *v, uint16_t *wb, size_t n,
-                                                   const int64_t *seg, int nseg,
-                                                   const double *coef, double gscale) {
-  if (n == 0) return CODA_OK;
-  if (nseg <= 0 || ((uintptr_t)w | (uintptr_t)g | (uintptr_t)m | (uintptr_t)v) % 16 ||
+                                                   float *m, float *v, uint16_t *wb, size_t lo,
+                                                   size_t hi, const int64_t *seg, int nseg,
+                                                   const double *coef, double gscale,
+                                                   void *side) {
+  if (hi <= lo) return CODA_OK;
+  if (nseg <= 0 || lo % 4 || ((uintptr_t)w | (uintptr_t)g | (uintptr_t)m | (uintptr_t)v) % 16 ||
       (uintptr_t)wb % 8)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "AdamW: %d segments, or buffers not 16-byte "
-                     "aligned", nseg);
-  const long long groups = ((long long)n + 3) / 4;
-  adamw_multi_kernel<<<grid_of(groups), 256, 0, coda_cuda_stream(ctx)>>>(
-      w, g, m, v, (__nv_bfloat16 *)wb, (long long)n, (const long long *)seg, nseg, coef[0],
-      coef[1], coef[2], coef[3], coef[4], coef[5], coef[6], gscale, gscale != 1.0);
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "AdamW: %d segments, start %zu (a multiple "
+                     "of 4), or buffers not 16-byte aligned", nseg, lo);
+  const long long groups = ((long long)(hi - lo) + 3) / 4;
+  cudaStream_t stream = side ? (cudaStream_t)coda_cuda_side_stream(side) : coda_cuda_stream(ctx);
+  adamw_multi_kernel<<<grid_of(groups), 256, 0, stream>>>(
+      w, g, m, v, (__nv_bfloat16 *)wb, (long long)lo, (long long)hi, (const long long *)seg, nseg,
+      coef[0], coef[1], coef[2], coef[3], coef[4], coef[5], coef[6], gscale, gscale != 1.0);
   return check_launch(ctx, "AdamW (all parameters)");
 }
 
