@@ -25,6 +25,7 @@ struct coda_context_s {
   char last_error[CODA_ERRMSG_LEN];
   void *cuda; /* backend state of src/backends/cuda (NULL when unused) */
   void *cuda_ws; /* its reusable workspaces (backends/cuda/workspace.h) */
+  void *cudnn; /* the cuDNN attention's plans and handle (backends/cuda/attention_cudnn.c) */
   void *gemm_tune; /* GEMM autotuner choices of src/cuda/gemm_tune.cu (NULL when unused) */
   /* Fused-step choices of coda_plan_tune_fusion (core/tune_cache.h; NULL
    * until the first tuning on this context). */

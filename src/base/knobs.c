@@ -57,6 +57,13 @@ void coda_knobs_from_env(coda_knobs *k) {
   else if (home && *home && strlen(home) + 13 < sizeof k->cache_dir)
     snprintf(k->cache_dir, sizeof k->cache_dir, "%s/.cache/coda", home);
   copy_str(k->nccl_lib, sizeof k->nccl_lib, getenv("CODA_NCCL_LIB"));
+  copy_str(k->cudnn_lib, sizeof k->cudnn_lib, getenv("CODA_CUDNN_LIB"));
+  v = getenv("CODA_ATTENTION");
+  if (!v || !*v || !strcmp(v, "auto")) k->attention = CODA_ATTENTION_AUTO;
+  else if (!strcmp(v, "own")) k->attention = CODA_ATTENTION_OWN;
+  else if (!strcmp(v, "cudnn")) k->attention = CODA_ATTENTION_CUDNN;
+  else if (!strcmp(v, "cudnn-nondet")) k->attention = CODA_ATTENTION_CUDNN_NONDET;
+  else k->attention = CODA_ATTENTION_INVALID;
   v = getenv("CODA_COMM_TIMEOUT");
   if (v && *v) {
     char *end;

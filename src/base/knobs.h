@@ -34,6 +34,15 @@ typedef struct coda_launch_vars {
   int agent_store;
 } coda_launch_vars;
 
+/* CODA_ATTENTION: which causal attention the CUDA backend runs. */
+typedef enum coda_attention_choice {
+  CODA_ATTENTION_AUTO = 0,   /* auto (default): per pass and shape, as measured (cuda_backend.c) */
+  CODA_ATTENTION_OWN = 1,    /* own: coda's kernels (attention.cu) */
+  CODA_ATTENTION_CUDNN = 2,  /* cudnn: cuDNN or a failure naming why */
+  CODA_ATTENTION_CUDNN_NONDET = 3, /* cudnn-nondet: cuDNN, dQ by atomic accumulation */
+  CODA_ATTENTION_INVALID = 4 /* any other value: attention calls fail naming it */
+} coda_attention_choice;
+
 typedef struct coda_knobs {
   int debug_sync;                /* CODA_DEBUG_SYNC=1 */
   int autotune;                  /* CODA_AUTOTUNE=1 */
@@ -57,6 +66,9 @@ typedef struct coda_knobs {
   /* CODA_CACHE_DIR, else $HOME/.cache/coda; "" when neither is set */
   char cache_dir[CODA_KNOB_PATH_LEN];
   char nccl_lib[CODA_KNOB_PATH_LEN]; /* CODA_NCCL_LIB, else "" (libnccl.so.2) */
+  /* CODA_ATTENTION=auto|own|cudnn|cudnn-nondet */
+  coda_attention_choice attention;
+  char cudnn_lib[CODA_KNOB_PATH_LEN]; /* CODA_CUDNN_LIB, else "" (libcudnn.so.9) */
   /* CODA_COMM_TIMEOUT=SECONDS: how long a CPU collective waits for a peer
    * rank before it fails naming the missing ranks; 0 when unset (the
    * communicator's default) */

@@ -7,7 +7,12 @@
  * checked to stay untouched; two runs must be bit-identical. Each variant
  * also runs with the fused RoPE backward (coda_attention_backward_rope),
  * checked against its own plain result rotated here. Also checks
- * that unsupported requests fail cleanly. Exits non-zero on any failure.
+ * that unsupported requests fail cleanly. The head_dim 64 and 128 cases run
+ * again through coda_attention_forward / _backward on a context with
+ * CODA_ATTENTION=cudnn (cuDNN's fused attention, attention_cudnn.c) with
+ * the same checks, when cuDNN loads (CODA_CUDNN_LIB or LD_LIBRARY_PATH);
+ * otherwise its refusal is checked to be a clean error. Exits non-zero on
+ * any failure.
  *   test_attention_gpu [seed]            every shape
  *   test_attention_gpu --small [seed]    four ragged shapes only
  *   test_attention_gpu --sanitize [seed] every forward and backward variant
@@ -34,12 +39,16 @@
 
 #include "base/internal.h"
 #include "backends/cuda/attention.cuh"
+#include "backends/cuda/attention_cudnn.h"
 #include "backends/cuda/backend.h"
 #include "gpu/cuda_check.h"
 #include "test_util.h"
 
 static int g_fail = 0, g_pass = 0;
 static int g_runs = 2; /* runs of each case: 2 checks bit-identity; 1 under the sanitizer modes */
+/* non-NULL: run_case and run_rope call the public API on this context
+ * (CODA_ATTENTION=cudnn) instead of the kernel variants */
+static coda_context g_api = NULL;
 
 /* Which variants ran, per head size (32, 64, 128) and pass (0 forward, 1
  * backward): the "coverage:" line. */
@@ -238,8 +247,12 @@ static void run_rope(coda_context ctx, const shape *s, const char *bc, const cha
   for (int run = 0; run < g_runs; run++) {
     poison(&dz);
     poison(&zp);
-    const coda_status st = coda_cuda_attention_backward_variant(
-        ctx, tq, to, tl, tdo, B, T, Hq, Hkv, hd, &tz, &rope, bc);
+    const coda_status st =
+        g_api ? coda_attention_backward_rope(g_api, tq, to, tl, tdo, B, T, Hq, Hkv, hd, &tp, &tf,
+                                             &tz, &tzp)
+              : coda_cuda_attention_backward_variant(ctx, tq, to, tl, tdo, B, T, Hq, Hkv, hd, &tz,
+                                                     &rope, bc);
+    if (g_api) ctx = g_api;
     EXPECT(st == CODA_OK, "%s: RoPE backward returned %d (%s)", name, (int)st,
            coda_last_error(ctx));
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -318,7 +331,9 @@ static void run_case(coda_context ctx, const shape *s, const char *fc, const cha
   char name[160];
   const char *impl = getenv("CODA_ATTN_IMPL");
   snprintf(name, sizeof name, "B%d T%d Hq%d Hkv%d hd%d pad%d %s/%s%s", B, T, Hq, Hkv, hd, s->pad,
-           fc ? fc : "default", bc ? bc : "default", impl && !strcmp(impl, "v1") ? " (v1)" : "");
+           g_api ? "cudnn" : fc ? fc : "default", g_api ? "cudnn" : bc ? bc : "default",
+           impl && !strcmp(impl, "v1") ? " (v1)" : "");
+  if (g_api) ctx = g_api;
 
   buf qkv = buf_new((size_t)BT * ldq * 2), out = buf_new((size_t)BT * ldo * 2),
       lse = buf_new((size_t)BT * ldl * 4), dout = buf_new((size_t)BT * ldo * 2),
@@ -343,8 +358,10 @@ static void run_case(coda_context ctx, const shape *s, const char *fc, const cha
   double *ro = malloc(sizeof(double) * BT * oc), *rl = malloc(sizeof(double) * BT * Hq),
          *rg = malloc(sizeof(double) * BT * cols);
   reference(s, xq, ldq, xdo, ro, rl, rg);
-  mark_ran(hd, 0, fc);
-  mark_ran(hd, 1, bc);
+  if (!g_api) {
+    mark_ran(hd, 0, fc);
+    mark_ran(hd, 1, bc);
+  }
 
   coda_tensor tq = {qkv.d, CODA_BF16, BT, cols, ldq}, to = {out.d, CODA_BF16, BT, oc, ldo},
               tl = {lse.d, CODA_F32, BT, Hq, ldl}, tdo = {dout.d, CODA_BF16, BT, oc, ldo},
@@ -355,9 +372,13 @@ static void run_case(coda_context ctx, const shape *s, const char *fc, const cha
     poison(&out);
     poison(&lse);
     poison(&dqkv);
-    coda_status st = coda_cuda_attention_forward_variant(ctx, &tq, B, T, Hq, Hkv, hd, &to, &tl, fc);
+    coda_status st =
+        g_api ? coda_attention_forward(ctx, &tq, B, T, Hq, Hkv, hd, &to, &tl)
+              : coda_cuda_attention_forward_variant(ctx, &tq, B, T, Hq, Hkv, hd, &to, &tl, fc);
     EXPECT(st == CODA_OK, "%s: forward returned %d (%s)", name, (int)st, coda_last_error(ctx));
-    st = coda_cuda_attention_backward_variant(ctx, &tq, &to, &tl, &tdo, B, T, Hq, Hkv, hd, &tg, NULL, bc);
+    st = g_api ? coda_attention_backward(ctx, &tq, &to, &tl, &tdo, B, T, Hq, Hkv, hd, &tg)
+               : coda_cuda_attention_backward_variant(ctx, &tq, &to, &tl, &tdo, B, T, Hq, Hkv, hd,
+                                                      &tg, NULL, bc);
     EXPECT(st == CODA_OK, "%s: backward returned %d (%s)", name, (int)st, coda_last_error(ctx));
     cudaError_t e = cudaDeviceSynchronize();
     EXPECT(e == cudaSuccess, "%s: kernel error %s", name, cudaGetErrorString(e));
@@ -427,6 +448,58 @@ static void run_case(coda_context ctx, const shape *s, const char *fc, const cha
   buf_free(&lse);
   buf_free(&dout);
   buf_free(&dqkv);
+}
+
+/* The head_dim 64 and 128 cases through cuDNN (CODA_ATTENTION=cudnn on a
+ * context of its own), or, where cuDNN does not load, its clean refusal;
+ * head_dim 32 is refused with a message either way. */
+static void cudnn_cases(const shape *cases, size_t n, const shape *more, size_t nmore) {
+  setenv("CODA_ATTENTION", "cudnn", 1);
+  coda_context_options opts = coda_context_default_options();
+  opts.backend = CODA_BACKEND_CUDA;
+  coda_context c = NULL;
+  const coda_status cs = coda_context_create(&opts, &c);
+  unsetenv("CODA_ATTENTION");
+  EXPECT(cs == CODA_OK, "cannot create a CUDA context with CODA_ATTENTION=cudnn");
+  if (cs != CODA_OK) return;
+  const size_t ver = coda_cudnn_version(c);
+  const shape one = {1, 64, 2, 1, 64, 0};
+  if (!ver) {
+    /* the refusal: an error naming cuDNN, no crash */
+    const int64_t cols = 4 * 64, oc = 2 * 64;
+    buf q = buf_new(64 * cols * 2), o = buf_new(64 * oc * 2), l = buf_new(64 * 2 * 4);
+    coda_tensor tq = {q.d, CODA_BF16, 64, cols, cols}, to = {o.d, CODA_BF16, 64, oc, oc},
+                tl = {l.d, CODA_F32, 64, 2, 2};
+    const coda_status st = coda_attention_forward(c, &tq, one.B, one.T, one.Hq, one.Hkv, one.hd,
+                                                  &to, &tl);
+    EXPECT(st == CODA_ERR_NOT_SUPPORTED && strstr(coda_last_error(c), "cuDNN"),
+           "cuDNN absent: status %d (%s)", (int)st, coda_last_error(c));
+    printf("cuDNN not loaded, refusal checked: %s\n", coda_last_error(c));
+    buf_free(&q);
+    buf_free(&o);
+    buf_free(&l);
+    coda_context_destroy(c);
+    return;
+  }
+  printf("cuDNN %zu: the head_dim 64 and 128 cases through CODA_ATTENTION=cudnn\n", ver);
+  g_api = c;
+  for (size_t i = 0; i < n; i++)
+    if (cases[i].hd != 32) run_case(NULL, &cases[i], NULL, NULL);
+  for (size_t i = 0; i < nmore; i++) run_case(NULL, &more[i], NULL, NULL);
+  g_api = NULL;
+  printf("  last choice: %s\n", coda_cudnn_attention_choice(c));
+  /* head_dim 32: refused by name */
+  const int64_t cols = 4 * 32, oc = 2 * 32;
+  buf q = buf_new(64 * cols * 2), o = buf_new(64 * oc * 2), l = buf_new(64 * 2 * 4);
+  coda_tensor tq = {q.d, CODA_BF16, 64, cols, cols}, to = {o.d, CODA_BF16, 64, oc, oc},
+              tl = {l.d, CODA_F32, 64, 2, 2};
+  const coda_status st = coda_attention_forward(c, &tq, 1, 64, 2, 1, 32, &to, &tl);
+  EXPECT(st == CODA_ERR_NOT_SUPPORTED && strstr(coda_last_error(c), "head_dim 32"),
+         "cuDNN head_dim 32: status %d (%s)", (int)st, coda_last_error(c));
+  buf_free(&q);
+  buf_free(&o);
+  buf_free(&l);
+  coda_context_destroy(c);
 }
 
 /* Requests the kernels do not handle must fail with a message, not run. */
@@ -572,6 +645,8 @@ int main(int argc, char **argv) {
     if (!persistent) run_case(ctx, &many[i], NULL, NULL);
   }
   bad_inputs(ctx);
+  if (!sanitize && !persistent) cudnn_cases(cases, small ? 5 : sizeof cases / sizeof cases[0],
+                                            many_tiles, small ? 0 : 2);
   coda_context_destroy(ctx);
   print_coverage();
   printf("%d passed, %d failed\n", g_pass, g_fail);

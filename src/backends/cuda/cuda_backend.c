@@ -2,6 +2,7 @@
  * jobs of the api layer to the backend's entry points (backend.h, gplan.h),
  * which keep their own signatures. */
 #include "backends/backend.h"
+#include "backends/cuda/attention_cudnn.h"
 #include "backends/cuda/backend.h"
 #include "backends/cuda/epi_codegen.h"
 #include "backends/cuda/gemm_internal.h"
@@ -29,6 +30,7 @@ static coda_status cuda_create(coda_context ctx) {
 
 static void cuda_destroy(coda_context ctx) {
   coda_cuda_context_release(ctx); /* loaded fused kernels, the tuner's table */
+  coda_cudnn_release(ctx);       /* its plans and handle, before the workspaces */
   coda_cuda_workspace_release(ctx);
   coda_cuda_stream_close(ctx); /* after the stream-ordered frees above */
 }
@@ -79,11 +81,90 @@ static coda_status cuda_finish(coda_context ctx, const coda_finish_job *j) {
                           j->tiling.tile_n, j->seg, j->eps);
 }
 
+/* CODA_ATTENTION picks cuDNN's fused attention or the own kernels per
+ * pass: own; cudnn (a failure naming why when cuDNN cannot run the job);
+ * auto, the own forward and cuDNN's backward where it was measured faster,
+ * loads and builds a plan for the shape, else the own kernels, the reason
+ * kept for coda_cudnn_attention_choice. Both write and read the same lse
+ * (natural log-sum-exp of the scaled scores, [B*T][Hq]) and O, so a
+ * forward of one and a backward of the other agree. */
+static coda_status pick_attention(coda_context ctx, const coda_attn_job *j, int backward,
+                                  int *cudnn) {
+  *cudnn = 0;
+  const char *pass = backward ? "backward" : "forward";
+  switch (ctx->knobs.attention) {
+    case CODA_ATTENTION_OWN:
+      coda_cudnn_attention_note(ctx, "%s: own kernels (CODA_ATTENTION=own)", pass);
+      return CODA_OK;
+    case CODA_ATTENTION_CUDNN:
+    case CODA_ATTENTION_CUDNN_NONDET: {
+      const coda_status s = coda_cudnn_attention_prepare(ctx, j, backward);
+      if (s) return s;
+      *cudnn = 1;
+      coda_cudnn_attention_note(ctx, "%s: cuDNN %zu (CODA_ATTENTION=cudnn)", pass,
+                                coda_cudnn_version(ctx));
+      return CODA_OK;
+    }
+    case CODA_ATTENTION_AUTO: {
+      /* by measurement (bench/results/attention-cudnn-2026-12-06.md, H100):
+       * the own forward is as fast as cuDNN's at every shape measured, its
+       * backward slower from 4096 tokens on; cuDNN's deterministic
+       * backward holds a bf16 dP of B*Hq*T^2 (T in 64s) in its workspace,
+       * taken only while it is at most a quarter of the device memory */
+      if (!backward) {
+        coda_cudnn_attention_note(ctx, "%s: own kernels (auto: the own forward is as fast)", pass);
+        return CODA_OK;
+      }
+      if (j->hd != 64 && j->hd != 128) {
+        coda_cudnn_attention_note(ctx, "%s: own kernels (auto: cuDNN runs head_dim 64 and 128)",
+                                  pass);
+        return CODA_OK;
+      }
+      if (j->T < 4096) {
+        coda_cudnn_attention_note(ctx, "%s: own kernels (auto: faster below 4096 tokens)", pass);
+        return CODA_OK;
+      }
+      const double t64 = (double)((j->T + 63) / 64 * 64);
+      const double dp = 2.0 * j->B * j->Hq * t64 * t64;
+      size_t mfree = 0, mtotal = 0;
+      if (cudaMemGetInfo(&mfree, &mtotal) != cudaSuccess || dp > 0.25 * (double)mtotal) {
+        (void)cudaGetLastError();
+        coda_cudnn_attention_note(ctx,
+                                  "%s: own kernels (auto: cuDNN's deterministic backward would "
+                                  "take %.1f GiB of workspace, over a quarter of the device's)",
+                                  pass, dp / 1073741824.0);
+        return CODA_OK;
+      }
+      if (coda_cudnn_attention_prepare(ctx, j, backward) == CODA_OK) {
+        *cudnn = 1;
+        coda_cudnn_attention_note(ctx, "%s: cuDNN %zu (auto)", pass, coda_cudnn_version(ctx));
+        return CODA_OK;
+      }
+      char why[CODA_ERRMSG_LEN];
+      snprintf(why, sizeof why, "%s", coda_last_error(ctx));
+      coda_clear_error(ctx);
+      coda_cudnn_attention_note(ctx, "%s: own kernels (auto: %s)", pass, why);
+      return CODA_OK;
+    }
+    default:
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                       "CODA_ATTENTION is not one of auto, own, cudnn, cudnn-nondet");
+  }
+}
+
 static coda_status cuda_attention_forward(coda_context ctx, const coda_attn_job *j) {
+  int cudnn = 0;
+  coda_status s = pick_attention(ctx, j, 0, &cudnn);
+  if (s) return s;
+  if (cudnn) return coda_cudnn_attention_forward(ctx, j);
   return coda_cuda_attention_forward(ctx, j->qkv, j->B, j->T, j->Hq, j->Hkv, j->hd, j->out, j->lse);
 }
 
 static coda_status cuda_attention_backward(coda_context ctx, const coda_attn_job *j) {
+  int cudnn = 0;
+  coda_status s = pick_attention(ctx, j, 1, &cudnn);
+  if (s) return s;
+  if (cudnn) return coda_cudnn_attention_backward(ctx, j);
   return coda_cuda_attention_backward(ctx, j->qkv, j->out, j->lse, j->dout, j->B, j->T, j->Hq,
                                       j->Hkv, j->hd, j->dqkv, j->rope);
 }
@@ -120,6 +201,11 @@ static const coda_train_ops cuda_train_ops = {
     .fill = coda_cuda_train_fill,
     .zero = coda_cuda_train_zero,
     .memory = coda_cuda_train_memory,
+    .side_create = coda_cuda_side_create,
+    .side_fork = coda_cuda_side_fork,
+    .side_mark = coda_cuda_side_mark,
+    .side_wait = coda_cuda_side_wait,
+    .side_destroy = coda_cuda_side_destroy,
 };
 
 static const coda_decode_ops cuda_decode_ops = {

@@ -19,6 +19,7 @@ typedef enum coda_cuda_ws_slot {
   CODA_CUDA_WS_SPLITK = 0,     /* split-K partial sums of the GEMM */
   CODA_CUDA_WS_ATTENTION = 1,  /* attention backward's per-row scratch */
   CODA_CUDA_WS_TUNE = 2,       /* the GEMM autotuner's output scratch */
+  CODA_CUDA_WS_CUDNN = 3,      /* cuDNN attention: its plan's workspace and buffers */
   CODA_CUDA_WS_COUNT
 } coda_cuda_ws_slot;
 
