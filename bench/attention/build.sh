@@ -14,3 +14,7 @@ gcc -std=c11 -O2 -Wall -Wextra -Wno-unused-parameter -DCODA_HAVE_CUDA=1 -Iinclud
   -I${CUDA_HOME:-/usr/local/cuda}/include -c tests/gpu/test_attention_gpu.c -o $O/test.o
 $NV -o $O/test_attention_gpu $O/test.o $LIBS
 $NV -o $O/bench_attention bench/attention/bench_attention.cu $LIBS
+# cuDNN through coda beside the own kernels (bench_cudnn.c; cuDNN is loaded at run time)
+gcc -std=c11 -O2 -Wall -Wextra -Wno-unused-parameter -DCODA_HAVE_CUDA=1 -Iinclude -Isrc -Itests \
+  -I${CUDA_HOME:-/usr/local/cuda}/include -c bench/attention/bench_cudnn.c -o $O/bench_cudnn.o
+$NV -o $O/bench_cudnn $O/bench_cudnn.o $LIBS
