@@ -63,6 +63,9 @@ typedef struct coda_knobs {
   /* CODA_DECODE_ROW_STEP=1: a one-row decode step runs as one persistent
    * kernel (decode_row_step.cu) instead of its separate kernels */
   int decode_row_step_on;
+  /* CODA_OPTIM_OVERLAP=0: the trainer's AdamW runs after the backward on
+   * the context's stream, not layer by layer beside the next forward */
+  int optim_overlap_off;
   /* CODA_CACHE_DIR, else $HOME/.cache/coda; "" when neither is set */
   char cache_dir[CODA_KNOB_PATH_LEN];
   char nccl_lib[CODA_KNOB_PATH_LEN]; /* CODA_NCCL_LIB, else "" (libnccl.so.2) */

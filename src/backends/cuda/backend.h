@@ -89,21 +89,33 @@ coda_status coda_cuda_train_embed_grad(coda_context ctx, float *g, const coda_te
                                        const int32_t *pos, int nrows, float scale);
 /* t (int32, M x 1 view) = tg, negative targets as -100 (ignored). */
 coda_status coda_cuda_train_targets(coda_context ctx, const coda_tensor *t, const int32_t *tg);
-/* part[b] = sum of g[i]^2 (double) over chunk b of n; fixed reduction order. */
+/* part[b] = sum of g[i]^2 (double) over chunk b of n; fixed reduction
+ * order (on the side queue's stream when side is set). */
 coda_status coda_cuda_train_sumsq(coda_context ctx, const float *g, size_t n, size_t chunk,
-                                  double *part);
+                                  double *part, void *side);
 /* AdamW (the host's coda_adamw_update arithmetic) on n elements; coef =
  * {beta1, beta2, 1-beta1^t, 1-beta2^t, lr, eps, 1-lr*wd or 1}; the gradient
  * is first scaled by gscale (clipping) and rounded to f32. */
 coda_status coda_cuda_train_adamw(coda_context ctx, float *w, const float *g, float *m, float *v,
                                   size_t n, const double *coef, double gscale);
-/* AdamW over all n parameters in one launch: seg (device, 2 x nseg int64)
- * holds each segment's end and whether it decays (coef[6] is the decaying
- * shrink, 1 for the others); wb (optional, bf16 of n) receives the updated
- * weights rounded to nearest even. Buffers 16-byte aligned (wb 8). */
+/* AdamW over the elements [lo, hi) of parameters laid out back to back,
+ * in one launch (on the side queue's stream when side is set): seg
+ * (device, 2 x nseg int64) holds each segment's absolute end and whether
+ * it decays (coef[6] is the decaying shrink, 1 for the others); wb
+ * (optional, bf16) receives the updated weights rounded to nearest even.
+ * Buffers 16-byte aligned (wb 8), lo a multiple of 4. */
 coda_status coda_cuda_train_adamw_multi(coda_context ctx, float *w, const float *g, float *m,
-                                        float *v, uint16_t *wb, size_t n, const int64_t *seg,
-                                        int nseg, const double *coef, double gscale);
+                                        float *v, uint16_t *wb, size_t lo, size_t hi,
+                                        const int64_t *seg, int nseg, const double *coef,
+                                        double gscale, void *side);
+/* Side queues (side_queue.c): a non-blocking stream with markers;
+ * coda_cuda_side_stream gives its cudaStream_t (NULL side: NULL). */
+coda_status coda_cuda_side_create(coda_context ctx, int nmarks, void **side);
+coda_status coda_cuda_side_fork(coda_context ctx, void *side);
+coda_status coda_cuda_side_mark(coda_context ctx, void *side, int i);
+coda_status coda_cuda_side_wait(coda_context ctx, void *side, int i);
+void coda_cuda_side_destroy(coda_context ctx, void *side);
+void *coda_cuda_side_stream(void *side);
 /* w[k] = sd · the host's normal number k of the stream s0 from draw draw0
  * (coda_model_init's draws, two per value), k < n. */
 coda_status coda_cuda_train_init_normal(coda_context ctx, float *w, size_t n, uint64_t s0,
