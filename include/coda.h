@@ -175,9 +175,11 @@ typedef struct coda_context_options {
   const char *cache_dir;    /* kernel and tuning caches; CODA_CACHE_DIR, else
                              * $HOME/.cache/coda (copied at creation) */
   int own_stream;           /* CUDA, when stream is NULL: 1 = the context
-                             * creates a non-blocking stream of its own (and
-                             * destroys it), so its work can be recorded by
-                             * coda_graph_begin; 0 = the legacy default stream */
+                             * creates a non-blocking stream of its own at
+                             * the device's greatest priority (and destroys
+                             * it), so its work can be recorded by
+                             * coda_graph_begin and outranks side work;
+                             * 0 = the legacy default stream */
 } coda_context_options;
 
 coda_context_options coda_context_default_options(void);

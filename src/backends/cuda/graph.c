@@ -14,7 +14,12 @@ static coda_status graph_fail(coda_context ctx, const char *what, cudaError_t e)
 coda_status coda_cuda_stream_open(coda_context ctx) {
   if (ctx->stream || !ctx->opts.own_stream) return CODA_OK;
   cudaStream_t s = NULL;
-  cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  /* at the device's greatest priority: work queued beside it (the
+   * trainer's side queue, at the default priority) takes the SMs only as
+   * the context's kernels leave them */
+  int least = 0, greatest = 0;
+  cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+  if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest);
   if (e != cudaSuccess) return graph_fail(ctx, "the context's stream (cudaStreamCreate)", e);
   ctx->stream = s;
   ctx->owns_stream = 1;

@@ -35,7 +35,10 @@ void coda_cuda_side_destroy(coda_context ctx, void *side) {
 coda_status coda_cuda_side_create(coda_context ctx, int nmarks, void **side) {
   coda_cuda_side *q = calloc(1, sizeof *q + (size_t)nmarks * sizeof(cudaEvent_t));
   if (!q) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
-  cudaError_t e = cudaStreamCreateWithFlags(&q->stream, cudaStreamNonBlocking);
+  /* the least priority: its blocks fill what the context's stream leaves */
+  int least = 0, greatest = 0;
+  cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+  if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&q->stream, cudaStreamNonBlocking, least);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&q->fork, cudaEventDisableTiming);
   while (e == cudaSuccess && q->n < nmarks) {
     e = cudaEventCreateWithFlags(&q->mark[q->n], cudaEventDisableTiming);
