@@ -197,6 +197,13 @@ coda_status coda_context_options_check(const coda_context_options *opts, char *m
 void coda_context_destroy(coda_context ctx);
 /* Message of the last failure on this context ("" if none). */
 const char *coda_last_error(coda_context ctx);
+/* Warnings recorded on this context since it was created or last cleared:
+ * non-fatal problems a call got past and went on (e.g. a Hugging Face
+ * import whose config ties the head while the weights hold a different
+ * lm_head.weight: imported untied, as transformers does), one line each,
+ * each ending in '\n'; "" when there are none. The tools print them. */
+const char *coda_warnings(coda_context ctx);
+void coda_warnings_clear(coda_context ctx);
 coda_backend coda_context_backend(coda_context ctx);
 coda_precision coda_context_precision(coda_context ctx);
 /* 1 if the library was built with CUDA and a usable GPU is present. */
@@ -357,7 +364,9 @@ typedef enum coda_op {
   /* two-result ops */
   CODA_OP_DSWIGLU, CODA_OP_DGEGLU, CODA_OP_ROPE, CODA_OP_ROPE_BWD,
   /* one result, added after the first set (values kept) */
-  CODA_OP_ERF, CODA_OP_RELU, CODA_OP_POW, CODA_OP_ROUND_BF16, CODA_OP_ROUND_F16
+  CODA_OP_ERF, CODA_OP_RELU, CODA_OP_POW, CODA_OP_ROUND_BF16, CODA_OP_ROUND_F16,
+  /* integer division and remainder, floor semantics (integer operands only) */
+  CODA_OP_IDIV, CODA_OP_IMOD
 } coda_op;
 
 typedef enum coda_lane { CODA_LANE_NONE = 0, CODA_LANE_EVEN = 1, CODA_LANE_ODD = 2 } coda_lane;
@@ -442,7 +451,11 @@ coda_status coda_program_exact(coda_context ctx, coda_program p, coda_program *o
  * correspondence; `fwd` is always a forward name, `bwd` a backward one. */
 typedef enum coda_grad_role {
   CODA_GRAD_WRT = 0,   /* backward output/finisher `bwd` is dL/d(forward input `fwd`;
-                        * "acc": the forward's accumulator) */
+                        * "acc": the forward's accumulator). For a scalar, row or
+                        * column input the backward tensor may be wider: it is
+                        * summed over the broadcast dimension (M x N, M x T
+                        * partials, 1 x N for a scalar; M x N for a row or column
+                        * vector) before the comparison */
   CODA_GRAD_SEED = 1,  /* backward input `bwd` ("acc": the backward's accumulator)
                         * is dL/d(forward output or finisher `fwd`), random */
   CODA_GRAD_SAVE = 2,  /* backward input `bwd` holds forward input/output `fwd`
@@ -452,7 +465,10 @@ typedef enum coda_grad_role {
   CODA_GRAD_VALUE = 4, /* input `fwd` of the forward and/or `bwd` of the backward
                         * (either may be NULL) = lo everywhere (a forward input
                         * named by a wrt link is still perturbed from there) */
-  CODA_GRAD_RANGE = 5  /* forward input `fwd` random uniform in [lo, hi] */
+  CODA_GRAD_RANGE = 5  /* forward input `fwd` ("acc": the accumulator) random
+                        * uniform in [lo, hi] (default: +-[0.1, 1), acc +-[0.1, 4);
+                        * values within 1e3 step of a threshold constant of the
+                        * forward are drawn again) */
 } coda_grad_role;
 
 typedef struct coda_grad_link {
@@ -471,6 +487,13 @@ typedef struct coda_gradcheck_options {
   double step;    /* finite-difference step, relative: h = step max(1, |x|)
                    * (default 1e-6) */
   double tol;     /* default 1e-6 */
+  /* Since the second layout: nonzero draws half of the random values of
+   * acc and of every floating forward input (within its range, if one is
+   * given) just beside a threshold the forward compares against: a
+   * literal operand of min, max or a comparison (a select's condition
+   * that is no comparison: 0), at 1e3 step to 5e4 step (relative) on
+   * either side. Default 0. */
+  int points;
 } coda_gradcheck_options;
 coda_gradcheck_options coda_gradcheck_default_options(void);
 

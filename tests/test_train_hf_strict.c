@@ -415,6 +415,111 @@ static void rope_models(coda_context ctx, coda_model *orig) {
   CHECK(fabs(l_eps - l_none) > 1e-4 * l_none);
 }
 
+/* config.json ties the head (tie_word_embeddings true) while the weights
+ * hold their own lm_head.weight. A different head is imported untied, as
+ * transformers keeps both tensors, with a warning on the context: the
+ * model equals the exported untied one weight for weight (its loss too);
+ * a head that is a copy of the embedding is the tied head, silently. */
+static void tied_config_own_head(coda_context ctx, coda_model *orig) {
+  write_text("config.json", "{" BASE ", \"rms_norm_eps\": 1e-05}");
+  CHECK(coda_hf_export(ctx, orig, dir) == CODA_OK);
+  char tied[2048];
+  snprintf(tied, sizeof tied, "{%s, \"rms_norm_eps\": 1e-05}", BASE);
+  char *at = strstr(tied, "\"tie_word_embeddings\": false");
+  CHECK(at != NULL);
+  if (!at) return;
+  memcpy(at, "\"tie_word_embeddings\": true ", strlen("\"tie_word_embeddings\": true "));
+  write_text("config.json", tied);
+  coda_warnings_clear(ctx);
+  CHECK(coda_warnings(ctx)[0] == '\0');
+  coda_model *m = NULL;
+  coda_status s = coda_hf_import(ctx, dir, CODA_ENGINE_REFERENCE, &m);
+  CHECK_MSG(s == CODA_OK, "tied config, own head: %s", coda_last_error(ctx));
+  const char *w = coda_warnings(ctx);
+  CHECK_MSG(contains(w, "tie_word_embeddings true") && contains(w, "'lm_head.weight'") &&
+                contains(w, "imported untied"),
+            "warning: '%s'", w);
+  if (m) {
+    CHECK(coda_model_cfg(m)->tied == 0);
+    CHECK(coda_model_size(m) == coda_model_size(orig));
+    CHECK(!memcmp(coda_model_weights(m), coda_model_weights(orig), coda_model_size(m) * sizeof(float)));
+    int32_t in[32], tg[32];
+    uint64_t r = 5;
+    for (int i = 0; i < 32; i++) {
+      in[i] = (int32_t)coda_rng_below(&r, 64);
+      tg[i] = (int32_t)coda_rng_below(&r, 64);
+    }
+    CHECK(loss_of(ctx, m, in, tg) == loss_of(ctx, orig, in, tg));
+  }
+  coda_model_destroy(m);
+  /* the head a copy of the embedding (as BF16, the embedding F32: the
+   * values compared, not the bytes): the tied model, no warning */
+  char p[512];
+  snprintf(p, sizeof p, "%s/model.safetensors", dir);
+  coda_st_file f;
+  CHECK(coda_st_load(ctx, p, 0, &f) == CODA_OK);
+  const coda_st_tensor *emb = coda_st_find(&f, "model.embed_tokens.weight");
+  CHECK(emb != NULL && !strcmp(emb->dtype, "F32"));
+  if (emb && !strcmp(emb->dtype, "F32")) {
+    const size_t n = (size_t)(emb->shape[0] * emb->shape[1]);
+    float *e32 = malloc(n * sizeof *e32);
+    uint16_t *h16 = malloc(n * sizeof *h16);
+    coda_st_entry *e = calloc((size_t)f.n, sizeof *e);
+    CHECK(e32 && h16 && e);
+    if (e32 && h16 && e) {
+      memcpy(e32, emb->data, n * sizeof *e32);
+      for (size_t i = 0; i < n; i++) { /* rounded to bf16, both tensors */
+        uint32_t u;
+        memcpy(&u, &e32[i], 4);
+        h16[i] = (uint16_t)(u >> 16);
+        u &= 0xFFFF0000u;
+        memcpy(&e32[i], &u, 4);
+      }
+      for (int i = 0; i < f.n; i++) {
+        e[i].name = f.t[i].name;
+        e[i].dtype = f.t[i].dtype;
+        e[i].ndim = f.t[i].ndim;
+        memcpy(e[i].shape, f.t[i].shape, sizeof e[i].shape);
+        e[i].data = f.t[i].data;
+        if (!strcmp(e[i].name, "model.embed_tokens.weight")) e[i].data = e32;
+        if (!strcmp(e[i].name, "lm_head.weight")) {
+          e[i].dtype = "BF16";
+          e[i].data = h16;
+        }
+      }
+      const char *meta[] = {"format", "pt"};
+      char q[512];
+      snprintf(q, sizeof q, "%s/copy.safetensors", dir);
+      CHECK(coda_st_save(ctx, q, e, f.n, meta, 1) == CODA_OK);
+      coda_st_free(&f);
+      CHECK(rename(q, p) == 0);
+      coda_warnings_clear(ctx);
+      m = NULL;
+      s = coda_hf_import(ctx, dir, CODA_ENGINE_REFERENCE, &m);
+      CHECK_MSG(s == CODA_OK, "tied config, copied head: %s", coda_last_error(ctx));
+      CHECK_MSG(coda_warnings(ctx)[0] == '\0', "copied head warned: '%s'", coda_warnings(ctx));
+      if (m) {
+        coda_model_config c = model_cfg();
+        c.tied = 1;
+        CHECK(coda_model_cfg(m)->tied == 1);
+        CHECK((int64_t)coda_model_size(m) == coda_model_config_params(&c));
+        const coda_param *t = coda_model_find(m, "tok_embeddings.weight");
+        CHECK(t && !memcmp(coda_model_weights(m) + t->offset, e32, n * sizeof *e32));
+      }
+      coda_model_destroy(m);
+    } else {
+      coda_st_free(&f);
+    }
+    free(e32);
+    free(h16);
+    free(e);
+  } else {
+    coda_st_free(&f);
+  }
+  write_text("config.json", "{" BASE ", \"rms_norm_eps\": 1e-05}");
+  CHECK(coda_hf_export(ctx, orig, dir) == CODA_OK);
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "test_train_hf_strict.tmp.%d", (int)getpid());
   coda_context ctx;
@@ -427,6 +532,7 @@ int main(void) {
     tensors_and_shards(ctx, orig);
     inv_freq_formula(ctx);
     rope_models(ctx, orig);
+    tied_config_own_head(ctx, orig);
   }
   coda_model_destroy(orig);
   coda_context_destroy(ctx);

@@ -23,6 +23,9 @@ struct coda_context_s {
   void *stream;              /* CUDA: the cudaStream_t of every launch (NULL: legacy default) */
   int owns_stream;           /* the backend created stream (own_stream) and destroys it */
   char last_error[CODA_ERRMSG_LEN];
+  /* Warnings since the last coda_warnings_clear, one line each
+   * (coda_warn; coda_warnings). */
+  char warnings[4 * CODA_ERRMSG_LEN];
   void *cuda; /* backend state of src/backends/cuda (NULL when unused) */
   void *cuda_ws; /* its reusable workspaces (backends/cuda/workspace.h) */
   void *cudnn; /* the cuDNN attention's plans and handle (backends/cuda/attention_cudnn.c) */
@@ -47,6 +50,14 @@ coda_status coda_fail(coda_context ctx, coda_status s, const char *fmt, ...)
 #endif
     ;
 void coda_clear_error(coda_context ctx);
+/* Records a warning on the context (a non-fatal problem a call got past),
+ * one line appended to what coda_warnings gives; a full buffer keeps the
+ * earlier lines. ctx may be NULL (dropped). */
+void coda_warn(coda_context ctx, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 /* Memory accounting of workspaces the backend allocates itself (split-K,
  * attention scratch): add when allocated, subtract when freed (in host

@@ -45,3 +45,24 @@ void coda_clear_error(coda_context ctx) {
   if (ctx) ctx->last_error[0] = '\0';
 }
 
+void coda_warn(coda_context ctx, const char *fmt, ...) {
+  if (!ctx) return;
+  char msg[CODA_ERRMSG_LEN];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  size_t have = strlen(ctx->warnings), len = strlen(msg);
+  if (have + len + 2 > sizeof ctx->warnings) return; /* full: the earlier lines stay */
+  memcpy(ctx->warnings + have, msg, len);
+  ctx->warnings[have + len] = '\n';
+  ctx->warnings[have + len + 1] = '\0';
+}
+
+const char *coda_warnings(coda_context ctx) { return ctx ? ctx->warnings : ""; }
+
+void coda_warnings_clear(coda_context ctx) {
+  if (ctx) ctx->warnings[0] = '\0';
+}
+

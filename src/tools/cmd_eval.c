@@ -162,7 +162,9 @@ int cmd_eval(int argc, char **argv) {
   for (int k = 0; k < 2 && !rc && shards[k]; k++) {
     eo.shard = shards[k];
     coda_eval_result r;
-    if (coda_evaluate(ctx, &eo, &r) != CODA_OK) {
+    const coda_status es = coda_evaluate(ctx, &eo, &r);
+    coda_tool_warnings(ctx, "eval");
+    if (es != CODA_OK) {
       fprintf(stderr, "coda eval: %s\n", coda_last_error(ctx));
       rc = 1;
       break;

@@ -410,7 +410,10 @@ int cmd_generate(int argc, char **argv) {
                             .max_len = max_len > 0 ? max_len : longest + tokens,
                             .no_graphs = no_graphs, .tokenizer = tokenizer,
                             .prefill = prefill};
-  if (!s && !rc) s = coda_decoder_load(ctx, ckpt, &o, &d);
+  if (!s && !rc) {
+    s = coda_decoder_load(ctx, ckpt, &o, &d);
+    coda_tool_warnings(ctx, "generate");
+  }
   if (!s && !rc) {
     for (int i = 0; i < np; i++)
       if (lens[i] > coda_decoder_max_len(d)) {

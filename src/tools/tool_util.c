@@ -208,6 +208,7 @@ int coda_tool_prepare_corpus(coda_context ctx, const coda_data_options *d, const
   fflush(stdout);
   uint64_t ntr = 0, nva = 0;
   coda_status s = coda_prepare_data(ctx, d, data_dir, &ntr, &nva, vocab);
+  coda_tool_warnings(ctx, "train");
   if (s) {
     fprintf(stderr, "coda train: %s\n", coda_last_error(ctx));
     return 1;
@@ -233,4 +234,15 @@ coda_status coda_tool_context(const coda_context_options *o, coda_context *out, 
   fprintf(stderr, "coda %s: cannot create a%s %s context: %s\n", cmd,
           strchr("aeiouAEIOU", what[0]) ? "n" : "", what, why);
   return s;
+}
+
+void coda_tool_warnings(coda_context ctx, const char *cmd) {
+  const char *w = coda_warnings(ctx);
+  while (*w) {
+    const char *e = strchr(w, '\n');
+    const int n = e ? (int)(e - w) : (int)strlen(w);
+    fprintf(stderr, "coda %s: warning: %.*s\n", cmd, n, w);
+    w += n + (e != NULL);
+  }
+  coda_warnings_clear(ctx);
 }

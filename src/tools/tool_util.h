@@ -25,4 +25,8 @@ void coda_tool_prep_progress(uint64_t bytes, uint64_t tokens, void *user);
 coda_status coda_tool_context(const coda_context_options *o, coda_context *out, const char *cmd,
                               const char *what);
 
+/* Prints the context's warnings (coda_warnings), each line as
+ * "coda CMD: warning: LINE" on stderr, and clears them. */
+void coda_tool_warnings(coda_context ctx, const char *cmd);
+
 #endif

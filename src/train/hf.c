@@ -523,6 +523,21 @@ static const coda_st_tensor *hf_find(hf_weights *w, const char *name, const char
   return NULL;
 }
 
+/* Element i of an F32 / BF16 / F16 tensor (dt 0 / 1 / 2) as a float. */
+static float hf_value(const coda_st_tensor *t, int dt, size_t i) {
+  float v;
+  if (dt == 0) {
+    memcpy(&v, t->data + 4 * i, 4);
+    return v;
+  }
+  uint16_t h = (uint16_t)(t->data[2 * i] | t->data[2 * i + 1] << 8);
+  return dt == 1 ? coda_bf16_to_f32(h) : coda_f16_to_f32(h);
+}
+
+static int hf_dtype(const coda_st_tensor *t) {
+  return !strcmp(t->dtype, "F32") ? 0 : !strcmp(t->dtype, "BF16") ? 1 : !strcmp(t->dtype, "F16") ? 2 : -1;
+}
+
 /* Copies an HF tensor (F32/BF16/F16) of exactly rows x cols into dst rows
  * given by map(r) (or r when map is NULL), `stride` floats apart; with dst
  * NULL only checks that the tensor is there with that shape and dtype. */
@@ -534,7 +549,7 @@ static coda_status get(coda_context ctx, hf_weights *w, const char *name,
   if (!t) return coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s' is missing", path, name);
   int ok = t->ndim == ndim && t->shape[0] == rows && (ndim == 1 || t->shape[1] == cols);
   if (!ok) return coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s' has the wrong shape", path, name);
-  int dt = !strcmp(t->dtype, "F32") ? 0 : !strcmp(t->dtype, "BF16") ? 1 : !strcmp(t->dtype, "F16") ? 2 : -1;
+  const int dt = hf_dtype(t);
   if (dt < 0)
     return coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s' has dtype %s (F32, BF16, F16 only)", path,
                      name, t->dtype);
@@ -542,17 +557,41 @@ static coda_status get(coda_context ctx, hf_weights *w, const char *name,
   for (int64_t r = 0; r < rows; r++) {
     int64_t dr = qkv_base >= 0 ? our_row(qkv_base + r, hd, nqk) : r * row_mul + row_add;
     for (int64_t c = 0; c < cols; c++) {
-      size_t i = (size_t)(r * cols + c);
-      float v;
-      if (dt == 0) memcpy(&v, t->data + 4 * i, 4);
-      else {
-        uint16_t h = (uint16_t)(t->data[2 * i] | t->data[2 * i + 1] << 8);
-        v = dt == 1 ? coda_bf16_to_f32(h) : coda_f16_to_f32(h);
-      }
-      dst[dr * cols + c] = v;
+      dst[dr * cols + c] = hf_value(t, dt, (size_t)(r * cols + c));
     }
   }
   return CODA_OK;
+}
+
+/* A config that ties the head (tie_word_embeddings true) while the files
+ * hold an lm_head.weight of their own: a copy of the embedding (the same
+ * values) is the tied head and is not read; a different one is imported
+ * as an untied head, with a warning on the context, as transformers keeps
+ * both tensors when both are in the checkpoint (tying them would silently
+ * drop the trained head). */
+static void hf_resolve_tie(coda_context ctx, hf_weights *w, coda_model_config *c) {
+  if (!c->tied) return;
+  const char *hp = "";
+  const coda_st_tensor *h = NULL, *e = NULL;
+  for (int k = 0; k < w->n && !h; k++) {
+    h = coda_st_find(&w->f[k], "lm_head.weight");
+    if (h) hp = w->path[k];
+  }
+  if (!h) return;
+  for (int k = 0; k < w->n && !e; k++) e = coda_st_find(&w->f[k], "model.embed_tokens.weight");
+  const int hd = hf_dtype(h), ed = e ? hf_dtype(e) : -1;
+  int same = e && hd >= 0 && ed >= 0 && h->ndim == 2 && e->ndim == 2 &&
+             h->shape[0] == e->shape[0] && h->shape[1] == e->shape[1];
+  const size_t n = same ? (size_t)(h->shape[0] * h->shape[1]) : 0;
+  for (size_t i = 0; same && i < n; i++) {
+    const float a = hf_value(h, hd, i), b = hf_value(e, ed, i);
+    same = a == b || (a != a && b != b);
+  }
+  if (same) return;
+  c->tied = 0;
+  coda_warn(ctx, "%s: config.json says tie_word_embeddings true, but tensor 'lm_head.weight' "
+            "differs from 'model.embed_tokens.weight': imported untied, with lm_head.weight as "
+            "the output head (as transformers does; set tie_word_embeddings false to say so)", hp);
 }
 
 static int ends_with(const char *s, const char *tail) {
@@ -655,6 +694,7 @@ coda_status coda_hf_import(coda_context ctx, const char *dir, coda_engine engine
     const uint64_t max = 8 + (uint64_t)CODA_ST_MAX_HEADER + 4 * (uint64_t)coda_model_config_params(&u);
     s = hf_open_weights(ctx, dir, max, &wf);
   }
+  if (!s) hf_resolve_tie(ctx, &wf, &c);
   if (!s) s = hf_check_tensors(ctx, &wf, &c);
   /* the model is allocated only once the files hold all of it: a small
    * folder whose config.json claims a large model is refused by the
