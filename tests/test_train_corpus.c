@@ -238,7 +238,8 @@ static void txt_directory(coda_context ctx) {
   char sub[300];
   snprintf(sub, sizeof sub, "%s/docs", dir);
   CHECK(mkdir(sub, 0777) == 0);
-  /* one document per file, in name order, blank lines kept; other files ignored */
+  /* one document per file, in name order, blank lines kept; other files
+   * not read (named in a warning: mixed_directory) */
   const char *names[3] = {"docs/b.txt", "docs/a.txt", "docs/notes.md"};
   const char *texts[3] = {"bee\n\nbee two\n", "ay\n", "ignored\n"};
   for (int i = 0; i < 3; i++) put_file(names[i], texts[i], strlen(texts[i]));
@@ -301,6 +302,126 @@ static void txt_directory_not_files(coda_context ctx) {
   uint32_t want[8];
   size_t n = coda_tok_encode("bee bee ", 8, want);
   check_tail_split(ctx, want, n, 2, "linked");
+}
+
+/* A directory of .txt and .jsonl files: both read, each by its suffix, in
+ * name order (the .jsonl was dropped without a word); another file is
+ * named in a warning; llm.c shards beside text are refused by name; an
+ * explicit format names the files it leaves out. */
+static void mixed_directory(coda_context ctx) {
+  char sub[300];
+  snprintf(sub, sizeof sub, "%s/mixed", dir);
+  CHECK(mkdir(sub, 0777) == 0);
+  put_file("mixed/a.txt", "plain text\n", 11);
+  const char *jl = "{\"text\": \"first json\"}\n{\"text\": \"second\\njson\"}\n";
+  put_file("mixed/b.jsonl", jl, strlen(jl));
+  put_file("mixed/c.txt", "more text\n", 10);
+  put_file("mixed/notes.md", "not read\n", 9);
+  const char *docs = "plain text\nfirst jsonsecond\njsonmore text\n";
+  uint32_t want[128];
+  size_t n = coda_tok_encode(docs, strlen(docs), want);
+  coda_warnings_clear(ctx);
+  CHECK_MSG(prepare(ctx, sub, CODA_DATA_AUTO, NULL, NULL, 2) == CODA_OK, "%s", coda_last_error(ctx));
+  check_tail_split(ctx, want, n, 2, "mixed .txt and .jsonl");
+  const char *w = coda_warnings(ctx);
+  CHECK_MSG(strstr(w, "mixed: 1 file not read (first: notes.md)") != NULL, "warning '%s'", w);
+  /* --format text: the .jsonl is named as left out */
+  coda_warnings_clear(ctx);
+  CHECK(prepare(ctx, sub, CODA_DATA_TEXT, NULL, NULL, 2) == CODA_OK);
+  w = coda_warnings(ctx);
+  CHECK_MSG(strstr(w, "2 files not read (first: b.jsonl): --format text reads only .txt") != NULL,
+            "warning '%s'", w);
+  const char *docs2 = "plain text\nmore text\n";
+  n = coda_tok_encode(docs2, strlen(docs2), want);
+  check_tail_split(ctx, want, n, 2, "--format text");
+  /* text and llm.c token shards together: refused, both named */
+  put_file("mixed/d.bin", "x", 1);
+  CHECK(prepare(ctx, sub, CODA_DATA_AUTO, NULL, NULL, 2) == CODA_ERR_INVALID_ARGUMENT);
+  const char *m = coda_last_error(ctx);
+  CHECK_MSG(strstr(m, "d.bin") && strstr(m, "a.txt") && strstr(m, "cannot make one stream"), "%s", m);
+  coda_warnings_clear(ctx);
+}
+
+/* The default corpus's path (coda_prepare_corpus: a directory of fortune
+ * files) splits by the rule of --data: three one-document books gave 0
+ * validation tokens under the old rule (every 20th document). Both paths
+ * give the same shards, and the split is the small corpus's tail. */
+static void few_books(coda_context ctx) {
+  char sub[300], o2[300];
+  snprintf(sub, sizeof sub, "%s/books", dir);
+  CHECK(mkdir(sub, 0777) == 0);
+  const size_t len = 20000;
+  char *all = malloc(3 * len);
+  uint64_t r = 17;
+  for (size_t i = 0; i < 3 * len; i++)
+    all[i] = i % 61 == 60 ? '\n' : (char)('a' + coda_rng_below(&r, 26));
+  for (int b = 0; b < 3; b++) {
+    char nm[64];
+    snprintf(nm, sizeof nm, "books/book%d.txt", b);
+    put_file(nm, all + b * len, len);
+  }
+  put_file("books/book0.txt.dat", "\0\0index", 7); /* a fortune index: not read */
+  snprintf(o2, sizeof o2, "%.200s/prepared", dir);
+  CHECK_MSG(coda_prepare_corpus(ctx, sub, o2) == CODA_OK, "%s", coda_last_error(ctx));
+  uint32_t *want = malloc(3 * len * sizeof *want);
+  size_t n = coda_tok_encode(all, 3 * len, want);
+  /* read the corpus path's shards through the same checker */
+  char save[300];
+  snprintf(save, sizeof save, "%s", out);
+  snprintf(out, sizeof out, "%s", o2);
+  check_tail_split(ctx, want, n, 2, "three books through --corpus");
+  uint32_t *tr = NULL, *va = NULL, voc = 0;
+  uint64_t ntr = 0, nva = 0;
+  read_out(ctx, &tr, &ntr, &va, &nva, &voc);
+  snprintf(out, sizeof out, "%s", save);
+  /* --data on the same books: the same shards (the index file is named
+   * as not read there) */
+  CHECK(prepare(ctx, sub, CODA_DATA_AUTO, NULL, NULL, 2) == CODA_OK);
+  uint32_t *tr2 = NULL, *va2 = NULL, voc2 = 0;
+  uint64_t ntr2 = 0, nva2 = 0;
+  read_out(ctx, &tr2, &ntr2, &va2, &nva2, &voc2);
+  CHECK(ntr == ntr2 && nva == nva2 && nva > 0 && voc == voc2);
+  if (tr && tr2 && va && va2 && ntr == ntr2 && nva == nva2)
+    CHECK(!memcmp(tr, tr2, ntr * 4) && !memcmp(va, va2, nva * 4));
+  coda_warnings_clear(ctx);
+  free(tr);
+  free(va);
+  free(tr2);
+  free(va2);
+  free(want);
+  free(all);
+}
+
+/* Input that is not what it claims: raw invalid UTF-8 inside a JSON
+ * string is refused with its line and byte offset (as an escaped lone
+ * surrogate is), and so are overlong forms and encoded surrogates; a NUL
+ * byte in a text file (a binary file named as a corpus) is refused with
+ * its offset. Valid multi-byte UTF-8 stays accepted. */
+static void bad_bytes(coda_context ctx) {
+  static const struct { const char *line, *why; } cases[] = {
+      {"{\"text\": \"ok \xff bad\"}\n", "byte 0xff at byte offset 13"},
+      {"{\"text\": \"\xc0\xaf\"}\n", "byte 0xc0 at byte offset 10"},      /* overlong '/' */
+      {"{\"text\": \"x\xed\xa0\x80\"}\n", "byte 0xed at byte offset 11"}, /* U+D800 */
+      {"{\"text\": \"\xe2\x82\"}\n", "byte 0xe2 at byte offset 10"},      /* truncated */
+      {"{\"text\": \"\\ud800\"}\n", "unpaired surrogate"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    char body[256];
+    snprintf(body, sizeof body, "{\"text\": \"a fine first line\"}\n%s", cases[k].line);
+    put_file("bad.jsonl", body, strlen(body));
+    CHECK(prepare(ctx, path_of("bad.jsonl"), CODA_DATA_AUTO, NULL, NULL, 2) == CODA_ERR_IO);
+    const char *m = coda_last_error(ctx);
+    CHECK_MSG(strstr(m, "bad.jsonl:2: invalid JSON") && strstr(m, cases[k].why), "case %zu: %s", k, m);
+  }
+  const char *good = "{\"text\": \"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x99\x82 and more text\"}\n";
+  put_file("good.jsonl", good, strlen(good));
+  CHECK_MSG(prepare(ctx, path_of("good.jsonl"), CODA_DATA_AUTO, NULL, NULL, 2) == CODA_OK, "%s",
+            coda_last_error(ctx));
+  static const char bin[] = "some text\n\0\x01\x02 then bytes";
+  put_file("binary.txt", bin, sizeof bin - 1);
+  CHECK(prepare(ctx, path_of("binary.txt"), CODA_DATA_AUTO, NULL, NULL, 2) == CODA_ERR_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(coda_last_error(ctx), "binary.txt: a NUL byte at byte offset 10: not a text file"),
+            "%s", coda_last_error(ctx));
 }
 
 /* A tokenizer over a, b, c, space and newline, with <s> as its BOS. */
@@ -466,6 +587,9 @@ int main(void) {
   crlf_run_boundary(ctx);
   txt_directory(ctx);
   txt_directory_not_files(ctx);
+  mixed_directory(ctx);
+  few_books(ctx);
+  bad_bytes(ctx);
   jsonl_tokenizer(ctx);
   llmc_shards(ctx);
   coda_context_destroy(ctx);

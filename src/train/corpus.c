@@ -313,6 +313,7 @@ static coda_status read_text_file(prep *p, const char *path, int split_blank) {
   if (!buf) { fclose(f); return coda_fail(p->ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory"); }
   coda_status s = CODA_OK;
   size_t have = 0;
+  uint64_t base = 0; /* the file offset of buf[0] */
   int in_doc = 0, eof = 0;
   while (!s && (!eof || have > 0)) {
     if (!eof) {
@@ -322,6 +323,18 @@ static coda_status read_text_file(prep *p, const char *path, int split_blank) {
         break;
       }
       if (r == 0) eof = 1;
+      /* a NUL byte is no text: a binary file (a checkpoint, an image, a
+       * shard of another kind) named as a corpus is refused, not read as
+       * bytes */
+      const char *z = memchr(buf + have, '\0', r);
+      if (z) {
+        s = coda_fail(p->ctx, CODA_ERR_INVALID_ARGUMENT,
+                      "%s: a NUL byte at byte offset %llu: not a text file (a corpus is text, "
+                      "JSON Lines (.jsonl) or llm.c token shards (.bin); coda token shards "
+                      "(.tok) are passed as they are)", path,
+                      (unsigned long long)(base + (uint64_t)(z - buf)));
+        break;
+      }
       have += r;
     }
     /* the part to tokenize now: up to the last run of newlines unless at
@@ -387,6 +400,7 @@ static coda_status read_text_file(prep *p, const char *path, int split_blank) {
     }
     memmove(buf, buf + cut, have - cut);
     have -= cut;
+    base += cut;
   }
   if (!s && in_doc) s = doc_end(p);
   free(buf);
@@ -606,56 +620,16 @@ coda_data_options coda_data_default_options(void) {
   return o;
 }
 
-coda_status coda_prepare_data(coda_context ctx, const coda_data_options *opts, const char *out_dir,
-                              uint64_t *n_train, uint64_t *n_val, uint32_t *vocab) {
-  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
-  coda_data_options taken = coda_data_default_options();
-  static const coda_options_layout layouts[] = {CODA_OPTIONS_LAYOUT(coda_data_options)};
-  if (opts && coda_options_take(ctx, "coda_data_options", opts, &taken, layouts, 1))
-    return CODA_ERR_INVALID_ARGUMENT;
-  const coda_data_options *o = opts ? &taken : NULL;
-  if (!o || !o->path || !out_dir)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "prepare data: NULL options, path or output");
-  struct stat st;
-  if (stat(o->path, &st) != 0)
-    return coda_fail(ctx, CODA_ERR_IO, "%s: no such file or directory", o->path);
-  const int is_dir = S_ISDIR(st.st_mode);
-  if (!is_dir && !S_ISREG(st.st_mode))
-    return coda_fail(ctx, CODA_ERR_IO, "%s: not a regular file or a directory", o->path);
-  coda_data_format fmt = o->format;
+/* The one preparation of every path (coda_prepare_data's files and
+ * directories, the default corpus's directory): files in order, each read
+ * by fmt (CODA_DATA_AUTO: by its suffix, .jsonl as JSON Lines, else text),
+ * split by the block rule at the top of this file. */
+static coda_status prepare_files(coda_context ctx, const coda_data_options *o,
+                                 coda_data_format fmt, int is_dir, char **files, size_t nfiles,
+                                 const char *out_dir, uint64_t *n_train, uint64_t *n_val,
+                                 uint32_t *vocab) {
   const char *field = o->text_field && o->text_field[0] ? o->text_field : "text";
-  char **files = NULL;
-  size_t nfiles = 0;
   coda_status s = CODA_OK;
-  if (is_dir) {
-    /* a directory: the files of the format (auto: .txt, else .jsonl, else .bin) */
-    const char *suf[3] = {".txt", ".jsonl", ".bin"};
-    const coda_data_format fm[3] = {CODA_DATA_TEXT, CODA_DATA_JSONL, CODA_DATA_LLMC};
-    for (int i = 0; i < 3 && !s && nfiles == 0; i++) {
-      if (fmt != CODA_DATA_AUTO && fmt != fm[i]) continue;
-      s = list_dir(ctx, o->path, suf[i], 1, &files, &nfiles);
-      if (!s && nfiles) fmt = fm[i];
-    }
-    if (!s && nfiles == 0) { /* a directory of Parquet files is named as such */
-      char **pq = NULL;
-      size_t npq = 0;
-      if (list_dir(ctx, o->path, ".parquet", 0, &pq, &npq) == CODA_OK && npq > 0)
-        s = parquet_refused(ctx, pq[0]);
-      for (size_t i = 0; i < npq; i++) free(pq[i]);
-      free(pq);
-    }
-    if (!s && nfiles == 0)
-      s = coda_fail(ctx, CODA_ERR_IO, "%s: no %s files in the directory", o->path,
-                    fmt == CODA_DATA_TEXT ? ".txt" : fmt == CODA_DATA_JSONL ? ".jsonl" :
-                    fmt == CODA_DATA_LLMC ? ".bin" : ".txt, .jsonl or .bin");
-  } else {
-    if (fmt == CODA_DATA_AUTO)
-      fmt = has_suffix(o->path, ".jsonl") ? CODA_DATA_JSONL
-            : has_suffix(o->path, ".bin") ? CODA_DATA_LLMC : CODA_DATA_TEXT;
-    files = malloc(sizeof *files);
-    if (files && (files[0] = strdup(o->path))) nfiles = 1;
-    else s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
-  }
   for (size_t i = 0; !s && i < nfiles; i++)
     if (is_parquet(files[i])) s = parquet_refused(ctx, files[i]);
   prep *p = s ? NULL : calloc(1, sizeof *p);
@@ -717,8 +691,10 @@ coda_status coda_prepare_data(coda_context ctx, const coda_data_options *opts, c
       p->route = strstr(b, "val") ? 2 : strstr(b, "train") ? 1 : 0;
       if (!p->route) continue; /* neither: not part of the dataset's split */
     }
-    if (fmt == CODA_DATA_JSONL) s = read_jsonl_file(p, files[i], field);
-    else if (fmt == CODA_DATA_LLMC) s = read_llmc_file(p, files[i]);
+    const coda_data_format f = fmt != CODA_DATA_AUTO ? fmt
+                               : has_suffix(files[i], ".jsonl") ? CODA_DATA_JSONL : CODA_DATA_TEXT;
+    if (f == CODA_DATA_JSONL) s = read_jsonl_file(p, files[i], field);
+    else if (f == CODA_DATA_LLMC) s = read_llmc_file(p, files[i]);
     else s = read_text_file(p, files[i], !is_dir); /* a directory: one document per file */
   }
   const uint64_t need = o->min_tokens > 2 ? o->min_tokens : 2;
@@ -763,8 +739,171 @@ coda_status coda_prepare_data(coda_context ctx, const coda_data_options *opts, c
     free(p->ids);
     free(p);
   }
+  return s;
+}
+
+
+static void free_list(char **f, size_t n) {
+  for (size_t i = 0; i < n; i++) free(f[i]);
+  free(f);
+}
+
+/* The base name of a path in a listing. */
+static const char *base_name(const char *path) {
+  const char *b = strrchr(path, '/');
+  return b ? b + 1 : path;
+}
+
+/* The files of a --data directory and the format that reads them. Auto:
+ * its .txt and .jsonl files together (each read by its suffix, in name
+ * order), else its .bin llm.c shards; text and token shards in one
+ * directory are refused by name (they cannot make one stream). An
+ * explicit format reads its suffix alone. Every other regular file left
+ * out is named in a warning on the context (coda_warnings): no input is
+ * skipped without a word. */
+static coda_status data_dir_files(coda_context ctx, const char *dir, coda_data_format *fmt,
+                                  char ***out, size_t *nout) {
+  *out = NULL;
+  *nout = 0;
+  static const char *const suf[3] = {".txt", ".jsonl", ".bin"};
+  static const coda_data_format fm[3] = {CODA_DATA_TEXT, CODA_DATA_JSONL, CODA_DATA_LLMC};
+  const coda_data_format given = *fmt;
+  char **l[3] = {NULL, NULL, NULL};
+  size_t n[3] = {0, 0, 0};
+  coda_status s = CODA_OK;
+  for (int i = 0; i < 3 && !s; i++)
+    if (*fmt == CODA_DATA_AUTO || *fmt == fm[i]) s = list_dir(ctx, dir, suf[i], 1, &l[i], &n[i]);
+  if (!s && *fmt == CODA_DATA_AUTO && n[2] && (n[0] || n[1]))
+    s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                  "%s: holds both llm.c token shards (.bin, e.g. %s) and text (%s, e.g. %s); "
+                  "tokens and text cannot make one stream: prepare them apart (move one kind "
+                  "out, or pass --format text|jsonl|llmc to read one kind)", dir,
+                  base_name(l[2][0]), n[0] ? ".txt" : ".jsonl", base_name(n[0] ? l[0][0] : l[1][0]));
+  char **all = NULL;
+  size_t na = 0;
+  if (!s) {
+    const int k = *fmt == CODA_DATA_AUTO ? (n[0] || n[1] ? -1 : 2)
+                  : *fmt == CODA_DATA_TEXT ? 0 : *fmt == CODA_DATA_JSONL ? 1 : 2;
+    if (k >= 0) { /* one list */
+      all = l[k];
+      na = n[k];
+      l[k] = NULL;
+      n[k] = 0;
+      if (*fmt == CODA_DATA_AUTO && na) *fmt = fm[k];
+    } else { /* .txt and .jsonl, merged in name order; each read by its suffix */
+      all = malloc((n[0] + n[1]) * sizeof *all);
+      if (!all) s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+      for (size_t i = 0, j = 0; !s && (i < n[0] || j < n[1]);)
+        all[na++] = j == n[1] || (i < n[0] && strcmp(l[0][i], l[1][j]) < 0) ? l[0][i++] : l[1][j++];
+      if (!s) {
+        if (!n[0]) *fmt = CODA_DATA_JSONL;
+        else if (!n[1]) *fmt = CODA_DATA_TEXT;
+        free(l[0]);
+        free(l[1]);
+        l[0] = l[1] = NULL;
+        n[0] = n[1] = 0;
+      }
+    }
+  }
+  if (!s && na == 0) { /* a directory of Parquet files is named as such */
+    char **pq = NULL;
+    size_t npq = 0;
+    if (list_dir(ctx, dir, ".parquet", 0, &pq, &npq) == CODA_OK && npq > 0)
+      s = parquet_refused(ctx, pq[0]);
+    free_list(pq, npq);
+    if (!s)
+      s = coda_fail(ctx, CODA_ERR_IO, "%s: no %s files in the directory", dir,
+                    *fmt == CODA_DATA_TEXT ? ".txt" : *fmt == CODA_DATA_JSONL ? ".jsonl" :
+                    *fmt == CODA_DATA_LLMC ? ".bin" : ".txt, .jsonl or .bin");
+  }
+  if (!s) { /* the regular files left out, named */
+    char **every = NULL;
+    size_t ne = 0, skipped = 0;
+    const char *first = NULL;
+    if (list_dir(ctx, dir, "", 0, &every, &ne) == CODA_OK) {
+      for (size_t i = 0, j = 0; i < ne; i++) {
+        while (j < na && strcmp(all[j], every[i]) < 0) j++;
+        if (j < na && !strcmp(all[j], every[i])) continue;
+        if (!first) first = every[i];
+        skipped++;
+      }
+      if (skipped && given == CODA_DATA_AUTO)
+        coda_warn(ctx, "%s: %zu file%s not read (first: %s): a directory is read by its .txt "
+                  "and .jsonl files, or else its .bin llm.c shards", dir, skipped,
+                  skipped == 1 ? "" : "s", base_name(first));
+      else if (skipped)
+        coda_warn(ctx, "%s: %zu file%s not read (first: %s): --format %s reads only %s files",
+                  dir, skipped, skipped == 1 ? "" : "s", base_name(first),
+                  given == CODA_DATA_TEXT ? "text" : given == CODA_DATA_JSONL ? "jsonl" : "llmc",
+                  given == CODA_DATA_TEXT ? ".txt" : given == CODA_DATA_JSONL ? ".jsonl" : ".bin");
+    }
+    free_list(every, ne);
+  }
+  for (int i = 0; i < 3; i++) free_list(l[i], n[i]);
+  if (s) {
+    free_list(all, na);
+    return s;
+  }
+  *out = all;
+  *nout = na;
+  return CODA_OK;
+}
+
+coda_status coda_prepare_data(coda_context ctx, const coda_data_options *opts, const char *out_dir,
+                              uint64_t *n_train, uint64_t *n_val, uint32_t *vocab) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  coda_data_options taken = coda_data_default_options();
+  static const coda_options_layout layouts[] = {CODA_OPTIONS_LAYOUT(coda_data_options)};
+  if (opts && coda_options_take(ctx, "coda_data_options", opts, &taken, layouts, 1))
+    return CODA_ERR_INVALID_ARGUMENT;
+  const coda_data_options *o = opts ? &taken : NULL;
+  if (!o || !o->path || !out_dir)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "prepare data: NULL options, path or output");
+  struct stat st;
+  if (stat(o->path, &st) != 0)
+    return coda_fail(ctx, CODA_ERR_IO, "%s: no such file or directory", o->path);
+  const int is_dir = S_ISDIR(st.st_mode);
+  if (!is_dir && !S_ISREG(st.st_mode))
+    return coda_fail(ctx, CODA_ERR_IO, "%s: not a regular file or a directory", o->path);
+  coda_data_format fmt = o->format;
+  char **files = NULL;
+  size_t nfiles = 0;
+  coda_status s = CODA_OK;
+  if (is_dir) {
+    s = data_dir_files(ctx, o->path, &fmt, &files, &nfiles);
+  } else {
+    if (fmt == CODA_DATA_AUTO)
+      fmt = has_suffix(o->path, ".jsonl") ? CODA_DATA_JSONL
+            : has_suffix(o->path, ".bin") ? CODA_DATA_LLMC : CODA_DATA_TEXT;
+    files = malloc(sizeof *files);
+    if (files && (files[0] = strdup(o->path))) nfiles = 1;
+    else s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  if (!s) s = prepare_files(ctx, o, fmt, is_dir, files, nfiles, out_dir, n_train, n_val, vocab);
   for (size_t i = 0; i < nfiles; i++) free(files[i]);
   free(files);
+  return s;
+}
+
+/* The default corpus's directory (a fortune directory: every regular file
+ * but the .dat / .u8 indexes, as text, in name order): prepare_files, so
+ * the split is the one rule of every path. */
+coda_status coda_prepare_corpus_dir(coda_context ctx, const char *src_dir, const char *out_dir,
+                                    int val_every, uint64_t *n_train, uint64_t *n_val) {
+  (void)val_every; /* the block rule decides; see train.h */
+  char **files = NULL;
+  size_t nfiles = 0, kept = 0;
+  coda_status s = list_dir(ctx, src_dir, "", 0, &files, &nfiles);
+  if (s) return s;
+  for (size_t i = 0; i < nfiles; i++) {
+    if (has_suffix(files[i], ".dat") || has_suffix(files[i], ".u8")) free(files[i]);
+    else files[kept++] = files[i];
+  }
+  if (!kept) s = coda_fail(ctx, CODA_ERR_IO, "%s: no corpus files found", src_dir);
+  coda_data_options o = coda_data_default_options();
+  o.path = src_dir;
+  if (!s) s = prepare_files(ctx, &o, CODA_DATA_TEXT, 1, files, kept, out_dir, n_train, n_val, NULL);
+  free_list(files, kept);
   return s;
 }
 

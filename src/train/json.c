@@ -115,6 +115,30 @@ static size_t put_utf8(char *o, unsigned cp) {
   return 4;
 }
 
+/* The length of the well-formed UTF-8 sequence at p (Unicode's table 3-7:
+ * no overlong forms, no surrogates, nothing past U+10FFFF), 0 if none. */
+static size_t utf8_len(const unsigned char *p, size_t n) {
+  const unsigned c = p[0];
+  size_t k;
+  unsigned lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) k = 2;
+  else if (c >= 0xE0 && c <= 0xEF) {
+    k = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    k = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (n < k || p[1] < lo || p[1] > hi) return 0;
+  for (size_t i = 2; i < k; i++)
+    if (p[i] < 0x80 || p[i] > 0xBF) return 0;
+  return k;
+}
+
 /* Reads a string (ps->p at the opening quote) into the arena. */
 static int parse_string(parser *ps, const char **out, size_t *out_len) {
   ps->p++;
@@ -123,6 +147,14 @@ static int parse_string(parser *ps, const char **out, size_t *out_len) {
   while (ps->p < ps->end && *ps->p != '"') {
     unsigned char c = (unsigned char)*ps->p;
     if (c < 0x20) return fail(ps, "control character in a string");
+    if (c >= 0x80) { /* JSON text is UTF-8 (RFC 8259): raw bytes are checked as the escapes are */
+      const size_t k = utf8_len((const unsigned char *)ps->p, (size_t)(ps->end - ps->p));
+      if (!k)
+        return fail(ps, "invalid UTF-8 in a string: byte 0x%02x at byte offset %zu", c,
+                    (size_t)(ps->p - ps->start));
+      ps->p += k;
+      continue;
+    }
     if (c == '\\') {
       escapes++;
       ps->p++;

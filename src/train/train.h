@@ -86,14 +86,18 @@ coda_status coda_shard_open(coda_context ctx, const char *path, coda_shard_view 
 void coda_shard_close(coda_shard_view *v);
 
 /* Builds train.tok / val.tok in out_dir from the text files of src_dir
- * (regular files whose names do not end in .dat or .u8, in name order).
- * Fortune-style files are split into documents at lines holding only
- * "%"; every `val_every`-th document (by global index) goes to the
- * validation shard. */
+ * (regular files whose names do not end in .dat or .u8, in name order, as
+ * bytes) with coda_prepare_data's split: one block of 8192 tokens in every
+ * 20, or a small corpus's last 20th (corpus.c, the one rule of every
+ * preparation path). val_every is not used: it stays for the callers
+ * written when the default corpus was split by documents. */
 coda_status coda_prepare_corpus_dir(coda_context ctx, const char *src_dir,
                                     const char *out_dir, int val_every,
                                     uint64_t *n_train, uint64_t *n_val);
-/* Same from an in-memory text (documents separated by "\n%\n"). */
+/* A test fixture's in-memory text (documents separated by "\n%\n"), as
+ * byte shards: every `val_every`-th document goes to the validation
+ * shard (a fixed, small split the tests rely on; no user path prepares
+ * through it). */
 coda_status coda_prepare_corpus_text(coda_context ctx, const char *text,
                                      size_t n, const char *out_dir,
                                      int val_every, uint64_t *n_train,
