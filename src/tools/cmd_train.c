@@ -484,9 +484,11 @@ int cmd_train(int argc, char **argv) {
       fprintf(stderr, "coda train: cannot create %s: %s\n", o.out_dir, strerror(errno));
       irc = 1;
     } else if (coda_hf_import_checkpoint(ictx, init_from, init_path) != CODA_OK) {
+      coda_tool_warnings(ictx, "train");
       fprintf(stderr, "coda train: --init-from %s: %s\n", init_from, coda_last_error(ictx));
       irc = 1;
     } else {
+      coda_tool_warnings(ictx, "train");
       printf("imported %s into %s\n", init_from, init_path);
     }
     coda_context_destroy(ictx);
@@ -626,6 +628,7 @@ int cmd_train(int argc, char **argv) {
     } else {
       snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", o.out_dir);
       s = coda_hf_import_checkpoint(ctx, import_hf, ck);
+      coda_tool_warnings(ctx, "train");
       if (!s) printf("wrote %s (weights only; train from it with --init %s)\n", ck, ck);
     }
     if (s) {
