@@ -113,6 +113,8 @@ static int reference(coda_op op, const double *x, double *y0, double *y1) {
   case CODA_OP_POW: *y0 = exp(x[1] * log(x[0])); return 1;
   case CODA_OP_ROUND_BF16: *y0 = ref_round_bits(x[0], 8); return 1;
   case CODA_OP_ROUND_F16: *y0 = ref_round_bits(x[0], 11); return 1;
+  case CODA_OP_IDIV: *y0 = x[1] == 0 ? 0 : floor(x[0] / x[1]); return 1;
+  case CODA_OP_IMOD: *y0 = x[1] == 0 ? x[0] : x[0] - x[1] * floor(x[0] / x[1]); return 1;
   case CODA_OP_ROPE:
   case CODA_OP_ROPE_BWD: { /* rotation by +-2 pi p (fhi + flo), no range reduction */
     const double th = (op == CODA_OP_ROPE ? 2 : -2) * PI * x[2] * (x[3] + x[4]);
@@ -138,6 +140,10 @@ static void domain(coda_op op, int k, double *lo, double *hi) {
   }
 }
 
+/* Ops on integer values only (the validator refuses floating operands):
+ * their operands are col i32 inputs. */
+static int int_op(coda_op op) { return op == CODA_OP_IDIV || op == CODA_OP_IMOD; }
+
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static double uniform(void) { return xorshift64_unit01(&rng); }
 
@@ -146,7 +152,9 @@ static double uniform(void) { return xorshift64_unit01(&rng); }
  * operands (n != arity: the parser must refuse it). */
 static void program_text(char *s, size_t cap, const op_entry *e, const char *dt, int n) {
   int len = snprintf(s, cap, "mode elem\n");
-  for (int k = 0; k < e->arity; k++) len += snprintf(s + len, cap - len, "input x%d : tile %s\n", k, dt);
+  for (int k = 0; k < e->arity; k++)
+    len += int_op(e->op) ? snprintf(s + len, cap - len, "input x%d : col i32\n", k)
+                         : snprintf(s + len, cap - len, "input x%d : tile %s\n", k, dt);
   for (int r = 0; r < e->results; r++) len += snprintf(s + len, cap - len, "output y%d : %s\n", r, dt);
   char call[128];
   if (e->prec >= 1 && e->prec <= 3) snprintf(call, sizeof call, "x0 %s x1", e->sym);
@@ -168,7 +176,10 @@ static coda_program build_program(coda_context ctx, const op_entry *e, int nargs
   for (int k = 0; k < e->arity; k++) {
     char nm[8];
     snprintf(nm, sizeof nm, "x%d", k);
-    args[k] = coda_b_read(b, coda_b_input(b, nm, CODA_ARG_TILE, CODA_F32, CODA_WIDTH_FULL), CODA_LANE_NONE);
+    const int io = int_op(e->op);
+    args[k] = coda_b_read(b, coda_b_input(b, nm, io ? CODA_ARG_COL : CODA_ARG_TILE, io ? CODA_I32 : CODA_F32,
+                                          CODA_WIDTH_FULL),
+                          CODA_LANE_NONE);
   }
   for (int k = e->arity; k < nargs; k++) args[k] = args[0];
   for (int r = 0; r < e->results; r++) out[r] = coda_b_output(b, r ? "y1" : "y0", CODA_F32, CODA_WIDTH_FULL, 0);
@@ -260,8 +271,24 @@ static void check_values(coda_context ctx, int f64, const op_entry *e) {
     }
   }
   /* equal operands at every fourth point, so equality and ordering ties are seen */
-  if (e->arity == 2)
+  if (e->arity == 2 && !int_op(e->op))
     for (int i = 0; i < NP; i += 4) x[1][i] = x[0][i];
+  /* integer ops: one integer per column (col i32 inputs), dividends in
+   * [-50, 50], divisors in [-7, 7] with 0, equal and negated operands seen */
+  static int32_t xi32[CODA_MAX_ARGS][N];
+  if (int_op(e->op)) {
+    for (int n = 0; n < N; n++) {
+      xi32[0][n] = (int32_t)(xorshift64_next(&rng) % 101) - 50;
+      xi32[1][n] = (int32_t)(xorshift64_next(&rng) % 15) - 7;
+      if (n % 8 == 3) xi32[1][n] = xi32[0][n];
+      if (n % 8 == 5) xi32[1][n] = -xi32[0][n];
+    }
+    xi32[1][0] = 0;
+    xi32[1][1] = 7, xi32[0][1] = -7;
+    xi32[1][2] = -7, xi32[0][2] = 50;
+    for (int k = 0; k < e->arity; k++)
+      for (int i = 0; i < NP; i++) x[k][i] = xi32[k][i % N];
+  }
   for (int i = 0; i < NP; i++) {
     double xi[CODA_MAX_ARGS];
     for (int k = 0; k < e->arity; k++) xi[k] = x[k][i];
@@ -283,7 +310,8 @@ static void check_values(coda_context ctx, int f64, const op_entry *e) {
     char nm[8];
     snprintf(nm, sizeof nm, "x%d", k);
     for (int i = 0; i < NP; i++) xd[k][i] = x[k][i], xf[k][i] = (float)x[k][i];
-    coda_tensor t = coda_tensor_2d(f64 ? (void *)xd[k] : (void *)xf[k], dt, M, N);
+    coda_tensor t = int_op(e->op) ? coda_tensor_2d(xi32[k], CODA_I32, 1, N)
+                                  : coda_tensor_2d(f64 ? (void *)xd[k] : (void *)xf[k], dt, M, N);
     CHECK(coda_args_set(args, nm, &t) == CODA_OK);
   }
   for (int r = 0; r < e->results; r++) {

@@ -8,6 +8,7 @@
 #include "lang/ir.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,8 +56,17 @@ coda_gradcheck_options coda_gradcheck_default_options(void) {
   o.seed = 1;
   o.step = 1e-6;
   o.tol = 1e-6;
+  o.points = 0;
   return o;
 }
+
+/* The first layout of coda_gradcheck_options (before `points`). */
+typedef struct gradcheck_options_v1 {
+  size_t struct_size;
+  int64_t M, N;
+  uint64_t seed;
+  double step, tol;
+} gradcheck_options_v1;
 
 /* ------------------------------------------------------------ gradcheck */
 
@@ -77,6 +87,102 @@ static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) / 90071
 static double rng_signed(uint64_t *s) {
   double m = 0.1 + 0.9 * rng_unit(s);
   return (rng_next(s) & 1) ? m : -m;
+}
+
+/* Thresholds: the literal operands of min, max and the comparisons of a
+ * program (0 for a select whose condition is not a comparison), each once. */
+#define GC_MAX_KINKS 64
+typedef struct gc_kinks {
+  int n;
+  double c[GC_MAX_KINKS];
+} gc_kinks;
+
+static void kink_add(gc_kinks *k, double c) {
+  for (int i = 0; i < k->n; i++)
+    if (k->c[i] == c) return;
+  if (k->n < GC_MAX_KINKS && isfinite(c)) k->c[k->n++] = c;
+}
+
+static int is_compare(coda_op op) {
+  return op == CODA_OP_LT || op == CODA_OP_LE || op == CODA_OP_GT || op == CODA_OP_GE ||
+         op == CODA_OP_EQ || op == CODA_OP_NE;
+}
+
+static void gc_find_kinks(const struct coda_program_s *p, gc_kinks *k) {
+  memset(k, 0, sizeof *k);
+  /* the instruction that writes each register */
+  int def[CODA_MAX_INSTRS * 2];
+  for (int r = 0; r < CODA_MAX_INSTRS * 2; r++) def[r] = -1;
+  for (int i = 0; i < p->ninstrs; i++) {
+    const ir_instr *in = &p->instrs[i];
+    if (in->dst >= 0 && in->dst < CODA_MAX_INSTRS * 2) def[in->dst] = i;
+    if (in->dst2 >= 0 && in->dst2 < CODA_MAX_INSTRS * 2) def[in->dst2] = i;
+  }
+  for (int i = 0; i < p->ninstrs; i++) {
+    const ir_instr *in = &p->instrs[i];
+    if (in->code != IR_MATH) continue;
+    if (in->op == CODA_OP_MIN || in->op == CODA_OP_MAX || is_compare(in->op)) {
+      for (int a = 0; a < in->nargs; a++) {
+        int d = in->args[a] >= 0 && in->args[a] < CODA_MAX_INSTRS * 2 ? def[in->args[a]] : -1;
+        if (d >= 0 && p->instrs[d].code == IR_CONST) kink_add(k, p->instrs[d].imm);
+      }
+    } else if (in->op == CODA_OP_SELECT) {
+      int d = in->args[0] >= 0 && in->args[0] < CODA_MAX_INSTRS * 2 ? def[in->args[0]] : -1;
+      if (d >= 0 && !(p->instrs[d].code == IR_MATH && is_compare(p->instrs[d].op)))
+        kink_add(k, 0);
+    }
+  }
+}
+
+/* The distance from a threshold c a drawn value keeps: 1e3 finite-difference
+ * steps (relative to max(1, |c|)). */
+static double kink_margin(double c, double step) { return 1e3 * step * (fabs(c) > 1 ? fabs(c) : 1); }
+
+static int near_kink(const gc_kinks *k, double v, double step) {
+  for (int i = 0; i < k->n; i++)
+    if (fabs(v - k->c[i]) < kink_margin(k->c[i], step)) return 1;
+  return 0;
+}
+
+/* One random value of a floating forward input: `draw` gives the plain
+ * value (range, or the default); redrawn while it lies within the margin of
+ * a threshold; in points mode, half of the values lie beside a threshold
+ * instead (inside [lo, hi] when a range is given). */
+typedef struct gc_draw {
+  const gc_kinks *k;
+  double step;
+  int points;
+  int ranged;
+  double lo, hi;   /* ranged: [lo, hi] */
+  double mag;      /* default: ±[0.1, mag) */
+  int positive;    /* default: positive only */
+} gc_draw;
+
+static double gc_draw_value(const gc_draw *d, uint64_t *rs) {
+  if (d->points && d->k->n) {
+    double c[GC_MAX_KINKS];
+    int n = 0;
+    for (int i = 0; i < d->k->n; i++)
+      if (!d->ranged || (d->k->c[i] >= d->lo && d->k->c[i] <= d->hi)) c[n++] = d->k->c[i];
+    if (n && (rng_next(rs) & 1)) {
+      for (int tries = 0; tries < 64; tries++) {
+        double t = c[rng_next(rs) % (uint64_t)n], m = kink_margin(t, d->step);
+        double off = m * (2 + 48 * rng_unit(rs));
+        double v = (rng_next(rs) & 1) ? t + off : t - off;
+        if ((!d->ranged || (v >= d->lo && v <= d->hi)) && !near_kink(d->k, v, d->step)) return v;
+      }
+    }
+  }
+  double v = 0;
+  for (int tries = 0; tries < 64; tries++) {
+    if (d->ranged) v = d->lo + (d->hi - d->lo) * rng_unit(rs);
+    else {
+      double m = 0.1 + (d->mag - 0.1) * rng_unit(rs);
+      v = d->positive || (rng_next(rs) & 1) ? m : -m;
+    }
+    if (!near_kink(d->k, v, d->step)) break;
+  }
+  return v;
 }
 
 /* One program's tensors: every argument, as host memory of the CPU context. */
@@ -251,13 +357,16 @@ coda_status coda_program_gradcheck(coda_context ctx, coda_program fwd, coda_prog
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_program_gradcheck: NULL argument");
   memset(out, 0, sizeof *out);
   coda_gradcheck_options o = coda_gradcheck_default_options();
-  static const coda_options_layout layouts[] = {CODA_OPTIONS_LAYOUT(coda_gradcheck_options)};
-  if (opt && (s = coda_options_take(ctx, "coda_gradcheck_options", opt, &o, layouts, 1)))
+  static const coda_options_layout layouts[] = {
+      CODA_OPTIONS_LAYOUT_OLD(gradcheck_options_v1, tol),
+      CODA_OPTIONS_LAYOUT(coda_gradcheck_options)};
+  if (opt && (s = coda_options_take(ctx, "coda_gradcheck_options", opt, &o, layouts, 2)))
     return s;
   if (o.M < 1 || o.N < 1 || o.M * o.N > (1 << 16) || !(o.step > 0) || !(o.tol > 0))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "gradcheck: M, N >= 1 with M N <= 65536, step and tol > 0");
   gc_prog f, b;
+  double *gsum = NULL;
   seed sd[CODA_MAX_OUTPUTS + CODA_MAX_FINISHES];
   int nseed = 0;
   memset(sd, 0, sizeof sd);
@@ -309,22 +418,31 @@ coda_status coda_program_gradcheck(coda_context ctx, coda_program fwd, coda_prog
       break;
     case CODA_GRAD_VALUE:
       if (!l->fwd && !l->bwd) bad = "names neither program";
-      else if (l->fwd && (fk < 0 || !is_input_kind(f.a[fk].info.kind) || f.a[fk].is_finish))
+      else if (l->fwd && facc && !f.uses_acc) bad = "the forward does not read acc";
+      else if (l->fwd && !facc && (fk < 0 || !is_input_kind(f.a[fk].info.kind) || f.a[fk].is_finish))
         bad = "the forward has no input of that name";
       else if (l->bwd && (bk < 0 || !is_input_kind(b.a[bk].info.kind) || b.a[bk].is_finish))
         bad = "the backward has no input of that name";
       break;
     case CODA_GRAD_RANGE:
-      if (fk < 0 || !is_input_kind(f.a[fk].info.kind) || f.a[fk].is_finish)
-        bad = "the forward has no input of that name";
+      if (facc && !f.uses_acc) bad = "the forward does not read acc";
+      else if (!facc && (fk < 0 || !is_input_kind(f.a[fk].info.kind) || f.a[fk].is_finish))
+        bad = "the forward has no input of that name (or acc)";
       else if (!(l->lo <= l->hi) || !isfinite(l->lo) || !isfinite(l->hi))
         bad = "needs finite lo <= hi";
       break;
     default: bad = "unknown role";
     }
     if (bad) {
-      s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "gradcheck: %s link %s=%s: %s", role_word(l->role),
-                    l->fwd ? l->fwd : "", l->bwd ? l->bwd : "", bad);
+      if (l->role == CODA_GRAD_RANGE)
+        s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "gradcheck: range link %s=%.17g:%.17g: %s",
+                      l->fwd ? l->fwd : "", l->lo, l->hi, bad);
+      else if (l->role == CODA_GRAD_VALUE)
+        s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "gradcheck: value link %s=%.17g: %s",
+                      l->fwd ? l->fwd : l->bwd ? l->bwd : "", l->lo, bad);
+      else
+        s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "gradcheck: %s link %s=%s: %s",
+                      role_word(l->role), l->fwd ? l->fwd : "", l->bwd ? l->bwd : "", bad);
       goto done;
     }
   }
@@ -340,6 +458,8 @@ coda_status coda_program_gradcheck(coda_context ctx, coda_program fwd, coda_prog
     goto done;
   }
   if ((s = gc_alloc(ctx, &f, o.M, o.N))) goto done;
+  gc_kinks kinks;
+  gc_find_kinks(f.p, &kinks);
   for (int i = 0; i < f.nargs; i++) {
     gc_arg *a = &f.a[i];
     if (!is_input_kind(a->info.kind) || a->is_finish) continue;
@@ -350,13 +470,15 @@ coda_status coda_program_gradcheck(coda_context ctx, coda_program fwd, coda_prog
       if (links[j].role == CODA_GRAD_VALUE) val = &links[j];
       if (links[j].role == CODA_GRAD_RANGE) rng = &links[j];
     }
+    gc_draw dr = {&kinks, o.step, o.points, rng != NULL, rng ? rng->lo : 0, rng ? rng->hi : 0, 1.0,
+                  a->info.kind == CODA_ARG_ROWSUM || a->info.kind == CODA_ARG_SCALAR};
     for (size_t e = 0; e < n; e++) {
       double v;
       if (val) v = val->lo;
-      else if (rng) v = rng->lo + (rng->hi - rng->lo) * rng_unit(&rs);
-      else if (a->info.dtype == CODA_I32) v = (double)(int64_t)(rng_next(&rs) % (uint64_t)(o.N + 1)) - 1;
-      else if (a->info.kind == CODA_ARG_ROWSUM || a->info.kind == CODA_ARG_SCALAR) v = fabs(rng_signed(&rs));
-      else v = rng_signed(&rs);
+      else if (a->info.dtype == CODA_I32 && !rng)
+        v = (double)(int64_t)(rng_next(&rs) % (uint64_t)(o.N + 1)) - 1;
+      else if (a->info.dtype == CODA_I32) v = floor(rng->lo + (rng->hi - rng->lo) * rng_unit(&rs));
+      else v = gc_draw_value(&dr, &rs);
       if (a->info.dtype == CODA_I32) ((int32_t *)a->v)[e] = (int32_t)v;
       else a->v[e] = v;
     }
@@ -369,8 +491,9 @@ coda_status coda_program_gradcheck(coda_context ctx, coda_program fwd, coda_prog
         if (links[j].role == CODA_GRAD_VALUE) val = &links[j];
         else rng = &links[j];
       }
-    for (int64_t e = 0; e < o.M * o.N; e++)
-      f.accA[e] = val ? val->lo : rng ? rng->lo + (rng->hi - rng->lo) * rng_unit(&rs) : rng_signed(&rs);
+    /* acc: ±[0.1, 4) by default, wide enough to cross the usual thresholds */
+    gc_draw dr = {&kinks, o.step, o.points, rng != NULL, rng ? rng->lo : 0, rng ? rng->hi : 0, 4.0, 0};
+    for (int64_t e = 0; e < o.M * o.N; e++) f.accA[e] = val ? val->lo : gc_draw_value(&dr, &rs);
   }
   for (int i = 0; i < nlinks; i++) {
     if (links[i].role != CODA_GRAD_SEED) continue;
@@ -389,6 +512,7 @@ coda_status coda_program_gradcheck(coda_context ctx, coda_program fwd, coda_prog
 
   /* backward N: the candidate where every linked shape agrees */
   int64_t cand[3] = {o.N, o.N / 2, 2 * o.N}, Nb = -1;
+  char why[256] = "";
   for (int c = 0; c < 3 && Nb < 0; c++) {
     if (cand[c] < 1 || gc_shapes(&b, o.M, cand[c], tl)) continue;
     int ok = 1;
@@ -400,15 +524,23 @@ coda_status coda_program_gradcheck(coda_context ctx, coda_program fwd, coda_prog
       if (l->role == CODA_GRAD_DOT) { fc = 1; }
       if (!strcmp(l->bwd, "acc")) { br = o.M; bc = cand[c]; }
       else { int k = gc_find(&b, l->bwd); br = b.a[k].rows; bc = b.a[k].cols; }
-      ok = fr == br && fc == bc;
+      if (l->role == CODA_GRAD_WRT) /* a vector or scalar: summed over what it broadcasts to */
+        ok = (fr == br || fr == 1) && (fc == bc || fc == 1);
+      else ok = fr == br && fc == bc;
+      if (!ok && !why[0])
+        snprintf(why, sizeof why, ": at N = %lld, %s %s=%s has forward %lld x %lld, backward %lld x %lld%s",
+                 (long long)cand[c], role_word(l->role), l->fwd, l->bwd, (long long)fr, (long long)fc,
+                 (long long)br, (long long)bc,
+                 l->role == CODA_GRAD_WRT ? " (a wrt gradient has the forward's shape or sums to it "
+                                            "over rows or columns where the forward has 1)" : "");
     }
     if (ok) Nb = cand[c];
   }
   if (Nb < 0) {
     s = coda_fail(ctx, CODA_ERR_SHAPE,
                   "gradcheck: no backward N (of %lld, %lld, %lld) gives every linked backward "
-                  "argument the shape of its forward tensor",
-                  (long long)cand[0], (long long)cand[1], (long long)cand[2]);
+                  "argument the shape of its forward tensor%s",
+                  (long long)cand[0], (long long)cand[1], (long long)cand[2], why);
     goto done;
   }
   gc_shapes(&b, o.M, Nb, tl);
@@ -475,14 +607,23 @@ coda_status coda_program_gradcheck(coda_context ctx, coda_program fwd, coda_prog
     e->bwd = l->bwd;
     int64_t fr, fc;
     double *x = gc_values(&f, l->fwd, &fr, &fc);
-    const double *g = b.a[gc_find(&b, l->bwd)].v;
+    const double *gb = b.a[gc_find(&b, l->bwd)].v;
     int64_t br = b.a[gc_find(&b, l->bwd)].rows, bc = b.a[gc_find(&b, l->bwd)].cols;
-    if (br * bc != fr * fc) {
+    if (!((fr == br || fr == 1) && (fc == bc || fc == 1))) {
       s = coda_fail(ctx, CODA_ERR_SHAPE,
                     "gradcheck: wrt %s=%s: backward %lld x %lld, forward %lld x %lld", l->fwd,
                     l->bwd, (long long)br, (long long)bc, (long long)fr, (long long)fc);
       goto done;
     }
+    /* the reference of a broadcast input: the backward summed over the
+     * rows (columns) where the forward tensor has one */
+    free(gsum);
+    gsum = calloc((size_t)(fr * fc > 0 ? fr * fc : 1), sizeof(double));
+    if (!gsum) { s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "gradcheck: out of memory"); goto done; }
+    for (int64_t r = 0; r < br; r++)
+      for (int64_t c = 0; c < bc; c++)
+        gsum[(fr == 1 ? 0 : r) * fc + (fc == 1 ? 0 : c)] += gb[r * bc + c];
+    const double *g = gsum;
     double maxerr = 0, maxfd = 0;
     for (int64_t j = 0; j < fr * fc; j++) {
       double x0 = x[j], h = o.step * (fabs(x0) > 1 ? fabs(x0) : 1);
@@ -511,6 +652,7 @@ coda_status coda_program_gradcheck(coda_context ctx, coda_program fwd, coda_prog
   if ((s = gc_run(ctx, &f, tl))) goto done; /* leave the forward at X */
 
 done:
+  free(gsum);
   for (int i = 0; i < nseed; i++) free(sd[i].dy);
   gc_free(&f);
   gc_free(&b);

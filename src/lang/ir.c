@@ -95,6 +95,7 @@ const char *ir_finish_kind_name(coda_finish_kind k) {
  * result `x2`, programs name an lse vector `lse`. */
 static const char *const keywords[] = {
   "mode", "math", "input", "output", "store", "reduce", "finish", "acc", "row", "col", "pack",
+  "seg", "segpos",
 };
 
 int ir_is_reserved(const char *s) {

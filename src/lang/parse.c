@@ -400,6 +400,25 @@ static int parse_primary(parser *ps) {
   }
   if (t.k == T_BAD && isdigit((unsigned char)t.s[0])) return expect(ps, T_NUM, "a number");
   if (t.k != T_NAME) return expected(ps, "an expression");
+  if (tok_is(&t, "seg") || tok_is(&t, "segpos")) { /* seg(S) = idiv(col, S), segpos(S) = imod(col, S) */
+    const int pos = tok_is(&t, "segpos");
+    next(ps);
+    if (expect(ps, T_LP, "'('")) return -1;
+    token n = ps->tok;
+    if (n.k != T_NUM || n.num != floor(n.num) || n.num < 1 || n.num > 16777216.0)
+      return perr(ps, CODA_ERR_TYPE, n.line, n.col,
+                  "%s(S) takes a segment width S, an integer literal from 1 to 16777216", pos ? "segpos" : "seg");
+    next(ps);
+    if (expect(ps, T_RP, "')'")) return -1;
+    ir_instr *c = emit(ps, IR_COL, &t);
+    if (!c) return -1;
+    int args[2] = {c->dst, -1};
+    ir_instr *k = emit(ps, IR_CONST, &n);
+    if (!k) return -1;
+    k->imm = n.num;
+    args[1] = k->dst;
+    return emit_math(ps, pos ? CODA_OP_IMOD : CODA_OP_IDIV, 2, args, &t);
+  }
   int op = find_function(&t);
   if (op >= 0) {
     next(ps);

@@ -224,6 +224,53 @@ coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
   }
   if (next != p->nregs) FAIL(0, 0, "register count %d, but instructions write %d", p->nregs, next);
 
+  /* integer values: row, col, i32 inputs, integer literals (|v| <= 2^24)
+   * and what + - * min max abs select idiv imod make of integers; idiv and
+   * imod take nothing else (a floating value has no conversion to an
+   * integer; an integer is used as a number anywhere) */
+  {
+    unsigned char isint[2 * CODA_MAX_INSTRS];
+    memset(isint, 0, sizeof isint);
+    for (int i = 0; i < p->ninstrs; i++) {
+      const ir_instr *in = &p->instrs[i];
+      int v = 0;
+      switch (in->code) {
+      case IR_CONST: v = in->imm == floor(in->imm) && fabs(in->imm) <= 16777216.0; break;
+      case IR_ROW:
+      case IR_COL: v = 1; break;
+      case IR_READ: v = p->inputs[in->input].dtype == CODA_I32; break;
+      case IR_MATH: {
+        int all = 1;
+        for (int k = 0; k < in->nargs; k++) all &= isint[in->args[k]];
+        switch (in->op) {
+        case CODA_OP_ADD: case CODA_OP_SUB: case CODA_OP_MUL: case CODA_OP_NEG:
+        case CODA_OP_MIN: case CODA_OP_MAX: case CODA_OP_ABS: v = all; break;
+        case CODA_OP_SELECT: v = isint[in->args[1]] && isint[in->args[2]]; break;
+        case CODA_OP_IDIV:
+        case CODA_OP_IMOD:
+          for (int k = 0; k < 2; k++)
+            if (!isint[in->args[k]]) {
+              const char *nm = p->reg_names ? p->reg_names[in->args[k]] : NULL;
+              FAIL(in->line, in->col,
+                   "%s takes integer operands, but its %s operand%s%s%s is not an integer value "
+                   "(integers: row, col, seg(S), segpos(S), i32 inputs, integer literals, and "
+                   "+ - * min max abs select idiv imod of integers; a floating value has no "
+                   "conversion to an integer)",
+                   ir_op_name(in->op), k ? "second" : "first", nm ? " '" : "", nm ? nm : "",
+                   nm ? "'" : "");
+            }
+          v = 1;
+          break;
+        default: break;
+        }
+      } break;
+      default: break;
+      }
+      isint[in->dst] = (unsigned char)v;
+      if (in->dst2 >= 0) isint[in->dst2] = 0;
+    }
+  }
+
   /* stores */
   for (int i = 0; i < p->noutputs; i++) {
     const ir_output *o = &p->outputs[i];

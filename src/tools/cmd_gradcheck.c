@@ -21,15 +21,22 @@ static void usage(FILE *f) {
           "--grad, L = sum(dY * Y(X)); every --wrt gradient must match dL/dX.\n"
           "Links (FWD names the forward, BWD the backward; lists are comma separated):\n"
           "  --wrt FWD=BWD,...   backward output/finisher BWD is dL/dFWD (FWD an input or\n"
-          "                      acc, the forward's accumulator)\n"
+          "                      acc, the forward's accumulator); for a scalar, row or\n"
+          "                      column input BWD may be wider (a tile, a row of partials):\n"
+          "                      it is summed over what FWD broadcasts to\n"
           "  --grad FWD=BWD,...  backward input BWD (or acc) receives dL/dFWD, random\n"
           "  --save FWD=BWD,...  backward input BWD receives the forward tensor FWD (an\n"
           "                      input or output); implied for equal names\n"
           "  --dot FWD=BWD,...   backward row/rowsum input BWD[m] = sum_n FWD dFWD\n"
           "  --value NAME=V,...  input NAME of either program = V (a number, N or 1/N\n"
           "                      with N the forward's N) instead of random\n"
-          "  --range NAME=LO:HI  forward input NAME uniform in [LO, HI] (default: +-[0.1, 1),\n"
-          "                      positive for scalars and rowsum partials)\n"
+          "  --range NAME=LO:HI  forward input NAME (or acc) uniform in [LO, HI] (default:\n"
+          "                      +-[0.1, 1), positive for scalars and rowsum partials; acc\n"
+          "                      +-[0.1, 4)); values within 1e3 steps of a threshold of the\n"
+          "                      forward (a constant it compares with) are drawn again\n"
+          "  --points            half of the random values just beside the forward's\n"
+          "                      thresholds (the constants of its min, max, comparisons),\n"
+          "                      on both sides, within each range given\n"
           "Options:\n"
           "  --m M --n N         forward domain (default 3 x 8)\n"
           "  --seed S            random seed (default 1)\n"
@@ -93,7 +100,8 @@ static int add_links(links_t *L, coda_grad_role role, const char *flag, const ch
       }
       *colon = '\0';
       if (parse_double(rhs, &l->lo) || parse_double(colon + 1, &l->hi) || !(l->lo <= l->hi)) {
-        fprintf(stderr, "coda gradcheck: %s %s: expected numbers LO <= HI\n", flag, item);
+        fprintf(stderr, "coda gradcheck: %s %s=%s:%s: expected numbers LO <= HI\n", flag, item, rhs,
+                colon + 1);
         return -1;
       }
     } else {
@@ -145,6 +153,7 @@ int coda_cmd_gradcheck(int argc, char **argv) {
     else if (!strcmp(a, "--dot")) { bad = add_links(L, CODA_GRAD_DOT, a, v, o.N); i++; }
     else if (!strcmp(a, "--value")) { bad = add_links(L, CODA_GRAD_VALUE, a, v, o.N); i++; }
     else if (!strcmp(a, "--range")) { bad = add_links(L, CODA_GRAD_RANGE, a, v, o.N); i++; }
+    else if (!strcmp(a, "--points")) o.points = 1;
     else if (!strcmp(a, "--m") || !strcmp(a, "--n") || !strcmp(a, "--seed")) {
       char *end;
       long long x = v ? strtoll(v, &end, 10) : 0;

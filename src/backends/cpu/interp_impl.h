@@ -123,6 +123,25 @@ static inline REAL CAT(dgelu, SFX)(REAL x) {
   return (REAL)0.5 * ((REAL)1 + t) +
          (REAL)0.5 * x * ((REAL)1 - t * t) * GELU_K0 * ((REAL)1 + (REAL)3 * GELU_K1 * x * x);
 }
+/* idiv(a, b) = floor(a / b), imod(a, b) = a - b floor(a / b) on integer
+ * values (the validator admits no other operands), exactly in 64-bit
+ * integers; b = 0 gives 0 and a; beyond 2^53 (not an index) NaN. */
+static inline REAL CAT(idiv, SFX)(REAL a, REAL b) {
+  if (!(RF(fabs)(a) < (REAL)9.0e15) || !(RF(fabs)(b) < (REAL)9.0e15)) return (REAL)NAN;
+  const int64_t x = (int64_t)a, y = (int64_t)b;
+  if (!y) return 0;
+  int64_t q = x / y;
+  if (x % y != 0 && ((x < 0) != (y < 0))) q--;
+  return (REAL)q;
+}
+static inline REAL CAT(imod, SFX)(REAL a, REAL b) {
+  if (!(RF(fabs)(a) < (REAL)9.0e15) || !(RF(fabs)(b) < (REAL)9.0e15)) return (REAL)NAN;
+  const int64_t x = (int64_t)a, y = (int64_t)b;
+  if (!y) return a;
+  int64_t r = x % y;
+  if (r != 0 && ((r < 0) != (y < 0))) r += y;
+  return (REAL)r;
+}
 /* d/dx silu = s(1 + x(1 - s)), s = sigmoid(x). */
 static inline REAL CAT(dsilu, SFX)(REAL x) {
   REAL s = CAT(sigm, SFX)(x);

@@ -141,6 +141,22 @@ __device__ __forceinline__ float dgelu(float x) {
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * x * x);
 }
 __device__ __forceinline__ float dsilu(float x) { float s = sigm(x); return s * (1.0f + x * (1.0f - s)); }
+/* idiv(a, b) = floor(a / b), imod(a, b) = a - b floor(a / b) on integer
+ * values (the CPU's src/backends/cpu/interp_impl.h); b = 0: 0 and a */
+__device__ __forceinline__ float idiv(float a, float b) {
+  const long long x = (long long)a, y = (long long)b;
+  if (y == 0) return 0.0f;
+  long long q = x / y;
+  if (x % y != 0 && ((x < 0) != (y < 0))) q--;
+  return (float)q;
+}
+__device__ __forceinline__ float imod(float a, float b) {
+  const long long x = (long long)a, y = (long long)b;
+  if (y == 0) return a;
+  long long r = x % y;
+  if (r != 0 && ((r < 0) != (y < 0))) r += y;
+  return (float)r;
+}
 /* theta = 2*pi*frac(p*(fhi+flo)): p*fhi = hi + err exactly (two-product),
  * lo = err + p*flo, hi - rint(hi) is exact. */
 __device__ __forceinline__ void rope(float x, float y, float p, float fhi, float flo, float sgn,
