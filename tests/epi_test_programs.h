@@ -113,6 +113,22 @@
      "store y = round_bf16(t * 3) + round_f16(c - t) + a\n" \
      "store z = relu(-acc) + erf(t)\n"
 
+/* Index built-ins (issue 39): seg/segpos, idiv/imod (floor) of row, col and
+ * an i32 column input, integer values used as numbers, a segmented rowsum
+ * that keeps half of each 16 columns; and the same indices in half-split
+ * pairs, where col is the pair's first column. */
+#define EPI_TEST_INDEX_ELEM \
+     "input ci : col i32\n" \
+     "input t : tile bf16\n" \
+     "output o : bf16\n" \
+     "k = idiv(col - 3, 5) + imod(row * 7 - col, -4) + imod(ci, 3)\n" \
+     "store o = acc * select(segpos(64) == 0, 2, 1) + seg(64) * 0.5 + k * 0.125 + t\n" \
+     "reduce p = rowsum(select(segpos(16) < 8, acc, 0)) per 64\n"
+#define EPI_TEST_INDEX_SPLIT \
+     "mode pair split 64\n" \
+     "output o : bf16\n" \
+     "store o = pack(acc.even * (imod(seg(64), 4) + 1), acc.odd * idiv(segpos(64), 8))\n"
+
 /* Half-split pairs (columns k and k + S/2 of each S-column segment, as
  * Hugging Face Llama's q/k heads rotate): a head-size segment of 64 (a
  * point's two column pairs 32 columns apart, in different 32-column chunks)

@@ -61,17 +61,8 @@ static const char *const kExtra[][2] = {
     {"fast_ops", EPI_TEST_FAST_OPS},
     {"fast_pair", EPI_TEST_FAST_PAIR},
     /* index built-ins: seg/segpos, idiv/imod of row, col and i32 inputs */
-    {"index_elem",
-     "input ci : col i32\n"
-     "input t : tile bf16\n"
-     "output o : bf16\n"
-     "k = idiv(col - 3, 5) + imod(row * 7 - col, -4) + imod(ci, 3)\n"
-     "store o = acc * select(segpos(64) == 0, 2, 1) + seg(64) * 0.5 + k + t\n"
-     "reduce p = rowsum(select(segpos(16) < 8, acc, 0)) per 64\n"},
-    {"index_pair_split",
-     "mode pair split 64\n"
-     "output o : bf16\n"
-     "store o = pack(acc.even * (seg(64) + 1), acc.odd * idiv(segpos(64), 8))\n"},
+    {"index_elem", EPI_TEST_INDEX_ELEM},
+    {"index_pair_split", EPI_TEST_INDEX_SPLIT},
 };
 
 static int compile_one(coda_context ctx, const char *name, coda_program p, int ta, int tb, int f16) {

@@ -303,6 +303,9 @@ static void test_gradcheck(void) {
   CHECK_EQ_INT(o.struct_size, sizeof o);
   CHECK_STATUS(ctx, coda_program_gradcheck(ctx, f, b, l, 2, &o, &r), CODA_OK);
   CHECK(r.pass);
+  /* the first layout (before `points`) is still taken */
+  o.struct_size = offsetof(coda_gradcheck_options, points);
+  CHECK_STATUS(ctx, coda_program_gradcheck(ctx, f, b, l, 2, &o, &r), CODA_OK);
   o.struct_size = 0;
   CHECK_SIZE_REFUSED(ctx, coda_program_gradcheck(ctx, f, b, l, 2, &o, &r),
                      "coda_gradcheck_options", (size_t)0, sizeof o);

@@ -113,6 +113,9 @@ static const char *const kPrims[][2] = {
     /* math fast: the bound below widens by 2^-10 max|ref| */
     {"prim_fast_ops", EPI_TEST_FAST_OPS},
     {"prim_fast_pair", EPI_TEST_FAST_PAIR},
+    /* index built-ins: seg, segpos, idiv, imod */
+    {"prim_index_elem", EPI_TEST_INDEX_ELEM},
+    {"prim_index_split", EPI_TEST_INDEX_SPLIT},
 };
 #define NPRIMS ((int)(sizeof kPrims / sizeof kPrims[0]))
 
