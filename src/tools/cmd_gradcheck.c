@@ -199,7 +199,8 @@ int coda_cmd_gradcheck(int argc, char **argv) {
     const char *name = l->fwd;
     int inf = has_input(fwd, name), inb = has_input(bwd, name);
     if (!inf && !inb) {
-      fprintf(stderr, "coda gradcheck: --value %s: neither program has an input of that name\n", name);
+      fprintf(stderr, "coda gradcheck: --value %s=%.17g: neither program has an input of that name\n", name,
+              l->lo);
       goto out_ctx;
     }
     l->fwd = inf ? name : NULL;
