@@ -798,6 +798,10 @@ static void test_random_builder(void) {
         coda_value args[CODA_MAX_ARGS];
         for (int a = 0; a < ir_op_arity(op); a++) /* mostly recent values, sometimes any */
           args[a] = vals[xr(&seed) % 3 ? nv - 1 - (int)(xr(&seed) % (nv < 4 ? nv : 4)) : (int)(xr(&seed) % nv)];
+        if (op == CODA_OP_IDIV || op == CODA_OP_IMOD) { /* integer operands only */
+          args[0] = coda_b_col_index(b);
+          args[1] = coda_b_row_index(b);
+        }
         coda_value second = -1;
         v = coda_b_op(b, op, ir_op_arity(op), args, &second);
         if (second >= 0) vals[nv++] = second;
