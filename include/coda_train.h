@@ -428,7 +428,14 @@ typedef struct coda_eval_result {
  * inputs w·seq .. w·seq + seq − 1, each predicting the next token; the
  * tail shorter than a window is left out): the same numbers for any batch.
  * The engine is o->engine (AUTO: the plans where available). A shard
- * shorter than one window is CODA_ERR_INVALID_ARGUMENT naming it. */
+ * shorter than one window is CODA_ERR_INVALID_ARGUMENT naming it. The
+ * shard's tokens must be the model's: where the shard's directory holds
+ * the stamp of prepared shards (source.txt, "tokenizer PATH"), a tokenizer
+ * other than the checkpoint's (coda_checkpoint_tokenizer; compared byte
+ * for byte) is CODA_ERR_INVALID_ARGUMENT naming both, and so are byte
+ * shards (the stamp's "(bytes)", or vocabulary 256 without a stamp) on a
+ * model with a tokenizer and tokenizer shards on a byte model; a stamp's
+ * tokenizer that cannot be read is a warning (coda_warnings). */
 coda_status coda_evaluate(coda_context ctx, const coda_eval_options *o, coda_eval_result *r);
 
 /* ------------------------------------------------------ corpus preparation */

@@ -11,13 +11,23 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* The numeric options (tool_util.h): ranges and meanings in one table. */
+static const coda_tool_num eval_nums[] = {
+    {"--batch", 1, 1, 65536, 0, 0, "windows per forward"},
+    {"--seq", 1, 1, 1 << 20, 0, 0, "window length, at most the model's; default: the model's"},
+    {"--max-windows", 1, 0, 1099511627776.0, 0, 0, "at most this many windows per shard; 0 = all"},
+    {NULL, 0, 0, 0, 0, 0, NULL}};
+
 static void eval_usage(FILE *f) {
   fprintf(f,
       "usage: coda eval --checkpoint PATH --data PATH [OPTIONS]\n"
       "  --checkpoint PATH  a coda checkpoint, or a Hugging Face Llama directory (config.json,\n"
       "                     model.safetensors or its shards), imported in memory\n"
       "  --data PATH        a token shard (.tok), a directory holding train.tok/val.tok, or a\n"
-      "                     corpus as coda train --data takes it (prepared into OUT/data)\n"
+      "                     corpus as coda train --data takes it (prepared into OUT/data);\n"
+      "                     shards whose source.txt names another tokenizer than the\n"
+      "                     checkpoint's, byte shards on a model with a tokenizer, and a\n"
+      "                     binary file that is no shard are refused\n"
       "  --split NAME       val (default) | train | all: the shards scored\n"
       "  --tokenizer FILE --data-format F --text-field NAME   for a corpus (coda train --help);\n"
       "                     the tokenizer defaults to the checkpoint's (the one it names,\n"
@@ -32,17 +42,20 @@ static void eval_usage(FILE *f) {
       "                     plans\n"
       "Scores consecutive windows of seq + 1 tokens and prints the mean loss (nats per\n"
       "token) and the perplexity exp(loss).\n");
+  coda_tool_num_help(f, eval_nums);
 }
 
-static int parse_pos(const char *flag, const char *v, long long *out) {
-  char *end;
-  long long x = v ? strtoll(v, &end, 10) : 0;
-  if (!v || *end || end == v || x < 0 || x > (1LL << 40)) {
-    fprintf(stderr, "coda eval: %s needs an integer >= 0\n", flag);
-    return 2;
-  }
-  *out = x;
-  return 0;
+
+/* A coda token shard: named .tok, or any file with the shard's magic (a
+ * .tok that lacks it is refused by coda_evaluate, by name). */
+static int is_token_shard(const char *path) {
+  const size_t n = strlen(path);
+  if (n > 4 && !strcmp(path + n - 4, ".tok")) return 1;
+  char m[8];
+  FILE *f = fopen(path, "rb");
+  const int yes = f && fread(m, 1, 8, f) == 8 && !memcmp(m, "CODATOKS", 8);
+  if (f) fclose(f);
+  return yes;
 }
 
 int cmd_eval(int argc, char **argv) {
@@ -54,6 +67,15 @@ int cmd_eval(int argc, char **argv) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     long long x;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { eval_usage(stdout); return 0; }
+    const coda_tool_num *num = coda_tool_num_find(eval_nums, a);
+    if (num) {
+      if (coda_tool_num_parse_ll("eval", num, v, &x)) return 2;
+      if (!strcmp(a, "--batch")) eo.batch = (int)x;
+      else if (!strcmp(a, "--seq")) eo.seq = (int)x;
+      else eo.max_windows = x;
+      i++;
+      continue;
+    }
     if (!v) { fprintf(stderr, "coda eval: unknown or incomplete option '%s'\n", a); eval_usage(stderr); return 2; }
     i++;
     if (!strcmp(a, "--checkpoint")) eo.checkpoint = v;
@@ -76,15 +98,6 @@ int cmd_eval(int argc, char **argv) {
       else if (!strcmp(v, "jsonl")) d.format = CODA_DATA_JSONL;
       else if (!strcmp(v, "llmc")) d.format = CODA_DATA_LLMC;
       else { fprintf(stderr, "coda eval: --data-format is auto, text, jsonl or llmc\n"); return 2; }
-    } else if (!strcmp(a, "--batch")) {
-      if (parse_pos(a, v, &x) || x < 1 || x > 65536) { fprintf(stderr, "coda eval: --batch 1..65536\n"); return 2; }
-      eo.batch = (int)x;
-    } else if (!strcmp(a, "--seq")) {
-      if (parse_pos(a, v, &x) || x < 1 || x > (1 << 20)) { fprintf(stderr, "coda eval: --seq 1..2^20\n"); return 2; }
-      eo.seq = (int)x;
-    } else if (!strcmp(a, "--max-windows")) {
-      if (parse_pos(a, v, &x)) return 2;
-      eo.max_windows = x;
     } else {
       fprintf(stderr, "coda eval: unknown option '%s'\n", a);
       eval_usage(stderr);
@@ -113,7 +126,7 @@ int cmd_eval(int argc, char **argv) {
   if (stat(data, &sb) != 0) {
     fprintf(stderr, "coda eval: %s: no such file or directory\n", data);
     rc = 1;
-  } else if (S_ISREG(sb.st_mode) && strlen(data) > 4 && !strcmp(data + strlen(data) - 4, ".tok")) {
+  } else if (S_ISREG(sb.st_mode) && is_token_shard(data)) {
     shards[0] = data; /* one shard, whatever --split says */
   } else {
     snprintf(tr, sizeof tr, "%s/train.tok", data);

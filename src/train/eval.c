@@ -6,6 +6,7 @@
 #include "base/options.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -15,6 +16,98 @@ coda_eval_options coda_eval_default_options(void) {
   memset(&o, 0, sizeof o);
   o.struct_size = sizeof o;
   return o;
+}
+
+/* The tokenizer a shard was prepared with, as its directory's source.txt
+ * records it (the stamp coda train / coda eval write beside prepared
+ * shards: a line "tokenizer PATH", "(bytes)" for byte tokens); *tok
+ * malloc'ed, NULL when there is no such record. */
+static coda_status shard_record(coda_context ctx, const char *shard, char **tok) {
+  *tok = NULL;
+  const char *slash = strrchr(shard, '/');
+  const size_t dn = slash ? (size_t)(slash - shard) : 1;
+  char *sp = malloc(dn + 16);
+  if (!sp) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  snprintf(sp, dn + 16, "%.*s/source.txt", (int)dn, slash ? shard : ".");
+  struct stat st;
+  unsigned char *b = NULL;
+  size_t n = 0;
+  const int have = stat(sp, &st) == 0 && S_ISREG(st.st_mode) &&
+                   coda_read_file_max(ctx, sp, 1 << 16, &b, &n) == CODA_OK;
+  free(sp);
+  coda_clear_error(ctx);
+  if (!have) return CODA_OK;
+  const char *t = NULL;
+  if (n > 20 && !memcmp(b, "coda prepared data ", 19)) /* a stamp, not the user's file */
+    for (size_t i = 0; i + 10 <= n && !t; i++)
+      if ((i == 0 || b[i - 1] == '\n') && !memcmp(b + i, "tokenizer ", 10)) t = (const char *)b + i + 10;
+  if (t) {
+    const char *e = memchr(t, '\n', n - (size_t)(t - (const char *)b));
+    const size_t k = e ? (size_t)(e - t) : n - (size_t)(t - (const char *)b);
+    *tok = malloc(k + 1);
+    if (*tok) {
+      memcpy(*tok, t, k);
+      (*tok)[k] = '\0';
+    }
+  }
+  free(b);
+  return t && !*tok ? coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory") : CODA_OK;
+}
+
+/* 1 when the two files hold the same bytes; -1 when one cannot be read. */
+static int same_file_bytes(coda_context ctx, const char *a, const char *b) {
+  unsigned char *x = NULL, *y = NULL;
+  size_t nx = 0, ny = 0;
+  int r = -1;
+  if (coda_read_file_max(ctx, a, (uint64_t)1 << 30, &x, &nx) == CODA_OK &&
+      coda_read_file_max(ctx, b, (uint64_t)1 << 30, &y, &ny) == CODA_OK)
+    r = nx == ny && !memcmp(x, y, nx);
+  free(x);
+  free(y);
+  coda_clear_error(ctx);
+  return r;
+}
+
+/* The shard's tokens are the model's: byte-token shards (their stamp says
+ * so, or, without a stamp, their vocabulary is the 256 bytes) are refused
+ * on a model with a tokenizer; shards whose stamp names a tokenizer are
+ * refused on a byte model and where that tokenizer differs from the
+ * checkpoint's (another tokenizer of the same vocabulary size reads the
+ * same ids as other text). A stamp naming a tokenizer that cannot be read
+ * is a warning (coda_warnings): not checked. */
+static coda_status check_shard_tokens(coda_context ctx, const char *shard, uint32_t shard_vocab,
+                                      const char *checkpoint, int model_vocab) {
+  char *rec = NULL, *ck = NULL;
+  coda_status s = shard_record(ctx, shard, &rec);
+  if (!s) s = coda_checkpoint_tokenizer(ctx, checkpoint, &ck, NULL);
+  if (s) {
+    free(rec);
+    return s;
+  }
+  const int rec_bytes = rec ? !strcmp(rec, "(bytes)") : shard_vocab == CODA_TOK_BYTES;
+  if (rec_bytes && ck)
+    s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                  "%s: byte-token shards (%s), but the model's tokenizer is %s: prepare the "
+                  "data with it (coda eval --data CORPUS tokenizes with the checkpoint's "
+                  "tokenizer)", shard, rec ? "source.txt says (bytes)" : "vocabulary 256", ck);
+  else if (rec && !rec_bytes && !ck && model_vocab == CODA_TOK_BYTES)
+    s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                  "%s: prepared with the tokenizer %s (its source.txt), but %s is a byte-token "
+                  "model (no tokenizer): prepare the data as bytes", shard, rec, checkpoint);
+  else if (rec && !rec_bytes && ck) {
+    const int same = same_file_bytes(ctx, rec, ck);
+    if (same == 0)
+      s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                    "%s: prepared with the tokenizer %s (its source.txt), which differs from "
+                    "the checkpoint's %s: the same ids would be other text; prepare the data "
+                    "with the checkpoint's tokenizer", shard, rec, ck);
+    else if (same < 0)
+      coda_warn(ctx, "%s: its source.txt names the tokenizer %s, which cannot be read to "
+                "compare with the checkpoint's %s: not checked", shard, rec, ck);
+  }
+  free(rec);
+  free(ck);
+  return s;
 }
 
 coda_status coda_evaluate(coda_context ctx, const coda_eval_options *opts, coda_eval_result *r) {
@@ -57,6 +150,11 @@ coda_status coda_evaluate(coda_context ctx, const coda_eval_options *opts, coda_
   if (v.vocab > (uint32_t)cfg.vocab) {
     s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s: vocabulary of %u tokens exceeds the model's "
                   "vocab %d (%s)", o->shard, v.vocab, cfg.vocab, o->checkpoint);
+    coda_shard_close(&v);
+    return s;
+  }
+  s = check_shard_tokens(ctx, o->shard, v.vocab, o->checkpoint, cfg.vocab);
+  if (s) {
     coda_shard_close(&v);
     return s;
   }

@@ -118,4 +118,37 @@ grep -q "from c.txt (ft/tokenizer.json)" t4.txt || { cat t4.txt; fail "--init-fr
 "$coda" generate --checkpoint ft/checkpoint.safetensors $gen >/dev/null 2>e6.txt ||
   { cat e6.txt; fail "generate after --init-from"; }
 grep -q "tokenizer ft/tokenizer.json (named by the checkpoint" e6.txt || fail "after --init-from"
+# coda eval scores only shards of the checkpoint's tokens: shards prepared
+# with another tokenizer of the same vocabulary size (their source.txt
+# names it), byte shards on a model with a tokenizer, and a binary file as
+# --data are refused, by name (they printed a loss and exit 0)
+i=0
+while [ $i -lt 300 ]; do
+  echo "Other words $i: lorem ipsum dolor sit amet, consectetur elit $((i % 5))."
+  echo ""
+  i=$((i + 1))
+done >d.txt
+"$py" "$here/make_bpe_tokenizer.py" d.txt other.json 320 || fail "training a third tokenizer"
+if cmp -s other.json tok.json; then fail "the third tokenizer is the first"; fi
+if "$coda" eval --checkpoint $ck --data c.txt --tokenizer other.json --out ev4 --max-windows 2 \
+  >/dev/null 2>e7.txt; then fail "eval scored shards of another tokenizer"; fi
+grep -q "prepared with the tokenizer other.json (its source.txt), which differs from the checkpoint's r1/tokenizer.json" e7.txt ||
+  { cat e7.txt; fail "another tokenizer's message"; }
+if "$coda" eval --checkpoint $ck --data ev4/data --max-windows 2 >/dev/null 2>e8.txt; then
+  fail "eval scored a shard directory of another tokenizer"
+fi
+grep -q "which differs from the checkpoint's" e8.txt || { cat e8.txt; fail "shard directory message"; }
+mkdir books
+cp c.txt books/
+"$coda" train --corpus books --prepare --out rb >/dev/null 2>&1 || fail "--corpus --prepare"
+if "$coda" eval --checkpoint $ck --data rb/data --max-windows 2 >/dev/null 2>e9.txt; then
+  fail "eval scored byte shards on a BPE model"
+fi
+grep -q "byte-token shards (vocabulary 256), but the model's tokenizer is r1/tokenizer.json" e9.txt ||
+  { cat e9.txt; fail "byte shards message"; }
+if "$coda" eval --checkpoint $ck --data $ck --out ev5 >/dev/null 2>e10.txt; then
+  fail "eval scored a binary file"
+fi
+grep -q "r1/checkpoint.safetensors: a NUL byte at byte offset [0-9]*: not a text file" e10.txt ||
+  { cat e10.txt; fail "binary --data message"; }
 echo "ok"
