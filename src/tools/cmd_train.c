@@ -8,6 +8,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,6 +146,44 @@ static void print_progress(const coda_train_progress *p, void *user) {
   }
 }
 
+/* The numeric options (tool_util.h): their ranges and meanings, checked
+ * and listed in the help from this one table. */
+#define P2(k) 1.0 * (1LL << (k))
+static const coda_tool_num train_nums[] = {
+    {"--layers", 1, 1, 1024, 0, 0, "transformer blocks"},
+    {"--dim", 1, 2, 65536, 0, 0, "model width (hidden size)"},
+    {"--heads", 1, 1, 4096, 0, 0, "attention heads (divide --dim)"},
+    {"--kv-heads", 1, 1, 4096, 0, 0, "key/value heads (divide --heads)"},
+    {"--ffn", 1, 1, P2(18), 0, 0, "feed-forward hidden size"},
+    {"--seq", 1, 1, P2(20), 0, 0, "sequence length in tokens"},
+    {"--vocab", 1, 256, P2(24), 0, 0, "vocabulary size (default: the tokenizer's)"},
+    {"--tied", 1, 0, 1, 0, 0, "1 = the output head is the embedding"},
+    {"--batch", 1, 1, P2(20), 0, 0, "sequences per micro-batch (per rank)"},
+    {"--accum", 1, 1, P2(20), 0, 0, "micro-batches per optimizer step"},
+    {"--steps", 1, 1, P2(40), 0, 0, "optimizer steps in all (also when resuming)"},
+    {"--warmup", 1, 0, P2(40), 0, 0, "steps of linear learning-rate warm-up"},
+    {"--seed", 1, 0, P2(62), 0, 0, "initialization and data order"},
+    {"--val-every", 1, 0, P2(30), 0, 0, "validation every N steps; 0 = at the end only"},
+    {"--val-batches", 1, 0, P2(20), 0, 0, "micro-batches per validation; 0 = none"},
+    {"--save-every", 1, 0, P2(30), 0, 0, "checkpoint every N steps; 0 = at the end only"},
+    {"--threads", 1, 0, 4096, 0, 0, "CPU threads; 0 = the OpenMP default"},
+    {"--ranks", 1, 1, CODA_DIST_MAX_RANKS, 0, 0, "data-parallel processes"},
+    {"--profile-warmup", 1, 0, 1e9, 0, 0, "steps not profiled at the start"},
+    {"--tune-plans", 1, 0, 1, 0, 0, "1 = time each fused step's schedule first (GPU)"},
+    {"--keep-logits", 1, 0, 1, 0, 0, "1 = the head keeps its logits, 0 = recomputes them "
+                                     "(or auto)"},
+    {"--lr", 0, 0, INFINITY, 1, 1, "peak learning rate"},
+    {"--min-lr-ratio", 0, 0, 1, 0, 0, "the cosine schedule's floor, a fraction of --lr"},
+    {"--weight-decay", 0, 0, INFINITY, 0, 1, "AdamW's decoupled weight decay"},
+    {"--clip", 0, 0, INFINITY, 0, 1, "global gradient-norm clip; 0 = off"},
+    {"--beta1", 0, 0, 1, 0, 1, "AdamW's first-moment decay"},
+    {"--beta2", 0, 0, 1, 0, 1, "AdamW's second-moment decay"},
+    {"--peak-flops", 0, 0, INFINITY, 0, 1, "peak FLOP/s for the MFU; 0 = the default"},
+    {"--peak-bandwidth", 0, 0, INFINITY, 0, 1, "peak memory bytes/s for the profile; 0 = the "
+                                               "default"},
+    {NULL, 0, 0, 0, 0, 0, NULL}};
+#undef P2
+
 static void train_usage(FILE *f) {
   fprintf(f,
       "usage: coda train [OPTIONS]\n"
@@ -215,6 +254,7 @@ static void train_usage(FILE *f) {
       "                    GPU 4.3e12, H200)\n"
       "Prints one line per step; Ctrl-C finishes the step (or cuts a validation short),\n"
       "saves and exits with status 130; a second Ctrl-C ends it at once.\n");
+  coda_tool_num_help(f, train_nums);
 }
 
 /* mkdir -p */
@@ -232,30 +272,6 @@ static int make_dirs(const char *dir) {
   return 0;
 }
 
-static int parse_int(const char *flag, const char *v, long long lo, long long hi, long long *out) {
-  char *end;
-  errno = 0;
-  long long x = v ? strtoll(v, &end, 10) : 0;
-  if (!v || errno || end == v || *end || x < lo || x > hi) {
-    fprintf(stderr, "coda train: %s needs an integer in [%lld, %lld], got '%s'\n", flag, lo, hi,
-            v ? v : "(nothing)");
-    return -1;
-  }
-  *out = x;
-  return 0;
-}
-
-static int parse_real(const char *flag, const char *v, double *out) {
-  char *end;
-  double x = v ? strtod(v, &end) : 0;
-  if (!v || end == v || *end) {
-    fprintf(stderr, "coda train: %s needs a number, got '%s'\n", flag, v ? v : "(nothing)");
-    return -1;
-  }
-  *out = x;
-  return 0;
-}
-
 /* One training process: a whole run, or one rank of a data-parallel run. */
 typedef struct train_job {
   coda_train_options o;
@@ -266,11 +282,22 @@ typedef struct train_job {
 
 /* After a failure to prepare the token shards from the default corpus:
  * where that corpus comes from. */
-static const char *corpus_hint(const coda_train_options *o, coda_status s) {
+/* Why the token shards are missing. On a rank other than 0 of a job,
+ * rank 0 prepared them (into its own data directory) and reported success:
+ * a rank that still cannot open them does not see rank 0's files. */
+static const char *corpus_hint(const coda_train_options *o, coda_status s, int rank,
+                               const char *msg) {
   char p[4096];
   if (o->data_dir) snprintf(p, sizeof p, "%s/train.tok", o->data_dir);
   else snprintf(p, sizeof p, "%s/data/train.tok", o->out_dir);
   struct stat st;
+  if (s == CODA_ERR_IO && o->corpus_dir && rank > 0 && stat(p, &st) != 0 &&
+      !strstr(msg, "rank 0 could not prepare"))
+    return " (rank 0 prepared the token shards into the data directory on its own host, and "
+           "this rank does not see them at this path: in a job of several ranks give every "
+           "rank the same --out on a file system they share, or prepare once (coda train "
+           "--prepare --out OUT) and give every rank --data OUT/data at a path each of them "
+           "reads)";
   if (s == CODA_ERR_IO && o->corpus_dir && !strcmp(o->corpus_dir, DEFAULT_CORPUS) &&
       stat(p, &st) != 0)
     return " (the default corpus comes from the Debian package 'fortunes'; install it or pass "
@@ -311,7 +338,8 @@ static int train_process(const train_job *job, coda_comm comm, coda_context ctx)
   int rc = 0;
   coda_status s = coda_train(ctx, &o, &sum);
   if (s) {
-    fprintf(stderr, "coda train%s: %s%s\n", who, coda_last_error(ctx), corpus_hint(&o, s));
+    fprintf(stderr, "coda train%s: %s%s\n", who, coda_last_error(ctx),
+            corpus_hint(&o, s, rank, coda_last_error(ctx)));
     rc = 1;
   } else if (sum.stopped == CODA_TRAIN_NONFINITE) {
     rc = 3;
@@ -348,35 +376,39 @@ int cmd_train(int argc, char **argv) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     long long x;
     double d;
-#define INTFLAG(name, lo, hi, dst) \
-    if (!strcmp(a, name)) { if (parse_int(a, v, lo, hi, &x)) return 2; dst = x; i++; continue; }
-#define MODELFLAG(name, lo, hi, dst, bit) \
-    if (!strcmp(a, name)) { if (parse_int(a, v, lo, hi, &x)) return 2; dst = x; o.model_set |= bit; \
-                            i++; continue; }
+    /* numeric flags: the range and meaning of each in train_nums */
+#define NUM(name) coda_tool_num_find(train_nums, name)
+#define INTFLAG(name, dst) \
+    if (!strcmp(a, name)) { if (coda_tool_num_parse_ll("train", NUM(name), v, &x)) return 2; \
+                            dst = x; i++; continue; }
+#define MODELFLAG(name, dst, bit) \
+    if (!strcmp(a, name)) { if (coda_tool_num_parse_ll("train", NUM(name), v, &x)) return 2; \
+                            dst = x; o.model_set |= bit; i++; continue; }
 #define REALFLAG(name, dst) \
-    if (!strcmp(a, name)) { if (parse_real(a, v, &d)) return 2; dst = d; i++; continue; }
+    if (!strcmp(a, name)) { if (coda_tool_num_parse("train", NUM(name), v, &d)) return 2; \
+                            dst = d; i++; continue; }
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { train_usage(stdout); return 0; }
     if (!strcmp(a, "--config")) { o.model_set = CODA_MODEL_SET_ALL; i++; continue; }
-    MODELFLAG("--layers", 1, 1024, o.model.layers, CODA_MODEL_SET_LAYERS)
-    MODELFLAG("--dim", 2, 65536, o.model.dim, CODA_MODEL_SET_DIM)
-    MODELFLAG("--heads", 1, 4096, o.model.heads, CODA_MODEL_SET_HEADS)
-    MODELFLAG("--kv-heads", 1, 4096, o.model.kv_heads, CODA_MODEL_SET_KV_HEADS)
-    MODELFLAG("--ffn", 1, 1 << 18, o.model.ffn, CODA_MODEL_SET_FFN)
-    MODELFLAG("--seq", 1, 1 << 20, o.model.seq, CODA_MODEL_SET_SEQ)
-    MODELFLAG("--vocab", 256, 1 << 24, o.model.vocab, CODA_MODEL_SET_VOCAB)
-    MODELFLAG("--tied", 0, 1, o.model.tied, CODA_MODEL_SET_TIED)
-    INTFLAG("--batch", 1, 1 << 20, o.batch)
-    INTFLAG("--accum", 1, 1 << 20, o.accum)
-    INTFLAG("--steps", 1, 1LL << 40, o.steps)
-    INTFLAG("--warmup", 0, 1LL << 40, o.warmup)
-    INTFLAG("--seed", 0, 1LL << 62, o.seed)
-    INTFLAG("--val-every", 0, 1 << 30, o.val_every)
-    INTFLAG("--val-batches", 0, 1 << 20, o.val_batches)
-    INTFLAG("--save-every", 0, 1 << 30, o.save_every)
-    INTFLAG("--threads", 0, 4096, threads)
+    MODELFLAG("--layers", o.model.layers, CODA_MODEL_SET_LAYERS)
+    MODELFLAG("--dim", o.model.dim, CODA_MODEL_SET_DIM)
+    MODELFLAG("--heads", o.model.heads, CODA_MODEL_SET_HEADS)
+    MODELFLAG("--kv-heads", o.model.kv_heads, CODA_MODEL_SET_KV_HEADS)
+    MODELFLAG("--ffn", o.model.ffn, CODA_MODEL_SET_FFN)
+    MODELFLAG("--seq", o.model.seq, CODA_MODEL_SET_SEQ)
+    MODELFLAG("--vocab", o.model.vocab, CODA_MODEL_SET_VOCAB)
+    MODELFLAG("--tied", o.model.tied, CODA_MODEL_SET_TIED)
+    INTFLAG("--batch", o.batch)
+    INTFLAG("--accum", o.accum)
+    INTFLAG("--steps", o.steps)
+    INTFLAG("--warmup", o.warmup)
+    INTFLAG("--seed", o.seed)
+    INTFLAG("--val-every", o.val_every)
+    INTFLAG("--val-batches", o.val_batches)
+    INTFLAG("--save-every", o.save_every)
+    INTFLAG("--threads", threads)
     if (!strcmp(a, "--ranks")) ranks_given = 1;
-    INTFLAG("--ranks", 1, CODA_DIST_MAX_RANKS, ranks)
-    INTFLAG("--profile-warmup", 0, 1000000000, o.profile_warmup)
+    INTFLAG("--ranks", ranks)
+    INTFLAG("--profile-warmup", o.profile_warmup)
     if (!strcmp(a, "--zero")) {
       if (!v || (strcmp(v, "1") && strcmp(v, "3"))) {
         fprintf(stderr, "coda train: --zero is 1 (the optimizer state sharded) or 3 (also the "
@@ -387,9 +419,9 @@ int cmd_train(int argc, char **argv) {
       i++;
       continue;
     }
-    INTFLAG("--tune-plans", 0, 1, o.tune_plans)
+    INTFLAG("--tune-plans", o.tune_plans)
     if (!strcmp(a, "--keep-logits") && v && !strcmp(v, "auto")) { o.keep_logits = -1; i++; continue; }
-    INTFLAG("--keep-logits", 0, 1, o.keep_logits)
+    INTFLAG("--keep-logits", o.keep_logits)
     REALFLAG("--lr", o.lr)
     REALFLAG("--min-lr-ratio", o.min_lr_ratio)
     REALFLAG("--weight-decay", o.weight_decay)
@@ -401,6 +433,7 @@ int cmd_train(int argc, char **argv) {
 #undef INTFLAG
 #undef MODELFLAG
 #undef REALFLAG
+#undef NUM
     if (!strcmp(a, "--out") && v) { o.out_dir = v; i++; continue; }
     if (!strcmp(a, "--resume") && v) { o.resume = v; i++; continue; }
     if (!strcmp(a, "--init") && v) { o.init = v; i++; continue; }
@@ -644,7 +677,8 @@ int cmd_train(int argc, char **argv) {
     else snprintf(dir, sizeof dir, "%s/data", o.out_dir);
     coda_status s = coda_prepare_corpus(ctx, o.corpus_dir, dir);
     if (s) {
-      fprintf(stderr, "coda train: %s%s\n", coda_last_error(ctx), corpus_hint(&o, s));
+      fprintf(stderr, "coda train: %s%s\n", coda_last_error(ctx),
+              corpus_hint(&o, s, 0, coda_last_error(ctx)));
       rc = 1;
     } else {
       printf("wrote %s/train.tok and %s/val.tok\n", dir, dir);

@@ -275,6 +275,20 @@ env_error "need LOCAL_RANK < LOCAL_WORLD_SIZE" RANK=1 WORLD_SIZE=4 LOCAL_RANK=2 
 env_error "SLURM_PROCID is set but SLURM_NTASKS is not" SLURM_PROCID=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=1234 --
 env_error "SLURM_PROCID=4 with SLURM_NTASKS=4" SLURM_PROCID=4 SLURM_NTASKS=4 MASTER_ADDR=127.0.0.1 MASTER_PORT=1234 --
 env_error "--zero is 1 (the optimizer state sharded) or 3" -- --zero 2
+# ranks with an --out each (hosts without a shared file system): rank 0
+# prepares the shards into its own --out, and rank 1's refusal names that
+# cause, not a missing corpus package
+port=$(free_port)
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port CODA_COMM_TIMEOUT=6 \
+    "$coda" train $small --corpus corpus --out own$r --batch 2 --steps 2 >own.$r.out 2>own.$r.err &
+  eval "o$r=\$!"
+done
+wait "$o0"; a=$?
+wait "$o1"; b=$?
+if [ $b -ne 0 ] && grep -q -F "rank 0 prepared the token shards into the data directory on its own host" own.1.err &&
+   ! grep -q "fortunes" own.1.err; then ok "own --out per rank: $(tail -1 own.1.err)"
+else fail "own --out per rank: statuses $a $b"; sed 's/^/  | /' own.1.err; fi
 # a corpus would be tokenized by every rank at once: prepared once instead
 env_error "is a corpus, and a job of 2 ranks would tokenize it" RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1234 -- --data corpus/text
 # an address that does not resolve (a clear failure; without DNS it is
