@@ -14,6 +14,22 @@
 #define MAX_PROMPTS 64
 #define MAX_STOPS 32
 
+/* The numeric options (tool_util.h): their ranges and meanings, checked
+ * and listed in the help from this one table. */
+static const coda_tool_num gen_nums[] = {
+    {"--tokens", 1, 0, 1 << 24, 0, 0, "new tokens per prompt (bench: decode steps)"},
+    {"--temperature", 0, 0, 1e6, 0, 0, "sampling temperature; 0 = greedy"},
+    {"--top-k", 1, 0, 1 << 24, 0, 0, "sample among the K most likely tokens; 0 = all"},
+    {"--top-p", 0, 0, 1, 1, 0, "nucleus sampling: the most likely tokens holding P of the "
+                               "probability; 1 = off"},
+    {"--seed", 1, 0, 4611686018427387904.0, 0, 0, "sampling seed: the same seed, the same text"},
+    {"--stop", 1, 0, 1 << 24, 0, 0, "a token id that ends a sequence (repeatable)"},
+    {"--max-len", 1, 0, 1 << 24, 0, 0, "cache positions per sequence; 0 = prompt + tokens"},
+    {"--threads", 1, 0, 4096, 0, 0, "CPU threads; 0 = the OpenMP default"},
+    {"--prompt-len", 1, 1, 1 << 20, 0, 0, "bench: prompt tokens"},
+    {"--hbm-gbps", 0, 1, 1e6, 0, 0, "bench: the memory bandwidth of the floor column, GB/s"},
+    {NULL, 0, 0, 0, 0, 0, NULL}};
+
 static void gen_usage(FILE *f) {
   fprintf(f,
       "usage: coda generate --checkpoint PATH [OPTIONS]\n"
@@ -58,6 +74,7 @@ static void gen_usage(FILE *f) {
       "  --hbm-gbps X        memory bandwidth of the floor column, GB/s (default 4300)\n"
       "  --profile           GPU: after the timed run, one more step with a timing marker\n"
       "                      after each kernel: its device time by phase\n");
+  coda_tool_num_help(f, gen_nums);
 }
 
 /* Streams the bytes of one sequence, or keeps each sequence's bytes for
@@ -282,13 +299,13 @@ int cmd_generate(int argc, char **argv) {
     if (!strcmp(a, "--print-ids")) { print_ids = 1; continue; }
     if (!strcmp(a, "--no-graphs")) { no_graphs = 1; continue; }
     if (!strcmp(a, "--profile")) { profile = 1; continue; }
+    const coda_tool_num *num = coda_tool_num_find(gen_nums, a);
+    if (!v && num) return coda_tool_num_parse("generate", num, v, NULL);
     if (!v) {
       fprintf(stderr, "coda generate: unknown or incomplete option '%s'\n", a);
       gen_usage(stderr);
       return 2;
     }
-    char *end;
-    errno = 0;
     if (!strcmp(a, "--checkpoint")) ckpt = v;
     else if (!strcmp(a, "--tokenizer")) tokenizer = v;
     else if (!strcmp(a, "--prompt") || !strcmp(a, "--prompt-ids")) {
@@ -311,30 +328,25 @@ int cmd_generate(int argc, char **argv) {
     } else if (!strcmp(a, "--batches")) {
       nb = parse_batches(v, batches, 16);
       if (nb < 1) goto bad;
-    } else if (!strcmp(a, "--hbm-gbps")) {
-      double x = strtod(v, &end);
-      if (end == v || *end || !(x >= 1) || x > 1e6) goto bad;
-      hbm_gbps = x;
-    } else if (!strcmp(a, "--temperature") || !strcmp(a, "--top-p")) {
-      double x = strtod(v, &end);
-      if (end == v || *end || !(x >= 0) || x > 1e6) goto bad;
-      if (!strcmp(a, "--top-p")) {
-        if (!(x > 0 && x <= 1)) goto bad;
-        top_p = x;
-      } else {
-        temperature = x;
+    } else if (num) {
+      double x;
+      if (coda_tool_num_parse("generate", num, v, &x)) return 2;
+      if (!strcmp(a, "--hbm-gbps")) hbm_gbps = x;
+      else if (!strcmp(a, "--top-p")) top_p = x;
+      else if (!strcmp(a, "--temperature")) temperature = x;
+      else if (!strcmp(a, "--tokens")) tokens = (int)x;
+      else if (!strcmp(a, "--top-k")) top_k = (int)x;
+      else if (!strcmp(a, "--seed")) seed = (uint64_t)x;
+      else if (!strcmp(a, "--threads")) threads = (int)x;
+      else if (!strcmp(a, "--max-len")) max_len = (int)x;
+      else if (!strcmp(a, "--prompt-len")) prompt_len = (int)x;
+      else if (nstop < MAX_STOPS) stops[nstop++] = (int32_t)x; /* --stop */
+      else {
+        fprintf(stderr, "coda generate: --stop: at most %d stop tokens\n", MAX_STOPS);
+        return 2;
       }
     } else {
-      long long x = strtoll(v, &end, 10);
-      if (errno || end == v || *end || x < 0) goto bad;
-      if (!strcmp(a, "--tokens") && x <= (1 << 24)) tokens = (int)x;
-      else if (!strcmp(a, "--top-k") && x <= (1 << 24)) top_k = (int)x;
-      else if (!strcmp(a, "--seed")) seed = (uint64_t)x;
-      else if (!strcmp(a, "--threads") && x <= 4096) threads = (int)x;
-      else if (!strcmp(a, "--max-len") && x <= (1 << 24)) max_len = (int)x;
-      else if (!strcmp(a, "--prompt-len") && x >= 1 && x <= (1 << 20)) prompt_len = (int)x;
-      else if (!strcmp(a, "--stop") && x <= (1 << 24) && nstop < MAX_STOPS) stops[nstop++] = (int32_t)x;
-      else goto bad;
+      goto bad;
     }
     i++;
     continue;

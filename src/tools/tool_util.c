@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,4 +246,78 @@ void coda_tool_warnings(coda_context ctx, const char *cmd) {
     w += n + (e != NULL);
   }
   coda_warnings_clear(ctx);
+}
+
+/* ---- numeric flags ---- */
+
+const coda_tool_num *coda_tool_num_find(const coda_tool_num *table, const char *flag) {
+  for (const coda_tool_num *t = table; t->flag; t++)
+    if (!strcmp(t->flag, flag)) return t;
+  return NULL;
+}
+
+static void num_text(const coda_tool_num *t, double x, char *b, size_t cap) {
+  if (isinf(x)) snprintf(b, cap, "%sinf", x < 0 ? "-" : "");
+  else if (t->integer || (x == floor(x) && fabs(x) < 1e15)) snprintf(b, cap, "%.0f", x);
+  else snprintf(b, cap, "%g", x);
+}
+
+void coda_tool_num_range(const coda_tool_num *t, char *buf, size_t cap) {
+  char lo[48], hi[48];
+  num_text(t, t->lo, lo, sizeof lo);
+  num_text(t, t->hi, hi, sizeof hi);
+  snprintf(buf, cap, "%s%s, %s%s", t->lo_open || isinf(t->lo) ? "(" : "[", lo, hi,
+           t->hi_open || isinf(t->hi) ? ")" : "]");
+}
+
+static int num_refuse(const char *cmd, const coda_tool_num *t, const char *v) {
+  char r[128];
+  coda_tool_num_range(t, r, sizeof r);
+  if (!v || !*v)
+    fprintf(stderr, "coda %s: %s: needs %s in %s (%s)\n", cmd, t->flag,
+            t->integer ? "an integer" : "a number", r, t->meaning);
+  else
+    fprintf(stderr, "coda %s: %s: must be %sin %s, got '%s' (%s)\n", cmd, t->flag,
+            t->integer ? "an integer " : "", r, v, t->meaning);
+  return 2;
+}
+
+int coda_tool_num_parse(const char *cmd, const coda_tool_num *t, const char *v, double *out) {
+  if (!v || !*v) return num_refuse(cmd, t, v);
+  char *end;
+  errno = 0;
+  double x;
+  if (t->integer) {
+    long long k = strtoll(v, &end, 10);
+    x = (double)k;
+  } else {
+    x = strtod(v, &end);
+  }
+  const int ok = !errno && end != v && !*end && x == x &&
+                 (t->lo_open ? x > t->lo : x >= t->lo) && (t->hi_open ? x < t->hi : x <= t->hi);
+  if (!ok) return num_refuse(cmd, t, v);
+  *out = x;
+  return 0;
+}
+
+int coda_tool_num_parse_ll(const char *cmd, const coda_tool_num *t, const char *v, long long *out) {
+  if (!v || !*v) return num_refuse(cmd, t, v);
+  char *end;
+  errno = 0;
+  long long k = strtoll(v, &end, 10);
+  const double x = (double)k;
+  const int ok = t->integer && !errno && end != v && !*end &&
+                 (t->lo_open ? x > t->lo : x >= t->lo) && (t->hi_open ? x < t->hi : x <= t->hi);
+  if (!ok) return num_refuse(cmd, t, v);
+  *out = k;
+  return 0;
+}
+
+void coda_tool_num_help(FILE *f, const coda_tool_num *table) {
+  fprintf(f, "Numeric options, their allowed values and meaning (a value outside is refused):\n");
+  for (const coda_tool_num *t = table; t->flag; t++) {
+    char r[128];
+    coda_tool_num_range(t, r, sizeof r);
+    fprintf(f, "  %-18s %-7s %-18s %s\n", t->flag, t->integer ? "integer" : "real", r, t->meaning);
+  }
 }

@@ -9,6 +9,8 @@ char *coda_tool_read_text(const char *path, const char **why);
 
 #include "coda_train.h"
 
+#include <stdio.h>
+
 /* --data PATH as a corpus: prepares OUT/data/train.tok and val.tok from
  * d->path (coda_prepare_data) with a stamp OUT/data/source.txt naming the
  * source, or reuses them when the stamp matches; shards there without a
@@ -24,6 +26,34 @@ void coda_tool_prep_progress(uint64_t bytes, uint64_t tokens, void *user);
  * coda_context_options_check, else the status) and returns the status. */
 coda_status coda_tool_context(const coda_context_options *o, coda_context *out, const char *cmd,
                               const char *what);
+
+/* ---- numeric flags: one table per command, one check, one help ----
+ * Every numeric flag of a command is a row: its name, integer or real,
+ * its allowed range (bounds closed or open) and its meaning. The parser
+ * refuses a value outside the range as
+ *   "coda CMD: --top-p: must be in (0, 1], got 1.5 (MEANING)"
+ * and the help lists every row with its range and meaning. */
+typedef struct coda_tool_num {
+  const char *flag;    /* "--top-p" */
+  int integer;         /* 1: an integer (decimal); 0: a real number */
+  double lo, hi;       /* the range (integers: exact up to 2^53) */
+  int lo_open, hi_open;/* 1: the bound itself is not allowed */
+  const char *meaning; /* what the value says, for the refusal and the help */
+} coda_tool_num;
+
+/* The row of `flag` in a table ended by a row whose flag is NULL; NULL
+ * when the flag is not numeric. */
+const coda_tool_num *coda_tool_num_find(const coda_tool_num *table, const char *flag);
+/* Parses v as the row says: 0 and *out on success; else prints the
+ * refusal naming the flag, the range, the value and the meaning, and
+ * returns 2 (the tools' usage status). v NULL: the value is missing. */
+int coda_tool_num_parse(const char *cmd, const coda_tool_num *t, const char *v, double *out);
+/* The same for an integer flag, into *out. */
+int coda_tool_num_parse_ll(const char *cmd, const coda_tool_num *t, const char *v, long long *out);
+/* The range as text: "[1, 65536]", "(0, 1]", "[0, inf)". */
+void coda_tool_num_range(const coda_tool_num *t, char *buf, size_t cap);
+/* The help's section of the table: one line per flag, "--flag  RANGE  meaning". */
+void coda_tool_num_help(FILE *f, const coda_tool_num *table);
 
 /* Prints the context's warnings (coda_warnings), each line as
  * "coda CMD: warning: LINE" on stderr, and clears them. */

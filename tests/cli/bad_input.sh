@@ -55,30 +55,30 @@ expect "usage" --
 # shellcheck disable=SC2086
 expect "unknown or incomplete option '--bogus'" -- train --bogus
 expect "unknown or incomplete option '--out'" -- train --out
-expect "--steps needs an integer" -- train --steps abc
-expect "--steps needs an integer" -- train --steps
-expect "--steps needs an integer" -- train --steps 12x
-expect "--steps needs an integer" -- train --steps 99999999999999999999999
-expect "--steps needs an integer" -- train --steps 0
-expect "--dim needs an integer" -- train --dim 0
-expect "--dim needs an integer" -- train --dim -5
-expect "--dim needs an integer" -- train --dim 1000000
-expect "--batch needs an integer" -- train --batch -1
-expect "--threads needs an integer" -- train --threads -1
-expect "--lr needs a number" -- train --lr abc
-expect "--lr needs a number" -- train --lr ""
+expect "--steps: must be an integer in [1, 1099511627776], got 'abc' (optimizer steps in all" -- train --steps abc
+expect "--steps: needs an integer in [1, 1099511627776]" -- train --steps
+expect "--steps: must be an integer in [1, 1099511627776], got '12x'" -- train --steps 12x
+expect "--steps: must be an integer in [1, 1099511627776], got '99999999999999999999999'" -- train --steps 99999999999999999999999
+expect "--steps: must be an integer in [1, 1099511627776], got '0'" -- train --steps 0
+expect "--dim: must be an integer in [2, 65536], got '0' (model width" -- train --dim 0
+expect "--dim: must be an integer in [2, 65536], got '-5'" -- train --dim -5
+expect "--dim: must be an integer in [2, 65536], got '1000000'" -- train --dim 1000000
+expect "--batch: must be an integer in [1, 1048576], got '-1'" -- train --batch -1
+expect "--threads: must be an integer in [0, 4096], got '-1' (CPU threads" -- train --threads -1
+expect "--lr: must be in (0, inf), got 'abc' (peak learning rate)" -- train --lr abc
+expect "--lr: needs a number in (0, inf)" -- train --lr ""
 expect "unknown --config 'huge'" -- train --config huge
 expect "--engine is auto, reference or plans" -- train --engine gpu
 # shellcheck disable=SC2086
-expect "lr -1" -- train $small --out o1 --lr -1
+expect "--lr: must be in (0, inf), got '-1'" -- train $small --out o1 --lr -1
 # shellcheck disable=SC2086
-expect "lr inf" -- train $small --out o1 --lr inf
+expect "--lr: must be in (0, inf), got 'inf'" -- train $small --out o1 --lr inf
 # shellcheck disable=SC2086
-expect "lr nan" -- train $small --out o1 --lr nan
+expect "--lr: must be in (0, inf), got 'nan'" -- train $small --out o1 --lr nan
 # shellcheck disable=SC2086
-expect "clip -1" -- train $small --out o1 --clip -1
+expect "--clip: must be in [0, inf), got '-1' (global gradient-norm clip; 0 = off)" -- train $small --out o1 --clip -1
 # shellcheck disable=SC2086
-expect "betas 1" -- train $small --out o1 --beta1 1
+expect "--beta1: must be in [0, 1), got '1'" -- train $small --out o1 --beta1 1
 # shellcheck disable=SC2086
 expect "steps 1099511627776" -- train $small --out o1 --steps 1099511627776
 # shellcheck disable=SC2086
@@ -95,9 +95,9 @@ expect "missing.safetensors" -- train $small --out o1 --resume missing.safetenso
 # shellcheck disable=SC2086
 expect "--export-hf needs --resume" -- train --export-hf hfout
 # data parallel: rank counts, more ranks than GPUs, a failing rank ends the run
-expect "--ranks needs an integer" -- train --ranks 0
-expect "--ranks needs an integer" -- train --ranks 65
-expect "--ranks needs an integer" -- train --ranks two
+expect "--ranks: must be an integer in [1, 64], got '0' (data-parallel processes)" -- train --ranks 0
+expect "--ranks: must be an integer in [1, 64], got '65'" -- train --ranks 65
+expect "--ranks: must be an integer in [1, 64], got 'two'" -- train --ranks two
 # shellcheck disable=SC2086
 expect "needs 64 GPUs" -- train $small --out o1 --ranks 64 --device gpu
 # without a usable GPU (CI): the refusal names the option and why
@@ -131,22 +131,38 @@ expect "unknown option '--frob'" -- compile --frob
 # --- coda generate
 expect "--checkpoint PATH is required" -- generate
 expect "unknown or incomplete option '--bogus'" -- generate --bogus
-expect "bad value 'abc' for --tokens" -- generate --checkpoint x --tokens abc
-expect "bad value '-1' for --tokens" -- generate --checkpoint x --tokens -1
-expect "bad value '99999999999' for --tokens" -- generate --checkpoint x --tokens 99999999999
-expect "bad value 'hot' for --temperature" -- generate --checkpoint x --temperature hot
-expect "bad value '-2' for --temperature" -- generate --checkpoint x --temperature -2
+expect "--tokens: must be an integer in [0, 16777216], got 'abc' (new tokens per prompt" -- generate --checkpoint x --tokens abc
+expect "--tokens: must be an integer in [0, 16777216], got '-1'" -- generate --checkpoint x --tokens -1
+expect "--tokens: must be an integer in [0, 16777216], got '99999999999'" -- generate --checkpoint x --tokens 99999999999
+expect "--temperature: must be in [0, 1000000], got 'hot' (sampling temperature; 0 = greedy)" -- generate --checkpoint x --temperature hot
+expect "--temperature: must be in [0, 1000000], got '-2'" -- generate --checkpoint x --temperature -2
 expect "bad value 'fast' for --prefill" -- generate --checkpoint x --prefill fast
 expect "missing.safetensors: cannot open" -- generate --checkpoint missing.safetensors
-expect "bad value '2' for --top-p" -- generate --checkpoint x --top-p 2
-expect "bad value '0' for --top-p" -- generate --checkpoint x --top-p 0
+expect "--top-p: must be in (0, 1], got '2' (nucleus sampling" -- generate --checkpoint x --top-p 2
+expect "--top-p: must be in (0, 1], got '0'" -- generate --checkpoint x --top-p 0
 expect "bad value 'tpu' for --device" -- generate --checkpoint x --device tpu
-expect "bad value 'x' for --stop" -- generate --checkpoint x --stop x
+expect "--stop: must be an integer in [0, 16777216], got 'x' (a token id that ends a sequence" -- generate --checkpoint x --stop x
 expect "bad value '0,2' for --batches" -- generate --bench --batches 0,2
 expect "unknown --shape 'huge'" -- generate --bench --shape huge
 expect "--prompt-ids '1,x' is not a list of token ids" -- generate --checkpoint x --prompt-ids 1,x
 expect "--prompt-ids '' is not a list of token ids" -- generate --checkpoint x --prompt-ids ""
 expect "--engine is auto, reference or plans" -- eval --checkpoint x --data y --engine fast
+expect "--batch: must be an integer in [1, 65536], got '0' (windows per forward)" -- eval --checkpoint x --data y --batch 0
+expect "--max-windows: must be an integer in [0, 1099511627776], got '-3'" -- eval --checkpoint x --data y --max-windows -3
+expect "--seq: needs an integer in [1, 1048576]" -- eval --checkpoint x --data y --seq
+expect "--top-p: must be in (0, 1], got '1.5'" -- generate --checkpoint x --top-p 1.5
+# every numeric flag's range and meaning in --help, from the table the parser checks
+for cmd in train eval generate; do
+  cases=$((cases + 1))
+  "$coda" $cmd --help >help.txt 2>&1
+  case $cmd in
+    train) want="--beta2            real    [0, 1)             AdamW's second-moment decay" ;;
+    eval) want="--max-windows      integer [0, 1099511627776] at most this many windows per shard; 0 = all" ;;
+    generate) want="--top-p            real    (0, 1]             nucleus sampling" ;;
+  esac
+  if grep -q -F -- "$want" help.txt; then echo "ok: coda $cmd --help names the ranges"
+  else echo "FAIL: coda $cmd --help lacks '$want'"; fails=$((fails + 1)); fi
+done
 
 # --- a real checkpoint, then damaged copies of it
 # shellcheck disable=SC2086
