@@ -37,6 +37,7 @@
 #include "bench_block_common.h"
 
 #include "coda_nn.h"
+#include "tool_util.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -56,6 +57,12 @@ const bench_cfg kConfigs[] = {
 };
 _Static_assert(sizeof kConfigs / sizeof kConfigs[0] == NCFG, "NCFG counts kConfigs");
 
+
+/* The numeric options (tool_util.h): ranges and meanings in one table. */
+static const coda_tool_num bench_nums[] = {
+    {"--iters", 1, 1, 100000, 0, 0, "timed iterations per configuration"},
+    {"--warmup", 1, 0, 100000, 0, 0, "untimed iterations before them"},
+    {NULL, 0, 0, 0, 0, 0, NULL}};
 
 static void usage(FILE *f, const char *cmd) {
   fprintf(f,
@@ -108,19 +115,15 @@ static void usage(FILE *f, const char *cmd) {
           "                 (with and without fusion) into the kernel cache and exit; needs\n"
           "                 no GPU\n\n"
           "Needs a CUDA GPU (sm_90a) except for --precompile.\n");
+  coda_tool_num_help(f, bench_nums);
 }
 
-static int parse_count(const char *cmd, const char *flag, const char *v, int lo, int hi, int *out) {
-  if (!v) {
-    fprintf(stderr, "%s: %s needs a number\n", cmd, flag);
-    return 0;
-  }
-  char *end;
-  long x = strtol(v, &end, 10);
-  if (end == v || *end || x < lo || x > hi) {
-    fprintf(stderr, "%s: %s '%s': expected an integer from %d to %d\n", cmd, flag, v, lo, hi);
-    return 0;
-  }
+/* 1 and *out, or 0 after the refusal (cmd: "coda bench block" or the
+ * benchmark's own name, as the other messages say it). */
+static int parse_count(const char *cmd, const char *flag, const char *v, int *out) {
+  long long x;
+  const char *name = !strncmp(cmd, "coda ", 5) ? cmd + 5 : cmd;
+  if (coda_tool_num_parse_ll(name, coda_tool_num_find(bench_nums, flag), v, &x)) return 0;
   *out = (int)x;
   return 1;
 }
@@ -165,9 +168,9 @@ int bench_parse_args(int argc, char **argv, bench_opts *o) {
     } else if (!strcmp(s, "--rope-map")) {
       o->rope_map = 1;
     } else if (!strcmp(s, "--iters")) {
-      if (!parse_count(cmd, s, a + 1 < argc ? argv[++a] : NULL, 1, 100000, &o->iters)) return -1;
+      if (!parse_count(cmd, s, a + 1 < argc ? argv[++a] : NULL, &o->iters)) return -1;
     } else if (!strcmp(s, "--warmup")) {
-      if (!parse_count(cmd, s, a + 1 < argc ? argv[++a] : NULL, 0, 100000, &o->warmup)) return -1;
+      if (!parse_count(cmd, s, a + 1 < argc ? argv[++a] : NULL, &o->warmup)) return -1;
     } else if (s[0] == '-') {
       fprintf(stderr, "%s: unknown option '%s' (see --help)\n", cmd, s);
       return -1;

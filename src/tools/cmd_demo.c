@@ -21,6 +21,23 @@ typedef struct demo_opts {
   unsigned long long seed;
 } demo_opts;
 
+/* The numeric options (tool_util.h). The demo holds every layer's weights
+ * and activations on the host (and the device), so sizes are bounded here
+ * with a message, not by running out of memory. */
+static const coda_tool_num demo_nums[] = {
+    {"--layers", 1, 1, 64, 0, 0, "transformer blocks"},
+    {"--dim", 1, 1, 8192, 0, 0, "model width"},
+    {"--seq", 1, 1, 8192, 0, 0, "sequence length"},
+    {"--batch", 1, 1, 1024, 0, 0, "sequences per step"},
+    {"--heads", 1, 1, 256, 0, 0, "attention heads"},
+    {"--kv-heads", 1, 1, 256, 0, 0, "key/value heads"},
+    {"--ffn", 1, 1, 32768, 0, 0, "feed-forward hidden size (default 3 x --dim)"},
+    {"--vocab", 1, 1, 1 << 18, 0, 0, "vocabulary size"},
+    {"--steps", 1, 1, 10000, 0, 0, "timed steps"},
+    {"--threads", 1, 1, 4096, 0, 0, "CPU threads"},
+    {"--seed", 1, 1, 1 << 20, 0, 0, "the random weights' seed"},
+    {NULL, 0, 0, 0, 0, 0, NULL}};
+
 static void demo_usage(FILE *f) {
   fprintf(f,
           "usage: coda demo [--layers N] [--dim D] [--seq T] [--batch B] [--heads H]\n"
@@ -32,6 +49,7 @@ static void demo_usage(FILE *f) {
           "ffn 3*dim, vocab 256, 3 timed steps. Blocks are chained (each block's last\n"
           "GEMM produces the next RMSNorm's input); --no-chain runs self-contained\n"
           "blocks. --print-plan prints the plans (first block, a middle block, head).\n");
+  coda_tool_num_help(f, demo_nums);
 }
 
 static double now_s(void) {
@@ -227,33 +245,6 @@ static int deviations(const coda_llama_config *c, int L, model_run *r, layer *ly
   return ok;
 }
 
-/* The largest value of each size flag: the demo holds every layer's
- * weights and activations on the host (and the device), so sizes are
- * bounded here with a message, not by running out of memory. */
-static long flag_max(const char *flag) {
-  static const struct { const char *name; long max; } m[] = {
-      {"--layers", 64}, {"--dim", 8192}, {"--seq", 8192}, {"--batch", 1024},
-      {"--heads", 256}, {"--kv-heads", 256}, {"--ffn", 32768}, {"--vocab", 1 << 18},
-      {"--steps", 10000}, {"--threads", 4096}};
-  for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
-    if (!strcmp(flag, m[i].name)) return m[i].max;
-  return 1 << 20;
-}
-
-static int parse_int(const char *flag, const char *v, int *out) {
-  char *end = NULL;
-  errno = 0;
-  long x = v ? strtol(v, &end, 10) : 0;
-  const long hi = flag_max(flag);
-  if (!v || end == v || *end || errno || x <= 0 || x > hi) {
-    fprintf(stderr, "coda demo: %s needs an integer in [1, %ld], got '%s'\n", flag, hi,
-            v ? v : "(nothing)");
-    return 0;
-  }
-  *out = (int)x;
-  return 1;
-}
-
 int cmd_demo(int argc, char **argv) {
   demo_opts o = {2, 128, 64, 4, 4, 2, 0, 256, 3, 0, 0, 1, 1};
   for (int i = 1; i < argc; i++) {
@@ -269,13 +260,12 @@ int cmd_demo(int argc, char **argv) {
                : !strcmp(a, "--steps")    ? &o.steps
                : !strcmp(a, "--threads")  ? &o.threads
                                           : NULL;
-    if (dst) {
-      if (!parse_int(a, v, dst)) return 2;
-      i++;
-    } else if (!strcmp(a, "--seed")) {
-      int s;
-      if (!parse_int(a, v, &s)) return 2;
-      o.seed = (unsigned long long)s;
+    const coda_tool_num *num = coda_tool_num_find(demo_nums, a);
+    if (num) {
+      long long x;
+      if (coda_tool_num_parse_ll("demo", num, v, &x)) return 2;
+      if (dst) *dst = (int)x;
+      else o.seed = (unsigned long long)x; /* --seed */
       i++;
     } else if (!strcmp(a, "--print-plan")) {
       o.print_plan = 1;

@@ -94,16 +94,20 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 
-static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out) {
-  char *end;
-  if (!s) { fprintf(stderr, "coda run: %s needs a value\n", flag); return -1; }
-  long long v = strtoll(s, &end, 10);
-  if (*s == '\0' || *end != '\0' || v < lo || v > hi) {
-    fprintf(stderr, "coda run: %s needs an integer in [%lld, %lld], got '%s'\n", flag,
-            (long long)lo, (long long)hi, s);
-    return -1;
-  }
-  *out = v;
+/* The numeric options (tool_util.h): ranges and meanings in one table. */
+static const coda_tool_num run_nums[] = {
+    {"--m", 1, 1, 1 << 20, 0, 0, "GEMM rows (A is M x K)"},
+    {"--n", 1, 1, 1 << 20, 0, 0, "GEMM columns (B is N x K)"},
+    {"--k", 1, 1, 1 << 20, 0, 0, "GEMM depth"},
+    {"--reps", 1, 1, 1000, 0, 0, "timed repetitions (the median is reported)"},
+    {"--seed", 1, 0, 4611686018427387904.0, 0, 0, "random inputs' seed"},
+    {"--max-memory", 0, 0, 1 << 20, 1, 0, "GiB the run's buffers may need in all"},
+    {NULL, 0, 0, 0, 0, 0, NULL}};
+
+static int parse_i64(const char *flag, const char *s, int64_t *out) {
+  long long x;
+  if (coda_tool_num_parse_ll("run", coda_tool_num_find(run_nums, flag), s, &x)) return -1;
+  *out = x;
   return 0;
 }
 
@@ -141,6 +145,7 @@ static void usage(FILE *f) {
           "A rowsum input gets ceil(N / tile_n) partials per row, the shape a rowsum\n"
           "reduction of this GEMM writes (tile_n of the GPU's tiling, 128); its partials\n"
           "and scalar inputs are positive.\n");
+  coda_tool_num_help(f, run_nums);
 }
 
 static int parse_name_value(const char *flag, const char *v, run_opt *o, int is_range) {
@@ -258,21 +263,15 @@ int coda_cmd_run(int argc, char **argv) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int rc = 0;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-    else if (!strcmp(a, "--m")) { rc = parse_i64(a, v, 1, 1 << 20, &M); m_set = 1; i++; }
-    else if (!strcmp(a, "--n")) { rc = parse_i64(a, v, 1, 1 << 20, &N); n_set = 1; i++; }
-    else if (!strcmp(a, "--k")) { rc = parse_i64(a, v, 1, 1 << 20, &K); k_set = 1; i++; }
-    else if (!strcmp(a, "--reps")) { rc = parse_i64(a, v, 1, 1000, &reps); i++; }
-    else if (!strcmp(a, "--seed")) { rc = parse_i64(a, v, 0, INT64_MAX, &seed); i++; }
+    else if (!strcmp(a, "--m")) { rc = parse_i64(a, v, &M); m_set = 1; i++; }
+    else if (!strcmp(a, "--n")) { rc = parse_i64(a, v, &N); n_set = 1; i++; }
+    else if (!strcmp(a, "--k")) { rc = parse_i64(a, v, &K); k_set = 1; i++; }
+    else if (!strcmp(a, "--reps")) { rc = parse_i64(a, v, &reps); i++; }
+    else if (!strcmp(a, "--seed")) { rc = parse_i64(a, v, &seed); i++; }
     else if (!strcmp(a, "--gpu")) gpu = 1;
     else if (!strcmp(a, "--strict")) strict = 1;
     else if (!strcmp(a, "--max-memory")) {
-      char *end = NULL;
-      max_gib = v ? strtod(v, &end) : 0;
-      if (!v || end == v || *end || !(max_gib > 0) || !(max_gib <= 1 << 20)) {
-        fprintf(stderr, "coda run: --max-memory needs a number of GiB in (0, 1048576], got '%s'\n",
-                v ? v : "(nothing)");
-        return 2;
-      }
+      if (coda_tool_num_parse("run", coda_tool_num_find(run_nums, a), v, &max_gib)) return 2;
       i++;
     }
     else if (!strcmp(a, "--input") || !strcmp(a, "--range")) {

@@ -318,6 +318,6 @@ void coda_tool_num_help(FILE *f, const coda_tool_num *table) {
   for (const coda_tool_num *t = table; t->flag; t++) {
     char r[128];
     coda_tool_num_range(t, r, sizeof r);
-    fprintf(f, "  %-18s %-7s %-18s %s\n", t->flag, t->integer ? "integer" : "real", r, t->meaning);
+    fprintf(f, "  %-16s %-7s %-18s %s\n", t->flag, t->integer ? "integer" : "real", r, t->meaning);
   }
 }

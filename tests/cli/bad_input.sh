@@ -151,16 +151,20 @@ expect "--batch: must be an integer in [1, 65536], got '0' (windows per forward)
 expect "--max-windows: must be an integer in [0, 1099511627776], got '-3'" -- eval --checkpoint x --data y --max-windows -3
 expect "--seq: needs an integer in [1, 1048576]" -- eval --checkpoint x --data y --seq
 expect "--top-p: must be in (0, 1], got '1.5'" -- generate --checkpoint x --top-p 1.5
+expect "--max-memory: must be in (0, 1048576], got '0' (GiB the run's buffers" -- run --builtin llama_swiglu --max-memory 0
+expect "--reps: must be an integer in [1, 1000], got '0'" -- run --builtin llama_swiglu --reps 0
 # every numeric flag's range and meaning in --help, from the table the parser checks
-for cmd in train eval generate; do
+for cmd in train eval generate demo run; do
   cases=$((cases + 1))
   "$coda" $cmd --help >help.txt 2>&1
   case $cmd in
-    train) want="--beta2            real    [0, 1)             AdamW's second-moment decay" ;;
-    eval) want="--max-windows      integer [0, 1099511627776] at most this many windows per shard; 0 = all" ;;
-    generate) want="--top-p            real    (0, 1]             nucleus sampling" ;;
+    train) want="^  --beta2 +real +\[0, 1\) +AdamW's second-moment decay$" ;;
+    eval) want="^  --max-windows +integer +\[0, 1099511627776\] +at most this many windows per shard; 0 = all$" ;;
+    generate) want="^  --top-p +real +\(0, 1\] +nucleus sampling" ;;
+    demo) want="^  --layers +integer +\[1, 64\] +transformer blocks$" ;;
+    run) want="^  --max-memory +real +\(0, 1048576\] +GiB the run's buffers may need in all$" ;;
   esac
-  if grep -q -F -- "$want" help.txt; then echo "ok: coda $cmd --help names the ranges"
+  if grep -q -E -- "$want" help.txt; then echo "ok: coda $cmd --help names the ranges"
   else echo "FAIL: coda $cmd --help lacks '$want'"; fails=$((fails + 1)); fi
 done
 
@@ -276,8 +280,8 @@ cp good/data/train.tok good/data/val.tok o6/data/
 expect "not written over" -- train $tiny_model --out o6 --data corpus/text --steps 2
 
 # coda run: bad numbers, missing files, malformed programs
-expect "needs an integer" -- run --builtin llama_swiglu --m abc
-expect "needs an integer" -- run --builtin llama_swiglu --k 0
+expect "--m: must be an integer in [1, 1048576], got 'abc' (GEMM rows" -- run --builtin llama_swiglu --m abc
+expect "--k: must be an integer in [1, 1048576], got '0' (GEMM depth)" -- run --builtin llama_swiglu --k 0
 expect "unknown option '--zz'" -- run --builtin llama_swiglu --zz
 expect "cannot open" -- run no-such-program.coda
 expect "no built-in" -- run --builtin no_such_builtin
@@ -291,8 +295,8 @@ expect "unknown benchmark 'zz'" -- bench zz
 expect "usage: coda bench" -- bench
 expect "unknown configuration 'd9999'" -- bench block d9999
 expect "unknown option '--nope'" -- bench block --nope
-expect "--iters '0'" -- bench block --iters 0
-expect "--iters needs a number" -- bench block --iters
+expect "coda bench block: --iters: must be an integer in [1, 100000], got '0' (timed iterations" -- bench block --iters 0
+expect "--iters: needs an integer in [1, 100000]" -- bench block --iters
 if "$coda" version | grep -q "not available"; then
   expect "needs a CUDA GPU" -- bench block
   expect "needs a CUDA GPU" -- bench block gpt2-1600 --csv

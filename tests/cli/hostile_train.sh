@@ -168,8 +168,8 @@ fi
 rm -rf bigcorpus
 
 # 8. coda demo sizes are bounded
-expect "--layers needs an integer in [1, 64]" -- demo --layers 100000
-expect "--seq needs an integer in [1, 8192]" -- demo --seq 10000000
+expect "--layers: must be an integer in [1, 64], got '100000' (transformer blocks)" -- demo --layers 100000
+expect "--seq: must be an integer in [1, 8192], got '10000000'" -- demo --seq 10000000
 expect "too large for the demo" -- demo --dim 8192 --ffn 32768 --layers 64
 
 
