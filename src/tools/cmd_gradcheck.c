@@ -11,6 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The numeric options (tool_util.h): ranges and meanings in one table. */
+static const coda_tool_num gc_nums[] = {
+    {"--m", 1, 1, 4096, 0, 0, "rows of the forward's domain"},
+    {"--n", 1, 1, 4096, 0, 0, "columns of the forward's domain"},
+    {"--seed", 1, 1, 4096, 0, 0, "random seed"},
+    {"--tol", 0, 0, INFINITY, 1, 1, "max |bwd - fd| / max |fd| allowed"},
+    {"--step", 0, 0, INFINITY, 1, 1, "relative finite-difference step"},
+    {NULL, 0, 0, 0, 0, 0, NULL}};
+
 static void usage(FILE *f) {
   fprintf(f,
           "usage: coda gradcheck [OPTIONS] FORWARD BACKWARD\n"
@@ -43,6 +52,7 @@ static void usage(FILE *f) {
           "  --tol T             max |bwd - fd| / max |fd| allowed (default 1e-6)\n"
           "  --step H            relative finite-difference step (default 1e-6)\n"
           "Exit status: 0 all gradients match, 1 a mismatch or error, 2 usage.\n");
+  coda_tool_num_help(f, gc_nums);
 }
 
 #define MAX_LINKS 64
@@ -154,22 +164,13 @@ int coda_cmd_gradcheck(int argc, char **argv) {
     else if (!strcmp(a, "--value")) { bad = add_links(L, CODA_GRAD_VALUE, a, v, o.N); i++; }
     else if (!strcmp(a, "--range")) { bad = add_links(L, CODA_GRAD_RANGE, a, v, o.N); i++; }
     else if (!strcmp(a, "--points")) o.points = 1;
-    else if (!strcmp(a, "--m") || !strcmp(a, "--n") || !strcmp(a, "--seed")) {
-      char *end;
-      long long x = v ? strtoll(v, &end, 10) : 0;
-      if (!v || !*v || *end || x < 1 || x > 4096) {
-        fprintf(stderr, "coda gradcheck: %s needs an integer in [1, 4096]\n", a);
-        bad = 1;
-      } else if (a[2] == 'm') o.M = x;
-      else if (a[2] == 'n') o.N = x;
-      else o.seed = (uint64_t)x;
-      i++;
-    } else if (!strcmp(a, "--tol") || !strcmp(a, "--step")) {
+    else if (coda_tool_num_find(gc_nums, a)) {
       double x;
-      if (parse_double(v, &x) || !(x > 0)) {
-        fprintf(stderr, "coda gradcheck: %s needs a positive number\n", a);
-        bad = 1;
-      } else if (a[2] == 't') o.tol = x;
+      if (coda_tool_num_parse("gradcheck", coda_tool_num_find(gc_nums, a), v, &x)) bad = 1;
+      else if (!strcmp(a, "--m")) o.M = (int64_t)x;
+      else if (!strcmp(a, "--n")) o.N = (int64_t)x;
+      else if (!strcmp(a, "--seed")) o.seed = (uint64_t)x;
+      else if (!strcmp(a, "--tol")) o.tol = x;
       else o.step = x;
       i++;
     } else if (a[0] == '-' && a[1]) {

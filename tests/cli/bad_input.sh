@@ -153,8 +153,10 @@ expect "--seq: needs an integer in [1, 1048576]" -- eval --checkpoint x --data y
 expect "--top-p: must be in (0, 1], got '1.5'" -- generate --checkpoint x --top-p 1.5
 expect "--max-memory: must be in (0, 1048576], got '0' (GiB the run's buffers" -- run --builtin llama_swiglu --max-memory 0
 expect "--reps: must be an integer in [1, 1000], got '0'" -- run --builtin llama_swiglu --reps 0
+expect "--tol: must be in (0, inf), got '0' (max |bwd - fd| / max |fd| allowed)" -- gradcheck --tol 0 a.coda b.coda
+expect "--m: must be an integer in [1, 4096], got '5000' (rows of the forward's domain)" -- gradcheck --m 5000 a.coda b.coda
 # every numeric flag's range and meaning in --help, from the table the parser checks
-for cmd in train eval generate demo run; do
+for cmd in train eval generate demo run gradcheck; do
   cases=$((cases + 1))
   "$coda" $cmd --help >help.txt 2>&1
   case $cmd in
@@ -162,6 +164,7 @@ for cmd in train eval generate demo run; do
     eval) want="^  --max-windows +integer +\[0, 1099511627776\] +at most this many windows per shard; 0 = all$" ;;
     generate) want="^  --top-p +real +\(0, 1\] +nucleus sampling" ;;
     demo) want="^  --layers +integer +\[1, 64\] +transformer blocks$" ;;
+    gradcheck) want="^  --step +real +\(0, inf\) +relative finite-difference step$" ;;
     run) want="^  --max-memory +real +\(0, 1048576\] +GiB the run's buffers may need in all$" ;;
   esac
   if grep -q -E -- "$want" help.txt; then echo "ok: coda $cmd --help names the ranges"
