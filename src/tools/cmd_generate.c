@@ -300,6 +300,7 @@ int cmd_generate(int argc, char **argv) {
     if (!strcmp(a, "--no-graphs")) { no_graphs = 1; continue; }
     if (!strcmp(a, "--profile")) { profile = 1; continue; }
     const coda_tool_num *num = coda_tool_num_find(gen_nums, a);
+    const char *allowed = NULL; /* what a bad value of a word flag may be */
     if (!v && num) return coda_tool_num_parse("generate", num, v, NULL);
     if (!v) {
       fprintf(stderr, "coda generate: unknown or incomplete option '%s'\n", a);
@@ -319,15 +320,15 @@ int cmd_generate(int argc, char **argv) {
     else if (!strcmp(a, "--device")) {
       if (!strcmp(v, "cpu")) gpu = 0;
       else if (!strcmp(v, "gpu") || !strcmp(v, "cuda")) gpu = 1;
-      else goto bad;
+      else { allowed = "cpu or gpu"; goto bad; }
     } else if (!strcmp(a, "--prefill")) {
       if (!strcmp(v, "auto")) prefill = CODA_PREFILL_AUTO;
       else if (!strcmp(v, "plans")) prefill = CODA_PREFILL_PLANS;
       else if (!strcmp(v, "direct")) prefill = CODA_PREFILL_DIRECT;
-      else goto bad;
+      else { allowed = "auto, plans or direct"; goto bad; }
     } else if (!strcmp(a, "--batches")) {
       nb = parse_batches(v, batches, 16);
-      if (nb < 1) goto bad;
+      if (nb < 1) { allowed = "batch sizes, comma-separated, at most 16, each in [1, 4096]"; goto bad; }
     } else if (num) {
       double x;
       if (coda_tool_num_parse("generate", num, v, &x)) return 2;
@@ -351,7 +352,8 @@ int cmd_generate(int argc, char **argv) {
     i++;
     continue;
   bad:
-    fprintf(stderr, "coda generate: bad value '%s' for %s\n", v, a);
+    fprintf(stderr, "coda generate: bad value '%s' for %s%s%s\n", v, a, allowed ? ": allowed are " : "",
+            allowed ? allowed : "");
     return 2;
   }
   if (!ckpt && !bench) {

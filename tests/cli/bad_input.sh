@@ -140,9 +140,9 @@ expect "bad value 'fast' for --prefill" -- generate --checkpoint x --prefill fas
 expect "missing.safetensors: cannot open" -- generate --checkpoint missing.safetensors
 expect "--top-p: must be in (0, 1], got '2' (nucleus sampling" -- generate --checkpoint x --top-p 2
 expect "--top-p: must be in (0, 1], got '0'" -- generate --checkpoint x --top-p 0
-expect "bad value 'tpu' for --device" -- generate --checkpoint x --device tpu
+expect "bad value 'tpu' for --device: allowed are cpu or gpu" -- generate --checkpoint x --device tpu
 expect "--stop: must be an integer in [0, 16777216], got 'x' (a token id that ends a sequence" -- generate --checkpoint x --stop x
-expect "bad value '0,2' for --batches" -- generate --bench --batches 0,2
+expect "bad value '0,2' for --batches: allowed are batch sizes, comma-separated, at most 16, each in [1, 4096]" -- generate --bench --batches 0,2
 expect "unknown --shape 'huge'" -- generate --bench --shape huge
 expect "--prompt-ids '1,x' is not a list of token ids" -- generate --checkpoint x --prompt-ids 1,x
 expect "--prompt-ids '' is not a list of token ids" -- generate --checkpoint x --prompt-ids ""
