@@ -52,7 +52,7 @@ void coda_knobs_from_env(coda_knobs *k) {
   v = getenv("CODA_DECODE_ROW_STEP");
   k->decode_row_step_on = v && !strcmp(v, "1");
   v = getenv("CODA_OPTIM_OVERLAP");
-  k->optim_overlap_off = v && !strcmp(v, "0");
+  k->optim_overlap_on = v && !strcmp(v, "1");
   v = getenv("CODA_CACHE_DIR");
   const char *home = getenv("HOME");
   if (v && *v) copy_str(k->cache_dir, sizeof k->cache_dir, v);

@@ -63,9 +63,10 @@ typedef struct coda_knobs {
   /* CODA_DECODE_ROW_STEP=1: a one-row decode step runs as one persistent
    * kernel (decode_row_step.cu) instead of its separate kernels */
   int decode_row_step_on;
-  /* CODA_OPTIM_OVERLAP=0: the trainer's AdamW runs after the backward on
-   * the context's stream, not layer by layer beside the next forward */
-  int optim_overlap_off;
+  /* CODA_OPTIM_OVERLAP=1: the trainer's AdamW and gradient norm run group
+   * by group on a side queue beside the forward and backward instead of
+   * after the backward on the context's stream */
+  int optim_overlap_on;
   /* CODA_CACHE_DIR, else $HOME/.cache/coda; "" when neither is set */
   char cache_dir[CODA_KNOB_PATH_LEN];
   char nccl_lib[CODA_KNOB_PATH_LEN]; /* CODA_NCCL_LIB, else "" (libnccl.so.2) */

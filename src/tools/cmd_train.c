@@ -313,7 +313,6 @@ static int train_process(const train_job *job, coda_comm comm, coda_context ctx)
   coda_context_options co = coda_context_default_options();
   co.num_threads = job->threads;
   co.backend = job->device ? CODA_BACKEND_CUDA : CODA_BACKEND_CPU;
-  co.own_stream = 1; /* outranks the optimizer's side queue (docs/training.md) */
   co.device = !job->device || !comm ? 0 : job->gpu >= 0 ? job->gpu : rank;
   const int own = ctx == NULL;
   if (own) {
@@ -638,7 +637,6 @@ int cmd_train(int argc, char **argv) {
   coda_context_options co = coda_context_default_options();
   co.num_threads = threads;
   co.backend = device ? CODA_BACKEND_CUDA : CODA_BACKEND_CPU;
-  co.own_stream = 1; /* outranks the optimizer's side queue (docs/training.md) */
   coda_context ctx;
   if (device && !coda_cuda_available()) {
     fprintf(stderr, "coda train: --device gpu: no usable CUDA GPU (or this build has no CUDA)\n");

@@ -63,10 +63,12 @@ static coda_status setup_bind(coda_context ctx, coda_model *m, dev_state *d);
  * the rest), each the stretch the forward reads at one point; none (AdamW
  * in one launch) when the layout is not in that order or the knob is off.
  * Every parameter starts at a multiple of 8 elements (setup_bind), as the
- * update's float4 stretches need. */
+ * update's float4 stretches need. Off unless CODA_OPTIM_OVERLAP=1: the
+ * update's blocks slow the GEMMs they share the SMs with by more than the
+ * time they hide (docs/decisions.md). */
 static coda_status setup_groups(coda_context ctx, coda_model *m, dev_state *d) {
   const coda_model_config *c = coda_model_cfg(m);
-  if (ctx->knobs.optim_overlap_off || !ctx->ops->train || !ctx->ops->train->side_create)
+  if (!ctx->knobs.optim_overlap_on || !ctx->ops->train || !ctx->ops->train->side_create)
     return CODA_OK;
   const int ng = c->layers + 2, np = coda_model_num_params(m);
   size_t *end = calloc((size_t)ng, sizeof *end);

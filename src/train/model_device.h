@@ -34,7 +34,7 @@ typedef struct {
   int nseg;
   float *gs;
   int zero_pending;
-  /* One process, bound, unless CODA_OPTIM_OVERLAP=0: AdamW runs group by
+  /* One process, bound, with CODA_OPTIM_OVERLAP=1: AdamW runs group by
    * group (the embedding, each layer, the final norm and output) on the
    * side queue `side`, group k ending at element gend[k]; the next forward
    * waits for a group's marker just before it reads the group (opt_next:

@@ -23,8 +23,9 @@
 #      resumes for one step on the CPU and on the GPU: those losses agree
 #      within 2 % as well (the checkpoint format is shared).
 #  (f) the same 20 steps (validation every 7, a checkpoint at 10) with
-#      AdamW layer by layer beside the next forward (the default) and with
-#      CODA_OPTIM_OVERLAP=0: loss.csv and the checkpoints byte-identical.
+#      AdamW layer by layer beside the next forward (CODA_OPTIM_OVERLAP=1)
+#      and after the backward (the default): loss.csv and the checkpoints
+#      byte-identical.
 #  (e) when BUILD_DIR/tests/test_train_device exists: that test (device
 #      step vs the CPU plan engine, bit-identical repeats, upload/download).
 #  (d) throughput of 6 layers, d 512, ffn 2048, 8/8 heads, vocab 32768,
@@ -99,7 +100,7 @@ else
   fail "(c) a 5-step run failed"
 fi
 
-echo "== (f) AdamW beside the next forward (default) and after the backward (CODA_OPTIM_OVERLAP=0)"
+echo "== (f) AdamW beside the next forward (CODA_OPTIM_OVERLAP=1) and after the backward (the default)"
 # validation and a checkpoint between steps read the weights while updates
 # may be pending; both runs must end in the same bits
 for v in 1 0; do
