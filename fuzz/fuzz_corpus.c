@@ -41,10 +41,12 @@
  * contents in a file inside it), 4 a symbolic link to the contents (a
  * name in the directory, or "." / ".."), 5 a FIFO; bits 3-5 add a suffix
  * to the name (1 .txt, 2 .jsonl, 3 .bin, 4 .parquet). The reference
- * resolves the links itself, lists the names of the format (auto: .txt,
- * else .jsonl, else .bin; hidden names skipped) in byte order, refuses
+ * resolves the links itself, lists the names of the format (auto: .txt
+ * and .jsonl together, each read by its suffix, else .bin; .bin beside
+ * either refused; hidden names skipped) in byte order, refuses
  * the first that is not a regular file (a dangling or looping link, a
- * subdirectory, a FIFO), and decodes the files: a text file one document, JSONL and
+ * subdirectory, a FIFO), and decodes the files: a text file one document
+ * (a NUL byte refused), JSONL and
  * llm.c as above, and for llm.c names holding "train" and "val" the
  * split as named (other names left out; a name holding both refused).
  * An accepted directory's shards must match; a refused one must be
@@ -183,8 +185,10 @@ static void push(stream *s, uint32_t v) {
 }
 
 /* Documents run from the first byte that is not '\n' or '\r' to the first
- * '\n' followed by "\n" or "\r\n" (that '\n' kept); bytes as tokens. */
+ * '\n' followed by "\n" or "\r\n" (that '\n' kept); bytes as tokens. A
+ * NUL byte is no text: refused. */
 static int ref_text(const uint8_t *d, size_t n, stream *s) {
+  if (memchr(d, 0, n)) return 0;
   size_t i = 0;
   while (i < n) {
     while (i < n && (d[i] == '\n' || d[i] == '\r')) i++;
@@ -545,18 +549,41 @@ static void ref_dir(int fmt, dir_expect *x) {
   static const char *const sufs[3] = {".txt", ".jsonl", ".bin"};
   listed files[MAX_ENTRIES];
   size_t nf = 0;
-  if (fmt == CODA_DATA_AUTO) {
-    for (int i = 0; i < 3 && nf == 0; i++)
-      if ((nf = listing(sufs[i], files)) > 0) fmt = CODA_DATA_TEXT + i;
-  } else {
-    nf = listing(sufs[fmt - CODA_DATA_TEXT], files);
+  /* the listings of the formats read (auto: all three), each in name
+   * order; the first entry of one that is not a regular file is refused
+   * by name, in the order .txt, .jsonl, .bin */
+  listed l[3][MAX_ENTRIES];
+  size_t nl[3] = {0, 0, 0};
+  for (int k = 0; k < 3; k++) {
+    if (fmt != CODA_DATA_AUTO && fmt != CODA_DATA_TEXT + k) continue;
+    nl[k] = listing(sufs[k], l[k]);
+    for (size_t i = 0; i < nl[k]; i++)
+      if (!l[k][i].file) {
+        expect_refusal(x, CODA_ERR_IO, l[k][i].name);
+        return;
+      }
   }
-  /* an entry of the format that is not a regular file is refused by name */
-  for (size_t i = 0; i < nf; i++)
-    if (!files[i].file) {
-      expect_refusal(x, CODA_ERR_IO, files[i].name);
-      return;
+  if (fmt == CODA_DATA_AUTO && nl[2] && (nl[0] || nl[1])) { /* tokens beside text */
+    expect_refusal(x, CODA_ERR_INVALID_ARGUMENT, NULL);
+    return;
+  }
+  if (fmt == CODA_DATA_AUTO) { /* .txt and .jsonl together, else .bin */
+    for (int k = 0; k < 2; k++)
+      for (size_t i = 0; i < nl[k]; i++) files[nf++] = l[k][i];
+    qsort(files, nf, sizeof *files, cmp_listed);
+    if (nf == 0) {
+      nf = nl[2];
+      memcpy(files, l[2], nf * sizeof *files);
+      if (nf) fmt = CODA_DATA_LLMC;
+    } else if (!nl[1]) {
+      fmt = CODA_DATA_TEXT;
+    } else if (!nl[0]) {
+      fmt = CODA_DATA_JSONL;
     }
+  } else {
+    nf = nl[fmt - CODA_DATA_TEXT];
+    memcpy(files, l[fmt - CODA_DATA_TEXT], nf * sizeof *files);
+  }
   if (nf == 0) { /* Parquet files (regular ones) are named as such */
     listed pq[MAX_ENTRIES];
     size_t npq = listing(".parquet", pq), first = 0;
@@ -596,10 +623,17 @@ static void ref_dir(int fmt, dir_expect *x) {
       else continue; /* not part of the dataset's split */
     }
     int ok = 1;
-    if (fmt == CODA_DATA_TEXT) {
+    /* auto with .txt and .jsonl: each file by its suffix */
+    const int ff = fmt != CODA_DATA_AUTO ? fmt
+                   : ends_with(files[i].name, ".jsonl") ? CODA_DATA_JSONL : CODA_DATA_TEXT;
+    if (ff == CODA_DATA_TEXT) {
+      if (memchr(f->bytes, 0, f->n)) { /* a NUL byte: no text */
+        expect_refusal(x, CODA_ERR_INVALID_ARGUMENT, files[i].name);
+        return;
+      }
       for (size_t j = 0; j < f->n; j++) push(to, f->bytes[j]);
       if (bpe && f->n > 0) push(to, DOC_END); /* one document per file */
-    } else if (fmt == CODA_DATA_JSONL) {
+    } else if (ff == CODA_DATA_JSONL) {
       ok = ref_jsonl(f->bytes, f->n, to);
     } else {
       ok = ref_llmc(f->bytes, f->n, to);

@@ -113,6 +113,22 @@ seeds = {
                         entry(LINK, "up", b".."),
                         entry(FIFO, "fifo", b""),
                         entry(FIFO, ".fifo", b"", TXT)),
+    # auto reads .txt and .jsonl together, each by its suffix, in name
+    # order (the .jsonl was dropped without a word); another file is left
+    # out with a warning
+    "18_txt_and_jsonl": seed(AUTO,
+                             entry(FILE, "b", b'{"text":"from json"}\n{"text":"more"}\n', JSONL),
+                             entry(FILE, "a", b"plain text first\n", TXT),
+                             entry(FILE, "c", b"plain text last\n", TXT),
+                             entry(FILE, "notes.md", b"not read\n")),
+    # llm.c token shards beside text: refused (no one stream)
+    "19_text_beside_bin": seed(AUTO,
+                               entry(FILE, "a", b"some text\n", TXT),
+                               entry(LLMC, "b", tokens(1, 2, 3), BIN)),
+    # a NUL byte in a text file, raw invalid UTF-8 in a JSON string
+    "20_binary_and_bad_utf8": seed(AUTO,
+                                   entry(FILE, "a", b"text\x00binary", TXT),
+                                   entry(FILE, "b", b'{"text":"\xff"}\n', JSONL)),
 }
 
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dir")
