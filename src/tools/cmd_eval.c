@@ -161,7 +161,7 @@ int cmd_eval(int argc, char **argv) {
       d.min_tokens = (uint64_t)(eo.seq > 0 ? eo.seq : mc.seq) + 1;
       d.progress = coda_tool_prep_progress;
       uint32_t vocab;
-      rc = coda_tool_prepare_corpus(ctx, &d, out, dir, sizeof dir, &vocab);
+      rc = coda_tool_prepare_corpus(ctx, "eval", &d, out, dir, sizeof dir, &vocab);
       free(carried);
       d.tokenizer = NULL;
       snprintf(tr, sizeof tr, "%s/train.tok", dir);

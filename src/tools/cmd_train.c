@@ -578,7 +578,7 @@ int cmd_train(int argc, char **argv) {
       uint32_t vocab = 0;
       int prc = make_dirs(o.out_dir) ? (fprintf(stderr, "coda train: cannot create %s: %s\n",
                                                 o.out_dir, strerror(errno)), 1)
-                                     : coda_tool_prepare_corpus(pctx, &dopt, o.out_dir, corpus_data_dir,
+                                     : coda_tool_prepare_corpus(pctx, "train", &dopt, o.out_dir, corpus_data_dir,
                                                            sizeof corpus_data_dir, &vocab);
       coda_context_destroy(pctx);
       if (prc) return prc;

@@ -146,8 +146,8 @@ static int is_file(const char *p) {
 
 /* Prepares (or reuses) OUT/data from the corpus o.path; *vocab = the
  * shards' vocabulary. 0 on success; else prints why and returns 1. */
-int coda_tool_prepare_corpus(coda_context ctx, const coda_data_options *d, const char *out_dir,
-                               char *data_dir, size_t cap, uint32_t *vocab) {
+int coda_tool_prepare_corpus(coda_context ctx, const char *cmd, const coda_data_options *d,
+                             const char *out_dir, char *data_dir, size_t cap, uint32_t *vocab) {
   snprintf(data_dir, cap, "%s/data", out_dir);
   char stamp_path[4200], tr[4200], va[4200];
   snprintf(stamp_path, sizeof stamp_path, "%s/source.txt", data_dir);
@@ -172,8 +172,8 @@ int coda_tool_prepare_corpus(coda_context ctx, const coda_data_options *d, const
     struct stat sst;
     if (fstat(sfd, &sst) != 0 || !S_ISREG(sst.st_mode)) {
       close(sfd);
-      fprintf(stderr, "coda train: %s is not a regular file (a directory, FIFO or device), so it "
-              "is not the stamp of prepared shards; remove it or use another --out\n", stamp_path);
+      fprintf(stderr, "coda %s: %s is not a regular file (a directory, FIFO or device), so it "
+              "is not the stamp of prepared shards; remove it or use another --out\n", cmd, stamp_path);
       return 1;
     }
     int fl = fcntl(sfd, F_GETFL);
@@ -194,13 +194,13 @@ int coda_tool_prepare_corpus(coda_context ctx, const coda_data_options *d, const
     return 0;
   }
   if (have_shards && !f) {
-    fprintf(stderr, "coda train: %s holds token shards that coda did not prepare from a --data "
+    fprintf(stderr, "coda %s: %s holds token shards that coda did not prepare from a --data "
             "corpus; they are not written over (use another --out, or --data %s to train on "
-            "them)\n", data_dir, data_dir);
+            "them)\n", cmd, data_dir, data_dir);
     return 1;
   }
   if (tool_make_dirs(data_dir)) {
-    fprintf(stderr, "coda train: cannot create %s: %s\n", data_dir, strerror(errno));
+    fprintf(stderr, "coda %s: cannot create %s: %s\n", cmd, data_dir, strerror(errno));
     return 1;
   }
   remove(stamp_path); /* a run cut short leaves no stamp for shards it did not finish */
@@ -209,16 +209,16 @@ int coda_tool_prepare_corpus(coda_context ctx, const coda_data_options *d, const
   fflush(stdout);
   uint64_t ntr = 0, nva = 0;
   coda_status s = coda_prepare_data(ctx, d, data_dir, &ntr, &nva, vocab);
-  coda_tool_warnings(ctx, "train");
+  coda_tool_warnings(ctx, cmd);
   if (s) {
-    fprintf(stderr, "coda train: %s\n", coda_last_error(ctx));
+    fprintf(stderr, "coda %s: %s\n", cmd, coda_last_error(ctx));
     return 1;
   }
   printf("wrote %s (%llu tokens) and %s (%llu tokens), vocabulary %u\n", tr,
          (unsigned long long)ntr, va, (unsigned long long)nva, *vocab);
   f = fopen(stamp_path, "w");
   if (!f || fprintf(f, "%svocab %u\n", want, *vocab) < 0 || fclose(f) != 0) {
-    fprintf(stderr, "coda train: cannot write %s\n", stamp_path);
+    fprintf(stderr, "coda %s: cannot write %s\n", cmd, stamp_path);
     return 1;
   }
   return 0;

@@ -15,9 +15,10 @@ char *coda_tool_read_text(const char *path, const char **why);
  * d->path (coda_prepare_data) with a stamp OUT/data/source.txt naming the
  * source, or reuses them when the stamp matches; shards there without a
  * stamp are never written over. data_dir (cap bytes) = OUT/data; *vocab =
- * the shards' vocabulary. 0 on success; else prints why and returns 1. */
-int coda_tool_prepare_corpus(coda_context ctx, const coda_data_options *d, const char *out_dir,
-                             char *data_dir, size_t cap, uint32_t *vocab);
+ * the shards' vocabulary. 0 on success; else prints why ("coda CMD: ...")
+ * and returns 1. */
+int coda_tool_prepare_corpus(coda_context ctx, const char *cmd, const coda_data_options *d,
+                             const char *out_dir, char *data_dir, size_t cap, uint32_t *vocab);
 /* The progress line of the preparation (coda_data_options.progress). */
 void coda_tool_prep_progress(uint64_t bytes, uint64_t tokens, void *user);
 

@@ -149,6 +149,6 @@ grep -q "byte-token shards (vocabulary 256), but the model's tokenizer is r1/tok
 if "$coda" eval --checkpoint $ck --data $ck --out ev5 >/dev/null 2>e10.txt; then
   fail "eval scored a binary file"
 fi
-grep -q "r1/checkpoint.safetensors: a NUL byte at byte offset [0-9]*: not a text file" e10.txt ||
+grep -q "coda eval: r1/checkpoint.safetensors: a NUL byte at byte offset [0-9]*: not a text file" e10.txt ||
   { cat e10.txt; fail "binary --data message"; }
 echo "ok"
