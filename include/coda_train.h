@@ -376,7 +376,10 @@ coda_status coda_hf_import_checkpoint(coda_context ctx, const char *hf_dir,
 
 /* The model configuration of a Hugging Face Llama directory's config.json,
  * checked as the import checks it (what coda does not run is refused by
- * name); no weight is read. */
+ * name); no weight is read, so `tied` is the file's tie_word_embeddings:
+ * the import unties a tied head where the weights hold an lm_head.weight
+ * that differs from the embedding (with a warning, coda_warnings), as
+ * transformers keeps both. */
 coda_status coda_hf_config(coda_context ctx, const char *hf_dir, coda_model_config *cfg);
 
 /* Writes train.tok / val.tok into out_dir from the text files of src_dir
