@@ -330,14 +330,18 @@ int cmd_generate(int argc, char **argv) {
       nb = parse_batches(v, batches, 16);
       if (nb < 1) { allowed = "batch sizes, comma-separated, at most 16, each in [1, 4096]"; goto bad; }
     } else if (num) {
-      double x;
-      if (coda_tool_num_parse("generate", num, v, &x)) return 2;
+      double x = 0;
+      long long k = 0; /* integers exactly (--seed up to 2^62) */
+      if (num->integer ? coda_tool_num_parse_ll("generate", num, v, &k)
+                       : coda_tool_num_parse("generate", num, v, &x))
+        return 2;
+      if (num->integer) x = (double)k;
       if (!strcmp(a, "--hbm-gbps")) hbm_gbps = x;
       else if (!strcmp(a, "--top-p")) top_p = x;
       else if (!strcmp(a, "--temperature")) temperature = x;
       else if (!strcmp(a, "--tokens")) tokens = (int)x;
       else if (!strcmp(a, "--top-k")) top_k = (int)x;
-      else if (!strcmp(a, "--seed")) seed = (uint64_t)x;
+      else if (!strcmp(a, "--seed")) seed = (uint64_t)k;
       else if (!strcmp(a, "--threads")) threads = (int)x;
       else if (!strcmp(a, "--max-len")) max_len = (int)x;
       else if (!strcmp(a, "--prompt-len")) prompt_len = (int)x;

@@ -169,7 +169,7 @@ int coda_cmd_gradcheck(int argc, char **argv) {
       if (coda_tool_num_parse("gradcheck", coda_tool_num_find(gc_nums, a), v, &x)) bad = 1;
       else if (!strcmp(a, "--m")) o.M = (int64_t)x;
       else if (!strcmp(a, "--n")) o.N = (int64_t)x;
-      else if (!strcmp(a, "--seed")) o.seed = (uint64_t)x;
+      else if (!strcmp(a, "--seed")) o.seed = (uint64_t)x; /* at most 4096: exact */
       else if (!strcmp(a, "--tol")) o.tol = x;
       else o.step = x;
       i++;
