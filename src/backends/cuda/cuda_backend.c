@@ -127,12 +127,19 @@ static coda_status pick_attention(coda_context ctx, const coda_attn_job *j, int 
       const double t64 = (double)((j->T + 63) / 64 * 64);
       const double dp = 2.0 * j->B * j->Hq * t64 * t64;
       size_t mfree = 0, mtotal = 0;
-      if (cudaMemGetInfo(&mfree, &mtotal) != cudaSuccess || dp > 0.25 * (double)mtotal) {
+      /* ... and while it fits what is free (with what the slot holds
+       * already) less 2 GiB, so taking it cannot run the device out of
+       * memory where the own kernels would not */
+      const double held = (double)coda_cuda_workspace_held(ctx, CODA_CUDA_WS_CUDNN);
+      if (cudaMemGetInfo(&mfree, &mtotal) != cudaSuccess || dp > 0.25 * (double)mtotal ||
+          dp > (double)mfree + held - 2.0 * 1073741824.0) {
         (void)cudaGetLastError();
         coda_cudnn_attention_note(ctx,
                                   "%s: own kernels (auto: cuDNN's deterministic backward would "
-                                  "take %.1f GiB of workspace, over a quarter of the device's)",
-                                  pass, dp / 1073741824.0);
+                                  "take %.1f GiB of workspace: over a quarter of the device's "
+                                  "%.1f GiB, or over its %.1f GiB free less 2)",
+                                  pass, dp / 1073741824.0, (double)mtotal / 1073741824.0,
+                                  ((double)mfree + held) / 1073741824.0);
         return CODA_OK;
       }
       if (coda_cudnn_attention_prepare(ctx, j, backward) == CODA_OK) {

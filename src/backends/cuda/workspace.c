@@ -10,6 +10,11 @@ typedef struct coda_cuda_ws {
   size_t bytes[CODA_CUDA_WS_COUNT];
 } coda_cuda_ws;
 
+size_t coda_cuda_workspace_held(coda_context ctx, coda_cuda_ws_slot slot) {
+  const coda_cuda_ws *w = ctx->cuda_ws;
+  return w && (unsigned)slot < CODA_CUDA_WS_COUNT && w->p[slot] ? w->bytes[slot] : 0;
+}
+
 coda_status coda_cuda_workspace(coda_context ctx, coda_cuda_ws_slot slot, size_t bytes,
                                 void **out) {
   *out = NULL;

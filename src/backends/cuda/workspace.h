@@ -28,6 +28,8 @@ typedef enum coda_cuda_ws_slot {
  * context's stream is being captured: run the work once before capturing. */
 coda_status coda_cuda_workspace(coda_context ctx, coda_cuda_ws_slot slot, size_t bytes,
                                 void **out);
+/* The bytes the slot holds now (0: none yet). */
+size_t coda_cuda_workspace_held(coda_context ctx, coda_cuda_ws_slot slot);
 /* Frees every slot (context destruction). */
 void coda_cuda_workspace_release(coda_context ctx);
 
