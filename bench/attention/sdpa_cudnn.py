@@ -12,20 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-
-def median_ms(fn, warm=3, reps=15):
-    times = []
-    for r in range(warm + reps):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        if r >= warm:
-            times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
+from sdpa import median_ms  # the attention benchmark's timing (this folder)
 
 
 def coda_rows(path):
@@ -63,7 +50,7 @@ def sdpa(shape, backend):
         qkv.grad = None
 
     with sdpa_kernel([backend]):
-        f, fb = median_ms(fwd), median_ms(fwd_bwd)
+        f, fb = median_ms(fwd, 3, 15), median_ms(fwd_bwd, 3, 15)
     return f, fb
 
 

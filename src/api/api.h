@@ -49,10 +49,9 @@ coda_status coda_train_embed_grad(coda_context ctx, float *g, const coda_tensor 
                                   const int32_t *rows, const int32_t *seg, const int32_t *pos,
                                   int nrows, float scale);
 coda_status coda_train_targets(coda_context ctx, const coda_tensor *tgt, const int32_t *tg);
-/* part[b] = the sum of squares of chunk b of g (n elements), on the side
- * queue `side` (NULL: the context's stream). */
+/* part[b] = the sum of squares of chunk b of g (n elements). */
 coda_status coda_train_sumsq(coda_context ctx, const float *g, size_t n, size_t chunk,
-                             double *part, void *side);
+                             double *part);
 coda_status coda_train_adamw(coda_context ctx, float *w, const float *g, float *m, float *v,
                              size_t n, const double *coef, double gscale);
 /* AdamW over the elements [lo, hi) of parameters laid out back to back

@@ -83,8 +83,8 @@ coda_status coda_train_targets(coda_context ctx, const coda_tensor *tgt, const i
   TRAIN_CALL(targets, tgt, tg);
 }
 coda_status coda_train_sumsq(coda_context ctx, const float *g, size_t n, size_t chunk,
-                             double *part, void *side) {
-  TRAIN_CALL(sumsq, g, n, chunk, part, side);
+                             double *part) {
+  TRAIN_CALL(sumsq, g, n, chunk, part);
 }
 coda_status coda_train_adamw(coda_context ctx, float *w, const float *g, float *m, float *v,
                              size_t n, const double *coef, double gscale) {

@@ -73,8 +73,7 @@ typedef struct coda_train_ops {
   coda_status (*embed_grad)(coda_context, float *g, const coda_tensor *dx, const int32_t *rows,
                             const int32_t *seg, const int32_t *pos, int nrows, float scale);
   coda_status (*targets)(coda_context, const coda_tensor *t, const int32_t *tg);
-  coda_status (*sumsq)(coda_context, const float *g, size_t n, size_t chunk, double *part,
-                       void *side);
+  coda_status (*sumsq)(coda_context, const float *g, size_t n, size_t chunk, double *part);
   coda_status (*adamw)(coda_context, float *w, const float *g, float *m, float *v, size_t n,
                        const double *coef, double gscale);
   /* elements [lo, hi) of the n laid out back to back; side NULL: the

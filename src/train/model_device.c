@@ -108,41 +108,10 @@ coda_status coda_dev_state_settle_optim(coda_context ctx, dev_state *d) {
   return coda_dev_state_wait_group(ctx, d, d->ngroups - 1);
 }
 
-/* The side queue, created on first use: a marker per group and one for
- * the gradient norm's partial sums. */
+/* The side queue, created on first use: a marker per group. */
 static coda_status ensure_side(coda_context ctx, dev_state *d) {
   if (d->side || !d->gend) return CODA_OK;
-  return coda_train_side_create(ctx, d->ngroups + 1, &d->side);
-}
-
-coda_status coda_dev_state_norm_arm(coda_context ctx, dev_state *d) {
-  coda_status st = ensure_side(ctx, d);
-  if (st || !d->side) return st;
-  d->norm_lo = d->npart;
-  d->norm_armed = 1;
-  d->norm_ready = 0;
-  return CODA_OK;
-}
-
-/* The chunks of a partial sum are fixed by position (NORM_CHUNK elements
- * from 0), so launching them in stretches gives the one launch's sums. */
-coda_status coda_dev_state_norm_groups_done(coda_context ctx, dev_state *d, int k) {
-  if (!d->norm_armed) return CODA_OK;
-  const size_t start = k > 0 ? d->gend[k - 1] : 0;
-  const size_t c = (start + NORM_CHUNK - 1) / NORM_CHUNK; /* chunks wholly final */
-  coda_status st = CODA_OK;
-  if (c < d->norm_lo) {
-    const size_t lo = c * NORM_CHUNK, hi = d->norm_lo * NORM_CHUNK < d->n ? d->norm_lo * NORM_CHUNK : d->n;
-    st = coda_train_side_fork(ctx, d->side);
-    if (!st) st = coda_train_sumsq(ctx, d->g + lo, hi - lo, NORM_CHUNK, d->part + c, d->side);
-    if (!st) d->norm_lo = c;
-  }
-  if (!st && k == 0) {
-    st = coda_train_side_mark(ctx, d->side, d->ngroups);
-    d->norm_armed = 0;
-    d->norm_ready = !st;
-  }
-  return st;
+  return coda_train_side_create(ctx, d->ngroups, &d->side);
 }
 
 /* The device state, created on first use; from_host 1: the master from the
@@ -391,7 +360,7 @@ coda_status coda_plans_device_shard_sumsq(coda_context ctx, coda_model *m, doubl
   for (int k = 0; k < z->nb && !st; k++) {
     const coda_zero_bucket *b = &z->b[k];
     st = coda_train_sumsq(ctx, d->g + b->poff + (size_t)z->r * b->piece, b->piece,
-                               NORM_CHUNK, d->part + np, NULL);
+                               NORM_CHUNK, d->part + np);
     np += (b->piece + NORM_CHUNK - 1) / NORM_CHUNK;
   }
   PE(CODA_PH_NORM, -1);
@@ -488,7 +457,6 @@ coda_status coda_plans_device_zero_grad(coda_context ctx, coda_model *m) {
   coda_prof *pf = coda_model_prof(m);
   if (d->bind) { /* deferred: the next backward overwrites the gradient */
     d->zero_pending = 1;
-    d->norm_armed = d->norm_ready = 0; /* partial sums of the old gradient */
     return CODA_OK;
   }
   PB();
@@ -507,13 +475,8 @@ coda_status coda_plans_device_grad_norm(coda_context ctx, coda_model *m, double 
   coda_prof *pf = coda_model_prof(m);
   PB();
   coda_status st = coda_dev_state_settle_optim(ctx, d);
-  if (d->norm_ready) { /* the backward launched the partial sums beside itself */
-    d->norm_ready = 0;
-    if (!st) st = coda_train_side_wait(ctx, d->side, d->ngroups);
-  } else {
-    if (!st) st = coda_dev_state_settle_zero(ctx, d);
-    if (!st) st = coda_train_sumsq(ctx, d->g, d->n, NORM_CHUNK, d->part, NULL);
-  }
+  if (!st) st = coda_dev_state_settle_zero(ctx, d);
+  if (!st) st = coda_train_sumsq(ctx, d->g, d->n, NORM_CHUNK, d->part);
   PE(CODA_PH_NORM, -1);
   PB();
   if (!st) st = coda_memcpy_d2h(ctx, part, d->part, d->npart * sizeof *part);

@@ -44,13 +44,6 @@ typedef struct {
   size_t *gend;
   int ngroups;
   int opt_next;
-  /* The gradient norm's partial sums on the same side queue, chunk by
-   * chunk as the backward finishes each group's gradient (one process,
-   * the step's gradient written in place): chunks norm_lo .. npart - 1
-   * are launched; norm_armed while the backward runs, norm_ready when
-   * every chunk is launched and marker ngroups follows them. */
-  size_t norm_lo;
-  int norm_armed, norm_ready;
 } dev_state;
 
 /* Where the plans' weight-gradient buffers point. */
@@ -96,12 +89,6 @@ coda_status coda_dev_state_wait_group(coda_context ctx, dev_state *d, int k);
 /* ... of every group: before anything but the forward reads or writes the
  * weights, moments or gradient. */
 coda_status coda_dev_state_settle_optim(coda_context ctx, dev_state *d);
-/* The backward is about to write the step's gradient in place: the norm's
- * partial sums follow it group by group (no-op without groups). */
-coda_status coda_dev_state_norm_arm(coda_context ctx, dev_state *d);
-/* The gradients of group k and of every group after it are final: their
- * chunks' partial sums are launched on the side queue (k = 0: all, and
- * the norm's marker after them). No-op when not armed. */
-coda_status coda_dev_state_norm_groups_done(coda_context ctx, dev_state *d, int k);
+
 
 #endif

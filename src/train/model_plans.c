@@ -448,16 +448,11 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
       if (!c->tied) st = coda_train_zero(ctx, d->g + pe->offset, pe->size * sizeof(float));
     }
   }
-  /* the gradient norm's partial sums follow the backward group by group
-   * where it writes the step's gradient in place */
-  d->norm_armed = d->norm_ready = 0;
-  if (!st && direct) st = coda_dev_state_norm_arm(ctx, d);
   PB();
   if (!st) st = coda_plan_run(ctx, s->head, CODA_PHASE_BACKWARD);
   if (!st && !direct) st = dev_accum(ctx, s->head, "dwnf", d->g + goff(d, m, pn), pn->size, gscale);
   if (!st && !direct) st = dev_accum(ctx, s->head, "dwout", d->g + goff(d, m, po), po->size, gscale);
   PE(CODA_PH_HEAD, -1);
-  if (!st) st = coda_dev_state_norm_groups_done(ctx, d, s->L + 1);
   if (!st && reduce) st = reduce_bucket(ctx, d, d->z->nb - 1);
   for (int i = s->L - 1; i >= 0 && !st; i--) {
     PB();
@@ -467,7 +462,6 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
       st = dev_accum(ctx, s->blk[i], plan_g[k], d->g + goff(d, m, PRM(nm)), PRM(nm)->size, gscale);
     }
     PE(CODA_PH_BLOCK_BWD, i);
-    if (!st) st = coda_dev_state_norm_groups_done(ctx, d, 1 + i);
     if (!st && reduce) st = reduce_bucket(ctx, d, 1 + i);
   }
   if (!st) st = tensor(ctx, s->blk[0], "dx", &t);
@@ -487,7 +481,6 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
     PE(CODA_PH_EMBED, -1);
     free(rows);
   }
-  if (!st) st = coda_dev_state_norm_groups_done(ctx, d, 0);
   if (!st && reduce) st = reduce_bucket(ctx, d, 0);
 #undef PRM
   free(h);

@@ -89,10 +89,9 @@ coda_status coda_cuda_train_embed_grad(coda_context ctx, float *g, const coda_te
                                        const int32_t *pos, int nrows, float scale);
 /* t (int32, M x 1 view) = tg, negative targets as -100 (ignored). */
 coda_status coda_cuda_train_targets(coda_context ctx, const coda_tensor *t, const int32_t *tg);
-/* part[b] = sum of g[i]^2 (double) over chunk b of n; fixed reduction
- * order (on the side queue's stream when side is set). */
+/* part[b] = sum of g[i]^2 (double) over chunk b of n; fixed reduction order. */
 coda_status coda_cuda_train_sumsq(coda_context ctx, const float *g, size_t n, size_t chunk,
-                                  double *part, void *side);
+                                  double *part);
 /* AdamW (the host's coda_adamw_update arithmetic) on n elements; coef =
  * {beta1, beta2, 1-beta1^t, 1-beta2^t, lr, eps, 1-lr*wd or 1}; the gradient
  * is first scaled by gscale (clipping) and rounded to f32. */

@@ -322,11 +322,10 @@ extern "C" coda_status coda_cuda_train_targets(coda_context ctx, const coda_tens
 }
 
 extern "C" coda_status coda_cuda_train_sumsq(coda_context ctx, const float *g, size_t n,
-                                             size_t chunk, double *part, void *side) {
+                                             size_t chunk, double *part) {
   if (n == 0) return CODA_OK;
   const size_t nb = (n + chunk - 1) / chunk;
-  cudaStream_t stream = side ? (cudaStream_t)coda_cuda_side_stream(side) : coda_cuda_stream(ctx);
-  sumsq_kernel<<<(unsigned)nb, 256, 0, stream>>>(g, (long long)n, (long long)chunk, part);
+  sumsq_kernel<<<(unsigned)nb, 256, 0, coda_cuda_stream(ctx)>>>(g, (long long)n, (long long)chunk, part);
   return check_launch(ctx, "gradient norm");
 }
 
