@@ -45,10 +45,11 @@ void coda_knobs_from_env(coda_knobs *k) {
   v = getenv("CODA_DECODE_NORM");
   k->decode_norm_separate = v && !strcmp(v, "separate");
   v = getenv("CODA_DECODE_ROW_SPLIT");
-  if (v && !strcmp(v, "auto"))
-    k->decode_row_split = -1;
-  else if (v && (!strcmp(v, "1") || !strcmp(v, "2") || !strcmp(v, "4") || !strcmp(v, "8")))
+  if (v && (!strcmp(v, "0") || !strcmp(v, "1") || !strcmp(v, "2") || !strcmp(v, "4") ||
+            !strcmp(v, "8")))
     k->decode_row_split = atoi(v);
+  else
+    k->decode_row_split = -1; /* unset, auto or another value: by shape */
   v = getenv("CODA_DECODE_ROW_STEP");
   k->decode_row_step_on = v && !strcmp(v, "1");
   v = getenv("CODA_OPTIM_OVERLAP");

@@ -56,9 +56,10 @@ typedef struct coda_knobs {
   /* CODA_DECODE_NORM=separate: a one-row decode GEMV reads the bf16 row
    * the RMSNorm kernel wrote instead of applying the norm on load */
   int decode_norm_separate;
-  /* CODA_DECODE_ROW_SPLIT=1|2|4|8|auto: warps per column pair of the
+  /* CODA_DECODE_ROW_SPLIT=0|1|2|4|8|auto: warps per column pair of the
    * one-row decode GEMV, its first weight loads before the wait (-1:
-   * auto, by shape; 0, unset or another value: the default kernel) */
+   * unset, auto or another value, by shape; 0: one warp a pair, no loads
+   * before the wait) */
   int decode_row_split;
   /* CODA_DECODE_ROW_STEP=1: a one-row decode step runs as one persistent
    * kernel (decode_row_step.cu) instead of its separate kernels */

@@ -124,6 +124,23 @@ static int parse_batches(const char *v, int *out, int max) {
   return n;
 }
 
+/* Bytes a decode step of batch B must read, by profile phase, at cache
+ * length n: the bf16 weights of each phase (with its norm weights) and the
+ * attention's keys and values; the embedding reads only the batch's rows. */
+static void phase_bytes(const coda_model_config *c, int B, int n, double *by) {
+  _Static_assert(CODA_DECODE_PHASES == 7, "phase_bytes follows coda_decoder_phase_name's order");
+  const double D = c->dim, hd = (double)c->dim / c->heads, L = c->layers;
+  const double q = c->heads * hd, kv = c->kv_heads * hd;
+  for (int p = 0; p < CODA_DECODE_PHASES; p++) by[p] = 0.0;
+  by[0] = (double)B * D * 2;                   /* embedding */
+  by[1] = L * (D * (q + 2 * kv) + D) * 2;      /* norm + qkv + rope */
+  by[2] = L * (double)B * n * 2 * kv * 2;      /* attention: K and V */
+  by[3] = L * q * D * 2;                       /* out proj */
+  by[4] = L * (D * 2.0 * c->ffn + D) * 2;      /* norm + gate/up */
+  by[5] = L * (double)c->ffn * D * 2;          /* down */
+  by[6] = ((double)c->vocab * D + D) * 2;      /* final norm + head */
+}
+
 static int run_bench(coda_context ctx, const char *shape, const int *batches, int nb,
                      int prompt_len, int steps, int gpu, int no_graphs, int profile,
                      double hbm_gbps, coda_prefill_path prefill) {
@@ -212,12 +229,26 @@ static int run_bench(coda_context ctx, const char *shape, const int *batches, in
         fprintf(stderr, "coda generate: profile: %s\n", coda_last_error(ctx));
         rc = 1;
       } else {
-        printf("       step by phase (ms):");
+        /* Each phase against the floor of the bytes it must read (its
+         * weights, the attention its cache at the profiled step's length)
+         * at the floor column's bandwidth; the rest of a phase's time is
+         * its kernels' launch gaps, dependency waits and tails. */
+        double by[CODA_DECODE_PHASES];
+        phase_bytes(&c, B, prompt_len + steps + 1, by);
+        printf("       step by phase: %-26s %9s %9s %9s %9s\n", "phase", "ms", "MB",
+               "floor ms", "of floor");
+        double fsum = 0.0, bsum = 0.0;
         for (int p = 0; p < CODA_DECODE_PHASES; p++) {
-          printf(" %s %.3f%s", coda_decoder_phase_name(p), ms[p], p + 1 < CODA_DECODE_PHASES ? "," : "");
+          const double f = by[p] / hbm * 1e3;
+          printf("       step by phase: %-26s %9.3f %9.2f %9.3f %8.0f%%\n",
+                 coda_decoder_phase_name(p), ms[p], by[p] / 1e6, f,
+                 ms[p] > 0 ? 100.0 * f / ms[p] : 0.0);
           sum += ms[p];
+          fsum += f;
+          bsum += by[p];
         }
-        printf("; sum %.3f\n", sum);
+        printf("       step by phase: %-26s %9.3f %9.2f %9.3f %8.0f%%\n", "sum", sum, bsum / 1e6,
+               fsum, sum > 0 ? 100.0 * fsum / sum : 0.0);
       }
       free(zero);
     }

@@ -33,7 +33,7 @@
  *     it;
  *   - batch 1 with the RMSNorm kernel (CODA_DECODE_NORM=separate) and with
  *     the one-row GEMV's norm on load, with each of the one-row GEMV's
- *     split variants (CODA_DECODE_ROW_SPLIT=1, 2, 4, 8, auto) for the GQA
+ *     split variants (CODA_DECODE_ROW_SPLIT=0, 1, 2, 4, 8, auto) for the GQA
  *     model and the MHA model, and batch 1 as one persistent kernel
  *     (CODA_DECODE_ROW_STEP=1, decode_row_step.cu) for the GQA model and
  *     the MHA model with its tied head, each against the CPU as above, the
@@ -497,8 +497,8 @@ int main(int argc, char **argv) {
   }
   /* the one-row GEMV's split variants (CODA_DECODE_ROW_SPLIT): each K
    * slice count and the shape rule, norm on load and not, against the CPU */
-  static const char *const splits[] = {"1", "2", "4", "8", "auto"};
-  for (int i = 0; i < 5; i++) {
+  static const char *const splits[] = {"0", "1", "2", "4", "8", "auto"};
+  for (int i = 0; i < (int)(sizeof splits / sizeof *splits); i++) {
     coda_context split = context_with_knob(&co, "CODA_DECODE_ROW_SPLIT", splits[i]);
     if (!split) continue;
     char what[96];

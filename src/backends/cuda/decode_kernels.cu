@@ -186,10 +186,10 @@ __global__ void gemv_kernel(float *y, const bf16 *x, const bf16 *w, int M, long 
  * shared memory and no barrier. With AH > 0 a warp loads its first AH
  * chunks of both rows before pdl_wait(): the weights are constant, so they
  * stream while the previous kernel drains.
- * The default is S = 1, AH = 0, the kernel the recorded decode results
- * measured; CODA_DECODE_ROW_SPLIT selects the split variants (row_split)
- * until a GPU run shows which is faster. bench/generate/gemv_row.cu
- * measures the variants (more warps per pair, an L2 prefetch instead). */
+ * S and AH come from row_split: by shape unless CODA_DECODE_ROW_SPLIT
+ * names one (0: S = 1, AH = 0, the kernel before the split variants).
+ * bench/generate/gemv_row.cu measures the variants (more warps per pair,
+ * an L2 prefetch instead). */
 constexpr int kRowWarps = 8;
 constexpr int kRowAhead = 2;
 
@@ -417,11 +417,12 @@ coda_status launch_gemv_mma(coda_context ctx, const lin_out &o, const bf16 *x, c
   return launch(ctx, what, gemv_mma_kernel<4, KIND>, grid, block, 0, o, x, w, M, K);
 }
 
-/* Warps per column pair of the one-row GEMV, CODA_DECODE_ROW_SPLIT:
- * unset, 0 (the default kernel); 1, 2, 4, 8 (that many, the weights'
- * first chunks loaded before the wait); auto (by shape: two for rows of
- * 4096 or more, where one warp keeps too few of a long row's loads in
- * flight, and more, up to 4, until every SM has 16 streaming warps). */
+/* Warps per column pair of the one-row GEMV, CODA_DECODE_ROW_SPLIT: 0
+ * (one warp, no loads before the wait); 1, 2, 4, 8 (that many, the
+ * weights' first chunks loaded before the wait); unset or auto (by shape:
+ * two for rows of 4096 or more, where one warp keeps too few of a long
+ * row's loads in flight, and more, up to 4, until every SM has 16
+ * streaming warps). */
 static int row_split(coda_context ctx, long long N, long long K) {
   if (ctx->knobs.decode_row_split >= 0) return ctx->knobs.decode_row_split;
   int sms = 0;

@@ -403,6 +403,12 @@ __device__ void run_phase(const step_params &p, step_smem &sm, const unsigned ch
         acc[j] += s;
       }
     }
+    /* Every consumer thread releases its own reads of the stage, which the
+     * loader's next bulk copy overwrites. (Thread 0 alone after the named
+     * barrier is as ordered in the PTX memory model, but racecheck does not
+     * follow that chain through bar.sync into the async proxy's write and
+     * reported the copy as a hazard.) */
+    mbar_arrive(&sm.empty[slot]);
     float (*red)[kMaxRows] = sm.red[*i & 1];
 #pragma unroll
     for (int j = 0; j < kMaxRows; j++) {
@@ -410,8 +416,7 @@ __device__ void run_phase(const step_params &p, step_smem &sm, const unsigned ch
       const float s = warp_sum(acc[j]);
       if (lane == 0) red[warp][j] = s;
     }
-    named_sync(1); /* the stage is read and the partials written */
-    if (threadIdx.x == 0) mbar_arrive(&sm.empty[slot]);
+    named_sync(1); /* the partials written */
     const long long c0 = t * f.R;
     const int rows = (int)(f.N - c0 < f.R ? f.N - c0 : f.R);
     if (warp == 0) { /* lane j: column c0 + j, the warps' sums in order */
@@ -487,7 +492,7 @@ __global__ void __launch_bounds__(kStepThreads, 1) row_step_kernel(step_params p
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; s++) {
       mbar_init(&sm.full[s], 1);
-      mbar_init(&sm.empty[s], 1);
+      mbar_init(&sm.empty[s], 32 * kStepWarps); /* every consumer thread */
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
