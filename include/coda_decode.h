@@ -60,6 +60,14 @@ typedef struct coda_decoder_options {
                           * the checkpoint's (NULL: coda_checkpoint_tokenizer) */
   coda_prefill_path prefill; /* appended in the second layout (the first ends
                               * at tokenizer); default CODA_PREFILL_AUTO */
+  int64_t chunk_rows; /* appended in the third layout (64 bits: an int would
+                       * fit the second layout's padding, and layouts are told
+                       * apart by size): prompt rows per prefill
+                   * forward, at least batch; 0 = by device: on the GPU
+                   * enough for a whole prompt of max_len (2048 at least,
+                   * 16384 at most: a longer prompt's later chunks attend to
+                   * the cache through the decode kernel, far slower), on
+                   * the CPU 256 */
 } coda_decoder_options;
 /* struct_size set, batch 1, every other member 0. */
 coda_decoder_options coda_decoder_default_options(void);

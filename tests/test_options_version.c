@@ -284,6 +284,49 @@ static void test_decoder_layout1(coda_context ctx) {
   CHECK_MSG(holds(coda_last_error(ctx), "coda_decoder_options.prefill is 7", NULL), "%s",
             coda_last_error(ctx));
   CHECK(d == NULL);
+  /* and its chunk_rows */
+  o = coda_decoder_default_options();
+  o.chunk_rows = -3;
+  coda_clear_error(ctx);
+  CHECK_EQ_INT(coda_decoder_create_random(ctx, &mc, 1, &o, &d), CODA_ERR_INVALID_ARGUMENT);
+  CHECK_MSG(holds(coda_last_error(ctx), "coda_decoder_options.chunk_rows is -3", NULL), "%s",
+            coda_last_error(ctx));
+  CHECK(d == NULL);
+}
+
+/* coda_decoder_options as its second layout had it (before chunk_rows). */
+typedef struct decoder_options_layout2 {
+  size_t struct_size;
+  int batch, max_len, no_graphs;
+  const char *tokenizer;
+  coda_prefill_path prefill;
+} decoder_options_layout2;
+
+/* The second layout, exactly its bytes on the heap, followed by nothing
+ * (a read of chunk_rows past them is an AddressSanitizer error), and its
+ * prefill still checked. */
+static void test_decoder_layout2(coda_context ctx) {
+  CHECK(sizeof(decoder_options_layout2) < sizeof(coda_decoder_options));
+  coda_model_config mc;
+  CHECK(coda_model_config_named("tiny", &mc) == CODA_OK);
+  decoder_options_layout2 *o2 = calloc(1, sizeof *o2);
+  o2->struct_size = sizeof *o2;
+  o2->batch = 3;
+  o2->max_len = 9;
+  o2->prefill = CODA_PREFILL_DIRECT;
+  coda_decoder d = NULL;
+  CHECK_STATUS(ctx, coda_decoder_create_random(ctx, &mc, 1, (const coda_decoder_options *)(void *)o2,
+                                               &d), CODA_OK);
+  if (d) CHECK_EQ_INT(coda_decoder_batch(d), 3);
+  coda_decoder_destroy(d);
+  o2->prefill = (coda_prefill_path)9;
+  d = NULL;
+  coda_clear_error(ctx);
+  CHECK_EQ_INT(coda_decoder_create_random(ctx, &mc, 1, (const coda_decoder_options *)(void *)o2,
+                                          &d), CODA_ERR_INVALID_ARGUMENT);
+  CHECK_MSG(holds(coda_last_error(ctx), "coda_decoder_options.prefill is 9", NULL), "%s",
+            coda_last_error(ctx));
+  free(o2);
 }
 
 static void test_gradcheck(void) {
@@ -324,6 +367,7 @@ int main(void) {
   if (ctx) {
     test_others(ctx);
     test_decoder_layout1(ctx);
+    test_decoder_layout2(ctx);
     coda_context_destroy(ctx);
   }
   test_gradcheck();

@@ -291,16 +291,27 @@ coda_decoder_options coda_decoder_default_options(void) {
   return o;
 }
 
-/* coda_decoder_options as its first layout had it (before prefill). */
+/* coda_decoder_options as its first layout had it (before prefill) and
+ * its second (before chunk_rows). */
 typedef struct {
   size_t struct_size;
   int batch, max_len, no_graphs;
   const char *tokenizer;
 } decoder_options_layout1;
+typedef struct {
+  size_t struct_size;
+  int batch, max_len, no_graphs;
+  const char *tokenizer;
+  coda_prefill_path prefill;
+} decoder_options_layout2;
 _Static_assert(offsetof(decoder_options_layout1, tokenizer) ==
                    offsetof(coda_decoder_options, tokenizer),
                "layout 1 of coda_decoder_options is a prefix of the current one");
-_Static_assert(sizeof(decoder_options_layout1) < sizeof(coda_decoder_options),
+_Static_assert(offsetof(decoder_options_layout2, prefill) ==
+                   offsetof(coda_decoder_options, prefill),
+               "layout 2 of coda_decoder_options is a prefix of the current one");
+_Static_assert(sizeof(decoder_options_layout1) < sizeof(decoder_options_layout2) &&
+                   sizeof(decoder_options_layout2) < sizeof(coda_decoder_options),
                "each layout of coda_decoder_options is larger than the one before");
 
 /* The caller's options (NULL stays NULL) over the defaults. */
@@ -308,14 +319,18 @@ static coda_status take_options(coda_context ctx, const coda_decoder_options *in
                                 coda_decoder_options *out, const coda_decoder_options **use) {
   static const coda_options_layout layouts[] = {
       CODA_OPTIONS_LAYOUT_OLD(decoder_options_layout1, tokenizer),
+      CODA_OPTIONS_LAYOUT_OLD(decoder_options_layout2, prefill),
       CODA_OPTIONS_LAYOUT(coda_decoder_options)};
   *out = coda_decoder_default_options();
   *use = in ? out : NULL;
   if (!in) return CODA_OK;
-  coda_status s = coda_options_take(ctx, "coda_decoder_options", in, out, layouts, 2);
+  coda_status s = coda_options_take(ctx, "coda_decoder_options", in, out, layouts, 3);
   if (!s && (out->prefill < CODA_PREFILL_AUTO || out->prefill > CODA_PREFILL_PLANS))
     s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_decoder_options.prefill is %d, not "
                   "CODA_PREFILL_AUTO (0), _DIRECT (1) or _PLANS (2)", (int)out->prefill);
+  if (!s && (out->chunk_rows < 0 || out->chunk_rows > (1 << 20)))
+    s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_decoder_options.chunk_rows is %lld, not "
+                  "0 (by device) or 1 .. 1048576", (long long)out->chunk_rows);
   return s;
 }
 
@@ -353,7 +368,15 @@ coda_status coda_decoder_create(coda_context ctx, coda_model *m, const coda_deco
   d->qd = (int64_t)c->heads * d->hd;
   d->kvd = (int64_t)c->kv_heads * d->hd;
   d->nq = d->qd + 2 * d->kvd;
-  int64_t rows = (int64_t)d->B * d->max_len, lim = d->gpu ? DEVICE_CHUNK : HOST_CHUNK;
+  /* A fresh prompt within one chunk takes the training attention (or the
+   * plans); the chunks after its first attend to the cache through the
+   * decode kernel, one row at a time. So the GPU's chunk holds a whole
+   * prompt of max_len where that stays within DEVICE_CHUNK_MAX rows (about
+   * 130 KB a row at 1.1 B, 240 KB at 8B). */
+  int64_t rows = (int64_t)d->B * d->max_len, lim = HOST_CHUNK;
+  if (d->gpu) lim = d->max_len < DEVICE_CHUNK ? DEVICE_CHUNK
+                    : d->max_len > DEVICE_CHUNK_MAX ? DEVICE_CHUNK_MAX : d->max_len;
+  if (o->chunk_rows > 0) lim = o->chunk_rows;
   if (rows < d->B) rows = d->B;
   d->chunk = (int)(rows < lim ? rows : lim);
   if (d->chunk < d->B) d->chunk = d->B; /* one step's rows fit */

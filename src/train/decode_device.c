@@ -251,8 +251,7 @@ coda_status decode_setup_device(coda_decoder d, const float *W, coda_model *m) {
   d->d_o = dalloc(d, C * d->qd * 2, &s);
   d->d_z = dalloc(d, C * 2 * F * 4, &s);
   d->d_y = dalloc(d, C * F * 2, &s);
-  size_t hrows = (size_t)d->B > C ? (size_t)d->B : C;
-  d->d_head = dalloc(d, hrows * V * 4, &s);
+  d->d_head = dalloc(d, (size_t)d->B * V * 4, &s); /* a forward's head rows: one a sequence */
   d->d_logits = dalloc(d, (size_t)d->B * V * 4, &s);
   /* decode attention partials: (running max, sum, hd values) per row, q
    * head and split */
@@ -261,7 +260,7 @@ coda_status decode_setup_device(coda_decoder d, const float *W, coda_model *m) {
   d->d_inv_freq = dalloc(d, (size_t)d->hd / 2 * 8, &s);
   if (!s) s = coda_memcpy_h2d(d->ctx, d->d_inv_freq, d->inv_freq, (size_t)d->hd / 2 * 8);
   d->work_rows = (int64_t)wrows;
-  d->d_meta = dalloc(d, hrows * 5 * 4, &s);
+  d->d_meta = dalloc(d, C * 5 * 4, &s);
   d->d_sample = dalloc(d, (size_t)d->B * 4, &s);
   d->d_spos = dalloc(d, (size_t)d->B * 4, &s);
   /* the one-kernel step, where the backend takes the shapes */

@@ -13,7 +13,8 @@
 #include <string.h>
 
 #define HOST_CHUNK 256   /* prefill rows per host forward */
-#define DEVICE_CHUNK 2048 /* prefill rows per device forward */
+#define DEVICE_CHUNK 2048 /* prefill rows per device forward, at least */
+#define DEVICE_CHUNK_MAX 16384 /* and at most, unless the options name more */
 #define MAX_SPLITS 32     /* decode attention splits over the cache */
 #define MAX_GRAPHS 64     /* recorded decode steps, one per (rows, splits) */
 #define MAX_PREFILL_PLANS 8 /* plan sets of distinct (prompts, length) shapes kept */

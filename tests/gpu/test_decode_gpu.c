@@ -7,7 +7,8 @@
  * Checks, for a GQA model (hd 64, 8 query heads over 2) and an MHA model
  * with a tied head (hd 32):
  *   - batch 3, prompts of 37, 5 and 100 tokens (the prefill's GEMM path and
- *     a prefill of more than one device chunk in the long case), then 24
+ *     a 2100-token prompt in one chunk and in chunks of 2048 rows, its
+ *     last rows continuing the cache), then 24
  *     steps fed with the CPU's greedy tokens: the logits of every sequence
  *     at every step within bf16 tolerance of the CPU's (max |diff| <= 4 % of
  *     max |logit| + 0.02), and the argmax equal in at least 90 % of them;
@@ -42,8 +43,9 @@
  *   - the prefill through the forward-only block plans (CODA_PREFILL_PLANS)
  *     against the direct GPU prefill and the CPU decoder, in the bound
  *     above: GQA prompts of 37, 5, 100, 37 and 1 tokens (four plans, one of
- *     batch 2), a 2100-token prompt (a plan for its first chunk, the direct
- *     path after it), and the MHA model with prompts of 37, 5 and 100; the
+ *     batch 2), a 2100-token prompt and one of 37 (in one chunk, the
+ *     default: two plans; in chunks of 2048 rows: a plan for the first
+ *     chunk, the direct path after it), and the MHA model with prompts of 37, 5 and 100; the
  *     cached keys and values within 4 % of each layer's largest, and a
  *     second prefill of the same lengths builds no plan. The cases above
  *     this one run the direct prefill (CODA_PREFILL_DIRECT).
@@ -74,6 +76,9 @@ static int cmp_desc(const void *a, const void *b) {
 
 /* what ran, for the coverage line (tests/gpu/sanitize.sh) */
 static int g_small; /* --sanitize */
+/* the GPU decoder's prefill rows per forward (coda_decoder_options.chunk_rows;
+ * 0: by device, a whole prompt of max_len) */
+static int g_chunk;
 static int g_cases, g_graph_cases, g_rows_one, g_rows_mma, g_rows_gemm;
 
 static void against_cpu(coda_context cpu, coda_context gpu, const coda_model_config *c,
@@ -87,7 +92,8 @@ static void against_cpu(coda_context cpu, coda_context gpu, const coda_model_con
   if (!m) return;
   /* the direct prefill (GEMM, GEMV and decode kernels); the plan prefill
    * is plans_vs_direct's */
-  coda_decoder_options o = {.struct_size = sizeof o, .batch = B, .prefill = CODA_PREFILL_DIRECT};
+  coda_decoder_options o = {.struct_size = sizeof o, .batch = B, .prefill = CODA_PREFILL_DIRECT,
+                            .chunk_rows = g_chunk};
   coda_decoder dc = NULL, dg = NULL;
   CHECK_STATUS(cpu, coda_decoder_create(cpu, m, &o, &dc), CODA_OK);
   CHECK_STATUS(gpu, coda_decoder_create(gpu, m, &o, &dg), CODA_OK);
@@ -250,7 +256,8 @@ static void plans_vs_direct(coda_context cpu, coda_context gpu, const coda_model
   g_cases++;
   coda_model *m = make_model(cpu, c, 9);
   if (!m) return;
-  coda_decoder_options od = {.struct_size = sizeof od, .batch = B, .prefill = CODA_PREFILL_DIRECT};
+  coda_decoder_options od = {.struct_size = sizeof od, .batch = B, .prefill = CODA_PREFILL_DIRECT,
+                             .chunk_rows = g_chunk};
   coda_decoder_options op = od;
   op.prefill = CODA_PREFILL_PLANS;
   coda_decoder dc = NULL, dd = NULL, dp = NULL;
@@ -450,7 +457,12 @@ int main(int argc, char **argv) {
   int p1[1] = {2100}; /* more than one device chunk (2048 rows) */
   int p1s[1] = {9};
   if (g_small) against_cpu(cpu, gpu, &gqa, p1s, 1, 3, "gqa hd64 batch 1");
-  else against_cpu(cpu, gpu, &gqa, p1, 1, 8, "gqa hd64 long prompt");
+  else {
+    against_cpu(cpu, gpu, &gqa, p1, 1, 8, "gqa hd64 long prompt, one chunk");
+    g_chunk = 2048; /* its last 52 rows continue the cache */
+    against_cpu(cpu, gpu, &gqa, p1, 1, 8, "gqa hd64 long prompt, chunks of 2048");
+    g_chunk = 0;
+  }
   int p2s[2] = {20, 9}; /* 29 prefill rows: the tensor-core GEMV */
   against_cpu(cpu, gpu, &gqa, p2s, 2, steps_of(6, 0), "gqa hd64 short prompts");
   coda_model_config mha = {384, 128, 2, 4, 4, 256, 64, 1, 500000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};
@@ -466,7 +478,12 @@ int main(int argc, char **argv) {
   int pp[5] = {37, 5, 100, 37, 1};
   plans_vs_direct(cpu, gpu, &gqa, pp, 5, steps_of(16, 0), 4, "gqa hd64 plans");
   int ppl[2] = {2100, 37};
-  if (!g_small) plans_vs_direct(cpu, gpu, &gqa, ppl, 2, 4, 1, "gqa hd64 plans, long prompt");
+  if (!g_small) {
+    plans_vs_direct(cpu, gpu, &gqa, ppl, 2, 4, 2, "gqa hd64 plans, long prompt, one chunk");
+    g_chunk = 2048;
+    plans_vs_direct(cpu, gpu, &gqa, ppl, 2, 4, 1, "gqa hd64 plans, long prompt, chunks of 2048");
+    g_chunk = 0;
+  }
   coda_model_config mha2 = mha;
   mha2.seq = 160;
   plans_vs_direct(cpu, gpu, &mha2, p3, 3, steps_of(12, 0), 3, "mha hd32 tied plans");
