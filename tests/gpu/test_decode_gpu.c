@@ -113,7 +113,7 @@ static void against_cpu(coda_context cpu, coda_context gpu, const coda_model_con
   int32_t *tok = malloc((size_t)B * 4);
   coda_sampling greedy = {0.0, 0, 1.0, 1};
   double worst = 0.0;
-  int agree = 0, total = 0;
+  int agree = 0, ties = 0, total = 0;
   for (int st = 0; st <= steps; st++) {
     CHECK(coda_decoder_logits(dc, lc) == CODA_OK);
     CHECK_STATUS(gpu, coda_decoder_logits(dg, lg), CODA_OK);
@@ -235,6 +235,17 @@ static int within(const float *a, const float *b, int64_t n, double slack, doubl
   return err <= 0.04 * scale + slack;
 }
 
+/* The token b picks is a's best or, in a's logits, within the bf16
+ * rounding of two paths (1 % of a's largest |logit|) of a's best: a near
+ * tie, which either path may break its own way. */
+static int same_or_near_tie(const float *a, const float *b, int64_t n) {
+  const int ia = argmax(a, n), ib = argmax(b, n);
+  if (ia == ib) return 1;
+  double scale = 0.0;
+  for (int64_t i = 0; i < n; i++) scale = fabs(a[i]) > scale ? fabs(a[i]) : scale;
+  return a[ib] >= a[ia] - 0.01 * scale;
+}
+
 static void bf16_to_f32(const uint16_t *h, float *f, size_t n) {
   for (size_t i = 0; i < n; i++) {
     uint32_t u = (uint32_t)h[i] << 16;
@@ -316,7 +327,8 @@ static void plans_vs_direct(coda_context cpu, coda_context gpu, const coda_model
       CHECK_MSG(within(lc + b * V, lp + b * V, V, 0.02, &worst_cpu),
                 "%s: step %d sequence %d: plan-prefilled logits differ from the CPU's (%g of max)",
                 what, st, b, worst_cpu);
-      agree += argmax(ld + b * V, V) == argmax(lp + b * V, V);
+      agree += same_or_near_tie(ld + b * V, lp + b * V, V);
+      ties += argmax(ld + b * V, V) != argmax(lp + b * V, V);
       total++;
     }
     if (st == steps) break;
@@ -325,9 +337,10 @@ static void plans_vs_direct(coda_context cpu, coda_context gpu, const coda_model
     CHECK_STATUS(gpu, coda_decoder_step(dd, tok), CODA_OK);
     CHECK_STATUS(gpu, coda_decoder_step(dp, tok), CODA_OK);
   }
-  CHECK_MSG(agree * 10 >= total * 9, "%s: argmax agrees in %d of %d", what, agree, total);
+  CHECK_MSG(agree * 10 >= total * 9, "%s: the plans' argmax is the direct path's or a near tie "
+            "in %d of %d", what, agree, total);
   printf("%s: max |plans - direct| / max |logit| = %.4f (CPU %.4f), caches %.4f, argmax equal "
-         "%d/%d\n", what, worst, worst_cpu, cworst, agree, total);
+         "%d/%d (near ties %d)\n", what, worst, worst_cpu, cworst, total - ties, total, ties);
   /* the same lengths again: no plan is built, and the logits still agree */
   CHECK_STATUS(gpu, coda_decoder_prefill(dd, pr, plen), CODA_OK);
   CHECK_STATUS(gpu, coda_decoder_prefill(dp, pr, plen), CODA_OK);
