@@ -131,9 +131,6 @@ void coda_context_destroy(coda_context ctx) {
   free(ctx);
 }
 
-const char *coda_last_error(coda_context ctx) {
-  return ctx ? ctx->last_error : "no context";
-}
 coda_backend coda_context_backend(coda_context ctx) { return ctx->opts.backend; }
 coda_precision coda_context_precision(coda_context ctx) {
   return ctx->opts.precision;

@@ -61,10 +61,11 @@ void coda_warn(coda_context ctx, const char *fmt, ...)
 
 /* Memory accounting of workspaces the backend allocates itself (split-K,
  * attention scratch): add when allocated, subtract when freed (in host
- * order; a stream-ordered free counts when it is enqueued). */
+ * order; a stream-ordered free counts when it is enqueued). base/mem_count.c */
 void coda_mem_add(coda_context ctx, size_t bytes);
 void coda_mem_sub(coda_context ctx, size_t bytes);
-/* Frees the accounting table (context destruction). */
+/* Frees the accounting table of coda_malloc's blocks (context destruction;
+ * api/memory.c, the only layer that calls it). */
 void coda_mem_release(coda_context ctx);
 
 /* Schedule of a fused GEMM on the CUDA backend: AUTO = the epilogue
