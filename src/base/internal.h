@@ -26,11 +26,10 @@ struct coda_context_s {
   /* Warnings since the last coda_warnings_clear, one line each
    * (coda_warn; coda_warnings). */
   char warnings[4 * CODA_ERRMSG_LEN];
-  void *cuda; /* backend state of src/backends/cuda (NULL when unused) */
-  void *cuda_ws; /* its reusable workspaces (backends/cuda/workspace.h) */
-  void *cudnn; /* the cuDNN attention's plans and handle (backends/cuda/attention_cudnn.c) */
-  void *gemm_tune; /* GEMM autotuner choices of src/cuda/gemm_tune.cu (NULL when unused) */
-  /* Fused-step choices of coda_plan_tune_fusion (core/tune_cache.h; NULL
+  /* The backend's own state, owned by the backend: made by its create,
+   * freed by its destroy, read by it alone (NULL for a backend without). */
+  void *backend;
+  /* Fused-step choices of coda_plan_tune_fusion (base/tune_cache.h; NULL
    * until the first tuning on this context). */
   struct coda_fused_cache *fused_tune;
   /* Memory accounting (coda_memory_stats): bytes in use through coda_malloc

@@ -20,7 +20,15 @@ coda_status coda_cuda_program_compile(coda_context ctx, coda_program p, coda_dty
                                       coda_transpose trans_a, coda_transpose trans_b, int no_cache,
                                       coda_cuda_kernel_info *info, char **unit, char **log);
 
+extern const coda_backend_ops coda_cuda_backend_ops;
+
+coda_cuda_ctx *coda_cuda_ctx_of(coda_context ctx) {
+  return ctx && ctx->ops == &coda_cuda_backend_ops ? (coda_cuda_ctx *)ctx->backend : NULL;
+}
+
 static coda_status cuda_create(coda_context ctx) {
+  ctx->backend = calloc(1, sizeof(coda_cuda_ctx));
+  if (!ctx->backend) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "CUDA backend: out of memory");
   if (!coda_cuda_available())
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "CUDA backend: no usable sm_90 GPU");
   coda_status s = coda_cuda_stream_open(ctx);
@@ -33,6 +41,8 @@ static void cuda_destroy(coda_context ctx) {
   coda_cudnn_release(ctx);       /* its plans and handle, before the workspaces */
   coda_cuda_workspace_release(ctx);
   coda_cuda_stream_close(ctx); /* after the stream-ordered frees above */
+  free(ctx->backend);
+  ctx->backend = NULL;
 }
 
 static coda_status cuda_alloc(coda_context ctx, size_t bytes, void **out) {
