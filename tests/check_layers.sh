@@ -3,7 +3,8 @@
 # train, dist -> tools. A file may include headers of its own layer and of
 # the layers below it, never above. Further:
 #   - backends/cpu and backends/cuda do not include each other;
-#   - above the backends only the table (backends/backend.h) is named, and
+#   - above the backends only the table (backends/backend.h) and its feature
+#     tables (backends/train_ops.h, backends/decode_ops.h) are named, and
 #     only by the api layer: nn, train, dist and tools name no backend file;
 #   - CODA_HAVE_CUDA is tested only where the CUDA table is registered
 #     (backends/registry.c) and inside the CUDA backend itself;
@@ -62,7 +63,8 @@ for f in $files; do
     esac
     if [ "$r" -gt 2 ]; then
       case $target in
-        backends/backend.h) [ "$r" -eq 3 ] || bad "$f includes $inc: only the api layer calls the backend table" ;;
+        backends/backend.h | backends/train_ops.h | backends/decode_ops.h)
+          [ "$r" -eq 3 ] || bad "$f includes $inc: only the api layer calls the backend table" ;;
         backends/*) bad "$f includes $inc: a backend header above the backends" ;;
       esac
     fi

@@ -3,6 +3,8 @@
 #ifndef CODA_CUDA_BACKEND_H
 #define CODA_CUDA_BACKEND_H
 #include "backends/backend.h" /* coda_attn_rope */
+#include "backends/decode_ops.h" /* the decoding table's jobs */
+#include "backends/train_ops.h"
 #include <stddef.h>
 #include <stdint.h>
 #ifdef __cplusplus

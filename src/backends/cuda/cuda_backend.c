@@ -2,6 +2,8 @@
  * jobs of the api layer to the backend's entry points (backend.h, gplan.h),
  * which keep their own signatures. */
 #include "backends/backend.h"
+#include "backends/decode_ops.h"
+#include "backends/train_ops.h"
 #include "backends/cuda/attention_cudnn.h"
 #include "backends/cuda/backend.h"
 #include "backends/cuda/epi_codegen.h"
