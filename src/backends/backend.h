@@ -69,6 +69,9 @@ typedef enum { CODA_COPY_H2D = 0, CODA_COPY_D2H = 1, CODA_COPY_H2D_QUEUED = 2 } 
 typedef struct coda_backend_ops {
   const char *name;
   coda_backend kind;
+  /* Whether the backend can run on this machine (CUDA: a usable GPU is
+   * present; NULL: always). */
+  int (*available)(void);
   /* Context life: state the backend hangs on the context. */
   coda_status (*create)(coda_context ctx);
   void (*destroy)(coda_context ctx);

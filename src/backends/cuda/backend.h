@@ -15,6 +15,10 @@ extern "C" {
  * Both backends take it. */
 
 #ifdef CODA_HAVE_CUDA
+/* 1 when a GPU the kernels were built for (sm_90) is present (gemm.cu;
+ * the table's available, the public coda_cuda_available). */
+int coda_cuda_device_usable(void);
+
 /* Plain GEMM on the Hopper mainloop: D = alpha*op(A)*op(B) (+ D). Tensors are
  * device views. Arguments are already checked by the caller. */
 coda_status coda_cuda_gemm(coda_context ctx, coda_transpose trans_a,

@@ -31,7 +31,7 @@ coda_cuda_ctx *coda_cuda_ctx_of(coda_context ctx) {
 static coda_status cuda_create(coda_context ctx) {
   ctx->backend = calloc(1, sizeof(coda_cuda_ctx));
   if (!ctx->backend) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "CUDA backend: out of memory");
-  if (!coda_cuda_available())
+  if (!coda_cuda_device_usable())
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "CUDA backend: no usable sm_90 GPU");
   coda_status s = coda_cuda_stream_open(ctx);
   if (s == CODA_OK && ctx->opts.autotune) s = coda_cuda_gemm_set_autotune(ctx, 1);
@@ -283,6 +283,7 @@ static coda_status cuda_timer_elapsed(coda_context ctx, void *set, int a, int b,
 const coda_backend_ops coda_cuda_backend_ops = {
     .name = "cuda",
     .kind = CODA_BACKEND_CUDA,
+    .available = coda_cuda_device_usable,
     .create = cuda_create,
     .destroy = cuda_destroy,
     .alloc = cuda_alloc,
