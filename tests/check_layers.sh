@@ -3,18 +3,37 @@
 # train, dist -> tools. A file may include headers of its own layer and of
 # the layers below it, never above. Further:
 #   - backends/cpu and backends/cuda do not include each other;
-#   - above the backends only the table (backends/backend.h) is named, and
+#   - above the backends only the table (backends/backend.h) and its feature
+#     tables (backends/train_ops.h, backends/decode_ops.h) are named, and
 #     only by the api layer: nn, train, dist and tools name no backend file;
 #   - CODA_HAVE_CUDA is tested only where the CUDA table is registered
 #     (backends/registry.c) and inside the CUDA backend itself;
 #   - the tools (the CLI) use the public headers only, and their own;
 #   - getenv appears only in base/knobs.c.
+# With --calls, the same rule on calls instead, read from the symbol tables
+# of a build's objects (nm): every symbol an object of the library or the
+# tool uses and another of them defines is defined in the object's own
+# layer or below; the CPU and CUDA backends call nothing of each other, and
+# above the api layer nothing defined in backends/ is called. An object maps
+# back to its source through CMake's object folders
+# (CMakeFiles/<target>.dir/src/<path>.o); the embedded built-in programs
+# (generated/programs_embedded.c) are the language layer's; an object whose
+# source is gone from SRC_DIR (a file moved since the build) is left out.
 # Prints every violation and exits 1 if there is one.
 #
 #   tests/check_layers.sh [SRC_DIR]     (default: the src/ beside this script)
+#   tests/check_layers.sh --calls BUILD_DIR [SRC_DIR]
 set -u
-src=${1:-$(dirname "$0")/../src}
-cd "$src" || exit 2
+mode=includes
+if [ "${1:-}" = --calls ]; then
+  mode=calls
+  build=${2:?usage: check_layers.sh --calls BUILD_DIR [SRC_DIR]}
+  src=${3:-$(dirname "$0")/../src}
+  [ -d "$src" ] || { echo "check_layers: $src: no such folder"; exit 2; }
+else
+  src=${1:-$(dirname "$0")/../src}
+  cd "$src" || exit 2
+fi
 status=0
 
 rank() { # the layer of a path under src/ ("" for an unknown folder)
@@ -34,6 +53,66 @@ bad() {
   echo "check_layers: $*"
   status=1
 }
+
+# --calls: "D symbol source" for what each object defines (global symbols),
+# "U symbol source" for what it uses, then one pass over both.
+if [ "$mode" = calls ]; then
+  command -v nm >/dev/null 2>&1 || { echo "check_layers: nm not found"; exit 2; }
+  objs=$(find "$build/CMakeFiles/coda_obj.dir" "$build/CMakeFiles/coda.dir" -name '*.o' 2>/dev/null | sort)
+  [ -n "$objs" ] || { echo "check_layers: no objects under $build/CMakeFiles/{coda_obj,coda}.dir (build first)"; exit 2; }
+  table=$(for o in $objs; do
+    f=${o#*/CMakeFiles/*.dir/}
+    f=${f%.o}
+    case $f in
+      src/*) f=${f#src/}; [ -f "$src/$f" ] || continue ;;
+      generated/programs_embedded.c) f=lang/generated/programs_embedded.c ;;
+    esac
+    nm -P "$o" | awk -v f="$f" '
+      $2 == "U" || $2 == "w" || $2 == "v" { print "U", $1, f; next }
+      $2 ~ /^[A-Z]$/ { print "D", $1, f }'
+  done)
+  echo "$table" | awk '
+    function rank(p) {
+      if (p ~ /^base\//) return 0
+      if (p ~ /^lang\//) return 1
+      if (p ~ /^backends\//) return 2
+      if (p ~ /^api\//) return 3
+      if (p ~ /^nn\//) return 4
+      if (p ~ /^(train|dist)\//) return 5
+      if (p ~ /^tools\//) return 6
+      return -1
+    }
+    function dir(p) { sub(/\/[^\/]*$/, "", p); return p }
+    $1 == "D" {
+      r = rank($3)
+      if (!($2 in def) || r < rank(def[$2])) def[$2] = $3
+      if (r < 0 && !($3 in unknown)) { unknown[$3] = 1; print "check_layers: " $3 ": in no layer"; bad = 1 }
+      next
+    }
+    { use[++n] = $2; by[n] = $3 }
+    END {
+      for (i = 1; i <= n; i++) {
+        s = use[i]; f = by[i]
+        if (!(s in def)) continue # the C library, CUDA, ...
+        d = def[s]
+        if (d == f) continue
+        rf = rank(f); rd = rank(d)
+        if (rd > rf)
+          why = "layer " dir(d) " is above " dir(f)
+        else if ((f ~ /^backends\/cpu\// && d ~ /^backends\/cuda\//) || (f ~ /^backends\/cuda\// && d ~ /^backends\/cpu\//))
+          why = "one backend calls another"
+        else if (rf > 3 && d ~ /^backends\//)
+          why = "only the api layer calls the backends"
+        else
+          continue
+        print "check_layers: " f " calls " s " (" d "): " why
+        bad = 1
+      }
+      if (!bad) print "check_layers: every call between the objects runs down the layers"
+      exit bad
+    }'
+  exit $?
+fi
 
 files=$(find . -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) | sed 's|^\./||' | sort)
 for f in $files; do
@@ -62,7 +141,8 @@ for f in $files; do
     esac
     if [ "$r" -gt 2 ]; then
       case $target in
-        backends/backend.h) [ "$r" -eq 3 ] || bad "$f includes $inc: only the api layer calls the backend table" ;;
+        backends/backend.h | backends/train_ops.h | backends/decode_ops.h)
+          [ "$r" -eq 3 ] || bad "$f includes $inc: only the api layer calls the backend table" ;;
         backends/*) bad "$f includes $inc: a backend header above the backends" ;;
       esac
     fi

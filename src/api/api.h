@@ -1,10 +1,11 @@
 /* Entry points of the api layer for the layers above it (nn, train, dist,
  * tools) beyond the public headers: what a plan or the trainer needs from
- * the backend, without naming a backend. Nothing here is CUDA-specific. */
+ * the backend, without naming a backend. Nothing here is CUDA-specific.
+ * The decoder's entries, which take the jobs of the backends' decoding
+ * table, are in api/decode.h. */
 #ifndef CODA_API_API_H
 #define CODA_API_API_H
 
-#include "backends/backend.h" /* the decoder's job structs */
 #include "base/internal.h"
 
 #include <stddef.h>
@@ -61,9 +62,11 @@ coda_status coda_train_adamw(coda_context ctx, float *w, const float *g, float *
 coda_status coda_train_adamw_multi(coda_context ctx, float *w, const float *g, float *m, float *v,
                                    uint16_t *wb, size_t lo, size_t hi, const int64_t *seg,
                                    int nseg, const double *coef, double gscale, void *side);
-/* A side queue beside the context's stream (coda_train_ops.side_*): its
+/* A side queue beside the context's stream (backends/train_ops.h, side_*): its
  * work waits for the context's work issued before a fork, and the
- * context's work waits for a marker of it. */
+ * context's work waits for a marker of it. coda_train_has_side_queues: 1
+ * when the context's backend has them. */
+int coda_train_has_side_queues(coda_context ctx);
 coda_status coda_train_side_create(coda_context ctx, int nmarks, void **side);
 coda_status coda_train_side_fork(coda_context ctx, void *side);
 coda_status coda_train_side_mark(coda_context ctx, void *side, int i);
@@ -82,30 +85,6 @@ coda_status coda_train_device_memory(coda_context ctx, size_t *used, size_t *tot
  * without waiting for it; src may be reused on return. Not while the
  * stream is recorded into a graph. */
 coda_status coda_memcpy_h2d_queued(coda_context ctx, void *dst, const void *src, size_t bytes);
-
-/* The decoder's device kernels (backends/backend.h, coda_decode_ops):
- * 1 when the context's backend has them; the calls are stream-ordered and
- * return CODA_ERR_NOT_SUPPORTED on a backend without them. */
-int coda_decode_on_device(coda_context ctx);
-coda_status coda_decode_embed(coda_context ctx, float *x, const uint16_t *table,
-                              const int32_t *tok, int64_t M, int64_t D);
-/* A linear layer with its RMSNorm before and its SwiGLU or RoPE and cache
- * append after (backends/backend.h, coda_decode_linear_job). */
-coda_status coda_decode_linear(coda_context ctx, const coda_decode_linear_job *j);
-coda_status coda_decode_attention(coda_context ctx, const coda_decode_rows *r, uint16_t *o,
-                                  const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
-                                  float *work, int splits);
-coda_status coda_decode_gather_rows(coda_context ctx, float *dst, const float *src,
-                                    const int32_t *dst_rows, int64_t n, int64_t cols);
-coda_status coda_decode_sample(coda_context ctx, int32_t *tokens, const float *logits,
-                               const int32_t *pos, int64_t B, int64_t V, double temperature,
-                               int top_k, double top_p, uint64_t seed);
-/* A one-row step in one kernel (backends/backend.h, coda_decode_row_step_job);
- * coda_decode_row_step_ok says whether the backend takes the job's shapes
- * (0 with the reason in msg: it has no such kernel, or a dimension). */
-int coda_decode_row_step_ok(coda_context ctx, const coda_decode_row_step_job *j, char *msg,
-                            size_t cap);
-coda_status coda_decode_row_step(coda_context ctx, const coda_decode_row_step_job *j);
 
 /* Timing markers on the context's backend, in its order of work: on CUDA
  * events on the context's stream (device time), on the CPU the host clock

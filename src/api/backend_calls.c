@@ -1,7 +1,11 @@
-/* The api.h entry points: backend work the layers above ask for without
- * naming a backend, through the context's table (backends/backend.h). */
+/* The api.h and api/decode.h entry points: backend work the layers above
+ * ask for without naming a backend, through the context's table
+ * (backends/backend.h) and its feature tables (train_ops.h, decode_ops.h). */
 #include "api/api.h"
+#include "api/decode.h"
 #include "backends/backend.h"
+#include "backends/decode_ops.h"
+#include "backends/train_ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +112,10 @@ coda_status coda_train_zero(coda_context ctx, void *p, size_t bytes) {
 coda_status coda_train_device_memory(coda_context ctx, size_t *used, size_t *total) {
   TRAIN_CALL(memory, used, total);
 }
+int coda_train_has_side_queues(coda_context ctx) {
+  return ctx->ops->train && ctx->ops->train->side_create;
+}
+
 coda_status coda_train_side_create(coda_context ctx, int nmarks, void **side) {
   if (nmarks < 1 || !side)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_train_side_create: %d markers (>= 1), "

@@ -131,8 +131,9 @@ void coda_context_destroy(coda_context ctx) {
   free(ctx);
 }
 
-const char *coda_last_error(coda_context ctx) {
-  return ctx ? ctx->last_error : "no context";
+int coda_cuda_available(void) {
+  const coda_backend_ops *b = coda_backend_ops_for(CODA_BACKEND_CUDA);
+  return b && (!b->available || b->available());
 }
 coda_backend coda_context_backend(coda_context ctx) { return ctx->opts.backend; }
 coda_precision coda_context_precision(coda_context ctx) {

@@ -23,17 +23,6 @@ static size_t slot_of(const void *p, size_t cap) {
   return (size_t)(h & (cap - 1));
 }
 
-void coda_mem_add(coda_context ctx, size_t bytes) {
-  if (!ctx) return;
-  ctx->mem_current += bytes;
-  if (ctx->mem_current > ctx->mem_peak) ctx->mem_peak = ctx->mem_current;
-}
-
-void coda_mem_sub(coda_context ctx, size_t bytes) {
-  if (!ctx) return;
-  ctx->mem_current = bytes > ctx->mem_current ? 0 : ctx->mem_current - bytes;
-}
-
 void coda_mem_release(coda_context ctx) {
   if (!ctx) return;
   free(ctx->mem_slots);

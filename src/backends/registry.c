@@ -3,8 +3,6 @@
 
 #ifdef CODA_HAVE_CUDA
 extern const coda_backend_ops coda_cuda_backend_ops;
-#else
-int coda_cuda_available(void) { return 0; } /* the CUDA backend defines it */
 #endif
 
 const coda_backend_ops *coda_backend_ops_for(coda_backend b) {

@@ -26,11 +26,10 @@ struct coda_context_s {
   /* Warnings since the last coda_warnings_clear, one line each
    * (coda_warn; coda_warnings). */
   char warnings[4 * CODA_ERRMSG_LEN];
-  void *cuda; /* backend state of src/backends/cuda (NULL when unused) */
-  void *cuda_ws; /* its reusable workspaces (backends/cuda/workspace.h) */
-  void *cudnn; /* the cuDNN attention's plans and handle (backends/cuda/attention_cudnn.c) */
-  void *gemm_tune; /* GEMM autotuner choices of src/cuda/gemm_tune.cu (NULL when unused) */
-  /* Fused-step choices of coda_plan_tune_fusion (core/tune_cache.h; NULL
+  /* The backend's own state, owned by the backend: made by its create,
+   * freed by its destroy, read by it alone (NULL for a backend without). */
+  void *backend;
+  /* Fused-step choices of coda_plan_tune_fusion (base/tune_cache.h; NULL
    * until the first tuning on this context). */
   struct coda_fused_cache *fused_tune;
   /* Memory accounting (coda_memory_stats): bytes in use through coda_malloc
@@ -61,10 +60,11 @@ void coda_warn(coda_context ctx, const char *fmt, ...)
 
 /* Memory accounting of workspaces the backend allocates itself (split-K,
  * attention scratch): add when allocated, subtract when freed (in host
- * order; a stream-ordered free counts when it is enqueued). */
+ * order; a stream-ordered free counts when it is enqueued). base/mem_count.c */
 void coda_mem_add(coda_context ctx, size_t bytes);
 void coda_mem_sub(coda_context ctx, size_t bytes);
-/* Frees the accounting table (context destruction). */
+/* Frees the accounting table of coda_malloc's blocks (context destruction;
+ * api/memory.c, the only layer that calls it). */
 void coda_mem_release(coda_context ctx);
 
 /* Schedule of a fused GEMM on the CUDA backend: AUTO = the epilogue

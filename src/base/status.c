@@ -41,6 +41,12 @@ coda_status coda_fail(coda_context ctx, coda_status s, const char *fmt, ...) {
   return s;
 }
 
+/* Public (coda.h), and here rather than in the api layer: every layer that
+ * wraps a failure of a call below it into its own message reads it. */
+const char *coda_last_error(coda_context ctx) {
+  return ctx ? ctx->last_error : "no context";
+}
+
 void coda_clear_error(coda_context ctx) {
   if (ctx) ctx->last_error[0] = '\0';
 }

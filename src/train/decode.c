@@ -17,7 +17,8 @@
  * bit for bit). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, stat */
 #include "coda_decode.h"
-#include "api/api.h" /* the backend's decode kernels */
+#include "api/api.h"
+#include "api/decode.h" /* the backend's decode kernels */
 #include "train/decode_internal.h"
 #include "train/train.h"
 #include "base/options.h"

@@ -7,6 +7,7 @@
 
 #include "coda_decode.h"
 #include "api/api.h"
+#include "api/decode.h" /* the backend's decode kernels and their jobs */
 #include "train/train.h"
 
 #include <stdint.h>

@@ -68,7 +68,7 @@ static coda_status setup_bind(coda_context ctx, coda_model *m, dev_state *d);
  * time they hide (docs/decisions.md). */
 static coda_status setup_groups(coda_context ctx, coda_model *m, dev_state *d) {
   const coda_model_config *c = coda_model_cfg(m);
-  if (!ctx->knobs.optim_overlap_on || !ctx->ops->train || !ctx->ops->train->side_create)
+  if (!ctx->knobs.optim_overlap_on || !coda_train_has_side_queues(ctx))
     return CODA_OK;
   const int ng = c->layers + 2, np = coda_model_num_params(m);
   size_t *end = calloc((size_t)ng, sizeof *end);

@@ -24,6 +24,7 @@
  * per shape and strides on the context and destroyed with it. */
 #define _GNU_SOURCE
 #include "backends/cuda/attention_cudnn.h"
+#include "backends/cuda/backend.h" /* coda_cuda_ctx */
 #include "backends/cuda/stream.h"
 #include "backends/cuda/workspace.h"
 
@@ -54,8 +55,22 @@ typedef struct coda_cudnn_state {
 } coda_cudnn_state;
 
 static coda_cudnn_state *state(coda_context ctx) {
-  if (!ctx->cudnn) ctx->cudnn = calloc(1, sizeof(coda_cudnn_state));
-  return ctx->cudnn;
+  coda_cuda_ctx *b = coda_cuda_ctx_of(ctx);
+  if (!b) return NULL;
+  if (!b->cudnn) b->cudnn = calloc(1, sizeof(coda_cudnn_state));
+  return b->cudnn;
+}
+
+/* The state if it was made (NULL otherwise, or not a CUDA context). */
+static coda_cudnn_state *state_held(coda_context ctx) {
+  const coda_cuda_ctx *b = coda_cuda_ctx_of(ctx);
+  return b ? b->cudnn : NULL;
+}
+
+/* Forgets the state (after it was freed). */
+static void state_drop(coda_context ctx) {
+  coda_cuda_ctx *b = coda_cuda_ctx_of(ctx);
+  if (b) b->cudnn = NULL;
 }
 
 void coda_cudnn_attention_note(coda_context ctx, const char *fmt, ...) {
@@ -68,7 +83,8 @@ void coda_cudnn_attention_note(coda_context ctx, const char *fmt, ...) {
 }
 
 const char *coda_cudnn_attention_choice(coda_context ctx) {
-  return ctx && ctx->cudnn ? ((coda_cudnn_state *)ctx->cudnn)->choice : "";
+  const coda_cudnn_state *s = state_held(ctx);
+  return s ? s->choice : "";
 }
 
 #ifndef CODA_HAVE_CUDNN_HEADERS
@@ -90,8 +106,8 @@ size_t coda_cudnn_version(coda_context ctx) {
   return 0;
 }
 void coda_cudnn_release(coda_context ctx) {
-  free(ctx->cudnn);
-  ctx->cudnn = NULL;
+  free(state_held(ctx));
+  state_drop(ctx);
 }
 
 #else /* CODA_HAVE_CUDNN_HEADERS */
@@ -769,7 +785,7 @@ coda_status coda_cudnn_attention_forward(coda_context ctx, const coda_attn_job *
   cudnn_plan *p;
   coda_status st = get_plan(ctx, j, 0, &p);
   if (st) return st;
-  coda_cudnn_state *s = ctx->cudnn;
+  coda_cudnn_state *s = state_held(ctx);
   const size_t nstats = (size_t)j->B * j->Hq * j->T;
   const size_t extra = p->stats_tmp ? align256(nstats * sizeof(float)) : 0;
   void *ws = NULL;
@@ -792,7 +808,7 @@ coda_status coda_cudnn_attention_backward(coda_context ctx, const coda_attn_job 
   cudnn_plan *p;
   coda_status st = get_plan(ctx, j, 1, &p);
   if (st) return st;
-  coda_cudnn_state *s = ctx->cudnn;
+  coda_cudnn_state *s = state_held(ctx);
   const size_t nrow = (size_t)j->B * j->Hq * j->T, hd = (size_t)j->hd;
   const size_t sz_sum = align256(nrow * sizeof(float));
   const size_t sz_stats = p->stats_tmp ? align256(nrow * sizeof(float)) : 0;
@@ -839,7 +855,7 @@ coda_status coda_cudnn_attention_backward(coda_context ctx, const coda_attn_job 
 }
 
 void coda_cudnn_release(coda_context ctx) {
-  coda_cudnn_state *s = ctx->cudnn;
+  coda_cudnn_state *s = state_held(ctx);
   if (!s) return;
   if (s->fn) {
     for (int i = 0; i < s->nplans; i++) plan_free(s->fn, s->plans[i]);
@@ -849,7 +865,7 @@ void coda_cudnn_release(coda_context ctx) {
   free(s->fn);
   /* the library stays loaded: cuDNN keeps process-wide state of its own */
   free(s);
-  ctx->cudnn = NULL;
+  state_drop(ctx);
 }
 
 #endif /* CODA_HAVE_CUDNN_HEADERS */

@@ -3,6 +3,8 @@
 #ifndef CODA_CUDA_BACKEND_H
 #define CODA_CUDA_BACKEND_H
 #include "backends/backend.h" /* coda_attn_rope */
+#include "backends/decode_ops.h" /* the decoding table's jobs */
+#include "backends/train_ops.h"
 #include <stddef.h>
 #include <stdint.h>
 #ifdef __cplusplus
@@ -13,6 +15,10 @@ extern "C" {
  * Both backends take it. */
 
 #ifdef CODA_HAVE_CUDA
+/* 1 when a GPU the kernels were built for (sm_90) is present (gemm.cu;
+ * the table's available, the public coda_cuda_available). */
+int coda_cuda_device_usable(void);
+
 /* Plain GEMM on the Hopper mainloop: D = alpha*op(A)*op(B) (+ D). Tensors are
  * device views. Arguments are already checked by the caller. */
 coda_status coda_cuda_gemm(coda_context ctx, coda_transpose trans_a,
@@ -49,8 +55,20 @@ coda_status coda_cuda_gemm_epilogue(coda_context ctx, coda_program program,
 /* The tiling the CUDA epilogue kernel uses: {64, 128}. */
 coda_status coda_cuda_preferred_tiling(coda_context ctx, coda_program p, int64_t M, int64_t N,
                                        int64_t K, coda_tiling *out);
-/* Frees the CUDA state of a context (loaded epilogue kernels); call from
- * coda_context_destroy. */
+/* The CUDA backend's state on a context (ctx->backend): made by the
+ * table's create, freed by its destroy; each part is made the first time
+ * it is needed and released by the file that made it. */
+typedef struct coda_cuda_ctx {
+  void *kernels;   /* loaded fused kernels and driver entry points (epi_launch.c) */
+  void *ws;        /* the reusable workspaces (workspace.c) */
+  void *cudnn;     /* the cuDNN attention's plans and handle (attention_cudnn.c) */
+  void *gemm_tune; /* the GEMM autotuner's choices (gemm_tune.cu) */
+} coda_cuda_ctx;
+/* The CUDA state of ctx; NULL when ctx is not a CUDA context (a context
+ * of another backend may still ask the kernel compiler for source). */
+coda_cuda_ctx *coda_cuda_ctx_of(coda_context ctx);
+/* Frees the loaded epilogue kernels and the tuner's table of a context
+ * (the table's destroy). */
 void coda_cuda_context_release(coda_context ctx);
 /* The context's own stream (own_stream) and graphs of its stream (graph.c). */
 coda_status coda_cuda_stream_open(coda_context ctx);

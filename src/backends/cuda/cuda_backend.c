@@ -2,6 +2,8 @@
  * jobs of the api layer to the backend's entry points (backend.h, gplan.h),
  * which keep their own signatures. */
 #include "backends/backend.h"
+#include "backends/decode_ops.h"
+#include "backends/train_ops.h"
 #include "backends/cuda/attention_cudnn.h"
 #include "backends/cuda/backend.h"
 #include "backends/cuda/epi_codegen.h"
@@ -20,8 +22,16 @@ coda_status coda_cuda_program_compile(coda_context ctx, coda_program p, coda_dty
                                       coda_transpose trans_a, coda_transpose trans_b, int no_cache,
                                       coda_cuda_kernel_info *info, char **unit, char **log);
 
+extern const coda_backend_ops coda_cuda_backend_ops;
+
+coda_cuda_ctx *coda_cuda_ctx_of(coda_context ctx) {
+  return ctx && ctx->ops == &coda_cuda_backend_ops ? (coda_cuda_ctx *)ctx->backend : NULL;
+}
+
 static coda_status cuda_create(coda_context ctx) {
-  if (!coda_cuda_available())
+  ctx->backend = calloc(1, sizeof(coda_cuda_ctx));
+  if (!ctx->backend) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "CUDA backend: out of memory");
+  if (!coda_cuda_device_usable())
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "CUDA backend: no usable sm_90 GPU");
   coda_status s = coda_cuda_stream_open(ctx);
   if (s == CODA_OK && ctx->opts.autotune) s = coda_cuda_gemm_set_autotune(ctx, 1);
@@ -33,6 +43,8 @@ static void cuda_destroy(coda_context ctx) {
   coda_cudnn_release(ctx);       /* its plans and handle, before the workspaces */
   coda_cuda_workspace_release(ctx);
   coda_cuda_stream_close(ctx); /* after the stream-ordered frees above */
+  free(ctx->backend);
+  ctx->backend = NULL;
 }
 
 static coda_status cuda_alloc(coda_context ctx, size_t bytes, void **out) {
@@ -271,6 +283,7 @@ static coda_status cuda_timer_elapsed(coda_context ctx, void *set, int a, int b,
 const coda_backend_ops coda_cuda_backend_ops = {
     .name = "cuda",
     .kind = CODA_BACKEND_CUDA,
+    .available = coda_cuda_device_usable,
     .create = cuda_create,
     .destroy = cuda_destroy,
     .alloc = cuda_alloc,

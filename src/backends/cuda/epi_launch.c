@@ -4,7 +4,7 @@
  *
  * The driver API is reached only through the runtime's entry-point query
  * (libcuda is never linked), so the library loads without a driver. Loaded
- * kernels are kept per context (ctx->cuda) keyed by the hash of the
+ * kernels are kept per context (its coda_cuda_ctx) keyed by the hash of the
  * generated functor and the kernel configuration. */
 #include "backends/cuda/backend.h"
 #include "backends/cuda/debug.h"
@@ -60,13 +60,14 @@ typedef struct coda_cuda_state {
 void coda_cuda_context_release(coda_context ctx) {
   if (!ctx) return;
   coda_cuda_gemm_tune_release(ctx); /* the GEMM autotuner's table (gemm_tune.cu) */
-  if (!ctx->cuda) return;
-  coda_cuda_state *s = ctx->cuda;
+  coda_cuda_ctx *b = coda_cuda_ctx_of(ctx);
+  if (!b || !b->kernels) return;
+  coda_cuda_state *s = b->kernels;
   for (int i = 0; i < s->nk; i++)
     if (s->unload) s->unload(s->k[i].mod);
   free(s->k);
   free(s);
-  ctx->cuda = NULL;
+  b->kernels = NULL;
 }
 
 static void *entry(const char *name, int version) {
@@ -82,11 +83,13 @@ static void *entry(const char *name, int version) {
 }
 
 static coda_status get_state(coda_context ctx, coda_cuda_state **out) {
-  if (!ctx->cuda) {
-    ctx->cuda = calloc(1, sizeof(coda_cuda_state));
-    if (!ctx->cuda) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  coda_cuda_ctx *b = coda_cuda_ctx_of(ctx);
+  if (!b) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA epilogue: not a CUDA context");
+  if (!b->kernels) {
+    b->kernels = calloc(1, sizeof(coda_cuda_state));
+    if (!b->kernels) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   }
-  coda_cuda_state *s = ctx->cuda;
+  coda_cuda_state *s = b->kernels;
   if (!s->have_fns) {
     s->load = (pfn_load)entry("cuModuleLoadData", 2000);
     s->unload = (pfn_unload)entry("cuModuleUnload", 2000);
@@ -358,7 +361,8 @@ int coda_cuda_epilogue_local_bytes(coda_context ctx, coda_program program, int t
 #include "backends/cuda/gplan.h"
 
 void *coda_cuda_kernel_find(coda_context ctx, uint64_t key) {
-  coda_cuda_state *s = ctx->cuda;
+  const coda_cuda_ctx *b = coda_cuda_ctx_of(ctx);
+  coda_cuda_state *s = b ? b->kernels : NULL;
   if (!s) return NULL;
   for (int i = 0; i < s->nk; i++)
     if (s->k[i].key == key) return (void *)s->k[i].fn;

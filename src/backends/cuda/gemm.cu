@@ -88,7 +88,7 @@ __global__ void splitk_reduce(const float *__restrict__ w, int splits, long long
   }
 }
 
-extern "C" int coda_cuda_available(void) {
+extern "C" int coda_cuda_device_usable(void) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) {
     (void)cudaGetLastError();

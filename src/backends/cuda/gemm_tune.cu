@@ -45,16 +45,17 @@ struct TuneState {
 };
 
 TuneState *state(coda_context ctx, int create) {
-  if (!ctx) return NULL;
-  if (!ctx->gemm_tune && create) {
+  coda_cuda_ctx *b = coda_cuda_ctx_of(ctx);
+  if (!b) return NULL;
+  if (!b->gemm_tune && create) {
     TuneState *s = (TuneState *)calloc(1, sizeof(TuneState));
     if (!s) return NULL;
     s->enabled = ctx->knobs.autotune;
     s->disk_ok = 1;
     coda_tune_cache_init(&s->cache, "?", "?", NULL);
-    ctx->gemm_tune = s;
+    b->gemm_tune = s;
   }
-  return (TuneState *)ctx->gemm_tune;
+  return (TuneState *)b->gemm_tune;
 }
 
 /* Tags of the running device and library, the file path, and the file's
@@ -298,9 +299,10 @@ extern "C" const char *coda_cuda_gemm_tune_path(coda_context ctx) {
 }
 
 extern "C" void coda_cuda_gemm_tune_release(coda_context ctx) {
-  if (!ctx || !ctx->gemm_tune) return;
-  TuneState *s = (TuneState *)ctx->gemm_tune;
+  coda_cuda_ctx *b = coda_cuda_ctx_of(ctx);
+  if (!b || !b->gemm_tune) return;
+  TuneState *s = (TuneState *)b->gemm_tune;
   coda_tune_cache_free(&s->cache);
   free(s);
-  ctx->gemm_tune = NULL;
+  b->gemm_tune = NULL;
 }

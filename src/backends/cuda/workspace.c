@@ -1,5 +1,6 @@
 /* The context's reusable device scratch (see workspace.h). */
 #include "backends/cuda/workspace.h"
+#include "backends/cuda/backend.h" /* coda_cuda_ctx */
 #include "backends/cuda/stream.h"
 
 #include <cuda_runtime_api.h>
@@ -11,7 +12,8 @@ typedef struct coda_cuda_ws {
 } coda_cuda_ws;
 
 size_t coda_cuda_workspace_held(coda_context ctx, coda_cuda_ws_slot slot) {
-  const coda_cuda_ws *w = ctx->cuda_ws;
+  const coda_cuda_ctx *b = coda_cuda_ctx_of(ctx);
+  const coda_cuda_ws *w = b ? b->ws : NULL;
   return w && (unsigned)slot < CODA_CUDA_WS_COUNT && w->p[slot] ? w->bytes[slot] : 0;
 }
 
@@ -20,11 +22,13 @@ coda_status coda_cuda_workspace(coda_context ctx, coda_cuda_ws_slot slot, size_t
   *out = NULL;
   if ((unsigned)slot >= CODA_CUDA_WS_COUNT)
     return coda_fail(ctx, CODA_ERR_INTERNAL, "CUDA workspace: slot %d", (int)slot);
-  coda_cuda_ws *w = ctx->cuda_ws;
+  coda_cuda_ctx *b = coda_cuda_ctx_of(ctx);
+  if (!b) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA workspace: not a CUDA context");
+  coda_cuda_ws *w = b->ws;
   if (!w) {
     w = calloc(1, sizeof *w);
     if (!w) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "CUDA workspace: out of host memory");
-    ctx->cuda_ws = w;
+    b->ws = w;
   }
   if (w->bytes[slot] >= bytes && w->p[slot]) {
     *out = w->p[slot];
@@ -58,7 +62,8 @@ coda_status coda_cuda_workspace(coda_context ctx, coda_cuda_ws_slot slot, size_t
 }
 
 void coda_cuda_workspace_release(coda_context ctx) {
-  coda_cuda_ws *w = ctx ? ctx->cuda_ws : NULL;
+  coda_cuda_ctx *b = coda_cuda_ctx_of(ctx);
+  coda_cuda_ws *w = b ? b->ws : NULL;
   if (!w) return;
   for (int i = 0; i < CODA_CUDA_WS_COUNT; i++)
     if (w->p[i]) {
@@ -66,5 +71,5 @@ void coda_cuda_workspace_release(coda_context ctx) {
       coda_mem_sub(ctx, w->bytes[i]);
     }
   free(w);
-  ctx->cuda_ws = NULL;
+  b->ws = NULL;
 }
