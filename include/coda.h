@@ -341,6 +341,49 @@ coda_status coda_program_arg_shape_ctx(coda_context ctx, coda_program p, const c
                                        int64_t M, int64_t N, int tile_m, int tile_n,
                                        int64_t *rows, int64_t *cols);
 
+/* Parameters (text `param NAME` or `param NAME = NUMBER`, docs/language.md
+ * "Parameters"): named scalar constants of a program whose values are set
+ * per use. A program's parameters are listed by index (declaration order);
+ * has_value is 1 when the text gives a default or a value was bound. */
+typedef struct coda_param_info {
+  const char *name; /* owned by the program */
+  int has_value;
+  double value;     /* when has_value */
+} coda_param_info;
+int coda_program_num_params(coda_program p);
+coda_status coda_program_param(coda_program p, int i, coda_param_info *info);
+
+/* One value for coda_program_bind. */
+typedef struct coda_param_value {
+  const char *name;
+  double value;
+} coda_param_value;
+
+typedef struct coda_bind_options {
+  size_t struct_size; /* sizeof(coda_bind_options) (see "Versioned option
+                       * structs"); opts NULL: no values, the defaults */
+  const coda_param_value *values; /* nvalues entries, each naming a
+                                   * parameter of the program once */
+  int nvalues;
+} coda_bind_options;
+coda_bind_options coda_bind_default_options(void);
+
+/* coda_program_bind: a new program (*out, destroy it with
+ * coda_program_destroy) equal to p with the given parameter values; a
+ * parameter given none keeps its default. Its text declares the bound
+ * values as defaults (`param eps = 1e-6`), so it prints, hashes and
+ * compiles as a program with those constants: the CUDA backend generates
+ * the value into the kernel as a literal and caches a kernel per value.
+ * CODA_ERR_INVALID_ARGUMENT, *out NULL, with a message naming the
+ * parameter, for: a name the program does not declare (the message lists
+ * its parameters), a name given twice, a non-finite value, a parameter left
+ * without a value (no default and none given); CODA_ERR_TYPE when a value
+ * breaks a rule of its use (rstd's eps must be >= 0). A program whose
+ * parameters do not all have a value parses, prints and binds, but running
+ * or compiling it fails with CODA_ERR_INVALID_ARGUMENT. */
+coda_status coda_program_bind(coda_context ctx, coda_program p, const coda_bind_options *opts,
+                              coda_program *out);
+
 /* Built-in programs (the .coda files of programs/, embedded at build time): parse the
  * one named `name` (the file name without .coda); names are listed by
  * index, NULL past the end. */

@@ -29,6 +29,7 @@
 #pragma weak coda_epi_supported
 #pragma weak coda_epi_default_config
 #pragma weak coda_epi_fill_params
+#pragma weak coda_epi_program_key
 
 /* Programs that cover what the built-ins do not. */
 static const char *const kExtra[][2] = {
@@ -273,6 +274,34 @@ int main(void) {
     }
     coda_program_destroy(pe);
     coda_program_destroy(pf);
+  }
+  /* parameters: the bound value is a literal of the functor, so two values
+   * give two sources and two program keys; no value, no source */
+  if (coda_epi_program_key) {
+    const char *text = "param cap\ninput t : tile bf16\noutput y : bf16\nstore y = cap * tanh(acc / cap) + t\n";
+    coda_program p = NULL, b1 = NULL, b2 = NULL;
+    CHECK(coda_program_parse(ctx, text, &p) == CODA_OK);
+    coda_param_value v = {"cap", 0.5};
+    coda_bind_options bo = coda_bind_default_options();
+    bo.values = &v;
+    bo.nvalues = 1;
+    CHECK(p && coda_program_bind(ctx, p, &bo, &b1) == CODA_OK);
+    v.value = 30;
+    CHECK(p && coda_program_bind(ctx, p, &bo, &b2) == CODA_OK);
+    char *f0 = p ? coda_epi_functor_source(ctx, p) : NULL;
+    CHECK_MSG(!f0 && strstr(coda_last_error(ctx), "parameter 'cap' has no value"), "%s", coda_last_error(ctx));
+    free(f0);
+    char *f1 = b1 ? coda_epi_functor_source(ctx, b1) : NULL, *f2 = b2 ? coda_epi_functor_source(ctx, b2) : NULL;
+    CHECK(f1 && f2 && strstr(f1, "0x1p-1f") && strstr(f2, "0x1.ep+4f") && strcmp(f1, f2));
+    CHECK(b1 && b2 && coda_epi_program_key(b1, 0) != coda_epi_program_key(b2, 0));
+    free(f1), free(f2);
+    if (b1) {
+      total++;
+      compiled += compile_one(ctx, "param cap=0.5", b1, 0, 1, 0);
+    }
+    coda_program_destroy(p);
+    coda_program_destroy(b1);
+    coda_program_destroy(b2);
   }
   /* half-split pairs stage their full-width outputs for the whole
    * fragment: both columns of a point into the chunks' buffers, each chunk

@@ -728,7 +728,7 @@ int main(void) {
   c.flags = CODA_LLAMA_ROPE_MAP | CODA_LLAMA_FOLD;
   test_block_exact(c);
   test_block_bf16(CODA_LLAMA_ROPE_MAP);
-  /* an RMSNorm eps other than 1e-5 (written into the programs) and RoPE
+  /* an RMSNorm eps other than 1e-5 (bound to the programs' parameter eps) and RoPE
    * scaling (the frequency table) against the reference, which computes
    * both its own way; fused and folded, fused and map RoPE backward */
   const coda_rope_scaling llama3 = {CODA_ROPE_LLAMA3, 8.0, 1.0, 4.0, 128.0};

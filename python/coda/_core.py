@@ -345,6 +345,35 @@ class Program:
         return "fast" if lib.coda_program_math(self._h) == 1 else "exact"
 
     @property
+    def params(self):
+        """The parameters (`param NAME [= NUMBER]`, docs/language.md
+        "Parameters"), in declaration order: {name: value, or None for one
+        without a value}."""
+        out = {}
+        for i in range(lib.coda_program_num_params(self._h)):
+            info = _lib.ParamInfo()
+            _check(None, lib.coda_program_param(self._h, i, ctypes.byref(info)))
+            out[info.name.decode()] = info.value if info.has_value else None
+        return out
+
+    def bind(self, context=None, **values):
+        """A new program with the given parameter values (coda_program_bind):
+        bind(eps=1e-6). CodaError for a name the program does not declare,
+        a non-finite value or a parameter left without a value."""
+        ctx = context or _parse_ctx()
+        vals = (_lib.ParamValue * max(1, len(values)))()
+        for i, (k, v) in enumerate(values.items()):
+            vals[i].name = k.encode()
+            vals[i].value = float(v)
+        opts = _lib.BindOptions()
+        opts.struct_size = ctypes.sizeof(_lib.BindOptions)
+        opts.values = ctypes.cast(vals, ctypes.POINTER(_lib.ParamValue))
+        opts.nvalues = len(values)
+        h = ctypes.c_void_p()
+        _check(ctx._h, lib.coda_program_bind(ctx._h, self._h, ctypes.byref(opts), ctypes.byref(h)))
+        return Program(h.value)
+
+    @property
     def args(self):
         """The named arguments, in index order: inputs, outputs, partials,
         finisher results (a list of ArgumentInfo)."""

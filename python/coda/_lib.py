@@ -16,6 +16,21 @@ class Tensor(ctypes.Structure):
     _fields_ = [("data", c_void_p), ("dtype", c_int), ("rows", c_i64), ("cols", c_i64), ("ld", c_i64)]
 
 
+class ParamInfo(ctypes.Structure):
+    """Mirror of coda_param_info."""
+    _fields_ = [("name", c_char_p), ("has_value", c_int), ("value", ctypes.c_double)]
+
+
+class ParamValue(ctypes.Structure):
+    """Mirror of coda_param_value."""
+    _fields_ = [("name", c_char_p), ("value", ctypes.c_double)]
+
+
+class BindOptions(ctypes.Structure):
+    """Mirror of coda_bind_options (struct_size: this mirror's size)."""
+    _fields_ = [("struct_size", ctypes.c_size_t), ("values", ctypes.POINTER(ParamValue)), ("nvalues", c_int)]
+
+
 class ContextOptions(ctypes.Structure):
     """Mirror of coda_context_options. Its struct_size is set from this
     mirror's own size (new_context_options), never taken from the C side:
@@ -107,6 +122,9 @@ _decl("coda_program_arg", c_int, c_void_p, c_int, _P(ArgInfo))
 _decl("coda_program_arg_shape", c_int, c_void_p, c_char_p, c_i64, c_i64, c_int, c_int, _P(c_i64), _P(c_i64))
 _decl("coda_program_builtin", c_int, c_void_p, c_char_p, _P(c_void_p))
 _decl("coda_builtin_program_name", c_char_p, c_int)
+_decl("coda_program_num_params", c_int, c_void_p)
+_decl("coda_program_param", c_int, c_void_p, c_int, _P(ParamInfo))
+_decl("coda_program_bind", c_int, c_void_p, c_void_p, _P(BindOptions), _P(c_void_p))
 _decl("coda_args_create", c_int, c_void_p, _P(c_void_p))
 _decl("coda_args_destroy", None, c_void_p)
 _decl("coda_args_set", c_int, c_void_p, c_char_p, _P(Tensor))

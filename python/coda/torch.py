@@ -59,7 +59,6 @@ stream (a context per device and stream, cached), viewed without copies.
 """
 
 import math
-import re
 import threading
 from typing import Optional
 
@@ -146,14 +145,13 @@ finish dw = sum(dwp)
 _DT_WORD = {torch.bfloat16: None, torch.float32: "f32", torch.float64: "f64"}
 _TEXTS = {"rn_bwd": _RN_BWD, "rms_bwd": _RMS_BWD, "rowscale_gemm": _ROWSCALE_GEMM,
           "rowscale_map": _ROWSCALE_MAP}
-_RSTD_EPS = re.compile(r"rstd\(\s*(\w+)\s*,\s*1e-5\s*\)")
 
 
 def _program(name, dtype, eps=None):
     """Built-in program `name` (or one of the texts above), retyped for dtype:
     bf16 as written; float32 / float64: every floating declaration. eps:
-    the RMSNorm epsilon of its rstd finisher (the built-ins say 1e-5;
-    Hugging Face configurations often 1e-6)."""
+    the value of its parameter `eps`, the RMSNorm epsilon (the built-ins'
+    default is 1e-5; Hugging Face configurations often say 1e-6)."""
     if dtype not in _DT_WORD:
         raise TypeError("coda ops: dtype %s not supported (bfloat16, float32, float64)" % dtype)
     key = (name, dtype, eps)
@@ -163,10 +161,9 @@ def _program(name, dtype, eps=None):
         if eps is not None and float(eps) != 1e-5:
             if not (float(eps) > 0.0):
                 raise ValueError("coda ops: RMSNorm eps must be > 0, got %r" % (eps,))
-            text, n = _RSTD_EPS.subn(lambda m: "rstd(%s, %r)" % (m.group(1), float(eps)), p.text)
-            if n != 1:
-                raise _core.CodaError(13, "program %s has no rstd finisher to set eps in" % name)
-            p = _core.Program.parse(text)
+            if "eps" not in p.params:
+                raise _core.CodaError(13, "program %s has no parameter eps (it has %s)" % (name, sorted(p.params)))
+            p = p.bind(eps=float(eps))
         if _DT_WORD[dtype]:
             p = p.retyped(_DT_WORD[dtype])
         _programs[key] = p

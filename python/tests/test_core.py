@@ -56,6 +56,56 @@ def test_residual_rowsum_f64_exact():
     np.testing.assert_allclose(out["r"][:, 0], 1 / np.sqrt((s * s).mean(1) + 1e-5), rtol=1e-12)
 
 
+PARAM_NORM = """
+param eps = 1e-5
+param scale
+input x : tile f64
+output y : f64
+store y = scale * x / (x * x + eps)
+reduce ss = rowsum(x * x)
+finish r = rstd(ss, eps)
+"""
+
+
+def test_params_bind_and_run():
+    """Parameters bound by value: two eps values give two results, each the
+    numpy reference; the refusals name the parameter."""
+    ctx = coda.Context("cpu", precision="f64")
+    p = coda.Program.parse(PARAM_NORM)
+    assert p.params == {"eps": 1e-5, "scale": None}
+    x = rand(5, 40) * 0.1
+    with pytest.raises(coda.CodaError) as e:
+        ctx.map(p, x=x)
+    assert "parameter 'scale' has no value" in e.value.message
+    outs = []
+    for eps in (1e-5, 0.2):
+        q = p.bind(eps=eps, scale=-1.5)
+        assert q.params == {"eps": eps, "scale": -1.5}
+        assert "param eps = %s" % ("1e-5" if eps == 1e-5 else "0.2") in q.text
+        out = ctx.map(q, x=x)
+        np.testing.assert_allclose(out["y"], -1.5 * x / (x * x + eps), rtol=1e-12)
+        np.testing.assert_allclose(out["r"][:, 0], 1 / np.sqrt((x * x).mean(1) + eps), rtol=1e-6)
+        outs.append(out["r"][:, 0])
+    assert not np.allclose(outs[0], outs[1])
+    with pytest.raises(coda.CodaError) as e:
+        p.bind(epz=1.0, scale=1.0)
+    assert e.value.status_name == "CODA_ERR_INVALID_ARGUMENT"
+    assert "unknown parameter 'epz' (it declares eps, scale)" in e.value.message
+    with pytest.raises(coda.CodaError) as e:
+        p.bind(eps=float("inf"), scale=1.0)
+    assert "not finite" in e.value.message
+    with pytest.raises(coda.CodaError) as e:
+        p.bind(eps=1e-6)
+    assert "parameter 'scale' has no value" in e.value.message
+
+
+def test_builtin_eps_parameter():
+    p = coda.Program.builtin("llama_rmsnorm")
+    assert p.params == {"eps": 1e-5}
+    q = p.bind(eps=1e-6).retyped("f64")
+    assert q.params == {"eps": 1e-6} and "rstd(ss, eps)" in q.text
+
+
 def test_outputs_given_and_trans_a():
     ctx = coda.Context("cpu", precision="f64")
     p = coda.Program.parse(RESIDUAL_ROWSUM)
@@ -252,7 +302,9 @@ def test_ctypes_structs_match_the_header():
         pytest.skip("include/coda.h not beside the package (installed elsewhere)")
     text = open(header).read()
     for cls, cname in [(_lib.Tensor, "coda_tensor"), (_lib.ContextOptions, "coda_context_options"),
-                       (_lib.ArgInfo, "coda_arg_info"), (_lib.Tiling, "coda_tiling")]:
+                       (_lib.ArgInfo, "coda_arg_info"), (_lib.Tiling, "coda_tiling"),
+                       (_lib.ParamInfo, "coda_param_info"), (_lib.ParamValue, "coda_param_value"),
+                       (_lib.BindOptions, "coda_bind_options")]:
         assert [f[0] for f in cls._fields_] == _c_struct_members(text, cname), cname
     # the versioned struct: its size comes from the mirror, and the library
     # takes the mirror's size as one of its layouts (a mirror of the wrong

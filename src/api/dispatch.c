@@ -269,6 +269,7 @@ static coda_status prepare_program(coda_context ctx, coda_program p, coda_args a
                                    const coda_tensor *B, coda_epi_job *job) {
   coda_status s;
   if ((s = ir_validate(ctx, p))) return s;
+  if ((s = ir_check_params(ctx, p, "run"))) return s;
   if ((s = check_tiling(ctx, tl))) return s;
   if ((s = check_domain(ctx, M, N))) return s;
   if ((s = ir_check_domain(ctx, p, N, tl.tile_n))) return s;
@@ -390,6 +391,7 @@ coda_status coda_finish(coda_context ctx, coda_program program, const char *name
                      !program ? "program" : !name ? "name" : "args");
   coda_status s;
   if ((s = ir_validate(ctx, program))) return s;
+  if ((s = ir_check_params(ctx, program, "coda_finish"))) return s;
   if ((s = check_tiling(ctx, tiling))) return s;
   if ((s = check_domain(ctx, M, N))) return s;
   if ((s = ir_check_domain(ctx, program, N, tiling.tile_n))) return s;

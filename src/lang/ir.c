@@ -95,7 +95,7 @@ const char *ir_finish_kind_name(coda_finish_kind k) {
  * result `x2`, programs name an lse vector `lse`. */
 static const char *const keywords[] = {
   "mode", "math", "input", "output", "store", "reduce", "finish", "acc", "row", "col", "pack",
-  "seg", "segpos",
+  "seg", "segpos", "param",
 };
 
 int ir_is_reserved(const char *s) {
@@ -123,6 +123,30 @@ int ir_find_finish(const struct coda_program_s *p, const char *name) {
   for (int i = 0; i < p->nfinishes; i++)
     if (!strcmp(p->finishes[i].name, name)) return i;
   return -1;
+}
+
+int ir_find_param(const struct coda_program_s *p, const char *name) {
+  for (int i = 0; i < p->nparams; i++)
+    if (!strcmp(p->params[i].name, name)) return i;
+  return -1;
+}
+
+void ir_param_propagate(struct coda_program_s *p, int i) {
+  const double v = p->params[i].has_value ? p->params[i].value : 0.0;
+  for (int k = 0; k < p->ninstrs; k++)
+    if (p->instrs[k].code == IR_CONST && p->instrs[k].param == i + 1) p->instrs[k].imm = v;
+  for (int k = 0; k < p->nfinishes; k++)
+    if (p->finishes[k].eps_param == i + 1) p->finishes[k].eps = v;
+}
+
+coda_status ir_check_params(coda_context ctx, const struct coda_program_s *p, const char *what) {
+  for (int i = 0; i < p->nparams; i++)
+    if (!p->params[i].has_value)
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                       "%s: parameter '%s' has no value: it has no default, so bind one with "
+                       "coda_program_bind (docs/language.md, \"Parameters\")",
+                       what, p->params[i].name);
+  return CODA_OK;
 }
 
 int coda_program_pair_split(coda_program p) { return p && p->pair_mode ? p->pair_split : 0; }
@@ -187,12 +211,20 @@ int ir_equal(const struct coda_program_s *a, const struct coda_program_s *b,
   if (a->nreduces != b->nreduces) DIFF("reduction count %d vs %d", a->nreduces, b->nreduces);
   if (a->nfinishes != b->nfinishes) DIFF("finisher count %d vs %d", a->nfinishes, b->nfinishes);
   if (a->nregs != b->nregs) DIFF("register count %d vs %d", a->nregs, b->nregs);
+  if (a->nparams != b->nparams) DIFF("parameter count %d vs %d", a->nparams, b->nparams);
+  for (int i = 0; i < a->nparams; i++) {
+    const ir_param *x = &a->params[i], *y = &b->params[i];
+    if (strcmp(x->name, y->name) || x->has_value != y->has_value ||
+        (x->has_value && memcmp(&x->value, &y->value, sizeof x->value) != 0))
+      DIFF("parameter %d ('%s' vs '%s') differs", i, x->name, y->name);
+  }
   for (int i = 0; i < a->ninstrs; i++) {
     const ir_instr *x = &a->instrs[i], *y = &b->instrs[i];
     if (x->code != y->code) DIFF("instruction %d: code %d vs %d", i, (int)x->code, (int)y->code);
     if (x->dst != y->dst || x->dst2 != y->dst2) DIFF("instruction %d: destination differs", i);
     switch (x->code) {
     case IR_CONST:
+      if (x->param != y->param) DIFF("instruction %d: parameter differs", i);
       if (memcmp(&x->imm, &y->imm, sizeof x->imm) != 0)
         DIFF("instruction %d: constant %.17g vs %.17g", i, x->imm, y->imm);
       break;
@@ -235,7 +267,8 @@ int ir_equal(const struct coda_program_s *a, const struct coda_program_s *b,
     if (strcmp(x->name, y->name) || x->kind != y->kind || x->reduce != y->reduce)
       DIFF("finisher %d ('%s' vs '%s') differs", i, x->name, y->name);
     if (x->kind == CODA_FINISH_RSTD &&
-        (memcmp(&x->eps, &y->eps, sizeof x->eps) != 0 || x->reduce2 != y->reduce2))
+        (memcmp(&x->eps, &y->eps, sizeof x->eps) != 0 || x->reduce2 != y->reduce2 ||
+         x->eps_param != y->eps_param))
       DIFF("finisher %d: eps or second partial differs", i);
   }
   if (compare_names) {

@@ -21,6 +21,7 @@ extern "C" {
 #define CODA_MAX_REDUCES 16
 #define CODA_MAX_FINISHES 16
 #define CODA_MAX_ARGS 5       /* operands of one instruction */
+#define CODA_MAX_PARAMS 16    /* named scalar parameters (`param`) */
 
 typedef enum ir_code {
   IR_CONST = 0, /* dst = imm */
@@ -40,7 +41,9 @@ typedef struct ir_instr {
   int args[CODA_MAX_ARGS];
   int dst;         /* register written */
   int dst2;        /* second register of two-result ops, else -1 */
-  double imm;      /* IR_CONST */
+  double imm;      /* IR_CONST (a parameter: its value, 0 while it has none) */
+  int param;       /* IR_CONST: 1 + index into params when the constant is a
+                    * parameter's value, 0 for a literal */
   int line, col;   /* source position (0 for the builder) */
 } ir_instr;
 
@@ -77,9 +80,21 @@ typedef struct ir_finish {
   coda_finish_kind kind;
   int reduce;         /* index into reduces */
   double eps;         /* RSTD */
+  int eps_param;      /* RSTD: 1 + index into params when eps is a parameter, else 0 */
   int reduce2;        /* centered RSTD: rowsum partial of x, else -1 */
   int line, col;      /* the finisher keyword (0 for the builder) */
 } ir_finish;
+
+/* A named scalar parameter (`param NAME [= NUMBER]`): a constant of the
+ * program whose value is set per use (coda_program_bind). Its uses are
+ * IR_CONST instructions (and rstd eps) marked with its index, holding its
+ * value, so every evaluator reads it as a literal. */
+typedef struct ir_param {
+  char name[CODA_NAME_MAX];
+  int has_value;      /* a default in the text, or a value bound */
+  double value;       /* when has_value */
+  int line, col;      /* declaration (0 for the builder) */
+} ir_param;
 
 struct coda_program_s {
   int pair_mode;
@@ -93,6 +108,8 @@ struct coda_program_s {
   ir_output outputs[CODA_MAX_OUTPUTS];
   ir_reduce reduces[CODA_MAX_REDUCES];
   ir_finish finishes[CODA_MAX_FINISHES];
+  int nparams;
+  ir_param params[CODA_MAX_PARAMS];
   char **reg_names;   /* nregs entries, NULL for unnamed temporaries */
   char *text;         /* canonical text (printer), owned */
   char *ir_dump;      /* IR listing, owned */
@@ -118,6 +135,14 @@ int ir_find_output(const struct coda_program_s *p, const char *name);
 int ir_find_reduce(const struct coda_program_s *p, const char *name);
 
 int ir_find_finish(const struct coda_program_s *p, const char *name);
+int ir_find_param(const struct coda_program_s *p, const char *name);
+
+/* Sets every use of parameter i (its IR_CONST instructions and rstd eps) to
+ * its value. */
+void ir_param_propagate(struct coda_program_s *p, int i);
+/* CODA_OK when every parameter has a value; else CODA_ERR_INVALID_ARGUMENT
+ * naming the first without one (what: the caller, for the message). */
+coda_status ir_check_params(coda_context ctx, const struct coda_program_s *p, const char *what);
 
 /* Validates a complete program (used by parser and builder). Messages carry
  * "line L, column C: " when the offending item has a source position. */

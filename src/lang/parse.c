@@ -14,7 +14,8 @@
 
 #define MAX_TEXT (1 << 20) /* bytes of program text */
 #define MAX_DEPTH 64       /* nesting of parentheses, calls and unary minus */
-#define MAX_SYMS (CODA_MAX_INPUTS + CODA_MAX_OUTPUTS + CODA_MAX_REDUCES + CODA_MAX_FINISHES + 2 * CODA_MAX_INSTRS)
+#define MAX_SYMS (CODA_MAX_INPUTS + CODA_MAX_OUTPUTS + CODA_MAX_REDUCES + CODA_MAX_FINISHES + CODA_MAX_PARAMS + \
+                  2 * CODA_MAX_INSTRS)
 
 typedef enum {
   T_EOF, T_NL, T_NAME, T_NUM, T_COMMA, T_COLON, T_DOT, T_LP, T_RP, T_ASSIGN,
@@ -29,12 +30,12 @@ typedef struct {
   double num;
 } token;
 
-typedef enum { SYM_INPUT, SYM_OUTPUT, SYM_VALUE, SYM_REDUCE, SYM_FINISH } sym_kind;
+typedef enum { SYM_INPUT, SYM_OUTPUT, SYM_VALUE, SYM_REDUCE, SYM_FINISH, SYM_PARAM } sym_kind;
 
 typedef struct {
   char name[CODA_NAME_MAX];
   sym_kind kind;
-  int index; /* input/output/reduce/finish index or register */
+  int index; /* input/output/reduce/finish/param index or register */
   int line;
 } symbol;
 
@@ -432,7 +433,7 @@ static int parse_primary(parser *ps) {
   if (tok_is(&t, "pack"))
     return perr(ps, CODA_ERR_TYPE, t.line, t.col, "pack(...) is only allowed as the whole value of a store");
   if (tok_is(&t, "mode") || tok_is(&t, "math") || tok_is(&t, "input") || tok_is(&t, "output") || tok_is(&t, "store") ||
-      tok_is(&t, "reduce") || tok_is(&t, "finish"))
+      tok_is(&t, "reduce") || tok_is(&t, "finish") || tok_is(&t, "param"))
     return expected(ps, "an expression");
   next(ps);
   coda_lane lane;
@@ -462,6 +463,16 @@ static int parse_primary(parser *ps) {
     if (!in) return -1;
     in->input = s->index;
     in->lane = lane;
+    return in->dst;
+  }
+  case SYM_PARAM: {
+    if (ps->tok.k == T_DOT)
+      return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is a parameter, one number: read it as %s, without a lane",
+                  nm, nm);
+    ir_instr *in = emit(ps, IR_CONST, &t);
+    if (!in) return -1;
+    in->param = s->index + 1;
+    in->imm = ps->p->params[s->index].has_value ? ps->p->params[s->index].value : 0.0;
     return in->dst;
   }
   case SYM_VALUE:
@@ -571,6 +582,38 @@ static int parse_input(parser *ps) {
   in->line = t.line;
   in->col = t.col;
   define(ps, name, SYM_INPUT, p->ninputs++, t.line);
+  return 0;
+}
+
+/* param NAME [= NUMBER]: a named constant whose value is set per use. */
+static int parse_param(parser *ps) {
+  struct coda_program_s *p = ps->p;
+  token t = ps->tok;
+  char name[CODA_NAME_MAX];
+  if (check_new_name(ps, &t, name)) return -1;
+  if (p->nparams >= CODA_MAX_PARAMS)
+    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "too many parameters (at most %d)", CODA_MAX_PARAMS);
+  next(ps);
+  ir_param *pm = &p->params[p->nparams];
+  memset(pm, 0, sizeof *pm);
+  if (accept(ps, T_ASSIGN)) {
+    int neg = accept(ps, T_MINUS);
+    token n = ps->tok;
+    if (n.k != T_NUM)
+      return expected(ps, "a number literal as the parameter's default (e.g. 'param eps = 1e-5')");
+    if (!isfinite(n.num))
+      return perr(ps, CODA_ERR_TYPE, n.line, n.col, "parameter '%s': default %.*s is not finite", name, n.len,
+                  n.s);
+    next(ps);
+    pm->has_value = 1;
+    pm->value = neg ? -n.num : n.num;
+  } else if (ps->tok.k != T_NL && ps->tok.k != T_EOF) {
+    return expected(ps, "'=' and a default, or end of line, after the parameter's name");
+  }
+  snprintf(pm->name, sizeof pm->name, "%s", name);
+  pm->line = t.line;
+  pm->col = t.col;
+  define(ps, name, SYM_PARAM, p->nparams++, t.line);
   return 0;
 }
 
@@ -742,13 +785,21 @@ static int parse_finish(parser *ps) {
   if (expect(ps, T_LP, "'('")) return -1;
   int reduce = -1, reduce2 = -1;
   double eps = 0;
+  int eps_param = 0;
   if (partial_ref(ps, &reduce)) return -1;
   if (kind == CODA_FINISH_RSTD) {
     if (expect(ps, T_COMMA, "','")) return -1;
-    if (ps->tok.k != T_NUM)
-      return expected(ps, "a number literal as rstd's eps (eps must be a literal, not a name or an "
-                          "expression)");
-    eps = ps->tok.num;
+    symbol *ps_sym = ps->tok.k == T_NAME ? lookup(ps, &ps->tok) : NULL;
+    if (ps_sym && ps_sym->kind == SYM_PARAM) {
+      const ir_param *pm = &p->params[ps_sym->index];
+      eps_param = ps_sym->index + 1;
+      eps = pm->has_value ? pm->value : 0.0;
+    } else if (ps->tok.k != T_NUM) {
+      return expected(ps, "a number literal or a parameter as rstd's eps (eps must be a literal or a "
+                          "parameter, not an expression)");
+    } else {
+      eps = ps->tok.num;
+    }
     next(ps);
     if (ps->tok.k != T_COMMA && ps->tok.k != T_RP)
       return expected(ps, "')' or ',' after rstd's eps (eps must be a literal, not an expression)");
@@ -762,6 +813,7 @@ static int parse_finish(parser *ps) {
   f->reduce = reduce;
   f->reduce2 = reduce2;
   f->eps = eps;
+  f->eps_param = eps_param;
   f->line = kt.line;
   f->col = kt.col;
   define(ps, name, SYM_FINISH, p->nfinishes++, t.line);
@@ -859,6 +911,7 @@ static int parse_statement(parser *ps) {
     return 0;
   }
   if (tok_is(&t, "input")) { next(ps); return parse_input(ps); }
+  if (tok_is(&t, "param")) { next(ps); return parse_param(ps); }
   if (tok_is(&t, "output")) { next(ps); return parse_output(ps); }
   if (tok_is(&t, "store")) { next(ps); return parse_store(ps); }
   if (tok_is(&t, "reduce")) { next(ps); return parse_reduce(ps); }

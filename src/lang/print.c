@@ -90,7 +90,7 @@ typedef struct {
 static int instr_prec(const printer *pr, int i) {
   const ir_instr *in = &pr->p->instrs[i];
   const char *sym;
-  if (in->code == IR_CONST) return signbit(in->imm) ? 4 : 5;
+  if (in->code == IR_CONST) return !in->param && signbit(in->imm) ? 4 : 5;
   if (in->code != IR_MATH) return 5;
   if (in->op == CODA_OP_NEG) return 4;
   int b = binary_op(in->op, &sym);
@@ -104,7 +104,8 @@ static int reg_depth(const printer *pr, int r) { return pr->inl[r] ? pr->depth[p
  * would read back as the literal -2: print "-(2)"; "--2" is neg(-2)) or a
  * binary operation. */
 static int neg_needs_paren(const printer *pr, int a) {
-  if (pr->inl[a] && pr->p->instrs[pr->def[a]].code == IR_CONST) return !signbit(pr->p->instrs[pr->def[a]].imm);
+  if (pr->inl[a] && pr->p->instrs[pr->def[a]].code == IR_CONST && !pr->p->instrs[pr->def[a]].param)
+    return !signbit(pr->p->instrs[pr->def[a]].imm);
   return reg_prec(pr, a) < 4;
 }
 
@@ -201,7 +202,7 @@ static int plan(printer *pr) {
 
 static int name_taken(const struct coda_program_s *p, char **names, const char *s) {
   if (ir_find_input(p, s) >= 0 || ir_find_output(p, s) >= 0 || ir_find_reduce(p, s) >= 0 ||
-      ir_find_finish(p, s) >= 0)
+      ir_find_finish(p, s) >= 0 || ir_find_param(p, s) >= 0)
     return 1;
   for (int r = 0; r < p->nregs; r++)
     if (names[r] && !strcmp(names[r], s)) return 1;
@@ -235,6 +236,10 @@ static void print_instr(coda_strbuf *b, const printer *pr, int i, int minprec) {
   const char *sym;
   switch (in->code) {
   case IR_CONST:
+    if (in->param) {
+      coda_sb_printf(b, "%s", p->params[in->param - 1].name);
+      break;
+    }
     fmt_number(num, sizeof num, in->imm);
     coda_sb_printf(b, "%s", num);
     break;
@@ -337,6 +342,13 @@ char *ir_print_text(const struct coda_program_s *p) {
   else if (p->pair_mode && p->pair_split) coda_sb_printf(&b, "mode pair split %d\n", p->pair_split);
   else if (p->pair_mode) coda_sb_printf(&b, "mode pair\n");
   if (p->math_fast) coda_sb_printf(&b, "math fast\n");
+  for (int i = 0; i < p->nparams; i++) {
+    const ir_param *pm = &p->params[i];
+    char num[40];
+    fmt_number(num, sizeof num, pm->value);
+    if (pm->has_value) coda_sb_printf(&b, "param %s = %s\n", pm->name, num);
+    else coda_sb_printf(&b, "param %s\n", pm->name);
+  }
   for (int i = 0; i < p->ninputs; i++) {
     const ir_input *in = &p->inputs[i];
     coda_sb_printf(&b, "input %s : %s %s%s\n", in->name, kind_word(in->kind), coda_dtype_name(in->dtype),
@@ -399,7 +411,8 @@ char *ir_print_text(const struct coda_program_s *p) {
     if (f->kind == CODA_FINISH_RSTD) {
       char num[40];
       fmt_number(num, sizeof num, f->eps);
-      coda_sb_printf(&b, "finish %s = rstd(%s, %s", f->name, part, num);
+      coda_sb_printf(&b, "finish %s = rstd(%s, %s", f->name, part,
+                     f->eps_param ? p->params[f->eps_param - 1].name : num);
       if (f->reduce2 >= 0) coda_sb_printf(&b, ", %s", p->reduces[f->reduce2].name);
       coda_sb_printf(&b, ")\n");
     } else {
@@ -433,6 +446,13 @@ char *ir_print_listing(const struct coda_program_s *p) {
     coda_sb_printf(&b, "pairs: split per %d, columns s*%d + k and s*%d + k + %d\n", p->pair_split, p->pair_split,
                    p->pair_split, p->pair_split / 2);
   if (p->math_fast) coda_sb_printf(&b, "math: fast (the GPU may contract and approximate)\n");
+  if (p->nparams) coda_sb_printf(&b, "parameters (%d):\n", p->nparams);
+  for (int i = 0; i < p->nparams; i++) {
+    const ir_param *pm = &p->params[i];
+    char num[40];
+    fmt_number(num, sizeof num, pm->value);
+    coda_sb_printf(&b, "  par%d %s = %s\n", i, pm->name, pm->has_value ? num : "(no value)");
+  }
   coda_sb_printf(&b, "inputs (%d):\n", p->ninputs);
   for (int i = 0; i < p->ninputs; i++) {
     const ir_input *in = &p->inputs[i];
@@ -470,6 +490,7 @@ char *ir_print_listing(const struct coda_program_s *p) {
     case IR_CONST:
       fmt_number(num, sizeof num, in->imm);
       coda_sb_printf(&b, "const %s", num);
+      if (in->param) coda_sb_printf(&b, " (par%d %s)", in->param - 1, p->params[in->param - 1].name);
       break;
     case IR_ACC: coda_sb_printf(&b, "acc%s", lane_suffix(in->lane)); break;
     case IR_ROW: coda_sb_printf(&b, "row"); break;
@@ -506,6 +527,7 @@ char *ir_print_listing(const struct coda_program_s *p) {
       char num[40];
       fmt_number(num, sizeof num, f->eps);
       coda_sb_printf(&b, " eps=%s", num);
+      if (f->eps_param) coda_sb_printf(&b, " (par%d %s)", f->eps_param - 1, p->params[f->eps_param - 1].name);
       if (f->reduce2 >= 0) coda_sb_printf(&b, " centered by red%d(%s)", f->reduce2, p->reduces[f->reduce2].name);
     }
     coda_sb_printf(&b, "\n");

@@ -52,7 +52,7 @@ static int width_ok(coda_width w) { return (int)w >= CODA_WIDTH_FULL && (int)w <
 typedef struct { const char *name; const char *what; int line, col; } named;
 
 static coda_status check_names(coda_context ctx, const struct coda_program_s *p) {
-  int total = p->ninputs + p->noutputs + p->nreduces + p->nfinishes + 2 * p->ninstrs;
+  int total = p->ninputs + p->noutputs + p->nreduces + p->nfinishes + p->nparams + 2 * p->ninstrs;
   named *all = malloc((size_t)(total > 0 ? total : 1) * sizeof *all);
   if (!all) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory validating a program");
   int n = 0;
@@ -64,6 +64,8 @@ static coda_status check_names(coda_context ctx, const struct coda_program_s *p)
     all[n++] = (named){p->reduces[i].name, "reduction", p->reduces[i].line, p->reduces[i].col};
   for (int i = 0; i < p->nfinishes; i++)
     all[n++] = (named){p->finishes[i].name, "finisher", p->finishes[i].line, p->finishes[i].col};
+  for (int i = 0; i < p->nparams; i++)
+    all[n++] = (named){p->params[i].name, "parameter", p->params[i].line, p->params[i].col};
   int fixed = n;
   if (p->reg_names) { /* position of a named value: its defining instruction */
     for (int i = 0; i < p->ninstrs; i++) {
@@ -162,6 +164,12 @@ coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
     if (o->accumulate != 0 && o->accumulate != 1)
       FAIL(L, C, "output '%.31s': accumulate must be 0 or 1", o->name);
   }
+  if (p->nparams < 0 || p->nparams > CODA_MAX_PARAMS) FAIL(0, 0, "too many parameters (at most %d)", CODA_MAX_PARAMS);
+  for (int i = 0; i < p->nparams; i++) {
+    const ir_param *pm = &p->params[i];
+    if (pm->has_value && !isfinite(pm->value))
+      FAIL(pm->line, pm->col, "parameter '%.31s': value %g is not finite", pm->name, pm->value);
+  }
   coda_status st = check_names(ctx, p);
   if (st) return st;
 
@@ -177,6 +185,7 @@ coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
     switch (in->code) {
     case IR_CONST:
       if (!isfinite(in->imm)) FAIL(L, C, "constant is not finite");
+      if (in->param < 0 || in->param > p->nparams) FAIL(L, C, "constant names an unknown parameter");
       break;
     case IR_ACC:
       if (p->pair_mode && in->lane != CODA_LANE_EVEN && in->lane != CODA_LANE_ODD)
@@ -331,8 +340,14 @@ coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
       FAIL(L, C, "finisher '%s': %s needs %s, but '%s' is %s", f->name, fk, need, r->name,
            ir_reduce_kind_name(rk));
     }
-    if (f->kind == CODA_FINISH_RSTD && (!isfinite(f->eps) || f->eps < 0))
+    if (f->eps_param < 0 || f->eps_param > p->nparams || (f->eps_param && f->kind != CODA_FINISH_RSTD))
+      FAIL(L, C, "finisher '%s': eps names an unknown parameter", f->name);
+    if (f->kind == CODA_FINISH_RSTD && (!isfinite(f->eps) || f->eps < 0)) {
+      if (f->eps_param)
+        FAIL(L, C, "finisher '%s': eps must be finite and >= 0, and parameter '%s' is %g", f->name,
+             p->params[f->eps_param - 1].name, f->eps);
       FAIL(L, C, "finisher '%s': eps must be finite and >= 0", f->name);
+    }
     if (f->reduce2 != -1) {
       if (f->kind != CODA_FINISH_RSTD) FAIL(L, C, "finisher '%s': only rstd takes a second partial", f->name);
       if (f->reduce2 < 0 || f->reduce2 >= p->nreduces)

@@ -179,7 +179,8 @@ struct coda_plan_s {
   size_t arena_bytes; /* its size (plan_layout) */
   size_t temp_bytes;  /* sum of the sizes placed in it (plan_layout) */
   int ntemp;          /* buffers placed in it (plan_layout) */
-  char eps_lit[40];   /* plan_set_norm_eps: the literal written for 1e-5 ("" = as built in) */
+  int has_eps;        /* plan_set_norm_eps was called: programs get parameter eps = norm_eps */
+  double norm_eps;
 };
 
 /* ---- building ---- */
@@ -219,13 +220,13 @@ int plan_storage(coda_plan p, int i);
  * to f64, since exact mode runs on f64 tensors. x2 declarations need a
  * 16-bit dtype, so programs with x2 operands have no exact-mode form. */
 coda_status plan_builtin(coda_context ctx, const char *name, coda_program *out);
-/* The same with every number literal 1e-5 of the program (the RMSNorm
- * epsilon of the built-in Llama programs) replaced by eps_literal (NULL or
- * "": unchanged). */
-coda_status plan_builtin_eps(coda_context ctx, const char *name, const char *eps_literal,
+/* The same with the program's parameter `eps` (the norm epsilon of the
+ * built-ins, `param eps = 1e-5`) bound to *eps (coda_program_bind); eps
+ * NULL, or a program without that parameter: its default. */
+coda_status plan_builtin_eps(coda_context ctx, const char *name, const double *eps,
                              coda_program *out);
-/* The programs this plan loads afterwards take `eps` where their text
- * says 1e-5 (the Llama plans' RMSNorm epsilon; finite, >= 0). */
+/* The programs this plan loads afterwards get parameter `eps` = eps (the
+ * Llama plans' RMSNorm epsilon; finite, >= 0). */
 void plan_set_norm_eps(coda_plan p, double eps);
 
 /* Loads (once per plan) a built-in program (through plan_builtin);

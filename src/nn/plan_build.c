@@ -197,59 +197,63 @@ static int ident_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
-/* A number literal equal to `lit` starts at t[i] (not inside a longer name
- * or number). */
-static size_t literal_at(const char *t, size_t i, const char *lit) {
-  size_t k = strlen(lit);
-  if (i > 0 && (ident_char(t[i - 1]) || t[i - 1] == '.')) return 0;
-  if (strncmp(t + i, lit, k) || ident_char(t[i + k]) || t[i + k] == '.') return 0;
-  return k;
-}
-
-coda_status plan_builtin_eps(coda_context ctx, const char *name, const char *eps_literal,
+coda_status plan_builtin_eps(coda_context ctx, const char *name, const double *eps,
                              coda_program *out) {
   coda_status s = coda_program_builtin(ctx, name, out);
   const int retype = coda_context_precision(ctx) == CODA_PRECISION_F64;
-  const int eps = eps_literal && eps_literal[0] && strcmp(eps_literal, "1e-5");
-  if (s != CODA_OK || (!retype && !eps)) return s;
-  /* exact mode: every floating declaration becomes f64 (i32 stays); eps:
-   * every 1e-5 literal becomes eps_literal */
-  const char *t = coda_program_text(*out);
-  size_t n = strlen(t), el = eps ? strlen(eps_literal) : 0;
-  size_t cap = n + 1 + (el > 4 ? (n / 4 + 1) * (el - 4) : 0);
-  char *r = malloc(cap), *o = r;
-  if (!r) {
+  if (s == CODA_OK && retype) {
+    /* exact mode: every floating declaration becomes f64 (i32 stays) */
+    const char *t = coda_program_text(*out);
+    size_t n = strlen(t);
+    char *r = malloc(n + 1), *o = r;
+    if (!r) {
+      coda_program_destroy(*out);
+      *out = NULL;
+      return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory retyping '%s'", name);
+    }
+    for (size_t i = 0; i < n;) {
+      int start = i == 0 || !ident_char(t[i - 1]);
+      size_t k = 0;
+      if (start && !strncmp(t + i, "bf16", 4)) k = 4;
+      else if (start && (!strncmp(t + i, "f32", 3) || !strncmp(t + i, "f16", 3))) k = 3;
+      if (k && !ident_char(t[i + k])) {
+        memcpy(o, "f64", 3);
+        o += 3;
+        i += k;
+      } else {
+        *o++ = t[i++];
+      }
+    }
+    *o = '\0';
     coda_program_destroy(*out);
     *out = NULL;
-    return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory rewriting '%s'", name);
-  }
-  for (size_t i = 0; i < n;) {
-    int start = i == 0 || !ident_char(t[i - 1]);
-    size_t k = 0;
-    if (retype && start && !strncmp(t + i, "bf16", 4)) k = 4;
-    else if (retype && start && (!strncmp(t + i, "f32", 3) || !strncmp(t + i, "f16", 3))) k = 3;
-    if (k && !ident_char(t[i + k])) {
-      memcpy(o, "f64", 3);
-      o += 3;
-      i += k;
-    } else if (eps && (k = literal_at(t, i, "1e-5")) != 0) {
-      memcpy(o, eps_literal, el);
-      o += el;
-      i += k;
-    } else {
-      *o++ = t[i++];
+    s = coda_program_parse(ctx, r, out);
+    free(r);
+    if (s != CODA_OK) {
+      char msg[CODA_ERRMSG_LEN];
+      snprintf(msg, sizeof msg, "%s", coda_last_error(ctx));
+      return coda_fail(ctx, s, "built-in program '%s' retyped to f64: %s", name, msg);
     }
   }
-  *o = '\0';
+  if (s != CODA_OK || !eps) return s;
+  coda_param_info info;
+  int has = 0;
+  for (int i = 0; i < coda_program_num_params(*out) && !has; i++)
+    has = coda_program_param(*out, i, &info) == CODA_OK && !strcmp(info.name, "eps");
+  if (!has) return CODA_OK;
+  /* the norm epsilon is a parameter of the program: bound by value */
+  coda_param_value v = {"eps", *eps};
+  coda_bind_options bo = coda_bind_default_options();
+  bo.values = &v;
+  bo.nvalues = 1;
+  coda_program bound = NULL;
+  s = coda_program_bind(ctx, *out, &bo, &bound);
   coda_program_destroy(*out);
-  *out = NULL;
-  s = coda_program_parse(ctx, r, out);
-  free(r);
+  *out = bound;
   if (s != CODA_OK) {
     char msg[CODA_ERRMSG_LEN];
     snprintf(msg, sizeof msg, "%s", coda_last_error(ctx));
-    return coda_fail(ctx, s, "built-in program '%s' %s: %s", name,
-                     retype ? "retyped to f64" : "with its eps replaced", msg);
+    return coda_fail(ctx, s, "built-in program '%s' with eps %g: %s", name, *eps, msg);
   }
   return CODA_OK;
 }
@@ -264,9 +268,8 @@ void plan_set_norm_eps(coda_plan p, double eps) {
     plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "norm eps %g must be finite and >= 0", eps);
     return;
   }
-  /* %.17g reads back as the same double and is a NUMBER of the language */
-  snprintf(p->eps_lit, sizeof p->eps_lit, "%.17g", eps);
-  if (eps == 1e-5) p->eps_lit[0] = '\0';
+  p->has_eps = 1;
+  p->norm_eps = eps;
 }
 
 int plan_program_load(coda_plan p, const char *builtin) {
@@ -278,7 +281,7 @@ int plan_program_load(coda_plan p, const char *builtin) {
   for (int i = 0; i < p->nprog; i++)
     if (!strcmp(p->progs[i].name, builtin)) return i;
   coda_program prog = NULL;
-  coda_status s = plan_builtin_eps(p->ctx, builtin, p->eps_lit, &prog);
+  coda_status s = plan_builtin_eps(p->ctx, builtin, p->has_eps ? &p->norm_eps : NULL, &prog);
   if (s != CODA_OK) {
     char inner[CODA_ERRMSG_LEN];
     snprintf(inner, sizeof inner, "%s", coda_last_error(p->ctx));

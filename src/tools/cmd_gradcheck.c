@@ -43,6 +43,8 @@ static void usage(FILE *f) {
           "                      +-[0.1, 1), positive for scalars and rowsum partials; acc\n"
           "                      +-[0.1, 4)); values within 1e3 steps of a threshold of the\n"
           "                      forward (a constant it compares with) are drawn again\n"
+          "  --param NAME=V,...  parameter NAME (`param NAME`) = V in whichever program\n"
+          "                      declares it (a constant: no gradient is taken for it)\n"
           "  --points            half of the random values just beside the forward's\n"
           "                      thresholds (the constants of its min, max, comparisons),\n"
           "                      on both sides, within each range given\n"
@@ -149,6 +151,7 @@ int coda_cmd_gradcheck(int argc, char **argv) {
   const char *pos[2] = {NULL, NULL};
   int npos = 0, rc = 2;
   links_t *L = calloc(1, sizeof *L);
+  coda_tool_params params = {0};
   if (!L) return 1;
   /* --value 1/N needs N: read --n first */
   for (int i = 1; i + 1 < argc; i++)
@@ -163,6 +166,7 @@ int coda_cmd_gradcheck(int argc, char **argv) {
     else if (!strcmp(a, "--dot")) { bad = add_links(L, CODA_GRAD_DOT, a, v, o.N); i++; }
     else if (!strcmp(a, "--value")) { bad = add_links(L, CODA_GRAD_VALUE, a, v, o.N); i++; }
     else if (!strcmp(a, "--range")) { bad = add_links(L, CODA_GRAD_RANGE, a, v, o.N); i++; }
+    else if (!strcmp(a, "--param")) { bad = coda_tool_params_parse("gradcheck", v, &params); i++; }
     else if (!strcmp(a, "--points")) o.points = 1;
     else if (coda_tool_num_find(gc_nums, a)) {
       double x;
@@ -191,6 +195,18 @@ int coda_cmd_gradcheck(int argc, char **argv) {
   if (coda_tool_context(&co, &ctx, "gradcheck", "CPU") != CODA_OK) goto out;
   if (load(ctx, pos[0], &fwd) != CODA_OK || load(ctx, pos[1], &bwd) != CODA_OK) {
     if (*coda_last_error(ctx)) fprintf(stderr, "coda gradcheck: %s\n", coda_last_error(ctx));
+    goto out_ctx;
+  }
+  /* a parameter value goes to the programs that declare it */
+  for (int i = 0; i < params.n; i++)
+    if (!coda_tool_program_has_param(fwd, params.name[i]) && !coda_tool_program_has_param(bwd, params.name[i])) {
+      fprintf(stderr, "coda gradcheck: --param %s=%.17g: neither program declares a parameter of that name\n",
+              params.name[i], params.value[i]);
+      goto out_ctx;
+    }
+  if (coda_tool_params_bind(ctx, &fwd, &params, 1) != CODA_OK ||
+      coda_tool_params_bind(ctx, &bwd, &params, 1) != CODA_OK) {
+    fprintf(stderr, "coda gradcheck: %s\n", coda_last_error(ctx));
     goto out_ctx;
   }
   /* a value link names an input of either program or both */

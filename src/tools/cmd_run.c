@@ -129,6 +129,8 @@ static void usage(FILE *f) {
           "                      NAME acc: the accumulator (M x N; A = acc rounded to bf16,\n"
           "                      B = identity, K = N); A, B: the GEMM operands (M x K, N x K)\n"
           "  --range NAME=LO:HI  random input NAME uniform in [LO, HI] instead of +-[0.1, 1)\n"
+          "  --param NAME=V,...  the program's parameter NAME (`param NAME`) = V instead of\n"
+          "                      its default; a parameter without a default needs one\n"
           "  --out-dir DIR       write every input, output, partial and finished vector as\n"
           "                      DIR/NAME.npy (the CPU run), DIR/NAME.f64.npy (the fp64 run),\n"
           "                      DIR/NAME.gpu.npy (--gpu), and the operands as A.npy, B.npy\n"
@@ -259,6 +261,7 @@ int coda_cmd_run(int argc, char **argv) {
   double max_gib = 16;
   run_opt inputs[MAX_RUN_OPTS], ranges[MAX_RUN_OPTS];
   int ninputs = 0, nranges = 0;
+  coda_tool_params params = {0};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int rc = 0;
@@ -278,6 +281,9 @@ int coda_cmd_run(int argc, char **argv) {
       int is_range = a[2] == 'r';
       if ((is_range ? nranges : ninputs) >= MAX_RUN_OPTS) { fprintf(stderr, "coda run: too many %s\n", a); return 2; }
       rc = parse_name_value(a, v, is_range ? &ranges[nranges++] : &inputs[ninputs++], is_range);
+      i++;
+    } else if (!strcmp(a, "--param")) {
+      rc = coda_tool_params_parse("run", v, &params);
       i++;
     } else if (!strcmp(a, "--out-dir")) {
       if (!v) { fprintf(stderr, "coda run: --out-dir needs a directory\n"); return 2; }
@@ -407,6 +413,7 @@ int coda_cmd_run(int argc, char **argv) {
     }
     s = builtin ? coda_program_builtin(ctx[b], builtin, &prog[b])
                 : coda_program_parse(ctx[b], text, &prog[b]);
+    if (s == CODA_OK) s = coda_tool_params_bind(ctx[b], &prog[b], &params, 0);
     if (s != CODA_OK) {
       fprintf(stderr, "coda run: %s: %s\n", builtin ? builtin : file, coda_last_error(ctx[b]));
       goto out;

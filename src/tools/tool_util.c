@@ -321,3 +321,75 @@ void coda_tool_num_help(FILE *f, const coda_tool_num *table) {
     fprintf(f, "  %-16s %-7s %-18s %s\n", t->flag, t->integer ? "integer" : "real", r, t->meaning);
   }
 }
+
+int coda_tool_params_parse(const char *cmd, const char *v, coda_tool_params *P) {
+  if (!v || !*v) {
+    fprintf(stderr, "coda %s: --param needs NAME=VALUE[,NAME=VALUE...]\n", cmd);
+    return -1;
+  }
+  const char *s = v;
+  while (*s) {
+    const char *end = strchr(s, ',');
+    size_t len = end ? (size_t)(end - s) : strlen(s);
+    const char *eq = memchr(s, '=', len);
+    if (!eq || eq == s) {
+      fprintf(stderr, "coda %s: --param %.*s: expected NAME=VALUE\n", cmd, (int)len, s);
+      return -1;
+    }
+    size_t nl = (size_t)(eq - s);
+    if (nl >= sizeof P->name[0]) {
+      fprintf(stderr, "coda %s: --param %.*s: the name is longer than %d characters\n", cmd, (int)nl, s,
+              (int)sizeof P->name[0] - 1);
+      return -1;
+    }
+    if (P->n >= CODA_TOOL_MAX_PARAMS) {
+      fprintf(stderr, "coda %s: --param: more than %d values\n", cmd, CODA_TOOL_MAX_PARAMS);
+      return -1;
+    }
+    char num[64];
+    size_t vl = len - nl - 1;
+    char *stop = NULL;
+    double x = NAN;
+    if (vl > 0 && vl < sizeof num) {
+      memcpy(num, eq + 1, vl);
+      num[vl] = '\0';
+      x = strtod(num, &stop);
+    }
+    if (!stop || *stop || !isfinite(x)) {
+      fprintf(stderr, "coda %s: --param %.*s: the value must be a finite number\n", cmd, (int)len, s);
+      return -1;
+    }
+    memcpy(P->name[P->n], s, nl);
+    P->name[P->n][nl] = '\0';
+    P->value[P->n++] = x;
+    s += len;
+    if (*s == ',') s++;
+  }
+  return 0;
+}
+
+int coda_tool_program_has_param(coda_program p, const char *name) {
+  coda_param_info in;
+  for (int i = 0; i < coda_program_num_params(p); i++)
+    if (coda_program_param(p, i, &in) == CODA_OK && !strcmp(in.name, name)) return 1;
+  return 0;
+}
+
+coda_status coda_tool_params_bind(coda_context ctx, coda_program *p, const coda_tool_params *P,
+                                  int only_declared) {
+  coda_param_value v[CODA_TOOL_MAX_PARAMS];
+  int n = 0;
+  for (int i = 0; i < P->n; i++)
+    if (!only_declared || coda_tool_program_has_param(*p, P->name[i]))
+      v[n++] = (coda_param_value){P->name[i], P->value[i]};
+  if (!n) return CODA_OK;
+  coda_bind_options o = coda_bind_default_options();
+  o.values = v;
+  o.nvalues = n;
+  coda_program q = NULL;
+  coda_status s = coda_program_bind(ctx, *p, &o, &q);
+  if (s != CODA_OK) return s;
+  coda_program_destroy(*p);
+  *p = q;
+  return CODA_OK;
+}

@@ -22,6 +22,27 @@ int coda_tool_prepare_corpus(coda_context ctx, const char *cmd, const coda_data_
 /* The progress line of the preparation (coda_data_options.progress). */
 void coda_tool_prep_progress(uint64_t bytes, uint64_t tokens, void *user);
 
+/* --param NAME=VALUE[,NAME=VALUE...]: program parameter values
+ * (coda_program_bind). */
+#define CODA_TOOL_MAX_PARAMS 16
+typedef struct coda_tool_params {
+  char name[CODA_TOOL_MAX_PARAMS][32];
+  double value[CODA_TOOL_MAX_PARAMS];
+  int n;
+} coda_tool_params;
+/* Adds the values of one --param option; 0, or -1 after printing
+ * "coda CMD: --param ..." (a missing '=', a name too long, a value that is
+ * not a finite number, too many). */
+int coda_tool_params_parse(const char *cmd, const char *v, coda_tool_params *P);
+/* Replaces *p with *p bound to the values of P (only those it declares when
+ * only_declared is set; every one otherwise, so an unknown name is the
+ * library's error). Nothing to bind: *p unchanged. The status, with the
+ * message in ctx. */
+coda_status coda_tool_params_bind(coda_context ctx, coda_program *p, const coda_tool_params *P,
+                                  int only_declared);
+/* 1 if p declares parameter name. */
+int coda_tool_program_has_param(coda_program p, const char *name);
+
 /* coda_context_create(o, out) (o NULL: the defaults); on failure prints
  * "coda CMD: cannot create a WHAT context: REASON" (the reason from
  * coda_context_options_check, else the status) and returns the status. */

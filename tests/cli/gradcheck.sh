@@ -43,6 +43,19 @@ run 0 "$progs/examples/sqrelu.coda" "$progs/examples/sqrelu_bwd.coda" --wrt acc=
 sed 's/2 \* ds \* v/ds * v/' "$progs/examples/sqrelu_bwd.coda" >"$work/sqrelu_bad.coda"
 cmp -s "$progs/examples/sqrelu_bwd.coda" "$work/sqrelu_bad.coda" && { fails=$((fails + 1)); echo "FAIL: sed did not change the program"; }
 run 1 "$progs/examples/sqrelu.coda" "$work/sqrelu_bad.coda" --wrt acc=dpre,b=db --grad y=acc,s=ds
+# parameters: a soft-capping forward and backward with cap bound on the
+# command line pass; a backward with cap 30 written in (no parameter) fails
+printf 'param cap\noutput y : f64\noutput z : f64\nstore y = cap * tanh(acc / cap)\nstore z = acc\n' >"$work/cap.coda"
+printf 'param cap\ninput dy : tile f64\ninput z : tile f64\noutput dz : f64\nt = tanh(z / cap)\nstore dz = dy * (1 - t * t)\n' >"$work/cap_bwd.coda"
+printf 'input dy : tile f64\ninput z : tile f64\noutput dz : f64\nt = tanh(z / 30)\nstore dz = dy * (1 - t * t)\n' >"$work/cap_bwd30.coda"
+run 0 "$work/cap.coda" "$work/cap_bwd.coda" --wrt acc=dz --grad y=dy --param cap=0.5
+run 1 "$work/cap.coda" "$work/cap_bwd30.coda" --wrt acc=dz --grad y=dy --param cap=0.5
+grep -q MISMATCH "$work/out.txt" || { fails=$((fails + 1)); echo "FAIL: cap 0.5 vs 30 not a mismatch"; }
+run 1 "$work/cap.coda" "$work/cap_bwd.coda" --wrt acc=dz --grad y=dy
+grep -q "parameter 'cap' has no value" "$work/err.txt" || { fails=$((fails + 1)); echo "FAIL: unbound cap not reported"; }
+run 1 "$work/cap.coda" "$work/cap_bwd.coda" --wrt acc=dz --grad y=dy --param cap=0.5,caq=1
+grep -q "caq" "$work/err.txt" || { fails=$((fails + 1)); echo "FAIL: unknown parameter not named"; }
+run 2 "$work/cap.coda" "$work/cap_bwd.coda" --wrt acc=dz --grad y=dy --param cap=inf
 # bad links and usage
 run 1 builtin:llama_swiglu builtin:llama_swiglu_bwd_pairs --wrt nosuch=dz --grad y=dy
 grep -q "nosuch" "$work/err.txt" || { fails=$((fails + 1)); echo "FAIL: message does not name the link"; }

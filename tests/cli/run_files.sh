@@ -104,5 +104,19 @@ if [ -x /usr/bin/time ] && ! grep -q -a -m1 __asan_init "$coda"; then
   awk -v g="${need:-0}" -v kb="$(tail -1 "$work/rss.txt")" 'BEGIN { exit !(kb * 1024 <= g * 2^30 * 1.05) }' ||
     fail "peak RSS $(tail -1 "$work/rss.txt") KB exceeds the guard's total ${need:-?} GiB"
 fi
+# parameters: --param binds the built-in's eps (its finished rstd changes,
+# same seed), an unknown name and a parameter without a value are refused
+mkdir -p "$work/p1" "$work/p2"
+run 0 --builtin llama_rmsnorm --m 16 --n 64 --k 8 --reps 1 --out-dir "$work/p1"
+run 0 --builtin llama_rmsnorm --m 16 --n 64 --k 8 --reps 1 --param eps=0.5 --out-dir "$work/p2"
+cmp -s "$work/p1/h.f64.npy" "$work/p2/h.f64.npy" || fail "eps changed h"
+cmp -s "$work/p1/r.f64.npy" "$work/p2/r.f64.npy" && fail "--param eps=0.5 did not change r"
+run 1 --builtin llama_rmsnorm --m 16 --n 64 --k 8 --reps 1 --param epz=0.5
+grep -q "unknown parameter 'epz' (it declares eps)" "$work/err.txt" || fail "unknown parameter not named"
+printf 'param c\noutput y : f32\nstore y = c * acc\n' >"$work/param_c.coda"
+run 1 "$work/param_c.coda" --m 16 --n 64 --k 8 --reps 1
+grep -q "parameter 'c' has no value" "$work/err.txt" || fail "parameter without a value not reported"
+run 0 "$work/param_c.coda" --m 16 --n 64 --k 8 --reps 1 --param c=-2
+run 2 "$work/param_c.coda" --param c=x
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

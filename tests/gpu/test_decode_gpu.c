@@ -113,7 +113,7 @@ static void against_cpu(coda_context cpu, coda_context gpu, const coda_model_con
   int32_t *tok = malloc((size_t)B * 4);
   coda_sampling greedy = {0.0, 0, 1.0, 1};
   double worst = 0.0;
-  int agree = 0, ties = 0, total = 0;
+  int agree = 0, total = 0;
   for (int st = 0; st <= steps; st++) {
     CHECK(coda_decoder_logits(dc, lc) == CODA_OK);
     CHECK_STATUS(gpu, coda_decoder_logits(dg, lg), CODA_OK);
@@ -315,7 +315,7 @@ static void plans_vs_direct(coda_context cpu, coda_context gpu, const coda_model
   int32_t *tok = malloc((size_t)B * 4);
   double worst = 0.0, worst_cpu = 0.0;
   CHECK_STATUS(gpu, coda_decoder_logits(dp, lp0), CODA_OK);
-  int agree = 0, total = 0;
+  int agree = 0, ties = 0, total = 0;
   for (int st = 0; st <= steps; st++) {
     CHECK(coda_decoder_logits(dc, lc) == CODA_OK);
     CHECK_STATUS(gpu, coda_decoder_logits(dd, ld), CODA_OK);

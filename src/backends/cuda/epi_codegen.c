@@ -104,6 +104,10 @@ static char *sb_take(coda_context ctx, coda_strbuf *b) {
 coda_status coda_epi_supported(coda_context ctx, coda_program pg) {
   const struct coda_program_s *p = pg;
   if (!p) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA epilogue: program is NULL");
+  /* a parameter's uses are constants holding its value (a literal in the
+   * generated code, and so part of the program key and the source hash) */
+  coda_status ps = ir_check_params(ctx, p, "CUDA epilogue");
+  if (ps) return ps;
   for (int i = 0; i < p->ninputs; i++)
     if (p->inputs[i].dtype == CODA_F64)
       return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
