@@ -18,7 +18,7 @@ OUT=$L/python timeout -k 5 150 tests/gpu/run_all.sh "$P" python > "$L/python.txt
 echo "python exit $? ($SECONDS s)"; tail -4 "$L/python.txt"
 blk() { # LABEL DIR ROUND
   [ $SECONDS -gt 500 ] && { echo "$1$3 skipped (time)"; return; }
-  LD_LIBRARY_PATH=$2/lib:$LD_LIBRARY_PATH CODA_CACHE_DIR=$2/cache timeout -k 5 60 "$2/coda" bench block all \
+  LD_LIBRARY_PATH=$2/lib:$LD_LIBRARY_PATH CODA_CACHE_DIR=$2/cache timeout -k 5 85 "$2/coda" bench block all \
     --fused --tuned --floor --csv > "$L/$1$3.csv" 2> "$L/$1$3.err"
   echo "$1$3 exit $? ($SECONDS s)"
 }
