@@ -25,6 +25,10 @@
  * rank 0 only (the CLI, src/tools/cmd_train.c, prints it). */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
+#include "io/io.h"
+#include "data/data.h"
+#include "model/model.h"
+#include "store/store.h"
 #include "train/train.h"
 #include "base/options.h"
 #include "dist/comm.h"
@@ -295,12 +299,6 @@ static double flops_per_token(const coda_model_config *c) {
   double n = (double)coda_model_config_params(c) - (double)c->vocab * c->dim;
   if (c->tied) n += (double)c->vocab * c->dim;
   return 6.0 * n + 6.0 * c->layers * (double)c->dim * c->seq;
-}
-
-coda_engine coda_engine_from_option(coda_train_engine e) {
-  if (e == CODA_TRAIN_ENGINE_REFERENCE) return CODA_ENGINE_REFERENCE;
-  if (e == CODA_TRAIN_ENGINE_PLANS) return CODA_ENGINE_PLANS;
-  return coda_plans_available() ? CODA_ENGINE_PLANS : CODA_ENGINE_REFERENCE;
 }
 
 /* A progress report to the caller (rank 0 only; quiet keeps DONE,

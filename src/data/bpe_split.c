@@ -4,7 +4,7 @@
  * position; the classes are those of Oniguruma on Unicode text: \p{L} the
  * general categories Lu Ll Lt Lm Lo, \p{N} Nd Nl No (from utf8proc), \s the
  * White_Space property. */
-#include "train/bpe.h"
+#include "data/bpe.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
-/* The JSON reader of json.h: a recursive-descent parser (nesting bounded)
+/* The JSON reader of io.h: a recursive-descent parser (nesting bounded)
  * writing into a chunked arena. */
-#include "train/json.h"
+#include "io/io.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -15,7 +15,7 @@
  * rank's shard, the gradient and the bf16 weights the padded layout;
  * after its AdamW each rank all-gathers the bf16 weights, and the download
  * all-gathers the shards. */
-#include "train/model_device.h"
+#include "model/model_device.h"
 #include "dist/comm.h"
 #include "api/api.h" /* the backend's copies and training kernels */
 #include "base/internal.h" /* the context's knobs */

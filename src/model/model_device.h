@@ -1,11 +1,11 @@
 /* The plan engine's state (model_plans.c: the plans, the host path and the
  * device training step) and, on a CUDA context, its device state
  * (model_device.c: the master weights, gradient and AdamW moments in device
- * memory, from upload to download). Internal to src/train. */
-#ifndef CODA_TRAIN_MODEL_DEVICE_H
-#define CODA_TRAIN_MODEL_DEVICE_H
+ * memory, from upload to download). Private to these two files of src/model. */
+#ifndef CODA_MODEL_DEVICE_H
+#define CODA_MODEL_DEVICE_H
 
-#include "train/train.h"
+#include "model/model.h"
 
 #include <stdint.h>
 

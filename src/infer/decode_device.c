@@ -1,7 +1,7 @@
-/* The decoder's device side (decode_internal.h): its buffers and bf16
+/* The decoder's device side (infer.h): its buffers and bf16
  * weights, the device forward through the backend's decode kernels, the
  * decode steps recorded as graphs and replayed, and step profiles. */
-#include "train/decode_internal.h"
+#include "infer/infer.h"
 
 #include <stdlib.h>
 #include <string.h>

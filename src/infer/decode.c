@@ -18,8 +18,11 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, stat */
 #include "coda_decode.h"
 #include "api/api.h" /* the backend's decode kernels */
-#include "train/decode_internal.h"
-#include "train/train.h"
+#include "infer/infer.h"
+#include "base/rng.h"
+#include "data/data.h"
+#include "model/model.h"
+#include "store/store.h"
 #include "base/options.h"
 
 #include <math.h>

@@ -1,7 +1,9 @@
 /* Byte-level tokenizer, token shards, corpus preparation, batch sampler. */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
-#include "train/train.h"
+#include "base/rng.h"
+#include "io/io.h"
+#include "data/data.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -15,8 +15,9 @@
  * refused by name, never dropped. */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
-#include "train/train.h"
-#include "train/json.h"
+#include "io/io.h"
+#include "model/model.h"
+#include "store/store.h"
 
 #include <errno.h>
 #include <math.h>

@@ -41,7 +41,7 @@
  * would read it unwritten). Other micro-batches bind them to a scratch copy
  * and add it in. The optimizer (model_device.c) is one launch over all
  * parameters. */
-#include "train/model_device.h"
+#include "model/model_device.h"
 #include "dist/comm.h"
 #include "api/api.h" /* the backend's copies and training kernels */
 

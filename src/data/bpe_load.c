@@ -2,9 +2,8 @@
  * (bpe_impl.h): the model's vocabulary and merges, the pre-tokenizer, the
  * post-processor's special tokens, the added tokens; anything else is
  * refused by name. */
-#include "train/bpe_impl.h"
-#include "train/json.h"
-#include "train/train.h" /* coda_read_file_max */
+#include "data/bpe_impl.h"
+#include "io/io.h"
 
 #include <stdio.h>
 #include <stdlib.h>

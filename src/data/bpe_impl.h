@@ -8,7 +8,7 @@
 #include "coda_tokenizer.h"
 
 #include "base/internal.h"
-#include "train/bpe.h"
+#include "data/bpe.h"
 
 #include <stdint.h>
 #include <stdlib.h>

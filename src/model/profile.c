@@ -5,7 +5,7 @@
  * step (the trainer has synchronized) every interval's time is added to
  * its phase, and for the block phases to its block. With profiling off the
  * trainer and the plan engine hold a NULL profile and no marker is made. */
-#include "train/train.h"
+#include "model/model.h"
 #include "api/api.h" /* the timelines */
 
 #include <math.h>

@@ -29,7 +29,7 @@
  * own head (final RMSNorm + LM head of those rows only): the block output
  * rows are converted to fp32 into the decoder's row buffer, then the host
  * head or the device head job runs on them. */
-#include "train/decode_internal.h"
+#include "infer/infer.h"
 #include "base/internal.h"
 
 #include <stdlib.h>

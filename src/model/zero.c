@@ -17,7 +17,7 @@
  * are fp32 and the master shard is the rank's part of the model buffer; the
  * GPU gathers bf16 weights (model_device.c). */
 #include "coda_train.h"
-#include "train/train.h"
+#include "model/model.h"
 #include "dist/comm.h"
 
 #include <math.h>

@@ -17,7 +17,8 @@
  * w13, w2, output); norm weights and the embedding (also when it is the
  * tied output head) are not decayed. */
 #include "coda_nn.h"
-#include "train/train.h"
+#include "base/rng.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -278,4 +279,10 @@ coda_status coda_model_loss(coda_context ctx, coda_model *m, const int32_t *in, 
 coda_status coda_model_last_logits(coda_context ctx, coda_model *m, const int32_t *in, int T,
                                    float *logits) {
   return run(ctx, m, in, NULL, 1, T, 0, 0.0f, NULL, NULL, logits);
+}
+
+coda_engine coda_engine_from_option(coda_train_engine e) {
+  if (e == CODA_TRAIN_ENGINE_REFERENCE) return CODA_ENGINE_REFERENCE;
+  if (e == CODA_TRAIN_ENGINE_PLANS) return CODA_ENGINE_PLANS;
+  return coda_plans_available() ? CODA_ENGINE_PLANS : CODA_ENGINE_REFERENCE;
 }

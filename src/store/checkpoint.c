@@ -6,7 +6,9 @@
 #define _POSIX_C_SOURCE 200809L /* lstat */
 #include "coda_tokenizer.h"
 #include "coda_train.h"
-#include "train/train.h"
+#include "io/io.h"
+#include "model/model.h"
+#include "store/store.h"
 
 #include <errno.h>
 #include <math.h>

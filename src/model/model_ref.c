@@ -16,7 +16,7 @@
  * Head: logits = (x · r(x) ⊙ wn) Woutᵀ; loss = mean over valid targets of
  * lse(logits) − logits[target]. */
 #include "coda_nn.h"
-#include "train/train.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <omp.h>

@@ -9,7 +9,7 @@
  * merged from its bytes without mapping it through the alphabet. */
 #include "coda_tokenizer.h"
 
-#include "train/bpe_impl.h"
+#include "data/bpe_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * {string: string}}, then the raw little-endian data region. Nothing read
  * from a file is trusted: every length and offset is checked. */
 #define _POSIX_C_SOURCE 200809L
-#include "train/train.h"
+#include "io/io.h"
 #include "base/strbuf.h"
 
 #include <errno.h>

@@ -1,13 +1,13 @@
 /* The decoder's state, shared by its host side (decode.c: creation,
  * prefill and steps, sampling, generation, the host forward) and its
  * device side (decode_device.c: the device buffers, the device forward,
- * recorded step graphs, step profiles). Internal to src/train. */
-#ifndef CODA_TRAIN_DECODE_INTERNAL_H
-#define CODA_TRAIN_DECODE_INTERNAL_H
+ * recorded step graphs, step profiles). The one header of src/infer. */
+#ifndef CODA_INFER_H
+#define CODA_INFER_H
 
 #include "coda_decode.h"
 #include "api/api.h"
-#include "train/train.h"
+#include "model/model.h"
 
 #include <stdint.h>
 #include <string.h>

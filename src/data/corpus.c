@@ -13,8 +13,8 @@
  * always gives the same shards. */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_tokenizer.h"
-#include "train/json.h"
-#include "train/train.h"
+#include "io/io.h"
+#include "data/data.h"
 #include "base/options.h"
 
 #include <dirent.h>
@@ -91,7 +91,7 @@ static coda_status shard_out_put(coda_context ctx, shard_out *o, const uint32_t 
 static coda_status shard_out_close(coda_context ctx, shard_out *o, uint32_t vocab) {
   unsigned char h[CODA_SHARD_HEADER];
   memcpy(h, "CODATOKS", 8);
-  /* the layout of train.h: version, width, count, vocab, CRC-32 */
+  /* the layout of data.h: version, width, count, vocab, CRC-32 */
   for (int i = 0; i < 4; i++) {
     h[8 + i] = (unsigned char)(1u >> (8 * i));
     h[12 + i] = (unsigned char)(4u >> (8 * i));
@@ -890,7 +890,7 @@ coda_status coda_prepare_data(coda_context ctx, const coda_data_options *opts, c
  * the split is the one rule of every path. */
 coda_status coda_prepare_corpus_dir(coda_context ctx, const char *src_dir, const char *out_dir,
                                     int val_every, uint64_t *n_train, uint64_t *n_val) {
-  (void)val_every; /* the block rule decides; see train.h */
+  (void)val_every; /* the block rule decides; see data.h */
   char **files = NULL;
   size_t nfiles = 0, kept = 0;
   coda_status s = list_dir(ctx, src_dir, "", 0, &files, &nfiles);

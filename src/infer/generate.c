@@ -5,7 +5,10 @@
  * through the model's default engine (the plan engine: its bf16 weights);
  * temperature > 0 takes one uniform draw of a splitmix64 stream per token. */
 #include "coda_train.h"
-#include "train/train.h"
+#include "base/rng.h"
+#include "data/data.h"
+#include "model/model.h"
+#include "store/store.h"
 #include "base/options.h"
 
 #include <math.h>

@@ -1,6 +1,7 @@
-/* Checksums, the sampler RNG, whole-file reads and atomic file writes. */
+/* CRC-32, bounded whole-file reads and atomic file writes. */
 #define _POSIX_C_SOURCE 200809L
-#include "train/train.h"
+#include "io/io.h"
+#include "base/rng.h" /* the temporary names */
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,28 +19,6 @@ uint32_t coda_crc32(uint32_t crc, const void *p, size_t n) {
   /* zlib's CRC-32 (the same polynomial and conventions as before: files
    * written by either read with the other) */
   return (uint32_t)crc32_z((uLong)crc, (const Bytef *)p, n);
-}
-
-uint64_t coda_rng_skip(uint64_t s, uint64_t n) { return s + n * 0x9e3779b97f4a7c15ull; }
-
-uint64_t coda_rng_next(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-uint64_t coda_rng_below(uint64_t *s, uint64_t n) {
-  if (n <= 1) return 0;
-  uint64_t limit = UINT64_MAX - UINT64_MAX % n; /* reject the biased tail */
-  for (;;) {
-    uint64_t r = coda_rng_next(s);
-    if (r < limit) return r % n;
-  }
-}
-
-double coda_rng_uniform(uint64_t *s) {
-  return (double)(coda_rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 /* The temporary name of a save to path: path + ".tmp." + 6 characters of

@@ -2,7 +2,7 @@
  * gradient-norm clipping. Everything is fp32 storage with the update
  * arithmetic in double per element, so the result does not depend on the
  * thread count (elements are independent). */
-#include "train/train.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <omp.h>
