@@ -1,8 +1,7 @@
 /* Corpus preparation for real text (coda_prepare_data): plain text files,
  * JSON Lines and llm.c token shards, tokenized with a BPE tokenizer or as
- * bytes, streamed into train.tok / val.tok in bounded memory; and token
- * shards opened as memory maps (coda_shard_open) so a corpus larger than
- * memory trains.
+ * bytes, streamed into train.tok / val.tok in bounded memory (through
+ * coda_shard_stream, shards.c).
  *
  * The validation split is by blocks of the token stream: of every
  * CORPUS_SPLIT_EVERY blocks of CORPUS_BLOCK tokens the last goes to
@@ -45,81 +44,6 @@
 #define LLMC_MAGIC 20240520
 #define LLMC_HEADER_INTS 256
 
-/* ------------------------------------------------------- streaming shard */
-
-typedef struct shard_out {
-  char *path, *tmp;
-  FILE *f;
-  uint64_t count;
-  uint32_t crc;
-} shard_out;
-
-static coda_status shard_out_open(coda_context ctx, const char *dir, const char *name,
-                                  shard_out *o) {
-  memset(o, 0, sizeof *o);
-  size_t n = strlen(dir) + strlen(name) + 16;
-  o->path = malloc(n);
-  o->tmp = malloc(n + 16);
-  if (!o->path || !o->tmp) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
-  snprintf(o->path, n, "%s/%s", dir, name);
-  snprintf(o->tmp, n + 16, "%s.partial", o->path);
-  o->f = fopen(o->tmp, "wb");
-  if (!o->f) return coda_fail(ctx, CODA_ERR_IO, "%s: cannot create: %s", o->tmp, strerror(errno));
-  unsigned char h[CODA_SHARD_HEADER] = {0};
-  if (fwrite(h, 1, sizeof h, o->f) != sizeof h)
-    return coda_fail(ctx, CODA_ERR_IO, "%s: write failed: %s", o->tmp, strerror(errno));
-  return CODA_OK;
-}
-
-static coda_status shard_out_put(coda_context ctx, shard_out *o, const uint32_t *t, size_t n) {
-  unsigned char b[4 * 1024];
-  while (n > 0) {
-    size_t k = n < 1024 ? n : 1024;
-    for (size_t i = 0; i < k; i++)
-      for (int j = 0; j < 4; j++) b[4 * i + (size_t)j] = (unsigned char)(t[i] >> (8 * j));
-    if (fwrite(b, 4, k, o->f) != k)
-      return coda_fail(ctx, CODA_ERR_IO, "%s: write failed: %s", o->tmp, strerror(errno));
-    o->crc = coda_crc32(o->crc, b, 4 * k);
-    o->count += k;
-    t += k;
-    n -= k;
-  }
-  return CODA_OK;
-}
-
-/* The header (uint32 tokens), fsync, then the rename over the final name. */
-static coda_status shard_out_close(coda_context ctx, shard_out *o, uint32_t vocab) {
-  unsigned char h[CODA_SHARD_HEADER];
-  memcpy(h, "CODATOKS", 8);
-  /* the layout of data.h: version, width, count, vocab, CRC-32 */
-  for (int i = 0; i < 4; i++) {
-    h[8 + i] = (unsigned char)(1u >> (8 * i));
-    h[12 + i] = (unsigned char)(4u >> (8 * i));
-    h[24 + i] = (unsigned char)(vocab >> (8 * i));
-    h[28 + i] = (unsigned char)(o->crc >> (8 * i));
-  }
-  for (int i = 0; i < 8; i++) h[16 + i] = (unsigned char)(o->count >> (8 * i));
-  int bad = fseek(o->f, 0, SEEK_SET) != 0 || fwrite(h, 1, sizeof h, o->f) != sizeof h ||
-            fflush(o->f) != 0 || fsync(fileno(o->f)) != 0;
-  bad |= fclose(o->f) != 0;
-  o->f = NULL;
-  if (bad) return coda_fail(ctx, CODA_ERR_IO, "%s: write failed: %s", o->tmp, strerror(errno));
-  if (rename(o->tmp, o->path) != 0)
-    return coda_fail(ctx, CODA_ERR_IO, "cannot rename %s to %s: %s", o->tmp, o->path,
-                     strerror(errno));
-  return CODA_OK;
-}
-
-static void shard_out_abort(shard_out *o) {
-  if (o->f) {
-    fclose(o->f);
-    unlink(o->tmp);
-  }
-  free(o->path);
-  free(o->tmp);
-  memset(o, 0, sizeof *o);
-}
-
 /* ------------------------------------------------------------- the split */
 
 typedef struct prep {
@@ -128,7 +52,7 @@ typedef struct prep {
   coda_tokenizer tok;       /* NULL: bytes */
   int32_t sep_before, sep_after; /* document separators (-1: none) */
   uint32_t vocab;           /* the shards' vocabulary */
-  shard_out tr, va;
+  coda_shard_stream tr, va;
   uint32_t *head;           /* the first CORPUS_SPLIT_EVERY blocks, held */
   size_t nhead;
   int streaming;            /* the held blocks went out: every token streams */
@@ -145,7 +69,7 @@ typedef struct prep {
 
 static coda_status flush_block(prep *p) {
   const int val = p->block_index % CORPUS_SPLIT_EVERY == CORPUS_SPLIT_EVERY - 1;
-  coda_status s = shard_out_put(p->ctx, val ? &p->va : &p->tr, p->block, p->nblock);
+  coda_status s = coda_shard_stream_put(p->ctx, val ? &p->va : &p->tr, p->block, p->nblock);
   p->block_index++;
   p->nblock = 0;
   return s;
@@ -159,7 +83,7 @@ static coda_status emit(prep *p, const uint32_t *t, size_t n) {
     if (t[i] > p->max_token) p->max_token = t[i];
   }
   p->total += n;
-  if (p->route) return shard_out_put(p->ctx, p->route == 2 ? &p->va : &p->tr, t, n);
+  if (p->route) return coda_shard_stream_put(p->ctx, p->route == 2 ? &p->va : &p->tr, t, n);
   if (!p->streaming) {
     const size_t cap = (size_t)CORPUS_BLOCK * CORPUS_SPLIT_EVERY;
     size_t k = n < cap - p->nhead ? n : cap - p->nhead;
@@ -517,74 +441,6 @@ static int has_suffix(const char *s, const char *suf) {
   return a >= b && !strcmp(s + a - b, suf);
 }
 
-static int cmp_name(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The files of dir whose names end in suffix (hidden names left out), in
- * name order; each a regular file once links are followed. With `strict`
- * the first entry that is not one (a dangling or looping link, a
- * subdirectory, a FIFO, ...) is refused by name: skipping it would
- * prepare part of the corpus without a word. Without, such entries are
- * left out. Names are sorted before they are looked at, so the entry
- * named does not depend on readdir's order. */
-static coda_status list_dir(coda_context ctx, const char *dir, const char *suffix, int strict,
-                            char ***out, size_t *n) {
-  *out = NULL;
-  *n = 0;
-  DIR *d = opendir(dir);
-  if (!d) return coda_fail(ctx, CODA_ERR_IO, "%s: cannot open directory: %s", dir, strerror(errno));
-  char **names = NULL;
-  size_t nn = 0, cap = 0;
-  struct dirent *e;
-  coda_status s = CODA_OK;
-  while ((e = readdir(d))) {
-    if (e->d_name[0] == '.' || !has_suffix(e->d_name, suffix)) continue;
-    size_t L = strlen(dir) + strlen(e->d_name) + 2;
-    char *p = malloc(L);
-    if (!p) { s = CODA_ERR_OUT_OF_MEMORY; break; }
-    snprintf(p, L, "%s/%s", dir, e->d_name);
-    if (nn == cap) {
-      cap = cap ? 2 * cap : 16;
-      char **nb = realloc(names, cap * sizeof *nb);
-      if (!nb) { free(p); s = CODA_ERR_OUT_OF_MEMORY; break; }
-      names = nb;
-    }
-    names[nn++] = p;
-  }
-  closedir(d);
-  if (s) s = coda_fail(ctx, s, "out of memory listing %s", dir);
-  if (!s && nn > 1) qsort(names, nn, sizeof *names, cmp_name); /* readdir order varies */
-  size_t kept = 0;
-  for (size_t i = 0; i < nn; i++) {
-    struct stat st, lst;
-    const int found = stat(names[i], &st) == 0, err = errno;
-    if (!s && found && S_ISREG(st.st_mode)) {
-      names[kept++] = names[i];
-      continue;
-    }
-    if (!s && strict) {
-      if (found)
-        s = coda_fail(ctx, CODA_ERR_IO, "%s: is %s, not a regular file", names[i],
-                      coda_file_kind((unsigned)st.st_mode));
-      else if (err == ENOENT && lstat(names[i], &lst) == 0 && S_ISLNK(lst.st_mode))
-        s = coda_fail(ctx, CODA_ERR_IO, "%s: a dangling symbolic link (its target does not "
-                      "exist), not a regular file", names[i]);
-      else
-        s = coda_fail(ctx, CODA_ERR_IO, "%s: cannot stat: %s", names[i], strerror(err));
-    }
-    free(names[i]);
-  }
-  if (s) {
-    for (size_t i = 0; i < kept; i++) free(names[i]);
-    free(names);
-    return s;
-  }
-  *out = names;
-  *n = kept;
-  return CODA_OK;
-}
-
 /* ------------------------------------------------------------ Parquet */
 
 /* A Parquet file: by its name, or by the magic "PAR1" at both ends (as the
@@ -662,8 +518,8 @@ static coda_status prepare_files(coda_context ctx, const coda_data_options *o,
   }
   if (!s && mkdir(out_dir, 0777) != 0 && errno != EEXIST)
     s = coda_fail(ctx, CODA_ERR_IO, "%s: cannot create directory: %s", out_dir, strerror(errno));
-  if (!s) s = shard_out_open(ctx, out_dir, "train.tok", &p->tr);
-  if (!s) s = shard_out_open(ctx, out_dir, "val.tok", &p->va);
+  if (!s) s = coda_shard_stream_open(ctx, out_dir, "train.tok", &p->tr);
+  if (!s) s = coda_shard_stream_open(ctx, out_dir, "val.tok", &p->va);
   /* an llm.c dataset directory with its own split (names holding "train"
    * and "val", as dev/data writes them): kept as it is */
   int named_split = 0;
@@ -713,8 +569,8 @@ static coda_status prepare_files(coda_context ctx, const coda_data_options *o,
                     "(%llu for training and %llu for validation)", o->path, p->nhead, nfiles,
                     nfiles == 1 ? "" : "s", (unsigned long long)(2 * need),
                     (unsigned long long)need, (unsigned long long)need);
-    if (!s) s = shard_out_put(ctx, &p->tr, p->head, p->nhead - (size_t)nv);
-    if (!s) s = shard_out_put(ctx, &p->va, p->head + (p->nhead - (size_t)nv), (size_t)nv);
+    if (!s) s = coda_shard_stream_put(ctx, &p->tr, p->head, p->nhead - (size_t)nv);
+    if (!s) s = coda_shard_stream_put(ctx, &p->va, p->head + (p->nhead - (size_t)nv), (size_t)nv);
   } else if (!s) {
     if (p->nblock) s = flush_block(p);
     if (!s && (p->tr.count < need || p->va.count < need))
@@ -723,8 +579,8 @@ static coda_status prepare_files(coda_context ctx, const coda_data_options *o,
                     (unsigned long long)p->va.count, (unsigned long long)need);
   }
   if (!s && fmt == CODA_DATA_LLMC && !o->tokenizer) p->vocab = p->max_token + 1;
-  if (!s) s = shard_out_close(ctx, &p->tr, p->vocab);
-  if (!s) s = shard_out_close(ctx, &p->va, p->vocab);
+  if (!s) s = coda_shard_stream_close(ctx, &p->tr, p->vocab);
+  if (!s) s = coda_shard_stream_close(ctx, &p->va, p->vocab);
   if (!s) {
     if (p) report(p, 1);
     if (n_train) *n_train = p->tr.count;
@@ -732,8 +588,8 @@ static coda_status prepare_files(coda_context ctx, const coda_data_options *o,
     if (vocab) *vocab = p->vocab;
   }
   if (p) {
-    shard_out_abort(&p->tr);
-    shard_out_abort(&p->va);
+    coda_shard_stream_abort(&p->tr);
+    coda_shard_stream_abort(&p->va);
     coda_tokenizer_destroy(p->tok);
     free(p->head);
     free(p->ids);
@@ -772,7 +628,7 @@ static coda_status data_dir_files(coda_context ctx, const char *dir, coda_data_f
   size_t n[3] = {0, 0, 0};
   coda_status s = CODA_OK;
   for (int i = 0; i < 3 && !s; i++)
-    if (*fmt == CODA_DATA_AUTO || *fmt == fm[i]) s = list_dir(ctx, dir, suf[i], 1, &l[i], &n[i]);
+    if (*fmt == CODA_DATA_AUTO || *fmt == fm[i]) s = coda_list_dir(ctx, dir, suf[i], 1, &l[i], &n[i]);
   if (!s && *fmt == CODA_DATA_AUTO && n[2] && (n[0] || n[1]))
     s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                   "%s: holds both llm.c token shards (.bin, e.g. %s) and text (%s, e.g. %s); "
@@ -808,7 +664,7 @@ static coda_status data_dir_files(coda_context ctx, const char *dir, coda_data_f
   if (!s && na == 0) { /* a directory of Parquet files is named as such */
     char **pq = NULL;
     size_t npq = 0;
-    if (list_dir(ctx, dir, ".parquet", 0, &pq, &npq) == CODA_OK && npq > 0)
+    if (coda_list_dir(ctx, dir, ".parquet", 0, &pq, &npq) == CODA_OK && npq > 0)
       s = parquet_refused(ctx, pq[0]);
     free_list(pq, npq);
     if (!s)
@@ -820,7 +676,7 @@ static coda_status data_dir_files(coda_context ctx, const char *dir, coda_data_f
     char **every = NULL;
     size_t ne = 0, skipped = 0;
     const char *first = NULL;
-    if (list_dir(ctx, dir, "", 0, &every, &ne) == CODA_OK) {
+    if (coda_list_dir(ctx, dir, "", 0, &every, &ne) == CODA_OK) {
       for (size_t i = 0, j = 0; i < ne; i++) {
         while (j < na && strcmp(all[j], every[i]) < 0) j++;
         if (j < na && !strcmp(all[j], every[i])) continue;
@@ -893,7 +749,7 @@ coda_status coda_prepare_corpus_dir(coda_context ctx, const char *src_dir, const
   (void)val_every; /* the block rule decides; see data.h */
   char **files = NULL;
   size_t nfiles = 0, kept = 0;
-  coda_status s = list_dir(ctx, src_dir, "", 0, &files, &nfiles);
+  coda_status s = coda_list_dir(ctx, src_dir, "", 0, &files, &nfiles);
   if (s) return s;
   for (size_t i = 0; i < nfiles; i++) {
     if (has_suffix(files[i], ".dat") || has_suffix(files[i], ".u8")) free(files[i]);
@@ -905,55 +761,4 @@ coda_status coda_prepare_corpus_dir(coda_context ctx, const char *src_dir, const
   if (!s) s = prepare_files(ctx, &o, CODA_DATA_TEXT, 1, files, kept, out_dir, n_train, n_val, NULL);
   free_list(files, kept);
   return s;
-}
-
-/* --------------------------------------------------------- mapped shards */
-
-coda_status coda_shard_open(coda_context ctx, const char *path, coda_shard_view *v) {
-  memset(v, 0, sizeof *v);
-  int fd;
-  uint64_t size;
-  coda_status s = coda_open_regular(ctx, path, UINT64_MAX, &fd, &size);
-  if (s) return s;
-  unsigned char h[CODA_SHARD_HEADER];
-  s = size < sizeof h ? coda_fail(ctx, CODA_ERR_IO, "%s: truncated: %llu bytes, the header alone "
-                                  "is %d", path, (unsigned long long)size, CODA_SHARD_HEADER)
-                      : coda_read_fd(ctx, fd, path, 0, h, sizeof h);
-  const uint32_t width = s ? 0 : (uint32_t)h[12] | (uint32_t)h[13] << 8;
-  const int le = 1;
-  /* uint32 tokens on a little-endian host are read in place */
-  if (!s && width == 4 && *(const unsigned char *)&le == 1 && size <= SIZE_MAX) {
-    void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED)
-      return coda_fail(ctx, CODA_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
-    /* the checks of coda_shard_read, on the mapping */
-    coda_status c = coda_shard_check(ctx, path, m, (size_t)size);
-    if (c) {
-      munmap(m, (size_t)size);
-      return c;
-    }
-    const unsigned char *b = m;
-    v->tok = (const uint32_t *)(const void *)(b + CODA_SHARD_HEADER);
-    v->count = (size - CODA_SHARD_HEADER) / 4;
-    v->vocab = (uint32_t)b[24] | (uint32_t)b[25] << 8 | (uint32_t)b[26] << 16 | (uint32_t)b[27] << 24;
-    v->map = m;
-    v->map_len = (size_t)size;
-    return CODA_OK;
-  }
-  close(fd);
-  if (s) return s;
-  uint32_t *t;
-  s = coda_shard_read(ctx, path, &t, &v->count, &v->vocab);
-  if (s) return s;
-  v->tok = t;
-  v->owned = t;
-  return CODA_OK;
-}
-
-void coda_shard_close(coda_shard_view *v) {
-  if (!v) return;
-  if (v->map) munmap(v->map, v->map_len);
-  free(v->owned);
-  memset(v, 0, sizeof *v);
 }

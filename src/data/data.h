@@ -1,8 +1,8 @@
 /* Internal interface of src/data: the token streams a model trains on.
- * Byte tokens, token shards and the sampler
- * (shards.c), corpus preparation (corpus.c, corpus_split.c). The BPE
- * tokenizer (bpe*.c) is reached through the public coda_tokenizer.h; its
- * own headers (bpe.h, bpe_impl.h) are private to it. */
+ * Byte tokens, token shards (written whole or in pieces, read,
+ * memory-mapped) and the sampler (shards.c); corpus preparation
+ * (corpus.c). The BPE tokenizer (bpe*.c) is reached through the public
+ * coda_tokenizer.h; its own headers (bpe.h, bpe_impl.h) are private to it. */
 #ifndef CODA_DATA_H
 #define CODA_DATA_H
 
@@ -57,6 +57,22 @@ typedef struct coda_shard_view {
 } coda_shard_view;
 coda_status coda_shard_open(coda_context ctx, const char *path, coda_shard_view *v);
 void coda_shard_close(coda_shard_view *v);
+
+/* A uint32 shard written in pieces into dir/name: the tokens go to a
+ * ".partial" file (their CRC-32 kept as they pass); close writes the
+ * header, fsyncs and renames it over the final name; abort removes it. */
+typedef struct coda_shard_stream {
+  char *path, *tmp;
+  FILE *f;
+  uint64_t count;
+  uint32_t crc;
+} coda_shard_stream;
+coda_status coda_shard_stream_open(coda_context ctx, const char *dir, const char *name,
+                                   coda_shard_stream *o);
+coda_status coda_shard_stream_put(coda_context ctx, coda_shard_stream *o, const uint32_t *t,
+                                  size_t n);
+coda_status coda_shard_stream_close(coda_context ctx, coda_shard_stream *o, uint32_t vocab);
+void coda_shard_stream_abort(coda_shard_stream *o);
 
 /* Builds train.tok / val.tok in out_dir from the text files of src_dir
  * (regular files whose names do not end in .dat or .u8, in name order, as

@@ -1,4 +1,6 @@
-/* Byte-level tokenizer, token shards, corpus preparation, batch sampler. */
+/* Byte-level tokenizer, token shards (written whole or a piece at a time,
+ * read, memory-mapped), the test fixtures' corpus of documents, batch
+ * sampler. */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
 #include "base/rng.h"
@@ -9,7 +11,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 size_t coda_tok_encode(const char *text, size_t n, uint32_t *out) {
   for (size_t i = 0; i < n; i++) out[i] = (unsigned char)text[i];
@@ -234,4 +238,124 @@ coda_status coda_sampler_batch(coda_context ctx, coda_sampler *s, int B, int T, 
     s->drawn++;
   }
   return CODA_OK;
+}
+
+/* ---------------------------------------------- a shard written in pieces */
+
+coda_status coda_shard_stream_open(coda_context ctx, const char *dir, const char *name,
+                                    coda_shard_stream *o) {
+  memset(o, 0, sizeof *o);
+  size_t n = strlen(dir) + strlen(name) + 16;
+  o->path = malloc(n);
+  o->tmp = malloc(n + 16);
+  if (!o->path || !o->tmp) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  snprintf(o->path, n, "%s/%s", dir, name);
+  snprintf(o->tmp, n + 16, "%s.partial", o->path);
+  o->f = fopen(o->tmp, "wb");
+  if (!o->f) return coda_fail(ctx, CODA_ERR_IO, "%s: cannot create: %s", o->tmp, strerror(errno));
+  unsigned char h[CODA_SHARD_HEADER] = {0};
+  if (fwrite(h, 1, sizeof h, o->f) != sizeof h)
+    return coda_fail(ctx, CODA_ERR_IO, "%s: write failed: %s", o->tmp, strerror(errno));
+  return CODA_OK;
+}
+
+coda_status coda_shard_stream_put(coda_context ctx, coda_shard_stream *o, const uint32_t *t,
+                                  size_t n) {
+  unsigned char b[4 * 1024];
+  while (n > 0) {
+    size_t k = n < 1024 ? n : 1024;
+    for (size_t i = 0; i < k; i++)
+      for (int j = 0; j < 4; j++) b[4 * i + (size_t)j] = (unsigned char)(t[i] >> (8 * j));
+    if (fwrite(b, 4, k, o->f) != k)
+      return coda_fail(ctx, CODA_ERR_IO, "%s: write failed: %s", o->tmp, strerror(errno));
+    o->crc = coda_crc32(o->crc, b, 4 * k);
+    o->count += k;
+    t += k;
+    n -= k;
+  }
+  return CODA_OK;
+}
+
+/* The header (uint32 tokens), fsync, then the rename over the final name. */
+coda_status coda_shard_stream_close(coda_context ctx, coda_shard_stream *o, uint32_t vocab) {
+  unsigned char h[CODA_SHARD_HEADER];
+  memcpy(h, "CODATOKS", 8);
+  /* the layout of data.h: version, width, count, vocab, CRC-32 */
+  for (int i = 0; i < 4; i++) {
+    h[8 + i] = (unsigned char)(1u >> (8 * i));
+    h[12 + i] = (unsigned char)(4u >> (8 * i));
+    h[24 + i] = (unsigned char)(vocab >> (8 * i));
+    h[28 + i] = (unsigned char)(o->crc >> (8 * i));
+  }
+  for (int i = 0; i < 8; i++) h[16 + i] = (unsigned char)(o->count >> (8 * i));
+  int bad = fseek(o->f, 0, SEEK_SET) != 0 || fwrite(h, 1, sizeof h, o->f) != sizeof h ||
+            fflush(o->f) != 0 || fsync(fileno(o->f)) != 0;
+  bad |= fclose(o->f) != 0;
+  o->f = NULL;
+  if (bad) return coda_fail(ctx, CODA_ERR_IO, "%s: write failed: %s", o->tmp, strerror(errno));
+  if (rename(o->tmp, o->path) != 0)
+    return coda_fail(ctx, CODA_ERR_IO, "cannot rename %s to %s: %s", o->tmp, o->path,
+                     strerror(errno));
+  return CODA_OK;
+}
+
+void coda_shard_stream_abort(coda_shard_stream *o) {
+  if (o->f) {
+    fclose(o->f);
+    unlink(o->tmp);
+  }
+  free(o->path);
+  free(o->tmp);
+  memset(o, 0, sizeof *o);
+}
+
+/* --------------------------------------------------------- mapped shards */
+
+coda_status coda_shard_open(coda_context ctx, const char *path, coda_shard_view *v) {
+  memset(v, 0, sizeof *v);
+  int fd;
+  uint64_t size;
+  coda_status s = coda_open_regular(ctx, path, UINT64_MAX, &fd, &size);
+  if (s) return s;
+  unsigned char h[CODA_SHARD_HEADER];
+  s = size < sizeof h ? coda_fail(ctx, CODA_ERR_IO, "%s: truncated: %llu bytes, the header alone "
+                                  "is %d", path, (unsigned long long)size, CODA_SHARD_HEADER)
+                      : coda_read_fd(ctx, fd, path, 0, h, sizeof h);
+  const uint32_t width = s ? 0 : (uint32_t)h[12] | (uint32_t)h[13] << 8;
+  const int le = 1;
+  /* uint32 tokens on a little-endian host are read in place */
+  if (!s && width == 4 && *(const unsigned char *)&le == 1 && size <= SIZE_MAX) {
+    void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+      return coda_fail(ctx, CODA_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
+    /* the checks of coda_shard_read, on the mapping */
+    coda_status c = coda_shard_check(ctx, path, m, (size_t)size);
+    if (c) {
+      munmap(m, (size_t)size);
+      return c;
+    }
+    const unsigned char *b = m;
+    v->tok = (const uint32_t *)(const void *)(b + CODA_SHARD_HEADER);
+    v->count = (size - CODA_SHARD_HEADER) / 4;
+    v->vocab = (uint32_t)b[24] | (uint32_t)b[25] << 8 | (uint32_t)b[26] << 16 | (uint32_t)b[27] << 24;
+    v->map = m;
+    v->map_len = (size_t)size;
+    return CODA_OK;
+  }
+  close(fd);
+  if (s) return s;
+  uint32_t *t;
+  s = coda_shard_read(ctx, path, &t, &v->count, &v->vocab);
+  if (s) return s;
+  v->tok = t;
+  v->owned = t;
+  return CODA_OK;
+}
+
+void coda_shard_close(coda_shard_view *v) {
+  if (!v) return;
+  if (v->map) munmap(v->map, v->map_len);
+  free(v->owned);
+  memset(v, 0, sizeof *v);
 }

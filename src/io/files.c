@@ -273,3 +273,76 @@ coda_status coda_read_file_max(coda_context ctx, const char *path, uint64_t max,
 coda_status coda_read_file(coda_context ctx, const char *path, unsigned char **buf, size_t *n) {
   return coda_read_file_max(ctx, path, UINT64_MAX, buf, n);
 }
+
+static int ends_with(const char *s, const char *suf) {
+  size_t a = strlen(s), b = strlen(suf);
+  return a >= b && !strcmp(s + a - b, suf);
+}
+
+static int cmp_name(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The files of dir whose names end in suffix (hidden names left out), in
+ * name order; each a regular file once links are followed. With `strict`
+ * the first entry that is not one (a dangling or looping link, a
+ * subdirectory, a FIFO, ...) is refused by name: skipping it would
+ * prepare part of the corpus without a word. Without, such entries are
+ * left out. Names are sorted before they are looked at, so the entry
+ * named does not depend on readdir's order. */
+coda_status coda_list_dir(coda_context ctx, const char *dir, const char *suffix, int strict,
+                          char ***out, size_t *n) {
+  *out = NULL;
+  *n = 0;
+  DIR *d = opendir(dir);
+  if (!d) return coda_fail(ctx, CODA_ERR_IO, "%s: cannot open directory: %s", dir, strerror(errno));
+  char **names = NULL;
+  size_t nn = 0, cap = 0;
+  struct dirent *e;
+  coda_status s = CODA_OK;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.' || !ends_with(e->d_name, suffix)) continue;
+    size_t L = strlen(dir) + strlen(e->d_name) + 2;
+    char *p = malloc(L);
+    if (!p) { s = CODA_ERR_OUT_OF_MEMORY; break; }
+    snprintf(p, L, "%s/%s", dir, e->d_name);
+    if (nn == cap) {
+      cap = cap ? 2 * cap : 16;
+      char **nb = realloc(names, cap * sizeof *nb);
+      if (!nb) { free(p); s = CODA_ERR_OUT_OF_MEMORY; break; }
+      names = nb;
+    }
+    names[nn++] = p;
+  }
+  closedir(d);
+  if (s) s = coda_fail(ctx, s, "out of memory listing %s", dir);
+  if (!s && nn > 1) qsort(names, nn, sizeof *names, cmp_name); /* readdir order varies */
+  size_t kept = 0;
+  for (size_t i = 0; i < nn; i++) {
+    struct stat st, lst;
+    const int found = stat(names[i], &st) == 0, err = errno;
+    if (!s && found && S_ISREG(st.st_mode)) {
+      names[kept++] = names[i];
+      continue;
+    }
+    if (!s && strict) {
+      if (found)
+        s = coda_fail(ctx, CODA_ERR_IO, "%s: is %s, not a regular file", names[i],
+                      coda_file_kind((unsigned)st.st_mode));
+      else if (err == ENOENT && lstat(names[i], &lst) == 0 && S_ISLNK(lst.st_mode))
+        s = coda_fail(ctx, CODA_ERR_IO, "%s: a dangling symbolic link (its target does not "
+                      "exist), not a regular file", names[i]);
+      else
+        s = coda_fail(ctx, CODA_ERR_IO, "%s: cannot stat: %s", names[i], strerror(err));
+    }
+    free(names[i]);
+  }
+  if (s) {
+    for (size_t i = 0; i < kept; i++) free(names[i]);
+    free(names);
+    return s;
+  }
+  *out = names;
+  *n = kept;
+  return CODA_OK;
+}

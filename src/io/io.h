@@ -121,6 +121,13 @@ coda_status coda_atomic_write_at(coda_context ctx, coda_atomic_file *f, uint64_t
 coda_status coda_atomic_commit(coda_context ctx, coda_atomic_file *f);
 void coda_atomic_abort(coda_atomic_file *f);
 
+/* The files of dir whose names end in suffix (hidden names left out), in
+ * name order, each a regular file once links are followed; *out holds
+ * *n malloc'ed paths (free each, then the array). strict: an entry that
+ * is not one is refused by name; else it is left out. */
+coda_status coda_list_dir(coda_context ctx, const char *dir, const char *suffix, int strict,
+                          char ***out, size_t *n);
+
 /* Writes a whole buffer to path atomically (temp file + fsync + rename). */
 coda_status coda_write_atomic(coda_context ctx, const char *path,
                               const void *const *parts, const size_t *sizes,
