@@ -1,7 +1,9 @@
-/* The decoder's state, shared by its host side (decode.c: creation,
- * prefill and steps, sampling, generation, the host forward) and its
- * device side (decode_device.c: the device buffers, the device forward,
- * recorded step graphs, step profiles). The one header of src/infer. */
+/* The one header of src/infer: the decoder's state, shared by its host
+ * side (decode.c: creation, prefill and steps, the host forward), its
+ * sampling and generation (decode_generate.c), its device side
+ * (decode_device.c: the device buffers, the device forward, recorded step
+ * graphs, step profiles) and its prefill through the block plans
+ * (decode_plans.c). generate.c (coda_generate) needs none of it. */
 #ifndef CODA_INFER_H
 #define CODA_INFER_H
 
