@@ -62,7 +62,9 @@ static coda_status read_type(loader *ld, const coda_json *v, const char *path, c
   return CODA_OK;
 }
 
-static coda_status load_model(loader *ld, const coda_json *model, const coda_json *added) {
+/* The model's kind and settings: a BPE model without dropout, a subword
+ * prefix or suffix, or byte fallback (coda reads no other). */
+static coda_status check_model_kind(loader *ld, const coda_json *model) {
   coda_tokenizer tok = ld->tok;
   coda_status st = want_kind(ld, model, CODA_JSON_OBJECT, "model");
   if (st) return st;
@@ -79,9 +81,14 @@ static coda_status load_model(loader *ld, const coda_json *model, const coda_jso
       (st = refuse_true(ld, model, "byte_fallback", "model")))
     return st;
   tok->ignore_merges = is_true(coda_json_get(model, "ignore_merges"));
+  return CODA_OK;
+}
 
-  const coda_json *vocab = coda_json_get(model, "vocab");
-  if ((st = want_kind(ld, vocab, CODA_JSON_OBJECT, "model.vocab"))) return st;
+/* The vocabulary's size: one slot per id up to the largest id of the
+ * vocabulary and the added tokens. */
+static coda_status count_ids(loader *ld, const coda_json *vocab, const coda_json *added) {
+  coda_tokenizer tok = ld->tok;
+  coda_status st;
   size_t max_id = 0;
   for (size_t i = 0; i < vocab->n; i++) {
     int32_t id = 0;
@@ -108,10 +115,120 @@ static coda_status load_model(loader *ld, const coda_json *model, const coda_jso
     return REFUSE(ld, "model.vocab: the largest id, %zu, is far above the %zu entries of the vocabulary and "
                   "the added tokens (coda keeps one slot per id: ids must be nearly dense)", max_id - 1, entries);
   tok->vocab_size = max_id;
+  return CODA_OK;
+}
 
-  /* Decoding bytes of each id: the alphabet's bytes, or the UTF-8 text of
-   * an entry with a character outside the alphabet (as the ByteLevel
-   * decoder does). */
+/* The decoding table while it is built: id's bytes at start[id] (len[id]
+ * of them) of tok->dec_bytes, in file order until lay_out_ids. */
+typedef struct dec_build {
+  size_t *start, *len;
+  uint8_t *tmp; /* an entry's bytes, decoded */
+  size_t pos;   /* bytes written */
+} dec_build;
+
+static void dec_put(coda_tokenizer tok, dec_build *b, int32_t id, size_t k) {
+  memcpy(tok->dec_bytes + b->pos, b->tmp, k);
+  b->start[id] = b->pos;
+  b->len[id] = k;
+  tok->has_token[id] = 1;
+  b->pos += k;
+}
+
+/* The vocabulary's entries: the alphabet's bytes of each, or the UTF-8
+ * text of an entry with a character outside the alphabet (as the ByteLevel
+ * decoder does). An out-of-memory status is returned unreported. */
+static coda_status read_vocab_entries(loader *ld, const coda_json *vocab, dec_build *b) {
+  coda_tokenizer tok = ld->tok;
+  coda_status st = CODA_OK;
+  for (size_t i = 0; i < vocab->n && !st; i++) {
+    const coda_json_member *m = &vocab->u.members[i];
+    int32_t id = (int32_t)m->value.u.num;
+    size_t k = from_alphabet((const uint8_t *)m->key, m->key_len, b->tmp, ld->rev);
+    if (k != SIZE_MAX) {
+      int dup;
+      if (!smap_put(&tok->words, b->tmp, k, id, &dup)) st = CODA_ERR_OUT_OF_MEMORY;
+      if (k == 1 && tok->byte_id[b->tmp[0]] < 0) tok->byte_id[b->tmp[0]] = id;
+    } else {
+      memcpy(b->tmp, m->key, m->key_len);
+      k = m->key_len;
+    }
+    int twice = 0;
+    if (!smap_put(&tok->names, m->key, m->key_len, id, &twice)) st = CODA_ERR_OUT_OF_MEMORY;
+    else if (twice) st = PARSE_FAIL(ld, "model.vocab[%zu]: the token \"%s\" is listed twice", i, m->key);
+    dec_put(tok, b, id, k);
+  }
+  return st;
+}
+
+/* Added tokens: their content decodes as vocabulary entries do. */
+static coda_status read_added_tokens(loader *ld, const coda_json *added, size_t total,
+                                     dec_build *b) {
+  coda_tokenizer tok = ld->tok;
+  tok->added = calloc(added->n, sizeof *tok->added);
+  tok->added_pool = malloc(total + 1);
+  if (!tok->added || !tok->added_pool)
+    return coda_fail(ld->ctx, CODA_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+  coda_status st = CODA_OK;
+  size_t apos = 0;
+  for (size_t i = 0; i < added->n && !st; i++) {
+    const coda_json *a = &added->u.items[i];
+    char p[64];
+    snprintf(p, sizeof p, "added_tokens[%zu]", i);
+    const coda_json *c = coda_json_get(a, "content");
+    char pc[80];
+    snprintf(pc, sizeof pc, "%s.content", p);
+    if ((st = want_kind(ld, c, CODA_JSON_STRING, pc))) break;
+    if (!c->n) { st = PARSE_FAIL(ld, "%s: empty", pc); break; }
+    if ((st = refuse_true(ld, a, "single_word", p)) || (st = refuse_true(ld, a, "lstrip", p)) ||
+        (st = refuse_true(ld, a, "rstrip", p)))
+      break;
+    int32_t id = (int32_t)coda_json_get(a, "id")->u.num;
+    added_token *t = &tok->added[tok->nadded++];
+    memcpy(tok->added_pool + apos, c->u.str, c->n);
+    t->bytes = tok->added_pool + apos;
+    t->len = c->n;
+    apos += c->n;
+    t->id = id;
+    t->special = is_true(coda_json_get(a, "special"));
+    const coda_json *norm = coda_json_get(a, "normalized");
+    t->normalized = norm ? is_true(norm) : !t->special;
+    tok->is_special[id] = (uint8_t)t->special;
+    size_t k = from_alphabet(t->bytes, t->len, b->tmp, ld->rev);
+    if (k == SIZE_MAX) {
+      memcpy(b->tmp, t->bytes, t->len);
+      k = t->len;
+    }
+    dec_put(tok, b, id, k);
+    if (!smap_put(&tok->names, t->bytes, t->len, id, NULL)) st = coda_fail(ld->ctx, CODA_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+  }
+  return st;
+}
+
+/* The bytes laid out in id order. */
+static coda_status lay_out_ids(loader *ld, dec_build *b) {
+  coda_tokenizer tok = ld->tok;
+  const size_t max_id = tok->vocab_size;
+  uint8_t *ordered = malloc(b->pos + 1);
+  if (!ordered) return coda_fail(ld->ctx, CODA_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+  size_t q = 0;
+  for (size_t id = 0; id < max_id; id++) {
+    tok->dec_off[id] = q;
+    if (tok->has_token[id]) {
+      memcpy(ordered + q, tok->dec_bytes + b->start[id], b->len[id]);
+      q += b->len[id];
+    }
+  }
+  tok->dec_off[max_id] = q;
+  free(tok->dec_bytes);
+  tok->dec_bytes = ordered;
+  return CODA_OK;
+}
+
+/* The decoding table of every id (tok->dec_bytes, dec_off), the names
+ * and byte strings of the vocabulary, the added tokens. */
+static coda_status load_vocab(loader *ld, const coda_json *vocab, const coda_json *added) {
+  coda_tokenizer tok = ld->tok;
+  const size_t max_id = tok->vocab_size;
   size_t total = 0;
   for (size_t i = 0; i < vocab->n; i++) total += vocab->u.members[i].key_len;
   if (added)
@@ -123,109 +240,24 @@ static coda_status load_model(loader *ld, const coda_json *model, const coda_jso
   tok->dec_off = calloc(max_id + 1, sizeof *tok->dec_off);
   tok->is_special = calloc(max_id, 1);
   tok->has_token = calloc(max_id, 1);
-  size_t *start = calloc(max_id, sizeof *start), *len = calloc(max_id, sizeof *len);
-  uint8_t *tmp = malloc(total + 1);
-  if (!tok->dec_bytes || !tok->dec_off || !tok->is_special || !tok->has_token || !start || !len || !tmp) {
-    free(start); free(len); free(tmp);
-    return coda_fail(ld->ctx, CODA_ERR_OUT_OF_MEMORY, "tokenizer: out of memory reading the vocabulary");
+  dec_build b = {calloc(max_id, sizeof(size_t)), calloc(max_id, sizeof(size_t)), malloc(total + 1), 0};
+  coda_status st;
+  if (!tok->dec_bytes || !tok->dec_off || !tok->is_special || !tok->has_token || !b.start ||
+      !b.len || !b.tmp) {
+    st = coda_fail(ld->ctx, CODA_ERR_OUT_OF_MEMORY, "tokenizer: out of memory reading the vocabulary");
+  } else {
+    st = read_vocab_entries(ld, vocab, &b);
+    if (st && st != CODA_ERR_PARSE) /* a parse failure's message names the entry */
+      st = coda_fail(ld->ctx, st, "tokenizer: out of memory reading the vocabulary");
+    if (!st && added && added->n) st = read_added_tokens(ld, added, total, &b);
+    if (!st) st = lay_out_ids(ld, &b);
   }
-  size_t pos = 0;
-  st = CODA_OK;
-  for (size_t i = 0; i < vocab->n && !st; i++) {
-    const coda_json_member *m = &vocab->u.members[i];
-    int32_t id = (int32_t)m->value.u.num;
-    size_t k = from_alphabet((const uint8_t *)m->key, m->key_len, tmp, ld->rev);
-    if (k != SIZE_MAX) {
-      int dup;
-      if (!smap_put(&tok->words, tmp, k, id, &dup)) st = CODA_ERR_OUT_OF_MEMORY;
-      if (k == 1 && tok->byte_id[tmp[0]] < 0) tok->byte_id[tmp[0]] = id;
-    } else {
-      memcpy(tmp, m->key, m->key_len);
-      k = m->key_len;
-    }
-    int twice = 0;
-    if (!smap_put(&tok->names, m->key, m->key_len, id, &twice)) st = CODA_ERR_OUT_OF_MEMORY;
-    else if (twice) st = PARSE_FAIL(ld, "model.vocab[%zu]: the token \"%s\" is listed twice", i, m->key);
-    memcpy(tok->dec_bytes + pos, tmp, k);
-    start[id] = pos;
-    len[id] = k;
-    tok->has_token[id] = 1;
-    pos += k;
-  }
-  if (st) {
-    free(start); free(len); free(tmp);
-    if (st == CODA_ERR_PARSE) return st; /* the message names the entry */
-    return coda_fail(ld->ctx, st, "tokenizer: out of memory reading the vocabulary");
-  }
+  free(b.start); free(b.len); free(b.tmp);
+  return st;
+}
 
-  /* Added tokens: their content decodes as vocabulary entries do. */
-  if (added && added->n) {
-    tok->added = calloc(added->n, sizeof *tok->added);
-    tok->added_pool = malloc(total + 1);
-    if (!tok->added || !tok->added_pool) {
-      free(start); free(len); free(tmp);
-      return coda_fail(ld->ctx, CODA_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
-    }
-    size_t apos = 0;
-    for (size_t i = 0; i < added->n && !st; i++) {
-      const coda_json *a = &added->u.items[i];
-      char p[64];
-      snprintf(p, sizeof p, "added_tokens[%zu]", i);
-      const coda_json *c = coda_json_get(a, "content");
-      char pc[80];
-      snprintf(pc, sizeof pc, "%s.content", p);
-      if ((st = want_kind(ld, c, CODA_JSON_STRING, pc))) break;
-      if (!c->n) { st = PARSE_FAIL(ld, "%s: empty", pc); break; }
-      if ((st = refuse_true(ld, a, "single_word", p)) || (st = refuse_true(ld, a, "lstrip", p)) ||
-          (st = refuse_true(ld, a, "rstrip", p)))
-        break;
-      int32_t id = (int32_t)coda_json_get(a, "id")->u.num;
-      added_token *t = &tok->added[tok->nadded++];
-      memcpy(tok->added_pool + apos, c->u.str, c->n);
-      t->bytes = tok->added_pool + apos;
-      t->len = c->n;
-      apos += c->n;
-      t->id = id;
-      t->special = is_true(coda_json_get(a, "special"));
-      const coda_json *norm = coda_json_get(a, "normalized");
-      t->normalized = norm ? is_true(norm) : !t->special;
-      tok->is_special[id] = (uint8_t)t->special;
-      size_t k = from_alphabet(t->bytes, t->len, tmp, ld->rev);
-      if (k == SIZE_MAX) {
-        memcpy(tmp, t->bytes, t->len);
-        k = t->len;
-      }
-      memcpy(tok->dec_bytes + pos, tmp, k);
-      start[id] = pos;
-      len[id] = k;
-      tok->has_token[id] = 1;
-      pos += k;
-      if (!smap_put(&tok->names, t->bytes, t->len, id, NULL)) st = coda_fail(ld->ctx, CODA_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
-    }
-  }
-  if (st) {
-    free(start); free(len); free(tmp);
-    return st;
-  }
-  /* Lay the bytes out in id order. */
-  uint8_t *ordered = malloc(pos + 1);
-  if (!ordered) {
-    free(start); free(len); free(tmp);
-    return coda_fail(ld->ctx, CODA_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
-  }
-  size_t q = 0;
-  for (size_t id = 0; id < max_id; id++) {
-    tok->dec_off[id] = q;
-    if (tok->has_token[id]) {
-      memcpy(ordered + q, tok->dec_bytes + start[id], len[id]);
-      q += len[id];
-    }
-  }
-  tok->dec_off[max_id] = q;
-  free(tok->dec_bytes);
-  tok->dec_bytes = ordered;
-  free(start); free(len); free(tmp);
-
+static coda_status read_unk(loader *ld, const coda_json *model) {
+  coda_tokenizer tok = ld->tok;
   const coda_json *unk = coda_json_get(model, "unk_token");
   tok->unk_id = -1;
   if (!is_null(unk)) {
@@ -236,7 +268,13 @@ static coda_status load_model(loader *ld, const coda_json *model, const coda_jso
     tok->unk_id = (int32_t)v;
   }
 
-  /* Merges: "a b" strings or [a, b] pairs; the rank is the position. */
+  return CODA_OK;
+}
+
+static coda_status read_merges(loader *ld, const coda_json *model) {
+  coda_tokenizer tok = ld->tok;
+  coda_status st;
+  /* "a b" strings or [a, b] pairs; the rank is the position. */
   const coda_json *merges = coda_json_get(model, "merges");
   if ((st = want_kind(ld, merges, CODA_JSON_ARRAY, "model.merges"))) return st;
   if (!pmap_init(&tok->merges, merges->n)) return coda_fail(ld->ctx, CODA_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
@@ -285,6 +323,17 @@ static coda_status load_model(loader *ld, const coda_json *model, const coda_jso
   }
   free(joined);
   return st;
+}
+
+static coda_status load_model(loader *ld, const coda_json *model, const coda_json *added) {
+  coda_status st = check_model_kind(ld, model);
+  if (st) return st;
+  const coda_json *vocab = coda_json_get(model, "vocab");
+  if ((st = want_kind(ld, vocab, CODA_JSON_OBJECT, "model.vocab"))) return st;
+  if ((st = count_ids(ld, vocab, added))) return st;
+  if ((st = load_vocab(ld, vocab, added))) return st;
+  if ((st = read_unk(ld, model))) return st;
+  return read_merges(ld, model);
 }
 
 static coda_status load_pre(loader *ld, const coda_json *v, const char *path) {

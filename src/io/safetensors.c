@@ -239,6 +239,204 @@ static int cmp_cstr(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The __metadata__ object (after its key): string values only. */
+static int parse_metadata(jp *j, coda_st_file *f) {
+  if (!jlit(j, '{')) { jfail(j, "__metadata__ is not an object"); return -1; }
+  if (!jlit(j, '}')) {
+    size_t mcap = 0;
+    do {
+      char *k = jstr(j);
+      if (!k) return -1;
+      if (!jlit(j, ':')) { free(k); jfail(j, "expected ':'"); return -1; }
+      char *v = jstr(j);
+      if (!v) { free(k); jfail(j, "metadata values must be strings"); return -1; }
+      if ((size_t)f->nmeta == mcap) {
+        mcap = mcap ? mcap * 2 : 16;
+        char **a = realloc(f->meta_key, mcap * sizeof *a);
+        if (a) f->meta_key = a;
+        char **b = realloc(f->meta_val, mcap * sizeof *b);
+        if (b) f->meta_val = b;
+        if (!a || !b) { free(k); free(v); jfail(j, "out of memory"); return -1; }
+      }
+      f->meta_key[f->nmeta] = k;
+      f->meta_val[f->nmeta] = v;
+      f->nmeta++;
+    } while (jlit(j, ','));
+    if (!jlit(j, '}')) { jfail(j, "expected '}' after __metadata__"); return -1; }
+  }
+  return 0;
+}
+
+/* The header's JSON object: the tensors' entries and the metadata. */
+static int parse_header(jp *j, coda_st_file *f) {
+  size_t cap = 0;
+  if (!jlit(j, '{')) {
+    jfail(j, "not a JSON object");
+    return -1;
+  }
+  if (!jlit(j, '}')) {
+    int have_meta = 0;
+    do {
+      char *key = jstr(j);
+      if (!key) return -1;
+      if (!jlit(j, ':')) { free(key); jfail(j, "expected ':'"); return -1; }
+      if (!strcmp(key, "__metadata__")) {
+        free(key);
+        if (have_meta) { jfail(j, "repeated __metadata__"); return -1; }
+        have_meta = 1;
+        if (parse_metadata(j, f)) return -1;
+        continue;
+      }
+      if ((size_t)f->n == cap) {
+        cap = cap ? cap * 2 : 64;
+        coda_st_tensor *nt = realloc(f->t, cap * sizeof *nt);
+        if (!nt) { free(key); jfail(j, "out of memory"); return -1; }
+        f->t = nt;
+      }
+      coda_st_tensor *t = &f->t[f->n];
+      memset(t, 0, sizeof *t);
+      t->name = key;
+      f->n++;
+      if (parse_tensor(j, t)) return -1;
+    } while (jlit(j, ','));
+    if (!jlit(j, '}')) { jfail(j, "expected '}' or ','"); return -1; }
+  }
+  jws(j);
+  if (j->p != j->end) { jfail(j, "trailing bytes after the JSON object"); return -1; }
+  return 0;
+}
+
+/* Every tensor's shape, dtype and offsets agree and lie within the data
+ * region (data_len bytes); data pointers unless header_only. */
+static int check_extents(jp *j, coda_st_file *f, const unsigned char *buf, uint64_t data_len,
+                         int header_only) {
+  coda_context ctx = j->ctx;
+  const char *what = j->what;
+  for (int i = 0; i < f->n; i++) {
+    coda_st_tensor *t = &f->t[i];
+    uint64_t elems = 1;
+    for (int d = 0; d < t->ndim; d++) {
+      if (t->shape[d] != 0 && elems > (UINT64_C(1) << 53) / (uint64_t)t->shape[d]) {
+        jfail(j, "shape overflows");
+        return -1;
+      }
+      elems *= (uint64_t)t->shape[d];
+    }
+    uint64_t es = coda_st_dtype_size(t->dtype);
+    if (elems > (UINT64_C(1) << 60) / es || t->begin > t->end || t->end - t->begin != elems * es) {
+      coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s': data_offsets [%llu, %llu] do not match shape "
+                "and dtype %s (%llu bytes)", what, t->name, (unsigned long long)t->begin,
+                (unsigned long long)t->end, t->dtype, (unsigned long long)(elems * es));
+      j->err = CODA_ERR_IO;
+      return -1;
+    }
+    if (t->end > data_len) {
+      coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s' ends at %llu, past the data region of %llu "
+                "bytes (truncated?)", what, t->name, (unsigned long long)t->end,
+                (unsigned long long)data_len);
+      j->err = CODA_ERR_IO;
+      return -1;
+    }
+    t->data = header_only ? NULL : buf + f->data_start + t->begin;
+  }
+  return 0;
+}
+
+/* No two tensors overlap or share a name; no metadata key twice. */
+static int check_unique(jp *j, coda_st_file *f) {
+  coda_context ctx = j->ctx;
+  const char *what = j->what;
+  if (f->n > 1) {
+    const coda_st_tensor **o = malloc((size_t)f->n * sizeof *o);
+    if (!o) { jfail(j, "out of memory"); return -1; }
+    for (int i = 0; i < f->n; i++) o[i] = &f->t[i];
+    qsort(o, (size_t)f->n, sizeof *o, cmp_begin);
+    for (int i = 1; i < f->n; i++) {
+      if (o[i]->begin < o[i - 1]->end) {
+        coda_fail(ctx, CODA_ERR_IO, "%s: tensors '%s' and '%s' overlap", what, o[i - 1]->name,
+                  o[i]->name);
+        free(o);
+        j->err = CODA_ERR_IO;
+        return -1;
+      }
+    }
+    /* Unique names: sorted, so a hostile header of many entries costs
+     * n log n, not n^2. */
+    qsort(o, (size_t)f->n, sizeof *o, cmp_name);
+    for (int i = 1; i < f->n; i++) {
+      if (!strcmp(o[i]->name, o[i - 1]->name)) {
+        coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s' appears twice", what, o[i]->name);
+        free(o);
+        j->err = CODA_ERR_IO;
+        return -1;
+      }
+    }
+    free(o);
+  }
+  if (f->nmeta > 1) { /* unique metadata keys (else the first would win silently) */
+    char **k = malloc((size_t)f->nmeta * sizeof *k);
+    if (!k) { jfail(j, "out of memory"); return -1; }
+    memcpy(k, f->meta_key, (size_t)f->nmeta * sizeof *k);
+    qsort(k, (size_t)f->nmeta, sizeof *k, cmp_cstr);
+    for (int i = 1; i < f->nmeta; i++) {
+      if (!strcmp(k[i], k[i - 1])) {
+        coda_fail(ctx, CODA_ERR_IO, "%s: metadata key '%s' appears twice", what, k[i]);
+        free(k);
+        j->err = CODA_ERR_IO;
+        return -1;
+      }
+    }
+    free(k);
+  }
+  return 0;
+}
+
+/* The data checksum (crc32) unless header_only, and the header's
+ * (header_crc32); require_crc: both must be there. */
+static int check_crcs(jp *j, coda_st_file *f, const unsigned char *buf, uint64_t hl,
+                      uint64_t data_len, int header_only, int require_crc) {
+  coda_context ctx = j->ctx;
+  const char *what = j->what;
+  const char *crc = coda_st_meta(f, "crc32");
+  if (crc && !header_only) {
+    char *endp;
+    errno = 0;
+    unsigned long want = strtoul(crc, &endp, 16);
+    if (errno || *endp || strlen(crc) != 8) {
+      coda_fail(ctx, CODA_ERR_IO, "%s: malformed crc32 metadata '%s'", what, crc);
+      j->err = CODA_ERR_IO;
+      return -1;
+    }
+    uint32_t got = coda_crc32(0, buf + f->data_start, (size_t)data_len);
+    if (got != (uint32_t)want) {
+      coda_fail(ctx, CODA_ERR_IO, "%s: checksum mismatch (stored %s, computed %08x): the file is "
+                "corrupted", what, crc, got);
+      j->err = CODA_ERR_IO;
+      return -1;
+    }
+  } else if (require_crc && !crc) {
+    coda_fail(ctx, CODA_ERR_IO, "%s: no crc32 in the metadata", what);
+    j->err = CODA_ERR_IO;
+    return -1;
+  }
+  /* crc32 covers the data only; header_crc32 covers the length and the
+   * header (metadata such as the step or rope_theta included). */
+  const char *hcrc = coda_st_meta(f, "header_crc32");
+  if (hcrc) {
+    if (check_header_crc(buf, (size_t)hl, hcrc)) {
+      coda_fail(ctx, CODA_ERR_IO, "%s: header checksum mismatch (header_crc32 '%s'): the header "
+                "is corrupted", what, hcrc);
+      j->err = CODA_ERR_IO;
+      return -1;
+    }
+  } else if (require_crc) {
+    coda_fail(ctx, CODA_ERR_IO, "%s: no header_crc32 in the metadata", what);
+    j->err = CODA_ERR_IO;
+    return -1;
+  }
+  return 0;
+}
+
 /* file_size: the size of the whole file; size < file_size when buf holds
  * only the length and the header (header_only loads: the tensors' offsets
  * are checked against file_size, no data pointer is set and the data
@@ -263,171 +461,12 @@ static coda_status st_parse_owned(coda_context ctx, unsigned char *buf, size_t s
   }
   f->data_start = 8 + (size_t)hl;
   jp j = {(const char *)buf + 8, (const char *)buf + 8 + hl, what, ctx, CODA_OK};
-  size_t cap = 0;
-  if (!jlit(&j, '{')) {
-    jfail(&j, "not a JSON object");
-    goto fail;
-  }
-  if (!jlit(&j, '}')) {
-    int have_meta = 0;
-    do {
-      char *key = jstr(&j);
-      if (!key) goto fail;
-      if (!jlit(&j, ':')) { free(key); jfail(&j, "expected ':'"); goto fail; }
-      if (!strcmp(key, "__metadata__")) {
-        free(key);
-        if (have_meta) { jfail(&j, "repeated __metadata__"); goto fail; }
-        have_meta = 1;
-        if (!jlit(&j, '{')) { jfail(&j, "__metadata__ is not an object"); goto fail; }
-        if (!jlit(&j, '}')) {
-          size_t mcap = 0;
-          do {
-            char *k = jstr(&j);
-            if (!k) goto fail;
-            if (!jlit(&j, ':')) { free(k); jfail(&j, "expected ':'"); goto fail; }
-            char *v = jstr(&j);
-            if (!v) { free(k); jfail(&j, "metadata values must be strings"); goto fail; }
-            if ((size_t)f->nmeta == mcap) {
-              mcap = mcap ? mcap * 2 : 16;
-              char **a = realloc(f->meta_key, mcap * sizeof *a);
-              if (a) f->meta_key = a;
-              char **b = realloc(f->meta_val, mcap * sizeof *b);
-              if (b) f->meta_val = b;
-              if (!a || !b) { free(k); free(v); jfail(&j, "out of memory"); goto fail; }
-            }
-            f->meta_key[f->nmeta] = k;
-            f->meta_val[f->nmeta] = v;
-            f->nmeta++;
-          } while (jlit(&j, ','));
-          if (!jlit(&j, '}')) { jfail(&j, "expected '}' after __metadata__"); goto fail; }
-        }
-        continue;
-      }
-      if ((size_t)f->n == cap) {
-        cap = cap ? cap * 2 : 64;
-        coda_st_tensor *nt = realloc(f->t, cap * sizeof *nt);
-        if (!nt) { free(key); jfail(&j, "out of memory"); goto fail; }
-        f->t = nt;
-      }
-      coda_st_tensor *t = &f->t[f->n];
-      memset(t, 0, sizeof *t);
-      t->name = key;
-      f->n++;
-      if (parse_tensor(&j, t)) goto fail;
-    } while (jlit(&j, ','));
-    if (!jlit(&j, '}')) { jfail(&j, "expected '}' or ','"); goto fail; }
-  }
-  jws(&j);
-  if (j.p != j.end) { jfail(&j, "trailing bytes after the JSON object"); goto fail; }
-
+  if (parse_header(&j, f)) goto fail;
   const int header_only = file_size > size;
   uint64_t data_len = file_size - f->data_start;
-  for (int i = 0; i < f->n; i++) {
-    coda_st_tensor *t = &f->t[i];
-    uint64_t elems = 1;
-    for (int d = 0; d < t->ndim; d++) {
-      if (t->shape[d] != 0 && elems > (UINT64_C(1) << 53) / (uint64_t)t->shape[d]) {
-        jfail(&j, "shape overflows");
-        goto fail;
-      }
-      elems *= (uint64_t)t->shape[d];
-    }
-    uint64_t es = coda_st_dtype_size(t->dtype);
-    if (elems > (UINT64_C(1) << 60) / es || t->begin > t->end || t->end - t->begin != elems * es) {
-      coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s': data_offsets [%llu, %llu] do not match shape "
-                "and dtype %s (%llu bytes)", what, t->name, (unsigned long long)t->begin,
-                (unsigned long long)t->end, t->dtype, (unsigned long long)(elems * es));
-      j.err = CODA_ERR_IO;
-      goto fail;
-    }
-    if (t->end > data_len) {
-      coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s' ends at %llu, past the data region of %llu "
-                "bytes (truncated?)", what, t->name, (unsigned long long)t->end,
-                (unsigned long long)data_len);
-      j.err = CODA_ERR_IO;
-      goto fail;
-    }
-    t->data = header_only ? NULL : buf + f->data_start + t->begin;
-  }
-  if (f->n > 1) {
-    const coda_st_tensor **o = malloc((size_t)f->n * sizeof *o);
-    if (!o) { jfail(&j, "out of memory"); goto fail; }
-    for (int i = 0; i < f->n; i++) o[i] = &f->t[i];
-    qsort(o, (size_t)f->n, sizeof *o, cmp_begin);
-    for (int i = 1; i < f->n; i++) {
-      if (o[i]->begin < o[i - 1]->end) {
-        coda_fail(ctx, CODA_ERR_IO, "%s: tensors '%s' and '%s' overlap", what, o[i - 1]->name,
-                  o[i]->name);
-        free(o);
-        j.err = CODA_ERR_IO;
-        goto fail;
-      }
-    }
-    /* Unique names: sorted, so a hostile header of many entries costs
-     * n log n, not n^2. */
-    qsort(o, (size_t)f->n, sizeof *o, cmp_name);
-    for (int i = 1; i < f->n; i++) {
-      if (!strcmp(o[i]->name, o[i - 1]->name)) {
-        coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s' appears twice", what, o[i]->name);
-        free(o);
-        j.err = CODA_ERR_IO;
-        goto fail;
-      }
-    }
-    free(o);
-  }
-  if (f->nmeta > 1) { /* unique metadata keys (else the first would win silently) */
-    char **k = malloc((size_t)f->nmeta * sizeof *k);
-    if (!k) { jfail(&j, "out of memory"); goto fail; }
-    memcpy(k, f->meta_key, (size_t)f->nmeta * sizeof *k);
-    qsort(k, (size_t)f->nmeta, sizeof *k, cmp_cstr);
-    for (int i = 1; i < f->nmeta; i++) {
-      if (!strcmp(k[i], k[i - 1])) {
-        coda_fail(ctx, CODA_ERR_IO, "%s: metadata key '%s' appears twice", what, k[i]);
-        free(k);
-        j.err = CODA_ERR_IO;
-        goto fail;
-      }
-    }
-    free(k);
-  }
-  const char *crc = coda_st_meta(f, "crc32");
-  if (crc && !header_only) {
-    char *endp;
-    errno = 0;
-    unsigned long want = strtoul(crc, &endp, 16);
-    if (errno || *endp || strlen(crc) != 8) {
-      coda_fail(ctx, CODA_ERR_IO, "%s: malformed crc32 metadata '%s'", what, crc);
-      j.err = CODA_ERR_IO;
-      goto fail;
-    }
-    uint32_t got = coda_crc32(0, buf + f->data_start, (size_t)data_len);
-    if (got != (uint32_t)want) {
-      coda_fail(ctx, CODA_ERR_IO, "%s: checksum mismatch (stored %s, computed %08x): the file is "
-                "corrupted", what, crc, got);
-      j.err = CODA_ERR_IO;
-      goto fail;
-    }
-  } else if (require_crc && !crc) {
-    coda_fail(ctx, CODA_ERR_IO, "%s: no crc32 in the metadata", what);
-    j.err = CODA_ERR_IO;
+  if (check_extents(&j, f, buf, data_len, header_only) || check_unique(&j, f) ||
+      check_crcs(&j, f, buf, hl, data_len, header_only, require_crc))
     goto fail;
-  }
-  /* crc32 covers the data only; header_crc32 covers the length and the
-   * header (metadata such as the step or rope_theta included). */
-  const char *hcrc = coda_st_meta(f, "header_crc32");
-  if (hcrc) {
-    if (check_header_crc(buf, (size_t)hl, hcrc)) {
-      coda_fail(ctx, CODA_ERR_IO, "%s: header checksum mismatch (header_crc32 '%s'): the header "
-                "is corrupted", what, hcrc);
-      j.err = CODA_ERR_IO;
-      goto fail;
-    }
-  } else if (require_crc) {
-    coda_fail(ctx, CODA_ERR_IO, "%s: no header_crc32 in the metadata", what);
-    j.err = CODA_ERR_IO;
-    goto fail;
-  }
   return CODA_OK;
 fail:
   coda_st_free(f);
