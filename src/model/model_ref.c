@@ -267,79 +267,97 @@ static void attn_bwd(int nt, const float *qkv, const float *P, const float *dO, 
     }
 }
 
-coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
-                             const int32_t *tg, int B, int T, int backward, float gscale,
-                             double *loss, int64_t *n_valid, float *last_logits) {
-  ref_state *r = NULL;
-  coda_status st = ensure(ctx, m, B, T, &r);
-  if (st) return st;
-  const coda_model_config *c = coda_model_cfg(m);
-  const int nt = ctx->opts.num_threads > 0 ? ctx->opts.num_threads : omp_get_max_threads();
-  const int64_t M = (int64_t)B * T, D = c->dim, F = c->ffn, V = c->vocab;
-  const int H = c->heads, Hk = c->kv_heads, hd = c->dim / c->heads;
-  const int64_t nq = (int64_t)(H + 2 * Hk) * hd;
-  float *W = coda_model_weights(m), *G = coda_model_grads(m);
-  char nm[96];
-#define PW(name) (W + coda_model_find(m, name)->offset)
-#define PG(name) (G + coda_model_find(m, name)->offset)
-  const float *emb = PW("tok_embeddings.weight");
-  const float *wout = c->tied ? emb : PW("output.weight");
-  /* weight sharding: buckets 0 (embedding), 1 + li, HEAD (coda_ref_hooks) */
-  const coda_ref_hooks *hk = coda_model_ref_hooks(m);
-  const int HEAD = c->layers + 1;
-#define GATHER(k) do { if (hk && (st = hk->gather(hk->user, (k)))) return st; } while (0)
-#define RELEASE(k) do { if (hk) hk->release(hk->user, (k)); } while (0)
-#define GRAD_DONE(k) do { if (hk && (st = hk->grad_done(hk->user, (k)))) return st; } while (0)
+/* One pass's sizes and buffers, shared by its layers. */
+typedef struct ref_pass {
+  coda_model *m;
+  const coda_model_config *c;
+  ref_state *r;
+  float *W, *G; /* the model's weights and gradient */
+  int nt, B, T, H, Hk, hd;
+  int64_t M, D, F, V, nq;
+} ref_pass;
 
-  /* ---- forward ---- */
-  float *x = r->l[0].xa;
-  GATHER(0);
-  for (int64_t i = 0; i < M; i++) memcpy(x + i * D, emb + (int64_t)in[i] * D, (size_t)D * 4);
-  if (!c->tied) RELEASE(0); /* a tied head reads it again */
-  for (int li = 0; li < c->layers; li++) {
-    layer_acts *a = &r->l[li];
-    GATHER(1 + li);
-    snprintf(nm, sizeof nm, "layers.%d.attention_norm.weight", li);
-    coda_ref_rmsnorm(nt, a->xa, PW(nm), a->h1, a->r1, M, D, c->norm_eps);
-    snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", li);
-    if (mm_abt(nt, r, a->qkv, a->h1, PW(nm), M, nq, D, 0)) goto oom;
-    rope(nt, a->qkv, B, T, H + Hk, hd, nq, c->rope_theta, &c->rope, 1.0);
-    attn_fwd(nt, a->qkv, a->P, a->o, B, T, H, Hk, hd, nq);
-    memcpy(a->xf, a->xa, (size_t)(M * D) * 4);
-    snprintf(nm, sizeof nm, "layers.%d.attention.wo.weight", li);
-    if (mm_abt(nt, r, a->xf, a->o, PW(nm), M, D, (int64_t)H * hd, 1)) goto oom;
-    snprintf(nm, sizeof nm, "layers.%d.ffn_norm.weight", li);
-    coda_ref_rmsnorm(nt, a->xf, PW(nm), a->h2, a->r2, M, D, c->norm_eps);
-    snprintf(nm, sizeof nm, "layers.%d.feed_forward.w13.weight", li);
-    if (mm_abt(nt, r, a->z, a->h2, PW(nm), M, 2 * F, D, 0)) goto oom;
-    for (int64_t i = 0; i < M * F; i++) {
-      float g = a->z[2 * i], u = a->z[2 * i + 1];
-      a->y[i] = (float)((double)g / (1.0 + exp(-(double)g)) * u);
-    }
-    float *xo = li + 1 < c->layers ? r->l[li + 1].xa : r->xL;
-    memcpy(xo, a->xf, (size_t)(M * D) * 4);
-    snprintf(nm, sizeof nm, "layers.%d.feed_forward.w2.weight", li);
-    if (mm_abt(nt, r, xo, a->y, PW(nm), M, D, F, 1)) goto oom;
-    RELEASE(1 + li);
+/* A parameter's weights (PW) and gradient (PG) by name. */
+#define PW(name) (p->W + coda_model_find(p->m, name)->offset)
+#define PG(name) (p->G + coda_model_find(p->m, name)->offset)
+
+/* Layer li's forward from r->l[li].xa into the next layer's input (or
+ * r->xL), keeping its activations for the backward; 1: out of memory. */
+static int layer_forward(const ref_pass *p, int li) {
+  ref_state *r = p->r;
+  const coda_model_config *c = p->c;
+  const int nt = p->nt, B = p->B, T = p->T, H = p->H, Hk = p->Hk, hd = p->hd;
+  const int64_t M = p->M, D = p->D, F = p->F, nq = p->nq;
+  char nm[96];
+  layer_acts *a = &r->l[li];
+  snprintf(nm, sizeof nm, "layers.%d.attention_norm.weight", li);
+  coda_ref_rmsnorm(nt, a->xa, PW(nm), a->h1, a->r1, M, D, c->norm_eps);
+  snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", li);
+  if (mm_abt(nt, r, a->qkv, a->h1, PW(nm), M, nq, D, 0)) return 1;
+  rope(nt, a->qkv, B, T, H + Hk, hd, nq, c->rope_theta, &c->rope, 1.0);
+  attn_fwd(nt, a->qkv, a->P, a->o, B, T, H, Hk, hd, nq);
+  memcpy(a->xf, a->xa, (size_t)(M * D) * 4);
+  snprintf(nm, sizeof nm, "layers.%d.attention.wo.weight", li);
+  if (mm_abt(nt, r, a->xf, a->o, PW(nm), M, D, (int64_t)H * hd, 1)) return 1;
+  snprintf(nm, sizeof nm, "layers.%d.ffn_norm.weight", li);
+  coda_ref_rmsnorm(nt, a->xf, PW(nm), a->h2, a->r2, M, D, c->norm_eps);
+  snprintf(nm, sizeof nm, "layers.%d.feed_forward.w13.weight", li);
+  if (mm_abt(nt, r, a->z, a->h2, PW(nm), M, 2 * F, D, 0)) return 1;
+  for (int64_t i = 0; i < M * F; i++) {
+    float g = a->z[2 * i], u = a->z[2 * i + 1];
+    a->y[i] = (float)((double)g / (1.0 + exp(-(double)g)) * u);
   }
-  GATHER(HEAD);
-  coda_ref_rmsnorm(nt, r->xL, PW("norm.weight"), r->hf, r->rf, M, D, c->norm_eps);
-  if (!tg) { /* last position of sequence 0 only */
-    const float *h = r->hf + (int64_t)(T - 1) * D;
-    for (int64_t v = 0; v < V; v++) {
-      double s = 0.0;
-      for (int64_t k = 0; k < D; k++) s += (double)h[k] * wout[v * D + k];
-      last_logits[v] = (float)s;
-    }
-    RELEASE(HEAD);
-    if (c->tied) RELEASE(0);
-    return CODA_OK;
+  float *xo = li + 1 < c->layers ? r->l[li + 1].xa : r->xL;
+  memcpy(xo, a->xf, (size_t)(M * D) * 4);
+  snprintf(nm, sizeof nm, "layers.%d.feed_forward.w2.weight", li);
+  if (mm_abt(nt, r, xo, a->y, PW(nm), M, D, F, 1)) return 1;
+  return 0;
+}
+
+/* Layer li's backward: r->dx (the gradient at its output) becomes the
+ * gradient at its input; its weights' gradients are added. */
+static void layer_backward(const ref_pass *p, int li) {
+  ref_state *r = p->r;
+  const coda_model_config *c = p->c;
+  const int nt = p->nt, B = p->B, T = p->T, H = p->H, Hk = p->Hk, hd = p->hd;
+  const int64_t M = p->M, D = p->D, F = p->F, nq = p->nq;
+  char nm[96];
+  layer_acts *a = &r->l[li];
+  /* MLP: x_out = xf + y W2ᵀ */
+  snprintf(nm, sizeof nm, "layers.%d.feed_forward.w2.weight", li);
+  mm_atb(nt, PG(nm), r->dx, a->y, D, F, M);
+  mm_ab(nt, r->dy, r->dx, PW(nm), M, F, D, 0);
+  for (int64_t i = 0; i < M * F; i++) {
+    double g = a->z[2 * i], u = a->z[2 * i + 1], d = r->dy[i];
+    double sg = 1.0 / (1.0 + exp(-g));
+    r->dz[2 * i] = (float)(d * u * sg * (1.0 + g * (1.0 - sg)));
+    r->dz[2 * i + 1] = (float)(d * g * sg);
   }
-  if (mm_abt(nt, r, r->logits, r->hf, wout, M, V, D, 0)) goto oom;
-  if (!backward) {
-    RELEASE(HEAD);
-    if (c->tied) RELEASE(0);
-  }
+  snprintf(nm, sizeof nm, "layers.%d.feed_forward.w13.weight", li);
+  mm_atb(nt, PG(nm), r->dz, a->h2, 2 * F, D, M);
+  mm_ab(nt, r->dh, r->dz, PW(nm), M, D, 2 * F, 0);
+  snprintf(nm, sizeof nm, "layers.%d.ffn_norm.weight", li);
+  rmsnorm_bwd(nt, a->xf, PW(nm), a->r2, r->dh, r->dx, PG(nm), M, D);
+  /* attention: xf = xa + o Woᵀ */
+  snprintf(nm, sizeof nm, "layers.%d.attention.wo.weight", li);
+  mm_atb(nt, PG(nm), r->dx, a->o, D, (int64_t)H * hd, M);
+  mm_ab(nt, r->dO, r->dx, PW(nm), M, (int64_t)H * hd, D, 0);
+  attn_bwd(nt, a->qkv, a->P, r->dO, r->dqkv, B, T, H, Hk, hd, nq);
+  rope(nt, r->dqkv, B, T, H + Hk, hd, nq, c->rope_theta, &c->rope, -1.0); /* R(θ)ᵀ = R(−θ) */
+  snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", li);
+  mm_atb(nt, PG(nm), r->dqkv, a->h1, nq, D, M);
+  mm_ab(nt, r->dh, r->dqkv, PW(nm), M, D, nq, 0);
+  snprintf(nm, sizeof nm, "layers.%d.attention_norm.weight", li);
+  rmsnorm_bwd(nt, a->xa, PW(nm), a->r1, r->dh, r->dx, PG(nm), M, D);
+}
+
+/* The mean cross-entropy of the logits against tg (targets < 0 ignored);
+ * with backward the logits become their gradient (of gscale · the mean
+ * loss) in place. */
+static void head_loss(const ref_pass *p, const int32_t *tg, int backward, float gscale,
+                      double *loss, int64_t *n_valid) {
+  ref_state *r = p->r;
+  const int64_t M = p->M, V = p->V;
   int64_t nv = 0;
   for (int64_t i = 0; i < M; i++) nv += tg[i] >= 0;
   double total = 0.0;
@@ -363,6 +381,59 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
   }
   if (loss) *loss = nv ? total / (double)nv : 0.0;
   if (n_valid) *n_valid = nv;
+}
+
+coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
+                             const int32_t *tg, int B, int T, int backward, float gscale,
+                             double *loss, int64_t *n_valid, float *last_logits) {
+  ref_state *r = NULL;
+  coda_status st = ensure(ctx, m, B, T, &r);
+  if (st) return st;
+  const coda_model_config *c = coda_model_cfg(m);
+  const int nt = ctx->opts.num_threads > 0 ? ctx->opts.num_threads : omp_get_max_threads();
+  const int64_t M = (int64_t)B * T, D = c->dim, F = c->ffn, V = c->vocab;
+  const int H = c->heads, Hk = c->kv_heads, hd = c->dim / c->heads;
+  const int64_t nq = (int64_t)(H + 2 * Hk) * hd;
+  ref_pass pass = {m, c, r, coda_model_weights(m), coda_model_grads(m), nt, B, T, H, Hk, hd,
+                   M, D, F, V, nq}, *p = &pass;
+  const float *emb = PW("tok_embeddings.weight");
+  const float *wout = c->tied ? emb : PW("output.weight");
+  /* weight sharding: buckets 0 (embedding), 1 + li, HEAD (coda_ref_hooks) */
+  const coda_ref_hooks *hk = coda_model_ref_hooks(m);
+  const int HEAD = c->layers + 1;
+#define GATHER(k) do { if (hk && (st = hk->gather(hk->user, (k)))) return st; } while (0)
+#define RELEASE(k) do { if (hk) hk->release(hk->user, (k)); } while (0)
+#define GRAD_DONE(k) do { if (hk && (st = hk->grad_done(hk->user, (k)))) return st; } while (0)
+
+  /* ---- forward ---- */
+  float *x = r->l[0].xa;
+  GATHER(0);
+  for (int64_t i = 0; i < M; i++) memcpy(x + i * D, emb + (int64_t)in[i] * D, (size_t)D * 4);
+  if (!c->tied) RELEASE(0); /* a tied head reads it again */
+  for (int li = 0; li < c->layers; li++) {
+    GATHER(1 + li);
+    if (layer_forward(p, li)) goto oom;
+    RELEASE(1 + li);
+  }
+  GATHER(HEAD);
+  coda_ref_rmsnorm(nt, r->xL, PW("norm.weight"), r->hf, r->rf, M, D, c->norm_eps);
+  if (!tg) { /* last position of sequence 0 only */
+    const float *h = r->hf + (int64_t)(T - 1) * D;
+    for (int64_t v = 0; v < V; v++) {
+      double s = 0.0;
+      for (int64_t k = 0; k < D; k++) s += (double)h[k] * wout[v * D + k];
+      last_logits[v] = (float)s;
+    }
+    RELEASE(HEAD);
+    if (c->tied) RELEASE(0);
+    return CODA_OK;
+  }
+  if (mm_abt(nt, r, r->logits, r->hf, wout, M, V, D, 0)) goto oom;
+  if (!backward) {
+    RELEASE(HEAD);
+    if (c->tied) RELEASE(0);
+  }
+  head_loss(p, tg, backward, gscale, loss, n_valid);
   if (!backward) return CODA_OK;
 
   /* ---- backward ---- */
@@ -375,34 +446,8 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
   if (c->tied) RELEASE(0); /* its gradient is complete after the embedding's below */
   GRAD_DONE(HEAD);
   for (int li = c->layers - 1; li >= 0; li--) {
-    layer_acts *a = &r->l[li];
     GATHER(1 + li);
-    /* MLP: x_out = xf + y W2ᵀ */
-    snprintf(nm, sizeof nm, "layers.%d.feed_forward.w2.weight", li);
-    mm_atb(nt, PG(nm), r->dx, a->y, D, F, M);
-    mm_ab(nt, r->dy, r->dx, PW(nm), M, F, D, 0);
-    for (int64_t i = 0; i < M * F; i++) {
-      double g = a->z[2 * i], u = a->z[2 * i + 1], d = r->dy[i];
-      double sg = 1.0 / (1.0 + exp(-g));
-      r->dz[2 * i] = (float)(d * u * sg * (1.0 + g * (1.0 - sg)));
-      r->dz[2 * i + 1] = (float)(d * g * sg);
-    }
-    snprintf(nm, sizeof nm, "layers.%d.feed_forward.w13.weight", li);
-    mm_atb(nt, PG(nm), r->dz, a->h2, 2 * F, D, M);
-    mm_ab(nt, r->dh, r->dz, PW(nm), M, D, 2 * F, 0);
-    snprintf(nm, sizeof nm, "layers.%d.ffn_norm.weight", li);
-    rmsnorm_bwd(nt, a->xf, PW(nm), a->r2, r->dh, r->dx, PG(nm), M, D);
-    /* attention: xf = xa + o Woᵀ */
-    snprintf(nm, sizeof nm, "layers.%d.attention.wo.weight", li);
-    mm_atb(nt, PG(nm), r->dx, a->o, D, (int64_t)H * hd, M);
-    mm_ab(nt, r->dO, r->dx, PW(nm), M, (int64_t)H * hd, D, 0);
-    attn_bwd(nt, a->qkv, a->P, r->dO, r->dqkv, B, T, H, Hk, hd, nq);
-    rope(nt, r->dqkv, B, T, H + Hk, hd, nq, c->rope_theta, &c->rope, -1.0); /* R(θ)ᵀ = R(−θ) */
-    snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", li);
-    mm_atb(nt, PG(nm), r->dqkv, a->h1, nq, D, M);
-    mm_ab(nt, r->dh, r->dqkv, PW(nm), M, D, nq, 0);
-    snprintf(nm, sizeof nm, "layers.%d.attention_norm.weight", li);
-    rmsnorm_bwd(nt, a->xa, PW(nm), a->r1, r->dh, r->dx, PG(nm), M, D);
+    layer_backward(p, li);
     RELEASE(1 + li);
     GRAD_DONE(1 + li);
   }
