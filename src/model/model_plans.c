@@ -316,12 +316,99 @@ static int group_tokens(const int32_t *in, int64_t M, int V, int32_t *rows, int3
   return nr;
 }
 
+/* Sampling (no targets): the last position's hidden state comes down;
+ * the final norm and the LM head run on the host into last_logits. */
+static coda_status host_head(coda_context ctx, coda_model *m, plans_state *s, int T,
+                             const coda_param *pn, const coda_param *po, float *last_logits) {
+  const coda_model_config *c = coda_model_cfg(m);
+  const int64_t D = c->dim;
+  coda_tensor t;
+  coda_status st = tensor(ctx, s->blk[s->L - 1], "x_out", &t);
+  float *x = malloc((size_t)D * sizeof *x);
+  uint16_t *row = malloc((size_t)D * sizeof *row);
+  if (!st && (!x || !row)) st = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  if (!st && t.dtype != CODA_BF16)
+    st = coda_fail(ctx, CODA_ERR_DTYPE, "the block output is not bf16");
+  if (!st)
+    st = coda_memcpy_d2h(ctx, row, (const uint16_t *)t.data + (int64_t)(T - 1) * t.ld,
+                          (size_t)D * sizeof *row);
+  if (!st) {
+    const float *W = coda_model_weights(m);
+    double ss = 0.0;
+    for (int64_t k = 0; k < D; k++) {
+      x[k] = coda_bf16_to_f32(row[k]);
+      ss += (double)x[k] * x[k];
+    }
+    double r = 1.0 / sqrt(ss / (double)D + c->norm_eps);
+    for (int64_t k = 0; k < D; k++) x[k] = (float)(x[k] * r * W[pn->offset + k]);
+    for (int64_t v = 0; v < c->vocab; v++) {
+      double a = 0.0;
+      for (int64_t k = 0; k < D; k++) a += (double)x[k] * W[po->offset + v * D + k];
+      last_logits[v] = (float)a;
+    }
+  }
+  free(x);
+  free(row);
+  return st;
+}
+
+/* The embedding's gradient: the first block's dx scatter-added into the
+ * rows of the tokens h (grouped by token on the host, so the device adds
+ * each row's contributions in order). */
+static coda_status embed_backward(coda_context ctx, coda_model *m, plans_state *s, dev_state *d,
+                                  const int32_t *h, int64_t M, const coda_param *pe,
+                                  float gscale) {
+  const coda_model_config *c = coda_model_cfg(m);
+  coda_prof *pf = coda_model_prof(m);
+  coda_tensor t;
+  coda_status st = tensor(ctx, s->blk[0], "dx", &t);
+  if (st) return st;
+  int32_t *rows = malloc((size_t)(3 * M + 1) * sizeof *rows);
+  if (!rows) st = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  int nr = st ? 0 : group_tokens(h, M, c->vocab, rows, rows + M, rows + 2 * M + 1);
+  if (!st && nr < 0) st = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  PB();
+  if (!st) st = coda_memcpy_h2d(ctx, d->rows, rows, (size_t)nr * sizeof *rows);
+  if (!st) st = coda_memcpy_h2d(ctx, d->seg, rows + M, (size_t)(nr + 1) * sizeof *rows);
+  if (!st) st = coda_memcpy_h2d(ctx, d->pos, rows + 2 * M + 1, (size_t)M * sizeof *rows);
+  PE(CODA_PH_UPLOAD, -1);
+  PB();
+  if (!st) st = coda_train_embed_grad(ctx, d->g + goff(d, m, pe), &t, d->rows, d->seg,
+                                           d->pos, nr, gscale);
+  PE(CODA_PH_EMBED, -1);
+  free(rows);
+  return st;
+}
+
+/* The plans' bf16 weights from the fp32 master: bound (the AdamW kernels
+ * wrote them) or rounded, the head's only when it runs (not sampling). */
+static coda_status cast_weights(coda_context ctx, coda_model *m, plans_state *s, dev_state *d,
+                                int sample, const coda_param *pn, const coda_param *po) {
+  coda_prof *pf = coda_model_prof(m);
+  coda_status st = CODA_OK;
+  char nm[96];
+  PB();
+  if (d->bind) {
+    st = bind_weights(ctx, m, s, d); /* wb is current: AdamW wrote it */
+  } else {
+    for (int i = 0; i < s->L && !st; i++)
+      for (int k = 0; k < 6 && !st; k++) {
+        snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
+        st = dev_round(ctx, s->blk[i], plan_w[k], d, m, coda_model_find(m, nm));
+      }
+    if (!st && !sample) st = dev_round(ctx, s->head, "wnf", d, m, pn);
+    if (!st && !sample) st = dev_round(ctx, s->head, "wout", d, m, po);
+  }
+  PE(CODA_PH_CAST, -1);
+  return st;
+}
+
 static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
                                const int32_t *in, const int32_t *tg, int T, int backward,
                                float gscale, double *loss, int64_t *n_valid, float *last_logits) {
   const coda_model_config *c = coda_model_cfg(m);
   const int sample = tg == NULL;
-  const int64_t D = c->dim, M = (int64_t)s->B * s->T;
+  const int64_t M = (int64_t)s->B * s->T;
   dev_state *d = NULL;
   coda_status st = coda_dev_state_ensure(ctx, m, s, &d);
   if (!st) st = coda_dev_state_ensure_uploads(ctx, d, M);
@@ -332,19 +419,7 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
   const coda_param *pe = PRM("tok_embeddings.weight");
   const coda_param *po = c->tied ? pe : PRM("output.weight");
   const coda_param *pn = PRM("norm.weight");
-  PB();
-  if (d->bind) {
-    st = bind_weights(ctx, m, s, d); /* wb is current: AdamW wrote it */
-  } else {
-    for (int i = 0; i < s->L && !st; i++)
-      for (int k = 0; k < 6 && !st; k++) {
-        snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
-        st = dev_round(ctx, s->blk[i], plan_w[k], d, m, PRM(nm));
-      }
-    if (!st && !sample) st = dev_round(ctx, s->head, "wnf", d, m, pn);
-    if (!st && !sample) st = dev_round(ctx, s->head, "wout", d, m, po);
-  }
-  PE(CODA_PH_CAST, -1);
+  st = cast_weights(ctx, m, s, d, sample, pn, po);
   if (st) return st;
   /* host-side token arrays: checked, then uploaded (small) */
   int32_t *h = malloc((size_t)M * sizeof *h);
@@ -377,33 +452,7 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
     PE(CODA_PH_BLOCK_FWD, i);
   }
   if (!st && sample) {
-    /* the last position's hidden state comes down; norm and LM head on the host */
-    st = tensor(ctx, s->blk[s->L - 1], "x_out", &t);
-    float *x = malloc((size_t)D * sizeof *x);
-    uint16_t *row = malloc((size_t)D * sizeof *row);
-    if (!st && (!x || !row)) st = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
-    if (!st && t.dtype != CODA_BF16)
-      st = coda_fail(ctx, CODA_ERR_DTYPE, "the block output is not bf16");
-    if (!st)
-      st = coda_memcpy_d2h(ctx, row, (const uint16_t *)t.data + (int64_t)(T - 1) * t.ld,
-                            (size_t)D * sizeof *row);
-    if (!st) {
-      const float *W = coda_model_weights(m);
-      double ss = 0.0;
-      for (int64_t k = 0; k < D; k++) {
-        x[k] = coda_bf16_to_f32(row[k]);
-        ss += (double)x[k] * x[k];
-      }
-      double r = 1.0 / sqrt(ss / (double)D + c->norm_eps);
-      for (int64_t k = 0; k < D; k++) x[k] = (float)(x[k] * r * W[pn->offset + k]);
-      for (int64_t v = 0; v < c->vocab; v++) {
-        double a = 0.0;
-        for (int64_t k = 0; k < D; k++) a += (double)x[k] * W[po->offset + v * D + k];
-        last_logits[v] = (float)a;
-      }
-    }
-    free(x);
-    free(row);
+    st = host_head(ctx, m, s, T, pn, po, last_logits);
     free(h);
     return st;
   }
@@ -464,23 +513,7 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
     PE(CODA_PH_BLOCK_BWD, i);
     if (!st && reduce) st = reduce_bucket(ctx, d, 1 + i);
   }
-  if (!st) st = tensor(ctx, s->blk[0], "dx", &t);
-  if (!st) {
-    int32_t *rows = malloc((size_t)(3 * M + 1) * sizeof *rows);
-    if (!rows) st = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
-    int nr = st ? 0 : group_tokens(h, M, c->vocab, rows, rows + M, rows + 2 * M + 1);
-    if (!st && nr < 0) st = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
-    PB();
-    if (!st) st = coda_memcpy_h2d(ctx, d->rows, rows, (size_t)nr * sizeof *rows);
-    if (!st) st = coda_memcpy_h2d(ctx, d->seg, rows + M, (size_t)(nr + 1) * sizeof *rows);
-    if (!st) st = coda_memcpy_h2d(ctx, d->pos, rows + 2 * M + 1, (size_t)M * sizeof *rows);
-    PE(CODA_PH_UPLOAD, -1);
-    PB();
-    if (!st) st = coda_train_embed_grad(ctx, d->g + goff(d, m, pe), &t, d->rows, d->seg,
-                                             d->pos, nr, gscale);
-    PE(CODA_PH_EMBED, -1);
-    free(rows);
-  }
+  if (!st) st = embed_backward(ctx, m, s, d, h, M, pe, gscale);
   if (!st && reduce) st = reduce_bucket(ctx, d, 0);
 #undef PRM
   free(h);
