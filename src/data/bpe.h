@@ -1,8 +1,8 @@
 /* Internals of the byte-level BPE tokenizer (include/coda_tokenizer.h):
  * the split patterns of the pre-tokenizers, written as matchers over
  * Unicode general categories (utf8proc), and UTF-8 decoding. */
-#ifndef CODA_TRAIN_BPE_H
-#define CODA_TRAIN_BPE_H
+#ifndef CODA_DATA_BPE_H
+#define CODA_DATA_BPE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -2,8 +2,8 @@
  * tokenizer.json into the type below, bpe.c encodes and decodes with it):
  * the byte and pair hash maps, the tokenizer's struct, the byte-level
  * alphabet. Small helpers, inline. */
-#ifndef CODA_TRAIN_BPE_IMPL_H
-#define CODA_TRAIN_BPE_IMPL_H
+#ifndef CODA_DATA_BPE_IMPL_H
+#define CODA_DATA_BPE_IMPL_H
 
 #include "coda_tokenizer.h"
 
