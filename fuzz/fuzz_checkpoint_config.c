@@ -1,6 +1,6 @@
 /* libFuzzer harness for the checkpoint metadata -> model config check
  * (coda_checkpoint_config and coda_checkpoint_config_to_load in
- * src/train/checkpoint.c, what `coda generate`, `coda eval` and
+ * src/store/checkpoint.c, what `coda generate`, `coda eval` and
  * `coda train --resume` read first). Each input is a list of metadata
  * entries, one "key=value" a line (a line without '=' is a key with an
  * empty value); the project's safetensors writer (coda_st_save, which adds
@@ -15,7 +15,9 @@
  *
  * Build and run: scripts/fuzz.sh [SECONDS] (FUZZ_ONLY=checkpoint_config) */
 #include "fuzz_config_util.h"
-#include "train/train.h"
+#include "io/io.h"
+#include "model/model.h"
+#include "store/store.h"
 
 #include <errno.h>
 

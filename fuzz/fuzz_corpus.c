@@ -1,5 +1,5 @@
 /* libFuzzer harness for corpus preparation (coda_prepare_data in
- * src/train/corpus.c, the entry point of `coda train --data`): one binary,
+ * src/data/corpus.c, the entry point of `coda train --data`): one binary,
  * three readers, chosen by the name it is run under:
  *
  *   fuzz_jsonl   the input is a JSON Lines file (field "text")
@@ -62,8 +62,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "coda_tokenizer.h"
 #include "coda_train.h"
-#include "train/json.h"
-#include "train/train.h"
+#include "io/io.h"
+#include "data/data.h"
 
 #include <errno.h>
 #include <fcntl.h>

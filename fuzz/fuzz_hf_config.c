@@ -1,5 +1,5 @@
 /* libFuzzer harness for the Hugging Face config.json reader (hf_config in
- * src/train/hf.c, through coda_hf_config and coda_hf_import, the paths of
+ * src/store/hf.c, through coda_hf_config and coda_hf_import, the paths of
  * `coda import-hf`, `coda eval` and `coda generate` on an HF folder).
  * Each input becomes the config.json of a private directory, read three
  * ways: coda_hf_config alone; coda_hf_import beside a model.safetensors of
@@ -20,8 +20,9 @@
  *
  * Build and run: scripts/fuzz.sh [SECONDS] (FUZZ_ONLY=hf_config) */
 #include "fuzz_config_util.h"
-#include "train/json.h"
-#include "train/train.h"
+#include "io/io.h"
+#include "model/model.h"
+#include "store/store.h"
 
 #include <sys/stat.h>
 

@@ -1,4 +1,4 @@
-/* libFuzzer harness for the safetensors reader (src/train/safetensors.c).
+/* libFuzzer harness for the safetensors reader (src/io/safetensors.c).
  * Arbitrary bytes go to coda_st_parse (the in-memory entry point that
  * coda_st_load uses after reading a file), with and without a required
  * checksum. A rejected input must return a status with a message; an
@@ -9,7 +9,7 @@
  * pointer that escapes the buffer). Any violation aborts.
  *
  * Build and run: scripts/fuzz.sh [SECONDS] */
-#include "train/train.h"
+#include "io/io.h"
 
 #include <stdint.h>
 #include <stdio.h>

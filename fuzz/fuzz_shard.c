@@ -1,5 +1,5 @@
 /* libFuzzer harness for the token-shard reader (coda_shard_read in
- * src/train/data.c). The reader only takes a path, so each input is
+ * src/data/shards.c). The reader only takes a path, so each input is
  * written to a private temporary file and read back twice: as is, and with
  * the CRC field (bytes 28..31) recomputed over the payload, so mutations
  * also reach the checks behind the checksum (token range, vocab). A
@@ -10,7 +10,8 @@
  *
  * Build and run: scripts/fuzz.sh [SECONDS] */
 #define _POSIX_C_SOURCE 200809L
-#include "train/train.h"
+#include "io/io.h"
+#include "data/data.h"
 
 #include <fcntl.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /* libFuzzer harness for the BPE tokenizer: the tokenizer.json loader
- * (src/train/bpe_load.c over src/train/json.c) and encode / decode
- * (src/train/bpe.c, bpe_split.c) on arbitrary bytes.
+ * (src/data/bpe_load.c over src/io/json.c) and encode / decode
+ * (src/data/bpe.c, bpe_split.c) on arbitrary bytes.
  *
  * An input that starts with '{' is a tokenizer.json: a refusal must be
  * CODA_ERR_PARSE, CODA_ERR_NOT_SUPPORTED or CODA_ERR_OUT_OF_MEMORY with a

@@ -1,4 +1,4 @@
-/* coda: text generation with a KV cache (src/train/decode.c).
+/* coda: text generation with a KV cache (src/infer/decode.c).
  *
  * A decoder holds a copy of a model's weights and a key/value cache for a
  * batch of sequences. Prefill runs a batch of prompts of different lengths
@@ -8,7 +8,7 @@
  * forwards of the whole window.
  *
  * On a CPU context the weights stay fp32 and the arithmetic is the host
- * reference engine's (src/train/model_ref.c), so the logits equal those of
+ * reference engine's (src/model/model_ref.c), so the logits equal those of
  * the full recompute up to fp32 rounding. On a CUDA context the weights are
  * rounded to bf16 and live on the device with a bf16 cache; the forward
  * runs through the backend's GEMM (prefill) and decode kernels (small-batch
@@ -73,7 +73,7 @@ typedef struct coda_decoder_options {
 coda_decoder_options coda_decoder_default_options(void);
 
 /* A decoder for the weights of m, a model of the library's trainer
- * (src/train/train.h; copied: m may be destroyed afterwards) on ctx's
+ * (src/model/model.h; copied: m may be destroyed afterwards) on ctx's
  * backend. Non-finite weights are refused (CODA_ERR_INVALID_ARGUMENT naming
  * the tensor). No tokenizer: tokens are bytes unless one is set. */
 struct coda_model;

@@ -87,34 +87,34 @@ fuzz_run() {
   fi
 }
 
-# The file readers: src/train/safetensors.c and data.c need only the core
-# files above and util.c (CRC-32, bounded reads, atomic writes).
+# The file readers: src/io/safetensors.c and src/data/shards.c need only the
+# core files above and src/io/files.c (CRC-32, bounded reads, atomic writes).
 for h in safetensors shard; do
   if skip "$h"; then continue; fi
   # shellcheck disable=SC2086
   "$cc" -std=c11 -g -O1 -Wno-comment -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I"$root/include" -I"$root/src" $core "$root"/src/lang/*.c "$embed" "$root/src/train/safetensors.c" \
-    "$root/src/train/data.c" "$root/src/train/util.c" "$root/fuzz/fuzz_$h.c" -lz -lm -o "$out/fuzz_$h"
+    -I"$root/include" -I"$root/src" $core "$root"/src/lang/*.c "$embed" "$root/src/io/safetensors.c" \
+    "$root/src/data/shards.c" "$root/src/io/files.c" "$root/fuzz/fuzz_$h.c" -lz -lm -o "$out/fuzz_$h"
   fuzz_run "$h" "$h" 8192
 done
-# The JSON reader alone (src/train/json.c needs nothing else), and the
-# tokenizer: json.c, the bpe*.c files and utf8proc over the core files.
+# The JSON reader alone (src/io/json.c needs nothing else), and the
+# tokenizer: json.c, src/data's bpe*.c files and utf8proc over the core files.
 for h in json tokenizer; do
   if skip "$h"; then continue; fi
   if [ "$h" = json ]; then
-    srcs="$root/src/train/json.c"
+    srcs="$root/src/io/json.c"
   else
-    srcs="$core $root/src/lang/*.c $embed $root/src/train/json.c $root/src/train/bpe.c \
-      $root/src/train/bpe_load.c $root/src/train/bpe_split.c $root/src/train/util.c -lutf8proc -lz"
+    srcs="$core $root/src/lang/*.c $embed $root/src/io/json.c $root/src/data/bpe.c \
+      $root/src/data/bpe_load.c $root/src/data/bpe_split.c $root/src/io/files.c -lutf8proc -lz"
   fi
   # shellcheck disable=SC2086
   "$cc" -std=c11 -g -O1 -Wno-comment -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -I"$root/include" -I"$root/src" "$root/fuzz/fuzz_$h.c" $srcs -lm -o "$out/fuzz_$h"
   fuzz_run "$h" "$h" 16384
 done
-# The model-configuration readers: the HF config.json reader (src/train/
+# The model-configuration readers: the HF config.json reader (src/store/
 # hf.c, with a tiny model.safetensors the harness exports) and the
-# checkpoint metadata check (src/train/checkpoint.c); they reach the model,
+# checkpoint metadata check (src/store/checkpoint.c); they reach the model,
 # the safetensors reader and the RoPE check, so the whole library is linked.
 lib_built=0
 for h in hf_config checkpoint_config; do
@@ -122,7 +122,9 @@ for h in hf_config checkpoint_config; do
   if [ $lib_built = 0 ]; then # compiled once for both (objects named by path: two attention.c)
     rm -rf "$out/libobj"
     mkdir -p "$out/libobj"
-    for f in $core "$root"/src/lang/*.c "$embed" "$root"/src/nn/*.c "$root"/src/train/*.c \
+    for f in $core "$root"/src/lang/*.c "$embed" "$root"/src/nn/*.c "$root"/src/io/*.c \
+             "$root"/src/data/*.c "$root"/src/model/*.c "$root"/src/store/*.c "$root"/src/infer/*.c \
+             "$root"/src/train/*.c \
              $(ls "$root"/src/dist/*.c | grep -v '/nccl\.c$'); do
       o="$out/libobj/$(echo "${f#"$root"/}" | tr / _).o"
       "$cc" -std=c11 -g -O1 -Wno-comment -fopenmp -fsanitize=fuzzer-no-link,address,undefined \
@@ -135,7 +137,7 @@ for h in hf_config checkpoint_config; do
     -lpthread -o "$out/fuzz_$h"
   fuzz_run "$h" "$h" 8192 -dict="$root/fuzz/$h.dict"
 done
-# Corpus preparation (src/train/corpus.c through coda_prepare_data): one
+# Corpus preparation (src/data/corpus.c through coda_prepare_data): one
 # binary, linked under seven names that pick the reader (fuzz_dir: the
 # input becomes a directory of several files). Its chunk, block and line
 # sizes are made small so that inputs of a few KB cross them. The
@@ -150,9 +152,7 @@ for h in jsonl llmc text dir jsonl_bpe text_bpe dir_bpe; do
       -DCORPUS_CHUNK=61 -DCORPUS_BLOCK=8 -DCORPUS_LINE_MAX=700 \
       -DCODA_FUZZ_TOKENIZER="\"$root/fuzz/corpus/tokenizer/gpt2.json\"" \
       -I"$root/include" -I"$root/src" "$root/fuzz/fuzz_corpus.c" $core "$root"/src/lang/*.c "$embed" \
-      "$root/src/train/corpus.c" "$root/src/train/data.c" "$root/src/train/util.c" \
-      "$root/src/train/json.c" "$root/src/train/bpe.c" "$root/src/train/bpe_load.c" \
-      "$root/src/train/bpe_split.c" -lutf8proc -lz -lm -o "$out/fuzz_corpus"
+      "$root"/src/data/*.c "$root/src/io/files.c" "$root/src/io/json.c" -lutf8proc -lz -lm -o "$out/fuzz_corpus"
     corpus_built=1
   fi
   ln -f "$out/fuzz_corpus" "$out/fuzz_$h"

@@ -1,11 +1,13 @@
 #!/bin/sh
 # The layers of src/ run one way: base -> lang -> backends -> api -> nn ->
-# train, dist -> tools. A file may include headers of its own layer and of
-# the layers below it, never above. Further:
+# dist -> io -> data -> model -> store -> infer | train -> tools. A file may
+# include headers of its own layer and of the layers below it, never above.
+# Further:
+#   - infer and train share a rank but do not include each other;
 #   - backends/cpu and backends/cuda do not include each other;
 #   - above the backends only the table (backends/backend.h) and its feature
 #     tables (backends/train_ops.h, backends/decode_ops.h) are named, and
-#     only by the api layer: nn, train, dist and tools name no backend file;
+#     only by the api layer: no layer above it names a backend file;
 #   - CODA_HAVE_CUDA is tested only where the CUDA table is registered
 #     (backends/registry.c) and inside the CUDA backend itself;
 #   - the tools (the CLI) use the public headers only, and their own;
@@ -43,8 +45,13 @@ rank() { # the layer of a path under src/ ("" for an unknown folder)
     backends/*) echo 2 ;;
     api/*) echo 3 ;;
     nn/*) echo 4 ;;
-    train/* | dist/*) echo 5 ;;
-    tools/*) echo 6 ;;
+    dist/*) echo 5 ;;
+    io/*) echo 6 ;;
+    data/*) echo 7 ;;
+    model/*) echo 8 ;;
+    store/*) echo 9 ;;
+    infer/* | train/*) echo 10 ;;
+    tools/*) echo 11 ;;
     *) echo "" ;;
   esac
 }
@@ -78,9 +85,14 @@ if [ "$mode" = calls ]; then
       if (p ~ /^backends\//) return 2
       if (p ~ /^api\//) return 3
       if (p ~ /^nn\//) return 4
-      if (p ~ /^(train|dist)\//) return 5
-      if (p ~ /^tools\//) return 6
-      return -1
+      if (p ~ /^dist\//) return 5
+      if (p ~ /^io\//) return 6
+      if (p ~ /^data\//) return 7
+      if (p ~ /^model\//) return 8
+      if (p ~ /^store\//) return 9
+      if (p ~ /^(infer|train)\//) return 10
+      if (p ~ /^tools\//) return 11
+      return -1 # keep in step with rank() below
     }
     function dir(p) { sub(/\/[^\/]*$/, "", p); return p }
     $1 == "D" {
@@ -103,6 +115,8 @@ if [ "$mode" = calls ]; then
           why = "one backend calls another"
         else if (rf > 3 && d ~ /^backends\//)
           why = "only the api layer calls the backends"
+        else if ((f ~ /^infer\// && d ~ /^train\//) || (f ~ /^train\// && d ~ /^infer\//))
+          why = "infer and train share a layer and call neither the other"
         else
           continue
         print "check_layers: " f " calls " s " (" d "): " why
@@ -117,7 +131,7 @@ fi
 files=$(find . -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) | sed 's|^\./||' | sort)
 for f in $files; do
   r=$(rank "$f")
-  [ -n "$r" ] || { bad "$f: in no layer (base lang backends api nn train dist tools)"; continue; }
+  [ -n "$r" ] || { bad "$f: in no layer (base lang backends api nn dist io data model store infer train tools)"; continue; }
   dir=$(dirname "$f")
   for inc in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f"); do
     case $inc in
@@ -134,6 +148,10 @@ for f in $files; do
     case $f:$target in
       backends/cpu/*:backends/cuda/* | backends/cuda/*:backends/cpu/*)
         bad "$f includes $inc: one backend includes another" ;;
+    esac
+    case $f:$target in
+      infer/*:train/* | train/*:infer/*)
+        bad "$f includes $inc: the decoder and the trainer do not include each other" ;;
     esac
     case $f:$target in
       tools/*:tools/*) ;;

@@ -6,7 +6,10 @@
 #define CODA_TESTS_DECODE_TEST_UTIL_H
 
 #include "coda_decode.h"
-#include "train/train.h"
+#include "base/rng.h"
+#include "io/io.h"
+#include "model/model.h"
+#include "store/store.h"
 
 #include <stdint.h>
 #include <stdlib.h>

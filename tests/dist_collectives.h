@@ -8,7 +8,11 @@
 
 #include "coda_train.h"
 #include "dist/comm.h"
-#include "train/train.h"
+#include "base/rng.h"
+#include "io/io.h"
+#include "data/data.h"
+#include "model/model.h"
+#include "store/store.h"
 
 #include <stdio.h>
 #include <stdlib.h>

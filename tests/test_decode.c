@@ -1,4 +1,4 @@
-/* The KV-cache decoder on the CPU (src/train/decode.c) against the full
+/* The KV-cache decoder on the CPU (src/infer/decode.c) against the full
  * recompute of the reference engine (coda_model_last_logits over each
  * sequence's whole prefix): the logits of every step for GQA and MHA
  * shapes, a batch of prompts of different lengths, a prefill longer than
@@ -11,7 +11,9 @@
 #include "coda_decode.h"
 #include "check.h"
 #include "file_util.h"
-#include "train/train.h"
+#include "base/rng.h"
+#include "model/model.h"
+#include "store/store.h"
 
 #include <float.h>
 #include <math.h>

@@ -1,5 +1,5 @@
 /* The decoder's prefill through the forward-only block plans
- * (coda_decoder_options.prefill = CODA_PREFILL_PLANS, src/train/
+ * (coda_decoder_options.prefill = CODA_PREFILL_PLANS, src/infer/
  * decode_plans.c) on the CPU backend, against the direct host path of a
  * second decoder on the same weights (which test_decode checks against the
  * full recompute).
@@ -37,8 +37,8 @@
 #include "coda_decode.h"
 #include "check.h"
 #include "decode_test_util.h"
-#include "train/decode_internal.h"
-#include "train/train.h"
+#include "infer/infer.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdio.h>

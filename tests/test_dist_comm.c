@@ -9,7 +9,6 @@
 #include "coda_train.h"
 #include "check.h"
 #include "dist/comm.h"
-#include "train/train.h"
 #include "dist_collectives.h"
 
 #include <signal.h>

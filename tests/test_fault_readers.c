@@ -9,7 +9,8 @@
  *    (token past the vocab, width 3, count that overflows the size). */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
-#include "train/train.h"
+#include "io/io.h"
+#include "data/data.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* The fused-step tuning cache's file (core/tune_cache.c, fused-tune.txt),
+/* The fused-step tuning cache's file (base/tune_cache.c, fused-tune.txt),
  * without a GPU: FNV-1a against the published test vectors, write/read
  * round trip of random entries, entries of another device or library kept
  * but never used, corrupt lines (GEMM lines among them) ignored and

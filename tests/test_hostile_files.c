@@ -6,7 +6,10 @@
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
 #include "base/internal.h"
-#include "train/train.h"
+#include "io/io.h"
+#include "data/data.h"
+#include "model/model.h"
+#include "store/store.h"
 #include "base/tune_cache.h"
 #include "check.h"
 #include "file_util.h"

@@ -12,7 +12,8 @@
 #include "coda_train.h"
 #include "check.h"
 #include "file_util.h"
-#include "train/train.h"
+#include "base/rng.h"
+#include "data/data.h"
 
 #include <stdlib.h>
 #include <string.h>

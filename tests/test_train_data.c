@@ -5,7 +5,10 @@
 #include "check.h"
 #include "file_util.h"
 #include "test_util.h"
-#include "train/train.h"
+#include "base/rng.h"
+#include "io/io.h"
+#include "data/data.h"
+#include "model/model.h"
 
 #include <stdlib.h>
 #include <omp.h>

@@ -9,7 +9,9 @@
  * the weights initialized on the device are the host's. */
 #include "coda_nn.h"
 #include "check.h"
-#include "train/train.h"
+#include "base/rng.h"
+#include "model/model.h"
+#include "store/store.h"
 
 #include <math.h>
 #include <stdlib.h>

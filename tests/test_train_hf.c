@@ -5,7 +5,10 @@
 #include "coda_train.h"
 #include "check.h"
 #include "file_util.h"
-#include "train/train.h"
+#include "base/rng.h"
+#include "io/io.h"
+#include "model/model.h"
+#include "store/store.h"
 
 #include <stdlib.h>
 #include <string.h>

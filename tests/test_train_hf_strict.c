@@ -10,7 +10,10 @@
 #include "coda_train.h"
 #include "check.h"
 #include "file_util.h"
-#include "train/train.h"
+#include "base/rng.h"
+#include "io/io.h"
+#include "model/model.h"
+#include "store/store.h"
 
 #include <math.h>
 #include <stdlib.h>

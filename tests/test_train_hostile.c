@@ -5,7 +5,9 @@
  * part of the generated text; top-k sampling keeps exactly k tokens. */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
-#include "train/train.h"
+#include "data/data.h"
+#include "model/model.h"
+#include "store/store.h"
 #include "check.h"
 #include "train_corpus.h"
 

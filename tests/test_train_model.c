@@ -5,7 +5,9 @@
 #include "coda_train.h"
 #include "check.h"
 #include "file_util.h"
-#include "train/train.h"
+#include "base/rng.h"
+#include "model/model.h"
+#include "store/store.h"
 
 #include <math.h>
 #include <omp.h>

@@ -1,7 +1,8 @@
 /* AdamW against a straightforward double implementation, the learning
  * rate schedule against its definition, gradient norm and clipping. */
 #include "check.h"
-#include "train/train.h"
+#include "base/rng.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -4,7 +4,8 @@
  * Also: sampling logits agree, and the plan engine is deterministic. */
 #include "coda_nn.h"
 #include "check.h"
-#include "train/train.h"
+#include "base/rng.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
 #include "train/train.h"
+#include "base/rng.h"
 #include "test_util.h"
 
 #include <math.h>

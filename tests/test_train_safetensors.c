@@ -3,7 +3,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
 #include "file_util.h"
-#include "train/train.h"
+#include "base/rng.h"
+#include "io/io.h"
 
 #include <stdlib.h>
 #include <dirent.h>

@@ -1,4 +1,4 @@
-/* The GEMM autotuner's on-disk cache (core/tune_cache.c), without a GPU:
+/* The GEMM autotuner's on-disk cache (base/tune_cache.c), without a GPU:
  * write/read round trip of random entries, entries of another device kept
  * but not used, corrupt lines ignored and counted, merging of two writers,
  * atomic replacement (no temporary left behind, an open reader keeps the

@@ -4,7 +4,11 @@
  * and independent of any installed data. */
 #ifndef CODA_TEST_TRAIN_CORPUS_H
 #define CODA_TEST_TRAIN_CORPUS_H
-#include "train/train.h"
+#include "base/rng.h"
+#include "io/io.h"
+#include "data/data.h"
+#include "model/model.h"
+#include "store/store.h"
 
 #include <stdlib.h>
 #include <string.h>

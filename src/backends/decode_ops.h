@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-/* The rows of one decoder forward (src/train/decode.c): row r is token
+/* The rows of one decoder forward (src/infer/decode.c): row r is token
  * position pos[r] of sequence seq[r] (device int32 arrays of M entries).
  * A layer's key and value caches are bf16 [batch][max_len][Hk][hd]. */
 typedef struct coda_decode_rows {

@@ -1,6 +1,6 @@
 /* The autotuners' tables of choices and their on-disk form (small text
  * files). Backend-independent so that the file formats are tested on
- * machines without a GPU; the measuring sides are src/cuda/gemm_tune.cu (plain
+ * machines without a GPU; the measuring sides are src/backends/cuda/gemm_tune.cu (plain
  * GEMM) and coda_plan_tune_fusion in src/nn/plan_tune.c (fused GEMM steps).
  *
  * GEMM file (gemm-tune.txt): one entry per line, whitespace-separated fields

@@ -148,7 +148,7 @@ typedef struct plan_step {
                           * [fused (pingpong on CUDA), fused cooperative (CUDA only),
                           * unfused]; 0 = not measured */
   int tuned_cached;      /* GEMM: the choice and times came from the context's tuning
-                          * cache (core/tune_cache.h), no timing ran */
+                          * cache (base/tune_cache.h), no timing ran */
   int64_t acc_off;       /* GEMM, unfused: its accumulator's offset in the temporary
                           * arena, -1 for none (then the plan's acc_tmp) */
 } plan_step;

@@ -254,276 +254,314 @@ static int run_too_large(double host_bytes, double gpu_bytes, double max_gib, co
   return 1;
 }
 
-int coda_cmd_run(int argc, char **argv) {
-  const char *file = NULL, *builtin = NULL, *out_dir = NULL;
-  int64_t M = 512, N = 512, K = 256, reps = 5, seed = 1;
-  int gpu = 0, m_set = 0, n_set = 0, k_set = 0, strict = 0;
-  double max_gib = 16;
+/* One `coda run`: the command line, then what each phase makes (freed
+ * by free_run on every path). Runs: 0 the CPU, 1 CUDA (--gpu), 2 the CPU
+ * in fp64, the reference. */
+typedef struct run_cmd {
+  const char *file, *builtin, *out_dir;
+  int64_t M, N, K, reps, seed;
+  int gpu, m_set, n_set, k_set, strict;
+  double max_gib;
   run_opt inputs[MAX_RUN_OPTS], ranges[MAX_RUN_OPTS];
-  int ninputs = 0, nranges = 0;
-  coda_tool_params params = {0};
+  int ninputs, nranges;
+  coda_tool_params params; /* --param */
+  const char *file_acc, *file_A, *file_B; /* --input acc / A / B fix the GEMM shape */
+  coda_context ctx[3];
+  coda_program prog[3];
+  coda_args args[3];
+  run_arg *ra;
+  int nargs;
+  void *dA[3], *dB[3];
+  uint16_t *hA, *hB;
+  double *hA64, *hB64;
+  char *text;
+  double opnd; /* values in A and B */
+  coda_tiling tiling;
+  uint64_t st; /* the random inputs' stream */
+  double med[3]; /* median seconds per run */
+} run_cmd;
+
+/* A phase's result when the command goes on (else the exit status). */
+#define GO_ON (-1)
+
+/* The flags into cr. */
+static int parse_args(run_cmd *cr, int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int rc = 0;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-    else if (!strcmp(a, "--m")) { rc = parse_i64(a, v, &M); m_set = 1; i++; }
-    else if (!strcmp(a, "--n")) { rc = parse_i64(a, v, &N); n_set = 1; i++; }
-    else if (!strcmp(a, "--k")) { rc = parse_i64(a, v, &K); k_set = 1; i++; }
-    else if (!strcmp(a, "--reps")) { rc = parse_i64(a, v, &reps); i++; }
-    else if (!strcmp(a, "--seed")) { rc = parse_i64(a, v, &seed); i++; }
-    else if (!strcmp(a, "--gpu")) gpu = 1;
-    else if (!strcmp(a, "--strict")) strict = 1;
+    else if (!strcmp(a, "--m")) { rc = parse_i64(a, v, &cr->M); cr->m_set = 1; i++; }
+    else if (!strcmp(a, "--n")) { rc = parse_i64(a, v, &cr->N); cr->n_set = 1; i++; }
+    else if (!strcmp(a, "--k")) { rc = parse_i64(a, v, &cr->K); cr->k_set = 1; i++; }
+    else if (!strcmp(a, "--reps")) { rc = parse_i64(a, v, &cr->reps); i++; }
+    else if (!strcmp(a, "--seed")) { rc = parse_i64(a, v, &cr->seed); i++; }
+    else if (!strcmp(a, "--gpu")) cr->gpu = 1;
+    else if (!strcmp(a, "--strict")) cr->strict = 1;
     else if (!strcmp(a, "--max-memory")) {
-      if (coda_tool_num_parse("run", coda_tool_num_find(run_nums, a), v, &max_gib)) return 2;
+      if (coda_tool_num_parse("run", coda_tool_num_find(run_nums, a), v, &cr->max_gib)) return 2;
       i++;
     }
     else if (!strcmp(a, "--input") || !strcmp(a, "--range")) {
       int is_range = a[2] == 'r';
-      if ((is_range ? nranges : ninputs) >= MAX_RUN_OPTS) { fprintf(stderr, "coda run: too many %s\n", a); return 2; }
-      rc = parse_name_value(a, v, is_range ? &ranges[nranges++] : &inputs[ninputs++], is_range);
+      if ((is_range ? cr->nranges : cr->ninputs) >= MAX_RUN_OPTS) { fprintf(stderr, "coda run: too many %s\n", a); return 2; }
+      rc = parse_name_value(a, v, is_range ? &cr->ranges[cr->nranges++] : &cr->inputs[cr->ninputs++], is_range);
       i++;
     } else if (!strcmp(a, "--param")) {
-      rc = coda_tool_params_parse("run", v, &params);
+      rc = coda_tool_params_parse("run", v, &cr->params);
       i++;
     } else if (!strcmp(a, "--out-dir")) {
       if (!v) { fprintf(stderr, "coda run: --out-dir needs a directory\n"); return 2; }
-      out_dir = v;
+      cr->out_dir = v;
       i++;
     } else if (!strcmp(a, "--builtin")) {
       if (!v) { fprintf(stderr, "coda run: --builtin needs a name\n"); return 2; }
-      builtin = v;
+      cr->builtin = v;
       i++;
     } else if (a[0] == '-' && a[1] != '\0') {
       fprintf(stderr, "coda run: unknown option '%s'\n", a);
       usage(stderr);
       return 2;
-    } else file = a;
+    } else cr->file = a;
     if (rc) return 2;
   }
-  if (!file == !builtin) { usage(stderr); return 2; }
+  if (!cr->file == !cr->builtin) { usage(stderr); return 2; }
 
   /* --input acc / A / B fix the GEMM shape */
-  const char *file_acc = NULL, *file_A = NULL, *file_B = NULL;
-  for (int i = 0; i < ninputs; i++) {
-    if (!strcmp(inputs[i].name, "acc")) file_acc = inputs[i].file;
-    else if (!strcmp(inputs[i].name, "A")) file_A = inputs[i].file;
-    else if (!strcmp(inputs[i].name, "B")) file_B = inputs[i].file;
+  for (int i = 0; i < cr->ninputs; i++) {
+    if (!strcmp(cr->inputs[i].name, "acc")) cr->file_acc = cr->inputs[i].file;
+    else if (!strcmp(cr->inputs[i].name, "A")) cr->file_A = cr->inputs[i].file;
+    else if (!strcmp(cr->inputs[i].name, "B")) cr->file_B = cr->inputs[i].file;
   }
-  if (file_acc && (file_A || file_B)) {
+  if (cr->file_acc && (cr->file_A || cr->file_B)) {
     fprintf(stderr, "coda run: --input acc replaces A and B; give one or the other\n");
     return 2;
   }
-  int rc = 1;
-  coda_context ctx[3] = {NULL, NULL, NULL};
-  coda_program prog[3] = {NULL, NULL, NULL};
-  coda_args args[3] = {NULL, NULL, NULL};
-  run_arg *ra = NULL;
-  int nargs = 0;
-  void *dA[3] = {NULL, NULL, NULL}, *dB[3] = {NULL, NULL, NULL};
-  uint16_t *hA = NULL, *hB = NULL;
-  double *hA64 = NULL, *hB64 = NULL;
-  char *text = NULL;
-  const char *why = NULL;
-  {
-    coda_context_options o = coda_context_default_options();
-    if (coda_tool_context(&o, &ctx[0], "run", "CPU") != CODA_OK) return 1;
-  }
+  return GO_ON;
+}
+
+/* --input acc / A / B: the operands from .npy files (bf16 on the host),
+ * the shape from theirs. */
+static int read_operands(run_cmd *cr) {
   /* operands from files */
-  if (file_acc || file_A || file_B) {
+  if (cr->file_acc || cr->file_A || cr->file_B) {
     for (int w = 0; w < 3; w++) {
-      const char *fn = w == 0 ? file_acc : w == 1 ? file_A : file_B;
+      const char *fn = w == 0 ? cr->file_acc : w == 1 ? cr->file_A : cr->file_B;
       if (!fn) continue;
       coda_dtype ft;
       int64_t fr, fc;
       void *data = NULL;
-      if (coda_npy_read(ctx[0], fn, &ft, &fr, &fc, NULL, &data) != CODA_OK || ft == CODA_I32) {
+      if (coda_npy_read(cr->ctx[0], fn, &ft, &fr, &fc, NULL, &data) != CODA_OK || ft == CODA_I32) {
         fprintf(stderr, "coda run: --input %s: %s\n", w == 0 ? "acc" : w == 1 ? "A" : "B",
-                data ? "integer operands are not supported" : coda_last_error(ctx[0]));
+                data ? "integer operands are not supported" : coda_last_error(cr->ctx[0]));
         free(data);
-        goto out;
+        return 1;
       }
       if (w == 0 || w == 1) {
-        if (m_set && M != fr) { fprintf(stderr, "coda run: %s has %lld rows, --m is %lld\n", fn, (long long)fr, (long long)M); free(data); goto out; }
-        M = fr;
+        if (cr->m_set && cr->M != fr) { fprintf(stderr, "coda run: %s has %lld rows, --m is %lld\n", fn, (long long)fr, (long long)cr->M); free(data); return 1; }
+        cr->M = fr;
       }
       if (w == 0) {
-        if (n_set && N != fc) { fprintf(stderr, "coda run: %s has %lld columns, --n is %lld\n", fn, (long long)fc, (long long)N); free(data); goto out; }
-        N = fc;
-        K = fc;
+        if (cr->n_set && cr->N != fc) { fprintf(stderr, "coda run: %s has %lld columns, --n is %lld\n", fn, (long long)fc, (long long)cr->N); free(data); return 1; }
+        cr->N = fc;
+        cr->K = fc;
       } else if (w == 1) {
-        if (k_set && K != fc) { fprintf(stderr, "coda run: %s has %lld columns, --k is %lld\n", fn, (long long)fc, (long long)K); free(data); goto out; }
-        K = fc;
+        if (cr->k_set && cr->K != fc) { fprintf(stderr, "coda run: %s has %lld columns, --k is %lld\n", fn, (long long)fc, (long long)cr->K); free(data); return 1; }
+        cr->K = fc;
       } else {
-        if (n_set && N != fr) { fprintf(stderr, "coda run: %s has %lld rows, --n is %lld\n", fn, (long long)fr, (long long)N); free(data); goto out; }
-        N = fr;
+        if (cr->n_set && cr->N != fr) { fprintf(stderr, "coda run: %s has %lld rows, --n is %lld\n", fn, (long long)fr, (long long)cr->N); free(data); return 1; }
+        cr->N = fr;
       }
-      if (w == 2 && file_A && fc != K) {
-        fprintf(stderr, "coda run: --input B: %lld columns, A has K = %lld\n", (long long)fc, (long long)K);
+      if (w == 2 && cr->file_A && fc != cr->K) {
+        fprintf(stderr, "coda run: --input B: %lld columns, A has K = %lld\n", (long long)fc, (long long)cr->K);
         free(data);
-        goto out;
+        return 1;
       }
-      if (w == 2) K = fc;
-      uint16_t **dst = w == 2 ? &hB : &hA;
+      if (w == 2) cr->K = fc;
+      uint16_t **dst = w == 2 ? &cr->hB : &cr->hA;
       *dst = malloc((size_t)(fr * fc) * 2 + 2);
-      if (!*dst) { free(data); goto out; }
+      if (!*dst) { free(data); return 1; }
       coda_tensor src = coda_tensor_2d(data, ft, fr, fc);
       for (int64_t i = 0; i < fr * fc; i++)
         (*dst)[i] = to_bf16((float)coda_tensor_get(&src, i / fc, i % fc));
       free(data);
     }
-    if (!hA || (!hB && !file_acc)) {
+    if (!cr->hA || (!cr->hB && !cr->file_acc)) {
       fprintf(stderr, "coda run: --input A needs --input B too (or give --input acc)\n");
-      goto out;
+      return 1;
     }
   }
+  return GO_ON;
+}
+
+/* The operands' size bounded, the identity B of --input acc, the
+ * program's text. */
+static int check_operands(run_cmd *cr) {
   /* the operands alone (bf16 and f64 on the host, one copy per backend),
    * before any context or argument exists */
-  const double opnd = (double)M * K + (double)N * K;
-  if (run_too_large(opnd * (2 + 8 + 2 + 8), gpu ? opnd * 2 : 0, max_gib,
+  cr->opnd = (double)cr->M * cr->K + (double)cr->N * cr->K;
+  if (run_too_large(cr->opnd * (2 + 8 + 2 + 8), cr->gpu ? cr->opnd * 2 : 0, cr->max_gib,
                     "the GEMM operands (bf16 and fp64 copies, one per backend)")) {
-    rc = 2;
-    goto out;
+    return 2;
   }
-  if (file_acc) { /* B = identity */
-    hB = calloc((size_t)(N * N) + 1, 2);
-    if (!hB) {
-      fprintf(stderr, "coda run: out of memory for the identity B (%lld x %lld)\n", (long long)N,
-              (long long)N);
-      goto out;
+  if (cr->file_acc) { /* B = identity */
+    cr->hB = calloc((size_t)(cr->N * cr->N) + 1, 2);
+    if (!cr->hB) {
+      fprintf(stderr, "coda run: out of memory for the identity B (%lld x %lld)\n", (long long)cr->N,
+              (long long)cr->N);
+      return 1;
     }
-    for (int64_t i = 0; i < N; i++) hB[i * N + i] = to_bf16(1.0f);
+    for (int64_t i = 0; i < cr->N; i++) cr->hB[i * cr->N + i] = to_bf16(1.0f);
   }
-  if (gpu && !coda_cuda_available()) {
+  if (cr->gpu && !coda_cuda_available()) {
     fprintf(stderr, "coda run: --gpu: no usable GPU (or the library was built without CUDA)\n");
-    goto out;
+    return 1;
   }
-  if (file && !(text = coda_tool_read_text(file, &why))) {
-    fprintf(stderr, "coda run: %s: %s\n", file, why ? why : "cannot read");
-    goto out;
+  const char *why = NULL;
+  if (cr->file && !(cr->text = coda_tool_read_text(cr->file, &why))) {
+    fprintf(stderr, "coda run: %s: %s\n", cr->file, why ? why : "cannot read");
+    return 1;
   }
+  return GO_ON;
+}
+
+/* A context, the program and its argument set per run. */
+static int make_runs(run_cmd *cr) {
   for (int b = 0; b < 3; b++) {
-    if (b == 1 && !gpu) continue;
+    if (b == 1 && !cr->gpu) continue;
     coda_context_options o = coda_context_default_options();
     o.backend = b == 1 ? CODA_BACKEND_CUDA : CODA_BACKEND_CPU;
     if (b == 2) o.precision = CODA_PRECISION_F64;
     coda_status s =
-        b == 0 ? CODA_OK : coda_tool_context(&o, &ctx[b], "run", b == 1 ? "CUDA" : "CPU fp64");
+        b == 0 ? CODA_OK : coda_tool_context(&o, &cr->ctx[b], "run", b == 1 ? "CUDA" : "CPU fp64");
     if (s != CODA_OK) {
-      goto out;
+      return 1;
     }
-    s = builtin ? coda_program_builtin(ctx[b], builtin, &prog[b])
-                : coda_program_parse(ctx[b], text, &prog[b]);
-    if (s == CODA_OK) s = coda_tool_params_bind(ctx[b], &prog[b], &params, 0);
+    s = cr->builtin ? coda_program_builtin(cr->ctx[b], cr->builtin, &cr->prog[b])
+                : coda_program_parse(cr->ctx[b], cr->text, &cr->prog[b]);
+    if (s == CODA_OK) s = coda_tool_params_bind(cr->ctx[b], &cr->prog[b], &cr->params, 0);
     if (s != CODA_OK) {
-      fprintf(stderr, "coda run: %s: %s\n", builtin ? builtin : file, coda_last_error(ctx[b]));
-      goto out;
+      fprintf(stderr, "coda run: %s: %s\n", cr->builtin ? cr->builtin : cr->file, coda_last_error(cr->ctx[b]));
+      return 1;
     }
     if (b == 2) { /* the program retyped to f64: the reference */
       coda_program e = NULL;
-      if (coda_program_exact(ctx[2], prog[2], &e) != CODA_OK) {
-        fprintf(stderr, "coda run: fp64 form: %s\n", coda_last_error(ctx[2]));
-        goto out;
+      if (coda_program_exact(cr->ctx[2], cr->prog[2], &e) != CODA_OK) {
+        fprintf(stderr, "coda run: fp64 form: %s\n", coda_last_error(cr->ctx[2]));
+        return 1;
       }
-      coda_program_destroy(prog[2]);
-      prog[2] = e;
+      coda_program_destroy(cr->prog[2]);
+      cr->prog[2] = e;
     }
-    if (coda_args_create(ctx[b], &args[b]) != CODA_OK) goto out;
+    if (coda_args_create(cr->ctx[b], &cr->args[b]) != CODA_OK) return 1;
   }
+  return GO_ON;
+}
 
+/* The tiling, every argument's shape and kind, and the size guard over
+ * them all. */
+static int shape_args(run_cmd *cr) {
   /* The tiling the GPU uses fixes the partial shapes; the CPU runs with it. */
-  int ref = gpu ? 1 : 0;
-  coda_tiling tiling;
-  if (coda_preferred_tiling(ctx[ref], prog[ref], M, N, K, &tiling) != CODA_OK) {
-    fprintf(stderr, "coda run: %s\n", coda_last_error(ctx[ref]));
-    goto out;
+  int ref = cr->gpu ? 1 : 0;
+  if (coda_preferred_tiling(cr->ctx[ref], cr->prog[ref], cr->M, cr->N, cr->K, &cr->tiling) != CODA_OK) {
+    fprintf(stderr, "coda run: %s\n", coda_last_error(cr->ctx[ref]));
+    return 1;
   }
   /* every argument's shape first: the size guard sums them all */
-  nargs = coda_program_num_args(prog[0]);
-  ra = calloc((size_t)(nargs > 0 ? nargs : 1), sizeof *ra);
-  if (!ra) goto out;
+  cr->nargs = coda_program_num_args(cr->prog[0]);
+  cr->ra = calloc((size_t)(cr->nargs > 0 ? cr->nargs : 1), sizeof *cr->ra);
+  if (!cr->ra) return 1;
   {
-    double host = opnd * (2 + 8 + 2 + 8), dev = gpu ? opnd * 2 : 0, staging = 0;
-    for (int i = 0; i < nargs; i++) {
-      run_arg *r = &ra[i];
-      coda_status s = coda_program_arg(prog[0], i, &r->info);
+    double host = cr->opnd * (2 + 8 + 2 + 8), dev = cr->gpu ? cr->opnd * 2 : 0, staging = 0;
+    for (int i = 0; i < cr->nargs; i++) {
+      run_arg *r = &cr->ra[i];
+      coda_status s = coda_program_arg(cr->prog[0], i, &r->info);
       if (s == CODA_OK)
-        s = coda_program_arg_shape_ctx(ctx[0], prog[0], r->info.name, M, N, tiling.tile_m,
-                                      tiling.tile_n, &r->rows, &r->cols);
+        s = coda_program_arg_shape_ctx(cr->ctx[0], cr->prog[0], r->info.name, cr->M, cr->N, cr->tiling.tile_m,
+                                      cr->tiling.tile_n, &r->rows, &r->cols);
       if (s != CODA_OK) {
-        fprintf(stderr, "coda run: %s\n", coda_last_error(ctx[0]));
-        goto out;
+        fprintf(stderr, "coda run: %s\n", coda_last_error(cr->ctx[0]));
+        return 1;
       }
       /* a rowsum input takes any number of partial columns: give it the
        * shape a rowsum reduction of this GEMM writes */
-      if (r->info.kind == CODA_ARG_ROWSUM) r->cols = N > 0 ? (N + tiling.tile_n - 1) / tiling.tile_n : 1;
+      if (r->info.kind == CODA_ARG_ROWSUM) r->cols = cr->N > 0 ? (cr->N + cr->tiling.tile_n - 1) / cr->tiling.tile_n : 1;
       r->bytes = (size_t)(r->rows * r->cols) * coda_dtype_size(r->info.dtype);
       /* the fp64 run's dtype, as the runs below choose it */
       coda_arg_info ei;
-      coda_dtype t64 = coda_program_arg(prog[2], i, &ei) == CODA_OK ? ei.dtype : r->info.dtype;
+      coda_dtype t64 = coda_program_arg(cr->prog[2], i, &ei) == CODA_OK ? ei.dtype : r->info.dtype;
       int vector_kind = r->info.kind == CODA_ARG_ROW || r->info.kind == CODA_ARG_COL ||
                         r->info.kind == CODA_ARG_SCALAR || r->info.kind == CODA_ARG_TILE ||
                         r->info.kind == CODA_ARG_ROWSUM;
       /* finished vectors are listed after the partials with a vector kind */
       for (int j = 0; j < i; j++)
-        if (ra[j].info.kind == CODA_ARG_PARTIAL) r->is_finish = vector_kind;
+        if (cr->ra[j].info.kind == CODA_ARG_PARTIAL) r->is_finish = vector_kind;
       if (r->is_finish || r->info.kind == CODA_ARG_PARTIAL) t64 = CODA_F64;
       const double n = (double)r->rows * (double)r->cols, b16 = (double)r->bytes;
       const double b64 = n * (double)coda_dtype_size(t64);
       /* host copy, the CPU run's buffer, the fp64 run's, one downloaded
        * result (as double) per run; the GPU run's buffer */
-      host += b16 + b16 + b64 + n * 8 * (gpu ? 3 : 2);
-      if (gpu) dev += b16;
+      host += b16 + b16 + b64 + n * 8 * (cr->gpu ? 3 : 2);
+      if (cr->gpu) dev += b16;
       if (b64 > staging) staging = b64;
       if (b16 > staging) staging = b16;
     }
-    if (run_too_large(host + staging, dev, max_gib,
+    if (run_too_large(host + staging, dev, cr->max_gib,
                       "this run (the operands; inputs, outputs, partials and finished vectors on "
                       "every backend, the fp64 reference included; the downloaded results)")) {
-      rc = 2;
-      goto out;
+      return 2;
     }
   }
-  uint64_t st = 0x9e3779b97f4a7c15ull ^ (uint64_t)seed;
-  if (!st) st = 1;
-  if (!hA) {
-    hA = malloc((size_t)(M * K) * 2);
-    hB = malloc((size_t)(N * K) * 2);
-    if (!hA || !hB) goto out;
-    fill(hA, CODA_BF16, (size_t)(M * K), &st, 0);
-    fill(hB, CODA_BF16, (size_t)(N * K), &st, 0);
-    for (size_t i = 0; i < (size_t)(N * K); i++) /* keep |acc| ~ 1 */
-      hB[i] = to_bf16(from_bf16(hB[i]) / (float)sqrt((double)K));
-  }
-  hA64 = malloc((size_t)(M * K) * 8);
-  hB64 = malloc((size_t)(N * K) * 8);
-  if (!hA64 || !hB64) goto out;
-  for (size_t i = 0; i < (size_t)(M * K); i++) hA64[i] = from_bf16(hA[i]);
-  for (size_t i = 0; i < (size_t)(N * K); i++) hB64[i] = from_bf16(hB[i]);
+  return GO_ON;
+}
 
-  for (int i = 0; i < nargs; i++) {
-    run_arg *r = &ra[i];
+/* Random operands where no file gave them, and their fp64 copies. */
+static int fill_operands(run_cmd *cr) {
+  cr->st = 0x9e3779b97f4a7c15ull ^ (uint64_t)cr->seed;
+  if (!cr->st) cr->st = 1;
+  if (!cr->hA) {
+    cr->hA = malloc((size_t)(cr->M * cr->K) * 2);
+    cr->hB = malloc((size_t)(cr->N * cr->K) * 2);
+    if (!cr->hA || !cr->hB) return 1;
+    fill(cr->hA, CODA_BF16, (size_t)(cr->M * cr->K), &cr->st, 0);
+    fill(cr->hB, CODA_BF16, (size_t)(cr->N * cr->K), &cr->st, 0);
+    for (size_t i = 0; i < (size_t)(cr->N * cr->K); i++) /* keep |acc| ~ 1 */
+      cr->hB[i] = to_bf16(from_bf16(cr->hB[i]) / (float)sqrt((double)cr->K));
+  }
+  cr->hA64 = malloc((size_t)(cr->M * cr->K) * 8);
+  cr->hB64 = malloc((size_t)(cr->N * cr->K) * 8);
+  if (!cr->hA64 || !cr->hB64) return 1;
+  for (size_t i = 0; i < (size_t)(cr->M * cr->K); i++) cr->hA64[i] = from_bf16(cr->hA[i]);
+  for (size_t i = 0; i < (size_t)(cr->N * cr->K); i++) cr->hB64[i] = from_bf16(cr->hB[i]);
+  return GO_ON;
+}
+
+/* Every argument's initial host contents (random, ranged or from a
+ * file); --input and --range must name arguments of the program. */
+static int fill_args(run_cmd *cr) {
+  for (int i = 0; i < cr->nargs; i++) {
+    run_arg *r = &cr->ra[i];
     r->host = calloc(1, r->bytes ? r->bytes : 1);
-    if (!r->host) goto out;
+    if (!r->host) return 1;
     int is_input = r->info.kind == CODA_ARG_ROW || r->info.kind == CODA_ARG_COL ||
                    r->info.kind == CODA_ARG_SCALAR || r->info.kind == CODA_ARG_TILE ||
                    r->info.kind == CODA_ARG_ROWSUM;
     if (r->is_finish) is_input = 0; /* set with the shapes above */
-    for (int j = 0; j < ninputs; j++)
-      if (!strcmp(inputs[j].name, r->info.name)) r->file = inputs[j].file;
-    for (int j = 0; j < nranges; j++)
-      if (!strcmp(ranges[j].name, r->info.name)) {
+    for (int j = 0; j < cr->ninputs; j++)
+      if (!strcmp(cr->inputs[j].name, r->info.name)) r->file = cr->inputs[j].file;
+    for (int j = 0; j < cr->nranges; j++)
+      if (!strcmp(cr->ranges[j].name, r->info.name)) {
         r->ranged = 1;
-        r->lo = ranges[j].lo;
-        r->hi = ranges[j].hi;
+        r->lo = cr->ranges[j].lo;
+        r->hi = cr->ranges[j].hi;
       }
     if ((r->file || r->ranged) && !is_input) {
       fprintf(stderr, "coda run: %s %s: '%s' is not an input of the program\n",
               r->file ? "--input" : "--range", r->info.name, r->info.name);
-      goto out;
+      return 1;
     }
     if (is_input || (r->info.kind == CODA_ARG_OUTPUT && r->info.accumulate))
-      fill(r->host, r->info.dtype, (size_t)(r->rows * r->cols), &st,
-           r->info.kind == CODA_ARG_COL ? 1 : N);
+      fill(r->host, r->info.dtype, (size_t)(r->rows * r->cols), &cr->st,
+           r->info.kind == CODA_ARG_COL ? 1 : cr->N);
     /* rowsum partials and scalars positive, like the sums of squares and
      * the scales (1/N, counts) they stand for in practice */
     if (is_input && (r->info.kind == CODA_ARG_ROWSUM || r->info.kind == CODA_ARG_SCALAR))
@@ -534,152 +572,163 @@ int coda_cmd_run(int argc, char **argv) {
     if (r->ranged) {
       coda_tensor t = coda_tensor_2d(r->host, r->info.dtype, r->rows, r->cols);
       for (int64_t e = 0; e < r->rows * r->cols; e++) {
-        double u = (double)(rng_next(&st) >> 11) / 9007199254740992.0;
+        double u = (double)(rng_next(&cr->st) >> 11) / 9007199254740992.0;
         double v = r->lo + (r->hi - r->lo) * u;
         if (r->info.dtype == CODA_I32) v = floor(v);
         coda_tensor_set(&t, e / r->cols, e % r->cols, v);
       }
     }
-    if (r->file && load_input(ctx[0], r->file, r->info.name, r->info.dtype,
+    if (r->file && load_input(cr->ctx[0], r->file, r->info.name, r->info.dtype,
                               r->info.kind == CODA_ARG_ROWSUM, r->rows, &r->cols, &r->host,
                               &r->bytes))
-      goto out;
+      return 1;
   }
-  for (int j = 0; j < ninputs; j++) {
-    int known = !strcmp(inputs[j].name, "acc") || !strcmp(inputs[j].name, "A") ||
-                !strcmp(inputs[j].name, "B");
-    for (int i = 0; i < nargs && !known; i++) known = !strcmp(ra[i].info.name, inputs[j].name);
+  for (int j = 0; j < cr->ninputs; j++) {
+    int known = !strcmp(cr->inputs[j].name, "acc") || !strcmp(cr->inputs[j].name, "A") ||
+                !strcmp(cr->inputs[j].name, "B");
+    for (int i = 0; i < cr->nargs && !known; i++) known = !strcmp(cr->ra[i].info.name, cr->inputs[j].name);
     if (!known) {
-      fprintf(stderr, "coda run: --input %s: the program has no argument of that name\n", inputs[j].name);
-      goto out;
+      fprintf(stderr, "coda run: --input %s: the program has no argument of that name\n", cr->inputs[j].name);
+      return 1;
     }
   }
-  for (int j = 0; j < nranges; j++) {
+  for (int j = 0; j < cr->nranges; j++) {
     int known = 0;
-    for (int i = 0; i < nargs && !known; i++) known = !strcmp(ra[i].info.name, ranges[j].name);
+    for (int i = 0; i < cr->nargs && !known; i++) known = !strcmp(cr->ra[i].info.name, cr->ranges[j].name);
     if (!known) {
-      fprintf(stderr, "coda run: --range %s: the program has no input of that name\n", ranges[j].name);
-      goto out;
+      fprintf(stderr, "coda run: --range %s: the program has no input of that name\n", cr->ranges[j].name);
+      return 1;
     }
   }
+  return GO_ON;
+}
 
-  if (out_dir) { /* the operands, to run again with --input A=... --input B=... */
+/* --out-dir: the operands, to run again with --input A=... --input B=... */
+static int write_operands(run_cmd *cr) {
+  if (cr->out_dir) {
     int clash = 0;
-    for (int i = 0; i < nargs; i++) clash |= !strcmp(ra[i].info.name, "A") || !strcmp(ra[i].info.name, "B");
+    for (int i = 0; i < cr->nargs; i++) clash |= !strcmp(cr->ra[i].info.name, "A") || !strcmp(cr->ra[i].info.name, "B");
     if (clash) fprintf(stderr, "coda run: the program has an argument named A or B: operands not written\n");
-    else if (write_npy(ctx[0], out_dir, "A", "", coda_tensor_2d(hA, CODA_BF16, M, K)) ||
-             write_npy(ctx[0], out_dir, "B", "", coda_tensor_2d(hB, CODA_BF16, N, K)))
-      goto out;
+    else if (write_npy(cr->ctx[0], cr->out_dir, "A", "", coda_tensor_2d(cr->hA, CODA_BF16, cr->M, cr->K)) ||
+             write_npy(cr->ctx[0], cr->out_dir, "B", "", coda_tensor_2d(cr->hB, CODA_BF16, cr->N, cr->K)))
+      return 1;
   }
-  double med[3] = {0, 0, 0};
-  for (int b = 0; b < 3; b++) {
-    if (!ctx[b]) continue;
-    int exact = b == 2;
-    size_t ea = exact ? 8 : 2;
-    coda_dtype opt = exact ? CODA_F64 : CODA_BF16;
-    if (coda_malloc(ctx[b], (size_t)(M * K) * ea, &dA[b]) || coda_malloc(ctx[b], (size_t)(N * K) * ea, &dB[b]) ||
-        coda_memcpy_h2d(ctx[b], dA[b], exact ? (void *)hA64 : (void *)hA, (size_t)(M * K) * ea) ||
-        coda_memcpy_h2d(ctx[b], dB[b], exact ? (void *)hB64 : (void *)hB, (size_t)(N * K) * ea)) {
-      fprintf(stderr, "coda run: cannot allocate the operands: %s\n", coda_last_error(ctx[b]));
-      goto out;
-    }
-    /* exact: every floating argument as f64 (x2 tiles stay 16-bit) */
-    coda_arg_info ei;
-    for (int i = 0; i < nargs; i++) {
-      run_arg *r = &ra[i];
-      coda_dtype t = r->info.dtype;
-      if (exact && coda_program_arg(prog[2], i, &ei) == CODA_OK) t = ei.dtype;
-      if (exact && (r->is_finish || r->info.kind == CODA_ARG_PARTIAL)) t = CODA_F64;
-      size_t bytes = (size_t)(r->rows * r->cols) * coda_dtype_size(t);
-      if (coda_malloc(ctx[b], bytes ? bytes : 1, &r->dev[b]) != CODA_OK) goto out;
-      if (bytes) {
-        void *tmp = malloc(bytes);
-        if (!tmp) goto out;
-        coda_tensor src = coda_tensor_2d(r->host, r->info.dtype, r->rows, r->cols);
-        coda_tensor dst = coda_tensor_2d(tmp, t, r->rows, r->cols);
-        for (int64_t e = 0; e < r->rows * r->cols; e++)
-          coda_tensor_set(&dst, e / r->cols, e % r->cols, coda_tensor_get(&src, e / r->cols, e % r->cols));
-        coda_memcpy_h2d(ctx[b], r->dev[b], tmp, bytes);
-        free(tmp);
-      }
-      coda_tensor t2 = coda_tensor_2d(r->dev[b], t, r->rows, r->cols);
-      if (coda_args_set(args[b], r->info.name, &t2) != CODA_OK) {
-        fprintf(stderr, "coda run: %s\n", coda_last_error(ctx[b]));
-        goto out;
-      }
-    }
-    coda_tensor A = coda_tensor_2d(dA[b], opt, M, K), B = coda_tensor_2d(dB[b], opt, N, K);
-    int nrep = exact ? 0 : (int)reps;
-    double *times = calloc((size_t)nrep + 1, sizeof *times);
-    if (!times) goto out;
-    for (int rep = 0; rep <= nrep; rep++) { /* rep 0 warms up (loads / compiles kernels) */
-      /* inputs and accumulated outputs start from their initial values */
-      for (int i = 0; i < nargs && rep > 0; i++) {
-        run_arg *r = &ra[i];
-        if (r->info.kind == CODA_ARG_OUTPUT && r->info.accumulate && r->bytes)
-          coda_memcpy_h2d(ctx[b], r->dev[b], r->host, r->bytes);
-      }
-      coda_synchronize(ctx[b]);
-      double t0 = now_s();
-      coda_status s = coda_gemm_epilogue(ctx[b], prog[b], CODA_N, &A, CODA_T, &B, args[b], tiling);
-      if (s == CODA_OK) s = coda_synchronize(ctx[b]);
-      times[rep] = now_s() - t0;
-      if (s != CODA_OK) {
-        fprintf(stderr, "coda run: %s: %s\n", b == 1 ? "CUDA backend" : exact ? "CPU fp64" : "CPU backend",
-                coda_last_error(ctx[b]));
-        free(times);
-        goto out;
-      }
-    }
-    if (nrep) {
-      qsort(times + 1, (size_t)nrep, sizeof *times, cmp_double);
-      med[b] = times[1 + nrep / 2];
-    }
-    free(times);
-    /* finishers turn the partials into vectors */
-    for (int i = 0; i < nargs; i++)
-      if (ra[i].is_finish &&
-          coda_finish(ctx[b], prog[b], ra[i].info.name, args[b], M, N, tiling) != CODA_OK) {
-        fprintf(stderr, "coda run: finish %s: %s\n", ra[i].info.name, coda_last_error(ctx[b]));
-        goto out;
-      }
-    for (int i = 0; i < nargs; i++) {
-      run_arg *r = &ra[i];
-      coda_dtype t = r->info.dtype;
-      if (exact && coda_program_arg(prog[2], i, &ei) == CODA_OK) t = ei.dtype;
-      if (exact && (r->is_finish || r->info.kind == CODA_ARG_PARTIAL)) t = CODA_F64;
-      size_t n = (size_t)(r->rows * r->cols), bytes = n * coda_dtype_size(t);
-      void *tmp = malloc(bytes ? bytes : 1);
-      r->result[b] = malloc((n ? n : 1) * sizeof(double));
-      if (!tmp || !r->result[b]) { free(tmp); goto out; }
-      coda_memcpy_d2h(ctx[b], tmp, r->dev[b], bytes);
-      for (size_t j = 0; j < n; j++) r->result[b][j] = get(tmp, t, j);
-      if (out_dir && (b != 2 || r->info.kind == CODA_ARG_OUTPUT || r->info.kind == CODA_ARG_PARTIAL ||
-                      r->is_finish)) {
-        int is_in = !r->is_finish && r->info.kind != CODA_ARG_OUTPUT && r->info.kind != CODA_ARG_PARTIAL;
-        if ((b == 0 || !is_in) &&
-            write_npy(ctx[0], out_dir, r->info.name, b == 0 ? "" : b == 1 ? ".gpu" : ".f64",
-                      coda_tensor_2d(is_in && b == 0 ? r->host : tmp, is_in && b == 0 ? r->info.dtype : t,
-                                     r->rows, r->cols))) {
-          free(tmp);
-          goto out;
-        }
-      }
+  return GO_ON;
+}
+
+/* Run b: the operands and arguments on its backend, the timed
+ * repetitions (rep 0 warms up), the finishers, the results downloaded
+ * (and written with --out-dir). */
+static int run_backend(run_cmd *cr, int b) {
+  int exact = b == 2;
+  size_t ea = exact ? 8 : 2;
+  coda_dtype opt = exact ? CODA_F64 : CODA_BF16;
+  if (coda_malloc(cr->ctx[b], (size_t)(cr->M * cr->K) * ea, &cr->dA[b]) || coda_malloc(cr->ctx[b], (size_t)(cr->N * cr->K) * ea, &cr->dB[b]) ||
+      coda_memcpy_h2d(cr->ctx[b], cr->dA[b], exact ? (void *)cr->hA64 : (void *)cr->hA, (size_t)(cr->M * cr->K) * ea) ||
+      coda_memcpy_h2d(cr->ctx[b], cr->dB[b], exact ? (void *)cr->hB64 : (void *)cr->hB, (size_t)(cr->N * cr->K) * ea)) {
+    fprintf(stderr, "coda run: cannot allocate the operands: %s\n", coda_last_error(cr->ctx[b]));
+    return 1;
+  }
+  /* exact: every floating argument as f64 (x2 tiles stay 16-bit) */
+  coda_arg_info ei;
+  for (int i = 0; i < cr->nargs; i++) {
+    run_arg *r = &cr->ra[i];
+    coda_dtype t = r->info.dtype;
+    if (exact && coda_program_arg(cr->prog[2], i, &ei) == CODA_OK) t = ei.dtype;
+    if (exact && (r->is_finish || r->info.kind == CODA_ARG_PARTIAL)) t = CODA_F64;
+    size_t bytes = (size_t)(r->rows * r->cols) * coda_dtype_size(t);
+    if (coda_malloc(cr->ctx[b], bytes ? bytes : 1, &r->dev[b]) != CODA_OK) return 1;
+    if (bytes) {
+      void *tmp = malloc(bytes);
+      if (!tmp) return 1;
+      coda_tensor src = coda_tensor_2d(r->host, r->info.dtype, r->rows, r->cols);
+      coda_tensor dst = coda_tensor_2d(tmp, t, r->rows, r->cols);
+      for (int64_t e = 0; e < r->rows * r->cols; e++)
+        coda_tensor_set(&dst, e / r->cols, e % r->cols, coda_tensor_get(&src, e / r->cols, e % r->cols));
+      coda_memcpy_h2d(cr->ctx[b], r->dev[b], tmp, bytes);
       free(tmp);
     }
+    coda_tensor t2 = coda_tensor_2d(r->dev[b], t, r->rows, r->cols);
+    if (coda_args_set(cr->args[b], r->info.name, &t2) != CODA_OK) {
+      fprintf(stderr, "coda run: %s\n", coda_last_error(cr->ctx[b]));
+      return 1;
+    }
   }
+  coda_tensor A = coda_tensor_2d(cr->dA[b], opt, cr->M, cr->K), B = coda_tensor_2d(cr->dB[b], opt, cr->N, cr->K);
+  int nrep = exact ? 0 : (int)cr->reps;
+  double *times = calloc((size_t)nrep + 1, sizeof *times);
+  if (!times) return 1;
+  for (int rep = 0; rep <= nrep; rep++) { /* rep 0 warms up (loads / compiles kernels) */
+    /* inputs and accumulated outputs start from their initial values */
+    for (int i = 0; i < cr->nargs && rep > 0; i++) {
+      run_arg *r = &cr->ra[i];
+      if (r->info.kind == CODA_ARG_OUTPUT && r->info.accumulate && r->bytes)
+        coda_memcpy_h2d(cr->ctx[b], r->dev[b], r->host, r->bytes);
+    }
+    coda_synchronize(cr->ctx[b]);
+    double t0 = now_s();
+    coda_status s = coda_gemm_epilogue(cr->ctx[b], cr->prog[b], CODA_N, &A, CODA_T, &B, cr->args[b], cr->tiling);
+    if (s == CODA_OK) s = coda_synchronize(cr->ctx[b]);
+    times[rep] = now_s() - t0;
+    if (s != CODA_OK) {
+      fprintf(stderr, "coda run: %s: %s\n", b == 1 ? "CUDA backend" : exact ? "CPU fp64" : "CPU backend",
+              coda_last_error(cr->ctx[b]));
+      free(times);
+      return 1;
+    }
+  }
+  if (nrep) {
+    qsort(times + 1, (size_t)nrep, sizeof *times, cmp_double);
+    cr->med[b] = times[1 + nrep / 2];
+  }
+  free(times);
+  /* finishers turn the partials into vectors */
+  for (int i = 0; i < cr->nargs; i++)
+    if (cr->ra[i].is_finish &&
+        coda_finish(cr->ctx[b], cr->prog[b], cr->ra[i].info.name, cr->args[b], cr->M, cr->N, cr->tiling) != CODA_OK) {
+      fprintf(stderr, "coda run: finish %s: %s\n", cr->ra[i].info.name, coda_last_error(cr->ctx[b]));
+      return 1;
+    }
+  for (int i = 0; i < cr->nargs; i++) {
+    run_arg *r = &cr->ra[i];
+    coda_dtype t = r->info.dtype;
+    if (exact && coda_program_arg(cr->prog[2], i, &ei) == CODA_OK) t = ei.dtype;
+    if (exact && (r->is_finish || r->info.kind == CODA_ARG_PARTIAL)) t = CODA_F64;
+    size_t n = (size_t)(r->rows * r->cols), bytes = n * coda_dtype_size(t);
+    void *tmp = malloc(bytes ? bytes : 1);
+    r->result[b] = malloc((n ? n : 1) * sizeof(double));
+    if (!tmp || !r->result[b]) { free(tmp); return 1; }
+    coda_memcpy_d2h(cr->ctx[b], tmp, r->dev[b], bytes);
+    for (size_t j = 0; j < n; j++) r->result[b][j] = get(tmp, t, j);
+    if (cr->out_dir && (b != 2 || r->info.kind == CODA_ARG_OUTPUT || r->info.kind == CODA_ARG_PARTIAL ||
+                    r->is_finish)) {
+      int is_in = !r->is_finish && r->info.kind != CODA_ARG_OUTPUT && r->info.kind != CODA_ARG_PARTIAL;
+      if ((b == 0 || !is_in) &&
+          write_npy(cr->ctx[0], cr->out_dir, r->info.name, b == 0 ? "" : b == 1 ? ".gpu" : ".f64",
+                    coda_tensor_2d(is_in && b == 0 ? r->host : tmp, is_in && b == 0 ? r->info.dtype : t,
+                                   r->rows, r->cols))) {
+        free(tmp);
+        return 1;
+      }
+    }
+    free(tmp);
+  }
+  return GO_ON;
+}
 
-  double flops = 2.0 * (double)M * N * K;
-  printf("program %s, GEMM %lld x %lld x %lld (bf16), tiling %d x %d\n", builtin ? builtin : file,
-         (long long)M, (long long)N, (long long)K, tiling.tile_m, tiling.tile_n);
-  printf("  CPU: %.3f ms (%.1f GFLOP/s)\n", med[0] * 1e3, flops / med[0] * 1e-9);
-  if (gpu) printf("  GPU: %.3f ms (%.1f TFLOP/s, host-timed incl. launch)\n", med[1] * 1e3, flops / med[1] * 1e-12);
+/* The timings and each output against the fp64 run; the exit status. */
+static int report(const run_cmd *cr) {
+  double flops = 2.0 * (double)cr->M * cr->N * cr->K;
+  printf("program %s, GEMM %lld x %lld x %lld (bf16), tiling %d x %d\n", cr->builtin ? cr->builtin : cr->file,
+         (long long)cr->M, (long long)cr->N, (long long)cr->K, cr->tiling.tile_m, cr->tiling.tile_n);
+  printf("  CPU: %.3f ms (%.1f GFLOP/s)\n", cr->med[0] * 1e3, flops / cr->med[0] * 1e-9);
+  if (cr->gpu) printf("  GPU: %.3f ms (%.1f TFLOP/s, host-timed incl. launch)\n", cr->med[1] * 1e3, flops / cr->med[1] * 1e-12);
   printf("  vs fp64: |cpu - fp64| <= 2 u |fp64| + 1e-5 max|fp64| per value; rel = max|cpu - fp64| / "
          "max|fp64|, worst = largest |cpu - fp64| / |fp64|\n");
-  rc = 0;
+  int rc = 0;
   int bad_values = 0, bad_rule = 0;
-  for (int i = 0; i < nargs; i++) {
-    run_arg *r = &ra[i];
+  for (int i = 0; i < cr->nargs; i++) {
+    run_arg *r = &cr->ra[i];
     int is_input = !r->is_finish && r->info.kind != CODA_ARG_OUTPUT && r->info.kind != CODA_ARG_PARTIAL;
     if (is_input) continue;
     size_t n = (size_t)(r->rows * r->cols);
@@ -698,7 +747,7 @@ int coda_cmd_run(int argc, char **argv) {
       if (!(d <= maxerr)) maxerr = d;
       if (!(d <= 2 * u * fabs(e) + 1e-5 * maxref)) outside++;
       if (fabs(e) > 1e-30 && d / fabs(e) > worst) worst = d / fabs(e);
-      if (gpu) {
+      if (cr->gpu) {
         double g = r->result[1][j];
         double dg = (isinf(c) && isinf(g) && (c > 0) == (g > 0)) ? 0 : fabs(g - c);
         if (!(dg <= maxdiff)) maxdiff = dg; /* NaN propagates */
@@ -708,14 +757,14 @@ int coda_cmd_run(int argc, char **argv) {
            r->info.name, r->is_finish ? "finish" : r->info.kind == CODA_ARG_PARTIAL ? "partial" : "output",
            (long long)r->rows, (long long)r->cols, maxcpu, maxerr, maxref > 0 ? maxerr / maxref : maxerr,
            worst, outside ? "" : " ok");
-    if (gpu) printf("  max|gpu-cpu| %.3g (rel %.3g)", maxdiff, maxcpu > 0 ? maxdiff / maxcpu : maxdiff);
+    if (cr->gpu) printf("  max|gpu-cpu| %.3g (rel %.3g)", maxdiff, maxcpu > 0 ? maxdiff / maxcpu : maxdiff);
     if (nonfinite) printf("  (%d non-finite on the CPU)", nonfinite);
     if (outside) printf("  (%d outside the rule)", outside);
     printf("\n");
     bad_values += nonfinite;
     bad_rule += outside;
   }
-  if (bad_values || (bad_rule && strict)) {
+  if (bad_values || (bad_rule && cr->strict)) {
     fprintf(stderr, "coda run: %s%s%s\n", bad_values ? "non-finite values" : "",
             bad_values && bad_rule ? " and " : "", bad_rule ? "values outside the fp64 rule" : "");
     rc = 1;
@@ -723,27 +772,53 @@ int coda_cmd_run(int argc, char **argv) {
     printf("  %d values outside the fp64 rule (fp32 precision of the program on these inputs; "
            "--strict makes this an error)\n", bad_rule);
   }
+  return rc;
+}
 
-out:
-  for (int i = 0; ra && i < nargs; i++) {
+static void free_run(run_cmd *cr) {
+  for (int i = 0; cr->ra && i < cr->nargs; i++) {
     for (int b = 0; b < 3; b++) {
-      if (ra[i].dev[b]) coda_free(ctx[b], ra[i].dev[b]);
-      free(ra[i].result[b]);
+      if (cr->ra[i].dev[b]) coda_free(cr->ctx[b], cr->ra[i].dev[b]);
+      free(cr->ra[i].result[b]);
     }
-    free(ra[i].host);
+    free(cr->ra[i].host);
   }
-  free(ra);
+  free(cr->ra);
   for (int b = 0; b < 3; b++) {
-    if (dA[b]) coda_free(ctx[b], dA[b]);
-    if (dB[b]) coda_free(ctx[b], dB[b]);
-    coda_args_destroy(args[b]);
-    coda_program_destroy(prog[b]);
+    if (cr->dA[b]) coda_free(cr->ctx[b], cr->dA[b]);
+    if (cr->dB[b]) coda_free(cr->ctx[b], cr->dB[b]);
+    coda_args_destroy(cr->args[b]);
+    coda_program_destroy(cr->prog[b]);
   }
-  for (int b = 2; b >= 0; b--) coda_context_destroy(ctx[b]);
-  free(hA);
-  free(hB);
-  free(hA64);
-  free(hB64);
-  free(text);
+  for (int b = 2; b >= 0; b--) coda_context_destroy(cr->ctx[b]);
+  free(cr->hA);
+  free(cr->hB);
+  free(cr->hA64);
+  free(cr->hB64);
+  free(cr->text);
+}
+
+int coda_cmd_run(int argc, char **argv) {
+  run_cmd run, *cr = &run;
+  memset(cr, 0, sizeof *cr);
+  cr->M = 512, cr->N = 512, cr->K = 256, cr->reps = 5, cr->seed = 1;
+  cr->max_gib = 16;
+  int rc = parse_args(cr, argc, argv);
+  if (rc != GO_ON) return rc;
+  {
+    coda_context_options o = coda_context_default_options();
+    if (coda_tool_context(&o, &cr->ctx[0], "run", "CPU") != CODA_OK) return 1;
+  }
+  rc = read_operands(cr);
+  if (rc == GO_ON) rc = check_operands(cr);
+  if (rc == GO_ON) rc = make_runs(cr);
+  if (rc == GO_ON) rc = shape_args(cr);
+  if (rc == GO_ON) rc = fill_operands(cr);
+  if (rc == GO_ON) rc = fill_args(cr);
+  if (rc == GO_ON) rc = write_operands(cr);
+  for (int b = 0; b < 3 && rc == GO_ON; b++)
+    if (cr->ctx[b]) rc = run_backend(cr, b);
+  if (rc == GO_ON) rc = report(cr);
+  free_run(cr);
   return rc;
 }

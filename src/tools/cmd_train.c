@@ -356,18 +356,28 @@ static int train_process(const train_job *job, coda_comm comm, coda_context ctx)
 
 static int rank_main(coda_comm comm, void *user) { return train_process(user, comm, NULL); }
 
-int cmd_train(int argc, char **argv) {
-  coda_train_options o = coda_train_default_options();
-  o.corpus_dir = DEFAULT_CORPUS;
-  int prepare_only = 0, threads = 0, device = 0, ranks = 1, ranks_given = 0, corpus_given = 0;
-  coda_data_options dopt = coda_data_default_options();
-  int data_flags = 0; /* --data-format, --text-field or --tokenizer given */
-  const char *export_hf = NULL, *import_hf = NULL, *init_from = NULL;
+/* The command line of one `coda train` and what its phases resolved. */
+typedef struct train_cli {
+  coda_train_options o;
+  int prepare_only, threads, device, ranks, ranks_given, corpus_given;
+  coda_data_options dopt;
+  int data_flags; /* --data-format, --text-field or --tokenizer given */
+  const char *export_hf, *import_hf, *init_from;
+  coda_dist_env env; /* a job started by another launcher */
+  char err[512];
+} train_cli;
+
+/* A phase's result when the command goes on to the next phase (else the
+ * exit status). */
+#define GO_ON (-1)
+
+/* The flags into c (the named configuration first, so explicit flags
+ * override it). */
+static int parse_args(train_cli *c, int argc, char **argv) {
   const char *config = "tiny";
-  /* The named configuration first, so explicit flags override it. */
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[i + 1];
-  if (coda_model_config_named(config, &o.model) != CODA_OK) {
+  if (coda_model_config_named(config, &c->o.model) != CODA_OK) {
     fprintf(stderr, "coda train: unknown --config '%s' (tiny, d512, 1b, 8b)\n", config);
     return 2;
   }
@@ -382,92 +392,92 @@ int cmd_train(int argc, char **argv) {
                             dst = x; i++; continue; }
 #define MODELFLAG(name, dst, bit) \
     if (!strcmp(a, name)) { if (coda_tool_num_parse_ll("train", NUM(name), v, &x)) return 2; \
-                            dst = x; o.model_set |= bit; i++; continue; }
+                            dst = x; c->o.model_set |= bit; i++; continue; }
 #define REALFLAG(name, dst) \
     if (!strcmp(a, name)) { if (coda_tool_num_parse("train", NUM(name), v, &d)) return 2; \
                             dst = d; i++; continue; }
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { train_usage(stdout); return 0; }
-    if (!strcmp(a, "--config")) { o.model_set = CODA_MODEL_SET_ALL; i++; continue; }
-    MODELFLAG("--layers", o.model.layers, CODA_MODEL_SET_LAYERS)
-    MODELFLAG("--dim", o.model.dim, CODA_MODEL_SET_DIM)
-    MODELFLAG("--heads", o.model.heads, CODA_MODEL_SET_HEADS)
-    MODELFLAG("--kv-heads", o.model.kv_heads, CODA_MODEL_SET_KV_HEADS)
-    MODELFLAG("--ffn", o.model.ffn, CODA_MODEL_SET_FFN)
-    MODELFLAG("--seq", o.model.seq, CODA_MODEL_SET_SEQ)
-    MODELFLAG("--vocab", o.model.vocab, CODA_MODEL_SET_VOCAB)
-    MODELFLAG("--tied", o.model.tied, CODA_MODEL_SET_TIED)
-    INTFLAG("--batch", o.batch)
-    INTFLAG("--accum", o.accum)
-    INTFLAG("--steps", o.steps)
-    INTFLAG("--warmup", o.warmup)
-    INTFLAG("--seed", o.seed)
-    INTFLAG("--val-every", o.val_every)
-    INTFLAG("--val-batches", o.val_batches)
-    INTFLAG("--save-every", o.save_every)
-    INTFLAG("--threads", threads)
-    if (!strcmp(a, "--ranks")) ranks_given = 1;
-    INTFLAG("--ranks", ranks)
-    INTFLAG("--profile-warmup", o.profile_warmup)
+    if (!strcmp(a, "--config")) { c->o.model_set = CODA_MODEL_SET_ALL; i++; continue; }
+    MODELFLAG("--layers", c->o.model.layers, CODA_MODEL_SET_LAYERS)
+    MODELFLAG("--dim", c->o.model.dim, CODA_MODEL_SET_DIM)
+    MODELFLAG("--heads", c->o.model.heads, CODA_MODEL_SET_HEADS)
+    MODELFLAG("--kv-heads", c->o.model.kv_heads, CODA_MODEL_SET_KV_HEADS)
+    MODELFLAG("--ffn", c->o.model.ffn, CODA_MODEL_SET_FFN)
+    MODELFLAG("--seq", c->o.model.seq, CODA_MODEL_SET_SEQ)
+    MODELFLAG("--vocab", c->o.model.vocab, CODA_MODEL_SET_VOCAB)
+    MODELFLAG("--tied", c->o.model.tied, CODA_MODEL_SET_TIED)
+    INTFLAG("--batch", c->o.batch)
+    INTFLAG("--accum", c->o.accum)
+    INTFLAG("--steps", c->o.steps)
+    INTFLAG("--warmup", c->o.warmup)
+    INTFLAG("--seed", c->o.seed)
+    INTFLAG("--val-every", c->o.val_every)
+    INTFLAG("--val-batches", c->o.val_batches)
+    INTFLAG("--save-every", c->o.save_every)
+    INTFLAG("--threads", c->threads)
+    if (!strcmp(a, "--ranks")) c->ranks_given = 1;
+    INTFLAG("--ranks", c->ranks)
+    INTFLAG("--profile-warmup", c->o.profile_warmup)
     if (!strcmp(a, "--zero")) {
       if (!v || (strcmp(v, "1") && strcmp(v, "3"))) {
         fprintf(stderr, "coda train: --zero is 1 (the optimizer state sharded) or 3 (also the "
                 "weights and gradients), got '%s'\n", v ? v : "(nothing)");
         return 2;
       }
-      o.shard_weights = v[0] == '3';
+      c->o.shard_weights = v[0] == '3';
       i++;
       continue;
     }
-    INTFLAG("--tune-plans", o.tune_plans)
-    if (!strcmp(a, "--keep-logits") && v && !strcmp(v, "auto")) { o.keep_logits = -1; i++; continue; }
-    INTFLAG("--keep-logits", o.keep_logits)
-    REALFLAG("--lr", o.lr)
-    REALFLAG("--min-lr-ratio", o.min_lr_ratio)
-    REALFLAG("--weight-decay", o.weight_decay)
-    REALFLAG("--clip", o.clip)
-    REALFLAG("--beta1", o.beta1)
-    REALFLAG("--beta2", o.beta2)
-    REALFLAG("--peak-flops", o.peak_flops)
-    REALFLAG("--peak-bandwidth", o.peak_bandwidth)
+    INTFLAG("--tune-plans", c->o.tune_plans)
+    if (!strcmp(a, "--keep-logits") && v && !strcmp(v, "auto")) { c->o.keep_logits = -1; i++; continue; }
+    INTFLAG("--keep-logits", c->o.keep_logits)
+    REALFLAG("--lr", c->o.lr)
+    REALFLAG("--min-lr-ratio", c->o.min_lr_ratio)
+    REALFLAG("--weight-decay", c->o.weight_decay)
+    REALFLAG("--clip", c->o.clip)
+    REALFLAG("--beta1", c->o.beta1)
+    REALFLAG("--beta2", c->o.beta2)
+    REALFLAG("--peak-flops", c->o.peak_flops)
+    REALFLAG("--peak-bandwidth", c->o.peak_bandwidth)
 #undef INTFLAG
 #undef MODELFLAG
 #undef REALFLAG
 #undef NUM
-    if (!strcmp(a, "--out") && v) { o.out_dir = v; i++; continue; }
-    if (!strcmp(a, "--resume") && v) { o.resume = v; i++; continue; }
-    if (!strcmp(a, "--init") && v) { o.init = v; i++; continue; }
-    if (!strcmp(a, "--export-hf") && v) { export_hf = v; i++; continue; }
-    if (!strcmp(a, "--import-hf") && v) { import_hf = v; i++; continue; }
-    if (!strcmp(a, "--init-from") && v) { init_from = v; i++; continue; }
-    if (!strcmp(a, "--data") && v) { o.data_dir = v; i++; continue; }
-    if (!strcmp(a, "--corpus") && v) { o.corpus_dir = v; corpus_given = 1; i++; continue; }
-    if (!strcmp(a, "--prepare")) { prepare_only = 1; continue; }
-    if (!strcmp(a, "--tokenizer") && v) { dopt.tokenizer = v; data_flags = 1; i++; continue; }
-    if (!strcmp(a, "--text-field") && v) { dopt.text_field = v; data_flags = 1; i++; continue; }
+    if (!strcmp(a, "--out") && v) { c->o.out_dir = v; i++; continue; }
+    if (!strcmp(a, "--resume") && v) { c->o.resume = v; i++; continue; }
+    if (!strcmp(a, "--init") && v) { c->o.init = v; i++; continue; }
+    if (!strcmp(a, "--export-hf") && v) { c->export_hf = v; i++; continue; }
+    if (!strcmp(a, "--import-hf") && v) { c->import_hf = v; i++; continue; }
+    if (!strcmp(a, "--init-from") && v) { c->init_from = v; i++; continue; }
+    if (!strcmp(a, "--data") && v) { c->o.data_dir = v; i++; continue; }
+    if (!strcmp(a, "--corpus") && v) { c->o.corpus_dir = v; c->corpus_given = 1; i++; continue; }
+    if (!strcmp(a, "--prepare")) { c->prepare_only = 1; continue; }
+    if (!strcmp(a, "--tokenizer") && v) { c->dopt.tokenizer = v; c->data_flags = 1; i++; continue; }
+    if (!strcmp(a, "--text-field") && v) { c->dopt.text_field = v; c->data_flags = 1; i++; continue; }
     if (!strcmp(a, "--data-format") && v) {
-      if (!strcmp(v, "auto")) dopt.format = CODA_DATA_AUTO;
-      else if (!strcmp(v, "text")) dopt.format = CODA_DATA_TEXT;
-      else if (!strcmp(v, "jsonl")) dopt.format = CODA_DATA_JSONL;
-      else if (!strcmp(v, "llmc")) dopt.format = CODA_DATA_LLMC;
+      if (!strcmp(v, "auto")) c->dopt.format = CODA_DATA_AUTO;
+      else if (!strcmp(v, "text")) c->dopt.format = CODA_DATA_TEXT;
+      else if (!strcmp(v, "jsonl")) c->dopt.format = CODA_DATA_JSONL;
+      else if (!strcmp(v, "llmc")) c->dopt.format = CODA_DATA_LLMC;
       else { fprintf(stderr, "coda train: --data-format is auto, text, jsonl or llmc\n"); return 2; }
-      data_flags = 1;
+      c->data_flags = 1;
       i++;
       continue;
     }
-    if (!strcmp(a, "--quiet")) { o.quiet = 1; continue; }
-    if (!strcmp(a, "--profile")) { o.profile = 1; continue; }
+    if (!strcmp(a, "--quiet")) { c->o.quiet = 1; continue; }
+    if (!strcmp(a, "--profile")) { c->o.profile = 1; continue; }
     if ((!strcmp(a, "--device") || !strcmp(a, "--backend")) && v) {
-      if (!strcmp(v, "cpu")) device = 0;
-      else if (!strcmp(v, "gpu") || !strcmp(v, "cuda")) device = 1;
-      else if (!strcmp(v, "auto")) device = 2; /* decided below (no CUDA before forking) */
+      if (!strcmp(v, "cpu")) c->device = 0;
+      else if (!strcmp(v, "gpu") || !strcmp(v, "cuda")) c->device = 1;
+      else if (!strcmp(v, "auto")) c->device = 2; /* decided below (no CUDA before forking) */
       else { fprintf(stderr, "coda train: %s is cpu, gpu (cuda) or auto\n", a); return 2; }
       i++;
       continue;
     }
     if (!strcmp(a, "--engine") && v) {
-      if (!strcmp(v, "auto")) o.engine = CODA_TRAIN_ENGINE_AUTO;
-      else if (!strcmp(v, "reference")) o.engine = CODA_TRAIN_ENGINE_REFERENCE;
-      else if (!strcmp(v, "plans")) o.engine = CODA_TRAIN_ENGINE_PLANS;
+      if (!strcmp(v, "auto")) c->o.engine = CODA_TRAIN_ENGINE_AUTO;
+      else if (!strcmp(v, "reference")) c->o.engine = CODA_TRAIN_ENGINE_REFERENCE;
+      else if (!strcmp(v, "plans")) c->o.engine = CODA_TRAIN_ENGINE_PLANS;
       else { fprintf(stderr, "coda train: --engine is auto, reference or plans\n"); return 2; }
       i++;
       continue;
@@ -476,67 +486,77 @@ int cmd_train(int argc, char **argv) {
     train_usage(stderr);
     return 2;
   }
+  return GO_ON;
+}
+
+/* The rank environment of another launcher, checked against --ranks. */
+static int read_launcher(train_cli *c) {
   /* Shards the user names are theirs: without --corpus a missing --data
    * directory is an error, not prepared from the default corpus. */
-  if (o.data_dir && !corpus_given && !prepare_only) o.corpus_dir = NULL;
+  if (c->o.data_dir && !c->corpus_given && !c->prepare_only) c->o.corpus_dir = NULL;
   /* A job started by another launcher: this process is one of its ranks. */
-  coda_dist_env env;
-  char err[512];
-  if (coda_dist_env_read(&env, err, sizeof err)) {
-    fprintf(stderr, "coda train: %s\n", err);
+  if (coda_dist_env_read(&c->env, c->err, sizeof c->err)) {
+    fprintf(stderr, "coda train: %s\n", c->err);
     return 2;
   }
-  if (env.world_size && ranks_given && ranks != env.world_size) {
+  if (c->env.world_size && c->ranks_given && c->ranks != c->env.world_size) {
     fprintf(stderr, "coda train: --ranks %d, but the launcher started %d ranks (%s=%d): give "
-            "--ranks %d or leave it out\n", ranks, env.world_size,
-            env.source[0] == 't' ? "WORLD_SIZE" : "SLURM_NTASKS", env.world_size, env.world_size);
+            "--ranks %d or leave it out\n", c->ranks, c->env.world_size,
+            c->env.source[0] == 't' ? "WORLD_SIZE" : "SLURM_NTASKS", c->env.world_size, c->env.world_size);
     return 2;
   }
-  if (env.world_size > 1 && (export_hf || import_hf || prepare_only) && env.rank != 0)
+  if (c->env.world_size > 1 && (c->export_hf || c->import_hf || c->prepare_only) && c->env.rank != 0)
     return 0; /* one-shot work runs once, on rank 0 */
+  return GO_ON;
+}
+
+static int import_init_from(train_cli *c) {
   /* --init-from HF_DIR: the Hugging Face weights, imported into
    * OUT/init-hf.safetensors, start the run (as --init would) */
   static char init_path[4096];
-  if (init_from) {
-    if (env.world_size > 1) {
-      fprintf(stderr, "coda train: --init-from in a job of %d ranks: every rank would import at "
-              "once; import once (coda train --import-hf DIR --out OUT) and give every rank "
-              "--init OUT/checkpoint.safetensors\n", env.world_size);
-      return 2;
-    }
-    if (o.init || o.resume || export_hf || import_hf) {
-      fprintf(stderr, "coda train: --init-from excludes --init, --resume, --export-hf and --import-hf\n");
-      return 2;
-    }
-    coda_context ictx;
-    if (coda_tool_context(NULL, &ictx, "train", "CPU") != CODA_OK) return 1;
-    snprintf(init_path, sizeof init_path, "%s/init-hf.safetensors", o.out_dir);
-    int irc = 0;
-    if (make_dirs(o.out_dir)) {
-      fprintf(stderr, "coda train: cannot create %s: %s\n", o.out_dir, strerror(errno));
-      irc = 1;
-    } else if (coda_hf_import_checkpoint(ictx, init_from, init_path) != CODA_OK) {
-      coda_tool_warnings(ictx, "train");
-      fprintf(stderr, "coda train: --init-from %s: %s\n", init_from, coda_last_error(ictx));
-      irc = 1;
-    } else {
-      coda_tool_warnings(ictx, "train");
-      printf("imported %s into %s\n", init_from, init_path);
-    }
-    coda_context_destroy(ictx);
-    if (irc) return irc;
-    o.init = init_path;
+  if (!c->init_from) return GO_ON;
+  if (c->env.world_size > 1) {
+    fprintf(stderr, "coda train: --init-from in a job of %d ranks: every rank would import at "
+            "once; import once (coda train --import-hf DIR --out OUT) and give every rank "
+            "--init OUT/checkpoint.safetensors\n", c->env.world_size);
+    return 2;
   }
+  if (c->o.init || c->o.resume || c->export_hf || c->import_hf) {
+    fprintf(stderr, "coda train: --init-from excludes --init, --resume, --export-hf and --import-hf\n");
+    return 2;
+  }
+  coda_context ictx;
+  if (coda_tool_context(NULL, &ictx, "train", "CPU") != CODA_OK) return 1;
+  snprintf(init_path, sizeof init_path, "%s/init-hf.safetensors", c->o.out_dir);
+  int irc = 0;
+  if (make_dirs(c->o.out_dir)) {
+    fprintf(stderr, "coda train: cannot create %s: %s\n", c->o.out_dir, strerror(errno));
+    irc = 1;
+  } else if (coda_hf_import_checkpoint(ictx, c->init_from, init_path) != CODA_OK) {
+    coda_tool_warnings(ictx, "train");
+    fprintf(stderr, "coda train: --init-from %s: %s\n", c->init_from, coda_last_error(ictx));
+    irc = 1;
+  } else {
+    coda_tool_warnings(ictx, "train");
+    printf("imported %s into %s\n", c->init_from, init_path);
+  }
+  coda_context_destroy(ictx);
+  if (irc) return irc;
+  c->o.init = init_path;
+  return GO_ON;
+}
+
+static int carry_tokenizer(train_cli *c) {
   /* The run's tokenizer, saved beside its checkpoint and named in it:
    * --tokenizer (which tokenizes a --data corpus), else the one the
    * --init/--resume checkpoint carries (an --init-from folder's
    * tokenizer.json was carried by the import). */
   static char carried_tok[4096];
-  if (!dopt.tokenizer && (o.init || o.resume) && !export_hf && !import_hf) {
+  if (!c->dopt.tokenizer && (c->o.init || c->o.resume) && !c->export_hf && !c->import_hf) {
     coda_context tctx;
     if (coda_tool_context(NULL, &tctx, "train", "CPU") != CODA_OK) return 1;
     char *tp = NULL;
-    const char *ck = o.init ? o.init : o.resume;
+    const char *ck = c->o.init ? c->o.init : c->o.resume;
     if (coda_checkpoint_tokenizer(tctx, ck, &tp, NULL) != CODA_OK) {
       fprintf(stderr, "coda train: %s\n", coda_last_error(tctx));
       coda_context_destroy(tctx);
@@ -545,147 +565,186 @@ int cmd_train(int argc, char **argv) {
     coda_context_destroy(tctx);
     if (tp) {
       snprintf(carried_tok, sizeof carried_tok, "%s", tp);
-      dopt.tokenizer = carried_tok;
-      if (!o.quiet || init_from) printf("tokenizer %s (the checkpoint's)\n", carried_tok);
+      c->dopt.tokenizer = carried_tok;
+      if (!c->o.quiet || c->init_from) printf("tokenizer %s (the checkpoint's)\n", carried_tok);
     }
     free(tp);
   }
-  if (!export_hf && !import_hf) o.tokenizer = dopt.tokenizer;
+  if (!c->export_hf && !c->import_hf) c->o.tokenizer = c->dopt.tokenizer;
+  return GO_ON;
+}
+
+static int prepare_data_corpus(train_cli *c) {
   /* --data naming a corpus (a file, or a directory without token shards):
    * tokenized into OUT/data before any rank starts. */
   static char corpus_data_dir[4096];
-  if (o.data_dir && !export_hf && !import_hf) {
+  if (c->o.data_dir && !c->export_hf && !c->import_hf) {
     struct stat st;
     char tr[4200], va[4200];
-    snprintf(tr, sizeof tr, "%s/train.tok", o.data_dir);
-    snprintf(va, sizeof va, "%s/val.tok", o.data_dir);
-    const int exists = stat(o.data_dir, &st) == 0;
+    snprintf(tr, sizeof tr, "%s/train.tok", c->o.data_dir);
+    snprintf(va, sizeof va, "%s/val.tok", c->o.data_dir);
+    const int exists = stat(c->o.data_dir, &st) == 0;
     const int shards = exists && S_ISDIR(st.st_mode) && (stat(tr, &st) == 0 || stat(va, &st) == 0);
     /* with --corpus, --data is the shard directory to prepare into (as before) */
-    if (exists && !shards && !corpus_given && env.world_size > 1 && !prepare_only) {
+    if (exists && !shards && !c->corpus_given && c->env.world_size > 1 && !c->prepare_only) {
       fprintf(stderr, "coda train: --data %s is a corpus, and a job of %d ranks would tokenize it "
               "on every rank at once: prepare the shards once (coda train --prepare --data %s "
-              "--out OUT), then give every rank --data OUT/data\n", o.data_dir, env.world_size,
-              o.data_dir);
+              "--out OUT), then give every rank --data OUT/data\n", c->o.data_dir, c->env.world_size,
+              c->o.data_dir);
       return 2;
     }
-    if (exists && !shards && !corpus_given) {
+    if (exists && !shards && !c->corpus_given) {
       coda_context pctx;
       if (coda_tool_context(NULL, &pctx, "train", "CPU") != CODA_OK) return 1;
-      dopt.path = o.data_dir;
-      dopt.min_tokens = (uint64_t)o.model.seq + 1;
-      dopt.progress = coda_tool_prep_progress;
+      c->dopt.path = c->o.data_dir;
+      c->dopt.min_tokens = (uint64_t)c->o.model.seq + 1;
+      c->dopt.progress = coda_tool_prep_progress;
       uint32_t vocab = 0;
-      int prc = make_dirs(o.out_dir) ? (fprintf(stderr, "coda train: cannot create %s: %s\n",
-                                                o.out_dir, strerror(errno)), 1)
-                                     : coda_tool_prepare_corpus(pctx, "train", &dopt, o.out_dir, corpus_data_dir,
+      int prc = make_dirs(c->o.out_dir) ? (fprintf(stderr, "coda train: cannot create %s: %s\n",
+                                                c->o.out_dir, strerror(errno)), 1)
+                                     : coda_tool_prepare_corpus(pctx, "train", &c->dopt, c->o.out_dir, corpus_data_dir,
                                                            sizeof corpus_data_dir, &vocab);
       coda_context_destroy(pctx);
       if (prc) return prc;
-      if (prepare_only) return 0;
-      o.data_dir = corpus_data_dir;
-      o.corpus_dir = NULL;
+      if (c->prepare_only) return 0;
+      c->o.data_dir = corpus_data_dir;
+      c->o.corpus_dir = NULL;
       /* the model's vocabulary is the tokenizer's unless --vocab says it */
-      if (!(o.model_set & CODA_MODEL_SET_VOCAB) && vocab > 0) o.model.vocab = (int)vocab;
-    } else if (data_flags && shards) {
+      if (!(c->o.model_set & CODA_MODEL_SET_VOCAB) && vocab > 0) c->o.model.vocab = (int)vocab;
+    } else if (c->data_flags && shards) {
       fprintf(stderr, "coda train: --data %s holds token shards; --tokenizer, --text-field and "
-              "--data-format apply to a corpus\n", o.data_dir);
+              "--data-format apply to a corpus\n", c->o.data_dir);
       return 2;
     }
-  } else if (data_flags && !export_hf && !import_hf) {
+  } else if (c->data_flags && !c->export_hf && !c->import_hf) {
     fprintf(stderr, "coda train: --tokenizer, --text-field and --data-format need --data FILE|DIR\n");
     return 2;
   }
-  if (env.world_size > 1 && !export_hf && !import_hf && !prepare_only) {
-    if (device == 2) device = coda_cuda_available() ? 1 : 0;
-    else if (device && !coda_cuda_available()) {
-      fprintf(stderr, "coda train: rank %d: --device gpu: no usable CUDA GPU (or this build has "
-              "no CUDA)\n", env.rank);
-      return 1;
-    }
-    train_job job = {o, device, threads, env.local_rank};
-    if (!threads && !device && env.local_world_size > 0) { /* share the host's cores */
-      long nc = sysconf(_SC_NPROCESSORS_ONLN);
-      job.threads = nc / env.local_world_size > 1 ? (int)(nc / env.local_world_size) : 1;
-    }
-    int rc = coda_dist_join(&env, device ? CODA_COMM_NCCL : CODA_COMM_CPU, rank_main, &job, err,
-                            sizeof err);
-    if (err[0]) fprintf(stderr, "coda train: %s\n", err);
-    return rc;
+  return GO_ON;
+}
+
+/* This process is one rank of another launcher's job. */
+static int run_joined(train_cli *c) {
+  if (c->device == 2) c->device = coda_cuda_available() ? 1 : 0;
+  else if (c->device && !coda_cuda_available()) {
+    fprintf(stderr, "coda train: rank %d: --device gpu: no usable CUDA GPU (or this build has "
+            "no CUDA)\n", c->env.rank);
+    return 1;
   }
-  if (ranks > 1 && !export_hf && !import_hf && !prepare_only) {
-    /* The launcher forks the ranks: this process must not touch CUDA, so
-     * the GPUs are counted in a short-lived child. */
-    const int ngpu = device ? coda_dist_gpu_count() : 0;
-    if (device == 2) device = ngpu > 0;
-    if (device && ngpu < ranks) {
-      fprintf(stderr, "coda train: --ranks %d with --device gpu needs %d GPUs, %d usable%s\n",
-              ranks, ranks, ngpu < 0 ? 0 : ngpu, ngpu <= 0 ? " (or this build has no CUDA)" : "");
-      return 1;
-    }
-    train_job job = {o, device, threads, -1};
-    if (!threads) { /* share the cores among CPU ranks */
-      long nc = sysconf(_SC_NPROCESSORS_ONLN);
-      job.threads = device ? 0 : (nc / ranks > 1 ? (int)(nc / ranks) : 1);
-    }
-    int rc = coda_dist_launch(ranks, device ? CODA_COMM_NCCL : CODA_COMM_CPU, rank_main, &job, err,
-                              sizeof err);
-    if (err[0]) fprintf(stderr, "coda train: %s\n", err);
-    return rc;
+  train_job job = {c->o, c->device, c->threads, c->env.local_rank};
+  if (!c->threads && !c->device && c->env.local_world_size > 0) { /* share the host's cores */
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    job.threads = nc / c->env.local_world_size > 1 ? (int)(nc / c->env.local_world_size) : 1;
   }
-  if (device == 2) device = coda_cuda_available() ? 1 : 0;
+  int rc = coda_dist_join(&c->env, c->device ? CODA_COMM_NCCL : CODA_COMM_CPU, rank_main, &job, c->err,
+                          sizeof c->err);
+  if (c->err[0]) fprintf(stderr, "coda train: %s\n", c->err);
+  return rc;
+}
+
+/* --ranks N: the ranks forked here. */
+static int run_forked(train_cli *c) {
+  /* The launcher forks the ranks: this process must not touch CUDA, so
+   * the GPUs are counted in a short-lived child. */
+  const int ngpu = c->device ? coda_dist_gpu_count() : 0;
+  if (c->device == 2) c->device = ngpu > 0;
+  if (c->device && ngpu < c->ranks) {
+    fprintf(stderr, "coda train: --ranks %d with --device gpu needs %d GPUs, %d usable%s\n",
+            c->ranks, c->ranks, ngpu < 0 ? 0 : ngpu, ngpu <= 0 ? " (or this build has no CUDA)" : "");
+    return 1;
+  }
+  train_job job = {c->o, c->device, c->threads, -1};
+  if (!c->threads) { /* share the cores among CPU ranks */
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    job.threads = c->device ? 0 : (nc / c->ranks > 1 ? (int)(nc / c->ranks) : 1);
+  }
+  int rc = coda_dist_launch(c->ranks, c->device ? CODA_COMM_NCCL : CODA_COMM_CPU, rank_main, &job, c->err,
+                            sizeof c->err);
+  if (c->err[0]) fprintf(stderr, "coda train: %s\n", c->err);
+  return rc;
+}
+
+/* --export-hf / --import-hf: one conversion on ctx (destroyed here). */
+static int convert_hf(train_cli *c, coda_context ctx) {
+  int rc = 0;
+  coda_status s = CODA_OK;
+  char ck[4096];
+  if (c->export_hf && !c->o.resume) {
+    fprintf(stderr, "coda train: --export-hf needs --resume CHECKPOINT\n");
+    rc = 2;
+  } else if (c->export_hf) {
+    s = coda_hf_export_checkpoint(ctx, c->o.resume, c->export_hf);
+    if (!s) printf("wrote %s/config.json and %s/model.safetensors\n", c->export_hf, c->export_hf);
+  } else if (make_dirs(c->o.out_dir)) {
+    fprintf(stderr, "coda train: cannot create %s: %s\n", c->o.out_dir, strerror(errno));
+    rc = 1;
+  } else {
+    snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", c->o.out_dir);
+    s = coda_hf_import_checkpoint(ctx, c->import_hf, ck);
+    coda_tool_warnings(ctx, "train");
+    if (!s) printf("wrote %s (weights only; train from it with --init %s)\n", ck, ck);
+  }
+  if (s) {
+    fprintf(stderr, "coda train: %s\n", coda_last_error(ctx));
+    rc = 1;
+  }
+  coda_context_destroy(ctx);
+  return rc;
+}
+
+/* --prepare: the token shards only, on ctx (destroyed here). */
+static int prepare_shards_only(train_cli *c, coda_context ctx) {
+  int rc = 0;
+  char dir[4096];
+  if (c->o.data_dir) snprintf(dir, sizeof dir, "%s", c->o.data_dir);
+  else snprintf(dir, sizeof dir, "%s/data", c->o.out_dir);
+  coda_status s = coda_prepare_corpus(ctx, c->o.corpus_dir, dir);
+  if (s) {
+    fprintf(stderr, "coda train: %s%s\n", coda_last_error(ctx),
+            corpus_hint(&c->o, s, 0, coda_last_error(ctx)));
+    rc = 1;
+  } else {
+    printf("wrote %s/train.tok and %s/val.tok\n", dir, dir);
+  }
+  coda_context_destroy(ctx);
+  return rc;
+}
+
+/* One process: a conversion, a preparation or the whole run. */
+static int run_local(train_cli *c) {
+  if (c->device == 2) c->device = coda_cuda_available() ? 1 : 0;
   coda_context_options co = coda_context_default_options();
-  co.num_threads = threads;
-  co.backend = device ? CODA_BACKEND_CUDA : CODA_BACKEND_CPU;
+  co.num_threads = c->threads;
+  co.backend = c->device ? CODA_BACKEND_CUDA : CODA_BACKEND_CPU;
   coda_context ctx;
-  if (device && !coda_cuda_available()) {
+  if (c->device && !coda_cuda_available()) {
     fprintf(stderr, "coda train: --device gpu: no usable CUDA GPU (or this build has no CUDA)\n");
     return 1;
   }
-  if (coda_tool_context(&co, &ctx, "train", device ? "CUDA" : "CPU") != CODA_OK) return 1;
-  int rc = 0;
-  if (export_hf || import_hf) {
-    coda_status s = CODA_OK;
-    char ck[4096];
-    if (export_hf && !o.resume) {
-      fprintf(stderr, "coda train: --export-hf needs --resume CHECKPOINT\n");
-      rc = 2;
-    } else if (export_hf) {
-      s = coda_hf_export_checkpoint(ctx, o.resume, export_hf);
-      if (!s) printf("wrote %s/config.json and %s/model.safetensors\n", export_hf, export_hf);
-    } else if (make_dirs(o.out_dir)) {
-      fprintf(stderr, "coda train: cannot create %s: %s\n", o.out_dir, strerror(errno));
-      rc = 1;
-    } else {
-      snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", o.out_dir);
-      s = coda_hf_import_checkpoint(ctx, import_hf, ck);
-      coda_tool_warnings(ctx, "train");
-      if (!s) printf("wrote %s (weights only; train from it with --init %s)\n", ck, ck);
-    }
-    if (s) {
-      fprintf(stderr, "coda train: %s\n", coda_last_error(ctx));
-      rc = 1;
-    }
-    coda_context_destroy(ctx);
-    return rc;
-  }
-  if (prepare_only) {
-    char dir[4096];
-    if (o.data_dir) snprintf(dir, sizeof dir, "%s", o.data_dir);
-    else snprintf(dir, sizeof dir, "%s/data", o.out_dir);
-    coda_status s = coda_prepare_corpus(ctx, o.corpus_dir, dir);
-    if (s) {
-      fprintf(stderr, "coda train: %s%s\n", coda_last_error(ctx),
-              corpus_hint(&o, s, 0, coda_last_error(ctx)));
-      rc = 1;
-    } else {
-      printf("wrote %s/train.tok and %s/val.tok\n", dir, dir);
-    }
-    coda_context_destroy(ctx);
-    return rc;
-  }
-  train_job job = {o, device, threads, -1};
-  rc = train_process(&job, NULL, ctx);
+  if (coda_tool_context(&co, &ctx, "train", c->device ? "CUDA" : "CPU") != CODA_OK) return 1;
+  if (c->export_hf || c->import_hf) return convert_hf(c, ctx);
+  if (c->prepare_only) return prepare_shards_only(c, ctx);
+  train_job job = {c->o, c->device, c->threads, -1};
+  int rc = train_process(&job, NULL, ctx);
   coda_context_destroy(ctx);
   return rc;
+}
+
+int cmd_train(int argc, char **argv) {
+  train_cli cli, *c = &cli;
+  memset(c, 0, sizeof *c);
+  c->o = coda_train_default_options();
+  c->o.corpus_dir = DEFAULT_CORPUS;
+  c->ranks = 1;
+  c->dopt = coda_data_default_options();
+  int rc = parse_args(c, argc, argv);
+  if (rc == GO_ON) rc = read_launcher(c);
+  if (rc == GO_ON) rc = import_init_from(c);
+  if (rc == GO_ON) rc = carry_tokenizer(c);
+  if (rc == GO_ON) rc = prepare_data_corpus(c);
+  if (rc != GO_ON) return rc;
+  const int one_shot = c->export_hf || c->import_hf || c->prepare_only;
+  if (c->env.world_size > 1 && !one_shot) return run_joined(c);
+  if (c->ranks > 1 && !one_shot) return run_forked(c);
+  return run_local(c);
 }

@@ -2,7 +2,10 @@
  * in consecutive windows. */
 #define _POSIX_C_SOURCE 200809L /* stat */
 #include "coda_train.h"
-#include "train/train.h"
+#include "io/io.h"
+#include "data/data.h"
+#include "model/model.h"
+#include "store/store.h"
 #include "base/options.h"
 
 #include <math.h>

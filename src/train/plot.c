@@ -3,6 +3,7 @@
  * compression library is needed. Axis labels: loss values at the grid
  * lines, step numbers at the start, middle and end of the x axis. */
 #include "train/train.h"
+#include "io/io.h"
 
 #include <math.h>
 #include <stdlib.h>

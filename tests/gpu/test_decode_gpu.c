@@ -60,8 +60,9 @@
 #include "coda_decode.h"
 #include "check.h"
 #include "decode_test_util.h"
-#include "train/decode_internal.h" /* decode_plan_builds, the caches */
-#include "train/train.h"
+#include "infer/infer.h" /* decode_plan_builds, the caches */
+#include "base/rng.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -6,7 +6,7 @@
  *
  * (groups of seven numbers; the plans are built on a CPU context with the
  * CUDA backend's tiling, which gives the same programs and operand
- * layouts, as src/train/model_plans.c builds them). */
+ * layouts, as src/model/model_plans.c builds them). */
 #include "coda_nn.h"
 #include "backends/cuda/epi_codegen.h" /* the CUDA backend's tiling */
 

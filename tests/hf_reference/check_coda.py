@@ -50,7 +50,7 @@ def sha256(path):
 
 
 def write_shard(path, tokens, vocab):
-    """A coda token shard (src/train/data.c): "CODATOKS", version 1, width,
+    """A coda token shard (src/data/shards.c): "CODATOKS", version 1, width,
     count, vocab, CRC-32 of the payload, then the tokens little-endian."""
     width = 2 if vocab <= 65536 else 4
     body = struct.pack("<%d%s" % (len(tokens), "H" if width == 2 else "I"), *tokens)

@@ -40,7 +40,7 @@ coda_status coda_cuda_attention_backward(coda_context ctx, const coda_tensor *qk
                                          int heads_q, int heads_kv, int head_dim,
                                          const coda_tensor *dqkv, const coda_attn_rope *rope);
 
-/* ---- epilogue compiler (src/cuda/epi_*.c) ---- */
+/* ---- epilogue compiler (src/backends/cuda/epi_*.c) ---- */
 /* GEMM + compiled epilogue program: acc = op(A)*op(B) (bf16 or f16), then
  * the program, one kernel launch. inputs/outputs/partials are the checked
  * device views in program order. The tiling must be the one
@@ -86,7 +86,7 @@ coda_status coda_cuda_device_tag(coda_context ctx, char *buf, size_t n);
 int coda_cuda_epilogue_local_bytes(coda_context ctx, coda_program program, int trans_a,
                                    int trans_b, int f16, int *ping);
 
-/* ---- the trainer's device ops (src/cuda/train_kernels.cu) ----
+/* ---- the trainer's device ops (src/backends/cuda/train_kernels.cu) ----
  * Device pointers; dense f32 buffers unless a view is given. Deterministic
  * (no atomics). */
 /* dst (bf16 or f32 view) = src (dense f32, dst's shape), rounding to nearest even. */

@@ -1,4 +1,4 @@
-/* The decoder's device kernels (src/train/decode.c on a CUDA context,
+/* The decoder's device kernels (src/infer/decode.c on a CUDA context,
  * through coda_decode_ops of backends/backend.h): embedding lookup,
  * RMSNorm to bf16, the linear layers (a one-row GEMV, a tensor-core GEMV
  * for up to 64 rows, the backend's Hopper GEMM for more) with the SwiGLU

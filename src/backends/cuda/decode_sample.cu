@@ -1,6 +1,6 @@
 /* Sampling on the device (the decoder's `sample` entry of
  * coda_decode_ops): greedy, temperature, top-k and top-p over one block per
- * batch row, the draw the host decoder's (src/train/decode.c). */
+ * batch row, the draw the host decoder's (src/infer/decode_generate.c). */
 #include "backends/cuda/decode_common.cuh"
 
 namespace {
@@ -14,7 +14,7 @@ __device__ __forceinline__ uint32_t fkey(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-/* The host's draw_uniform (src/train/decode.c): one splitmix64 step. */
+/* The host's draw_uniform (src/infer/decode_generate.c): one splitmix64 step. */
 __device__ double draw_uniform(uint64_t seed, int b, int pos) {
   uint64_t z = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(b + 1)) ^
                (0xd1b54a32d192ed03ull * (uint64_t)(pos + 1));
@@ -55,8 +55,9 @@ __device__ T block_exclusive(T v, T *sh) {
 
 /* One block per sequence; thread t owns the contiguous ids [t·c, (t+1)·c)
  * so that sums in thread order are sums in id order. The rule is the
- * host's host_sample (decode.c): top-k and top-p cuts by bisection on the
- * float keys, ties at the k-th value kept by lower id. */
+ * host's host_sample (src/infer/decode_generate.c): top-k and top-p cuts
+ * by bisection on the float keys, ties at the k-th value kept by lower
+ * id. */
 __global__ void sample_kernel(int32_t *tokens, const float *logits, const int32_t *pos, long long V,
                               double temperature, int top_k, double top_p, uint64_t seed) {
   __shared__ double shd[32];

@@ -1,6 +1,6 @@
 /* Finishers (partials -> vectors) and the plans' small device ops on the GPU.
  *
- * Finishers match src/cpu/finish.c: row partials P (M x T) give one value
+ * Finishers match src/backends/cpu/finish.c: row partials P (M x T) give one value
  * per row, column partials (S x N) one per column, segmented partials
  * (M x I) one per row and segment; sum, mean = sum / count, max,
  * lse = m + log sum exp(P - m) (m = max, -inf-safe), rstd = rsqrt(sum/count

@@ -46,7 +46,7 @@ int coda_cuda_gemm_candidates(int64_t M, int64_t N, int64_t K, int num_sms, int 
  * With tuning on, the automatic choice (config < 0, splits <= 0) of a new
  * (M, N, K, layout, dtypes, accumulate) key times every candidate on the
  * caller's operands (accumulating calls on a scratch copy of D), keeps the
- * fastest per context and in the on-disk cache (core/tune_cache.h). */
+ * fastest per context and in the on-disk cache (base/tune_cache.h). */
 /* Turns tuning on or off for a context (default: the environment variable
  * CODA_AUTOTUNE, "1" = on, read on the first GEMM of the context). */
 coda_status coda_cuda_gemm_set_autotune(coda_context ctx, int on);

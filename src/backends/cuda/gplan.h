@@ -1,7 +1,7 @@
 /* Internal entry points of the CUDA backend for plans on the GPU: coda_map
- * (src/cuda/epi_map.c), the finishers and the small device ops
- * (src/cuda/finish.cu), and the generic loaded-kernel cache of a context
- * (src/cuda/epi_launch.c). Only compiled into CUDA builds. */
+ * (src/backends/cuda/epi_map.c), the finishers and the small device ops
+ * (src/backends/cuda/finish.cu), and the generic loaded-kernel cache of a context
+ * (src/backends/cuda/epi_launch.c). Only compiled into CUDA builds. */
 #ifndef CODA_CUDA_GPLAN_H
 #define CODA_CUDA_GPLAN_H
 #include "coda.h"
@@ -47,7 +47,7 @@ coda_status coda_cuda_copy(coda_context ctx, const coda_tensor *dst, const coda_
 /* Waits for the device (the plans' timing and downloads). */
 coda_status coda_cuda_sync(coda_context ctx);
 
-/* ---- generic loaded kernels of a context (src/cuda/epi_launch.c) ---- */
+/* ---- generic loaded kernels of a context (src/backends/cuda/epi_launch.c) ---- */
 /* The loaded function for `key`, or NULL. */
 void *coda_cuda_kernel_find(coda_context ctx, uint64_t key);
 /* Loads a cubin, looks up `lowered` and keeps it under `key`. */

@@ -1,4 +1,4 @@
-/* The trainer's small device ops (src/train/model_plans.c, model_device.c on a
+/* The trainer's small device ops (src/model/model_plans.c, model_device.c on a
  * CUDA context): fp32 master -> plan weight rounding, gradient
  * accumulation, embedding lookup and its gradient, targets, gradient-norm
  * partial sums and AdamW. Compiled ahead of time by nvcc (no NVRTC).

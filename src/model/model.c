@@ -1,0 +1,288 @@
+/* The model: configuration, parameter list, initialization, and the
+ * dispatch of forward/backward to an engine.
+ *
+ * Parameters (fp32 master copy in one flat buffer; gradients and the two
+ * AdamW moments use the same layout):
+ *   tok_embeddings.weight              V x D
+ *   layers.{i}.attention_norm.weight   D
+ *   layers.{i}.attention.wqkv.weight   (Hq + 2 Hkv)·hd x D, rows [Q heads][K heads][V heads];
+ *                                      RoPE pairs are adjacent rows (2j, 2j+1) of each Q/K head
+ *   layers.{i}.attention.wo.weight     D x Hq·hd
+ *   layers.{i}.ffn_norm.weight         D
+ *   layers.{i}.feed_forward.w13.weight 2F x D, rows interleaved [g0, u0, g1, u1, ...]
+ *   layers.{i}.feed_forward.w2.weight  D x F
+ *   norm.weight                        D
+ *   output.weight                      V x D (absent when tied to the embedding)
+ * Weight decay applies to the matrices of linear layers only (wqkv, wo,
+ * w13, w2, output); norm weights and the embedding (also when it is the
+ * tied output head) are not decayed. */
+#include "coda_nn.h"
+#include "base/rng.h"
+#include "model/model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct coda_model {
+  coda_model_config cfg;
+  coda_engine engine;
+  int np;
+  coda_param *p;
+  size_t n;
+  float *w, *g;
+  /* engine state */
+  void *ref; /* reference activations (model_ref.c) */
+  void *plans;
+  coda_prof *prof; /* step profile, NULL: off (not owned) */
+  const coda_ref_hooks *hooks; /* weight sharding (not owned), NULL: off */
+  int tune;        /* coda_model_set_plan_tuning */
+  int keep_logits; /* coda_model_set_keep_logits */
+};
+
+coda_status coda_model_config_named(const char *name, coda_model_config *c) {
+  if (!name || !c) return CODA_ERR_INVALID_ARGUMENT;
+  memset(c, 0, sizeof *c);
+  c->rope_theta = 10000.0;
+  c->norm_eps = 1e-5;
+  if (!strcmp(name, "tiny")) {
+    c->vocab = 256; c->dim = 128; c->layers = 2; c->heads = 4; c->kv_heads = 2;
+    c->ffn = 384; c->seq = 128; c->tied = 0;
+  } else if (!strcmp(name, "d512")) {
+    c->vocab = 256; c->dim = 512; c->layers = 8; c->heads = 8; c->kv_heads = 4;
+    c->ffn = 1536; c->seq = 512; c->tied = 0;
+  } else if (!strcmp(name, "1b")) { /* Llama-3.2-1B shapes */
+    c->vocab = 128256; c->dim = 2048; c->layers = 16; c->heads = 32; c->kv_heads = 8;
+    c->ffn = 8192; c->seq = 2048; c->tied = 1; c->rope_theta = 500000.0;
+  } else if (!strcmp(name, "8b")) { /* Llama-3-8B shapes */
+    c->vocab = 128256; c->dim = 4096; c->layers = 32; c->heads = 32; c->kv_heads = 8;
+    c->ffn = 14336; c->seq = 8192; c->tied = 0; c->rope_theta = 500000.0;
+  } else {
+    return CODA_ERR_INVALID_ARGUMENT;
+  }
+  return CODA_OK;
+}
+
+coda_status coda_model_config_check(coda_context ctx, const coda_model_config *c) {
+  if (!c) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config is NULL");
+  if (c->vocab < 2 || c->dim < 2 || c->layers < 1 || c->heads < 1 || c->kv_heads < 1 ||
+      c->ffn < 1 || c->seq < 1)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "model config: vocab %d, dim %d, layers %d, heads %d, kv-heads %d, ffn %d, "
+                     "seq %d must all be positive (vocab, dim >= 2)",
+                     c->vocab, c->dim, c->layers, c->heads, c->kv_heads, c->ffn, c->seq);
+  if (c->dim % c->heads)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "dim %d is not a multiple of heads %d",
+                     c->dim, c->heads);
+  if ((c->dim / c->heads) % 2)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "head dim %d must be even (RoPE rotates pairs)", c->dim / c->heads);
+  if (c->heads % c->kv_heads)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "heads %d is not a multiple of kv-heads %d",
+                     c->heads, c->kv_heads);
+  if (!(c->rope_theta > 1.0 && isfinite(c->rope_theta)) ||
+      !(c->norm_eps > 0.0 && isfinite(c->norm_eps)))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "rope theta %g must be finite and > 1, norm "
+                     "eps %g finite and > 0", c->rope_theta, c->norm_eps);
+  coda_status rs = coda_rope_scaling_check(ctx, &c->rope);
+  if (rs != CODA_OK) return rs;
+  if (c->dim > (1 << 16) || c->ffn > (1 << 18) || c->vocab > (1 << 24) || c->layers > 1024 ||
+      c->seq > (1 << 20))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config too large");
+  return CODA_OK;
+}
+
+int64_t coda_model_config_params(const coda_model_config *c) {
+  int64_t D = c->dim, hd = c->dim / c->heads, F = c->ffn, V = c->vocab;
+  int64_t nq = (int64_t)(c->heads + 2 * c->kv_heads) * hd;
+  int64_t per = D + nq * D + D * D + D + 2 * F * D + D * F;
+  return V * D + c->layers * per + D + (c->tied ? 0 : V * D);
+}
+
+static void add_param(coda_model *m, const char *name, int ndim, int64_t r, int64_t c, int decay) {
+  coda_param *p = &m->p[m->np++];
+  snprintf(p->name, sizeof p->name, "%s", name);
+  p->ndim = ndim;
+  p->shape[0] = r;
+  p->shape[1] = ndim == 2 ? c : 1;
+  p->size = (size_t)(r * p->shape[1]);
+  p->offset = m->n;
+  p->decay = decay;
+  m->n += p->size;
+}
+
+void coda_ref_free(coda_model *m);
+void coda_plans_free(coda_model *m);
+
+coda_status coda_model_create(coda_context ctx, const coda_model_config *cfg, coda_engine engine,
+                              coda_model **out) {
+  *out = NULL;
+  coda_status s = coda_model_config_check(ctx, cfg);
+  if (s) return s;
+  if (engine == CODA_ENGINE_PLANS && !coda_plans_available())
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the block-plan engine is not available");
+  if (engine != CODA_ENGINE_REFERENCE && engine != CODA_ENGINE_PLANS)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "unknown engine %d", (int)engine);
+  int64_t total = coda_model_config_params(cfg);
+  if ((uint64_t)total > SIZE_MAX / 4 / sizeof(float))
+    return coda_fail(ctx, CODA_ERR_OVERFLOW, "model of %lld parameters is too large",
+                     (long long)total);
+  coda_model *m = calloc(1, sizeof *m);
+  if (!m) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  m->cfg = *cfg;
+  m->engine = engine;
+  int L = cfg->layers;
+  m->p = calloc((size_t)(6 * L + 3), sizeof *m->p);
+  if (!m->p) { free(m); return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory"); }
+  int64_t D = cfg->dim, hd = cfg->dim / cfg->heads, F = cfg->ffn, V = cfg->vocab;
+  int64_t nq = (int64_t)(cfg->heads + 2 * cfg->kv_heads) * hd;
+  char nm[96];
+  add_param(m, "tok_embeddings.weight", 2, V, D, 0);
+  for (int i = 0; i < L; i++) {
+    snprintf(nm, sizeof nm, "layers.%d.attention_norm.weight", i);
+    add_param(m, nm, 1, D, 1, 0);
+    snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", i);
+    add_param(m, nm, 2, nq, D, 1);
+    snprintf(nm, sizeof nm, "layers.%d.attention.wo.weight", i);
+    add_param(m, nm, 2, D, (int64_t)cfg->heads * hd, 1);
+    snprintf(nm, sizeof nm, "layers.%d.ffn_norm.weight", i);
+    add_param(m, nm, 1, D, 1, 0);
+    snprintf(nm, sizeof nm, "layers.%d.feed_forward.w13.weight", i);
+    add_param(m, nm, 2, 2 * F, D, 1);
+    snprintf(nm, sizeof nm, "layers.%d.feed_forward.w2.weight", i);
+    add_param(m, nm, 2, D, F, 1);
+  }
+  add_param(m, "norm.weight", 1, D, 1, 0);
+  if (!cfg->tied) add_param(m, "output.weight", 2, V, D, 1);
+  m->w = calloc(m->n, sizeof *m->w);
+  m->g = calloc(m->n, sizeof *m->g);
+  if (!m->w || !m->g) {
+    size_t want = m->n;
+    coda_model_destroy(m);
+    return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "cannot allocate %zu parameters", want);
+  }
+  *out = m;
+  return CODA_OK;
+}
+
+void coda_model_destroy(coda_model *m) {
+  if (!m) return;
+  coda_ref_free(m);
+  coda_plans_free(m);
+  free(m->p);
+  free(m->w);
+  free(m->g);
+  free(m);
+}
+
+const coda_model_config *coda_model_cfg(const coda_model *m) { return &m->cfg; }
+int coda_model_num_params(const coda_model *m) { return m->np; }
+const coda_param *coda_model_param(const coda_model *m, int i) { return &m->p[i]; }
+const coda_param *coda_model_find(const coda_model *m, const char *name) {
+  for (int i = 0; i < m->np; i++)
+    if (!strcmp(m->p[i].name, name)) return &m->p[i];
+  return NULL;
+}
+float *coda_model_weights(coda_model *m) { return m->w; }
+float *coda_model_grads(coda_model *m) { return m->g; }
+size_t coda_model_size(const coda_model *m) { return m->n; }
+coda_engine coda_model_engine(const coda_model *m) { return m->engine; }
+void **coda_model_ref_slot(coda_model *m) { return &m->ref; }
+void **coda_model_plans_slot(coda_model *m) { return &m->plans; }
+void coda_model_set_prof(coda_model *m, coda_prof *p) { m->prof = p; }
+void coda_model_set_plan_tuning(coda_model *m, int on) { m->tune = on != 0; }
+int coda_model_plan_tuning(const coda_model *m) { return m->tune; }
+void coda_model_set_keep_logits(coda_model *m, int on) { m->keep_logits = on != 0; }
+int coda_model_keep_logits(const coda_model *m) { return m->keep_logits; }
+coda_prof *coda_model_prof(coda_model *m) { return m->prof; }
+void coda_model_set_ref_hooks(coda_model *m, const coda_ref_hooks *h) { m->hooks = h; }
+const coda_ref_hooks *coda_model_ref_hooks(const coda_model *m) { return m->hooks; }
+
+static double normal(uint64_t *s) {
+  double u1 = coda_rng_uniform(s), u2 = coda_rng_uniform(s);
+  if (u1 < 1e-300) u1 = 1e-300;
+  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* One stream of normals over the matrices in parameter order, two draws
+ * each; element k of a matrix whose stream starts at draw d takes draws
+ * d + 2k and d + 2k + 1, so the threads each skip to their elements and
+ * the weights are the same for any number of threads. */
+uint64_t coda_model_init_stream(uint64_t seed) { return seed ^ 0x5eedf00dull; }
+
+double coda_model_init_std(const coda_model *m, const coda_param *p) {
+  if (p->ndim == 1) return 0.0; /* norm weights: ones */
+  if (strstr(p->name, ".wo.") || strstr(p->name, ".w2.")) return 0.02 / sqrt(2.0 * m->cfg.layers);
+  return 0.02;
+}
+
+void coda_model_init(coda_model *m, uint64_t seed) {
+  const uint64_t s0 = coda_model_init_stream(seed);
+  uint64_t draw = 0;
+  for (int i = 0; i < m->np; i++) {
+    coda_param *p = &m->p[i];
+    float *w = m->w + p->offset;
+    if (p->ndim == 1) {
+      for (size_t k = 0; k < p->size; k++) w[k] = 1.0f;
+      continue;
+    }
+    const double sd = coda_model_init_std(m, p);
+    const int64_t n = (int64_t)p->size;
+    const uint64_t d = draw;
+#pragma omp parallel for schedule(static)
+    for (int64_t k = 0; k < n; k++) {
+      uint64_t s = coda_rng_skip(s0, d + 2 * (uint64_t)k);
+      w[k] = (float)(sd * normal(&s));
+    }
+    draw += 2 * (uint64_t)n;
+  }
+}
+
+void coda_model_zero_grad(coda_model *m) { memset(m->g, 0, m->n * sizeof *m->g); }
+
+static coda_status check_tokens(coda_context ctx, const coda_model *m, const int32_t *in,
+                                const int32_t *tg, int B, int T) {
+  if (B <= 0 || T <= 0 || T > m->cfg.seq)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "batch %d x %d: need B > 0 and 0 < T <= seq %d",
+                     B, T, m->cfg.seq);
+  for (int64_t i = 0; i < (int64_t)B * T; i++) {
+    if (in[i] < 0 || in[i] >= m->cfg.vocab)
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "input token %lld is %d, outside vocab %d",
+                       (long long)i, in[i], m->cfg.vocab);
+    if (tg && tg[i] >= m->cfg.vocab)
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "target %lld is %d, outside vocab %d",
+                       (long long)i, tg[i], m->cfg.vocab);
+  }
+  return CODA_OK;
+}
+
+static coda_status run(coda_context ctx, coda_model *m, const int32_t *in, const int32_t *tg,
+                       int B, int T, int backward, float gs, double *loss, int64_t *nv,
+                       float *last) {
+  coda_status s = check_tokens(ctx, m, in, tg, B, T);
+  if (s) return s;
+  if (m->engine == CODA_ENGINE_PLANS)
+    return coda_plans_forward(ctx, m, in, tg, B, T, backward, gs, loss, nv, last);
+  return coda_ref_forward(ctx, m, in, tg, B, T, backward, gs, loss, nv, last);
+}
+
+coda_status coda_model_step(coda_context ctx, coda_model *m, const int32_t *in, const int32_t *tg,
+                            int B, int T, float gs, double *loss, int64_t *nv) {
+  return run(ctx, m, in, tg, B, T, 1, gs, loss, nv, NULL);
+}
+
+coda_status coda_model_loss(coda_context ctx, coda_model *m, const int32_t *in, const int32_t *tg,
+                            int B, int T, double *loss, int64_t *nv) {
+  return run(ctx, m, in, tg, B, T, 0, 0.0f, loss, nv, NULL);
+}
+
+coda_status coda_model_last_logits(coda_context ctx, coda_model *m, const int32_t *in, int T,
+                                   float *logits) {
+  return run(ctx, m, in, NULL, 1, T, 0, 0.0f, NULL, NULL, logits);
+}
+
+coda_engine coda_engine_from_option(coda_train_engine e) {
+  if (e == CODA_TRAIN_ENGINE_REFERENCE) return CODA_ENGINE_REFERENCE;
+  if (e == CODA_TRAIN_ENGINE_PLANS) return CODA_ENGINE_PLANS;
+  return coda_plans_available() ? CODA_ENGINE_PLANS : CODA_ENGINE_REFERENCE;
+}

@@ -1,0 +1,94 @@
+/* The plan engine's state (model_plans.c: the plans, the host path and the
+ * device training step) and, on a CUDA context, its device state
+ * (model_device.c: the master weights, gradient and AdamW moments in device
+ * memory, from upload to download). Private to these two files of src/model. */
+#ifndef CODA_MODEL_DEVICE_H
+#define CODA_MODEL_DEVICE_H
+
+#include "model/model.h"
+
+#include <stdint.h>
+
+/* Device copies of a CUDA context (kept when the plans are rebuilt for
+ * another batch shape). */
+typedef struct {
+  coda_context ctx;     /* the context that allocated the buffers below */
+  float *w, *g, *m, *v; /* fp32 master weights, gradient, AdamW moments */
+  double *part;         /* gradient-norm partial sums */
+  size_t n, npart;
+  int32_t *tok, *tg, *rows, *seg, *pos; /* per micro-batch uploads */
+  int64_t cap;                          /* tokens they hold */
+  /* Data parallel (ZeRO-1, zero.c): w, m, v hold this rank's shard, g the
+   * whole gradient in the padded layout, wb the bf16 weights (padded
+   * layout) that every rank all-gathers after its update and that feed the
+   * plans and the embedding lookup. */
+  const coda_zero *z;
+  uint16_t *wb;
+  int reduce; /* the next backward reduce-scatters its buckets */
+  /* One process: wb is the flat bf16 copy the plans' weights are bound to
+   * (`bind`), oseg the optimizer's segment table (2 x nseg: end, decays),
+   * gs the scratch gradient of accumulated micro-batches, zero_pending the
+   * deferred zeroing of g. */
+  int bind;
+  int64_t *oseg;
+  int nseg;
+  float *gs;
+  int zero_pending;
+  /* One process, bound, with CODA_OPTIM_OVERLAP=1: AdamW runs group by
+   * group (the embedding, each layer, the final norm and output) on the
+   * side queue `side`, group k ending at element gend[k]; the next forward
+   * waits for a group's marker just before it reads the group (opt_next:
+   * the first group not yet waited for, -1: none pending), so the update of
+   * layer i+1 runs beside the forward of layer i. */
+  void *side;
+  size_t *gend;
+  int ngroups;
+  int opt_next;
+} dev_state;
+
+/* Where the plans' weight-gradient buffers point. */
+enum { GRADS_OWN = 0, GRADS_IN_G, GRADS_IN_SCRATCH };
+
+typedef struct {
+  int B, T;
+  int keep;           /* the head built with CODA_LLAMA_KEEP_LOGITS */
+  int L;
+  coda_plan *blk;
+  coda_plan head;
+  dev_state *dev;
+  const coda_zero *z; /* data parallel layout, NULL: one process */
+  int wbound;         /* the plans' weights are bound to dev->wb */
+  int grads;          /* GRADS_*: the plans' weight-gradient buffers */
+} plans_state;
+
+/* Step profile markers (profile.c; no-ops when pf is NULL). */
+#define PB() coda_prof_begin(ctx, pf)
+#define PE(ph, b) coda_prof_end(ctx, pf, ph, b)
+
+static inline int on_gpu(coda_context ctx) { return coda_context_backend(ctx) == CODA_BACKEND_CUDA; }
+
+static inline coda_status dev_alloc(coda_context ctx, size_t bytes, void *out) {
+  return coda_malloc(ctx, bytes, (void **)out);
+}
+
+/* The device state of s, created on first use from the host weights
+ * (moments zero; one process: the flat bf16 copy rounded from them). */
+coda_status coda_dev_state_ensure(coda_context ctx, coda_model *m, plans_state *s, dev_state **out);
+/* Frees every device buffer of d and d itself (NULL: nothing). */
+void coda_dev_state_free(dev_state *d);
+/* The per micro-batch upload buffers (tokens, targets, the embedding
+ * gradient's token groups), grown to hold M tokens. */
+coda_status coda_dev_state_ensure_uploads(coda_context ctx, dev_state *d, int64_t M);
+/* The deferred zeroing of the gradient, before anything reads it (after
+ * the optimizer's side queue is done with it). */
+coda_status coda_dev_state_settle_zero(coda_context ctx, dev_state *d);
+/* The context's stream waits for the optimizer's update of group k (and
+ * every group before it); no-op when nothing is pending. Groups: 0 the
+ * embedding, 1 + i layer i, layers + 1 the final norm and output. */
+coda_status coda_dev_state_wait_group(coda_context ctx, dev_state *d, int k);
+/* ... of every group: before anything but the forward reads or writes the
+ * weights, moments or gradient. */
+coda_status coda_dev_state_settle_optim(coda_context ctx, dev_state *d);
+
+
+#endif

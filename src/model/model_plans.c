@@ -1,0 +1,631 @@
+/* Plan engine: the model runs through the Llama-3 block and head plans of
+ * src/nn (GEMM + epilogue programs on the context's backend). One block
+ * plan per layer and one head plan, chained without copies: block i's
+ * x_out buffer is bound as block i+1's x (and as the head's x), and in the
+ * backward each dx is bound as the previous block's dx_out.
+ *
+ * The plans store weights and activations in bf16 (fp32 compute and fp32
+ * weight gradients): before every forward the fp32 master weights are
+ * rounded (to nearest even) into the plans' bf16 weight buffers, which is
+ * the bf16-weights + fp32-master scheme of the GPU. The token embedding
+ * lookup and its gradient (a scatter-add over tokens, in token order) are
+ * host operations here. The model's RMSNorm epsilon and RoPE scaling go
+ * into the plans (their program text and frequency table).
+ *
+ * Sampling needs logits, which the head plan never materializes: for the
+ * last position the final RMSNorm and the LM-head row products are done
+ * on the host from the last block's output. The sampler runs the blocks at
+ * the full sequence length with the context left-aligned; causal attention
+ * makes the padding after it irrelevant.
+ *
+ * On a CUDA context the same steps run on the device (src/backends/cuda/
+ * train_kernels.cu): the fp32 master weights, the fp32 gradient and the
+ * AdamW moments live in device memory (dev_state; its lifetime, from
+ * upload to download, and the optimizer are model_device.c's), the
+ * rounding into the plans' bf16 buffers, the embedding lookup, the
+ * gradient accumulation and the embedding scatter-add are kernels, and
+ * only the tokens go up and the loss comes down per micro-batch. The embedding scatter-add stays
+ * deterministic without atomics: the host groups the positions by token
+ * (a stable counting sort) and one thread block per distinct token adds its
+ * rows in token order, the host loop's order. The host weight buffer is
+ * brought up to date only by coda_plans_device_download.
+ *
+ * One process (no ZeRO layout): the plans hold no weights or weight
+ * gradients of their own. Their weight buffers are bound to slices of one
+ * flat bf16 copy of the master (wb, the same layout), which the AdamW pass
+ * writes as it updates the master, so no rounding pass runs before a
+ * forward; and on the first micro-batch of a step with scale 1 their
+ * weight-gradient buffers are bound to slices of the fp32 gradient itself,
+ * so the GEMMs write the step's gradient where the optimizer reads it (no
+ * accumulation pass, and zeroing the gradient is deferred until something
+ * would read it unwritten). Other micro-batches bind them to a scratch copy
+ * and add it in. The optimizer (model_device.c) is one launch over all
+ * parameters. */
+#include "model/model_device.h"
+#include "dist/comm.h"
+#include "api/api.h" /* the backend's copies and training kernels */
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+coda_llama_config coda_model_block_config(const coda_model_config *c, int64_t batch,
+                                          int64_t seq, int flags) {
+  coda_llama_config lc;
+  memset(&lc, 0, sizeof lc);
+  lc.dim = c->dim;
+  lc.n_heads = c->heads;
+  lc.n_kv_heads = c->kv_heads;
+  lc.head_dim = c->dim / c->heads;
+  lc.ffn_dim = c->ffn;
+  lc.vocab = c->vocab;
+  lc.batch = batch;
+  lc.seq = seq;
+  lc.rope_theta = c->rope_theta;
+  lc.rope = c->rope;
+  lc.norm_eps = c->norm_eps;
+  lc.dtype = CODA_BF16;
+  lc.flags = flags;
+  return lc;
+}
+
+int coda_plans_available(void) { return 1; }
+
+static void free_plans(plans_state *s) {
+  for (int i = 0; i < s->L; i++) coda_plan_destroy(s->blk[i]);
+  coda_plan_destroy(s->head);
+  free(s->blk);
+  s->blk = NULL;
+  s->head = NULL;
+  s->wbound = 0;
+  s->grads = GRADS_OWN;
+  s->L = 0;
+  s->B = s->T = 0;
+}
+
+void coda_plans_free(coda_model *m) {
+  plans_state *s = *coda_model_plans_slot(m);
+  if (!s) return;
+  free_plans(s);
+  coda_dev_state_free(s->dev);
+  free(s);
+  *coda_model_plans_slot(m) = NULL;
+}
+
+static coda_status tensor(coda_context ctx, coda_plan p, const char *name, coda_tensor *t) {
+  coda_status s = coda_plan_tensor(p, name, t);
+  if (s) return coda_fail(ctx, s, "plan buffer '%s': %s", name, coda_last_error(ctx));
+  return CODA_OK;
+}
+
+static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_state **out) {
+  plans_state *s = *coda_model_plans_slot(m);
+  const int keep = coda_model_keep_logits(m);
+  if (s && s->blk && s->B == B && s->T == T && s->keep == keep) { *out = s; return CODA_OK; }
+  if (s) free_plans(s);
+  const coda_model_config *c = coda_model_cfg(m);
+  if (coda_context_backend(ctx) != CODA_BACKEND_CPU && !on_gpu(ctx))
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                     "the plan engine runs on the CPU backend and the CUDA backend");
+  if (!on_gpu(ctx) && coda_context_precision(ctx) != CODA_PRECISION_F32)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the plan engine trains in fp32 precision");
+  if (!s) {
+    s = calloc(1, sizeof *s);
+    if (!s) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    *coda_model_plans_slot(m) = s;
+  }
+  s->blk = calloc((size_t)c->layers, sizeof *s->blk);
+  if (!s->blk) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  s->B = B;
+  s->T = T;
+  s->keep = keep;
+  /* a training step runs one backward per forward: the SwiGLU-backward
+   * dgrad may write dz over the saved z (less memory, the same bits) */
+  coda_llama_config lc = coda_model_block_config(c, B, T, CODA_LLAMA_INPLACE);
+  coda_status st = CODA_OK;
+  for (int i = 0; i < c->layers && !st; i++) {
+    st = coda_llama_block_plan(ctx, &lc, &s->blk[i]);
+    if (!st) s->L = i + 1;
+  }
+  if (!st) {
+    coda_llama_config hc = lc;
+    if (keep) hc.flags |= CODA_LLAMA_KEEP_LOGITS;
+    st = coda_llama_head_plan(ctx, &hc, &s->head);
+  }
+  /* before the plans are linked (tuning lays out their temporaries again);
+   * the blocks share their shapes, so block 0 times and the others read
+   * its choices from the tuning cache */
+  for (int i = 0; i < s->L + 1 && !st && on_gpu(ctx) && coda_model_plan_tuning(m); i++) {
+    coda_plan p = i < s->L ? s->blk[i] : s->head;
+    st = coda_plan_tune_fusion(ctx, p, 3, NULL);
+    if (st) st = coda_fail(ctx, st, "tuning the %s plan: %s", i < s->L ? "block" : "head",
+                           coda_last_error(ctx));
+  }
+  coda_tensor t;
+  for (int i = 0; i < s->L && !st; i++) {
+    st = tensor(ctx, s->blk[i], "x_out", &t);
+    if (!st) st = coda_plan_bind(i + 1 < s->L ? s->blk[i + 1] : s->head, "x", &t);
+    if (!st) st = tensor(ctx, i + 1 < s->L ? s->blk[i + 1] : s->head, "dx", &t);
+    if (!st) st = coda_plan_bind(s->blk[i], "dx_out", &t);
+  }
+  if (st) {
+    free_plans(s);
+    return st;
+  }
+  *out = s;
+  return CODA_OK;
+}
+
+/* fp32 master -> plan buffer (bf16 rounds to nearest even). */
+static coda_status upload(coda_context ctx, coda_plan p, const char *name, const float *src) {
+  coda_tensor t;
+  coda_status s = tensor(ctx, p, name, &t);
+  if (s) return s;
+  for (int64_t r = 0; r < t.rows; r++)
+    for (int64_t c = 0; c < t.cols; c++) {
+      float v = src[r * t.cols + c];
+      if (t.dtype == CODA_BF16) ((uint16_t *)t.data)[r * t.ld + c] = coda_f32_to_bf16(v);
+      else coda_store(&t, r, c, v);
+    }
+  return CODA_OK;
+}
+
+/* dst += scale · plan buffer. */
+static coda_status accumulate(coda_context ctx, coda_plan p, const char *name, float *dst,
+                              float scale) {
+  coda_tensor t;
+  coda_status s = tensor(ctx, p, name, &t);
+  if (s) return s;
+  for (int64_t r = 0; r < t.rows; r++)
+    for (int64_t c = 0; c < t.cols; c++) {
+      float v = t.dtype == CODA_F32 ? ((const float *)t.data)[r * t.ld + c]
+                                    : (float)coda_load(&t, r, c);
+      dst[r * t.cols + c] += scale * v;
+    }
+  return CODA_OK;
+}
+
+static const char *const plan_w[6] = {"wn1", "wqkv", "wo", "wn2", "wgu", "wd"};
+static const char *const plan_g[6] = {"dwn1", "dwqkv", "dwo", "dwn2", "dwgu", "dwd"};
+static const char *const ours[6] = {"attention_norm", "attention.wqkv", "attention.wo",
+                                    "ffn_norm", "feed_forward.w13", "feed_forward.w2"};
+
+/* The offset of a parameter in the device gradient (and bf16 weights). */
+static size_t goff(const dev_state *d, coda_model *m, const coda_param *p) {
+  return d->z ? d->z->ppoff[p - coda_model_param(m, 0)] : p->offset;
+}
+
+/* Plan weight buffer <- the master (rounded), or with data parallelism the
+ * all-gathered bf16 weights (the same bits: they are the rounded master). */
+static coda_status dev_round(coda_context ctx, coda_plan p, const char *name, const dev_state *d,
+                             coda_model *m, const coda_param *prm) {
+  coda_tensor t;
+  coda_status s = tensor(ctx, p, name, &t);
+  if (s) return s;
+  if ((size_t)(t.rows * t.cols) != prm->size)
+    return coda_fail(ctx, CODA_ERR_SHAPE, "plan buffer '%s' holds %lld values, the weight %zu",
+                     name, (long long)(t.rows * t.cols), prm->size);
+  if (!d->z) return coda_train_round(ctx, &t, d->w + prm->offset);
+  coda_tensor src = coda_tensor_2d(d->wb + goff(d, m, prm), CODA_BF16, t.rows, t.cols);
+  return coda_tensor_copy(ctx, &t, &src);
+}
+
+/* Data parallel: bucket k's reduce-scatter (in place, summed), on the
+ * communication stream once the compute stream has written it. */
+static coda_status reduce_bucket(coda_context ctx, dev_state *d, int k) {
+  const coda_zero *z = d->z;
+  const coda_zero_bucket *b = &z->b[k];
+  float *g = d->g + b->poff;
+  coda_status st = coda_comm_wait_compute(ctx, z->comm);
+  if (!st)
+    st = coda_comm_reduce_scatter(ctx, z->comm, g, g + (size_t)z->r * b->piece, b->piece, CODA_F32);
+  return st;
+}
+
+/* Plan buffer `name` bound to count values of base (dtype dt) from off. */
+static coda_status bind_slice(coda_context ctx, coda_plan p, const char *name, void *base,
+                              coda_dtype dt, size_t off, size_t count) {
+  coda_tensor t;
+  coda_status st = tensor(ctx, p, name, &t);
+  if (st) return st;
+  if ((size_t)(t.rows * t.cols) != count)
+    return coda_fail(ctx, CODA_ERR_SHAPE, "plan buffer '%s' holds %lld values, the parameter %zu",
+                     name, (long long)(t.rows * t.cols), count);
+  coda_tensor v = coda_tensor_2d((char *)base + off * coda_dtype_size(dt), dt, t.rows, t.cols);
+  st = coda_plan_bind(p, name, &v);
+  if (st) return coda_fail(ctx, st, "binding plan buffer '%s': %s", name, coda_last_error(ctx));
+  return CODA_OK;
+}
+
+/* The six block buffers `blk` and the head's two `head` (norm, output)
+ * of every plan as views of base (dtype dt) in the master's layout. */
+static coda_status bind_all(coda_context ctx, coda_model *m, plans_state *s,
+                            const char *const blk[6], const char *const head[2], void *base,
+                            coda_dtype dt) {
+  const coda_model_config *c = coda_model_cfg(m);
+  char nm[96];
+  coda_status st = CODA_OK;
+  for (int i = 0; i < s->L && !st; i++)
+    for (int k = 0; k < 6 && !st; k++) {
+      snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
+      const coda_param *p = coda_model_find(m, nm);
+      st = bind_slice(ctx, s->blk[i], blk[k], base, dt, p->offset, p->size);
+    }
+  const coda_param *pn = coda_model_find(m, "norm.weight");
+  const coda_param *po = coda_model_find(m, c->tied ? "tok_embeddings.weight" : "output.weight");
+  if (!st) st = bind_slice(ctx, s->head, head[0], base, dt, pn->offset, pn->size);
+  if (!st) st = bind_slice(ctx, s->head, head[1], base, dt, po->offset, po->size);
+  return st;
+}
+
+/* The plans' weights as views of the flat bf16 copy (once per plan build). */
+static coda_status bind_weights(coda_context ctx, coda_model *m, plans_state *s, dev_state *d) {
+  static const char *const head[2] = {"wnf", "wout"};
+  if (s->wbound) return CODA_OK;
+  coda_status st = bind_all(ctx, m, s, plan_w, head, d->wb, CODA_BF16);
+  if (!st) s->wbound = 1;
+  return st;
+}
+
+/* The plans' weight gradients as views of the gradient (GRADS_IN_G) or of
+ * the scratch copy (GRADS_IN_SCRATCH; plans that never wrote into the
+ * gradient keep their own buffers for this). */
+static coda_status bind_grads(coda_context ctx, coda_model *m, plans_state *s, dev_state *d,
+                              int want) {
+  static const char *const head[2] = {"dwnf", "dwout"};
+  if (s->grads == want || (want == GRADS_IN_SCRATCH && s->grads == GRADS_OWN)) return CODA_OK;
+  if (want == GRADS_IN_SCRATCH && !d->gs) {
+    coda_status st = dev_alloc(ctx, d->n * sizeof(float), &d->gs);
+    if (st) return st;
+  }
+  coda_status st = bind_all(ctx, m, s, plan_g, head, want == GRADS_IN_G ? d->g : d->gs, CODA_F32);
+  if (!st) s->grads = want;
+  return st;
+}
+
+static coda_status dev_accum(coda_context ctx, coda_plan p, const char *name, float *dst,
+                             size_t n, float scale) {
+  coda_tensor t;
+  coda_status s = tensor(ctx, p, name, &t);
+  if (s) return s;
+  if ((size_t)(t.rows * t.cols) != n)
+    return coda_fail(ctx, CODA_ERR_SHAPE, "plan buffer '%s' holds %lld values, the weight %zu",
+                     name, (long long)(t.rows * t.cols), n);
+  return coda_train_accum(ctx, dst, &t, scale);
+}
+
+/* Positions grouped by token, in token order within a group (a stable
+ * counting sort): rows[j] = j-th distinct token, its positions pos[seg[j]
+ * .. seg[j+1]). Returns the number of distinct tokens or -1 (no memory). */
+static int group_tokens(const int32_t *in, int64_t M, int V, int32_t *rows, int32_t *seg,
+                        int32_t *pos) {
+  int32_t *start = calloc((size_t)V + 1, sizeof *start);
+  if (!start) return -1;
+  for (int64_t r = 0; r < M; r++) start[in[r] + 1]++;
+  int nr = 0;
+  for (int v = 0; v < V; v++) {
+    if (start[v + 1]) {
+      rows[nr] = v;
+      seg[nr++] = start[v];
+    }
+    start[v + 1] += start[v];
+  }
+  seg[nr] = (int32_t)M;
+  for (int64_t r = 0; r < M; r++) pos[start[in[r]]++] = (int32_t)r;
+  free(start);
+  return nr;
+}
+
+/* Sampling (no targets): the last position's hidden state comes down;
+ * the final norm and the LM head run on the host into last_logits. */
+static coda_status host_head(coda_context ctx, coda_model *m, plans_state *s, int T,
+                             const coda_param *pn, const coda_param *po, float *last_logits) {
+  const coda_model_config *c = coda_model_cfg(m);
+  const int64_t D = c->dim;
+  coda_tensor t;
+  coda_status st = tensor(ctx, s->blk[s->L - 1], "x_out", &t);
+  float *x = malloc((size_t)D * sizeof *x);
+  uint16_t *row = malloc((size_t)D * sizeof *row);
+  if (!st && (!x || !row)) st = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  if (!st && t.dtype != CODA_BF16)
+    st = coda_fail(ctx, CODA_ERR_DTYPE, "the block output is not bf16");
+  if (!st)
+    st = coda_memcpy_d2h(ctx, row, (const uint16_t *)t.data + (int64_t)(T - 1) * t.ld,
+                          (size_t)D * sizeof *row);
+  if (!st) {
+    const float *W = coda_model_weights(m);
+    double ss = 0.0;
+    for (int64_t k = 0; k < D; k++) {
+      x[k] = coda_bf16_to_f32(row[k]);
+      ss += (double)x[k] * x[k];
+    }
+    double r = 1.0 / sqrt(ss / (double)D + c->norm_eps);
+    for (int64_t k = 0; k < D; k++) x[k] = (float)(x[k] * r * W[pn->offset + k]);
+    for (int64_t v = 0; v < c->vocab; v++) {
+      double a = 0.0;
+      for (int64_t k = 0; k < D; k++) a += (double)x[k] * W[po->offset + v * D + k];
+      last_logits[v] = (float)a;
+    }
+  }
+  free(x);
+  free(row);
+  return st;
+}
+
+/* The embedding's gradient: the first block's dx scatter-added into the
+ * rows of the tokens h (grouped by token on the host, so the device adds
+ * each row's contributions in order). */
+static coda_status embed_backward(coda_context ctx, coda_model *m, plans_state *s, dev_state *d,
+                                  const int32_t *h, int64_t M, const coda_param *pe,
+                                  float gscale) {
+  const coda_model_config *c = coda_model_cfg(m);
+  coda_prof *pf = coda_model_prof(m);
+  coda_tensor t;
+  coda_status st = tensor(ctx, s->blk[0], "dx", &t);
+  if (st) return st;
+  int32_t *rows = malloc((size_t)(3 * M + 1) * sizeof *rows);
+  if (!rows) st = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  int nr = st ? 0 : group_tokens(h, M, c->vocab, rows, rows + M, rows + 2 * M + 1);
+  if (!st && nr < 0) st = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  PB();
+  if (!st) st = coda_memcpy_h2d(ctx, d->rows, rows, (size_t)nr * sizeof *rows);
+  if (!st) st = coda_memcpy_h2d(ctx, d->seg, rows + M, (size_t)(nr + 1) * sizeof *rows);
+  if (!st) st = coda_memcpy_h2d(ctx, d->pos, rows + 2 * M + 1, (size_t)M * sizeof *rows);
+  PE(CODA_PH_UPLOAD, -1);
+  PB();
+  if (!st) st = coda_train_embed_grad(ctx, d->g + goff(d, m, pe), &t, d->rows, d->seg,
+                                           d->pos, nr, gscale);
+  PE(CODA_PH_EMBED, -1);
+  free(rows);
+  return st;
+}
+
+/* The plans' bf16 weights from the fp32 master: bound (the AdamW kernels
+ * wrote them) or rounded, the head's only when it runs (not sampling). */
+static coda_status cast_weights(coda_context ctx, coda_model *m, plans_state *s, dev_state *d,
+                                int sample, const coda_param *pn, const coda_param *po) {
+  coda_prof *pf = coda_model_prof(m);
+  coda_status st = CODA_OK;
+  char nm[96];
+  PB();
+  if (d->bind) {
+    st = bind_weights(ctx, m, s, d); /* wb is current: AdamW wrote it */
+  } else {
+    for (int i = 0; i < s->L && !st; i++)
+      for (int k = 0; k < 6 && !st; k++) {
+        snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
+        st = dev_round(ctx, s->blk[i], plan_w[k], d, m, coda_model_find(m, nm));
+      }
+    if (!st && !sample) st = dev_round(ctx, s->head, "wnf", d, m, pn);
+    if (!st && !sample) st = dev_round(ctx, s->head, "wout", d, m, po);
+  }
+  PE(CODA_PH_CAST, -1);
+  return st;
+}
+
+static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
+                               const int32_t *in, const int32_t *tg, int T, int backward,
+                               float gscale, double *loss, int64_t *n_valid, float *last_logits) {
+  const coda_model_config *c = coda_model_cfg(m);
+  const int sample = tg == NULL;
+  const int64_t M = (int64_t)s->B * s->T;
+  dev_state *d = NULL;
+  coda_status st = coda_dev_state_ensure(ctx, m, s, &d);
+  if (!st) st = coda_dev_state_ensure_uploads(ctx, d, M);
+  if (st) return st;
+  coda_prof *pf = coda_model_prof(m);
+  char nm[96];
+#define PRM(name) coda_model_find(m, name)
+  const coda_param *pe = PRM("tok_embeddings.weight");
+  const coda_param *po = c->tied ? pe : PRM("output.weight");
+  const coda_param *pn = PRM("norm.weight");
+  st = cast_weights(ctx, m, s, d, sample, pn, po);
+  if (st) return st;
+  /* host-side token arrays: checked, then uploaded (small) */
+  int32_t *h = malloc((size_t)M * sizeof *h);
+  if (!h) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  int64_t nv = 0;
+  for (int64_t r = 0; r < M && !st; r++) {
+    h[r] = sample ? (r < T ? in[r] : 0) : in[r];
+    if (h[r] < 0 || h[r] >= c->vocab)
+      st = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "token %d at position %lld is outside the "
+                     "vocabulary of %d", h[r], (long long)r, c->vocab);
+    if (!sample) nv += tg[r] >= 0;
+  }
+  coda_tensor x0, t;
+  PB();
+  if (!st) st = coda_memcpy_h2d(ctx, d->tok, h, (size_t)M * sizeof *h);
+  PE(CODA_PH_UPLOAD, -1);
+  if (!st) st = tensor(ctx, s->blk[0], "x", &x0);
+  /* each read of the weights waits for its group's update alone (the
+   * previous step's AdamW runs beside this forward: dev_state) */
+  if (!st) st = coda_dev_state_wait_group(ctx, d, 0);
+  PB();
+  if (!st)
+    st = d->z || d->bind ? coda_train_embed16(ctx, &x0, d->wb + goff(d, m, pe), d->tok)
+              : coda_train_embed(ctx, &x0, d->w + pe->offset, d->tok);
+  PE(CODA_PH_EMBED, -1);
+  for (int i = 0; i < s->L && !st; i++) {
+    st = coda_dev_state_wait_group(ctx, d, 1 + i);
+    PB();
+    if (!st) st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_FORWARD);
+    PE(CODA_PH_BLOCK_FWD, i);
+  }
+  if (!st && sample) {
+    st = host_head(ctx, m, s, T, pn, po, last_logits);
+    free(h);
+    return st;
+  }
+  PB();
+  if (!st) st = coda_memcpy_h2d(ctx, d->tg, tg, (size_t)M * sizeof *tg);
+  PE(CODA_PH_UPLOAD, -1);
+  if (!st) st = tensor(ctx, s->head, "targets", &t);
+  if (!st) st = coda_dev_state_settle_optim(ctx, d); /* the final norm and output */
+  PB();
+  if (!st) st = coda_train_targets(ctx, &t, d->tg);
+  if (!st) st = coda_plan_run(ctx, s->head, CODA_PHASE_FORWARD);
+  PE(CODA_PH_HEAD, -1);
+  if (!st) st = tensor(ctx, s->head, "loss", &t);
+  float lv = 0.0f;
+  if (!st && t.dtype != CODA_F32) st = coda_fail(ctx, CODA_ERR_DTYPE, "the loss is not f32");
+  PB();
+  if (!st) st = coda_memcpy_d2h(ctx, &lv, t.data, sizeof lv);
+  PE(CODA_PH_READ, -1);
+  if (st) { free(h); return st; }
+  if (loss) *loss = nv ? (double)lv : 0.0;
+  if (n_valid) *n_valid = nv;
+  /* Data parallel, last micro-batch of a step: each bucket's reduce-scatter
+   * starts as soon as its gradient is final, so the communication runs under
+   * the rest of the backward: the head (norm, untied output), layers L-1 ..
+   * 0, then the embedding (which holds the tied output's gradient). */
+  const int reduce = backward && d->z && d->reduce;
+  if (reduce) d->reduce = 0;
+  if (!backward || nv == 0) { /* nothing added: the buckets are final as they are */
+    for (int k = d->z ? d->z->nb - 1 : 0; reduce && k >= 0 && !st; k--) st = reduce_bucket(ctx, d, k);
+    free(h);
+    return st;
+  }
+  /* bound plans: the step's first micro-batch at scale 1 writes the
+   * gradient in place; the embedding's rows (untied) are zeroed for the
+   * scatter-add, everything else is overwritten by its GEMM */
+  const int direct = d->bind && d->zero_pending && gscale == 1.0f;
+  if (d->bind) {
+    if (!direct) st = coda_dev_state_settle_zero(ctx, d);
+    if (!st) st = bind_grads(ctx, m, s, d, direct ? GRADS_IN_G : GRADS_IN_SCRATCH);
+    if (!st && direct) {
+      d->zero_pending = 0;
+      if (!c->tied) st = coda_train_zero(ctx, d->g + pe->offset, pe->size * sizeof(float));
+    }
+  }
+  PB();
+  if (!st) st = coda_plan_run(ctx, s->head, CODA_PHASE_BACKWARD);
+  if (!st && !direct) st = dev_accum(ctx, s->head, "dwnf", d->g + goff(d, m, pn), pn->size, gscale);
+  if (!st && !direct) st = dev_accum(ctx, s->head, "dwout", d->g + goff(d, m, po), po->size, gscale);
+  PE(CODA_PH_HEAD, -1);
+  if (!st && reduce) st = reduce_bucket(ctx, d, d->z->nb - 1);
+  for (int i = s->L - 1; i >= 0 && !st; i--) {
+    PB();
+    st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_BACKWARD);
+    for (int k = 0; k < 6 && !st && !direct; k++) {
+      snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
+      st = dev_accum(ctx, s->blk[i], plan_g[k], d->g + goff(d, m, PRM(nm)), PRM(nm)->size, gscale);
+    }
+    PE(CODA_PH_BLOCK_BWD, i);
+    if (!st && reduce) st = reduce_bucket(ctx, d, 1 + i);
+  }
+  if (!st) st = embed_backward(ctx, m, s, d, h, M, pe, gscale);
+  if (!st && reduce) st = reduce_bucket(ctx, d, 0);
+#undef PRM
+  free(h);
+  return st;
+}
+
+coda_status coda_plans_forward(coda_context ctx, coda_model *m, const int32_t *in,
+                               const int32_t *tg, int B, int T, int backward, float gscale,
+                               double *loss, int64_t *n_valid, float *last_logits) {
+  const coda_model_config *c = coda_model_cfg(m);
+  const int sample = tg == NULL;
+  const int RB = sample ? 1 : B, RT = sample ? c->seq : T;
+  plans_state *s = NULL;
+  coda_status st = ensure(ctx, m, RB, RT, &s);
+  if (st) return st;
+  if (on_gpu(ctx))
+    return forward_gpu(ctx, m, s, in, tg, T, backward, gscale, loss, n_valid, last_logits);
+  const float *W = coda_model_weights(m);
+  float *G = coda_model_grads(m);
+  const int64_t D = c->dim, M = (int64_t)RB * RT;
+  coda_prof *pf = coda_model_prof(m);
+  char nm[96];
+#define OFF(name) (coda_model_find(m, name)->offset)
+  PB();
+  for (int i = 0; i < s->L && !st; i++)
+    for (int k = 0; k < 6 && !st; k++) {
+      snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
+      st = upload(ctx, s->blk[i], plan_w[k], W + OFF(nm));
+    }
+  const size_t emb = OFF("tok_embeddings.weight");
+  const size_t out = c->tied ? emb : OFF("output.weight");
+  if (!st && !sample) st = upload(ctx, s->head, "wnf", W + OFF("norm.weight"));
+  if (!st && !sample) st = upload(ctx, s->head, "wout", W + out);
+  PE(CODA_PH_CAST, -1);
+  /* embedding lookup into block 0's x */
+  coda_tensor x0, t;
+  if (!st) st = tensor(ctx, s->blk[0], "x", &x0);
+  if (st) return st;
+  PB();
+  for (int64_t r = 0; r < M; r++) {
+    int32_t tok = sample ? (r < T ? in[r] : 0) : in[r];
+    const float *e = W + emb + (int64_t)tok * D;
+    for (int64_t k = 0; k < D; k++) ((uint16_t *)x0.data)[r * x0.ld + k] = coda_f32_to_bf16(e[k]);
+  }
+  PE(CODA_PH_EMBED, -1);
+  for (int i = 0; i < s->L && !st; i++) {
+    PB();
+    st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_FORWARD);
+    PE(CODA_PH_BLOCK_FWD, i);
+  }
+  if (st) return st;
+  if (sample) {
+    /* host: final RMSNorm and LM head for row T-1 */
+    st = tensor(ctx, s->blk[s->L - 1], "x_out", &t);
+    if (st) return st;
+    double ss = 0.0;
+    float *h = malloc((size_t)D * sizeof *h);
+    if (!h) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int64_t k = 0; k < D; k++) {
+      h[k] = (float)coda_load(&t, T - 1, k);
+      ss += (double)h[k] * h[k];
+    }
+    double r = 1.0 / sqrt(ss / (double)D + c->norm_eps);
+    const float *wn = W + OFF("norm.weight");
+    for (int64_t k = 0; k < D; k++) h[k] = (float)(h[k] * r * wn[k]);
+    for (int64_t v = 0; v < c->vocab; v++) {
+      double a = 0.0;
+      for (int64_t k = 0; k < D; k++) a += (double)h[k] * W[out + v * D + k];
+      last_logits[v] = (float)a;
+    }
+    free(h);
+    return CODA_OK;
+  }
+  st = tensor(ctx, s->head, "targets", &t);
+  if (st) return st;
+  int64_t nv = 0;
+  PB();
+  for (int64_t r = 0; r < M; r++) {
+    ((int32_t *)t.data)[r * t.ld] = tg[r] < 0 ? -100 : tg[r];
+    nv += tg[r] >= 0;
+  }
+  st = coda_plan_run(ctx, s->head, CODA_PHASE_FORWARD);
+  PE(CODA_PH_HEAD, -1);
+  if (!st) st = tensor(ctx, s->head, "loss", &t);
+  if (st) return st;
+  if (loss) *loss = nv ? coda_load(&t, 0, 0) : 0.0;
+  if (n_valid) *n_valid = nv;
+  if (!backward || nv == 0) return CODA_OK;
+  PB();
+  st = coda_plan_run(ctx, s->head, CODA_PHASE_BACKWARD);
+  /* d(gscale · loss): every gradient from the plans is of the mean loss */
+  if (!st) st = accumulate(ctx, s->head, "dwnf", G + OFF("norm.weight"), gscale);
+  if (!st) st = accumulate(ctx, s->head, "dwout", G + out, gscale);
+  PE(CODA_PH_HEAD, -1);
+  for (int i = s->L - 1; i >= 0 && !st; i--) {
+    PB();
+    st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_BACKWARD);
+    for (int k = 0; k < 6 && !st; k++) {
+      snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
+      st = accumulate(ctx, s->blk[i], plan_g[k], G + OFF(nm), gscale);
+    }
+    PE(CODA_PH_BLOCK_BWD, i);
+  }
+  if (!st) st = tensor(ctx, s->blk[0], "dx", &t);
+  if (st) return st;
+  PB();
+  for (int64_t r = 0; r < M; r++) { /* embedding gradient: scatter-add in token order */
+    float *g = G + emb + (int64_t)in[r] * D;
+    for (int64_t k = 0; k < D; k++)
+      g[k] += gscale * coda_bf16_to_f32(((const uint16_t *)t.data)[r * t.ld + k]);
+  }
+  PE(CODA_PH_EMBED, -1);
+#undef OFF
+  return CODA_OK;
+}
