@@ -1,5 +1,6 @@
-/* A small JSON reader for the configuration files the library loads
- * (tokenizer.json): the whole text is parsed into a tree of values that
+/* The JSON reader of the files the library loads (tokenizer.json,
+ * config.json, JSON Lines corpora), on jansson: the whole text (at most
+ * 1 GiB, nesting at most 256 deep) is parsed into a tree of values that
  * lives in one arena, freed at once. Strings are decoded to UTF-8 (\u
  * escapes included, surrogate pairs joined) and NUL-terminated; object
  * members keep the file's order, and an object with a key twice is
