@@ -239,7 +239,7 @@ typedef struct coda_train_progress {
   const char *checkpoint;
   /* DONE */
   const coda_train_summary *summary;
-  const char *loss_curve; /* loss.png; NULL when it was not written (see WARNING) */
+  const char *loss_curve; /* loss.svg; NULL when it was not written (see WARNING) */
   /* PROFILE */
   const coda_train_profile *profile;
   /* WARNING */

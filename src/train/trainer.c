@@ -420,7 +420,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   const int sharded = dp && o.shard_weights;
   coda_prof *prof = NULL; /* step profile (options.profile) */
   double *hx = NULL, *hy = NULL, *vx = NULL, *vy = NULL;
-  char *data_dir = NULL, *trp = NULL, *vap = NULL, *ckpt = NULL, *png = NULL, *csv = NULL;
+  char *data_dir = NULL, *trp = NULL, *vap = NULL, *ckpt = NULL, *svg = NULL, *csv = NULL;
   FILE *log = NULL;
   uint64_t ntr = 0, nva = 0;
 
@@ -430,9 +430,9 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   trp = join(data_dir, "train.tok");
   vap = join(data_dir, "val.tok");
   ckpt = join(o.out_dir, "checkpoint.safetensors");
-  png = join(o.out_dir, "loss.png");
+  svg = join(o.out_dir, "loss.svg");
   csv = join(o.out_dir, "loss.csv");
-  if (!trp || !vap || !ckpt || !png || !csv) {
+  if (!trp || !vap || !ckpt || !svg || !csv) {
     s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
     goto done;
   }
@@ -883,11 +883,13 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
       goto done;
     }
   }
-  int png_written = nh + nvh > 0;
+  int chart_written = nh + nvh > 0;
   if (lead && nh + nvh > 0) {
-    coda_status ps = coda_plot_png(ctx, png, 640, 400, hx, hy, nh, vx, vy, nvh);
+    char title[512];
+    snprintf(title, sizeof title, "%s: training and validation loss", o.out_dir);
+    coda_status ps = coda_plot_loss_svg(ctx, svg, title, 720, 440, hx, hy, nh, vx, vy, nvh);
     if (ps) {
-      png_written = 0;
+      chart_written = 0;
       char msg[CODA_ERRMSG_LEN + 32];
       snprintf(msg, sizeof msg, "loss plot not written: %s", coda_last_error(ctx));
       coda_train_progress p = progress_init(CODA_TRAIN_EVENT_WARNING, &o);
@@ -921,7 +923,7 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
     p.host_bytes = (size_t)(rss_mib() * 1024.0 * 1024.0);
     p.checkpoint = sum->checkpoint[0] ? sum->checkpoint : NULL;
     p.summary = sum;
-    p.loss_curve = png_written ? png : NULL;
+    p.loss_curve = chart_written ? svg : NULL;
     report(&o, lead, &p);
   }
 done:
@@ -932,6 +934,6 @@ done:
   coda_zero_destroy(zero);
   coda_shard_close(&trv); coda_shard_close(&vav); free(mom); free(vel); free(in); free(tg); free(gin); free(gtg);
   free(hx); free(hy); free(vx); free(vy);
-  free(data_dir); free(trp); free(vap); free(ckpt); free(png); free(csv);
+  free(data_dir); free(trp); free(vap); free(ckpt); free(svg); free(csv);
   return s;
 }
