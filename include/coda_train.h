@@ -416,6 +416,10 @@ typedef struct coda_eval_options {
   int64_t max_windows;    /* at most this many windows from the start (0: all) */
   coda_train_engine engine; /* AUTO: the plans (bf16 weights and activations, fp32
                              * compute); REFERENCE: the host fp32 engine */
+  /* Called after every batch of windows with the windows scored so far
+   * and their total (NULL: none; the library itself prints nothing). */
+  void (*progress)(int64_t windows_done, int64_t windows, void *user);
+  void *user;
 } coda_eval_options;
 /* struct_size set, every other member 0 (their defaults as noted). */
 coda_eval_options coda_eval_default_options(void);

@@ -16,6 +16,7 @@
 #include "check.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,6 +189,13 @@ static void test_others(coda_context ctx) {
     coda_eval_result er;
     CHECK_SIZE_REFUSED(ctx, coda_evaluate(ctx, &eo, &er), "coda_eval_options", eo.struct_size,
                        sizeof eo);
+    if (w == 0) { /* the layout before progress and user is still taken */
+      eo = coda_eval_default_options();
+      eo.checkpoint = eo.shard = "no-such-file";
+      eo.struct_size = offsetof(coda_eval_options, progress);
+      coda_clear_error(ctx);
+      CHECK(coda_evaluate(ctx, &eo, &er) != CODA_OK && !strstr(coda_last_error(ctx), "struct_size"));
+    }
 
     coda_data_options da = coda_data_default_options();
     CHECK_EQ_INT(da.struct_size, sizeof da);
