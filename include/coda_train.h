@@ -329,6 +329,10 @@ typedef struct coda_train_options {
    * they take at most 1/16 of the device's memory, recomputed otherwise
    * and on the CPU (docs/decisions.md). */
   int keep_logits;
+  /* Called after every validation micro-batch with the batches done and
+   * their number (rank 0, not when quiet; NULL: none), so that a caller can
+   * show the progress of a long validation; user is the one above. */
+  void (*validation_progress)(int batches_done, int batches, void *user);
 } coda_train_options;
 
 enum {

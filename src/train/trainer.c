@@ -31,6 +31,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -221,6 +222,8 @@ static coda_status evaluate(coda_context ctx, const coda_train_options *o, coda_
     if (s) return s;
     acc[0] += l * (double)nv;
     acc[1] += (double)nv;
+    if (o->validation_progress && !o->quiet && coda_comm_rank(comm) == 0)
+      o->validation_progress(i + 1, nb, o->user);
   }
   if (coda_comm_size(comm) > 1) {
     coda_status s = coda_comm_sum_host(ctx, comm, acc, 3);
@@ -392,8 +395,11 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   if (!opts || !sum) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "NULL options or summary");
   const double t_enter = now_s();
   coda_train_options o = coda_train_default_options();
-  static const coda_options_layout layouts[] = {CODA_OPTIONS_LAYOUT(coda_train_options)};
-  if (coda_options_take(ctx, "coda_train_options", opts, &o, layouts, 1))
+  /* layout 1: up to keep_logits (validation_progress came after) */
+  static const coda_options_layout layouts[] = {
+      {offsetof(coda_train_options, validation_progress), offsetof(coda_train_options, keep_logits) + sizeof(int)},
+      CODA_OPTIONS_LAYOUT(coda_train_options)};
+  if (coda_options_take(ctx, "coda_train_options", opts, &o, layouts, 2))
     return CODA_ERR_INVALID_ARGUMENT;
   /* data parallel: N ranks, rank 0 (the lead) prints, logs and saves */
   coda_comm comm = o.comm && coda_comm_size(o.comm) > 1 ? o.comm : NULL;

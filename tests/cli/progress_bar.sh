@@ -1,5 +1,6 @@
 #!/bin/sh
-# Progress bars of coda train --data (corpus preparation) and coda eval:
+# Progress bars of coda train --data (corpus preparation), coda train's
+# validation and coda eval:
 # drawn on stderr when it is a terminal (run under script(1), which gives
 # the command a pseudo-terminal), nothing of them when stderr is a file.
 #
@@ -36,4 +37,14 @@ script -qec "\"$coda\" eval --checkpoint r2/checkpoint.safetensors --data r2/dat
   >tty2.txt 2>&1 || { cat tty2.txt; fail "eval under a terminal"; }
 grep -q "evaluating \[#*\] 100.0%" tty2.txt || { cat tty2.txt; fail "no full evaluation bar on a terminal"; }
 grep -q "val.tok: loss" tty2.txt || fail "no result after the bar"
+# the validation of coda train (not quiet): a bar on a terminal only
+vmodel="--dim 32 --layers 1 --heads 2 --kv-heads 1 --ffn 64 --seq 16 --batch 2 --val-batches 20 --steps 1"
+# shellcheck disable=SC2086
+"$coda" train $vmodel --out r3 --data c.txt >out3.txt 2>err3.txt || { cat out3.txt err3.txt; fail "train, validated"; }
+! grep -q "validating" out3.txt err3.txt || fail "a validation bar without a terminal"
+# shellcheck disable=SC2086
+script -qec "\"$coda\" train $vmodel --out r4 --data c.txt" /dev/null >tty3.txt 2>&1 ||
+  { cat tty3.txt; fail "train, validated, under a terminal"; }
+grep -q "validating \[#*-*\] *[0-9.]*%  [0-9]* of 20 batches" tty3.txt || { cat tty3.txt; fail "no validation bar on a terminal"; }
+grep -q "val_loss" tty3.txt || fail "no validation line after the bar"
 echo "progress bars: ok"
