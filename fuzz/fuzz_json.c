@@ -1,4 +1,4 @@
-/* libFuzzer harness for the JSON reader (src/io/json.c), which reads
+/* libFuzzer harness for the JSON reader (src/io/json.c, on jansson), which reads
  * tokenizer.json. Every input is parsed; a rejected one must come with a
  * "line L, column C: ..." message whose position lies inside the text. An
  * accepted one is written back as JSON by an independent writer (below),

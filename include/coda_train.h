@@ -239,7 +239,7 @@ typedef struct coda_train_progress {
   const char *checkpoint;
   /* DONE */
   const coda_train_summary *summary;
-  const char *loss_curve; /* loss.png; NULL when it was not written (see WARNING) */
+  const char *loss_curve; /* loss.svg; NULL when it was not written (see WARNING) */
   /* PROFILE */
   const coda_train_profile *profile;
   /* WARNING */
@@ -329,6 +329,10 @@ typedef struct coda_train_options {
    * they take at most 1/16 of the device's memory, recomputed otherwise
    * and on the CPU (docs/decisions.md). */
   int keep_logits;
+  /* Called after every validation micro-batch with the batches done and
+   * their number (rank 0, not when quiet; NULL: none), so that a caller can
+   * show the progress of a long validation; user is the one above. */
+  void (*validation_progress)(int batches_done, int batches, void *user);
 } coda_train_options;
 
 enum {
@@ -416,6 +420,10 @@ typedef struct coda_eval_options {
   int64_t max_windows;    /* at most this many windows from the start (0: all) */
   coda_train_engine engine; /* AUTO: the plans (bf16 weights and activations, fp32
                              * compute); REFERENCE: the host fp32 engine */
+  /* Called after every batch of windows with the windows scored so far
+   * and their total (NULL: none; the library itself prints nothing). */
+  void (*progress)(int64_t windows_done, int64_t windows, void *user);
+  void *user;
 } coda_eval_options;
 /* struct_size set, every other member 0 (their defaults as noted). */
 coda_eval_options coda_eval_default_options(void);

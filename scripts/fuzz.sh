@@ -30,6 +30,8 @@ secs=${1:-60}
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${FUZZ_OUT:-$root/build-fuzz}
 cc=${CC:-clang}
+# src/io/json.c reads through jansson (scripts/install-deps.sh)
+jansson=$(pkg-config --libs jansson 2>/dev/null || echo -ljansson)
 mkdir -p "$out/corpus"
 
 embed="$out/programs_embedded.c"
@@ -97,7 +99,7 @@ for h in safetensors shard; do
     "$root/src/data/shards.c" "$root/src/io/files.c" "$root/fuzz/fuzz_$h.c" -lz -lm -o "$out/fuzz_$h"
   fuzz_run "$h" "$h" 8192
 done
-# The JSON reader alone (src/io/json.c needs nothing else), and the
+# The JSON reader alone (src/io/json.c needs only jansson), and the
 # tokenizer: json.c, src/data's bpe*.c files and utf8proc over the core files.
 for h in json tokenizer; do
   if skip "$h"; then continue; fi
@@ -109,7 +111,7 @@ for h in json tokenizer; do
   fi
   # shellcheck disable=SC2086
   "$cc" -std=c11 -g -O1 -Wno-comment -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I"$root/include" -I"$root/src" "$root/fuzz/fuzz_$h.c" $srcs -lm -o "$out/fuzz_$h"
+    -I"$root/include" -I"$root/src" "$root/fuzz/fuzz_$h.c" $srcs $jansson -lm -o "$out/fuzz_$h"
   fuzz_run "$h" "$h" 16384
 done
 # The model-configuration readers: the HF config.json reader (src/store/
@@ -133,7 +135,7 @@ for h in hf_config checkpoint_config; do
     lib_built=1
   fi
   "$cc" -std=c11 -g -O1 -Wno-comment -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I"$root/include" -I"$root/src" "$root/fuzz/fuzz_$h.c" "$out"/libobj/*.o -lutf8proc -lz -lm -ldl \
+    -I"$root/include" -I"$root/src" "$root/fuzz/fuzz_$h.c" "$out"/libobj/*.o $jansson -lutf8proc -lz -lm -ldl \
     -lpthread -o "$out/fuzz_$h"
   fuzz_run "$h" "$h" 8192 -dict="$root/fuzz/$h.dict"
 done
@@ -152,7 +154,7 @@ for h in jsonl llmc text dir jsonl_bpe text_bpe dir_bpe; do
       -DCORPUS_CHUNK=61 -DCORPUS_BLOCK=8 -DCORPUS_LINE_MAX=700 \
       -DCODA_FUZZ_TOKENIZER="\"$root/fuzz/corpus/tokenizer/gpt2.json\"" \
       -I"$root/include" -I"$root/src" "$root/fuzz/fuzz_corpus.c" $core "$root"/src/lang/*.c "$embed" \
-      "$root"/src/data/*.c "$root/src/io/files.c" "$root/src/io/json.c" -lutf8proc -lz -lm -o "$out/fuzz_corpus"
+      "$root"/src/data/*.c "$root/src/io/files.c" "$root/src/io/json.c" $jansson -lutf8proc -lz -lm -o "$out/fuzz_corpus"
     corpus_built=1
   fi
   ln -f "$out/fuzz_corpus" "$out/fuzz_$h"

@@ -14,6 +14,8 @@ ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 
 [ -d /usr/share/games/fortunes ] || need="$need fortunes"
 # Unicode general categories (the BPE tokenizer's split patterns)
 [ -f /usr/include/utf8proc.h ] || need="$need libutf8proc-dev"
+# JSON reader of tokenizer.json, config.json and JSON Lines corpora
+[ -f /usr/include/jansson.h ] || need="$need libjansson-dev"
 # coda.pc's test (CTest install_pkgconfig) links through pkg-config
 command -v pkg-config >/dev/null 2>&1 || need="$need pkgconf"
 # CRC-32 of checkpoints and token shards

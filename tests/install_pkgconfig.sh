@@ -6,8 +6,9 @@
 #   1. shared: `pkg-config --cflags --libs coda`, run from the prefix;
 #   2. static: the prefix moved elsewhere (the .pc file is relocatable),
 #      libcoda.so removed, `pkg-config --static --cflags --libs coda`
-#      (Libs.private: zlib, utf8proc, OpenMP and, in a CUDA build, the
-#      static CUDA runtime), run; no libcoda.so among its NEEDED entries.
+#      (Requires.private: jansson; Libs.private: zlib, utf8proc, OpenMP
+#      and, in a CUDA build, the static CUDA runtime), run; no libcoda.so
+#      among its NEEDED entries.
 #
 #   sh tests/install_pkgconfig.sh BUILD_DIR CC WORKDIR
 set -eu

@@ -100,7 +100,7 @@ int main(void) {
   free(log);
 
   for (int i = 0; i < 7; i++) {
-    const char *f[] = {"loss.csv", "checkpoint.safetensors", "loss.png"};
+    const char *f[] = {"loss.csv", "checkpoint.safetensors", "loss.svg"};
     for (int k = 0; k < 3; k++) {
       snprintf(p, sizeof p, "%s/%s/%s", dir, names[i], f[k]);
       remove(p);

@@ -227,7 +227,7 @@ int main(void) {
   free(b);
 
   /* clean up */
-  const char *files[] = {"checkpoint.safetensors", "loss.csv", "loss.png"};
+  const char *files[] = {"checkpoint.safetensors", "loss.csv", "loss.svg"};
   for (int i = 0; i < 3; i++) {
     char p[500];
     snprintf(p, sizeof p, "%s/%s", out, files[i]);

@@ -404,7 +404,7 @@ static void bad_bytes(coda_context ctx) {
       {"{\"text\": \"\xc0\xaf\"}\n", "byte 0xc0 at byte offset 10"},      /* overlong '/' */
       {"{\"text\": \"x\xed\xa0\x80\"}\n", "byte 0xed at byte offset 11"}, /* U+D800 */
       {"{\"text\": \"\xe2\x82\"}\n", "byte 0xe2 at byte offset 10"},      /* truncated */
-      {"{\"text\": \"\\ud800\"}\n", "unpaired surrogate"},
+      {"{\"text\": \"\\ud800\"}\n", "invalid Unicode '\\uD800'"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     char body[256];

@@ -1,8 +1,14 @@
-/* Loss-curve PNG: the file is decoded here independently (chunk CRCs,
- * zlib stored blocks, Adler-32, scanline filters) and must hold an image
- * of the requested size with both series drawn. */
+/* The loss chart (src/train/plot.c): a small loss.csv is charted and the
+ * SVG read back here. It must be well-formed (every tag closed in order,
+ * one <svg> root, attribute values quoted, no raw '<' or '&' in text), hold
+ * the title, the axis labels and the legend, one point per finite row of
+ * each series (a NaN row breaks the training line in two; rows without a
+ * validation loss give no validation point), every point inside the plot,
+ * the steps left to right and a higher loss higher up, and y tick values
+ * that cover the losses. */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
+#include "file_util.h"
 #include "train/train.h"
 #include "base/rng.h"
 #include "test_util.h"
@@ -12,98 +18,205 @@
 #include <string.h>
 #include <unistd.h>
 
-static uint32_t be(const unsigned char *p) {
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+enum { ROWS = 40, NAN_ROW = 17, VAL_EVERY = 8 };
+
+/* Tag balance: 1 when the document is one well-formed <svg> element
+ * (after an optional <?xml ...?> declaration). */
+static int well_formed(const char *s) {
+  const char *stack[64];
+  size_t len[64];
+  int depth = 0, roots = 0;
+  const char *p = s;
+  if (!strncmp(p, "<?xml", 5)) {
+    p = strstr(p, "?>");
+    if (!p) return 0;
+    p += 2;
+  }
+  while (*p) {
+    if (*p != '<') {
+      if (*p == '&') {
+        const char *e = strchr(p, ';');
+        if (!e || e - p > 6) return 0;
+      }
+      if (*p == '>') return 0;
+      p++;
+      continue;
+    }
+    if (p[1] == '/') {
+      const char *n = p + 2, *e = strchr(n, '>');
+      if (!e || !depth) return 0;
+      depth--;
+      if ((size_t)(e - n) != len[depth] || strncmp(n, stack[depth], len[depth])) return 0;
+      p = e + 1;
+      continue;
+    }
+    const char *n = p + 1;
+    size_t nl = strcspn(n, " \t\n/>");
+    if (!nl) return 0;
+    const char *q = n + nl;
+    /* attributes: name="value" */
+    for (;;) {
+      while (*q == ' ' || *q == '\n' || *q == '\t') q++;
+      if (*q == '>' || (q[0] == '/' && q[1] == '>')) break;
+      size_t an = strcspn(q, "=> \n");
+      if (!an || q[an] != '=' || q[an + 1] != '"') return 0;
+      const char *e = strchr(q + an + 2, '"');
+      if (!e) return 0;
+      for (const char *c = q + an + 2; c < e; c++)
+        if (*c == '<') return 0;
+      q = e + 1;
+    }
+    if (!depth) roots++;
+    if (*q == '/') {
+      p = q + 2;
+      continue;
+    }
+    if (depth == 64) return 0;
+    stack[depth] = n;
+    len[depth++] = nl;
+    p = q + 1;
+  }
+  return depth == 0 && roots == 1;
+}
+
+/* The text of the element whose start tag holds `attr` (e.g. id="title"). */
+static int element_text(const char *s, const char *attr, char *out, size_t cap) {
+  const char *a = strstr(s, attr);
+  if (!a) return 0;
+  const char *b = strchr(a, '>'), *e = b ? strchr(b, '<') : NULL;
+  if (!e || (size_t)(e - b - 1) >= cap) return 0;
+  memcpy(out, b + 1, (size_t)(e - b - 1));
+  out[e - b - 1] = '\0';
+  return 1;
+}
+
+typedef struct pts {
+  double x[256], y[256];
+  int n, lines, circles;
+} pts;
+
+/* The points of the polylines (and the circles) of <g id="NAME">. */
+static void series(const char *s, const char *name, pts *o) {
+  char key[64];
+  snprintf(key, sizeof key, "<g id=\"%s\"", name);
+  memset(o, 0, sizeof *o);
+  const char *g = strstr(s, key), *end = g ? strstr(g, "</g>") : NULL;
+  if (!end) return;
+  for (const char *p = strstr(g, "<polyline points=\""); p && p < end; p = strstr(p, "<polyline points=\"")) {
+    o->lines++;
+    p += strlen("<polyline points=\"");
+    const char *q = strchr(p, '"');
+    while (p < q) {
+      char *e;
+      double x = strtod(p, &e);
+      if (*e != ',') return;
+      double y = strtod(e + 1, &e);
+      if (o->n < 256) { o->x[o->n] = x; o->y[o->n] = y; }
+      o->n++;
+      p = e;
+      while (*p == ' ') p++;
+    }
+  }
+  for (const char *p = strstr(g, "<circle "); p && p < end; p = strstr(p + 1, "<circle ")) o->circles++;
 }
 
 int main(void) {
   coda_context ctx;
   CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
-  char path[128];
-  snprintf(path, sizeof path, "test_train_plot.tmp.%d.png", (int)getpid());
-  enum { N = 300, W = 320, H = 200 };
-  double x[N], y[N], vx[6], vy[6];
-  uint64_t r = 3;
-  for (int i = 0; i < N; i++) {
-    x[i] = i + 1;
-    y[i] = 2 + 3 * exp(-i / 40.0) + 0.2 * coda_rng_uniform(&r);
-  }
-  y[17] = NAN; /* skipped, not drawn */
-  for (int i = 0; i < 6; i++) {
-    vx[i] = i * 60;
-    vy[i] = 2 + 3 * exp(-i * 1.5);
-  }
-  CHECK(coda_plot_png(ctx, path, W, H, x, y, N, vx, vy, 6) == CODA_OK);
-  FILE *f = fopen(path, "rb");
-  CHECK(f != NULL);
-  if (!f) return CHECK_DONE();
-  static unsigned char b[1 << 20];
-  size_t n = fread(b, 1, sizeof b, f);
-  fclose(f);
-  CHECK(n > 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8));
-  size_t raw_n = (size_t)H * (1 + 3 * W);
-  unsigned char *raw = malloc(raw_n + 65536), *z = malloc(n);
-  size_t zn = 0, o = 8;
-  int w = 0, h = 0, ok_ihdr = 0, iend = 0;
-  while (o + 12 <= n) {
-    uint32_t len = be(b + o);
-    if (o + 12 + len > n) break;
-    CHECK(be(b + o + 8 + len) == crc32_ref(b + o + 4, len + 4));
-    if (!memcmp(b + o + 4, "IHDR", 4)) {
-      w = (int)be(b + o + 8);
-      h = (int)be(b + o + 12);
-      ok_ihdr = b[o + 16] == 8 && b[o + 17] == 2 && !b[o + 18] && !b[o + 19] && !b[o + 20];
-    } else if (!memcmp(b + o + 4, "IDAT", 4)) {
-      memcpy(z + zn, b + o + 8, len);
-      zn += len;
-    } else if (!memcmp(b + o + 4, "IEND", 4)) {
-      iend = 1;
+  char csv[128], svg[128];
+  snprintf(csv, sizeof csv, "test_train_plot.tmp.%d.csv", (int)getpid());
+  snprintf(svg, sizeof svg, "test_train_plot.tmp.%d.svg", (int)getpid());
+  /* the trainer's loss.csv: a falling loss, a NaN row, validation every 8 */
+  char text[8192];
+  size_t n = (size_t)snprintf(text, sizeof text, "step,loss,lr,grad_norm,val_loss\n");
+  double lmin = INFINITY, lmax = -INFINITY;
+  int nval = 0;
+  for (int i = 1; i <= ROWS; i++) {
+    const double loss = 2 + 3 * exp(-i / 10.0), val = loss + 0.1;
+    const int has_val = i % VAL_EVERY == 0;
+    nval += has_val;
+    if (i != NAN_ROW) {
+      lmin = fmin(lmin, fmin(loss, has_val ? val : loss));
+      lmax = fmax(lmax, fmax(loss, has_val ? val : loss));
     }
-    o += 12 + len;
+    n += (size_t)snprintf(text + n, sizeof text - n, "%d,%.9g,0.001,1.5,%.9g\n", i,
+                          i == NAN_ROW ? NAN : loss, has_val ? val : NAN);
   }
-  CHECK(w == W && h == H && ok_ihdr && iend && o == n);
-  /* zlib: header, stored blocks, Adler-32 */
-  CHECK(zn > 6 && ((z[0] << 8) | z[1]) % 31 == 0 && (z[0] & 15) == 8);
-  size_t zo = 2, rn = 0;
-  int last = 0;
-  while (!last && zo + 5 <= zn) {
-    last = z[zo] & 1;
-    CHECK((z[zo] >> 1 & 3) == 0); /* stored */
-    unsigned len = z[zo + 1] | z[zo + 2] << 8, nlen = z[zo + 3] | z[zo + 4] << 8;
-    CHECK((len ^ 0xffff) == nlen);
-    zo += 5;
-    if (zo + len > zn || rn + len > raw_n) break;
-    memcpy(raw + rn, z + zo, len);
-    rn += len;
-    zo += len;
-  }
-  CHECK(last && rn == raw_n && zo + 4 == zn);
-  uint32_t a = 1, s2 = 0;
-  for (size_t i = 0; i < rn; i++) {
-    a = (a + raw[i]) % 65521;
-    s2 = (s2 + a) % 65521;
-  }
-  CHECK(zo + 4 <= zn && be(z + zo) == (s2 << 16 | a));
-  int filt_ok = 1, blue = 0, red = 0;
-  for (int row = 0; row < H; row++) {
-    const unsigned char *p = raw + (size_t)row * (1 + 3 * W);
-    filt_ok &= p[0] == 0;
-    for (int c = 0; c < W; c++) {
-      const unsigned char *px = p + 1 + 3 * c;
-      blue += px[2] > 150 && px[0] < 100;
-      red += px[0] > 150 && px[2] < 100;
+  CHECK(spit(csv, (const unsigned char *)text, n) == 0);
+  CHECK_STATUS(ctx, coda_plot_loss_csv(ctx, csv, svg, "runs/tiny <&> \"demo\""), CODA_OK);
+  size_t sn = 0;
+  char *s = (char *)slurp(svg, &sn);
+  CHECK(s != NULL);
+  if (!s) return CHECK_DONE();
+  s[sn] = '\0';
+  CHECK(!strncmp(s, "<?xml", 5) && strstr(s, "<svg xmlns=\"http://www.w3.org/2000/svg\""));
+  CHECK_MSG(well_formed(s), "not well-formed:\n%.400s", s);
+  char t[256];
+  CHECK(element_text(s, "<title", t, sizeof t) && !strcmp(t, "runs/tiny &lt;&amp;&gt; &quot;demo&quot;"));
+  CHECK(element_text(s, "id=\"title\"", t, sizeof t) && !strcmp(t, "runs/tiny &lt;&amp;&gt; &quot;demo&quot;"));
+  CHECK(element_text(s, "id=\"x-label\"", t, sizeof t) && !strcmp(t, "step"));
+  CHECK(element_text(s, "id=\"y-label\"", t, sizeof t) && !strcmp(t, "loss"));
+  {
+    const char *lg = strstr(s, "<g id=\"legend\">"), *le = lg ? strstr(lg, "</g>") : NULL;
+    CHECK(lg && le);
+    if (lg && le) {
+      const char *tr = strstr(lg, ">train</text>"), *va = strstr(lg, ">validation</text>");
+      CHECK(tr && tr < le && va && va < le);
     }
   }
-  CHECK(filt_ok);
-  CHECK(blue > 100 && red > 50);
-  CHECK(raw[1] == 255 && raw[2] == 255 && raw[3] == 255); /* white background */
-  free(raw);
-  free(z);
-  CHECK(coda_plot_png(ctx, path, 10, 10, x, y, N, vx, vy, 6) == CODA_ERR_INVALID_ARGUMENT);
-  /* nothing finite to plot still gives a valid (empty) picture */
-  double nan1[1] = {NAN};
-  CHECK(coda_plot_png(ctx, path, 64, 64, nan1, nan1, 1, NULL, NULL, 0) == CODA_OK);
-  unlink(path);
+  pts tr, va;
+  series(s, "train", &tr);
+  series(s, "validation", &va);
+  CHECK_EQ_INT(tr.n, ROWS - 1); /* the NaN row is skipped... */
+  CHECK_EQ_INT(tr.lines, 2);    /* ...and breaks the line */
+  CHECK_EQ_INT(va.n, nval);
+  CHECK_EQ_INT(va.circles, nval);
+  /* inside the plot area (viewBox 720 x 440, margins 72/24/48/56) */
+  int inside = 1, rightward = 1, ordered = 1;
+  for (int i = 0; i < tr.n && i < 256; i++) {
+    inside &= tr.x[i] >= 72 - 1e-6 && tr.x[i] <= 720 - 24 + 1e-6 && tr.y[i] >= 48 - 1e-6 && tr.y[i] <= 440 - 56 + 1e-6;
+    if (i) rightward &= tr.x[i] > tr.x[i - 1];
+    if (i) ordered &= tr.y[i] >= tr.y[i - 1]; /* the loss falls: each point lower (larger y) */
+  }
+  CHECK(inside && rightward && ordered);
+  /* validation lies 0.1 above training at the same step: same x, smaller y */
+  for (int k = 0; k < va.n && k < 256; k++) {
+    const int step = (k + 1) * VAL_EVERY, i = step < NAN_ROW ? step - 1 : step - 2;
+    CHECK_MSG(fabs(va.x[k] - tr.x[i]) < 1e-6 && va.y[k] < tr.y[i], "validation point %d", k);
+  }
+  /* y tick values (right-aligned text) cover the losses */
+  double tmin = INFINITY, tmax = -INFINITY;
+  int nticks = 0;
+  const char *ya = strstr(s, "<g id=\"y-axis\""), *yend = ya ? strstr(ya, "</g>") : NULL;
+  for (const char *p = ya ? strstr(ya, "class=\"tick\"") : NULL; p && p < yend; p = strstr(p + 1, "class=\"tick\"")) {
+    const char *b = strchr(p, '>');
+    const double v = strtod(b + 1, NULL);
+    tmin = fmin(tmin, v);
+    tmax = fmax(tmax, v);
+    nticks++;
+  }
+  CHECK_MSG(nticks >= 3 && nticks <= 15 && tmin <= lmin && tmax >= lmax, "%d ticks %g..%g for %g..%g", nticks, tmin,
+            tmax, lmin, lmax);
+  free(s);
+
+  /* the array form: bad sizes refused; nothing finite still a valid chart */
+  double x[2] = {1, 2}, y[2] = {NAN, NAN};
+  CHECK(coda_plot_loss_svg(ctx, svg, "t", 10, 10, x, y, 2, NULL, NULL, 0) == CODA_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(ctx, coda_plot_loss_svg(ctx, svg, "t", 320, 200, x, y, 2, NULL, NULL, 0), CODA_OK);
+  s = (char *)slurp(svg, &sn);
+  CHECK(s != NULL);
+  if (s) {
+    s[sn] = '\0';
+    CHECK(well_formed(s));
+    series(s, "train", &tr);
+    CHECK(tr.n == 0 && tr.lines == 0);
+    free(s);
+  }
+  /* a log without the step and loss columns */
+  CHECK(spit(csv, (const unsigned char *)"a,b\n1,2\n", 8) == 0);
+  CHECK(coda_plot_loss_csv(ctx, csv, svg, "t") == CODA_ERR_PARSE);
+  unlink(csv);
+  unlink(svg);
   coda_context_destroy(ctx);
   return CHECK_DONE();
 }

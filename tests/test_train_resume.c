@@ -78,14 +78,15 @@ int main(void) {
   snprintf(pa, sizeof pa, "%s/loss.csv", a);
   snprintf(pb, sizeof pb, "%s/loss.csv", b);
   CHECK(same_file(pa, pb));
-  snprintf(pa, sizeof pa, "%s/loss.png", a);
+  snprintf(pa, sizeof pa, "%s/loss.svg", a);
   struct stat sst;
   CHECK(stat(pa, &sst) == 0 && sst.st_size > 1000);
   {
     size_t n;
-    unsigned char *png = slurp(pa, &n);
-    CHECK(png && n > 8 && !memcmp(png, "\x89PNG\r\n\x1a\n", 8));
-    free(png);
+    unsigned char *svg = slurp(pa, &n);
+    CHECK(svg && n > 40 && !memcmp(svg, "<?xml", 5) && strstr((const char *)svg, "<svg ") &&
+          !memcmp(svg + n - 7, "</svg>\n", 7));
+    free(svg);
   }
   /* sampling from the checkpoint: greedy = argmax of the model's logits,
    * top-k 1 = greedy, the same seed gives the same text */

@@ -5,6 +5,7 @@
  * says so. */
 #include "coda_nn.h"
 #include "tool_util.h"
+#include "progress.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,11 @@ static int compile_all(int unfused, int quiet) {
   coda_program_destroy(none);
   static const char *const kinds[] = {"llama block", "llama head", "gpt2 block"};
   int built = 0, fresh = 0, bad = 0;
+  /* the bar counts plans (flag combinations): 16 + 16 + 2 */
+  coda_tool_bar bar;
+  coda_tool_bar_start(&bar, "compiling");
+  const double nplans = 34;
+  int plan_i = 0;
   for (int kind = 0; kind < 3; kind++) {
     /* chaining and fold flags change the programs: every combination the
      * plan takes (Llama: NORM_IN, NORM_OUT, FOLD, and the block's forward-
@@ -77,22 +83,28 @@ static int compile_all(int unfused, int quiet) {
      * GPT-2: FOLD) */
     const unsigned nflags = kind == 2 ? 2u : 16u;
     const unsigned bit8 = kind == 1 ? CODA_LLAMA_KEEP_LOGITS : CODA_LLAMA_INFER;
-    for (unsigned f = 0; f < nflags; f++) {
+    for (unsigned f = 0; f < nflags; f++, plan_i++) {
       const unsigned flags = (f & 7u) | (f & 8u ? bit8 : 0u);
       coda_plan p;
       if (build_plan(ctx, kind, flags, &p) != CODA_OK) {
         if (flags == 0) { /* combinations a plan refuses are not kernels it runs */
+          coda_tool_bar_end(&bar);
           fprintf(stderr, "coda compile: %s plan: %s\n", kinds[kind], coda_last_error(ctx));
           bad++;
         }
         continue;
       }
-      for (int k = 0; k < coda_plan_num_steps(p); k++)
+      const int nsteps = coda_plan_num_steps(p);
+      for (int k = 0; k < nsteps; k++)
         for (int variant = 0; variant <= unfused; variant++) {
+          char detail[96];
+          snprintf(detail, sizeof detail, "%s, flags %u, %d kernels", kinds[kind], flags, built);
+          coda_tool_bar_update(&bar, plan_i + (double)k / nsteps, nplans, detail);
           int cached = 0, skipped = 0;
           coda_status s = coda_plan_precompile_step(p, k, variant, &cached, &skipped);
           if (skipped) continue;
           if (s != CODA_OK) {
+            coda_tool_bar_end(&bar);
             fprintf(stderr, "coda compile: %s (flags %u) step %s%s: %s\n", kinds[kind], flags,
                     coda_plan_step_label(p, k), variant ? " (unfused)" : "", coda_last_error(ctx));
             bad++;
@@ -100,13 +112,17 @@ static int compile_all(int unfused, int quiet) {
           }
           built++;
           fresh += !cached;
-          if (!quiet)
+          if (!quiet) {
+            coda_tool_bar_end(&bar); /* the line, then the bar again below it */
             printf("%-11s flags %u  %-36s %-8s %s\n", kinds[kind], flags, coda_plan_step_label(p, k),
                    variant ? "unfused" : "fused", cached ? "cached" : "compiled");
+            fflush(stdout);
+          }
         }
       coda_plan_destroy(p);
     }
   }
+  coda_tool_bar_end(&bar);
   printf("%d kernels ready (%d compiled now, the rest from the cache), %d failures\n", built, fresh,
          bad);
   coda_context_destroy(ctx);

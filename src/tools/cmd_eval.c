@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
 #include "tool_util.h"
+#include "progress.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -48,6 +49,13 @@ static void eval_usage(FILE *f) {
 
 /* A coda token shard: named .tok, or any file with the shard's magic (a
  * .tok that lacks it is refused by coda_evaluate, by name). */
+/* coda_eval_options.progress: the bar (stderr, a terminal only). */
+static void eval_progress(int64_t done, int64_t total, void *user) {
+  char detail[64];
+  snprintf(detail, sizeof detail, "%lld of %lld windows", (long long)done, (long long)total);
+  coda_tool_bar_update(user, (double)done, (double)total, detail);
+}
+
 static int is_token_shard(const char *path) {
   const size_t n = strlen(path);
   if (n > 4 && !strcmp(path + n - 4, ".tok")) return 1;
@@ -175,7 +183,12 @@ int cmd_eval(int argc, char **argv) {
   for (int k = 0; k < 2 && !rc && shards[k]; k++) {
     eo.shard = shards[k];
     coda_eval_result r;
+    coda_tool_bar bar;
+    coda_tool_bar_start(&bar, "evaluating");
+    eo.progress = eval_progress;
+    eo.user = &bar;
     const coda_status es = coda_evaluate(ctx, &eo, &r);
+    coda_tool_bar_end(&bar);
     coda_tool_warnings(ctx, "eval");
     if (es != CODA_OK) {
       fprintf(stderr, "coda eval: %s\n", coda_last_error(ctx));

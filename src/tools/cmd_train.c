@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
 #include "tool_util.h"
+#include "progress.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -29,9 +30,22 @@ static volatile sig_atomic_t interrupted = 0;
 static void on_sigint(int sig) { (void)sig; interrupted = 1; }
 static int should_stop(void *user) { (void)user; return interrupted != 0; }
 
+/* The bar of a validation in progress (stderr, a terminal only). */
+static coda_tool_bar val_bar;
+
+static void validation_progress(int done, int batches, void *user) {
+  (void)user;
+  if (done == 1) coda_tool_bar_start(&val_bar, "validating");
+  char detail[64];
+  snprintf(detail, sizeof detail, "%d of %d batches", done, batches);
+  coda_tool_bar_update(&val_bar, done, batches, detail);
+  if (done == batches) coda_tool_bar_end(&val_bar);
+}
+
 /* Prints the trainer's progress (the lines of `coda train`). */
 static void print_progress(const coda_train_progress *p, void *user) {
   (void)user;
+  coda_tool_bar_end(&val_bar); /* a cut-short validation's bar off the line */
   const double MiB = 1024.0 * 1024.0;
   switch (p->event) {
   case CODA_TRAIN_EVENT_PREPARE:
@@ -197,7 +211,8 @@ static void train_usage(FILE *f) {
       "  --val-every N     validation loss every N steps (default 50)\n"
       "  --val-batches N   micro-batches per validation (default 4)\n"
       "  --save-every N    checkpoint every N steps (default: at the end)\n"
-      "  --out DIR         output directory (default runs/tiny)\n"
+      "  --out DIR         output directory: checkpoint, loss.csv, the loss chart loss.svg\n"
+      "                    (default runs/tiny)\n"
       "  --resume PATH     continue from a checkpoint\n"
       "  --init PATH       start a fresh run from the weights of a checkpoint\n"
       "  --export-hf DIR   write the weights of --resume PATH in Hugging Face Llama layout\n"
@@ -329,6 +344,7 @@ static int train_process(const train_job *job, coda_comm comm, coda_context ctx)
   coda_train_options o = job->o;
   o.should_stop = should_stop;
   o.progress = print_progress;
+  o.validation_progress = validation_progress;
   o.comm = comm;
   /* The MFU figure is the H100/H200 peak on any GPU (unless given). */
   if (job->device && o.peak_flops == 0) o.peak_flops = PEAK_FLOPS_H100_H200;

@@ -1,6 +1,7 @@
 /* Small helpers shared by the subcommands of the coda tool. */
 #define _POSIX_C_SOURCE 200809L
 #include "tool_util.h"
+#include "progress.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -108,8 +109,21 @@ static int tool_make_dirs(const char *dir) {
  * the same source reuses them, another source makes them again, and
  * shards in OUT/data without a stamp (the user's) are never written over. */
 
+/* The preparation's bar: the bytes read against the source's size. */
+typedef struct prep_bar {
+  coda_tool_bar bar;
+  double total;
+} prep_bar;
+
 void coda_tool_prep_progress(uint64_t bytes, uint64_t tokens, void *user) {
-  (void)user;
+  prep_bar *pb = user;
+  if (pb && pb->bar.on) { /* a terminal: the bar on stderr, no line */
+    char detail[96];
+    snprintf(detail, sizeof detail, "%.1f MiB, %llu tokens", (double)bytes / (1024.0 * 1024.0),
+             (unsigned long long)tokens);
+    coda_tool_bar_update(&pb->bar, (double)bytes, pb->total, detail);
+    return;
+  }
   printf("preparing: %.1f MiB read, %llu tokens\n", (double)bytes / (1024.0 * 1024.0),
          (unsigned long long)tokens);
   fflush(stdout);
@@ -208,7 +222,14 @@ int coda_tool_prepare_corpus(coda_context ctx, const char *cmd, const coda_data_
          d->tokenizer ? d->tokenizer : "byte tokens");
   fflush(stdout);
   uint64_t ntr = 0, nva = 0;
-  coda_status s = coda_prepare_data(ctx, d, data_dir, &ntr, &nva, vocab);
+  /* the tool's own progress callback gets a bar sized by the source */
+  coda_data_options dd = *d;
+  prep_bar pb;
+  coda_tool_bar_start(&pb.bar, "preparing");
+  pb.total = (double)size;
+  if (dd.progress == coda_tool_prep_progress && !dd.user) dd.user = &pb;
+  coda_status s = coda_prepare_data(ctx, &dd, data_dir, &ntr, &nva, vocab);
+  coda_tool_bar_end(&pb.bar);
   coda_tool_warnings(ctx, cmd);
   if (s) {
     fprintf(stderr, "coda %s: %s\n", cmd, coda_last_error(ctx));

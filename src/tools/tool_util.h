@@ -19,7 +19,9 @@ char *coda_tool_read_text(const char *path, const char **why);
  * and returns 1. */
 int coda_tool_prepare_corpus(coda_context ctx, const char *cmd, const coda_data_options *d,
                              const char *out_dir, char *data_dir, size_t cap, uint32_t *vocab);
-/* The progress line of the preparation (coda_data_options.progress). */
+/* The preparation's progress (coda_data_options.progress): with user NULL
+ * a line on stdout; coda_tool_prepare_corpus passes its own user, and
+ * then, where stderr is a terminal, a bar there (progress.h) instead. */
 void coda_tool_prep_progress(uint64_t bytes, uint64_t tokens, void *user);
 
 /* --param NAME=VALUE[,NAME=VALUE...]: program parameter values

@@ -9,6 +9,7 @@
 #include "base/options.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,11 +114,27 @@ static coda_status check_shard_tokens(coda_context ctx, const char *shard, uint3
   return s;
 }
 
+/* coda_eval_options before progress and user. */
+typedef struct eval_options_layout1 {
+  size_t struct_size;
+  const char *checkpoint;
+  const char *shard;
+  int batch;
+  int seq;
+  int64_t max_windows;
+  coda_train_engine engine;
+} eval_options_layout1;
+_Static_assert(offsetof(eval_options_layout1, engine) == offsetof(coda_eval_options, engine),
+               "layout 1 of coda_eval_options is a prefix of the current one");
+_Static_assert(sizeof(eval_options_layout1) < sizeof(coda_eval_options),
+               "each layout of coda_eval_options is larger than the one before");
+
 coda_status coda_evaluate(coda_context ctx, const coda_eval_options *opts, coda_eval_result *r) {
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
   coda_eval_options taken = coda_eval_default_options();
-  static const coda_options_layout layouts[] = {CODA_OPTIONS_LAYOUT(coda_eval_options)};
-  if (opts && coda_options_take(ctx, "coda_eval_options", opts, &taken, layouts, 1))
+  static const coda_options_layout layouts[] = {CODA_OPTIONS_LAYOUT_OLD(eval_options_layout1, engine),
+                                                CODA_OPTIONS_LAYOUT(coda_eval_options)};
+  if (opts && coda_options_take(ctx, "coda_eval_options", opts, &taken, layouts, 2))
     return CODA_ERR_INVALID_ARGUMENT;
   const coda_eval_options *o = opts ? &taken : NULL;
   if (!o || !r || !o->checkpoint || !o->shard)
@@ -206,6 +223,7 @@ coda_status coda_evaluate(coda_context ctx, const coda_eval_options *opts, coda_
     if (!s) {
       sum += l * (double)nv;
       cnt += nv;
+      if (o->progress) o->progress(w0 + B < nw ? w0 + B : nw, nw, o->user);
     }
   }
   if (!s) {

@@ -1,171 +1,265 @@
-/* Loss-curve plot: lines drawn into an RGB pixel buffer and written as a
- * PNG whose zlib stream uses stored (uncompressed) deflate blocks, so no
- * compression library is needed. Axis labels: loss values at the grid
- * lines, step numbers at the start, middle and end of the x axis. */
+/* The loss chart: an SVG file (text, viewable in a browser) with a title
+ * naming the run, both axes labelled (step, loss) with tick values at
+ * round numbers, grid lines, the training loss as a line, the validation
+ * loss as a line with a marker per point, and a legend. A NaN or infinite
+ * point is skipped and breaks its line. coda_plot_loss_csv draws the same
+ * chart from a loss.csv (the trainer's log). */
 #include "train/train.h"
 #include "io/io.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct { unsigned char *px; int w, h; } canvas;
+typedef struct text_buf {
+  char *p;
+  size_t n, cap;
+  int oom;
+} text_buf;
 
-static void dot(canvas *c, int x, int y, const unsigned char rgb[3]) {
-  if (x < 0 || y < 0 || x >= c->w || y >= c->h) return;
-  memcpy(c->px + ((size_t)y * c->w + x) * 3, rgb, 3);
-}
-
-static void line(canvas *c, int x0, int y0, int x1, int y1, const unsigned char rgb[3], int thick) {
-  int dx = abs(x1 - x0), dy = -abs(y1 - y0), sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1;
-  int err = dx + dy;
+static void put(text_buf *b, const char *fmt, ...) {
+  if (b->oom) return;
   for (;;) {
-    for (int a = 0; a < thick; a++)
-      for (int b = 0; b < thick; b++) dot(c, x0 + a, y0 + b, rgb);
-    if (x0 == x1 && y0 == y1) break;
-    int e2 = 2 * err;
-    if (e2 >= dy) { err += dy; x0 += sx; }
-    if (e2 <= dx) { err += dx; y0 += sy; }
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
+    va_end(ap);
+    if (k < 0) { b->oom = 1; return; }
+    if (b->p && b->n + (size_t)k < b->cap) { b->n += (size_t)k; return; }
+    size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)k + 1;
+    char *p = realloc(b->p, cap);
+    if (!p) { b->oom = 1; return; }
+    b->p = p;
+    b->cap = cap;
   }
 }
 
-/* 3x5 pixel digits (and '.'), one row per 3 bits, top row first, drawn
- * at scale 2 for the axis labels. */
-static const unsigned char glyph[11][5] = {
-    {7, 5, 5, 5, 7}, {2, 6, 2, 2, 7}, {7, 1, 7, 4, 7}, {7, 1, 7, 1, 7}, {5, 5, 7, 1, 1},
-    {7, 4, 7, 1, 7}, {7, 4, 7, 5, 7}, {7, 1, 1, 1, 1}, {7, 5, 7, 5, 7}, {7, 5, 7, 1, 7},
-    {0, 0, 0, 0, 2}};
-
-/* Draws text of digits and '.' with its top-left corner at (x, y). */
-static void text(canvas *c, int x, int y, const char *s, const unsigned char rgb[3]) {
-  for (; *s; s++, x += 8) {
-    int g = *s == '.' ? 10 : (*s >= '0' && *s <= '9') ? *s - '0' : -1;
-    if (g < 0) continue;
-    for (int r = 0; r < 5; r++)
-      for (int b = 0; b < 3; b++)
-        if (glyph[g][r] >> (2 - b) & 1)
-          for (int dy = 0; dy < 2; dy++)
-            for (int dx = 0; dx < 2; dx++) dot(c, x + 2 * b + dx, y + 2 * r + dy, rgb);
+/* s as XML character data: markup characters escaped, control bytes and
+ * bytes that are not well-formed UTF-8 as '?'. */
+static void put_escaped(text_buf *b, const char *s) {
+  const unsigned char *u = (const unsigned char *)s;
+  for (size_t i = 0; u[i];) {
+    const unsigned c = u[i];
+    if (c == '&') put(b, "&amp;");
+    else if (c == '<') put(b, "&lt;");
+    else if (c == '>') put(b, "&gt;");
+    else if (c == '"') put(b, "&quot;");
+    else if (c < 0x20 || c == 0x7f) put(b, "?");
+    else if (c < 0x80) put(b, "%c", (int)c);
+    else {
+      size_t k = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+      for (size_t j = 1; j < k; j++)
+        if ((u[i + j] & 0xC0) != 0x80) k = 0;
+      if (!k) put(b, "?");
+      else put(b, "%.*s", (int)k, (const char *)u + i);
+      i += k ? k : 1;
+      continue;
+    }
+    i++;
   }
 }
 
-static void be32(unsigned char *p, uint32_t v) {
-  p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16);
-  p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v;
+/* Ticks at round numbers (1, 2 or 5 times a power of ten) covering
+ * [lo, hi]: the axis becomes [first tick, last tick]. */
+typedef struct axis {
+  double lo, hi, step;
+  int decimals;
+} axis;
+
+static axis make_axis(double lo, double hi) {
+  if (!isfinite(lo) || !isfinite(hi)) { lo = 0; hi = 1; }
+  if (!(hi > lo)) { lo -= 0.5; hi += 0.5; }
+  const double raw = (hi - lo) / 6, mag = pow(10, floor(log10(raw))), f = raw / mag;
+  axis a;
+  a.step = (f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10) * mag;
+  a.lo = floor(lo / a.step) * a.step;
+  a.hi = ceil(hi / a.step) * a.step;
+  const int d = -(int)floor(log10(a.step) + 1e-9);
+  a.decimals = d > 0 ? d : 0;
+  return a;
 }
 
-/* Appends a PNG chunk (length, type, data, CRC of type+data). */
-static unsigned char *chunk(unsigned char *o, const char *type, const unsigned char *d, size_t n) {
-  be32(o, (uint32_t)n);
-  memcpy(o + 4, type, 4);
-  if (n) memcpy(o + 8, d, n);
-  be32(o + 8 + n, coda_crc32(0, o + 4, n + 4));
-  return o + 12 + n;
-}
+static int ticks(const axis *a) { return (int)lround((a->hi - a->lo) / a->step); }
 
-coda_status coda_plot_png(coda_context ctx, const char *path, int w, int h, const double *x1,
-                          const double *y1, int n1, const double *x2, const double *y2, int n2) {
-  if (w < 64 || h < 64 || w > 4096 || h > 4096)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "plot size %dx%d outside 64..4096", w, h);
-  canvas c = {calloc((size_t)w * h, 3), w, h};
-  if (!c.px) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
-  memset(c.px, 255, (size_t)w * h * 3);
+coda_status coda_plot_loss_svg(coda_context ctx, const char *path, const char *title, int w, int h,
+                               const double *x1, const double *y1, int n1,
+                               const double *x2, const double *y2, int n2) {
+  if (w < 200 || h < 150 || w > 8192 || h > 8192)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "chart size %dx%d outside 200x150..8192x8192", w, h);
+  if (n1 < 0 || n2 < 0 || (n1 && (!x1 || !y1)) || (n2 && (!x2 || !y2)))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "chart: a series without its points");
   double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
   for (int s = 0; s < 2; s++) {
     const double *xs = s ? x2 : x1, *ys = s ? y2 : y1;
-    int n = s ? n2 : n1;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < (s ? n2 : n1); i++)
       if (isfinite(xs[i]) && isfinite(ys[i])) {
         xmin = fmin(xmin, xs[i]); xmax = fmax(xmax, xs[i]);
         ymin = fmin(ymin, ys[i]); ymax = fmax(ymax, ys[i]);
       }
   }
-  if (!(xmax > xmin)) { xmin = isfinite(xmin) ? xmin - 1 : 0; xmax = xmin + 2; }
-  if (!(ymax > ymin)) { ymin = isfinite(ymin) ? ymin - 1 : 0; ymax = ymin + 2; }
-  ymin = floor(ymin * 2) / 2; ymax = ceil(ymax * 2) / 2; /* grid every 0.5 nats */
-  const int L = 56, R = w - 20, T = 20, B = h - 30;
-  const unsigned char black[3] = {0, 0, 0}, grid[3] = {225, 225, 225},
-                      blue[3] = {31, 90, 200}, red[3] = {215, 60, 40};
-  const double ystep = ymax - ymin > 8 ? 1.0 : 0.5;
-  for (double g = ymin; g <= ymax + 1e-9; g += ystep) {
-    int y = B - (int)lround((g - ymin) / (ymax - ymin) * (B - T));
-    line(&c, L, y, R, y, grid, 1);
-    line(&c, L - 6, y, L, y, black, 1);
-    char lab[16];
-    snprintf(lab, sizeof lab, "%.1f", g);
-    text(&c, L - 8 - 8 * (int)strlen(lab), y - 5, lab, black);
+  const axis ax = make_axis(xmin, xmax), ay = make_axis(ymin, ymax);
+  /* the plot area */
+  const double L = 72, R = w - 24, T = 48, B = h - 56;
+#define PX(v) (L + ((v) - ax.lo) / (ax.hi - ax.lo) * (R - L))
+#define PY(v) (B - ((v) - ay.lo) / (ay.hi - ay.lo) * (B - T))
+  text_buf b = {0};
+  put(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+  put(&b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+          "font-family=\"sans-serif\" font-size=\"12\">\n", w, h, w, h);
+  put(&b, "<title>");
+  put_escaped(&b, title ? title : "loss");
+  put(&b, "</title>\n<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", w, h);
+  put(&b, "<text id=\"title\" x=\"%.1f\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">", w / 2.0);
+  put_escaped(&b, title ? title : "loss");
+  put(&b, "</text>\n");
+  /* grid, ticks and tick values */
+  put(&b, "<g id=\"grid\" stroke=\"#e4e4e4\" stroke-width=\"1\">\n");
+  for (int k = 0; k <= ticks(&ay); k++)
+    put(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", L, PY(ay.lo + k * ay.step), R,
+        PY(ay.lo + k * ay.step));
+  for (int k = 0; k <= ticks(&ax); k++)
+    put(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", PX(ax.lo + k * ax.step), T,
+        PX(ax.lo + k * ax.step), B);
+  put(&b, "</g>\n<g id=\"x-axis\" stroke=\"black\">\n");
+  put(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", L, B, R, B);
+  for (int k = 0; k <= ticks(&ax); k++) {
+    const double v = ax.lo + k * ax.step, x = PX(v);
+    put(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", x, B, x, B + 5);
+    put(&b, "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" stroke=\"none\">%.*f</text>\n",
+        x, B + 18, ax.decimals, v);
   }
-  for (int k = 0; k <= 10; k++) {
-    int x = L + (R - L) * k / 10;
-    line(&c, x, B, x, B + 6, black, 1);
-    if (k % 5 == 0) { /* step numbers at the start, middle and end */
-      char lab[24];
-      snprintf(lab, sizeof lab, "%.0f", xmin + (xmax - xmin) * k / 10.0);
-      int tw = 8 * (int)strlen(lab);
-      text(&c, k == 10 ? x - tw + 2 : k == 5 ? x - tw / 2 : x, B + 10, lab, black);
-    }
+  put(&b, "<text id=\"x-label\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" stroke=\"none\" "
+          "font-size=\"14\">step</text>\n</g>\n", (L + R) / 2, B + 40);
+  put(&b, "<g id=\"y-axis\" stroke=\"black\">\n");
+  put(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", L, T, L, B);
+  for (int k = 0; k <= ticks(&ay); k++) {
+    const double v = ay.lo + k * ay.step, y = PY(v);
+    put(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", L - 5, y, L, y);
+    put(&b, "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" stroke=\"none\">%.*f</text>\n",
+        L - 8, y + 4, ay.decimals, v);
   }
-  line(&c, L, T, L, B, black, 1);
-  line(&c, L, B, R, B, black, 1);
+  put(&b, "<text id=\"y-label\" x=\"18\" y=\"%.1f\" text-anchor=\"middle\" stroke=\"none\" font-size=\"14\" "
+          "transform=\"rotate(-90 18 %.1f)\">loss</text>\n</g>\n", (T + B) / 2, (T + B) / 2);
+  /* the series: a polyline per run of finite points (round caps draw a
+   * lone point as a dot); validation points also get a marker */
+  static const char *const name[2] = {"train", "validation"}, *const color[2] = {"#1f5ac8", "#d73c28"};
   for (int s = 0; s < 2; s++) {
     const double *xs = s ? x2 : x1, *ys = s ? y2 : y1;
-    int n = s ? n2 : n1, have = 0, px = 0, py = 0;
+    const int n = s ? n2 : n1;
+    put(&b, "<g id=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\" stroke-linejoin=\"round\" "
+            "stroke-linecap=\"round\">\n", name[s], color[s]);
+    int open = 0;
     for (int i = 0; i < n; i++) {
-      if (!isfinite(xs[i]) || !isfinite(ys[i])) { have = 0; continue; }
-      int X = L + (int)lround((xs[i] - xmin) / (xmax - xmin) * (R - L));
-      int Y = B - (int)lround((ys[i] - ymin) / (ymax - ymin) * (B - T));
-      if (have) line(&c, px, py, X, Y, s ? red : blue, 2);
-      else dot(&c, X, Y, s ? red : blue);
-      px = X; py = Y; have = 1;
+      if (!isfinite(xs[i]) || !isfinite(ys[i])) {
+        if (open) put(&b, "\"/>\n");
+        open = 0;
+        continue;
+      }
+      put(&b, open ? " %.1f,%.1f" : "<polyline points=\"%.1f,%.1f", PX(xs[i]), PY(ys[i]));
+      open = 1;
     }
+    if (open) put(&b, "\"/>\n");
+    if (s == 1)
+      for (int i = 0; i < n; i++)
+        if (isfinite(xs[i]) && isfinite(ys[i]))
+          put(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", PX(xs[i]), PY(ys[i]), color[s]);
+    put(&b, "</g>\n");
   }
-  /* Raw scanlines (filter byte 0), then zlib with stored blocks. */
-  size_t raw_n = (size_t)h * (1 + (size_t)w * 3);
-  unsigned char *raw = malloc(raw_n);
-  size_t nblk = raw_n / 65535 + 1;
-  size_t z_n = 2 + raw_n + nblk * 5 + 4;
-  unsigned char *z = malloc(z_n);
-  unsigned char *png = malloc(8 + 25 + 12 + z_n + 12);
-  coda_status st = CODA_OK;
-  if (!raw || !z || !png) {
-    st = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
-    goto out;
+  /* the legend, top right inside the plot area */
+  const double lx = R - 130, ly = T + 8;
+  put(&b, "<g id=\"legend\">\n<rect x=\"%.1f\" y=\"%.1f\" width=\"122\" height=\"46\" fill=\"white\" "
+          "stroke=\"#888888\"/>\n", lx, ly);
+  for (int s = 0; s < 2; s++) {
+    const double y = ly + 15 + 18 * s;
+    put(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"/>\n",
+        lx + 8, y, lx + 32, y, color[s]);
+    put(&b, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", lx + 40, y + 4, name[s]);
   }
-  for (int y = 0; y < h; y++) {
-    raw[(size_t)y * (1 + (size_t)w * 3)] = 0;
-    memcpy(raw + (size_t)y * (1 + (size_t)w * 3) + 1, c.px + (size_t)y * w * 3, (size_t)w * 3);
+  put(&b, "</g>\n</svg>\n");
+#undef PX
+#undef PY
+  if (b.oom) {
+    free(b.p);
+    return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "chart: out of memory");
   }
-  size_t zo = 0;
-  z[zo++] = 0x78; z[zo++] = 0x01;
-  uint32_t a = 1, b = 0;
-  for (size_t i = 0; i < raw_n; i++) { a = (a + raw[i]) % 65521; b = (b + a) % 65521; }
-  for (size_t off = 0; off < raw_n || off == 0;) {
-    size_t n = raw_n - off > 65535 ? 65535 : raw_n - off;
-    z[zo++] = off + n == raw_n ? 1 : 0;
-    z[zo++] = (unsigned char)n; z[zo++] = (unsigned char)(n >> 8);
-    z[zo++] = (unsigned char)~n; z[zo++] = (unsigned char)(~n >> 8);
-    memcpy(z + zo, raw + off, n);
-    zo += n;
-    off += n;
-    if (n == 0) break;
+  const void *parts[1] = {b.p};
+  const size_t sizes[1] = {b.n};
+  coda_status st = coda_write_atomic(ctx, path, parts, sizes, 1);
+  free(b.p);
+  return st;
+}
+
+/* The index of column `name` in a CSV header line (up to its '\n'), or -1. */
+static int column_of(const char *hdr, size_t n, const char *name) {
+  const size_t k = strlen(name);
+  int col = 0;
+  for (size_t i = 0; i <= n; col++) {
+    size_t j = i;
+    while (j < n && hdr[j] != ',') j++;
+    if (j - i == k && !memcmp(hdr + i, name, k)) return col;
+    i = j + 1;
   }
-  be32(z + zo, (b << 16) | a);
-  zo += 4;
-  unsigned char ihdr[13];
-  be32(ihdr, (uint32_t)w); be32(ihdr + 4, (uint32_t)h);
-  ihdr[8] = 8; ihdr[9] = 2; ihdr[10] = 0; ihdr[11] = 0; ihdr[12] = 0;
-  unsigned char *o = png;
-  memcpy(o, "\x89PNG\r\n\x1a\n", 8);
-  o += 8;
-  o = chunk(o, "IHDR", ihdr, 13);
-  o = chunk(o, "IDAT", z, zo);
-  o = chunk(o, "IEND", NULL, 0);
-  {
-    const void *parts[1] = {png};
-    size_t sizes[1] = {(size_t)(o - png)};
-    st = coda_write_atomic(ctx, path, parts, sizes, 1);
+  return -1;
+}
+
+coda_status coda_plot_loss_csv(coda_context ctx, const char *csv, const char *svg, const char *title) {
+  unsigned char *buf = NULL;
+  size_t n = 0;
+  coda_status st = coda_read_file_max(ctx, csv, (uint64_t)1 << 30, &buf, &n);
+  if (st) return st;
+  const char *t = (const char *)buf;
+  const char *nl = memchr(t, '\n', n);
+  const size_t hl = nl ? (size_t)(nl - t) : n;
+  const int cs = column_of(t, hl, "step"), cl = column_of(t, hl, "loss"), cv = column_of(t, hl, "val_loss");
+  if (cs < 0 || cl < 0) {
+    free(buf);
+    return coda_fail(ctx, CODA_ERR_PARSE, "%s: the header names no step and loss columns", csv);
   }
-out:
-  free(raw); free(z); free(png); free(c.px);
+  size_t rows = 0;
+  for (size_t i = 0; i < n; i++) rows += t[i] == '\n';
+  double *v = malloc((rows + 1) * 4 * sizeof *v);
+  if (!v) {
+    free(buf);
+    return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "%s: out of memory", csv);
+  }
+  double *x1 = v, *y1 = v + rows + 1, *x2 = v + 2 * (rows + 1), *y2 = v + 3 * (rows + 1);
+  int n1 = 0, n2 = 0;
+  size_t line = 1;
+  for (size_t i = nl ? hl + 1 : n; i < n; line++) {
+    const char *e = memchr(t + i, '\n', n - i);
+    const size_t end = e ? (size_t)(e - t) : n;
+    double step = NAN, loss = NAN, val = NAN;
+    int col = 0;
+    for (size_t p = i; p <= end && p < n + 1; col++) {
+      size_t q = p;
+      while (q < end && t[q] != ',') q++;
+      char cell[64];
+      const size_t k = q - p < sizeof cell - 1 ? q - p : sizeof cell - 1;
+      memcpy(cell, t + p, k);
+      cell[k] = '\0';
+      char *stop;
+      const double d = strtod(cell, &stop);
+      const int ok = k > 0 && *stop == '\0';
+      if (col == cs) step = ok ? d : NAN;
+      if (col == cl) loss = ok ? d : NAN;
+      if (col == cv) val = ok ? d : NAN;
+      p = q + 1;
+    }
+    if (end > i) { /* blank lines are skipped */
+      if (!isfinite(step)) {
+        free(v);
+        free(buf);
+        return coda_fail(ctx, CODA_ERR_PARSE, "%s:%zu: no step number", csv, line + 1);
+      }
+      x1[n1] = step; y1[n1++] = loss;
+      if (!isnan(val)) { x2[n2] = step; y2[n2++] = val; }
+    }
+    i = end + 1;
+  }
+  st = coda_plot_loss_svg(ctx, svg, title, 720, 440, x1, y1, n1, x2, y2, n2);
+  free(v);
+  free(buf);
   return st;
 }

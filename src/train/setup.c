@@ -96,9 +96,9 @@ coda_status coda_train_setup_data(coda_train_run *r) {
   r->trp = join(r->data_dir, "train.tok");
   r->vap = join(r->data_dir, "val.tok");
   r->ckpt = join(o->out_dir, "checkpoint.safetensors");
-  r->png = join(o->out_dir, "loss.png");
+  r->svg = join(o->out_dir, "loss.svg");
   r->csv = join(o->out_dir, "loss.csv");
-  if (!r->trp || !r->vap || !r->ckpt || !r->png || !r->csv)
+  if (!r->trp || !r->vap || !r->ckpt || !r->svg || !r->csv)
     return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   if (r->lead && (!file_exists(r->trp) || !file_exists(r->vap))) s = prepare_shards(r);
   if (r->dp) { /* the other ranks wait for the lead's shards */

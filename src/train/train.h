@@ -16,11 +16,18 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Draws a line plot of up to two series (NaN skips a point) into an RGB
- * PNG of w x h pixels. */
-coda_status coda_plot_png(coda_context ctx, const char *path, int w, int h,
-                          const double *x1, const double *y1, int n1,
-                          const double *x2, const double *y2, int n2);
+/* Writes the loss chart as an SVG of w x h pixels: the title, the axes
+ * (step, loss) with tick values, the training series (x1, y1) and the
+ * validation series (x2, y2; n2 may be 0) as lines (a NaN point is
+ * skipped and breaks its line), and a legend. */
+coda_status coda_plot_loss_svg(coda_context ctx, const char *path, const char *title,
+                               int w, int h, const double *x1, const double *y1, int n1,
+                               const double *x2, const double *y2, int n2);
+/* The same chart (720 x 440) from a loss log: a CSV whose header names
+ * step, loss and optionally val_loss (the trainer's loss.csv; "nan" where
+ * a step had no validation). */
+coda_status coda_plot_loss_csv(coda_context ctx, const char *csv, const char *svg,
+                               const char *title);
 
 /* ------------------------------------------------------ options (options.c) */
 
@@ -66,7 +73,7 @@ typedef struct coda_train_run {
   coda_comm comm;        /* NULL: one process */
   int N, lead, dp, sharded, gpu;
   double t_enter;        /* when coda_train was called */
-  char *data_dir, *trp, *vap, *ckpt, *png, *csv;
+  char *data_dir, *trp, *vap, *ckpt, *svg, *csv;
   coda_shard_view trv, vav; /* mapped (uint32 shards) or read */
   coda_engine engine;
   coda_model *model;

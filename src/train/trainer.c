@@ -32,6 +32,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -150,6 +151,8 @@ static coda_status evaluate(coda_context ctx, const coda_train_options *o, coda_
     if (s) return s;
     acc[0] += l * (double)nv;
     acc[1] += (double)nv;
+    if (o->validation_progress && !o->quiet && coda_comm_rank(comm) == 0)
+      o->validation_progress(i + 1, nb, o->user);
   }
   if (coda_comm_size(comm) > 1) {
     coda_status s = coda_comm_sum_host(ctx, comm, acc, 3);
@@ -532,11 +535,14 @@ static coda_status end_run(coda_train_run *r) {
       return coda_fail(ctx, CODA_ERR_IO, "%s: write failed on close: %s", r->csv,
                        errno ? strerror(errno) : "i/o error");
   }
-  int png_written = r->nh + r->nvh > 0;
+  int chart_written = r->nh + r->nvh > 0;
   if (r->lead && r->nh + r->nvh > 0) {
-    coda_status ps = coda_plot_png(ctx, r->png, 640, 400, r->hx, r->hy, r->nh, r->vx, r->vy, r->nvh);
+    char title[512];
+    snprintf(title, sizeof title, "%s: training and validation loss", o->out_dir);
+    coda_status ps = coda_plot_loss_svg(ctx, r->svg, title, 720, 440, r->hx, r->hy, r->nh, r->vx,
+                                        r->vy, r->nvh);
     if (ps) {
-      png_written = 0;
+      chart_written = 0;
       char msg[CODA_ERRMSG_LEN + 32];
       snprintf(msg, sizeof msg, "loss plot not written: %s", coda_last_error(ctx));
       coda_train_progress p = coda_train_progress_init(CODA_TRAIN_EVENT_WARNING, o);
@@ -570,7 +576,7 @@ static coda_status end_run(coda_train_run *r) {
   p.host_bytes = (size_t)(rss_mib() * 1024.0 * 1024.0);
   p.checkpoint = sum->checkpoint[0] ? sum->checkpoint : NULL;
   p.summary = sum;
-  p.loss_curve = png_written ? r->png : NULL;
+  p.loss_curve = chart_written ? r->svg : NULL;
   coda_train_report(o, r->lead, &p);
   return CODA_OK;
 }
@@ -584,7 +590,7 @@ static void free_run(coda_train_run *r) {
   coda_shard_close(&r->trv); coda_shard_close(&r->vav);
   free(r->mom); free(r->vel); free(r->in); free(r->tg); free(r->gin); free(r->gtg);
   free(r->hx); free(r->hy); free(r->vx); free(r->vy);
-  free(r->data_dir); free(r->trp); free(r->vap); free(r->ckpt); free(r->png); free(r->csv);
+  free(r->data_dir); free(r->trp); free(r->vap); free(r->ckpt); free(r->svg); free(r->csv);
 }
 
 /* The steps of this call, from the first validation to a stop or the
@@ -615,8 +621,11 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   r->sum = sum;
   r->t_enter = coda_train_now();
   r->o = coda_train_default_options();
-  static const coda_options_layout layouts[] = {CODA_OPTIONS_LAYOUT(coda_train_options)};
-  if (coda_options_take(ctx, "coda_train_options", opts, &r->o, layouts, 1))
+  /* layout 1: up to keep_logits (validation_progress came after) */
+  static const coda_options_layout layouts[] = {
+      {offsetof(coda_train_options, validation_progress), offsetof(coda_train_options, keep_logits) + sizeof(int)},
+      CODA_OPTIONS_LAYOUT(coda_train_options)};
+  if (coda_options_take(ctx, "coda_train_options", opts, &r->o, layouts, 2))
     return CODA_ERR_INVALID_ARGUMENT;
   /* data parallel: N ranks, rank 0 (the lead) prints, logs and saves */
   r->comm = r->o.comm && coda_comm_size(r->o.comm) > 1 ? r->o.comm : NULL;

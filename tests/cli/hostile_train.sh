@@ -87,13 +87,13 @@ if [ -w /dev/full ]; then
   # shellcheck disable=SC2086
   expect "loss.csv: write failed" -- train $small --data good/data --out r4 --steps 3
 fi
-mkdir -p r4b/loss.png
+mkdir -p r4b/loss.svg
 # shellcheck disable=SC2086
 "$coda" train $small --data good/data --out r4b --steps 2 >out.txt 2>err.txt
 cases=$((cases + 1))
 if grep -q "loss plot not written" err.txt && grep -q "loss curve (not written)" out.txt &&
-   ! grep -q "loss curve r4b/loss.png" out.txt; then ok "unwritten loss.png not claimed"
-else fail "summary claims an unwritten loss.png"; cat out.txt; fi
+   ! grep -q "loss curve r4b/loss.svg" out.txt; then ok "unwritten loss.svg not claimed"
+else fail "summary claims an unwritten loss.svg"; cat out.txt; fi
 
 # 5. explicit model flags that contradict the checkpoint; an interrupted
 # quiet run exits nonzero and says so
@@ -210,7 +210,7 @@ else
 fi
 
 # 20. every file and directory a run creates is 0666 / 0777 less the umask:
-# the checkpoint, the token shards and their stamp, loss.csv, loss.png, and
+# the checkpoint, the token shards and their stamp, loss.csv, loss.svg, and
 # the Hugging Face export and import
 for u in 022 077; do
   # shellcheck disable=SC2086
@@ -226,7 +226,7 @@ for u in 022 077; do
   bad=$(find m$u s$u h$u i$u \( -type f ! -perm "$fm" \) -o \( -type d ! -perm "$dm" \) | tr '\n' ' ')
   missing=""
   for f in m$u/checkpoint.safetensors m$u/data/train.tok m$u/data/val.tok m$u/loss.csv \
-           m$u/loss.png s$u/data/source.txt s$u/checkpoint.safetensors h$u/config.json \
+           m$u/loss.svg s$u/data/source.txt s$u/checkpoint.safetensors h$u/config.json \
            h$u/model.safetensors i$u/checkpoint.safetensors; do
     [ -f "$f" ] || missing="$missing $f"
   done
