@@ -176,10 +176,11 @@ static char *expand(const uint8_t *src, size_t len, size_t *n) {
   return out;
 }
 
-/* The whole of a regular file, or NULL (not one, or unreadable). */
+/* The whole of a regular file, or NULL (not one, unreadable, or above the
+ * 1 GiB the library reads to compare tokenizers). */
 static unsigned char *slurp(const char *path, size_t *n) {
   struct stat sb;
-  if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return NULL;
+  if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > (1 << 30)) return NULL;
   FILE *f = fopen(path, "rb");
   if (!f) return NULL;
   unsigned char *b = malloc((size_t)sb.st_size + 1);
