@@ -3,12 +3,13 @@
 # included; every resume must end in the checkpoint of an uninterrupted run,
 # byte for byte. From the repository root, on a machine with an sm_90 GPU:
 #
-#   tests/gpu/train_kill_gpu.sh PACK_DIR [KILLS]
+#   tests/gpu/train_kill_gpu.sh PACK_DIR [KILLS [BUDGET_S]]
 #
 # PACK_DIR holds the coda binary of a CUDA build (PACK_DIR/coda; the gpu/
 # folder of tests/gpu/pack_all.sh's archive, or a build directory) and, if
 # present, the kernel cache PACK_DIR/cache (exported as CODA_CACHE_DIR
-# unless already set). KILLS (default 20) is how many runs are killed.
+# unless already set). KILLS (default 20) is how many runs are killed;
+# BUDGET_S (default $BUDGET, else 480) the seconds for everything.
 #
 #  1. The corpus: the repository's Markdown, prepared once into byte-token
 #     shards.
@@ -30,8 +31,9 @@
 #               check the script itself on a machine without a GPU
 #   SHAPE       small (default: 2 layers, d 256, 4/2 heads, ffn 512, seq
 #               128, batch 8) | d512 (--config d512, batch 8) | 1b
-#               (--config 1b, batch 1, seq 2048: saves of 13 GB; use a few
-#               kills and a larger BUDGET)
+#               (--config 1b, batch 1, seq 2048: saves of 13 GB; STEPS 30,
+#               SAVE_EVERY 10 and RUN_TIMEOUT 400 unless given; use a few
+#               kills, e.g. SHAPE=1b ... PACK_DIR 4 590)
 #   TRAIN_ARGS  model and batch flags instead of SHAPE's
 #   STEPS       steps of the run (default 300); SAVE_EVERY (default 11)
 #   BUDGET      seconds for everything (default 480): when it runs out, the
@@ -48,13 +50,17 @@
 # or set-up error.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
-P=${1:?usage: tests/gpu/train_kill_gpu.sh PACK_DIR [KILLS]}
+P=${1:?usage: tests/gpu/train_kill_gpu.sh PACK_DIR [KILLS [BUDGET_S]]}
 KILLS=${2:-20}
+BUDGET=${3:-${BUDGET:-480}}
 DEVICE=${DEVICE:-gpu}
 SHAPE=${SHAPE:-small}
+# the 1.1 B shape saves 13 GB (15-19 s a save): fewer steps and saves
+if [ "$SHAPE" = 1b ]; then
+  STEPS=${STEPS:-30} SAVE_EVERY=${SAVE_EVERY:-10} RUN_TIMEOUT=${RUN_TIMEOUT:-400}
+fi
 STEPS=${STEPS:-300}
 SAVE_EVERY=${SAVE_EVERY:-11}
-BUDGET=${BUDGET:-480}
 RUN_TIMEOUT=${RUN_TIMEOUT:-240}
 KILL_SEED=${KILL_SEED:-$(($(date +%s) % 32768))}
 CODA=$P/coda
