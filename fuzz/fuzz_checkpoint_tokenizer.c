@@ -15,7 +15,8 @@
  *   - up to 4 entries beside the checkpoint, separated by "|#|", each a
  *     kind byte, a name up to the first '\n' and the contents after it.
  *     The kind's low 2 bits: 0 a regular file, 1 a directory, 2 a
- *     symbolic link to a regular file holding the contents, 3 a dangling
+ *     symbolic link to a regular file holding the contents (in a directory
+ *     beside the checkpoint's, so that no other name reaches it), 3 a dangling
  *     symbolic link. Names that are not plain names (empty, ".", "..",
  *     holding '/', longer than 100 bytes) are not created.
  *
@@ -45,7 +46,9 @@
 #define MAX_NAME 100
 
 static coda_context ctx;
-static char dir[4096], ckpt[4200];
+/* dir holds the checkpoint and the entries; links point into tdir, beside
+ * it, so that no name in dir reaches a link's target but through the link */
+static char top[4096], dir[4200], tdir[4200], ckpt[4300];
 
 typedef struct beside {
   char name[MAX_NAME + 1];
@@ -78,7 +81,7 @@ static void clear(void) {
     } else {
       unlink(p);
     }
-    snprintf(q, sizeof q, "%s/.target%d", dir, i);
+    snprintf(q, sizeof q, "%s/target%d", tdir, i);
     unlink(q);
   }
   nent = 0;
@@ -88,6 +91,8 @@ static void clear(void) {
 static void at_exit(void) {
   clear();
   rmdir(dir);
+  rmdir(tdir);
+  rmdir(top);
 }
 
 static void add_beside(const uint8_t *d, size_t n) {
@@ -99,7 +104,7 @@ static void add_beside(const uint8_t *d, size_t n) {
   beside *e = &ent[nent];
   memcpy(e->name, d + 1, nlen);
   e->name[nlen] = '\0';
-  if (!plain_name(e->name) || !strcmp(e->name, "ck.safetensors") || !strncmp(e->name, ".target", 7))
+  if (!plain_name(e->name) || !strcmp(e->name, "ck.safetensors"))
     return;
   for (int i = 0; i < nent; i++)
     if (!strcmp(ent[i].name, e->name)) return; /* the first of a name only */
@@ -116,7 +121,7 @@ static void add_beside(const uint8_t *d, size_t n) {
     snprintf(q, sizeof q, "%s/inner", p);
     put_file(q, e->bytes, e->n);
   } else {
-    snprintf(t, sizeof t, "%s/.target%d", dir, nent);
+    snprintf(t, sizeof t, "%s/target%d", tdir, nent);
     if (kind == 2) put_file(t, e->bytes, e->n);
     if (symlink(t, p) != 0) fail("symlink");
   }
@@ -169,8 +174,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   fuzz_name = "fuzz_checkpoint_tokenizer";
   if (coda_context_create(NULL, &ctx) != CODA_OK) fail("no context");
   const char *t = getenv("TMPDIR");
-  snprintf(dir, sizeof dir, "%s/fuzz_ckpt_tok.%ld", t && *t ? t : "/tmp", (long)getpid());
-  if (mkdir(dir, 0700) != 0) fail("cannot create the temporary directory");
+  snprintf(top, sizeof top, "%s/fuzz_ckpt_tok.%ld", t && *t ? t : "/tmp", (long)getpid());
+  snprintf(dir, sizeof dir, "%s/ck", top);
+  snprintf(tdir, sizeof tdir, "%s/targets", top);
+  if (mkdir(top, 0700) != 0 || mkdir(dir, 0700) != 0 || mkdir(tdir, 0700) != 0)
+    fail("cannot create the temporary directories");
   snprintf(ckpt, sizeof ckpt, "%s/ck.safetensors", dir);
   atexit(at_exit);
   return 0;
