@@ -1,5 +1,6 @@
 /* Shared by the model-configuration harnesses (fuzz_hf_config.c,
- * fuzz_checkpoint_config.c): a per-input private directory, a count of
+ * fuzz_checkpoint_config.c, and fuzz_checkpoint_tokenizer.c and
+ * fuzz_eval_shard.c for their helpers): a per-input private directory, a count of
  * the open file descriptors, and the invariants an accepted model
  * configuration must hold, written out here rather than taken from
  * coda_model_config_check (which is also called, as a second opinion). */

@@ -54,6 +54,13 @@
  * message must begin with the path of the file that failed (or the
  * directory's, for a directory without such files or a corpus too small).
  *
+ * No input is left out without a word: once the listing went through
+ * (whatever comes after), every regular file the reference does not read
+ * (links followed, hidden names aside) must be counted in a warning naming
+ * the first in byte order, and an accepted named llm.c split must name the
+ * shards of neither split the same way; no such warning where every file
+ * is read.
+ *
  * Every mode checks that an input leaves no file descriptor open.
  * Built with -DFUZZ_VERBOSE, the directory mode prints each outcome.
  *
@@ -535,6 +542,11 @@ typedef struct dir_expect {
   char path[4600];         /* a refusal: the path its message begins with */
   int size_only;           /* the tokens decode, but the corpus may be too small */
   int named;               /* llm.c's split as named: tr and va as they are */
+  int listed;              /* the listing went through: its warning is due */
+  size_t skipped;          /* regular files (links followed) not read, */
+  const char *skipped_first; /* the first of them in name order */
+  size_t neither;          /* named split: shards of neither split, */
+  const char *neither_first; /* the first of them */
   stream all, tr, va;      /* the stream (all) or the named split */
   uint32_t vocab;
 } dir_expect;
@@ -592,6 +604,18 @@ static void ref_dir(int fmt, dir_expect *x) {
     else expect_refusal(x, CODA_ERR_IO, NULL);
     return;
   }
+  /* every other regular file (not hidden, links followed) is named in a
+   * warning: how many, and the first in name order */
+  x->listed = 1;
+  {
+    listed every[MAX_ENTRIES];
+    const size_t ne = listing("", every);
+    for (size_t i = 0; i < ne; i++) {
+      int read = 0;
+      for (size_t j = 0; j < nf && !read; j++) read = !strcmp(files[j].name, every[i].name);
+      if (every[i].file && !read && !x->skipped++) x->skipped_first = every[i].name;
+    }
+  }
   for (size_t i = 0; i < nf; i++)
     if (is_par1(files[i].file)) {
       expect_refusal(x, CODA_ERR_NOT_SUPPORTED, files[i].name);
@@ -613,6 +637,9 @@ static void ref_dir(int fmt, dir_expect *x) {
         expect_refusal(x, CODA_ERR_INVALID_ARGUMENT, files[i].name);
         return;
       }
+    for (size_t i = 0; x->named && i < nf; i++)
+      if (!strstr(files[i].name, "train") && !strstr(files[i].name, "val") && !x->neither++)
+        x->neither_first = files[i].name;
   }
   for (size_t i = 0; i < nf; i++) {
     const entry *f = files[i].file;
@@ -667,6 +694,66 @@ static int begins_with_path(const char *msg, const char *path) {
   return !strncmp(msg, path, n) && msg[n] == ':';
 }
 
+/* No input is left out without a word: once the listing went through, the
+ * regular files not read are counted and the first named in one warning
+ * (none when every file is read); an accepted named llm.c split names the
+ * shards of neither split the same way. */
+/* The warning lines of w that begin with the input directory's path, a
+ * count and `what` ("file", "llm.c shard", plural or not) followed by " not
+ * read (first: "): how many; *line the first such line. Names hold no '/'
+ * or '\n', so a line that begins with the path is a warning's start. */
+static int warning_lines(const char *w, const char *what, const char **line) {
+  int n = 0;
+  const size_t pl = strlen(in_path), wl = strlen(what);
+  *line = NULL;
+  for (const char *l = w; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+    if (strncmp(l, in_path, pl) || strncmp(l + pl, ": ", 2)) continue;
+    const char *p = l + pl + 2;
+    if (*p < '1' || *p > '9') continue;
+    while (*p >= '0' && *p <= '9') p++;
+    if (*p++ != ' ' || strncmp(p, what, wl)) continue;
+    p += wl;
+    if (*p == 's') p++;
+    if (strncmp(p, " not read (first: ", 18)) continue;
+    if (!n++) *line = l;
+  }
+  return n;
+}
+
+/* No input is left out without a word: once the listing went through, the
+ * regular files not read are counted and the first named in one warning
+ * (none when every file is read); an accepted named llm.c split names the
+ * shards of neither split the same way. */
+static void check_warnings(const dir_expect *x, coda_status s) {
+  const char *w = coda_warnings(ctx), *line;
+  char want[4800];
+  const int files = warning_lines(w, "file", &line);
+  if (x->listed && x->skipped) {
+    snprintf(want, sizeof want, "%s: %zu file%s not read (first: %s): ", in_path, x->skipped,
+             x->skipped == 1 ? "" : "s", x->skipped_first);
+    if (files != 1 || strncmp(line, want, strlen(want))) {
+      fprintf(stderr, "warnings: '%s'\nexpected: '%s'\n", w, want);
+      fail("files left out without the one warning that names them");
+    }
+  } else if (files) {
+    fprintf(stderr, "warnings: '%s'\n", w);
+    fail("a warning of files left out where the reference reads every file");
+  }
+  if (s != CODA_OK) return;
+  const int shards = warning_lines(w, "llm.c shard", &line);
+  if (x->named && x->neither) {
+    snprintf(want, sizeof want, "%s: %zu llm.c shard%s not read (first: %s): ", in_path,
+             x->neither, x->neither == 1 ? "" : "s", x->neither_first);
+    if (shards != 1 || strncmp(line, want, strlen(want))) {
+      fprintf(stderr, "warnings: '%s'\nexpected: '%s'\n", w, want);
+      fail("shards of neither split left out without the one warning that names them");
+    }
+  } else if (shards) {
+    fprintf(stderr, "warnings: '%s'\n", w);
+    fail("a warning of shards left out where the reference reads every shard");
+  }
+}
+
 static void run_dir(const uint8_t *data, size_t size) {
   if (mkdir(in_path, 0700) != 0) fail("cannot create the input directory");
   const int fmt = size > 0 ? data[0] & 3 : 0;
@@ -689,8 +776,10 @@ static void run_dir(const uint8_t *data, size_t size) {
 #endif
   uint64_t ntr = 0, nva = 0;
   uint32_t got_vocab = 0;
+  coda_warnings_clear(ctx);
   coda_status s = coda_prepare_data(ctx, &o, out_dir, &ntr, &nva, &got_vocab);
   const char *msg = coda_last_error(ctx);
+  check_warnings(x, s);
 #ifdef FUZZ_VERBOSE
   fprintf(stderr, "status %d (reference %d%s, %s) tr %llu va %llu: %s\n", (int)s, (int)x->status,
           x->named ? ", named" : "", x->path, (unsigned long long)ntr, (unsigned long long)nva,

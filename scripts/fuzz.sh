@@ -9,14 +9,18 @@
 #   scripts/fuzz.sh [SECONDS]     (default 60; each harness runs this long)
 #
 # FUZZ_ONLY=program|safetensors|shard|json|tokenizer|hf_config|
-# checkpoint_config|jsonl|llmc|text|dir|jsonl_bpe|text_bpe|dir_bpe runs one
+# checkpoint_config|checkpoint_tokenizer|eval_shard|jsonl|llmc|text|dir|
+# jsonl_bpe|text_bpe|dir_bpe runs one
 # harness only, or those of a space-separated list (the last seven are one
 # binary, fuzz_corpus.c, run under seven names that pick the reader and
 # whether a tokenizer is used; a crash input reproduces with
 # build-fuzz/fuzz_jsonl FILE). hf_config fuzzes the Hugging Face
 # config.json reader through coda_hf_config and coda_hf_import,
-# checkpoint_config the checkpoint metadata -> model config check; both
-# link the whole library.
+# checkpoint_config the checkpoint metadata -> model config check,
+# checkpoint_tokenizer the checkpoint's tokenizer record (the file it names
+# beside the checkpoint), eval_shard coda_evaluate's checks of a shard
+# against the checkpoint (not a shard, another tokenizer, byte shards on a
+# BPE model); these four link the whole library.
 # Builds fuzz/fuzz_program.c with clang (-fsanitize=fuzzer,address,undefined)
 # directly from the sources it needs: base, api and the CPU backend (OpenMP),
 # src/lang/*.c, and the built-in programs embedded from programs/
@@ -115,13 +119,15 @@ for h in json tokenizer; do
   fuzz_run "$h" "$h" 16384
 done
 # The model-configuration readers: the HF config.json reader (src/store/
-# hf.c, with a tiny model.safetensors the harness exports) and the
-# checkpoint metadata check (src/store/checkpoint.c); they reach the model,
-# the safetensors reader and the RoPE check, so the whole library is linked.
+# hf.c, with a tiny model.safetensors the harness exports), the
+# checkpoint metadata check and the checkpoint's tokenizer record
+# (src/store/checkpoint.c), and coda_evaluate's shard checks (src/train/
+# eval.c, a tiny model scoring one window); they reach the model, the
+# safetensors reader and the RoPE check, so the whole library is linked.
 lib_built=0
-for h in hf_config checkpoint_config; do
+for h in hf_config checkpoint_config checkpoint_tokenizer eval_shard; do
   if skip "$h"; then continue; fi
-  if [ $lib_built = 0 ]; then # compiled once for both (objects named by path: two attention.c)
+  if [ $lib_built = 0 ]; then # compiled once for all four (objects named by path: two attention.c)
     rm -rf "$out/libobj"
     mkdir -p "$out/libobj"
     for f in $core "$root"/src/lang/*.c "$embed" "$root"/src/nn/*.c "$root"/src/io/*.c \

@@ -6,7 +6,11 @@
  * (the GPU attention rounds probabilities to bf16), device runs repeat bit
  * for bit, weights and moments survive the upload / download round trip,
  * a first AdamW step moves each weight by at most lr (+ its decay), and
- * the weights initialized on the device are the host's. */
+ * the weights initialized on the device are the host's. The device checks
+ * run twice: the head recomputing its logits in the backward, and keeping
+ * them (coda_model_set_keep_logits), so that the sanitizers
+ * (tests/gpu/sanitize.sh) see both heads; the last line names what ran
+ * ("coverage: ..."). */
 #include "coda_nn.h"
 #include "check.h"
 #include "base/rng.h"
@@ -163,7 +167,8 @@ static void device_init(void) {
   coda_context_destroy(g);
 }
 
-static void on_gpu(void) {
+/* keep: the device models' head keeps its logits for the backward */
+static void on_gpu(int keep) {
   coda_context_options co = coda_context_default_options();
   co.backend = CODA_BACKEND_CUDA;
   coda_context g, c;
@@ -174,6 +179,8 @@ static void on_gpu(void) {
   CHECK(coda_model_create(g, &cfg, CODA_ENGINE_PLANS, &mg2) == CODA_OK);
   CHECK(coda_model_create(c, &cfg, CODA_ENGINE_PLANS, &mc) == CODA_OK);
   if (!mg || !mg2 || !mc) goto out;
+  coda_model_set_keep_logits(mg, keep);
+  coda_model_set_keep_logits(mg2, keep);
   size_t n = coda_model_size(mc);
   uint64_t r = 0xfeedull;
   coda_model_init(mc, 3);
@@ -249,7 +256,10 @@ int main(void) {
 #ifdef CODA_HAVE_CUDA
   if (coda_cuda_available()) {
     device_init();
-    on_gpu();
+    on_gpu(0);
+    on_gpu(1);
+    printf("coverage: device init, upload / download round trips, device steps against the CPU "
+           "plan engine with the head recomputing and keeping its logits, AdamW on the device\n");
   }
   else printf("no usable GPU: device checks skipped\n");
 #endif

@@ -540,6 +540,17 @@ static coda_status prepare_files(coda_context ctx, const coda_data_options *o,
                       "%s: the name holds both \"train\" and \"val\", so the dataset's split "
                       "it belongs to is ambiguous (rename it)", files[i]);
     }
+    /* the shards of neither split are left out, with a word */
+    size_t neither = 0;
+    const char *first = NULL;
+    for (size_t i = 0; named_split && i < nfiles; i++) {
+      const char *b = strrchr(files[i], '/') + 1;
+      if (!strstr(b, "train") && !strstr(b, "val") && !neither++) first = b;
+    }
+    if (!s && neither)
+      coda_warn(ctx, "%s: %zu llm.c shard%s not read (first: %s): the directory's shards are split "
+                "by their names, and these hold neither \"train\" nor \"val\"", o->path, neither,
+                neither == 1 ? "" : "s", first);
   }
   for (size_t i = 0; i < nfiles && !s; i++) {
     if (named_split) {

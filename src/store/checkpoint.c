@@ -10,6 +10,7 @@
 #include "model/model.h"
 #include "store/store.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -156,7 +157,7 @@ static coda_status meta_u64(coda_context ctx, const coda_st_file *f, const char 
   char *end;
   errno = 0;
   unsigned long long x = strtoull(v, &end, 10);
-  if (errno || end == v || *end || *v == '-')
+  if (errno || end == v || *end || !isdigit((unsigned char)*v)) /* digits only: no sign, no space */
     return coda_fail(ctx, CODA_ERR_IO, "%s: metadata '%s' = '%s' is not an unsigned integer",
                      path, key, v);
   *out = x;
@@ -437,7 +438,8 @@ coda_status coda_checkpoint_tokenizer(coda_context ctx, const char *checkpoint, 
   if (!s) {
     errno = 0;
     unsigned long x = crc ? strtoul(crc, &end, 16) : 0;
-    if (!crc || errno || end == crc || *end || strlen(crc) != 8 || x > 0xffffffffUL)
+    if (!crc || errno || end == crc || *end || strlen(crc) != 8 || x > 0xffffffffUL ||
+        strspn(crc, "0123456789abcdefABCDEF") != 8) /* no sign, space or 0x */
       s = coda_fail(ctx, CODA_ERR_IO, "%s: metadata 'tokenizer.crc32' is missing or not 8 hex "
                     "digits", checkpoint);
     want_crc = (uint32_t)x;

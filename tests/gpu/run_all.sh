@@ -35,11 +35,17 @@
 #             prefill and decode rates at the 1.1 B shape, batch 1 and 16
 #             (generate.txt)
 #   dp        tests/gpu/train_dp_gpu.sh (needs two GPUs)
-#   sanitize  compute-sanitizer (memcheck, racecheck, synccheck) over every
-#             kernel variant of the GEMM, epilogue and attention tests at
-#             minimal shapes (tests/gpu/sanitize.sh: 14 runs, each with its
-#             budget; SANITIZE_RUNS selects a part that fits a call of 10
-#             minutes, e.g. SANITIZE_RUNS="memcheck/* synccheck/*")
+#   sanitize  compute-sanitizer (memcheck, racecheck, synccheck, initcheck)
+#             over every kernel variant of the GEMM, epilogue, attention
+#             and decode tests at minimal shapes and the trainer's device
+#             test with both heads, keep-logits included
+#             (tests/gpu/sanitize.sh: 26 runs, each with its budget;
+#             SANITIZE_RUNS selects a part that fits a call of 10 minutes,
+#             e.g. SANITIZE_RUNS="memcheck/*")
+#   kill      tests/gpu/train_kill_gpu.sh: kill -9 of coda train --device
+#             gpu at random moments, saves included, each resumed; the
+#             final checkpoint must equal an uninterrupted run's
+#             (KILL_COUNT kills, default 20; SHAPE small | d512 | 1b)
 #   python    python/tests with the pack's lib/libcoda.so.0 (pack_shared.sh):
 #             numpy and torch on the CPU backend, and the CUDA tests of the
 #             torch ops and of apply_to_llama (needs torch with CUDA and
@@ -153,9 +159,15 @@ if has dp; then
   OUT=$L timeout -k 5 300 tests/gpu/train_dp_gpu.sh "$P" > /dev/null 2>&1 || status=1
   tail -12 "$L/train-dp.log"
 fi
+if has kill; then
+  # its own budget (BUDGET, default 480 s) stops the kills early and
+  # finishes the run; the outer limit is above it
+  OUT=$L timeout -k 5 590 tests/gpu/train_kill_gpu.sh "$P" "${KILL_COUNT:-20}" > /dev/null 2>&1 || status=1
+  tail -8 "$L/train-kill.log"
+fi
 if has sanitize; then
   # SANITIZE_RUNS picks the runs (tests/gpu/sanitize.sh: the budgets of
-  # all sum to about 35 minutes; each of its four suggested parts fits one
+  # all sum to about 53 minutes; each of its seven suggested parts fits one
   # call); a run that hits its own budget is reported there as not clean
   SANITIZE_BUDGET_SCALE=${SANITIZE_BUDGET_SCALE:-1} timeout -k 5 590 tests/gpu/sanitize.sh "$P" "$P/cache" > "$L/sanitize.out" 2>&1 || status=1
   tail -20 "$L/sanitize.out"

@@ -1,10 +1,12 @@
 #!/bin/bash
-# compute-sanitizer (memcheck, racecheck, synccheck) over the GPU tests, on a
-# machine with an sm_90 GPU:
+# compute-sanitizer (memcheck, racecheck, synccheck, initcheck) over the GPU
+# tests, on a machine with an sm_90 GPU:
 #
 #   tests/gpu/sanitize.sh BUILD_DIR [CACHE_DIR]
 #
-# BUILD_DIR is a CUDA build folder (its tests/gpu/test_*_gpu are run);
+# BUILD_DIR is a CUDA build folder (its tests/gpu/test_*_gpu are run, and
+# tests/test_train_device where present: the trainer's device step, AdamW
+# and round trips, with the head recomputing and keeping its logits);
 # CACHE_DIR (exported as CODA_CACHE_DIR) holds the NVRTC kernels compiled
 # beforehand with
 #   CODA_CACHE_DIR=CACHE_DIR BUILD_DIR/tests/gpu/test_epilogue_gpu --precompile
@@ -18,18 +20,22 @@
 # head size, and --persistent: the warp-specialized variants on more tiles
 # than SMs; test_epilogue_gpu: every program, in three parts under
 # racecheck; test_decode_gpu: the decoder's kernels, its GEMV and GEMM
-# paths and replayed step graphs, with --sanitize: every case a few steps). Each (tool, test) run has a time
+# paths and replayed step graphs, with --sanitize: every case a few steps;
+# test_train_device: both heads, keep-logits included). initcheck reports
+# device memory read before it was written. Each (tool, test) run has a time
 # budget, a few times what it should need (racecheck of test_attention_gpu
 # --small, which --sanitize halves, took 189 s); SANITIZE_BUDGET_SCALE
-# multiplies every budget. The budgets sum to about 40 minutes, far above
+# multiplies every budget. The budgets sum to about 53 minutes, far above
 # what the runs take together (a few minutes: bench/results/gpu-2026-12-01e.md);
 # a hung run still ends at its budget. SANITIZE_RUNS, a list of globs over
 # "tool/label" (default "*", every run), picks runs, e.g.
-#   SANITIZE_RUNS="memcheck/* synccheck/*"               (budgets 530 s)
+#   SANITIZE_RUNS="memcheck/*"                           (budgets 440 s)
+#   SANITIZE_RUNS="synccheck/*"                          (330 s)
+#   SANITIZE_RUNS="initcheck/*"                          (440 s)
 #   SANITIZE_RUNS="racecheck/gemm racecheck/epilogue-*"  (540 s)
 #   SANITIZE_RUNS="racecheck/attention"                  (540 s)
 #   SANITIZE_RUNS="racecheck/attention-persistent"       (540 s)
-#   SANITIZE_RUNS="racecheck/decode"                     (240 s)
+#   SANITIZE_RUNS="racecheck/decode racecheck/train-device"  (360 s)
 # Each test ends with a "coverage:" line (which variants, configurations or
 # programs ran), shown per run and in the table.
 #
@@ -144,11 +150,18 @@ run() {
 
 START=$(date +%s)
 G=$T/test_gemm_gpu E=$T/test_epilogue_gpu A=$T/test_attention_gpu D=$T/test_decode_gpu
+TD=$B/tests/test_train_device
+# run_td TOOL BUDGET_S: test_train_device under TOOL, where the build has it
+run_td() {
+  if [ -x "$TD" ]; then run "$1" train-device "$2" "$TD"
+  else echo "sanitize: $TD is missing: $1/train-device not run"; fi
+}
 run memcheck gemm 60 "$G" --sanitize
 run memcheck epilogue-all 60 "$E"
 run memcheck attention 100 "$A" --sanitize
 run memcheck attention-persistent 100 "$A" --persistent
 run memcheck decode 60 "$D" --sanitize
+run_td memcheck 60
 run racecheck gemm 180 "$G" --sanitize
 run racecheck epilogue-part0 120 "$E" --part 0/3
 run racecheck epilogue-part1 120 "$E" --part 1/3
@@ -156,11 +169,19 @@ run racecheck epilogue-part2 120 "$E" --part 2/3
 run racecheck attention 540 "$A" --sanitize
 run racecheck attention-persistent 540 "$A" --persistent
 run racecheck decode 240 "$D" --sanitize
+run_td racecheck 120
 run synccheck gemm 45 "$G" --sanitize
 run synccheck epilogue-all 45 "$E"
 run synccheck attention 60 "$A" --sanitize
 run synccheck attention-persistent 60 "$A" --persistent
 run synccheck decode 60 "$D" --sanitize
+run_td synccheck 60
+run initcheck gemm 60 "$G" --sanitize
+run initcheck epilogue-all 60 "$E"
+run initcheck attention 100 "$A" --sanitize
+run initcheck attention-persistent 100 "$A" --persistent
+run initcheck decode 60 "$D" --sanitize
+run_td initcheck 60
 END=$(date +%s)
 if [ ${#ROWS[@]} -eq 0 ]; then
   STATUS=1

@@ -4,16 +4,16 @@
 #   1. every GPU test of the merged tree (tests/gpu/run_all.sh tests);
 #   2. tests/test_train_device (the trainer's device path);
 #   3. `coda bench block all --fused --tuned --floor` of the tree before the
-#      merges (0b6734a, .carry/post) and after (.carry/after), A B, each
+#      merges (0b6734a, .carry/pre: its coda, lib and kernel cache, xz) and after (.carry/after), A B, each
 #      with its own kernel cache, a second round while time is left;
 #   4. the training smoke test (tests/gpu/train_gpu_smoke.sh) with the time left.
 # Here: cmake --build build; tests/gpu/pack_shared.sh build .carry/after;
 #   git rev-parse HEAD > .carry/after/commit.txt
-# There (carry .carry/post .carry/after):
+# There (carry .carry/pre .carry/after):
 #   bash bench/results/gpu-2026-12-06b/call3/run.sh
 PACK=.carry/after . bench/results/gpu-2026-12-06b/common.sh
-rm -rf PRE; mkdir -p PRE && tar -xzf .carry/post/gpu-all.tgz -C PRE; Q=$PWD/PRE/gpu
-cat .carry/post/commit.txt > "$L/commit-before.txt"
+rm -rf PRE; mkdir -p PRE && tar -xJf .carry/pre/pre.txz -C PRE; Q=$PWD/PRE/gpu
+cat .carry/pre/commit.txt > "$L/commit-before.txt"
 OUT=$L/tests timeout -k 5 300 tests/gpu/run_all.sh "$P" tests > "$L/run_all.txt" 2>&1
 echo "run_all tests exit $? ($SECONDS s)"; grep -E "^== .*exit" "$L/run_all.txt" | tail -12
 timeout -k 5 60 "$P/tests/test_train_device" > "$L/train_device.txt" 2>&1

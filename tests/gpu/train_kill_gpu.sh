@@ -1,0 +1,228 @@
+#!/bin/bash
+# kill -9 of `coda train --device gpu` at random moments, checkpoint saves
+# included; every resume must end in the checkpoint of an uninterrupted run,
+# byte for byte. From the repository root, on a machine with an sm_90 GPU:
+#
+#   tests/gpu/train_kill_gpu.sh PACK_DIR [KILLS [BUDGET_S]]
+#
+# PACK_DIR holds the coda binary of a CUDA build (PACK_DIR/coda; the gpu/
+# folder of tests/gpu/pack_all.sh's archive, or a build directory) and, if
+# present, the kernel cache PACK_DIR/cache (exported as CODA_CACHE_DIR
+# unless already set). KILLS (default 20) is how many runs are killed;
+# BUDGET_S (default $BUDGET, else 480) the seconds for everything.
+#
+#  1. The corpus: the repository's Markdown, prepared once into byte-token
+#     shards.
+#  2. The reference: the run uninterrupted, STEPS steps saving every
+#     SAVE_EVERY steps, timed (its start-up measured by a 1-step run).
+#  3. The kills: the same run is started (resumed from its last checkpoint
+#     once there is one, as `--resume OUT/checkpoint.safetensors`) and
+#     killed with SIGKILL, KILLS times: every third kill waits for a save to
+#     begin (the checkpoint's temporary file to appear) and lands 0-9 ms
+#     into it (the summary counts the kills that left a temporary file); the others land after a random delay between 0 and the
+#     start-up plus the time of 2 x SAVE_EVERY steps, so that a kill can
+#     come in the start-up, a step or a save. Then the run is resumed to its
+#     end without a kill.
+#  4. The final checkpoint must equal the reference's (cmp), and every run
+#     that was not killed must have exited 0.
+#
+# Environment:
+#   DEVICE      gpu (default) | cpu: the same logic on the CPU backend, to
+#               check the script itself on a machine without a GPU
+#   SHAPE       small (default: 2 layers, d 256, 4/2 heads, ffn 512, seq
+#               128, batch 8) | d512 (--config d512, batch 8) | 1b
+#               (--config 1b, batch 1, seq 2048: saves of 13 GB; STEPS 30,
+#               SAVE_EVERY 10 and RUN_TIMEOUT 400 unless given; use a few
+#               kills, e.g. SHAPE=1b ... PACK_DIR 4 590)
+#   TRAIN_ARGS  model and batch flags instead of SHAPE's
+#   STEPS       steps of the run (default 300); SAVE_EVERY (default 11)
+#   BUDGET      seconds for everything (default 480): when it runs out, the
+#               kills stop early and the run is resumed to its end (the
+#               summary says how many kills there were)
+#   RUN_TIMEOUT seconds for one uninterrupted run (default 240)
+#   KILL_SEED   seed of the random delays (default: from the clock; printed)
+#   OUT         where the log goes ($OUT/train-kill.log) and the runs are
+#               kept ($OUT/train-kill/: each run's log; the checkpoints and
+#               shards too after a FAIL); default: a temporary directory,
+#               removed at the end
+# Prints one line per kill and a final "train_kill: PASS ..." or
+# "train_kill: FAIL ..."; exit status 0 on PASS, 1 on FAIL, 2 on a usage
+# or set-up error.
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+P=${1:?usage: tests/gpu/train_kill_gpu.sh PACK_DIR [KILLS [BUDGET_S]]}
+KILLS=${2:-20}
+BUDGET=${3:-${BUDGET:-480}}
+DEVICE=${DEVICE:-gpu}
+SHAPE=${SHAPE:-small}
+# the 1.1 B shape saves 13 GB (15-19 s a save): fewer steps and saves
+if [ "$SHAPE" = 1b ]; then
+  STEPS=${STEPS:-30} SAVE_EVERY=${SAVE_EVERY:-10} RUN_TIMEOUT=${RUN_TIMEOUT:-400}
+fi
+STEPS=${STEPS:-300}
+SAVE_EVERY=${SAVE_EVERY:-11}
+RUN_TIMEOUT=${RUN_TIMEOUT:-240}
+KILL_SEED=${KILL_SEED:-$(($(date +%s) % 32768))}
+CODA=$P/coda
+case $KILLS$STEPS$SAVE_EVERY$BUDGET$RUN_TIMEOUT$KILL_SEED in
+*[!0-9]*) echo "train_kill: KILLS, STEPS, SAVE_EVERY, BUDGET, RUN_TIMEOUT and KILL_SEED are integers"; exit 2 ;;
+esac
+if [ "$STEPS" -lt 2 ] || [ "$SAVE_EVERY" -lt 1 ]; then echo "train_kill: STEPS >= 2 and SAVE_EVERY >= 1"; exit 2; fi
+[ -x "$CODA" ] || { echo "train_kill: no executable $CODA"; exit 2; }
+case $DEVICE in gpu | cpu) ;; *) echo "train_kill: DEVICE is gpu or cpu, not '$DEVICE'"; exit 2 ;; esac
+if [ -z "${CODA_CACHE_DIR:-}" ] && [ -d "$P/cache" ]; then
+  CODA_CACHE_DIR=$(cd "$P/cache" && pwd)
+  export CODA_CACHE_DIR
+fi
+SHAPE_NAME=$SHAPE
+if [ -n "${TRAIN_ARGS:-}" ]; then
+  SHAPE_NAME="TRAIN_ARGS"
+else
+  case $SHAPE in
+  small) TRAIN_ARGS="--layers 2 --dim 256 --heads 4 --kv-heads 2 --ffn 512 --seq 128 --vocab 256 --batch 8" ;;
+  d512) TRAIN_ARGS="--config d512 --batch 8" ;;
+  1b) TRAIN_ARGS="--config 1b --vocab 256 --batch 1 --seq 2048" ;;
+  *) echo "train_kill: SHAPE is small, d512 or 1b, not '$SHAPE'"; exit 2 ;;
+  esac
+fi
+if [ -n "${OUT:-}" ]; then
+  mkdir -p "$OUT" || exit 2
+  W=$OUT/train-kill
+  rm -rf "$W"
+  mkdir -p "$W" || exit 2
+  exec > >(tee "$OUT/train-kill.log") 2>&1
+else
+  W=$(mktemp -d) || exit 2
+  trap 'rm -rf "$W"' EXIT
+fi
+T0=$SECONDS
+RANDOM=$KILL_SEED
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+sleep_ms() { sleep "$(printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)))"; }
+# a random integer in [0, n) for n up to 2^30
+rand() { echo $(((RANDOM << 15 | RANDOM) % $1)); }
+summary() { # PASS|FAIL TEXT
+  echo "train_kill: $1 $2 (device $DEVICE, shape $SHAPE_NAME, $STEPS steps saving every $SAVE_EVERY," \
+    "seed $KILL_SEED, $((SECONDS - T0)) s)"
+  if [ "$1" = PASS ]; then
+    # the checkpoints and shards are kept under $OUT only on failure
+    [ -z "${OUT:-}" ] || rm -rf "$W/ref" "$W/kill" "$W/startup" "$W/prep" "$W/data" "$W/corpus"
+    exit 0
+  fi
+  exit 1
+}
+# the step a checkpoint holds, from its header's "train.step" entry ("-" if none)
+ck_step() {
+  local s
+  s=$(head -c 65536 "$1" 2>/dev/null | tr -c '[:print:]' '\n' | grep -o '"train.step":"[0-9]*"' | head -1 |
+    tr -dc '0-9')
+  echo "${s:--}"
+}
+
+echo "train_kill: $CODA train --device $DEVICE $TRAIN_ARGS, $STEPS steps, --save-every $SAVE_EVERY," \
+  "$KILLS kills, budget $BUDGET s, seed $KILL_SEED"
+
+# 1. the corpus
+mkdir -p "$W/corpus"
+cat README.md docs/*.md | awk 'NF == 0 { if (!blank) print "%"; blank = 1; next } { blank = 0; print }' \
+  > "$W/corpus/docs"
+timeout -k 5 120 "$CODA" train --prepare --corpus "$W/corpus" --data "$W/data" --out "$W/prep" \
+  > "$W/prepare.log" 2>&1 || { tail -5 "$W/prepare.log"; summary FAIL "the corpus could not be prepared"; }
+# shellcheck disable=SC2206 # the flags split at spaces on purpose
+ARGS=(train --device "$DEVICE" $TRAIN_ARGS --data "$W/data" --val-every 0 --val-batches 0
+  --warmup 10 --lr 1e-3 --seed 3 --save-every "$SAVE_EVERY" --quiet)
+
+# 2. the reference, and the start-up time (a 1-step run)
+t=$(now_ms)
+timeout -k 5 "$RUN_TIMEOUT" "$CODA" "${ARGS[@]}" --steps 1 --out "$W/startup" > "$W/startup.log" 2>&1 ||
+  { tail -5 "$W/startup.log"; summary FAIL "the 1-step run failed"; }
+startup=$(($(now_ms) - t))
+t=$(now_ms)
+timeout -k 5 "$RUN_TIMEOUT" "$CODA" "${ARGS[@]}" --steps "$STEPS" --out "$W/ref" > "$W/ref.log" 2>&1 ||
+  { tail -5 "$W/ref.log"; summary FAIL "the uninterrupted run failed"; }
+total=$(($(now_ms) - t))
+REF=$W/ref/checkpoint.safetensors
+[ -f "$REF" ] || summary FAIL "the uninterrupted run wrote no checkpoint"
+[ "$(ck_step "$REF")" = "$STEPS" ] || summary FAIL "the uninterrupted run's checkpoint is at step $(ck_step "$REF"), not $STEPS"
+step_ms=$(((total - startup) / (STEPS - 1)))
+[ "$step_ms" -ge 1 ] || step_ms=1
+maxd=$((startup + 2 * SAVE_EVERY * step_ms))
+echo "uninterrupted: $total ms (start-up $startup ms, about $step_ms ms a step); kills within $maxd ms"
+
+# 3. the kills
+K=$W/kill
+CK=$K/checkpoint.safetensors
+mkdir -p "$K"
+kills=0 mid_save=0 runs=0 done=0
+while [ $kills -lt "$KILLS" ]; do
+  if [ "$(ck_step "$CK")" = "$STEPS" ]; then # a kill landed after the last save
+    echo "the checkpoint is at step $STEPS: no run left to kill"
+    done=1
+    break
+  fi
+  # room left for the last run (at most an uninterrupted run's time) and a margin
+  if [ $((SECONDS - T0 + 2 * total / 1000 + 10)) -ge "$BUDGET" ]; then
+    echo "the budget of $BUDGET s is nearly spent: no more kills"
+    break
+  fi
+  resume=()
+  [ -f "$CK" ] && resume=(--resume "$CK")
+  before=$(ck_step "$CK")
+  runs=$((runs + 1))
+  "$CODA" "${ARGS[@]}" --steps "$STEPS" --out "$K" "${resume[@]}" > "$W/run$runs.log" 2>&1 &
+  pid=$!
+  how=
+  if [ $((kills % 3)) -eq 2 ]; then # wait for a save to begin, then 0-9 ms into it
+    waited=0
+    while kill -0 "$pid" 2> /dev/null && ! compgen -G "$CK.tmp.*" > /dev/null; do
+      sleep 0.002
+      waited=$((waited + 1))
+      [ $waited -lt 50000 ] || break
+    done
+    d=$(rand 10)
+    how="$d ms after a save began"
+  else
+    d=$(rand "$maxd")
+    how="after $d ms"
+  fi
+  sleep_ms "$d"
+  if kill -KILL "$pid" 2> /dev/null; then
+    wait "$pid" 2> /dev/null
+    kills=$((kills + 1))
+    tmp=""
+    if compgen -G "$CK.tmp.*" > /dev/null; then
+      mid_save=$((mid_save + 1))
+      tmp=", inside a save (a temporary file left)"
+    fi
+    echo "kill $kills (run $runs) $how: checkpoint step $before -> $(ck_step "$CK")$tmp"
+  else
+    wait "$pid"
+    rc=$?
+    if [ $rc -ne 0 ]; then
+      tail -5 "$W/run$runs.log"
+      summary FAIL "run $runs (from checkpoint step $before) exited $rc by itself before its kill"
+    fi
+    echo "run $runs ended by itself before its kill ($how): checkpoint step $(ck_step "$CK")"
+    done=1
+    break
+  fi
+done
+if [ $done = 0 ]; then # to the end without a kill
+  resume=()
+  [ -f "$CK" ] && resume=(--resume "$CK")
+  runs=$((runs + 1))
+  before=$(ck_step "$CK")
+  if ! timeout -k 5 "$RUN_TIMEOUT" "$CODA" "${ARGS[@]}" --steps "$STEPS" --out "$K" "${resume[@]}" > "$W/run$runs.log" 2>&1; then
+    tail -5 "$W/run$runs.log"
+    summary FAIL "the last run (from checkpoint step $before) failed"
+  fi
+  echo "run $runs from checkpoint step $before to the end: checkpoint step $(ck_step "$CK")"
+fi
+
+# 4. the final checkpoint against the reference
+[ -f "$CK" ] || summary FAIL "no final checkpoint"
+if cmp -s "$REF" "$CK"; then
+  summary PASS "$kills kills ($mid_save inside a save), $runs runs: the final checkpoint (step $STEPS) is bit-identical to the uninterrupted run's"
+fi
+cmp "$REF" "$CK" | head -1
+summary FAIL "$kills kills ($mid_save inside a save), $runs runs: the final checkpoint (step $(ck_step "$CK")) differs from the uninterrupted run's"
