@@ -6,7 +6,8 @@
  *    1/sqrt(sum(ss) inv_n + eps); mu, rs of LayerNorm; a row dot as the sum
  *    of its partials), the dropped outputs absent, a kept value equal to
  *    its formula (the logits acc r) computed here;
- *  - the passes' refusals, with their messages. */
+ *  - each is listed once among the built-ins and looked up by its name;
+ *  - the passes' refusals, with their messages, and their results. */
 #include "check.h"
 #include "coda.h"
 #include "lang/ir.h"
@@ -221,22 +222,31 @@ static void derived_runs_as_source(coda_context ctx) {
   }
 }
 
-static void derived_equals_copies(coda_context ctx) {
+/* coda_program_builtin gives each variant under its name (listed once by
+ * coda_builtin_program_name), as ir_builtin_variant derives it; its text
+ * parses back to the same program. */
+static void builtin_names(coda_context ctx) {
   for (size_t i = 0; i < sizeof kVariantNames / sizeof kVariantNames[0]; i++) {
     const char *name = kVariantNames[i];
-    coda_program d = NULL, c = NULL;
+    int listed = 0;
+    for (int k = 0; coda_builtin_program_name(k); k++) listed += !strcmp(coda_builtin_program_name(k), name);
+    CHECK_MSG(listed == 1, "%s: listed %d times", name, listed);
+    coda_program d = NULL, b = NULL, t = NULL;
     CHECK_MSG(ir_builtin_variant(ctx, name, &d) == CODA_OK, "%s: %s", name, coda_last_error(ctx));
-    CHECK_MSG(coda_program_builtin(ctx, name, &c) == CODA_OK, "%s: %s", name, coda_last_error(ctx));
-    if (d && c) {
+    CHECK_MSG(coda_program_builtin(ctx, name, &b) == CODA_OK, "%s: %s", name, coda_last_error(ctx));
+    if (d && b) {
       char why[256];
-      CHECK_MSG(ir_equal(d, c, 1, why, sizeof why), "%s: %s\nderived:\n%s\ncopy:\n%s", name, why,
-                coda_program_text(d), coda_program_text(c));
-      CHECK_MSG(!strcmp(coda_program_text(d), coda_program_text(c)), "%s: text differs\n%s\nvs\n%s", name,
-                coda_program_text(d), coda_program_text(c));
+      CHECK_MSG(ir_equal(d, b, 1, why, sizeof why), "%s: %s", name, why);
+      CHECK_MSG(coda_program_parse(ctx, coda_program_text(d), &t) == CODA_OK, "%s: %s", name, coda_last_error(ctx));
+      if (t) CHECK_MSG(ir_equal(d, t, 1, why, sizeof why), "%s: text does not parse back: %s", name, why);
     }
     coda_program_destroy(d);
-    coda_program_destroy(c);
+    coda_program_destroy(b);
+    coda_program_destroy(t);
   }
+  coda_program p = NULL;
+  CHECK(ir_builtin_variant(ctx, "llama_swiglu", &p) == CODA_ERR_INVALID_ARGUMENT && !p);
+  CHECK(ir_builtin_variant_source("llama_swiglu") == NULL);
 }
 
 /* ------------------------------------------------------------- refusals */
@@ -299,7 +309,7 @@ int main(void) {
   coda_context_options o = coda_context_default_options();
   o.precision = CODA_PRECISION_F64;
   CHECK(coda_context_create(&o, &ctx) == CODA_OK);
-  derived_equals_copies(ctx);
+  builtin_names(ctx);
   derived_runs_as_source(ctx);
   refusals(ctx);
   coda_context_destroy(ctx);
