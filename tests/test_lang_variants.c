@@ -7,7 +7,9 @@
  *    of its partials), the dropped outputs absent, a kept value equal to
  *    its formula (the logits acc r) computed here;
  *  - each is listed once among the built-ins and looked up by its name;
- *  - the passes' refusals, with their messages, and their results. */
+ *  - the passes' refusals, with their messages, and their results;
+ *  - coda_program_variant with a user's rule gives the built-in variant;
+ *    its refusals. */
 #include "check.h"
 #include "coda.h"
 #include "lang/ir.h"
@@ -304,6 +306,42 @@ static void refusals(coda_context ctx) {
   coda_program_destroy(clash);
 }
 
+/* The public entry point: a user's rule and names give the built-in. */
+static void public_api(coda_context ctx) {
+  coda_program src = NULL, rule = NULL, want = NULL, got = NULL;
+  CHECK(coda_program_builtin(ctx, "llama_swiglu", &src) == CODA_OK);
+  CHECK(coda_program_builtin(ctx, "llama_swiglu_folded_infer", &want) == CODA_OK);
+  rule = parse(ctx, "param eps = 1e-5\ninput ss : rowsum f32\ninput inv_n : scalar f32\n"
+                    "r = rsqrt(ss * inv_n + eps)\n");
+  if (!src || !want || !rule) return;
+  const char *drop[] = {"z"};
+  coda_variant_options o = coda_variant_default_options();
+  o.fold = &rule;
+  o.nfold = 1;
+  o.drop = drop;
+  o.ndrop = 1;
+  CHECK_STATUS(ctx, coda_program_variant(ctx, src, &o, &got), CODA_OK);
+  char why[256];
+  if (got) CHECK_MSG(ir_equal(got, want, 1, why, sizeof why), "coda_program_variant: %s", why);
+  coda_program_destroy(got);
+  got = NULL;
+  CHECK_STATUS(ctx, coda_program_variant(ctx, src, NULL, &got), CODA_OK); /* no pass: a copy */
+  if (got) CHECK(ir_equal(got, src, 1, why, sizeof why) && !strcmp(coda_program_text(got), coda_program_text(src)));
+  coda_program_destroy(got);
+  got = NULL;
+  coda_variant_options bad = o;
+  bad.struct_size = 8;
+  expect_fail(ctx, coda_program_variant(ctx, src, &bad, &got), got, "struct_size 8, expected");
+  bad = coda_variant_default_options();
+  bad.keep = "g";
+  expect_fail(ctx, coda_program_variant(ctx, src, &bad, &got), got, "keep 'g' without keep_as");
+  bad.ndrop = 2;
+  expect_fail(ctx, coda_program_variant(ctx, src, &bad, &got), got, "ndrop 2 with drop NULL");
+  coda_program_destroy(src);
+  coda_program_destroy(rule);
+  coda_program_destroy(want);
+}
+
 int main(void) {
   coda_context ctx;
   coda_context_options o = coda_context_default_options();
@@ -312,6 +350,7 @@ int main(void) {
   builtin_names(ctx);
   derived_runs_as_source(ctx);
   refusals(ctx);
+  public_api(ctx);
   coda_context_destroy(ctx);
   return CHECK_DONE();
 }

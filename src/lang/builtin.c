@@ -40,7 +40,8 @@ static const char kRowDot[] = "input zp : rowsum f32\nzdz = zp\n";
 /* LayerNorm backward: the two row dots s1, s2 as the partials p1, p2. */
 static const char kRowDots[] = "input p1 : rowsum f32\ninput p2 : rowsum f32\ns1 = p1\ns2 = p2\n";
 
-/* A variant: source, then its folds in order, then the drop, then the keep. */
+/* A variant: source, then its folds in order, then the drop, then the keep
+ * (coda_program_variant). */
 typedef struct variant {
   const char *name, *source;
   const char *fold[2];
@@ -80,42 +81,26 @@ static coda_status parse_source(coda_context ctx, const char *name, coda_program
   return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "no program file named '%s'", name);
 }
 
-/* *p replaced by the result q of a pass that returned st. */
-static coda_status step(coda_status st, coda_program *p, coda_program *q) {
-  if (st == CODA_OK) {
-    coda_program_destroy(*p);
-    *p = *q;
-    *q = NULL;
-  }
-  return st;
-}
-
 static coda_status derive(coda_context ctx, const variant *v, coda_program *out) {
-  coda_program p = NULL, q = NULL;
-  coda_status st = parse_source(ctx, v->source, &p);
-  for (int k = 0; k < 2 && st == CODA_OK && v->fold[k]; k++) {
-    coda_program rule = NULL;
-    st = coda_program_parse(ctx, v->fold[k], &rule);
-    if (st == CODA_OK) {
-      st = ir_fold(ctx, p, rule, &q);
-      st = step(st, &p, &q);
-    }
-    coda_program_destroy(rule);
+  coda_program src = NULL, rules[2] = {NULL, NULL};
+  coda_status st = parse_source(ctx, v->source, &src);
+  int nfold = 0;
+  for (; nfold < 2 && st == CODA_OK && v->fold[nfold]; nfold++)
+    st = coda_program_parse(ctx, v->fold[nfold], &rules[nfold]);
+  if (st == CODA_OK) {
+    coda_variant_options o = coda_variant_default_options();
+    o.fold = rules;
+    o.nfold = nfold;
+    o.drop = v->drop ? &v->drop : NULL;
+    o.ndrop = v->drop ? 1 : 0;
+    o.keep = v->keep;
+    o.keep_as = v->keep_as;
+    st = coda_program_variant(ctx, src, &o, out);
   }
-  if (st == CODA_OK && v->drop) {
-    st = ir_drop(ctx, p, &v->drop, 1, &q);
-    st = step(st, &p, &q);
-  }
-  if (st == CODA_OK && v->keep) {
-    st = ir_keep(ctx, p, v->keep, v->keep_as, CODA_BF16, &q);
-    st = step(st, &p, &q);
-  }
-  if (st != CODA_OK) {
-    coda_program_destroy(p);
-    return st;
-  }
-  *out = p;
-  return CODA_OK;
+  coda_program_destroy(src);
+  coda_program_destroy(rules[0]);
+  coda_program_destroy(rules[1]);
+  return st;
 }
 
 coda_status ir_builtin_variant(coda_context ctx, const char *name, coda_program *out) {
