@@ -112,7 +112,8 @@ typedef enum coda_attn_impl {
 
 /* Versioned option structs. Every struct named coda_*_options that a
  * caller fills and passes by pointer (coda_context_options,
- * coda_gradcheck_options; coda_train_options, coda_generate_options,
+ * coda_gradcheck_options, coda_bind_options,
+ * coda_variant_options; coda_train_options, coda_generate_options,
  * coda_eval_options, coda_data_options in coda_train.h;
  * coda_decoder_options and coda_generate_params in coda_decode.h) begins
  * with
@@ -384,8 +385,39 @@ coda_bind_options coda_bind_default_options(void);
 coda_status coda_program_bind(coda_context ctx, coda_program p, const coda_bind_options *opts,
                               coda_program *out);
 
-/* Built-in programs (the .coda files of programs/, embedded at build time): parse the
- * one named `name` (the file name without .coda); names are listed by
+/* Variants of a program as IR passes (docs/language.md, "Variants as
+ * passes"), applied in this order: each rule of `fold` (a program whose
+ * named values define row inputs of p over row, rowsum and scalar inputs
+ * and parameters) replaces those inputs by its formula; the outputs and
+ * finishers named in `drop` go, with what only they computed; the named
+ * value `keep` is stored as a new last output `keep_as` of `keep_dtype`. */
+typedef struct coda_variant_options {
+  size_t struct_size;         /* sizeof(coda_variant_options) (see "Versioned
+                               * option structs"); opts NULL: no pass, a copy */
+  const coda_program *fold;   /* nfold rule programs */
+  int nfold;
+  const char *const *drop;    /* ndrop output or finisher names */
+  int ndrop;
+  const char *keep;           /* a named value of p, or NULL */
+  const char *keep_as;        /* the new output's name (with keep) */
+  coda_dtype keep_dtype;      /* its dtype (default CODA_BF16) */
+} coda_variant_options;
+coda_variant_options coda_variant_default_options(void);
+
+/* coda_program_variant: the new program (*out) that the passes of opts
+ * make of p. CODA_ERR_INVALID_ARGUMENT, *out NULL, with a message, for a
+ * bad struct_size, counts or NULL entries, a name to drop that is not an
+ * output or finisher of the program, a value to keep that is not a named
+ * value; CODA_ERR_TYPE for a rule that defines none of p's row inputs or
+ * reads a tile, a column, acc or col, a name that clashes, and a result
+ * the validator refuses. */
+coda_status coda_program_variant(coda_context ctx, coda_program p, const coda_variant_options *opts,
+                                 coda_program *out);
+
+/* Built-in programs (the .coda files of programs/, embedded at build time,
+ * and their _folded / _infer / _keep variants, derived from them by
+ * coda_program_variant's passes): parse or derive the one named `name`
+ * (the file name without .coda, or the variant's); names are listed by
  * index, NULL past the end. */
 coda_status coda_program_builtin(coda_context ctx, const char *name,
                                  coda_program *out);

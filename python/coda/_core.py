@@ -373,6 +373,31 @@ class Program:
         _check(ctx._h, lib.coda_program_bind(ctx._h, self._h, ctypes.byref(opts), ctypes.byref(h)))
         return Program(h.value)
 
+    def variant(self, fold=(), drop=(), keep=None, keep_as=None, keep_dtype="bf16", context=None):
+        """A variant of the program by the IR passes (coda_program_variant,
+        docs/language.md "Variants as passes"), in this order: each rule
+        Program of `fold` replaces the row inputs named like its values by
+        their formula; the outputs and finishers named in `drop` go; the
+        named value `keep` is stored as a new output `keep_as`."""
+        ctx = context or _parse_ctx()
+        names = {v: k for k, v in DTYPE_NAMES.items()}
+        if keep_dtype not in names:
+            raise CodaError(1, "keep_dtype '%s' is none of %s" % (keep_dtype, ", ".join(sorted(names))))
+        rules = (ctypes.c_void_p * max(1, len(fold)))(*[r._h.value for r in fold])
+        drops = (ctypes.c_char_p * max(1, len(drop)))(*[d.encode() for d in drop])
+        opts = _lib.VariantOptions()
+        opts.struct_size = ctypes.sizeof(_lib.VariantOptions)
+        opts.fold = ctypes.cast(rules, ctypes.POINTER(ctypes.c_void_p))
+        opts.nfold = len(fold)
+        opts.drop = ctypes.cast(drops, ctypes.POINTER(ctypes.c_char_p))
+        opts.ndrop = len(drop)
+        opts.keep = keep.encode() if keep else None
+        opts.keep_as = keep_as.encode() if keep_as else None
+        opts.keep_dtype = names[keep_dtype]
+        h = ctypes.c_void_p()
+        _check(ctx._h, lib.coda_program_variant(ctx._h, self._h, ctypes.byref(opts), ctypes.byref(h)))
+        return Program(h.value)
+
     @property
     def args(self):
         """The named arguments, in index order: inputs, outputs, partials,

@@ -31,6 +31,13 @@ class BindOptions(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("values", ctypes.POINTER(ParamValue)), ("nvalues", c_int)]
 
 
+class VariantOptions(ctypes.Structure):
+    """Mirror of coda_variant_options (struct_size: this mirror's size)."""
+    _fields_ = [("struct_size", ctypes.c_size_t), ("fold", ctypes.POINTER(c_void_p)), ("nfold", c_int),
+                ("drop", ctypes.POINTER(c_char_p)), ("ndrop", c_int), ("keep", c_char_p), ("keep_as", c_char_p),
+                ("keep_dtype", c_int)]
+
+
 class ContextOptions(ctypes.Structure):
     """Mirror of coda_context_options. Its struct_size is set from this
     mirror's own size (new_context_options), never taken from the C side:
@@ -125,6 +132,7 @@ _decl("coda_builtin_program_name", c_char_p, c_int)
 _decl("coda_program_num_params", c_int, c_void_p)
 _decl("coda_program_param", c_int, c_void_p, c_int, _P(ParamInfo))
 _decl("coda_program_bind", c_int, c_void_p, c_void_p, _P(BindOptions), _P(c_void_p))
+_decl("coda_program_variant", c_int, c_void_p, c_void_p, _P(VariantOptions), _P(c_void_p))
 _decl("coda_args_create", c_int, c_void_p, _P(c_void_p))
 _decl("coda_args_destroy", None, c_void_p)
 _decl("coda_args_set", c_int, c_void_p, c_char_p, _P(Tensor))

@@ -360,3 +360,18 @@ def test_context_options_of_a_wrong_size_are_refused():
     m = e.value.message
     assert "struct_size is %d" % ctypes.sizeof(short) in m, m
     assert "not the size of a coda_context_options layout" in m and str(current) in m, m
+
+
+def test_program_variant():
+    """Program.variant: a rule and names give the built-in variant; the
+    refusals carry the pass's message."""
+    src = coda.Program.builtin("llama_swiglu")
+    rule = coda.Program.parse("param eps = 1e-5\ninput ss : rowsum f32\ninput inv_n : scalar f32\n"
+                              "r = rsqrt(ss * inv_n + eps)\n")
+    q = src.variant(fold=[rule], drop=["z"])
+    assert q.text == coda.Program.builtin("llama_swiglu_folded_infer").text
+    k = coda.Program.builtin("llama_lm_head").variant(keep="l", keep_as="z")
+    assert k.text == coda.Program.builtin("llama_lm_head_keep").text
+    with pytest.raises(coda.CodaError) as e:
+        src.variant(drop=["w"])
+    assert "'w' is not an output or a finisher of the program (it has: z, y)" in e.value.message

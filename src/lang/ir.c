@@ -1,4 +1,4 @@
-/* The IR's tables, lookups, lifetime, introspection and built-in programs. */
+/* The IR's tables, lookups, lifetime and introspection. */
 #include "lang/ir.h"
 #include "base/internal.h"
 
@@ -6,11 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Generated from the .coda files of programs/ at build time (cmake/embed_programs.cmake). */
-struct coda_builtin_program { const char *name; const char *text; };
-extern const struct coda_builtin_program coda_builtin_programs[];
-extern const int coda_builtin_program_count;
 
 typedef struct { const char *name; int arity, results; const char *sym; int prec; } op_info;
 
@@ -169,6 +164,81 @@ int ir_output_is_pair(const struct coda_program_s *p, int output) {
 
 struct coda_program_s *ir_program_alloc(void) {
   return calloc(1, sizeof(struct coda_program_s));
+}
+
+struct coda_program_s *ir_clone(const struct coda_program_s *p) {
+  struct coda_program_s *q = ir_program_alloc();
+  if (!q) return NULL;
+  memcpy(q, p, sizeof *q);
+  q->reg_names = NULL;
+  q->text = NULL;
+  q->ir_dump = NULL;
+  if (!p->reg_names || p->nregs <= 0) return q;
+  q->reg_names = calloc((size_t)p->nregs, sizeof *q->reg_names);
+  if (!q->reg_names) goto oom;
+  for (int r = 0; r < p->nregs; r++) {
+    if (!p->reg_names[r]) continue;
+    const size_t n = strlen(p->reg_names[r]) + 1;
+    if (!(q->reg_names[r] = malloc(n))) goto oom;
+    memcpy(q->reg_names[r], p->reg_names[r], n);
+  }
+  return q;
+oom:
+  coda_program_destroy(q);
+  return NULL;
+}
+
+coda_status ir_compact(struct coda_program_s *p, int drop_dead) {
+  const int n = p->nregs > 0 ? p->nregs : 1;
+  int *live = calloc((size_t)n, sizeof *live), *map = malloc((size_t)n * sizeof *map);
+  char **names = p->reg_names ? calloc((size_t)n, sizeof *names) : NULL;
+  if (!live || !map || (p->reg_names && !names)) {
+    free(live); free(map); free(names);
+    return CODA_ERR_OUT_OF_MEMORY;
+  }
+  for (int k = 0; k < p->noutputs; k++) {
+    live[p->outputs[k].reg_even] = 1;
+    if (p->outputs[k].reg_odd >= 0) live[p->outputs[k].reg_odd] = 1;
+  }
+  for (int k = 0; k < p->nreduces; k++) live[p->reduces[k].reg] = 1;
+  int keep[CODA_MAX_INSTRS];
+  for (int i = p->ninstrs - 1; i >= 0; i--) {
+    const ir_instr *in = &p->instrs[i];
+    keep[i] = !drop_dead || live[in->dst] || (in->dst2 >= 0 && live[in->dst2]);
+    if (!keep[i]) continue;
+    for (int a = 0; a < in->nargs; a++) live[in->args[a]] = 1;
+  }
+  for (int r = 0; r < n; r++) map[r] = -1;
+  int ni = 0, nr = 0;
+  for (int i = 0; i < p->ninstrs; i++) {
+    if (!keep[i]) continue;
+    ir_instr in = p->instrs[i];
+    map[in.dst] = nr++;
+    if (in.dst2 >= 0) map[in.dst2] = nr++;
+    p->instrs[ni++] = in;
+  }
+  for (int r = 0; p->reg_names && r < p->nregs; r++) {
+    if (map[r] >= 0) names[map[r]] = p->reg_names[r];
+    else free(p->reg_names[r]);
+  }
+  for (int i = 0; i < ni; i++) {
+    ir_instr *in = &p->instrs[i];
+    in->dst = map[in->dst];
+    if (in->dst2 >= 0) in->dst2 = map[in->dst2];
+    for (int a = 0; a < in->nargs; a++) in->args[a] = map[in->args[a]];
+  }
+  for (int k = 0; k < p->noutputs; k++) {
+    p->outputs[k].reg_even = map[p->outputs[k].reg_even];
+    if (p->outputs[k].reg_odd >= 0) p->outputs[k].reg_odd = map[p->outputs[k].reg_odd];
+  }
+  for (int k = 0; k < p->nreduces; k++) p->reduces[k].reg = map[p->reduces[k].reg];
+  free(p->reg_names);
+  p->reg_names = names;
+  p->ninstrs = ni;
+  p->nregs = nr;
+  free(live);
+  free(map);
+  return CODA_OK;
 }
 
 void coda_program_destroy(coda_program p) {
@@ -447,40 +517,4 @@ coda_status coda_program_arg_shape_ctx(coda_context ctx, coda_program p, const c
   if (s == CODA_ERR_INVALID_ARGUMENT)
     return coda_fail(ctx, s, "the program has no argument named '%.64s'", name);
   return coda_fail(ctx, s, "argument '%s': no valid shape for %lld x %lld", name, (long long)M, (long long)N);
-}
-
-/* ------------------------------------------------------------ built-ins */
-
-const char *coda_builtin_program_name(int i) {
-  if (i < 0 || i >= coda_builtin_program_count) return NULL;
-  return coda_builtin_programs[i].name;
-}
-
-coda_status coda_program_builtin(coda_context ctx, const char *name, coda_program *out) {
-  if (!out) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_program_builtin: out is NULL");
-  *out = NULL;
-  if (!name) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_program_builtin: name is NULL");
-  for (int i = 0; i < coda_builtin_program_count; i++) {
-    if (strcmp(coda_builtin_programs[i].name, name)) continue;
-    coda_status s = coda_program_parse(ctx, coda_builtin_programs[i].text, out);
-    if (s && ctx) {
-      char msg[CODA_ERRMSG_LEN];
-      snprintf(msg, sizeof msg, "%s", coda_last_error(ctx));
-      coda_fail(ctx, s, "built-in program '%s': %s", name, msg);
-    }
-    return s;
-  }
-  char known[256] = "";
-  size_t len = 0;
-  for (int i = 0; i < coda_builtin_program_count; i++) {
-    size_t room = sizeof known - 8 - len; /* keep room for ", ..." */
-    int n = snprintf(known + len, room, "%s%s", i ? ", " : "", coda_builtin_programs[i].name);
-    if (n < 0 || (size_t)n >= room) { /* list too long: cut at a whole name */
-      snprintf(known + len, sizeof known - len, ", ...");
-      break;
-    }
-    len += (size_t)n;
-  }
-  return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "no built-in program named '%.64s' (known: %s)",
-                   name, len ? known : "none");
 }

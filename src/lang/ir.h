@@ -185,6 +185,15 @@ coda_status ir_finalize(coda_context ctx, struct coda_program_s *p);
 char *ir_print_text(const struct coda_program_s *p);
 char *ir_print_listing(const struct coda_program_s *p);
 
+/* A deep copy of p without its text and listing (ir_finalize builds them);
+ * NULL when out of memory. The passes below start from one. */
+struct coda_program_s *ir_clone(const struct coda_program_s *p);
+/* Renumbers the registers in instruction order (the order the parser gives
+ * them), after a pass removed or moved instructions; with drop_dead, first
+ * removes every instruction whose results no store, reduction or kept
+ * instruction uses. Fails only when out of memory. */
+coda_status ir_compact(struct coda_program_s *p, int drop_dead);
+
 /* Structural equality of two programs (source positions are ignored;
  * register names are compared when compare_names is nonzero). On a
  * difference returns 0 and describes the first one in why. */
@@ -200,6 +209,33 @@ int ir_equal(const struct coda_program_s *a, const struct coda_program_s *b,
  * reserved or already a name of p, or p has the most inputs allowed. */
 coda_status ir_unfuse(coda_context ctx, const struct coda_program_s *p, const char *input,
                       coda_dtype dtype, struct coda_program_s **out);
+
+/* The variants of a program as passes (docs/language.md, "Variants as
+ * passes"); each fails with a message naming what was wrong and what is
+ * allowed, and validates its result.
+ *
+ * ir_drop (pass_drop.c): p without the outputs and finishers named in
+ * names[0..n), and without the computations only they used. */
+coda_status ir_drop(coda_context ctx, const struct coda_program_s *p, const char *const *names, int n,
+                    struct coda_program_s **out);
+/* ir_keep (pass_keep.c): p that also stores its named value `value` as a
+ * new last output `output` of dtype `dtype`. */
+coda_status ir_keep(coda_context ctx, const struct coda_program_s *p, const char *value, const char *output,
+                    coda_dtype dtype, struct coda_program_s **out);
+/* ir_fold (pass_fold.c): p with the row inputs that the rule program
+ * `rule` defines as named values replaced by those definitions, over the
+ * rule's inputs and parameters (see pass_fold.c for the placement rules). */
+coda_status ir_fold(coda_context ctx, const struct coda_program_s *p, const struct coda_program_s *rule,
+                    struct coda_program_s **out);
+
+/* The built-in programs (builtin.c): the files of programs/ and the
+ * variants derived from them by the passes above. ir_builtin_count is the
+ * number of names coda_builtin_program_name gives; ir_builtin_variant
+ * derives the variant `name` (CODA_ERR_INVALID_ARGUMENT when it is not
+ * one), ir_builtin_variant_source names its source (NULL when not one). */
+int ir_builtin_count(void);
+coda_status ir_builtin_variant(coda_context ctx, const char *name, struct coda_program_s **out);
+const char *ir_builtin_variant_source(const char *name);
 
 #ifdef __cplusplus
 }
