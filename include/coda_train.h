@@ -10,8 +10,9 @@ extern "C" {
 #endif
 
 /* ---------------------------------------------------------------- trainer */
-/* Training and sampling of a Llama-3 style model (src/train). The tokenizer
- * is byte level (vocab 256, token = byte value). */
+/* Training and sampling of a Llama-3 style model (src/model, src/train).
+ * Tokens are bytes (vocab 256, token = byte value) unless a BPE tokenizer
+ * (coda_tokenizer.h) is given. */
 
 /* A data-parallel group: the ranks of one training run, each rank a process
  * made by the launcher of `coda train --ranks N` (coda_dist_launch
