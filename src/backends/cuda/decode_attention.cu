@@ -12,9 +12,92 @@ namespace {
 constexpr int kAttnWarps = 4;
 constexpr int kAttnGroup = 8; /* query heads of one KV head per block */
 
+/* A warp's share of a split: every WARPS-th run of 32 cache positions of
+ * [lo, hi). The scores take a lane per position: the lane reads its key
+ * row in 16-byte pieces and dots it with the G query rows, which every
+ * lane reads from shared memory (sq, scaled), so a score costs no
+ * shuffles and each exponential is taken once, by the position's lane.
+ * The run's online-softmax step is then one max over the lanes per head;
+ * the weighted values take a lane per HDL head-dimension values, each
+ * position's weight broadcast from its lane. (Scanning a position at a
+ * time with the lanes splitting the head dimension, as attn_scan does,
+ * spent a five-shuffle sum per position and head and an exponential on
+ * every lane: compute-bound at long caches.) kr: the key row of position
+ * 0; vl: the lane's first value at position 0; stride: between positions.
+ * acc and mx come in as zeros and -inf; l goes out summed over the lanes. */
+template <int HDL, int WARPS>
+__device__ __forceinline__ void attn_scan_lanes(const float (*sq)[HDL * 32], float (&acc)[8][HDL],
+                                                float (&mx)[8], float (&l)[8], const bf16 *kr,
+                                                const bf16 *vl, long long stride, int lo, int hi,
+                                                int G, int warp, int lane) {
+  constexpr int hd = HDL * 32, pieces = hd / 8, VB = HDL >= 8 ? 4 : 8; /* value rows a batch */
+  float ls[8];
+#pragma unroll
+  for (int g = 0; g < 8; g++) ls[g] = 0.0f;
+  for (int t0 = lo + warp * 32; t0 < hi; t0 += WARPS * 32) {
+    const int n = hi - t0 < 32 ? hi - t0 : 32, t = t0 + (lane < n ? lane : 0);
+    float w[8]; /* the scores, then the weights, of the lane's position */
+#pragma unroll
+    for (int g = 0; g < 8; g++) w[g] = 0.0f;
+    const uint4 *kp = reinterpret_cast<const uint4 *>(kr + (long long)t * stride);
+#pragma unroll
+    for (int c = 0; c < pieces; c++) {
+      const uint4 v = kp[c];
+      const bf16 *kb = reinterpret_cast<const bf16 *>(&v);
+      float kf[8];
+#pragma unroll
+      for (int e = 0; e < 8; e++) kf[e] = __bfloat162float(kb[e]);
+#pragma unroll
+      for (int g = 0; g < 8; g++) {
+        if (g >= G) break;
+        const float4 q0 = *reinterpret_cast<const float4 *>(&sq[g][c * 8]);
+        const float4 q1 = *reinterpret_cast<const float4 *>(&sq[g][c * 8 + 4]);
+        float d = w[g];
+        d = fmaf(q0.x, kf[0], d); d = fmaf(q0.y, kf[1], d);
+        d = fmaf(q0.z, kf[2], d); d = fmaf(q0.w, kf[3], d);
+        d = fmaf(q1.x, kf[4], d); d = fmaf(q1.y, kf[5], d);
+        d = fmaf(q1.z, kf[6], d); d = fmaf(q1.w, kf[7], d);
+        w[g] = d;
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < 8; g++) {
+      if (g >= G) break;
+      const float s = lane < n ? w[g] : -INFINITY;
+      float m = s;
+      for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+      const float m2 = fmaxf(mx[g], m), corr = __expf(mx[g] - m2); /* first run: 0 */
+      w[g] = lane < n ? __expf(s - m2) : 0.0f;
+      ls[g] = ls[g] * corr + w[g];
+#pragma unroll
+      for (int i = 0; i < HDL; i++) acc[g][i] *= corr;
+      mx[g] = m2;
+    }
+    for (int u0 = 0; u0 < n; u0 += VB) {
+      float vf[VB][HDL];
+#pragma unroll
+      for (int j = 0; j < VB; j++) /* past the run: a repeat, not used */
+        load_bf16<HDL, false>(vl + (long long)(t0 + (u0 + j < n ? u0 + j : u0)) * stride, vf[j]);
+#pragma unroll
+      for (int j = 0; j < VB; j++) {
+        if (u0 + j >= n) break;
+#pragma unroll
+        for (int g = 0; g < 8; g++) {
+          if (g >= G) break;
+          const float p = __shfl_sync(0xffffffffu, w[g], u0 + j);
+#pragma unroll
+          for (int i = 0; i < HDL; i++) acc[g][i] = fmaf(p, vf[j][i], acc[g][i]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < 8; g++) l[g] = warp_sum(ls[g]);
+}
+
 /* Block (row r, kv head kh and a group of its query heads, split s):
  * flash-decoding partials over cache positions [lo, hi) of the split.
- * Each warp keeps an online softmax per query head (attn_scan).
+ * Each warp keeps an online softmax per query head (attn_scan_lanes).
  * work[(r·Hq + h)·splits + s] = (max, sum, hd unnormalized values). */
 template <int HDL>
 __global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, const bf16 *vc,
@@ -30,23 +113,22 @@ __global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, 
   const int cs = (n + splits - 1) / splits, lo = s * cs, hi = lo + cs < n ? lo + cs : n;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const float scale = rsqrtf((float)hd);
-  float qv[kAttnGroup][HDL], acc[kAttnGroup][HDL], mx[kAttnGroup], l[kAttnGroup];
+  __shared__ __align__(16) float sq[kAttnGroup][hd]; /* the G query rows, scaled */
+  for (int i = threadIdx.x; i < G * hd; i += blockDim.x)
+    sq[i / hd][i % hd] = scale * __bfloat162float(q[(r * Hq + kh * grp + g0) * hd + i]);
+  __syncthreads();
+  float acc[kAttnGroup][HDL], mx[kAttnGroup], l[kAttnGroup];
 #pragma unroll
   for (int g = 0; g < kAttnGroup; g++) {
     mx[g] = -INFINITY;
     l[g] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < HDL; i++) {
-      acc[g][i] = 0.0f;
-      qv[g][i] = g < G ? scale * __bfloat162float(q[(r * Hq + kh * grp + g0 + g) * hd +
-                                                    lane * HDL + i])
-                       : 0.0f;
-    }
+    for (int i = 0; i < HDL; i++) acc[g][i] = 0.0f;
   }
   const long long stride = (long long)Hk * hd;
-  const bf16 *kb = kc + (long long)seq[r] * max_len * stride + (long long)kh * hd + lane * HDL;
-  const bf16 *vb = vc + (long long)seq[r] * max_len * stride + (long long)kh * hd + lane * HDL;
-  attn_scan<HDL, kAttnWarps, false>(qv, acc, mx, l, kb, vb, stride, lo, hi, G, warp);
+  const bf16 *kr = kc + (long long)seq[r] * max_len * stride + (long long)kh * hd;
+  const bf16 *vl = vc + (long long)seq[r] * max_len * stride + (long long)kh * hd + lane * HDL;
+  attn_scan_lanes<HDL, kAttnWarps>(sq, acc, mx, l, kr, vl, stride, lo, hi, G, warp, lane);
   __shared__ float sm[kAttnWarps][kAttnGroup], sl[kAttnWarps][kAttnGroup];
   __shared__ float sacc[kAttnWarps][kAttnGroup][hd];
 #pragma unroll
