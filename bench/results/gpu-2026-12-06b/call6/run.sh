@@ -16,14 +16,14 @@ SANITIZE_RUNS="racecheck/decode" OUT=$L/san timeout -k 5 150 bash tests/gpu/sani
 echo "sanitize exit $? ($SECONDS s)"; tail -2 "$L/sanitize.txt"
 copy_bw
 gen() { # LABEL DIR SHAPE BATCHES PROMPT
-  [ $SECONDS -gt 540 ] && { echo "== $3 b$4 p$5 $1 skipped (time)"; return; }
+  [ $SECONDS -gt 400 ] && { echo "== $3 b$4 p$5 $1 skipped (time)"; return; }
   local f="$L/gen-$3-$4-$5-$1-1.txt"
   LD_LIBRARY_PATH=$2/lib:$LD_LIBRARY_PATH CODA_CACHE_DIR=$2/cache timeout -k 5 100 "$2/coda" generate \
     --device gpu --bench --prompt-len "$5" --tokens 256 --hbm-gbps "$BW" --shape "$3" --batches "$4" \
     --profile > "$f" 2>&1
   echo "== $3 b$4 p$5 $1 exit $? ($SECONDS s)"; grep -E "^ +[0-9]|rror|attention " "$f" | head -8
 }
-for a in "1.1b 1,16 8192" "1.1b 1,16,64 512" "8b 1 512" "8b 1 8192"; do
+for a in "1.1b 1,16 8192" "8b 1 8192" "1.1b 1,16,64 512" "8b 1 512"; do
   gen before "$Q" $a; gen after "$P" $a
 done
 finish
