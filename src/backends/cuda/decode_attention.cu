@@ -95,9 +95,16 @@ __device__ __forceinline__ void attn_scan_lanes(const float (*sq)[HDL * 32], flo
   for (int g = 0; g < 8; g++) l[g] = warp_sum(ls[g]);
 }
 
+/* Splits of at least this many positions take attn_scan_lanes; shorter
+ * ones (a batch-1 step over a short cache: 16 positions a split) would
+ * leave most of its lanes idle and take attn_scan, measured faster there
+ * (bench/results/gpu-2026-12-06b.md, calls 6 and 7). */
+constexpr int kLaneScanMin = 64;
+
 /* Block (row r, kv head kh and a group of its query heads, split s):
  * flash-decoding partials over cache positions [lo, hi) of the split.
- * Each warp keeps an online softmax per query head (attn_scan_lanes).
+ * Each warp keeps an online softmax per query head (attn_scan_lanes or,
+ * for short splits, attn_scan).
  * work[(r·Hq + h)·splits + s] = (max, sum, hd unnormalized values). */
 template <int HDL>
 __global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, const bf16 *vc,
@@ -128,7 +135,16 @@ __global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, 
   const long long stride = (long long)Hk * hd;
   const bf16 *kr = kc + (long long)seq[r] * max_len * stride + (long long)kh * hd;
   const bf16 *vl = vc + (long long)seq[r] * max_len * stride + (long long)kh * hd + lane * HDL;
-  attn_scan_lanes<HDL, kAttnWarps>(sq, acc, mx, l, kr, vl, stride, lo, hi, G, warp, lane);
+  if (cs >= kLaneScanMin) {
+    attn_scan_lanes<HDL, kAttnWarps>(sq, acc, mx, l, kr, vl, stride, lo, hi, G, warp, lane);
+  } else { /* short splits: a position at a time, the lanes splitting the head dimension */
+    float qv[kAttnGroup][HDL];
+#pragma unroll
+    for (int g = 0; g < kAttnGroup; g++)
+#pragma unroll
+      for (int i = 0; i < HDL; i++) qv[g][i] = g < G ? sq[g][lane * HDL + i] : 0.0f;
+    attn_scan<HDL, kAttnWarps, false>(qv, acc, mx, l, kr + lane * HDL, vl, stride, lo, hi, G, warp);
+  }
   __shared__ float sm[kAttnWarps][kAttnGroup], sl[kAttnWarps][kAttnGroup];
   __shared__ float sacc[kAttnWarps][kAttnGroup][hd];
 #pragma unroll
