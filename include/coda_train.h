@@ -103,6 +103,17 @@ typedef enum coda_train_engine {
   CODA_TRAIN_ENGINE_PLANS = 2      /* block plans */
 } coda_train_engine;
 
+/* What the optimizer keeps (coda_train_options.optim_state). */
+typedef enum coda_optim_state {
+  /* fp32 master weights and fp32 AdamW moments; the plans read a bf16
+   * copy of the master (30 bytes moved per parameter on the GPU) */
+  CODA_OPTIM_STATE_FP32 = 0,
+  /* bf16 weights and bf16 moments only, each update rounded
+   * stochastically, deterministic from the seed (docs/training.md): 14
+   * bytes moved and 8 bytes of memory less per parameter; one process */
+  CODA_OPTIM_STATE_BF16 = 1
+} coda_optim_state;
+
 /* How a run ended (coda_train_summary.stopped). */
 typedef enum coda_train_stop {
   CODA_TRAIN_FINISHED = 0,    /* every step ran */
@@ -334,6 +345,10 @@ typedef struct coda_train_options {
    * their number (rank 0, not when quiet; NULL: none), so that a caller can
    * show the progress of a long validation; user is the one above. */
   void (*validation_progress)(int batches_done, int batches, void *user);
+  /* The optimizer's state (coda_optim_state): fp32 (the default) or
+   * bf16. A checkpoint stores it as fp32 either way; resuming in bf16
+   * rounds it to the nearest bf16 (exact for a bf16 run's checkpoint). */
+  coda_optim_state optim_state;
 } coda_train_options;
 
 enum {

@@ -1,9 +1,11 @@
 /* Training loop: N steps straight equal N/2 steps + save + resume + N/2
- * steps bit for bit (weights, moments, metadata and every logged loss);
- * Ctrl-C style stop; stop with a message on a non-finite loss. */
+ * steps bit for bit (weights, moments, metadata and every logged loss),
+ * with the fp32 and the bf16 optimizer state; Ctrl-C style stop; stop with
+ * a message on a non-finite loss. */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
 #include "check.h"
+#include "model/model.h"
 #include "file_util.h"
 #include "train_corpus.h"
 
@@ -31,6 +33,60 @@ static coda_train_options opts(const char *data, const char *out) {
   o.out_dir = out;
   o.quiet = 1;
   return o;
+}
+
+/* The bf16 optimizer state: the loss falls; interrupted and resumed equals
+ * straight bit for bit; every stored weight and moment is a bf16 value;
+ * the run differs from the fp32 state's. */
+static void test_bf16_state(coda_context ctx, const char *data, const char *dir,
+                            const char *fp32_ckpt) {
+  char a[300], b[300], pa[400], pb[400];
+  snprintf(a, sizeof a, "%s/bf16a", dir);
+  snprintf(b, sizeof b, "%s/bf16b", dir);
+  coda_train_options o = opts(data, a);
+  o.optim_state = CODA_OPTIM_STATE_BF16;
+  coda_train_summary sa, sb, sc;
+  CHECK(coda_train(ctx, &o, &sa) == CODA_OK);
+  CHECK(isfinite(sa.final_loss) && sa.final_loss < sa.first_loss);
+  o = opts(data, b);
+  o.optim_state = CODA_OPTIM_STATE_BF16;
+  calls = 0;
+  o.should_stop = stop_after_4;
+  CHECK(coda_train(ctx, &o, &sb) == CODA_OK);
+  CHECK(sb.stopped == 1 && sb.steps_done == 4);
+  snprintf(pb, sizeof pb, "%s/checkpoint.safetensors", b);
+  o = opts(data, b);
+  o.optim_state = CODA_OPTIM_STATE_BF16;
+  o.resume = pb;
+  CHECK(coda_train(ctx, &o, &sc) == CODA_OK);
+  CHECK(sc.final_loss == sa.final_loss);
+  snprintf(pa, sizeof pa, "%s/checkpoint.safetensors", a);
+  CHECK(same_file(pa, pb));
+  CHECK(!same_file(pa, fp32_ckpt));
+  coda_model_config mc;
+  CHECK(coda_checkpoint_config(ctx, pa, &mc) == CODA_OK);
+  coda_model *m;
+  CHECK(coda_model_create(ctx, &mc, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
+  const size_t n = coda_model_size(m);
+  float *mom = malloc(n * sizeof *mom), *vel = malloc(n * sizeof *vel);
+  CHECK(coda_checkpoint_load(ctx, pa, m, mom, vel, NULL) == CODA_OK);
+  const float *w = coda_model_weights(m);
+  size_t not_bf16 = 0, moved = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u[3];
+    memcpy(&u[0], &w[i], 4), memcpy(&u[1], &mom[i], 4), memcpy(&u[2], &vel[i], 4);
+    not_bf16 += (u[0] & 0xffff) != 0 || (u[1] & 0xffff) != 0 || (u[2] & 0xffff) != 0;
+    moved += mom[i] != 0;
+  }
+  CHECK_MSG(not_bf16 == 0, "%zu of %zu stored values are not bf16", not_bf16, n);
+  CHECK(moved > n / 2);
+  free(mom);
+  free(vel);
+  coda_model_destroy(m);
+  /* refused: an unknown state */
+  o = opts(data, a);
+  o.optim_state = (coda_optim_state)2;
+  CHECK(coda_train(ctx, &o, &sc) == CODA_ERR_INVALID_ARGUMENT);
 }
 
 int main(void) {
@@ -126,6 +182,8 @@ int main(void) {
     g.checkpoint = "missing.safetensors";
     CHECK(coda_generate(ctx, &g, &t1) == CODA_ERR_IO);
   }
+  snprintf(pa, sizeof pa, "%s/checkpoint.safetensors", a);
+  test_bf16_state(ctx, data, dir, pa);
   /* resuming a finished run has nothing to do */
   o = opts(data, b);
   o.resume = pb;

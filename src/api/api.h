@@ -62,6 +62,12 @@ coda_status coda_train_adamw(coda_context ctx, float *w, const float *g, float *
 coda_status coda_train_adamw_multi(coda_context ctx, float *w, const float *g, float *m, float *v,
                                    uint16_t *wb, size_t lo, size_t hi, const int64_t *seg,
                                    int nseg, const double *coef, double gscale, void *side);
+/* The same over bf16 weights and moments, rounded stochastically with the
+ * bits of (seed, t, element index) (CODA_OPTIM_STATE_BF16). */
+coda_status coda_train_adamw_bf16(coda_context ctx, uint16_t *w, const float *g, uint16_t *m,
+                                  uint16_t *v, size_t lo, size_t hi, const int64_t *seg, int nseg,
+                                  const double *coef, double gscale, uint64_t seed, int64_t t,
+                                  void *side);
 /* A side queue beside the context's stream (backends/train_ops.h, side_*): its
  * work waits for the context's work issued before a fork, and the
  * context's work waits for a marker of it. coda_train_has_side_queues: 1

@@ -99,6 +99,12 @@ coda_status coda_train_adamw_multi(coda_context ctx, float *w, const float *g, f
                                    int nseg, const double *coef, double gscale, void *side) {
   TRAIN_CALL(adamw_multi, w, g, m, v, wb, lo, hi, seg, nseg, coef, gscale, side);
 }
+coda_status coda_train_adamw_bf16(coda_context ctx, uint16_t *w, const float *g, uint16_t *m,
+                                  uint16_t *v, size_t lo, size_t hi, const int64_t *seg, int nseg,
+                                  const double *coef, double gscale, uint64_t seed, int64_t step,
+                                  void *side) {
+  TRAIN_CALL(adamw_bf16, w, g, m, v, lo, hi, seg, nseg, coef, gscale, seed, step, side);
+}
 coda_status coda_train_init_normal(coda_context ctx, float *w, size_t n, uint64_t s0,
                                    uint64_t draw0, double sd) {
   TRAIN_CALL(init_normal, w, n, s0, draw0, sd);

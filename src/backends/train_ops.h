@@ -32,6 +32,13 @@ typedef struct coda_train_ops {
   coda_status (*adamw_multi)(coda_context, float *w, const float *g, float *m, float *v,
                              uint16_t *wb, size_t lo, size_t hi, const int64_t *seg, int nseg,
                              const double *coef, double gscale, void *side);
+  /* the same over bf16 state (CODA_OPTIM_STATE_BF16): w, m, v in bf16,
+   * each result rounded stochastically with the bits of (seed, t, element
+   * index) (base/bf16_round.h) */
+  coda_status (*adamw_bf16)(coda_context, uint16_t *w, const float *g, uint16_t *m, uint16_t *v,
+                            size_t lo, size_t hi, const int64_t *seg, int nseg,
+                            const double *coef, double gscale, uint64_t seed, int64_t t,
+                            void *side);
   coda_status (*init_normal)(coda_context, float *w, size_t n, uint64_t s0, uint64_t draw0,
                              double sd);
   coda_status (*fill)(coda_context, float *w, size_t n, float value);

@@ -38,6 +38,15 @@ typedef struct coda_adamw {
 void coda_adamw_update(const coda_adamw *opt, int64_t t, double lr, int decay,
                        float *w, const float *g, float *m, float *v, size_t n);
 
+/* AdamW on bf16 state (CODA_OPTIM_STATE_BF16): coda_adamw_update's
+ * arithmetic in double from the bf16 values of w, m, v (held in floats),
+ * each result rounded stochastically to bf16 with the random bits of
+ * (seed, t, base + i) (base/bf16_round.h): the device kernel's bits. */
+void coda_adamw_update_bf16(const coda_adamw *opt, int64_t t, double lr, int decay, uint64_t seed,
+                            size_t base, float *w, const float *g, float *m, float *v, size_t n);
+/* x[i] <- x[i] rounded to the nearest bf16 (ties to even). */
+void coda_round_bf16(float *x, size_t n);
+
 /* Learning rate of the 0-based step s: linear warm-up over `warmup` steps
  * (lr·(s+1)/warmup), then cosine decay from lr to lr·min_ratio at step
  * total−1 (and min afterwards). */
@@ -267,6 +276,10 @@ void coda_zero_cpu_take(coda_zero *z, const float *mom, const float *vel);
  * device then holds the master weights and moments of the shard, the
  * gradient and bf16 weights in the padded layout. */
 coda_status coda_plans_device_set_zero(coda_context ctx, coda_model *m, const coda_zero *z);
+/* One process: the device state keeps bf16 weights and moments
+ * (CODA_OPTIM_STATE_BF16), rounded stochastically with the bits of seed;
+ * set before the device state exists (upload or initialization). */
+coda_status coda_plans_device_set_bf16_state(coda_context ctx, coda_model *m, uint64_t seed);
 /* The next backward reduce-scatters each bucket as soon as it is final
  * (on the communication stream). */
 coda_status coda_plans_device_arm_reduce(coda_context ctx, coda_model *m);

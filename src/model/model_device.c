@@ -19,6 +19,7 @@
 #include "dist/comm.h"
 #include "api/api.h" /* the backend's copies and training kernels */
 #include "base/internal.h" /* the context's knobs */
+#include "base/bf16_round.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -47,12 +48,14 @@ void coda_dev_state_free(dev_state *d) {
   coda_free(d->ctx, d->wb);
   coda_free(d->ctx, d->oseg);
   coda_free(d->ctx, d->gs);
+  coda_free(d->ctx, d->mb); coda_free(d->ctx, d->vb);
   free(d);
 }
 
-/* wb = the master rounded to bf16 (one process, bound plans). */
+/* wb = the master rounded to bf16 (one process, bound plans; with bf16
+ * state wb is the weights themselves). */
 static coda_status round_all(coda_context ctx, dev_state *d) {
-  if (!d->bind) return CODA_OK;
+  if (!d->bind || d->bf16) return CODA_OK;
   coda_tensor t = coda_tensor_2d(d->wb, CODA_BF16, 1, (int64_t)d->n);
   return coda_train_round(ctx, &t, d->w);
 }
@@ -114,6 +117,37 @@ static coda_status ensure_side(coda_context ctx, dev_state *d) {
   return coda_train_side_create(ctx, d->ngroups, &d->side);
 }
 
+/* dst (n bf16 on the device) <- src (n floats on the host) rounded to
+ * the nearest bf16, through a host buffer of bounded size. */
+static coda_status h2d_bf16(coda_context ctx, uint16_t *dst, const float *src, size_t n) {
+  enum { CHUNK = 1 << 22 };
+  uint16_t *h = malloc((n < CHUNK ? (n ? n : 1) : CHUNK) * sizeof *h);
+  if (!h) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  coda_status st = CODA_OK;
+  for (size_t lo = 0; lo < n && !st; lo += CHUNK) {
+    const size_t k = n - lo < CHUNK ? n - lo : CHUNK;
+    for (size_t i = 0; i < k; i++) h[i] = coda_bf16_rne(src[lo + i]);
+    st = coda_memcpy_h2d(ctx, dst + lo, h, k * sizeof *h);
+  }
+  free(h);
+  return st;
+}
+
+/* dst (n floats on the host) <- src (n bf16 on the device), exactly. */
+static coda_status d2h_bf16(coda_context ctx, float *dst, const uint16_t *src, size_t n) {
+  enum { CHUNK = 1 << 22 };
+  uint16_t *h = malloc((n < CHUNK ? (n ? n : 1) : CHUNK) * sizeof *h);
+  if (!h) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  coda_status st = CODA_OK;
+  for (size_t lo = 0; lo < n && !st; lo += CHUNK) {
+    const size_t k = n - lo < CHUNK ? n - lo : CHUNK;
+    st = coda_memcpy_d2h(ctx, h, src + lo, k * sizeof *h);
+    for (size_t i = 0; i < k && !st; i++) dst[lo + i] = coda_bf16_widen(h[i]);
+  }
+  free(h);
+  return st;
+}
+
 /* The device state, created on first use; from_host 1: the master from the
  * host weights, 0: left for the caller to write (then round_all). */
 static coda_status ensure_dev_from(coda_context ctx, coda_model *m, plans_state *s,
@@ -147,13 +181,26 @@ static coda_status ensure_dev_from(coda_context ctx, coda_model *m, plans_state 
     *out = d;
     return CODA_OK; /* filled by coda_plans_device_upload */
   }
-  st = dev_alloc(ctx, fb, &d->w);
-  if (!st) st = dev_alloc(ctx, fb, &d->g);
-  if (!st) st = dev_alloc(ctx, fb, &d->m);
-  if (!st) st = dev_alloc(ctx, fb, &d->v);
+  d->bf16 = s->bf16;
+  d->sr_seed = s->sr_seed;
+  if (d->bf16) { /* no master: the bf16 weights (setup_bind) and moments */
+    st = dev_alloc(ctx, fb, &d->g);
+    if (!st) st = dev_alloc(ctx, d->n * sizeof(uint16_t), &d->mb);
+    if (!st) st = dev_alloc(ctx, d->n * sizeof(uint16_t), &d->vb);
+  } else {
+    st = dev_alloc(ctx, fb, &d->w);
+    if (!st) st = dev_alloc(ctx, fb, &d->g);
+    if (!st) st = dev_alloc(ctx, fb, &d->m);
+    if (!st) st = dev_alloc(ctx, fb, &d->v);
+  }
   if (!st) st = dev_alloc(ctx, (d->npart ? d->npart : 1) * sizeof(double), &d->part);
-  if (!st && from_host) st = coda_memcpy_h2d(ctx, d->w, coda_model_weights(m), fb);
+  if (!st && from_host && !d->bf16) st = coda_memcpy_h2d(ctx, d->w, coda_model_weights(m), fb);
   if (!st) st = setup_bind(ctx, m, d);
+  if (!st && d->bf16 && !d->bind)
+    st = coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "bf16 optimizer state: the plans' weights must "
+                   "bind to one flat buffer (parameters back to back on 8-element boundaries), "
+                   "and this model's layout does not; use the fp32 state");
+  if (!st && from_host && d->bf16) st = h2d_bf16(ctx, d->wb, coda_model_weights(m), d->n);
   if (st) {
     coda_dev_state_free(d);
     return st;
@@ -338,6 +385,20 @@ coda_status coda_plans_device_set_zero(coda_context ctx, coda_model *m, const co
   return CODA_OK;
 }
 
+coda_status coda_plans_device_set_bf16_state(coda_context ctx, coda_model *m, uint64_t seed) {
+  if (!coda_plans_on_device(ctx, m)) return no_device(ctx);
+  plans_state *s = NULL;
+  coda_status st = plans_of(ctx, m, &s);
+  if (st) return st;
+  if (s->dev || s->z)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "bf16 optimizer state: %s",
+                     s->z ? "one process only (data parallel shards fp32 state)"
+                          : "set after the device state was created");
+  s->bf16 = 1;
+  s->sr_seed = seed;
+  return CODA_OK;
+}
+
 coda_status coda_plans_device_arm_reduce(coda_context ctx, coda_model *m) {
   dev_state *d = dev_of(ctx, m);
   if (!d || !d->z) return no_device(ctx);
@@ -385,6 +446,15 @@ coda_status coda_plans_device_upload(coda_context ctx, coda_model *m, const floa
   if (!st && d->z) return upload_zero(ctx, m, d, mom, vel);
   const size_t fb = d ? d->n * sizeof(float) : 0;
   if (!st) st = coda_dev_state_settle_optim(ctx, d);
+  if (!st && d->bf16) { /* rounded to the nearest bf16: exact for a bf16 run's checkpoint */
+    const size_t hb = d->n * sizeof(uint16_t);
+    st = h2d_bf16(ctx, d->wb, coda_model_weights(m), d->n);
+    if (!st) st = mom ? h2d_bf16(ctx, d->mb, mom, d->n) : coda_train_zero(ctx, d->mb, hb);
+    if (!st) st = vel ? h2d_bf16(ctx, d->vb, vel, d->n) : coda_train_zero(ctx, d->vb, hb);
+    if (!st) st = coda_train_zero(ctx, d->g, fb);
+    if (!st) d->zero_pending = 0;
+    return st;
+  }
   if (!st) st = coda_memcpy_h2d(ctx, d->w, coda_model_weights(m), fb);
   if (!st) st = mom ? coda_memcpy_h2d(ctx, d->m, mom, fb) : coda_train_zero(ctx, d->m, fb);
   if (!st) st = vel ? coda_memcpy_h2d(ctx, d->v, vel, fb) : coda_train_zero(ctx, d->v, fb);
@@ -404,21 +474,30 @@ coda_status coda_plans_device_init(coda_context ctx, coda_model *m, uint64_t see
                      "exists already, or the model is data parallel (initialize on the host)");
   dev_state *d = NULL;
   st = ensure_dev_from(ctx, m, s, &d, 0);
+  /* bf16 state: drawn into the gradient buffer, then rounded into wb */
+  float *w0 = st ? NULL : d->bf16 ? d->g : d->w;
   const uint64_t s0 = coda_model_init_stream(seed);
   uint64_t draw = 0;
   for (int i = 0; i < coda_model_num_params(m) && !st; i++) {
     const coda_param *p = coda_model_param(m, i);
     const double sd = coda_model_init_std(m, p);
     if (p->ndim == 1) {
-      st = coda_train_fill(ctx, d->w + p->offset, p->size, 1.0f);
+      st = coda_train_fill(ctx, w0 + p->offset, p->size, 1.0f);
       continue;
     }
-    st = coda_train_init_normal(ctx, d->w + p->offset, p->size, s0, draw, sd);
+    st = coda_train_init_normal(ctx, w0 + p->offset, p->size, s0, draw, sd);
     draw += 2 * (uint64_t)p->size;
   }
   const size_t fb = d ? d->n * sizeof(float) : 0;
-  if (!st) st = coda_train_zero(ctx, d->m, fb);
-  if (!st) st = coda_train_zero(ctx, d->v, fb);
+  if (!st && d->bf16) {
+    coda_tensor t = coda_tensor_2d(d->wb, CODA_BF16, 1, (int64_t)d->n);
+    st = coda_train_round(ctx, &t, d->g);
+    if (!st) st = coda_train_zero(ctx, d->mb, d->n * sizeof(uint16_t));
+    if (!st) st = coda_train_zero(ctx, d->vb, d->n * sizeof(uint16_t));
+  } else {
+    if (!st) st = coda_train_zero(ctx, d->m, fb);
+    if (!st) st = coda_train_zero(ctx, d->v, fb);
+  }
   if (!st) st = coda_train_zero(ctx, d->g, fb);
   if (!st) d->zero_pending = 0;
   if (!st) st = round_all(ctx, d);
@@ -434,8 +513,15 @@ coda_status coda_plans_device_read(coda_context ctx, coda_model *m, int which, u
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "device read: %zu bytes at %llu of buffer "
                      "%d (%zu bytes)%s", n, (unsigned long long)off, which, d->n * sizeof(float),
                      d->z ? "; the data parallel layout is gathered by the download" : "");
-  const float *src = which == 0 ? d->w : which == 1 ? d->m : d->v;
   coda_status st = coda_dev_state_settle_optim(ctx, d);
+  if (!st && d->bf16) { /* widened to fp32, whole values only */
+    const uint16_t *b = which == 0 ? d->wb : which == 1 ? d->mb : d->vb;
+    if (off % sizeof(float) || n % sizeof(float))
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "device read of bf16 state: %zu bytes at "
+                       "%llu must be whole fp32 values", n, (unsigned long long)off);
+    return d2h_bf16(ctx, dst, b + off / sizeof(float), n / sizeof(float));
+  }
+  const float *src = which == 0 ? d->w : which == 1 ? d->m : d->v;
   return st ? st : coda_memcpy_d2h(ctx, dst, (const char *)src + off, n);
 }
 
@@ -445,6 +531,12 @@ coda_status coda_plans_device_download(coda_context ctx, coda_model *m, float *m
   if (d->z) return download_zero(ctx, m, d, mom, vel);
   const size_t fb = d->n * sizeof(float);
   coda_status st = coda_dev_state_settle_optim(ctx, d);
+  if (!st && d->bf16) {
+    st = d2h_bf16(ctx, coda_model_weights(m), d->wb, d->n);
+    if (!st && mom) st = d2h_bf16(ctx, mom, d->mb, d->n);
+    if (!st && vel) st = d2h_bf16(ctx, vel, d->vb, d->n);
+    return st;
+  }
   if (!st) st = coda_memcpy_d2h(ctx, coda_model_weights(m), d->w, fb);
   if (!st && mom) st = coda_memcpy_d2h(ctx, mom, d->m, fb);
   if (!st && vel) st = coda_memcpy_d2h(ctx, vel, d->v, fb);
@@ -527,6 +619,17 @@ static coda_status adamw_zero(coda_context ctx, dev_state *d, coda_prof *pf, con
   return st;
 }
 
+/* AdamW over the elements [lo, hi) of the bound layout, on the fp32 or
+ * the bf16 state. */
+static coda_status adamw_range(coda_context ctx, dev_state *d, size_t lo, size_t hi,
+                               const double *coef, double gscale, int64_t t, void *side) {
+  if (d->bf16)
+    return coda_train_adamw_bf16(ctx, d->wb, d->g, d->mb, d->vb, lo, hi, d->oseg, d->nseg, coef,
+                                 gscale, d->sr_seed, t, side);
+  return coda_train_adamw_multi(ctx, d->w, d->g, d->m, d->v, d->wb, lo, hi, d->oseg, d->nseg,
+                                coef, gscale, side);
+}
+
 coda_status coda_plans_device_adamw(coda_context ctx, coda_model *m, const coda_adamw *o,
                                     int64_t t, double lr, double gscale) {
   dev_state *d = dev_of(ctx, m);
@@ -543,14 +646,12 @@ coda_status coda_plans_device_adamw(coda_context ctx, coda_model *m, const coda_
     if (!st && d->side) { /* group by group beside the next forward (dev_state) */
       st = coda_train_side_fork(ctx, d->side);
       for (int k = 0; k < d->ngroups && !st; k++) {
-        st = coda_train_adamw_multi(ctx, d->w, d->g, d->m, d->v, d->wb, k ? d->gend[k - 1] : 0,
-                                    d->gend[k], d->oseg, d->nseg, coef, gscale, d->side);
+        st = adamw_range(ctx, d, k ? d->gend[k - 1] : 0, d->gend[k], coef, gscale, t, d->side);
         if (!st) st = coda_train_side_mark(ctx, d->side, k);
       }
       if (!st) d->opt_next = 0;
     } else if (!st) { /* one launch */
-      st = coda_train_adamw_multi(ctx, d->w, d->g, d->m, d->v, d->wb, 0, d->n, d->oseg, d->nseg,
-                                  coef, gscale, NULL);
+      st = adamw_range(ctx, d, 0, d->n, coef, gscale, t, NULL);
     }
     PE(CODA_PH_OPTIM, -1);
     return st;

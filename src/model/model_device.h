@@ -44,6 +44,13 @@ typedef struct {
   size_t *gend;
   int ngroups;
   int opt_next;
+  /* bf16 optimizer state (CODA_OPTIM_STATE_BF16; one process, bound): no
+   * master (w is NULL), wb the weights themselves, mb and vb the moments
+   * in bf16 (m, v NULL), every update rounded stochastically with the
+   * bits of sr_seed (base/bf16_round.h). */
+  int bf16;
+  uint64_t sr_seed;
+  uint16_t *mb, *vb;
 } dev_state;
 
 /* Where the plans' weight-gradient buffers point. */
@@ -59,6 +66,8 @@ typedef struct {
   const coda_zero *z; /* data parallel layout, NULL: one process */
   int wbound;         /* the plans' weights are bound to dev->wb */
   int grads;          /* GRADS_*: the plans' weight-gradient buffers */
+  int bf16;           /* the device state keeps bf16 state (dev_state) */
+  uint64_t sr_seed;
 } plans_state;
 
 /* Step profile markers (profile.c; no-ops when pf is NULL). */

@@ -263,6 +263,9 @@ static void train_usage(FILE *f) {
       "  --keep-logits 0|1|auto  plan engine: 1 = the head keeps its logits for the backward\n"
       "                    (one vocabulary-wide GEMM fewer, batch x seq x vocab bf16 more memory);\n"
       "                    auto (default) = kept on a GPU where they fit in 1/16 of its memory\n"
+      "  --optimizer-state fp32|bf16  fp32 (default): fp32 master weights and AdamW moments;\n"
+      "                    bf16: bf16 weights and moments only, each update rounded\n"
+      "                    stochastically (half the optimizer's memory traffic; one process)\n"
       "  --peak-flops X    peak FLOP/s of a device for the MFU and the profile's floors\n"
       "                    (default on a GPU 989e12, H100/H200 dense bf16)\n"
       "  --peak-bandwidth X  peak memory bytes/s for the profile's floors (default on a\n"
@@ -441,6 +444,17 @@ static int parse_args(train_cli *c, int argc, char **argv) {
         return 2;
       }
       c->o.shard_weights = v[0] == '3';
+      i++;
+      continue;
+    }
+    if (!strcmp(a, "--optimizer-state")) {
+      if (!v || (strcmp(v, "fp32") && strcmp(v, "bf16"))) {
+        fprintf(stderr, "coda train: --optimizer-state is fp32 (fp32 master weights and moments) "
+                "or bf16 (bf16 weights and moments, stochastic rounding), got '%s'\n",
+                v ? v : "(nothing)");
+        return 2;
+      }
+      c->o.optim_state = v[0] == 'b' ? CODA_OPTIM_STATE_BF16 : CODA_OPTIM_STATE_FP32;
       i++;
       continue;
     }

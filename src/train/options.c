@@ -82,6 +82,12 @@ coda_status coda_train_check_options(coda_context ctx, const coda_train_options 
                      o->profile_warmup);
   if (!o->out_dir || !*o->out_dir)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "no output directory");
+  if ((int)o->optim_state < CODA_OPTIM_STATE_FP32 || (int)o->optim_state > CODA_OPTIM_STATE_BF16)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "optimizer state %d: 0 (fp32 master weights "
+                     "and moments) or 1 (bf16 weights and moments)", (int)o->optim_state);
+  if (o->optim_state == CODA_OPTIM_STATE_BF16 && o->comm && coda_comm_size(o->comm) > 1)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "bf16 optimizer state: one process only (data "
+                     "parallel shards fp32 state); use the fp32 state with --ranks");
   if (o->comm && coda_comm_size(o->comm) > 1) {
     const int gpu = coda_context_backend(ctx) == CODA_BACKEND_CUDA;
     const coda_comm_kind k = coda_comm_get_kind(o->comm);

@@ -300,6 +300,14 @@ coda_status coda_train_setup_state(coda_train_run *r) {
     s = shard_state(r);
     if (s) return s;
   }
+  const int bf16 = o->optim_state == CODA_OPTIM_STATE_BF16;
+  if (bf16 && r->gpu) s = coda_plans_device_set_bf16_state(ctx, r->model, o->seed);
+  if (s) return s;
+  if (bf16 && !r->gpu) { /* the host state held as bf16 values from the start */
+    coda_round_bf16(coda_model_weights(r->model), r->n);
+    coda_round_bf16(r->mom, r->n);
+    coda_round_bf16(r->vel, r->n);
+  }
   if (r->gpu && !r->dp && !o->resume && !o->init) {
     s = coda_plans_device_init(ctx, r->model, o->seed);
   } else if (r->gpu) { /* master weights and moments to the device */

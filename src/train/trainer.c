@@ -367,8 +367,13 @@ static coda_status step_update(coda_train_run *r, int64_t step, double lr, doubl
   coda_clip_grad(r->G, r->n, gn, o->clip);
   for (int i = 0; i < coda_model_num_params(r->model); i++) {
     const coda_param *p = coda_model_param(r->model, i);
-    coda_adamw_update(&r->adam, step + 1, lr, p->decay, r->W + p->offset, r->G + p->offset,
-                      r->mom + p->offset, r->vel + p->offset, p->size);
+    if (o->optim_state == CODA_OPTIM_STATE_BF16)
+      coda_adamw_update_bf16(&r->adam, step + 1, lr, p->decay, o->seed, p->offset,
+                             r->W + p->offset, r->G + p->offset, r->mom + p->offset,
+                             r->vel + p->offset, p->size);
+    else
+      coda_adamw_update(&r->adam, step + 1, lr, p->decay, r->W + p->offset, r->G + p->offset,
+                        r->mom + p->offset, r->vel + p->offset, p->size);
   }
   coda_prof_end(ctx, r->prof, CODA_PH_OPTIM, -1);
   return CODA_OK;
@@ -621,11 +626,14 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   r->sum = sum;
   r->t_enter = coda_train_now();
   r->o = coda_train_default_options();
-  /* layout 1: up to keep_logits (validation_progress came after) */
+  /* layout 1: up to keep_logits (validation_progress came after); layout
+   * 2: up to validation_progress (optim_state came after) */
   static const coda_options_layout layouts[] = {
       {offsetof(coda_train_options, validation_progress), offsetof(coda_train_options, keep_logits) + sizeof(int)},
+      {offsetof(coda_train_options, optim_state),
+       offsetof(coda_train_options, validation_progress) + sizeof(void (*)(int, int, void *))},
       CODA_OPTIONS_LAYOUT(coda_train_options)};
-  if (coda_options_take(ctx, "coda_train_options", opts, &r->o, layouts, 2))
+  if (coda_options_take(ctx, "coda_train_options", opts, &r->o, layouts, 3))
     return CODA_ERR_INVALID_ARGUMENT;
   /* data parallel: N ranks, rank 0 (the lead) prints, logs and saves */
   r->comm = r->o.comm && coda_comm_size(r->o.comm) > 1 ? r->o.comm : NULL;

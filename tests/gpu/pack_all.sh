@@ -19,7 +19,7 @@ set -eu
 B=${1:?usage: tests/gpu/pack_all.sh BUILD_DIR [DEST_DIR]}
 D=${2:-.carry}
 cd "$(dirname "$0")/../.."
-TESTS="test_gemm_gpu test_epilogue_gpu test_attention_gpu test_plan_gpu test_graph_gpu test_debug_sync_gpu test_decode_gpu"
+TESTS="test_gemm_gpu test_epilogue_gpu test_attention_gpu test_plan_gpu test_graph_gpu test_debug_sync_gpu test_decode_gpu test_optim_gpu"
 BENCH="bench_fused bench_attention bench_gemm overlap_probe"
 TRAIN="test_train_device"
 if [ -n "${PACK_ONLY:-}" ]; then

@@ -17,7 +17,7 @@ set -eu
 B=$(cd "${1:?usage: tests/gpu/pack_shared.sh BUILD_DIR [DEST_DIR]}" && pwd)
 D=${2:-.carry}
 cd "$(dirname "$0")/../.."
-TESTS="test_gemm_gpu test_epilogue_gpu test_attention_gpu test_plan_gpu test_graph_gpu test_debug_sync_gpu test_decode_gpu"
+TESTS="test_gemm_gpu test_epilogue_gpu test_attention_gpu test_plan_gpu test_graph_gpu test_debug_sync_gpu test_decode_gpu test_optim_gpu"
 cmake --build "$B" -j2 --target coda coda_shared test_train_device bench_fused $TESTS
 S=$(mktemp -d)
 trap 'rm -rf "$S"' EXIT

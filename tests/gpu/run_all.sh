@@ -82,6 +82,7 @@ if has tests; then
   step graph 60 "$P/tests/gpu/test_graph_gpu"
   step debug_sync 30 "$P/tests/gpu/test_debug_sync_gpu"
   step decode 120 "$P/tests/gpu/test_decode_gpu"
+  step optim 30 "$P/tests/gpu/test_optim_gpu"
   step run_user_program 30 "$P/coda" run programs/examples/geglu_scaled.coda --gpu --m 4096 --n 4096 --k 2048
   step run_builtin 30 "$P/coda" run --builtin llama_swiglu_bwd --gpu --m 4096 --n 2048 --k 2048
 fi

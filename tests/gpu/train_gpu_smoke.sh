@@ -26,6 +26,9 @@
 #      AdamW layer by layer beside the next forward (CODA_OPTIM_OVERLAP=1)
 #      and after the backward (the default): loss.csv and the checkpoints
 #      byte-identical.
+#  (g) the bf16 optimizer state (--optimizer-state bf16): a checkpoint
+#      save at step 10 leaves the 20-step run's final checkpoint
+#      byte-identical; the loss falls.
 #  (e) when BUILD_DIR/tests/test_train_device exists: that test (device
 #      step vs the CPU plan engine, bit-identical repeats, upload/download).
 #  (d) throughput of 6 layers, d 512, ffn 2048, 8/8 heads, vocab 32768,
@@ -110,6 +113,20 @@ done
 if cmp -s "$W/f1/loss.csv" "$W/f0/loss.csv" && cmp -s "$W/f1/checkpoint.safetensors" "$W/f0/checkpoint.safetensors"
 then echo "bit-identical loss logs and checkpoints (weights and moments), 20 steps"
 else fail "(f) overlapped and serial AdamW differ"; diff "$W/f1/loss.csv" "$W/f0/loss.csv" | head; fi
+
+echo "== (g) bf16 optimizer state: straight = stopped at a checkpoint + resumed, the loss falls"
+# the stop is a run of 10 steps of the 20-step schedule (--steps 20 with a
+# stop after step 10 is what --resume continues)
+timeout 60 "$CODA" train --device gpu $SMALL --steps 20 --warmup 5 --seed 13 --optimizer-state bf16 \
+  --val-every 0 --val-batches 0 --out "$W/g1" --quiet || fail "(g) straight bf16 run failed"
+timeout 60 "$CODA" train --device gpu $SMALL --steps 20 --warmup 5 --seed 13 --optimizer-state bf16 \
+  --val-every 0 --val-batches 0 --save-every 10 --out "$W/g2" --quiet || fail "(g) bf16 run with saves failed"
+if cmp -s "$W/g1/checkpoint.safetensors" "$W/g2/checkpoint.safetensors"
+then echo "bit-identical bf16-state checkpoints with and without a save at step 10"
+else fail "(g) a save changed the bf16 run"; fi
+awk -F, 'NR > 1 { n++; l[n] = $2 } END { a = (l[1] + l[2] + l[3]) / 3; b = (l[n] + l[n-1] + l[n-2]) / 3;
+  printf "bf16 state: mean loss of steps 1-3 %.4f, of the last 3 %.4f\n", a, b; exit !(b < 0.9 * a) }' \
+  "$W/g1/loss.csv" || fail "(g) the bf16-state loss did not fall"
 
 if [ -x "$BUILD/tests/test_train_device" ]; then
   echo "== (e) test_train_device"

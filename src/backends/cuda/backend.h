@@ -125,6 +125,12 @@ coda_status coda_cuda_train_adamw_multi(coda_context ctx, float *w, const float 
                                         float *v, uint16_t *wb, size_t lo, size_t hi,
                                         const int64_t *seg, int nseg, const double *coef,
                                         double gscale, void *side);
+/* coda_train_adamw_bf16: the adamw_multi pass over bf16 weights and
+ * moments with stochastic rounding (base/bf16_round.h). */
+coda_status coda_cuda_train_adamw_bf16(coda_context ctx, uint16_t *w, const float *g, uint16_t *m,
+                                       uint16_t *v, size_t lo, size_t hi, const int64_t *seg,
+                                       int nseg, const double *coef, double gscale, uint64_t seed,
+                                       int64_t t, void *side);
 /* Side queues (side_queue.c): a non-blocking stream with markers;
  * coda_cuda_side_stream gives its cudaStream_t (NULL side: NULL). */
 coda_status coda_cuda_side_create(coda_context ctx, int nmarks, void **side);

@@ -216,6 +216,7 @@ static const coda_train_ops cuda_train_ops = {
     .sumsq = coda_cuda_train_sumsq,
     .adamw = coda_cuda_train_adamw,
     .adamw_multi = coda_cuda_train_adamw_multi,
+    .adamw_bf16 = coda_cuda_train_adamw_bf16,
     .init_normal = coda_cuda_train_init_normal,
     .fill = coda_cuda_train_fill,
     .zero = coda_cuda_train_zero,

@@ -12,6 +12,7 @@
 
 extern "C" {
 #include "base/internal.h"
+#include "base/bf16_round.h"
 }
 
 #include <cuda_bf16.h>
@@ -375,6 +376,86 @@ extern "C" coda_status coda_cuda_train_adamw_multi(coda_context ctx, float *w, c
       w, g, m, v, (__nv_bfloat16 *)wb, (long long)lo, (long long)hi, (const long long *)seg, nseg,
       coef[0], coef[1], coef[2], coef[3], coef[4], coef[5], coef[6], gscale, gscale != 1.0);
   return check_launch(ctx, "AdamW (all parameters)");
+}
+
+/* AdamW over bf16 state: adamw_one's arithmetic in double from the bf16
+ * weight and moments, each result rounded stochastically with the bits of
+ * its flat index (base/bf16_round.h), as the host's
+ * coda_adamw_update_bf16. Four elements per thread: 8-byte bf16 loads,
+ * a 16-byte gradient load; 14 bytes a parameter in all. */
+__global__ void adamw_bf16_kernel(uint16_t *w, const float *g, uint16_t *m, uint16_t *v,
+                                  long long lo_elem, long long n, const long long *seg, int nseg,
+                                  double b1, double b2, double c1, double c2, double lr,
+                                  double eps, double shrink, double gscale, int scale_g,
+                                  unsigned long long seed, long long t) {
+  const long long stride = 4LL * gridDim.x * blockDim.x;
+  for (long long i0 = lo_elem + 4LL * (blockIdx.x * (long long)blockDim.x + threadIdx.x); i0 < n;
+       i0 += stride) {
+    int lo = 0, hi = nseg - 1; /* the first segment ending after i0 */
+    while (lo < hi) {
+      const int mid = (lo + hi) >> 1;
+      if (seg[2 * mid] > i0) hi = mid;
+      else lo = mid + 1;
+    }
+    int k = lo;
+    uint16_t wv[4], mv[4], vv[4];
+    float gv[4];
+    const int whole = i0 + 4 <= n;
+    if (whole) {
+      *(uint2 *)wv = *(const uint2 *)(w + i0);
+      *(uint2 *)mv = *(const uint2 *)(m + i0);
+      *(uint2 *)vv = *(const uint2 *)(v + i0);
+      *(float4 *)gv = *(const float4 *)(g + i0);
+    } else {
+      for (int e = 0; e < 4; e++)
+        if (i0 + e < n) wv[e] = w[i0 + e], gv[e] = g[i0 + e], mv[e] = m[i0 + e], vv[e] = v[i0 + e];
+    }
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      if (i0 + e >= n) break;
+      while (k + 1 < nseg && i0 + e >= seg[2 * k]) k++;
+      const unsigned long long at = (unsigned long long)(i0 + e);
+      const double gi = scale_g ? (double)(float)((double)gv[e] * gscale) : (double)gv[e];
+      /* unfused, rounded as the host rounds, so the bits match it */
+      const double mi = __dadd_rn(__dmul_rn(b1, coda_bf16_widen(mv[e])), __dmul_rn(1.0 - b1, gi));
+      const double vi =
+          __dadd_rn(__dmul_rn(b2, coda_bf16_widen(vv[e])), __dmul_rn(__dmul_rn(1.0 - b2, gi), gi));
+      double wi = __dmul_rn(coda_bf16_widen(wv[e]), seg[2 * k + 1] ? shrink : 1.0);
+      wi = __dsub_rn(wi, __ddiv_rn(__dmul_rn(lr, __ddiv_rn(mi, c1)),
+                                   __dadd_rn(__dsqrt_rn(__ddiv_rn(vi, c2)), eps)));
+      mv[e] = coda_bf16_sr((float)mi, coda_bf16_sr_bits(seed, t, at, 1));
+      vv[e] = coda_bf16_sr((float)vi, coda_bf16_sr_bits(seed, t, at, 2));
+      wv[e] = coda_bf16_sr((float)wi, coda_bf16_sr_bits(seed, t, at, 0));
+    }
+    if (whole) {
+      *(uint2 *)(w + i0) = *(const uint2 *)wv;
+      *(uint2 *)(m + i0) = *(const uint2 *)mv;
+      *(uint2 *)(v + i0) = *(const uint2 *)vv;
+    } else {
+      for (int e = 0; e < 4; e++)
+        if (i0 + e < n) w[i0 + e] = wv[e], m[i0 + e] = mv[e], v[i0 + e] = vv[e];
+    }
+  }
+}
+
+extern "C" coda_status coda_cuda_train_adamw_bf16(coda_context ctx, uint16_t *w, const float *g,
+                                                  uint16_t *m, uint16_t *v, size_t lo, size_t hi,
+                                                  const int64_t *seg, int nseg,
+                                                  const double *coef, double gscale,
+                                                  uint64_t seed, int64_t t, void *side) {
+  if (hi <= lo) return CODA_OK;
+  if (nseg <= 0 || lo % 4 || ((uintptr_t)w | (uintptr_t)m | (uintptr_t)v) % 8 ||
+      (uintptr_t)g % 16)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "AdamW (bf16 state): %d segments, start %zu "
+                     "(a multiple of 4), or buffers not aligned (8 bytes, the gradient 16)",
+                     nseg, lo);
+  const long long groups = ((long long)(hi - lo) + 3) / 4;
+  cudaStream_t stream = side ? (cudaStream_t)coda_cuda_side_stream(side) : coda_cuda_stream(ctx);
+  adamw_bf16_kernel<<<grid_of(groups), 256, 0, stream>>>(
+      w, g, m, v, (long long)lo, (long long)hi, (const long long *)seg, nseg, coef[0], coef[1],
+      coef[2], coef[3], coef[4], coef[5], coef[6], gscale, gscale != 1.0,
+      (unsigned long long)seed, (long long)t);
+  return check_launch(ctx, "AdamW (bf16 state)");
 }
 
 extern "C" coda_status coda_cuda_train_init_normal(coda_context ctx, float *w, size_t n,
