@@ -143,10 +143,10 @@ void coda_prof_end(coda_context ctx, coda_prof *p, coda_step_phase ph, int block
 void coda_prof_step_start(coda_prof *p, int on);
 coda_status coda_prof_step_end(coda_context ctx, coda_prof *p, double wall_s);
 /* The report: floors from the model's GEMM flops per step (tokens per step
- * of this rank) at peak_flops and AdamW's bytes over adam_params fp32
- * values at peak_bw (0: none). */
+ * of this rank) at peak_flops and the adam_bytes AdamW moves a step
+ * at peak_bw (0: none). */
 void coda_prof_report(const coda_prof *p, const coda_model_config *c, double tokens,
-                      double adam_params, double peak_flops, double peak_bw, int64_t warmup,
+                      double adam_bytes, double peak_flops, double peak_bw, int64_t warmup,
                       int device_clock, coda_train_profile *out);
 /* The profile the plan engine marks (NULL: off). */
 void coda_model_set_prof(coda_model *m, coda_prof *p);

@@ -115,7 +115,7 @@ coda_status coda_prof_step_end(coda_context ctx, coda_prof *p, double wall_s) {
 }
 
 void coda_prof_report(const coda_prof *p, const coda_model_config *c, double tokens,
-                      double adam_params, double peak_flops, double peak_bw, int64_t warmup,
+                      double adam_bytes, double peak_flops, double peak_bw, int64_t warmup,
                       int device_clock, coda_train_profile *out) {
   memset(out, 0, sizeof *out);
   out->steps = p->steps;
@@ -152,7 +152,7 @@ void coda_prof_report(const coda_prof *p, const coda_model_config *c, double tok
     if (peak_flops > 0 && i == CODA_PH_HEAD)
       f->floor_ms = 1e3 * 6.0 * (double)c->vocab * D * tokens / peak_flops;
     if (peak_bw > 0 && i == CODA_PH_OPTIM)
-      f->floor_ms = 1e3 * 32.0 * adam_params / peak_bw;
+      f->floor_ms = 1e3 * adam_bytes / peak_bw;
   }
   coda_train_profile_phase *h = &out->phase[CODA_PH_COUNT];
   h->name = "host waits and launch gaps";

@@ -558,7 +558,10 @@ static coda_status end_run(coda_train_run *r) {
   if (r->prof) { /* the step profile, also when quiet */
     coda_train_profile pr;
     const double adam_n = r->dp && r->zero ? (double)r->zero->nshard : (double)r->n;
-    coda_prof_report(r->prof, r->c, (double)r->B * r->T * o->accum, adam_n, o->peak_flops,
+    /* bytes a parameter: AdamW reads w, g, m, v and writes w, m, v;
+     * zeroing writes g (fp32 g; w, m, v fp32 or bf16) */
+    const double per = o->optim_state == CODA_OPTIM_STATE_BF16 ? 20.0 : 32.0;
+    coda_prof_report(r->prof, r->c, (double)r->B * r->T * o->accum, adam_n * per, o->peak_flops,
                      o->peak_bandwidth, r->pwarm, r->gpu, &pr);
     coda_train_progress p = coda_train_progress_init(CODA_TRAIN_EVENT_PROFILE, o);
     p.step = r->st.step;

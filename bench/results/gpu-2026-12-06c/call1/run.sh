@@ -1,0 +1,38 @@
+#!/bin/bash
+# 2026-12-06 (c), call 1: the bf16 optimizer state (--optimizer-state bf16).
+#  1. tests/gpu/test_optim_gpu: the device update bit for bit against the
+#     host's coda_adamw_update_bf16;
+#  2. tests/gpu/train_gpu_smoke.sh (stage (g): the bf16 state);
+#  3. tests/gpu/train_kill_gpu.sh on the small shape with the bf16 state:
+#     every resume after kill -9 must end in the uninterrupted run's bytes;
+#  4. loss curves, fp32 against bf16 state: 2000 steps of a 6-layer d 512
+#     byte-level model on Python's standard library as text (16 x 512
+#     tokens a step, validation every 100 steps);
+#  5. bench/train/run.sh, fp32 against bf16 state with the step profile,
+#     interleaved over two rounds at 1b and d512, one at 1b-8k.
+source bench/results/gpu-2026-12-06c/common.sh
+timeout 60 "$P/tests/gpu/test_optim_gpu" > "$L/test_optim_gpu.log" 2>&1
+echo "test_optim_gpu rc=$?"; cat "$L/test_optim_gpu.log"
+timeout 200 tests/gpu/train_gpu_smoke.sh "$P" "$P/cache" > "$L/smoke.log" 2>&1
+echo "smoke rc=$?"; grep -E "^(==|FAIL|bit-identical|bf16|train_gpu_smoke|batch)" "$L/smoke.log"
+TRAIN_ARGS="--layers 2 --dim 256 --heads 4 --kv-heads 2 --ffn 512 --seq 128 --vocab 256 --batch 8 --optimizer-state bf16" \
+  STEPS=120 SAVE_EVERY=11 OUT=$L timeout 130 tests/gpu/train_kill_gpu.sh "$P" 8 110 > "$L/kill.txt" 2>&1
+echo "kill rc=$?"; tail -4 "$L/kill.txt"; rm -rf "$L/train-kill"
+W=$(mktemp -d); mkdir -p "$W/corpus"
+SL=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['stdlib'])")
+find "$SL" -name '*.py' -size -300k | sort | xargs cat > "$W/corpus/stdlib.txt"
+ls -la "$W/corpus" | tee "$L/lc-corpus.txt"
+timeout 120 "$P/coda" train --prepare --corpus "$W/corpus" --data "$W/data" --out "$W/prep" > "$L/lc-prep.txt" 2>&1
+for s in fp32 bf16; do
+  timeout 150 "$P/coda" train --device gpu --layers 6 --dim 512 --heads 8 --kv-heads 8 --ffn 2048 --vocab 256 \
+    --seq 512 --batch 16 --steps 2000 --warmup 100 --lr 1e-3 --val-every 100 --val-batches 8 --seed 3 \
+    --data "$W/data" --optimizer-state $s --out "$W/lc-$s" --quiet > "$L/lc-$s.txt" 2>&1
+  echo "loss curve $s rc=$?"; tail -2 "$L/lc-$s.txt"; cp "$W/lc-$s/loss.csv" "$L/lc-$s.csv"
+done
+SHAPES="1b d512" ROUNDS=2 PROFILE=1 BUDGET=150 VARIANTS="fp32:|bf16:--optimizer-state bf16" \
+  OUT=$L/ab bench/train/run.sh "$P" > "$L/ab.log" 2>&1
+echo "ab rc=$?"; cat "$L/ab/train.md"
+SHAPES="1b-8k" STEPS=13 PROFILE=1 BUDGET=90 VARIANTS="fp32:|bf16:--optimizer-state bf16" \
+  OUT=$L/ab8k bench/train/run.sh "$P" > "$L/ab8k.log" 2>&1
+echo "ab8k rc=$?"; cat "$L/ab8k/train.md"
+finish
