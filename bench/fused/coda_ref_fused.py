@@ -51,9 +51,11 @@ sys.path (and PYTHONPATH, for the wheel's compile workers).
 for the wheel's plain gemm instead of its autotuning (faster start).
 """
 import argparse
+import atexit
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -147,6 +149,7 @@ def add_stubs():
             f.write(STUB_FLA)
         made.append("fla")
     if made:
+        atexit.register(shutil.rmtree, d, True)
         sys.path.insert(0, d)
         pp = os.environ.get("PYTHONPATH")
         os.environ["PYTHONPATH"] = d + (":" + pp if pp else "")
@@ -383,8 +386,14 @@ def build(k, s, ck):
             def eager():
                 out["eager"] = [qkv_eager(x @ w.t())]
 
-            def ref():
-                out["ref"] = [ck["gemm_rope"](x, w.t(), pos, freq)]
+            def ref():  # int32 positions as linear_qknorm_rope takes them; else fp32
+                try:
+                    out["ref"] = [ck["gemm_rope"](x, w.t(), st.get("pos", pos), freq)]
+                except Exception:
+                    if "pos" in st:
+                        raise
+                    st["pos"], out["note"] = pos.float(), "fp32 positions"
+                    out["ref"] = [ck["gemm_rope"](x, w.t(), st["pos"], freq)]
             xf, wf = f32(x, w)
             return mm, eager, ref, out, [qkv_eager(xf @ wf.t())]
         gamma = rnd(hd, scale=1.5, positive=True)
@@ -543,6 +552,8 @@ def main():
                         try:
                             row["ref_ms"], row["ref_first_s"] = timed(ref, a.reps)
                             row["ref_err"] = rel(out["ref"], f32ref)
+                            if "note" in out:
+                                row["path"] += f" ({out['note']})"
                         except Exception as e:
                             row["path"] = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
                             status = 1
@@ -561,11 +572,11 @@ def main():
                   f"| {f(row['gflop'] / r, 0) if r else '—'} | {f(row['ref_first_s'], 1)} "
                   f"| {row['path']} | {e(row['ref_err'])} | {e(row['eager_err'])} |")
             sys.stdout.flush()
-    if a.json:
-        with open(a.json, "w") as fj:
-            json.dump(dict(device=torch.cuda.get_device_name(), torch=torch.__version__,
-                           versions=vers, unavailable=reason, reps=a.reps, tune=a.tune,
-                           rows=rows), fj, indent=1)
+            if a.json:  # after every row: a run cut short keeps what it measured
+                with open(a.json, "w") as fj:
+                    json.dump(dict(device=torch.cuda.get_device_name(), torch=torch.__version__,
+                                   versions=vers, unavailable=reason, reps=a.reps, tune=a.tune,
+                                   rows=rows), fj, indent=1)
     return status
 
 

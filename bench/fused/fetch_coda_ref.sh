@@ -54,7 +54,7 @@ for p in "${PKGS[@]}"; do
 done
 python3 - "$D" "$SPLIT_MB" <<'PY'
 import glob, os, shutil, sys, zipfile
-d, limit = sys.argv[1], int(sys.argv[2]) << 20
+d, limit = sys.argv[1], int(sys.argv[2]) * 10**6
 for w in sorted(glob.glob(f"{d}/*.whl")):
     if os.path.getsize(w) < 1 << 20:
         continue
@@ -77,14 +77,14 @@ for w in wheels:
     if size > limit:  # byte parts, the first filling coda1's room
         cut = room["coda1"]
         if size - cut > room["coda2"]:
-            sys.exit(f"{w}: {size >> 20} MB does not fit two folders of {limit >> 20} MB")
+            sys.exit(f"{w}: {size / 1e6:.1f} MB does not fit two folders of {limit / 1e6:.0f} MB")
         folders["coda1"].append((w, 0, cut, 1))
         folders["coda2"].append((w, cut, size, 2))
         room["coda1"], room["coda2"] = 0, room["coda2"] - (size - cut)
         continue
     f = "coda1" if size <= room["coda1"] else "coda2"
     if size > room[f]:
-        sys.exit(f"the set ({total >> 20} MB) does not fit two folders of {limit >> 20} MB")
+        sys.exit(f"the set ({total / 1e6:.1f} MB) does not fit two folders of {limit / 1e6:.0f} MB")
     folders[f].append((w, 0, size, 0))
     room[f] -= size
 names = sorted(os.path.basename(w) for w in wheels)
