@@ -9,14 +9,16 @@
 #     byte-level model on Python's standard library as text (16 x 512
 #     tokens a step, validation every 100 steps);
 #  5. bench/train/run.sh, fp32 against bf16 state with the step profile,
-#     interleaved over two rounds at 1b and d512, one at 1b-8k.
+#     interleaved over two rounds at 1b and d512 with HF + Liger (bf16
+#     weights and bf16 AdamW state) in the same call, one round at 1b-8k.
+# Carries .carry/c1, .carry/peers and .whl/liger.
 source bench/results/gpu-2026-12-06c/common.sh
 timeout 60 "$P/tests/gpu/test_optim_gpu" > "$L/test_optim_gpu.log" 2>&1
 echo "test_optim_gpu rc=$?"; cat "$L/test_optim_gpu.log"
 timeout 200 tests/gpu/train_gpu_smoke.sh "$P" "$P/cache" > "$L/smoke.log" 2>&1
 echo "smoke rc=$?"; grep -E "^(==|FAIL|bit-identical|bf16|train_gpu_smoke|batch)" "$L/smoke.log"
 TRAIN_ARGS="--layers 2 --dim 256 --heads 4 --kv-heads 2 --ffn 512 --seq 128 --vocab 256 --batch 8 --optimizer-state bf16" \
-  STEPS=120 SAVE_EVERY=11 OUT=$L timeout 130 tests/gpu/train_kill_gpu.sh "$P" 8 110 > "$L/kill.txt" 2>&1
+  STEPS=120 SAVE_EVERY=11 OUT=$L timeout 100 tests/gpu/train_kill_gpu.sh "$P" 6 80 > "$L/kill.txt" 2>&1
 echo "kill rc=$?"; tail -4 "$L/kill.txt"; rm -rf "$L/train-kill"
 W=$(mktemp -d); mkdir -p "$W/corpus"
 SL=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['stdlib'])")
@@ -29,10 +31,10 @@ for s in fp32 bf16; do
     --data "$W/data" --optimizer-state $s --out "$W/lc-$s" --quiet > "$L/lc-$s.txt" 2>&1
   echo "loss curve $s rc=$?"; tail -2 "$L/lc-$s.txt"; cp "$W/lc-$s/loss.csv" "$L/lc-$s.csv"
 done
-SHAPES="1b d512" ROUNDS=2 PROFILE=1 BUDGET=150 VARIANTS="fp32:|bf16:--optimizer-state bf16" \
-  OUT=$L/ab bench/train/run.sh "$P" > "$L/ab.log" 2>&1
+SHAPES="1b d512" ROUNDS=2 PROFILE=1 BUDGET=200 VARIANTS="fp32:|bf16:--optimizer-state bf16" \
+  TORCH_MODES= OUT=$L/ab bench/train/run.sh "$P" .carry/peers .whl/liger > "$L/ab.log" 2>&1
 echo "ab rc=$?"; cat "$L/ab/train.md"
-SHAPES="1b-8k" STEPS=13 PROFILE=1 BUDGET=90 VARIANTS="fp32:|bf16:--optimizer-state bf16" \
+SHAPES="1b-8k" STEPS=13 PROFILE=1 BUDGET=70 VARIANTS="fp32:|bf16:--optimizer-state bf16" \
   OUT=$L/ab8k bench/train/run.sh "$P" > "$L/ab8k.log" 2>&1
 echo "ab8k rc=$?"; cat "$L/ab8k/train.md"
 finish
