@@ -124,23 +124,6 @@ static int parse_batches(const char *v, int *out, int max) {
   return n;
 }
 
-/* Bytes a decode step of batch B must read, by profile phase, at cache
- * length n: the bf16 weights of each phase (with its norm weights) and the
- * attention's keys and values; the embedding reads only the batch's rows. */
-static void phase_bytes(const coda_model_config *c, int B, int n, double *by) {
-  _Static_assert(CODA_DECODE_PHASES == 7, "phase_bytes follows coda_decoder_phase_name's order");
-  const double D = c->dim, hd = (double)c->dim / c->heads, L = c->layers;
-  const double q = c->heads * hd, kv = c->kv_heads * hd;
-  for (int p = 0; p < CODA_DECODE_PHASES; p++) by[p] = 0.0;
-  by[0] = (double)B * D * 2;                   /* embedding */
-  by[1] = L * (D * (q + 2 * kv) + D) * 2;      /* norm + qkv + rope */
-  by[2] = L * (double)B * n * 2 * kv * 2;      /* attention: K and V */
-  by[3] = L * q * D * 2;                       /* out proj */
-  by[4] = L * (D * 2.0 * c->ffn + D) * 2;      /* norm + gate/up */
-  by[5] = L * (double)c->ffn * D * 2;          /* down */
-  by[6] = ((double)c->vocab * D + D) * 2;      /* final norm + head */
-}
-
 static int run_bench(coda_context ctx, const char *shape, const int *batches, int nb,
                      int prompt_len, int steps, int gpu, int no_graphs, int profile,
                      double hbm_gbps, coda_prefill_path prefill) {
@@ -223,18 +206,18 @@ static int run_bench(coda_context ctx, const char *shape, const int *batches, in
              (double)B * prompt_len / pre, step_ms, (double)B * steps / dec, floor_ms,
              100.0 * floor_ms / step_ms, coda_decoder_graphs(d));
     if (!rc && profile && gpu) { /* one more step, by phase */
-      double ms[CODA_DECODE_PHASES], sum = 0.0;
+      double ms[CODA_DECODE_PHASES], by[CODA_DECODE_PHASES], sum = 0.0;
       int32_t *zero = calloc((size_t)B, sizeof *zero);
-      if (!zero || coda_decoder_step_profile(d, zero, ms) != CODA_OK) {
+      if (!zero || coda_decoder_step_bytes(d, zero, by) != CODA_OK ||
+          coda_decoder_step_profile(d, zero, ms) != CODA_OK) {
         fprintf(stderr, "coda generate: profile: %s\n", coda_last_error(ctx));
         rc = 1;
       } else {
-        /* Each phase against the floor of the bytes it must read (its
-         * weights, the attention its cache at the profiled step's length)
-         * at the floor column's bandwidth; the rest of a phase's time is
-         * its kernels' launch gaps, dependency waits and tails. */
-        double by[CODA_DECODE_PHASES];
-        phase_bytes(&c, B, prompt_len + steps + 1, by);
+        /* Each phase against the floor of the bytes it must read (the
+         * library's count: its weights, the attention its cache at the
+         * profiled step's length) at the floor column's bandwidth; the
+         * rest of a phase's time is its kernels' launch gaps, dependency
+         * waits and tails. */
         printf("       step by phase: %-26s %9s %9s %9s %9s\n", "phase", "ms", "MB",
                "floor ms", "of floor");
         double fsum = 0.0, bsum = 0.0;
