@@ -398,10 +398,10 @@ static int parse_primary(parser *ps) {
   }
   symbol *s = ps_lookup(ps, &t);
   if (!s) {
-    if (ps_tok_is(&t, "rowsum") || ps_tok_is(&t, "rowmax") || ps_tok_is(&t, "rowlse") || ps_tok_is(&t, "colsum") ||
-        ps_tok_is(&t, "colmax") || ps_tok_is(&t, "rowpick"))
+    if (ir_reduce_kind_find(t.s, (size_t)t.len) >= 0)
       return ps_error(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is only allowed in a reduce statement", nm);
-    if (ps_tok_is(&t, "rstd") || ps_tok_is(&t, "sum") || ps_tok_is(&t, "lse") || ps_tok_is(&t, "mean"))
+    /* a finisher's word that is also a function (max) is a call here */
+    if (ir_finish_kind_find(t.s, (size_t)t.len) >= 0 && find_function(&t) < 0)
       return ps_error(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is only allowed in a finish statement", nm);
     if (ps->tok.k == T_LP) return unknown_function(ps, &t, nm);
     if (t.len >= CODA_NAME_MAX)

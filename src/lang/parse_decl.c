@@ -41,12 +41,13 @@ int ps_input(parser *ps) {
   if (ps_expect(ps, T_COLON, "':'")) return -1;
   ir_input *in = &p->inputs[p->ninputs];
   memset(in, 0, sizeof *in);
-  if (ps_tok_is(&ps->tok, "row")) in->kind = CODA_ARG_ROW;
-  else if (ps_tok_is(&ps->tok, "col")) in->kind = CODA_ARG_COL;
-  else if (ps_tok_is(&ps->tok, "scalar")) in->kind = CODA_ARG_SCALAR;
-  else if (ps_tok_is(&ps->tok, "tile")) in->kind = CODA_ARG_TILE;
-  else if (ps_tok_is(&ps->tok, "rowsum")) in->kind = CODA_ARG_ROWSUM;
-  else return ps_expected(ps, "an input kind (row, col, scalar, tile or rowsum)");
+  const int ik = ps->tok.k == T_NAME ? ir_input_kind_find(ps->tok.s, (size_t)ps->tok.len) : -1;
+  if (ik < 0) {
+    char words[96], what[128];
+    snprintf(what, sizeof what, "an input kind (%s)", ir_kind_words('i', words, sizeof words));
+    return ps_expected(ps, what);
+  }
+  in->kind = (coda_arg_kind)ik;
   ps_next(ps);
   if (parse_dtype(ps, &in->dtype)) return -1;
   in->width = parse_width(ps);
@@ -174,14 +175,13 @@ int ps_reduce(parser *ps) {
   ps_next(ps);
   if (ps_expect(ps, T_ASSIGN, "'='")) return -1;
   token kt = ps->tok;
-  coda_reduce_kind kind;
-  if (ps_tok_is(&kt, "rowsum")) kind = CODA_REDUCE_ROWSUM;
-  else if (ps_tok_is(&kt, "rowmax")) kind = CODA_REDUCE_ROWMAX;
-  else if (ps_tok_is(&kt, "rowlse")) kind = CODA_REDUCE_ROWLSE;
-  else if (ps_tok_is(&kt, "colsum")) kind = CODA_REDUCE_COLSUM;
-  else if (ps_tok_is(&kt, "colmax")) kind = CODA_REDUCE_COLMAX;
-  else if (ps_tok_is(&kt, "rowpick")) kind = CODA_REDUCE_ROWPICK;
-  else return ps_expected(ps, "a reduction (rowsum, rowmax, rowlse, colsum, colmax or rowpick)");
+  const int rk = kt.k == T_NAME ? ir_reduce_kind_find(kt.s, (size_t)kt.len) : -1;
+  if (rk < 0) {
+    char words[128], what[160];
+    snprintf(what, sizeof what, "a reduction (%s)", ir_kind_words('r', words, sizeof words));
+    return ps_expected(ps, what);
+  }
+  coda_reduce_kind kind = (coda_reduce_kind)rk;
   ps_next(ps);
   if (ps_expect(ps, T_LP, "'('")) return -1;
   if (ps_enter(ps, &kt)) return -1;
@@ -201,11 +201,11 @@ int ps_reduce(parser *ps) {
   }
   if (ps_expect(ps, T_RP, "')'")) return -1;
   ps->depth--;
-  if ((kind == CODA_REDUCE_ROWSUM || kind == CODA_REDUCE_ROWMAX) && ps_tok_is(&ps->tok, "per")) {
+  if (ir_reduce_per(kind) >= 0 && ps_tok_is(&ps->tok, "per")) {
     ps_next(ps);
     token st = ps->tok;
     if (ps_columns(ps, &st, "a segment width", &segment)) return -1;
-    kind = kind == CODA_REDUCE_ROWSUM ? CODA_REDUCE_SEGSUM : CODA_REDUCE_SEGMAX;
+    kind = (coda_reduce_kind)ir_reduce_per(kind);
     ps_next(ps);
   } else if (ps_tok_is(&ps->tok, "per")) {
     return ps_error(ps, CODA_ERR_TYPE, ps->tok.line, ps->tok.col,
@@ -246,13 +246,13 @@ int ps_finish(parser *ps) {
   ps_next(ps);
   if (ps_expect(ps, T_ASSIGN, "'='")) return -1;
   token kt = ps->tok;
-  coda_finish_kind kind;
-  if (ps_tok_is(&kt, "rstd")) kind = CODA_FINISH_RSTD;
-  else if (ps_tok_is(&kt, "sum")) kind = CODA_FINISH_SUM;
-  else if (ps_tok_is(&kt, "max")) kind = CODA_FINISH_MAX;
-  else if (ps_tok_is(&kt, "lse")) kind = CODA_FINISH_LSE;
-  else if (ps_tok_is(&kt, "mean")) kind = CODA_FINISH_MEAN;
-  else return ps_expected(ps, "a finisher (rstd, sum, max, lse or mean)");
+  const int fk = kt.k == T_NAME ? ir_finish_kind_find(kt.s, (size_t)kt.len) : -1;
+  if (fk < 0) {
+    char words[96], what[128];
+    snprintf(what, sizeof what, "a finisher (%s)", ir_kind_words('f', words, sizeof words));
+    return ps_expected(ps, what);
+  }
+  const coda_finish_kind kind = (coda_finish_kind)fk;
   ps_next(ps);
   if (ps_expect(ps, T_LP, "'('")) return -1;
   int reduce = -1, reduce2 = -1;

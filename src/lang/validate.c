@@ -105,8 +105,9 @@ static coda_status check_declarations(coda_context ctx, const struct coda_progra
   for (int i = 0; i < p->ninputs; i++) {
     const ir_input *in = &p->inputs[i];
     int L = in->line, C = in->col;
-    if (((int)in->kind < CODA_ARG_ROW || (int)in->kind > CODA_ARG_TILE) && in->kind != CODA_ARG_ROWSUM)
-      FAIL(L, C, "input '%.31s': kind must be row, col, scalar, tile or rowsum", in->name);
+    char words[96];
+    if (!ir_input_kind_known(in->kind))
+      FAIL(L, C, "input '%.31s': kind must be %s", in->name, ir_kind_words('i', words, sizeof words));
     if (!dtype_ok(in->dtype)) FAIL(L, C, "input '%.31s': unknown dtype %d", in->name, (int)in->dtype);
     if (!width_ok(in->width)) FAIL(L, C, "input '%.31s': unknown width %d", in->name, (int)in->width);
     if (in->dtype == CODA_F64 && !exact)
@@ -288,8 +289,7 @@ static coda_status check_reduces(coda_context ctx, const struct coda_program_s *
   for (int i = 0; i < p->nreduces; i++) {
     const ir_reduce *r = &p->reduces[i];
     int L = r->line, C = r->col;
-    if ((int)r->kind < CODA_REDUCE_ROWSUM || (int)r->kind > CODA_REDUCE_COLMAX)
-      FAIL(L, C, "reduction '%s': unknown kind %d", r->name, (int)r->kind);
+    if (!ir_reduce_kind_known(r->kind)) FAIL(L, C, "reduction '%s': unknown kind %d", r->name, (int)r->kind);
     if (r->reg < 0 || r->reg >= p->nregs) FAIL(L, C, "reduction '%s' reduces an unknown register", r->name);
     if (ir_reduce_is_col(r->kind) && p->pair_mode)
       FAIL(L, C, "reduction '%s': %s is only allowed in elem mode", r->name, ir_reduce_kind_name(r->kind));
@@ -316,23 +316,13 @@ static coda_status check_finishes(coda_context ctx, const struct coda_program_s 
     const ir_finish *f = &p->finishes[i];
     int L = f->line, C = f->col;
     const char *fk = ir_finish_kind_name(f->kind);
-    if ((int)f->kind < CODA_FINISH_RSTD || (int)f->kind > CODA_FINISH_MEAN)
-      FAIL(L, C, "finisher '%s': unknown kind %d", f->name, (int)f->kind);
+    if (!ir_finish_kind_known(f->kind)) FAIL(L, C, "finisher '%s': unknown kind %d", f->name, (int)f->kind);
     if (f->reduce < 0 || f->reduce >= p->nreduces) FAIL(L, C, "finisher '%s': unknown partial", f->name);
     const ir_reduce *r = &p->reduces[f->reduce];
     coda_reduce_kind rk = r->kind;
-    int sumlike = rk == CODA_REDUCE_ROWSUM || rk == CODA_REDUCE_SEGSUM || rk == CODA_REDUCE_COLSUM;
-    int maxlike = rk == CODA_REDUCE_ROWMAX || rk == CODA_REDUCE_SEGMAX || rk == CODA_REDUCE_COLMAX;
-    int ok = (f->kind == CODA_FINISH_RSTD || f->kind == CODA_FINISH_SUM || f->kind == CODA_FINISH_MEAN)
-                 ? sumlike
-                 : f->kind == CODA_FINISH_LSE ? rk == CODA_REDUCE_ROWLSE : maxlike;
-    if (!ok) {
-      const char *need = f->kind == CODA_FINISH_LSE   ? "a rowlse partial"
-                         : f->kind == CODA_FINISH_MAX ? "a rowmax, segmented rowmax or colmax partial"
-                                                      : "a rowsum, segmented rowsum or colsum partial";
-      FAIL(L, C, "finisher '%s': %s needs %s, but '%s' is %s", f->name, fk, need, r->name,
+    if (ir_finish_class(f->kind) != ir_reduce_class(rk))
+      FAIL(L, C, "finisher '%s': %s needs %s, but '%s' is %s", f->name, fk, ir_finish_needs(f->kind), r->name,
            ir_reduce_kind_name(rk));
-    }
     if (f->eps_param < 0 || f->eps_param > p->nparams || (f->eps_param && f->kind != CODA_FINISH_RSTD))
       FAIL(L, C, "finisher '%s': eps names an unknown parameter", f->name);
     if (f->kind == CODA_FINISH_RSTD && (!isfinite(f->eps) || f->eps < 0)) {
