@@ -55,7 +55,7 @@ static const char *describe(const token *t, char *buf, size_t n) {
 int ps_expected(parser *ps, const char *what) {
   char buf[64];
   return ps_error(ps, CODA_ERR_PARSE, ps->tok.line, ps->tok.col, "expected %s, found %s", what,
-              describe(&ps->tok, buf, sizeof buf));
+                  describe(&ps->tok, buf, sizeof buf));
 }
 
 /* ----------------------------------------------------------------- lexer */
@@ -174,7 +174,7 @@ int ps_expect(parser *ps, tok_kind k, const char *what) {
   if (ps->tok.k == T_BAD && ps->tok.s[0] && (isdigit((unsigned char)ps->tok.s[0]))) {
     char buf[64];
     return ps_error(ps, CODA_ERR_PARSE, ps->tok.line, ps->tok.col, "malformed or out-of-range number %s",
-                describe(&ps->tok, buf, sizeof buf));
+                    describe(&ps->tok, buf, sizeof buf));
   }
   if (ps->tok.k != k) return ps_expected(ps, what);
   ps_next(ps);
@@ -196,7 +196,7 @@ int ps_new_name(parser *ps, const token *t, char out[CODA_NAME_MAX]) {
   if (t->k != T_NAME) return ps_expected(ps, "a name");
   if (t->len >= CODA_NAME_MAX)
     return ps_error(ps, CODA_ERR_TYPE, t->line, t->col, "name '%.32s...' is longer than %d characters", t->s,
-                CODA_NAME_MAX - 1);
+                    CODA_NAME_MAX - 1);
   memcpy(out, t->s, (size_t)t->len);
   out[t->len] = '\0';
   if (ir_is_reserved(out))
@@ -286,13 +286,13 @@ static int unknown_function(parser *ps, const token *t, const char *nm) {
     }
   }
   return ps_error(ps, CODA_ERR_TYPE, t->line, t->col, "unknown function '%s': %s(functions: %s)", nm, near,
-              list);
+                  list);
 }
 
 int ps_enter(parser *ps, const token *at) {
   if (++ps->depth > MAX_DEPTH)
     return ps_error(ps, CODA_ERR_PARSE, at->line, at->col, "expression nested too deeply (more than %d levels)",
-                MAX_DEPTH);
+                    MAX_DEPTH);
   return 0;
 }
 
@@ -307,7 +307,7 @@ static int parse_call(parser *ps, coda_op op, const token *fn) {
     for (;;) {
       if (n == CODA_MAX_ARGS || n == arity)
         return ps_error(ps, CODA_ERR_TYPE, fn->line, fn->col, "%s takes %d argument%s, found more",
-                    ir_op_name(op), arity, arity == 1 ? "" : "s");
+                        ir_op_name(op), arity, arity == 1 ? "" : "s");
       int r = ps_expr(ps);
       if (r < 0) return -1;
       args[n++] = r;
@@ -318,7 +318,7 @@ static int parse_call(parser *ps, coda_op op, const token *fn) {
   ps->depth--;
   if (n != arity)
     return ps_error(ps, CODA_ERR_TYPE, fn->line, fn->col, "%s takes %d argument%s, found %d", ir_op_name(op),
-                arity, arity == 1 ? "" : "s", n);
+                    arity, arity == 1 ? "" : "s", n);
   return emit_math(ps, op, n, args, fn);
 }
 
@@ -360,7 +360,7 @@ static int parse_primary(parser *ps) {
     token n = ps->tok;
     if (n.k != T_NUM || n.num != floor(n.num) || n.num < 1 || n.num > 16777216.0)
       return ps_error(ps, CODA_ERR_TYPE, n.line, n.col,
-                  "%s(S) takes a segment width S, an integer literal from 1 to 16777216", pos ? "segpos" : "seg");
+                      "%s(S) takes a segment width S, an integer literal from 1 to 16777216", pos ? "segpos" : "seg");
     ps_next(ps);
     if (ps_expect(ps, T_RP, "')'")) return -1;
     ir_instr *c = emit(ps, IR_COL, &t);
@@ -377,7 +377,7 @@ static int parse_primary(parser *ps) {
     ps_next(ps);
     if (ir_op_results((coda_op)op) == 2)
       return ps_error(ps, CODA_ERR_TYPE, t.line, t.col, "%s gives two results: write 'a, b = %s(...)' on its own line",
-                  ir_op_name((coda_op)op), ir_op_name((coda_op)op));
+                      ir_op_name((coda_op)op), ir_op_name((coda_op)op));
     return parse_call(ps, (coda_op)op, &t);
   }
   char nm[CODA_NAME_MAX];
@@ -420,7 +420,7 @@ static int parse_primary(parser *ps) {
   case SYM_PARAM: {
     if (ps->tok.k == T_DOT)
       return ps_error(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is a parameter, one number: read it as %s, without a lane",
-                  nm, nm);
+                      nm, nm);
     ir_instr *in = emit(ps, IR_CONST, &t);
     if (!in) return -1;
     in->param = s->index + 1;
@@ -430,7 +430,7 @@ static int parse_primary(parser *ps) {
   case SYM_VALUE:
     if (ps->tok.k == T_DOT)
       return ps_error(ps, CODA_ERR_TYPE, t.line, t.col,
-                  "'%s' is a computed value with one value per point: read it as %s, without a lane", nm, nm);
+                      "'%s' is a computed value with one value per point: read it as %s, without a lane", nm, nm);
     return s->index;
   case SYM_OUTPUT:
     return ps_error(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is an output: outputs are stored, not read", nm);
@@ -512,7 +512,7 @@ static int parse_assignment(parser *ps) {
     int op = find_function(&ft);
     if (op < 0 || ir_op_results((coda_op)op) != 2)
       return ps_error(ps, CODA_ERR_TYPE, ft.line, ft.col,
-                  "'%s, %s = ...' needs a two-result function (dswiglu, dgeglu, rope or rope_bwd)", n1, n2);
+                      "'%s, %s = ...' needs a two-result function (dswiglu, dgeglu, rope or rope_bwd)", n1, n2);
     ps_next(ps);
     if (parse_call(ps, (coda_op)op, &ft) < 0) return -1;
     ir_instr *in = &p->instrs[p->ninstrs - 1];
@@ -547,7 +547,7 @@ static int parse_statement(parser *ps) {
     if (ps->math_seen) return ps_error(ps, CODA_ERR_PARSE, t.line, t.col, "math is declared twice");
     if (ps->nheader != ps->nstatements - 1)
       return ps_error(ps, CODA_ERR_PARSE, t.line, t.col,
-                  "math must come before the inputs, outputs and instructions (after mode, if there is one)");
+                      "math must come before the inputs, outputs and instructions (after mode, if there is one)");
     ps_next(ps);
     if (ps_tok_is(&ps->tok, "fast")) ps->p->math_fast = 1;
     else if (ps_tok_is(&ps->tok, "exact")) ps->p->math_fast = 0;
@@ -574,8 +574,8 @@ static int parse_statement(parser *ps) {
         if (ps_columns(ps, &st, "a segment width", &ps->p->pair_split)) return -1;
         if (ps->p->pair_split < 2 || ps->p->pair_split % 2)
           return ps_error(ps, CODA_ERR_TYPE, st.line, st.col,
-                      "the split segment must be even and at least 2 (a pair is column k and k + S/2), found %d",
-                      ps->p->pair_split);
+                          "the split segment must be even and at least 2 (a pair is column k and k + S/2), found %d",
+                          ps->p->pair_split);
         ps_next(ps);
       }
     }

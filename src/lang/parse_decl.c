@@ -76,7 +76,7 @@ int ps_param(parser *ps) {
       return ps_expected(ps, "a number literal as the parameter's default (e.g. 'param eps = 1e-5')");
     if (!isfinite(n.num))
       return ps_error(ps, CODA_ERR_TYPE, n.line, n.col, "parameter '%s': default %.*s is not finite", name, n.len,
-                  n.s);
+                      n.s);
     ps_next(ps);
     pm->has_value = 1;
     pm->value = neg ? -n.num : n.num;
@@ -195,7 +195,7 @@ int ps_reduce(parser *ps) {
     symbol *s = ps_lookup(ps, &it);
     if (!s || s->kind != SYM_INPUT)
       return ps_error(ps, CODA_ERR_TYPE, it.line, it.col, "the rowpick index '%.*s' is not an input",
-                  it.len < 32 ? it.len : 32, it.s);
+                      it.len < 32 ? it.len : 32, it.s);
     index = s->index;
     ps_next(ps);
   }
@@ -209,7 +209,7 @@ int ps_reduce(parser *ps) {
     ps_next(ps);
   } else if (ps_tok_is(&ps->tok, "per")) {
     return ps_error(ps, CODA_ERR_TYPE, ps->tok.line, ps->tok.col,
-                "'per' segments only rowsum and rowmax, not %s", ir_reduce_kind_name(kind));
+                    "'per' segments only rowsum and rowmax, not %s", ir_reduce_kind_name(kind));
   }
   ir_reduce *r = &p->reduces[p->nreduces];
   memset(r, 0, sizeof *r);
@@ -230,7 +230,7 @@ static int partial_ref(parser *ps, int *index) {
   symbol *s = ps_lookup(ps, &t);
   if (!s || s->kind != SYM_REDUCE)
     return ps_error(ps, CODA_ERR_TYPE, t.line, t.col, "'%.*s' is not a reduction defined before this line",
-                t.len < 32 ? t.len : 32, t.s);
+                    t.len < 32 ? t.len : 32, t.s);
   *index = s->index;
   ps_next(ps);
   return 0;
