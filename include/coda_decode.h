@@ -131,6 +131,15 @@ coda_status coda_decoder_step(coda_decoder d, const int32_t *tokens);
 #define CODA_DECODE_PHASES 7
 const char *coda_decoder_phase_name(int phase);
 coda_status coda_decoder_step_profile(coda_decoder d, const int32_t *tokens, double *ms);
+/* The bytes each phase of the next step with these tokens (as
+ * coda_decoder_step takes them) must read, the floor its time is held
+ * against (bytes holds CODA_DECODE_PHASES values, in the profile's
+ * order): each phase's weights with its norm weights, the embedding's
+ * rows of the stepped sequences, and the keys and values of each stepped
+ * sequence's cache, the new token's included; in the dtypes the decoder
+ * keeps (a device: bf16 with fp32 norms; the CPU: fp32). Any backend;
+ * the caches do not move. */
+coda_status coda_decoder_step_bytes(const coda_decoder d, const int32_t *tokens, double *bytes);
 /* The current logits, batch x vocab fp32 (host memory); rows of sequences
  * never prefilled are zeros. */
 coda_status coda_decoder_logits(coda_decoder d, float *out);

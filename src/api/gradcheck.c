@@ -347,6 +347,291 @@ static const char *role_word(coda_grad_role r) {
   return "?";
 }
 
+/* Every link names what its role needs in the two programs; *nwrt the
+ * wrt links. */
+static coda_status check_links(coda_context ctx, const gc_prog *f, const gc_prog *b,
+                               const coda_grad_link *links, int nlinks, int *nwrt) {
+  *nwrt = 0;
+  for (int i = 0; i < nlinks; i++) {
+    const coda_grad_link *l = &links[i];
+    int fk = l->fwd ? gc_find(f, l->fwd) : -1, bk = l->bwd ? gc_find(b, l->bwd) : -1;
+    int facc = l->fwd && !strcmp(l->fwd, "acc"), bacc = l->bwd && !strcmp(l->bwd, "acc");
+    const char *bad = NULL;
+    switch (l->role) {
+    case CODA_GRAD_WRT:
+      if (!(facc ? f->uses_acc : fk >= 0 && is_input_kind(f->a[fk].info.kind) && !f->a[fk].is_finish &&
+                                    f->a[fk].info.dtype != CODA_I32))
+        bad = "the forward has no floating input of that name";
+      else if (bk < 0 || (is_input_kind(b->a[bk].info.kind) && !b->a[bk].is_finish))
+        bad = "the backward has no output or finisher of that name";
+      else if ((*nwrt)++ >= CODA_GRADCHECK_MAX) bad = "too many wrt links";
+      break;
+    case CODA_GRAD_SEED:
+      if (fk < 0 || (is_input_kind(f->a[fk].info.kind) && !f->a[fk].is_finish))
+        bad = "the forward has no output or finisher of that name";
+      else if (!(bacc ? b->uses_acc : bk >= 0 && is_input_kind(b->a[bk].info.kind) && !b->a[bk].is_finish))
+        bad = "the backward has no input of that name (or `acc` it reads)";
+      break;
+    case CODA_GRAD_SAVE:
+      if (fk < 0 && !(facc && f->uses_acc)) bad = "the forward has no argument of that name";
+      else if (bk < 0 || !is_input_kind(b->a[bk].info.kind) || b->a[bk].is_finish)
+        bad = "the backward has no input of that name";
+      break;
+    case CODA_GRAD_DOT:
+      if (fk < 0) bad = "the forward has no output of that name";
+      else if (bk < 0 || (b->a[bk].info.kind != CODA_ARG_ROW && b->a[bk].info.kind != CODA_ARG_ROWSUM) ||
+               b->a[bk].is_finish)
+        bad = "the backward has no row or rowsum input of that name";
+      else {
+        int seeded = 0;
+        for (int j = 0; j < nlinks; j++)
+          seeded |= links[j].role == CODA_GRAD_SEED && links[j].fwd && !strcmp(links[j].fwd, l->fwd);
+        if (!seeded) bad = "the forward output has no gradient (grad link)";
+      }
+      break;
+    case CODA_GRAD_VALUE:
+      if (!l->fwd && !l->bwd) bad = "names neither program";
+      else if (l->fwd && facc && !f->uses_acc) bad = "the forward does not read acc";
+      else if (l->fwd && !facc && (fk < 0 || !is_input_kind(f->a[fk].info.kind) || f->a[fk].is_finish))
+        bad = "the forward has no input of that name";
+      else if (l->bwd && (bk < 0 || !is_input_kind(b->a[bk].info.kind) || b->a[bk].is_finish))
+        bad = "the backward has no input of that name";
+      break;
+    case CODA_GRAD_RANGE:
+      if (facc && !f->uses_acc) bad = "the forward does not read acc";
+      else if (!facc && (fk < 0 || !is_input_kind(f->a[fk].info.kind) || f->a[fk].is_finish))
+        bad = "the forward has no input of that name (or acc)";
+      else if (!(l->lo <= l->hi) || !isfinite(l->lo) || !isfinite(l->hi))
+        bad = "needs finite lo <= hi";
+      break;
+    default: bad = "unknown role";
+    }
+    if (bad) {
+      if (l->role == CODA_GRAD_RANGE)
+        return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "gradcheck: range link %s=%.17g:%.17g: %s",
+                      l->fwd ? l->fwd : "", l->lo, l->hi, bad);
+      else if (l->role == CODA_GRAD_VALUE)
+        return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "gradcheck: value link %s=%.17g: %s",
+                      l->fwd ? l->fwd : l->bwd ? l->bwd : "", l->lo, bad);
+      else
+        return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "gradcheck: %s link %s=%s: %s",
+                      role_word(l->role), l->fwd ? l->fwd : "", l->bwd ? l->bwd : "", bad);
+    }
+  }
+  return CODA_OK;
+}
+
+/* The forward's inputs drawn (values and ranges of the links, away from
+ * the program's kinks) and the seeds dy of its linked outputs. */
+static coda_status fill_forward(coda_context ctx, gc_prog *f, const coda_grad_link *links, int nlinks,
+                                const coda_gradcheck_options *o, uint64_t *rs, seed *sd, int *nseed) {
+  gc_kinks kinks;
+  gc_find_kinks(f->p, &kinks);
+  for (int i = 0; i < f->nargs; i++) {
+    gc_arg *a = &f->a[i];
+    if (!is_input_kind(a->info.kind) || a->is_finish) continue;
+    size_t n = gc_count(a);
+    const coda_grad_link *val = NULL, *rng = NULL;
+    for (int j = 0; j < nlinks; j++) {
+      if (!links[j].fwd || strcmp(links[j].fwd, a->info.name)) continue;
+      if (links[j].role == CODA_GRAD_VALUE) val = &links[j];
+      if (links[j].role == CODA_GRAD_RANGE) rng = &links[j];
+    }
+    gc_draw dr = {&kinks, o->step, o->points, rng != NULL, rng ? rng->lo : 0, rng ? rng->hi : 0, 1.0,
+                  a->info.kind == CODA_ARG_ROWSUM || a->info.kind == CODA_ARG_SCALAR};
+    for (size_t e = 0; e < n; e++) {
+      double v;
+      if (val) v = val->lo;
+      else if (a->info.dtype == CODA_I32 && !rng)
+        v = (double)(int64_t)(rng_next(rs) % (uint64_t)(o->N + 1)) - 1;
+      else if (a->info.dtype == CODA_I32) v = floor(rng->lo + (rng->hi - rng->lo) * rng_unit(rs));
+      else v = gc_draw_value(&dr, rs);
+      if (a->info.dtype == CODA_I32) ((int32_t *)a->v)[e] = (int32_t)v;
+      else a->v[e] = v;
+    }
+  }
+  if (f->uses_acc) {
+    const coda_grad_link *val = NULL, *rng = NULL;
+    for (int j = 0; j < nlinks; j++)
+      if (links[j].fwd && !strcmp(links[j].fwd, "acc") &&
+          (links[j].role == CODA_GRAD_VALUE || links[j].role == CODA_GRAD_RANGE)) {
+        if (links[j].role == CODA_GRAD_VALUE) val = &links[j];
+        else rng = &links[j];
+      }
+    /* acc: ±[0.1, 4) by default, wide enough to cross the usual thresholds */
+    gc_draw dr = {&kinks, o->step, o->points, rng != NULL, rng ? rng->lo : 0, rng ? rng->hi : 0, 4.0, 0};
+    for (int64_t e = 0; e < o->M * o->N; e++) f->accA[e] = val ? val->lo : gc_draw_value(&dr, rs);
+  }
+  for (int i = 0; i < nlinks; i++) {
+    if (links[i].role != CODA_GRAD_SEED) continue;
+    int k = gc_find(f, links[i].fwd), dup = 0;
+    for (int j = 0; j < *nseed; j++) dup |= sd[j].fwd == k;
+    if (dup) continue;
+    size_t n = gc_count(&f->a[k]);
+    sd[*nseed].fwd = k;
+    sd[*nseed].dy = malloc((n ? n : 1) * sizeof(double));
+    if (!sd[*nseed].dy) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "gradcheck: out of memory");
+    for (size_t e = 0; e < n; e++) sd[*nseed].dy[e] = rng_signed(rs);
+    (*nseed)++;
+  }
+  return CODA_OK;
+}
+
+/* The backward's N: the first of N, N/2, 2N where every linked backward
+ * argument has the shape of its forward tensor. */
+static coda_status backward_n(coda_context ctx, gc_prog *f, gc_prog *b, const coda_grad_link *links,
+                              int nlinks, const coda_gradcheck_options *o, coda_tiling tl, int64_t *out) {
+  int64_t cand[3] = {o->N, o->N / 2, 2 * o->N}, Nb = -1;
+  char why[256] = "";
+  for (int c = 0; c < 3 && Nb < 0; c++) {
+    if (cand[c] < 1 || gc_shapes(b, o->M, cand[c], tl)) continue;
+    int ok = 1;
+    for (int i = 0; i < nlinks && ok; i++) {
+      const coda_grad_link *l = &links[i];
+      if (l->role == CODA_GRAD_VALUE || l->role == CODA_GRAD_RANGE) continue;
+      int64_t fr, fc, br, bc;
+      if (!gc_values(f, l->fwd, &fr, &fc)) { ok = 0; break; }
+      if (l->role == CODA_GRAD_DOT) { fc = 1; }
+      if (!strcmp(l->bwd, "acc")) { br = o->M; bc = cand[c]; }
+      else { int k = gc_find(b, l->bwd); br = b->a[k].rows; bc = b->a[k].cols; }
+      if (l->role == CODA_GRAD_WRT) /* a vector or scalar: summed over what it broadcasts to */
+        ok = (fr == br || fr == 1) && (fc == bc || fc == 1);
+      else ok = fr == br && fc == bc;
+      if (!ok && !why[0])
+        snprintf(why, sizeof why, ": at N = %lld, %s %s=%s has forward %lld x %lld, backward %lld x %lld%s",
+                 (long long)cand[c], role_word(l->role), l->fwd, l->bwd, (long long)fr, (long long)fc,
+                 (long long)br, (long long)bc,
+                 l->role == CODA_GRAD_WRT ? " (a wrt gradient has the forward's shape or sums to it "
+                                            "over rows or columns where the forward has 1)" : "");
+    }
+    if (ok) Nb = cand[c];
+  }
+  if (Nb < 0)
+    return coda_fail(ctx, CODA_ERR_SHAPE,
+                  "gradcheck: no backward N (of %lld, %lld, %lld) gives every linked backward "
+                  "argument the shape of its forward tensor%s",
+                  (long long)cand[0], (long long)cand[1], (long long)cand[2], why);
+  *out = Nb;
+  return CODA_OK;
+}
+
+/* The backward's inputs: each from its link (a seed, a saved forward
+ * tensor, a dot of y and dy, a value) or the forward tensor of its name. */
+static coda_status fill_backward(coda_context ctx, gc_prog *f, gc_prog *b, const coda_grad_link *links,
+                                 int nlinks, const seed *sd, int nseed, int64_t M, int64_t Nb) {
+  for (int i = -1; i < b->nargs; i++) {
+    const char *name = i < 0 ? "acc" : b->a[i].info.name;
+    if (i < 0 && !b->uses_acc) continue;
+    if (i >= 0 && (!is_input_kind(b->a[i].info.kind) || b->a[i].is_finish)) continue;
+    double *dst = i < 0 ? b->accA : b->a[i].v;
+    size_t n = i < 0 ? (size_t)(M * Nb) : gc_count(&b->a[i]);
+    const coda_grad_link *l = NULL;
+    for (int j = 0; j < nlinks && !l; j++)
+      if (links[j].bwd && !strcmp(links[j].bwd, name) && links[j].role != CODA_GRAD_WRT &&
+          links[j].role != CODA_GRAD_RANGE)
+        l = &links[j];
+    int64_t fr, fc;
+    if (!l) {
+      const double *src = gc_values(f, name, &fr, &fc);
+      if (!src || fr * fc != (int64_t)n)
+        return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                      "gradcheck: backward input '%s' is not linked to the forward (give it a "
+                      "grad, save, dot or value link)%s", name,
+                      src ? ": the forward tensor of that name has another shape" : "");
+      memcpy(dst, src, n * sizeof(double));
+      continue;
+    }
+    if (l->role == CODA_GRAD_VALUE) {
+      for (size_t e = 0; e < n; e++) {
+        if (i >= 0 && b->a[i].info.dtype == CODA_I32) ((int32_t *)dst)[e] = (int32_t)l->lo;
+        else dst[e] = l->lo;
+      }
+    } else if (l->role == CODA_GRAD_SAVE) {
+      memcpy(dst, gc_values(f, l->fwd, &fr, &fc), n * sizeof(double));
+    } else {
+      int k = gc_find(f, l->fwd);
+      const double *dy = NULL;
+      for (int j = 0; j < nseed; j++)
+        if (sd[j].fwd == k) dy = sd[j].dy;
+      if (l->role == CODA_GRAD_SEED) {
+        memcpy(dst, dy, n * sizeof(double));
+      } else { /* DOT: row sums of y * dy */
+        const gc_arg *a = &f->a[k];
+        for (int64_t m = 0; m < a->rows; m++) {
+          double acc = 0;
+          for (int64_t c = 0; c < a->cols; c++) acc += a->v[m * a->cols + c] * dy[m * a->cols + c];
+          dst[m] = acc;
+        }
+      }
+    }
+  }
+  return CODA_OK;
+}
+
+/* Each wrt link: the backward's gradient (summed where the forward
+ * broadcasts) against central differences of the seeded loss. */
+static coda_status finite_differences(coda_context ctx, gc_prog *f, gc_prog *b, const coda_grad_link *links,
+                                      int nlinks, const seed *sd, int nseed,
+                                      const coda_gradcheck_options *o, coda_tiling tl,
+                                      coda_gradcheck_report *out) {
+  coda_status s = CODA_OK;
+  double *gsum = NULL;
+  out->pass = 1;
+  for (int i = 0; i < nlinks; i++) {
+    const coda_grad_link *l = &links[i];
+    if (l->role != CODA_GRAD_WRT) continue;
+    coda_gradcheck_entry *e = &out->entry[out->nentries++];
+    e->fwd = l->fwd;
+    e->bwd = l->bwd;
+    int64_t fr = 0, fc = 0;
+    double *x = gc_values(f, l->fwd, &fr, &fc);
+    const double *gb = b->a[gc_find(b, l->bwd)].v;
+    int64_t br = b->a[gc_find(b, l->bwd)].rows, bc = b->a[gc_find(b, l->bwd)].cols;
+    if (!((fr == br || fr == 1) && (fc == bc || fc == 1))) {
+      s = coda_fail(ctx, CODA_ERR_SHAPE,
+                    "gradcheck: wrt %s=%s: backward %lld x %lld, forward %lld x %lld", l->fwd,
+                    l->bwd, (long long)br, (long long)bc, (long long)fr, (long long)fc);
+      goto fail;
+    }
+    /* the reference of a broadcast input: the backward summed over the
+     * rows (columns) where the forward tensor has one */
+    free(gsum);
+    gsum = calloc((size_t)(fr * fc > 0 ? fr * fc : 1), sizeof(double));
+    if (!gsum) { s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "gradcheck: out of memory"); goto fail; }
+    for (int64_t r = 0; r < br; r++)
+      for (int64_t c = 0; c < bc; c++)
+        gsum[(fr == 1 ? 0 : r) * fc + (fc == 1 ? 0 : c)] += gb[r * bc + c];
+    const double *g = gsum;
+    double maxerr = 0, maxfd = 0;
+    for (int64_t j = 0; j < fr * fc; j++) {
+      double x0 = x[j], h = o->step * (fabs(x0) > 1 ? fabs(x0) : 1);
+      x[j] = x0 + h;
+      if ((s = gc_run(ctx, f, tl))) goto fail;
+      double lp = gc_loss(f, sd, nseed);
+      x[j] = x0 - h;
+      if ((s = gc_run(ctx, f, tl))) goto fail;
+      double lm = gc_loss(f, sd, nseed);
+      x[j] = x0;
+      out->evaluations += 2;
+      double fd = (lp - lm) / (2 * h), d = fabs(g[j] - fd);
+      if (!(d <= maxerr)) { /* NaN sticks */
+        maxerr = d;
+        e->worst_row = j / fc;
+        e->worst_col = j % fc;
+      }
+      if (fabs(fd) > maxfd) maxfd = fabs(fd);
+    }
+    e->max_abs_err = maxerr;
+    e->max_abs_fd = maxfd;
+    e->rel_err = maxfd > 0 ? maxerr / maxfd : maxerr == 0 ? 0 : isnan(maxerr) ? NAN : INFINITY;
+    e->pass = e->rel_err <= o->tol;
+    out->pass &= e->pass;
+  }
+fail:
+  free(gsum);
+  return s;
+}
+
 coda_status coda_program_gradcheck(coda_context ctx, coda_program fwd, coda_program bwd,
                                    const coda_grad_link *links, int nlinks,
                                    const coda_gradcheck_options *opt,
@@ -366,7 +651,6 @@ coda_status coda_program_gradcheck(coda_context ctx, coda_program fwd, coda_prog
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "gradcheck: M, N >= 1 with M N <= 65536, step and tol > 0");
   gc_prog f, b;
-  double *gsum = NULL;
   seed sd[CODA_MAX_OUTPUTS + CODA_MAX_FINISHES];
   int nseed = 0;
   memset(sd, 0, sizeof sd);
@@ -379,73 +663,7 @@ coda_status coda_program_gradcheck(coda_context ctx, coda_program fwd, coda_prog
 
   /* links name existing things */
   int nwrt = 0;
-  for (int i = 0; i < nlinks; i++) {
-    const coda_grad_link *l = &links[i];
-    int fk = l->fwd ? gc_find(&f, l->fwd) : -1, bk = l->bwd ? gc_find(&b, l->bwd) : -1;
-    int facc = l->fwd && !strcmp(l->fwd, "acc"), bacc = l->bwd && !strcmp(l->bwd, "acc");
-    const char *bad = NULL;
-    switch (l->role) {
-    case CODA_GRAD_WRT:
-      if (!(facc ? f.uses_acc : fk >= 0 && is_input_kind(f.a[fk].info.kind) && !f.a[fk].is_finish &&
-                                    f.a[fk].info.dtype != CODA_I32))
-        bad = "the forward has no floating input of that name";
-      else if (bk < 0 || (is_input_kind(b.a[bk].info.kind) && !b.a[bk].is_finish))
-        bad = "the backward has no output or finisher of that name";
-      else if (nwrt++ >= CODA_GRADCHECK_MAX) bad = "too many wrt links";
-      break;
-    case CODA_GRAD_SEED:
-      if (fk < 0 || (is_input_kind(f.a[fk].info.kind) && !f.a[fk].is_finish))
-        bad = "the forward has no output or finisher of that name";
-      else if (!(bacc ? b.uses_acc : bk >= 0 && is_input_kind(b.a[bk].info.kind) && !b.a[bk].is_finish))
-        bad = "the backward has no input of that name (or `acc` it reads)";
-      break;
-    case CODA_GRAD_SAVE:
-      if (fk < 0 && !(facc && f.uses_acc)) bad = "the forward has no argument of that name";
-      else if (bk < 0 || !is_input_kind(b.a[bk].info.kind) || b.a[bk].is_finish)
-        bad = "the backward has no input of that name";
-      break;
-    case CODA_GRAD_DOT:
-      if (fk < 0) bad = "the forward has no output of that name";
-      else if (bk < 0 || (b.a[bk].info.kind != CODA_ARG_ROW && b.a[bk].info.kind != CODA_ARG_ROWSUM) ||
-               b.a[bk].is_finish)
-        bad = "the backward has no row or rowsum input of that name";
-      else {
-        int seeded = 0;
-        for (int j = 0; j < nlinks; j++)
-          seeded |= links[j].role == CODA_GRAD_SEED && links[j].fwd && !strcmp(links[j].fwd, l->fwd);
-        if (!seeded) bad = "the forward output has no gradient (grad link)";
-      }
-      break;
-    case CODA_GRAD_VALUE:
-      if (!l->fwd && !l->bwd) bad = "names neither program";
-      else if (l->fwd && facc && !f.uses_acc) bad = "the forward does not read acc";
-      else if (l->fwd && !facc && (fk < 0 || !is_input_kind(f.a[fk].info.kind) || f.a[fk].is_finish))
-        bad = "the forward has no input of that name";
-      else if (l->bwd && (bk < 0 || !is_input_kind(b.a[bk].info.kind) || b.a[bk].is_finish))
-        bad = "the backward has no input of that name";
-      break;
-    case CODA_GRAD_RANGE:
-      if (facc && !f.uses_acc) bad = "the forward does not read acc";
-      else if (!facc && (fk < 0 || !is_input_kind(f.a[fk].info.kind) || f.a[fk].is_finish))
-        bad = "the forward has no input of that name (or acc)";
-      else if (!(l->lo <= l->hi) || !isfinite(l->lo) || !isfinite(l->hi))
-        bad = "needs finite lo <= hi";
-      break;
-    default: bad = "unknown role";
-    }
-    if (bad) {
-      if (l->role == CODA_GRAD_RANGE)
-        s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "gradcheck: range link %s=%.17g:%.17g: %s",
-                      l->fwd ? l->fwd : "", l->lo, l->hi, bad);
-      else if (l->role == CODA_GRAD_VALUE)
-        s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "gradcheck: value link %s=%.17g: %s",
-                      l->fwd ? l->fwd : l->bwd ? l->bwd : "", l->lo, bad);
-      else
-        s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "gradcheck: %s link %s=%s: %s",
-                      role_word(l->role), l->fwd ? l->fwd : "", l->bwd ? l->bwd : "", bad);
-      goto done;
-    }
-  }
+  if ((s = check_links(ctx, &f, &b, links, nlinks, &nwrt))) goto done;
   if (!nwrt) {
     s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "gradcheck: no wrt link: nothing to check");
     goto done;
@@ -458,201 +676,25 @@ coda_status coda_program_gradcheck(coda_context ctx, coda_program fwd, coda_prog
     goto done;
   }
   if ((s = gc_alloc(ctx, &f, o.M, o.N))) goto done;
-  gc_kinks kinks;
-  gc_find_kinks(f.p, &kinks);
-  for (int i = 0; i < f.nargs; i++) {
-    gc_arg *a = &f.a[i];
-    if (!is_input_kind(a->info.kind) || a->is_finish) continue;
-    size_t n = gc_count(a);
-    const coda_grad_link *val = NULL, *rng = NULL;
-    for (int j = 0; j < nlinks; j++) {
-      if (!links[j].fwd || strcmp(links[j].fwd, a->info.name)) continue;
-      if (links[j].role == CODA_GRAD_VALUE) val = &links[j];
-      if (links[j].role == CODA_GRAD_RANGE) rng = &links[j];
-    }
-    gc_draw dr = {&kinks, o.step, o.points, rng != NULL, rng ? rng->lo : 0, rng ? rng->hi : 0, 1.0,
-                  a->info.kind == CODA_ARG_ROWSUM || a->info.kind == CODA_ARG_SCALAR};
-    for (size_t e = 0; e < n; e++) {
-      double v;
-      if (val) v = val->lo;
-      else if (a->info.dtype == CODA_I32 && !rng)
-        v = (double)(int64_t)(rng_next(&rs) % (uint64_t)(o.N + 1)) - 1;
-      else if (a->info.dtype == CODA_I32) v = floor(rng->lo + (rng->hi - rng->lo) * rng_unit(&rs));
-      else v = gc_draw_value(&dr, &rs);
-      if (a->info.dtype == CODA_I32) ((int32_t *)a->v)[e] = (int32_t)v;
-      else a->v[e] = v;
-    }
-  }
-  if (f.uses_acc) {
-    const coda_grad_link *val = NULL, *rng = NULL;
-    for (int j = 0; j < nlinks; j++)
-      if (links[j].fwd && !strcmp(links[j].fwd, "acc") &&
-          (links[j].role == CODA_GRAD_VALUE || links[j].role == CODA_GRAD_RANGE)) {
-        if (links[j].role == CODA_GRAD_VALUE) val = &links[j];
-        else rng = &links[j];
-      }
-    /* acc: ±[0.1, 4) by default, wide enough to cross the usual thresholds */
-    gc_draw dr = {&kinks, o.step, o.points, rng != NULL, rng ? rng->lo : 0, rng ? rng->hi : 0, 4.0, 0};
-    for (int64_t e = 0; e < o.M * o.N; e++) f.accA[e] = val ? val->lo : gc_draw_value(&dr, &rs);
-  }
-  for (int i = 0; i < nlinks; i++) {
-    if (links[i].role != CODA_GRAD_SEED) continue;
-    int k = gc_find(&f, links[i].fwd), dup = 0;
-    for (int j = 0; j < nseed; j++) dup |= sd[j].fwd == k;
-    if (dup) continue;
-    size_t n = gc_count(&f.a[k]);
-    sd[nseed].fwd = k;
-    sd[nseed].dy = malloc((n ? n : 1) * sizeof(double));
-    if (!sd[nseed].dy) { s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "gradcheck: out of memory"); goto done; }
-    for (size_t e = 0; e < n; e++) sd[nseed].dy[e] = rng_signed(&rs);
-    nseed++;
-  }
+  if ((s = fill_forward(ctx, &f, links, nlinks, &o, &rs, sd, &nseed))) goto done;
   if ((s = gc_run(ctx, &f, tl))) goto done;
   out->evaluations = 1;
 
   /* backward N: the candidate where every linked shape agrees */
-  int64_t cand[3] = {o.N, o.N / 2, 2 * o.N}, Nb = -1;
-  char why[256] = "";
-  for (int c = 0; c < 3 && Nb < 0; c++) {
-    if (cand[c] < 1 || gc_shapes(&b, o.M, cand[c], tl)) continue;
-    int ok = 1;
-    for (int i = 0; i < nlinks && ok; i++) {
-      const coda_grad_link *l = &links[i];
-      if (l->role == CODA_GRAD_VALUE || l->role == CODA_GRAD_RANGE) continue;
-      int64_t fr, fc, br, bc;
-      if (!gc_values(&f, l->fwd, &fr, &fc)) { ok = 0; break; }
-      if (l->role == CODA_GRAD_DOT) { fc = 1; }
-      if (!strcmp(l->bwd, "acc")) { br = o.M; bc = cand[c]; }
-      else { int k = gc_find(&b, l->bwd); br = b.a[k].rows; bc = b.a[k].cols; }
-      if (l->role == CODA_GRAD_WRT) /* a vector or scalar: summed over what it broadcasts to */
-        ok = (fr == br || fr == 1) && (fc == bc || fc == 1);
-      else ok = fr == br && fc == bc;
-      if (!ok && !why[0])
-        snprintf(why, sizeof why, ": at N = %lld, %s %s=%s has forward %lld x %lld, backward %lld x %lld%s",
-                 (long long)cand[c], role_word(l->role), l->fwd, l->bwd, (long long)fr, (long long)fc,
-                 (long long)br, (long long)bc,
-                 l->role == CODA_GRAD_WRT ? " (a wrt gradient has the forward's shape or sums to it "
-                                            "over rows or columns where the forward has 1)" : "");
-    }
-    if (ok) Nb = cand[c];
-  }
-  if (Nb < 0) {
-    s = coda_fail(ctx, CODA_ERR_SHAPE,
-                  "gradcheck: no backward N (of %lld, %lld, %lld) gives every linked backward "
-                  "argument the shape of its forward tensor%s",
-                  (long long)cand[0], (long long)cand[1], (long long)cand[2], why);
-    goto done;
-  }
+  int64_t Nb = -1;
+  if ((s = backward_n(ctx, &f, &b, links, nlinks, &o, tl, &Nb))) goto done;
   gc_shapes(&b, o.M, Nb, tl);
   if ((s = gc_alloc(ctx, &b, o.M, Nb))) goto done;
   out->bwd_N = Nb;
   /* backward inputs: each from a link, or the forward tensor of its name */
-  for (int i = -1; i < b.nargs; i++) {
-    const char *name = i < 0 ? "acc" : b.a[i].info.name;
-    if (i < 0 && !b.uses_acc) continue;
-    if (i >= 0 && (!is_input_kind(b.a[i].info.kind) || b.a[i].is_finish)) continue;
-    double *dst = i < 0 ? b.accA : b.a[i].v;
-    size_t n = i < 0 ? (size_t)(o.M * Nb) : gc_count(&b.a[i]);
-    const coda_grad_link *l = NULL;
-    for (int j = 0; j < nlinks && !l; j++)
-      if (links[j].bwd && !strcmp(links[j].bwd, name) && links[j].role != CODA_GRAD_WRT &&
-          links[j].role != CODA_GRAD_RANGE)
-        l = &links[j];
-    int64_t fr, fc;
-    if (!l) {
-      const double *src = gc_values(&f, name, &fr, &fc);
-      if (!src || fr * fc != (int64_t)n) {
-        s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                      "gradcheck: backward input '%s' is not linked to the forward (give it a "
-                      "grad, save, dot or value link)%s", name,
-                      src ? ": the forward tensor of that name has another shape" : "");
-        goto done;
-      }
-      memcpy(dst, src, n * sizeof(double));
-      continue;
-    }
-    if (l->role == CODA_GRAD_VALUE) {
-      for (size_t e = 0; e < n; e++) {
-        if (i >= 0 && b.a[i].info.dtype == CODA_I32) ((int32_t *)dst)[e] = (int32_t)l->lo;
-        else dst[e] = l->lo;
-      }
-    } else if (l->role == CODA_GRAD_SAVE) {
-      memcpy(dst, gc_values(&f, l->fwd, &fr, &fc), n * sizeof(double));
-    } else {
-      int k = gc_find(&f, l->fwd);
-      const double *dy = NULL;
-      for (int j = 0; j < nseed; j++)
-        if (sd[j].fwd == k) dy = sd[j].dy;
-      if (l->role == CODA_GRAD_SEED) {
-        memcpy(dst, dy, n * sizeof(double));
-      } else { /* DOT: row sums of y * dy */
-        const gc_arg *a = &f.a[k];
-        for (int64_t m = 0; m < a->rows; m++) {
-          double acc = 0;
-          for (int64_t c = 0; c < a->cols; c++) acc += a->v[m * a->cols + c] * dy[m * a->cols + c];
-          dst[m] = acc;
-        }
-      }
-    }
-  }
+  if ((s = fill_backward(ctx, &f, &b, links, nlinks, sd, nseed, o.M, Nb))) goto done;
   if ((s = gc_run(ctx, &b, tl))) goto done;
 
   /* finite differences */
-  out->pass = 1;
-  for (int i = 0; i < nlinks; i++) {
-    const coda_grad_link *l = &links[i];
-    if (l->role != CODA_GRAD_WRT) continue;
-    coda_gradcheck_entry *e = &out->entry[out->nentries++];
-    e->fwd = l->fwd;
-    e->bwd = l->bwd;
-    int64_t fr, fc;
-    double *x = gc_values(&f, l->fwd, &fr, &fc);
-    const double *gb = b.a[gc_find(&b, l->bwd)].v;
-    int64_t br = b.a[gc_find(&b, l->bwd)].rows, bc = b.a[gc_find(&b, l->bwd)].cols;
-    if (!((fr == br || fr == 1) && (fc == bc || fc == 1))) {
-      s = coda_fail(ctx, CODA_ERR_SHAPE,
-                    "gradcheck: wrt %s=%s: backward %lld x %lld, forward %lld x %lld", l->fwd,
-                    l->bwd, (long long)br, (long long)bc, (long long)fr, (long long)fc);
-      goto done;
-    }
-    /* the reference of a broadcast input: the backward summed over the
-     * rows (columns) where the forward tensor has one */
-    free(gsum);
-    gsum = calloc((size_t)(fr * fc > 0 ? fr * fc : 1), sizeof(double));
-    if (!gsum) { s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "gradcheck: out of memory"); goto done; }
-    for (int64_t r = 0; r < br; r++)
-      for (int64_t c = 0; c < bc; c++)
-        gsum[(fr == 1 ? 0 : r) * fc + (fc == 1 ? 0 : c)] += gb[r * bc + c];
-    const double *g = gsum;
-    double maxerr = 0, maxfd = 0;
-    for (int64_t j = 0; j < fr * fc; j++) {
-      double x0 = x[j], h = o.step * (fabs(x0) > 1 ? fabs(x0) : 1);
-      x[j] = x0 + h;
-      if ((s = gc_run(ctx, &f, tl))) goto done;
-      double lp = gc_loss(&f, sd, nseed);
-      x[j] = x0 - h;
-      if ((s = gc_run(ctx, &f, tl))) goto done;
-      double lm = gc_loss(&f, sd, nseed);
-      x[j] = x0;
-      out->evaluations += 2;
-      double fd = (lp - lm) / (2 * h), d = fabs(g[j] - fd);
-      if (!(d <= maxerr)) { /* NaN sticks */
-        maxerr = d;
-        e->worst_row = j / fc;
-        e->worst_col = j % fc;
-      }
-      if (fabs(fd) > maxfd) maxfd = fabs(fd);
-    }
-    e->max_abs_err = maxerr;
-    e->max_abs_fd = maxfd;
-    e->rel_err = maxfd > 0 ? maxerr / maxfd : maxerr == 0 ? 0 : isnan(maxerr) ? NAN : INFINITY;
-    e->pass = e->rel_err <= o.tol;
-    out->pass &= e->pass;
-  }
+  if ((s = finite_differences(ctx, &f, &b, links, nlinks, sd, nseed, &o, tl, out))) goto done;
   if ((s = gc_run(ctx, &f, tl))) goto done; /* leave the forward at X */
 
 done:
-  free(gsum);
   for (int i = 0; i < nseed; i++) free(sd[i].dy);
   gc_free(&f);
   gc_free(&b);

@@ -17,6 +17,33 @@ const char *coda_decoder_phase_name(int phase) {
   return phase >= 0 && phase < CODA_DECODE_PHASES ? kPhaseNames[phase] : NULL;
 }
 
+/* The bytes of each phase of a step, in the dtypes the decoder keeps:
+ * bf16 matrices, embedding and cache with fp32 norms on a device; fp32
+ * throughout on the host. A tied head reads the embedding in full. */
+coda_status coda_decoder_step_bytes(const coda_decoder d, const int32_t *tokens, double *bytes) {
+  if (!d) return CODA_ERR_INVALID_ARGUMENT;
+  if (!tokens || !bytes)
+    return coda_fail(d->ctx, CODA_ERR_INVALID_ARGUMENT, "coda_decoder_step_bytes: %s is NULL",
+                     tokens ? "bytes" : "tokens");
+  const double w = d->gpu ? 2.0 : 4.0, nrm = 4.0, kv = d->gpu ? 2.0 : 4.0;
+  const double D = (double)d->D, F = (double)d->F, V = (double)d->V, L = d->c.layers;
+  double rows = 0.0, cached = 0.0; /* stepped sequences; their positions after the step */
+  for (int b = 0; b < d->B; b++)
+    if (tokens[b] >= 0) {
+      rows += 1.0;
+      cached += (double)d->len[b] + 1.0;
+    }
+  for (int p = 0; p < CODA_DECODE_PHASES; p++) bytes[p] = 0.0;
+  bytes[PH_EMBED] = rows * D * w;
+  bytes[PH_QKV] = L * (D * nrm + (double)d->nq * D * w);
+  bytes[PH_ATTN] = L * cached * 2.0 * (double)d->kvd * kv;
+  bytes[PH_OUT] = L * (double)d->qd * D * w;
+  bytes[PH_GATE_UP] = L * (D * nrm + 2.0 * F * D * w);
+  bytes[PH_DOWN] = L * F * D * w;
+  bytes[PH_HEAD] = D * nrm + V * D * w;
+  return CODA_OK;
+}
+
 /* A timing marker closing phase ph (profiled steps only). */
 static coda_status mark(coda_decoder d, coda_status s, int ph) {
   if (s || !d->tl || d->tl_n >= d->tl_cap) return s;

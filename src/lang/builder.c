@@ -263,7 +263,7 @@ coda_status coda_b_reduce(coda_builder b, const char *name, coda_reduce_kind kin
   if (b->err) return coda_fail(b->ctx, b->err, "%s", b->msg);
   struct coda_program_s *p = b->p;
   if (bad_name(b, name, "reduction") || bad_value(b, v, "coda_b_reduce")) return b->err;
-  if ((int)kind < CODA_REDUCE_ROWSUM || (int)kind > CODA_REDUCE_COLMAX)
+  if (!ir_reduce_kind_known(kind))
     return bfail(b, CODA_ERR_INVALID_ARGUMENT, "coda_b_reduce: unknown kind %d", (int)kind);
   if (p->nreduces >= CODA_MAX_REDUCES) return bfail(b, CODA_ERR_TYPE, "too many reductions (at most %d)", CODA_MAX_REDUCES);
   if (kind == CODA_REDUCE_ROWPICK && (index_input < 0 || index_input >= p->ninputs))
@@ -284,7 +284,7 @@ coda_status coda_b_finish(coda_builder b, const char *name, coda_finish_kind kin
   if (b->err) return coda_fail(b->ctx, b->err, "%s", b->msg);
   struct coda_program_s *p = b->p;
   if (bad_name(b, name, "finisher")) return b->err;
-  if ((int)kind < CODA_FINISH_RSTD || (int)kind > CODA_FINISH_MEAN)
+  if (!ir_finish_kind_known(kind))
     return bfail(b, CODA_ERR_INVALID_ARGUMENT, "coda_b_finish: unknown kind %d", (int)kind);
   if (p->nfinishes >= CODA_MAX_FINISHES) return bfail(b, CODA_ERR_TYPE, "too many finishers (at most %d)", CODA_MAX_FINISHES);
   int r = partial ? ir_find_reduce(p, partial) : -1;

@@ -57,29 +57,156 @@ int ir_op_find_binary(const char *s, size_t len, int prec) {
   return -1;
 }
 
-const char *ir_reduce_kind_name(coda_reduce_kind k) {
-  switch (k) {
-  case CODA_REDUCE_ROWSUM: return "rowsum";
-  case CODA_REDUCE_ROWMAX: return "rowmax";
-  case CODA_REDUCE_ROWLSE: return "rowlse";
-  case CODA_REDUCE_COLSUM: return "colsum";
-  case CODA_REDUCE_SEGSUM: return "rowsum per";
-  case CODA_REDUCE_ROWPICK: return "rowpick";
-  case CODA_REDUCE_SEGMAX: return "rowmax per";
-  case CODA_REDUCE_COLMAX: return "colmax";
+/* The kinds of lang/kinds.def, in its order. */
+typedef struct { int kind; const char *word; } input_info;
+typedef struct { int kind; const char *word, *name; ir_part part; ir_class cls; int seg; } reduce_info;
+typedef struct { int kind; const char *word; ir_class cls; const char *needs; } finish_info;
+enum { IR_REDUCE_NONE = -1 };
+static const input_info input_table[] = {
+#define CODA_INPUT_KIND(id, word) {CODA_ARG_##id, word},
+#include "lang/kinds.def"
+#undef CODA_INPUT_KIND
+};
+static const reduce_info reduce_table[] = {
+#define CODA_REDUCE_KIND(id, word, name, part, cls, seg) \
+  {CODA_REDUCE_##id, word, name, IR_PART_##part, IR_CLASS_##cls, IR_REDUCE_##seg},
+#define IR_REDUCE_SEGSUM CODA_REDUCE_SEGSUM
+#define IR_REDUCE_SEGMAX CODA_REDUCE_SEGMAX
+#include "lang/kinds.def"
+#undef IR_REDUCE_SEGSUM
+#undef IR_REDUCE_SEGMAX
+#undef CODA_REDUCE_KIND
+};
+static const finish_info finish_table[] = {
+#define CODA_FINISH_KIND(id, word, cls, needs) {CODA_FINISH_##id, word, IR_CLASS_##cls, needs},
+#include "lang/kinds.def"
+#undef CODA_FINISH_KIND
+};
+#define COUNT(t) ((int)(sizeof t / sizeof t[0]))
+
+/* Every value of the public enums has its entry (-Wswitch names the one
+ * missing), and the tables hold no more than the enums. */
+static int kinds_complete(coda_arg_kind a, coda_reduce_kind r, coda_finish_kind f) {
+  int n = 0;
+  switch (a) {
+#define CODA_INPUT_KIND(id, word) case CODA_ARG_##id: n++; break;
+#include "lang/kinds.def"
+#undef CODA_INPUT_KIND
+  case CODA_ARG_OUTPUT: case CODA_ARG_PARTIAL: break; /* not declared by a keyword */
   }
+  switch (r) {
+#define CODA_REDUCE_KIND(id, word, name, part, cls, seg) case CODA_REDUCE_##id: n++; break;
+#include "lang/kinds.def"
+#undef CODA_REDUCE_KIND
+  }
+  switch (f) {
+#define CODA_FINISH_KIND(id, word, cls, needs) case CODA_FINISH_##id: n++; break;
+#include "lang/kinds.def"
+#undef CODA_FINISH_KIND
+  }
+  return n;
+}
+_Static_assert(COUNT(reduce_table) == CODA_REDUCE_COLMAX + 1, "lang/kinds.def: one entry per reduction kind");
+_Static_assert(COUNT(finish_table) == CODA_FINISH_MEAN + 1, "lang/kinds.def: one entry per finisher kind");
+
+static int word_is(const char *w, const char *s, size_t len) {
+  return w && strlen(w) == len && !memcmp(w, s, len);
+}
+static const reduce_info *reduce_of(int k) {
+  for (int i = 0; i < COUNT(reduce_table); i++)
+    if (reduce_table[i].kind == k) return &reduce_table[i];
+  return NULL;
+}
+static const finish_info *finish_of(int k) {
+  for (int i = 0; i < COUNT(finish_table); i++)
+    if (finish_table[i].kind == k) return &finish_table[i];
+  return NULL;
+}
+
+int ir_input_kind_find(const char *s, size_t len) {
+  for (int i = 0; i < COUNT(input_table); i++)
+    if (word_is(input_table[i].word, s, len)) return input_table[i].kind;
+  return -1;
+}
+int ir_reduce_kind_find(const char *s, size_t len) {
+  for (int i = 0; i < COUNT(reduce_table); i++)
+    if (reduce_table[i].part != IR_PART_SEG && word_is(reduce_table[i].word, s, len))
+      return reduce_table[i].kind;
+  return -1;
+}
+int ir_finish_kind_find(const char *s, size_t len) {
+  for (int i = 0; i < COUNT(finish_table); i++)
+    if (word_is(finish_table[i].word, s, len)) return finish_table[i].kind;
+  return -1;
+}
+int ir_input_kind_known(int k) {
+  for (int i = 0; i < COUNT(input_table); i++)
+    if (input_table[i].kind == k) return 1;
+  return 0;
+}
+int ir_reduce_kind_known(int k) { return reduce_of(k) != NULL; }
+int ir_finish_kind_known(int k) { return finish_of(k) != NULL; }
+
+const char *ir_input_kind_word(coda_arg_kind k) {
+  for (int i = 0; i < COUNT(input_table); i++)
+    if (input_table[i].kind == (int)k) return input_table[i].word;
   return "?";
 }
 
-const char *ir_finish_kind_name(coda_finish_kind k) {
-  switch (k) {
-  case CODA_FINISH_RSTD: return "rstd";
-  case CODA_FINISH_SUM: return "sum";
-  case CODA_FINISH_MAX: return "max";
-  case CODA_FINISH_LSE: return "lse";
-  case CODA_FINISH_MEAN: return "mean";
+const char *ir_kind_words(char which, char *buf, size_t n) {
+  const char *w[16];
+  int nw = 0;
+  (void)kinds_complete; /* its switches are the check */
+  if (which == 'i')
+    for (int i = 0; i < COUNT(input_table) && nw < 16; i++) w[nw++] = input_table[i].word;
+  else if (which == 'r')
+    for (int i = 0; i < COUNT(reduce_table) && nw < 16; i++) {
+      if (reduce_table[i].part != IR_PART_SEG) w[nw++] = reduce_table[i].word;
+    }
+  else
+    for (int i = 0; i < COUNT(finish_table) && nw < 16; i++) w[nw++] = finish_table[i].word;
+  size_t len = 0;
+  if (n) buf[0] = '\0';
+  for (int i = 0; i < nw && len < n; i++) {
+    int m = snprintf(buf + len, n - len, "%s%s", i == 0 ? "" : i == nw - 1 ? " or " : ", ", w[i]);
+    if (m < 0) break;
+    len += (size_t)m;
   }
-  return "?";
+  return buf;
+}
+
+const char *ir_reduce_kind_name(coda_reduce_kind k) {
+  const reduce_info *r = reduce_of(k);
+  return r ? r->name : "?";
+}
+const char *ir_reduce_kind_word(coda_reduce_kind k) {
+  const reduce_info *r = reduce_of(k);
+  return r ? r->word : "?";
+}
+ir_part ir_reduce_part(coda_reduce_kind k) {
+  const reduce_info *r = reduce_of(k);
+  return r ? r->part : IR_PART_ROW;
+}
+ir_class ir_reduce_class(coda_reduce_kind k) {
+  const reduce_info *r = reduce_of(k);
+  return r ? r->cls : IR_CLASS_PICK;
+}
+int ir_reduce_per(coda_reduce_kind k) {
+  const reduce_info *r = reduce_of(k);
+  return r ? r->seg : -1;
+}
+
+const char *ir_finish_kind_name(coda_finish_kind k) {
+  const finish_info *f = finish_of(k);
+  return f ? f->word : "?";
+}
+ir_class ir_finish_class(coda_finish_kind k) {
+  const finish_info *f = finish_of(k);
+  return f ? f->cls : IR_CLASS_PICK;
+}
+const char *ir_finish_needs(coda_finish_kind k) {
+  const finish_info *f = finish_of(k);
+  return f ? f->needs : "?";
 }
 
 /* Words that start statements or name builtins, and the function names of
@@ -451,21 +578,20 @@ coda_status coda_program_arg_shape(coda_program p, const char *name, int64_t M,
     w = p->outputs[k].width;
   } else if ((k = ir_find_reduce(p, name)) >= 0) {
     const ir_reduce *r = &p->reduces[k];
-    switch (r->kind) {
-    case CODA_REDUCE_COLSUM:
-    case CODA_REDUCE_COLMAX: *rows = ceil_div(M, tile_m); *cols = N; return CODA_OK;
-    case CODA_REDUCE_ROWPICK: *rows = M; *cols = 1; return CODA_OK;
-    case CODA_REDUCE_SEGSUM:
-    case CODA_REDUCE_SEGMAX: *rows = M; return segment_cols(N, r->segment, tile_n, cols);
-    default: *rows = M; *cols = ceil_div(N, tile_n); return CODA_OK;
+    switch (ir_reduce_part(r->kind)) {
+    case IR_PART_COL: *rows = ceil_div(M, tile_m); *cols = N; return CODA_OK;
+    case IR_PART_PICK: *rows = M; *cols = 1; return CODA_OK;
+    case IR_PART_SEG: *rows = M; return segment_cols(N, r->segment, tile_n, cols);
+    case IR_PART_ROW: break;
     }
+    *rows = M;
+    *cols = ceil_div(N, tile_n);
+    return CODA_OK;
   } else if ((k = ir_find_finish(p, name)) >= 0) {
     const ir_reduce *r = &p->reduces[p->finishes[k].reduce];
-    switch (r->kind) {
-    case CODA_REDUCE_COLSUM:
-    case CODA_REDUCE_COLMAX: *rows = 1; *cols = N; return CODA_OK;
-    case CODA_REDUCE_SEGMAX:
-    case CODA_REDUCE_SEGSUM: {
+    switch (ir_reduce_part(r->kind)) {
+    case IR_PART_COL: *rows = 1; *cols = N; return CODA_OK;
+    case IR_PART_SEG: {
       int64_t c;
       coda_status s = segment_cols(N, r->segment, tile_n, &c);
       if (s) return s;

@@ -153,15 +153,37 @@ coda_status ir_validate(coda_context ctx, struct coda_program_s *p);
 int ir_input_is_pair(const struct coda_program_s *p, int input);
 int ir_output_is_pair(const struct coda_program_s *p, int output);
 
+/* The kinds of lang/kinds.def. A reduction's partials and what it reduces
+ * to (the finishers of the same class take it). */
+typedef enum { IR_PART_ROW, IR_PART_COL, IR_PART_SEG, IR_PART_PICK } ir_part;
+typedef enum { IR_CLASS_SUM, IR_CLASS_MAX, IR_CLASS_LSE, IR_CLASS_PICK } ir_class;
+/* Keyword lookups: the kind, or -1 (a segmented reduction has no keyword
+ * of its own: `per` makes it). */
+int ir_input_kind_find(const char *s, size_t len);
+int ir_reduce_kind_find(const char *s, size_t len);
+int ir_finish_kind_find(const char *s, size_t len);
+/* 1 for a kind of the table (an input kind: one a declaration can name). */
+int ir_input_kind_known(int k);
+int ir_reduce_kind_known(int k);
+int ir_finish_kind_known(int k);
+/* An input kind's keyword ("?" for none); "a, b or c" of a table's
+ * keywords (which: 'i' inputs, 'r' reductions, 'f' finishers) into buf. */
+const char *ir_input_kind_word(coda_arg_kind k);
+const char *ir_kind_words(char which, char *buf, size_t n);
 const char *ir_reduce_kind_name(coda_reduce_kind k);
+/* The keyword a reduction is written with (a segmented one: its base's). */
+const char *ir_reduce_kind_word(coda_reduce_kind k);
+ir_part ir_reduce_part(coda_reduce_kind k);
+ir_class ir_reduce_class(coda_reduce_kind k);
+/* The kind `per S` makes of k, or -1. */
+int ir_reduce_per(coda_reduce_kind k);
+ir_class ir_finish_class(coda_finish_kind k);
+/* The reductions a finisher takes, for messages. */
+const char *ir_finish_needs(coda_finish_kind k);
 /* Segmented row partials (rowsum/rowmax per S) and column partials
  * (colsum/colmax). */
-static inline int ir_reduce_is_segmented(coda_reduce_kind k) {
-  return k == CODA_REDUCE_SEGSUM || k == CODA_REDUCE_SEGMAX;
-}
-static inline int ir_reduce_is_col(coda_reduce_kind k) {
-  return k == CODA_REDUCE_COLSUM || k == CODA_REDUCE_COLMAX;
-}
+static inline int ir_reduce_is_segmented(coda_reduce_kind k) { return ir_reduce_part(k) == IR_PART_SEG; }
+static inline int ir_reduce_is_col(coda_reduce_kind k) { return ir_reduce_part(k) == IR_PART_COL; }
 /* The half-split segment of p for a domain of N columns: S, N for
  * CODA_PAIR_SPLIT_ROW, 0 for adjacent pairs and elem mode. */
 static inline int64_t ir_split_width(const struct coda_program_s *p, int64_t N) {

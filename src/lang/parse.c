@@ -1,8 +1,9 @@
 /* Lexer and recursive-descent parser of the epilogue language (grammar in
  * docs/language.md, "Grammar and validation rules"). The parser resolves
  * names and emits IR instructions in post order, left to right; every
- * semantic rule beyond names and arity is checked by ir_validate. */
-#include "lang/ir.h"
+ * semantic rule beyond names and arity is checked by ir_validate. The
+ * declarations are parsed in parse_decl.c. */
+#include "lang/parse.h"
 #include "base/internal.h"
 
 #include <ctype.h>
@@ -14,57 +15,10 @@
 
 #define MAX_TEXT (1 << 20) /* bytes of program text */
 #define MAX_DEPTH 64       /* nesting of parentheses, calls and unary minus */
-#define MAX_SYMS (CODA_MAX_INPUTS + CODA_MAX_OUTPUTS + CODA_MAX_REDUCES + CODA_MAX_FINISHES + CODA_MAX_PARAMS + \
-                  2 * CODA_MAX_INSTRS)
-
-typedef enum {
-  T_EOF, T_NL, T_NAME, T_NUM, T_COMMA, T_COLON, T_DOT, T_LP, T_RP, T_ASSIGN,
-  T_PLUS, T_MINUS, T_STAR, T_SLASH, T_LT, T_LE, T_GT, T_GE, T_EQ, T_NE, T_BAD
-} tok_kind;
-
-typedef struct {
-  tok_kind k;
-  const char *s;
-  int len;
-  int line, col;
-  double num;
-} token;
-
-typedef enum { SYM_INPUT, SYM_OUTPUT, SYM_VALUE, SYM_REDUCE, SYM_FINISH, SYM_PARAM } sym_kind;
-
-typedef struct {
-  char name[CODA_NAME_MAX];
-  sym_kind kind;
-  int index; /* input/output/reduce/finish/param index or register */
-  int line;
-} symbol;
-
-typedef struct {
-  coda_context ctx;
-  const char *src;
-  size_t pos, line_start;
-  int line;
-  token tok;
-  struct coda_program_s *p;
-  symbol syms[MAX_SYMS];
-  int nsyms;
-  char regname[2 * CODA_MAX_INSTRS][CODA_NAME_MAX];
-  int depth;
-  int nstatements;
-  int nheader;        /* statements so far that were `mode` or `math` */
-  int math_seen;
-  coda_status err;
-} parser;
 
 /* ---------------------------------------------------------------- errors */
 
-static int perr(parser *ps, coda_status s, int line, int col, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 5, 6)))
-#endif
-    ;
-
-static int perr(parser *ps, coda_status s, int line, int col, const char *fmt, ...) {
+int ps_error(parser *ps, coda_status s, int line, int col, const char *fmt, ...) {
   if (ps->err) return -1; /* keep the first error */
   char msg[CODA_ERRMSG_LEN];
   va_list ap;
@@ -98,10 +52,10 @@ static const char *describe(const token *t, char *buf, size_t n) {
   }
 }
 
-static int expected(parser *ps, const char *what) {
+int ps_expected(parser *ps, const char *what) {
   char buf[64];
-  return perr(ps, CODA_ERR_PARSE, ps->tok.line, ps->tok.col, "expected %s, found %s", what,
-              describe(&ps->tok, buf, sizeof buf));
+  return ps_error(ps, CODA_ERR_PARSE, ps->tok.line, ps->tok.col, "expected %s, found %s", what,
+                  describe(&ps->tok, buf, sizeof buf));
 }
 
 /* ----------------------------------------------------------------- lexer */
@@ -109,7 +63,7 @@ static int expected(parser *ps, const char *what) {
 static int is_name_start(int c) { return isalpha(c) || c == '_'; }
 static int is_name_char(int c) { return isalnum(c) || c == '_'; }
 
-static void next(parser *ps) {
+void ps_next(parser *ps) {
   const char *s = ps->src;
   size_t i = ps->pos;
   for (;;) {
@@ -206,30 +160,30 @@ static void next(parser *ps) {
   t->k = T_BAD;
 }
 
-static int tok_is(const token *t, const char *word) {
+int ps_tok_is(const token *t, const char *word) {
   return t->k == T_NAME && (size_t)t->len == strlen(word) && !memcmp(t->s, word, (size_t)t->len);
 }
 
-static int accept(parser *ps, tok_kind k) {
+int ps_accept(parser *ps, tok_kind k) {
   if (ps->tok.k != k) return 0;
-  next(ps);
+  ps_next(ps);
   return 1;
 }
 
-static int expect(parser *ps, tok_kind k, const char *what) {
+int ps_expect(parser *ps, tok_kind k, const char *what) {
   if (ps->tok.k == T_BAD && ps->tok.s[0] && (isdigit((unsigned char)ps->tok.s[0]))) {
     char buf[64];
-    return perr(ps, CODA_ERR_PARSE, ps->tok.line, ps->tok.col, "malformed or out-of-range number %s",
-                describe(&ps->tok, buf, sizeof buf));
+    return ps_error(ps, CODA_ERR_PARSE, ps->tok.line, ps->tok.col, "malformed or out-of-range number %s",
+                    describe(&ps->tok, buf, sizeof buf));
   }
-  if (ps->tok.k != k) return expected(ps, what);
-  next(ps);
+  if (ps->tok.k != k) return ps_expected(ps, what);
+  ps_next(ps);
   return 0;
 }
 
 /* --------------------------------------------------------------- symbols */
 
-static symbol *lookup(parser *ps, const token *t) {
+symbol *ps_lookup(parser *ps, const token *t) {
   if (t->len >= CODA_NAME_MAX) return NULL;
   for (int i = 0; i < ps->nsyms; i++)
     if ((int)strlen(ps->syms[i].name) == t->len && !memcmp(ps->syms[i].name, t->s, (size_t)t->len))
@@ -238,21 +192,21 @@ static symbol *lookup(parser *ps, const token *t) {
 }
 
 /* Checks that token t can name something new; copies it to out. */
-static int check_new_name(parser *ps, const token *t, char out[CODA_NAME_MAX]) {
-  if (t->k != T_NAME) return expected(ps, "a name");
+int ps_new_name(parser *ps, const token *t, char out[CODA_NAME_MAX]) {
+  if (t->k != T_NAME) return ps_expected(ps, "a name");
   if (t->len >= CODA_NAME_MAX)
-    return perr(ps, CODA_ERR_TYPE, t->line, t->col, "name '%.32s...' is longer than %d characters", t->s,
-                CODA_NAME_MAX - 1);
+    return ps_error(ps, CODA_ERR_TYPE, t->line, t->col, "name '%.32s...' is longer than %d characters", t->s,
+                    CODA_NAME_MAX - 1);
   memcpy(out, t->s, (size_t)t->len);
   out[t->len] = '\0';
   if (ir_is_reserved(out))
-    return perr(ps, CODA_ERR_TYPE, t->line, t->col, "'%s' is a reserved word and cannot be a name", out);
-  symbol *s = lookup(ps, t);
-  if (s) return perr(ps, CODA_ERR_TYPE, t->line, t->col, "'%s' is already defined (line %d)", out, s->line);
+    return ps_error(ps, CODA_ERR_TYPE, t->line, t->col, "'%s' is a reserved word and cannot be a name", out);
+  symbol *s = ps_lookup(ps, t);
+  if (s) return ps_error(ps, CODA_ERR_TYPE, t->line, t->col, "'%s' is already defined (line %d)", out, s->line);
   return 0;
 }
 
-static void define(parser *ps, const char *name, sym_kind kind, int index, int line) {
+void ps_define(parser *ps, const char *name, sym_kind kind, int index, int line) {
   symbol *s = &ps->syms[ps->nsyms++]; /* capacity covers every limit */
   snprintf(s->name, sizeof s->name, "%s", name);
   s->kind = kind;
@@ -265,7 +219,7 @@ static void define(parser *ps, const char *name, sym_kind kind, int index, int l
 static ir_instr *emit(parser *ps, ir_code code, const token *at) {
   struct coda_program_s *p = ps->p;
   if (p->ninstrs >= CODA_MAX_INSTRS) {
-    perr(ps, CODA_ERR_TYPE, at->line, at->col, "program too large: more than %d instructions", CODA_MAX_INSTRS);
+    ps_error(ps, CODA_ERR_TYPE, at->line, at->col, "program too large: more than %d instructions", CODA_MAX_INSTRS);
     return NULL;
   }
   ir_instr *in = &p->instrs[p->ninstrs++];
@@ -331,16 +285,14 @@ static int unknown_function(parser *ps, const token *t, const char *nm) {
       snprintf(near, sizeof near, "did you mean '%s'? ", f);
     }
   }
-  return perr(ps, CODA_ERR_TYPE, t->line, t->col, "unknown function '%s': %s(functions: %s)", nm, near,
-              list);
+  return ps_error(ps, CODA_ERR_TYPE, t->line, t->col, "unknown function '%s': %s(functions: %s)", nm, near,
+                  list);
 }
 
-static int parse_expr(parser *ps);
-
-static int enter(parser *ps, const token *at) {
+int ps_enter(parser *ps, const token *at) {
   if (++ps->depth > MAX_DEPTH)
-    return perr(ps, CODA_ERR_PARSE, at->line, at->col, "expression nested too deeply (more than %d levels)",
-                MAX_DEPTH);
+    return ps_error(ps, CODA_ERR_PARSE, at->line, at->col, "expression nested too deeply (more than %d levels)",
+                    MAX_DEPTH);
   return 0;
 }
 
@@ -349,68 +301,68 @@ static int enter(parser *ps, const token *at) {
 static int parse_call(parser *ps, coda_op op, const token *fn) {
   int args[CODA_MAX_ARGS], n = 0;
   int arity = ir_op_arity(op);
-  if (expect(ps, T_LP, "'('")) return -1;
-  if (enter(ps, fn)) return -1;
+  if (ps_expect(ps, T_LP, "'('")) return -1;
+  if (ps_enter(ps, fn)) return -1;
   if (ps->tok.k != T_RP) {
     for (;;) {
       if (n == CODA_MAX_ARGS || n == arity)
-        return perr(ps, CODA_ERR_TYPE, fn->line, fn->col, "%s takes %d argument%s, found more",
-                    ir_op_name(op), arity, arity == 1 ? "" : "s");
-      int r = parse_expr(ps);
+        return ps_error(ps, CODA_ERR_TYPE, fn->line, fn->col, "%s takes %d argument%s, found more",
+                        ir_op_name(op), arity, arity == 1 ? "" : "s");
+      int r = ps_expr(ps);
       if (r < 0) return -1;
       args[n++] = r;
-      if (!accept(ps, T_COMMA)) break;
+      if (!ps_accept(ps, T_COMMA)) break;
     }
   }
-  if (expect(ps, T_RP, n < arity ? "',' or ')'" : "')'")) return -1;
+  if (ps_expect(ps, T_RP, n < arity ? "',' or ')'" : "')'")) return -1;
   ps->depth--;
   if (n != arity)
-    return perr(ps, CODA_ERR_TYPE, fn->line, fn->col, "%s takes %d argument%s, found %d", ir_op_name(op),
-                arity, arity == 1 ? "" : "s", n);
+    return ps_error(ps, CODA_ERR_TYPE, fn->line, fn->col, "%s takes %d argument%s, found %d", ir_op_name(op),
+                    arity, arity == 1 ? "" : "s", n);
   return emit_math(ps, op, n, args, fn);
 }
 
 /* Optional ".even" / ".odd" after a name. */
 static int parse_lane(parser *ps, coda_lane *lane) {
   *lane = CODA_LANE_NONE;
-  if (!accept(ps, T_DOT)) return 0;
-  if (tok_is(&ps->tok, "even")) *lane = CODA_LANE_EVEN;
-  else if (tok_is(&ps->tok, "odd")) *lane = CODA_LANE_ODD;
-  else return expected(ps, "'even' or 'odd' after '.'");
-  next(ps);
+  if (!ps_accept(ps, T_DOT)) return 0;
+  if (ps_tok_is(&ps->tok, "even")) *lane = CODA_LANE_EVEN;
+  else if (ps_tok_is(&ps->tok, "odd")) *lane = CODA_LANE_ODD;
+  else return ps_expected(ps, "'even' or 'odd' after '.'");
+  ps_next(ps);
   return 0;
 }
 
 static int parse_primary(parser *ps) {
   token t = ps->tok;
   if (t.k == T_NUM) {
-    next(ps);
+    ps_next(ps);
     ir_instr *in = emit(ps, IR_CONST, &t);
     if (!in) return -1;
     in->imm = t.num;
     return in->dst;
   }
   if (t.k == T_LP) {
-    next(ps);
-    if (enter(ps, &t)) return -1;
-    int r = parse_expr(ps);
+    ps_next(ps);
+    if (ps_enter(ps, &t)) return -1;
+    int r = ps_expr(ps);
     if (r < 0) return -1;
-    if (expect(ps, T_RP, "')'")) return -1;
+    if (ps_expect(ps, T_RP, "')'")) return -1;
     ps->depth--;
     return r;
   }
-  if (t.k == T_BAD && isdigit((unsigned char)t.s[0])) return expect(ps, T_NUM, "a number");
-  if (t.k != T_NAME) return expected(ps, "an expression");
-  if (tok_is(&t, "seg") || tok_is(&t, "segpos")) { /* seg(S) = idiv(col, S), segpos(S) = imod(col, S) */
-    const int pos = tok_is(&t, "segpos");
-    next(ps);
-    if (expect(ps, T_LP, "'('")) return -1;
+  if (t.k == T_BAD && isdigit((unsigned char)t.s[0])) return ps_expect(ps, T_NUM, "a number");
+  if (t.k != T_NAME) return ps_expected(ps, "an expression");
+  if (ps_tok_is(&t, "seg") || ps_tok_is(&t, "segpos")) { /* seg(S) = idiv(col, S), segpos(S) = imod(col, S) */
+    const int pos = ps_tok_is(&t, "segpos");
+    ps_next(ps);
+    if (ps_expect(ps, T_LP, "'('")) return -1;
     token n = ps->tok;
     if (n.k != T_NUM || n.num != floor(n.num) || n.num < 1 || n.num > 16777216.0)
-      return perr(ps, CODA_ERR_TYPE, n.line, n.col,
-                  "%s(S) takes a segment width S, an integer literal from 1 to 16777216", pos ? "segpos" : "seg");
-    next(ps);
-    if (expect(ps, T_RP, "')'")) return -1;
+      return ps_error(ps, CODA_ERR_TYPE, n.line, n.col,
+                      "%s(S) takes a segment width S, an integer literal from 1 to 16777216", pos ? "segpos" : "seg");
+    ps_next(ps);
+    if (ps_expect(ps, T_RP, "')'")) return -1;
     ir_instr *c = emit(ps, IR_COL, &t);
     if (!c) return -1;
     int args[2] = {c->dst, -1};
@@ -422,39 +374,39 @@ static int parse_primary(parser *ps) {
   }
   int op = find_function(&t);
   if (op >= 0) {
-    next(ps);
+    ps_next(ps);
     if (ir_op_results((coda_op)op) == 2)
-      return perr(ps, CODA_ERR_TYPE, t.line, t.col, "%s gives two results: write 'a, b = %s(...)' on its own line",
-                  ir_op_name((coda_op)op), ir_op_name((coda_op)op));
+      return ps_error(ps, CODA_ERR_TYPE, t.line, t.col, "%s gives two results: write 'a, b = %s(...)' on its own line",
+                      ir_op_name((coda_op)op), ir_op_name((coda_op)op));
     return parse_call(ps, (coda_op)op, &t);
   }
   char nm[CODA_NAME_MAX];
   snprintf(nm, sizeof nm, "%.*s", t.len < CODA_NAME_MAX ? t.len : CODA_NAME_MAX - 1, t.s);
-  if (tok_is(&t, "pack"))
-    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "pack(...) is only allowed as the whole value of a store");
-  if (tok_is(&t, "mode") || tok_is(&t, "math") || tok_is(&t, "input") || tok_is(&t, "output") || tok_is(&t, "store") ||
-      tok_is(&t, "reduce") || tok_is(&t, "finish") || tok_is(&t, "param"))
-    return expected(ps, "an expression");
-  next(ps);
+  if (ps_tok_is(&t, "pack"))
+    return ps_error(ps, CODA_ERR_TYPE, t.line, t.col, "pack(...) is only allowed as the whole value of a store");
+  if (ps_tok_is(&t, "mode") || ps_tok_is(&t, "math") || ps_tok_is(&t, "input") || ps_tok_is(&t, "output") || ps_tok_is(&t, "store") ||
+      ps_tok_is(&t, "reduce") || ps_tok_is(&t, "finish") || ps_tok_is(&t, "param"))
+    return ps_expected(ps, "an expression");
+  ps_next(ps);
   coda_lane lane;
-  if (tok_is(&t, "acc") || tok_is(&t, "row") || tok_is(&t, "col")) {
+  if (ps_tok_is(&t, "acc") || ps_tok_is(&t, "row") || ps_tok_is(&t, "col")) {
     if (parse_lane(ps, &lane)) return -1;
-    ir_instr *in = emit(ps, tok_is(&t, "acc") ? IR_ACC : tok_is(&t, "row") ? IR_ROW : IR_COL, &t);
+    ir_instr *in = emit(ps, ps_tok_is(&t, "acc") ? IR_ACC : ps_tok_is(&t, "row") ? IR_ROW : IR_COL, &t);
     if (!in) return -1;
     in->lane = lane; /* a lane on row/col is rejected by the validator */
     return in->dst;
   }
-  symbol *s = lookup(ps, &t);
+  symbol *s = ps_lookup(ps, &t);
   if (!s) {
-    if (tok_is(&t, "rowsum") || tok_is(&t, "rowmax") || tok_is(&t, "rowlse") || tok_is(&t, "colsum") ||
-        tok_is(&t, "colmax") || tok_is(&t, "rowpick"))
-      return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is only allowed in a reduce statement", nm);
-    if (tok_is(&t, "rstd") || tok_is(&t, "sum") || tok_is(&t, "lse") || tok_is(&t, "mean"))
-      return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is only allowed in a finish statement", nm);
+    if (ir_reduce_kind_find(t.s, (size_t)t.len) >= 0)
+      return ps_error(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is only allowed in a reduce statement", nm);
+    /* a finisher's word that is also a function (max) is a call here */
+    if (ir_finish_kind_find(t.s, (size_t)t.len) >= 0 && find_function(&t) < 0)
+      return ps_error(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is only allowed in a finish statement", nm);
     if (ps->tok.k == T_LP) return unknown_function(ps, &t, nm);
     if (t.len >= CODA_NAME_MAX)
-      return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%.32s...' is used before it is defined", t.s);
-    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is used before it is defined", nm);
+      return ps_error(ps, CODA_ERR_TYPE, t.line, t.col, "'%.32s...' is used before it is defined", t.s);
+    return ps_error(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is used before it is defined", nm);
   }
   switch (s->kind) {
   case SYM_INPUT: {
@@ -467,8 +419,8 @@ static int parse_primary(parser *ps) {
   }
   case SYM_PARAM: {
     if (ps->tok.k == T_DOT)
-      return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is a parameter, one number: read it as %s, without a lane",
-                  nm, nm);
+      return ps_error(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is a parameter, one number: read it as %s, without a lane",
+                      nm, nm);
     ir_instr *in = emit(ps, IR_CONST, &t);
     if (!in) return -1;
     in->param = s->index + 1;
@@ -477,15 +429,15 @@ static int parse_primary(parser *ps) {
   }
   case SYM_VALUE:
     if (ps->tok.k == T_DOT)
-      return perr(ps, CODA_ERR_TYPE, t.line, t.col,
-                  "'%s' is a computed value with one value per point: read it as %s, without a lane", nm, nm);
+      return ps_error(ps, CODA_ERR_TYPE, t.line, t.col,
+                      "'%s' is a computed value with one value per point: read it as %s, without a lane", nm, nm);
     return s->index;
   case SYM_OUTPUT:
-    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is an output: outputs are stored, not read", nm);
+    return ps_error(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is an output: outputs are stored, not read", nm);
   case SYM_REDUCE:
-    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is a reduction partial: only a finish statement can use it", nm);
+    return ps_error(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is a reduction partial: only a finish statement can use it", nm);
   case SYM_FINISH:
-    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is a finisher result: it cannot be read by the program", nm);
+    return ps_error(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is a finisher result: it cannot be read by the program", nm);
   }
   return -1;
 }
@@ -493,16 +445,16 @@ static int parse_primary(parser *ps) {
 static int parse_unary(parser *ps) {
   if (ps->tok.k != T_MINUS) return parse_primary(ps);
   token t = ps->tok;
-  next(ps);
+  ps_next(ps);
   if (ps->tok.k == T_NUM) { /* "-2.5" is a negative constant, "-(2.5)" a negation */
     token n = ps->tok;
-    next(ps);
+    ps_next(ps);
     ir_instr *in = emit(ps, IR_CONST, &t);
     if (!in) return -1;
     in->imm = -n.num;
     return in->dst;
   }
-  if (enter(ps, &t)) return -1;
+  if (ps_enter(ps, &t)) return -1;
   int r = parse_unary(ps);
   if (r < 0) return -1;
   ps->depth--;
@@ -526,7 +478,7 @@ static int parse_binary_level(parser *ps, int level) {
     if (found < 0) break;
     coda_op op = (coda_op)found;
     token t = ps->tok;
-    next(ps);
+    ps_next(ps);
     int r = parse_operand(ps, level);
     if (r < 0) return -1;
     int args[2] = {l, r};
@@ -535,331 +487,50 @@ static int parse_binary_level(parser *ps, int level) {
   return l;
 }
 
-static int parse_expr(parser *ps) { return parse_binary_level(ps, 0); }
+int ps_expr(parser *ps) { return parse_binary_level(ps, 0); }
 
 /* ----------------------------------------------------------- statements */
-
-static const char *const dtype_words[] = {"bf16", "f16", "f32", "f64", "i32"};
-static const coda_dtype dtype_vals[] = {CODA_BF16, CODA_F16, CODA_F32, CODA_F64, CODA_I32};
-
-static int parse_dtype(parser *ps, coda_dtype *dt) {
-  for (int i = 0; i < 5; i++)
-    if (tok_is(&ps->tok, dtype_words[i])) {
-      *dt = dtype_vals[i];
-      next(ps);
-      return 0;
-    }
-  return expected(ps, "a dtype (bf16, f16, f32, f64 or i32)");
-}
-
-static coda_width parse_width(parser *ps) {
-  if (tok_is(&ps->tok, "x2")) { next(ps); return CODA_WIDTH_X2; }
-  if (tok_is(&ps->tok, "half")) { next(ps); return CODA_WIDTH_HALF; }
-  return CODA_WIDTH_FULL;
-}
-
-static int parse_input(parser *ps) {
-  struct coda_program_s *p = ps->p;
-  token t = ps->tok;
-  char name[CODA_NAME_MAX];
-  if (check_new_name(ps, &t, name)) return -1;
-  if (p->ninputs >= CODA_MAX_INPUTS)
-    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "too many inputs (at most %d)", CODA_MAX_INPUTS);
-  next(ps);
-  if (expect(ps, T_COLON, "':'")) return -1;
-  ir_input *in = &p->inputs[p->ninputs];
-  memset(in, 0, sizeof *in);
-  if (tok_is(&ps->tok, "row")) in->kind = CODA_ARG_ROW;
-  else if (tok_is(&ps->tok, "col")) in->kind = CODA_ARG_COL;
-  else if (tok_is(&ps->tok, "scalar")) in->kind = CODA_ARG_SCALAR;
-  else if (tok_is(&ps->tok, "tile")) in->kind = CODA_ARG_TILE;
-  else if (tok_is(&ps->tok, "rowsum")) in->kind = CODA_ARG_ROWSUM;
-  else return expected(ps, "an input kind (row, col, scalar, tile or rowsum)");
-  next(ps);
-  if (parse_dtype(ps, &in->dtype)) return -1;
-  in->width = parse_width(ps);
-  snprintf(in->name, sizeof in->name, "%s", name);
-  in->line = t.line;
-  in->col = t.col;
-  define(ps, name, SYM_INPUT, p->ninputs++, t.line);
-  return 0;
-}
-
-/* param NAME [= NUMBER]: a named constant whose value is set per use. */
-static int parse_param(parser *ps) {
-  struct coda_program_s *p = ps->p;
-  token t = ps->tok;
-  char name[CODA_NAME_MAX];
-  if (check_new_name(ps, &t, name)) return -1;
-  if (p->nparams >= CODA_MAX_PARAMS)
-    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "too many parameters (at most %d)", CODA_MAX_PARAMS);
-  next(ps);
-  ir_param *pm = &p->params[p->nparams];
-  memset(pm, 0, sizeof *pm);
-  if (accept(ps, T_ASSIGN)) {
-    int neg = accept(ps, T_MINUS);
-    token n = ps->tok;
-    if (n.k != T_NUM)
-      return expected(ps, "a number literal as the parameter's default (e.g. 'param eps = 1e-5')");
-    if (!isfinite(n.num))
-      return perr(ps, CODA_ERR_TYPE, n.line, n.col, "parameter '%s': default %.*s is not finite", name, n.len,
-                  n.s);
-    next(ps);
-    pm->has_value = 1;
-    pm->value = neg ? -n.num : n.num;
-  } else if (ps->tok.k != T_NL && ps->tok.k != T_EOF) {
-    return expected(ps, "'=' and a default, or end of line, after the parameter's name");
-  }
-  snprintf(pm->name, sizeof pm->name, "%s", name);
-  pm->line = t.line;
-  pm->col = t.col;
-  define(ps, name, SYM_PARAM, p->nparams++, t.line);
-  return 0;
-}
-
-static int parse_output(parser *ps) {
-  struct coda_program_s *p = ps->p;
-  token t = ps->tok;
-  char name[CODA_NAME_MAX];
-  if (check_new_name(ps, &t, name)) return -1;
-  if (p->noutputs >= CODA_MAX_OUTPUTS)
-    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "too many outputs (at most %d)", CODA_MAX_OUTPUTS);
-  next(ps);
-  if (expect(ps, T_COLON, "':'")) return -1;
-  ir_output *o = &p->outputs[p->noutputs];
-  memset(o, 0, sizeof *o);
-  if (parse_dtype(ps, &o->dtype)) return -1;
-  o->width = parse_width(ps);
-  if (tok_is(&ps->tok, "accumulate")) {
-    o->accumulate = 1;
-    next(ps);
-  }
-  snprintf(o->name, sizeof o->name, "%s", name);
-  o->line = t.line;
-  o->col = t.col;
-  o->reg_even = o->reg_odd = -1;
-  define(ps, name, SYM_OUTPUT, p->noutputs++, t.line);
-  return 0;
-}
-
-static int parse_store(parser *ps) {
-  struct coda_program_s *p = ps->p;
-  token t = ps->tok;
-  if (t.k != T_NAME) return expected(ps, "an output name");
-  symbol *s = lookup(ps, &t);
-  char nm[CODA_NAME_MAX];
-  snprintf(nm, sizeof nm, "%.*s", t.len < CODA_NAME_MAX ? t.len : CODA_NAME_MAX - 1, t.s);
-  if (!s) return perr(ps, CODA_ERR_TYPE, t.line, t.col, "output '%s' is not declared", nm);
-  if (s->kind != SYM_OUTPUT) return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is not an output", nm);
-  ir_output *o = &p->outputs[s->index];
-  if (o->reg_even >= 0)
-    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "output '%s' is already stored (line %d)", nm, o->store_line);
-  next(ps);
-  if (expect(ps, T_ASSIGN, "'='")) return -1;
-  int even, odd = -1;
-  if (tok_is(&ps->tok, "pack")) {
-    token pk = ps->tok;
-    next(ps);
-    if (expect(ps, T_LP, "'('")) return -1;
-    if (enter(ps, &pk)) return -1;
-    if ((even = parse_expr(ps)) < 0) return -1;
-    if (expect(ps, T_COMMA, "','")) return -1;
-    if ((odd = parse_expr(ps)) < 0) return -1;
-    if (expect(ps, T_RP, "')'")) return -1;
-    ps->depth--;
-  } else if ((even = parse_expr(ps)) < 0) {
-    return -1;
-  }
-  o->reg_even = even;
-  o->reg_odd = odd;
-  o->store_line = t.line;
-  o->store_col = t.col;
-  return 0;
-}
-
-/* A whole number of columns at token st (the current token) into *out. */
-static int parse_columns(parser *ps, const token *st, const char *what, int *out) {
-  int digits = st->k == T_NUM;
-  for (int i = 0; digits && i < st->len; i++) digits = isdigit((unsigned char)st->s[i]);
-  if (!digits) {
-    char buf[96];
-    snprintf(buf, sizeof buf, "%s (a whole number of columns)", what);
-    return expected(ps, buf);
-  }
-  if (st->num > (double)(1 << 30))
-    return perr(ps, CODA_ERR_TYPE, st->line, st->col, "segment %.*s is too large", st->len < 32 ? st->len : 32, st->s);
-  *out = (int)st->num;
-  return 0;
-}
-
-static int parse_reduce(parser *ps) {
-  struct coda_program_s *p = ps->p;
-  token t = ps->tok;
-  char name[CODA_NAME_MAX];
-  if (check_new_name(ps, &t, name)) return -1;
-  if (p->nreduces >= CODA_MAX_REDUCES)
-    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "too many reductions (at most %d)", CODA_MAX_REDUCES);
-  next(ps);
-  if (expect(ps, T_ASSIGN, "'='")) return -1;
-  token kt = ps->tok;
-  coda_reduce_kind kind;
-  if (tok_is(&kt, "rowsum")) kind = CODA_REDUCE_ROWSUM;
-  else if (tok_is(&kt, "rowmax")) kind = CODA_REDUCE_ROWMAX;
-  else if (tok_is(&kt, "rowlse")) kind = CODA_REDUCE_ROWLSE;
-  else if (tok_is(&kt, "colsum")) kind = CODA_REDUCE_COLSUM;
-  else if (tok_is(&kt, "colmax")) kind = CODA_REDUCE_COLMAX;
-  else if (tok_is(&kt, "rowpick")) kind = CODA_REDUCE_ROWPICK;
-  else return expected(ps, "a reduction (rowsum, rowmax, rowlse, colsum, colmax or rowpick)");
-  next(ps);
-  if (expect(ps, T_LP, "'('")) return -1;
-  if (enter(ps, &kt)) return -1;
-  int reg = parse_expr(ps);
-  if (reg < 0) return -1;
-  int index = -1, segment = 0;
-  if (kind == CODA_REDUCE_ROWPICK) {
-    if (expect(ps, T_COMMA, "','")) return -1;
-    token it = ps->tok;
-    if (it.k != T_NAME) return expected(ps, "the name of a row i32 input");
-    symbol *s = lookup(ps, &it);
-    if (!s || s->kind != SYM_INPUT)
-      return perr(ps, CODA_ERR_TYPE, it.line, it.col, "the rowpick index '%.*s' is not an input",
-                  it.len < 32 ? it.len : 32, it.s);
-    index = s->index;
-    next(ps);
-  }
-  if (expect(ps, T_RP, "')'")) return -1;
-  ps->depth--;
-  if ((kind == CODA_REDUCE_ROWSUM || kind == CODA_REDUCE_ROWMAX) && tok_is(&ps->tok, "per")) {
-    next(ps);
-    token st = ps->tok;
-    if (parse_columns(ps, &st, "a segment width", &segment)) return -1;
-    kind = kind == CODA_REDUCE_ROWSUM ? CODA_REDUCE_SEGSUM : CODA_REDUCE_SEGMAX;
-    next(ps);
-  } else if (tok_is(&ps->tok, "per")) {
-    return perr(ps, CODA_ERR_TYPE, ps->tok.line, ps->tok.col,
-                "'per' segments only rowsum and rowmax, not %s", ir_reduce_kind_name(kind));
-  }
-  ir_reduce *r = &p->reduces[p->nreduces];
-  memset(r, 0, sizeof *r);
-  snprintf(r->name, sizeof r->name, "%s", name);
-  r->kind = kind;
-  r->reg = reg;
-  r->index_input = index;
-  r->segment = segment;
-  r->line = kt.line;
-  r->col = kt.col;
-  define(ps, name, SYM_REDUCE, p->nreduces++, t.line);
-  return 0;
-}
-
-static int partial_ref(parser *ps, int *index) {
-  token t = ps->tok;
-  if (t.k != T_NAME) return expected(ps, "the name of a reduction");
-  symbol *s = lookup(ps, &t);
-  if (!s || s->kind != SYM_REDUCE)
-    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "'%.*s' is not a reduction defined before this line",
-                t.len < 32 ? t.len : 32, t.s);
-  *index = s->index;
-  next(ps);
-  return 0;
-}
-
-static int parse_finish(parser *ps) {
-  struct coda_program_s *p = ps->p;
-  token t = ps->tok;
-  char name[CODA_NAME_MAX];
-  if (check_new_name(ps, &t, name)) return -1;
-  if (p->nfinishes >= CODA_MAX_FINISHES)
-    return perr(ps, CODA_ERR_TYPE, t.line, t.col, "too many finishers (at most %d)", CODA_MAX_FINISHES);
-  next(ps);
-  if (expect(ps, T_ASSIGN, "'='")) return -1;
-  token kt = ps->tok;
-  coda_finish_kind kind;
-  if (tok_is(&kt, "rstd")) kind = CODA_FINISH_RSTD;
-  else if (tok_is(&kt, "sum")) kind = CODA_FINISH_SUM;
-  else if (tok_is(&kt, "max")) kind = CODA_FINISH_MAX;
-  else if (tok_is(&kt, "lse")) kind = CODA_FINISH_LSE;
-  else if (tok_is(&kt, "mean")) kind = CODA_FINISH_MEAN;
-  else return expected(ps, "a finisher (rstd, sum, max, lse or mean)");
-  next(ps);
-  if (expect(ps, T_LP, "'('")) return -1;
-  int reduce = -1, reduce2 = -1;
-  double eps = 0;
-  int eps_param = 0;
-  if (partial_ref(ps, &reduce)) return -1;
-  if (kind == CODA_FINISH_RSTD) {
-    if (expect(ps, T_COMMA, "','")) return -1;
-    symbol *ps_sym = ps->tok.k == T_NAME ? lookup(ps, &ps->tok) : NULL;
-    if (ps_sym && ps_sym->kind == SYM_PARAM) {
-      const ir_param *pm = &p->params[ps_sym->index];
-      eps_param = ps_sym->index + 1;
-      eps = pm->has_value ? pm->value : 0.0;
-    } else if (ps->tok.k != T_NUM) {
-      return expected(ps, "a number literal or a parameter as rstd's eps (eps must be a literal or a "
-                          "parameter, not an expression)");
-    } else {
-      eps = ps->tok.num;
-    }
-    next(ps);
-    if (ps->tok.k != T_COMMA && ps->tok.k != T_RP)
-      return expected(ps, "')' or ',' after rstd's eps (eps must be a literal, not an expression)");
-    if (accept(ps, T_COMMA) && partial_ref(ps, &reduce2)) return -1;
-  }
-  if (expect(ps, T_RP, "')'")) return -1;
-  ir_finish *f = &p->finishes[p->nfinishes];
-  memset(f, 0, sizeof *f);
-  snprintf(f->name, sizeof f->name, "%s", name);
-  f->kind = kind;
-  f->reduce = reduce;
-  f->reduce2 = reduce2;
-  f->eps = eps;
-  f->eps_param = eps_param;
-  f->line = kt.line;
-  f->col = kt.col;
-  define(ps, name, SYM_FINISH, p->nfinishes++, t.line);
-  return 0;
-}
 
 /* NAME = EXPR  |  NAME , NAME = F(...) with F a two-result function. */
 static int parse_assignment(parser *ps) {
   struct coda_program_s *p = ps->p;
   token t1 = ps->tok, t2;
   char n1[CODA_NAME_MAX], n2[CODA_NAME_MAX];
-  if (check_new_name(ps, &t1, n1)) return -1;
-  next(ps);
+  if (ps_new_name(ps, &t1, n1)) return -1;
+  ps_next(ps);
   int two = 0;
-  if (accept(ps, T_COMMA)) {
+  if (ps_accept(ps, T_COMMA)) {
     t2 = ps->tok;
-    if (check_new_name(ps, &t2, n2)) return -1;
-    if (!strcmp(n1, n2)) return perr(ps, CODA_ERR_TYPE, t2.line, t2.col, "'%s' is named twice", n2);
-    next(ps);
+    if (ps_new_name(ps, &t2, n2)) return -1;
+    if (!strcmp(n1, n2)) return ps_error(ps, CODA_ERR_TYPE, t2.line, t2.col, "'%s' is named twice", n2);
+    ps_next(ps);
     two = 1;
   }
-  if (expect(ps, T_ASSIGN, two ? "'='" : "'=' or ','")) return -1;
+  if (ps_expect(ps, T_ASSIGN, two ? "'='" : "'=' or ','")) return -1;
   if (two) {
     token ft = ps->tok;
     int op = find_function(&ft);
     if (op < 0 || ir_op_results((coda_op)op) != 2)
-      return perr(ps, CODA_ERR_TYPE, ft.line, ft.col,
-                  "'%s, %s = ...' needs a two-result function (dswiglu, dgeglu, rope or rope_bwd)", n1, n2);
-    next(ps);
+      return ps_error(ps, CODA_ERR_TYPE, ft.line, ft.col,
+                      "'%s, %s = ...' needs a two-result function (dswiglu, dgeglu, rope or rope_bwd)", n1, n2);
+    ps_next(ps);
     if (parse_call(ps, (coda_op)op, &ft) < 0) return -1;
     ir_instr *in = &p->instrs[p->ninstrs - 1];
     snprintf(ps->regname[in->dst], CODA_NAME_MAX, "%s", n1);
     snprintf(ps->regname[in->dst2], CODA_NAME_MAX, "%s", n2);
-    define(ps, n1, SYM_VALUE, in->dst, t1.line);
-    define(ps, n2, SYM_VALUE, in->dst2, t1.line);
+    ps_define(ps, n1, SYM_VALUE, in->dst, t1.line);
+    ps_define(ps, n2, SYM_VALUE, in->dst2, t1.line);
     return 0;
   }
   int before = p->ninstrs;
   token et = ps->tok;
-  int r = parse_expr(ps);
+  int r = ps_expr(ps);
   if (r < 0) return -1;
   if (p->ninstrs == before)
-    return perr(ps, CODA_ERR_TYPE, et.line, et.col, "'%s = ...' only renames a value: use the value directly", n1);
+    return ps_error(ps, CODA_ERR_TYPE, et.line, et.col, "'%s = ...' only renames a value: use the value directly", n1);
   /* post order: the value of the whole expression is the last instruction */
   snprintf(ps->regname[r], CODA_NAME_MAX, "%s", n1);
-  define(ps, n1, SYM_VALUE, r, t1.line);
+  ps_define(ps, n1, SYM_VALUE, r, t1.line);
   return 0;
 }
 
@@ -867,55 +538,55 @@ static int parse_statement(parser *ps) {
   token t = ps->tok;
   if (t.k == T_BAD) {
     char buf[64];
-    return perr(ps, CODA_ERR_PARSE, t.line, t.col, "unexpected %s", describe(&t, buf, sizeof buf));
+    return ps_error(ps, CODA_ERR_PARSE, t.line, t.col, "unexpected %s", describe(&t, buf, sizeof buf));
   }
-  if (t.k != T_NAME) return expected(ps, "a statement");
+  if (t.k != T_NAME) return ps_expected(ps, "a statement");
   int first = ps->nstatements++ == 0;
-  if (tok_is(&t, "math")) {
+  if (ps_tok_is(&t, "math")) {
     /* the header: `mode` first, then `math`, before any other statement */
-    if (ps->math_seen) return perr(ps, CODA_ERR_PARSE, t.line, t.col, "math is declared twice");
+    if (ps->math_seen) return ps_error(ps, CODA_ERR_PARSE, t.line, t.col, "math is declared twice");
     if (ps->nheader != ps->nstatements - 1)
-      return perr(ps, CODA_ERR_PARSE, t.line, t.col,
-                  "math must come before the inputs, outputs and instructions (after mode, if there is one)");
-    next(ps);
-    if (tok_is(&ps->tok, "fast")) ps->p->math_fast = 1;
-    else if (tok_is(&ps->tok, "exact")) ps->p->math_fast = 0;
-    else return expected(ps, "'exact' or 'fast' after math");
-    next(ps);
+      return ps_error(ps, CODA_ERR_PARSE, t.line, t.col,
+                      "math must come before the inputs, outputs and instructions (after mode, if there is one)");
+    ps_next(ps);
+    if (ps_tok_is(&ps->tok, "fast")) ps->p->math_fast = 1;
+    else if (ps_tok_is(&ps->tok, "exact")) ps->p->math_fast = 0;
+    else return ps_expected(ps, "'exact' or 'fast' after math");
+    ps_next(ps);
     ps->nheader++;
     ps->math_seen = 1;
     return 0;
   }
-  if (tok_is(&t, "mode")) {
-    if (!first) return perr(ps, CODA_ERR_PARSE, t.line, t.col, "mode must be the first statement");
+  if (ps_tok_is(&t, "mode")) {
+    if (!first) return ps_error(ps, CODA_ERR_PARSE, t.line, t.col, "mode must be the first statement");
     ps->nheader++;
-    next(ps);
-    if (tok_is(&ps->tok, "elem")) ps->p->pair_mode = 0;
-    else if (tok_is(&ps->tok, "pair")) ps->p->pair_mode = 1;
-    else return expected(ps, "'elem' or 'pair'");
-    next(ps);
-    if (ps->p->pair_mode && tok_is(&ps->tok, "split")) {
+    ps_next(ps);
+    if (ps_tok_is(&ps->tok, "elem")) ps->p->pair_mode = 0;
+    else if (ps_tok_is(&ps->tok, "pair")) ps->p->pair_mode = 1;
+    else return ps_expected(ps, "'elem' or 'pair'");
+    ps_next(ps);
+    if (ps->p->pair_mode && ps_tok_is(&ps->tok, "split")) {
       /* half-split pairs: `split` alone pairs the halves of the row */
-      next(ps);
+      ps_next(ps);
       ps->p->pair_split = CODA_PAIR_SPLIT_ROW;
       if (ps->tok.k == T_NUM) {
         token st = ps->tok;
-        if (parse_columns(ps, &st, "a segment width", &ps->p->pair_split)) return -1;
+        if (ps_columns(ps, &st, "a segment width", &ps->p->pair_split)) return -1;
         if (ps->p->pair_split < 2 || ps->p->pair_split % 2)
-          return perr(ps, CODA_ERR_TYPE, st.line, st.col,
-                      "the split segment must be even and at least 2 (a pair is column k and k + S/2), found %d",
-                      ps->p->pair_split);
-        next(ps);
+          return ps_error(ps, CODA_ERR_TYPE, st.line, st.col,
+                          "the split segment must be even and at least 2 (a pair is column k and k + S/2), found %d",
+                          ps->p->pair_split);
+        ps_next(ps);
       }
     }
     return 0;
   }
-  if (tok_is(&t, "input")) { next(ps); return parse_input(ps); }
-  if (tok_is(&t, "param")) { next(ps); return parse_param(ps); }
-  if (tok_is(&t, "output")) { next(ps); return parse_output(ps); }
-  if (tok_is(&t, "store")) { next(ps); return parse_store(ps); }
-  if (tok_is(&t, "reduce")) { next(ps); return parse_reduce(ps); }
-  if (tok_is(&t, "finish")) { next(ps); return parse_finish(ps); }
+  if (ps_tok_is(&t, "input")) { ps_next(ps); return ps_input(ps); }
+  if (ps_tok_is(&t, "param")) { ps_next(ps); return ps_param(ps); }
+  if (ps_tok_is(&t, "output")) { ps_next(ps); return ps_output(ps); }
+  if (ps_tok_is(&t, "store")) { ps_next(ps); return ps_store(ps); }
+  if (ps_tok_is(&t, "reduce")) { ps_next(ps); return ps_reduce(ps); }
+  if (ps_tok_is(&t, "finish")) { ps_next(ps); return ps_finish(ps); }
   return parse_assignment(ps);
 }
 
@@ -953,14 +624,14 @@ coda_status coda_program_parse(coda_context ctx, const char *text, coda_program 
   ps->src = text;
   ps->line = 1;
   ps->p = p;
-  next(ps);
+  ps_next(ps);
   while (!ps->err) {
-    while (ps->tok.k == T_NL) next(ps);
+    while (ps->tok.k == T_NL) ps_next(ps);
     if (ps->tok.k == T_EOF) break;
     if (parse_statement(ps)) break;
     if (ps->tok.k != T_NL && ps->tok.k != T_EOF) {
-      if (ps->tok.k == T_BAD && isdigit((unsigned char)ps->tok.s[0])) expect(ps, T_NUM, "a number");
-      else expected(ps, "end of line");
+      if (ps->tok.k == T_BAD && isdigit((unsigned char)ps->tok.s[0])) ps_expect(ps, T_NUM, "a number");
+      else ps_expected(ps, "end of line");
     }
   }
   coda_status st = ps->err;

@@ -48,16 +48,7 @@ static void fmt_number(char *buf, size_t n, double v) {
   snprintf(buf, n, "%s", best);
 }
 
-static const char *kind_word(coda_arg_kind k) {
-  switch (k) {
-  case CODA_ARG_ROW: return "row";
-  case CODA_ARG_COL: return "col";
-  case CODA_ARG_SCALAR: return "scalar";
-  case CODA_ARG_TILE: return "tile";
-  case CODA_ARG_ROWSUM: return "rowsum";
-  default: return "?";
-  }
-}
+static const char *kind_word(coda_arg_kind k) { return ir_input_kind_word(k); }
 
 static const char *width_suffix(coda_width w) {
   return w == CODA_WIDTH_X2 ? " x2" : w == CODA_WIDTH_HALF ? " half" : "";
@@ -397,8 +388,7 @@ char *ir_print_text(const struct coda_program_s *p) {
     } else {
       const ir_reduce *r = &p->reduces[st[s].idx];
       coda_reduce_kind k = r->kind;
-      coda_sb_printf(&b, "reduce %s = %s(", r->name,
-                k == CODA_REDUCE_SEGSUM ? "rowsum" : k == CODA_REDUCE_SEGMAX ? "rowmax" : ir_reduce_kind_name(k));
+      coda_sb_printf(&b, "reduce %s = %s(", r->name, ir_reduce_kind_word(k));
       print_reg(&b, &pr, r->reg, 0);
       if (k == CODA_REDUCE_ROWPICK) coda_sb_printf(&b, ", %s)\n", p->inputs[r->index_input].name);
       else if (ir_reduce_is_segmented(k)) coda_sb_printf(&b, ") per %d\n", r->segment);

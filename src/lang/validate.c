@@ -99,33 +99,15 @@ static coda_status check_names(coda_context ctx, const struct coda_program_s *p)
 
 static const char *lane_hint(int pair_mode) { return pair_mode ? " in pair mode" : " here"; }
 
-coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
-  if (!p) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "program is NULL");
-  if (p->pair_mode != 0 && p->pair_mode != 1) FAIL(0, 0, "mode must be elem (0) or pair (1)");
-  if (!p->pair_mode && p->pair_split) FAIL(0, 0, "half-split pairs need pair mode");
-  if (p->pair_split != 0 && p->pair_split != CODA_PAIR_SPLIT_ROW && (p->pair_split < 2 || p->pair_split % 2))
-    FAIL(0, 0, "the split segment must be even and at least 2, found %d", p->pair_split);
-  if (p->ninstrs < 0 || p->ninstrs > CODA_MAX_INSTRS)
-    FAIL(0, 0, "too many instructions (%d, at most %d)", p->ninstrs, CODA_MAX_INSTRS);
-  if (p->ninputs < 0 || p->ninputs > CODA_MAX_INPUTS)
-    FAIL(0, 0, "too many inputs (%d, at most %d)", p->ninputs, CODA_MAX_INPUTS);
-  if (p->noutputs < 0 || p->noutputs > CODA_MAX_OUTPUTS)
-    FAIL(0, 0, "too many outputs (%d, at most %d)", p->noutputs, CODA_MAX_OUTPUTS);
-  if (p->nreduces < 0 || p->nreduces > CODA_MAX_REDUCES)
-    FAIL(0, 0, "too many reductions (%d, at most %d)", p->nreduces, CODA_MAX_REDUCES);
-  if (p->nfinishes < 0 || p->nfinishes > CODA_MAX_FINISHES)
-    FAIL(0, 0, "too many finishers (%d, at most %d)", p->nfinishes, CODA_MAX_FINISHES);
-  if (p->nregs < 0 || p->nregs > 2 * CODA_MAX_INSTRS) FAIL(0, 0, "bad register count %d", p->nregs);
-  if (p->nregs > 0 && !p->reg_names) FAIL(0, 0, "register names are missing");
-  int exact = ctx && ctx->opts.precision == CODA_PRECISION_F64;
-  const char *mode = p->pair_mode ? "pair" : "elem";
-
-  /* declarations */
+/* Inputs, outputs and parameters: kinds, dtypes, widths against the mode
+ * and the precision (f64 only in exact mode). */
+static coda_status check_declarations(coda_context ctx, const struct coda_program_s *p, int exact) {
   for (int i = 0; i < p->ninputs; i++) {
     const ir_input *in = &p->inputs[i];
     int L = in->line, C = in->col;
-    if (((int)in->kind < CODA_ARG_ROW || (int)in->kind > CODA_ARG_TILE) && in->kind != CODA_ARG_ROWSUM)
-      FAIL(L, C, "input '%.31s': kind must be row, col, scalar, tile or rowsum", in->name);
+    char words[96];
+    if (!ir_input_kind_known(in->kind))
+      FAIL(L, C, "input '%.31s': kind must be %s", in->name, ir_kind_words('i', words, sizeof words));
     if (!dtype_ok(in->dtype)) FAIL(L, C, "input '%.31s': unknown dtype %d", in->name, (int)in->dtype);
     if (!width_ok(in->width)) FAIL(L, C, "input '%.31s': unknown width %d", in->name, (int)in->width);
     if (in->dtype == CODA_F64 && !exact)
@@ -170,10 +152,12 @@ coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
     if (pm->has_value && !isfinite(pm->value))
       FAIL(pm->line, pm->col, "parameter '%.31s': value %g is not finite", pm->name, pm->value);
   }
-  coda_status st = check_names(ctx, p);
-  if (st) return st;
+  return CODA_OK;
+}
 
-  /* instructions: registers are written once, in order, before any use */
+/* Instructions: registers are written once, in order, before any use;
+ * operands, lanes and arities. */
+static coda_status check_instrs(coda_context ctx, const struct coda_program_s *p) {
   int next = 0;
   for (int i = 0; i < p->ninstrs; i++) {
     const ir_instr *in = &p->instrs[i];
@@ -232,55 +216,59 @@ coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
            in->code == IR_MATH ? ir_op_name(in->op) : "it");
   }
   if (next != p->nregs) FAIL(0, 0, "register count %d, but instructions write %d", p->nregs, next);
+  return CODA_OK;
+}
 
-  /* integer values: row, col, i32 inputs, integer literals (|v| <= 2^24)
-   * and what + - * min max abs select idiv imod make of integers; idiv and
-   * imod take nothing else (a floating value has no conversion to an
-   * integer; an integer is used as a number anywhere) */
-  {
-    unsigned char isint[2 * CODA_MAX_INSTRS];
-    memset(isint, 0, sizeof isint);
-    for (int i = 0; i < p->ninstrs; i++) {
-      const ir_instr *in = &p->instrs[i];
-      int v = 0;
-      switch (in->code) {
-      case IR_CONST: v = in->imm == floor(in->imm) && fabs(in->imm) <= 16777216.0; break;
-      case IR_ROW:
-      case IR_COL: v = 1; break;
-      case IR_READ: v = p->inputs[in->input].dtype == CODA_I32; break;
-      case IR_MATH: {
-        int all = 1;
-        for (int k = 0; k < in->nargs; k++) all &= isint[in->args[k]];
-        switch (in->op) {
-        case CODA_OP_ADD: case CODA_OP_SUB: case CODA_OP_MUL: case CODA_OP_NEG:
-        case CODA_OP_MIN: case CODA_OP_MAX: case CODA_OP_ABS: v = all; break;
-        case CODA_OP_SELECT: v = isint[in->args[1]] && isint[in->args[2]]; break;
-        case CODA_OP_IDIV:
-        case CODA_OP_IMOD:
-          for (int k = 0; k < 2; k++)
-            if (!isint[in->args[k]]) {
-              const char *nm = p->reg_names ? p->reg_names[in->args[k]] : NULL;
-              FAIL(in->line, in->col,
-                   "%s takes integer operands, but its %s operand%s%s%s is not an integer value "
-                   "(integers: row, col, seg(S), segpos(S), i32 inputs, integer literals, and "
-                   "+ - * min max abs select idiv imod of integers; a floating value has no "
-                   "conversion to an integer)",
-                   ir_op_name(in->op), k ? "second" : "first", nm ? " '" : "", nm ? nm : "",
-                   nm ? "'" : "");
-            }
-          v = 1;
-          break;
-        default: break;
-        }
-      } break;
+/* Integer values: row, col, i32 inputs, integer literals (|v| <= 2^24)
+ * and what + - * min max abs select idiv imod make of integers; idiv and
+ * imod take nothing else (a floating value has no conversion to an
+ * integer; an integer is used as a number anywhere) */
+static coda_status check_integers(coda_context ctx, const struct coda_program_s *p) {
+  unsigned char isint[2 * CODA_MAX_INSTRS];
+  memset(isint, 0, sizeof isint);
+  for (int i = 0; i < p->ninstrs; i++) {
+    const ir_instr *in = &p->instrs[i];
+    int v = 0;
+    switch (in->code) {
+    case IR_CONST: v = in->imm == floor(in->imm) && fabs(in->imm) <= 16777216.0; break;
+    case IR_ROW:
+    case IR_COL: v = 1; break;
+    case IR_READ: v = p->inputs[in->input].dtype == CODA_I32; break;
+    case IR_MATH: {
+      int all = 1;
+      for (int k = 0; k < in->nargs; k++) all &= isint[in->args[k]];
+      switch (in->op) {
+      case CODA_OP_ADD: case CODA_OP_SUB: case CODA_OP_MUL: case CODA_OP_NEG:
+      case CODA_OP_MIN: case CODA_OP_MAX: case CODA_OP_ABS: v = all; break;
+      case CODA_OP_SELECT: v = isint[in->args[1]] && isint[in->args[2]]; break;
+      case CODA_OP_IDIV:
+      case CODA_OP_IMOD:
+        for (int k = 0; k < 2; k++)
+          if (!isint[in->args[k]]) {
+            const char *nm = p->reg_names ? p->reg_names[in->args[k]] : NULL;
+            FAIL(in->line, in->col,
+                 "%s takes integer operands, but its %s operand%s%s%s is not an integer value "
+                 "(integers: row, col, seg(S), segpos(S), i32 inputs, integer literals, and "
+                 "+ - * min max abs select idiv imod of integers; a floating value has no "
+                 "conversion to an integer)",
+                 ir_op_name(in->op), k ? "second" : "first", nm ? " '" : "", nm ? nm : "",
+                 nm ? "'" : "");
+          }
+        v = 1;
+        break;
       default: break;
       }
-      isint[in->dst] = (unsigned char)v;
-      if (in->dst2 >= 0) isint[in->dst2] = 0;
+    } break;
+    default: break;
     }
+    isint[in->dst] = (unsigned char)v;
+    if (in->dst2 >= 0) isint[in->dst2] = 0;
   }
+  return CODA_OK;
+}
 
-  /* stores */
+/* Every output stored once, as one value or a pair as its mode needs. */
+static coda_status check_stores(coda_context ctx, const struct coda_program_s *p, const char *mode) {
   for (int i = 0; i < p->noutputs; i++) {
     const ir_output *o = &p->outputs[i];
     int L = o->store_line ? o->store_line : o->line, C = o->store_line ? o->store_col : o->col;
@@ -293,13 +281,15 @@ coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
     if (!pair && o->reg_odd >= 0)
       FAIL(L, C, "output '%s' holds one value per point in %s mode: store it without pack()", o->name, mode);
   }
+  return CODA_OK;
+}
 
-  /* reductions */
+/* Reductions: kinds against the mode, rowpick's index, segments. */
+static coda_status check_reduces(coda_context ctx, const struct coda_program_s *p) {
   for (int i = 0; i < p->nreduces; i++) {
     const ir_reduce *r = &p->reduces[i];
     int L = r->line, C = r->col;
-    if ((int)r->kind < CODA_REDUCE_ROWSUM || (int)r->kind > CODA_REDUCE_COLMAX)
-      FAIL(L, C, "reduction '%s': unknown kind %d", r->name, (int)r->kind);
+    if (!ir_reduce_kind_known(r->kind)) FAIL(L, C, "reduction '%s': unknown kind %d", r->name, (int)r->kind);
     if (r->reg < 0 || r->reg >= p->nregs) FAIL(L, C, "reduction '%s' reduces an unknown register", r->name);
     if (ir_reduce_is_col(r->kind) && p->pair_mode)
       FAIL(L, C, "reduction '%s': %s is only allowed in elem mode", r->name, ir_reduce_kind_name(r->kind));
@@ -317,29 +307,22 @@ coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
         FAIL(L, C, "reduction '%s': segment must be even in pair mode, found %d", r->name, r->segment);
     }
   }
+  return CODA_OK;
+}
 
-  /* finishers */
+/* Finishers: each over a partial of its kind, eps, rstd's second partial. */
+static coda_status check_finishes(coda_context ctx, const struct coda_program_s *p) {
   for (int i = 0; i < p->nfinishes; i++) {
     const ir_finish *f = &p->finishes[i];
     int L = f->line, C = f->col;
     const char *fk = ir_finish_kind_name(f->kind);
-    if ((int)f->kind < CODA_FINISH_RSTD || (int)f->kind > CODA_FINISH_MEAN)
-      FAIL(L, C, "finisher '%s': unknown kind %d", f->name, (int)f->kind);
+    if (!ir_finish_kind_known(f->kind)) FAIL(L, C, "finisher '%s': unknown kind %d", f->name, (int)f->kind);
     if (f->reduce < 0 || f->reduce >= p->nreduces) FAIL(L, C, "finisher '%s': unknown partial", f->name);
     const ir_reduce *r = &p->reduces[f->reduce];
     coda_reduce_kind rk = r->kind;
-    int sumlike = rk == CODA_REDUCE_ROWSUM || rk == CODA_REDUCE_SEGSUM || rk == CODA_REDUCE_COLSUM;
-    int maxlike = rk == CODA_REDUCE_ROWMAX || rk == CODA_REDUCE_SEGMAX || rk == CODA_REDUCE_COLMAX;
-    int ok = (f->kind == CODA_FINISH_RSTD || f->kind == CODA_FINISH_SUM || f->kind == CODA_FINISH_MEAN)
-                 ? sumlike
-                 : f->kind == CODA_FINISH_LSE ? rk == CODA_REDUCE_ROWLSE : maxlike;
-    if (!ok) {
-      const char *need = f->kind == CODA_FINISH_LSE   ? "a rowlse partial"
-                         : f->kind == CODA_FINISH_MAX ? "a rowmax, segmented rowmax or colmax partial"
-                                                      : "a rowsum, segmented rowsum or colsum partial";
-      FAIL(L, C, "finisher '%s': %s needs %s, but '%s' is %s", f->name, fk, need, r->name,
+    if (ir_finish_class(f->kind) != ir_reduce_class(rk))
+      FAIL(L, C, "finisher '%s': %s needs %s, but '%s' is %s", f->name, fk, ir_finish_needs(f->kind), r->name,
            ir_reduce_kind_name(rk));
-    }
     if (f->eps_param < 0 || f->eps_param > p->nparams || (f->eps_param && f->kind != CODA_FINISH_RSTD))
       FAIL(L, C, "finisher '%s': eps names an unknown parameter", f->name);
     if (f->kind == CODA_FINISH_RSTD && (!isfinite(f->eps) || f->eps < 0)) {
@@ -361,4 +344,35 @@ coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
     }
   }
   return CODA_OK;
+}
+
+coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
+  if (!p) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "program is NULL");
+  if (p->pair_mode != 0 && p->pair_mode != 1) FAIL(0, 0, "mode must be elem (0) or pair (1)");
+  if (!p->pair_mode && p->pair_split) FAIL(0, 0, "half-split pairs need pair mode");
+  if (p->pair_split != 0 && p->pair_split != CODA_PAIR_SPLIT_ROW && (p->pair_split < 2 || p->pair_split % 2))
+    FAIL(0, 0, "the split segment must be even and at least 2, found %d", p->pair_split);
+  if (p->ninstrs < 0 || p->ninstrs > CODA_MAX_INSTRS)
+    FAIL(0, 0, "too many instructions (%d, at most %d)", p->ninstrs, CODA_MAX_INSTRS);
+  if (p->ninputs < 0 || p->ninputs > CODA_MAX_INPUTS)
+    FAIL(0, 0, "too many inputs (%d, at most %d)", p->ninputs, CODA_MAX_INPUTS);
+  if (p->noutputs < 0 || p->noutputs > CODA_MAX_OUTPUTS)
+    FAIL(0, 0, "too many outputs (%d, at most %d)", p->noutputs, CODA_MAX_OUTPUTS);
+  if (p->nreduces < 0 || p->nreduces > CODA_MAX_REDUCES)
+    FAIL(0, 0, "too many reductions (%d, at most %d)", p->nreduces, CODA_MAX_REDUCES);
+  if (p->nfinishes < 0 || p->nfinishes > CODA_MAX_FINISHES)
+    FAIL(0, 0, "too many finishers (%d, at most %d)", p->nfinishes, CODA_MAX_FINISHES);
+  if (p->nregs < 0 || p->nregs > 2 * CODA_MAX_INSTRS) FAIL(0, 0, "bad register count %d", p->nregs);
+  if (p->nregs > 0 && !p->reg_names) FAIL(0, 0, "register names are missing");
+  int exact = ctx && ctx->opts.precision == CODA_PRECISION_F64;
+  const char *mode = p->pair_mode ? "pair" : "elem";
+
+  coda_status st;
+  if ((st = check_declarations(ctx, p, exact))) return st;
+  if ((st = check_names(ctx, p))) return st;
+  if ((st = check_instrs(ctx, p))) return st;
+  if ((st = check_integers(ctx, p))) return st;
+  if ((st = check_stores(ctx, p, mode))) return st;
+  if ((st = check_reduces(ctx, p))) return st;
+  return check_finishes(ctx, p);
 }

@@ -112,32 +112,21 @@ static void ln_backward(coda_plan p, int fold, int n, char t, const char *label,
   plan_finish(p, CODA_PHASE_BACKWARD, name, prog, "dbeta", M, d, tl, binds);
 }
 
-coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
-                                 coda_plan *out) {
-  if (!out) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "gpt2: null output");
-  *out = NULL;
-  coda_status st = check_config(ctx, cfg);
-  if (st != CODA_OK) return st;
-  const int64_t d = cfg->dim, H = cfg->n_heads, hd = d / H, F = cfg->ffn_dim;
-  const int64_t M = cfg->batch * cfg->seq, N3 = 3 * d;
-  const coda_dtype io = cfg->dtype;
-  /* statistics, folded vectors and weight gradients */
-  const coda_dtype fp = io == CODA_F64 ? CODA_F64 : CODA_F32;
-  /* the GEMM weights' gradients: plain GEMM outputs, so they can be
-   * stored in the activation dtype (CODA_GPT2_GRAD_ACT) */
-  const coda_dtype gw = (cfg->flags & CODA_GPT2_GRAD_ACT) ? io : fp;
-  coda_tiling tl = cfg->tiling;
-  /* a GPU computes partials for its own tiling only */
-  if (tl.tile_m == 0 && tl.tile_n == 0 && coda_context_backend(ctx) != CODA_BACKEND_CPU &&
-      (st = coda_preferred_tiling(ctx, NULL, cfg->batch * cfg->seq, d, d, &tl)) != CODA_OK)
-    return st;
-  if (tl.tile_m == 0) tl.tile_m = 128;
-  if (tl.tile_n == 0) tl.tile_n = 128;
+/* What the block plan's buffers and passes share: its dtypes (io the
+ * activations', fp the statistics' and folded vectors', gw the weight
+ * gradients'), shapes and whether the statistics are folded. */
+typedef struct {
+  int fold;
+  coda_dtype io, fp, gw;
+  int64_t d, H, F, M, N3, rcols;
+} gpt2_shape;
 
-  coda_plan p;
-  st = plan_create(ctx, "gpt2_block", &p);
-  if (st != CODA_OK) return st;
-
+/* The block's buffers: inputs, parameters, outputs, gradients, saved
+ * activations and statistics, the backward's temporaries. */
+static void gpt2_buffers(coda_plan p, const gpt2_shape *sh) {
+  const int fold = sh->fold;
+  const coda_dtype io = sh->io, fp = sh->fp, gw = sh->gw;
+  const int64_t d = sh->d, H = sh->H, F = sh->F, M = sh->M, N3 = sh->N3, rcols = sh->rcols;
   /* inputs, parameters, outputs */
   plan_buffer(p, "x", io, M, d, PLAN_ROLE_INPUT);
   plan_buffer(p, "dx_out", io, M, d, PLAN_ROLE_INPUT);
@@ -173,9 +162,6 @@ coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
   plan_buffer(p, "dq", fp, 1, N3, PLAN_ROLE_SAVED);  /* Wqkv ln1_b + bqkv */
   plan_buffer(p, "cf", fp, 1, F, PLAN_ROLE_SAVED);   /* Wfc ln2_g */
   plan_buffer(p, "df", fp, 1, F, PLAN_ROLE_SAVED);   /* Wfc ln2_b + bfc */
-  const int fold = (cfg->flags & CODA_GPT2_FOLD) != 0;
-  /* folded: the row statistics' M x T rowsum partials (of x, of x^2) */
-  const int64_t rcols = fold ? (d + tl.tile_n - 1) / tl.tile_n : 1;
   plan_buffer(p, "h1", io, M, d, PLAN_ROLE_TEMP);
   plan_buffer(p, "mu1", fp, M, rcols, PLAN_ROLE_SAVED);
   plan_buffer(p, "rs1", fp, M, rcols, PLAN_ROLE_SAVED);
@@ -206,17 +192,16 @@ coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
   plan_buffer(p, "invd", fp, 1, 1, PLAN_ROLE_CONST);
   double invd = 1.0 / (double)d;
   plan_buffer_init(p, "invd", &invd);
+}
 
-  plan_attention att;
-  memset(&att, 0, sizeof att);
-  att.batch = cfg->batch;
-  att.seq = cfg->seq;
-  att.n_heads = (int)H;
-  att.n_kv_heads = (int)H;
-  att.head_dim = (int)hd;
-
-  const coda_phase FW = CODA_PHASE_FORWARD, BW = CODA_PHASE_BACKWARD;
-  /* ---- forward ---- */
+/* The forward pass: the folded LayerNorm vectors, LN1 + qkv, attention,
+ * out projection with the residual and the LN2 producer, fc + GELU,
+ * projection with the residual. */
+static void gpt2_forward(coda_plan p, const gpt2_shape *sh, coda_tiling tl,
+                         const plan_attention *att) {
+  const int fold = sh->fold;
+  const int64_t d = sh->d, M = sh->M;
+  const coda_phase FW = CODA_PHASE_FORWARD;
   plan_matmul(p, FW, "fold c1 = ln1_g Wqkv^T", CODA_N, "ln1_g", CODA_T, "wqkv", "cq", 1.0f, 0);
   plan_gemm(p, FW, "fold d1 = ln1_b Wqkv^T + bqkv", "gpt2_fold_bias", CODA_N, "ln1_b",
             CODA_T, "wqkv", tl, "b=bqkv dv=dq");
@@ -236,7 +221,7 @@ coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
     plan_gemm(p, FW, "qkv = LN1(x) Wqkv^T + bqkv", "gpt2_ln_linear", CODA_N, "h1", CODA_T,
               "wqkv", tl, "mu=mu1 rs=rs1 c=cq dv=dq z=qkv");
   }
-  plan_attention_fwd(p, FW, "attention", &att, "qkv", "o", "lse");
+  plan_attention_fwd(p, FW, "attention", att, "qkv", "o", "lse");
   if (fold) {
     plan_gemm(p, FW, "x1 = x + o Wo^T + bo, ln2 producer", "gpt2_residual_ln", CODA_N, "o",
               CODA_T, "wo", tl, "bias=bo res=x gamma=ln2_g x=x1 h=h2 psum=mu2 psq=rs2");
@@ -252,8 +237,14 @@ coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
   }
   plan_gemm(p, FW, "x_out = x1 + g Wproj^T + bproj", "gpt2_bias_residual", CODA_N, "g",
             CODA_T, "wproj", tl, "bias=bproj res=x1 y=x_out");
+}
 
-  /* ---- backward ---- */
+/* The backward pass, in the forward's reverse order. */
+static void gpt2_backward(coda_plan p, const gpt2_shape *sh, coda_tiling tl,
+                          const plan_attention *att) {
+  const int fold = sh->fold;
+  const int64_t d = sh->d, F = sh->F, M = sh->M, N3 = sh->N3;
+  const coda_phase BW = CODA_PHASE_BACKWARD;
   plan_map(p, BW, "dbproj = colsum(dx_out)", "gpt2_colsum", M, d, tl, "t=dx_out p=pbp");
   plan_finish(p, BW, "dbproj", "gpt2_colsum", "s", M, d, tl, "p=pbp s=dbproj");
   plan_matmul(p, BW, "dWproj = dx_out^T g", CODA_T, "dx_out", CODA_N, "g", "dwproj", 1.0f, 0);
@@ -271,7 +262,7 @@ coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
   plan_matmul(p, BW, "dWfc = du^T LN2(x1)", CODA_T, "du", CODA_N, "post2", "dwfc", 1.0f, 0);
   plan_matmul(p, BW, "dWo = dx1^T o", CODA_T, "dx1", CODA_N, "o", "dwo", 1.0f, 0);
   plan_matmul(p, BW, "do = dx1 Wo", CODA_N, "dx1", CODA_N, "wo", "do", 1.0f, 0);
-  plan_attention_bwd(p, BW, "attention backward", &att, "qkv", "o", "lse", "do", "dqkv");
+  plan_attention_bwd(p, BW, "attention backward", att, "qkv", "o", "lse", "do", "dqkv");
   plan_map(p, BW, "ln1 dots, dbqkv", "gpt2_qkv_dots", M, N3, tl,
            "dz=dqkv z=qkv c=cq dv=dq p1=p1q p2=p2q pb=pbq");
   if (!fold) {
@@ -283,6 +274,53 @@ coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
               M, d, tl);
   plan_matmul(p, BW, "dWqkv = dqkv^T LN1(x)", CODA_T, "dqkv", CODA_N, "post1", "dwqkv", 1.0f,
               0);
+}
+
+coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
+                                 coda_plan *out) {
+  if (!out) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "gpt2: null output");
+  *out = NULL;
+  coda_status st = check_config(ctx, cfg);
+  if (st != CODA_OK) return st;
+  const int64_t d = cfg->dim, H = cfg->n_heads, hd = d / H, F = cfg->ffn_dim;
+  const int64_t M = cfg->batch * cfg->seq, N3 = 3 * d;
+  const coda_dtype io = cfg->dtype;
+  /* statistics, folded vectors and weight gradients */
+  const coda_dtype fp = io == CODA_F64 ? CODA_F64 : CODA_F32;
+  /* the GEMM weights' gradients: plain GEMM outputs, so they can be
+   * stored in the activation dtype (CODA_GPT2_GRAD_ACT) */
+  const coda_dtype gw = (cfg->flags & CODA_GPT2_GRAD_ACT) ? io : fp;
+  coda_tiling tl = cfg->tiling;
+  /* a GPU computes partials for its own tiling only */
+  if (tl.tile_m == 0 && tl.tile_n == 0 && coda_context_backend(ctx) != CODA_BACKEND_CPU &&
+      (st = coda_preferred_tiling(ctx, NULL, cfg->batch * cfg->seq, d, d, &tl)) != CODA_OK)
+    return st;
+  if (tl.tile_m == 0) tl.tile_m = 128;
+  if (tl.tile_n == 0) tl.tile_n = 128;
+  const int fold = (cfg->flags & CODA_GPT2_FOLD) != 0;
+  /* folded: the row statistics' M x T rowsum partials (of x, of x^2) */
+  const int64_t rcols = fold ? (d + tl.tile_n - 1) / tl.tile_n : 1;
+  const gpt2_shape sh = {fold, io, fp, gw, d, H, F, M, N3, rcols};
+
+  coda_plan p;
+  st = plan_create(ctx, "gpt2_block", &p);
+  if (st != CODA_OK) return st;
+
+  gpt2_buffers(p, &sh);
+
+  plan_attention att;
+  memset(&att, 0, sizeof att);
+  att.batch = cfg->batch;
+  att.seq = cfg->seq;
+  att.n_heads = (int)H;
+  att.n_kv_heads = (int)H;
+  att.head_dim = (int)hd;
+
+  /* ---- forward ---- */
+  gpt2_forward(p, &sh, tl, &att);
+
+  /* ---- backward ---- */
+  gpt2_backward(p, &sh, tl, &att);
 
   st = plan_status(p);
   if (st != CODA_OK) {

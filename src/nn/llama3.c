@@ -285,32 +285,24 @@ static coda_status finish_build(coda_context ctx, coda_plan p, coda_plan *out) {
   return CODA_OK;
 }
 
-coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg,
-                                  coda_plan *out) {
-  if (!out) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_llama_block_plan: out is NULL");
-  *out = NULL;
-  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
-  coda_tiling tl;
-  coda_status s = check_config(ctx, cfg, 0, &tl);
-  if (s != CODA_OK) return s;
-  const coda_llama_config c = *cfg;
-  const int exact = c.dtype == CODA_F64;
-  const coda_dtype act = c.dtype, st = exact ? CODA_F64 : CODA_F32;
-  /* the GEMM weights' gradients: written once by a plain GEMM, so they can
-   * be stored in the activation dtype (one rounding of the fp32 sum) */
-  const coda_dtype gw = (c.flags & CODA_LLAMA_GRAD_ACT) ? act : st;
-  const int64_t M = c.batch * c.seq, D = c.dim, F = c.ffn_dim, hd = c.head_dim;
-  const int64_t HQ = c.n_heads * hd, NQKV = (c.n_heads + 2 * c.n_kv_heads) * hd;
-  const coda_phase FW = CODA_PHASE_FORWARD, BW = CODA_PHASE_BACKWARD;
-  /* forward only: no backward phase, nothing saved for one */
-  const int infer = (c.flags & CODA_LLAMA_INFER) != 0;
-  const plan_role saved = infer ? PLAN_ROLE_TEMP : PLAN_ROLE_SAVED;
+/* What the block plan's buffers and passes share: its dtypes (act the
+ * activations', st the statistics', gw the weight gradients'), shapes
+ * and flags. */
+typedef struct {
+  int exact, infer, norm_in, norm_out, fold, rope_map;
+  coda_dtype act, st, gw;
+  int64_t M, D, F, hd, HQ, NQKV, rcols;
+  plan_role saved; /* what the backward reads: temporaries when forward only */
+} llama_shape;
 
-  coda_plan p;
-  s = plan_create(ctx, "llama_block", &p);
-  if (s != CODA_OK) return s;
-  plan_set_norm_eps(p, llama_eps(&c));
-
+/* The block's buffers: caller-facing, tables, forward activations and the
+ * backward's temporaries. */
+static void llama_buffers(coda_plan p, const coda_llama_config *c, const llama_shape *sh) {
+  const int exact = sh->exact, infer = sh->infer, norm_in = sh->norm_in, norm_out = sh->norm_out,
+      fold = sh->fold, rope_map = sh->rope_map;
+  const coda_dtype act = sh->act, st = sh->st, gw = sh->gw;
+  const int64_t M = sh->M, D = sh->D, F = sh->F, HQ = sh->HQ, NQKV = sh->NQKV, rcols = sh->rcols;
+  const plan_role saved = sh->saved;
   /* caller-facing buffers */
   plan_buffer(p, "x", act, M, D, PLAN_ROLE_INPUT);
   if (!infer) plan_buffer(p, "dx_out", act, M, D, PLAN_ROLE_INPUT);
@@ -333,14 +325,9 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   /* tables */
   plan_buffer(p, "pos", CODA_I32, M, 1, PLAN_ROLE_CONST);
   plan_buffer(p, "freq", st, 1, NQKV, PLAN_ROLE_CONST);
-  if (plan_status(p) == CODA_OK) rope_tables(p, &c, exact);
+  if (plan_status(p) == CODA_OK) rope_tables(p, c, exact);
   scalar_const(p, "inv_d", st, 1.0 / (double)D);
   /* forward activations */
-  const int norm_in = (c.flags & CODA_LLAMA_NORM_IN) != 0;
-  const int norm_out = (c.flags & CODA_LLAMA_NORM_OUT) != 0;
-  const int fold = (c.flags & CODA_LLAMA_FOLD) != 0;
-  /* a row statistic over D columns: its M x T rowsum partials when folded */
-  const int64_t rcols = fold ? (D + tl.tile_n - 1) / tl.tile_n : 1;
   plan_buffer(p, "h1", act, M, D, norm_in ? PLAN_ROLE_INPUT : PLAN_ROLE_TEMP);
   plan_buffer(p, "rstd1", st, M, rcols, norm_in ? PLAN_ROLE_INPUT : saved);
   if (norm_out) {
@@ -352,17 +339,16 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
    * a decoder keeps in its cache */
   plan_buffer(p, "qkv", act, M, NQKV, infer ? PLAN_ROLE_OUTPUT : PLAN_ROLE_SAVED);
   plan_buffer(p, "o", act, M, HQ, saved);
-  plan_buffer(p, "lse", st, M, c.n_heads, saved);
+  plan_buffer(p, "lse", st, M, c->n_heads, saved);
   plan_buffer(p, "x1", act, M, D, saved);
   plan_buffer(p, "h2", act, M, D, PLAN_ROLE_TEMP);
   plan_buffer(p, "rstd2", st, M, rcols, saved);
   if (!infer) plan_buffer(p, "z", act, M, 2 * F, PLAN_ROLE_SAVED);
   plan_buffer(p, "y", act, M, F, PLAN_ROLE_TEMP);
-  const int rope_map = (c.flags & CODA_LLAMA_ROPE_MAP) != 0;
   if (!infer) { /* backward temporaries */
     plan_buffer(p, "dz", act, M, 2 * F, PLAN_ROLE_TEMP);
     /* in place: the SwiGLU backward (z's last reader) writes dz over z */
-    if (c.flags & CODA_LLAMA_INPLACE) plan_buffer_alias(p, "dz", "z");
+    if (c->flags & CODA_LLAMA_INPLACE) plan_buffer_alias(p, "dz", "z");
     plan_buffer(p, "y_re", act, M, F, PLAN_ROLE_TEMP);
     if (!fold) plan_buffer(p, "zdz2", st, M, 1, PLAN_ROLE_TEMP);
     plan_buffer(p, "dx1", act, M, D, PLAN_ROLE_TEMP);
@@ -370,21 +356,20 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
     plan_buffer(p, "do", act, M, HQ, PLAN_ROLE_TEMP);
     if (rope_map) plan_buffer(p, "dqkv", act, M, NQKV, PLAN_ROLE_TEMP);
     /* fused: the attention backward's per-head Sigma qkv*dqkv partials */
-    else plan_buffer(p, "zp1", st, M, c.n_heads + 2 * c.n_kv_heads, PLAN_ROLE_TEMP);
+    else plan_buffer(p, "zp1", st, M, c->n_heads + 2 * c->n_kv_heads, PLAN_ROLE_TEMP);
     plan_buffer(p, "dzqkv", act, M, NQKV, PLAN_ROLE_TEMP);
     if (!fold) plan_buffer(p, "zdz1", st, M, 1, PLAN_ROLE_TEMP);
     plan_buffer(p, "post1", act, M, D, PLAN_ROLE_TEMP);
   }
+}
 
-  plan_attention g;
-  memset(&g, 0, sizeof g);
-  g.batch = c.batch;
-  g.seq = c.seq;
-  g.n_heads = (int)c.n_heads;
-  g.n_kv_heads = (int)c.n_kv_heads;
-  g.head_dim = (int)hd;
-
-  /* ---- forward ---- */
+/* The forward pass: norm, qkv + RoPE, attention, out projection with the
+ * residual and the second norm, gate/up + SwiGLU, down with the residual. */
+static void llama_forward(coda_plan p, const llama_shape *sh, coda_tiling tl,
+                          const plan_attention *g) {
+  const int infer = sh->infer, norm_in = sh->norm_in, norm_out = sh->norm_out, fold = sh->fold;
+  const int64_t M = sh->M, D = sh->D;
+  const coda_phase FW = CODA_PHASE_FORWARD;
   if (!norm_in && fold) {
     plan_map(p, FW, "norm1", "llama_rmsnorm", M, D, tl, "x=x w=wn1 h=h1 ss=rstd1");
   } else if (!norm_in) {
@@ -397,7 +382,7 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   else
     plan_gemm(p, FW, "qkv_rope", "llama_qkv_rope", CODA_N, "h1", CODA_T, "wqkv", tl,
               "r=rstd1 pos=pos freq=freq qkv=qkv");
-  plan_attention_fwd(p, FW, "attention", &g, "qkv", "o", "lse");
+  plan_attention_fwd(p, FW, "attention", g, "qkv", "o", "lse");
   if (fold) {
     plan_gemm(p, FW, "out_proj_residual_norm", "llama_residual_norm", CODA_N, "o", CODA_T, "wo",
               tl, "res=x w=wn2 x=x1 h=h2 ss=rstd2");
@@ -431,10 +416,16 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
     plan_gemm(p, FW, "down_residual", "llama_residual", CODA_N, "y", CODA_T, "wd", tl,
               "res=x1 x=x_out");
   }
+}
 
-  if (infer) return finish_build(ctx, p, out);
-
-  /* ---- backward ---- */
+/* The backward pass, in the forward's reverse order (qkv_heads: query,
+ * key and value heads). */
+static void llama_backward(coda_plan p, int64_t qkv_heads, const llama_shape *sh, coda_tiling tl,
+                           const plan_attention *g) {
+  const int exact = sh->exact, fold = sh->fold, rope_map = sh->rope_map;
+  const coda_dtype act = sh->act;
+  const int64_t M = sh->M, D = sh->D, F = sh->F, NQKV = sh->NQKV;
+  const coda_phase BW = CODA_PHASE_BACKWARD;
   if (!exact) {
     plan_gemm(p, BW, "down_dgrad_swiglu_bwd", "llama_swiglu_bwd", CODA_N, "dx_out", CODA_N,
               "wd", tl, "z=z dz=dz y=y_re zp=zp2");
@@ -466,13 +457,13 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
    * pass, one per head when fused (an N of heads x tile_n) */
   int64_t zp_n = NQKV;
   if (rope_map) {
-    plan_attention_bwd(p, BW, "attention_bwd", &g, "qkv", "o", "lse", "do", "dqkv");
+    plan_attention_bwd(p, BW, "attention_bwd", g, "qkv", "o", "lse", "do", "dqkv");
     plan_map(p, BW, "rope_bwd", "llama_rope_bwd", M, NQKV, tl,
              "y=qkv dy=dqkv pos=pos freq=freq dz=dzqkv zp=zp1");
   } else {
-    plan_attention_bwd_rope(p, BW, "attention_rope_bwd", &g, "qkv", "o", "lse", "do", "pos",
+    plan_attention_bwd_rope(p, BW, "attention_rope_bwd", g, "qkv", "o", "lse", "do", "pos",
                             "freq", "dzqkv", "zp1");
-    zp_n = (c.n_heads + 2 * c.n_kv_heads) * (int64_t)tl.tile_n;
+    zp_n = qkv_heads * (int64_t)tl.tile_n;
   }
   if (fold) {
     plan_gemm(p, BW, "qkv_dgrad_norm_bwd", nbwd, CODA_N, "dzqkv", CODA_N, "wqkv", tl,
@@ -484,6 +475,57 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   }
   plan_finish(p, BW, "dwn1", nbwd, "dw", M, D, tl, "dwp=dwp1 dw=dwn1");
   plan_matmul(p, BW, "dwqkv", CODA_T, "dzqkv", CODA_N, "post1", "dwqkv", 1.0f, 0);
+}
+
+coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg,
+                                  coda_plan *out) {
+  if (!out) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_llama_block_plan: out is NULL");
+  *out = NULL;
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  coda_tiling tl;
+  coda_status s = check_config(ctx, cfg, 0, &tl);
+  if (s != CODA_OK) return s;
+  const coda_llama_config c = *cfg;
+  const int exact = c.dtype == CODA_F64;
+  const coda_dtype act = c.dtype, st = exact ? CODA_F64 : CODA_F32;
+  /* the GEMM weights' gradients: written once by a plain GEMM, so they can
+   * be stored in the activation dtype (one rounding of the fp32 sum) */
+  const coda_dtype gw = (c.flags & CODA_LLAMA_GRAD_ACT) ? act : st;
+  const int64_t M = c.batch * c.seq, D = c.dim, F = c.ffn_dim, hd = c.head_dim;
+  const int64_t HQ = c.n_heads * hd, NQKV = (c.n_heads + 2 * c.n_kv_heads) * hd;
+  /* forward only: no backward phase, nothing saved for one */
+  const int infer = (c.flags & CODA_LLAMA_INFER) != 0;
+  const plan_role saved = infer ? PLAN_ROLE_TEMP : PLAN_ROLE_SAVED;
+  const int norm_in = (c.flags & CODA_LLAMA_NORM_IN) != 0;
+  const int norm_out = (c.flags & CODA_LLAMA_NORM_OUT) != 0;
+  const int fold = (c.flags & CODA_LLAMA_FOLD) != 0;
+  /* a row statistic over D columns: its M x T rowsum partials when folded */
+  const int64_t rcols = fold ? (D + tl.tile_n - 1) / tl.tile_n : 1;
+  const int rope_map = (c.flags & CODA_LLAMA_ROPE_MAP) != 0;
+  const llama_shape sh = {exact, infer, norm_in, norm_out, fold, rope_map, act, st, gw, M, D, F, hd,
+                           HQ, NQKV, rcols, saved};
+
+  coda_plan p;
+  s = plan_create(ctx, "llama_block", &p);
+  if (s != CODA_OK) return s;
+  plan_set_norm_eps(p, llama_eps(&c));
+
+  llama_buffers(p, &c, &sh);
+
+  plan_attention g;
+  memset(&g, 0, sizeof g);
+  g.batch = c.batch;
+  g.seq = c.seq;
+  g.n_heads = (int)c.n_heads;
+  g.n_kv_heads = (int)c.n_kv_heads;
+  g.head_dim = (int)hd;
+
+  /* ---- forward ---- */
+  llama_forward(p, &sh, tl, &g);
+  if (infer) return finish_build(ctx, p, out);
+
+  /* ---- backward ---- */
+  llama_backward(p, c.n_heads + 2 * c.n_kv_heads, &sh, tl, &g);
 
   return finish_build(ctx, p, out);
 }

@@ -245,32 +245,35 @@ static int deviations(const coda_llama_config *c, int L, model_run *r, layer *ly
   return ok;
 }
 
-int cmd_demo(int argc, char **argv) {
-  demo_opts o = {2, 128, 64, 4, 4, 2, 0, 256, 3, 0, 0, 1, 1};
+/* A phase's result when the command goes on (else the exit status). */
+#define GO_ON (-1)
+
+/* The flags into o, checked against the demo's bounds. */
+static int demo_parse(demo_opts *o, int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int *dst = !strcmp(a, "--layers")     ? &o.layers
-               : !strcmp(a, "--dim")      ? &o.dim
-               : !strcmp(a, "--seq")      ? &o.seq
-               : !strcmp(a, "--batch")    ? &o.batch
-               : !strcmp(a, "--heads")    ? &o.heads
-               : !strcmp(a, "--kv-heads") ? &o.kv_heads
-               : !strcmp(a, "--ffn")      ? &o.ffn
-               : !strcmp(a, "--vocab")    ? &o.vocab
-               : !strcmp(a, "--steps")    ? &o.steps
-               : !strcmp(a, "--threads")  ? &o.threads
+    int *dst = !strcmp(a, "--layers")     ? &o->layers
+               : !strcmp(a, "--dim")      ? &o->dim
+               : !strcmp(a, "--seq")      ? &o->seq
+               : !strcmp(a, "--batch")    ? &o->batch
+               : !strcmp(a, "--heads")    ? &o->heads
+               : !strcmp(a, "--kv-heads") ? &o->kv_heads
+               : !strcmp(a, "--ffn")      ? &o->ffn
+               : !strcmp(a, "--vocab")    ? &o->vocab
+               : !strcmp(a, "--steps")    ? &o->steps
+               : !strcmp(a, "--threads")  ? &o->threads
                                           : NULL;
     const coda_tool_num *num = coda_tool_num_find(demo_nums, a);
     if (num) {
       long long x;
       if (coda_tool_num_parse_ll("demo", num, v, &x)) return 2;
       if (dst) *dst = (int)x;
-      else o.seed = (unsigned long long)x; /* --seed */
+      else o->seed = (unsigned long long)x; /* --seed */
       i++;
     } else if (!strcmp(a, "--print-plan")) {
-      o.print_plan = 1;
+      o->print_plan = 1;
     } else if (!strcmp(a, "--no-chain")) {
-      o.chain = 0;
+      o->chain = 0;
     } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       demo_usage(stdout);
       return 0;
@@ -280,25 +283,104 @@ int cmd_demo(int argc, char **argv) {
       return 2;
     }
   }
-  if (o.ffn == 0) o.ffn = 3 * o.dim;
+  if (o->ffn == 0) o->ffn = 3 * o->dim;
   {
     /* weights and activations of every layer, in elements */
-    const double D = o.dim, F = o.ffn, M = (double)o.batch * o.seq, L = o.layers;
-    const double elems = L * (4.0 * D * D + 3.0 * D * F) + (double)o.vocab * D +
-                         L * M * (8.0 * D + 3.0 * F) + M * (double)o.vocab;
+    const double D = o->dim, F = o->ffn, M = (double)o->batch * o->seq, L = o->layers;
+    const double elems = L * (4.0 * D * D + 3.0 * D * F) + (double)o->vocab * D +
+                         L * M * (8.0 * D + 3.0 * F) + M * (double)o->vocab;
     if (M > (1 << 16) || elems > (double)(1 << 28)) {
       fprintf(stderr, "coda demo: --layers %d --dim %d --ffn %d --batch %d --seq %d --vocab %d "
               "is too large for the demo (at most 65536 tokens, batch x seq, and 2^28 weight "
-              "and activation elements; this is %.3g)\n", o.layers, o.dim, o.ffn, o.batch,
-              o.seq, o.vocab, elems);
+              "and activation elements; this is %.3g)\n", o->layers, o->dim, o->ffn, o->batch,
+              o->seq, o->vocab, elems);
       return 2;
     }
   }
-  if (o.dim % o.heads || (o.dim / o.heads) % 2 || o.heads % o.kv_heads) {
+  if (o->dim % o->heads || (o->dim / o->heads) % 2 || o->heads % o->kv_heads) {
     fprintf(stderr, "coda demo: dim must split into heads of even size, and heads must be a "
                     "multiple of kv-heads\n");
     return 2;
   }
+  return GO_ON;
+}
+
+/* --print-plan: the plans of the blocks and the head, as text. */
+static int print_plans(coda_context c32, const coda_llama_config *c, int chain) {
+  coda_plan bp = NULL, mp = NULL, hp = NULL;
+  coda_llama_config cf = *c, cm = *c, chd = *c;
+  if (chain) {
+    cf.flags = CODA_LLAMA_NORM_OUT;
+    cm.flags = CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT;
+    chd.flags = CODA_LLAMA_NORM_IN;
+  }
+  int ok = coda_llama_block_plan(c32, &cf, &bp) == CODA_OK &&
+           coda_llama_block_plan(c32, &cm, &mp) == CODA_OK &&
+           coda_llama_head_plan(c32, &chd, &hp) == CODA_OK;
+  if (ok && chain)
+    printf("# first block\n%s\n# every later block\n%s\n# LM head\n%s", coda_plan_text(bp),
+           coda_plan_text(mp), coda_plan_text(hp));
+  else if (ok)
+    printf("# every block\n%s\n# LM head\n%s", coda_plan_text(bp), coda_plan_text(hp));
+  else fprintf(stderr, "coda demo: %s\n", coda_last_error(c32));
+  coda_plan_destroy(bp);
+  coda_plan_destroy(mp);
+  coda_plan_destroy(hp);
+  return ok ? 0 : 1;
+}
+
+/* The unfused fp64 reference, forward and backward, into xs, dxs and the
+ * gradients; 0 when out of memory. */
+static int reference_pass(const coda_llama_config *c64cfg, int L, layer *ly, double **xs, double **dxs,
+                          const double *wnf, const double *wout, const int32_t *tgt, double *loss_ref,
+                          double *dwnf, double *dwout) {
+  const int64_t M = c64cfg->batch * c64cfg->seq, D = c64cfg->dim;
+  for (int l = 0; l < L; l++)
+    if (coda_llama_reference_block(c64cfg, CODA_F64, &ly[l].w, xs[l], xs[l + 1], NULL, NULL, NULL)) return 0;
+  if (coda_llama_reference_head(c64cfg, CODA_F64, wnf, wout, xs[L], tgt, loss_ref, NULL, dxs[L], dwnf, dwout))
+    return 0;
+  for (int l = L - 1; l >= 0; l--) {
+    double *tmp = calloc((size_t)(M * D), sizeof(double));
+    if (!tmp) return 0;
+    int e = coda_llama_reference_block(c64cfg, CODA_F64, &ly[l].w, xs[l], tmp, dxs[l + 1], dxs[l], &ly[l].g);
+    free(tmp);
+    if (e) return 0;
+  }
+  return 1;
+}
+
+/* The times, the losses and the deviations from the reference; 0 when
+ * the fp64 plan matches it. */
+static int demo_report(int64_t V, double t_bf16, double t_f64, double t_ref, double loss32, double loss64,
+                       double loss_ref, double lossdev32, double lossdev64, const double *g32,
+                       const double *g64) {
+  printf("\ntime per step (forward + backward):\n");
+  printf("  plan, bf16 storage / fp32 compute   %9.2f ms\n", 1e3 * t_bf16);
+  printf("  plan, fp64 (exact mode)             %9.2f ms\n", 1e3 * t_f64);
+  printf("  unfused reference, fp64 (naive)     %9.2f ms\n", 1e3 * t_ref);
+  printf("\nloss (mean cross-entropy, ln %lld = %.4f):\n", (long long)V, log((double)V));
+  printf("  plan bf16 %.6f   plan fp64 %.12f   unfused fp64 %.12f\n", loss32, loss64, loss_ref);
+  printf("\nlargest relative deviation from the unfused fp64 reference\n"
+         "(max |plan - ref| / max |ref| over the group):\n");
+  printf("  %-34s %12s %12s\n", "group", "plan fp64", "plan bf16");
+  printf("  %-34s %12.3e %12.3e\n", "loss", lossdev64, lossdev32);
+  double worst = lossdev64;
+  for (int i = 0; i < G_COUNT; i++) {
+    printf("  %-34s %12.3e %12.3e\n", group_names[i], g64[i], g32[i]);
+    if (!(g64[i] <= worst)) worst = g64[i];
+  }
+  if (worst <= 1e-9) {
+    printf("\nfp64 plan matches the unfused block to %.1e: OK\n", worst);
+    return 0;
+  }
+  printf("\nfp64 plan deviates by %.3e (> 1e-9): FAILED\n", worst);
+  return 1;
+}
+
+int cmd_demo(int argc, char **argv) {
+  demo_opts o = {2, 128, 64, 4, 4, 2, 0, 256, 3, 0, 0, 1, 1};
+  int prc = demo_parse(&o, argc, argv);
+  if (prc != GO_ON) return prc;
   coda_llama_config c = coda_llama_default_config();
   c.dim = o.dim;
   c.n_heads = o.heads;
@@ -316,27 +398,9 @@ int cmd_demo(int argc, char **argv) {
   coda_context c32 = NULL, c64 = NULL;
   if (coda_tool_context(&co, &c32, "demo", "CPU") != CODA_OK) return 1;
   if (o.print_plan) {
-    coda_plan bp = NULL, mp = NULL, hp = NULL;
-    coda_llama_config cf = c, cm = c, chd = c;
-    if (o.chain) {
-      cf.flags = CODA_LLAMA_NORM_OUT;
-      cm.flags = CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT;
-      chd.flags = CODA_LLAMA_NORM_IN;
-    }
-    int ok = coda_llama_block_plan(c32, &cf, &bp) == CODA_OK &&
-             coda_llama_block_plan(c32, &cm, &mp) == CODA_OK &&
-             coda_llama_head_plan(c32, &chd, &hp) == CODA_OK;
-    if (ok && o.chain)
-      printf("# first block\n%s\n# every later block\n%s\n# LM head\n%s", coda_plan_text(bp),
-             coda_plan_text(mp), coda_plan_text(hp));
-    else if (ok)
-      printf("# every block\n%s\n# LM head\n%s", coda_plan_text(bp), coda_plan_text(hp));
-    else fprintf(stderr, "coda demo: %s\n", coda_last_error(c32));
-    coda_plan_destroy(bp);
-    coda_plan_destroy(mp);
-    coda_plan_destroy(hp);
+    int rc = print_plans(c32, &c, o.chain);
     coda_context_destroy(c32);
-    return ok ? 0 : 1;
+    return rc;
   }
   co.precision = CODA_PRECISION_F64;
   if (coda_tool_context(&co, &c64, "demo", "exact-mode") != CODA_OK) {
@@ -414,18 +478,8 @@ int cmd_demo(int argc, char **argv) {
 
   /* unfused reference in fp64 */
   t0 = now_s();
-  for (int l = 0; l < L; l++)
-    if (coda_llama_reference_block(&c64cfg, CODA_F64, &ly[l].w, xs[l], xs[l + 1], NULL, NULL, NULL)) goto oom;
   double loss_ref;
-  if (coda_llama_reference_head(&c64cfg, CODA_F64, wnf, wout, xs[L], tgt, &loss_ref, NULL, dxs[L], dwnf, dwout))
-    goto oom;
-  for (int l = L - 1; l >= 0; l--) {
-    double *tmp = calloc((size_t)(M * D), sizeof(double));
-    if (!tmp) goto oom;
-    int e = coda_llama_reference_block(&c64cfg, CODA_F64, &ly[l].w, xs[l], tmp, dxs[l + 1], dxs[l], &ly[l].g);
-    free(tmp);
-    if (e) goto oom;
-  }
+  if (!reference_pass(&c64cfg, L, ly, xs, dxs, wnf, wout, tgt, &loss_ref, dwnf, dwout)) goto oom;
   double t_ref = now_s() - t0;
 
   double g32[G_COUNT], g64[G_COUNT];
@@ -435,27 +489,7 @@ int cmd_demo(int argc, char **argv) {
   double lossdev32 = fabs(r32.loss - loss_ref) / fabs(loss_ref);
   double lossdev64 = fabs(r64.loss - loss_ref) / fabs(loss_ref);
 
-  printf("\ntime per step (forward + backward):\n");
-  printf("  plan, bf16 storage / fp32 compute   %9.2f ms\n", 1e3 * t_bf16);
-  printf("  plan, fp64 (exact mode)             %9.2f ms\n", 1e3 * t_f64);
-  printf("  unfused reference, fp64 (naive)     %9.2f ms\n", 1e3 * t_ref);
-  printf("\nloss (mean cross-entropy, ln %lld = %.4f):\n", (long long)V, log((double)V));
-  printf("  plan bf16 %.6f   plan fp64 %.12f   unfused fp64 %.12f\n", r32.loss, r64.loss, loss_ref);
-  printf("\nlargest relative deviation from the unfused fp64 reference\n"
-         "(max |plan - ref| / max |ref| over the group):\n");
-  printf("  %-34s %12s %12s\n", "group", "plan fp64", "plan bf16");
-  printf("  %-34s %12.3e %12.3e\n", "loss", lossdev64, lossdev32);
-  double worst = lossdev64;
-  for (int i = 0; i < G_COUNT; i++) {
-    printf("  %-34s %12.3e %12.3e\n", group_names[i], g64[i], g32[i]);
-    if (!(g64[i] <= worst)) worst = g64[i];
-  }
-  if (worst <= 1e-9) {
-    printf("\nfp64 plan matches the unfused block to %.1e: OK\n", worst);
-    rc = 0;
-  } else {
-    printf("\nfp64 plan deviates by %.3e (> 1e-9): FAILED\n", worst);
-  }
+  rc = demo_report(V, t_bf16, t_f64, t_ref, r32.loss, r64.loss, loss_ref, lossdev32, lossdev64, g32, g64);
   goto done;
 oom:
   fprintf(stderr, "coda demo: out of memory\n");

@@ -124,23 +124,6 @@ static int parse_batches(const char *v, int *out, int max) {
   return n;
 }
 
-/* Bytes a decode step of batch B must read, by profile phase, at cache
- * length n: the bf16 weights of each phase (with its norm weights) and the
- * attention's keys and values; the embedding reads only the batch's rows. */
-static void phase_bytes(const coda_model_config *c, int B, int n, double *by) {
-  _Static_assert(CODA_DECODE_PHASES == 7, "phase_bytes follows coda_decoder_phase_name's order");
-  const double D = c->dim, hd = (double)c->dim / c->heads, L = c->layers;
-  const double q = c->heads * hd, kv = c->kv_heads * hd;
-  for (int p = 0; p < CODA_DECODE_PHASES; p++) by[p] = 0.0;
-  by[0] = (double)B * D * 2;                   /* embedding */
-  by[1] = L * (D * (q + 2 * kv) + D) * 2;      /* norm + qkv + rope */
-  by[2] = L * (double)B * n * 2 * kv * 2;      /* attention: K and V */
-  by[3] = L * q * D * 2;                       /* out proj */
-  by[4] = L * (D * 2.0 * c->ffn + D) * 2;      /* norm + gate/up */
-  by[5] = L * (double)c->ffn * D * 2;          /* down */
-  by[6] = ((double)c->vocab * D + D) * 2;      /* final norm + head */
-}
-
 static int run_bench(coda_context ctx, const char *shape, const int *batches, int nb,
                      int prompt_len, int steps, int gpu, int no_graphs, int profile,
                      double hbm_gbps, coda_prefill_path prefill) {
@@ -223,18 +206,18 @@ static int run_bench(coda_context ctx, const char *shape, const int *batches, in
              (double)B * prompt_len / pre, step_ms, (double)B * steps / dec, floor_ms,
              100.0 * floor_ms / step_ms, coda_decoder_graphs(d));
     if (!rc && profile && gpu) { /* one more step, by phase */
-      double ms[CODA_DECODE_PHASES], sum = 0.0;
+      double ms[CODA_DECODE_PHASES], by[CODA_DECODE_PHASES], sum = 0.0;
       int32_t *zero = calloc((size_t)B, sizeof *zero);
-      if (!zero || coda_decoder_step_profile(d, zero, ms) != CODA_OK) {
+      if (!zero || coda_decoder_step_bytes(d, zero, by) != CODA_OK ||
+          coda_decoder_step_profile(d, zero, ms) != CODA_OK) {
         fprintf(stderr, "coda generate: profile: %s\n", coda_last_error(ctx));
         rc = 1;
       } else {
-        /* Each phase against the floor of the bytes it must read (its
-         * weights, the attention its cache at the profiled step's length)
-         * at the floor column's bandwidth; the rest of a phase's time is
-         * its kernels' launch gaps, dependency waits and tails. */
-        double by[CODA_DECODE_PHASES];
-        phase_bytes(&c, B, prompt_len + steps + 1, by);
+        /* Each phase against the floor of the bytes it must read (the
+         * library's count: its weights, the attention its cache at the
+         * profiled step's length) at the floor column's bandwidth; the
+         * rest of a phase's time is its kernels' launch gaps, dependency
+         * waits and tails. */
         printf("       step by phase: %-26s %9s %9s %9s %9s\n", "phase", "ms", "MB",
                "floor ms", "of floor");
         double fsum = 0.0, bsum = 0.0;
@@ -311,25 +294,33 @@ static coda_status load_tokenizer(coda_context ctx, const char *ckpt, const char
   return s;
 }
 
-int cmd_generate(int argc, char **argv) {
-  const char *ckpt = NULL, *prompts[MAX_PROMPTS], *shape = "1.1b";
-  int np = 0, tokens = -1, top_k = 40, threads = 0, gpu = 0, bench = 0, max_len = 0;
-  int as_ids[MAX_PROMPTS], print_ids = 0; /* as_ids[i]: prompts[i] is a list of token ids */
-  const char *tokenizer = NULL;
-  int prompt_len = 512, batches[16] = {1, 16}, nb = 2, no_graphs = 0, profile = 0;
-  coda_prefill_path prefill = CODA_PREFILL_AUTO;
-  double hbm_gbps = 4300.0;
+/* The command line of `coda generate`. */
+typedef struct {
+  const char *ckpt, *prompts[MAX_PROMPTS], *shape, *tokenizer;
+  int np, tokens, top_k, threads, gpu, bench, max_len;
+  int as_ids[MAX_PROMPTS], print_ids; /* as_ids[i]: prompts[i] is a list of token ids */
+  int prompt_len, batches[16], nb, no_graphs, profile;
+  coda_prefill_path prefill;
+  double hbm_gbps;
   int32_t stops[MAX_STOPS];
-  int nstop = 0;
-  double temperature = 0.8, top_p = 1.0;
-  uint64_t seed = 1;
+  int nstop;
+  double temperature, top_p;
+  uint64_t seed;
+} gen_opts;
+
+/* The flags into o (defaults set here); GO_ON, or the exit status. */
+#define GO_ON (-1)
+static int gen_parse(gen_opts *o, int argc, char **argv) {
+  *o = (gen_opts){.shape = "1.1b", .tokens = -1, .top_k = 40, .prompt_len = 512, .batches = {1, 16},
+                  .nb = 2, .prefill = CODA_PREFILL_AUTO, .hbm_gbps = 4300.0, .temperature = 0.8,
+                  .top_p = 1.0, .seed = 1};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { gen_usage(stdout); return 0; }
-    if (!strcmp(a, "--bench")) { bench = 1; continue; }
-    if (!strcmp(a, "--print-ids")) { print_ids = 1; continue; }
-    if (!strcmp(a, "--no-graphs")) { no_graphs = 1; continue; }
-    if (!strcmp(a, "--profile")) { profile = 1; continue; }
+    if (!strcmp(a, "--bench")) { o->bench = 1; continue; }
+    if (!strcmp(a, "--print-ids")) { o->print_ids = 1; continue; }
+    if (!strcmp(a, "--no-graphs")) { o->no_graphs = 1; continue; }
+    if (!strcmp(a, "--profile")) { o->profile = 1; continue; }
     const coda_tool_num *num = coda_tool_num_find(gen_nums, a);
     const char *allowed = NULL; /* what a bad value of a word flag may be */
     if (!v && num) return coda_tool_num_parse("generate", num, v, NULL);
@@ -338,28 +329,28 @@ int cmd_generate(int argc, char **argv) {
       gen_usage(stderr);
       return 2;
     }
-    if (!strcmp(a, "--checkpoint")) ckpt = v;
-    else if (!strcmp(a, "--tokenizer")) tokenizer = v;
+    if (!strcmp(a, "--checkpoint")) o->ckpt = v;
+    else if (!strcmp(a, "--tokenizer")) o->tokenizer = v;
     else if (!strcmp(a, "--prompt") || !strcmp(a, "--prompt-ids")) {
-      if (np == MAX_PROMPTS) {
+      if (o->np == MAX_PROMPTS) {
         fprintf(stderr, "coda generate: at most %d prompts\n", MAX_PROMPTS);
         return 2;
       }
-      as_ids[np] = !strcmp(a, "--prompt-ids");
-      prompts[np++] = v;
-    } else if (!strcmp(a, "--shape")) shape = v;
+      o->as_ids[o->np] = !strcmp(a, "--prompt-ids");
+      o->prompts[o->np++] = v;
+    } else if (!strcmp(a, "--shape")) o->shape = v;
     else if (!strcmp(a, "--device")) {
-      if (!strcmp(v, "cpu")) gpu = 0;
-      else if (!strcmp(v, "gpu") || !strcmp(v, "cuda")) gpu = 1;
+      if (!strcmp(v, "cpu")) o->gpu = 0;
+      else if (!strcmp(v, "gpu") || !strcmp(v, "cuda")) o->gpu = 1;
       else { allowed = "cpu or gpu"; goto bad; }
     } else if (!strcmp(a, "--prefill")) {
-      if (!strcmp(v, "auto")) prefill = CODA_PREFILL_AUTO;
-      else if (!strcmp(v, "plans")) prefill = CODA_PREFILL_PLANS;
-      else if (!strcmp(v, "direct")) prefill = CODA_PREFILL_DIRECT;
+      if (!strcmp(v, "auto")) o->prefill = CODA_PREFILL_AUTO;
+      else if (!strcmp(v, "plans")) o->prefill = CODA_PREFILL_PLANS;
+      else if (!strcmp(v, "direct")) o->prefill = CODA_PREFILL_DIRECT;
       else { allowed = "auto, plans or direct"; goto bad; }
     } else if (!strcmp(a, "--batches")) {
-      nb = parse_batches(v, batches, 16);
-      if (nb < 1) { allowed = "batch sizes, comma-separated, at most 16, each in [1, 4096]"; goto bad; }
+      o->nb = parse_batches(v, o->batches, 16);
+      if (o->nb < 1) { allowed = "batch sizes, comma-separated, at most 16, each in [1, 4096]"; goto bad; }
     } else if (num) {
       double x = 0;
       long long k = 0; /* integers exactly (--seed up to 2^62) */
@@ -367,16 +358,16 @@ int cmd_generate(int argc, char **argv) {
                        : coda_tool_num_parse("generate", num, v, &x))
         return 2;
       if (num->integer) x = (double)k;
-      if (!strcmp(a, "--hbm-gbps")) hbm_gbps = x;
-      else if (!strcmp(a, "--top-p")) top_p = x;
-      else if (!strcmp(a, "--temperature")) temperature = x;
-      else if (!strcmp(a, "--tokens")) tokens = (int)x;
-      else if (!strcmp(a, "--top-k")) top_k = (int)x;
-      else if (!strcmp(a, "--seed")) seed = (uint64_t)k;
-      else if (!strcmp(a, "--threads")) threads = (int)x;
-      else if (!strcmp(a, "--max-len")) max_len = (int)x;
-      else if (!strcmp(a, "--prompt-len")) prompt_len = (int)x;
-      else if (nstop < MAX_STOPS) stops[nstop++] = (int32_t)x; /* --stop */
+      if (!strcmp(a, "--hbm-gbps")) o->hbm_gbps = x;
+      else if (!strcmp(a, "--top-p")) o->top_p = x;
+      else if (!strcmp(a, "--temperature")) o->temperature = x;
+      else if (!strcmp(a, "--tokens")) o->tokens = (int)x;
+      else if (!strcmp(a, "--top-k")) o->top_k = (int)x;
+      else if (!strcmp(a, "--seed")) o->seed = (uint64_t)k;
+      else if (!strcmp(a, "--threads")) o->threads = (int)x;
+      else if (!strcmp(a, "--max-len")) o->max_len = (int)x;
+      else if (!strcmp(a, "--prompt-len")) o->prompt_len = (int)x;
+      else if (o->nstop < MAX_STOPS) o->stops[o->nstop++] = (int32_t)x; /* --stop */
       else {
         fprintf(stderr, "coda generate: --stop: at most %d stop tokens\n", MAX_STOPS);
         return 2;
@@ -391,27 +382,128 @@ int cmd_generate(int argc, char **argv) {
             allowed ? allowed : "");
     return 2;
   }
-  if (!ckpt && !bench) {
+  if (!o->ckpt && !o->bench) {
     fprintf(stderr, "coda generate: --checkpoint PATH is required\n");
     gen_usage(stderr);
     return 2;
   }
+  return GO_ON;
+}
+
+/* The prompts as token ids (ids[i] allocated, lens[i] tokens): lists of
+ * ids, or text through the tokenizer tk (NULL: bytes). CODA_OK with *rc
+ * set to 2 after saying why for a bad prompt; *longest the longest. */
+static coda_status encode_prompts(const gen_opts *o, coda_tokenizer tk, int32_t **ids, int *lens,
+                                  int *longest, int *rc) {
+  coda_status s = CODA_OK;
+  *longest = 0;
+  for (int i = 0; !s && i < o->np; i++) {
+    size_t n = 0, cap = 0;
+    const size_t pl = strlen(o->prompts[i]);
+    if (o->as_ids[i]) {
+      int k = 0;
+      if (parse_ids(o->prompts[i], &ids[i], &k)) {
+        fprintf(stderr, "coda generate: --prompt-ids '%s' is not a list of token ids (integers "
+                "0 .. 2^31-1 separated by commas or spaces)\n", o->prompts[i]);
+        *rc = 2;
+        break;
+      }
+      n = (size_t)k;
+    } else if (tk) {
+      s = coda_tokenizer_encode_alloc(tk, o->prompts[i], pl, CODA_TOKENIZER_ADD_SPECIAL, &ids[i],
+                                      &cap, &n);
+    } else {
+      ids[i] = malloc((pl ? pl : 1) * sizeof(int32_t));
+      if (!ids[i]) s = CODA_ERR_OUT_OF_MEMORY;
+      for (size_t k = 0; !s && k < pl; k++) ids[i][k] = (unsigned char)o->prompts[i][k];
+      n = pl;
+    }
+    if (!s && (n == 0 || n > (1u << 24))) {
+      fprintf(stderr, "coda generate: prompt %d has %zu tokens\n", i + 1, n);
+      *rc = 2;
+      break;
+    }
+    lens[i] = (int)n;
+    *longest = lens[i] > *longest ? lens[i] : *longest;
+  }
+  return s;
+}
+
+/* Generates from the encoded prompts with the sampling of o: one stream
+ * printed as it comes, several printed at the end (or the ids). The
+ * status, with *rc set to 1 where the tool already said why. */
+static coda_status generate_text(const gen_opts *o, coda_decoder d, int32_t **ids, const int *lens,
+                                 coda_generate_result *res, int *rc) {
+  coda_status s = CODA_OK;
+  const int np = o->np;
+  text_sink *sink = calloc(1, sizeof *sink);
+  if (!sink) s = CODA_ERR_OUT_OF_MEMORY;
+  coda_generate_params g = coda_generate_default_params();
+  g.sampling.temperature = o->temperature;
+  g.sampling.top_k = o->top_k;
+  g.sampling.top_p = o->top_p;
+  g.sampling.seed = o->seed;
+  g.max_new_tokens = o->tokens;
+  g.stop = o->stops;
+  g.nstop = o->nstop;
+  g.stop_at_eos = 1;
+  g.on_token = on_token;
+  g.user = sink;
+  if (sink) {
+    sink->streaming = np == 1 && !o->print_ids;
+    if (sink->streaming && !o->as_ids[0]) {
+      fputs(o->prompts[0], stdout);
+      fflush(stdout);
+    }
+    s = coda_decoder_generate(d, (const int32_t *const *)ids, lens, np, &g, res, NULL, NULL);
+  }
+  if (!s && sink->failed) {
+    fprintf(stderr, "coda generate: out of memory\n");
+    *rc = 1;
+  }
+  for (int i = 0; !s && !*rc && o->print_ids && i < np; i++) {
+    for (int k = 0; k < res[i].n; k++) printf(k ? " %d" : "%d", (int)res[i].tokens[k]);
+    putchar('\n');
+  }
+  for (int i = 0; !s && !*rc && !o->print_ids && i < np; i++) {
+    if (np > 1 && o->as_ids[i]) printf("--- sequence %d\n", i + 1);
+    else if (np > 1) printf("--- sequence %d\n%s", i + 1, o->prompts[i]);
+    if (np > 1 && sink->len[i]) fwrite(sink->text[i], 1, sink->len[i], stdout);
+    if (np > 1 || i == 0) putchar('\n');
+  }
+  for (int i = 0; sink && i < np; i++) free(sink->text[i]);
+  free(sink);
+  for (int i = 0; !s && i < np; i++)
+    if (res[i].stop == CODA_STOP_WINDOW)
+      fprintf(stderr, "coda generate: sequence %d stopped at the cache's end (%d tokens: "
+              "--max-len, the model's window)\n", i + 1, coda_decoder_max_len(d));
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "coda generate: cannot write the text: %s\n", strerror(errno));
+    *rc = 1;
+  }
+  return s;
+}
+
+int cmd_generate(int argc, char **argv) {
+  gen_opts opts, *o = &opts;
+  int prc = gen_parse(o, argc, argv);
+  if (prc != GO_ON) return prc;
   coda_context_options co = coda_context_default_options();
-  co.num_threads = threads;
-  co.backend = gpu ? CODA_BACKEND_CUDA : CODA_BACKEND_CPU;
+  co.num_threads = o->threads;
+  co.backend = o->gpu ? CODA_BACKEND_CUDA : CODA_BACKEND_CPU;
   co.own_stream = 1; /* a stream of its own, so decode steps can be recorded as graphs */
   coda_context ctx;
-  if (coda_tool_context(&co, &ctx, "generate", gpu ? "CUDA" : "CPU") != CODA_OK) return 1;
-  if (bench) {
-    int rc = run_bench(ctx, shape, batches, nb, prompt_len, tokens < 0 ? 128 : tokens, gpu,
-                       no_graphs, profile, hbm_gbps, prefill);
+  if (coda_tool_context(&co, &ctx, "generate", o->gpu ? "CUDA" : "CPU") != CODA_OK) return 1;
+  if (o->bench) {
+    int rc = run_bench(ctx, o->shape, o->batches, o->nb, o->prompt_len, o->tokens < 0 ? 128 : o->tokens,
+                       o->gpu, o->no_graphs, o->profile, o->hbm_gbps, o->prefill);
     coda_context_destroy(ctx);
     return rc;
   }
-  if (tokens < 0) tokens = 200;
-  if (np == 0) {
-    as_ids[np] = 0;
-    prompts[np++] = "\n";
+  if (o->tokens < 0) o->tokens = 200;
+  if (o->np == 0) {
+    o->as_ids[o->np] = 0;
+    o->prompts[o->np++] = "\n";
   }
   int rc = 0;
   coda_decoder d = NULL;
@@ -423,48 +515,20 @@ int cmd_generate(int argc, char **argv) {
    * load), so that the cache holds the longest prompt plus the new tokens
    * and no more than that. */
   coda_tokenizer tk = NULL;
-  coda_status s = load_tokenizer(ctx, ckpt, tokenizer, &tk);
+  coda_status s = load_tokenizer(ctx, o->ckpt, o->tokenizer, &tk);
   int longest = 0;
-  for (int i = 0; !s && i < np; i++) {
-    size_t n = 0, cap = 0;
-    const size_t pl = strlen(prompts[i]);
-    if (as_ids[i]) {
-      int k = 0;
-      if (parse_ids(prompts[i], &ids[i], &k)) {
-        fprintf(stderr, "coda generate: --prompt-ids '%s' is not a list of token ids (integers "
-                "0 .. 2^31-1 separated by commas or spaces)\n", prompts[i]);
-        rc = 2;
-        break;
-      }
-      n = (size_t)k;
-    } else if (tk) {
-      s = coda_tokenizer_encode_alloc(tk, prompts[i], pl, CODA_TOKENIZER_ADD_SPECIAL, &ids[i],
-                                      &cap, &n);
-    } else {
-      ids[i] = malloc((pl ? pl : 1) * sizeof(int32_t));
-      if (!ids[i]) s = CODA_ERR_OUT_OF_MEMORY;
-      for (size_t k = 0; !s && k < pl; k++) ids[i][k] = (unsigned char)prompts[i][k];
-      n = pl;
-    }
-    if (!s && (n == 0 || n > (1u << 24))) {
-      fprintf(stderr, "coda generate: prompt %d has %zu tokens\n", i + 1, n);
-      rc = 2;
-      break;
-    }
-    lens[i] = (int)n;
-    longest = lens[i] > longest ? lens[i] : longest;
-  }
+  if (!s) s = encode_prompts(o, tk, ids, lens, &longest, &rc);
   coda_tokenizer_destroy(tk);
-  coda_decoder_options o = {.struct_size = sizeof o, .batch = np,
-                            .max_len = max_len > 0 ? max_len : longest + tokens,
-                            .no_graphs = no_graphs, .tokenizer = tokenizer,
-                            .prefill = prefill};
+  coda_decoder_options dopt = {.struct_size = sizeof dopt, .batch = o->np,
+                               .max_len = o->max_len > 0 ? o->max_len : longest + o->tokens,
+                               .no_graphs = o->no_graphs, .tokenizer = o->tokenizer,
+                               .prefill = o->prefill};
   if (!s && !rc) {
-    s = coda_decoder_load(ctx, ckpt, &o, &d);
+    s = coda_decoder_load(ctx, o->ckpt, &dopt, &d);
     coda_tool_warnings(ctx, "generate");
   }
   if (!s && !rc) {
-    for (int i = 0; i < np; i++)
+    for (int i = 0; i < o->np; i++)
       if (lens[i] > coda_decoder_max_len(d)) {
         fprintf(stderr, "coda generate: prompt %d has %d tokens, more than the cache of %d "
                 "(--max-len, the model's window)\n", i + 1, lens[i], coda_decoder_max_len(d));
@@ -472,60 +536,14 @@ int cmd_generate(int argc, char **argv) {
         break;
       }
   }
-  if (!s && !rc) {
-    text_sink *sink = calloc(1, sizeof *sink);
-    if (!sink) s = CODA_ERR_OUT_OF_MEMORY;
-    coda_generate_params g = coda_generate_default_params();
-    g.sampling.temperature = temperature;
-    g.sampling.top_k = top_k;
-    g.sampling.top_p = top_p;
-    g.sampling.seed = seed;
-    g.max_new_tokens = tokens;
-    g.stop = stops;
-    g.nstop = nstop;
-    g.stop_at_eos = 1;
-    g.on_token = on_token;
-    g.user = sink;
-    if (sink) {
-      sink->streaming = np == 1 && !print_ids;
-      if (sink->streaming && !as_ids[0]) {
-        fputs(prompts[0], stdout);
-        fflush(stdout);
-      }
-      s = coda_decoder_generate(d, (const int32_t *const *)ids, lens, np, &g, res, NULL, NULL);
-    }
-    if (!s && sink->failed) {
-      fprintf(stderr, "coda generate: out of memory\n");
-      rc = 1;
-    }
-    for (int i = 0; !s && !rc && print_ids && i < np; i++) {
-      for (int k = 0; k < res[i].n; k++) printf(k ? " %d" : "%d", (int)res[i].tokens[k]);
-      putchar('\n');
-    }
-    for (int i = 0; !s && !rc && !print_ids && i < np; i++) {
-      if (np > 1 && as_ids[i]) printf("--- sequence %d\n", i + 1);
-      else if (np > 1) printf("--- sequence %d\n%s", i + 1, prompts[i]);
-      if (np > 1 && sink->len[i]) fwrite(sink->text[i], 1, sink->len[i], stdout);
-      if (np > 1 || i == 0) putchar('\n');
-    }
-    for (int i = 0; sink && i < np; i++) free(sink->text[i]);
-    free(sink);
-    for (int i = 0; !s && i < np; i++)
-      if (res[i].stop == CODA_STOP_WINDOW)
-        fprintf(stderr, "coda generate: sequence %d stopped at the cache's end (%d tokens: "
-                "--max-len, the model's window)\n", i + 1, coda_decoder_max_len(d));
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-      fprintf(stderr, "coda generate: cannot write the text: %s\n", strerror(errno));
-      rc = 1;
-    }
-  }
+  if (!s && !rc) s = generate_text(o, d, ids, lens, res, &rc);
   if (s) {
-    if (np == 1) fflush(stdout);
+    if (o->np == 1) fflush(stdout);
     fprintf(stderr, "coda generate: %s\n", coda_last_error(ctx));
     rc = 1;
   }
-  coda_generate_result_free(res, np);
-  for (int i = 0; i < np; i++) free(ids[i]);
+  coda_generate_result_free(res, o->np);
+  for (int i = 0; i < o->np; i++) free(ids[i]);
   coda_decoder_destroy(d);
   coda_context_destroy(ctx);
   return rc;

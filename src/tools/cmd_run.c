@@ -4,9 +4,9 @@
  * --gpu) on the CUDA backend; times the CPU and GPU runs, judges every
  * output, partial and finished vector of the CPU run against the fp64 one
  * and compares the GPU with the CPU; optionally writes them all to .npy
- * files. This is how a new program is tried without writing any C or CUDA. */
-#include "coda.h"
-#include "tool_util.h"
+ * files. This is how a new program is tried without writing any C or CUDA.
+ * The operands and arguments are made in run_operands.c. */
+#include "run_cmd.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -14,73 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-typedef struct {
-  coda_arg_info info;
-  int is_finish;
-  int64_t rows, cols;
-  size_t bytes;
-  void *host;     /* initial contents (inputs, accumulated outputs) */
-  void *dev[3];   /* per run: 0 CPU, 1 CUDA, 2 CPU fp64 */
-  double *result[3]; /* downloaded, as double */
-  const char *file;  /* --input */
-  double lo, hi;     /* --range (lo < hi when given) */
-  int ranged;
-} run_arg;
-
-/* --input NAME=FILE and --range NAME=LO:HI */
-typedef struct { const char *name; const char *file; double lo, hi; } run_opt;
-#define MAX_RUN_OPTS 64
-
-static uint64_t rng_next(uint64_t *s) {
-  *s ^= *s << 13;
-  *s ^= *s >> 7;
-  *s ^= *s << 17;
-  return *s;
-}
-/* Uniform in ±[0.1, 1): never zero, so unwritten or mis-indexed values show. */
-static double rng_value(uint64_t *s) {
-  double u = (double)(rng_next(s) >> 11) / 9007199254740992.0;
-  double mag = 0.1 + 0.9 * u;
-  return (rng_next(s) & 1) ? mag : -mag;
-}
-
-static uint16_t to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-static float from_bf16(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-static void fill(void *p, coda_dtype t, size_t n, uint64_t *s, int64_t int_range) {
-  for (size_t i = 0; i < n; i++) {
-    double v = rng_value(s);
-    switch (t) {
-    case CODA_BF16: ((uint16_t *)p)[i] = to_bf16((float)v); break;
-    case CODA_F16: { _Float16 h = (_Float16)v; memcpy((uint16_t *)p + i, &h, 2); break; }
-    case CODA_F32: ((float *)p)[i] = (float)v; break;
-    case CODA_F64: ((double *)p)[i] = v; break;
-    case CODA_I32: ((int32_t *)p)[i] = (int32_t)(rng_next(s) % (uint64_t)(int_range + 1)) - 1; break;
-    }
-  }
-}
-
-static double get(const void *p, coda_dtype t, size_t i) {
-  switch (t) {
-  case CODA_BF16: return from_bf16(((const uint16_t *)p)[i]);
-  case CODA_F16: { _Float16 h; memcpy(&h, (const uint16_t *)p + i, 2); return (double)h; }
-  case CODA_F32: return ((const float *)p)[i];
-  case CODA_F64: return ((const double *)p)[i];
-  case CODA_I32: return ((const int32_t *)p)[i];
-  }
-  return 0;
-}
 
 static double now_s(void) {
   struct timespec ts;
@@ -183,55 +116,6 @@ static int parse_name_value(const char *flag, const char *v, run_opt *o, int is_
   return 0;
 }
 
-/* Reads a .npy file into r->host (dtype of the argument, shape rows x cols;
- * a rowsum input takes the file's column count). */
-static int load_input(coda_context ctx, const char *file, const char *name, coda_dtype dtype,
-                      int any_cols, int64_t rows, int64_t *cols, void **host, size_t *bytes) {
-  coda_dtype ft;
-  int64_t fr, fc;
-  int nd;
-  void *data = NULL;
-  if (coda_npy_read(ctx, file, &ft, &fr, &fc, &nd, &data) != CODA_OK) {
-    fprintf(stderr, "coda run: --input %s: %s\n", name, coda_last_error(ctx));
-    return -1;
-  }
-  if (nd == 1 && *cols == 1 && rows != 1) { fr = fc; fc = 1; } /* (M,) for a row vector */
-  if (fr != rows || (any_cols ? fc < 1 : fc != *cols)) {
-    fprintf(stderr, "coda run: --input %s: %s is %lld x %lld, expected %lld x %s%lld\n", name, file,
-            (long long)fr, (long long)fc, (long long)rows, any_cols ? "T, T >= 1, e.g. " : "",
-            (long long)*cols);
-    free(data);
-    return -1;
-  }
-  if ((ft == CODA_I32) != (dtype == CODA_I32)) {
-    fprintf(stderr, "coda run: --input %s: %s holds %s, the argument is %s\n", name, file,
-            coda_dtype_name(ft), coda_dtype_name(dtype));
-    free(data);
-    return -1;
-  }
-  *cols = fc;
-  free(*host);
-  *bytes = (size_t)(fr * fc) * coda_dtype_size(dtype);
-  *host = malloc(*bytes ? *bytes : 1);
-  if (!*host) { free(data); return -1; }
-  coda_tensor src = coda_tensor_2d(data, ft, fr, fc), dst = coda_tensor_2d(*host, dtype, fr, fc);
-  for (int64_t i = 0; i < fr; i++)
-    for (int64_t j = 0; j < fc; j++) coda_tensor_set(&dst, i, j, coda_tensor_get(&src, i, j));
-  free(data);
-  return 0;
-}
-
-static int write_npy(coda_context ctx, const char *dir, const char *name, const char *suffix,
-                     coda_tensor t) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s%s.npy", dir, name, suffix);
-  if (coda_npy_write(ctx, path, &t) != CODA_OK) {
-    fprintf(stderr, "coda run: %s\n", coda_last_error(ctx));
-    return -1;
-  }
-  return 0;
-}
-
 /* unit rounding of a stored dtype */
 static double unit_round(coda_dtype t) {
   switch (t) {
@@ -241,48 +125,6 @@ static double unit_round(coda_dtype t) {
   default: return 0;
   }
 }
-
-/* The size guard: every buffer a run allocates, summed (host and GPU),
- * against --max-memory; one buffer within bounds says nothing of forty. */
-static int run_too_large(double host_bytes, double gpu_bytes, double max_gib, const char *what) {
-  const double gib = 1024.0 * 1024.0 * 1024.0, total = host_bytes + gpu_bytes;
-  if (total <= max_gib * gib) return 0;
-  fprintf(stderr,
-          "coda run: %s would need %.3g GiB in all (%.3g GiB on the host, %.3g GiB on the GPU), "
-          "more than the limit of %.3g GiB (--max-memory GIB raises it)\n",
-          what, total / gib, host_bytes / gib, gpu_bytes / gib, max_gib);
-  return 1;
-}
-
-/* One `coda run`: the command line, then what each phase makes (freed
- * by free_run on every path). Runs: 0 the CPU, 1 CUDA (--gpu), 2 the CPU
- * in fp64, the reference. */
-typedef struct run_cmd {
-  const char *file, *builtin, *out_dir;
-  int64_t M, N, K, reps, seed;
-  int gpu, m_set, n_set, k_set, strict;
-  double max_gib;
-  run_opt inputs[MAX_RUN_OPTS], ranges[MAX_RUN_OPTS];
-  int ninputs, nranges;
-  coda_tool_params params; /* --param */
-  const char *file_acc, *file_A, *file_B; /* --input acc / A / B fix the GEMM shape */
-  coda_context ctx[3];
-  coda_program prog[3];
-  coda_args args[3];
-  run_arg *ra;
-  int nargs;
-  void *dA[3], *dB[3];
-  uint16_t *hA, *hB;
-  double *hA64, *hB64;
-  char *text;
-  double opnd; /* values in A and B */
-  coda_tiling tiling;
-  uint64_t st; /* the random inputs' stream */
-  double med[3]; /* median seconds per run */
-} run_cmd;
-
-/* A phase's result when the command goes on (else the exit status). */
-#define GO_ON (-1)
 
 /* The flags into cr. */
 static int parse_args(run_cmd *cr, int argc, char **argv) {
@@ -335,91 +177,6 @@ static int parse_args(run_cmd *cr, int argc, char **argv) {
   if (cr->file_acc && (cr->file_A || cr->file_B)) {
     fprintf(stderr, "coda run: --input acc replaces A and B; give one or the other\n");
     return 2;
-  }
-  return GO_ON;
-}
-
-/* --input acc / A / B: the operands from .npy files (bf16 on the host),
- * the shape from theirs. */
-static int read_operands(run_cmd *cr) {
-  /* operands from files */
-  if (cr->file_acc || cr->file_A || cr->file_B) {
-    for (int w = 0; w < 3; w++) {
-      const char *fn = w == 0 ? cr->file_acc : w == 1 ? cr->file_A : cr->file_B;
-      if (!fn) continue;
-      coda_dtype ft;
-      int64_t fr, fc;
-      void *data = NULL;
-      if (coda_npy_read(cr->ctx[0], fn, &ft, &fr, &fc, NULL, &data) != CODA_OK || ft == CODA_I32) {
-        fprintf(stderr, "coda run: --input %s: %s\n", w == 0 ? "acc" : w == 1 ? "A" : "B",
-                data ? "integer operands are not supported" : coda_last_error(cr->ctx[0]));
-        free(data);
-        return 1;
-      }
-      if (w == 0 || w == 1) {
-        if (cr->m_set && cr->M != fr) { fprintf(stderr, "coda run: %s has %lld rows, --m is %lld\n", fn, (long long)fr, (long long)cr->M); free(data); return 1; }
-        cr->M = fr;
-      }
-      if (w == 0) {
-        if (cr->n_set && cr->N != fc) { fprintf(stderr, "coda run: %s has %lld columns, --n is %lld\n", fn, (long long)fc, (long long)cr->N); free(data); return 1; }
-        cr->N = fc;
-        cr->K = fc;
-      } else if (w == 1) {
-        if (cr->k_set && cr->K != fc) { fprintf(stderr, "coda run: %s has %lld columns, --k is %lld\n", fn, (long long)fc, (long long)cr->K); free(data); return 1; }
-        cr->K = fc;
-      } else {
-        if (cr->n_set && cr->N != fr) { fprintf(stderr, "coda run: %s has %lld rows, --n is %lld\n", fn, (long long)fr, (long long)cr->N); free(data); return 1; }
-        cr->N = fr;
-      }
-      if (w == 2 && cr->file_A && fc != cr->K) {
-        fprintf(stderr, "coda run: --input B: %lld columns, A has K = %lld\n", (long long)fc, (long long)cr->K);
-        free(data);
-        return 1;
-      }
-      if (w == 2) cr->K = fc;
-      uint16_t **dst = w == 2 ? &cr->hB : &cr->hA;
-      *dst = malloc((size_t)(fr * fc) * 2 + 2);
-      if (!*dst) { free(data); return 1; }
-      coda_tensor src = coda_tensor_2d(data, ft, fr, fc);
-      for (int64_t i = 0; i < fr * fc; i++)
-        (*dst)[i] = to_bf16((float)coda_tensor_get(&src, i / fc, i % fc));
-      free(data);
-    }
-    if (!cr->hA || (!cr->hB && !cr->file_acc)) {
-      fprintf(stderr, "coda run: --input A needs --input B too (or give --input acc)\n");
-      return 1;
-    }
-  }
-  return GO_ON;
-}
-
-/* The operands' size bounded, the identity B of --input acc, the
- * program's text. */
-static int check_operands(run_cmd *cr) {
-  /* the operands alone (bf16 and f64 on the host, one copy per backend),
-   * before any context or argument exists */
-  cr->opnd = (double)cr->M * cr->K + (double)cr->N * cr->K;
-  if (run_too_large(cr->opnd * (2 + 8 + 2 + 8), cr->gpu ? cr->opnd * 2 : 0, cr->max_gib,
-                    "the GEMM operands (bf16 and fp64 copies, one per backend)")) {
-    return 2;
-  }
-  if (cr->file_acc) { /* B = identity */
-    cr->hB = calloc((size_t)(cr->N * cr->N) + 1, 2);
-    if (!cr->hB) {
-      fprintf(stderr, "coda run: out of memory for the identity B (%lld x %lld)\n", (long long)cr->N,
-              (long long)cr->N);
-      return 1;
-    }
-    for (int64_t i = 0; i < cr->N; i++) cr->hB[i * cr->N + i] = to_bf16(1.0f);
-  }
-  if (cr->gpu && !coda_cuda_available()) {
-    fprintf(stderr, "coda run: --gpu: no usable GPU (or the library was built without CUDA)\n");
-    return 1;
-  }
-  const char *why = NULL;
-  if (cr->file && !(cr->text = coda_tool_read_text(cr->file, &why))) {
-    fprintf(stderr, "coda run: %s: %s\n", cr->file, why ? why : "cannot read");
-    return 1;
   }
   return GO_ON;
 }
@@ -514,108 +271,6 @@ static int shape_args(run_cmd *cr) {
   return GO_ON;
 }
 
-/* Random operands where no file gave them, and their fp64 copies. */
-static int fill_operands(run_cmd *cr) {
-  cr->st = 0x9e3779b97f4a7c15ull ^ (uint64_t)cr->seed;
-  if (!cr->st) cr->st = 1;
-  if (!cr->hA) {
-    cr->hA = malloc((size_t)(cr->M * cr->K) * 2);
-    cr->hB = malloc((size_t)(cr->N * cr->K) * 2);
-    if (!cr->hA || !cr->hB) return 1;
-    fill(cr->hA, CODA_BF16, (size_t)(cr->M * cr->K), &cr->st, 0);
-    fill(cr->hB, CODA_BF16, (size_t)(cr->N * cr->K), &cr->st, 0);
-    for (size_t i = 0; i < (size_t)(cr->N * cr->K); i++) /* keep |acc| ~ 1 */
-      cr->hB[i] = to_bf16(from_bf16(cr->hB[i]) / (float)sqrt((double)cr->K));
-  }
-  cr->hA64 = malloc((size_t)(cr->M * cr->K) * 8);
-  cr->hB64 = malloc((size_t)(cr->N * cr->K) * 8);
-  if (!cr->hA64 || !cr->hB64) return 1;
-  for (size_t i = 0; i < (size_t)(cr->M * cr->K); i++) cr->hA64[i] = from_bf16(cr->hA[i]);
-  for (size_t i = 0; i < (size_t)(cr->N * cr->K); i++) cr->hB64[i] = from_bf16(cr->hB[i]);
-  return GO_ON;
-}
-
-/* Every argument's initial host contents (random, ranged or from a
- * file); --input and --range must name arguments of the program. */
-static int fill_args(run_cmd *cr) {
-  for (int i = 0; i < cr->nargs; i++) {
-    run_arg *r = &cr->ra[i];
-    r->host = calloc(1, r->bytes ? r->bytes : 1);
-    if (!r->host) return 1;
-    int is_input = r->info.kind == CODA_ARG_ROW || r->info.kind == CODA_ARG_COL ||
-                   r->info.kind == CODA_ARG_SCALAR || r->info.kind == CODA_ARG_TILE ||
-                   r->info.kind == CODA_ARG_ROWSUM;
-    if (r->is_finish) is_input = 0; /* set with the shapes above */
-    for (int j = 0; j < cr->ninputs; j++)
-      if (!strcmp(cr->inputs[j].name, r->info.name)) r->file = cr->inputs[j].file;
-    for (int j = 0; j < cr->nranges; j++)
-      if (!strcmp(cr->ranges[j].name, r->info.name)) {
-        r->ranged = 1;
-        r->lo = cr->ranges[j].lo;
-        r->hi = cr->ranges[j].hi;
-      }
-    if ((r->file || r->ranged) && !is_input) {
-      fprintf(stderr, "coda run: %s %s: '%s' is not an input of the program\n",
-              r->file ? "--input" : "--range", r->info.name, r->info.name);
-      return 1;
-    }
-    if (is_input || (r->info.kind == CODA_ARG_OUTPUT && r->info.accumulate))
-      fill(r->host, r->info.dtype, (size_t)(r->rows * r->cols), &cr->st,
-           r->info.kind == CODA_ARG_COL ? 1 : cr->N);
-    /* rowsum partials and scalars positive, like the sums of squares and
-     * the scales (1/N, counts) they stand for in practice */
-    if (is_input && (r->info.kind == CODA_ARG_ROWSUM || r->info.kind == CODA_ARG_SCALAR))
-      for (size_t e = 0; e < (size_t)(r->rows * r->cols); e++) {
-        if (r->info.dtype == CODA_F32) ((float *)r->host)[e] = fabsf(((float *)r->host)[e]);
-        else if (r->info.dtype == CODA_F64) ((double *)r->host)[e] = fabs(((double *)r->host)[e]);
-      }
-    if (r->ranged) {
-      coda_tensor t = coda_tensor_2d(r->host, r->info.dtype, r->rows, r->cols);
-      for (int64_t e = 0; e < r->rows * r->cols; e++) {
-        double u = (double)(rng_next(&cr->st) >> 11) / 9007199254740992.0;
-        double v = r->lo + (r->hi - r->lo) * u;
-        if (r->info.dtype == CODA_I32) v = floor(v);
-        coda_tensor_set(&t, e / r->cols, e % r->cols, v);
-      }
-    }
-    if (r->file && load_input(cr->ctx[0], r->file, r->info.name, r->info.dtype,
-                              r->info.kind == CODA_ARG_ROWSUM, r->rows, &r->cols, &r->host,
-                              &r->bytes))
-      return 1;
-  }
-  for (int j = 0; j < cr->ninputs; j++) {
-    int known = !strcmp(cr->inputs[j].name, "acc") || !strcmp(cr->inputs[j].name, "A") ||
-                !strcmp(cr->inputs[j].name, "B");
-    for (int i = 0; i < cr->nargs && !known; i++) known = !strcmp(cr->ra[i].info.name, cr->inputs[j].name);
-    if (!known) {
-      fprintf(stderr, "coda run: --input %s: the program has no argument of that name\n", cr->inputs[j].name);
-      return 1;
-    }
-  }
-  for (int j = 0; j < cr->nranges; j++) {
-    int known = 0;
-    for (int i = 0; i < cr->nargs && !known; i++) known = !strcmp(cr->ra[i].info.name, cr->ranges[j].name);
-    if (!known) {
-      fprintf(stderr, "coda run: --range %s: the program has no input of that name\n", cr->ranges[j].name);
-      return 1;
-    }
-  }
-  return GO_ON;
-}
-
-/* --out-dir: the operands, to run again with --input A=... --input B=... */
-static int write_operands(run_cmd *cr) {
-  if (cr->out_dir) {
-    int clash = 0;
-    for (int i = 0; i < cr->nargs; i++) clash |= !strcmp(cr->ra[i].info.name, "A") || !strcmp(cr->ra[i].info.name, "B");
-    if (clash) fprintf(stderr, "coda run: the program has an argument named A or B: operands not written\n");
-    else if (write_npy(cr->ctx[0], cr->out_dir, "A", "", coda_tensor_2d(cr->hA, CODA_BF16, cr->M, cr->K)) ||
-             write_npy(cr->ctx[0], cr->out_dir, "B", "", coda_tensor_2d(cr->hB, CODA_BF16, cr->N, cr->K)))
-      return 1;
-  }
-  return GO_ON;
-}
-
 /* Run b: the operands and arguments on its backend, the timed
  * repetitions (rep 0 warms up), the finishers, the results downloaded
  * (and written with --out-dir). */
@@ -699,12 +354,12 @@ static int run_backend(run_cmd *cr, int b) {
     r->result[b] = malloc((n ? n : 1) * sizeof(double));
     if (!tmp || !r->result[b]) { free(tmp); return 1; }
     coda_memcpy_d2h(cr->ctx[b], tmp, r->dev[b], bytes);
-    for (size_t j = 0; j < n; j++) r->result[b][j] = get(tmp, t, j);
+    for (size_t j = 0; j < n; j++) r->result[b][j] = run_get(tmp, t, j);
     if (cr->out_dir && (b != 2 || r->info.kind == CODA_ARG_OUTPUT || r->info.kind == CODA_ARG_PARTIAL ||
                     r->is_finish)) {
       int is_in = !r->is_finish && r->info.kind != CODA_ARG_OUTPUT && r->info.kind != CODA_ARG_PARTIAL;
       if ((b == 0 || !is_in) &&
-          write_npy(cr->ctx[0], cr->out_dir, r->info.name, b == 0 ? "" : b == 1 ? ".gpu" : ".f64",
+          run_write_npy(cr->ctx[0], cr->out_dir, r->info.name, b == 0 ? "" : b == 1 ? ".gpu" : ".f64",
                     coda_tensor_2d(is_in && b == 0 ? r->host : tmp, is_in && b == 0 ? r->info.dtype : t,
                                    r->rows, r->cols))) {
         free(tmp);
@@ -809,13 +464,13 @@ int coda_cmd_run(int argc, char **argv) {
     coda_context_options o = coda_context_default_options();
     if (coda_tool_context(&o, &cr->ctx[0], "run", "CPU") != CODA_OK) return 1;
   }
-  rc = read_operands(cr);
-  if (rc == GO_ON) rc = check_operands(cr);
+  rc = run_read_operands(cr);
+  if (rc == GO_ON) rc = run_check_operands(cr);
   if (rc == GO_ON) rc = make_runs(cr);
   if (rc == GO_ON) rc = shape_args(cr);
-  if (rc == GO_ON) rc = fill_operands(cr);
-  if (rc == GO_ON) rc = fill_args(cr);
-  if (rc == GO_ON) rc = write_operands(cr);
+  if (rc == GO_ON) rc = run_fill_operands(cr);
+  if (rc == GO_ON) rc = run_fill_args(cr);
+  if (rc == GO_ON) rc = run_write_operands(cr);
   for (int b = 0; b < 3 && rc == GO_ON; b++)
     if (cr->ctx[b]) rc = run_backend(cr, b);
   if (rc == GO_ON) rc = report(cr);

@@ -4,7 +4,7 @@
  * its outputs (forward: one query head; backward: one kv head and all the
  * query heads that read it), so the result does not depend on the number
  * of threads. The public entry points check every argument here and send
- * CUDA contexts to src/cuda. */
+ * CUDA contexts to src/backends/cuda. */
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/rope.h"
 #include "backends/backend.h"

@@ -1,4 +1,4 @@
-/* Internal interface of the CPU reference backend (src/cpu). */
+/* Internal interface of the CPU reference backend (src/backends/cpu). */
 #ifndef CODA_CPU_H
 #define CODA_CPU_H
 
@@ -65,7 +65,7 @@ typedef struct cpu_job {
 coda_status cpu_run(coda_context ctx, const cpu_job *job);
 
 /* Inline 16-bit conversions for the hot loops (same results as the
- * coda_*_to_* functions of src/core). */
+ * coda_*_to_* functions of src/base/tensor.c). */
 static inline float cpu_bf16_to_f32(uint16_t h) {
   union { uint32_t u; float f; } v = {(uint32_t)h << 16};
   return v.f;

@@ -272,6 +272,67 @@ static void CAT(eval_chunk, SFX)(const cpu_job *job, REAL *regs, const REAL *acc
   }
 }
 
+/* Folds a chunk of cnt points from point p0 (lo0, h: the half-split
+ * pairs' first column and half width, as eval_chunk takes them) into the
+ * reductions: the row's running sums, maxima and picks, and the tile's
+ * column and segment buffers. */
+static inline void CAT(reduce_chunk, SFX)(const cpu_job *job, const REAL *regs, int64_t c0, int64_t p0,
+                                          int cnt, int64_t lo0, int64_t h, REAL *rsum, REAL *rmax,
+                                          const int64_t *pick, REAL *colbuf, REAL *segbuf) {
+  const struct coda_program_s *pg = job->prog;
+  const int pair = pg->pair_mode, tile_n = job->tile_n;
+  for (int q = 0; q < pg->nreduces; q++) {
+    const ir_reduce *rd = &pg->reduces[q];
+    const REAL *v = regs + (int64_t)rd->reg * CPU_CHUNK;
+    switch (rd->kind) {
+    case CODA_REDUCE_ROWSUM:
+      for (int i = 0; i < cnt; i++) rsum[q] += v[i];
+      break;
+    case CODA_REDUCE_ROWMAX:
+      for (int i = 0; i < cnt; i++) rmax[q] = v[i] > rmax[q] ? v[i] : rmax[q];
+      break;
+    case CODA_REDUCE_ROWLSE: {
+      /* online log-sum-exp: (rmax, rsum) = running max and sum of
+       * exp(v - rmax); a new max rescales the sum. */
+      REAL mc = -(REAL)INFINITY;
+      for (int i = 0; i < cnt; i++) mc = v[i] > mc ? v[i] : mc;
+      if (mc == -(REAL)INFINITY) break;
+      if (mc > rmax[q]) {
+        rsum[q] = rmax[q] == -(REAL)INFINITY ? 0 : rsum[q] * RF(exp)(rmax[q] - mc);
+        rmax[q] = mc;
+      }
+      if (rmax[q] == (REAL)INFINITY) break;
+      for (int i = 0; i < cnt; i++) rsum[q] += RF(exp)(v[i] - rmax[q]);
+    } break;
+    case CODA_REDUCE_COLSUM:
+      for (int i = 0; i < cnt; i++) colbuf[(int64_t)q * tile_n + (p0 - c0) + i] += v[i];
+      break;
+    case CODA_REDUCE_COLMAX:
+      for (int i = 0; i < cnt; i++) {
+        REAL *c = &colbuf[(int64_t)q * tile_n + (p0 - c0) + i];
+        *c = v[i] > *c ? v[i] : *c;
+      }
+      break;
+    case CODA_REDUCE_SEGSUM:
+    case CODA_REDUCE_SEGMAX: {
+      /* the segment of a pair is that of its first column */
+      int64_t g = rd->segment < tile_n ? rd->segment : tile_n;
+      const int mx = rd->kind == CODA_REDUCE_SEGMAX;
+      for (int i = 0; i < cnt; i++) {
+        int64_t col = h ? lo0 + i : pair ? 2 * (p0 + i) : p0 + i;
+        REAL *sb = &segbuf[(int64_t)q * tile_n + (col - c0) / g];
+        if (mx) *sb = v[i] > *sb ? v[i] : *sb;
+        else *sb += v[i];
+      }
+    } break;
+    case CODA_REDUCE_ROWPICK: {
+      int64_t pk = pick[q] < 0 ? -1 : (pair ? pick[q] / 2 : pick[q]);
+      if (pk >= p0 && pk < p0 + cnt) rsum[q] = v[pk - p0];
+    } break;
+    }
+  }
+}
+
 /* Runs the program (or the plain store) on one tile: rows r0..r0+mt-1,
  * columns c0..c0+nt-1, tile indices (ti, tj). acc is the tile's
  * accumulator (NULL for coda_map); acc2, for half-split pairs whose
@@ -355,56 +416,7 @@ static void CAT(run_tile, SFX)(const cpu_job *job, const REAL *acc, const REAL *
           CAT(store, SFX)(t, m * t->ld + p0, 1, ve, cnt, op->accumulate);
         }
       }
-      for (int q = 0; q < pg->nreduces; q++) {
-        const ir_reduce *rd = &pg->reduces[q];
-        const REAL *v = regs + (int64_t)rd->reg * CPU_CHUNK;
-        switch (rd->kind) {
-        case CODA_REDUCE_ROWSUM:
-          for (int i = 0; i < cnt; i++) rsum[q] += v[i];
-          break;
-        case CODA_REDUCE_ROWMAX:
-          for (int i = 0; i < cnt; i++) rmax[q] = v[i] > rmax[q] ? v[i] : rmax[q];
-          break;
-        case CODA_REDUCE_ROWLSE: {
-          /* online log-sum-exp: (rmax, rsum) = running max and sum of
-           * exp(v - rmax); a new max rescales the sum. */
-          REAL mc = -(REAL)INFINITY;
-          for (int i = 0; i < cnt; i++) mc = v[i] > mc ? v[i] : mc;
-          if (mc == -(REAL)INFINITY) break;
-          if (mc > rmax[q]) {
-            rsum[q] = rmax[q] == -(REAL)INFINITY ? 0 : rsum[q] * RF(exp)(rmax[q] - mc);
-            rmax[q] = mc;
-          }
-          if (rmax[q] == (REAL)INFINITY) break;
-          for (int i = 0; i < cnt; i++) rsum[q] += RF(exp)(v[i] - rmax[q]);
-        } break;
-        case CODA_REDUCE_COLSUM:
-          for (int i = 0; i < cnt; i++) colbuf[(int64_t)q * tile_n + (p0 - c0) + i] += v[i];
-          break;
-        case CODA_REDUCE_COLMAX:
-          for (int i = 0; i < cnt; i++) {
-            REAL *c = &colbuf[(int64_t)q * tile_n + (p0 - c0) + i];
-            *c = v[i] > *c ? v[i] : *c;
-          }
-          break;
-        case CODA_REDUCE_SEGSUM:
-        case CODA_REDUCE_SEGMAX: {
-          /* the segment of a pair is that of its first column */
-          int64_t g = rd->segment < tile_n ? rd->segment : tile_n;
-          const int mx = rd->kind == CODA_REDUCE_SEGMAX;
-          for (int i = 0; i < cnt; i++) {
-            int64_t col = h ? lo0 + i : pair ? 2 * (p0 + i) : p0 + i;
-            REAL *sb = &segbuf[(int64_t)q * tile_n + (col - c0) / g];
-            if (mx) *sb = v[i] > *sb ? v[i] : *sb;
-            else *sb += v[i];
-          }
-        } break;
-        case CODA_REDUCE_ROWPICK: {
-          int64_t pk = pick[q] < 0 ? -1 : (pair ? pick[q] / 2 : pick[q]);
-          if (pk >= p0 && pk < p0 + cnt) rsum[q] = v[pk - p0];
-        } break;
-        }
-      }
+      CAT(reduce_chunk, SFX)(job, regs, c0, p0, cnt, lo0, h, rsum, rmax, pick, colbuf, segbuf);
     }
     /* row partials of this row, column tile tj */
     for (int q = 0; q < pg->nreduces; q++) {

@@ -7,7 +7,7 @@
  * fed by cp.async) and attention_ws.cu (warp-specialized, TMA-fed; the
  * defaults at head_dim 64 and 128), over what attention_common.cuh and
  * attention_wg.cuh share. Every launch goes to the context's stream.
- * docs/design.md, "Attention on the GPU", has the design. */
+ * docs/backends.md, "Attention on the GPU", has the design. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>

@@ -4,7 +4,7 @@
  * primitives, block order and tile loads, the gradient stores (with the
  * fused RoPE backward), the launch helpers and the named variant lists each
  * family exports. Causal grouped-query attention on Hopper (sm_90a), bf16
- * in and out, fp32 accumulation; docs/design.md, "Attention on the GPU",
+ * in and out, fp32 accumulation; docs/backends.md, "Attention on the GPU",
  * has the design.
  *
  * Shared conventions of every kernel:

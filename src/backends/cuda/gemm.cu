@@ -223,11 +223,11 @@ extern "C" coda_status coda_cuda_gemm_config(coda_context ctx, coda_transpose tr
   return gemm_run(ctx, trans_a, A, trans_b, B, D, alpha, accumulate, config, splits_req, discard);
 }
 
-static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda_tensor *A,
-                            coda_transpose trans_b, const coda_tensor *B, const coda_tensor *D,
-                            float alpha, int accumulate, int config, int splits_req, int discard) {
-  if (config >= kNumConfigs)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA GEMM: no tile configuration %d", config);
+/* The operands' presence, shapes, dtypes and layouts; op(A) is M x K,
+ * op(B) K x N. */
+static coda_status check_gemm_args(coda_context ctx, coda_transpose trans_a, const coda_tensor *A,
+                                   coda_transpose trans_b, const coda_tensor *B, const coda_tensor *D,
+                                   int64_t *m, int64_t *n, int64_t *k) {
   if (!A || !B || !D || !A->data || !B->data || !D->data)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA GEMM: null tensor");
   if ((trans_a != CODA_N && trans_a != CODA_T) || (trans_b != CODA_N && trans_b != CODA_T))
@@ -253,6 +253,60 @@ static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda
   const int64_t lim = ((int64_t)1 << 31) - 256;
   if (M >= lim || N >= lim || K >= lim)
     return coda_fail(ctx, CODA_ERR_OVERFLOW, "CUDA GEMM: a dimension exceeds 2^31");
+  *m = M;
+  *n = N;
+  *k = K;
+  return CODA_OK;
+}
+
+/* The epilogue that stores alpha * acc (+ D) into D: through registers,
+ * or bulk (TMA) stores and fp32 reduce-adds where the view allows them. */
+static coda_status store_epilogue(coda_context ctx, const coda_tensor *D, int64_t M, int64_t N,
+                                  float alpha, int accumulate, int discard, int64_t splits,
+                                  PFN_cuTensorMapEncodeTiled_v12000 encode, StoreEpilogue *out) {
+  const size_t es = coda_dtype_size(D->dtype);
+  out->d = D->data;
+  out->ldd = (long long)D->ld;
+  out->M = (int)M;
+  out->N = (int)N;
+  out->out_type = D->dtype == CODA_F32 ? kOutF32 : D->dtype == CODA_F16 ? kOutF16 : kOutBF16;
+  out->accumulate = accumulate ? 1 : 0;
+  out->pair_ok = (D->ld % 2 == 0) && ((uintptr_t)D->data % (2 * es) == 0);
+  out->vec_ok = (D->ld % 4 == 0) && ((uintptr_t)D->data % (4 * es) == 0);
+  out->split_stride = 0;
+  out->discard = discard;
+  out->use_tma = 0;
+  /* Bulk (TMA) stores, or reduce-adds into fp32 D when accumulating; the
+   * map is the same (coda_cuda_gemm_store_path says which views qualify). */
+  if (coda_cuda_gemm_store_path(D, accumulate, (int)splits) != CODA_GEMM_STORE_REGISTERS) {
+    const uint32_t box_cols = D->dtype == CODA_F32 ? 32 : 64; /* 128 bytes, the swizzle span */
+    cuuint64_t dims[2] = {(cuuint64_t)N, (cuuint64_t)M};
+    cuuint64_t strides[1] = {(cuuint64_t)D->ld * es};
+    cuuint32_t box[2] = {box_cols, 64};
+    cuuint32_t estr[2] = {1, 1};
+    CUtensorMapDataType dt = D->dtype == CODA_F32   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                             : D->dtype == CODA_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                    : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    CUresult r = encode(&out->tmap_d, dt, 2, D->data, dims, strides, box, estr,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                        CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+      return coda_fail(ctx, CODA_ERR_BACKEND,
+                       "CUDA GEMM: cuTensorMapEncodeTiled (D) failed (error %d)", (int)r);
+    out->use_tma = 1;
+  }
+  out->alpha = alpha;
+  return CODA_OK;
+}
+
+static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda_tensor *A,
+                            coda_transpose trans_b, const coda_tensor *B, const coda_tensor *D,
+                            float alpha, int accumulate, int config, int splits_req, int discard) {
+  if (config >= kNumConfigs)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA GEMM: no tile configuration %d", config);
+  int64_t M, N, K;
+  coda_status st = check_gemm_args(ctx, trans_a, A, trans_b, B, D, &M, &N, &K);
+  if (st != CODA_OK) return st;
   if (M == 0 || N == 0) return CODA_OK;
 
   const int dev = ctx ? ctx->opts.device : 0;
@@ -277,7 +331,7 @@ static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda
     return e == cudaSuccess ? CODA_OK : cuda_fail(ctx, e, "cudaMemset2DAsync");
   }
 
-  coda_status st = check_tma_operand(ctx, "A", A);
+  st = check_tma_operand(ctx, "A", A);
   if (st != CODA_OK) return st;
   st = check_tma_operand(ctx, "B", B);
   if (st != CODA_OK) return st;
@@ -331,39 +385,9 @@ static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda
   const int64_t max_units = num_sms / cl;
   p.grid = (int)((units < max_units ? units : max_units) * cl);
   p.stream = coda_cuda_stream(ctx);
-  const size_t es = coda_dtype_size(D->dtype);
   StoreEpilogue out;
-  out.d = D->data;
-  out.ldd = (long long)D->ld;
-  out.M = (int)M;
-  out.N = (int)N;
-  out.out_type = D->dtype == CODA_F32 ? kOutF32 : D->dtype == CODA_F16 ? kOutF16 : kOutBF16;
-  out.accumulate = accumulate ? 1 : 0;
-  out.pair_ok = (D->ld % 2 == 0) && ((uintptr_t)D->data % (2 * es) == 0);
-  out.vec_ok = (D->ld % 4 == 0) && ((uintptr_t)D->data % (4 * es) == 0);
-  out.split_stride = 0;
-  out.discard = discard;
-  out.use_tma = 0;
-  /* Bulk (TMA) stores, or reduce-adds into fp32 D when accumulating; the
-   * map is the same (coda_cuda_gemm_store_path says which views qualify). */
-  if (coda_cuda_gemm_store_path(D, accumulate, (int)splits) != CODA_GEMM_STORE_REGISTERS) {
-    const uint32_t box_cols = D->dtype == CODA_F32 ? 32 : 64; /* 128 bytes, the swizzle span */
-    cuuint64_t dims[2] = {(cuuint64_t)N, (cuuint64_t)M};
-    cuuint64_t strides[1] = {(cuuint64_t)D->ld * es};
-    cuuint32_t box[2] = {box_cols, 64};
-    cuuint32_t estr[2] = {1, 1};
-    CUtensorMapDataType dt = D->dtype == CODA_F32   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
-                             : D->dtype == CODA_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                    : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    r = encode(&out.tmap_d, dt, 2, D->data, dims, strides, box, estr,
-               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-               CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS)
-      return coda_fail(ctx, CODA_ERR_BACKEND,
-                       "CUDA GEMM: cuTensorMapEncodeTiled (D) failed (error %d)", (int)r);
-    out.use_tma = 1;
-  }
-  out.alpha = alpha;
+  st = store_epilogue(ctx, D, M, N, alpha, accumulate, discard, splits, encode, &out);
+  if (st != CODA_OK) return st;
 
   /* Split-K: the kernel writes each split's fp32 partial to a workspace
    * (splits x M x N, the context's split-K slot: calls run one after
