@@ -22,7 +22,7 @@ static double normal(uint64_t *s) {
 }
 
 static void grad_check(coda_context ctx, int tied) {
-  coda_model_config c = {37, 16, 2, 4, 2, 24, 8, tied, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};
+  coda_model_config c = {37, 16, 2, 4, 2, 24, 8, tied, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
   coda_model *m;
   CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
   if (!m) return;
@@ -127,7 +127,7 @@ static void thread_independence(coda_context ctx) {
 }
 
 static void checkpoints(coda_context ctx, const char *dir) {
-  coda_model_config c = {300, 32, 2, 4, 1, 40, 16, 0, 500000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};
+  coda_model_config c = {300, 32, 2, 4, 1, 40, 16, 0, 500000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
   coda_model *a, *b;
   CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &a) == CODA_OK);
   CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &b) == CODA_OK);
