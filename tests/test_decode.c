@@ -443,6 +443,22 @@ int main(void) {
   against_recompute(ctx, &l3, p4, 2, 10, "llama3 rope");
   coda_model_config lin = {260, 32, 1, 4, 4, 24, 32, 1, 10000.0, 1e-6, {CODA_ROPE_LINEAR, 4.0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
   against_recompute(ctx, &lin, p4, 2, 8, "linear rope");
+  /* Qwen3 on the host: q/k norms before RoPE; tied with 4 heads of 10 over
+   * dim 32, untied GQA with head_dim = dim / heads */
+  coda_model_config q3t = {280, 32, 2, 4, 2, 40, 24, 1, 1000000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 10};
+  against_recompute(ctx, &q3t, p4, 2, 4, "qwen3 tied");
+  coda_model_config q3u = {300, 48, 2, 6, 2, 40, 32, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 0};
+  against_recompute(ctx, &q3u, p3, 3, 5, "qwen3 gqa");
+  /* the plan prefill is Llama's: Qwen3 asks for it and is refused by name */
+  coda_model *qm = make_model(ctx, &q3t, 2);
+  if (qm) {
+    coda_decoder qd = NULL;
+    coda_decoder_options po = {.struct_size = sizeof po, .batch = 1, .prefill = CODA_PREFILL_PLANS};
+    CHECK_STATUS(ctx, coda_decoder_create(ctx, qm, &po, &qd), CODA_ERR_NOT_SUPPORTED);
+    CHECK(qd == NULL && strstr(coda_last_error(ctx), "qwen3") &&
+          strstr(coda_last_error(ctx), "plan prefill"));
+    coda_model_destroy(qm);
+  }
   sampling(ctx);
   loading(ctx);
   coda_context_destroy(ctx);
