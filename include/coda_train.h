@@ -10,7 +10,8 @@ extern "C" {
 #endif
 
 /* ---------------------------------------------------------------- trainer */
-/* Training and sampling of a Llama-3 style model (src/model, src/train).
+/* Training and sampling of the model families of coda_model_config.family
+ * (Llama 3, Qwen3: docs/models.md; src/model, src/train).
  * Tokens are bytes (vocab 256, token = byte value) unless a BPE tokenizer
  * (coda_tokenizer.h) is given. */
 
@@ -370,8 +371,9 @@ coda_status coda_generate(coda_context ctx, const coda_generate_options *o,
 coda_status coda_generate_n(coda_context ctx, const coda_generate_options *o,
                             char **text, size_t *len);
 
-/* Hugging Face Llama layout (config.json + model.safetensors, HF tensor
- * names, half-split RoPE rows, separate gate/up): export the weights of a
+/* Hugging Face layout of the model's family (LlamaForCausalLM,
+ * Qwen3ForCausalLM: config.json + model.safetensors, HF tensor names,
+ * half-split RoPE rows, separate gate/up): export the weights of a
  * checkpoint, or import them into a weights-only checkpoint (usable with
  * coda_train_options.init and coda_generate; the folder's tokenizer.json,
  * if any, is put beside it and named in it, as training does). */
@@ -380,7 +382,8 @@ coda_status coda_hf_export_checkpoint(coda_context ctx, const char *checkpoint,
 coda_status coda_hf_import_checkpoint(coda_context ctx, const char *hf_dir,
                                       const char *checkpoint);
 
-/* The model configuration of a Hugging Face Llama directory's config.json,
+/* The model configuration of a Hugging Face directory's config.json (its
+ * family from model_type / architectures),
  * checked as the import checks it (what coda does not run is refused by
  * name); no weight is read, so `tied` is the file's tie_word_embeddings:
  * the import unties a tied head where the weights hold an lm_head.weight
@@ -414,7 +417,7 @@ coda_status coda_checkpoint_tokenizer(coda_context ctx, const char *checkpoint, 
 
 typedef struct coda_eval_options {
   size_t struct_size;   /* sizeof(coda_eval_options) (coda.h, "Versioned option structs") */
-  const char *checkpoint; /* a coda checkpoint, or a Hugging Face Llama directory
+  const char *checkpoint; /* a coda checkpoint, or a Hugging Face directory (Llama, Qwen3)
                            * (config.json + safetensors), imported in memory */
   const char *shard;      /* a token shard (train.tok, val.tok) */
   int batch;              /* windows per forward (0: 8) */

@@ -1,7 +1,8 @@
-/* `coda train`: trains a Llama-3 style model on the CPU, one GPU, or data
- * parallel over N processes (N GPUs through NCCL, or N CPU processes),
- * forked here with --ranks N or started by another launcher (torchrun,
- * srun) that sets the rank environment; see --help. */
+/* `coda train`: trains a model of the family table (Llama 3, Qwen3) on
+ * the CPU, one GPU, or data parallel over N processes (N GPUs through
+ * NCCL, or N CPU processes), forked here with --ranks N or started by
+ * another launcher (torchrun, srun) that sets the rank environment; see
+ * --help. */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
 #include "tool_util.h"
@@ -217,13 +218,13 @@ static void train_usage(FILE *f) {
       "                    (default runs/tiny)\n"
       "  --resume PATH     continue from a checkpoint\n"
       "  --init PATH       start a fresh run from the weights of a checkpoint\n"
-      "  --export-hf DIR   write the weights of --resume PATH in Hugging Face Llama layout\n"
+      "  --export-hf DIR   write the weights of --resume PATH in Hugging Face layout\n"
       "                    (config.json + model.safetensors), then exit\n"
-      "  --init-from DIR   fine-tune: start from the weights of a Hugging Face Llama directory\n"
+      "  --init-from DIR   fine-tune: start from the weights of a Hugging Face directory\n"
       "                    (imported into OUT/init-hf.safetensors; the model is its config;\n"
       "                    its tokenizer.json, if any, is the run's tokenizer)\n"
-      "  --import-hf DIR   convert a Hugging Face Llama directory into the weights-only\n"
-      "                    checkpoint OUT/checkpoint.safetensors, then exit\n"
+      "  --import-hf DIR   convert a Hugging Face directory (Llama, Qwen3) into the\n"
+      "                    weights-only checkpoint OUT/checkpoint.safetensors, then exit\n"
       "  --data PATH       token shards: a directory holding train.tok/val.tok (default\n"
       "                    OUT/data); or a corpus, tokenized into OUT/data (reused when\n"
       "                    unchanged): a text file (documents separated by blank lines), a\n"
