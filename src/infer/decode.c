@@ -386,8 +386,8 @@ static void fill_random(coda_model *m, uint64_t seed, int nt) {
   for (int i = 0; i < coda_model_num_params(m); i++) {
     const coda_param *p = coda_model_param(m, i);
     float *w = W + p->offset;
-    const double sd = p->ndim == 1 ? 0.0
-                      : (strstr(p->name, ".wo.") || strstr(p->name, ".w2.")) ? out_std : 0.02;
+    const double sd = p->init == CODA_INIT_ONES ? 0.0
+                      : p->init == CODA_INIT_NORMAL_OUT ? out_std : 0.02;
     const double a = sd * sqrt(3.0);
     const int64_t blocks = (int64_t)((p->size + 65535) / 65536);
 #pragma omp parallel for schedule(static) num_threads(nt)
@@ -395,7 +395,7 @@ static void fill_random(coda_model *m, uint64_t seed, int nt) {
       uint64_t st = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(i + 1)) ^ (0xd1b54a32d192ed03ull * (uint64_t)(bl + 1));
       const size_t lo = (size_t)bl * 65536, hi = lo + 65536 < p->size ? lo + 65536 : p->size;
       for (size_t k = lo; k < hi; k++)
-        w[k] = p->ndim == 1 ? 1.0f : (float)(a * (2.0 * coda_rng_uniform(&st) - 1.0));
+        w[k] = p->init == CODA_INIT_ONES ? 1.0f : (float)(a * (2.0 * coda_rng_uniform(&st) - 1.0));
     }
   }
 }
