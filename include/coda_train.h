@@ -97,7 +97,11 @@ int coda_dist_join(const coda_dist_env *env, coda_comm_kind kind, coda_rank_main
 int coda_dist_gpu_count(void);
 
 /* Which model implementation trains: AUTO = the block plans where they
- * are available, else the host reference; the GPU runs the plans only. */
+ * are available, else the host reference; the GPU runs the plans only.
+ * The plans exist for the llama family only: a model of another family
+ * (coda_model_config.family) on the plans, AUTO included, is refused with
+ * CODA_ERR_NOT_SUPPORTED naming the family, never moved to the reference
+ * engine silently; give REFERENCE (on the CPU) for it. */
 typedef enum coda_train_engine {
   CODA_TRAIN_ENGINE_AUTO = 0,
   CODA_TRAIN_ENGINE_REFERENCE = 1, /* host reference (CPU only) */
