@@ -366,7 +366,10 @@ typedef struct coda_generate_options {
 /* struct_size set, every other member 0. */
 coda_generate_options coda_generate_default_options(void);
 
-/* Samples text after the prompt; *text is malloc'ed (caller frees) and
+/* Samples text after the prompt, by full recompute through the block
+ * plans (bf16 weights) for the llama family and through the host
+ * reference engine (fp32) for the others, which the plans do not run;
+ * *text is malloc'ed (caller frees) and
  * NUL-terminated, but the bytes may hold NUL themselves: coda_generate_n
  * also gives their count. Non-finite logits (a checkpoint of NaN or inf
  * weights) are an error, not empty text. */

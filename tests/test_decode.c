@@ -418,6 +418,48 @@ static void loading(coda_context ctx) {
   CHECK(remove_tree(dir) == 0);
 }
 
+/* coda_generate on a Qwen3 checkpoint (the reference engine's recompute,
+ * the plans do not run the family) and the host decoder agree on the
+ * greedy bytes. */
+static void generate_qwen3(coda_context ctx) {
+  coda_model_config c = {260, 32, 2, 4, 2, 40, 24, 0, 1000000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 6};
+  coda_model *m = make_model(ctx, &c, 21);
+  if (!m) return;
+  char ck[256];
+  snprintf(ck, sizeof ck, "test_decode_qwen3.tmp.%d.safetensors", (int)getpid());
+  CHECK(coda_checkpoint_save(ctx, ck, m, NULL, NULL, NULL) == CODA_OK);
+  enum { N = 10 };
+  coda_generate_options g = coda_generate_default_options();
+  g.checkpoint = ck;
+  g.prompt = "qk";
+  g.max_tokens = N;
+  char *text = NULL;
+  size_t len = 0;
+  CHECK_STATUS(ctx, coda_generate_n(ctx, &g, &text, &len), CODA_OK);
+  coda_decoder d = NULL;
+  coda_decoder_options o = {.struct_size = sizeof o, .batch = 1};
+  CHECK_STATUS(ctx, coda_decoder_create(ctx, m, &o, &d), CODA_OK);
+  if (text && d && len == 2 + N) {
+    int32_t p[2] = {'q', 'k'}, tok[1];
+    const int32_t *pr[1] = {p};
+    int pl[1] = {2}, same = 1;
+    coda_sampling greedy = {0.0, 0, 1.0, 1};
+    CHECK_STATUS(ctx, coda_decoder_prefill(d, pr, pl), CODA_OK);
+    for (int k = 0; k < N; k++) {
+      CHECK_STATUS(ctx, coda_decoder_sample(d, &greedy, NULL, tok), CODA_OK);
+      same &= (unsigned char)text[2 + k] == (tok[0] < 256 ? tok[0] : '?');
+      if (k + 1 < N) CHECK_STATUS(ctx, coda_decoder_step(d, tok), CODA_OK);
+    }
+    CHECK_MSG(same, "coda_generate and the decoder differ on a qwen3 checkpoint");
+  } else {
+    CHECK_MSG(0, "qwen3 generate: %zu bytes, decoder %p", len, (void *)d);
+  }
+  coda_decoder_destroy(d);
+  free(text);
+  remove(ck);
+  coda_model_destroy(m);
+}
+
 int main(void) {
   coda_context ctx;
   coda_context_options co = coda_context_default_options();
@@ -459,6 +501,7 @@ int main(void) {
           strstr(coda_last_error(ctx), "plan prefill"));
     coda_model_destroy(qm);
   }
+  generate_qwen3(ctx);
   sampling(ctx);
   loading(ctx);
   coda_context_destroy(ctx);
