@@ -3,8 +3,9 @@
  * untied); the exported q_norm / k_norm follow the half-split RoPE order
  * of the q/k rows and config.json names the family; what coda does not run
  * of Qwen3's config is refused by name (biases, sliding windows, layer
- * types, experts, a family mismatch), transformers' defaults apply, and a
- * Llama model does not take Qwen3 weights nor the other way round. */
+ * types, experts, a family mismatch), transformers' defaults apply, a
+ * Llama model does not take Qwen3 weights nor the other way round, and the
+ * released Qwen3-0.6B config reads as its model card counts it. */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
 #include "check.h"
@@ -201,6 +202,32 @@ static void llama_weights(coda_context ctx) {
               "tensor 'model.layers.0.self_attn.q_norm.weight' is missing");
 }
 
+/* The released Qwen3-0.6B config.json (head_dim 128 x 16 heads over
+ * hidden 1024, tied): the family, its head width, and the parameter count
+ * the model card gives (0.44 B without the embedding, 0.6 B in all). */
+static void released_config(coda_context ctx) {
+  write_text("config.json",
+             "{\"architectures\": [\"Qwen3ForCausalLM\"], \"attention_bias\": false, "
+             "\"attention_dropout\": 0.0, \"bos_token_id\": 151643, \"eos_token_id\": 151645, "
+             "\"head_dim\": 128, \"hidden_act\": \"silu\", \"hidden_size\": 1024, "
+             "\"initializer_range\": 0.02, \"intermediate_size\": 3072, "
+             "\"max_position_embeddings\": 40960, \"max_window_layers\": 28, "
+             "\"model_type\": \"qwen3\", \"num_attention_heads\": 16, \"num_hidden_layers\": 28, "
+             "\"num_key_value_heads\": 8, \"rms_norm_eps\": 1e-06, \"rope_scaling\": null, "
+             "\"rope_theta\": 1000000, \"sliding_window\": null, \"tie_word_embeddings\": true, "
+             "\"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.51.0\", "
+             "\"use_cache\": true, \"use_sliding_window\": false, \"vocab_size\": 151936}");
+  coda_model_config c;
+  CHECK_STATUS(ctx, coda_hf_config(ctx, dir, &c), CODA_OK);
+  CHECK(c.family == CODA_FAMILY_QWEN3 && c.head_dim == 128 && c.dim == 1024 && c.heads == 16 &&
+        c.kv_heads == 8 && c.tied == 1 && c.rope_theta == 1e6 && c.norm_eps == 1e-6 &&
+        c.layers == 28 && c.seq == 40960);
+  const int64_t all = coda_model_config_params(&c), emb = 151936LL * 1024;
+  CHECK_MSG(llabs(all - emb - 440000000LL) < 5000000LL && llabs(all - 600000000LL) < 5000000LL,
+            "Qwen3-0.6B: %lld parameters, %lld without the embedding", (long long)all,
+            (long long)(all - emb));
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "test_train_hf_qwen3.tmp.%d", (int)getpid());
   CHECK(mkdir(dir, 0777) == 0);
@@ -211,6 +238,7 @@ int main(void) {
   round_trip(ctx, 0, 8);
   refusals(ctx);
   llama_weights(ctx);
+  released_config(ctx);
   coda_context_destroy(ctx);
   CHECK(remove_tree(dir) == 0);
   return CHECK_DONE();
