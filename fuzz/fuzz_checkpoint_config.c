@@ -51,6 +51,11 @@ static void check_entries(char *const *kv, int n, const coda_model_config *c) {
       entry_int(kv, n, "model.kv_heads") != c->kv_heads || entry_int(kv, n, "model.ffn") != c->ffn ||
       entry_int(kv, n, "model.seq") != c->seq || (entry_int(kv, n, "model.tied") != 0) != c->tied)
     fail("accepted config differs from the file's entries");
+  /* family and head width: absent means Llama, dim / heads */
+  const char *fam = entry(kv, n, "model.family");
+  if (strcmp(fam ? fam : "llama", coda_model_family_name(c->family)) ||
+      (entry(kv, n, "model.head_dim") ? entry_int(kv, n, "model.head_dim") : 0) != c->head_dim)
+    fail("accepted family or head width differs from the file's entries");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -50,9 +50,10 @@ static void put_file(const char *path, const void *d, size_t n) {
 
 static int pos_finite(double x) { return x > 0.0 && isfinite(x); }
 
-/* What every model coda builds must satisfy: positive sizes within the
- * caps, heads dividing dim into an even head size, kv heads dividing
- * heads, finite RoPE and norm numbers, a valid RoPE scaling. */
+/* What every model coda builds must satisfy: a known family, positive
+ * sizes within the caps, an even head size (dim / heads unless head_dim is
+ * set, and always dim / heads for Llama), kv heads dividing heads, finite
+ * RoPE and norm numbers, a valid RoPE scaling. */
 static void check_accepted(coda_context ctx, const coda_model_config *c) {
   if (c->vocab < 2 || c->dim < 2 || c->layers < 1 || c->heads < 1 || c->kv_heads < 1 ||
       c->ffn < 1 || c->seq < 1)
@@ -60,7 +61,10 @@ static void check_accepted(coda_context ctx, const coda_model_config *c) {
   if (c->dim > (1 << 16) || c->ffn > (1 << 18) || c->vocab > (1 << 24) || c->layers > 1024 ||
       c->seq > (1 << 20))
     fail("accepted a size above the caps");
-  if (c->dim % c->heads || (c->dim / c->heads) % 2 || c->heads % c->kv_heads)
+  if (!coda_model_family_name(c->family)) fail("accepted an unknown model family");
+  const int hd = coda_model_head_dim(c);
+  if ((!c->head_dim && c->dim % c->heads) || hd < 2 || hd % 2 || c->heads % c->kv_heads ||
+      (c->family == CODA_FAMILY_LLAMA && hd * c->heads != c->dim))
     fail("accepted heads that do not divide the dimensions");
   if (!(c->rope_theta > 1.0 && isfinite(c->rope_theta)) || !pos_finite(c->norm_eps))
     fail("accepted a non-finite or out-of-range rope_theta / norm_eps");

@@ -1,11 +1,13 @@
-/* libFuzzer harness for the Hugging Face config.json reader (hf_config in
- * src/store/hf.c, through coda_hf_config and coda_hf_import, the paths of
- * `coda import-hf`, `coda eval` and `coda generate` on an HF folder).
+/* libFuzzer harness for the Hugging Face config.json reader
+ * (src/store/hf_config.c, through coda_hf_config and coda_hf_import, the
+ * paths of `coda import-hf`, `coda eval` and `coda generate` on an HF
+ * folder).
  * Each input becomes the config.json of a private directory, read three
  * ways: coda_hf_config alone; coda_hf_import beside a model.safetensors of
  * a tiny Llama (vocab 32, dim 8, 1 layer, heads 2/1, ffn 16, written by
  * coda_hf_export at start-up, the config of fuzz/corpus/hf_config/
- * 01_tiny_llama.json); and coda_hf_import with no weights at all.
+ * 01_tiny_llama.json; a Qwen3 config over it fails on the tensors); and
+ * coda_hf_import with no weights at all.
  *
  * An accepted config must hold the invariants of fuzz_config_util.h and
  * carry the numbers of the file's own keys (hidden_size, ...: checked
@@ -88,6 +90,14 @@ static void check_keys(const uint8_t *data, size_t size, const coda_model_config
     fail("accepted config differs from the file's keys");
   const coda_json *tie = coda_json_get(r, "tie_word_embeddings");
   if ((tie && tie->kind == CODA_JSON_TRUE) != (c->tied == 1)) fail("tie_word_embeddings not taken");
+  /* the family: qwen3 where model_type or architectures say so; its head
+   * width the file's (transformers' default 128), Llama's dim / heads */
+  const coda_json *mt = coda_json_get(r, "model_type"), *ar = coda_json_get(r, "architectures");
+  const int qwen3 = coda_json_is_str(mt, "qwen3") ||
+                    (ar && ar->kind == CODA_JSON_ARRAY && ar->n >= 1 &&
+                     coda_json_is_str(&ar->u.items[0], "Qwen3ForCausalLM"));
+  if (qwen3 != (c->family == CODA_FAMILY_QWEN3)) fail("the family is not the file's");
+  if (c->head_dim != (qwen3 ? top_num(r, "head_dim", 128) : 0)) fail("head_dim not taken");
   coda_json_free(d);
 }
 
@@ -95,7 +105,8 @@ static int same_config(const coda_model_config *a, const coda_model_config *b) {
   return a->vocab == b->vocab && a->dim == b->dim && a->layers == b->layers &&
          a->heads == b->heads && a->kv_heads == b->kv_heads && a->ffn == b->ffn &&
          a->seq == b->seq && a->tied == b->tied && a->rope_theta == b->rope_theta &&
-         a->norm_eps == b->norm_eps && a->rope.type == b->rope.type;
+         a->norm_eps == b->norm_eps && a->rope.type == b->rope.type && a->family == b->family &&
+         a->head_dim == b->head_dim;
 }
 
 /* coda_hf_import of dir; returns its status, checks what it left. */

@@ -414,13 +414,30 @@ coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
 
 /* -------------------------------------------------------- model configs */
 
+/* The architecture of a model (docs/models.md). Zero is Llama, so a
+ * zero-initialized configuration keeps meaning Llama. */
+typedef enum coda_model_family {
+  CODA_FAMILY_LLAMA = 0, /* Llama 3: RMSNorm, RoPE, GQA, SwiGLU, no biases */
+  CODA_FAMILY_QWEN3 = 1  /* Llama plus a per-head RMSNorm on q and k before RoPE */
+} coda_model_family;
+
 typedef struct coda_model_config {
   int vocab, dim, layers, heads, kv_heads, ffn, seq;
   int tied;          /* 1: the LM head reuses the token embedding */
   double rope_theta; /* RoPE base */
-  double norm_eps;   /* RMSNorm epsilon */
+  double norm_eps;   /* RMSNorm epsilon (also of Qwen3's q/k norms) */
   coda_rope_scaling rope; /* RoPE frequency scaling (zero: none) */
+  coda_model_family family; /* zero: Llama */
+  int head_dim;      /* the width of one attention head; 0: dim / heads */
 } coda_model_config;
+
+/* "llama", "qwen3"; NULL for a value that names no family. */
+const char *coda_model_family_name(coda_model_family f);
+/* The family a name gives (as coda_model_family_name writes it). */
+coda_status coda_model_family_from_name(coda_context ctx, const char *name,
+                                        coda_model_family *out);
+/* The head width of c: c->head_dim, or dim / heads when it is 0. */
+int coda_model_head_dim(const coda_model_config *c);
 
 /* Named configurations: "tiny" (d 128, 2 layers, 4/2 heads, ffn 384, seq
  * 128, vocab 256), "d512" (d 512, 8 layers, 8/4 heads, ffn 1536, seq 512),

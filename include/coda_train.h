@@ -10,7 +10,8 @@ extern "C" {
 #endif
 
 /* ---------------------------------------------------------------- trainer */
-/* Training and sampling of a Llama-3 style model (src/model, src/train).
+/* Training and sampling of the model families of coda_model_config.family
+ * (Llama 3, Qwen3: docs/models.md; src/model, src/train).
  * Tokens are bytes (vocab 256, token = byte value) unless a BPE tokenizer
  * (coda_tokenizer.h) is given. */
 
@@ -96,7 +97,11 @@ int coda_dist_join(const coda_dist_env *env, coda_comm_kind kind, coda_rank_main
 int coda_dist_gpu_count(void);
 
 /* Which model implementation trains: AUTO = the block plans where they
- * are available, else the host reference; the GPU runs the plans only. */
+ * are available, else the host reference; the GPU runs the plans only.
+ * The plans exist for the llama family only: a model of another family
+ * (coda_model_config.family) on the plans, AUTO included, is refused with
+ * CODA_ERR_NOT_SUPPORTED naming the family, never moved to the reference
+ * engine silently; give REFERENCE (on the CPU) for it. */
 typedef enum coda_train_engine {
   CODA_TRAIN_ENGINE_AUTO = 0,
   CODA_TRAIN_ENGINE_REFERENCE = 1, /* host reference (CPU only) */
@@ -354,7 +359,8 @@ typedef struct coda_train_options {
 enum {
   CODA_MODEL_SET_VOCAB = 1, CODA_MODEL_SET_DIM = 2, CODA_MODEL_SET_LAYERS = 4,
   CODA_MODEL_SET_HEADS = 8, CODA_MODEL_SET_KV_HEADS = 16, CODA_MODEL_SET_FFN = 32,
-  CODA_MODEL_SET_SEQ = 64, CODA_MODEL_SET_TIED = 128, CODA_MODEL_SET_ALL = 255
+  CODA_MODEL_SET_SEQ = 64, CODA_MODEL_SET_TIED = 128, CODA_MODEL_SET_FAMILY = 256,
+  CODA_MODEL_SET_HEAD_DIM = 512, CODA_MODEL_SET_ALL = 1023
 };
 
 /* Defaults (struct_size set): the "tiny" model, no corpus directory, no
@@ -375,7 +381,10 @@ typedef struct coda_generate_options {
 /* struct_size set, every other member 0. */
 coda_generate_options coda_generate_default_options(void);
 
-/* Samples text after the prompt; *text is malloc'ed (caller frees) and
+/* Samples text after the prompt, by full recompute through the block
+ * plans (bf16 weights) for the llama family and through the host
+ * reference engine (fp32) for the others, which the plans do not run;
+ * *text is malloc'ed (caller frees) and
  * NUL-terminated, but the bytes may hold NUL themselves: coda_generate_n
  * also gives their count. Non-finite logits (a checkpoint of NaN or inf
  * weights) are an error, not empty text. */
@@ -384,8 +393,9 @@ coda_status coda_generate(coda_context ctx, const coda_generate_options *o,
 coda_status coda_generate_n(coda_context ctx, const coda_generate_options *o,
                             char **text, size_t *len);
 
-/* Hugging Face Llama layout (config.json + model.safetensors, HF tensor
- * names, half-split RoPE rows, separate gate/up): export the weights of a
+/* Hugging Face layout of the model's family (LlamaForCausalLM,
+ * Qwen3ForCausalLM: config.json + model.safetensors, HF tensor names,
+ * half-split RoPE rows, separate gate/up): export the weights of a
  * checkpoint, or import them into a weights-only checkpoint (usable with
  * coda_train_options.init and coda_generate; the folder's tokenizer.json,
  * if any, is put beside it and named in it, as training does). */
@@ -394,7 +404,8 @@ coda_status coda_hf_export_checkpoint(coda_context ctx, const char *checkpoint,
 coda_status coda_hf_import_checkpoint(coda_context ctx, const char *hf_dir,
                                       const char *checkpoint);
 
-/* The model configuration of a Hugging Face Llama directory's config.json,
+/* The model configuration of a Hugging Face directory's config.json (its
+ * family from model_type / architectures),
  * checked as the import checks it (what coda does not run is refused by
  * name); no weight is read, so `tied` is the file's tie_word_embeddings:
  * the import unties a tied head where the weights hold an lm_head.weight
@@ -428,7 +439,7 @@ coda_status coda_checkpoint_tokenizer(coda_context ctx, const char *checkpoint, 
 
 typedef struct coda_eval_options {
   size_t struct_size;   /* sizeof(coda_eval_options) (coda.h, "Versioned option structs") */
-  const char *checkpoint; /* a coda checkpoint, or a Hugging Face Llama directory
+  const char *checkpoint; /* a coda checkpoint, or a Hugging Face directory (Llama, Qwen3)
                            * (config.json + safetensors), imported in memory */
   const char *shard;      /* a token shard (train.tok, val.tok) */
   int batch;              /* windows per forward (0: 8) */

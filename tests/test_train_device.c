@@ -28,7 +28,7 @@ static double normal(uint64_t *s) {
 }
 
 /* head_dim 64: what the GPU attention takes */
-static const coda_model_config cfg = {256, 128, 2, 2, 1, 256, 64, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}};
+static const coda_model_config cfg = {256, 128, 2, 2, 1, 256, 64, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
 enum { B = 2, T = 64 };
 
 static void tokens(uint64_t *r, int32_t *in, int32_t *tg) {

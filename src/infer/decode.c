@@ -1,6 +1,8 @@
 /* The decoder of include/coda_decode.h: prefill and cached decode steps of
- * the Llama-3 model (the layout of model.c), on the host or on a backend
- * with decode kernels (api.h coda_decode_*).
+ * the model families of model/family.c (the layout of model.c): Llama 3 on
+ * the host or on a backend with decode kernels (api.h coda_decode_*),
+ * Qwen3 on the host (its q/k norms; the device kernels and the plan
+ * prefill refuse it by name).
  *
  * A forward takes a set of rows, each a token at a position of one
  * sequence: prefill rows are the prompts' tokens (chunked), step rows one
@@ -69,6 +71,13 @@ static coda_status host_forward(coda_decoder d, const int32_t *tok, const int32_
     const layer_w *w = &d->l[li];
     coda_ref_rmsnorm(nt, d->x, w->wn_attn, d->h, NULL, M, D, c->norm_eps);
     host_linear(nt, d->qkv, d->h, w->wqkv, M, nq, D, 0);
+    if (w->wq_norm) /* Qwen3: each q and k head normalized before RoPE, in place */
+#pragma omp parallel for schedule(static) num_threads(nt)
+      for (int64_t i = 0; i < M; i++)
+        for (int hh = 0; hh < H + Hk; hh++) {
+          float *hp = d->qkv + i * nq + (int64_t)hh * hd;
+          coda_ref_rmsnorm(1, hp, hh < H ? w->wq_norm : w->wk_norm, hp, NULL, 1, hd, c->norm_eps);
+        }
     /* RoPE on the Q and K heads at each row's position, then K and V into
      * the cache: every row's before any attention */
     for (int64_t i = 0; i < M; i++) {
@@ -270,14 +279,24 @@ coda_status coda_decoder_create(coda_context ctx, coda_model *m, const coda_deco
   d->max_len = o->max_len == 0 || o->max_len > c->seq ? c->seq : o->max_len;
   d->graphs_off = o->no_graphs;
   d->gpu = coda_decode_on_device(ctx);
-  const int hdim = c->dim / c->heads;
+  /* the device kernels and the plan prefill are Llama's: another family is
+   * refused by name there (the host path runs every family) */
+  if (c->family != CODA_FAMILY_LLAMA && (d->gpu || o->prefill == CODA_PREFILL_PLANS)) {
+    const int gpu = d->gpu;
+    free(d);
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "decoder: %s runs the llama family only; "
+                     "family %s decodes on the CPU (--device cpu) with the direct prefill",
+                     gpu ? "the GPU decoder" : "the plan prefill",
+                     coda_model_family_name(c->family));
+  }
+  const int hdim = coda_model_head_dim(c);
   if (d->gpu && (hdim % 32 || hdim > 256 || ((hdim / 32) & (hdim / 32 - 1)))) {
     free(d);
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "decoder: head dim %d on the GPU must be 32, "
                      "64, 128 or 256", hdim);
   }
   d->nt = ctx->opts.num_threads > 0 ? ctx->opts.num_threads : omp_get_max_threads();
-  d->D = c->dim; d->F = c->ffn; d->V = c->vocab; d->hd = c->dim / c->heads;
+  d->D = c->dim; d->F = c->ffn; d->V = c->vocab; d->hd = hdim;
   d->qd = (int64_t)c->heads * d->hd;
   d->kvd = (int64_t)c->kv_heads * d->hd;
   d->nq = d->qd + 2 * d->kvd;
@@ -341,6 +360,10 @@ coda_status coda_decoder_create(coda_context ctx, coda_model *m, const coda_deco
       snprintf(nm, sizeof nm, "layers.%d.ffn_norm.weight", i); w->wn_ffn = PW(nm);
       snprintf(nm, sizeof nm, "layers.%d.feed_forward.w13.weight", i); w->w13 = PW(nm);
       snprintf(nm, sizeof nm, "layers.%d.feed_forward.w2.weight", i); w->w2 = PW(nm);
+      if (coda_family_of(c->family)->qk_norm) {
+        snprintf(nm, sizeof nm, "layers.%d.attention.q_norm.weight", i); w->wq_norm = PW(nm);
+        snprintf(nm, sizeof nm, "layers.%d.attention.k_norm.weight", i); w->wk_norm = PW(nm);
+      }
     }
 #undef PW
   }
@@ -363,8 +386,8 @@ static void fill_random(coda_model *m, uint64_t seed, int nt) {
   for (int i = 0; i < coda_model_num_params(m); i++) {
     const coda_param *p = coda_model_param(m, i);
     float *w = W + p->offset;
-    const double sd = p->ndim == 1 ? 0.0
-                      : (strstr(p->name, ".wo.") || strstr(p->name, ".w2.")) ? out_std : 0.02;
+    const double sd = p->init == CODA_INIT_ONES ? 0.0
+                      : p->init == CODA_INIT_NORMAL_OUT ? out_std : 0.02;
     const double a = sd * sqrt(3.0);
     const int64_t blocks = (int64_t)((p->size + 65535) / 65536);
 #pragma omp parallel for schedule(static) num_threads(nt)
@@ -372,7 +395,7 @@ static void fill_random(coda_model *m, uint64_t seed, int nt) {
       uint64_t st = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(i + 1)) ^ (0xd1b54a32d192ed03ull * (uint64_t)(bl + 1));
       const size_t lo = (size_t)bl * 65536, hi = lo + 65536 < p->size ? lo + 65536 : p->size;
       for (size_t k = lo; k < hi; k++)
-        w[k] = p->ndim == 1 ? 1.0f : (float)(a * (2.0 * coda_rng_uniform(&st) - 1.0));
+        w[k] = p->init == CODA_INIT_ONES ? 1.0f : (float)(a * (2.0 * coda_rng_uniform(&st) - 1.0));
     }
   }
 }

@@ -39,6 +39,7 @@ typedef struct {
    * on a device the GEMM weights are d_wqkv .. d_w2 themselves and only the
    * norms are copies; on the host all six live in the decoder's Wb */
   const uint16_t *p_wn1, *p_wqkv, *p_wo, *p_wn2, *p_w13, *p_w2;
+  const float *wq_norm, *wk_norm; /* host: Qwen3's q/k norm weights (NULL: none) */
 } layer_w;
 
 /* A forward-only Llama-3 block plan (CODA_LLAMA_INFER) for B fresh prompts

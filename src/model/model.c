@@ -1,8 +1,8 @@
 /* The model: configuration, parameter list, initialization, and the
  * dispatch of forward/backward to an engine.
  *
- * Parameters (fp32 master copy in one flat buffer; gradients and the two
- * AdamW moments use the same layout):
+ * The parameters are the family's (family.c), in one flat fp32 buffer
+ * (gradients and the two AdamW moments use the same layout). Llama's:
  *   tok_embeddings.weight              V x D
  *   layers.{i}.attention_norm.weight   D
  *   layers.{i}.attention.wqkv.weight   (Hq + 2 Hkv)·hd x D, rows [Q heads][K heads][V heads];
@@ -13,11 +13,14 @@
  *   layers.{i}.feed_forward.w2.weight  D x F
  *   norm.weight                        D
  *   output.weight                      V x D (absent when tied to the embedding)
- * Weight decay applies to the matrices of linear layers only (wqkv, wo,
- * w13, w2, output); norm weights and the embedding (also when it is the
- * tied output head) are not decayed. */
+ * Qwen3 adds layers.{i}.attention.q_norm.weight and k_norm.weight (hd
+ * each, in the RoPE row order of wqkv) after wqkv. Weight decay applies to
+ * the matrices of linear layers only (wqkv, wo, w13, w2, output); norm
+ * weights and the embedding (also when it is the tied output head) are not
+ * decayed. */
 #include "coda_nn.h"
 #include "base/rng.h"
+#include "model/family.h"
 #include "model/model.h"
 
 #include <math.h>
@@ -65,18 +68,33 @@ coda_status coda_model_config_named(const char *name, coda_model_config *c) {
 
 coda_status coda_model_config_check(coda_context ctx, const coda_model_config *c) {
   if (!c) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config is NULL");
+  const coda_family *fam = coda_family_of(c->family);
+  if (!fam)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "model config: family %d is not a model family (llama %d, qwen3 %d)",
+                     (int)c->family, (int)CODA_FAMILY_LLAMA, (int)CODA_FAMILY_QWEN3);
   if (c->vocab < 2 || c->dim < 2 || c->layers < 1 || c->heads < 1 || c->kv_heads < 1 ||
       c->ffn < 1 || c->seq < 1)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "model config: vocab %d, dim %d, layers %d, heads %d, kv-heads %d, ffn %d, "
                      "seq %d must all be positive (vocab, dim >= 2)",
                      c->vocab, c->dim, c->layers, c->heads, c->kv_heads, c->ffn, c->seq);
-  if (c->dim % c->heads)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "dim %d is not a multiple of heads %d",
-                     c->dim, c->heads);
-  if ((c->dim / c->heads) % 2)
+  if (c->head_dim < 0 || c->head_dim > 1024)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                     "head dim %d must be even (RoPE rotates pairs)", c->dim / c->heads);
+                     "model config: head_dim %d must be 0 (dim / heads) or in 1..1024",
+                     c->head_dim);
+  if (c->head_dim && c->family == CODA_FAMILY_LLAMA && c->head_dim * c->heads != c->dim)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "model config: head_dim %d x heads %d != dim %d: the llama family takes "
+                     "head_dim = dim / heads (qwen3 allows any even head_dim)",
+                     c->head_dim, c->heads, c->dim);
+  if (!c->head_dim && c->dim % c->heads)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "dim %d is not a multiple of heads %d "
+                     "(or set head_dim)", c->dim, c->heads);
+  const int hd = coda_model_head_dim(c);
+  if (hd % 2)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "head dim %d must be even (RoPE rotates pairs)", hd);
   if (c->heads % c->kv_heads)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "heads %d is not a multiple of kv-heads %d",
                      c->heads, c->kv_heads);
@@ -87,27 +105,37 @@ coda_status coda_model_config_check(coda_context ctx, const coda_model_config *c
   coda_status rs = coda_rope_scaling_check(ctx, &c->rope);
   if (rs != CODA_OK) return rs;
   if (c->dim > (1 << 16) || c->ffn > (1 << 18) || c->vocab > (1 << 24) || c->layers > 1024 ||
-      c->seq > (1 << 20))
+      c->seq > (1 << 20) || (int64_t)c->heads * hd > (1 << 16))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config too large");
   return CODA_OK;
 }
 
 int64_t coda_model_config_params(const coda_model_config *c) {
-  int64_t D = c->dim, hd = c->dim / c->heads, F = c->ffn, V = c->vocab;
-  int64_t nq = (int64_t)(c->heads + 2 * c->kv_heads) * hd;
-  int64_t per = D + nq * D + D * D + D + 2 * F * D + D * F;
-  return V * D + c->layers * per + D + (c->tied ? 0 : V * D);
+  const coda_family *f = coda_family_of(c->family);
+  if (!f) return 0;
+  int64_t n = 0;
+  for (int i = 0; i < f->nparams; i++) {
+    const coda_family_param *p = &f->params[i];
+    if (p->untied_only && c->tied) continue;
+    const int64_t sz = coda_family_dim(c, p->rows) * coda_family_dim(c, p->cols);
+    n += p->where == CODA_P_LAYER ? c->layers * sz : sz;
+  }
+  return n;
 }
 
-static void add_param(coda_model *m, const char *name, int ndim, int64_t r, int64_t c, int decay) {
+/* Parameter fp of the family table, of layer li (-1: not a layer's). */
+static void add_param(coda_model *m, const coda_family_param *fp, int li) {
+  const coda_model_config *c = &m->cfg;
   coda_param *p = &m->p[m->np++];
-  snprintf(p->name, sizeof p->name, "%s", name);
-  p->ndim = ndim;
-  p->shape[0] = r;
-  p->shape[1] = ndim == 2 ? c : 1;
-  p->size = (size_t)(r * p->shape[1]);
+  if (li >= 0) snprintf(p->name, sizeof p->name, fp->name, li);
+  else snprintf(p->name, sizeof p->name, "%s", fp->name);
+  p->ndim = fp->ndim;
+  p->shape[0] = coda_family_dim(c, fp->rows);
+  p->shape[1] = fp->ndim == 2 ? coda_family_dim(c, fp->cols) : 1;
+  p->size = (size_t)(p->shape[0] * p->shape[1]);
   p->offset = m->n;
-  p->decay = decay;
+  p->decay = fp->decay;
+  p->init = (int)fp->init;
   m->n += p->size;
 }
 
@@ -121,6 +149,13 @@ coda_status coda_model_create(coda_context ctx, const coda_model_config *cfg, co
   if (s) return s;
   if (engine == CODA_ENGINE_PLANS && !coda_plans_available())
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the block-plan engine is not available");
+  /* the block plans of src/nn exist for Llama only so far: another family
+   * is refused by name, never run as Llama nor moved to another engine */
+  if (engine == CODA_ENGINE_PLANS && cfg->family != CODA_FAMILY_LLAMA)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                     "the plan engine runs the llama family only; family %s runs on the "
+                     "reference engine (--engine reference, on the CPU)",
+                     coda_model_family_name(cfg->family));
   if (engine != CODA_ENGINE_REFERENCE && engine != CODA_ENGINE_PLANS)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "unknown engine %d", (int)engine);
   int64_t total = coda_model_config_params(cfg);
@@ -131,29 +166,17 @@ coda_status coda_model_create(coda_context ctx, const coda_model_config *cfg, co
   if (!m) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   m->cfg = *cfg;
   m->engine = engine;
-  int L = cfg->layers;
-  m->p = calloc((size_t)(6 * L + 3), sizeof *m->p);
+  const coda_family *fam = coda_family_of(cfg->family);
+  m->p = calloc((size_t)coda_family_count_params(fam, cfg), sizeof *m->p);
   if (!m->p) { free(m); return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory"); }
-  int64_t D = cfg->dim, hd = cfg->dim / cfg->heads, F = cfg->ffn, V = cfg->vocab;
-  int64_t nq = (int64_t)(cfg->heads + 2 * cfg->kv_heads) * hd;
-  char nm[96];
-  add_param(m, "tok_embeddings.weight", 2, V, D, 0);
-  for (int i = 0; i < L; i++) {
-    snprintf(nm, sizeof nm, "layers.%d.attention_norm.weight", i);
-    add_param(m, nm, 1, D, 1, 0);
-    snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", i);
-    add_param(m, nm, 2, nq, D, 1);
-    snprintf(nm, sizeof nm, "layers.%d.attention.wo.weight", i);
-    add_param(m, nm, 2, D, (int64_t)cfg->heads * hd, 1);
-    snprintf(nm, sizeof nm, "layers.%d.ffn_norm.weight", i);
-    add_param(m, nm, 1, D, 1, 0);
-    snprintf(nm, sizeof nm, "layers.%d.feed_forward.w13.weight", i);
-    add_param(m, nm, 2, 2 * F, D, 1);
-    snprintf(nm, sizeof nm, "layers.%d.feed_forward.w2.weight", i);
-    add_param(m, nm, 2, D, F, 1);
-  }
-  add_param(m, "norm.weight", 1, D, 1, 0);
-  if (!cfg->tied) add_param(m, "output.weight", 2, V, D, 1);
+  /* the family's order: what comes before the layers, each layer, the rest */
+  for (int w = CODA_P_BEFORE; w <= CODA_P_AFTER; w++)
+    for (int li = 0; li < (w == CODA_P_LAYER ? cfg->layers : 1); li++)
+      for (int i = 0; i < fam->nparams; i++) {
+        const coda_family_param *fp = &fam->params[i];
+        if ((int)fp->where != w || (fp->untied_only && cfg->tied)) continue;
+        add_param(m, fp, w == CODA_P_LAYER ? li : -1);
+      }
   m->w = calloc(m->n, sizeof *m->w);
   m->g = calloc(m->n, sizeof *m->g);
   if (!m->w || !m->g) {
@@ -211,8 +234,8 @@ static double normal(uint64_t *s) {
 uint64_t coda_model_init_stream(uint64_t seed) { return seed ^ 0x5eedf00dull; }
 
 double coda_model_init_std(const coda_model *m, const coda_param *p) {
-  if (p->ndim == 1) return 0.0; /* norm weights: ones */
-  if (strstr(p->name, ".wo.") || strstr(p->name, ".w2.")) return 0.02 / sqrt(2.0 * m->cfg.layers);
+  if (p->init == CODA_INIT_ONES) return 0.0;
+  if (p->init == CODA_INIT_NORMAL_OUT) return 0.02 / sqrt(2.0 * m->cfg.layers);
   return 0.02;
 }
 
@@ -222,7 +245,7 @@ void coda_model_init(coda_model *m, uint64_t seed) {
   for (int i = 0; i < m->np; i++) {
     coda_param *p = &m->p[i];
     float *w = m->w + p->offset;
-    if (p->ndim == 1) {
+    if (p->init == CODA_INIT_ONES) {
       for (size_t k = 0; k < p->size; k++) w[k] = 1.0f;
       continue;
     }

@@ -8,6 +8,7 @@
 
 #include "coda_train.h"
 #include "base/internal.h"
+#include "model/family.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -67,6 +68,7 @@ typedef struct coda_param {
   size_t offset; /* into the flat weight / gradient / moment buffers */
   size_t size;
   int decay; /* 1 for the matrices of linear layers */
+  int init;  /* coda_pinit (family.h) */
 } coda_param;
 
 typedef struct coda_model coda_model;

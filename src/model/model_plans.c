@@ -56,7 +56,7 @@ coda_llama_config coda_model_block_config(const coda_model_config *c, int64_t ba
   lc.dim = c->dim;
   lc.n_heads = c->heads;
   lc.n_kv_heads = c->kv_heads;
-  lc.head_dim = c->dim / c->heads;
+  lc.head_dim = coda_model_head_dim(c);
   lc.ffn_dim = c->ffn;
   lc.vocab = c->vocab;
   lc.batch = batch;

@@ -1,16 +1,19 @@
-/* Reference engine: the Llama-3 model written out directly on the host in
- * fp32 (sums of squares, softmax and log-sum-exp in double). It is the
+/* Reference engine: the model families of family.c (Llama 3, Qwen3)
+ * written out directly on the host in fp32 (sums of squares, softmax and
+ * log-sum-exp in double). It is the
  * unfused definition the plan engine is checked against, and it runs where
  * the plans are not available. Every loop that accumulates runs in a fixed
  * order per output element, so results do not depend on the thread count
  * (resume is bit-exact).
  *
  * Per layer, with r(x) = 1/sqrt(mean(x^2) + eps):
- *   h1 = x · r(x) ⊙ wn_attn;  qkv = h1 Wqkvᵀ;  q, k rotated by RoPE
+ *   h1 = x · r(x) ⊙ wn_attn;  qkv = h1 Wqkvᵀ;
+ *   (Qwen3: each q head q ← q · r(q) ⊙ w_qnorm, each k head likewise with
+ *   w_knorm, r over the head's hd entries);  q, k rotated by RoPE
  *   (pairs (2j, 2j+1) of each head, θ = t · f_j, f_j = theta^(−2j/hd) scaled as
  *   coda_rope_inv_freq says, by +θ);
  *   o = causal softmax(q kᵀ / sqrt(hd)) v (GQA: q head h uses kv head
- *   h / (Hq/Hkv));  x ← x + o Woᵀ
+ *   h / (Hq/Hkv); hd need not be D / Hq);  x ← x + o Woᵀ
  *   h2 = x · r(x) ⊙ wn_ffn;  z = h2 W13ᵀ;  y_f = silu(z_2f) · z_2f+1;
  *   x ← x + y W2ᵀ
  * Head: logits = (x · r(x) ⊙ wn) Woutᵀ; loss = mean over valid targets of
@@ -25,6 +28,7 @@
 
 typedef struct {
   float *xa, *r1, *h1, *qkv, *P, *o, *xf, *r2, *h2, *z, *y;
+  float *qk0, *rqk; /* Qwen3: q and k heads before their norm, and its r per head */
 } layer_acts;
 
 typedef struct {
@@ -53,10 +57,11 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, ref_sta
   coda_ref_free(m);
   const coda_model_config *c = coda_model_cfg(m);
   size_t M = (size_t)B * T, D = c->dim, F = c->ffn, V = c->vocab, H = c->heads;
-  size_t hd = D / H, nq = (H + 2 * (size_t)c->kv_heads) * hd;
-  size_t per = M * D /*xa*/ + M + M * D + M * nq + (size_t)B * H * T * T + M * D + M * D + M +
-               M * D + M * 2 * F + M * F;
-  size_t tot = per * (size_t)c->layers + M * D + M + M * D + M * V + M * D * 2 + M * nq + M * D +
+  size_t hd = (size_t)coda_model_head_dim(c), nq = (H + 2 * (size_t)c->kv_heads) * hd;
+  size_t qd = H * hd, nqk = coda_family_of(c->family)->qk_norm ? H + (size_t)c->kv_heads : 0;
+  size_t per = M * D /*xa*/ + M + M * D + M * nq + (size_t)B * H * T * T + M * qd + M * D + M +
+               M * D + M * 2 * F + M * F + M * nqk * hd + M * nqk;
+  size_t tot = per * (size_t)c->layers + M * D + M + M * D + M * V + M * D * 2 + M * nq + M * qd +
                M * F + M * 2 * F;
   r = calloc(1, sizeof *r);
   if (!r) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
@@ -72,11 +77,12 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, ref_sta
   for (int i = 0; i < c->layers; i++) {
     layer_acts *a = &r->l[i];
     TAKE(a->xa, M * D); TAKE(a->r1, M); TAKE(a->h1, M * D); TAKE(a->qkv, M * nq);
-    TAKE(a->P, (size_t)B * H * T * T); TAKE(a->o, M * D); TAKE(a->xf, M * D); TAKE(a->r2, M);
+    TAKE(a->P, (size_t)B * H * T * T); TAKE(a->o, M * qd); TAKE(a->xf, M * D); TAKE(a->r2, M);
     TAKE(a->h2, M * D); TAKE(a->z, M * 2 * F); TAKE(a->y, M * F);
+    TAKE(a->qk0, M * nqk * hd); TAKE(a->rqk, M * nqk);
   }
   TAKE(r->xL, M * D); TAKE(r->rf, M); TAKE(r->hf, M * D); TAKE(r->logits, M * V);
-  TAKE(r->dx, M * D); TAKE(r->dh, M * D); TAKE(r->dqkv, M * nq); TAKE(r->dO, M * D);
+  TAKE(r->dx, M * D); TAKE(r->dh, M * D); TAKE(r->dqkv, M * nq); TAKE(r->dO, M * qd);
   TAKE(r->dy, M * F); TAKE(r->dz, M * 2 * F);
 #undef TAKE
   r->B = B;
@@ -185,6 +191,50 @@ static void rope(int nt, float *qkv, int B, int T, int nqk_heads, int hd, int64_
   }
 }
 
+/* Qwen3's q/k norm, forward: the first nh heads of each row of qkv (the q
+ * heads, then the k heads) are kept in qk0 and normalized in place, head
+ * h < nq_heads with wq, the others with wk; r of each (row, head) in rqk. */
+static void qknorm_fwd(int nt, float *qkv, float *qk0, float *rqk, const float *wq,
+                       const float *wk, int64_t M, int nq_heads, int nh, int hd, int64_t nq,
+                       double eps) {
+#pragma omp parallel for schedule(static) num_threads(nt)
+  for (int64_t m = 0; m < M; m++) {
+    float *row = qkv + m * nq, *keep = qk0 + m * (int64_t)nh * hd;
+    memcpy(keep, row, (size_t)nh * hd * sizeof *row);
+    for (int h = 0; h < nh; h++)
+      coda_ref_rmsnorm(1, keep + (int64_t)h * hd, h < nq_heads ? wq : wk, row + (int64_t)h * hd,
+                       rqk + m * nh + h, 1, hd, eps);
+  }
+}
+
+/* Its backward, in place on the q/k part of dqkv (the gradient after the
+ * norm becomes the one before it). Per head, y = x r w with
+ * r = (mean(x²) + eps)^(-1/2) over the hd entries:
+ *   dx = r (w ⊙ dy) − x r³ ⟨w ⊙ dy, x⟩ / hd,   dw += dy ⊙ x r
+ * (the RMSNorm backward of rmsnorm_bwd, per head). dw is summed serially
+ * in row order, before dy is overwritten, so it is deterministic. */
+static void qknorm_bwd(int nt, float *dqkv, const float *qk0, const float *rqk, const float *wq,
+                       const float *wk, float *gq, float *gk, int64_t M, int nq_heads, int nh,
+                       int hd, int64_t nq) {
+  for (int64_t m = 0; m < M; m++)
+    for (int h = 0; h < nh; h++) {
+      const float *x = qk0 + (m * nh + h) * hd, *dy = dqkv + m * nq + (int64_t)h * hd;
+      float *g = h < nq_heads ? gq : gk;
+      const float r = rqk[m * nh + h];
+      for (int e = 0; e < hd; e++) g[e] += dy[e] * x[e] * r;
+    }
+#pragma omp parallel for schedule(static) num_threads(nt)
+  for (int64_t m = 0; m < M; m++)
+    for (int h = 0; h < nh; h++) {
+      const float *x = qk0 + (m * nh + h) * hd, *w = h < nq_heads ? wq : wk;
+      float *dy = dqkv + m * nq + (int64_t)h * hd;
+      double dot = 0.0;
+      for (int e = 0; e < hd; e++) dot += (double)dy[e] * w[e] * x[e];
+      const double r = rqk[m * nh + h], c = r * r * r * dot / (double)hd;
+      for (int e = 0; e < hd; e++) dy[e] = (float)(r * dy[e] * w[e] - x[e] * c);
+    }
+}
+
 static void attn_fwd(int nt, const float *qkv, float *P, float *o, int B, int T, int H, int Hk, int hd,
                      int64_t nq) {
   const double scale = 1.0 / sqrt((double)hd);
@@ -275,6 +325,7 @@ typedef struct ref_pass {
   float *W, *G; /* the model's weights and gradient */
   int nt, B, T, H, Hk, hd;
   int64_t M, D, F, V, nq;
+  int qk_norm; /* the family normalizes q and k heads (Qwen3) */
 } ref_pass;
 
 /* A parameter's weights (PW) and gradient (PG) by name. */
@@ -294,6 +345,12 @@ static int layer_forward(const ref_pass *p, int li) {
   coda_ref_rmsnorm(nt, a->xa, PW(nm), a->h1, a->r1, M, D, c->norm_eps);
   snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", li);
   if (mm_abt(nt, r, a->qkv, a->h1, PW(nm), M, nq, D, 0)) return 1;
+  if (p->qk_norm) {
+    char nk[96];
+    snprintf(nm, sizeof nm, "layers.%d.attention.q_norm.weight", li);
+    snprintf(nk, sizeof nk, "layers.%d.attention.k_norm.weight", li);
+    qknorm_fwd(nt, a->qkv, a->qk0, a->rqk, PW(nm), PW(nk), M, H, H + Hk, hd, nq, c->norm_eps);
+  }
   rope(nt, a->qkv, B, T, H + Hk, hd, nq, c->rope_theta, &c->rope, 1.0);
   attn_fwd(nt, a->qkv, a->P, a->o, B, T, H, Hk, hd, nq);
   memcpy(a->xf, a->xa, (size_t)(M * D) * 4);
@@ -344,6 +401,12 @@ static void layer_backward(const ref_pass *p, int li) {
   mm_ab(nt, r->dO, r->dx, PW(nm), M, (int64_t)H * hd, D, 0);
   attn_bwd(nt, a->qkv, a->P, r->dO, r->dqkv, B, T, H, Hk, hd, nq);
   rope(nt, r->dqkv, B, T, H + Hk, hd, nq, c->rope_theta, &c->rope, -1.0); /* R(θ)ᵀ = R(−θ) */
+  if (p->qk_norm) {
+    char nk[96];
+    snprintf(nm, sizeof nm, "layers.%d.attention.q_norm.weight", li);
+    snprintf(nk, sizeof nk, "layers.%d.attention.k_norm.weight", li);
+    qknorm_bwd(nt, r->dqkv, a->qk0, a->rqk, PW(nm), PW(nk), PG(nm), PG(nk), M, H, H + Hk, hd, nq);
+  }
   snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", li);
   mm_atb(nt, PG(nm), r->dqkv, a->h1, nq, D, M);
   mm_ab(nt, r->dh, r->dqkv, PW(nm), M, D, nq, 0);
@@ -392,10 +455,10 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
   const coda_model_config *c = coda_model_cfg(m);
   const int nt = ctx->opts.num_threads > 0 ? ctx->opts.num_threads : omp_get_max_threads();
   const int64_t M = (int64_t)B * T, D = c->dim, F = c->ffn, V = c->vocab;
-  const int H = c->heads, Hk = c->kv_heads, hd = c->dim / c->heads;
+  const int H = c->heads, Hk = c->kv_heads, hd = coda_model_head_dim(c);
   const int64_t nq = (int64_t)(H + 2 * Hk) * hd;
   ref_pass pass = {m, c, r, coda_model_weights(m), coda_model_grads(m), nt, B, T, H, Hk, hd,
-                   M, D, F, V, nq}, *p = &pass;
+                   M, D, F, V, nq, coda_family_of(c->family)->qk_norm}, *p = &pass;
   const float *emb = PW("tok_embeddings.weight");
   const float *wout = c->tied ? emb : PW("output.weight");
   /* weight sharding: buckets 0 (embedding), 1 + li, HEAD (coda_ref_hooks) */

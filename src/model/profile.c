@@ -126,13 +126,14 @@ void coda_prof_report(const coda_prof *p, const coda_model_config *c, double tok
   const double ns = p->steps > 0 ? (double)p->steps : 1.0;
   out->step_ms = p->wall_ms / ns;
   /* GEMM flops per step: a block's forward 2 · (its matrices) per token
-   * plus attention 2 · dim · seq per token (the trainer's flops/token),
+   * plus attention 2 · (heads · head_dim) · seq per token (the trainer's flops/token),
    * its backward twice that; the head's GEMM forward and backward 6 ·
    * vocab · dim per token. AdamW reads w, g, m, v and writes w, m, v
    * (28 bytes a value); zeroing the gradient writes 4 bytes a value. */
-  const double D = c->dim, F = c->ffn, kvd = (double)c->kv_heads * (c->dim / c->heads);
-  const double mat = D * (D + 2.0 * kvd) + D * D + 3.0 * D * F;
-  const double blk_fwd = c->layers * (2.0 * mat + 2.0 * D * c->seq) * tokens;
+  const double D = c->dim, F = c->ffn, hd = coda_model_head_dim(c);
+  const double qd = c->heads * hd, kvd = c->kv_heads * hd;
+  const double mat = D * (qd + 2.0 * kvd) + qd * D + 3.0 * D * F;
+  const double blk_fwd = c->layers * (2.0 * mat + 2.0 * qd * c->seq) * tokens;
   for (int i = 0; i < CODA_PH_COUNT; i++) {
     coda_train_profile_phase *f = &out->phase[i];
     f->name = phase_name[i];

@@ -74,7 +74,7 @@ static coda_status save(coda_context ctx, const char *path, coda_model *model, c
     }
   }
   const coda_model_config *c = coda_model_cfg(model);
-  char val[18][64];
+  char val[19][64];
   snprintf(val[0], 64, "%d", c->vocab);
   snprintf(val[1], 64, "%d", c->dim);
   snprintf(val[2], 64, "%d", c->layers);
@@ -95,6 +95,7 @@ static coda_status save(coda_context ctx, const char *path, coda_model *model, c
   snprintf(val[15], 64, "%.17g", c->rope.low_freq_factor);
   snprintf(val[16], 64, "%.17g", c->rope.high_freq_factor);
   snprintf(val[17], 64, "%.17g", c->rope.original_max_position);
+  snprintf(val[18], 64, "%d", c->head_dim);
   char tcrc[16], tbytes[32];
   const int tok = st && st->tokenizer_file[0];
   if (tok) {
@@ -108,6 +109,8 @@ static coda_status save(coda_context ctx, const char *path, coda_model *model, c
                       "model.seq", val[6], "model.tied", val[7], "model.rope_theta", val[8],
                       "model.norm_eps", val[9], "train.step", val[10], "train.rng_state", val[11],
                       "train.samples_drawn", val[12], "train.last_loss", val[13],
+                      /* the family table's name and the head width (0: dim / heads) */
+                      "model.family", coda_model_family_name(c->family), "model.head_dim", val[18],
                       "model.rope_scaling", rope_name[rt],
                       /* the scaling's numbers, only for the types that read them */
                       "model.rope_factor", val[14], "model.rope_low_freq_factor", val[15],
@@ -202,6 +205,17 @@ static coda_status config_from(coda_context ctx, const coda_st_file *f, const ch
   c->kv_heads = (int)x[4]; c->ffn = (int)x[5]; c->seq = (int)x[6]; c->tied = x[7] != 0;
   coda_status s = meta_f64(ctx, f, path, "model.rope_theta", 1, &c->rope_theta);
   if (!s) s = meta_f64(ctx, f, path, "model.norm_eps", 1, &c->norm_eps);
+  /* family and head width: absent in checkpoints written before the family
+   * table (Llama, dim / heads) */
+  const char *fam = coda_st_meta(f, "model.family");
+  if (!s && fam && coda_model_family_from_name(ctx, fam, &c->family))
+    return coda_fail(ctx, CODA_ERR_IO, "%s: metadata 'model.family' = '%.64s' is not a model "
+                     "family (llama, qwen3)", path, fam);
+  if (!s && coda_st_meta(f, "model.head_dim")) {
+    int64_t hd = 0;
+    s = meta_i64(ctx, f, path, "model.head_dim", 0, 1024, &hd);
+    c->head_dim = (int)hd;
+  }
   /* RoPE scaling: absent in checkpoints written before it existed (none) */
   const char *rs = coda_st_meta(f, "model.rope_scaling");
   if (!s && rs && strcmp(rs, "none")) {

@@ -1,10 +1,11 @@
 /* Internal interface of src/store: a model on disk. Checkpoints (weights,
  * AdamW moments and the trainer's state in one safetensors file, with the
  * tokenizer carried beside it: checkpoint.c) and the Hugging Face Llama
- * layout (hf.c). */
+ * layout (hf.c, hf_config.c). */
 #ifndef CODA_STORE_H
 #define CODA_STORE_H
 
+#include "io/io.h"
 #include "model/model.h"
 
 #include <stdint.h>
@@ -59,10 +60,17 @@ coda_status coda_checkpoint_load(coda_context ctx, const char *path,
                                  coda_model *model, float *m, float *v,
                                  coda_train_state *st);
 
-/* Hugging Face Llama layout (config.json + model.safetensors). */
+/* The Hugging Face layout (config.json + model.safetensors) of the
+ * families of the family table: hf.c (weights), hf_config.c (config.json). */
 coda_status coda_hf_export(coda_context ctx, coda_model *model,
                            const char *dir);
 coda_status coda_hf_import(coda_context ctx, const char *dir,
                            coda_engine engine, coda_model **out);
+/* "a/b", malloc'ed (NULL: out of memory). */
+char *coda_hf_join(const char *a, const char *b);
+/* A JSON file whose root must be an object with unique keys. */
+coda_status coda_hf_read_json(coda_context ctx, const char *path, coda_json_doc **out);
+/* The model config.json at path describes, or the reason coda cannot run it. */
+coda_status coda_hf_read_config(coda_context ctx, const char *path, coda_model_config *c);
 
 #endif

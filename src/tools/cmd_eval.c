@@ -22,8 +22,8 @@ static const coda_tool_num eval_nums[] = {
 static void eval_usage(FILE *f) {
   fprintf(f,
       "usage: coda eval --checkpoint PATH --data PATH [OPTIONS]\n"
-      "  --checkpoint PATH  a coda checkpoint, or a Hugging Face Llama directory (config.json,\n"
-      "                     model.safetensors or its shards), imported in memory\n"
+      "  --checkpoint PATH  a coda checkpoint, or a Hugging Face directory (config.json,\n"
+      "                     model.safetensors or its shards; Llama, Qwen3), imported in memory\n"
       "  --data PATH        a token shard (.tok), a directory holding train.tok/val.tok, or a\n"
       "                     corpus as coda train --data takes it (prepared into OUT/data);\n"
       "                     shards whose source.txt names another tokenizer than the\n"

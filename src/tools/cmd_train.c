@@ -1,7 +1,8 @@
-/* `coda train`: trains a Llama-3 style model on the CPU, one GPU, or data
- * parallel over N processes (N GPUs through NCCL, or N CPU processes),
- * forked here with --ranks N or started by another launcher (torchrun,
- * srun) that sets the rank environment; see --help. */
+/* `coda train`: trains a model of the family table (Llama 3, Qwen3) on
+ * the CPU, one GPU, or data parallel over N processes (N GPUs through
+ * NCCL, or N CPU processes), forked here with --ranks N or started by
+ * another launcher (torchrun, srun) that sets the rank environment; see
+ * --help. */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
 #include "tool_util.h"
@@ -172,6 +173,7 @@ static const coda_tool_num train_nums[] = {
     {"--seq", 1, 1, P2(20), 0, 0, "sequence length in tokens"},
     {"--vocab", 1, 256, P2(24), 0, 0, "vocabulary size (default: the tokenizer's)"},
     {"--tied", 1, 0, 1, 0, 0, "1 = the output head is the embedding"},
+    {"--head-dim", 1, 0, 1024, 0, 0, "attention head width; 0 = dim / heads (qwen3 may differ)"},
     {"--batch", 1, 1, P2(20), 0, 0, "sequences per micro-batch (per rank)"},
     {"--accum", 1, 1, P2(20), 0, 0, "micro-batches per optimizer step"},
     {"--steps", 1, 1, P2(40), 0, 0, "optimizer steps in all (also when resuming)"},
@@ -203,6 +205,7 @@ static void train_usage(FILE *f) {
       "usage: coda train [OPTIONS]\n"
       "  --config NAME     tiny | d512 | 1b | 8b (default tiny)\n"
       "  --layers N --dim N --heads N --kv-heads N --ffn N --seq N --vocab N --tied 0|1\n"
+      "  --family NAME     llama | qwen3 (docs/models.md; default llama) --head-dim N\n"
       "  --batch N         sequences per micro-batch (default 8)\n"
       "  --accum N         micro-batches per step (default 1)\n"
       "  --steps N         optimizer steps (default 200)\n"
@@ -215,13 +218,13 @@ static void train_usage(FILE *f) {
       "                    (default runs/tiny)\n"
       "  --resume PATH     continue from a checkpoint\n"
       "  --init PATH       start a fresh run from the weights of a checkpoint\n"
-      "  --export-hf DIR   write the weights of --resume PATH in Hugging Face Llama layout\n"
+      "  --export-hf DIR   write the weights of --resume PATH in Hugging Face layout\n"
       "                    (config.json + model.safetensors), then exit\n"
-      "  --init-from DIR   fine-tune: start from the weights of a Hugging Face Llama directory\n"
+      "  --init-from DIR   fine-tune: start from the weights of a Hugging Face directory\n"
       "                    (imported into OUT/init-hf.safetensors; the model is its config;\n"
       "                    its tokenizer.json, if any, is the run's tokenizer)\n"
-      "  --import-hf DIR   convert a Hugging Face Llama directory into the weights-only\n"
-      "                    checkpoint OUT/checkpoint.safetensors, then exit\n"
+      "  --import-hf DIR   convert a Hugging Face directory (Llama, Qwen3) into the\n"
+      "                    weights-only checkpoint OUT/checkpoint.safetensors, then exit\n"
       "  --data PATH       token shards: a directory holding train.tok/val.tok (default\n"
       "                    OUT/data); or a corpus, tokenized into OUT/data (reused when\n"
       "                    unchanged): a text file (documents separated by blank lines), a\n"
@@ -425,6 +428,20 @@ static int parse_args(train_cli *c, int argc, char **argv) {
     MODELFLAG("--seq", c->o.model.seq, CODA_MODEL_SET_SEQ)
     MODELFLAG("--vocab", c->o.model.vocab, CODA_MODEL_SET_VOCAB)
     MODELFLAG("--tied", c->o.model.tied, CODA_MODEL_SET_TIED)
+    MODELFLAG("--head-dim", c->o.model.head_dim, CODA_MODEL_SET_HEAD_DIM)
+    if (!strcmp(a, "--family") && v) {
+      int f = 0;
+      while (coda_model_family_name((coda_model_family)f) &&
+             strcmp(coda_model_family_name((coda_model_family)f), v)) f++;
+      if (!coda_model_family_name((coda_model_family)f)) {
+        fprintf(stderr, "coda train: --family '%s' is not a model family (llama, qwen3)\n", v);
+        return 2;
+      }
+      c->o.model.family = (coda_model_family)f;
+      c->o.model_set |= CODA_MODEL_SET_FAMILY;
+      i++;
+      continue;
+    }
     INTFLAG("--batch", c->o.batch)
     INTFLAG("--accum", c->o.accum)
     INTFLAG("--steps", c->o.steps)

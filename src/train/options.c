@@ -116,7 +116,7 @@ coda_status coda_train_check_same_options(coda_context ctx, coda_comm comm,
   const int iv[] = {c->vocab, c->dim, c->layers, c->heads, c->kv_heads, c->ffn, c->seq, c->tied,
                     o->batch, o->accum, o->val_every, o->val_batches, o->save_every,
                     (int)o->engine, (int)o->model_set, o->resume != NULL, o->init != NULL,
-                    o->shard_weights};
+                    o->shard_weights, (int)c->family, c->head_dim};
   const double dv[] = {c->rope_theta, c->norm_eps, o->lr, o->min_lr_ratio, o->weight_decay,
                        o->beta1, o->beta2, o->eps, o->clip};
   const int64_t lv[] = {o->steps, o->warmup, (int64_t)o->seed};

@@ -129,7 +129,13 @@ static coda_status take_checkpoint_config(coda_train_run *r) {
       {CODA_MODEL_SET_KV_HEADS, "kv-heads", o->model.kv_heads, c.kv_heads},
       {CODA_MODEL_SET_FFN, "ffn", o->model.ffn, c.ffn},
       {CODA_MODEL_SET_SEQ, "seq", o->model.seq, c.seq},
-      {CODA_MODEL_SET_TIED, "tied", o->model.tied, c.tied}};
+      {CODA_MODEL_SET_TIED, "tied", o->model.tied, c.tied},
+      {CODA_MODEL_SET_HEAD_DIM, "head-dim", o->model.head_dim, c.head_dim}};
+  if ((o->model_set & CODA_MODEL_SET_FAMILY) && o->model.family != c.family)
+    return coda_fail(r->ctx, CODA_ERR_INVALID_ARGUMENT, "%s is a model of family %s, but family "
+                     "%s was asked for; leave --family out, or give %s", ck,
+                     coda_model_family_name(c.family), coda_model_family_name(o->model.family),
+                     coda_model_family_name(c.family));
   /* fine-tuning may train at a shorter sequence than the checkpoint's
    * window (weights do not depend on it; positions stay below it) */
   const int shorter_seq = o->init && (o->model_set & CODA_MODEL_SET_SEQ) && o->model.seq >= 1 &&

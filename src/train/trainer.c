@@ -17,8 +17,9 @@
  * Step reports then add the model-flops utilization when the caller
  * gives the device's peak (per GPU with --ranks; tokens/s counts every
  * rank's tokens):
- *   flops/token = 6·N + 6·L·d·T,  N = parameters without the input
- *   embedding (the LM head's matrix counted also when tied),
+ *   flops/token = 6·N + 6·L·(Hq·hd)·T,  N = parameters without the input
+ *   embedding (the LM head's matrix counted also when tied), Hq·hd the
+ *   attention width (d unless the family sets head_dim),
  *   MFU = flops/token · tokens/s / peak_flops.
  *
  * The library prints nothing: progress goes to the options' callback, on
@@ -167,7 +168,7 @@ static coda_status evaluate(coda_context ctx, const coda_train_options *o, coda_
 static double flops_per_token(const coda_model_config *c) {
   double n = (double)coda_model_config_params(c) - (double)c->vocab * c->dim;
   if (c->tied) n += (double)c->vocab * c->dim;
-  return 6.0 * n + 6.0 * c->layers * (double)c->dim * c->seq;
+  return 6.0 * n + 6.0 * c->layers * (double)c->heads * coda_model_head_dim(c) * c->seq;
 }
 
 /* A progress report to the caller (rank 0 only; quiet keeps DONE,

@@ -68,6 +68,14 @@ expect "--threads: must be an integer in [0, 4096], got '-1' (CPU threads" -- tr
 expect "--lr: must be in (0, inf), got 'abc' (peak learning rate)" -- train --lr abc
 expect "--lr: needs a number in (0, inf)" -- train --lr ""
 expect "unknown --config 'huge'" -- train --config huge
+# model families (docs/models.md): an unknown one; Qwen3 on the plan engine
+# (what --engine auto picks) refused by name, never run as Llama; a Llama
+# head width that is not dim / heads
+expect "--family 'gemma' is not a model family (llama, qwen3)" -- train --family gemma
+# shellcheck disable=SC2086
+expect "the plan engine runs the llama family only; family qwen3" -- train $small --out oq --family qwen3 --head-dim 24 --device cpu
+# shellcheck disable=SC2086
+expect "head_dim 24 x heads 2 != dim 32" -- train $small --out oq --head-dim 24 --device cpu --engine reference
 expect "--engine is auto, reference or plans" -- train --engine gpu
 # shellcheck disable=SC2086
 expect "--lr: must be in (0, inf), got '-1'" -- train $small --out o1 --lr -1

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Tiny Hugging Face Llama checkpoints, built deterministically with the
-Python standard library alone (no torch, no numpy, no safetensors package).
+"""Tiny Hugging Face checkpoints of the families coda imports (Llama,
+Qwen3), built deterministically with the Python standard library alone (no
+torch, no numpy, no safetensors package).
 
     python3 tests/hf_reference/build_fixtures.py OUT_DIR
 
 writes OUT_DIR/fixtures.json (the fixture names, in order) and, per fixture,
 OUT_DIR/NAME/ with
-  config.json         a LlamaForCausalLM configuration
+  config.json         a LlamaForCausalLM or Qwen3ForCausalLM configuration
   model.safetensors   its weights, written by hand: an 8-byte little-endian
                       header length, the JSON header, then the raw
                       little-endian tensor data
@@ -20,7 +21,8 @@ hold for every later build of them.
 Weights: splitmix64 seeded per fixture; draw k gives u = (x >> 11) / 2^53 in
 [0, 1), and a tensor of amplitude a holds (2u - 1) * a, uniform in [-a, a),
 in the row-major order of the tensor; tensors are drawn in the order of
-TENSOR_ORDER, layer by layer. RMSNorm weights are 1 + (2u - 1) * 0.2. The
+TENSOR_ORDER, layer by layer. RMSNorm weights (Qwen3's q/k norms too) are
+1 + (2u - 1) * 0.2. The
 amplitudes make the attention and the logits far from uniform (logit
 standard deviation ~1.5 at hidden 64), so the greedy tokens do not hinge on
 near ties and the loss is not log(vocab). Token sequences come from a
@@ -97,12 +99,27 @@ BASE = {
 }
 
 
+# Qwen3ForCausalLM: Llama plus a per-head RMSNorm of q and k (q_norm,
+# k_norm, head_dim wide) before RoPE, head_dim free of hidden / heads. The
+# window keys as the released configs write them, switched off.
+QWEN3_BASE = dict(BASE)
+QWEN3_BASE.update({
+    "architectures": ["Qwen3ForCausalLM"],
+    "model_type": "qwen3",
+    "use_sliding_window": False,
+    "sliding_window": None,
+    "max_window_layers": 2,
+    "rope_theta": 1000000.0,
+})
+QWEN3_BASE.pop("mlp_bias")
+
+
 def fixture_configs():
     """(name, seed, dtype, config) of every fixture."""
     out = []
 
-    def add(name, seed, dtype="F32", **changes):
-        c = dict(BASE)
+    def add(name, seed, dtype="F32", base=BASE, **changes):
+        c = dict(base)
         c.update(changes)
         if dtype == "BF16":
             c["torch_dtype"] = "bfloat16"
@@ -128,6 +145,13 @@ def fixture_configs():
                       "high_freq_factor": 4.0, "original_max_position_embeddings": 32})
     # bf16 weights in the file (transformers and coda both widen them to fp32)
     add("bf16", 505, dtype="BF16")
+    # Qwen3, tied: 4 query heads of 24 over 2 key/value heads, so the
+    # attention is 96 wide over hidden 64 (head_dim != hidden / heads)
+    add("qwen3_tied", 606, base=QWEN3_BASE, tie_word_embeddings=True, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=24)
+    # Qwen3, untied, head_dim = hidden / heads, eps 1e-5
+    add("qwen3_untied", 707, base=QWEN3_BASE, num_attention_heads=4, num_key_value_heads=4,
+        head_dim=16, rms_norm_eps=1e-5)
     return out
 
 
@@ -159,6 +183,11 @@ def tensor_list(c):
             (p + "self_attn.k_proj.weight", "k", (nk, D)),
             (p + "self_attn.v_proj.weight", "v", (nk, D)),
             (p + "self_attn.o_proj.weight", "o", (D, nq)),
+        ]
+        if c["model_type"] == "qwen3":
+            t += [(p + "self_attn.q_norm.weight", "norm", (hd,)),
+                  (p + "self_attn.k_norm.weight", "norm", (hd,))]
+        t += [
             (p + "post_attention_layernorm.weight", "norm", (D,)),
             (p + "mlp.gate_proj.weight", "gate", (F, D)),
             (p + "mlp.up_proj.weight", "up", (F, D)),
@@ -170,7 +199,8 @@ def tensor_list(c):
     return t
 
 
-TENSOR_ORDER = "embed, per layer (input norm, q, k, v, o, post-attention norm, gate, up, down), final norm, lm_head"
+TENSOR_ORDER = ("embed, per layer (input norm, q, k, v, o, [Qwen3: q norm, k norm], "
+                "post-attention norm, gate, up, down), final norm, lm_head")
 
 
 def f32_to_bf16_bits(x):

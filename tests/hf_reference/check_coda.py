@@ -16,9 +16,14 @@ Per fixture:
   - `coda generate --device cpu` greedy from the prompt (--prompt-ids,
     --print-ids): the same token ids as transformers' generate().
 
+A fixture that recorded.json has no entry for fails the run, naming it and
+the command that records it (as a record made from other fixture bytes
+does).
+
 --perturbed checks the check: every recorded loss is moved by 1e-4
 relative and one generated id of every fixture is changed, and the run
-passes only if every fixture then fails both comparisons.
+passes only if every fixture then fails both comparisons (and every
+fixture built has a record).
 """
 import hashlib
 import json
@@ -42,6 +47,33 @@ RECORD_HOWTO = (
     "    python3 tests/hf_reference/record_transformers.py FIXTURE_DIR "
     "tests/hf_reference/recorded.json\n"
     "and commit tests/hf_reference/recorded.json")
+
+
+def record_missing_howto(names):
+    """The commands that record only the fixtures `names`, keeping the others' records."""
+    return ("where torch and transformers are installed, run\n"
+            "    python3 tests/hf_reference/build_fixtures.py FIXTURE_DIR\n"
+            "    python3 tests/hf_reference/record_transformers.py FIXTURE_DIR "
+            "tests/hf_reference/recorded.json --only %s\n"
+            "and commit tests/hf_reference/recorded.json" % ",".join(names))
+
+
+def missing_records(names, recorded):
+    """Failure messages for built fixtures that recorded.json lacks and for
+    recorded fixtures no longer built."""
+    rec = recorded.get("fixtures", {})
+    lack = [n for n in names if n not in rec]
+    out = []
+    if lack:
+        out.append("no transformers record in recorded.json for fixture%s %s (not recorded "
+                   "yet).\nTo record %s, %s"
+                   % ("s" if len(lack) > 1 else "", ", ".join(lack),
+                      "them" if len(lack) > 1 else "it", record_missing_howto(lack)))
+    gone = sorted(set(rec) - set(names))
+    if gone:
+        out.append("recorded.json holds fixtures that build_fixtures.py no longer builds (%s): "
+                   "record again.\nTo record them, %s" % (", ".join(gone), RECORD_HOWTO))
+    return out
 
 
 def sha256(path):
@@ -101,10 +133,7 @@ def check(coda, work, recorded):
     fails = []
     fix_dir = os.path.join(work, "fixtures")
     names = build_fixtures.build(fix_dir)
-    rec_names = sorted(recorded.get("fixtures", {}))
-    if sorted(names) != rec_names:
-        fails.append("the fixtures built (%s) are not the fixtures recorded (%s): record again"
-                     % (", ".join(sorted(names)), ", ".join(rec_names)))
+    fails += missing_records(names, recorded)
     print("reference: transformers %s, torch %s, recorded %s"
           % (recorded.get("transformers"), recorded.get("torch"), recorded.get("date")))
     for name in names:
@@ -171,6 +200,10 @@ def main(argv):
         print("hf_reference: FAILED: %s" % e)
         return 1
     if perturbed:
+        missing = [f for f in fails if "no transformers record" in f or "no longer builds" in f]
+        if missing:
+            print("hf_reference (perturbed): FAILED:\n" + "\n".join(missing))
+            return 1
         # every fixture must fail both its loss and its greedy comparison
         n = len(recorded["fixtures"])
         loss_fails = sum(1 for f in fails if "loss of" in f)

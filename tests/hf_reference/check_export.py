@@ -16,7 +16,8 @@ Per fixture of build_fixtures.py, built in WORKDIR:
   1. `coda train --import-hf FIXTURE --out CK` (a weights-only checkpoint),
      then `coda train --resume CK/checkpoint.safetensors --export-hf EXPORT`:
      the pure import -> export round trip of the CLI;
-  2. transformers.LlamaForCausalLM.from_pretrained(EXPORT, dtype float32,
+  2. the fixture's class (LlamaForCausalLM, Qwen3ForCausalLM, by its
+     config's model_type).from_pretrained(EXPORT, dtype float32,
      eager attention) with every Python warning recorded (filter "always",
      so none is hidden by an earlier one), every record of transformers'
      loggers at WARNING or above collected (their warning_once cache
@@ -27,7 +28,9 @@ Per fixture of build_fixtures.py, built in WORKDIR:
      to both alike): hidden size, layers, heads, kv heads, head_dim,
      intermediate size, vocabulary, rms_norm_eps, rope theta and scaling
      (rope_parameters, or rope_scaling on transformers 4),
-     tie_word_embeddings, hidden_act, max_position_embeddings;
+     tie_word_embeddings, hidden_act, max_position_embeddings, and the
+     window keys (use_sliding_window, sliding_window, max_window_layers,
+     layer_types: absent from Llama, switched off in Qwen3);
   4. every parameter transformers loaded from the export equal, bit for
      bit, to the one it loads from the fixture (tied heads: lm_head is the
      embedding);
@@ -36,11 +39,14 @@ Per fixture of build_fixtures.py, built in WORKDIR:
      it: the loss of the fixture itself with the transformers installed,
      which a later transformers may round differently from the record).
 
+A fixture that recorded.json has no entry for fails the run, naming it and
+the command that records it.
+
 --perturbed checks the check: each fixture's export is damaged in one way
 before it is loaded (an unexpected tensor, a changed rms_norm_eps, two
-swapped q_proj rows, the RoPE scaling dropped, a missing tensor), and the
-run passes only if every fixture then fails for the reason its damage
-should cause.
+swapped q_proj rows, the RoPE scaling dropped, a missing tensor, two
+swapped entries of a Qwen3 q_norm / k_norm), and the run passes only if
+every fixture then fails for the reason its damage should cause.
 
 coda's export always writes F32 tensors (config torch_dtype float32): the
 bf16 fixture comes back as the fp32 widening of its bf16 values, which is
@@ -70,7 +76,8 @@ REEXEC_MARK = "CODA_HF_EXPORT_REEXEC"
 CONFIG_FIELDS = ["hidden_size", "num_hidden_layers", "num_attention_heads",
                  "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size",
                  "rms_norm_eps", "tie_word_embeddings", "hidden_act",
-                 "max_position_embeddings", "attention_bias", "mlp_bias"]
+                 "max_position_embeddings", "attention_bias", "mlp_bias",
+                 "use_sliding_window", "sliding_window", "max_window_layers", "layer_types"]
 
 
 def import_torch():
@@ -99,12 +106,15 @@ class Collect(logging.Handler):
         self.records.append("%s: %s" % (record.levelname, text))
 
 
-def load_quietly(d):
-    """(model, [warning texts]) of LlamaForCausalLM.from_pretrained(d) in fp32."""
+def load_quietly(d, cls_of):
+    """(model, [warning texts]) of CLS.from_pretrained(d) in fp32, CLS the class of
+    the config.json at cls_of (the fixture's: the export must load as it)."""
     import torch
     import transformers
-    from transformers import LlamaForCausalLM
-    from record_transformers import version_tuple  # needs torch: imported here, not at the top
+    # they need torch: imported here, not at the top
+    from record_transformers import MODEL_CLASSES, version_tuple
+    with open(os.path.join(cls_of, "config.json")) as f:
+        cls = getattr(transformers, MODEL_CLASSES[json.load(f)["model_type"]])
     tlog = transformers.utils.logging
     tlog.set_verbosity_warning()
     tlog.disable_progress_bar()
@@ -122,7 +132,7 @@ def load_quietly(d):
         with warnings.catch_warnings(record=True) as caught, \
                 contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             warnings.simplefilter("always")
-            model = LlamaForCausalLM.from_pretrained(d, **kw)
+            model = cls.from_pretrained(d, **kw)
     finally:
         root.removeHandler(handler)
     said = ["%s: %s" % (w.category.__name__, w.message) for w in caught]
@@ -153,6 +163,8 @@ PERTURBATIONS = {
     "gqa": ("rows", "parameters differ"),
     "llama3_rope": ("rope", "RoPE is"),
     "bf16": ("missing", "transformers warned"),
+    "qwen3_tied": ("qnorm", "parameters differ"),
+    "qwen3_untied": ("knorm", "parameters differ"),
 }
 
 
@@ -178,6 +190,9 @@ def damage(exp, kind):
     elif kind == "rows":
         q = t["model.layers.0.self_attn.q_proj.weight"]
         q[[0, 1]] = q[[1, 0]]
+    elif kind in ("qnorm", "knorm"):
+        w = t["model.layers.1.self_attn.%s_norm.weight" % kind[0]]
+        w[[0, 1]] = w[[1, 0]]
     save_file(t, st_path, metadata={"format": "pt"})
 
 
@@ -194,8 +209,8 @@ def check_one(coda, work, fix_dir, name, rec, perturbation=None):
     with open(os.path.join(d, "inputs.json")) as f:
         inputs = json.load(f)
 
-    ref, ref_said = load_quietly(d)
-    model, said = load_quietly(exp)
+    ref, ref_said = load_quietly(d, d)
+    model, said = load_quietly(exp, d)
     if ref_said:
         fails.append("%s: transformers warned on the fixture itself (not coda's doing, but the "
                      "check cannot tell the export's warnings apart):\n  %s"
@@ -282,7 +297,10 @@ def main(argv):
     for name in names:
         rec = recorded.get("fixtures", {}).get(name)
         if rec is None:
-            fails.append("%s: not in %s: record again (record_transformers.py)" % (name, rec_path))
+            from check_coda import record_missing_howto
+            (missed if perturbed else fails).append(
+                "%s: no transformers record in %s (not recorded yet).\nTo record it, %s"
+                % (name, rec_path, record_missing_howto([name])))
             continue
         kind, expect = PERTURBATIONS.get(name, (None, None)) if perturbed else (None, None)
         if perturbed and kind is None:

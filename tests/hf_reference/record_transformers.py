@@ -4,9 +4,17 @@ build_fixtures.py: the reference that check_coda.py (CTest hf_reference)
 holds coda to, on machines without torch.
 
     python3 tests/hf_reference/build_fixtures.py FIXTURE_DIR
-    python3 tests/hf_reference/record_transformers.py FIXTURE_DIR OUT_JSON
+    python3 tests/hf_reference/record_transformers.py FIXTURE_DIR OUT_JSON [--only NAME,...]
 
-Needs torch and transformers. Per fixture, on the CPU in fp32:
+With --only, only the fixtures named are recorded and merged into OUT_JSON
+(which must exist): the other fixtures keep their records as they are.
+
+Needs torch and transformers. Each fixture is loaded by the class its
+config.json names (LlamaForCausalLM, Qwen3ForCausalLM), and the config
+transformers builds is checked against the fixture's (for Qwen3: head_dim,
+no attention bias, no sliding window, every layer full attention, the RoPE
+base under rope_theta (transformers 4) or rope_parameters (5), the tie,
+q_norm / k_norm one head wide). Per fixture, on the CPU in fp32:
   loss       the mean next-token cross-entropy of the fixed tokens
              (model(input_ids, labels=input_ids).loss: transformers shifts
              the labels, so 63 predictions for 64 tokens)
@@ -29,7 +37,10 @@ import sys
 
 import torch
 import transformers
-from transformers import GenerationConfig, LlamaForCausalLM
+from transformers import GenerationConfig
+
+# model_type -> the transformers class that runs it
+MODEL_CLASSES = {"llama": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM"}
 
 
 def sha256(path):
@@ -53,13 +64,65 @@ def load_fp32(d):
         kw["dtype"] = torch.float32
     else:
         kw["torch_dtype"] = torch.float32
-    model = LlamaForCausalLM.from_pretrained(d, **kw)
+    with open(os.path.join(d, "config.json")) as f:
+        fixture_cfg = json.load(f)
+    name = MODEL_CLASSES.get(fixture_cfg.get("model_type"))
+    if name is None:
+        raise SystemExit("%s: model_type %r has no class here (%s)"
+                         % (d, fixture_cfg.get("model_type"), ", ".join(sorted(MODEL_CLASSES))))
+    cls = getattr(transformers, name, None)
+    if cls is None:
+        raise SystemExit("%s: transformers %s has no %s" % (d, transformers.__version__, name))
+    model = cls.from_pretrained(d, **kw)
     model.eval()
+    if type(model).__name__ != name:
+        raise SystemExit("%s: loaded %s, not %s" % (d, type(model).__name__, name))
+    check_config(d, model, fixture_cfg)
     for name, p in model.named_parameters():
         if p.dtype != torch.float32 or p.device.type != "cpu":
             raise SystemExit("%s: parameter %s is %s on %s, not float32 on the CPU"
                              % (d, name, p.dtype, p.device))
     return model
+
+
+def rope_theta_of(cfg):
+    """The RoPE base transformers uses: rope_parameters (5) or rope_theta (4)."""
+    rp = getattr(cfg, "rope_parameters", None)
+    if isinstance(rp, dict) and "rope_theta" in rp:
+        return float(rp["rope_theta"])
+    return float(getattr(cfg, "rope_theta"))
+
+
+def check_config(d, model, fc):
+    """The config transformers built says what the fixture's config.json says."""
+    cfg = model.config
+    bad = []
+    for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                "head_dim", "intermediate_size", "vocab_size"):
+        if key in fc and getattr(cfg, key, None) != fc[key]:
+            bad.append("%s %r (config.json %r)" % (key, getattr(cfg, key, None), fc[key]))
+    if bool(getattr(cfg, "tie_word_embeddings", False)) != bool(fc.get("tie_word_embeddings")):
+        bad.append("tie_word_embeddings %r" % getattr(cfg, "tie_word_embeddings", None))
+    if "rope_theta" in fc and rope_theta_of(cfg) != float(fc["rope_theta"]):
+        bad.append("RoPE base %r (config.json %r)" % (rope_theta_of(cfg), fc["rope_theta"]))
+    if fc.get("model_type") == "qwen3":
+        if getattr(cfg, "attention_bias", False):
+            bad.append("attention_bias true")
+        if getattr(cfg, "use_sliding_window", False) or getattr(cfg, "sliding_window", None):
+            bad.append("a sliding window (use_sliding_window %r, sliding_window %r)"
+                       % (getattr(cfg, "use_sliding_window", None),
+                          getattr(cfg, "sliding_window", None)))
+        lt = getattr(cfg, "layer_types", None)
+        if lt is not None and any(t != "full_attention" for t in lt):
+            bad.append("layer_types %r" % (lt,))
+        attn = model.model.layers[0].self_attn
+        for nm in ("q_norm", "k_norm"):
+            w = getattr(getattr(attn, nm, None), "weight", None)
+            if w is None or tuple(w.shape) != (fc["head_dim"],):
+                bad.append("%s %s" % (nm, "missing" if w is None else tuple(w.shape)))
+    if bad:
+        raise SystemExit("%s: transformers' config differs from the fixture's: %s"
+                         % (d, "; ".join(bad)))
 
 
 def record_one(d):
@@ -104,6 +167,7 @@ def record_one(d):
         "transformers": transformers.__version__,
         "torch": torch.__version__,
         "model_type": cfg.model_type,
+        "model_class": type(model).__name__,
         "loss": loss,
         "loss_fp64_from_logits": loss64,
         "loss_predictions": int(ids.shape[1] - 1),
@@ -118,13 +182,26 @@ def record_one(d):
 
 
 def main(argv):
+    only = None
+    if len(argv) == 5 and argv[3] == "--only":
+        only = [n for n in argv[4].split(",") if n]
+        argv = argv[:3]
     if len(argv) != 3:
-        sys.stderr.write("usage: record_transformers.py FIXTURE_DIR OUT_JSON\n"
+        sys.stderr.write("usage: record_transformers.py FIXTURE_DIR OUT_JSON [--only NAME,...]\n"
                          "  (FIXTURE_DIR as written by build_fixtures.py)\n")
         return 2
     fixture_dir, out_path = argv[1], argv[2]
     with open(os.path.join(fixture_dir, "fixtures.json")) as f:
         names = json.load(f)["fixtures"]
+    old = None
+    if only is not None:
+        unknown = [n for n in only if n not in names]
+        if unknown:
+            raise SystemExit("--only: %s not among the fixtures (%s)"
+                             % (", ".join(unknown), ", ".join(names)))
+        with open(out_path) as f:  # --only merges into an existing record
+            old = json.load(f)
+        names = only
     torch.manual_seed(0)
     fixtures, warnings = {}, []
     for name in names:
@@ -136,6 +213,14 @@ def main(argv):
                             % (name, rec["greedy_min_margin"]))
         fixtures[name] = rec
         print("%-12s loss %r  generated %s" % (name, rec["loss"], rec["generated"]))
+    if old is not None:
+        # the other fixtures' records stay as they were, in build order
+        merged = dict(old.get("fixtures", {}))
+        merged.update(fixtures)
+        with open(os.path.join(fixture_dir, "fixtures.json")) as f:
+            order = json.load(f)["fixtures"]
+        fixtures = {n: merged[n] for n in order if n in merged}
+        warnings = list(old.get("warnings", [])) + warnings
     doc = {
         "what": "transformers' loss and greedy tokens on the fixtures of build_fixtures.py "
                 "(fp32, CPU, eager attention)",
