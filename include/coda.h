@@ -21,7 +21,7 @@ extern "C" {
 #endif
 
 #define CODA_VERSION_MAJOR 0
-#define CODA_VERSION_MINOR 1
+#define CODA_VERSION_MINOR 2
 #define CODA_VERSION_PATCH 0
 
 /* ------------------------------------------------------------------ core */

@@ -28,4 +28,4 @@ from ._core import (  # noqa: F401
 )
 from ._lib import LIBRARY_PATH  # noqa: F401
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -630,14 +630,12 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   r->sum = sum;
   r->t_enter = coda_train_now();
   r->o = coda_train_default_options();
-  /* layout 1: up to keep_logits (validation_progress came after); layout
-   * 2: up to validation_progress (optim_state came after) */
-  static const coda_options_layout layouts[] = {
-      {offsetof(coda_train_options, validation_progress), offsetof(coda_train_options, keep_logits) + sizeof(int)},
-      {offsetof(coda_train_options, optim_state),
-       offsetof(coda_train_options, validation_progress) + sizeof(void (*)(int, int, void *))},
-      CODA_OPTIONS_LAYOUT(coda_train_options)};
-  if (coda_options_take(ctx, "coda_train_options", opts, &r->o, layouts, 3))
+  /* One layout: coda_model_config, the struct's first member after
+   * struct_size, grew (family, head_dim) in 0.2, which moved every member
+   * after it, so a struct of an earlier layout cannot be read; its size
+   * is refused with the size expected. */
+  static const coda_options_layout layouts[] = {CODA_OPTIONS_LAYOUT(coda_train_options)};
+  if (coda_options_take(ctx, "coda_train_options", opts, &r->o, layouts, 1))
     return CODA_ERR_INVALID_ARGUMENT;
   /* data parallel: N ranks, rank 0 (the lead) prints, logs and saves */
   r->comm = r->o.comm && coda_comm_size(r->o.comm) > 1 ? r->o.comm : NULL;
