@@ -186,7 +186,7 @@ report() { # TSV RESULTS MD JSON GPU
 }
 
 run() { # PACK_DIR
-  local p=$1 o=${OUT:-/tmp/fused-out} w mnk
+  local p=$1 o=${OUT:-/tmp/fused-out} w mnk rc
   mkdir -p "$o"
   w=$(mktemp -d)
   tar -xzf "$p/fused.tgz" -C "$w" || { echo "no $p/fused.tgz (bash bench/fused/build.sh --programs)"; return 1; }
@@ -204,7 +204,9 @@ run() { # PACK_DIR
       echo "== $mnk: ${specs[*]:i:32}"
       (cd "$w" && timeout "${SHAPE_S:-240}" ./bench_fused --mnk "$mnk" "${args[@]}") \
         >> "$o/programs_bench.md" 2>> "$o/programs_bench.err"
-      echo "bench_fused rc=$?"
+      rc=$?
+      echo "bench_fused rc=$rc"
+      [ "$rc" = 77 ] && { tail -1 "$o/programs_bench.md"; rm -rf "$w"; return 77; } # no GPU
     done
   done
   grep -i "compil" "$o/programs_bench.err" | head -5  # a kernel missing from the cache shows here
