@@ -3,17 +3,32 @@
 # CUDA build folder (default: build), precompiles its NVRTC kernels (no GPU
 # needed) and writes DEST (default .carry/fused, git-ignored) /fused.tgz
 # holding the binary and the kernel cache. run_device.sh takes DEST.
+# With --programs, the pack also holds the programs of the fused-vs-plain
+# table (programs_table.sh: every built-in epilogue, example and tutorial
+# program) with their kernels precompiled, for programs_table.sh run.
 #
-#   bash bench/fused/build.sh [BUILD_DIR] [DEST]
+#   bash bench/fused/build.sh [--programs] [BUILD_DIR] [DEST]
 set -eu
 cd "$(dirname "$0")/../.."
+PROGRAMS=0
+[ "${1:-}" = --programs ] && { PROGRAMS=1; shift; }
 B=${1:-build}
 D=${2:-.carry/fused}
-cmake --build "$B" -j2 --target bench_fused
+if [ "$PROGRAMS" = 1 ]; then
+  cmake --build "$B" -j2 --target bench_fused coda # coda check tells epilogues from maps
+else
+  cmake --build "$B" -j2 --target bench_fused
+fi
 S=$(mktemp -d)
 trap 'rm -rf "$S"' EXIT
 mkdir -p "$S/cache" "$D"
 cp "$B/bench/fused/bench_fused" "$S/"
 CODA_CACHE_DIR=$S/cache "$S/bench_fused" --precompile
-tar -czf "$D/fused.tgz" -C "$S" bench_fused cache
+items=(bench_fused cache)
+if [ "$PROGRAMS" = 1 ]; then
+  bash bench/fused/programs_table.sh stage "$S" "$B/coda"
+  CODA_CACHE_DIR=$S/cache bash bench/fused/programs_table.sh precompile "$S" "$S/bench_fused"
+  items+=(programs programs.tsv)
+fi
+tar -czf "$D/fused.tgz" -C "$S" "${items[@]}"
 ls -l "$D/fused.tgz"
