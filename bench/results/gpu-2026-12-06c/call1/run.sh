@@ -2,39 +2,45 @@
 # 2026-12-06 (c), call 1: the bf16 optimizer state (--optimizer-state bf16).
 #  1. tests/gpu/test_optim_gpu: the device update bit for bit against the
 #     host's coda_adamw_update_bf16;
-#  2. tests/gpu/train_gpu_smoke.sh (stage (g): the bf16 state);
+#  2. the smoke test's stage (g), inline: a save at step 10 leaves a
+#     20-step bf16 run's final checkpoint byte-identical;
 #  3. tests/gpu/train_kill_gpu.sh on the small shape with the bf16 state:
 #     every resume after kill -9 must end in the uninterrupted run's bytes;
 #  4. loss curves, fp32 against bf16 state: 2000 steps of a 6-layer d 512
 #     byte-level model on Python's standard library as text (16 x 512
 #     tokens a step, validation every 100 steps);
 #  5. bench/train/run.sh, fp32 against bf16 state with the step profile,
-#     interleaved over two rounds at 1b and d512 with HF + Liger (bf16
-#     weights and bf16 AdamW state) in the same call, one round at 1b-8k.
+#     interleaved over two rounds at 1b and d512, with HF + Liger (bf16
+#     weights and bf16 AdamW state) in the same call.
 # Carries .carry/c1, .carry/peers and .whl/liger.
 source bench/results/gpu-2026-12-06c/common.sh
 timeout 60 "$P/tests/gpu/test_optim_gpu" > "$L/test_optim_gpu.log" 2>&1
 echo "test_optim_gpu rc=$?"; cat "$L/test_optim_gpu.log"
-timeout 200 tests/gpu/train_gpu_smoke.sh "$P" "$P/cache" > "$L/smoke.log" 2>&1
-echo "smoke rc=$?"; grep -E "^(==|FAIL|bit-identical|bf16|train_gpu_smoke|batch)" "$L/smoke.log"
+W=$(mktemp -d); mkdir -p "$W/docs"
+cat README.md docs/*.md | awk 'NF == 0 { if (!blank) print "%"; blank = 1; next } { blank = 0; print }' > "$W/docs/docs"
+timeout 60 "$P/coda" train --prepare --corpus "$W/docs" --data "$W/ddata" --out "$W/prep0" > /dev/null 2>&1
+SMALL="--layers 2 --dim 256 --heads 4 --kv-heads 2 --ffn 512 --seq 128 --vocab 256 --batch 8 --data $W/ddata --val-every 0 --val-batches 0"
+timeout 60 "$P/coda" train --device gpu $SMALL --steps 20 --warmup 5 --seed 13 --optimizer-state bf16 --out "$W/g1" --quiet > "$L/g1.txt" 2>&1
+echo "g1 rc=$?"
+timeout 60 "$P/coda" train --device gpu $SMALL --steps 20 --warmup 5 --seed 13 --optimizer-state bf16 --save-every 10 --out "$W/g2" --quiet > "$L/g2.txt" 2>&1
+echo "g2 rc=$?"
+cmp "$W/g1/checkpoint.safetensors" "$W/g2/checkpoint.safetensors" && echo "(g) bit-identical bf16-state checkpoints with and without a save at step 10"
+cp "$W/g1/loss.csv" "$L/g1-loss.csv"
 TRAIN_ARGS="--layers 2 --dim 256 --heads 4 --kv-heads 2 --ffn 512 --seq 128 --vocab 256 --batch 8 --optimizer-state bf16" \
-  STEPS=120 SAVE_EVERY=11 OUT=$L timeout 100 tests/gpu/train_kill_gpu.sh "$P" 6 80 > "$L/kill.txt" 2>&1
+  STEPS=100 SAVE_EVERY=11 OUT=$L timeout 75 tests/gpu/train_kill_gpu.sh "$P" 5 60 > "$L/kill.txt" 2>&1
 echo "kill rc=$?"; tail -4 "$L/kill.txt"; rm -rf "$L/train-kill"
-W=$(mktemp -d); mkdir -p "$W/corpus"
+mkdir -p "$W/corpus"
 SL=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['stdlib'])")
 find "$SL" -name '*.py' -size -300k | sort | xargs cat > "$W/corpus/stdlib.txt"
 ls -la "$W/corpus" | tee "$L/lc-corpus.txt"
 timeout 120 "$P/coda" train --prepare --corpus "$W/corpus" --data "$W/data" --out "$W/prep" > "$L/lc-prep.txt" 2>&1
 for s in fp32 bf16; do
-  timeout 150 "$P/coda" train --device gpu --layers 6 --dim 512 --heads 8 --kv-heads 8 --ffn 2048 --vocab 256 \
+  timeout 100 "$P/coda" train --device gpu --layers 6 --dim 512 --heads 8 --kv-heads 8 --ffn 2048 --vocab 256 \
     --seq 512 --batch 16 --steps 2000 --warmup 100 --lr 1e-3 --val-every 100 --val-batches 8 --seed 3 \
     --data "$W/data" --optimizer-state $s --out "$W/lc-$s" --quiet > "$L/lc-$s.txt" 2>&1
   echo "loss curve $s rc=$?"; tail -2 "$L/lc-$s.txt"; cp "$W/lc-$s/loss.csv" "$L/lc-$s.csv"
 done
-SHAPES="1b d512" ROUNDS=2 PROFILE=1 BUDGET=200 VARIANTS="fp32:|bf16:--optimizer-state bf16" \
+SHAPES="1b d512" ROUNDS=2 PROFILE=1 BUDGET=190 VARIANTS="fp32:|bf16:--optimizer-state bf16" \
   TORCH_MODES= OUT=$L/ab bench/train/run.sh "$P" .carry/peers .whl/liger > "$L/ab.log" 2>&1
 echo "ab rc=$?"; cat "$L/ab/train.md"
-SHAPES="1b-8k" STEPS=13 PROFILE=1 BUDGET=70 VARIANTS="fp32:|bf16:--optimizer-state bf16" \
-  OUT=$L/ab8k bench/train/run.sh "$P" > "$L/ab8k.log" 2>&1
-echo "ab8k rc=$?"; cat "$L/ab8k/train.md"
 finish
