@@ -2,7 +2,7 @@
 """Every repository path named in a comment exists.
 
 Scans the comments of src/, include/, tests/, python/, scripts/, bench/
-(but its dated results), fuzz/ and cmake/ (C and
+(but its dated results), fuzz/, cmake/ and the top CMakeLists.txt (C and
 CUDA block and line comments; '#' comments of Python, shell and CMake
 files) and the whole text of docs/*.md and README.md for tokens that look
 like paths, and prints FILE:LINE: PATH for each one that names nothing.
@@ -165,7 +165,7 @@ def main():
             files += [os.path.join(dirpath, x) for x in names]
     docs = os.path.join(ROOT, "docs")
     files += [os.path.join(docs, x) for x in sorted(os.listdir(docs)) if x.endswith(".md")]
-    files.append(os.path.join(ROOT, "README.md"))
+    files += [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "CMakeLists.txt")]
     for f in sorted(files):
         rel = os.path.relpath(f, ROOT)
         try:
