@@ -1,5 +1,6 @@
 #!/bin/bash
-# 2026-12-06 (c), call 1: the bf16 optimizer state (--optimizer-state bf16).
+# 2026-12-06 (c), call 1: the bf16 optimizer state (--optimizer-state bf16),
+# and transformers' record of the Qwen3 fixtures (0).
 #  1. tests/gpu/test_optim_gpu: the device update bit for bit against the
 #     host's coda_adamw_update_bf16;
 #  2. the smoke test's stage (g), inline: a save at step 10 leaves a
@@ -14,6 +15,11 @@
 #     weights and bf16 AdamW state) in the same call.
 # Carries .carry/c1, .carry/peers and .whl/liger.
 source bench/results/gpu-2026-12-06c/common.sh
+# 0. transformers' numbers for the Qwen3 fixtures (CPU; recorded.json comes back)
+python3 tests/hf_reference/build_fixtures.py /tmp/coda-fixtures > "$L/fixtures.txt" 2>&1 && \
+  python3 tests/hf_reference/record_transformers.py /tmp/coda-fixtures tests/hf_reference/recorded.json \
+    --only qwen3_tied,qwen3_untied > "$L/record.txt" 2>&1
+echo "record rc=$?"; tail -3 "$L/record.txt"; cp tests/hf_reference/recorded.json "$O/recorded.json"
 timeout 60 "$P/tests/gpu/test_optim_gpu" > "$L/test_optim_gpu.log" 2>&1
 echo "test_optim_gpu rc=$?"; cat "$L/test_optim_gpu.log"
 W=$(mktemp -d); mkdir -p "$W/docs"
