@@ -1,10 +1,10 @@
 #!/bin/bash
 # Sourced by the call scripts of gpu-2026-12-06c: the packed GPU build
-# (tests/gpu/pack_shared.sh) of PACK (default .carry/c1) unpacked into PK/,
+# (tests/gpu/pack_shared.sh) of PACK (default .carry/c2) unpacked into PK/,
 # its kernel cache, cuDNN from PyTorch's wheel, the commit recorded, the
 # copy bandwidth (copy_bw sets BW, GB/s) and finish (logs into logs.tgz).
 set -u
-PACK=${PACK:-.carry/c1}
+PACK=${PACK:-.carry/c2}
 export LD_LIBRARY_PATH=$PWD/PK/gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 O=${OUT:?}; L=$O/logs; mkdir -p "$L"
 rm -rf PK; mkdir -p PK && tar -xzf "$PACK/gpu-all.tgz" -C PK; P=$PWD/PK/gpu

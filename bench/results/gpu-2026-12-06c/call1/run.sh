@@ -1,27 +1,26 @@
 #!/bin/bash
-# 2026-12-06 (c), call 1: the bf16 optimizer state (--optimizer-state bf16),
-# and transformers' record of the Qwen3 fixtures (0).
-#  1. tests/gpu/test_optim_gpu: the device update bit for bit against the
-#     host's coda_adamw_update_bf16;
-#  2. the smoke test's stage (g), inline: a save at step 10 leaves a
-#     20-step bf16 run's final checkpoint byte-identical;
-#  3. tests/gpu/train_kill_gpu.sh on the small shape with the bf16 state:
-#     every resume after kill -9 must end in the uninterrupted run's bytes;
-#  4. loss curves, fp32 against bf16 state: 2000 steps of a 6-layer d 512
+# 2026-12-06 (c), call 1, on the merged tree (the bf16 optimizer state, the
+# Qwen3 family on the host, the house's splits):
+#  1. GPU tests touched by the merge: test_optim_gpu (the device bf16
+#     AdamW bit for bit against the host's), test_gemm_gpu (GEMM host side
+#     cut into pieces), test_plan_gpu (the Llama and GPT-2 block plans in
+#     named phases), test_epilogue_gpu (the kinds table read by the CUDA
+#     emitters), test_attention_gpu with cuDNN (its graph builder split);
+#  2. the bf16 state's checkpoint path: a save at step 10 leaves a 20-step
+#     run's final checkpoint byte-identical;
+#  3. loss curves, fp32 against bf16 state: 2000 steps of a 6-layer d 512
 #     byte-level model on Python's standard library as text (16 x 512
 #     tokens a step, validation every 100 steps);
-#  5. bench/train/run.sh, fp32 against bf16 state with the step profile,
+#  4. bench/train/run.sh, fp32 against bf16 state with the step profile,
 #     interleaved over two rounds at 1b and d512, with HF + Liger (bf16
 #     weights and bf16 AdamW state) in the same call.
-# Carries .carry/c1, .carry/peers and .whl/liger.
+# Carries .carry/c2 (tests/gpu/pack_shared.sh), .carry/peers, .whl/liger.
 source bench/results/gpu-2026-12-06c/common.sh
-# 0. transformers' numbers for the Qwen3 fixtures (CPU; recorded.json comes back)
-python3 tests/hf_reference/build_fixtures.py /tmp/coda-fixtures > "$L/fixtures.txt" 2>&1 && \
-  python3 tests/hf_reference/record_transformers.py /tmp/coda-fixtures tests/hf_reference/recorded.json \
-    --only qwen3_tied,qwen3_untied > "$L/record.txt" 2>&1
-echo "record rc=$?"; tail -3 "$L/record.txt"; cp tests/hf_reference/recorded.json "$O/recorded.json"
-timeout 60 "$P/tests/gpu/test_optim_gpu" > "$L/test_optim_gpu.log" 2>&1
-echo "test_optim_gpu rc=$?"; cat "$L/test_optim_gpu.log"
+for t in test_optim_gpu:40 test_gemm_gpu:60 test_plan_gpu:80 test_epilogue_gpu:80; do
+  n=${t%%:*}; timeout ${t##*:} "$P/tests/gpu/$n" > "$L/$n.log" 2>&1; echo "$n rc=$?"; tail -2 "$L/$n.log"
+done
+CODA_ATTENTION=cudnn timeout 90 "$P/tests/gpu/test_attention_gpu" > "$L/test_attention_gpu.log" 2>&1
+echo "test_attention_gpu (CODA_ATTENTION=cudnn) rc=$?"; tail -2 "$L/test_attention_gpu.log"
 W=$(mktemp -d); mkdir -p "$W/docs"
 cat README.md docs/*.md | awk 'NF == 0 { if (!blank) print "%"; blank = 1; next } { blank = 0; print }' > "$W/docs/docs"
 timeout 60 "$P/coda" train --prepare --corpus "$W/docs" --data "$W/ddata" --out "$W/prep0" > /dev/null 2>&1
@@ -30,11 +29,8 @@ timeout 60 "$P/coda" train --device gpu $SMALL --steps 20 --warmup 5 --seed 13 -
 echo "g1 rc=$?"
 timeout 60 "$P/coda" train --device gpu $SMALL --steps 20 --warmup 5 --seed 13 --optimizer-state bf16 --save-every 10 --out "$W/g2" --quiet > "$L/g2.txt" 2>&1
 echo "g2 rc=$?"
-cmp "$W/g1/checkpoint.safetensors" "$W/g2/checkpoint.safetensors" && echo "(g) bit-identical bf16-state checkpoints with and without a save at step 10"
+cmp "$W/g1/checkpoint.safetensors" "$W/g2/checkpoint.safetensors" && echo "bit-identical bf16-state checkpoints with and without a save at step 10"
 cp "$W/g1/loss.csv" "$L/g1-loss.csv"
-TRAIN_ARGS="--layers 2 --dim 256 --heads 4 --kv-heads 2 --ffn 512 --seq 128 --vocab 256 --batch 8 --optimizer-state bf16" \
-  STEPS=100 SAVE_EVERY=11 OUT=$L timeout 75 tests/gpu/train_kill_gpu.sh "$P" 5 60 > "$L/kill.txt" 2>&1
-echo "kill rc=$?"; tail -4 "$L/kill.txt"; rm -rf "$L/train-kill"
 mkdir -p "$W/corpus"
 SL=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['stdlib'])")
 find "$SL" -name '*.py' -size -300k | sort | xargs cat > "$W/corpus/stdlib.txt"
