@@ -43,15 +43,19 @@ CODA_HD uint16_t coda_bf16_rne(float x) {
 
 CODA_HD float coda_bf16_widen(uint16_t h) { return coda_f32_from_bits((uint32_t)h << 16); }
 
-/* The 16 random bits of element i of stream k (0 weights, 1 first moment,
- * 2 second moment) at step t: splitmix64's finalizer over the mixed key. */
-CODA_HD uint32_t coda_bf16_sr_bits(uint64_t seed, int64_t t, uint64_t i, uint32_t k) {
-  uint64_t z = seed ^ ((uint64_t)t * 0x9e3779b97f4a7c15ull) ^ (i * 0xd1b54a32d192ed03ull) ^
-               ((uint64_t)k << 62);
+/* The random bits of element i at step t: splitmix64's finalizer over
+ * the mixed key; one draw gives the 16 bits of each stream k (0 weights,
+ * 1 first moment, 2 second moment), so an element costs one hash. */
+CODA_HD uint64_t coda_bf16_sr_hash(uint64_t seed, int64_t t, uint64_t i) {
+  uint64_t z = seed ^ ((uint64_t)t * 0x9e3779b97f4a7c15ull) ^ (i * 0xd1b54a32d192ed03ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  return (uint32_t)(z >> 48);
+  return z ^ (z >> 31);
+}
+
+/* The 16 random bits of stream k (0, 1, 2) of element i at step t. */
+CODA_HD uint32_t coda_bf16_sr_bits(uint64_t seed, int64_t t, uint64_t i, uint32_t k) {
+  return (uint32_t)(coda_bf16_sr_hash(seed, t, i) >> (16 * k)) & 0xffffu;
 }
 
 /* Stochastic rounding with the random bits r (low 16 used). */
@@ -59,6 +63,22 @@ CODA_HD uint16_t coda_bf16_sr(float x, uint32_t r) {
   uint32_t u = coda_f32_bits(x);
   if ((u & 0x7f800000u) == 0x7f800000u) return coda_bf16_rne(x); /* inf, NaN */
   return (uint16_t)((u + (r & 0xffffu)) >> 16);
+}
+
+/* The fp32 constants of the bf16-state AdamW from its double
+ * coefficients (c1, c2: the bias corrections 1 − β^t): k = {b1, 1 − b1,
+ * b2, 1 − b2, lr/c1, 1/c2, shrink}, each rounded once from double. The
+ * update's eps is (float)eps. */
+CODA_HD void coda_bf16_adamw_consts(double b1, double b2, double c1, double c2, double lr,
+                                    double eps, double shrink, float k[7]) {
+  (void)eps;
+  k[0] = (float)b1;
+  k[1] = (float)(1.0 - b1);
+  k[2] = (float)b2;
+  k[3] = (float)(1.0 - b2);
+  k[4] = (float)(lr / c1);
+  k[5] = (float)(1.0 / c2);
+  k[6] = (float)shrink;
 }
 
 #undef CODA_HD

@@ -27,27 +27,31 @@ void coda_adamw_update(const coda_adamw *o, int64_t t, double lr, int decay, flo
   }
 }
 
-/* The same arithmetic with every state value held in bf16: w, m and v
- * are read as bf16 values (held in floats here, in uint16 on the device)
- * and each result is rounded stochastically (base/bf16_round.h) with the
- * bits of its flat index base + i, so the stored values stay bf16. */
+/* AdamW on bf16 state. The state holds 8 significant bits, so the update
+ * runs in fp32 (with the bias corrections folded into two constants):
+ *   m' = b1·m + (1−b1)·g;  v' = b2·v + (1−b2)·g·g
+ *   w' = w·shrink − (lr/c1)·m' / (√(v'·(1/c2)) + eps)
+ * each operation rounded once, in this order, as the CUDA kernel does
+ * (coda_bf16_adamw_consts), so both give the same bits; each result is
+ * then rounded stochastically to bf16 (base/bf16_round.h) with the bits of
+ * its flat index base + i. */
 void coda_adamw_update_bf16(const coda_adamw *o, int64_t t, double lr, int decay, uint64_t seed,
                             size_t base, float *w, const float *g, float *m, float *v, size_t n) {
-  const double b1 = o->beta1, b2 = o->beta2;
-  const double c1 = 1.0 - pow(b1, (double)t), c2 = 1.0 - pow(b2, (double)t);
-  const double shrink = decay ? 1.0 - lr * o->weight_decay : 1.0;
+  const double c1 = 1.0 - pow(o->beta1, (double)t), c2 = 1.0 - pow(o->beta2, (double)t);
+  float k[7];
+  coda_bf16_adamw_consts(o->beta1, o->beta2, c1, c2, lr, o->eps,
+                         decay ? 1.0 - lr * o->weight_decay : 1.0, k);
   const int nt = o->threads > 0 ? o->threads : omp_get_max_threads();
 #pragma omp parallel for schedule(static) num_threads(nt)
   for (int64_t i = 0; i < (int64_t)n; i++) {
-    const uint64_t at = (uint64_t)base + (uint64_t)i;
-    double gi = g[i];
-    double mi = b1 * m[i] + (1.0 - b1) * gi;
-    double vi = b2 * v[i] + (1.0 - b2) * gi * gi;
-    double wi = (double)w[i] * shrink;
-    wi -= lr * (mi / c1) / (sqrt(vi / c2) + o->eps);
-    m[i] = coda_bf16_widen(coda_bf16_sr((float)mi, coda_bf16_sr_bits(seed, t, at, 1)));
-    v[i] = coda_bf16_widen(coda_bf16_sr((float)vi, coda_bf16_sr_bits(seed, t, at, 2)));
-    w[i] = coda_bf16_widen(coda_bf16_sr((float)wi, coda_bf16_sr_bits(seed, t, at, 0)));
+    const uint64_t r = coda_bf16_sr_hash(seed, t, (uint64_t)base + (uint64_t)i);
+    const float gi = g[i];
+    const float mi = k[0] * m[i] + k[1] * gi;
+    const float vi = k[2] * v[i] + (k[3] * gi) * gi;
+    const float wi = w[i] * k[6] - (k[4] * mi) / (sqrtf(vi * k[5]) + (float)o->eps);
+    w[i] = coda_bf16_widen(coda_bf16_sr(wi, (uint32_t)r));
+    m[i] = coda_bf16_widen(coda_bf16_sr(mi, (uint32_t)(r >> 16)));
+    v[i] = coda_bf16_widen(coda_bf16_sr(vi, (uint32_t)(r >> 32)));
   }
 }
 

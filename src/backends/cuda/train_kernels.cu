@@ -154,6 +154,17 @@ __global__ void adamw_kernel(float *w, const float *g, float *m, float *v, long 
     adamw_one(w[i], g[i], m[i], v[i], b1, b2, c1, c2, lr, eps, shrink, gscale, scale_g);
 }
 
+/* The first segment (ends at seg[2k]) that ends after element i0. */
+__device__ __forceinline__ int first_segment_after(const long long *seg, int nseg, long long i0) {
+  int lo = 0, hi = nseg - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi) >> 1;
+    if (seg[2 * mid] > i0) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
 /* One AdamW pass over the elements [lo, n) of the parameters laid out
  * back to back (segment k ends at seg[2k] and decays when seg[2k+1] != 0;
  * lo a multiple of 4, so the float4 accesses stay aligned), with the arithmetic of
@@ -169,13 +180,7 @@ __global__ void adamw_multi_kernel(float *w, const float *g, float *m, float *v,
   const long long stride = 4LL * gridDim.x * blockDim.x;
   for (long long i0 = lo_elem + 4LL * (blockIdx.x * (long long)blockDim.x + threadIdx.x); i0 < n;
        i0 += stride) {
-    int lo = 0, hi = nseg - 1; /* the first segment ending after i0 */
-    while (lo < hi) {
-      const int mid = (lo + hi) >> 1;
-      if (seg[2 * mid] > i0) hi = mid;
-      else lo = mid + 1;
-    }
-    int k = lo;
+    int k = first_segment_after(seg, nseg, i0);
     float wv[4], gv[4], mv[4], vv[4];
     const int whole = i0 + 4 <= n;
     if (whole) {
@@ -378,26 +383,21 @@ extern "C" coda_status coda_cuda_train_adamw_multi(coda_context ctx, float *w, c
   return check_launch(ctx, "AdamW (all parameters)");
 }
 
-/* AdamW over bf16 state: adamw_one's arithmetic in double from the bf16
- * weight and moments, each result rounded stochastically with the bits of
- * its flat index (base/bf16_round.h), as the host's
- * coda_adamw_update_bf16. Four elements per thread: 8-byte bf16 loads,
- * a 16-byte gradient load; 14 bytes a parameter in all. */
+/* AdamW over bf16 state: the host's coda_adamw_update_bf16 element for
+ * element, fp32 arithmetic from the constants kc (coda_bf16_adamw_consts),
+ * each operation rounded once (no contraction into FMA, so the bits match
+ * the host's), then stochastic rounding with one hash of the flat index
+ * (base/bf16_round.h). Four elements per thread: 8-byte bf16 loads, a
+ * 16-byte gradient load; 14 bytes a parameter in all. */
 __global__ void adamw_bf16_kernel(uint16_t *w, const float *g, uint16_t *m, uint16_t *v,
                                   long long lo_elem, long long n, const long long *seg, int nseg,
-                                  double b1, double b2, double c1, double c2, double lr,
-                                  double eps, double shrink, double gscale, int scale_g,
+                                  float k0, float k1, float k2, float k3, float k4, float k5,
+                                  float shrink, float eps, double gscale, int scale_g,
                                   unsigned long long seed, long long t) {
   const long long stride = 4LL * gridDim.x * blockDim.x;
   for (long long i0 = lo_elem + 4LL * (blockIdx.x * (long long)blockDim.x + threadIdx.x); i0 < n;
        i0 += stride) {
-    int lo = 0, hi = nseg - 1; /* the first segment ending after i0 */
-    while (lo < hi) {
-      const int mid = (lo + hi) >> 1;
-      if (seg[2 * mid] > i0) hi = mid;
-      else lo = mid + 1;
-    }
-    int k = lo;
+    int k = first_segment_after(seg, nseg, i0);
     uint16_t wv[4], mv[4], vv[4];
     float gv[4];
     const int whole = i0 + 4 <= n;
@@ -414,18 +414,17 @@ __global__ void adamw_bf16_kernel(uint16_t *w, const float *g, uint16_t *m, uint
     for (int e = 0; e < 4; e++) {
       if (i0 + e >= n) break;
       while (k + 1 < nseg && i0 + e >= seg[2 * k]) k++;
-      const unsigned long long at = (unsigned long long)(i0 + e);
-      const double gi = scale_g ? (double)(float)((double)gv[e] * gscale) : (double)gv[e];
-      /* unfused, rounded as the host rounds, so the bits match it */
-      const double mi = __dadd_rn(__dmul_rn(b1, coda_bf16_widen(mv[e])), __dmul_rn(1.0 - b1, gi));
-      const double vi =
-          __dadd_rn(__dmul_rn(b2, coda_bf16_widen(vv[e])), __dmul_rn(__dmul_rn(1.0 - b2, gi), gi));
-      double wi = __dmul_rn(coda_bf16_widen(wv[e]), seg[2 * k + 1] ? shrink : 1.0);
-      wi = __dsub_rn(wi, __ddiv_rn(__dmul_rn(lr, __ddiv_rn(mi, c1)),
-                                   __dadd_rn(__dsqrt_rn(__ddiv_rn(vi, c2)), eps)));
-      mv[e] = coda_bf16_sr((float)mi, coda_bf16_sr_bits(seed, t, at, 1));
-      vv[e] = coda_bf16_sr((float)vi, coda_bf16_sr_bits(seed, t, at, 2));
-      wv[e] = coda_bf16_sr((float)wi, coda_bf16_sr_bits(seed, t, at, 0));
+      const unsigned long long r = coda_bf16_sr_hash(seed, t, (unsigned long long)(i0 + e));
+      const float gi = scale_g ? (float)((double)gv[e] * gscale) : gv[e];
+      const float mi = __fadd_rn(__fmul_rn(k0, coda_bf16_widen(mv[e])), __fmul_rn(k1, gi));
+      const float vi =
+          __fadd_rn(__fmul_rn(k2, coda_bf16_widen(vv[e])), __fmul_rn(__fmul_rn(k3, gi), gi));
+      const float wi = __fsub_rn(__fmul_rn(coda_bf16_widen(wv[e]), seg[2 * k + 1] ? shrink : 1.0f),
+                                 __fdiv_rn(__fmul_rn(k4, mi),
+                                           __fadd_rn(__fsqrt_rn(__fmul_rn(vi, k5)), eps)));
+      wv[e] = coda_bf16_sr(wi, (uint32_t)r);
+      mv[e] = coda_bf16_sr(mi, (uint32_t)(r >> 16));
+      vv[e] = coda_bf16_sr(vi, (uint32_t)(r >> 32));
     }
     if (whole) {
       *(uint2 *)(w + i0) = *(const uint2 *)wv;
@@ -449,11 +448,15 @@ extern "C" coda_status coda_cuda_train_adamw_bf16(coda_context ctx, uint16_t *w,
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "AdamW (bf16 state): %d segments, start %zu "
                      "(a multiple of 4), or buffers not aligned (8 bytes, the gradient 16)",
                      nseg, lo);
+  /* coef = {b1, b2, c1, c2, lr, eps, shrink}: the constants rounded on the
+   * host, as coda_adamw_update_bf16 rounds them */
+  float kc[7];
+  coda_bf16_adamw_consts(coef[0], coef[1], coef[2], coef[3], coef[4], coef[5], coef[6], kc);
   const long long groups = ((long long)(hi - lo) + 3) / 4;
   cudaStream_t stream = side ? (cudaStream_t)coda_cuda_side_stream(side) : coda_cuda_stream(ctx);
   adamw_bf16_kernel<<<grid_of(groups), 256, 0, stream>>>(
-      w, g, m, v, (long long)lo, (long long)hi, (const long long *)seg, nseg, coef[0], coef[1],
-      coef[2], coef[3], coef[4], coef[5], coef[6], gscale, gscale != 1.0,
+      w, g, m, v, (long long)lo, (long long)hi, (const long long *)seg, nseg, kc[0], kc[1], kc[2],
+      kc[3], kc[4], kc[5], kc[6], (float)coef[5], gscale, gscale != 1.0,
       (unsigned long long)seed, (long long)t);
   return check_launch(ctx, "AdamW (bf16 state)");
 }
