@@ -3,8 +3,8 @@
 # one hash per element (call 1 measured the double-precision update
 # compute-bound). test_optim_gpu (bit for bit against the host), then
 # bench/train/run.sh fp32 against bf16 state with the step profile,
-# interleaved over two rounds at 1b (no peers: little device time was
-# left). Carries .carry/c3.
+# interleaved over two rounds at 1b (no peers in this call). Carries
+# .carry/c3.
 PACK=.carry/c3
 source bench/results/gpu-2026-12-06c/common.sh
 timeout 40 "$P/tests/gpu/test_optim_gpu" > "$L/test_optim_gpu.log" 2>&1
