@@ -67,11 +67,9 @@ CODA_HD uint16_t coda_bf16_sr(float x, uint32_t r) {
 
 /* The fp32 constants of the bf16-state AdamW from its double
  * coefficients (c1, c2: the bias corrections 1 − β^t): k = {b1, 1 − b1,
- * b2, 1 − b2, lr/c1, 1/c2, shrink}, each rounded once from double. The
- * update's eps is (float)eps. */
+ * b2, 1 − b2, lr/c1, 1/c2, shrink, eps}, each rounded once from double. */
 CODA_HD void coda_bf16_adamw_consts(double b1, double b2, double c1, double c2, double lr,
-                                    double eps, double shrink, float k[7]) {
-  (void)eps;
+                                    double eps, double shrink, float k[8]) {
   k[0] = (float)b1;
   k[1] = (float)(1.0 - b1);
   k[2] = (float)b2;
@@ -79,6 +77,7 @@ CODA_HD void coda_bf16_adamw_consts(double b1, double b2, double c1, double c2, 
   k[4] = (float)(lr / c1);
   k[5] = (float)(1.0 / c2);
   k[6] = (float)shrink;
+  k[7] = (float)eps;
 }
 
 #undef CODA_HD

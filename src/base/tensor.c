@@ -1,4 +1,5 @@
 #include "base/internal.h"
+#include "base/bf16_round.h"
 
 #include <math.h>
 #include <string.h>
@@ -78,21 +79,11 @@ bool coda_tensors_overlap(const coda_tensor *a, const coda_tensor *b) {
   return al < bh && bl < ah;
 }
 
-/* bf16: the upper half of an f32, rounded to nearest even. */
-uint16_t coda_f32_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
+/* bf16: the upper half of an f32, rounded to nearest even (one definition
+ * with the kernels', base/bf16_round.h). */
+uint16_t coda_f32_to_bf16(float f) { return coda_bf16_rne(f); }
 
-float coda_bf16_to_f32(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
+float coda_bf16_to_f32(uint16_t h) { return coda_bf16_widen(h); }
 
 /* IEEE half, round to nearest even, with subnormals and overflow to inf. */
 uint16_t coda_f32_to_f16(float f) {

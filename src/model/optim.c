@@ -38,7 +38,7 @@ void coda_adamw_update(const coda_adamw *o, int64_t t, double lr, int decay, flo
 void coda_adamw_update_bf16(const coda_adamw *o, int64_t t, double lr, int decay, uint64_t seed,
                             size_t base, float *w, const float *g, float *m, float *v, size_t n) {
   const double c1 = 1.0 - pow(o->beta1, (double)t), c2 = 1.0 - pow(o->beta2, (double)t);
-  float k[7];
+  float k[8];
   coda_bf16_adamw_consts(o->beta1, o->beta2, c1, c2, lr, o->eps,
                          decay ? 1.0 - lr * o->weight_decay : 1.0, k);
   const int nt = o->threads > 0 ? o->threads : omp_get_max_threads();
@@ -48,7 +48,7 @@ void coda_adamw_update_bf16(const coda_adamw *o, int64_t t, double lr, int decay
     const float gi = g[i];
     const float mi = k[0] * m[i] + k[1] * gi;
     const float vi = k[2] * v[i] + (k[3] * gi) * gi;
-    const float wi = w[i] * k[6] - (k[4] * mi) / (sqrtf(vi * k[5]) + (float)o->eps);
+    const float wi = w[i] * k[6] - (k[4] * mi) / (sqrtf(vi * k[5]) + k[7]);
     w[i] = coda_bf16_widen(coda_bf16_sr(wi, (uint32_t)r));
     m[i] = coda_bf16_widen(coda_bf16_sr(mi, (uint32_t)(r >> 16)));
     v[i] = coda_bf16_widen(coda_bf16_sr(vi, (uint32_t)(r >> 32)));

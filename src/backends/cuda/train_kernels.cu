@@ -450,13 +450,13 @@ extern "C" coda_status coda_cuda_train_adamw_bf16(coda_context ctx, uint16_t *w,
                      nseg, lo);
   /* coef = {b1, b2, c1, c2, lr, eps, shrink}: the constants rounded on the
    * host, as coda_adamw_update_bf16 rounds them */
-  float kc[7];
+  float kc[8];
   coda_bf16_adamw_consts(coef[0], coef[1], coef[2], coef[3], coef[4], coef[5], coef[6], kc);
   const long long groups = ((long long)(hi - lo) + 3) / 4;
   cudaStream_t stream = side ? (cudaStream_t)coda_cuda_side_stream(side) : coda_cuda_stream(ctx);
   adamw_bf16_kernel<<<grid_of(groups), 256, 0, stream>>>(
       w, g, m, v, (long long)lo, (long long)hi, (const long long *)seg, nseg, kc[0], kc[1], kc[2],
-      kc[3], kc[4], kc[5], kc[6], (float)coef[5], gscale, gscale != 1.0,
+      kc[3], kc[4], kc[5], kc[6], kc[7], gscale, gscale != 1.0,
       (unsigned long long)seed, (long long)t);
   return check_launch(ctx, "AdamW (bf16 state)");
 }
