@@ -60,10 +60,8 @@ import sys
 import tempfile
 import time
 
-SHAPES = {
-    "1B": dict(M=16384, D=2048, F=8192, hq=32, hkv=8, hd=64, V=32768, seq=4096),
-    "8B": dict(M=8192, D=4096, F=14336, hq=32, hkv=8, hd=128, V=32768, seq=4096),
-}
+from torch_timing import SHAPES, rnd, timed
+
 # name: (what the wheel runs, number of GEMMs of the row's (M, N, K))
 ROWS = {
     "gate_up": ("linear_swiglu forward (gemm_swiglu)", 1),
@@ -213,27 +211,6 @@ def restrict_tuning(gf, ef):
 
 # ---------------------------------------------------------------- helpers
 
-def timed(fn, reps):
-    """Median ms of fn() over reps calls after 3 warm-ups (first call timed apart)."""
-    t0 = time.time()
-    fn()
-    torch.cuda.synchronize()
-    first = time.time() - t0
-    for _ in range(2):
-        fn()
-    e0 = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    e1 = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for i in range(reps):
-        e0[i].record()
-        fn()
-        e1[i].record()
-    torch.cuda.synchronize()
-    ts = sorted(a.elapsed_time(b) for a, b in zip(e0, e1))
-    n = len(ts)
-    med = ts[n // 2] if n % 2 else 0.5 * (ts[n // 2 - 1] + ts[n // 2])
-    return med, first
-
-
 def rel(outs, refs):
     """Worst max|a - b| / max|b| over pairs of tensors."""
     worst = 0.0
@@ -243,14 +220,6 @@ def rel(outs, refs):
             return math.inf
         worst = max(worst, ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item())
     return worst
-
-
-def rnd(*shape, scale=1.0, positive=False):
-    """Values +-scale*[0.1, 1), never zero (as bench_fused)."""
-    m = torch.rand(*shape, device="cuda") * 0.9 + 0.1
-    if not positive:
-        m = torch.where(torch.rand(*shape, device="cuda") < 0.5, -m, m)
-    return (m * scale).to(torch.bfloat16)
 
 
 def leaf(t):

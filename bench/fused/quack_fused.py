@@ -34,10 +34,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-SHAPES = {
-    "1B": dict(M=16384, D=2048, F=8192, hq=32, hkv=8, hd=64, V=32768, seq=4096),
-    "8B": dict(M=8192, D=4096, F=14336, hq=32, hkv=8, hd=128, V=32768, seq=4096),
-}
+from torch_timing import SHAPES, rnd, timed
+
 KERNELS = ["out_proj", "gate_up", "down", "qkv", "lm_head", "down_dgrad", "gate_up_dgrad",
            "qkv_dgrad"]
 EPS = 1e-5
@@ -79,41 +77,12 @@ def q_has(mod, name):
 
 # ---------------------------------------------------------------- helpers
 
-def timed(fn, reps):
-    """Median ms of fn() over reps calls after 3 warm-ups (first call timed apart)."""
-    t0 = time.time()
-    fn()
-    torch.cuda.synchronize()
-    first = time.time() - t0
-    for _ in range(2):
-        fn()
-    e0 = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    e1 = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for i in range(reps):
-        e0[i].record()
-        fn()
-        e1[i].record()
-    torch.cuda.synchronize()
-    ts = sorted(a.elapsed_time(b) for a, b in zip(e0, e1))
-    n = len(ts)
-    med = ts[n // 2] if n % 2 else 0.5 * (ts[n // 2 - 1] + ts[n // 2])
-    return med, first
-
-
 def rel(a, b):
     a, b = a.float(), b.float()
     bad = (~torch.isfinite(a - b)).sum().item()
     if bad:
         return math.inf
     return ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item()
-
-
-def rnd(*shape, scale=1.0, positive=False):
-    """Values +-scale*[0.1, 1), never zero (as bench_fused)."""
-    m = torch.rand(*shape, device="cuda") * 0.9 + 0.1
-    if not positive:
-        m = torch.where(torch.rand(*shape, device="cuda") < 0.5, -m, m)
-    return (m * scale).to(torch.bfloat16)
 
 
 def silu_glu(t):

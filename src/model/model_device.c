@@ -117,35 +117,34 @@ static coda_status ensure_side(coda_context ctx, dev_state *d) {
   return coda_train_side_create(ctx, d->ngroups, &d->side);
 }
 
-/* dst (n bf16 on the device) <- src (n floats on the host) rounded to
- * the nearest bf16, through a host buffer of bounded size. */
-static coda_status h2d_bf16(coda_context ctx, uint16_t *dst, const float *src, size_t n) {
+/* n values between fp32 on the host and bf16 on the device, through a
+ * bounded staging buffer: up 1 rounds host -> device (to nearest even),
+ * up 0 widens device -> host (exactly). */
+static coda_status copy_bf16(coda_context ctx, int up, uint16_t *dev, float *host, size_t n) {
   enum { CHUNK = 1 << 22 };
   uint16_t *h = malloc((n < CHUNK ? (n ? n : 1) : CHUNK) * sizeof *h);
   if (!h) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   coda_status st = CODA_OK;
   for (size_t lo = 0; lo < n && !st; lo += CHUNK) {
     const size_t k = n - lo < CHUNK ? n - lo : CHUNK;
-    for (size_t i = 0; i < k; i++) h[i] = coda_bf16_rne(src[lo + i]);
-    st = coda_memcpy_h2d(ctx, dst + lo, h, k * sizeof *h);
+    if (up) {
+      for (size_t i = 0; i < k; i++) h[i] = coda_bf16_rne(host[lo + i]);
+      st = coda_memcpy_h2d(ctx, dev + lo, h, k * sizeof *h);
+    } else {
+      st = coda_memcpy_d2h(ctx, h, dev + lo, k * sizeof *h);
+      for (size_t i = 0; i < k && !st; i++) host[lo + i] = coda_bf16_widen(h[i]);
+    }
   }
   free(h);
   return st;
 }
 
-/* dst (n floats on the host) <- src (n bf16 on the device), exactly. */
+static coda_status h2d_bf16(coda_context ctx, uint16_t *dst, const float *src, size_t n) {
+  return copy_bf16(ctx, 1, dst, (float *)src, n); /* read only when up */
+}
+
 static coda_status d2h_bf16(coda_context ctx, float *dst, const uint16_t *src, size_t n) {
-  enum { CHUNK = 1 << 22 };
-  uint16_t *h = malloc((n < CHUNK ? (n ? n : 1) : CHUNK) * sizeof *h);
-  if (!h) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
-  coda_status st = CODA_OK;
-  for (size_t lo = 0; lo < n && !st; lo += CHUNK) {
-    const size_t k = n - lo < CHUNK ? n - lo : CHUNK;
-    st = coda_memcpy_d2h(ctx, h, src + lo, k * sizeof *h);
-    for (size_t i = 0; i < k && !st; i++) dst[lo + i] = coda_bf16_widen(h[i]);
-  }
-  free(h);
-  return st;
+  return copy_bf16(ctx, 0, (uint16_t *)src, dst, n); /* read only when down */
 }
 
 /* The device state, created on first use; from_host 1: the master from the
