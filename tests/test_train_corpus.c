@@ -559,6 +559,15 @@ static void llmc_shards(coda_context ctx) {
   CHECK(voc == mx + 1);
   free(tr);
   free(va);
+  /* with a tokenizer (given, or a checkpoint's in coda eval): refused,
+   * naming it (the refusal spoke of --tokenizer where none was given) */
+  char tok[512];
+  snprintf(tok, sizeof tok, "%s", path_of("tok.json"));
+  CHECK(prepare(ctx, path_of("fw_train_000001.bin"), CODA_DATA_AUTO, tok, NULL, 2) ==
+        CODA_ERR_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(coda_last_error(ctx), "hold token ids already, and the tokenizer ") &&
+                strstr(coda_last_error(ctx), "tok.json") && !strstr(coda_last_error(ctx), "--"),
+            "%s", coda_last_error(ctx));
   /* wrong magic, version, truncated */
   put_i32(b, 20240521);
   put_file("bad.bin", b, bytes);

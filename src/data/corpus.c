@@ -514,7 +514,9 @@ static coda_status prepare_files(coda_context ctx, const coda_data_options *o,
   }
   if (!s && fmt == CODA_DATA_LLMC && o->tokenizer) {
     s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                  "%s: llm.c shards hold tokens already; --tokenizer does not apply", o->path);
+                  "%s: llm.c token shards (.bin) hold token ids already, and the tokenizer "
+                  "%s (given, or the checkpoint's) does not apply to them: pass them without "
+                  "a tokenizer, to a model trained on the same ids", o->path, o->tokenizer);
   }
   if (!s && mkdir(out_dir, 0777) != 0 && errno != EEXIST)
     s = coda_fail(ctx, CODA_ERR_IO, "%s: cannot create directory: %s", out_dir, strerror(errno));
@@ -788,8 +790,7 @@ coda_status coda_prepare_corpus_dir(coda_context ctx, const char *src_dir, const
               skipped == 1 ? "" : "s", base_name(first));
   free(first);
   if (!kept) s = coda_fail(ctx, CODA_ERR_IO, "%s: no corpus files found (every regular file but "
-                           "fortune indexes is read: text, or JSON Lines when named .jsonl)",
-                           src_dir);
+                           "fortune indexes is read: text, or .jsonl as JSON Lines)", src_dir);
   coda_data_options o = coda_data_default_options();
   o.path = src_dir;
   if (!s) s = prepare_files(ctx, &o, CODA_DATA_AUTO, 1, keep, kept, out_dir, n_train, n_val, NULL);

@@ -46,9 +46,6 @@ static void eval_usage(FILE *f) {
   coda_tool_num_help(f, eval_nums);
 }
 
-
-/* A coda token shard: named .tok, or any file with the shard's magic (a
- * .tok that lacks it is refused by coda_evaluate, by name). */
 /* coda_eval_options.progress: the bar (stderr, a terminal only). */
 static void eval_progress(int64_t done, int64_t total, void *user) {
   char detail[64];
@@ -56,6 +53,8 @@ static void eval_progress(int64_t done, int64_t total, void *user) {
   coda_tool_bar_update(user, (double)done, (double)total, detail);
 }
 
+/* A coda token shard: named .tok, or any file with the shard's magic (a
+ * .tok that lacks it is refused by coda_evaluate, by name). */
 static int is_token_shard(const char *path) {
   const size_t n = strlen(path);
   if (n > 4 && !strcmp(path + n - 4, ".tok")) return 1;
