@@ -1,0 +1,82 @@
+#!/bin/bash
+# The GPU paths under fault and under the sanitizers in one command of about
+# 8 minutes on an H100, from the repository root:
+#
+#   tests/gpu/fault_gpu.sh PACK_DIR
+#
+# PACK_DIR is the gpu/ folder of tests/gpu/pack_all.sh's archive (coda,
+# tests/gpu/test_*_gpu, tests/test_train_device and the kernel cache cache/,
+# exported as CODA_CACHE_DIR), as for tests/gpu/run_all.sh. Two tracks run
+# side by side on the one GPU; neither needs it alone (the kills check
+# bits, not speed, and each sanitizer run has a budget a few times its
+# need):
+#   kills     tests/gpu/train_kill_gpu.sh (kill -9 of coda train --device gpu
+#             in the start-up, the steps and inside checkpoint saves, each
+#             resumed; the final checkpoint must equal an uninterrupted
+#             run's byte for byte): the small shape, SMALL_KILLS kills
+#             (default 60) within SMALL_BUDGET s (default 110); then the
+#             1.1 B shape (saves of 13 GB, 15-19 s each), BIG_KILLS kills
+#             (default 3) within BIG_BUDGET s (default 290)
+#   sanitize  tests/gpu/sanitize.sh: memcheck, racecheck, synccheck and
+#             initcheck over every GPU test (GEMM, epilogue programs,
+#             attention, the decoder, the block plans, graphs, the bf16
+#             AdamW, the trainer's device step with the head recomputing and
+#             keeping its logits), within SANITIZE_DEADLINE_S s (default 450;
+#             a run not started by then is reported as not clean)
+# The logs go to $OUT (default gpu-logs): kill-small/train-kill.log,
+# kill-1b/train-kill.log, sanitize.log and fault.log (the summary: one line
+# per track). Exit status 0 when both kill runs pass and every sanitizer
+# run is clean, 1 otherwise, 2 on a usage error.
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+P=${1:?usage: tests/gpu/fault_gpu.sh PACK_DIR}
+P=$(cd "$P" && pwd) || exit 2
+[ -x "$P/coda" ] || { echo "fault_gpu: no executable $P/coda"; exit 2; }
+L=${OUT:-gpu-logs}
+mkdir -p "$L" || exit 2
+L=$(cd "$L" && pwd)
+if [ -z "${CODA_CACHE_DIR:-}" ] && [ -d "$P/cache" ]; then export CODA_CACHE_DIR=$P/cache; fi
+T0=$SECONDS
+{
+  echo "fault_gpu: pack $P, logs $L, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null |
+    sed 's/^/fault_gpu: GPU /'
+} | tee "$L/fault.log"
+
+# the kills: the small shape many times, then the 1.1 B shape a few times
+(
+  OUT=$L/kill-small SHAPE=small timeout -k 5 $((${SMALL_BUDGET:-110} + 30)) \
+    tests/gpu/train_kill_gpu.sh "$P" "${SMALL_KILLS:-60}" "${SMALL_BUDGET:-110}" > /dev/null 2>&1
+  echo "small $?" > "$L/kill.status"
+  OUT=$L/kill-1b SHAPE=1b timeout -k 5 $((${BIG_BUDGET:-290} + 40)) \
+    tests/gpu/train_kill_gpu.sh "$P" "${BIG_KILLS:-3}" "${BIG_BUDGET:-290}" > /dev/null 2>&1
+  echo "1b $?" >> "$L/kill.status"
+) &
+kills=$!
+# the sanitizers, meanwhile
+SANITIZE_DEADLINE_S=${SANITIZE_DEADLINE_S:-450} OUT=$L \
+  timeout -k 5 $((${SANITIZE_DEADLINE_S:-450} + 60)) tests/gpu/sanitize.sh "$P" "${CODA_CACHE_DIR:-}" \
+  > /dev/null 2>&1
+san=$?
+wait "$kills"
+
+status=0
+# one summary line per track: its verdict line, or why there is none
+verdict() { # LABEL LOG PATTERN RC
+  local line
+  line=$(grep -E "$3" "$2" 2>/dev/null | tail -1)
+  [ -n "$line" ] || line="no verdict in $2 (exit status $4)"
+  echo "fault_gpu: $1: $line"
+}
+for shape in small 1b; do
+  rc=$(sed -n "s/^$shape //p" "$L/kill.status" 2>/dev/null)
+  rc=${rc:-none}
+  verdict "kill -9, $shape shape" "$L/kill-$shape/train-kill.log" '^train_kill: (PASS|FAIL)' "$rc" |
+    tee -a "$L/fault.log"
+  [ "$rc" = 0 ] || status=1
+done
+verdict sanitizers "$L/sanitize.log" '^sanitize: (clean|NOT clean)' "$san" | tee -a "$L/fault.log"
+grep '^sanitize: NOT clean: ' "$L/sanitize.log" 2>/dev/null | tee -a "$L/fault.log"
+[ "$san" = 0 ] || status=1
+echo "fault_gpu: exit $status ($((SECONDS - T0)) s)" | tee -a "$L/fault.log"
+exit $status
