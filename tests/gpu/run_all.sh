@@ -37,9 +37,10 @@
 #   dp        tests/gpu/train_dp_gpu.sh (needs two GPUs)
 #   sanitize  compute-sanitizer (memcheck, racecheck, synccheck, initcheck)
 #             over every kernel variant of the GEMM, epilogue, attention
-#             and decode tests at minimal shapes and the trainer's device
-#             test with both heads, keep-logits included
-#             (tests/gpu/sanitize.sh: 26 runs, each with its budget;
+#             and decode tests at minimal shapes, the plan, graph and bf16
+#             AdamW tests and the trainer's device test with both heads,
+#             keep-logits included
+#             (tests/gpu/sanitize.sh: 38 runs, each with its budget;
 #             SANITIZE_RUNS selects a part that fits a call of 10 minutes,
 #             e.g. SANITIZE_RUNS="memcheck/*")
 #   kill      tests/gpu/train_kill_gpu.sh: kill -9 of coda train --device
