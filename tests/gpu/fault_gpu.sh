@@ -16,7 +16,11 @@
 #             run's byte for byte): the small shape, SMALL_KILLS kills
 #             (default 60) within SMALL_BUDGET s (default 110); then the
 #             1.1 B shape (saves of 13 GB, 15-19 s each), BIG_KILLS kills
-#             (default 3) within BIG_BUDGET s (default 290)
+#             (default 3) within BIG_BUDGET s (default 290); on a machine of
+#             two GPUs or more, between the two, the small shape on two
+#             data-parallel ranks (RANKS=2: the kill hits the launcher, its
+#             ranks must end with it), DP_KILLS kills (default 20) within
+#             DP_BUDGET s (default 90)
 #   sanitize  tests/gpu/sanitize.sh: memcheck, racecheck, synccheck and
 #             initcheck over every GPU test (GEMM, epilogue programs,
 #             attention, the decoder, the block plans, graphs, the bf16
@@ -24,7 +28,7 @@
 #             keeping its logits), within SANITIZE_DEADLINE_S s (default 450;
 #             a run not started by then is reported as not clean)
 # The logs go to $OUT (default gpu-logs): kill-small/train-kill.log,
-# kill-1b/train-kill.log, sanitize.log and fault.log (the summary: one line
+# kill-dp/train-kill.log, kill-1b/train-kill.log, sanitize.log and fault.log (the summary: one line
 # per track). Exit status 0 when both kill runs pass and every sanitizer
 # run is clean, 1 otherwise, 2 on a usage error.
 set -u
@@ -48,6 +52,11 @@ T0=$SECONDS
   OUT=$L/kill-small SHAPE=small timeout -k 5 $((${SMALL_BUDGET:-110} + 30)) \
     tests/gpu/train_kill_gpu.sh "$P" "${SMALL_KILLS:-60}" "${SMALL_BUDGET:-110}" > /dev/null 2>&1
   echo "small $?" > "$L/kill.status"
+  if [ "$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')" -ge 2 ]; then
+    OUT=$L/kill-dp RANKS=2 SHAPE=small timeout -k 5 $((${DP_BUDGET:-90} + 30)) \
+      tests/gpu/train_kill_gpu.sh "$P" "${DP_KILLS:-20}" "${DP_BUDGET:-90}" > /dev/null 2>&1
+    echo "dp $?" >> "$L/kill.status"
+  fi
   OUT=$L/kill-1b SHAPE=1b timeout -k 5 $((${BIG_BUDGET:-290} + 40)) \
     tests/gpu/train_kill_gpu.sh "$P" "${BIG_KILLS:-3}" "${BIG_BUDGET:-290}" > /dev/null 2>&1
   echo "1b $?" >> "$L/kill.status"
@@ -68,11 +77,15 @@ verdict() { # LABEL LOG PATTERN RC
   [ -n "$line" ] || line="no verdict in $2 (exit status $4)"
   echo "fault_gpu: $1: $line"
 }
-for shape in small 1b; do
+for shape in small dp 1b; do
   rc=$(sed -n "s/^$shape //p" "$L/kill.status" 2>/dev/null)
+  if [ "$shape" = dp ] && [ -z "$rc" ]; then
+    echo "fault_gpu: kill -9, 2 ranks: not run (one GPU)" | tee -a "$L/fault.log"
+    continue
+  fi
   rc=${rc:-none}
-  verdict "kill -9, $shape shape" "$L/kill-$shape/train-kill.log" '^train_kill: (PASS|FAIL)' "$rc" |
-    tee -a "$L/fault.log"
+  verdict "kill -9, $([ $shape = dp ] && echo "2 ranks, small" || echo "$shape") shape" \
+    "$L/kill-$shape/train-kill.log" '^train_kill: (PASS|FAIL)' "$rc" | tee -a "$L/fault.log"
   [ "$rc" = 0 ] || status=1
 done
 verdict sanitizers "$L/sanitize.log" '^sanitize: (clean|NOT clean)' "$san" | tee -a "$L/fault.log"

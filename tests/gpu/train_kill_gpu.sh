@@ -42,6 +42,11 @@
 #               each; STEPS 6, SAVE_EVERY 3 and RUN_TIMEOUT 300 unless given;
 #               use a few kills, e.g. SHAPE=1b ... PACK_DIR 3 300)
 #   TRAIN_ARGS  model and batch flags instead of SHAPE's
+#   RANKS       data-parallel ranks (default 1): --ranks RANKS, one GPU each
+#               (with DEVICE=cpu, CPU processes). Each run starts in a
+#               process group of its own and the kill hits the launcher
+#               alone: its ranks must end with it (within 20 s) before the
+#               next run starts, else FAIL
 #   STEPS       steps of the run (default 300); SAVE_EVERY (default 11)
 #   BUDGET      seconds for everything (default 480): when it runs out, the
 #               kills stop early and the run is resumed to its end (the
@@ -71,9 +76,11 @@ SAVE_EVERY=${SAVE_EVERY:-11}
 RUN_TIMEOUT=${RUN_TIMEOUT:-240}
 KILL_SEED=${KILL_SEED:-$(($(date +%s) % 32768))}
 CODA=$P/coda
-case $KILLS$STEPS$SAVE_EVERY$BUDGET$RUN_TIMEOUT$KILL_SEED in
-*[!0-9]*) echo "train_kill: KILLS, STEPS, SAVE_EVERY, BUDGET, RUN_TIMEOUT and KILL_SEED are integers"; exit 2 ;;
+RANKS=${RANKS:-1}
+case $KILLS$STEPS$SAVE_EVERY$BUDGET$RUN_TIMEOUT$KILL_SEED$RANKS in
+*[!0-9]*) echo "train_kill: KILLS, STEPS, SAVE_EVERY, BUDGET, RUN_TIMEOUT, KILL_SEED and RANKS are integers"; exit 2 ;;
 esac
+[ "$RANKS" -ge 1 ] || { echo "train_kill: RANKS >= 1"; exit 2; }
 if [ "$STEPS" -lt 2 ] || [ "$SAVE_EVERY" -lt 1 ]; then echo "train_kill: STEPS >= 2 and SAVE_EVERY >= 1"; exit 2; fi
 [ -x "$CODA" ] || { echo "train_kill: no executable $CODA"; exit 2; }
 case $DEVICE in gpu | cpu) ;; *) echo "train_kill: DEVICE is gpu or cpu, not '$DEVICE'"; exit 2 ;; esac
@@ -109,7 +116,7 @@ sleep_ms() { sleep "$(printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)))"; }
 # a random integer in [0, n) for n up to 2^30
 rand() { echo $(((RANDOM << 15 | RANDOM) % $1)); }
 summary() { # PASS|FAIL TEXT
-  echo "train_kill: $1 $2 (device $DEVICE, shape $SHAPE_NAME, $STEPS steps saving every $SAVE_EVERY," \
+  echo "train_kill: $1 $2 (device $DEVICE, shape $SHAPE_NAME, ranks $RANKS, $STEPS steps saving every $SAVE_EVERY," \
     "seed $KILL_SEED, $((SECONDS - T0)) s)"
   if [ "$1" = PASS ]; then
     # the checkpoints and shards are kept under $OUT only on failure
@@ -127,7 +134,7 @@ ck_step() {
   echo "${s:--}"
 }
 
-echo "train_kill: $CODA train --device $DEVICE $TRAIN_ARGS, $STEPS steps, --save-every $SAVE_EVERY," \
+echo "train_kill: $CODA train --device $DEVICE $TRAIN_ARGS --ranks $RANKS, $STEPS steps, --save-every $SAVE_EVERY," \
   "$KILLS kills, budget $BUDGET s, seed $KILL_SEED"
 
 # 1. the corpus
@@ -139,6 +146,7 @@ timeout -k 5 120 "$CODA" train --prepare --corpus "$W/corpus" --data "$W/data" -
 # shellcheck disable=SC2206 # the flags split at spaces on purpose
 ARGS=(train --device "$DEVICE" $TRAIN_ARGS --data "$W/data" --val-every 0 --val-batches 0
   --warmup 10 --lr 1e-3 --seed 3 --save-every "$SAVE_EVERY" --quiet)
+[ "$RANKS" -eq 1 ] || ARGS+=(--ranks "$RANKS")
 
 # the checkpoint's temporary files now (a save's: CK.tmp.XXXXXX), one a line
 temps() { compgen -G "$1.tmp.*" || true; }
@@ -153,6 +161,9 @@ new_temp() {
   done
   return 1
 }
+# group_alive SID: a process of the session SID (a run started by setsid)
+# is alive; zombies, which wait for whoever reaps orphans, do not count
+group_alive() { ps -o stat= --sid "$1" 2> /dev/null | grep -q -v '^Z'; }
 # a 2 ms pause without a process (read's timeout on a pipe nothing writes)
 exec {poll_fd}<> <(:)
 poll_pause() { read -r -t 0.002 -u "$poll_fd" _ || true; }
@@ -224,7 +235,8 @@ while [ $kills -lt "$KILLS" ]; do
   before=$(ck_step "$CK")
   stale=$(temps "$CK") # what killed saves left: not this run's saves
   runs=$((runs + 1))
-  "$CODA" "${ARGS[@]}" --steps "$STEPS" --out "$K" "${resume[@]}" > "$W/run$runs.log" 2>&1 &
+  # a process group of its own (setsid execs in place: $! is coda's pid)
+  setsid "$CODA" "${ARGS[@]}" --steps "$STEPS" --out "$K" "${resume[@]}" > "$W/run$runs.log" 2>&1 &
   pid=$!
   case $((kills % 3)) in
   0)
@@ -250,12 +262,25 @@ while [ $kills -lt "$KILLS" ]; do
   if kill -KILL "$pid" 2> /dev/null; then
     wait "$pid" 2> /dev/null
     kills=$((kills + 1))
+    # the ranks end with their launcher: none of its group may stay
+    left=0 t_kill=$(now_ms)
+    while group_alive "$pid" && [ $left -lt 10000 ]; do
+      poll_pause
+      left=$((left + 1))
+    done
+    gone=""
+    [ "$RANKS" -eq 1 ] || gone=", its ranks gone $(($(now_ms) - t_kill)) ms after"
+    if group_alive "$pid"; then
+      ps -o pid=,stat=,args= --sid "$pid" | head -4
+      kill -KILL -- "-$pid" 2> /dev/null
+      summary FAIL "run $runs: processes of the killed launcher still ran 20 s after the kill"
+    fi
     tmp=""
     if new_temp "$CK" "$stale"; then
       mid_save=$((mid_save + 1))
       tmp=", inside a save (its temporary file left)"
     fi
-    echo "kill $kills (run $runs) $how: checkpoint step $before -> $(ck_step "$CK")$tmp"
+    echo "kill $kills (run $runs) $how: checkpoint step $before -> $(ck_step "$CK")$tmp$gone"
   else
     wait "$pid"
     rc=$?
