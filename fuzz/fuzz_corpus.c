@@ -701,8 +701,9 @@ static void ref_dir(int fmt, dir_expect *x) {
  * each, a .jsonl file as JSON Lines and any other as text (a NUL byte
  * refused); X.dat or X.u8 beside a read X (a fortune index) left out
  * silently, any other .dat or .u8 counted in the warning of files not
- * read; a Parquet file (by name or magic) refused by name; nothing to
- * read refused naming the directory. Byte tokens. */
+ * read; a .bin file (llm.c tokens) refused by name, then a Parquet file (by
+ * name or magic); nothing to read refused naming the directory. Byte
+ * tokens. */
 static void ref_corpus_dir(dir_expect *x) {
   listed every[MAX_ENTRIES], files[MAX_ENTRIES];
   size_t nf = 0;
@@ -718,6 +719,11 @@ static void ref_corpus_dir(dir_expect *x) {
     if (!k) files[nf++] = every[i];
     else if (!indexed && !x->skipped++) x->skipped_first = nm;
   }
+  for (size_t i = 0; i < nf; i++)
+    if (ends_with(files[i].name, ".bin")) { /* llm.c tokens: --data's */
+      expect_refusal(x, CODA_ERR_INVALID_ARGUMENT, files[i].name);
+      return;
+    }
   if (nf == 0) {
     expect_refusal(x, CODA_ERR_IO, NULL);
     return;

@@ -435,6 +435,14 @@ static void corpus_dir_walker(coda_context ctx) {
             coda_last_error(ctx));
   CHECK(strstr(coda_warnings(ctx), "(first: x.dat)") != NULL);
   coda_warnings_clear(ctx);
+  /* llm.c token shards are --data's: refused by name (their NUL bytes were
+   * refused as not text, with a message that offered .bin as a corpus) */
+  put_file("walk2/tokens.bin", "\x28\x0d\x35\x01", 4);
+  put_file("walk2/x", "some text\n", 10);
+  CHECK(coda_prepare_corpus(ctx, sub2, o2) == CODA_ERR_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(coda_last_error(ctx), "walk2/tokens.bin: llm.c token shards are not read as a "
+                   "corpus of text: pass their directory as --data DIR"), "%s", coda_last_error(ctx));
+  coda_warnings_clear(ctx);
 }
 
 /* Input that is not what it claims: raw invalid UTF-8 inside a JSON

@@ -754,18 +754,16 @@ coda_status coda_prepare_data(coda_context ctx, const coda_data_options *opts, c
   return s;
 }
 
-/* The default corpus's directory (a fortune directory): every regular
- * file in name order, one document each, a .jsonl file as JSON Lines and
- * any other as text (a NUL byte refused), through prepare_files, so the
- * split is the one rule of every path. A fortune index (X.dat, X.u8 beside
- * its text X) is not text and is left out silently; any other .dat or .u8
- * is left out with a warning naming it. */
+/* The default corpus's directory (a fortune directory): every regular file
+ * in name order, one document each, .jsonl as JSON Lines and any other as
+ * text (a NUL byte refused), through prepare_files: the one split rule. A
+ * fortune index (X.dat, X.u8 beside its text X) is left out silently, any
+ * other .dat or .u8 with a warning naming it; .bin (llm.c tokens) refused. */
 coda_status coda_prepare_corpus_dir(coda_context ctx, const char *src_dir, const char *out_dir,
                                     int val_every, uint64_t *n_train, uint64_t *n_val) {
   (void)val_every; /* the block rule decides; see data.h */
-  char **files = NULL;
+  char **files = NULL, *first = NULL;
   size_t nfiles = 0, kept = 0, skipped = 0;
-  char *first = NULL;
   coda_status s = coda_list_dir(ctx, src_dir, "", 0, &files, &nfiles);
   if (s) return s;
   char **keep = malloc((nfiles ? nfiles : 1) * sizeof *keep);
@@ -779,16 +777,18 @@ coda_status coda_prepare_corpus_dir(coda_context ctx, const char *src_dir, const
     else if (!indexed && !skipped++) first = files[i];
     else free(files[i]);
   }
-  if (!keep) {
-    free_list(files, nfiles);
-    return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
-  }
+  if (!keep) free_list(files, nfiles);
+  if (!keep) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   free(files);
   if (skipped)
     coda_warn(ctx, "%s: %zu file%s not read (first: %s): a .dat or .u8 file is read only as "
               "the index of the fortune file it sits beside", src_dir, skipped,
               skipped == 1 ? "" : "s", base_name(first));
   free(first);
+  for (size_t i = 0; i < kept && !s; i++) /* tokens, not text: the --data reader's */
+    if (has_suffix(keep[i], ".bin"))
+      s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s: llm.c token shards are not read as a "
+                    "corpus of text: pass their directory as --data DIR", keep[i]);
   if (!kept) s = coda_fail(ctx, CODA_ERR_IO, "%s: no corpus files found (every regular file but "
                            "fortune indexes is read: text, or .jsonl as JSON Lines)", src_dir);
   coda_data_options o = coda_data_default_options();
