@@ -27,10 +27,13 @@
 #             AdamW, the trainer's device step with the head recomputing and
 #             keeping its logits), within SANITIZE_DEADLINE_S s (default 450;
 #             a run not started by then is reported as not clean)
-# The logs go to $OUT (default gpu-logs): kill-small/train-kill.log,
-# kill-dp/train-kill.log, kill-1b/train-kill.log, sanitize.log and fault.log (the summary: one line
-# per track). Exit status 0 when both kill runs pass and every sanitizer
-# run is clean, 1 otherwise, 2 on a usage error.
+# The logs go to $OUT (default gpu-logs): kill-small.log, kill-dp.log,
+# kill-1b.log, sanitize.log and fault.log (the summary: one line per
+# track). The kills work in FAULT_WORK (default a folder in /tmp, not under
+# $OUT: the 1.1 B runs write checkpoints of 13 GB), removed after a pass
+# and kept, with the checkpoints, after a failure. Exit status 0 when every
+# kill run passes and every sanitizer run is clean, 1 otherwise, 2 on a
+# usage error.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 P=${1:?usage: tests/gpu/fault_gpu.sh PACK_DIR}
@@ -47,19 +50,29 @@ T0=$SECONDS
     sed 's/^/fault_gpu: GPU /'
 } | tee "$L/fault.log"
 
-# the kills: the small shape many times, then the 1.1 B shape a few times
+WK=${FAULT_WORK:-/tmp/fault_gpu.$$}
+# kill_run NAME LIMIT_S KILLS BUDGET_S [VAR=VALUE...]: one run of the kill
+# script in WK/NAME, its log copied to L/kill-NAME.log, its status to
+# L/kill.status; a pass leaves only the log behind
+kill_run() {
+  local name=$1 limit=$2 n=$3 budget=$4
+  shift 4
+  env OUT="$WK/$name" "$@" timeout -k 5 "$limit" tests/gpu/train_kill_gpu.sh "$P" "$n" "$budget" \
+    > /dev/null 2>&1
+  local rc=$?
+  cp "$WK/$name/train-kill.log" "$L/kill-$name.log" 2> /dev/null
+  echo "$name $rc" >> "$L/kill.status"
+  [ $rc -ne 0 ] || rm -rf "${WK:?}/$name"
+}
+# the kills: the small shape many times, two ranks, then the 1.1 B shape a few times
+rm -f "$L/kill.status"
 (
-  OUT=$L/kill-small SHAPE=small timeout -k 5 $((${SMALL_BUDGET:-110} + 30)) \
-    tests/gpu/train_kill_gpu.sh "$P" "${SMALL_KILLS:-60}" "${SMALL_BUDGET:-110}" > /dev/null 2>&1
-  echo "small $?" > "$L/kill.status"
+  kill_run small $((${SMALL_BUDGET:-110} + 30)) "${SMALL_KILLS:-60}" "${SMALL_BUDGET:-110}" SHAPE=small
   if [ "$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')" -ge 2 ]; then
-    OUT=$L/kill-dp RANKS=2 SHAPE=small timeout -k 5 $((${DP_BUDGET:-90} + 30)) \
-      tests/gpu/train_kill_gpu.sh "$P" "${DP_KILLS:-20}" "${DP_BUDGET:-90}" > /dev/null 2>&1
-    echo "dp $?" >> "$L/kill.status"
+    kill_run dp $((${DP_BUDGET:-90} + 30)) "${DP_KILLS:-20}" "${DP_BUDGET:-90}" SHAPE=small RANKS=2
   fi
-  OUT=$L/kill-1b SHAPE=1b timeout -k 5 $((${BIG_BUDGET:-290} + 40)) \
-    tests/gpu/train_kill_gpu.sh "$P" "${BIG_KILLS:-3}" "${BIG_BUDGET:-290}" > /dev/null 2>&1
-  echo "1b $?" >> "$L/kill.status"
+  kill_run 1b $((${BIG_BUDGET:-290} + 40)) "${BIG_KILLS:-3}" "${BIG_BUDGET:-290}" SHAPE=1b
+  rmdir "$WK" 2> /dev/null
 ) &
 kills=$!
 # the sanitizers, meanwhile
@@ -85,8 +98,12 @@ for shape in small dp 1b; do
   fi
   rc=${rc:-none}
   verdict "kill -9, $([ $shape = dp ] && echo "2 ranks, small" || echo "$shape") shape" \
-    "$L/kill-$shape/train-kill.log" '^train_kill: (PASS|FAIL)' "$rc" | tee -a "$L/fault.log"
-  [ "$rc" = 0 ] || status=1
+    "$L/kill-$shape.log" '^train_kill: (PASS|FAIL)' "$rc" | tee -a "$L/fault.log"
+  if [ "$rc" != 0 ]; then
+    status=1
+    [ ! -d "$WK/$shape" ] ||
+      echo "fault_gpu: its runs and checkpoints are kept in $WK/$shape" | tee -a "$L/fault.log"
+  fi
 done
 verdict sanitizers "$L/sanitize.log" '^sanitize: (clean|NOT clean)' "$san" | tee -a "$L/fault.log"
 grep '^sanitize: NOT clean: ' "$L/sanitize.log" 2>/dev/null | tee -a "$L/fault.log"
