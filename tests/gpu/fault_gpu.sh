@@ -19,8 +19,8 @@
 #             (default 3) within BIG_BUDGET s (default 290); on a machine of
 #             two GPUs or more, between the two, the small shape on two
 #             data-parallel ranks (RANKS=2: the kill hits the launcher, its
-#             ranks must end with it), DP_KILLS kills (default 20) within
-#             DP_BUDGET s (default 90)
+#             ranks must end with it), DP_KILLS kills (default 10) within
+#             DP_BUDGET s (default 70)
 #   sanitize  tests/gpu/sanitize.sh: memcheck, racecheck, synccheck and
 #             initcheck over every GPU test (GEMM, epilogue programs,
 #             attention, the decoder, the block plans, graphs, the bf16
@@ -69,7 +69,7 @@ rm -f "$L/kill.status"
 (
   kill_run small $((${SMALL_BUDGET:-110} + 30)) "${SMALL_KILLS:-60}" "${SMALL_BUDGET:-110}" SHAPE=small
   if [ "$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')" -ge 2 ]; then
-    kill_run dp $((${DP_BUDGET:-90} + 30)) "${DP_KILLS:-20}" "${DP_BUDGET:-90}" SHAPE=small RANKS=2
+    kill_run dp $((${DP_BUDGET:-70} + 30)) "${DP_KILLS:-10}" "${DP_BUDGET:-70}" SHAPE=small RANKS=2
   fi
   kill_run 1b $((${BIG_BUDGET:-290} + 40)) "${BIG_KILLS:-3}" "${BIG_BUDGET:-290}" SHAPE=1b
   rmdir "$WK" 2> /dev/null
