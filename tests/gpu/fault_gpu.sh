@@ -29,9 +29,10 @@
 #             a run not started by then is reported as not clean)
 # The logs go to $OUT (default gpu-logs): kill-small.log, kill-dp.log,
 # kill-1b.log, sanitize.log and fault.log (the summary: one line per
-# track). The kills work in FAULT_WORK (default a folder in /tmp, not under
-# $OUT: the 1.1 B runs write checkpoints of 13 GB), removed after a pass
-# and kept, with the checkpoints, after a failure. Exit status 0 when every
+# track). The kills work in FAULT_WORK (default runs/fault_gpu.PID under the
+# repository, on its disk: not under $OUT, and not in /tmp, which may be
+# memory; the 1.1 B runs write checkpoints of 13 GB, three at a time),
+# removed after a pass and kept, with the checkpoints, after a failure. Exit status 0 when every
 # kill run passes and every sanitizer run is clean, 1 otherwise, 2 on a
 # usage error.
 set -u
@@ -50,7 +51,7 @@ T0=$SECONDS
     sed 's/^/fault_gpu: GPU /'
 } | tee "$L/fault.log"
 
-WK=${FAULT_WORK:-/tmp/fault_gpu.$$}
+WK=${FAULT_WORK:-$PWD/runs/fault_gpu.$$}
 # kill_run NAME LIMIT_S KILLS BUDGET_S [VAR=VALUE...]: one run of the kill
 # script in WK/NAME, its log copied to L/kill-NAME.log, its status to
 # L/kill.status; a pass leaves only the log behind
@@ -72,7 +73,7 @@ rm -f "$L/kill.status"
     kill_run dp $((${DP_BUDGET:-70} + 30)) "${DP_KILLS:-10}" "${DP_BUDGET:-70}" SHAPE=small RANKS=2
   fi
   kill_run 1b $((${BIG_BUDGET:-290} + 40)) "${BIG_KILLS:-3}" "${BIG_BUDGET:-290}" SHAPE=1b
-  rmdir "$WK" 2> /dev/null
+  rmdir "$WK" "$(dirname "$WK")" 2> /dev/null
 ) &
 kills=$!
 # the sanitizers, meanwhile
