@@ -162,7 +162,7 @@ static void tokenizer_record(coda_context ctx, const char *dir, coda_model *m, c
     coda_train_state vs = {0, 0, 0, NAN, "", 0, 0};
     CHECK(coda_checkpoint_save(ctx, vck, bm, NULL, NULL, &vs) == CODA_OK);
     stamp(sd, tokp);
-    expect_eval(ctx, vck, sp, CODA_ERR_INVALID_ARGUMENT, "is a vocabulary-only model without a "
+    expect_eval(ctx, vck, sp, CODA_ERR_INVALID_ARGUMENT, "model of vocabulary 512 without a "
                 "tokenizer", "BPE shards, vocabulary-512 model without a tokenizer");
     CHECK(strstr(coda_last_error(ctx), "tok.json") != NULL);
     put_text(vtok, tokenizer_json(0));

@@ -97,11 +97,12 @@ static coda_status check_shard_tokens(coda_context ctx, const char *shard, uint3
                   "tokenizer)", shard, rec ? "source.txt says (bytes)" : "vocabulary 256", ck);
   else if (rec && !rec_bytes && !ck)
     s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                  "%s: prepared with the tokenizer %s (its source.txt), but %s is a %s model "
-                  "without a tokenizer (it names none, and no tokenizer.json lies beside it): "
-                  "prepare the data as bytes, or put the tokenizer the model was trained with "
-                  "beside it as tokenizer.json to have the two compared", shard, rec, checkpoint,
-                  model_vocab == CODA_TOK_BYTES ? "byte-token" : "vocabulary-only");
+                  "%s: prepared with the tokenizer %s (its source.txt), but %s is a %smodel of "
+                  "vocabulary %d without a tokenizer (it names none, and no tokenizer.json lies "
+                  "beside it or in its folder): prepare the data as bytes, or put the tokenizer "
+                  "the model was trained with there as tokenizer.json to have the two compared",
+                  shard, rec, checkpoint, model_vocab == CODA_TOK_BYTES ? "byte-token " : "",
+                  model_vocab);
   else if (rec && !rec_bytes && ck) {
     const int same = same_file_bytes(ctx, rec, ck);
     if (same == 0)
