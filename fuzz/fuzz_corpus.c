@@ -6,6 +6,9 @@
  *   fuzz_llmc    the input is an llm.c token shard (.bin)
  *   fuzz_text    the input is a plain text file (blank-line documents)
  *   fuzz_dir     the input is a directory of several files (below)
+ *   fuzz_corpusdir  the same directories through coda_prepare_corpus_dir,
+ *                the default corpus's walk (coda_prepare_corpus, `coda
+ *                train --corpus DIR`; its reference is ref_corpus_dir below)
  *   fuzz_jsonl_bpe, fuzz_text_bpe, fuzz_dir_bpe   the same with a BPE
  *                tokenizer (the GPT-2-style seed
  *                fuzz/corpus/tokenizer/gpt2.json, whose path is compiled
@@ -40,7 +43,7 @@
  * 12 bytes (magic, version, count: lies included), 3 a subdirectory (the
  * contents in a file inside it), 4 a symbolic link to the contents (a
  * name in the directory, or "." / ".."), 5 a FIFO; bits 3-5 add a suffix
- * to the name (1 .txt, 2 .jsonl, 3 .bin, 4 .parquet). The reference
+ * to the name (1 .txt, 2 .jsonl, 3 .bin, 4 .parquet, 5 .dat, 6 .u8). The reference
  * resolves the links itself, lists the names of the format (auto: .txt
  * and .jsonl together, each read by its suffix, else .bin; .bin beside
  * either refused; hidden names skipped) in byte order, refuses
@@ -65,7 +68,7 @@
  * Built with -DFUZZ_VERBOSE, the directory mode prints each outcome.
  *
  * Build and run: scripts/fuzz.sh [SECONDS] (FUZZ_ONLY=jsonl, llmc, text,
- * dir, or one of them with _bpe) */
+ * dir, corpusdir, or one of the first four but llmc with _bpe) */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_tokenizer.h"
 #include "coda_train.h"
@@ -85,7 +88,7 @@
 #error "build with the sizes of scripts/fuzz.sh (-DCORPUS_BLOCK=... -DCORPUS_LINE_MAX=...)"
 #endif
 
-enum { MODE_JSONL, MODE_LLMC, MODE_TEXT, MODE_DIR };
+enum { MODE_JSONL, MODE_LLMC, MODE_TEXT, MODE_DIR, MODE_CORPUSDIR };
 static int mode = -1;
 static int bpe; /* with the tokenizer */
 static coda_tokenizer tok;
@@ -103,7 +106,7 @@ static const char *const kOutNames[4] = {"train.tok", "val.tok", "train.tok.part
 static void clear_entries(void);
 
 static void remove_dir(void) {
-  if (mode == MODE_DIR) clear_entries();
+  if (mode == MODE_DIR || mode == MODE_CORPUSDIR) clear_entries();
   unlink(in_path);
   char p[4400];
   for (int i = 0; i < 4; i++) {
@@ -119,10 +122,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   const char *name = strrchr((*argv)[0], '/');
   name = name ? name + 1 : (*argv)[0];
   mode = strstr(name, "jsonl") ? MODE_JSONL : strstr(name, "llmc") ? MODE_LLMC
-         : strstr(name, "text") ? MODE_TEXT : strstr(name, "dir") ? MODE_DIR : -1;
+         : strstr(name, "text") ? MODE_TEXT : strstr(name, "corpusdir") ? MODE_CORPUSDIR
+         : strstr(name, "dir") ? MODE_DIR : -1;
   if (mode < 0)
-    fail("run as fuzz_jsonl, fuzz_llmc, fuzz_text or fuzz_dir (the name picks the reader)");
-  bpe = strstr(name, "_bpe") != NULL && mode != MODE_LLMC;
+    fail("run as fuzz_jsonl, fuzz_llmc, fuzz_text, fuzz_dir or fuzz_corpusdir (the name picks "
+         "the reader)");
+  bpe = strstr(name, "_bpe") != NULL && mode != MODE_LLMC && mode != MODE_CORPUSDIR;
   if (coda_context_create(NULL, &ctx) != CODA_OK) fail("no context");
 #ifdef CODA_FUZZ_TOKENIZER
   if (bpe && coda_tokenizer_load(ctx, CODA_FUZZ_TOKENIZER, &tok) != CODA_OK) {
@@ -134,7 +139,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   const char *t = getenv("TMPDIR");
   snprintf(dir, sizeof dir, "%s/fuzz_corpus.%ld", t && *t ? t : "/tmp", (long)getpid());
   if (mkdir(dir, 0700) != 0) fail("cannot create the temporary directory");
-  if (mode == MODE_DIR)
+  if (mode == MODE_DIR || mode == MODE_CORPUSDIR)
     snprintf(in_path, sizeof in_path, "%s/in", dir);
   else
     snprintf(in_path, sizeof in_path, "%s/in.%s", dir,
@@ -425,7 +430,7 @@ static void add_entry(const uint8_t *d, size_t n) {
   size_t nlen = nl ? (size_t)(nl - d) : n, k = 0;
   for (size_t i = 0; i < nlen && k < MAX_NAME; i++)
     if (d[i] != '/' && d[i] != 0) e->name[k++] = (char)d[i];
-  static const char *const sufs[8] = {"", ".txt", ".jsonl", ".bin", ".parquet", "", "", ""};
+  static const char *const sufs[8] = {"", ".txt", ".jsonl", ".bin", ".parquet", ".dat", ".u8", ""};
   strcat(e->name, sufs[suffix]);
   if (!e->name[0]) snprintf(e->name, sizeof e->name, "e%d", nentries);
   if (!strcmp(e->name, ".") || !strcmp(e->name, "..")) return;
@@ -689,6 +694,65 @@ static void ref_dir(int fmt, dir_expect *x) {
   }
 }
 
+/* fuzz_corpusdir: the default corpus's walk (coda_prepare_corpus_dir behind
+ * coda_prepare_corpus, what
+ * `coda train --corpus DIR` runs) over the same directories: every regular
+ * file (links followed, hidden names aside) in name order, one document
+ * each, a .jsonl file as JSON Lines and any other as text (a NUL byte
+ * refused); X.dat or X.u8 beside a read X (a fortune index) left out
+ * silently, any other .dat or .u8 counted in the warning of files not
+ * read; a .bin file (llm.c tokens) refused by name, then a Parquet file (by
+ * name or magic); nothing to read refused naming the directory. Byte
+ * tokens. */
+static void ref_corpus_dir(dir_expect *x) {
+  listed every[MAX_ENTRIES], files[MAX_ENTRIES];
+  size_t nf = 0;
+  const size_t ne = listing("", every);
+  x->listed = 1;
+  for (size_t i = 0; i < ne; i++) {
+    if (!every[i].file) continue; /* not a regular file: not listed */
+    const char *nm = every[i].name;
+    const size_t n = strlen(nm), k = ends_with(nm, ".dat") ? 4 : ends_with(nm, ".u8") ? 3 : 0;
+    int indexed = 0;
+    for (size_t j = 0; k && j < nf && !indexed; j++)
+      indexed = strlen(files[j].name) == n - k && !strncmp(files[j].name, nm, n - k);
+    if (!k) files[nf++] = every[i];
+    else if (!indexed && !x->skipped++) x->skipped_first = nm;
+  }
+  for (size_t i = 0; i < nf; i++)
+    if (ends_with(files[i].name, ".bin")) { /* llm.c tokens: --data's */
+      expect_refusal(x, CODA_ERR_INVALID_ARGUMENT, files[i].name);
+      return;
+    }
+  if (nf == 0) {
+    expect_refusal(x, CODA_ERR_IO, NULL);
+    return;
+  }
+  for (size_t i = 0; i < nf; i++)
+    if (is_par1(files[i].file) || ends_with(files[i].name, ".parquet") ||
+        ends_with(files[i].name, ".PARQUET")) {
+      expect_refusal(x, CODA_ERR_NOT_SUPPORTED, files[i].name);
+      return;
+    }
+  for (size_t i = 0; i < nf; i++) {
+    const entry *f = files[i].file;
+    if (ends_with(files[i].name, ".jsonl")) {
+      if (!ref_jsonl(f->bytes, f->n, &x->all)) {
+        expect_refusal(x, CODA_ERR_IO, files[i].name);
+        return;
+      }
+    } else if (memchr(f->bytes, 0, f->n)) {
+      expect_refusal(x, CODA_ERR_INVALID_ARGUMENT, files[i].name);
+      return;
+    } else {
+      for (size_t j = 0; j < f->n; j++) push(&x->all, f->bytes[j]);
+    }
+  }
+  x->vocab = 256;
+  x->status = too_small(&x->all) ? CODA_ERR_IO : CODA_OK;
+  if (x->status) expect_refusal(x, CODA_ERR_IO, NULL);
+}
+
 static int begins_with_path(const char *msg, const char *path) {
   size_t n = strlen(path);
   return !strncmp(msg, path, n) && msg[n] == ':';
@@ -767,7 +831,9 @@ static void run_dir(const uint8_t *data, size_t size) {
   }
   dir_expect *x = calloc(1, sizeof *x);
   if (!x) fail("out of memory");
-  ref_dir(fmt, x);
+  const int walk = mode == MODE_CORPUSDIR; /* the walk behind coda_prepare_corpus */
+  if (walk) ref_corpus_dir(x);
+  else ref_dir(fmt, x);
   coda_data_options o = coda_data_default_options();
   o.path = in_path;
   o.format = (coda_data_format)fmt;
@@ -777,7 +843,9 @@ static void run_dir(const uint8_t *data, size_t size) {
   uint64_t ntr = 0, nva = 0;
   uint32_t got_vocab = 0;
   coda_warnings_clear(ctx);
-  coda_status s = coda_prepare_data(ctx, &o, out_dir, &ntr, &nva, &got_vocab);
+  coda_status s = walk ? coda_prepare_corpus_dir(ctx, in_path, out_dir, 20, &ntr, &nva)
+                       : coda_prepare_data(ctx, &o, out_dir, &ntr, &nva, &got_vocab);
+  if (walk) got_vocab = 256; /* byte tokens */
   const char *msg = coda_last_error(ctx);
   check_warnings(x, s);
 #ifdef FUZZ_VERBOSE
@@ -853,7 +921,7 @@ static void check_descriptors(int before) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const int fd0 = lowest_free_fd();
-  if (mode == MODE_DIR) {
+  if (mode == MODE_DIR || mode == MODE_CORPUSDIR) {
     run_dir(data, size);
     check_descriptors(fd0);
     return 0;

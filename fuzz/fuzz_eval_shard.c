@@ -3,12 +3,14 @@
  * is no token shard, a shard of a vocabulary larger than the model's, a
  * shard whose stamp (source.txt beside it) names another tokenizer than
  * the checkpoint's, byte shards on a model with a tokenizer, tokenizer
- * shards on a byte model, a shard shorter than one window.
+ * shards on a model without one, a shard shorter than one window.
  *
- * Two tiny checkpoints are made once: a byte model (vocabulary 256, no
- * tokenizer) and a BPE model (vocabulary 300) carrying a 9-token
- * tokenizer.json. Byte 0 of
- * an input picks: bit 0 the checkpoint (0 bytes, 1 BPE); bit 1 the shard
+ * Three tiny checkpoints are made once: a byte model (vocabulary 256, no
+ * tokenizer), a BPE model (vocabulary 300) carrying a 9-token
+ * tokenizer.json, and a model of vocabulary 300 without a tokenizer (as
+ * trained on another program's token ids). Byte 0 of
+ * an input picks: bit 0 the checkpoint (0 bytes, 1 BPE; bit 5 set with
+ * bit 0 clear: the model without a tokenizer); bit 1 the shard
  * (0 the shard part's bytes as the file, 1 a valid shard the harness
  * writes: the part's first 4 bytes a little-endian vocabulary, raised to
  * the largest token + 1, the rest uint16 tokens); bit 2 a uint32 shard
@@ -26,7 +28,8 @@
  * vocabulary above the model's; then the stamp's record (a source.txt of
  * at most 64 KiB beginning "coda prepared data ", its first line
  * "tokenizer PATH"): byte shards ("(bytes)", or vocabulary 256 without a
- * record) on the BPE model, a tokenizer's shards on the byte model, and a
+ * record) on the BPE model, a tokenizer's shards on either model without a
+ * tokenizer, and a
  * recorded tokenizer whose bytes differ from the checkpoint's are refused,
  * one that cannot be read is a warning naming the shard; then a shard
  * shorter than one window is refused. Refusals are
@@ -49,7 +52,8 @@
 
 static coda_context ctx;
 static char dir[4096], tokp[4200], copyp[4200], otherp[4200], gonep[4200];
-static char ck_bpe[4200], ck_bytes[4200], ck_tok[4200], sd[4200], shard[4300], srcp[4300];
+static char ck_bpe[4200], ck_bytes[4200], ck_ids[4200], ck_tok[4200], sd[4200], shard[4300],
+    srcp[4300];
 
 /* Two tokenizers of 9 ids that read the same ids as different text ("ab"
  * is one merge or another). */
@@ -71,13 +75,15 @@ static const char *tokenizer_json(int other) {
 static void put_text(const char *path, const char *t) { put_file(path, t, strlen(t)); }
 
 static void at_exit(void) {
-  const char *files[] = {tokp, copyp, otherp, ck_bpe, ck_tok, ck_bytes, shard, srcp};
+  const char *files[] = {tokp, copyp, otherp, ck_bpe, ck_tok, ck_bytes, ck_ids, shard, srcp};
   for (size_t i = 0; i < sizeof files / sizeof *files; i++) unlink(files[i]);
   rmdir(srcp);
   char p[4400];
   snprintf(p, sizeof p, "%s/ckb", dir);
   rmdir(p);
   snprintf(p, sizeof p, "%s/ckbytes", dir);
+  rmdir(p);
+  snprintf(p, sizeof p, "%s/ckids", dir);
   rmdir(p);
   rmdir(sd);
   rmdir(dir);
@@ -130,8 +136,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   snprintf(p, sizeof p, "%s/ckbytes", dir);
   snprintf(ck_bytes, sizeof ck_bytes, "%s/ck.safetensors", p);
   if (mkdir(p, 0700) != 0) fail("mkdir");
+  snprintf(p, sizeof p, "%s/ckids", dir);
+  snprintf(ck_ids, sizeof ck_ids, "%s/ck.safetensors", p);
+  if (mkdir(p, 0700) != 0) fail("mkdir");
   save_model(BPE_VOCAB, ck_bpe, tokp);
   save_model(256, ck_bytes, NULL);
+  save_model(BPE_VOCAB, ck_ids, NULL);
   snprintf(sd, sizeof sd, "%s/shards", dir);
   if (mkdir(sd, 0700) != 0) fail("mkdir");
   snprintf(shard, sizeof shard, "%s/val.tok", sd);
@@ -221,6 +231,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
   const int fds = open_fds();
   const int bpe = data[0] & 1, built = (data[0] >> 1) & 1, wide = (data[0] >> 2) & 1;
+  const int ids = !bpe && (data[0] >> 5) & 1; /* the model of 300 ids without a tokenizer */
   const int src_mode = (data[0] >> 3) & 3;
   static const uint8_t sep[3] = {'|', '#', '|'};
   size_t cut = 1;
@@ -268,8 +279,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   free(ex);
 
   /* the reference */
-  const char *ck = bpe ? ck_bpe : ck_bytes;
-  const int model_vocab = bpe ? BPE_VOCAB : 256;
+  const char *ck = bpe ? ck_bpe : ids ? ck_ids : ck_bytes;
+  const int model_vocab = bpe || ids ? BPE_VOCAB : 256;
   coda_status want = CODA_OK;
   int want_warning = 0;
   uint32_t *tok = NULL, vocab = 0;
@@ -314,7 +325,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   coda_eval_result r;
   const coda_status s = coda_evaluate(ctx, &o, &r);
 #ifdef FUZZ_VERBOSE
-  fprintf(stderr, "%s model, status %d (reference %d%s): %s%s", bpe ? "BPE" : "byte", (int)s,
+  fprintf(stderr, "%s model, status %d (reference %d%s): %s%s",
+          bpe ? "BPE" : ids ? "300-id" : "byte", (int)s,
           (int)want, want_warning ? ", a warning" : "", s ? coda_last_error(ctx) : "scored",
           "\n");
   fputs(coda_warnings(ctx), stderr);

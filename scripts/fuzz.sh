@@ -4,15 +4,16 @@
 # loading, encode and decode of arbitrary bytes), the Hugging Face
 # config.json reader, the checkpoint metadata -> model config check and
 # corpus preparation (JSON Lines, llm.c shards, plain text, a directory of
-# such files) with libFuzzer.
+# such files, and the default corpus's directory walk of coda train
+# --corpus) with libFuzzer.
 #
 #   scripts/fuzz.sh [SECONDS]     (default 60; each harness runs this long)
 #
 # FUZZ_ONLY=program|safetensors|shard|json|tokenizer|hf_config|
 # checkpoint_config|checkpoint_tokenizer|eval_shard|jsonl|llmc|text|dir|
-# jsonl_bpe|text_bpe|dir_bpe runs one
-# harness only, or those of a space-separated list (the last seven are one
-# binary, fuzz_corpus.c, run under seven names that pick the reader and
+# corpusdir|jsonl_bpe|text_bpe|dir_bpe runs one
+# harness only, or those of a space-separated list (the last eight are one
+# binary, fuzz_corpus.c, run under eight names that pick the reader and
 # whether a tokenizer is used; a crash input reproduces with
 # build-fuzz/fuzz_jsonl FILE). hf_config fuzzes the Hugging Face
 # config.json reader through coda_hf_config and coda_hf_import,
@@ -145,14 +146,15 @@ for h in hf_config checkpoint_config checkpoint_tokenizer eval_shard; do
     -lpthread -o "$out/fuzz_$h"
   fuzz_run "$h" "$h" 8192 -dict="$root/fuzz/$h.dict"
 done
-# Corpus preparation (src/data/corpus.c through coda_prepare_data): one
-# binary, linked under seven names that pick the reader (fuzz_dir: the
-# input becomes a directory of several files). Its chunk, block and line
+# Corpus preparation (src/data/corpus.c through coda_prepare_data, and
+# coda_prepare_corpus's directory walk as fuzz_corpusdir): one binary,
+# linked under eight names that pick the reader (fuzz_dir, fuzz_corpusdir:
+# the input becomes a directory of several files). Its chunk, block and line
 # sizes are made small so that inputs of a few KB cross them. The
 # directory runs have a dictionary (fuzz/dir.dict) and a 10 s limit per
 # input, so a FIFO waited on shows as a hang.
 corpus_built=0
-for h in jsonl llmc text dir jsonl_bpe text_bpe dir_bpe; do
+for h in jsonl llmc text dir corpusdir jsonl_bpe text_bpe dir_bpe; do
   if skip "$h"; then continue; fi
   if [ $corpus_built = 0 ]; then
     # shellcheck disable=SC2086
@@ -167,6 +169,7 @@ for h in jsonl llmc text dir jsonl_bpe text_bpe dir_bpe; do
   # the _bpe runs share the seeds; the directory runs have a dictionary and a
   # 10 s limit per input
   case $h in
+  corpusdir) fuzz_run "$h" dir 8192 -dict="$root/fuzz/dir.dict" -timeout=10 ;;
   dir*) fuzz_run "$h" "${h%_bpe}" 8192 -dict="$root/fuzz/dir.dict" -timeout=10 ;;
   *) fuzz_run "$h" "${h%_bpe}" 8192 ;;
   esac

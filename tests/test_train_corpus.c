@@ -4,7 +4,8 @@
  * shards; the validation split (a small corpus' tail, then one block in
  * 20), the errors that name the file and the count (and an llm.c name
  * holding both "train" and "val"; a directory entry named like a corpus
- * file that is not a regular file), determinism, and
+ * file that is not a regular file), the default corpus's directory walk
+ * (coda_prepare_corpus) by the same rule, determinism, and
  * token shards opened as memory maps. Expected streams are built here
  * from the documents, independently of the preparer. */
 #define _POSIX_C_SOURCE 200809L
@@ -326,15 +327,15 @@ static void mixed_directory(coda_context ctx) {
   check_tail_split(ctx, want, n, 2, "mixed .txt and .jsonl");
   const char *w = coda_warnings(ctx);
   CHECK_MSG(strstr(w, "mixed: 1 file not read (first: notes.md)") != NULL, "warning '%s'", w);
-  /* --format text: the .jsonl is named as left out */
+  /* --data-format text: the .jsonl is named as left out */
   coda_warnings_clear(ctx);
   CHECK(prepare(ctx, sub, CODA_DATA_TEXT, NULL, NULL, 2) == CODA_OK);
   w = coda_warnings(ctx);
-  CHECK_MSG(strstr(w, "2 files not read (first: b.jsonl): --format text reads only .txt") != NULL,
+  CHECK_MSG(strstr(w, "2 files not read (first: b.jsonl): --data-format text reads only .txt") != NULL,
             "warning '%s'", w);
   const char *docs2 = "plain text\nmore text\n";
   n = coda_tok_encode(docs2, strlen(docs2), want);
-  check_tail_split(ctx, want, n, 2, "--format text");
+  check_tail_split(ctx, want, n, 2, "--data-format text");
   /* text and llm.c token shards together: refused, both named */
   put_file("mixed/d.bin", "x", 1);
   CHECK(prepare(ctx, sub, CODA_DATA_AUTO, NULL, NULL, 2) == CODA_ERR_INVALID_ARGUMENT);
@@ -391,6 +392,57 @@ static void few_books(coda_context ctx) {
   free(va2);
   free(want);
   free(all);
+}
+
+/* coda_prepare_corpus (coda train --corpus DIR) walks a directory by the
+ * rule of --data: a .jsonl file is JSON Lines (it was read as text, its
+ * JSON syntax as tokens), any other file text; a fortune index (X.dat,
+ * X.u8 beside X) is left out silently, another .dat is named in a warning
+ * (it was dropped without a word). */
+static void corpus_dir_walker(coda_context ctx) {
+  char sub[300], o2[300], save[300];
+  snprintf(sub, sizeof sub, "%s/walk", dir);
+  CHECK(mkdir(sub, 0777) == 0);
+  put_file("walk/a.txt", "plain text\n", 11);
+  const char *jl = "{\"text\": \"first json\"}\n{\"text\": \"second\\njson\"}\n";
+  put_file("walk/b.jsonl", jl, strlen(jl));
+  put_file("walk/c", "a fortune\n%\nanother\n", 20);
+  put_file("walk/c.dat", "\0\0\0\2index", 10);
+  put_file("walk/c.u8", "\0\0\0\2index", 10);
+  put_file("walk/orphan.dat", "\0\1binary", 9);
+  snprintf(o2, sizeof o2, "%.200s/walked", dir);
+  coda_warnings_clear(ctx);
+  CHECK_MSG(coda_prepare_corpus(ctx, sub, o2) == CODA_OK, "%s", coda_last_error(ctx));
+  const char *w = coda_warnings(ctx);
+  CHECK_MSG(strstr(w, "walk: 1 file not read (first: orphan.dat)") && !strstr(w, "c.dat") &&
+                !strstr(w, "c.u8"),
+            "warning '%s'", w);
+  const char *docs = "plain text\nfirst jsonsecond\njsona fortune\n%\nanother\n";
+  uint32_t want[128];
+  size_t n = coda_tok_encode(docs, strlen(docs), want);
+  snprintf(save, sizeof save, "%s", out);
+  snprintf(out, sizeof out, "%s", o2);
+  check_tail_split(ctx, want, n, 2, "--corpus: text, JSON Lines, fortune and indexes");
+  snprintf(out, sizeof out, "%s", save);
+  /* only indexes without their text: nothing to read, refused by name */
+  char sub2[300];
+  snprintf(sub2, sizeof sub2, "%s/walk2", dir);
+  CHECK(mkdir(sub2, 0777) == 0);
+  put_file("walk2/x.dat", "\0\0", 2);
+  coda_warnings_clear(ctx);
+  CHECK(coda_prepare_corpus(ctx, sub2, o2) == CODA_ERR_IO);
+  CHECK_MSG(strstr(coda_last_error(ctx), "walk2: no corpus files found"), "%s",
+            coda_last_error(ctx));
+  CHECK(strstr(coda_warnings(ctx), "(first: x.dat)") != NULL);
+  coda_warnings_clear(ctx);
+  /* llm.c token shards are --data's: refused by name (their NUL bytes were
+   * refused as not text, with a message that offered .bin as a corpus) */
+  put_file("walk2/tokens.bin", "\x28\x0d\x35\x01", 4);
+  put_file("walk2/x", "some text\n", 10);
+  CHECK(coda_prepare_corpus(ctx, sub2, o2) == CODA_ERR_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(coda_last_error(ctx), "walk2/tokens.bin: llm.c token shards are not read as a "
+                   "corpus of text: pass their directory as --data DIR"), "%s", coda_last_error(ctx));
+  coda_warnings_clear(ctx);
 }
 
 /* Input that is not what it claims: raw invalid UTF-8 inside a JSON
@@ -515,6 +567,15 @@ static void llmc_shards(coda_context ctx) {
   CHECK(voc == mx + 1);
   free(tr);
   free(va);
+  /* with a tokenizer (given, or a checkpoint's in coda eval): refused,
+   * naming it (the refusal spoke of --tokenizer where none was given) */
+  char tok[512];
+  snprintf(tok, sizeof tok, "%s", path_of("tok.json"));
+  CHECK(prepare(ctx, path_of("fw_train_000001.bin"), CODA_DATA_AUTO, tok, NULL, 2) ==
+        CODA_ERR_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(coda_last_error(ctx), "hold token ids already, and the tokenizer ") &&
+                strstr(coda_last_error(ctx), "tok.json") && !strstr(coda_last_error(ctx), "--"),
+            "%s", coda_last_error(ctx));
   /* wrong magic, version, truncated */
   put_i32(b, 20240521);
   put_file("bad.bin", b, bytes);
@@ -590,6 +651,7 @@ int main(void) {
   txt_directory_not_files(ctx);
   mixed_directory(ctx);
   few_books(ctx);
+  corpus_dir_walker(ctx);
   bad_bytes(ctx);
   jsonl_tokenizer(ctx);
   llmc_shards(ctx);

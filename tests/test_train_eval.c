@@ -3,8 +3,9 @@
  * same numbers for any batch; perplexity = exp(loss); a shard shorter than
  * a window or of a larger vocabulary is refused naming it; shards whose
  * stamp (source.txt) records another tokenizer than the checkpoint's, byte
- * shards on a model with a tokenizer and tokenizer shards on a byte model
- * are refused naming both (they scored with exit 0). */
+ * shards on a model with a tokenizer and tokenizer shards on a model
+ * without one (of 256 ids or more) are refused naming both (they scored
+ * with exit 0). */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_tokenizer.h"
 #include "coda_train.h"
@@ -142,6 +143,36 @@ static void tokenizer_record(coda_context ctx, const char *dir, coda_model *m, c
                 "BPE shards, byte model");
     stamp(sd, "(bytes)");
     expect_eval(ctx, bck, sp, CODA_OK, NULL, "byte shards, byte model");
+  }
+  coda_model_destroy(bm);
+  /* a model without a tokenizer of a vocabulary above the bytes (512):
+   * tokenizer shards refused all the same; with the shards' tokenizer
+   * beside it as tokenizer.json they are compared and scored, with
+   * another refused */
+  c.vocab = 512;
+  bm = NULL;
+  CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &bm) == CODA_OK);
+  if (bm) {
+    coda_model_init(bm, 6);
+    char vd[420], vck[460], vtok[460];
+    snprintf(vd, sizeof vd, "%s/v512", dir);
+    CHECK(mkdir(vd, 0777) == 0);
+    snprintf(vck, sizeof vck, "%s/ck.safetensors", vd);
+    snprintf(vtok, sizeof vtok, "%s/tokenizer.json", vd);
+    coda_train_state vs = {0, 0, 0, NAN, "", 0, 0};
+    CHECK(coda_checkpoint_save(ctx, vck, bm, NULL, NULL, &vs) == CODA_OK);
+    stamp(sd, tokp);
+    expect_eval(ctx, vck, sp, CODA_ERR_INVALID_ARGUMENT, "model of vocabulary 512 without a "
+                "tokenizer", "BPE shards, vocabulary-512 model without a tokenizer");
+    CHECK(strstr(coda_last_error(ctx), "tok.json") != NULL);
+    put_text(vtok, tokenizer_json(0));
+    expect_eval(ctx, vck, sp, CODA_OK, NULL, "BPE shards, the same tokenizer.json beside");
+    put_text(vtok, tokenizer_json(1));
+    expect_eval(ctx, vck, sp, CODA_ERR_INVALID_ARGUMENT, "which differs from the checkpoint's",
+                "BPE shards, another tokenizer.json beside");
+    stamp(sd, "(bytes)");
+    expect_eval(ctx, vck, sp, CODA_ERR_INVALID_ARGUMENT, "byte-token shards",
+                "byte shards, a tokenizer.json beside");
   }
   coda_model_destroy(bm);
 }

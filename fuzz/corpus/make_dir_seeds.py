@@ -6,7 +6,8 @@ each a kind byte, a name, '\\n' and the contents. The kind's low 3 bits:
 0 file, 1 llm.c shard with a valid header, 2 llm.c shard whose header
 starts with the contents' first 12 bytes, 3 subdirectory, 4 symbolic link
 (the contents name the target), 5 FIFO; bits 3-5 add a suffix (1 .txt,
-2 .jsonl, 3 .bin, 4 .parquet).
+2 .jsonl, 3 .bin, 4 .parquet, 5 .dat, 6 .u8). The same seeds start
+fuzz_corpusdir (the walk of coda train --corpus DIR), which ignores byte 0.
 
     python3 fuzz/corpus/make_dir_seeds.py
 """
@@ -14,7 +15,7 @@ import os
 import struct
 
 FILE, LLMC, LLMC_RAW, SUBDIR, LINK, FIFO = range(6)
-TXT, JSONL, BIN, PARQUET = 1, 2, 3, 4
+TXT, JSONL, BIN, PARQUET, DAT, U8 = 1, 2, 3, 4, 5, 6
 AUTO, TEXT, JSONLF, LLMCF = range(4)
 
 
@@ -129,6 +130,20 @@ seeds = {
     "20_binary_and_bad_utf8": seed(AUTO,
                                    entry(FILE, "a", b"text\x00binary", TXT),
                                    entry(FILE, "b", b'{"text":"\xff"}\n', JSONL)),
+    # a fortune directory: texts without a suffix, their indexes (X.dat,
+    # X.u8: left out by the --corpus walk, silently), an index without its
+    # text (named in a warning), JSON Lines read as such
+    "21_fortune_indexes": seed(AUTO,
+                               entry(FILE, "art", b"a fortune\n%\nanother one\n"),
+                               entry(FILE, "art", b"\x00\x00\x00\x02index", DAT),
+                               entry(FILE, "art", b"\x00\x00\x00\x02index", U8),
+                               entry(FILE, "orphan", b"\x00\x01", DAT),
+                               entry(FILE, "quotes", b'{"text":"a quote"}\n', JSONL),
+                               entry(FILE, "zen", b"the last fortune file\n")),
+    # only indexes: nothing the walk reads
+    "22_only_indexes": seed(AUTO,
+                            entry(FILE, "a", b"\x00\x00", DAT),
+                            entry(FILE, "b", b"\x00\x00", U8)),
 }
 
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dir")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seeds of fuzz/corpus/eval_shard/ for the fuzz_eval_shard
 harness (fuzz/fuzz_eval_shard.c): byte 0 picks the checkpoint (bit 0: 0
-bytes, 1 BPE), the shard (bit 1: 0 the part's bytes, 1 a shard the harness
+bytes, 1 BPE; bit 5 with bit 0 clear: 300 ids without a tokenizer), the shard (bit 1: 0 the part's bytes, 1 a shard the harness
 writes from a 4-byte vocabulary and uint16 tokens; bit 2 uint32) and
 source.txt (bits 3-4: 0 none, 1 the source part, 2 the stamp's first line
 and the source part, 3 a directory); then the shard part, "|#|" and the
@@ -12,7 +12,7 @@ source part ("@tok", "@copy", "@other", "@gone", "@ck": paths).
 import os
 import struct
 
-BYTES, BPE = 0, 1
+BYTES, BPE, IDS = 0, 1, 32
 RAW, BUILT, WIDE = 0, 2, 4
 NONE, AS_IS, STAMP, SRC_DIR = 0, 8, 16, 24
 
@@ -46,6 +46,9 @@ seeds = {
     "12_source_dir": seed(BPE | BUILT | SRC_DIR, built(300, range(250, 299))),
     "13_raw_header": seed(BPE | RAW, b"CODATOKS" + struct.pack("<IIQII", 1, 2, 9, 9, 0) +
                           b"".join(struct.pack("<H", t) for t in range(9))),
+    "14_ids_tok_stamp": seed(IDS | BUILT | STAMP, built(9, ids), stamp(b"@tok")),
+    "15_ids_bytes_stamp": seed(IDS | BUILT | STAMP, built(256, range(60, 100)), stamp(b"(bytes)")),
+    "16_ids_no_stamp": seed(IDS | BUILT, built(300, range(250, 299))),
 }
 
 d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "eval_shard")

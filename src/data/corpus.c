@@ -514,7 +514,9 @@ static coda_status prepare_files(coda_context ctx, const coda_data_options *o,
   }
   if (!s && fmt == CODA_DATA_LLMC && o->tokenizer) {
     s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                  "%s: llm.c shards hold tokens already; --tokenizer does not apply", o->path);
+                  "%s: llm.c token shards (.bin) hold token ids already, and the tokenizer "
+                  "%s (given, or the checkpoint's) does not apply to them: pass them without "
+                  "a tokenizer, to a model trained on the same ids", o->path, o->tokenizer);
   }
   if (!s && mkdir(out_dir, 0777) != 0 && errno != EEXIST)
     s = coda_fail(ctx, CODA_ERR_IO, "%s: cannot create directory: %s", out_dir, strerror(errno));
@@ -644,7 +646,7 @@ static coda_status data_dir_files(coda_context ctx, const char *dir, coda_data_f
     s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                   "%s: holds both llm.c token shards (.bin, e.g. %s) and text (%s, e.g. %s); "
                   "tokens and text cannot make one stream: prepare them apart (move one kind "
-                  "out, or pass --format text|jsonl|llmc to read one kind)", dir,
+                  "out, or pass --data-format text|jsonl|llmc to read one kind)", dir,
                   base_name(l[2][0]), n[0] ? ".txt" : ".jsonl", base_name(n[0] ? l[0][0] : l[1][0]));
   char **all = NULL;
   size_t na = 0;
@@ -699,7 +701,7 @@ static coda_status data_dir_files(coda_context ctx, const char *dir, coda_data_f
                   "and .jsonl files, or else its .bin llm.c shards", dir, skipped,
                   skipped == 1 ? "" : "s", base_name(first));
       else if (skipped)
-        coda_warn(ctx, "%s: %zu file%s not read (first: %s): --format %s reads only %s files",
+        coda_warn(ctx, "%s: %zu file%s not read (first: %s): --data-format %s reads only %s files",
                   dir, skipped, skipped == 1 ? "" : "s", base_name(first),
                   given == CODA_DATA_TEXT ? "text" : given == CODA_DATA_JSONL ? "jsonl" : "llmc",
                   given == CODA_DATA_TEXT ? ".txt" : given == CODA_DATA_JSONL ? ".jsonl" : ".bin");
@@ -752,24 +754,46 @@ coda_status coda_prepare_data(coda_context ctx, const coda_data_options *opts, c
   return s;
 }
 
-/* The default corpus's directory (a fortune directory: every regular file
- * but the .dat / .u8 indexes, as text, in name order): prepare_files, so
- * the split is the one rule of every path. */
+/* The default corpus's directory (a fortune directory): every regular file
+ * in name order, one document each, .jsonl as JSON Lines and any other as
+ * text (a NUL byte refused), through prepare_files: the one split rule. A
+ * fortune index (X.dat, X.u8 beside its text X) is left out silently, any
+ * other .dat or .u8 with a warning naming it; .bin (llm.c tokens) refused. */
 coda_status coda_prepare_corpus_dir(coda_context ctx, const char *src_dir, const char *out_dir,
                                     int val_every, uint64_t *n_train, uint64_t *n_val) {
   (void)val_every; /* the block rule decides; see data.h */
-  char **files = NULL;
-  size_t nfiles = 0, kept = 0;
+  char **files = NULL, *first = NULL;
+  size_t nfiles = 0, kept = 0, skipped = 0;
   coda_status s = coda_list_dir(ctx, src_dir, "", 0, &files, &nfiles);
   if (s) return s;
-  for (size_t i = 0; i < nfiles; i++) {
-    if (has_suffix(files[i], ".dat") || has_suffix(files[i], ".u8")) free(files[i]);
-    else files[kept++] = files[i];
+  char **keep = malloc((nfiles ? nfiles : 1) * sizeof *keep);
+  for (size_t i = 0; keep && i < nfiles; i++) {
+    const size_t n = strlen(files[i]);
+    const size_t k = has_suffix(files[i], ".dat") ? 4 : has_suffix(files[i], ".u8") ? 3 : 0;
+    int indexed = 0; /* its text X is listed too (before it: the listing is in name order) */
+    for (size_t j = 0; k && j < kept && !indexed; j++)
+      indexed = strlen(keep[j]) == n - k && !memcmp(keep[j], files[i], n - k);
+    if (!k) keep[kept++] = files[i];
+    else if (!indexed && !skipped++) first = files[i];
+    else free(files[i]);
   }
-  if (!kept) s = coda_fail(ctx, CODA_ERR_IO, "%s: no corpus files found", src_dir);
+  if (!keep) free_list(files, nfiles);
+  if (!keep) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  free(files);
+  if (skipped)
+    coda_warn(ctx, "%s: %zu file%s not read (first: %s): a .dat or .u8 file is read only as "
+              "the index of the fortune file it sits beside", src_dir, skipped,
+              skipped == 1 ? "" : "s", base_name(first));
+  free(first);
+  for (size_t i = 0; i < kept && !s; i++) /* tokens, not text: the --data reader's */
+    if (has_suffix(keep[i], ".bin"))
+      s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s: llm.c token shards are not read as a "
+                    "corpus of text: pass their directory as --data DIR", keep[i]);
+  if (!kept) s = coda_fail(ctx, CODA_ERR_IO, "%s: no corpus files found (every regular file but "
+                           "fortune indexes is read: text, or .jsonl as JSON Lines)", src_dir);
   coda_data_options o = coda_data_default_options();
   o.path = src_dir;
-  if (!s) s = prepare_files(ctx, &o, CODA_DATA_TEXT, 1, files, kept, out_dir, n_train, n_val, NULL);
-  free_list(files, kept);
+  if (!s) s = prepare_files(ctx, &o, CODA_DATA_AUTO, 1, keep, kept, out_dir, n_train, n_val, NULL);
+  free_list(keep, kept);
   return s;
 }

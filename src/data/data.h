@@ -74,9 +74,12 @@ coda_status coda_shard_stream_put(coda_context ctx, coda_shard_stream *o, const 
 coda_status coda_shard_stream_close(coda_context ctx, coda_shard_stream *o, uint32_t vocab);
 void coda_shard_stream_abort(coda_shard_stream *o);
 
-/* Builds train.tok / val.tok in out_dir from the text files of src_dir
- * (regular files whose names do not end in .dat or .u8, in name order, as
- * bytes) with coda_prepare_data's split: one block of 8192 tokens in every
+/* Builds train.tok / val.tok in out_dir from the files of src_dir (every
+ * regular file in name order as byte tokens, one document each: a .jsonl
+ * file as JSON Lines, any other as text; a fortune index X.dat or X.u8
+ * beside its X left out, any other .dat or .u8 left out with a warning on
+ * the context, a .bin file of llm.c tokens refused by name) with
+ * coda_prepare_data's split: one block of 8192 tokens in every
  * 20, or a small corpus's last 20th (corpus.c, the one rule of every
  * preparation path). val_every is not used: it stays for the callers
  * written when the default corpus was split by documents. */

@@ -27,8 +27,9 @@ static void eval_usage(FILE *f) {
       "  --data PATH        a token shard (.tok), a directory holding train.tok/val.tok, or a\n"
       "                     corpus as coda train --data takes it (prepared into OUT/data);\n"
       "                     shards whose source.txt names another tokenizer than the\n"
-      "                     checkpoint's, byte shards on a model with a tokenizer, and a\n"
-      "                     binary file that is no shard are refused\n"
+      "                     checkpoint's, byte shards on a model with a tokenizer,\n"
+      "                     tokenizer shards on a model without one (none named or beside\n"
+      "                     it), and a binary file that is no shard are refused\n"
       "  --split NAME       val (default) | train | all: the shards scored\n"
       "  --tokenizer FILE --data-format F --text-field NAME   for a corpus (coda train --help);\n"
       "                     the tokenizer defaults to the checkpoint's (the one it names,\n"
@@ -46,9 +47,6 @@ static void eval_usage(FILE *f) {
   coda_tool_num_help(f, eval_nums);
 }
 
-
-/* A coda token shard: named .tok, or any file with the shard's magic (a
- * .tok that lacks it is refused by coda_evaluate, by name). */
 /* coda_eval_options.progress: the bar (stderr, a terminal only). */
 static void eval_progress(int64_t done, int64_t total, void *user) {
   char detail[64];
@@ -56,6 +54,8 @@ static void eval_progress(int64_t done, int64_t total, void *user) {
   coda_tool_bar_update(user, (double)done, (double)total, detail);
 }
 
+/* A coda token shard: named .tok, or any file with the shard's magic (a
+ * .tok that lacks it is refused by coda_evaluate, by name). */
 static int is_token_shard(const char *path) {
   const size_t n = strlen(path);
   if (n > 4 && !strcmp(path + n - 4, ".tok")) return 1;

@@ -373,7 +373,9 @@ static int gen_parse(gen_opts *o, int argc, char **argv) {
         return 2;
       }
     } else {
-      goto bad;
+      fprintf(stderr, "coda generate: unknown option '%s'\n", a);
+      gen_usage(stderr);
+      return 2;
     }
     i++;
     continue;

@@ -43,9 +43,10 @@ static void validation_progress(int done, int batches, void *user) {
   if (done == batches) coda_tool_bar_end(&val_bar);
 }
 
-/* Prints the trainer's progress (the lines of `coda train`). */
+/* Prints the trainer's progress (the lines of `coda train`); user is the
+ * run's context, whose warnings (a preparation's files left out) are
+ * printed once the data is ready. */
 static void print_progress(const coda_train_progress *p, void *user) {
-  (void)user;
   coda_tool_bar_end(&val_bar); /* a cut-short validation's bar off the line */
   const double MiB = 1024.0 * 1024.0;
   switch (p->event) {
@@ -53,6 +54,8 @@ static void print_progress(const coda_train_progress *p, void *user) {
     printf("preparing token shards in %s from %s\n", p->data_dir, p->corpus_dir);
     break;
   case CODA_TRAIN_EVENT_START: {
+    fflush(stdout);
+    coda_tool_warnings((coda_context)user, "train");
     const coda_model_config *c = p->model;
     printf("model: dim %d, layers %d, heads %d/%d, ffn %d, seq %d, vocab %d, %s head; %lld "
            "parameters; engine %s\n",
@@ -238,7 +241,8 @@ static void train_usage(FILE *f) {
       "                    OUT/tokenizer.json (an existing different file there is refused)\n"
       "                    and named, with its checksum, in the checkpoint, so coda generate\n"
       "                    and coda eval use it without being told\n"
-      "  --corpus DIR      text files to prepare shards from (default: the fortunes package)\n"
+      "  --corpus DIR      a directory to prepare shards from, one document a file (text;\n"
+      "                    .jsonl as JSON Lines; default: the fortunes package)\n"
       "  --prepare         only write the token shards, then exit\n"
       "  --engine NAME     auto | reference | plans\n"
       "  --device NAME     cpu (default) | gpu | auto (the GPU when one is usable);\n"
@@ -301,8 +305,6 @@ typedef struct train_job {
   int gpu;    /* the GPU of a joined rank (LOCAL_RANK); -1: forked rank r uses GPU r */
 } train_job;
 
-/* After a failure to prepare the token shards from the default corpus:
- * where that corpus comes from. */
 /* Why the token shards are missing. On a rank other than 0 of a job,
  * rank 0 prepared them (into its own data directory) and reported success:
  * a rank that still cannot open them does not see rank 0's files. */
@@ -314,8 +316,9 @@ static const char *corpus_hint(const coda_train_options *o, coda_status s, int r
   struct stat st;
   if (s == CODA_ERR_IO && o->corpus_dir && rank > 0 && stat(p, &st) != 0 &&
       !strstr(msg, "rank 0 could not prepare"))
-    return " (rank 0 prepared the token shards into the data directory on its own host, and "
-           "this rank does not see them at this path: in a job of several ranks give every "
+    return " (rank 0 prepares the token shards into its own --out, and this rank does not "
+           "see them at this path, as when each rank has its own --out or its own host's "
+           "file system: in a job of several ranks give every "
            "rank the same --out on a file system they share, or prepare once (coda train "
            "--prepare --out OUT) and give every rank --data OUT/data at a path each of them "
            "reads)";
@@ -336,11 +339,10 @@ static int train_process(const train_job *job, coda_comm comm, coda_context ctx)
   co.backend = job->device ? CODA_BACKEND_CUDA : CODA_BACKEND_CPU;
   co.device = !job->device || !comm ? 0 : job->gpu >= 0 ? job->gpu : rank;
   const int own = ctx == NULL;
-  if (own) {
-    char cmd[64];
-    snprintf(cmd, sizeof cmd, "train%s", who);
-    if (coda_tool_context(&co, &ctx, cmd, job->device ? "CUDA" : "CPU") != CODA_OK) return 1;
-  }
+  char cmd_name[64];
+  snprintf(cmd_name, sizeof cmd_name, "train%s", who);
+  if (own && coda_tool_context(&co, &ctx, cmd_name, job->device ? "CUDA" : "CPU") != CODA_OK)
+    return 1;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigint;
@@ -350,6 +352,7 @@ static int train_process(const train_job *job, coda_comm comm, coda_context ctx)
   coda_train_options o = job->o;
   o.should_stop = should_stop;
   o.progress = print_progress;
+  o.user = ctx;
   o.validation_progress = validation_progress;
   o.comm = comm;
   /* The MFU figure is the H100/H200 peak on any GPU (unless given). */
@@ -358,6 +361,7 @@ static int train_process(const train_job *job, coda_comm comm, coda_context ctx)
   coda_train_summary sum;
   int rc = 0;
   coda_status s = coda_train(ctx, &o, &sum);
+  coda_tool_warnings(ctx, cmd_name);
   if (s) {
     fprintf(stderr, "coda train%s: %s%s\n", who, coda_last_error(ctx),
             corpus_hint(&o, s, rank, coda_last_error(ctx)));
@@ -746,6 +750,7 @@ static int prepare_shards_only(train_cli *c, coda_context ctx) {
   if (c->o.data_dir) snprintf(dir, sizeof dir, "%s", c->o.data_dir);
   else snprintf(dir, sizeof dir, "%s/data", c->o.out_dir);
   coda_status s = coda_prepare_corpus(ctx, c->o.corpus_dir, dir);
+  coda_tool_warnings(ctx, "train");
   if (s) {
     fprintf(stderr, "coda train: %s%s\n", coda_last_error(ctx),
             corpus_hint(&c->o, s, 0, coda_last_error(ctx)));

@@ -4,6 +4,7 @@
 #include "progress.h"
 
 #include <dirent.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -303,8 +304,12 @@ static int num_refuse(const char *cmd, const coda_tool_num *t, const char *v) {
   return 2;
 }
 
+/* A value is the number alone: strtod and strtoll skip leading blanks,
+ * which a quoted ' 64' would pass through. */
+static int num_blank(const char *v) { return isspace((unsigned char)v[0]) != 0; }
+
 int coda_tool_num_parse(const char *cmd, const coda_tool_num *t, const char *v, double *out) {
-  if (!v || !*v) return num_refuse(cmd, t, v);
+  if (!v || !*v || num_blank(v)) return num_refuse(cmd, t, v);
   char *end;
   errno = 0;
   double x;
@@ -322,7 +327,7 @@ int coda_tool_num_parse(const char *cmd, const coda_tool_num *t, const char *v, 
 }
 
 int coda_tool_num_parse_ll(const char *cmd, const coda_tool_num *t, const char *v, long long *out) {
-  if (!v || !*v) return num_refuse(cmd, t, v);
+  if (!v || !*v || num_blank(v)) return num_refuse(cmd, t, v);
   char *end;
   errno = 0;
   long long k = strtoll(v, &end, 10);

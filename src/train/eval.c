@@ -75,9 +75,10 @@ static int same_file_bytes(coda_context ctx, const char *a, const char *b) {
 /* The shard's tokens are the model's: byte-token shards (their stamp says
  * so, or, without a stamp, their vocabulary is the 256 bytes) are refused
  * on a model with a tokenizer; shards whose stamp names a tokenizer are
- * refused on a byte model and where that tokenizer differs from the
- * checkpoint's (another tokenizer of the same vocabulary size reads the
- * same ids as other text). A stamp naming a tokenizer that cannot be read
+ * refused on a model without one (none named, none beside it: byte tokens,
+ * or ids whose text nothing records, whatever the vocabulary size) and
+ * where that tokenizer differs from the checkpoint's (another tokenizer of
+ * the same vocabulary size reads the same ids as other text). A stamp naming a tokenizer that cannot be read
  * is a warning (coda_warnings): not checked. */
 static coda_status check_shard_tokens(coda_context ctx, const char *shard, uint32_t shard_vocab,
                                       const char *checkpoint, int model_vocab) {
@@ -94,10 +95,14 @@ static coda_status check_shard_tokens(coda_context ctx, const char *shard, uint3
                   "%s: byte-token shards (%s), but the model's tokenizer is %s: prepare the "
                   "data with it (coda eval --data CORPUS tokenizes with the checkpoint's "
                   "tokenizer)", shard, rec ? "source.txt says (bytes)" : "vocabulary 256", ck);
-  else if (rec && !rec_bytes && !ck && model_vocab == CODA_TOK_BYTES)
+  else if (rec && !rec_bytes && !ck)
     s = coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                  "%s: prepared with the tokenizer %s (its source.txt), but %s is a byte-token "
-                  "model (no tokenizer): prepare the data as bytes", shard, rec, checkpoint);
+                  "%s: prepared with the tokenizer %s (its source.txt), but %s is a %smodel of "
+                  "vocabulary %d without a tokenizer (it names none, and no tokenizer.json lies "
+                  "beside it or in its folder): prepare the data as bytes, or put the tokenizer "
+                  "the model was trained with there as tokenizer.json to have the two compared",
+                  shard, rec, checkpoint, model_vocab == CODA_TOK_BYTES ? "byte-token " : "",
+                  model_vocab);
   else if (rec && !rec_bytes && ck) {
     const int same = same_file_bytes(ctx, rec, ck);
     if (same == 0)

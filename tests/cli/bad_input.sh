@@ -63,6 +63,8 @@ expect "--steps: must be an integer in [1, 1099511627776], got '0'" -- train --s
 expect "--dim: must be an integer in [2, 65536], got '0' (model width" -- train --dim 0
 expect "--dim: must be an integer in [2, 65536], got '-5'" -- train --dim -5
 expect "--dim: must be an integer in [2, 65536], got '1000000'" -- train --dim 1000000
+expect "--dim: must be an integer in [2, 65536], got ' 64'" -- train --dim ' 64'
+expect "--lr: must be in (0, inf), got ' 1e-3'" -- train --lr ' 1e-3'
 expect "--batch: must be an integer in [1, 1048576], got '-1'" -- train --batch -1
 expect "--threads: must be an integer in [0, 4096], got '-1' (CPU threads" -- train --threads -1
 expect "--lr: must be in (0, inf), got 'abc' (peak learning rate)" -- train --lr abc
@@ -139,6 +141,7 @@ expect "unknown option '--frob'" -- compile --frob
 # --- coda generate
 expect "--checkpoint PATH is required" -- generate
 expect "unknown or incomplete option '--bogus'" -- generate --bogus
+expect "unknown option '--max-tokens'" -- generate --checkpoint x --max-tokens 0
 expect "--tokens: must be an integer in [0, 16777216], got 'abc' (new tokens per prompt" -- generate --checkpoint x --tokens abc
 expect "--tokens: must be an integer in [0, 16777216], got '-1'" -- generate --checkpoint x --tokens -1
 expect "--tokens: must be an integer in [0, 16777216], got '99999999999'" -- generate --checkpoint x --tokens 99999999999

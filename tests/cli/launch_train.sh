@@ -286,7 +286,7 @@ for r in 0 1; do
 done
 wait "$o0"; a=$?
 wait "$o1"; b=$?
-if [ $b -ne 0 ] && grep -q -F "rank 0 prepared the token shards into the data directory on its own host" own.1.err &&
+if [ $b -ne 0 ] && grep -q -F "rank 0 prepares the token shards into its own --out" own.1.err &&
    ! grep -q "fortunes" own.1.err; then ok "own --out per rank: $(tail -1 own.1.err)"
 else fail "own --out per rank: statuses $a $b"; sed 's/^/  | /' own.1.err; fi
 # a corpus would be tokenized by every rank at once: prepared once instead

@@ -37,15 +37,19 @@
 #   dp        tests/gpu/train_dp_gpu.sh (needs two GPUs)
 #   sanitize  compute-sanitizer (memcheck, racecheck, synccheck, initcheck)
 #             over every kernel variant of the GEMM, epilogue, attention
-#             and decode tests at minimal shapes and the trainer's device
-#             test with both heads, keep-logits included
-#             (tests/gpu/sanitize.sh: 26 runs, each with its budget;
+#             and decode tests at minimal shapes, the plan, graph and bf16
+#             AdamW tests and the trainer's device test with both heads,
+#             keep-logits included
+#             (tests/gpu/sanitize.sh: 38 runs, each with its budget;
 #             SANITIZE_RUNS selects a part that fits a call of 10 minutes,
 #             e.g. SANITIZE_RUNS="memcheck/*")
 #   kill      tests/gpu/train_kill_gpu.sh: kill -9 of coda train --device
 #             gpu at random moments, saves included, each resumed; the
 #             final checkpoint must equal an uninterrupted run's
 #             (KILL_COUNT kills, default 20; SHAPE small | d512 | 1b)
+#   fault     tests/gpu/fault_gpu.sh: the kills at the small shape (60)
+#             and at the 1.1 B shape (3) while the sanitize stage's runs go
+#             on beside them, about 8 minutes (fault.log)
 #   python    python/tests with the pack's lib/libcoda.so.0 (pack_shared.sh):
 #             numpy and torch on the CPU backend, and the CUDA tests of the
 #             torch ops and of apply_to_llama (needs torch with CUDA and
@@ -165,6 +169,11 @@ if has kill; then
   # finishes the run; the outer limit is above it
   OUT=$L timeout -k 5 590 tests/gpu/train_kill_gpu.sh "$P" "${KILL_COUNT:-20}" > /dev/null 2>&1 || status=1
   tail -8 "$L/train-kill.log"
+fi
+if has fault; then
+  # its own limits: the kills within 400 s, the sanitizers within 450 s
+  OUT=$L timeout -k 5 590 tests/gpu/fault_gpu.sh "$P" > /dev/null 2>&1 || status=1
+  cat "$L/fault.log"
 fi
 if has sanitize; then
   # SANITIZE_RUNS picks the runs (tests/gpu/sanitize.sh: the budgets of

@@ -6,7 +6,10 @@
 #
 # BUILD_DIR is a CUDA build folder (its tests/gpu/test_*_gpu are run, and
 # tests/test_train_device where present: the trainer's device step, AdamW
-# and round trips, with the head recomputing and keeping its logits);
+# and round trips, with the head recomputing and keeping its logits); every
+# GPU test runs under every tool but test_debug_sync_gpu, whose kernel
+# faults on purpose (memcheck would report the fault the test is about;
+# tests/gpu/debug_sync.sh runs it);
 # CACHE_DIR (exported as CODA_CACHE_DIR) holds the NVRTC kernels compiled
 # beforehand with
 #   CODA_CACHE_DIR=CACHE_DIR BUILD_DIR/tests/gpu/test_epilogue_gpu --precompile
@@ -21,21 +24,28 @@
 # than SMs; test_epilogue_gpu: every program, in three parts under
 # racecheck; test_decode_gpu: the decoder's kernels, its GEMV and GEMM
 # paths and replayed step graphs, with --sanitize: every case a few steps;
-# test_train_device: both heads, keep-logits included). initcheck reports
+# test_train_device: both heads, keep-logits included; test_plan_gpu: the
+# block and head plans at their small test shape, fused, unfused, folded;
+# test_graph_gpu: plans and GEMMs captured into CUDA graphs and replayed;
+# test_optim_gpu: the bf16-state AdamW kernel). initcheck reports
 # device memory read before it was written. Each (tool, test) run has a time
 # budget, a few times what it should need (racecheck of test_attention_gpu
 # --small, which --sanitize halves, took 189 s); SANITIZE_BUDGET_SCALE
-# multiplies every budget. The budgets sum to about 53 minutes, far above
-# what the runs take together (a few minutes: bench/results/gpu-2026-12-01e.md);
-# a hung run still ends at its budget. SANITIZE_RUNS, a list of globs over
-# "tool/label" (default "*", every run), picks runs, e.g.
-#   SANITIZE_RUNS="memcheck/*"                           (budgets 440 s)
-#   SANITIZE_RUNS="synccheck/*"                          (330 s)
-#   SANITIZE_RUNS="initcheck/*"                          (440 s)
+# multiplies every budget. The budgets sum to about 72 minutes, far above
+# what the runs take together (17 of them took 160 s:
+# bench/results/gpu-2026-12-01e.md); a hung run still ends at its budget.
+# SANITIZE_DEADLINE_S (default none) bounds the whole: a run starts only
+# while 10 s of it are left, with its budget cut to what is left, and a run
+# not started is reported as not clean ("deadline"). SANITIZE_RUNS, a list
+# of globs over "tool/label" (default "*", every run), picks runs, e.g.
+#   SANITIZE_RUNS="memcheck/*"                           (budgets 650 s)
+#   SANITIZE_RUNS="synccheck/*"                          (510 s)
+#   SANITIZE_RUNS="initcheck/*"                          (650 s)
 #   SANITIZE_RUNS="racecheck/gemm racecheck/epilogue-*"  (540 s)
 #   SANITIZE_RUNS="racecheck/attention"                  (540 s)
 #   SANITIZE_RUNS="racecheck/attention-persistent"       (540 s)
 #   SANITIZE_RUNS="racecheck/decode racecheck/train-device"  (360 s)
+#   SANITIZE_RUNS="racecheck/plan racecheck/graph racecheck/optim"  (540 s)
 # Each test ends with a "coverage:" line (which variants, configurations or
 # programs ran), shown per run and in the table.
 #
@@ -80,6 +90,7 @@ grep -q -- '--padding' <<< "$HELP" && MEMCHECK_OPTS+=(--padding 64)
 grep -q -- '--track-stream-ordered-races' <<< "$HELP" && MEMCHECK_OPTS+=(--track-stream-ordered-races all)
 
 SCALE=${SANITIZE_BUDGET_SCALE:-1}
+START=$(date +%s)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 ROWS=()
@@ -87,20 +98,37 @@ LINE=
 STATUS=0
 NOT_CLEAN=()
 
-# run TOOL LABEL BUDGET_S COMMAND...  (only when TOOL/LABEL matches SANITIZE_RUNS)
-run() {
-  local tool=$1 label=$2 budget=$3 pat pick=0
-  shift 3
+# picked TOOL/LABEL: it matches SANITIZE_RUNS
+picked() {
   # the patterns are split on blanks but not expanded against the files of
   # the current directory (a bare "*" would otherwise become their names)
-  local pats
+  local pats pat
   read -r -a pats <<< "${SANITIZE_RUNS:-*}"
   for pat in "${pats[@]}"; do
     # shellcheck disable=SC2254
-    case "$tool/$label" in $pat) pick=1 ;; esac
+    case "$1" in $pat) return 0 ;; esac
   done
-  [ $pick = 1 ] || return 0
+  return 1
+}
+
+# run TOOL LABEL BUDGET_S COMMAND...  (only when TOOL/LABEL matches SANITIZE_RUNS)
+run() {
+  local tool=$1 label=$2 budget=$3
+  shift 3
+  picked "$tool/$label" || return 0
   budget=$(awk -v b="$budget" -v s="$SCALE" 'BEGIN { t = int(b * s + 0.5); print t < 1 ? 1 : t }')
+  if [ -n "${SANITIZE_DEADLINE_S:-}" ]; then # what is left of the whole
+    local left=$((SANITIZE_DEADLINE_S - ($(date +%s) - START)))
+    if [ "$left" -lt 10 ]; then
+      STATUS=1
+      NOT_CLEAN+=("$tool/$label: not run, SANITIZE_DEADLINE_S=$SANITIZE_DEADLINE_S spent")
+      LINE+="$tool/$label=(deadline) "
+      ROWS+=("$(printf '%-10s %-22s %6s %4s  %-12s %4ss  %s' "$tool" "$label" "-" "-" "deadline" 0 "not run")")
+      echo "--- $tool / $label: not run: the deadline of $SANITIZE_DEADLINE_S s is spent"
+      return 0
+    fi
+    [ "$budget" -le "$left" ] || budget=$left
+  fi
   local opts=()
   [ "$tool" = memcheck ] && opts=(${MEMCHECK_OPTS[@]+"${MEMCHECK_OPTS[@]}"})
   local log=$TMP/$tool-$label.log t0 t1 rc
@@ -148,7 +176,6 @@ run() {
   ROWS+=("$(printf '%-10s %-22s %6s %4s  %-12s %4ss  %s' "$tool" "$label" "$errors" "$api" "$state" "$((t1 - t0))" "${coverage:-none}")")
 }
 
-START=$(date +%s)
 G=$T/test_gemm_gpu E=$T/test_epilogue_gpu A=$T/test_attention_gpu D=$T/test_decode_gpu
 TD=$B/tests/test_train_device
 # run_td TOOL BUDGET_S: test_train_device under TOOL, where the build has it
@@ -156,12 +183,30 @@ run_td() {
   if [ -x "$TD" ]; then run "$1" train-device "$2" "$TD"
   else echo "sanitize: $TD is missing: $1/train-device not run"; fi
 }
+# run_more TOOL PLAN_S GRAPH_S OPTIM_S: the plan, graph and optimizer tests
+# under TOOL (a test the build lacks is said, and not clean)
+run_more() {
+  local tool=$1 t b
+  shift
+  for t in plan graph optim; do
+    b=$1
+    shift
+    if [ -x "$T/test_${t}_gpu" ]; then
+      run "$tool" "$t" "$b" "$T/test_${t}_gpu"
+    elif picked "$tool/$t"; then
+      STATUS=1
+      NOT_CLEAN+=("$tool/$t: not run, $T/test_${t}_gpu is missing")
+      echo "sanitize: $T/test_${t}_gpu is missing: $tool/$t not run"
+    fi
+  done
+}
 run memcheck gemm 60 "$G" --sanitize
 run memcheck epilogue-all 60 "$E"
 run memcheck attention 100 "$A" --sanitize
 run memcheck attention-persistent 100 "$A" --persistent
 run memcheck decode 60 "$D" --sanitize
 run_td memcheck 60
+run_more memcheck 120 60 30
 run racecheck gemm 180 "$G" --sanitize
 run racecheck epilogue-part0 120 "$E" --part 0/3
 run racecheck epilogue-part1 120 "$E" --part 1/3
@@ -170,18 +215,21 @@ run racecheck attention 540 "$A" --sanitize
 run racecheck attention-persistent 540 "$A" --persistent
 run racecheck decode 240 "$D" --sanitize
 run_td racecheck 120
+run_more racecheck 300 180 60
 run synccheck gemm 45 "$G" --sanitize
 run synccheck epilogue-all 45 "$E"
 run synccheck attention 60 "$A" --sanitize
 run synccheck attention-persistent 60 "$A" --persistent
 run synccheck decode 60 "$D" --sanitize
 run_td synccheck 60
+run_more synccheck 90 60 30
 run initcheck gemm 60 "$G" --sanitize
 run initcheck epilogue-all 60 "$E"
 run initcheck attention 100 "$A" --sanitize
 run initcheck attention-persistent 100 "$A" --persistent
 run initcheck decode 60 "$D" --sanitize
 run_td initcheck 60
+run_more initcheck 120 60 30
 END=$(date +%s)
 if [ ${#ROWS[@]} -eq 0 ]; then
   STATUS=1

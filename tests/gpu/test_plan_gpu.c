@@ -524,6 +524,9 @@ int main(int argc, char **argv) {
   check_grad_act(KIND_HEAD, gpu);
   check_grad_act(KIND_GPT2, gpu);
   check_inplace(gpu);
+  /* the line tests/gpu/sanitize.sh shows for each sanitizer run */
+  printf("coverage: the Llama-3 block, LM head and GPT-2 block plans (forward and backward, "
+         "fused and unfused, folded), their bf16 weight gradients, the Llama block in place\n");
   printf("%d passed, %d failed\n", g_pass, g_fail);
   coda_context_destroy(gpu);
   coda_context_destroy(cpu);
