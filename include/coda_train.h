@@ -382,8 +382,8 @@ typedef struct coda_generate_options {
 coda_generate_options coda_generate_default_options(void);
 
 /* Samples text after the prompt, by full recompute through the block
- * plans (bf16 weights) where they are available, else the host
- * reference engine (fp32);
+ * plans (bf16 weights) for the llama family and through the host
+ * reference engine (fp32) for the others (the host decoder's numbers);
  * *text is malloc'ed (caller frees) and
  * NUL-terminated, but the bytes may hold NUL themselves: coda_generate_n
  * also gives their count. Non-finite logits (a checkpoint of NaN or inf

@@ -144,12 +144,13 @@ int main(void) {
   compare(ctx, 0);
   compare(ctx, 1);
   keep_toggle(ctx);
-  /* Qwen3 (the QK-norm block): head_dim dim / heads (8) and not (16, 24:
-   * q width 64 and 96 for dim 32), tied and untied */
+  /* Qwen3 (the QK-norm block): head_dim dim / heads (8) and not (16, 24,
+   * 6: q width 64, 96 and 24 for dim 32; 24 and 6 on column tiles of 24),
+   * tied and untied */
   {
     coda_model_config q = {64, 32, 2, 4, 2, 48, 16, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 0};
-    const int hds[3] = {8, 16, 24};
-    for (int i = 0; i < 3; i++)
+    const int hds[4] = {8, 16, 24, 6};
+    for (int i = 0; i < 4; i++)
       for (int tied = 0; tied < 2; tied++) {
         q.head_dim = hds[i];
         q.tied = tied;

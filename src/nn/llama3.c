@@ -217,10 +217,11 @@ static coda_status check_config(coda_context ctx, const coda_llama_config *c, in
   if (tiling->tile_m == 0 && tiling->tile_n == 0) {
     tiling->tile_m = 64;
     tiling->tile_n = 64;
-    /* the QK-norm's head segments must fit the column tiles (qwen3_check) */
-    const int64_t hd = c->head_dim;
-    if (!head && (c->flags & CODA_LLAMA_QK_NORM) && hd % 64 && 64 % hd && hd % 8 == 0 && hd <= 256)
-      tiling->tile_n = (int)hd;
+    /* the QK-norm's head segments must fit the column tiles (qwen3_check):
+     * else the least multiple of 8 and head_dim */
+    const int64_t hd = c->head_dim, l = hd % 8 == 0 ? hd : hd % 4 == 0 ? 2 * hd : 4 * hd;
+    if (!head && (c->flags & CODA_LLAMA_QK_NORM) && hd > 0 && hd % 64 && 64 % hd && l <= 256)
+      tiling->tile_n = (int)l;
     /* a GPU computes partials for its own tiling only */
     if (coda_context_backend(ctx) != CODA_BACKEND_CPU) {
       coda_status s = coda_preferred_tiling(ctx, NULL, c->batch * c->seq, c->dim, c->dim, tiling);

@@ -74,7 +74,7 @@ expect "unknown --config 'huge'" -- train --config huge
 # a Llama head width that is not dim / heads
 expect "--family 'gemma' is not a model family (llama, qwen3)" -- train --family gemma
 # shellcheck disable=SC2086
-expect "head_dim 12 and tile_n 64 to divide one another" -- train $small --out oq --family qwen3 --head-dim 12 --device cpu
+expect "head_dim 130 and tile_n 64 to divide one another" -- train $small --out oq --family qwen3 --head-dim 130 --device cpu
 # shellcheck disable=SC2086
 expect "head_dim 24 x heads 2 != dim 32" -- train $small --out oq --head-dim 24 --device cpu --engine reference
 expect "--engine is auto, reference or plans" -- train --engine gpu
