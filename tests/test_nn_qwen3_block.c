@@ -7,6 +7,7 @@
  *  - the QK-norm's defining property in the forward: scaling the Q and K
  *    rows of wqkv leaves x_out unchanged (to the epsilon), scaling the V
  *    rows does not;
+ *  - the printed plan: the QK-norm steps and the views;
  *  - the refusals: the flags it has no form for, a head size that does not
  *    tile, and a plan_buffer_view of another element count. */
 #include "check.h"
@@ -131,6 +132,10 @@ static void fd_block(coda_context ctx, int64_t hd, coda_tiling tl) {
   }
   free(xo0);
   free(xo1);
+  /* the printed plan names the QK-norm steps and the views */
+  const char *txt = coda_plan_text(p);
+  CHECK(txt && strstr(txt, "qk_norm_rope") && strstr(txt, "qk_norm_bwd") &&
+        strstr(txt, "view of qkv_pre") && !strstr(txt, "qkv_rope "));
   for (int i = 0; i < NP; i++) {
     free(v[i]);
     free(g[i]);
