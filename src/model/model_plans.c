@@ -1,5 +1,8 @@
 /* Plan engine: the model runs through the Llama-3 block and head plans of
- * src/nn (GEMM + epilogue programs on the context's backend). One block
+ * src/nn (GEMM + epilogue programs on the context's backend); a family
+ * with the table's qk_norm (Qwen3) through the same block with its
+ * QK-norm (CODA_LLAMA_QK_NORM), whose two norm weights per layer are bound
+ * as the others are. One block
  * plan per layer and one head plan, chained without copies: block i's
  * x_out buffer is bound as block i+1's x (and as the head's x), and in the
  * backward each dx is bound as the previous block's dx_out.
@@ -251,7 +254,8 @@ static coda_status bind_slice(coda_context ctx, coda_plan p, const char *name, v
   return CODA_OK;
 }
 
-/* The six block buffers `blk` and the head's two `head` (norm, output)
+/* The block buffers `blk` of the family's layer parameters (nblk) and the
+ * head's two `head` (norm, output)
  * of every plan as views of base (dtype dt) in the master's layout. */
 static coda_status bind_all(coda_context ctx, coda_model *m, plans_state *s,
                             const char *const blk[NBLK], const char *const head[2], void *base,

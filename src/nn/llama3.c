@@ -304,7 +304,7 @@ static coda_status finish_build(coda_context ctx, coda_plan p, coda_plan *out) {
  * activations', st the statistics', gw the weight gradients'), shapes
  * and flags. */
 typedef struct {
-  int exact, infer, norm_in, norm_out, fold, rope_map, qk; /* qk: CODA_LLAMA_QK_NORM */
+  int exact, infer, norm_in, norm_out, fold, rope_map;
   coda_dtype act, st, gw;
   int64_t M, D, F, hd, HQ, NQKV, rcols;
   plan_role saved; /* what the backward reads: temporaries when forward only */
@@ -525,8 +525,8 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   const int64_t rcols = fold ? (D + tl.tile_n - 1) / tl.tile_n : 1;
   const int rope_map = (c.flags & CODA_LLAMA_ROPE_MAP) != 0;
   const int qk = (c.flags & CODA_LLAMA_QK_NORM) != 0;
-  const llama_shape sh = {exact, infer, norm_in, norm_out, fold, rope_map, qk, act, st, gw, M, D, F,
-                          hd, HQ, NQKV, rcols, saved};
+  const llama_shape sh = {exact, infer, norm_in, norm_out, fold, rope_map, act, st, gw, M, D, F, hd,
+                          HQ, NQKV, rcols, saved};
   const qwen3_shape qs = {M, c.seq, hd, c.n_heads, c.n_kv_heads, act, st, c.rope_theta, &cfg->rope};
 
   coda_plan p;
