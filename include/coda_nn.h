@@ -247,7 +247,12 @@ coda_status coda_plan_precompile(coda_plan p, int unfused, int *n_kernels, int *
  *                        bits in exact mode; in bf16 the gradients see
  *                        the logits rounded to bf16. The backward consumes
  *                        z, as with CODA_LLAMA_INPLACE. No effect on
- *                        blocks; not with CODA_LLAMA_INFER. Off by default. */
+ *                        blocks; not with CODA_LLAMA_INFER. Off by default.
+ *   CODA_LLAMA_QK_NORM   the Qwen3 block: per-head RMSNorm of q and k
+ *                        before RoPE (src/nn/qwen3.c), with the weights
+ *                        wqn, wkn (1, head_dim; gradients dwqn, dwkn).
+ *                        No effect on the head. Not with FOLD, ROPE_MAP or
+ *                        INFER (CODA_ERR_NOT_SUPPORTED, by name). */
 #define CODA_LLAMA_NORM_IN 1u
 #define CODA_LLAMA_NORM_OUT 2u
 #define CODA_LLAMA_FOLD 4u
@@ -256,6 +261,7 @@ coda_status coda_plan_precompile(coda_plan p, int unfused, int *n_kernels, int *
 #define CODA_LLAMA_ROPE_MAP 32u
 #define CODA_LLAMA_INFER 64u
 #define CODA_LLAMA_KEEP_LOGITS 128u
+#define CODA_LLAMA_QK_NORM 256u
 
 /* RoPE frequency scaling, as Hugging Face transformers defines it
  * (`rope_scaling` / `rope_parameters` with `rope_type`). The unscaled
@@ -296,7 +302,7 @@ typedef struct coda_llama_config {
   coda_tiling tiling;  /* partial-reduction tiling; {0, 0} = 64 x 64 */
   unsigned flags;      /* CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT | CODA_LLAMA_FOLD |
                           CODA_LLAMA_GRAD_ACT | CODA_LLAMA_INPLACE | CODA_LLAMA_ROPE_MAP |
-                          CODA_LLAMA_INFER | CODA_LLAMA_KEEP_LOGITS */
+                          CODA_LLAMA_INFER | CODA_LLAMA_KEEP_LOGITS | CODA_LLAMA_QK_NORM */
   double norm_eps;     /* RMSNorm epsilon (finite, >= 0), written into the
                           plans' program text; 0 = 1e-5 */
   coda_rope_scaling rope; /* frequency scaling of the RoPE table (zero: none) */

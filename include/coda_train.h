@@ -98,10 +98,10 @@ int coda_dist_gpu_count(void);
 
 /* Which model implementation trains: AUTO = the block plans where they
  * are available, else the host reference; the GPU runs the plans only.
- * The plans exist for the llama family only: a model of another family
- * (coda_model_config.family) on the plans, AUTO included, is refused with
- * CODA_ERR_NOT_SUPPORTED naming the family, never moved to the reference
- * engine silently; give REFERENCE (on the CPU) for it. */
+ * The plans run every family of coda_model_config.family (Llama's block,
+ * Qwen3's with its QK-norm); a shape a family's plans cannot run (a Qwen3
+ * head_dim that does not tile) is refused with the reason, never moved to
+ * the reference engine silently. */
 typedef enum coda_train_engine {
   CODA_TRAIN_ENGINE_AUTO = 0,
   CODA_TRAIN_ENGINE_REFERENCE = 1, /* host reference (CPU only) */
@@ -383,7 +383,7 @@ coda_generate_options coda_generate_default_options(void);
 
 /* Samples text after the prompt, by full recompute through the block
  * plans (bf16 weights) for the llama family and through the host
- * reference engine (fp32) for the others, which the plans do not run;
+ * reference engine (fp32) for the others (the host decoder's numbers);
  * *text is malloc'ed (caller frees) and
  * NUL-terminated, but the bytes may hold NUL themselves: coda_generate_n
  * also gives their count. Non-finite logits (a checkpoint of NaN or inf

@@ -419,8 +419,8 @@ static void loading(coda_context ctx) {
 }
 
 /* coda_generate on a Qwen3 checkpoint (the reference engine's recompute,
- * the plans do not run the family) and the host decoder agree on the
- * greedy bytes. */
+ * which coda_generate takes for families other than Llama) and the host
+ * decoder agree on the greedy bytes. */
 static void generate_qwen3(coda_context ctx) {
   coda_model_config c = {260, 32, 2, 4, 2, 40, 24, 0, 1000000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 6};
   coda_model *m = make_model(ctx, &c, 21);

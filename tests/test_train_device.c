@@ -167,17 +167,20 @@ static void device_init(void) {
   coda_context_destroy(g);
 }
 
+/* Qwen3: the QK-norm block, a q width (2 x 128) unlike dim */
+static const coda_model_config qwen3_cfg = {256, 128, 2, 2, 1, 256, 64, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 128};
+
 /* keep: the device models' head keeps its logits for the backward */
-static void on_gpu(int keep) {
+static void on_gpu(const coda_model_config *mcfg, int keep) {
   coda_context_options co = coda_context_default_options();
   co.backend = CODA_BACKEND_CUDA;
   coda_context g, c;
   if (coda_context_create(&co, &g) != CODA_OK) { CHECK(0); return; }
   CHECK(coda_context_create(NULL, &c) == CODA_OK);
   coda_model *mg = NULL, *mg2 = NULL, *mc = NULL;
-  CHECK(coda_model_create(g, &cfg, CODA_ENGINE_PLANS, &mg) == CODA_OK);
-  CHECK(coda_model_create(g, &cfg, CODA_ENGINE_PLANS, &mg2) == CODA_OK);
-  CHECK(coda_model_create(c, &cfg, CODA_ENGINE_PLANS, &mc) == CODA_OK);
+  CHECK(coda_model_create(g, mcfg, CODA_ENGINE_PLANS, &mg) == CODA_OK);
+  CHECK(coda_model_create(g, mcfg, CODA_ENGINE_PLANS, &mg2) == CODA_OK);
+  CHECK(coda_model_create(c, mcfg, CODA_ENGINE_PLANS, &mc) == CODA_OK);
   if (!mg || !mg2 || !mc) goto out;
   coda_model_set_keep_logits(mg, keep);
   coda_model_set_keep_logits(mg2, keep);
@@ -256,10 +259,12 @@ int main(void) {
 #ifdef CODA_HAVE_CUDA
   if (coda_cuda_available()) {
     device_init();
-    on_gpu(0);
-    on_gpu(1);
+    on_gpu(&cfg, 0);
+    on_gpu(&cfg, 1);
+    on_gpu(&qwen3_cfg, 0);
     printf("coverage: device init, upload / download round trips, device steps against the CPU "
-           "plan engine with the head recomputing and keeping its logits, AdamW on the device\n");
+           "plan engine with the head recomputing and keeping its logits, for Llama and Qwen3 "
+           "(head_dim 128 over dim 128 and 2 heads), AdamW on the device\n");
   }
   else printf("no usable GPU: device checks skipped\n");
 #endif

@@ -290,10 +290,12 @@ static void configs(coda_context ctx) {
   const int64_t D = 128, F = 384, V = 256, per = D + (4 + 4) * 48 * D + D * 4 * 48 + 2 * 48 + D +
                     2 * F * D + D * F;
   CHECK_EQ_INT(coda_model_config_params(&c), V * D + 2 * per + D + V * D);
-  /* the plan engine refuses a family it has no plans for, by name */
+  /* the plan engine runs Qwen3 (its QK-norm block; tests/test_train_plans.c
+   * holds it to the reference engine) */
   coda_model *m = NULL;
-  CHECK(coda_model_create(ctx, &c, CODA_ENGINE_PLANS, &m) == CODA_ERR_NOT_SUPPORTED);
-  CHECK(m == NULL && strstr(coda_last_error(ctx), "qwen3"));
+  CHECK(coda_model_create(ctx, &c, CODA_ENGINE_PLANS, &m) == CODA_OK && m != NULL);
+  coda_model_destroy(m);
+  m = NULL;
   coda_model_family f;
   CHECK(coda_model_family_from_name(ctx, "qwen3", &f) == CODA_OK && f == CODA_FAMILY_QWEN3);
   CHECK(coda_model_family_from_name(ctx, "gemma", &f) == CODA_ERR_INVALID_ARGUMENT);

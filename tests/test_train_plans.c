@@ -144,6 +144,21 @@ int main(void) {
   compare(ctx, 0);
   compare(ctx, 1);
   keep_toggle(ctx);
+  /* Qwen3 (the QK-norm block): head_dim dim / heads (8) and not (16, 24,
+   * 6: q width 64, 96 and 24 for dim 32; 24 and 6 on column tiles of 24),
+   * tied and untied */
+  {
+    coda_model_config q = {64, 32, 2, 4, 2, 48, 16, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 0};
+    const int hds[4] = {8, 16, 24, 6};
+    for (int i = 0; i < 4; i++)
+      for (int tied = 0; tied < 2; tied++) {
+        q.head_dim = hds[i];
+        q.tied = tied;
+        compare_cfg(ctx, &q);
+      }
+    q.head_dim = 16;
+    compare_cfg_keep(ctx, &q, 1);
+  }
   /* any RMSNorm eps and RoPE scaling run on the plans as on the reference,
    * and each changes the loss (the same weights and tokens) */
   coda_model_config c = {64, 32, 2, 4, 2, 48, 16, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};

@@ -46,6 +46,7 @@ llama_residual         forward  down:16384,2048,8192
 llama_residual_norm    forward  out_proj:16384,2048,2048 down:16384,2048,8192
 llama_swiglu           forward  gate_up:16384,16384,2048
 llama_swiglu_bwd       backward down_dgrad:16384,8192,2048
+qwen3_qkv              forward  qkv:16384,3072,2048
 dyt                    forward  out_proj:16384,2048,2048
 dyt_bwd                backward gate_up_dgrad:16384,2048,16384
 geglu_scaled           forward  gate_up:16384,16384,2048

@@ -2,8 +2,8 @@
  * (the library's older generation path; the KV-cache decoder of
  * include/coda_decode.h is decode.c). Each token is drawn from the logits
  * of the last position of a sliding window of the last `seq` tokens, run
- * through the model's default engine (the plan engine: its bf16 weights;
- * for a family the plans do not run, the fp32 reference engine);
+ * through the model's default engine for Llama (the plan engine: its bf16
+ * weights) and the fp32 reference engine for the other families;
  * temperature > 0 takes one uniform draw of a splitmix64 stream per token. */
 #include "coda_train.h"
 #include "base/rng.h"
@@ -102,8 +102,9 @@ coda_status coda_generate_n(coda_context ctx, const coda_generate_options *opts,
   coda_status s = coda_checkpoint_config_to_load(ctx, o->checkpoint, &cfg);
   if (s) return s;
   coda_model *m;
-  /* the plans run the llama family only: another family samples from the
-   * reference engine, the one that runs it (coda_train.h says so) */
+  /* Llama samples from the default engine (the plans' bf16 weights);
+   * another family from the reference engine (fp32), whose greedy bytes
+   * the host decoder's are (coda_train.h says so) */
   const coda_engine eng = cfg.family == CODA_FAMILY_LLAMA
                               ? coda_engine_from_option(CODA_TRAIN_ENGINE_AUTO)
                               : CODA_ENGINE_REFERENCE;

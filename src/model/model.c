@@ -149,13 +149,6 @@ coda_status coda_model_create(coda_context ctx, const coda_model_config *cfg, co
   if (s) return s;
   if (engine == CODA_ENGINE_PLANS && !coda_plans_available())
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the block-plan engine is not available");
-  /* the block plans of src/nn exist for Llama only so far: another family
-   * is refused by name, never run as Llama nor moved to another engine */
-  if (engine == CODA_ENGINE_PLANS && cfg->family != CODA_FAMILY_LLAMA)
-    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
-                     "the plan engine runs the llama family only; family %s runs on the "
-                     "reference engine (--engine reference, on the CPU)",
-                     coda_model_family_name(cfg->family));
   if (engine != CODA_ENGINE_REFERENCE && engine != CODA_ENGINE_PLANS)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "unknown engine %d", (int)engine);
   int64_t total = coda_model_config_params(cfg);

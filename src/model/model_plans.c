@@ -1,5 +1,8 @@
 /* Plan engine: the model runs through the Llama-3 block and head plans of
- * src/nn (GEMM + epilogue programs on the context's backend). One block
+ * src/nn (GEMM + epilogue programs on the context's backend); a family
+ * with the table's qk_norm (Qwen3) through the same block with its
+ * QK-norm (CODA_LLAMA_QK_NORM), whose two norm weights per layer are bound
+ * as the others are. One block
  * plan per layer and one head plan, chained without copies: block i's
  * x_out buffer is bound as block i+1's x (and as the head's x), and in the
  * backward each dx is bound as the previous block's dx_out.
@@ -42,6 +45,7 @@
  * and add it in. The optimizer (model_device.c) is one launch over all
  * parameters. */
 #include "model/model_device.h"
+#include "model/family.h"
 #include "dist/comm.h"
 #include "api/api.h" /* the backend's copies and training kernels */
 
@@ -65,7 +69,8 @@ coda_llama_config coda_model_block_config(const coda_model_config *c, int64_t ba
   lc.rope = c->rope;
   lc.norm_eps = c->norm_eps;
   lc.dtype = CODA_BF16;
-  lc.flags = flags;
+  /* the family's block: Qwen3's normalizes q and k per head */
+  lc.flags = flags | (coda_family_of(c->family)->qk_norm ? CODA_LLAMA_QK_NORM : 0u);
   return lc;
 }
 
@@ -185,10 +190,22 @@ static coda_status accumulate(coda_context ctx, coda_plan p, const char *name, f
   return CODA_OK;
 }
 
-static const char *const plan_w[6] = {"wn1", "wqkv", "wo", "wn2", "wgu", "wd"};
-static const char *const plan_g[6] = {"dwn1", "dwqkv", "dwo", "dwn2", "dwgu", "dwd"};
-static const char *const ours[6] = {"attention_norm", "attention.wqkv", "attention.wo",
-                                    "ffn_norm", "feed_forward.w13", "feed_forward.w2"};
+/* The block plan's weight and gradient buffers of each layer parameter of
+ * the family table (model/family.c), by the parameter's name: Qwen3's
+ * q_norm and k_norm are the QK-norm block's wqn and wkn. */
+enum { NBLK = 8 };
+static const char *const plan_w[NBLK] = {"wn1", "wqkv", "wo", "wn2", "wgu", "wd", "wqn", "wkn"};
+static const char *const plan_g[NBLK] = {"dwn1", "dwqkv", "dwo", "dwn2",
+                                         "dwgu", "dwd",   "dwqn", "dwkn"};
+static const char *const ours[NBLK] = {"attention_norm",   "attention.wqkv",  "attention.wo",
+                                       "ffn_norm",         "feed_forward.w13", "feed_forward.w2",
+                                       "attention.q_norm", "attention.k_norm"};
+
+/* How many of ours (the first ones) a layer of the model's family has:
+ * Llama's six, Qwen3's eight. */
+static int nblk(coda_model *m) {
+  return coda_family_layer_params(coda_family_of(coda_model_cfg(m)->family));
+}
 
 /* The offset of a parameter in the device gradient (and bf16 weights). */
 static size_t goff(const dev_state *d, coda_model *m, const coda_param *p) {
@@ -237,16 +254,17 @@ static coda_status bind_slice(coda_context ctx, coda_plan p, const char *name, v
   return CODA_OK;
 }
 
-/* The six block buffers `blk` and the head's two `head` (norm, output)
+/* The block buffers `blk` of the family's layer parameters (nblk) and the
+ * head's two `head` (norm, output)
  * of every plan as views of base (dtype dt) in the master's layout. */
 static coda_status bind_all(coda_context ctx, coda_model *m, plans_state *s,
-                            const char *const blk[6], const char *const head[2], void *base,
+                            const char *const blk[NBLK], const char *const head[2], void *base,
                             coda_dtype dt) {
   const coda_model_config *c = coda_model_cfg(m);
   char nm[96];
   coda_status st = CODA_OK;
   for (int i = 0; i < s->L && !st; i++)
-    for (int k = 0; k < 6 && !st; k++) {
+    for (int k = 0; k < nblk(m) && !st; k++) {
       snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
       const coda_param *p = coda_model_find(m, nm);
       st = bind_slice(ctx, s->blk[i], blk[k], base, dt, p->offset, p->size);
@@ -392,7 +410,7 @@ static coda_status cast_weights(coda_context ctx, coda_model *m, plans_state *s,
     st = bind_weights(ctx, m, s, d); /* wb is current: AdamW wrote it */
   } else {
     for (int i = 0; i < s->L && !st; i++)
-      for (int k = 0; k < 6 && !st; k++) {
+      for (int k = 0; k < nblk(m) && !st; k++) {
         snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
         st = dev_round(ctx, s->blk[i], plan_w[k], d, m, coda_model_find(m, nm));
       }
@@ -506,7 +524,7 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
   for (int i = s->L - 1; i >= 0 && !st; i--) {
     PB();
     st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_BACKWARD);
-    for (int k = 0; k < 6 && !st && !direct; k++) {
+    for (int k = 0; k < nblk(m) && !st && !direct; k++) {
       snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
       st = dev_accum(ctx, s->blk[i], plan_g[k], d->g + goff(d, m, PRM(nm)), PRM(nm)->size, gscale);
     }
@@ -539,7 +557,7 @@ coda_status coda_plans_forward(coda_context ctx, coda_model *m, const int32_t *i
 #define OFF(name) (coda_model_find(m, name)->offset)
   PB();
   for (int i = 0; i < s->L && !st; i++)
-    for (int k = 0; k < 6 && !st; k++) {
+    for (int k = 0; k < nblk(m) && !st; k++) {
       snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
       st = upload(ctx, s->blk[i], plan_w[k], W + OFF(nm));
     }
@@ -611,7 +629,7 @@ coda_status coda_plans_forward(coda_context ctx, coda_model *m, const int32_t *i
   for (int i = s->L - 1; i >= 0 && !st; i--) {
     PB();
     st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_BACKWARD);
-    for (int k = 0; k < 6 && !st; k++) {
+    for (int k = 0; k < nblk(m) && !st; k++) {
       snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
       st = accumulate(ctx, s->blk[i], plan_g[k], G + OFF(nm), gscale);
     }

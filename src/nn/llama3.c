@@ -60,6 +60,12 @@
  * place of the GEMM lm_head_ce_bwd that recomputes z from h and wout; h is
  * then a temporary.
  *
+ * CODA_LLAMA_QK_NORM (Qwen3): qkv_rope becomes the GEMM qwen3_qkv (the
+ * pre-norm q/k/v and per-head statistics), a finisher and the map
+ * qwen3_qknorm_rope; the backward's RoPE backward, the QK-norm backward
+ * map and its finishers give dqkvp, which the qkv dgrad and dwqkv read in
+ * place of dzqkv (src/nn/qwen3.c).
+ *
  * CODA_LLAMA_INFER (forward only, e.g. a decoder's prefill): the same
  * forward steps and no backward phase. Nothing is kept for a backward:
  * rstd1, o, lse, x1 and rstd2 are temporaries (arena), gate_up runs
@@ -68,6 +74,7 @@
  * output: its rotated K and V columns are the keys and values of the rows. */
 #include "coda_nn.h"
 #include "nn/plan.h"
+#include "nn/qwen3.h"
 
 #include "base/internal.h"
 
@@ -178,7 +185,8 @@ static coda_status check_config(coda_context ctx, const coda_llama_config *c, in
                      "llama config: norm_eps %g must be finite and >= 0", c->norm_eps);
   if (c->flags &
       ~(CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT | CODA_LLAMA_FOLD | CODA_LLAMA_GRAD_ACT |
-        CODA_LLAMA_INPLACE | CODA_LLAMA_ROPE_MAP | CODA_LLAMA_INFER | CODA_LLAMA_KEEP_LOGITS))
+        CODA_LLAMA_INPLACE | CODA_LLAMA_ROPE_MAP | CODA_LLAMA_INFER | CODA_LLAMA_KEEP_LOGITS |
+        CODA_LLAMA_QK_NORM))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "llama config: unknown flags 0x%x",
                      c->flags);
   if (head && (c->flags & CODA_LLAMA_INFER))
@@ -209,6 +217,11 @@ static coda_status check_config(coda_context ctx, const coda_llama_config *c, in
   if (tiling->tile_m == 0 && tiling->tile_n == 0) {
     tiling->tile_m = 64;
     tiling->tile_n = 64;
+    /* the QK-norm's head segments must fit the column tiles (qwen3_check):
+     * else the least multiple of 8 and head_dim */
+    const int64_t hd = c->head_dim, l = hd % 8 == 0 ? hd : hd % 4 == 0 ? 2 * hd : 4 * hd;
+    if (!head && (c->flags & CODA_LLAMA_QK_NORM) && hd > 0 && hd % 64 && 64 % hd && l <= 256)
+      tiling->tile_n = (int)l;
     /* a GPU computes partials for its own tiling only */
     if (coda_context_backend(ctx) != CODA_BACKEND_CPU) {
       coda_status s = coda_preferred_tiling(ctx, NULL, c->batch * c->seq, c->dim, c->dim, tiling);
@@ -220,6 +233,8 @@ static coda_status check_config(coda_context ctx, const coda_llama_config *c, in
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "llama config: tiling %d x %d: tiles must be positive multiples of 8, at most 256",
                      tiling->tile_m, tiling->tile_n);
+  if (!head && (c->flags & CODA_LLAMA_QK_NORM))
+    return qwen3_check(ctx, c->flags, c->head_dim, *tiling);
   return CODA_OK;
 }
 
@@ -365,8 +380,8 @@ static void llama_buffers(coda_plan p, const coda_llama_config *c, const llama_s
 
 /* The forward pass: norm, qkv + RoPE, attention, out projection with the
  * residual and the second norm, gate/up + SwiGLU, down with the residual. */
-static void llama_forward(coda_plan p, const llama_shape *sh, coda_tiling tl,
-                          const plan_attention *g) {
+static void llama_forward(coda_plan p, const llama_shape *sh, const qwen3_shape *qs,
+                          coda_tiling tl, const plan_attention *g) {
   const int infer = sh->infer, norm_in = sh->norm_in, norm_out = sh->norm_out, fold = sh->fold;
   const int64_t M = sh->M, D = sh->D;
   const coda_phase FW = CODA_PHASE_FORWARD;
@@ -376,7 +391,9 @@ static void llama_forward(coda_plan p, const llama_shape *sh, coda_tiling tl,
     plan_map(p, FW, "norm1", "llama_rmsnorm", M, D, tl, "x=x w=wn1 h=h1 ss=ss1");
     plan_finish(p, FW, "norm1.rstd", "llama_rmsnorm", "r", M, D, tl, "ss=ss1 r=rstd1");
   }
-  if (fold)
+  if (qs) /* Qwen3: the QK-norm before RoPE (qwen3.c) */
+    qwen3_qkv_forward(p, qs, tl);
+  else if (fold)
     plan_gemm(p, FW, "qkv_rope", "llama_qkv_rope_folded", CODA_N, "h1", CODA_T, "wqkv", tl,
               "ss=rstd1 inv_n=inv_d pos=pos freq=freq qkv=qkv");
   else
@@ -420,8 +437,8 @@ static void llama_forward(coda_plan p, const llama_shape *sh, coda_tiling tl,
 
 /* The backward pass, in the forward's reverse order (qkv_heads: query,
  * key and value heads). */
-static void llama_backward(coda_plan p, int64_t qkv_heads, const llama_shape *sh, coda_tiling tl,
-                           const plan_attention *g) {
+static void llama_backward(coda_plan p, int64_t qkv_heads, const llama_shape *sh,
+                           const qwen3_shape *qs, coda_tiling tl, const plan_attention *g) {
   const int exact = sh->exact, fold = sh->fold, rope_map = sh->rope_map;
   const coda_dtype act = sh->act;
   const int64_t M = sh->M, D = sh->D, F = sh->F, NQKV = sh->NQKV;
@@ -456,7 +473,12 @@ static void llama_backward(coda_plan p, int64_t qkv_heads, const llama_shape *sh
   /* the zdz1 finisher sums zp1's columns: one per tile_n columns of a map
    * pass, one per head when fused (an N of heads x tile_n) */
   int64_t zp_n = NQKV;
-  if (rope_map) {
+  /* the gradient of the qkv GEMM's output: Qwen3's is that of the pre-norm
+   * q/k/v, and its QK-norm backward finishes zdz1 itself */
+  const char *dq = qs ? "dqkvp" : "dzqkv";
+  if (qs) {
+    qwen3_qkv_backward(p, qs, tl, g);
+  } else if (rope_map) {
     plan_attention_bwd(p, BW, "attention_bwd", g, "qkv", "o", "lse", "do", "dqkv");
     plan_map(p, BW, "rope_bwd", "llama_rope_bwd", M, NQKV, tl,
              "y=qkv dy=dqkv pos=pos freq=freq dz=dzqkv zp=zp1");
@@ -469,12 +491,12 @@ static void llama_backward(coda_plan p, int64_t qkv_heads, const llama_shape *sh
     plan_gemm(p, BW, "qkv_dgrad_norm_bwd", nbwd, CODA_N, "dzqkv", CODA_N, "wqkv", tl,
               "x=x w=wn1 ss=rstd1 zp=zp1 inv_n=inv_d dres=dx1 dx=dx post=post1 dwp=dwp1");
   } else {
-    plan_finish(p, BW, "zdz1", "llama_rope_bwd", "zdz", M, zp_n, tl, "zp=zp1 zdz=zdz1");
-    plan_gemm(p, BW, "qkv_dgrad_norm_bwd", nbwd, CODA_N, "dzqkv", CODA_N, "wqkv", tl,
+    if (!qs) plan_finish(p, BW, "zdz1", "llama_rope_bwd", "zdz", M, zp_n, tl, "zp=zp1 zdz=zdz1");
+    plan_gemm(p, BW, "qkv_dgrad_norm_bwd", nbwd, CODA_N, dq, CODA_N, "wqkv", tl,
               "x=x w=wn1 r=rstd1 zdz=zdz1 inv_n=inv_d dres=dx1 dx=dx post=post1 dwp=dwp1");
   }
   plan_finish(p, BW, "dwn1", nbwd, "dw", M, D, tl, "dwp=dwp1 dw=dwn1");
-  plan_matmul(p, BW, "dwqkv", CODA_T, "dzqkv", CODA_N, "post1", "dwqkv", 1.0f, 0);
+  plan_matmul(p, BW, "dwqkv", CODA_T, dq, CODA_N, "post1", "dwqkv", 1.0f, 0);
 }
 
 coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg,
@@ -502,8 +524,10 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   /* a row statistic over D columns: its M x T rowsum partials when folded */
   const int64_t rcols = fold ? (D + tl.tile_n - 1) / tl.tile_n : 1;
   const int rope_map = (c.flags & CODA_LLAMA_ROPE_MAP) != 0;
+  const int qk = (c.flags & CODA_LLAMA_QK_NORM) != 0;
   const llama_shape sh = {exact, infer, norm_in, norm_out, fold, rope_map, act, st, gw, M, D, F, hd,
-                           HQ, NQKV, rcols, saved};
+                          HQ, NQKV, rcols, saved};
+  const qwen3_shape qs = {M, c.seq, hd, c.n_heads, c.n_kv_heads, act, st, c.rope_theta, &cfg->rope};
 
   coda_plan p;
   s = plan_create(ctx, "llama_block", &p);
@@ -511,6 +535,7 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   plan_set_norm_eps(p, llama_eps(&c));
 
   llama_buffers(p, &c, &sh);
+  if (qk) qwen3_buffers(p, &qs, tl);
 
   plan_attention g;
   memset(&g, 0, sizeof g);
@@ -521,11 +546,11 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   g.head_dim = (int)hd;
 
   /* ---- forward ---- */
-  llama_forward(p, &sh, tl, &g);
+  llama_forward(p, &sh, qk ? &qs : NULL, tl, &g);
   if (infer) return finish_build(ctx, p, out);
 
   /* ---- backward ---- */
-  llama_backward(p, c.n_heads + 2 * c.n_kv_heads, &sh, tl, &g);
+  llama_backward(p, c.n_heads + 2 * c.n_kv_heads, &sh, qk ? &qs : NULL, tl, &g);
 
   return finish_build(ctx, p, out);
 }

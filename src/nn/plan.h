@@ -105,8 +105,10 @@ typedef struct plan_buf {
                               * (forward, then backward), -1 if none (plan_layout) */
   int64_t arena_off;         /* byte offset in the plan's temporary arena, -1 when the
                               * buffer has memory of its own (plan_layout) */
-  int alias;                 /* index of the buffer whose memory it is (plan_buffer_alias),
-                              * -1 for memory of its own */
+  int alias;                 /* index of the buffer whose memory it is (plan_buffer_alias,
+                              * plan_buffer_view), -1 for memory of its own */
+  int reshape;               /* the alias is another shape of the same contiguous
+                              * memory (plan_buffer_view), not a write in place */
 } plan_buf;
 
 typedef struct plan_bind {
@@ -212,6 +214,13 @@ void plan_buffer_init(coda_plan p, const char *name, const double *values);
  * wrote `name` in run order (forward, then backward). Neither may already
  * take part in another alias; `name` has no initial values. */
 void plan_buffer_alias(coda_plan p, const char *name, const char *target);
+/* Buffer `name` is another shape of buffer `target`'s memory: the same
+ * dtype and number of elements, read row-major (target must be contiguous,
+ * ld = cols, when the plan runs). Unlike plan_buffer_alias it is no write
+ * in place: a step may write either name and a later step read the other
+ * (the QK-norm passes view M x (heads hd) as (M heads) x hd, one head per
+ * row). It cannot be bound; `target` takes part in no other alias. */
+void plan_buffer_view(coda_plan p, const char *name, const char *target);
 /* Index of the buffer whose memory buffer i uses (i itself without alias). */
 int plan_storage(coda_plan p, int i);
 
@@ -232,6 +241,10 @@ void plan_set_norm_eps(coda_plan p, double eps);
 /* Loads (once per plan) a built-in program (through plan_builtin);
  * returns its index or -1. */
 int plan_program_load(coda_plan p, const char *builtin);
+/* The same with the built-in's segment width `per S0` written `per S`
+ * (a model's head size in a program written for S0 = 128), loaded before
+ * the steps that name it. */
+int plan_program_load_seg(coda_plan p, const char *builtin, int s0, int s);
 
 /* Steps. `binds` is "arg=buffer arg=buffer ..." (may be NULL or ""). */
 void plan_gemm(coda_plan p, coda_phase phase, const char *label,

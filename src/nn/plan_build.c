@@ -174,6 +174,37 @@ void plan_buffer_alias(coda_plan p, const char *name, const char *target) {
   b->alias = t;
 }
 
+void plan_buffer_view(coda_plan p, const char *name, const char *target) {
+  if (!p || p->status != CODA_OK) return;
+  const int i = plan_find(p, name), t = plan_find(p, target);
+  if (i < 0 || t < 0) {
+    plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "view: unknown buffer '%s'",
+              i < 0 ? (name ? name : "(null)") : target ? target : "(null)");
+    return;
+  }
+  plan_buf *b = &p->bufs[i];
+  const plan_buf *u = &p->bufs[t];
+  if (i == t || b->alias >= 0 || u->alias >= 0 || is_alias_target(p, i) || is_alias_target(p, t)) {
+    plan_fail(p, CODA_ERR_INVALID_ARGUMENT,
+              "view '%s' -> '%s': a buffer takes part in at most one alias, not with itself",
+              name, target);
+    return;
+  }
+  if (b->dtype != u->dtype || b->rows * b->cols != u->rows * u->cols) {
+    plan_fail(p, CODA_ERR_SHAPE, "view '%s' (%lld x %lld %s) -> '%s' (%lld x %lld %s): dtype and "
+              "element count must be the same", name, (long long)b->rows, (long long)b->cols,
+              coda_dtype_name(b->dtype), target, (long long)u->rows, (long long)u->cols,
+              coda_dtype_name(u->dtype));
+    return;
+  }
+  if (b->init || b->data) {
+    plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "view '%s': it has initial values or memory already", name);
+    return;
+  }
+  b->alias = t;
+  b->reshape = 1;
+}
+
 void plan_buffer_init(coda_plan p, const char *name, const double *values) {
   if (!p || p->status != CODA_OK) return;
   int i = plan_find(p, name);
@@ -197,45 +228,58 @@ static int ident_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
-coda_status plan_builtin_eps(coda_context ctx, const char *name, const double *eps,
-                             coda_program *out) {
-  coda_status s = coda_program_builtin(ctx, name, out);
+/* Program `name` from its text: in exact mode every floating declaration
+ * retyped to f64 (i32 stays), and `per s0` written `per s` when s0 > 0. */
+static coda_status program_from_text(coda_context ctx, const char *name, const char *t,
+                                     int s0, int seg, coda_program *out) {
   const int retype = coda_context_precision(ctx) == CODA_PRECISION_F64;
-  if (s == CODA_OK && retype) {
-    /* exact mode: every floating declaration becomes f64 (i32 stays) */
-    const char *t = coda_program_text(*out);
-    size_t n = strlen(t);
-    char *r = malloc(n + 1), *o = r;
-    if (!r) {
-      coda_program_destroy(*out);
-      *out = NULL;
-      return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory retyping '%s'", name);
-    }
-    for (size_t i = 0; i < n;) {
-      int start = i == 0 || !ident_char(t[i - 1]);
-      size_t k = 0;
-      if (start && !strncmp(t + i, "bf16", 4)) k = 4;
-      else if (start && (!strncmp(t + i, "f32", 3) || !strncmp(t + i, "f16", 3))) k = 3;
-      if (k && !ident_char(t[i + k])) {
-        memcpy(o, "f64", 3);
-        o += 3;
-        i += k;
-      } else {
-        *o++ = t[i++];
-      }
-    }
-    *o = '\0';
-    coda_program_destroy(*out);
-    *out = NULL;
-    s = coda_program_parse(ctx, r, out);
-    free(r);
-    if (s != CODA_OK) {
-      char msg[CODA_ERRMSG_LEN];
-      snprintf(msg, sizeof msg, "%s", coda_last_error(ctx));
-      return coda_fail(ctx, s, "built-in program '%s' retyped to f64: %s", name, msg);
+  char per[32];
+  snprintf(per, sizeof per, "per %d", s0);
+  const size_t np = strlen(per), n = strlen(t);
+  char *r = malloc(2 * n + 16), *o = r; /* "per S" grows by at most 8 per match */
+  if (!r) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory loading '%s'", name);
+  int nseg = 0;
+  for (size_t i = 0; i < n;) {
+    int start = i == 0 || !ident_char(t[i - 1]);
+    size_t k = 0;
+    if (start && retype && !strncmp(t + i, "bf16", 4)) k = 4;
+    else if (start && retype && (!strncmp(t + i, "f32", 3) || !strncmp(t + i, "f16", 3))) k = 3;
+    if (k && !ident_char(t[i + k])) {
+      memcpy(o, "f64", 3);
+      o += 3;
+      i += k;
+    } else if (start && s0 > 0 && !strncmp(t + i, per, np) && !ident_char(t[i + np]) &&
+               nseg < 8) {
+      o += sprintf(o, "per %d", seg);
+      i += np;
+      nseg++;
+    } else {
+      *o++ = t[i++];
     }
   }
-  if (s != CODA_OK || !eps) return s;
+  *o = '\0';
+  coda_status s = coda_program_parse(ctx, r, out);
+  free(r);
+  if (s != CODA_OK) {
+    char msg[CODA_ERRMSG_LEN];
+    snprintf(msg, sizeof msg, "%s", coda_last_error(ctx));
+    return coda_fail(ctx, s, "built-in program '%s'%s: %s", name, retype ? " retyped to f64" : "",
+                     msg);
+  }
+  if (s0 > 0 && nseg == 0) {
+    coda_program_destroy(*out);
+    *out = NULL;
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "built-in program '%s' has no 'per %d'",
+                     name, s0);
+  }
+  return CODA_OK;
+}
+
+/* The parameter eps bound to *eps, when given and declared. */
+static coda_status bind_eps(coda_context ctx, const char *name, const double *eps,
+                            coda_program *out) {
+  if (!eps) return CODA_OK;
+  coda_status s;
   coda_param_info info;
   int has = 0;
   for (int i = 0; i < coda_program_num_params(*out) && !has; i++)
@@ -258,6 +302,27 @@ coda_status plan_builtin_eps(coda_context ctx, const char *name, const double *e
   return CODA_OK;
 }
 
+static coda_status builtin_seg(coda_context ctx, const char *name, int s0, int seg,
+                               const double *eps, coda_program *out) {
+  coda_program b = NULL;
+  coda_status s = coda_program_builtin(ctx, name, &b);
+  if (s != CODA_OK) return s;
+  const int retype = coda_context_precision(ctx) == CODA_PRECISION_F64;
+  if (!retype && s0 <= 0) {
+    *out = b;
+  } else {
+    s = program_from_text(ctx, name, coda_program_text(b), s0, seg, out);
+    coda_program_destroy(b);
+    if (s != CODA_OK) return s;
+  }
+  return bind_eps(ctx, name, eps, out);
+}
+
+coda_status plan_builtin_eps(coda_context ctx, const char *name, const double *eps,
+                             coda_program *out) {
+  return builtin_seg(ctx, name, 0, 0, eps, out);
+}
+
 coda_status plan_builtin(coda_context ctx, const char *name, coda_program *out) {
   return plan_builtin_eps(ctx, name, NULL, out);
 }
@@ -272,7 +337,7 @@ void plan_set_norm_eps(coda_plan p, double eps) {
   p->norm_eps = eps;
 }
 
-int plan_program_load(coda_plan p, const char *builtin) {
+int plan_program_load_seg(coda_plan p, const char *builtin, int s0, int seg) {
   if (!p || p->status != CODA_OK) return -1;
   if (!name_ok(builtin)) {
     plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "bad program name");
@@ -280,8 +345,12 @@ int plan_program_load(coda_plan p, const char *builtin) {
   }
   for (int i = 0; i < p->nprog; i++)
     if (!strcmp(p->progs[i].name, builtin)) return i;
+  if (s0 > 0 && (seg < 1 || seg > (1 << 24))) {
+    plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "program '%s': segment %d out of range", builtin, seg);
+    return -1;
+  }
   coda_program prog = NULL;
-  coda_status s = plan_builtin_eps(p->ctx, builtin, p->has_eps ? &p->norm_eps : NULL, &prog);
+  coda_status s = builtin_seg(p->ctx, builtin, s0, seg, p->has_eps ? &p->norm_eps : NULL, &prog);
   if (s != CODA_OK) {
     char inner[CODA_ERRMSG_LEN];
     snprintf(inner, sizeof inner, "%s", coda_last_error(p->ctx));
@@ -298,7 +367,10 @@ int plan_program_load(coda_plan p, const char *builtin) {
   return p->nprog++;
 }
 
-/* Appends a zeroed step; NULL after a failure. */
+int plan_program_load(coda_plan p, const char *builtin) {
+  return plan_program_load_seg(p, builtin, 0, 0);
+}
+
 static plan_step *new_step(coda_plan p, plan_step_kind kind, coda_phase phase,
                            const char *label) {
   if (!p || p->status != CODA_OK) return NULL;

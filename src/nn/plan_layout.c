@@ -49,8 +49,13 @@ static coda_status alloc_one(coda_plan p, plan_buf *b) {
     plan_buf *t = &p->bufs[b->alias];
     coda_status s = alloc_one(p, t);
     if (s != CODA_OK) return s;
+    if (b->reshape && t->ld != t->cols)
+      return coda_fail(p->ctx, CODA_ERR_SHAPE, "plan '%s': '%s' is a view of '%s' as %lld x %lld, "
+                       "which needs '%s' contiguous (its ld is %lld, not %lld)", p->name, b->name,
+                       t->name, (long long)b->rows, (long long)b->cols, t->name,
+                       (long long)t->ld, (long long)t->cols);
     b->data = t->data;
-    b->ld = t->ld;
+    b->ld = b->reshape ? b->cols : t->ld;
     b->owned = 0;
     return CODA_OK;
   }
@@ -315,7 +320,7 @@ coda_status plan_layout(coda_plan p) {
     for (int r = 0; r < nr; r++)
       if ((use[r] & REF_READ) && aw[buf[r]] >= 0 && aw[buf[r]] < q) {
         int a = 0;
-        while (a < nb - 1 && p->bufs[a].alias != buf[r]) a++;
+        while (a < nb - 1 && (p->bufs[a].alias != buf[r] || p->bufs[a].reshape)) a++;
         st = coda_fail(p->ctx, CODA_ERR_ALIAS,
                        "plan '%s': step %d (%s) reads '%s' after step %d wrote '%s' in its "
                        "memory (in place)",
@@ -325,7 +330,8 @@ coda_status plan_layout(coda_plan p) {
       }
     for (int r = 0; r < nr; r++) {
       const int t = p->bufs[buf[r]].alias;
-      if (t >= 0 && (use[r] & REF_WRITE) && aw[t] < 0) aw[t] = q;
+      /* a view (another shape, plan_buffer_view) is no write in place */
+      if (t >= 0 && !p->bufs[buf[r]].reshape && (use[r] & REF_WRITE) && aw[t] < 0) aw[t] = q;
     }
     for (int r = 0; r < nr; r++) {
       const int b = buf[r];

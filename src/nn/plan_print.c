@@ -131,7 +131,8 @@ const char *coda_plan_text(coda_plan p) {
       if (u->arena_off >= 0) coda_sb_printf(&b, " @ %s", fmt_bytes(o, (size_t)u->arena_off));
       else if (u->alias < 0) coda_sb_printf(&b, ", own memory");
     }
-    if (u->alias >= 0) coda_sb_printf(&b, "  alias of %s (in place, in its memory)", p->bufs[u->alias].name);
+    if (u->alias >= 0 && u->reshape) coda_sb_printf(&b, "  view of %s (its memory, this shape)", p->bufs[u->alias].name);
+    else if (u->alias >= 0) coda_sb_printf(&b, "  alias of %s (in place, in its memory)", p->bufs[u->alias].name);
     coda_sb_printf(&b, "\n");
   }
   for (int ph = 0; ph < 2; ph++) {

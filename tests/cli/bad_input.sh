@@ -70,12 +70,13 @@ expect "--threads: must be an integer in [0, 4096], got '-1' (CPU threads" -- tr
 expect "--lr: must be in (0, inf), got 'abc' (peak learning rate)" -- train --lr abc
 expect "--lr: needs a number in (0, inf)" -- train --lr ""
 expect "unknown --config 'huge'" -- train --config huge
-# model families (docs/models.md): an unknown one; Qwen3 on the plan engine
-# (what --engine auto picks) refused by name, never run as Llama; a Llama
-# head width that is not dim / heads
+# model families (docs/models.md): an unknown one; a Qwen3 head width the
+# plan engine's QK-norm statistics cannot tile (what --engine auto picks:
+# head_dim and tile_n must divide one another), refused with both numbers;
+# a Llama head width that is not dim / heads
 expect "--family 'gemma' is not a model family (llama, qwen3)" -- train --family gemma
 # shellcheck disable=SC2086
-expect "the plan engine runs the llama family only; family qwen3" -- train $small --out oq --family qwen3 --head-dim 24 --device cpu
+expect "head_dim 130 and tile_n 64 to divide one another" -- train $small --out oq --family qwen3 --head-dim 130 --device cpu
 # shellcheck disable=SC2086
 expect "head_dim 24 x heads 2 != dim 32" -- train $small --out oq --head-dim 24 --device cpu --engine reference
 expect "--engine is auto, reference or plans" -- train --engine gpu

@@ -2,9 +2,10 @@
  * use for the given shapes into the kernel cache ($CODA_CACHE_DIR), so
  * `coda train --device gpu` compiles nothing on the GPU machine.
  *
- *   train_gpu_precompile DIM HEADS KV_HEADS FFN VOCAB BATCH SEQ [...]
+ *   train_gpu_precompile [qwen3:HD] DIM HEADS KV_HEADS FFN VOCAB BATCH SEQ [...]
  *
- * (groups of seven numbers; the plans are built on a CPU context with the
+ * (groups of seven numbers, each optionally after qwen3:HD: the Qwen3
+ * block, CODA_LLAMA_QK_NORM, of head size HD; the plans are built on a CPU context with the
  * CUDA backend's tiling, which gives the same programs and operand
  * layouts, as src/model/model_plans.c builds them). */
 #include "coda_nn.h"
@@ -12,6 +13,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int precompile_plan(coda_context ctx, coda_plan p, const char *what, int *n) {
   int bad = 0;
@@ -32,18 +34,23 @@ static int precompile_plan(coda_context ctx, coda_plan p, const char *what, int 
 }
 
 int main(int argc, char **argv) {
-  if (argc < 8 || (argc - 1) % 7 != 0) {
-    fprintf(stderr, "usage: %s DIM HEADS KV_HEADS FFN VOCAB BATCH SEQ [...]\n", argv[0]);
-    return 2;
-  }
   coda_context ctx;
   if (coda_context_create(NULL, &ctx) != CODA_OK) return 2;
-  int n = 0, bad = 0;
-  for (int g = 1; g + 6 < argc; g += 7) {
+  int n = 0, bad = 0, groups = 0;
+  for (int g = 1; g < argc;) {
+    long qhd = 0; /* a Qwen3 group: its head size */
+    if (!strncmp(argv[g], "qwen3:", 6)) qhd = strtol(argv[g++] + 6, NULL, 10);
+    if (g + 6 >= argc) {
+      fprintf(stderr, "usage: %s [qwen3:HD] DIM HEADS KV_HEADS FFN VOCAB BATCH SEQ [...]\n", argv[0]);
+      bad++;
+      break;
+    }
     long v[7];
     for (int k = 0; k < 7; k++) v[k] = strtol(argv[g + k], NULL, 10);
-    if (v[0] <= 0 || v[1] <= 0 || v[0] % v[1] != 0) {
-      fprintf(stderr, "bad shape group at argument %d\n", g);
+    g += 7;
+    groups++;
+    if (v[0] <= 0 || v[1] <= 0 || (!qhd && v[0] % v[1] != 0) || qhd < 0) {
+      fprintf(stderr, "bad shape group %d\n", groups);
       bad++;
       continue;
     }
@@ -51,12 +58,13 @@ int main(int argc, char **argv) {
     c.dim = v[0];
     c.n_heads = v[1];
     c.n_kv_heads = v[2];
-    c.head_dim = v[0] / v[1];
+    c.head_dim = qhd ? qhd : v[0] / v[1];
     c.ffn_dim = v[3];
     c.vocab = v[4];
     c.batch = v[5];
     c.seq = v[6];
     c.dtype = CODA_BF16;
+    c.flags = qhd ? CODA_LLAMA_QK_NORM : 0u;
     c.tiling.tile_m = CODA_EPI_TILE_M;
     c.tiling.tile_n = CODA_EPI_BN;
     for (int head = 0; head < 2; head++) {
@@ -71,6 +79,7 @@ int main(int argc, char **argv) {
       coda_plan_destroy(p);
     }
   }
+  if (!groups) bad++;
   printf("precompiled %d kernels, %d failures\n", n, bad);
   coda_context_destroy(ctx);
   return bad ? 1 : 0;

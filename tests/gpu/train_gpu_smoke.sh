@@ -29,6 +29,10 @@
 #  (g) the bf16 optimizer state (--optimizer-state bf16): a checkpoint
 #      save at step 10 leaves the 20-step run's final checkpoint
 #      byte-identical; the loss falls.
+#  (h) Qwen3 (the QK-norm block, head_dim 128 over d 256 and 4 heads: q
+#      width 512), 5 steps on the GPU, on the CPU reference engine (fp32)
+#      and on the CPU plan engine: per-step losses within 2 % relative of
+#      both, as in (c).
 #  (e) when BUILD_DIR/tests/test_train_device exists: that test (device
 #      step vs the CPU plan engine, bit-identical repeats, upload/download).
 #  (d) throughput of 6 layers, d 512, ffn 2048, 8/8 heads, vocab 32768,
@@ -127,6 +131,22 @@ else fail "(g) a save changed the bf16 run"; fi
 awk -F, 'NR > 1 { n++; l[n] = $2 } END { a = (l[1] + l[2] + l[3]) / 3; b = (l[n] + l[n-1] + l[n-2]) / 3;
   printf "bf16 state: mean loss of steps 1-3 %.4f, of the last 3 %.4f\n", a, b; exit !(b < 0.9 * a) }' \
   "$W/g1/loss.csv" || fail "(g) the bf16-state loss did not fall"
+
+echo "== (h) Qwen3: GPU vs the CPU reference and plan engines, 5 steps (2 % relative per step)"
+QWEN="--family qwen3 --head-dim 128 --tied 0 $SMALL"
+ok=1
+timeout 60 "$CODA" train --device gpu $QWEN --steps 5 --warmup 20 --seed 3 --out "$W/hg" --quiet || ok=0
+timeout 120 "$CODA" train --device cpu --engine reference $QWEN --steps 5 --warmup 20 --seed 3 --out "$W/hr" --quiet || ok=0
+timeout 120 "$CODA" train --device cpu --engine plans $QWEN --steps 5 --warmup 20 --seed 3 --out "$W/hc" --quiet || ok=0
+if [ $ok = 1 ]; then
+  paste -d' ' <(losses "$W/hg") <(losses "$W/hr") <(losses "$W/hc") | awk '{
+    r1 = ($1 - $2) / $2; if (r1 < 0) r1 = -r1; r2 = ($1 - $3) / $3; if (r2 < 0) r2 = -r2
+    if (r1 > m) m = r1; if (r2 > m) m = r2
+    printf "step %d  gpu %.6f  cpu reference %.6f (rel %.2e)  cpu plans %.6f (rel %.2e)\n", NR, $1, $2, r1, $3, r2 }
+    END { exit !(NR == 5 && m <= 0.02) }' || fail "(h) Qwen3 GPU and CPU losses differ by more than 2 %"
+else
+  fail "(h) a Qwen3 5-step run failed"
+fi
 
 if [ -x "$BUILD/tests/test_train_device" ]; then
   echo "== (e) test_train_device"
