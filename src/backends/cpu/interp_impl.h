@@ -229,6 +229,9 @@ static void CAT(eval_chunk, SFX)(const cpu_job *job, REAL *regs, const REAL *acc
         break;
       }
     } break;
+    case IR_STAT: /* a pass list runs such a program (lang/pass_split.c), never one job */
+      for (int i = 0; i < cnt; i++) d[i] = (REAL)NAN;
+      break;
     case IR_MATH: {
       const REAL *a = regs + (int64_t)in->args[0] * CPU_CHUNK;
       const REAL *b = in->nargs > 1 ? regs + (int64_t)in->args[1] * CPU_CHUNK : a;
@@ -312,6 +315,8 @@ static inline void CAT(reduce_chunk, SFX)(const cpu_job *job, const REAL *regs, 
         REAL *c = &colbuf[(int64_t)q * tile_n + (p0 - c0) + i];
         *c = v[i] > *c ? v[i] : *c;
       }
+      break;
+    case CODA_REDUCE_TOTAL: /* a pass list lowers it (lang/pass_split.c) */
       break;
     case CODA_REDUCE_SEGSUM:
     case CODA_REDUCE_SEGMAX: {

@@ -44,6 +44,9 @@ void epi_emit_instr(gen *g, const ir_instr *in) {
     emit_read(g, in->input, in->lane);
     coda_sb_printf(b, ";\n");
     return;
+  case IR_STAT: /* a pass list runs such a program (lang/pass_split.c), never one kernel */
+    coda_sb_printf(b, "#error a finished statistic is read by a later pass\n");
+    return;
   case IR_MATH: break;
   }
   /* The CUDA column of lang/ops.def: $0..$4 are the operand registers, $d
