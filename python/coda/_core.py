@@ -253,7 +253,8 @@ class ArgumentInfo:
         if kind in ("tile", "output"):
             self.shape = {"full": "(M, N)", "x2": "(M, 2N)", "half": "(M, N/2)"}[width]
         elif kind == "finish":
-            self.shape = "(M, 1) for row partials, (M, ceil(N/S)) for a segment S, (1, N) for colsum"
+            self.shape = ("(M, 1) for row partials, (M, ceil(N/S)) for a segment S, (1, N) for colsum, "
+                          "(1, 1) for a total")
         else:
             self.shape = self._RULES[kind]
 
@@ -339,6 +340,18 @@ class Program:
         return lib.coda_program_ir(self._h).decode()
 
     @property
+    def num_passes(self):
+        """1, or the number of passes of a program that reads a finished
+        statistic or has a total (each run runs them all, docs/language.md
+        "Whole operators in one file")."""
+        return lib.coda_program_num_passes(self._h)
+
+    @property
+    def passes(self):
+        """The printable pass list ("" for a program of one pass)."""
+        return lib.coda_program_passes_text(self._h).decode()
+
+    @property
     def math(self):
         """"exact" or "fast" (the program's `math` declaration: whether the
         GPU may contract and approximate, docs/language.md "Math")."""
@@ -410,7 +423,7 @@ class Program:
                 kind = KIND_NAMES[info.kind]
                 if kind in ("output", "partial"):
                     seen_out = True
-                elif seen_out and kind in ("row", "col"):
+                elif seen_out and kind in ("row", "col", "scalar"):  # scalar: a total's
                     kind = "finish"
                 out.append(ArgumentInfo(info.name.decode(), kind, DTYPE_NAMES[info.dtype],
                                         WIDTH_NAMES[info.width], bool(info.accumulate)))
@@ -615,7 +628,8 @@ class Context:
                 name = a.name
                 x = tensors.get(name)
                 if is_finish:
-                    if not finish and x is None:
+                    # a statistic a later pass reads is finished by the run itself
+                    if not finish and x is None and program.num_passes == 1:
                         continue
                     fins.append(name_b)
                 if x is None:
