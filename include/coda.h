@@ -319,10 +319,14 @@ typedef enum coda_arg_kind {
   CODA_ARG_TILE = 3,   /* M x N (or M x 2N for x2, M x N/2 for half) */
   CODA_ARG_OUTPUT = 4, /* stored tile output */
   CODA_ARG_PARTIAL = 5, /* fp32 reduction partials */
-  CODA_ARG_ROWSUM = 6  /* input: M x T fp32 row partials (any T >= 1), read
+  CODA_ARG_ROWSUM = 6, /* input: M x T fp32 row partials (any T >= 1), read
                         * at (m, n) as sum_t P[m,t] in index order in the
                         * compute type (text: `rowsum`; f32, f64 in exact
                         * mode; no width, no lane) */
+  CODA_ARG_ROWMAX = 7, /* input: rowmax partials, read as max_t P[m,t] (as
+                        * ROWSUM otherwise; text: `rowmax`) */
+  CODA_ARG_ROWLSE = 8  /* input: rowlse partials, read as log sum_t exp(P[m,t])
+                        * as the lse finisher computes it (text: `rowlse`) */
 } coda_arg_kind;
 
 typedef enum coda_width {

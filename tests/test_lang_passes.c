@@ -11,6 +11,8 @@
  *    combines column tiles);
  *  - the pass lists: their number and kinds, the finishers run between
  *    passes, canonical text that reparses to the same text;
+ *  - rowmax and rowlse partials read by the next program as inputs, as
+ *    the max and lse finishers combine them (bit for bit in fp64);
  *  - what is refused, with messages saying what is allowed: a segmented
  *    statistic read, a total finished by other than sum, a `__` name, a
  *    finisher read before its finish statement, dropping a finisher the
@@ -275,7 +277,83 @@ static void test_f32(coda_context c32) {
   coda_program_destroy(p);
 }
 
+/* rowmax / rowlse partials as inputs of the next program (a log-softmax). */
+static void test_partial_inputs(coda_context ctx, int f64) {
+  const char *t = f64 ? "f64" : "f32";
+  char prod[512], cons[512];
+  snprintf(prod, sizeof prod,
+           "input x : tile %s\nreduce pm = rowmax(x)\nreduce pl = rowlse(x)\nfinish fm = max(pm)\n"
+           "finish fl = lse(pl)\n", t);
+  snprintf(cons, sizeof cons,
+           "input x : tile %s\ninput pm : rowmax %s\ninput pl : rowlse %s\noutput y : %s\noutput z : %s\n"
+           "store y = x - pl\nstore z = x - pm\n", t, t, t, t, t);
+  coda_program p = NULL, q = NULL;
+  CHECK_MSG(coda_program_parse(ctx, prod, &p) == CODA_OK, "%s", coda_last_error(ctx));
+  CHECK_MSG(coda_program_parse(ctx, cons, &q) == CODA_OK, "%s", coda_last_error(ctx));
+  if (!p || !q) {
+    coda_program_destroy(p);
+    coda_program_destroy(q);
+    return;
+  }
+  static double xd[M * N], pmd[M * 3], pld[M * 3], fmd[M], fld[M], yd[M * N], zd[M * N];
+  static float xf[M * N], pmf[M * 3], plf[M * 3], fmf[M], flf[M], yf[M * N], zf[M * N];
+  static double y_ref[M * N], z_ref[M * N], y_got[M * N], z_got[M * N];
+  const coda_dtype dt = f64 ? CODA_F64 : CODA_F32;
+  for (int i = 0; i < M * N; i++) xd[i] = 6 * rnd(), xf[i] = (float)xd[i], xd[i] = f64 ? xd[i] : xf[i];
+  xd[3 * N + 5] = f64 ? -INFINITY : xd[3 * N + 5]; /* a -inf logit (a masked one) changes nothing */
+  xf[3 * N + 5] = f64 ? xf[3 * N + 5] : -INFINITY;
+  for (int m = 0; m < M; m++) {
+    double mx = -INFINITY, s = 0;
+    for (int n = 0; n < N; n++) mx = fmax(mx, f64 ? xd[m * N + n] : xf[m * N + n]);
+    for (int n = 0; n < N; n++) s += exp((f64 ? xd[m * N + n] : xf[m * N + n]) - mx);
+    for (int n = 0; n < N; n++) {
+      const double v = f64 ? xd[m * N + n] : xf[m * N + n];
+      y_ref[m * N + n] = v - (mx + log(s));
+      z_ref[m * N + n] = v - mx;
+    }
+  }
+  coda_args a;
+  coda_args_create(ctx, &a);
+  set(a, "x", f64 ? (void *)xd : (void *)xf, dt, M, N);
+  set(a, "pm", f64 ? (void *)pmd : (void *)pmf, dt, M, 3);
+  set(a, "pl", f64 ? (void *)pld : (void *)plf, dt, M, 3);
+  set(a, "fm", f64 ? (void *)fmd : (void *)fmf, dt, M, 1);
+  set(a, "fl", f64 ? (void *)fld : (void *)flf, dt, M, 1);
+  coda_status s = coda_map(ctx, p, M, N, a, TL);
+  if (!s) s = coda_finish(ctx, p, "fm", a, M, N, TL);
+  if (!s) s = coda_finish(ctx, p, "fl", a, M, N, TL);
+  CHECK_MSG(s == CODA_OK, "%s", coda_last_error(ctx));
+  coda_args b;
+  coda_args_create(ctx, &b);
+  set(b, "x", f64 ? (void *)xd : (void *)xf, dt, M, N);
+  set(b, "pm", f64 ? (void *)pmd : (void *)pmf, dt, M, 3);
+  set(b, "pl", f64 ? (void *)pld : (void *)plf, dt, M, 3);
+  set(b, "y", f64 ? (void *)yd : (void *)yf, dt, M, N);
+  set(b, "z", f64 ? (void *)zd : (void *)zf, dt, M, N);
+  s = coda_map(ctx, q, M, N, b, TL);
+  CHECK_MSG(s == CODA_OK, "%s", coda_last_error(ctx));
+  for (int i = 0; i < M * N; i++) {
+    y_got[i] = f64 ? yd[i] : yf[i];
+    z_got[i] = f64 ? zd[i] : zf[i];
+    if (isinf(y_ref[i])) y_ref[i] = y_got[i] == y_ref[i] ? 0 : 1, y_got[i] = 0; /* -inf both */
+    if (isinf(z_ref[i])) z_ref[i] = z_got[i] == z_ref[i] ? 0 : 1, z_got[i] = 0;
+  }
+  near(f64 ? "rowlse input (f64)" : "rowlse input (f32)", y_got, y_ref, M * N, f64 ? 1e-13 : 1e-5);
+  near(f64 ? "rowmax input (f64)" : "rowmax input (f32)", z_got, z_ref, M * N, f64 ? 1e-13 : 1e-6);
+  if (f64) /* the same combination as the finishers' */
+    for (int m = 0; m < M; m++) {
+      CHECK(yd[m * N + 1] == xd[m * N + 1] - fld[m]);
+      CHECK(zd[m * N + 1] == xd[m * N + 1] - fmd[m]);
+    }
+  coda_args_destroy(a);
+  coda_args_destroy(b);
+  coda_program_destroy(p);
+  coda_program_destroy(q);
+}
+
 static void test_refused(coda_context ctx) {
+  expect_parse_error(ctx, "input p : rowlse bf16\noutput y : f32\nstore y = acc - p\n",
+                     "a rowlse input holds fp32 partials");
   expect_parse_error(ctx,
                      "output y : f32\nreduce ss = rowsum(acc * acc) per 8\nfinish r = rstd(ss, 1e-6)\n"
                      "store y = acc * r\n",
@@ -313,6 +391,8 @@ int main(void) {
   test_qknorm(c64);
   test_dyt(c64);
   test_f32(c32);
+  test_partial_inputs(c64, 1);
+  test_partial_inputs(c32, 0);
   test_refused(c32);
   coda_context_destroy(c32);
   coda_context_destroy(c64);

@@ -40,9 +40,10 @@ DTYPE_NAMES = {BF16: "bf16", F16: "f16", F32: "f32", F64: "f64", I32: "i32"}
 _DTYPE_BY_NAME = {v: k for k, v in DTYPE_NAMES.items()}
 # how a 1-D array binds, by argument kind: 0 as a row vector (M, 1), 1 as
 # (1, N), 3 as given (finish: by its shape, Context._kind_code)
-_STATIC_KIND_CODE = {"row": 0, "rowsum": 0, "col": 1}
+_STATIC_KIND_CODE = {"row": 0, "rowsum": 0, "rowmax": 0, "rowlse": 0, "col": 1}
 
-KIND_NAMES = {0: "row", 1: "col", 2: "scalar", 3: "tile", 4: "output", 5: "partial", 6: "rowsum"}
+KIND_NAMES = {0: "row", 1: "col", 2: "scalar", 3: "tile", 4: "output", 5: "partial", 6: "rowsum", 7: "rowmax",
+              8: "rowlse"}
 WIDTH_NAMES = {0: "full", 1: "x2", 2: "half"}
 
 # numpy dtype of each coda dtype (bf16 as its bits)
@@ -236,7 +237,7 @@ def _bind(x, kind, name, writable, backend):
 class ArgumentInfo:
     """One named argument of a program.
 
-    name; kind: "row", "col", "scalar", "tile", "rowsum" (inputs), "output",
+    name; kind: "row", "col", "scalar", "tile", "rowsum", "rowmax", "rowlse" (inputs), "output",
     "partial" (reduction partials), "finish" (a finisher's result, a
     vector); partials and finisher results are fp32, or fp64 in exact mode,
     whatever `dtype` says; dtype ("bf16", "f16", "f32", "f64", "i32"); width
@@ -245,6 +246,7 @@ class ArgumentInfo:
 
     _RULES = {
         "row": "(M, 1)", "col": "(1, N)", "scalar": "(1, 1)", "rowsum": "(M, T), any T >= 1",
+        "rowmax": "(M, T), any T >= 1", "rowlse": "(M, T), any T >= 1",
         "partial": "as the tiling gives (docs/language.md)",
     }
 
@@ -260,7 +262,7 @@ class ArgumentInfo:
 
     @property
     def is_input(self):
-        return self.kind in ("row", "col", "scalar", "tile", "rowsum")
+        return self.kind in ("row", "col", "scalar", "tile", "rowsum", "rowmax", "rowlse")
 
     def __repr__(self):
         extra = ", accumulate" if self.accumulate else ""

@@ -161,6 +161,8 @@ static const char *kind_word(coda_arg_kind k) {
   case CODA_ARG_OUTPUT: return "output";
   case CODA_ARG_PARTIAL: return "partial";
   case CODA_ARG_ROWSUM: return "rowsum input";
+  case CODA_ARG_ROWMAX: return "rowmax input";
+  case CODA_ARG_ROWLSE: return "rowlse input";
   }
   if ((int)k == FINISH_RESULT) return "finisher result";
   return "argument";
@@ -214,7 +216,7 @@ static coda_status bind_one(coda_context ctx, const struct coda_program_s *p, co
                      "mode, or segment and tile_n not dividing one another)",
                      what, (long long)M, (long long)N, tl.tile_n);
   if (s) return coda_fail(ctx, s, "%s: cannot compute its shape", what);
-  if (kind == CODA_ARG_ROWSUM) { /* M x T partials, T taken from the tensor */
+  if (ir_kind_is_partials(kind)) { /* M x T partials, T taken from the tensor */
     if (t->rows != rows || t->cols < 1)
       return coda_fail(ctx, CODA_ERR_SHAPE, "%s: shape %lld x %lld, expected %lld rows (one per row "
                        "of the GEMM) and at least one column of partials", what,

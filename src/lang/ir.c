@@ -603,7 +603,9 @@ coda_status coda_program_arg_shape(coda_program p, const char *name, int64_t M,
     case CODA_ARG_ROW: *rows = M; *cols = 1; return CODA_OK;
     case CODA_ARG_COL: *rows = 1; *cols = N; return CODA_OK;
     case CODA_ARG_SCALAR: *rows = 1; *cols = 1; return CODA_OK;
-    case CODA_ARG_ROWSUM: *rows = M; *cols = 0; return CODA_OK; /* any T >= 1 */
+    case CODA_ARG_ROWSUM:
+    case CODA_ARG_ROWMAX:
+    case CODA_ARG_ROWLSE: *rows = M; *cols = 0; return CODA_OK; /* any T >= 1 */
     default: w = in->width; break;
     }
   } else if ((k = ir_find_output(p, name)) >= 0) {

@@ -164,6 +164,12 @@ coda_status ir_validate_as(coda_context ctx, struct coda_program_s *p, int exact
 int ir_input_is_pair(const struct coda_program_s *p, int input);
 int ir_output_is_pair(const struct coda_program_s *p, int output);
 
+/* An input of row partials (rowsum, rowmax, rowlse): M x T, any T >= 1,
+ * f32 (f64 in exact mode), read as its row's sum, max or log-sum-exp. */
+static inline int ir_kind_is_partials(coda_arg_kind k) {
+  return k == CODA_ARG_ROWSUM || k == CODA_ARG_ROWMAX || k == CODA_ARG_ROWLSE;
+}
+
 /* The kinds of lang/kinds.def. A reduction's partials and what it reduces
  * to (the finishers of the same class take it). */
 typedef enum { IR_PART_ROW, IR_PART_COL, IR_PART_SEG, IR_PART_PICK, IR_PART_TOTAL } ir_part;

@@ -117,9 +117,9 @@ static coda_status check_declarations(coda_context ctx, const struct coda_progra
     if (in->width != CODA_WIDTH_FULL && in->kind != CODA_ARG_TILE)
       FAIL(L, C, "input '%.31s': x2 and half apply to tile inputs only", in->name);
     /* the partials a reduction writes: fp32 (f64 in exact mode, checked above) */
-    if (in->kind == CODA_ARG_ROWSUM && in->dtype != CODA_F32 && in->dtype != CODA_F64)
-      FAIL(L, C, "input '%.31s': a rowsum input holds fp32 partials: declare it f32 (f64 in exact mode), "
-           "found %s", in->name, coda_dtype_name(in->dtype));
+    if (ir_kind_is_partials(in->kind) && in->dtype != CODA_F32 && in->dtype != CODA_F64)
+      FAIL(L, C, "input '%.31s': a %s input holds fp32 partials: declare it f32 (f64 in exact mode), "
+           "found %s", in->name, ir_input_kind_word(in->kind), coda_dtype_name(in->dtype));
     if (in->width == CODA_WIDTH_X2 && p->pair_mode)
       FAIL(L, C, "input '%.31s': x2 is only allowed in elem mode", in->name);
     if (in->width == CODA_WIDTH_X2 && !is16(in->dtype))

@@ -91,7 +91,7 @@ void epi_plan_hoist(gen *g) {
     case IR_ROW: v = 1; break;
     case IR_READ: {
       const coda_arg_kind k = p->inputs[in->input].kind;
-      v = k == CODA_ARG_ROW || k == CODA_ARG_SCALAR || k == CODA_ARG_ROWSUM;
+      v = k == CODA_ARG_ROW || k == CODA_ARG_SCALAR || ir_kind_is_partials(k);
     } break;
     case IR_MATH:
       v = 1;
