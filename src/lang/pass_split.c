@@ -6,10 +6,11 @@
  * Levels: acc, `row`, `col`, inputs and constants are of level 0; a read
  * of finisher f is of one level more than the reduction f finishes; math
  * is of the highest level among its operands. A value that needs only
- * inputs, constants and indices is recomputed by every pass that uses it;
- * any other value a later level uses is stored by its own level's pass
- * into a temporary tile (`__cR`, R its register in the source; `half` in
- * pair mode) and read back. Level k's pass holds the stores and
+ * inputs, constants and indices is recomputed by every pass that uses it,
+ * and so is every value computed from the accumulator and earlier
+ * statistics (read again as inputs): only the accumulator itself is stored
+ * by the first pass into a temporary tile (`__cR`, R its register in the
+ * source; `half` in pair mode) and read back. Level k's pass holds the stores and
  * reductions of level k; a total of level k is a `rowsum` partial (`__tJ`,
  * J its reduction) that a map over M x 1 then sums by `colsum` into the
  * total's own partial, finished by `sum`. See ir.h for the list itself. */
@@ -33,7 +34,8 @@ typedef struct split {
   unsigned char fre[NREG];                         /* recomputed where used */
   unsigned char carry[NREG];                       /* stored for a later level */
   unsigned char need[IR_MAX_PASSES][CODA_MAX_INSTRS]; /* instruction in level k */
-  unsigned char in_tmp[IR_MAX_PASSES][NREG];       /* read from its temporary in level k */
+  short in_tmp[IR_MAX_PASSES][NREG];               /* 1 + the register whose temporary level k reads */
+  int acc_reg[3];                                  /* 1 + the first read of acc per lane */
   unsigned char read[CODA_MAX_FINISHES];           /* finisher read by a later level */
 } split;
 
@@ -63,7 +65,9 @@ static coda_status compute_levels(split *s) {
     int fre = 0, lvl = 0;
     switch (in->code) {
     case IR_CONST: case IR_ROW: case IR_COL: case IR_READ: fre = 1; break;
-    case IR_ACC: break;
+    case IR_ACC:
+      if (!s->acc_reg[in->lane]) s->acc_reg[in->lane] = in->dst + 1;
+      break;
     case IR_STAT: lvl = finish_level(s, in->input) + 1; break;
     case IR_MATH:
       fre = 1;
@@ -107,11 +111,16 @@ static coda_status compute_levels(split *s) {
   return CODA_OK;
 }
 
-/* Register r is used by level k's pass. */
+/* Register r is used by level k's pass. Everything but the accumulator
+ * is recomputed there (the maps are memory-bound: arithmetic costs less
+ * than a tile stored and read back, and gives the same bits); an earlier
+ * statistic is read again as its finished input. */
 static void mark(split *s, int r, int k) {
-  if (!s->fre[r] && s->lvl[r] < k) {
-    s->carry[r] = 1;
-    s->in_tmp[k][r] = 1;
+  const ir_instr *def = &s->p->instrs[s->def[r]];
+  if (!s->fre[r] && s->lvl[r] < k && def->code == IR_ACC) { /* one temporary per lane */
+    const int c = s->acc_reg[def->lane] - 1;
+    s->carry[c] = 1;
+    s->in_tmp[k][r] = (short)(c + 1);
     return;
   }
   const int i = s->def[r];
@@ -183,7 +192,7 @@ static coda_status level_instrs(const split *s, int k, struct coda_program_s *q)
       if (r < 0 || !s->in_tmp[k][r]) continue;
       if (n >= CODA_MAX_INSTRS) return too_many(s, k, "instructions", CODA_MAX_INSTRS);
       char nm[CODA_NAME_MAX];
-      snprintf(nm, sizeof nm, "__c%d", r);
+      snprintf(nm, sizeof nm, "__c%d", s->in_tmp[k][r] - 1);
       ir_instr x;
       memset(&x, 0, sizeof x);
       x.code = IR_READ;

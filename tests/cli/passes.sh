@@ -1,10 +1,11 @@
 #!/bin/sh
-# Whole operators in one file (issue 39): z-loss, applied QK-norm and
-# DyT's backward with its total dalpha are each one file that one
+# Whole operators in one file (issue 39): z-loss, applied QK-norm (and its
+# backward) and DyT's backward with its total dalpha are each one file that one
 # `coda run --strict` runs (every output, partial and finished value
 # within the fp64 rule) and `coda check` lists as passes; gradcheck takes
 # them as one unit: DyT's scalar alpha against the total, z-loss's logits
-# gradient against its total loss, and a wrong factor in either fails.
+# gradient against its total loss, QK-norm's backward against its forward,
+# and a wrong factor in each fails.
 #   sh tests/cli/passes.sh PATH/TO/coda PROGRAMS_DIR WORKDIR
 set -u
 coda=$1
@@ -54,6 +55,14 @@ sed 's/reduce dap = total(dt \* x)/reduce dap = total(dt * x * 1.001)/' "$progs/
 grep -q "1.001" "$work/dyt_bad.coda" || { fails=$((fails + 1)); echo "FAIL: sed did not change dyt"; }
 expect 1 "gradcheck dyt total off by 0.1%" "$coda" gradcheck "$progs/dyt.coda" "$work/dyt_bad.coda" \
   --wrt alpha=dalpha --grad y=acc
+# applied QK-norm: the backward reads two statistics of its own (r, mean(g x))
+expect 0 "gradcheck qknorm_applied" "$coda" gradcheck "$progs/qknorm_applied.coda" "$progs/qknorm_applied_bwd.coda" \
+  --wrt acc=dx,gamma=dgamma --grad y=acc --save acc=x
+sed 's/x \* r \* r \* r \* gx/x * r * r * gx/' "$progs/qknorm_applied_bwd.coda" >"$work/qk_bad.coda"
+grep -q "x \* r \* r \* gx" "$work/qk_bad.coda" || { fails=$((fails + 1)); echo "FAIL: sed did not change qknorm"; }
+expect 1 "gradcheck qknorm_applied with r^2 for r^3" "$coda" gradcheck "$progs/qknorm_applied.coda" "$work/qk_bad.coda" \
+  --wrt acc=dx,gamma=dgamma --grad y=acc --save acc=x
+expect 0 "run qknorm_applied_bwd" "$coda" run "$progs/qknorm_applied_bwd.coda" --m 96 --n 64 --k 32 --strict --reps 1
 # z-loss: forward and backward are the same file; loss's gradient goes to scale
 expect 0 "gradcheck zloss" "$coda" gradcheck "$progs/zloss.coda" "$progs/zloss.coda" \
   --wrt acc=dl --grad loss=scale --value scale=1 --param zc=0.05
