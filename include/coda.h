@@ -288,6 +288,30 @@ const char *coda_program_text(coda_program p);
 /* Human-readable dump of the IR (instructions, registers, I/O). */
 const char *coda_program_ir(coda_program p);
 
+/* Whole operators in one file (docs/language.md): a program that reads a
+ * finished statistic (`finish r = ...` then `... * r`) or has a total
+ * (`reduce t = total(e)`) runs as a list of passes, each an ordinary
+ * program, which coda_gemm_epilogue, coda_map and coda_finish run for it
+ * (temporaries allocated per run). Every other program is one pass, the
+ * program itself. */
+typedef enum coda_pass_kind {
+  CODA_PASS_EPILOGUE = 0, /* the GEMM's epilogue over M x N (a map when no GEMM is given) */
+  CODA_PASS_MAP = 1,      /* a map over M x N */
+  CODA_PASS_ROWS = 2      /* a map over M x 1 (the totals) */
+} coda_pass_kind;
+typedef struct coda_pass_info {
+  coda_pass_kind kind;
+  coda_program program;      /* owned by the program it was split from */
+  int nfinish;               /* finishers run after the pass (a later pass reads them) */
+  const char *finish[16];
+} coda_pass_info;
+int coda_program_num_passes(coda_program p);
+/* Pass i (from 0) of the list the context runs (exact contexts carry f64
+ * temporaries, others f32). */
+coda_status coda_program_pass(coda_context ctx, coda_program p, int i, coda_pass_info *info);
+/* The printable pass list ("" for a program of one pass); owned by p. */
+const char *coda_program_passes_text(coda_program p);
+
 typedef enum coda_arg_kind {
   CODA_ARG_ROW = 0,    /* length-M vector */
   CODA_ARG_COL = 1,    /* length-N vector */
@@ -295,10 +319,14 @@ typedef enum coda_arg_kind {
   CODA_ARG_TILE = 3,   /* M x N (or M x 2N for x2, M x N/2 for half) */
   CODA_ARG_OUTPUT = 4, /* stored tile output */
   CODA_ARG_PARTIAL = 5, /* fp32 reduction partials */
-  CODA_ARG_ROWSUM = 6  /* input: M x T fp32 row partials (any T >= 1), read
+  CODA_ARG_ROWSUM = 6, /* input: M x T fp32 row partials (any T >= 1), read
                         * at (m, n) as sum_t P[m,t] in index order in the
                         * compute type (text: `rowsum`; f32, f64 in exact
                         * mode; no width, no lane) */
+  CODA_ARG_ROWMAX = 7, /* input: rowmax partials, read as max_t P[m,t] (as
+                        * ROWSUM otherwise; text: `rowmax`) */
+  CODA_ARG_ROWLSE = 8  /* input: rowlse partials, read as log sum_t exp(P[m,t])
+                        * as the lse finisher computes it (text: `rowlse`) */
 } coda_arg_kind;
 
 typedef enum coda_width {
@@ -451,7 +479,12 @@ typedef enum coda_reduce_kind {
   CODA_REDUCE_COLSUM, CODA_REDUCE_SEGSUM, CODA_REDUCE_ROWPICK,
   /* added after the first set (values kept): rowmax per segment (text
    * `rowmax(e) per S`, segment S as for SEGSUM) and the column max */
-  CODA_REDUCE_SEGMAX, CODA_REDUCE_COLMAX
+  CODA_REDUCE_SEGMAX, CODA_REDUCE_COLMAX,
+  /* a total over the whole M x N domain (text `total(e)`): partials one
+   * per row tile, ceil(M / tile_m) x 1, finished by `sum` to 1 x 1. A
+   * program with a total runs as a pass list (coda_program_num_passes);
+   * no backend runs it in one launch */
+  CODA_REDUCE_TOTAL
 } coda_reduce_kind;
 
 typedef enum coda_finish_kind {

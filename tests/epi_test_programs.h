@@ -80,6 +80,16 @@
      "store y = (acc - m) * r * w\n" \
      "reduce q = rowsum(acc * r)\n"
 
+/* rowmax and rowlse inputs: each row's partials combined as the max and
+ * lse finishers do, in the prelude, then read per point. */
+#define EPI_TEST_ROW_MAXLSE \
+     "input pm : rowmax f32\n" \
+     "input pl : rowlse f32\n" \
+     "input w : col bf16\n" \
+     "output y : bf16\n" \
+     "store y = (acc - pl) * w + exp(acc - pm)\n" \
+     "reduce q = rowsum(acc - pm)\n"
+
 #define EPI_TEST_ROWSUM_PAIR \
      "mode pair\n" \
      "input ss : rowsum f32\n" \

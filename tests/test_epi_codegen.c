@@ -393,13 +393,23 @@ int main(void) {
    * p.cnt), and the row-invariant math (here the rsqrt) computed once per
    * fragment row before the loops and read per point from hv%d[h] */
   {
-    static const char *const rp[2][2] = {{"rowsum_hoist", EPI_TEST_ROWSUM_HOIST},
-                                         {"rowsum_pair_rope", EPI_TEST_ROWSUM_PAIR}};
-    for (int i = 0; i < 2; i++) {
+    static const char *const rp[3][2] = {{"rowsum_hoist", EPI_TEST_ROWSUM_HOIST},
+                                         {"rowsum_pair_rope", EPI_TEST_ROWSUM_PAIR},
+                                         {"rowmax_rowlse", EPI_TEST_ROW_MAXLSE}};
+    for (int i = 0; i < 3; i++) {
       coda_program p = NULL;
       CHECK_MSG(coda_program_parse(ctx, rp[i][1], &p) == CODA_OK, "%s: %s", rp[i][0], coda_last_error(ctx));
       if (!p) continue;
       char *fn = coda_epi_functor_source(ctx, p);
+      if (i == 2) { /* the max and the log-sum-exp of the partials in the prelude */
+        CHECK(fn && strstr(fn, "p.cnt[0]") && strstr(fn, "rq0[h]") && strstr(fn, "rq1[h]") &&
+              strstr(fn, "m_ += logf(s_)"));
+        free(fn);
+        total++;
+        compiled += compile_one(ctx, rp[i][0], p, 0, 1, 0);
+        coda_program_destroy(p);
+        continue;
+      }
       CHECK(fn && strstr(fn, "p.cnt[0]") && strstr(fn, "rq0[h]") && strstr(fn, "float hv"));
       /* one rsqrt in the source, and it is in the prelude: before the
        * fragment loop */

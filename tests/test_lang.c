@@ -312,7 +312,7 @@ static void test_errors(void) {
   check_error("input t : tile f8\n", CODA_ERR_PARSE, 1, 16, "expected a dtype");
   check_error("input t tile f32\n", CODA_ERR_PARSE, 1, 9, "expected ':'");
   check_error("input t : matrix f32\n", CODA_ERR_PARSE, 1, 11,
-              "expected an input kind (row, col, scalar, tile or rowsum)");
+              "expected an input kind (row, col, scalar, tile, rowsum, rowmax or rowlse)");
   check_error("x = pack(acc, acc)\n", CODA_ERR_TYPE, 1, 5, "only allowed as the whole value of a store");
   check_error("x = rowsum(acc)\n", CODA_ERR_TYPE, 1, 5, "only allowed in a reduce statement");
   check_error("store y = acc\n", CODA_ERR_TYPE, 1, 7, "output 'y' is not declared");
@@ -937,9 +937,9 @@ static void test_rowsum_input(void) {
   struct { coda_arg_kind kind; coda_dtype dt; coda_width w; const char *needle; } bad[] = {
     {CODA_ARG_ROWSUM, CODA_BF16, CODA_WIDTH_FULL, "fp32 partials"},
     {CODA_ARG_ROWSUM, CODA_F32, CODA_WIDTH_X2, "tile inputs only"},
-    {CODA_ARG_OUTPUT, CODA_F32, CODA_WIDTH_FULL, "kind must be row, col, scalar, tile or rowsum"},
+    {CODA_ARG_OUTPUT, CODA_F32, CODA_WIDTH_FULL, "kind must be row, col, scalar, tile, rowsum, rowmax or rowlse"},
     {CODA_ARG_PARTIAL, CODA_F32, CODA_WIDTH_FULL, "kind must be"},
-    {(coda_arg_kind)7, CODA_F32, CODA_WIDTH_FULL, "kind must be"},
+    {(coda_arg_kind)9, CODA_F32, CODA_WIDTH_FULL, "kind must be"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     CHECK(coda_builder_create(ctx, 0, &b) == CODA_OK);

@@ -49,6 +49,10 @@ llama_swiglu_bwd       backward down_dgrad:16384,8192,2048
 qwen3_qkv              forward  qkv:16384,3072,2048
 dyt                    forward  out_proj:16384,2048,2048
 dyt_bwd                backward gate_up_dgrad:16384,2048,16384
+dyt_bwd_total          backward gate_up_dgrad:16384,2048,16384
+qknorm_applied         forward  -
+qknorm_applied_bwd     backward -
+zloss                  forward  lm_head:16384,32768,2048
 geglu_scaled           forward  gate_up:16384,16384,2048
 gelu_bwd_explicit      backward down_dgrad:16384,8192,2048
 rope_half_split        forward  qkv:16384,3072,2048

@@ -40,9 +40,10 @@ DTYPE_NAMES = {BF16: "bf16", F16: "f16", F32: "f32", F64: "f64", I32: "i32"}
 _DTYPE_BY_NAME = {v: k for k, v in DTYPE_NAMES.items()}
 # how a 1-D array binds, by argument kind: 0 as a row vector (M, 1), 1 as
 # (1, N), 3 as given (finish: by its shape, Context._kind_code)
-_STATIC_KIND_CODE = {"row": 0, "rowsum": 0, "col": 1}
+_STATIC_KIND_CODE = {"row": 0, "rowsum": 0, "rowmax": 0, "rowlse": 0, "col": 1}
 
-KIND_NAMES = {0: "row", 1: "col", 2: "scalar", 3: "tile", 4: "output", 5: "partial", 6: "rowsum"}
+KIND_NAMES = {0: "row", 1: "col", 2: "scalar", 3: "tile", 4: "output", 5: "partial", 6: "rowsum", 7: "rowmax",
+              8: "rowlse"}
 WIDTH_NAMES = {0: "full", 1: "x2", 2: "half"}
 
 # numpy dtype of each coda dtype (bf16 as its bits)
@@ -236,7 +237,7 @@ def _bind(x, kind, name, writable, backend):
 class ArgumentInfo:
     """One named argument of a program.
 
-    name; kind: "row", "col", "scalar", "tile", "rowsum" (inputs), "output",
+    name; kind: "row", "col", "scalar", "tile", "rowsum", "rowmax", "rowlse" (inputs), "output",
     "partial" (reduction partials), "finish" (a finisher's result, a
     vector); partials and finisher results are fp32, or fp64 in exact mode,
     whatever `dtype` says; dtype ("bf16", "f16", "f32", "f64", "i32"); width
@@ -245,6 +246,7 @@ class ArgumentInfo:
 
     _RULES = {
         "row": "(M, 1)", "col": "(1, N)", "scalar": "(1, 1)", "rowsum": "(M, T), any T >= 1",
+        "rowmax": "(M, T), any T >= 1", "rowlse": "(M, T), any T >= 1",
         "partial": "as the tiling gives (docs/language.md)",
     }
 
@@ -253,13 +255,14 @@ class ArgumentInfo:
         if kind in ("tile", "output"):
             self.shape = {"full": "(M, N)", "x2": "(M, 2N)", "half": "(M, N/2)"}[width]
         elif kind == "finish":
-            self.shape = "(M, 1) for row partials, (M, ceil(N/S)) for a segment S, (1, N) for colsum"
+            self.shape = ("(M, 1) for row partials, (M, ceil(N/S)) for a segment S, (1, N) for colsum, "
+                          "(1, 1) for a total")
         else:
             self.shape = self._RULES[kind]
 
     @property
     def is_input(self):
-        return self.kind in ("row", "col", "scalar", "tile", "rowsum")
+        return self.kind in ("row", "col", "scalar", "tile", "rowsum", "rowmax", "rowlse")
 
     def __repr__(self):
         extra = ", accumulate" if self.accumulate else ""
@@ -339,6 +342,18 @@ class Program:
         return lib.coda_program_ir(self._h).decode()
 
     @property
+    def num_passes(self):
+        """1, or the number of passes of a program that reads a finished
+        statistic or has a total (each run runs them all, docs/language.md
+        "Whole operators in one file")."""
+        return lib.coda_program_num_passes(self._h)
+
+    @property
+    def passes(self):
+        """The printable pass list ("" for a program of one pass)."""
+        return lib.coda_program_passes_text(self._h).decode()
+
+    @property
     def math(self):
         """"exact" or "fast" (the program's `math` declaration: whether the
         GPU may contract and approximate, docs/language.md "Math")."""
@@ -410,7 +425,7 @@ class Program:
                 kind = KIND_NAMES[info.kind]
                 if kind in ("output", "partial"):
                     seen_out = True
-                elif seen_out and kind in ("row", "col"):
+                elif seen_out and kind in ("row", "col", "scalar"):  # scalar: a total's
                     kind = "finish"
                 out.append(ArgumentInfo(info.name.decode(), kind, DTYPE_NAMES[info.dtype],
                                         WIDTH_NAMES[info.width], bool(info.accumulate)))
@@ -615,7 +630,8 @@ class Context:
                 name = a.name
                 x = tensors.get(name)
                 if is_finish:
-                    if not finish and x is None:
+                    # a statistic a later pass reads is finished by the run itself
+                    if not finish and x is None and program.num_passes == 1:
                         continue
                     fins.append(name_b)
                 if x is None:

@@ -375,3 +375,43 @@ def test_program_variant():
     with pytest.raises(coda.CodaError) as e:
         src.variant(drop=["w"])
     assert "'w' is not an output or a finisher of the program (it has: z, y)" in e.value.message
+
+
+ZLOSS = """
+param zc = 1e-4
+input tgt : row i32
+output dl : f64
+l = acc
+reduce lp = rowlse(l)
+finish lse = lse(lp)
+hit = col == tgt
+g = exp(l - lse) * (1 + 2 * zc * lse) * (tgt >= 0) - hit
+store dl = g
+reduce lossp = total(hit * (lse - l + zc * lse * lse))
+finish loss = sum(lossp)
+"""
+
+
+def test_whole_operator_in_one_program():
+    """z-loss reads its row's finished log-sum-exp and totals the loss: one
+    program, one gemm_epilogue, against numpy in fp64."""
+    ctx = coda.Context("cpu", precision="f64")
+    p = coda.Program.parse(ZLOSS)
+    assert p.num_passes == 3 and p.passes.startswith("passes (3):")
+    assert p.arg("loss").kind == "finish"
+    M, N, K, zc = 70, 300, 16, 1e-4
+    A, W = rand(M, K), rand(N, K)
+    tgt = RNG.integers(-1, N, size=M).astype(np.int32)
+    out = ctx.gemm_epilogue(p, A, W, trans_b=True, tgt=tgt)
+    l = A @ W.T
+    lse = np.log(np.exp(l - l.max(1, keepdims=True)).sum(1)) + l.max(1)
+    hit = (np.arange(N)[None, :] == tgt[:, None]).astype(float)
+    dl = np.exp(l - lse[:, None]) * (1 + 2 * zc * lse[:, None]) * (tgt >= 0)[:, None] - hit
+    loss = ((lse - l[np.arange(M), np.maximum(tgt, 0)] + zc * lse * lse) * (tgt >= 0)).sum()
+    np.testing.assert_allclose(out["lse"][:, 0], lse, rtol=1e-12)
+    np.testing.assert_allclose(out["dl"], dl, rtol=1e-12, atol=1e-14)
+    assert out["loss"].shape == (1, 1)
+    np.testing.assert_allclose(out["loss"][0, 0], loss, rtol=1e-12)
+    # without finish=True the statistic the program reads is still finished
+    out2 = ctx.gemm_epilogue(p, A, W, trans_b=True, tgt=tgt, finish=False)
+    np.testing.assert_allclose(out2["dl"], dl, rtol=1e-12, atol=1e-14)

@@ -14,6 +14,24 @@
 /* Copies src into dst (both in the context's backend memory, same shape;
  * a different dtype is converted, rounded to dst's); src NULL writes zeros
  * into dst. Stream-ordered on CUDA. */
+/* The runner of a program's pass list (program_passes.c), which
+ * coda_gemm_epilogue (g: its operands), coda_map (g NULL) and coda_finish
+ * call for a program with passes. */
+typedef struct coda_passes_gemm {
+  coda_transpose ta, tb;
+  const coda_tensor *A, *B;
+  int schedule;
+} coda_passes_gemm;
+coda_status coda_passes_run(coda_context ctx, coda_program p, const coda_passes_gemm *g, int64_t M, int64_t N,
+                            coda_args args, coda_tiling tiling);
+coda_status coda_passes_finish(coda_context ctx, coda_program p, const char *name, coda_args args, int64_t M,
+                               int64_t N, coda_tiling tiling);
+/* The tensor bound to name, or NULL (dispatch.c); CODA_OK when every
+ * binding names an argument of p, else a message naming the first that
+ * does not. */
+const coda_tensor *coda_args_find(coda_args a, const char *name);
+coda_status coda_args_check_names(coda_context ctx, coda_program p, coda_args a);
+
 coda_status coda_tensor_copy(coda_context ctx, const coda_tensor *dst, const coda_tensor *src);
 
 /* The tags that key the on-disk tuning caches: device names the device

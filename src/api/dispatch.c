@@ -8,6 +8,7 @@
 #include "base/internal.h"
 #include "backends/backend.h"
 #include "lang/ir.h"
+#include "api/api.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,6 +161,8 @@ static const char *kind_word(coda_arg_kind k) {
   case CODA_ARG_OUTPUT: return "output";
   case CODA_ARG_PARTIAL: return "partial";
   case CODA_ARG_ROWSUM: return "rowsum input";
+  case CODA_ARG_ROWMAX: return "rowmax input";
+  case CODA_ARG_ROWLSE: return "rowlse input";
   }
   if ((int)k == FINISH_RESULT) return "finisher result";
   return "argument";
@@ -177,6 +180,11 @@ static coda_status reject_unknown(coda_context ctx, const struct coda_program_s 
                        "binding '%s' is not an argument of the program%s", a->e[i].name,
                        p ? "" : " (a run without a program takes only 'D')");
   return CODA_OK;
+}
+
+const coda_tensor *coda_args_find(coda_args a, const char *name) { return a ? args_get(a, name) : NULL; }
+coda_status coda_args_check_names(coda_context ctx, coda_program p, coda_args a) {
+  return reject_unknown(ctx, p, a);
 }
 
 /* Looks up and checks one bound argument against the program. */
@@ -208,7 +216,7 @@ static coda_status bind_one(coda_context ctx, const struct coda_program_s *p, co
                      "mode, or segment and tile_n not dividing one another)",
                      what, (long long)M, (long long)N, tl.tile_n);
   if (s) return coda_fail(ctx, s, "%s: cannot compute its shape", what);
-  if (kind == CODA_ARG_ROWSUM) { /* M x T partials, T taken from the tensor */
+  if (ir_kind_is_partials(kind)) { /* M x T partials, T taken from the tensor */
     if (t->rows != rows || t->cols < 1)
       return coda_fail(ctx, CODA_ERR_SHAPE, "%s: shape %lld x %lld, expected %lld rows (one per row "
                        "of the GEMM) and at least one column of partials", what,
@@ -334,6 +342,11 @@ coda_status coda_gemm_epilogue_sched(coda_context ctx, coda_program program,
   coda_status s;
   gemm_shape g;
   if ((s = check_gemm_operands(ctx, trans_a, A, trans_b, B, &g))) return s;
+  if (program && program->passes[0]) {
+    if ((s = ir_validate(ctx, program))) return s;
+    coda_passes_gemm pg = {trans_a, trans_b, A, B, schedule};
+    return coda_passes_run(ctx, program, &pg, g.M, g.N, args, tiling);
+  }
   coda_epi_job job;
   memset(&job, 0, sizeof job);
   if (program) {
@@ -376,6 +389,10 @@ coda_status coda_map(coda_context ctx, coda_program program, int64_t M, int64_t 
   if (program_reads_acc(program))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "coda_map: the program reads acc, which needs a GEMM (use coda_gemm_epilogue)");
+  if (program->passes[0]) {
+    if ((s = check_tiling(ctx, tiling)) || (s = check_domain(ctx, M, N))) return s;
+    return coda_passes_run(ctx, program, NULL, M, N, args, tiling);
+  }
   coda_epi_job job;
   memset(&job, 0, sizeof job);
   if ((s = prepare_program(ctx, program, args, M, N, tiling, NULL, NULL, &job))) return s;
@@ -395,6 +412,7 @@ coda_status coda_finish(coda_context ctx, coda_program program, const char *name
   if ((s = check_tiling(ctx, tiling))) return s;
   if ((s = check_domain(ctx, M, N))) return s;
   if ((s = ir_check_domain(ctx, program, N, tiling.tile_n))) return s;
+  if (program->passes[0]) return coda_passes_finish(ctx, program, name, args, M, N, tiling);
   int fi = ir_find_finish(program, name);
   if (fi < 0)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "the program has no finish statement '%s'", name);

@@ -31,10 +31,10 @@ coda_status coda_program_exact(coda_context ctx, coda_program p, coda_program *o
   coda_program q;
   if ((s = coda_program_parse(ctx, coda_program_text(p), &q))) return s;
   for (int i = 0; i < q->ninputs; i++)
-    if (is_float(q->inputs[i].dtype) && q->inputs[i].kind != CODA_ARG_ROWSUM &&
+    if (is_float(q->inputs[i].dtype) && !ir_kind_is_partials(q->inputs[i].kind) &&
         q->inputs[i].width != CODA_WIDTH_X2)
       q->inputs[i].dtype = CODA_F64;
-    else if (q->inputs[i].kind == CODA_ARG_ROWSUM)
+    else if (ir_kind_is_partials(q->inputs[i].kind))
       q->inputs[i].dtype = CODA_F64;
   for (int i = 0; i < q->noutputs; i++)
     if (is_float(q->outputs[i].dtype) && q->outputs[i].width != CODA_WIDTH_X2)
@@ -210,7 +210,7 @@ static int gc_find(const gc_prog *g, const char *name) {
 }
 static int is_input_kind(coda_arg_kind k) {
   return k == CODA_ARG_ROW || k == CODA_ARG_COL || k == CODA_ARG_SCALAR || k == CODA_ARG_TILE ||
-         k == CODA_ARG_ROWSUM;
+         ir_kind_is_partials(k);
 }
 static size_t gc_count(const gc_arg *a) { return (size_t)(a->rows * a->cols); }
 
@@ -232,7 +232,7 @@ static coda_status gc_shapes(gc_prog *g, int64_t M, int64_t N, coda_tiling tl) {
     coda_status s = coda_program_arg_shape(g->p, a->info.name, M, N, tl.tile_m, tl.tile_n,
                                            &a->rows, &a->cols);
     if (s) return s;
-    if (a->info.kind == CODA_ARG_ROWSUM) a->cols = 1;
+    if (ir_kind_is_partials(a->info.kind)) a->cols = 1;
   }
   return CODA_OK;
 }
@@ -438,7 +438,7 @@ static coda_status fill_forward(coda_context ctx, gc_prog *f, const coda_grad_li
       if (links[j].role == CODA_GRAD_RANGE) rng = &links[j];
     }
     gc_draw dr = {&kinks, o->step, o->points, rng != NULL, rng ? rng->lo : 0, rng ? rng->hi : 0, 1.0,
-                  a->info.kind == CODA_ARG_ROWSUM || a->info.kind == CODA_ARG_SCALAR};
+                  ir_kind_is_partials(a->info.kind) || a->info.kind == CODA_ARG_SCALAR};
     for (size_t e = 0; e < n; e++) {
       double v;
       if (val) v = val->lo;

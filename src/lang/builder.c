@@ -104,6 +104,9 @@ static int bad_name(coda_builder b, const char *name, const char *what) {
   for (size_t i = 1; i < n && ok; i++) ok = isalnum((unsigned char)name[i]) || name[i] == '_';
   if (!ok) return bfail(b, CODA_ERR_TYPE, "%s name '%s' is not [A-Za-z_][A-Za-z0-9_]*", what, name), 1;
   if (ir_is_reserved(name)) return bfail(b, CODA_ERR_TYPE, "'%s' is a reserved word and cannot be a name", name), 1;
+  if (name[0] == '_' && name[1] == '_')
+    return bfail(b, CODA_ERR_TYPE, "'%s': names beginning with '__' are reserved (the temporaries of a "
+                 "program's passes)", name), 1;
   int used = ir_find_input(p, name) >= 0 || ir_find_output(p, name) >= 0 || ir_find_reduce(p, name) >= 0 ||
              ir_find_finish(p, name) >= 0;
   for (int r = 0; r < p->nregs && !used; r++) used = p->reg_names[r] && !strcmp(p->reg_names[r], name);

@@ -106,7 +106,7 @@ static int kinds_complete(coda_arg_kind a, coda_reduce_kind r, coda_finish_kind 
   }
   return n;
 }
-_Static_assert(COUNT(reduce_table) == CODA_REDUCE_COLMAX + 1, "lang/kinds.def: one entry per reduction kind");
+_Static_assert(COUNT(reduce_table) == CODA_REDUCE_TOTAL + 1, "lang/kinds.def: one entry per reduction kind");
 _Static_assert(COUNT(finish_table) == CODA_FINISH_MEAN + 1, "lang/kinds.def: one entry per finisher kind");
 
 static int word_is(const char *w, const char *s, size_t len) {
@@ -226,6 +226,28 @@ int ir_is_reserved(const char *s) {
   return ir_op_find_call(s, strlen(s)) >= 0;
 }
 
+const char *ir_stat_unreadable(const struct coda_program_s *p, int f) {
+  if (f < 0 || f >= p->nfinishes) return "no such finisher";
+  if (ir_reduce_is_segmented(p->reduces[p->finishes[f].reduce].kind))
+    return "a segmented statistic (`per S`) has one value per row and segment, and a point "
+           "reads only its row's, column's or the total's; view the tensor as one segment per "
+           "row and drop `per` (a row statistic can be read)";
+  return NULL;
+}
+
+coda_arg_kind ir_finish_arg_kind(const struct coda_program_s *p, int f) {
+  const ir_part part = ir_reduce_part(p->reduces[p->finishes[f].reduce].kind);
+  return part == IR_PART_COL ? CODA_ARG_COL : part == IR_PART_TOTAL ? CODA_ARG_SCALAR : CODA_ARG_ROW;
+}
+
+int ir_needs_passes(const struct coda_program_s *p) {
+  for (int i = 0; i < p->ninstrs; i++)
+    if (p->instrs[i].code == IR_STAT) return 1;
+  for (int k = 0; k < p->nreduces; k++)
+    if (p->reduces[k].kind == CODA_REDUCE_TOTAL) return 1;
+  return 0;
+}
+
 int ir_find_input(const struct coda_program_s *p, const char *name) {
   for (int i = 0; i < p->ninputs; i++)
     if (!strcmp(p->inputs[i].name, name)) return i;
@@ -300,6 +322,7 @@ struct coda_program_s *ir_clone(const struct coda_program_s *p) {
   q->reg_names = NULL;
   q->text = NULL;
   q->ir_dump = NULL;
+  q->passes[0] = q->passes[1] = NULL;
   if (!p->reg_names || p->nregs <= 0) return q;
   q->reg_names = calloc((size_t)p->nregs, sizeof *q->reg_names);
   if (!q->reg_names) goto oom;
@@ -376,17 +399,25 @@ void coda_program_destroy(coda_program p) {
   }
   free(p->text);
   free(p->ir_dump);
+  ir_passes_free(p->passes[0]);
+  ir_passes_free(p->passes[1]);
   free(p);
 }
 
 coda_status ir_finalize(coda_context ctx, struct coda_program_s *p) {
   free(p->text);
   free(p->ir_dump);
+  ir_passes_free(p->passes[0]);
+  ir_passes_free(p->passes[1]);
+  p->passes[0] = p->passes[1] = NULL;
   p->text = ir_print_text(p);
   p->ir_dump = ir_print_listing(p);
   if (!p->text || !p->ir_dump)
     return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory printing a program");
-  return CODA_OK;
+  if (!ir_needs_passes(p)) return CODA_OK;
+  coda_status s = ir_passes_build(ctx, p, CODA_F32, &p->passes[0]);
+  if (s == CODA_OK) s = ir_passes_build(ctx, p, CODA_F64, &p->passes[1]);
+  return s;
 }
 
 const char *coda_program_text(coda_program p) { return p && p->text ? p->text : ""; }
@@ -429,6 +460,7 @@ int ir_equal(const struct coda_program_s *a, const struct coda_program_s *b,
       if (x->lane != y->lane) DIFF("instruction %d: lane differs", i);
       break;
     case IR_READ:
+    case IR_STAT:
       if (x->lane != y->lane || x->input != y->input) DIFF("instruction %d: read differs", i);
       break;
     case IR_MATH:
@@ -511,7 +543,7 @@ coda_status coda_program_arg(coda_program p, int i, coda_arg_info *info) {
   i -= p->nreduces;
   const ir_finish *f = &p->finishes[i];
   info->name = f->name;
-  info->kind = ir_reduce_is_col(p->reduces[f->reduce].kind) ? CODA_ARG_COL : CODA_ARG_ROW;
+  info->kind = ir_finish_arg_kind(p, i);
   return CODA_OK;
 }
 
@@ -571,7 +603,9 @@ coda_status coda_program_arg_shape(coda_program p, const char *name, int64_t M,
     case CODA_ARG_ROW: *rows = M; *cols = 1; return CODA_OK;
     case CODA_ARG_COL: *rows = 1; *cols = N; return CODA_OK;
     case CODA_ARG_SCALAR: *rows = 1; *cols = 1; return CODA_OK;
-    case CODA_ARG_ROWSUM: *rows = M; *cols = 0; return CODA_OK; /* any T >= 1 */
+    case CODA_ARG_ROWSUM:
+    case CODA_ARG_ROWMAX:
+    case CODA_ARG_ROWLSE: *rows = M; *cols = 0; return CODA_OK; /* any T >= 1 */
     default: w = in->width; break;
     }
   } else if ((k = ir_find_output(p, name)) >= 0) {
@@ -581,6 +615,7 @@ coda_status coda_program_arg_shape(coda_program p, const char *name, int64_t M,
     switch (ir_reduce_part(r->kind)) {
     case IR_PART_COL: *rows = ceil_div(M, tile_m); *cols = N; return CODA_OK;
     case IR_PART_PICK: *rows = M; *cols = 1; return CODA_OK;
+    case IR_PART_TOTAL: *rows = ceil_div(M, tile_m); *cols = 1; return CODA_OK;
     case IR_PART_SEG: *rows = M; return segment_cols(N, r->segment, tile_n, cols);
     case IR_PART_ROW: break;
     }
@@ -591,6 +626,7 @@ coda_status coda_program_arg_shape(coda_program p, const char *name, int64_t M,
     const ir_reduce *r = &p->reduces[p->finishes[k].reduce];
     switch (ir_reduce_part(r->kind)) {
     case IR_PART_COL: *rows = 1; *cols = N; return CODA_OK;
+    case IR_PART_TOTAL: *rows = 1; *cols = 1; return CODA_OK;
     case IR_PART_SEG: {
       int64_t c;
       coda_status s = segment_cols(N, r->segment, tile_n, &c);

@@ -29,7 +29,10 @@ typedef enum ir_code {
   IR_ROW,       /* dst = global row index m */
   IR_COL,       /* dst = global column index n (pair mode: the even column) */
   IR_READ,      /* dst = inputs[input] at this point (lane where required) */
-  IR_MATH       /* dst (and dst2 for two-result ops) = op(args[0..nargs)) */
+  IR_MATH,      /* dst (and dst2 for two-result ops) = op(args[0..nargs)) */
+  IR_STAT       /* dst = finisher `input`'s finished statistic at this point (its
+                 * row's, column's or the total): only the pass list
+                 * (pass_split.c) runs it, as an input of a later pass */
 } ir_code;
 
 typedef struct ir_instr {
@@ -96,6 +99,8 @@ typedef struct ir_param {
   int line, col;      /* declaration (0 for the builder) */
 } ir_param;
 
+struct ir_passes;
+
 struct coda_program_s {
   int pair_mode;
   int pair_split;     /* pair mode: 0 adjacent pairs (2j, 2j+1); S > 0 half-split
@@ -113,6 +118,9 @@ struct coda_program_s {
   char **reg_names;   /* nregs entries, NULL for unnamed temporaries */
   char *text;         /* canonical text (printer), owned */
   char *ir_dump;      /* IR listing, owned */
+  struct ir_passes *passes[2]; /* a program that reads a finished statistic or has a
+                                * total: its pass lists, [0] with f32 and [1] with f64
+                                * temporaries (ir_finalize builds them), owned */
 };
 
 /* Number of results of a math op (1 or 2) and its operand count. */
@@ -147,15 +155,24 @@ coda_status ir_check_params(coda_context ctx, const struct coda_program_s *p, co
 /* Validates a complete program (used by parser and builder). Messages carry
  * "line L, column C: " when the offending item has a source position. */
 coda_status ir_validate(coda_context ctx, struct coda_program_s *p);
+/* The same, with f64 declarations allowed when exact is nonzero (else
+ * only in an exact context's validation: ir_validate). */
+coda_status ir_validate_as(coda_context ctx, struct coda_program_s *p, int exact);
 
 /* 1 if the operand holds two values per iteration point (and so is read
  * through a lane / stored with pack()), 0 otherwise. */
 int ir_input_is_pair(const struct coda_program_s *p, int input);
 int ir_output_is_pair(const struct coda_program_s *p, int output);
 
+/* An input of row partials (rowsum, rowmax, rowlse): M x T, any T >= 1,
+ * f32 (f64 in exact mode), read as its row's sum, max or log-sum-exp. */
+static inline int ir_kind_is_partials(coda_arg_kind k) {
+  return k == CODA_ARG_ROWSUM || k == CODA_ARG_ROWMAX || k == CODA_ARG_ROWLSE;
+}
+
 /* The kinds of lang/kinds.def. A reduction's partials and what it reduces
  * to (the finishers of the same class take it). */
-typedef enum { IR_PART_ROW, IR_PART_COL, IR_PART_SEG, IR_PART_PICK } ir_part;
+typedef enum { IR_PART_ROW, IR_PART_COL, IR_PART_SEG, IR_PART_PICK, IR_PART_TOTAL } ir_part;
 typedef enum { IR_CLASS_SUM, IR_CLASS_MAX, IR_CLASS_LSE, IR_CLASS_PICK } ir_class;
 /* Keyword lookups: the kind, or -1 (a segmented reduction has no keyword
  * of its own: `per` makes it). */
@@ -197,11 +214,21 @@ static inline int64_t ir_split_width(const struct coda_program_s *p, int64_t N) 
  * reason in ctx (which may be NULL). */
 coda_status ir_check_domain(coda_context ctx, const struct coda_program_s *p, int64_t N, int tile_n);
 const char *ir_finish_kind_name(coda_finish_kind k);
+/* Why the program cannot read finisher f's result (a segmented one), or
+ * NULL: a row statistic is read as its row's value, a column statistic
+ * (colsum, colmax) as its column's, a total as the one value. */
+const char *ir_stat_unreadable(const struct coda_program_s *p, int f);
+/* The argument kind of finisher f's result: ROW, COL or SCALAR (a total). */
+coda_arg_kind ir_finish_arg_kind(const struct coda_program_s *p, int f);
+/* 1 if p reads a finished statistic or has a total: it runs as a pass list. */
+int ir_needs_passes(const struct coda_program_s *p);
+
 /* 1 if `s` is a reserved word of the language (not usable as a name). */
 int ir_is_reserved(const char *s);
 
-/* Allocation and the owned strings. ir_finalize (re)builds p->text and
- * p->ir_dump; it fails only when out of memory. */
+/* Allocation and the owned strings. ir_finalize (re)builds p->text,
+ * p->ir_dump and, for a program that needs them, its pass lists; it fails
+ * when out of memory or when the program cannot be split (a message). */
 struct coda_program_s *ir_program_alloc(void);
 coda_status ir_finalize(coda_context ctx, struct coda_program_s *p);
 char *ir_print_text(const struct coda_program_s *p);
@@ -249,6 +276,43 @@ coda_status ir_keep(coda_context ctx, const struct coda_program_s *p, const char
  * rule's inputs and parameters (see pass_fold.c for the placement rules). */
 coda_status ir_fold(coda_context ctx, const struct coda_program_s *p, const struct coda_program_s *rule,
                     struct coda_program_s **out);
+
+/* The pass list of a program that reads a finished statistic or has a
+ * total (pass_split.c; docs/language.md, "Whole operators in one file").
+ * Each pass is an ordinary program over its domain: the pass of level 0
+ * (the GEMM's epilogue when it reads acc, else a map over M x N), a map
+ * over M x N per later level, and after a level with totals a map over
+ * M x 1 that sums their row partials (`colsum` of a `rowsum` input).
+ * Values a later pass uses are carried in temporaries: tiles written by
+ * the pass that computes them (`half` in pair mode), the totals' row
+ * partials. A finished statistic a later pass reads is a `row`, `col` or
+ * `scalar` input of that pass, named as its finisher. */
+#define IR_MAX_PASSES 8
+typedef enum { IR_PASS_GEMM, IR_PASS_MAP, IR_PASS_ROWS } ir_pass_kind;
+typedef struct ir_pass {
+  ir_pass_kind kind;              /* GEMM: M x N, reads acc; MAP: M x N; ROWS: M x 1 */
+  struct coda_program_s *prog;    /* owned */
+  int nread;                      /* finishers of prog that a later pass reads: */
+  int read[CODA_MAX_FINISHES];    /* the runner finishes them after this pass */
+} ir_pass;
+typedef struct ir_passes {
+  int npasses;
+  ir_pass pass[IR_MAX_PASSES];
+  int ntemps;
+  char temp[CODA_MAX_INPUTS * IR_MAX_PASSES][CODA_NAME_MAX]; /* names of the temporaries */
+  int temp_pass[CODA_MAX_INPUTS * IR_MAX_PASSES];            /* the pass that writes each */
+  coda_dtype dtype;               /* of the carried tiles and statistics */
+  char *text;                     /* the printable list, owned */
+} ir_passes;
+/* Builds p's pass list with temporaries of dtype (F32 or F64) into *out;
+ * CODA_ERR_TYPE with a message when p cannot be split (too many passes,
+ * inputs or outputs in one). */
+coda_status ir_passes_build(coda_context ctx, const struct coda_program_s *p, coda_dtype dtype,
+                            ir_passes **out);
+void ir_passes_free(ir_passes *l);
+/* The pass, of the pass list for dtype, that holds finisher `name`, and the
+ * finisher's index in its program; -1 if none. */
+int ir_passes_find_finish(const ir_passes *l, const char *name, int *fi);
 
 /* The built-in programs (builtin.c): the files of programs/ and the
  * variants derived from them by the passes above. ir_builtin_count is the

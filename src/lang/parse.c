@@ -201,6 +201,9 @@ int ps_new_name(parser *ps, const token *t, char out[CODA_NAME_MAX]) {
   out[t->len] = '\0';
   if (ir_is_reserved(out))
     return ps_error(ps, CODA_ERR_TYPE, t->line, t->col, "'%s' is a reserved word and cannot be a name", out);
+  if (out[0] == '_' && out[1] == '_')
+    return ps_error(ps, CODA_ERR_TYPE, t->line, t->col,
+                    "'%s': names beginning with '__' are reserved (the temporaries of a program's passes)", out);
   symbol *s = ps_lookup(ps, t);
   if (s) return ps_error(ps, CODA_ERR_TYPE, t->line, t->col, "'%s' is already defined (line %d)", out, s->line);
   return 0;
@@ -436,8 +439,18 @@ static int parse_primary(parser *ps) {
     return ps_error(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is an output: outputs are stored, not read", nm);
   case SYM_REDUCE:
     return ps_error(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is a reduction partial: only a finish statement can use it", nm);
-  case SYM_FINISH:
-    return ps_error(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is a finisher result: it cannot be read by the program", nm);
+  case SYM_FINISH: {
+    const char *why = ir_stat_unreadable(ps->p, s->index);
+    if (why)
+      return ps_error(ps, CODA_ERR_TYPE, t.line, t.col, "'%s' is a finisher result that cannot be read: %s", nm, why);
+    if (ps->tok.k == T_DOT)
+      return ps_error(ps, CODA_ERR_TYPE, t.line, t.col,
+                      "'%s' is a finished statistic, one value per point: read it as %s, without a lane", nm, nm);
+    ir_instr *in = emit(ps, IR_STAT, &t);
+    if (!in) return -1;
+    in->input = s->index;
+    return in->dst;
+  }
   }
   return -1;
 }

@@ -41,6 +41,15 @@ coda_status ir_drop(coda_context ctx, const struct coda_program_s *p, const char
       memmove(&q->outputs[k], &q->outputs[k + 1], (size_t)(q->noutputs - k - 1) * sizeof q->outputs[0]);
       q->noutputs--;
     } else if ((k = ir_find_finish(q, nm)) >= 0) {
+      for (int j = 0; j < q->ninstrs; j++) {
+        ir_instr *in = &q->instrs[j];
+        if (in->code == IR_STAT && in->input == k) {
+          coda_program_destroy(q);
+          return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "drop pass: the program reads '%s' (line %d): "
+                           "a finisher it reads cannot be dropped", nm, in->line);
+        }
+        if (in->code == IR_STAT && in->input > k) in->input--;
+      }
       memmove(&q->finishes[k], &q->finishes[k + 1], (size_t)(q->nfinishes - k - 1) * sizeof q->finishes[0]);
       q->nfinishes--;
     } else {

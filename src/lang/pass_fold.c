@@ -63,7 +63,7 @@ static coda_status check(coda_context ctx, const struct coda_program_s *p, const
            "and parameters only", in->code == IR_ACC ? "acc" : "col");
     if (in->code == IR_READ) {
       coda_arg_kind k = f->inputs[in->input].kind;
-      if (k != CODA_ARG_ROW && k != CODA_ARG_ROWSUM && k != CODA_ARG_SCALAR)
+      if (k != CODA_ARG_ROW && !ir_kind_is_partials(k) && k != CODA_ARG_SCALAR)
         FAIL("fold pass: the rule reads '%s', a %s input; a rule reads only row, rowsum and scalar inputs",
              f->inputs[in->input].name, k == CODA_ARG_TILE ? "tile" : "column");
     }

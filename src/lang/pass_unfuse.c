@@ -50,6 +50,7 @@ coda_status ir_unfuse(coda_context ctx, const struct coda_program_s *p, const ch
   q->reg_names = NULL;
   q->text = NULL;
   q->ir_dump = NULL;
+  q->passes[0] = q->passes[1] = NULL;
 
   /* The accumulator input comes first, before every other declaration
    * (as if declared right after the `mode` line): the others move up one. */

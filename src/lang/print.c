@@ -238,6 +238,7 @@ static void print_instr(coda_strbuf *b, const printer *pr, int i, int minprec) {
   case IR_ROW: coda_sb_printf(b, "row"); break;
   case IR_COL: coda_sb_printf(b, "col"); break;
   case IR_READ: coda_sb_printf(b, "%s%s", p->inputs[in->input].name, lane_suffix(in->lane)); break;
+  case IR_STAT: coda_sb_printf(b, "%s", p->finishes[in->input].name); break;
   case IR_MATH: {
     int bp = binary_op(in->op, &sym);
     if (bp) {
@@ -289,6 +290,29 @@ static int stmt_pos(const printer *pr, const int *regs, int n) {
   return pos;
 }
 
+static void print_finish(coda_strbuf *b, const struct coda_program_s *p, int i) {
+  const ir_finish *f = &p->finishes[i];
+  const char *part = p->reduces[f->reduce].name;
+  if (f->kind == CODA_FINISH_RSTD) {
+    char num[40];
+    fmt_number(num, sizeof num, f->eps);
+    coda_sb_printf(b, "finish %s = rstd(%s, %s", f->name, part,
+                   f->eps_param ? p->params[f->eps_param - 1].name : num);
+    if (f->reduce2 >= 0) coda_sb_printf(b, ", %s", p->reduces[f->reduce2].name);
+    coda_sb_printf(b, ")\n");
+  } else {
+    coda_sb_printf(b, "finish %s = %s(%s)\n", f->name, ir_finish_kind_name(f->kind), part);
+  }
+}
+
+/* 1 if the program reads a finished statistic: its finishers are then
+ * printed after their reductions, before the first read (else at the end). */
+static int reads_stat(const struct coda_program_s *p) {
+  for (int i = 0; i < p->ninstrs; i++)
+    if (p->instrs[i].code == IR_STAT) return 1;
+  return 0;
+}
+
 char *ir_print_text(const struct coda_program_s *p) {
   coda_strbuf b = {0};
   printer pr = {0};
@@ -301,7 +325,7 @@ char *ir_print_text(const struct coda_program_s *p) {
   pr.depth = calloc((size_t)ni, sizeof(int));
   pr.list = calloc((size_t)ni, sizeof(int));
   pr.names = calloc((size_t)nr, sizeof(char *));
-  st = calloc((size_t)(ni + p->noutputs + p->nreduces), sizeof *st);
+  st = calloc((size_t)(ni + p->noutputs + p->nreduces + p->nfinishes), sizeof *st);
   if (!pr.def || !pr.uses || !pr.inl || !pr.depth || !pr.list || !pr.names || !st) {
     b.oom = 1;
     goto done;
@@ -357,11 +381,21 @@ char *ir_print_text(const struct coda_program_s *p) {
     int regs[2] = {p->outputs[o].reg_even, p->outputs[o].reg_odd};
     st[ns++] = (stmt){stmt_pos(&pr, regs, regs[1] >= 0 ? 2 : 1), 1, o};
   }
-  int prev = -1;
+  int prev = -1, rpos[CODA_MAX_REDUCES];
   for (int k = 0; k < p->nreduces; k++) {
     int pos = stmt_pos(&pr, &p->reduces[k].reg, 1);
     if (pos < prev) pos = prev; /* keep reductions in order */
     st[ns++] = (stmt){pos, 2, k};
+    rpos[k] = prev = pos;
+  }
+  const int inline_fin = reads_stat(p);
+  prev = -1;
+  for (int f = 0; f < p->nfinishes && inline_fin; f++) {
+    const ir_finish *fi = &p->finishes[f];
+    int pos = rpos[fi->reduce];
+    if (fi->reduce2 >= 0 && rpos[fi->reduce2] > pos) pos = rpos[fi->reduce2];
+    if (pos < prev) pos = prev; /* keep finishers in order */
+    st[ns++] = (stmt){pos, 3, f};
     prev = pos;
   }
   qsort(st, (size_t)ns, sizeof *st, stmt_cmp);
@@ -385,6 +419,8 @@ char *ir_print_text(const struct coda_program_s *p) {
         print_reg(&b, &pr, o->reg_even, 0);
         coda_sb_printf(&b, "\n");
       }
+    } else if (st[s].cls == 3) {
+      print_finish(&b, p, st[s].idx);
     } else {
       const ir_reduce *r = &p->reduces[st[s].idx];
       coda_reduce_kind k = r->kind;
@@ -395,20 +431,7 @@ char *ir_print_text(const struct coda_program_s *p) {
       else coda_sb_printf(&b, ")\n");
     }
   }
-  for (int i = 0; i < p->nfinishes; i++) {
-    const ir_finish *f = &p->finishes[i];
-    const char *part = p->reduces[f->reduce].name;
-    if (f->kind == CODA_FINISH_RSTD) {
-      char num[40];
-      fmt_number(num, sizeof num, f->eps);
-      coda_sb_printf(&b, "finish %s = rstd(%s, %s", f->name, part,
-                     f->eps_param ? p->params[f->eps_param - 1].name : num);
-      if (f->reduce2 >= 0) coda_sb_printf(&b, ", %s", p->reduces[f->reduce2].name);
-      coda_sb_printf(&b, ")\n");
-    } else {
-      coda_sb_printf(&b, "finish %s = %s(%s)\n", f->name, ir_finish_kind_name(f->kind), part);
-    }
-  }
+  for (int i = 0; i < p->nfinishes && !inline_fin; i++) print_finish(&b, p, i);
 done:
   free(pr.def);
   free(pr.uses);
@@ -486,6 +509,7 @@ char *ir_print_listing(const struct coda_program_s *p) {
     case IR_ROW: coda_sb_printf(&b, "row"); break;
     case IR_COL: coda_sb_printf(&b, "col"); break;
     case IR_READ: coda_sb_printf(&b, "read in%d(%s)%s", in->input, p->inputs[in->input].name, lane_suffix(in->lane)); break;
+    case IR_STAT: coda_sb_printf(&b, "stat fin%d(%s)", in->input, p->finishes[in->input].name); break;
     case IR_MATH:
       coda_sb_printf(&b, "%s", ir_op_name(in->op));
       for (int k = 0; k < in->nargs; k++) {

@@ -117,9 +117,9 @@ static coda_status check_declarations(coda_context ctx, const struct coda_progra
     if (in->width != CODA_WIDTH_FULL && in->kind != CODA_ARG_TILE)
       FAIL(L, C, "input '%.31s': x2 and half apply to tile inputs only", in->name);
     /* the partials a reduction writes: fp32 (f64 in exact mode, checked above) */
-    if (in->kind == CODA_ARG_ROWSUM && in->dtype != CODA_F32 && in->dtype != CODA_F64)
-      FAIL(L, C, "input '%.31s': a rowsum input holds fp32 partials: declare it f32 (f64 in exact mode), "
-           "found %s", in->name, coda_dtype_name(in->dtype));
+    if (ir_kind_is_partials(in->kind) && in->dtype != CODA_F32 && in->dtype != CODA_F64)
+      FAIL(L, C, "input '%.31s': a %s input holds fp32 partials: declare it f32 (f64 in exact mode), "
+           "found %s", in->name, ir_input_kind_word(in->kind), coda_dtype_name(in->dtype));
     if (in->width == CODA_WIDTH_X2 && p->pair_mode)
       FAIL(L, C, "input '%.31s': x2 is only allowed in elem mode", in->name);
     if (in->width == CODA_WIDTH_X2 && !is16(in->dtype))
@@ -193,6 +193,14 @@ static coda_status check_instrs(coda_context ctx, const struct coda_program_s *p
              lane_hint(p->pair_mode), nm);
       break;
     }
+    case IR_STAT:
+      if (in->input < 0 || in->input >= p->nfinishes || p->finishes[in->input].reduce < 0 ||
+          p->finishes[in->input].reduce >= p->nreduces)
+        FAIL(L, C, "read of unknown finisher %d", in->input);
+      if (in->lane != CODA_LANE_NONE) FAIL(L, C, "a finished statistic takes no lane");
+      if (ir_stat_unreadable(p, in->input))
+        FAIL(L, C, "'%s' cannot be read: %s", p->finishes[in->input].name, ir_stat_unreadable(p, in->input));
+      break;
     case IR_MATH: {
       int ar = ir_op_arity(in->op);
       if (ar == 0) FAIL(L, C, "instruction %d: unknown op %d", i, (int)in->op);
@@ -323,6 +331,9 @@ static coda_status check_finishes(coda_context ctx, const struct coda_program_s 
     if (ir_finish_class(f->kind) != ir_reduce_class(rk))
       FAIL(L, C, "finisher '%s': %s needs %s, but '%s' is %s", f->name, fk, ir_finish_needs(f->kind), r->name,
            ir_reduce_kind_name(rk));
+    if (rk == CODA_REDUCE_TOTAL && f->kind != CODA_FINISH_SUM)
+      FAIL(L, C, "finisher '%s': a total is finished by sum (the one value over the whole domain), not %s",
+           f->name, fk);
     if (f->eps_param < 0 || f->eps_param > p->nparams || (f->eps_param && f->kind != CODA_FINISH_RSTD))
       FAIL(L, C, "finisher '%s': eps names an unknown parameter", f->name);
     if (f->kind == CODA_FINISH_RSTD && (!isfinite(f->eps) || f->eps < 0)) {
@@ -347,6 +358,10 @@ static coda_status check_finishes(coda_context ctx, const struct coda_program_s 
 }
 
 coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
+  return ir_validate_as(ctx, p, ctx && ctx->opts.precision == CODA_PRECISION_F64);
+}
+
+coda_status ir_validate_as(coda_context ctx, struct coda_program_s *p, int exact) {
   if (!p) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "program is NULL");
   if (p->pair_mode != 0 && p->pair_mode != 1) FAIL(0, 0, "mode must be elem (0) or pair (1)");
   if (!p->pair_mode && p->pair_split) FAIL(0, 0, "half-split pairs need pair mode");
@@ -364,7 +379,6 @@ coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
     FAIL(0, 0, "too many finishers (%d, at most %d)", p->nfinishes, CODA_MAX_FINISHES);
   if (p->nregs < 0 || p->nregs > 2 * CODA_MAX_INSTRS) FAIL(0, 0, "bad register count %d", p->nregs);
   if (p->nregs > 0 && !p->reg_names) FAIL(0, 0, "register names are missing");
-  int exact = ctx && ctx->opts.precision == CODA_PRECISION_F64;
   const char *mode = p->pair_mode ? "pair" : "elem";
 
   coda_status st;

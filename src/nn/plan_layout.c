@@ -217,12 +217,18 @@ enum { REF_READ = 1, REF_WRITE = 2 }; /* an accumulating write is both */
  * written (the run rejects it anyway). */
 static int arg_use(coda_program prog, const plan_step *s, const char *arg) {
   const int n = coda_program_num_args(prog);
+  int seen_partial = 0;
   for (int i = 0; i < n; i++) {
     coda_arg_info ai;
-    if (coda_program_arg(prog, i, &ai) != CODA_OK || strcmp(ai.name, arg)) continue;
+    if (coda_program_arg(prog, i, &ai) != CODA_OK) continue;
+    seen_partial |= ai.kind == CODA_ARG_PARTIAL;
+    if (strcmp(ai.name, arg)) continue;
     if (s->kind == PLAN_FINISH) return strcmp(arg, s->finish) ? REF_READ : REF_WRITE;
     if (ai.kind == CODA_ARG_OUTPUT) return ai.accumulate ? REF_READ | REF_WRITE : REF_WRITE;
     if (ai.kind == CODA_ARG_PARTIAL) return REF_WRITE;
+    /* a finisher's result: a program of several passes finishes what a
+     * later pass reads during its run (docs/language.md) */
+    if (seen_partial && coda_program_num_passes(prog) > 1) return REF_READ | REF_WRITE;
     return REF_READ;
   }
   return REF_READ | REF_WRITE;

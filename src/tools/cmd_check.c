@@ -15,7 +15,10 @@ static void check_usage(FILE *f) {
           "       coda check --list\n"
           "Parses and validates an epilogue program; prints its IR listing (or with\n"
           "--text its canonical text) and exits 0, or prints FILE:LINE:COL: message\n"
-          "and exits 1. --exact validates for an fp64 (exact mode) context.\n");
+          "and exits 1. --exact validates for an fp64 (exact mode) context.\n"
+          "A program that reads a finished statistic (a finisher's result) or has a\n"
+          "total runs as several passes: the listing ends with them, each an ordinary\n"
+          "program (what coda run, gradcheck, plans and Python run for the file).\n");
 }
 
 
@@ -82,6 +85,11 @@ int coda_cmd_check(int argc, char **argv) {
     return 1;
   }
   fputs(text ? coda_program_text(p) : coda_program_ir(p), stdout);
+  /* a program that reads a finished statistic or has a total: its passes */
+  if (coda_program_num_passes(p) > 1) {
+    if (text) printf("# ");
+    fputs(text ? "passes: see coda check without --text\n" : coda_program_passes_text(p), stdout);
+  }
   /* valid, but not with every tiling: say where it will fail (the GPU's
    * tile_n is 128) */
   /* the probe's N: 1024, or the next multiple of a half-split segment */

@@ -80,9 +80,11 @@ static void usage(FILE *f) {
           "Values outside it are counted (the program loses precision in fp32 on these\n"
           "inputs, or the inputs lie outside its domain: see --range). A non-finite value\n"
           "(other than -inf in a max or lse partial) makes the exit status 1.\n"
-          "A rowsum input gets ceil(N / tile_n) partials per row, the shape a rowsum\n"
-          "reduction of this GEMM writes (tile_n of the GPU's tiling, 128); its partials\n"
-          "and scalar inputs are positive.\n");
+          "A rowsum (rowmax, rowlse) input gets ceil(N / tile_n) partials per row, the\n"
+          "shape such a reduction of this GEMM writes (tile_n of the GPU's tiling, 128);\n"
+          "rowsum partials and scalar inputs are positive.\n"
+          "A program that reads a finished statistic or has a total runs as its passes\n"
+          "(coda check lists them); the times are those of all of them.\n");
   coda_tool_num_help(f, run_nums);
 }
 
@@ -244,14 +246,14 @@ static int shape_args(run_cmd *cr) {
       }
       /* a rowsum input takes any number of partial columns: give it the
        * shape a rowsum reduction of this GEMM writes */
-      if (r->info.kind == CODA_ARG_ROWSUM) r->cols = cr->N > 0 ? (cr->N + cr->tiling.tile_n - 1) / cr->tiling.tile_n : 1;
+      if (run_kind_is_partials(r->info.kind)) r->cols = cr->N > 0 ? (cr->N + cr->tiling.tile_n - 1) / cr->tiling.tile_n : 1;
       r->bytes = (size_t)(r->rows * r->cols) * coda_dtype_size(r->info.dtype);
       /* the fp64 run's dtype, as the runs below choose it */
       coda_arg_info ei;
       coda_dtype t64 = coda_program_arg(cr->prog[2], i, &ei) == CODA_OK ? ei.dtype : r->info.dtype;
       int vector_kind = r->info.kind == CODA_ARG_ROW || r->info.kind == CODA_ARG_COL ||
                         r->info.kind == CODA_ARG_SCALAR || r->info.kind == CODA_ARG_TILE ||
-                        r->info.kind == CODA_ARG_ROWSUM;
+                        run_kind_is_partials(r->info.kind);
       /* finished vectors are listed after the partials with a vector kind */
       for (int j = 0; j < i; j++)
         if (cr->ra[j].info.kind == CODA_ARG_PARTIAL) r->is_finish = vector_kind;

@@ -58,6 +58,11 @@ typedef struct run_cmd {
 /* A phase's result when the command goes on (else the exit status). */
 #define GO_ON (-1)
 
+/* An input of row partials (rowsum, rowmax, rowlse: M x T, any T). */
+static inline int run_kind_is_partials(coda_arg_kind k) {
+  return k == CODA_ARG_ROWSUM || k == CODA_ARG_ROWMAX || k == CODA_ARG_ROWLSE;
+}
+
 /* One value of a host array as a double. */
 double run_get(const void *p, coda_dtype t, size_t i);
 /* DIR/NAMESUFFIX.npy; 0, or -1 after saying why. */

@@ -235,7 +235,7 @@ int run_fill_args(run_cmd *cr) {
     if (!r->host) return 1;
     int is_input = r->info.kind == CODA_ARG_ROW || r->info.kind == CODA_ARG_COL ||
                    r->info.kind == CODA_ARG_SCALAR || r->info.kind == CODA_ARG_TILE ||
-                   r->info.kind == CODA_ARG_ROWSUM;
+                   run_kind_is_partials(r->info.kind);
     if (r->is_finish) is_input = 0; /* set with the shapes above */
     for (int j = 0; j < cr->ninputs; j++)
       if (!strcmp(cr->inputs[j].name, r->info.name)) r->file = cr->inputs[j].file;
@@ -270,7 +270,7 @@ int run_fill_args(run_cmd *cr) {
       }
     }
     if (r->file && load_input(cr->ctx[0], r->file, r->info.name, r->info.dtype,
-                              r->info.kind == CODA_ARG_ROWSUM, r->rows, &r->cols, &r->host,
+                              run_kind_is_partials(r->info.kind), r->rows, &r->cols, &r->host,
                               &r->bytes))
       return 1;
   }

@@ -89,6 +89,11 @@ if has tests; then
   step optim 30 "$P/tests/gpu/test_optim_gpu"
   step run_user_program 30 "$P/coda" run programs/examples/geglu_scaled.coda --gpu --m 4096 --n 4096 --k 2048
   step run_builtin 30 "$P/coda" run --builtin llama_swiglu_bwd --gpu --m 4096 --n 2048 --k 2048
+  # whole operators in one file: each pass its own kernel (docs/language.md)
+  step run_zloss 60 "$P/coda" run programs/examples/zloss.coda --gpu --m 2048 --n 4096 --k 1024 \
+    --range tgt=-1:4095 --strict
+  step run_qknorm_applied 30 "$P/coda" run programs/examples/qknorm_applied.coda --gpu --m 8192 --n 64 --k 2048
+  step run_dyt_total 30 "$P/coda" run programs/examples/dyt_bwd_total.coda --gpu --m 4096 --n 2048 --k 2048
 fi
 if has train; then
   echo "== train smoke" | tee -a "$L/gpu-tests.log"

@@ -102,6 +102,8 @@ static const char *const kPrims[][2] = {
     /* rowsum inputs (partials summed per row) and hoisted row math */
     {"prim_rowsum_hoist", EPI_TEST_ROWSUM_HOIST},
     {"prim_rowsum_pair", EPI_TEST_ROWSUM_PAIR},
+    /* rowmax and rowlse inputs (partials combined per row) */
+    {"prim_row_maxlse", EPI_TEST_ROW_MAXLSE},
     /* erf, relu, pow, round_bf16, round_f16 */
     {"prim_round2_ops", EPI_TEST_ROUND2_OPS},
     /* half-split pairs (N of the shapes rounded down to a multiple of S),
@@ -325,7 +327,8 @@ static int run_case(coda_context cpu, coda_context c64, coda_context gpu, const 
     a->x2 = info.kind == CODA_ARG_OUTPUT && info.width == CODA_WIDTH_X2;
     a->accumulate = info.accumulate;
     coda_program_arg_shape(p, a->name, M, N, tl.tile_m, tl.tile_n, &a->rows, &a->cols);
-    if (a->kind == CODA_ARG_ROWSUM) a->cols = (N + tl.tile_n - 1) / tl.tile_n; /* a rowsum's partials */
+    if (a->kind == CODA_ARG_ROWSUM || a->kind == CODA_ARG_ROWMAX || a->kind == CODA_ARG_ROWLSE)
+      a->cols = (N + tl.tile_n - 1) / tl.tile_n; /* a row reduction's partials */
     a->n = (size_t)(a->rows * a->cols);
     a->es = coda_dtype_size(a->dtype);
     size_t bytes = a->n * a->es + 16;
@@ -624,7 +627,8 @@ static int bench(coda_context gpu) {
       coda_program_arg(p, i, &info);
       int64_t r, c;
       if (coda_program_arg_shape(p, info.name, M, N, tl.tile_m, tl.tile_n, &r, &c) != CODA_OK) continue;
-      if (info.kind == CODA_ARG_ROWSUM) c = (N + tl.tile_n - 1) / tl.tile_n;
+      if (info.kind == CODA_ARG_ROWSUM || info.kind == CODA_ARG_ROWMAX || info.kind == CODA_ARG_ROWLSE)
+        c = (N + tl.tile_n - 1) / tl.tile_n;
       if (i >= ((const struct coda_program_s *)p)->ninputs + ((const struct coda_program_s *)p)->noutputs +
                    ((const struct coda_program_s *)p)->nreduces)
         break; /* finisher results are not GEMM arguments */

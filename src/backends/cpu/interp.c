@@ -58,13 +58,14 @@ static coda_status run_job(coda_context ctx, const cpu_job *job);
 coda_status cpu_run(coda_context ctx, const cpu_job *job) {
   const struct coda_program_s *pg = job->prog;
   int any = 0;
-  for (int i = 0; pg && i < pg->ninputs; i++) any |= pg->inputs[i].kind == CODA_ARG_ROWSUM;
+  for (int i = 0; pg && i < pg->ninputs; i++) any |= ir_kind_is_partials(pg->inputs[i].kind);
   if (!any) return run_job(ctx, job);
   cpu_job j = *job;
   void *sums[CODA_MAX_INPUTS] = {0};
   coda_status s = CODA_OK;
   for (int i = 0; i < pg->ninputs && !s; i++) {
-    if (pg->inputs[i].kind != CODA_ARG_ROWSUM) continue;
+    const coda_arg_kind kind = pg->inputs[i].kind;
+    if (!ir_kind_is_partials(kind)) continue;
     const coda_tensor *P = job->inputs[i];
     sums[i] = malloc((size_t)(P->rows > 0 ? P->rows : 1) * (job->f64 ? sizeof(double) : sizeof(float)));
     if (!sums[i]) {
@@ -72,7 +73,9 @@ coda_status cpu_run(coda_context ctx, const cpu_job *job) {
                     pg->inputs[i].name);
       break;
     }
-    if (job->f64) row_sums_f64((double *)sums[i], P);
+    if (kind != CODA_ARG_ROWSUM && job->f64) row_maxlse_f64((double *)sums[i], P, kind == CODA_ARG_ROWLSE);
+    else if (kind != CODA_ARG_ROWSUM) row_maxlse_f32((float *)sums[i], P, kind == CODA_ARG_ROWLSE);
+    else if (job->f64) row_sums_f64((double *)sums[i], P);
     else row_sums_f32((float *)sums[i], P);
     j.rowsums[i] = sums[i];
   }

@@ -109,6 +109,26 @@ static void CAT(row_sums, SFX)(REAL *restrict out, const coda_tensor *P) {
   }
 }
 
+/* Per-row max (kind ROWMAX) or log-sum-exp (ROWLSE) of M x T partials, as
+ * the max and lse finishers combine them (backends/cpu/finish.c): the max
+ * from -inf keeping a value greater than it; lse = mx + log sum exp(P - mx),
+ * mx itself when it is +-inf. */
+static void CAT(row_maxlse, SFX)(REAL *restrict out, const coda_tensor *P, int lse) {
+  for (int64_t m = 0; m < P->rows; m++) {
+    REAL mx = -(REAL)INFINITY;
+    for (int64_t t = 0; t < P->cols; t++) {
+      const REAL v = CAT(load1, SFX)(P, m * P->ld + t);
+      if (v > mx) mx = v;
+    }
+    if (lse && mx != -(REAL)INFINITY && mx != (REAL)INFINITY) {
+      REAL s = 0;
+      for (int64_t t = 0; t < P->cols; t++) s += RF(exp)(CAT(load1, SFX)(P, m * P->ld + t) - mx);
+      mx += RF(log)(s);
+    }
+    out[m] = mx;
+  }
+}
+
 static inline REAL CAT(sigm, SFX)(REAL x) { return (REAL)1 / ((REAL)1 + RF(exp)(-x)); }
 
 #define GELU_K0 ((REAL)0.7978845608028654) /* sqrt(2/pi) */
@@ -209,7 +229,9 @@ static void CAT(eval_chunk, SFX)(const cpu_job *job, REAL *regs, const REAL *acc
         REAL v = CAT(load1, SFX)(t, 0);
         for (int i = 0; i < cnt; i++) d[i] = v;
       } break;
-      case CODA_ARG_ROWSUM: {
+      case CODA_ARG_ROWSUM:
+      case CODA_ARG_ROWMAX:
+      case CODA_ARG_ROWLSE: {
         REAL v = ((const REAL *)job->rowsums[in->input])[m];
         for (int i = 0; i < cnt; i++) d[i] = v;
       } break;
@@ -229,6 +251,9 @@ static void CAT(eval_chunk, SFX)(const cpu_job *job, REAL *regs, const REAL *acc
         break;
       }
     } break;
+    case IR_STAT: /* a pass list runs such a program (lang/pass_split.c), never one job */
+      for (int i = 0; i < cnt; i++) d[i] = (REAL)NAN;
+      break;
     case IR_MATH: {
       const REAL *a = regs + (int64_t)in->args[0] * CPU_CHUNK;
       const REAL *b = in->nargs > 1 ? regs + (int64_t)in->args[1] * CPU_CHUNK : a;
@@ -312,6 +337,8 @@ static inline void CAT(reduce_chunk, SFX)(const cpu_job *job, const REAL *regs, 
         REAL *c = &colbuf[(int64_t)q * tile_n + (p0 - c0) + i];
         *c = v[i] > *c ? v[i] : *c;
       }
+      break;
+    case CODA_REDUCE_TOTAL: /* a pass list lowers it (lang/pass_split.c) */
       break;
     case CODA_REDUCE_SEGSUM:
     case CODA_REDUCE_SEGMAX: {

@@ -108,6 +108,10 @@ coda_status coda_epi_supported(coda_context ctx, coda_program pg) {
    * generated code, and so part of the program key and the source hash) */
   coda_status ps = ir_check_params(ctx, p, "CUDA epilogue");
   if (ps) return ps;
+  if (ir_needs_passes(p))
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                     "the program reads a finished statistic or has a total: it runs as %d passes, "
+                     "each its own kernel (coda_program_pass gives them)", coda_program_num_passes(pg));
   for (int i = 0; i < p->ninputs; i++)
     if (p->inputs[i].dtype == CODA_F64)
       return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,

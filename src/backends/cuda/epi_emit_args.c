@@ -51,6 +51,29 @@ static void rowsum_begin(gen *g, int k) {
 
 static void rowsum_read(gen *g, int k, coda_lane lane) { coda_sb_printf(g->b, "rq%d[h]", k); }
 
+/* rowmax / rowlse inputs: the row's partials combined as the max and lse
+ * finishers do (backends/cpu/finish.c): the max from -inf keeping a value
+ * greater than it; lse = mx + log sum exp(P - mx), mx itself at +-inf */
+static void rowmaxlse_begin(gen *g, int k) {
+  const int lse = g->p->inputs[k].kind == CODA_ARG_ROWLSE;
+  coda_sb_printf(g->b,
+            "    float rq%d[2];\n#pragma unroll\n    for (int h = 0; h < 2; ++h) {\n"
+            "      const int r = f.row0 + 8 * h;\n"
+            "      float m_ = -CODA_INF;\n"
+            "      if (r < M) {\n"
+            "        const float *q_ = (const float *)p.ptr[%d] + (long long)r * p.ld[%d];\n"
+            "        for (int t_ = 0; t_ < p.cnt[%d]; ++t_) m_ = q_[t_] > m_ ? q_[t_] : m_;\n",
+            k, k, k, k);
+  if (lse)
+    coda_sb_printf(g->b,
+            "        if (m_ != -CODA_INF && m_ != CODA_INF) {\n"
+            "          float s_ = 0.0f;\n"
+            "          for (int t_ = 0; t_ < p.cnt[%d]; ++t_) s_ += expf(q_[t_] - m_);\n"
+            "          m_ += logf(s_);\n"
+            "        }\n", k);
+  coda_sb_printf(g->b, "      }\n      rq%d[h] = m_;\n    }\n", k);
+}
+
 /* ------------------------------------------------------------ column vector */
 
 /* The fast case (contiguous, aligned, the tile's columns all inside N): one
@@ -180,6 +203,8 @@ static void tile_read(gen *g, int k, coda_lane lane) {
 static const epi_emitter kScalar = {.name = "scalar", .hook = {[EPI_BEGIN] = scalar_begin}, .read = scalar_read};
 static const epi_emitter kRow = {.name = "row", .hook = {[EPI_BEGIN] = row_begin}, .read = row_read};
 static const epi_emitter kRowsum = {.name = "rowsum", .hook = {[EPI_BEGIN] = rowsum_begin}, .read = rowsum_read};
+static const epi_emitter kRowmax = {.name = "rowmax", .hook = {[EPI_BEGIN] = rowmaxlse_begin}, .read = rowsum_read};
+static const epi_emitter kRowlse = {.name = "rowlse", .hook = {[EPI_BEGIN] = rowmaxlse_begin}, .read = rowsum_read};
 static const epi_emitter kCol = {.name = "col",
                                  .hook = {[EPI_BEGIN] = col_begin,
                                   [EPI_CHUNK_DECL] = col_chunk_decl,
@@ -199,6 +224,8 @@ const epi_emitter *epi_input_emitter(coda_arg_kind k) {
   case CODA_ARG_COL: return &kCol;
   case CODA_ARG_SCALAR: return &kScalar;
   case CODA_ARG_ROWSUM: return &kRowsum;
+  case CODA_ARG_ROWMAX: return &kRowmax;
+  case CODA_ARG_ROWLSE: return &kRowlse;
   default: return &kTile;
   }
 }

@@ -44,6 +44,9 @@ void epi_emit_instr(gen *g, const ir_instr *in) {
     emit_read(g, in->input, in->lane);
     coda_sb_printf(b, ";\n");
     return;
+  case IR_STAT: /* a pass list runs such a program (lang/pass_split.c), never one kernel */
+    coda_sb_printf(b, "#error a finished statistic is read by a later pass\n");
+    return;
   case IR_MATH: break;
   }
   /* The CUDA column of lang/ops.def: $0..$4 are the operand registers, $d
@@ -88,7 +91,7 @@ void epi_plan_hoist(gen *g) {
     case IR_ROW: v = 1; break;
     case IR_READ: {
       const coda_arg_kind k = p->inputs[in->input].kind;
-      v = k == CODA_ARG_ROW || k == CODA_ARG_SCALAR || k == CODA_ARG_ROWSUM;
+      v = k == CODA_ARG_ROW || k == CODA_ARG_SCALAR || ir_kind_is_partials(k);
     } break;
     case IR_MATH:
       v = 1;

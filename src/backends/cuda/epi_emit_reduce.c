@@ -292,6 +292,7 @@ const epi_emitter *epi_reduce_emitter(const ir_reduce *r) {
   case CODA_REDUCE_COLSUM:
   case CODA_REDUCE_COLMAX: return &kColsum; /* the hooks read the kind */
   case CODA_REDUCE_SEGMAX: return epi_is_row_fold(r) ? &kSegmax : &kSegsumNarrow;
+  case CODA_REDUCE_TOTAL: return NULL; /* a pass list lowers it (lang/pass_split.c) */
   }
   return NULL;
 }

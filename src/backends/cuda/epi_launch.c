@@ -183,7 +183,7 @@ void coda_epi_fill_params(coda_epi_params *pp, coda_program program,
   memset(pp, 0, sizeof *pp);
   int ka = 0;
   for (int i = 0; i < p->ninputs; i++, ka++) {
-    const int rowsum = p->inputs[i].kind == CODA_ARG_ROWSUM; /* M x T, read by rows */
+    const int rowsum = ir_kind_is_partials(p->inputs[i].kind); /* M x T, read by rows */
     fill_arg(pp, ka, inputs[i], p->inputs[i].kind != CODA_ARG_TILE && !rowsum);
     if (rowsum) pp->cnt[ka] = (int)inputs[i]->cols;
   }
