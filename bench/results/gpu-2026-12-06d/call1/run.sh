@@ -14,8 +14,8 @@
 PACK=.carry/c5
 source bench/gpu_env.sh
 mkdir -p "$L/fault"
-SMALL_KILLS=25 SMALL_BUDGET=80 BIG_KILLS=1 BIG_BUDGET=160 SANITIZE_DEADLINE_S=300 \
-  OUT=$L/fault timeout -k 5 420 tests/gpu/fault_gpu.sh "$P" > "$L/fault/fault.out" 2>&1 &
+SMALL_KILLS=25 SMALL_BUDGET=80 BIG_KILLS=2 BIG_BUDGET=210 SANITIZE_DEADLINE_S=330 \
+  OUT=$L/fault timeout -k 5 450 tests/gpu/fault_gpu.sh "$P" > "$L/fault/fault.out" 2>&1 &
 FP=$!
 for t in tests/gpu/test_plan_gpu:90 tests/gpu/test_graph_gpu:60 tests/gpu/test_optim_gpu:40 tests/test_train_device:120; do
   n=${t%%:*}; b=$(basename "$n")
