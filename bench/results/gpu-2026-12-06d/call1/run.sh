@@ -14,14 +14,14 @@
 PACK=.carry/c5
 source bench/gpu_env.sh
 mkdir -p "$L/fault"
-SMALL_KILLS=25 SMALL_BUDGET=80 BIG_KILLS=2 BIG_BUDGET=210 SANITIZE_DEADLINE_S=330 \
-  OUT=$L/fault timeout -k 5 450 tests/gpu/fault_gpu.sh "$P" > "$L/fault/fault.out" 2>&1 &
+SMALL_KILLS=20 SMALL_BUDGET=70 BIG_KILLS=1 BIG_BUDGET=150 SANITIZE_DEADLINE_S=240 \
+  OUT=$L/fault timeout -k 5 330 tests/gpu/fault_gpu.sh "$P" > "$L/fault/fault.out" 2>&1 &
 FP=$!
-for t in tests/gpu/test_plan_gpu:90 tests/gpu/test_graph_gpu:60 tests/gpu/test_optim_gpu:40 tests/test_train_device:120; do
+for t in tests/gpu/test_plan_gpu:80 tests/gpu/test_graph_gpu:60 tests/gpu/test_optim_gpu:40 tests/test_train_device:90; do
   n=${t%%:*}; b=$(basename "$n")
   timeout -k 5 ${t##*:} "$P/$n" > "$L/$b.log" 2>&1; echo "$b rc=$?"; tail -2 "$L/$b.log"
 done
-OUT=$L timeout -k 5 200 tests/gpu/train_gpu_smoke.sh "$P" "$P/cache" > "$L/train-smoke.out" 2>&1
+OUT=$L timeout -k 5 170 tests/gpu/train_gpu_smoke.sh "$P" "$P/cache" > "$L/train-smoke.out" 2>&1
 echo "train smoke rc=$?"; tail -12 "$L/train-smoke.out"
 wait $FP; echo "fault_gpu rc=$?"; cat "$L/fault/fault.log"
 finish
