@@ -5,17 +5,25 @@
 #     test_optim_gpu, test_train_device (a Qwen3 device step against the
 #     CPU plan engine among its cases), then tests/gpu/train_gpu_smoke.sh
 #     (stage h: Qwen3 on the GPU against the CPU reference and plan engine);
-#  2. beside them, tests/gpu/fault_gpu.sh within this call's time: kill -9
-#     of coda train --device gpu in the start-up, the steps and inside
-#     saves, each resumed and the final checkpoint compared byte for byte
-#     with an uninterrupted run's, at the small shape and the 1.1 B shape;
-#     memcheck, racecheck, synccheck and initcheck over the GPU tests until
-#     the deadline (runs not started by then are reported as not clean).
+#  2. beside them, kill -9 of coda train --device gpu at the small shape
+#     in the start-up, the steps and inside saves, each resumed and the
+#     final checkpoint compared byte for byte with an uninterrupted run's
+#     (tests/gpu/train_kill_gpu.sh), and memcheck, racecheck, synccheck
+#     and initcheck over the GPU tests until the deadline
+#     (tests/gpu/sanitize.sh: runs not started by then are reported as not
+#     clean).
 PACK=.carry/c5
 source bench/gpu_env.sh
-mkdir -p "$L/fault"
-SMALL_KILLS=20 SMALL_BUDGET=70 BIG_KILLS=1 BIG_BUDGET=150 SANITIZE_DEADLINE_S=240 \
-  OUT=$L/fault timeout -k 5 330 tests/gpu/fault_gpu.sh "$P" > "$L/fault/fault.out" 2>&1 &
+mkdir -p "$L/kill" "$L/san"
+# the small shape's kills (tests/gpu/fault_gpu.sh's first track) and the
+# sanitizers beside the tests; fault_gpu.sh as a whole (the 1.1 B kills
+# too) takes about 8 minutes
+( SHAPE=small OUT=$PWD/runs/kill timeout -k 5 110 tests/gpu/train_kill_gpu.sh "$P" 20 75 \
+    > "$L/kill/kill.out" 2>&1; echo "train_kill rc=$?" >> "$L/kill/kill.out"
+  cp runs/kill/train-kill.log "$L/kill/" 2>/dev/null ) &
+KP=$!
+SANITIZE_DEADLINE_S=200 OUT=$L/san timeout -k 5 260 tests/gpu/sanitize.sh "$P" "$P/cache" \
+  > "$L/san/sanitize.out" 2>&1 &
 FP=$!
 for t in tests/gpu/test_plan_gpu:80 tests/gpu/test_graph_gpu:60 tests/gpu/test_optim_gpu:40 tests/test_train_device:90; do
   n=${t%%:*}; b=$(basename "$n")
@@ -23,5 +31,6 @@ for t in tests/gpu/test_plan_gpu:80 tests/gpu/test_graph_gpu:60 tests/gpu/test_o
 done
 OUT=$L timeout -k 5 170 tests/gpu/train_gpu_smoke.sh "$P" "$P/cache" > "$L/train-smoke.out" 2>&1
 echo "train smoke rc=$?"; tail -12 "$L/train-smoke.out"
-wait $FP; echo "fault_gpu rc=$?"; cat "$L/fault/fault.log"
+wait $KP; tail -3 "$L/kill/kill.out"; grep -E "^train_kill: (PASS|FAIL)" "$L/kill/train-kill.log"
+wait $FP; echo "sanitize rc=$?"; grep -E "^sanitize: " "$L/san/sanitize.log" | tail -12
 finish
