@@ -6,6 +6,7 @@
  * finisher results fp32, or fp64 in exact mode), tiling, strides, sizes,
  * and that no output overlaps another output or any input. */
 #include "base/internal.h"
+#include "api/api.h"
 #include "backends/backend.h"
 #include "lang/ir.h"
 
@@ -149,66 +150,67 @@ static coda_status check_gemm_operands(coda_context ctx, coda_transpose ta, cons
   return check_domain(ctx, g->M, g->N);
 }
 
-#define FINISH_RESULT 100 /* kind_word: the vector a finisher writes */
+/* ------------------------------------------------------------- binding */
 
-static const char *kind_word(coda_arg_kind k) {
-  switch (k) {
-  case CODA_ARG_ROW: return "row input";
-  case CODA_ARG_COL: return "column input";
-  case CODA_ARG_SCALAR: return "scalar input";
-  case CODA_ARG_TILE: return "tile input";
-  case CODA_ARG_OUTPUT: return "output";
-  case CODA_ARG_PARTIAL: return "partial";
-  case CODA_ARG_ROWSUM: return "rowsum input";
+/* The tensors of one run by argument index (NULL: unbound), and the first
+ * named binding that is no argument of the program. */
+typedef struct bound {
+  const coda_tensor *t[CODA_MAX_SIG];
+  const char *unknown;
+} bound;
+
+/* A plan step's tensors as they are; named bindings matched to the
+ * signature, one lookup each. */
+static void bind_all(const struct coda_program_s *p, const coda_run *r, coda_args named, bound *b) {
+  memset(b, 0, sizeof *b);
+  if (!named) {
+    memcpy(b->t, r->args, (size_t)p->sig.nargs * sizeof *b->t);
+    return;
   }
-  if ((int)k == FINISH_RESULT) return "finisher result";
-  return "argument";
+  for (int i = 0; i < named->n; i++) {
+    const int k = ir_arg_find(p, named->e[i].name);
+    if (k >= 0) b->t[k] = &named->e[i].t;
+    else if (!b->unknown) b->unknown = named->e[i].name;
+  }
 }
 
-static int program_has_name(const struct coda_program_s *p, const char *name) {
-  return ir_find_input(p, name) >= 0 || ir_find_output(p, name) >= 0 ||
-         ir_find_reduce(p, name) >= 0 || ir_find_finish(p, name) >= 0;
-}
-
-static coda_status reject_unknown(coda_context ctx, const struct coda_program_s *p, coda_args a) {
+/* A GEMM without a program takes only 'D'. */
+static coda_status reject_unknown(coda_context ctx, coda_args a) {
   for (int i = 0; i < a->n; i++)
-    if (p ? !program_has_name(p, a->e[i].name) : strcmp(a->e[i].name, "D") != 0)
+    if (strcmp(a->e[i].name, "D") != 0)
       return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                       "binding '%s' is not an argument of the program%s", a->e[i].name,
-                       p ? "" : " (a run without a program takes only 'D')");
+                       "binding '%s' is not an argument of the program (a run without a program "
+                       "takes only 'D')", a->e[i].name);
   return CODA_OK;
 }
 
-/* Looks up and checks one bound argument against the program. */
-static coda_status bind_one(coda_context ctx, const struct coda_program_s *p, coda_args a,
-                            const char *name, coda_arg_kind kind, coda_dtype dtype,
-                            int fp_result, int64_t M, int64_t N, coda_tiling tl,
-                            const coda_tensor **out) {
-  const coda_tensor *t = args_get(a, name);
-  if (!t)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s '%s' is not bound", kind_word(kind), name);
+/* Checks argument i's tensor against its entry in the signature. */
+static coda_status check_arg(coda_context ctx, const struct coda_program_s *p, const bound *b, int i,
+                             int64_t M, int64_t N, coda_tiling tl, const coda_tensor **out) {
+  const ir_arg *a = &p->sig.args[i];
+  const coda_tensor *t = b->t[i];
+  if (!t) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s '%s' is not bound", a->noun, a->name);
   char what[64];
-  snprintf(what, sizeof what, "%s '%s'", kind_word(kind), name);
+  snprintf(what, sizeof what, "%s '%s'", a->noun, a->name);
   coda_status s = coda_check_tensor(ctx, what, t);
   if (s) return s;
-  if (fp_result) { /* partials and finisher results */
+  if (a->role == IR_ROLE_PARTIAL || a->role == IR_ROLE_RESULT) { /* fp32, f64 in exact mode */
     if (t->dtype != CODA_F32 && !(is_f64(ctx) && t->dtype == CODA_F64))
       return coda_fail(ctx, CODA_ERR_DTYPE, "%s: dtype %s, expected f32%s", what,
                        coda_dtype_name(t->dtype), is_f64(ctx) ? " or f64" : "");
   } else {
-    if (t->dtype != dtype)
+    if (t->dtype != a->dtype)
       return coda_fail(ctx, CODA_ERR_DTYPE, "%s: dtype %s, declared %s", what,
-                       coda_dtype_name(t->dtype), coda_dtype_name(dtype));
+                       coda_dtype_name(t->dtype), coda_dtype_name(a->dtype));
     if ((s = check_precision_dtype(ctx, what, t->dtype))) return s;
   }
   int64_t rows, cols;
-  s = coda_program_arg_shape((coda_program)p, name, M, N, tl.tile_m, tl.tile_n, &rows, &cols);
-  if (s == CODA_ERR_SHAPE)
+  s = ir_arg_shape(p, i, M, N, tl.tile_m, tl.tile_n, &rows, &cols);
+  if (s)
     return coda_fail(ctx, s, "%s: no valid shape for %lld x %lld with tile_n %d (odd N in pair "
                      "mode, or segment and tile_n not dividing one another)",
                      what, (long long)M, (long long)N, tl.tile_n);
-  if (s) return coda_fail(ctx, s, "%s: cannot compute its shape", what);
-  if (kind == CODA_ARG_ROWSUM) { /* M x T partials, T taken from the tensor */
+  if (a->cols == IR_DIM_ANY) { /* M x T partials, T taken from the tensor */
     if (t->rows != rows || t->cols < 1)
       return coda_fail(ctx, CODA_ERR_SHAPE, "%s: shape %lld x %lld, expected %lld rows (one per row "
                        "of the GEMM) and at least one column of partials", what,
@@ -261,56 +263,168 @@ static coda_status check_alias(coda_context ctx, const io_ref *w, int nw, const 
   return CODA_OK;
 }
 
-#define MAX_TENSORS (CODA_MAX_INPUTS + CODA_MAX_OUTPUTS + CODA_MAX_REDUCES + 2)
+#define MAX_TENSORS (CODA_MAX_SIG + 2)
 
-/* Binds a program for a run over M x N (with A and B when given). */
-static coda_status prepare_program(coda_context ctx, coda_program p, coda_args a, int64_t M,
-                                   int64_t N, coda_tiling tl, const coda_tensor *A,
-                                   const coda_tensor *B, coda_epi_job *job) {
+/* What every run of a program checks before its arguments: the program
+ * (valid here, parameters set), tiling and domain, then the bindings. */
+static coda_status check_run(coda_context ctx, coda_program p, const coda_run *r, coda_args named,
+                             const char *what, bound *b) {
   coda_status s;
-  if ((s = ir_validate(ctx, p))) return s;
-  if ((s = ir_check_params(ctx, p, "run"))) return s;
-  if ((s = check_tiling(ctx, tl))) return s;
-  if ((s = check_domain(ctx, M, N))) return s;
-  if ((s = ir_check_domain(ctx, p, N, tl.tile_n))) return s;
-  if ((s = reject_unknown(ctx, p, a))) return s;
-  io_ref rd[MAX_TENSORS], wr[MAX_TENSORS];
-  int nr = 0, nw = 0;
-  if (A) rd[nr++] = (io_ref){A, "A", 0, CODA_WIDTH_FULL};
-  if (B) rd[nr++] = (io_ref){B, "B", 0, CODA_WIDTH_FULL};
-  for (int i = 0; i < p->ninputs; i++) {
-    const ir_input *in = &p->inputs[i];
-    if ((s = bind_one(ctx, p, a, in->name, in->kind, in->dtype, 0, M, N, tl, &job->inputs[i]))) return s;
-    rd[nr++] = (io_ref){job->inputs[i], in->name, in->kind == CODA_ARG_TILE, in->width};
-  }
-  for (int i = 0; i < p->noutputs; i++) {
-    const ir_output *o = &p->outputs[i];
-    if (o->dtype == CODA_I32)
-      return coda_fail(ctx, CODA_ERR_DTYPE, "output '%s': i32 outputs are not supported", o->name);
-    if ((s = bind_one(ctx, p, a, o->name, CODA_ARG_OUTPUT, o->dtype, 0, M, N, tl, &job->outputs[i]))) return s;
-    wr[nw++] = (io_ref){job->outputs[i], o->name, !o->accumulate, o->width};
-  }
-  for (int i = 0; i < p->nreduces; i++) {
-    const ir_reduce *r = &p->reduces[i];
-    if ((s = bind_one(ctx, p, a, r->name, CODA_ARG_PARTIAL, CODA_F32, 1, M, N, tl, &job->partials[i])))
-      return s;
-    wr[nw++] = (io_ref){job->partials[i], r->name, 0, CODA_WIDTH_FULL};
-  }
-  if ((s = check_alias(ctx, wr, nw, rd, nr))) return s;
-  job->prog = p;
-  job->M = M;
-  job->N = N;
-  job->tiling = tl;
+  if ((s = ir_run_ready(ctx, p, what))) return s;
+  if ((s = check_tiling(ctx, r->tiling))) return s;
+  if ((s = check_domain(ctx, r->M, r->N))) return s;
+  if ((s = ir_check_domain(ctx, p, r->N, r->tiling.tile_n))) return s;
+  bind_all(p, r, named, b);
   return CODA_OK;
 }
 
-static int program_reads_acc(const struct coda_program_s *p) {
-  for (int i = 0; i < p->ninstrs; i++)
-    if (p->instrs[i].code == IR_ACC) return 1;
-  return 0;
+/* Binds a program for a run over M x N (with A and B when given): every
+ * input, output and partial, then no overlap but in place. */
+static coda_status prepare_program(coda_context ctx, coda_program p, const coda_run *r,
+                                   coda_args named, coda_epi_job *job) {
+  bound b;
+  coda_status s = check_run(ctx, p, r, named, "run", &b);
+  if (s) return s;
+  if (b.unknown)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "binding '%s' is not an argument of the program",
+                     b.unknown);
+  io_ref rd[MAX_TENSORS], wr[MAX_TENSORS];
+  int nr = 0, nw = 0;
+  if (r->A) rd[nr++] = (io_ref){r->A, "A", 0, CODA_WIDTH_FULL};
+  if (r->B) rd[nr++] = (io_ref){r->B, "B", 0, CODA_WIDTH_FULL};
+  const int nio = p->ninputs + p->noutputs;
+  for (int i = 0; i < nio + p->nreduces; i++) {
+    const ir_arg *a = &p->sig.args[i];
+    const coda_tensor **t = i < p->ninputs ? &job->inputs[i]
+                            : i < nio      ? &job->outputs[i - p->ninputs]
+                                           : &job->partials[i - nio];
+    if ((s = check_arg(ctx, p, &b, i, r->M, r->N, r->tiling, t))) return s;
+    if (a->role == IR_ROLE_INPUT)
+      rd[nr++] = (io_ref){*t, a->name, a->kind == CODA_ARG_TILE, a->width};
+    else
+      wr[nw++] = (io_ref){*t, a->name, a->role == IR_ROLE_OUTPUT && !a->accumulate, a->width};
+  }
+  if ((s = check_alias(ctx, wr, nw, rd, nr))) return s;
+  job->prog = p;
+  job->M = r->M;
+  job->N = r->N;
+  job->tiling = r->tiling;
+  return CODA_OK;
 }
 
 /* ------------------------------------------------------------- entries */
+
+/* Whatever binds the arguments (names, or indices: named NULL), a program
+ * runs through one of these three. */
+static coda_status run_gemm_epilogue(coda_context ctx, const coda_run *r, coda_args named) {
+  if (r->schedule < CODA_SCHED_AUTO || r->schedule > CODA_SCHED_COOPERATIVE)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_gemm_epilogue: bad schedule %d",
+                     r->schedule);
+  coda_clear_error(ctx);
+  if (!r->A || !r->B || (!named && !r->args))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_gemm_epilogue: %s is NULL",
+                     !r->A ? "A" : !r->B ? "B" : "args");
+  coda_status s;
+  gemm_shape g;
+  if ((s = check_gemm_operands(ctx, r->ta, r->A, r->tb, r->B, &g))) return s;
+  coda_run run = *r;
+  run.M = g.M;
+  run.N = g.N;
+  coda_epi_job job;
+  memset(&job, 0, sizeof job);
+  if (r->prog) {
+    if ((s = prepare_program(ctx, r->prog, &run, named, &job))) return s;
+  } else { /* acc stored into "D" */
+    if ((s = check_tiling(ctx, r->tiling))) return s;
+    if ((s = reject_unknown(ctx, named))) return s;
+    const coda_tensor *D = args_get(named, "D");
+    if (!D) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "output 'D' is not bound");
+    if ((s = check_matrix_operand(ctx, "D", D))) return s;
+    if ((s = check_shape(ctx, "D", D, g.M, g.N))) return s;
+    if (coda_tensors_overlap(D, r->A) || coda_tensors_overlap(D, r->B))
+      return coda_fail(ctx, CODA_ERR_ALIAS, "'D' (written) overlaps '%s' (read)",
+                       coda_tensors_overlap(D, r->A) ? "A" : "B");
+    job.M = g.M;
+    job.N = g.N;
+    job.tiling = r->tiling;
+    job.D = D;
+    job.alpha = 1.0;
+  }
+  job.has_gemm = 1;
+  job.ta = r->ta;
+  job.tb = r->tb;
+  job.A = r->A;
+  job.B = r->B;
+  job.K = g.K;
+  job.schedule = r->schedule;
+  return ctx->ops->gemm_epilogue(ctx, &job);
+}
+
+static coda_status run_map(coda_context ctx, const coda_run *r, coda_args named) {
+  coda_status s;
+  if ((s = ir_run_ready(ctx, r->prog, NULL))) return s;
+  if (r->prog->sig.reads_acc)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "coda_map: the program reads acc, which needs a GEMM (use coda_gemm_epilogue)");
+  coda_epi_job job;
+  memset(&job, 0, sizeof job);
+  if ((s = prepare_program(ctx, r->prog, r, named, &job))) return s;
+  return ctx->ops->map(ctx, &job);
+}
+
+/* The finisher by name (finish_name) or by its result's index (r->finish);
+ * its partials and result are checked, no other binding. */
+static coda_status run_finish(coda_context ctx, const coda_run *r, coda_args named,
+                              const char *finish_name) {
+  coda_program p = r->prog;
+  bound b;
+  coda_status s = check_run(ctx, p, r, named, "coda_finish", &b);
+  if (s) return s;
+  const int k = finish_name ? ir_arg_find(p, finish_name) : r->finish;
+  if (k < 0 || k >= p->sig.nargs || p->sig.args[k].role != IR_ROLE_RESULT)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "the program has no finish statement '%s'",
+                     finish_name ? finish_name : "?");
+  if (b.unknown)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "binding '%s' is not an argument of the program",
+                     b.unknown);
+  const int part0 = p->ninputs + p->noutputs; /* the first partial's index */
+  const ir_finish *f = &p->finishes[k - part0 - p->nreduces];
+  const ir_reduce *rd = &p->reduces[f->reduce];
+  coda_finish_job d;
+  memset(&d, 0, sizeof d);
+  const coda_tensor *out;
+  if ((s = check_arg(ctx, p, &b, part0 + f->reduce, r->M, r->N, r->tiling, &d.P))) return s;
+  if (f->reduce2 >= 0 &&
+      (s = check_arg(ctx, p, &b, part0 + f->reduce2, r->M, r->N, r->tiling, &d.Q)))
+    return s;
+  if ((s = check_arg(ctx, p, &b, k, r->M, r->N, r->tiling, &out))) return s;
+  if (coda_tensors_overlap(out, d.P) || (d.Q && coda_tensors_overlap(out, d.Q)))
+    return coda_fail(ctx, CODA_ERR_ALIAS, "finisher result '%s' overlaps its partial", f->name);
+  d.kind = (int)f->kind;
+  d.layout = ir_reduce_is_col(rd->kind) ? 1 : ir_reduce_is_segmented(rd->kind) ? 2 : 0;
+  d.out = out;
+  d.M = r->M;
+  d.N = r->N;
+  d.tiling = r->tiling;
+  d.seg = rd->segment;
+  d.eps = f->eps;
+  return ctx->ops->finish(ctx, &d);
+}
+
+coda_status coda_run_program(coda_context ctx, const coda_run *r) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  if (!r || !r->prog || !r->args) {
+    coda_clear_error(ctx);
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_run_program: %s is NULL",
+                     !r ? "run" : !r->prog ? "program" : "args");
+  }
+  switch (r->kind) {
+  case CODA_RUN_GEMM_EPILOGUE: return run_gemm_epilogue(ctx, r, NULL);
+  case CODA_RUN_MAP: coda_clear_error(ctx); return run_map(ctx, r, NULL);
+  case CODA_RUN_FINISH: coda_clear_error(ctx); return run_finish(ctx, r, NULL, NULL);
+  }
+  return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_run_program: bad kind %d", (int)r->kind);
+}
 
 coda_status coda_gemm_epilogue(coda_context ctx, coda_program program, coda_transpose trans_a,
                                const coda_tensor *A, coda_transpose trans_b,
@@ -324,44 +438,9 @@ coda_status coda_gemm_epilogue_sched(coda_context ctx, coda_program program,
                                      coda_transpose trans_b, const coda_tensor *B, coda_args args,
                                      coda_tiling tiling, int schedule) {
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
-  if (schedule < CODA_SCHED_AUTO || schedule > CODA_SCHED_COOPERATIVE)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_gemm_epilogue: bad schedule %d",
-                     schedule);
-  coda_clear_error(ctx);
-  if (!A || !B || !args)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_gemm_epilogue: %s is NULL",
-                     !A ? "A" : !B ? "B" : "args");
-  coda_status s;
-  gemm_shape g;
-  if ((s = check_gemm_operands(ctx, trans_a, A, trans_b, B, &g))) return s;
-  coda_epi_job job;
-  memset(&job, 0, sizeof job);
-  if (program) {
-    if ((s = prepare_program(ctx, program, args, g.M, g.N, tiling, A, B, &job))) return s;
-  } else { /* acc stored into "D" */
-    if ((s = check_tiling(ctx, tiling))) return s;
-    if ((s = reject_unknown(ctx, NULL, args))) return s;
-    const coda_tensor *D = args_get(args, "D");
-    if (!D) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "output 'D' is not bound");
-    if ((s = check_matrix_operand(ctx, "D", D))) return s;
-    if ((s = check_shape(ctx, "D", D, g.M, g.N))) return s;
-    if (coda_tensors_overlap(D, A) || coda_tensors_overlap(D, B))
-      return coda_fail(ctx, CODA_ERR_ALIAS, "'D' (written) overlaps '%s' (read)",
-                       coda_tensors_overlap(D, A) ? "A" : "B");
-    job.M = g.M;
-    job.N = g.N;
-    job.tiling = tiling;
-    job.D = D;
-    job.alpha = 1.0;
-  }
-  job.has_gemm = 1;
-  job.ta = trans_a;
-  job.tb = trans_b;
-  job.A = A;
-  job.B = B;
-  job.K = g.K;
-  job.schedule = schedule;
-  return ctx->ops->gemm_epilogue(ctx, &job);
+  const coda_run r = {CODA_RUN_GEMM_EPILOGUE, program, trans_a, trans_b, A, B, schedule,
+                      0, 0, tiling, -1, NULL};
+  return run_gemm_epilogue(ctx, &r, args);
 }
 
 coda_status coda_map(coda_context ctx, coda_program program, int64_t M, int64_t N,
@@ -371,15 +450,8 @@ coda_status coda_map(coda_context ctx, coda_program program, int64_t M, int64_t 
   if (!program || !args)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_map: %s is NULL",
                      !program ? "program" : "args");
-  coda_status s;
-  if ((s = ir_validate(ctx, program))) return s;
-  if (program_reads_acc(program))
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                     "coda_map: the program reads acc, which needs a GEMM (use coda_gemm_epilogue)");
-  coda_epi_job job;
-  memset(&job, 0, sizeof job);
-  if ((s = prepare_program(ctx, program, args, M, N, tiling, NULL, NULL, &job))) return s;
-  return ctx->ops->map(ctx, &job);
+  const coda_run r = {CODA_RUN_MAP, program, CODA_N, CODA_N, NULL, NULL, 0, M, N, tiling, -1, NULL};
+  return run_map(ctx, &r, args);
 }
 
 coda_status coda_finish(coda_context ctx, coda_program program, const char *name, coda_args args,
@@ -389,41 +461,8 @@ coda_status coda_finish(coda_context ctx, coda_program program, const char *name
   if (!program || !name || !args)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_finish: %s is NULL",
                      !program ? "program" : !name ? "name" : "args");
-  coda_status s;
-  if ((s = ir_validate(ctx, program))) return s;
-  if ((s = ir_check_params(ctx, program, "coda_finish"))) return s;
-  if ((s = check_tiling(ctx, tiling))) return s;
-  if ((s = check_domain(ctx, M, N))) return s;
-  if ((s = ir_check_domain(ctx, program, N, tiling.tile_n))) return s;
-  int fi = ir_find_finish(program, name);
-  if (fi < 0)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "the program has no finish statement '%s'", name);
-  if ((s = reject_unknown(ctx, program, args))) return s;
-  const ir_finish *f = &program->finishes[fi];
-  const ir_reduce *r = &program->reduces[f->reduce];
-  coda_finish_job d;
-  memset(&d, 0, sizeof d);
-  if ((s = bind_one(ctx, program, args, r->name, CODA_ARG_PARTIAL, CODA_F32, 1, M, N, tiling, &d.P)))
-    return s;
-  if (f->reduce2 >= 0 &&
-      (s = bind_one(ctx, program, args, program->reduces[f->reduce2].name, CODA_ARG_PARTIAL,
-                    CODA_F32, 1, M, N, tiling, &d.Q)))
-    return s;
-  const coda_tensor *out;
-  if ((s = bind_one(ctx, program, args, f->name, (coda_arg_kind)FINISH_RESULT, CODA_F32, 1, M, N,
-                    tiling, &out)))
-    return s;
-  if (coda_tensors_overlap(out, d.P) || (d.Q && coda_tensors_overlap(out, d.Q)))
-    return coda_fail(ctx, CODA_ERR_ALIAS, "finisher result '%s' overlaps its partial", f->name);
-  d.kind = (int)f->kind;
-  d.layout = ir_reduce_is_col(r->kind) ? 1 : ir_reduce_is_segmented(r->kind) ? 2 : 0;
-  d.out = out;
-  d.M = M;
-  d.N = N;
-  d.tiling = tiling;
-  d.seg = r->segment;
-  d.eps = f->eps;
-  return ctx->ops->finish(ctx, &d);
+  const coda_run r = {CODA_RUN_FINISH, program, CODA_N, CODA_N, NULL, NULL, 0, M, N, tiling, -1, NULL};
+  return run_finish(ctx, &r, args, name);
 }
 
 coda_status coda_gemm(coda_context ctx, coda_transpose trans_a, const coda_tensor *A,

@@ -96,6 +96,53 @@ typedef struct ir_param {
   int line, col;      /* declaration (0 for the builder) */
 } ir_param;
 
+/* A program's signature (signature.c): its arguments in the order of
+ * coda_program_arg (inputs, outputs, reduction partials, finisher
+ * results), each with what a run checks and the rule of its shape, built
+ * once by ir_validate, so that a run binds tensors by index without
+ * looking names up. */
+#define CODA_MAX_SIG (CODA_MAX_INPUTS + CODA_MAX_OUTPUTS + CODA_MAX_REDUCES + CODA_MAX_FINISHES)
+
+/* One extent of an argument for a run over M x N with a tiling. */
+typedef enum ir_dim {
+  IR_DIM_ONE,       /* 1 */
+  IR_DIM_M,         /* M */
+  IR_DIM_N,         /* N */
+  IR_DIM_2N,        /* 2N: an x2 operand */
+  IR_DIM_HALF_N,    /* N/2: a half operand */
+  IR_DIM_ROW_TILES, /* ceil(M / tile_m): column partials */
+  IR_DIM_COL_TILES, /* ceil(N / tile_n): row partials */
+  IR_DIM_SEG_TILES, /* ceil(N / min(S, tile_n)): segmented partials */
+  IR_DIM_SEGS,      /* ceil(N / S): a segmented finisher's result */
+  IR_DIM_ANY        /* any count >= 1 (a rowsum input's partials), given as 0 */
+} ir_dim;
+
+typedef enum ir_role { IR_ROLE_INPUT, IR_ROLE_OUTPUT, IR_ROLE_PARTIAL, IR_ROLE_RESULT } ir_role;
+
+typedef struct ir_arg {
+  char name[CODA_NAME_MAX];
+  ir_role role;
+  coda_arg_kind kind; /* as coda_program_arg reports it */
+  coda_dtype dtype;   /* declared; F32 for partials and finisher results */
+  coda_width width;
+  int accumulate;     /* outputs */
+  ir_dim rows, cols;
+  int segment;        /* IR_DIM_SEG_TILES, IR_DIM_SEGS: S */
+  int reads, writes;  /* a run reads it, writes it (an accumulating output: both;
+                       * a finisher result is written by its finish run only) */
+  const char *noun;   /* how messages name it: "row input", "output", "partial",
+                       * "finisher result" */
+} ir_arg;
+
+typedef struct ir_signature {
+  int ok;             /* built by the last successful ir_validate */
+  int needs_exact;    /* an f64 declaration: runs in exact mode only */
+  int unset_params;   /* parameters without a value */
+  int reads_acc;      /* the program reads acc (needs a GEMM) */
+  int nargs;
+  ir_arg args[CODA_MAX_SIG];
+} ir_signature;
+
 struct coda_program_s {
   int pair_mode;
   int pair_split;     /* pair mode: 0 adjacent pairs (2j, 2j+1); S > 0 half-split
@@ -113,6 +160,7 @@ struct coda_program_s {
   char **reg_names;   /* nregs entries, NULL for unnamed temporaries */
   char *text;         /* canonical text (printer), owned */
   char *ir_dump;      /* IR listing, owned */
+  ir_signature sig;   /* the arguments, resolved once (ir_signature_build) */
 };
 
 /* Number of results of a math op (1 or 2) and its operand count. */
@@ -148,6 +196,21 @@ coda_status ir_check_params(coda_context ctx, const struct coda_program_s *p, co
  * "line L, column C: " when the offending item has a source position. */
 coda_status ir_validate(coda_context ctx, struct coda_program_s *p);
 
+/* The signature (signature.c). ir_signature_build fills p->sig (ir_validate
+ * calls it on success). ir_arg_find: the index of the argument `name`, or
+ * -1. ir_arg_shape: argument i's rows x cols for a run over M x N with
+ * tile_m x tile_n (cols 0 for IR_DIM_ANY); CODA_ERR_SHAPE when a segment
+ * and tile_n do not divide one another. */
+void ir_signature_build(struct coda_program_s *p);
+int ir_arg_find(const struct coda_program_s *p, const char *name);
+coda_status ir_arg_shape(const struct coda_program_s *p, int i, int64_t M, int64_t N, int tile_m,
+                         int tile_n, int64_t *rows, int64_t *cols);
+/* What every run of p checks of the program before its arguments, in
+ * order: valid in this context (f64 declarations need exact mode),
+ * every parameter with a value (what: the caller, for the message; NULL
+ * checks validity alone). */
+coda_status ir_run_ready(coda_context ctx, struct coda_program_s *p, const char *what);
+
 /* 1 if the operand holds two values per iteration point (and so is read
  * through a lane / stored with pack()), 0 otherwise. */
 int ir_input_is_pair(const struct coda_program_s *p, int input);
@@ -169,6 +232,8 @@ int ir_finish_kind_known(int k);
 /* An input kind's keyword ("?" for none); "a, b or c" of a table's
  * keywords (which: 'i' inputs, 'r' reductions, 'f' finishers) into buf. */
 const char *ir_input_kind_word(coda_arg_kind k);
+/* How a run's messages name an input of kind k ("row input"). */
+const char *ir_input_kind_noun(coda_arg_kind k);
 const char *ir_kind_words(char which, char *buf, size_t n);
 const char *ir_reduce_kind_name(coda_reduce_kind k);
 /* The keyword a reduction is written with (a segmented one: its base's). */

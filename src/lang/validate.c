@@ -374,5 +374,7 @@ coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
   if ((st = check_integers(ctx, p))) return st;
   if ((st = check_stores(ctx, p, mode))) return st;
   if ((st = check_reduces(ctx, p))) return st;
-  return check_finishes(ctx, p);
+  if ((st = check_finishes(ctx, p))) return st;
+  ir_signature_build(p); /* the arguments, resolved once for every run */
+  return CODA_OK;
 }
