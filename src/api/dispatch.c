@@ -1,15 +1,19 @@
-/* Backend dispatch and argument checking for GEMM + epilogue runs.
+/* Backend dispatch for GEMM + epilogue runs, maps and finishers.
  *
- * Everything a backend relies on is checked here, before any memory is
- * touched: bindings (all present, none unknown), shapes (as
- * coda_program_arg_shape says), dtypes (as declared; partials and
- * finisher results fp32, or fp64 in exact mode), tiling, strides, sizes,
- * and that no output overlaps another output or any input. */
+ * Everything a backend relies on is checked before any memory is
+ * touched: bindings (all present, none unknown), shapes (by the rules of
+ * the program's signature, lang/signature.c), dtypes (as declared;
+ * partials and finisher results fp32, or fp64 in exact mode), tiling,
+ * strides, sizes, and that no output overlaps another output or any
+ * input (base/tensor_check.c). A run binds by name (the public calls,
+ * each name looked up once) or by index (coda_run_program, a plan step),
+ * and both go through run_program. */
 #include "base/internal.h"
 #include "api/api.h"
 #include "backends/backend.h"
 #include "lang/ir.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,352 +82,131 @@ static const coda_tensor *args_get(coda_args a, const char *name) {
   return NULL;
 }
 
-/* ------------------------------------------------------------- helpers */
-
-static int is_f64(coda_context ctx) { return ctx->opts.precision == CODA_PRECISION_F64; }
-
-static coda_status check_tiling(coda_context ctx, coda_tiling t) {
-  if (t.tile_m <= 0 || t.tile_m % 8 || t.tile_m > 256 || t.tile_n <= 0 || t.tile_n % 8 ||
-      t.tile_n > 256)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                     "tiling %d x %d: tile_m and tile_n must be positive multiples of 8, at most 256",
-                     t.tile_m, t.tile_n);
-  return CODA_OK;
-}
-
-static coda_status check_domain(coda_context ctx, int64_t M, int64_t N) {
-  int64_t mn;
-  if (M < 0 || N < 0)
-    return coda_fail(ctx, CODA_ERR_SHAPE, "negative domain %lld x %lld", (long long)M, (long long)N);
-  if (!coda_mul_i64(M, N, &mn) || M > INT64_MAX / 4 || N > INT64_MAX / 4)
-    return coda_fail(ctx, CODA_ERR_OVERFLOW, "domain %lld x %lld overflows", (long long)M,
-                     (long long)N);
-  return CODA_OK;
-}
-
-/* f64 tensors only in exact mode. */
-static coda_status check_precision_dtype(coda_context ctx, const char *what, coda_dtype t) {
-  if (t == CODA_F64 && !is_f64(ctx))
-    return coda_fail(ctx, CODA_ERR_DTYPE,
-                     "%s: f64 tensors need an exact-mode (CODA_PRECISION_F64) context", what);
-  return CODA_OK;
-}
-
-static coda_status check_matrix_operand(coda_context ctx, const char *what, const coda_tensor *t) {
-  coda_status s = coda_check_tensor(ctx, what, t);
-  if (s) return s;
-  if (t->dtype != CODA_BF16 && t->dtype != CODA_F16 && t->dtype != CODA_F32 && t->dtype != CODA_F64)
-    return coda_fail(ctx, CODA_ERR_DTYPE, "%s: dtype %s not allowed (bf16, f16, f32%s)", what,
-                     coda_dtype_name(t->dtype), is_f64(ctx) ? ", f64" : "");
-  return check_precision_dtype(ctx, what, t->dtype);
-}
-
-static coda_status check_shape(coda_context ctx, const char *what, const coda_tensor *t,
-                               int64_t rows, int64_t cols) {
-  if (t->rows != rows || t->cols != cols)
-    return coda_fail(ctx, CODA_ERR_SHAPE, "%s: shape %lld x %lld, expected %lld x %lld", what,
-                     (long long)t->rows, (long long)t->cols, (long long)rows, (long long)cols);
-  return CODA_OK;
-}
-
-/* op(X) as a strided view: (i, j) of the op at data[i*rs + j*cs]. */
-typedef struct gemm_shape {
-  int64_t M, N, K;
-} gemm_shape;
-
-static coda_status check_gemm_operands(coda_context ctx, coda_transpose ta, const coda_tensor *A,
-                                       coda_transpose tb, const coda_tensor *B, gemm_shape *g) {
-  if (ta != CODA_N && ta != CODA_T)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "trans_a: bad value %d", (int)ta);
-  if (tb != CODA_N && tb != CODA_T)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "trans_b: bad value %d", (int)tb);
-  coda_status s;
-  if ((s = check_matrix_operand(ctx, "A", A))) return s;
-  if ((s = check_matrix_operand(ctx, "B", B))) return s;
-  int64_t ka = ta == CODA_N ? A->cols : A->rows, kb = tb == CODA_N ? B->rows : B->cols;
-  g->M = ta == CODA_N ? A->rows : A->cols;
-  g->N = tb == CODA_N ? B->cols : B->rows;
-  g->K = ka;
-  if (ka != kb)
-    return coda_fail(ctx, CODA_ERR_SHAPE, "K mismatch: op(A) is %lld x %lld, op(B) is %lld x %lld",
-                     (long long)g->M, (long long)ka, (long long)kb, (long long)g->N);
-  return check_domain(ctx, g->M, g->N);
-}
-
-/* ------------------------------------------------------------- binding */
-
-/* The tensors of one run by argument index (NULL: unbound), and the first
- * named binding that is no argument of the program. */
-typedef struct bound {
-  const coda_tensor *t[CODA_MAX_SIG];
-  const char *unknown;
-} bound;
-
-/* A plan step's tensors as they are; named bindings matched to the
- * signature, one lookup each. */
-static void bind_all(const struct coda_program_s *p, const coda_run *r, coda_args named, bound *b) {
-  memset(b, 0, sizeof *b);
-  if (!named) {
-    memcpy(b->t, r->args, (size_t)p->sig.nargs * sizeof *b->t);
-    return;
-  }
-  for (int i = 0; i < named->n; i++) {
-    const int k = ir_arg_find(p, named->e[i].name);
-    if (k >= 0) b->t[k] = &named->e[i].t;
-    else if (!b->unknown) b->unknown = named->e[i].name;
-  }
-}
-
-/* A GEMM without a program takes only 'D'. */
-static coda_status reject_unknown(coda_context ctx, coda_args a) {
-  for (int i = 0; i < a->n; i++)
-    if (strcmp(a->e[i].name, "D") != 0)
-      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                       "binding '%s' is not an argument of the program (a run without a program "
-                       "takes only 'D')", a->e[i].name);
-  return CODA_OK;
-}
-
-/* Checks argument i's tensor against its entry in the signature. */
-static coda_status check_arg(coda_context ctx, const struct coda_program_s *p, const bound *b, int i,
-                             int64_t M, int64_t N, coda_tiling tl, const coda_tensor **out) {
-  const ir_arg *a = &p->sig.args[i];
-  const coda_tensor *t = b->t[i];
-  if (!t) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s '%s' is not bound", a->noun, a->name);
-  char what[64];
-  snprintf(what, sizeof what, "%s '%s'", a->noun, a->name);
-  coda_status s = coda_check_tensor(ctx, what, t);
-  if (s) return s;
-  if (a->role == IR_ROLE_PARTIAL || a->role == IR_ROLE_RESULT) { /* fp32, f64 in exact mode */
-    if (t->dtype != CODA_F32 && !(is_f64(ctx) && t->dtype == CODA_F64))
-      return coda_fail(ctx, CODA_ERR_DTYPE, "%s: dtype %s, expected f32%s", what,
-                       coda_dtype_name(t->dtype), is_f64(ctx) ? " or f64" : "");
-  } else {
-    if (t->dtype != a->dtype)
-      return coda_fail(ctx, CODA_ERR_DTYPE, "%s: dtype %s, declared %s", what,
-                       coda_dtype_name(t->dtype), coda_dtype_name(a->dtype));
-    if ((s = check_precision_dtype(ctx, what, t->dtype))) return s;
-  }
-  int64_t rows, cols;
-  s = ir_arg_shape(p, i, M, N, tl.tile_m, tl.tile_n, &rows, &cols);
-  if (s)
-    return coda_fail(ctx, s, "%s: no valid shape for %lld x %lld with tile_n %d (odd N in pair "
-                     "mode, or segment and tile_n not dividing one another)",
-                     what, (long long)M, (long long)N, tl.tile_n);
-  if (a->cols == IR_DIM_ANY) { /* M x T partials, T taken from the tensor */
-    if (t->rows != rows || t->cols < 1)
-      return coda_fail(ctx, CODA_ERR_SHAPE, "%s: shape %lld x %lld, expected %lld rows (one per row "
-                       "of the GEMM) and at least one column of partials", what,
-                       (long long)t->rows, (long long)t->cols, (long long)rows);
-  } else if ((s = check_shape(ctx, what, t, rows, cols))) {
-    return s;
-  }
-  *out = t;
-  return CODA_OK;
-}
-
-/* One tensor a run reads or writes, for the overlap check. `inplace`:
- * a tile input (read) or a non-accumulating output (written), the two
- * kinds that may be the very same view. */
-typedef struct io_ref {
-  const coda_tensor *t;
-  const char *name;
-  int inplace;
-  coda_width width;
-} io_ref;
-
-static int same_view(const coda_tensor *a, const coda_tensor *b) {
-  return a->data == b->data && a->dtype == b->dtype && a->rows == b->rows && a->cols == b->cols &&
-         a->ld == b->ld;
-}
-
-/* No written tensor may overlap another written tensor or a read one,
- * except in place: an output (not accumulate) that is the very same view
- * as a tile input of the same width. Every iteration point reads all its
- * inputs before its outputs are stored, and an output of a point touches
- * only that point's position, which is exactly where the identical input
- * is read; no other point reads it (both backends, docs/language.md). */
-static coda_status check_alias(coda_context ctx, const io_ref *w, int nw, const io_ref *r, int nr) {
-  for (int i = 0; i < nw; i++) {
-    for (int j = i + 1; j < nw; j++)
-      if (coda_tensors_overlap(w[i].t, w[j].t))
-        return coda_fail(ctx, CODA_ERR_ALIAS, "'%s' and '%s' overlap (both are written)",
-                         w[i].name, w[j].name);
-    for (int j = 0; j < nr; j++) {
-      if (!coda_tensors_overlap(w[i].t, r[j].t)) continue;
-      if (w[i].inplace && r[j].inplace && w[i].width == r[j].width && same_view(w[i].t, r[j].t))
-        continue; /* in place */
-      return coda_fail(ctx, CODA_ERR_ALIAS,
-                       "'%s' (written) overlaps '%s' (read); only in place is allowed: an output "
-                       "without accumulate that is the very same view (data, ld, rows, cols, "
-                       "dtype) as a tile input of the same width",
-                       w[i].name, r[j].name);
-    }
-  }
-  return CODA_OK;
-}
+/* ------------------------------------------------------------- runs */
 
 #define MAX_TENSORS (CODA_MAX_SIG + 2)
 
-/* What every run of a program checks before its arguments: the program
- * (valid here, parameters set), tiling and domain, then the bindings. */
-static coda_status check_run(coda_context ctx, coda_program p, const coda_run *r, coda_args named,
-                             const char *what, bound *b) {
+/* A program's run with its arguments bound by index: the GEMM's operands,
+ * the program's part of the checks (lang: ir_run_check), the tensors
+ * (base: coda_check_args), then the backend's entry. Whatever binds the
+ * arguments, names or indices, a program runs through here. */
+static coda_status run_program(coda_context ctx, const coda_run *r, const char *unknown,
+                               const char *finish_name) {
+  const coda_program p = r->prog;
+  const int gemm = r->kind == CODA_RUN_GEMM_EPILOGUE, fin = r->kind == CODA_RUN_FINISH;
+  ir_run q = {fin ? "coda_finish" : "run", r->kind == CODA_RUN_MAP, r->M, r->N, r->tiling,
+              !fin ? -1 : r->finish >= 0 ? r->finish : INT_MAX, finish_name, unknown, r->args};
+  int64_t K = 0;
   coda_status s;
-  if ((s = ir_run_ready(ctx, p, what))) return s;
-  if ((s = check_tiling(ctx, r->tiling))) return s;
-  if ((s = check_domain(ctx, r->M, r->N))) return s;
-  if ((s = ir_check_domain(ctx, p, r->N, r->tiling.tile_n))) return s;
-  bind_all(p, r, named, b);
-  return CODA_OK;
-}
-
-/* Binds a program for a run over M x N (with A and B when given): every
- * input, output and partial, then no overlap but in place. */
-static coda_status prepare_program(coda_context ctx, coda_program p, const coda_run *r,
-                                   coda_args named, coda_epi_job *job) {
-  bound b;
-  coda_status s = check_run(ctx, p, r, named, "run", &b);
-  if (s) return s;
-  if (b.unknown)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "binding '%s' is not an argument of the program",
-                     b.unknown);
-  io_ref rd[MAX_TENSORS], wr[MAX_TENSORS];
-  int nr = 0, nw = 0;
-  if (r->A) rd[nr++] = (io_ref){r->A, "A", 0, CODA_WIDTH_FULL};
-  if (r->B) rd[nr++] = (io_ref){r->B, "B", 0, CODA_WIDTH_FULL};
-  const int nio = p->ninputs + p->noutputs;
-  for (int i = 0; i < nio + p->nreduces; i++) {
-    const ir_arg *a = &p->sig.args[i];
-    const coda_tensor **t = i < p->ninputs ? &job->inputs[i]
-                            : i < nio      ? &job->outputs[i - p->ninputs]
-                                           : &job->partials[i - nio];
-    if ((s = check_arg(ctx, p, &b, i, r->M, r->N, r->tiling, t))) return s;
-    if (a->role == IR_ROLE_INPUT)
-      rd[nr++] = (io_ref){*t, a->name, a->kind == CODA_ARG_TILE, a->width};
-    else
-      wr[nw++] = (io_ref){*t, a->name, a->role == IR_ROLE_OUTPUT && !a->accumulate, a->width};
+  if (gemm && (s = coda_check_gemm(ctx, r->ta, r->A, r->tb, r->B, &q.M, &q.N, &K))) return s;
+  coda_arg_check c[MAX_TENSORS];
+  int n = 0;
+  if (gemm) { /* read, for the overlap rule */
+    c[n++] = (coda_arg_check){.name = "A", .t = r->A, .operand = 1};
+    c[n++] = (coda_arg_check){.name = "B", .t = r->B, .operand = 1};
   }
-  if ((s = check_alias(ctx, wr, nw, rd, nr))) return s;
-  job->prog = p;
-  job->M = r->M;
-  job->N = r->N;
-  job->tiling = r->tiling;
-  return CODA_OK;
-}
-
-/* ------------------------------------------------------------- entries */
-
-/* Whatever binds the arguments (names, or indices: named NULL), a program
- * runs through one of these three. */
-static coda_status run_gemm_epilogue(coda_context ctx, const coda_run *r, coda_args named) {
-  if (r->schedule < CODA_SCHED_AUTO || r->schedule > CODA_SCHED_COOPERATIVE)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_gemm_epilogue: bad schedule %d",
-                     r->schedule);
-  coda_clear_error(ctx);
-  if (!r->A || !r->B || (!named && !r->args))
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_gemm_epilogue: %s is NULL",
-                     !r->A ? "A" : !r->B ? "B" : "args");
-  coda_status s;
-  gemm_shape g;
-  if ((s = check_gemm_operands(ctx, r->ta, r->A, r->tb, r->B, &g))) return s;
-  coda_run run = *r;
-  run.M = g.M;
-  run.N = g.N;
+  if ((s = ir_run_check(ctx, p, &q, c, &n))) return s;
+  if ((s = coda_check_args(ctx, c, n, q.M, q.N, q.tiling.tile_n, !fin))) return s;
+  if (fin) { /* c: the partial (and the second), then the result */
+    const coda_tensor *P = c[0].t, *Q = n == 3 ? c[1].t : NULL, *out = c[n - 1].t;
+    if (coda_tensors_overlap(out, P) || (Q && coda_tensors_overlap(out, Q)))
+      return coda_fail(ctx, CODA_ERR_ALIAS, "finisher result '%s' overlaps its partial", c[n - 1].name);
+    const ir_arg *res = &p->sig.args[q.finish];
+    const ir_finish *f = &p->finishes[q.finish - (p->ninputs + p->noutputs + p->nreduces)];
+    const coda_finish_job d = {(int)f->kind, res->part == IR_PART_COL ? 1 : res->part == IR_PART_SEG ? 2 : 0,
+                               P, Q, out, q.M, q.N, q.tiling, res->segment, f->eps};
+    return ctx->ops->finish(ctx, &d);
+  }
   coda_epi_job job;
   memset(&job, 0, sizeof job);
-  if (r->prog) {
-    if ((s = prepare_program(ctx, r->prog, &run, named, &job))) return s;
-  } else { /* acc stored into "D" */
-    if ((s = check_tiling(ctx, r->tiling))) return s;
-    if ((s = reject_unknown(ctx, named))) return s;
-    const coda_tensor *D = args_get(named, "D");
-    if (!D) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "output 'D' is not bound");
-    if ((s = check_matrix_operand(ctx, "D", D))) return s;
-    if ((s = check_shape(ctx, "D", D, g.M, g.N))) return s;
-    if (coda_tensors_overlap(D, r->A) || coda_tensors_overlap(D, r->B))
-      return coda_fail(ctx, CODA_ERR_ALIAS, "'D' (written) overlaps '%s' (read)",
-                       coda_tensors_overlap(D, r->A) ? "A" : "B");
-    job.M = g.M;
-    job.N = g.N;
-    job.tiling = r->tiling;
-    job.D = D;
-    job.alpha = 1.0;
-  }
+  for (int i = 0; i < p->ninputs; i++) job.inputs[i] = r->args[i];
+  for (int i = 0; i < p->noutputs; i++) job.outputs[i] = r->args[p->ninputs + i];
+  for (int i = 0; i < p->nreduces; i++) job.partials[i] = r->args[p->ninputs + p->noutputs + i];
+  job.prog = p;
+  job.M = q.M;
+  job.N = q.N;
+  job.tiling = q.tiling;
+  if (!gemm) return ctx->ops->map(ctx, &job);
   job.has_gemm = 1;
   job.ta = r->ta;
   job.tb = r->tb;
   job.A = r->A;
   job.B = r->B;
-  job.K = g.K;
+  job.K = K;
   job.schedule = r->schedule;
   return ctx->ops->gemm_epilogue(ctx, &job);
 }
 
-static coda_status run_map(coda_context ctx, const coda_run *r, coda_args named) {
-  coda_status s;
-  if ((s = ir_run_ready(ctx, r->prog, NULL))) return s;
-  if (r->prog->sig.reads_acc)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                     "coda_map: the program reads acc, which needs a GEMM (use coda_gemm_epilogue)");
-  coda_epi_job job;
-  memset(&job, 0, sizeof job);
-  if ((s = prepare_program(ctx, r->prog, r, named, &job))) return s;
-  return ctx->ops->map(ctx, &job);
-}
-
-/* The finisher by name (finish_name) or by its result's index (r->finish);
- * its partials and result are checked, no other binding. */
-static coda_status run_finish(coda_context ctx, const coda_run *r, coda_args named,
-                              const char *finish_name) {
-  coda_program p = r->prog;
-  bound b;
-  coda_status s = check_run(ctx, p, r, named, "coda_finish", &b);
-  if (s) return s;
-  const int k = finish_name ? ir_arg_find(p, finish_name) : r->finish;
-  if (k < 0 || k >= p->sig.nargs || p->sig.args[k].role != IR_ROLE_RESULT)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "the program has no finish statement '%s'",
-                     finish_name ? finish_name : "?");
-  if (b.unknown)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "binding '%s' is not an argument of the program",
-                     b.unknown);
-  const int part0 = p->ninputs + p->noutputs; /* the first partial's index */
-  const ir_finish *f = &p->finishes[k - part0 - p->nreduces];
-  const ir_reduce *rd = &p->reduces[f->reduce];
-  coda_finish_job d;
-  memset(&d, 0, sizeof d);
-  const coda_tensor *out;
-  if ((s = check_arg(ctx, p, &b, part0 + f->reduce, r->M, r->N, r->tiling, &d.P))) return s;
-  if (f->reduce2 >= 0 &&
-      (s = check_arg(ctx, p, &b, part0 + f->reduce2, r->M, r->N, r->tiling, &d.Q)))
-    return s;
-  if ((s = check_arg(ctx, p, &b, k, r->M, r->N, r->tiling, &out))) return s;
-  if (coda_tensors_overlap(out, d.P) || (d.Q && coda_tensors_overlap(out, d.Q)))
-    return coda_fail(ctx, CODA_ERR_ALIAS, "finisher result '%s' overlaps its partial", f->name);
-  d.kind = (int)f->kind;
-  d.layout = ir_reduce_is_col(rd->kind) ? 1 : ir_reduce_is_segmented(rd->kind) ? 2 : 0;
-  d.out = out;
-  d.M = r->M;
-  d.N = r->N;
-  d.tiling = r->tiling;
-  d.seg = rd->segment;
-  d.eps = f->eps;
-  return ctx->ops->finish(ctx, &d);
+static int bad_schedule(int schedule) {
+  return schedule < CODA_SCHED_AUTO || schedule > CODA_SCHED_COOPERATIVE;
 }
 
 coda_status coda_run_program(coda_context ctx, const coda_run *r) {
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
-  if (!r || !r->prog || !r->args) {
-    coda_clear_error(ctx);
+  if (r && r->kind == CODA_RUN_GEMM_EPILOGUE && bad_schedule(r->schedule))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_gemm_epilogue: bad schedule %d",
+                     r->schedule);
+  coda_clear_error(ctx);
+  const int gemm = r && r->kind == CODA_RUN_GEMM_EPILOGUE;
+  if (!r || !r->prog || !r->args || (gemm && (!r->A || !r->B)))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_run_program: %s is NULL",
-                     !r ? "run" : !r->prog ? "program" : "args");
+                     !r ? "run" : !r->prog ? "program" : !r->args ? "args" : !r->A ? "A" : "B");
+  if (r->kind != CODA_RUN_GEMM_EPILOGUE && r->kind != CODA_RUN_MAP && r->kind != CODA_RUN_FINISH)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_run_program: bad kind %d", (int)r->kind);
+  return run_program(ctx, r, NULL, NULL);
+}
+
+/* The public calls bind by name: each binding looked up once in the
+ * program's signature (the first that names no argument is reported in
+ * its turn), the finisher too. */
+static coda_status run_named(coda_context ctx, coda_run *r, coda_args a, const char *finish_name) {
+  const coda_tensor *t[CODA_MAX_SIG] = {0};
+  const char *unknown = NULL;
+  coda_status s;
+  if (!r->prog->sig.ok && (s = ir_run_ready(ctx, r->prog, NULL))) return s; /* never validated */
+  for (int i = 0; i < a->n; i++) {
+    const int k = ir_arg_find(r->prog, a->e[i].name);
+    if (k >= 0) t[k] = &a->e[i].t;
+    else if (!unknown) unknown = a->e[i].name;
   }
-  switch (r->kind) {
-  case CODA_RUN_GEMM_EPILOGUE: return run_gemm_epilogue(ctx, r, NULL);
-  case CODA_RUN_MAP: coda_clear_error(ctx); return run_map(ctx, r, NULL);
-  case CODA_RUN_FINISH: coda_clear_error(ctx); return run_finish(ctx, r, NULL, NULL);
-  }
-  return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_run_program: bad kind %d", (int)r->kind);
+  r->args = t;
+  r->finish = finish_name ? ir_arg_find(r->prog, finish_name) : -1;
+  return run_program(ctx, r, unknown, finish_name);
+}
+
+/* A GEMM without a program: acc stored into "D", the only binding. */
+static coda_status run_plain(coda_context ctx, const coda_run *r, coda_args a) {
+  int64_t M, N, K;
+  coda_status s;
+  if ((s = coda_check_gemm(ctx, r->ta, r->A, r->tb, r->B, &M, &N, &K))) return s;
+  if ((s = coda_check_tiling(ctx, r->tiling))) return s;
+  for (int i = 0; i < a->n; i++)
+    if (strcmp(a->e[i].name, "D") != 0)
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                       "binding '%s' is not an argument of the program (a run without a program "
+                       "takes only 'D')", a->e[i].name);
+  const coda_tensor *D = args_get(a, "D");
+  if (!D) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "output 'D' is not bound");
+  if ((s = coda_check_matrix(ctx, "D", D))) return s;
+  if ((s = coda_check_shape(ctx, "D", D, M, N))) return s;
+  if (coda_tensors_overlap(D, r->A) || coda_tensors_overlap(D, r->B))
+    return coda_fail(ctx, CODA_ERR_ALIAS, "'D' (written) overlaps '%s' (read)",
+                     coda_tensors_overlap(D, r->A) ? "A" : "B");
+  coda_epi_job job;
+  memset(&job, 0, sizeof job);
+  job.M = M;
+  job.N = N;
+  job.tiling = r->tiling;
+  job.D = D;
+  job.alpha = 1.0;
+  job.has_gemm = 1;
+  job.ta = r->ta;
+  job.tb = r->tb;
+  job.A = r->A;
+  job.B = r->B;
+  job.K = K;
+  job.schedule = r->schedule;
+  return ctx->ops->gemm_epilogue(ctx, &job);
 }
 
 coda_status coda_gemm_epilogue(coda_context ctx, coda_program program, coda_transpose trans_a,
@@ -438,9 +221,16 @@ coda_status coda_gemm_epilogue_sched(coda_context ctx, coda_program program,
                                      coda_transpose trans_b, const coda_tensor *B, coda_args args,
                                      coda_tiling tiling, int schedule) {
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
-  const coda_run r = {CODA_RUN_GEMM_EPILOGUE, program, trans_a, trans_b, A, B, schedule,
-                      0, 0, tiling, -1, NULL};
-  return run_gemm_epilogue(ctx, &r, args);
+  if (bad_schedule(schedule))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_gemm_epilogue: bad schedule %d",
+                     schedule);
+  coda_clear_error(ctx);
+  if (!A || !B || !args)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_gemm_epilogue: %s is NULL",
+                     !A ? "A" : !B ? "B" : "args");
+  coda_run r = {CODA_RUN_GEMM_EPILOGUE, program, trans_a, trans_b, A, B, schedule,
+                0, 0, tiling, -1, NULL};
+  return program ? run_named(ctx, &r, args, NULL) : run_plain(ctx, &r, args);
 }
 
 coda_status coda_map(coda_context ctx, coda_program program, int64_t M, int64_t N,
@@ -450,8 +240,8 @@ coda_status coda_map(coda_context ctx, coda_program program, int64_t M, int64_t 
   if (!program || !args)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_map: %s is NULL",
                      !program ? "program" : "args");
-  const coda_run r = {CODA_RUN_MAP, program, CODA_N, CODA_N, NULL, NULL, 0, M, N, tiling, -1, NULL};
-  return run_map(ctx, &r, args);
+  coda_run r = {CODA_RUN_MAP, program, CODA_N, CODA_N, NULL, NULL, 0, M, N, tiling, -1, NULL};
+  return run_named(ctx, &r, args, NULL);
 }
 
 coda_status coda_finish(coda_context ctx, coda_program program, const char *name, coda_args args,
@@ -461,8 +251,8 @@ coda_status coda_finish(coda_context ctx, coda_program program, const char *name
   if (!program || !name || !args)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_finish: %s is NULL",
                      !program ? "program" : !name ? "name" : "args");
-  const coda_run r = {CODA_RUN_FINISH, program, CODA_N, CODA_N, NULL, NULL, 0, M, N, tiling, -1, NULL};
-  return run_finish(ctx, &r, args, name);
+  coda_run r = {CODA_RUN_FINISH, program, CODA_N, CODA_N, NULL, NULL, 0, M, N, tiling, -1, NULL};
+  return run_named(ctx, &r, args, name);
 }
 
 coda_status coda_gemm(coda_context ctx, coda_transpose trans_a, const coda_tensor *A,
@@ -474,10 +264,10 @@ coda_status coda_gemm(coda_context ctx, coda_transpose trans_a, const coda_tenso
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_gemm: %s is NULL",
                      !A ? "A" : !B ? "B" : "D");
   coda_status s;
-  gemm_shape g;
-  if ((s = check_gemm_operands(ctx, trans_a, A, trans_b, B, &g))) return s;
-  if ((s = check_matrix_operand(ctx, "D", D))) return s;
-  if ((s = check_shape(ctx, "D", D, g.M, g.N))) return s;
+  int64_t M, N, K;
+  if ((s = coda_check_gemm(ctx, trans_a, A, trans_b, B, &M, &N, &K))) return s;
+  if ((s = coda_check_matrix(ctx, "D", D))) return s;
+  if ((s = coda_check_shape(ctx, "D", D, M, N))) return s;
   if (coda_tensors_overlap(D, A) || coda_tensors_overlap(D, B))
     return coda_fail(ctx, CODA_ERR_ALIAS, "'D' (written) overlaps '%s' (read)",
                      coda_tensors_overlap(D, A) ? "A" : "B");
@@ -488,9 +278,9 @@ coda_status coda_gemm(coda_context ctx, coda_transpose trans_a, const coda_tenso
   job.tb = trans_b;
   job.A = A;
   job.B = B;
-  job.M = g.M;
-  job.N = g.N;
-  job.K = g.K;
+  job.M = M;
+  job.N = N;
+  job.K = K;
   job.D = D;
   job.alpha = alpha;
   job.accumulate = accumulate != 0;

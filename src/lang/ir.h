@@ -117,6 +117,9 @@ typedef enum ir_dim {
   IR_DIM_ANY        /* any count >= 1 (a rowsum input's partials), given as 0 */
 } ir_dim;
 
+/* The shape of a reduction's partials (lang/kinds.def). */
+typedef enum { IR_PART_ROW, IR_PART_COL, IR_PART_SEG, IR_PART_PICK } ir_part;
+
 typedef enum ir_role { IR_ROLE_INPUT, IR_ROLE_OUTPUT, IR_ROLE_PARTIAL, IR_ROLE_RESULT } ir_role;
 
 typedef struct ir_arg {
@@ -128,6 +131,7 @@ typedef struct ir_arg {
   int accumulate;     /* outputs */
   ir_dim rows, cols;
   int segment;        /* IR_DIM_SEG_TILES, IR_DIM_SEGS: S */
+  ir_part part;       /* partials, finisher results: the part of their reduction */
   int reads, writes;  /* a run reads it, writes it (an accumulating output: both;
                        * a finisher result is written by its finish run only) */
   const char *noun;   /* how messages name it: "row input", "output", "partial",
@@ -211,6 +215,29 @@ coda_status ir_arg_shape(const struct coda_program_s *p, int i, int64_t M, int64
  * checks validity alone). */
 coda_status ir_run_ready(coda_context ctx, struct coda_program_s *p, const char *what);
 
+/* One run of a program over M x N, its tensors bound by argument index. */
+typedef struct ir_run {
+  const char *what;          /* the caller, for the parameter message */
+  int map;                   /* a map pass: the program must not read acc */
+  int64_t M, N;
+  coda_tiling tiling;
+  int finish;                /* a finish run: its result's argument index (an index
+                              * that is no finisher's: none named finish_name); -1
+                              * for a GEMM or map run */
+  const char *finish_name;
+  const char *unknown;       /* a binding that names no argument, or NULL */
+  const coda_tensor *const *t; /* t[i]: argument i's tensor, NULL where unbound */
+} ir_run;
+/* The program's part of the checks of run q, in order: ir_run_ready,
+ * not reading acc in a map, parameters, tiling, domain, the mode's rules
+ * for N (ir_check_domain), the finisher, no unknown binding; then the
+ * arguments the run binds (a GEMM or map: inputs, outputs, partials; a
+ * finish: the finisher's partials and result) with their shapes for it,
+ * appended to c[*n...), for coda_check_args. */
+struct coda_arg_check; /* base/internal.h */
+coda_status ir_run_check(coda_context ctx, struct coda_program_s *p, const ir_run *q,
+                         struct coda_arg_check *c, int *n);
+
 /* 1 if the operand holds two values per iteration point (and so is read
  * through a lane / stored with pack()), 0 otherwise. */
 int ir_input_is_pair(const struct coda_program_s *p, int input);
@@ -218,7 +245,6 @@ int ir_output_is_pair(const struct coda_program_s *p, int output);
 
 /* The kinds of lang/kinds.def. A reduction's partials and what it reduces
  * to (the finishers of the same class take it). */
-typedef enum { IR_PART_ROW, IR_PART_COL, IR_PART_SEG, IR_PART_PICK } ir_part;
 typedef enum { IR_CLASS_SUM, IR_CLASS_MAX, IR_CLASS_LSE, IR_CLASS_PICK } ir_class;
 /* Keyword lookups: the kind, or -1 (a segmented reduction has no keyword
  * of its own: `per` makes it). */

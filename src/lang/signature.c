@@ -50,7 +50,8 @@ static ir_arg partial_arg(const ir_reduce *r) {
   ir_arg a = make_arg(r->name, IR_ROLE_PARTIAL, CODA_ARG_PARTIAL, CODA_F32);
   a.writes = 1;
   a.segment = r->segment;
-  switch (ir_reduce_part(r->kind)) {
+  a.part = ir_reduce_part(r->kind);
+  switch (a.part) {
   case IR_PART_COL: a.rows = IR_DIM_ROW_TILES; break;
   case IR_PART_PICK: a.cols = IR_DIM_ONE; break;
   case IR_PART_SEG: a.cols = IR_DIM_SEG_TILES; break;
@@ -65,6 +66,7 @@ static ir_arg result_arg(const ir_finish *f, const ir_reduce *r) {
   ir_arg a = make_arg(f->name, IR_ROLE_RESULT, col ? CODA_ARG_COL : CODA_ARG_ROW, CODA_F32);
   a.reads = 1;
   a.segment = r->segment;
+  a.part = ir_reduce_part(r->kind);
   if (col) a.rows = IR_DIM_ONE;
   else a.cols = ir_reduce_is_segmented(r->kind) ? IR_DIM_SEGS : IR_DIM_ONE;
   return a;
@@ -189,6 +191,56 @@ coda_status ir_arg_shape(const struct coda_program_s *p, int i, int64_t M, int64
   const ir_arg *a = &p->sig.args[i];
   coda_status s = extent(a, a->rows, M, N, tile_m, tile_n, rows);
   return s ? s : extent(a, a->cols, M, N, tile_m, tile_n, cols);
+}
+
+/* ---------------------------------------------------------------- runs */
+
+/* Argument i of a run as coda_check_args takes it. */
+static coda_arg_check bound_arg(const struct coda_program_s *p, int i, const ir_run *q) {
+  const ir_arg *a = &p->sig.args[i];
+  coda_arg_check c;
+  memset(&c, 0, sizeof c);
+  c.noun = a->noun;
+  c.name = a->name;
+  c.t = q->t[i];
+  c.dtype = a->dtype;
+  c.fp_result = a->role == IR_ROLE_PARTIAL || a->role == IR_ROLE_RESULT;
+  c.any_cols = a->cols == IR_DIM_ANY;
+  c.shape = ir_arg_shape(p, i, q->M, q->N, q->tiling.tile_m, q->tiling.tile_n, &c.rows, &c.cols);
+  c.writes = a->role != IR_ROLE_INPUT;
+  c.inplace = a->role == IR_ROLE_INPUT ? a->kind == CODA_ARG_TILE
+                                       : a->role == IR_ROLE_OUTPUT && !a->accumulate;
+  c.width = a->width;
+  return c;
+}
+
+coda_status ir_run_check(coda_context ctx, struct coda_program_s *p, const ir_run *q,
+                         coda_arg_check *c, int *n) {
+  coda_status s = ir_run_ready(ctx, p, NULL);
+  if (s) return s;
+  if (q->map && p->sig.reads_acc)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "coda_map: the program reads acc, which needs a GEMM (use coda_gemm_epilogue)");
+  if (p->sig.unset_params && (s = ir_check_params(ctx, p, q->what))) return s;
+  if ((s = coda_check_tiling(ctx, q->tiling)) || (s = coda_check_domain(ctx, q->M, q->N))) return s;
+  char why[256];
+  if ((s = domain_error(p, q->N, q->tiling.tile_n, why, sizeof why))) return coda_fail(ctx, s, "%s", why);
+  const int part0 = p->ninputs + p->noutputs, res0 = part0 + p->nreduces, k = q->finish;
+  if (k >= 0 && (k < res0 || k >= p->sig.nargs))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "the program has no finish statement '%s'",
+                     q->finish_name ? q->finish_name : "?");
+  if (q->unknown)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "binding '%s' is not an argument of the program",
+                     q->unknown);
+  if (k < 0) {
+    for (int i = 0; i < res0; i++) c[(*n)++] = bound_arg(p, i, q);
+    return CODA_OK;
+  }
+  const ir_finish *f = &p->finishes[k - res0];
+  c[(*n)++] = bound_arg(p, part0 + f->reduce, q);
+  if (f->reduce2 >= 0) c[(*n)++] = bound_arg(p, part0 + f->reduce2, q);
+  c[(*n)++] = bound_arg(p, k, q);
+  return CODA_OK;
 }
 
 /* ------------------------------------------------------- introspection */

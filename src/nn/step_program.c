@@ -210,7 +210,7 @@ static coda_status run_unfused(coda_context ctx, coda_plan p, const plan_step *s
     p->acc_tmp_bytes = bytes;
     acc = p->acc_tmp;
   }
-  const coda_tensor T = coda_tensor_2d(acc, dt, s->M, s->N);
+  const coda_tensor T = {acc, dt, s->M, s->N, s->N};
   st = coda_gemm(ctx, s->ta, r->A, s->tb, r->B, &T, 1.0f, 0);
   if (st != CODA_OK) return st;
   args[0] = &T;
