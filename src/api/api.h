@@ -21,15 +21,23 @@ coda_status coda_tensor_copy(coda_context ctx, const coda_tensor *dst, const cod
  * tensor of argument i, NULL where unbound. Checked and run exactly as
  * coda_gemm_epilogue (GEMM_EPILOGUE: op(A)·op(B) with a CODA_SCHED_*
  * schedule), coda_map (MAP) or coda_finish (FINISH: finish = the argument
- * index of the finisher's result) over M x N, without looking a name up. */
-typedef enum coda_run_kind { CODA_RUN_GEMM_EPILOGUE, CODA_RUN_MAP, CODA_RUN_FINISH } coda_run_kind;
+ * index of the finisher's result) over M x N, without looking a name up.
+ * GEMM_UNFUSED is a GEMM + epilogue with fusion off, as coda_gemm of
+ * op(A)·op(B) into args[0] then coda_map of prog, which reads args[0] as
+ * its first input (the unfused form, coda_program_unfused). */
+typedef enum coda_run_kind {
+  CODA_RUN_GEMM_EPILOGUE,
+  CODA_RUN_MAP,
+  CODA_RUN_FINISH,
+  CODA_RUN_GEMM_UNFUSED
+} coda_run_kind;
 typedef struct coda_run {
   coda_run_kind kind;
   coda_program prog;
   coda_transpose ta, tb;
   const coda_tensor *A, *B;
   int schedule;
-  int64_t M, N; /* MAP, FINISH (GEMM_EPILOGUE: from A and B) */
+  int64_t M, N; /* MAP, FINISH (the GEMMs: from A and B) */
   coda_tiling tiling;
   int finish;
   const coda_tensor *const *args;

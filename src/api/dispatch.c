@@ -84,6 +84,10 @@ static const coda_tensor *args_get(coda_args a, const char *name) {
 
 /* ------------------------------------------------------------- runs */
 
+static coda_status gemm_into(coda_context ctx, coda_transpose trans_a, const coda_tensor *A,
+                             coda_transpose trans_b, const coda_tensor *B, const coda_tensor *D,
+                             float alpha, int accumulate);
+
 #define MAX_TENSORS (CODA_MAX_SIG + 2)
 
 /* A program's run with its arguments bound by index: the GEMM's operands,
@@ -94,11 +98,19 @@ static coda_status run_program(coda_context ctx, const coda_run *r, const char *
                                const char *finish_name) {
   const coda_program p = r->prog;
   const int gemm = r->kind == CODA_RUN_GEMM_EPILOGUE, fin = r->kind == CODA_RUN_FINISH;
-  ir_run q = {fin ? "coda_finish" : "run", r->kind == CODA_RUN_MAP, r->M, r->N, r->tiling,
-              !fin ? -1 : r->finish >= 0 ? r->finish : INT_MAX, finish_name, unknown, r->args};
+  const int unfused = r->kind == CODA_RUN_GEMM_UNFUSED;
+  ir_run q = {fin ? "coda_finish" : "run", r->kind == CODA_RUN_MAP || unfused, r->M, r->N,
+              r->tiling, !fin ? -1 : r->finish >= 0 ? r->finish : INT_MAX, finish_name, unknown,
+              r->args};
   int64_t K = 0;
   coda_status s;
-  if (gemm && (s = coda_check_gemm(ctx, r->ta, r->A, r->tb, r->B, &q.M, &q.N, &K))) return s;
+  if (unfused) { /* fusion off: the plain GEMM into the accumulator, then the program as a map */
+    if ((s = gemm_into(ctx, r->ta, r->A, r->tb, r->B, r->args[0], 1.0f, 0))) return s;
+    q.M = r->ta == CODA_N ? r->A->rows : r->A->cols;
+    q.N = r->tb == CODA_N ? r->B->cols : r->B->rows;
+  } else if (gemm && (s = coda_check_gemm(ctx, r->ta, r->A, r->tb, r->B, &q.M, &q.N, &K))) {
+    return s;
+  }
   coda_arg_check c[MAX_TENSORS];
   int n = 0;
   if (gemm) { /* read, for the overlap rule */
@@ -147,11 +159,19 @@ coda_status coda_run_program(coda_context ctx, const coda_run *r) {
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_gemm_epilogue: bad schedule %d",
                      r->schedule);
   coda_clear_error(ctx);
-  const int gemm = r && r->kind == CODA_RUN_GEMM_EPILOGUE;
-  if (!r || !r->prog || !r->args || (gemm && (!r->A || !r->B)))
+  const int gemm = r && (r->kind == CODA_RUN_GEMM_EPILOGUE || r->kind == CODA_RUN_GEMM_UNFUSED);
+  if (!r || !r->prog || !r->args || (gemm && (!r->A || !r->B)) ||
+      (r->kind == CODA_RUN_GEMM_UNFUSED && !r->args[0]))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_run_program: %s is NULL",
-                     !r ? "run" : !r->prog ? "program" : !r->args ? "args" : !r->A ? "A" : "B");
-  if (r->kind != CODA_RUN_GEMM_EPILOGUE && r->kind != CODA_RUN_MAP && r->kind != CODA_RUN_FINISH)
+                     !r          ? "run"
+                     : !r->prog  ? "program"
+                     : !r->args  ? "args"
+                     : !gemm     ? "args"
+                     : !r->A     ? "A"
+                     : !r->B     ? "B"
+                                 : "the accumulator");
+  if (r->kind != CODA_RUN_GEMM_EPILOGUE && r->kind != CODA_RUN_MAP && r->kind != CODA_RUN_FINISH &&
+      r->kind != CODA_RUN_GEMM_UNFUSED)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_run_program: bad kind %d", (int)r->kind);
   return run_program(ctx, r, NULL, NULL);
 }
@@ -162,8 +182,6 @@ coda_status coda_run_program(coda_context ctx, const coda_run *r) {
 static coda_status run_named(coda_context ctx, coda_run *r, coda_args a, const char *finish_name) {
   const coda_tensor *t[CODA_MAX_SIG] = {0};
   const char *unknown = NULL;
-  coda_status s;
-  if (!r->prog->sig.ok && (s = ir_run_ready(ctx, r->prog, NULL))) return s; /* never validated */
   for (int i = 0; i < a->n; i++) {
     const int k = ir_arg_find(r->prog, a->e[i].name);
     if (k >= 0) t[k] = &a->e[i].t;
@@ -255,14 +273,10 @@ coda_status coda_finish(coda_context ctx, coda_program program, const char *name
   return run_named(ctx, &r, args, name);
 }
 
-coda_status coda_gemm(coda_context ctx, coda_transpose trans_a, const coda_tensor *A,
-                      coda_transpose trans_b, const coda_tensor *B, const coda_tensor *D,
-                      float alpha, int accumulate) {
-  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
-  coda_clear_error(ctx);
-  if (!A || !B || !D)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_gemm: %s is NULL",
-                     !A ? "A" : !B ? "B" : "D");
+/* D = alpha·op(A)·op(B) (+ D): coda_gemm after its NULL checks. */
+static coda_status gemm_into(coda_context ctx, coda_transpose trans_a, const coda_tensor *A,
+                             coda_transpose trans_b, const coda_tensor *B, const coda_tensor *D,
+                             float alpha, int accumulate) {
   coda_status s;
   int64_t M, N, K;
   if ((s = coda_check_gemm(ctx, trans_a, A, trans_b, B, &M, &N, &K))) return s;
@@ -285,6 +299,17 @@ coda_status coda_gemm(coda_context ctx, coda_transpose trans_a, const coda_tenso
   job.alpha = alpha;
   job.accumulate = accumulate != 0;
   return ctx->ops->gemm(ctx, &job);
+}
+
+coda_status coda_gemm(coda_context ctx, coda_transpose trans_a, const coda_tensor *A,
+                      coda_transpose trans_b, const coda_tensor *B, const coda_tensor *D,
+                      float alpha, int accumulate) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  coda_clear_error(ctx);
+  if (!A || !B || !D)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_gemm: %s is NULL",
+                     !A ? "A" : !B ? "B" : "D");
+  return gemm_into(ctx, trans_a, A, trans_b, B, D, alpha, accumulate);
 }
 
 /* ---- epilogue compiler: the tiling a backend runs programs with ---- */

@@ -101,6 +101,10 @@ coda_status coda_check_domain(coda_context ctx, int64_t M, int64_t N);
 coda_status coda_check_matrix(coda_context ctx, const char *what, const coda_tensor *t);
 coda_status coda_check_shape(coda_context ctx, const char *what, const coda_tensor *t,
                              int64_t rows, int64_t cols);
+/* A floating tensor of rows x cols: bf16, f16 or f32 (f32 alone with
+ * fp32 set: statistics such as lse), f64 in exact mode. */
+coda_status coda_check_float(coda_context ctx, const char *what, const coda_tensor *t,
+                             int64_t rows, int64_t cols, int fp32);
 coda_status coda_check_gemm(coda_context ctx, coda_transpose ta, const coda_tensor *A,
                             coda_transpose tb, const coda_tensor *B, int64_t *M, int64_t *N,
                             int64_t *K);

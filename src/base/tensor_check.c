@@ -44,6 +44,24 @@ coda_status coda_check_matrix(coda_context ctx, const char *what, const coda_ten
   return check_precision_dtype(ctx, what, t->dtype);
 }
 
+coda_status coda_check_float(coda_context ctx, const char *what, const coda_tensor *t,
+                             int64_t rows, int64_t cols, int fp32) {
+  coda_status s = coda_check_tensor(ctx, what, t);
+  if (s) return s;
+  int f64 = is_f64(ctx);
+  int ok = fp32 ? t->dtype == CODA_F32 || (f64 && t->dtype == CODA_F64)
+                : t->dtype == CODA_BF16 || t->dtype == CODA_F16 || t->dtype == CODA_F32 ||
+                      (f64 && t->dtype == CODA_F64);
+  if (!ok)
+    return coda_fail(ctx, CODA_ERR_DTYPE, "%s: dtype %s not allowed here (%s%s)", what,
+                     coda_dtype_name(t->dtype), fp32 ? "f32" : "bf16, f16, f32",
+                     f64 ? ", f64" : "");
+  if (t->rows != rows || t->cols != cols)
+    return coda_fail(ctx, CODA_ERR_SHAPE, "%s: shape %lld x %lld, expected %lld x %lld", what,
+                     (long long)t->rows, (long long)t->cols, (long long)rows, (long long)cols);
+  return CODA_OK;
+}
+
 coda_status coda_check_shape(coda_context ctx, const char *what, const coda_tensor *t,
                              int64_t rows, int64_t cols) {
   if (t->rows != rows || t->cols != cols)

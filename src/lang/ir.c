@@ -270,10 +270,7 @@ void ir_param_propagate(struct coda_program_s *p, int i) {
 coda_status ir_check_params(coda_context ctx, const struct coda_program_s *p, const char *what) {
   for (int i = 0; i < p->nparams; i++)
     if (!p->params[i].has_value)
-      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                       "%s: parameter '%s' has no value: it has no default, so bind one with "
-                       "coda_program_bind (docs/language.md, \"Parameters\")",
-                       what, p->params[i].name);
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, IR_PARAM_UNSET, what, p->params[i].name);
   return CODA_OK;
 }
 

@@ -195,6 +195,9 @@ void ir_param_propagate(struct coda_program_s *p, int i);
 /* CODA_OK when every parameter has a value; else CODA_ERR_INVALID_ARGUMENT
  * naming the first without one (what: the caller, for the message). */
 coda_status ir_check_params(coda_context ctx, const struct coda_program_s *p, const char *what);
+#define IR_PARAM_UNSET                                                                       \
+  "%s: parameter '%s' has no value: it has no default, so bind one with coda_program_bind " \
+  "(docs/language.md, \"Parameters\")"
 
 /* Validates a complete program (used by parser and builder). Messages carry
  * "line L, column C: " when the offending item has a source position. */
@@ -209,11 +212,9 @@ void ir_signature_build(struct coda_program_s *p);
 int ir_arg_find(const struct coda_program_s *p, const char *name);
 coda_status ir_arg_shape(const struct coda_program_s *p, int i, int64_t M, int64_t N, int tile_m,
                          int tile_n, int64_t *rows, int64_t *cols);
-/* What every run of p checks of the program before its arguments, in
- * order: valid in this context (f64 declarations need exact mode),
- * every parameter with a value (what: the caller, for the message; NULL
- * checks validity alone). */
-coda_status ir_run_ready(coda_context ctx, struct coda_program_s *p, const char *what);
+/* The rules of a validated program that depend on the context: f64
+ * declarations need exact mode (validate.c; ir_validate checks them too). */
+coda_status ir_check_precision(coda_context ctx, const struct coda_program_s *p);
 
 /* One run of a program over M x N, its tensors bound by argument index. */
 typedef struct ir_run {
@@ -228,8 +229,9 @@ typedef struct ir_run {
   const char *unknown;       /* a binding that names no argument, or NULL */
   const coda_tensor *const *t; /* t[i]: argument i's tensor, NULL where unbound */
 } ir_run;
-/* The program's part of the checks of run q, in order: ir_run_ready,
- * not reading acc in a map, parameters, tiling, domain, the mode's rules
+/* The program's part of the checks of run q, in order: validated (the
+ * signature built), ir_check_precision, not reading acc in a map,
+ * parameters, tiling, domain, the mode's rules
  * for N (ir_check_domain), the finisher, no unknown binding; then the
  * arguments the run binds (a GEMM or map: inputs, outputs, partials; a
  * finish: the finisher's partials and result) with their shapes for it,

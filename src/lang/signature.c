@@ -113,15 +113,6 @@ int ir_arg_find(const struct coda_program_s *p, const char *name) {
   return -1;
 }
 
-coda_status ir_run_ready(coda_context ctx, struct coda_program_s *p, const char *what) {
-  coda_status s;
-  const int exact = ctx && ctx->opts.precision == CODA_PRECISION_F64;
-  if (!p->sig.ok || (p->sig.needs_exact && !exact)) /* the validator says why */
-    if ((s = ir_validate(ctx, p))) return s;
-  if (!what) return CODA_OK;
-  return p->sig.unset_params ? ir_check_params(ctx, p, what) : CODA_OK;
-}
-
 /* ------------------------------------------------------------- shapes */
 
 static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
@@ -214,32 +205,55 @@ static coda_arg_check bound_arg(const struct coda_program_s *p, int i, const ir_
   return c;
 }
 
+/* The arguments run q binds, appended to c: a GEMM's or map's inputs,
+ * outputs and partials; a finish's partials and result. */
+static void bound_args(const struct coda_program_s *p, const ir_run *q, coda_arg_check *c, int *n) {
+  const int part0 = p->ninputs + p->noutputs, res0 = part0 + p->nreduces;
+  if (q->finish < 0) {
+    for (int i = 0; i < res0; i++) c[(*n)++] = bound_arg(p, i, q);
+    return;
+  }
+  const ir_finish *f = &p->finishes[q->finish - res0];
+  c[(*n)++] = bound_arg(p, part0 + f->reduce, q);
+  if (f->reduce2 >= 0) c[(*n)++] = bound_arg(p, part0 + f->reduce2, q);
+  c[(*n)++] = bound_arg(p, q->finish, q);
+}
+
 coda_status ir_run_check(coda_context ctx, struct coda_program_s *p, const ir_run *q,
                          coda_arg_check *c, int *n) {
-  coda_status s = ir_run_ready(ctx, p, NULL);
-  if (s) return s;
-  if (q->map && p->sig.reads_acc)
+  const ir_signature *g = &p->sig;
+  const int res0 = p->ninputs + p->noutputs + p->nreduces;
+  const int finish_ok = q->finish < 0 || (q->finish >= res0 && q->finish < g->nargs);
+  const int64_t big = INT64_MAX / 4;
+  /* what needs no message first: the arguments' shapes, where the run's
+   * sizes allow them (when not, a check below fails) */
+  if (g->ok && finish_ok && q->tiling.tile_m > 0 && q->tiling.tile_n > 0 && q->M >= 0 &&
+      q->N >= 0 && q->M <= big && q->N <= big)
+    bound_args(p, q, c, n);
+  char why[256];
+  const coda_status dom = domain_error(p, q->N, q->tiling.tile_n, why, sizeof why);
+  int unset = -1;
+  for (int i = 0; i < p->nparams && unset < 0; i++)
+    if (!p->params[i].has_value) unset = i;
+  /* then the checks, in the order every run makes them */
+  coda_status s;
+  if (!g->ok)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "the program was changed after it was validated (validate it again)");
+  const int exact = ctx && ctx->opts.precision == CODA_PRECISION_F64;
+  if (g->needs_exact && !exact && (s = ir_check_precision(ctx, p))) return s;
+  if (q->map && g->reads_acc)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "coda_map: the program reads acc, which needs a GEMM (use coda_gemm_epilogue)");
-  if (p->sig.unset_params && (s = ir_check_params(ctx, p, q->what))) return s;
+  if (unset >= 0) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, IR_PARAM_UNSET, q->what, p->params[unset].name);
   if ((s = coda_check_tiling(ctx, q->tiling)) || (s = coda_check_domain(ctx, q->M, q->N))) return s;
-  char why[256];
-  if ((s = domain_error(p, q->N, q->tiling.tile_n, why, sizeof why))) return coda_fail(ctx, s, "%s", why);
-  const int part0 = p->ninputs + p->noutputs, res0 = part0 + p->nreduces, k = q->finish;
-  if (k >= 0 && (k < res0 || k >= p->sig.nargs))
+  if (dom) return coda_fail(ctx, dom, "%s", why);
+  if (!finish_ok)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "the program has no finish statement '%s'",
                      q->finish_name ? q->finish_name : "?");
   if (q->unknown)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "binding '%s' is not an argument of the program",
                      q->unknown);
-  if (k < 0) {
-    for (int i = 0; i < res0; i++) c[(*n)++] = bound_arg(p, i, q);
-    return CODA_OK;
-  }
-  const ir_finish *f = &p->finishes[k - res0];
-  c[(*n)++] = bound_arg(p, part0 + f->reduce, q);
-  if (f->reduce2 >= 0) c[(*n)++] = bound_arg(p, part0 + f->reduce2, q);
-  c[(*n)++] = bound_arg(p, k, q);
   return CODA_OK;
 }
 

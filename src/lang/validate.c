@@ -346,6 +346,10 @@ static coda_status check_finishes(coda_context ctx, const struct coda_program_s 
   return CODA_OK;
 }
 
+coda_status ir_check_precision(coda_context ctx, const struct coda_program_s *p) {
+  return check_declarations(ctx, p, ctx && ctx->opts.precision == CODA_PRECISION_F64);
+}
+
 coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
   if (!p) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "program is NULL");
   if (p->pair_mode != 0 && p->pair_mode != 1) FAIL(0, 0, "mode must be elem (0) or pair (1)");

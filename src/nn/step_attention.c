@@ -84,21 +84,30 @@ void plan_attention_bwd_rope(coda_plan p, coda_phase phase, const char *label,
   attn_bwd(p, phase, label, geometry, qkv, o, lse, dout, pos, freq, dqkv, zp);
 }
 
-static coda_status run(coda_context ctx, coda_plan p, const plan_step *s) {
+/* The forward: its views, then the call. */
+static coda_status run_fwd(coda_context ctx, coda_plan p, const plan_step *s) {
   const plan_attention *g = &s->attn;
   const coda_tensor qkv = view_of(&p->bufs[g->qkv]), o = view_of(&p->bufs[g->o]),
                     lse = view_of(&p->bufs[g->lse]);
-  if (s->kind == PLAN_ATTN_FWD)
-    return coda_attention_forward(ctx, &qkv, (int)g->batch, (int)g->seq, g->n_heads,
-                                  g->n_kv_heads, g->head_dim, &o, &lse);
-  const coda_tensor dout = view_of(&p->bufs[g->dout]), dqkv = view_of(&p->bufs[g->dqkv]);
-  if (g->zp >= 0) {
-    const coda_tensor pos = view_of(&p->bufs[g->pos]), freq = view_of(&p->bufs[g->freq]),
-                      zp = view_of(&p->bufs[g->zp]);
+  return coda_attention_forward(ctx, &qkv, (int)g->batch, (int)g->seq, g->n_heads,
+                                g->n_kv_heads, g->head_dim, &o, &lse);
+}
+
+/* The backward: its views first (those of the fused RoPE backward empty
+ * without it), then the call. */
+static coda_status run_bwd(coda_context ctx, coda_plan p, const plan_step *s) {
+  const plan_attention *g = &s->attn;
+  const coda_tensor none = {0};
+  const coda_tensor qkv = view_of(&p->bufs[g->qkv]), o = view_of(&p->bufs[g->o]),
+                    lse = view_of(&p->bufs[g->lse]), dout = view_of(&p->bufs[g->dout]),
+                    dqkv = view_of(&p->bufs[g->dqkv]);
+  const coda_tensor pos = g->zp >= 0 ? view_of(&p->bufs[g->pos]) : none,
+                    freq = g->zp >= 0 ? view_of(&p->bufs[g->freq]) : none,
+                    zp = g->zp >= 0 ? view_of(&p->bufs[g->zp]) : none;
+  if (g->zp >= 0)
     return coda_attention_backward_rope(ctx, &qkv, &o, &lse, &dout, (int)g->batch, (int)g->seq,
                                         g->n_heads, g->n_kv_heads, g->head_dim, &pos, &freq,
                                         &dqkv, &zp);
-  }
   return coda_attention_backward(ctx, &qkv, &o, &lse, &dout, (int)g->batch, (int)g->seq,
                                  g->n_heads, g->n_kv_heads, g->head_dim, &dqkv);
 }
@@ -134,4 +143,5 @@ static void print(coda_plan p, coda_strbuf *b, const plan_step *s) {
                    p->bufs[s->attn.freq].name, p->bufs[s->attn.zp].name);
 }
 
-const plan_step_ops plan_attention_steps = {run, refs, print, NULL};
+const plan_step_ops plan_attention_fwd_steps = {run_fwd, refs, print, NULL};
+const plan_step_ops plan_attention_bwd_steps = {run_bwd, refs, print, NULL};

@@ -184,69 +184,64 @@ coda_status plan_unfused_program(coda_plan p, int prog, coda_program *out) {
   return CODA_OK;
 }
 
-/* With fusion off: acc_tmp = op(A)·op(B) (plain GEMM), then the unfused
- * program as a map pass reading acc_tmp (argument 0). */
-static coda_status run_unfused(coda_context ctx, coda_plan p, const plan_step *s, coda_run *r,
-                               const coda_tensor **args) {
+/* With fusion off: the unfused program and the accumulator it reads
+ * (argument 0), acc_tmp = op(A)·op(B) (a plain GEMM), laid out with the
+ * temporaries or the plan's own; the run does the GEMM, then the map. */
+static coda_status unfused_setup(coda_context ctx, coda_plan p, const plan_step *s, coda_run *r,
+                                 coda_tensor *acc_view) {
   coda_status st = plan_unfused_program(p, s->prog, &r->prog);
-  if (st != CODA_OK) {
-    if (ctx != p->ctx) coda_fail(ctx, st, "%s", coda_last_error(p->ctx));
-    return st;
-  }
   const coda_dtype dt = acc_dtype(p);
   const size_t bytes = (size_t)s->M * (size_t)s->N * coda_dtype_size(dt);
   void *acc = p->acc_tmp;
-  if (s->acc_off >= 0 && p->arena) {
-    acc = (char *)p->arena + s->acc_off; /* laid out with the temporaries */
-  } else if (bytes > p->acc_tmp_bytes) {
+  if (st == CODA_OK && s->acc_off >= 0 && p->arena) {
+    acc = (char *)p->arena + s->acc_off;
+  } else if (st == CODA_OK && bytes > p->acc_tmp_bytes) {
     if (p->acc_tmp) coda_free(p->ctx, p->acc_tmp);
     p->acc_tmp = NULL;
     p->acc_tmp_bytes = 0;
     st = coda_malloc(p->ctx, bytes, &p->acc_tmp);
-    if (st != CODA_OK) {
-      if (ctx != p->ctx) coda_fail(ctx, st, "%s", coda_last_error(p->ctx));
-      return st;
-    }
-    p->acc_tmp_bytes = bytes;
+    if (st == CODA_OK) p->acc_tmp_bytes = bytes;
     acc = p->acc_tmp;
   }
-  const coda_tensor T = {acc, dt, s->M, s->N, s->N};
-  st = coda_gemm(ctx, s->ta, r->A, s->tb, r->B, &T, 1.0f, 0);
-  if (st != CODA_OK) return st;
-  args[0] = &T;
-  r->kind = CODA_RUN_MAP;
-  return coda_run_program(ctx, r);
+  if (st != CODA_OK) {
+    if (ctx != p->ctx) coda_fail(ctx, st, "%s", coda_last_error(p->ctx));
+    return st;
+  }
+  *acc_view = (coda_tensor){acc, dt, s->M, s->N, s->N};
+  r->kind = CODA_RUN_GEMM_UNFUSED;
+  return CODA_OK;
 }
 
 /* ---------------------------------------------------------------- entry */
 
+/* The step's tensors by argument index (after the accumulator, with
+ * fusion off), then one run. */
 static coda_status run(coda_context ctx, coda_plan p, const plan_step *s) {
-  coda_tensor view[PLAN_MAX_BINDS], A, B;
+  coda_tensor view[PLAN_MAX_BINDS];
+  const coda_tensor A = s->a >= 0 ? view_of(&p->bufs[s->a]) : (coda_tensor){0};
+  const coda_tensor B = s->b >= 0 ? view_of(&p->bufs[s->b]) : (coda_tensor){0};
   const coda_tensor *args[STEP_MAX_ARGS] = {0};
   const int shift = s->kind == PLAN_GEMM && s->unfused; /* acc comes first there */
   for (int i = 0; i < s->nbind; i++) {
+    view[i] = view_of(&p->bufs[s->bind[i].buf]);
+    if (s->bind[i].index >= 0) args[s->bind[i].index + shift] = &view[i];
+  }
+  coda_run r = {s->kind == PLAN_GEMM     ? CODA_RUN_GEMM_EPILOGUE
+                : s->kind == PLAN_FINISH ? CODA_RUN_FINISH
+                                         : CODA_RUN_MAP,
+                p->progs[s->prog].prog, s->ta, s->tb, &A, &B, s->sched, s->M, s->N, s->tiling,
+                s->finish_index, args};
+  for (int i = 0; i < s->nbind; i++)
     if (s->bind[i].index < 0)
       return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                        "binding '%s' is not an argument of the program", s->bind[i].arg);
-    view[i] = view_of(&p->bufs[s->bind[i].buf]);
-    args[s->bind[i].index + shift] = &view[i];
-  }
-  coda_run r = {CODA_RUN_MAP, p->progs[s->prog].prog, s->ta, s->tb, NULL, NULL, s->sched,
-                s->M, s->N, s->tiling, s->finish_index, args};
-  if (s->kind == PLAN_FINISH) {
-    if (s->finish_index < 0)
-      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "the program has no finish statement '%s'",
-                       s->finish);
-    r.kind = CODA_RUN_FINISH;
-  } else if (s->kind == PLAN_GEMM) {
-    A = view_of(&p->bufs[s->a]);
-    B = view_of(&p->bufs[s->b]);
-    r.A = &A;
-    r.B = &B;
-    r.kind = CODA_RUN_GEMM_EPILOGUE;
-    if (shift) return run_unfused(ctx, p, s, &r, args);
-  }
-  return coda_run_program(ctx, &r);
+  if (s->kind == PLAN_FINISH && s->finish_index < 0)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "the program has no finish statement '%s'",
+                     s->finish);
+  coda_tensor acc;
+  coda_status st = shift ? unfused_setup(ctx, p, s, &r, &acc) : CODA_OK;
+  if (shift) args[0] = &acc;
+  return st != CODA_OK ? st : coda_run_program(ctx, &r);
 }
 
 /* How the step uses each bound buffer, by its argument's entry: outputs
