@@ -58,12 +58,12 @@ int ir_op_find_binary(const char *s, size_t len, int prec) {
 }
 
 /* The kinds of lang/kinds.def, in its order. */
-typedef struct { int kind; const char *word, *noun; } input_info;
+typedef struct { int kind; const char *word, *noun; ir_dim rows, cols; } input_info;
 typedef struct { int kind; const char *word, *name; ir_part part; ir_class cls; int seg; } reduce_info;
 typedef struct { int kind; const char *word; ir_class cls; const char *needs; } finish_info;
 enum { IR_REDUCE_NONE = -1 };
 static const input_info input_table[] = {
-#define CODA_INPUT_KIND(id, word, noun) {CODA_ARG_##id, word, noun},
+#define CODA_INPUT_KIND(id, word, noun, rows, cols) {CODA_ARG_##id, word, noun, IR_DIM_##rows, IR_DIM_##cols},
 #include "lang/kinds.def"
 #undef CODA_INPUT_KIND
 };
@@ -89,7 +89,7 @@ static const finish_info finish_table[] = {
 static int kinds_complete(coda_arg_kind a, coda_reduce_kind r, coda_finish_kind f) {
   int n = 0;
   switch (a) {
-#define CODA_INPUT_KIND(id, word, noun) case CODA_ARG_##id: n++; break;
+#define CODA_INPUT_KIND(id, word, noun, rows, cols) case CODA_ARG_##id: n++; break;
 #include "lang/kinds.def"
 #undef CODA_INPUT_KIND
   case CODA_ARG_OUTPUT: case CODA_ARG_PARTIAL: break; /* not declared by a keyword */
@@ -157,6 +157,16 @@ const char *ir_input_kind_noun(coda_arg_kind k) {
   for (int i = 0; i < COUNT(input_table); i++)
     if (input_table[i].kind == (int)k) return input_table[i].noun;
   return "argument";
+}
+
+void ir_input_kind_dims(coda_arg_kind k, ir_dim *rows, ir_dim *cols) {
+  *rows = IR_DIM_M;
+  *cols = IR_DIM_N;
+  for (int i = 0; i < COUNT(input_table); i++)
+    if (input_table[i].kind == (int)k) {
+      *rows = input_table[i].rows;
+      *cols = input_table[i].cols;
+    }
 }
 
 const char *ir_kind_words(char which, char *buf, size_t n) {

@@ -114,7 +114,8 @@ typedef enum ir_dim {
   IR_DIM_COL_TILES, /* ceil(N / tile_n): row partials */
   IR_DIM_SEG_TILES, /* ceil(N / min(S, tile_n)): segmented partials */
   IR_DIM_SEGS,      /* ceil(N / S): a segmented finisher's result */
-  IR_DIM_ANY        /* any count >= 1 (a rowsum input's partials), given as 0 */
+  IR_DIM_ANY,       /* any count >= 1 (a rowsum input's partials), given as 0 */
+  IR_DIM_WIDTH      /* in lang/kinds.def only: N, 2N or N/2 by the declared width */
 } ir_dim;
 
 /* The shape of a reduction's partials (lang/kinds.def). */
@@ -260,8 +261,10 @@ int ir_finish_kind_known(int k);
 /* An input kind's keyword ("?" for none); "a, b or c" of a table's
  * keywords (which: 'i' inputs, 'r' reductions, 'f' finishers) into buf. */
 const char *ir_input_kind_word(coda_arg_kind k);
-/* How a run's messages name an input of kind k ("row input"). */
+/* How a run's messages name an input of kind k ("row input"), and its
+ * shape's rules (IR_DIM_M and IR_DIM_N for a kind not in the table). */
 const char *ir_input_kind_noun(coda_arg_kind k);
+void ir_input_kind_dims(coda_arg_kind k, ir_dim *rows, ir_dim *cols);
 const char *ir_kind_words(char which, char *buf, size_t n);
 const char *ir_reduce_kind_name(coda_reduce_kind k);
 /* The keyword a reduction is written with (a segmented one: its base's). */

@@ -35,13 +35,9 @@ static ir_arg input_arg(const ir_input *in) {
   ir_arg a = make_arg(in->name, IR_ROLE_INPUT, in->kind, in->dtype);
   a.width = in->width;
   a.reads = 1;
-  switch (in->kind) {
-  case CODA_ARG_ROW: a.cols = IR_DIM_ONE; break;
-  case CODA_ARG_COL: a.rows = IR_DIM_ONE; break;
-  case CODA_ARG_SCALAR: a.rows = a.cols = IR_DIM_ONE; break;
-  case CODA_ARG_ROWSUM: a.cols = IR_DIM_ANY; break;
-  default: a.cols = width_cols(in->width); break;
-  }
+  ir_dim cols; /* the kind's rules (lang/kinds.def) */
+  ir_input_kind_dims(in->kind, &a.rows, &cols);
+  a.cols = cols == IR_DIM_WIDTH ? width_cols(in->width) : cols;
   return a;
 }
 
@@ -172,7 +168,8 @@ static coda_status extent(const ir_arg *a, ir_dim d, int64_t M, int64_t N, int t
     if (segment_cols(N, a->segment, tile_n, out)) return CODA_ERR_SHAPE;
     *out = ceil_div(N, a->segment);
     break;
-  case IR_DIM_ANY: *out = 0; break;
+  case IR_DIM_ANY:
+  case IR_DIM_WIDTH: *out = 0; break; /* WIDTH: resolved when the signature is built */
   }
   return CODA_OK;
 }
