@@ -73,13 +73,18 @@
 #define PLAN_NAME_MAX 32
 #define PLAN_MAX_BINDS 20
 
-/* The kinds of nn/step_kinds.def. */
+/* The kinds of nn/step_kinds.def, and their number. */
 typedef enum plan_step_kind {
 #define PLAN_STEP_KIND(id, public, ops) PLAN_##id,
 #include "nn/step_kinds.def"
 #undef PLAN_STEP_KIND
-  PLAN_STEP_KINDS /* their number */
 } plan_step_kind;
+enum {
+  PLAN_STEP_KINDS = 0
+#define PLAN_STEP_KIND(id, public, ops) +1
+#include "nn/step_kinds.def"
+#undef PLAN_STEP_KIND
+};
 
 /* What a buffer is to the caller (printing and documentation; saved
  * activations are the forward buffers the backward phase reads). */
