@@ -230,7 +230,7 @@ coda_status ir_run_check(coda_context ctx, struct coda_program_s *p, const ir_ru
   char why[256];
   const coda_status dom = domain_error(p, q->N, q->tiling.tile_n, why, sizeof why);
   int unset = -1;
-  for (int i = 0; i < p->nparams && unset < 0; i++)
+  for (int i = 0; g->unset_params && i < p->nparams && unset < 0; i++)
     if (!p->params[i].has_value) unset = i;
   /* then the checks, in the order every run makes them */
   coda_status s;
@@ -242,7 +242,8 @@ coda_status ir_run_check(coda_context ctx, struct coda_program_s *p, const ir_ru
   if (q->map && g->reads_acc)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "coda_map: the program reads acc, which needs a GEMM (use coda_gemm_epilogue)");
-  if (unset >= 0) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, IR_PARAM_UNSET, q->what, p->params[unset].name);
+  if (unset >= 0)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, IR_PARAM_UNSET, q->what, p->params[unset].name);
   if ((s = coda_check_tiling(ctx, q->tiling)) || (s = coda_check_domain(ctx, q->M, q->N))) return s;
   if (dom) return coda_fail(ctx, dom, "%s", why);
   if (!finish_ok)
