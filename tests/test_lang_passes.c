@@ -16,7 +16,10 @@
  *  - what is refused, with messages saying what is allowed: a segmented
  *    statistic read, a total finished by other than sum, a `__` name, a
  *    finisher read before its finish statement, dropping a finisher the
- *    program reads. */
+ *    program reads;
+ *  - the signature of such programs: a total's partials (one per row
+ *    tile) and its scalar result, rowmax / rowlse inputs (M x any), and a
+ *    run's message naming a rowmax input by its kind. */
 #include "check.h"
 #include "coda.h"
 #include "file_util.h"
@@ -381,6 +384,42 @@ static void test_refused(coda_context ctx) {
   coda_program_destroy(p);
 }
 
+/* The signature: a total's partials and result, rowmax / rowlse inputs. */
+static void test_signature(coda_context ctx) {
+  coda_program p = NULL;
+  CHECK_MSG(coda_program_parse(ctx, "input x : tile f32\nreduce t = total(x)\nfinish s = sum(t)\n"
+                               "output y : f32\nstore y = x\n", &p) == CODA_OK,
+            "%s", coda_last_error(ctx));
+  int64_t r = -1, c = -1;
+  CHECK(p && coda_program_arg_shape(p, "t", 70, 50, 32, 16, &r, &c) == CODA_OK && r == 3 && c == 1);
+  CHECK(p && coda_program_arg_shape(p, "s", 70, 50, 32, 16, &r, &c) == CODA_OK && r == 1 && c == 1);
+  coda_arg_info ai;
+  CHECK(p && coda_program_arg(p, 3, &ai) == CODA_OK && !strcmp(ai.name, "s") && ai.kind == CODA_ARG_SCALAR);
+  coda_program_destroy(p);
+  p = NULL;
+  CHECK_MSG(coda_program_parse(ctx, "input pm : rowmax f32\ninput pl : rowlse f32\noutput y : f32\n"
+                               "store y = acc - pm - pl\n", &p) == CODA_OK, "%s", coda_last_error(ctx));
+  CHECK(p && coda_program_arg(p, 0, &ai) == CODA_OK && ai.kind == CODA_ARG_ROWMAX);
+  CHECK(p && coda_program_arg(p, 1, &ai) == CODA_OK && ai.kind == CODA_ARG_ROWLSE);
+  CHECK(p && coda_program_arg_shape(p, "pm", 7, 9, 32, 16, &r, &c) == CODA_OK && r == 7 && c == 0);
+  CHECK(p && coda_program_arg_shape(p, "pl", 7, 9, 32, 16, &r, &c) == CODA_OK && r == 7 && c == 0);
+  /* a run: pm with a wrong number of rows, named as a rowmax input */
+  float A[7 * 3] = {0}, B[9 * 3] = {0}, pm[6 * 2] = {0}, pl[7 * 2] = {0}, y[7 * 9];
+  coda_tensor ta = coda_tensor_2d(A, CODA_F32, 7, 3), tb = coda_tensor_2d(B, CODA_F32, 9, 3);
+  coda_args a = NULL;
+  CHECK(coda_args_create(ctx, &a) == CODA_OK);
+  set(a, "pm", pm, CODA_F32, 6, 2);
+  set(a, "pl", pl, CODA_F32, 7, 2);
+  set(a, "y", y, CODA_F32, 7, 9);
+  CHECK(p && coda_gemm_epilogue(ctx, p, CODA_N, &ta, CODA_T, &tb, a, TL) == CODA_ERR_SHAPE);
+  CHECK_MSG(strstr(coda_last_error(ctx), "rowmax input 'pm'") != NULL, "%s", coda_last_error(ctx));
+  set(a, "pm", pm, CODA_F32, 7, 1);
+  CHECK_MSG(p && coda_gemm_epilogue(ctx, p, CODA_N, &ta, CODA_T, &tb, a, TL) == CODA_OK, "%s",
+            coda_last_error(ctx));
+  coda_args_destroy(a);
+  coda_program_destroy(p);
+}
+
 int main(void) {
   coda_context_options o = coda_context_default_options();
   coda_context c32 = NULL, c64 = NULL;
@@ -394,6 +433,7 @@ int main(void) {
   test_partial_inputs(c64, 1);
   test_partial_inputs(c32, 0);
   test_refused(c32);
+  test_signature(c32);
   coda_context_destroy(c32);
   coda_context_destroy(c64);
   return CHECK_DONE();

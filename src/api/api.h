@@ -34,6 +34,34 @@ coda_status coda_args_check_names(coda_context ctx, coda_program p, coda_args a)
 
 coda_status coda_tensor_copy(coda_context ctx, const coda_tensor *dst, const coda_tensor *src);
 
+/* A program run with its arguments bound by index, in the order of its
+ * signature (coda_program_arg), as a plan step keeps them: args[i] is the
+ * tensor of argument i, NULL where unbound. Checked and run exactly as
+ * coda_gemm_epilogue (GEMM_EPILOGUE: op(A)·op(B) with a CODA_SCHED_*
+ * schedule), coda_map (MAP) or coda_finish (FINISH: finish = the argument
+ * index of the finisher's result) over M x N, without looking a name up.
+ * GEMM_UNFUSED is a GEMM + epilogue with fusion off, as coda_gemm of
+ * op(A)·op(B) into args[0] then coda_map of prog, which reads args[0] as
+ * its first input (the unfused form, coda_program_unfused). */
+typedef enum coda_run_kind {
+  CODA_RUN_GEMM_EPILOGUE,
+  CODA_RUN_MAP,
+  CODA_RUN_FINISH,
+  CODA_RUN_GEMM_UNFUSED
+} coda_run_kind;
+typedef struct coda_run {
+  coda_run_kind kind;
+  coda_program prog;
+  coda_transpose ta, tb;
+  const coda_tensor *A, *B;
+  int schedule;
+  int64_t M, N; /* MAP, FINISH (the GEMMs: from A and B) */
+  coda_tiling tiling;
+  int finish;
+  const coda_tensor *const *args;
+} coda_run;
+coda_status coda_run_program(coda_context ctx, const coda_run *r);
+
 /* The tags that key the on-disk tuning caches: device names the device
  * (the GPU's name and properties, or "cpu/<threads>t"), lib the library
  * version and, on CUDA, a hash of the kernel code the choices were timed

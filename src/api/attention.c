@@ -1,26 +1,9 @@
 /* Attention entry points: every argument checked (shapes, dtypes, sizes,
- * aliasing), then the context's backend runs it (backends/backend.h). */
+ * aliasing; the views by base/tensor_check.c), then the context's backend
+ * runs it (backends/backend.h). */
 #include "backends/backend.h"
 
 #include <stdio.h>
-
-static coda_status check_float_tensor(coda_context ctx, const char *what, const coda_tensor *t,
-                                      int64_t rows, int64_t cols, int lse) {
-  coda_status s = coda_check_tensor(ctx, what, t);
-  if (s) return s;
-  int f64 = ctx->opts.precision == CODA_PRECISION_F64;
-  int ok = lse ? t->dtype == CODA_F32 || (f64 && t->dtype == CODA_F64)
-               : t->dtype == CODA_BF16 || t->dtype == CODA_F16 || t->dtype == CODA_F32 ||
-                     (f64 && t->dtype == CODA_F64);
-  if (!ok)
-    return coda_fail(ctx, CODA_ERR_DTYPE, "%s: dtype %s not allowed here (%s%s)", what,
-                     coda_dtype_name(t->dtype), lse ? "f32" : "bf16, f16, f32",
-                     f64 ? ", f64" : "");
-  if (t->rows != rows || t->cols != cols)
-    return coda_fail(ctx, CODA_ERR_SHAPE, "%s: shape %lld x %lld, expected %lld x %lld", what,
-                     (long long)t->rows, (long long)t->cols, (long long)rows, (long long)cols);
-  return CODA_OK;
-}
 
 typedef struct att_dims {
   int64_t BT, qkv_cols, o_cols;
@@ -49,9 +32,9 @@ static coda_status check_qkv_out_lse(coda_context ctx, int B, int T, int Hq, int
                                      const coda_tensor *lse, att_dims *dm) {
   coda_status s;
   if ((s = check_dims(ctx, B, T, Hq, Hkv, hd, dm))) return s;
-  if ((s = check_float_tensor(ctx, "qkv", qkv, dm->BT, dm->qkv_cols, 0))) return s;
-  if ((s = check_float_tensor(ctx, "out", out, dm->BT, dm->o_cols, 0))) return s;
-  return check_float_tensor(ctx, "lse", lse, dm->BT, Hq, 1);
+  if ((s = coda_check_float(ctx, "qkv", qkv, dm->BT, dm->qkv_cols, 0))) return s;
+  if ((s = coda_check_float(ctx, "out", out, dm->BT, dm->o_cols, 0))) return s;
+  return coda_check_float(ctx, "lse", lse, dm->BT, Hq, 1);
 }
 
 coda_status coda_attention_forward(coda_context ctx, const coda_tensor *qkv, int B, int T,
@@ -73,34 +56,6 @@ coda_status coda_attention_forward(coda_context ctx, const coda_tensor *qkv, int
   return ctx->ops->attention_forward(ctx, &job);
 }
 
-/* The views the fused RoPE backward adds (coda_attention_backward_rope). */
-static coda_status check_rope(coda_context ctx, const att_dims *dm, int heads, int hd,
-                              const coda_attn_rope *r, const coda_tensor *dqkv,
-                              const coda_tensor *const *rd, const char *const *rn, int nrd) {
-  coda_status s;
-  if ((s = coda_check_tensor(ctx, "pos", r->pos))) return s;
-  if ((s = coda_check_tensor(ctx, "freq", r->freq))) return s;
-  if ((s = coda_check_tensor(ctx, "zp", r->zp))) return s;
-  if (hd % 2)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                     "attention RoPE backward: head_dim %d is odd (RoPE rotates column pairs)", hd);
-  if (r->pos->dtype != CODA_I32 || r->pos->rows != dm->BT || r->pos->cols != 1)
-    return coda_fail(ctx, r->pos->dtype != CODA_I32 ? CODA_ERR_DTYPE : CODA_ERR_SHAPE,
-                     "pos: %s %lld x %lld, expected i32 %lld x 1", coda_dtype_name(r->pos->dtype),
-                     (long long)r->pos->rows, (long long)r->pos->cols, (long long)dm->BT);
-  if ((s = check_float_tensor(ctx, "freq", r->freq, 1, dm->qkv_cols, 1))) return s;
-  if ((s = check_float_tensor(ctx, "zp", r->zp, dm->BT, heads, 1))) return s;
-  if (coda_tensors_overlap(r->zp, dqkv))
-    return coda_fail(ctx, CODA_ERR_ALIAS, "'zp' and 'dqkv' (both written) overlap");
-  for (int i = 0; i < nrd; i++)
-    if (coda_tensors_overlap(r->zp, rd[i]))
-      return coda_fail(ctx, CODA_ERR_ALIAS, "'zp' (written) overlaps '%s' (read)", rn[i]);
-  if (coda_tensors_overlap(dqkv, r->pos) || coda_tensors_overlap(dqkv, r->freq))
-    return coda_fail(ctx, CODA_ERR_ALIAS, "'dqkv' (written) overlaps '%s' (read)",
-                     coda_tensors_overlap(dqkv, r->pos) ? "pos" : "freq");
-  return CODA_OK;
-}
-
 static coda_status attention_backward(coda_context ctx, const char *fn, const coda_tensor *qkv,
                                       const coda_tensor *out, const coda_tensor *lse,
                                       const coda_tensor *dout, int B, int T, int Hq, int Hkv,
@@ -117,14 +72,36 @@ static coda_status attention_backward(coda_context ctx, const char *fn, const co
   att_dims dm;
   coda_status s;
   if ((s = check_qkv_out_lse(ctx, B, T, Hq, Hkv, hd, qkv, out, lse, &dm))) return s;
-  if ((s = check_float_tensor(ctx, "dout", dout, dm.BT, dm.o_cols, 0))) return s;
-  if ((s = check_float_tensor(ctx, "dqkv", dqkv, dm.BT, dm.qkv_cols, 0))) return s;
+  if ((s = coda_check_float(ctx, "dout", dout, dm.BT, dm.o_cols, 0))) return s;
+  if ((s = coda_check_float(ctx, "dqkv", dqkv, dm.BT, dm.qkv_cols, 0))) return s;
   const coda_tensor *rd[4] = {qkv, out, lse, dout};
   const char *rn[4] = {"qkv", "out", "lse", "dout"};
   for (int i = 0; i < 4; i++)
     if (coda_tensors_overlap(dqkv, rd[i]))
       return coda_fail(ctx, CODA_ERR_ALIAS, "'dqkv' (written) overlaps '%s' (read)", rn[i]);
-  if (rope && (s = check_rope(ctx, &dm, Hq + 2 * Hkv, hd, rope, dqkv, rd, rn, 4))) return s;
+  if (rope) { /* the views the fused RoPE backward adds */
+    if ((s = coda_check_tensor(ctx, "pos", rope->pos))) return s;
+    if ((s = coda_check_tensor(ctx, "freq", rope->freq))) return s;
+    if ((s = coda_check_tensor(ctx, "zp", rope->zp))) return s;
+    if (hd % 2)
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                       "attention RoPE backward: head_dim %d is odd (RoPE rotates column pairs)", hd);
+    const coda_tensor *pos = rope->pos;
+    if (pos->dtype != CODA_I32 || pos->rows != dm.BT || pos->cols != 1)
+      return coda_fail(ctx, pos->dtype != CODA_I32 ? CODA_ERR_DTYPE : CODA_ERR_SHAPE,
+                       "pos: %s %lld x %lld, expected i32 %lld x 1", coda_dtype_name(pos->dtype),
+                       (long long)pos->rows, (long long)pos->cols, (long long)dm.BT);
+    if ((s = coda_check_float(ctx, "freq", rope->freq, 1, dm.qkv_cols, 1))) return s;
+    if ((s = coda_check_float(ctx, "zp", rope->zp, dm.BT, Hq + 2 * Hkv, 1))) return s;
+    if (coda_tensors_overlap(rope->zp, dqkv))
+      return coda_fail(ctx, CODA_ERR_ALIAS, "'zp' and 'dqkv' (both written) overlap");
+    for (int i = 0; i < 4; i++)
+      if (coda_tensors_overlap(rope->zp, rd[i]))
+        return coda_fail(ctx, CODA_ERR_ALIAS, "'zp' (written) overlaps '%s' (read)", rn[i]);
+    if (coda_tensors_overlap(dqkv, pos) || coda_tensors_overlap(dqkv, rope->freq))
+      return coda_fail(ctx, CODA_ERR_ALIAS, "'dqkv' (written) overlaps '%s' (read)",
+                       coda_tensors_overlap(dqkv, pos) ? "pos" : "freq");
+  }
   const coda_attn_job job = {qkv, out, lse, dout, dqkv, B, T, Hq, Hkv, hd, rope};
   return ctx->ops->attention_backward(ctx, &job);
 }

@@ -1,15 +1,19 @@
-/* Backend dispatch and argument checking for GEMM + epilogue runs.
+/* Backend dispatch for GEMM + epilogue runs, maps and finishers.
  *
- * Everything a backend relies on is checked here, before any memory is
- * touched: bindings (all present, none unknown), shapes (as
- * coda_program_arg_shape says), dtypes (as declared; partials and
- * finisher results fp32, or fp64 in exact mode), tiling, strides, sizes,
- * and that no output overlaps another output or any input. */
+ * Everything a backend relies on is checked before any memory is
+ * touched: bindings (all present, none unknown), shapes (by the rules of
+ * the program's signature, lang/signature.c), dtypes (as declared;
+ * partials and finisher results fp32, or fp64 in exact mode), tiling,
+ * strides, sizes, and that no output overlaps another output or any
+ * input (base/tensor_check.c). A run binds by name (the public calls,
+ * each name looked up once) or by index (coda_run_program, a plan step),
+ * and both go through run_program. */
 #include "base/internal.h"
+#include "api/api.h"
 #include "backends/backend.h"
 #include "lang/ir.h"
-#include "api/api.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,247 +82,174 @@ static const coda_tensor *args_get(coda_args a, const char *name) {
   return NULL;
 }
 
-/* ------------------------------------------------------------- helpers */
+/* ------------------------------------------------------ pass lists */
 
-static int is_f64(coda_context ctx) { return ctx->opts.precision == CODA_PRECISION_F64; }
-
-static coda_status check_tiling(coda_context ctx, coda_tiling t) {
-  if (t.tile_m <= 0 || t.tile_m % 8 || t.tile_m > 256 || t.tile_n <= 0 || t.tile_n % 8 ||
-      t.tile_n > 256)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                     "tiling %d x %d: tile_m and tile_n must be positive multiples of 8, at most 256",
-                     t.tile_m, t.tile_n);
-  return CODA_OK;
-}
-
-static coda_status check_domain(coda_context ctx, int64_t M, int64_t N) {
-  int64_t mn;
-  if (M < 0 || N < 0)
-    return coda_fail(ctx, CODA_ERR_SHAPE, "negative domain %lld x %lld", (long long)M, (long long)N);
-  if (!coda_mul_i64(M, N, &mn) || M > INT64_MAX / 4 || N > INT64_MAX / 4)
-    return coda_fail(ctx, CODA_ERR_OVERFLOW, "domain %lld x %lld overflows", (long long)M,
-                     (long long)N);
-  return CODA_OK;
-}
-
-/* f64 tensors only in exact mode. */
-static coda_status check_precision_dtype(coda_context ctx, const char *what, coda_dtype t) {
-  if (t == CODA_F64 && !is_f64(ctx))
-    return coda_fail(ctx, CODA_ERR_DTYPE,
-                     "%s: f64 tensors need an exact-mode (CODA_PRECISION_F64) context", what);
-  return CODA_OK;
-}
-
-static coda_status check_matrix_operand(coda_context ctx, const char *what, const coda_tensor *t) {
-  coda_status s = coda_check_tensor(ctx, what, t);
-  if (s) return s;
-  if (t->dtype != CODA_BF16 && t->dtype != CODA_F16 && t->dtype != CODA_F32 && t->dtype != CODA_F64)
-    return coda_fail(ctx, CODA_ERR_DTYPE, "%s: dtype %s not allowed (bf16, f16, f32%s)", what,
-                     coda_dtype_name(t->dtype), is_f64(ctx) ? ", f64" : "");
-  return check_precision_dtype(ctx, what, t->dtype);
-}
-
-static coda_status check_shape(coda_context ctx, const char *what, const coda_tensor *t,
-                               int64_t rows, int64_t cols) {
-  if (t->rows != rows || t->cols != cols)
-    return coda_fail(ctx, CODA_ERR_SHAPE, "%s: shape %lld x %lld, expected %lld x %lld", what,
-                     (long long)t->rows, (long long)t->cols, (long long)rows, (long long)cols);
-  return CODA_OK;
-}
-
-/* op(X) as a strided view: (i, j) of the op at data[i*rs + j*cs]. */
-typedef struct gemm_shape {
-  int64_t M, N, K;
-} gemm_shape;
-
-static coda_status check_gemm_operands(coda_context ctx, coda_transpose ta, const coda_tensor *A,
-                                       coda_transpose tb, const coda_tensor *B, gemm_shape *g) {
-  if (ta != CODA_N && ta != CODA_T)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "trans_a: bad value %d", (int)ta);
-  if (tb != CODA_N && tb != CODA_T)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "trans_b: bad value %d", (int)tb);
-  coda_status s;
-  if ((s = check_matrix_operand(ctx, "A", A))) return s;
-  if ((s = check_matrix_operand(ctx, "B", B))) return s;
-  int64_t ka = ta == CODA_N ? A->cols : A->rows, kb = tb == CODA_N ? B->rows : B->cols;
-  g->M = ta == CODA_N ? A->rows : A->cols;
-  g->N = tb == CODA_N ? B->cols : B->rows;
-  g->K = ka;
-  if (ka != kb)
-    return coda_fail(ctx, CODA_ERR_SHAPE, "K mismatch: op(A) is %lld x %lld, op(B) is %lld x %lld",
-                     (long long)g->M, (long long)ka, (long long)kb, (long long)g->N);
-  return check_domain(ctx, g->M, g->N);
-}
-
-#define FINISH_RESULT 100 /* kind_word: the vector a finisher writes */
-
-static const char *kind_word(coda_arg_kind k) {
-  switch (k) {
-  case CODA_ARG_ROW: return "row input";
-  case CODA_ARG_COL: return "column input";
-  case CODA_ARG_SCALAR: return "scalar input";
-  case CODA_ARG_TILE: return "tile input";
-  case CODA_ARG_OUTPUT: return "output";
-  case CODA_ARG_PARTIAL: return "partial";
-  case CODA_ARG_ROWSUM: return "rowsum input";
-  case CODA_ARG_ROWMAX: return "rowmax input";
-  case CODA_ARG_ROWLSE: return "rowlse input";
-  }
-  if ((int)k == FINISH_RESULT) return "finisher result";
-  return "argument";
-}
-
-static int program_has_name(const struct coda_program_s *p, const char *name) {
-  return ir_find_input(p, name) >= 0 || ir_find_output(p, name) >= 0 ||
-         ir_find_reduce(p, name) >= 0 || ir_find_finish(p, name) >= 0;
-}
-
-static coda_status reject_unknown(coda_context ctx, const struct coda_program_s *p, coda_args a) {
-  for (int i = 0; i < a->n; i++)
-    if (p ? !program_has_name(p, a->e[i].name) : strcmp(a->e[i].name, "D") != 0)
-      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                       "binding '%s' is not an argument of the program%s", a->e[i].name,
-                       p ? "" : " (a run without a program takes only 'D')");
-  return CODA_OK;
-}
-
+/* The bindings of a program run as its pass list (api/program_passes.c),
+ * which binds each pass by name: the tensor bound to name, and that every
+ * binding names an argument of p (its signature). */
 const coda_tensor *coda_args_find(coda_args a, const char *name) { return a ? args_get(a, name) : NULL; }
+
 coda_status coda_args_check_names(coda_context ctx, coda_program p, coda_args a) {
-  return reject_unknown(ctx, p, a);
+  for (int i = 0; i < a->n; i++)
+    if (ir_arg_find(p, a->e[i].name) < 0)
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "binding '%s' is not an argument of the program",
+                       a->e[i].name);
+  return CODA_OK;
 }
 
-/* Looks up and checks one bound argument against the program. */
-static coda_status bind_one(coda_context ctx, const struct coda_program_s *p, coda_args a,
-                            const char *name, coda_arg_kind kind, coda_dtype dtype,
-                            int fp_result, int64_t M, int64_t N, coda_tiling tl,
-                            const coda_tensor **out) {
-  const coda_tensor *t = args_get(a, name);
-  if (!t)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s '%s' is not bound", kind_word(kind), name);
-  char what[64];
-  snprintf(what, sizeof what, "%s '%s'", kind_word(kind), name);
-  coda_status s = coda_check_tensor(ctx, what, t);
-  if (s) return s;
-  if (fp_result) { /* partials and finisher results */
-    if (t->dtype != CODA_F32 && !(is_f64(ctx) && t->dtype == CODA_F64))
-      return coda_fail(ctx, CODA_ERR_DTYPE, "%s: dtype %s, expected f32%s", what,
-                       coda_dtype_name(t->dtype), is_f64(ctx) ? " or f64" : "");
-  } else {
-    if (t->dtype != dtype)
-      return coda_fail(ctx, CODA_ERR_DTYPE, "%s: dtype %s, declared %s", what,
-                       coda_dtype_name(t->dtype), coda_dtype_name(dtype));
-    if ((s = check_precision_dtype(ctx, what, t->dtype))) return s;
-  }
-  int64_t rows, cols;
-  s = coda_program_arg_shape((coda_program)p, name, M, N, tl.tile_m, tl.tile_n, &rows, &cols);
-  if (s == CODA_ERR_SHAPE)
-    return coda_fail(ctx, s, "%s: no valid shape for %lld x %lld with tile_n %d (odd N in pair "
-                     "mode, or segment and tile_n not dividing one another)",
-                     what, (long long)M, (long long)N, tl.tile_n);
-  if (s) return coda_fail(ctx, s, "%s: cannot compute its shape", what);
-  if (ir_kind_is_partials(kind)) { /* M x T partials, T taken from the tensor */
-    if (t->rows != rows || t->cols < 1)
-      return coda_fail(ctx, CODA_ERR_SHAPE, "%s: shape %lld x %lld, expected %lld rows (one per row "
-                       "of the GEMM) and at least one column of partials", what,
-                       (long long)t->rows, (long long)t->cols, (long long)rows);
-  } else if ((s = check_shape(ctx, what, t, rows, cols))) {
+/* A program with a pass list, before its passes run: validated (its
+ * signature built) and, with f64 declarations, in an exact context. */
+static coda_status passes_ready(coda_context ctx, coda_program p) {
+  if (!p->sig.ok)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "the program was changed after it was validated (validate it again)");
+  return p->sig.needs_exact ? ir_check_precision(ctx, p) : CODA_OK;
+}
+
+/* ------------------------------------------------------------- runs */
+
+static coda_status gemm_into(coda_context ctx, coda_transpose trans_a, const coda_tensor *A,
+                             coda_transpose trans_b, const coda_tensor *B, const coda_tensor *D,
+                             float alpha, int accumulate);
+
+#define MAX_TENSORS (CODA_MAX_SIG + 2)
+
+/* A program's run with its arguments bound by index: the GEMM's operands,
+ * the program's part of the checks (lang: ir_run_check), the tensors
+ * (base: coda_check_args), then the backend's entry. Whatever binds the
+ * arguments, names or indices, a program runs through here. */
+static coda_status run_program(coda_context ctx, const coda_run *r, const char *unknown,
+                               const char *finish_name) {
+  const coda_program p = r->prog;
+  const int gemm = r->kind == CODA_RUN_GEMM_EPILOGUE, fin = r->kind == CODA_RUN_FINISH;
+  const int unfused = r->kind == CODA_RUN_GEMM_UNFUSED;
+  ir_run q = {fin ? "coda_finish" : "run", r->kind == CODA_RUN_MAP || unfused, r->M, r->N,
+              r->tiling, !fin ? -1 : r->finish >= 0 ? r->finish : INT_MAX, finish_name, unknown,
+              r->args};
+  int64_t K = 0;
+  coda_status s;
+  if (unfused) { /* fusion off: the plain GEMM into the accumulator, then the program as a map */
+    if ((s = gemm_into(ctx, r->ta, r->A, r->tb, r->B, r->args[0], 1.0f, 0))) return s;
+    q.M = r->ta == CODA_N ? r->A->rows : r->A->cols;
+    q.N = r->tb == CODA_N ? r->B->cols : r->B->rows;
+  } else if (gemm && (s = coda_check_gemm(ctx, r->ta, r->A, r->tb, r->B, &q.M, &q.N, &K))) {
     return s;
   }
-  *out = t;
-  return CODA_OK;
-}
-
-/* One tensor a run reads or writes, for the overlap check. `inplace`:
- * a tile input (read) or a non-accumulating output (written), the two
- * kinds that may be the very same view. */
-typedef struct io_ref {
-  const coda_tensor *t;
-  const char *name;
-  int inplace;
-  coda_width width;
-} io_ref;
-
-static int same_view(const coda_tensor *a, const coda_tensor *b) {
-  return a->data == b->data && a->dtype == b->dtype && a->rows == b->rows && a->cols == b->cols &&
-         a->ld == b->ld;
-}
-
-/* No written tensor may overlap another written tensor or a read one,
- * except in place: an output (not accumulate) that is the very same view
- * as a tile input of the same width. Every iteration point reads all its
- * inputs before its outputs are stored, and an output of a point touches
- * only that point's position, which is exactly where the identical input
- * is read; no other point reads it (both backends, docs/language.md). */
-static coda_status check_alias(coda_context ctx, const io_ref *w, int nw, const io_ref *r, int nr) {
-  for (int i = 0; i < nw; i++) {
-    for (int j = i + 1; j < nw; j++)
-      if (coda_tensors_overlap(w[i].t, w[j].t))
-        return coda_fail(ctx, CODA_ERR_ALIAS, "'%s' and '%s' overlap (both are written)",
-                         w[i].name, w[j].name);
-    for (int j = 0; j < nr; j++) {
-      if (!coda_tensors_overlap(w[i].t, r[j].t)) continue;
-      if (w[i].inplace && r[j].inplace && w[i].width == r[j].width && same_view(w[i].t, r[j].t))
-        continue; /* in place */
-      return coda_fail(ctx, CODA_ERR_ALIAS,
-                       "'%s' (written) overlaps '%s' (read); only in place is allowed: an output "
-                       "without accumulate that is the very same view (data, ld, rows, cols, "
-                       "dtype) as a tile input of the same width",
-                       w[i].name, r[j].name);
-    }
+  coda_arg_check c[MAX_TENSORS];
+  int n = 0;
+  if (gemm) { /* read, for the overlap rule */
+    c[n++] = (coda_arg_check){.name = "A", .t = r->A, .operand = 1};
+    c[n++] = (coda_arg_check){.name = "B", .t = r->B, .operand = 1};
   }
-  return CODA_OK;
+  if ((s = ir_run_check(ctx, p, &q, c, &n))) return s;
+  if ((s = coda_check_args(ctx, c, n, q.M, q.N, q.tiling.tile_n, !fin))) return s;
+  if (fin) { /* c: the partial (and the second), then the result */
+    const coda_tensor *P = c[0].t, *Q = n == 3 ? c[1].t : NULL, *out = c[n - 1].t;
+    if (coda_tensors_overlap(out, P) || (Q && coda_tensors_overlap(out, Q)))
+      return coda_fail(ctx, CODA_ERR_ALIAS, "finisher result '%s' overlaps its partial", c[n - 1].name);
+    const ir_arg *res = &p->sig.args[q.finish];
+    const ir_finish *f = &p->finishes[q.finish - (p->ninputs + p->noutputs + p->nreduces)];
+    const coda_finish_job d = {(int)f->kind, res->part == IR_PART_COL ? 1 : res->part == IR_PART_SEG ? 2 : 0,
+                               P, Q, out, q.M, q.N, q.tiling, res->segment, f->eps};
+    return ctx->ops->finish(ctx, &d);
+  }
+  coda_epi_job job;
+  memset(&job, 0, sizeof job);
+  for (int i = 0; i < p->ninputs; i++) job.inputs[i] = r->args[i];
+  for (int i = 0; i < p->noutputs; i++) job.outputs[i] = r->args[p->ninputs + i];
+  for (int i = 0; i < p->nreduces; i++) job.partials[i] = r->args[p->ninputs + p->noutputs + i];
+  job.prog = p;
+  job.M = q.M;
+  job.N = q.N;
+  job.tiling = q.tiling;
+  if (!gemm) return ctx->ops->map(ctx, &job);
+  job.has_gemm = 1;
+  job.ta = r->ta;
+  job.tb = r->tb;
+  job.A = r->A;
+  job.B = r->B;
+  job.K = K;
+  job.schedule = r->schedule;
+  return ctx->ops->gemm_epilogue(ctx, &job);
 }
 
-#define MAX_TENSORS (CODA_MAX_INPUTS + CODA_MAX_OUTPUTS + CODA_MAX_REDUCES + 2)
+static int bad_schedule(int schedule) {
+  return schedule < CODA_SCHED_AUTO || schedule > CODA_SCHED_COOPERATIVE;
+}
 
-/* Binds a program for a run over M x N (with A and B when given). */
-static coda_status prepare_program(coda_context ctx, coda_program p, coda_args a, int64_t M,
-                                   int64_t N, coda_tiling tl, const coda_tensor *A,
-                                   const coda_tensor *B, coda_epi_job *job) {
+coda_status coda_run_program(coda_context ctx, const coda_run *r) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  if (r && r->kind == CODA_RUN_GEMM_EPILOGUE && bad_schedule(r->schedule))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_gemm_epilogue: bad schedule %d",
+                     r->schedule);
+  coda_clear_error(ctx);
+  const int gemm = r && (r->kind == CODA_RUN_GEMM_EPILOGUE || r->kind == CODA_RUN_GEMM_UNFUSED);
+  if (!r || !r->prog || !r->args || (gemm && (!r->A || !r->B)) ||
+      (r->kind == CODA_RUN_GEMM_UNFUSED && !r->args[0]))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_run_program: %s is NULL",
+                     !r          ? "run"
+                     : !r->prog  ? "program"
+                     : !r->args  ? "args"
+                     : !gemm     ? "args"
+                     : !r->A     ? "A"
+                     : !r->B     ? "B"
+                                 : "the accumulator");
+  if (r->kind != CODA_RUN_GEMM_EPILOGUE && r->kind != CODA_RUN_MAP && r->kind != CODA_RUN_FINISH &&
+      r->kind != CODA_RUN_GEMM_UNFUSED)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_run_program: bad kind %d", (int)r->kind);
+  return run_program(ctx, r, NULL, NULL);
+}
+
+/* The public calls bind by name: each binding looked up once in the
+ * program's signature (the first that names no argument is reported in
+ * its turn), the finisher too. */
+static coda_status run_named(coda_context ctx, coda_run *r, coda_args a, const char *finish_name) {
+  const coda_tensor *t[CODA_MAX_SIG] = {0};
+  const char *unknown = NULL;
+  for (int i = 0; i < a->n; i++) {
+    const int k = ir_arg_find(r->prog, a->e[i].name);
+    if (k >= 0) t[k] = &a->e[i].t;
+    else if (!unknown) unknown = a->e[i].name;
+  }
+  r->args = t;
+  r->finish = finish_name ? ir_arg_find(r->prog, finish_name) : -1;
+  return run_program(ctx, r, unknown, finish_name);
+}
+
+/* A GEMM without a program: acc stored into "D", the only binding. */
+static coda_status run_plain(coda_context ctx, const coda_run *r, coda_args a) {
+  int64_t M, N, K;
   coda_status s;
-  if ((s = ir_validate(ctx, p))) return s;
-  if ((s = ir_check_params(ctx, p, "run"))) return s;
-  if ((s = check_tiling(ctx, tl))) return s;
-  if ((s = check_domain(ctx, M, N))) return s;
-  if ((s = ir_check_domain(ctx, p, N, tl.tile_n))) return s;
-  if ((s = reject_unknown(ctx, p, a))) return s;
-  io_ref rd[MAX_TENSORS], wr[MAX_TENSORS];
-  int nr = 0, nw = 0;
-  if (A) rd[nr++] = (io_ref){A, "A", 0, CODA_WIDTH_FULL};
-  if (B) rd[nr++] = (io_ref){B, "B", 0, CODA_WIDTH_FULL};
-  for (int i = 0; i < p->ninputs; i++) {
-    const ir_input *in = &p->inputs[i];
-    if ((s = bind_one(ctx, p, a, in->name, in->kind, in->dtype, 0, M, N, tl, &job->inputs[i]))) return s;
-    rd[nr++] = (io_ref){job->inputs[i], in->name, in->kind == CODA_ARG_TILE, in->width};
-  }
-  for (int i = 0; i < p->noutputs; i++) {
-    const ir_output *o = &p->outputs[i];
-    if (o->dtype == CODA_I32)
-      return coda_fail(ctx, CODA_ERR_DTYPE, "output '%s': i32 outputs are not supported", o->name);
-    if ((s = bind_one(ctx, p, a, o->name, CODA_ARG_OUTPUT, o->dtype, 0, M, N, tl, &job->outputs[i]))) return s;
-    wr[nw++] = (io_ref){job->outputs[i], o->name, !o->accumulate, o->width};
-  }
-  for (int i = 0; i < p->nreduces; i++) {
-    const ir_reduce *r = &p->reduces[i];
-    if ((s = bind_one(ctx, p, a, r->name, CODA_ARG_PARTIAL, CODA_F32, 1, M, N, tl, &job->partials[i])))
-      return s;
-    wr[nw++] = (io_ref){job->partials[i], r->name, 0, CODA_WIDTH_FULL};
-  }
-  if ((s = check_alias(ctx, wr, nw, rd, nr))) return s;
-  job->prog = p;
-  job->M = M;
-  job->N = N;
-  job->tiling = tl;
-  return CODA_OK;
+  if ((s = coda_check_gemm(ctx, r->ta, r->A, r->tb, r->B, &M, &N, &K))) return s;
+  if ((s = coda_check_tiling(ctx, r->tiling))) return s;
+  for (int i = 0; i < a->n; i++)
+    if (strcmp(a->e[i].name, "D") != 0)
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                       "binding '%s' is not an argument of the program (a run without a program "
+                       "takes only 'D')", a->e[i].name);
+  const coda_tensor *D = args_get(a, "D");
+  if (!D) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "output 'D' is not bound");
+  if ((s = coda_check_matrix(ctx, "D", D))) return s;
+  if ((s = coda_check_shape(ctx, "D", D, M, N))) return s;
+  if (coda_tensors_overlap(D, r->A) || coda_tensors_overlap(D, r->B))
+    return coda_fail(ctx, CODA_ERR_ALIAS, "'D' (written) overlaps '%s' (read)",
+                     coda_tensors_overlap(D, r->A) ? "A" : "B");
+  coda_epi_job job;
+  memset(&job, 0, sizeof job);
+  job.M = M;
+  job.N = N;
+  job.tiling = r->tiling;
+  job.D = D;
+  job.alpha = 1.0;
+  job.has_gemm = 1;
+  job.ta = r->ta;
+  job.tb = r->tb;
+  job.A = r->A;
+  job.B = r->B;
+  job.K = K;
+  job.schedule = r->schedule;
+  return ctx->ops->gemm_epilogue(ctx, &job);
 }
-
-static int program_reads_acc(const struct coda_program_s *p) {
-  for (int i = 0; i < p->ninstrs; i++)
-    if (p->instrs[i].code == IR_ACC) return 1;
-  return 0;
-}
-
-/* ------------------------------------------------------------- entries */
 
 coda_status coda_gemm_epilogue(coda_context ctx, coda_program program, coda_transpose trans_a,
                                const coda_tensor *A, coda_transpose trans_b,
@@ -332,49 +263,24 @@ coda_status coda_gemm_epilogue_sched(coda_context ctx, coda_program program,
                                      coda_transpose trans_b, const coda_tensor *B, coda_args args,
                                      coda_tiling tiling, int schedule) {
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
-  if (schedule < CODA_SCHED_AUTO || schedule > CODA_SCHED_COOPERATIVE)
+  if (bad_schedule(schedule))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_gemm_epilogue: bad schedule %d",
                      schedule);
   coda_clear_error(ctx);
   if (!A || !B || !args)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_gemm_epilogue: %s is NULL",
                      !A ? "A" : !B ? "B" : "args");
-  coda_status s;
-  gemm_shape g;
-  if ((s = check_gemm_operands(ctx, trans_a, A, trans_b, B, &g))) return s;
-  if (program && program->passes[0]) {
-    if ((s = ir_validate(ctx, program))) return s;
+  if (program && program->passes[0]) { /* a pass list: each pass runs as an ordinary program */
+    int64_t M, N, K;
+    coda_status s;
+    if ((s = coda_check_gemm(ctx, trans_a, A, trans_b, B, &M, &N, &K))) return s;
+    if ((s = passes_ready(ctx, program))) return s;
     coda_passes_gemm pg = {trans_a, trans_b, A, B, schedule};
-    return coda_passes_run(ctx, program, &pg, g.M, g.N, args, tiling);
+    return coda_passes_run(ctx, program, &pg, M, N, args, tiling);
   }
-  coda_epi_job job;
-  memset(&job, 0, sizeof job);
-  if (program) {
-    if ((s = prepare_program(ctx, program, args, g.M, g.N, tiling, A, B, &job))) return s;
-  } else { /* acc stored into "D" */
-    if ((s = check_tiling(ctx, tiling))) return s;
-    if ((s = reject_unknown(ctx, NULL, args))) return s;
-    const coda_tensor *D = args_get(args, "D");
-    if (!D) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "output 'D' is not bound");
-    if ((s = check_matrix_operand(ctx, "D", D))) return s;
-    if ((s = check_shape(ctx, "D", D, g.M, g.N))) return s;
-    if (coda_tensors_overlap(D, A) || coda_tensors_overlap(D, B))
-      return coda_fail(ctx, CODA_ERR_ALIAS, "'D' (written) overlaps '%s' (read)",
-                       coda_tensors_overlap(D, A) ? "A" : "B");
-    job.M = g.M;
-    job.N = g.N;
-    job.tiling = tiling;
-    job.D = D;
-    job.alpha = 1.0;
-  }
-  job.has_gemm = 1;
-  job.ta = trans_a;
-  job.tb = trans_b;
-  job.A = A;
-  job.B = B;
-  job.K = g.K;
-  job.schedule = schedule;
-  return ctx->ops->gemm_epilogue(ctx, &job);
+  coda_run r = {CODA_RUN_GEMM_EPILOGUE, program, trans_a, trans_b, A, B, schedule,
+                0, 0, tiling, -1, NULL};
+  return program ? run_named(ctx, &r, args, NULL) : run_plain(ctx, &r, args);
 }
 
 coda_status coda_map(coda_context ctx, coda_program program, int64_t M, int64_t N,
@@ -384,19 +290,17 @@ coda_status coda_map(coda_context ctx, coda_program program, int64_t M, int64_t 
   if (!program || !args)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_map: %s is NULL",
                      !program ? "program" : "args");
-  coda_status s;
-  if ((s = ir_validate(ctx, program))) return s;
-  if (program_reads_acc(program))
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                     "coda_map: the program reads acc, which needs a GEMM (use coda_gemm_epilogue)");
   if (program->passes[0]) {
-    if ((s = check_tiling(ctx, tiling)) || (s = check_domain(ctx, M, N))) return s;
+    coda_status s;
+    if ((s = passes_ready(ctx, program))) return s;
+    if (program->sig.reads_acc)
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                       "coda_map: the program reads acc, which needs a GEMM (use coda_gemm_epilogue)");
+    if ((s = coda_check_tiling(ctx, tiling)) || (s = coda_check_domain(ctx, M, N))) return s;
     return coda_passes_run(ctx, program, NULL, M, N, args, tiling);
   }
-  coda_epi_job job;
-  memset(&job, 0, sizeof job);
-  if ((s = prepare_program(ctx, program, args, M, N, tiling, NULL, NULL, &job))) return s;
-  return ctx->ops->map(ctx, &job);
+  coda_run r = {CODA_RUN_MAP, program, CODA_N, CODA_N, NULL, NULL, 0, M, N, tiling, -1, NULL};
+  return run_named(ctx, &r, args, NULL);
 }
 
 coda_status coda_finish(coda_context ctx, coda_program program, const char *name, coda_args args,
@@ -406,57 +310,27 @@ coda_status coda_finish(coda_context ctx, coda_program program, const char *name
   if (!program || !name || !args)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_finish: %s is NULL",
                      !program ? "program" : !name ? "name" : "args");
-  coda_status s;
-  if ((s = ir_validate(ctx, program))) return s;
-  if ((s = ir_check_params(ctx, program, "coda_finish"))) return s;
-  if ((s = check_tiling(ctx, tiling))) return s;
-  if ((s = check_domain(ctx, M, N))) return s;
-  if ((s = ir_check_domain(ctx, program, N, tiling.tile_n))) return s;
-  if (program->passes[0]) return coda_passes_finish(ctx, program, name, args, M, N, tiling);
-  int fi = ir_find_finish(program, name);
-  if (fi < 0)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "the program has no finish statement '%s'", name);
-  if ((s = reject_unknown(ctx, program, args))) return s;
-  const ir_finish *f = &program->finishes[fi];
-  const ir_reduce *r = &program->reduces[f->reduce];
-  coda_finish_job d;
-  memset(&d, 0, sizeof d);
-  if ((s = bind_one(ctx, program, args, r->name, CODA_ARG_PARTIAL, CODA_F32, 1, M, N, tiling, &d.P)))
-    return s;
-  if (f->reduce2 >= 0 &&
-      (s = bind_one(ctx, program, args, program->reduces[f->reduce2].name, CODA_ARG_PARTIAL,
-                    CODA_F32, 1, M, N, tiling, &d.Q)))
-    return s;
-  const coda_tensor *out;
-  if ((s = bind_one(ctx, program, args, f->name, (coda_arg_kind)FINISH_RESULT, CODA_F32, 1, M, N,
-                    tiling, &out)))
-    return s;
-  if (coda_tensors_overlap(out, d.P) || (d.Q && coda_tensors_overlap(out, d.Q)))
-    return coda_fail(ctx, CODA_ERR_ALIAS, "finisher result '%s' overlaps its partial", f->name);
-  d.kind = (int)f->kind;
-  d.layout = ir_reduce_is_col(r->kind) ? 1 : ir_reduce_is_segmented(r->kind) ? 2 : 0;
-  d.out = out;
-  d.M = M;
-  d.N = N;
-  d.tiling = tiling;
-  d.seg = r->segment;
-  d.eps = f->eps;
-  return ctx->ops->finish(ctx, &d);
+  if (program->passes[0]) {
+    coda_status s;
+    if ((s = passes_ready(ctx, program))) return s;
+    if ((s = ir_check_params(ctx, program, "coda_finish"))) return s;
+    if ((s = coda_check_tiling(ctx, tiling)) || (s = coda_check_domain(ctx, M, N))) return s;
+    if ((s = ir_check_domain(ctx, program, N, tiling.tile_n))) return s;
+    return coda_passes_finish(ctx, program, name, args, M, N, tiling);
+  }
+  coda_run r = {CODA_RUN_FINISH, program, CODA_N, CODA_N, NULL, NULL, 0, M, N, tiling, -1, NULL};
+  return run_named(ctx, &r, args, name);
 }
 
-coda_status coda_gemm(coda_context ctx, coda_transpose trans_a, const coda_tensor *A,
-                      coda_transpose trans_b, const coda_tensor *B, const coda_tensor *D,
-                      float alpha, int accumulate) {
-  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
-  coda_clear_error(ctx);
-  if (!A || !B || !D)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_gemm: %s is NULL",
-                     !A ? "A" : !B ? "B" : "D");
+/* D = alpha·op(A)·op(B) (+ D): coda_gemm after its NULL checks. */
+static coda_status gemm_into(coda_context ctx, coda_transpose trans_a, const coda_tensor *A,
+                             coda_transpose trans_b, const coda_tensor *B, const coda_tensor *D,
+                             float alpha, int accumulate) {
   coda_status s;
-  gemm_shape g;
-  if ((s = check_gemm_operands(ctx, trans_a, A, trans_b, B, &g))) return s;
-  if ((s = check_matrix_operand(ctx, "D", D))) return s;
-  if ((s = check_shape(ctx, "D", D, g.M, g.N))) return s;
+  int64_t M, N, K;
+  if ((s = coda_check_gemm(ctx, trans_a, A, trans_b, B, &M, &N, &K))) return s;
+  if ((s = coda_check_matrix(ctx, "D", D))) return s;
+  if ((s = coda_check_shape(ctx, "D", D, M, N))) return s;
   if (coda_tensors_overlap(D, A) || coda_tensors_overlap(D, B))
     return coda_fail(ctx, CODA_ERR_ALIAS, "'D' (written) overlaps '%s' (read)",
                      coda_tensors_overlap(D, A) ? "A" : "B");
@@ -467,13 +341,24 @@ coda_status coda_gemm(coda_context ctx, coda_transpose trans_a, const coda_tenso
   job.tb = trans_b;
   job.A = A;
   job.B = B;
-  job.M = g.M;
-  job.N = g.N;
-  job.K = g.K;
+  job.M = M;
+  job.N = N;
+  job.K = K;
   job.D = D;
   job.alpha = alpha;
   job.accumulate = accumulate != 0;
   return ctx->ops->gemm(ctx, &job);
+}
+
+coda_status coda_gemm(coda_context ctx, coda_transpose trans_a, const coda_tensor *A,
+                      coda_transpose trans_b, const coda_tensor *B, const coda_tensor *D,
+                      float alpha, int accumulate) {
+  if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
+  coda_clear_error(ctx);
+  if (!A || !B || !D)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_gemm: %s is NULL",
+                     !A ? "A" : !B ? "B" : "D");
+  return gemm_into(ctx, trans_a, A, trans_b, B, D, alpha, accumulate);
 }
 
 /* ---- epilogue compiler: the tiling a backend runs programs with ---- */

@@ -90,6 +90,45 @@ coda_status coda_check_tensor(coda_context ctx, const char *what,
 void coda_tensor_extent(const coda_tensor *t, uintptr_t *lo, uintptr_t *hi);
 bool coda_tensors_overlap(const coda_tensor *a, const coda_tensor *b);
 
+/* The checks of a run (base/tensor_check.c), each failing with a message
+ * that names what was wrong. The tiling: tile_m and tile_n positive
+ * multiples of 8, at most 256; the domain: not negative, M·N without
+ * overflow; a matrix operand: a valid view of a floating dtype (f64 in
+ * exact mode only); a shape; GEMM operands: transposes, both matrices,
+ * op(A) M x K against op(B) K x N. */
+coda_status coda_check_tiling(coda_context ctx, coda_tiling t);
+coda_status coda_check_domain(coda_context ctx, int64_t M, int64_t N);
+coda_status coda_check_matrix(coda_context ctx, const char *what, const coda_tensor *t);
+coda_status coda_check_shape(coda_context ctx, const char *what, const coda_tensor *t,
+                             int64_t rows, int64_t cols);
+/* A floating tensor of rows x cols: bf16, f16 or f32 (f32 alone with
+ * fp32 set: statistics such as lse), f64 in exact mode. */
+coda_status coda_check_float(coda_context ctx, const char *what, const coda_tensor *t,
+                             int64_t rows, int64_t cols, int fp32);
+coda_status coda_check_gemm(coda_context ctx, coda_transpose ta, const coda_tensor *A,
+                            coda_transpose tb, const coda_tensor *B, int64_t *M, int64_t *N,
+                            int64_t *K);
+/* A tensor bound to a program argument, with what the program's signature
+ * asks of it for one run (lang/signature.c fills these). */
+typedef struct coda_arg_check {
+  const char *noun, *name; /* messages: "row input 'x'" */
+  const coda_tensor *t;    /* NULL: not bound */
+  coda_dtype dtype;        /* declared */
+  int fp_result;           /* partials, finisher results: f32 (f64 in exact mode) instead */
+  int64_t rows, cols;
+  int any_cols;            /* rows x (any count >= 1): a rowsum input's partials */
+  coda_status shape;       /* CODA_OK, or no shape exists for this run */
+  int writes, inplace;     /* the overlap rule: written; a tile input or an output
+                            * without accumulate, which may be the very same view */
+  coda_width width;
+  int operand;             /* A or B of the GEMM: in the overlap rule only */
+} coda_arg_check;
+/* Each of a[0..n) in order (bound, a valid view, its dtype, its shape for
+ * the run over M x N with tile_n), then with alias nonzero no written
+ * tensor overlapping another or a read one except in place. */
+coda_status coda_check_args(coda_context ctx, const coda_arg_check *a, int n, int64_t M, int64_t N,
+                            int tile_n, int alias);
+
 /* Element access as double (CPU). i32 converts exactly. */
 double coda_load(const coda_tensor *t, int64_t r, int64_t c);
 /* Rounds v to the tensor dtype (round to nearest even) and stores it. */

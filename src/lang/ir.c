@@ -58,12 +58,12 @@ int ir_op_find_binary(const char *s, size_t len, int prec) {
 }
 
 /* The kinds of lang/kinds.def, in its order. */
-typedef struct { int kind; const char *word; } input_info;
+typedef struct { int kind; const char *word, *noun; ir_dim rows, cols; } input_info;
 typedef struct { int kind; const char *word, *name; ir_part part; ir_class cls; int seg; } reduce_info;
 typedef struct { int kind; const char *word; ir_class cls; const char *needs; } finish_info;
 enum { IR_REDUCE_NONE = -1 };
 static const input_info input_table[] = {
-#define CODA_INPUT_KIND(id, word) {CODA_ARG_##id, word},
+#define CODA_INPUT_KIND(id, word, noun, rows, cols) {CODA_ARG_##id, word, noun, IR_DIM_##rows, IR_DIM_##cols},
 #include "lang/kinds.def"
 #undef CODA_INPUT_KIND
 };
@@ -89,7 +89,7 @@ static const finish_info finish_table[] = {
 static int kinds_complete(coda_arg_kind a, coda_reduce_kind r, coda_finish_kind f) {
   int n = 0;
   switch (a) {
-#define CODA_INPUT_KIND(id, word) case CODA_ARG_##id: n++; break;
+#define CODA_INPUT_KIND(id, word, noun, rows, cols) case CODA_ARG_##id: n++; break;
 #include "lang/kinds.def"
 #undef CODA_INPUT_KIND
   case CODA_ARG_OUTPUT: case CODA_ARG_PARTIAL: break; /* not declared by a keyword */
@@ -151,6 +151,22 @@ const char *ir_input_kind_word(coda_arg_kind k) {
   for (int i = 0; i < COUNT(input_table); i++)
     if (input_table[i].kind == (int)k) return input_table[i].word;
   return "?";
+}
+
+const char *ir_input_kind_noun(coda_arg_kind k) {
+  for (int i = 0; i < COUNT(input_table); i++)
+    if (input_table[i].kind == (int)k) return input_table[i].noun;
+  return "argument";
+}
+
+void ir_input_kind_dims(coda_arg_kind k, ir_dim *rows, ir_dim *cols) {
+  *rows = IR_DIM_M;
+  *cols = IR_DIM_N;
+  for (int i = 0; i < COUNT(input_table); i++)
+    if (input_table[i].kind == (int)k) {
+      *rows = input_table[i].rows;
+      *cols = input_table[i].cols;
+    }
 }
 
 const char *ir_kind_words(char which, char *buf, size_t n) {
@@ -286,10 +302,7 @@ void ir_param_propagate(struct coda_program_s *p, int i) {
 coda_status ir_check_params(coda_context ctx, const struct coda_program_s *p, const char *what) {
   for (int i = 0; i < p->nparams; i++)
     if (!p->params[i].has_value)
-      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                       "%s: parameter '%s' has no value: it has no default, so bind one with "
-                       "coda_program_bind (docs/language.md, \"Parameters\")",
-                       what, p->params[i].name);
+      return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, IR_PARAM_UNSET, what, p->params[i].name);
   return CODA_OK;
 }
 
@@ -509,174 +522,4 @@ int ir_equal(const struct coda_program_s *a, const struct coda_program_s *b,
     }
   }
   return 1;
-}
-
-/* ------------------------------------------------------- introspection */
-
-int coda_program_num_args(coda_program p) {
-  return p ? p->ninputs + p->noutputs + p->nreduces + p->nfinishes : 0;
-}
-
-coda_status coda_program_arg(coda_program p, int i, coda_arg_info *info) {
-  if (!p || !info || i < 0 || i >= coda_program_num_args(p)) return CODA_ERR_INVALID_ARGUMENT;
-  memset(info, 0, sizeof *info);
-  if (i < p->ninputs) {
-    const ir_input *in = &p->inputs[i];
-    info->name = in->name; info->kind = in->kind; info->dtype = in->dtype; info->width = in->width;
-    return CODA_OK;
-  }
-  i -= p->ninputs;
-  if (i < p->noutputs) {
-    const ir_output *o = &p->outputs[i];
-    info->name = o->name; info->kind = CODA_ARG_OUTPUT; info->dtype = o->dtype;
-    info->width = o->width; info->accumulate = o->accumulate;
-    return CODA_OK;
-  }
-  i -= p->noutputs;
-  info->dtype = CODA_F32;
-  info->width = CODA_WIDTH_FULL;
-  if (i < p->nreduces) {
-    info->name = p->reduces[i].name;
-    info->kind = CODA_ARG_PARTIAL;
-    return CODA_OK;
-  }
-  i -= p->nreduces;
-  const ir_finish *f = &p->finishes[i];
-  info->name = f->name;
-  info->kind = ir_finish_arg_kind(p, i);
-  return CODA_OK;
-}
-
-static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
-
-/* The reason N and tile_n do not suit p's mode, in why; CODA_OK if they do. */
-static coda_status domain_error(const struct coda_program_s *p, int64_t N, int tile_n, char *why, size_t n) {
-  if (!p->pair_mode) return CODA_OK;
-  if (N % 2 != 0) {
-    snprintf(why, n, "pair mode needs an even N, found %lld", (long long)N);
-    return CODA_ERR_SHAPE;
-  }
-  const int64_t S = ir_split_width(p, N);
-  if (S <= 0 || N == 0) return CODA_OK;
-  if (N % S != 0) {
-    snprintf(why, n, "mode pair split %lld needs N a multiple of the segment, found N = %lld",
-             (long long)S, (long long)N);
-    return CODA_ERR_SHAPE;
-  }
-  if (tile_n > 0 && N > tile_n && tile_n % S != 0 && (S / 2) % tile_n != 0) {
-    snprintf(why, n,
-             "half-split pairs of segment %lld and tile_n %d: a tile must hold whole segments "
-             "(tile_n %% S == 0) or lie in one half of a segment ((S/2) %% tile_n == 0)",
-             (long long)S, tile_n);
-    return CODA_ERR_SHAPE;
-  }
-  return CODA_OK;
-}
-
-coda_status ir_check_domain(coda_context ctx, const struct coda_program_s *p, int64_t N, int tile_n) {
-  char why[256];
-  coda_status s = domain_error(p, N, tile_n, why, sizeof why);
-  return s ? coda_fail(ctx, s, "%s", why) : CODA_OK;
-}
-
-/* Columns of a segmented partial: one per interval between boundaries at
- * multiples of S and of tile_n; with one dividing the other that is
- * ceil(N / min(S, tile_n)). */
-static coda_status segment_cols(int64_t N, int S, int tile_n, int64_t *cols) {
-  if (S % tile_n != 0 && tile_n % S != 0) return CODA_ERR_SHAPE;
-  *cols = ceil_div(N, S < tile_n ? S : tile_n);
-  return CODA_OK;
-}
-
-coda_status coda_program_arg_shape(coda_program p, const char *name, int64_t M,
-                                   int64_t N, int tile_m, int tile_n,
-                                   int64_t *rows, int64_t *cols) {
-  if (!p || !name || !rows || !cols) return CODA_ERR_INVALID_ARGUMENT;
-  if (M < 0 || N < 0 || tile_m <= 0 || tile_n <= 0) return CODA_ERR_INVALID_ARGUMENT;
-  if (N > INT64_MAX / 2) return CODA_ERR_OVERFLOW;
-  if (ir_check_domain(NULL, p, N, tile_n)) return CODA_ERR_SHAPE;
-  int k;
-  coda_width w = CODA_WIDTH_FULL;
-  if ((k = ir_find_input(p, name)) >= 0) {
-    const ir_input *in = &p->inputs[k];
-    switch (in->kind) {
-    case CODA_ARG_ROW: *rows = M; *cols = 1; return CODA_OK;
-    case CODA_ARG_COL: *rows = 1; *cols = N; return CODA_OK;
-    case CODA_ARG_SCALAR: *rows = 1; *cols = 1; return CODA_OK;
-    case CODA_ARG_ROWSUM:
-    case CODA_ARG_ROWMAX:
-    case CODA_ARG_ROWLSE: *rows = M; *cols = 0; return CODA_OK; /* any T >= 1 */
-    default: w = in->width; break;
-    }
-  } else if ((k = ir_find_output(p, name)) >= 0) {
-    w = p->outputs[k].width;
-  } else if ((k = ir_find_reduce(p, name)) >= 0) {
-    const ir_reduce *r = &p->reduces[k];
-    switch (ir_reduce_part(r->kind)) {
-    case IR_PART_COL: *rows = ceil_div(M, tile_m); *cols = N; return CODA_OK;
-    case IR_PART_PICK: *rows = M; *cols = 1; return CODA_OK;
-    case IR_PART_TOTAL: *rows = ceil_div(M, tile_m); *cols = 1; return CODA_OK;
-    case IR_PART_SEG: *rows = M; return segment_cols(N, r->segment, tile_n, cols);
-    case IR_PART_ROW: break;
-    }
-    *rows = M;
-    *cols = ceil_div(N, tile_n);
-    return CODA_OK;
-  } else if ((k = ir_find_finish(p, name)) >= 0) {
-    const ir_reduce *r = &p->reduces[p->finishes[k].reduce];
-    switch (ir_reduce_part(r->kind)) {
-    case IR_PART_COL: *rows = 1; *cols = N; return CODA_OK;
-    case IR_PART_TOTAL: *rows = 1; *cols = 1; return CODA_OK;
-    case IR_PART_SEG: {
-      int64_t c;
-      coda_status s = segment_cols(N, r->segment, tile_n, &c);
-      if (s) return s;
-      *rows = M; *cols = ceil_div(N, r->segment);
-      return CODA_OK;
-    }
-    default: *rows = M; *cols = 1; return CODA_OK;
-    }
-  } else {
-    return CODA_ERR_INVALID_ARGUMENT;
-  }
-  *rows = M;
-  *cols = w == CODA_WIDTH_X2 ? 2 * N : w == CODA_WIDTH_HALF ? N / 2 : N;
-  return CODA_OK;
-}
-
-coda_status coda_program_arg_ctx(coda_context ctx, coda_program p, int i, coda_arg_info *info) {
-  if (!p || !info)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_program_arg: %s is NULL", p ? "info" : "program");
-  coda_status s = coda_program_arg(p, i, info);
-  if (s)
-    return coda_fail(ctx, s, "coda_program_arg: index %d out of range (the program has %d arguments)",
-                     i, coda_program_num_args(p));
-  return CODA_OK;
-}
-
-coda_status coda_program_arg_shape_ctx(coda_context ctx, coda_program p, const char *name,
-                                       int64_t M, int64_t N, int tile_m, int tile_n,
-                                       int64_t *rows, int64_t *cols) {
-  coda_status s = coda_program_arg_shape(p, name, M, N, tile_m, tile_n, rows, cols);
-  if (s == CODA_OK) return s;
-  if (!p || !name || !rows || !cols)
-    return coda_fail(ctx, s, "coda_program_arg_shape: NULL argument");
-  if (M < 0 || N < 0)
-    return coda_fail(ctx, s, "argument '%s': negative domain %lld x %lld", name, (long long)M, (long long)N);
-  if (tile_m <= 0 || tile_n <= 0)
-    return coda_fail(ctx, s, "argument '%s': tiling %d x %d is not positive", name, tile_m, tile_n);
-  if (s == CODA_ERR_OVERFLOW) return coda_fail(ctx, s, "argument '%s': N = %lld overflows", name, (long long)N);
-  char why[256];
-  if (s == CODA_ERR_SHAPE && domain_error(p, N, tile_n, why, sizeof why))
-    return coda_fail(ctx, s, "argument '%s': %s", name, why);
-  int k = ir_find_reduce(p, name), seg = 0;
-  if (k >= 0) seg = p->reduces[k].segment;
-  else if ((k = ir_find_finish(p, name)) >= 0) seg = p->reduces[p->finishes[k].reduce].segment;
-  if (s == CODA_ERR_SHAPE && seg > 0)
-    return coda_fail(ctx, s, "argument '%s': segment %d and tile_n %d do not divide one another "
-                     "(rowsum ... per S needs S %% tile_n == 0 or tile_n %% S == 0; the GPU runs "
-                     "tile_n 128)", name, seg, tile_n);
-  if (s == CODA_ERR_INVALID_ARGUMENT)
-    return coda_fail(ctx, s, "the program has no argument named '%.64s'", name);
-  return coda_fail(ctx, s, "argument '%s': no valid shape for %lld x %lld", name, (long long)M, (long long)N);
 }

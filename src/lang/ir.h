@@ -101,6 +101,59 @@ typedef struct ir_param {
 
 struct ir_passes;
 
+/* A program's signature (signature.c): its arguments in the order of
+ * coda_program_arg (inputs, outputs, reduction partials, finisher
+ * results), each with what a run checks and the rule of its shape, built
+ * once by ir_validate, so that a run binds tensors by index without
+ * looking names up. */
+#define CODA_MAX_SIG (CODA_MAX_INPUTS + CODA_MAX_OUTPUTS + CODA_MAX_REDUCES + CODA_MAX_FINISHES)
+
+/* One extent of an argument for a run over M x N with a tiling. */
+typedef enum ir_dim {
+  IR_DIM_ONE,       /* 1 */
+  IR_DIM_M,         /* M */
+  IR_DIM_N,         /* N */
+  IR_DIM_2N,        /* 2N: an x2 operand */
+  IR_DIM_HALF_N,    /* N/2: a half operand */
+  IR_DIM_ROW_TILES, /* ceil(M / tile_m): column partials */
+  IR_DIM_COL_TILES, /* ceil(N / tile_n): row partials */
+  IR_DIM_SEG_TILES, /* ceil(N / min(S, tile_n)): segmented partials */
+  IR_DIM_SEGS,      /* ceil(N / S): a segmented finisher's result */
+  IR_DIM_ANY,       /* any count >= 1 (a rowsum input's partials), given as 0 */
+  IR_DIM_WIDTH      /* in lang/kinds.def only: N, 2N or N/2 by the declared width */
+} ir_dim;
+
+/* The shape of a reduction's partials (lang/kinds.def). */
+typedef enum { IR_PART_ROW, IR_PART_COL, IR_PART_SEG, IR_PART_PICK, IR_PART_TOTAL } ir_part;
+
+typedef enum ir_role { IR_ROLE_INPUT, IR_ROLE_OUTPUT, IR_ROLE_PARTIAL, IR_ROLE_RESULT } ir_role;
+
+typedef struct ir_arg {
+  char name[CODA_NAME_MAX];
+  ir_role role;
+  coda_arg_kind kind; /* as coda_program_arg reports it */
+  coda_dtype dtype;   /* declared; F32 for partials and finisher results */
+  coda_width width;
+  int accumulate;     /* outputs */
+  ir_dim rows, cols;
+  int segment;        /* IR_DIM_SEG_TILES, IR_DIM_SEGS: S */
+  ir_part part;       /* partials, finisher results: the part of their reduction */
+  int reads, writes;  /* a run reads it, writes it (an accumulating output: both;
+                       * a finisher result is written by its finish run only,
+                       * or also by the run of a program with a pass list) */
+  const char *noun;   /* how messages name it: "row input", "output", "partial",
+                       * "finisher result" */
+} ir_arg;
+
+typedef struct ir_signature {
+  int ok;             /* built by the last successful ir_validate */
+  int needs_exact;    /* an f64 declaration: runs in exact mode only */
+  int unset_params;   /* parameters without a value */
+  int reads_acc;      /* the program reads acc (needs a GEMM) */
+  int nargs;
+  ir_arg args[CODA_MAX_SIG];
+} ir_signature;
+
 struct coda_program_s {
   int pair_mode;
   int pair_split;     /* pair mode: 0 adjacent pairs (2j, 2j+1); S > 0 half-split
@@ -121,6 +174,7 @@ struct coda_program_s {
   struct ir_passes *passes[2]; /* a program that reads a finished statistic or has a
                                 * total: its pass lists, [0] with f32 and [1] with f64
                                 * temporaries (ir_finalize builds them), owned */
+  ir_signature sig;   /* the arguments, resolved once (ir_signature_build) */
 };
 
 /* Number of results of a math op (1 or 2) and its operand count. */
@@ -151,6 +205,9 @@ void ir_param_propagate(struct coda_program_s *p, int i);
 /* CODA_OK when every parameter has a value; else CODA_ERR_INVALID_ARGUMENT
  * naming the first without one (what: the caller, for the message). */
 coda_status ir_check_params(coda_context ctx, const struct coda_program_s *p, const char *what);
+#define IR_PARAM_UNSET                                                                       \
+  "%s: parameter '%s' has no value: it has no default, so bind one with coda_program_bind " \
+  "(docs/language.md, \"Parameters\")"
 
 /* Validates a complete program (used by parser and builder). Messages carry
  * "line L, column C: " when the offending item has a source position. */
@@ -158,6 +215,43 @@ coda_status ir_validate(coda_context ctx, struct coda_program_s *p);
 /* The same, with f64 declarations allowed when exact is nonzero (else
  * only in an exact context's validation: ir_validate). */
 coda_status ir_validate_as(coda_context ctx, struct coda_program_s *p, int exact);
+
+/* The signature (signature.c). ir_signature_build fills p->sig (ir_validate
+ * calls it on success). ir_arg_find: the index of the argument `name`, or
+ * -1. ir_arg_shape: argument i's rows x cols for a run over M x N with
+ * tile_m x tile_n (cols 0 for IR_DIM_ANY); CODA_ERR_SHAPE when a segment
+ * and tile_n do not divide one another. */
+void ir_signature_build(struct coda_program_s *p);
+int ir_arg_find(const struct coda_program_s *p, const char *name);
+coda_status ir_arg_shape(const struct coda_program_s *p, int i, int64_t M, int64_t N, int tile_m,
+                         int tile_n, int64_t *rows, int64_t *cols);
+/* The rules of a validated program that depend on the context: f64
+ * declarations need exact mode (validate.c; ir_validate checks them too). */
+coda_status ir_check_precision(coda_context ctx, const struct coda_program_s *p);
+
+/* One run of a program over M x N, its tensors bound by argument index. */
+typedef struct ir_run {
+  const char *what;          /* the caller, for the parameter message */
+  int map;                   /* a map pass: the program must not read acc */
+  int64_t M, N;
+  coda_tiling tiling;
+  int finish;                /* a finish run: its result's argument index (an index
+                              * that is no finisher's: none named finish_name); -1
+                              * for a GEMM or map run */
+  const char *finish_name;
+  const char *unknown;       /* a binding that names no argument, or NULL */
+  const coda_tensor *const *t; /* t[i]: argument i's tensor, NULL where unbound */
+} ir_run;
+/* The program's part of the checks of run q, in order: validated (the
+ * signature built), ir_check_precision, not reading acc in a map,
+ * parameters, tiling, domain, the mode's rules
+ * for N (ir_check_domain), the finisher, no unknown binding; then the
+ * arguments the run binds (a GEMM or map: inputs, outputs, partials; a
+ * finish: the finisher's partials and result) with their shapes for it,
+ * appended to c[*n...), for coda_check_args. */
+struct coda_arg_check; /* base/internal.h */
+coda_status ir_run_check(coda_context ctx, struct coda_program_s *p, const ir_run *q,
+                         struct coda_arg_check *c, int *n);
 
 /* 1 if the operand holds two values per iteration point (and so is read
  * through a lane / stored with pack()), 0 otherwise. */
@@ -172,7 +266,6 @@ static inline int ir_kind_is_partials(coda_arg_kind k) {
 
 /* The kinds of lang/kinds.def. A reduction's partials and what it reduces
  * to (the finishers of the same class take it). */
-typedef enum { IR_PART_ROW, IR_PART_COL, IR_PART_SEG, IR_PART_PICK, IR_PART_TOTAL } ir_part;
 typedef enum { IR_CLASS_SUM, IR_CLASS_MAX, IR_CLASS_LSE, IR_CLASS_PICK } ir_class;
 /* Keyword lookups: the kind, or -1 (a segmented reduction has no keyword
  * of its own: `per` makes it). */
@@ -186,6 +279,10 @@ int ir_finish_kind_known(int k);
 /* An input kind's keyword ("?" for none); "a, b or c" of a table's
  * keywords (which: 'i' inputs, 'r' reductions, 'f' finishers) into buf. */
 const char *ir_input_kind_word(coda_arg_kind k);
+/* How a run's messages name an input of kind k ("row input"), and its
+ * shape's rules (IR_DIM_M and IR_DIM_N for a kind not in the table). */
+const char *ir_input_kind_noun(coda_arg_kind k);
+void ir_input_kind_dims(coda_arg_kind k, ir_dim *rows, ir_dim *cols);
 const char *ir_kind_words(char which, char *buf, size_t n);
 const char *ir_reduce_kind_name(coda_reduce_kind k);
 /* The keyword a reduction is written with (a segmented one: its base's). */

@@ -357,6 +357,10 @@ static coda_status check_finishes(coda_context ctx, const struct coda_program_s 
   return CODA_OK;
 }
 
+coda_status ir_check_precision(coda_context ctx, const struct coda_program_s *p) {
+  return check_declarations(ctx, p, ctx && ctx->opts.precision == CODA_PRECISION_F64);
+}
+
 coda_status ir_validate(coda_context ctx, struct coda_program_s *p) {
   return ir_validate_as(ctx, p, ctx && ctx->opts.precision == CODA_PRECISION_F64);
 }
@@ -388,5 +392,7 @@ coda_status ir_validate_as(coda_context ctx, struct coda_program_s *p, int exact
   if ((st = check_integers(ctx, p))) return st;
   if ((st = check_stores(ctx, p, mode))) return st;
   if ((st = check_reduces(ctx, p))) return st;
-  return check_finishes(ctx, p);
+  if ((st = check_finishes(ctx, p))) return st;
+  ir_signature_build(p); /* the arguments, resolved once for every run */
+  return CODA_OK;
 }

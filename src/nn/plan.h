@@ -54,11 +54,15 @@
  * with coda_malloc, uploads initial values, and runs the host ops
  * (copy, zero) on the device.
  *
- * The implementation, one concern per file: plan_build.c (builder),
- * plan_layout.c (allocation, binding, the liveness-packed arena of
- * temporaries), plan_run.c (executor, host ops, fusion off, kernel
- * precompilation), plan_tune.c (coda_plan_tune_fusion), plan_print.c
- * (printer); plan_internal.h holds what they share. */
+ * The implementation, one concern per file: plan_build.c (builder:
+ * buffers, programs), plan_layout.c (allocation, binding, the
+ * liveness-packed arena of temporaries), plan_run.c (executor, fusion
+ * switch, the table of step kinds), plan_tune.c (coda_plan_tune_fusion),
+ * plan_print.c (printer); each step kind of step_kinds.def in a file of
+ * its own: step_program.c (gemm, map, finish: bindings resolved to the
+ * program's argument indices when the step is built, fusion off),
+ * step_matmul.c, step_attention.c, step_host.c (zero, copy);
+ * plan_internal.h holds what they share. */
 #ifndef CODA_NN_PLAN_H
 #define CODA_NN_PLAN_H
 
@@ -69,16 +73,18 @@
 #define PLAN_NAME_MAX 32
 #define PLAN_MAX_BINDS 20
 
+/* The kinds of nn/step_kinds.def, and their number. */
 typedef enum plan_step_kind {
-  PLAN_GEMM = 0,
-  PLAN_MAP,
-  PLAN_FINISH,
-  PLAN_MATMUL,
-  PLAN_ATTN_FWD,
-  PLAN_ATTN_BWD,
-  PLAN_ZERO,
-  PLAN_COPY
+#define PLAN_STEP_KIND(id, public, ops) PLAN_##id,
+#include "nn/step_kinds.def"
+#undef PLAN_STEP_KIND
 } plan_step_kind;
+enum {
+  PLAN_STEP_KINDS = 0
+#define PLAN_STEP_KIND(id, public, ops) +1
+#include "nn/step_kinds.def"
+#undef PLAN_STEP_KIND
+};
 
 /* What a buffer is to the caller (printing and documentation; saved
  * activations are the forward buffers the backward phase reads). */
@@ -113,6 +119,7 @@ typedef struct plan_buf {
 
 typedef struct plan_bind {
   char arg[PLAN_NAME_MAX]; /* program argument */
+  int index;               /* its index in the program's signature (coda_program_arg) */
   int buf;                 /* index into plan buffers */
 } plan_bind;
 
@@ -133,6 +140,7 @@ typedef struct plan_step {
   char label[48];        /* short description for printing and errors */
   int prog;              /* GEMM, MAP, FINISH: index into plan programs */
   char finish[PLAN_NAME_MAX]; /* FINISH: the finish statement's name */
+  int finish_index;      /* FINISH: its result's argument index, -1 if none */
   coda_transpose ta, tb; /* GEMM, MATMUL */
   int a, b;              /* GEMM, MATMUL operands; COPY: a = source */
   int d;                 /* MATMUL: result; ZERO, COPY: destination */

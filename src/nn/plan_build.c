@@ -1,7 +1,7 @@
 /* Plan building: creation and destruction, buffers (declaration,
  * initial values, aliases), built-in programs (retyped to f64 in exact
- * mode) and the steps with their bindings (see plan.h). The sticky
- * builder status lives here too. */
+ * mode) and a new step, which each kind's builder (step_*.c) fills (see
+ * plan.h). The sticky builder status lives here too. */
 #include "nn/plan_internal.h"
 
 #include "base/internal.h"
@@ -15,7 +15,7 @@
 
 /* ------------------------------------------------------------ utilities */
 
-static int name_ok(const char *s) {
+int plan_name_ok(const char *s) {
   return s && s[0] && strlen(s) < PLAN_NAME_MAX;
 }
 
@@ -47,17 +47,13 @@ static int grow(void **arr, int *cap, int n, size_t size) {
   return 1;
 }
 
-static coda_dtype partial_dtype(coda_plan p) {
-  return coda_context_precision(p->ctx) == CODA_PRECISION_F64 ? CODA_F64 : CODA_F32;
-}
-
 /* ------------------------------------------------------------- building */
 
 coda_status plan_create(coda_context ctx, const char *name, coda_plan *out) {
   if (!out) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "plan_create: out is NULL");
   *out = NULL;
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
-  if (!name_ok(name))
+  if (!plan_name_ok(name))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "plan_create: bad plan name");
   coda_plan p = calloc(1, sizeof *p);
   if (!p) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "plan_create: out of memory");
@@ -100,7 +96,7 @@ int plan_find(coda_plan p, const char *name) {
 int plan_buffer(coda_plan p, const char *name, coda_dtype dtype, int64_t rows,
                 int64_t cols, plan_role role) {
   if (!p || p->status != CODA_OK) return -1;
-  if (!name_ok(name)) {
+  if (!plan_name_ok(name)) {
     plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "buffer name '%s' is empty or too long",
               name ? name : "(null)");
     return -1;
@@ -339,7 +335,7 @@ void plan_set_norm_eps(coda_plan p, double eps) {
 
 int plan_program_load_seg(coda_plan p, const char *builtin, int s0, int seg) {
   if (!p || p->status != CODA_OK) return -1;
-  if (!name_ok(builtin)) {
+  if (!plan_name_ok(builtin)) {
     plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "bad program name");
     return -1;
   }
@@ -371,8 +367,9 @@ int plan_program_load(coda_plan p, const char *builtin) {
   return plan_program_load_seg(p, builtin, 0, 0);
 }
 
-static plan_step *new_step(coda_plan p, plan_step_kind kind, coda_phase phase,
-                           const char *label) {
+/* Appends a zeroed step; NULL after a failure. */
+plan_step *plan_new_step(coda_plan p, plan_step_kind kind, coda_phase phase,
+                          const char *label) {
   if (!p || p->status != CODA_OK) return NULL;
   if (phase != CODA_PHASE_FORWARD && phase != CODA_PHASE_BACKWARD) {
     plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "step '%s': bad phase", label ? label : "");
@@ -387,255 +384,17 @@ static plan_step *new_step(coda_plan p, plan_step_kind kind, coda_phase phase,
   s->kind = kind;
   s->phase = phase;
   s->prog = s->a = s->b = s->d = -1;
+  s->finish_index = -1;
   s->acc_off = -1;
   snprintf(s->label, sizeof s->label, "%s", label ? label : "");
   return s;
 }
 
-static int need_buf(coda_plan p, const char *label, const char *name) {
+int plan_need_buf(coda_plan p, const char *label, const char *name) {
   if (p->status != CODA_OK) return -1;
   int i = plan_find(p, name);
   if (i < 0)
     plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "step '%s': unknown buffer '%s'", label,
               name ? name : "(null)");
   return i;
-}
-
-/* Parses "arg=buf arg=buf ..." into the step's bindings, creating partial
- * buffers the program asks for. */
-static void parse_binds(coda_plan p, plan_step *s, const char *binds) {
-  if (!binds) return;
-  coda_program prog = s->prog >= 0 ? p->progs[s->prog].prog : NULL;
-  const char *c = binds;
-  while (p->status == CODA_OK) {
-    while (*c == ' ' || *c == '\t' || *c == '\n') c++;
-    if (!*c) break;
-    const char *eq = strchr(c, '=');
-    const char *end = c;
-    while (*end && *end != ' ' && *end != '\t' && *end != '\n') end++;
-    if (!eq || eq > end || eq == c || eq + 1 == end || eq - c >= PLAN_NAME_MAX ||
-        end - eq - 1 >= PLAN_NAME_MAX) {
-      plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "step '%s': bad binding near '%.20s'",
-                s->label, c);
-      return;
-    }
-    if (s->nbind >= PLAN_MAX_BINDS) {
-      plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "step '%s': too many bindings", s->label);
-      return;
-    }
-    char arg[PLAN_NAME_MAX], buf[PLAN_NAME_MAX];
-    snprintf(arg, sizeof arg, "%.*s", (int)(eq - c), c);
-    snprintf(buf, sizeof buf, "%.*s", (int)(end - eq - 1), eq + 1);
-    int bi = plan_find(p, buf);
-    if (bi < 0 && prog) {
-      /* a reduction partial: shape from the program for this step */
-      coda_arg_kind kind = CODA_ARG_OUTPUT;
-      for (int i = 0; i < coda_program_num_args(prog); i++) {
-        coda_arg_info info;
-        if (coda_program_arg(prog, i, &info) == CODA_OK && !strcmp(info.name, arg))
-          kind = info.kind;
-      }
-      if (kind == CODA_ARG_PARTIAL) {
-        int64_t r = 0, cc = 0;
-        coda_status st = coda_program_arg_shape(prog, arg, s->M, s->N, s->tiling.tile_m,
-                                                s->tiling.tile_n, &r, &cc);
-        if (st != CODA_OK) {
-          char inner[CODA_ERRMSG_LEN];
-          snprintf(inner, sizeof inner, "%s", coda_last_error(p->ctx));
-          plan_fail(p, st, "step '%s': shape of partial '%s': %s", s->label, arg, inner);
-          return;
-        }
-        bi = plan_buffer(p, buf, partial_dtype(p), r, cc, PLAN_ROLE_TEMP);
-      }
-    }
-    if (bi < 0) {
-      plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "step '%s': argument '%s' bound to unknown buffer '%s'",
-                s->label, arg, buf);
-      return;
-    }
-    snprintf(s->bind[s->nbind].arg, PLAN_NAME_MAX, "%s", arg);
-    s->bind[s->nbind].buf = bi;
-    s->nbind++;
-    c = end;
-  }
-}
-
-
-void plan_gemm(coda_plan p, coda_phase phase, const char *label, const char *program,
-               coda_transpose ta, const char *A, coda_transpose tb, const char *B,
-               coda_tiling tiling, const char *binds) {
-  plan_step *s = new_step(p, PLAN_GEMM, phase, label);
-  if (!s) return;
-  s->prog = plan_program_load(p, program);
-  s->ta = ta;
-  s->tb = tb;
-  s->a = need_buf(p, label, A);
-  s->b = need_buf(p, label, B);
-  s->tiling = tiling;
-  if (p->status != CODA_OK) return;
-  const plan_buf *a = &p->bufs[s->a], *b = &p->bufs[s->b];
-  if (op_cols(a, ta) != op_rows(b, tb)) {
-    plan_fail(p, CODA_ERR_SHAPE, "step '%s': op(%s) is %lld x %lld but op(%s) is %lld x %lld",
-              label, A, (long long)op_rows(a, ta), (long long)op_cols(a, ta), B,
-              (long long)op_rows(b, tb), (long long)op_cols(b, tb));
-    return;
-  }
-  s->M = op_rows(a, ta);
-  s->N = op_cols(b, tb);
-  parse_binds(p, s, binds);
-  if (p->status == CODA_OK) p->nstep++;
-}
-
-void plan_map(coda_plan p, coda_phase phase, const char *label, const char *program,
-              int64_t M, int64_t N, coda_tiling tiling, const char *binds) {
-  plan_step *s = new_step(p, PLAN_MAP, phase, label);
-  if (!s) return;
-  s->prog = plan_program_load(p, program);
-  s->M = M;
-  s->N = N;
-  s->tiling = tiling;
-  parse_binds(p, s, binds);
-  if (p->status == CODA_OK) p->nstep++;
-}
-
-void plan_finish(coda_plan p, coda_phase phase, const char *label, const char *program,
-                 const char *finish, int64_t M, int64_t N, coda_tiling tiling,
-                 const char *binds) {
-  plan_step *s = new_step(p, PLAN_FINISH, phase, label);
-  if (!s) return;
-  s->prog = plan_program_load(p, program);
-  if (!name_ok(finish)) {
-    plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "step '%s': bad finish name", label);
-    return;
-  }
-  snprintf(s->finish, sizeof s->finish, "%s", finish);
-  s->M = M;
-  s->N = N;
-  s->tiling = tiling;
-  parse_binds(p, s, binds);
-  if (p->status == CODA_OK) p->nstep++;
-}
-
-void plan_matmul(coda_plan p, coda_phase phase, const char *label, coda_transpose ta,
-                 const char *A, coda_transpose tb, const char *B, const char *D,
-                 float alpha, int accumulate) {
-  plan_step *s = new_step(p, PLAN_MATMUL, phase, label);
-  if (!s) return;
-  s->ta = ta;
-  s->tb = tb;
-  s->a = need_buf(p, label, A);
-  s->b = need_buf(p, label, B);
-  s->d = need_buf(p, label, D);
-  s->alpha = alpha;
-  s->accumulate = accumulate;
-  if (p->status != CODA_OK) return;
-  const plan_buf *a = &p->bufs[s->a], *b = &p->bufs[s->b], *d = &p->bufs[s->d];
-  if (op_cols(a, ta) != op_rows(b, tb) || d->rows != op_rows(a, ta) || d->cols != op_cols(b, tb)) {
-    plan_fail(p, CODA_ERR_SHAPE, "step '%s': %s = op(%s) op(%s) shapes do not match", label, D,
-              A, B);
-    return;
-  }
-  s->M = d->rows;
-  s->N = d->cols;
-  p->nstep++;
-}
-
-static void attn_common(coda_plan p, plan_step *s, const plan_attention *g, const char *qkv,
-                        const char *o, const char *lse) {
-  if (!g) {
-    plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "step '%s': no attention geometry", s->label);
-    return;
-  }
-  s->attn = *g;
-  s->attn.qkv = need_buf(p, s->label, qkv);
-  s->attn.o = need_buf(p, s->label, o);
-  s->attn.lse = need_buf(p, s->label, lse);
-  s->attn.dout = s->attn.dqkv = -1;
-  s->attn.pos = s->attn.freq = s->attn.zp = -1;
-  if (p->status != CODA_OK) return;
-  int64_t M = g->batch * g->seq;
-  int64_t nqkv = (int64_t)(g->n_heads + 2 * g->n_kv_heads) * g->head_dim;
-  const plan_buf *bq = &p->bufs[s->attn.qkv], *bo = &p->bufs[s->attn.o],
-                    *bl = &p->bufs[s->attn.lse];
-  if (bq->rows != M || bq->cols != nqkv || bo->rows != M ||
-      bo->cols != (int64_t)g->n_heads * g->head_dim || bl->rows != M || bl->cols != g->n_heads)
-    plan_fail(p, CODA_ERR_SHAPE, "step '%s': attention buffers do not match the geometry",
-              s->label);
-  s->M = M;
-  s->N = nqkv;
-}
-
-void plan_attention_fwd(coda_plan p, coda_phase phase, const char *label,
-                        const plan_attention *geometry, const char *qkv, const char *o,
-                        const char *lse) {
-  plan_step *s = new_step(p, PLAN_ATTN_FWD, phase, label);
-  if (!s) return;
-  attn_common(p, s, geometry, qkv, o, lse);
-  if (p->status == CODA_OK) p->nstep++;
-}
-
-static void attn_bwd(coda_plan p, coda_phase phase, const char *label,
-                     const plan_attention *geometry, const char *qkv, const char *o,
-                     const char *lse, const char *dout, const char *pos, const char *freq,
-                     const char *dqkv, const char *zp) {
-  plan_step *s = new_step(p, PLAN_ATTN_BWD, phase, label);
-  if (!s) return;
-  attn_common(p, s, geometry, qkv, o, lse);
-  if (p->status != CODA_OK) return;
-  s->attn.dout = need_buf(p, label, dout);
-  s->attn.dqkv = need_buf(p, label, dqkv);
-  if (zp) {
-    s->attn.pos = need_buf(p, label, pos);
-    s->attn.freq = need_buf(p, label, freq);
-    s->attn.zp = need_buf(p, label, zp);
-  }
-  if (p->status != CODA_OK) return;
-  const plan_buf *bd = &p->bufs[s->attn.dout], *bq = &p->bufs[s->attn.dqkv];
-  if (bd->rows != p->bufs[s->attn.o].rows || bd->cols != p->bufs[s->attn.o].cols ||
-      bq->rows != p->bufs[s->attn.qkv].rows || bq->cols != p->bufs[s->attn.qkv].cols) {
-    plan_fail(p, CODA_ERR_SHAPE, "step '%s': gradient buffers do not match", label);
-    return;
-  }
-  if (zp) {
-    const plan_buf *bz = &p->bufs[s->attn.zp];
-    if (bz->rows != s->M || bz->cols != geometry->n_heads + 2 * geometry->n_kv_heads) {
-      plan_fail(p, CODA_ERR_SHAPE, "step '%s': '%s' is not M x heads", label, zp);
-      return;
-    }
-  }
-  p->nstep++;
-}
-
-void plan_attention_bwd(coda_plan p, coda_phase phase, const char *label,
-                        const plan_attention *geometry, const char *qkv, const char *o,
-                        const char *lse, const char *dout, const char *dqkv) {
-  attn_bwd(p, phase, label, geometry, qkv, o, lse, dout, NULL, NULL, dqkv, NULL);
-}
-
-void plan_attention_bwd_rope(coda_plan p, coda_phase phase, const char *label,
-                             const plan_attention *geometry, const char *qkv, const char *o,
-                             const char *lse, const char *dout, const char *pos,
-                             const char *freq, const char *dqkv, const char *zp) {
-  attn_bwd(p, phase, label, geometry, qkv, o, lse, dout, pos, freq, dqkv, zp);
-}
-
-void plan_zero(coda_plan p, coda_phase phase, const char *label, const char *dst) {
-  plan_step *s = new_step(p, PLAN_ZERO, phase, label);
-  if (!s) return;
-  s->d = need_buf(p, label, dst);
-  if (p->status == CODA_OK) p->nstep++;
-}
-
-void plan_copy(coda_plan p, coda_phase phase, const char *label, const char *src,
-               const char *dst) {
-  plan_step *s = new_step(p, PLAN_COPY, phase, label);
-  if (!s) return;
-  s->a = need_buf(p, label, src);
-  s->d = need_buf(p, label, dst);
-  if (p->status != CODA_OK) return;
-  if (p->bufs[s->a].rows != p->bufs[s->d].rows || p->bufs[s->a].cols != p->bufs[s->d].cols) {
-    plan_fail(p, CODA_ERR_SHAPE, "step '%s': copy %s -> %s shapes differ", label, src, dst);
-    return;
-  }
-  p->nstep++;
 }

@@ -56,19 +56,15 @@ coda_status coda_plan_step(coda_plan p, int step, coda_plan_step_info *out) {
     return coda_fail(p->ctx, CODA_ERR_INVALID_ARGUMENT, "plan step %d of %d", step, p->nstep);
   const plan_step *st = &p->steps[step];
   memset(out, 0, sizeof *out);
-  switch (st->kind) {
-  case PLAN_GEMM: out->kind = CODA_PLAN_STEP_GEMM_EPILOGUE; break;
-  case PLAN_MAP: out->kind = CODA_PLAN_STEP_MAP; break;
-  case PLAN_FINISH: out->kind = CODA_PLAN_STEP_FINISH; break;
-  case PLAN_MATMUL: out->kind = CODA_PLAN_STEP_GEMM; break;
-  case PLAN_ATTN_FWD: out->kind = CODA_PLAN_STEP_ATTENTION_FORWARD; break;
-  case PLAN_ATTN_BWD: out->kind = CODA_PLAN_STEP_ATTENTION_BACKWARD; break;
-  case PLAN_ZERO: out->kind = CODA_PLAN_STEP_ZERO; break;
-  case PLAN_COPY: out->kind = CODA_PLAN_STEP_COPY; break;
-  }
+  static const coda_plan_step_kind public_kind[PLAN_STEP_KINDS] = {
+#define PLAN_STEP_KIND(id, public, ops) public,
+#include "nn/step_kinds.def"
+#undef PLAN_STEP_KIND
+  };
+  out->kind = public_kind[st->kind];
   out->phase = st->phase;
   out->label = st->label;
-  if ((st->kind == PLAN_GEMM || st->kind == PLAN_MAP || st->kind == PLAN_FINISH) && st->prog >= 0)
+  if (st->prog >= 0)
     out->program = p->progs[st->prog].name;
   if (st->kind == PLAN_GEMM) {
     out->unfused = st->unfused;

@@ -208,91 +208,17 @@ int plan_pack(const plan_interval *iv, int n, size_t *off, size_t *arena) {
   return 0;
 }
 
-enum { REF_READ = 1, REF_WRITE = 2 }; /* an accumulating write is both */
-
-/* How step s uses program argument `arg`: outputs and partials are
- * written whole ("every declared output is stored exactly once"), an
- * accumulating output is read too; a finish step writes its finisher and
- * reads the rest. An argument the program lacks counts as read and
- * written (the run rejects it anyway). */
-static int arg_use(coda_program prog, const plan_step *s, const char *arg) {
-  const int n = coda_program_num_args(prog);
-  int seen_partial = 0;
-  for (int i = 0; i < n; i++) {
-    coda_arg_info ai;
-    if (coda_program_arg(prog, i, &ai) != CODA_OK) continue;
-    seen_partial |= ai.kind == CODA_ARG_PARTIAL;
-    if (strcmp(ai.name, arg)) continue;
-    if (s->kind == PLAN_FINISH) return strcmp(arg, s->finish) ? REF_READ : REF_WRITE;
-    if (ai.kind == CODA_ARG_OUTPUT) return ai.accumulate ? REF_READ | REF_WRITE : REF_WRITE;
-    if (ai.kind == CODA_ARG_PARTIAL) return REF_WRITE;
-    /* a finisher's result: a program of several passes finishes what a
-     * later pass reads during its run (docs/language.md) */
-    if (seen_partial && coda_program_num_passes(prog) > 1) return REF_READ | REF_WRITE;
-    return REF_READ;
-  }
-  return REF_READ | REF_WRITE;
-}
-
-#define PLAN_MAX_REFS (PLAN_MAX_BINDS + 6)
-
-/* Records buffer b used as u by a step (each buffer once, uses or-ed). */
-static void add_ref(int *buf, int *use, int *n, int b, int u) {
+void plan_ref(plan_refs *r, int b, int use) {
   if (b < 0) return;
   int k = 0;
-  while (k < *n && buf[k] != b) k++;
-  if (k == *n) {
-    if (*n == PLAN_MAX_REFS) return;
-    buf[k] = b;
-    use[k] = 0;
-    (*n)++;
+  while (k < r->n && r->buf[k] != b) k++;
+  if (k == r->n) {
+    if (r->n == PLAN_MAX_REFS) return;
+    r->buf[k] = b;
+    r->use[k] = 0;
+    r->n++;
   }
-  use[k] |= u;
-}
-
-/* The buffers step s references, each once, with how (REF_*). */
-static int step_refs(coda_plan p, const plan_step *s, int *buf, int *use) {
-  int n = 0;
-  switch (s->kind) {
-  case PLAN_GEMM:
-  case PLAN_MAP:
-  case PLAN_FINISH:
-    if (s->kind == PLAN_GEMM) {
-      add_ref(buf, use, &n, s->a, REF_READ);
-      add_ref(buf, use, &n, s->b, REF_READ);
-    }
-    for (int i = 0; i < s->nbind; i++)
-      add_ref(buf, use, &n, s->bind[i].buf, arg_use(p->progs[s->prog].prog, s, s->bind[i].arg));
-    break;
-  case PLAN_MATMUL:
-    add_ref(buf, use, &n, s->a, REF_READ);
-    add_ref(buf, use, &n, s->b, REF_READ);
-    add_ref(buf, use, &n, s->d, s->accumulate ? REF_READ | REF_WRITE : REF_WRITE);
-    break;
-  case PLAN_ATTN_FWD:
-    add_ref(buf, use, &n, s->attn.qkv, REF_READ);
-    add_ref(buf, use, &n, s->attn.o, REF_WRITE);
-    add_ref(buf, use, &n, s->attn.lse, REF_WRITE);
-    break;
-  case PLAN_ATTN_BWD:
-    add_ref(buf, use, &n, s->attn.qkv, REF_READ);
-    add_ref(buf, use, &n, s->attn.o, REF_READ);
-    add_ref(buf, use, &n, s->attn.lse, REF_READ);
-    add_ref(buf, use, &n, s->attn.dout, REF_READ);
-    add_ref(buf, use, &n, s->attn.dqkv, REF_WRITE);
-    if (s->attn.zp >= 0) {
-      add_ref(buf, use, &n, s->attn.pos, REF_READ);
-      add_ref(buf, use, &n, s->attn.freq, REF_READ);
-      add_ref(buf, use, &n, s->attn.zp, REF_WRITE);
-    }
-    break;
-  case PLAN_ZERO: add_ref(buf, use, &n, s->d, REF_WRITE); break;
-  case PLAN_COPY:
-    add_ref(buf, use, &n, s->a, REF_READ);
-    add_ref(buf, use, &n, s->d, REF_WRITE);
-    break;
-  }
-  return n;
+  r->use[k] |= use;
 }
 
 coda_status plan_layout(coda_plan p) {
@@ -318,9 +244,11 @@ coda_status plan_layout(coda_plan p) {
       if ((int)p->steps[k].phase == ph) order[q++] = k;
   for (int i = 0; i < nb; i++) first[i] = last[i] = aw[i] = -1;
   for (q = 0; q < n; q++) {
-    int buf[PLAN_MAX_REFS], use[PLAN_MAX_REFS];
     const plan_step *s = &p->steps[order[q]];
-    const int nr = step_refs(p, s, buf, use);
+    plan_refs refs = {0};
+    plan_step_ops_of(s->kind)->refs(p, s, &refs);
+    const int nr = refs.n;
+    const int *buf = refs.buf, *use = refs.use;
     /* in place: once an alias is written, its target's old contents are
      * gone, so no later step may read the target */
     for (int r = 0; r < nr; r++)

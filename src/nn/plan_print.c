@@ -1,6 +1,6 @@
 /* Plan printing: the plan as text (coda_plan_text, plan_print): buffers
  * with shape, dtype, role and the temporaries' arena layout, then the
- * steps of each phase. */
+ * steps of each phase (each kind prints its own line, step_*.c). */
 #include "nn/plan_internal.h"
 
 #include "base/internal.h"
@@ -24,75 +24,16 @@ static const char *role_name(plan_role r) {
   return "?";
 }
 
-/* A size or offset, short: bytes below 10 KiB, KiB below 10 MiB, then MiB. */
-static const char *fmt_bytes(char buf[32], size_t v) {
+const char *plan_fmt_bytes(char buf[32], size_t v) {
   if (v < 10240) snprintf(buf, 32, "%zu B", v);
   else if (v < 10485760) snprintf(buf, 32, "%.1f KiB", (double)v / 1024.0);
   else snprintf(buf, 32, "%.2f MiB", (double)v / 1048576.0);
   return buf;
 }
 
-static void print_binds(coda_plan p, coda_strbuf *b, const plan_step *s) {
-  for (int i = 0; i < s->nbind; i++)
-    coda_sb_printf(b, "%s%s=%s", i ? " " : "", s->bind[i].arg, p->bufs[s->bind[i].buf].name);
-}
-
 static void print_step(coda_plan p, coda_strbuf *b, int i, const plan_step *s) {
-  const char *tn[2] = {"", "^T"};
   coda_sb_printf(b, "  %2d  %-22s ", i, s->label);
-  switch (s->kind) {
-  case PLAN_GEMM:
-    coda_sb_printf(b, "gemm   %s%s . %s%s  [%lld x %lld, tile %dx%d]  %s: ", p->bufs[s->a].name,
-              tn[s->ta], p->bufs[s->b].name, tn[s->tb], (long long)s->M, (long long)s->N,
-              s->tiling.tile_m, s->tiling.tile_n, p->progs[s->prog].name);
-    print_binds(p, b, s);
-    if (s->unfused) coda_sb_printf(b, "  [unfused]");
-    else if (s->sched != CODA_SCHED_AUTO)
-      coda_sb_printf(b, "  [%s]", s->sched == CODA_SCHED_PINGPONG ? "pingpong" : "cooperative");
-    if (s->unfused && s->acc_off >= 0) {
-      char o[32];
-      coda_sb_printf(b, " (" PLAN_ACC_INPUT " @ %s)", fmt_bytes(o, (size_t)s->acc_off));
-    }
-    if (s->tuned_us[1] > 0)
-      coda_sb_printf(b, "  (timed: fused pingpong %.1f us, fused cooperative %.1f us, unfused %.1f us%s)",
-                     s->tuned_us[0], s->tuned_us[1], s->tuned_us[2],
-                     s->tuned_cached ? "; from the tuning cache" : "");
-    else if (s->tuned_us[0] > 0)
-      coda_sb_printf(b, "  (timed: fused %.1f us, unfused %.1f us%s)", s->tuned_us[0], s->tuned_us[2],
-                     s->tuned_cached ? "; from the tuning cache" : "");
-    break;
-  case PLAN_MAP:
-    coda_sb_printf(b, "map    [%lld x %lld, tile %dx%d]  %s: ", (long long)s->M, (long long)s->N,
-              s->tiling.tile_m, s->tiling.tile_n, p->progs[s->prog].name);
-    print_binds(p, b, s);
-    break;
-  case PLAN_FINISH:
-    coda_sb_printf(b, "finish %s.%s: ", p->progs[s->prog].name, s->finish);
-    print_binds(p, b, s);
-    break;
-  case PLAN_MATMUL:
-    coda_sb_printf(b, "matmul %s %s= %s%s . %s%s", p->bufs[s->d].name, s->accumulate ? "+" : "",
-              p->bufs[s->a].name, tn[s->ta], p->bufs[s->b].name, tn[s->tb]);
-    if (s->alpha != 1.0f) coda_sb_printf(b, " * %g", (double)s->alpha);
-    break;
-  case PLAN_ATTN_FWD:
-    coda_sb_printf(b, "attention forward (causal, %d/%d heads, hd %d): %s -> %s, %s",
-              s->attn.n_heads, s->attn.n_kv_heads, s->attn.head_dim, p->bufs[s->attn.qkv].name,
-              p->bufs[s->attn.o].name, p->bufs[s->attn.lse].name);
-    break;
-  case PLAN_ATTN_BWD:
-    coda_sb_printf(b, "attention backward: %s (with %s, %s, %s) -> %s", p->bufs[s->attn.dout].name,
-              p->bufs[s->attn.qkv].name, p->bufs[s->attn.o].name, p->bufs[s->attn.lse].name,
-              p->bufs[s->attn.dqkv].name);
-    if (s->attn.zp >= 0)
-      coda_sb_printf(b, ", then RoPE backward (%s, %s) with partials %s", p->bufs[s->attn.pos].name,
-                p->bufs[s->attn.freq].name, p->bufs[s->attn.zp].name);
-    break;
-  case PLAN_ZERO: coda_sb_printf(b, "host   %s = 0", p->bufs[s->d].name); break;
-  case PLAN_COPY:
-    coda_sb_printf(b, "host   %s = %s", p->bufs[s->d].name, p->bufs[s->a].name);
-    break;
-  }
+  plan_step_ops_of(s->kind)->print(p, b, s);
   coda_sb_printf(b, "\n");
 }
 
@@ -114,8 +55,8 @@ const char *coda_plan_text(coda_plan p) {
     int nacc = 0;
     for (int i = 0; i < p->nstep; i++) nacc += p->steps[i].acc_off >= 0;
     coda_sb_printf(&b, "temporaries: %d%s in one arena of %s (%s side by side; %s)%s\n", p->ntemp,
-                   nacc ? " and the unfused accumulators" : "", fmt_bytes(a, p->arena_bytes),
-                   fmt_bytes(t, p->temp_bytes),
+                   nacc ? " and the unfused accumulators" : "", plan_fmt_bytes(a, p->arena_bytes),
+                   plan_fmt_bytes(t, p->temp_bytes),
                    p->no_share ? "sharing off" : "shared where their steps do not overlap",
                    p->arena_live ? "" : ", before allocation");
   }
@@ -128,7 +69,7 @@ const char *coda_plan_text(coda_plan p) {
     if (laid && u->role == PLAN_ROLE_TEMP && u->live_first >= 0) {
       char o[32];
       coda_sb_printf(&b, "  steps %d-%d", u->live_first, u->live_last);
-      if (u->arena_off >= 0) coda_sb_printf(&b, " @ %s", fmt_bytes(o, (size_t)u->arena_off));
+      if (u->arena_off >= 0) coda_sb_printf(&b, " @ %s", plan_fmt_bytes(o, (size_t)u->arena_off));
       else if (u->alias < 0) coda_sb_printf(&b, ", own memory");
     }
     if (u->alias >= 0 && u->reshape) coda_sb_printf(&b, "  view of %s (its memory, this shape)", p->bufs[u->alias].name);

@@ -39,8 +39,7 @@ static int state_bufs(coda_plan p, const plan_step *s, int *out) {
   for (int i = 0; i < s->nbind; i++) {
     coda_arg_info ai;
     int written = 0, acc = 0, read = 0;
-    for (int a = 0; a < coda_program_num_args(prog); a++) {
-      if (coda_program_arg(prog, a, &ai) != CODA_OK || strcmp(ai.name, s->bind[i].arg)) continue;
+    if (coda_program_arg(prog, s->bind[i].index, &ai) == CODA_OK) { /* by the step's index */
       written = ai.kind == CODA_ARG_OUTPUT || ai.kind == CODA_ARG_PARTIAL;
       acc = ai.kind == CODA_ARG_OUTPUT && ai.accumulate;
     }
@@ -48,10 +47,9 @@ static int state_bufs(coda_plan p, const plan_step *s, int *out) {
     const int mem = plan_storage(p, s->bind[i].buf);
     for (int j = 0; j < s->nbind; j++) {
       if (j == i || plan_storage(p, s->bind[j].buf) != mem) continue;
-      for (int a = 0; a < coda_program_num_args(prog); a++)
-        if (coda_program_arg(prog, a, &ai) == CODA_OK && !strcmp(ai.name, s->bind[j].arg) &&
-            ai.kind != CODA_ARG_OUTPUT && ai.kind != CODA_ARG_PARTIAL)
-          read = 1;
+      if (coda_program_arg(prog, s->bind[j].index, &ai) == CODA_OK && ai.kind != CODA_ARG_OUTPUT &&
+          ai.kind != CODA_ARG_PARTIAL)
+        read = 1;
     }
     int seen = 0;
     for (int k = 0; k < n; k++) seen |= out[k] == mem;
@@ -62,13 +60,13 @@ static int state_bufs(coda_plan p, const plan_step *s, int *out) {
 
 /* Median over 5 samples of the time of one run of step s (us), each sample
  * `iters` back-to-back runs closed by a synchronize. */
-static coda_status time_step(coda_context ctx, coda_plan p, const plan_step *s, coda_args args,
-                             int iters, double *us) {
+static coda_status time_step(coda_context ctx, coda_plan p, const plan_step *s, int iters,
+                             double *us) {
   double t[5];
   for (int k = 0; k < 5; k++) {
     coda_status st = coda_synchronize(ctx);
     const double t0 = now_us();
-    for (int i = 0; i < iters && st == CODA_OK; i++) st = plan_exec_step(ctx, p, s, args);
+    for (int i = 0; i < iters && st == CODA_OK; i++) st = plan_exec_step(ctx, p, s);
     if (st == CODA_OK) st = coda_synchronize(ctx);
     if (st != CODA_OK) return st;
     t[k] = (now_us() - t0) / iters;
@@ -88,8 +86,7 @@ static coda_status time_step(coda_context ctx, coda_plan p, const plan_step *s, 
  * that cannot be built is left out), then timed in two rounds, the second
  * in reverse order; the buffers it must not disturb are saved first and
  * restored after. Leaves the step at the fastest variant. */
-static coda_status tune_step(coda_context ctx, coda_plan p, plan_step *s, coda_args args,
-                             int iters) {
+static coda_status tune_step(coda_context ctx, coda_plan p, plan_step *s, int iters) {
   typedef struct { int unfused, sched; } variant;
   const int gpu = coda_context_backend(ctx) == CODA_BACKEND_CUDA;
   const variant vs[3] = {{0, gpu ? CODA_SCHED_PINGPONG : CODA_SCHED_AUTO},
@@ -110,7 +107,7 @@ static coda_status tune_step(coda_context ctx, coda_plan p, plan_step *s, coda_a
     if (v == 1 && !gpu) continue;
     s->unfused = vs[v].unfused;
     s->sched = vs[v].sched;
-    const coda_status r = plan_exec_step(ctx, p, s, args);
+    const coda_status r = plan_exec_step(ctx, p, s);
     if (r == CODA_OK) ok[v] = 1;
     else if (v == 2) st = r; /* plain GEMM + map must work */
   }
@@ -123,7 +120,7 @@ static coda_status tune_step(coda_context ctx, coda_plan p, plan_step *s, coda_a
       s->unfused = vs[v].unfused;
       s->sched = vs[v].sched;
       double us;
-      st = time_step(ctx, p, s, args, iters, &us);
+      st = time_step(ctx, p, s, iters, &us);
       if (st == CODA_OK && us < t[v]) t[v] = us;
     }
   if (st == CODA_OK) st = coda_synchronize(ctx);
@@ -195,8 +192,6 @@ coda_status coda_plan_tune_fusion(coda_context ctx, coda_plan p, int iters, int 
   /* retune (CODA_RETUNE=1): time every step again and overwrite the stored choices */
   const int retune = ctx->knobs.retune;
   int stored = 0;
-  coda_args args = NULL;
-  st = coda_args_create(ctx, &args);
   for (int i = 0; i < p->nstep && st == CODA_OK; i++) {
     plan_step *s = &p->steps[i];
     if (s->kind != PLAN_GEMM) continue;
@@ -209,7 +204,7 @@ coda_status coda_plan_tune_fusion(coda_context ctx, coda_plan p, int iters, int 
       s->tuned_cached = 1;
     } else {
       s->tuned_cached = 0;
-      st = tune_step(ctx, p, s, args, iters);
+      st = tune_step(ctx, p, s, iters);
       if (st == CODA_OK) {
         st = coda_fused_cache_put(table, &key,
                                   s->unfused ? CODA_FUSED_CHOICE_UNFUSED : s->sched, s->tuned_us);
@@ -225,7 +220,6 @@ coda_status coda_plan_tune_fusion(coda_context ctx, coda_plan p, int iters, int 
       *n_unfused += s->unfused;
     }
   }
-  coda_args_destroy(args);
   /* Saved once, with what was measured even if a later step failed. A
    * file that cannot be written costs only re-timing in the next process:
    * the call still succeeds, and this context tries no more writes. */

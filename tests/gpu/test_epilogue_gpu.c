@@ -260,6 +260,7 @@ static coda_program exact_variant(coda_context c64, coda_program p, int *odd_ind
     }
     x->outputs[o].dtype = CODA_F64;
   }
+  ir_signature_build(x); /* the arguments changed after validation */
   return q;
 }
 
