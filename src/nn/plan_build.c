@@ -140,11 +140,15 @@ static int is_alias_target(coda_plan p, int i) {
   return 0;
 }
 
-void plan_buffer_alias(coda_plan p, const char *name, const char *target) {
+/* name shares target's memory: as an alias (view 0: the same shape and
+ * dtype) or as a view (view 1: the same dtype and element count, another
+ * shape). Each buffer takes part in at most one such pair. */
+static void buffer_share(coda_plan p, const char *name, const char *target, int view) {
+  const char *what = view ? "view" : "alias";
   if (!p || p->status != CODA_OK) return;
   const int i = plan_find(p, name), t = plan_find(p, target);
   if (i < 0 || t < 0) {
-    plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "alias: unknown buffer '%s'",
+    plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "%s: unknown buffer '%s'", what,
               i < 0 ? (name ? name : "(null)") : target ? target : "(null)");
     return;
   }
@@ -152,53 +156,34 @@ void plan_buffer_alias(coda_plan p, const char *name, const char *target) {
   const plan_buf *u = &p->bufs[t];
   if (i == t || b->alias >= 0 || u->alias >= 0 || is_alias_target(p, i) || is_alias_target(p, t)) {
     plan_fail(p, CODA_ERR_INVALID_ARGUMENT,
-              "alias '%s' -> '%s': a buffer takes part in at most one alias, not with itself",
+              "%s '%s' -> '%s': a buffer takes part in at most one alias, not with itself", what,
               name, target);
     return;
   }
-  if (b->dtype != u->dtype || b->rows != u->rows || b->cols != u->cols) {
-    plan_fail(p, CODA_ERR_SHAPE, "alias '%s' (%lld x %lld %s) -> '%s' (%lld x %lld %s): shape and "
-              "dtype must be the same", name, (long long)b->rows, (long long)b->cols,
+  const int same = view ? b->rows * b->cols == u->rows * u->cols
+                        : b->rows == u->rows && b->cols == u->cols;
+  if (b->dtype != u->dtype || !same) {
+    plan_fail(p, CODA_ERR_SHAPE, "%s '%s' (%lld x %lld %s) -> '%s' (%lld x %lld %s): %s must be "
+              "the same", what, name, (long long)b->rows, (long long)b->cols,
               coda_dtype_name(b->dtype), target, (long long)u->rows, (long long)u->cols,
-              coda_dtype_name(u->dtype));
+              coda_dtype_name(u->dtype), view ? "dtype and element count" : "shape and dtype");
     return;
   }
   if (b->init || b->data) {
-    plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "alias '%s': it has initial values or memory already", name);
+    plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "%s '%s': it has initial values or memory already",
+              what, name);
     return;
   }
   b->alias = t;
+  b->reshape = view;
+}
+
+void plan_buffer_alias(coda_plan p, const char *name, const char *target) {
+  buffer_share(p, name, target, 0);
 }
 
 void plan_buffer_view(coda_plan p, const char *name, const char *target) {
-  if (!p || p->status != CODA_OK) return;
-  const int i = plan_find(p, name), t = plan_find(p, target);
-  if (i < 0 || t < 0) {
-    plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "view: unknown buffer '%s'",
-              i < 0 ? (name ? name : "(null)") : target ? target : "(null)");
-    return;
-  }
-  plan_buf *b = &p->bufs[i];
-  const plan_buf *u = &p->bufs[t];
-  if (i == t || b->alias >= 0 || u->alias >= 0 || is_alias_target(p, i) || is_alias_target(p, t)) {
-    plan_fail(p, CODA_ERR_INVALID_ARGUMENT,
-              "view '%s' -> '%s': a buffer takes part in at most one alias, not with itself",
-              name, target);
-    return;
-  }
-  if (b->dtype != u->dtype || b->rows * b->cols != u->rows * u->cols) {
-    plan_fail(p, CODA_ERR_SHAPE, "view '%s' (%lld x %lld %s) -> '%s' (%lld x %lld %s): dtype and "
-              "element count must be the same", name, (long long)b->rows, (long long)b->cols,
-              coda_dtype_name(b->dtype), target, (long long)u->rows, (long long)u->cols,
-              coda_dtype_name(u->dtype));
-    return;
-  }
-  if (b->init || b->data) {
-    plan_fail(p, CODA_ERR_INVALID_ARGUMENT, "view '%s': it has initial values or memory already", name);
-    return;
-  }
-  b->alias = t;
-  b->reshape = 1;
+  buffer_share(p, name, target, 1);
 }
 
 void plan_buffer_init(coda_plan p, const char *name, const double *values) {
