@@ -19,42 +19,6 @@ coda_status coda_program_unfused(coda_context ctx, coda_program prog, const char
   return ir_unfuse(ctx, prog, input, dtype, out);
 }
 
-/* ------------------------------------------------------ the pass list */
-
-static const ir_passes *passes_of(coda_context ctx, coda_program p) {
-  return p ? p->passes[ctx && ctx->opts.precision == CODA_PRECISION_F64] : NULL;
-}
-
-int coda_program_num_passes(coda_program p) {
-  return p && p->passes[0] ? p->passes[0]->npasses : p ? 1 : 0;
-}
-
-coda_status coda_program_pass(coda_context ctx, coda_program p, int i, coda_pass_info *info) {
-  if (!p || !info)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_program_pass: %s is NULL", p ? "info" : "program");
-  const int n = coda_program_num_passes(p);
-  if (i < 0 || i >= n)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_program_pass: index %d out of range (the program "
-                     "has %d pass%s)", i, n, n == 1 ? "" : "es");
-  memset(info, 0, sizeof *info);
-  const ir_passes *l = passes_of(ctx, p);
-  if (!l) {
-    info->program = p;
-    info->kind = CODA_PASS_EPILOGUE;
-    return CODA_OK;
-  }
-  const ir_pass *ps = &l->pass[i];
-  info->program = ps->prog;
-  info->kind = ps->kind == IR_PASS_GEMM ? CODA_PASS_EPILOGUE : ps->kind == IR_PASS_MAP ? CODA_PASS_MAP : CODA_PASS_ROWS;
-  info->nfinish = ps->nread;
-  for (int k = 0; k < ps->nread; k++) info->finish[k] = ps->prog->finishes[ps->read[k]].name;
-  return CODA_OK;
-}
-
-const char *coda_program_passes_text(coda_program p) {
-  return p && p->passes[0] && p->passes[0]->text ? p->passes[0]->text : "";
-}
-
 /* ------------------------------------------------------------ running */
 
 typedef struct runner {
@@ -120,7 +84,7 @@ coda_status coda_passes_run(coda_context ctx, coda_program p, const coda_passes_
   runner r;
   memset(&r, 0, sizeof r);
   r.ctx = ctx;
-  r.l = passes_of(ctx, p);
+  r.l = ir_passes_for(ctx, p);
   r.user = args;
   coda_status s = coda_args_check_names(ctx, p, args);
   if (!s) s = ir_check_params(ctx, p, "run");
@@ -148,7 +112,7 @@ coda_status coda_passes_finish(coda_context ctx, coda_program p, const char *nam
   runner r;
   memset(&r, 0, sizeof r);
   r.ctx = ctx;
-  r.l = passes_of(ctx, p);
+  r.l = ir_passes_for(ctx, p);
   r.user = args;
   coda_status s = coda_args_check_names(ctx, p, args);
   if (s) return s;

@@ -407,6 +407,9 @@ typedef struct ir_passes {
 coda_status ir_passes_build(coda_context ctx, const struct coda_program_s *p, coda_dtype dtype,
                             ir_passes **out);
 void ir_passes_free(ir_passes *l);
+/* The pass list a run in ctx uses (f64 temporaries in exact mode), or NULL
+ * for a program of one pass. */
+const ir_passes *ir_passes_for(coda_context ctx, const struct coda_program_s *p);
 /* The pass, of the pass list for dtype, that holds finisher `name`, and the
  * finisher's index in its program; -1 if none. */
 int ir_passes_find_finish(const ir_passes *l, const char *name, int *fi);

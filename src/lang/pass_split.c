@@ -453,3 +453,39 @@ int ir_passes_find_finish(const ir_passes *l, const char *name, int *fi) {
   }
   return -1;
 }
+
+/* ------------------------------------------ the pass list, as the API reads it */
+
+const ir_passes *ir_passes_for(coda_context ctx, const struct coda_program_s *p) {
+  return p ? p->passes[ctx && ctx->opts.precision == CODA_PRECISION_F64] : NULL;
+}
+
+int coda_program_num_passes(coda_program p) {
+  return p && p->passes[0] ? p->passes[0]->npasses : p ? 1 : 0;
+}
+
+coda_status coda_program_pass(coda_context ctx, coda_program p, int i, coda_pass_info *info) {
+  if (!p || !info)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_program_pass: %s is NULL", p ? "info" : "program");
+  const int n = coda_program_num_passes(p);
+  if (i < 0 || i >= n)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "coda_program_pass: index %d out of range (the program "
+                     "has %d pass%s)", i, n, n == 1 ? "" : "es");
+  memset(info, 0, sizeof *info);
+  const ir_passes *l = ir_passes_for(ctx, p);
+  if (!l) {
+    info->program = p;
+    info->kind = CODA_PASS_EPILOGUE;
+    return CODA_OK;
+  }
+  const ir_pass *ps = &l->pass[i];
+  info->program = ps->prog;
+  info->kind = ps->kind == IR_PASS_GEMM ? CODA_PASS_EPILOGUE : ps->kind == IR_PASS_MAP ? CODA_PASS_MAP : CODA_PASS_ROWS;
+  info->nfinish = ps->nread;
+  for (int k = 0; k < ps->nread; k++) info->finish[k] = ps->prog->finishes[ps->read[k]].name;
+  return CODA_OK;
+}
+
+const char *coda_program_passes_text(coda_program p) {
+  return p && p->passes[0] && p->passes[0]->text ? p->passes[0]->text : "";
+}
