@@ -293,7 +293,11 @@ while [ $kills -lt "$KILLS" ]; do
     break
   fi
 done
-if [ $done = 0 ]; then # to the end without a kill
+if [ $done = 0 ] && [ "$(ck_step "$CK")" = "$STEPS" ]; then
+  # the last kill landed after its run had saved the final step (a run at
+  # its end is refused: nothing to do); the checkpoint is compared as it is
+  echo "the last killed run had saved the final step: checkpoint step $STEPS"
+elif [ $done = 0 ]; then # to the end without a kill
   resume=()
   [ -f "$CK" ] && resume=(--resume "$CK")
   runs=$((runs + 1))
