@@ -44,9 +44,10 @@ coda_status ir_drop(coda_context ctx, const struct coda_program_s *p, const char
       for (int j = 0; j < q->ninstrs; j++) {
         ir_instr *in = &q->instrs[j];
         if (in->code == IR_STAT && in->input == k) {
+          const int line = in->line; /* q, and in with it, is freed before the message */
           coda_program_destroy(q);
           return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "drop pass: the program reads '%s' (line %d): "
-                           "a finisher it reads cannot be dropped", nm, in->line);
+                           "a finisher it reads cannot be dropped", nm, line);
         }
         if (in->code == IR_STAT && in->input > k) in->input--;
       }
