@@ -44,8 +44,7 @@ static void validation_progress(int done, int batches, void *user) {
 }
 
 /* Prints the trainer's progress (the lines of `coda train`); user is the
- * run's context, whose warnings (a preparation's files left out) are
- * printed once the data is ready. */
+ * run's context, whose warnings (files a preparation left out) go first. */
 static void print_progress(const coda_train_progress *p, void *user) {
   coda_tool_bar_end(&val_bar); /* a cut-short validation's bar off the line */
   const double MiB = 1024.0 * 1024.0;
@@ -318,8 +317,7 @@ static const char *corpus_hint(const coda_train_options *o, coda_status s, int r
       !strstr(msg, "rank 0 could not prepare"))
     return " (rank 0 prepares the token shards into its own --out, and this rank does not "
            "see them at this path, as when each rank has its own --out or its own host's "
-           "file system: in a job of several ranks give every "
-           "rank the same --out on a file system they share, or prepare once (coda train "
+           "file system: in a job of several ranks give every rank the same --out on a file system they share, or prepare once (coda train "
            "--prepare --out OUT) and give every rank --data OUT/data at a path each of them "
            "reads)";
   if (s == CODA_ERR_IO && o->corpus_dir && !strcmp(o->corpus_dir, DEFAULT_CORPUS) &&
