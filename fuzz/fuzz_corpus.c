@@ -198,9 +198,15 @@ static void push(stream *s, uint32_t v) {
 
 /* Documents run from the first byte that is not '\n' or '\r' to the first
  * '\n' followed by "\n" or "\r\n" (that '\n' kept); bytes as tokens. A
- * NUL byte is no text: refused. */
+ * NUL byte is no text: refused; so is a file whose first 64 KiB hold at
+ * least 4 control bytes (not tab, line ends, VT, FF, ESC; DEL counts), more
+ * than 1 in 32 of them. */
 static int ref_text(const uint8_t *d, size_t n, stream *s) {
   if (memchr(d, 0, n)) return 0;
+  size_t seen = n < ((size_t)64 << 10) ? n : (size_t)64 << 10, ctrl = 0;
+  for (size_t i = 0; i < seen; i++)
+    ctrl += (d[i] < 0x20 && !strchr("\t\n\v\f\r\x1b", d[i])) || d[i] == 0x7f;
+  if (ctrl >= 4 && ctrl * 32 > seen) return 0;
   size_t i = 0;
   while (i < n) {
     while (i < n && (d[i] == '\n' || d[i] == '\r')) i++;

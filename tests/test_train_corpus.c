@@ -475,6 +475,28 @@ static void bad_bytes(coda_context ctx) {
   CHECK(prepare(ctx, path_of("binary.txt"), CODA_DATA_AUTO, NULL, NULL, 2) == CODA_ERR_INVALID_ARGUMENT);
   CHECK_MSG(strstr(coda_last_error(ctx), "binary.txt: a NUL byte at byte offset 10: not a text file"),
             "%s", coda_last_error(ctx));
+  /* binary without a NUL byte (bytes 1..255 from a fixed LCG): refused by
+   * its control bytes; text with a few of them (a DOS end-of-file mark, a
+   * bell), Latin-1 text and escape sequences are read */
+  static char noisy[3000];
+  uint32_t x = 12345;
+  for (size_t i = 0; i < sizeof noisy; i++) {
+    x = x * 1664525u + 1013904223u;
+    noisy[i] = (char)(1 + (x >> 24) % 255);
+  }
+  put_file("noisy.dat.txt", noisy, sizeof noisy);
+  CHECK(prepare(ctx, path_of("noisy.dat.txt"), CODA_DATA_AUTO, NULL, NULL, 2) ==
+        CODA_ERR_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(coda_last_error(ctx), "noisy.dat.txt: ") &&
+                strstr(coda_last_error(ctx), "of its first 3000 bytes are control characters") &&
+                strstr(coda_last_error(ctx), "not a text file"),
+            "%s", coda_last_error(ctx));
+  static const char texty[] = "caf\xe9 cr\xe8me, na\xefve\n\x1b[1mbold\x1b[0m\tand a bell \x07\n"
+                              "\n\fpage two: four control bytes in more than 128 are text, as in a file\n"
+                              "that someone saved from an old editor\x1a\x1a\x1a\n";
+  put_file("latin1.txt", texty, sizeof texty - 1);
+  CHECK_MSG(prepare(ctx, path_of("latin1.txt"), CODA_DATA_AUTO, NULL, NULL, 2) == CODA_OK, "%s",
+            coda_last_error(ctx));
 }
 
 /* A tokenizer over a, b, c, space and newline, with <s> as its BOS. */
