@@ -227,6 +227,24 @@ int main(void) {
     return CHECK_DONE();
   }
   if (coda_epi_fill_params) test_fill_params(ctx);
+  { /* a program with a total runs as a pass list: building it as one
+     * kernel is refused with the count of its passes (it once crashed in
+     * the staging plan, which has no emitter for a total) */
+    coda_program p = NULL;
+    CHECK(coda_program_parse(ctx,
+                             "input x : tile bf16\noutput y : f32\nstore y = acc * x\n"
+                             "reduce sp = total(acc * x)\nfinish s = sum(sp)\n",
+                             &p) == CODA_OK);
+    if (p) {
+      coda_epi_config cfg = coda_epi_default_config();
+      coda_epi_binary bin;
+      CHECK(coda_program_num_passes(p) > 1);
+      CHECK(coda_epi_build(ctx, p, &cfg, 1, &bin) == CODA_ERR_NOT_SUPPORTED);
+      CHECK_MSG(strstr(coda_last_error(ctx), "runs as ") && strstr(coda_last_error(ctx), " passes"),
+                "%s", coda_last_error(ctx));
+      coda_program_destroy(p);
+    }
+  }
   int compiled = 0, total = 0;
   /* every built-in program: the default layout (A N, B T, bf16) */
   for (int i = 0; coda_builtin_program_name(i); i++) {

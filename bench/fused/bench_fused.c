@@ -32,6 +32,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "coda.h"
 #include "backends/cuda/epi_codegen.h"
+#include "backends/cuda/gplan.h"
 #include "unfused.h"
 #include "tools/tool_util.h"
 #include "name_list.h"
@@ -627,18 +628,42 @@ static int precompile_programs(const char *const *specs, int n) {
       bad++;
       continue;
     }
-    coda_epi_config cfg = coda_epi_default_config();
-    cfg.trans_a = 0;
-    cfg.trans_b = 1;
-    cfg.f16 = 0;
-    coda_epi_binary bin;
-    if (coda_epi_build(ctx, p, &cfg, 0, &bin) != CODA_OK) {
-      fprintf(stderr, "%s: %s\n", specs[i], coda_last_error(ctx));
-      bad++;
-    } else {
-      printf("%-40s %s, %s, spill %d\n", specs[i], bin.from_cache ? "cached" : "compiled",
-             cfg.ping ? "pingpong" : "cooperative", bin.spill);
-      coda_epi_binary_free(&bin);
+    /* a program of several passes (lang/pass_split.c): each pass's kernel,
+     * the first the GEMM's epilogue, the others maps */
+    const int np = coda_program_num_passes(p);
+    for (int k = 0; k < (np > 0 ? np : 1); k++) {
+      coda_pass_info pi;
+      if (np > 1 && coda_program_pass(ctx, p, k, &pi) != CODA_OK) {
+        fprintf(stderr, "%s, pass %d: %s\n", specs[i], k, coda_last_error(ctx));
+        bad++;
+        break;
+      }
+      coda_program q = np > 1 ? pi.program : p;
+      char label[96];
+      snprintf(label, sizeof label, np > 1 ? "%s, pass %d" : "%s", specs[i], k);
+      if (np > 1 && pi.kind != CODA_PASS_EPILOGUE) {
+        int cached = 0;
+        if (coda_cuda_map_precompile(ctx, q, &cached) != CODA_OK) {
+          fprintf(stderr, "%s: %s\n", label, coda_last_error(ctx));
+          bad++;
+        } else {
+          printf("%-40s %s, map\n", label, cached ? "cached" : "compiled");
+        }
+        continue;
+      }
+      coda_epi_config cfg = coda_epi_default_config();
+      cfg.trans_a = 0;
+      cfg.trans_b = 1;
+      cfg.f16 = 0;
+      coda_epi_binary bin;
+      if (coda_epi_build(ctx, q, &cfg, 0, &bin) != CODA_OK) {
+        fprintf(stderr, "%s: %s\n", label, coda_last_error(ctx));
+        bad++;
+      } else {
+        printf("%-40s %s, %s, spill %d\n", label, bin.from_cache ? "cached" : "compiled",
+               cfg.ping ? "pingpong" : "cooperative", bin.spill);
+        coda_epi_binary_free(&bin);
+      }
     }
     coda_program_destroy(p);
   }

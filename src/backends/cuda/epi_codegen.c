@@ -591,6 +591,8 @@ void coda_epi_binary_free(coda_epi_binary *b) {
 coda_status coda_epi_build(coda_context ctx, coda_program p, coda_epi_config *cfg, int no_cache,
                            coda_epi_binary *out) {
   memset(out, 0, sizeof *out);
+  coda_status sup = coda_epi_supported(ctx, p); /* e.g. a pass list: its passes are built */
+  if (sup != CODA_OK) return sup;
   /* pingpong when every tile access of the program goes through the
    * staging (3-11 % faster than cooperative on prim_store, llama_residual,
    * llama_residual_norm and llama_swiglu), cooperative when some tile
