@@ -330,3 +330,9 @@ coda_engine coda_engine_from_option(coda_train_engine e) {
   if (e == CODA_TRAIN_ENGINE_PLANS) return CODA_ENGINE_PLANS;
   return coda_plans_available() ? CODA_ENGINE_PLANS : CODA_ENGINE_REFERENCE;
 }
+
+coda_engine coda_engine_for_model(coda_train_engine e, const coda_model_config *c) {
+  const coda_family *f = coda_family_of(c->family);
+  if (e == CODA_TRAIN_ENGINE_AUTO && f && f->block == CODA_BLOCK_GPT2) return CODA_ENGINE_REFERENCE;
+  return coda_engine_from_option(e);
+}

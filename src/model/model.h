@@ -87,6 +87,9 @@ typedef enum coda_engine {
 /* The engine an option names (model.c); AUTO: the plan engine where it
  * is available. */
 coda_engine coda_engine_from_option(coda_train_engine e);
+/* The same for a model of c: AUTO takes the reference engine for a family
+ * the plans do not run (gpt2). */
+coda_engine coda_engine_for_model(coda_train_engine e, const coda_model_config *c);
 
 coda_status coda_model_create(coda_context ctx, const coda_model_config *cfg,
                               coda_engine engine, coda_model **out);

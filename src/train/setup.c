@@ -158,8 +158,19 @@ static coda_status take_checkpoint_config(coda_train_run *r) {
 static coda_status resolve_model(coda_train_run *r) {
   coda_context ctx = r->ctx;
   coda_train_options *o = &r->o;
-  r->engine = coda_engine_from_option(o->engine);
+  if (o->resume && o->init)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "resume and init exclude each other");
+  if (o->resume || o->init) {
+    coda_status s = take_checkpoint_config(r);
+    if (s) return s;
+  }
+  /* the family is known now (a checkpoint's may differ from the options') */
+  r->engine = coda_engine_for_model(o->engine, &o->model);
   r->gpu = coda_context_backend(ctx) == CODA_BACKEND_CUDA;
+  if (r->gpu && o->model.family == CODA_FAMILY_GPT2)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "family gpt2 trains on the CPU reference engine "
+                     "so far (--device cpu); the GPU trainer runs the plan engine, which runs the "
+                     "llama and qwen3 families");
   if (r->gpu && r->engine != CODA_ENGINE_PLANS)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
                      "on the GPU the trainer runs the plan engine (--engine plans or auto), not "
@@ -167,12 +178,6 @@ static coda_status resolve_model(coda_train_run *r) {
   if (r->sharded && (r->gpu || r->engine != CODA_ENGINE_REFERENCE))
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "sharded weights (ZeRO-3, --zero 3) run on the "
                      "CPU reference engine only so far (--device cpu --engine reference)");
-  if (o->resume && o->init)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "resume and init exclude each other");
-  if (o->resume || o->init) {
-    coda_status s = take_checkpoint_config(r);
-    if (s) return s;
-  }
   const uint32_t voc = r->trv.vocab, vvoc = r->vav.vocab;
   if ((uint32_t)o->model.vocab < voc || (uint32_t)o->model.vocab < vvoc)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s: vocabulary of %u tokens exceeds the "
