@@ -137,17 +137,21 @@ static coda_status take_checkpoint_config(coda_train_run *r) {
                      coda_model_family_name(c.family), coda_model_family_name(o->model.family),
                      coda_model_family_name(c.family));
   /* fine-tuning may train at a shorter sequence than the checkpoint's
-   * window (weights do not depend on it; positions stay below it) */
+   * window (weights do not depend on it; positions stay below it), but
+   * GPT-2's learned positions are seq rows of its weights */
+  const int gpt2 = c.family == CODA_FAMILY_GPT2;
   const int shorter_seq = o->init && (o->model_set & CODA_MODEL_SET_SEQ) && o->model.seq >= 1 &&
-                          o->model.seq <= c.seq;
+                          o->model.seq <= c.seq && !gpt2;
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
     if ((o->model_set & f[i].bit) && f[i].want != f[i].have &&
         !(f[i].bit == CODA_MODEL_SET_SEQ && shorter_seq))
       return coda_fail(r->ctx, CODA_ERR_INVALID_ARGUMENT, "%s has %s %d, but %s %d was asked "
                        "for; the checkpoint's model is used: leave the model settings out, or "
                        "give its values%s", ck, f[i].name, f[i].have, f[i].name, f[i].want,
-                       f[i].bit == CODA_MODEL_SET_SEQ && o->init ? " (a shorter --seq is "
-                       "allowed when fine-tuning)" : "");
+                       f[i].bit != CODA_MODEL_SET_SEQ || !o->init ? ""
+                       : gpt2 ? " (gpt2's learned positions are seq rows of its weights: "
+                       "fine-tuning keeps its seq)" : " (a shorter --seq is allowed when "
+                       "fine-tuning)");
   if (shorter_seq) c.seq = o->model.seq;
   o->model = c;
   return CODA_OK;

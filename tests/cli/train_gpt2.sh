@@ -4,7 +4,9 @@
 # refuse it by name), the training loss falls, --resume continues it, the
 # checkpoint exports as GPT2LMHeadModel and imports back to the same
 # bytes, coda generate (the host decoder) gives the same greedy ids from
-# the checkpoint and from the exported folder, and coda eval runs it.
+# the checkpoint and from the exported folder, coda eval runs it, and
+# --init-from fine-tunes it (a shorter --seq refused: the positions are
+# weights).
 #
 #   sh tests/cli/train_gpt2.sh PATH/TO/coda WORKDIR
 set -u
@@ -57,7 +59,27 @@ echo "ok: generate (host decoder): $out, the same from the exported folder"
   >eval.txt 2>&1 || { cat eval.txt; fail "eval"; }
 grep -q "loss" eval.txt || fail "eval printed no loss: $(cat eval.txt)"
 echo "ok: eval: $(grep loss eval.txt | head -1)"
-# the plan engine and the GPU are refused by name
+# fine-tuning from the exported folder starts where the run ended (its
+# first loss well below a fresh model's); the position table keeps its seq
+"$coda" train --init-from hf --corpus corpus --batch 4 --steps 2 --val-batches 0 --device cpu \
+  --out ft --quiet >ft.txt 2>&1 || { cat ft.txt; fail "--init-from"; }
+ft=$(sed -n 2p ft/loss.csv | cut -d, -f2)
+awk -v a="$first" -v b="$ft" 'BEGIN { exit !(b < a - 1.0) }' ||
+  fail "--init-from: first loss $ft, a fresh model's $first"
+"$coda" train --init-from hf --seq 16 --corpus corpus --batch 4 --steps 2 --val-batches 0 \
+  --device cpu --out ft16 --quiet >ft16.txt 2>&1 && fail "--init-from with a shorter --seq"
+grep -q "gpt2's learned positions are seq rows" ft16.txt || fail "shorter seq: $(cat ft16.txt)"
+echo "ok: --init-from the exported folder: first loss $ft; a shorter --seq refused by name"
+# data parallel over two CPU processes: weights sharded too (ZeRO-3, whose
+# embedding bucket holds the position table) gives ZeRO-1's bits
+for z in 1 3; do
+  # shellcheck disable=SC2086
+  "$coda" train --data run/data $model --batch 2 --steps 6 --val-batches 0 --device cpu \
+    --ranks 2 --zero $z --out "zero$z" --quiet >"zero$z.txt" 2>&1 || { cat "zero$z.txt"; fail "--zero $z"; }
+done
+cmp -s zero1/loss.csv zero3/loss.csv || fail "--zero 3 differs from --zero 1"
+echo "ok: 2 ranks, --zero 3 = --zero 1 bit for bit"
+# the plan engine is refused by name
 # shellcheck disable=SC2086
 "$coda" train --corpus corpus $model --batch 4 --steps 2 --val-batches 0 --device cpu \
   --engine plans --out plans --quiet >plans.txt 2>&1 && fail "--engine plans trained gpt2"
