@@ -52,7 +52,8 @@ static int pos_finite(double x) { return x > 0.0 && isfinite(x); }
 
 /* What every model coda builds must satisfy: a known family, positive
  * sizes within the caps, an even head size (dim / heads unless head_dim is
- * set, and always dim / heads for Llama), kv heads dividing heads, finite
+ * set, and always dim / heads for Llama; GPT-2's any size, with one kv head
+ * per head, a tied head and no RoPE scaling), kv heads dividing heads, finite
  * RoPE and norm numbers, a valid RoPE scaling. */
 static void check_accepted(coda_context ctx, const coda_model_config *c) {
   if (c->vocab < 2 || c->dim < 2 || c->layers < 1 || c->heads < 1 || c->kv_heads < 1 ||
@@ -63,9 +64,12 @@ static void check_accepted(coda_context ctx, const coda_model_config *c) {
     fail("accepted a size above the caps");
   if (!coda_model_family_name(c->family)) fail("accepted an unknown model family");
   const int hd = coda_model_head_dim(c);
-  if ((!c->head_dim && c->dim % c->heads) || hd < 2 || hd % 2 || c->heads % c->kv_heads ||
-      (c->family == CODA_FAMILY_LLAMA && hd * c->heads != c->dim))
+  const int gpt2 = c->family == CODA_FAMILY_GPT2; /* no RoPE: any head size */
+  if ((!c->head_dim && c->dim % c->heads) || hd < 1 || (!gpt2 && (hd < 2 || hd % 2)) ||
+      c->heads % c->kv_heads || (c->family != CODA_FAMILY_QWEN3 && hd * c->heads != c->dim))
     fail("accepted heads that do not divide the dimensions");
+  if (gpt2 && (c->kv_heads != c->heads || !c->tied || c->rope.type != CODA_ROPE_DEFAULT))
+    fail("accepted a gpt2 model with kv heads, an untied head or RoPE scaling");
   if (!(c->rope_theta > 1.0 && isfinite(c->rope_theta)) || !pos_finite(c->norm_eps))
     fail("accepted a non-finite or out-of-range rope_theta / norm_eps");
   if (c->tied != 0 && c->tied != 1) fail("tied is not 0 or 1");

@@ -82,6 +82,17 @@ static void check_keys(const uint8_t *data, size_t size, const coda_model_config
   coda_json_doc *d = coda_json_parse((const char *)data, size, err, sizeof err);
   if (!d) fail("accepted a config.json that is not JSON");
   const coda_json *r = coda_json_root(d);
+  if (c->family == CODA_FAMILY_GPT2) { /* GPT2Config's own keys and defaults */
+    const double dim = top_num(r, "n_embd", -1);
+    const coda_json *tie = coda_json_get(r, "tie_word_embeddings");
+    if (dim != c->dim || top_num(r, "n_inner", 4 * dim) != c->ffn ||
+        top_num(r, "n_layer", -1) != c->layers || top_num(r, "n_head", -1) != c->heads ||
+        top_num(r, "vocab_size", -1) != c->vocab || top_num(r, "n_positions", 1024) != c->seq ||
+        c->kv_heads != c->heads || c->head_dim || (tie && tie->kind == CODA_JSON_FALSE))
+      fail("accepted gpt2 config differs from the file's keys");
+    coda_json_free(d);
+    return;
+  }
   if (top_num(r, "hidden_size", -1) != c->dim || top_num(r, "intermediate_size", -1) != c->ffn ||
       top_num(r, "num_hidden_layers", -1) != c->layers ||
       top_num(r, "num_attention_heads", -1) != c->heads || top_num(r, "vocab_size", -1) != c->vocab ||

@@ -424,20 +424,22 @@ coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
  * zero-initialized configuration keeps meaning Llama. */
 typedef enum coda_model_family {
   CODA_FAMILY_LLAMA = 0, /* Llama 3: RMSNorm, RoPE, GQA, SwiGLU, no biases */
-  CODA_FAMILY_QWEN3 = 1  /* Llama plus a per-head RMSNorm on q and k before RoPE */
+  CODA_FAMILY_QWEN3 = 1, /* Llama plus a per-head RMSNorm on q and k before RoPE */
+  CODA_FAMILY_GPT2 = 2   /* GPT-2: LayerNorm with bias, learned positions, GELU (tanh),
+                          * a bias on every linear, the head tied to the embedding */
 } coda_model_family;
 
 typedef struct coda_model_config {
   int vocab, dim, layers, heads, kv_heads, ffn, seq;
   int tied;          /* 1: the LM head reuses the token embedding */
-  double rope_theta; /* RoPE base */
-  double norm_eps;   /* RMSNorm epsilon (also of Qwen3's q/k norms) */
+  double rope_theta; /* RoPE base (GPT-2 has no RoPE: unused) */
+  double norm_eps;   /* RMSNorm epsilon (also of Qwen3's q/k norms; GPT-2's LayerNorm's) */
   coda_rope_scaling rope; /* RoPE frequency scaling (zero: none) */
   coda_model_family family; /* zero: Llama */
   int head_dim;      /* the width of one attention head; 0: dim / heads */
 } coda_model_config;
 
-/* "llama", "qwen3"; NULL for a value that names no family. */
+/* "llama", "qwen3", "gpt2"; NULL for a value that names no family. */
 const char *coda_model_family_name(coda_model_family f);
 /* The family a name gives (as coda_model_family_name writes it). */
 coda_status coda_model_family_from_name(coda_context ctx, const char *name,

@@ -418,15 +418,16 @@ static void loading(coda_context ctx) {
   CHECK(remove_tree(dir) == 0);
 }
 
-/* coda_generate on a Qwen3 checkpoint (the reference engine's recompute,
- * which coda_generate takes for families other than Llama) and the host
- * decoder agree on the greedy bytes. */
-static void generate_qwen3(coda_context ctx) {
-  coda_model_config c = {260, 32, 2, 4, 2, 40, 24, 0, 1000000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 6};
+/* coda_generate on a Qwen3 or GPT-2 checkpoint (the reference engine's
+ * recompute, which coda_generate takes for families other than Llama) and
+ * the host decoder agree on the greedy bytes. */
+static void generate_host(coda_context ctx, const coda_model_config *cfg) {
+  const coda_model_config c = *cfg;
+  const char *fam = coda_model_family_name(c.family);
   coda_model *m = make_model(ctx, &c, 21);
   if (!m) return;
   char ck[256];
-  snprintf(ck, sizeof ck, "test_decode_qwen3.tmp.%d.safetensors", (int)getpid());
+  snprintf(ck, sizeof ck, "test_decode_%s.tmp.%d.safetensors", fam, (int)getpid());
   CHECK(coda_checkpoint_save(ctx, ck, m, NULL, NULL, NULL) == CODA_OK);
   enum { N = 10 };
   coda_generate_options g = coda_generate_default_options();
@@ -450,9 +451,9 @@ static void generate_qwen3(coda_context ctx) {
       same &= (unsigned char)text[2 + k] == (tok[0] < 256 ? tok[0] : '?');
       if (k + 1 < N) CHECK_STATUS(ctx, coda_decoder_step(d, tok), CODA_OK);
     }
-    CHECK_MSG(same, "coda_generate and the decoder differ on a qwen3 checkpoint");
+    CHECK_MSG(same, "coda_generate and the decoder differ on a %s checkpoint", fam);
   } else {
-    CHECK_MSG(0, "qwen3 generate: %zu bytes, decoder %p", len, (void *)d);
+    CHECK_MSG(0, "%s generate: %zu bytes, decoder %p", fam, len, (void *)d);
   }
   coda_decoder_destroy(d);
   free(text);
@@ -501,7 +502,26 @@ int main(void) {
           strstr(coda_last_error(ctx), "plan prefill"));
     coda_model_destroy(qm);
   }
-  generate_qwen3(ctx);
+  coda_model_config gq = {260, 32, 2, 4, 2, 40, 24, 0, 1000000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 6};
+  generate_host(ctx, &gq);
+  coda_model_config gg = {260, 32, 2, 4, 4, 40, 24, 1, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GPT2, 0};
+  generate_host(ctx, &gg);
+  /* GPT-2 on the host: LayerNorms, biases, GELU, learned positions (the
+   * prompts and steps run up to its table's end), no RoPE; an odd head
+   * width (27 over 3 heads) */
+  coda_model_config g2 = {280, 32, 2, 4, 4, 40, 24, 1, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GPT2, 0};
+  against_recompute(ctx, &g2, p4, 2, 4, "gpt2");
+  coda_model_config g9 = {260, 27, 2, 3, 3, 36, 20, 1, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GPT2, 0};
+  against_recompute(ctx, &g9, p1, 1, 6, "gpt2 head width 9");
+  coda_model *gm = make_model(ctx, &g2, 2);
+  if (gm) {
+    coda_decoder gd = NULL;
+    coda_decoder_options po = {.struct_size = sizeof po, .batch = 1, .prefill = CODA_PREFILL_PLANS};
+    CHECK_STATUS(ctx, coda_decoder_create(ctx, gm, &po, &gd), CODA_ERR_NOT_SUPPORTED);
+    CHECK(gd == NULL && strstr(coda_last_error(ctx), "gpt2") &&
+          strstr(coda_last_error(ctx), "plan prefill"));
+    coda_model_destroy(gm);
+  }
   sampling(ctx);
   loading(ctx);
   coda_context_destroy(ctx);

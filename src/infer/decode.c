@@ -1,8 +1,9 @@
 /* The decoder of include/coda_decode.h: prefill and cached decode steps of
  * the model families of model/family.c (the layout of model.c): Llama 3 on
  * the host or on a backend with decode kernels (api.h coda_decode_*),
- * Qwen3 on the host (its q/k norms; the device kernels and the plan
- * prefill refuse it by name).
+ * Qwen3 (its q/k norms) and GPT-2 (LayerNorm, biases, GELU, learned
+ * positions, no RoPE: host_gpt2_layer) on the host; the device kernels
+ * and the plan prefill refuse them by name.
  *
  * A forward takes a set of rows, each a token at a position of one
  * sequence: prefill rows are the prompts' tokens (chunked), step rows one
@@ -59,15 +60,87 @@ static size_t cache_off(const coda_decoder d, int layer, int b, int pos) {
   return (((size_t)layer * d->B + (size_t)b) * d->max_len + (size_t)pos) * (size_t)d->kvd;
 }
 
+/* Rows' K and V into the cache of layer li (every row's before any
+ * attention), then each row's causal attention over its sequence's cache
+ * into d->o. */
+static void host_attend(coda_decoder d, int li, const int32_t *seq, const int32_t *pos, int64_t M) {
+  const coda_model_config *c = &d->c;
+  const int nt = d->nt, H = c->heads, Hk = c->kv_heads, hd = (int)d->hd, grp = H / Hk;
+  const int64_t nq = d->nq, qd = d->qd;
+  const double scale = 1.0 / sqrt((double)hd);
+  for (int64_t i = 0; i < M; i++) {
+    const float *row = d->qkv + i * nq;
+    size_t off = cache_off(d, li, seq[i], pos[i]);
+    memcpy(d->kc + off, row + qd, (size_t)d->kvd * 4);
+    memcpy(d->vc + off, row + qd + d->kvd, (size_t)d->kvd * 4);
+  }
+#pragma omp parallel for collapse(2) schedule(static) num_threads(nt)
+  for (int64_t i = 0; i < M; i++)
+    for (int h = 0; h < H; h++) {
+      const int kh = h / grp, n = pos[i] + 1;
+      float *p = d->P + ((size_t)omp_get_thread_num()) * (size_t)d->max_len;
+      const float *q = d->qkv + i * nq + (int64_t)h * hd;
+      const float *kb = d->kc + cache_off(d, li, seq[i], 0) + (size_t)kh * hd;
+      const float *vb = d->vc + cache_off(d, li, seq[i], 0) + (size_t)kh * hd;
+      double mx = -INFINITY;
+      for (int s = 0; s < n; s++) {
+        const float *k = kb + (size_t)s * d->kvd;
+        double dd = 0.0;
+        for (int e = 0; e < hd; e++) dd += (double)q[e] * k[e];
+        dd *= scale;
+        p[s] = (float)dd;
+        if (dd > mx) mx = dd;
+      }
+      double sum = 0.0;
+      for (int s = 0; s < n; s++) sum += exp((double)p[s] - mx);
+      for (int s = 0; s < n; s++) p[s] = (float)(exp((double)p[s] - mx) / sum);
+      float *orow = d->o + i * qd + (int64_t)h * hd;
+      for (int e = 0; e < hd; e++) orow[e] = 0.0f;
+      for (int s = 0; s < n; s++) {
+        const float *v = vb + (size_t)s * d->kvd;
+        for (int e = 0; e < hd; e++) orow[e] += p[s] * v[e];
+      }
+    }
+}
+
+/* GPT-2's layer li on the rows, as model_ref_gpt2.c computes it: each
+ * linear starts from its bias (the residual ones from x + bias) and adds
+ * the products in k order. */
+static void host_gpt2_layer(coda_decoder d, int li, const int32_t *seq, const int32_t *pos,
+                            int64_t M) {
+  const coda_model_config *c = &d->c;
+  const layer_w *w = &d->l[li];
+  const int nt = d->nt;
+  const int64_t D = d->D, F = d->F, nq = d->nq, qd = d->qd;
+  coda_ref_layernorm(nt, d->x, w->wn_attn, w->bn_attn, d->h, NULL, NULL, M, D, c->norm_eps);
+  for (int64_t i = 0; i < M; i++) memcpy(d->qkv + i * nq, w->bqkv, (size_t)nq * 4);
+  host_linear(nt, d->qkv, d->h, w->wqkv, M, nq, D, 1);
+  host_attend(d, li, seq, pos, M);
+  for (int64_t i = 0; i < M * D; i++) d->x[i] += w->bo[i % D];
+  host_linear(nt, d->x, d->o, w->wo, M, D, qd, 1);
+  coda_ref_layernorm(nt, d->x, w->wn_ffn, w->bn_ffn, d->h, NULL, NULL, M, D, c->norm_eps);
+  for (int64_t i = 0; i < M; i++) memcpy(d->z + i * F, w->bfc, (size_t)F * 4);
+  host_linear(nt, d->z, d->h, w->wfc, M, F, D, 1);
+  for (int64_t i = 0; i < M * F; i++) d->y[i] = coda_ref_gelu(d->z[i]);
+  for (int64_t i = 0; i < M * D; i++) d->x[i] += w->bproj[i % D];
+  host_linear(nt, d->x, d->y, w->wproj, M, D, F, 1);
+}
+
 static coda_status host_forward(coda_decoder d, const int32_t *tok, const int32_t *seq,
                                 const int32_t *pos, int64_t M, const int32_t *head_rows,
                                 const int32_t *head_seq, int64_t nhead) {
   const coda_model_config *c = &d->c;
-  const int nt = d->nt, H = c->heads, Hk = c->kv_heads, hd = (int)d->hd, grp = H / Hk;
+  const int nt = d->nt, H = c->heads, Hk = c->kv_heads, hd = (int)d->hd;
   const int64_t D = d->D, F = d->F, nq = d->nq, qd = d->qd;
-  const double scale = 1.0 / sqrt((double)hd);
   for (int64_t i = 0; i < M; i++) memcpy(d->x + i * D, d->emb + (int64_t)tok[i] * D, (size_t)D * 4);
+  if (d->pos_emb) /* GPT-2's learned positions */
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t k = 0; k < D; k++) d->x[i * D + k] += d->pos_emb[(int64_t)pos[i] * D + k];
   for (int li = 0; li < c->layers; li++) {
+    if (d->pos_emb) {
+      host_gpt2_layer(d, li, seq, pos, M);
+      continue;
+    }
     const layer_w *w = &d->l[li];
     coda_ref_rmsnorm(nt, d->x, w->wn_attn, d->h, NULL, M, D, c->norm_eps);
     host_linear(nt, d->qkv, d->h, w->wqkv, M, nq, D, 0);
@@ -78,8 +151,8 @@ static coda_status host_forward(coda_decoder d, const int32_t *tok, const int32_
           float *hp = d->qkv + i * nq + (int64_t)hh * hd;
           coda_ref_rmsnorm(1, hp, hh < H ? w->wq_norm : w->wk_norm, hp, NULL, 1, hd, c->norm_eps);
         }
-    /* RoPE on the Q and K heads at each row's position, then K and V into
-     * the cache: every row's before any attention */
+    /* RoPE on the Q and K heads at each row's position (then host_attend:
+     * K and V into the cache, every row's before any attention) */
     for (int64_t i = 0; i < M; i++) {
       float *row = d->qkv + i * nq;
       for (int j = 0; j < hd / 2; j++) {
@@ -92,37 +165,8 @@ static coda_status host_forward(coda_decoder d, const int32_t *tok, const int32_
           p[1] = (float)(a * sn + b * cs);
         }
       }
-      size_t off = cache_off(d, li, seq[i], pos[i]);
-      memcpy(d->kc + off, row + qd, (size_t)d->kvd * 4);
-      memcpy(d->vc + off, row + qd + d->kvd, (size_t)d->kvd * 4);
     }
-#pragma omp parallel for collapse(2) schedule(static) num_threads(nt)
-    for (int64_t i = 0; i < M; i++)
-      for (int h = 0; h < H; h++) {
-        const int kh = h / grp, n = pos[i] + 1;
-        float *p = d->P + ((size_t)omp_get_thread_num()) * (size_t)d->max_len;
-        const float *q = d->qkv + i * nq + (int64_t)h * hd;
-        const float *kb = d->kc + cache_off(d, li, seq[i], 0) + (size_t)kh * hd;
-        const float *vb = d->vc + cache_off(d, li, seq[i], 0) + (size_t)kh * hd;
-        double mx = -INFINITY;
-        for (int s = 0; s < n; s++) {
-          const float *k = kb + (size_t)s * d->kvd;
-          double dd = 0.0;
-          for (int e = 0; e < hd; e++) dd += (double)q[e] * k[e];
-          dd *= scale;
-          p[s] = (float)dd;
-          if (dd > mx) mx = dd;
-        }
-        double sum = 0.0;
-        for (int s = 0; s < n; s++) sum += exp((double)p[s] - mx);
-        for (int s = 0; s < n; s++) p[s] = (float)(exp((double)p[s] - mx) / sum);
-        float *orow = d->o + i * qd + (int64_t)h * hd;
-        for (int e = 0; e < hd; e++) orow[e] = 0.0f;
-        for (int s = 0; s < n; s++) {
-          const float *v = vb + (size_t)s * d->kvd;
-          for (int e = 0; e < hd; e++) orow[e] += p[s] * v[e];
-        }
-      }
+    host_attend(d, li, seq, pos, M);
     host_linear(nt, d->x, d->o, w->wo, M, D, qd, 1);
     coda_ref_rmsnorm(nt, d->x, w->wn_ffn, d->h, NULL, M, D, c->norm_eps);
     host_linear(nt, d->z, d->h, w->w13, M, 2 * F, D, 0);
@@ -141,8 +185,12 @@ void decode_host_head(coda_decoder d, const int32_t *head_rows, const int32_t *h
   const int64_t D = d->D;
   const int nt = d->nt;
   for (int64_t r = 0; r < nhead; r++) {
-    coda_ref_rmsnorm(1, d->x + (int64_t)head_rows[r] * D, d->norm, d->h, NULL, 1, D,
-                     d->c.norm_eps);
+    if (d->norm_b)
+      coda_ref_layernorm(1, d->x + (int64_t)head_rows[r] * D, d->norm, d->norm_b, d->h, NULL,
+                         NULL, 1, D, d->c.norm_eps);
+    else
+      coda_ref_rmsnorm(1, d->x + (int64_t)head_rows[r] * D, d->norm, d->h, NULL, 1, D,
+                       d->c.norm_eps);
     float *out = d->logits + (int64_t)head_seq[r] * d->V;
     const float *hh = d->h;
 #pragma omp parallel for schedule(static) num_threads(nt)
@@ -352,7 +400,23 @@ coda_status coda_decoder_create(coda_context ctx, coda_model *m, const coda_deco
     d->emb = PW("tok_embeddings.weight");
     d->norm = PW("norm.weight");
     d->wout = c->tied ? d->emb : PW("output.weight");
-    for (int i = 0; i < c->layers; i++) {
+    const int gpt2 = coda_family_of(c->family)->block == CODA_BLOCK_GPT2;
+    if (gpt2) {
+      d->pos_emb = PW("pos_embeddings.weight");
+      d->norm_b = PW("norm.bias");
+    }
+    for (int i = 0; i < c->layers && gpt2; i++) {
+      layer_w *w = &d->l[i];
+#define G(field, name) snprintf(nm, sizeof nm, "layers.%d." name, i); w->field = PW(nm)
+      G(wn_attn, "attention_norm.weight"); G(bn_attn, "attention_norm.bias");
+      G(wqkv, "attention.wqkv.weight"); G(bqkv, "attention.wqkv.bias");
+      G(wo, "attention.wo.weight"); G(bo, "attention.wo.bias");
+      G(wn_ffn, "ffn_norm.weight"); G(bn_ffn, "ffn_norm.bias");
+      G(wfc, "feed_forward.wfc.weight"); G(bfc, "feed_forward.wfc.bias");
+      G(wproj, "feed_forward.wproj.weight"); G(bproj, "feed_forward.wproj.bias");
+#undef G
+    }
+    for (int i = 0; i < c->layers && !gpt2; i++) {
       layer_w *w = &d->l[i];
       snprintf(nm, sizeof nm, "layers.%d.attention_norm.weight", i); w->wn_attn = PW(nm);
       snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", i); w->wqkv = PW(nm);
@@ -386,7 +450,7 @@ static void fill_random(coda_model *m, uint64_t seed, int nt) {
   for (int i = 0; i < coda_model_num_params(m); i++) {
     const coda_param *p = coda_model_param(m, i);
     float *w = W + p->offset;
-    const double sd = p->init == CODA_INIT_ONES ? 0.0
+    const double sd = p->init == CODA_INIT_ONES || p->init == CODA_INIT_ZEROS ? 0.0
                       : p->init == CODA_INIT_NORMAL_OUT ? out_std : 0.02;
     const double a = sd * sqrt(3.0);
     const int64_t blocks = (int64_t)((p->size + 65535) / 65536);

@@ -40,6 +40,9 @@ typedef struct {
    * norms are copies; on the host all six live in the decoder's Wb */
   const uint16_t *p_wn1, *p_wqkv, *p_wo, *p_wn2, *p_w13, *p_w2;
   const float *wq_norm, *wk_norm; /* host: Qwen3's q/k norm weights (NULL: none) */
+  /* host, GPT-2: its MLP (wfc F x D, wproj D x F; w13 and w2 unset) and the
+   * biases of its LayerNorms and linears */
+  const float *wfc, *wproj, *bn_attn, *bqkv, *bo, *bn_ffn, *bfc, *bproj;
 } layer_w;
 
 /* A forward-only Llama-3 block plan (CODA_LLAMA_INFER) for B fresh prompts
@@ -67,6 +70,7 @@ struct coda_decoder_s {
   /* host */
   float *W;                      /* copy of the model's weights */
   const float *emb, *norm, *wout;
+  const float *pos_emb, *norm_b; /* GPT-2: wpe and the final LayerNorm's bias (else NULL) */
   float *kc, *vc;                /* [L][B][max_len][kvd] */
   float *logits;                 /* B x V */
   float *x, *h, *qkv, *o, *z, *y, *P; /* chunk rows */

@@ -1,6 +1,9 @@
 /* The model-family table (family.h). Llama's parameter list is the one
  * model.c always had; Qwen3's adds the per-head q and k norm weights right
- * after each layer's wqkv. */
+ * after each layer's wqkv. GPT-2's has a bias after every weight (its
+ * LayerNorms' and linears'), learned positions after the embedding, and a
+ * head that is always the embedding (tied); its linears' HF tensors are
+ * Conv1D's [in, out], transposed to coda's [out, in]. */
 #include "base/internal.h"
 #include "model/family.h"
 
@@ -51,13 +54,48 @@ static const coda_family_param qwen3_params[] = {
           CODA_HF_HEAD_PERM, MP "self_attn.k_norm.weight", NULL, NULL),
     WO, FFN_NORM, W13, W2, FINAL_NORM, OUTPUT};
 
+/* GPT-2: coda names (the Llama names where a tensor plays the same part)
+ * and GPT2LMHeadModel's */
+#define GP "transformer.h.%d."
+#define GLAYER(n, nd, r, c, dec, ini, conv, h) LAYER(n, nd, r, c, dec, ini, conv, GP h, NULL, NULL)
+#define GBIAS(n, r, h) GLAYER(n, 1, r, CODA_PD_ONE, 0, CODA_INIT_ZEROS, CODA_HF_COPY, h)
+static const coda_family_param gpt2_params[] = {
+    {"tok_embeddings.weight", CODA_P_BEFORE, 2, CODA_PD_VOCAB, CODA_PD_DIM, 0, CODA_INIT_NORMAL, 0,
+     CODA_HF_COPY, {"transformer.wte.weight", NULL, NULL}},
+    {"pos_embeddings.weight", CODA_P_BEFORE, 2, CODA_PD_SEQ, CODA_PD_DIM, 0, CODA_INIT_NORMAL, 0,
+     CODA_HF_COPY, {"transformer.wpe.weight", NULL, NULL}},
+    GLAYER("layers.%d.attention_norm.weight", 1, CODA_PD_DIM, CODA_PD_ONE, 0, CODA_INIT_ONES,
+           CODA_HF_COPY, "ln_1.weight"),
+    GBIAS("layers.%d.attention_norm.bias", CODA_PD_DIM, "ln_1.bias"),
+    GLAYER("layers.%d.attention.wqkv.weight", 2, CODA_PD_QKV, CODA_PD_DIM, 1, CODA_INIT_NORMAL,
+           CODA_HF_TRANSPOSE, "attn.c_attn.weight"),
+    GBIAS("layers.%d.attention.wqkv.bias", CODA_PD_QKV, "attn.c_attn.bias"),
+    GLAYER("layers.%d.attention.wo.weight", 2, CODA_PD_DIM, CODA_PD_QDIM, 1, CODA_INIT_NORMAL_OUT,
+           CODA_HF_TRANSPOSE, "attn.c_proj.weight"),
+    GBIAS("layers.%d.attention.wo.bias", CODA_PD_DIM, "attn.c_proj.bias"),
+    GLAYER("layers.%d.ffn_norm.weight", 1, CODA_PD_DIM, CODA_PD_ONE, 0, CODA_INIT_ONES,
+           CODA_HF_COPY, "ln_2.weight"),
+    GBIAS("layers.%d.ffn_norm.bias", CODA_PD_DIM, "ln_2.bias"),
+    GLAYER("layers.%d.feed_forward.wfc.weight", 2, CODA_PD_FFN, CODA_PD_DIM, 1, CODA_INIT_NORMAL,
+           CODA_HF_TRANSPOSE, "mlp.c_fc.weight"),
+    GBIAS("layers.%d.feed_forward.wfc.bias", CODA_PD_FFN, "mlp.c_fc.bias"),
+    GLAYER("layers.%d.feed_forward.wproj.weight", 2, CODA_PD_DIM, CODA_PD_FFN, 1,
+           CODA_INIT_NORMAL_OUT, CODA_HF_TRANSPOSE, "mlp.c_proj.weight"),
+    GBIAS("layers.%d.feed_forward.wproj.bias", CODA_PD_DIM, "mlp.c_proj.bias"),
+    {"norm.weight", CODA_P_AFTER, 1, CODA_PD_DIM, CODA_PD_ONE, 0, CODA_INIT_ONES, 0, CODA_HF_COPY,
+     {"transformer.ln_f.weight", NULL, NULL}},
+    {"norm.bias", CODA_P_AFTER, 1, CODA_PD_DIM, CODA_PD_ONE, 0, CODA_INIT_ZEROS, 0, CODA_HF_COPY,
+     {"transformer.ln_f.bias", NULL, NULL}}};
+
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static const coda_family families[] = {
     {CODA_FAMILY_LLAMA, "llama", {"LlamaForCausalLM", "MistralForCausalLM"},
-     {"llama", "mistral"}, 0, COUNT(llama_params), llama_params},
+     {"llama", "mistral"}, 0, CODA_BLOCK_LLAMA, COUNT(llama_params), llama_params},
     {CODA_FAMILY_QWEN3, "qwen3", {"Qwen3ForCausalLM", NULL}, {"qwen3", NULL}, 1,
-     COUNT(qwen3_params), qwen3_params},
+     CODA_BLOCK_LLAMA, COUNT(qwen3_params), qwen3_params},
+    {CODA_FAMILY_GPT2, "gpt2", {"GPT2LMHeadModel", NULL}, {"gpt2", NULL}, 0, CODA_BLOCK_GPT2,
+     COUNT(gpt2_params), gpt2_params},
 };
 
 const coda_family *coda_family_of(coda_model_family f) {
@@ -80,7 +118,7 @@ coda_status coda_model_family_from_name(coda_context ctx, const char *name,
       return CODA_OK;
     }
   return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                   "model family \"%.64s\" is unknown (llama, qwen3)", name);
+                   "model family \"%.64s\" is unknown (llama, qwen3, gpt2)", name);
 }
 
 int coda_model_head_dim(const coda_model_config *c) {
@@ -98,6 +136,7 @@ int64_t coda_family_dim(const coda_model_config *c, coda_pdim d) {
   case CODA_PD_QKV: return ((int64_t)c->heads + 2 * (int64_t)c->kv_heads) * hd;
   case CODA_PD_QDIM: return (int64_t)c->heads * hd;
   case CODA_PD_HEAD: return hd;
+  case CODA_PD_SEQ: return c->seq;
   }
   return 0;
 }

@@ -19,7 +19,8 @@ typedef enum coda_pdim {
   CODA_PD_FFN2,  /* 2 ffn (gate and up, interleaved) */
   CODA_PD_QKV,   /* (heads + 2 kv_heads) head_dim */
   CODA_PD_QDIM,  /* heads head_dim (the attention output) */
-  CODA_PD_HEAD   /* head_dim */
+  CODA_PD_HEAD,  /* head_dim */
+  CODA_PD_SEQ    /* seq (GPT-2's learned positions) */
 } coda_pdim;
 
 /* How a parameter maps to Hugging Face tensors (src/store/hf.c). */
@@ -28,14 +29,21 @@ typedef enum coda_hf_conv {
   CODA_HF_QKV,      /* q, k, v stacked by rows; the rows of each q/k head in
                      * RoPE order: coda row 2j is HF row j, 2j+1 is j + hd/2 */
   CODA_HF_GATE_UP,  /* gate and up interleaved by rows: 2f gate f, 2f+1 up f */
-  CODA_HF_HEAD_PERM /* a vector over one head, in the RoPE order of CODA_HF_QKV */
+  CODA_HF_HEAD_PERM, /* a vector over one head, in the RoPE order of CODA_HF_QKV */
+  CODA_HF_TRANSPOSE  /* one tensor, transposed: GPT-2's Conv1D stores [in, out] */
 } coda_hf_conv;
 
 typedef enum coda_pinit {
   CODA_INIT_ONES,      /* norm weights */
+  CODA_INIT_ZEROS,     /* biases (GPT-2's linears and LayerNorms) */
   CODA_INIT_NORMAL,    /* std 0.02 */
   CODA_INIT_NORMAL_OUT /* std 0.02 / sqrt(2 layers): projections into the residual */
 } coda_pinit;
+
+/* The block a family's layers run: Llama's (RMSNorm, RoPE, SwiGLU, no
+ * biases; Qwen3 adds qk_norm) or GPT-2's (LayerNorm with bias, learned
+ * positions instead of RoPE, a GELU MLP, a bias on every linear). */
+typedef enum coda_block { CODA_BLOCK_LLAMA, CODA_BLOCK_GPT2 } coda_block;
 
 typedef enum coda_pwhere { CODA_P_BEFORE, CODA_P_LAYER, CODA_P_AFTER } coda_pwhere;
 
@@ -57,6 +65,7 @@ typedef struct coda_family {
   const char *hf_arch[2];  /* accepted HF "architectures"; [0] is what export writes */
   const char *hf_type[2];  /* accepted "model_type"s; [0] is what export writes */
   int qk_norm;             /* per-head RMSNorm of q and k before RoPE */
+  coda_block block;        /* the layers' block */
   int nparams;
   const coda_family_param *params; /* in flat order: before, per layer, after */
 } coda_family;

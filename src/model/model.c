@@ -66,13 +66,32 @@ coda_status coda_model_config_named(const char *name, coda_model_config *c) {
   return CODA_OK;
 }
 
+/* What GPT-2's block has no field for: one kv head per head (no GQA), no
+ * RoPE (positions are learned), the head tied to the embedding. */
+static coda_status gpt2_check(coda_context ctx, const coda_model_config *c) {
+  if (c->kv_heads != c->heads)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config: kv-heads %d != heads %d: the "
+                     "gpt2 family has one key/value head per attention head (set kv-heads = "
+                     "heads; llama and qwen3 allow grouped-query attention)", c->kv_heads,
+                     c->heads);
+  if (c->rope.type != CODA_ROPE_DEFAULT)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config: RoPE scaling %s: the gpt2 "
+                     "family has no RoPE (learned positions); leave the scaling unset",
+                     c->rope.type == CODA_ROPE_LINEAR ? "linear" : "llama3");
+  if (!c->tied)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config: an untied head: the gpt2 "
+                     "family's head is its token embedding (tied; llama and qwen3 allow untied)");
+  return CODA_OK;
+}
+
 coda_status coda_model_config_check(coda_context ctx, const coda_model_config *c) {
   if (!c) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config is NULL");
   const coda_family *fam = coda_family_of(c->family);
   if (!fam)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                     "model config: family %d is not a model family (llama %d, qwen3 %d)",
-                     (int)c->family, (int)CODA_FAMILY_LLAMA, (int)CODA_FAMILY_QWEN3);
+                     "model config: family %d is not a model family (llama %d, qwen3 %d, gpt2 %d)",
+                     (int)c->family, (int)CODA_FAMILY_LLAMA, (int)CODA_FAMILY_QWEN3,
+                     (int)CODA_FAMILY_GPT2);
   if (c->vocab < 2 || c->dim < 2 || c->layers < 1 || c->heads < 1 || c->kv_heads < 1 ||
       c->ffn < 1 || c->seq < 1)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
@@ -83,16 +102,20 @@ coda_status coda_model_config_check(coda_context ctx, const coda_model_config *c
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "model config: head_dim %d must be 0 (dim / heads) or in 1..1024",
                      c->head_dim);
-  if (c->head_dim && c->family == CODA_FAMILY_LLAMA && c->head_dim * c->heads != c->dim)
+  if (c->head_dim && !fam->qk_norm && c->head_dim * c->heads != c->dim)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                     "model config: head_dim %d x heads %d != dim %d: the llama family takes "
+                     "model config: head_dim %d x heads %d != dim %d: the %s family takes "
                      "head_dim = dim / heads (qwen3 allows any even head_dim)",
-                     c->head_dim, c->heads, c->dim);
+                     c->head_dim, c->heads, c->dim, fam->name);
+  if (fam->block == CODA_BLOCK_GPT2) {
+    coda_status g = gpt2_check(ctx, c);
+    if (g) return g;
+  }
   if (!c->head_dim && c->dim % c->heads)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "dim %d is not a multiple of heads %d "
                      "(or set head_dim)", c->dim, c->heads);
   const int hd = coda_model_head_dim(c);
-  if (hd % 2)
+  if (hd % 2 && fam->block != CODA_BLOCK_GPT2)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "head dim %d must be even (RoPE rotates pairs)", hd);
   if (c->heads % c->kv_heads)
@@ -151,6 +174,11 @@ coda_status coda_model_create(coda_context ctx, const coda_model_config *cfg, co
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the block-plan engine is not available");
   if (engine != CODA_ENGINE_REFERENCE && engine != CODA_ENGINE_PLANS)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "unknown engine %d", (int)engine);
+  /* the model plans chain Llama's block (src/nn/llama3.c); GPT-2's block
+   * plan (src/nn/gpt2.c) is not wired into them yet */
+  if (engine == CODA_ENGINE_PLANS && coda_family_of(cfg->family)->block == CODA_BLOCK_GPT2)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the plan engine runs the llama and qwen3 "
+                     "families; family gpt2 trains on the reference engine (--engine reference)");
   int64_t total = coda_model_config_params(cfg);
   if ((uint64_t)total > SIZE_MAX / 4 / sizeof(float))
     return coda_fail(ctx, CODA_ERR_OVERFLOW, "model of %lld parameters is too large",
@@ -227,7 +255,7 @@ static double normal(uint64_t *s) {
 uint64_t coda_model_init_stream(uint64_t seed) { return seed ^ 0x5eedf00dull; }
 
 double coda_model_init_std(const coda_model *m, const coda_param *p) {
-  if (p->init == CODA_INIT_ONES) return 0.0;
+  if (p->init == CODA_INIT_ONES || p->init == CODA_INIT_ZEROS) return 0.0;
   if (p->init == CODA_INIT_NORMAL_OUT) return 0.02 / sqrt(2.0 * m->cfg.layers);
   return 0.02;
 }
@@ -238,8 +266,8 @@ void coda_model_init(coda_model *m, uint64_t seed) {
   for (int i = 0; i < m->np; i++) {
     coda_param *p = &m->p[i];
     float *w = m->w + p->offset;
-    if (p->init == CODA_INIT_ONES) {
-      for (size_t k = 0; k < p->size; k++) w[k] = 1.0f;
+    if (p->init == CODA_INIT_ONES || p->init == CODA_INIT_ZEROS) {
+      for (size_t k = 0; k < p->size; k++) w[k] = p->init == CODA_INIT_ONES ? 1.0f : 0.0f;
       continue;
     }
     const double sd = coda_model_init_std(m, p);
@@ -301,4 +329,10 @@ coda_engine coda_engine_from_option(coda_train_engine e) {
   if (e == CODA_TRAIN_ENGINE_REFERENCE) return CODA_ENGINE_REFERENCE;
   if (e == CODA_TRAIN_ENGINE_PLANS) return CODA_ENGINE_PLANS;
   return coda_plans_available() ? CODA_ENGINE_PLANS : CODA_ENGINE_REFERENCE;
+}
+
+coda_engine coda_engine_for_model(coda_train_engine e, const coda_model_config *c) {
+  const coda_family *f = coda_family_of(c->family);
+  if (e == CODA_TRAIN_ENGINE_AUTO && f && f->block == CODA_BLOCK_GPT2) return CODA_ENGINE_REFERENCE;
+  return coda_engine_from_option(e);
 }

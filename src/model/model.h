@@ -24,6 +24,13 @@
  * the full recompute (model_ref.c). */
 void coda_ref_rmsnorm(int nt, const float *x, const float *w, float *h, float *rs, int64_t M,
                       int64_t D, double eps);
+/* GPT-2's LayerNorm, h = (x − μ) r ⊙ w + b per row with μ and
+ * r = 1/sqrt(mean((x − μ)²) + eps) in double (mu, rs: per row, or NULL),
+ * and its GELU in the tanh form, gelu(u) = u/2 (1 + tanh(√(2/π)(u + 0.044715 u³)))
+ * in double: shared with the host decoder as coda_ref_rmsnorm is. */
+void coda_ref_layernorm(int nt, const float *x, const float *w, const float *b, float *h,
+                        float *mu, float *rs, int64_t M, int64_t D, double eps);
+float coda_ref_gelu(float u);
 
 /* --------------------------------------------------------- optimizer */
 
@@ -80,6 +87,9 @@ typedef enum coda_engine {
 /* The engine an option names (model.c); AUTO: the plan engine where it
  * is available. */
 coda_engine coda_engine_from_option(coda_train_engine e);
+/* The same for a model of c: AUTO takes the reference engine for a family
+ * the plans do not run (gpt2). */
+coda_engine coda_engine_for_model(coda_train_engine e, const coda_model_config *c);
 
 coda_status coda_model_create(coda_context ctx, const coda_model_config *cfg,
                               coda_engine engine, coda_model **out);

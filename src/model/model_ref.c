@@ -1,4 +1,5 @@
-/* Reference engine: the model families of family.c (Llama 3, Qwen3)
+/* Reference engine: the model families of family.c (Llama 3, Qwen3, and
+ * GPT-2 whose layer is model_ref_gpt2.c's)
  * written out directly on the host in fp32 (sums of squares, softmax and
  * log-sum-exp in double). It is the
  * unfused definition the plan engine is checked against, and it runs where
@@ -17,29 +18,15 @@
  *   h2 = x · r(x) ⊙ wn_ffn;  z = h2 W13ᵀ;  y_f = silu(z_2f) · z_2f+1;
  *   x ← x + y W2ᵀ
  * Head: logits = (x · r(x) ⊙ wn) Woutᵀ; loss = mean over valid targets of
- * lse(logits) − logits[target]. */
+ * lse(logits) − logits[target]. GPT-2: x starts as wte[token] + wpe[t],
+ * and the head's norm is its LayerNorm (with bias). */
 #include "coda_nn.h"
-#include "model/model.h"
+#include "model/model_ref.h"
 
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct {
-  float *xa, *r1, *h1, *qkv, *P, *o, *xf, *r2, *h2, *z, *y;
-  float *qk0, *rqk; /* Qwen3: q and k heads before their norm, and its r per head */
-} layer_acts;
-
-typedef struct {
-  int B, T;
-  layer_acts *l;
-  float *xL, *rf, *hf, *logits;
-  float *dx, *dh, *dqkv, *dO, *dy, *dz;
-  float *scratch; /* transposes */
-  size_t scratch_n;
-  float *block; /* one allocation */
-} ref_state;
 
 void coda_ref_free(coda_model *m) {
   ref_state *r = *coda_model_ref_slot(m);
@@ -60,9 +47,9 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, ref_sta
   size_t hd = (size_t)coda_model_head_dim(c), nq = (H + 2 * (size_t)c->kv_heads) * hd;
   size_t qd = H * hd, nqk = coda_family_of(c->family)->qk_norm ? H + (size_t)c->kv_heads : 0;
   size_t per = M * D /*xa*/ + M + M * D + M * nq + (size_t)B * H * T * T + M * qd + M * D + M +
-               M * D + M * 2 * F + M * F + M * nqk * hd + M * nqk;
-  size_t tot = per * (size_t)c->layers + M * D + M + M * D + M * V + M * D * 2 + M * nq + M * qd +
-               M * F + M * 2 * F;
+               M * D + M * 2 * F + M * F + M * nqk * hd + M * nqk + 2 * M;
+  size_t tot = per * (size_t)c->layers + M * D + 2 * M + M * D + M * V + M * D * 2 + M * nq +
+               M * qd + M * F + M * 2 * F;
   r = calloc(1, sizeof *r);
   if (!r) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   r->l = calloc((size_t)c->layers, sizeof *r->l);
@@ -79,9 +66,9 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, ref_sta
     TAKE(a->xa, M * D); TAKE(a->r1, M); TAKE(a->h1, M * D); TAKE(a->qkv, M * nq);
     TAKE(a->P, (size_t)B * H * T * T); TAKE(a->o, M * qd); TAKE(a->xf, M * D); TAKE(a->r2, M);
     TAKE(a->h2, M * D); TAKE(a->z, M * 2 * F); TAKE(a->y, M * F);
-    TAKE(a->qk0, M * nqk * hd); TAKE(a->rqk, M * nqk);
+    TAKE(a->qk0, M * nqk * hd); TAKE(a->rqk, M * nqk); TAKE(a->mu1, M); TAKE(a->mu2, M);
   }
-  TAKE(r->xL, M * D); TAKE(r->rf, M); TAKE(r->hf, M * D); TAKE(r->logits, M * V);
+  TAKE(r->xL, M * D); TAKE(r->rf, M); TAKE(r->muf, M); TAKE(r->hf, M * D); TAKE(r->logits, M * V);
   TAKE(r->dx, M * D); TAKE(r->dh, M * D); TAKE(r->dqkv, M * nq); TAKE(r->dO, M * qd);
   TAKE(r->dy, M * F); TAKE(r->dz, M * 2 * F);
 #undef TAKE
@@ -101,9 +88,8 @@ static float *scratch(ref_state *r, size_t n) {
   return r->scratch;
 }
 
-/* C (M x N) (+)= A (M x K) · B (K x N), all row-major. */
-static void mm_ab(int nt, float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
-                  int acc) {
+void coda_ref_mm_ab(int nt, float *C, const float *A, const float *B, int64_t M, int64_t N,
+                    int64_t K, int acc) {
 #pragma omp parallel for schedule(static) num_threads(nt)
   for (int64_t m = 0; m < M; m++) {
     float *c = C + m * N;
@@ -117,19 +103,18 @@ static void mm_ab(int nt, float *C, const float *A, const float *B, int64_t M, i
   }
 }
 
-/* C (M x N) (+)= A (M x K) · B (N x K)ᵀ, through a transpose of B. */
-static int mm_abt(int nt, ref_state *r, float *C, const float *A, const float *B, int64_t M, int64_t N,
-                  int64_t K, int acc) {
+int coda_ref_mm_abt(int nt, ref_state *r, float *C, const float *A, const float *B, int64_t M,
+                    int64_t N, int64_t K, int acc) {
   float *Bt = scratch(r, (size_t)(N * K));
   if (!Bt) return -1;
   for (int64_t n = 0; n < N; n++)
     for (int64_t k = 0; k < K; k++) Bt[k * N + n] = B[n * K + k];
-  mm_ab(nt, C, A, Bt, M, N, K, acc);
+  coda_ref_mm_ab(nt, C, A, Bt, M, N, K, acc);
   return 0;
 }
 
-/* C (M x N) += A (K x M)ᵀ · B (K x N)  (weight gradients). */
-static void mm_atb(int nt, float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K) {
+void coda_ref_mm_atb(int nt, float *C, const float *A, const float *B, int64_t M, int64_t N,
+                     int64_t K) {
 #pragma omp parallel for schedule(static) num_threads(nt)
   for (int64_t m = 0; m < M; m++) {
     float *c = C + m * N;
@@ -235,8 +220,8 @@ static void qknorm_bwd(int nt, float *dqkv, const float *qk0, const float *rqk, 
     }
 }
 
-static void attn_fwd(int nt, const float *qkv, float *P, float *o, int B, int T, int H, int Hk, int hd,
-                     int64_t nq) {
+void coda_ref_attn_fwd(int nt, const float *qkv, float *P, float *o, int B, int T, int H, int Hk,
+                       int hd, int64_t nq) {
   const double scale = 1.0 / sqrt((double)hd);
   const int grp = H / Hk;
 #pragma omp parallel for collapse(2) schedule(static) num_threads(nt)
@@ -272,8 +257,8 @@ static void attn_fwd(int nt, const float *qkv, float *P, float *o, int B, int T,
 
 /* dqkv (overwritten) from dO; one task per (batch, kv head) so the k/v
  * gradient sums of a GQA group stay in one thread, in a fixed order. */
-static void attn_bwd(int nt, const float *qkv, const float *P, const float *dO, float *dqkv, int B, int T,
-                     int H, int Hk, int hd, int64_t nq) {
+void coda_ref_attn_bwd(int nt, const float *qkv, const float *P, const float *dO, float *dqkv,
+                       int B, int T, int H, int Hk, int hd, int64_t nq) {
   const double scale = 1.0 / sqrt((double)hd);
   const int grp = H / Hk;
   const int64_t dD = (int64_t)H * hd;
@@ -317,21 +302,6 @@ static void attn_bwd(int nt, const float *qkv, const float *P, const float *dO, 
     }
 }
 
-/* One pass's sizes and buffers, shared by its layers. */
-typedef struct ref_pass {
-  coda_model *m;
-  const coda_model_config *c;
-  ref_state *r;
-  float *W, *G; /* the model's weights and gradient */
-  int nt, B, T, H, Hk, hd;
-  int64_t M, D, F, V, nq;
-  int qk_norm; /* the family normalizes q and k heads (Qwen3) */
-} ref_pass;
-
-/* A parameter's weights (PW) and gradient (PG) by name. */
-#define PW(name) (p->W + coda_model_find(p->m, name)->offset)
-#define PG(name) (p->G + coda_model_find(p->m, name)->offset)
-
 /* Layer li's forward from r->l[li].xa into the next layer's input (or
  * r->xL), keeping its activations for the backward; 1: out of memory. */
 static int layer_forward(const ref_pass *p, int li) {
@@ -344,7 +314,7 @@ static int layer_forward(const ref_pass *p, int li) {
   snprintf(nm, sizeof nm, "layers.%d.attention_norm.weight", li);
   coda_ref_rmsnorm(nt, a->xa, PW(nm), a->h1, a->r1, M, D, c->norm_eps);
   snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", li);
-  if (mm_abt(nt, r, a->qkv, a->h1, PW(nm), M, nq, D, 0)) return 1;
+  if (coda_ref_mm_abt(nt, r, a->qkv, a->h1, PW(nm), M, nq, D, 0)) return 1;
   if (p->qk_norm) {
     char nk[96];
     snprintf(nm, sizeof nm, "layers.%d.attention.q_norm.weight", li);
@@ -352,14 +322,14 @@ static int layer_forward(const ref_pass *p, int li) {
     qknorm_fwd(nt, a->qkv, a->qk0, a->rqk, PW(nm), PW(nk), M, H, H + Hk, hd, nq, c->norm_eps);
   }
   rope(nt, a->qkv, B, T, H + Hk, hd, nq, c->rope_theta, &c->rope, 1.0);
-  attn_fwd(nt, a->qkv, a->P, a->o, B, T, H, Hk, hd, nq);
+  coda_ref_attn_fwd(nt, a->qkv, a->P, a->o, B, T, H, Hk, hd, nq);
   memcpy(a->xf, a->xa, (size_t)(M * D) * 4);
   snprintf(nm, sizeof nm, "layers.%d.attention.wo.weight", li);
-  if (mm_abt(nt, r, a->xf, a->o, PW(nm), M, D, (int64_t)H * hd, 1)) return 1;
+  if (coda_ref_mm_abt(nt, r, a->xf, a->o, PW(nm), M, D, (int64_t)H * hd, 1)) return 1;
   snprintf(nm, sizeof nm, "layers.%d.ffn_norm.weight", li);
   coda_ref_rmsnorm(nt, a->xf, PW(nm), a->h2, a->r2, M, D, c->norm_eps);
   snprintf(nm, sizeof nm, "layers.%d.feed_forward.w13.weight", li);
-  if (mm_abt(nt, r, a->z, a->h2, PW(nm), M, 2 * F, D, 0)) return 1;
+  if (coda_ref_mm_abt(nt, r, a->z, a->h2, PW(nm), M, 2 * F, D, 0)) return 1;
   for (int64_t i = 0; i < M * F; i++) {
     float g = a->z[2 * i], u = a->z[2 * i + 1];
     a->y[i] = (float)((double)g / (1.0 + exp(-(double)g)) * u);
@@ -367,7 +337,7 @@ static int layer_forward(const ref_pass *p, int li) {
   float *xo = li + 1 < c->layers ? r->l[li + 1].xa : r->xL;
   memcpy(xo, a->xf, (size_t)(M * D) * 4);
   snprintf(nm, sizeof nm, "layers.%d.feed_forward.w2.weight", li);
-  if (mm_abt(nt, r, xo, a->y, PW(nm), M, D, F, 1)) return 1;
+  if (coda_ref_mm_abt(nt, r, xo, a->y, PW(nm), M, D, F, 1)) return 1;
   return 0;
 }
 
@@ -382,8 +352,8 @@ static void layer_backward(const ref_pass *p, int li) {
   layer_acts *a = &r->l[li];
   /* MLP: x_out = xf + y W2ᵀ */
   snprintf(nm, sizeof nm, "layers.%d.feed_forward.w2.weight", li);
-  mm_atb(nt, PG(nm), r->dx, a->y, D, F, M);
-  mm_ab(nt, r->dy, r->dx, PW(nm), M, F, D, 0);
+  coda_ref_mm_atb(nt, PG(nm), r->dx, a->y, D, F, M);
+  coda_ref_mm_ab(nt, r->dy, r->dx, PW(nm), M, F, D, 0);
   for (int64_t i = 0; i < M * F; i++) {
     double g = a->z[2 * i], u = a->z[2 * i + 1], d = r->dy[i];
     double sg = 1.0 / (1.0 + exp(-g));
@@ -391,15 +361,15 @@ static void layer_backward(const ref_pass *p, int li) {
     r->dz[2 * i + 1] = (float)(d * g * sg);
   }
   snprintf(nm, sizeof nm, "layers.%d.feed_forward.w13.weight", li);
-  mm_atb(nt, PG(nm), r->dz, a->h2, 2 * F, D, M);
-  mm_ab(nt, r->dh, r->dz, PW(nm), M, D, 2 * F, 0);
+  coda_ref_mm_atb(nt, PG(nm), r->dz, a->h2, 2 * F, D, M);
+  coda_ref_mm_ab(nt, r->dh, r->dz, PW(nm), M, D, 2 * F, 0);
   snprintf(nm, sizeof nm, "layers.%d.ffn_norm.weight", li);
   rmsnorm_bwd(nt, a->xf, PW(nm), a->r2, r->dh, r->dx, PG(nm), M, D);
   /* attention: xf = xa + o Woᵀ */
   snprintf(nm, sizeof nm, "layers.%d.attention.wo.weight", li);
-  mm_atb(nt, PG(nm), r->dx, a->o, D, (int64_t)H * hd, M);
-  mm_ab(nt, r->dO, r->dx, PW(nm), M, (int64_t)H * hd, D, 0);
-  attn_bwd(nt, a->qkv, a->P, r->dO, r->dqkv, B, T, H, Hk, hd, nq);
+  coda_ref_mm_atb(nt, PG(nm), r->dx, a->o, D, (int64_t)H * hd, M);
+  coda_ref_mm_ab(nt, r->dO, r->dx, PW(nm), M, (int64_t)H * hd, D, 0);
+  coda_ref_attn_bwd(nt, a->qkv, a->P, r->dO, r->dqkv, B, T, H, Hk, hd, nq);
   rope(nt, r->dqkv, B, T, H + Hk, hd, nq, c->rope_theta, &c->rope, -1.0); /* R(θ)ᵀ = R(−θ) */
   if (p->qk_norm) {
     char nk[96];
@@ -408,8 +378,8 @@ static void layer_backward(const ref_pass *p, int li) {
     qknorm_bwd(nt, r->dqkv, a->qk0, a->rqk, PW(nm), PW(nk), PG(nm), PG(nk), M, H, H + Hk, hd, nq);
   }
   snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", li);
-  mm_atb(nt, PG(nm), r->dqkv, a->h1, nq, D, M);
-  mm_ab(nt, r->dh, r->dqkv, PW(nm), M, D, nq, 0);
+  coda_ref_mm_atb(nt, PG(nm), r->dqkv, a->h1, nq, D, M);
+  coda_ref_mm_ab(nt, r->dh, r->dqkv, PW(nm), M, D, nq, 0);
   snprintf(nm, sizeof nm, "layers.%d.attention_norm.weight", li);
   rmsnorm_bwd(nt, a->xa, PW(nm), a->r1, r->dh, r->dx, PG(nm), M, D);
 }
@@ -459,6 +429,7 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
   const int64_t nq = (int64_t)(H + 2 * Hk) * hd;
   ref_pass pass = {m, c, r, coda_model_weights(m), coda_model_grads(m), nt, B, T, H, Hk, hd,
                    M, D, F, V, nq, coda_family_of(c->family)->qk_norm}, *p = &pass;
+  const int gpt2 = coda_family_of(c->family)->block == CODA_BLOCK_GPT2;
   const float *emb = PW("tok_embeddings.weight");
   const float *wout = c->tied ? emb : PW("output.weight");
   /* weight sharding: buckets 0 (embedding), 1 + li, HEAD (coda_ref_hooks) */
@@ -472,14 +443,23 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
   float *x = r->l[0].xa;
   GATHER(0);
   for (int64_t i = 0; i < M; i++) memcpy(x + i * D, emb + (int64_t)in[i] * D, (size_t)D * 4);
+  if (gpt2) { /* learned positions: x = wte[token] + wpe[t] */
+    const float *wpe = PW("pos_embeddings.weight");
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t k = 0; k < D; k++) x[i * D + k] += wpe[(i % T) * D + k];
+  }
   if (!c->tied) RELEASE(0); /* a tied head reads it again */
   for (int li = 0; li < c->layers; li++) {
     GATHER(1 + li);
-    if (layer_forward(p, li)) goto oom;
+    if (gpt2 ? coda_ref_gpt2_layer_forward(p, li) : layer_forward(p, li)) goto oom;
     RELEASE(1 + li);
   }
   GATHER(HEAD);
-  coda_ref_rmsnorm(nt, r->xL, PW("norm.weight"), r->hf, r->rf, M, D, c->norm_eps);
+  if (gpt2)
+    coda_ref_layernorm(nt, r->xL, PW("norm.weight"), PW("norm.bias"), r->hf, r->muf, r->rf, M, D,
+                       c->norm_eps);
+  else
+    coda_ref_rmsnorm(nt, r->xL, PW("norm.weight"), r->hf, r->rf, M, D, c->norm_eps);
   if (!tg) { /* last position of sequence 0 only */
     const float *h = r->hf + (int64_t)(T - 1) * D;
     for (int64_t v = 0; v < V; v++) {
@@ -491,7 +471,7 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
     if (c->tied) RELEASE(0);
     return CODA_OK;
   }
-  if (mm_abt(nt, r, r->logits, r->hf, wout, M, V, D, 0)) goto oom;
+  if (coda_ref_mm_abt(nt, r, r->logits, r->hf, wout, M, V, D, 0)) goto oom;
   if (!backward) {
     RELEASE(HEAD);
     if (c->tied) RELEASE(0);
@@ -501,16 +481,21 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
 
   /* ---- backward ---- */
   float *gout = c->tied ? PG("tok_embeddings.weight") : PG("output.weight");
-  mm_atb(nt, gout, r->logits, r->hf, V, D, M);
-  mm_ab(nt, r->dh, r->logits, wout, M, D, V, 0);
+  coda_ref_mm_atb(nt, gout, r->logits, r->hf, V, D, M);
+  coda_ref_mm_ab(nt, r->dh, r->logits, wout, M, D, V, 0);
   memset(r->dx, 0, (size_t)(M * D) * 4);
-  rmsnorm_bwd(nt, r->xL, PW("norm.weight"), r->rf, r->dh, r->dx, PG("norm.weight"), M, D);
+  if (gpt2)
+    coda_ref_layernorm_bwd(nt, r->xL, PW("norm.weight"), r->muf, r->rf, r->dh, r->dx,
+                           PG("norm.weight"), PG("norm.bias"), M, D);
+  else
+    rmsnorm_bwd(nt, r->xL, PW("norm.weight"), r->rf, r->dh, r->dx, PG("norm.weight"), M, D);
   RELEASE(HEAD);
   if (c->tied) RELEASE(0); /* its gradient is complete after the embedding's below */
   GRAD_DONE(HEAD);
   for (int li = c->layers - 1; li >= 0; li--) {
     GATHER(1 + li);
-    layer_backward(p, li);
+    if (gpt2) coda_ref_gpt2_layer_backward(p, li);
+    else layer_backward(p, li);
     RELEASE(1 + li);
     GRAD_DONE(1 + li);
   }
@@ -518,6 +503,11 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
   for (int64_t i = 0; i < M; i++) { /* embedding gradient: a host scatter-add, in order */
     float *gr = gemb + (int64_t)in[i] * D;
     for (int64_t k = 0; k < D; k++) gr[k] += r->dx[i * D + k];
+  }
+  if (gpt2) { /* and the positions', in the same order */
+    float *gpe = PG("pos_embeddings.weight");
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t k = 0; k < D; k++) gpe[(i % T) * D + k] += r->dx[i * D + k];
   }
   GRAD_DONE(0);
   return CODA_OK;

@@ -210,7 +210,7 @@ static coda_status config_from(coda_context ctx, const coda_st_file *f, const ch
   const char *fam = coda_st_meta(f, "model.family");
   if (!s && fam && coda_model_family_from_name(ctx, fam, &c->family))
     return coda_fail(ctx, CODA_ERR_IO, "%s: metadata 'model.family' = '%.64s' is not a model "
-                     "family (llama, qwen3)", path, fam);
+                     "family (llama, qwen3, gpt2)", path, fam);
   if (!s && coda_st_meta(f, "model.head_dim")) {
     int64_t hd = 0;
     s = meta_i64(ctx, f, path, "model.head_dim", 0, 1024, &hd);

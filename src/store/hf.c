@@ -10,6 +10,9 @@
  *    head wide) are permuted like the rows of a head.
  *  - MLP: HF keeps gate_proj and up_proj separate; our w13 interleaves
  *    them (row 2f = gate row f, row 2f+1 = up row f).
+ *  - GPT-2's linears are Conv1D modules whose weights are [in, out]; ours
+ *    are [out, in] (transposed both ways). Its c_attn columns are
+ *    [q | k | v], heads in order, as our wqkv rows; no RoPE, no permutation.
  * Export writes F32. Import accepts F32, BF16 and F16 tensors, one
  * model.safetensors or the shards of model.safetensors.index.json; a
  * tensor the model does not take, a bias among them, is refused by name,
@@ -38,9 +41,24 @@ static int hf_parts(coda_hf_conv conv) {
   return conv == CODA_HF_QKV ? 3 : conv == CODA_HF_GATE_UP ? 2 : 1;
 }
 
+/* GPT2Config's keys: no dropout (coda trains without it), the tanh GELU,
+ * attention scaled by 1/sqrt(head_dim), the head tied. */
+static int hf_gpt2_text(const coda_model_config *c, char *js, size_t n) {
+  return snprintf(js, n,
+      "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
+      "  \"n_embd\": %d,\n  \"n_inner\": %d,\n  \"n_layer\": %d,\n  \"n_head\": %d,\n"
+      "  \"vocab_size\": %d,\n  \"n_positions\": %d,\n  \"layer_norm_epsilon\": %.17g,\n"
+      "  \"activation_function\": \"gelu_new\",\n  \"scale_attn_weights\": true,\n"
+      "  \"scale_attn_by_inverse_layer_idx\": false,\n  \"reorder_and_upcast_attn\": false,\n"
+      "  \"attn_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"resid_pdrop\": 0.0,\n"
+      "  \"tie_word_embeddings\": true,\n  \"torch_dtype\": \"float32\"\n}\n",
+      c->dim, c->ffn, c->layers, c->heads, c->vocab, c->seq, c->norm_eps);
+}
+
 /* The family's config.json for c into js (size n); its length. */
 static int hf_config_text(const coda_model_config *c, char *js, size_t n) {
   const coda_family *fam = coda_family_of(c->family);
+  if (fam->block == CODA_BLOCK_GPT2) return hf_gpt2_text(c, js, n);
   char rope[512] = "null";
   if (c->rope.type == CODA_ROPE_LINEAR)
     snprintf(rope, sizeof rope, "{\"rope_type\": \"linear\", \"factor\": %.17g}", c->rope.factor);
@@ -102,6 +120,16 @@ coda_status coda_hf_export(coda_context ctx, coda_model *m, const char *dir) {
         for (int part = 0; part < np; part++) snprintf(names[k + part], 128, fp->hf[part], li);
         if (fp->hf_conv == CODA_HF_COPY) {
           ADD(src, p->shape[0], p->shape[1], p->ndim);
+          continue;
+        }
+        if (fp->hf_conv == CODA_HF_TRANSPOSE) { /* Conv1D's [in, out] */
+          const int64_t R = p->shape[0], C = p->shape[1];
+          float *b = malloc((size_t)(R * C) * sizeof *b);
+          if (!b) { s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory"); goto out; }
+          bufs[k] = b;
+          for (int64_t r = 0; r < R; r++)
+            for (int64_t cc = 0; cc < C; cc++) b[cc * R + r] = src[r * C + cc];
+          ADD(b, C, R, 2);
           continue;
         }
         /* QKV: q, k, v rows; GATE_UP: gate, up; HEAD_PERM: one head */
@@ -257,14 +285,21 @@ static coda_status hf_open_weights(coda_context ctx, const char *dir, uint64_t m
   return s;
 }
 
-/* Tensor `name` and the file it is in; marks it used. */
+/* Tensor `name` and the file it is in; marks it used. GPT-2's tensors
+ * may be named without "transformer." (the released checkpoints are its
+ * base model's; transformers reads both). */
 static const coda_st_tensor *hf_find(hf_weights *w, const char *name, const char **path) {
-  for (int k = 0; k < w->n; k++) {
-    const coda_st_tensor *t = coda_st_find(&w->f[k], name);
-    if (t) {
-      w->used[k][t - w->f[k].t] = 1;
-      *path = w->path[k];
-      return t;
+  static const char pre[] = "transformer.";
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass && strncmp(name, pre, sizeof pre - 1)) break;
+    const char *nm = pass ? name + sizeof pre - 1 : name;
+    for (int k = 0; k < w->n; k++) {
+      const coda_st_tensor *t = coda_st_find(&w->f[k], nm);
+      if (t) {
+        w->used[k][t - w->f[k].t] = 1;
+        *path = w->path[k];
+        return t;
+      }
     }
   }
   *path = w->n ? w->path[0] : "";
@@ -286,28 +321,52 @@ static int hf_dtype(const coda_st_tensor *t) {
   return !strcmp(t->dtype, "F32") ? 0 : !strcmp(t->dtype, "BF16") ? 1 : !strcmp(t->dtype, "F16") ? 2 : -1;
 }
 
+/* Tensor `name`, checked to be there with shape s0 (x s1 when ndim is 2)
+ * and a dtype hf_value reads (its code in *dt). */
+static coda_status find_checked(coda_context ctx, hf_weights *w, const char *name, int ndim,
+                                int64_t s0, int64_t s1, const coda_st_tensor **out, int *dt) {
+  const char *path;
+  const coda_st_tensor *t = hf_find(w, name, &path);
+  if (!t) return coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s' is missing", path, name);
+  int ok = t->ndim == ndim && t->shape[0] == s0 && (ndim == 1 || t->shape[1] == s1);
+  if (!ok) return coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s' has the wrong shape", path, name);
+  *dt = hf_dtype(t);
+  if (*dt < 0)
+    return coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s' has dtype %s (F32, BF16, F16 only)", path,
+                     name, t->dtype);
+  *out = t;
+  return CODA_OK;
+}
+
 /* Copies an HF tensor (F32/BF16/F16) of exactly rows x cols into dst rows
  * given by map(r) (or r when map is NULL), `stride` floats apart; with dst
  * NULL only checks that the tensor is there with that shape and dtype. */
 static coda_status get(coda_context ctx, hf_weights *w, const char *name,
                        int64_t rows, int64_t cols, int ndim, float *dst, int64_t row_mul,
                        int64_t row_add, int64_t hd, int64_t nqk, int64_t qkv_base) {
-  const char *path;
-  const coda_st_tensor *t = hf_find(w, name, &path);
-  if (!t) return coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s' is missing", path, name);
-  int ok = t->ndim == ndim && t->shape[0] == rows && (ndim == 1 || t->shape[1] == cols);
-  if (!ok) return coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s' has the wrong shape", path, name);
-  const int dt = hf_dtype(t);
-  if (dt < 0)
-    return coda_fail(ctx, CODA_ERR_IO, "%s: tensor '%s' has dtype %s (F32, BF16, F16 only)", path,
-                     name, t->dtype);
-  if (!dst) return CODA_OK;
+  const coda_st_tensor *t;
+  int dt;
+  coda_status s = find_checked(ctx, w, name, ndim, rows, cols, &t, &dt);
+  if (s || !dst) return s;
   for (int64_t r = 0; r < rows; r++) {
     int64_t dr = qkv_base >= 0 ? our_row(qkv_base + r, hd, nqk) : r * row_mul + row_add;
     for (int64_t c = 0; c < cols; c++) {
       dst[dr * cols + c] = hf_value(t, dt, (size_t)(r * cols + c));
     }
   }
+  return CODA_OK;
+}
+
+/* A Conv1D weight (GPT-2): the HF tensor is [in, out] = [cols, rows] of
+ * ours, dst[r][c] = hf[c][r]. */
+static coda_status get_transposed(coda_context ctx, hf_weights *w, const char *name,
+                                  int64_t rows, int64_t cols, float *dst) {
+  const coda_st_tensor *t;
+  int dt;
+  coda_status s = find_checked(ctx, w, name, 2, cols, rows, &t, &dt);
+  if (s || !dst) return s;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) dst[r * cols + c] = hf_value(t, dt, (size_t)(c * rows + r));
   return CODA_OK;
 }
 
@@ -319,6 +378,7 @@ static coda_status get(coda_context ctx, hf_weights *w, const char *name,
  * drop the trained head). */
 static void hf_resolve_tie(coda_context ctx, hf_weights *w, coda_model_config *c) {
   if (!c->tied) return;
+  const char *emb = coda_family_of(c->family)->params[0].hf[0]; /* the table's first */
   const char *hp = "";
   const coda_st_tensor *h = NULL, *e = NULL;
   for (int k = 0; k < w->n && !h; k++) {
@@ -326,7 +386,8 @@ static void hf_resolve_tie(coda_context ctx, hf_weights *w, coda_model_config *c
     if (h) hp = w->path[k];
   }
   if (!h) return;
-  for (int k = 0; k < w->n && !e; k++) e = coda_st_find(&w->f[k], "model.embed_tokens.weight");
+  const char *unused;
+  e = hf_find(w, emb, &unused);
   const int hd = hf_dtype(h), ed = e ? hf_dtype(e) : -1;
   int same = e && hd >= 0 && ed >= 0 && h->ndim == 2 && e->ndim == 2 &&
              h->shape[0] == e->shape[0] && h->shape[1] == e->shape[1];
@@ -338,8 +399,8 @@ static void hf_resolve_tie(coda_context ctx, hf_weights *w, coda_model_config *c
   if (same) return;
   c->tied = 0;
   coda_warn(ctx, "%s: config.json says tie_word_embeddings true, but tensor 'lm_head.weight' "
-            "differs from 'model.embed_tokens.weight': imported untied, with lm_head.weight as "
-            "the output head (as transformers does; set tie_word_embeddings false to say so)", hp);
+            "differs from '%s': imported untied, with lm_head.weight as the output head (as "
+            "transformers does; set tie_word_embeddings false to say so)", hp, emb);
 }
 
 static int ends_with(const char *s, const char *tail) {
@@ -347,10 +408,11 @@ static int ends_with(const char *s, const char *tail) {
   return n >= k && !strcmp(s + n - k, tail);
 }
 
-/* Before any weight is copied: bias tensors are refused by name, and an
- * untied config needs its lm_head. */
+/* Before any weight is copied: bias tensors are refused by name (but by
+ * GPT-2, whose table has them), and an untied config needs its lm_head. */
 static coda_status hf_check_tensors(coda_context ctx, hf_weights *w, const coda_model_config *c) {
-  for (int k = 0; k < w->n; k++)
+  const int biases = coda_family_of(c->family)->block == CODA_BLOCK_GPT2;
+  for (int k = 0; k < w->n && !biases; k++)
     for (int i = 0; i < w->f[k].n; i++)
       if (ends_with(w->f[k].t[i].name, ".bias"))
         return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
@@ -365,13 +427,17 @@ static coda_status hf_check_tensors(coda_context ctx, hf_weights *w, const coda_
 }
 
 /* After the copy: a tensor the model did not take is an error (the rotary
- * inverse-frequency buffers of older checkpoints are computed, not read;
- * a tied model's copy of the embedding as lm_head is not read). */
-static coda_status hf_check_unused(coda_context ctx, hf_weights *w) {
+ * inverse-frequency buffers of older checkpoints, and GPT-2's causal-mask
+ * buffers attn.bias and attn.masked_bias, are computed, not read; a tied
+ * model's copy of the embedding as lm_head is not read). */
+static coda_status hf_check_unused(coda_context ctx, hf_weights *w, const coda_model_config *c) {
+  const int gpt2 = coda_family_of(c->family)->block == CODA_BLOCK_GPT2;
   for (int k = 0; k < w->n; k++)
     for (int i = 0; i < w->f[k].n; i++) {
       const char *nm = w->f[k].t[i].name;
-      if (!w->used[k][i] && !ends_with(nm, "rotary_emb.inv_freq") && strcmp(nm, "lm_head.weight"))
+      const int mask = gpt2 && (ends_with(nm, ".attn.bias") || ends_with(nm, ".attn.masked_bias"));
+      if (!w->used[k][i] && !mask && !ends_with(nm, "rotary_emb.inv_freq") &&
+          strcmp(nm, "lm_head.weight"))
         return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
                          "%s: tensor '%s' is not part of the model the config describes",
                          w->path[k], nm);
@@ -415,6 +481,9 @@ static coda_status hf_walk(coda_context ctx, hf_weights *wf, const coda_model_co
           case CODA_HF_HEAD_PERM:
             s = get(ctx, wf, nm, hd, 1, 1, dst, 1, 0, hd, hd, 0);
             break;
+          case CODA_HF_TRANSPOSE:
+            s = get_transposed(ctx, wf, nm, rows, cols, dst);
+            break;
           }
         }
       }
@@ -447,7 +516,7 @@ coda_status coda_hf_import(coda_context ctx, const char *dir, coda_engine engine
   if (!s) s = hf_walk(ctx, &wf, &c, NULL);
   if (!s) s = coda_model_create(ctx, &c, engine, &m);
   if (!s) s = hf_walk(ctx, &wf, &c, m);
-  if (!s) s = hf_check_unused(ctx, &wf);
+  if (!s) s = hf_check_unused(ctx, &wf, &c);
   hf_weights_free(&wf);
   free(cp);
   if (s) {

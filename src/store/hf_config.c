@@ -1,6 +1,7 @@
 /* config.json of the Hugging Face layout: the model it describes, through
  * the family table (family.c: which "architectures" and "model_type" name a
- * family), or the reason coda cannot run it. Top-level keys only; what
+ * family; GPT-2's keys are its own, hf_gpt2), or the reason coda cannot
+ * run it. Top-level keys only; what
  * coda does not run (biases, another activation, sliding windows, MoE, a
  * RoPE type other than default, linear and llama3, ...) is refused by
  * name, with the value and what is allowed, never dropped. */
@@ -191,7 +192,7 @@ static coda_status hf_family(coda_context ctx, const char *path, const coda_json
     if (coda_json_is_str(mt, "qwen2"))
       return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
                        "%s: model_type qwen2 has q/k/v projection biases, which coda does not "
-                       "implement (llama, mistral, qwen3 are supported)", path);
+                       "implement (llama, mistral, qwen3, gpt2 are supported)", path);
     if (coda_json_is_str(mt, "qwen3_moe"))
       return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
                        "%s: model_type qwen3_moe is a mixture of experts, which coda does not "
@@ -203,7 +204,7 @@ static coda_status hf_family(coda_context ctx, const char *path, const coda_json
       }
     if (!by_type)
       return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: model_type \"%.64s\" is not supported "
-                       "(llama, mistral, qwen3)", path, mt->u.str);
+                       "(llama, mistral, qwen3, gpt2)", path, mt->u.str);
   }
   if (!is_unset(ar)) {
     int ok = ar->kind == CODA_JSON_ARRAY && ar->n >= 1;
@@ -220,7 +221,7 @@ static coda_status hf_family(coda_context ctx, const char *path, const coda_json
     if (!ok)
       return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
                        "%s: \"architectures\" must list one of LlamaForCausalLM, "
-                       "MistralForCausalLM, Qwen3ForCausalLM", path);
+                       "MistralForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel", path);
   }
   if (by_type && by_arch && by_type != by_arch)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: model_type \"%s\" and architectures "
@@ -316,6 +317,65 @@ static coda_status hf_refusals(coda_context ctx, const char *path, const coda_js
   return s;
 }
 
+/* A string member that must be one of `ok` (absent: the first). */
+static coda_status cfg_one_of(coda_context ctx, const char *path, const coda_json *r,
+                              const char *key, const char *const *ok, int nok,
+                              const char *allowed) {
+  const coda_json *v = coda_json_get(r, key);
+  if (is_unset(v)) return CODA_OK;
+  for (int i = 0; i < nok; i++)
+    if (coda_json_is_str(v, ok[i])) return CODA_OK;
+  return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: %s %s%.64s%s is not supported (%s)", path,
+                   key, v->kind == CODA_JSON_STRING ? "\"" : "(",
+                   v->kind == CODA_JSON_STRING ? v->u.str : coda_json_kind_name(v->kind),
+                   v->kind == CODA_JSON_STRING ? "\"" : ")", allowed);
+}
+
+/* GPT2Config's keys (transformers): n_embd, n_layer, n_head, n_inner
+ * (null: 4 n_embd), n_positions, layer_norm_epsilon, the tanh GELU, a
+ * tied head. What GPT-2 variants change and coda does not run (another
+ * activation, attention scaled otherwise, cross-attention, RoPE) is
+ * refused by name. Dropout rates are accepted: coda trains without
+ * dropout, and inference never applies it. */
+static coda_status hf_gpt2(coda_context ctx, const char *path, const coda_json *r,
+                           coda_model_config *c) {
+  coda_status s = cfg_int(ctx, path, r, "n_embd", 1, 0, &c->dim);
+  if (!s) s = cfg_int(ctx, path, r, "n_layer", 1, 0, &c->layers);
+  if (!s) s = cfg_int(ctx, path, r, "n_head", 1, 0, &c->heads);
+  if (!s) s = cfg_int(ctx, path, r, "vocab_size", 1, 0, &c->vocab);
+  if (!s) s = cfg_int(ctx, path, r, "n_positions", 0, 1024, &c->seq);
+  if (!s && c->dim <= (1 << 28)) s = cfg_int(ctx, path, r, "n_inner", 0, 4 * c->dim, &c->ffn);
+  if (!s) s = cfg_num(ctx, path, "", r, "layer_norm_epsilon", 0, 1e-5, &c->norm_eps);
+  if (!s) s = cfg_bool(ctx, path, r, "tie_word_embeddings", 1, &c->tied);
+  if (s) return s;
+  c->kv_heads = c->heads;
+  c->rope_theta = 10000.0; /* no RoPE: unused */
+  int ctx_len = c->seq;
+  s = cfg_int(ctx, path, r, "n_ctx", 0, c->seq, &ctx_len);
+  if (!s && ctx_len != c->seq)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: n_ctx %d differs from n_positions %d (one "
+                     "context length only)", path, ctx_len, c->seq);
+  static const char *const tanh_gelu[] = {"gelu_new", "gelu_pytorch_tanh"};
+  if (!s) s = cfg_one_of(ctx, path, r, "activation_function", tanh_gelu, 2,
+                         "the tanh GELU: gelu_new, gelu_pytorch_tanh");
+  int scale = 1, by_layer = 0, cross = 0;
+  if (!s) s = cfg_bool(ctx, path, r, "scale_attn_weights", 1, &scale);
+  if (!s) s = cfg_bool(ctx, path, r, "scale_attn_by_inverse_layer_idx", 0, &by_layer);
+  if (!s) s = cfg_bool(ctx, path, r, "add_cross_attention", 0, &cross);
+  if (!s && (!scale || by_layer || cross))
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: %s is %s: coda's attention is causal "
+                     "self-attention scaled by 1/sqrt(head_dim) (%s)", path,
+                     !scale ? "scale_attn_weights" : by_layer ? "scale_attn_by_inverse_layer_idx"
+                     : "add_cross_attention", !scale ? "false" : "true",
+                     !scale ? "true is supported" : "false is supported");
+  static const char *const rope_keys[] = {"rope_scaling", "rope_parameters", "rope_theta"};
+  for (int i = 0; !s && i < 3; i++)
+    if (!is_unset(coda_json_get(r, rope_keys[i])))
+      return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: \"%s\" is set: model_type gpt2 has no "
+                       "RoPE (learned positions)", path, rope_keys[i]);
+  return s;
+}
+
 coda_status coda_hf_read_config(coda_context ctx, const char *path, coda_model_config *c) {
   coda_json_doc *d;
   coda_status s = coda_hf_read_json(ctx, path, &d);
@@ -323,6 +383,11 @@ coda_status coda_hf_read_config(coda_context ctx, const char *path, coda_model_c
   const coda_json *r = coda_json_root(d);
   memset(c, 0, sizeof *c);
   s = hf_family(ctx, path, r, &c->family);
+  if (!s && c->family == CODA_FAMILY_GPT2) {
+    s = hf_gpt2(ctx, path, r, c);
+    if (!s) s = hf_refusals(ctx, path, r);
+    goto checked;
+  }
   if (!s) s = cfg_int(ctx, path, r, "hidden_size", 1, 0, &c->dim);
   if (!s) s = cfg_int(ctx, path, r, "intermediate_size", 1, 0, &c->ffn);
   if (!s) s = cfg_int(ctx, path, r, "num_hidden_layers", 1, 0, &c->layers);
@@ -340,6 +405,7 @@ coda_status coda_hf_read_config(coda_context ctx, const char *path, coda_model_c
   if (!s) s = hf_head_dim(ctx, path, r, c);
   if (!s) s = hf_refusals(ctx, path, r);
   if (!s) s = hf_window(ctx, path, r, c);
+checked:
   coda_json_free(d);
   if (!s && coda_model_config_check(ctx, c))
     s = coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: %s", path, coda_last_error(ctx));

@@ -1,4 +1,4 @@
-/* `coda train`: trains a model of the family table (Llama 3, Qwen3) on
+/* `coda train`: trains a model of the family table (Llama 3, Qwen3, GPT-2) on
  * the CPU, one GPU, or data parallel over N processes (N GPUs through
  * NCCL, or N CPU processes), forked here with --ranks N or started by
  * another launcher (torchrun, srun) that sets the rank environment; see
@@ -207,7 +207,7 @@ static void train_usage(FILE *f) {
       "usage: coda train [OPTIONS]\n"
       "  --config NAME     tiny | d512 | 1b | 8b (default tiny)\n"
       "  --layers N --dim N --heads N --kv-heads N --ffn N --seq N --vocab N --tied 0|1\n"
-      "  --family NAME     llama | qwen3 (docs/models.md; default llama) --head-dim N\n"
+      "  --family NAME     llama | qwen3 | gpt2 (docs/models.md; default llama) --head-dim N\n"
       "  --batch N         sequences per micro-batch (default 8)\n"
       "  --accum N         micro-batches per step (default 1)\n"
       "  --steps N         optimizer steps (default 200)\n"
@@ -436,7 +436,7 @@ static int parse_args(train_cli *c, int argc, char **argv) {
       while (coda_model_family_name((coda_model_family)f) &&
              strcmp(coda_model_family_name((coda_model_family)f), v)) f++;
       if (!coda_model_family_name((coda_model_family)f)) {
-        fprintf(stderr, "coda train: --family '%s' is not a model family (llama, qwen3)\n", v);
+        fprintf(stderr, "coda train: --family '%s' is not a model family (llama, qwen3, gpt2)\n", v);
         return 2;
       }
       c->o.model.family = (coda_model_family)f;

@@ -192,10 +192,7 @@ coda_status coda_evaluate(coda_context ctx, const coda_eval_options *opts, coda_
   }
   if (o->max_windows > 0 && nw > o->max_windows) nw = o->max_windows;
   coda_model *m = NULL;
-  const coda_engine engine = o->engine == CODA_TRAIN_ENGINE_REFERENCE ? CODA_ENGINE_REFERENCE
-                             : o->engine == CODA_TRAIN_ENGINE_PLANS || coda_plans_available()
-                                 ? CODA_ENGINE_PLANS
-                                 : CODA_ENGINE_REFERENCE;
+  const coda_engine engine = coda_engine_for_model(o->engine, &cfg);
   if (hf) {
     s = coda_hf_import(ctx, o->checkpoint, engine, &m);
   } else {

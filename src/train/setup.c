@@ -137,17 +137,21 @@ static coda_status take_checkpoint_config(coda_train_run *r) {
                      coda_model_family_name(c.family), coda_model_family_name(o->model.family),
                      coda_model_family_name(c.family));
   /* fine-tuning may train at a shorter sequence than the checkpoint's
-   * window (weights do not depend on it; positions stay below it) */
+   * window (weights do not depend on it; positions stay below it), but
+   * GPT-2's learned positions are seq rows of its weights */
+  const int gpt2 = c.family == CODA_FAMILY_GPT2;
   const int shorter_seq = o->init && (o->model_set & CODA_MODEL_SET_SEQ) && o->model.seq >= 1 &&
-                          o->model.seq <= c.seq;
+                          o->model.seq <= c.seq && !gpt2;
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
     if ((o->model_set & f[i].bit) && f[i].want != f[i].have &&
         !(f[i].bit == CODA_MODEL_SET_SEQ && shorter_seq))
       return coda_fail(r->ctx, CODA_ERR_INVALID_ARGUMENT, "%s has %s %d, but %s %d was asked "
                        "for; the checkpoint's model is used: leave the model settings out, or "
                        "give its values%s", ck, f[i].name, f[i].have, f[i].name, f[i].want,
-                       f[i].bit == CODA_MODEL_SET_SEQ && o->init ? " (a shorter --seq is "
-                       "allowed when fine-tuning)" : "");
+                       f[i].bit != CODA_MODEL_SET_SEQ || !o->init ? ""
+                       : gpt2 ? " (gpt2's learned positions are seq rows of its weights: "
+                       "fine-tuning keeps its seq)" : " (a shorter --seq is allowed when "
+                       "fine-tuning)");
   if (shorter_seq) c.seq = o->model.seq;
   o->model = c;
   return CODA_OK;
@@ -158,8 +162,19 @@ static coda_status take_checkpoint_config(coda_train_run *r) {
 static coda_status resolve_model(coda_train_run *r) {
   coda_context ctx = r->ctx;
   coda_train_options *o = &r->o;
-  r->engine = coda_engine_from_option(o->engine);
+  if (o->resume && o->init)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "resume and init exclude each other");
+  if (o->resume || o->init) {
+    coda_status s = take_checkpoint_config(r);
+    if (s) return s;
+  }
+  /* the family is known now (a checkpoint's may differ from the options') */
+  r->engine = coda_engine_for_model(o->engine, &o->model);
   r->gpu = coda_context_backend(ctx) == CODA_BACKEND_CUDA;
+  if (r->gpu && o->model.family == CODA_FAMILY_GPT2)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "family gpt2 trains on the CPU reference engine "
+                     "so far (--device cpu); the GPU trainer runs the plan engine, which runs the "
+                     "llama and qwen3 families");
   if (r->gpu && r->engine != CODA_ENGINE_PLANS)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
                      "on the GPU the trainer runs the plan engine (--engine plans or auto), not "
@@ -167,12 +182,6 @@ static coda_status resolve_model(coda_train_run *r) {
   if (r->sharded && (r->gpu || r->engine != CODA_ENGINE_REFERENCE))
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "sharded weights (ZeRO-3, --zero 3) run on the "
                      "CPU reference engine only so far (--device cpu --engine reference)");
-  if (o->resume && o->init)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "resume and init exclude each other");
-  if (o->resume || o->init) {
-    coda_status s = take_checkpoint_config(r);
-    if (s) return s;
-  }
   const uint32_t voc = r->trv.vocab, vvoc = r->vav.vocab;
   if ((uint32_t)o->model.vocab < voc || (uint32_t)o->model.vocab < vvoc)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "%s: vocabulary of %u tokens exceeds the "

@@ -18,7 +18,8 @@
  * gives the device's peak (per GPU with --ranks; tokens/s counts every
  * rank's tokens):
  *   flops/token = 6·N + 6·L·(Hq·hd)·T,  N = parameters without the input
- *   embedding (the LM head's matrix counted also when tied), Hq·hd the
+ *   embedding and GPT-2's position table (lookups; the LM head's matrix
+ *   counted also when tied), Hq·hd the
  *   attention width (d unless the family sets head_dim),
  *   MFU = flops/token · tokens/s / peak_flops.
  *
@@ -168,6 +169,7 @@ static coda_status evaluate(coda_context ctx, const coda_train_options *o, coda_
 static double flops_per_token(const coda_model_config *c) {
   double n = (double)coda_model_config_params(c) - (double)c->vocab * c->dim;
   if (c->tied) n += (double)c->vocab * c->dim;
+  if (c->family == CODA_FAMILY_GPT2) n -= (double)c->seq * c->dim; /* wpe: a lookup too */
   return 6.0 * n + 6.0 * c->layers * (double)c->heads * coda_model_head_dim(c) * c->seq;
 }
 

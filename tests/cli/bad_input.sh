@@ -74,11 +74,19 @@ expect "unknown --config 'huge'" -- train --config huge
 # plan engine's QK-norm statistics cannot tile (what --engine auto picks:
 # head_dim and tile_n must divide one another), refused with both numbers;
 # a Llama head width that is not dim / heads
-expect "--family 'gemma' is not a model family (llama, qwen3)" -- train --family gemma
+expect "--family 'gemma' is not a model family (llama, qwen3, gpt2)" -- train --family gemma
 # shellcheck disable=SC2086
 expect "head_dim 130 and tile_n 64 to divide one another" -- train $small --out oq --family qwen3 --head-dim 130 --device cpu
 # shellcheck disable=SC2086
 expect "head_dim 24 x heads 2 != dim 32" -- train $small --out oq --head-dim 24 --device cpu --engine reference
+# GPT-2: one kv head per head and a tied head, refused naming the family;
+# the plan engine refuses it by name
+# shellcheck disable=SC2086
+expect "kv-heads 1 != heads 2: the gpt2 family" -- train $small --out og --family gpt2 --tied 1 --device cpu
+# shellcheck disable=SC2086
+expect "an untied head: the gpt2 family" -- train $small --out og --family gpt2 --kv-heads 2 --tied 0 --device cpu
+# shellcheck disable=SC2086
+expect "family gpt2 trains on the reference engine" -- train $small --out og --family gpt2 --kv-heads 2 --tied 1 --device cpu --engine plans
 expect "--engine is auto, reference or plans" -- train --engine gpu
 # shellcheck disable=SC2086
 expect "--lr: must be in (0, inf), got '-1'" -- train $small --out o1 --lr -1

@@ -1,0 +1,71 @@
+/* Internal interface of the reference engine (model_ref.c): its saved
+ * activations, the sizes and buffers of one pass, and the host GEMMs and
+ * attention shared by the families' layers (Llama's and Qwen3's in
+ * model_ref.c, GPT-2's in model_ref_gpt2.c). */
+#ifndef CODA_MODEL_REF_H
+#define CODA_MODEL_REF_H
+
+#include "model/model.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+  float *xa, *r1, *h1, *qkv, *P, *o, *xf, *r2, *h2, *z, *y;
+  float *qk0, *rqk; /* Qwen3: q and k heads before their norm, and its r per head */
+  float *mu1, *mu2; /* GPT-2: the LayerNorms' row means (r1, r2 hold their 1/σ) */
+} layer_acts;
+
+typedef struct {
+  int B, T;
+  layer_acts *l;
+  float *xL, *rf, *muf, *hf, *logits;
+  float *dx, *dh, *dqkv, *dO, *dy, *dz;
+  float *scratch; /* transposes */
+  size_t scratch_n;
+  float *block; /* one allocation */
+} ref_state;
+
+/* One pass's sizes and buffers, shared by its layers. */
+typedef struct ref_pass {
+  coda_model *m;
+  const coda_model_config *c;
+  ref_state *r;
+  float *W, *G; /* the model's weights and gradient */
+  int nt, B, T, H, Hk, hd;
+  int64_t M, D, F, V, nq;
+  int qk_norm; /* the family normalizes q and k heads (Qwen3) */
+} ref_pass;
+
+/* A parameter's weights (PW) and gradient (PG) by name. */
+#define PW(name) (p->W + coda_model_find(p->m, name)->offset)
+#define PG(name) (p->G + coda_model_find(p->m, name)->offset)
+
+/* C (M x N) (+)= A (M x K) · B (K x N), all row-major. */
+void coda_ref_mm_ab(int nt, float *C, const float *A, const float *B, int64_t M, int64_t N,
+                    int64_t K, int acc);
+/* C (M x N) (+)= A (M x K) · B (N x K)ᵀ, through a transpose of B into
+ * r's scratch; -1: out of memory. */
+int coda_ref_mm_abt(int nt, ref_state *r, float *C, const float *A, const float *B, int64_t M,
+                    int64_t N, int64_t K, int acc);
+/* C (M x N) += A (K x M)ᵀ · B (K x N)  (weight gradients). */
+void coda_ref_mm_atb(int nt, float *C, const float *A, const float *B, int64_t M, int64_t N,
+                     int64_t K);
+/* Causal softmax attention of the q, k, v heads of qkv (M x nq): P (the
+ * probabilities) and o (M x H hd); and its backward into dqkv. */
+void coda_ref_attn_fwd(int nt, const float *qkv, float *P, float *o, int B, int T, int H, int Hk,
+                       int hd, int64_t nq);
+void coda_ref_attn_bwd(int nt, const float *qkv, const float *P, const float *dO, float *dqkv,
+                       int B, int T, int H, int Hk, int hd, int64_t nq);
+
+/* GPT-2's layer li (model_ref_gpt2.c), forward (1: out of memory) and
+ * backward, as the Llama layer's in model_ref.c. */
+int coda_ref_gpt2_layer_forward(const ref_pass *p, int li);
+void coda_ref_gpt2_layer_backward(const ref_pass *p, int li);
+/* LayerNorm backward: dx += ∂h/∂x · dh for h = LN(x; w, b); gw += Σ dh ⊙ x̂,
+ * gb += Σ dh (summed in row order). */
+void coda_ref_layernorm_bwd(int nt, const float *x, const float *w, const float *mu,
+                            const float *rs, const float *dh, float *dx, float *gw, float *gb,
+                            int64_t M, int64_t D);
+
+#endif
