@@ -60,4 +60,26 @@ static inline int remove_tree(const char *dir) {
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   return system(cmd);
 }
+/* Writes the string text to DIR/NAME; 0 on success, -1 otherwise. */
+static inline int write_text_in(const char *dir, const char *name, const char *text) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  FILE *f = fopen(p, "w");
+  if (!f) return -1;
+  int ok = fputs(text, f) >= 0;
+  return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+/* The first 64 KiB of DIR/NAME as a string (malloc'ed), or NULL. */
+static inline char *read_text_in(const char *dir, const char *name) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  FILE *f = fopen(p, "rb");
+  if (!f) return NULL;
+  char *s = calloc(1, 1 << 16);
+  if (s && fread(s, 1, (1 << 16) - 1, f) == 0 && ferror(f)) s[0] = 0;
+  fclose(f);
+  return s;
+}
+
 #endif

@@ -26,26 +26,9 @@ static char dir[256];
 
 enum { V = 70, D = 24, L = 2, H = 4, F = 56, S = 32 };
 
-static void write_text(const char *name, const char *text) {
-  char p[512];
-  snprintf(p, sizeof p, "%s/%s", dir, name);
-  FILE *f = fopen(p, "w");
-  CHECK(f != NULL);
-  if (!f) return;
-  fputs(text, f);
-  fclose(f);
-}
+static void write_text(const char *name, const char *text) { CHECK(write_text_in(dir, name, text) == 0); }
 
-static char *read_text(const char *name) {
-  char p[512];
-  snprintf(p, sizeof p, "%s/%s", dir, name);
-  FILE *f = fopen(p, "rb");
-  if (!f) return NULL;
-  char *s = calloc(1, 1 << 16);
-  if (s) fread(s, 1, (1 << 16) - 1, f);
-  fclose(f);
-  return s;
-}
+static char *read_text(const char *name) { return read_text_in(dir, name); }
 
 static coda_model *random_model(coda_context ctx, uint64_t seed) {
   coda_model_config c = {V, D, L, H, H, F, S, 1, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0},

@@ -22,26 +22,9 @@
 
 static char dir[256];
 
-static void write_text(const char *name, const char *text) {
-  char p[512];
-  snprintf(p, sizeof p, "%s/%s", dir, name);
-  FILE *f = fopen(p, "w");
-  CHECK(f != NULL);
-  if (!f) return;
-  fputs(text, f);
-  fclose(f);
-}
+static void write_text(const char *name, const char *text) { CHECK(write_text_in(dir, name, text) == 0); }
 
-static char *read_text(const char *name) {
-  char p[512];
-  snprintf(p, sizeof p, "%s/%s", dir, name);
-  FILE *f = fopen(p, "rb");
-  if (!f) return NULL;
-  char *s = calloc(1, 1 << 16);
-  if (s) fread(s, 1, (1 << 16) - 1, f);
-  fclose(f);
-  return s;
-}
+static char *read_text(const char *name) { return read_text_in(dir, name); }
 
 /* vocab 70, dim 24, 2 layers, 4 / 2 heads of head_dim (0: 6). */
 static coda_model *random_model(coda_context ctx, int tied, int head_dim, uint64_t seed) {

@@ -24,15 +24,7 @@
 static const double PI = 3.14159265358979323846;
 static char dir[256];
 
-static void write_text(const char *name, const char *text) {
-  char p[512];
-  snprintf(p, sizeof p, "%s/%s", dir, name);
-  FILE *f = fopen(p, "w");
-  CHECK(f != NULL);
-  if (!f) return;
-  fputs(text, f);
-  fclose(f);
-}
+static void write_text(const char *name, const char *text) { CHECK(write_text_in(dir, name, text) == 0); }
 
 static void remove_file(const char *name) {
   char p[512];
