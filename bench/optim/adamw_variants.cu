@@ -17,6 +17,8 @@
  *   v2  v1 with G groups of four per thread and iteration, every load
  *       issued before the arithmetic
  *   grid: "cap" (8192 blocks) or "sm" (the resident blocks of one wave)
+ *   v2q (fp32 state) v2 G=2 with the two quotients by the bias corrections
+ *       as products (lr/c1 and 1/c2 computed once): the bits it changes
  *   f32 (fp32 state only, not bit-compatible): the arithmetic in fp32, to
  *       see what the double-precision update costs
  * Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../../src adamw_variants.cu -o adamw_variants
@@ -124,7 +126,7 @@ __device__ __forceinline__ int decays(const long long *__restrict__ seg, int nse
   return (int)__ldg(seg + 2 * k + 1);
 }
 
-template <int G, bool F32>
+template <int G, int MODE>
 __global__ void __launch_bounds__(256) f32_v2(float *__restrict__ w, const float *__restrict__ g,
                                               float *__restrict__ m, float *__restrict__ v,
                                               __nv_bfloat16 *__restrict__ wb, long long n,
@@ -159,13 +161,20 @@ __global__ void __launch_bounds__(256) f32_v2(float *__restrict__ w, const float
       for (int e = 0; e < 4; e++) {
         if (i0 + e >= n) break;
         const int d = decays(seg, nseg, k[j], i0 + e);
-        if (F32) {
+        if (MODE == 1) {
           const float gi = pg[e];
           const float mi = (float)c.b1 * pm[e] + (float)(1.0 - c.b1) * gi;
           const float vi = (float)c.b2 * pv[e] + (float)(1.0 - c.b2) * gi * gi;
           pm[e] = mi, pv[e] = vi;
           pw[e] = pw[e] * (d ? (float)c.shrink : 1.0f) -
                   (float)(c.lr / c.c1) * mi / (sqrtf(vi * (float)(1.0 / c.c2)) + (float)c.eps);
+        } else if (MODE == 2) {
+          const double gi = c.scale_g ? (double)(float)((double)pg[e] * c.gscale) : (double)pg[e];
+          const double mi = c.b1 * (double)pm[e] + (1.0 - c.b1) * gi;
+          const double vi = c.b2 * (double)pv[e] + (1.0 - c.b2) * gi * gi;
+          pm[e] = (float)mi, pv[e] = (float)vi;
+          pw[e] = (float)((double)pw[e] * (d ? c.shrink : 1.0) -
+                          (c.lr / c.c1) * mi / (sqrt(vi * (1.0 / c.c2)) + c.eps));
         } else {
           adamw_one(pw[e], pg[e], pm[e], pv[e], c, d ? c.shrink : 1.0);
         }
@@ -458,14 +467,16 @@ int main(int argc, char **argv) {
     const char *gn = sm ? "sm" : "cap";
     row32("v0", gn, grid_for(4, sm, (const void *)f32_v0),
           [&](unsigned gr) { f32_v0<<<gr, 256>>>(w, g, m, v, wb, n, dseg, nseg, c); }, true);
-    row32("v2 G=1", gn, grid_for(4, sm, (const void *)f32_v2<1, false>),
-          [&](unsigned gr) { f32_v2<1, false><<<gr, 256>>>(w, g, m, v, wb, n, dseg, nseg, c); }, true);
-    row32("v2 G=2", gn, grid_for(8, sm, (const void *)f32_v2<2, false>),
-          [&](unsigned gr) { f32_v2<2, false><<<gr, 256>>>(w, g, m, v, wb, n, dseg, nseg, c); }, true);
-    row32("v2 G=4", gn, grid_for(16, sm, (const void *)f32_v2<4, false>),
-          [&](unsigned gr) { f32_v2<4, false><<<gr, 256>>>(w, g, m, v, wb, n, dseg, nseg, c); }, true);
-    row32("f32 G=2", gn, grid_for(8, sm, (const void *)f32_v2<2, true>),
-          [&](unsigned gr) { f32_v2<2, true><<<gr, 256>>>(w, g, m, v, wb, n, dseg, nseg, c); }, false);
+    row32("v2 G=1", gn, grid_for(4, sm, (const void *)f32_v2<1, 0>),
+          [&](unsigned gr) { f32_v2<1, 0><<<gr, 256>>>(w, g, m, v, wb, n, dseg, nseg, c); }, true);
+    row32("v2 G=2", gn, grid_for(8, sm, (const void *)f32_v2<2, 0>),
+          [&](unsigned gr) { f32_v2<2, 0><<<gr, 256>>>(w, g, m, v, wb, n, dseg, nseg, c); }, true);
+    row32("v2 G=4", gn, grid_for(16, sm, (const void *)f32_v2<4, 0>),
+          [&](unsigned gr) { f32_v2<4, 0><<<gr, 256>>>(w, g, m, v, wb, n, dseg, nseg, c); }, true);
+    row32("v2q G=2", gn, grid_for(8, sm, (const void *)f32_v2<2, 2>),
+          [&](unsigned gr) { f32_v2<2, 2><<<gr, 256>>>(w, g, m, v, wb, n, dseg, nseg, c); }, true);
+    row32("f32 G=2", gn, grid_for(8, sm, (const void *)f32_v2<2, 1>),
+          [&](unsigned gr) { f32_v2<2, 1><<<gr, 256>>>(w, g, m, v, wb, n, dseg, nseg, c); }, false);
   }
 
   /* bf16 state: w, m, v as bf16 (rounded from the fp32 start) */
