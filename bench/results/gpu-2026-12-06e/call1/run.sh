@@ -20,7 +20,7 @@
 # libcoda.so.0), .carry/c5lib, .carry/optim, .carry/peers, .whl/liger.
 PACK=.carry/c7 source bench/gpu_env.sh
 T0=$SECONDS
-mkdir -p PK/before && gunzip -c .carry/c6lib/libcoda.so.0.gz > PK/before/libcoda.so.0
+mkdir -p PK/before && xz -dc .carry/c6lib/libcoda.so.0.xz > PK/before/libcoda.so.0
 mkdir -p PK/c5 && tar -xJf .carry/c5lib/before.txz -C PK/c5; Q=$PWD/PK/c5/gpu
 md5sum PK/before/libcoda.so.0 "$P/lib/libcoda.so.0" | sed "s|$PWD/||" | tee "$L/libs.txt"
 cp .carry/c6lib/commit.txt "$L/commit-before-adamw.txt"; cp .carry/c5lib/commit.txt "$L/commit-before-block.txt"
