@@ -20,8 +20,8 @@
 # libcoda.so.0), .carry/c5lib, .carry/optim, .carry/peers, .whl/liger.
 PACK=.carry/c7 source bench/gpu_env.sh
 T0=$SECONDS
-mkdir -p PK/before && xz -dc .carry/c6lib/libcoda.so.0.xz > PK/before/libcoda.so.0
-mkdir -p PK/c5 && tar -xJf .carry/c5lib/before.txz -C PK/c5; Q=$PWD/PK/c5/gpu
+mkdir -p PK/before && python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" .carry/c6lib/libcoda.so.0.xz PK/before/libcoda.so.0
+mkdir -p PK/c5 && python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" .carry/c5lib/before.txz PK/c5; Q=$PWD/PK/c5/gpu
 md5sum PK/before/libcoda.so.0 "$P/lib/libcoda.so.0" | sed "s|$PWD/||" | tee "$L/libs.txt"
 cp .carry/c6lib/commit.txt "$L/commit-before-adamw.txt"; cp .carry/c5lib/commit.txt "$L/commit-before-block.txt"
 copy_bw
