@@ -633,7 +633,8 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   r->t_enter = coda_train_now();
   r->o = coda_train_default_options();
   /* One layout: coda_model_config, the struct's first member after
-   * struct_size, grew (family, head_dim) in 0.2, which moved every member
+   * struct_size, grew (family, head_dim; then Gemma 3's window, layer
+   * pattern, local RoPE base, score scalar and soft cap) in 0.2, which moved every member
    * after it, so a struct of an earlier layout cannot be read; its size
    * is refused with the size expected. */
   static const coda_options_layout layouts[] = {CODA_OPTIONS_LAYOUT(coda_train_options)};
