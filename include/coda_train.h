@@ -361,7 +361,9 @@ enum {
   CODA_MODEL_SET_VOCAB = 1, CODA_MODEL_SET_DIM = 2, CODA_MODEL_SET_LAYERS = 4,
   CODA_MODEL_SET_HEADS = 8, CODA_MODEL_SET_KV_HEADS = 16, CODA_MODEL_SET_FFN = 32,
   CODA_MODEL_SET_SEQ = 64, CODA_MODEL_SET_TIED = 128, CODA_MODEL_SET_FAMILY = 256,
-  CODA_MODEL_SET_HEAD_DIM = 512, CODA_MODEL_SET_ALL = 1023
+  CODA_MODEL_SET_HEAD_DIM = 512,
+  CODA_MODEL_SET_WINDOW = 1024, /* Gemma 3's sliding_window and sliding_pattern */
+  CODA_MODEL_SET_ALL = 2047
 };
 
 /* Defaults (struct_size set): the "tiny" model, no corpus directory, no

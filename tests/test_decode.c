@@ -522,6 +522,25 @@ int main(void) {
           strstr(coda_last_error(ctx), "plan prefill"));
     coda_model_destroy(gm);
   }
+  /* Gemma 3 on the host: (1 + w) norms, post-norms, GeGLU, the embedding
+   * scale, the soft cap; layers 0 and 2 local with a window of 5 (the
+   * prompts and the steps run well past it), layer 1 global; head_dim 10
+   * over dim 32; then untied with a window of 7 over prefills longer than
+   * one host chunk (the window crosses the chunks' cache) */
+  coda_model_config gm3 = {280, 32, 3, 4, 2, 40, 40, 1, 1000000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GEMMA3, 10, 5, 2, 10000.0, 12.0, 20.0};
+  against_recompute(ctx, &gm3, p4, 2, 10, "gemma3");
+  coda_model_config gml = {256, 16, 2, 2, 1, 16, 160, 0, 1000000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GEMMA3, 0, 7, 2, 10000.0, 0, 0};
+  against_recompute(ctx, &gml, p2, 2, 2, "gemma3 chunks");
+  generate_host(ctx, &gm3);
+  coda_model *g3 = make_model(ctx, &gm3, 2);
+  if (g3) {
+    coda_decoder gd = NULL;
+    coda_decoder_options po = {.struct_size = sizeof po, .batch = 1, .prefill = CODA_PREFILL_PLANS};
+    CHECK_STATUS(ctx, coda_decoder_create(ctx, g3, &po, &gd), CODA_ERR_NOT_SUPPORTED);
+    CHECK(gd == NULL && strstr(coda_last_error(ctx), "gemma3") &&
+          strstr(coda_last_error(ctx), "plan prefill"));
+    coda_model_destroy(g3);
+  }
   sampling(ctx);
   loading(ctx);
   coda_context_destroy(ctx);

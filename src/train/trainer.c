@@ -170,7 +170,12 @@ static double flops_per_token(const coda_model_config *c) {
   double n = (double)coda_model_config_params(c) - (double)c->vocab * c->dim;
   if (c->tied) n += (double)c->vocab * c->dim;
   if (c->family == CODA_FAMILY_GPT2) n -= (double)c->seq * c->dim; /* wpe: a lookup too */
-  return 6.0 * n + 6.0 * c->layers * (double)c->heads * coda_model_head_dim(c) * c->seq;
+  double att = 0.0; /* keys seen per query: seq, a Gemma 3 local layer's window at most */
+  for (int li = 0; li < c->layers; li++) {
+    const int w = coda_model_layer_window(c, li);
+    att += w > 0 && w < c->seq ? w : c->seq;
+  }
+  return 6.0 * n + 6.0 * (double)c->heads * coda_model_head_dim(c) * att;
 }
 
 /* A progress report to the caller (rank 0 only; quiet keeps DONE,
