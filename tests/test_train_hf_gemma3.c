@@ -201,6 +201,21 @@ static void refusals(coda_context ctx) {
               "layer_types[1] is \"chunked_attention\"");
   config_case(ctx, G(", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 8.0}"),
               CODA_ERR_NOT_SUPPORTED, "\"rope_scaling\" is set");
+  /* transformers 5's rope_parameters: the two bases, default rotation only */
+  write_text("config.json", G(", \"rope_parameters\": {\"full_attention\": {\"rope_type\": "
+                              "\"default\", \"rope_theta\": 500000.0}, \"sliding_attention\": "
+                              "{\"rope_type\": \"default\", \"rope_theta\": 20000.0}}"));
+  coda_model_config rc;
+  CHECK_STATUS(ctx, coda_hf_config(ctx, dir, &rc), CODA_OK);
+  CHECK(rc.rope_theta == 500000.0 && rc.rope_local_theta == 20000.0);
+  config_case(ctx, G(", \"rope_parameters\": {\"full_attention\": {\"rope_type\": \"linear\", "
+                     "\"factor\": 8.0}}"), CODA_ERR_NOT_SUPPORTED,
+              "rope_parameters.full_attention.factor is set");
+  config_case(ctx, G(", \"rope_parameters\": {\"full_attention\": {\"rope_type\": \"yarn\"}}"),
+              CODA_ERR_NOT_SUPPORTED, "rope_parameters.full_attention.rope_type is not \"default\"");
+  config_case(ctx, G(", \"rope_local_base_freq\": 10000, \"rope_parameters\": "
+                     "{\"sliding_attention\": {\"rope_theta\": 20000.0}}"), CODA_ERR_IO,
+              "rope_local_base_freq 10000 and rope_parameters.sliding_attention.rope_theta 20000 differ");
   config_case(ctx, G(", \"attn_logit_softcapping\": 50.0"), CODA_ERR_NOT_SUPPORTED,
               "\"attn_logit_softcapping\" is set");
   config_case(ctx, G(", \"hidden_activation\": \"gelu\""), CODA_ERR_NOT_SUPPORTED,

@@ -429,13 +429,62 @@ static coda_status hf_gemma3_layers(coda_context ctx, const char *path, const co
   return CODA_OK;
 }
 
+/* transformers 5's rope_parameters of Gemma 3: {"full_attention": {...},
+ * "sliding_attention": {...}}, each of rope_type default with its
+ * rope_theta (the global and the local base; where rope_theta or
+ * rope_local_base_freq is also given, the same). Another type, a scaling
+ * or another key is refused by name. */
+static coda_status hf_gemma3_rope(coda_context ctx, const char *path, const coda_json *r,
+                                  coda_model_config *c) {
+  const coda_json *rp = coda_json_get(r, "rope_parameters");
+  if (is_unset(rp)) return CODA_OK;
+  if (rp->kind != CODA_JSON_OBJECT)
+    return coda_fail(ctx, CODA_ERR_IO, "%s: \"rope_parameters\" is %s, not an object", path,
+                     coda_json_kind_name(rp->kind));
+  static const char *const kinds[] = {"full_attention", "sliding_attention"};
+  static const char *const flat[] = {"rope_theta", "rope_local_base_freq"};
+  double *theta[] = {&c->rope_theta, &c->rope_local_theta};
+  for (size_t i = 0; i < rp->n; i++) {
+    const char *k = rp->u.members[i].key;
+    if (strcmp(k, kinds[0]) && strcmp(k, kinds[1]))
+      return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: rope_parameters.%.64s: coda's gemma3 "
+                       "takes full_attention and sliding_attention only", path, k);
+  }
+  for (int i = 0; i < 2; i++) {
+    const coda_json *o = coda_json_get(rp, kinds[i]);
+    if (is_unset(o)) continue;
+    char where[64];
+    snprintf(where, sizeof where, "rope_parameters.%s.", kinds[i]);
+    if (o->kind != CODA_JSON_OBJECT)
+      return coda_fail(ctx, CODA_ERR_IO, "%s: rope_parameters.%s is not an object", path, kinds[i]);
+    for (size_t j = 0; j < o->n; j++)
+      if (strcmp(o->u.members[j].key, "rope_type") && strcmp(o->u.members[j].key, "rope_theta"))
+        return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: %s%.64s is set: coda's gemma3 rotates "
+                         "without scaling (rope_type default and rope_theta only)", path, where,
+                         o->u.members[j].key);
+    const coda_json *t = coda_json_get(o, "rope_type");
+    if (!is_unset(t) && !coda_json_is_str(t, "default"))
+      return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: %srope_type is not \"default\": coda's "
+                       "gemma3 rotates without scaling", path, where);
+    double th = *theta[i];
+    coda_status s = cfg_num(ctx, path, where, o, "rope_theta", 0, *theta[i], &th);
+    if (s) return s;
+    if (th != *theta[i] && !is_unset(coda_json_get(r, flat[i])))
+      return coda_fail(ctx, CODA_ERR_IO, "%s: %s %g and %srope_theta %g differ", path, flat[i],
+                       *theta[i], where, th);
+    *theta[i] = th;
+  }
+  return CODA_OK;
+}
+
 /* Gemma3TextConfig's keys (transformers' defaults where absent, but the
  * sizes): head_dim (256), rms_norm_eps (1e-6), rope_theta (1e6) and
  * rope_local_base_freq (1e4), query_pre_attn_scalar (256), sliding_window
  * (4096) and the layer pattern, final_logit_softcapping (null), the tanh
- * GELU, the head tied. What Gemma 3 variants set and coda does not run
- * (RoPE scaling, attention-score soft-capping, bidirectional attention,
- * biases, another activation) is refused by name. */
+ * GELU, the head tied; the RoPE bases also from rope_parameters
+ * (hf_gemma3_rope). What Gemma 3 variants set and coda does not run (RoPE
+ * scaling, attention-score soft-capping, bidirectional attention, biases,
+ * another activation) is refused by name. */
 static coda_status hf_gemma3(coda_context ctx, const char *path, const coda_json *r,
                              coda_model_config *c) {
   coda_status s = cfg_int(ctx, path, r, "hidden_size", 1, 0, &c->dim);
@@ -454,13 +503,13 @@ static coda_status hf_gemma3(coda_context ctx, const char *path, const coda_json
   if (!s) s = cfg_num(ctx, path, "", r, "final_logit_softcapping", 0, 0, &c->logit_softcap);
   if (!s) s = cfg_bool(ctx, path, r, "tie_word_embeddings", 1, &c->tied);
   if (!s) s = hf_gemma3_layers(ctx, path, r, c);
+  if (!s) s = hf_gemma3_rope(ctx, path, r, c);
   if (s) return s;
-  static const char *const unset[] = {"rope_scaling", "rope_parameters", "attn_logit_softcapping"};
+  static const char *const unset[] = {"rope_scaling", "attn_logit_softcapping"};
   static const char *const why[] = {
       "coda's gemma3 rotates both layer kinds without scaling (null is supported)",
-      "coda reads rope_theta and rope_local_base_freq (null is supported)",
       "coda does not cap attention scores (null is supported)"};
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 2; i++)
     if (!is_unset(coda_json_get(r, unset[i])))
       return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: \"%s\" is set: %s", path, unset[i],
                        why[i]);

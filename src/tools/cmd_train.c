@@ -441,8 +441,7 @@ static int parse_args(train_cli *c, int argc, char **argv) {
       while (coda_model_family_name((coda_model_family)f) &&
              strcmp(coda_model_family_name((coda_model_family)f), v)) f++;
       if (!coda_model_family_name((coda_model_family)f)) {
-        fprintf(stderr, "coda train: --family '%s' is not a model family (llama, qwen3, gpt2, "
-                "gemma3)\n", v);
+        fprintf(stderr, "coda train: --family '%s' is not a model family (llama, qwen3, gpt2, gemma3)\n", v);
         return 2;
       }
       c->o.model.family = (coda_model_family)f;

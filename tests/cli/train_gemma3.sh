@@ -6,8 +6,9 @@
 # checkpoint exports as Gemma3ForCausalLM and imports back to the same
 # bytes, coda generate (the host decoder, its cache attention windowed)
 # gives the same greedy ids from the checkpoint and from the exported
-# folder, coda eval runs it, --init-from fine-tunes it, and a --resume
-# asking for another window is refused by name.
+# folder, coda eval runs it, --init-from fine-tunes it, two ranks with
+# sharded weights match unsharded ones, and a --resume asking for another
+# window is refused by name.
 #
 #   sh tests/cli/train_gemma3.sh PATH/TO/coda WORKDIR
 set -u
@@ -74,6 +75,15 @@ ft=$(sed -n 2p ft/loss.csv | cut -d, -f2)
 awk -v a="$first" -v b="$ft" 'BEGIN { exit !(b < a - 1.0) }' ||
   fail "--init-from: first loss $ft, a fresh model's $first"
 echo "ok: --init-from the exported folder: first loss $ft"
+# data parallel over two CPU processes: weights sharded too (ZeRO-3, the
+# layers' post-norms among them) gives ZeRO-1's bits
+for z in 1 3; do
+  # shellcheck disable=SC2086
+  "$coda" train --data run/data $model --batch 2 --steps 4 --val-batches 0 --device cpu \
+    --ranks 2 --zero $z --out "zero$z" --quiet >"zero$z.txt" 2>&1 || { cat "zero$z.txt"; fail "--zero $z"; }
+done
+cmp -s zero1/loss.csv zero3/loss.csv || fail "--zero 3 differs from --zero 1"
+echo "ok: 2 ranks, --zero 3 = --zero 1 bit for bit"
 # the plan engine is refused by name
 # shellcheck disable=SC2086
 "$coda" train --corpus corpus $model --batch 4 --steps 2 --val-batches 0 --device cpu \
