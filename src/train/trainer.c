@@ -20,7 +20,8 @@
  *   flops/token = 6·N + 6·L·(Hq·hd)·T,  N = parameters without the input
  *   embedding and GPT-2's position table (lookups; the LM head's matrix
  *   counted also when tied), Hq·hd the
- *   attention width (d unless the family sets head_dim),
+ *   attention width (d unless the family sets head_dim), and T per layer
+ *   the keys a query sees at most (Gemma 3's local layers: their window),
  *   MFU = flops/token · tokens/s / peak_flops.
  *
  * The library prints nothing: progress goes to the options' callback, on
