@@ -7,8 +7,10 @@
  * does not run of Gemma3TextConfig is refused by name (RoPE scaling,
  * attention soft-capping, another activation, a non-periodic layer list,
  * the multimodal gemma3 model type), as is a tensor the model does not
- * take; and the released Gemma 3 1B config reads as its known parameter
- * count. */
+ * take; the exported files read as transformers reads them (an fp64
+ * forward here on the HF tensors: rotate_half RoPE, HF's sliding mask)
+ * give coda's loss; and the released Gemma 3 1B config reads as its known
+ * parameter count. */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
 #include "check.h"
@@ -18,6 +20,7 @@
 #include "model/model.h"
 #include "store/store.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -149,6 +152,166 @@ static void round_trip(coda_context ctx, int tied) {
   coda_model_destroy(m);
 }
 
+/* ------------------------------------------- the HF layout in fp64 */
+
+/* Tensor `fmt` (%d: layer li) of the exported file, widened to double. */
+static double *hf_tensor(const coda_st_file *f, const char *fmt, int li, int64_t n) {
+  char nm[128];
+  snprintf(nm, sizeof nm, fmt, li);
+  const coda_st_tensor *t = coda_st_find(f, nm);
+  CHECK_MSG(t && !strcmp(t->dtype, "F32") && (int64_t)((t->end - t->begin) / 4) == n,
+            "%s: missing or not %lld F32 values", nm, (long long)n);
+  double *d = calloc((size_t)n, sizeof *d);
+  for (int64_t i = 0; t && (int64_t)((t->end - t->begin) / 4) == n && i < n; i++) {
+    float v;
+    memcpy(&v, t->data + 4 * i, 4);
+    d[i] = v;
+  }
+  return d;
+}
+
+/* y = v / sqrt(mean(v²) + eps) · (1 + w), Gemma3RMSNorm */
+static void norm1p(const double *v, const double *w, double *y, int n, double eps) {
+  double ss = 0;
+  for (int k = 0; k < n; k++) ss += v[k] * v[k];
+  for (int k = 0; k < n; k++) y[k] = v[k] / sqrt(ss / n + eps) * (1.0 + w[k]);
+}
+
+/* out[i][o] = Σ_k in[i][k] W[o][k] (nn.Linear) */
+static void lin(const double *in, const double *W, double *out, int n, int rows, int cols) {
+  for (int i = 0; i < n; i++)
+    for (int o = 0; o < rows; o++) {
+      double s = 0;
+      for (int k = 0; k < cols; k++) s += in[i * cols + k] * W[o * cols + k];
+      out[i * rows + o] = s;
+    }
+}
+
+/* Gemma3ForCausalLM's forward in fp64 over the exported HF files, as
+ * transformers computes it: q_proj / k_proj / v_proj split, rotate_half
+ * RoPE on the half-split pairs (j, j + hd/2), layer_types from the
+ * pattern (i + 1) % 3, the mask kv > q - sliding_window on sliding layers;
+ * the mean next-token loss of tok (T tokens, T - 1 targets). */
+static double hf_loss64(const coda_st_file *f, const coda_model_config *c, const int32_t *tok,
+                        int T) {
+  enum { NQ = H * HD, NK = HK * HD };
+  double *x = calloc((size_t)T * D, 8), *h = calloc((size_t)T * D, 8), *a = calloc((size_t)T * D, 8);
+  double *q = calloc((size_t)T * NQ, 8), *k = calloc((size_t)T * NK, 8),
+         *v = calloc((size_t)T * NK, 8), *o = calloc((size_t)T * NQ, 8),
+         *g = calloc((size_t)T * F, 8), *u = calloc((size_t)T * F, 8);
+  double *emb = hf_tensor(f, "model.embed_tokens.weight", 0, (int64_t)V * D);
+  for (int t = 0; t < T; t++)
+    for (int e = 0; e < D; e++) x[t * D + e] = emb[tok[t] * D + e] * sqrt((double)D);
+  for (int li = 0; li < L; li++) {
+    const int sliding = (li + 1) % 3 != 0;
+    const double base = sliding ? 1e4 : 1e6;
+#define W(name, n) hf_tensor(f, "model.layers.%d." name, li, n)
+    double *wi = W("input_layernorm.weight", D), *wq = W("self_attn.q_proj.weight", NQ * D),
+           *wk = W("self_attn.k_proj.weight", NK * D), *wv = W("self_attn.v_proj.weight", NK * D),
+           *wqn = W("self_attn.q_norm.weight", HD), *wkn = W("self_attn.k_norm.weight", HD),
+           *wo = W("self_attn.o_proj.weight", D * NQ),
+           *wpa = W("post_attention_layernorm.weight", D),
+           *wpf = W("pre_feedforward_layernorm.weight", D),
+           *wg = W("mlp.gate_proj.weight", F * D), *wu = W("mlp.up_proj.weight", F * D),
+           *wd = W("mlp.down_proj.weight", D * F), *wpo = W("post_feedforward_layernorm.weight", D);
+#undef W
+    for (int t = 0; t < T; t++) norm1p(x + t * D, wi, h + t * D, D, c->norm_eps);
+    lin(h, wq, q, T, NQ, D);
+    lin(h, wk, k, T, NK, D);
+    lin(h, wv, v, T, NK, D);
+    for (int t = 0; t < T; t++)
+      for (int hh = 0; hh < H + HK; hh++) {
+        double *r = hh < H ? q + t * NQ + hh * HD : k + t * NK + (hh - H) * HD, y[HD];
+        norm1p(r, hh < H ? wqn : wkn, y, HD, c->norm_eps);
+        for (int j = 0; j < HD / 2; j++) { /* x·cos + rotate_half(x)·sin */
+          const double th = t * pow(base, -2.0 * j / HD);
+          r[j] = y[j] * cos(th) - y[j + HD / 2] * sin(th);
+          r[j + HD / 2] = y[j + HD / 2] * cos(th) + y[j] * sin(th);
+        }
+      }
+    for (int hh = 0; hh < H; hh++)
+      for (int t = 0; t < T; t++) {
+        const int kv = hh / (H / HK);
+        double sc[64], mx = -INFINITY, se = 0;
+        for (int s2 = 0; s2 <= t; s2++) {
+          sc[s2] = -INFINITY;
+          if (sliding && !(s2 > t - c->sliding_window)) continue;
+          double d = 0;
+          for (int e = 0; e < HD; e++) d += q[t * NQ + hh * HD + e] * k[s2 * NK + kv * HD + e];
+          sc[s2] = d * pow(c->attn_scalar, -0.5);
+          mx = fmax(mx, sc[s2]);
+        }
+        for (int s2 = 0; s2 <= t; s2++) se += exp(sc[s2] - mx);
+        for (int e = 0; e < HD; e++) {
+          double acc = 0;
+          for (int s2 = 0; s2 <= t; s2++) acc += exp(sc[s2] - mx) / se * v[s2 * NK + kv * HD + e];
+          o[t * NQ + hh * HD + e] = acc;
+        }
+      }
+    lin(o, wo, a, T, D, NQ);
+    for (int t = 0; t < T; t++) {
+      norm1p(a + t * D, wpa, h + t * D, D, c->norm_eps);
+      for (int e = 0; e < D; e++) x[t * D + e] += h[t * D + e];
+      norm1p(x + t * D, wpf, h + t * D, D, c->norm_eps);
+    }
+    lin(h, wg, g, T, F, D);
+    lin(h, wu, u, T, F, D);
+    for (int i = 0; i < T * F; i++) {
+      const double z = g[i];
+      g[i] = 0.5 * z * (1 + tanh(sqrt(2 / acos(-1.0)) * (z + 0.044715 * z * z * z))) * u[i];
+    }
+    lin(g, wd, a, T, D, F);
+    for (int t = 0; t < T; t++) {
+      norm1p(a + t * D, wpo, h + t * D, D, c->norm_eps);
+      for (int e = 0; e < D; e++) x[t * D + e] += h[t * D + e];
+    }
+    free(wi); free(wq); free(wk); free(wv); free(wqn); free(wkn); free(wo); free(wpa);
+    free(wpf); free(wg); free(wu); free(wd); free(wpo);
+  }
+  double *wn = hf_tensor(f, "model.norm.weight", 0, D), loss = 0;
+  for (int t = 0; t + 1 < T; t++) {
+    double hf[D], lg[V], mx = -INFINITY, se = 0;
+    norm1p(x + t * D, wn, hf, D, c->norm_eps);
+    for (int w = 0; w < V; w++) {
+      double sum = 0;
+      for (int e = 0; e < D; e++) sum += hf[e] * emb[w * D + e];
+      lg[w] = c->logit_softcap * tanh(sum / c->logit_softcap); /* final_logit_softcapping */
+      mx = fmax(mx, lg[w]);
+    }
+    for (int w = 0; w < V; w++) se += exp(lg[w] - mx);
+    loss += mx + log(se) - lg[tok[t + 1]];
+  }
+  free(x); free(h); free(a); free(q); free(k); free(v); free(o); free(g); free(u); free(emb);
+  free(wn);
+  return loss / (T - 1);
+}
+
+/* The exported files read as transformers reads them (fp64, above) give
+ * the loss coda's engine computes on its own layout. */
+static void hf_semantics(coda_context ctx) {
+  coda_model_config c = gemma_config();
+  coda_model *m = random_model(ctx, &c, 77);
+  if (!m) return;
+  CHECK(coda_hf_export(ctx, m, dir) == CODA_OK);
+  enum { T = 13 }; /* past the window of 5 */
+  int32_t tok[T], tg[T];
+  uint64_t r = 3;
+  for (int t = 0; t < T; t++) tok[t] = (int32_t)coda_rng_below(&r, V);
+  for (int t = 0; t < T; t++) tg[t] = t + 1 < T ? tok[t + 1] : -1;
+  double got = 0;
+  int64_t nv = 0;
+  CHECK(coda_model_loss(ctx, m, tok, tg, 1, T, &got, &nv) == CODA_OK && nv == T - 1);
+  char p[512];
+  snprintf(p, sizeof p, "%s/model.safetensors", dir);
+  coda_st_file f;
+  CHECK(coda_st_load(ctx, p, 0, &f) == CODA_OK);
+  const double want = hf_loss64(&f, &c, tok, T);
+  CHECK_MSG(fabs(got - want) <= 1e-5 * fabs(want), "coda loss %.9g, the HF layout in fp64 %.9g",
+            got, want);
+  coda_st_free(&f);
+  coda_model_destroy(m);
+}
+
 static void config_case(coda_context ctx, const char *json, coda_status want, const char *msg) {
   write_text("config.json", json);
   coda_model *m = NULL;
@@ -269,6 +432,7 @@ int main(void) {
   CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
   round_trip(ctx, 1);
   round_trip(ctx, 0);
+  hf_semantics(ctx);
   refusals(ctx);
   released_config(ctx);
   coda_context_destroy(ctx);
