@@ -228,7 +228,7 @@ static void train_usage(FILE *f) {
       "  --init-from DIR   fine-tune: start from the weights of a Hugging Face directory\n"
       "                    (imported into OUT/init-hf.safetensors; the model is its config;\n"
       "                    its tokenizer.json, if any, is the run's tokenizer)\n"
-      "  --import-hf DIR   convert a Hugging Face directory (Llama, Qwen3) into the\n"
+      "  --import-hf DIR   convert a Hugging Face directory (docs/models.md) into the\n"
       "                    weights-only checkpoint OUT/checkpoint.safetensors, then exit\n"
       "  --data PATH       token shards: a directory holding train.tok/val.tok (default\n"
       "                    OUT/data); or a corpus, tokenized into OUT/data (reused when\n"
