@@ -53,7 +53,8 @@ static int pos_finite(double x) { return x > 0.0 && isfinite(x); }
 /* What every model coda builds must satisfy: a known family, positive
  * sizes within the caps, an even head size (dim / heads unless head_dim is
  * set, and always dim / heads for Llama; GPT-2's any size, with one kv head
- * per head, a tied head and no RoPE scaling), kv heads dividing heads, finite
+ * per head, a tied head and no RoPE scaling; Gemma 3's fields in gemma3
+ * only), kv heads dividing heads, finite
  * RoPE and norm numbers, a valid RoPE scaling. */
 static void check_accepted(coda_context ctx, const coda_model_config *c) {
   if (c->vocab < 2 || c->dim < 2 || c->layers < 1 || c->heads < 1 || c->kv_heads < 1 ||
@@ -66,8 +67,20 @@ static void check_accepted(coda_context ctx, const coda_model_config *c) {
   const int hd = coda_model_head_dim(c);
   const int gpt2 = c->family == CODA_FAMILY_GPT2; /* no RoPE: any head size */
   if ((!c->head_dim && c->dim % c->heads) || hd < 1 || (!gpt2 && (hd < 2 || hd % 2)) ||
-      c->heads % c->kv_heads || (c->family != CODA_FAMILY_QWEN3 && hd * c->heads != c->dim))
+      c->heads % c->kv_heads ||
+      (c->family != CODA_FAMILY_QWEN3 && c->family != CODA_FAMILY_GEMMA3 &&
+       hd * c->heads != c->dim))
     fail("accepted heads that do not divide the dimensions");
+  /* Gemma 3's fields: its own only; a window with a layer pattern, no RoPE scaling */
+  const int gemma = c->family == CODA_FAMILY_GEMMA3;
+  if (!gemma && (c->sliding_window || c->sliding_pattern || c->rope_local_theta ||
+                 c->attn_scalar || c->logit_softcap))
+    fail("accepted Gemma 3 fields in another family");
+  if (gemma && (c->sliding_window < 0 || c->sliding_pattern < 0 ||
+                (c->sliding_window > 0 && c->sliding_pattern < 1) ||
+                c->rope.type != CODA_ROPE_DEFAULT || c->logit_softcap < 0 ||
+                !isfinite(c->logit_softcap) || c->attn_scalar < 0 || !isfinite(c->attn_scalar)))
+    fail("accepted a gemma3 model with a bad window, pattern, soft cap or RoPE scaling");
   if (gpt2 && (c->kv_heads != c->heads || !c->tied || c->rope.type != CODA_ROPE_DEFAULT))
     fail("accepted a gpt2 model with kv heads, an untied head or RoPE scaling");
   if (!(c->rope_theta > 1.0 && isfinite(c->rope_theta)) || !pos_finite(c->norm_eps))

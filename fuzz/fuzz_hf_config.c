@@ -93,6 +93,22 @@ static void check_keys(const uint8_t *data, size_t size, const coda_model_config
     coda_json_free(d);
     return;
   }
+  if (c->family == CODA_FAMILY_GEMMA3) { /* Gemma3TextConfig's defaults */
+    const coda_json *tie = coda_json_get(r, "tie_word_embeddings");
+    if (top_num(r, "hidden_size", -1) != c->dim || top_num(r, "intermediate_size", -1) != c->ffn ||
+        top_num(r, "num_hidden_layers", -1) != c->layers ||
+        top_num(r, "num_attention_heads", -1) != c->heads ||
+        top_num(r, "vocab_size", -1) != c->vocab || top_num(r, "num_key_value_heads", 4) != c->kv_heads ||
+        top_num(r, "head_dim", 256) != c->head_dim ||
+        top_num(r, "max_position_embeddings", 131072) != c->seq ||
+        top_num(r, "query_pre_attn_scalar", 256) != c->attn_scalar ||
+        top_num(r, "final_logit_softcapping", 0) != c->logit_softcap ||
+        (c->sliding_window && top_num(r, "sliding_window", 4096) != c->sliding_window) ||
+        (tie && tie->kind == CODA_JSON_FALSE) != !c->tied)
+      fail("accepted gemma3 config differs from the file's keys");
+    coda_json_free(d);
+    return;
+  }
   if (top_num(r, "hidden_size", -1) != c->dim || top_num(r, "intermediate_size", -1) != c->ffn ||
       top_num(r, "num_hidden_layers", -1) != c->layers ||
       top_num(r, "num_attention_heads", -1) != c->heads || top_num(r, "vocab_size", -1) != c->vocab ||
@@ -117,7 +133,9 @@ static int same_config(const coda_model_config *a, const coda_model_config *b) {
          a->heads == b->heads && a->kv_heads == b->kv_heads && a->ffn == b->ffn &&
          a->seq == b->seq && a->tied == b->tied && a->rope_theta == b->rope_theta &&
          a->norm_eps == b->norm_eps && a->rope.type == b->rope.type && a->family == b->family &&
-         a->head_dim == b->head_dim;
+         a->head_dim == b->head_dim && a->sliding_window == b->sliding_window &&
+         a->sliding_pattern == b->sliding_pattern && a->rope_local_theta == b->rope_local_theta &&
+         a->attn_scalar == b->attn_scalar && a->logit_softcap == b->logit_softcap;
 }
 
 /* coda_hf_import of dir; returns its status, checks what it left. */

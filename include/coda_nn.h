@@ -425,8 +425,11 @@ coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
 typedef enum coda_model_family {
   CODA_FAMILY_LLAMA = 0, /* Llama 3: RMSNorm, RoPE, GQA, SwiGLU, no biases */
   CODA_FAMILY_QWEN3 = 1, /* Llama plus a per-head RMSNorm on q and k before RoPE */
-  CODA_FAMILY_GPT2 = 2   /* GPT-2: LayerNorm with bias, learned positions, GELU (tanh),
+  CODA_FAMILY_GPT2 = 2,  /* GPT-2: LayerNorm with bias, learned positions, GELU (tanh),
                           * a bias on every linear, the head tied to the embedding */
+  CODA_FAMILY_GEMMA3 = 3 /* Gemma 3 (text): RMSNorm with (1 + w), embeddings scaled by
+                          * sqrt(dim), QK-norm, pre- and post-norms around attention
+                          * and MLP, GeGLU (tanh), sliding-window layers */
 } coda_model_family;
 
 typedef struct coda_model_config {
@@ -437,9 +440,17 @@ typedef struct coda_model_config {
   coda_rope_scaling rope; /* RoPE frequency scaling (zero: none) */
   coda_model_family family; /* zero: Llama */
   int head_dim;      /* the width of one attention head; 0: dim / heads */
+  /* Gemma 3's (0 in the other families): a local layer's token attends to
+   * itself and the sliding_window - 1 positions before it (0: no local
+   * layers); layer i is global when (i + 1) % sliding_pattern == 0, local
+   * otherwise; local layers rotate with rope_local_theta (0: rope_theta);
+   * scores are scaled by attn_scalar^-1/2 (0: head_dim); logit_softcap > 0
+   * caps the logits as cap * tanh(logits / cap) (0: none). */
+  int sliding_window, sliding_pattern;
+  double rope_local_theta, attn_scalar, logit_softcap;
 } coda_model_config;
 
-/* "llama", "qwen3", "gpt2"; NULL for a value that names no family. */
+/* "llama", "qwen3", "gpt2", "gemma3"; NULL for a value that names no family. */
 const char *coda_model_family_name(coda_model_family f);
 /* The family a name gives (as coda_model_family_name writes it). */
 coda_status coda_model_family_from_name(coda_context ctx, const char *name,

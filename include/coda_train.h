@@ -11,7 +11,7 @@ extern "C" {
 
 /* ---------------------------------------------------------------- trainer */
 /* Training and sampling of the model families of coda_model_config.family
- * (Llama 3, Qwen3, GPT-2: docs/models.md; src/model, src/train).
+ * (Llama 3, Qwen3, GPT-2, Gemma 3: docs/models.md; src/model, src/train).
  * Tokens are bytes (vocab 256, token = byte value) unless a BPE tokenizer
  * (coda_tokenizer.h) is given. */
 
@@ -101,8 +101,9 @@ int coda_dist_gpu_count(void);
  * The plans run the llama and qwen3 families (Llama's block, Qwen3's with
  * its QK-norm); a shape a family's plans cannot run (a Qwen3 head_dim that
  * does not tile) is refused with the reason, never moved to the reference
- * engine silently. GPT-2 runs on the host reference only: AUTO takes it
- * for gpt2 on the CPU, and PLANS (and the GPU) refuse gpt2 by name. */
+ * engine silently. GPT-2 and Gemma 3 run on the host reference only: AUTO
+ * takes it for gpt2 and gemma3 on the CPU, and PLANS (and the GPU) refuse
+ * them by name. */
 typedef enum coda_train_engine {
   CODA_TRAIN_ENGINE_AUTO = 0,
   CODA_TRAIN_ENGINE_REFERENCE = 1, /* host reference (CPU only) */
@@ -361,7 +362,9 @@ enum {
   CODA_MODEL_SET_VOCAB = 1, CODA_MODEL_SET_DIM = 2, CODA_MODEL_SET_LAYERS = 4,
   CODA_MODEL_SET_HEADS = 8, CODA_MODEL_SET_KV_HEADS = 16, CODA_MODEL_SET_FFN = 32,
   CODA_MODEL_SET_SEQ = 64, CODA_MODEL_SET_TIED = 128, CODA_MODEL_SET_FAMILY = 256,
-  CODA_MODEL_SET_HEAD_DIM = 512, CODA_MODEL_SET_ALL = 1023
+  CODA_MODEL_SET_HEAD_DIM = 512,
+  CODA_MODEL_SET_WINDOW = 1024, /* Gemma 3's sliding_window and sliding_pattern */
+  CODA_MODEL_SET_ALL = 2047
 };
 
 /* Defaults (struct_size set): the "tiny" model, no corpus directory, no
@@ -395,7 +398,8 @@ coda_status coda_generate_n(coda_context ctx, const coda_generate_options *o,
                             char **text, size_t *len);
 
 /* Hugging Face layout of the model's family (LlamaForCausalLM,
- * Qwen3ForCausalLM, GPT2LMHeadModel: config.json + model.safetensors, HF
+ * Qwen3ForCausalLM, GPT2LMHeadModel, Gemma3ForCausalLM: config.json +
+ * model.safetensors, HF
  * tensor names, half-split RoPE rows, separate gate/up, GPT-2's Conv1D
  * weights transposed): export the weights of a
  * checkpoint, or import them into a weights-only checkpoint (usable with

@@ -139,7 +139,7 @@ static int collect(void *user, int b, int32_t t, const char *bytes, size_t n) {
 }
 
 static void sampling(coda_context ctx) {
-  coda_model_config c = {256, 32, 1, 4, 2, 48, 64, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
+  coda_model_config c = {256, 32, 1, 4, 2, 48, 64, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   coda_model *m = make_model(ctx, &c, 3);
   if (!m) return;
   const int B = 4;
@@ -334,7 +334,7 @@ static void loading(coda_context ctx) {
   snprintf(ck, sizeof ck, "%s/model.safetensors", sub);
   snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
   /* vocab 10: the tokenizer's 8 ids and two padding rows */
-  coda_model_config c = {10, 32, 1, 4, 2, 24, 48, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
+  coda_model_config c = {10, 32, 1, 4, 2, 24, 48, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   coda_model *m = make_model(ctx, &c, 21);
   if (!m) return;
   CHECK(coda_hf_export(ctx, m, dir) == CODA_OK);
@@ -466,31 +466,31 @@ int main(void) {
   coda_context_options co = coda_context_default_options();
   CHECK(coda_context_create(&co, &ctx) == CODA_OK);
   /* GQA (6 query heads over 2), untied head */
-  coda_model_config gqa = {300, 48, 2, 6, 2, 40, 32, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
+  coda_model_config gqa = {300, 48, 2, 6, 2, 40, 32, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   int p3[3] = {5, 1, 9};
   against_recompute(ctx, &gqa, p3, 3, 8, "gqa");
   /* multi-head, tied embedding, one sequence up to a full cache */
-  coda_model_config mha = {260, 32, 2, 4, 4, 24, 20, 1, 500000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
+  coda_model_config mha = {260, 32, 2, 4, 4, 24, 20, 1, 500000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   int p1[1] = {4};
   against_recompute(ctx, &mha, p1, 1, 6, "mha");
   /* a prefill longer than one host chunk (256 rows) */
-  coda_model_config lng = {256, 16, 1, 2, 1, 16, 160, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
+  coda_model_config lng = {256, 16, 1, 2, 1, 16, 160, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   int p2[2] = {150, 131};
   against_recompute(ctx, &lng, p2, 2, 2, "chunks");
   /* scaled RoPE (the decoder's frequency table is the training engines'):
    * llama3 with a pre-training context of 8 positions, so the prompts and
    * the new tokens run past it and every kind of pair (kept, smoothed,
    * divided) is used; linear */
-  coda_model_config l3 = {270, 32, 2, 4, 2, 40, 40, 0, 10000.0, 1e-5, {CODA_ROPE_LLAMA3, 4.0, 1.0, 4.0, 8.0}, CODA_FAMILY_LLAMA, 0};
+  coda_model_config l3 = {270, 32, 2, 4, 2, 40, 40, 0, 10000.0, 1e-5, {CODA_ROPE_LLAMA3, 4.0, 1.0, 4.0, 8.0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   int p4[2] = {19, 6};
   against_recompute(ctx, &l3, p4, 2, 10, "llama3 rope");
-  coda_model_config lin = {260, 32, 1, 4, 4, 24, 32, 1, 10000.0, 1e-6, {CODA_ROPE_LINEAR, 4.0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
+  coda_model_config lin = {260, 32, 1, 4, 4, 24, 32, 1, 10000.0, 1e-6, {CODA_ROPE_LINEAR, 4.0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   against_recompute(ctx, &lin, p4, 2, 8, "linear rope");
   /* Qwen3 on the host: q/k norms before RoPE; tied with 4 heads of 10 over
    * dim 32, untied GQA with head_dim = dim / heads */
-  coda_model_config q3t = {280, 32, 2, 4, 2, 40, 24, 1, 1000000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 10};
+  coda_model_config q3t = {280, 32, 2, 4, 2, 40, 24, 1, 1000000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 10, 0, 0, 0, 0, 0};
   against_recompute(ctx, &q3t, p4, 2, 4, "qwen3 tied");
-  coda_model_config q3u = {300, 48, 2, 6, 2, 40, 32, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 0};
+  coda_model_config q3u = {300, 48, 2, 6, 2, 40, 32, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 0, 0, 0, 0, 0, 0};
   against_recompute(ctx, &q3u, p3, 3, 5, "qwen3 gqa");
   /* the plan prefill is Llama's: Qwen3 asks for it and is refused by name */
   coda_model *qm = make_model(ctx, &q3t, 2);
@@ -502,16 +502,16 @@ int main(void) {
           strstr(coda_last_error(ctx), "plan prefill"));
     coda_model_destroy(qm);
   }
-  coda_model_config gq = {260, 32, 2, 4, 2, 40, 24, 0, 1000000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 6};
+  coda_model_config gq = {260, 32, 2, 4, 2, 40, 24, 0, 1000000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 6, 0, 0, 0, 0, 0};
   generate_host(ctx, &gq);
-  coda_model_config gg = {260, 32, 2, 4, 4, 40, 24, 1, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GPT2, 0};
+  coda_model_config gg = {260, 32, 2, 4, 4, 40, 24, 1, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GPT2, 0, 0, 0, 0, 0, 0};
   generate_host(ctx, &gg);
   /* GPT-2 on the host: LayerNorms, biases, GELU, learned positions (the
    * prompts and steps run up to its table's end), no RoPE; an odd head
    * width (27 over 3 heads) */
-  coda_model_config g2 = {280, 32, 2, 4, 4, 40, 24, 1, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GPT2, 0};
+  coda_model_config g2 = {280, 32, 2, 4, 4, 40, 24, 1, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GPT2, 0, 0, 0, 0, 0, 0};
   against_recompute(ctx, &g2, p4, 2, 4, "gpt2");
-  coda_model_config g9 = {260, 27, 2, 3, 3, 36, 20, 1, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GPT2, 0};
+  coda_model_config g9 = {260, 27, 2, 3, 3, 36, 20, 1, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GPT2, 0, 0, 0, 0, 0, 0};
   against_recompute(ctx, &g9, p1, 1, 6, "gpt2 head width 9");
   coda_model *gm = make_model(ctx, &g2, 2);
   if (gm) {
@@ -521,6 +521,25 @@ int main(void) {
     CHECK(gd == NULL && strstr(coda_last_error(ctx), "gpt2") &&
           strstr(coda_last_error(ctx), "plan prefill"));
     coda_model_destroy(gm);
+  }
+  /* Gemma 3 on the host: (1 + w) norms, post-norms, GeGLU, the embedding
+   * scale, the soft cap; layers 0 and 2 local with a window of 5 (the
+   * prompts and the steps run well past it), layer 1 global; head_dim 10
+   * over dim 32; then untied with a window of 7 over prefills longer than
+   * one host chunk (the window crosses the chunks' cache) */
+  coda_model_config gm3 = {280, 32, 3, 4, 2, 40, 40, 1, 1000000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GEMMA3, 10, 5, 2, 10000.0, 12.0, 20.0};
+  against_recompute(ctx, &gm3, p4, 2, 10, "gemma3");
+  coda_model_config gml = {256, 16, 2, 2, 1, 16, 160, 0, 1000000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GEMMA3, 0, 7, 2, 10000.0, 0, 0};
+  against_recompute(ctx, &gml, p2, 2, 2, "gemma3 chunks");
+  generate_host(ctx, &gm3);
+  coda_model *g3 = make_model(ctx, &gm3, 2);
+  if (g3) {
+    coda_decoder gd = NULL;
+    coda_decoder_options po = {.struct_size = sizeof po, .batch = 1, .prefill = CODA_PREFILL_PLANS};
+    CHECK_STATUS(ctx, coda_decoder_create(ctx, g3, &po, &gd), CODA_ERR_NOT_SUPPORTED);
+    CHECK(gd == NULL && strstr(coda_last_error(ctx), "gemma3") &&
+          strstr(coda_last_error(ctx), "plan prefill"));
+    coda_model_destroy(g3);
   }
   sampling(ctx);
   loading(ctx);

@@ -167,7 +167,7 @@ static void same_error(coda_context ctx, coda_decoder dd, coda_decoder dp,
 }
 
 static void bad_input(coda_context ctx) {
-  coda_model_config c = {260, 64, 1, 4, 2, 96, 16, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
+  coda_model_config c = {260, 64, 1, 4, 2, 96, 16, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   coda_model *m = make_model(ctx, &c, 3);
   if (!m) return;
   coda_decoder dd = make_decoder(ctx, m, 2, CODA_PREFILL_DIRECT);
@@ -219,11 +219,11 @@ int main(void) {
   CHECK(coda_context_create(&co, &ctx) == CODA_OK);
   /* GQA, hd 64 (4 query heads over 2), untied head; lengths 37 twice:
    * plans (2, 37), (1, 5), (1, 100) */
-  coda_model_config gqa = {300, 256, 2, 4, 2, 320, 128, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
+  coda_model_config gqa = {300, 256, 2, 4, 2, 320, 128, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   int p4[4] = {37, 5, 100, 37};
   against_direct(ctx, &gqa, p4, 4, 12, 3, 1, "gqa hd 64"); /* then (1, 37) */
   /* MHA with a tied head, hd 16, llama3-scaled RoPE */
-  coda_model_config mha = {260, 64, 2, 4, 4, 96, 128, 1, 500000.0, 1e-6, {CODA_ROPE_LLAMA3, 4.0, 1.0, 4.0, 16.0}, CODA_FAMILY_LLAMA, 0};
+  coda_model_config mha = {260, 64, 2, 4, 4, 96, 128, 1, 500000.0, 1e-6, {CODA_ROPE_LLAMA3, 4.0, 1.0, 4.0, 16.0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   int p3[3] = {37, 5, 100};
   against_direct(ctx, &mha, p3, 3, 12, 3, 0, "mha hd 16"); /* (1, 100) again */
   /* more rows than a host chunk (256): sequence 0 (200 rows) alone in the
@@ -231,7 +231,7 @@ int main(void) {
    * sequence 2 (300, more than a chunk) fills the second chunk's last 156
    * rows, and its last 144 continue the cache the plans wrote on the direct
    * path */
-  coda_model_config lng = {260, 64, 1, 4, 2, 96, 320, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
+  coda_model_config lng = {260, 64, 1, 4, 2, 96, 320, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   int p2[3] = {200, 100, 300};
   /* (1, 200), (1, 100), (1, 156); then (1, 300): 256 rows of a plan (1, 256) */
   against_direct(ctx, &lng, p2, 3, 4, 3, 1, "chunks");

@@ -59,7 +59,7 @@ int main(void) {
 
   /* the decoder's step profile needs device markers */
   {
-    coda_model_config mc = {64, 32, 1, 2, 1, 64, 16, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
+    coda_model_config mc = {64, 32, 1, 2, 1, 64, 16, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
     coda_decoder_options o = coda_decoder_default_options();
     coda_decoder d = NULL;
     CHECK(coda_decoder_create_random(ctx, &mc, 1, &o, &d) == CODA_OK);

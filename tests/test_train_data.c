@@ -45,7 +45,7 @@ static void test_rng_skip(void) {
     }
     CHECK(same);
   }
-  const coda_model_config c = {64, 32, 2, 4, 2, 96, 16, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
+  const coda_model_config c = {64, 32, 2, 4, 2, 96, 16, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   coda_context ctx;
   CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
   coda_model *a = NULL, *b = NULL;

@@ -28,7 +28,7 @@ static double normal(uint64_t *s) {
 }
 
 /* head_dim 64: what the GPU attention takes */
-static const coda_model_config cfg = {256, 128, 2, 2, 1, 256, 64, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
+static const coda_model_config cfg = {256, 128, 2, 2, 1, 256, 64, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
 enum { B = 2, T = 64 };
 
 static void tokens(uint64_t *r, int32_t *in, int32_t *tg) {
@@ -168,7 +168,7 @@ static void device_init(void) {
 }
 
 /* Qwen3: the QK-norm block, a q width (2 x 128) unlike dim */
-static const coda_model_config qwen3_cfg = {256, 128, 2, 2, 1, 256, 64, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 128};
+static const coda_model_config qwen3_cfg = {256, 128, 2, 2, 1, 256, 64, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 128, 0, 0, 0, 0, 0};
 
 /* keep: the device models' head keeps its logits for the backward */
 static void on_gpu(const coda_model_config *mcfg, int keep) {

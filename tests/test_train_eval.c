@@ -185,7 +185,7 @@ int main(void) {
   CHECK(mkdir(dir, 0777) == 0);
   coda_context ctx;
   CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
-  coda_model_config c = {64, 32, 2, 4, 2, 48, 16, 0, 10000.0, 1e-5, {CODA_ROPE_LLAMA3, 4.0, 1.0, 4.0, 64.0}, CODA_FAMILY_LLAMA, 0};
+  coda_model_config c = {64, 32, 2, 4, 2, 48, 16, 0, 10000.0, 1e-5, {CODA_ROPE_LLAMA3, 4.0, 1.0, 4.0, 64.0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   coda_model *ref;
   CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &ref) == CODA_OK);
   coda_model_init(ref, 3);

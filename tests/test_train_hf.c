@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 static void round_trip(coda_context ctx, const char *dir, int tied) {
-  coda_model_config c = {300, 48, 2, 6, 2, 40, 32, tied, 500000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
+  coda_model_config c = {300, 48, 2, 6, 2, 40, 32, tied, 500000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   coda_model *m, *back = NULL;
   CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
   coda_model_init(m, 42 + tied);

@@ -32,7 +32,7 @@ static char *read_text(const char *name) { return read_text_in(dir, name); }
 
 static coda_model *random_model(coda_context ctx, uint64_t seed) {
   coda_model_config c = {V, D, L, H, H, F, S, 1, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0},
-                         CODA_FAMILY_GPT2, 0};
+                         CODA_FAMILY_GPT2, 0, 0, 0, 0, 0, 0};
   coda_model *m = NULL;
   CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
   if (!m) return NULL;

@@ -29,7 +29,7 @@ static char *read_text(const char *name) { return read_text_in(dir, name); }
 /* vocab 70, dim 24, 2 layers, 4 / 2 heads of head_dim (0: 6). */
 static coda_model *random_model(coda_context ctx, int tied, int head_dim, uint64_t seed) {
   coda_model_config c = {70, 24, 2, 4, 2, 40, 32, tied, 1000000.0, 1e-6,
-                         {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, head_dim};
+                         {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, head_dim, 0, 0, 0, 0, 0};
   coda_model *m = NULL;
   CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
   if (!m) return NULL;
@@ -174,7 +174,7 @@ static void refusals(coda_context ctx) {
 /* Llama weights under a Qwen3 config: the q/k norms are missing, by name. */
 static void llama_weights(coda_context ctx) {
   coda_model_config c = {70, 24, 2, 4, 2, 40, 32, 0, 1000000.0, 1e-6,
-                         {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
+                         {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   coda_model *m = NULL;
   CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
   if (!m) return;

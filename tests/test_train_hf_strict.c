@@ -40,7 +40,7 @@ static void remove_file(const char *name) {
   "\"max_position_embeddings\": 16, \"rope_theta\": 10000.0, \"tie_word_embeddings\": false"
 
 static coda_model_config model_cfg(void) {
-  coda_model_config c = {64, 32, 1, 4, 2, 48, 16, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
+  coda_model_config c = {64, 32, 1, 4, 2, 48, 16, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   return c;
 }
 

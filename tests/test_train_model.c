@@ -24,7 +24,7 @@ static double normal(uint64_t *s) {
 }
 
 static void grad_check(coda_context ctx, int tied, coda_model_family fam, int head_dim) {
-  coda_model_config c = {37, 16, 2, 4, 2, 24, 8, tied, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, fam, head_dim};
+  coda_model_config c = {37, 16, 2, 4, 2, 24, 8, tied, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, fam, head_dim, 0, 0, 0, 0, 0};
   coda_model *m;
   CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
   if (!m) return;
@@ -105,7 +105,7 @@ static void grad_check(coda_context ctx, int tied, coda_model_family fam, int he
 static void qk_norm_invariance(coda_context ctx) {
   for (int fam = 0; fam < 2; fam++) {
     coda_model_config c = {41, 24, 2, 4, 2, 32, 8, 0, 10000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0},
-                           (coda_model_family)fam, fam ? 10 : 0};
+                           (coda_model_family)fam, fam ? 10 : 0, 0, 0, 0, 0, 0};
     coda_model *m;
     CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
     if (!m) continue;
@@ -174,7 +174,7 @@ static void thread_independence(coda_context ctx) {
 }
 
 static void checkpoints(coda_context ctx, const char *dir) {
-  coda_model_config c = {300, 32, 2, 4, 1, 40, 16, 0, 500000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
+  coda_model_config c = {300, 32, 2, 4, 1, 40, 16, 0, 500000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   coda_model *a, *b;
   CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &a) == CODA_OK);
   CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &b) == CODA_OK);

@@ -29,7 +29,7 @@ static double normal(uint64_t *s) {
 
 static coda_model_config gpt2_config(void) {
   coda_model_config c = {V, D, L, H, H, F, S, 1, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0},
-                         CODA_FAMILY_GPT2, 0};
+                         CODA_FAMILY_GPT2, 0, 0, 0, 0, 0, 0};
   return c;
 }
 

@@ -89,7 +89,7 @@ static double compare_cfg(coda_context ctx, const coda_model_config *cfg) {
 }
 
 static void compare(coda_context ctx, int tied) {
-  coda_model_config c = {64, 32, 2, 4, 2, 48, 16, tied, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
+  coda_model_config c = {64, 32, 2, 4, 2, 48, 16, tied, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   compare_cfg(ctx, &c);
   compare_cfg_keep(ctx, &c, 1);
 }
@@ -98,7 +98,7 @@ static void compare(coda_context ctx, int tied) {
  * the plans are built again, and each form gives its own loss within bf16
  * rounding of the other, the same for the same form. */
 static void keep_toggle(coda_context ctx) {
-  coda_model_config c = {64, 32, 2, 4, 2, 48, 16, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
+  coda_model_config c = {64, 32, 2, 4, 2, 48, 16, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   coda_model *pl = NULL;
   CHECK(coda_model_create(ctx, &c, CODA_ENGINE_PLANS, &pl) == CODA_OK);
   if (!pl) return;
@@ -148,7 +148,7 @@ int main(void) {
    * 6: q width 64, 96 and 24 for dim 32; 24 and 6 on column tiles of 24),
    * tied and untied */
   {
-    coda_model_config q = {64, 32, 2, 4, 2, 48, 16, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 0};
+    coda_model_config q = {64, 32, 2, 4, 2, 48, 16, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 0, 0, 0, 0, 0, 0};
     const int hds[4] = {8, 16, 24, 6};
     for (int i = 0; i < 4; i++)
       for (int tied = 0; tied < 2; tied++) {
@@ -161,7 +161,7 @@ int main(void) {
   }
   /* any RMSNorm eps and RoPE scaling run on the plans as on the reference,
    * and each changes the loss (the same weights and tokens) */
-  coda_model_config c = {64, 32, 2, 4, 2, 48, 16, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
+  coda_model_config c = {64, 32, 2, 4, 2, 48, 16, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   const double base = compare_cfg(ctx, &c);
   c.norm_eps = 0.3;
   const double big_eps = compare_cfg(ctx, &c);

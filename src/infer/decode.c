@@ -1,9 +1,10 @@
 /* The decoder of include/coda_decode.h: prefill and cached decode steps of
  * the model families of model/family.c (the layout of model.c): Llama 3 on
  * the host or on a backend with decode kernels (api.h coda_decode_*),
- * Qwen3 (its q/k norms) and GPT-2 (LayerNorm, biases, GELU, learned
- * positions, no RoPE: host_gpt2_layer) on the host; the device kernels
- * and the plan prefill refuse them by name.
+ * Qwen3 (its q/k norms), GPT-2 (LayerNorm, biases, GELU, learned
+ * positions, no RoPE: host_gpt2_layer) and Gemma 3 ((1 + w) norms,
+ * post-norms, GeGLU, sliding-window layers: host_gemma3_layer) on the
+ * host; the device kernels and the plan prefill refuse them by name.
  *
  * A forward takes a set of rows, each a token at a position of one
  * sequence: prefill rows are the prompts' tokens (chunked), step rows one
@@ -67,7 +68,11 @@ static void host_attend(coda_decoder d, int li, const int32_t *seq, const int32_
   const coda_model_config *c = &d->c;
   const int nt = d->nt, H = c->heads, Hk = c->kv_heads, hd = (int)d->hd, grp = H / Hk;
   const int64_t nq = d->nq, qd = d->qd;
-  const double scale = 1.0 / sqrt((double)hd);
+  /* Gemma 3: its score scale, and a local layer's window (the row at
+   * position t sees the cache from t - window + 1 on; the whole cache is
+   * kept, so a window is a start and no eviction) */
+  const double scale = coda_model_attn_scale(c);
+  const int window = coda_model_layer_window(c, li);
   for (int64_t i = 0; i < M; i++) {
     const float *row = d->qkv + i * nq;
     size_t off = cache_off(d, li, seq[i], pos[i]);
@@ -77,13 +82,13 @@ static void host_attend(coda_decoder d, int li, const int32_t *seq, const int32_
 #pragma omp parallel for collapse(2) schedule(static) num_threads(nt)
   for (int64_t i = 0; i < M; i++)
     for (int h = 0; h < H; h++) {
-      const int kh = h / grp, n = pos[i] + 1;
+      const int kh = h / grp, n = pos[i] + 1, s0 = coda_ref_window_start(pos[i], window);
       float *p = d->P + ((size_t)omp_get_thread_num()) * (size_t)d->max_len;
       const float *q = d->qkv + i * nq + (int64_t)h * hd;
       const float *kb = d->kc + cache_off(d, li, seq[i], 0) + (size_t)kh * hd;
       const float *vb = d->vc + cache_off(d, li, seq[i], 0) + (size_t)kh * hd;
       double mx = -INFINITY;
-      for (int s = 0; s < n; s++) {
+      for (int s = s0; s < n; s++) {
         const float *k = kb + (size_t)s * d->kvd;
         double dd = 0.0;
         for (int e = 0; e < hd; e++) dd += (double)q[e] * k[e];
@@ -92,11 +97,11 @@ static void host_attend(coda_decoder d, int li, const int32_t *seq, const int32_
         if (dd > mx) mx = dd;
       }
       double sum = 0.0;
-      for (int s = 0; s < n; s++) sum += exp((double)p[s] - mx);
-      for (int s = 0; s < n; s++) p[s] = (float)(exp((double)p[s] - mx) / sum);
+      for (int s = s0; s < n; s++) sum += exp((double)p[s] - mx);
+      for (int s = s0; s < n; s++) p[s] = (float)(exp((double)p[s] - mx) / sum);
       float *orow = d->o + i * qd + (int64_t)h * hd;
       for (int e = 0; e < hd; e++) orow[e] = 0.0f;
-      for (int s = 0; s < n; s++) {
+      for (int s = s0; s < n; s++) {
         const float *v = vb + (size_t)s * d->kvd;
         for (int e = 0; e < hd; e++) orow[e] += p[s] * v[e];
       }
@@ -126,6 +131,55 @@ static void host_gpt2_layer(coda_decoder d, int li, const int32_t *seq, const in
   host_linear(nt, d->x, d->y, w->wproj, M, D, F, 1);
 }
 
+/* RoPE on the Q and K heads of each row at its position, frequencies f. */
+static void host_rope(coda_decoder d, const double *f, const int32_t *pos, int64_t M) {
+  const int nqk = d->c.heads + d->c.kv_heads, hd = (int)d->hd;
+  for (int64_t i = 0; i < M; i++) {
+    float *row = d->qkv + i * d->nq;
+    for (int j = 0; j < hd / 2; j++) {
+      double ang = (double)pos[i] * f[j];
+      double cs = cos(ang), sn = sin(ang);
+      for (int hh = 0; hh < nqk; hh++) {
+        float *p = row + (int64_t)hh * hd + 2 * j;
+        double a = p[0], b = p[1];
+        p[0] = (float)(a * cs - b * sn);
+        p[1] = (float)(a * sn + b * cs);
+      }
+    }
+  }
+}
+
+/* Gemma 3's layer li on the rows, as model_ref_gemma3.c computes it: the
+ * (1 + w) norms, QK-norm, the layer's RoPE base and window, and each
+ * sublayer's output normalized (in d->h) before its residual add. */
+static void host_gemma3_layer(coda_decoder d, int li, const int32_t *seq, const int32_t *pos,
+                              int64_t M) {
+  const coda_model_config *c = &d->c;
+  const layer_w *w = &d->l[li];
+  const int nt = d->nt, H = c->heads, Hk = c->kv_heads, hd = (int)d->hd;
+  const int64_t D = d->D, F = d->F, nq = d->nq, qd = d->qd;
+  const double eps = c->norm_eps;
+  coda_ref_rmsnorm1p(nt, d->x, w->wn_attn, d->h, NULL, M, D, eps);
+  host_linear(nt, d->qkv, d->h, w->wqkv, M, nq, D, 0);
+#pragma omp parallel for schedule(static) num_threads(nt)
+  for (int64_t i = 0; i < M; i++)
+    for (int hh = 0; hh < H + Hk; hh++) {
+      float *hp = d->qkv + i * nq + (int64_t)hh * hd;
+      coda_ref_rmsnorm1p(1, hp, hh < H ? w->wq_norm : w->wk_norm, hp, NULL, 1, hd, eps);
+    }
+  host_rope(d, coda_model_layer_is_local(c, li) ? d->inv_freq_local : d->inv_freq, pos, M);
+  host_attend(d, li, seq, pos, M);
+  host_linear(nt, d->h, d->o, w->wo, M, D, qd, 0);
+  coda_ref_rmsnorm1p(nt, d->h, w->wpost_attn, d->h, NULL, M, D, eps);
+  for (int64_t i = 0; i < M * D; i++) d->x[i] = d->x[i] + d->h[i];
+  coda_ref_rmsnorm1p(nt, d->x, w->wn_ffn, d->h, NULL, M, D, eps);
+  host_linear(nt, d->z, d->h, w->w13, M, 2 * F, D, 0);
+  for (int64_t i = 0; i < M * F; i++) d->y[i] = coda_ref_gelu(d->z[2 * i]) * d->z[2 * i + 1];
+  host_linear(nt, d->h, d->y, w->w2, M, D, F, 0);
+  coda_ref_rmsnorm1p(nt, d->h, w->wpost_ffn, d->h, NULL, M, D, eps);
+  for (int64_t i = 0; i < M * D; i++) d->x[i] = d->x[i] + d->h[i];
+}
+
 static coda_status host_forward(coda_decoder d, const int32_t *tok, const int32_t *seq,
                                 const int32_t *pos, int64_t M, const int32_t *head_rows,
                                 const int32_t *head_seq, int64_t nhead) {
@@ -133,12 +187,17 @@ static coda_status host_forward(coda_decoder d, const int32_t *tok, const int32_
   const int nt = d->nt, H = c->heads, Hk = c->kv_heads, hd = (int)d->hd;
   const int64_t D = d->D, F = d->F, nq = d->nq, qd = d->qd;
   for (int64_t i = 0; i < M; i++) memcpy(d->x + i * D, d->emb + (int64_t)tok[i] * D, (size_t)D * 4);
+  if (d->gemma3) { /* the embedding times sqrt(dim) in fp32 */
+    const float esc = coda_model_embed_scale(c);
+    for (int64_t i = 0; i < M * D; i++) d->x[i] *= esc;
+  }
   if (d->pos_emb) /* GPT-2's learned positions */
     for (int64_t i = 0; i < M; i++)
       for (int64_t k = 0; k < D; k++) d->x[i * D + k] += d->pos_emb[(int64_t)pos[i] * D + k];
   for (int li = 0; li < c->layers; li++) {
-    if (d->pos_emb) {
-      host_gpt2_layer(d, li, seq, pos, M);
+    if (d->pos_emb || d->gemma3) {
+      if (d->pos_emb) host_gpt2_layer(d, li, seq, pos, M);
+      else host_gemma3_layer(d, li, seq, pos, M);
       continue;
     }
     const layer_w *w = &d->l[li];
@@ -151,21 +210,9 @@ static coda_status host_forward(coda_decoder d, const int32_t *tok, const int32_
           float *hp = d->qkv + i * nq + (int64_t)hh * hd;
           coda_ref_rmsnorm(1, hp, hh < H ? w->wq_norm : w->wk_norm, hp, NULL, 1, hd, c->norm_eps);
         }
-    /* RoPE on the Q and K heads at each row's position (then host_attend:
-     * K and V into the cache, every row's before any attention) */
-    for (int64_t i = 0; i < M; i++) {
-      float *row = d->qkv + i * nq;
-      for (int j = 0; j < hd / 2; j++) {
-        double ang = (double)pos[i] * d->inv_freq[j];
-        double cs = cos(ang), sn = sin(ang);
-        for (int hh = 0; hh < H + Hk; hh++) {
-          float *p = row + (int64_t)hh * hd + 2 * j;
-          double a = p[0], b = p[1];
-          p[0] = (float)(a * cs - b * sn);
-          p[1] = (float)(a * sn + b * cs);
-        }
-      }
-    }
+    /* RoPE (then host_attend: K and V into the cache, every row's before
+     * any attention) */
+    host_rope(d, d->inv_freq, pos, M);
     host_attend(d, li, seq, pos, M);
     host_linear(nt, d->x, d->o, w->wo, M, D, qd, 1);
     coda_ref_rmsnorm(nt, d->x, w->wn_ffn, d->h, NULL, M, D, c->norm_eps);
@@ -188,6 +235,9 @@ void decode_host_head(coda_decoder d, const int32_t *head_rows, const int32_t *h
     if (d->norm_b)
       coda_ref_layernorm(1, d->x + (int64_t)head_rows[r] * D, d->norm, d->norm_b, d->h, NULL,
                          NULL, 1, D, d->c.norm_eps);
+    else if (d->gemma3)
+      coda_ref_rmsnorm1p(1, d->x + (int64_t)head_rows[r] * D, d->norm, d->h, NULL, 1, D,
+                         d->c.norm_eps);
     else
       coda_ref_rmsnorm(1, d->x + (int64_t)head_rows[r] * D, d->norm, d->h, NULL, 1, D,
                        d->c.norm_eps);
@@ -197,7 +247,7 @@ void decode_host_head(coda_decoder d, const int32_t *head_rows, const int32_t *h
     for (int64_t v = 0; v < d->V; v++) {
       double s = 0.0;
       for (int64_t k = 0; k < D; k++) s += (double)hh[k] * d->wout[v * D + k];
-      out[v] = (float)s;
+      out[v] = coda_ref_softcap((float)s, d->c.logit_softcap); /* Gemma 3's cap (0: none) */
     }
   }
 }
@@ -231,7 +281,7 @@ void coda_decoder_destroy(coda_decoder d) {
                  d->d_inv_freq, d->d_meta, d->d_sample, d->d_spos, d->d_pk, d->d_lse,
                  d->d_ltab, d->d_sync};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) coda_free(ctx, dev[i]);
-  void *host[] = {d->len, d->has_logits, d->inv_freq, d->l, d->W, d->kc, d->vc, d->logits,
+  void *host[] = {d->len, d->has_logits, d->inv_freq, d->inv_freq_local, d->l, d->W, d->kc, d->vc, d->logits,
                   d->x, d->h, d->qkv, d->o, d->z, d->y, d->P, d->h_tok, d->h_seq, d->h_pos,
                   d->h_rows, d->h_hseq, d->h_meta, d->seg_start, d->seg_len};
   for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
@@ -304,6 +354,23 @@ static coda_status take_options(coda_context ctx, const coda_decoder_options *in
   return s;
 }
 
+/* The RoPE frequency tables: the model's (scaled as the training engines
+ * scale them) and Gemma 3's local layers' (coda_model_layer_rope_theta);
+ * -1: out of memory. */
+static int rope_tables(coda_decoder d) {
+  const coda_model_config *c = &d->c;
+  for (int j = 0; j < d->hd / 2; j++)
+    d->inv_freq[j] = coda_rope_inv_freq(c->rope_theta, d->hd, &c->rope, j);
+  d->gemma3 = coda_family_of(c->family)->block == CODA_BLOCK_GEMMA3;
+  if (!d->gemma3) return 0;
+  d->inv_freq_local = malloc((size_t)d->hd / 2 * sizeof *d->inv_freq_local);
+  if (!d->inv_freq_local) return -1;
+  const double lt = c->rope_local_theta > 0.0 ? c->rope_local_theta : c->rope_theta;
+  for (int j = 0; j < d->hd / 2; j++)
+    d->inv_freq_local[j] = coda_rope_inv_freq(lt, d->hd, &c->rope, j);
+  return 0;
+}
+
 coda_status coda_decoder_create(coda_context ctx, coda_model *m, const coda_decoder_options *opts,
                                 coda_decoder *out) {
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
@@ -374,7 +441,10 @@ coda_status coda_decoder_create(coda_context ctx, coda_model *m, const coda_deco
     return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   }
   /* the scaled frequencies (linear, llama3) the training engines use */
-  for (int j = 0; j < d->hd / 2; j++) d->inv_freq[j] = coda_rope_inv_freq(c->rope_theta, d->hd, &c->rope, j);
+  if (rope_tables(d)) {
+    coda_decoder_destroy(d);
+    return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  }
   const float *W = coda_model_weights(m);
   if (d->gpu) {
     s = decode_setup_device(d, W, m);
@@ -427,6 +497,11 @@ coda_status coda_decoder_create(coda_context ctx, coda_model *m, const coda_deco
       if (coda_family_of(c->family)->qk_norm) {
         snprintf(nm, sizeof nm, "layers.%d.attention.q_norm.weight", i); w->wq_norm = PW(nm);
         snprintf(nm, sizeof nm, "layers.%d.attention.k_norm.weight", i); w->wk_norm = PW(nm);
+      }
+      if (d->gemma3) {
+        snprintf(nm, sizeof nm, "layers.%d.attention.post_norm.weight", i); w->wpost_attn = PW(nm);
+        snprintf(nm, sizeof nm, "layers.%d.feed_forward.post_norm.weight", i);
+        w->wpost_ffn = PW(nm);
       }
     }
 #undef PW

@@ -43,6 +43,8 @@ typedef struct {
   /* host, GPT-2: its MLP (wfc F x D, wproj D x F; w13 and w2 unset) and the
    * biases of its LayerNorms and linears */
   const float *wfc, *wproj, *bn_attn, *bqkv, *bo, *bn_ffn, *bfc, *bproj;
+  /* host, Gemma 3: the norms of the attention's and the MLP's outputs */
+  const float *wpost_attn, *wpost_ffn;
 } layer_w;
 
 /* A forward-only Llama-3 block plan (CODA_LLAMA_INFER) for B fresh prompts
@@ -66,6 +68,8 @@ struct coda_decoder_s {
   coda_tokenizer tok;
   int own_tok;
   double *inv_freq; /* hd/2 RoPE frequencies (coda_rope_inv_freq: scaling included) */
+  double *inv_freq_local; /* Gemma 3's local layers' (rope_local_theta; else NULL) */
+  int gemma3;             /* Gemma 3's block (host_gemma3_layer) and head */
   layer_w *l;
   /* host */
   float *W;                      /* copy of the model's weights */

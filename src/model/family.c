@@ -3,7 +3,9 @@
  * after each layer's wqkv. GPT-2's has a bias after every weight (its
  * LayerNorms' and linears'), learned positions after the embedding, and a
  * head that is always the embedding (tied); its linears' HF tensors are
- * Conv1D's [in, out], transposed to coda's [out, in]. */
+ * Conv1D's [in, out], transposed to coda's [out, in]. Gemma 3's is
+ * Qwen3's with a norm after attention and after the MLP, its norms zero at
+ * initialization (they scale by 1 + w). */
 #include "base/internal.h"
 #include "model/family.h"
 
@@ -87,6 +89,32 @@ static const coda_family_param gpt2_params[] = {
     {"norm.bias", CODA_P_AFTER, 1, CODA_PD_DIM, CODA_PD_ONE, 0, CODA_INIT_ZEROS, 0, CODA_HF_COPY,
      {"transformer.ln_f.bias", NULL, NULL}}};
 
+/* Gemma 3 (Gemma3ForCausalLM): Llama's names where a tensor plays the same
+ * part, Qwen3's q/k norms, and a norm after attention and after the MLP.
+ * Its norms scale by (1 + w), so they start at zero; ffn_norm is HF's
+ * pre_feedforward_layernorm (post_attention_layernorm is the norm of the
+ * attention's output, attention.post_norm here). */
+#define ZNORM(n, r, conv, h) LAYER(n, 1, r, CODA_PD_ONE, 0, CODA_INIT_ZEROS, conv, MP h, NULL, NULL)
+static const coda_family_param gemma3_params[] = {
+    EMBED,
+    ZNORM("layers.%d.attention_norm.weight", CODA_PD_DIM, CODA_HF_COPY, "input_layernorm.weight"),
+    WQKV,
+    ZNORM("layers.%d.attention.q_norm.weight", CODA_PD_HEAD, CODA_HF_HEAD_PERM,
+          "self_attn.q_norm.weight"),
+    ZNORM("layers.%d.attention.k_norm.weight", CODA_PD_HEAD, CODA_HF_HEAD_PERM,
+          "self_attn.k_norm.weight"),
+    WO,
+    ZNORM("layers.%d.attention.post_norm.weight", CODA_PD_DIM, CODA_HF_COPY,
+          "post_attention_layernorm.weight"),
+    ZNORM("layers.%d.ffn_norm.weight", CODA_PD_DIM, CODA_HF_COPY,
+          "pre_feedforward_layernorm.weight"),
+    W13, W2,
+    ZNORM("layers.%d.feed_forward.post_norm.weight", CODA_PD_DIM, CODA_HF_COPY,
+          "post_feedforward_layernorm.weight"),
+    {"norm.weight", CODA_P_AFTER, 1, CODA_PD_DIM, CODA_PD_ONE, 0, CODA_INIT_ZEROS, 0,
+     CODA_HF_COPY, {"model.norm.weight", NULL, NULL}},
+    OUTPUT};
+
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static const coda_family families[] = {
@@ -96,6 +124,8 @@ static const coda_family families[] = {
      CODA_BLOCK_LLAMA, COUNT(qwen3_params), qwen3_params},
     {CODA_FAMILY_GPT2, "gpt2", {"GPT2LMHeadModel", NULL}, {"gpt2", NULL}, 0, CODA_BLOCK_GPT2,
      COUNT(gpt2_params), gpt2_params},
+    {CODA_FAMILY_GEMMA3, "gemma3", {"Gemma3ForCausalLM", NULL}, {"gemma3_text", NULL}, 1,
+     CODA_BLOCK_GEMMA3, COUNT(gemma3_params), gemma3_params},
 };
 
 const coda_family *coda_family_of(coda_model_family f) {
@@ -118,7 +148,7 @@ coda_status coda_model_family_from_name(coda_context ctx, const char *name,
       return CODA_OK;
     }
   return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                   "model family \"%.64s\" is unknown (llama, qwen3, gpt2)", name);
+                   "model family \"%.64s\" is unknown (llama, qwen3, gpt2, gemma3)", name);
 }
 
 int coda_model_head_dim(const coda_model_config *c) {

@@ -35,15 +35,19 @@ typedef enum coda_hf_conv {
 
 typedef enum coda_pinit {
   CODA_INIT_ONES,      /* norm weights */
-  CODA_INIT_ZEROS,     /* biases (GPT-2's linears and LayerNorms) */
+  CODA_INIT_ZEROS,     /* biases (GPT-2's linears and LayerNorms); Gemma 3's norm weights
+                        * (its RMSNorm scales by 1 + w: zero is the identity) */
   CODA_INIT_NORMAL,    /* std 0.02 */
   CODA_INIT_NORMAL_OUT /* std 0.02 / sqrt(2 layers): projections into the residual */
 } coda_pinit;
 
 /* The block a family's layers run: Llama's (RMSNorm, RoPE, SwiGLU, no
- * biases; Qwen3 adds qk_norm) or GPT-2's (LayerNorm with bias, learned
- * positions instead of RoPE, a GELU MLP, a bias on every linear). */
-typedef enum coda_block { CODA_BLOCK_LLAMA, CODA_BLOCK_GPT2 } coda_block;
+ * biases; Qwen3 adds qk_norm), GPT-2's (LayerNorm with bias, learned
+ * positions instead of RoPE, a GELU MLP, a bias on every linear) or Gemma
+ * 3's (RMSNorm with (1 + w), a norm before and after attention and MLP,
+ * QK-norm, GeGLU, sliding-window and global layers; the embedding scaled
+ * by sqrt(dim)). */
+typedef enum coda_block { CODA_BLOCK_LLAMA, CODA_BLOCK_GPT2, CODA_BLOCK_GEMMA3 } coda_block;
 
 typedef enum coda_pwhere { CODA_P_BEFORE, CODA_P_LAYER, CODA_P_AFTER } coda_pwhere;
 

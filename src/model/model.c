@@ -14,7 +14,9 @@
  *   norm.weight                        D
  *   output.weight                      V x D (absent when tied to the embedding)
  * Qwen3 adds layers.{i}.attention.q_norm.weight and k_norm.weight (hd
- * each, in the RoPE row order of wqkv) after wqkv. Weight decay applies to
+ * each, in the RoPE row order of wqkv) after wqkv; Gemma 3 has those and
+ * layers.{i}.attention.post_norm.weight after wo and
+ * layers.{i}.feed_forward.post_norm.weight after w2 (D each). Weight decay applies to
  * the matrices of linear layers only (wqkv, wo, w13, w2, output); norm
  * weights and the embedding (also when it is the tied output head) are not
  * decayed. */
@@ -84,14 +86,73 @@ static coda_status gpt2_check(coda_context ctx, const coda_model_config *c) {
   return CODA_OK;
 }
 
+/* Gemma 3's fields: a window needs a layer pattern; the bases, the score
+ * scalar and the cap are positive or 0 (the default); RoPE scaling is not
+ * taken (Gemma 3 scales the global layers' RoPE only, which coda does not
+ * model). The other families have none of these fields. */
+static coda_status gemma3_fields_check(coda_context ctx, const coda_model_config *c,
+                                       const char *fam) {
+  const int gemma = c->family == CODA_FAMILY_GEMMA3;
+  if (!gemma && (c->sliding_window || c->sliding_pattern || c->rope_local_theta ||
+                 c->attn_scalar || c->logit_softcap))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config: sliding_window %d, "
+                     "sliding_pattern %d, rope_local_theta %g, attn_scalar %g, logit_softcap "
+                     "%g: the %s family has none of these (leave them 0; gemma3 takes them)",
+                     c->sliding_window, c->sliding_pattern, c->rope_local_theta, c->attn_scalar,
+                     c->logit_softcap, fam);
+  if (!gemma) return CODA_OK;
+  if (c->sliding_window < 0 || c->sliding_pattern < 0)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config: sliding_window %d, "
+                     "sliding_pattern %d must be >= 0", c->sliding_window, c->sliding_pattern);
+  if (c->sliding_window > 0 && c->sliding_pattern < 1)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config: sliding_window %d without "
+                     "a sliding_pattern: set it >= 1 (layer i is global when (i + 1) %% "
+                     "pattern == 0; Gemma 3 uses 6)", c->sliding_window);
+  if (!(c->rope_local_theta == 0.0 || (c->rope_local_theta > 1.0 && isfinite(c->rope_local_theta))) ||
+      !(c->attn_scalar == 0.0 || (c->attn_scalar > 0.0 && isfinite(c->attn_scalar))) ||
+      !(c->logit_softcap == 0.0 || (c->logit_softcap > 0.0 && isfinite(c->logit_softcap))))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config: rope_local_theta %g (0 or "
+                     "> 1), attn_scalar %g (0 or > 0), logit_softcap %g (0 or > 0) out of range",
+                     c->rope_local_theta, c->attn_scalar, c->logit_softcap);
+  if (c->rope.type != CODA_ROPE_DEFAULT)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config: RoPE scaling %s: the gemma3 "
+                     "family takes none (rope_scaling null; llama and qwen3 take linear and "
+                     "llama3)", c->rope.type == CODA_ROPE_LINEAR ? "linear" : "llama3");
+  return CODA_OK;
+}
+
+int coda_model_layer_is_local(const coda_model_config *c, int li) {
+  return c->family == CODA_FAMILY_GEMMA3 && c->sliding_window > 0 && c->sliding_pattern > 0 &&
+         (li + 1) % c->sliding_pattern != 0;
+}
+
+int coda_model_layer_window(const coda_model_config *c, int li) {
+  return coda_model_layer_is_local(c, li) ? c->sliding_window : 0;
+}
+
+double coda_model_layer_rope_theta(const coda_model_config *c, int li) {
+  return coda_model_layer_is_local(c, li) && c->rope_local_theta > 0.0 ? c->rope_local_theta
+                                                                       : c->rope_theta;
+}
+
+double coda_model_attn_scale(const coda_model_config *c) {
+  const double s = c->family == CODA_FAMILY_GEMMA3 && c->attn_scalar > 0.0
+                       ? c->attn_scalar : (double)coda_model_head_dim(c);
+  return 1.0 / sqrt(s);
+}
+
+float coda_model_embed_scale(const coda_model_config *c) {
+  return c->family == CODA_FAMILY_GEMMA3 ? (float)sqrt((double)c->dim) : 1.0f;
+}
+
 coda_status coda_model_config_check(coda_context ctx, const coda_model_config *c) {
   if (!c) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config is NULL");
   const coda_family *fam = coda_family_of(c->family);
   if (!fam)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                     "model config: family %d is not a model family (llama %d, qwen3 %d, gpt2 %d)",
-                     (int)c->family, (int)CODA_FAMILY_LLAMA, (int)CODA_FAMILY_QWEN3,
-                     (int)CODA_FAMILY_GPT2);
+                     "model config: family %d is not a model family (llama %d, qwen3 %d, gpt2 %d, "
+                     "gemma3 %d)", (int)c->family, (int)CODA_FAMILY_LLAMA, (int)CODA_FAMILY_QWEN3,
+                     (int)CODA_FAMILY_GPT2, (int)CODA_FAMILY_GEMMA3);
   if (c->vocab < 2 || c->dim < 2 || c->layers < 1 || c->heads < 1 || c->kv_heads < 1 ||
       c->ffn < 1 || c->seq < 1)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
@@ -105,12 +166,14 @@ coda_status coda_model_config_check(coda_context ctx, const coda_model_config *c
   if (c->head_dim && !fam->qk_norm && c->head_dim * c->heads != c->dim)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "model config: head_dim %d x heads %d != dim %d: the %s family takes "
-                     "head_dim = dim / heads (qwen3 allows any even head_dim)",
+                     "head_dim = dim / heads (qwen3 and gemma3 allow any even head_dim)",
                      c->head_dim, c->heads, c->dim, fam->name);
   if (fam->block == CODA_BLOCK_GPT2) {
     coda_status g = gpt2_check(ctx, c);
     if (g) return g;
   }
+  coda_status gs = gemma3_fields_check(ctx, c, fam->name);
+  if (gs) return gs;
   if (!c->head_dim && c->dim % c->heads)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "dim %d is not a multiple of heads %d "
                      "(or set head_dim)", c->dim, c->heads);
@@ -175,10 +238,11 @@ coda_status coda_model_create(coda_context ctx, const coda_model_config *cfg, co
   if (engine != CODA_ENGINE_REFERENCE && engine != CODA_ENGINE_PLANS)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "unknown engine %d", (int)engine);
   /* the model plans chain Llama's block (src/nn/llama3.c); GPT-2's block
-   * plan (src/nn/gpt2.c) is not wired into them yet */
-  if (engine == CODA_ENGINE_PLANS && coda_family_of(cfg->family)->block == CODA_BLOCK_GPT2)
+   * plan (src/nn/gpt2.c) is not wired into them yet, Gemma 3 has none */
+  if (engine == CODA_ENGINE_PLANS && coda_family_of(cfg->family)->block != CODA_BLOCK_LLAMA)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the plan engine runs the llama and qwen3 "
-                     "families; family gpt2 trains on the reference engine (--engine reference)");
+                     "families; family %s trains on the reference engine (--engine reference)",
+                     coda_family_of(cfg->family)->name);
   int64_t total = coda_model_config_params(cfg);
   if ((uint64_t)total > SIZE_MAX / 4 / sizeof(float))
     return coda_fail(ctx, CODA_ERR_OVERFLOW, "model of %lld parameters is too large",
@@ -333,6 +397,6 @@ coda_engine coda_engine_from_option(coda_train_engine e) {
 
 coda_engine coda_engine_for_model(coda_train_engine e, const coda_model_config *c) {
   const coda_family *f = coda_family_of(c->family);
-  if (e == CODA_TRAIN_ENGINE_AUTO && f && f->block == CODA_BLOCK_GPT2) return CODA_ENGINE_REFERENCE;
+  if (e == CODA_TRAIN_ENGINE_AUTO && f && f->block != CODA_BLOCK_LLAMA) return CODA_ENGINE_REFERENCE;
   return coda_engine_from_option(e);
 }

@@ -10,6 +10,7 @@
 #include "base/internal.h"
 #include "model/family.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,6 +32,32 @@ void coda_ref_rmsnorm(int nt, const float *x, const float *w, float *h, float *r
 void coda_ref_layernorm(int nt, const float *x, const float *w, const float *b, float *h,
                         float *mu, float *rs, int64_t M, int64_t D, double eps);
 float coda_ref_gelu(float u);
+/* Gemma 3's RMSNorm, h = (x · r) ⊙ (1 + w) per row (the weight is stored
+ * as w; zero is the identity), r as coda_ref_rmsnorm's; shared with the
+ * host decoder. */
+void coda_ref_rmsnorm1p(int nt, const float *x, const float *w, float *h, float *rs, int64_t M,
+                        int64_t D, double eps);
+/* The first key position that position t attends to in a window of
+ * `window` positions (0: all, causal): t - window + 1, at least 0. HF's
+ * sliding mask keeps kv > q - window, kv <= q: the token and the
+ * window - 1 before it. */
+static inline int coda_ref_window_start(int t, int window) {
+  return window > 0 && t - window + 1 > 0 ? t - window + 1 : 0;
+}
+/* Gemma 3's per-layer attention: whether layer li is a local
+ * (sliding-window) layer, its window (0: global, full causal), its RoPE
+ * base, and the score scale of the model (attn_scalar^-1/2, or
+ * head_dim^-1/2 when it is 0 and in the other families). */
+int coda_model_layer_is_local(const coda_model_config *c, int li);
+int coda_model_layer_window(const coda_model_config *c, int li);
+double coda_model_layer_rope_theta(const coda_model_config *c, int li);
+double coda_model_attn_scale(const coda_model_config *c);
+/* The final logit soft cap, cap · tanh(l / cap) in double (cap 0: l). */
+static inline float coda_ref_softcap(float l, double cap) {
+  return cap > 0.0 ? (float)(cap * tanh((double)l / cap)) : l;
+}
+/* sqrt(dim) in fp32, Gemma 3's embedding multiplier (1 elsewhere). */
+float coda_model_embed_scale(const coda_model_config *c);
 
 /* --------------------------------------------------------- optimizer */
 

@@ -19,7 +19,10 @@
  *   x ← x + y W2ᵀ
  * Head: logits = (x · r(x) ⊙ wn) Woutᵀ; loss = mean over valid targets of
  * lse(logits) − logits[target]. GPT-2: x starts as wte[token] + wpe[t],
- * and the head's norm is its LayerNorm (with bias). */
+ * and the head's norm is its LayerNorm (with bias). Gemma 3 (its layer in
+ * model_ref_gemma3.c): x starts as wte[token] · sqrt(dim) (fp32), the head's
+ * norm scales by (1 + w), and with logit_softcap c the logits are
+ * c · tanh(logits / c) before the loss. */
 #include "coda_nn.h"
 #include "model/model_ref.h"
 
@@ -46,10 +49,12 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, ref_sta
   size_t M = (size_t)B * T, D = c->dim, F = c->ffn, V = c->vocab, H = c->heads;
   size_t hd = (size_t)coda_model_head_dim(c), nq = (H + 2 * (size_t)c->kv_heads) * hd;
   size_t qd = H * hd, nqk = coda_family_of(c->family)->qk_norm ? H + (size_t)c->kv_heads : 0;
+  const size_t ng = coda_family_of(c->family)->block == CODA_BLOCK_GEMMA3; /* post-norms */
   size_t per = M * D /*xa*/ + M + M * D + M * nq + (size_t)B * H * T * T + M * qd + M * D + M +
-               M * D + M * 2 * F + M * F + M * nqk * hd + M * nqk + 2 * M;
+               M * D + M * 2 * F + M * F + M * nqk * hd + M * nqk + 2 * M + ng * (2 * M * D + 2 * M);
+  const size_t ncap = c->logit_softcap > 0.0 ? M * V : 0;
   size_t tot = per * (size_t)c->layers + M * D + 2 * M + M * D + M * V + M * D * 2 + M * nq +
-               M * qd + M * F + M * 2 * F;
+               M * qd + M * F + M * 2 * F + ncap;
   r = calloc(1, sizeof *r);
   if (!r) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   r->l = calloc((size_t)c->layers, sizeof *r->l);
@@ -67,10 +72,11 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, ref_sta
     TAKE(a->P, (size_t)B * H * T * T); TAKE(a->o, M * qd); TAKE(a->xf, M * D); TAKE(a->r2, M);
     TAKE(a->h2, M * D); TAKE(a->z, M * 2 * F); TAKE(a->y, M * F);
     TAKE(a->qk0, M * nqk * hd); TAKE(a->rqk, M * nqk); TAKE(a->mu1, M); TAKE(a->mu2, M);
+    TAKE(a->ao, ng * M * D); TAKE(a->mo, ng * M * D); TAKE(a->rpa, ng * M); TAKE(a->rpf, ng * M);
   }
   TAKE(r->xL, M * D); TAKE(r->rf, M); TAKE(r->muf, M); TAKE(r->hf, M * D); TAKE(r->logits, M * V);
   TAKE(r->dx, M * D); TAKE(r->dh, M * D); TAKE(r->dqkv, M * nq); TAKE(r->dO, M * qd);
-  TAKE(r->dy, M * F); TAKE(r->dz, M * 2 * F);
+  TAKE(r->dy, M * F); TAKE(r->dz, M * 2 * F); TAKE(r->capped, ncap);
 #undef TAKE
   r->B = B;
   r->T = T;
@@ -156,8 +162,7 @@ static void rmsnorm_bwd(int nt, const float *x, const float *w, const float *rs,
     for (int64_t k = 0; k < D; k++) gw[k] += dh[m * D + k] * x[m * D + k] * rs[m];
 }
 
-/* Rotates the Q and K heads of qkv (M x nq) by ±θ (sign = +1 forward). */
-static void rope(int nt, float *qkv, int B, int T, int nqk_heads, int hd, int64_t nq, double theta,
+void coda_ref_rope(int nt, float *qkv, int B, int T, int nqk_heads, int hd, int64_t nq, double theta,
                  const coda_rope_scaling *sc, double sign) {
 #pragma omp parallel for schedule(static) num_threads(nt)
   for (int64_t m = 0; m < (int64_t)B * T; m++) {
@@ -221,8 +226,7 @@ static void qknorm_bwd(int nt, float *dqkv, const float *qk0, const float *rqk, 
 }
 
 void coda_ref_attn_fwd(int nt, const float *qkv, float *P, float *o, int B, int T, int H, int Hk,
-                       int hd, int64_t nq) {
-  const double scale = 1.0 / sqrt((double)hd);
+                       int hd, int64_t nq, double scale, int window) {
   const int grp = H / Hk;
 #pragma omp parallel for collapse(2) schedule(static) num_threads(nt)
   for (int b = 0; b < B; b++)
@@ -232,8 +236,10 @@ void coda_ref_attn_fwd(int nt, const float *qkv, float *P, float *o, int B, int 
       for (int t = 0; t < T; t++) {
         const float *q = qkv + ((int64_t)b * T + t) * nq + (int64_t)h * hd;
         float *p = Pb + (size_t)t * T;
+        const int s0 = coda_ref_window_start(t, window);
         double mx = -INFINITY;
-        for (int s = 0; s <= t; s++) {
+        for (int s = 0; s < s0; s++) p[s] = 0.0f;
+        for (int s = s0; s <= t; s++) {
           const float *k = qkv + ((int64_t)b * T + s) * nq + (int64_t)(H + kh) * hd;
           double d = 0.0;
           for (int e = 0; e < hd; e++) d += (double)q[e] * k[e];
@@ -242,12 +248,12 @@ void coda_ref_attn_fwd(int nt, const float *qkv, float *P, float *o, int B, int 
           if (d > mx) mx = d;
         }
         double sum = 0.0;
-        for (int s = 0; s <= t; s++) sum += exp((double)p[s] - mx);
-        for (int s = 0; s <= t; s++) p[s] = (float)(exp((double)p[s] - mx) / sum);
+        for (int s = s0; s <= t; s++) sum += exp((double)p[s] - mx);
+        for (int s = s0; s <= t; s++) p[s] = (float)(exp((double)p[s] - mx) / sum);
         for (int s = t + 1; s < T; s++) p[s] = 0.0f;
         float *orow = o + ((int64_t)b * T + t) * ((int64_t)H * hd) + (int64_t)h * hd;
         for (int e = 0; e < hd; e++) orow[e] = 0.0f;
-        for (int s = 0; s <= t; s++) {
+        for (int s = s0; s <= t; s++) {
           const float *v = qkv + ((int64_t)b * T + s) * nq + (int64_t)(H + Hk + kh) * hd;
           for (int e = 0; e < hd; e++) orow[e] += p[s] * v[e];
         }
@@ -258,8 +264,8 @@ void coda_ref_attn_fwd(int nt, const float *qkv, float *P, float *o, int B, int 
 /* dqkv (overwritten) from dO; one task per (batch, kv head) so the k/v
  * gradient sums of a GQA group stay in one thread, in a fixed order. */
 void coda_ref_attn_bwd(int nt, const float *qkv, const float *P, const float *dO, float *dqkv,
-                       int B, int T, int H, int Hk, int hd, int64_t nq) {
-  const double scale = 1.0 / sqrt((double)hd);
+                       int B, int T, int H, int Hk, int hd, int64_t nq, double scale,
+                       int window) {
   const int grp = H / Hk;
   const int64_t dD = (int64_t)H * hd;
   memset(dqkv, 0, (size_t)B * T * nq * sizeof *dqkv);
@@ -273,8 +279,9 @@ void coda_ref_attn_bwd(int nt, const float *qkv, const float *P, const float *dO
         for (int t = 0; t < T; t++) {
           const float *p = Pb + (size_t)t * T;
           const float *g = dO + ((int64_t)b * T + t) * dD + (int64_t)h * hd;
+          const int s0 = coda_ref_window_start(t, window);
           double sum = 0.0;
-          for (int s = 0; s <= t; s++) {
+          for (int s = s0; s <= t; s++) {
             const float *v = qkv + ((int64_t)b * T + s) * nq + (int64_t)(H + Hk + kh) * hd;
             float *dv = dqkv + ((int64_t)b * T + s) * nq + (int64_t)(H + Hk + kh) * hd;
             double d = 0.0;
@@ -287,7 +294,7 @@ void coda_ref_attn_bwd(int nt, const float *qkv, const float *P, const float *dO
           }
           const float *q = qkv + ((int64_t)b * T + t) * nq + (int64_t)h * hd;
           float *dq = dqkv + ((int64_t)b * T + t) * nq + (int64_t)h * hd;
-          for (int s = 0; s <= t; s++) {
+          for (int s = s0; s <= t; s++) {
             float ds = (float)(p[s] * (dp[s] - sum) * scale);
             const float *k = qkv + ((int64_t)b * T + s) * nq + (int64_t)(H + kh) * hd;
             float *dk = dqkv + ((int64_t)b * T + s) * nq + (int64_t)(H + kh) * hd;
@@ -321,8 +328,8 @@ static int layer_forward(const ref_pass *p, int li) {
     snprintf(nk, sizeof nk, "layers.%d.attention.k_norm.weight", li);
     qknorm_fwd(nt, a->qkv, a->qk0, a->rqk, PW(nm), PW(nk), M, H, H + Hk, hd, nq, c->norm_eps);
   }
-  rope(nt, a->qkv, B, T, H + Hk, hd, nq, c->rope_theta, &c->rope, 1.0);
-  coda_ref_attn_fwd(nt, a->qkv, a->P, a->o, B, T, H, Hk, hd, nq);
+  coda_ref_rope(nt, a->qkv, B, T, H + Hk, hd, nq, c->rope_theta, &c->rope, 1.0);
+  coda_ref_attn_fwd(nt, a->qkv, a->P, a->o, B, T, H, Hk, hd, nq, 1.0 / sqrt((double)hd), 0);
   memcpy(a->xf, a->xa, (size_t)(M * D) * 4);
   snprintf(nm, sizeof nm, "layers.%d.attention.wo.weight", li);
   if (coda_ref_mm_abt(nt, r, a->xf, a->o, PW(nm), M, D, (int64_t)H * hd, 1)) return 1;
@@ -369,8 +376,9 @@ static void layer_backward(const ref_pass *p, int li) {
   snprintf(nm, sizeof nm, "layers.%d.attention.wo.weight", li);
   coda_ref_mm_atb(nt, PG(nm), r->dx, a->o, D, (int64_t)H * hd, M);
   coda_ref_mm_ab(nt, r->dO, r->dx, PW(nm), M, (int64_t)H * hd, D, 0);
-  coda_ref_attn_bwd(nt, a->qkv, a->P, r->dO, r->dqkv, B, T, H, Hk, hd, nq);
-  rope(nt, r->dqkv, B, T, H + Hk, hd, nq, c->rope_theta, &c->rope, -1.0); /* R(θ)ᵀ = R(−θ) */
+  coda_ref_attn_bwd(nt, a->qkv, a->P, r->dO, r->dqkv, B, T, H, Hk, hd, nq,
+                    1.0 / sqrt((double)hd), 0);
+  coda_ref_rope(nt, r->dqkv, B, T, H + Hk, hd, nq, c->rope_theta, &c->rope, -1.0); /* R(θ)ᵀ = R(−θ) */
   if (p->qk_norm) {
     char nk[96];
     snprintf(nm, sizeof nm, "layers.%d.attention.q_norm.weight", li);
@@ -389,6 +397,7 @@ static void layer_backward(const ref_pass *p, int li) {
  * loss) in place. */
 static void head_loss(const ref_pass *p, const int32_t *tg, int backward, float gscale,
                       double *loss, int64_t *n_valid) {
+  const double cap = p->c->logit_softcap;
   ref_state *r = p->r;
   const int64_t M = p->M, V = p->V;
   int64_t nv = 0;
@@ -409,6 +418,11 @@ static void head_loss(const ref_pass *p, const int32_t *tg, int backward, float 
       } else {
         for (int64_t v = 0; v < V; v++) l[v] = (float)(exp((double)l[v] - lse) * dscale);
         l[tg[i]] -= (float)dscale;
+        if (cap > 0.0) /* through the cap: d(c tanh(u/c))/du = 1 − (capped/c)² */
+          for (int64_t v = 0; v < V; v++) {
+            const double q = (double)r->capped[i * V + v] / cap;
+            l[v] = (float)((double)l[v] * (1.0 - q * q));
+          }
       }
     }
   }
@@ -430,6 +444,8 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
   ref_pass pass = {m, c, r, coda_model_weights(m), coda_model_grads(m), nt, B, T, H, Hk, hd,
                    M, D, F, V, nq, coda_family_of(c->family)->qk_norm}, *p = &pass;
   const int gpt2 = coda_family_of(c->family)->block == CODA_BLOCK_GPT2;
+  const int gemma = coda_family_of(c->family)->block == CODA_BLOCK_GEMMA3;
+  const float esc = coda_model_embed_scale(c); /* Gemma 3: x = wte[token] · sqrt(dim) in fp32 */
   const float *emb = PW("tok_embeddings.weight");
   const float *wout = c->tied ? emb : PW("output.weight");
   /* weight sharding: buckets 0 (embedding), 1 + li, HEAD (coda_ref_hooks) */
@@ -443,6 +459,8 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
   float *x = r->l[0].xa;
   GATHER(0);
   for (int64_t i = 0; i < M; i++) memcpy(x + i * D, emb + (int64_t)in[i] * D, (size_t)D * 4);
+  if (gemma)
+    for (int64_t i = 0; i < M * D; i++) x[i] *= esc;
   if (gpt2) { /* learned positions: x = wte[token] + wpe[t] */
     const float *wpe = PW("pos_embeddings.weight");
     for (int64_t i = 0; i < M; i++)
@@ -451,13 +469,17 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
   if (!c->tied) RELEASE(0); /* a tied head reads it again */
   for (int li = 0; li < c->layers; li++) {
     GATHER(1 + li);
-    if (gpt2 ? coda_ref_gpt2_layer_forward(p, li) : layer_forward(p, li)) goto oom;
+    if (gpt2 ? coda_ref_gpt2_layer_forward(p, li)
+             : gemma ? coda_ref_gemma3_layer_forward(p, li) : layer_forward(p, li))
+      goto oom;
     RELEASE(1 + li);
   }
   GATHER(HEAD);
   if (gpt2)
     coda_ref_layernorm(nt, r->xL, PW("norm.weight"), PW("norm.bias"), r->hf, r->muf, r->rf, M, D,
                        c->norm_eps);
+  else if (gemma)
+    coda_ref_rmsnorm1p(nt, r->xL, PW("norm.weight"), r->hf, r->rf, M, D, c->norm_eps);
   else
     coda_ref_rmsnorm(nt, r->xL, PW("norm.weight"), r->hf, r->rf, M, D, c->norm_eps);
   if (!tg) { /* last position of sequence 0 only */
@@ -465,13 +487,16 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
     for (int64_t v = 0; v < V; v++) {
       double s = 0.0;
       for (int64_t k = 0; k < D; k++) s += (double)h[k] * wout[v * D + k];
-      last_logits[v] = (float)s;
+      last_logits[v] = coda_ref_softcap((float)s, c->logit_softcap);
     }
     RELEASE(HEAD);
     if (c->tied) RELEASE(0);
     return CODA_OK;
   }
   if (coda_ref_mm_abt(nt, r, r->logits, r->hf, wout, M, V, D, 0)) goto oom;
+  if (c->logit_softcap > 0.0) /* the capped logits, kept for the backward */
+    for (int64_t i = 0; i < M * V; i++)
+      r->capped[i] = r->logits[i] = coda_ref_softcap(r->logits[i], c->logit_softcap);
   if (!backward) {
     RELEASE(HEAD);
     if (c->tied) RELEASE(0);
@@ -487,6 +512,9 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
   if (gpt2)
     coda_ref_layernorm_bwd(nt, r->xL, PW("norm.weight"), r->muf, r->rf, r->dh, r->dx,
                            PG("norm.weight"), PG("norm.bias"), M, D);
+  else if (gemma)
+    coda_ref_rmsnorm1p_bwd(nt, r->xL, PW("norm.weight"), r->rf, r->dh, r->dx, PG("norm.weight"),
+                           M, D);
   else
     rmsnorm_bwd(nt, r->xL, PW("norm.weight"), r->rf, r->dh, r->dx, PG("norm.weight"), M, D);
   RELEASE(HEAD);
@@ -495,6 +523,7 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
   for (int li = c->layers - 1; li >= 0; li--) {
     GATHER(1 + li);
     if (gpt2) coda_ref_gpt2_layer_backward(p, li);
+    else if (gemma) coda_ref_gemma3_layer_backward(p, li);
     else layer_backward(p, li);
     RELEASE(1 + li);
     GRAD_DONE(1 + li);
@@ -502,7 +531,7 @@ coda_status coda_ref_forward(coda_context ctx, coda_model *m, const int32_t *in,
   float *gemb = PG("tok_embeddings.weight");
   for (int64_t i = 0; i < M; i++) { /* embedding gradient: a host scatter-add, in order */
     float *gr = gemb + (int64_t)in[i] * D;
-    for (int64_t k = 0; k < D; k++) gr[k] += r->dx[i * D + k];
+    for (int64_t k = 0; k < D; k++) gr[k] += gemma ? r->dx[i * D + k] * esc : r->dx[i * D + k];
   }
   if (gpt2) { /* and the positions', in the same order */
     float *gpe = PG("pos_embeddings.weight");

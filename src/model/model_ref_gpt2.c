@@ -43,7 +43,7 @@ float coda_ref_gelu(float u) {
 
 /* d gelu / du = (1 + t)/2 + u/2 (1 − t²) √(2/π) (1 + 3·0.044715 u²),
  * t = tanh(√(2/π)(u + 0.044715 u³)). */
-static double gelu_grad(double u) {
+double coda_ref_gelu_grad(double u) {
   const double t = tanh(GELU_C * (u + 0.044715 * u * u * u));
   return 0.5 * (1.0 + t) + 0.5 * u * (1.0 - t * t) * GELU_C * (1.0 + 3.0 * 0.044715 * u * u);
 }
@@ -103,7 +103,8 @@ int coda_ref_gpt2_layer_forward(const ref_pass *p, int li) {
   NAME(w, "attention.wqkv.weight"); NAME(b, "attention.wqkv.bias");
   fill_bias(a->qkv, PW(b), M, nq);
   if (coda_ref_mm_abt(nt, r, a->qkv, a->h1, PW(w), M, nq, D, 1)) return 1;
-  coda_ref_attn_fwd(nt, a->qkv, a->P, a->o, p->B, p->T, H, p->Hk, hd, nq);
+  coda_ref_attn_fwd(nt, a->qkv, a->P, a->o, p->B, p->T, H, p->Hk, hd, nq,
+                    1.0 / sqrt((double)hd), 0);
   NAME(w, "attention.wo.weight"); NAME(b, "attention.wo.bias");
   const float *bo = PW(b);
   for (int64_t m = 0; m < M; m++)
@@ -136,7 +137,7 @@ void coda_ref_gpt2_layer_backward(const ref_pass *p, int li) {
   bias_grad(PG(b), r->dx, M, D);
   coda_ref_mm_atb(nt, PG(w), r->dx, a->y, D, F, M);
   coda_ref_mm_ab(nt, r->dy, r->dx, PW(w), M, F, D, 0);
-  for (int64_t i = 0; i < M * F; i++) du[i] = (float)((double)r->dy[i] * gelu_grad(a->z[i]));
+  for (int64_t i = 0; i < M * F; i++) du[i] = (float)((double)r->dy[i] * coda_ref_gelu_grad(a->z[i]));
   NAME(w, "feed_forward.wfc.weight"); NAME(b, "feed_forward.wfc.bias");
   bias_grad(PG(b), du, M, F);
   coda_ref_mm_atb(nt, PG(w), du, a->h2, F, D, M);
@@ -148,7 +149,8 @@ void coda_ref_gpt2_layer_backward(const ref_pass *p, int li) {
   bias_grad(PG(b), r->dx, M, D);
   coda_ref_mm_atb(nt, PG(w), r->dx, a->o, D, qd, M);
   coda_ref_mm_ab(nt, r->dO, r->dx, PW(w), M, qd, D, 0);
-  coda_ref_attn_bwd(nt, a->qkv, a->P, r->dO, r->dqkv, p->B, p->T, H, p->Hk, hd, nq);
+  coda_ref_attn_bwd(nt, a->qkv, a->P, r->dO, r->dqkv, p->B, p->T, H, p->Hk, hd, nq,
+                    1.0 / sqrt((double)hd), 0);
   NAME(w, "attention.wqkv.weight"); NAME(b, "attention.wqkv.bias");
   bias_grad(PG(b), r->dqkv, M, nq);
   coda_ref_mm_atb(nt, PG(w), r->dqkv, a->h1, nq, D, M);

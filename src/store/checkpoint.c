@@ -74,7 +74,7 @@ static coda_status save(coda_context ctx, const char *path, coda_model *model, c
     }
   }
   const coda_model_config *c = coda_model_cfg(model);
-  char val[19][64];
+  char val[24][64];
   snprintf(val[0], 64, "%d", c->vocab);
   snprintf(val[1], 64, "%d", c->dim);
   snprintf(val[2], 64, "%d", c->layers);
@@ -96,6 +96,11 @@ static coda_status save(coda_context ctx, const char *path, coda_model *model, c
   snprintf(val[16], 64, "%.17g", c->rope.high_freq_factor);
   snprintf(val[17], 64, "%.17g", c->rope.original_max_position);
   snprintf(val[18], 64, "%d", c->head_dim);
+  snprintf(val[19], 64, "%d", c->sliding_window);
+  snprintf(val[20], 64, "%d", c->sliding_pattern);
+  snprintf(val[21], 64, "%.17g", c->rope_local_theta);
+  snprintf(val[22], 64, "%.17g", c->attn_scalar);
+  snprintf(val[23], 64, "%.17g", c->logit_softcap);
   char tcrc[16], tbytes[32];
   const int tok = st && st->tokenizer_file[0];
   if (tok) {
@@ -111,6 +116,10 @@ static coda_status save(coda_context ctx, const char *path, coda_model *model, c
                       "train.samples_drawn", val[12], "train.last_loss", val[13],
                       /* the family table's name and the head width (0: dim / heads) */
                       "model.family", coda_model_family_name(c->family), "model.head_dim", val[18],
+                      /* Gemma 3's fields, written for that family only */
+                      "model.sliding_window", val[19], "model.sliding_pattern", val[20],
+                      "model.rope_local_theta", val[21], "model.attn_scalar", val[22],
+                      "model.logit_softcap", val[23],
                       "model.rope_scaling", rope_name[rt],
                       /* the scaling's numbers, only for the types that read them */
                       "model.rope_factor", val[14], "model.rope_low_freq_factor", val[15],
@@ -128,6 +137,11 @@ static coda_status save(coda_context ctx, const char *path, coda_model *model, c
   for (int i = 0; i < nall; i++) {
     if (i >= first_rope_num + 4 - nrope_unused && i < first_rope_num + 4) continue;
     if (i >= nall - 3 && !tok) continue;
+    if (c->family != CODA_FAMILY_GEMMA3 && !strncmp(kv[2 * i], "model.sliding_", 14)) continue;
+    if (c->family != CODA_FAMILY_GEMMA3 &&
+        (!strcmp(kv[2 * i], "model.rope_local_theta") || !strcmp(kv[2 * i], "model.attn_scalar") ||
+         !strcmp(kv[2 * i], "model.logit_softcap")))
+      continue;
     kvs[2 * nkv] = kv[2 * i];
     kvs[2 * nkv + 1] = kv[2 * i + 1];
     nkv++;
@@ -210,11 +224,22 @@ static coda_status config_from(coda_context ctx, const coda_st_file *f, const ch
   const char *fam = coda_st_meta(f, "model.family");
   if (!s && fam && coda_model_family_from_name(ctx, fam, &c->family))
     return coda_fail(ctx, CODA_ERR_IO, "%s: metadata 'model.family' = '%.64s' is not a model "
-                     "family (llama, qwen3, gpt2)", path, fam);
+                     "family (llama, qwen3, gpt2, gemma3)", path, fam);
   if (!s && coda_st_meta(f, "model.head_dim")) {
     int64_t hd = 0;
     s = meta_i64(ctx, f, path, "model.head_dim", 0, 1024, &hd);
     c->head_dim = (int)hd;
+  }
+  /* Gemma 3's fields: absent in other families' checkpoints (0) */
+  if (!s && c->family == CODA_FAMILY_GEMMA3) {
+    int64_t sw = 0, sp = 0;
+    s = meta_i64(ctx, f, path, "model.sliding_window", 0, 1 << 30, &sw);
+    if (!s) s = meta_i64(ctx, f, path, "model.sliding_pattern", 0, 1 << 30, &sp);
+    c->sliding_window = (int)sw;
+    c->sliding_pattern = (int)sp;
+    if (!s) s = meta_f64(ctx, f, path, "model.rope_local_theta", 1, &c->rope_local_theta);
+    if (!s) s = meta_f64(ctx, f, path, "model.attn_scalar", 1, &c->attn_scalar);
+    if (!s) s = meta_f64(ctx, f, path, "model.logit_softcap", 1, &c->logit_softcap);
   }
   /* RoPE scaling: absent in checkpoints written before it existed (none) */
   const char *rs = coda_st_meta(f, "model.rope_scaling");

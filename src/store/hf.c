@@ -55,10 +55,42 @@ static int hf_gpt2_text(const coda_model_config *c, char *js, size_t n) {
       c->dim, c->ffn, c->layers, c->heads, c->vocab, c->seq, c->norm_eps);
 }
 
+/* Gemma3TextConfig's keys: the layer pattern as layer_types (transformers
+ * 4.53 and later) and as sliding_window_pattern (earlier ones), the two
+ * RoPE bases, the score scalar, the soft cap (null when 0), no attention
+ * soft cap, no RoPE scaling. */
+static int hf_gemma3_text(const coda_model_config *c, char *js, size_t n) {
+  char cap[64] = "null";
+  if (c->logit_softcap > 0.0) snprintf(cap, sizeof cap, "%.17g", c->logit_softcap);
+  const int win = c->sliding_window > 0 ? c->sliding_window : c->seq;
+  const int pat = c->sliding_window > 0 ? c->sliding_pattern : 1;
+  int k = snprintf(js, n,
+      "{\n  \"architectures\": [\"Gemma3ForCausalLM\"],\n  \"model_type\": \"gemma3_text\",\n"
+      "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
+      "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
+      "  \"vocab_size\": %d,\n  \"max_position_embeddings\": %d,\n  \"rms_norm_eps\": %.17g,\n"
+      "  \"rope_theta\": %.17g,\n  \"rope_local_base_freq\": %.17g,\n  \"rope_scaling\": null,\n"
+      "  \"query_pre_attn_scalar\": %.17g,\n  \"sliding_window\": %d,\n"
+      "  \"sliding_window_pattern\": %d,\n  \"final_logit_softcapping\": %s,\n"
+      "  \"attn_logit_softcapping\": null,\n  \"tie_word_embeddings\": %s,\n"
+      "  \"hidden_activation\": \"gelu_pytorch_tanh\",\n  \"attention_bias\": false,\n"
+      "  \"attention_dropout\": 0.0,\n  \"torch_dtype\": \"float32\",\n  \"layer_types\": [",
+      c->dim, c->ffn, c->layers, c->heads, c->kv_heads, coda_model_head_dim(c), c->vocab, c->seq,
+      c->norm_eps, c->rope_theta, c->rope_local_theta > 0.0 ? c->rope_local_theta : c->rope_theta,
+      c->attn_scalar > 0.0 ? c->attn_scalar : (double)coda_model_head_dim(c), win, pat, cap,
+      c->tied ? "true" : "false");
+  for (int li = 0; li < c->layers && k >= 0 && (size_t)k < n; li++)
+    k += snprintf(js + k, n - (size_t)k, "%s\"%s\"", li ? ", " : "",
+                  coda_model_layer_is_local(c, li) ? "sliding_attention" : "full_attention");
+  if (k >= 0 && (size_t)k < n) k += snprintf(js + k, n - (size_t)k, "]\n}\n");
+  return k;
+}
+
 /* The family's config.json for c into js (size n); its length. */
 static int hf_config_text(const coda_model_config *c, char *js, size_t n) {
   const coda_family *fam = coda_family_of(c->family);
   if (fam->block == CODA_BLOCK_GPT2) return hf_gpt2_text(c, js, n);
+  if (fam->block == CODA_BLOCK_GEMMA3) return hf_gemma3_text(c, js, n);
   char rope[512] = "null";
   if (c->rope.type == CODA_ROPE_LINEAR)
     snprintf(rope, sizeof rope, "{\"rope_type\": \"linear\", \"factor\": %.17g}", c->rope.factor);
@@ -158,8 +190,12 @@ coda_status coda_hf_export(coda_context ctx, coda_model *m, const char *dir) {
     s = coda_st_save(ctx, p, e, k, meta, 1);
     free(p);
     if (s) goto out;
-    char js[2560];
+    char js[32768]; /* Gemma 3's layer_types: some 21 bytes a layer, 1024 layers at most */
     const int n = hf_config_text(c, js, sizeof js);
+    if (n < 0 || (size_t)n >= sizeof js) {
+      s = coda_fail(ctx, CODA_ERR_INTERNAL, "config.json of %d layers does not fit", c->layers);
+      goto out;
+    }
     p = coda_hf_join(dir, "config.json");
     if (!p) { s = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory"); goto out; }
     const void *parts[1] = {js};

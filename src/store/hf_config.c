@@ -1,6 +1,7 @@
 /* config.json of the Hugging Face layout: the model it describes, through
  * the family table (family.c: which "architectures" and "model_type" name a
- * family; GPT-2's keys are its own, hf_gpt2), or the reason coda cannot
+ * family; GPT-2's keys are its own, hf_gpt2, and Gemma 3's, hf_gemma3), or
+ * the reason coda cannot
  * run it. Top-level keys only; what
  * coda does not run (biases, another activation, sliding windows, MoE, a
  * RoPE type other than default, linear and llama3, ...) is refused by
@@ -192,7 +193,12 @@ static coda_status hf_family(coda_context ctx, const char *path, const coda_json
     if (coda_json_is_str(mt, "qwen2"))
       return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
                        "%s: model_type qwen2 has q/k/v projection biases, which coda does not "
-                       "implement (llama, mistral, qwen3, gpt2 are supported)", path);
+                       "implement (llama, mistral, qwen3, gpt2, gemma3_text are supported)", path);
+    if (coda_json_is_str(mt, "gemma3"))
+      return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                       "%s: model_type gemma3 is the multimodal Gemma3ForConditionalGeneration "
+                       "(text_config, vision_config): coda imports its text model, model_type "
+                       "gemma3_text (Gemma3ForCausalLM)", path);
     if (coda_json_is_str(mt, "qwen3_moe"))
       return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
                        "%s: model_type qwen3_moe is a mixture of experts, which coda does not "
@@ -204,7 +210,7 @@ static coda_status hf_family(coda_context ctx, const char *path, const coda_json
       }
     if (!by_type)
       return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: model_type \"%.64s\" is not supported "
-                       "(llama, mistral, qwen3, gpt2)", path, mt->u.str);
+                       "(llama, mistral, qwen3, gpt2, gemma3_text)", path, mt->u.str);
   }
   if (!is_unset(ar)) {
     int ok = ar->kind == CODA_JSON_ARRAY && ar->n >= 1;
@@ -221,7 +227,8 @@ static coda_status hf_family(coda_context ctx, const char *path, const coda_json
     if (!ok)
       return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
                        "%s: \"architectures\" must list one of LlamaForCausalLM, "
-                       "MistralForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel", path);
+                       "MistralForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel, "
+                       "Gemma3ForCausalLM", path);
   }
   if (by_type && by_arch && by_type != by_arch)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: model_type \"%s\" and architectures "
@@ -289,8 +296,9 @@ static coda_status hf_window(coda_context ctx, const char *path, const coda_json
   return CODA_OK;
 }
 
-/* Biases, the activation, mixtures of experts and quantization. */
-static coda_status hf_refusals(coda_context ctx, const char *path, const coda_json *r) {
+/* Biases, the activation (silu: Llama's and Qwen3's hidden_act), mixtures
+ * of experts and quantization. */
+static coda_status hf_refusals(coda_context ctx, const char *path, const coda_json *r, int silu) {
   int ab = 0, mb = 0;
   coda_status s = cfg_bool(ctx, path, r, "attention_bias", 0, &ab);
   if (!s) s = cfg_bool(ctx, path, r, "mlp_bias", 0, &mb);
@@ -298,7 +306,8 @@ static coda_status hf_refusals(coda_context ctx, const char *path, const coda_js
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: %s is true: coda's models have no "
                      "biases (false is supported)", path, ab ? "attention_bias" : "mlp_bias");
   const coda_json *act = coda_json_get(r, "hidden_act");
-  if (!s && !is_unset(act) && !coda_json_is_str(act, "silu") && !coda_json_is_str(act, "swish"))
+  if (!s && silu && !is_unset(act) && !coda_json_is_str(act, "silu") &&
+      !coda_json_is_str(act, "swish"))
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
                      "%s: hidden_act %s%.64s%s is not supported (silu only)", path,
                      act->kind == CODA_JSON_STRING ? "\"" : "(",
@@ -376,6 +385,147 @@ static coda_status hf_gpt2(coda_context ctx, const char *path, const coda_json *
   return s;
 }
 
+/* Gemma 3's layer pattern from layer_types (a list of "sliding_attention"
+ * and "full_attention") and sliding_window_pattern (layer i global when
+ * (i + 1) % pattern == 0; transformers' default 6), which must agree when
+ * both are there. coda takes the periodic lists transformers derives from
+ * a pattern; another list is refused by its first layer that differs. All
+ * global: no window (0, 0). */
+static coda_status hf_gemma3_layers(coda_context ctx, const char *path, const coda_json *r,
+                                    coda_model_config *c) {
+  const coda_json *lt = coda_json_get(r, "layer_types");
+  const int has_pat = !is_unset(coda_json_get(r, "sliding_window_pattern"));
+  int pat = 6;
+  coda_status s = cfg_int(ctx, path, r, "sliding_window_pattern", 0, 6, &pat);
+  if (s) return s;
+  if (!is_unset(lt)) {
+    if (lt->kind != CODA_JSON_ARRAY || lt->n != (size_t)c->layers)
+      return coda_fail(ctx, CODA_ERR_IO, "%s: \"layer_types\" is not an array of %d strings",
+                       path, c->layers);
+    int first_full = c->layers;
+    for (size_t i = 0; i < lt->n; i++) {
+      const coda_json *t = &lt->u.items[i];
+      if (!coda_json_is_str(t, "full_attention") && !coda_json_is_str(t, "sliding_attention"))
+        return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: layer_types[%zu] is %s%.64s%s "
+                         "(\"sliding_attention\" and \"full_attention\" are supported)", path, i,
+                         t->kind == CODA_JSON_STRING ? "\"" : "(",
+                         t->kind == CODA_JSON_STRING ? t->u.str : coda_json_kind_name(t->kind),
+                         t->kind == CODA_JSON_STRING ? "\"" : ")");
+      if (coda_json_is_str(t, "full_attention") && first_full == c->layers) first_full = (int)i;
+    }
+    const int from_list = first_full + 1; /* none global: longer than the model */
+    if (has_pat && pat != from_list && !(from_list > c->layers && pat > c->layers))
+      return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: layer_types (its first global layer "
+                       "%d) and sliding_window_pattern %d disagree", path, first_full, pat);
+    pat = from_list;
+    for (size_t i = 0; i < lt->n; i++)
+      if (coda_json_is_str(&lt->u.items[i], "full_attention") != ((int)(i + 1) % pat == 0))
+        return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: layer_types[%zu] is \"%s\": coda "
+                         "runs every n-th layer global (layer i global when (i + 1) %% n == 0, "
+                         "n = %d here), the others sliding", path, i, lt->u.items[i].u.str, pat);
+  }
+  c->sliding_pattern = pat;
+  if (pat == 1) c->sliding_window = c->sliding_pattern = 0; /* every layer global */
+  return CODA_OK;
+}
+
+/* transformers 5's rope_parameters of Gemma 3: {"full_attention": {...},
+ * "sliding_attention": {...}}, each of rope_type default with its
+ * rope_theta (the global and the local base; where rope_theta or
+ * rope_local_base_freq is also given, the same). Another type, a scaling
+ * or another key is refused by name. */
+static coda_status hf_gemma3_rope(coda_context ctx, const char *path, const coda_json *r,
+                                  coda_model_config *c) {
+  const coda_json *rp = coda_json_get(r, "rope_parameters");
+  if (is_unset(rp)) return CODA_OK;
+  if (rp->kind != CODA_JSON_OBJECT)
+    return coda_fail(ctx, CODA_ERR_IO, "%s: \"rope_parameters\" is %s, not an object", path,
+                     coda_json_kind_name(rp->kind));
+  static const char *const kinds[] = {"full_attention", "sliding_attention"};
+  static const char *const flat[] = {"rope_theta", "rope_local_base_freq"};
+  double *theta[] = {&c->rope_theta, &c->rope_local_theta};
+  for (size_t i = 0; i < rp->n; i++) {
+    const char *k = rp->u.members[i].key;
+    if (strcmp(k, kinds[0]) && strcmp(k, kinds[1]))
+      return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: rope_parameters.%.64s: coda's gemma3 "
+                       "takes full_attention and sliding_attention only", path, k);
+  }
+  for (int i = 0; i < 2; i++) {
+    const coda_json *o = coda_json_get(rp, kinds[i]);
+    if (is_unset(o)) continue;
+    char where[64];
+    snprintf(where, sizeof where, "rope_parameters.%s.", kinds[i]);
+    if (o->kind != CODA_JSON_OBJECT)
+      return coda_fail(ctx, CODA_ERR_IO, "%s: rope_parameters.%s is not an object", path, kinds[i]);
+    for (size_t j = 0; j < o->n; j++)
+      if (strcmp(o->u.members[j].key, "rope_type") && strcmp(o->u.members[j].key, "rope_theta"))
+        return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: %s%.64s is set: coda's gemma3 rotates "
+                         "without scaling (rope_type default and rope_theta only)", path, where,
+                         o->u.members[j].key);
+    const coda_json *t = coda_json_get(o, "rope_type");
+    if (!is_unset(t) && !coda_json_is_str(t, "default"))
+      return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: %srope_type is not \"default\": coda's "
+                       "gemma3 rotates without scaling", path, where);
+    double th = *theta[i];
+    coda_status s = cfg_num(ctx, path, where, o, "rope_theta", 0, *theta[i], &th);
+    if (s) return s;
+    if (th != *theta[i] && !is_unset(coda_json_get(r, flat[i])))
+      return coda_fail(ctx, CODA_ERR_IO, "%s: %s %g and %srope_theta %g differ", path, flat[i],
+                       *theta[i], where, th);
+    *theta[i] = th;
+  }
+  return CODA_OK;
+}
+
+/* Gemma3TextConfig's keys (transformers' defaults where absent, but the
+ * sizes): head_dim (256), rms_norm_eps (1e-6), rope_theta (1e6) and
+ * rope_local_base_freq (1e4), query_pre_attn_scalar (256), sliding_window
+ * (4096) and the layer pattern, final_logit_softcapping (null), the tanh
+ * GELU, the head tied; the RoPE bases also from rope_parameters
+ * (hf_gemma3_rope). What Gemma 3 variants set and coda does not run (RoPE
+ * scaling, attention-score soft-capping, bidirectional attention, biases,
+ * another activation) is refused by name. */
+static coda_status hf_gemma3(coda_context ctx, const char *path, const coda_json *r,
+                             coda_model_config *c) {
+  coda_status s = cfg_int(ctx, path, r, "hidden_size", 1, 0, &c->dim);
+  if (!s) s = cfg_int(ctx, path, r, "intermediate_size", 1, 0, &c->ffn);
+  if (!s) s = cfg_int(ctx, path, r, "num_hidden_layers", 1, 0, &c->layers);
+  if (!s) s = cfg_int(ctx, path, r, "num_attention_heads", 1, 0, &c->heads);
+  if (!s) s = cfg_int(ctx, path, r, "num_key_value_heads", 0, 4, &c->kv_heads);
+  if (!s) s = cfg_int(ctx, path, r, "vocab_size", 1, 0, &c->vocab);
+  if (!s) s = cfg_int(ctx, path, r, "head_dim", 0, 256, &c->head_dim);
+  if (!s) s = cfg_int(ctx, path, r, "max_position_embeddings", 0, 131072, &c->seq);
+  if (!s) s = cfg_num(ctx, path, "", r, "rms_norm_eps", 0, 1e-6, &c->norm_eps);
+  if (!s) s = cfg_num(ctx, path, "", r, "rope_theta", 0, 1e6, &c->rope_theta);
+  if (!s) s = cfg_num(ctx, path, "", r, "rope_local_base_freq", 0, 1e4, &c->rope_local_theta);
+  if (!s) s = cfg_num(ctx, path, "", r, "query_pre_attn_scalar", 0, 256, &c->attn_scalar);
+  if (!s) s = cfg_int(ctx, path, r, "sliding_window", 0, 4096, &c->sliding_window);
+  if (!s) s = cfg_num(ctx, path, "", r, "final_logit_softcapping", 0, 0, &c->logit_softcap);
+  if (!s) s = cfg_bool(ctx, path, r, "tie_word_embeddings", 1, &c->tied);
+  if (!s) s = hf_gemma3_layers(ctx, path, r, c);
+  if (!s) s = hf_gemma3_rope(ctx, path, r, c);
+  if (s) return s;
+  static const char *const unset[] = {"rope_scaling", "attn_logit_softcapping"};
+  static const char *const why[] = {
+      "coda's gemma3 rotates both layer kinds without scaling (null is supported)",
+      "coda does not cap attention scores (null is supported)"};
+  for (int i = 0; i < 2; i++)
+    if (!is_unset(coda_json_get(r, unset[i])))
+      return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: \"%s\" is set: %s", path, unset[i],
+                       why[i]);
+  int bidir = 0;
+  s = cfg_bool(ctx, path, r, "use_bidirectional_attention", 0, &bidir);
+  if (!s && bidir)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: use_bidirectional_attention is true: "
+                     "coda's attention is causal (false is supported)", path);
+  static const char *const tanh_gelu[] = {"gelu_pytorch_tanh"};
+  if (!s) s = cfg_one_of(ctx, path, r, "hidden_activation", tanh_gelu, 1,
+                         "the tanh GELU: gelu_pytorch_tanh");
+  if (!s) s = cfg_one_of(ctx, path, r, "hidden_act", tanh_gelu, 1,
+                         "the tanh GELU: gelu_pytorch_tanh");
+  return s;
+}
+
 coda_status coda_hf_read_config(coda_context ctx, const char *path, coda_model_config *c) {
   coda_json_doc *d;
   coda_status s = coda_hf_read_json(ctx, path, &d);
@@ -385,7 +535,12 @@ coda_status coda_hf_read_config(coda_context ctx, const char *path, coda_model_c
   s = hf_family(ctx, path, r, &c->family);
   if (!s && c->family == CODA_FAMILY_GPT2) {
     s = hf_gpt2(ctx, path, r, c);
-    if (!s) s = hf_refusals(ctx, path, r);
+    if (!s) s = hf_refusals(ctx, path, r, 1);
+    goto checked;
+  }
+  if (!s && c->family == CODA_FAMILY_GEMMA3) {
+    s = hf_gemma3(ctx, path, r, c);
+    if (!s) s = hf_refusals(ctx, path, r, 0);
     goto checked;
   }
   if (!s) s = cfg_int(ctx, path, r, "hidden_size", 1, 0, &c->dim);
@@ -403,7 +558,7 @@ coda_status coda_hf_read_config(coda_context ctx, const char *path, coda_model_c
   if (!s) s = cfg_bool(ctx, path, r, "tie_word_embeddings", 0, &c->tied);
   if (!s) s = cfg_rope(ctx, path, r, c);
   if (!s) s = hf_head_dim(ctx, path, r, c);
-  if (!s) s = hf_refusals(ctx, path, r);
+  if (!s) s = hf_refusals(ctx, path, r, 1);
   if (!s) s = hf_window(ctx, path, r, c);
 checked:
   coda_json_free(d);

@@ -1,4 +1,4 @@
-/* `coda train`: trains a model of the family table (Llama 3, Qwen3, GPT-2) on
+/* `coda train`: trains a model of the family table (Llama 3, Qwen3, GPT-2, Gemma 3) on
  * the CPU, one GPU, or data parallel over N processes (N GPUs through
  * NCCL, or N CPU processes), forked here with --ranks N or started by
  * another launcher (torchrun, srun) that sets the rank environment; see
@@ -176,6 +176,8 @@ static const coda_tool_num train_nums[] = {
     {"--vocab", 1, 256, P2(24), 0, 0, "vocabulary size (default: the tokenizer's)"},
     {"--tied", 1, 0, 1, 0, 0, "1 = the output head is the embedding"},
     {"--head-dim", 1, 0, 1024, 0, 0, "attention head width; 0 = dim / heads (qwen3 may differ)"},
+    {"--sliding-window", 1, 0, P2(20), 0, 0, "gemma3: a local layer's window; 0 = none"},
+    {"--sliding-pattern", 1, 0, 1024, 0, 0, "gemma3: every N-th layer global, the others local"},
     {"--batch", 1, 1, P2(20), 0, 0, "sequences per micro-batch (per rank)"},
     {"--accum", 1, 1, P2(20), 0, 0, "micro-batches per optimizer step"},
     {"--steps", 1, 1, P2(40), 0, 0, "optimizer steps in all (also when resuming)"},
@@ -207,7 +209,8 @@ static void train_usage(FILE *f) {
       "usage: coda train [OPTIONS]\n"
       "  --config NAME     tiny | d512 | 1b | 8b (default tiny)\n"
       "  --layers N --dim N --heads N --kv-heads N --ffn N --seq N --vocab N --tied 0|1\n"
-      "  --family NAME     llama | qwen3 | gpt2 (docs/models.md; default llama) --head-dim N\n"
+      "  --family NAME     llama | qwen3 | gpt2 | gemma3 (docs/models.md; default llama)\n"
+      "  --head-dim N --sliding-window N --sliding-pattern N (gemma3)\n"
       "  --batch N         sequences per micro-batch (default 8)\n"
       "  --accum N         micro-batches per step (default 1)\n"
       "  --steps N         optimizer steps (default 200)\n"
@@ -225,7 +228,7 @@ static void train_usage(FILE *f) {
       "  --init-from DIR   fine-tune: start from the weights of a Hugging Face directory\n"
       "                    (imported into OUT/init-hf.safetensors; the model is its config;\n"
       "                    its tokenizer.json, if any, is the run's tokenizer)\n"
-      "  --import-hf DIR   convert a Hugging Face directory (Llama, Qwen3) into the\n"
+      "  --import-hf DIR   convert a Hugging Face directory (docs/models.md) into the\n"
       "                    weights-only checkpoint OUT/checkpoint.safetensors, then exit\n"
       "  --data PATH       token shards: a directory holding train.tok/val.tok (default\n"
       "                    OUT/data); or a corpus, tokenized into OUT/data (reused when\n"
@@ -431,12 +434,14 @@ static int parse_args(train_cli *c, int argc, char **argv) {
     MODELFLAG("--vocab", c->o.model.vocab, CODA_MODEL_SET_VOCAB)
     MODELFLAG("--tied", c->o.model.tied, CODA_MODEL_SET_TIED)
     MODELFLAG("--head-dim", c->o.model.head_dim, CODA_MODEL_SET_HEAD_DIM)
+    MODELFLAG("--sliding-window", c->o.model.sliding_window, CODA_MODEL_SET_WINDOW)
+    MODELFLAG("--sliding-pattern", c->o.model.sliding_pattern, CODA_MODEL_SET_WINDOW)
     if (!strcmp(a, "--family") && v) {
       int f = 0;
       while (coda_model_family_name((coda_model_family)f) &&
              strcmp(coda_model_family_name((coda_model_family)f), v)) f++;
       if (!coda_model_family_name((coda_model_family)f)) {
-        fprintf(stderr, "coda train: --family '%s' is not a model family (llama, qwen3, gpt2)\n", v);
+        fprintf(stderr, "coda train: --family '%s' is not a model family (llama, qwen3, gpt2, gemma3)\n", v);
         return 2;
       }
       c->o.model.family = (coda_model_family)f;

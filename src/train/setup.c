@@ -130,7 +130,9 @@ static coda_status take_checkpoint_config(coda_train_run *r) {
       {CODA_MODEL_SET_FFN, "ffn", o->model.ffn, c.ffn},
       {CODA_MODEL_SET_SEQ, "seq", o->model.seq, c.seq},
       {CODA_MODEL_SET_TIED, "tied", o->model.tied, c.tied},
-      {CODA_MODEL_SET_HEAD_DIM, "head-dim", o->model.head_dim, c.head_dim}};
+      {CODA_MODEL_SET_HEAD_DIM, "head-dim", o->model.head_dim, c.head_dim},
+      {CODA_MODEL_SET_WINDOW, "sliding-window", o->model.sliding_window, c.sliding_window},
+      {CODA_MODEL_SET_WINDOW, "sliding-pattern", o->model.sliding_pattern, c.sliding_pattern}};
   if ((o->model_set & CODA_MODEL_SET_FAMILY) && o->model.family != c.family)
     return coda_fail(r->ctx, CODA_ERR_INVALID_ARGUMENT, "%s is a model of family %s, but family "
                      "%s was asked for; leave --family out, or give %s", ck,
@@ -171,10 +173,10 @@ static coda_status resolve_model(coda_train_run *r) {
   /* the family is known now (a checkpoint's may differ from the options') */
   r->engine = coda_engine_for_model(o->engine, &o->model);
   r->gpu = coda_context_backend(ctx) == CODA_BACKEND_CUDA;
-  if (r->gpu && o->model.family == CODA_FAMILY_GPT2)
-    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "family gpt2 trains on the CPU reference engine "
+  if (r->gpu && o->model.family != CODA_FAMILY_LLAMA && o->model.family != CODA_FAMILY_QWEN3)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "family %s trains on the CPU reference engine "
                      "so far (--device cpu); the GPU trainer runs the plan engine, which runs the "
-                     "llama and qwen3 families");
+                     "llama and qwen3 families", coda_model_family_name(o->model.family));
   if (r->gpu && r->engine != CODA_ENGINE_PLANS)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
                      "on the GPU the trainer runs the plan engine (--engine plans or auto), not "

@@ -20,7 +20,8 @@
  *   flops/token = 6·N + 6·L·(Hq·hd)·T,  N = parameters without the input
  *   embedding and GPT-2's position table (lookups; the LM head's matrix
  *   counted also when tied), Hq·hd the
- *   attention width (d unless the family sets head_dim),
+ *   attention width (d unless the family sets head_dim), and T per layer
+ *   the keys a query sees at most (Gemma 3's local layers: their window),
  *   MFU = flops/token · tokens/s / peak_flops.
  *
  * The library prints nothing: progress goes to the options' callback, on
@@ -170,7 +171,12 @@ static double flops_per_token(const coda_model_config *c) {
   double n = (double)coda_model_config_params(c) - (double)c->vocab * c->dim;
   if (c->tied) n += (double)c->vocab * c->dim;
   if (c->family == CODA_FAMILY_GPT2) n -= (double)c->seq * c->dim; /* wpe: a lookup too */
-  return 6.0 * n + 6.0 * c->layers * (double)c->heads * coda_model_head_dim(c) * c->seq;
+  double att = 0.0; /* keys seen per query: seq, a Gemma 3 local layer's window at most */
+  for (int li = 0; li < c->layers; li++) {
+    const int w = coda_model_layer_window(c, li);
+    att += w > 0 && w < c->seq ? w : c->seq;
+  }
+  return 6.0 * n + 6.0 * (double)c->heads * coda_model_head_dim(c) * att;
 }
 
 /* A progress report to the caller (rank 0 only; quiet keeps DONE,
@@ -633,7 +639,8 @@ coda_status coda_train(coda_context ctx, const coda_train_options *opts,
   r->t_enter = coda_train_now();
   r->o = coda_train_default_options();
   /* One layout: coda_model_config, the struct's first member after
-   * struct_size, grew (family, head_dim) in 0.2, which moved every member
+   * struct_size, grew (family, head_dim; then Gemma 3's window, layer
+   * pattern, local RoPE base, score scalar and soft cap) in 0.2, which moved every member
    * after it, so a struct of an earlier layout cannot be read; its size
    * is refused with the size expected. */
   static const coda_options_layout layouts[] = {CODA_OPTIONS_LAYOUT(coda_train_options)};

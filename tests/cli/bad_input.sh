@@ -74,7 +74,7 @@ expect "unknown --config 'huge'" -- train --config huge
 # plan engine's QK-norm statistics cannot tile (what --engine auto picks:
 # head_dim and tile_n must divide one another), refused with both numbers;
 # a Llama head width that is not dim / heads
-expect "--family 'gemma' is not a model family (llama, qwen3, gpt2)" -- train --family gemma
+expect "--family 'gemma' is not a model family (llama, qwen3, gpt2, gemma3)" -- train --family gemma
 # shellcheck disable=SC2086
 expect "head_dim 130 and tile_n 64 to divide one another" -- train $small --out oq --family qwen3 --head-dim 130 --device cpu
 # shellcheck disable=SC2086
@@ -87,6 +87,14 @@ expect "kv-heads 1 != heads 2: the gpt2 family" -- train $small --out og --famil
 expect "an untied head: the gpt2 family" -- train $small --out og --family gpt2 --kv-heads 2 --tied 0 --device cpu
 # shellcheck disable=SC2086
 expect "family gpt2 trains on the reference engine" -- train $small --out og --family gpt2 --kv-heads 2 --tied 1 --device cpu --engine plans
+# Gemma 3: a window needs a layer pattern; the other families take no
+# window; the plan engine refuses gemma3 by name
+# shellcheck disable=SC2086
+expect "sliding_window 6 without a sliding_pattern" -- train $small --out om --family gemma3 --sliding-window 6 --device cpu
+# shellcheck disable=SC2086
+expect "the llama family has none of these" -- train $small --out om --sliding-window 6 --sliding-pattern 2 --device cpu
+# shellcheck disable=SC2086
+expect "family gemma3 trains on the reference engine" -- train $small --out om --family gemma3 --device cpu --engine plans
 expect "--engine is auto, reference or plans" -- train --engine gpu
 # shellcheck disable=SC2086
 expect "--lr: must be in (0, inf), got '-1'" -- train $small --out o1 --lr -1

@@ -465,7 +465,7 @@ int main(int argc, char **argv) {
   CHECK(coda_context_create(&co, &cpu) == CODA_OK);
   co.backend = CODA_BACKEND_CUDA;
   CHECK(coda_context_create(&co, &gpu) == CODA_OK);
-  coda_model_config gqa = {512, 512, 2, 8, 2, 768, 2200, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
+  coda_model_config gqa = {512, 512, 2, 8, 2, 768, 2200, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   int p3[3] = {37, 5, 100};
   against_cpu(cpu, gpu, &gqa, p3, 3, steps_of(24, 0), "gqa hd64");
   int p1[1] = {2100}; /* more than one device chunk (2048 rows) */
@@ -479,7 +479,7 @@ int main(int argc, char **argv) {
   }
   int p2s[2] = {20, 9}; /* 29 prefill rows: the tensor-core GEMV */
   against_cpu(cpu, gpu, &gqa, p2s, 2, steps_of(6, 0), "gqa hd64 short prompts");
-  coda_model_config mha = {384, 128, 2, 4, 4, 256, 64, 1, 500000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0};
+  coda_model_config mha = {384, 128, 2, 4, 4, 256, 64, 1, 500000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   int p24[24];
   for (int i = 0; i < 24; i++) p24[i] = 1 + (i * 7) % 20;
   against_cpu(cpu, gpu, &mha, p24, 24, steps_of(12, 0), "mha hd32 tied, batch 24");
@@ -561,7 +561,7 @@ int main(int argc, char **argv) {
   coda_context_destroy(rowon_streamed);
   coda_context_destroy(streamed);
   /* llama3-scaled RoPE past the pre-training context of 32 positions */
-  coda_model_config l3 = {320, 128, 2, 4, 2, 256, 128, 0, 500000.0, 1e-5, {CODA_ROPE_LLAMA3, 8.0, 1.0, 4.0, 32.0}, CODA_FAMILY_LLAMA, 0};
+  coda_model_config l3 = {320, 128, 2, 4, 2, 256, 128, 0, 500000.0, 1e-5, {CODA_ROPE_LLAMA3, 8.0, 1.0, 4.0, 32.0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   int p2[2] = {70, 9};
   against_cpu(cpu, gpu, &l3, p2, 2, steps_of(16, 0), "llama3 rope hd32");
   coda_context_destroy(gpu);
