@@ -169,6 +169,18 @@ int main(void) {
     g.norm_eps = 0.3; /* the LayerNorm eps reaches the plans */
     const double l3 = compare_cfg(ctx, &g);
     CHECK_MSG(fabs(l3 - l5) > 1e-5 * l5, "gpt2 eps 0.3: loss %.9g vs %.9g", l3, l5);
+    /* its head recomputes the logits: keeping them is refused by name */
+    coda_model *m = NULL;
+    CHECK(coda_model_create(ctx, &g, CODA_ENGINE_PLANS, &m) == CODA_OK && m);
+    if (m) {
+      int32_t tok[16] = {0};
+      double l;
+      int64_t n;
+      coda_model_set_keep_logits(m, 1);
+      CHECK(coda_model_step(ctx, m, tok, tok, 1, 16, 1.0f, &l, &n) == CODA_ERR_NOT_SUPPORTED);
+      CHECK(strstr(coda_last_error(ctx), "keep-logits") != NULL);
+      coda_model_destroy(m);
+    }
   }
   /* any RMSNorm eps and RoPE scaling run on the plans as on the reference,
    * and each changes the loss (the same weights and tokens) */

@@ -120,6 +120,9 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_s
   if (gpt2 && on_gpu(ctx))
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the plan engine runs family gpt2 on the CPU "
                      "backend; its plans are not yet run on a GPU (--device cpu)");
+  if (gpt2 && keep)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the gpt2 head plan recomputes its logits in "
+                     "the backward; it does not keep them (keep-logits 0 or auto)");
   if (!s) {
     s = calloc(1, sizeof *s);
     if (!s) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
