@@ -411,12 +411,27 @@ typedef struct coda_gpt2_config {
   coda_dtype dtype;   /* CODA_BF16 or CODA_F64 */
   coda_tiling tiling; /* partial-reduction tiling; {0, 0} = default */
   unsigned flags;     /* CODA_GPT2_FOLD | CODA_GPT2_GRAD_ACT */
+  double norm_eps;    /* LayerNorm epsilon (finite, >= 0); 0 = 1e-5 */
+  int64_t vocab;      /* the head plan's vocabulary (the block ignores it) */
 } coda_gpt2_config;
 
-/* A small configuration (dim 64, 4 heads, ffn 256, batch 2, seq 16, bf16). */
+/* A small configuration (dim 64, 4 heads, ffn 256, batch 2, seq 16,
+ * vocab 256, eps 1e-5, bf16). */
 coda_gpt2_config coda_gpt2_default_config(void);
 coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
                                  coda_plan *out);
+
+/* GPT-2 head plan (src/nn/gpt2_head.c): final LayerNorm (with bias), tied
+ * LM head and mean cross-entropy, forward and backward; the logits are
+ * never stored (the backward recomputes them).
+ *   inputs   x (M, dim) bf16, targets (M, 1) i32 (outside [0, vocab): ignored)
+ *   weights  lnf_g, lnf_b (1, dim), wout (vocab, dim)
+ *   outputs  loss (1, 1) f32: the mean over counted targets
+ *   grads    dx (M, dim), dlnf_g, dlnf_b (1, dim) f32, dwout (vocab, dim)
+ *            (f32; bf16 with CODA_GPT2_GRAD_ACT)
+ * CODA_GPT2_FOLD is not taken by the head. */
+coda_status coda_gpt2_head_plan(coda_context ctx, const coda_gpt2_config *cfg,
+                                coda_plan *out);
 
 /* -------------------------------------------------------- model configs */
 

@@ -99,11 +99,12 @@ int coda_dist_gpu_count(void);
 /* Which model implementation trains: AUTO = the block plans where they
  * are available, else the host reference; the GPU runs the plans only.
  * The plans run the llama and qwen3 families (Llama's block, Qwen3's with
- * its QK-norm); a shape a family's plans cannot run (a Qwen3 head_dim that
- * does not tile) is refused with the reason, never moved to the reference
- * engine silently. GPT-2 and Gemma 3 run on the host reference only: AUTO
- * takes it for gpt2 and gemma3 on the CPU, and PLANS (and the GPU) refuse
- * them by name. */
+ * its QK-norm) and, on the CPU backend only so far, gpt2 (GPT-2's block
+ * and head plans); a shape a family's plans cannot run (a Qwen3 head_dim
+ * that does not tile) is refused with the reason, never moved to the
+ * reference engine silently. AUTO takes the host reference for gpt2 and
+ * gemma3; PLANS refuses gemma3 by name, and the GPU refuses both (gpt2:
+ * not yet run on a GPU). */
 typedef enum coda_train_engine {
   CODA_TRAIN_ENGINE_AUTO = 0,
   CODA_TRAIN_ENGINE_REFERENCE = 1, /* host reference (CPU only) */

@@ -9,6 +9,10 @@
  *   gpt2_ln_bwd                       dx (LayerNorm backward + residual), LN(x),
  *                                     dgamma, dbeta, colsum(dx)
  *   gpt2_qkv_dots, gpt2_colsum (map)
+ *   gpt2_lm_head                      row LSE and target logit of LN(x) W^T
+ *   gpt2_ce_bwd                       dl (softmax - onehot, mean), and the
+ *                                     LayerNorm backward's row sums of dl W
+ *                                     (taken in the j space here)
  * Every comparison: max|got - ref| <= 1e-10 max|ref|. */
 #include "check.h"
 #include "base/internal.h"
@@ -51,6 +55,7 @@ static coda_program load64(coda_context ctx, const char *name) {
   return p;
 }
 
+/* "tgt" (the targets) points at int32 values, every other at doubles */
 typedef struct { const char *name; double *data; int64_t rows, cols; } bind;
 
 /* Binds every argument of a step; partials are allocated here with the
@@ -60,7 +65,7 @@ static coda_args make_args(coda_context ctx, coda_program prog, const bind *b, i
   coda_args a;
   if (coda_args_create(ctx, &a) != CODA_OK) return NULL;
   for (int i = 0; i < nb; i++) {
-    coda_tensor t = coda_tensor_2d(b[i].data, CODA_F64, b[i].rows, b[i].cols);
+    coda_tensor t = coda_tensor_2d(b[i].data, strcmp(b[i].name, "tgt") ? CODA_F64 : CODA_I32, b[i].rows, b[i].cols);
     coda_args_set(a, b[i].name, &t);
   }
   int np = 0;
@@ -114,6 +119,81 @@ static int run_map(coda_context ctx, const char *prog_name, int64_t MM, int64_t 
   coda_args_destroy(a);
   coda_program_destroy(prog);
   return st == CODA_OK ? 0 : -1;
+}
+
+/* The LM head programs with W (F x D) as a vocabulary of F: the logits
+ * LN(x) W^T (no bias), their row LSE and target logit, then the
+ * cross-entropy backward's dl and the two LayerNorm row sums. h, mu, rs
+ * are the producer's (h = x gamma); rln = LN(x), rx = x. */
+static void head(coda_context ctx, coda_tiling tl, double *W, double *gam, double *bet,
+                 double *h, double *mu, double *rs, const double *rln, const double *rx,
+                 const double *rmu, const double *rrs) {
+  int32_t tgt[M];
+  double *c = zeros(F), *dv = zeros(F), *lse = zeros(M), *pick = zeros(M), *valid = zeros(M);
+  double *dl = zeros(M * F), *s1 = zeros(M), *s2 = zeros(M);
+  double *rl = zeros(M * F), *rlse = zeros(M), *rpick = zeros(M), *rdl = zeros(M * F);
+  double *rs1 = zeros(M), *rs2 = zeros(M), cnt = 0;
+  for (int m = 0; m < M; m++) {
+    tgt[m] = m % 5 == 3 ? -100 : (int32_t)(urand() * F) % F;
+    valid[m] = tgt[m] >= 0;
+    cnt += valid[m];
+  }
+  for (int n = 0; n < F; n++)
+    for (int k = 0; k < D; k++) {
+      c[n] += W[n * D + k] * gam[k];
+      dv[n] += W[n * D + k] * bet[k];
+    }
+  for (int m = 0; m < M; m++) {
+    double mx = -1e300, se = 0;
+    for (int n = 0; n < F; n++) {
+      double s = 0;
+      for (int k = 0; k < D; k++) s += rln[m * D + k] * W[n * D + k];
+      rl[m * F + n] = s;
+      mx = fmax(mx, s);
+    }
+    for (int n = 0; n < F; n++) se += exp(rl[m * F + n] - mx);
+    rlse[m] = mx + log(se);
+    rpick[m] = tgt[m] >= 0 ? rl[m * F + tgt[m]] : 0.0;
+    for (int n = 0; n < F; n++)
+      rdl[m * F + n] = (exp(rl[m * F + n] - rlse[m]) - (n == tgt[m])) * valid[m] / cnt;
+    for (int k = 0; k < D; k++) { /* g = (dl W) gamma: s1 = sum g, s2 = sum g xhat */
+      double a = 0, xh = (rx[m * D + k] - rmu[m]) * rrs[m];
+      for (int n = 0; n < F; n++) a += rdl[m * F + n] * W[n * D + k];
+      rs1[m] += a * gam[k];
+      rs2[m] += a * gam[k] * xh;
+    }
+  }
+  const char *fin_lse[] = {"lse", NULL};
+  bind bh[] = {{"mu", mu, M, 1}, {"rs", rs, M, 1},         {"c", c, 1, F},
+               {"dv", dv, 1, F}, {"tgt", (double *)tgt, M, 1}, {"lse", lse, M, 1}};
+  if (run_gemm(ctx, "gpt2_lm_head", CODA_T, h, M, D, W, F, D, bh, 6, tl, fin_lse)) goto done;
+  EXPECT(lse, rlse, M, "lm_head lse");
+  {
+    /* pick is a partial: read it back through a 1-column finish-free run */
+    coda_program prog = load64(ctx, "gpt2_lm_head");
+    double *parts[17];
+    coda_args a = make_args(ctx, prog, bh, 5, M, F, tl, parts);
+    coda_tensor tA = coda_tensor_2d(h, CODA_F64, M, D), tB = coda_tensor_2d(W, CODA_F64, F, D);
+    coda_tensor tp = coda_tensor_2d(pick, CODA_F64, M, 1);
+    coda_args_set(a, "pick", &tp);
+    CHECK(coda_gemm_epilogue(ctx, prog, CODA_N, &tA, CODA_T, &tB, a, tl) == CODA_OK);
+    free_parts(parts);
+    coda_args_destroy(a);
+    coda_program_destroy(prog);
+    EXPECT(pick, rpick, M, "lm_head pick");
+  }
+  const char *fin_s[] = {"s1", "s2", NULL};
+  bind bb[] = {{"mu", mu, M, 1},       {"rs", rs, M, 1},     {"c", c, 1, F},
+               {"dv", dv, 1, F},       {"tgt", (double *)tgt, M, 1}, {"lse", lse, M, 1},
+               {"valid", valid, M, 1}, {"cnt", &cnt, 1, 1},  {"dl", dl, M, F},
+               {"s1", s1, M, 1},       {"s2", s2, M, 1}};
+  if (run_gemm(ctx, "gpt2_ce_bwd", CODA_T, h, M, D, W, F, D, bb, 11, tl, fin_s)) goto done;
+  EXPECT(dl, rdl, M * F, "ce_bwd dl");
+  EXPECT(s1, rs1, M, "ce_bwd s1 = sum (dl W) gamma");
+  EXPECT(s2, rs2, M, "ce_bwd s2 = sum (dl W) gamma xhat");
+done:;
+  double *all[] = {c, dv, lse, pick, valid, dl, s1, s2, rl, rlse, rpick, rdl, rs1, rs2};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
 }
 
 static void run(coda_context ctx, coda_tiling tl) {
@@ -288,6 +368,7 @@ static void run(coda_context ctx, coda_tiling tl) {
     free(cs);
     free(rcs);
   }
+  head(ctx, tl, W, gam, bet, h, mu, rs, rln, rx, rmu, rrs);
 done:;
   double *all[] = {o, Wo, bo, res, gam, bet, W, b, Wp, bp, dy, dres, x, h, mu, rs, c, dv, u, g,
                    y, du, s1, s2, db, dx, post, dgam, dbet, dbias, rx, rh, rln, rmu, rrs, ru,

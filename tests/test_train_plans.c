@@ -1,4 +1,5 @@
-/* The plan engine (Llama-3 block and head plans, bf16 storage) against the
+/* The plan engine (Llama-3 block and head plans, bf16 storage; GPT-2's
+ * block and head plans for the gpt2 family) against the
  * host reference engine (fp32): same weights and tokens give the same loss
  * and the same gradients up to bf16 rounding of weights and activations.
  * Also: sampling logits agree, and the plan engine is deterministic. */
@@ -158,6 +159,28 @@ int main(void) {
       }
     q.head_dim = 16;
     compare_cfg_keep(ctx, &q, 1);
+  }
+  /* GPT-2 (its block and head plans; tied, one kv head per head): loss,
+   * every gradient (wte's from the head and the embedding, wpe's), the
+   * determinism and the sampling logits, as for Llama */
+  {
+    coda_model_config g = {64, 32, 2, 4, 4, 48, 16, 1, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GPT2, 0, 0, 0, 0, 0, 0};
+    const double l5 = compare_cfg(ctx, &g);
+    g.norm_eps = 0.3; /* the LayerNorm eps reaches the plans */
+    const double l3 = compare_cfg(ctx, &g);
+    CHECK_MSG(fabs(l3 - l5) > 1e-5 * l5, "gpt2 eps 0.3: loss %.9g vs %.9g", l3, l5);
+    /* its head recomputes the logits: keeping them is refused by name */
+    coda_model *m = NULL;
+    CHECK(coda_model_create(ctx, &g, CODA_ENGINE_PLANS, &m) == CODA_OK && m);
+    if (m) {
+      int32_t tok[16] = {0};
+      double l;
+      int64_t n;
+      coda_model_set_keep_logits(m, 1);
+      CHECK(coda_model_step(ctx, m, tok, tok, 1, 16, 1.0f, &l, &n) == CODA_ERR_NOT_SUPPORTED);
+      CHECK(strstr(coda_last_error(ctx), "keep-logits") != NULL);
+      coda_model_destroy(m);
+    }
   }
   /* any RMSNorm eps and RoPE scaling run on the plans as on the reference,
    * and each changes the loss (the same weights and tokens) */

@@ -31,11 +31,13 @@ SQUARE=8192,4096,4096
 # tutorial program needs a row: `list` refuses a tree that has one without.
 ROWS='
 gpt2_bias_residual     forward  -
+gpt2_ce_bwd            backward -
 gpt2_fold_bias         forward  -
 gpt2_gelu_bwd          backward -
 gpt2_ln_bwd            backward -
 gpt2_ln_linear         forward  -
 gpt2_ln_linear_gelu    forward  -
+gpt2_lm_head           forward  -
 gpt2_residual_ln       forward  -
 llama_ce_bwd           backward lm_head:16384,32768,2048
 llama_head_norm_bwd    backward lm_head_dgrad:16384,2048,32768

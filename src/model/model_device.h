@@ -58,7 +58,7 @@ enum { GRADS_OWN = 0, GRADS_IN_G, GRADS_IN_SCRATCH };
 
 typedef struct {
   int B, T;
-  int keep;           /* the head built with CODA_LLAMA_KEEP_LOGITS */
+  int keep;           /* the head built with CODA_LLAMA_KEEP_LOGITS (Llama's) */
   int L;
   coda_plan *blk;
   coda_plan head;
@@ -69,6 +69,22 @@ typedef struct {
   int bf16;           /* the device state keeps bf16 state (dev_state) */
   uint64_t sr_seed;
 } plans_state;
+
+/* Plan buffer `name` of p (a clear error naming it when absent). */
+coda_status coda_plans_tensor(coda_context ctx, coda_plan p, const char *name, coda_tensor *t);
+/* fp32 values -> plan buffer `name` (bf16 rounds to nearest even). */
+coda_status coda_plans_upload(coda_context ctx, coda_plan p, const char *name, const float *src);
+/* dst += scale · plan buffer `name`. */
+coda_status coda_plans_accumulate(coda_context ctx, coda_plan p, const char *name, float *dst,
+                                  float scale);
+/* GPT-2 (model_plans_gpt2.c): its block plans (s->blk, s->L) and head plan
+ * for s->B x s->T tokens, and a forward (+ backward) on the CPU backend,
+ * the arguments of coda_plans_forward. */
+coda_status coda_plans_gpt2_build(coda_context ctx, coda_model *m, plans_state *s);
+coda_status coda_plans_gpt2_forward(coda_context ctx, coda_model *m, plans_state *s,
+                                    const int32_t *in, const int32_t *tg, int T, int backward,
+                                    float gscale, double *loss, int64_t *n_valid,
+                                    float *last_logits);
 
 /* Step profile markers (profile.c; no-ops when pf is NULL). */
 #define PB() coda_prof_begin(ctx, pf)

@@ -1,5 +1,7 @@
 /* Plan engine: the model runs through the Llama-3 block and head plans of
- * src/nn (GEMM + epilogue programs on the context's backend); a family
+ * src/nn (GEMM + epilogue programs on the context's backend); GPT-2
+ * through its own block and head plans, built and linked here and run by
+ * model_plans_gpt2.c (CPU backend only, so far); a family
  * with the table's qk_norm (Qwen3) through the same block with its
  * QK-norm (CODA_LLAMA_QK_NORM), whose two norm weights per layer are bound
  * as the others are. One block
@@ -114,6 +116,13 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_s
                      "the plan engine runs on the CPU backend and the CUDA backend");
   if (!on_gpu(ctx) && coda_context_precision(ctx) != CODA_PRECISION_F32)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the plan engine trains in fp32 precision");
+  const int gpt2 = coda_family_of(c->family)->block == CODA_BLOCK_GPT2;
+  if (gpt2 && on_gpu(ctx))
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the plan engine runs family gpt2 on the CPU "
+                     "backend; its plans are not yet run on a GPU (--device cpu)");
+  if (gpt2 && keep)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the gpt2 head plan recomputes its logits in "
+                     "the backward; it does not keep them (keep-logits 0 or auto)");
   if (!s) {
     s = calloc(1, sizeof *s);
     if (!s) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
@@ -127,12 +136,12 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_s
   /* a training step runs one backward per forward: the SwiGLU-backward
    * dgrad may write dz over the saved z (less memory, the same bits) */
   coda_llama_config lc = coda_model_block_config(c, B, T, CODA_LLAMA_INPLACE);
-  coda_status st = CODA_OK;
-  for (int i = 0; i < c->layers && !st; i++) {
+  coda_status st = gpt2 ? coda_plans_gpt2_build(ctx, m, s) : CODA_OK;
+  for (int i = 0; i < c->layers && !st && !gpt2; i++) {
     st = coda_llama_block_plan(ctx, &lc, &s->blk[i]);
     if (!st) s->L = i + 1;
   }
-  if (!st) {
+  if (!st && !gpt2) {
     coda_llama_config hc = lc;
     if (keep) hc.flags |= CODA_LLAMA_KEEP_LOGITS;
     st = coda_llama_head_plan(ctx, &hc, &s->head);
@@ -159,6 +168,10 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_s
   }
   *out = s;
   return CODA_OK;
+}
+
+coda_status coda_plans_tensor(coda_context ctx, coda_plan p, const char *name, coda_tensor *t) {
+  return tensor(ctx, p, name, t);
 }
 
 /* fp32 master -> plan buffer (bf16 rounds to nearest even). */
@@ -188,6 +201,15 @@ static coda_status accumulate(coda_context ctx, coda_plan p, const char *name, f
       dst[r * t.cols + c] += scale * v;
     }
   return CODA_OK;
+}
+
+coda_status coda_plans_upload(coda_context ctx, coda_plan p, const char *name, const float *src) {
+  return upload(ctx, p, name, src);
+}
+
+coda_status coda_plans_accumulate(coda_context ctx, coda_plan p, const char *name, float *dst,
+                                  float scale) {
+  return accumulate(ctx, p, name, dst, scale);
 }
 
 /* The block plan's weight and gradient buffers of each layer parameter of
@@ -547,6 +569,9 @@ coda_status coda_plans_forward(coda_context ctx, coda_model *m, const int32_t *i
   plans_state *s = NULL;
   coda_status st = ensure(ctx, m, RB, RT, &s);
   if (st) return st;
+  if (coda_family_of(c->family)->block == CODA_BLOCK_GPT2) /* the CPU backend (ensure) */
+    return coda_plans_gpt2_forward(ctx, m, s, in, tg, T, backward, gscale, loss, n_valid,
+                                   last_logits);
   if (on_gpu(ctx))
     return forward_gpu(ctx, m, s, in, tg, T, backward, gscale, loss, n_valid, last_logits);
   const float *W = coda_model_weights(m);

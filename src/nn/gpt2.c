@@ -34,8 +34,10 @@
  * (same steps; the plain weight-gradient GEMMs round once into them). */
 #include "coda_nn.h"
 #include "base/internal.h"
+#include "nn/gpt2.h"
 #include "nn/plan.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -48,12 +50,14 @@ coda_gpt2_config coda_gpt2_default_config(void) {
   c.batch = 2;
   c.seq = 16;
   c.dtype = CODA_BF16;
+  c.norm_eps = 1e-5;
+  c.vocab = 256;
   c.tiling.tile_m = 0;
   c.tiling.tile_n = 0;
   return c;
 }
 
-static coda_status check_config(coda_context ctx, const coda_gpt2_config *c) {
+coda_status gpt2_check_config(coda_context ctx, const coda_gpt2_config *c, int head) {
   if (!c) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "gpt2: null config");
   if (c->dim <= 0 || c->n_heads <= 0 || c->ffn_dim <= 0 || c->batch <= 0 || c->seq <= 0)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
@@ -76,6 +80,16 @@ static coda_status check_config(coda_context ctx, const coda_gpt2_config *c) {
                      "gpt2: %s storage needs a context of %s precision (f64 storage goes "
                      "with exact mode)",
                      coda_dtype_name(c->dtype), c->dtype == CODA_F64 ? "fp64" : "fp32");
+  if (!(c->norm_eps >= 0.0) || !isfinite(c->norm_eps))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "gpt2: norm_eps %g (expected finite and >= 0; 0 for 1e-5)", c->norm_eps);
+  if (head && (c->vocab <= 0 || c->vocab > (1 << 24)))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "gpt2 head: vocab %lld (expected 1 to 16777216)", (long long)c->vocab);
+  if (head && (c->flags & CODA_GPT2_FOLD))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "gpt2 head: CODA_GPT2_FOLD is for the block plan (the head allows "
+                     "CODA_GPT2_GRAD_ACT)");
   if (c->flags & ~(CODA_GPT2_FOLD | CODA_GPT2_GRAD_ACT))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "gpt2: unknown flags 0x%x", c->flags);
   int tm = c->tiling.tile_m, tn = c->tiling.tile_n;
@@ -280,7 +294,7 @@ coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
                                  coda_plan *out) {
   if (!out) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "gpt2: null output");
   *out = NULL;
-  coda_status st = check_config(ctx, cfg);
+  coda_status st = gpt2_check_config(ctx, cfg, 0);
   if (st != CODA_OK) return st;
   const int64_t d = cfg->dim, H = cfg->n_heads, hd = d / H, F = cfg->ffn_dim;
   const int64_t M = cfg->batch * cfg->seq, N3 = 3 * d;
@@ -305,6 +319,7 @@ coda_status coda_gpt2_block_plan(coda_context ctx, const coda_gpt2_config *cfg,
   coda_plan p;
   st = plan_create(ctx, "gpt2_block", &p);
   if (st != CODA_OK) return st;
+  plan_set_norm_eps(p, cfg->norm_eps == 0.0 ? 1e-5 : cfg->norm_eps);
 
   gpt2_buffers(p, &sh);
 

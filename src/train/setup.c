@@ -173,6 +173,10 @@ static coda_status resolve_model(coda_train_run *r) {
   /* the family is known now (a checkpoint's may differ from the options') */
   r->engine = coda_engine_for_model(o->engine, &o->model);
   r->gpu = coda_context_backend(ctx) == CODA_BACKEND_CUDA;
+  if (r->gpu && o->model.family == CODA_FAMILY_GPT2)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "family gpt2 is not yet run on a GPU: it trains "
+                     "on the CPU (--device cpu, --engine plans or reference); the GPU trainer "
+                     "runs the llama and qwen3 families");
   if (r->gpu && o->model.family != CODA_FAMILY_LLAMA && o->model.family != CODA_FAMILY_QWEN3)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "family %s trains on the CPU reference engine "
                      "so far (--device cpu); the GPU trainer runs the plan engine, which runs the "

@@ -79,14 +79,11 @@ expect "--family 'gemma' is not a model family (llama, qwen3, gpt2, gemma3)" -- 
 expect "head_dim 130 and tile_n 64 to divide one another" -- train $small --out oq --family qwen3 --head-dim 130 --device cpu
 # shellcheck disable=SC2086
 expect "head_dim 24 x heads 2 != dim 32" -- train $small --out oq --head-dim 24 --device cpu --engine reference
-# GPT-2: one kv head per head and a tied head, refused naming the family;
-# the plan engine refuses it by name
+# GPT-2: one kv head per head and a tied head, refused naming the family
 # shellcheck disable=SC2086
 expect "kv-heads 1 != heads 2: the gpt2 family" -- train $small --out og --family gpt2 --tied 1 --device cpu
 # shellcheck disable=SC2086
 expect "an untied head: the gpt2 family" -- train $small --out og --family gpt2 --kv-heads 2 --tied 0 --device cpu
-# shellcheck disable=SC2086
-expect "family gpt2 trains on the reference engine" -- train $small --out og --family gpt2 --kv-heads 2 --tied 1 --device cpu --engine plans
 # Gemma 3: a window needs a layer pattern; the other families take no
 # window; the plan engine refuses gemma3 by name
 # shellcheck disable=SC2086
