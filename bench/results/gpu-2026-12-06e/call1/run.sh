@@ -36,7 +36,7 @@ blk() { # LABEL DIR DEADLINE
     --fused --tuned --floor --csv > "$L/block-$1.csv" 2> "$L/block-$1.err"
   echo "block $1 exit $? ($((SECONDS - T0)) s)"
 }
-blk before "$Q" $((LIMIT - 250)) && blk after "$P" $((LIMIT - 160))
+blk before "$Q" $((LIMIT - 170)) && blk after "$P" $((LIMIT - 85))
 for f in before after; do [ -f "$L/block-$f.csv" ] && { echo "== $f"; cut -d, -f1-12 "$L/block-$f.csv" | head -8; }; done
 if [ $((LIMIT - (SECONDS - T0))) -gt 100 ]; then
   left=$((LIMIT - (SECONDS - T0) - 20)); [ $left -gt 120 ] && left=120
