@@ -12,20 +12,22 @@
 #     holds the other's kernels);
 #  3. bench/optim/adamw_variants at the 1b layout: every variant's bits
 #     against the kernel as it was and a sample against the CPU update;
-#  4. bench/train/run.sh at 1b, the library before the AdamW change (the
-#     build of 47c63ff's libcoda, through LD_LIBRARY_PATH) against after,
+#  4. bench/train/run.sh at 1b, the library before the AdamW change (this
+#     tree built with 47c63ff's train_kernels.cu, .carry/c8lib, through
+#     LD_LIBRARY_PATH) against after,
 #     interleaved, with the step profile, the bf16 optimizer state after,
 #     HF + Liger in the same call.
 # LIMIT (default 580 s) is the call's time: later parts shrink or drop.
-# Carries .carry/c7 (the pack with the change), .carry/c6lib (47c63ff's
-# libcoda.so.0), .carry/c5lib, .carry/optim, .carry/peers, .whl/liger.
-PACK=.carry/c7 source bench/gpu_env.sh
+# Carries .carry/c8 (tests/gpu/pack_shared.sh of the tree), .carry/c8lib
+# (its libcoda.so.0 with the AdamW kernels as they were), .carry/c5lib,
+# .carry/optim, .carry/peers, .whl/liger.
+PACK=.carry/c8 source bench/gpu_env.sh
 T0=$SECONDS
 LIMIT=${LIMIT:-580} # seconds for the whole call: the later parts shrink or drop
-mkdir -p PK/before && python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" .carry/c6lib/libcoda.so.0.xz PK/before/libcoda.so.0
+mkdir -p PK/before && python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" .carry/c8lib/libcoda.so.0.xz PK/before/libcoda.so.0
 mkdir -p PK/c5 && python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" .carry/c5lib/before.txz PK/c5; Q=$PWD/PK/c5/gpu
 md5sum PK/before/libcoda.so.0 "$P/lib/libcoda.so.0" | sed "s|$PWD/||" | tee "$L/libs.txt"
-cp .carry/c6lib/commit.txt "$L/commit-before-adamw.txt"; cp .carry/c5lib/commit.txt "$L/commit-before-block.txt"
+cp .carry/c8lib/commit.txt "$L/commit-before-adamw.txt"; cp .carry/c5lib/commit.txt "$L/commit-before-block.txt"
 copy_bw
 OUT=$L/tests timeout -k 5 $((LIMIT < 400 ? 200 : 290)) tests/gpu/run_all.sh "$P" tests train > "$L/run_all.txt" 2>&1
 echo "run_all rc=$? ($((SECONDS - T0)) s)"; grep -E "== .*exit|run_all:" "$L/run_all.txt" | tail -25

@@ -4,9 +4,8 @@
 # the small shape and at the 1.1 B shape, each run resumed and its final
 # checkpoint compared byte for byte with an uninterrupted run's, beside
 # memcheck, racecheck, synccheck and initcheck over every GPU test).
-# Carries .carry/c7 (tests/gpu/pack_shared.sh of the tree with the new
-# AdamW kernels).
-PACK=.carry/c7 source bench/gpu_env.sh
+# Carries .carry/c8 (tests/gpu/pack_shared.sh of the tree).
+PACK=.carry/c8 source bench/gpu_env.sh
 # LIMIT (default 565 s) fits the call to the device time left: the
 # 1.1 B kills and the sanitizer deadline shrink with it
 LIMIT=${LIMIT:-565}

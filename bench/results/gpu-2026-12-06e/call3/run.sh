@@ -6,8 +6,8 @@
 #     (the after pack's holds the before pack's kernels);
 #  2. the fused-vs-plain table of every program (bench/fused/programs_table.sh
 #     run), the one-file operators of several passes included.
-# Carries .carry/c7, .carry/c5lib, .carry/fused3.
-PACK=.carry/c7 source bench/gpu_env.sh
+# Carries .carry/c8, .carry/c5lib, .carry/fused3.
+PACK=.carry/c8 source bench/gpu_env.sh
 T0=$SECONDS
 mkdir -p PK/before && python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" .carry/c5lib/before.txz PK/before; Q=$PWD/PK/before/gpu
 cp .carry/c5lib/commit.txt "$L/commit-before.txt"
