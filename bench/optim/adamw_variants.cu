@@ -7,11 +7,13 @@
  * (w, m, v bf16 read and written, g fp32 read). The table gives the median
  * time against that floor at the device-to-device copy bandwidth measured
  * in the same run. Every variant is checked first: its bits against the
- * kernel as it was (v0) and, on a sample, against a CPU reference (the
- * fp32 state's update in double as model/optim.c computes it; the bf16
- * state's in fp32 with the shared stochastic rounding).
- *   v0  the library's kernel as it was: a binary search of the segment
- *       table per four elements, grid capped at 8192 blocks
+ * library's kernel (v0) and, on a sample, against a CPU reference (the
+ * fp32 state's update in double as model/optim.c computes it, within one
+ * float ulp: nvcc contracts the double products into FMAs, which moves
+ * some roundings; the bf16 state's in fp32 with the shared stochastic
+ * rounding, bit for bit, as no operation there is contracted).
+ *   v0  the library's kernel: a binary search of the segment table per
+ *       four elements, grid capped at 8192 blocks
  *   v1  the segment carried from one iteration to the next (the index only
  *       grows), the gradient read with a streaming load
  *   v2  v1 with G groups of four per thread and iteration, every load
@@ -349,6 +351,15 @@ static std::vector<long long> layout(const char *shape, long long *n) {
 
 static float bf16_host(uint16_t h) { return coda_bf16_widen(h); }
 
+/* The distance of two floats of one sign in units in the last place. */
+static long long ulps(float a, float b) {
+  int32_t x, y;
+  memcpy(&x, &a, 4);
+  memcpy(&y, &b, 4);
+  if ((x < 0) != (y < 0)) return a == b ? 0 : 1LL << 40;
+  return llabs((long long)x - (long long)y);
+}
+
 int main(int argc, char **argv) {
   const char *shape = argc > 1 ? argv[1] : "1b";
   long long n;
@@ -435,11 +446,11 @@ int main(int argc, char **argv) {
       float ww = hw[i], mm = hm[i], vv = hv[i];
       adamw_one(ww, hg[i], mm, vv, c, seg[2 * k + 1] ? c.shrink : 1.0);
       checked++;
-      if (ww != rw[i] || mm != rm[i] || vv != rv[i]) bad++;
+      if (ulps(ww, rw[i]) > 1 || ulps(mm, rm[i]) > 1 || ulps(vv, rv[i]) > 1) bad++;
     };
     for (int k = 0; k < nseg; k++) check(k ? seg[2 * k - 2] : 0), check(seg[2 * k] - 1);
     for (long long i = 0; i < n; i += 9973) check(i);
-    printf("# fp32 state v0 against the CPU update in double: %lld of %lld sampled differ\n", bad,
+    printf("# fp32 state v0 against the CPU update in double: %lld of %lld sampled differ by more than one ulp\n", bad,
            checked);
     if (bad) return 1;
   }

@@ -154,101 +154,69 @@ __global__ void adamw_kernel(float *w, const float *g, float *m, float *v, long 
     adamw_one(w[i], g[i], m[i], v[i], b1, b2, c1, c2, lr, eps, shrink, gscale, scale_g);
 }
 
-/* The decay flag of element i of the parameters laid out back to back
- * (segment k ends at seg[2k] and decays when seg[2k+1] != 0). k holds the
- * segment of an earlier element of the same thread, whose indices only
- * grow, so the table is walked once per thread instead of searched per
- * element. */
-__device__ __forceinline__ int segment_decays(const long long *__restrict__ seg, int nseg, int &k,
-                                              long long i) {
-  while (k + 1 < nseg && i >= __ldg(seg + 2 * k)) k++;
-  return (int)__ldg(seg + 2 * k + 1);
-}
-
-/* The AdamW passes are bandwidth-bound: each thread takes ADAMW_GROUPS
- * groups of four consecutive elements an iteration (the groups a grid
- * apart, so each load is coalesced) and issues every load before the
- * arithmetic, and the grid is one resident wave (adamw_grid), so the
- * bytes in flight cover the memory latency. Variants and their times:
- * bench/optim/adamw_variants.cu. */
-#define ADAMW_GROUPS 2
-
-unsigned adamw_grid(const void *kernel, long long groups) {
-  int dev = 0, sms = 0, per_sm = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 256, 0) != cudaSuccess ||
-      sms <= 0 || per_sm <= 0) {
-    (void)cudaGetLastError();
-    return grid_of(groups);
+/* The first segment (ends at seg[2k]) that ends after element i0. */
+__device__ __forceinline__ int first_segment_after(const long long *seg, int nseg, long long i0) {
+  int lo = 0, hi = nseg - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi) >> 1;
+    if (seg[2 * mid] > i0) hi = mid;
+    else lo = mid + 1;
   }
-  const long long need = (groups + 256LL * ADAMW_GROUPS - 1) / (256LL * ADAMW_GROUPS);
-  const long long wave = (long long)sms * per_sm;
-  return (unsigned)(need < wave ? (need > 0 ? need : 1) : wave);
+  return lo;
 }
 
 /* One AdamW pass over the elements [lo, n) of the parameters laid out
- * back to back (lo a multiple of 4, so the float4 accesses stay aligned),
- * with the arithmetic of adamw_kernel element for element, and the updated
- * weight rounded into wb (the plans' bf16 weights) in the same pass: the
- * separate rounding pass before each forward (read 4 bytes, write 2 per
- * weight) goes away. */
-__global__ void __launch_bounds__(256)
-    adamw_multi_kernel(float *__restrict__ w, const float *__restrict__ g, float *__restrict__ m,
-                       float *__restrict__ v, __nv_bfloat16 *__restrict__ wb, long long lo_elem,
-                       long long n, const long long *__restrict__ seg, int nseg, double b1,
-                       double b2, double c1, double c2, double lr, double eps, double shrink,
-                       double gscale, int scale_g) {
-  const long long nt = (long long)gridDim.x * blockDim.x;
-  const long long tid = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  int k[ADAMW_GROUPS] = {0};
-  for (long long base = lo_elem + 4 * tid; base < n; base += 4LL * ADAMW_GROUPS * nt) {
-    float4 wv[ADAMW_GROUPS], gv[ADAMW_GROUPS], mv[ADAMW_GROUPS], vv[ADAMW_GROUPS];
-#pragma unroll
-    for (int j = 0; j < ADAMW_GROUPS; j++) {
-      const long long i0 = base + 4 * j * nt;
-      if (i0 + 4 <= n) {
-        wv[j] = *(const float4 *)(w + i0);
-        gv[j] = __ldcs((const float4 *)(g + i0));
-        mv[j] = *(const float4 *)(m + i0);
-        vv[j] = *(const float4 *)(v + i0);
-      }
+ * back to back (segment k ends at seg[2k] and decays when seg[2k+1] != 0;
+ * lo a multiple of 4, so the float4 accesses stay aligned), with the arithmetic of
+ * adamw_kernel element for element, and the updated weight rounded into
+ * wb (the plans' bf16 weights) in the same pass: the separate rounding
+ * pass before each forward (read 4 bytes, write 2 per weight) goes away.
+ * Four consecutive elements per thread, as float4 where they are whole. */
+__global__ void adamw_multi_kernel(float *w, const float *g, float *m, float *v,
+                                   __nv_bfloat16 *wb, long long lo_elem, long long n,
+                                   const long long *seg, int nseg, double b1, double b2,
+                                   double c1, double c2, double lr, double eps, double shrink,
+                                   double gscale, int scale_g) {
+  const long long stride = 4LL * gridDim.x * blockDim.x;
+  for (long long i0 = lo_elem + 4LL * (blockIdx.x * (long long)blockDim.x + threadIdx.x); i0 < n;
+       i0 += stride) {
+    int k = first_segment_after(seg, nseg, i0);
+    float wv[4], gv[4], mv[4], vv[4];
+    const int whole = i0 + 4 <= n;
+    if (whole) {
+      *(float4 *)wv = *(const float4 *)(w + i0);
+      *(float4 *)gv = *(const float4 *)(g + i0);
+      *(float4 *)mv = *(const float4 *)(m + i0);
+      *(float4 *)vv = *(const float4 *)(v + i0);
+    } else {
+      for (int e = 0; e < 4; e++)
+        if (i0 + e < n) wv[e] = w[i0 + e], gv[e] = g[i0 + e], mv[e] = m[i0 + e], vv[e] = v[i0 + e];
     }
 #pragma unroll
-    for (int j = 0; j < ADAMW_GROUPS; j++) {
-      const long long i0 = base + 4 * j * nt;
-      if (i0 >= n) break;
-      float *pw = &wv[j].x, *pg = &gv[j].x, *pm = &mv[j].x, *pv = &vv[j].x;
-      const int whole = i0 + 4 <= n;
-      if (!whole)
-        for (int e = 0; e < 4; e++)
-          if (i0 + e < n) pw[e] = w[i0 + e], pg[e] = g[i0 + e], pm[e] = m[i0 + e], pv[e] = v[i0 + e];
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        if (i0 + e >= n) break;
-        const int d = segment_decays(seg, nseg, k[j], i0 + e);
-        adamw_one(pw[e], pg[e], pm[e], pv[e], b1, b2, c1, c2, lr, eps, d ? shrink : 1.0, gscale,
-                  scale_g);
+    for (int e = 0; e < 4; e++) {
+      if (i0 + e >= n) break;
+      while (k + 1 < nseg && i0 + e >= seg[2 * k]) k++;
+      adamw_one(wv[e], gv[e], mv[e], vv[e], b1, b2, c1, c2, lr, eps, seg[2 * k + 1] ? shrink : 1.0,
+                gscale, scale_g);
+    }
+    if (whole) {
+      *(float4 *)(w + i0) = *(const float4 *)wv;
+      *(float4 *)(m + i0) = *(const float4 *)mv;
+      *(float4 *)(v + i0) = *(const float4 *)vv;
+      if (wb) {
+        __nv_bfloat162 lo2 = __floats2bfloat162_rn(wv[0], wv[1]);
+        __nv_bfloat162 hi2 = __floats2bfloat162_rn(wv[2], wv[3]);
+        uint2 packed;
+        packed.x = *(const unsigned *)&lo2;
+        packed.y = *(const unsigned *)&hi2;
+        *(uint2 *)(wb + i0) = packed;
       }
-      if (whole) {
-        *(float4 *)(w + i0) = wv[j];
-        *(float4 *)(m + i0) = mv[j];
-        *(float4 *)(v + i0) = vv[j];
-        if (wb) {
-          __nv_bfloat162 lo2 = __floats2bfloat162_rn(pw[0], pw[1]);
-          __nv_bfloat162 hi2 = __floats2bfloat162_rn(pw[2], pw[3]);
-          uint2 packed;
-          packed.x = *(const unsigned *)&lo2;
-          packed.y = *(const unsigned *)&hi2;
-          *(uint2 *)(wb + i0) = packed;
+    } else {
+      for (int e = 0; e < 4; e++)
+        if (i0 + e < n) {
+          w[i0 + e] = wv[e], m[i0 + e] = mv[e], v[i0 + e] = vv[e];
+          if (wb) wb[i0 + e] = __float2bfloat16_rn(wv[e]);
         }
-      } else {
-        for (int e = 0; e < 4; e++)
-          if (i0 + e < n) {
-            w[i0 + e] = pw[e], m[i0 + e] = pm[e], v[i0 + e] = pv[e];
-            if (wb) wb[i0 + e] = __float2bfloat16_rn(pw[e]);
-          }
-      }
     }
   }
 }
@@ -409,7 +377,7 @@ extern "C" coda_status coda_cuda_train_adamw_multi(coda_context ctx, float *w, c
                      "of 4), or buffers not 16-byte aligned", nseg, lo);
   const long long groups = ((long long)(hi - lo) + 3) / 4;
   cudaStream_t stream = side ? (cudaStream_t)coda_cuda_side_stream(side) : coda_cuda_stream(ctx);
-  adamw_multi_kernel<<<adamw_grid((const void *)adamw_multi_kernel, groups), 256, 0, stream>>>(
+  adamw_multi_kernel<<<grid_of(groups), 256, 0, stream>>>(
       w, g, m, v, (__nv_bfloat16 *)wb, (long long)lo, (long long)hi, (const long long *)seg, nseg,
       coef[0], coef[1], coef[2], coef[3], coef[4], coef[5], coef[6], gscale, gscale != 1.0);
   return check_launch(ctx, "AdamW (all parameters)");
@@ -419,64 +387,52 @@ extern "C" coda_status coda_cuda_train_adamw_multi(coda_context ctx, float *w, c
  * element, fp32 arithmetic from the constants kc (coda_bf16_adamw_consts),
  * each operation rounded once (no contraction into FMA, so the bits match
  * the host's), then stochastic rounding with one hash of the flat index
- * (base/bf16_round.h). Groups of four elements as in adamw_multi_kernel:
- * 8-byte bf16 loads, a 16-byte gradient load; 14 bytes a parameter. */
-__global__ void __launch_bounds__(256)
-    adamw_bf16_kernel(uint16_t *__restrict__ w, const float *__restrict__ g,
-                      uint16_t *__restrict__ m, uint16_t *__restrict__ v, long long lo_elem,
-                      long long n, const long long *__restrict__ seg, int nseg, float k0, float k1,
-                      float k2, float k3, float k4, float k5, float shrink, float eps,
-                      double gscale, int scale_g, unsigned long long seed, long long t) {
-  const long long nt = (long long)gridDim.x * blockDim.x;
-  const long long tid = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  int k[ADAMW_GROUPS] = {0};
-  for (long long base = lo_elem + 4 * tid; base < n; base += 4LL * ADAMW_GROUPS * nt) {
-    uint2 wv[ADAMW_GROUPS], mv[ADAMW_GROUPS], vv[ADAMW_GROUPS];
-    float4 gv[ADAMW_GROUPS];
-#pragma unroll
-    for (int j = 0; j < ADAMW_GROUPS; j++) {
-      const long long i0 = base + 4 * j * nt;
-      if (i0 + 4 <= n) {
-        wv[j] = *(const uint2 *)(w + i0);
-        mv[j] = *(const uint2 *)(m + i0);
-        vv[j] = *(const uint2 *)(v + i0);
-        gv[j] = __ldcs((const float4 *)(g + i0));
-      }
+ * (base/bf16_round.h). Four elements per thread: 8-byte bf16 loads, a
+ * 16-byte gradient load; 14 bytes a parameter in all. */
+__global__ void adamw_bf16_kernel(uint16_t *w, const float *g, uint16_t *m, uint16_t *v,
+                                  long long lo_elem, long long n, const long long *seg, int nseg,
+                                  float k0, float k1, float k2, float k3, float k4, float k5,
+                                  float shrink, float eps, double gscale, int scale_g,
+                                  unsigned long long seed, long long t) {
+  const long long stride = 4LL * gridDim.x * blockDim.x;
+  for (long long i0 = lo_elem + 4LL * (blockIdx.x * (long long)blockDim.x + threadIdx.x); i0 < n;
+       i0 += stride) {
+    int k = first_segment_after(seg, nseg, i0);
+    uint16_t wv[4], mv[4], vv[4];
+    float gv[4];
+    const int whole = i0 + 4 <= n;
+    if (whole) {
+      *(uint2 *)wv = *(const uint2 *)(w + i0);
+      *(uint2 *)mv = *(const uint2 *)(m + i0);
+      *(uint2 *)vv = *(const uint2 *)(v + i0);
+      *(float4 *)gv = *(const float4 *)(g + i0);
+    } else {
+      for (int e = 0; e < 4; e++)
+        if (i0 + e < n) wv[e] = w[i0 + e], gv[e] = g[i0 + e], mv[e] = m[i0 + e], vv[e] = v[i0 + e];
     }
 #pragma unroll
-    for (int j = 0; j < ADAMW_GROUPS; j++) {
-      const long long i0 = base + 4 * j * nt;
-      if (i0 >= n) break;
-      uint16_t *pw = (uint16_t *)&wv[j], *pm = (uint16_t *)&mv[j], *pv = (uint16_t *)&vv[j];
-      float *pg = &gv[j].x;
-      const int whole = i0 + 4 <= n;
-      if (!whole)
-        for (int e = 0; e < 4; e++)
-          if (i0 + e < n) pw[e] = w[i0 + e], pg[e] = g[i0 + e], pm[e] = m[i0 + e], pv[e] = v[i0 + e];
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        if (i0 + e >= n) break;
-        const int d = segment_decays(seg, nseg, k[j], i0 + e);
-        const unsigned long long r = coda_bf16_sr_hash(seed, t, (unsigned long long)(i0 + e));
-        const float gi = scale_g ? (float)((double)pg[e] * gscale) : pg[e];
-        const float mi = __fadd_rn(__fmul_rn(k0, coda_bf16_widen(pm[e])), __fmul_rn(k1, gi));
-        const float vi =
-            __fadd_rn(__fmul_rn(k2, coda_bf16_widen(pv[e])), __fmul_rn(__fmul_rn(k3, gi), gi));
-        const float wi =
-            __fsub_rn(__fmul_rn(coda_bf16_widen(pw[e]), d ? shrink : 1.0f),
-                      __fdiv_rn(__fmul_rn(k4, mi), __fadd_rn(__fsqrt_rn(__fmul_rn(vi, k5)), eps)));
-        pw[e] = coda_bf16_sr(wi, (uint32_t)r);
-        pm[e] = coda_bf16_sr(mi, (uint32_t)(r >> 16));
-        pv[e] = coda_bf16_sr(vi, (uint32_t)(r >> 32));
-      }
-      if (whole) {
-        *(uint2 *)(w + i0) = wv[j];
-        *(uint2 *)(m + i0) = mv[j];
-        *(uint2 *)(v + i0) = vv[j];
-      } else {
-        for (int e = 0; e < 4; e++)
-          if (i0 + e < n) w[i0 + e] = pw[e], m[i0 + e] = pm[e], v[i0 + e] = pv[e];
-      }
+    for (int e = 0; e < 4; e++) {
+      if (i0 + e >= n) break;
+      while (k + 1 < nseg && i0 + e >= seg[2 * k]) k++;
+      const unsigned long long r = coda_bf16_sr_hash(seed, t, (unsigned long long)(i0 + e));
+      const float gi = scale_g ? (float)((double)gv[e] * gscale) : gv[e];
+      const float mi = __fadd_rn(__fmul_rn(k0, coda_bf16_widen(mv[e])), __fmul_rn(k1, gi));
+      const float vi =
+          __fadd_rn(__fmul_rn(k2, coda_bf16_widen(vv[e])), __fmul_rn(__fmul_rn(k3, gi), gi));
+      const float wi = __fsub_rn(__fmul_rn(coda_bf16_widen(wv[e]), seg[2 * k + 1] ? shrink : 1.0f),
+                                 __fdiv_rn(__fmul_rn(k4, mi),
+                                           __fadd_rn(__fsqrt_rn(__fmul_rn(vi, k5)), eps)));
+      wv[e] = coda_bf16_sr(wi, (uint32_t)r);
+      mv[e] = coda_bf16_sr(mi, (uint32_t)(r >> 16));
+      vv[e] = coda_bf16_sr(vi, (uint32_t)(r >> 32));
+    }
+    if (whole) {
+      *(uint2 *)(w + i0) = *(const uint2 *)wv;
+      *(uint2 *)(m + i0) = *(const uint2 *)mv;
+      *(uint2 *)(v + i0) = *(const uint2 *)vv;
+    } else {
+      for (int e = 0; e < 4; e++)
+        if (i0 + e < n) w[i0 + e] = wv[e], m[i0 + e] = mv[e], v[i0 + e] = vv[e];
     }
   }
 }
@@ -498,7 +454,7 @@ extern "C" coda_status coda_cuda_train_adamw_bf16(coda_context ctx, uint16_t *w,
   coda_bf16_adamw_consts(coef[0], coef[1], coef[2], coef[3], coef[4], coef[5], coef[6], kc);
   const long long groups = ((long long)(hi - lo) + 3) / 4;
   cudaStream_t stream = side ? (cudaStream_t)coda_cuda_side_stream(side) : coda_cuda_stream(ctx);
-  adamw_bf16_kernel<<<adamw_grid((const void *)adamw_bf16_kernel, groups), 256, 0, stream>>>(
+  adamw_bf16_kernel<<<grid_of(groups), 256, 0, stream>>>(
       w, g, m, v, (long long)lo, (long long)hi, (const long long *)seg, nseg, kc[0], kc[1], kc[2],
       kc[3], kc[4], kc[5], kc[6], kc[7], gscale, gscale != 1.0,
       (unsigned long long)seed, (long long)t);
