@@ -226,41 +226,6 @@ static int next_line(line_reader *r, size_t max, const char **line, size_t *len)
   }
 }
 
-/* A binary file need not hold a NUL byte (compressed or encrypted data,
- * some images): its first TEXT_SNIFF bytes (the whole file when shorter)
- * count as binary when at least 4 of them, and more than 1 in 32, are
- * control characters other than tab, the line ends, vertical tab, form
- * feed and escape (random bytes have 1 in 10; text, in any 8-bit
- * encoding, next to none). Decided once, on those bytes only, so the
- * answer does not depend on how the file is read. */
-#define TEXT_SNIFF ((size_t)64 << 10)
-typedef struct {
-  size_t seen, ctrl;
-  int done;
-} text_sniff;
-
-static int is_binary_control(unsigned char c) {
-  return (c < 0x20 && c != '\t' && c != '\n' && c != '\v' && c != '\f' && c != '\r' &&
-          c != 0x1b) || c == 0x7f;
-}
-
-static coda_status sniff_binary(coda_context ctx, const char *path, text_sniff *t,
-                                const unsigned char *b, size_t n, int eof) {
-  if (t->done) return CODA_OK;
-  size_t take = TEXT_SNIFF - t->seen < n ? TEXT_SNIFF - t->seen : n;
-  for (size_t i = 0; i < take; i++) t->ctrl += is_binary_control(b[i]);
-  t->seen += take;
-  if (t->seen < TEXT_SNIFF && !eof) return CODA_OK;
-  t->done = 1;
-  if (t->ctrl >= 4 && t->ctrl * 32 > t->seen)
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
-                     "%s: %zu of its first %zu bytes are control characters (other than tab, "
-                     "line ends, form feed and escape): not a text file (a corpus is text, "
-                     "JSON Lines (.jsonl) or llm.c token shards (.bin); coda token shards "
-                     "(.tok) are passed as they are)", path, t->ctrl, t->seen);
-  return CODA_OK;
-}
-
 /* A plain text file: documents separated by blank lines (sep == NULL) or
  * a whole file as one document. Read in chunks, cut after a newline. */
 static coda_status read_text_file(prep *p, const char *path, int split_blank) {
@@ -274,7 +239,7 @@ static coda_status read_text_file(prep *p, const char *path, int split_blank) {
   size_t have = 0;
   uint64_t base = 0; /* the file offset of buf[0] */
   int in_doc = 0, eof = 0;
-  text_sniff sniff = {0, 0, 0};
+  coda_text_sniff sniff = {0, 0, 0};
   while (!s && (!eof || have > 0)) {
     if (!eof) {
       size_t r = fread(buf + have, 1, CORPUS_CHUNK - have, f);
@@ -283,9 +248,8 @@ static coda_status read_text_file(prep *p, const char *path, int split_blank) {
         break;
       }
       if (r == 0) eof = 1;
-      /* a NUL byte is no text: a binary file (a checkpoint, an image, a
-       * shard of another kind) named as a corpus is refused, not read as
-       * bytes */
+      /* a NUL byte is no text: a binary file named as a corpus (a checkpoint,
+       * an image, another kind of shard) is refused, not read as bytes */
       const char *z = memchr(buf + have, '\0', r);
       if (z) {
         s = coda_fail(p->ctx, CODA_ERR_INVALID_ARGUMENT,
@@ -295,7 +259,7 @@ static coda_status read_text_file(prep *p, const char *path, int split_blank) {
                       (unsigned long long)(base + (uint64_t)(z - buf)));
         break;
       }
-      s = sniff_binary(p->ctx, path, &sniff, (const unsigned char *)buf + have, r, eof);
+      s = coda_sniff_binary(p->ctx, path, &sniff, (const unsigned char *)buf + have, r, eof);
       if (s) break;
       have += r;
     }
@@ -648,7 +612,6 @@ static coda_status prepare_files(coda_context ctx, const coda_data_options *o,
   }
   return s;
 }
-
 
 static void free_list(char **f, size_t n) {
   for (size_t i = 0; i < n; i++) free(f[i]);

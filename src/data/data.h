@@ -107,4 +107,23 @@ typedef struct coda_sampler {
 coda_status coda_sampler_batch(coda_context ctx, coda_sampler *s, int B, int T,
                                int32_t *inputs, int32_t *targets);
 
+/* A binary file need not hold a NUL byte (compressed or encrypted data,
+ * some images): its first CODA_TEXT_SNIFF bytes (the whole file when shorter)
+ * count as binary when at least 4 of them, and more than 1 in 32, are
+ * control characters other than tab, the line ends, vertical tab, form
+ * feed and escape (random bytes have 1 in 10; text, in any 8-bit
+ * encoding, next to none). Decided once, on those bytes only, so the
+ * answer does not depend on how the file is read. */
+#define CODA_TEXT_SNIFF ((size_t)64 << 10)
+typedef struct {
+  size_t seen, ctrl;
+  int done;
+} coda_text_sniff;
+
+/* Feeds the next n bytes b of the file path (eof: none follow) to t; fails
+ * (CODA_ERR_INVALID_ARGUMENT, naming the file and the count) once the
+ * sample is complete and binary. */
+coda_status coda_sniff_binary(coda_context ctx, const char *path, coda_text_sniff *t,
+                              const unsigned char *b, size_t n, int eof);
+
 #endif

@@ -1,8 +1,7 @@
-/* `coda train`: trains a model of the family table (Llama 3, Qwen3, GPT-2, Gemma 3) on
- * the CPU, one GPU, or data parallel over N processes (N GPUs through
- * NCCL, or N CPU processes), forked here with --ranks N or started by
- * another launcher (torchrun, srun) that sets the rank environment; see
- * --help. */
+/* `coda train`: trains a model of the family table (docs/models.md) on the
+ * CPU, one GPU, or data parallel over N processes (N GPUs through NCCL, or
+ * N CPU processes), forked here with --ranks N or started by another
+ * launcher (torchrun, srun) that sets the rank environment; see --help. */
 #define _POSIX_C_SOURCE 200809L
 #include "coda_train.h"
 #include "tool_util.h"
@@ -437,14 +436,7 @@ static int parse_args(train_cli *c, int argc, char **argv) {
     MODELFLAG("--sliding-window", c->o.model.sliding_window, CODA_MODEL_SET_WINDOW)
     MODELFLAG("--sliding-pattern", c->o.model.sliding_pattern, CODA_MODEL_SET_WINDOW)
     if (!strcmp(a, "--family") && v) {
-      int f = 0;
-      while (coda_model_family_name((coda_model_family)f) &&
-             strcmp(coda_model_family_name((coda_model_family)f), v)) f++;
-      if (!coda_model_family_name((coda_model_family)f)) {
-        fprintf(stderr, "coda train: --family '%s' is not a model family (llama, qwen3, gpt2, gemma3)\n", v);
-        return 2;
-      }
-      c->o.model.family = (coda_model_family)f;
+      if (coda_tool_family_parse("coda train", v, &c->o.model.family)) return 2;
       c->o.model_set |= CODA_MODEL_SET_FAMILY;
       i++;
       continue;

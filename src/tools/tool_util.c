@@ -419,3 +419,18 @@ coda_status coda_tool_params_bind(coda_context ctx, coda_program *p, const coda_
   *p = q;
   return CODA_OK;
 }
+
+int coda_tool_family_parse(const char *cmd, const char *v, coda_model_family *out) {
+  int f = 0;
+  while (coda_model_family_name((coda_model_family)f) &&
+         strcmp(coda_model_family_name((coda_model_family)f), v)) f++;
+  if (coda_model_family_name((coda_model_family)f)) {
+    *out = (coda_model_family)f;
+    return 0;
+  }
+  fprintf(stderr, "%s: --family '%s' is not a model family (", cmd, v);
+  for (int k = 0; coda_model_family_name((coda_model_family)k); k++)
+    fprintf(stderr, "%s%s", k ? ", " : "", coda_model_family_name((coda_model_family)k));
+  fprintf(stderr, ")\n");
+  return 2;
+}

@@ -83,4 +83,8 @@ void coda_tool_num_help(FILE *f, const coda_tool_num *table);
  * "coda CMD: warning: LINE" on stderr, and clears them. */
 void coda_tool_warnings(coda_context ctx, const char *cmd);
 
+/* The family named v (coda_model_family_name's names); 0, or 2 after a
+ * message on stderr that lists the families of the table. */
+int coda_tool_family_parse(const char *cmd, const char *v, coda_model_family *out);
+
 #endif
