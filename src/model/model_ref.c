@@ -198,14 +198,15 @@ static void qknorm_fwd(int nt, float *qkv, float *qk0, float *rqk, const float *
 }
 
 /* Its backward, in place on the q/k part of dqkv (the gradient after the
- * norm becomes the one before it). Per head, y = x r w with
- * r = (mean(x²) + eps)^(-1/2) over the hd entries:
- *   dx = r (w ⊙ dy) − x r³ ⟨w ⊙ dy, x⟩ / hd,   dw += dy ⊙ x r
+ * norm becomes the one before it). Per head, y = x r (w + shift) with
+ * r = (mean(x²) + eps)^(-1/2) over the hd entries (shift 0: Qwen3's norm,
+ * 1: Gemma 3's (1 + w)):
+ *   dx = r (w' ⊙ dy) − x r³ ⟨w' ⊙ dy, x⟩ / hd,   dw += dy ⊙ x r,   w' = w + shift
  * (the RMSNorm backward of rmsnorm_bwd, per head). dw is summed serially
  * in row order, before dy is overwritten, so it is deterministic. */
-static void qknorm_bwd(int nt, float *dqkv, const float *qk0, const float *rqk, const float *wq,
-                       const float *wk, float *gq, float *gk, int64_t M, int nq_heads, int nh,
-                       int hd, int64_t nq) {
+void coda_ref_qknorm_bwd(int nt, float *dqkv, const float *qk0, const float *rqk, const float *wq,
+                         const float *wk, float *gq, float *gk, int64_t M, int nq_heads, int nh,
+                         int hd, int64_t nq, double shift) {
   for (int64_t m = 0; m < M; m++)
     for (int h = 0; h < nh; h++) {
       const float *x = qk0 + (m * nh + h) * hd, *dy = dqkv + m * nq + (int64_t)h * hd;
@@ -219,9 +220,9 @@ static void qknorm_bwd(int nt, float *dqkv, const float *qk0, const float *rqk, 
       const float *x = qk0 + (m * nh + h) * hd, *w = h < nq_heads ? wq : wk;
       float *dy = dqkv + m * nq + (int64_t)h * hd;
       double dot = 0.0;
-      for (int e = 0; e < hd; e++) dot += (double)dy[e] * w[e] * x[e];
+      for (int e = 0; e < hd; e++) dot += (double)dy[e] * (shift + (double)w[e]) * x[e];
       const double r = rqk[m * nh + h], c = r * r * r * dot / (double)hd;
-      for (int e = 0; e < hd; e++) dy[e] = (float)(r * dy[e] * w[e] - x[e] * c);
+      for (int e = 0; e < hd; e++) dy[e] = (float)(r * dy[e] * (shift + (double)w[e]) - x[e] * c);
     }
 }
 
@@ -383,7 +384,8 @@ static void layer_backward(const ref_pass *p, int li) {
     char nk[96];
     snprintf(nm, sizeof nm, "layers.%d.attention.q_norm.weight", li);
     snprintf(nk, sizeof nk, "layers.%d.attention.k_norm.weight", li);
-    qknorm_bwd(nt, r->dqkv, a->qk0, a->rqk, PW(nm), PW(nk), PG(nm), PG(nk), M, H, H + Hk, hd, nq);
+    coda_ref_qknorm_bwd(nt, r->dqkv, a->qk0, a->rqk, PW(nm), PW(nk), PG(nm), PG(nk), M, H,
+                        H + Hk, hd, nq, 0.0);
   }
   snprintf(nm, sizeof nm, "layers.%d.attention.wqkv.weight", li);
   coda_ref_mm_atb(nt, PG(nm), r->dqkv, a->h1, nq, D, M);

@@ -54,6 +54,12 @@ int coda_ref_mm_abt(int nt, ref_state *r, float *C, const float *A, const float 
 /* C (M x N) += A (K x M)ᵀ · B (K x N)  (weight gradients). */
 void coda_ref_mm_atb(int nt, float *C, const float *A, const float *B, int64_t M, int64_t N,
                      int64_t K);
+/* The backward of the per-head q/k RMSNorm by (w + shift) (Qwen3 0,
+ * Gemma 3 1), in place on dqkv's q/k heads, the weight gradients into gq,
+ * gk (model_ref.c states the math). */
+void coda_ref_qknorm_bwd(int nt, float *dqkv, const float *qk0, const float *rqk, const float *wq,
+                         const float *wk, float *gq, float *gk, int64_t M, int nq_heads, int nh,
+                         int hd, int64_t nq, double shift);
 /* Causal softmax attention of the q, k, v heads of qkv (M x nq), scores
  * scaled by scale (1/sqrt(hd) but for Gemma 3): P (the probabilities) and
  * o (M x H hd); and its backward into dqkv. window > 0: position t sees

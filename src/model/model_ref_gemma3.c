@@ -75,30 +75,6 @@ static void qknorm1p_fwd(int nt, float *qkv, float *qk0, float *rqk, const float
   }
 }
 
-/* Its backward in place on dqkv's q/k heads: coda_ref_rmsnorm1p_bwd per
- * head; the weight gradients first, in row order, before dy is replaced. */
-static void qknorm1p_bwd(int nt, float *dqkv, const float *qk0, const float *rqk, const float *wq,
-                         const float *wk, float *gq, float *gk, int64_t M, int nq_heads, int nh,
-                         int hd, int64_t nq) {
-  for (int64_t m = 0; m < M; m++)
-    for (int h = 0; h < nh; h++) {
-      const float *x = qk0 + (m * nh + h) * hd, *dy = dqkv + m * nq + (int64_t)h * hd;
-      float *g = h < nq_heads ? gq : gk;
-      const float r = rqk[m * nh + h];
-      for (int e = 0; e < hd; e++) g[e] += dy[e] * x[e] * r;
-    }
-#pragma omp parallel for schedule(static) num_threads(nt)
-  for (int64_t m = 0; m < M; m++)
-    for (int h = 0; h < nh; h++) {
-      const float *x = qk0 + (m * nh + h) * hd, *w = h < nq_heads ? wq : wk;
-      float *dy = dqkv + m * nq + (int64_t)h * hd;
-      double dot = 0.0;
-      for (int e = 0; e < hd; e++) dot += (double)dy[e] * (1.0 + (double)w[e]) * x[e];
-      const double r = rqk[m * nh + h], c = r * r * r * dot / (double)hd;
-      for (int e = 0; e < hd; e++) dy[e] = (float)(r * dy[e] * (1.0 + (double)w[e]) - x[e] * c);
-    }
-}
-
 #define NAME(buf, fmt) (snprintf(buf, sizeof buf, fmt, li), buf)
 
 int coda_ref_gemma3_layer_forward(const ref_pass *p, int li) {
@@ -178,7 +154,8 @@ void coda_ref_gemma3_layer_backward(const ref_pass *p, int li) {
                 &c->rope, -1.0);
   NAME(nm, "layers.%d.attention.q_norm.weight");
   NAME(nk, "layers.%d.attention.k_norm.weight");
-  qknorm1p_bwd(nt, r->dqkv, a->qk0, a->rqk, PW(nm), PW(nk), PG(nm), PG(nk), M, H, H + Hk, hd, nq);
+  coda_ref_qknorm_bwd(nt, r->dqkv, a->qk0, a->rqk, PW(nm), PW(nk), PG(nm), PG(nk), M, H,
+                      H + Hk, hd, nq, 1.0);
   NAME(nm, "layers.%d.attention.wqkv.weight");
   coda_ref_mm_atb(nt, PG(nm), r->dqkv, a->h1, nq, D, M);
   coda_ref_mm_ab(nt, r->dh, r->dqkv, PW(nm), M, D, nq, 0);
