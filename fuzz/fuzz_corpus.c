@@ -201,12 +201,16 @@ static void push(stream *s, uint32_t v) {
  * NUL byte is no text: refused; so is a file whose first 64 KiB hold at
  * least 4 control bytes (not tab, line ends, VT, FF, ESC; DEL counts), more
  * than 1 in 32 of them. */
-static int ref_text(const uint8_t *d, size_t n, stream *s) {
-  if (memchr(d, 0, n)) return 0;
+static int ref_binary(const uint8_t *d, size_t n) {
+  if (memchr(d, 0, n)) return 1;
   size_t seen = n < ((size_t)64 << 10) ? n : (size_t)64 << 10, ctrl = 0;
   for (size_t i = 0; i < seen; i++)
     ctrl += (d[i] < 0x20 && !strchr("\t\n\v\f\r\x1b", d[i])) || d[i] == 0x7f;
-  if (ctrl >= 4 && ctrl * 32 > seen) return 0;
+  return ctrl >= 4 && ctrl * 32 > seen;
+}
+
+static int ref_text(const uint8_t *d, size_t n, stream *s) {
+  if (ref_binary(d, n)) return 0;
   size_t i = 0;
   while (i < n) {
     while (i < n && (d[i] == '\n' || d[i] == '\r')) i++;
@@ -665,7 +669,7 @@ static void ref_dir(int fmt, dir_expect *x) {
     const int ff = fmt != CODA_DATA_AUTO ? fmt
                    : ends_with(files[i].name, ".jsonl") ? CODA_DATA_JSONL : CODA_DATA_TEXT;
     if (ff == CODA_DATA_TEXT) {
-      if (memchr(f->bytes, 0, f->n)) { /* a NUL byte: no text */
+      if (ref_binary(f->bytes, f->n)) { /* a NUL byte or control bytes: no text */
         expect_refusal(x, CODA_ERR_INVALID_ARGUMENT, files[i].name);
         return;
       }
@@ -747,7 +751,7 @@ static void ref_corpus_dir(dir_expect *x) {
         expect_refusal(x, CODA_ERR_IO, files[i].name);
         return;
       }
-    } else if (memchr(f->bytes, 0, f->n)) {
+    } else if (ref_binary(f->bytes, f->n)) {
       expect_refusal(x, CODA_ERR_INVALID_ARGUMENT, files[i].name);
       return;
     } else {
