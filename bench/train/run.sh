@@ -17,6 +17,13 @@
 #   d512:  6 layers, d 512, ffn 2048, 8/8 heads, vocab 32768, 16 x 1024
 #   1b:    16 layers, d 2048, ffn 8192, 32/8 heads, vocab 32768, 4 x 2048
 #   1b-8k: the 1b model at 4 x 8192 (the CODA paper's benchmark shape)
+# and the other families at about 1B (their peers: bench/train/hf_family.py,
+# Hugging Face's model class of the family, eager, compiled and with Liger's
+# patch where Liger has one):
+#   qwen3-1.7b: 28 layers, d 2048, ffn 6144, 16/8 heads of 128, vocab
+#               151936, tied, 4 x 2048 (Qwen3-1.7B's shape)
+#   gpt2-774m:  36 layers, d 1280, ffn 5120, 20 heads, vocab 50304, tied,
+#               8 x 1024 (GPT-2 774M, the vocabulary padded as llm.c pads it)
 # Environment:
 #   SHAPES="d512 1b 1b-8k"  the shapes to run, in this order
 #   VARIANTS="base:|keep:--keep-logits 1|off:CODA_SOME_KNOB=0"
@@ -36,6 +43,7 @@
 #                anew at 8192 tokens a sequence: one keeps the call short;
 #                empty: none)
 #   LIGER_MODES=liger        peers_train.py at every shape
+#   FAMILY_MODES=eager,compile,liger  hf_family.py at the family shapes
 #   BUDGET=540   seconds for the whole call (a 600 s device command less
 #                its unpacking): every run's time limit is cut to what is
 #                left (15 s kept for the table); a run with no time left is
@@ -68,12 +76,14 @@ declare -A SHAPE=(
   [d512]="--layers 6 --dim 512 --heads 8 --kv-heads 8 --ffn 2048 --vocab 32768 --tied 0 --seq 1024 --batch 16"
   [1b]="--layers 16 --dim 2048 --heads 32 --kv-heads 8 --ffn 8192 --vocab 32768 --tied 0 --seq 2048 --batch 4"
   [1b-8k]="--layers 16 --dim 2048 --heads 32 --kv-heads 8 --ffn 8192 --vocab 32768 --tied 0 --seq 8192 --batch 4"
+  [qwen3-1.7b]="--family qwen3 --layers 28 --dim 2048 --heads 16 --kv-heads 8 --head-dim 128 --ffn 6144 --vocab 151936 --tied 1 --seq 2048 --batch 4"
+  [gpt2-774m]="--family gpt2 --layers 36 --dim 1280 --heads 20 --kv-heads 20 --ffn 5120 --vocab 50304 --tied 1 --seq 1024 --batch 8"
 )
 # Each run's own limit (about twice its expected time on an H100), then cut
 # to the budget left.
-declare -A CAP=([d512]=60 [1b]=120 [1b-8k]=180)
+declare -A CAP=([d512]=60 [1b]=120 [1b-8k]=180 [qwen3-1.7b]=150 [gpt2-774m]=150)
 for s in $SHAPES; do
-  [ -n "${SHAPE[$s]:-}" ] || { echo "bench/train/run.sh: unknown shape '$s' (d512 1b 1b-8k)" >&2; exit 2; }
+  [ -n "${SHAPE[$s]:-}" ] || { echo "bench/train/run.sh: unknown shape '$s' (${!SHAPE[*]})" >&2; exit 2; }
 done
 # The variants: label:args pairs; labels name log files.
 labels=() vargs=()
@@ -171,7 +181,7 @@ peer() { # kind cap log script shapes modes
   rc=$?
   record "$1" "$5" "$6" 1 "$rc" "$(since "$t0")" "$3" "python3 $4 $5 $6"
   # each script writes one JSON file named by itself: keep one per process
-  for j in train_torch peers_train; do
+  for j in train_torch peers_train hf_family; do
     [ -f "$L/$j.json" ] && mv -f "$L/$j.json" "$L/${3%.log}.json"
   done
   return 0
@@ -183,11 +193,26 @@ if [ -n "$PEERS" ]; then
   fi
   small="" big="" all=""
   for s in $SHAPES; do
+    case $s in qwen3-*|gpt2-*) continue ;; esac  # hf_family.py's, below
     all=${all:+$all,}$s
     if [ "$s" = 1b-8k ]; then big=$s; else small=${small:+$small,}$s; fi
   done
   peer torch 330 torch.log train_torch2.py "$small" "${TORCH_MODES-eager,compile,compile_amp}"
   peer peers 150 peers.log peers_train.py "$all" "${LIGER_MODES-liger}"
   peer torch 180 torch-1b-8k.log train_torch2.py "$big" "${TORCH_MODES_8K-compile}"
+fi
+# The family shapes' peers: the project's own script (Hugging Face's model
+# class of each family), with Liger from WHEELS_DIR when carried.
+fam=""
+for s in $SHAPES; do
+  case $s in qwen3-*|gpt2-*) fam=${fam:+$fam,}$s ;; esac
+done
+if [ -n "$fam" ] && [ "${FAMILY_MODES-x}" != "" ]; then
+  if [ -n "$WHL" ] && [ -z "$PEERS" ] && ls "$WHL"/*.whl > /dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/peer-site \
+      "$WHL"/*.whl > "$L/pip.log" 2>&1 && export PYTHONPATH=/tmp/peer-site:${PYTHONPATH:-}
+  fi
+  PEERS=$PWD/bench/train peer peers 300 peers-family.log hf_family.py "$fam" \
+    "${FAMILY_MODES:-eager,compile,liger}"
 fi
 python3 bench/train/table.py "$L" | tee "$L/train.md"

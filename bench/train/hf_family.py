@@ -1,0 +1,128 @@
+"""The peers of the family shapes of bench/train/run.sh: Hugging Face's own
+model class of each family at the same shape as `coda train --family ...`,
+trained on one GPU with bf16 weights, fused AdamW and random tokens.
+
+    python3 bench/train/hf_family.py SHAPE[,SHAPE] MODE[,MODE]
+
+Shapes (layers, width, heads as run.sh's SHAPE table has them):
+  qwen3-1.7b  Qwen3ForCausalLM, 28 layers, d 2048, ffn 6144, 16/8 heads of
+              128, vocab 151936, tied, 4 x 2048
+  gpt2-774m   GPT2LMHeadModel, 36 layers, d 1280, 20 heads, ffn 5120, vocab
+              50304 (GPT-2's 50257 padded to a multiple of 64, as llm.c
+              does), tied, 8 x 1024
+Modes: eager; compile (torch.compile of the model); liger (Liger's patch of
+the same model class, where Liger has one: Qwen3; GPT-2 has none and its
+row says so).
+
+Prints one line per run, `PEER SHAPE MODE {json}` (what bench/train/
+table.py reads), and writes hf_family.json into $OUT. Timing: 3 warm-up
+steps, then 20 steps between two CUDA events. MFU counts 6 flops per
+parameter and token (a tied embedding once: its product is the head's;
+GPT-2's position table not at all: a lookup) plus the causal attention's
+6·L·(heads · head_dim)·T, at 989 TFLOP/s."""
+import json
+import os
+import sys
+import time
+
+import torch
+import transformers
+
+DEV = "cuda"
+SHAPES = {
+    "qwen3-1.7b": dict(family="qwen3", L=28, d=2048, ffn=6144, heads=16, kv=8, hd=128,
+                       V=151936, B=4, T=2048),
+    "gpt2-774m": dict(family="gpt2", L=36, d=1280, ffn=5120, heads=20, kv=20, hd=64,
+                      V=50304, B=8, T=1024),
+}
+
+
+def build(s):
+    if s["family"] == "qwen3":
+        cfg = transformers.Qwen3Config(
+            vocab_size=s["V"], hidden_size=s["d"], intermediate_size=s["ffn"],
+            num_hidden_layers=s["L"], num_attention_heads=s["heads"],
+            num_key_value_heads=s["kv"], head_dim=s["hd"], max_position_embeddings=s["T"],
+            rms_norm_eps=1e-6, tie_word_embeddings=True, attn_implementation="sdpa")
+        return transformers.Qwen3ForCausalLM(cfg)
+    cfg = transformers.GPT2Config(
+        vocab_size=s["V"], n_embd=s["d"], n_inner=s["ffn"], n_layer=s["L"], n_head=s["heads"],
+        n_positions=s["T"], activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0,
+        attn_pdrop=0.0, tie_word_embeddings=True, attn_implementation="sdpa")
+    return transformers.GPT2LMHeadModel(cfg)
+
+
+def liger_patch(s, model):
+    if s["family"] != "qwen3":
+        raise RuntimeError("Liger has no patch of %s" % type(model).__name__)
+    from liger_kernel.transformers import apply_liger_kernel_to_qwen3
+    apply_liger_kernel_to_qwen3(model=model)
+
+
+def run(name, mode):
+    s = SHAPES[name]
+    torch.manual_seed(0)
+    model = build(s).to(DEV, torch.bfloat16)
+    model.train()
+    if mode == "liger":
+        liger_patch(s, model)
+    nparams = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    fwd = torch.compile(model) if mode == "compile" else model
+    B, T, V, L = s["B"], s["T"], s["V"], s["L"]
+    x = torch.randint(0, V, (B, T), device=DEV)
+
+    def step():
+        out = fwd(input_ids=x, labels=x)
+        out.loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return out.loss
+
+    t0 = time.time()
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    warm = time.time() - t0
+    torch.cuda.reset_peak_memory_stats()
+    n = 20
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    for _ in range(n):
+        loss = step()
+    e1.record()
+    torch.cuda.synchronize()
+    ms = e0.elapsed_time(e1) / n
+    tok = B * T / (ms * 1e-3)
+    # the position table (GPT-2) is a lookup, not a matrix product
+    lookup = s["T"] * s["d"] if s["family"] == "gpt2" else 0
+    fpt = 6 * (nparams - lookup) + 6 * L * s["heads"] * s["hd"] * T
+    del model, opt, fwd
+    return {"ms_per_step": round(ms, 2), "tokens_per_s": round(tok),
+            "mfu_989": round(tok * fpt / 989e12, 4),
+            "peak_mem_GiB": round(torch.cuda.max_memory_allocated() / 2**30, 2),
+            "warmup_s": round(warm, 1), "loss": round(float(loss), 4),
+            "torch": torch.__version__, "transformers": transformers.__version__}
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    res = {}
+    for name in sys.argv[1].split(","):
+        if name not in SHAPES:
+            sys.exit("hf_family.py: unknown shape %r (%s)" % (name, ", ".join(SHAPES)))
+        for mode in sys.argv[2].split(","):
+            try:
+                r = run(name, mode)
+            except Exception as e:  # one failed mode must not lose the others
+                r = {"error": repr(e)[:300]}
+            torch.cuda.empty_cache()
+            res["%s/%s" % (name, mode)] = r
+            print("PEER", name, mode, json.dumps(r), flush=True)
+    with open(os.path.join(os.environ.get("OUT", "."), "hf_family.json"), "w") as f:
+        json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
