@@ -162,8 +162,8 @@ coda_status coda_decode_linear(coda_context ctx, const coda_decode_linear_job *j
 }
 coda_status coda_decode_attention(coda_context ctx, const coda_decode_rows *r, uint16_t *o,
                                   const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
-                                  float *work, int splits) {
-  DECODE_CALL(attention, r, o, q, kc, vc, work, splits);
+                                  float *work, unsigned *ticket, int splits) {
+  DECODE_CALL(attention, r, o, q, kc, vc, work, ticket, splits);
 }
 coda_status coda_decode_gather_rows(coda_context ctx, float *dst, const float *src,
                                     const int32_t *dst_rows, int64_t n, int64_t cols) {

@@ -108,9 +108,12 @@ typedef struct coda_decode_ops {
   coda_status (*embed)(coda_context, float *x, const uint16_t *table, const int32_t *tok,
                        int64_t M, int64_t D);
   coda_status (*linear)(coda_context, const coda_decode_linear_job *j);
+  /* ticket: M·Hq words of device memory, zero on entry and left zero on
+   * return, with which the blocks of a head group count their splits (the
+   * last one merges them); NULL: the merge runs as a kernel of its own */
   coda_status (*attention)(coda_context, const coda_decode_rows *r, uint16_t *o,
                            const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
-                           float *work, int splits);
+                           float *work, unsigned *ticket, int splits);
   coda_status (*gather_rows)(coda_context, float *dst, const float *src, const int32_t *dst_rows,
                              int64_t n, int64_t cols);
   coda_status (*sample)(coda_context, const coda_decode_sample_job *j);

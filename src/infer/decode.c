@@ -278,7 +278,7 @@ void coda_decoder_destroy(coda_decoder d) {
   if (d->d_wout == d->d_emb) d->d_wout = NULL; /* tied: one buffer */
   void *dev[] = {d->d_emb, d->d_wout, d->d_kc, d->d_vc, d->d_h, d->d_q, d->d_o, d->d_y,
                  d->d_norm, d->d_x, d->d_qkv, d->d_z, d->d_head, d->d_logits, d->d_work,
-                 d->d_inv_freq, d->d_meta, d->d_sample, d->d_spos, d->d_pk, d->d_lse,
+                 d->d_ticket, d->d_inv_freq, d->d_meta, d->d_sample, d->d_spos, d->d_pk, d->d_lse,
                  d->d_ltab, d->d_sync};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) coda_free(ctx, dev[i]);
   void *host[] = {d->len, d->has_logits, d->inv_freq, d->inv_freq_local, d->l, d->W, d->kc, d->vc, d->logits,

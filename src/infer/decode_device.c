@@ -107,7 +107,8 @@ static coda_status dev_kernels(coda_decoder d, int64_t M, int64_t nhead, int spl
                                 .packed = d->nseg ? d->d_pk : NULL, .inv_freq = d->d_inv_freq};
     s = mark(d, coda_decode_linear(ctx, &q), PH_QKV);
     if (!s && !d->nseg)
-      s = mark(d, coda_decode_attention(ctx, &rs, d->d_o, d->d_q, kc, vc, d->d_work, splits),
+      s = mark(d, coda_decode_attention(ctx, &rs, d->d_o, d->d_q, kc, vc, d->d_work, d->d_ticket,
+                                     splits),
                PH_ATTN);
     for (int g = 0; g < d->nseg && !s; g++) /* fresh prompts: the training attention */
       s = prefill_attention(d, d->seg_start[g], d->seg_len[g]);
@@ -287,6 +288,13 @@ coda_status decode_setup_device(coda_decoder d, const float *W, coda_model *m) {
   d->d_inv_freq = dalloc(d, (size_t)d->hd / 2 * 8, &s);
   if (!s) s = coda_memcpy_h2d(d->ctx, d->d_inv_freq, d->inv_freq, (size_t)d->hd / 2 * 8);
   d->work_rows = (int64_t)wrows;
+  /* the attention's split counters start at zero and its kernels leave
+   * them there */
+  d->d_ticket = dalloc(d, C * c->heads * sizeof(unsigned), &s);
+  unsigned *zero = s ? NULL : calloc(C * c->heads, sizeof *zero);
+  if (!s && !zero) s = coda_fail(d->ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  if (!s) s = coda_memcpy_h2d(d->ctx, d->d_ticket, zero, C * c->heads * sizeof *zero);
+  free(zero);
   d->d_meta = dalloc(d, C * 5 * 4, &s);
   d->d_sample = dalloc(d, (size_t)d->B * 4, &s);
   d->d_spos = dalloc(d, (size_t)d->B * 4, &s);

@@ -84,6 +84,7 @@ struct coda_decoder_s {
   double *d_inv_freq;
   int32_t *d_meta, *d_sample, *d_spos; /* rows' metadata (5 x chunk), sampled tokens */
   int64_t work_rows;                    /* (row, split) pairs d_work holds */
+  unsigned *d_ticket;                   /* the attention's split counts, chunk x heads, zero */
   int32_t *h_tok, *h_seq, *h_pos, *h_rows, *h_hseq; /* rows of a forward, chunk entries */
   int32_t *h_meta;                      /* their upload, 5 x chunk */
   /* Prefill of whole fresh prompts (every row's sequence starts at

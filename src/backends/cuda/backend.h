@@ -156,7 +156,7 @@ coda_status coda_cuda_decode_embed(coda_context ctx, float *x, const uint16_t *t
 coda_status coda_cuda_decode_linear(coda_context ctx, const coda_decode_linear_job *j);
 coda_status coda_cuda_decode_attention(coda_context ctx, const coda_decode_rows *r, uint16_t *o,
                                        const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
-                                       float *work, int splits);
+                                       float *work, unsigned *ticket, int splits);
 coda_status coda_cuda_decode_gather_rows(coda_context ctx, float *dst, const float *src,
                                          const int32_t *dst_rows, int64_t n, int64_t cols);
 coda_status coda_cuda_decode_sample(coda_context ctx, const coda_decode_sample_job *j);

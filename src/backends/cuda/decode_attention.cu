@@ -101,15 +101,81 @@ __device__ __forceinline__ void attn_scan_lanes(const float (*sq)[HDL * 32], flo
  * (bench/results/gpu-2026-12-06b.md, calls 6 and 7). */
 constexpr int kLaneScanMin = 64;
 
+/* The merge of one query head's split partials (base: its first split's
+ * (max, sum, values), stride hd + 2 floats apart), in split order. The
+ * splits are read kCombineBatch at a time, every load of a batch issued
+ * before any of its values is used: a split-by-split loop waited for two
+ * dependent L2 round trips per split (its max, then its sum and value
+ * behind a branch), 32 splits of a batch-1 step one after the other. The
+ * sums run over the splits in order, a skipped (empty) split adding
+ * nothing. Loads go through L2 only: other blocks of the same kernel may
+ * have written the partials. */
+constexpr int kCombineBatch = 8;
+
+__device__ __forceinline__ float merge_max(const float *base, long long stride, int splits) {
+  float M = -INFINITY;
+  for (int s0 = 0; s0 < splits; s0 += kCombineBatch) {
+    float m[kCombineBatch];
+#pragma unroll
+    for (int i = 0; i < kCombineBatch; i++) m[i] = s0 + i < splits ? __ldcg(base + (s0 + i) * stride) : -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kCombineBatch; i++) M = fmaxf(M, m[i]);
+  }
+  return M;
+}
+
+/* Value e of the head's output, M its merge_max. */
+__device__ __forceinline__ bf16 merge_value(const float *base, long long stride, int splits,
+                                            float M, int e) {
+  float L = 0.0f, A = 0.0f;
+  for (int s0 = 0; s0 < splits; s0 += kCombineBatch) {
+    float m[kCombineBatch], l[kCombineBatch], a[kCombineBatch];
+#pragma unroll
+    for (int i = 0; i < kCombineBatch; i++) {
+      const bool in = s0 + i < splits;
+      const float *p = base + (in ? s0 + i : s0) * stride;
+      m[i] = in ? __ldcg(p) : -INFINITY;
+      l[i] = __ldcg(p + 1);
+      a[i] = __ldcg(p + 2 + e);
+    }
+#pragma unroll
+    for (int i = 0; i < kCombineBatch; i++) {
+      if (m[i] == -INFINITY) continue; /* an empty split, or past the last */
+      const float c = __expf(m[i] - M);
+      L += l[i] * c;
+      A += a[i] * c;
+    }
+  }
+  return __float2bfloat16_rn(L > 0.0f ? A / L : 0.0f);
+}
+
+/* o (bf16) = the splits' partials merged and normalized, as a kernel of its
+ * own (CODA_DECODE_MERGE=separate): block per (row, query head), a thread
+ * per head dimension element. */
+__global__ void attn_combine_kernel(bf16 *o, const float *work, int Hq, int hd, int splits) {
+  pdl_wait();
+  const long long rh = blockIdx.x; /* r·Hq + h */
+  const long long stride = hd + 2;
+  const float *base = work + rh * splits * stride;
+  const float M = merge_max(base, stride, splits);
+  for (int e = threadIdx.x; e < hd; e += blockDim.x) o[rh * hd + e] = merge_value(base, stride, splits, M, e);
+}
+
 /* Block (row r, kv head kh and a group of its query heads, split s):
  * flash-decoding partials over cache positions [lo, hi) of the split.
  * Each warp keeps an online softmax per query head (attn_scan_lanes or,
  * for short splits, attn_scan).
- * work[(r·Hq + h)·splits + s] = (max, sum, hd unnormalized values). */
+ * work[(r·Hq + h)·splits + s] = (max, sum, hd unnormalized values).
+ * With a ticket the group's blocks then count themselves in (one word per
+ * row and group, the classic last-block reduction): the block that
+ * arrives last merges the group's partials into o, in split order, so the
+ * result does not depend on which block that is, and sets the word back
+ * to zero for the next call. This saves the separate merge kernel: at
+ * batch 1 one launch and one dependency wait a layer. */
 template <int HDL>
-__global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, const bf16 *vc,
-                                    const int32_t *seq, const int32_t *pos, int Hq, int Hk,
-                                    int max_len, int splits) {
+__global__ void attn_partial_kernel(float *work, bf16 *o, unsigned *ticket, const bf16 *q,
+                                    const bf16 *kc, const bf16 *vc, const int32_t *seq,
+                                    const int32_t *pos, int Hq, int Hk, int max_len, int splits) {
   pdl_wait();
   constexpr int hd = HDL * 32;
   const int grp = Hq / Hk, nblk = (grp + kAttnGroup - 1) / kAttnGroup;
@@ -175,52 +241,24 @@ __global__ void attn_partial_kernel(float *work, const bf16 *q, const bf16 *kc, 
     }
     out[2 + e] = A;
   }
-}
-
-/* o (bf16) = the splits' partials merged and normalized: block per (row,
- * query head), a thread per head dimension element. The splits are read
- * kCombineBatch at a time, every load of a batch issued before any of its
- * values is used: a split-by-split loop waited for two dependent L2 round
- * trips per split (its max, then its sum and value behind a branch), 32
- * splits of a batch-1 step one after the other. The sums still run over
- * the splits in order, a skipped (empty) split adding nothing, so the
- * result is the same as that loop's. */
-constexpr int kCombineBatch = 8;
-
-__global__ void attn_combine_kernel(bf16 *o, const float *work, int Hq, int hd, int splits) {
-  pdl_wait();
-  const long long rh = blockIdx.x; /* r·Hq + h */
-  const long long stride = hd + 2;
-  const float *base = work + rh * splits * stride;
-  float M = -INFINITY;
-  for (int s0 = 0; s0 < splits; s0 += kCombineBatch) {
-    float m[kCombineBatch];
-#pragma unroll
-    for (int i = 0; i < kCombineBatch; i++) m[i] = s0 + i < splits ? base[(s0 + i) * stride] : -INFINITY;
-#pragma unroll
-    for (int i = 0; i < kCombineBatch; i++) M = fmaxf(M, m[i]);
+  if (!ticket) return;
+  __shared__ int last;
+  __threadfence(); /* this block's partials, visible before its ticket */
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned *t = ticket + r * gridDim.y + blockIdx.y;
+    last = atomicAdd(t, 1u) == (unsigned)splits - 1;
+    if (last) *t = 0u; /* every split of the group has arrived */
   }
-  for (int e = threadIdx.x; e < hd; e += blockDim.x) {
-    float L = 0.0f, A = 0.0f;
-    for (int s0 = 0; s0 < splits; s0 += kCombineBatch) {
-      float m[kCombineBatch], l[kCombineBatch], a[kCombineBatch];
-#pragma unroll
-      for (int i = 0; i < kCombineBatch; i++) {
-        const bool in = s0 + i < splits;
-        const float *p = base + (in ? s0 + i : s0) * stride;
-        m[i] = in ? p[0] : -INFINITY;
-        l[i] = p[1];
-        a[i] = p[2 + e];
-      }
-#pragma unroll
-      for (int i = 0; i < kCombineBatch; i++) {
-        if (m[i] == -INFINITY) continue; /* an empty split, or past the last */
-        const float c = __expf(m[i] - M);
-        L += l[i] * c;
-        A += a[i] * c;
-      }
-    }
-    o[rh * hd + e] = __float2bfloat16_rn(L > 0.0f ? A / L : 0.0f);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const long long ps = hd + 2; /* between a head's splits */
+  for (int i = threadIdx.x; i < G * hd; i += blockDim.x) {
+    const int g = i / hd, e = i % hd;
+    const long long rh = r * Hq + kh * grp + g0 + g;
+    const float *base = work + rh * splits * ps;
+    o[rh * hd + e] = merge_value(base, ps, splits, merge_max(base, ps, splits), e);
   }
 }
 
@@ -229,7 +267,7 @@ __global__ void attn_combine_kernel(bf16 *o, const float *work, int Hq, int hd, 
 extern "C" coda_status coda_cuda_decode_attention(coda_context ctx, const coda_decode_rows *r,
                                                   uint16_t *o, const uint16_t *q,
                                                   const uint16_t *kc, const uint16_t *vc,
-                                                  float *work, int splits) {
+                                                  float *work, unsigned *ticket, int splits) {
   if (r->M == 0) return CODA_OK;
   if (r->hd % 32 || r->hd > 256 || (r->hd / 32) & (r->hd / 32 - 1))
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "decode attention: head dim %d (32, 64, 128 or "
@@ -241,15 +279,17 @@ extern "C" coda_status coda_cuda_decode_attention(coda_context ctx, const coda_d
   const dim3 grid((unsigned)r->M, (unsigned)(r->Hk * nblk), (unsigned)splits);
   const dim3 block(32 * kAttnWarps);
   const bf16 *qb = (const bf16 *)q, *kb = (const bf16 *)kc, *vb = (const bf16 *)vc;
+  bf16 *ob = (bf16 *)o;
+  unsigned *tk = ctx->knobs.decode_merge_separate ? NULL : ticket;
   const char *what = "decode attention";
   coda_status s;
   switch (r->hd / 32) {
-  case 1: s = launch(ctx, what, attn_partial_kernel<1>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
-  case 2: s = launch(ctx, what, attn_partial_kernel<2>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
-  case 4: s = launch(ctx, what, attn_partial_kernel<4>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
-  default: s = launch(ctx, what, attn_partial_kernel<8>, grid, block, 0, work, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
+  case 1: s = launch(ctx, what, attn_partial_kernel<1>, grid, block, 0, work, ob, tk, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
+  case 2: s = launch(ctx, what, attn_partial_kernel<2>, grid, block, 0, work, ob, tk, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
+  case 4: s = launch(ctx, what, attn_partial_kernel<4>, grid, block, 0, work, ob, tk, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
+  default: s = launch(ctx, what, attn_partial_kernel<8>, grid, block, 0, work, ob, tk, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
   }
-  if (s) return s;
+  if (s || tk) return s;
   return launch(ctx, "decode attention merge", attn_combine_kernel, dim3((unsigned)(r->M * r->Hq)),
                 dim3(r->hd < 128 ? r->hd : 128), 0, (bf16 *)o, (const float *)work, r->Hq, r->hd,
                 splits);
