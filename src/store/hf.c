@@ -42,8 +42,13 @@ static int hf_parts(coda_hf_conv conv) {
 }
 
 /* GPT2Config's keys: no dropout (coda trains without it), the tanh GELU,
- * attention scaled by 1/sqrt(head_dim), the head tied. */
+ * attention scaled by 1/sqrt(head_dim), the head tied. bos_token_id and
+ * eos_token_id are written out: GPT2Config's default for both, 50256
+ * (GPT-2's <|endoftext|>), where the vocabulary has that id, else null
+ * (left out, transformers would take 50256 outside the vocabulary and
+ * warn on loading). */
 static int hf_gpt2_text(const coda_model_config *c, char *js, size_t n) {
+  const char *eot = c->vocab > 50256 ? "50256" : "null";
   return snprintf(js, n,
       "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
       "  \"n_embd\": %d,\n  \"n_inner\": %d,\n  \"n_layer\": %d,\n  \"n_head\": %d,\n"
@@ -51,17 +56,27 @@ static int hf_gpt2_text(const coda_model_config *c, char *js, size_t n) {
       "  \"activation_function\": \"gelu_new\",\n  \"scale_attn_weights\": true,\n"
       "  \"scale_attn_by_inverse_layer_idx\": false,\n  \"reorder_and_upcast_attn\": false,\n"
       "  \"attn_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"resid_pdrop\": 0.0,\n"
+      "  \"bos_token_id\": %s,\n  \"eos_token_id\": %s,\n"
       "  \"tie_word_embeddings\": true,\n  \"torch_dtype\": \"float32\"\n}\n",
-      c->dim, c->ffn, c->layers, c->heads, c->vocab, c->seq, c->norm_eps);
+      c->dim, c->ffn, c->layers, c->heads, c->vocab, c->seq, c->norm_eps, eot, eot);
+}
+
+/* v as a JSON number that reads back as a float: %.17g, with ".0" added
+ * where that prints an integer (5 -> 5.0). transformers 5 checks its
+ * configs' field types strictly and refuses an int for a float field
+ * (Gemma 3's final_logit_softcapping). */
+static void json_float(char *buf, size_t n, double v) {
+  int k = snprintf(buf, n, "%.17g", v);
+  if (k > 0 && (size_t)k + 3 <= n && !strpbrk(buf, ".eEn")) memcpy(buf + k, ".0", 3);
 }
 
 /* Gemma3TextConfig's keys: the layer pattern as layer_types (transformers
  * 4.53 and later) and as sliding_window_pattern (earlier ones), the two
- * RoPE bases, the score scalar, the soft cap (null when 0), no attention
- * soft cap, no RoPE scaling. */
+ * RoPE bases, the score scalar, the soft cap (null when 0, else a float),
+ * no attention soft cap, no RoPE scaling. */
 static int hf_gemma3_text(const coda_model_config *c, char *js, size_t n) {
   char cap[64] = "null";
-  if (c->logit_softcap > 0.0) snprintf(cap, sizeof cap, "%.17g", c->logit_softcap);
+  if (c->logit_softcap > 0.0) json_float(cap, sizeof cap, c->logit_softcap);
   const int win = c->sliding_window > 0 ? c->sliding_window : c->seq;
   const int pat = c->sliding_window > 0 ? c->sliding_pattern : 1;
   int k = snprintf(js, n,

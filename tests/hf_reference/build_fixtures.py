@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Tiny Hugging Face checkpoints of the families coda imports (Llama,
-Qwen3), built deterministically with the Python standard library alone (no
-torch, no numpy, no safetensors package).
+Qwen3, GPT-2, Gemma 3), built deterministically with the Python standard
+library alone (no torch, no numpy, no safetensors package).
 
     python3 tests/hf_reference/build_fixtures.py OUT_DIR
 
 writes OUT_DIR/fixtures.json (the fixture names, in order) and, per fixture,
 OUT_DIR/NAME/ with
-  config.json         a LlamaForCausalLM or Qwen3ForCausalLM configuration
+  config.json         a LlamaForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel
+                      or Gemma3ForCausalLM configuration, with the keys
+                      transformers reads
   model.safetensors   its weights, written by hand: an 8-byte little-endian
                       header length, the JSON header, then the raw
                       little-endian tensor data
@@ -21,8 +23,13 @@ hold for every later build of them.
 Weights: splitmix64 seeded per fixture; draw k gives u = (x >> 11) / 2^53 in
 [0, 1), and a tensor of amplitude a holds (2u - 1) * a, uniform in [-a, a),
 in the row-major order of the tensor; tensors are drawn in the order of
-TENSOR_ORDER, layer by layer. RMSNorm weights (Qwen3's q/k norms too) are
-1 + (2u - 1) * 0.2. The
+TENSOR_ORDER, layer by layer. RMSNorm weights (Qwen3's q/k norms too) and
+GPT-2's LayerNorm weights are 1 + (2u - 1) * 0.2; Gemma 3's norms scale by
+1 + w, so w = (2u - 1) * 0.2, but after the attention and the MLP w =
+3 + (2u - 1) * 0.2 (see POST_NORM). GPT-2's tensors have the names and
+shapes GPT2LMHeadModel saves (transformer.*, Conv1D weights [in, out]),
+no lm_head (tied). The existing fixtures' bytes never change when one is
+added (recorded.json holds their SHA-256). The
 amplitudes make the attention and the logits far from uniform (logit
 standard deviation ~1.5 at hidden 64), so the greedy tokens do not hinge on
 near ties and the loss is not log(vocab). Token sequences come from a
@@ -64,8 +71,22 @@ AMPLITUDE = {
     "up": 0.2,
     "down": 0.15,
     "lm_head": 0.3,
+    # GPT-2: learned positions, the Conv1D weights ([in, out]) and biases
+    "pos": 0.2,
+    "qkv": 0.25,
+    "fc": 0.2,
+    "proj": 0.15,
+    "norm_bias": 0.1,
+    "qkv_bias": 0.1,
+    "fc_bias": 0.1,
+    "proj_bias": 0.05,
 }
 NORM_SPREAD = 0.2
+# Gemma 3's post-attention and post-feedforward norm weights w scale by
+# 1 + w = 4 +- 0.2: the branches then outweigh the embedding (times
+# sqrt(hidden)) in the residual stream, else the tied head's largest logit
+# is mostly the current token's own and greedy decoding repeats it
+POST_NORM = 3.0
 
 SEQ_TOKENS = 64      # tokens of the loss sequence
 PROMPT_TOKENS = 6    # tokens of the greedy prompt
@@ -114,6 +135,75 @@ QWEN3_BASE.update({
 QWEN3_BASE.pop("mlp_bias")
 
 
+# GPT2LMHeadModel (GPT2Config's keys): learned positions (wpe), LayerNorm
+# with a bias, Conv1D linears with biases, the tanh GELU (gelu_new), the
+# head tied to wte; attention scaled by 1/sqrt(n_embd / n_head).
+GPT2_BASE = {
+    "architectures": ["GPT2LMHeadModel"],
+    "model_type": "gpt2",
+    "vocab_size": 256,
+    "n_positions": 64,
+    "n_embd": 64,
+    "n_layer": 2,
+    "n_head": 4,
+    "n_inner": None,
+    "activation_function": "gelu_new",
+    "layer_norm_epsilon": 1e-5,
+    "resid_pdrop": 0.0,
+    "embd_pdrop": 0.0,
+    "attn_pdrop": 0.0,
+    "initializer_range": 0.02,
+    "scale_attn_weights": True,
+    "scale_attn_by_inverse_layer_idx": False,
+    "reorder_and_upcast_attn": False,
+    "tie_word_embeddings": True,
+    "use_cache": True,
+    "bos_token_id": None,
+    "eos_token_id": None,
+    "pad_token_id": None,
+    "torch_dtype": "float32",
+}
+
+
+# Gemma3ForCausalLM (model_type gemma3_text): RMSNorms scaling by (1 + w)
+# (input, post-attention, pre- and post-feedforward, per-head q/k norms,
+# final), the embedding times sqrt(hidden_size), GeGLU with the tanh GELU,
+# scores scaled by query_pre_attn_scalar^-1/2, sliding-window layers with
+# their own RoPE base (rope_local_base_freq) beside full layers
+# (rope_theta), the head tied. Windows of 8 and 12 tokens: the 64-token
+# loss sequence and the 30 tokens of generation both run past them.
+GEMMA3_BASE = {
+    "architectures": ["Gemma3ForCausalLM"],
+    "model_type": "gemma3_text",
+    "vocab_size": 256,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "hidden_activation": "gelu_pytorch_tanh",
+    "max_position_embeddings": 64,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 1000000.0,
+    "rope_local_base_freq": 10000.0,
+    "rope_scaling": None,
+    "query_pre_attn_scalar": 24,
+    "sliding_window": 8,
+    "final_logit_softcapping": None,
+    "attn_logit_softcapping": None,
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "initializer_range": 0.02,
+    "tie_word_embeddings": True,
+    "use_cache": True,
+    "bos_token_id": None,
+    "eos_token_id": None,
+    "pad_token_id": None,
+    "torch_dtype": "float32",
+}
+
+
 def fixture_configs():
     """(name, seed, dtype, config) of every fixture."""
     out = []
@@ -152,6 +242,23 @@ def fixture_configs():
     # Qwen3, untied, head_dim = hidden / heads, eps 1e-5
     add("qwen3_untied", 707, base=QWEN3_BASE, num_attention_heads=4, num_key_value_heads=4,
         head_dim=16, rms_norm_eps=1e-5)
+    # GPT-2, n_inner null (transformers' 4 * n_embd = 256), eps 1e-5
+    add("gpt2", 808, base=GPT2_BASE)
+    # GPT-2, n_inner set (96, not 4 * 48), 6 heads of 8, 3 layers, eps 1e-3,
+    # more positions than tokens, a vocabulary larger than 256
+    add("gpt2_inner", 909, base=GPT2_BASE, n_embd=48, n_head=6, n_layer=3, n_inner=96,
+        layer_norm_epsilon=1e-3, n_positions=128, vocab_size=320)
+    # Gemma 3, the layers as layer_types (sliding, full, sliding: every 2nd
+    # global), the logits soft-capped at 5, 4 query heads over 2 key/value
+    # heads, query_pre_attn_scalar 24 != head_dim 16
+    add("gemma3", 1010, base=GEMMA3_BASE, final_logit_softcapping=5.0,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"])
+    # Gemma 3, the layers as the older sliding_window_pattern 3 (sliding,
+    # sliding, full), no soft cap, hidden 48 (sqrt(48) is not exact) under
+    # 4 heads of 16, one key/value head, window 12, eps 1e-5, other bases
+    add("gemma3_pattern", 1111, base=GEMMA3_BASE, hidden_size=48, intermediate_size=96,
+        num_key_value_heads=1, sliding_window=12, sliding_window_pattern=3, rms_norm_eps=1e-5,
+        query_pre_attn_scalar=16, rope_theta=500000.0, rope_local_base_freq=5000.0)
     return out
 
 
@@ -169,8 +276,70 @@ def llama3_pair_kinds(c):
     return kinds
 
 
+def gpt2_tensor_list(c):
+    """GPT2LMHeadModel's tensors (name, kind, shape) in draw order; the
+    Conv1D weights [in, out]."""
+    D, L, V = c["n_embd"], c["n_layer"], c["vocab_size"]
+    F = c["n_inner"] or 4 * D
+    t = [("transformer.wte.weight", "embed", (V, D)),
+         ("transformer.wpe.weight", "pos", (c["n_positions"], D))]
+    for i in range(L):
+        p = "transformer.h.%d." % i
+        t += [
+            (p + "ln_1.weight", "norm", (D,)),
+            (p + "ln_1.bias", "norm_bias", (D,)),
+            (p + "attn.c_attn.weight", "qkv", (D, 3 * D)),
+            (p + "attn.c_attn.bias", "qkv_bias", (3 * D,)),
+            (p + "attn.c_proj.weight", "proj", (D, D)),
+            (p + "attn.c_proj.bias", "proj_bias", (D,)),
+            (p + "ln_2.weight", "norm", (D,)),
+            (p + "ln_2.bias", "norm_bias", (D,)),
+            (p + "mlp.c_fc.weight", "fc", (D, F)),
+            (p + "mlp.c_fc.bias", "fc_bias", (F,)),
+            (p + "mlp.c_proj.weight", "proj", (F, D)),
+            (p + "mlp.c_proj.bias", "proj_bias", (D,)),
+        ]
+    t += [("transformer.ln_f.weight", "norm", (D,)), ("transformer.ln_f.bias", "norm_bias", (D,))]
+    return t
+
+
+def gemma3_tensor_list(c):
+    """Gemma3ForCausalLM's tensors (name, kind, shape) in draw order; its
+    norm weights w (scale 1 + w) are of kind znorm (postnorm after the
+    attention and the MLP)."""
+    D, F, L = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
+    hd = c["head_dim"]
+    nq, nk = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
+    t = [("model.embed_tokens.weight", "embed", (c["vocab_size"], D))]
+    for i in range(L):
+        p = "model.layers.%d." % i
+        t += [
+            (p + "input_layernorm.weight", "znorm", (D,)),
+            (p + "self_attn.q_proj.weight", "q", (nq, D)),
+            (p + "self_attn.k_proj.weight", "k", (nk, D)),
+            (p + "self_attn.v_proj.weight", "v", (nk, D)),
+            (p + "self_attn.o_proj.weight", "o", (D, nq)),
+            (p + "self_attn.q_norm.weight", "znorm", (hd,)),
+            (p + "self_attn.k_norm.weight", "znorm", (hd,)),
+            (p + "post_attention_layernorm.weight", "postnorm", (D,)),
+            (p + "pre_feedforward_layernorm.weight", "znorm", (D,)),
+            (p + "mlp.gate_proj.weight", "gate", (F, D)),
+            (p + "mlp.up_proj.weight", "up", (F, D)),
+            (p + "mlp.down_proj.weight", "down", (D, F)),
+            (p + "post_feedforward_layernorm.weight", "postnorm", (D,)),
+        ]
+    t.append(("model.norm.weight", "znorm", (D,)))
+    if not c["tie_word_embeddings"]:
+        t.append(("lm_head.weight", "lm_head", (c["vocab_size"], D)))
+    return t
+
+
 def tensor_list(c):
     """(name, kind, shape) in draw order."""
+    if c["model_type"] == "gpt2":
+        return gpt2_tensor_list(c)
+    if c["model_type"] == "gemma3_text":
+        return gemma3_tensor_list(c)
     D, F, L = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
     hd = c["head_dim"]
     nq, nk = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
@@ -199,8 +368,13 @@ def tensor_list(c):
     return t
 
 
-TENSOR_ORDER = ("embed, per layer (input norm, q, k, v, o, [Qwen3: q norm, k norm], "
-                "post-attention norm, gate, up, down), final norm, lm_head")
+TENSOR_ORDER = ("Llama, Qwen3: embed, per layer (input norm, q, k, v, o, [Qwen3: q norm, "
+                "k norm], post-attention norm, gate, up, down), final norm, lm_head; "
+                "GPT-2: wte, wpe, per layer (ln_1 weight, bias, c_attn weight, bias, "
+                "attn c_proj weight, bias, ln_2 weight, bias, c_fc weight, bias, mlp c_proj "
+                "weight, bias), ln_f weight, bias; Gemma 3: embed, per layer (input norm, q, k, "
+                "v, o, q norm, k norm, post-attention norm, pre-feedforward norm, gate, up, "
+                "down, post-feedforward norm), final norm")
 
 
 def f32_to_bf16_bits(x):
@@ -215,6 +389,10 @@ def tensor_bytes(rng, kind, shape, dtype):
         n *= s
     if kind == "norm":
         vals = [1.0 + (2.0 * rng.uniform() - 1.0) * NORM_SPREAD for _ in range(n)]
+    elif kind == "znorm":
+        vals = [(2.0 * rng.uniform() - 1.0) * NORM_SPREAD for _ in range(n)]
+    elif kind == "postnorm":
+        vals = [POST_NORM + (2.0 * rng.uniform() - 1.0) * NORM_SPREAD for _ in range(n)]
     else:
         a = AMPLITUDE[kind]
         vals = [(2.0 * rng.uniform() - 1.0) * a for _ in range(n)]
@@ -255,7 +433,7 @@ def build(out_dir):
     os.makedirs(out_dir, exist_ok=True)
     names = []
     for name, seed, dtype, cfg in fixture_configs():
-        if "rope_scaling" in cfg and set(llama3_pair_kinds(cfg)) != {"kept", "smoothed", "divided"}:
+        if cfg.get("rope_scaling") and set(llama3_pair_kinds(cfg)) != {"kept", "smoothed", "divided"}:
             raise SystemExit("%s: llama3 scaling must keep, smooth and divide some pairs: %s"
                              % (name, llama3_pair_kinds(cfg)))
         d = os.path.join(out_dir, name)

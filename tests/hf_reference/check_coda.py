@@ -160,14 +160,14 @@ def check(coda, work, recorded):
             got, _ = coda_loss(coda, path, shard, len(inputs["tokens"]))
             rel = abs(got - want) / abs(want)
             ok = rel <= LOSS_RTOL
-            print("%-12s loss %-28s coda %.6f  transformers %r  rel %.2e  %s"
+            print("%-14s loss %-28s coda %.6f  transformers %r  rel %.2e  %s"
                   % (name, "(" + what + ")", got, want, rel, "ok" if ok else "FAIL"))
             if not ok:
                 fails.append("%s: coda's loss of %s is %.6f, transformers' %r (relative "
                              "difference %.3g > %g)" % (name, what, got, want, rel, LOSS_RTOL))
         gen = coda_greedy(coda, d, inputs["prompt"], int(inputs["new_tokens"]))
         ok = gen == rec["generated"]
-        print("%-12s greedy %d tokens  %s" % (name, len(gen), "ok" if ok else "FAIL"))
+        print("%-14s greedy %d tokens  %s" % (name, len(gen), "ok" if ok else "FAIL"))
         if not ok:
             at = next((i for i, (a, b) in enumerate(zip(gen, rec["generated"])) if a != b),
                       min(len(gen), len(rec["generated"])))

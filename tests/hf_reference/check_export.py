@@ -16,8 +16,9 @@ Per fixture of build_fixtures.py, built in WORKDIR:
   1. `coda train --import-hf FIXTURE --out CK` (a weights-only checkpoint),
      then `coda train --resume CK/checkpoint.safetensors --export-hf EXPORT`:
      the pure import -> export round trip of the CLI;
-  2. the fixture's class (LlamaForCausalLM, Qwen3ForCausalLM, by its
-     config's model_type).from_pretrained(EXPORT, dtype float32,
+  2. the fixture's class (LlamaForCausalLM, Qwen3ForCausalLM,
+     GPT2LMHeadModel, Gemma3ForCausalLM, by its config's
+     model_type).from_pretrained(EXPORT, dtype float32,
      eager attention) with every Python warning recorded (filter "always",
      so none is hidden by an earlier one), every record of transformers'
      loggers at WARNING or above collected (their warning_once cache
@@ -30,10 +31,17 @@ Per fixture of build_fixtures.py, built in WORKDIR:
      (rope_parameters, or rope_scaling on transformers 4),
      tie_word_embeddings, hidden_act, max_position_embeddings, and the
      window keys (use_sliding_window, sliding_window, max_window_layers,
-     layer_types: absent from Llama, switched off in Qwen3);
+     layer_types: absent from Llama, switched off in Qwen3); for GPT-2
+     GPT2Config's own keys (n_embd, n_layer, n_head, n_inner as the MLP
+     width, null being 4 n_embd, n_positions, layer_norm_epsilon,
+     activation_function, the attention-scaling switches); for Gemma 3
+     Gemma3TextConfig's (sizes, rms_norm_eps, hidden_activation,
+     query_pre_attn_scalar, sliding_window, layer_types, both soft caps,
+     use_bidirectional_attention) and the two RoPE bases
+     (rope_parameters);
   4. every parameter transformers loaded from the export equal, bit for
      bit, to the one it loads from the fixture (tied heads: lm_head is the
-     embedding);
+     input embedding);
   5. the loss of the fixture's tokens (model(ids, labels=ids).loss, fp32
      on the CPU) within 1e-5 relative of recorded.json's (printed beside
      it: the loss of the fixture itself with the transformers installed,
@@ -45,8 +53,11 @@ the command that records it.
 --perturbed checks the check: each fixture's export is damaged in one way
 before it is loaded (an unexpected tensor, a changed rms_norm_eps, two
 swapped q_proj rows, the RoPE scaling dropped, a missing tensor, two
-swapped entries of a Qwen3 q_norm / k_norm), and the run passes only if
-every fixture then fails for the reason its damage should cause.
+swapped entries of a Qwen3 q_norm / k_norm, a changed GPT-2
+layer_norm_epsilon, two swapped input rows of a GPT-2 c_attn, a doubled
+Gemma 3 sliding_window, Gemma 3's layer_types reversed), and the run
+passes only if every fixture then fails for the reason its damage should
+cause.
 
 coda's export always writes F32 tensors (config torch_dtype float32): the
 bf16 fixture comes back as the fp32 widening of its bf16 values, which is
@@ -78,6 +89,29 @@ CONFIG_FIELDS = ["hidden_size", "num_hidden_layers", "num_attention_heads",
                  "rms_norm_eps", "tie_word_embeddings", "hidden_act",
                  "max_position_embeddings", "attention_bias", "mlp_bias",
                  "use_sliding_window", "sliding_window", "max_window_layers", "layer_types"]
+# GPT2Config's (n_inner compared as the MLP width: null is 4 n_embd)
+GPT2_CONFIG_FIELDS = ["n_embd", "n_layer", "n_head", "n_inner", "n_positions", "vocab_size",
+                      "layer_norm_epsilon", "activation_function", "tie_word_embeddings",
+                      "scale_attn_weights", "scale_attn_by_inverse_layer_idx",
+                      "reorder_and_upcast_attn", "add_cross_attention"]
+# Gemma3TextConfig's
+GEMMA3_CONFIG_FIELDS = ["hidden_size", "num_hidden_layers", "num_attention_heads",
+                        "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size",
+                        "rms_norm_eps", "tie_word_embeddings", "hidden_activation",
+                        "max_position_embeddings", "attention_bias", "query_pre_attn_scalar",
+                        "sliding_window", "layer_types", "final_logit_softcapping",
+                        "attn_logit_softcapping", "use_bidirectional_attention"]
+
+
+def config_fields(cfg):
+    """{field: value} of a config transformers built, per family."""
+    mt = cfg.model_type
+    fields = GPT2_CONFIG_FIELDS if mt == "gpt2" else GEMMA3_CONFIG_FIELDS \
+        if mt == "gemma3_text" else CONFIG_FIELDS
+    out = {f: getattr(cfg, f, None) for f in fields}
+    if mt == "gpt2":
+        out["n_inner"] = out["n_inner"] or 4 * cfg.n_embd
+    return out
 
 
 def import_torch():
@@ -165,6 +199,10 @@ PERTURBATIONS = {
     "bf16": ("missing", "transformers warned"),
     "qwen3_tied": ("qnorm", "parameters differ"),
     "qwen3_untied": ("knorm", "parameters differ"),
+    "gpt2": ("lneps", "config layer_norm_epsilon"),
+    "gpt2_inner": ("cattn", "parameters differ"),
+    "gemma3": ("window", "config sliding_window"),
+    "gemma3_pattern": ("layers", "config layer_types"),
 }
 
 
@@ -172,11 +210,18 @@ def damage(exp, kind):
     import torch
     from safetensors.torch import load_file, save_file
     cfg_path, st_path = os.path.join(exp, "config.json"), os.path.join(exp, "model.safetensors")
-    if kind in ("eps", "rope"):
+    if kind in ("eps", "rope", "lneps", "window", "layers"):
         with open(cfg_path) as f:
             cfg = json.load(f)
         if kind == "eps":
             cfg["rms_norm_eps"] *= 10.0
+        elif kind == "lneps":
+            cfg["layer_norm_epsilon"] *= 10.0
+        elif kind == "window":
+            cfg["sliding_window"] *= 2
+        elif kind == "layers":  # the same kinds, in another order
+            cfg["layer_types"] = cfg["layer_types"][::-1]
+            cfg.pop("sliding_window_pattern", None)
         else:
             cfg.pop("rope_scaling")
         with open(cfg_path, "w") as f:
@@ -189,6 +234,9 @@ def damage(exp, kind):
         del t["model.layers.1.mlp.up_proj.weight"]
     elif kind == "rows":
         q = t["model.layers.0.self_attn.q_proj.weight"]
+        q[[0, 1]] = q[[1, 0]]
+    elif kind == "cattn":  # two inputs of GPT-2's Conv1D [in, out]
+        q = t["transformer.h.1.attn.c_attn.weight"]
         q[[0, 1]] = q[[1, 0]]
     elif kind in ("qnorm", "knorm"):
         w = t["model.layers.1.self_attn.%s_norm.weight" % kind[0]]
@@ -219,8 +267,9 @@ def check_one(coda, work, fix_dir, name, rec, perturbation=None):
         fails.append("%s: transformers warned %d times loading coda's export:\n  %s"
                      % (name, len(said), "\n  ".join(said)))
 
-    for field in CONFIG_FIELDS:
-        a, b = getattr(model.config, field, None), getattr(ref.config, field, None)
+    fa, fb = config_fields(model.config), config_fields(ref.config)
+    for field in fb:
+        a, b = fa.get(field), fb[field]
         if a != b:
             fails.append("%s: config %s is %r in the export, %r in the fixture"
                          % (name, field, a, b))
@@ -243,7 +292,7 @@ def check_one(coda, work, fix_dir, name, rec, perturbation=None):
         fails.append("%s: parameters differ between export and fixture: %s"
                      % (name, ", ".join(differing)))
     if model.config.tie_word_embeddings and \
-            model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr():
+            model.lm_head.weight.data_ptr() != model.get_input_embeddings().weight.data_ptr():
         fails.append("%s: tied config, but transformers' lm_head is not the embedding" % name)
 
     ids = torch.tensor([inputs["tokens"]], dtype=torch.long)
@@ -255,7 +304,7 @@ def check_one(coda, work, fix_dir, name, rec, perturbation=None):
     if not rel <= LOSS_RTOL:
         fails.append("%s: transformers' loss on coda's export is %r, recorded %r (relative "
                      "difference %.3g > %g)" % (name, loss, want, rel, LOSS_RTOL))
-    print("%-12s %8d %18.9f %18.9f %18.9f %10.2e  %s"
+    print("%-14s %8d %18.9f %18.9f %18.9f %10.2e  %s"
           % (name, len(said), loss, loss_fixture, want, rel, "FAIL" if fails else "ok"))
     return fails
 
@@ -291,7 +340,7 @@ def main(argv):
     print("transformers %s, torch %s; losses recorded with transformers %s, torch %s"
           % (transformers.__version__, torch.__version__, recorded.get("transformers"),
              recorded.get("torch")))
-    print("%-12s %8s %18s %18s %18s %10s" % ("fixture", "warnings", "loss (export)",
+    print("%-14s %8s %18s %18s %18s %10s" % ("fixture", "warnings", "loss (export)",
                                              "loss (fixture)", "loss (recorded)", "rel"))
     fails, missed = [], []
     for name in names:

@@ -2,15 +2,16 @@
 """coda against an independent fp64 computation (reference_fp64.py, Python
 standard library only) on the fixtures of build_fixtures.py: CTest hf_fp64.
 Needs neither torch nor recorded.json, so it holds for fixtures whose
-transformers numbers have not been recorded yet (the Qwen3 ones).
+transformers numbers have not been recorded yet. The reference covers every
+family of the fixtures (Llama, Qwen3, GPT-2, Gemma 3).
 
     python3 tests/hf_reference/check_fp64.py CODA WORKDIR [RECORDED_JSON]
 
 Per fixture without RoPE scaling (which the fp64 reference leaves out):
   - the reference itself against transformers where recorded.json has the
     fixture (same bytes): loss within 1e-6 relative, the same greedy tokens;
-    so the reference is checked on the Llama fixtures before it judges
-    coda on the others;
+    so the reference is checked against transformers on each recorded
+    fixture before it judges coda;
   - `coda eval --engine reference` (fp32 on the CPU) on the Hugging Face
     directory: the loss within 1e-5 relative of the reference's;
   - `coda generate --device cpu` greedy from the prompt: the reference's
@@ -43,7 +44,7 @@ def check(coda, work, recorded):
         with open(os.path.join(d, "config.json")) as f:
             cfg = json.load(f)
         if cfg.get("rope_scaling"):
-            print("%-13s skipped: RoPE scaling is not part of the fp64 reference" % name)
+            print("%-15s skipped: RoPE scaling is not part of the fp64 reference" % name)
             continue
         with open(os.path.join(d, "inputs.json")) as f:
             inputs = json.load(f)
@@ -55,7 +56,7 @@ def check(coda, work, recorded):
                                    for f, h in rec["sha256"].items()):
             rel = abs(want - rec["loss"]) / abs(rec["loss"])
             ok = rel <= REF_RTOL and gen_ref == rec["generated"]
-            print("%-13s fp64 reference vs transformers: loss rel %.2e, greedy %s  %s"
+            print("%-15s fp64 reference vs transformers: loss rel %.2e, greedy %s  %s"
                   % (name, rel, "same" if gen_ref == rec["generated"] else "differs",
                      "ok" if ok else "FAIL"))
             if not ok:
@@ -70,14 +71,14 @@ def check(coda, work, recorded):
         got, _ = check_coda.coda_loss(coda, d, shard, len(inputs["tokens"]))
         rel = abs(got - want) / abs(want)
         ok = rel <= LOSS_RTOL
-        print("%-13s loss coda %.9f  fp64 %.12f  rel %.2e  %s"
+        print("%-15s loss coda %.9f  fp64 %.12f  rel %.2e  %s"
               % (name, got, want, rel, "ok" if ok else "FAIL"))
         if not ok:
             fails.append("%s: coda's loss %.9f, the fp64 reference's %.12f (relative difference "
                          "%.3g > %g)" % (name, got, want, rel, LOSS_RTOL))
         gen = check_coda.coda_greedy(coda, d, inputs["prompt"], int(inputs["new_tokens"]))
         ok = gen == gen_ref
-        print("%-13s greedy %d tokens (reference's smallest gap %.3g)  %s"
+        print("%-15s greedy %d tokens (reference's smallest gap %.3g)  %s"
               % (name, len(gen), margin, "ok" if ok else "FAIL"))
         if not ok:
             fails.append("%s: greedy tokens differ:\n  coda      %s\n  reference %s"

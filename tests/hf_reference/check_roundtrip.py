@@ -14,7 +14,12 @@ Per fixture:
   3. EXPORT/config.json says what the fixture's does: architectures,
      model_type, the shapes, head_dim, rms_norm_eps (transformers' default
      1e-6 where the fixture leaves it out), rope_theta, rope_scaling,
-     tie_word_embeddings, and for Qwen3 use_sliding_window false;
+     tie_word_embeddings, and for Qwen3 use_sliding_window false; for
+     GPT-2 its own keys (n_embd, n_layer, n_head, n_positions, n_inner as
+     4 n_embd where null, layer_norm_epsilon, activation_function); for
+     Gemma 3 also rope_local_base_freq, query_pre_attn_scalar,
+     sliding_window, the soft caps, hidden_activation and the layer kinds
+     (layer_types, or the list sliding_window_pattern gives);
   4. the export imported and exported again gives the same bytes (both
      files).
 """
@@ -28,10 +33,33 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import build_fixtures  # noqa: E402
+from reference_fp64 import gemma_layer_types  # noqa: E402
 
 KEYS = ["architectures", "model_type", "hidden_size", "intermediate_size", "num_hidden_layers",
         "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size",
         "max_position_embeddings", "rope_theta", "rope_scaling", "tie_word_embeddings"]
+GPT2_KEYS = ["architectures", "model_type", "n_embd", "n_layer", "n_head", "n_positions",
+             "vocab_size", "activation_function", "tie_word_embeddings"]
+GEMMA3_KEYS = ["architectures", "model_type", "hidden_size", "intermediate_size",
+               "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+               "vocab_size", "max_position_embeddings", "rope_theta", "rope_local_base_freq",
+               "query_pre_attn_scalar", "sliding_window", "final_logit_softcapping",
+               "attn_logit_softcapping", "hidden_activation", "tie_word_embeddings"]
+
+
+def derived(c):
+    """What transformers derives where a config may leave a key out or write it
+    another way: the norm eps (its default where absent), GPT-2's MLP width
+    (n_inner null: 4 n_embd), Gemma 3's layer kinds (layer_types, else
+    sliding_window_pattern)."""
+    mt = c.get("model_type")
+    if mt == "gpt2":
+        return {"layer_norm_epsilon": c.get("layer_norm_epsilon", 1e-5),
+                "n_inner": c.get("n_inner") or 4 * c["n_embd"]}
+    out = {"rms_norm_eps": c.get("rms_norm_eps", 1e-6)}
+    if mt == "gemma3_text":
+        out["layer_types"] = gemma_layer_types(c)
+    return out
 
 
 def run(cmd):
@@ -89,22 +117,27 @@ def check_one(coda, work, d, name):
         cw = json.load(f)
     with open(os.path.join(exp, "config.json")) as f:
         cg = json.load(f)
-    for k in KEYS + (["use_sliding_window"] if cw.get("model_type") == "qwen3" else []):
+    mt = cw.get("model_type")
+    keys = GPT2_KEYS if mt == "gpt2" else GEMMA3_KEYS if mt == "gemma3_text" else \
+        KEYS + (["use_sliding_window"] if mt == "qwen3" else [])
+    for k in keys:
         a, b = cg.get(k), cw.get(k)
         if isinstance(a, dict) and isinstance(b, dict):
             a, b = {x: float(y) if isinstance(y, (int, float)) else y for x, y in a.items()}, \
                 {x: float(y) if isinstance(y, (int, float)) else y for x, y in b.items()}
         if a != b:
             fails.append("%s: config %s is %r in the export, %r in the fixture" % (name, k, a, b))
-    if cg.get("rms_norm_eps") != cw.get("rms_norm_eps", 1e-6):
-        fails.append("%s: config rms_norm_eps is %r in the export, %r in the fixture"
-                     % (name, cg.get("rms_norm_eps"), cw.get("rms_norm_eps", 1e-6)))
+    dg, dw = derived(cg), derived(cw)
+    for k in dw:
+        if dg[k] != dw[k]:
+            fails.append("%s: config %s is %r in the export, %r in the fixture"
+                         % (name, k, dg[k], dw[k]))
     again = export(coda, exp, work, name + "-again")
     for f in ("model.safetensors", "config.json"):
         if read(os.path.join(exp, f)) != read(os.path.join(again, f)):
             fails.append("%s: %s of export -> import -> export is not byte for byte the first "
                          "export's" % (name, f))
-    print("%-13s %d tensors  %s" % (name, len(got), "FAIL" if fails else "ok"))
+    print("%-15s %d tensors  %s" % (name, len(got), "FAIL" if fails else "ok"))
     return fails
 
 

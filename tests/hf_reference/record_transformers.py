@@ -9,12 +9,20 @@ holds coda to, on machines without torch.
 With --only, only the fixtures named are recorded and merged into OUT_JSON
 (which must exist): the other fixtures keep their records as they are.
 
-Needs torch and transformers. Each fixture is loaded by the class its
-config.json names (LlamaForCausalLM, Qwen3ForCausalLM), and the config
-transformers builds is checked against the fixture's (for Qwen3: head_dim,
-no attention bias, no sliding window, every layer full attention, the RoPE
-base under rope_theta (transformers 4) or rope_parameters (5), the tie,
-q_norm / k_norm one head wide). Per fixture, on the CPU in fp32:
+Needs torch and transformers. Each fixture is loaded by the class of its
+config.json's model_type (LlamaForCausalLM, Qwen3ForCausalLM,
+GPT2LMHeadModel, Gemma3ForCausalLM) with the eager attention (checked: the
+masks, Gemma 3's sliding window among them, applied as written), and the
+config transformers builds is checked against the fixture's: for Qwen3
+head_dim, no attention bias, no sliding window, every layer full
+attention, the RoPE base under rope_theta (transformers 4) or
+rope_parameters (5), the tie, q_norm / k_norm one head wide; for GPT-2 its
+sizes under GPT2Config's keys, n_inner (null: 4 n_embd), the eps, gelu_new,
+1/sqrt(head_dim) scaling, Conv1D weights [in, out], the head tied to wte;
+for Gemma 3 the layer kinds (layer_types or sliding_window_pattern) and
+each layer's window, the two RoPE bases, query_pre_attn_scalar, the soft
+caps, the embedding scale sqrt(hidden_size), q_norm / k_norm one head
+wide. Per fixture, on the CPU in fp32:
   loss       the mean next-token cross-entropy of the fixed tokens
              (model(input_ids, labels=input_ids).loss: transformers shifts
              the labels, so 63 predictions for 64 tokens)
@@ -40,7 +48,8 @@ import transformers
 from transformers import GenerationConfig
 
 # model_type -> the transformers class that runs it
-MODEL_CLASSES = {"llama": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+MODEL_CLASSES = {"llama": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM",
+                 "gpt2": "GPT2LMHeadModel", "gemma3_text": "Gemma3ForCausalLM"}
 
 
 def sha256(path):
@@ -77,6 +86,11 @@ def load_fp32(d):
     model.eval()
     if type(model).__name__ != name:
         raise SystemExit("%s: loaded %s, not %s" % (d, type(model).__name__, name))
+    # eager attention: the masks (Gemma 3's sliding window among them) are
+    # applied as written, not by a fused kernel
+    impl = getattr(model.config, "_attn_implementation", None)
+    if impl != "eager":
+        raise SystemExit("%s: attention implementation %r, not eager" % (d, impl))
     check_config(d, model, fixture_cfg)
     for name, p in model.named_parameters():
         if p.dtype != torch.float32 or p.device.type != "cpu":
@@ -93,6 +107,83 @@ def rope_theta_of(cfg):
     return float(getattr(cfg, "rope_theta"))
 
 
+def gemma3_layer_types(fc):
+    """Gemma 3's layer kinds: layer_types, else sliding_window_pattern (layer i
+    full when (i + 1) % pattern == 0; transformers' default 6)."""
+    if fc.get("layer_types") is not None:
+        return list(fc["layer_types"])
+    pat = fc.get("sliding_window_pattern", 6)
+    return ["full_attention" if (i + 1) % pat == 0 else "sliding_attention"
+            for i in range(fc["num_hidden_layers"])]
+
+
+def check_gpt2(model, fc):
+    """GPT-2: sizes under GPT2Config's own keys, the MLP width (n_inner, null:
+    4 n_embd), eps, the tanh GELU, plain 1/sqrt(head_dim) scaling, Conv1D
+    weights [in, out], the head tied to wte."""
+    cfg, bad = model.config, []
+    for key in ("n_embd", "n_layer", "n_head", "n_positions", "vocab_size", "n_inner",
+                "layer_norm_epsilon", "activation_function"):
+        if key in fc and getattr(cfg, key, None) != fc[key]:
+            bad.append("%s %r (config.json %r)" % (key, getattr(cfg, key, None), fc[key]))
+    for key, want in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
+                      ("reorder_and_upcast_attn", False), ("add_cross_attention", False)):
+        if bool(getattr(cfg, key, want)) != want:
+            bad.append("%s %r" % (key, getattr(cfg, key, None)))
+    D = fc["n_embd"]
+    F = fc.get("n_inner") or 4 * D
+    blk = model.transformer.h[0]
+    for nm, mod, shape in (("attn.c_attn", blk.attn.c_attn, (D, 3 * D)),
+                           ("mlp.c_fc", blk.mlp.c_fc, (D, F)),
+                           ("mlp.c_proj", blk.mlp.c_proj, (F, D))):
+        if type(mod).__name__ != "Conv1D" or tuple(mod.weight.shape) != shape:
+            bad.append("%s is %s %s, not Conv1D %s" % (nm, type(mod).__name__,
+                                                        tuple(mod.weight.shape), shape))
+    if model.lm_head.weight.data_ptr() != model.transformer.wte.weight.data_ptr():
+        bad.append("lm_head is not wte")
+    return bad
+
+
+def check_gemma3(model, fc):
+    """Gemma 3: the layer kinds and each attention's window (None on full
+    layers), the two RoPE bases under rope_parameters, the score scale
+    query_pre_attn_scalar^-1/2, the soft caps, the embedding scale
+    sqrt(hidden_size), the tanh GELU, q_norm / k_norm one head wide."""
+    cfg, bad = model.config, []
+    for key in ("rms_norm_eps", "query_pre_attn_scalar", "sliding_window",
+                "final_logit_softcapping", "attn_logit_softcapping", "hidden_activation"):
+        if getattr(cfg, key, None) != fc.get(key, getattr(cfg, key, None)):
+            bad.append("%s %r (config.json %r)" % (key, getattr(cfg, key, None), fc.get(key)))
+    if getattr(cfg, "attn_logit_softcapping", None) is not None:
+        bad.append("attn_logit_softcapping %r" % cfg.attn_logit_softcapping)
+    if getattr(cfg, "use_bidirectional_attention", False):
+        bad.append("use_bidirectional_attention true")
+    want_types = gemma3_layer_types(fc)
+    if list(cfg.layer_types) != want_types:
+        bad.append("layer_types %r (expected %r)" % (cfg.layer_types, want_types))
+    rp = getattr(cfg, "rope_parameters", None) or {}
+    for kind, key in (("full_attention", "rope_theta"), ("sliding_attention", "rope_local_base_freq")):
+        p = rp.get(kind) or {}
+        if p.get("rope_type", "default") != "default" or float(p.get("rope_theta", -1)) != \
+                float(fc[key]):
+            bad.append("rope_parameters.%s %r (config.json %s %r)" % (kind, p, key, fc[key]))
+    for li, layer in enumerate(model.model.layers):
+        attn = layer.self_attn
+        win = fc["sliding_window"] if want_types[li] == "sliding_attention" else None
+        if attn.sliding_window != win:
+            bad.append("layer %d attends over window %r, not %r" % (li, attn.sliding_window, win))
+        if abs(attn.scaling - fc["query_pre_attn_scalar"] ** -0.5) > 1e-12:
+            bad.append("layer %d scales scores by %r" % (li, attn.scaling))
+        for nm in ("q_norm", "k_norm"):
+            w = getattr(getattr(attn, nm, None), "weight", None)
+            if w is None or tuple(w.shape) != (fc["head_dim"],):
+                bad.append("layer %d %s %s" % (li, nm, "missing" if w is None else tuple(w.shape)))
+    emb = model.model.embed_tokens
+    if abs(float(emb.embed_scale) - fc["hidden_size"] ** 0.5) > 1e-5:
+        bad.append("embedding scale %r" % float(emb.embed_scale))
+    return bad
+
+
 def check_config(d, model, fc):
     """The config transformers built says what the fixture's config.json says."""
     cfg = model.config
@@ -103,8 +194,14 @@ def check_config(d, model, fc):
             bad.append("%s %r (config.json %r)" % (key, getattr(cfg, key, None), fc[key]))
     if bool(getattr(cfg, "tie_word_embeddings", False)) != bool(fc.get("tie_word_embeddings")):
         bad.append("tie_word_embeddings %r" % getattr(cfg, "tie_word_embeddings", None))
-    if "rope_theta" in fc and rope_theta_of(cfg) != float(fc["rope_theta"]):
+    # (Gemma 3's two bases: check_gemma3)
+    if "rope_theta" in fc and fc.get("model_type") != "gemma3_text" and \
+            rope_theta_of(cfg) != float(fc["rope_theta"]):
         bad.append("RoPE base %r (config.json %r)" % (rope_theta_of(cfg), fc["rope_theta"]))
+    if fc.get("model_type") == "gpt2":
+        bad += check_gpt2(model, fc)
+    if fc.get("model_type") == "gemma3_text":
+        bad += check_gemma3(model, fc)
     if fc.get("model_type") == "qwen3":
         if getattr(cfg, "attention_bias", False):
             bad.append("attention_bias true")
@@ -131,7 +228,7 @@ def record_one(d):
     model = load_fp32(d)
     cfg = model.config
     tied = bool(getattr(cfg, "tie_word_embeddings", False))
-    if tied and model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr():
+    if tied and model.lm_head.weight.data_ptr() != model.get_input_embeddings().weight.data_ptr():
         raise SystemExit("%s: tie_word_embeddings is true but lm_head is not the embedding" % d)
     ids = torch.tensor([inputs["tokens"]], dtype=torch.long)
     prompt = torch.tensor([inputs["prompt"]], dtype=torch.long)
@@ -212,7 +309,8 @@ def main(argv):
             warnings.append("%s: a greedy step has a logit gap of %.3g (near tie)"
                             % (name, rec["greedy_min_margin"]))
         fixtures[name] = rec
-        print("%-12s loss %r  generated %s" % (name, rec["loss"], rec["generated"]))
+        print("%-14s loss %r  margin %.3g  generated %s"
+              % (name, rec["loss"], rec["greedy_min_margin"], rec["generated"]))
     if old is not None:
         # the other fixtures' records stay as they were, in build order
         merged = dict(old.get("fixtures", {}))

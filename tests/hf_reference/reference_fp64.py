@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """An independent fp64 forward of the fixtures of build_fixtures.py, written
-from transformers' definitions of LlamaForCausalLM and Qwen3ForCausalLM with
-the Python standard library alone (no torch, no numpy), so coda's fp32
-reference engine can be checked on a machine without transformers
-(check_fp64.py, CTest hf_fp64).
+from transformers' definitions of LlamaForCausalLM, Qwen3ForCausalLM,
+GPT2LMHeadModel and Gemma3ForCausalLM with the Python standard library
+alone (no torch, no numpy), so coda's fp32 reference engine can be checked
+on a machine without transformers (check_fp64.py, CTest hf_fp64).
 
     python3 tests/hf_reference/reference_fp64.py FIXTURE_DIR
 
@@ -18,6 +18,25 @@ in transformers' layout (nothing of coda's is read or reused):
         head h // (heads / kv_heads));  x += o o_projᵀ
     h = RMSNorm(x, post_attention_layernorm);  x += (silu(h gateᵀ) * h upᵀ) downᵀ
   logits = RMSNorm(x, norm) lm_headᵀ (tied: embedᵀ)
+GPT-2 (GPT2LMHeadModel; its Conv1D weights are [in, out]):
+  x = wte[token] + wpe[pos];  per layer:
+    h = LN(x; ln_1)  (LN(x) = (x - mean) / sqrt(var + eps) * w + b)
+    q | k | v = h c_attn + b  (heads of n_embd / n_head)
+    o = causal softmax(q kᵀ / sqrt(head_dim)) v;  x += o c_proj + b
+    x += gelu_new(LN(x; ln_2) c_fc + b) c_proj + b
+  logits = LN(x; ln_f) wteᵀ
+Gemma 3 (Gemma3ForCausalLM; N(x; w) = x / sqrt(mean(x^2) + eps) * (1 + w)):
+  x = embed[token] * sqrt(hidden_size);  per layer:
+    h = N(x; input_layernorm);  q, k, v as Llama's
+    each q and k head N(.; q_norm / k_norm), then RoPE with rope_theta on
+    full layers, rope_local_base_freq on sliding ones
+    o = causal softmax(q kᵀ / sqrt(query_pre_attn_scalar)) v, on a sliding
+        layer position t seeing keys s > t - sliding_window only
+    x += N(o o_projᵀ; post_attention_layernorm)
+    h = N(x; pre_feedforward_layernorm)
+    x += N((gelu_tanh(h gateᵀ) * h upᵀ) downᵀ; post_feedforward_layernorm)
+  logits = N(x; norm) embedᵀ, then cap * tanh(logits / cap) where
+  final_logit_softcapping is set
 Loss: the mean over positions t < n-1 of logsumexp(logits_t) - logits_t[token_{t+1}].
 Greedy: argmax of the last logits (lowest id on ties), with a key/value
 cache; the smallest gap between the two largest logits is reported.
@@ -72,6 +91,36 @@ def rmsnorm(x, w, eps):
     return [v * r * g for v, g in zip(x, w)]
 
 
+def layernorm(x, w, b, eps):
+    m = sum(x) / len(x)
+    var = sum((v - m) * (v - m) for v in x) / len(x)
+    r = 1.0 / math.sqrt(var + eps)
+    return [(v - m) * r * g + c for v, g, c in zip(x, w, b)]
+
+
+def gelu_tanh(x):
+    """transformers' gelu_new / gelu_pytorch_tanh."""
+    return 0.5 * x * (1.0 + math.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
+
+
+def transpose(m):
+    return [list(col) for col in zip(*m)]
+
+
+def add(a, b):
+    return [x + y for x, y in zip(a, b)]
+
+
+def gemma_layer_types(c):
+    """layer_types, else the periodic list of sliding_window_pattern
+    (transformers' default 6)."""
+    if c.get("layer_types") is not None:
+        return list(c["layer_types"])
+    pat = c.get("sliding_window_pattern", 6)
+    return ["full_attention" if (i + 1) % pat == 0 else "sliding_attention"
+            for i in range(c["num_hidden_layers"])]
+
+
 class Model:
     def __init__(self, d):
         with open(os.path.join(d, "config.json")) as f:
@@ -79,14 +128,33 @@ class Model:
         self.c = c
         if c.get("rope_scaling") or c.get("rope_parameters"):
             raise SystemExit("%s: RoPE scaling is not part of this reference" % d)
-        self.qwen3 = c.get("model_type") == "qwen3"
+        self.kind = c.get("model_type")
+        t = read_safetensors(os.path.join(d, "model.safetensors"))
+        if self.kind == "gpt2":
+            self.init_gpt2(c, t)
+            return
+        self.qwen3 = self.kind == "qwen3"
+        self.gemma3 = self.kind == "gemma3_text"
         self.D, self.L = c["hidden_size"], c["num_hidden_layers"]
         self.H, self.Hk = c["num_attention_heads"], c["num_key_value_heads"]
         self.hd = c.get("head_dim") or self.D // self.H
         self.eps = c.get("rms_norm_eps", 1e-6)
-        theta = c.get("rope_theta", 10000.0)
+        theta = c.get("rope_theta", 1000000.0 if self.gemma3 else 10000.0)
         self.inv_freq = [theta ** (-2.0 * j / self.hd) for j in range(self.hd // 2)]
-        t = read_safetensors(os.path.join(d, "model.safetensors"))
+        self.scale = 1.0 / math.sqrt(self.hd)
+        self.window = [None] * self.L
+        self.inv_freqs = [self.inv_freq] * self.L
+        if self.gemma3:
+            self.eps = c.get("rms_norm_eps", 1e-6)
+            local = c.get("rope_local_base_freq", 10000.0)
+            local_freq = [local ** (-2.0 * j / self.hd) for j in range(self.hd // 2)]
+            types = gemma_layer_types(c)
+            self.window = [c.get("sliding_window", 4096) if ty == "sliding_attention" else None
+                           for ty in types]
+            self.inv_freqs = [local_freq if ty == "sliding_attention" else self.inv_freq
+                              for ty in types]
+            self.scale = 1.0 / math.sqrt(c.get("query_pre_attn_scalar", 256))
+            self.softcap = c.get("final_logit_softcapping")
         self.emb = rows(t["model.embed_tokens.weight"])
         self.head = self.emb if c.get("tie_word_embeddings") else rows(t["lm_head.weight"])
         self.norm = rows(t["model.norm.weight"])
@@ -96,17 +164,52 @@ class Model:
             names = ["input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
                      "self_attn.o_proj", "post_attention_layernorm", "mlp.gate_proj",
                      "mlp.up_proj", "mlp.down_proj"]
-            if self.qwen3:
+            if self.qwen3 or self.gemma3:
                 names += ["self_attn.q_norm", "self_attn.k_norm"]
+            if self.gemma3:
+                names += ["pre_feedforward_layernorm", "post_feedforward_layernorm"]
             self.layers.append({n: rows(t[p + n + ".weight"]) for n in names})
+        if self.gemma3:  # (1 + w) norms
+            one = lambda w: [1.0 + v for v in w]  # noqa: E731
+            self.norm = one(self.norm)
+            for w in self.layers:
+                for n in w:
+                    if n.endswith("norm"):
+                        w[n] = one(w[n])
 
-    def rope(self, x, pos):
+    def init_gpt2(self, c, t):
+        self.D, self.L = c["n_embd"], c["n_layer"]
+        self.H = self.Hk = c["n_head"]
+        self.hd = self.D // self.H
+        self.eps = c.get("layer_norm_epsilon", 1e-5)
+        self.scale = 1.0 / math.sqrt(self.hd)
+        self.window = [None] * self.L
+
+        def g(name):
+            return rows(t[name] if name in t else t[name[len("transformer."):]])
+        self.emb = g("transformer.wte.weight")
+        self.head = self.emb
+        self.pos = g("transformer.wpe.weight")
+        self.ln_f = (g("transformer.ln_f.weight"), g("transformer.ln_f.bias"))
+        self.layers = []
+        for i in range(self.L):
+            p = "transformer.h.%d." % i
+            w = {n: g(p + n) for n in ("ln_1.weight", "ln_1.bias", "ln_2.weight", "ln_2.bias",
+                                       "attn.c_attn.bias", "attn.c_proj.bias", "mlp.c_fc.bias",
+                                       "mlp.c_proj.bias")}
+            for n in ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight",
+                      "mlp.c_proj.weight"):
+                w[n] = transpose(g(p + n))  # [in, out] -> rows of outputs
+            self.layers.append(w)
+
+    def rope(self, x, pos, inv_freq=None):
         hd, half = self.hd, self.hd // 2
+        inv_freq = inv_freq or self.inv_freq
         out = list(x)
         for h in range(len(x) // hd):
             b = h * hd
             for j in range(half):
-                a = pos * self.inv_freq[j]
+                a = pos * inv_freq[j]
                 cs, sn = math.cos(a), math.sin(a)
                 x0, x1 = x[b + j], x[b + j + half]
                 out[b + j] = x0 * cs - x1 * sn
@@ -120,9 +223,69 @@ class Model:
             out += rmsnorm(x[h * hd:(h + 1) * hd], w, self.eps)
         return out
 
+    def attend(self, li, q, k, v, cache):
+        """Appends k, v to layer li's cache; the attention output of q (causal,
+        over the last `window` positions where the layer has a window)."""
+        hd, grp = self.hd, self.H // self.Hk
+        keys, vals = cache[li]
+        keys.append(k)
+        vals.append(v)
+        first = 0 if self.window[li] is None else max(0, len(keys) - self.window[li])
+        keys, vals = keys[first:], vals[first:]
+        o = []
+        for hh in range(self.H):
+            kh = hh // grp
+            qh = q[hh * hd:(hh + 1) * hd]
+            s = [sum(map(mul, qh, kk[kh * hd:(kh + 1) * hd])) * self.scale for kk in keys]
+            mx = max(s)
+            e = [math.exp(z - mx) for z in s]
+            tot = sum(e)
+            oh = [0.0] * hd
+            for p, vv in zip(e, vals):
+                seg = vv[kh * hd:(kh + 1) * hd]
+                for j in range(hd):
+                    oh[j] += p / tot * seg[j]
+            o += oh
+        return o
+
+    def step_gpt2(self, token, pos, cache):
+        D = self.D
+        x = add(self.emb[token], self.pos[pos])
+        for li, w in enumerate(self.layers):
+            h = layernorm(x, w["ln_1.weight"], w["ln_1.bias"], self.eps)
+            qkv = add(matvec(w["attn.c_attn.weight"], h), w["attn.c_attn.bias"])
+            o = self.attend(li, qkv[:D], qkv[D:2 * D], qkv[2 * D:], cache)
+            x = add(x, add(matvec(w["attn.c_proj.weight"], o), w["attn.c_proj.bias"]))
+            h = layernorm(x, w["ln_2.weight"], w["ln_2.bias"], self.eps)
+            f = [gelu_tanh(z) for z in add(matvec(w["mlp.c_fc.weight"], h), w["mlp.c_fc.bias"])]
+            x = add(x, add(matvec(w["mlp.c_proj.weight"], f), w["mlp.c_proj.bias"]))
+        return matvec(self.head, layernorm(x, self.ln_f[0], self.ln_f[1], self.eps))
+
+    def step_gemma3(self, token, pos, cache):
+        x = [v * math.sqrt(self.D) for v in self.emb[token]]
+        for li, w in enumerate(self.layers):
+            h = rmsnorm(x, w["input_layernorm"], self.eps)
+            q, k, v = (matvec(w["self_attn.%s_proj" % n], h) for n in "qkv")
+            q = self.heads_norm(q, w["self_attn.q_norm"])
+            k = self.heads_norm(k, w["self_attn.k_norm"])
+            q, k = self.rope(q, pos, self.inv_freqs[li]), self.rope(k, pos, self.inv_freqs[li])
+            o = matvec(w["self_attn.o_proj"], self.attend(li, q, k, v, cache))
+            x = add(x, rmsnorm(o, w["post_attention_layernorm"], self.eps))
+            h = rmsnorm(x, w["pre_feedforward_layernorm"], self.eps)
+            g, u = matvec(w["mlp.gate_proj"], h), matvec(w["mlp.up_proj"], h)
+            y = matvec(w["mlp.down_proj"], [gelu_tanh(gi) * ui for gi, ui in zip(g, u)])
+            x = add(x, rmsnorm(y, w["post_feedforward_layernorm"], self.eps))
+        lg = matvec(self.head, rmsnorm(x, self.norm, self.eps))
+        if self.softcap:
+            lg = [self.softcap * math.tanh(z / self.softcap) for z in lg]
+        return lg
+
     def step(self, token, pos, cache):
         """The logits after token at position pos; cache: per layer (keys, values)."""
-        hd, grp = self.hd, self.H // self.Hk
+        if self.kind == "gpt2":
+            return self.step_gpt2(token, pos, cache)
+        if self.gemma3:
+            return self.step_gemma3(token, pos, cache)
         x = list(self.emb[token])
         for li, w in enumerate(self.layers):
             h = rmsnorm(x, w["input_layernorm"], self.eps)
@@ -131,29 +294,12 @@ class Model:
                 q = self.heads_norm(q, w["self_attn.q_norm"])
                 k = self.heads_norm(k, w["self_attn.k_norm"])
             q, k = self.rope(q, pos), self.rope(k, pos)
-            keys, vals = cache[li]
-            keys.append(k)
-            vals.append(v)
-            o = []
-            scale = 1.0 / math.sqrt(hd)
-            for hh in range(self.H):
-                kh = hh // grp
-                qh = q[hh * hd:(hh + 1) * hd]
-                s = [sum(map(mul, qh, kk[kh * hd:(kh + 1) * hd])) * scale for kk in keys]
-                mx = max(s)
-                e = [math.exp(z - mx) for z in s]
-                tot = sum(e)
-                oh = [0.0] * hd
-                for p, vv in zip(e, vals):
-                    seg = vv[kh * hd:(kh + 1) * hd]
-                    for j in range(hd):
-                        oh[j] += p / tot * seg[j]
-                o += oh
-            x = [a + b for a, b in zip(x, matvec(w["self_attn.o_proj"], o))]
+            o = self.attend(li, q, k, v, cache)
+            x = add(x, matvec(w["self_attn.o_proj"], o))
             h = rmsnorm(x, w["post_attention_layernorm"], self.eps)
             g, u = matvec(w["mlp.gate_proj"], h), matvec(w["mlp.up_proj"], h)
             y = [gi / (1.0 + math.exp(-gi)) * ui for gi, ui in zip(g, u)]
-            x = [a + b for a, b in zip(x, matvec(w["mlp.down_proj"], y))]
+            x = add(x, matvec(w["mlp.down_proj"], y))
         return matvec(self.head, rmsnorm(x, self.norm, self.eps))
 
     def new_cache(self):
