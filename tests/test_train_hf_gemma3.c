@@ -12,27 +12,9 @@
  * give coda's loss; and the released Gemma 3 1B config reads as its known
  * parameter count. */
 #define _POSIX_C_SOURCE 200809L
-#include "coda_train.h"
-#include "check.h"
-#include "file_util.h"
-#include "base/rng.h"
-#include "io/io.h"
-#include "model/model.h"
-#include "store/store.h"
-
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-static char dir[256];
+#include "family_test_util.h"
 
 enum { V = 50, D = 16, L = 3, H = 4, HK = 2, HD = 6, F = 20, S = 32 };
-
-static void write_text(const char *name, const char *text) { CHECK(write_text_in(dir, name, text) == 0); }
-
-static char *read_text(const char *name) { return read_text_in(dir, name); }
 
 static coda_model_config gemma_config(void) {
   coda_model_config c;
@@ -44,29 +26,12 @@ static coda_model_config gemma_config(void) {
   return c;
 }
 
-static coda_model *random_model(coda_context ctx, const coda_model_config *c, uint64_t seed) {
-  coda_model *m = NULL;
-  CHECK(coda_model_create(ctx, c, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
-  if (!m) return NULL;
-  coda_model_init(m, seed);
-  float *w = coda_model_weights(m);
-  uint64_t r = seed + 1;
-  for (size_t i = 0; i < coda_model_size(m); i++) w[i] += (float)(coda_rng_uniform(&r) - 0.5);
-  return m;
-}
-
-static int same_weights(coda_model *a, coda_model *b) {
-  return coda_model_size(a) == coda_model_size(b) &&
-         !memcmp(coda_model_weights(a), coda_model_weights(b), coda_model_size(a) * sizeof(float));
-}
-
 static void round_trip(coda_context ctx, int tied) {
   coda_model_config c = gemma_config();
   c.tied = tied;
-  coda_model *m = random_model(ctx, &c, 40), *back = NULL;
+  coda_model *m = hf_random_model(ctx, &c, 40);
   if (!m) return;
-  CHECK(coda_hf_export(ctx, m, dir) == CODA_OK);
-  CHECK_STATUS(ctx, coda_hf_import(ctx, dir, CODA_ENGINE_REFERENCE, &back), CODA_OK);
+  coda_model *back = hf_export_import(ctx, m);
   if (!back) { coda_model_destroy(m); return; }
   const coda_model_config *b = coda_model_cfg(back);
   CHECK(b->family == CODA_FAMILY_GEMMA3 && b->tied == tied && b->heads == H && b->kv_heads == HK &&
@@ -76,17 +41,7 @@ static void round_trip(coda_context ctx, int tied) {
         b->sliding_pattern == 3);
   CHECK(same_weights(m, back));
   /* export of the import: the same bytes again */
-  char *cfg1 = read_text("config.json");
-  char p[512];
-  snprintf(p, sizeof p, "%s/model.safetensors", dir);
-  unsigned char *f1 = NULL, *f2 = NULL;
-  size_t n1 = 0, n2 = 0;
-  CHECK(coda_read_file_max(ctx, p, 1u << 26, &f1, &n1) == CODA_OK);
-  CHECK(coda_hf_export(ctx, back, dir) == CODA_OK);
-  CHECK(coda_read_file_max(ctx, p, 1u << 26, &f2, &n2) == CODA_OK);
-  char *cfg2 = read_text("config.json");
-  CHECK(f1 && f2 && n1 == n2 && !memcmp(f1, f2, n1));
-  CHECK(cfg1 && cfg2 && !strcmp(cfg1, cfg2));
+  char *cfg1 = hf_export_again(ctx, back);
   CHECK(cfg1 && strstr(cfg1, "\"Gemma3ForCausalLM\"") &&
         strstr(cfg1, "\"model_type\": \"gemma3_text\"") &&
         strstr(cfg1, "\"hidden_activation\": \"gelu_pytorch_tanh\"") &&
@@ -94,7 +49,8 @@ static void round_trip(coda_context ctx, int tied) {
                      "\"full_attention\"]") &&
         strstr(cfg1, "\"sliding_window_pattern\": 3") && strstr(cfg1, "\"sliding_window\": 5") &&
         strstr(cfg1, "\"final_logit_softcapping\": 30"));
-  free(cfg1); free(cfg2); free(f1); free(f2);
+  free(cfg1);
+  const char *p = in_test_dir("model.safetensors");
   coda_st_file f;
   CHECK(coda_st_load(ctx, p, 0, &f) == CODA_OK);
   /* the four norms of a layer, q/k norms, lm_head only when untied */
@@ -144,7 +100,8 @@ static void round_trip(coda_context ctx, int tied) {
   const char *meta[] = {"format", "pt"};
   CHECK(coda_st_save(ctx, p, e, f.n + 1, meta, 1) == CODA_OK);
   coda_model *bare = NULL;
-  CHECK(coda_hf_import(ctx, dir, CODA_ENGINE_REFERENCE, &bare) == CODA_ERR_NOT_SUPPORTED && !bare);
+  CHECK(coda_hf_import(ctx, test_dir, CODA_ENGINE_REFERENCE, &bare) == CODA_ERR_NOT_SUPPORTED &&
+        !bare);
   CHECK(strstr(coda_last_error(ctx), "'model.layers.0.self_attn.sinks' is not part of the model"));
   free(e);
   coda_st_free(&f);
@@ -290,9 +247,9 @@ static double hf_loss64(const coda_st_file *f, const coda_model_config *c, const
  * the loss coda's engine computes on its own layout. */
 static void hf_semantics(coda_context ctx) {
   coda_model_config c = gemma_config();
-  coda_model *m = random_model(ctx, &c, 77);
+  coda_model *m = hf_random_model(ctx, &c, 77);
   if (!m) return;
-  CHECK(coda_hf_export(ctx, m, dir) == CODA_OK);
+  CHECK(coda_hf_export(ctx, m, test_dir) == CODA_OK);
   enum { T = 13 }; /* past the window of 5 */
   int32_t tok[T], tg[T];
   uint64_t r = 3;
@@ -301,25 +258,12 @@ static void hf_semantics(coda_context ctx) {
   double got = 0;
   int64_t nv = 0;
   CHECK(coda_model_loss(ctx, m, tok, tg, 1, T, &got, &nv) == CODA_OK && nv == T - 1);
-  char p[512];
-  snprintf(p, sizeof p, "%s/model.safetensors", dir);
   coda_st_file f;
-  CHECK(coda_st_load(ctx, p, 0, &f) == CODA_OK);
+  CHECK(coda_st_load(ctx, in_test_dir("model.safetensors"), 0, &f) == CODA_OK);
   const double want = hf_loss64(&f, &c, tok, T);
   CHECK_MSG(fabs(got - want) <= 1e-5 * fabs(want), "coda loss %.9g, the HF layout in fp64 %.9g",
             got, want);
   coda_st_free(&f);
-  coda_model_destroy(m);
-}
-
-static void config_case(coda_context ctx, const char *json, coda_status want, const char *msg) {
-  write_text("config.json", json);
-  coda_model *m = NULL;
-  coda_status s = coda_hf_import(ctx, dir, CODA_ENGINE_REFERENCE, &m);
-  CHECK_MSG(s == want && (want == CODA_OK || strstr(coda_last_error(ctx), msg)),
-            "%s: status %s, message '%s' (wanted %s with '%s')", json, coda_status_string(s),
-            s ? coda_last_error(ctx) : "", coda_status_string(want), msg);
-  CHECK(want == CODA_OK ? m != NULL : m == NULL);
   coda_model_destroy(m);
 }
 
@@ -333,7 +277,7 @@ static void config_case(coda_context ctx, const char *json, coda_status want, co
 static void pattern(coda_context ctx, const char *json, int window, int pat) {
   write_text("config.json", json);
   coda_model_config c;
-  CHECK_STATUS(ctx, coda_hf_config(ctx, dir, &c), CODA_OK);
+  CHECK_STATUS(ctx, coda_hf_config(ctx, test_dir, &c), CODA_OK);
   CHECK_MSG(c.sliding_window == window && c.sliding_pattern == pat,
             "%s: window %d pattern %d (wanted %d %d)", json, c.sliding_window, c.sliding_pattern,
             window, pat);
@@ -341,9 +285,7 @@ static void pattern(coda_context ctx, const char *json, int window, int pat) {
 
 static void refusals(coda_context ctx) {
   coda_model_config c = gemma_config();
-  coda_model *m = random_model(ctx, &c, 9);
-  CHECK(coda_hf_export(ctx, m, dir) == CODA_OK);
-  coda_model_destroy(m);
+  hf_export_random(ctx, &c, 9);
   config_case(ctx, G(", \"sliding_window\": 5, \"sliding_window_pattern\": 3"), CODA_OK, "");
   /* transformers' defaults: window 4096, every 6th layer global (none of 3) */
   pattern(ctx, G(""), 4096, 6);
@@ -369,7 +311,7 @@ static void refusals(coda_context ctx) {
                               "\"default\", \"rope_theta\": 500000.0}, \"sliding_attention\": "
                               "{\"rope_type\": \"default\", \"rope_theta\": 20000.0}}"));
   coda_model_config rc;
-  CHECK_STATUS(ctx, coda_hf_config(ctx, dir, &rc), CODA_OK);
+  CHECK_STATUS(ctx, coda_hf_config(ctx, test_dir, &rc), CODA_OK);
   CHECK(rc.rope_theta == 500000.0 && rc.rope_local_theta == 20000.0);
   config_case(ctx, G(", \"rope_parameters\": {\"full_attention\": {\"rope_type\": \"linear\", "
                      "\"factor\": 8.0}}"), CODA_ERR_NOT_SUPPORTED,
@@ -414,7 +356,7 @@ static void released_config(coda_context ctx) {
              "\"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.50.0.dev0\", "
              "\"use_cache\": true, \"vocab_size\": 262144}");
   coda_model_config c;
-  CHECK_STATUS(ctx, coda_hf_config(ctx, dir, &c), CODA_OK);
+  CHECK_STATUS(ctx, coda_hf_config(ctx, test_dir, &c), CODA_OK);
   CHECK(c.family == CODA_FAMILY_GEMMA3 && c.dim == 1152 && c.heads == 4 && c.kv_heads == 1 &&
         c.head_dim == 256 && c.ffn == 6912 && c.layers == 26 && c.seq == 32768 &&
         c.vocab == 262144 && c.tied && c.norm_eps == 1e-6 && c.sliding_window == 512 &&
@@ -426,16 +368,11 @@ static void released_config(coda_context ctx) {
 }
 
 int main(void) {
-  snprintf(dir, sizeof dir, "test_train_hf_gemma3.tmp.%d", (int)getpid());
-  CHECK(mkdir(dir, 0777) == 0);
-  coda_context ctx;
-  CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
+  coda_context ctx = family_test_begin("test_train_hf_gemma3");
   round_trip(ctx, 1);
   round_trip(ctx, 0);
   hf_semantics(ctx);
   refusals(ctx);
   released_config(ctx);
-  coda_context_destroy(ctx);
-  CHECK(remove_tree(dir) == 0);
-  return CHECK_DONE();
+  return family_test_end(ctx);
 }

@@ -9,72 +9,31 @@
  * take; and the released GPT-2 (124M) config reads as its known parameter
  * count. */
 #define _POSIX_C_SOURCE 200809L
-#include "coda_train.h"
-#include "check.h"
-#include "file_util.h"
-#include "base/rng.h"
-#include "io/io.h"
-#include "model/model.h"
-#include "store/store.h"
-
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-static char dir[256];
+#include "family_test_util.h"
 
 enum { V = 70, D = 24, L = 2, H = 4, F = 56, S = 32 };
 
-static void write_text(const char *name, const char *text) { CHECK(write_text_in(dir, name, text) == 0); }
-
-static char *read_text(const char *name) { return read_text_in(dir, name); }
-
-static coda_model *random_model(coda_context ctx, uint64_t seed) {
-  coda_model_config c = {V, D, L, H, H, F, S, 1, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0},
-                         CODA_FAMILY_GPT2, 0, 0, 0, 0, 0, 0};
-  coda_model *m = NULL;
-  CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
-  if (!m) return NULL;
-  coda_model_init(m, seed);
-  float *w = coda_model_weights(m);
-  uint64_t r = seed + 1;
-  for (size_t i = 0; i < coda_model_size(m); i++) w[i] += (float)(coda_rng_uniform(&r) - 0.5);
-  return m;
-}
-
-static int same_weights(coda_model *a, coda_model *b) {
-  return coda_model_size(a) == coda_model_size(b) &&
-         !memcmp(coda_model_weights(a), coda_model_weights(b), coda_model_size(a) * sizeof(float));
-}
+static const coda_model_config gpt2_config = {
+    V, D, L, H, H, F, S, 1, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0},
+    CODA_FAMILY_GPT2, 0, 0, 0, 0, 0, 0};
 
 static void round_trip(coda_context ctx) {
-  coda_model *m = random_model(ctx, 40), *back = NULL;
+  coda_model *m = hf_random_model(ctx, &gpt2_config, 40);
   if (!m) return;
-  CHECK(coda_hf_export(ctx, m, dir) == CODA_OK);
-  CHECK(coda_hf_import(ctx, dir, CODA_ENGINE_REFERENCE, &back) == CODA_OK);
+  coda_model *back = hf_export_import(ctx, m);
   if (!back) { coda_model_destroy(m); return; }
   const coda_model_config *b = coda_model_cfg(back);
   CHECK(b->family == CODA_FAMILY_GPT2 && b->tied && b->heads == H && b->kv_heads == H &&
         b->ffn == F && b->seq == S && b->norm_eps == 1e-5 && b->vocab == V && b->layers == L);
   CHECK(same_weights(m, back));
   /* export of the import: the same bytes again */
-  char *cfg1 = read_text("config.json");
-  char p[512];
-  snprintf(p, sizeof p, "%s/model.safetensors", dir);
-  unsigned char *f1 = NULL, *f2 = NULL;
-  size_t n1 = 0, n2 = 0;
-  CHECK(coda_read_file_max(ctx, p, 1u << 26, &f1, &n1) == CODA_OK);
-  CHECK(coda_hf_export(ctx, back, dir) == CODA_OK);
-  CHECK(coda_read_file_max(ctx, p, 1u << 26, &f2, &n2) == CODA_OK);
-  char *cfg2 = read_text("config.json");
-  CHECK(f1 && f2 && n1 == n2 && !memcmp(f1, f2, n1));
-  CHECK(cfg1 && cfg2 && !strcmp(cfg1, cfg2));
+  char *cfg1 = hf_export_again(ctx, back);
   CHECK(cfg1 && strstr(cfg1, "\"GPT2LMHeadModel\"") && strstr(cfg1, "\"model_type\": \"gpt2\"") &&
         strstr(cfg1, "\"n_inner\": 56") && strstr(cfg1, "\"activation_function\": \"gelu_new\""));
-  free(cfg1); free(cfg2); free(f1); free(f2);
+  free(cfg1);
   /* in the file: Conv1D weights [in, out] (the transpose of ours), biases,
    * positions; no lm_head */
+  const char *p = in_test_dir("model.safetensors");
   coda_st_file f;
   CHECK(coda_st_load(ctx, p, 0, &f) == CODA_OK);
   const float *w = coda_model_weights(m);
@@ -126,7 +85,7 @@ static void round_trip(coda_context ctx) {
   const char *meta[] = {"format", "pt"};
   CHECK(coda_st_save(ctx, p, e, k + 1, meta, 1) == CODA_OK);
   coda_model *bare = NULL;
-  CHECK_STATUS(ctx, coda_hf_import(ctx, dir, CODA_ENGINE_REFERENCE, &bare), CODA_OK);
+  CHECK_STATUS(ctx, coda_hf_import(ctx, test_dir, CODA_ENGINE_REFERENCE, &bare), CODA_OK);
   CHECK(bare && same_weights(m, bare));
   coda_model_destroy(bare);
   /* a tensor the model does not take is refused by name */
@@ -135,22 +94,12 @@ static void round_trip(coda_context ctx) {
   e[k].name = names[k];
   CHECK(coda_st_save(ctx, p, e, k + 1, meta, 1) == CODA_OK);
   bare = NULL;
-  CHECK(coda_hf_import(ctx, dir, CODA_ENGINE_REFERENCE, &bare) == CODA_ERR_NOT_SUPPORTED && !bare);
+  CHECK(coda_hf_import(ctx, test_dir, CODA_ENGINE_REFERENCE, &bare) == CODA_ERR_NOT_SUPPORTED &&
+        !bare);
   CHECK(strstr(coda_last_error(ctx), "'h.0.mlp.c_gate.weight' is not part of the model"));
   free(e); free(names); free(mask);
   coda_st_free(&f);
   coda_model_destroy(back);
-  coda_model_destroy(m);
-}
-
-static void config_case(coda_context ctx, const char *json, coda_status want, const char *msg) {
-  write_text("config.json", json);
-  coda_model *m = NULL;
-  coda_status s = coda_hf_import(ctx, dir, CODA_ENGINE_REFERENCE, &m);
-  CHECK_MSG(s == want && (want == CODA_OK || strstr(coda_last_error(ctx), msg)),
-            "%s: status %s, message '%s' (wanted %s with '%s')", json, coda_status_string(s),
-            s ? coda_last_error(ctx) : "", coda_status_string(want), msg);
-  CHECK(want == CODA_OK ? m != NULL : m == NULL);
   coda_model_destroy(m);
 }
 
@@ -161,9 +110,7 @@ static void config_case(coda_context ctx, const char *json, coda_status want, co
   SHAPES extra "}"
 
 static void refusals(coda_context ctx) {
-  coda_model *m = random_model(ctx, 9);
-  CHECK(coda_hf_export(ctx, m, dir) == CODA_OK);
-  coda_model_destroy(m);
+  hf_export_random(ctx, &gpt2_config, 9);
   config_case(ctx, G(""), CODA_OK, "");
   /* what GPT2Config files carry that coda reads or may ignore */
   config_case(ctx, G(", \"n_ctx\": 32, \"attn_pdrop\": 0.1, \"embd_pdrop\": 0.1, \"resid_pdrop\": "
@@ -213,7 +160,7 @@ static void released_config(coda_context ctx) {
              "\"summary_use_proj\": true, \"task_specific_params\": {\"text-generation\": "
              "{\"do_sample\": true, \"max_length\": 50}}, \"vocab_size\": 50257}");
   coda_model_config c;
-  CHECK_STATUS(ctx, coda_hf_config(ctx, dir, &c), CODA_OK);
+  CHECK_STATUS(ctx, coda_hf_config(ctx, test_dir, &c), CODA_OK);
   CHECK(c.family == CODA_FAMILY_GPT2 && c.dim == 768 && c.heads == 12 && c.kv_heads == 12 &&
         c.ffn == 3072 && c.layers == 12 && c.seq == 1024 && c.vocab == 50257 && c.tied &&
         c.norm_eps == 1e-5);
@@ -221,14 +168,9 @@ static void released_config(coda_context ctx) {
 }
 
 int main(void) {
-  snprintf(dir, sizeof dir, "test_train_hf_gpt2.tmp.%d", (int)getpid());
-  CHECK(mkdir(dir, 0777) == 0);
-  coda_context ctx;
-  CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
+  coda_context ctx = family_test_begin("test_train_hf_gpt2");
   round_trip(ctx);
   refusals(ctx);
   released_config(ctx);
-  coda_context_destroy(ctx);
-  CHECK(remove_tree(dir) == 0);
-  return CHECK_DONE();
+  return family_test_end(ctx);
 }

@@ -7,73 +7,38 @@
  * Llama model does not take Qwen3 weights nor the other way round, and the
  * released Qwen3-0.6B config reads as its model card counts it. */
 #define _POSIX_C_SOURCE 200809L
-#include "coda_train.h"
-#include "check.h"
-#include "file_util.h"
-#include "base/rng.h"
-#include "io/io.h"
-#include "model/model.h"
-#include "store/store.h"
-
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-static char dir[256];
-
-static void write_text(const char *name, const char *text) { CHECK(write_text_in(dir, name, text) == 0); }
-
-static char *read_text(const char *name) { return read_text_in(dir, name); }
+#include "family_test_util.h"
 
 /* vocab 70, dim 24, 2 layers, 4 / 2 heads of head_dim (0: 6). */
-static coda_model *random_model(coda_context ctx, int tied, int head_dim, uint64_t seed) {
+static coda_model_config qwen3_config(int tied, int head_dim) {
   coda_model_config c = {70, 24, 2, 4, 2, 40, 32, tied, 1000000.0, 1e-6,
                          {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, head_dim, 0, 0, 0, 0, 0};
-  coda_model *m = NULL;
-  CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
-  if (!m) return NULL;
-  coda_model_init(m, seed);
-  float *w = coda_model_weights(m);
-  uint64_t r = seed + 1;
-  for (size_t i = 0; i < coda_model_size(m); i++) w[i] += (float)(coda_rng_uniform(&r) - 0.5);
-  return m;
+  return c;
 }
 
 static void round_trip(coda_context ctx, int tied, int head_dim) {
-  coda_model *m = random_model(ctx, tied, head_dim, 40 + (uint64_t)tied), *back = NULL;
+  const coda_model_config c = qwen3_config(tied, head_dim);
+  coda_model *m = hf_random_model(ctx, &c, 40 + (uint64_t)tied);
   if (!m) return;
   const int hd = coda_model_head_dim(coda_model_cfg(m)), half = hd / 2;
-  CHECK(coda_hf_export(ctx, m, dir) == CODA_OK);
-  CHECK(coda_hf_import(ctx, dir, CODA_ENGINE_REFERENCE, &back) == CODA_OK);
+  coda_model *back = hf_export_import(ctx, m);
   if (!back) { coda_model_destroy(m); return; }
   const coda_model_config *b = coda_model_cfg(back);
   CHECK(b->family == CODA_FAMILY_QWEN3 && coda_model_head_dim(b) == hd && b->tied == tied &&
         b->rope_theta == 1000000.0 && b->norm_eps == 1e-6 && b->heads == 4 && b->kv_heads == 2);
   CHECK(coda_model_size(back) == coda_model_size(m));
-  CHECK(!memcmp(coda_model_weights(back), coda_model_weights(m),
-                coda_model_size(m) * sizeof(float)));
+  CHECK(same_weights(back, m));
   /* export of the import: the same bytes again */
-  char *cfg1 = read_text("config.json");
-  char p[512];
-  snprintf(p, sizeof p, "%s/model.safetensors", dir);
-  unsigned char *f1 = NULL, *f2 = NULL;
-  size_t n1 = 0, n2 = 0;
-  CHECK(coda_read_file_max(ctx, p, 1u << 26, &f1, &n1) == CODA_OK);
-  CHECK(coda_hf_export(ctx, back, dir) == CODA_OK);
-  CHECK(coda_read_file_max(ctx, p, 1u << 26, &f2, &n2) == CODA_OK);
-  char *cfg2 = read_text("config.json");
-  CHECK(f1 && f2 && n1 == n2 && !memcmp(f1, f2, n1));
-  CHECK(cfg1 && cfg2 && !strcmp(cfg1, cfg2));
+  char *cfg1 = hf_export_again(ctx, back);
   /* config.json names the family and the head width */
   char want[64];
   snprintf(want, sizeof want, "\"head_dim\": %d", hd);
   CHECK(cfg1 && strstr(cfg1, "\"Qwen3ForCausalLM\"") && strstr(cfg1, "\"model_type\": \"qwen3\"") &&
         strstr(cfg1, want) && strstr(cfg1, "\"use_sliding_window\": false"));
-  free(cfg1); free(cfg2); free(f1); free(f2);
+  free(cfg1);
   /* the norms in the file: HF entry j is ours 2j, j + hd/2 is ours 2j + 1 */
   coda_st_file f;
-  CHECK(coda_st_load(ctx, p, 0, &f) == CODA_OK);
+  CHECK(coda_st_load(ctx, in_test_dir("model.safetensors"), 0, &f) == CODA_OK);
   const float *w = coda_model_weights(m);
   const char *ours[2] = {"layers.1.attention.q_norm.weight", "layers.1.attention.k_norm.weight"};
   const char *hf[2] = {"model.layers.1.self_attn.q_norm.weight",
@@ -98,20 +63,7 @@ static void round_trip(coda_context ctx, int tied, int head_dim) {
   coda_model_destroy(m);
 }
 
-static int contains(const char *hay, const char *needle) { return strstr(hay, needle) != NULL; }
-
-static void config_case(coda_context ctx, const char *json, coda_status want, const char *msg) {
-  write_text("config.json", json);
-  coda_model *m = NULL;
-  coda_status s = coda_hf_import(ctx, dir, CODA_ENGINE_REFERENCE, &m);
-  CHECK_MSG(s == want && (want == CODA_OK || contains(coda_last_error(ctx), msg)),
-            "%s: status %s, message '%s' (wanted %s with '%s')", json, coda_status_string(s),
-            s ? coda_last_error(ctx) : "", coda_status_string(want), msg);
-  CHECK(want == CODA_OK ? m != NULL : m == NULL);
-  coda_model_destroy(m);
-}
-
-/* The export of random_model(tied 0, head_dim 10) without its family keys. */
+/* The export of qwen3_config(tied 0, head_dim 10) without its family keys. */
 #define SHAPES                                                                              \
   "\"hidden_size\": 24, \"intermediate_size\": 40, \"num_hidden_layers\": 2, "            \
   "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"vocab_size\": 70, "          \
@@ -121,9 +73,8 @@ static void config_case(coda_context ctx, const char *json, coda_status want, co
 #define Q(extra) "{" QWEN3 ", \"head_dim\": 10" extra "}"
 
 static void refusals(coda_context ctx) {
-  coda_model *m = random_model(ctx, 0, 10, 9);
-  CHECK(coda_hf_export(ctx, m, dir) == CODA_OK);
-  coda_model_destroy(m);
+  const coda_model_config c10 = qwen3_config(0, 10), c6 = qwen3_config(0, 6);
+  hf_export_random(ctx, &c10, 9);
   config_case(ctx, Q(""), CODA_OK, "");
   /* transformers 5's spelling, the released configs' window keys */
   config_case(ctx, "{\"architectures\": [\"Qwen3ForCausalLM\"], \"model_type\": \"qwen3\", "
@@ -164,9 +115,7 @@ static void refusals(coda_context ctx) {
    * it has no place for */
   config_case(ctx, "{\"model_type\": \"llama\", " SHAPES ", \"head_dim\": 10}",
               CODA_ERR_NOT_SUPPORTED, "head_dim 10 x num_attention_heads 4 != hidden_size 24");
-  coda_model *l = random_model(ctx, 0, 6, 3);
-  CHECK(coda_hf_export(ctx, l, dir) == CODA_OK);
-  coda_model_destroy(l);
+  hf_export_random(ctx, &c6, 3);
   config_case(ctx, "{\"model_type\": \"llama\", " SHAPES "}", CODA_ERR_NOT_SUPPORTED,
               "'model.layers.0.self_attn.q_norm.weight' is not part of the model");
 }
@@ -175,11 +124,9 @@ static void refusals(coda_context ctx) {
 static void llama_weights(coda_context ctx) {
   coda_model_config c = {70, 24, 2, 4, 2, 40, 32, 0, 1000000.0, 1e-6,
                          {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
-  coda_model *m = NULL;
-  CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
+  coda_model *m = family_model(ctx, &c, 5);
   if (!m) return;
-  coda_model_init(m, 5);
-  CHECK(coda_hf_export(ctx, m, dir) == CODA_OK);
+  CHECK(coda_hf_export(ctx, m, test_dir) == CODA_OK);
   coda_model_destroy(m);
   config_case(ctx, "{" QWEN3 ", \"head_dim\": 6}", CODA_ERR_IO,
               "tensor 'model.layers.0.self_attn.q_norm.weight' is missing");
@@ -201,7 +148,7 @@ static void released_config(coda_context ctx) {
              "\"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.51.0\", "
              "\"use_cache\": true, \"use_sliding_window\": false, \"vocab_size\": 151936}");
   coda_model_config c;
-  CHECK_STATUS(ctx, coda_hf_config(ctx, dir, &c), CODA_OK);
+  CHECK_STATUS(ctx, coda_hf_config(ctx, test_dir, &c), CODA_OK);
   CHECK(c.family == CODA_FAMILY_QWEN3 && c.head_dim == 128 && c.dim == 1024 && c.heads == 16 &&
         c.kv_heads == 8 && c.tied == 1 && c.rope_theta == 1e6 && c.norm_eps == 1e-6 &&
         c.layers == 28 && c.seq == 40960);
@@ -212,17 +159,12 @@ static void released_config(coda_context ctx) {
 }
 
 int main(void) {
-  snprintf(dir, sizeof dir, "test_train_hf_qwen3.tmp.%d", (int)getpid());
-  CHECK(mkdir(dir, 0777) == 0);
-  coda_context ctx;
-  CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
+  coda_context ctx = family_test_begin("test_train_hf_qwen3");
   round_trip(ctx, 1, 10); /* tied, 4 heads x 10 != dim 24 */
   round_trip(ctx, 0, 0);  /* untied, head_dim = dim / heads */
   round_trip(ctx, 0, 8);
   refusals(ctx);
   llama_weights(ctx);
   released_config(ctx);
-  coda_context_destroy(ctx);
-  CHECK(remove_tree(dir) == 0);
-  return CHECK_DONE();
+  return family_test_end(ctx);
 }

@@ -7,28 +7,13 @@
  * in the model's loss. Every directory is written here: config.json as
  * text, the tensors with the project's safetensors writer. */
 #define _POSIX_C_SOURCE 200809L
-#include "coda_train.h"
-#include "check.h"
-#include "file_util.h"
-#include "base/rng.h"
-#include "io/io.h"
-#include "model/model.h"
-#include "store/store.h"
-
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "family_test_util.h"
 
 static const double PI = 3.14159265358979323846;
-static char dir[256];
-
-static void write_text(const char *name, const char *text) { CHECK(write_text_in(dir, name, text) == 0); }
 
 static void remove_file(const char *name) {
   char p[512];
-  snprintf(p, sizeof p, "%s/%s", dir, name);
+  snprintf(p, sizeof p, "%s/%s", test_dir, name);
   remove(p);
 }
 
@@ -44,7 +29,7 @@ static coda_model_config model_cfg(void) {
   return c;
 }
 
-/* Exports a random untied model into dir (config.json and model.safetensors). */
+/* Exports a random untied model into test_dir (config.json and model.safetensors). */
 static void export_model(coda_context ctx, coda_model **out) {
   coda_model_config c = model_cfg();
   coda_model *m;
@@ -53,7 +38,7 @@ static void export_model(coda_context ctx, coda_model **out) {
   float *w = coda_model_weights(m);
   uint64_t r = 3;
   for (size_t i = 0; i < coda_model_size(m); i++) w[i] += (float)(0.2 * (coda_rng_uniform(&r) - 0.5));
-  CHECK(coda_hf_export(ctx, m, dir) == CODA_OK);
+  CHECK(coda_hf_export(ctx, m, test_dir) == CODA_OK);
   *out = m;
 }
 
@@ -61,24 +46,6 @@ static int same_rope(const coda_rope_scaling *a, const coda_rope_scaling *b) {
   return a->type == b->type && a->factor == b->factor && a->low_freq_factor == b->low_freq_factor &&
          a->high_freq_factor == b->high_freq_factor &&
          a->original_max_position == b->original_max_position;
-}
-
-static int contains(const char *hay, const char *needle) { return strstr(hay, needle) != NULL; }
-
-/* Imports dir and expects status `want` with `msg` in the error. */
-static void expect(coda_context ctx, const char *what, coda_status want, const char *msg) {
-  coda_model *m = NULL;
-  coda_status s = coda_hf_import(ctx, dir, CODA_ENGINE_REFERENCE, &m);
-  CHECK_MSG(s == want && (want == CODA_OK || contains(coda_last_error(ctx), msg)),
-            "%s: status %s, message '%s' (wanted %s with '%s')", what, coda_status_string(s),
-            s ? coda_last_error(ctx) : "", coda_status_string(want), msg);
-  CHECK(want == CODA_OK ? m != NULL : m == NULL);
-  coda_model_destroy(m);
-}
-
-static void config_case(coda_context ctx, const char *json, coda_status want, const char *msg) {
-  write_text("config.json", json);
-  expect(ctx, json, want, msg);
 }
 
 static void refusals(coda_context ctx) {
@@ -147,7 +114,7 @@ static void refusals(coda_context ctx) {
   /* transformers' defaults: eps 1e-6, one KV head per head */
   write_text("config.json", "{" BASE "}");
   coda_model *m = NULL;
-  CHECK(coda_hf_import(ctx, dir, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
+  CHECK(coda_hf_import(ctx, test_dir, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
   if (m) CHECK(coda_model_cfg(m)->norm_eps == 1e-6 && coda_model_cfg(m)->rope.type == CODA_ROPE_DEFAULT);
   coda_model_destroy(m);
 }
@@ -182,7 +149,7 @@ static void rewrite_tensors(coda_context ctx, const coda_st_file *src, int files
   const char *meta[] = {"format", "pt"};
   char p[512];
   if (files == 0) {
-    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    snprintf(p, sizeof p, "%s/model.safetensors", test_dir);
     CHECK(coda_st_save(ctx, p, e, k, meta, 1) == CODA_OK);
   } else {
     char idx[16384];
@@ -192,7 +159,7 @@ static void rewrite_tensors(coda_context ctx, const coda_st_file *src, int files
       int a = f * per, b = a + per < k ? a + per : k;
       char nm[64];
       snprintf(nm, sizeof nm, "model-%05d-of-%05d.safetensors", f + 1, files);
-      snprintf(p, sizeof p, "%s/%s", dir, nm);
+      snprintf(p, sizeof p, "%s/%s", test_dir, nm);
       CHECK(coda_st_save(ctx, p, e + a, b - a, meta, 1) == CODA_OK);
       for (int i = a; i < b; i++) {
         /* bad_map: the first tensor is listed in the wrong shard */
@@ -215,26 +182,27 @@ static void rewrite_tensors(coda_context ctx, const coda_st_file *src, int files
 static void tensors_and_shards(coda_context ctx, coda_model *orig) {
   write_text("config.json", "{" BASE ", \"rms_norm_eps\": 1e-05}");
   char p[512];
-  snprintf(p, sizeof p, "%s/model.safetensors", dir);
+  snprintf(p, sizeof p, "%s/model.safetensors", test_dir);
   coda_st_file f;
   CHECK(coda_st_load(ctx, p, 0, &f) == CODA_OK);
   /* untied config without lm_head.weight */
   rewrite_tensors(ctx, &f, 0, "lm_head.weight", NULL, NULL);
-  expect(ctx, "no lm_head", CODA_ERR_IO, "'lm_head.weight' is missing");
+  hf_expect(ctx, "no lm_head", CODA_ERR_IO, "'lm_head.weight' is missing");
   /* bias tensors present, refused by name even where the config says nothing */
   rewrite_tensors(ctx, &f, 0, NULL, "model.layers.0.self_attn.q_proj.bias", NULL);
-  expect(ctx, "bias tensor", CODA_ERR_NOT_SUPPORTED,
+  hf_expect(ctx, "bias tensor", CODA_ERR_NOT_SUPPORTED,
          "bias tensor 'model.layers.0.self_attn.q_proj.bias'");
   rewrite_tensors(ctx, &f, 0, NULL, "model.layers.0.extra.weight", NULL);
-  expect(ctx, "extra tensor", CODA_ERR_NOT_SUPPORTED, "'model.layers.0.extra.weight' is not part");
+  hf_expect(ctx, "extra tensor", CODA_ERR_NOT_SUPPORTED,
+            "'model.layers.0.extra.weight' is not part");
   rewrite_tensors(ctx, &f, 0, NULL, "model.layers.0.self_attn.rotary_emb.inv_freq", NULL);
-  expect(ctx, "inv_freq buffer", CODA_OK, "");
+  hf_expect(ctx, "inv_freq buffer", CODA_OK, "");
   /* sharded: three shards and the index, no model.safetensors */
   remove_file("model.safetensors");
-  expect(ctx, "no weights", CODA_ERR_IO, "model.safetensors");
+  hf_expect(ctx, "no weights", CODA_ERR_IO, "model.safetensors");
   rewrite_tensors(ctx, &f, 3, NULL, NULL, NULL);
   coda_model *m = NULL;
-  coda_status s = coda_hf_import(ctx, dir, CODA_ENGINE_REFERENCE, &m);
+  coda_status s = coda_hf_import(ctx, test_dir, CODA_ENGINE_REFERENCE, &m);
   CHECK_MSG(s == CODA_OK, "sharded: %s", coda_last_error(ctx));
   if (m) {
     CHECK(coda_model_size(m) == coda_model_size(orig));
@@ -242,11 +210,11 @@ static void tensors_and_shards(coda_context ctx, coda_model *orig) {
   }
   coda_model_destroy(m);
   rewrite_tensors(ctx, &f, 3, NULL, NULL, "wrong");
-  expect(ctx, "index names the wrong shard", CODA_ERR_IO, "where weight_map puts it");
+  hf_expect(ctx, "index names the wrong shard", CODA_ERR_IO, "where weight_map puts it");
   rewrite_tensors(ctx, &f, 3, NULL, NULL, "../model-00001-of-00003.safetensors");
-  expect(ctx, "index path outside", CODA_ERR_IO, "is not a file name in the directory");
+  hf_expect(ctx, "index path outside", CODA_ERR_IO, "is not a file name in the directory");
   write_text("model.safetensors.index.json", "{\"weight_map\": {\"model.norm.weight\": ");
-  expect(ctx, "truncated index", CODA_ERR_IO, "invalid JSON");
+  hf_expect(ctx, "truncated index", CODA_ERR_IO, "invalid JSON");
   coda_st_free(&f);
   remove_file("model.safetensors.index.json");
   for (int i = 1; i <= 3; i++) {
@@ -254,7 +222,7 @@ static void tensors_and_shards(coda_context ctx, coda_model *orig) {
     snprintf(nm, sizeof nm, "model-%05d-of-00003.safetensors", i);
     remove_file(nm);
   }
-  CHECK(coda_hf_export(ctx, orig, dir) == CODA_OK); /* back to one file */
+  CHECK(coda_hf_export(ctx, orig, test_dir) == CODA_OK); /* back to one file */
 }
 
 /* transformers' inverse frequencies, in fp64, written the way
@@ -337,8 +305,8 @@ static double scaled_loss(coda_context ctx, const char *json, const coda_rope_sc
                           double want_theta) {
   write_text("config.json", json);
   coda_model *ref = NULL, *pl = NULL;
-  CHECK(coda_hf_import(ctx, dir, CODA_ENGINE_REFERENCE, &ref) == CODA_OK);
-  CHECK(coda_hf_import(ctx, dir, CODA_ENGINE_PLANS, &pl) == CODA_OK);
+  CHECK(coda_hf_import(ctx, test_dir, CODA_ENGINE_REFERENCE, &ref) == CODA_OK);
+  CHECK(coda_hf_import(ctx, test_dir, CODA_ENGINE_PLANS, &pl) == CODA_OK);
   if (!ref || !pl) {
     coda_model_destroy(ref);
     coda_model_destroy(pl);
@@ -356,7 +324,7 @@ static double scaled_loss(coda_context ctx, const char *json, const coda_rope_sc
   CHECK_MSG(fabs(a - b) < 0.01 * a, "%s: reference loss %.6g, plans %.6g", json, a, b);
   /* the scaling survives a checkpoint and an export */
   char ck[512];
-  snprintf(ck, sizeof ck, "%s/ck.safetensors", dir);
+  snprintf(ck, sizeof ck, "%s/ck.safetensors", test_dir);
   coda_train_state st = {0, 0, 0, NAN, "", 0, 0};
   CHECK(coda_checkpoint_save(ctx, ck, ref, NULL, NULL, &st) == CODA_OK);
   coda_model_config back;
@@ -399,9 +367,9 @@ static void rope_models(coda_context ctx, coda_model *orig) {
   coda_model *m;
   CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
   memcpy(coda_model_weights(m), coda_model_weights(orig), coda_model_size(m) * sizeof(float));
-  CHECK(coda_hf_export(ctx, m, dir) == CODA_OK);
+  CHECK(coda_hf_export(ctx, m, test_dir) == CODA_OK);
   coda_model *back = NULL;
-  CHECK(coda_hf_import(ctx, dir, CODA_ENGINE_REFERENCE, &back) == CODA_OK);
+  CHECK(coda_hf_import(ctx, test_dir, CODA_ENGINE_REFERENCE, &back) == CODA_OK);
   if (back) CHECK(same_rope(&coda_model_cfg(back)->rope, &l3));
   coda_model_destroy(back);
   coda_model_destroy(m);
@@ -417,7 +385,7 @@ static void rope_models(coda_context ctx, coda_model *orig) {
  * a head that is a copy of the embedding is the tied head, silently. */
 static void tied_config_own_head(coda_context ctx, coda_model *orig) {
   write_text("config.json", "{" BASE ", \"rms_norm_eps\": 1e-05}");
-  CHECK(coda_hf_export(ctx, orig, dir) == CODA_OK);
+  CHECK(coda_hf_export(ctx, orig, test_dir) == CODA_OK);
   char tied[2048];
   snprintf(tied, sizeof tied, "{%s, \"rms_norm_eps\": 1e-05}", BASE);
   char *at = strstr(tied, "\"tie_word_embeddings\": false");
@@ -428,11 +396,11 @@ static void tied_config_own_head(coda_context ctx, coda_model *orig) {
   coda_warnings_clear(ctx);
   CHECK(coda_warnings(ctx)[0] == '\0');
   coda_model *m = NULL;
-  coda_status s = coda_hf_import(ctx, dir, CODA_ENGINE_REFERENCE, &m);
+  coda_status s = coda_hf_import(ctx, test_dir, CODA_ENGINE_REFERENCE, &m);
   CHECK_MSG(s == CODA_OK, "tied config, own head: %s", coda_last_error(ctx));
   const char *w = coda_warnings(ctx);
-  CHECK_MSG(contains(w, "tie_word_embeddings true") && contains(w, "'lm_head.weight'") &&
-                contains(w, "imported untied"),
+  CHECK_MSG(strstr(w, "tie_word_embeddings true") && strstr(w, "'lm_head.weight'") &&
+                strstr(w, "imported untied"),
             "warning: '%s'", w);
   if (m) {
     CHECK(coda_model_cfg(m)->tied == 0);
@@ -450,7 +418,7 @@ static void tied_config_own_head(coda_context ctx, coda_model *orig) {
   /* the head a copy of the embedding (as BF16, the embedding F32: the
    * values compared, not the bytes): the tied model, no warning */
   char p[512];
-  snprintf(p, sizeof p, "%s/model.safetensors", dir);
+  snprintf(p, sizeof p, "%s/model.safetensors", test_dir);
   coda_st_file f;
   CHECK(coda_st_load(ctx, p, 0, &f) == CODA_OK);
   const coda_st_tensor *emb = coda_st_find(&f, "model.embed_tokens.weight");
@@ -484,13 +452,13 @@ static void tied_config_own_head(coda_context ctx, coda_model *orig) {
       }
       const char *meta[] = {"format", "pt"};
       char q[512];
-      snprintf(q, sizeof q, "%s/copy.safetensors", dir);
+      snprintf(q, sizeof q, "%s/copy.safetensors", test_dir);
       CHECK(coda_st_save(ctx, q, e, f.n, meta, 1) == CODA_OK);
       coda_st_free(&f);
       CHECK(rename(q, p) == 0);
       coda_warnings_clear(ctx);
       m = NULL;
-      s = coda_hf_import(ctx, dir, CODA_ENGINE_REFERENCE, &m);
+      s = coda_hf_import(ctx, test_dir, CODA_ENGINE_REFERENCE, &m);
       CHECK_MSG(s == CODA_OK, "tied config, copied head: %s", coda_last_error(ctx));
       CHECK_MSG(coda_warnings(ctx)[0] == '\0', "copied head warned: '%s'", coda_warnings(ctx));
       if (m) {
@@ -512,14 +480,11 @@ static void tied_config_own_head(coda_context ctx, coda_model *orig) {
     coda_st_free(&f);
   }
   write_text("config.json", "{" BASE ", \"rms_norm_eps\": 1e-05}");
-  CHECK(coda_hf_export(ctx, orig, dir) == CODA_OK);
+  CHECK(coda_hf_export(ctx, orig, test_dir) == CODA_OK);
 }
 
 int main(void) {
-  snprintf(dir, sizeof dir, "test_train_hf_strict.tmp.%d", (int)getpid());
-  coda_context ctx;
-  CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
-  CHECK(mkdir(dir, 0777) == 0);
+  coda_context ctx = family_test_begin("test_train_hf_strict");
   coda_model *orig = NULL;
   export_model(ctx, &orig);
   if (orig) {
@@ -530,7 +495,5 @@ int main(void) {
     tied_config_own_head(ctx, orig);
   }
   coda_model_destroy(orig);
-  coda_context_destroy(ctx);
-  CHECK(remove_tree(dir) == 0);
-  return CHECK_DONE();
+  return family_test_end(ctx);
 }

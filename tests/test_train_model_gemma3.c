@@ -8,27 +8,11 @@
  * loss); the parameter list; config refusals naming what is allowed; the
  * plan engine's refusal by name; a checkpoint round trip. */
 #define _POSIX_C_SOURCE 200809L
-#include "coda_train.h"
-#include "check.h"
-#include "file_util.h"
-#include "base/rng.h"
-#include "model/model.h"
-#include "store/store.h"
-
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "family_test_util.h"
 
 /* head_dim 6 over dim 8 and 4 heads (GQA 2 kv heads); 3 layers, pattern 2:
  * layers 0 and 2 local (window 3 over T 9), layer 1 global */
 enum { V = 19, D = 8, L = 3, H = 4, HK = 2, HD = 6, F = 12, S = 16, B = 2, T = 9, W = 3 };
-
-static double normal(uint64_t *s) {
-  double u1 = coda_rng_uniform(s) + 1e-300, u2 = coda_rng_uniform(s);
-  return sqrt(-2 * log(u1)) * cos(2 * acos(-1.0) * u2);
-}
 
 static coda_model_config gemma_config(void) {
   coda_model_config c;
@@ -40,22 +24,11 @@ static coda_model_config gemma_config(void) {
   return c;
 }
 
-/* Weights well away from the init (norm weights non-zero), some ignored
- * targets. */
+/* The engine tests' model (family_step_model: the norm weights non-zero)
+ * and a batch of B x T. */
 static coda_model *make_model(coda_context ctx, const coda_model_config *c, int32_t *in,
                               int32_t *tg) {
-  coda_model *m = NULL;
-  CHECK(coda_model_create(ctx, c, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
-  if (!m) return NULL;
-  coda_model_init(m, 5);
-  uint64_t r = 23;
-  float *w = coda_model_weights(m);
-  for (size_t i = 0; i < coda_model_size(m); i++) w[i] += (float)(0.3 * normal(&r));
-  for (int i = 0; i < B * T; i++) {
-    in[i] = (int32_t)coda_rng_below(&r, V);
-    tg[i] = i % 5 == 2 ? -1 : (int32_t)coda_rng_below(&r, V);
-  }
-  return m;
+  return family_step_model(ctx, c, 0.3, in, tg, B * T);
 }
 
 /* ------------------------------------------------ the fp64 model */
@@ -223,17 +196,9 @@ static void against_fp64(coda_context ctx) {
     w[i] = w0;
     g[i] = (lp - lm) / (2 * h);
   }
-  const float *eg = coda_model_grads(m);
   for (int pi = 0; pi < coda_model_num_params(m); pi++) {
     const coda_param *p = coda_model_param(m, pi);
-    double e = 0, nn = 0;
-    for (size_t k = 0; k < p->size; k++) {
-      const double d = eg[p->offset + k] - g[p->offset + k];
-      e += d * d;
-      nn += g[p->offset + k] * g[p->offset + k];
-    }
-    CHECK_MSG(sqrt(e) <= 1e-4 * sqrt(nn) + 1e-7, "gemma3 %s: gradient error %.3g of norm %.3g",
-              p->name, sqrt(e), sqrt(nn));
+    family_close_grad("gemma3", m, p->name, g + p->offset, 1e-4);
   }
   float got[V];
   CHECK(coda_model_last_logits(ctx, m, in, T, got) == CODA_OK);
@@ -258,35 +223,7 @@ static void finite_differences(coda_context ctx) {
                       D * F + D;
   CHECK_EQ_INT((int64_t)coda_model_size(m), (int64_t)V * D + L * per + D);
   CHECK_EQ_INT(coda_model_config_params(&c), (int64_t)coda_model_size(m));
-  const size_t n = coda_model_size(m);
-  float *w = coda_model_weights(m), *g = malloc(n * 4), *w0 = malloc(n * 4), *d = malloc(n * 4);
-  double loss, lp, lm;
-  int64_t nv;
-  const float gs = 0.5f;
-  coda_model_zero_grad(m);
-  CHECK(coda_model_step(ctx, m, in, tg, B, T, gs, &loss, &nv) == CODA_OK);
-  memcpy(g, coda_model_grads(m), n * 4);
-  memcpy(w0, w, n * 4);
-  uint64_t r = 31;
-  for (int pi = 0; pi < coda_model_num_params(m); pi++) {
-    const coda_param *p = coda_model_param(m, pi);
-    double gd = 0;
-    memset(d, 0, n * 4);
-    for (size_t k = 0; k < p->size; k++) {
-      d[p->offset + k] = (float)normal(&r);
-      gd += (double)g[p->offset + k] * d[p->offset + k];
-    }
-    const double h = 5e-4;
-    for (size_t k = 0; k < n; k++) w[k] = (float)(w0[k] + h * d[k]);
-    CHECK(coda_model_loss(ctx, m, in, tg, B, T, &lp, &nv) == CODA_OK);
-    for (size_t k = 0; k < n; k++) w[k] = (float)(w0[k] - h * d[k]);
-    CHECK(coda_model_loss(ctx, m, in, tg, B, T, &lm, &nv) == CODA_OK);
-    memcpy(w, w0, n * 4);
-    const double fd = gs * (lp - lm) / (2 * h);
-    CHECK_MSG(fabs(fd - gd) <= 0.02 * fabs(fd) + 2e-4, "gemma3 %s: finite difference %.6g, "
-              "gradient %.6g", p->name, fd, gd);
-  }
-  free(g); free(w0); free(d);
+  family_finite_differences("gemma3", ctx, m, in, tg, B, T, 5e-4);
   coda_model_destroy(m);
 }
 
@@ -334,43 +271,26 @@ static void refusals(coda_context ctx) {
   CHECK(coda_model_layer_rope_theta(&c, 0) == 1e4 && coda_model_layer_rope_theta(&c, 1) == 1e6);
 }
 
-static void checkpoint(coda_context ctx, const char *dir) {
-  coda_model_config c = gemma_config();
-  coda_model *a, *b;
-  CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &a) == CODA_OK);
-  coda_model_init(a, 7);
-  coda_train_state st = {3, 1, 2, 1.5, "", 0, 0};
-  char p[512];
-  snprintf(p, sizeof p, "%s/g.safetensors", dir);
-  CHECK(coda_checkpoint_save(ctx, p, a, NULL, NULL, &st) == CODA_OK);
-  coda_model_config c2;
-  CHECK(coda_checkpoint_config(ctx, p, &c2) == CODA_OK);
+static void checkpoint(coda_context ctx) {
+  coda_model_config c = gemma_config(), c2;
+  coda_model *b = family_checkpoint_round_trip(ctx, &c, &c2);
+  if (!b) return;
   CHECK(c2.family == CODA_FAMILY_GEMMA3 && c2.head_dim == HD && c2.kv_heads == HK &&
         c2.sliding_window == W && c2.sliding_pattern == 2 && c2.rope_local_theta == 1e4 &&
         c2.attn_scalar == 10.0 && c2.logit_softcap == 3.0 && c2.rope_theta == 1e6);
-  CHECK(coda_model_create(ctx, &c2, CODA_ENGINE_REFERENCE, &b) == CODA_OK);
-  CHECK(coda_checkpoint_load(ctx, p, b, NULL, NULL, NULL) == CODA_OK);
-  CHECK(!memcmp(coda_model_weights(a), coda_model_weights(b), coda_model_size(a) * 4));
   /* the init: every norm weight 0 (the identity of (1 + w)) */
   const coda_param *q = coda_model_find(b, "layers.1.attention.q_norm.weight");
   const coda_param *pn = coda_model_find(b, "layers.2.feed_forward.post_norm.weight");
   CHECK(q && pn && coda_model_weights(b)[q->offset + 1] == 0.0f &&
         coda_model_weights(b)[pn->offset + 3] == 0.0f);
-  coda_model_destroy(a);
   coda_model_destroy(b);
 }
 
 int main(void) {
-  char dir[256];
-  snprintf(dir, sizeof dir, "test_train_model_gemma3.tmp.%d", (int)getpid());
-  CHECK(mkdir(dir, 0777) == 0);
-  coda_context ctx;
-  CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
+  coda_context ctx = family_test_begin("test_train_model_gemma3");
   against_fp64(ctx);
   finite_differences(ctx);
   refusals(ctx);
-  checkpoint(ctx, dir);
-  coda_context_destroy(ctx);
-  CHECK(remove_tree(dir) == 0);
-  return CHECK_DONE();
+  checkpoint(ctx);
+  return family_test_end(ctx);
 }

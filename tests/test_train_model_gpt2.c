@@ -6,26 +6,10 @@
  * and sizes, config refusals naming what is allowed, the plan engine
  * taking the family, and a checkpoint round trip. */
 #define _POSIX_C_SOURCE 200809L
-#include "coda_train.h"
-#include "check.h"
-#include "file_util.h"
-#include "base/rng.h"
-#include "model/model.h"
+#include "family_test_util.h"
 #include "nn/ref_gpt2.h"
-#include "store/store.h"
-
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 enum { V = 29, D = 16, L = 2, H = 4, F = 40, S = 8, B = 2, T = 7 };
-
-static double normal(uint64_t *s) {
-  double u1 = coda_rng_uniform(s) + 1e-300, u2 = coda_rng_uniform(s);
-  return sqrt(-2 * log(u1)) * cos(2 * acos(-1.0) * u2);
-}
 
 static coda_model_config gpt2_config(void) {
   coda_model_config c = {V, D, L, H, H, F, S, 1, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0},
@@ -33,22 +17,10 @@ static coda_model_config gpt2_config(void) {
   return c;
 }
 
-/* A model with weights well away from the init (non-trivial norms and
- * biases), and a batch with some ignored targets. */
+/* The engine tests' model (family_step_model) and a batch of B x T. */
 static coda_model *make_model(coda_context ctx, int32_t *in, int32_t *tg) {
   coda_model_config c = gpt2_config();
-  coda_model *m = NULL;
-  CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &m) == CODA_OK);
-  if (!m) return NULL;
-  coda_model_init(m, 5);
-  uint64_t r = 23;
-  float *w = coda_model_weights(m);
-  for (size_t i = 0; i < coda_model_size(m); i++) w[i] += (float)(0.25 * normal(&r));
-  for (int i = 0; i < B * T; i++) {
-    in[i] = (int32_t)coda_rng_below(&r, V);
-    tg[i] = i % 5 == 2 ? -1 : (int32_t)coda_rng_below(&r, V);
-  }
-  return m;
+  return family_step_model(ctx, &c, 0.25, in, tg, B * T);
 }
 
 static double *to_f64(const coda_model *m, const char *name) {
@@ -60,17 +32,8 @@ static double *to_f64(const coda_model *m, const char *name) {
   return d;
 }
 
-/* ||got − want|| ≤ tol ||want|| + abs over one parameter's gradient. */
 static void close_grad(const coda_model *m, const char *name, const double *want, double tol) {
-  const coda_param *p = coda_model_find(m, name);
-  const float *g = coda_model_grads((coda_model *)m) + p->offset;
-  double e = 0, n = 0;
-  for (size_t i = 0; i < p->size; i++) {
-    e += (g[i] - want[i]) * (g[i] - want[i]);
-    n += want[i] * want[i];
-  }
-  CHECK_MSG(sqrt(e) <= tol * sqrt(n) + 1e-7, "gpt2 %s: gradient error %.3g of norm %.3g", name,
-            sqrt(e), sqrt(n));
+  family_close_grad("gpt2", m, name, want, tol);
 }
 
 static const char *layer_names[GPT2_REF_NPARAMS] = {
@@ -194,35 +157,7 @@ static void finite_differences(coda_context ctx) {
   CHECK_EQ_INT(coda_model_num_params(m), 2 + 12 * L + 2);
   const int64_t per = 4 * D + 3 * D * D + 3 * D + D * D + D + F * D + F + D * F + D;
   CHECK_EQ_INT((int64_t)coda_model_size(m), (int64_t)V * D + S * D + L * per + 2 * D);
-  const size_t n = coda_model_size(m);
-  float *w = coda_model_weights(m), *g = malloc(n * 4), *w0 = malloc(n * 4), *d = malloc(n * 4);
-  double loss, lp, lm;
-  int64_t nv;
-  const float gs = 0.5f;
-  coda_model_zero_grad(m);
-  CHECK(coda_model_step(ctx, m, in, tg, B, T, gs, &loss, &nv) == CODA_OK);
-  memcpy(g, coda_model_grads(m), n * 4);
-  memcpy(w0, w, n * 4);
-  uint64_t r = 31;
-  for (int pi = 0; pi < coda_model_num_params(m); pi++) {
-    const coda_param *p = coda_model_param(m, pi);
-    double gd = 0;
-    memset(d, 0, n * 4);
-    for (size_t k = 0; k < p->size; k++) {
-      d[p->offset + k] = (float)normal(&r);
-      gd += (double)g[p->offset + k] * d[p->offset + k];
-    }
-    const double h = 2e-3;
-    for (size_t k = 0; k < n; k++) w[k] = (float)(w0[k] + h * d[k]);
-    CHECK(coda_model_loss(ctx, m, in, tg, B, T, &lp, &nv) == CODA_OK);
-    for (size_t k = 0; k < n; k++) w[k] = (float)(w0[k] - h * d[k]);
-    CHECK(coda_model_loss(ctx, m, in, tg, B, T, &lm, &nv) == CODA_OK);
-    memcpy(w, w0, n * 4);
-    const double fd = gs * (lp - lm) / (2 * h);
-    CHECK_MSG(fabs(fd - gd) <= 0.02 * fabs(fd) + 2e-4, "gpt2 %s: finite difference %.6g, "
-              "gradient %.6g", p->name, fd, gd);
-  }
-  free(g); free(w0); free(d);
+  family_finite_differences("gpt2", ctx, m, in, tg, B, T, 2e-3);
   coda_model_destroy(m);
 }
 
@@ -260,41 +195,24 @@ static void refusals(coda_context ctx) {
   CHECK(!strcmp(coda_model_family_name(CODA_FAMILY_GPT2), "gpt2"));
 }
 
-static void checkpoint(coda_context ctx, const char *dir) {
-  coda_model_config c = gpt2_config();
-  coda_model *a, *b;
-  CHECK(coda_model_create(ctx, &c, CODA_ENGINE_REFERENCE, &a) == CODA_OK);
-  coda_model_init(a, 7);
-  coda_train_state st = {3, 1, 2, 1.5, "", 0, 0};
-  char p[512];
-  snprintf(p, sizeof p, "%s/g.safetensors", dir);
-  CHECK(coda_checkpoint_save(ctx, p, a, NULL, NULL, &st) == CODA_OK);
-  coda_model_config c2;
-  CHECK(coda_checkpoint_config(ctx, p, &c2) == CODA_OK);
+static void checkpoint(coda_context ctx) {
+  coda_model_config c = gpt2_config(), c2;
+  coda_model *b = family_checkpoint_round_trip(ctx, &c, &c2);
+  if (!b) return;
   CHECK(c2.family == CODA_FAMILY_GPT2 && c2.tied && c2.kv_heads == H && c2.seq == S);
-  CHECK(coda_model_create(ctx, &c2, CODA_ENGINE_REFERENCE, &b) == CODA_OK);
-  CHECK(coda_checkpoint_load(ctx, p, b, NULL, NULL, NULL) == CODA_OK);
-  CHECK(!memcmp(coda_model_weights(a), coda_model_weights(b), coda_model_size(a) * 4));
   /* the init: LayerNorm weights 1, every bias 0 */
   const coda_param *q = coda_model_find(b, "layers.1.attention.wqkv.bias");
   const coda_param *gn = coda_model_find(b, "layers.0.ffn_norm.weight");
   CHECK(q && gn && coda_model_weights(b)[q->offset + 5] == 0.0f &&
         coda_model_weights(b)[gn->offset + 3] == 1.0f);
-  coda_model_destroy(a);
   coda_model_destroy(b);
 }
 
 int main(void) {
-  char dir[256];
-  snprintf(dir, sizeof dir, "test_train_model_gpt2.tmp.%d", (int)getpid());
-  CHECK(mkdir(dir, 0777) == 0);
-  coda_context ctx;
-  CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
+  coda_context ctx = family_test_begin("test_train_model_gpt2");
   against_fp64(ctx);
   finite_differences(ctx);
   refusals(ctx);
-  checkpoint(ctx, dir);
-  coda_context_destroy(ctx);
-  CHECK(remove_tree(dir) == 0);
-  return CHECK_DONE();
+  checkpoint(ctx);
+  return family_test_end(ctx);
 }

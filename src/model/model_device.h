@@ -77,6 +77,23 @@ coda_status coda_plans_upload(coda_context ctx, coda_plan p, const char *name, c
 /* dst += scale · plan buffer `name`. */
 coda_status coda_plans_accumulate(coda_context ctx, coda_plan p, const char *name, float *dst,
                                   float scale);
+/* A gradient buffer of a plan and where it is added (scaled) in the
+ * model's fp32 gradient. */
+typedef struct {
+  const char *name;
+  float *dst;
+} plans_grad;
+/* The head on the host path (model_plans.c, for every family): targets tg
+ * (negative: ignored) into the head plan's "targets", its forward, then
+ * "loss" and the count of valid targets into *loss and *n_valid (either
+ * may be NULL; the loss is 0 when none is valid). With backward and a
+ * valid target, the head's backward follows, each of grads added into its
+ * dst at gscale, and *ran_backward is set (the blocks' backward follows).
+ * Profile: the forward and the backward with its additions, CODA_PH_HEAD. */
+coda_status coda_plans_head_loss(coda_context ctx, coda_model *m, plans_state *s,
+                                 const int32_t *tg, int backward, float gscale,
+                                 const plans_grad *grads, int ngrads, double *loss,
+                                 int64_t *n_valid, int *ran_backward);
 /* GPT-2 (model_plans_gpt2.c): its block plans (s->blk, s->L) and head plan
  * for s->B x s->T tokens, and a forward (+ backward) on the CPU backend,
  * the arguments of coda_plans_forward. */

@@ -212,6 +212,41 @@ coda_status coda_plans_accumulate(coda_context ctx, coda_plan p, const char *nam
   return accumulate(ctx, p, name, dst, scale);
 }
 
+/* The host path's head, one sequence for every family (model_device.h):
+ * the families' heads differ only in their gradient buffers. */
+coda_status coda_plans_head_loss(coda_context ctx, coda_model *m, plans_state *s,
+                                 const int32_t *tg, int backward, float gscale,
+                                 const plans_grad *grads, int ngrads, double *loss,
+                                 int64_t *n_valid, int *ran_backward) {
+  const int64_t M = (int64_t)s->B * s->T;
+  coda_prof *pf = coda_model_prof(m);
+  *ran_backward = 0;
+  coda_tensor t;
+  coda_status st = tensor(ctx, s->head, "targets", &t);
+  if (st) return st;
+  int64_t nv = 0;
+  PB();
+  for (int64_t r = 0; r < M; r++) {
+    ((int32_t *)t.data)[r * t.ld] = tg[r] < 0 ? -100 : tg[r];
+    nv += tg[r] >= 0;
+  }
+  st = coda_plan_run(ctx, s->head, CODA_PHASE_FORWARD);
+  PE(CODA_PH_HEAD, -1);
+  if (!st) st = tensor(ctx, s->head, "loss", &t);
+  if (st) return st;
+  if (loss) *loss = nv ? coda_load(&t, 0, 0) : 0.0;
+  if (n_valid) *n_valid = nv;
+  if (!backward || nv == 0) return CODA_OK;
+  *ran_backward = 1;
+  PB();
+  st = coda_plan_run(ctx, s->head, CODA_PHASE_BACKWARD);
+  /* d(gscale · loss): every gradient from the plans is of the mean loss */
+  for (int k = 0; k < ngrads && !st; k++)
+    st = accumulate(ctx, s->head, grads[k].name, grads[k].dst, gscale);
+  PE(CODA_PH_HEAD, -1);
+  return st;
+}
+
 /* The block plan's weight and gradient buffers of each layer parameter of
  * the family table (model/family.c), by the parameter's name: Qwen3's
  * q_norm and k_norm are the QK-norm block's wqn and wkn. */
@@ -630,27 +665,11 @@ coda_status coda_plans_forward(coda_context ctx, coda_model *m, const int32_t *i
     free(h);
     return CODA_OK;
   }
-  st = tensor(ctx, s->head, "targets", &t);
-  if (st) return st;
-  int64_t nv = 0;
-  PB();
-  for (int64_t r = 0; r < M; r++) {
-    ((int32_t *)t.data)[r * t.ld] = tg[r] < 0 ? -100 : tg[r];
-    nv += tg[r] >= 0;
-  }
-  st = coda_plan_run(ctx, s->head, CODA_PHASE_FORWARD);
-  PE(CODA_PH_HEAD, -1);
-  if (!st) st = tensor(ctx, s->head, "loss", &t);
-  if (st) return st;
-  if (loss) *loss = nv ? coda_load(&t, 0, 0) : 0.0;
-  if (n_valid) *n_valid = nv;
-  if (!backward || nv == 0) return CODA_OK;
-  PB();
-  st = coda_plan_run(ctx, s->head, CODA_PHASE_BACKWARD);
-  /* d(gscale · loss): every gradient from the plans is of the mean loss */
-  if (!st) st = accumulate(ctx, s->head, "dwnf", G + OFF("norm.weight"), gscale);
-  if (!st) st = accumulate(ctx, s->head, "dwout", G + out, gscale);
-  PE(CODA_PH_HEAD, -1);
+  const plans_grad hg[] = {{"dwnf", G + OFF("norm.weight")}, {"dwout", G + out}};
+  int bwd = 0;
+  st = coda_plans_head_loss(ctx, m, s, tg, backward, gscale, hg, (int)(sizeof hg / sizeof hg[0]),
+                            loss, n_valid, &bwd);
+  if (st || !bwd) return st;
   for (int i = s->L - 1; i >= 0 && !st; i--) {
     PB();
     st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_BACKWARD);

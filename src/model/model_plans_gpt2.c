@@ -169,7 +169,6 @@ coda_status coda_plans_gpt2_forward(coda_context ctx, coda_model *m, plans_state
                                     float gscale, double *loss, int64_t *n_valid,
                                     float *last_logits) {
   const int sample = tg == NULL;
-  const int64_t M = (int64_t)s->B * s->T;
   const float *W = coda_model_weights(m);
   float *G = coda_model_grads(m);
   coda_prof *pf = coda_model_prof(m);
@@ -192,30 +191,15 @@ coda_status coda_plans_gpt2_forward(coda_context ctx, coda_model *m, plans_state
   }
   if (st) return st;
   if (sample) return host_head(ctx, m, s, T, last_logits);
-  coda_tensor t;
-  st = coda_plans_tensor(ctx, s->head, "targets", &t);
-  if (st) return st;
-  int64_t nv = 0;
-  PB();
-  for (int64_t r = 0; r < M; r++) {
-    ((int32_t *)t.data)[r * t.ld] = tg[r] < 0 ? -100 : tg[r];
-    nv += tg[r] >= 0;
-  }
-  st = coda_plan_run(ctx, s->head, CODA_PHASE_FORWARD);
-  PE(CODA_PH_HEAD, -1);
-  if (!st) st = coda_plans_tensor(ctx, s->head, "loss", &t);
-  if (st) return st;
-  if (loss) *loss = nv ? coda_load(&t, 0, 0) : 0.0;
-  if (n_valid) *n_valid = nv;
-  if (!backward || nv == 0) return CODA_OK;
-  PB();
-  st = coda_plan_run(ctx, s->head, CODA_PHASE_BACKWARD);
-  /* d(gscale · loss): every gradient from the plans is of the mean loss */
-  if (!st) st = coda_plans_accumulate(ctx, s->head, "dlnf_g", G + OFF("norm.weight"), gscale);
-  if (!st) st = coda_plans_accumulate(ctx, s->head, "dlnf_b", G + OFF("norm.bias"), gscale);
-  if (!st)
-    st = coda_plans_accumulate(ctx, s->head, "dwout", G + OFF("tok_embeddings.weight"), gscale);
-  PE(CODA_PH_HEAD, -1);
+  /* the tied LM head: dwout is one of wte's two gradients (embed_backward
+   * adds the other) */
+  const plans_grad hg[] = {{"dlnf_g", G + OFF("norm.weight")},
+                           {"dlnf_b", G + OFF("norm.bias")},
+                           {"dwout", G + OFF("tok_embeddings.weight")}};
+  int bwd = 0;
+  st = coda_plans_head_loss(ctx, m, s, tg, backward, gscale, hg, (int)(sizeof hg / sizeof hg[0]),
+                            loss, n_valid, &bwd);
+  if (st || !bwd) return st;
   for (int i = s->L - 1; i >= 0 && !st; i--) {
     PB();
     st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_BACKWARD);

@@ -4,12 +4,8 @@
 # stderr that names the problem.
 #
 #   sh tests/cli/bad_input.sh PATH/TO/coda WORKDIR
-set -u
-coda=$1
-work=$2
-rm -rf "$work"
-mkdir -p "$work"
-cd "$work" || exit 1
+# shellcheck source=tests/cli/setup.sh
+. "$(dirname "$0")/setup.sh"
 fails=0
 cases=0
 
@@ -38,13 +34,7 @@ expect() {
 
 # A small corpus and a tiny model, so that training cases reach the checks
 # past the data preparation quickly.
-mkdir corpus
-i=0
-while [ $i -lt 300 ]; do
-  echo "The quick brown fox $i jumps over the lazy dog. Pack my box with five dozen jugs."
-  echo "%"
-  i=$((i + 1))
-done >corpus/text
+write_corpus
 small="--corpus corpus --dim 32 --layers 1 --heads 2 --kv-heads 1 --ffn 64 --seq 16 --batch 2 --val-batches 0 --quiet"
 
 # --- the tool itself

@@ -4,12 +4,8 @@
 # is bounded and of a regular file.
 #
 #   sh tests/cli/hostile_train.sh PATH/TO/coda WORKDIR
-set -u
-coda=$1
-work=$2
-rm -rf "$work"
-mkdir -p "$work"
-cd "$work" || exit 1
+# shellcheck source=tests/cli/setup.sh
+. "$(dirname "$0")/setup.sh"
 fails=0
 cases=0
 fail() { fails=$((fails + 1)); echo "FAIL: $*"; sed 's/^/  | /' err.txt 2>/dev/null | head -20; }
@@ -31,13 +27,7 @@ expect() {
   fi
 }
 
-mkdir corpus
-i=0
-while [ $i -lt 300 ]; do
-  echo "The quick brown fox $i jumps over the lazy dog. Pack my box with five dozen jugs."
-  echo "%"
-  i=$((i + 1))
-done >corpus/text
+write_corpus
 small="--dim 32 --layers 1 --heads 2 --kv-heads 1 --ffn 64 --seq 16 --batch 2 --val-batches 0 --quiet"
 
 # shellcheck disable=SC2086

@@ -15,12 +15,8 @@
 #   - inconsistent environments are refused with a reason (status 2).
 #
 #   sh tests/cli/launch_train.sh PATH/TO/coda WORKDIR
-set -u
-coda=$1
-work=$2
-rm -rf "$work"
-mkdir -p "$work"
-cd "$work" || exit 1
+# shellcheck source=tests/cli/setup.sh
+. "$(dirname "$0")/setup.sh"
 fails=0
 fail() { fails=$((fails + 1)); echo "FAIL: $*"; }
 ok() { echo "ok: $*"; }
@@ -34,13 +30,7 @@ free_port() {
   port_salt=$((${port_salt:-0} + 1))
 }
 
-i=0
-mkdir corpus
-while [ $i -lt 300 ]; do
-  echo "The quick brown fox $i jumps over the lazy dog. Pack my box with five dozen jugs."
-  echo "%"
-  i=$((i + 1))
-done >corpus/text
+write_corpus
 # the reference engine (fp32, sums in double): one process and N ranks then
 # differ only in where the per-sequence gradients are added (see
 # test_train_dp.c; the plan engine's bf16 weights would need 1e-3)

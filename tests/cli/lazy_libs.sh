@@ -8,21 +8,11 @@
 # needed) must load libnvrtc. Skipped (77) in a build without CUDA.
 #
 #   sh tests/cli/lazy_libs.sh PATH/TO/coda WORKDIR CUDA_BUILD(ON|OFF)
-set -u
-coda=$1
-case $coda in /*) ;; *) coda=$PWD/$coda ;; esac
-work=$2
 [ "${3:-OFF}" = ON ] || { echo "skip: a build without CUDA links neither library"; exit 77; }
-rm -rf "$work"
-mkdir -p "$work/corpus"
-cd "$work" || exit 1
+# shellcheck source=tests/cli/setup.sh
+. "$(dirname "$0")/setup.sh"
 fails=0
-i=0
-while [ $i -lt 200 ]; do
-  echo "The quick brown fox $i jumps over the lazy dog."
-  echo "%"
-  i=$((i + 1))
-done >corpus/text
+write_corpus
 printf 'input x : tile bf16\noutput y : bf16\nstore y = acc + x\n' >prog.coda
 
 # loads NAME -- ARGS...: the libraries coda ARGS loaded, one per line

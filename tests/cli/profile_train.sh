@@ -6,12 +6,8 @@
 # --profile prints none, and data parallel ranks report a reduction.
 #
 #   sh tests/cli/profile_train.sh PATH/TO/coda WORKDIR
-set -u
-coda=$1
-work=$2
-rm -rf "$work"
-mkdir -p "$work"
-cd "$work" || exit 1
+# shellcheck source=tests/cli/setup.sh
+. "$(dirname "$0")/setup.sh"
 fails=0
 fail() { fails=$((fails + 1)); echo "FAIL: $*"; }
 

@@ -7,54 +7,15 @@
 # against the reference engine's losses.
 #
 #   sh tests/cli/train_qwen3.sh PATH/TO/coda WORKDIR
-set -u
-coda=$1
-work=$2
-rm -rf "$work"
-mkdir -p "$work"
-cd "$work" || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
+# shellcheck source=tests/cli/family_lib.sh
+. "$(dirname "$0")/family_lib.sh"
 
-mkdir corpus
-i=0
-while [ $i -lt 300 ]; do
-  echo "The quick brown fox $i jumps over the lazy dog. Pack my box with five dozen jugs."
-  echo "%"
-  i=$((i + 1))
-done >corpus/text
 model="--family qwen3 --head-dim 24 --tied 1 --dim 32 --layers 2 --heads 2 --kv-heads 1 --ffn 64 --seq 32"
-# shellcheck disable=SC2086
-"$coda" train --corpus corpus $model --batch 4 --steps 40 --warmup 5 --lr 3e-3 --val-batches 0 \
-  --device cpu --engine reference --out run --quiet >train.txt 2>&1 || { cat train.txt; fail "train"; }
-first=$(sed -n 2p run/loss.csv | cut -d, -f2)
-last=$(tail -1 run/loss.csv | cut -d, -f2)
-awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1.0) }' ||
-  fail "the training loss did not fall by 1 nat: $first -> $last"
-echo "ok: trained, loss $first -> $last"
-# shellcheck disable=SC2086
-"$coda" train --resume run/checkpoint.safetensors --steps 45 --out run --val-batches 0 \
-  --device cpu --engine reference \
-  --quiet >resume.txt 2>&1 || { cat resume.txt; fail "resume"; }
-[ "$(tail -1 run/loss.csv | cut -d, -f1)" = 45 ] || fail "resume did not reach step 45"
-echo "ok: resumed to step 45"
-"$coda" train --resume run/checkpoint.safetensors --export-hf hf >export.txt 2>&1 ||
-  { cat export.txt; fail "export"; }
-grep -q '"Qwen3ForCausalLM"' hf/config.json && grep -q '"head_dim": 24' hf/config.json &&
-  grep -q '"tie_word_embeddings": true' hf/config.json || fail "export's config.json: $(cat hf/config.json)"
-"$coda" train --import-hf hf --out back >import.txt 2>&1 || { cat import.txt; fail "import"; }
-"$coda" train --resume back/checkpoint.safetensors --export-hf hf2 >export2.txt 2>&1 ||
-  { cat export2.txt; fail "second export"; }
-cmp -s hf/model.safetensors hf2/model.safetensors && cmp -s hf/config.json hf2/config.json ||
-  fail "export -> import -> export changed the files"
-echo "ok: exported as Qwen3ForCausalLM, imported back bit for bit"
-out=$("$coda" generate --checkpoint run/checkpoint.safetensors --device cpu --temperature 0 \
-  --tokens 8 --prompt-ids 84,104,101 --print-ids 2>&1) || fail "generate: $out"
-[ "$(echo "$out" | wc -w)" -eq 8 ] || fail "generate printed '$out', not 8 ids"
-echo "ok: generate: $out"
-"$coda" eval --checkpoint run/checkpoint.safetensors --data run/data --device cpu \
-  --engine reference >eval.txt 2>&1 || { cat eval.txt; fail "eval"; }
-grep -q "loss" eval.txt || fail "eval printed no loss: $(cat eval.txt)"
-echo "ok: eval: $(grep loss eval.txt | head -1)"
+train_from_scratch trained --engine reference
+resume_to_45 --engine reference
+export_round_trip Qwen3ForCausalLM '"head_dim": 24'
+generate_greedy 8 84,104,101
+eval_run --engine reference
 "$coda" eval --checkpoint run/checkpoint.safetensors --data run/data --device cpu \
   --engine plans >eval_plans.txt 2>&1 || { cat eval_plans.txt; fail "eval --engine plans"; }
 lr=$(grep -o 'loss [0-9.]*' eval.txt | head -1 | cut -d' ' -f2)
