@@ -99,12 +99,12 @@ int coda_dist_gpu_count(void);
 /* Which model implementation trains: AUTO = the block plans where they
  * are available, else the host reference; the GPU runs the plans only.
  * The plans run the llama and qwen3 families (Llama's block, Qwen3's with
- * its QK-norm) and, on the CPU backend only so far, gpt2 (GPT-2's block
- * and head plans); a shape a family's plans cannot run (a Qwen3 head_dim
+ * its QK-norm) and gpt2 (GPT-2's block and head plans), on the CPU and on
+ * one GPU; a shape a family's plans cannot run (a Qwen3 head_dim
  * that does not tile) is refused with the reason, never moved to the
- * reference engine silently. AUTO takes the host reference for gpt2 and
- * gemma3; PLANS refuses gemma3 by name, and the GPU refuses both (gpt2:
- * not yet run on a GPU). */
+ * reference engine silently. On the CPU AUTO takes the host reference for
+ * gpt2 and gemma3, on the GPU the plans; PLANS refuses gemma3 by name, and
+ * so does the GPU (and gpt2 data parallel on GPUs). */
 typedef enum coda_train_engine {
   CODA_TRAIN_ENGINE_AUTO = 0,
   CODA_TRAIN_ENGINE_REFERENCE = 1, /* host reference (CPU only) */

@@ -6,11 +6,14 @@
  * (the GPU attention rounds probabilities to bf16), device runs repeat bit
  * for bit, weights and moments survive the upload / download round trip,
  * a first AdamW step moves each weight by at most lr (+ its decay), and
- * the weights initialized on the device are the host's. The device checks
- * run twice: the head recomputing its logits in the backward, and keeping
- * them (coda_model_set_keep_logits), so that the sanitizers
- * (tests/gpu/sanitize.sh) see both heads; the last line names what ran
- * ("coverage: ..."). */
+ * the weights initialized on the device are the host's, and the sampler's
+ * last-position logits match the CPU's (within 5 %, relative L2). The
+ * device checks run twice: the head recomputing its logits in the
+ * backward, and keeping them (coda_model_set_keep_logits), so that the
+ * sanitizers (tests/gpu/sanitize.sh) see both heads; Qwen3 and GPT-2 (its
+ * block and head plans, learned positions, biases and LayerNorm weights,
+ * whose head cannot keep its logits: refused) run once. The last line
+ * names what ran ("coverage: ..."). */
 #include "coda_nn.h"
 #include "check.h"
 #include "base/rng.h"
@@ -115,17 +118,17 @@ static coda_status device_step(coda_context g, coda_model *m, const int32_t *in,
 }
 
 /* The device's initial weights against the host's (coda_model_init), at a
- * shape with several decaying and non-decaying parameters: equal but for
- * values within an ulp of double of a float rounding boundary (at most one
- * float ulp apart, and rare). */
-static void device_init(void) {
+ * shape with several decaying and non-decaying parameters (GPT-2's: biases
+ * that start at zero): equal but for values within an ulp of double of a
+ * float rounding boundary (at most one float ulp apart, and rare). */
+static void device_init(const coda_model_config *mcfg) {
   coda_context_options co = coda_context_default_options();
   co.backend = CODA_BACKEND_CUDA;
   coda_context g;
   if (coda_context_create(&co, &g) != CODA_OK) { CHECK(0); return; }
   coda_model *mg = NULL, *mh = NULL;
-  CHECK(coda_model_create(g, &cfg, CODA_ENGINE_PLANS, &mg) == CODA_OK);
-  CHECK(coda_model_create(g, &cfg, CODA_ENGINE_PLANS, &mh) == CODA_OK);
+  CHECK(coda_model_create(g, mcfg, CODA_ENGINE_PLANS, &mg) == CODA_OK);
+  CHECK(coda_model_create(g, mcfg, CODA_ENGINE_PLANS, &mh) == CODA_OK);
   if (mg && mh) {
     const size_t n = coda_model_size(mh);
     coda_model_init(mh, 9);
@@ -169,6 +172,43 @@ static void device_init(void) {
 
 /* Qwen3: the QK-norm block, a q width (2 x 128) unlike dim */
 static const coda_model_config qwen3_cfg = {256, 128, 2, 2, 1, 256, 64, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 128, 0, 0, 0, 0, 0};
+/* GPT-2: one key/value head per head, tied, seq rows of learned positions */
+static const coda_model_config gpt2_cfg = {256, 128, 2, 2, 2, 256, 64, 1, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GPT2, 0, 0, 0, 0, 0, 0};
+
+/* |a - b| / |b| over n values (L2). */
+static double rel_l2(const float *a, const float *b, int n) {
+  double d = 0.0, r = 0.0;
+  for (int i = 0; i < n; i++) {
+    d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    r += (double)b[i] * b[i];
+  }
+  return sqrt(d / (r > 0.0 ? r : 1.0));
+}
+
+/* GPT-2's head plan cannot keep its logits: the device step says so and
+ * names what is allowed. */
+static void gpt2_keep_refused(void) {
+  coda_context_options co = coda_context_default_options();
+  co.backend = CODA_BACKEND_CUDA;
+  coda_context g;
+  if (coda_context_create(&co, &g) != CODA_OK) { CHECK(0); return; }
+  coda_model *m = NULL;
+  CHECK(coda_model_create(g, &gpt2_cfg, CODA_ENGINE_PLANS, &m) == CODA_OK);
+  if (m) {
+    coda_model_init(m, 5);
+    coda_model_set_keep_logits(m, 1);
+    CHECK(coda_plans_device_upload(g, m, NULL, NULL) == CODA_OK);
+    uint64_t r = 42;
+    int32_t in[B * T], tg[B * T];
+    tokens(&r, in, tg);
+    double loss;
+    int64_t nv;
+    CHECK(coda_model_step(g, m, in, tg, B, T, 1.0f, &loss, &nv) == CODA_ERR_NOT_SUPPORTED);
+    CHECK(strstr(coda_last_error(g), "keep-logits 0") != NULL);
+  }
+  coda_model_destroy(m);
+  coda_context_destroy(g);
+}
 
 /* keep: the device models' head keeps its logits for the backward */
 static void on_gpu(const coda_model_config *mcfg, int keep) {
@@ -210,6 +250,20 @@ static void on_gpu(const coda_model_config *mcfg, int keep) {
   CHECK(coda_plans_device_upload(g, mg2, NULL, NULL) == CODA_OK);
   int32_t in[B * T], tg[B * T];
   tokens(&r, in, tg);
+  {
+    /* sampling: the last position's logits of a prompt shorter than seq
+     * (the blocks on the device, the final norm and LM head on the host) */
+    const int V = mcfg->vocab, P = T / 2 + 3;
+    float *lgd = malloc((size_t)V * sizeof *lgd), *lgc = malloc((size_t)V * sizeof *lgc);
+    if (lgd && lgc) {
+      CHECK(coda_model_last_logits(g, mg, in, P, lgd) == CODA_OK);
+      CHECK(coda_model_last_logits(c, mc, in, P, lgc) == CODA_OK);
+      const double e = rel_l2(lgd, lgc, V);
+      CHECK_MSG(e <= 0.05, "last logits: relative L2 error %g between the GPU and the CPU", e);
+    } else CHECK(0);
+    free(lgd);
+    free(lgc);
+  }
   double lg = NAN, ng = NAN, lg2 = NAN, ng2 = NAN, lc = NAN;
   int64_t nv;
   CHECK(device_step(g, mg, in, tg, &lg, &ng) == CODA_OK);
@@ -258,13 +312,18 @@ int main(void) {
   clip_factor();
 #ifdef CODA_HAVE_CUDA
   if (coda_cuda_available()) {
-    device_init();
+    device_init(&cfg);
+    device_init(&gpt2_cfg);
     on_gpu(&cfg, 0);
     on_gpu(&cfg, 1);
     on_gpu(&qwen3_cfg, 0);
-    printf("coverage: device init, upload / download round trips, device steps against the CPU "
-           "plan engine with the head recomputing and keeping its logits, for Llama and Qwen3 "
-           "(head_dim 128 over dim 128 and 2 heads), AdamW on the device\n");
+    on_gpu(&gpt2_cfg, 0);
+    gpt2_keep_refused();
+    printf("coverage: device init (Llama, GPT-2), upload / download round trips, device steps "
+           "and sampling logits against the CPU plan engine with the head recomputing and "
+           "keeping its logits, for Llama, Qwen3 (head_dim 128 over dim 128 and 2 heads) and "
+           "GPT-2 (learned positions, biases, LayerNorms, tied head; keep-logits refused), "
+           "AdamW on the device\n");
   }
   else printf("no usable GPU: device checks skipped\n");
 #endif

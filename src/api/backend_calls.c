@@ -70,13 +70,23 @@ coda_status coda_train_round(coda_context ctx, const coda_tensor *dst, const flo
 coda_status coda_train_accum(coda_context ctx, float *dst, const coda_tensor *src, float scale) {
   TRAIN_CALL(accum, dst, src, scale);
 }
+static coda_status check_period(coda_context ctx, const void *pos, int64_t period) {
+  if (pos && period <= 0)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "embedding lookup: a position table needs "
+                     "a positive period, not %lld", (long long)period);
+  return CODA_OK;
+}
 coda_status coda_train_embed(coda_context ctx, const coda_tensor *x, const float *table,
-                             const int32_t *tok) {
-  TRAIN_CALL(embed, x, table, tok);
+                             const int32_t *tok, const float *pos, int64_t period) {
+  coda_status s = check_period(ctx, pos, period);
+  if (s) return s;
+  TRAIN_CALL(embed, x, table, tok, pos, period);
 }
 coda_status coda_train_embed16(coda_context ctx, const coda_tensor *x, const uint16_t *table,
-                               const int32_t *tok) {
-  TRAIN_CALL(embed16, x, table, tok);
+                               const int32_t *tok, const uint16_t *pos, int64_t period) {
+  coda_status s = check_period(ctx, pos, period);
+  if (s) return s;
+  TRAIN_CALL(embed16, x, table, tok, pos, period);
 }
 coda_status coda_train_embed_grad(coda_context ctx, float *g, const coda_tensor *dx,
                                   const int32_t *rows, const int32_t *seg, const int32_t *pos,

@@ -16,6 +16,7 @@
  * after its AdamW each rank all-gathers the bf16 weights, and the download
  * all-gathers the shards. */
 #include "model/model_device.h"
+#include "model/family.h"
 #include "dist/comm.h"
 #include "api/api.h" /* the backend's copies and training kernels */
 #include "base/internal.h" /* the context's knobs */
@@ -49,6 +50,7 @@ void coda_dev_state_free(dev_state *d) {
   coda_free(d->ctx, d->oseg);
   coda_free(d->ctx, d->gs);
   coda_free(d->ctx, d->mb); coda_free(d->ctx, d->vb);
+  coda_free(d->ctx, d->prow); coda_free(d->ctx, d->pseg); coda_free(d->ctx, d->ppos);
   free(d);
 }
 
@@ -62,8 +64,8 @@ static coda_status round_all(coda_context ctx, dev_state *d) {
 
 static coda_status setup_bind(coda_context ctx, coda_model *m, dev_state *d);
 
-/* The optimizer's groups in the flat layout (embedding, layers 0 .. L-1,
- * the rest), each the stretch the forward reads at one point; none (AdamW
+/* The optimizer's groups in the flat layout (the embeddings: what comes
+ * before layer 0, layers 0 .. L-1, the rest), each the stretch the forward reads at one point; none (AdamW
  * in one launch) when the layout is not in that order or the knob is off.
  * Every parameter starts at a multiple of 8 elements (setup_bind), as the
  * update's float4 stretches need. Off unless CODA_OPTIM_OVERLAP=1: the
@@ -80,10 +82,9 @@ static coda_status setup_groups(coda_context ctx, coda_model *m, dev_state *d) {
   for (int i = 0; i < np && ok; i++) {
     const coda_param *p = coda_model_param(m, i);
     int layer, k;
-    if (!strcmp(p->name, "tok_embeddings.weight")) k = 0;
-    else if (sscanf(p->name, "layers.%d.", &layer) == 1 && layer >= 0 && layer < c->layers)
+    if (sscanf(p->name, "layers.%d.", &layer) == 1 && layer >= 0 && layer < c->layers)
       k = 1 + layer;
-    else k = ng - 1;
+    else k = last ? ng - 1 : 0; /* before the layers (token and position tables) or after */
     ok = k >= last; /* groups in layout order */
     last = k;
     if (ok) end[k] = p->offset + p->size;
@@ -380,6 +381,10 @@ coda_status coda_plans_device_set_zero(coda_context ctx, coda_model *m, const co
   if (s->dev)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "data parallel layout set after the device "
                      "state was created");
+  if (coda_model_find(m, "pos_embeddings.weight")) /* the lookup reads the fp32 master's sum */
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "data parallel training on the GPU runs the "
+                     "llama and qwen3 families; a model with learned positions (gpt2) trains on "
+                     "one GPU");
   s->z = z;
   return CODA_OK;
 }
@@ -480,8 +485,8 @@ coda_status coda_plans_device_init(coda_context ctx, coda_model *m, uint64_t see
   for (int i = 0; i < coda_model_num_params(m) && !st; i++) {
     const coda_param *p = coda_model_param(m, i);
     const double sd = coda_model_init_std(m, p);
-    if (p->ndim == 1) {
-      st = coda_train_fill(ctx, w0 + p->offset, p->size, 1.0f);
+    if (p->init == CODA_INIT_ONES || p->init == CODA_INIT_ZEROS) { /* as coda_model_init */
+      st = coda_train_fill(ctx, w0 + p->offset, p->size, p->init == CODA_INIT_ONES ? 1.0f : 0.0f);
       continue;
     }
     st = coda_train_init_normal(ctx, w0 + p->offset, p->size, s0, draw, sd);

@@ -51,7 +51,43 @@ typedef struct {
   int bf16;
   uint64_t sr_seed;
   uint16_t *mb, *vb;
+  /* The position table's gradient (GPT-2's learned positions): block 0's
+   * dx rows grouped by position (prow, pseg, ppos: embed_grad's rows, seg
+   * and pos), uploaded once per batch shape pB x pT. */
+  int32_t *prow, *pseg, *ppos;
+  int pB, pT;
 } dev_state;
+
+/* A parameter of a plan: coda's name (a layer parameter's after
+ * "layers.%d."; "output.weight" is the token embedding in a tied model),
+ * the plan's weight buffer and its gradient buffer. */
+typedef struct {
+  const char *param, *w, *g;
+} coda_plan_param;
+
+/* A family's parameters in its plans, the one list that the upload, the
+ * accumulation, the device's rounding and the bindings of weights and
+ * gradients read: each block plan's (an entry the model lacks is skipped:
+ * Llama's list holds Qwen3's q/k norms) and the head plan's. One list per
+ * block: Llama's (model_plans.c), GPT-2's (model_plans_gpt2.c). Every
+ * other parameter of the family table is an embedding table (token or
+ * position), whose gradient is block 0's dx scatter-added. */
+typedef struct {
+  const coda_plan_param *layer;
+  int nlayer;
+  const coda_plan_param *head;
+  int nhead;
+} coda_plan_params;
+
+extern const coda_plan_params coda_plans_gpt2_params;
+
+/* A model parameter bound to plan `plan` (0 .. L-1: block i, L: the head)
+ * through the plan buffers w (weight) and g (its gradient). */
+typedef struct {
+  int plan;
+  const coda_param *p;
+  const char *w, *g;
+} plan_slot;
 
 /* Where the plans' weight-gradient buffers point. */
 enum { GRADS_OWN = 0, GRADS_IN_G, GRADS_IN_SCRATCH };
@@ -68,40 +104,46 @@ typedef struct {
   int grads;          /* GRADS_*: the plans' weight-gradient buffers */
   int bf16;           /* the device state keeps bf16 state (dev_state) */
   uint64_t sr_seed;
+  /* The family's plan parameters resolved for this model: plan k's slots
+   * are slot[sfirst[k] .. sfirst[k+1]); emb the token and position tables
+   * (NULL: none), emb_own[i] when no plan writes emb[i]'s gradient (an
+   * untied token table, the positions): only the scatter-add does. */
+  plan_slot *slot;
+  int *sfirst;
+  const coda_param *emb[2];
+  int emb_own[2];
 } plans_state;
 
 /* Plan buffer `name` of p (a clear error naming it when absent). */
 coda_status coda_plans_tensor(coda_context ctx, coda_plan p, const char *name, coda_tensor *t);
-/* fp32 values -> plan buffer `name` (bf16 rounds to nearest even). */
-coda_status coda_plans_upload(coda_context ctx, coda_plan p, const char *name, const float *src);
-/* dst += scale · plan buffer `name`. */
-coda_status coda_plans_accumulate(coda_context ctx, coda_plan p, const char *name, float *dst,
-                                  float scale);
-/* A gradient buffer of a plan and where it is added (scaled) in the
- * model's fp32 gradient. */
-typedef struct {
-  const char *name;
-  float *dst;
-} plans_grad;
+/* Plan k's parameters (its slots) on the host: the master rounded into
+ * their weight buffers, or the gradient += scale · their gradient buffers. */
+coda_status coda_plans_upload_slots(coda_context ctx, coda_model *m, plans_state *s, int k);
+coda_status coda_plans_accumulate_slots(coda_context ctx, coda_model *m, plans_state *s, int k,
+                                        float scale);
 /* The head on the host path (model_plans.c, for every family): targets tg
  * (negative: ignored) into the head plan's "targets", its forward, then
  * "loss" and the count of valid targets into *loss and *n_valid (either
  * may be NULL; the loss is 0 when none is valid). With backward and a
- * valid target, the head's backward follows, each of grads added into its
- * dst at gscale, and *ran_backward is set (the blocks' backward follows).
- * Profile: the forward and the backward with its additions, CODA_PH_HEAD. */
+ * valid target, the head's backward follows, its gradient buffers added
+ * into the model's gradient at gscale (the head plan's slots), and
+ * *ran_backward is set (the blocks' backward follows). Profile: the
+ * forward and the backward with its additions, CODA_PH_HEAD. */
 coda_status coda_plans_head_loss(coda_context ctx, coda_model *m, plans_state *s,
-                                 const int32_t *tg, int backward, float gscale,
-                                 const plans_grad *grads, int ngrads, double *loss,
+                                 const int32_t *tg, int backward, float gscale, double *loss,
                                  int64_t *n_valid, int *ran_backward);
 /* GPT-2 (model_plans_gpt2.c): its block plans (s->blk, s->L) and head plan
  * for s->B x s->T tokens, and a forward (+ backward) on the CPU backend,
- * the arguments of coda_plans_forward. */
+ * the arguments of coda_plans_forward; the device step is model_plans.c's. */
 coda_status coda_plans_gpt2_build(coda_context ctx, coda_model *m, plans_state *s);
 coda_status coda_plans_gpt2_forward(coda_context ctx, coda_model *m, plans_state *s,
                                     const int32_t *in, const int32_t *tg, int T, int backward,
                                     float gscale, double *loss, int64_t *n_valid,
                                     float *last_logits);
+/* Sampling's head on the host: the final LayerNorm of the last block's row
+ * x (dim values, overwritten) and its products with the rows of the tied
+ * token embedding (the host weights) into last_logits. */
+void coda_plans_gpt2_head_row(coda_model *m, double *x, float *last_logits);
 
 /* Step profile markers (profile.c; no-ops when pf is NULL). */
 #define PB() coda_prof_begin(ctx, pf)

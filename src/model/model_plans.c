@@ -1,10 +1,21 @@
 /* Plan engine: the model runs through the Llama-3 block and head plans of
  * src/nn (GEMM + epilogue programs on the context's backend); GPT-2
  * through its own block and head plans, built and linked here and run by
- * model_plans_gpt2.c (CPU backend only, so far); a family
+ * model_plans_gpt2.c on the CPU backend and by the device step below on a
+ * CUDA context; a family
  * with the table's qk_norm (Qwen3) through the same block with its
  * QK-norm (CODA_LLAMA_QK_NORM), whose two norm weights per layer are bound
- * as the others are. One block
+ * as the others are.
+ *
+ * Which parameter goes to which plan buffer is one list per block kind
+ * (coda_plan_params: Llama's here, GPT-2's in model_plans_gpt2.c),
+ * resolved once per plan build into the slots of plans_state (parameter,
+ * weight buffer, gradient buffer, plan); every path reads the slots: the
+ * host upload and accumulation, the device's rounding, the bindings of the
+ * plans' weights to the flat bf16 copy and of their gradients to the fp32
+ * gradient, and the device accumulation. The parameters no plan holds are
+ * the embedding tables (the token table, GPT-2's position table), whose
+ * gradients are block 0's dx scatter-added (plus the tied head's dwout). One block
  * plan per layer and one head plan, chained without copies: block i's
  * x_out buffer is bound as block i+1's x (and as the head's x), and in the
  * backward each dx is bound as the previous block's dx_out.
@@ -19,7 +30,8 @@
  *
  * Sampling needs logits, which the head plan never materializes: for the
  * last position the final RMSNorm and the LM-head row products are done
- * on the host from the last block's output. The sampler runs the blocks at
+ * on the host from the last block's output (GPT-2's final LayerNorm with
+ * its bias: coda_plans_gpt2_head_row). The sampler runs the blocks at
  * the full sequence length with the context left-aligned; causal attention
  * makes the padding after it irrelevant.
  *
@@ -27,9 +39,11 @@
  * train_kernels.cu): the fp32 master weights, the fp32 gradient and the
  * AdamW moments live in device memory (dev_state; its lifetime, from
  * upload to download, and the optimizer are model_device.c's), the
- * rounding into the plans' bf16 buffers, the embedding lookup, the
- * gradient accumulation and the embedding scatter-add are kernels, and
- * only the tokens go up and the loss comes down per micro-batch. The embedding scatter-add stays
+ * rounding into the plans' bf16 buffers, the embedding lookup (with
+ * GPT-2's position table: bf16(wte[tok] + wpe[t]), an fp32 sum, t the row
+ * modulo T), the gradient accumulation and the embedding scatter-adds (the
+ * position table's by position, grouped once per batch shape) are
+ * kernels, and only the tokens go up and the loss comes down per micro-batch. The embedding scatter-add stays
  * deterministic without atomics: the host groups the positions by token
  * (a stable counting sort) and one thread block per distinct token adds its
  * rows in token order, the host loop's order. The host weight buffer is
@@ -82,8 +96,12 @@ static void free_plans(plans_state *s) {
   for (int i = 0; i < s->L; i++) coda_plan_destroy(s->blk[i]);
   coda_plan_destroy(s->head);
   free(s->blk);
+  free(s->slot);
+  free(s->sfirst);
   s->blk = NULL;
   s->head = NULL;
+  s->slot = NULL;
+  s->sfirst = NULL;
   s->wbound = 0;
   s->grads = GRADS_OWN;
   s->L = 0;
@@ -105,6 +123,75 @@ static coda_status tensor(coda_context ctx, coda_plan p, const char *name, coda_
   return CODA_OK;
 }
 
+/* Llama's and Qwen3's plan parameters (coda_plan_params): the block's
+ * weight and gradient buffers of each layer parameter of the family table
+ * (model/family.c), by the parameter's name; Qwen3's q_norm and k_norm are
+ * the QK-norm block's wqn and wkn. The head: the final norm and the output
+ * (the token embedding when tied). */
+static const coda_plan_param llama_layer[] = {
+    {"attention_norm.weight", "wn1", "dwn1"},     {"attention.wqkv.weight", "wqkv", "dwqkv"},
+    {"attention.wo.weight", "wo", "dwo"},         {"ffn_norm.weight", "wn2", "dwn2"},
+    {"feed_forward.w13.weight", "wgu", "dwgu"},   {"feed_forward.w2.weight", "wd", "dwd"},
+    {"attention.q_norm.weight", "wqn", "dwqn"},   {"attention.k_norm.weight", "wkn", "dwkn"}};
+static const coda_plan_param llama_head[] = {{"norm.weight", "wnf", "dwnf"},
+                                             {"output.weight", "wout", "dwout"}};
+static const coda_plan_params llama_params = {
+    llama_layer, (int)(sizeof llama_layer / sizeof llama_layer[0]),
+    llama_head, (int)(sizeof llama_head / sizeof llama_head[0])};
+
+/* The model parameter of plan k's entry e (NULL: the model has none). */
+static const coda_param *slot_param(coda_model *m, int k, int L, const coda_plan_param *e) {
+  char nm[96];
+  if (k < L) snprintf(nm, sizeof nm, "layers.%d.%s", k, e->param);
+  else snprintf(nm, sizeof nm, "%s", e->param);
+  const coda_param *p = coda_model_find(m, nm);
+  if (!p && k == L && !strcmp(nm, "output.weight") && coda_model_cfg(m)->tied)
+    p = coda_model_find(m, "tok_embeddings.weight");
+  return p;
+}
+
+/* The family's plan parameters resolved into s's slots (plans_state):
+ * every model parameter is a plan's, once, or an embedding table. */
+static coda_status resolve_params(coda_context ctx, coda_model *m, plans_state *s) {
+  const int gpt2 = coda_family_of(coda_model_cfg(m)->family)->block == CODA_BLOCK_GPT2;
+  const coda_plan_params *t = gpt2 ? &coda_plans_gpt2_params : &llama_params;
+  const int np = coda_model_num_params(m);
+  const coda_param *p0 = coda_model_param(m, 0);
+  s->slot = calloc((size_t)np, sizeof *s->slot);
+  s->sfirst = calloc((size_t)s->L + 2, sizeof *s->sfirst);
+  unsigned char *seen = calloc((size_t)np, 1);
+  coda_status st = CODA_OK;
+  if (!s->slot || !s->sfirst || !seen) st = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  int n = 0;
+  for (int k = 0; k <= s->L && !st; k++) {
+    s->sfirst[k] = n;
+    const coda_plan_param *e = k < s->L ? t->layer : t->head;
+    for (int j = 0; j < (k < s->L ? t->nlayer : t->nhead) && !st; j++) {
+      const coda_param *p = slot_param(m, k, s->L, &e[j]);
+      if (!p) continue;
+      if (seen[p - p0])
+        st = coda_fail(ctx, CODA_ERR_INTERNAL, "parameter %s is bound to two plan buffers",
+                       p->name);
+      seen[p - p0] = 1;
+      s->slot[n++] = (plan_slot){k, p, e[j].w, e[j].g};
+    }
+  }
+  if (!st) s->sfirst[s->L + 1] = n;
+  s->emb[0] = coda_model_find(m, "tok_embeddings.weight");
+  s->emb[1] = coda_model_find(m, "pos_embeddings.weight");
+  for (int i = 0; i < 2 && !st; i++) s->emb_own[i] = s->emb[i] && !seen[s->emb[i] - p0];
+  for (int i = 0; i < np && !st; i++)
+    if (!seen[i] && p0 + i != s->emb[0] && p0 + i != s->emb[1])
+      st = coda_fail(ctx, CODA_ERR_INTERNAL, "parameter %s has no plan buffer", p0[i].name);
+  if (!st && !s->emb[0])
+    st = coda_fail(ctx, CODA_ERR_INTERNAL, "the model has no token embedding");
+  free(seen);
+  return st;
+}
+
+/* The plan of slot plan index k. */
+static coda_plan plan_at(const plans_state *s, int k) { return k < s->L ? s->blk[k] : s->head; }
+
 static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_state **out) {
   plans_state *s = *coda_model_plans_slot(m);
   const int keep = coda_model_keep_logits(m);
@@ -117,9 +204,6 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_s
   if (!on_gpu(ctx) && coda_context_precision(ctx) != CODA_PRECISION_F32)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the plan engine trains in fp32 precision");
   const int gpt2 = coda_family_of(c->family)->block == CODA_BLOCK_GPT2;
-  if (gpt2 && on_gpu(ctx))
-    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the plan engine runs family gpt2 on the CPU "
-                     "backend; its plans are not yet run on a GPU (--device cpu)");
   if (gpt2 && keep)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the gpt2 head plan recomputes its logits in "
                      "the backward; it does not keep them (keep-logits 0 or auto)");
@@ -146,6 +230,7 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_s
     if (keep) hc.flags |= CODA_LLAMA_KEEP_LOGITS;
     st = coda_llama_head_plan(ctx, &hc, &s->head);
   }
+  if (!st) st = resolve_params(ctx, m, s);
   /* before the plans are linked (tuning lays out their temporaries again);
    * the blocks share their shapes, so block 0 times and the others read
    * its choices from the tuning cache */
@@ -203,20 +288,26 @@ static coda_status accumulate(coda_context ctx, coda_plan p, const char *name, f
   return CODA_OK;
 }
 
-coda_status coda_plans_upload(coda_context ctx, coda_plan p, const char *name, const float *src) {
-  return upload(ctx, p, name, src);
+coda_status coda_plans_upload_slots(coda_context ctx, coda_model *m, plans_state *s, int k) {
+  coda_status st = CODA_OK;
+  for (int j = s->sfirst[k]; j < s->sfirst[k + 1] && !st; j++)
+    st = upload(ctx, plan_at(s, k), s->slot[j].w, coda_model_weights(m) + s->slot[j].p->offset);
+  return st;
 }
 
-coda_status coda_plans_accumulate(coda_context ctx, coda_plan p, const char *name, float *dst,
-                                  float scale) {
-  return accumulate(ctx, p, name, dst, scale);
+coda_status coda_plans_accumulate_slots(coda_context ctx, coda_model *m, plans_state *s, int k,
+                                        float scale) {
+  coda_status st = CODA_OK;
+  for (int j = s->sfirst[k]; j < s->sfirst[k + 1] && !st; j++)
+    st = accumulate(ctx, plan_at(s, k), s->slot[j].g, coda_model_grads(m) + s->slot[j].p->offset,
+                    scale);
+  return st;
 }
 
 /* The host path's head, one sequence for every family (model_device.h):
- * the families' heads differ only in their gradient buffers. */
+ * the families' heads differ only in their slots. */
 coda_status coda_plans_head_loss(coda_context ctx, coda_model *m, plans_state *s,
-                                 const int32_t *tg, int backward, float gscale,
-                                 const plans_grad *grads, int ngrads, double *loss,
+                                 const int32_t *tg, int backward, float gscale, double *loss,
                                  int64_t *n_valid, int *ran_backward) {
   const int64_t M = (int64_t)s->B * s->T;
   coda_prof *pf = coda_model_prof(m);
@@ -241,27 +332,9 @@ coda_status coda_plans_head_loss(coda_context ctx, coda_model *m, plans_state *s
   PB();
   st = coda_plan_run(ctx, s->head, CODA_PHASE_BACKWARD);
   /* d(gscale · loss): every gradient from the plans is of the mean loss */
-  for (int k = 0; k < ngrads && !st; k++)
-    st = accumulate(ctx, s->head, grads[k].name, grads[k].dst, gscale);
+  if (!st) st = coda_plans_accumulate_slots(ctx, m, s, s->L, gscale);
   PE(CODA_PH_HEAD, -1);
   return st;
-}
-
-/* The block plan's weight and gradient buffers of each layer parameter of
- * the family table (model/family.c), by the parameter's name: Qwen3's
- * q_norm and k_norm are the QK-norm block's wqn and wkn. */
-enum { NBLK = 8 };
-static const char *const plan_w[NBLK] = {"wn1", "wqkv", "wo", "wn2", "wgu", "wd", "wqn", "wkn"};
-static const char *const plan_g[NBLK] = {"dwn1", "dwqkv", "dwo", "dwn2",
-                                         "dwgu", "dwd",   "dwqn", "dwkn"};
-static const char *const ours[NBLK] = {"attention_norm",   "attention.wqkv",  "attention.wo",
-                                       "ffn_norm",         "feed_forward.w13", "feed_forward.w2",
-                                       "attention.q_norm", "attention.k_norm"};
-
-/* How many of ours (the first ones) a layer of the model's family has:
- * Llama's six, Qwen3's eight. */
-static int nblk(coda_model *m) {
-  return coda_family_layer_params(coda_family_of(coda_model_cfg(m)->family));
 }
 
 /* The offset of a parameter in the device gradient (and bf16 weights). */
@@ -311,33 +384,25 @@ static coda_status bind_slice(coda_context ctx, coda_plan p, const char *name, v
   return CODA_OK;
 }
 
-/* The block buffers `blk` of the family's layer parameters (nblk) and the
- * head's two `head` (norm, output)
- * of every plan as views of base (dtype dt) in the master's layout. */
-static coda_status bind_all(coda_context ctx, coda_model *m, plans_state *s,
-                            const char *const blk[NBLK], const char *const head[2], void *base,
+/* The weight (grads 0) or gradient (grads 1) buffers of every plan's
+ * parameters (the slots) as views of base (dtype dt) in the master's
+ * layout. */
+static coda_status bind_all(coda_context ctx, plans_state *s, int grads, void *base,
                             coda_dtype dt) {
-  const coda_model_config *c = coda_model_cfg(m);
-  char nm[96];
   coda_status st = CODA_OK;
-  for (int i = 0; i < s->L && !st; i++)
-    for (int k = 0; k < nblk(m) && !st; k++) {
-      snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
-      const coda_param *p = coda_model_find(m, nm);
-      st = bind_slice(ctx, s->blk[i], blk[k], base, dt, p->offset, p->size);
+  for (int k = 0; k <= s->L; k++)
+    for (int j = s->sfirst[k]; j < s->sfirst[k + 1] && !st; j++) {
+      const plan_slot *q = &s->slot[j];
+      st = bind_slice(ctx, plan_at(s, k), grads ? q->g : q->w, base, dt, q->p->offset,
+                      q->p->size);
     }
-  const coda_param *pn = coda_model_find(m, "norm.weight");
-  const coda_param *po = coda_model_find(m, c->tied ? "tok_embeddings.weight" : "output.weight");
-  if (!st) st = bind_slice(ctx, s->head, head[0], base, dt, pn->offset, pn->size);
-  if (!st) st = bind_slice(ctx, s->head, head[1], base, dt, po->offset, po->size);
   return st;
 }
 
 /* The plans' weights as views of the flat bf16 copy (once per plan build). */
-static coda_status bind_weights(coda_context ctx, coda_model *m, plans_state *s, dev_state *d) {
-  static const char *const head[2] = {"wnf", "wout"};
+static coda_status bind_weights(coda_context ctx, plans_state *s, dev_state *d) {
   if (s->wbound) return CODA_OK;
-  coda_status st = bind_all(ctx, m, s, plan_w, head, d->wb, CODA_BF16);
+  coda_status st = bind_all(ctx, s, 0, d->wb, CODA_BF16);
   if (!st) s->wbound = 1;
   return st;
 }
@@ -345,28 +410,32 @@ static coda_status bind_weights(coda_context ctx, coda_model *m, plans_state *s,
 /* The plans' weight gradients as views of the gradient (GRADS_IN_G) or of
  * the scratch copy (GRADS_IN_SCRATCH; plans that never wrote into the
  * gradient keep their own buffers for this). */
-static coda_status bind_grads(coda_context ctx, coda_model *m, plans_state *s, dev_state *d,
-                              int want) {
-  static const char *const head[2] = {"dwnf", "dwout"};
+static coda_status bind_grads(coda_context ctx, plans_state *s, dev_state *d, int want) {
   if (s->grads == want || (want == GRADS_IN_SCRATCH && s->grads == GRADS_OWN)) return CODA_OK;
   if (want == GRADS_IN_SCRATCH && !d->gs) {
     coda_status st = dev_alloc(ctx, d->n * sizeof(float), &d->gs);
     if (st) return st;
   }
-  coda_status st = bind_all(ctx, m, s, plan_g, head, want == GRADS_IN_G ? d->g : d->gs, CODA_F32);
+  coda_status st = bind_all(ctx, s, 1, want == GRADS_IN_G ? d->g : d->gs, CODA_F32);
   if (!st) s->grads = want;
   return st;
 }
 
-static coda_status dev_accum(coda_context ctx, coda_plan p, const char *name, float *dst,
-                             size_t n, float scale) {
-  coda_tensor t;
-  coda_status s = tensor(ctx, p, name, &t);
-  if (s) return s;
-  if ((size_t)(t.rows * t.cols) != n)
-    return coda_fail(ctx, CODA_ERR_SHAPE, "plan buffer '%s' holds %lld values, the weight %zu",
-                     name, (long long)(t.rows * t.cols), n);
-  return coda_train_accum(ctx, dst, &t, scale);
+/* The gradient of plan k's parameters (its slots) += scale · its gradient
+ * buffers, on the device. */
+static coda_status dev_accum(coda_context ctx, coda_model *m, plans_state *s, dev_state *d,
+                             int k, float scale) {
+  coda_status st = CODA_OK;
+  for (int j = s->sfirst[k]; j < s->sfirst[k + 1] && !st; j++) {
+    const plan_slot *q = &s->slot[j];
+    coda_tensor t;
+    st = tensor(ctx, plan_at(s, k), q->g, &t);
+    if (!st && (size_t)(t.rows * t.cols) != q->p->size)
+      st = coda_fail(ctx, CODA_ERR_SHAPE, "plan buffer '%s' holds %lld values, the weight %zu",
+                     q->g, (long long)(t.rows * t.cols), q->p->size);
+    if (!st) st = coda_train_accum(ctx, d->g + goff(d, m, q->p), &t, scale);
+  }
+  return st;
 }
 
 /* Positions grouped by token, in token order within a group (a stable
@@ -391,15 +460,17 @@ static int group_tokens(const int32_t *in, int64_t M, int V, int32_t *rows, int3
   return nr;
 }
 
+
 /* Sampling (no targets): the last position's hidden state comes down;
- * the final norm and the LM head run on the host into last_logits. */
+ * the final norm and the LM head run on the host into last_logits (GPT-2's
+ * LayerNorm as its CPU path runs it, model_plans_gpt2.c). */
 static coda_status host_head(coda_context ctx, coda_model *m, plans_state *s, int T,
-                             const coda_param *pn, const coda_param *po, float *last_logits) {
+                             float *last_logits) {
   const coda_model_config *c = coda_model_cfg(m);
   const int64_t D = c->dim;
   coda_tensor t;
   coda_status st = tensor(ctx, s->blk[s->L - 1], "x_out", &t);
-  float *x = malloc((size_t)D * sizeof *x);
+  double *x = malloc((size_t)D * sizeof *x);
   uint16_t *row = malloc((size_t)D * sizeof *row);
   if (!st && (!x || !row)) st = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   if (!st && t.dtype != CODA_BF16)
@@ -407,18 +478,20 @@ static coda_status host_head(coda_context ctx, coda_model *m, plans_state *s, in
   if (!st)
     st = coda_memcpy_d2h(ctx, row, (const uint16_t *)t.data + (int64_t)(T - 1) * t.ld,
                           (size_t)D * sizeof *row);
-  if (!st) {
+  for (int64_t k = 0; k < D && !st; k++) x[k] = coda_bf16_to_f32(row[k]);
+  if (!st && coda_family_of(c->family)->block == CODA_BLOCK_GPT2) {
+    coda_plans_gpt2_head_row(m, x, last_logits);
+  } else if (!st) {
     const float *W = coda_model_weights(m);
+    const coda_param *pn = coda_model_find(m, "norm.weight");
+    const coda_param *po = c->tied ? s->emb[0] : coda_model_find(m, "output.weight");
     double ss = 0.0;
-    for (int64_t k = 0; k < D; k++) {
-      x[k] = coda_bf16_to_f32(row[k]);
-      ss += (double)x[k] * x[k];
-    }
+    for (int64_t k = 0; k < D; k++) ss += x[k] * x[k];
     double r = 1.0 / sqrt(ss / (double)D + c->norm_eps);
     for (int64_t k = 0; k < D; k++) x[k] = (float)(x[k] * r * W[pn->offset + k]);
     for (int64_t v = 0; v < c->vocab; v++) {
       double a = 0.0;
-      for (int64_t k = 0; k < D; k++) a += (double)x[k] * W[po->offset + v * D + k];
+      for (int64_t k = 0; k < D; k++) a += x[k] * W[po->offset + v * D + k];
       last_logits[v] = (float)a;
     }
   }
@@ -427,13 +500,48 @@ static coda_status host_head(coda_context ctx, coda_model *m, plans_state *s, in
   return st;
 }
 
-/* The embedding's gradient: the first block's dx scatter-added into the
+/* The position table's gradient groups (dev_state: position t's rows
+ * t, T + t, ... ascending, the host loop's order), uploaded once per
+ * batch shape. */
+static coda_status ensure_positions(coda_context ctx, dev_state *d, int B, int T) {
+  if (d->ppos && d->pB == B && d->pT == T) return CODA_OK;
+  coda_free(ctx, d->prow);
+  coda_free(ctx, d->pseg);
+  coda_free(ctx, d->ppos);
+  d->prow = d->pseg = d->ppos = NULL;
+  d->pB = d->pT = 0;
+  const int64_t M = (int64_t)B * T;
+  int32_t *h = malloc((size_t)(2 * T + 1 + M) * sizeof *h);
+  if (!h) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  int32_t *rows = h, *seg = h + T, *pos = h + 2 * T + 1;
+  for (int t = 0; t < T; t++) {
+    rows[t] = t;
+    seg[t] = t * B;
+    for (int b = 0; b < B; b++) pos[t * B + b] = b * T + t;
+  }
+  seg[T] = (int32_t)M;
+  coda_status st = dev_alloc(ctx, (size_t)T * sizeof *h, &d->prow);
+  if (!st) st = dev_alloc(ctx, (size_t)(T + 1) * sizeof *h, &d->pseg);
+  if (!st) st = dev_alloc(ctx, (size_t)M * sizeof *h, &d->ppos);
+  if (!st) st = coda_memcpy_h2d(ctx, d->prow, rows, (size_t)T * sizeof *h);
+  if (!st) st = coda_memcpy_h2d(ctx, d->pseg, seg, (size_t)(T + 1) * sizeof *h);
+  if (!st) st = coda_memcpy_h2d(ctx, d->ppos, pos, (size_t)M * sizeof *h);
+  free(h);
+  if (!st) {
+    d->pB = B;
+    d->pT = T;
+  }
+  return st;
+}
+
+/* The embeddings' gradients: the first block's dx scatter-added into the
  * rows of the tokens h (grouped by token on the host, so the device adds
- * each row's contributions in order). */
+ * each row's contributions in order) and, with a position table, into
+ * its rows by position (GPT-2's learned positions). */
 static coda_status embed_backward(coda_context ctx, coda_model *m, plans_state *s, dev_state *d,
-                                  const int32_t *h, int64_t M, const coda_param *pe,
-                                  float gscale) {
+                                  const int32_t *h, int64_t M, float gscale) {
   const coda_model_config *c = coda_model_cfg(m);
+  const coda_param *pe = s->emb[0], *pp = s->emb[1];
   coda_prof *pf = coda_model_prof(m);
   coda_tensor t;
   coda_status st = tensor(ctx, s->blk[0], "dx", &t);
@@ -446,10 +554,13 @@ static coda_status embed_backward(coda_context ctx, coda_model *m, plans_state *
   if (!st) st = coda_memcpy_h2d(ctx, d->rows, rows, (size_t)nr * sizeof *rows);
   if (!st) st = coda_memcpy_h2d(ctx, d->seg, rows + M, (size_t)(nr + 1) * sizeof *rows);
   if (!st) st = coda_memcpy_h2d(ctx, d->pos, rows + 2 * M + 1, (size_t)M * sizeof *rows);
+  if (!st && pp) st = ensure_positions(ctx, d, s->B, s->T);
   PE(CODA_PH_UPLOAD, -1);
   PB();
   if (!st) st = coda_train_embed_grad(ctx, d->g + goff(d, m, pe), &t, d->rows, d->seg,
                                            d->pos, nr, gscale);
+  if (!st && pp) st = coda_train_embed_grad(ctx, d->g + goff(d, m, pp), &t, d->prow, d->pseg,
+                                            d->ppos, s->T, gscale);
   PE(CODA_PH_EMBED, -1);
   free(rows);
   return st;
@@ -458,24 +569,34 @@ static coda_status embed_backward(coda_context ctx, coda_model *m, plans_state *
 /* The plans' bf16 weights from the fp32 master: bound (the AdamW kernels
  * wrote them) or rounded, the head's only when it runs (not sampling). */
 static coda_status cast_weights(coda_context ctx, coda_model *m, plans_state *s, dev_state *d,
-                                int sample, const coda_param *pn, const coda_param *po) {
+                                int sample) {
   coda_prof *pf = coda_model_prof(m);
   coda_status st = CODA_OK;
-  char nm[96];
   PB();
   if (d->bind) {
-    st = bind_weights(ctx, m, s, d); /* wb is current: AdamW wrote it */
+    st = bind_weights(ctx, s, d); /* wb is current: AdamW wrote it */
   } else {
-    for (int i = 0; i < s->L && !st; i++)
-      for (int k = 0; k < nblk(m) && !st; k++) {
-        snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
-        st = dev_round(ctx, s->blk[i], plan_w[k], d, m, coda_model_find(m, nm));
-      }
-    if (!st && !sample) st = dev_round(ctx, s->head, "wnf", d, m, pn);
-    if (!st && !sample) st = dev_round(ctx, s->head, "wout", d, m, po);
+    for (int k = 0; k < s->L + !sample; k++)
+      for (int j = s->sfirst[k]; j < s->sfirst[k + 1] && !st; j++)
+        st = dev_round(ctx, plan_at(s, k), s->slot[j].w, d, m, s->slot[j].p);
   }
   PE(CODA_PH_CAST, -1);
   return st;
+}
+
+/* Block 0's input: the token embedding's rows (+ the position table's,
+ * fp32 sums rounded once) from the fp32 master, or from the bf16 weights
+ * where they are the exact source: data parallel (the all-gathered copy;
+ * no position table there, ensure), bf16 state (the weights themselves),
+ * a bound Llama (the rounded master: the same bits). */
+static coda_status embed_forward(coda_context ctx, coda_model *m, plans_state *s, dev_state *d,
+                                 coda_tensor *x0) {
+  const coda_param *pe = s->emb[0], *pp = s->emb[1];
+  if (d->z || d->bf16 || (d->bind && !pp))
+    return coda_train_embed16(ctx, x0, d->wb + goff(d, m, pe), d->tok,
+                              pp ? d->wb + goff(d, m, pp) : NULL, s->T);
+  return coda_train_embed(ctx, x0, d->w + pe->offset, d->tok, pp ? d->w + pp->offset : NULL,
+                          s->T);
 }
 
 static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
@@ -487,14 +608,13 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
   dev_state *d = NULL;
   coda_status st = coda_dev_state_ensure(ctx, m, s, &d);
   if (!st) st = coda_dev_state_ensure_uploads(ctx, d, M);
+  if (!st && d->z && s->emb[1])
+    st = coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "data parallel training on the GPU runs the "
+                   "llama and qwen3 families; a model with learned positions (gpt2) trains on "
+                   "one GPU");
   if (st) return st;
   coda_prof *pf = coda_model_prof(m);
-  char nm[96];
-#define PRM(name) coda_model_find(m, name)
-  const coda_param *pe = PRM("tok_embeddings.weight");
-  const coda_param *po = c->tied ? pe : PRM("output.weight");
-  const coda_param *pn = PRM("norm.weight");
-  st = cast_weights(ctx, m, s, d, sample, pn, po);
+  st = cast_weights(ctx, m, s, d, sample);
   if (st) return st;
   /* host-side token arrays: checked, then uploaded (small) */
   int32_t *h = malloc((size_t)M * sizeof *h);
@@ -516,9 +636,7 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
    * previous step's AdamW runs beside this forward: dev_state) */
   if (!st) st = coda_dev_state_wait_group(ctx, d, 0);
   PB();
-  if (!st)
-    st = d->z || d->bind ? coda_train_embed16(ctx, &x0, d->wb + goff(d, m, pe), d->tok)
-              : coda_train_embed(ctx, &x0, d->w + pe->offset, d->tok);
+  if (!st) st = embed_forward(ctx, m, s, d, &x0);
   PE(CODA_PH_EMBED, -1);
   for (int i = 0; i < s->L && !st; i++) {
     st = coda_dev_state_wait_group(ctx, d, 1 + i);
@@ -527,7 +645,7 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
     PE(CODA_PH_BLOCK_FWD, i);
   }
   if (!st && sample) {
-    st = host_head(ctx, m, s, T, pn, po, last_logits);
+    st = host_head(ctx, m, s, T, last_logits);
     free(h);
     return st;
   }
@@ -561,36 +679,32 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
     return st;
   }
   /* bound plans: the step's first micro-batch at scale 1 writes the
-   * gradient in place; the embedding's rows (untied) are zeroed for the
-   * scatter-add, everything else is overwritten by its GEMM */
+   * gradient in place; the embedding tables no plan writes (an untied
+   * token table, the positions) are zeroed for the scatter-add, everything
+   * else is overwritten by its GEMM or column sum */
   const int direct = d->bind && d->zero_pending && gscale == 1.0f;
   if (d->bind) {
     if (!direct) st = coda_dev_state_settle_zero(ctx, d);
-    if (!st) st = bind_grads(ctx, m, s, d, direct ? GRADS_IN_G : GRADS_IN_SCRATCH);
-    if (!st && direct) {
-      d->zero_pending = 0;
-      if (!c->tied) st = coda_train_zero(ctx, d->g + pe->offset, pe->size * sizeof(float));
-    }
+    if (!st) st = bind_grads(ctx, s, d, direct ? GRADS_IN_G : GRADS_IN_SCRATCH);
+    if (!st && direct) d->zero_pending = 0;
+    for (int i = 0; i < 2 && !st && direct; i++)
+      if (s->emb_own[i])
+        st = coda_train_zero(ctx, d->g + s->emb[i]->offset, s->emb[i]->size * sizeof(float));
   }
   PB();
   if (!st) st = coda_plan_run(ctx, s->head, CODA_PHASE_BACKWARD);
-  if (!st && !direct) st = dev_accum(ctx, s->head, "dwnf", d->g + goff(d, m, pn), pn->size, gscale);
-  if (!st && !direct) st = dev_accum(ctx, s->head, "dwout", d->g + goff(d, m, po), po->size, gscale);
+  if (!st && !direct) st = dev_accum(ctx, m, s, d, s->L, gscale);
   PE(CODA_PH_HEAD, -1);
   if (!st && reduce) st = reduce_bucket(ctx, d, d->z->nb - 1);
   for (int i = s->L - 1; i >= 0 && !st; i--) {
     PB();
     st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_BACKWARD);
-    for (int k = 0; k < nblk(m) && !st && !direct; k++) {
-      snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
-      st = dev_accum(ctx, s->blk[i], plan_g[k], d->g + goff(d, m, PRM(nm)), PRM(nm)->size, gscale);
-    }
+    if (!st && !direct) st = dev_accum(ctx, m, s, d, i, gscale);
     PE(CODA_PH_BLOCK_BWD, i);
     if (!st && reduce) st = reduce_bucket(ctx, d, 1 + i);
   }
-  if (!st) st = embed_backward(ctx, m, s, d, h, M, pe, gscale);
+  if (!st) st = embed_backward(ctx, m, s, d, h, M, gscale);
   if (!st && reduce) st = reduce_bucket(ctx, d, 0);
-#undef PRM
   free(h);
   return st;
 }
@@ -604,27 +718,20 @@ coda_status coda_plans_forward(coda_context ctx, coda_model *m, const int32_t *i
   plans_state *s = NULL;
   coda_status st = ensure(ctx, m, RB, RT, &s);
   if (st) return st;
-  if (coda_family_of(c->family)->block == CODA_BLOCK_GPT2) /* the CPU backend (ensure) */
+  if (on_gpu(ctx)) /* every family the plan engine runs */
+    return forward_gpu(ctx, m, s, in, tg, T, backward, gscale, loss, n_valid, last_logits);
+  if (coda_family_of(c->family)->block == CODA_BLOCK_GPT2) /* the CPU backend */
     return coda_plans_gpt2_forward(ctx, m, s, in, tg, T, backward, gscale, loss, n_valid,
                                    last_logits);
-  if (on_gpu(ctx))
-    return forward_gpu(ctx, m, s, in, tg, T, backward, gscale, loss, n_valid, last_logits);
   const float *W = coda_model_weights(m);
   float *G = coda_model_grads(m);
   const int64_t D = c->dim, M = (int64_t)RB * RT;
   coda_prof *pf = coda_model_prof(m);
-  char nm[96];
 #define OFF(name) (coda_model_find(m, name)->offset)
   PB();
-  for (int i = 0; i < s->L && !st; i++)
-    for (int k = 0; k < nblk(m) && !st; k++) {
-      snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
-      st = upload(ctx, s->blk[i], plan_w[k], W + OFF(nm));
-    }
-  const size_t emb = OFF("tok_embeddings.weight");
+  for (int k = 0; k < s->L + !sample && !st; k++) st = coda_plans_upload_slots(ctx, m, s, k);
+  const size_t emb = s->emb[0]->offset;
   const size_t out = c->tied ? emb : OFF("output.weight");
-  if (!st && !sample) st = upload(ctx, s->head, "wnf", W + OFF("norm.weight"));
-  if (!st && !sample) st = upload(ctx, s->head, "wout", W + out);
   PE(CODA_PH_CAST, -1);
   /* embedding lookup into block 0's x */
   coda_tensor x0, t;
@@ -665,18 +772,13 @@ coda_status coda_plans_forward(coda_context ctx, coda_model *m, const int32_t *i
     free(h);
     return CODA_OK;
   }
-  const plans_grad hg[] = {{"dwnf", G + OFF("norm.weight")}, {"dwout", G + out}};
   int bwd = 0;
-  st = coda_plans_head_loss(ctx, m, s, tg, backward, gscale, hg, (int)(sizeof hg / sizeof hg[0]),
-                            loss, n_valid, &bwd);
+  st = coda_plans_head_loss(ctx, m, s, tg, backward, gscale, loss, n_valid, &bwd);
   if (st || !bwd) return st;
   for (int i = s->L - 1; i >= 0 && !st; i--) {
     PB();
     st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_BACKWARD);
-    for (int k = 0; k < nblk(m) && !st; k++) {
-      snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, ours[k]);
-      st = accumulate(ctx, s->blk[i], plan_g[k], G + OFF(nm), gscale);
-    }
+    if (!st) st = coda_plans_accumulate_slots(ctx, m, s, i, gscale);
     PE(CODA_PH_BLOCK_BWD, i);
   }
   if (!st) st = tensor(ctx, s->blk[0], "dx", &t);

@@ -1,18 +1,24 @@
-/* Plan engine, GPT-2 family (CPU backend): one GPT-2 block plan per layer
+/* Plan engine, GPT-2 family: one GPT-2 block plan per layer
  * (src/nn/gpt2.c) and the GPT-2 head plan (src/nn/gpt2_head.c: final
  * LayerNorm with bias, tied LM head, cross-entropy), chained without
- * copies as model_plans.c chains Llama's (it builds and links them, this
- * file runs them). The 12 layer parameters of the family table
- * (model/family.c) are bound to the block buffers by name; the head reads
- * norm.weight, norm.bias and the tied token embedding.
+ * copies as model_plans.c chains Llama's (it builds and links them). This
+ * file holds the family's plan parameters (coda_plans_gpt2_params: the 12
+ * layer parameters of the family table, model/family.c, and the head's
+ * norm.weight, norm.bias and tied token embedding, each with its weight
+ * and gradient buffer), which model_plans.c resolves into the slots that
+ * every path binds, uploads and accumulates; and the step on the CPU
+ * backend. On a CUDA context model_plans.c's device step runs the same
+ * plans (forward_gpu: the embedding with the position table is a kernel,
+ * the position table's gradient the token scatter-add's kernel over
+ * positions).
  *
- * Host operations: the input x = wte[token] + wpe[t] (fp32 sum, one bf16
- * rounding), and in the backward the scatter-adds of block 0's dx into the
- * rows of wte (by token) and wpe (by position), in token order as the
- * reference engine adds them; wte's gradient also gets the head's dwout
- * (the tied LM head). Sampling runs the final LayerNorm and the head's row
- * products on the host for the last position, as model_plans.c does for
- * RMSNorm. The plans are not yet run on a GPU. */
+ * Host operations on the CPU: the input x = wte[token] + wpe[t] (fp32 sum,
+ * one bf16 rounding), and in the backward the scatter-adds of block 0's dx
+ * into the rows of wte (by token) and wpe (by position), in token order as
+ * the reference engine adds them; wte's gradient also gets the head's
+ * dwout (the tied LM head). Sampling runs the final LayerNorm and the
+ * head's row products on the host for the last position, as model_plans.c
+ * does for RMSNorm (on either backend: coda_plans_gpt2_head_row). */
 #include "model/model_device.h"
 #include "model/family.h"
 
@@ -21,26 +27,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A layer parameter of the family table (its name after "layers.%d.") and
- * the block plan's weight buffer; the gradient's is "d" + that. */
-static const struct { const char *ours, *plan; } kLayer[] = {
-    {"attention_norm.weight", "ln1_g"},   {"attention_norm.bias", "ln1_b"},
-    {"attention.wqkv.weight", "wqkv"},    {"attention.wqkv.bias", "bqkv"},
-    {"attention.wo.weight", "wo"},        {"attention.wo.bias", "bo"},
-    {"ffn_norm.weight", "ln2_g"},         {"ffn_norm.bias", "ln2_b"},
-    {"feed_forward.wfc.weight", "wfc"},   {"feed_forward.wfc.bias", "bfc"},
-    {"feed_forward.wproj.weight", "wproj"}, {"feed_forward.wproj.bias", "bproj"}};
-enum { NLAYER = (int)(sizeof kLayer / sizeof kLayer[0]) };
-
-/* The block buffer of family layer parameter `name` ("layers.%d.<ours>"),
- * NULL when the block has none. */
-static const char *plan_name(const char *name) {
-  const char *dot = strchr(name, '.');
-  dot = dot ? strchr(dot + 1, '.') : NULL; /* after "layers.%d." */
-  for (int k = 0; dot && k < NLAYER; k++)
-    if (!strcmp(dot + 1, kLayer[k].ours)) return kLayer[k].plan;
-  return NULL;
-}
+/* The layer parameters of the family table (their names after
+ * "layers.%d.") with the block plan's weight and gradient buffers, and the
+ * head's (the LM head is the tied token embedding). Biases and LayerNorm
+ * weights are parameters like any other: bf16 copies in the plans, fp32
+ * master and gradient, AdamW without weight decay (the table's decay 0). */
+static const coda_plan_param kLayer[] = {
+    {"attention_norm.weight", "ln1_g", "dln1_g"},   {"attention_norm.bias", "ln1_b", "dln1_b"},
+    {"attention.wqkv.weight", "wqkv", "dwqkv"},     {"attention.wqkv.bias", "bqkv", "dbqkv"},
+    {"attention.wo.weight", "wo", "dwo"},           {"attention.wo.bias", "bo", "dbo"},
+    {"ffn_norm.weight", "ln2_g", "dln2_g"},         {"ffn_norm.bias", "ln2_b", "dln2_b"},
+    {"feed_forward.wfc.weight", "wfc", "dwfc"},     {"feed_forward.wfc.bias", "bfc", "dbfc"},
+    {"feed_forward.wproj.weight", "wproj", "dwproj"},
+    {"feed_forward.wproj.bias", "bproj", "dbproj"}};
+static const coda_plan_param kHead[] = {{"norm.weight", "lnf_g", "dlnf_g"},
+                                        {"norm.bias", "lnf_b", "dlnf_b"},
+                                        {"output.weight", "wout", "dwout"}};
+const coda_plan_params coda_plans_gpt2_params = {
+    kLayer, (int)(sizeof kLayer / sizeof kLayer[0]), kHead, (int)(sizeof kHead / sizeof kHead[0])};
 
 static coda_gpt2_config block_config(const coda_model_config *c, int B, int T) {
   coda_gpt2_config g = coda_gpt2_default_config();
@@ -57,11 +61,6 @@ static coda_gpt2_config block_config(const coda_model_config *c, int B, int T) {
 
 coda_status coda_plans_gpt2_build(coda_context ctx, coda_model *m, plans_state *s) {
   const coda_model_config *c = coda_model_cfg(m);
-  const coda_family *f = coda_family_of(c->family);
-  for (int i = 0; i < f->nparams; i++) /* every layer parameter has its block buffer */
-    if (f->params[i].where == CODA_P_LAYER && !plan_name(f->params[i].name))
-      return coda_fail(ctx, CODA_ERR_INTERNAL, "gpt2 layer parameter %s has no block buffer",
-                       f->params[i].name);
   const coda_gpt2_config g = block_config(c, s->B, s->T);
   coda_status st = CODA_OK;
   for (int i = 0; i < c->layers && !st; i++) {
@@ -72,40 +71,15 @@ coda_status coda_plans_gpt2_build(coda_context ctx, coda_model *m, plans_state *
   return st;
 }
 
-/* Each layer parameter of layer i: to its block buffer (up) or from its
- * gradient buffer (down, scaled and added). */
-static coda_status layer_params(coda_context ctx, coda_model *m, plans_state *s, int i, int up,
-                                float gscale) {
-  const coda_family *f = coda_family_of(coda_model_cfg(m)->family);
-  char nm[96], buf[32];
-  coda_status st = CODA_OK;
-  for (int k = 0; k < f->nparams && !st; k++) {
-    if (f->params[k].where != CODA_P_LAYER) continue;
-    snprintf(nm, sizeof nm, f->params[k].name, i);
-    const coda_param *p = coda_model_find(m, nm);
-    snprintf(buf, sizeof buf, "%s%s", up ? "" : "d", plan_name(f->params[k].name));
-    st = up ? coda_plans_upload(ctx, s->blk[i], buf, coda_model_weights(m) + p->offset)
-            : coda_plans_accumulate(ctx, s->blk[i], buf, coda_model_grads(m) + p->offset, gscale);
-  }
-  return st;
-}
-
-/* Sampling: LN(x_out[T-1]) and its products with the rows of wte. */
-static coda_status host_head(coda_context ctx, coda_model *m, plans_state *s, int T,
-                             float *last_logits) {
+void coda_plans_gpt2_head_row(coda_model *m, double *h, float *last_logits) {
   const coda_model_config *c = coda_model_cfg(m);
   const int64_t D = c->dim;
   const float *W = coda_model_weights(m);
   const float *g = W + coda_model_find(m, "norm.weight")->offset;
   const float *b = W + coda_model_find(m, "norm.bias")->offset;
   const float *e = W + coda_model_find(m, "tok_embeddings.weight")->offset;
-  coda_tensor t;
-  coda_status st = coda_plans_tensor(ctx, s->blk[s->L - 1], "x_out", &t);
-  if (st) return st;
-  double *h = malloc((size_t)D * sizeof *h);
-  if (!h) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   double mu = 0.0, var = 0.0;
-  for (int64_t k = 0; k < D; k++) mu += (h[k] = coda_load(&t, T - 1, k));
+  for (int64_t k = 0; k < D; k++) mu += h[k];
   mu /= (double)D;
   for (int64_t k = 0; k < D; k++) var += (h[k] - mu) * (h[k] - mu);
   const double r = 1.0 / sqrt(var / (double)D + c->norm_eps);
@@ -115,6 +89,19 @@ static coda_status host_head(coda_context ctx, coda_model *m, plans_state *s, in
     for (int64_t k = 0; k < D; k++) a += h[k] * e[v * D + k];
     last_logits[v] = (float)a;
   }
+}
+
+/* Sampling: LN(x_out[T-1]) and its products with the rows of wte. */
+static coda_status host_head(coda_context ctx, coda_model *m, plans_state *s, int T,
+                             float *last_logits) {
+  const int64_t D = coda_model_cfg(m)->dim;
+  coda_tensor t;
+  coda_status st = coda_plans_tensor(ctx, s->blk[s->L - 1], "x_out", &t);
+  if (st) return st;
+  double *h = malloc((size_t)D * sizeof *h);
+  if (!h) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int64_t k = 0; k < D; k++) h[k] = coda_load(&t, T - 1, k);
+  coda_plans_gpt2_head_row(m, h, last_logits);
   free(h);
   return CODA_OK;
 }
@@ -169,17 +156,10 @@ coda_status coda_plans_gpt2_forward(coda_context ctx, coda_model *m, plans_state
                                     float gscale, double *loss, int64_t *n_valid,
                                     float *last_logits) {
   const int sample = tg == NULL;
-  const float *W = coda_model_weights(m);
-  float *G = coda_model_grads(m);
   coda_prof *pf = coda_model_prof(m);
-#define OFF(name) (coda_model_find(m, name)->offset)
   coda_status st = CODA_OK;
   PB();
-  for (int i = 0; i < s->L && !st; i++) st = layer_params(ctx, m, s, i, 1, 0.0f);
-  if (!st && !sample) st = coda_plans_upload(ctx, s->head, "lnf_g", W + OFF("norm.weight"));
-  if (!st && !sample) st = coda_plans_upload(ctx, s->head, "lnf_b", W + OFF("norm.bias"));
-  if (!st && !sample)
-    st = coda_plans_upload(ctx, s->head, "wout", W + OFF("tok_embeddings.weight"));
+  for (int k = 0; k < s->L + !sample && !st; k++) st = coda_plans_upload_slots(ctx, m, s, k);
   PE(CODA_PH_CAST, -1);
   PB();
   if (!st) st = embed(ctx, m, s, in, T, sample);
@@ -191,24 +171,17 @@ coda_status coda_plans_gpt2_forward(coda_context ctx, coda_model *m, plans_state
   }
   if (st) return st;
   if (sample) return host_head(ctx, m, s, T, last_logits);
-  /* the tied LM head: dwout is one of wte's two gradients (embed_backward
-   * adds the other) */
-  const plans_grad hg[] = {{"dlnf_g", G + OFF("norm.weight")},
-                           {"dlnf_b", G + OFF("norm.bias")},
-                           {"dwout", G + OFF("tok_embeddings.weight")}};
   int bwd = 0;
-  st = coda_plans_head_loss(ctx, m, s, tg, backward, gscale, hg, (int)(sizeof hg / sizeof hg[0]),
-                            loss, n_valid, &bwd);
+  st = coda_plans_head_loss(ctx, m, s, tg, backward, gscale, loss, n_valid, &bwd);
   if (st || !bwd) return st;
   for (int i = s->L - 1; i >= 0 && !st; i--) {
     PB();
     st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_BACKWARD);
-    if (!st) st = layer_params(ctx, m, s, i, 0, gscale);
+    if (!st) st = coda_plans_accumulate_slots(ctx, m, s, i, gscale);
     PE(CODA_PH_BLOCK_BWD, i);
   }
   PB();
   if (!st) st = embed_backward(ctx, m, s, in, gscale);
   PE(CODA_PH_EMBED, -1);
-#undef OFF
   return st;
 }

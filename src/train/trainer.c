@@ -244,8 +244,11 @@ static coda_status prepare_steps(coda_train_run *r) {
   r->pwarm = o->profile_warmup;
   if (r->pwarm > left) r->pwarm = left > 0 ? left : 0;
   coda_model_set_plan_tuning(r->model, o->tune_plans);
-  coda_model_set_keep_logits(r->model,
-                             coda_train_keep_logits(r->ctx, o, r->gpu, r->B, r->T, r->c->vocab));
+  /* automatic: gpt2's head plan recomputes its logits (it cannot keep them) */
+  const int keep = o->keep_logits < 0 && r->c->family == CODA_FAMILY_GPT2
+                       ? 0
+                       : coda_train_keep_logits(r->ctx, o, r->gpu, r->B, r->T, r->c->vocab);
+  coda_model_set_keep_logits(r->model, keep);
   if (o->profile) {
     coda_status s = coda_prof_create(r->ctx, r->c->layers, o->accum, &r->prof);
     if (s) return s;

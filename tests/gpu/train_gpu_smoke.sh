@@ -33,6 +33,10 @@
 #      width 512), 5 steps on the GPU, on the CPU reference engine (fp32)
 #      and on the CPU plan engine: per-step losses within 2 % relative of
 #      both, as in (c).
+#  (i) GPT-2 (LayerNorm with biases, learned positions, the tied head; 4/4
+#      heads), 5 steps on the GPU twice (byte-identical loss logs), on the
+#      CPU reference engine and on the CPU plan engine: per-step losses
+#      within 2 % relative of both, as in (c).
 #  (e) when BUILD_DIR/tests/test_train_device exists: that test (device
 #      step vs the CPU plan engine, bit-identical repeats, upload/download).
 #  (d) throughput of 6 layers, d 512, ffn 2048, 8/8 heads, vocab 32768,
@@ -146,6 +150,26 @@ if [ $ok = 1 ]; then
     END { exit !(NR == 5 && m <= 0.02) }' || fail "(h) Qwen3 GPU and CPU losses differ by more than 2 %"
 else
   fail "(h) a Qwen3 5-step run failed"
+fi
+
+echo "== (i) GPT-2: GPU (twice) vs the CPU reference and plan engines, 5 steps (2 % relative per step)"
+GPT2="--family gpt2 --tied 1 --layers 2 --dim 256 --heads 4 --kv-heads 4 --ffn 512 --seq 128 \
+  --vocab 256 --batch 8 --data $W/data --val-every 0 --val-batches 0"
+ok=1
+for r in 1 2; do
+  timeout 60 "$CODA" train --device gpu $GPT2 --steps 5 --warmup 20 --seed 3 --out "$W/ig$r" --quiet || ok=0
+done
+timeout 120 "$CODA" train --device cpu --engine reference $GPT2 --steps 5 --warmup 20 --seed 3 --out "$W/ir" --quiet || ok=0
+timeout 120 "$CODA" train --device cpu --engine plans $GPT2 --steps 5 --warmup 20 --seed 3 --out "$W/ic" --quiet || ok=0
+if [ $ok = 1 ]; then
+  cmp -s "$W/ig1/loss.csv" "$W/ig2/loss.csv" || fail "(i) two GPT-2 GPU runs differ"
+  paste -d' ' <(losses "$W/ig1") <(losses "$W/ir") <(losses "$W/ic") | awk '{
+    r1 = ($1 - $2) / $2; if (r1 < 0) r1 = -r1; r2 = ($1 - $3) / $3; if (r2 < 0) r2 = -r2
+    if (r1 > m) m = r1; if (r2 > m) m = r2
+    printf "step %d  gpu %.6f  cpu reference %.6f (rel %.2e)  cpu plans %.6f (rel %.2e)\n", NR, $1, $2, r1, $3, r2 }
+    END { exit !(NR == 5 && m <= 0.02) }' || fail "(i) GPT-2 GPU and CPU losses differ by more than 2 %"
+else
+  fail "(i) a GPT-2 5-step run failed"
 fi
 
 if [ -x "$BUILD/tests/test_train_device" ]; then

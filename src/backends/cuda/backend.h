@@ -94,12 +94,13 @@ coda_status coda_cuda_train_round(coda_context ctx, const coda_tensor *dst, cons
 /* dst (dense f32, src's shape) += scale * src (bf16 or f32 view). */
 coda_status coda_cuda_train_accum(coda_context ctx, float *dst, const coda_tensor *src,
                                   float scale);
-/* x (bf16, M x D) row r = table row tok[r] (tokens already checked). */
+/* x (bf16, M x D) row r = table row tok[r] (tokens already checked), plus
+ * row r % period of pos when pos is not NULL (an fp32 sum, one rounding). */
 coda_status coda_cuda_train_embed(coda_context ctx, const coda_tensor *x, const float *table,
-                                  const int32_t *tok);
-/* The same from a bf16 table (bits copied). */
+                                  const int32_t *tok, const float *pos, int64_t period);
+/* The same from bf16 tables (without pos: bits copied). */
 coda_status coda_cuda_train_embed16(coda_context ctx, const coda_tensor *x, const uint16_t *table,
-                                    const int32_t *tok);
+                                    const int32_t *tok, const uint16_t *pos, int64_t period);
 /* For j < nrows: g row rows[j] += scale * dx row pos[t] for t = seg[j] ..
  * seg[j+1]-1 in that order (one thread block per row, no atomics). */
 coda_status coda_cuda_train_embed_grad(coda_context ctx, float *g, const coda_tensor *dx,
