@@ -451,9 +451,8 @@ def _patch(model, keep_logits, name, qk_norm):
         raise TypeError("coda.torch.%s: expects a transformers %s, got %s"
                         % (name, "Qwen3ForCausalLM" if qk_norm else "LlamaForCausalLM", type(model).__name__))
     if _has_qk_norm(model) != qk_norm:
-        raise ValueError("coda.torch.%s: this model %s a QK-norm (q_norm, k_norm): use coda.torch.%s"
-                         % (name, "has" if not qk_norm else "has no",
-                            "apply_to_qwen3" if not qk_norm else "apply_to_llama"))
+        raise ValueError("coda.torch.%s: this model has %s QK-norm (q_norm, k_norm): use coda.torch.%s"
+                         % (name, "no" if qk_norm else "a", "apply_to_llama" if qk_norm else "apply_to_qwen3"))
     if getattr(model, "_coda_patched", False):
         model._coda_keep_logits = bool(keep_logits)
         return model
