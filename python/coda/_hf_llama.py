@@ -1,18 +1,26 @@
-"""coda.torch.apply_to_llama: a Hugging Face LlamaForCausalLM whose decoder
-layers, final norm, LM head and loss run through the coda ops.
+"""coda.torch.apply_to_llama and apply_to_qwen3: a Hugging Face
+LlamaForCausalLM or Qwen3ForCausalLM whose decoder layers, final norm, LM
+head and loss run through the coda ops. Qwen3's decoder layer is Llama's
+with a per-head RMSNorm of q and k (q_norm, k_norm: weights of head_dim,
+eps rms_norm_eps) between the projection and RoPE; both share everything
+here but the qkv op.
 
 The model's parameters stay what they are (state dict, optimizer and
-checkpoint code unchanged); custom ops (coda::hf_llama_qkv_rope,
-coda::hf_llama_swiglu and coda::hf_llama_mlp, the SwiGLU with the down
-projection) take the model's weights as they are, build the
-operands in coda's layouts inside their eager implementations (where
-torch.compile does not see them) and their backward ops map the gradients
-back:
+checkpoint code unchanged); custom ops (coda::hf_llama_qkv_rope or, for
+Qwen3, coda::hf_qwen3_qkv_norm_rope, coda::hf_llama_swiglu and
+coda::hf_llama_mlp, the SwiGLU with the down projection) take the model's
+weights as they are, build the operands in coda's layouts inside their
+eager implementations (where torch.compile does not see them) and their
+backward ops map the gradients back:
   - q, k, v rows: Hugging Face pairs the rotary dimensions (i, i + hd/2),
     coda's RoPE program adjacent columns (2j, 2j+1), so the rows of each q
     and k head are reordered (the permutation rope_row_permutation names,
-    applied as a reshape); the attention scores are unchanged by the same
-    permutation of q and k;
+    applied as a reshape): coda row 2j + s of a head is HF row s·hd/2 + j;
+    the attention scores are unchanged by the same permutation of q and k;
+  - q_norm, k_norm weights (Qwen3): their columns take the same
+    permutation (coda column 2j + s is HF column s·hd/2 + j); the per-head
+    RMS is a sum over the head, unchanged by it, so the normalized q and k
+    are HF's with their columns permuted;
   - gate/up rows interleaved [g0, u0, g1, u1, ...] for the SwiGLU program.
 These copies are rebuilt in the backward instead of being kept.
 

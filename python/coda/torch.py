@@ -12,6 +12,17 @@ backward is a custom op too):
       z = r * (h wqkv^T), the adjacent column pairs of the Q and K heads
       rotated (programs/llama_qkv_rope.coda); backward programs/
       llama_rope_bwd.coda, then the dgrad and wgrad GEMMs.
+  coda::qwen3_qkv_norm_rope(h, wqkv, r, gq, gk, pos, freq, heads_q, heads_kv, eps)
+      -> (qkv, z, rq)
+      Qwen3's qkv with the QK-norm before RoPE: z = r * (h wqkv^T) and the
+      per-head rq = rsqrt(mean over the head of z^2 + eps) in the GEMM's
+      epilogue (programs/qwen3_qkv.coda, its segments set to head_dim),
+      then over the packed qkv viewed one head per row q = rope(z rq gq),
+      k = rope(z rq gk), v = z (programs/qwen3_qknorm_rope.coda, the
+      position read from a per-row table instead of derived from the row
+      index: qwen3_qknorm_rope_pos); backward programs/llama_rope_bwd.coda
+      over the head rows, programs/qwen3_qknorm_bwd.coda, then the dgrad
+      and wgrad GEMMs as llama_qkv_rope's.
   coda::attention(qkv, batch, heads_q, heads_kv) -> (o, lse)
       causal GQA softmax attention on the packed qkv (coda_attention_forward
       and coda_attention_backward, include/coda.h).
@@ -49,8 +60,9 @@ the same names below call the ops. Chained as in a Llama block
     z, y = llama_swiglu(h2, wgu, r2)
     x_out = linear_residual(y, wd, x1)
 
-apply_to_llama(model) patches a Hugging Face LlamaForCausalLM to run on them
-(coda/_hf_llama.py).
+apply_to_llama(model) patches a Hugging Face LlamaForCausalLM to run on them,
+apply_to_qwen3(model) a Qwen3ForCausalLM (qwen3_qkv_norm_rope for the qkv
+step; coda/_hf_llama.py).
 
 dtypes: bfloat16 (fp32 compute; r fp32), float32, and float64 on the CPU
 backend's exact mode (fp64 compute, for gradcheck). Device: CPU tensors run
