@@ -314,6 +314,35 @@ def test_traced_decoder_layer_is_only_coda_ops():
                      "llama_rmsnorm"], names
 
 
+def test_decoder_layer_saves():
+    """What autograd keeps of a patched Qwen3 decoder layer: as Llama's (the
+    MLP's pairs z, not the SwiGLU output y), and of the QK-norm the
+    pre-norm qkv and the per-head statistics (M x heads)."""
+    _, pm, dims, B, T, pos, freq = _layer_setup(torch.float64)
+    cfg = pm.config
+    M, D, F = B * T, cfg.hidden_size, cfg.intermediate_size
+    H = dims[0] + 2 * dims[1]
+    layer = pm.model.layers[0]
+    params = {p.data_ptr() for p in pm.parameters()}
+    saved = []
+
+    def pack(t):
+        if t.data_ptr() not in params and t.dim() == 2:
+            saved.append(tuple(t.shape))
+        return t
+
+    x = torch.randn(M, D, dtype=torch.float64, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = _hf_llama.qwen3_decoder_layer(layer, x, B, pos, freq, dims)
+    assert (M, 2 * F) in saved and (M, H) in saved, saved
+    assert (M, F) not in saved, saved
+    # D; the qkv, its pre-norm z; the attention's output (heads_q head_dim) and lse; the MLP's pairs; rq
+    assert all(s[1] in (D, H * dims[2], dims[0] * dims[2], dims[0], 2 * F, H) for s in saved), saved
+    out.sum().backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+    assert layer.self_attn.q_norm.weight.grad is not None
+
+
 def test_qk_norm_ops_opcheck_and_gradcheck():
     """The QK-norm op in coda's layout and in Hugging Face's: schemas, fake
     implementations and autograd registration (opcheck), and gradients in
