@@ -1,18 +1,26 @@
-"""coda.torch.apply_to_llama: a Hugging Face LlamaForCausalLM whose decoder
-layers, final norm, LM head and loss run through the coda ops.
+"""coda.torch.apply_to_llama and apply_to_qwen3: a Hugging Face
+LlamaForCausalLM or Qwen3ForCausalLM whose decoder layers, final norm, LM
+head and loss run through the coda ops. Qwen3's decoder layer is Llama's
+with a per-head RMSNorm of q and k (q_norm, k_norm: weights of head_dim,
+eps rms_norm_eps) between the projection and RoPE; both share everything
+here but the qkv op.
 
 The model's parameters stay what they are (state dict, optimizer and
-checkpoint code unchanged); custom ops (coda::hf_llama_qkv_rope,
-coda::hf_llama_swiglu and coda::hf_llama_mlp, the SwiGLU with the down
-projection) take the model's weights as they are, build the
-operands in coda's layouts inside their eager implementations (where
-torch.compile does not see them) and their backward ops map the gradients
-back:
+checkpoint code unchanged); custom ops (coda::hf_llama_qkv_rope or, for
+Qwen3, coda::hf_qwen3_qkv_norm_rope, coda::hf_llama_swiglu and
+coda::hf_llama_mlp, the SwiGLU with the down projection) take the model's
+weights as they are, build the operands in coda's layouts inside their
+eager implementations (where torch.compile does not see them) and their
+backward ops map the gradients back:
   - q, k, v rows: Hugging Face pairs the rotary dimensions (i, i + hd/2),
     coda's RoPE program adjacent columns (2j, 2j+1), so the rows of each q
     and k head are reordered (the permutation rope_row_permutation names,
-    applied as a reshape); the attention scores are unchanged by the same
-    permutation of q and k;
+    applied as a reshape): coda row 2j + s of a head is HF row s·hd/2 + j;
+    the attention scores are unchanged by the same permutation of q and k;
+  - q_norm, k_norm weights (Qwen3): their columns take the same
+    permutation (coda column 2j + s is HF column s·hd/2 + j); the per-head
+    RMS is a sum over the head, unchanged by it, so the normalized q and k
+    are HF's with their columns permuted;
   - gate/up rows interleaved [g0, u0, g1, u1, ...] for the SwiGLU program.
 These copies are rebuilt in the backward instead of being kept.
 
@@ -27,7 +35,7 @@ import torch
 
 from . import torch as ct
 
-__all__ = ["apply_to_llama", "llama_decoder_layer"]
+__all__ = ["apply_to_llama", "apply_to_qwen3", "llama_decoder_layer", "qwen3_decoder_layer"]
 
 # rope types whose inverse frequencies do not change with the sequence length
 _STATIC_ROPE = ("default", "linear", "llama3", "yarn_static")
@@ -105,6 +113,66 @@ def _hf_qkv_rope_grad(ctx, dqkv):
 
 
 _hf_qkv_rope.register_autograd(_hf_qkv_rope_grad, setup_context=_hf_qkv_rope_setup)
+
+
+def _hf_g(g):
+    """coda's QK-norm weight from Hugging Face's (one head's columns, the
+    rotary permutation of _hf_wqkv): column 2j + s is HF's s·hd/2 + j."""
+    return g.reshape(2, -1).t().reshape(-1)
+
+
+def _hf_dg(dg):
+    """The inverse of _hf_g on a gradient (a tensor of its own)."""
+    return dg.reshape(-1, 2).t().contiguous().reshape(-1)
+
+
+@torch.library.custom_op("coda::hf_qwen3_qkv_norm_rope", mutates_args=())
+def _hf_qwen3_qkv(h: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor, r: torch.Tensor,
+                  gq: torch.Tensor, gk: torch.Tensor, pos: torch.Tensor, freq: torch.Tensor, heads_q: int,
+                  heads_kv: int, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return torch.ops.coda.qwen3_qkv_norm_rope(h, _hf_wqkv(wq, wk, wv, heads_q, heads_kv), r, _hf_g(gq), _hf_g(gk),
+                                              pos, freq, heads_q, heads_kv, eps)
+
+
+@_hf_qwen3_qkv.register_fake
+def _(h, wq, wk, wv, r, gq, gk, pos, freq, heads_q, heads_kv, eps):
+    M, N = h.shape[0], wq.shape[0] + wk.shape[0] + wv.shape[0]
+    return (h.new_empty((M, N)), h.new_empty((M, N)),
+            h.new_empty((M, heads_q + 2 * heads_kv), dtype=ct._stat_dtype(h.dtype)))
+
+
+@torch.library.custom_op("coda::hf_qwen3_qkv_norm_rope_backward", mutates_args=())
+def _hf_qwen3_qkv_bwd(h: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor, r: torch.Tensor,
+                      gq: torch.Tensor, gk: torch.Tensor, pos: torch.Tensor, freq: torch.Tensor, qkv: torch.Tensor,
+                      pre: torch.Tensor, rq: torch.Tensor, dqkv: torch.Tensor, heads_q: int,
+                      heads_kv: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                                              torch.Tensor, torch.Tensor]:
+    dh, dw, dr, dgq, dgk = torch.ops.coda.qwen3_qkv_norm_rope_backward(
+        h, _hf_wqkv(wq, wk, wv, heads_q, heads_kv), r, _hf_g(gq), _hf_g(gk), pos, freq, qkv, pre, rq, dqkv,
+        heads_q, heads_kv)
+    dq, dk, dv = _hf_dwqkv(dw, heads_q, heads_kv, wq.shape[0], wk.shape[0])
+    return dh, dq, dk, dv, dr, _hf_dg(dgq), _hf_dg(dgk)
+
+
+@_hf_qwen3_qkv_bwd.register_fake
+def _(h, wq, wk, wv, r, gq, gk, pos, freq, qkv, pre, rq, dqkv, heads_q, heads_kv):
+    return (torch.empty_like(h), torch.empty_like(wq), torch.empty_like(wk), torch.empty_like(wv),
+            torch.empty_like(r), torch.empty_like(gq), torch.empty_like(gk))
+
+
+def _hf_qwen3_qkv_setup(ctx, inputs, output):
+    qkv, pre, rq = output
+    ctx.save_for_backward(*inputs[:9], qkv, pre, rq)
+    ctx.heads = inputs[9:11]
+    ctx.mark_non_differentiable(pre, rq)   # kept for the backward only
+
+
+def _hf_qwen3_qkv_grad(ctx, dqkv, dpre, drq):
+    grads = torch.ops.coda.hf_qwen3_qkv_norm_rope_backward(*ctx.saved_tensors, dqkv, *ctx.heads)
+    return (*grads, None, None, None, None, None)
+
+
+_hf_qwen3_qkv.register_autograd(_hf_qwen3_qkv_grad, setup_context=_hf_qwen3_qkv_setup)
 
 
 @torch.library.custom_op("coda::hf_llama_swiglu", mutates_args=())
@@ -212,13 +280,26 @@ def _dims(config):
     return hq, hkv, hd
 
 
-def _decoder_layer(x, wn1, wq, wk, wv, wo, wn2, wg, wu, wd, pos, freq, batch, hq, hkv, eps1, eps2):
-    h1, r1 = ct.llama_rmsnorm(x, wn1, eps1)
-    qkv = torch.ops.coda.hf_llama_qkv_rope(h1, wq, wk, wv, r1, pos, freq, hq, hkv)
+def _block_rest(qkv, x, wo, wn2, wg, wu, wd, batch, hq, hkv, eps2):
+    """The decoder layer after its qkv: attention, out-projection +
+    residual + RMSNorm, the MLP + residual (the same in Llama and Qwen3)."""
     o, _ = ct.attention(qkv, batch, hq, hkv)
     x1, h2, r2 = ct.llama_residual_norm(o, wo, x, wn2, eps2)
     x2, _ = torch.ops.coda.hf_llama_mlp(h2, wg, wu, r2, wd, x1)
     return x2
+
+
+def _decoder_layer(x, wn1, wq, wk, wv, wo, wn2, wg, wu, wd, pos, freq, batch, hq, hkv, eps1, eps2):
+    h1, r1 = ct.llama_rmsnorm(x, wn1, eps1)
+    qkv = torch.ops.coda.hf_llama_qkv_rope(h1, wq, wk, wv, r1, pos, freq, hq, hkv)
+    return _block_rest(qkv, x, wo, wn2, wg, wu, wd, batch, hq, hkv, eps2)
+
+
+def _qwen3_decoder_layer(x, wn1, wq, wk, wv, gq, gk, wo, wn2, wg, wu, wd, pos, freq, batch, hq, hkv, eps1, eps_qk,
+                         eps2):
+    h1, r1 = ct.llama_rmsnorm(x, wn1, eps1)
+    qkv, _, _ = torch.ops.coda.hf_qwen3_qkv_norm_rope(h1, wq, wk, wv, r1, gq, gk, pos, freq, hq, hkv, eps_qk)
+    return _block_rest(qkv, x, wo, wn2, wg, wu, wd, batch, hq, hkv, eps2)
 
 
 # Under torch.compile every layer is the same subgraph on other weights:
@@ -227,6 +308,7 @@ def _decoder_layer(x, wn1, wq, wk, wv, wo, wn2, wg, wu, wd, pos, freq, batch, hq
 # bench/results/gpu-2026-12-02b.md, call 4). Eager calls are unchanged.
 _nested = getattr(torch.compiler, "nested_compile_region", None)
 _decoder_layer_compiled = _nested(_decoder_layer) if _nested is not None else _decoder_layer
+_qwen3_decoder_layer_compiled = _nested(_qwen3_decoder_layer) if _nested is not None else _qwen3_decoder_layer
 
 
 def llama_decoder_layer(layer, x, batch, pos, freq, dims):
@@ -243,9 +325,45 @@ def llama_decoder_layer(layer, x, batch, pos, freq, dims):
                                    n2.variance_epsilon)
 
 
-def _check_supported(model):
+def qwen3_decoder_layer(layer, x, batch, pos, freq, dims):
+    """One Qwen3DecoderLayer on x ((batch*seq) x hidden) through the coda
+    ops: as llama_decoder_layer, with the qkv op's QK-norm (q_norm, k_norm)
+    between the projection and RoPE. pos, freq: qk_norm_rope_tables."""
+    hq, hkv, _ = dims
+    att, mlp = layer.self_attn, layer.mlp
+    n1, n2 = layer.input_layernorm, layer.post_attention_layernorm
+    return _qwen3_decoder_layer_compiled(x, n1.weight, att.q_proj.weight, att.k_proj.weight, att.v_proj.weight,
+                                         att.q_norm.weight, att.k_norm.weight, att.o_proj.weight, n2.weight,
+                                         mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight, pos, freq,
+                                         batch, hq, hkv, n1.variance_epsilon, att.q_norm.variance_epsilon,
+                                         n2.variance_epsilon)
+
+
+# the tile width of the backends' GEMMs (coda_preferred_tiling): the QK-norm's
+# per-head statistics are segments of the qkv GEMM's columns
+_TILE_N = 128
+
+
+def _has_qk_norm(model):
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    return bool(layers) and hasattr(layers[0].self_attn, "q_norm")
+
+
+def _check_supported(model, name="apply_to_llama", qk_norm=False):
     cfg = model.config
     problems = []
+    if qk_norm:
+        if getattr(cfg, "use_sliding_window", False) or "sliding_attention" in (getattr(cfg, "layer_types", None)
+                                                                                 or ()):
+            problems.append("use_sliding_window / sliding_attention layers (the attention is causal and global)")
+        hd = _dims(cfg)[2]
+        if hd % _TILE_N and _TILE_N % hd:
+            problems.append("head_dim %d (the QK-norm's per-head statistics need head_dim and the GEMM tile of "
+                            "%d columns to divide one another)" % (hd, _TILE_N))
+        att = model.model.layers[0].self_attn
+        if att.q_norm.variance_epsilon != att.k_norm.variance_epsilon:
+            problems.append("q_norm eps %r != k_norm eps %r" % (att.q_norm.variance_epsilon,
+                                                                 att.k_norm.variance_epsilon))
     if getattr(cfg, "hidden_act", "silu") != "silu":
         problems.append("hidden_act %r (the SwiGLU program is silu)" % cfg.hidden_act)
     if getattr(cfg, "attention_bias", False):
@@ -270,7 +388,7 @@ def _check_supported(model):
         if rot.inv_freq.numel() * 2 != hd:
             problems.append("inv_freq of %d entries for head_dim %d" % (rot.inv_freq.numel(), hd))
     if problems:
-        raise ValueError("coda.torch.apply_to_llama: this model is not supported: " + "; ".join(problems))
+        raise ValueError("coda.torch.%s: this model is not supported: %s" % (name, "; ".join(problems)))
 
 
 def _coda_forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None, labels=None,
@@ -285,37 +403,39 @@ def _coda_forward(self, input_ids=None, attention_mask=None, position_ids=None, 
     from transformers.modeling_outputs import CausalLMOutputWithPast
 
     cfg = self.config
+    name = "coda.torch." + self._coda_name
     if (input_ids is None) == (inputs_embeds is None):
-        raise ValueError("coda.torch.apply_to_llama: give exactly one of input_ids and inputs_embeds")
+        raise ValueError(name + ": give exactly one of input_ids and inputs_embeds")
     if inputs_embeds is None:
         inputs_embeds = self.model.embed_tokens(input_ids)
     B, T, D = inputs_embeds.shape
     if attention_mask is not None and attention_mask.dim() == 2 and not bool(attention_mask.all()):
-        raise ValueError("coda.torch.apply_to_llama: the attention is causal without padding; this batch has a "
+        raise ValueError(name + ": the attention is causal without padding; this batch has a "
                          "padding mask with zeros (pack the sequences, or mask padded targets with -100 and "
                          "pass attention_mask=None)")
     if attention_mask is not None and attention_mask.dim() != 2:
-        raise ValueError("coda.torch.apply_to_llama: only a 2-D padding mask of ones is taken here, got a "
+        raise ValueError(name + ": only a 2-D padding mask of ones is taken here, got a "
                          "%d-D attention_mask" % attention_mask.dim())
     if self.training and float(getattr(cfg, "attention_dropout", 0.0) or 0.0) > 0.0:
-        raise ValueError("coda.torch.apply_to_llama: attention_dropout %r is not supported in training"
-                         % cfg.attention_dropout)
+        raise ValueError(name + ": attention_dropout %r is not supported in training" % cfg.attention_dropout)
     if position_ids is None:
         position_ids = torch.arange(T, device=inputs_embeds.device)
     position_ids = position_ids.expand(B, T)
     dims = _dims(cfg)
     hq, hkv, _ = dims
     dtype = inputs_embeds.dtype
-    pos, freq = ct.rope_tables(position_ids, self.model.rotary_emb.inv_freq, hq, hkv, dtype)
+    qk_norm = self._coda_name == "apply_to_qwen3"
+    tables = ct.qk_norm_rope_tables if qk_norm else ct.rope_tables
+    pos, freq = tables(position_ids, self.model.rotary_emb.inv_freq, hq, hkv, dtype)
+    decoder_layer = qwen3_decoder_layer if qk_norm else llama_decoder_layer
     x = inputs_embeds.reshape(B * T, D)
     # gradient_checkpointing_enable() sets the flag on the model and on each layer
     checkpointing = self.training and bool(getattr(self.model, "gradient_checkpointing", False))
     for layer in self.model.layers[: cfg.num_hidden_layers]:
         if checkpointing:
-            x = torch.utils.checkpoint.checkpoint(llama_decoder_layer, layer, x, B, pos, freq, dims,
-                                                  use_reentrant=False)
+            x = torch.utils.checkpoint.checkpoint(decoder_layer, layer, x, B, pos, freq, dims, use_reentrant=False)
         else:
-            x = llama_decoder_layer(layer, x, B, pos, freq, dims)
+            x = decoder_layer(layer, x, B, pos, freq, dims)
     loss, logits = None, None
     norm = self.model.norm
     if labels is not None:
@@ -334,6 +454,25 @@ def _coda_forward(self, input_ids=None, attention_mask=None, position_ids=None, 
     return CausalLMOutputWithPast(loss=loss, logits=logits)
 
 
+def _patch(model, keep_logits, name, qk_norm):
+    if not hasattr(model, "model") or not hasattr(model, "lm_head") or not hasattr(model.model, "layers"):
+        raise TypeError("coda.torch.%s: expects a transformers %s, got %s"
+                        % (name, "Qwen3ForCausalLM" if qk_norm else "LlamaForCausalLM", type(model).__name__))
+    if _has_qk_norm(model) != qk_norm:
+        raise ValueError("coda.torch.%s: this model has %s QK-norm (q_norm, k_norm): use coda.torch.%s"
+                         % (name, "no" if qk_norm else "a", "apply_to_llama" if qk_norm else "apply_to_qwen3"))
+    if getattr(model, "_coda_patched", False):
+        model._coda_keep_logits = bool(keep_logits)
+        return model
+    _check_supported(model, name, qk_norm)
+    model._coda_name = name
+    model._coda_keep_logits = bool(keep_logits)
+    model._coda_hf_forward = model.forward
+    model.forward = types.MethodType(_coda_forward, model)
+    model._coda_patched = True
+    return model
+
+
 def apply_to_llama(model, keep_logits=False):
     """Patches a transformers LlamaForCausalLM in place (and returns it): its
     forward without a KV cache runs the decoder layers, the final norm, the
@@ -342,18 +481,17 @@ def apply_to_llama(model, keep_logits=False):
     not); generation with a cache runs the model's own layers. Parameters,
     state dict and modules stay the model's. Refuses (ValueError, naming
     why) models the ops do not cover: biases, another activation, scaled or
-    length-dependent RoPE. keep_logits: the loss stores the logits for its
-    backward instead of recomputing them (coda.torch.llama_lm_head_loss);
-    patching a patched model again sets it."""
-    if getattr(model, "_coda_patched", False):
-        model._coda_keep_logits = bool(keep_logits)
-        return model
-    if not hasattr(model, "model") or not hasattr(model, "lm_head") or not hasattr(model.model, "layers"):
-        raise TypeError("coda.torch.apply_to_llama: expects a transformers LlamaForCausalLM, got %s"
-                        % type(model).__name__)
-    _check_supported(model)
-    model._coda_keep_logits = bool(keep_logits)
-    model._coda_hf_forward = model.forward
-    model.forward = types.MethodType(_coda_forward, model)
-    model._coda_patched = True
-    return model
+    length-dependent RoPE, a QK-norm (apply_to_qwen3). keep_logits: the
+    loss stores the logits for its backward instead of recomputing them
+    (coda.torch.llama_lm_head_loss); patching a patched model again sets
+    it."""
+    return _patch(model, keep_logits, "apply_to_llama", False)
+
+
+def apply_to_qwen3(model, keep_logits=False):
+    """Patches a transformers Qwen3ForCausalLM in place (and returns it), as
+    apply_to_llama a Llama: the decoder layers' qkv op adds the per-head
+    RMSNorm of q and k (q_norm, k_norm) before RoPE. Refuses (ValueError,
+    naming why) what apply_to_llama refuses, and sliding-window layers and
+    a head_dim that does not divide 128 or is not a multiple of it."""
+    return _patch(model, keep_logits, "apply_to_qwen3", True)

@@ -12,6 +12,17 @@ backward is a custom op too):
       z = r * (h wqkv^T), the adjacent column pairs of the Q and K heads
       rotated (programs/llama_qkv_rope.coda); backward programs/
       llama_rope_bwd.coda, then the dgrad and wgrad GEMMs.
+  coda::qwen3_qkv_norm_rope(h, wqkv, r, gq, gk, pos, freq, heads_q, heads_kv, eps)
+      -> (qkv, z, rq)
+      Qwen3's qkv with the QK-norm before RoPE: z = r * (h wqkv^T) and the
+      per-head rq = rsqrt(mean over the head of z^2 + eps) in the GEMM's
+      epilogue (programs/qwen3_qkv.coda, its segments set to head_dim),
+      then over the packed qkv viewed one head per row q = rope(z rq gq),
+      k = rope(z rq gk), v = z (programs/qwen3_qknorm_rope.coda, the
+      position read from a per-row table instead of derived from the row
+      index: qwen3_qknorm_rope_pos); backward programs/llama_rope_bwd.coda
+      over the head rows, programs/qwen3_qknorm_bwd.coda, then the dgrad
+      and wgrad GEMMs as llama_qkv_rope's.
   coda::attention(qkv, batch, heads_q, heads_kv) -> (o, lse)
       causal GQA softmax attention on the packed qkv (coda_attention_forward
       and coda_attention_backward, include/coda.h).
@@ -49,8 +60,9 @@ the same names below call the ops. Chained as in a Llama block
     z, y = llama_swiglu(h2, wgu, r2)
     x_out = linear_residual(y, wd, x1)
 
-apply_to_llama(model) patches a Hugging Face LlamaForCausalLM to run on them
-(coda/_hf_llama.py).
+apply_to_llama(model) patches a Hugging Face LlamaForCausalLM to run on them,
+apply_to_qwen3(model) a Qwen3ForCausalLM (qwen3_qkv_norm_rope for the qkv
+step; coda/_hf_llama.py).
 
 dtypes: bfloat16 (fp32 compute; r fp32), float32, and float64 on the CPU
 backend's exact mode (fp64 compute, for gradcheck). Device: CPU tensors run
@@ -59,6 +71,7 @@ stream (a context per device and stream, cached), viewed without copies.
 """
 
 import math
+import re
 import threading
 from typing import Optional
 
@@ -67,7 +80,8 @@ import torch
 from . import _core
 
 __all__ = ["llama_residual_norm", "llama_swiglu", "llama_rmsnorm", "llama_qkv_rope", "attention", "linear_residual",
-           "llama_lm_head_loss", "rope_tables", "rope_row_permutation", "context_for", "apply_to_llama"]
+           "llama_lm_head_loss", "qwen3_qkv_norm_rope", "rope_tables", "qk_norm_rope_tables", "rope_row_permutation",
+           "context_for", "apply_to_llama", "apply_to_qwen3"]
 
 # --------------------------------------------------------------- contexts
 
@@ -147,17 +161,49 @@ _TEXTS = {"rn_bwd": _RN_BWD, "rms_bwd": _RMS_BWD, "rowscale_gemm": _ROWSCALE_GEM
           "rowscale_map": _ROWSCALE_MAP}
 
 
-def _program(name, dtype, eps=None):
+def _qknorm_rope_pos_text():
+    """qwen3_qknorm_rope with the position of each head row read from a row
+    input `pos` instead of derived from the row index ((row div heads) mod
+    seq, positions 0..seq-1 in every sequence): any position_ids. The rest
+    of the built-in's text is taken as it is."""
+    text = _core.Program.builtin("qwen3_qknorm_rope").text
+    for a, b in (("input seq : scalar i32", "input pos : row i32"), ("imod(idiv(row, ht), seq)", "pos")):
+        if text.count(a) != 1:
+            raise _core.CodaError(13, "built-in qwen3_qknorm_rope: expected one '%s' in its text" % a)
+        text = text.replace(a, b)
+    return text
+
+
+# programs derived from a built-in's text
+_DERIVED = {"qwen3_qknorm_rope_pos": _qknorm_rope_pos_text}
+
+# the head size the per-head segments of these built-ins are written for
+# (`rowsum(...) per 128`), rewritten to the model's (as the Qwen3 plan does)
+_SEG_WRITTEN = {"qwen3_qkv": 128}
+
+
+def _program(name, dtype, eps=None, seg=None):
     """Built-in program `name` (or one of the texts above), retyped for dtype:
     bf16 as written; float32 / float64: every floating declaration. eps:
     the value of its parameter `eps`, the RMSNorm epsilon (the built-ins'
-    default is 1e-5; Hugging Face configurations often say 1e-6)."""
+    default is 1e-5; Hugging Face configurations often say 1e-6). seg: the
+    head size for a program with per-head segments (_SEG_WRITTEN)."""
     if dtype not in _DT_WORD:
         raise TypeError("coda ops: dtype %s not supported (bfloat16, float32, float64)" % dtype)
-    key = (name, dtype, eps)
+    key = (name, dtype, eps, seg)
     p = _programs.get(key)
     if p is None:
-        p = _core.Program.parse(_TEXTS[name]) if name in _TEXTS else _core.Program.builtin(name)
+        if name in _TEXTS:
+            p = _core.Program.parse(_TEXTS[name])
+        elif name in _DERIVED:
+            p = _core.Program.parse(_DERIVED[name]())
+        else:
+            p = _core.Program.builtin(name)
+        if seg is not None and seg != _SEG_WRITTEN[name]:
+            old = "per %d" % _SEG_WRITTEN[name]
+            if old not in p.text:
+                raise _core.CodaError(13, "program %s has no '%s' segment" % (name, old))
+            p = _core.Program.parse(re.sub(r"\b%s\b" % old, "per %d" % int(seg), p.text))
         if eps is not None and float(eps) != 1e-5:
             if not (float(eps) > 0.0):
                 raise ValueError("coda ops: RMSNorm eps must be > 0, got %r" % (eps,))
@@ -510,6 +556,128 @@ def rope_row_permutation(n_heads, n_kv_heads, head_dim, device=None):
     return torch.cat([qk, v]).to(device)
 
 
+# ------------------------------------------------- qkv + QK-norm + RoPE (Qwen3)
+
+def qk_norm_rope_tables(positions, inv_freq, n_heads, n_kv_heads, dtype=torch.float32):
+    """The tables of qwen3_qkv_norm_rope, whose RoPE runs over the packed
+    qkv viewed one head per row ((rows heads) x head_dim, heads = n_heads
+    + 2 n_kv_heads): pos, int32, one per head row (the row's position for
+    its Q and K heads, 0 for its V heads, which the backward's inverse
+    rotation then leaves as they are), and freq, one per column of a head
+    (as rope_tables gives them for one head)."""
+    pos, freq = rope_tables(positions, inv_freq, 1, 0, dtype)
+    M, nqk = pos.numel(), n_heads + n_kv_heads
+    posh = torch.cat([pos[:, None].expand(M, nqk), pos.new_zeros((M, n_kv_heads))], 1)
+    return posh.reshape(-1), freq
+
+
+def _heads(wqkv_rows, heads_q, heads_kv):
+    H = heads_q + 2 * heads_kv
+    if wqkv_rows % H:
+        raise ValueError("coda ops: %d qkv rows are not %d heads of one size" % (wqkv_rows, H))
+    return H, wqkv_rows // H
+
+
+@torch.library.custom_op("coda::qwen3_qkv_norm_rope", mutates_args=())
+def _qwen3_qkv(h: torch.Tensor, wqkv: torch.Tensor, r: torch.Tensor, gq: torch.Tensor, gk: torch.Tensor,
+               pos: torch.Tensor, freq: torch.Tensor, heads_q: int, heads_kv: int,
+               eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    _check_2d("h", h)
+    _check_2d("wqkv", wqkv)
+    ctx = context_for(h)
+    M, N = h.shape[0], wqkv.shape[0]
+    H, hd = _heads(N, heads_q, heads_kv)
+    dev = h.device
+    pre = torch.empty((M, N), dtype=h.dtype, device=dev)
+    rq = torch.empty((M, H), dtype=_stat_dtype(h.dtype), device=dev)
+    # z = r * (h wqkv^T) and the per-head statistics of the QK-norm (qwen3_qkv, segments of hd)
+    ctx.gemm_epilogue(_program("qwen3_qkv", h.dtype, eps, seg=hd), h, wqkv, trans_b=True, r=r.contiguous(),
+                      qkv=pre, rq=rq)
+    qkv = torch.empty_like(pre)
+    i32 = torch.int32
+    ctx.map(_program("qwen3_qknorm_rope_pos", h.dtype), M * H, hd, x=pre.view(M * H, hd), r=rq.view(M * H),
+            gq=gq.contiguous(), gk=gk.contiguous(), pos=pos.contiguous(), freq=freq.contiguous(),
+            ht=_scalar(H, i32, dev), hq=_scalar(heads_q, i32, dev), hqk=_scalar(heads_q + heads_kv, i32, dev),
+            y=qkv.view(M * H, hd))
+    return qkv, pre, rq
+
+
+@_qwen3_qkv.register_fake
+def _(h, wqkv, r, gq, gk, pos, freq, heads_q, heads_kv, eps=1e-6):
+    M, N = h.shape[0], wqkv.shape[0]
+    return (h.new_empty((M, N)), h.new_empty((M, N)),
+            h.new_empty((M, heads_q + 2 * heads_kv), dtype=_stat_dtype(h.dtype)))
+
+
+@torch.library.custom_op("coda::qwen3_qkv_norm_rope_backward", mutates_args=())
+def _qwen3_qkv_bwd(h: torch.Tensor, wqkv: torch.Tensor, r: torch.Tensor, gq: torch.Tensor, gk: torch.Tensor,
+                   pos: torch.Tensor, freq: torch.Tensor, qkv: torch.Tensor, pre: torch.Tensor, rq: torch.Tensor,
+                   dqkv: torch.Tensor, heads_q: int, heads_kv: int) -> tuple[
+        torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    ctx = context_for(h)
+    M, N = qkv.shape
+    H, hd = _heads(N, heads_q, heads_kv)
+    MH = M * H
+    dev = h.device
+    st = _stat_dtype(h.dtype)
+    pos, freq = pos.contiguous(), freq.contiguous()
+    # the inverse rotation per head row (V rows: position 0, unrotated) and
+    # zp = sum over the head of qkv dqkv
+    dz = torch.empty_like(qkv)
+    zp = torch.empty((MH,), dtype=st, device=dev)
+    ctx.map(_program("llama_rope_bwd", h.dtype), MH, hd, y=qkv.view(MH, hd), dy=dqkv.contiguous().view(MH, hd),
+            pos=pos, freq=freq, dz=dz.view(MH, hd), zdz=zp)
+    # the QK-norm backward: dpre, the gradient of z; sum z dpre partials; dgq, dgk
+    dpre = torch.empty_like(qkv)
+    dgq = torch.empty((hd,), dtype=st, device=dev)
+    dgk = torch.empty((hd,), dtype=st, device=dev)
+    i32 = torch.int32
+    out = ctx.map(_program("qwen3_qknorm_bwd", h.dtype), MH, hd, x=pre.view(MH, hd), dy=dz.view(MH, hd),
+                  r=rq.reshape(MH), zp=zp, gq=gq.contiguous(), gk=gk.contiguous(),
+                  invhd=_scalar(1.0 / hd, st, dev), ht=_scalar(H, i32, dev), hq=_scalar(heads_q, i32, dev),
+                  hqk=_scalar(heads_q + heads_kv, i32, dev), dx=dpre.view(MH, hd), dgq=dgq, dgk=dgk)
+    del dz
+    zdz = out["zq"].reshape(M, -1).sum(1)   # the row's sum over its heads' partials
+    dh, dw, dr = _row_scaled_linear_bwd(ctx, h, wqkv, r, dpre, zdz)
+    return dh, dw, dr, dgq.to(gq.dtype), dgk.to(gk.dtype)
+
+
+@_qwen3_qkv_bwd.register_fake
+def _(h, wqkv, r, gq, gk, pos, freq, qkv, pre, rq, dqkv, heads_q, heads_kv):
+    return (torch.empty_like(h), torch.empty_like(wqkv), torch.empty_like(r), torch.empty_like(gq),
+            torch.empty_like(gk))
+
+
+def _qwen3_qkv_setup(ctx, inputs, output):
+    h, wqkv, r, gq, gk, pos, freq, heads_q, heads_kv, _ = inputs
+    qkv, pre, rq = output
+    ctx.save_for_backward(h, wqkv, r, gq, gk, pos, freq, qkv, pre, rq)
+    ctx.heads = (heads_q, heads_kv)
+    ctx.mark_non_differentiable(pre, rq)   # kept for the backward only
+
+
+def _qwen3_qkv_grad(ctx, dqkv, dpre, drq):
+    dh, dw, dr, dgq, dgk = torch.ops.coda.qwen3_qkv_norm_rope_backward(*ctx.saved_tensors, dqkv, *ctx.heads)
+    return dh, dw, dr, dgq, dgk, None, None, None, None, None
+
+
+_qwen3_qkv.register_autograd(_qwen3_qkv_grad, setup_context=_qwen3_qkv_setup)
+
+
+def qwen3_qkv_norm_rope(h, wqkv, r, gq, gk, pos, freq, heads_q, heads_kv, eps=1e-6):
+    """The Qwen3 qkv projection with the QK-norm before RoPE: z = r * (h
+    wqkv^T) with the per-head statistics rq = rsqrt(mean over the head of
+    z^2 + eps) in the GEMM's epilogue (programs/qwen3_qkv.coda, segments of
+    head_dim), then over the head rows q = rope(z rq gq), k = rope(z rq gk),
+    v = z (qwen3_qknorm_rope with the row's position from pos;
+    qk_norm_rope_tables). wqkv rows and gq, gk columns: the rotary pairs
+    adjacent within each head, as llama_qkv_rope's. Returns (qkv, z, rq);
+    z and rq are kept for the backward and not differentiable. Backward:
+    llama_rope_bwd over the head rows, programs/qwen3_qknorm_bwd.coda, then
+    dh, dwqkv, dr as llama_qkv_rope's."""
+    return torch.ops.coda.qwen3_qkv_norm_rope(h, wqkv, r, gq, gk, pos, freq, heads_q, heads_kv, eps)
+
+
 # --------------------------------------------------------------- attention
 
 @torch.library.custom_op("coda::attention", mutates_args=())
@@ -802,5 +970,14 @@ def apply_to_llama(model, keep_logits=False):
     coda._hf_llama); returns the model. keep_logits: the loss keeps the
     logits for its backward (llama_lm_head_loss)."""
     from ._hf_llama import apply_to_llama as apply
+
+    return apply(model, keep_logits=keep_logits)
+
+
+def apply_to_qwen3(model, keep_logits=False):
+    """Patches a transformers Qwen3ForCausalLM in place, as apply_to_llama a
+    Llama, with the QK-norm in the qkv op (qwen3_qkv_norm_rope; see
+    coda._hf_llama); returns the model."""
+    from ._hf_llama import apply_to_qwen3 as apply
 
     return apply(model, keep_logits=keep_logits)
