@@ -303,35 +303,57 @@ def gpt2_tensor_list(c):
     return t
 
 
-def gemma3_tensor_list(c):
-    """Gemma3ForCausalLM's tensors (name, kind, shape) in draw order; its
-    norm weights w (scale 1 + w) are of kind znorm (postnorm after the
-    attention and the MLP)."""
+def decoder_tensor_list(c, layer_tensors, final_norm):
+    """The tensors (name, kind, shape) of a Llama-like decoder (Llama, Qwen3,
+    Gemma 3) in draw order: the embedding, per layer layer_tensors(prefix,
+    D, F, hd, nq, nk), the final norm (of kind final_norm), the lm_head
+    unless tied."""
     D, F, L = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
     hd = c["head_dim"]
     nq, nk = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
     t = [("model.embed_tokens.weight", "embed", (c["vocab_size"], D))]
     for i in range(L):
-        p = "model.layers.%d." % i
-        t += [
-            (p + "input_layernorm.weight", "znorm", (D,)),
-            (p + "self_attn.q_proj.weight", "q", (nq, D)),
-            (p + "self_attn.k_proj.weight", "k", (nk, D)),
-            (p + "self_attn.v_proj.weight", "v", (nk, D)),
-            (p + "self_attn.o_proj.weight", "o", (D, nq)),
-            (p + "self_attn.q_norm.weight", "znorm", (hd,)),
-            (p + "self_attn.k_norm.weight", "znorm", (hd,)),
-            (p + "post_attention_layernorm.weight", "postnorm", (D,)),
-            (p + "pre_feedforward_layernorm.weight", "znorm", (D,)),
-            (p + "mlp.gate_proj.weight", "gate", (F, D)),
-            (p + "mlp.up_proj.weight", "up", (F, D)),
-            (p + "mlp.down_proj.weight", "down", (D, F)),
-            (p + "post_feedforward_layernorm.weight", "postnorm", (D,)),
-        ]
-    t.append(("model.norm.weight", "znorm", (D,)))
+        t += layer_tensors("model.layers.%d." % i, D, F, hd, nq, nk)
+    t.append(("model.norm.weight", final_norm, (D,)))
     if not c["tie_word_embeddings"]:
         t.append(("lm_head.weight", "lm_head", (c["vocab_size"], D)))
     return t
+
+
+def attention_tensors(p, D, nq, nk):
+    return [
+        (p + "self_attn.q_proj.weight", "q", (nq, D)),
+        (p + "self_attn.k_proj.weight", "k", (nk, D)),
+        (p + "self_attn.v_proj.weight", "v", (nk, D)),
+        (p + "self_attn.o_proj.weight", "o", (D, nq)),
+    ]
+
+
+def qk_norm_tensors(p, hd, kind):
+    return [(p + "self_attn.q_norm.weight", kind, (hd,)),
+            (p + "self_attn.k_norm.weight", kind, (hd,))]
+
+
+def mlp_tensors(p, D, F):
+    return [
+        (p + "mlp.gate_proj.weight", "gate", (F, D)),
+        (p + "mlp.up_proj.weight", "up", (F, D)),
+        (p + "mlp.down_proj.weight", "down", (D, F)),
+    ]
+
+
+def gemma3_tensor_list(c):
+    """Gemma3ForCausalLM's tensors (name, kind, shape) in draw order; its
+    norm weights w (scale 1 + w) are of kind znorm (postnorm after the
+    attention and the MLP)."""
+    def layer(p, D, F, hd, nq, nk):
+        return ([(p + "input_layernorm.weight", "znorm", (D,))] + attention_tensors(p, D, nq, nk)
+                + qk_norm_tensors(p, hd, "znorm")
+                + [(p + "post_attention_layernorm.weight", "postnorm", (D,)),
+                   (p + "pre_feedforward_layernorm.weight", "znorm", (D,))]
+                + mlp_tensors(p, D, F) + [(p + "post_feedforward_layernorm.weight", "postnorm", (D,))])
+
+    return decoder_tensor_list(c, layer, "znorm")
 
 
 def tensor_list(c):
@@ -340,32 +362,14 @@ def tensor_list(c):
         return gpt2_tensor_list(c)
     if c["model_type"] == "gemma3_text":
         return gemma3_tensor_list(c)
-    D, F, L = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
-    hd = c["head_dim"]
-    nq, nk = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
-    t = [("model.embed_tokens.weight", "embed", (c["vocab_size"], D))]
-    for i in range(L):
-        p = "model.layers.%d." % i
-        t += [
-            (p + "input_layernorm.weight", "norm", (D,)),
-            (p + "self_attn.q_proj.weight", "q", (nq, D)),
-            (p + "self_attn.k_proj.weight", "k", (nk, D)),
-            (p + "self_attn.v_proj.weight", "v", (nk, D)),
-            (p + "self_attn.o_proj.weight", "o", (D, nq)),
-        ]
+
+    def layer(p, D, F, hd, nq, nk):
+        t = [(p + "input_layernorm.weight", "norm", (D,))] + attention_tensors(p, D, nq, nk)
         if c["model_type"] == "qwen3":
-            t += [(p + "self_attn.q_norm.weight", "norm", (hd,)),
-                  (p + "self_attn.k_norm.weight", "norm", (hd,))]
-        t += [
-            (p + "post_attention_layernorm.weight", "norm", (D,)),
-            (p + "mlp.gate_proj.weight", "gate", (F, D)),
-            (p + "mlp.up_proj.weight", "up", (F, D)),
-            (p + "mlp.down_proj.weight", "down", (D, F)),
-        ]
-    t.append(("model.norm.weight", "norm", (D,)))
-    if not c["tie_word_embeddings"]:
-        t.append(("lm_head.weight", "lm_head", (c["vocab_size"], D)))
-    return t
+            t += qk_norm_tensors(p, hd, "norm")
+        return t + [(p + "post_attention_layernorm.weight", "norm", (D,))] + mlp_tensors(p, D, F)
+
+    return decoder_tensor_list(c, layer, "norm")
 
 
 TENSOR_ORDER = ("Llama, Qwen3: embed, per layer (input norm, q, k, v, o, [Qwen3: q norm, "
