@@ -136,41 +136,34 @@ awk -F, 'NR > 1 { n++; l[n] = $2 } END { a = (l[1] + l[2] + l[3]) / 3; b = (l[n]
   printf "bf16 state: mean loss of steps 1-3 %.4f, of the last 3 %.4f\n", a, b; exit !(b < 0.9 * a) }' \
   "$W/g1/loss.csv" || fail "(g) the bf16-state loss did not fall"
 
-echo "== (h) Qwen3: GPU vs the CPU reference and plan engines, 5 steps (2 % relative per step)"
-QWEN="--family qwen3 --head-dim 128 --tied 0 $SMALL"
-ok=1
-timeout 60 "$CODA" train --device gpu $QWEN --steps 5 --warmup 20 --seed 3 --out "$W/hg" --quiet || ok=0
-timeout 120 "$CODA" train --device cpu --engine reference $QWEN --steps 5 --warmup 20 --seed 3 --out "$W/hr" --quiet || ok=0
-timeout 120 "$CODA" train --device cpu --engine plans $QWEN --steps 5 --warmup 20 --seed 3 --out "$W/hc" --quiet || ok=0
-if [ $ok = 1 ]; then
-  paste -d' ' <(losses "$W/hg") <(losses "$W/hr") <(losses "$W/hc") | awk '{
+# engines_agree STAGE NAME RUNS ARGS...: 5 steps of ARGS (seed 3, warm-up 20)
+# on the GPU RUNS times (1 or 2; twice: byte-identical loss logs), on the CPU
+# reference engine and on the CPU plan engine; every step's GPU loss within
+# 2 % relative of both CPU ones, as in (c)
+engines_agree() {
+  local stage=$1 name=$2 runs=$3 o=$W/$1 r ok=1
+  shift 3
+  for r in $(seq "$runs"); do
+    timeout 60 "$CODA" train --device gpu "$@" --steps 5 --warmup 20 --seed 3 --out "${o}g$r" --quiet || ok=0
+  done
+  timeout 120 "$CODA" train --device cpu --engine reference "$@" --steps 5 --warmup 20 --seed 3 --out "${o}r" --quiet || ok=0
+  timeout 120 "$CODA" train --device cpu --engine plans "$@" --steps 5 --warmup 20 --seed 3 --out "${o}c" --quiet || ok=0
+  if [ $ok = 0 ]; then fail "($stage) a $name 5-step run failed"; return; fi
+  if [ "$runs" = 2 ]; then cmp -s "${o}g1/loss.csv" "${o}g2/loss.csv" || fail "($stage) two $name GPU runs differ"; fi
+  paste -d' ' <(losses "${o}g1") <(losses "${o}r") <(losses "${o}c") | awk '{
     r1 = ($1 - $2) / $2; if (r1 < 0) r1 = -r1; r2 = ($1 - $3) / $3; if (r2 < 0) r2 = -r2
     if (r1 > m) m = r1; if (r2 > m) m = r2
     printf "step %d  gpu %.6f  cpu reference %.6f (rel %.2e)  cpu plans %.6f (rel %.2e)\n", NR, $1, $2, r1, $3, r2 }
-    END { exit !(NR == 5 && m <= 0.02) }' || fail "(h) Qwen3 GPU and CPU losses differ by more than 2 %"
-else
-  fail "(h) a Qwen3 5-step run failed"
-fi
+    END { exit !(NR == 5 && m <= 0.02) }' || fail "($stage) $name GPU and CPU losses differ by more than 2 %"
+}
+
+echo "== (h) Qwen3: GPU vs the CPU reference and plan engines, 5 steps (2 % relative per step)"
+engines_agree h Qwen3 1 --family qwen3 --head-dim 128 --tied 0 $SMALL
 
 echo "== (i) GPT-2: GPU (twice) vs the CPU reference and plan engines, 5 steps (2 % relative per step)"
 GPT2="--family gpt2 --tied 1 --layers 2 --dim 256 --heads 4 --kv-heads 4 --ffn 512 --seq 128 \
   --vocab 256 --batch 8 --data $W/data --val-every 0 --val-batches 0"
-ok=1
-for r in 1 2; do
-  timeout 60 "$CODA" train --device gpu $GPT2 --steps 5 --warmup 20 --seed 3 --out "$W/ig$r" --quiet || ok=0
-done
-timeout 120 "$CODA" train --device cpu --engine reference $GPT2 --steps 5 --warmup 20 --seed 3 --out "$W/ir" --quiet || ok=0
-timeout 120 "$CODA" train --device cpu --engine plans $GPT2 --steps 5 --warmup 20 --seed 3 --out "$W/ic" --quiet || ok=0
-if [ $ok = 1 ]; then
-  cmp -s "$W/ig1/loss.csv" "$W/ig2/loss.csv" || fail "(i) two GPT-2 GPU runs differ"
-  paste -d' ' <(losses "$W/ig1") <(losses "$W/ir") <(losses "$W/ic") | awk '{
-    r1 = ($1 - $2) / $2; if (r1 < 0) r1 = -r1; r2 = ($1 - $3) / $3; if (r2 < 0) r2 = -r2
-    if (r1 > m) m = r1; if (r2 > m) m = r2
-    printf "step %d  gpu %.6f  cpu reference %.6f (rel %.2e)  cpu plans %.6f (rel %.2e)\n", NR, $1, $2, r1, $3, r2 }
-    END { exit !(NR == 5 && m <= 0.02) }' || fail "(i) GPT-2 GPU and CPU losses differ by more than 2 %"
-else
-  fail "(i) a GPT-2 5-step run failed"
-fi
+engines_agree i GPT-2 2 $GPT2
 
 if [ -x "$BUILD/tests/test_train_device" ]; then
   echo "== (e) test_train_device"
