@@ -92,6 +92,16 @@ SEQ_TOKENS = 64      # tokens of the loss sequence
 PROMPT_TOKENS = 6    # tokens of the greedy prompt
 NEW_TOKENS = 24      # greedy tokens generated
 
+# the last keys of every config: no special tokens (generation never stops
+# early at an EOS), float32
+CONFIG_TAIL = {
+    "use_cache": True,
+    "bos_token_id": None,
+    "eos_token_id": None,
+    "pad_token_id": None,
+    "torch_dtype": "float32",
+}
+
 BASE = {
     "architectures": ["LlamaForCausalLM"],
     "model_type": "llama",
@@ -111,12 +121,7 @@ BASE = {
     "mlp_bias": False,
     "attention_dropout": 0.0,
     "initializer_range": 0.02,
-    "use_cache": True,
-    # no special tokens: generation never stops early at an EOS
-    "bos_token_id": None,
-    "eos_token_id": None,
-    "pad_token_id": None,
-    "torch_dtype": "float32",
+    **CONFIG_TAIL,
 }
 
 
@@ -157,11 +162,7 @@ GPT2_BASE = {
     "scale_attn_by_inverse_layer_idx": False,
     "reorder_and_upcast_attn": False,
     "tie_word_embeddings": True,
-    "use_cache": True,
-    "bos_token_id": None,
-    "eos_token_id": None,
-    "pad_token_id": None,
-    "torch_dtype": "float32",
+    **CONFIG_TAIL,
 }
 
 
@@ -196,11 +197,7 @@ GEMMA3_BASE = {
     "attention_dropout": 0.0,
     "initializer_range": 0.02,
     "tie_word_embeddings": True,
-    "use_cache": True,
-    "bos_token_id": None,
-    "eos_token_id": None,
-    "pad_token_id": None,
-    "torch_dtype": "float32",
+    **CONFIG_TAIL,
 }
 
 
