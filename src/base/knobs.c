@@ -45,7 +45,7 @@ void coda_knobs_from_env(coda_knobs *k) {
   v = getenv("CODA_DECODE_NORM");
   k->decode_norm_separate = v && !strcmp(v, "separate");
   v = getenv("CODA_DECODE_MERGE");
-  k->decode_merge_separate = v && !strcmp(v, "separate");
+  k->decode_merge_last = v && !strcmp(v, "last");
   v = getenv("CODA_DECODE_ROW_SPLIT");
   if (v && (!strcmp(v, "0") || !strcmp(v, "1") || !strcmp(v, "2") || !strcmp(v, "4") ||
             !strcmp(v, "8")))

@@ -56,9 +56,10 @@ typedef struct coda_knobs {
   /* CODA_DECODE_NORM=separate: a one-row decode GEMV reads the bf16 row
    * the RMSNorm kernel wrote instead of applying the norm on load */
   int decode_norm_separate;
-  /* CODA_DECODE_MERGE=separate: the decode attention merges its splits in
-   * a kernel of its own instead of in the last block of each group */
-  int decode_merge_separate;
+  /* CODA_DECODE_MERGE=last: the decode attention merges its splits in the
+   * last block of each head group instead of in a kernel of its own (not
+   * yet the default: it has not run on a GPU) */
+  int decode_merge_last;
   /* CODA_DECODE_ROW_SPLIT=0|1|2|4|8|auto: warps per column pair of the
    * one-row decode GEMV, its first weight loads before the wait (-1:
    * unset, auto or another value, by shape; 0: one warp a pair, no loads

@@ -31,10 +31,9 @@
  *     and the results are the same;
  *   - kernels launched without programmatic dependent launch
  *     (CODA_DECODE_PDL=0) give logits bit-identical to those launched with
- *     it; so does the attention's merge as a kernel of its own
- *     (CODA_DECODE_MERGE=separate) against the merge in the last block of
- *     each head group, whose split counters must be back at zero for every
- *     later step;
+ *     it; so does the attention's merge in the last block of each head
+ *     group (CODA_DECODE_MERGE=last), whose split counters must be back at
+ *     zero for every later step, against the merge kernel;
  *   - batch 1 with the RMSNorm kernel (CODA_DECODE_NORM=separate) and with
  *     the one-row GEMV's norm on load, with each of the one-row GEMV's
  *     split variants (CODA_DECODE_ROW_SPLIT=0, 1, 2, 4, 8, auto) for the GQA
@@ -519,11 +518,11 @@ int main(int argc, char **argv) {
     graphs_vs_direct(cpu, nopdl, streamed, 1, &mha, 24, 20, steps_of(6, 0), "PDL off vs on, batch 24");
     coda_context_destroy(nopdl);
   }
-  coda_context sepmerge = context_with_knob(&co, "CODA_DECODE_MERGE", "separate");
-  if (sepmerge) {
-    graphs_vs_direct(cpu, sepmerge, streamed, 1, &gqa, 1, 60, steps_of(70, 6), "merge kernel vs last-block merge");
-    graphs_vs_direct(cpu, sepmerge, streamed, 1, &mha, 24, 20, steps_of(10, 0), "merge kernel vs last-block merge, batch 24");
-    coda_context_destroy(sepmerge);
+  coda_context lastmerge = context_with_knob(&co, "CODA_DECODE_MERGE", "last");
+  if (lastmerge) {
+    graphs_vs_direct(cpu, lastmerge, streamed, 1, &gqa, 1, 60, steps_of(70, 6), "last-block merge vs merge kernel");
+    graphs_vs_direct(cpu, lastmerge, streamed, 1, &mha, 24, 20, steps_of(10, 0), "last-block merge vs merge kernel, batch 24");
+    coda_context_destroy(lastmerge);
   }
   /* batch 1 with the RMSNorm kernel before the one-row GEMV, which
    * otherwise normalizes on load (the two differ by the bf16 rounding of

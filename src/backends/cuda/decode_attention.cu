@@ -150,8 +150,8 @@ __device__ __forceinline__ bf16 merge_value(const float *base, long long stride,
 }
 
 /* o (bf16) = the splits' partials merged and normalized, as a kernel of its
- * own (CODA_DECODE_MERGE=separate): block per (row, query head), a thread
- * per head dimension element. */
+ * own (the default; CODA_DECODE_MERGE=last merges in the partial kernel):
+ * block per (row, query head), a thread per head dimension element. */
 __global__ void attn_combine_kernel(bf16 *o, const float *work, int Hq, int hd, int splits) {
   pdl_wait();
   const long long rh = blockIdx.x; /* r·Hq + h */
@@ -166,7 +166,8 @@ __global__ void attn_combine_kernel(bf16 *o, const float *work, int Hq, int hd, 
  * Each warp keeps an online softmax per query head (attn_scan_lanes or,
  * for short splits, attn_scan).
  * work[(r·Hq + h)·splits + s] = (max, sum, hd unnormalized values).
- * With a ticket the group's blocks then count themselves in (one word per
+ * With a ticket (CODA_DECODE_MERGE=last) the group's blocks then count
+ * themselves in (one word per
  * row and group, the classic last-block reduction): the block that
  * arrives last merges the group's partials into o, in split order, so the
  * result does not depend on which block that is, and sets the word back
@@ -280,7 +281,7 @@ extern "C" coda_status coda_cuda_decode_attention(coda_context ctx, const coda_d
   const dim3 block(32 * kAttnWarps);
   const bf16 *qb = (const bf16 *)q, *kb = (const bf16 *)kc, *vb = (const bf16 *)vc;
   bf16 *ob = (bf16 *)o;
-  unsigned *tk = ctx->knobs.decode_merge_separate ? NULL : ticket;
+  unsigned *tk = ctx->knobs.decode_merge_last ? ticket : NULL;
   const char *what = "decode attention";
   coda_status s;
   switch (r->hd / 32) {
