@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #define MAX_PROMPTS 64
 #define MAX_STOPS 32
@@ -45,6 +46,9 @@ static void gen_usage(FILE *f) {
       "                      below the model's vocab); mixes with --prompt in a batch\n"
       "  --print-ids         write the generated token ids instead of text: one line per\n"
       "                      sequence, ids separated by spaces (the prompt not repeated)\n"
+      "  --stats             after the text, one line on stderr: the prompt tokens and the\n"
+      "                      time to the first new token, the new tokens and their rate\n"
+      "                      (wall clock, as a user sees the stream)\n"
       "  --tokens N          new tokens per prompt (default 200)\n"
       "  --temperature X     0 = greedy (default 0.8)\n"
       "  --top-k N           sample among the N most likely (default 40, 0 = all)\n"
@@ -83,11 +87,21 @@ typedef struct {
   int streaming, failed;
   char *text[MAX_PROMPTS];
   size_t len[MAX_PROMPTS], cap[MAX_PROMPTS];
+  long tokens;                   /* new tokens seen, all sequences */
+  double t_start, t_first, t_last; /* wall clock: generate called, first and last token */
 } text_sink;
+
+static double wall_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static int on_token(void *user, int b, int32_t t, const char *bytes, size_t n) {
   text_sink *s = user;
   (void)t;
+  s->t_last = wall_s();
+  if (s->tokens++ == 0) s->t_first = s->t_last;
   if (s->streaming) {
     fwrite(bytes, 1, n, stdout); /* bytes, not a C string: byte 0 too */
     fflush(stdout);
@@ -298,7 +312,7 @@ static coda_status load_tokenizer(coda_context ctx, const char *ckpt, const char
 typedef struct {
   const char *ckpt, *prompts[MAX_PROMPTS], *shape, *tokenizer;
   int np, tokens, top_k, threads, gpu, bench, max_len;
-  int as_ids[MAX_PROMPTS], print_ids; /* as_ids[i]: prompts[i] is a list of token ids */
+  int as_ids[MAX_PROMPTS], print_ids, stats; /* as_ids[i]: prompts[i] is a list of token ids */
   int prompt_len, batches[16], nb, no_graphs, profile;
   coda_prefill_path prefill;
   double hbm_gbps;
@@ -319,6 +333,7 @@ static int gen_parse(gen_opts *o, int argc, char **argv) {
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { gen_usage(stdout); return 0; }
     if (!strcmp(a, "--bench")) { o->bench = 1; continue; }
     if (!strcmp(a, "--print-ids")) { o->print_ids = 1; continue; }
+    if (!strcmp(a, "--stats")) { o->stats = 1; continue; }
     if (!strcmp(a, "--no-graphs")) { o->no_graphs = 1; continue; }
     if (!strcmp(a, "--profile")) { o->profile = 1; continue; }
     const coda_tool_num *num = coda_tool_num_find(gen_nums, a);
@@ -431,6 +446,24 @@ static coda_status encode_prompts(const gen_opts *o, coda_tokenizer tk, int32_t 
   return s;
 }
 
+/* --stats: the first token's wait holds the prefill (all prompts at once)
+ * and one sampling step; the rate counts the tokens after each sequence's
+ * first, over the time after the first token. */
+static void print_stats(const text_sink *s, const int *lens, int np) {
+  long prompt = 0;
+  for (int i = 0; i < np; i++) prompt += lens[i];
+  if (s->tokens == 0) {
+    fprintf(stderr, "coda generate: %ld prompt tokens, no new token\n", prompt);
+    return;
+  }
+  fprintf(stderr, "coda generate: %d sequence%s, %ld prompt tokens, first new token after %.1f ms; "
+          "%ld new tokens", np, np == 1 ? "" : "s", prompt, 1e3 * (s->t_first - s->t_start), s->tokens);
+  const long later = s->tokens - np;
+  if (later > 0 && s->t_last > s->t_first)
+    fprintf(stderr, ", %.1f tokens/s after the first", (double)later / (s->t_last - s->t_first));
+  fputc('\n', stderr);
+}
+
 /* Generates from the encoded prompts with the sampling of o: one stream
  * printed as it comes, several printed at the end (or the ids). The
  * status, with *rc set to 1 where the tool already said why. */
@@ -457,8 +490,10 @@ static coda_status generate_text(const gen_opts *o, coda_decoder d, int32_t **id
       fputs(o->prompts[0], stdout);
       fflush(stdout);
     }
+    sink->t_start = wall_s();
     s = coda_decoder_generate(d, (const int32_t *const *)ids, lens, np, &g, res, NULL, NULL);
   }
+  if (!s && sink && o->stats) print_stats(sink, lens, np);
   if (!s && sink->failed) {
     fprintf(stderr, "coda generate: out of memory\n");
     *rc = 1;

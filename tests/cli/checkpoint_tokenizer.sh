@@ -44,6 +44,13 @@ grep -q "tokenizer r1/tokenizer.json (named by the checkpoint, checksum verified
 "$coda" generate --checkpoint $ck --prompt "the quick" --tokens 6 --temperature 0 --print-ids \
   --tokenizer tok.json >g2.txt 2>/dev/null || fail "generate --tokenizer"
 cmp -s g1.txt g2.txt || fail "generate: the checkpoint's tokenizer and --tokenizer disagree"
+# --stats: the same ids on stdout, one line of counts on stderr
+"$coda" generate --checkpoint $ck --prompt "the quick" --tokens 6 --temperature 0 --print-ids \
+  --stats >g4.txt 2>e4.txt || { cat e4.txt; fail "generate --stats"; }
+cmp -s g1.txt g4.txt || fail "generate --stats changed the ids"
+np=$(grep -c . g1.txt); nt=$(wc -w <g1.txt)
+grep -q "1 sequence, [0-9]* prompt tokens, first new token after [0-9.]* ms; $nt new tokens" e4.txt ||
+  { cat e4.txt; fail "generate --stats: no line counting the $nt new tokens of $np sequence"; }
 # the prompt as bytes continues differently: the tokenizer made a difference
 "$coda" tokenize --tokenizer tok.json <<EOF >ids.txt || fail "tokenize"
 the quick

@@ -1,0 +1,71 @@
+#!/bin/bash
+# 2026-12-07, calls 2 and 3: the decode table of one shape (call 2: 1.1b,
+# call 3: 8b), coda and HF generate with the static cache in the same call:
+#   bash bench/results/gpu-2026-12-07/decode.sh SHAPE
+#  1. test_decode_gpu (the cached decode against the CPU decoder and the
+#     plan prefill; the last-block merge against the merge kernel);
+#  2. batch 1, 512-token prompt: the decode attention's split merge in a
+#     kernel of its own (default) against the last block's merge
+#     (CODA_DECODE_MERGE=last), A B B A, at 1.1b and 8b;
+#  3. coda generate --device gpu --bench (256 greedy steps, random bf16
+#     weights) at batch 1, 16 and 64, 512 and 8192-token prompts, with
+#     --profile at batch 1;
+#  4. (1.1b) a Hugging Face checkpoint of random weights and a BPE tokenizer
+#     (bench/generate/hf_checkpoint.py) imported by coda generate --checkpoint
+#     --device gpu --stats: the text streamed, with its rate;
+#  5. HF generate, static cache (compiled forward), the same rows, 64 new
+#     tokens, each (batch, prompt) in its own process, until the call's time
+#     (LIMIT, default 560 s) runs out;
+#  6. bench/generate/table.py: decode.md and decode.json.
+# Here: cmake --build build -j2; tests/gpu/pack_shared.sh build .carry/p1;
+#   git rev-parse HEAD > .carry/p1/commit.txt
+# There (carry .carry/p1): bash bench/results/gpu-2026-12-07/decode.sh SHAPE
+S=${1:?usage: decode.sh 1.1b|8b}
+PACK=.carry/p1 source bench/gpu_env.sh
+T0=$SECONDS
+LIMIT=${LIMIT:-560}
+copy_bw
+timeout -k 5 150 "$P/tests/gpu/test_decode_gpu" > "$L/test_decode.txt" 2>&1
+echo "test_decode_gpu exit $? ($((SECONDS - T0)) s)"; grep -E "FAIL|checks|coverage" "$L/test_decode.txt" | tail -6
+gen() { # SHAPE BATCHES PROMPT [VARIANT ROUND [ENV...]] [-- FLAGS]
+  local s=$1 b=$2 p=$3 v=${4:-} r=${5:-} f
+  f="$L/gen-$s-$b-$p${v:+-$v-$r}.txt"
+  shift 5 2>/dev/null || shift $#
+  local envs=() flags=()
+  while [ $# -gt 0 ]; do case $1 in --) shift; flags=("$@"); break ;; *) envs+=("$1"); shift ;; esac; done
+  env "${envs[@]}" timeout -k 5 150 "$P/coda" generate --device gpu --bench --prompt-len "$p" \
+    --tokens 256 --hbm-gbps "$BW" --shape "$s" --batches "$b" "${flags[@]}" > "$f" 2>&1
+  echo "== $s b$b p$p ${v:-} ${r:-} exit $? ($((SECONDS - T0)) s)"; grep -E "^ +[0-9]|rror" "$f" | head -4
+}
+for s in 1.1b 8b; do # the merge, A B B A
+  gen $s 1 512 kernel 1 CODA_DECODE_MERGE=kernel
+  gen $s 1 512 last 1 CODA_DECODE_MERGE=last
+  gen $s 1 512 last 2 CODA_DECODE_MERGE=last
+  gen $s 1 512 kernel 2 CODA_DECODE_MERGE=kernel
+done
+for p in 512 8192; do
+  b=1,16,64; [ "$S" = 8b ] && [ $p = 8192 ] && b=1,16 # 64 x 8192 of 8B's cache is 69 GB
+  gen "$S" "$b" $p
+  gen "$S" 1 $p profile 1 -- --profile
+done
+if [ "$S" = 1.1b ]; then # an imported HF checkpoint streams text at the bench's speed
+  timeout -k 5 120 python3 bench/generate/hf_checkpoint.py --shape "$S" --out "$PWD/PK/hfck" > "$L/hfck.txt" 2>&1
+  echo "hf_checkpoint exit $? ($((SECONDS - T0)) s)"
+  timeout -k 5 90 "$P/coda" generate --checkpoint "$PWD/PK/hfck" --device gpu --prompt "The decoder" \
+    --tokens 256 --temperature 0 --stats > "$L/stream-$S.txt" 2>&1
+  echo "stream exit $? ($((SECONDS - T0)) s)"; tail -c 600 "$L/stream-$S.txt"; echo
+fi
+for p in 512 8192; do
+  for b in 1 16 64; do
+    [ "$S" = 8b ] && [ $p = 8192 ] && [ $b = 64 ] && continue
+    left=$((LIMIT - (SECONDS - T0) - 15))
+    [ $left -lt 40 ] && { echo "HF static $S b$b p$p: not run (time)"; continue; }
+    timeout -k 5 $((left < 200 ? left : 200)) python3 bench/generate/hf_generate.py --shape "$S" --batches $b \
+      --modes static --prompt-len $p --tokens 64 --out "$L/hf-$S-b$b-p$p.json" > "$L/hf-$S-b$b-p$p.txt" 2>&1
+    echo "== HF static $S b$b p$p exit $? ($((SECONDS - T0)) s)"; tail -1 "$L/hf-$S-b$b-p$p.txt"
+  done
+done
+python3 bench/generate/table.py "$L" --json "$O/decode.json" --gpu "$(cut -d, -f1 "$L/gpu.txt" | head -1)" \
+  --commit "$COMMIT" > "$O/decode.md" 2>&1
+cat "$O/decode.md"
+finish
