@@ -79,6 +79,12 @@ static coda_status take_options(const coda_context_options *opts, coda_context_o
              "range", (int)o->epi_schedule, o->epi_tma_loads, (int)o->attn_impl);
     return CODA_ERR_INVALID_ARGUMENT;
   }
+  coda_knobs k;
+  coda_knobs_from_env(&k);
+  if (k.invalid[0]) {
+    snprintf(msg, cap, "environment variable %s", k.invalid);
+    return CODA_ERR_INVALID_ARGUMENT;
+  }
   return CODA_OK;
 }
 

@@ -5,10 +5,42 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int flag(const char *name) {
-  const char *v = getenv(name);
-  return v && atoi(v) != 0;
+/* Records the first knob set to a value it does not take: "NAME='value':
+ * allowed are a, b, c (or unset)". */
+static void invalid(coda_knobs *k, const char *name, const char *v, const char *allowed) {
+  if (k->invalid[0]) return;
+  size_t n = (size_t)snprintf(k->invalid, sizeof k->invalid, "%s='%.64s%s': allowed are ", name, v,
+                              strlen(v) > 64 ? "..." : "");
+  if (n >= sizeof k->invalid) n = sizeof k->invalid - 1;
+  for (const char *c = allowed; *c && n + 3 < sizeof k->invalid; c++) {
+    if (*c == '|') k->invalid[n++] = ',', k->invalid[n++] = ' ';
+    else k->invalid[n++] = *c;
+  }
+  k->invalid[n] = '\0';
+  snprintf(k->invalid + n, sizeof k->invalid - n, " (or unset)");
 }
+
+/* The value of a knob that takes one of a few words: the index of v in
+ * the '|'-separated list `allowed`, or `dflt` when the variable is unset or
+ * empty. Any other value is recorded in k->invalid (the first such knob),
+ * which context creation reports naming the variable and the allowed
+ * values, instead of running with a default the caller did not ask for. */
+static int choice(coda_knobs *k, const char *name, const char *allowed, int dflt) {
+  const char *v = getenv(name);
+  if (!v || !*v) return dflt;
+  int i = 0;
+  for (const char *w = allowed;; i++) {
+    const char *bar = strchr(w, '|');
+    size_t n = bar ? (size_t)(bar - w) : strlen(w);
+    if (strlen(v) == n && !strncmp(v, w, n)) return i;
+    if (!bar) break;
+    w = bar + 1;
+  }
+  invalid(k, name, v, allowed);
+  return dflt;
+}
+
+static int flag(coda_knobs *k, const char *name) { return choice(k, name, "0|1", 0); }
 
 static void copy_str(char *dst, size_t n, const char *src) {
   if (!src || strlen(src) >= n) {
@@ -29,33 +61,23 @@ static void launch_var(coda_launch_vars *l, int bit, const char *name, char *dst
 
 void coda_knobs_from_env(coda_knobs *k) {
   memset(k, 0, sizeof *k);
-  const char *v = getenv("CODA_DEBUG_SYNC");
-  k->debug_sync = v && strcmp(v, "1") == 0;
-  k->autotune = flag("CODA_AUTOTUNE");
-  k->retune = flag("CODA_RETUNE");
-  v = getenv("CODA_EPI_SCHEDULE");
-  if (v && !strcmp(v, "pingpong")) k->epi_schedule = CODA_EPI_SCHEDULE_PINGPONG;
-  else if (v && !strcmp(v, "cooperative")) k->epi_schedule = CODA_EPI_SCHEDULE_COOPERATIVE;
-  v = getenv("CODA_EPI_TMA_LOADS");
-  k->epi_tma_loads = v && !strcmp(v, "0") ? -1 : 0;
-  v = getenv("CODA_ATTN_IMPL");
-  k->attn_impl = v && !strcmp(v, "v1") ? CODA_ATTN_IMPL_V1 : CODA_ATTN_IMPL_DEFAULT;
-  v = getenv("CODA_DECODE_PDL");
-  k->decode_pdl_off = v && !strcmp(v, "0");
-  v = getenv("CODA_DECODE_NORM");
-  k->decode_norm_separate = v && !strcmp(v, "separate");
-  v = getenv("CODA_DECODE_MERGE");
-  k->decode_merge_last = v && !strcmp(v, "last");
-  v = getenv("CODA_DECODE_ROW_SPLIT");
-  if (v && (!strcmp(v, "0") || !strcmp(v, "1") || !strcmp(v, "2") || !strcmp(v, "4") ||
-            !strcmp(v, "8")))
-    k->decode_row_split = atoi(v);
-  else
-    k->decode_row_split = -1; /* unset, auto or another value: by shape */
-  v = getenv("CODA_DECODE_ROW_STEP");
-  k->decode_row_step_on = v && !strcmp(v, "1");
-  v = getenv("CODA_OPTIM_OVERLAP");
-  k->optim_overlap_on = v && !strcmp(v, "1");
+  k->debug_sync = flag(k, "CODA_DEBUG_SYNC");
+  k->autotune = flag(k, "CODA_AUTOTUNE");
+  k->retune = flag(k, "CODA_RETUNE");
+  static const coda_epi_schedule sched[] = {CODA_EPI_SCHEDULE_AUTO, CODA_EPI_SCHEDULE_PINGPONG,
+                                            CODA_EPI_SCHEDULE_COOPERATIVE};
+  k->epi_schedule = sched[choice(k, "CODA_EPI_SCHEDULE", "auto|pingpong|cooperative", 0)];
+  k->epi_tma_loads = choice(k, "CODA_EPI_TMA_LOADS", "0|1", 1) == 0 ? -1 : 0;
+  k->attn_impl = choice(k, "CODA_ATTN_IMPL", "default|v1", 0) ? CODA_ATTN_IMPL_V1
+                                                               : CODA_ATTN_IMPL_DEFAULT;
+  k->decode_pdl_off = choice(k, "CODA_DECODE_PDL", "0|1", 1) == 0;
+  k->decode_norm_separate = choice(k, "CODA_DECODE_NORM", "fused|separate", 0);
+  k->decode_merge_last = choice(k, "CODA_DECODE_MERGE", "kernel|last", 0);
+  static const int split[] = {-1, 0, 1, 2, 4, 8}; /* -1: by shape */
+  k->decode_row_split = split[choice(k, "CODA_DECODE_ROW_SPLIT", "auto|0|1|2|4|8", 0)];
+  k->decode_row_step_on = flag(k, "CODA_DECODE_ROW_STEP");
+  k->optim_overlap_on = flag(k, "CODA_OPTIM_OVERLAP");
+  const char *v;
   v = getenv("CODA_CACHE_DIR");
   const char *home = getenv("HOME");
   if (v && *v) copy_str(k->cache_dir, sizeof k->cache_dir, v);
@@ -63,17 +85,18 @@ void coda_knobs_from_env(coda_knobs *k) {
     snprintf(k->cache_dir, sizeof k->cache_dir, "%s/.cache/coda", home);
   copy_str(k->nccl_lib, sizeof k->nccl_lib, getenv("CODA_NCCL_LIB"));
   copy_str(k->cudnn_lib, sizeof k->cudnn_lib, getenv("CODA_CUDNN_LIB"));
+  /* the words in coda_attention_choice's order; an invalid value also
+   * makes the attention calls fail naming it */
+  const int att = choice(k, "CODA_ATTENTION", "auto|own|cudnn|cudnn-nondet", -1);
   v = getenv("CODA_ATTENTION");
-  if (!v || !*v || !strcmp(v, "auto")) k->attention = CODA_ATTENTION_AUTO;
-  else if (!strcmp(v, "own")) k->attention = CODA_ATTENTION_OWN;
-  else if (!strcmp(v, "cudnn")) k->attention = CODA_ATTENTION_CUDNN;
-  else if (!strcmp(v, "cudnn-nondet")) k->attention = CODA_ATTENTION_CUDNN_NONDET;
-  else k->attention = CODA_ATTENTION_INVALID;
+  k->attention = att >= 0 ? (coda_attention_choice)att
+                          : v && *v ? CODA_ATTENTION_INVALID : CODA_ATTENTION_AUTO;
   v = getenv("CODA_COMM_TIMEOUT");
   if (v && *v) {
     char *end;
     double t = strtod(v, &end);
     if (!*end && t > 0 && t < 1e9) k->comm_timeout_s = t;
+    else invalid(k, "CODA_COMM_TIMEOUT", v, "a number of seconds above 0 and below 1e9");
   }
   coda_launch_vars *l = &k->launch;
 #define LAUNCH(bit, name, field) launch_var(l, bit, name, l->field, sizeof l->field)

@@ -83,6 +83,9 @@ typedef struct coda_knobs {
    * communicator's default) */
   double comm_timeout_s;
   coda_launch_vars launch; /* a launcher's rank environment (above) */
+  /* the first knob set to a value it does not take, named with the values
+   * it takes; "" when none. coda_context_create refuses to start with it. */
+  char invalid[256];
 } coda_knobs;
 
 /* Reads the environment into k. The only getenv of the library. */
