@@ -261,7 +261,7 @@ coda_status coda_plan_precompile(coda_plan p, int unfused, int *n_kernels, int *
  *                        SwiGLU. Every norm weight buffer holds the scale
  *                        itself (Gemma's 1 + w: the caller adds the 1).
  *                        No effect on the head. Not with FOLD, ROPE_MAP,
- *                        INFER, NORM_IN, NORM_OUT or an f64 dtype
+ *                        INFER, NORM_IN or NORM_OUT
  *                        (CODA_ERR_NOT_SUPPORTED, by name). */
 #define CODA_LLAMA_NORM_IN 1u
 #define CODA_LLAMA_NORM_OUT 2u

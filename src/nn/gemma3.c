@@ -28,16 +28,12 @@
 
 #include <stdio.h>
 
-coda_status gemma3_check(coda_context ctx, unsigned flags, coda_dtype dtype) {
+coda_status gemma3_check(coda_context ctx, unsigned flags) {
   if (flags & (CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT))
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
                      "llama config: the Gemma 3 block (CODA_LLAMA_GEMMA3) has no %s form yet "
                      "(its blocks are chained by x and dx alone)",
                      (flags & CODA_LLAMA_NORM_IN) ? "CODA_LLAMA_NORM_IN" : "CODA_LLAMA_NORM_OUT");
-  if (dtype != CODA_BF16)
-    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
-                     "llama config: the Gemma 3 block (CODA_LLAMA_GEMMA3) runs in bf16 only (its "
-                     "GeGLU backward reads packed bf16 pairs), found %s", coda_dtype_name(dtype));
   return CODA_OK;
 }
 
@@ -57,6 +53,7 @@ void gemma3_buffers(coda_plan p, const gemma3_shape *g) {
   plan_buffer(p, "da2", g->act, M, D, PLAN_ROLE_TEMP);
   plan_buffer(p, "spa", g->st, M, 1, PLAN_ROLE_TEMP);
   plan_buffer(p, "spf", g->st, M, 1, PLAN_ROLE_TEMP);
+  if (g->exact) plan_buffer(p, "dy", g->act, M, g->F, PLAN_ROLE_TEMP);
 }
 
 void gemma3_forward(coda_plan p, const gemma3_shape *g, const qwen3_shape *q, coda_tiling tl,
@@ -111,9 +108,16 @@ void gemma3_backward(coda_plan p, const gemma3_shape *g, const qwen3_shape *q, c
   static const char *const ffn[7] = {"a2", "dx_out", "rpf", "wpf", "spf", "da2", "dwpf"};
   static const char *const attn[7] = {"a1", "dx1", "rpa", "wpa", "spa", "da1", "dwpa"};
   post_norm_bwd(p, g, tl, "post_ffn", ffn);
-  plan_gemm(p, BW, "down_dgrad_geglu_bwd", "gemma3_geglu_bwd", CODA_N, "da2", CODA_N, "wd", tl,
-            "z=z dz=dz y=y_re zp=zp2");
-  plan_finish(p, BW, "zdz2", "gemma3_geglu_bwd", "zdz", M, F, tl, "zp=zp2 zdz=zdz2");
+  if (!g->exact) {
+    plan_gemm(p, BW, "down_dgrad_geglu_bwd", "gemma3_geglu_bwd", CODA_N, "da2", CODA_N, "wd", tl,
+              "z=z dz=dz y=y_re zp=zp2");
+    plan_finish(p, BW, "zdz2", "gemma3_geglu_bwd", "zdz", M, F, tl, "zp=zp2 zdz=zdz2");
+  } else { /* f64 has no packed pairs (x2): the dgrad, then the same math as a map */
+    plan_matmul(p, BW, "down_dgrad", CODA_N, "da2", CODA_N, "wd", "dy", 1.0f, 0);
+    plan_map(p, BW, "geglu_bwd", "gemma3_geglu_bwd_pairs", M, 2 * F, tl,
+             "z=z dy=dy dz=dz y=y_re zp=zp2");
+    plan_finish(p, BW, "zdz2", "gemma3_geglu_bwd_pairs", "zdz", M, 2 * F, tl, "zp=zp2 zdz=zdz2");
+  }
   plan_matmul(p, BW, "dwd", CODA_T, "da2", CODA_N, "y_re", "dwd", 1.0f, 0);
   plan_gemm(p, BW, "gate_up_dgrad_norm_bwd", "llama_norm_bwd", CODA_N, "dz", CODA_N, "wgu", tl,
             "x=x1 w=wn2 r=rstd2 zdz=zdz2 inv_n=inv_d dres=dx_out dx=dx1 post=post2 dwp=dwp2");

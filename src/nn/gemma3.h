@@ -10,13 +10,14 @@
 
 /* The block's shapes and dtypes (M = batch*seq rows, HQ = heads·hd). */
 typedef struct gemma3_shape {
+  int exact; /* f64: the GeGLU backward as a plain GEMM and a map */
   int64_t M, D, F, HQ;
   coda_dtype act, st, gw; /* activations, statistics, weight gradients */
 } gemma3_shape;
 
 /* CODA_LLAMA_GEMMA3's limits beyond the QK-norm's (qwen3_check): not with
- * NORM_IN, NORM_OUT or an f64 dtype. */
-coda_status gemma3_check(coda_context ctx, unsigned flags, coda_dtype dtype);
+ * NORM_IN or NORM_OUT. */
+coda_status gemma3_check(coda_context ctx, unsigned flags);
 /* Its buffers beyond llama3.c's and qwen3.c's: the post-norm weights and
  * gradients, the sublayer outputs before their norms and their statistics. */
 void gemma3_buffers(coda_plan p, const gemma3_shape *g);

@@ -256,7 +256,7 @@ static coda_status check_config(coda_context ctx, const coda_llama_config *c, in
                      "llama config: tiling %d x %d: tiles must be positive multiples of 8, at most 256",
                      tiling->tile_m, tiling->tile_n);
   if (!head && (c->flags & CODA_LLAMA_GEMMA3)) {
-    coda_status s = gemma3_check(ctx, c->flags, c->dtype);
+    coda_status s = gemma3_check(ctx, c->flags);
     if (s != CODA_OK) return s;
   }
   if (!head && (c->flags & LLAMA_QK_ANY))
@@ -563,7 +563,7 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
 
   llama_buffers(p, &c, &sh);
   if (qk) qwen3_buffers(p, &qs, tl);
-  const gemma3_shape gsh = {M, D, F, HQ, act, st, gw};
+  const gemma3_shape gsh = {exact, M, D, F, HQ, act, st, gw};
   if (gemma) gemma3_buffers(p, &gsh);
 
   plan_attention g;
