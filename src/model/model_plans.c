@@ -146,10 +146,10 @@ static coda_status tensor(coda_context ctx, coda_plan p, const char *name, coda_
  * the QK-norm block's wqn and wkn. The head: the final norm and the output
  * (the token embedding when tied). */
 static const coda_plan_param llama_layer[] = {
-    {"attention_norm.weight", "wn1", "dwn1", 0},     {"attention.wqkv.weight", "wqkv", "dwqkv", 0},
-    {"attention.wo.weight", "wo", "dwo", 0},         {"ffn_norm.weight", "wn2", "dwn2", 0},
-    {"feed_forward.w13.weight", "wgu", "dwgu", 0},   {"feed_forward.w2.weight", "wd", "dwd", 0},
-    {"attention.q_norm.weight", "wqn", "dwqn", 0},   {"attention.k_norm.weight", "wkn", "dwkn", 0}};
+    {"attention_norm.weight", "wn1", "dwn1", 0},   {"attention.wqkv.weight", "wqkv", "dwqkv", 0},
+    {"attention.wo.weight", "wo", "dwo", 0},       {"ffn_norm.weight", "wn2", "dwn2", 0},
+    {"feed_forward.w13.weight", "wgu", "dwgu", 0}, {"feed_forward.w2.weight", "wd", "dwd", 0},
+    {"attention.q_norm.weight", "wqn", "dwqn", 0}, {"attention.k_norm.weight", "wkn", "dwkn", 0}};
 static const coda_plan_param llama_head[] = {{"norm.weight", "wnf", "dwnf", 0},
                                              {"output.weight", "wout", "dwout", 0}};
 static const coda_plan_params llama_params = {

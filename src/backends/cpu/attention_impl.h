@@ -22,7 +22,9 @@ static void CAT(att_store, SFX)(const coda_tensor *x, const REAL *src, int64_t b
  * (model.h's coda_ref_window_start, Hugging Face's sliding mask). */
 #ifndef CODA_ATT_J0
 #define CODA_ATT_J0
-static int att_j0(int t, int window) { return window > 0 && t - window + 1 > 0 ? t - window + 1 : 0; }
+static int att_j0(int t, int window) {
+  return window > 0 && t - window + 1 > 0 ? t - window + 1 : 0;
+}
 #endif
 
 /* One (batch, query head): scores s_j = scale q_t.k_j (j0(t) <= j <= t),
@@ -31,7 +33,8 @@ static void CAT(att_fwd_head, SFX)(const coda_tensor *qkv, const coda_tensor *ou
                                    const coda_tensor *lse, int64_t b, int h, int T, int Hq,
                                    int Hkv, int hd, double scale_in, int window, REAL *buf) {
   const int g = h / (Hq / Hkv);
-  const REAL scale = scale_in > 0.0 ? (REAL)scale_in : (REAL)1 / RF(sqrt)((REAL)hd); /* 0: 1/sqrt(hd) */
+  /* scale_in 0: 1/sqrt(hd) */
+  const REAL scale = scale_in > 0.0 ? (REAL)scale_in : (REAL)1 / RF(sqrt)((REAL)hd);
   const int64_t n = (int64_t)T * hd;
   REAL *q = buf, *k = q + n, *v = k + n, *o = v + n, *s = o + n;
   CAT(att_load, SFX)(q, qkv, b, T, (int64_t)h * hd, hd);
@@ -96,10 +99,11 @@ static void CAT(att_rope_bwd, SFX)(REAL *gr, const REAL *y, const coda_attn_rope
 static void CAT(att_bwd_group, SFX)(const coda_tensor *qkv, const coda_tensor *out,
                                     const coda_tensor *lse, const coda_tensor *dout,
                                     const coda_tensor *dqkv, const coda_attn_rope *rope,
-                                    int64_t b, int g, int T, int Hq, int Hkv, int hd, double scale_in,
-                                    int window, REAL *buf) {
+                                    int64_t b, int g, int T, int Hq, int Hkv, int hd,
+                                    double scale_in, int window, REAL *buf) {
   const int group = Hq / Hkv;
-  const REAL scale = scale_in > 0.0 ? (REAL)scale_in : (REAL)1 / RF(sqrt)((REAL)hd); /* 0: 1/sqrt(hd) */
+  /* scale_in 0: 1/sqrt(hd) */
+  const REAL scale = scale_in > 0.0 ? (REAL)scale_in : (REAL)1 / RF(sqrt)((REAL)hd);
   const int64_t n = (int64_t)T * hd;
   REAL *k = buf, *v = k + n, *dk = v + n, *dv = dk + n, *q = dv + n, *o = q + n, *dO = o + n,
        *dq = dO + n, *L = dq + n;
