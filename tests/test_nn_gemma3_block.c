@@ -5,9 +5,10 @@
  *    L = sum x_out * dx_out computed by the plan's own forward, with GQA,
  *    head_dim above dim / heads, a score scale other than 1/sqrt(head_dim)
  *    and a window of 3 over 8 positions (and without the window);
- *  - the window in the forward: a change of x at a position before a
- *    row's window leaves that row of x_out unchanged, and changes it
- *    without the window;
+ *  - the window in the forward: a change of x at the position just before
+ *    a row's window leaves that row of x_out exactly unchanged (and changes
+ *    it without the window), one at the window's first position changes it;
+ *  - the attention's mask checks: a negative window or scale is refused;
  *  - the head with the soft cap: its loss against a loss written out here
  *    in double (RMSNorm, logits, cap * tanh(l / cap), mean cross-entropy
  *    over the counted targets), and its gradients (dx, dwnf, dwout)
@@ -17,6 +18,7 @@
  *    negative value. */
 #include "check.h"
 #include "test_nn_llama_util.h"
+#include "api/api.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -83,21 +85,30 @@ static int is_norm(const char *name) {
          !strcmp(name, "wpa") || !strcmp(name, "wpf");
 }
 
-/* Row t of batch 0 (t >= window) does not see x at position t - window;
- * without the window it does. */
-static void window_rows(coda_context ctx, coda_plan p, double *const v[NP], const double *dxo,
-                        int window) {
-  const int64_t D = 16, nout = count(p, "x_out"), t = 7, j = t - (window ? window : 3);
+/* How far row t of batch 0's x_out moves when x at position j changes. */
+static double row_moves(coda_context ctx, coda_plan p, double *const v[NP], const double *dxo,
+                        int64_t t, int64_t j) {
+  const int64_t D = 16, nout = count(p, "x_out");
   double *a = lt_zeros(nout), *b = lt_zeros(nout);
   loss(ctx, p, v, dxo, nout, a);
   for (int64_t k = 0; k < D; k++) v[0][j * D + k] += 0.3;
   loss(ctx, p, v, dxo, nout, b);
   for (int64_t k = 0; k < D; k++) v[0][j * D + k] -= 0.3;
   const double d = lt_maxabs_diff(a + t * D, b + t * D, D);
-  if (window) CHECK_MSG(d == 0.0, "window %d: row %lld moved by %.3g", window, (long long)t, d);
-  else CHECK_MSG(d > 1e-3, "no window: row %lld moved by only %.3g", (long long)t, d);
   free(a);
   free(b);
+  return d;
+}
+
+/* Row t = 7 sees x at t - window + 1 (the window's first key) and not at
+ * t - window; without the window it sees both. */
+static void window_rows(coda_context ctx, coda_plan p, double *const v[NP], const double *dxo,
+                        int window) {
+  const int64_t t = 7, w = window ? window : 3;
+  const double in = row_moves(ctx, p, v, dxo, t, t - w + 1), out = row_moves(ctx, p, v, dxo, t, t - w);
+  CHECK_MSG(in > 1e-3, "window %d: row %lld moved by only %.3g", window, (long long)t, in);
+  if (window) CHECK_MSG(out == 0.0, "window %d: row %lld moved by %.3g", window, (long long)t, out);
+  else CHECK_MSG(out > 1e-3, "no window: row %lld moved by only %.3g", (long long)t, out);
 }
 
 static void fd_block(coda_context ctx, int window) {
@@ -258,6 +269,18 @@ static void head_softcap(coda_context ctx) {
 
 static void refusals(coda_context ctx) {
   coda_plan p = NULL;
+  /* the attention's mask: a negative window or scale, named */
+  {
+    double q[2 * 12] = {0}, o[2 * 4] = {0}, l[2] = {0};
+    const coda_tensor tq = coda_tensor_2d(q, CODA_F64, 2, 12), to = coda_tensor_2d(o, CODA_F64, 2, 4),
+                      tl = coda_tensor_2d(l, CODA_F64, 2, 1);
+    const coda_attn_mask bad[2] = {{0.0, -2}, {-1.0, 0}};
+    for (int i = 0; i < 2; i++) {
+      CHECK(coda_attention_forward_mask(ctx, &tq, 1, 2, 1, 1, 4, &to, &tl, &bad[i]) ==
+            CODA_ERR_INVALID_ARGUMENT);
+      CHECK(strstr(coda_last_error(ctx), "window") && strstr(coda_last_error(ctx), ">= 0"));
+    }
+  }
   coda_llama_config c = gcfg(3);
   const unsigned no[3] = {CODA_LLAMA_NORM_IN, CODA_LLAMA_NORM_OUT, CODA_LLAMA_FOLD};
   const char *name[3] = {"CODA_LLAMA_NORM_IN", "CODA_LLAMA_NORM_OUT", "CODA_LLAMA_FOLD"};
