@@ -13,7 +13,8 @@
  *    in double (RMSNorm, logits, cap * tanh(l / cap), mean cross-entropy
  *    over the counted targets), and its gradients (dx, dwnf, dwout)
  *    against central differences of that loss;
- *  - the refusals by name: NORM_IN / NORM_OUT, FOLD on the block; the
+ *  - the refusals by name: NORM_IN, NORM_OUT, FOLD, ROPE_MAP, INFER on the
+ *    block (each naming the Gemma 3 block); the
  *    soft cap with FOLD or KEEP_LOGITS on the head; a window on a
  *    negative value. */
 #include "check.h"
@@ -282,12 +283,15 @@ static void refusals(coda_context ctx) {
     }
   }
   coda_llama_config c = gcfg(3);
-  const unsigned no[3] = {CODA_LLAMA_NORM_IN, CODA_LLAMA_NORM_OUT, CODA_LLAMA_FOLD};
-  const char *name[3] = {"CODA_LLAMA_NORM_IN", "CODA_LLAMA_NORM_OUT", "CODA_LLAMA_FOLD"};
-  for (int i = 0; i < 3; i++) {
+  const unsigned no[5] = {CODA_LLAMA_NORM_IN, CODA_LLAMA_NORM_OUT, CODA_LLAMA_FOLD,
+                          CODA_LLAMA_ROPE_MAP, CODA_LLAMA_INFER};
+  const char *name[5] = {"CODA_LLAMA_NORM_IN", "CODA_LLAMA_NORM_OUT", "CODA_LLAMA_FOLD",
+                         "CODA_LLAMA_ROPE_MAP", "CODA_LLAMA_INFER"};
+  for (int i = 0; i < 5; i++) {
     c.flags = CODA_LLAMA_GEMMA3 | no[i];
     CHECK(coda_llama_block_plan(ctx, &c, &p) == CODA_ERR_NOT_SUPPORTED && !p);
-    CHECK_MSG(strstr(coda_last_error(ctx), name[i]) != NULL, "%s", coda_last_error(ctx));
+    CHECK_MSG(strstr(coda_last_error(ctx), name[i]) && strstr(coda_last_error(ctx), "Gemma 3"),
+              "%s", coda_last_error(ctx));
   }
   c = gcfg(-1);
   CHECK(coda_llama_block_plan(ctx, &c, &p) == CODA_ERR_INVALID_ARGUMENT && !p);

@@ -29,11 +29,15 @@
 #include <stdio.h>
 
 coda_status gemma3_check(coda_context ctx, unsigned flags) {
-  if (flags & (CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT))
-    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
-                     "llama config: the Gemma 3 block (CODA_LLAMA_GEMMA3) has no %s form yet "
-                     "(its blocks are chained by x and dx alone)",
-                     (flags & CODA_LLAMA_NORM_IN) ? "CODA_LLAMA_NORM_IN" : "CODA_LLAMA_NORM_OUT");
+  static const struct { unsigned flag; const char *name; } no[5] = {
+      {CODA_LLAMA_NORM_IN, "CODA_LLAMA_NORM_IN"}, {CODA_LLAMA_NORM_OUT, "CODA_LLAMA_NORM_OUT"},
+      {CODA_LLAMA_FOLD, "CODA_LLAMA_FOLD"},       {CODA_LLAMA_ROPE_MAP, "CODA_LLAMA_ROPE_MAP"},
+      {CODA_LLAMA_INFER, "CODA_LLAMA_INFER"}};
+  for (int i = 0; i < 5; i++)
+    if (flags & no[i].flag)
+      return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                       "llama config: the Gemma 3 block (CODA_LLAMA_GEMMA3) has no %s form yet "
+                       "(its blocks chain by x and dx alone, unfolded, training)", no[i].name);
   return CODA_OK;
 }
 

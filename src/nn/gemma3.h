@@ -15,8 +15,8 @@ typedef struct gemma3_shape {
   coda_dtype act, st, gw; /* activations, statistics, weight gradients */
 } gemma3_shape;
 
-/* CODA_LLAMA_GEMMA3's limits beyond the QK-norm's (qwen3_check): not with
- * NORM_IN or NORM_OUT. */
+/* CODA_LLAMA_GEMMA3's limits (before the QK-norm's, qwen3_check): not with
+ * NORM_IN, NORM_OUT, FOLD, ROPE_MAP or INFER. */
 coda_status gemma3_check(coda_context ctx, unsigned flags);
 /* Its buffers beyond llama3.c's and qwen3.c's: the post-norm weights and
  * gradients, the sublayer outputs before their norms and their statistics. */
