@@ -252,7 +252,17 @@ coda_status coda_plan_precompile(coda_plan p, int unfused, int *n_kernels, int *
  *                        before RoPE (src/nn/qwen3.c), with the weights
  *                        wqn, wkn (1, head_dim; gradients dwqn, dwkn).
  *                        No effect on the head. Not with FOLD, ROPE_MAP or
- *                        INFER (CODA_ERR_NOT_SUPPORTED, by name). */
+ *                        INFER (CODA_ERR_NOT_SUPPORTED, by name).
+ *   CODA_LLAMA_GEMMA3    the Gemma 3 block (src/nn/gemma3.c): the QK-norm
+ *                        of CODA_LLAMA_QK_NORM, a post-norm on the
+ *                        attention's and the MLP's output before each
+ *                        residual add (weights wpa, wpf, 1 x dim;
+ *                        gradients dwpa, dwpf) and GeGLU (tanh GELU) for
+ *                        SwiGLU. Every norm weight buffer holds the scale
+ *                        itself (Gemma's 1 + w: the caller adds the 1).
+ *                        No effect on the head. Not with FOLD, ROPE_MAP,
+ *                        INFER, NORM_IN or NORM_OUT
+ *                        (CODA_ERR_NOT_SUPPORTED, by name). */
 #define CODA_LLAMA_NORM_IN 1u
 #define CODA_LLAMA_NORM_OUT 2u
 #define CODA_LLAMA_FOLD 4u
@@ -262,6 +272,7 @@ coda_status coda_plan_precompile(coda_plan p, int unfused, int *n_kernels, int *
 #define CODA_LLAMA_INFER 64u
 #define CODA_LLAMA_KEEP_LOGITS 128u
 #define CODA_LLAMA_QK_NORM 256u
+#define CODA_LLAMA_GEMMA3 512u
 
 /* RoPE frequency scaling, as Hugging Face transformers defines it
  * (`rope_scaling` / `rope_parameters` with `rope_type`). The unscaled
@@ -302,10 +313,17 @@ typedef struct coda_llama_config {
   coda_tiling tiling;  /* partial-reduction tiling; {0, 0} = 64 x 64 */
   unsigned flags;      /* CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT | CODA_LLAMA_FOLD |
                           CODA_LLAMA_GRAD_ACT | CODA_LLAMA_INPLACE | CODA_LLAMA_ROPE_MAP |
-                          CODA_LLAMA_INFER | CODA_LLAMA_KEEP_LOGITS | CODA_LLAMA_QK_NORM */
+                          CODA_LLAMA_INFER | CODA_LLAMA_KEEP_LOGITS | CODA_LLAMA_QK_NORM |
+                          CODA_LLAMA_GEMMA3 */
   double norm_eps;     /* RMSNorm epsilon (finite, >= 0), written into the
                           plans' program text; 0 = 1e-5 */
   coda_rope_scaling rope; /* frequency scaling of the RoPE table (zero: none) */
+  /* appended for Gemma 3 (zero: as before) */
+  double attn_scale;   /* block: the attention scores' scale; 0 = 1/sqrt(head_dim) */
+  int window;          /* block: > 0, query t attends to keys t - window < j <= t
+                          (a sliding window; the CPU backend only) */
+  double logit_softcap; /* head: > 0, the logits are cap * tanh(l / cap) (not with
+                           FOLD or KEEP_LOGITS) */
 } coda_llama_config;
 
 /* A small default configuration (dim 64, heads 4/2, head_dim 16, ffn 128,

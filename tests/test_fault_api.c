@@ -123,7 +123,7 @@ static void plan_api(void) {
   c.tiling.tile_n = 64;
   EXPECT(coda_llama_block_plan(ctx, &c, &p), CODA_ERR_INVALID_ARGUMENT);
   c = coda_llama_default_config();
-  c.flags = CODA_LLAMA_QK_NORM << 1; /* past the last flag */
+  c.flags = CODA_LLAMA_GEMMA3 << 1; /* past the last flag */
   EXPECT(coda_llama_block_plan(ctx, &c, &p), CODA_ERR_INVALID_ARGUMENT);
   c.flags = CODA_LLAMA_NORM_OUT;
   EXPECT(coda_llama_head_plan(ctx, &c, &p), CODA_ERR_INVALID_ARGUMENT);

@@ -184,7 +184,7 @@ static void test_configs(void) {
   coda_context ctx = lt_context(CODA_PRECISION_F32);
   coda_llama_config c = coda_llama_default_config();
   coda_plan p = NULL;
-  c.flags = CODA_LLAMA_QK_NORM << 1; /* past the last flag */
+  c.flags = CODA_LLAMA_GEMMA3 << 1; /* past the last flag */
   CHECK(coda_llama_block_plan(ctx, &c, &p) == CODA_ERR_INVALID_ARGUMENT && !p);
   c.flags = CODA_LLAMA_FOLD | CODA_LLAMA_NORM_OUT;
   CHECK(coda_llama_head_plan(ctx, &c, &p) == CODA_ERR_INVALID_ARGUMENT && !p);

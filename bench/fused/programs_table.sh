@@ -30,6 +30,11 @@ SQUARE=8192,4096,4096
 # shape only). Every built-in that reads acc, every example and every
 # tutorial program needs a row: `list` refuses a tree that has one without.
 ROWS='
+gemma3_ce_bwd          backward -
+gemma3_geglu           forward  -
+gemma3_geglu_bwd       backward -
+gemma3_lm_head         forward  -
+gemma3_post_stats      forward  -
 gpt2_bias_residual     forward  -
 gpt2_ce_bwd            backward -
 gpt2_fold_bias         forward  -

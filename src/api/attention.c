@@ -2,6 +2,9 @@
  * aliasing; the views by base/tensor_check.c), then the context's backend
  * runs it (backends/backend.h). */
 #include "backends/backend.h"
+#include "api/api.h"
+
+#include <math.h>
 
 #include <stdio.h>
 
@@ -37,9 +40,31 @@ static coda_status check_qkv_out_lse(coda_context ctx, int B, int T, int Hq, int
   return coda_check_float(ctx, "lse", lse, dm->BT, Hq, 1);
 }
 
+/* A mask's scale and window: finite and >= 0, and on the CPU backend only
+ * (the CUDA kernels have the causal mask and 1/sqrt(head_dim) built in). */
+static coda_status check_mask(coda_context ctx, const char *fn, const coda_attn_mask *m) {
+  if (!m || (m->scale == 0.0 && m->window == 0)) return CODA_OK;
+  if (!(m->scale >= 0.0) || !isfinite(m->scale) || m->window < 0)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "%s: score scale %g and window %d must be >= 0 (0: 1/sqrt(head_dim), no "
+                     "window)", fn, m->scale, m->window);
+  if (coda_context_backend(ctx) != CODA_BACKEND_CPU)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                     "%s: %s: the CUDA attention kernels take neither a sliding window nor "
+                     "another score scale yet (the CPU backend does)", fn,
+                     m->window ? "a sliding window" : "a score scale other than 1/sqrt(head_dim)");
+  return CODA_OK;
+}
+
 coda_status coda_attention_forward(coda_context ctx, const coda_tensor *qkv, int B, int T,
                                    int Hq, int Hkv, int hd, const coda_tensor *out,
                                    const coda_tensor *lse) {
+  return coda_attention_forward_mask(ctx, qkv, B, T, Hq, Hkv, hd, out, lse, NULL);
+}
+
+coda_status coda_attention_forward_mask(coda_context ctx, const coda_tensor *qkv, int B, int T,
+                                        int Hq, int Hkv, int hd, const coda_tensor *out,
+                                        const coda_tensor *lse, const coda_attn_mask *mask) {
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
   coda_clear_error(ctx);
   if (!qkv || !out || !lse)
@@ -47,12 +72,14 @@ coda_status coda_attention_forward(coda_context ctx, const coda_tensor *qkv, int
                      !qkv ? "qkv" : !out ? "out" : "lse");
   att_dims dm;
   coda_status s;
+  if ((s = check_mask(ctx, "coda_attention_forward", mask))) return s;
   if ((s = check_qkv_out_lse(ctx, B, T, Hq, Hkv, hd, qkv, out, lse, &dm))) return s;
   if (coda_tensors_overlap(out, lse)) return coda_fail(ctx, CODA_ERR_ALIAS, "'out' and 'lse' overlap");
   if (coda_tensors_overlap(out, qkv) || coda_tensors_overlap(lse, qkv))
     return coda_fail(ctx, CODA_ERR_ALIAS, "'%s' overlaps 'qkv'",
                      coda_tensors_overlap(out, qkv) ? "out" : "lse");
-  const coda_attn_job job = {qkv, out, lse, NULL, NULL, B, T, Hq, Hkv, hd, NULL};
+  const coda_attn_job job = {qkv, out, lse, NULL, NULL, B, T, Hq, Hkv, hd, NULL,
+                             mask ? mask->scale : 0.0, mask ? mask->window : 0};
   return ctx->ops->attention_forward(ctx, &job);
 }
 
@@ -60,7 +87,7 @@ static coda_status attention_backward(coda_context ctx, const char *fn, const co
                                       const coda_tensor *out, const coda_tensor *lse,
                                       const coda_tensor *dout, int B, int T, int Hq, int Hkv,
                                       int hd, const coda_tensor *dqkv,
-                                      const coda_attn_rope *rope) {
+                                      const coda_attn_rope *rope, const coda_attn_mask *mask) {
   if (!ctx) return CODA_ERR_INVALID_ARGUMENT;
   coda_clear_error(ctx);
   if (!qkv || !out || !lse || !dout || !dqkv)
@@ -71,6 +98,7 @@ static coda_status attention_backward(coda_context ctx, const char *fn, const co
                      !rope->pos ? "pos" : !rope->freq ? "freq" : "zp");
   att_dims dm;
   coda_status s;
+  if ((s = check_mask(ctx, fn, mask))) return s;
   if ((s = check_qkv_out_lse(ctx, B, T, Hq, Hkv, hd, qkv, out, lse, &dm))) return s;
   if ((s = coda_check_float(ctx, "dout", dout, dm.BT, dm.o_cols, 0))) return s;
   if ((s = coda_check_float(ctx, "dqkv", dqkv, dm.BT, dm.qkv_cols, 0))) return s;
@@ -102,7 +130,8 @@ static coda_status attention_backward(coda_context ctx, const char *fn, const co
       return coda_fail(ctx, CODA_ERR_ALIAS, "'dqkv' (written) overlaps '%s' (read)",
                        coda_tensors_overlap(dqkv, pos) ? "pos" : "freq");
   }
-  const coda_attn_job job = {qkv, out, lse, dout, dqkv, B, T, Hq, Hkv, hd, rope};
+  const coda_attn_job job = {qkv, out, lse, dout, dqkv, B, T, Hq, Hkv, hd, rope,
+                             mask ? mask->scale : 0.0, mask ? mask->window : 0};
   return ctx->ops->attention_backward(ctx, &job);
 }
 
@@ -111,7 +140,7 @@ coda_status coda_attention_backward(coda_context ctx, const coda_tensor *qkv,
                                     const coda_tensor *dout, int B, int T, int Hq, int Hkv,
                                     int hd, const coda_tensor *dqkv) {
   return attention_backward(ctx, "coda_attention_backward", qkv, out, lse, dout, B, T, Hq, Hkv,
-                            hd, dqkv, NULL);
+                            hd, dqkv, NULL, NULL);
 }
 
 coda_status coda_attention_backward_rope(coda_context ctx, const coda_tensor *qkv,
@@ -121,5 +150,16 @@ coda_status coda_attention_backward_rope(coda_context ctx, const coda_tensor *qk
                                          const coda_tensor *dqkv, const coda_tensor *zp) {
   const coda_attn_rope rope = {pos, freq, zp};
   return attention_backward(ctx, "coda_attention_backward_rope", qkv, out, lse, dout, B, T, Hq,
-                            Hkv, hd, dqkv, &rope);
+                            Hkv, hd, dqkv, &rope, NULL);
+}
+
+coda_status coda_attention_backward_mask(coda_context ctx, const coda_tensor *qkv,
+                                         const coda_tensor *out, const coda_tensor *lse,
+                                         const coda_tensor *dout, int B, int T, int Hq, int Hkv,
+                                         int hd, const coda_tensor *pos, const coda_tensor *freq,
+                                         const coda_tensor *dqkv, const coda_tensor *zp,
+                                         const coda_attn_mask *mask) {
+  const coda_attn_rope rope = {pos, freq, zp};
+  return attention_backward(ctx, "coda_attention_backward_mask", qkv, out, lse, dout, B, T, Hq,
+                            Hkv, hd, dqkv, zp ? &rope : NULL, mask);
 }

@@ -59,6 +59,8 @@ typedef struct coda_attn_job {
   const coda_tensor *qkv, *out, *lse, *dout, *dqkv;
   int B, T, Hq, Hkv, hd;
   const coda_attn_rope *rope; /* backward only; NULL: no fused RoPE backward */
+  double scale;               /* the scores' scale; 0: 1/sqrt(hd) */
+  int window;                 /* > 0: query t sees keys t - window < j <= t (CPU only) */
 } coda_attn_job;
 
 /* Copy directions of copy_bytes. */

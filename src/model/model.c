@@ -237,12 +237,6 @@ coda_status coda_model_create(coda_context ctx, const coda_model_config *cfg, co
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the block-plan engine is not available");
   if (engine != CODA_ENGINE_REFERENCE && engine != CODA_ENGINE_PLANS)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "unknown engine %d", (int)engine);
-  /* the model plans chain Llama's block (src/nn/llama3.c) or GPT-2's
-   * (src/nn/gpt2.c); Gemma 3 has none */
-  if (engine == CODA_ENGINE_PLANS && coda_family_of(cfg->family)->block == CODA_BLOCK_GEMMA3)
-    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the plan engine runs the llama, qwen3 and "
-                     "gpt2 families; family %s trains on the reference engine (--engine "
-                     "reference)", coda_family_of(cfg->family)->name);
   int64_t total = coda_model_config_params(cfg);
   if ((uint64_t)total > SIZE_MAX / 4 / sizeof(float))
     return coda_fail(ctx, CODA_ERR_OVERFLOW, "model of %lld parameters is too large",

@@ -155,6 +155,11 @@ int64_t coda_model_config_params(const coda_model_config *c);
  * build (model_plans.c). */
 coda_llama_config coda_model_block_config(const coda_model_config *c, int64_t batch,
                                           int64_t seq, int flags);
+/* Layer li's block configuration from lc (coda_model_block_config's):
+ * Gemma 3's local layers take their window and RoPE base; other families'
+ * layers are lc. */
+coda_llama_config coda_model_layer_config(const coda_model_config *c, const coda_llama_config *lc,
+                                          int li);
 /* Engine state slots owned by the model (freed by the engines). */
 void **coda_model_ref_slot(coda_model *m);
 void **coda_model_plans_slot(coda_model *m);

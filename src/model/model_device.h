@@ -60,9 +60,11 @@ typedef struct {
 
 /* A parameter of a plan: coda's name (a layer parameter's after
  * "layers.%d."; "output.weight" is the token embedding in a tied model),
- * the plan's weight buffer and its gradient buffer. */
+ * the plan's weight buffer and its gradient buffer; one_plus: the plan's
+ * buffer holds 1 + w (Gemma 3's norm weights, stored as w). */
 typedef struct {
   const char *param, *w, *g;
+  int one_plus;
 } coda_plan_param;
 
 /* A family's parameters in its plans, the one list that the upload, the
@@ -87,6 +89,7 @@ typedef struct {
   int plan;
   const coda_param *p;
   const char *w, *g;
+  float shift; /* the plan's weight is w + shift (1: Gemma 3's norms; else 0) */
 } plan_slot;
 
 /* Where the plans' weight-gradient buffers point. */

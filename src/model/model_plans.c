@@ -85,9 +85,26 @@ coda_llama_config coda_model_block_config(const coda_model_config *c, int64_t ba
   lc.rope = c->rope;
   lc.norm_eps = c->norm_eps;
   lc.dtype = CODA_BF16;
-  /* the family's block: Qwen3's normalizes q and k per head */
-  lc.flags = flags | (coda_family_of(c->family)->qk_norm ? CODA_LLAMA_QK_NORM : 0u);
+  /* the family's block: Qwen3's normalizes q and k per head; Gemma 3's
+   * block has its own flag, score scale and head soft cap (the window and
+   * the RoPE base are per layer: coda_model_layer_config) */
+  const coda_family *f = coda_family_of(c->family);
+  lc.flags = flags | (f->qk_norm ? CODA_LLAMA_QK_NORM : 0u);
+  if (f->block == CODA_BLOCK_GEMMA3) {
+    lc.flags |= CODA_LLAMA_GEMMA3;
+    lc.attn_scale = coda_model_attn_scale(c);
+    lc.logit_softcap = c->logit_softcap;
+  }
   return lc;
+}
+
+coda_llama_config coda_model_layer_config(const coda_model_config *c, const coda_llama_config *lc,
+                                          int li) {
+  coda_llama_config l = *lc;
+  if (coda_family_of(c->family)->block != CODA_BLOCK_GEMMA3) return l;
+  l.window = coda_model_layer_window(c, li);
+  l.rope_theta = coda_model_layer_rope_theta(c, li);
+  return l;
 }
 
 int coda_plans_available(void) { return 1; }
@@ -129,15 +146,32 @@ static coda_status tensor(coda_context ctx, coda_plan p, const char *name, coda_
  * the QK-norm block's wqn and wkn. The head: the final norm and the output
  * (the token embedding when tied). */
 static const coda_plan_param llama_layer[] = {
-    {"attention_norm.weight", "wn1", "dwn1"},     {"attention.wqkv.weight", "wqkv", "dwqkv"},
-    {"attention.wo.weight", "wo", "dwo"},         {"ffn_norm.weight", "wn2", "dwn2"},
-    {"feed_forward.w13.weight", "wgu", "dwgu"},   {"feed_forward.w2.weight", "wd", "dwd"},
-    {"attention.q_norm.weight", "wqn", "dwqn"},   {"attention.k_norm.weight", "wkn", "dwkn"}};
-static const coda_plan_param llama_head[] = {{"norm.weight", "wnf", "dwnf"},
-                                             {"output.weight", "wout", "dwout"}};
+    {"attention_norm.weight", "wn1", "dwn1", 0},   {"attention.wqkv.weight", "wqkv", "dwqkv", 0},
+    {"attention.wo.weight", "wo", "dwo", 0},       {"ffn_norm.weight", "wn2", "dwn2", 0},
+    {"feed_forward.w13.weight", "wgu", "dwgu", 0}, {"feed_forward.w2.weight", "wd", "dwd", 0},
+    {"attention.q_norm.weight", "wqn", "dwqn", 0}, {"attention.k_norm.weight", "wkn", "dwkn", 0}};
+static const coda_plan_param llama_head[] = {{"norm.weight", "wnf", "dwnf", 0},
+                                             {"output.weight", "wout", "dwout", 0}};
 static const coda_plan_params llama_params = {
     llama_layer, (int)(sizeof llama_layer / sizeof llama_layer[0]),
     llama_head, (int)(sizeof llama_head / sizeof llama_head[0])};
+
+/* Gemma 3's: Llama's and Qwen3's buffers with the two post-norms; every
+ * norm weight w goes into its plan buffer as 1 + w (the block and head
+ * plans scale by the buffer: N(x) = x r (1 + w)), and its gradient comes
+ * back unchanged, since d(1 + w)/dw = 1. */
+static const coda_plan_param gemma3_layer[] = {
+    {"attention_norm.weight", "wn1", "dwn1", 1},   {"attention.wqkv.weight", "wqkv", "dwqkv", 0},
+    {"attention.wo.weight", "wo", "dwo", 0},       {"ffn_norm.weight", "wn2", "dwn2", 1},
+    {"feed_forward.w13.weight", "wgu", "dwgu", 0}, {"feed_forward.w2.weight", "wd", "dwd", 0},
+    {"attention.q_norm.weight", "wqn", "dwqn", 1}, {"attention.k_norm.weight", "wkn", "dwkn", 1},
+    {"attention.post_norm.weight", "wpa", "dwpa", 1},
+    {"feed_forward.post_norm.weight", "wpf", "dwpf", 1}};
+static const coda_plan_param gemma3_head[] = {{"norm.weight", "wnf", "dwnf", 1},
+                                              {"output.weight", "wout", "dwout", 0}};
+static const coda_plan_params gemma3_params = {
+    gemma3_layer, (int)(sizeof gemma3_layer / sizeof gemma3_layer[0]),
+    gemma3_head, (int)(sizeof gemma3_head / sizeof gemma3_head[0])};
 
 /* The model parameter of plan k's entry e (NULL: the model has none). */
 static const coda_param *slot_param(coda_model *m, int k, int L, const coda_plan_param *e) {
@@ -153,8 +187,10 @@ static const coda_param *slot_param(coda_model *m, int k, int L, const coda_plan
 /* The family's plan parameters resolved into s's slots (plans_state):
  * every model parameter is a plan's, once, or an embedding table. */
 static coda_status resolve_params(coda_context ctx, coda_model *m, plans_state *s) {
-  const int gpt2 = coda_family_of(coda_model_cfg(m)->family)->block == CODA_BLOCK_GPT2;
-  const coda_plan_params *t = gpt2 ? &coda_plans_gpt2_params : &llama_params;
+  const coda_block blk = coda_family_of(coda_model_cfg(m)->family)->block;
+  const coda_plan_params *t = blk == CODA_BLOCK_GPT2     ? &coda_plans_gpt2_params
+                              : blk == CODA_BLOCK_GEMMA3 ? &gemma3_params
+                                                         : &llama_params;
   const int np = coda_model_num_params(m);
   const coda_param *p0 = coda_model_param(m, 0);
   s->slot = calloc((size_t)np, sizeof *s->slot);
@@ -173,7 +209,7 @@ static coda_status resolve_params(coda_context ctx, coda_model *m, plans_state *
         st = coda_fail(ctx, CODA_ERR_INTERNAL, "parameter %s is bound to two plan buffers",
                        p->name);
       seen[p - p0] = 1;
-      s->slot[n++] = (plan_slot){k, p, e[j].w, e[j].g};
+      s->slot[n++] = (plan_slot){k, p, e[j].w, e[j].g, e[j].one_plus ? 1.0f : 0.0f};
     }
   }
   if (!st) s->sfirst[s->L + 1] = n;
@@ -204,6 +240,14 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_s
   if (!on_gpu(ctx) && coda_context_precision(ctx) != CODA_PRECISION_F32)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the plan engine trains in fp32 precision");
   const int gpt2 = coda_family_of(c->family)->block == CODA_BLOCK_GPT2;
+  const int gemma = coda_family_of(c->family)->block == CODA_BLOCK_GEMMA3;
+  if (gemma && on_gpu(ctx))
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the plan engine runs gemma3 on the CPU backend "
+                     "only (the CUDA attention has no sliding window yet; --device cpu)");
+  if (gemma && keep && c->logit_softcap > 0.0)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the gemma3 head plan with a logit soft cap "
+                     "recomputes its logits in the backward; it does not keep them "
+                     "(keep-logits 0 or auto)");
   if (gpt2 && keep)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the gpt2 head plan recomputes its logits in "
                      "the backward; it does not keep them (keep-logits 0 or auto)");
@@ -222,7 +266,8 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_s
   coda_llama_config lc = coda_model_block_config(c, B, T, CODA_LLAMA_INPLACE);
   coda_status st = gpt2 ? coda_plans_gpt2_build(ctx, m, s) : CODA_OK;
   for (int i = 0; i < c->layers && !st && !gpt2; i++) {
-    st = coda_llama_block_plan(ctx, &lc, &s->blk[i]);
+    const coda_llama_config li = coda_model_layer_config(c, &lc, i); /* Gemma 3's local layers */
+    st = coda_llama_block_plan(ctx, &li, &s->blk[i]);
     if (!st) s->L = i + 1;
   }
   if (!st && !gpt2) {
@@ -259,14 +304,16 @@ coda_status coda_plans_tensor(coda_context ctx, coda_plan p, const char *name, c
   return tensor(ctx, p, name, t);
 }
 
-/* fp32 master -> plan buffer (bf16 rounds to nearest even). */
-static coda_status upload(coda_context ctx, coda_plan p, const char *name, const float *src) {
+/* fp32 master + shift -> plan buffer (bf16 rounds to nearest even; the
+ * shift is 1 for Gemma 3's norm weights: the plan scales by 1 + w). */
+static coda_status upload(coda_context ctx, coda_plan p, const char *name, const float *src,
+                          float shift) {
   coda_tensor t;
   coda_status s = tensor(ctx, p, name, &t);
   if (s) return s;
   for (int64_t r = 0; r < t.rows; r++)
     for (int64_t c = 0; c < t.cols; c++) {
-      float v = src[r * t.cols + c];
+      float v = src[r * t.cols + c] + shift;
       if (t.dtype == CODA_BF16) ((uint16_t *)t.data)[r * t.ld + c] = coda_f32_to_bf16(v);
       else coda_store(&t, r, c, v);
     }
@@ -291,7 +338,8 @@ static coda_status accumulate(coda_context ctx, coda_plan p, const char *name, f
 coda_status coda_plans_upload_slots(coda_context ctx, coda_model *m, plans_state *s, int k) {
   coda_status st = CODA_OK;
   for (int j = s->sfirst[k]; j < s->sfirst[k + 1] && !st; j++)
-    st = upload(ctx, plan_at(s, k), s->slot[j].w, coda_model_weights(m) + s->slot[j].p->offset);
+    st = upload(ctx, plan_at(s, k), s->slot[j].w, coda_model_weights(m) + s->slot[j].p->offset,
+                s->slot[j].shift);
   return st;
 }
 
@@ -737,11 +785,15 @@ coda_status coda_plans_forward(coda_context ctx, coda_model *m, const int32_t *i
   coda_tensor x0, t;
   if (!st) st = tensor(ctx, s->blk[0], "x", &x0);
   if (st) return st;
+  /* Gemma 3: x = wte[token] · sqrt(dim), an fp32 product rounded once
+   * (coda_model_embed_scale; 1 in the other families) */
+  const float esc = coda_model_embed_scale(c);
   PB();
   for (int64_t r = 0; r < M; r++) {
     int32_t tok = sample ? (r < T ? in[r] : 0) : in[r];
     const float *e = W + emb + (int64_t)tok * D;
-    for (int64_t k = 0; k < D; k++) ((uint16_t *)x0.data)[r * x0.ld + k] = coda_f32_to_bf16(e[k]);
+    for (int64_t k = 0; k < D; k++)
+      ((uint16_t *)x0.data)[r * x0.ld + k] = coda_f32_to_bf16(esc == 1.0f ? e[k] : e[k] * esc);
   }
   PE(CODA_PH_EMBED, -1);
   for (int i = 0; i < s->L && !st; i++) {
@@ -763,11 +815,13 @@ coda_status coda_plans_forward(coda_context ctx, coda_model *m, const int32_t *i
     }
     double r = 1.0 / sqrt(ss / (double)D + c->norm_eps);
     const float *wn = W + OFF("norm.weight");
-    for (int64_t k = 0; k < D; k++) h[k] = (float)(h[k] * r * wn[k]);
+    /* Gemma 3's final norm scales by 1 + w and caps the logits */
+    const int gemma = coda_family_of(c->family)->block == CODA_BLOCK_GEMMA3;
+    for (int64_t k = 0; k < D; k++) h[k] = (float)(h[k] * r * (gemma ? 1.0f + wn[k] : wn[k]));
     for (int64_t v = 0; v < c->vocab; v++) {
       double a = 0.0;
       for (int64_t k = 0; k < D; k++) a += (double)h[k] * W[out + v * D + k];
-      last_logits[v] = (float)a;
+      last_logits[v] = coda_ref_softcap((float)a, c->logit_softcap);
     }
     free(h);
     return CODA_OK;
@@ -785,9 +839,9 @@ coda_status coda_plans_forward(coda_context ctx, coda_model *m, const int32_t *i
   if (st) return st;
   PB();
   for (int64_t r = 0; r < M; r++) { /* embedding gradient: scatter-add in token order */
-    float *g = G + emb + (int64_t)in[r] * D;
+    float *g = G + emb + (int64_t)in[r] * D; /* d(e · esc)/de = esc */
     for (int64_t k = 0; k < D; k++)
-      g[k] += gscale * coda_bf16_to_f32(((const uint16_t *)t.data)[r * t.ld + k]);
+      g[k] += gscale * esc * coda_bf16_to_f32(((const uint16_t *)t.data)[r * t.ld + k]);
   }
   PE(CODA_PH_EMBED, -1);
 #undef OFF

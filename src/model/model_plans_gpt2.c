@@ -33,16 +33,16 @@
  * weights are parameters like any other: bf16 copies in the plans, fp32
  * master and gradient, AdamW without weight decay (the table's decay 0). */
 static const coda_plan_param kLayer[] = {
-    {"attention_norm.weight", "ln1_g", "dln1_g"},   {"attention_norm.bias", "ln1_b", "dln1_b"},
-    {"attention.wqkv.weight", "wqkv", "dwqkv"},     {"attention.wqkv.bias", "bqkv", "dbqkv"},
-    {"attention.wo.weight", "wo", "dwo"},           {"attention.wo.bias", "bo", "dbo"},
-    {"ffn_norm.weight", "ln2_g", "dln2_g"},         {"ffn_norm.bias", "ln2_b", "dln2_b"},
-    {"feed_forward.wfc.weight", "wfc", "dwfc"},     {"feed_forward.wfc.bias", "bfc", "dbfc"},
-    {"feed_forward.wproj.weight", "wproj", "dwproj"},
-    {"feed_forward.wproj.bias", "bproj", "dbproj"}};
-static const coda_plan_param kHead[] = {{"norm.weight", "lnf_g", "dlnf_g"},
-                                        {"norm.bias", "lnf_b", "dlnf_b"},
-                                        {"output.weight", "wout", "dwout"}};
+    {"attention_norm.weight", "ln1_g", "dln1_g", 0}, {"attention_norm.bias", "ln1_b", "dln1_b", 0},
+    {"attention.wqkv.weight", "wqkv", "dwqkv", 0},   {"attention.wqkv.bias", "bqkv", "dbqkv", 0},
+    {"attention.wo.weight", "wo", "dwo", 0},         {"attention.wo.bias", "bo", "dbo", 0},
+    {"ffn_norm.weight", "ln2_g", "dln2_g", 0},       {"ffn_norm.bias", "ln2_b", "dln2_b", 0},
+    {"feed_forward.wfc.weight", "wfc", "dwfc", 0},   {"feed_forward.wfc.bias", "bfc", "dbfc", 0},
+    {"feed_forward.wproj.weight", "wproj", "dwproj", 0},
+    {"feed_forward.wproj.bias", "bproj", "dbproj", 0}};
+static const coda_plan_param kHead[] = {{"norm.weight", "lnf_g", "dlnf_g", 0},
+                                        {"norm.bias", "lnf_b", "dlnf_b", 0},
+                                        {"output.weight", "wout", "dwout", 0}};
 const coda_plan_params coda_plans_gpt2_params = {
     kLayer, (int)(sizeof kLayer / sizeof kLayer[0]), kHead, (int)(sizeof kHead / sizeof kHead[0])};
 

@@ -75,6 +75,7 @@
 #include "coda_nn.h"
 #include "nn/plan.h"
 #include "nn/qwen3.h"
+#include "nn/gemma3.h"
 
 #include "base/internal.h"
 
@@ -141,6 +142,25 @@ coda_status coda_rope_scaling_check(coda_context ctx, const coda_rope_scaling *s
 /* The epsilon the plans write into their programs (0: the default). */
 static double llama_eps(const coda_llama_config *c) { return c->norm_eps == 0.0 ? 1e-5 : c->norm_eps; }
 
+/* The QK-norm's flags: Qwen3's, and Gemma 3's block, which has it. */
+#define LLAMA_QK_ANY (CODA_LLAMA_QK_NORM | CODA_LLAMA_GEMMA3)
+
+/* The fields appended for Gemma 3: the score scale and the window (any
+ * block), the soft cap (the head, without FOLD or KEEP_LOGITS). */
+static coda_status gemma3_fields_check(coda_context ctx, const coda_llama_config *c, int head) {
+  if (!(c->attn_scale >= 0.0) || !isfinite(c->attn_scale) || c->window < 0 ||
+      !(c->logit_softcap >= 0.0) || !isfinite(c->logit_softcap))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "llama config: attn_scale %g, window %d, logit_softcap %g must be finite and "
+                     ">= 0 (0: 1/sqrt(head_dim), no window, no cap)", c->attn_scale, c->window,
+                     c->logit_softcap);
+  if (head && c->logit_softcap > 0.0 && (c->flags & (CODA_LLAMA_FOLD | CODA_LLAMA_KEEP_LOGITS)))
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                     "llama config: the head's logit soft cap has no %s form yet",
+                     (c->flags & CODA_LLAMA_FOLD) ? "CODA_LLAMA_FOLD" : "CODA_LLAMA_KEEP_LOGITS");
+  return CODA_OK;
+}
+
 static coda_status check_config(coda_context ctx, const coda_llama_config *c, int head,
                                 coda_tiling *tiling) {
   if (!c) return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "llama config is NULL");
@@ -186,7 +206,7 @@ static coda_status check_config(coda_context ctx, const coda_llama_config *c, in
   if (c->flags &
       ~(CODA_LLAMA_NORM_IN | CODA_LLAMA_NORM_OUT | CODA_LLAMA_FOLD | CODA_LLAMA_GRAD_ACT |
         CODA_LLAMA_INPLACE | CODA_LLAMA_ROPE_MAP | CODA_LLAMA_INFER | CODA_LLAMA_KEEP_LOGITS |
-        CODA_LLAMA_QK_NORM))
+        CODA_LLAMA_QK_NORM | CODA_LLAMA_GEMMA3))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "llama config: unknown flags 0x%x",
                      c->flags);
   if (head && (c->flags & CODA_LLAMA_INFER))
@@ -202,6 +222,8 @@ static coda_status check_config(coda_context ctx, const coda_llama_config *c, in
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "llama config: CODA_LLAMA_KEEP_LOGITS keeps the head's logits for a "
                      "backward, which a forward-only plan (CODA_LLAMA_INFER) does not have");
+  coda_status gs = gemma3_fields_check(ctx, c, head);
+  if (gs != CODA_OK) return gs;
   if (head && (c->flags & CODA_LLAMA_NORM_OUT))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "llama config: the head has no next norm (CODA_LLAMA_NORM_OUT)");
@@ -220,7 +242,7 @@ static coda_status check_config(coda_context ctx, const coda_llama_config *c, in
     /* the QK-norm's head segments must fit the column tiles (qwen3_check):
      * else the least multiple of 8 and head_dim */
     const int64_t hd = c->head_dim, l = hd % 8 == 0 ? hd : hd % 4 == 0 ? 2 * hd : 4 * hd;
-    if (!head && (c->flags & CODA_LLAMA_QK_NORM) && hd > 0 && hd % 64 && 64 % hd && l <= 256)
+    if (!head && (c->flags & LLAMA_QK_ANY) && hd > 0 && hd % 64 && 64 % hd && l <= 256)
       tiling->tile_n = (int)l;
     /* a GPU computes partials for its own tiling only */
     if (coda_context_backend(ctx) != CODA_BACKEND_CPU) {
@@ -233,7 +255,11 @@ static coda_status check_config(coda_context ctx, const coda_llama_config *c, in
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "llama config: tiling %d x %d: tiles must be positive multiples of 8, at most 256",
                      tiling->tile_m, tiling->tile_n);
-  if (!head && (c->flags & CODA_LLAMA_QK_NORM))
+  if (!head && (c->flags & CODA_LLAMA_GEMMA3)) {
+    coda_status s = gemma3_check(ctx, c->flags);
+    if (s != CODA_OK) return s;
+  }
+  if (!head && (c->flags & LLAMA_QK_ANY))
     return qwen3_check(ctx, c->flags, c->head_dim, *tiling);
   return CODA_OK;
 }
@@ -524,7 +550,8 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   /* a row statistic over D columns: its M x T rowsum partials when folded */
   const int64_t rcols = fold ? (D + tl.tile_n - 1) / tl.tile_n : 1;
   const int rope_map = (c.flags & CODA_LLAMA_ROPE_MAP) != 0;
-  const int qk = (c.flags & CODA_LLAMA_QK_NORM) != 0;
+  const int gemma = (c.flags & CODA_LLAMA_GEMMA3) != 0;
+  const int qk = (c.flags & LLAMA_QK_ANY) != 0;
   const llama_shape sh = {exact, infer, norm_in, norm_out, fold, rope_map, act, st, gw, M, D, F, hd,
                           HQ, NQKV, rcols, saved};
   const qwen3_shape qs = {M, c.seq, hd, c.n_heads, c.n_kv_heads, act, st, c.rope_theta, &cfg->rope};
@@ -536,6 +563,8 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
 
   llama_buffers(p, &c, &sh);
   if (qk) qwen3_buffers(p, &qs, tl);
+  const gemma3_shape gsh = {exact, M, D, F, HQ, act, st, gw};
+  if (gemma) gemma3_buffers(p, &gsh);
 
   plan_attention g;
   memset(&g, 0, sizeof g);
@@ -544,6 +573,14 @@ coda_status coda_llama_block_plan(coda_context ctx, const coda_llama_config *cfg
   g.n_heads = (int)c.n_heads;
   g.n_kv_heads = (int)c.n_kv_heads;
   g.head_dim = (int)hd;
+  g.scale = c.attn_scale;
+  g.window = c.window;
+
+  if (gemma) { /* Gemma 3: its own forward and backward over these buffers */
+    gemma3_forward(p, &gsh, &qs, tl, &g);
+    gemma3_backward(p, &gsh, &qs, tl, &g);
+    return finish_build(ctx, p, out);
+  }
 
   /* ---- forward ---- */
   llama_forward(p, &sh, qk ? &qs : NULL, tl, &g);
@@ -617,11 +654,20 @@ coda_status coda_llama_head_plan(coda_context ctx, const coda_llama_config *cfg,
     plan_map(p, FW, "final_norm", "llama_rmsnorm", M, D, tl, "x=x w=wnf h=h ss=ssf");
     plan_finish(p, FW, "final_norm.rstd", "llama_rmsnorm", "r", M, D, tl, "ss=ssf r=rstd");
   }
-  const char *lmh = keep ? (fold ? "llama_lm_head_folded_keep" : "llama_lm_head_keep")
-                         : (fold ? "llama_lm_head_folded" : "llama_lm_head");
-  char lmh_args[96];
-  snprintf(lmh_args, sizeof lmh_args, "%s tgt=targets lp=lp pick=pick%s",
-           fold ? "ss=rstd inv_n=inv_d" : "r=rstd", keep ? " z=z" : "");
+  /* Gemma 3's soft cap l = cap tanh(z / cap) on the logits z: its own
+   * programs (neither folded nor kept: check_config) */
+  const int cap = c.logit_softcap > 0.0;
+  if (cap) {
+    scalar_const(p, "cap", st, c.logit_softcap);
+    scalar_const(p, "icap", st, 1.0 / c.logit_softcap);
+  }
+  const char *lmh = cap ? "gemma3_lm_head"
+                    : keep ? (fold ? "llama_lm_head_folded_keep" : "llama_lm_head_keep")
+                           : (fold ? "llama_lm_head_folded" : "llama_lm_head");
+  char lmh_args[112];
+  snprintf(lmh_args, sizeof lmh_args, "%s tgt=targets lp=lp pick=pick%s%s",
+           fold ? "ss=rstd inv_n=inv_d" : "r=rstd", keep ? " z=z" : "",
+           cap ? " cap=cap icap=icap" : "");
   plan_gemm(p, FW, "lm_head_lse_pick", lmh, CODA_N, "h", CODA_T, "wout", tl, lmh_args);
   plan_finish(p, FW, "lse", lmh, "lse", M, V, tl, "lp=lp lse=lse");
   plan_map(p, FW, "ce_stats", "llama_ce_stats", M, 1, one,
@@ -637,6 +683,10 @@ coda_status coda_llama_head_plan(coda_context ctx, const coda_llama_config *cfg,
   } else if (fold) {
     plan_gemm(p, BW, "lm_head_ce_bwd", "llama_ce_bwd_folded", CODA_N, "h", CODA_T, "wout", tl,
               "ss=rstd inv_n=inv_d tgt=targets lse=lse valid=valid cnt=cnt dl=dl zp=zpl");
+  } else if (cap) { /* dl = d loss / dz: the cap's derivative 1 - (l / cap)^2 inside */
+    plan_gemm(p, BW, "lm_head_ce_bwd", "gemma3_ce_bwd", CODA_N, "h", CODA_T, "wout", tl,
+              "r=rstd tgt=targets lse=lse valid=valid cnt=cnt cap=cap icap=icap dl=dl zp=zpl");
+    plan_finish(p, BW, "zdz", "gemma3_ce_bwd", "zdz", M, V, tl, "zp=zpl zdz=zdz");
   } else {
     plan_gemm(p, BW, "lm_head_ce_bwd", "llama_ce_bwd", CODA_N, "h", CODA_T, "wout", tl,
               "r=rstd tgt=targets lse=lse valid=valid cnt=cnt dl=dl zp=zpl");

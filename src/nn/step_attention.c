@@ -4,6 +4,7 @@
 #include "nn/plan_internal.h"
 
 #include "base/internal.h"
+#include "api/api.h"
 
 static void attn_common(coda_plan p, plan_step *s, const plan_attention *g, const char *qkv,
                         const char *o, const char *lse) {
@@ -89,8 +90,9 @@ static coda_status run_fwd(coda_context ctx, coda_plan p, const plan_step *s) {
   const plan_attention *g = &s->attn;
   const coda_tensor qkv = view_of(&p->bufs[g->qkv]), o = view_of(&p->bufs[g->o]),
                     lse = view_of(&p->bufs[g->lse]);
-  return coda_attention_forward(ctx, &qkv, (int)g->batch, (int)g->seq, g->n_heads,
-                                g->n_kv_heads, g->head_dim, &o, &lse);
+  const coda_attn_mask mask = {g->scale, g->window};
+  return coda_attention_forward_mask(ctx, &qkv, (int)g->batch, (int)g->seq, g->n_heads,
+                                     g->n_kv_heads, g->head_dim, &o, &lse, &mask);
 }
 
 /* The backward: its views first (those of the fused RoPE backward empty
@@ -104,12 +106,11 @@ static coda_status run_bwd(coda_context ctx, coda_plan p, const plan_step *s) {
   const coda_tensor pos = g->zp >= 0 ? view_of(&p->bufs[g->pos]) : none,
                     freq = g->zp >= 0 ? view_of(&p->bufs[g->freq]) : none,
                     zp = g->zp >= 0 ? view_of(&p->bufs[g->zp]) : none;
-  if (g->zp >= 0)
-    return coda_attention_backward_rope(ctx, &qkv, &o, &lse, &dout, (int)g->batch, (int)g->seq,
-                                        g->n_heads, g->n_kv_heads, g->head_dim, &pos, &freq,
-                                        &dqkv, &zp);
-  return coda_attention_backward(ctx, &qkv, &o, &lse, &dout, (int)g->batch, (int)g->seq,
-                                 g->n_heads, g->n_kv_heads, g->head_dim, &dqkv);
+  const coda_attn_mask mask = {g->scale, g->window};
+  const int r = g->zp >= 0;
+  return coda_attention_backward_mask(ctx, &qkv, &o, &lse, &dout, (int)g->batch, (int)g->seq,
+                                      g->n_heads, g->n_kv_heads, g->head_dim, r ? &pos : NULL,
+                                      r ? &freq : NULL, &dqkv, r ? &zp : NULL, &mask);
 }
 
 static void refs(coda_plan p, const plan_step *s, plan_refs *r) {
@@ -133,6 +134,8 @@ static void print(coda_plan p, coda_strbuf *b, const plan_step *s) {
     coda_sb_printf(b, "attention forward (causal, %d/%d heads, hd %d): %s -> %s, %s",
                    s->attn.n_heads, s->attn.n_kv_heads, s->attn.head_dim,
                    p->bufs[s->attn.qkv].name, p->bufs[s->attn.o].name, p->bufs[s->attn.lse].name);
+    if (s->attn.window > 0) coda_sb_printf(b, ", window %d", s->attn.window);
+    if (s->attn.scale > 0.0) coda_sb_printf(b, ", scale %g", s->attn.scale);
     return;
   }
   coda_sb_printf(b, "attention backward: %s (with %s, %s, %s) -> %s", p->bufs[s->attn.dout].name,

@@ -75,13 +75,11 @@ expect "kv-heads 1 != heads 2: the gpt2 family" -- train $small --out og --famil
 # shellcheck disable=SC2086
 expect "an untied head: the gpt2 family" -- train $small --out og --family gpt2 --kv-heads 2 --tied 0 --device cpu
 # Gemma 3: a window needs a layer pattern; the other families take no
-# window; the plan engine refuses gemma3 by name
+# window
 # shellcheck disable=SC2086
 expect "sliding_window 6 without a sliding_pattern" -- train $small --out om --family gemma3 --sliding-window 6 --device cpu
 # shellcheck disable=SC2086
 expect "the llama family has none of these" -- train $small --out om --sliding-window 6 --sliding-pattern 2 --device cpu
-# shellcheck disable=SC2086
-expect "family gemma3 trains on the reference engine" -- train $small --out om --family gemma3 --device cpu --engine plans
 expect "--engine is auto, reference or plans" -- train --engine gpu
 # shellcheck disable=SC2086
 expect "--lr: must be in (0, inf), got '-1'" -- train $small --out o1 --lr -1

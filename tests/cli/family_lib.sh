@@ -104,3 +104,29 @@ zero3_is_zero1() {
   cmp -s zero1/loss.csv zero3/loss.csv || fail "--zero 3 differs from --zero 1"
   echo "ok: 2 ranks, --zero 3 = --zero 1 bit for bit"
 }
+
+# plans_vs_reference: the plan engine (bf16 weights and activations)
+# against the reference engine (fp32): coda eval of run/'s checkpoint
+# within 1 % of eval.txt's loss (eval_run's, on the reference engine), and
+# six training steps of $model from the same seed and data, each step's
+# loss within 1 % (bf16 rounding).
+plans_vs_reference() {
+  "$coda" eval --checkpoint run/checkpoint.safetensors --data run/data --device cpu \
+    --engine plans >eval_plans.txt 2>&1 || { cat eval_plans.txt; fail "eval --engine plans"; }
+  lr=$(grep -o 'loss [0-9.]*' eval.txt | head -1 | cut -d' ' -f2)
+  lp=$(grep -o 'loss [0-9.]*' eval_plans.txt | head -1 | cut -d' ' -f2)
+  awk -v a="$lr" -v b="$lp" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d < 0.01 * a) }' ||
+    fail "eval: plan engine loss $lp vs reference $lr"
+  echo "ok: eval on the plan engine: loss $lp (reference $lr)"
+  for e in reference plans; do
+    # shellcheck disable=SC2086
+    "$coda" train --corpus corpus $model --batch 4 --steps 6 --warmup 2 --lr 3e-3 --val-batches 0 \
+      --device cpu --engine $e --out "eng_$e" --quiet >"eng_$e.txt" 2>&1 ||
+      { cat "eng_$e.txt"; fail "train --engine $e"; }
+  done
+  paste -d, eng_reference/loss.csv eng_plans/loss.csv | awk -F, -v n="$(awk -F, 'NR == 1 { print NF }' eng_reference/loss.csv)" '
+    NR > 1 { a = $2; b = $(n + 2); d = a - b; if (d < 0) d = -d; steps++
+             if (!(a > 0) || d >= 0.01 * a) { print "step " $1 ": reference " a ", plans " b; bad = 1 } }
+    END { exit bad || steps != 6 }' || fail "plan engine vs reference: losses differ (above)"
+  echo "ok: 6 steps on the plan engine within 1% of the reference: $(tail -1 eng_plans/loss.csv | cut -d, -f2) vs $(tail -1 eng_reference/loss.csv | cut -d, -f2)"
+}

@@ -45,13 +45,17 @@ coda_status cpu_attention_forward(coda_context ctx, const coda_attn_job *job) {
   const int64_t tasks = (int64_t)B * Hq;
   const int nth = nthreads(ctx, tasks, (double)B * Hq * T * T * hd * 2);
   const size_t per = (size_t)(4 * (int64_t)T * hd + T) * es;
+  const double sc = job->scale; /* 0: 1/sqrt(hd), in the compute type */
   char *buf = malloc(per * (size_t)nth);
   if (!buf) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "attention: out of memory");
 #pragma omp parallel for num_threads(nth) schedule(dynamic, 1) if (nth > 1)
   for (int64_t i = 0; i < tasks; i++) {
     void *w = buf + per * (size_t)omp_get_thread_num();
-    if (f64) att_fwd_head_f64(qkv, out, lse, i / Hq, (int)(i % Hq), T, Hq, Hkv, hd, w);
-    else att_fwd_head_f32(qkv, out, lse, i / Hq, (int)(i % Hq), T, Hq, Hkv, hd, w);
+    if (f64)
+      att_fwd_head_f64(qkv, out, lse, i / Hq, (int)(i % Hq), T, Hq, Hkv, hd, sc, job->window, w);
+    else
+      att_fwd_head_f32(qkv, out, lse, i / Hq, (int)(i % Hq), T, Hq, Hkv, hd, sc,
+                       job->window, w);
   }
   free(buf);
   return CODA_OK;
@@ -67,15 +71,19 @@ coda_status cpu_attention_backward(coda_context ctx, const coda_attn_job *job) {
   const int64_t tasks = (int64_t)B * Hkv;
   const int nth = nthreads(ctx, tasks, (double)B * Hq * T * T * hd * 4);
   const size_t per = (size_t)(8 * (int64_t)T * hd + T) * es;
+  const double sc = job->scale; /* 0: 1/sqrt(hd), in the compute type */
+  const int win = job->window;
   char *buf = malloc(per * (size_t)nth);
   if (!buf) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "attention: out of memory");
 #pragma omp parallel for num_threads(nth) schedule(dynamic, 1) if (nth > 1)
   for (int64_t i = 0; i < tasks; i++) {
     void *w = buf + per * (size_t)omp_get_thread_num();
     if (f64)
-      att_bwd_group_f64(qkv, out, lse, dout, dqkv, rope, i / Hkv, (int)(i % Hkv), T, Hq, Hkv, hd, w);
+      att_bwd_group_f64(qkv, out, lse, dout, dqkv, rope, i / Hkv, (int)(i % Hkv), T, Hq, Hkv, hd,
+                        sc, win, w);
     else
-      att_bwd_group_f32(qkv, out, lse, dout, dqkv, rope, i / Hkv, (int)(i % Hkv), T, Hq, Hkv, hd, w);
+      att_bwd_group_f32(qkv, out, lse, dout, dqkv, rope, i / Hkv, (int)(i % Hkv), T, Hq, Hkv, hd,
+                        sc, win, w);
   }
   free(buf);
   return CODA_OK;

@@ -18,22 +18,33 @@ static void CAT(att_store, SFX)(const coda_tensor *x, const REAL *src, int64_t b
       coda_store(x, b * T + t, col0 + d, (double)src[(int64_t)t * hd + d]);
 }
 
-/* One (batch, query head): scores s_j = scale q_t.k_j (j <= t),
+/* The first key that query t sees: t - window + 1 with a window (> 0), else 0
+ * (model.h's coda_ref_window_start, Hugging Face's sliding mask). */
+#ifndef CODA_ATT_J0
+#define CODA_ATT_J0
+static int att_j0(int t, int window) {
+  return window > 0 && t - window + 1 > 0 ? t - window + 1 : 0;
+}
+#endif
+
+/* One (batch, query head): scores s_j = scale q_t.k_j (j0(t) <= j <= t),
  * lse_t = m + log sum_j exp(s_j - m), o_t = sum_j exp(s_j - lse_t) v_j. */
 static void CAT(att_fwd_head, SFX)(const coda_tensor *qkv, const coda_tensor *out,
                                    const coda_tensor *lse, int64_t b, int h, int T, int Hq,
-                                   int Hkv, int hd, REAL *buf) {
+                                   int Hkv, int hd, double scale_in, int window, REAL *buf) {
   const int g = h / (Hq / Hkv);
+  /* scale_in 0: 1/sqrt(hd) */
+  const REAL scale = scale_in > 0.0 ? (REAL)scale_in : (REAL)1 / RF(sqrt)((REAL)hd);
   const int64_t n = (int64_t)T * hd;
   REAL *q = buf, *k = q + n, *v = k + n, *o = v + n, *s = o + n;
-  const REAL scale = (REAL)1 / RF(sqrt)((REAL)hd);
   CAT(att_load, SFX)(q, qkv, b, T, (int64_t)h * hd, hd);
   CAT(att_load, SFX)(k, qkv, b, T, (int64_t)(Hq + g) * hd, hd);
   CAT(att_load, SFX)(v, qkv, b, T, (int64_t)(Hq + Hkv + g) * hd, hd);
   for (int t = 0; t < T; t++) {
     const REAL *qt = q + (int64_t)t * hd;
     REAL m = -(REAL)INFINITY;
-    for (int j = 0; j <= t; j++) {
+    const int j0 = att_j0(t, window);
+    for (int j = j0; j <= t; j++) {
       const REAL *kj = k + (int64_t)j * hd;
       REAL dot = 0;
       for (int d = 0; d < hd; d++) dot += qt[d] * kj[d];
@@ -41,13 +52,13 @@ static void CAT(att_fwd_head, SFX)(const coda_tensor *qkv, const coda_tensor *ou
       if (s[j] > m) m = s[j];
     }
     REAL l = 0;
-    for (int j = 0; j <= t; j++) {
+    for (int j = j0; j <= t; j++) {
       s[j] = RF(exp)(s[j] - m);
       l += s[j];
     }
     REAL *ot = o + (int64_t)t * hd;
     for (int d = 0; d < hd; d++) ot[d] = 0;
-    for (int j = 0; j <= t; j++) {
+    for (int j = j0; j <= t; j++) {
       const REAL p = s[j] / l, *vj = v + (int64_t)j * hd;
       for (int d = 0; d < hd; d++) ot[d] += p * vj[d];
     }
@@ -88,12 +99,14 @@ static void CAT(att_rope_bwd, SFX)(REAL *gr, const REAL *y, const coda_attn_rope
 static void CAT(att_bwd_group, SFX)(const coda_tensor *qkv, const coda_tensor *out,
                                     const coda_tensor *lse, const coda_tensor *dout,
                                     const coda_tensor *dqkv, const coda_attn_rope *rope,
-                                    int64_t b, int g, int T, int Hq, int Hkv, int hd, REAL *buf) {
+                                    int64_t b, int g, int T, int Hq, int Hkv, int hd,
+                                    double scale_in, int window, REAL *buf) {
   const int group = Hq / Hkv;
+  /* scale_in 0: 1/sqrt(hd) */
+  const REAL scale = scale_in > 0.0 ? (REAL)scale_in : (REAL)1 / RF(sqrt)((REAL)hd);
   const int64_t n = (int64_t)T * hd;
   REAL *k = buf, *v = k + n, *dk = v + n, *dv = dk + n, *q = dv + n, *o = q + n, *dO = o + n,
        *dq = dO + n, *L = dq + n;
-  const REAL scale = (REAL)1 / RF(sqrt)((REAL)hd);
   CAT(att_load, SFX)(k, qkv, b, T, (int64_t)(Hq + g) * hd, hd);
   CAT(att_load, SFX)(v, qkv, b, T, (int64_t)(Hq + Hkv + g) * hd, hd);
   for (int64_t i = 0; i < n; i++) dk[i] = dv[i] = 0;
@@ -108,7 +121,7 @@ static void CAT(att_bwd_group, SFX)(const coda_tensor *qkv, const coda_tensor *o
       REAL *dqt = dq + (int64_t)t * hd;
       REAL Dt = 0;
       for (int d = 0; d < hd; d++) Dt += dot_[d] * ot[d];
-      for (int j = 0; j <= t; j++) {
+      for (int j = att_j0(t, window); j <= t; j++) {
         const REAL *kj = k + (int64_t)j * hd, *vj = v + (int64_t)j * hd;
         REAL *dkj = dk + (int64_t)j * hd, *dvj = dv + (int64_t)j * hd;
         REAL sc = 0, dp = 0;
