@@ -64,6 +64,23 @@ apply_to_llama(model) patches a Hugging Face LlamaForCausalLM to run on them,
 apply_to_qwen3(model) a Qwen3ForCausalLM (qwen3_qkv_norm_rope for the qkv
 step; coda/_hf_llama.py).
 
+GPT-2's block (src/nn/gpt2.c; weights in x out, Hugging Face's Conv1D):
+  coda::gpt2_ln_linear(x, gamma, beta, w, b, eps) -> (z, mu, rs)
+      z = LayerNorm(x) w + b: gpt2_ln_stats (map), gpt2_fold_bias,
+      gpt2_ln_linear; backward gpt2_qkv_dots, gpt2_ln_bwd, the wgrad.
+  coda::gpt2_residual_ln(a, w, b, res, gamma, eps) -> (x, h, mu, rs)
+      x = a w + b + res with the next LayerNorm's producer (h, mu, rs not
+      differentiable: gpt2_mlp's backward goes through x).
+  coda::gpt2_mlp(x, h, mu, rs, gamma, beta, wfc, bfc, wproj, bproj) -> (y, u)
+      y = x + gelu(LayerNorm(x) wfc + bfc) wproj + bproj
+      (gpt2_ln_linear_gelu, gpt2_bias_residual; backward gpt2_gelu_bwd,
+      gpt2_ln_bwd with the residual).
+  coda::gpt2_lm_head_loss(x, gamma, beta, wout, targets, eps) -> (loss, ...)
+      final LayerNorm, head and mean cross-entropy (gpt2_lm_head and the
+      Llama head's llama_ce_stats, llama_ce_loss; backward gpt2_ce_bwd,
+      gpt2_ln_bwd). apply_to_gpt2(model) patches a GPT2LMHeadModel
+      (coda/_hf_gpt2.py).
+
 dtypes: bfloat16 (fp32 compute; r fp32), float32, and float64 on the CPU
 backend's exact mode (fp64 compute, for gradcheck). Device: CPU tensors run
 on a CPU context; CUDA tensors on a CUDA context bound to torch's current
