@@ -1221,7 +1221,7 @@ def _gpt2_residual_ln_bwd(a: torch.Tensor, w: torch.Tensor, dx: torch.Tensor) ->
 
 @_gpt2_residual_ln_bwd.register_fake
 def _(a, w, dx):
-    return torch.empty_like(a), torch.empty_like(w), a.new_empty((w.shape[1],))
+    return torch.empty_like(a), torch.empty_like(w), w.new_empty((w.shape[1],))
 
 
 def _gpt2_residual_ln_setup(ctx, inputs, output):
@@ -1303,7 +1303,7 @@ def _gpt2_mlp_bwd(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, wfc:
 @_gpt2_mlp_bwd.register_fake
 def _(x, gamma, beta, wfc, bfc, wproj, mu, rs, u, dy):
     return (torch.empty_like(x), torch.empty_like(gamma), torch.empty_like(beta), torch.empty_like(wfc),
-            torch.empty_like(bfc), torch.empty_like(wproj), x.new_empty((wproj.shape[1],)))
+            torch.empty_like(bfc), torch.empty_like(wproj), wproj.new_empty((wproj.shape[1],)))
 
 
 def _gpt2_mlp_setup(ctx, inputs, output):
