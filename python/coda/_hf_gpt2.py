@@ -152,6 +152,6 @@ def apply_to_gpt2(model, keep_logits=False):
     it."""
     tr = getattr(model, "transformer", None)
     if tr is None or not hasattr(model, "lm_head") or not hasattr(tr, "h") or not hasattr(tr, "wpe"):
-        raise TypeError("coda.torch.apply_to_gpt2: expects a transformers GPT2LMHeadModel, got %s"
-                        % type(model).__name__)
+        raise TypeError("coda.torch.apply_to_gpt2: expects a transformers %s, got %s"
+                        % (_FAMILY.hf_class, type(model).__name__))
     return _hf_llama._install(model, _FAMILY, keep_logits, _check_supported)

@@ -520,7 +520,7 @@ def _install(model, family, keep_logits, check):
 def _patch(model, keep_logits, name, qk_norm):
     if not hasattr(model, "model") or not hasattr(model, "lm_head") or not hasattr(model.model, "layers"):
         raise TypeError("coda.torch.%s: expects a transformers %s, got %s"
-                        % (name, "Qwen3ForCausalLM" if qk_norm else "LlamaForCausalLM", type(model).__name__))
+                        % (name, _FAMILIES[name].hf_class, type(model).__name__))
     if _has_qk_norm(model) != qk_norm:
         raise ValueError("coda.torch.%s: this model has %s QK-norm (q_norm, k_norm): use coda.torch.%s"
                          % (name, "no" if qk_norm else "a", "apply_to_llama" if qk_norm else "apply_to_qwen3"))
