@@ -9,6 +9,8 @@ by name, a block against GPT2Block, torch.compile(fullgraph=True) of a patched b
 comparisons in bf16 and a short training run. Skipped where PyTorch or
 transformers is not installed."""
 
+import copy
+
 import pytest
 
 torch = pytest.importorskip(
@@ -137,8 +139,6 @@ def test_dropout_refused_in_training_by_config_key():
     is the unpatched one."""
     torch.manual_seed(0)
     ref = transformers.GPT2LMHeadModel(tiny_config(resid_pdrop=0.1, attn_pdrop=0.1)).double()
-    import copy
-
     pm = ct.apply_to_gpt2(copy.deepcopy(ref))
     ids, labels = batch()
     pm.train()
@@ -176,7 +176,7 @@ def test_block_saves_no_gelu_output():
     M x F tensors only the MLP's pre-activation u, not gelu(u), which the
     backward recomputes (the unpatched block keeps both); the rest M x D,
     M x 3D (qkv) and the attention's M x heads lse."""
-    ref, pm = make_pair(n_inner=40)
+    _, pm = make_pair(n_inner=40)
     B, T = 2, 12
     cfg = pm.config
     M, D, F = B * T, cfg.n_embd, 40
