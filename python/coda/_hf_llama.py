@@ -29,6 +29,7 @@ model's own layers, with the same weights; a forward without one runs the
 coda ops and returns no cache (it asks for none: use_cache=True without a
 cache also runs the Hugging Face layers)."""
 
+import sys
 import types
 
 import torch
@@ -391,8 +392,65 @@ def _check_supported(model, name="apply_to_llama", qk_norm=False):
         raise ValueError("coda.torch.%s: this model is not supported: %s" % (name, "; ".join(problems)))
 
 
+class _Family:
+    """What the patched forward (_coda_forward) needs of a model family:
+    apply_to_llama's and apply_to_qwen3's here, apply_to_gpt2's in
+    _hf_gpt2. name: the apply function's; hf_class: the model class it
+    takes; module, layer_name: where the function of one patched layer is
+    looked up (at every call, so a test may wrap it)."""
+    hf_class = "LlamaForCausalLM"
+    module = None
+    layer_name = "llama_decoder_layer"
+
+    def __init__(self, name, qk_norm=False):
+        self.name = name
+        self.qk_norm = qk_norm
+        if qk_norm:
+            self.hf_class, self.layer_name = "Qwen3ForCausalLM", "qwen3_decoder_layer"
+
+    def check_call(self, model, kwargs):
+        """Refusals of a forward's arguments and of training settings."""
+        cfg = model.config
+        if model.training and float(getattr(cfg, "attention_dropout", 0.0) or 0.0) > 0.0:
+            raise ValueError("coda.torch.%s: attention_dropout %r is not supported in training"
+                             % (self.name, cfg.attention_dropout))
+
+    def embed_tokens(self, model):
+        return model.model.embed_tokens
+
+    def layers(self, model):
+        return model.model.layers[: model.config.num_hidden_layers]
+
+    def checkpointing(self, model):
+        # gradient_checkpointing_enable() sets the flag on the model and on each layer
+        return bool(getattr(model.model, "gradient_checkpointing", False))
+
+    def prepare(self, model, embeds, position_ids, kwargs):
+        """The residual stream's first value ((batch*seq) x hidden) and the
+        layer function's arguments after (layer, x)."""
+        B, T, D = embeds.shape
+        dims = _dims(model.config)
+        tables = ct.qk_norm_rope_tables if self.qk_norm else ct.rope_tables
+        pos, freq = tables(position_ids, model.model.rotary_emb.inv_freq, dims[0], dims[1], embeds.dtype)
+        return embeds.reshape(B * T, D), (B, pos, freq, dims)
+
+    def head_loss(self, model, x, tgt, keep_logits):
+        norm = model.model.norm
+        return ct.llama_lm_head_loss(x, norm.weight, model.lm_head.weight, tgt, norm.variance_epsilon,
+                                     keep_logits=keep_logits)
+
+    def final_norm(self, model):
+        return model.model.norm
+
+    def output(self, **fields):
+        from transformers.modeling_outputs import CausalLMOutputWithPast
+
+        return CausalLMOutputWithPast(**fields)
+
+
 def _coda_forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None, labels=None,
                   use_cache=None, logits_to_keep=0, **kwargs):
+    """The patched forward of every family (self._coda_family)."""
     cache = kwargs.get("cache", kwargs.get("past_key_values"))
     wants_extra = kwargs.get("output_attentions") or kwargs.get("output_hidden_states")
     if cache is not None or use_cache is True or wants_extra:
@@ -400,15 +458,10 @@ def _coda_forward(self, input_ids=None, attention_mask=None, position_ids=None, 
         return self._coda_hf_forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                                      inputs_embeds=inputs_embeds, labels=labels, use_cache=use_cache,
                                      logits_to_keep=logits_to_keep, **kwargs)
-    from transformers.modeling_outputs import CausalLMOutputWithPast
-
-    cfg = self.config
-    name = "coda.torch." + self._coda_name
+    fam = self._coda_family
+    name = "coda.torch." + fam.name
     if (input_ids is None) == (inputs_embeds is None):
         raise ValueError(name + ": give exactly one of input_ids and inputs_embeds")
-    if inputs_embeds is None:
-        inputs_embeds = self.model.embed_tokens(input_ids)
-    B, T, D = inputs_embeds.shape
     if attention_mask is not None and attention_mask.dim() == 2 and not bool(attention_mask.all()):
         raise ValueError(name + ": the attention is causal without padding; this batch has a "
                          "padding mask with zeros (pack the sequences, or mask padded targets with -100 and "
@@ -416,61 +469,62 @@ def _coda_forward(self, input_ids=None, attention_mask=None, position_ids=None, 
     if attention_mask is not None and attention_mask.dim() != 2:
         raise ValueError(name + ": only a 2-D padding mask of ones is taken here, got a "
                          "%d-D attention_mask" % attention_mask.dim())
-    if self.training and float(getattr(cfg, "attention_dropout", 0.0) or 0.0) > 0.0:
-        raise ValueError(name + ": attention_dropout %r is not supported in training" % cfg.attention_dropout)
+    fam.check_call(self, kwargs)
+    if inputs_embeds is None:
+        inputs_embeds = fam.embed_tokens(self)(input_ids)
+    B, T, D = inputs_embeds.shape
     if position_ids is None:
         position_ids = torch.arange(T, device=inputs_embeds.device)
     position_ids = position_ids.expand(B, T)
-    dims = _dims(cfg)
-    hq, hkv, _ = dims
-    dtype = inputs_embeds.dtype
-    qk_norm = self._coda_name == "apply_to_qwen3"
-    tables = ct.qk_norm_rope_tables if qk_norm else ct.rope_tables
-    pos, freq = tables(position_ids, self.model.rotary_emb.inv_freq, hq, hkv, dtype)
-    decoder_layer = qwen3_decoder_layer if qk_norm else llama_decoder_layer
-    x = inputs_embeds.reshape(B * T, D)
-    # gradient_checkpointing_enable() sets the flag on the model and on each layer
-    checkpointing = self.training and bool(getattr(self.model, "gradient_checkpointing", False))
-    for layer in self.model.layers[: cfg.num_hidden_layers]:
+    x, layer_args = fam.prepare(self, inputs_embeds, position_ids, kwargs)
+    decoder_layer = getattr(fam.module, fam.layer_name)
+    checkpointing = self.training and fam.checkpointing(self)
+    for layer in fam.layers(self):
         if checkpointing:
-            x = torch.utils.checkpoint.checkpoint(decoder_layer, layer, x, B, pos, freq, dims, use_reentrant=False)
+            x = torch.utils.checkpoint.checkpoint(decoder_layer, layer, x, *layer_args, use_reentrant=False)
         else:
-            x = decoder_layer(layer, x, B, pos, freq, dims)
+            x = decoder_layer(layer, x, *layer_args)
     loss, logits = None, None
-    norm = self.model.norm
     if labels is not None:
         # the shift of Hugging Face's causal-LM loss: row t predicts token t + 1
         tgt = torch.nn.functional.pad(labels, (0, 1), value=-100)[:, 1:].reshape(-1)
-        loss, count = ct.llama_lm_head_loss(x, norm.weight, self.lm_head.weight, tgt, norm.variance_epsilon,
-                                            keep_logits=self._coda_keep_logits)
+        loss, count = fam.head_loss(self, x, tgt, self._coda_keep_logits)
         num_items = kwargs.get("num_items_in_batch")
         if num_items is not None:
             # a sum over the counted targets divided by the batch's count (gradient accumulation)
             loss = loss * (count / torch.as_tensor(num_items, dtype=count.dtype, device=count.device))
     else:
-        hidden = norm(x.reshape(B, T, D))
+        hidden = fam.final_norm(self)(x.reshape(B, T, D))
         keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
         logits = self.lm_head(hidden[:, keep, :])
-    return CausalLMOutputWithPast(loss=loss, logits=logits)
+    return fam.output(loss=loss, logits=logits)
 
 
-def _patch(model, keep_logits, name, qk_norm):
-    if not hasattr(model, "model") or not hasattr(model, "lm_head") or not hasattr(model.model, "layers"):
-        raise TypeError("coda.torch.%s: expects a transformers %s, got %s"
-                        % (name, "Qwen3ForCausalLM" if qk_norm else "LlamaForCausalLM", type(model).__name__))
-    if _has_qk_norm(model) != qk_norm:
-        raise ValueError("coda.torch.%s: this model has %s QK-norm (q_norm, k_norm): use coda.torch.%s"
-                         % (name, "no" if qk_norm else "a", "apply_to_llama" if qk_norm else "apply_to_qwen3"))
+def _install(model, family, keep_logits, check):
+    """Patches model's forward with _coda_forward for family (check(model)
+    refuses what it does not cover); patching a patched model again sets
+    keep_logits only."""
     if getattr(model, "_coda_patched", False):
         model._coda_keep_logits = bool(keep_logits)
         return model
-    _check_supported(model, name, qk_norm)
-    model._coda_name = name
+    check(model)
+    model._coda_family = family
+    model._coda_name = family.name
     model._coda_keep_logits = bool(keep_logits)
     model._coda_hf_forward = model.forward
     model.forward = types.MethodType(_coda_forward, model)
     model._coda_patched = True
     return model
+
+
+def _patch(model, keep_logits, name, qk_norm):
+    if not hasattr(model, "model") or not hasattr(model, "lm_head") or not hasattr(model.model, "layers"):
+        raise TypeError("coda.torch.%s: expects a transformers %s, got %s"
+                        % (name, _FAMILIES[name].hf_class, type(model).__name__))
+    if _has_qk_norm(model) != qk_norm:
+        raise ValueError("coda.torch.%s: this model has %s QK-norm (q_norm, k_norm): use coda.torch.%s"
+                         % (name, "no" if qk_norm else "a", "apply_to_llama" if qk_norm else "apply_to_qwen3"))
+    return _install(model, _FAMILIES[name], keep_logits, lambda m: _check_supported(m, name, qk_norm))
 
 
 def apply_to_llama(model, keep_logits=False):
@@ -495,3 +549,8 @@ def apply_to_qwen3(model, keep_logits=False):
     naming why) what apply_to_llama refuses, and sliding-window layers and
     a head_dim that does not divide 128 or is not a multiple of it."""
     return _patch(model, keep_logits, "apply_to_qwen3", True)
+
+
+_FAMILIES = {"apply_to_llama": _Family("apply_to_llama"), "apply_to_qwen3": _Family("apply_to_qwen3", True)}
+for _f in _FAMILIES.values():
+    _f.module = sys.modules[__name__]

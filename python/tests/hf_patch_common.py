@@ -1,5 +1,5 @@
 """What the tests of coda.torch's Hugging Face patches (test_hf_llama.py,
-test_hf_qwen3.py) share: the pair of a tiny model and its patched copy, the
+test_hf_qwen3.py, test_hf_gpt2.py) share: the pair of a tiny model and its patched copy, the
 batch, the comparisons, and PatchTests, the tests every family runs (each
 test file subclasses it with the family's make_pair, layer and messages).
 Not a test module: those files import it once they have found torch and
@@ -26,14 +26,19 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available() or not coda.cuda_a
 F64_RTOL = 2e-5
 
 
-def make_pair(model, apply, dtype, device, keep_logits):
-    """(the model model() builds after seeding torch with 0, its norm
-    weights moved away from 1; apply(copy of it, keep_logits=...))"""
+def is_norm_weight(name):
+    return name.endswith("norm.weight")
+
+
+def make_pair(model, apply, dtype, device, keep_logits, perturbed=is_norm_weight):
+    """(the model model() builds after seeding torch with 0, the parameters
+    whose names perturbed(name) takes (by default the norm weights) moved
+    by noise; apply(copy of it, keep_logits=...))"""
     torch.manual_seed(0)
     ref = model().to(device=device, dtype=dtype)
     with torch.no_grad():  # norm weights (QK-norms' too) away from 1, so their gradients and use are tested
         for n, p in ref.named_parameters():
-            if n.endswith("norm.weight"):
+            if perturbed(n):
                 p.add_(0.2 * torch.randn_like(p))
     patched = apply(copy.deepcopy(ref), keep_logits=keep_logits)
     return ref, patched
@@ -121,10 +126,14 @@ class PatchTests:
     """The tests of every patched family. A test file's subclass (named
     Test...) sets make_pair (a staticmethod: make_pair(dtype=float64,
     device="cpu", keep_logits=False, **config) -> (unpatched, patched)),
-    decoder_layer (the name of _hf_llama's function of one patched layer),
-    rope_tables, layer_ops (the coda ops of a traced layer, sorted),
-    padding_error (a regex of the padding refusal) and gpu_config, and may
-    parametrize the fixture variant."""
+    decoder_layer (the name of layer_module's function of one patched
+    layer), rope_tables, layer_ops (the coda ops of a traced layer,
+    sorted), padding_error (a regex of the padding refusal) and gpu_config,
+    and may parametrize the fixture variant. A family without RoPE or
+    model.model.layers (GPT-2) sets layer_module and overrides layer_args,
+    first_layer and unpatched_layer."""
+
+    layer_module = _hf_llama
 
     @pytest.fixture
     def variant(self):
@@ -134,28 +143,47 @@ class PatchTests:
     def _layer_calls(self, run):
         """How many times run() calls the patched decoder layer."""
         calls = []
-        orig = getattr(_hf_llama, self.decoder_layer)
+        mod = self.layer_module
+        orig = getattr(mod, self.decoder_layer)
 
         def spy(*a, **k):
             calls.append(1)
             return orig(*a, **k)
 
-        setattr(_hf_llama, self.decoder_layer, spy)
+        setattr(mod, self.decoder_layer, spy)
         try:
             run()
         finally:
-            setattr(_hf_llama, self.decoder_layer, orig)
+            setattr(mod, self.decoder_layer, orig)
         return len(calls)
+
+    def layer_args(self, pm, B, T, dtype):
+        """The arguments of the patched layer function after (layer, x) for
+        a batch of B sequences of T tokens."""
+        dims = _hf_llama._dims(pm.config)
+        pos, freq = self.rope_tables(torch.arange(T).repeat(B), pm.model.rotary_emb.inv_freq, dims[0], dims[1],
+                                     dtype)
+        return B, pos, freq, dims
+
+    def first_layer(self, m):
+        return m.model.layers[0]
+
+    def unpatched_layer(self, ref, x, B, T):
+        """The unpatched model's first layer on x (B x T x hidden)."""
+        return self.first_layer(ref)(x, position_embeddings=ref.model.rotary_emb(x, torch.arange(T)[None]),
+                                     attention_mask=None)
 
     def _layer(self, dtype):
         """The pair, the batch's shape and f(x): the patched model's first
         decoder layer on x (B * T rows)."""
-        ref, pm, dims, B, T, pos, freq = layer_setup(self.make_pair, self.rope_tables, dtype)
-        layer_fn = getattr(_hf_llama, self.decoder_layer)
-        layer = pm.model.layers[0]
+        ref, pm = self.make_pair(dtype=dtype)
+        B, T = 2, 12
+        args = self.layer_args(pm, B, T, dtype)
+        layer_fn = getattr(self.layer_module, self.decoder_layer)
+        layer = self.first_layer(pm)
 
         def f(x):
-            return layer_fn(layer, x, B, pos, freq, dims)
+            return layer_fn(layer, x, *args)
 
         return ref, pm, B, T, f
 
@@ -249,8 +277,7 @@ class PatchTests:
         assert explain.graph_break_count == 0 and explain.graph_count == 1
         torch._dynamo.reset()
         out = torch.compile(f, fullgraph=True, backend="aot_eager")(x)
-        want = ref.model.layers[0](x.reshape(B, T, -1), position_embeddings=ref.model.rotary_emb(
-            x.reshape(B, T, -1), torch.arange(T)[None]), attention_mask=None)
+        want = self.unpatched_layer(ref, x.reshape(B, T, -1), B, T)
         if isinstance(want, tuple):
             want = want[0]
         torch.testing.assert_close(out, want.reshape(B * T, -1), rtol=1e-4, atol=1e-5)
@@ -272,7 +299,7 @@ class PatchTests:
         region = torch.ops.higher_order.invoke_subgraph
         others = [t for t in calls if t is not operator.getitem and t is not region and not str(t).startswith("coda.")]
         assert not others, others
-        assert sum(str(t).startswith("coda.") for t in calls) >= 5, calls
+        assert sum(str(t).startswith("coda.") for t in calls) >= len(self.layer_ops), calls
         names = sorted({str(t).split(".")[1] for t in calls if t is not operator.getitem and t is not region})
         assert names == self.layer_ops, names
 

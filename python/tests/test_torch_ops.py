@@ -1,5 +1,6 @@
 """coda.torch's RMSNorm, qkv + RoPE, attention, linear + residual and LM head
-+ cross-entropy ops: forward against torch references written from the
++ cross-entropy ops, and GPT-2's LayerNorm + linear, residual + LayerNorm,
+MLP and head: forward against torch references written from the
 math (fp64), gradcheck in float64 (CPU exact mode), opcheck of the schemas
 and fake implementations, torch.compile(fullgraph=True), and the same ops
 on CUDA tensors (skipped without a GPU). Skipped where PyTorch is not
@@ -400,6 +401,76 @@ def test_errors_raise_coda_error():
         ct.llama_rmsnorm(x, w, -1.0)
 
 
+# ------------------------------------------------------------------ GPT-2
+
+def ref_layernorm(x, g, b, eps):
+    mu = x.mean(-1, keepdim=True)
+    return (x - mu) * torch.rsqrt(((x - mu) ** 2).mean(-1, keepdim=True) + eps) * g + b
+
+
+def ref_gelu_tanh(u):
+    return 0.5 * u * (1.0 + torch.tanh(0.7978845608028654 * (u + 0.044715 * u ** 3)))
+
+
+def test_gpt2_ops_against_math_opcheck_gradcheck():
+    """The GPT-2 ops against their formulas in torch (float64), their
+    schemas, fake implementations and autograd registration (opcheck), and
+    their gradients in every differentiable input (gradcheck)."""
+    g = gen(2)
+    D, Fw, V, M, eps = 16, 24, 29, 10, 1e-5
+    rnd = lambda *s: randn(g, *s)  # noqa: E731
+    x, res = rnd(M, D), rnd(M, D)
+    g1, b1, g2, b2 = 1 + 0.2 * rnd(D), 0.2 * rnd(D), 1 + 0.2 * rnd(D), 0.2 * rnd(D)
+    wqkv, bqkv, wo, bo = 0.3 * rnd(D, 3 * D), 0.1 * rnd(3 * D), 0.3 * rnd(D, D), 0.1 * rnd(D)
+    wfc, bfc, wp, bp = 0.3 * rnd(D, Fw), 0.1 * rnd(Fw), 0.3 * rnd(Fw, D), 0.1 * rnd(D)
+    wout = 0.3 * rnd(V, D)
+    tgt = torch.randint(0, V, (M,), generator=g)
+    tgt[3] = -100
+    utils = ("test_schema", "test_faketensor", "test_autograd_registration")
+    ops = torch.ops.coda
+
+    z, mu, rs = ops.gpt2_ln_linear(x, g1, b1, wqkv, bqkv, eps)
+    assert torch.allclose(z, ref_layernorm(x, g1, b1, eps) @ wqkv + bqkv, rtol=1e-12, atol=1e-12)
+    assert torch.allclose(mu, x.mean(-1)) and torch.allclose(rs, torch.rsqrt(x.var(-1, unbiased=False) + eps))
+    x1, h2, mu2, rs2 = ops.gpt2_residual_ln(x, wo, bo, res, g2, eps)
+    assert torch.allclose(x1, x @ wo + bo + res, rtol=1e-12, atol=1e-12)
+    assert torch.allclose(h2, x1 * g2) and torch.allclose(mu2, x1.mean(-1))
+    y, u = ops.gpt2_mlp(x1, h2, mu2, rs2, g2, b2, wfc, bfc, wp, bp)
+    assert torch.allclose(u, ref_layernorm(x1, g2, b2, eps) @ wfc + bfc, rtol=1e-12, atol=1e-12)
+    assert torch.allclose(y, x1 + ref_gelu_tanh(u) @ wp + bp, rtol=1e-12, atol=1e-12)
+    logits = ref_layernorm(x, g1, b1, eps) @ wout.T
+    want = F.cross_entropy(logits, tgt, ignore_index=-100)
+    for keep in (False, True):
+        loss, cnt = ct.gpt2_lm_head_loss(x, g1, b1, wout, tgt, eps, keep_logits=keep)
+        assert abs(float(loss) - float(want)) < 1e-12 and float(cnt) == M - 1
+
+    for op, args in [(ops.gpt2_ln_linear.default, (x, g1, b1, wqkv, bqkv, eps)),
+                     (ops.gpt2_ln_linear_backward.default, (x, g1, b1, wqkv, bqkv, z, mu, rs, torch.ones_like(z))),
+                     (ops.gpt2_residual_ln.default, (x, wo, bo, res, g2, eps)),
+                     (ops.gpt2_residual_ln_backward.default, (x, wo, torch.ones_like(x))),
+                     (ops.gpt2_mlp.default, (x1, h2, mu2, rs2, g2, b2, wfc, bfc, wp, bp)),
+                     (ops.gpt2_mlp_backward.default, (x1, g2, b2, wfc, bfc, wp, mu2, rs2, u, torch.ones_like(y))),
+                     (ops.gpt2_lm_head_loss.default, (x, g1, b1, wout, tgt, eps)),
+                     (ops.gpt2_lm_head_loss_keep.default, (x, g1, b1, wout, tgt, eps))]:
+        torch.library.opcheck(op, args, test_utils=utils)
+
+    def leaf(*ts):
+        return [t.clone().requires_grad_() for t in ts]
+
+    assert torch.autograd.gradcheck(lambda *a: ops.gpt2_ln_linear(*a, eps)[0], leaf(x, g1, b1, wqkv, bqkv))
+    assert torch.autograd.gradcheck(lambda *a: ops.gpt2_residual_ln(*a, g2, eps)[0], leaf(x, wo, bo, res))
+
+    def mlp(x1, g, b, wfc, bfc, wp, bp):
+        # h, mu, rs as gpt2_residual_ln makes them; the op's backward differentiates through x1
+        h, mu, rs = x1 * g, x1.mean(-1), torch.rsqrt(x1.var(-1, unbiased=False) + eps)
+        return ops.gpt2_mlp(x1, h, mu, rs, g, b, wfc, bfc, wp, bp)[0]
+
+    assert torch.autograd.gradcheck(mlp, leaf(x1, g2, b2, wfc, bfc, wp, bp))
+    for keep in (False, True):
+        assert torch.autograd.gradcheck(
+            lambda *a: ct.gpt2_lm_head_loss(*a[:3], a[3], tgt, eps, keep_logits=keep)[0], leaf(x, g1, b1, wout))
+
+
 # -------------------------------------------------------------------- GPU
 
 @needs_cuda
@@ -444,5 +515,47 @@ def test_cuda_ops_against_fp64():
     for k in cpu:
         want = ref[k].grad
         got = gpu[k].grad.double().cpu()
+        err = (got - want).norm() / want.norm()
+        assert err < 3e-2, "gradient of %s: relative error %.3g" % (k, err)
+
+
+@needs_cuda
+@pytest.mark.parametrize("keep_logits", [False, True])
+def test_cuda_gpt2_ops_against_fp64(keep_logits):
+    """A GPT-2 block and the head from the ops on bf16 CUDA tensors on a
+    side stream, against the same ops in the CPU exact mode: the loss, qkv
+    and every gradient."""
+    g = gen(5)
+    b, t_, heads, d, ff, v, eps = 2, 128, 4, 256, 1024, 1024, 1e-5
+    m_ = b * t_
+    cpu = dict(x=randn(g, m_, d), g1=1 + 0.2 * randn(g, d), b1=0.2 * randn(g, d),
+               wqkv=randn(g, d, 3 * d, scale=0.06), bqkv=0.1 * randn(g, 3 * d), wo=randn(g, d, d, scale=0.06),
+               bo=0.1 * randn(g, d), g2=1 + 0.2 * randn(g, d), b2=0.2 * randn(g, d),
+               wfc=randn(g, d, ff, scale=0.06), bfc=0.1 * randn(g, ff), wp=randn(g, ff, d, scale=0.03),
+               bp=0.1 * randn(g, d), gf=1 + 0.2 * randn(g, d), bf=0.2 * randn(g, d),
+               wout=randn(g, v, d, scale=0.06))
+    tgt = torch.randint(0, v, (m_,), generator=g)
+
+    def run(p, tg):
+        qkv, _, _ = ct.gpt2_ln_linear(p["x"], p["g1"], p["b1"], p["wqkv"], p["bqkv"], eps)
+        o, _ = ct.attention(qkv, b, heads, heads)
+        x1, h2, mu2, rs2 = ct.gpt2_residual_ln(o, p["wo"], p["bo"], p["x"], p["g2"], eps)
+        y, _ = ct.gpt2_mlp(x1, h2, mu2, rs2, p["g2"], p["b2"], p["wfc"], p["bfc"], p["wp"], p["bp"])
+        return ct.gpt2_lm_head_loss(y, p["gf"], p["bf"], p["wout"], tg, eps, keep_logits=keep_logits)[0], qkv
+
+    ref = {k: t.clone().requires_grad_(True) for k, t in cpu.items()}
+    rl, rq = run(ref, tgt)
+    rl.backward()
+    gpu = {k: t.to("cuda", torch.bfloat16).requires_grad_(True) for k, t in cpu.items()}
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        gl, gq = run(gpu, tgt.cuda())
+        gl.backward()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(gl.double().cpu(), rl.detach(), rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(gq.double().cpu(), rq.detach(), rtol=5e-2, atol=5e-2)
+    for k in cpu:
+        want, got = ref[k].grad, gpu[k].grad.double().cpu()
         err = (got - want).norm() / want.norm()
         assert err < 3e-2, "gradient of %s: relative error %.3g" % (k, err)
