@@ -17,11 +17,11 @@
 #     tokens, each (batch, prompt) in its own process, until the call's time
 #     (LIMIT, default 560 s) runs out;
 #  6. bench/generate/table.py: decode.md and decode.json.
-# Here: cmake --build build -j2; tests/gpu/pack_shared.sh build .carry/p1;
-#   git rev-parse HEAD > .carry/p1/commit.txt
-# There (carry .carry/p1): bash bench/results/gpu-2026-12-07/decode.sh SHAPE
+# Here: cmake --build build -j2; tests/gpu/pack_shared.sh build .carry/p2;
+#   git rev-parse HEAD > .carry/p2/commit.txt
+# There (carry .carry/p2): bash bench/results/gpu-2026-12-07/decode.sh SHAPE
 S=${1:?usage: decode.sh 1.1b|8b}
-PACK=.carry/p1 source bench/gpu_env.sh
+PACK=${PACK:-.carry/p2} source bench/gpu_env.sh
 T0=$SECONDS
 LIMIT=${LIMIT:-560}
 copy_bw

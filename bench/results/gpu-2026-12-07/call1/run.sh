@@ -10,13 +10,13 @@
 #     against the CPU plan engine (test_train_device), the smoke test's
 #     stage (i) (GPT-2 on the GPU against both CPU engines);
 #  3. then the Python package's CUDA tests (pytest -k cuda: the torch ops,
-#     apply_to_llama and apply_to_qwen3 in bf16 on the GPU).
+#     apply_to_llama, apply_to_qwen3 and apply_to_gpt2 in bf16 on the GPU).
 # None of these checks speed, so sharing the GPU changes no verdict; the
 # sanitizer runs keep their budgets.
-# Here: cmake --build build -j2; tests/gpu/pack_shared.sh build .carry/p1;
-#   git rev-parse HEAD > .carry/p1/commit.txt
-# There (carry .carry/p1): bash bench/results/gpu-2026-12-07/call1/run.sh
-PACK=.carry/p1 source bench/gpu_env.sh
+# Here: cmake --build build -j2; tests/gpu/pack_shared.sh build .carry/p2;
+#   git rev-parse HEAD > .carry/p2/commit.txt
+# There (carry .carry/p2): bash bench/results/gpu-2026-12-07/call1/run.sh
+PACK=${PACK:-.carry/p2} source bench/gpu_env.sh
 T0=$SECONDS
 OUT=$L/fault SANITIZE_DEADLINE_S=${SANITIZE_DEADLINE_S:-470} timeout -k 5 570 \
   tests/gpu/fault_gpu.sh "$P" > /dev/null 2>&1 &
