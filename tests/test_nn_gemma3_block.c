@@ -49,31 +49,14 @@ static coda_llama_config gcfg(int window) {
   return c;
 }
 
-static int64_t count(coda_plan p, const char *name) {
-  coda_tensor t;
-  return coda_plan_tensor(p, name, &t) == CODA_OK ? t.rows * t.cols : 0;
-}
-
-static void put(coda_plan p, const char *name, const double *v) {
-  coda_tensor t;
-  CHECK(coda_plan_tensor(p, name, &t) == CODA_OK);
-  lt_write(&t, v);
-}
-
-static void get(coda_plan p, const char *name, double *v) {
-  coda_tensor t;
-  CHECK(coda_plan_tensor(p, name, &t) == CODA_OK);
-  lt_read(&t, v);
-}
-
 /* L = sum x_out * dx_out after a forward with the values in v (x_out
  * copied to xo when given). */
 static double loss(coda_context ctx, coda_plan p, double *const v[NP], const double *dxo,
                    int64_t n, double *xo_keep) {
-  for (int i = 0; i < NP; i++) put(p, pnames[i], v[i]);
+  for (int i = 0; i < NP; i++) lt_plan_put(p, pnames[i], v[i]);
   if (coda_plan_run(ctx, p, CODA_PHASE_FORWARD) != CODA_OK) return NAN;
   double *xo = lt_zeros(n), L = 0;
-  get(p, "x_out", xo);
+  lt_plan_get(p, "x_out", xo);
   for (int64_t k = 0; k < n; k++) L += xo[k] * dxo[k];
   if (xo_keep) memcpy(xo_keep, xo, (size_t)n * sizeof *xo);
   free(xo);
@@ -89,7 +72,7 @@ static int is_norm(const char *name) {
 /* How far row t of batch 0's x_out moves when x at position j changes. */
 static double row_moves(coda_context ctx, coda_plan p, double *const v[NP], const double *dxo,
                         int64_t t, int64_t j) {
-  const int64_t D = 16, nout = count(p, "x_out");
+  const int64_t D = 16, nout = lt_plan_count(p, "x_out");
   double *a = lt_zeros(nout), *b = lt_zeros(nout);
   loss(ctx, p, v, dxo, nout, a);
   for (int64_t k = 0; k < D; k++) v[0][j * D + k] += 0.3;
@@ -121,20 +104,20 @@ static void fd_block(coda_context ctx, int window) {
   double *v[NP], *g[NP];
   int64_t n[NP];
   for (int i = 0; i < NP; i++) {
-    n[i] = count(p, pnames[i]);
-    CHECK(n[i] > 0 && n[i] == count(p, gnames[i]));
+    n[i] = lt_plan_count(p, pnames[i]);
+    CHECK(n[i] > 0 && n[i] == lt_plan_count(p, gnames[i]));
     v[i] = lt_vec(n[i], is_norm(pnames[i]) ? 0.2 : 0.5);
     if (is_norm(pnames[i]))
       for (int64_t k = 0; k < n[i]; k++) v[i][k] += 1.0;
     g[i] = lt_zeros(n[i]);
   }
-  const int64_t nout = count(p, "x_out");
+  const int64_t nout = lt_plan_count(p, "x_out");
   double *dxo = lt_vec(nout, 1.0);
   loss(ctx, p, v, dxo, nout, NULL);
-  put(p, "dx_out", dxo);
+  lt_plan_put(p, "dx_out", dxo);
   s = coda_plan_run(ctx, p, CODA_PHASE_BACKWARD);
   CHECK_MSG(s == CODA_OK, "backward: %s", coda_last_error(ctx));
-  for (int i = 0; i < NP; i++) get(p, gnames[i], g[i]);
+  for (int i = 0; i < NP; i++) lt_plan_get(p, gnames[i], g[i]);
   const double h = 1e-6;
   for (int i = 0; i < NP; i++) {
     const double gmax = lt_maxabs(g[i], n[i]);
@@ -199,12 +182,12 @@ static double head_loss_ref(const double *x, const double *wnf, const double *wo
 
 static double head_run(coda_context ctx, coda_plan p, const double *x, const double *wnf,
                        const double *wout) {
-  put(p, "x", x);
-  put(p, "wnf", wnf);
-  put(p, "wout", wout);
+  lt_plan_put(p, "x", x);
+  lt_plan_put(p, "wnf", wnf);
+  lt_plan_put(p, "wout", wout);
   if (coda_plan_run(ctx, p, CODA_PHASE_FORWARD) != CODA_OK) return NAN;
   double L;
-  get(p, "loss", &L);
+  lt_plan_get(p, "loss", &L);
   return L;
 }
 
@@ -236,9 +219,9 @@ static void head_softcap(coda_context ctx) {
   CHECK_MSG(fabs(Lu - Lr) > 1e-2, "the cap changes nothing: %.6g vs %.6g", Lu, Lr);
   CHECK(coda_plan_run(ctx, p, CODA_PHASE_BACKWARD) == CODA_OK);
   double *dx = lt_zeros(M * D), *dwnf = lt_zeros(D), *dwout = lt_zeros(V * D);
-  get(p, "dx", dx);
-  get(p, "dwnf", dwnf);
-  get(p, "dwout", dwout);
+  lt_plan_get(p, "dx", dx);
+  lt_plan_get(p, "dwnf", dwnf);
+  lt_plan_get(p, "dwout", dwout);
   double *const vals[3] = {x, wnf, wout}, *const grads[3] = {dx, dwnf, dwout};
   const int64_t ns[3] = {M * D, D, V * D};
   const char *gn[3] = {"dx", "dwnf", "dwout"};

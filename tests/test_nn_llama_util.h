@@ -63,6 +63,29 @@ static inline void lt_write(const coda_tensor *t, const double *in) {
     for (int64_t c = 0; c < t->cols; c++) coda_store(t, r, c, in[r * t->cols + c]);
 }
 
+/* A plan tensor by name: its element count (0 when the plan has none),
+ * filled from or read into doubles; a missing name ends the test. */
+static inline int64_t lt_plan_count(coda_plan p, const char *name) {
+  coda_tensor t;
+  return coda_plan_tensor(p, name, &t) == CODA_OK ? t.rows * t.cols : 0;
+}
+static inline coda_tensor lt_plan_tensor(coda_plan p, const char *name) {
+  coda_tensor t;
+  if (coda_plan_tensor(p, name, &t) != CODA_OK) {
+    fprintf(stderr, "FAIL: the plan has no tensor '%s'\n", name);
+    exit(1);
+  }
+  return t;
+}
+static inline void lt_plan_put(coda_plan p, const char *name, const double *v) {
+  const coda_tensor t = lt_plan_tensor(p, name);
+  lt_write(&t, v);
+}
+static inline void lt_plan_get(coda_plan p, const char *name, double *v) {
+  const coda_tensor t = lt_plan_tensor(p, name);
+  lt_read(&t, v);
+}
+
 /* One run of a built-in program with its bindings. Every tensor bound
  * through lt_job is owned by the job; values are exchanged as doubles. */
 #define LT_MAXB 24

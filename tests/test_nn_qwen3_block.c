@@ -39,29 +39,12 @@ static coda_llama_config qcfg(int64_t hd, coda_tiling tl) {
   return c;
 }
 
-static int64_t count(coda_plan p, const char *name) {
-  coda_tensor t;
-  return coda_plan_tensor(p, name, &t) == CODA_OK ? t.rows * t.cols : 0;
-}
-
-static void put(coda_plan p, const char *name, const double *v) {
-  coda_tensor t;
-  CHECK(coda_plan_tensor(p, name, &t) == CODA_OK);
-  lt_write(&t, v);
-}
-
-static void get(coda_plan p, const char *name, double *v) {
-  coda_tensor t;
-  CHECK(coda_plan_tensor(p, name, &t) == CODA_OK);
-  lt_read(&t, v);
-}
-
 /* L = sum x_out * dx_out after a forward with the values in v. */
 static double loss(coda_context ctx, coda_plan p, double *const v[NP], const double *dxo, int64_t n) {
-  for (int i = 0; i < NP; i++) put(p, pnames[i], v[i]);
+  for (int i = 0; i < NP; i++) lt_plan_put(p, pnames[i], v[i]);
   if (coda_plan_run(ctx, p, CODA_PHASE_FORWARD) != CODA_OK) return NAN;
   double *xo = lt_zeros(n), L = 0;
-  get(p, "x_out", xo);
+  lt_plan_get(p, "x_out", xo);
   for (int64_t k = 0; k < n; k++) L += xo[k] * dxo[k];
   free(xo);
   return L;
@@ -76,8 +59,8 @@ static void fd_block(coda_context ctx, int64_t hd, coda_tiling tl) {
   double *v[NP], *g[NP];
   int64_t n[NP];
   for (int i = 0; i < NP; i++) {
-    n[i] = count(p, pnames[i]);
-    CHECK(n[i] > 0 && n[i] == count(p, gnames[i]));
+    n[i] = lt_plan_count(p, pnames[i]);
+    CHECK(n[i] > 0 && n[i] == lt_plan_count(p, gnames[i]));
     const int norm = !strncmp(pnames[i], "wn", 2) || !strcmp(pnames[i], "wqn") ||
                      !strcmp(pnames[i], "wkn");
     v[i] = lt_vec(n[i], norm ? 0.2 : 0.5);
@@ -85,13 +68,13 @@ static void fd_block(coda_context ctx, int64_t hd, coda_tiling tl) {
       for (int64_t k = 0; k < n[i]; k++) v[i][k] += 1.0;
     g[i] = lt_zeros(n[i]);
   }
-  const int64_t nout = count(p, "x_out");
+  const int64_t nout = lt_plan_count(p, "x_out");
   double *dxo = lt_vec(nout, 1.0);
   loss(ctx, p, v, dxo, nout);
-  put(p, "dx_out", dxo);
+  lt_plan_put(p, "dx_out", dxo);
   s = coda_plan_run(ctx, p, CODA_PHASE_BACKWARD);
   CHECK_MSG(s == CODA_OK, "backward: %s", coda_last_error(ctx));
-  for (int i = 0; i < NP; i++) get(p, gnames[i], g[i]);
+  for (int i = 0; i < NP; i++) lt_plan_get(p, gnames[i], g[i]);
   const double h = 1e-6;
   for (int i = 0; i < NP; i++) {
     const double gmax = lt_maxabs(g[i], n[i]);
@@ -115,7 +98,7 @@ static void fd_block(coda_context ctx, int64_t hd, coda_tiling tl) {
   const int64_t D = c.dim, nqk = (c.n_heads + c.n_kv_heads) * hd;
   double *xo0 = lt_zeros(nout), *xo1 = lt_zeros(nout);
   loss(ctx, p, v, dxo, nout);
-  get(p, "x_out", xo0);
+  lt_plan_get(p, "x_out", xo0);
   for (int part = 0; part < 2; part++) {
     double *w = malloc((size_t)n[1] * sizeof *w);
     memcpy(w, v[1], (size_t)n[1] * sizeof *w);
@@ -124,7 +107,7 @@ static void fd_block(coda_context ctx, int64_t hd, coda_tiling tl) {
     memcpy(vv, v, sizeof vv);
     vv[1] = w;
     loss(ctx, p, vv, dxo, nout);
-    get(p, "x_out", xo1);
+    lt_plan_get(p, "x_out", xo1);
     const double d = lt_maxabs_diff(xo0, xo1, nout) / lt_maxabs(xo0, nout);
     if (part == 0) CHECK_MSG(d < 1e-5, "hd %lld: q/k scaled by 3 moved x_out by %.3g", (long long)hd, d);
     else CHECK_MSG(d > 1e-3, "hd %lld: v scaled by 3 moved x_out by only %.3g", (long long)hd, d);

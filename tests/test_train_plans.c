@@ -140,6 +140,21 @@ static void keep_toggle(coda_context ctx) {
   coda_model_destroy(pl);
 }
 
+/* A plan model of cfg with keep-logits on: its step is refused with
+ * CODA_ERR_NOT_SUPPORTED, the message naming `why`. */
+static void keep_refused(coda_context ctx, const coda_model_config *cfg, const char *why) {
+  coda_model *m = NULL;
+  CHECK(coda_model_create(ctx, cfg, CODA_ENGINE_PLANS, &m) == CODA_OK && m);
+  if (!m) return;
+  int32_t tok[16] = {0};
+  double l;
+  int64_t n;
+  coda_model_set_keep_logits(m, 1);
+  CHECK(coda_model_step(ctx, m, tok, tok, 1, 16, 1.0f, &l, &n) == CODA_ERR_NOT_SUPPORTED);
+  CHECK(strstr(coda_last_error(ctx), why) != NULL);
+  coda_model_destroy(m);
+}
+
 /* Gemma 3 (its block: (1 + w) norms, QK-norm, post-norms, GeGLU; the
  * score scale, two RoPE bases, the local layers' windows; the embedding
  * scale, the head's soft cap): 3 layers (local, global, local) with a
@@ -177,17 +192,7 @@ static void gemma3(coda_context ctx) {
   const double w0 = compare_cfg(ctx, &g);
   CHECK_MSG(fabs(w3 - w0) > 1e-5 * w0, "gemma3 window 3 vs none: loss %.9g vs %.9g", w3, w0);
   /* the soft-capped head recomputes its logits: keeping them is refused */
-  coda_model *m = NULL;
-  CHECK(coda_model_create(ctx, &g, CODA_ENGINE_PLANS, &m) == CODA_OK && m);
-  if (m) {
-    int32_t tok[16] = {0};
-    double l;
-    int64_t n;
-    coda_model_set_keep_logits(m, 1);
-    CHECK(coda_model_step(ctx, m, tok, tok, 1, 16, 1.0f, &l, &n) == CODA_ERR_NOT_SUPPORTED);
-    CHECK(strstr(coda_last_error(ctx), "soft cap") != NULL);
-    coda_model_destroy(m);
-  }
+  keep_refused(ctx, &g, "soft cap");
 }
 
 int main(void) {
@@ -221,17 +226,7 @@ int main(void) {
     const double l3 = compare_cfg(ctx, &g);
     CHECK_MSG(fabs(l3 - l5) > 1e-5 * l5, "gpt2 eps 0.3: loss %.9g vs %.9g", l3, l5);
     /* its head recomputes the logits: keeping them is refused by name */
-    coda_model *m = NULL;
-    CHECK(coda_model_create(ctx, &g, CODA_ENGINE_PLANS, &m) == CODA_OK && m);
-    if (m) {
-      int32_t tok[16] = {0};
-      double l;
-      int64_t n;
-      coda_model_set_keep_logits(m, 1);
-      CHECK(coda_model_step(ctx, m, tok, tok, 1, 16, 1.0f, &l, &n) == CODA_ERR_NOT_SUPPORTED);
-      CHECK(strstr(coda_last_error(ctx), "keep-logits") != NULL);
-      coda_model_destroy(m);
-    }
+    keep_refused(ctx, &g, "keep-logits");
   }
   gemma3(ctx);
   /* any RMSNorm eps and RoPE scaling run on the plans as on the reference,
