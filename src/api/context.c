@@ -69,7 +69,7 @@ static coda_status take_options(const coda_context_options *opts, coda_context_o
   const coda_backend_ops *ops = coda_backend_ops_for(o->backend);
   if (!ops || (o->backend == CODA_BACKEND_CUDA && !coda_cuda_available())) {
     snprintf(msg, cap, "coda_context_options.backend is CUDA, and %s",
-             ops ? "no usable GPU is present" : "the library was built without CUDA");
+             ops ? "no usable GPU (compute capability 8.0 or newer) is present" : "the library was built without CUDA");
     return CODA_ERR_NOT_SUPPORTED;
   }
   if ((unsigned)o->epi_schedule > CODA_EPI_SCHEDULE_COOPERATIVE || o->epi_tma_loads < -1 ||
@@ -85,7 +85,12 @@ static coda_status take_options(const coda_context_options *opts, coda_context_o
 coda_status coda_context_options_check(const coda_context_options *opts, char *msg, size_t cap) {
   char scratch[1];
   coda_context_options o;
-  return take_options(opts, &o, msg && cap ? msg : scratch, msg && cap ? cap : sizeof scratch);
+  coda_status s = take_options(opts, &o, msg && cap ? msg : scratch, msg && cap ? cap : sizeof scratch);
+  if (s) return s;
+  /* the knobs context creation refuses (a CODA_ARCH it does not take) */
+  coda_knobs k;
+  coda_knobs_resolve(&o, &k);
+  return coda_knobs_check(&k, msg && cap ? msg : scratch, msg && cap ? cap : sizeof scratch);
 }
 
 coda_status coda_context_create(const coda_context_options *opts,
@@ -103,6 +108,10 @@ coda_status coda_context_create(const coda_context_options *opts,
    * debug mode (CODA_DEBUG_SYNC=1) without rebuilding, and code below the
    * api layer reads the context's knobs, never the environment. */
   coda_knobs_resolve(&o, &c->knobs);
+  if (coda_knobs_check(&c->knobs, msg, sizeof msg) != CODA_OK) {
+    free(c); /* coda_context_options_check gives the message */
+    return CODA_ERR_INVALID_ARGUMENT;
+  }
   o.debug_sync = c->knobs.debug_sync;
   o.autotune = c->knobs.autotune;
   o.retune = c->knobs.retune;

@@ -69,6 +69,12 @@ void coda_knobs_from_env(coda_knobs *k) {
   else if (!strcmp(v, "cudnn")) k->attention = CODA_ATTENTION_CUDNN;
   else if (!strcmp(v, "cudnn-nondet")) k->attention = CODA_ATTENTION_CUDNN_NONDET;
   else k->attention = CODA_ATTENTION_INVALID;
+  v = getenv("CODA_ARCH");
+  copy_str(k->arch_raw, sizeof k->arch_raw, v ? v : "");
+  if (!v || !*v || !strcmp(v, "auto")) k->arch = CODA_ARCH_AUTO;
+  else if (!strcmp(v, "sm90")) k->arch = CODA_ARCH_SM90;
+  else if (!strcmp(v, "sm80")) k->arch = CODA_ARCH_SM80;
+  else k->arch = CODA_ARCH_INVALID;
   v = getenv("CODA_COMM_TIMEOUT");
   if (v && *v) {
     char *end;
@@ -100,6 +106,13 @@ void coda_knobs_resolve(const coda_context_options *o, coda_knobs *k) {
   if (o->epi_tma_loads) k->epi_tma_loads = o->epi_tma_loads;
   if (o->attn_impl != CODA_ATTN_IMPL_DEFAULT) k->attn_impl = o->attn_impl;
   if (o->cache_dir && *o->cache_dir) copy_str(k->cache_dir, sizeof k->cache_dir, o->cache_dir);
+}
+
+coda_status coda_knobs_check(const coda_knobs *k, char *msg, size_t cap) {
+  if (k->arch != CODA_ARCH_INVALID) return CODA_OK;
+  snprintf(msg, cap, "CODA_ARCH is '%s'%s; it takes %s", k->arch_raw,
+           k->arch_raw[0] ? "" : " (too long)", CODA_ARCH_VALUES);
+  return CODA_ERR_INVALID_ARGUMENT;
 }
 
 int coda_knobs_cache_path(const coda_knobs *k, const char *file, char *buf, size_t n) {

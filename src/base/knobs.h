@@ -6,6 +6,7 @@
 #define CODA_BASE_KNOBS_H
 
 #include "coda.h"
+#include "base/arch.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -83,6 +84,10 @@ typedef struct coda_knobs {
    * communicator's default) */
   double comm_timeout_s;
   coda_launch_vars launch; /* a launcher's rank environment (above) */
+  /* CODA_ARCH=auto|sm90|sm80: the CUDA backend's GEMM mainloop (base/arch.h);
+   * arch_raw keeps the value as given, for the refusal of another one */
+  coda_arch_choice arch;
+  char arch_raw[32];
 } coda_knobs;
 
 /* Reads the environment into k. The only getenv of the library. */
@@ -91,6 +96,11 @@ void coda_knobs_from_env(coda_knobs *k);
 /* Resolves options over the environment: a nonzero option field wins, a
  * zero one takes the environment's value (the knobs of the context). */
 void coda_knobs_resolve(const coda_context_options *o, coda_knobs *k);
+
+/* CODA_OK, or CODA_ERR_INVALID_ARGUMENT with a message naming the knob
+ * whose value is not one it takes and the values it takes (CODA_ARCH);
+ * context creation refuses such knobs. */
+coda_status coda_knobs_check(const coda_knobs *k, char *msg, size_t cap);
 
 /* "<cache_dir>/<file>" into buf; 0 when there is no cache directory or the
  * path does not fit. */
