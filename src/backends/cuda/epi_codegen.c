@@ -75,7 +75,7 @@ static void fit_stages(coda_epi_config *cfg) {
 }
 
 coda_epi_config coda_epi_default_config(void) {
-  coda_epi_config c = {CODA_EPI_BN, CODA_EPI_STAGES, 0, 0, 1, 0, CODA_SCHED_AUTO, 0};
+  coda_epi_config c = {CODA_EPI_BN, CODA_EPI_STAGES, 0, 0, 1, 0, CODA_SCHED_AUTO, 0, 0, 0};
   fit_stages(&c);
   return c;
 }
