@@ -16,8 +16,8 @@
 #   sm80      the sm80 mainloop (mma.sync + cp.async) forced on this GPU
 #             (CODA_ARCH=sm80): every epilogue program in all four operand
 #             layouts, bf16 and f16, ragged shapes, against the CPU and fp64
-#             references (test_epilogue_gpu --layouts), and the paths
-#             without sm80 kernels refused by name
+#             references (test_epilogue_gpu --layouts), the plain GEMM
+#             through the same kernel, and attention refused by name
 #   train     tests/gpu/train_gpu_smoke.sh (loss falls, determinism, GPU vs
 #             CPU, resume, throughput)
 #   block     coda bench block, all configurations (fused, unfused, floor,

@@ -13,6 +13,7 @@
 #include "backends/cuda/workspace.h"
 #include "base/arch.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,8 +52,8 @@ coda_status coda_cuda_path_check(coda_context ctx, const char *what) {
   if (!b || b->path != CODA_PATH_SM80) return CODA_OK;
   return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
                    "%s: not on the sm80 path yet (device compute capability %d.%d, CODA_ARCH=%s); "
-                   "the sm80 path runs the GEMMs with epilogue programs only; the rest needs "
-                   "an sm_90 GPU with CODA_ARCH=auto or sm90",
+                   "the sm80 path runs the GEMMs (plain and with epilogue programs) only; the "
+                   "rest needs an sm_90 GPU with CODA_ARCH=auto or sm90",
                    what, b->cc / 10, b->cc % 10, coda_arch_choice_name(ctx->knobs.arch));
 }
 
@@ -111,10 +112,36 @@ static coda_status cuda_tags(coda_context ctx, char *device, size_t ndevice, cha
   return CODA_OK;
 }
 
-static coda_status cuda_gemm(coda_context ctx, const coda_epi_job *j) {
-  /* the plain GEMMs are nvcc-built wgmma kernels (gemm*.cu) */
-  coda_status s = coda_cuda_path_check(ctx, "CUDA GEMM without an epilogue program");
+/* The plain GEMM on the sm80 path: the fused kernel with a store program,
+ * D = round(alpha * acc (+ D)), the product and the addition each in fp32
+ * and one rounding, as the sm_90 kernels compute it. One program (and
+ * kernel) per D type, accumulate flag and alpha (printed with the 9 digits
+ * that give the float back); the parse costs host time at every call. */
+static coda_status sm80_gemm(coda_context ctx, const coda_epi_job *j) {
+  const float alpha = (float)j->alpha;
+  const coda_dtype dt = j->D->dtype;
+  if (!isfinite(alpha))
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "CUDA GEMM on the sm80 path: alpha %g is not finite",
+                     (double)alpha);
+  if (dt != CODA_BF16 && dt != CODA_F16 && dt != CODA_F32)
+    return coda_fail(ctx, CODA_ERR_DTYPE, "CUDA GEMM on the sm80 path: D is %s, not bf16, f16 or f32",
+                     coda_dtype_name(dt));
+  char text[128];
+  snprintf(text, sizeof text, "output d : %s%s\nstore d = acc * %.9g\n", coda_dtype_name(dt),
+           j->accumulate ? " accumulate" : "", (double)alpha);
+  coda_program p = NULL;
+  coda_status s = coda_program_parse(ctx, text, &p);
   if (s) return s;
+  const coda_tensor *out[1] = {j->D};
+  s = coda_cuda_gemm_epilogue(ctx, p, j->ta, j->A, j->tb, j->B, NULL, out, NULL,
+                              (coda_tiling){CODA_EPI_TILE_M, CODA_EPI_BN}, CODA_SCHED_AUTO);
+  coda_program_destroy(p);
+  return s;
+}
+
+static coda_status cuda_gemm(coda_context ctx, const coda_epi_job *j) {
+  const coda_cuda_ctx *b = coda_cuda_ctx_of(ctx);
+  if (b && b->path == CODA_PATH_SM80) return sm80_gemm(ctx, j);
   return coda_cuda_gemm(ctx, j->ta, j->A, j->tb, j->B, j->D, (float)j->alpha, j->accumulate);
 }
 
