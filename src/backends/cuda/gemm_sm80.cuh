@@ -30,7 +30,9 @@
  * Rows, columns and k past M, N, K are zero-filled by cp.async (its
  * source size below 16 bytes), so ragged shapes need no other code; the
  * epilogue clips its stores. After the last k-block the pipeline buffers
- * are free and lent to the epilogue as its scratch (one per group). */
+ * are free and lent to the epilogue as its scratch (one per group).
+ * tests/sm80_fragment_model.py restates the index math below and checks it
+ * against a matrix product: change both together. */
 #pragma once
 
 #include <stdint.h>
