@@ -1,5 +1,6 @@
 /* Launch of a GEMM with a compiled epilogue program (one kernel per fused
- * GEMM): checks, TMA tensor maps, the parameter block, the module cache of
+ * GEMM): checks, TMA tensor maps (the sm80 kernel takes the operands'
+ * pointers and pitches instead), the parameter block, the module cache of
  * the context, cuLaunchKernel.
  *
  * The driver API is reached only through the runtime's entry-point query
@@ -343,7 +344,8 @@ coda_status coda_cuda_gemm_epilogue(coda_context ctx, coda_program program, coda
   cfg.sched = schedule;
   epi_kernel *k;
   if ((st = get_kernel(ctx, s, program, &cfg, &k))) return st;
-  if (cfg.arch == CODA_PATH_SM80) return launch_sm80(ctx, s, k, &cfg, program, A, B, inputs, outputs, partials, M, N, K);
+  if (cfg.arch == CODA_PATH_SM80)
+    return launch_sm80(ctx, s, k, &cfg, program, A, B, inputs, outputs, partials, M, N, K);
 
   CUtensorMap ta, tb;
   CUresult r = coda_cuda_operand_map((void *)s->encode, &ta, A, 64, trans_a == CODA_N ? 128u : 64u);
