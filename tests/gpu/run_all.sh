@@ -101,7 +101,7 @@ if has tests; then
   step run_dyt_total 30 "$P/coda" run programs/examples/dyt_bwd_total.coda --gpu --m 4096 --n 2048 --k 2048
 fi
 if has sm80; then
-  step sm80_epilogue 300 env CODA_ARCH=sm80 "$P/tests/gpu/test_epilogue_gpu" --layouts
+  step sm80_epilogue 400 env CODA_ARCH=sm80 "$P/tests/gpu/test_epilogue_gpu" --layouts
 fi
 if has train; then
   echo "== train smoke" | tee -a "$L/gpu-tests.log"
