@@ -31,6 +31,7 @@ static const knob_case kCases[] = {
     {"CODA_DECODE_ROW_STEP", {"0", "1", NULL}, {"one", NULL}},
     {"CODA_OPTIM_OVERLAP", {"0", "1", NULL}, {"y", NULL}},
     {"CODA_ATTENTION", {"auto", "own", "cudnn", "cudnn-nondet", NULL}, {"flash", "CUDNN", NULL}},
+    {"CODA_ARCH", {"auto", "sm90", "sm80", NULL}, {"SM80", "sm_80", "sm100"}},
     {"CODA_COMM_TIMEOUT", {"0.5", "20", "600", NULL}, {"-1", "ten", "1e12"}},
 };
 

@@ -58,6 +58,8 @@ static const coda_train_ops *train_ops(coda_context ctx, const char *what) {
   if (!t)
     coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: the %s backend keeps no device training state",
               what, ctx->ops->name);
+  else if (ctx->ops->path_check && ctx->ops->path_check(ctx, what) != CODA_OK)
+    return NULL; /* (its message is on ctx) */
   return t;
 }
 #define TRAIN_CALL(fn, ...)                                  \
@@ -156,6 +158,8 @@ static const coda_decode_ops *decode_ops(coda_context ctx, const char *what) {
   if (!t)
     coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: the %s backend has no decode kernels", what,
               ctx->ops->name);
+  else if (ctx->ops->path_check && ctx->ops->path_check(ctx, what) != CODA_OK)
+    return NULL; /* (its message is on ctx) */
   return t;
 }
 #define DECODE_CALL(fn, ...)                                    \

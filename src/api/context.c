@@ -69,7 +69,8 @@ static coda_status take_options(const coda_context_options *opts, coda_context_o
   const coda_backend_ops *ops = coda_backend_ops_for(o->backend);
   if (!ops || (o->backend == CODA_BACKEND_CUDA && !coda_cuda_available())) {
     snprintf(msg, cap, "coda_context_options.backend is CUDA, and %s",
-             ops ? "no usable GPU is present" : "the library was built without CUDA");
+             ops ? "no usable GPU (compute capability 8.0 or newer) is present"
+                 : "the library was built without CUDA");
     return CODA_ERR_NOT_SUPPORTED;
   }
   if ((unsigned)o->epi_schedule > CODA_EPI_SCHEDULE_COOPERATIVE || o->epi_tma_loads < -1 ||

@@ -84,6 +84,10 @@ typedef struct coda_backend_ops {
                             coda_copy_kind kind);
   /* dst = src for two views of one shape (converted when the dtypes differ); src NULL: zeros. */
   coda_status (*copy)(coda_context ctx, const coda_tensor *dst, const coda_tensor *src);
+  /* Whether the context's device path runs the kernels of `what` (the
+   * training and decoding tables' entries): CODA_OK, or a refusal naming
+   * the path and its knob. NULL: always. */
+  coda_status (*path_check)(coda_context ctx, const char *what);
   coda_status (*synchronize)(coda_context ctx);
   /* The device tag of tuning caches, and the kernel-code suffix of the
    * library tag ("" when the backend has no generated kernels). */

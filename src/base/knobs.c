@@ -91,6 +91,10 @@ void coda_knobs_from_env(coda_knobs *k) {
   v = getenv("CODA_ATTENTION");
   k->attention = att >= 0 ? (coda_attention_choice)att
                           : v && *v ? CODA_ATTENTION_INVALID : CODA_ATTENTION_AUTO;
+  /* CODA_ARCH: the words in coda_arch_choice's order (base/arch.h) */
+  const int arch = choice(k, "CODA_ARCH", "auto|sm90|sm80", -1);
+  v = getenv("CODA_ARCH");
+  k->arch = arch >= 0 ? (coda_arch_choice)arch : v && *v ? CODA_ARCH_INVALID : CODA_ARCH_AUTO;
   v = getenv("CODA_COMM_TIMEOUT");
   if (v && *v) {
     char *end;

@@ -6,6 +6,7 @@
 #define CODA_BASE_KNOBS_H
 
 #include "coda.h"
+#include "base/arch.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -83,6 +84,8 @@ typedef struct coda_knobs {
    * communicator's default) */
   double comm_timeout_s;
   coda_launch_vars launch; /* a launcher's rank environment (above) */
+  /* CODA_ARCH=auto|sm90|sm80: the CUDA backend's GEMM mainloop (base/arch.h) */
+  coda_arch_choice arch;
   /* the first knob set to a value it does not take, named with the values
    * it takes; "" when none. coda_context_create refuses to start with it. */
   char invalid[256];
@@ -94,6 +97,7 @@ void coda_knobs_from_env(coda_knobs *k);
 /* Resolves options over the environment: a nonzero option field wins, a
  * zero one takes the environment's value (the knobs of the context). */
 void coda_knobs_resolve(const coda_context_options *o, coda_knobs *k);
+
 
 /* "<cache_dir>/<file>" into buf; 0 when there is no cache directory or the
  * path does not fit. */

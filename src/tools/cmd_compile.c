@@ -1,8 +1,10 @@
 /* coda compile: print the CUDA source the epilogue compiler generates for a
- * program and compile it with NVRTC for sm_90a (no GPU needed), through the
+ * program and compile it with NVRTC for sm_90a, or with --arch sm80 for the
+ * mma.sync mainloop and sm_80 (no GPU needed), through the
  * public coda_program_cuda_* and coda_plan_precompile_step; in a library
  * built without CUDA they return CODA_ERR_NOT_SUPPORTED and the command
  * says so. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "coda_nn.h"
 #include "tool_util.h"
 #include "progress.h"
@@ -17,10 +19,12 @@ static void compile_usage(FILE *f) {
   fprintf(f,
           "usage: coda compile [OPTIONS] FILE          (FILE '-' reads standard input)\n"
           "       coda compile [OPTIONS] --builtin NAME\n"
-          "       coda compile --all [--unfused] [--quiet]\n"
+          "       coda compile --all [--unfused] [--quiet] [--arch sm80|sm90]\n"
           "Prints the CUDA source of the program's GEMM epilogue and compiles it with\n"
           "NVRTC for sm_90a (the kernel is cached in $CODA_CACHE_DIR or ~/.cache/coda).\n"
           "Options:\n"
+          "  --arch A     the mainloop: sm90 (default: wgmma + TMA, for sm_90a) or sm80\n"
+          "               (mma.sync + cp.async, for sm_80; what CODA_ARCH=sm80 runs)\n"
           "  --full       print the whole translation unit (mainloop included)\n"
           "  --quiet      print no source, only the compilation result\n"
           "  --log        print the compiler log (ptxas register/spill statistics)\n"
@@ -129,7 +133,19 @@ static int compile_all(int unfused, int quiet) {
   return bad ? 1 : 0;
 }
 
+/* --arch: the library takes the path from CODA_ARCH when the context is
+ * made, so the option sets it for this process. */
+static int set_arch(const char *a) {
+  if (strcmp(a, "sm80") != 0 && strcmp(a, "sm90") != 0) {
+    fprintf(stderr, "coda compile: --arch is sm80 or sm90, not '%s'\n", a);
+    return 2;
+  }
+  setenv("CODA_ARCH", a, 1);
+  return 0;
+}
+
 int coda_cmd_compile(int argc, char **argv) {
+  const char *arch = "sm90";
   int full = 0, quiet = 0, show_log = 0, f16 = 0, ta = 0, tb = 1, no_cache = 0, all = 0, unfused = 0;
   const char *file = NULL, *builtin = NULL;
   for (int i = 1; i < argc; i++) {
@@ -144,6 +160,10 @@ int coda_cmd_compile(int argc, char **argv) {
     else if (!strcmp(a, "--all")) all = 1;
     else if (!strcmp(a, "--unfused")) unfused = 1;
     else if (!strcmp(a, "--builtin") && i + 1 < argc) builtin = argv[++i];
+    else if (!strcmp(a, "--arch") && i + 1 < argc) {
+      arch = argv[++i];
+      if (set_arch(arch)) return 2;
+    }
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       compile_usage(stdout);
       return 0;
@@ -159,7 +179,7 @@ int coda_cmd_compile(int argc, char **argv) {
   }
   if (all) {
     if (file || builtin || full || show_log || f16 || ta || !tb || no_cache) {
-      fprintf(stderr, "coda compile: --all takes only --unfused and --quiet\n");
+      fprintf(stderr, "coda compile: --all takes only --unfused, --quiet and --arch\n");
       return 2;
     }
     return compile_all(unfused, quiet);
@@ -222,9 +242,11 @@ int coda_cmd_compile(int argc, char **argv) {
   }
   if (full && unit) fputs(unit, stdout);
   if (show_log && log) fputs(log, stdout);
-  printf("// %s: %s for sm_90a, %s schedule, cubin %zu bytes, spill stores %d, kernel %s, "
+  const int sm80 = !strcmp(arch, "sm80");
+  printf("// %s: %s for %s, %s schedule, cubin %zu bytes, spill stores %d, kernel %s, "
          "tiling %d x %d\n",
-         label, info.from_cache ? "cached" : "compiled", info.pingpong ? "pingpong" : "cooperative",
+         label, info.from_cache ? "cached" : "compiled", sm80 ? "sm_80 (sm80 mainloop)" : "sm_90a",
+         sm80 ? "one" : info.pingpong ? "pingpong" : "cooperative",
          info.cubin_bytes, info.spill_stores, info.kernel, tl.tile_m, tl.tile_n);
   rc = 0;
 out:

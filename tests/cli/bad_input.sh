@@ -135,8 +135,9 @@ expect "usage" -- check a.coda b.coda
 expect "nosuch" -- check --builtin nosuch
 
 # --- coda compile
-expect "--all takes only --unfused and --quiet" -- compile --all --f16
-expect "--all takes only --unfused and --quiet" -- compile --all --builtin llama_swiglu
+expect "--all takes only --unfused, --quiet and --arch" -- compile --all --f16
+expect "--all takes only --unfused, --quiet and --arch" -- compile --all --builtin llama_swiglu
+expect "--arch is sm80 or sm90, not 'sm75'" -- compile --arch sm75 --builtin llama_swiglu
 expect "--unfused goes with --all" -- compile --unfused --builtin llama_swiglu
 expect "unknown option '--frob'" -- compile --frob
 

@@ -54,6 +54,10 @@ export CODA_CACHE_DIR=$G/cache
 for t in test_epilogue_gpu test_plan_gpu; do
   if [ -x "$G/tests/gpu/$t" ]; then "$G/tests/gpu/$t" --precompile | tail -1; fi
 done
+# the sm80 stage's kernels (every layout, compiled for the H100 it runs on)
+if [ -x "$G/tests/gpu/test_epilogue_gpu" ]; then
+  CODA_ARCH=sm80 "$G/tests/gpu/test_epilogue_gpu" --precompile | tail -1
+fi
 "$G/coda" compile --all --unfused --quiet # the block plans at any shape: training and benchmarks
 "$G/coda" bench block all --precompile | tail -1
 if [ -x "$G/bench_fused" ]; then

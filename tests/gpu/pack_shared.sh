@@ -46,6 +46,8 @@ ln -s . "$G/build"
 if [ -n "${SEED_CACHE:-}" ]; then cp "$SEED_CACHE"/epi-*.cubin "$G/cache/" 2>/dev/null || true; fi
 export CODA_CACHE_DIR=$G/cache
 for t in test_epilogue_gpu test_plan_gpu; do "$G/tests/gpu/$t" --precompile | tail -1; done
+# the sm80 stage's kernels (every layout, compiled for the H100 it runs on)
+CODA_ARCH=sm80 "$G/tests/gpu/test_epilogue_gpu" --precompile | tail -1
 "$G/coda" compile --all --unfused --quiet
 "$G/coda" bench block all --precompile | tail -1
 "$G/bench_fused" --precompile | tail -1

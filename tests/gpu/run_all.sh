@@ -13,6 +13,11 @@
 #   tests     every GPU test (GEMM, epilogue programs, attention, block
 #             plans, plan runs captured into CUDA graphs, debug mode, the
 #             KV-cache decoder, the coda run examples)
+#   sm80      the sm80 mainloop (mma.sync + cp.async) forced on this GPU
+#             (CODA_ARCH=sm80): every epilogue program in all four operand
+#             layouts, bf16 and f16, ragged shapes, against the CPU and fp64
+#             references (test_epilogue_gpu --layouts), the plain GEMM
+#             through the same kernel, and attention refused by name
 #   train     tests/gpu/train_gpu_smoke.sh (loss falls, determinism, GPU vs
 #             CPU, resume, throughput)
 #   block     coda bench block, all configurations (fused, unfused, floor,
@@ -94,6 +99,9 @@ if has tests; then
     --range tgt=-1:4095 --strict
   step run_qknorm_applied 30 "$P/coda" run programs/examples/qknorm_applied.coda --gpu --m 8192 --n 64 --k 2048
   step run_dyt_total 30 "$P/coda" run programs/examples/dyt_bwd_total.coda --gpu --m 4096 --n 2048 --k 2048
+fi
+if has sm80; then
+  step sm80_epilogue 400 env CODA_ARCH=sm80 "$P/tests/gpu/test_epilogue_gpu" --layouts
 fi
 if has train; then
   echo "== train smoke" | tee -a "$L/gpu-tests.log"

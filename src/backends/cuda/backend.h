@@ -15,8 +15,9 @@ extern "C" {
  * Both backends take it. */
 
 #ifdef CODA_HAVE_CUDA
-/* 1 when a GPU the kernels were built for (sm_90) is present (gemm.cu;
- * the table's available, the public coda_cuda_available). */
+/* 1 when a GPU of compute capability 8.0 or newer is present (gemm.cu;
+ * the table's available, the public coda_cuda_available): sm_90 runs the
+ * sm90 path, the others the sm80 path (base/arch.h). */
 int coda_cuda_device_usable(void);
 
 /* Plain GEMM on the Hopper mainloop: D = alpha*op(A)*op(B) (+ D). Tensors are
@@ -63,10 +64,23 @@ typedef struct coda_cuda_ctx {
   void *ws;        /* the reusable workspaces (workspace.c) */
   void *cudnn;     /* the cuDNN attention's plans and handle (attention_cudnn.c) */
   void *gemm_tune; /* the GEMM autotuner's choices (gemm_tune.cu) */
+  int path;        /* the mainloop path chosen at creation: CODA_PATH_SM90 or
+                    * CODA_PATH_SM80 (base/arch.h, CODA_ARCH) */
+  int cc;          /* the device's compute capability, 10 * major + minor */
 } coda_cuda_ctx;
 /* The CUDA state of ctx; NULL when ctx is not a CUDA context (a context
  * of another backend may still ask the kernel compiler for source). */
 coda_cuda_ctx *coda_cuda_ctx_of(coda_context ctx);
+struct coda_epi_config;
+/* CODA_OK when the context's path runs `what` (the sm90 path runs
+ * everything); on the sm80 path, whose only kernels are the NVRTC-built
+ * GEMM + epilogue programs, CODA_ERR_NOT_SUPPORTED naming `what`, the
+ * path, the device and CODA_ARCH (cuda_backend.c). */
+coda_status coda_cuda_path_check(coda_context ctx, const char *what);
+/* Sets cfg->arch and cfg->cc for the context: its path and device on a
+ * CUDA context, else (compiling without a GPU) CODA_ARCH's path, sm80
+ * compiled for sm_80 (epi_launch.c). */
+void coda_cuda_epi_arch(coda_context ctx, struct coda_epi_config *cfg);
 /* Frees the loaded epilogue kernels and the tuner's table of a context
  * (the table's destroy). */
 void coda_cuda_context_release(coda_context ctx);

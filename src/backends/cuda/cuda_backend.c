@@ -11,7 +11,9 @@
 #include "backends/cuda/gplan.h"
 #include "backends/cuda/stream.h"
 #include "backends/cuda/workspace.h"
+#include "base/arch.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,12 +30,41 @@ coda_cuda_ctx *coda_cuda_ctx_of(coda_context ctx) {
   return ctx && ctx->ops == &coda_cuda_backend_ops ? (coda_cuda_ctx *)ctx->backend : NULL;
 }
 
+/* The context's mainloop path for its device and CODA_ARCH (base/arch.h). */
+static coda_status pick_path(coda_context ctx) {
+  coda_cuda_ctx *b = ctx->backend;
+  const int dev = ctx->opts.device;
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return coda_fail(ctx, CODA_ERR_BACKEND, "CUDA backend: cannot read device %d's compute capability", dev);
+  }
+  char why[256];
+  coda_status s = coda_arch_select(ctx->knobs.arch, major, minor, &b->path, why, sizeof why);
+  if (s != CODA_OK) return coda_fail(ctx, s, "CUDA backend, device %d: %s", dev, why);
+  b->cc = 10 * major + minor;
+  return CODA_OK;
+}
+
+coda_status coda_cuda_path_check(coda_context ctx, const char *what) {
+  const coda_cuda_ctx *b = coda_cuda_ctx_of(ctx);
+  if (!b || b->path != CODA_PATH_SM80) return CODA_OK;
+  return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                   "%s: not on the sm80 path yet (device compute capability %d.%d, CODA_ARCH=%s); "
+                   "the sm80 path runs the GEMMs (plain and with epilogue programs) only; the "
+                   "rest needs an sm_90 GPU with CODA_ARCH=auto or sm90",
+                   what, b->cc / 10, b->cc % 10, coda_arch_choice_name(ctx->knobs.arch));
+}
+
 static coda_status cuda_create(coda_context ctx) {
   ctx->backend = calloc(1, sizeof(coda_cuda_ctx));
   if (!ctx->backend) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "CUDA backend: out of memory");
   if (!coda_cuda_device_usable())
-    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "CUDA backend: no usable sm_90 GPU");
-  coda_status s = coda_cuda_stream_open(ctx);
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "CUDA backend: no usable GPU (compute capability 8.0 or newer)");
+  coda_status s = pick_path(ctx);
+  if (s != CODA_OK) return s;
+  s = coda_cuda_stream_open(ctx);
   if (s == CODA_OK && ctx->opts.autotune) s = coda_cuda_gemm_set_autotune(ctx, 1);
   return s;
 }
@@ -61,6 +92,13 @@ static coda_status cuda_copy_bytes(coda_context ctx, void *dst, const void *src,
   return coda_cuda_memcpy(ctx, dst, src, bytes, kind == CODA_COPY_H2D);
 }
 
+/* A copy with a source converts and strides in a kernel (finish.cu); a
+ * zero fill is a memset. */
+static coda_status cuda_copy(coda_context ctx, const coda_tensor *dst, const coda_tensor *src) {
+  coda_status s = src ? coda_cuda_path_check(ctx, "CUDA tensor copy") : CODA_OK;
+  return s ? s : coda_cuda_copy(ctx, dst, src);
+}
+
 static coda_status cuda_tags(coda_context ctx, char *device, size_t ndevice, char *code,
                              size_t ncode) {
   coda_status st = coda_cuda_device_tag(ctx, device, ndevice);
@@ -74,7 +112,36 @@ static coda_status cuda_tags(coda_context ctx, char *device, size_t ndevice, cha
   return CODA_OK;
 }
 
+/* The plain GEMM on the sm80 path: the fused kernel with a store program,
+ * D = round(alpha * acc (+ D)), the product and the addition each in fp32
+ * and one rounding, as the sm_90 kernels compute it. One program (and
+ * kernel) per D type, accumulate flag and alpha (printed with the 9 digits
+ * that give the float back); the parse costs host time at every call. */
+static coda_status sm80_gemm(coda_context ctx, const coda_epi_job *j) {
+  const float alpha = (float)j->alpha;
+  const coda_dtype dt = j->D->dtype;
+  if (!isfinite(alpha))
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "CUDA GEMM on the sm80 path: alpha %g is not finite",
+                     (double)alpha);
+  if (dt != CODA_BF16 && dt != CODA_F16 && dt != CODA_F32)
+    return coda_fail(ctx, CODA_ERR_DTYPE, "CUDA GEMM on the sm80 path: D is %s, not bf16, f16 or f32",
+                     coda_dtype_name(dt));
+  char text[128];
+  snprintf(text, sizeof text, "output d : %s%s\nstore d = acc * %.9g\n", coda_dtype_name(dt),
+           j->accumulate ? " accumulate" : "", (double)alpha);
+  coda_program p = NULL;
+  coda_status s = coda_program_parse(ctx, text, &p);
+  if (s) return s;
+  const coda_tensor *out[1] = {j->D};
+  s = coda_cuda_gemm_epilogue(ctx, p, j->ta, j->A, j->tb, j->B, NULL, out, NULL,
+                              (coda_tiling){CODA_EPI_TILE_M, CODA_EPI_BN}, CODA_SCHED_AUTO);
+  coda_program_destroy(p);
+  return s;
+}
+
 static coda_status cuda_gemm(coda_context ctx, const coda_epi_job *j) {
+  const coda_cuda_ctx *b = coda_cuda_ctx_of(ctx);
+  if (b && b->path == CODA_PATH_SM80) return sm80_gemm(ctx, j);
   return coda_cuda_gemm(ctx, j->ta, j->A, j->tb, j->B, j->D, (float)j->alpha, j->accumulate);
 }
 
@@ -85,10 +152,15 @@ static coda_status cuda_gemm_epilogue(coda_context ctx, const coda_epi_job *j) {
 }
 
 static coda_status cuda_map(coda_context ctx, const coda_epi_job *j) {
+  /* (its kernels wrap the sm_90 seam types: epi_map.c) */
+  coda_status s = coda_cuda_path_check(ctx, "CUDA elementwise program (coda_map)");
+  if (s) return s;
   return coda_cuda_map(ctx, j->prog, j->M, j->N, j->inputs, j->outputs, j->partials, j->tiling);
 }
 
 static coda_status cuda_finish(coda_context ctx, const coda_finish_job *j) {
+  coda_status s = coda_cuda_path_check(ctx, "CUDA row finisher (finish.cu)");
+  if (s) return s;
   return coda_cuda_finish(ctx, j->kind, j->layout, j->P, j->Q, j->out, j->M, j->N,
                           j->tiling.tile_n, j->seg, j->eps);
 }
@@ -173,7 +245,8 @@ static coda_status pick_attention(coda_context ctx, const coda_attn_job *j, int 
 
 static coda_status cuda_attention_forward(coda_context ctx, const coda_attn_job *j) {
   int cudnn = 0;
-  coda_status s = pick_attention(ctx, j, 0, &cudnn);
+  coda_status s = coda_cuda_path_check(ctx, "CUDA attention forward");
+  if (!s) s = pick_attention(ctx, j, 0, &cudnn);
   if (s) return s;
   if (cudnn) return coda_cudnn_attention_forward(ctx, j);
   return coda_cuda_attention_forward(ctx, j->qkv, j->B, j->T, j->Hq, j->Hkv, j->hd, j->out, j->lse);
@@ -181,7 +254,8 @@ static coda_status cuda_attention_forward(coda_context ctx, const coda_attn_job 
 
 static coda_status cuda_attention_backward(coda_context ctx, const coda_attn_job *j) {
   int cudnn = 0;
-  coda_status s = pick_attention(ctx, j, 1, &cudnn);
+  coda_status s = coda_cuda_path_check(ctx, "CUDA attention backward");
+  if (!s) s = pick_attention(ctx, j, 1, &cudnn);
   if (s) return s;
   if (cudnn) return coda_cudnn_attention_backward(ctx, j);
   return coda_cuda_attention_backward(ctx, j->qkv, j->out, j->lse, j->dout, j->B, j->T, j->Hq,
@@ -192,8 +266,12 @@ static coda_status cuda_precompile_gemm_epilogue(coda_context ctx, coda_program 
                                                  int trans_b, int f16, int *from_cache) {
   coda_status s = CODA_OK;
   *from_cache = 1;
-  for (int sched = CODA_SCHED_PINGPONG; sched <= CODA_SCHED_COOPERATIVE && s == CODA_OK; sched++) {
-    coda_epi_config cfg = coda_epi_default_config();
+  coda_epi_config probe = coda_epi_default_config();
+  coda_cuda_epi_arch(ctx, &probe);
+  /* the sm80 path has one schedule */
+  const int last = probe.arch == CODA_PATH_SM80 ? CODA_SCHED_PINGPONG : CODA_SCHED_COOPERATIVE;
+  for (int sched = CODA_SCHED_PINGPONG; sched <= last && s == CODA_OK; sched++) {
+    coda_epi_config cfg = probe;
     cfg.trans_a = trans_a;
     cfg.trans_b = trans_b;
     cfg.f16 = f16;
@@ -290,7 +368,8 @@ const coda_backend_ops coda_cuda_backend_ops = {
     .alloc = cuda_alloc,
     .free = cuda_free,
     .copy_bytes = cuda_copy_bytes,
-    .copy = coda_cuda_copy,
+    .copy = cuda_copy,
+    .path_check = coda_cuda_path_check,
     .synchronize = coda_cuda_sync,
     .tags = cuda_tags,
     .gemm = cuda_gemm,

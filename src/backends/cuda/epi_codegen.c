@@ -1,5 +1,10 @@
 /* Code generation: epilogue program IR -> CUDA source of an Epi functor for
- * the Hopper mainloop (gemm_sm90.cuh).
+ * the Hopper mainloop (gemm_sm90.cuh) or the sm_80 one (gemm_sm80.cuh,
+ * coda_epi_config.arch = CODA_PATH_SM80), whose fragment has the same
+ * layout. For sm_80 the functor is the same less the TMA loads and stores,
+ * mbarrier waits and bulk-copy fences and waits (gen.sm80): staged inputs
+ * come by cp.async, staged outputs leave as 16-byte vectors, the paths the
+ * sm_90 functor takes at run time for views without a TMA map.
  *
  * This file holds the driver: coda_epi_functor_source plans the functor
  * (hoisting, staging, one emitter per argument) and prints its loop
@@ -43,6 +48,7 @@
 #include "backends/cuda/epi_codegen.h"
 #include "backends/cuda/epi_emit.h"
 
+#include "base/arch.h"
 #include "base/internal.h"
 #include "base/strbuf.h"
 #include "lang/ir.h"
@@ -56,15 +62,20 @@ size_t coda_epi_smem_bytes(const coda_epi_config *cfg);
 
 #define CODA_EPI_PINGPONG_MAX_CUBIN (150 * 1024)
 
+static int is_sm80(const coda_epi_config *cfg) { return cfg->arch == CODA_PATH_SM80; }
+
 /* As many mainloop stages as fit, with the configuration's scratch, in the
- * 227 KiB of shared memory of a block. */
+ * 227 KiB of shared memory of a Hopper block (sm80: in the 99 KiB of the
+ * smallest sm_8x block). */
 static void fit_stages(coda_epi_config *cfg) {
-  cfg->stages = CODA_EPI_STAGES;
-  while (cfg->stages > 2 && coda_epi_smem_bytes(cfg) > 232448) cfg->stages--;
+  const int sm80 = is_sm80(cfg);
+  const size_t cap = sm80 ? CODA_EPI_SM80_SMEM_MAX : 232448;
+  cfg->stages = sm80 ? CODA_EPI_SM80_STAGES : CODA_EPI_STAGES;
+  while (cfg->stages > 2 && coda_epi_smem_bytes(cfg) > cap) cfg->stages--;
 }
 
 coda_epi_config coda_epi_default_config(void) {
-  coda_epi_config c = {CODA_EPI_BN, CODA_EPI_STAGES, 0, 0, 1, 0, CODA_SCHED_AUTO, 0};
+  coda_epi_config c = {CODA_EPI_BN, CODA_EPI_STAGES, 0, 0, 1, 0, CODA_SCHED_AUTO, 0, 0, 0};
   fit_stages(&c);
   return c;
 }
@@ -78,10 +89,24 @@ static long scratch_bytes(void) {
   return v > 0 ? v : 64 * 40 * 4;
 }
 
+/* gemm_sm80.cuh's pitch<>: an operand buffer of `ext` rows (m or n) x 32 k
+ * or 32 rows x `ext`, rows padded by 16 bytes; the larger of the two. */
+static size_t sm80_operand_bytes(size_t ext) {
+  const size_t kmajor = ext * (2 * 32 + 16), mnmajor = 32 * (2 * ext + 16);
+  return kmajor > mnmajor ? kmajor : mnmajor;
+}
+
 size_t coda_epi_smem_bytes(const coda_epi_config *cfg) {
+  const size_t scratch = cfg->scratch > 0 ? (size_t)cfg->scratch : (size_t)scratch_bytes();
+  if (is_sm80(cfg)) {
+    /* the stages, or the two groups' scratches that reuse them, + 128
+     * bytes of alignment slack (coda_sm80::smem_bytes) */
+    const size_t pipe = (size_t)cfg->stages * (sm80_operand_bytes(CODA_EPI_SM80_BM) + sm80_operand_bytes((size_t)cfg->bn));
+    const size_t epi = (size_t)(CODA_EPI_SM80_BM / 64) * scratch;
+    return (pipe > epi ? pipe : epi) + 128;
+  }
   /* STAGES x (A + B) k-blocks + 2 epilogue scratches + 2 x STAGES mbarriers
    * + 4 epilogue-load mbarriers + 1024 bytes of alignment slack. */
-  const size_t scratch = cfg->scratch > 0 ? (size_t)cfg->scratch : (size_t)scratch_bytes();
   return (size_t)cfg->stages * (128 + cfg->bn) * 64 * 2 + 2 * scratch +
          (2 * (size_t)cfg->stages + 4) * 8 + 1024;
 }
@@ -213,8 +238,10 @@ static void visit_all(gen *g, epi_phase ph) { visit(g, ph, 0, g->nargs); }
 /* The functor's plan: hoisting, the inputs read, the staging and the
  * arguments with their emitters (inputs the program reads, outputs,
  * reductions). */
-static void plan_functor(gen *g, const struct coda_program_s *p, coda_strbuf *b, long scratch) {
+static void plan_functor(gen *g, const struct coda_program_s *p, coda_strbuf *b, long scratch, int arch) {
   memset(g, 0, sizeof *g);
+  g->sm80 = arch == CODA_PATH_SM80;
+  g->ns = g->sm80 ? "coda_sm80" : "coda_sm90";
   g->p = p;
   g->b = b;
   g->pair = p->pair_mode;
@@ -228,7 +255,7 @@ static void plan_functor(gen *g, const struct coda_program_s *p, coda_strbuf *b,
   g->staged = g->sp.nin + g->sp.nout > 0;
   /* staged inputs come by TMA (tin, decided at run time: every staged
    * input has a map) or by cp.async from all threads */
-  g->tma_in = g->sp.nin > 0 && epi_input_slots(p, &g->sp, g->slot);
+  g->tma_in = g->sp.nin > 0 && epi_input_slots(p, &g->sp, g->slot) && !g->sm80;
   for (int k = 0; k < p->ninputs; k++) {
     g->in_em[k] = epi_input_emitter(p->inputs[k].kind);
     if (g->used[k]) g->args[g->nargs++] = (epi_arg){g->in_em[k], k};
@@ -262,13 +289,13 @@ static void emit_head(gen *g) {
   coda_sb_printf(b, "static_assert(sizeof(CodaEpiParams) == %zu, \"CodaEpiParams as the host's coda_epi_params\");\n",
                  sizeof(coda_epi_params));
   coda_sb_printf(b, "struct CodaEpi {\n  CodaEpiParams p;\n");
-  if (g->sp.nout) /* the shared memory must outlive the last TMA stores' reads */
+  if (g->sp.nout && !g->sm80) /* the shared memory must outlive the last TMA stores' reads */
     coda_sb_printf(b, "  __device__ __forceinline__ void finish() const { if (threadIdx.x %% 128 == 0) coda_sm90::bulk_wait_all(); }\n");
   else
     coda_sb_printf(b, "  __device__ __forceinline__ void finish() const {}\n");
   /* the GEMM calls prefetch() during the mainloop: the first chunk's
    * inputs are then on their way when the fragment arrives */
-  coda_sb_printf(b, "  __device__ __forceinline__ void prefetch(int wr0, int tc0, const coda_sm90::EpiScratch &sc) const {\n");
+  coda_sb_printf(b, "  __device__ __forceinline__ void prefetch(int wr0, int tc0, const %s::EpiScratch &sc) const {\n", g->ns);
   if (g->sp.nin && g->sp.dbl) {
     coda_sb_printf(b, "    const int M = p.M, N = p.N;\n    uint8_t *const sb_ = (uint8_t *)sc.buf;\n");
     visit(g, EPI_STAGE_DECL, 0, g->nin_args);
@@ -285,11 +312,11 @@ static void emit_head(gen *g) {
 static void emit_fragment_begin(gen *g) {
   coda_strbuf *b = g->b;
   coda_sb_printf(b, "  template <int BN>\n  __device__ __forceinline__ void operator()("
-               "const coda_sm90::AccFragment<BN> &f, const coda_sm90::EpiScratch &sc) const {\n");
+               "const %s::AccFragment<BN> &f, const %s::EpiScratch &sc) const {\n", g->ns, g->ns);
   coda_sb_printf(b, "    static_assert(BN == %d, \"partials are generated for tile_n = %d\");\n", CODA_EPI_BN, CODA_EPI_BN);
-  coda_sb_printf(b, "    static_assert(coda_sm90::kEpiScratchBytes == %ld, \"the staging plan's scratch\");\n", g->scratch);
+  coda_sb_printf(b, "    static_assert(%s::kEpiScratchBytes == %ld, \"the staging plan's scratch\");\n", g->ns, g->scratch);
   if (g->ncol)
-    coda_sb_printf(b, "    static_assert(%d * 4 * BN * 4 <= coda_sm90::kEpiScratchBytes, \"colsum scratch\");\n", g->ncol);
+    coda_sb_printf(b, "    static_assert(%d * 4 * BN * 4 <= %s::kEpiScratchBytes, \"colsum scratch\");\n", g->ncol, g->ns);
   coda_sb_printf(b, "    const int M = p.M, N = p.N;\n");
   coda_sb_printf(b, "    const int lane = threadIdx.x %% 32, qd = lane %% 4, warp = (threadIdx.x %% 128) / 32;\n");
   coda_sb_printf(b, "    const int tc0 = f.col0 - 2 * qd;   /* first column of the tile */\n");
@@ -334,13 +361,13 @@ static void emit_chunk_fetch(gen *g) {
   /* TMA stores of earlier chunks must have read the output staging this
    * chunk writes (with two buffers: the store of chunk jc - 2) */
   if (sp->frag) return; /* (its staging is ordered once per fragment) */
-  if (sp->nout)
+  if (sp->nout && !g->sm80)
     coda_sb_printf(b, "      if (threadIdx.x %% 128 == 0) coda_sm90::bulk_wait_read<%d>();\n", sp->out_dbl ? 1 : 0);
   if (g->staged) {
     /* cp.async'ed inputs and the output staging need the barrier; TMA'd
      * inputs are visible to every thread that waits on their mbarrier */
     if (tma_in && !sp->nout) coda_sb_printf(b, "      if (!tin) coda_sm90::wg_sync(sc.bar);\n");
-    else coda_sb_printf(b, "      coda_sm90::wg_sync(sc.bar);\n");
+    else coda_sb_printf(b, "      %s::wg_sync(sc.bar);\n", g->ns);
   }
   if (tma_in) {
     if (sp->dbl) coda_sb_printf(b, "      if (tin) coda_sm90::mbar_wait(&sc.ld_bar[(jc / %d) & 1], (jc / %d) & 1);\n", EPI_JC, 2 * EPI_JC);
@@ -402,20 +429,41 @@ static void emit_chunk(gen *g) {
     /* the chunk's staged inputs are read and its outputs written; the
      * generic-proxy writes of staged outputs are made visible to the TMA
      * (async proxy) before the barrier */
-    if (g->sp.nout) coda_sb_printf(b, "      asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n");
-    coda_sb_printf(b, "      coda_sm90::wg_sync(sc.bar);\n");
+    if (g->sp.nout && !g->sm80) coda_sb_printf(b, "      asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n");
+    coda_sb_printf(b, "      %s::wg_sync(sc.bar);\n", g->ns);
     visit_all(g, EPI_CHUNK_STORE);
-    if (g->sp.nout) coda_sb_printf(b, "      if (threadIdx.x %% 128 == 0) coda_sm90::bulk_commit();\n");
+    if (g->sp.nout && !g->sm80) coda_sb_printf(b, "      if (threadIdx.x %% 128 == 0) coda_sm90::bulk_commit();\n");
   }
 }
 
+/* The staged outputs of a fragment (half-split pairs) leave after its
+ * last chunk: the previous fragment's stores have read the staging before
+ * this one writes it; afterwards every chunk is written, then stored. */
+static void emit_frag_out_begin(gen *g) {
+  if (g->sm80) coda_sb_printf(g->b, "    coda_sm80::wg_sync(sc.bar);\n");
+  else coda_sb_printf(g->b, "    if (threadIdx.x %% 128 == 0) coda_sm90::bulk_wait_read<0>();\n    coda_sm90::wg_sync(sc.bar);\n");
+}
+static void emit_frag_out_end(gen *g) {
+  coda_strbuf *b = g->b;
+  if (!g->sm80) coda_sb_printf(b, "    asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n");
+  coda_sb_printf(b, "    %s::wg_sync(sc.bar);\n", g->ns);
+  coda_sb_printf(b, "#pragma unroll\n    for (int jc = 0; jc < BN / 8; jc += %d) {\n", EPI_JC);
+  visit_all(g, EPI_CHUNK_STORE);
+  coda_sb_printf(b, "    }\n");
+  if (!g->sm80) coda_sb_printf(b, "    if (threadIdx.x %% 128 == 0) coda_sm90::bulk_commit();\n");
+}
+
 char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
+  return coda_epi_functor_source_for(ctx, pg, CODA_PATH_SM90);
+}
+
+char *coda_epi_functor_source_for(coda_context ctx, coda_program pg, int arch) {
   const struct coda_program_s *p = pg;
   if (coda_epi_supported(ctx, pg) != CODA_OK) return NULL;
   coda_strbuf sb = {0};
   coda_strbuf *b = &sb;
   gen g;
-  plan_functor(&g, p, b, coda_epi_scratch_bytes(pg));
+  plan_functor(&g, p, b, coda_epi_scratch_bytes(pg), arch);
   emit_head(&g);
   emit_fragment_begin(&g);
   if (g.sp.nin && g.sp.dbl) {
@@ -425,17 +473,11 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   }
   /* outputs staged per fragment: the previous fragment's stores have read
    * the staging before this one writes it */
-  if (g.sp.frag && g.sp.nout)
-    coda_sb_printf(b, "    if (threadIdx.x %% 128 == 0) coda_sm90::bulk_wait_read<0>();\n    coda_sm90::wg_sync(sc.bar);\n");
+  if (g.sp.frag && g.sp.nout) emit_frag_out_begin(&g);
   coda_sb_printf(b, "#pragma unroll\n    for (int jc = 0; jc < BN / 8; jc += %d) {\n", EPI_JC);
   emit_chunk(&g);
   coda_sb_printf(b, "    }\n"); /* jc */
-  if (g.sp.frag && g.sp.nout) { /* every chunk of the fragment leaves */
-    coda_sb_printf(b, "    asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n    coda_sm90::wg_sync(sc.bar);\n");
-    coda_sb_printf(b, "#pragma unroll\n    for (int jc = 0; jc < BN / 8; jc += %d) {\n", EPI_JC);
-    visit_all(&g, EPI_CHUNK_STORE);
-    coda_sb_printf(b, "    }\n    if (threadIdx.x %% 128 == 0) coda_sm90::bulk_commit();\n");
-  }
+  if (g.sp.frag && g.sp.nout) emit_frag_out_end(&g); /* every chunk of the fragment leaves */
   /* row partials of this column tile */
   if (g.any_row_end) {
     coda_sb_printf(b, "#pragma unroll\n    for (int h = 0; h < 2; ++h) {\n      const int r = f.row0 + 8 * h;\n");
@@ -444,11 +486,11 @@ char *coda_epi_functor_source(coda_context ctx, coda_program pg) {
   }
   /* column partials, from the warps' sums in the scratch */
   if (g.ncol) {
-    coda_sb_printf(b, "    coda_sm90::wg_sync(sc.bar);\n");
+    coda_sb_printf(b, "    %s::wg_sync(sc.bar);\n", g.ns);
     coda_sb_printf(b, "    {\n      const int t = threadIdx.x %% 128;\n");
     coda_sb_printf(b, "      const int s_ = wr0 / %d;\n", CODA_EPI_TILE_M);
     visit_all(&g, EPI_END);
-    coda_sb_printf(b, "    }\n    coda_sm90::wg_sync(sc.bar); /* the scratch is reused by the next fragment */\n");
+    coda_sb_printf(b, "    }\n    %s::wg_sync(sc.bar); /* the scratch is reused by the next fragment */\n", g.ns);
   }
   coda_sb_printf(b, "  }\n};\n");
   return sb_take(ctx, b);
@@ -501,10 +543,49 @@ static void append_helpers(coda_strbuf *b, const char *text) {
   append_header(b, text, 0);
 }
 
+/* The kernel's name expression (the mainloop's template instance). */
+static void kernel_name(const coda_epi_config *cfg, char *buf, size_t n) {
+  const char *ta = cfg->trans_a ? "true" : "false", *tb = cfg->trans_b ? "true" : "false";
+  const char *f16 = cfg->f16 ? "true" : "false";
+  if (is_sm80(cfg))
+    snprintf(buf, n, "coda_sm80::gemm_kernel<%d, %d, %d, %s, %s, %s, CodaEpi>", CODA_EPI_SM80_BM,
+             cfg->bn, cfg->stages, ta, tb, f16);
+  else
+    snprintf(buf, n, "coda_sm90::gemm_kernel<%d, %d, %s, %s, %s, %s, CodaEpi>", cfg->bn,
+             cfg->stages, cfg->ping ? "true" : "false", ta, tb, f16);
+}
+
+const char *coda_epi_target(const coda_epi_config *cfg, char *buf, size_t n) {
+  if (is_sm80(cfg)) snprintf(buf, n, "sm_%d", cfg->cc > 0 ? cfg->cc : 80);
+  else snprintf(buf, n, "sm_90a");
+  return buf;
+}
+
+/* The mainloop headers in their include order and the check that host and
+ * device agree on the shared memory. */
+static void append_mainloop(coda_strbuf *sb, const coda_epi_config *cfg) {
+  if (is_sm80(cfg)) {
+    append_header(sb, coda_epi_hdr_gemm_sm80, 0);
+    return;
+  }
+  /* in gemm_sm90.cuh's include order: the PTX wrappers, wgmma, the mainloop */
+  append_header(sb, coda_epi_hdr_ptx_sm90, 0);
+  append_header(sb, coda_epi_hdr_wgmma, 0);
+  append_header(sb, coda_epi_hdr_gemm_sm90, 1);
+}
+static void append_smem_check(coda_strbuf *sb, const coda_epi_config *cfg) {
+  if (is_sm80(cfg))
+    coda_sb_printf(sb, "static_assert(coda_sm80::smem_bytes<%d, %d, %d>() == %zu, \"host and device disagree on shared memory\");\n",
+                   CODA_EPI_SM80_BM, cfg->bn, cfg->stages, coda_epi_smem_bytes(cfg));
+  else
+    coda_sb_printf(sb, "static_assert(coda_sm90::smem_bytes<%d, %d>() == %zu, \"host and device disagree on shared memory\");\n",
+                   cfg->bn, cfg->stages, coda_epi_smem_bytes(cfg));
+}
+
 char *coda_epi_full_source(coda_context ctx, coda_program p, const coda_epi_config *cfg,
                            char **kernel_expr) {
   if (kernel_expr) *kernel_expr = NULL;
-  char *fn = coda_epi_functor_source(ctx, p);
+  char *fn = coda_epi_functor_source_for(ctx, p, is_sm80(cfg) ? CODA_PATH_SM80 : CODA_PATH_SM90);
   if (!fn) return NULL;
   coda_strbuf sb = {0};
   coda_sb_printf(&sb, "%s", kPrelude);
@@ -512,22 +593,16 @@ char *coda_epi_full_source(coda_context ctx, coda_program p, const coda_epi_conf
   coda_sb_printf(&sb, "#define CODA_EPI_SCRATCH_BYTES %ld\n", coda_epi_scratch_bytes(p));
   /* the program's math: which function helpers epi_helpers.cuh defines */
   coda_sb_printf(&sb, "#define CODA_EPI_FAST_MATH %d\n", coda_program_math(p) == CODA_MATH_FAST);
-  /* in gemm_sm90.cuh's include order: the PTX wrappers, wgmma, the mainloop */
-  append_header(&sb, coda_epi_hdr_ptx_sm90, 0);
-  append_header(&sb, coda_epi_hdr_wgmma, 0);
-  append_header(&sb, coda_epi_hdr_gemm_sm90, 1);
+  append_mainloop(&sb, cfg);
   append_helpers(&sb, coda_epi_hdr_helpers);
   coda_sb_printf(&sb, "%s", fn);
   free(fn);
-  coda_sb_printf(&sb, "static_assert(coda_sm90::smem_bytes<%d, %d>() == %zu, \"host and device disagree on shared memory\");\n",
-            cfg->bn, cfg->stages, coda_epi_smem_bytes(cfg));
+  append_smem_check(&sb, cfg);
   char *src = sb_take(ctx, &sb);
   if (!src) return NULL;
   if (kernel_expr) {
     char buf[160];
-    snprintf(buf, sizeof buf, "coda_sm90::gemm_kernel<%d, %d, %s, %s, %s, %s, CodaEpi>", cfg->bn,
-             cfg->stages, cfg->ping ? "true" : "false", cfg->trans_a ? "true" : "false",
-             cfg->trans_b ? "true" : "false", cfg->f16 ? "true" : "false");
+    kernel_name(cfg, buf, sizeof buf);
     *kernel_expr = malloc(strlen(buf) + 1);
     if (*kernel_expr) memcpy(*kernel_expr, buf, strlen(buf) + 1);
     if (!*kernel_expr) {
@@ -574,8 +649,10 @@ static coda_status build_one(coda_context ctx, coda_program p, const coda_epi_co
   char *expr = NULL;
   char *src = coda_epi_full_source(ctx, p, cfg, &expr);
   if (!src) return CODA_ERR_NOT_SUPPORTED;
-  coda_status s = coda_epi_compile(ctx, src, expr, coda_program_math(p), no_cache, &out->cubin, &out->size, &out->lowered,
-                                   NULL, &out->from_cache, &out->spill);
+  char target[16];
+  coda_status s = coda_epi_compile_for(ctx, coda_epi_target(cfg, target, sizeof target), src, expr,
+                                       coda_program_math(p), no_cache, &out->cubin, &out->size,
+                                       &out->lowered, NULL, &out->from_cache, &out->spill);
   free(src);
   free(expr);
   return s;
@@ -600,6 +677,10 @@ coda_status coda_epi_build(coda_context ctx, coda_program p, coda_epi_config *cf
    * (llama_swiglu_bwd: 2.3x faster cooperative); $CODA_EPI_SCHEDULE =
    * "pingpong" or "cooperative" forces one (bench/results/epilogue-notes.md) */
   coda_epi_config_for(p, cfg);
+  if (is_sm80(cfg)) { /* one schedule: every group its own tile rows */
+    cfg->ping = 0;
+    return build_one(ctx, p, cfg, no_cache, out);
+  }
   const coda_epi_schedule force = ctx ? ctx->knobs.epi_schedule : CODA_EPI_SCHEDULE_AUTO;
   if (cfg->sched != CODA_SCHED_AUTO) cfg->ping = cfg->sched == CODA_SCHED_PINGPONG;
   else if (force != CODA_EPI_SCHEDULE_AUTO) cfg->ping = force == CODA_EPI_SCHEDULE_PINGPONG;

@@ -1,6 +1,6 @@
 /* The epilogue compiler: an epilogue program (src/lang/ir.h) becomes the
- * Epi functor of the Hopper GEMM mainloop (gemm_sm90.cuh), compiled at run
- * time with NVRTC. Plain C; usable without a GPU (code generation and
+ * Epi functor of the Hopper GEMM mainloop (gemm_sm90.cuh) or of the sm_80
+ * one (gemm_sm80.cuh), compiled at run time with NVRTC. Plain C; usable without a GPU (code generation and
  * compilation only need the NVRTC library). */
 #ifndef CODA_CUDA_EPI_CODEGEN_H
 #define CODA_CUDA_EPI_CODEGEN_H
@@ -27,6 +27,15 @@ extern "C" {
  * into it (maps in slots CODA_EPI_MAX_TMA ..). */
 #define CODA_EPI_MAX_TMA 8
 #define CODA_EPI_MAX_TMA_IN 4
+/* The sm_80 mainloop (gemm_sm80.cuh): CTA tiles of CODA_EPI_SM80_BM rows
+ * (two groups of 4 warps) x CODA_EPI_BN, k-blocks of 32, this many stages
+ * (fewer where the shared memory of a block is smaller), 256 threads. */
+#define CODA_EPI_SM80_BM 128
+#define CODA_EPI_SM80_STAGES 4
+#define CODA_EPI_SM80_THREADS (2 * CODA_EPI_SM80_BM)
+/* The shared memory of a block the sm80 path sizes its stages for: the
+ * 99 KiB of sm_86/sm_89 (A100 and Hopper have more). */
+#define CODA_EPI_SM80_SMEM_MAX (99 * 1024)
 
 /* Kernel instantiation chosen for one launch. */
 typedef struct coda_epi_config {
@@ -39,6 +48,10 @@ typedef struct coda_epi_config {
   int sched;   /* CODA_SCHED_*: AUTO = the rule in coda_epi_build, else forced */
   int scratch; /* epilogue scratch bytes per consumer warpgroup (0 = the
                 * header's default); coda_epi_config_for sets it */
+  int arch;    /* the mainloop: CODA_PATH_SM80 (80) gemm_sm80.cuh, else
+                * (0 or 90) gemm_sm90.cuh */
+  int cc;      /* sm80 path: the architecture NVRTC compiles for, as
+                * 10 * major + minor (80, 86, 89, 90, ...; 0: 80) */
 } coda_epi_config;
 
 /* The configuration a program's kernels run with: its scratch
@@ -94,8 +107,11 @@ int coda_epi_chunk_row_bytes(coda_dtype t, coda_width w);
 coda_status coda_epi_supported(coda_context ctx, coda_program p);
 
 /* CUDA source of the functor `CodaEpi` alone (malloc'ed), or NULL with the
- * error recorded on ctx. */
+ * error recorded on ctx: for the sm_90 mainloop, or (_for) for the one of
+ * arch (CODA_PATH_SM80: no TMA, mbarrier or bulk-copy instructions; staged
+ * outputs leave as 16-byte vector stores, staged inputs come by cp.async). */
 char *coda_epi_functor_source(coda_context ctx, coda_program p);
+char *coda_epi_functor_source_for(coda_context ctx, coda_program p, int arch);
 
 /* Complete NVRTC translation unit: prelude, the embedded mainloop headers,
  * the functor; *kernel_expr (malloc'ed) is the name expression of the
@@ -104,7 +120,8 @@ char *coda_epi_full_source(coda_context ctx, coda_program p, const coda_epi_conf
                            char **kernel_expr);
 
 /* Dynamic shared memory of the kernel instantiation (matches
- * coda_sm90::smem_bytes<BN, STAGES>()). */
+ * coda_sm90::smem_bytes<BN, STAGES>() or, sm80,
+ * coda_sm80::smem_bytes<BM, BN, STAGES>()). */
 size_t coda_epi_smem_bytes(const coda_epi_config *cfg);
 
 /* Compiles a translation unit with NVRTC for sm_90a and returns the cubin
@@ -116,6 +133,14 @@ size_t coda_epi_smem_bytes(const coda_epi_config *cfg);
 coda_status coda_epi_compile(coda_context ctx, const char *source, const char *kernel_expr,
                              coda_math math, int no_cache, void **cubin, size_t *cubin_size, char **lowered,
                              char **log, int *from_cache, int *spill);
+/* The same for an NVRTC target ("sm_90a", "sm_80", "sm_86", "sm_90", ...). */
+coda_status coda_epi_compile_for(coda_context ctx, const char *target, const char *source,
+                                 const char *kernel_expr, coda_math math, int no_cache, void **cubin,
+                                 size_t *cubin_size, char **lowered, char **log, int *from_cache,
+                                 int *spill);
+/* The NVRTC target of a configuration into buf: sm_90a for the sm_90
+ * mainloop, sm_<cc> for the sm80 one. */
+const char *coda_epi_target(const coda_epi_config *cfg, char *buf, size_t n);
 
 /* A compiled kernel for a program: by default the pingpong schedule (two
  * fragments per thread, its epilogue overlaps the other consumer's MMAs)
@@ -145,6 +170,8 @@ uint64_t coda_epi_program_key(coda_program p, uint64_t seed);
 
 /* Embedded header texts (NUL-terminated). */
 extern const char coda_epi_hdr_gemm_sm90[];
+/* The sm_80 mainloop (gemm_sm80.cuh). */
+extern const char coda_epi_hdr_gemm_sm80[];
 extern const char coda_epi_hdr_wgmma[];
 /* The device helpers of the generated functors (epi_helpers.cuh). */
 extern const char coda_epi_hdr_helpers[];

@@ -114,6 +114,10 @@ typedef struct gen {
   int staged;                 /* something is staged */
   int slot[CODA_MAX_INPUTS];  /* TMA slots of staged inputs */
   int tma_in;                 /* staged inputs may come by TMA */
+  /* the sm_80 mainloop: no TMA, mbarriers or bulk copies (staged outputs
+   * leave by stage_out only); ns names its namespace (the seam's types) */
+  int sm80;
+  const char *ns;
   long scratch;
   /* the arguments the driver visits: used inputs, outputs, reductions */
   epi_arg args[CODA_EPI_MAX_ARGS];

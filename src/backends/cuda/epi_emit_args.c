@@ -320,7 +320,7 @@ static void out_chunk_store(gen *g, int o) {
   char buf[64];
   snprintf(buf, sizeof buf, "sb_ + %d + %s * %d", sp->out_off[o],
            sp->frag ? "(jc / 4)" : sp->out_dbl ? "((jc / 4) & 1)" : "0", 64 * sp->out_rb[o]);
-  if (o < CODA_EPI_MAX_TMA)
+  if (o < CODA_EPI_MAX_TMA && !g->sm80) /* (sm80: no TMA) */
     coda_sb_printf(g->b,
               "      if (p.flags[%d] & 4) {\n"
               "        if (threadIdx.x %% 128 == 0) coda_sm90::%s(&p.tm[%d], %s, (int)(%s), wr0);\n"

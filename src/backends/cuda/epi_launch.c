@@ -1,5 +1,6 @@
 /* Launch of a GEMM with a compiled epilogue program (one kernel per fused
- * GEMM): checks, TMA tensor maps, the parameter block, the module cache of
+ * GEMM): checks, TMA tensor maps (the sm80 kernel takes the operands'
+ * pointers and pitches instead), the parameter block, the module cache of
  * the context, cuLaunchKernel.
  *
  * The driver API is reached only through the runtime's entry-point query
@@ -12,6 +13,7 @@
 #include "backends/cuda/gemm_internal.h"
 #include "backends/cuda/stream.h"
 
+#include "base/arch.h"
 #include "base/internal.h"
 #include "lang/ir.h"
 
@@ -231,12 +233,50 @@ static int chunk_map(pfn_encode encode, coda_epi_params *pp, int slot, const cod
   return 1;
 }
 
+void coda_cuda_epi_arch(coda_context ctx, coda_epi_config *cfg) {
+  const coda_cuda_ctx *b = coda_cuda_ctx_of(ctx);
+  if (b) {
+    cfg->arch = b->path;
+    cfg->cc = b->path == CODA_PATH_SM80 ? b->cc : 0;
+  } else {
+    const int sm80 = ctx && ctx->knobs.arch == CODA_ARCH_SM80;
+    cfg->arch = sm80 ? CODA_PATH_SM80 : CODA_PATH_SM90;
+    cfg->cc = sm80 ? 80 : 0;
+  }
+}
+
 coda_status coda_cuda_preferred_tiling(coda_context ctx, coda_program p, int64_t M, int64_t N,
                                        int64_t K, coda_tiling *out) {
   (void)ctx; (void)p; (void)M; (void)N; (void)K;
   out->tile_m = CODA_EPI_TILE_M;
   out->tile_n = CODA_EPI_BN;
   return CODA_OK;
+}
+
+/* The sm80 kernel: operands by pointer and pitch (cp.async), one CTA per
+ * 128 x 128 tile, no TMA maps (the functor stores its staged chunks as
+ * vectors: flags bit 2 stays clear). */
+static coda_status launch_sm80(coda_context ctx, coda_cuda_state *s, const epi_kernel *k,
+                               const coda_epi_config *cfg, coda_program program,
+                               const coda_tensor *A, const coda_tensor *B,
+                               const coda_tensor *const *inputs, const coda_tensor *const *outputs,
+                               const coda_tensor *const *partials, int64_t M, int64_t N, int64_t K) {
+  coda_epi_params pp;
+  coda_epi_fill_params(&pp, program, inputs, outputs, partials, M, N);
+  const void *a = A->data, *b = B->data;
+  long long lda = A->ld, ldb = B->ld;
+  int iM = (int)M, iN = (int)N, iK = (int)K, group_m = 8;
+  const int64_t tiles = ((M + CODA_EPI_SM80_BM - 1) / CODA_EPI_SM80_BM) * ((N + cfg->bn - 1) / cfg->bn);
+  if (tiles >= ((int64_t)1 << 31))
+    return coda_fail(ctx, CODA_ERR_OVERFLOW, "CUDA GEMM epilogue (sm80): %lld tiles exceed the grid",
+                     (long long)tiles);
+  void *args[] = {&a, &lda, &b, &ldb, &iM, &iN, &iK, &group_m, &pp};
+  CUresult r = s->launch(k->fn, (unsigned)tiles, 1, 1, CODA_EPI_SM80_THREADS, 1, 1,
+                         (unsigned)coda_epi_smem_bytes(cfg), (CUstream)coda_cuda_stream(ctx), args, NULL);
+  if (r != CUDA_SUCCESS)
+    return coda_fail(ctx, CODA_ERR_BACKEND,
+                     "CUDA GEMM epilogue (sm80): kernel launch failed (driver error %d)", (int)r);
+  return coda_cuda_check_launch(ctx, "CUDA GEMM epilogue (sm80 fused program kernel)");
 }
 
 static coda_status check_operand(coda_context ctx, const char *name, const coda_tensor *t) {
@@ -297,12 +337,15 @@ coda_status coda_cuda_gemm_epilogue(coda_context ctx, coda_program program, coda
   if ((st = get_state(ctx, &s))) return st;
 
   coda_epi_config cfg = coda_epi_default_config();
+  coda_cuda_epi_arch(ctx, &cfg);
   cfg.trans_a = trans_a == CODA_T;
   cfg.trans_b = trans_b == CODA_T;
   cfg.f16 = A->dtype == CODA_F16;
   cfg.sched = schedule;
   epi_kernel *k;
   if ((st = get_kernel(ctx, s, program, &cfg, &k))) return st;
+  if (cfg.arch == CODA_PATH_SM80)
+    return launch_sm80(ctx, s, k, &cfg, program, A, B, inputs, outputs, partials, M, N, K);
 
   CUtensorMap ta, tb;
   CUresult r = coda_cuda_operand_map((void *)s->encode, &ta, A, 64, trans_a == CODA_N ? 128u : 64u);
@@ -347,6 +390,7 @@ int coda_cuda_epilogue_local_bytes(coda_context ctx, coda_program program, int t
   coda_cuda_state *s;
   if (get_state(ctx, &s)) return -1;
   coda_epi_config cfg = coda_epi_default_config();
+  coda_cuda_epi_arch(ctx, &cfg);
   cfg.trans_a = trans_a;
   cfg.trans_b = trans_b;
   cfg.f16 = f16;

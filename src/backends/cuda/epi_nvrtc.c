@@ -214,6 +214,27 @@ static int log_spill_bytes(const char *log) {
 coda_status coda_epi_compile(coda_context ctx, const char *source, const char *kernel_expr,
                              coda_math math, int no_cache, void **cubin, size_t *cubin_size, char **lowered,
                              char **log, int *from_cache, int *spill) {
+  return coda_epi_compile_for(ctx, "sm_90a", source, kernel_expr, math, no_cache, cubin, cubin_size,
+                              lowered, log, from_cache, spill);
+}
+
+/* The options with the architecture of `target` in place of the first
+ * (the tables' sm_90a) into opts (NOPTIONS_MAX entries); their count. */
+#define NOPTIONS_MAX 8
+_Static_assert(NOPTIONS <= NOPTIONS_MAX && NFAST_OPTIONS <= NOPTIONS_MAX, "NOPTIONS_MAX");
+static int target_options(const char *target, int fast, char *arch, size_t n, const char **opts) {
+  const char *const *base = fast ? kFastOptions : kOptions;
+  const int nb = fast ? NFAST_OPTIONS : NOPTIONS;
+  snprintf(arch, n, "--gpu-architecture=%s", target);
+  opts[0] = arch;
+  for (int i = 1; i < nb && i < NOPTIONS_MAX; i++) opts[i] = base[i];
+  return nb;
+}
+
+coda_status coda_epi_compile_for(coda_context ctx, const char *target, const char *source,
+                                 const char *kernel_expr, coda_math math, int no_cache, void **cubin,
+                                 size_t *cubin_size, char **lowered, char **log, int *from_cache,
+                                 int *spill) {
   *cubin = NULL;
   *cubin_size = 0;
   *lowered = NULL;
@@ -228,11 +249,12 @@ coda_status coda_epi_compile(coda_context ctx, const char *source, const char *k
 
   /* cache key */
   char meta[512];
-  int ml = snprintf(meta, sizeof meta, "sm_90a|nvrtc %d.%d|coda %d.%d.%d|", vmaj, vmin,
+  int ml = snprintf(meta, sizeof meta, "%s|nvrtc %d.%d|coda %d.%d.%d|", target, vmaj, vmin,
                     CODA_VERSION_MAJOR, CODA_VERSION_MINOR, CODA_VERSION_PATCH);
   const int fast = math == CODA_MATH_FAST;
-  const char *const *opts = fast ? kFastOptions : kOptions;
-  const int nopts = fast ? NFAST_OPTIONS : NOPTIONS;
+  const char *opts[NOPTIONS_MAX];
+  char arch[64];
+  const int nopts = target_options(target, fast, arch, sizeof arch, opts);
   for (int i = 0; i < nopts && ml > 0 && (size_t)ml < sizeof meta; i++)
     ml += snprintf(meta + ml, sizeof meta - (size_t)ml, "%s|", opts[i]);
   uint64_t k1 = 1, k2 = 2;

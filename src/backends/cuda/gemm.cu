@@ -101,8 +101,9 @@ extern "C" int coda_cuda_device_usable(void) {
       (void)cudaGetLastError();
       continue;
     }
-    /* The kernels are built for sm_90a only. */
-    if (major == 9 && minor == 0) return 1;
+    /* sm_90 runs every kernel; 8.0 and newer the sm80 path (base/arch.h:
+     * the fused GEMMs, compiled at run time for the device) */
+    if (major >= 8) return 1;
   }
   return 0;
 }

@@ -2,6 +2,7 @@
  * tools that show or precompile kernels (coda_program_cuda_source and
  * coda_program_cuda_compile, api/kernels.c, through the CUDA table). */
 #include "backends/backend.h"
+#include "backends/cuda/backend.h"
 #include "backends/cuda/epi_codegen.h"
 
 #include <stdio.h>
@@ -17,6 +18,7 @@ static coda_status kernel_config(coda_context ctx, coda_dtype operand_dtype,
   if ((trans_a != CODA_N && trans_a != CODA_T) || (trans_b != CODA_N && trans_b != CODA_T))
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA kernel: transpose is CODA_N or CODA_T");
   *cfg = coda_epi_default_config();
+  coda_cuda_epi_arch(ctx, cfg); /* CODA_ARCH (or the context's device) */
   cfg->f16 = operand_dtype == CODA_F16;
   cfg->trans_a = trans_a == CODA_T;
   cfg->trans_b = trans_b == CODA_T;
@@ -24,7 +26,9 @@ static coda_status kernel_config(coda_context ctx, coda_dtype operand_dtype,
 }
 
 coda_status coda_cuda_program_source(coda_context ctx, coda_program p, char **source) {
-  char *src = coda_epi_functor_source(ctx, p);
+  coda_epi_config cfg = coda_epi_default_config();
+  coda_cuda_epi_arch(ctx, &cfg); /* the functor of the path CODA_ARCH picks */
+  char *src = coda_epi_functor_source_for(ctx, p, cfg.arch);
   if (!src) {
     const char *why = coda_last_error(ctx);
     char msg[CODA_ERRMSG_LEN];
@@ -62,7 +66,9 @@ coda_status coda_cuda_program_compile(coda_context ctx, coda_program p,
       char *low = NULL;
       void *cubin = NULL;
       size_t n = 0;
-      if (coda_epi_compile(ctx, src, expr, coda_program_math(p), 1, &cubin, &n, &low, log, NULL, NULL) != CODA_OK) {
+      char target[16];
+      if (coda_epi_compile_for(ctx, coda_epi_target(&cfg, target, sizeof target), src, expr,
+                               coda_program_math(p), 1, &cubin, &n, &low, log, NULL, NULL) != CODA_OK) {
         free(*log);
         *log = NULL;
       }
