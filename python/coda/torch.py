@@ -81,6 +81,14 @@ GPT-2's block (src/nn/gpt2.c; weights in x out, Hugging Face's Conv1D):
       gpt2_ln_bwd). apply_to_gpt2(model) patches a GPT2LMHeadModel
       (coda/_hf_gpt2.py).
 
+Gemma 3's soft-capped head:
+  coda::gemma3_lm_head_loss(x, wnf, wout, targets, cap, eps) -> (loss, ...)
+      llama_lm_head_loss with the logits cap * tanh(l / cap)
+      (gemma3_lm_head; backward gemma3_ce_bwd, llama_head_norm_bwd).
+      apply_to_gemma3(model) patches a Gemma3ForCausalLM
+      (coda/_hf_gemma3.py: its layer ops over the gemma3_* programs and
+      Qwen3's QK-norm op).
+
 dtypes: bfloat16 (fp32 compute; r fp32), float32, and float64 on the CPU
 backend's exact mode (fp64 compute, for gradcheck). Device: CPU tensors run
 on a CPU context; CUDA tensors on a CUDA context bound to torch's current

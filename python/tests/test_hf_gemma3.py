@@ -122,6 +122,7 @@ CONFIGS = {
     "4-layers-mixed": {"num_hidden_layers": 4, "layer_types": [SLIDING, FULL, SLIDING, SLIDING]},
     "all-global": {"layer_types": [FULL, FULL]},
     "linear-rope-global": {"rope_parameters": rope(full={"rope_type": "linear", "factor": 4.0})},
+    "gelu_new": {"hidden_activation": "gelu_new"},
     "eps-softcap-untied": {"rms_norm_eps": 1e-3, "final_logit_softcapping": 0.05, "tie_word_embeddings": False},
 }
 
