@@ -13,7 +13,6 @@ and of the model with Inductor; on a GPU the same comparisons in bf16 and
 a short training run. Skipped where PyTorch or transformers is not
 installed."""
 
-import copy
 import math
 
 import pytest
@@ -31,7 +30,7 @@ if not _V5:
     pytest.skip("these tests build Gemma 3 configs with transformers 5's rope_parameters", allow_module_level=True)
 
 import coda.torch as ct  # noqa: E402
-from coda import _hf_gemma3, _hf_llama  # noqa: E402
+from coda import _hf_gemma3  # noqa: E402
 
 import hf_patch_common as common  # noqa: E402
 from hf_patch_common import F64_RTOL, assert_grads_match, batch  # noqa: E402
