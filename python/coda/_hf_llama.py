@@ -442,6 +442,10 @@ class _Family:
     def final_norm(self, model):
         return model.model.norm
 
+    def logits(self, model, hidden):
+        """The logits of the final norm's output (the forward without labels)."""
+        return model.lm_head(hidden)
+
     def output(self, **fields):
         from transformers.modeling_outputs import CausalLMOutputWithPast
 
@@ -496,7 +500,7 @@ def _coda_forward(self, input_ids=None, attention_mask=None, position_ids=None, 
     else:
         hidden = fam.final_norm(self)(x.reshape(B, T, D))
         keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
-        logits = self.lm_head(hidden[:, keep, :])
+        logits = fam.logits(self, hidden[:, keep, :])
     return fam.output(loss=loss, logits=logits)
 
 
@@ -521,6 +525,10 @@ def _patch(model, keep_logits, name, qk_norm):
     if not hasattr(model, "model") or not hasattr(model, "lm_head") or not hasattr(model.model, "layers"):
         raise TypeError("coda.torch.%s: expects a transformers %s, got %s"
                         % (name, _FAMILIES[name].hf_class, type(model).__name__))
+    layers = model.model.layers
+    if len(layers) and hasattr(layers[0], "pre_feedforward_layernorm"):
+        raise ValueError("coda.torch.%s: this model has Gemma 3's layers (pre_feedforward_layernorm, post-norms): "
+                         "use coda.torch.apply_to_gemma3" % name)
     if _has_qk_norm(model) != qk_norm:
         raise ValueError("coda.torch.%s: this model has %s QK-norm (q_norm, k_norm): use coda.torch.%s"
                          % (name, "no" if qk_norm else "a", "apply_to_llama" if qk_norm else "apply_to_qwen3"))

@@ -81,6 +81,14 @@ GPT-2's block (src/nn/gpt2.c; weights in x out, Hugging Face's Conv1D):
       gpt2_ln_bwd). apply_to_gpt2(model) patches a GPT2LMHeadModel
       (coda/_hf_gpt2.py).
 
+Gemma 3's soft-capped head:
+  coda::gemma3_lm_head_loss(x, wnf, wout, targets, cap, eps) -> (loss, ...)
+      llama_lm_head_loss with the logits cap * tanh(l / cap)
+      (gemma3_lm_head; backward gemma3_ce_bwd, llama_head_norm_bwd).
+      apply_to_gemma3(model) patches a Gemma3ForCausalLM
+      (coda/_hf_gemma3.py: its layer ops over the gemma3_* programs and
+      Qwen3's QK-norm op).
+
 dtypes: bfloat16 (fp32 compute; r fp32), float32, and float64 on the CPU
 backend's exact mode (fp64 compute, for gradcheck). Device: CPU tensors run
 on a CPU context; CUDA tensors on a CUDA context bound to torch's current
@@ -98,8 +106,8 @@ from . import _core
 
 __all__ = ["llama_residual_norm", "llama_swiglu", "llama_rmsnorm", "llama_qkv_rope", "attention", "linear_residual",
            "llama_lm_head_loss", "qwen3_qkv_norm_rope", "rope_tables", "qk_norm_rope_tables", "rope_row_permutation",
-           "gpt2_ln_linear", "gpt2_residual_ln", "gpt2_mlp", "gpt2_lm_head_loss", "context_for", "apply_to_llama",
-           "apply_to_qwen3", "apply_to_gpt2"]
+           "gpt2_ln_linear", "gpt2_residual_ln", "gpt2_mlp", "gpt2_lm_head_loss", "gemma3_lm_head_loss", "context_for",
+           "apply_to_llama", "apply_to_qwen3", "apply_to_gpt2", "apply_to_gemma3"]
 
 # --------------------------------------------------------------- contexts
 
@@ -365,14 +373,15 @@ def _(h, wgu, r):
     return h.new_empty((M, F2)), h.new_empty((M, F2 // 2))
 
 
-def _swiglu_bwd_map(ctx, z, dy):
+def _swiglu_bwd_map(ctx, z, dy, program="llama_swiglu_bwd_pairs"):
     """The SwiGLU backward over the pairs z given dy (llama_swiglu_bwd_pairs):
-    dz, y = silu(g) * u recomputed from z, and zdz = sum z dz per row."""
+    dz, y = silu(g) * u recomputed from z, and zdz = sum z dz per row
+    (program gemma3_geglu_bwd_pairs: the same for GeGLU, y = gelu(g) * u)."""
     M, F2 = z.shape
     dz = torch.empty_like(z)
     zdz = torch.empty((M,), dtype=_stat_dtype(z.dtype), device=z.device)
     y = torch.empty((M, F2 // 2), dtype=z.dtype, device=z.device)
-    ctx.map(_program("llama_swiglu_bwd_pairs", z.dtype), M, F2, z=z, dy=dy.contiguous(), dz=dz, y=y, zdz=zdz)
+    ctx.map(_program(program, z.dtype), M, F2, z=z, dy=dy.contiguous(), dz=dz, y=y, zdz=zdz)
     return dz, y, zdz
 
 
@@ -805,10 +814,16 @@ def linear_residual(a, w, res):
 
 # ------------------------------------------------- LM head + cross-entropy
 
-def _head_forward(x, wnf, wout, targets, eps, keep):
+def _cap_scalars(cap, st, dev):
+    return dict(cap=_scalar(cap, st, dev), icap=_scalar(1.0 / cap, st, dev))
+
+
+def _head_forward(x, wnf, wout, targets, eps, keep, cap=0.0):
     """The final RMSNorm, the LM head GEMM with the online LSE and the
     target's logit in its epilogue (storing the logits z when keep), and the
-    mean loss. Returns (loss, h, r, lse, valid, count, z or None)."""
+    mean loss. cap > 0: the logits soft-capped, cap * tanh(l / cap)
+    (gemma3_lm_head; not with keep). Returns (loss, h, r, lse, valid,
+    count, z or None)."""
     _check_2d("x", x)
     _check_2d("wout", wout)
     ctx = context_for(x)
@@ -821,7 +836,11 @@ def _head_forward(x, wnf, wout, targets, eps, keep):
     r = torch.empty((M,), dtype=st, device=dev)
     ctx.map(_program("llama_rmsnorm", x.dtype, eps), M, D, x=x.contiguous(), w=wnf, h=h, r=r)
     lse = torch.empty((M,), dtype=st, device=dev)
-    if keep:
+    if cap > 0.0:
+        z = None
+        out = ctx.gemm_epilogue(_program("gemma3_lm_head", x.dtype), h, wout, trans_b=True, r=r, tgt=tgt, lse=lse,
+                                **_cap_scalars(cap, st, dev))
+    elif keep:
         z = torch.empty((M, V), dtype=x.dtype, device=dev)
         out = ctx.gemm_epilogue(_program("llama_lm_head_keep", x.dtype), h, wout, trans_b=True, r=r, tgt=tgt, lse=lse,
                                 z=z)
@@ -857,11 +876,12 @@ def _ce_loss(ctx, lse, pick, tgt, V, dtype):
     return loss.reshape(()), valid.reshape(M), cnt.reshape(())
 
 
-def _head_backward(x, wnf, wout, targets, h, z, r, lse, valid, cnt, dloss):
+def _head_backward(x, wnf, wout, targets, h, z, r, lse, valid, cnt, dloss, cap=0.0):
     """dx, dwnf, dwout of _head_forward's loss: d loss / d logits (dl, and
     zdz = sum z dl per row) from the stored logits z by a map, or with z
-    None recomputed in the epilogue of the head GEMM on h; then the dgrad
-    with the final RMSNorm's backward and dwout = dl^T (x r w)."""
+    None recomputed in the epilogue of the head GEMM on h (cap > 0: through
+    the soft cap's derivative, gemma3_ce_bwd); then the dgrad with the
+    final RMSNorm's backward and dwout = dl^T (x r w)."""
     ctx = context_for(x)
     M, D = x.shape
     V = wout.shape[0]
@@ -872,7 +892,10 @@ def _head_backward(x, wnf, wout, targets, h, z, r, lse, valid, cnt, dloss):
     valid_s = (valid.to(st) * dloss.to(st)).contiguous()
     dl = torch.empty((M, V), dtype=x.dtype, device=dev)
     zdz = torch.empty((M,), dtype=st, device=dev)
-    if z is not None:
+    if cap > 0.0:
+        ctx.gemm_epilogue(_program("gemma3_ce_bwd", x.dtype), h, wout, trans_b=True, r=r, tgt=tgt, lse=lse,
+                          valid=valid_s, cnt=cnt.reshape(1, 1), dl=dl, zdz=zdz, **_cap_scalars(cap, st, dev))
+    elif z is not None:
         ctx.map(_program("llama_ce_bwd_map", x.dtype), z=z, tgt=tgt, lse=lse, valid=valid_s, cnt=cnt.reshape(1, 1),
                 dl=dl, zdz=zdz)
     else:
@@ -994,6 +1017,65 @@ def llama_lm_head_loss(x, wnf, wout, targets, eps=1e-5, keep_logits=False):
     float64 inputs)."""
     op = torch.ops.coda.llama_lm_head_loss_keep if keep_logits else torch.ops.coda.llama_lm_head_loss
     loss, _, _, _, _, cnt = op(x, wnf, wout, targets, eps)
+    return loss, cnt
+
+
+# Gemma 3's soft-capped head (the head plan's logit_softcap): the logits
+# l = cap * tanh(z / cap), z = RMSNorm(x; wnf) wout^T, into the LSE and the
+# target's logit (gemma3_lm_head); the backward recomputes them and takes
+# the cap's derivative 1 - (l / cap)^2 (gemma3_ce_bwd), then
+# llama_head_norm_bwd and dwout as the Llama head's. The logits are never
+# stored (no keep_logits form).
+
+@torch.library.custom_op("coda::gemma3_lm_head_loss", mutates_args=())
+def _gemma3_head_loss(x: torch.Tensor, wnf: torch.Tensor, wout: torch.Tensor, targets: torch.Tensor, cap: float,
+                      eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                                                  torch.Tensor, torch.Tensor]:
+    if not (cap > 0.0):
+        raise ValueError("coda ops: gemma3_lm_head_loss: soft cap %r must be > 0" % (cap,))
+    return _head_forward(x, wnf, wout, targets, eps, False, cap)[:6]
+
+
+@_gemma3_head_loss.register_fake
+def _(x, wnf, wout, targets, cap, eps=1e-6):
+    loss, r, lse, valid, cnt = _head_stats_fake(x)
+    return loss, torch.empty_like(x), r, lse, valid, cnt
+
+
+@torch.library.custom_op("coda::gemma3_lm_head_loss_backward", mutates_args=())
+def _gemma3_head_loss_bwd(x: torch.Tensor, wnf: torch.Tensor, wout: torch.Tensor, targets: torch.Tensor,
+                          h: torch.Tensor, r: torch.Tensor, lse: torch.Tensor, valid: torch.Tensor, cnt: torch.Tensor,
+                          dloss: torch.Tensor, cap: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _head_backward(x, wnf, wout, targets, h, None, r, lse, valid, cnt, dloss, cap)
+
+
+@_gemma3_head_loss_bwd.register_fake
+def _(x, wnf, wout, targets, h, r, lse, valid, cnt, dloss, cap):
+    return torch.empty_like(x), torch.empty_like(wnf), torch.empty_like(wout)
+
+
+def _gemma3_head_loss_setup(ctx, inputs, output):
+    _lm_head_loss_setup(ctx, inputs[:4] + inputs[5:], output)
+    ctx.cap = inputs[4]
+
+
+def _gemma3_head_loss_grad(ctx, dloss, *_):
+    dx, dw, dwout = torch.ops.coda.gemma3_lm_head_loss_backward(*ctx.saved_tensors, dloss, ctx.cap)
+    return dx, dw, dwout, None, None, None
+
+
+_gemma3_head_loss.register_autograd(_gemma3_head_loss_grad, setup_context=_gemma3_head_loss_setup)
+
+
+def gemma3_lm_head_loss(x, wnf, wout, targets, cap, eps=1e-6):
+    """llama_lm_head_loss with Gemma 3's logit soft cap: loss = mean over
+    the counted rows of logsumexp(l[m]) - l[m, targets[m]], l = cap *
+    tanh(RMSNorm(x; wnf, eps) wout^T / cap), cap > 0. wnf is the norm's
+    scale itself (a Gemma model's 1 + w). Programs llama_rmsnorm,
+    gemma3_lm_head, llama_ce_stats, llama_ce_loss; backward gemma3_ce_bwd
+    (the logits recomputed, times the cap's derivative), llama_head_norm_bwd,
+    dwout. Returns (loss, count)."""
+    loss, _, _, _, _, cnt = torch.ops.coda.gemma3_lm_head_loss(x, wnf, wout, targets, float(cap), eps)
     return loss, cnt
 
 
@@ -1489,5 +1571,14 @@ def apply_to_gpt2(model, keep_logits=False):
     coda._hf_gpt2); returns the model. keep_logits: the loss keeps the
     logits for its backward (gpt2_lm_head_loss)."""
     from ._hf_gpt2 import apply_to_gpt2 as apply
+
+    return apply(model, keep_logits=keep_logits)
+
+
+def apply_to_gemma3(model, keep_logits=False):
+    """Patches a transformers Gemma3ForCausalLM (the text model) in place so
+    that its decoder layers, final norm, LM head, soft cap and loss run
+    through the coda ops (see coda._hf_gemma3); returns the model."""
+    from ._hf_gemma3 import apply_to_gemma3 as apply
 
     return apply(model, keep_logits=keep_logits)

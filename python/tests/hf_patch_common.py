@@ -1,5 +1,5 @@
 """What the tests of coda.torch's Hugging Face patches (test_hf_llama.py,
-test_hf_qwen3.py, test_hf_gpt2.py) share: the pair of a tiny model and its patched copy, the
+test_hf_qwen3.py, test_hf_gpt2.py, test_hf_gemma3.py) share: the pair of a tiny model and its patched copy, the
 batch, the comparisons, and PatchTests, the tests every family runs (each
 test file subclasses it with the family's make_pair, layer and messages).
 Not a test module: those files import it once they have found torch and
@@ -131,7 +131,9 @@ class PatchTests:
     sorted), padding_error (a regex of the padding refusal) and gpu_config,
     and may parametrize the fixture variant. A family without RoPE or
     model.model.layers (GPT-2) sets layer_module and overrides layer_args,
-    first_layer and unpatched_layer."""
+    first_layer and unpatched_layer; Gemma 3 (its own layer module, two
+    RoPE tables, a windowed first layer) overrides layer_args and
+    unpatched_layer."""
 
     layer_module = _hf_llama
 
