@@ -59,7 +59,7 @@ typedef struct coda_knobs {
   int decode_norm_separate;
   /* CODA_DECODE_MERGE=last: the decode attention merges its splits in the
    * last block of each head group instead of in a kernel of its own (not
-   * yet the default: it has not run on a GPU) */
+   * the default: measured slower, bench/results/gpu-2026-12-07.md) */
   int decode_merge_last;
   /* CODA_DECODE_ROW_SPLIT=0|1|2|4|8|auto: warps per column pair of the
    * one-row decode GEMV, its first weight loads before the wait (-1:

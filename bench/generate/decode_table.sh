@@ -1,28 +1,24 @@
 #!/bin/bash
-# 2026-12-07: the decode table, coda and HF generate with the static cache
-# in the same call, at the shapes given (default "1.1b 8b"):
-#   bash bench/results/gpu-2026-12-07/decode.sh ["1.1b 8b"]
+# The decode table in one GPU call: coda and HF generate with the static
+# cache at the shapes given (default "1.1b 8b"), from the repository root:
+#   PACK=DIR bash bench/generate/decode_table.sh ["1.1b 8b"]
+# PACK holds tests/gpu/pack_shared.sh's gpu-all.tgz and commit.txt; the
+# logs, decode.md and decode.json go to $OUT (bench/gpu_env.sh).
 #  1. test_decode_gpu (the cached decode against the CPU decoder and the
 #     plan prefill; the last-block merge against the merge kernel);
-#  2. batch 1, 512-token prompt: the decode attention's split merge in a
-#     kernel of its own (default) against the last block's merge
-#     (CODA_DECODE_MERGE=last): A B B A at 1.1b, A B at 8b;
-#  3. coda generate --device gpu --bench (256 greedy steps, random bf16
+#  2. coda generate --device gpu --bench (256 greedy steps, random bf16
 #     weights): batch 1, 16 and 64 at 512 and 8192-token prompts (8B's
 #     64 x 8192 only where the GPU holds its 69 GB cache), and batch 1
 #     with --profile (the step by phase against its floor);
-#  4. a Hugging Face checkpoint of random weights and a BPE tokenizer
+#  3. a Hugging Face checkpoint of random weights and a BPE tokenizer
 #     (bench/generate/hf_checkpoint.py, 1.1b) imported by coda generate
 #     --checkpoint --device gpu --stats: the text streamed, with its rate;
-#  5. HF generate, static cache (compiled forward), 64 new tokens, each
+#  4. HF generate, static cache (compiled forward), 64 new tokens, each
 #     (shape, batch, prompt) in its own process, the most telling rows
 #     first, until the call's time (LIMIT, default 560 s) runs out;
-#  6. bench/generate/table.py: decode.md and decode.json.
-# Here: cmake --build build -j2; tests/gpu/pack_shared.sh build .carry/p2;
-#   git rev-parse HEAD > .carry/p2/commit.txt
-# There (carry .carry/p2): bash bench/results/gpu-2026-12-07/decode.sh
+#  5. bench/generate/table.py: decode.md and decode.json.
 SHAPES=${1:-1.1b 8b}
-PACK=${PACK:-.carry/p2} source bench/gpu_env.sh
+PACK=${PACK:?set PACK to the packed GPU build} source bench/gpu_env.sh
 T0=$SECONDS
 LIMIT=${LIMIT:-560}
 copy_bw
@@ -38,12 +34,6 @@ gen() { # SHAPE BATCHES PROMPT [VARIANT ROUND [ENV...]] [-- FLAGS]
     --tokens 256 --hbm-gbps "$BW" --shape "$s" --batches "$b" "${flags[@]}" > "$f" 2>&1
   echo "== $s b$b p$p ${v:-} ${r:-} exit $? ($((SECONDS - T0)) s)"; grep -E "^ +[0-9]|rror" "$f" | head -4
 }
-gen 1.1b 1 512 kernel 1 CODA_DECODE_MERGE=kernel
-gen 1.1b 1 512 last 1 CODA_DECODE_MERGE=last
-gen 1.1b 1 512 last 2 CODA_DECODE_MERGE=last
-gen 1.1b 1 512 kernel 2 CODA_DECODE_MERGE=kernel
-gen 8b 1 512 kernel 1 CODA_DECODE_MERGE=kernel
-gen 8b 1 512 last 1 CODA_DECODE_MERGE=last
 MIB=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
 fits() { # SHAPE BATCH PROMPT: 8B's cache of 64 x 8192 tokens is 69 GB
   ! { [ "$1" = 8b ] && [ "$2" = 64 ] && [ "$3" = 8192 ] && [ "${MIB:-0}" -lt 100000 ]; }
