@@ -82,6 +82,9 @@ typedef struct {
 } coda_plan_params;
 
 extern const coda_plan_params coda_plans_gpt2_params;
+/* Llama's (Qwen3's too: its q_norm and k_norm) and Gemma 3's
+ * (model_plans_llama.c) */
+extern const coda_plan_params coda_plans_llama_params, coda_plans_gemma3_params;
 
 /* A model parameter bound to plan `plan` (0 .. L-1: block i, L: the head)
  * through the plan buffers w (weight) and g (its gradient). */

@@ -8,7 +8,8 @@
  * as the others are.
  *
  * Which parameter goes to which plan buffer is one list per block kind
- * (coda_plan_params: Llama's here, GPT-2's in model_plans_gpt2.c),
+ * (coda_plan_params: Llama's, Qwen3's and Gemma 3's in model_plans_llama.c,
+ * GPT-2's in model_plans_gpt2.c),
  * resolved once per plan build into the slots of plans_state (parameter,
  * weight buffer, gradient buffer, plan); every path reads the slots: the
  * host upload and accumulation, the device's rounding, the bindings of the
@@ -69,44 +70,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-coda_llama_config coda_model_block_config(const coda_model_config *c, int64_t batch,
-                                          int64_t seq, int flags) {
-  coda_llama_config lc;
-  memset(&lc, 0, sizeof lc);
-  lc.dim = c->dim;
-  lc.n_heads = c->heads;
-  lc.n_kv_heads = c->kv_heads;
-  lc.head_dim = coda_model_head_dim(c);
-  lc.ffn_dim = c->ffn;
-  lc.vocab = c->vocab;
-  lc.batch = batch;
-  lc.seq = seq;
-  lc.rope_theta = c->rope_theta;
-  lc.rope = c->rope;
-  lc.norm_eps = c->norm_eps;
-  lc.dtype = CODA_BF16;
-  /* the family's block: Qwen3's normalizes q and k per head; Gemma 3's
-   * block has its own flag, score scale and head soft cap (the window and
-   * the RoPE base are per layer: coda_model_layer_config) */
-  const coda_family *f = coda_family_of(c->family);
-  lc.flags = flags | (f->qk_norm ? CODA_LLAMA_QK_NORM : 0u);
-  if (f->block == CODA_BLOCK_GEMMA3) {
-    lc.flags |= CODA_LLAMA_GEMMA3;
-    lc.attn_scale = coda_model_attn_scale(c);
-    lc.logit_softcap = c->logit_softcap;
-  }
-  return lc;
-}
-
-coda_llama_config coda_model_layer_config(const coda_model_config *c, const coda_llama_config *lc,
-                                          int li) {
-  coda_llama_config l = *lc;
-  if (coda_family_of(c->family)->block != CODA_BLOCK_GEMMA3) return l;
-  l.window = coda_model_layer_window(c, li);
-  l.rope_theta = coda_model_layer_rope_theta(c, li);
-  return l;
-}
-
 int coda_plans_available(void) { return 1; }
 
 static void free_plans(plans_state *s) {
@@ -140,39 +103,6 @@ static coda_status tensor(coda_context ctx, coda_plan p, const char *name, coda_
   return CODA_OK;
 }
 
-/* Llama's and Qwen3's plan parameters (coda_plan_params): the block's
- * weight and gradient buffers of each layer parameter of the family table
- * (model/family.c), by the parameter's name; Qwen3's q_norm and k_norm are
- * the QK-norm block's wqn and wkn. The head: the final norm and the output
- * (the token embedding when tied). */
-static const coda_plan_param llama_layer[] = {
-    {"attention_norm.weight", "wn1", "dwn1", 0},   {"attention.wqkv.weight", "wqkv", "dwqkv", 0},
-    {"attention.wo.weight", "wo", "dwo", 0},       {"ffn_norm.weight", "wn2", "dwn2", 0},
-    {"feed_forward.w13.weight", "wgu", "dwgu", 0}, {"feed_forward.w2.weight", "wd", "dwd", 0},
-    {"attention.q_norm.weight", "wqn", "dwqn", 0}, {"attention.k_norm.weight", "wkn", "dwkn", 0}};
-static const coda_plan_param llama_head[] = {{"norm.weight", "wnf", "dwnf", 0},
-                                             {"output.weight", "wout", "dwout", 0}};
-static const coda_plan_params llama_params = {
-    llama_layer, (int)(sizeof llama_layer / sizeof llama_layer[0]),
-    llama_head, (int)(sizeof llama_head / sizeof llama_head[0])};
-
-/* Gemma 3's: Llama's and Qwen3's buffers with the two post-norms; every
- * norm weight w goes into its plan buffer as 1 + w (the block and head
- * plans scale by the buffer: N(x) = x r (1 + w)), and its gradient comes
- * back unchanged, since d(1 + w)/dw = 1. */
-static const coda_plan_param gemma3_layer[] = {
-    {"attention_norm.weight", "wn1", "dwn1", 1},   {"attention.wqkv.weight", "wqkv", "dwqkv", 0},
-    {"attention.wo.weight", "wo", "dwo", 0},       {"ffn_norm.weight", "wn2", "dwn2", 1},
-    {"feed_forward.w13.weight", "wgu", "dwgu", 0}, {"feed_forward.w2.weight", "wd", "dwd", 0},
-    {"attention.q_norm.weight", "wqn", "dwqn", 1}, {"attention.k_norm.weight", "wkn", "dwkn", 1},
-    {"attention.post_norm.weight", "wpa", "dwpa", 1},
-    {"feed_forward.post_norm.weight", "wpf", "dwpf", 1}};
-static const coda_plan_param gemma3_head[] = {{"norm.weight", "wnf", "dwnf", 1},
-                                              {"output.weight", "wout", "dwout", 0}};
-static const coda_plan_params gemma3_params = {
-    gemma3_layer, (int)(sizeof gemma3_layer / sizeof gemma3_layer[0]),
-    gemma3_head, (int)(sizeof gemma3_head / sizeof gemma3_head[0])};
-
 /* The model parameter of plan k's entry e (NULL: the model has none). */
 static const coda_param *slot_param(coda_model *m, int k, int L, const coda_plan_param *e) {
   char nm[96];
@@ -189,8 +119,8 @@ static const coda_param *slot_param(coda_model *m, int k, int L, const coda_plan
 static coda_status resolve_params(coda_context ctx, coda_model *m, plans_state *s) {
   const coda_block blk = coda_family_of(coda_model_cfg(m)->family)->block;
   const coda_plan_params *t = blk == CODA_BLOCK_GPT2     ? &coda_plans_gpt2_params
-                              : blk == CODA_BLOCK_GEMMA3 ? &gemma3_params
-                                                         : &llama_params;
+                              : blk == CODA_BLOCK_GEMMA3 ? &coda_plans_gemma3_params
+                                                         : &coda_plans_llama_params;
   const int np = coda_model_num_params(m);
   const coda_param *p0 = coda_model_param(m, 0);
   s->slot = calloc((size_t)np, sizeof *s->slot);
