@@ -53,14 +53,7 @@ static coda_llama_config gcfg(int window) {
  * copied to xo when given). */
 static double loss(coda_context ctx, coda_plan p, double *const v[NP], const double *dxo,
                    int64_t n, double *xo_keep) {
-  for (int i = 0; i < NP; i++) lt_plan_put(p, pnames[i], v[i]);
-  if (coda_plan_run(ctx, p, CODA_PHASE_FORWARD) != CODA_OK) return NAN;
-  double *xo = lt_zeros(n), L = 0;
-  lt_plan_get(p, "x_out", xo);
-  for (int64_t k = 0; k < n; k++) L += xo[k] * dxo[k];
-  if (xo_keep) memcpy(xo_keep, xo, (size_t)n * sizeof *xo);
-  free(xo);
-  return L;
+  return lt_block_loss(ctx, p, NP, pnames, v, dxo, n, xo_keep);
 }
 
 /* A norm's buffer holds 1 + w: values around 1. */
@@ -113,28 +106,9 @@ static void fd_block(coda_context ctx, int window) {
   }
   const int64_t nout = lt_plan_count(p, "x_out");
   double *dxo = lt_vec(nout, 1.0);
-  loss(ctx, p, v, dxo, nout, NULL);
-  lt_plan_put(p, "dx_out", dxo);
-  s = coda_plan_run(ctx, p, CODA_PHASE_BACKWARD);
-  CHECK_MSG(s == CODA_OK, "backward: %s", coda_last_error(ctx));
-  for (int i = 0; i < NP; i++) lt_plan_get(p, gnames[i], g[i]);
-  const double h = 1e-6;
-  for (int i = 0; i < NP; i++) {
-    const double gmax = lt_maxabs(g[i], n[i]);
-    CHECK_MSG(gmax > 0, "window %d: %s is zero", window, gnames[i]);
-    for (int r = 0; r < 4; r++) {
-      const int64_t k = (int64_t)((lt_rand() + 1.0) * 0.5 * (double)n[i]) % n[i];
-      const double t0 = v[i][k];
-      v[i][k] = t0 + h;
-      const double lp = loss(ctx, p, v, dxo, nout, NULL);
-      v[i][k] = t0 - h;
-      const double lm = loss(ctx, p, v, dxo, nout, NULL);
-      v[i][k] = t0;
-      const double fd = (lp - lm) / (2 * h), e = fabs(fd - g[i][k]) / gmax;
-      CHECK_MSG(e <= 1e-6, "window %d: %s[%lld]: finite difference %.10g vs %.10g (rel %.3g)",
-                window, gnames[i], (long long)k, fd, g[i][k], e);
-    }
-  }
+  char label[32];
+  snprintf(label, sizeof label, "window %d", window);
+  lt_block_fd(ctx, p, NP, pnames, gnames, v, g, n, dxo, nout, label);
   window_rows(ctx, p, v, dxo, window);
   /* the printed plan: the post-norm steps and the window */
   const char *txt = coda_plan_text(p);

@@ -86,6 +86,53 @@ static inline void lt_plan_get(coda_plan p, const char *name, double *v) {
   lt_read(&t, v);
 }
 
+/* A block plan's finite-difference check. lt_block_loss: L = sum x_out *
+ * dx_out after a forward with v[i] in the plan's pnames[i] (x_out kept
+ * in xo_keep when given). lt_block_fd: with the gradients gnames[i] of
+ * one backward read into g[i], each must be nonzero and four random
+ * entries of each must match central differences of L within 1e-6 of
+ * the gradient's largest value. */
+static inline double lt_block_loss(coda_context ctx, coda_plan p, int np,
+                                   const char *const *pnames, double *const *v,
+                                   const double *dxo, int64_t nout, double *xo_keep) {
+  for (int i = 0; i < np; i++) lt_plan_put(p, pnames[i], v[i]);
+  if (coda_plan_run(ctx, p, CODA_PHASE_FORWARD) != CODA_OK) return NAN;
+  double *xo = lt_zeros(nout), L = 0;
+  lt_plan_get(p, "x_out", xo);
+  for (int64_t k = 0; k < nout; k++) L += xo[k] * dxo[k];
+  if (xo_keep) memcpy(xo_keep, xo, (size_t)nout * sizeof *xo);
+  free(xo);
+  return L;
+}
+
+static inline void lt_block_fd(coda_context ctx, coda_plan p, int np, const char *const *pnames,
+                               const char *const *gnames, double *const *v, double *const *g,
+                               const int64_t *n, const double *dxo, int64_t nout,
+                               const char *label) {
+  lt_block_loss(ctx, p, np, pnames, v, dxo, nout, NULL);
+  lt_plan_put(p, "dx_out", dxo);
+  coda_status s = coda_plan_run(ctx, p, CODA_PHASE_BACKWARD);
+  CHECK_MSG(s == CODA_OK, "%s: backward: %s", label, coda_last_error(ctx));
+  for (int i = 0; i < np; i++) lt_plan_get(p, gnames[i], g[i]);
+  const double h = 1e-6;
+  for (int i = 0; i < np; i++) {
+    const double gmax = lt_maxabs(g[i], n[i]);
+    CHECK_MSG(gmax > 0, "%s: %s is zero", label, gnames[i]);
+    for (int r = 0; r < 4; r++) {
+      const int64_t k = (int64_t)((lt_rand() + 1.0) * 0.5 * (double)n[i]) % n[i];
+      const double t0 = v[i][k];
+      v[i][k] = t0 + h;
+      const double lp = lt_block_loss(ctx, p, np, pnames, v, dxo, nout, NULL);
+      v[i][k] = t0 - h;
+      const double lm = lt_block_loss(ctx, p, np, pnames, v, dxo, nout, NULL);
+      v[i][k] = t0;
+      const double fd = (lp - lm) / (2 * h), e = fabs(fd - g[i][k]) / gmax;
+      CHECK_MSG(e <= 1e-6, "%s: %s[%lld]: finite difference %.10g vs %.10g (rel %.3g)", label,
+                gnames[i], (long long)k, fd, g[i][k], e);
+    }
+  }
+}
+
 /* One run of a built-in program with its bindings. Every tensor bound
  * through lt_job is owned by the job; values are exchanged as doubles. */
 #define LT_MAXB 24

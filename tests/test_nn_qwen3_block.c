@@ -41,13 +41,7 @@ static coda_llama_config qcfg(int64_t hd, coda_tiling tl) {
 
 /* L = sum x_out * dx_out after a forward with the values in v. */
 static double loss(coda_context ctx, coda_plan p, double *const v[NP], const double *dxo, int64_t n) {
-  for (int i = 0; i < NP; i++) lt_plan_put(p, pnames[i], v[i]);
-  if (coda_plan_run(ctx, p, CODA_PHASE_FORWARD) != CODA_OK) return NAN;
-  double *xo = lt_zeros(n), L = 0;
-  lt_plan_get(p, "x_out", xo);
-  for (int64_t k = 0; k < n; k++) L += xo[k] * dxo[k];
-  free(xo);
-  return L;
+  return lt_block_loss(ctx, p, NP, pnames, v, dxo, n, NULL);
 }
 
 static void fd_block(coda_context ctx, int64_t hd, coda_tiling tl) {
@@ -70,28 +64,9 @@ static void fd_block(coda_context ctx, int64_t hd, coda_tiling tl) {
   }
   const int64_t nout = lt_plan_count(p, "x_out");
   double *dxo = lt_vec(nout, 1.0);
-  loss(ctx, p, v, dxo, nout);
-  lt_plan_put(p, "dx_out", dxo);
-  s = coda_plan_run(ctx, p, CODA_PHASE_BACKWARD);
-  CHECK_MSG(s == CODA_OK, "backward: %s", coda_last_error(ctx));
-  for (int i = 0; i < NP; i++) lt_plan_get(p, gnames[i], g[i]);
-  const double h = 1e-6;
-  for (int i = 0; i < NP; i++) {
-    const double gmax = lt_maxabs(g[i], n[i]);
-    CHECK_MSG(gmax > 0, "hd %lld: %s is zero", (long long)hd, gnames[i]);
-    for (int r = 0; r < 4; r++) {
-      const int64_t k = (int64_t)((lt_rand() + 1.0) * 0.5 * (double)n[i]) % n[i];
-      const double t0 = v[i][k];
-      v[i][k] = t0 + h;
-      const double lp = loss(ctx, p, v, dxo, nout);
-      v[i][k] = t0 - h;
-      const double lm = loss(ctx, p, v, dxo, nout);
-      v[i][k] = t0;
-      const double fd = (lp - lm) / (2 * h), e = fabs(fd - g[i][k]) / gmax;
-      CHECK_MSG(e <= 1e-6, "hd %lld, tile_n %d: %s[%lld]: finite difference %.10g vs %.10g (rel %.3g)",
-                (long long)hd, tl.tile_n, gnames[i], (long long)k, fd, g[i][k], e);
-    }
-  }
+  char label[48];
+  snprintf(label, sizeof label, "hd %lld, tile_n %d", (long long)hd, tl.tile_n);
+  lt_block_fd(ctx, p, NP, pnames, gnames, v, g, n, dxo, nout, label);
   /* the QK-norm: the Q and K rows of wqkv scaled by 3 leave x_out as it
    * was up to eps (1e-6 against per-head mean squares of order 0.1:
    * a few 1e-7); the V rows scaled change it */
