@@ -6,6 +6,7 @@
 #include "coda.h"
 #include "base/internal.h"
 #include "nn/plan.h"
+#include "check.h"
 #include "test_util.h"
 
 #include <math.h>

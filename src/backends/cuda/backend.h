@@ -67,6 +67,14 @@ typedef struct coda_cuda_ctx {
   int path;        /* the mainloop path chosen at creation: CODA_PATH_SM90 or
                     * CODA_PATH_SM80 (base/arch.h, CODA_ARCH) */
   int cc;          /* the device's compute capability, 10 * major + minor */
+  /* the sm80 path's plain GEMMs: their store programs, parsed once per
+   * (D type, accumulate, alpha) and kept for the context's life */
+  struct {
+    coda_program prog;
+    int dtype, accumulate;
+    float alpha;
+  } sm80_store[8];
+  unsigned sm80_store_next; /* the slot a full table gives up next */
 } coda_cuda_ctx;
 /* The CUDA state of ctx; NULL when ctx is not a CUDA context (a context
  * of another backend may still ask the kernel compiler for source). */

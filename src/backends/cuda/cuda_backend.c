@@ -70,6 +70,10 @@ static coda_status cuda_create(coda_context ctx) {
 }
 
 static void cuda_destroy(coda_context ctx) {
+  coda_cuda_ctx *b = coda_cuda_ctx_of(ctx);
+  if (b)
+    for (size_t i = 0; i < sizeof b->sm80_store / sizeof b->sm80_store[0]; i++)
+      coda_program_destroy(b->sm80_store[i].prog);
   coda_cuda_context_release(ctx); /* loaded fused kernels, the tuner's table */
   coda_cudnn_release(ctx);       /* its plans and handle, before the workspaces */
   coda_cuda_workspace_release(ctx);
@@ -103,8 +107,12 @@ static coda_status cuda_tags(coda_context ctx, char *device, size_t ndevice, cha
                              size_t ncode) {
   coda_status st = coda_cuda_device_tag(ctx, device, ndevice);
   if (st != CODA_OK) return st;
-  /* the choices were timed with this mainloop code */
+  /* the choices were timed with this mainloop code: the sm80 path's own
+   * header joins the hash on that path */
+  const coda_cuda_ctx *b = coda_cuda_ctx_of(ctx);
   uint64_t h = coda_fnv1a64(coda_epi_hdr_gemm_sm90, strlen(coda_epi_hdr_gemm_sm90), 0);
+  if (b && b->path == CODA_PATH_SM80)
+    h = coda_fnv1a64(coda_epi_hdr_gemm_sm80, strlen(coda_epi_hdr_gemm_sm80), h);
   h = coda_fnv1a64(coda_epi_hdr_wgmma, strlen(coda_epi_hdr_wgmma), h);
   h = coda_fnv1a64(coda_epi_hdr_helpers, strlen(coda_epi_hdr_helpers), h);
   h = coda_fnv1a64(coda_epi_hdr_ptx_sm90, strlen(coda_epi_hdr_ptx_sm90), h);
@@ -112,11 +120,47 @@ static coda_status cuda_tags(coda_context ctx, char *device, size_t ndevice, cha
   return CODA_OK;
 }
 
+/* The store program of the sm80 path's plain GEMM for (dt, accumulate,
+ * alpha), from the context's table (parsed on first use; a full table
+ * gives its oldest slot up, round robin). */
+static coda_status sm80_store_program(coda_context ctx, coda_dtype dt, int accumulate, float alpha,
+                                      coda_program *out) {
+  coda_cuda_ctx *b = coda_cuda_ctx_of(ctx);
+  const size_t n = sizeof b->sm80_store / sizeof b->sm80_store[0];
+  size_t slot = n;
+  for (size_t i = 0; i < n; i++) {
+    if (!b->sm80_store[i].prog) {
+      if (slot == n) slot = i;
+      continue;
+    }
+    if (b->sm80_store[i].dtype == (int)dt && b->sm80_store[i].accumulate == accumulate &&
+        b->sm80_store[i].alpha == alpha) {
+      *out = b->sm80_store[i].prog;
+      return CODA_OK;
+    }
+  }
+  if (slot == n) { /* full: the slots are filled in order, so evict round robin */
+    slot = (size_t)b->sm80_store_next++ % n;
+    coda_program_destroy(b->sm80_store[slot].prog);
+    b->sm80_store[slot].prog = NULL;
+  }
+  char text[128];
+  snprintf(text, sizeof text, "output d : %s%s\nstore d = acc * %.9g\n", coda_dtype_name(dt),
+           accumulate ? " accumulate" : "", (double)alpha);
+  coda_status s = coda_program_parse(ctx, text, &b->sm80_store[slot].prog);
+  if (s) return s;
+  b->sm80_store[slot].dtype = (int)dt;
+  b->sm80_store[slot].accumulate = accumulate;
+  b->sm80_store[slot].alpha = alpha;
+  *out = b->sm80_store[slot].prog;
+  return CODA_OK;
+}
+
 /* The plain GEMM on the sm80 path: the fused kernel with a store program,
  * D = round(alpha * acc (+ D)), the product and the addition each in fp32
  * and one rounding, as the sm_90 kernels compute it. One program (and
  * kernel) per D type, accumulate flag and alpha (printed with the 9 digits
- * that give the float back); the parse costs host time at every call. */
+ * that give the float back). */
 static coda_status sm80_gemm(coda_context ctx, const coda_epi_job *j) {
   const float alpha = (float)j->alpha;
   const coda_dtype dt = j->D->dtype;
@@ -126,17 +170,12 @@ static coda_status sm80_gemm(coda_context ctx, const coda_epi_job *j) {
   if (dt != CODA_BF16 && dt != CODA_F16 && dt != CODA_F32)
     return coda_fail(ctx, CODA_ERR_DTYPE, "CUDA GEMM on the sm80 path: D is %s, not bf16, f16 or f32",
                      coda_dtype_name(dt));
-  char text[128];
-  snprintf(text, sizeof text, "output d : %s%s\nstore d = acc * %.9g\n", coda_dtype_name(dt),
-           j->accumulate ? " accumulate" : "", (double)alpha);
   coda_program p = NULL;
-  coda_status s = coda_program_parse(ctx, text, &p);
+  coda_status s = sm80_store_program(ctx, dt, j->accumulate != 0, alpha, &p);
   if (s) return s;
   const coda_tensor *out[1] = {j->D};
-  s = coda_cuda_gemm_epilogue(ctx, p, j->ta, j->A, j->tb, j->B, NULL, out, NULL,
-                              (coda_tiling){CODA_EPI_TILE_M, CODA_EPI_BN}, CODA_SCHED_AUTO);
-  coda_program_destroy(p);
-  return s;
+  return coda_cuda_gemm_epilogue(ctx, p, j->ta, j->A, j->tb, j->B, NULL, out, NULL,
+                                 (coda_tiling){CODA_EPI_TILE_M, CODA_EPI_BN}, CODA_SCHED_AUTO);
 }
 
 static coda_status cuda_gemm(coda_context ctx, const coda_epi_job *j) {
