@@ -7,7 +7,7 @@
 # .carry/peers, .whl/liger.
 PACK=.carry/p3 source bench/gpu_env.sh
 copy_bw
-OUT=$L/train PROFILE=1 BUDGET=${BUDGET:-575} COMMIT="$COMMIT" \
+OUT=$L/train PROFILE=1 BUDGET=${BUDGET:-560} COMMIT="$COMMIT" \
   bench/train/run.sh "$P" .carry/peers .whl/liger > "$L/train.txt" 2>&1
 echo "train rc=$?"; cat "$L/train/train.md"
 cp "$L/train/train.json" "$O/train.json" 2>/dev/null
