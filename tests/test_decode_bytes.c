@@ -2,7 +2,8 @@
  * the CPU: their sum against the weights and cache a step reads counted
  * here from the model's size and the cache lengths (fp32 on the CPU), the
  * attention phase against the cache alone, sequences left out of a step,
- * a tied head, and the caches left where they were. */
+ * a tied head, Qwen3's q and k norm weights, and the caches left where
+ * they were. */
 #include "coda_decode.h"
 #include "check.h"
 #include "model/model.h"
@@ -43,7 +44,7 @@ static void step_bytes(coda_context ctx, const coda_model_config *c, const char 
   const double D = c->dim, V = c->vocab, rows = 2;
   const double weights = ((double)coda_model_size(m) - (c->tied ? 0.0 : V * D) + rows * D) * 4.0;
   /* keys and values of every layer, the new token's included */
-  const double kvd = (double)c->kv_heads * (c->dim / c->heads);
+  const double kvd = (double)c->kv_heads * (c->head_dim ? c->head_dim : c->dim / c->heads);
   const double cache = (double)c->layers * ((plen[0] + 1) + (plen[2] + 1)) * 2.0 * kvd * 4.0;
   CHECK_MSG(sum == weights + cache, "%s: the phases read %.0f bytes, the weights and cache %.0f",
             what, sum, weights + cache);
@@ -76,6 +77,15 @@ int main(void) {
   coda_model_config mha = {.vocab = 260, .dim = 32, .layers = 3, .heads = 4, .kv_heads = 4, .ffn = 24,
                            .seq = 20, .tied = 1, .rope_theta = 500000.0, .norm_eps = 1e-6};
   step_bytes(ctx, &mha, "mha, tied");
+  /* Qwen3: the q and k norm weights counted with the rest; heads of 10
+   * over dim 32, tied, and of dim / heads, untied */
+  coda_model_config q3t = mha;
+  q3t.family = CODA_FAMILY_QWEN3;
+  q3t.head_dim = 10;
+  step_bytes(ctx, &q3t, "qwen3, head_dim 10, tied");
+  coda_model_config q3u = gqa;
+  q3u.family = CODA_FAMILY_QWEN3;
+  step_bytes(ctx, &q3u, "qwen3, untied");
   coda_context_destroy(ctx);
   return CHECK_DONE();
 }

@@ -47,6 +47,10 @@ typedef struct coda_decode_sample_job {
  *                pairs adjacent) rotated at rows->pos into q and the K
  *                cache, V into the V cache, at (rows->seq, rows->pos),
  *                packed (optional) the same bf16 row; y its f32 scratch.
+ *                With q_norm and k_norm set (Qwen3's QK-norm, fp32 [hd]
+ *                each), every Q and K head is first RMS-normalized over
+ *                its hd values with eps and scaled by its weights; then y
+ *                always holds the unrotated f32 rows.
  * The scratch is written only where the backend does not fuse the step. */
 typedef enum { CODA_DECODE_OUT_F32, CODA_DECODE_OUT_SWIGLU, CODA_DECODE_OUT_ROPE } coda_decode_out;
 typedef struct coda_decode_linear_job {
@@ -64,6 +68,7 @@ typedef struct coda_decode_linear_job {
   const coda_decode_rows *rows;
   uint16_t *q, *kc, *vc, *packed;
   const double *inv_freq;
+  const float *q_norm, *k_norm; /* ROPE: the QK-norm weights, or NULL (Llama) */
 } coda_decode_linear_job;
 
 /* A whole decode step of one row (M = 1): every layer and the head in one

@@ -8,6 +8,19 @@
 
 /* ---------------------------------------------------- device forward */
 
+const char *decode_gpu_lacks(coda_model_family f) {
+  switch (f) {
+  case CODA_FAMILY_LLAMA:
+  case CODA_FAMILY_QWEN3: return NULL;
+  case CODA_FAMILY_GPT2:
+    return "LayerNorm with a bias, learned positions, GELU and a bias on every linear";
+  case CODA_FAMILY_GEMMA3:
+    return "(1 + w) norms, post-norms, GeGLU, sliding-window attention, the embedding scale "
+           "and the logit soft cap";
+  }
+  return "a block the device kernels do not know";
+}
+
 enum { PH_EMBED, PH_QKV, PH_ATTN, PH_OUT, PH_GATE_UP, PH_DOWN, PH_HEAD };
 static const char *const kPhaseNames[CODA_DECODE_PHASES] = {
     "embedding", "norm + qkv + rope", "attention", "out proj", "norm + gate/up + swiglu", "down",
@@ -18,8 +31,9 @@ const char *coda_decoder_phase_name(int phase) {
 }
 
 /* The bytes of each phase of a step, in the dtypes the decoder keeps:
- * bf16 matrices, embedding and cache with fp32 norms on a device; fp32
- * throughout on the host. A tied head reads the embedding in full. */
+ * bf16 matrices, embedding and cache with fp32 norms (Qwen3's q/k norms
+ * among them) on a device; fp32 throughout on the host. A tied head reads
+ * the embedding in full. */
 coda_status coda_decoder_step_bytes(const coda_decoder d, const int32_t *tokens, double *bytes) {
   if (!d) return CODA_ERR_INVALID_ARGUMENT;
   if (!tokens || !bytes)
@@ -35,7 +49,9 @@ coda_status coda_decoder_step_bytes(const coda_decoder d, const int32_t *tokens,
     }
   for (int p = 0; p < CODA_DECODE_PHASES; p++) bytes[p] = 0.0;
   bytes[PH_EMBED] = rows * D * w;
-  bytes[PH_QKV] = L * (D * nrm + (double)d->nq * D * w);
+  /* Qwen3's q and k norms: hd weights each a layer */
+  const double qkn = coda_family_of(d->c.family)->qk_norm ? 2.0 * (double)d->hd * nrm : 0.0;
+  bytes[PH_QKV] = L * (D * nrm + qkn + (double)d->nq * D * w);
   bytes[PH_ATTN] = L * cached * 2.0 * (double)d->kvd * kv;
   bytes[PH_OUT] = L * (double)d->qd * D * w;
   bytes[PH_GATE_UP] = L * (D * nrm + 2.0 * F * D * w);
@@ -104,7 +120,8 @@ static coda_status dev_kernels(coda_decoder d, int64_t M, int64_t nhead, int spl
                                 .norm_w = w->d_wn_attn, .eps = c->norm_eps, .h = d->d_h,
                                 .out = CODA_DECODE_OUT_ROPE, .y = d->d_qkv, .rows = &rs,
                                 .q = d->d_q, .kc = kc, .vc = vc,
-                                .packed = d->nseg ? d->d_pk : NULL, .inv_freq = d->d_inv_freq};
+                                .packed = d->nseg ? d->d_pk : NULL, .inv_freq = d->d_inv_freq,
+                                .q_norm = w->d_wq_norm, .k_norm = w->d_wk_norm};
     s = mark(d, coda_decode_linear(ctx, &q), PH_QKV);
     if (!s && !d->nseg)
       s = mark(d, coda_decode_attention(ctx, &rs, d->d_o, d->d_q, kc, vc, d->d_work, d->d_ticket,
@@ -265,6 +282,12 @@ coda_status decode_setup_device(coda_decoder d, const float *W, coda_model *m) {
     w->d_w13 = upload16(d, PW(nm), (size_t)2 * F * D, tmp, &s);
     snprintf(nm, sizeof nm, "layers.%d.feed_forward.w2.weight", i);
     w->d_w2 = upload16(d, PW(nm), (size_t)D * F, tmp, &s);
+    if (coda_family_of(c->family)->qk_norm) { /* Qwen3: fp32, as the other norms */
+      snprintf(nm, sizeof nm, "layers.%d.attention.q_norm.weight", i);
+      w->d_wq_norm = upload32(d, PW(nm), (size_t)d->hd, &s);
+      snprintf(nm, sizeof nm, "layers.%d.attention.k_norm.weight", i);
+      w->d_wk_norm = upload32(d, PW(nm), (size_t)d->hd, &s);
+    }
   }
 #undef PW
   free(tmp);
@@ -298,11 +321,13 @@ coda_status decode_setup_device(coda_decoder d, const float *W, coda_model *m) {
   d->d_meta = dalloc(d, C * 5 * 4, &s);
   d->d_sample = dalloc(d, (size_t)d->B * 4, &s);
   d->d_spos = dalloc(d, (size_t)d->B * 4, &s);
-  /* the one-kernel step, where the backend takes the shapes */
+  /* the one-kernel step, where the backend takes the shapes (it has no
+   * QK-norm: Qwen3's one-row steps take the separate kernels) */
+  const int qk_norm = coda_family_of(c->family)->qk_norm;
   const coda_decode_rows rs1 = {1, NULL, NULL, c->heads, c->kv_heads, (int)d->hd, d->max_len};
   coda_decode_row_step_job j1 = {.layers = c->layers, .D = D, .F = F, .V = V, .rows = &rs1,
                                  .max_splits = 1};
-  if (!s && coda_decode_row_step_ok(d->ctx, &j1, NULL, 0)) {
+  if (!s && !qk_norm && coda_decode_row_step_ok(d->ctx, &j1, NULL, 0)) {
     const size_t lstride = (size_t)d->B * d->max_len * d->kvd; /* a layer's cache, as dev_kernels */
     coda_decode_layer_weights *t = calloc((size_t)c->layers, sizeof *t);
     if (!t) s = coda_fail(d->ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");

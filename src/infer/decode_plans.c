@@ -63,6 +63,10 @@ coda_status decode_plans_setup(coda_decoder d, coda_prefill_path path, const flo
   const coda_model_config *c = &d->c;
   d->use_plans = 0;
   if (path == CODA_PREFILL_DIRECT || (path == CODA_PREFILL_AUTO && !d->gpu)) return CODA_OK;
+  /* the forward-only block plans are Llama's (Qwen3's QK-norm block has no
+   * such form): AUTO prefills directly; PLANS was refused when the decoder
+   * was created */
+  if (c->family != CODA_FAMILY_LLAMA) return CODA_OK;
   /* AUTO takes the plans only where they run, else the direct path */
   const int train_attn = d->hd == 32 || d->hd == 64 || d->hd == 128;
   if (d->gpu && !train_attn) {

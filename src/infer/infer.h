@@ -40,6 +40,7 @@ typedef struct {
    * norms are copies; on the host all six live in the decoder's Wb */
   const uint16_t *p_wn1, *p_wqkv, *p_wo, *p_wn2, *p_w13, *p_w2;
   const float *wq_norm, *wk_norm; /* host: Qwen3's q/k norm weights (NULL: none) */
+  float *d_wq_norm, *d_wk_norm;   /* device fp32: the same (NULL: none) */
   /* host, GPT-2: its MLP (wfc F x D, wproj D x F; w13 and w2 unset) and the
    * biases of its LayerNorms and linears */
   const float *wfc, *wproj, *bn_attn, *bqkv, *bo, *bn_ffn, *bfc, *bproj;
@@ -135,6 +136,11 @@ coda_status decode_setup_device(coda_decoder d, const float *W, coda_model *m);
 coda_status decode_dev_forward(coda_decoder d, const int32_t *tok, const int32_t *seq,
                                const int32_t *pos, int64_t M, const int32_t *head_rows,
                                const int32_t *head_seq, int64_t nhead);
+
+/* What family f needs that the device kernels lack, as a phrase for the
+ * decoder's refusal (decode_device.c); NULL for the families they run
+ * (Llama, Qwen3). */
+const char *decode_gpu_lacks(coda_model_family f);
 
 /* The host head (decode.c): final RMSNorm and LM head of rows head_rows
  * of d->x into the logits of sequences head_seq. */

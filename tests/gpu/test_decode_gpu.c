@@ -50,7 +50,18 @@
  *     chunk, the direct path after it), and the MHA model with prompts of 37, 5 and 100; the
  *     cached keys and values within 4 % of each layer's largest, and a
  *     second prefill of the same lengths builds no plan. The cases above
- *     this one run the direct prefill (CODA_PREFILL_DIRECT).
+ *     this one run the direct prefill (CODA_PREFILL_DIRECT);
+ *   - Qwen3 (per-head RMSNorm of q and k before RoPE, head_dim above dim /
+ *     heads) against the CPU as above: GQA with heads of 128 over dim 256
+ *     (batch 3 of 37, 5 and 100 tokens: the prefill's GEMM and the training
+ *     attention, steps on the tensor-core GEMV; two short prompts: the
+ *     prefill on the tensor-core GEMV; batch 1: the one-row GEMV), and MHA
+ *     with heads of 64 over dim 128 and a tied head at batch 24 and 70
+ *     (steps past 64 rows: the GEMM); its recorded steps bit-identical to
+ *     direct ones; with CODA_DECODE_ROW_STEP=1 its one-row steps keep the
+ *     separate kernels (the one kernel has no QK-norm) and stay right;
+ *     CODA_PREFILL_AUTO prefills it directly (no plan built), and
+ *     CODA_PREFILL_PLANS, GPT-2 and Gemma 3 are refused on the GPU by name.
  *
  *   test_decode_gpu [--sanitize]
  *     --sanitize: every case with a few steps only, a short batch-1 prompt
@@ -445,6 +456,48 @@ static void row_step_used(coda_context cpu, coda_context ctx, const coda_model_c
   coda_model_destroy(m);
 }
 
+/* The GPU decoder's families: model c (Qwen3) prefills with CODA_PREFILL_AUTO
+ * directly, building no plan, and CODA_PREFILL_PLANS is refused naming the
+ * plan prefill; GPT-2 and Gemma 3 are refused naming the family and what
+ * the GPU decoder lacks for it. */
+static void families_on_gpu(coda_context cpu, coda_context gpu, const coda_model_config *c) {
+  coda_model *m = make_model(cpu, c, 13);
+  if (m) {
+    coda_decoder_options o = {.struct_size = sizeof o, .batch = 2};
+    coda_decoder d = NULL;
+    CHECK_STATUS(gpu, coda_decoder_create(gpu, m, &o, &d), CODA_OK);
+    if (d) {
+      const int len[2] = {12, 7};
+      int32_t **seq = random_prompts(2, len, c->vocab, 29);
+      CHECK_STATUS(gpu, coda_decoder_prefill(d, (const int32_t *const *)seq, len), CODA_OK);
+      CHECK_EQ_INT(decode_plan_builds(d), 0);
+      free_prompts(seq, 2);
+    }
+    coda_decoder_destroy(d);
+    d = NULL;
+    o.prefill = CODA_PREFILL_PLANS;
+    CHECK_EQ_INT(coda_decoder_create(gpu, m, &o, &d), CODA_ERR_NOT_SUPPORTED);
+    CHECK_MSG(d == NULL && strstr(coda_last_error(gpu), "plan prefill") &&
+              strstr(coda_last_error(gpu), "qwen3"), "%s", coda_last_error(gpu));
+    coda_model_destroy(m);
+  }
+  coda_model_config g2 = {260, 64, 1, 4, 4, 128, 32, 1, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GPT2, 0, 0, 0, 0, 0, 0};
+  coda_model_config g3 = {260, 64, 2, 4, 2, 128, 32, 1, 1000000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GEMMA3, 32, 8, 2, 10000.0, 0, 0};
+  const coda_model_config *other[2] = {&g2, &g3};
+  const char *name[2] = {"gpt2", "gemma3"}, *lack[2] = {"learned positions", "sliding-window"};
+  for (int i = 0; i < 2; i++) {
+    coda_model *om = make_model(cpu, other[i], 3);
+    if (!om) continue;
+    coda_decoder_options o = {.struct_size = sizeof o, .batch = 1};
+    coda_decoder d = NULL;
+    CHECK_EQ_INT(coda_decoder_create(gpu, om, &o, &d), CODA_ERR_NOT_SUPPORTED);
+    const char *e = coda_last_error(gpu);
+    CHECK_MSG(d == NULL && strstr(e, "GPU decoder") && strstr(e, name[i]) && strstr(e, lack[i]),
+              "%s on the GPU: %s", name[i], e);
+    coda_model_destroy(om);
+  }
+}
+
 /* Steps of a case: n, or few under --sanitize (at least `least`). */
 static int steps_of(int n, int least) { return g_small ? (least > 3 ? least : 3) : n; }
 
@@ -565,6 +618,22 @@ int main(int argc, char **argv) {
     against_cpu(cpu, rowon, &mha, p1m, 1, steps_of(30, 0), "mha hd32 tied, batch 1, one kernel");
     graphs_vs_direct(cpu, rowon, rowon_streamed, 1, &gqa, 1, 60, steps_of(40, 6), "graphs gqa batch 1, one kernel");
   }
+  /* Qwen3: heads of 128 over dim 256 (GQA, untied), of 64 over dim 128
+   * (MHA, tied) */
+  coda_model_config q3 = {512, 256, 2, 4, 2, 512, 256, 0, 1000000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 128, 0, 0, 0, 0, 0};
+  coda_model_config q3t = {384, 128, 2, 4, 4, 256, 64, 1, 1000000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 64, 0, 0, 0, 0, 0};
+  against_cpu(cpu, gpu, &q3, p3, 3, steps_of(24, 0), "qwen3 gqa hd128");
+  against_cpu(cpu, gpu, &q3, p2s, 2, steps_of(6, 0), "qwen3 gqa hd128 short prompts");
+  against_cpu(cpu, gpu, &q3, p60, 1, steps_of(20, 0), "qwen3 gqa hd128 batch 1");
+  against_cpu(cpu, gpu, &q3t, p24, 24, steps_of(12, 0), "qwen3 mha hd64 tied, batch 24");
+  against_cpu(cpu, gpu, &q3t, p70, 70, steps_of(4, 0), "qwen3 mha hd64 tied, batch 70");
+  graphs_vs_direct(cpu, gpu, streamed, 1, &q3, 3, 40, steps_of(30, 0), "graphs qwen3 batch 3");
+  graphs_vs_direct(cpu, gpu, streamed, 1, &q3, 1, 60, steps_of(20, 6), "graphs qwen3 batch 1");
+  if (rowon) {
+    row_step_used(cpu, rowon, &q3, 0, "qwen3, CODA_DECODE_ROW_STEP=1");
+    against_cpu(cpu, rowon, &q3, p60, 1, steps_of(12, 0), "qwen3 batch 1, CODA_DECODE_ROW_STEP=1");
+  }
+  families_on_gpu(cpu, gpu, &q3);
   coda_context_destroy(rowon);
   coda_context_destroy(rowon_streamed);
   coda_context_destroy(streamed);

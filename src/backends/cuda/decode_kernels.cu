@@ -2,7 +2,8 @@
  * through coda_decode_ops of backends/backend.h): embedding lookup,
  * RMSNorm to bf16, the linear layers (a one-row GEMV, a tensor-core GEMV
  * for up to 64 rows, the backend's Hopper GEMM for more) with the SwiGLU
- * or the RoPE and cache append in their stores, and the row gather.
+ * or the RoPE and cache append in their stores (Qwen3's QK-norm before
+ * the RoPE in a kernel after them), and the row gather.
  * Decode attention is in decode_attention.cu, sampling in decode_sample.cu,
  * the launch they share in decode_common.cuh. Compiled ahead of time by
  * nvcc (no NVRTC).
@@ -510,6 +511,56 @@ __global__ void rope_append_kernel(const float *qkv, bf16 *q, bf16 *kc, bf16 *vc
   }
 }
 
+/* Qwen3's rows (QK-norm): one warp a head of row r. A Q or K head is
+ * RMS-normalized over its hd values as the host's coda_ref_rmsnorm does
+ * (sum of squares in double, over the lanes then a butterfly, so every
+ * lane holds the same bits; r in float; x · r · w in float), then rotated
+ * and stored as rope_append_kernel stores; a V head is copied. The norm
+ * needs the whole head, so it cannot ride in a GEMV's pair stores. */
+constexpr int kQkWarps = 4;
+
+__global__ void __launch_bounds__(32 * kQkWarps)
+    qknorm_rope_append_kernel(const float *qkv, bf16 *q, bf16 *kc, bf16 *vc, const int32_t *seq,
+                              const int32_t *pos, int Hq, int Hk, int hd, int max_len,
+                              const double *inv_freq, bf16 *packed, const float *qn,
+                              const float *kn, double eps) {
+  pdl_wait();
+  const int lane = threadIdx.x & 31, h = blockIdx.y * kQkWarps + (threadIdx.x >> 5);
+  if (h >= Hq + 2 * Hk) return; /* the whole warp */
+  const long long r = blockIdx.x, nq = (long long)(Hq + 2 * Hk) * hd;
+  const float *src = qkv + r * nq + (long long)h * hd;
+  const long long cbase = ((long long)seq[r] * max_len + pos[r]) * (long long)Hk * hd;
+  bf16 *pk = packed ? packed + r * nq + (long long)h * hd : NULL;
+  if (h >= Hq + Hk) {
+    bf16 *dst = vc + cbase + (long long)(h - Hq - Hk) * hd;
+    for (int e = lane; e < hd; e += 32) {
+      const bf16 v = __float2bfloat16_rn(src[e]);
+      dst[e] = v;
+      if (pk) pk[e] = v;
+    }
+    return;
+  }
+  double ss = 0.0;
+  for (int e = lane; e < hd; e += 32) ss += (double)src[e] * src[e];
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float rs = (float)(1.0 / sqrt(ss / (double)hd + eps));
+  const float *g = h < Hq ? qn : kn;
+  bf16 *dst = h < Hq ? q + r * (long long)Hq * hd + (long long)h * hd
+                     : kc + cbase + (long long)(h - Hq) * hd;
+  const double p = (double)pos[r];
+  for (int j = lane; j < hd / 2; j += 32) {
+    float o0, o1;
+    rope_pair(src[2 * j] * rs * g[2 * j], src[2 * j + 1] * rs * g[2 * j + 1], p, inv_freq[j],
+              &o0, &o1);
+    dst[2 * j] = __float2bfloat16_rn(o0);
+    dst[2 * j + 1] = __float2bfloat16_rn(o1);
+    if (pk) {
+      pk[2 * j] = dst[2 * j];
+      pk[2 * j + 1] = dst[2 * j + 1];
+    }
+  }
+}
+
 /* ---------------------------------------------------- SwiGLU and gather */
 
 __global__ void swiglu_kernel(bf16 *y, const float *z, long long n) {
@@ -577,6 +628,9 @@ extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, const coda_deco
   if (j->out != CODA_DECODE_OUT_F32 && N % 2)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "decode linear: %lld columns (pairs)",
                      (long long)N);
+  if (j->out == CODA_DECODE_OUT_ROPE && !j->q_norm != !j->k_norm)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "decode linear: QK-norm needs both q_norm "
+                     "and k_norm (or neither)");
   const bf16 *w = (const bf16 *)j->w, *x = (const bf16 *)j->x;
   coda_status s = CODA_OK;
   /* one row: the GEMV normalizes it itself (h is left unwritten), unless
@@ -613,29 +667,40 @@ extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, const coda_deco
   }
   if (s) return s;
   const int aligned = ((uintptr_t)x | (uintptr_t)w) % 16 == 0;
+  /* Qwen3's QK-norm: the GEMV stores f32 rows into y and a kernel of its
+   * own normalizes, rotates and appends them (Llama's path is untouched) */
+  const int qkn = j->out == CODA_DECODE_OUT_ROPE && j->q_norm;
+  const coda_decode_out kind = qkn ? CODA_DECODE_OUT_F32 : j->out;
+  if (qkn) o.accumulate = 0;
   /* one row: one warp (or a few) per column streams the weights fastest */
-  const coda_decode_out kind = j->out;
   if (row_path) {
     switch (kind) {
     case CODA_DECODE_OUT_SWIGLU: return launch_gemv_row<CODA_DECODE_OUT_SWIGLU>(ctx, o, x, w, K, norm);
     case CODA_DECODE_OUT_ROPE: return launch_gemv_row<CODA_DECODE_OUT_ROPE>(ctx, o, x, w, K, norm);
-    default: return launch_gemv_row<CODA_DECODE_OUT_F32>(ctx, o, x, w, K, norm);
+    default: s = launch_gemv_row<CODA_DECODE_OUT_F32>(ctx, o, x, w, K, norm);
     }
-  }
-  if (M >= 2 && M <= 64 && K % 32 == 0 && N <= 0x7fffffffLL * 8 && aligned) {
+  } else if (M >= 2 && M <= 64 && K % 32 == 0 && N <= 0x7fffffffLL * 8 && aligned) {
     const int m = (int)M;
     switch (kind) {
     case CODA_DECODE_OUT_SWIGLU: return launch_gemv_mma<CODA_DECODE_OUT_SWIGLU>(ctx, o, x, w, m, K);
     case CODA_DECODE_OUT_ROPE: return launch_gemv_mma<CODA_DECODE_OUT_ROPE>(ctx, o, x, w, m, K);
-    default: return launch_gemv_mma<CODA_DECODE_OUT_F32>(ctx, o, x, w, m, K);
+    default: s = launch_gemv_mma<CODA_DECODE_OUT_F32>(ctx, o, x, w, m, K);
     }
+  } else {
+    /* the GEMM or the plain GEMV into y, then the store's own kernel */
+    s = linear_f32(ctx, j->y, x, w, M, N, K, kind == CODA_DECODE_OUT_F32 ? o.accumulate : 0);
   }
-  /* the GEMM or the plain GEMV into y, then the store's own kernel */
-  s = linear_f32(ctx, j->y, x, w, M, N, K, kind == CODA_DECODE_OUT_F32 ? j->accumulate : 0);
-  if (s || kind == CODA_DECODE_OUT_F32) return s;
+  if (s || (kind == CODA_DECODE_OUT_F32 && !qkn)) return s;
   if (kind == CODA_DECODE_OUT_SWIGLU)
     return launch(ctx, "SwiGLU", swiglu_kernel, dim3(grid_of(M * N / 2, 256)), dim3(256), 0,
                   o.yb, (const float *)j->y, (long long)(M * N / 2));
+  if (qkn) {
+    const unsigned gy = (unsigned)((o.Hq + 2 * o.Hk + kQkWarps - 1) / kQkWarps);
+    return launch(ctx, "QK-norm, RoPE and cache append", qknorm_rope_append_kernel,
+                  dim3((unsigned)M, gy), dim3(32 * kQkWarps), 0, (const float *)j->y, o.q, o.kc,
+                  o.vc, o.seq, o.pos, o.Hq, o.Hk, o.hd, o.max_len, o.inv_freq, o.packed,
+                  j->q_norm, j->k_norm, j->eps);
+  }
   /* a row's pairs and values over several blocks: the double sincos of a
    * one-row step would keep one SM busy for microseconds */
   const int items = (o.Hq + o.Hk) * (o.hd / 2) + o.Hk * o.hd;
