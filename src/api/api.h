@@ -152,28 +152,6 @@ coda_status coda_timeline_record(coda_context ctx, coda_timeline t, int i);
 coda_status coda_timeline_elapsed(coda_context ctx, coda_timeline t, int a, int b, double *ms);
 void coda_timeline_destroy(coda_context ctx, coda_timeline t);
 
-/* Attention with a score scale and a sliding window (Gemma 3's local
- * layers): scale 0 is 1/sqrt(head_dim), window 0 the full causal mask,
- * window w > 0 lets query t see the keys t - w < j <= t. The public
- * coda_attention_forward / _backward_rope are these with {0, 0}. The
- * CUDA kernels take neither yet: another scale or a window on a CUDA
- * context is CODA_ERR_NOT_SUPPORTED, by name (attention.c). */
-typedef struct coda_attn_mask {
-  double scale;
-  int window;
-} coda_attn_mask;
-coda_status coda_attention_forward_mask(coda_context ctx, const coda_tensor *qkv, int batch,
-                                        int seq, int heads_q, int heads_kv, int head_dim,
-                                        const coda_tensor *out, const coda_tensor *lse,
-                                        const coda_attn_mask *mask);
-coda_status coda_attention_backward_mask(coda_context ctx, const coda_tensor *qkv,
-                                         const coda_tensor *out, const coda_tensor *lse,
-                                         const coda_tensor *dout, int batch, int seq,
-                                         int heads_q, int heads_kv, int head_dim,
-                                         const coda_tensor *pos, const coda_tensor *freq,
-                                         const coda_tensor *dqkv, const coda_tensor *zp,
-                                         const coda_attn_mask *mask);
-
 /* The unfused form of a GEMM-epilogue program (the pass ir_unfuse in
  * src/lang/pass_unfuse.c): the same program as a map reading the
  * accumulator from the tile input `input` (dtype `dtype`, declared first)

@@ -29,17 +29,20 @@ coda_status coda_cuda_gemm(coda_context ctx, coda_transpose trans_a,
 
 /* Causal GQA attention (FlashAttention-2 style) for bf16 qkv/out/dout/dqkv
  * and f32 lse, head_dim 32, 64 or 128, on device views; same semantics as
- * coda_attention_forward / coda_attention_backward. Other dtypes or head
+ * coda_attention_forward_mask / coda_attention_backward_mask (mask NULL:
+ * the default; its fields checked by the caller). Other dtypes or head
  * sizes return CODA_ERR_NOT_SUPPORTED; rows must be 16-byte aligned
  * (base and ld multiple of 8 elements). The backward is deterministic. */
 coda_status coda_cuda_attention_forward(coda_context ctx, const coda_tensor *qkv, int batch,
                                         int seq, int heads_q, int heads_kv, int head_dim,
-                                        const coda_tensor *out, const coda_tensor *lse);
+                                        const coda_tensor *out, const coda_tensor *lse,
+                                        const coda_attn_mask *mask);
 coda_status coda_cuda_attention_backward(coda_context ctx, const coda_tensor *qkv,
                                          const coda_tensor *out, const coda_tensor *lse,
                                          const coda_tensor *dout, int batch, int seq,
                                          int heads_q, int heads_kv, int head_dim,
-                                         const coda_tensor *dqkv, const coda_attn_rope *rope);
+                                         const coda_tensor *dqkv, const coda_attn_rope *rope,
+                                         const coda_attn_mask *mask);
 
 /* ---- epilogue compiler (src/backends/cuda/epi_*.c) ---- */
 /* GEMM + compiled epilogue program: acc = op(A)*op(B) (bf16 or f16), then
