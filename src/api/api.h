@@ -88,12 +88,14 @@ int coda_backend_built(coda_backend b);
  * CODA_ERR_NOT_SUPPORTED on a backend without them. Stream-ordered. */
 coda_status coda_train_round(coda_context ctx, const coda_tensor *dst, const float *src);
 coda_status coda_train_accum(coda_context ctx, float *dst, const coda_tensor *src, float scale);
-/* x row r = bf16(table[tok[r]] + pos[r % period]) (an fp32 sum, one
- * rounding); pos NULL: table[tok[r]] alone (period unused). */
+/* x row r = bf16((table[tok[r]] + pos[r % period]) * scale) (fp32 sum and
+ * product, one rounding); pos NULL: table[tok[r]] alone (period unused);
+ * scale 1: no product (Gemma 3 scales by sqrt(dim)). */
 coda_status coda_train_embed(coda_context ctx, const coda_tensor *x, const float *table,
-                             const int32_t *tok, const float *pos, int64_t period);
+                             const int32_t *tok, const float *pos, int64_t period, float scale);
 coda_status coda_train_embed16(coda_context ctx, const coda_tensor *x, const uint16_t *table,
-                               const int32_t *tok, const uint16_t *pos, int64_t period);
+                               const int32_t *tok, const uint16_t *pos, int64_t period,
+                               float scale);
 coda_status coda_train_embed_grad(coda_context ctx, float *g, const coda_tensor *dx,
                                   const int32_t *rows, const int32_t *seg, const int32_t *pos,
                                   int nrows, float scale);

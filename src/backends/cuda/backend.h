@@ -112,12 +112,15 @@ coda_status coda_cuda_train_round(coda_context ctx, const coda_tensor *dst, cons
 coda_status coda_cuda_train_accum(coda_context ctx, float *dst, const coda_tensor *src,
                                   float scale);
 /* x (bf16, M x D) row r = table row tok[r] (tokens already checked), plus
- * row r % period of pos when pos is not NULL (an fp32 sum, one rounding). */
+ * row r % period of pos when pos is not NULL (an fp32 sum), times scale
+ * when it is not 1 (an fp32 product; Gemma 3), one rounding. */
 coda_status coda_cuda_train_embed(coda_context ctx, const coda_tensor *x, const float *table,
-                                  const int32_t *tok, const float *pos, int64_t period);
-/* The same from bf16 tables (without pos: bits copied). */
+                                  const int32_t *tok, const float *pos, int64_t period,
+                                  float scale);
+/* The same from bf16 tables (without pos and scale: bits copied). */
 coda_status coda_cuda_train_embed16(coda_context ctx, const coda_tensor *x, const uint16_t *table,
-                                    const int32_t *tok, const uint16_t *pos, int64_t period);
+                                    const int32_t *tok, const uint16_t *pos, int64_t period,
+                                    float scale);
 /* For j < nrows: g row rows[j] += scale * dx row pos[t] for t = seg[j] ..
  * seg[j+1]-1 in that order (one thread block per row, no atomics). */
 coda_status coda_cuda_train_embed_grad(coda_context ctx, float *g, const coda_tensor *dx,
