@@ -89,9 +89,12 @@ __device__ __forceinline__ void online_softmax(float (&s)[N / 2], float (&m)[2],
       mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * r], s[4 * nb + 2 * r + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    alpha[r] = (first || m[r] == -INFINITY) ? 0.f : ex2((m[r] - mx) * scale2);
+    /* every key so far masked (mx = -inf, so m = -inf too): 0 in place of
+     * mx gives alpha = exp2(-inf) = 0 and P = 0 where -inf - -inf is NaN */
+    const float mxs = mx == -INFINITY ? 0.f : mx;
+    alpha[r] = first ? 0.f : ex2((m[r] - mxs) * scale2);
     m[r] = mx;
-    const float mc = mx == -INFINITY ? 0.f : mx * scale2;
+    const float mc = mxs * scale2;
     float sum = 0.f;
 #pragma unroll
     for (int nb = 0; nb < N / 8; ++nb) {
