@@ -113,7 +113,7 @@ typedef enum coda_attn_impl {
 /* Versioned option structs. Every struct named coda_*_options that a
  * caller fills and passes by pointer (coda_context_options,
  * coda_gradcheck_options, coda_bind_options,
- * coda_variant_options; coda_train_options, coda_generate_options,
+ * coda_variant_options, coda_attn_mask; coda_train_options, coda_generate_options,
  * coda_eval_options, coda_data_options in coda_train.h;
  * coda_decoder_options and coda_generate_params in coda_decode.h) begins
  * with
@@ -765,6 +765,33 @@ coda_status coda_attention_backward_rope(coda_context ctx, const coda_tensor *qk
                                          int heads_q, int heads_kv, int head_dim,
                                          const coda_tensor *pos, const coda_tensor *freq,
                                          const coda_tensor *dqkv, const coda_tensor *zp);
+
+/* A mask for the two calls below (Gemma 3's local layers and query scale):
+ * scores scale * q.k (0: 1/sqrt(head_dim)); query t sees keys t - window <
+ * j <= t (window 0: every j <= t). Versioned (see "Versioned option
+ * structs"; start from coda_attn_default_mask()); a negative or non-finite
+ * scale or a negative window is CODA_ERR_INVALID_ARGUMENT. Both backends
+ * take it (CUDA: the own kernels; cuDNN the scale, no window < seq). */
+typedef struct coda_attn_mask {
+  size_t struct_size; /* sizeof(coda_attn_mask) */
+  double scale;
+  int window;
+} coda_attn_mask;
+coda_attn_mask coda_attn_default_mask(void); /* {sizeof, 0, 0}: the plain causal mask */
+/* coda_attention_forward / _backward with a mask (NULL: the default; the
+ * forward's again in the backward); pos, freq, zp (all or none) as in
+ * coda_attention_backward_rope. */
+coda_status coda_attention_forward_mask(coda_context ctx, const coda_tensor *qkv, int batch,
+                                        int seq, int heads_q, int heads_kv, int head_dim,
+                                        const coda_tensor *out, const coda_tensor *lse,
+                                        const coda_attn_mask *mask);
+coda_status coda_attention_backward_mask(coda_context ctx, const coda_tensor *qkv,
+                                         const coda_tensor *out, const coda_tensor *lse,
+                                         const coda_tensor *dout, int batch, int seq,
+                                         int heads_q, int heads_kv, int head_dim,
+                                         const coda_tensor *pos, const coda_tensor *freq,
+                                         const coda_tensor *dqkv, const coda_tensor *zp,
+                                         const coda_attn_mask *mask);
 
 #ifdef __cplusplus
 }

@@ -321,7 +321,7 @@ typedef struct coda_llama_config {
   /* appended for Gemma 3 (zero: as before) */
   double attn_scale;   /* block: the attention scores' scale; 0 = 1/sqrt(head_dim) */
   int window;          /* block: > 0, query t attends to keys t - window < j <= t
-                          (a sliding window; the CPU backend only) */
+                          (a sliding window) */
   double logit_softcap; /* head: > 0, the logits are cap * tanh(l / cap) (not with
                            FOLD or KEEP_LOGITS) */
 } coda_llama_config;

@@ -232,7 +232,7 @@ static void refusals(coda_context ctx) {
     double q[2 * 12] = {0}, o[2 * 4] = {0}, l[2] = {0};
     const coda_tensor tq = coda_tensor_2d(q, CODA_F64, 2, 12), to = coda_tensor_2d(o, CODA_F64, 2, 4),
                       tl = coda_tensor_2d(l, CODA_F64, 2, 1);
-    const coda_attn_mask bad[2] = {{0.0, -2}, {-1.0, 0}};
+    const coda_attn_mask bad[2] = {{sizeof bad[0], 0.0, -2}, {sizeof bad[0], -1.0, 0}};
     for (int i = 0; i < 2; i++) {
       CHECK(coda_attention_forward_mask(ctx, &tq, 1, 2, 1, 1, 4, &to, &tl, &bad[i]) ==
             CODA_ERR_INVALID_ARGUMENT);

@@ -10,10 +10,13 @@
  * last-position logits match the CPU's (within 5 %, relative L2). The
  * device checks run twice: the head recomputing its logits in the
  * backward, and keeping them (coda_model_set_keep_logits), so that the
- * sanitizers (tests/gpu/sanitize.sh) see both heads; Qwen3 and GPT-2 (its
+ * sanitizers (tests/gpu/sanitize.sh) see both heads; Qwen3, GPT-2 (its
  * block and head plans, learned positions, biases and LayerNorm weights,
- * whose head cannot keep its logits: refused) run once. The last line
- * names what ran ("coverage: ..."). */
+ * whose head cannot keep its logits: refused) and Gemma 3 (a local layer
+ * whose sliding window is shorter than the sequence, then a global one, a
+ * score scale other than 1/sqrt(head_dim), the embedding scale, the
+ * logit soft cap) run once. The last line names what ran ("coverage:
+ * ..."). */
 #include "coda_nn.h"
 #include "check.h"
 #include "base/rng.h"
@@ -175,6 +178,12 @@ static const coda_model_config qwen3_cfg = {256, 128, 2, 2, 1, 256, 64, 0, 10000
 /* GPT-2: one key/value head per head, tied, seq rows of learned positions */
 static const coda_model_config gpt2_cfg = {256, 128, 2, 2, 2, 256, 64, 1, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GPT2, 0, 0, 0, 0, 0, 0};
 
+/* Gemma 3: layer 0 local (window 24 of the 64 positions: not a multiple of
+ * any attention kernel block), layer 1 global (sliding_pattern 2); scores
+ * scaled by 48^-1/2 rather than 64^-1/2; local RoPE base 1e4, global 1e6;
+ * the logits soft-capped at 30; tied */
+static const coda_model_config gemma3_cfg = {256, 128, 2, 2, 1, 256, 64, 1, 1e6, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GEMMA3, 64, 24, 2, 10000.0, 48.0, 30.0};
+
 /* |a - b| / |b| over n values (L2). */
 static double rel_l2(const float *a, const float *b, int n) {
   double d = 0.0, r = 0.0;
@@ -314,16 +323,19 @@ int main(void) {
   if (coda_cuda_available()) {
     device_init(&cfg);
     device_init(&gpt2_cfg);
+    device_init(&gemma3_cfg);
     on_gpu(&cfg, 0);
     on_gpu(&cfg, 1);
     on_gpu(&qwen3_cfg, 0);
     on_gpu(&gpt2_cfg, 0);
+    on_gpu(&gemma3_cfg, 0);
     gpt2_keep_refused();
-    printf("coverage: device init (Llama, GPT-2), upload / download round trips, device steps "
-           "and sampling logits against the CPU plan engine with the head recomputing and "
-           "keeping its logits, for Llama, Qwen3 (head_dim 128 over dim 128 and 2 heads) and "
-           "GPT-2 (learned positions, biases, LayerNorms, tied head; keep-logits refused), "
-           "AdamW on the device\n");
+    printf("coverage: device init (Llama, GPT-2, Gemma 3), upload / download round trips, "
+           "device steps and sampling logits against the CPU plan engine with the head "
+           "recomputing and keeping its logits, for Llama, Qwen3 (head_dim 128 over dim 128 "
+           "and 2 heads), GPT-2 (learned positions, biases, LayerNorms, tied head; keep-logits "
+           "refused) and Gemma 3 (window 24 < seq 64, attn_scalar 48, soft cap 30), AdamW on "
+           "the device\n");
   }
   else printf("no usable GPU: device checks skipped\n");
 #endif

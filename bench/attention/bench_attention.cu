@@ -159,11 +159,11 @@ int main(int argc, char **argv) {
         CUDA_CHECK(cudaEventRecord(e0));
         if (fwd)
           OK(coda_cuda_attention_forward_variant(ctx, &tq, s.B, s.T, s.Hq, s.Hkv, s.hd, &to, &tl,
-                                                 vname(0, fc)));
+                                                 NULL, vname(0, fc)));
         if (bwd)
           OK(coda_cuda_attention_backward_variant(ctx, &tq, &to, &tl, &tdo, s.B, s.T, s.Hq, s.Hkv,
                                                   s.hd, &tg, rope ? &rope_args : NULL,
-                                                  vname(1, bc)));
+                                                  NULL, vname(1, bc)));
         CUDA_CHECK(cudaEventRecord(e1));
         CUDA_CHECK(cudaEventSynchronize(e1));
         if (r >= warm) CUDA_CHECK(cudaEventElapsedTime(&ms[r - warm], e0, e1));

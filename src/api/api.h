@@ -88,12 +88,14 @@ int coda_backend_built(coda_backend b);
  * CODA_ERR_NOT_SUPPORTED on a backend without them. Stream-ordered. */
 coda_status coda_train_round(coda_context ctx, const coda_tensor *dst, const float *src);
 coda_status coda_train_accum(coda_context ctx, float *dst, const coda_tensor *src, float scale);
-/* x row r = bf16(table[tok[r]] + pos[r % period]) (an fp32 sum, one
- * rounding); pos NULL: table[tok[r]] alone (period unused). */
+/* x row r = bf16((table[tok[r]] + pos[r % period]) * scale) (fp32 sum and
+ * product, one rounding); pos NULL: table[tok[r]] alone (period unused);
+ * scale 1: no product (Gemma 3 scales by sqrt(dim)). */
 coda_status coda_train_embed(coda_context ctx, const coda_tensor *x, const float *table,
-                             const int32_t *tok, const float *pos, int64_t period);
+                             const int32_t *tok, const float *pos, int64_t period, float scale);
 coda_status coda_train_embed16(coda_context ctx, const coda_tensor *x, const uint16_t *table,
-                               const int32_t *tok, const uint16_t *pos, int64_t period);
+                               const int32_t *tok, const uint16_t *pos, int64_t period,
+                               float scale);
 coda_status coda_train_embed_grad(coda_context ctx, float *g, const coda_tensor *dx,
                                   const int32_t *rows, const int32_t *seg, const int32_t *pos,
                                   int nrows, float scale);
@@ -151,28 +153,6 @@ coda_status coda_timeline_create(coda_context ctx, int n, coda_timeline *out);
 coda_status coda_timeline_record(coda_context ctx, coda_timeline t, int i);
 coda_status coda_timeline_elapsed(coda_context ctx, coda_timeline t, int a, int b, double *ms);
 void coda_timeline_destroy(coda_context ctx, coda_timeline t);
-
-/* Attention with a score scale and a sliding window (Gemma 3's local
- * layers): scale 0 is 1/sqrt(head_dim), window 0 the full causal mask,
- * window w > 0 lets query t see the keys t - w < j <= t. The public
- * coda_attention_forward / _backward_rope are these with {0, 0}. The
- * CUDA kernels take neither yet: another scale or a window on a CUDA
- * context is CODA_ERR_NOT_SUPPORTED, by name (attention.c). */
-typedef struct coda_attn_mask {
-  double scale;
-  int window;
-} coda_attn_mask;
-coda_status coda_attention_forward_mask(coda_context ctx, const coda_tensor *qkv, int batch,
-                                        int seq, int heads_q, int heads_kv, int head_dim,
-                                        const coda_tensor *out, const coda_tensor *lse,
-                                        const coda_attn_mask *mask);
-coda_status coda_attention_backward_mask(coda_context ctx, const coda_tensor *qkv,
-                                         const coda_tensor *out, const coda_tensor *lse,
-                                         const coda_tensor *dout, int batch, int seq,
-                                         int heads_q, int heads_kv, int head_dim,
-                                         const coda_tensor *pos, const coda_tensor *freq,
-                                         const coda_tensor *dqkv, const coda_tensor *zp,
-                                         const coda_attn_mask *mask);
 
 /* The unfused form of a GEMM-epilogue program (the pass ir_unfuse in
  * src/lang/pass_unfuse.c): the same program as a map reading the

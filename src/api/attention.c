@@ -40,19 +40,24 @@ static coda_status check_qkv_out_lse(coda_context ctx, int B, int T, int Hq, int
   return coda_check_float(ctx, "lse", lse, dm->BT, Hq, 1);
 }
 
-/* A mask's scale and window: finite and >= 0, and on the CPU backend only
- * (the CUDA kernels have the causal mask and 1/sqrt(head_dim) built in). */
+coda_attn_mask coda_attn_default_mask(void) {
+  const coda_attn_mask m = {sizeof(coda_attn_mask), 0.0, 0};
+  return m;
+}
+
+/* A mask's layout (one so far) and its scale and window: finite and >= 0.
+ * Every backend takes both (on CUDA the own kernels; the cuDNN path names
+ * what it cannot run, cuda_backend.c). */
 static coda_status check_mask(coda_context ctx, const char *fn, const coda_attn_mask *m) {
-  if (!m || (m->scale == 0.0 && m->window == 0)) return CODA_OK;
+  if (!m) return CODA_OK;
+  if (m->struct_size != sizeof(coda_attn_mask))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "%s: coda_attn_mask.struct_size is %zu, expected %zu (use "
+                     "coda_attn_default_mask())", fn, m->struct_size, sizeof(coda_attn_mask));
   if (!(m->scale >= 0.0) || !isfinite(m->scale) || m->window < 0)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "%s: score scale %g and window %d must be >= 0 (0: 1/sqrt(head_dim), no "
                      "window)", fn, m->scale, m->window);
-  if (coda_context_backend(ctx) != CODA_BACKEND_CPU)
-    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
-                     "%s: %s: the CUDA attention kernels take neither a sliding window nor "
-                     "another score scale yet (the CPU backend does)", fn,
-                     m->window ? "a sliding window" : "a score scale other than 1/sqrt(head_dim)");
   return CODA_OK;
 }
 

@@ -79,16 +79,17 @@ static coda_status check_period(coda_context ctx, const void *pos, int64_t perio
   return CODA_OK;
 }
 coda_status coda_train_embed(coda_context ctx, const coda_tensor *x, const float *table,
-                             const int32_t *tok, const float *pos, int64_t period) {
+                             const int32_t *tok, const float *pos, int64_t period, float scale) {
   coda_status s = check_period(ctx, pos, period);
   if (s) return s;
-  TRAIN_CALL(embed, x, table, tok, pos, period);
+  TRAIN_CALL(embed, x, table, tok, pos, period, scale);
 }
 coda_status coda_train_embed16(coda_context ctx, const coda_tensor *x, const uint16_t *table,
-                               const int32_t *tok, const uint16_t *pos, int64_t period) {
+                               const int32_t *tok, const uint16_t *pos, int64_t period,
+                               float scale) {
   coda_status s = check_period(ctx, pos, period);
   if (s) return s;
-  TRAIN_CALL(embed16, x, table, tok, pos, period);
+  TRAIN_CALL(embed16, x, table, tok, pos, period, scale);
 }
 coda_status coda_train_embed_grad(coda_context ctx, float *g, const coda_tensor *dx,
                                   const int32_t *rows, const int32_t *seg, const int32_t *pos,

@@ -60,7 +60,7 @@ typedef struct coda_attn_job {
   int B, T, Hq, Hkv, hd;
   const coda_attn_rope *rope; /* backward only; NULL: no fused RoPE backward */
   double scale;               /* the scores' scale; 0: 1/sqrt(hd) */
-  int window;                 /* > 0: query t sees keys t - window < j <= t (CPU only) */
+  int window;                 /* > 0: query t sees keys t - window < j <= t */
 } coda_attn_job;
 
 /* Copy directions of copy_bytes. */

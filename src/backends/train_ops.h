@@ -19,11 +19,12 @@ typedef struct coda_train_ops {
   coda_status (*round)(coda_context, const coda_tensor *dst, const float *src);
   coda_status (*accum)(coda_context, float *dst, const coda_tensor *src, float scale);
   /* x row r = table row tok[r], plus row r % period of the position table
-   * pos when one is given (GPT-2's learned positions; NULL: none) */
+   * pos when one is given (GPT-2's learned positions; NULL: none), times
+   * scale (Gemma 3's sqrt(dim); 1: none) */
   coda_status (*embed)(coda_context, const coda_tensor *x, const float *table, const int32_t *tok,
-                       const float *pos, int64_t period);
+                       const float *pos, int64_t period, float scale);
   coda_status (*embed16)(coda_context, const coda_tensor *x, const uint16_t *table,
-                         const int32_t *tok, const uint16_t *pos, int64_t period);
+                         const int32_t *tok, const uint16_t *pos, int64_t period, float scale);
   coda_status (*embed_grad)(coda_context, float *g, const coda_tensor *dx, const int32_t *rows,
                             const int32_t *seg, const int32_t *pos, int nrows, float scale);
   coda_status (*targets)(coda_context, const coda_tensor *t, const int32_t *tg);

@@ -203,7 +203,7 @@ static coda_status embed(coda_decoder d, prefill_plan *ps, const int32_t *tok, c
   if (d->gpu) {
     coda_status s = coda_memcpy_h2d(d->ctx, d->d_meta, t, (size_t)rows * 4);
     coda_tensor x = coda_tensor_2d(ps->xs[0], CODA_BF16, rows, D);
-    if (!s) s = coda_train_embed16(d->ctx, &x, d->d_emb, d->d_meta, NULL, 0);
+    if (!s) s = coda_train_embed16(d->ctx, &x, d->d_emb, d->d_meta, NULL, 0, 1.0f);
     return s;
   }
   uint16_t *x = ps->xs[0];

@@ -171,9 +171,6 @@ static coda_status ensure(coda_context ctx, coda_model *m, int B, int T, plans_s
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the plan engine trains in fp32 precision");
   const int gpt2 = coda_family_of(c->family)->block == CODA_BLOCK_GPT2;
   const int gemma = coda_family_of(c->family)->block == CODA_BLOCK_GEMMA3;
-  if (gemma && on_gpu(ctx))
-    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the plan engine runs gemma3 on the CPU backend "
-                     "only (the CUDA attention has no sliding window yet; --device cpu)");
   if (gemma && keep && c->logit_softcap > 0.0)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the gemma3 head plan with a logit soft cap "
                      "recomputes its logits in the backward; it does not keep them "
@@ -466,11 +463,14 @@ static coda_status host_head(coda_context ctx, coda_model *m, plans_state *s, in
     double ss = 0.0;
     for (int64_t k = 0; k < D; k++) ss += x[k] * x[k];
     double r = 1.0 / sqrt(ss / (double)D + c->norm_eps);
-    for (int64_t k = 0; k < D; k++) x[k] = (float)(x[k] * r * W[pn->offset + k]);
+    /* Gemma 3's final norm scales by 1 + w and caps the logits (as the CPU's) */
+    const int gemma = coda_family_of(c->family)->block == CODA_BLOCK_GEMMA3;
+    const float *wn = W + pn->offset;
+    for (int64_t k = 0; k < D; k++) x[k] = (float)(x[k] * r * (gemma ? 1.0f + wn[k] : wn[k]));
     for (int64_t v = 0; v < c->vocab; v++) {
       double a = 0.0;
       for (int64_t k = 0; k < D; k++) a += x[k] * W[po->offset + v * D + k];
-      last_logits[v] = (float)a;
+      last_logits[v] = coda_ref_softcap((float)a, c->logit_softcap);
     }
   }
   free(x);
@@ -535,8 +535,9 @@ static coda_status embed_backward(coda_context ctx, coda_model *m, plans_state *
   if (!st && pp) st = ensure_positions(ctx, d, s->B, s->T);
   PE(CODA_PH_UPLOAD, -1);
   PB();
+  /* d(e * esc)/de = esc (Gemma 3's embedding scale; 1 elsewhere) */
   if (!st) st = coda_train_embed_grad(ctx, d->g + goff(d, m, pe), &t, d->rows, d->seg,
-                                           d->pos, nr, gscale);
+                                           d->pos, nr, gscale * coda_model_embed_scale(c));
   if (!st && pp) st = coda_train_embed_grad(ctx, d->g + goff(d, m, pp), &t, d->prow, d->pseg,
                                             d->ppos, s->T, gscale);
   PE(CODA_PH_EMBED, -1);
@@ -570,11 +571,12 @@ static coda_status cast_weights(coda_context ctx, coda_model *m, plans_state *s,
 static coda_status embed_forward(coda_context ctx, coda_model *m, plans_state *s, dev_state *d,
                                  coda_tensor *x0) {
   const coda_param *pe = s->emb[0], *pp = s->emb[1];
+  const float esc = coda_model_embed_scale(coda_model_cfg(m)); /* Gemma 3: sqrt(dim) */
   if (d->z || d->bf16 || (d->bind && !pp))
     return coda_train_embed16(ctx, x0, d->wb + goff(d, m, pe), d->tok,
-                              pp ? d->wb + goff(d, m, pp) : NULL, s->T);
+                              pp ? d->wb + goff(d, m, pp) : NULL, s->T, esc);
   return coda_train_embed(ctx, x0, d->w + pe->offset, d->tok, pp ? d->w + pp->offset : NULL,
-                          s->T);
+                          s->T, esc);
 }
 
 static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,

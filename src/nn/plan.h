@@ -129,7 +129,7 @@ typedef struct plan_attention {
   int64_t batch, seq;
   int n_heads, n_kv_heads, head_dim;
   double scale;     /* the scores' scale; 0: 1/sqrt(head_dim) */
-  int window;       /* > 0: query t sees keys t - window < j <= t (CPU backend only) */
+  int window;       /* > 0: query t sees keys t - window < j <= t */
   int qkv, o, lse;  /* forward: qkv -> o (M, Hq·hd), lse (M, Hq) f32 */
   int dout, dqkv;   /* backward: also reads qkv, o, lse */
   int pos, freq, zp; /* backward with the RoPE backward fused (plan_attention_bwd_rope),

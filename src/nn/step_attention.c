@@ -90,7 +90,7 @@ static coda_status run_fwd(coda_context ctx, coda_plan p, const plan_step *s) {
   const plan_attention *g = &s->attn;
   const coda_tensor qkv = view_of(&p->bufs[g->qkv]), o = view_of(&p->bufs[g->o]),
                     lse = view_of(&p->bufs[g->lse]);
-  const coda_attn_mask mask = {g->scale, g->window};
+  const coda_attn_mask mask = {sizeof mask, g->scale, g->window};
   return coda_attention_forward_mask(ctx, &qkv, (int)g->batch, (int)g->seq, g->n_heads,
                                      g->n_kv_heads, g->head_dim, &o, &lse, &mask);
 }
@@ -106,7 +106,7 @@ static coda_status run_bwd(coda_context ctx, coda_plan p, const plan_step *s) {
   const coda_tensor pos = g->zp >= 0 ? view_of(&p->bufs[g->pos]) : none,
                     freq = g->zp >= 0 ? view_of(&p->bufs[g->freq]) : none,
                     zp = g->zp >= 0 ? view_of(&p->bufs[g->zp]) : none;
-  const coda_attn_mask mask = {g->scale, g->window};
+  const coda_attn_mask mask = {sizeof mask, g->scale, g->window};
   const int r = g->zp >= 0;
   return coda_attention_backward_mask(ctx, &qkv, &o, &lse, &dout, (int)g->batch, (int)g->seq,
                                       g->n_heads, g->n_kv_heads, g->head_dim, r ? &pos : NULL,

@@ -33,15 +33,18 @@ static void compile_usage(FILE *f) {
           "  --no-cache   compile even if the kernel is cached\n"
           "  --all        compile every kernel of the built-in block plans (Llama-3 block\n"
           "               with and without the chaining and fold flags, also forward only;\n"
-          "               its LM head; the GPT-2 block with and without its fold flag)\n"
+          "               its LM head; the GPT-2 block with and without its fold flag;\n"
+          "               the Gemma 3 block and its head with and without the soft cap)\n"
           "               into the cache, so that training, the decoder's prefill and\n"
           "               benchmarks never wait on a compile; --unfused adds the kernels\n"
           "               of the plans with fusion off\n");
 }
 
-/* Builds plan `kind` (0 Llama-3 block, 1 its LM head, 2 GPT-2 block) with
- * the GPU's partial tiling on a CPU context: the same programs and operand
- * layouts as on the GPU, for any shape (kernels do not depend on it). */
+/* Builds plan `kind` (0 Llama-3 block, 1 its LM head, 2 GPT-2 block, 3
+ * Gemma 3 block, 4 its head, soft-capped when flags is 1) with the GPU's
+ * partial tiling on a CPU context: the same programs and operand layouts
+ * as on the GPU, for any shape (kernels do not depend on it; nor on the
+ * Gemma 3 window or score scale, which the attention takes as values). */
 static coda_status build_plan(coda_context ctx, int kind, unsigned flags, coda_plan *p) {
   /* the CUDA backend's partial tiling (coda_preferred_tiling) */
   const coda_tiling gpu = {64, 128};
@@ -54,6 +57,11 @@ static coda_status build_plan(coda_context ctx, int kind, unsigned flags, coda_p
   coda_llama_config c = coda_llama_default_config();
   c.tiling = gpu;
   c.flags = flags;
+  if (kind >= 3) { /* the trainer's Gemma 3 plans (model_plans_llama.c) */
+    c.flags = CODA_LLAMA_GEMMA3 | CODA_LLAMA_INPLACE;
+    c.logit_softcap = flags ? 30.0 : 0.0;
+    return kind == 4 ? coda_llama_head_plan(ctx, &c, p) : coda_llama_block_plan(ctx, &c, p);
+  }
   return kind ? coda_llama_head_plan(ctx, &c, p) : coda_llama_block_plan(ctx, &c, p);
 }
 
@@ -73,19 +81,21 @@ static int compile_all(int unfused, int quiet) {
   }
   free(probe);
   coda_program_destroy(none);
-  static const char *const kinds[] = {"llama block", "llama head", "gpt2 block"};
+  static const char *const kinds[] = {"llama block", "llama head", "gpt2 block", "gemma3 block",
+                                      "gemma3 head"};
   int built = 0, fresh = 0, bad = 0;
-  /* the bar counts plans (flag combinations): 16 + 16 + 2 */
+  /* the bar counts plans (flag combinations): 16 + 16 + 2 + 1 + 2 */
   coda_tool_bar bar;
   coda_tool_bar_start(&bar, "compiling");
-  const double nplans = 34;
+  const double nplans = 37;
   int plan_i = 0;
-  for (int kind = 0; kind < 3; kind++) {
+  for (int kind = 0; kind < 5; kind++) {
     /* chaining and fold flags change the programs: every combination the
      * plan takes (Llama: NORM_IN, NORM_OUT, FOLD, and the block's forward-
      * only form INFER, the decoder's prefill, or the head's KEEP_LOGITS;
-     * GPT-2: FOLD) */
-    const unsigned nflags = kind == 2 ? 2u : 16u;
+     * GPT-2: FOLD; Gemma 3 takes none of them: its head with and without
+     * the soft cap) */
+    const unsigned nflags = kind == 2 || kind == 4 ? 2u : kind == 3 ? 1u : 16u;
     const unsigned bit8 = kind == 1 ? CODA_LLAMA_KEEP_LOGITS : CODA_LLAMA_INFER;
     for (unsigned f = 0; f < nflags; f++, plan_i++) {
       const unsigned flags = (f & 7u) | (f & 8u ? bit8 : 0u);

@@ -11,8 +11,13 @@
  * again through coda_attention_forward / _backward on a context with
  * CODA_ATTENTION=cudnn (cuDNN's fused attention, attention_cudnn.c) with
  * the same checks, when cuDNN loads (CODA_CUDNN_LIB or LD_LIBRARY_PATH);
- * otherwise its refusal is checked to be a clean error. Exits non-zero on
- * any failure.
+ * otherwise its refusal is checked to be a clean error. Sliding windows
+ * (1, under a kernel block, not a multiple of one, equal to and longer
+ * than the sequence) and score scales run every variant against the same
+ * reference, and again through coda_attention_forward_mask / _backward_mask
+ * on a context with CODA_ATTENTION=own (the dispatcher's path; with cuDNN,
+ * the scale through it and the window's refusal). Exits non-zero on any
+ * failure.
  *   test_attention_gpu [seed]            every shape
  *   test_attention_gpu --small [seed]    four ragged shapes only
  *   test_attention_gpu --sanitize [seed] every forward and backward variant
@@ -47,8 +52,9 @@
 static int g_fail = 0, g_pass = 0;
 static int g_runs = 2; /* runs of each case: 2 checks bit-identity; 1 under the sanitizer modes */
 /* non-NULL: run_case and run_rope call the public API on this context
- * (CODA_ATTENTION=cudnn) instead of the kernel variants */
+ * (CODA_ATTENTION=cudnn, or own: g_api_name) instead of the kernel variants */
 static coda_context g_api = NULL;
+static const char *g_api_name = "cudnn";
 
 /* Which variants ran, per head size (32, 64, 128) and pass (0 forward, 1
  * backward): the "coverage:" line. */
@@ -97,6 +103,8 @@ static double urand(void) { return xorshift64_unit(&g_rng); } /* uniform in [-1,
 
 typedef struct {
   int B, T, Hq, Hkv, hd, pad; /* pad: extra elements per row (multiple of 8) */
+  double scale;               /* the scores' scale; 0: 1/sqrt(hd) */
+  int window;                 /* > 0: query t sees keys t - window < j <= t */
 } shape;
 
 /* Reference in double on the bf16 inputs (qkv, dout given as doubles):
@@ -105,7 +113,7 @@ static void reference(const shape *s, const double *qkv, int64_t ldq, const doub
                       double *o, double *lse, double *dqkv) {
   const int T = s->T, hd = s->hd, Hq = s->Hq, Hkv = s->Hkv, grp = Hq / Hkv;
   const int64_t cols = (int64_t)(Hq + 2 * Hkv) * hd, oc = (int64_t)Hq * hd;
-  const double scale = 1.0 / sqrt((double)hd);
+  const double scale = s->scale > 0 ? s->scale : 1.0 / sqrt((double)hd);
   double *p = malloc(sizeof(double) * T), *dp = malloc(sizeof(double) * T);
   memset(dqkv, 0, sizeof(double) * (size_t)s->B * T * cols);
   for (int b = 0; b < s->B; b++)
@@ -117,31 +125,33 @@ static void reference(const shape *s, const double *qkv, int64_t ldq, const doub
 #define DO(t, d) dout[((int64_t)b * T + (t)) * oc + (int64_t)h * hd + (d)]
 #define G(t, c) dqkv[((int64_t)b * T + (t)) * cols + (c)]
       for (int t = 0; t < T; t++) {
+        /* the keys query t sees: j0 <= j <= t */
+        const int j0 = s->window > 0 && t - s->window + 1 > 0 ? t - s->window + 1 : 0;
         double m = -INFINITY, l = 0;
-        for (int j = 0; j <= t; j++) {
+        for (int j = j0; j <= t; j++) {
           double a = 0;
           for (int d = 0; d < hd; d++) a += Q(t, d) * K(j, d);
           p[j] = a * scale;
           if (p[j] > m) m = p[j];
         }
-        for (int j = 0; j <= t; j++) l += exp(p[j] - m);
+        for (int j = j0; j <= t; j++) l += exp(p[j] - m);
         const double L = m + log(l);
         lse[((int64_t)b * T + t) * Hq + h] = L;
         double *ot = o + ((int64_t)b * T + t) * oc + (int64_t)h * hd;
         for (int d = 0; d < hd; d++) ot[d] = 0;
-        for (int j = 0; j <= t; j++) {
+        for (int j = j0; j <= t; j++) {
           p[j] = exp(p[j] - L);
           for (int d = 0; d < hd; d++) ot[d] += p[j] * V(j, d);
         }
         /* backward of this row: D = do.o, ds_j = p_j (do.v_j - D) */
         double D = 0;
         for (int d = 0; d < hd; d++) D += DO(t, d) * ot[d];
-        for (int j = 0; j <= t; j++) {
+        for (int j = j0; j <= t; j++) {
           double a = 0;
           for (int d = 0; d < hd; d++) a += DO(t, d) * V(j, d);
           dp[j] = p[j] * (a - D) * scale;
         }
-        for (int j = 0; j <= t; j++)
+        for (int j = j0; j <= t; j++)
           for (int d = 0; d < hd; d++) {
             G(t, (int64_t)h * hd + d) += dp[j] * K(j, d);
             G(j, (int64_t)(Hq + g) * hd + d) += dp[j] * Q(t, d);
@@ -243,15 +253,16 @@ static void run_rope(coda_context ctx, const shape *s, const char *bc, const cha
   coda_tensor tp = {pos.d, CODA_I32, BT, 1, 1}, tf = {freq.d, CODA_F32, 1, cols, cols},
               tz = {dz.d, CODA_BF16, BT, cols, ldq}, tzp = {zp.d, CODA_F32, BT, NH, ldz};
   const coda_attn_rope rope = {&tp, &tf, &tzp};
+  const coda_attn_mask mask = {sizeof mask, s->scale, s->window};
   unsigned char *first_z = malloc(dz.bytes), *first_p = malloc(zp.bytes);
   for (int run = 0; run < g_runs; run++) {
     poison(&dz);
     poison(&zp);
     const coda_status st =
-        g_api ? coda_attention_backward_rope(g_api, tq, to, tl, tdo, B, T, Hq, Hkv, hd, &tp, &tf,
-                                             &tz, &tzp)
+        g_api ? coda_attention_backward_mask(g_api, tq, to, tl, tdo, B, T, Hq, Hkv, hd, &tp, &tf,
+                                             &tz, &tzp, &mask)
               : coda_cuda_attention_backward_variant(ctx, tq, to, tl, tdo, B, T, Hq, Hkv, hd, &tz,
-                                                     &rope, bc);
+                                                     &rope, &mask, bc);
     if (g_api) ctx = g_api;
     EXPECT(st == CODA_OK, "%s: RoPE backward returned %d (%s)", name, (int)st,
            coda_last_error(ctx));
@@ -330,9 +341,12 @@ static void run_case(coda_context ctx, const shape *s, const char *fc, const cha
   const int64_t ldq = cols + s->pad, ldo = oc + s->pad, ldl = Hq + (s->pad ? 3 : 0);
   char name[160];
   const char *impl = getenv("CODA_ATTN_IMPL");
-  snprintf(name, sizeof name, "B%d T%d Hq%d Hkv%d hd%d pad%d %s/%s%s", B, T, Hq, Hkv, hd, s->pad,
-           g_api ? "cudnn" : fc ? fc : "default", g_api ? "cudnn" : bc ? bc : "default",
-           impl && !strcmp(impl, "v1") ? " (v1)" : "");
+  char mk[48] = "";
+  if (s->window || s->scale > 0) snprintf(mk, sizeof mk, " w%d s%g", s->window, s->scale);
+  snprintf(name, sizeof name, "B%d T%d Hq%d Hkv%d hd%d pad%d%s %s/%s%s", B, T, Hq, Hkv, hd,
+           s->pad, mk, g_api ? g_api_name : fc ? fc : "default",
+           g_api ? g_api_name : bc ? bc : "default", impl && !strcmp(impl, "v1") ? " (v1)" : "");
+  const coda_attn_mask mask = {sizeof mask, s->scale, s->window};
   if (g_api) ctx = g_api;
 
   buf qkv = buf_new((size_t)BT * ldq * 2), out = buf_new((size_t)BT * ldo * 2),
@@ -373,12 +387,14 @@ static void run_case(coda_context ctx, const shape *s, const char *fc, const cha
     poison(&lse);
     poison(&dqkv);
     coda_status st =
-        g_api ? coda_attention_forward(ctx, &tq, B, T, Hq, Hkv, hd, &to, &tl)
-              : coda_cuda_attention_forward_variant(ctx, &tq, B, T, Hq, Hkv, hd, &to, &tl, fc);
+        g_api ? coda_attention_forward_mask(ctx, &tq, B, T, Hq, Hkv, hd, &to, &tl, &mask)
+              : coda_cuda_attention_forward_variant(ctx, &tq, B, T, Hq, Hkv, hd, &to, &tl, &mask,
+                                                    fc);
     EXPECT(st == CODA_OK, "%s: forward returned %d (%s)", name, (int)st, coda_last_error(ctx));
-    st = g_api ? coda_attention_backward(ctx, &tq, &to, &tl, &tdo, B, T, Hq, Hkv, hd, &tg)
+    st = g_api ? coda_attention_backward_mask(ctx, &tq, &to, &tl, &tdo, B, T, Hq, Hkv, hd, NULL,
+                                              NULL, &tg, NULL, &mask)
                : coda_cuda_attention_backward_variant(ctx, &tq, &to, &tl, &tdo, B, T, Hq, Hkv, hd,
-                                                      &tg, NULL, bc);
+                                                      &tg, NULL, &mask, bc);
     EXPECT(st == CODA_OK, "%s: backward returned %d (%s)", name, (int)st, coda_last_error(ctx));
     cudaError_t e = cudaDeviceSynchronize();
     EXPECT(e == cudaSuccess, "%s: kernel error %s", name, cudaGetErrorString(e));
@@ -463,7 +479,7 @@ static void cudnn_cases(const shape *cases, size_t n, const shape *more, size_t 
   EXPECT(cs == CODA_OK, "cannot create a CUDA context with CODA_ATTENTION=cudnn");
   if (cs != CODA_OK) return;
   const size_t ver = coda_cudnn_version(c);
-  const shape one = {1, 64, 2, 1, 64, 0};
+  const shape one = {1, 64, 2, 1, 64, 0, 0, 0};
   if (!ver) {
     /* the refusal: an error naming cuDNN, no crash */
     const int64_t cols = 4 * 64, oc = 2 * 64;
@@ -502,6 +518,78 @@ static void cudnn_cases(const shape *cases, size_t n, const shape *more, size_t 
   coda_context_destroy(c);
 }
 
+/* Every variant of a shape's head size (forward and backward walked
+ * together, the last one repeating when one list is shorter). */
+static void run_variants(coda_context ctx, const shape *s) {
+  const int nf = coda_cuda_attention_num_variants(0, s->hd);
+  const int nb = coda_cuda_attention_num_variants(1, s->hd);
+  for (int v = 0; v < (nf > nb ? nf : nb); v++)
+    run_case(ctx, s, coda_cuda_attention_variant_name(0, s->hd, v < nf ? v : nf - 1),
+             coda_cuda_attention_variant_name(1, s->hd, v < nb ? v : nb - 1));
+}
+
+/* A context whose CODA_ATTENTION is `choice` (own, cudnn), or NULL. */
+static coda_context attention_context(const char *choice) {
+  setenv("CODA_ATTENTION", choice, 1);
+  coda_context_options opts = coda_context_default_options();
+  opts.backend = CODA_BACKEND_CUDA;
+  coda_context c = NULL;
+  const coda_status cs = coda_context_create(&opts, &c);
+  unsetenv("CODA_ATTENTION");
+  EXPECT(cs == CODA_OK, "cannot create a CUDA context with CODA_ATTENTION=%s", choice);
+  return cs == CODA_OK ? c : NULL;
+}
+
+/* Sliding windows and score scales: every variant of each head size
+ * against the reference; then the public mask calls on a context with
+ * CODA_ATTENTION=own (the dispatcher's path); with cuDNN loaded, the scale
+ * through CODA_ATTENTION=cudnn and a window's refusal by name. The block
+ * sizes: 64 or 128 queries (mma, wg), 128 (ws); 32, 64 or 128 keys
+ * (forward), 64 (dQ, dK/dV query tiles). */
+static void mask_cases(coda_context ctx, int small) {
+  const shape win[] = {
+      {1, 200, 4, 2, 64, 8, 0, 1},      /* window 1: the diagonal alone */
+      {2, 400, 4, 1, 128, 0, 0, 40},    /* under every block: whole blocks skipped, and
+                                         * rows (a warpgroup's) whose first block is all masked */
+      {1, 300, 2, 1, 64, 0, 0, 100},    /* not a multiple of any block */
+      {2, 200, 4, 2, 32, 8, 0, 77},     /* head_dim 32 (mma only), ragged */
+      {1, 130, 2, 1, 128, 8, 0, 130},   /* window = T: the causal mask */
+      {1, 75, 4, 2, 32, 0, 0, 500},     /* window > T */
+      {1, 190, 4, 2, 64, 0, 0.3, 0},    /* another scale, no window */
+      {2, 260, 4, 2, 128, 8, 0.05, 70}, /* another scale and a window */
+      {1, 600, 8, 2, 64, 0, 0.125, 200}, /* several 128-query tiles, each skipping blocks */
+  };
+  const size_t n = small ? 4 : sizeof win / sizeof win[0];
+  for (size_t i = 0; i < n; i++) run_variants(ctx, &win[i]);
+  coda_context c = attention_context("own");
+  if (c) {
+    g_api = c;
+    g_api_name = "own";
+    for (size_t i = 0; i < n; i++) run_case(NULL, &win[i], NULL, NULL);
+    g_api = NULL;
+    g_api_name = "cudnn";
+    coda_context_destroy(c);
+  }
+  if (small || !(c = attention_context("cudnn"))) return;
+  if (coda_cudnn_version(c)) {
+    g_api = c;
+    run_case(NULL, &win[6], NULL, NULL); /* the scale: a by-value tensor of the graph */
+    g_api = NULL;
+    const int64_t cols = 4 * 64, oc = 2 * 64;
+    buf q = buf_new(64 * cols * 2), o = buf_new(64 * oc * 2), l = buf_new(64 * 2 * 4);
+    coda_tensor tq = {q.d, CODA_BF16, 64, cols, cols}, to = {o.d, CODA_BF16, 64, oc, oc},
+                tl = {l.d, CODA_F32, 64, 2, 2};
+    const coda_attn_mask m = {sizeof m, 0.0, 16};
+    const coda_status st = coda_attention_forward_mask(c, &tq, 1, 64, 2, 1, 64, &to, &tl, &m);
+    EXPECT(st == CODA_ERR_NOT_SUPPORTED && strstr(coda_last_error(c), "window"),
+           "cuDNN with a window: status %d (%s)", (int)st, coda_last_error(c));
+    buf_free(&q);
+    buf_free(&o);
+    buf_free(&l);
+  }
+  coda_context_destroy(c);
+}
+
 /* Requests the kernels do not handle must fail with a message, not run. */
 static void bad_inputs(coda_context ctx) {
   const int B = 1, T = 8, Hq = 2, Hkv = 1, hd = 64;
@@ -512,25 +600,37 @@ static void bad_inputs(coda_context ctx) {
   CUDA_CHECK(cudaMalloc(&l, (size_t)T * Hq * 4 + 64));
   coda_tensor tq = {q, CODA_BF16, T, cols, cols}, to = {o, CODA_BF16, T, oc, oc},
               tl = {l, CODA_F32, T, Hq, Hq};
-  coda_status st = coda_cuda_attention_forward(ctx, &tq, B, T, Hq, Hkv, 96, &to, &tl);
+  coda_status st = coda_cuda_attention_forward(ctx, &tq, B, T, Hq, Hkv, 96, &to, &tl, NULL);
   EXPECT(st == CODA_ERR_NOT_SUPPORTED, "head_dim 96: status %d", (int)st);
   coda_tensor t32 = tq;
   t32.dtype = CODA_F32;
-  st = coda_cuda_attention_forward(ctx, &t32, B, T, Hq, Hkv, hd, &to, &tl);
+  st = coda_cuda_attention_forward(ctx, &t32, B, T, Hq, Hkv, hd, &to, &tl, NULL);
   EXPECT(st == CODA_ERR_NOT_SUPPORTED, "f32 qkv: status %d", (int)st);
   coda_tensor tmis = tq;
   tmis.data = (char *)q + 2;
-  st = coda_cuda_attention_forward(ctx, &tmis, B, T, Hq, Hkv, hd, &to, &tl);
+  st = coda_cuda_attention_forward(ctx, &tmis, B, T, Hq, Hkv, hd, &to, &tl, NULL);
   EXPECT(st == CODA_ERR_LAYOUT, "misaligned qkv: status %d", (int)st);
-  st = coda_cuda_attention_forward(ctx, &tq, B, T, 3, Hkv + 1, hd, &to, &tl);
+  st = coda_cuda_attention_forward(ctx, &tq, B, T, 3, Hkv + 1, hd, &to, &tl, NULL);
   EXPECT(st != CODA_OK, "heads 3/2 accepted");
   coda_tensor tshort = to;
   tshort.rows = T - 1;
-  st = coda_cuda_attention_forward(ctx, &tq, B, T, Hq, Hkv, hd, &tshort, &tl);
+  st = coda_cuda_attention_forward(ctx, &tq, B, T, Hq, Hkv, hd, &tshort, &tl, NULL);
   EXPECT(st == CODA_ERR_SHAPE, "short out: status %d", (int)st);
   EXPECT(strlen(coda_last_error(ctx)) > 0, "no message for a failed call");
-  st = coda_cuda_attention_forward_variant(ctx, &tq, B, T, Hq, Hkv, hd, &to, &tl, "no_such_variant");
+  st = coda_cuda_attention_forward_variant(ctx, &tq, B, T, Hq, Hkv, hd, &to, &tl, NULL,
+                                           "no_such_variant");
   EXPECT(st == CODA_ERR_INVALID_ARGUMENT, "unknown variant: status %d", (int)st);
+  /* a negative window or scale: refused by name, on the kernels' entry and
+   * on the public call */
+  const coda_attn_mask bad[2] = {{sizeof bad[0], 0.0, -3}, {sizeof bad[0], -0.5, 0}};
+  for (int i = 0; i < 2; i++) {
+    st = coda_cuda_attention_forward(ctx, &tq, B, T, Hq, Hkv, hd, &to, &tl, &bad[i]);
+    EXPECT(st == CODA_ERR_INVALID_ARGUMENT && strstr(coda_last_error(ctx), "window"),
+           "bad mask %d: status %d (%s)", i, (int)st, coda_last_error(ctx));
+    st = coda_attention_forward_mask(ctx, &tq, B, T, Hq, Hkv, hd, &to, &tl, &bad[i]);
+    EXPECT(st == CODA_ERR_INVALID_ARGUMENT && strstr(coda_last_error(ctx), ">= 0"),
+           "bad mask %d (public call): status %d (%s)", i, (int)st, coda_last_error(ctx));
+  }
   cudaFree(q);
   cudaFree(o);
   cudaFree(l);
@@ -558,16 +658,16 @@ int main(int argc, char **argv) {
     return 1;
   }
   const shape cases[] = {
-      {1, 64, 2, 2, 64, 0},    /* one full tile, plain multi-head */
-      {2, 100, 4, 2, 64, 8},   /* ragged, group 2, padded rows */
-      {2, 75, 8, 2, 32, 8},    /* head_dim 32: ragged, group 4, padded rows */
-      {1, 1, 2, 1, 64, 0},     /* a single token */
-      {1, 17, 4, 4, 128, 0},   /* shorter than a tile */
-      {1, 130, 4, 1, 128, 8},  /* ragged, group 4, padded */
-      {2, 192, 6, 2, 64, 0},   /* three full tiles, group 3 */
-      {1, 257, 2, 1, 128, 0},  /* five tiles, one row into the fifth */
-      {3, 128, 4, 2, 32, 0},   /* head_dim 32: the tiny training shape */
-      {1, 300, 2, 2, 32, 0},   /* head_dim 32: ragged, plain multi-head */
+      {1, 64, 2, 2, 64, 0, 0, 0},    /* one full tile, plain multi-head */
+      {2, 100, 4, 2, 64, 8, 0, 0},   /* ragged, group 2, padded rows */
+      {2, 75, 8, 2, 32, 8, 0, 0},    /* head_dim 32: ragged, group 4, padded rows */
+      {1, 1, 2, 1, 64, 0, 0, 0},     /* a single token */
+      {1, 17, 4, 4, 128, 0, 0, 0},   /* shorter than a tile */
+      {1, 130, 4, 1, 128, 8, 0, 0},  /* ragged, group 4, padded */
+      {2, 192, 6, 2, 64, 0, 0, 0},   /* three full tiles, group 3 */
+      {1, 257, 2, 1, 128, 0, 0, 0},  /* five tiles, one row into the fifth */
+      {3, 128, 4, 2, 32, 0, 0, 0},   /* head_dim 32: the tiny training shape */
+      {1, 300, 2, 2, 32, 0, 0, 0},   /* head_dim 32: ragged, plain multi-head */
   };
   /* More 128-query tiles than the GPU has SMs, so every persistent CTA of
    * the warp-specialized forward runs several tiles (its barrier phases and
@@ -576,18 +676,18 @@ int main(int argc, char **argv) {
    * the last two forward and backward variants (the warp-specialized ones)
    * and the defaults only: the reference in double is the slow part. */
   const shape many_tiles[] = {
-      {2, 520, 40, 8, 64, 8},
-      {1, 600, 40, 8, 128, 0},
+      {2, 520, 40, 8, 64, 8, 0, 0},
+      {1, 600, 40, 8, 128, 0, 0, 0},
   };
   /* --sanitize: every variant of each head size on a minimal shape that
    * still has a ragged last tile, more than one tile, grouped heads and
    * padded rows (batch 2 for head_dim 32 and 64: the TMA maps cross a
    * sequence boundary), and a single token at head_dim 64 */
   const shape minimal[] = {
-      {2, 75, 8, 2, 32, 8},
-      {2, 100, 4, 2, 64, 8},
-      {1, 1, 2, 1, 64, 0},
-      {1, 130, 2, 1, 128, 8},
+      {2, 75, 8, 2, 32, 8, 0, 0},
+      {2, 100, 4, 2, 64, 8, 0, 0},
+      {1, 1, 2, 1, 64, 0, 0, 0},
+      {1, 130, 2, 1, 128, 8, 0, 0},
   };
   /* every kernel variant: v walks the forward and backward variants
    * together (the last one repeats when one list is shorter) */
@@ -623,8 +723,8 @@ int main(int argc, char **argv) {
    * H200's 132 SMs, forward and backward), so that the slow racecheck
    * finishes; the shapes above stay in the full test */
   const shape few_tiles[] = {
-      {1, 128, 272, 272, 64, 0},
-      {1, 128, 272, 272, 128, 0},
+      {1, 128, 272, 272, 64, 0, 0, 0},
+      {1, 128, 272, 272, 128, 0, 0, 0},
   };
   const shape *many = persistent ? few_tiles : many_tiles;
   for (size_t i = 0; (persistent || (!small && !sanitize)) && i < sizeof many_tiles / sizeof many_tiles[0]; i++) {
@@ -644,6 +744,7 @@ int main(int argc, char **argv) {
     for (int v = 0; v < 2 && wf[1] && wb[1]; v++) run_case(ctx, &many[i], wf[1 - v], wb[v]);
     if (!persistent) run_case(ctx, &many[i], NULL, NULL);
   }
+  if (!sanitize && !persistent) mask_cases(ctx, small);
   bad_inputs(ctx);
   if (!sanitize && !persistent) cudnn_cases(cases, small ? 5 : sizeof cases / sizeof cases[0],
                                             many_tiles, small ? 0 : 2);

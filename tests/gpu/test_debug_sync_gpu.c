@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
   coda_tensor qkv = coda_tensor_2d((void *)(uintptr_t)(1u << 20), CODA_BF16, B * T, 3 * H * hd);
   coda_tensor to = coda_tensor_2d(out, CODA_BF16, B * T, H * hd);
   coda_tensor tl = coda_tensor_2d(lse, CODA_F32, B * T, H);
-  coda_status s = coda_cuda_attention_forward(ctx, &qkv, B, T, H, H, hd, &to, &tl);
+  coda_status s = coda_cuda_attention_forward(ctx, &qkv, B, T, H, H, hd, &to, &tl, NULL);
   int fail = 0;
   if (off) {
     const cudaError_t e = cudaDeviceSynchronize();

@@ -2,12 +2,15 @@
  * use for the given shapes into the kernel cache ($CODA_CACHE_DIR), so
  * `coda train --device gpu` compiles nothing on the GPU machine.
  *
- *   train_gpu_precompile [qwen3:HD] DIM HEADS KV_HEADS FFN VOCAB BATCH SEQ [...]
+ *   train_gpu_precompile [qwen3:HD|gemma3:HD] DIM HEADS KV_HEADS FFN VOCAB BATCH SEQ [...]
  *
  * (groups of seven numbers, each optionally after qwen3:HD: the Qwen3
- * block, CODA_LLAMA_QK_NORM, of head size HD; the plans are built on a CPU context with the
- * CUDA backend's tiling, which gives the same programs and operand
- * layouts, as src/model/model_plans.c builds them). */
+ * block, CODA_LLAMA_QK_NORM, of head size HD, or gemma3:HD: the Gemma 3
+ * block, CODA_LLAMA_GEMMA3, and its head with and without the logit soft
+ * cap (the window and score scale are attention values, not kernels); the
+ * plans are built on a CPU context with the CUDA backend's tiling, which
+ * gives the same programs and operand layouts, as src/model/model_plans.c
+ * builds them). */
 #include "coda_nn.h"
 #include "backends/cuda/epi_codegen.h" /* the CUDA backend's tiling */
 
@@ -38,10 +41,13 @@ int main(int argc, char **argv) {
   if (coda_context_create(NULL, &ctx) != CODA_OK) return 2;
   int n = 0, bad = 0, groups = 0;
   for (int g = 1; g < argc;) {
-    long qhd = 0; /* a Qwen3 group: its head size */
+    long qhd = 0; /* a Qwen3 or Gemma 3 group: its head size */
+    int gemma = 0;
     if (!strncmp(argv[g], "qwen3:", 6)) qhd = strtol(argv[g++] + 6, NULL, 10);
+    else if (!strncmp(argv[g], "gemma3:", 7)) gemma = 1, qhd = strtol(argv[g++] + 7, NULL, 10);
     if (g + 6 >= argc) {
-      fprintf(stderr, "usage: %s [qwen3:HD] DIM HEADS KV_HEADS FFN VOCAB BATCH SEQ [...]\n", argv[0]);
+      fprintf(stderr, "usage: %s [qwen3:HD|gemma3:HD] DIM HEADS KV_HEADS FFN VOCAB BATCH SEQ [...]\n",
+              argv[0]);
       bad++;
       break;
     }
@@ -64,11 +70,13 @@ int main(int argc, char **argv) {
     c.batch = v[5];
     c.seq = v[6];
     c.dtype = CODA_BF16;
-    c.flags = qhd ? CODA_LLAMA_QK_NORM : 0u;
+    c.flags = gemma ? CODA_LLAMA_GEMMA3 | CODA_LLAMA_INPLACE : qhd ? CODA_LLAMA_QK_NORM : 0u;
     c.tiling.tile_m = CODA_EPI_TILE_M;
     c.tiling.tile_n = CODA_EPI_BN;
-    for (int head = 0; head < 2; head++) {
+    /* Gemma 3: a third plan, the head with the soft cap */
+    for (int head = 0; head < 2 + gemma; head++) {
       coda_plan p;
+      c.logit_softcap = head == 2 ? 30.0 : 0.0;
       coda_status s = head ? coda_llama_head_plan(ctx, &c, &p) : coda_llama_block_plan(ctx, &c, &p);
       if (s != CODA_OK) {
         printf("%s plan: %s\n", head ? "head" : "block", coda_last_error(ctx));

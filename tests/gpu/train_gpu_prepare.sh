@@ -23,10 +23,11 @@ CC="gcc -std=c11 -O2 -Wall -Wextra -Wno-unused-parameter -DCODA_HAVE_CUDA=1 -Iin
 $CC -c tests/gpu/train_gpu_precompile.c -o $O/train_gpu_precompile.o
 nvcc -o $O/train_gpu_precompile $O/train_gpu_precompile.o "$BUILD/libcoda.a" \
   -Xcompiler -fopenmp -lcublasLt -lcublas -lnvrtc -lm
-# The shapes of train_gpu_smoke.sh (keep in sync): [qwen3:HD] DIM HEADS KV FFN VOCAB BATCH SEQ
+# The shapes of train_gpu_smoke.sh (keep in sync): [qwen3:HD|gemma3:HD] DIM HEADS KV FFN VOCAB BATCH SEQ
 CODA_CACHE_DIR=$O/cache $O/train_gpu_precompile \
   256 4 2 512 256 8 128 \
   qwen3:128 256 4 2 512 256 8 128 \
+  gemma3:64 256 4 2 512 256 8 128 \
   512 8 8 2048 32768 16 1024 \
   512 8 8 2048 32768 8 1024 | tail -3
 echo "cache: $O/cache ($(ls $O/cache | wc -l) files)"

@@ -37,6 +37,12 @@
 #      heads), 5 steps on the GPU twice (byte-identical loss logs), on the
 #      CPU reference engine and on the CPU plan engine: per-step losses
 #      within 2 % relative of both, as in (c).
+#  (j) Gemma 3 (layer 0 local with a 40-token window over the 128-token
+#      sequence, layer 1 global; (1 + w) norms, post-norms, GeGLU, the
+#      embedding scale, the tied head; 4/2 heads of 64), 5 steps on the GPU
+#      twice (byte-identical loss logs), on the CPU reference engine and on
+#      the CPU plan engine: per-step losses within 2 % relative of both, as
+#      in (c).
 #  (e) when BUILD_DIR/tests/test_train_device exists: that test (device
 #      step vs the CPU plan engine, bit-identical repeats, upload/download).
 #  (d) throughput of 6 layers, d 512, ffn 2048, 8/8 heads, vocab 32768,
@@ -164,6 +170,10 @@ echo "== (i) GPT-2: GPU (twice) vs the CPU reference and plan engines, 5 steps (
 GPT2="--family gpt2 --tied 1 --layers 2 --dim 256 --heads 4 --kv-heads 4 --ffn 512 --seq 128 \
   --vocab 256 --batch 8 --data $W/data --val-every 0 --val-batches 0"
 engines_agree i GPT-2 2 $GPT2
+
+echo "== (j) Gemma 3: GPU (twice) vs the CPU reference and plan engines, 5 steps (2 % relative per step)"
+engines_agree j "Gemma 3" 2 --family gemma3 --tied 1 --head-dim 64 --sliding-window 40 \
+  --sliding-pattern 2 $SMALL
 
 if [ -x "$BUILD/tests/test_train_device" ]; then
   echo "== (e) test_train_device"

@@ -1,5 +1,6 @@
 /* Causal grouped-query attention on Hopper (sm_90a), bf16 in and out, fp32
- * accumulation: the host side. Checks the views, fills the kernel
+ * accumulation, with an optional score scale and sliding window: the host
+ * side. Checks the views, fills the kernel
  * parameters, runs the backward's prep pass (D = rowsum(dO*O), L =
  * lse*log2(e)) into the context's attention workspace, and dispatches to
  * a kernel variant by name: the three kernel families live in
@@ -186,7 +187,7 @@ static coda_status set_rope(coda_context ctx, const coda_attn_rope *r, int64_t B
 static bool legacy_impl(coda_context ctx) { return ctx->knobs.attn_impl == CODA_ATTN_IMPL_V1; }
 
 static coda_status setup(coda_context ctx, const coda_tensor *qkv, int B, int T, int Hq, int Hkv,
-                         int hd, Params *p) {
+                         int hd, const coda_attn_mask *mask, Params *p) {
   if (B <= 0 || T <= 0 || Hq <= 0 || Hkv <= 0 || Hq % Hkv != 0)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "CUDA attention: batch %d, seq %d, heads %d/%d are not valid", B, T, Hq, Hkv);
@@ -198,6 +199,10 @@ static coda_status setup(coda_context ctx, const coda_tensor *qkv, int B, int T,
     return coda_fail(ctx, CODA_ERR_OVERFLOW,
                      "CUDA attention: batch %d x seq %d x heads %d exceeds the launch grid", B, T,
                      Hq);
+  if (mask && (!(mask->scale >= 0.0) || !isfinite(mask->scale) || mask->window < 0))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
+                     "CUDA attention: score scale %g and window %d must be >= 0", mask->scale,
+                     mask->window);
   const int64_t cols = (int64_t)(Hq + 2 * Hkv) * hd;
   coda_status s = check_bf16(ctx, "qkv", qkv, (int64_t)B * T, cols);
   if (s) return s;
@@ -210,8 +215,11 @@ static coda_status setup(coda_context ctx, const coda_tensor *qkv, int B, int T,
   p->T = T;
   p->Hq = Hq;
   p->Hkv = Hkv;
-  p->scale = 1.f / sqrtf((float)hd);
+  p->scale = mask && mask->scale > 0.0 ? (float)mask->scale : 1.f / sqrtf((float)hd);
   p->scale2 = p->scale * kLog2e;
+  /* a window of T or more keys is the causal mask: win = T never reaches
+   * the lower edge, so that path runs no extra masking (sees_key) */
+  p->win = mask && mask->window > 0 && mask->window < T ? mask->window : T;
   p->flat = !legacy_impl(ctx);
   return CODA_OK;
 }
@@ -241,8 +249,9 @@ extern "C" const char *coda_cuda_attention_variant_name(int backward, int hd, in
 extern "C" coda_status coda_cuda_attention_forward(coda_context ctx, const coda_tensor *qkv,
                                                    int B, int T, int Hq, int Hkv, int hd,
                                                    const coda_tensor *out,
-                                                   const coda_tensor *lse) {
-  return coda_cuda_attention_forward_variant(ctx, qkv, B, T, Hq, Hkv, hd, out, lse, NULL);
+                                                   const coda_tensor *lse,
+                                                   const coda_attn_mask *mask) {
+  return coda_cuda_attention_forward_variant(ctx, qkv, B, T, Hq, Hkv, hd, out, lse, mask, NULL);
 }
 
 extern "C" coda_status coda_cuda_attention_backward(coda_context ctx, const coda_tensor *qkv,
@@ -250,9 +259,10 @@ extern "C" coda_status coda_cuda_attention_backward(coda_context ctx, const coda
                                                     const coda_tensor *lse,
                                                     const coda_tensor *dout, int B, int T, int Hq,
                                                     int Hkv, int hd, const coda_tensor *dqkv,
-                                                    const coda_attn_rope *rope) {
+                                                    const coda_attn_rope *rope,
+                                                    const coda_attn_mask *mask) {
   return coda_cuda_attention_backward_variant(ctx, qkv, out, lse, dout, B, T, Hq, Hkv, hd, dqkv,
-                                              rope, NULL);
+                                              rope, mask, NULL);
 }
 
 extern "C" coda_status coda_cuda_attention_forward_variant(coda_context ctx,
@@ -260,9 +270,10 @@ extern "C" coda_status coda_cuda_attention_forward_variant(coda_context ctx,
                                                            int Hq, int Hkv, int hd,
                                                            const coda_tensor *out,
                                                            const coda_tensor *lse,
+                                                           const coda_attn_mask *mask,
                                                            const char *variant) {
   Params p;
-  coda_status s = setup(ctx, qkv, B, T, Hq, Hkv, hd, &p);
+  coda_status s = setup(ctx, qkv, B, T, Hq, Hkv, hd, mask, &p);
   if (s) return s;
   const int64_t BT = (int64_t)B * T;
   if ((s = check_bf16(ctx, "out", out, BT, (int64_t)Hq * hd))) return s;
@@ -285,9 +296,9 @@ extern "C" coda_status coda_cuda_attention_forward_variant(coda_context ctx,
 extern "C" coda_status coda_cuda_attention_backward_variant(
     coda_context ctx, const coda_tensor *qkv, const coda_tensor *out, const coda_tensor *lse,
     const coda_tensor *dout, int B, int T, int Hq, int Hkv, int hd, const coda_tensor *dqkv,
-    const coda_attn_rope *rope, const char *variant) {
+    const coda_attn_rope *rope, const coda_attn_mask *mask, const char *variant) {
   Params p;
-  coda_status s = setup(ctx, qkv, B, T, Hq, Hkv, hd, &p);
+  coda_status s = setup(ctx, qkv, B, T, Hq, Hkv, hd, mask, &p);
   if (s) return s;
   const int64_t BT = (int64_t)B * T;
   if ((s = check_bf16(ctx, "out", out, BT, (int64_t)Hq * hd))) return s;

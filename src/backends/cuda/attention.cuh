@@ -1,6 +1,7 @@
 /* Internal entry points of the CUDA attention kernels: the same calls as
  * coda_cuda_attention_forward / _backward with an explicit kernel variant,
- * named (variant NULL = the default; rope NULL = none), for the GPU test
+ * named (variant NULL = the default; rope NULL = none; mask NULL = the
+ * causal mask with scale 1/sqrt(head_dim)), for the GPU test
  * and the benchmark, and the variant names per pass and head_dim so that
  * they can run every one. Plain C declarations, includable from C and
  * CUDA C. */
@@ -21,14 +22,15 @@ const char *coda_cuda_attention_variant_name(int backward, int head_dim, int ind
 coda_status coda_cuda_attention_forward_variant(coda_context ctx, const coda_tensor *qkv,
                                                 int batch, int seq, int heads_q, int heads_kv,
                                                 int head_dim, const coda_tensor *out,
-                                                const coda_tensor *lse, const char *variant);
+                                                const coda_tensor *lse, const coda_attn_mask *mask,
+                                                const char *variant);
 coda_status coda_cuda_attention_backward_variant(coda_context ctx, const coda_tensor *qkv,
                                                  const coda_tensor *out, const coda_tensor *lse,
                                                  const coda_tensor *dout, int batch, int seq,
                                                  int heads_q, int heads_kv, int head_dim,
                                                  const coda_tensor *dqkv,
                                                  const coda_attn_rope *rope,
-                                                 const char *variant);
+                                                 const coda_attn_mask *mask, const char *variant);
 #ifdef __cplusplus
 }
 #endif

@@ -8,6 +8,12 @@
  * has the design.
  *
  * Shared conventions of every kernel:
+ *  - query t sees keys j with t - win < j <= t (win: the sliding window, or
+ *    T without one, where the lower edge is never reached); one unsigned
+ *    compare, (unsigned)(t - j) >= win, masks both edges (sees_key). Key
+ *    blocks wholly below every row's window are never loaded (first_kv_block,
+ *    q_tile_end), and the element masks run only on blocks that cross an
+ *    edge;
  *  - packed qkv rows are tokens b*T + t; query head h reads kv head
  *    g = h / (Hq/Hkv); per token the columns are [q heads | k heads | v heads];
  *  - mma.sync kernels: a CTA has 4 warps and owns 64*MT rows (queries in
@@ -67,10 +73,41 @@ struct Params {
   float *zp;              /* per token and head slot: sum qkv * gradient */
   long long ld_zp;
   int B, T, Hq, Hkv;
-  float scale;  /* 1/sqrt(head_dim) */
+  int win;      /* query t sees keys t - win < j <= t; T without a window */
+  float scale;  /* the scores' scale (default 1/sqrt(head_dim)) */
   float scale2; /* scale*log2(e) */
   int flat;     /* 1: 1-D grid, longest causal blocks first (see block_coords) */
 };
+
+/* ------------------------------------------------------- causal window */
+
+/* Whether query row sees key: key <= row and row - key < win, in one
+ * unsigned compare (key > row wraps to a huge difference). */
+__device__ __forceinline__ bool sees_key(int row, int key, int win) {
+  return (unsigned)(row - key) < (unsigned)win;
+}
+/* The first block of KT keys that query q0 (the lowest row of a query
+ * block) sees: 0 without a window. */
+__device__ __forceinline__ int first_kv_block(const Params &p, int q0, int KT) {
+  return max(0, q0 - p.win + 1) / KT;
+}
+/* One past the last block of BQ queries that sees key k1 (the highest key
+ * of a key block): every block to the sequence end without a window. */
+__device__ __forceinline__ int q_tile_end(const Params &p, int k1, int BQ) {
+  const int end = (long long)k1 + p.win >= p.T ? p.T : k1 + p.win;
+  return (end + BQ - 1) / BQ;
+}
+/* Whether keys [key0, key0 + n) lie wholly below the window of every row
+ * from r0 on (a block to skip). */
+__device__ __forceinline__ bool below_window(const Params &p, int key0, int n, int r0) {
+  return (long long)key0 + n - 1 + p.win <= r0;
+}
+/* Whether the window's lower edge crosses keys from key0 for some real row
+ * up to r1 (the block needs the element mask on that side). Never without
+ * a window (win = T). */
+__device__ __forceinline__ bool crosses_window(const Params &p, int key0, int r1) {
+  return (long long)key0 + p.win <= min(r1, p.T - 1);
+}
 
 /* ---------------------------------------------------------- primitives */
 

@@ -219,6 +219,11 @@ static coda_status check_job(coda_context ctx, const coda_attn_job *j, int backw
   if (j->hd != 64 && j->hd != 128)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
                      "cuDNN attention: head_dim %d (coda runs cuDNN at 64 and 128)", j->hd);
+  /* the graph has the causal mask only; a window of seq or more is that */
+  if (j->window > 0 && j->window < j->T)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                     "cuDNN attention: a sliding window (window %d, seq %d) is not in coda's "
+                     "cuDNN graph; CODA_ATTENTION=own or auto runs it", j->window, j->T);
   for (int i = 0; i < 4; i++) {
     if (!t[i]) continue;
     if (t[i]->dtype != CODA_BF16)
@@ -319,8 +324,11 @@ coda_status coda_cudnn_attention_forward(coda_context ctx, const coda_attn_job *
   float *stats = p->stats_tmp ? (float *)base : (float *)j->lse->data;
   const size_t hd = (size_t)j->hd;
   char *q = j->qkv->data;
+  /* the scale is a by-value tensor of the graph: the job's, else the plan's
+   * 1/sqrt(head_dim) */
+  float scale = j->scale > 0.0 ? (float)j->scale : p->scale;
   void *ptrs[7] = {q, q + (size_t)j->Hq * hd * 2, q + (size_t)(j->Hq + j->Hkv) * hd * 2,
-                   j->out->data, stats, &p->scale, &p->neg_inf};
+                   j->out->data, stats, &scale, &p->neg_inf};
   const int64_t uids[7] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEGINF};
   if ((st = execute(ctx, s, p, uids, ptrs, 7, base + extra))) return st;
   if (p->stats_tmp)
@@ -356,9 +364,10 @@ coda_status coda_cudnn_attention_backward(coda_context ctx, const coda_attn_job 
   }
   char *q = j->qkv->data, *g = j->dqkv->data;
   const size_t ok = (size_t)j->Hq * hd * 2, ov = (size_t)(j->Hq + j->Hkv) * hd * 2;
+  float scale = j->scale > 0.0 ? (float)j->scale : p->scale; /* as the forward's */
   void *ptrs[14] = {q,      q + ok,       q + ov,     j->out->data, j->dout->data,
                     stats,  g,            g + ok,     g + ov,       ssum,
-                    &p->scale, &p->neg_inf, &p->one,  acc};
+                    &scale, &p->neg_inf, &p->one,  acc};
   const int64_t uids[14] = {UID_Q,  UID_K,  UID_V,  UID_O,           UID_DO,    UID_STATS,
                             UID_DQ, UID_DK, UID_DV, UID_SOFTMAX_SUM, UID_SCALE, UID_NEGINF,
                             UID_ONE, UID_DQ_ACCUM};

@@ -35,11 +35,12 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(Params p) {
   const bf16 *gv = p.qkv + base + (long long)(p.Hq + p.Hkv + g) * HD;
   const int q0 = qb * BM;
   const int nkb = min((q0 + BM - 1) / KT + 1, (p.T + KT - 1) / KT);
+  const int j0 = first_kv_block(p, q0, KT); /* blocks before it: outside every window */
   const int w0 = q0 + warp * 16 * MT, w1 = w0 + 16 * MT - 1; /* this warp's rows */
 
   load_tile<BM, HD>(sQ, gq, p.ld_qkv, q0, p.T);
-  load_tile<KT, HD>(sK, gk, p.ld_qkv, 0, p.T);
-  load_tile<KT, HD>(sV, gv, p.ld_qkv, 0, p.T);
+  load_tile<KT, HD>(sK, gk, p.ld_qkv, j0 * KT, p.T);
+  load_tile<KT, HD>(sV, gv, p.ld_qkv, j0 * KT, p.T);
   cp_commit();
 
   /* Q fragments stay in registers unless that would crowd out the O
@@ -56,7 +57,7 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(Params p) {
     l[mt][0] = l[mt][1] = 0.f;
   }
 
-  for (int j = 0; j < nkb; ++j) {
+  for (int j = j0; j < nkb; ++j) {
     if (j + 1 < nkb) {
       const int st = (j + 1) & 1;
       load_tile<KT, HD>(sK + st * KT * HD, gk, p.ld_qkv, (j + 1) * KT, p.T);
@@ -65,16 +66,17 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(Params p) {
     cp_commit();
     cp_wait<1>();
     __syncthreads();
-    if (kQRegs && j == 0) {
+    if (kQRegs && j == j0) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int kk = 0; kk < (kQRegs ? HD / 16 : 1); ++kk)
           ldsm4(qf[mt][kk], a_addr<HD>(sQ, warp * 16 * MT + mt * 16, kk, lane));
     }
-    /* tiles wholly after this warp's rows add nothing (key 0 is in tile 0,
-     * so every row has a finite max once tile 0 is done) */
-    if (j * KT <= w1) {
+    /* tiles wholly after this warp's rows, or wholly below their windows,
+     * add nothing (a row whose keys so far were all masked keeps max -inf:
+     * the softmax below treats it as empty) */
+    if (j * KT <= w1 && !below_window(p, j * KT, KT, w0)) {
       const bf16 *tk = sK + (j & 1) * KT * HD, *tv = sV + (j & 1) * KT * HD;
       float s[MT][KT / 8][4];
 #pragma unroll
@@ -100,7 +102,8 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(Params p) {
           }
         }
       }
-      if (j * KT + KT - 1 > w0) { /* some key > some row: mask key > query */
+      /* some key > some row, or below some row's window: mask both edges */
+      if (j * KT + KT - 1 > w0 || crosses_window(p, j * KT, w1)) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -109,7 +112,7 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(Params p) {
             for (int e = 0; e < 4; ++e) {
               const int key = j * KT + nb * 8 + (lane & 3) * 2 + (e & 1);
               const int row = w0 + mt * 16 + (lane >> 2) + (e >> 1) * 8;
-              if (key > row) s[mt][nb][e] = -INFINITY;
+              if (!sees_key(row, key, p.win)) s[mt][nb][e] = -INFINITY;
             }
       }
 #pragma unroll
@@ -124,7 +127,8 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(Params p) {
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
           const float alpha = m[mt][r] == -INFINITY ? 0.f : ex2((m[mt][r] - mx) * p.scale2);
           m[mt][r] = mx;
-          const float mc = mx * p.scale2;
+          /* a row with every key so far masked: P = exp2(-inf) = 0, not NaN */
+          const float mc = mx == -INFINITY ? 0.f : mx * p.scale2;
           l[mt][r] *= alpha;
 #pragma unroll
           for (int i = 0; i < HD / 8; ++i) {
@@ -189,7 +193,7 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(Params p) {
 /* ------------------------------------------------------------ backward */
 
 /* dQ for 64*MT queries of one (batch, head), streaming K/V tiles of 64
- * keys up to the diagonal, 16 keys at a time per warp:
+ * keys from the first one in the block's windows up to the diagonal, 16 keys at a time per warp:
  *   P = exp2(c*QK^T - L), dP = dO V^T, dS = P*(dP - D), dQ += dS K;
  * finally dQ *= scale. */
 template <int HD, int MT, bool ROPE>
@@ -214,12 +218,13 @@ __global__ void __launch_bounds__(kThreads) bwd_dq_kernel(Params p) {
   const bf16 *gdo = p.dout + (long long)b * p.T * p.ld_dout + (long long)h * HD;
   const int q0 = qb * BM;
   const int nkb = min((q0 + BM - 1) / kTile + 1, (p.T + kTile - 1) / kTile);
+  const int j0 = first_kv_block(p, q0, kTile);
   const int w0 = q0 + warp * 16 * MT, w1 = w0 + 16 * MT - 1;
 
   load_tile<BM, HD>(sQ, gq, p.ld_qkv, q0, p.T);
   load_tile<BM, HD>(sO, gdo, p.ld_dout, q0, p.T);
-  load_tile<kTile, HD>(sK, gk, p.ld_qkv, 0, p.T);
-  load_tile<kTile, HD>(sV, gv, p.ld_qkv, 0, p.T);
+  load_tile<kTile, HD>(sK, gk, p.ld_qkv, j0 * kTile, p.T);
+  load_tile<kTile, HD>(sV, gv, p.ld_qkv, j0 * kTile, p.T);
   cp_commit();
 
   float Lr[MT][2], Dr[MT][2];
@@ -239,7 +244,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dq_kernel(Params p) {
 #pragma unroll
     for (int i = 0; i < HD / 8; ++i) dq[mt][i][0] = dq[mt][i][1] = dq[mt][i][2] = dq[mt][i][3] = 0.f;
 
-  for (int j = 0; j < nkb; ++j) {
+  for (int j = j0; j < nkb; ++j) {
     if (j + 1 < nkb) {
       const int st = (j + 1) & 1;
       load_tile<kTile, HD>(sK + st * kTile * HD, gk, p.ld_qkv, (j + 1) * kTile, p.T);
@@ -248,7 +253,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dq_kernel(Params p) {
     cp_commit();
     cp_wait<1>();
     __syncthreads();
-    if (j == 0) {
+    if (j == j0) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -261,7 +266,8 @@ __global__ void __launch_bounds__(kThreads) bwd_dq_kernel(Params p) {
 #pragma unroll
     for (int kc = 0; kc < kTile / 16; ++kc) {
       const int key0 = j * kTile + kc * 16;
-      if (key0 > w1) continue; /* all 16 keys after this warp's rows */
+      /* all 16 keys after this warp's rows, or below their windows */
+      if (key0 > w1 || below_window(p, key0, 16, w0)) continue;
       float s[MT][2][4], dp[MT][2][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -294,7 +300,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dq_kernel(Params p) {
             const int key = key0 + nb * 8 + (lane & 3) * 2 + (e & 1);
             const int row = w0 + mt * 16 + (lane >> 2) + (e >> 1) * 8;
             float pr = ex2(fmaf(s[mt][nb][e], p.scale2, -Lr[mt][e >> 1]));
-            if (key > row) pr = 0.f;
+            if (!sees_key(row, key, p.win)) pr = 0.f;
             ds[nb][e] = pr * (dp[mt][nb][e] - Dr[mt][e >> 1]);
           }
         da[mt][0] = pack2(ds[0][0], ds[0][1]);
@@ -335,7 +341,8 @@ __global__ void __launch_bounds__(kThreads) bwd_dq_kernel(Params p) {
 }
 
 /* dK, dV for 64*MT keys of one (batch, kv head): streams the Q/dO tiles
- * of every query head of the group from the diagonal on, so the GQA sum
+ * of every query head of the group from the diagonal to the last query
+ * whose window holds these keys, so the GQA sum
  * over the group happens in registers in a fixed order. Per warp (16*MT
  * keys) and 16 queries at a time, in transposed form (rows = keys):
  *   P^T = exp2(c*K Q^T - L), dP^T = V dO^T, dS^T = P^T*(dP^T - D),
@@ -365,7 +372,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv_kernel(Params p) {
   const bf16 *gv = p.qkv + base + (long long)(p.Hq + p.Hkv + g) * HD;
   const int k0 = kb * BN;
   const int kw0 = k0 + warp * 16 * MT; /* this warp's first key */
-  const int nqb = (p.T + kTile - 1) / kTile;
+  const int nqb = q_tile_end(p, k0 + BN - 1, kTile); /* later queries: outside the window */
   const int qb0 = k0 / kTile; /* first query tile that sees these keys */
   const int per_head = nqb - qb0;
   const int ntiles = group * per_head;
@@ -417,7 +424,8 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv_kernel(Params p) {
 #pragma unroll
     for (int qc = 0; qc < kTile / 16; ++qc) {
       const int qbase = qt + qc * 16;
-      if (qbase + 15 < kw0) continue; /* every query before this warp's keys */
+      /* every query before this warp's keys, or past their windows */
+      if (qbase + 15 < kw0 || below_window(p, kw0 + 16 * MT - 1, 1, qbase)) continue;
       float s[MT][2][4], dp[MT][2][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -453,7 +461,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv_kernel(Params p) {
             const int q = qt + qi;
             const int key = kw0 + mt * 16 + (lane >> 2) + (e >> 1) * 8;
             float pr = ex2(fmaf(s[mt][nb][e], p.scale2, -tl[qi]));
-            if (q < key || q >= p.T) pr = 0.f;
+            if (!sees_key(q, key, p.win) || q >= p.T) pr = 0.f;
             pt[nb][e] = pr;
             ds[nb][e] = pr * (dp[mt][nb][e] - td[qi]);
           }

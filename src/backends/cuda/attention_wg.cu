@@ -40,13 +40,14 @@ __global__ void __launch_bounds__(128 * NWG) fwd_wg_kernel(Params p) {
   const bf16 *gv = p.qkv + base + (long long)(p.Hq + p.Hkv + g) * HD;
   const int q0 = qb * BM;
   const int nkb = min((q0 + BM - 1) / KT + 1, (p.T + KT - 1) / KT);
+  const int j0 = first_kv_block(p, q0, KT); /* blocks before it: outside every window */
   const int qw = q0 + 64 * wg;                  /* this warpgroup's first row */
   const int r0 = qw + warp * 16 + (lane >> 2); /* this thread's rows: r0, r0 + 8 */
   const bf16 *sQw = sQ + 64 * wg * 64;         /* its 64-row slice of every panel */
 
   load_tile_wg<BM, HD, NT>(sQ, gq, p.ld_qkv, q0, p.T);
-  load_tile_wg<KT, HD, NT>(sK, gk, p.ld_qkv, 0, p.T);
-  load_tile_wg<KT, HD, NT>(sV, gv, p.ld_qkv, 0, p.T);
+  load_tile_wg<KT, HD, NT>(sK, gk, p.ld_qkv, j0 * KT, p.T);
+  load_tile_wg<KT, HD, NT>(sV, gv, p.ld_qkv, j0 * KT, p.T);
   cp_commit();
 
   float o[HD / 2];
@@ -54,7 +55,7 @@ __global__ void __launch_bounds__(128 * NWG) fwd_wg_kernel(Params p) {
   for (int i = 0; i < HD / 2; ++i) o[i] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
-  for (int j = 0; j < nkb; ++j) {
+  for (int j = j0; j < nkb; ++j) {
     if (j + 1 < nkb) {
       const int st = (j + 1) & 1;
       load_tile_wg<KT, HD, NT>(sK + st * KT * HD, gk, p.ld_qkv, (j + 1) * KT, p.T);
@@ -65,9 +66,10 @@ __global__ void __launch_bounds__(128 * NWG) fwd_wg_kernel(Params p) {
     fence_async_smem();
     __syncthreads();
     const bf16 *tk = sK + (j & 1) * KT * HD, *tv = sV + (j & 1) * KT * HD;
-    /* tiles wholly after this warpgroup's rows add nothing (key 0 is in
-     * tile 0, so every row has a finite max once tile 0 is done) */
-    if (j * KT <= qw + 63) {
+    /* tiles wholly after this warpgroup's rows, or wholly below their
+     * windows, add nothing (a row with every key so far masked keeps max
+     * -inf: online_softmax treats it as empty) */
+    if (j * KT <= qw + 63 && !below_window(p, j * KT, KT, qw)) {
     float s[KT / 2];
     wgmma_fence();
 #pragma unroll
@@ -77,9 +79,11 @@ __global__ void __launch_bounds__(128 * NWG) fwd_wg_kernel(Params p) {
     wgmma_wait<0>();
     fence_regs(s);
 
-    if (j * KT + KT - 1 > qw) mask_causal<KT>(s, j * KT, r0, lane); /* some key > some row */
+    /* some key > some row, or below some row's window */
+    if (j * KT + KT - 1 > qw || crosses_window(p, j * KT, qw + 63))
+      mask_causal<KT>(s, j * KT, r0, lane, p.win);
     float alpha[2];
-    online_softmax<KT>(s, m, l, alpha, j == 0, p.scale2);
+    online_softmax<KT>(s, m, l, alpha, j == j0, p.scale2);
     rescale_rows<HD>(o, alpha);
     uint32_t pa[KT / 16][4];
     pack_a<KT>(s, pa);
@@ -127,14 +131,15 @@ __global__ void __launch_bounds__(128 * NWG, MINB) bwd_dq_wg_kernel(Params p) {
   const bf16 *gdo = p.dout + (long long)b * p.T * p.ld_dout + (long long)h * HD;
   const int q0 = qb * BM;
   const int nkb = min((q0 + BM - 1) / KT + 1, (p.T + KT - 1) / KT);
+  const int j0 = first_kv_block(p, q0, KT);
   const int qw = q0 + 64 * wg;
   const int r0 = qw + warp * 16 + (lane >> 2);
   const bf16 *sQw = sQ + 64 * wg * 64, *sOw = sO + 64 * wg * 64;
 
   load_tile_wg<BM, HD, NT>(sQ, gq, p.ld_qkv, q0, p.T);
   load_tile_wg<BM, HD, NT>(sO, gdo, p.ld_dout, q0, p.T);
-  load_tile_wg<KT, HD, NT>(sK, gk, p.ld_qkv, 0, p.T);
-  load_tile_wg<KT, HD, NT>(sV, gv, p.ld_qkv, 0, p.T);
+  load_tile_wg<KT, HD, NT>(sK, gk, p.ld_qkv, j0 * KT, p.T);
+  load_tile_wg<KT, HD, NT>(sV, gv, p.ld_qkv, j0 * KT, p.T);
   cp_commit();
 
   float Lr[2], Dr[2];
@@ -149,7 +154,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB) bwd_dq_wg_kernel(Params p) {
 #pragma unroll
   for (int i = 0; i < HD / 2; ++i) dq[i] = 0.f;
 
-  for (int j = 0; j < nkb; ++j) {
+  for (int j = j0; j < nkb; ++j) {
     if (j + 1 < nkb) {
       const int st = (j + 1) & 1;
       load_tile_wg<KT, HD, NT>(sK + st * KT * HD, gk, p.ld_qkv, (j + 1) * KT, p.T);
@@ -160,7 +165,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB) bwd_dq_wg_kernel(Params p) {
     fence_async_smem();
     __syncthreads();
     const bf16 *tk = sK + (j & 1) * KT * HD, *tv = sV + (j & 1) * KT * HD;
-    if (j * KT <= qw + 63) {
+    if (j * KT <= qw + 63 && !below_window(p, j * KT, KT, qw)) {
       float s[KT / 2], dp[KT / 2];
       wgmma_fence();
 #pragma unroll
@@ -174,7 +179,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB) bwd_dq_wg_kernel(Params p) {
       fence_regs(s);
       fence_regs(dp);
       uint32_t da[KT / 16][4];
-      dq_ds<KT>(s, dp, Lr, Dr, j * KT, r0, lane, p.scale2, da);
+      dq_ds<KT>(s, dp, Lr, Dr, j * KT, r0, lane, p.scale2, p.win, da);
       fence_regs(dq);
       wgmma_fence();
 #pragma unroll
@@ -221,7 +226,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB) bwd_dkdv_wg_kernel(Params p) 
   const int kw = k0 + 64 * wg;                   /* this warpgroup's first key */
   const int key0 = kw + warp * 16 + (lane >> 2); /* this thread's keys: key0, key0 + 8 */
   const bf16 *sKw = sK + 64 * wg * 64, *sVw = sV + 64 * wg * 64;
-  const int nqb = (p.T + BQ - 1) / BQ;
+  const int nqb = q_tile_end(p, k0 + BN - 1, BQ); /* later queries: outside the window */
   const int qb0 = k0 / BQ; /* first query tile that sees these keys */
   const int per_head = nqb - qb0;
   const int ntiles = group * per_head;
@@ -256,7 +261,8 @@ __global__ void __launch_bounds__(128 * NWG, MINB) bwd_dkdv_wg_kernel(Params p) 
     const bf16 *tq = sQ + st * BQ * HD, *to = sO + st * BQ * HD;
     const float *tl = sL + st * BQ, *td = sD + st * BQ;
     const int qt = (qb0 + i % per_head) * BQ;
-    if (qt + BQ - 1 >= kw) { /* else every query precedes this warpgroup's keys */
+    /* else every query precedes this warpgroup's keys or is past their windows */
+    if (qt + BQ - 1 >= kw && !below_window(p, kw + 63, 1, qt)) {
       float s[BQ / 2], dp[BQ / 2];
       wgmma_fence();
 #pragma unroll
@@ -270,7 +276,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB) bwd_dkdv_wg_kernel(Params p) 
       fence_regs(s);
       fence_regs(dp);
       uint32_t pa[BQ / 16][4], da[BQ / 16][4];
-      dkdv_pds<BQ>(s, dp, tl, td, qt, key0, p.T, lane, p.scale2, pa, da);
+      dkdv_pds<BQ>(s, dp, tl, td, qt, key0, p.T, lane, p.scale2, p.win, pa, da);
       fence_regs(dv);
       fence_regs(dk);
       wgmma_fence();

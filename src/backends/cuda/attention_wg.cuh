@@ -2,7 +2,7 @@
  * cp.async, and attention_ws.cu, warp-specialized and fed by TMA): the
  * wgmma tile layout (wswz) and its loads and descriptors, the wgmma calls
  * at the attention tile shapes (attn_wgmma.cuh), and the tile math both
- * families run on their accumulators (causal mask, online softmax, P and
+ * families run on their accumulators (causal/window mask, online softmax, P and
  * dS packing, the O/lse, dQ and dK/dV stores), so that their results and
  * summation orders agree. */
 #pragma once
@@ -62,19 +62,22 @@ __device__ __forceinline__ void wg_rs_t(float (&d)[N / 2], const uint32_t (&a)[4
  * One thread holds two rows of a 64-row accumulator: rows r0 and r0 + 8,
  * value i at row 8((i>>1)&1) and column 8(i>>2) + 2(lane&3) + (i&1). */
 
-/* Causal mask of an N-column score block whose first key is key0. */
+/* Causal and window mask of an N-column score block whose first key is
+ * key0 (sees_key). */
 template <int N>
-__device__ __forceinline__ void mask_causal(float (&s)[N / 2], int key0, int r0, int lane) {
+__device__ __forceinline__ void mask_causal(float (&s)[N / 2], int key0, int r0, int lane,
+                                            int win) {
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) {
     const int key = key0 + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
-    if (key > r0 + 8 * ((i >> 1) & 1)) s[i] = -INFINITY;
+    if (!sees_key(r0 + 8 * ((i >> 1) & 1), key, win)) s[i] = -INFINITY;
   }
 }
 /* Online softmax of scores s against the running max m and sum l (first:
  * no history). Leaves exp2(c*s - c*m) in s, rescales l and returns the
  * factor for O in alpha (l holds this thread's columns; the quad is summed
- * at the end). */
+ * at the end). A row whose keys so far were all masked (a window's edge)
+ * keeps m = -inf and gets P = 0 and alpha = 0, never NaN. */
 template <int N>
 __device__ __forceinline__ void online_softmax(float (&s)[N / 2], float (&m)[2], float (&l)[2],
                                                float (&alpha)[2], bool first, float scale2) {
@@ -86,9 +89,12 @@ __device__ __forceinline__ void online_softmax(float (&s)[N / 2], float (&m)[2],
       mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * r], s[4 * nb + 2 * r + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    alpha[r] = first ? 0.f : ex2((m[r] - mx) * scale2);
+    /* every key so far masked (mx = -inf, so m = -inf too): 0 in place of
+     * mx gives alpha = exp2(-inf) = 0 and P = 0 where -inf - -inf is NaN */
+    const float mxs = mx == -INFINITY ? 0.f : mx;
+    alpha[r] = first ? 0.f : ex2((m[r] - mxs) * scale2);
     m[r] = mx;
-    const float mc = mx * scale2;
+    const float mc = mxs * scale2;
     float sum = 0.f;
 #pragma unroll
     for (int nb = 0; nb < N / 8; ++nb) {
@@ -145,11 +151,12 @@ __device__ __forceinline__ void store_out_rows(const Params &p, const float (&o)
   }
 }
 /* dQ pass, K/V tile of N keys from key0: dS = P*(dP - D) with
- * P = exp2(c*S - L) (0 where key > query), packed as A fragments. */
+ * P = exp2(c*S - L) (0 where the query does not see the key), packed as A
+ * fragments. */
 template <int N>
 __device__ __forceinline__ void dq_ds(const float (&s)[N / 2], const float (&dp)[N / 2],
                                       const float (&Lr)[2], const float (&Dr)[2], int key0, int r0,
-                                      int lane, float scale2, uint32_t (&da)[N / 16][4]) {
+                                      int lane, float scale2, int win, uint32_t (&da)[N / 16][4]) {
 #pragma unroll
   for (int ks = 0; ks < N / 16; ++ks) {
     float ds[8];
@@ -158,7 +165,7 @@ __device__ __forceinline__ void dq_ds(const float (&s)[N / 2], const float (&dp)
       const int i = 8 * ks + e, r = (i >> 1) & 1;
       const int key = key0 + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
       float pr = ex2(fmaf(s[i], scale2, -Lr[r]));
-      if (key > r0 + 8 * r) pr = 0.f;
+      if (!sees_key(r0 + 8 * r, key, win)) pr = 0.f;
       ds[e] = pr * (dp[i] - Dr[r]);
     }
     da[ks][0] = pack2(ds[0], ds[1]);
@@ -168,13 +175,14 @@ __device__ __forceinline__ void dq_ds(const float (&s)[N / 2], const float (&dp)
   }
 }
 /* dK/dV pass, Q/dO tile of N queries from qt (L, D in tl, td): P^T =
- * exp2(c*S^T - L) (0 where query < key or past the sequence) and dS^T =
+ * exp2(c*S^T - L) (0 where the query does not see the key or is past the
+ * sequence) and dS^T =
  * P^T*(dP^T - D), packed as A fragments. Rows are keys key0, key0 + 8. */
 template <int N>
 __device__ __forceinline__ void dkdv_pds(const float (&s)[N / 2], const float (&dp)[N / 2],
                                          const float *tl, const float *td, int qt, int key0,
-                                         int T, int lane, float scale2, uint32_t (&pa)[N / 16][4],
-                                         uint32_t (&da)[N / 16][4]) {
+                                         int T, int lane, float scale2, int win,
+                                         uint32_t (&pa)[N / 16][4], uint32_t (&da)[N / 16][4]) {
 #pragma unroll
   for (int ks = 0; ks < N / 16; ++ks) {
     float pt[8], ds[8];
@@ -184,7 +192,7 @@ __device__ __forceinline__ void dkdv_pds(const float (&s)[N / 2], const float (&
       const int qi = 8 * (c >> 2) + 2 * (lane & 3) + (c & 1);
       const int q = qt + qi;
       float pr = ex2(fmaf(s[c], scale2, -tl[qi]));
-      if (q < key0 + 8 * r || q >= T) pr = 0.f;
+      if (!sees_key(q, key0 + 8 * r, win) || q >= T) pr = 0.f;
       pt[e] = pr;
       ds[e] = pr * (dp[c] - td[qi]);
     }

@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(384, 1)
         const int h = hb % p.Hq, b = hb / p.Hq, g = h / grp;
         coda_sm90::mbar_wait(q_empty, (tc & 1) ^ 1);
         tma_tile<BM, HD>(sQ, &tm, q_full, h * HD, qb * BM, b);
-        for (int j = 0; j <= qb; ++j, ++n) {
+        for (int j = first_kv_block(p, qb * BM, KT); j <= qb; ++j, ++n) {
           const int st = n % STAGES;
           const uint32_t ph = (uint32_t)(n / STAGES) & 1;
           coda_sm90::mbar_wait(&k_empty[st], ph ^ 1);
@@ -143,7 +143,14 @@ __global__ void __launch_bounds__(384, 1)
     const int h = hb % p.Hq, b = hb / p.Hq;
     const bool last_tile = snake_tile(k + 1) >= ntiles;
     const int q0 = qb * BM, nkb = qb + 1; /* BM == KT: tile qb holds the diagonal */
+    const int j0 = first_kv_block(p, q0, KT); /* the producer's first K/V tile */
     const int r0 = q0 + 64 * cw + warp * 16 + (lane >> 2); /* rows r0, r0 + 8 */
+    /* tile j needs the element mask: the diagonal, or a window edge inside
+     * it for this warpgroup's rows. A tile wholly below this warpgroup's
+     * windows (but not the other's) runs masked: its rows keep max -inf
+     * and P = 0 (online_softmax), so the ring's order stays as it is. */
+    const int rmax = q0 + 64 * cw + 63;
+    auto needs_mask = [&](int j) { return j == qb || crosses_window(p, j * KT, rmax); };
 
     float o[HD / 2];
 #pragma unroll
@@ -176,13 +183,13 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_wait<0>();
     fence_regs(s);
     warp_arrive(&k_empty[st]);
-    if (nkb == 1) warp_arrive(q_empty);
-    if (nkb == 1) mask_causal<KT>(s, 0, r0, lane); /* tile qb holds the diagonal */
+    if (j0 == qb) warp_arrive(q_empty);
+    if (needs_mask(j0)) mask_causal<KT>(s, j0 * KT, r0, lane, p.win);
     float alpha[2];
     online_softmax<KT>(s, m, l, alpha, true, p.scale2);
     pack_a<KT>(s, pa);
 
-    for (int j = 1; j < nkb; ++j) {
+    for (int j = j0 + 1; j < nkb; ++j) {
       const int pst = st;
       const uint32_t pph = ph;
       ++n;
@@ -200,7 +207,7 @@ __global__ void __launch_bounds__(384, 1)
       fence_regs(s);
       warp_arrive(&k_empty[st]);
       if (j == nkb - 1) warp_arrive(q_empty);
-      if (j == nkb - 1) mask_causal<KT>(s, j * KT, r0, lane);
+      if (needs_mask(j)) mask_causal<KT>(s, j * KT, r0, lane, p.win);
       online_softmax<KT>(s, m, l, alpha, false, p.scale2);
       wgmma_wait<0>();
       fence_regs(o);
@@ -283,7 +290,7 @@ __global__ void __launch_bounds__(384, 1)
         coda_sm90::mbar_wait(qo_empty, (tc & 1) ^ 1);
         tma_tile<BM, HD>(sQ, &tm_q, qo_full, h * HD, q0, b);
         tma_tile<BM, HD>(sO, &tm_do, qo_full, h * HD, q0, b);
-        for (int j = 0; j < nkb; ++j, ++n) {
+        for (int j = first_kv_block(p, q0, KT); j < nkb; ++j, ++n) {
           const int st = n % STAGES;
           coda_sm90::mbar_wait(&kv_empty[st], ((uint32_t)(n / STAGES) & 1) ^ 1);
           tma_tile<KT, HD>(sK + st * KT * HD, &tm_kv, &kv_full[st], (p.Hq + g) * HD, j * KT, b);
@@ -305,6 +312,9 @@ __global__ void __launch_bounds__(384, 1)
     const int nkb = min((q0 + BM - 1) / KT + 1, nkt);
     const int qw = q0 + 64 * cw;
     const int r0 = qw + warp * 16 + (lane >> 2);
+    /* K/V tiles this warpgroup computes: not wholly after its rows nor
+     * wholly below their windows (a contiguous run of the producer's) */
+    auto live = [&](int j) { return j * KT <= qw + 63 && !below_window(p, j * KT, KT, qw); };
     float Lr[2], Dr[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -329,12 +339,12 @@ __global__ void __launch_bounds__(384, 1)
     coda_sm90::mbar_wait(qo_full, (uint32_t)tc & 1);
     int pend = -1;        /* stage whose dQ product is in flight */
     bool issued = false;  /* S and dP of tile j already issued */
-    for (int j = 0; j < nkb; ++j) {
+    for (int j = first_kv_block(p, q0, KT); j < nkb; ++j) {
       const int st = n % STAGES;
       const uint32_t ph = (uint32_t)(n / STAGES) & 1;
       ++n;
       coda_sm90::mbar_wait(&kv_full[st], ph);
-      if (j * KT > qw + 63) { /* keys wholly after this warpgroup's rows */
+      if (!live(j)) { /* keys wholly after this warpgroup's rows or below their windows */
         warp_arrive(&kv_empty[st]);
         continue;
       }
@@ -349,13 +359,13 @@ __global__ void __launch_bounds__(384, 1)
       fence_regs(dq);
       if (pend >= 0) warp_arrive(&kv_empty[pend]);
       uint32_t da[KT / 16][4];
-      dq_ds<KT>(s, dp, Lr, Dr, j * KT, r0, lane, p.scale2, da);
+      dq_ds<KT>(s, dp, Lr, Dr, j * KT, r0, lane, p.scale2, p.win, da);
       wgmma_fence();
       const bf16 *tk = sK + st * KT * HD;
 #pragma unroll
       for (int ks = 0; ks < KT / 16; ++ks)
         wg_rs_t<HD>(dq, da[ks], smem_desc(smem_addr(tk) + ks * 2048, KT * 128, 1024));
-      issued = j + 1 < nkb && (j + 1) * KT <= qw + 63;
+      issued = j + 1 < nkb && live(j + 1);
       if (issued) {
         const int nst = n % STAGES;
         coda_sm90::mbar_wait(&kv_full[nst], (uint32_t)(n / STAGES) & 1);
@@ -411,7 +421,7 @@ __global__ void __launch_bounds__(384, 1)
   }
   __syncthreads();
 
-  const int nkb = (p.T + BN - 1) / BN, nqb = (p.T + BQ - 1) / BQ;
+  const int nkb = (p.T + BN - 1) / BN;
   const int hb_n = p.Hkv * p.B, ntiles = nkb * hb_n, grp = p.Hq / p.Hkv;
 
   if (wg == 0) {
@@ -422,7 +432,7 @@ __global__ void __launch_bounds__(384, 1)
       for (int k = 0, t = snake_tile(0); t < ntiles; t = snake_tile(++k), ++tc) {
         const int kb = t / hb_n, hb = t % hb_n; /* low key blocks (the most work) first */
         const int g = hb % p.Hkv, b = hb / p.Hkv, k0 = kb * BN, qb0 = k0 / BQ;
-        const int per_head = nqb - qb0;
+        const int per_head = q_tile_end(p, k0 + BN - 1, BQ) - qb0; /* as the consumers' */
         if (warp == 0) {
           coda_sm90::mbar_wait(kv_empty, (tc & 1) ^ 1);
           tma_tile<BN, HD>(sK, &tm_kv, kv_full, (p.Hq + g) * HD, k0, b);
@@ -458,7 +468,9 @@ __global__ void __launch_bounds__(384, 1)
   for (int k = 0, t = snake_tile(0); t < ntiles; t = snake_tile(++k), ++tc) {
     const int kb = t / hb_n, hb = t % hb_n;
     const int g = hb % p.Hkv, b = hb / p.Hkv, k0 = kb * BN, qb0 = k0 / BQ;
-    const int per_head = nqb - qb0;
+    /* query tiles from the diagonal to the last one whose windows hold
+     * these keys */
+    const int per_head = q_tile_end(p, k0 + BN - 1, BQ) - qb0;
     const int kw = k0 + 64 * cw;
     const int key0 = kw + warp * 16 + (lane >> 2); /* this thread's keys: key0, key0 + 8 */
     float dk[HD / 2], dv[HD / 2];
@@ -479,7 +491,8 @@ __global__ void __launch_bounds__(384, 1)
       const int st = n % STAGES;
       coda_sm90::mbar_wait(&q_full[st], (uint32_t)(n / STAGES) & 1);
       const int qt = (qb0 + i % per_head) * BQ;
-      if (qt + BQ - 1 >= kw) { /* else every query precedes this warpgroup's keys */
+      /* else every query precedes this warpgroup's keys or is past their windows */
+      if (qt + BQ - 1 >= kw && !below_window(p, kw + 63, 1, qt)) {
         const bf16 *tq = sQ + st * BQ * HD, *to = sO + st * BQ * HD;
         const float *tl = sL + st * BQ, *td = sD + st * BQ;
         wgmma_fence();
@@ -489,7 +502,7 @@ __global__ void __launch_bounds__(384, 1)
         fence_regs(s);
         fence_regs(dp);
         uint32_t pa[BQ / 16][4], da[BQ / 16][4];
-        dkdv_pds<BQ>(s, dp, tl, td, qt, key0, p.T, lane, p.scale2, pa, da);
+        dkdv_pds<BQ>(s, dp, tl, td, qt, key0, p.T, lane, p.scale2, p.win, pa, da);
         fence_regs(dv);
         fence_regs(dk);
         wgmma_fence();

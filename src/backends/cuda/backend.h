@@ -29,17 +29,20 @@ coda_status coda_cuda_gemm(coda_context ctx, coda_transpose trans_a,
 
 /* Causal GQA attention (FlashAttention-2 style) for bf16 qkv/out/dout/dqkv
  * and f32 lse, head_dim 32, 64 or 128, on device views; same semantics as
- * coda_attention_forward / coda_attention_backward. Other dtypes or head
+ * coda_attention_forward_mask / coda_attention_backward_mask (mask NULL:
+ * the default; its fields checked by the caller). Other dtypes or head
  * sizes return CODA_ERR_NOT_SUPPORTED; rows must be 16-byte aligned
  * (base and ld multiple of 8 elements). The backward is deterministic. */
 coda_status coda_cuda_attention_forward(coda_context ctx, const coda_tensor *qkv, int batch,
                                         int seq, int heads_q, int heads_kv, int head_dim,
-                                        const coda_tensor *out, const coda_tensor *lse);
+                                        const coda_tensor *out, const coda_tensor *lse,
+                                        const coda_attn_mask *mask);
 coda_status coda_cuda_attention_backward(coda_context ctx, const coda_tensor *qkv,
                                          const coda_tensor *out, const coda_tensor *lse,
                                          const coda_tensor *dout, int batch, int seq,
                                          int heads_q, int heads_kv, int head_dim,
-                                         const coda_tensor *dqkv, const coda_attn_rope *rope);
+                                         const coda_tensor *dqkv, const coda_attn_rope *rope,
+                                         const coda_attn_mask *mask);
 
 /* ---- epilogue compiler (src/backends/cuda/epi_*.c) ---- */
 /* GEMM + compiled epilogue program: acc = op(A)*op(B) (bf16 or f16), then
@@ -117,12 +120,15 @@ coda_status coda_cuda_train_round(coda_context ctx, const coda_tensor *dst, cons
 coda_status coda_cuda_train_accum(coda_context ctx, float *dst, const coda_tensor *src,
                                   float scale);
 /* x (bf16, M x D) row r = table row tok[r] (tokens already checked), plus
- * row r % period of pos when pos is not NULL (an fp32 sum, one rounding). */
+ * row r % period of pos when pos is not NULL (an fp32 sum), times scale
+ * when it is not 1 (an fp32 product; Gemma 3), one rounding. */
 coda_status coda_cuda_train_embed(coda_context ctx, const coda_tensor *x, const float *table,
-                                  const int32_t *tok, const float *pos, int64_t period);
-/* The same from bf16 tables (without pos: bits copied). */
+                                  const int32_t *tok, const float *pos, int64_t period,
+                                  float scale);
+/* The same from bf16 tables (without pos and scale: bits copied). */
 coda_status coda_cuda_train_embed16(coda_context ctx, const coda_tensor *x, const uint16_t *table,
-                                    const int32_t *tok, const uint16_t *pos, int64_t period);
+                                    const int32_t *tok, const uint16_t *pos, int64_t period,
+                                    float scale);
 /* For j < nrows: g row rows[j] += scale * dx row pos[t] for t = seg[j] ..
  * seg[j+1]-1 in that order (one thread block per row, no atomics). */
 coda_status coda_cuda_train_embed_grad(coda_context ctx, float *g, const coda_tensor *dx,

@@ -243,6 +243,11 @@ static coda_status pick_attention(coda_context ctx, const coda_attn_job *j, int 
                                   pass);
         return CODA_OK;
       }
+      if (j->window > 0 && j->window < j->T) {
+        coda_cudnn_attention_note(ctx, "%s: own kernels (auto: a sliding window, which coda's "
+                                  "cuDNN graph does not have)", pass);
+        return CODA_OK;
+      }
       if (j->T < 4096) {
         coda_cudnn_attention_note(ctx, "%s: own kernels (auto: faster below 4096 tokens)", pass);
         return CODA_OK;
@@ -288,7 +293,9 @@ static coda_status cuda_attention_forward(coda_context ctx, const coda_attn_job 
   if (!s) s = pick_attention(ctx, j, 0, &cudnn);
   if (s) return s;
   if (cudnn) return coda_cudnn_attention_forward(ctx, j);
-  return coda_cuda_attention_forward(ctx, j->qkv, j->B, j->T, j->Hq, j->Hkv, j->hd, j->out, j->lse);
+  const coda_attn_mask mask = {sizeof mask, j->scale, j->window};
+  return coda_cuda_attention_forward(ctx, j->qkv, j->B, j->T, j->Hq, j->Hkv, j->hd, j->out, j->lse,
+                                     &mask);
 }
 
 static coda_status cuda_attention_backward(coda_context ctx, const coda_attn_job *j) {
@@ -297,8 +304,9 @@ static coda_status cuda_attention_backward(coda_context ctx, const coda_attn_job
   if (!s) s = pick_attention(ctx, j, 1, &cudnn);
   if (s) return s;
   if (cudnn) return coda_cudnn_attention_backward(ctx, j);
+  const coda_attn_mask mask = {sizeof mask, j->scale, j->window};
   return coda_cuda_attention_backward(ctx, j->qkv, j->out, j->lse, j->dout, j->B, j->T, j->Hq,
-                                      j->Hkv, j->hd, j->dqkv, j->rope);
+                                      j->Hkv, j->hd, j->dqkv, j->rope, &mask);
 }
 
 static coda_status cuda_precompile_gemm_epilogue(coda_context ctx, coda_program prog, int trans_a,

@@ -70,13 +70,15 @@ __device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162flo
 
 template <typename T>
 __global__ void embed_kernel(__nv_bfloat16 *x, long long ld, const T *table, const int32_t *tok,
-                             const T *pos, long long period, long long M, long long D) {
+                             const T *pos, long long period, long long M, long long D,
+                             float scale) {
   const long long n = M * D;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
        i += (long long)gridDim.x * blockDim.x) {
     const long long r = i / D, k = i % D;
     float v = to_f32(table[(long long)tok[r] * D + k]);
     if (pos) v = __fadd_rn(v, to_f32(pos[(r % period) * D + k]));
+    if (scale != 1.0f) v = __fmul_rn(v, scale); /* Gemma 3: as the host's e * sqrt(dim) */
     x[r * ld + k] = __float2bfloat16_rn(v);
   }
 }
@@ -290,27 +292,29 @@ extern "C" coda_status coda_cuda_train_accum(coda_context ctx, float *dst, const
 
 template <typename T>
 static coda_status embed(coda_context ctx, const coda_tensor *x, const T *table, const int32_t *tok,
-                         const T *pos, int64_t period) {
+                         const T *pos, int64_t period, float scale) {
   if (x->dtype != CODA_BF16)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "embedding lookup: the block input must be bf16");
   const long long n = x->rows * x->cols;
   if (n == 0) return CODA_OK;
   embed_kernel<T><<<grid_of(n), 256, 0, coda_cuda_stream(ctx)>>>(
       (__nv_bfloat16 *)x->data, x->ld, table, tok, pos, pos ? (long long)period : 1, x->rows,
-      x->cols);
+      x->cols, scale);
   return check_launch(ctx, "embedding lookup");
 }
 
 extern "C" coda_status coda_cuda_train_embed(coda_context ctx, const coda_tensor *x,
                                              const float *table, const int32_t *tok,
-                                             const float *pos, int64_t period) {
-  return embed(ctx, x, table, tok, pos, period);
+                                             const float *pos, int64_t period, float scale) {
+  return embed(ctx, x, table, tok, pos, period, scale);
 }
 
 extern "C" coda_status coda_cuda_train_embed16(coda_context ctx, const coda_tensor *x,
                                                const uint16_t *table, const int32_t *tok,
-                                               const uint16_t *pos, int64_t period) {
-  return embed(ctx, x, (const __nv_bfloat16 *)table, tok, (const __nv_bfloat16 *)pos, period);
+                                               const uint16_t *pos, int64_t period,
+                                               float scale) {
+  return embed(ctx, x, (const __nv_bfloat16 *)table, tok, (const __nv_bfloat16 *)pos, period,
+               scale);
 }
 
 extern "C" coda_status coda_cuda_train_embed_grad(coda_context ctx, float *g, const coda_tensor *dx,
