@@ -1,8 +1,22 @@
 #!/bin/bash
-# 2026-12-07 (b): the decode table of issue 36 in one call
-# (bench/generate/decode_table.sh: test_decode_gpu with the new Qwen3
-# cases, coda generate --bench at 1.1b and 8b, batch 1/16/64, prompts of
-# 512 and 8192 tokens, the batch-1 step profile, an imported HF checkpoint
-# streamed, HF generate with the static cache in the same call). Carries
-# .carry/p4 (tests/gpu/pack_shared.sh of the tree).
-PACK=.carry/p4 LIMIT=${LIMIT:-550} bash bench/generate/decode_table.sh "1.1b 8b"
+# 2026-12-07 (b), one call: the new GPU paths' tests, then the decode table
+# of issue 36. Carries .carry/p5 (tests/gpu/pack_shared.sh of the tree).
+#  1. test_attention_gpu (the sliding window and score scale in every kernel
+#     family, the unmasked cases as before) and test_train_device (device
+#     steps and sampling logits against the CPU plan engine for Llama,
+#     Qwen3, GPT-2 and Gemma 3), logs under $OUT/tests;
+#  2. bench/generate/decode_table.sh "1.1b 8b" (test_decode_gpu with the
+#     Qwen3 cases, coda generate --bench at batch 1/16/64 and prompts of
+#     512 and 8192 tokens, the batch-1 step profile, an imported HF
+#     checkpoint streamed, HF generate with the static cache in the same
+#     call) with what is left of LIMIT (default 540 s), under $OUT/decode.
+LIMIT=${LIMIT:-540}
+T0=$SECONDS
+D=$OUT
+OUT=$D/tests PACK=.carry/p5 source bench/gpu_env.sh
+timeout -k 5 110 "$P/tests/gpu/test_attention_gpu" > "$L/test_attention_gpu.txt" 2>&1
+echo "test_attention_gpu exit $? ($((SECONDS - T0)) s)"; grep -E "FAIL|passed|failed" "$L/test_attention_gpu.txt" | tail -8
+timeout -k 5 60 "$P/tests/test_train_device" > "$L/test_train_device.txt" 2>&1
+echo "test_train_device exit $? ($((SECONDS - T0)) s)"; grep -E "FAIL|checks" "$L/test_train_device.txt" | tail -8
+finish
+OUT=$D/decode PACK=.carry/p5 LIMIT=$((LIMIT - (SECONDS - T0))) bash bench/generate/decode_table.sh "1.1b 8b"
