@@ -14,7 +14,7 @@ LIMIT=${LIMIT:-540}
 T0=$SECONDS
 D=$OUT
 OUT=$D/tests PACK=.carry/p5 source bench/gpu_env.sh
-timeout -k 5 110 "$P/tests/gpu/test_attention_gpu" > "$L/test_attention_gpu.txt" 2>&1
+timeout -k 5 150 "$P/tests/gpu/test_attention_gpu" > "$L/test_attention_gpu.txt" 2>&1
 echo "test_attention_gpu exit $? ($((SECONDS - T0)) s)"; grep -E "FAIL|passed|failed" "$L/test_attention_gpu.txt" | tail -8
 timeout -k 5 60 "$P/tests/test_train_device" > "$L/test_train_device.txt" 2>&1
 echo "test_train_device exit $? ($((SECONDS - T0)) s)"; grep -E "FAIL|checks" "$L/test_train_device.txt" | tail -8
