@@ -70,6 +70,22 @@ def _check(ctx_handle, status):
         raise CodaError(status, msg)
 
 
+def _attn_mask(window, scale):
+    """None for the plain causal mask (the unmasked calls), else an AttnMask.
+    Checked here only what the C side cannot see: a window that ctypes would
+    wrap to another int, a scale that is no number (the C side refuses a
+    negative window and a negative or non-finite scale, with its message)."""
+    if isinstance(window, bool) or not isinstance(window, (int, np.integer)):
+        raise TypeError("attention: window must be an int, got %r" % (window,))
+    if not -2**31 <= int(window) < 2**31:
+        raise CodaError(4, "attention: window %d does not fit a C int" % window)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer, np.floating)):
+        raise TypeError("attention: scale must be a number, got %r" % (scale,))
+    if window == 0 and scale == 0:
+        return None
+    return _lib.new_attn_mask(float(scale), int(window))
+
+
 def cuda_available():
     """True if libcoda was built with CUDA and a usable GPU is present."""
     return bool(lib.coda_cuda_available())
@@ -771,12 +787,14 @@ class Context:
                             "((heads_q %d + 2 * heads_kv %d) * head_dim)" % (rows, cols, batch, heads_q, heads_kv))
         return tq, rows // batch, cols // heads, be
 
-    def attention_forward(self, qkv, batch, heads_q, heads_kv, out=None, lse=None):
+    def attention_forward(self, qkv, batch, heads_q, heads_kv, out=None, lse=None, window=0, scale=0.0):
         """Causal softmax attention with grouped-query heads on the packed
-        qkv (batch*seq rows; per row [q heads | k heads | v heads]); scale
-        1/sqrt(head_dim). Returns (out (batch*seq, heads_q*head_dim), lse
-        (batch*seq, heads_q), fp32 or fp64 in exact mode); out and lse are
-        allocated (like qkv) if not given."""
+        qkv (batch*seq rows; per row [q heads | k heads | v heads]); scores
+        scale * q.k (scale 0: 1/sqrt(head_dim)); window > 0: query t sees
+        keys t - window < j <= t (coda_attention_forward_mask). Returns (out
+        (batch*seq, heads_q*head_dim), lse (batch*seq, heads_q), fp32 or fp64
+        in exact mode); out and lse are allocated (like qkv) if not given."""
+        mask = _attn_mask(window, scale)
         tq, seq, hd, be = self._attention_dims(qkv, batch, heads_q, heads_kv)
         M = tq.tensor.rows
         like = qkv if _is_torch(qkv) else None
@@ -786,19 +804,32 @@ class Context:
         if lse is None:
             lse = self._alloc(like, (M, heads_q), state)
         to, tl = _bind(out, 3, "out", True, be), _bind(lse, 3, "lse", True, be)
-        _check(self._h, lib.coda_attention_forward(self._h, ctypes.byref(tq.tensor), batch, seq, heads_q, heads_kv,
-                                                   hd, ctypes.byref(to.tensor), ctypes.byref(tl.tensor)))
+        if mask is None:
+            _check(self._h, lib.coda_attention_forward(self._h, ctypes.byref(tq.tensor), batch, seq, heads_q,
+                                                       heads_kv, hd, ctypes.byref(to.tensor), ctypes.byref(tl.tensor)))
+        else:
+            _check(self._h, lib.coda_attention_forward_mask(self._h, ctypes.byref(tq.tensor), batch, seq, heads_q,
+                                                            heads_kv, hd, ctypes.byref(to.tensor),
+                                                            ctypes.byref(tl.tensor), ctypes.byref(mask)))
         return out, lse
 
-    def attention_backward(self, qkv, out, lse, dout, batch, heads_q, heads_kv, dqkv=None):
+    def attention_backward(self, qkv, out, lse, dout, batch, heads_q, heads_kv, dqkv=None, window=0, scale=0.0):
         """The gradient of qkv from the forward's out and lse and dout (same
-        packed layout as qkv); dqkv allocated (like qkv) if not given."""
+        packed layout as qkv); dqkv allocated (like qkv) if not given; window
+        and scale the forward's (coda_attention_backward_mask)."""
+        mask = _attn_mask(window, scale)
         tq, seq, hd, be = self._attention_dims(qkv, batch, heads_q, heads_kv)
         if dqkv is None:
             dqkv = self._alloc(qkv if _is_torch(qkv) else None, (tq.tensor.rows, tq.tensor.cols), tq.tensor.dtype)
         to, tl = _bind(out, 3, "out", False, be), _bind(lse, 3, "lse", False, be)
         td, tg = _bind(dout, 3, "dout", False, be), _bind(dqkv, 3, "dqkv", True, be)
-        _check(self._h, lib.coda_attention_backward(self._h, ctypes.byref(tq.tensor), ctypes.byref(to.tensor),
-                                                    ctypes.byref(tl.tensor), ctypes.byref(td.tensor), batch, seq,
-                                                    heads_q, heads_kv, hd, ctypes.byref(tg.tensor)))
+        if mask is None:
+            _check(self._h, lib.coda_attention_backward(self._h, ctypes.byref(tq.tensor), ctypes.byref(to.tensor),
+                                                        ctypes.byref(tl.tensor), ctypes.byref(td.tensor), batch, seq,
+                                                        heads_q, heads_kv, hd, ctypes.byref(tg.tensor)))
+        else:
+            _check(self._h, lib.coda_attention_backward_mask(
+                self._h, ctypes.byref(tq.tensor), ctypes.byref(to.tensor), ctypes.byref(tl.tensor),
+                ctypes.byref(td.tensor), batch, seq, heads_q, heads_kv, hd, None, None, ctypes.byref(tg.tensor), None,
+                ctypes.byref(mask)))
         return dqkv

@@ -63,6 +63,12 @@ class ContextOptions(ctypes.Structure):
     ]
 
 
+class AttnMask(ctypes.Structure):
+    """Mirror of coda_attn_mask; struct_size set from this mirror's own size
+    (new_attn_mask), for the reason ContextOptions' is."""
+    _fields_ = [("struct_size", ctypes.c_size_t), ("scale", ctypes.c_double), ("window", c_int)]
+
+
 class ArgInfo(ctypes.Structure):
     _fields_ = [("name", c_char_p), ("kind", c_int), ("dtype", c_int), ("width", c_int), ("accumulate", c_int)]
 
@@ -79,6 +85,16 @@ def new_context_options():
     opts = ContextOptions()
     opts.struct_size = ctypes.sizeof(ContextOptions)
     return opts
+
+
+def new_attn_mask(scale=0.0, window=0):
+    """An AttnMask with the given scale (0: 1/sqrt(head_dim)) and window (0:
+    none), struct_size its own size; the values are checked by the C side."""
+    mask = AttnMask()
+    mask.struct_size = ctypes.sizeof(AttnMask)
+    mask.scale = scale
+    mask.window = window
+    return mask
 
 
 def _find_library():
@@ -147,3 +163,7 @@ _decl("coda_attention_forward", c_int, c_void_p, _P(Tensor), c_int, c_int, c_int
       _P(Tensor))
 _decl("coda_attention_backward", c_int, c_void_p, _P(Tensor), _P(Tensor), _P(Tensor), _P(Tensor), c_int, c_int,
       c_int, c_int, c_int, _P(Tensor))
+_decl("coda_attention_forward_mask", c_int, c_void_p, _P(Tensor), c_int, c_int, c_int, c_int, c_int, _P(Tensor),
+      _P(Tensor), _P(AttnMask))
+_decl("coda_attention_backward_mask", c_int, c_void_p, _P(Tensor), _P(Tensor), _P(Tensor), _P(Tensor), c_int, c_int,
+      c_int, c_int, c_int, _P(Tensor), _P(Tensor), _P(Tensor), _P(Tensor), _P(AttnMask))

@@ -304,7 +304,7 @@ def test_ctypes_structs_match_the_header():
     for cls, cname in [(_lib.Tensor, "coda_tensor"), (_lib.ContextOptions, "coda_context_options"),
                        (_lib.ArgInfo, "coda_arg_info"), (_lib.Tiling, "coda_tiling"),
                        (_lib.ParamInfo, "coda_param_info"), (_lib.ParamValue, "coda_param_value"),
-                       (_lib.BindOptions, "coda_bind_options")]:
+                       (_lib.BindOptions, "coda_bind_options"), (_lib.AttnMask, "coda_attn_mask")]:
         assert [f[0] for f in cls._fields_] == _c_struct_members(text, cname), cname
     # the versioned struct: its size comes from the mirror, and the library
     # takes the mirror's size as one of its layouts (a mirror of the wrong
@@ -415,3 +415,70 @@ def test_whole_operator_in_one_program():
     # without finish=True the statistic the program reads is still finished
     out2 = ctx.gemm_epilogue(p, A, W, trans_b=True, tgt=tgt, finish=False)
     np.testing.assert_allclose(out2["dl"], dl, rtol=1e-12, atol=1e-14)
+
+
+def _attention_ref(qkv, B, hq, hkv, window, scale):
+    """Causal GQA softmax attention with the sliding mask (query t sees keys
+    t - window < j <= t) written out in numpy fp64: (out, lse, P, q, k, v)."""
+    M, N = qkv.shape
+    T, hd = M // B, N // (hq + 2 * hkv)
+    t = qkv.reshape(B, T, hq + 2 * hkv, hd).transpose(0, 2, 1, 3)
+    g = hq // hkv
+    q = t[:, :hq]
+    k = np.repeat(t[:, hq:hq + hkv], g, axis=1)
+    v = np.repeat(t[:, hq + hkv:], g, axis=1)
+    i = np.arange(T)
+    keep = (i[None] <= i[:, None]) & (i[None] > i[:, None] - (window if window else T))
+    s = np.where(keep, scale * q @ k.transpose(0, 1, 3, 2), -np.inf)
+    mx = s.max(-1, keepdims=True)
+    lse = mx + np.log(np.exp(s - mx).sum(-1, keepdims=True))
+    p = np.exp(s - lse)
+    return p @ v, lse[..., 0], p, q, k, v
+
+
+def test_attention_window_and_scale_f64():
+    """attention_forward / _backward with a window and a scale (the _mask
+    calls) against the fp64 reference: out, lse and the gradient of qkv of
+    the loss sum(out * dout) (dP = dout v^T, dS = P (dP - rowsum(dout out)))."""
+    ctx = coda.Context("cpu", precision="f64")
+    B, T, hq, hkv, hd = 2, 9, 4, 2, 8
+    for window, scale in [(3, 0.3), (1, 0.0), (0, 0.7), (4, 0.0), (20, 0.25)]:
+        qkv, dout = rand(B * T, (hq + 2 * hkv) * hd), rand(B * T, hq * hd)
+        out, lse = ctx.attention_forward(qkv, B, hq, hkv, window=window, scale=scale)
+        sc = scale or 1 / np.sqrt(hd)
+        o4, l4, p, q, k, v = _attention_ref(qkv, B, hq, hkv, window, sc)
+        np.testing.assert_allclose(out, o4.transpose(0, 2, 1, 3).reshape(B * T, hq * hd), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(lse, l4.transpose(0, 2, 1).reshape(B * T, hq), rtol=1e-12, atol=1e-12)
+        dqkv = ctx.attention_backward(qkv, out, lse, dout, B, hq, hkv, window=window, scale=scale)
+        do4 = dout.reshape(B, T, hq, hd).transpose(0, 2, 1, 3)
+        dp = do4 @ v.transpose(0, 1, 3, 2)
+        ds = p * (dp - (do4 * o4).sum(-1, keepdims=True))
+        dq, dk, dv = sc * ds @ k, sc * ds.transpose(0, 1, 3, 2) @ q, p.transpose(0, 1, 3, 2) @ do4
+        g = hq // hkv
+        dk, dv = dk.reshape(B, hkv, g, T, hd).sum(2), dv.reshape(B, hkv, g, T, hd).sum(2)
+        want = np.concatenate([dq, dk, dv], axis=1).transpose(0, 2, 1, 3).reshape(qkv.shape)
+        np.testing.assert_allclose(dqkv, want, rtol=1e-10, atol=1e-10)
+    # window 1: each query sees only itself, so out is its own value head
+    qkv = rand(T, 3 * hd)
+    out, _ = ctx.attention_forward(qkv, 1, 1, 1, window=1)
+    np.testing.assert_allclose(out, qkv[:, 2 * hd:], rtol=1e-12, atol=1e-12)
+
+
+def test_attention_bad_mask_refused():
+    """A negative window or scale is refused by the library with its message;
+    a window no C int holds or a non-number, by the binding."""
+    ctx = coda.Context("cpu", precision="f64")
+    qkv = rand(8, 3 * 4)
+    out, lse = ctx.attention_forward(qkv, 1, 1, 1)
+    for kw in ({"window": -1}, {"scale": -0.5}, {"scale": float("nan")}):
+        with pytest.raises(coda.CodaError) as e:
+            ctx.attention_forward(qkv, 1, 1, 1, **kw)
+        assert e.value.status_name == "CODA_ERR_INVALID_ARGUMENT", kw
+        assert ("window" if "window" in kw else "scale") in e.value.message, e.value.message
+        with pytest.raises(coda.CodaError) as e:
+            ctx.attention_backward(qkv, out, lse, rand(8, 4), 1, 1, 1, **kw)
+        assert e.value.status_name == "CODA_ERR_INVALID_ARGUMENT", kw
+    with pytest.raises(coda.CodaError, match="C int"):
+        ctx.attention_forward(qkv, 1, 1, 1, window=2**31)
+    with pytest.raises(TypeError, match="window"):
+        ctx.attention_forward(qkv, 1, 1, 1, window=2.5)
