@@ -17,9 +17,9 @@ the stored w and form 1 + w inside their eager bodies (the gradient of
     it); the backward maps the gain's gradient back through the factor;
   - the attention: coda::attention (causal) on global layers and on local
     ones whose window covers the sequence; a local layer whose window is
-    shorter than the sequence runs coda::hf_gemma3_window_attention, plain
-    PyTorch math inside a custom op (query t sees keys t - window < j <= t,
-    as Hugging Face's sliding mask; coda's CUDA attention has no window);
+    shorter than the sequence passes it the window (query t sees keys
+    t - window < j <= t, as Hugging Face's sliding mask;
+    coda_attention_forward_mask / _backward_mask);
   - coda::hf_gemma3_post_attn: the out projection with the post-attention
     norm's statistics in its epilogue (gemma3_post_stats), then
     x1 = x + a1 rpa (1 + wpa) with the pre-feedforward norm's producer
@@ -149,101 +149,6 @@ def _qkv_grad(ctx, dqkv, dpre, drq):
 
 
 _qkv.register_autograd(_qkv_grad, setup_context=_qkv_setup)
-
-
-# ------------------------------------------------ sliding-window attention
-#
-# No coda program: the window bounds the key index of each query row inside
-# the attention, which no epilogue expresses, and coda's CUDA attention
-# kernels have no window (the CPU backend's has, internally). Plain PyTorch
-# math, in float32 for bf16 / f16 inputs: o = softmax(q k^T / sqrt(hd) +
-# mask) v over the packed qkv, with its lse, and the backward from them.
-# It materializes batch x heads_q x seq x seq scores.
-
-def _compute_dtype(dtype):
-    return dtype if dtype in (torch.float32, torch.float64) else torch.float32
-
-
-def _heads4(t, batch, heads, hd):
-    """(batch seq) x (heads hd) -> batch x heads x seq x hd."""
-    return t.reshape(batch, -1, heads, hd).transpose(1, 2)
-
-
-def _window_parts(qkv, batch, heads_q, heads_kv, window):
-    M, N = qkv.shape
-    H = heads_q + 2 * heads_kv
-    hd = N // H
-    T = M // batch
-    t = _heads4(qkv.to(_compute_dtype(qkv.dtype)), batch, H, hd)
-    q, k, v = t[:, :heads_q], t[:, heads_q:heads_q + heads_kv], t[:, heads_q + heads_kv:]
-    g = heads_q // heads_kv
-    k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
-    i = torch.arange(T, device=qkv.device)
-    keep = (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - window)
-    s = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(hd))
-    s = s.masked_fill(~keep, float("-inf"))
-    return q, k, v, s, hd, T
-
-
-@torch.library.custom_op("coda::hf_gemma3_window_attention", mutates_args=())
-def _window_attention(qkv: torch.Tensor, batch: int, heads_q: int, heads_kv: int,
-                      window: int) -> tuple[torch.Tensor, torch.Tensor]:
-    ct._check_2d("qkv", qkv)
-    _, _, v, s, hd, T = _window_parts(qkv, batch, heads_q, heads_kv, window)
-    lse = torch.logsumexp(s, dim=-1)
-    o = torch.matmul(torch.exp(s - lse[..., None]), v)
-    M = qkv.shape[0]
-    return (o.transpose(1, 2).reshape(M, heads_q * hd).to(qkv.dtype),
-            lse.transpose(1, 2).reshape(M, heads_q).to(ct._stat_dtype(qkv.dtype)))
-
-
-@_window_attention.register_fake
-def _(qkv, batch, heads_q, heads_kv, window):
-    hd = qkv.shape[1] // (heads_q + 2 * heads_kv)
-    return (qkv.new_empty((qkv.shape[0], heads_q * hd)),
-            qkv.new_empty((qkv.shape[0], heads_q), dtype=ct._stat_dtype(qkv.dtype)))
-
-
-@torch.library.custom_op("coda::hf_gemma3_window_attention_backward", mutates_args=())
-def _window_attention_bwd(qkv: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, do: torch.Tensor, batch: int,
-                          heads_q: int, heads_kv: int, window: int) -> torch.Tensor:
-    q, k, v, s, hd, T = _window_parts(qkv, batch, heads_q, heads_kv, window)
-    cd = q.dtype
-    p = torch.exp(s - _heads4(lse.to(cd), batch, heads_q, 1))
-    do4, o4 = _heads4(do.to(cd), batch, heads_q, hd), _heads4(o.to(cd), batch, heads_q, hd)
-    dv = torch.matmul(p.transpose(-1, -2), do4)
-    ds = p * (torch.matmul(do4, v.transpose(-1, -2)) - (do4 * o4).sum(-1, keepdim=True))
-    scale = 1.0 / math.sqrt(hd)
-    dq = torch.matmul(ds, k) * scale
-    dk = torch.matmul(ds.transpose(-1, -2), q) * scale
-    g = heads_q // heads_kv
-
-    def group(t):   # the query heads' sums onto their kv head
-        return t.reshape(batch, heads_kv, g, T, hd).sum(2)
-
-    d = torch.cat([dq, group(dk), group(dv)], dim=1)
-    return d.transpose(1, 2).reshape(qkv.shape).to(qkv.dtype)
-
-
-@_window_attention_bwd.register_fake
-def _(qkv, o, lse, do, batch, heads_q, heads_kv, window):
-    return torch.empty_like(qkv)
-
-
-def _window_attention_setup(ctx, inputs, output):
-    qkv, batch, heads_q, heads_kv, window = inputs
-    o, lse = output
-    ctx.save_for_backward(qkv, o, lse)
-    ctx.dims = (batch, heads_q, heads_kv, window)
-    ctx.mark_non_differentiable(lse)
-
-
-def _window_attention_grad(ctx, do, dlse):
-    qkv, o, lse = ctx.saved_tensors
-    return torch.ops.coda.hf_gemma3_window_attention_backward(qkv, o, lse, do, *ctx.dims), None, None, None, None
-
-
-_window_attention.register_autograd(_window_attention_grad, setup_context=_window_attention_setup)
 
 
 # ---------------------------------- out projection + post-norm + residual + norm
@@ -403,10 +308,8 @@ def _gemma3_layer(x, wn1, wq, wk, wv, gq, gk, wo, wpa, wn2, wg, wu, wd, wpf, pos
                   window):
     h1, r1 = torch.ops.coda.hf_gemma3_rmsnorm(x, wn1, eps)
     qkv, _, _ = torch.ops.coda.hf_gemma3_qkv_norm_rope(h1, wq, wk, wv, r1, gq, gk, pos, freq, hq, hkv, eps, qscale)
-    if 0 < window < x.shape[0] // batch:
-        o, _ = torch.ops.coda.hf_gemma3_window_attention(qkv, batch, hq, hkv, window)
-    else:
-        o, _ = ct.attention(qkv, batch, hq, hkv)
+    # a window covering the sequence is no window: the plain call, as on global layers
+    o, _ = ct.attention(qkv, batch, hq, hkv, window if 0 < window < x.shape[0] // batch else 0)
     x1, h2, r2, _, _ = torch.ops.coda.hf_gemma3_post_attn(o, wo, x, wpa, wn2, eps)
     x2, _, _, _ = torch.ops.coda.hf_gemma3_mlp(h2, wg, wu, r2, wd, wpf, x1, eps)
     return x2

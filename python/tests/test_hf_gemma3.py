@@ -89,8 +89,7 @@ class TestGemma3(common.PatchTests):
     layer_module = _hf_gemma3
     decoder_layer = "gemma3_decoder_layer"
     rope_tables = None
-    layer_ops = ["hf_gemma3_mlp", "hf_gemma3_post_attn", "hf_gemma3_qkv_norm_rope", "hf_gemma3_rmsnorm",
-                 "hf_gemma3_window_attention"]
+    layer_ops = ["attention", "hf_gemma3_mlp", "hf_gemma3_post_attn", "hf_gemma3_qkv_norm_rope", "hf_gemma3_rmsnorm"]
     padding_error = "apply_to_gemma3: .*padding"
     # one column tile per head; the local layers' window shorter than the batch's 256 tokens
     gpu_config = dict(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
@@ -308,32 +307,34 @@ def _rnd(g):
     return lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
 
 
-def test_window_attention_op():
-    """The window op against softmax attention written out with its mask,
-    against coda's attention where the window covers the sequence; opcheck
-    and gradcheck."""
+def test_attention_op_window_and_scale():
+    """coda::attention with a window and a scale (the local layers' call)
+    against softmax attention written out with the sliding mask; the
+    default window and scale are the plain call; opcheck and gradcheck."""
     rnd = _rnd(torch.Generator().manual_seed(7))
     B, T, hq, hkv, hd = 2, 7, 4, 2, 8
     qkv = rnd(B * T, (hq + 2 * hkv) * hd)
-    for w in (1, 3, 7):
-        o, lse = torch.ops.coda.hf_gemma3_window_attention(qkv, B, hq, hkv, w)
+    for w, sc in ((1, 0.0), (3, 0.0), (3, 0.4), (7, 0.0)):
+        o, lse = ct.attention(qkv, B, hq, hkv, w, sc)
         t = qkv.reshape(B, T, hq + 2 * hkv, hd).transpose(1, 2)
         q, k, v = t[:, :hq], t[:, hq:hq + hkv].repeat_interleave(2, 1), t[:, hq + hkv:].repeat_interleave(2, 1)
         i = torch.arange(T)
         mask = (i[None] <= i[:, None]) & (i[None] > i[:, None] - w)
-        s = (q @ k.transpose(-1, -2) / math.sqrt(hd)).masked_fill(~mask, float("-inf"))
+        s = (q @ k.transpose(-1, -2) * (sc or 1 / math.sqrt(hd))).masked_fill(~mask, float("-inf"))
         want = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(B * T, hq * hd)
         torch.testing.assert_close(o, want, rtol=1e-12, atol=1e-12)
         torch.testing.assert_close(lse, torch.logsumexp(s, -1).transpose(1, 2).reshape(B * T, hq), rtol=1e-12,
                                    atol=1e-12)
-    o2, lse2 = ct.attention(qkv, B, hq, hkv)
+    o2, lse2 = ct.attention(qkv, B, hq, hkv)   # window T covers the sequence: the plain call's
     torch.testing.assert_close(o, o2, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(lse, lse2, rtol=1e-12, atol=1e-12)
-    torch.library.opcheck(torch.ops.coda.hf_gemma3_window_attention.default, (qkv, B, hq, hkv, 3), test_utils=UTILS)
-    torch.library.opcheck(torch.ops.coda.hf_gemma3_window_attention_backward.default,
-                          (qkv, o, lse, torch.ones_like(o), B, hq, hkv, 3), test_utils=UTILS)
+    for args in ((qkv, B, hq, hkv), (qkv, B, hq, hkv, 3), (qkv, B, hq, hkv, 3, 0.4)):
+        torch.library.opcheck(torch.ops.coda.attention.default, args, test_utils=UTILS)
+    o, lse = ct.attention(qkv, B, hq, hkv, 3, 0.4)
+    torch.library.opcheck(torch.ops.coda.attention_backward.default,
+                          (qkv, o, lse, torch.ones_like(o), B, hq, hkv, 3, 0.4), test_utils=UTILS)
     lq = qkv.clone().requires_grad_()
-    assert torch.autograd.gradcheck(lambda a: torch.ops.coda.hf_gemma3_window_attention(a, B, hq, hkv, 3)[0], (lq,))
+    assert torch.autograd.gradcheck(lambda a: ct.attention(a, B, hq, hkv, 3, 0.4)[0], (lq,))
 
 
 def test_layer_ops_opcheck_and_gradcheck():
