@@ -4,7 +4,9 @@
 #  1. test_attention_gpu (the sliding window and score scale in every kernel
 #     family, the unmasked cases as before) and test_train_device (device
 #     steps and sampling logits against the CPU plan engine for Llama,
-#     Qwen3, GPT-2 and Gemma 3), logs under $OUT/tests;
+#     Qwen3, GPT-2 and Gemma 3), the Python package's CUDA tests of the
+#     attention op and the Gemma 3 patch (local layers through the window
+#     kernels), logs under $OUT/tests;
 #  2. bench/generate/decode_table.sh "1.1b 8b" (test_decode_gpu with the
 #     Qwen3 cases, coda generate --bench at batch 1/16/64 and prompts of
 #     512 and 8192 tokens, the batch-1 step profile, an imported HF
@@ -18,5 +20,9 @@ timeout -k 5 150 "$P/tests/gpu/test_attention_gpu" > "$L/test_attention_gpu.txt"
 echo "test_attention_gpu exit $? ($((SECONDS - T0)) s)"; grep -E "FAIL|passed|failed" "$L/test_attention_gpu.txt" | tail -8
 timeout -k 5 60 "$P/tests/test_train_device" > "$L/test_train_device.txt" 2>&1
 echo "test_train_device exit $? ($((SECONDS - T0)) s)"; grep -E "FAIL|checks" "$L/test_train_device.txt" | tail -8
+CODA_LIBRARY="$P/lib/libcoda.so.0" PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1 timeout -k 5 70 \
+  python3 -m pytest -q -p no:cacheprovider -rs -k "cuda and (gemma3 or attention)" python/tests \
+  > "$L/pytest-cuda.txt" 2>&1
+echo "pytest -k 'cuda and (gemma3 or attention)' rc=$? ($((SECONDS - T0)) s)"; tail -4 "$L/pytest-cuda.txt"
 finish
 OUT=$D/decode PACK=.carry/p5 LIMIT=$((LIMIT - (SECONDS - T0))) bash bench/generate/decode_table.sh "1.1b 8b"
