@@ -39,8 +39,9 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(Params p) {
   const int w0 = q0 + warp * 16 * MT, w1 = w0 + 16 * MT - 1; /* this warp's rows */
 
   load_tile<BM, HD>(sQ, gq, p.ld_qkv, q0, p.T);
-  load_tile<KT, HD>(sK, gk, p.ld_qkv, j0 * KT, p.T);
-  load_tile<KT, HD>(sV, gv, p.ld_qkv, j0 * KT, p.T);
+  /* block j lives in stage j & 1: the first one too, whatever its parity */
+  load_tile<KT, HD>(sK + (j0 & 1) * KT * HD, gk, p.ld_qkv, j0 * KT, p.T);
+  load_tile<KT, HD>(sV + (j0 & 1) * KT * HD, gv, p.ld_qkv, j0 * KT, p.T);
   cp_commit();
 
   /* Q fragments stay in registers unless that would crowd out the O
@@ -223,8 +224,9 @@ __global__ void __launch_bounds__(kThreads) bwd_dq_kernel(Params p) {
 
   load_tile<BM, HD>(sQ, gq, p.ld_qkv, q0, p.T);
   load_tile<BM, HD>(sO, gdo, p.ld_dout, q0, p.T);
-  load_tile<kTile, HD>(sK, gk, p.ld_qkv, j0 * kTile, p.T);
-  load_tile<kTile, HD>(sV, gv, p.ld_qkv, j0 * kTile, p.T);
+  /* block j lives in stage j & 1: the first one too, whatever its parity */
+  load_tile<kTile, HD>(sK + (j0 & 1) * kTile * HD, gk, p.ld_qkv, j0 * kTile, p.T);
+  load_tile<kTile, HD>(sV + (j0 & 1) * kTile * HD, gv, p.ld_qkv, j0 * kTile, p.T);
   cp_commit();
 
   float Lr[MT][2], Dr[MT][2];

@@ -46,8 +46,9 @@ __global__ void __launch_bounds__(128 * NWG) fwd_wg_kernel(Params p) {
   const bf16 *sQw = sQ + 64 * wg * 64;         /* its 64-row slice of every panel */
 
   load_tile_wg<BM, HD, NT>(sQ, gq, p.ld_qkv, q0, p.T);
-  load_tile_wg<KT, HD, NT>(sK, gk, p.ld_qkv, j0 * KT, p.T);
-  load_tile_wg<KT, HD, NT>(sV, gv, p.ld_qkv, j0 * KT, p.T);
+  /* block j lives in stage j & 1: the first one too, whatever its parity */
+  load_tile_wg<KT, HD, NT>(sK + (j0 & 1) * KT * HD, gk, p.ld_qkv, j0 * KT, p.T);
+  load_tile_wg<KT, HD, NT>(sV + (j0 & 1) * KT * HD, gv, p.ld_qkv, j0 * KT, p.T);
   cp_commit();
 
   float o[HD / 2];
@@ -138,8 +139,9 @@ __global__ void __launch_bounds__(128 * NWG, MINB) bwd_dq_wg_kernel(Params p) {
 
   load_tile_wg<BM, HD, NT>(sQ, gq, p.ld_qkv, q0, p.T);
   load_tile_wg<BM, HD, NT>(sO, gdo, p.ld_dout, q0, p.T);
-  load_tile_wg<KT, HD, NT>(sK, gk, p.ld_qkv, j0 * KT, p.T);
-  load_tile_wg<KT, HD, NT>(sV, gv, p.ld_qkv, j0 * KT, p.T);
+  /* block j lives in stage j & 1: the first one too, whatever its parity */
+  load_tile_wg<KT, HD, NT>(sK + (j0 & 1) * KT * HD, gk, p.ld_qkv, j0 * KT, p.T);
+  load_tile_wg<KT, HD, NT>(sV + (j0 & 1) * KT * HD, gv, p.ld_qkv, j0 * KT, p.T);
   cp_commit();
 
   float Lr[2], Dr[2];
