@@ -1,5 +1,5 @@
 #!/bin/bash
-# 2026-12-07 (b), call 3, on the machine of calls 1-2: the fused-GEMM
+# Prepared call 3, on the machine of calls 1-2: the fused-GEMM
 # benchmark (bench_fused: coda's plain and fused GEMMs, cuBLAS + separate
 # kernels) and, in the same call, the CODA reference's released fused
 # GEMMs at the same shapes (coda_ref_fused.py: linear_swiglu forward and

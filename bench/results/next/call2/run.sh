@@ -1,5 +1,5 @@
 #!/bin/bash
-# 2026-12-07 (b), call 2, on the machine of call 1: stages the first half
+# Prepared call 2, on the machine of call 1: stages the first half
 # of the CODA reference's wheels (bench/fused/fetch_coda_ref.sh) for
 # call 3. Carries .whl/coda1.
 bash bench/fused/run_device.sh stage

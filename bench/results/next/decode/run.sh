@@ -1,6 +1,6 @@
 #!/bin/bash
-# 2026-12-07 (b), one call: the new GPU paths' tests, then the decode table
-# of issue 36. Carries .carry/p5 (tests/gpu/pack_shared.sh of the tree).
+# Prepared call: the new GPU paths' tests, then the decode table
+# (bench/generate/decode_table.sh). Carries .carry/p5 (tests/gpu/pack_shared.sh of the tree).
 #  1. test_attention_gpu (the sliding window and score scale in every kernel
 #     family, the unmasked cases as before) and test_train_device (device
 #     steps and sampling logits against the CPU plan engine for Llama,

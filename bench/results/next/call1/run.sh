@@ -1,5 +1,5 @@
 #!/bin/bash
-# 2026-12-07 (b), call 1: the training table at d512, 1b and 1b-8k with
+# Prepared call 1: the training table at d512, 1b and 1b-8k with
 # every peer in one call (eager, torch.compile bf16, torch.compile with fp32
 # master weights at d512 and 1b; torch.compile bf16 at 1b-8k; HF + Liger at
 # every shape), coda (fp32 optimizer state, the default) with the step
