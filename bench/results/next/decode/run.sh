@@ -1,6 +1,6 @@
 #!/bin/bash
 # Prepared call: the new GPU paths' tests, then the decode table
-# (bench/generate/decode_table.sh). Carries .carry/p5 (tests/gpu/pack_shared.sh of the tree).
+# (bench/generate/decode_table.sh). Carries .carry/p6 (tests/gpu/pack_shared.sh of the tree).
 #  1. test_attention_gpu (the sliding window and score scale in every kernel
 #     family, the unmasked cases as before) and test_train_device (device
 #     steps and sampling logits against the CPU plan engine for Llama,
@@ -16,7 +16,7 @@
 LIMIT=${LIMIT:-540}
 T0=$SECONDS
 D=$OUT
-OUT=$D/tests PACK=.carry/p5 source bench/gpu_env.sh
+OUT=$D/tests PACK=${PACK:-.carry/p6} source bench/gpu_env.sh
 timeout -k 5 $((LIMIT < 300 ? 110 : 150)) "$P/tests/gpu/test_attention_gpu" > "$L/test_attention_gpu.txt" 2>&1
 echo "test_attention_gpu exit $? ($((SECONDS - T0)) s)"; grep -E "FAIL|passed|failed" "$L/test_attention_gpu.txt" | tail -8
 timeout -k 5 60 "$P/tests/test_train_device" > "$L/test_train_device.txt" 2>&1
@@ -28,4 +28,4 @@ echo "pytest -k 'cuda and (gemma3 or attention)' rc=$? ($((SECONDS - T0)) s)"; t
 finish
 left=$((LIMIT - (SECONDS - T0)))
 [ "$left" -gt 200 ] || { echo "decode table skipped: $left s left"; exit 0; }
-OUT=$D/decode PACK=.carry/p5 LIMIT=$left bash bench/generate/decode_table.sh "1.1b 8b"
+OUT=$D/decode PACK=${PACK:-.carry/p6} LIMIT=$left bash bench/generate/decode_table.sh "1.1b 8b"
