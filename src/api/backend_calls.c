@@ -169,8 +169,9 @@ static const coda_decode_ops *decode_ops(coda_context ctx, const char *what) {
 
 int coda_decode_on_device(coda_context ctx) { return ctx && ctx->ops->decode != NULL; }
 coda_status coda_decode_embed(coda_context ctx, float *x, const uint16_t *table,
-                              const int32_t *tok, int64_t M, int64_t D) {
-  DECODE_CALL(embed, x, table, tok, M, D);
+                              const int32_t *tok, int64_t M, int64_t D, float scale,
+                              const uint16_t *pos_table, const int32_t *pos) {
+  DECODE_CALL(embed, x, table, tok, M, D, scale, pos_table, pos);
 }
 coda_status coda_decode_linear(coda_context ctx, const coda_decode_linear_job *j) {
   DECODE_CALL(linear, j);
@@ -181,8 +182,9 @@ coda_status coda_decode_attention(coda_context ctx, const coda_decode_rows *r, u
   DECODE_CALL(attention, r, o, q, kc, vc, work, ticket, splits);
 }
 coda_status coda_decode_gather_rows(coda_context ctx, float *dst, const float *src,
-                                    const int32_t *dst_rows, int64_t n, int64_t cols) {
-  DECODE_CALL(gather_rows, dst, src, dst_rows, n, cols);
+                                    const int32_t *dst_rows, int64_t n, int64_t cols,
+                                    float softcap) {
+  DECODE_CALL(gather_rows, dst, src, dst_rows, n, cols, softcap);
 }
 coda_status coda_decode_sample(coda_context ctx, int32_t *tokens, const float *logits,
                                const int32_t *pos, int64_t B, int64_t V, double temperature,

@@ -16,15 +16,17 @@
  * return CODA_ERR_NOT_SUPPORTED on a backend without them. */
 int coda_decode_on_device(coda_context ctx);
 coda_status coda_decode_embed(coda_context ctx, float *x, const uint16_t *table,
-                              const int32_t *tok, int64_t M, int64_t D);
-/* A linear layer with its RMSNorm before and its SwiGLU or RoPE and cache
- * append after (backends/decode_ops.h, coda_decode_linear_job). */
+                              const int32_t *tok, int64_t M, int64_t D, float scale,
+                              const uint16_t *pos_table, const int32_t *pos);
+/* A linear layer with its norm before and its activation, RoPE and cache
+ * append or post-norm after (backends/decode_ops.h, coda_decode_linear_job). */
 coda_status coda_decode_linear(coda_context ctx, const coda_decode_linear_job *j);
 coda_status coda_decode_attention(coda_context ctx, const coda_decode_rows *r, uint16_t *o,
                                   const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
                                   float *work, unsigned *ticket, int splits);
 coda_status coda_decode_gather_rows(coda_context ctx, float *dst, const float *src,
-                                    const int32_t *dst_rows, int64_t n, int64_t cols);
+                                    const int32_t *dst_rows, int64_t n, int64_t cols,
+                                    float softcap);
 coda_status coda_decode_sample(coda_context ctx, int32_t *tokens, const float *logits,
                                const int32_t *pos, int64_t B, int64_t V, double temperature,
                                int top_k, double top_p, uint64_t seed);

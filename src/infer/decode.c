@@ -1,11 +1,10 @@
 /* The decoder of include/coda_decode.h: prefill and cached decode steps of
  * the model families of model/family.c (the layout of model.c): Llama 3
- * and Qwen3 (its q/k norms) on the host or on a backend with decode
- * kernels (api.h coda_decode_*), GPT-2 (LayerNorm, biases, GELU, learned
+ * and Qwen3 (its q/k norms), GPT-2 (LayerNorm, biases, GELU, learned
  * positions, no RoPE: host_gpt2_layer) and Gemma 3 ((1 + w) norms,
- * post-norms, GeGLU, sliding-window layers: host_gemma3_layer) on the
- * host; the device kernels refuse those two by name, and the plan prefill
- * every family but Llama.
+ * post-norms, GeGLU, sliding-window layers: host_gemma3_layer), on the
+ * host or on a backend with decode kernels (api.h coda_decode_*,
+ * decode_device.c); the plan prefill refuses every family but Llama.
  *
  * A forward takes a set of rows, each a token at a position of one
  * sequence: prefill rows are the prompts' tokens (chunked), step rows one
@@ -276,11 +275,15 @@ void coda_decoder_destroy(coda_decoder d) {
       coda_free(ctx, w->d_wn_attn); coda_free(ctx, w->d_wn_ffn); coda_free(ctx, w->d_wqkv);
       coda_free(ctx, w->d_wo); coda_free(ctx, w->d_w13); coda_free(ctx, w->d_w2);
       coda_free(ctx, w->d_wq_norm); coda_free(ctx, w->d_wk_norm);
+      coda_free(ctx, w->d_wpost_attn); coda_free(ctx, w->d_wpost_ffn);
+      coda_free(ctx, w->d_bn_attn); coda_free(ctx, w->d_bqkv); coda_free(ctx, w->d_bo);
+      coda_free(ctx, w->d_bn_ffn); coda_free(ctx, w->d_bfc); coda_free(ctx, w->d_bproj);
     }
   if (d->d_wout == d->d_emb) d->d_wout = NULL; /* tied: one buffer */
   void *dev[] = {d->d_emb, d->d_wout, d->d_kc, d->d_vc, d->d_h, d->d_q, d->d_o, d->d_y,
                  d->d_norm, d->d_x, d->d_qkv, d->d_z, d->d_head, d->d_logits, d->d_work,
-                 d->d_ticket, d->d_inv_freq, d->d_meta, d->d_sample, d->d_spos, d->d_pk, d->d_lse,
+                 d->d_ticket, d->d_inv_freq, d->d_inv_freq_local, d->d_pos_emb, d->d_norm_b,
+                 d->d_meta, d->d_sample, d->d_spos, d->d_pk, d->d_lse,
                  d->d_ltab, d->d_sync};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) coda_free(ctx, dev[i]);
   void *host[] = {d->len, d->has_logits, d->inv_freq, d->inv_freq_local, d->l, d->W, d->kc, d->vc, d->logits,
@@ -396,17 +399,11 @@ coda_status coda_decoder_create(coda_context ctx, coda_model *m, const coda_deco
   d->max_len = o->max_len == 0 || o->max_len > c->seq ? c->seq : o->max_len;
   d->graphs_off = o->no_graphs;
   d->gpu = coda_decode_on_device(ctx);
-  /* the device kernels are Llama's and Qwen3's, the plan prefill Llama's:
-   * another family is refused by name there (the host path runs every
-   * family, with the direct prefill) */
-  const char *lacks = d->gpu ? decode_gpu_lacks(c->family) : NULL;
-  if (lacks || (c->family != CODA_FAMILY_LLAMA && o->prefill == CODA_PREFILL_PLANS)) {
+  /* the plan prefill is Llama's: another family is refused by name there
+   * (every family prefills directly, on the host and on a device) */
+  if (c->family != CODA_FAMILY_LLAMA && o->prefill == CODA_PREFILL_PLANS) {
     free(d);
     const char *fam = coda_model_family_name(c->family);
-    if (lacks)
-      return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "decoder: the GPU decoder runs the llama and "
-                       "qwen3 families; family %s needs %s, which its kernels lack: it decodes on "
-                       "the CPU (--device cpu)", fam, lacks);
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "decoder: the plan prefill runs the llama "
                      "family only (the forward-only block plans have no form for family %s); it "
                      "prefills directly (CODA_PREFILL_DIRECT or CODA_PREFILL_AUTO)", fam);

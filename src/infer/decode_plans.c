@@ -312,7 +312,7 @@ coda_status decode_plans_forward(coda_decoder d, const int32_t *tok, const int32
                                    .y = d->d_head};
       if (!s) s = coda_decode_linear(ctx, &hj);
       if (!s) s = coda_decode_gather_rows(ctx, d->d_logits, d->d_head, d->d_meta + placed, placed,
-                                          d->V);
+                                          d->V, (float)c->logit_softcap);
     }
   }
   free(mem); free(done); free(row_head); free(hseq);

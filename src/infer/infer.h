@@ -46,6 +46,11 @@ typedef struct {
   const float *wfc, *wproj, *bn_attn, *bqkv, *bo, *bn_ffn, *bfc, *bproj;
   /* host, Gemma 3: the norms of the attention's and the MLP's outputs */
   const float *wpost_attn, *wpost_ffn;
+  /* device fp32: Gemma 3's post-norms (every Gemma 3 norm is uploaded as
+   * 1 + w, so the kernels' plain RMSNorm computes its (1 + w) norm); GPT-2's
+   * biases (its MLP's wfc and wproj are d_w13 and d_w2); else NULL */
+  float *d_wpost_attn, *d_wpost_ffn;
+  float *d_bn_attn, *d_bqkv, *d_bo, *d_bn_ffn, *d_bfc, *d_bproj;
 } layer_w;
 
 /* A forward-only Llama-3 block plan (CODA_LLAMA_INFER) for B fresh prompts
@@ -82,7 +87,9 @@ struct coda_decoder_s {
   /* device */
   uint16_t *d_emb, *d_wout, *d_kc, *d_vc, *d_h, *d_q, *d_o, *d_y;
   float *d_norm, *d_x, *d_qkv, *d_z, *d_head, *d_logits, *d_work;
-  double *d_inv_freq;
+  double *d_inv_freq, *d_inv_freq_local; /* the latter Gemma 3's (else NULL) */
+  uint16_t *d_pos_emb;                   /* GPT-2: wpe in bf16 (else NULL) */
+  float *d_norm_b;                       /* GPT-2: the final LayerNorm's bias */
   int32_t *d_meta, *d_sample, *d_spos; /* rows' metadata (5 x chunk), sampled tokens */
   int64_t work_rows;                    /* (row, split) pairs d_work holds */
   unsigned *d_ticket;                   /* the attention's split counts, chunk x heads, zero */
@@ -137,10 +144,6 @@ coda_status decode_dev_forward(coda_decoder d, const int32_t *tok, const int32_t
                                const int32_t *pos, int64_t M, const int32_t *head_rows,
                                const int32_t *head_seq, int64_t nhead);
 
-/* What family f needs that the device kernels lack, as a phrase for the
- * decoder's refusal (decode_device.c); NULL for the families they run
- * (Llama, Qwen3). */
-const char *decode_gpu_lacks(coda_model_family f);
 
 /* The host head (decode.c): final RMSNorm and LM head of rows head_rows
  * of d->x into the logits of sequences head_seq. */

@@ -181,13 +181,15 @@ coda_status coda_cuda_train_memory(coda_context ctx, size_t *used, size_t *total
 /* ---- the decoder's device ops (decode_kernels.cu) ----
  * The entries of coda_decode_ops (backends/backend.h), same arguments. */
 coda_status coda_cuda_decode_embed(coda_context ctx, float *x, const uint16_t *table,
-                                   const int32_t *tok, int64_t M, int64_t D);
+                                   const int32_t *tok, int64_t M, int64_t D, float scale,
+                                   const uint16_t *pos_table, const int32_t *pos);
 coda_status coda_cuda_decode_linear(coda_context ctx, const coda_decode_linear_job *j);
 coda_status coda_cuda_decode_attention(coda_context ctx, const coda_decode_rows *r, uint16_t *o,
                                        const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
                                        float *work, unsigned *ticket, int splits);
 coda_status coda_cuda_decode_gather_rows(coda_context ctx, float *dst, const float *src,
-                                         const int32_t *dst_rows, int64_t n, int64_t cols);
+                                         const int32_t *dst_rows, int64_t n, int64_t cols,
+                                         float softcap);
 coda_status coda_cuda_decode_sample(coda_context ctx, const coda_decode_sample_job *j);
 /* decode_row_step.cu */
 coda_status coda_cuda_decode_row_step(coda_context ctx, const coda_decode_row_step_job *j);

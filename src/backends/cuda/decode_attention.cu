@@ -162,7 +162,10 @@ __global__ void attn_combine_kernel(bf16 *o, const float *work, int Hq, int hd, 
 }
 
 /* Block (row r, kv head kh and a group of its query heads, split s):
- * flash-decoding partials over cache positions [lo, hi) of the split.
+ * flash-decoding partials over cache positions [lo, hi) of the split, the
+ * splits dividing the positions the row sees: [0, pos] or, with a window,
+ * its last `window` (coda_ref_window_start). The queries are scaled by
+ * `scale` (0: 1/sqrt(hd)).
  * Each warp keeps an online softmax per query head (attn_scan_lanes or,
  * for short splits, attn_scan).
  * work[(r·Hq + h)·splits + s] = (max, sum, hd unnormalized values).
@@ -176,17 +179,18 @@ __global__ void attn_combine_kernel(bf16 *o, const float *work, int Hq, int hd, 
 template <int HDL>
 __global__ void attn_partial_kernel(float *work, bf16 *o, unsigned *ticket, const bf16 *q,
                                     const bf16 *kc, const bf16 *vc, const int32_t *seq,
-                                    const int32_t *pos, int Hq, int Hk, int max_len, int splits) {
+                                    const int32_t *pos, int Hq, int Hk, int max_len, int splits,
+                                    float scale, int window) {
   pdl_wait();
   constexpr int hd = HDL * 32;
+  if (scale <= 0.0f) scale = rsqrtf((float)hd);
   const int grp = Hq / Hk, nblk = (grp + kAttnGroup - 1) / kAttnGroup;
   const long long r = blockIdx.x;
   const int kh = blockIdx.y / nblk, g0 = (blockIdx.y % nblk) * kAttnGroup;
   const int G = grp - g0 < kAttnGroup ? grp - g0 : kAttnGroup;
-  const int s = blockIdx.z, n = pos[r] + 1;
-  const int cs = (n + splits - 1) / splits, lo = s * cs, hi = lo + cs < n ? lo + cs : n;
+  const int s = blockIdx.z, n = pos[r] + 1, s0 = window > 0 && n > window ? n - window : 0;
+  const int cs = (n - s0 + splits - 1) / splits, lo = s0 + s * cs, hi = lo + cs < n ? lo + cs : n;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const float scale = rsqrtf((float)hd);
   __shared__ __align__(16) float sq[kAttnGroup][hd]; /* the G query rows, scaled */
   for (int i = threadIdx.x; i < G * hd; i += blockDim.x)
     sq[i / hd][i % hd] = scale * __bfloat162float(q[(r * Hq + kh * grp + g0) * hd + i]);
@@ -282,13 +286,14 @@ extern "C" coda_status coda_cuda_decode_attention(coda_context ctx, const coda_d
   const bf16 *qb = (const bf16 *)q, *kb = (const bf16 *)kc, *vb = (const bf16 *)vc;
   bf16 *ob = (bf16 *)o;
   unsigned *tk = ctx->knobs.decode_merge_last ? ticket : NULL;
+  const float scale = (float)r->scale; /* 0: the kernel's rsqrtf(hd) */
   const char *what = "decode attention";
   coda_status s;
   switch (r->hd / 32) {
-  case 1: s = launch(ctx, what, attn_partial_kernel<1>, grid, block, 0, work, ob, tk, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
-  case 2: s = launch(ctx, what, attn_partial_kernel<2>, grid, block, 0, work, ob, tk, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
-  case 4: s = launch(ctx, what, attn_partial_kernel<4>, grid, block, 0, work, ob, tk, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
-  default: s = launch(ctx, what, attn_partial_kernel<8>, grid, block, 0, work, ob, tk, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits); break;
+  case 1: s = launch(ctx, what, attn_partial_kernel<1>, grid, block, 0, work, ob, tk, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits, scale, r->window); break;
+  case 2: s = launch(ctx, what, attn_partial_kernel<2>, grid, block, 0, work, ob, tk, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits, scale, r->window); break;
+  case 4: s = launch(ctx, what, attn_partial_kernel<4>, grid, block, 0, work, ob, tk, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits, scale, r->window); break;
+  default: s = launch(ctx, what, attn_partial_kernel<8>, grid, block, 0, work, ob, tk, qb, kb, vb, r->seq, r->pos, r->Hq, r->Hk, r->max_len, splits, scale, r->window); break;
   }
   if (s || tk) return s;
   return launch(ctx, "decode attention merge", attn_combine_kernel, dim3((unsigned)(r->M * r->Hq)),

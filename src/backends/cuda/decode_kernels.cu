@@ -18,14 +18,18 @@ namespace {
 
 /* ---------------------------------------------------------------- embed */
 
+/* x row r = table row tok[r] · scale (Gemma 3's √dim; else 1), plus the
+ * position table's row pos[r] where there is one (GPT-2). */
 __global__ void embed_kernel(float *x, const bf16 *table, const int32_t *tok, long long M,
-                             long long D) {
+                             long long D, float scale, const bf16 *pos_table, const int32_t *pos) {
   pdl_wait();
   const long long n = M * D;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
        i += (long long)gridDim.x * blockDim.x) {
     const long long r = i / D, k = i % D;
-    x[i] = __bfloat162float(table[(long long)tok[r] * D + k]);
+    float v = __bfloat162float(table[(long long)tok[r] * D + k]) * scale;
+    if (pos_table) v += __bfloat162float(pos_table[(long long)pos[r] * D + k]);
+    x[i] = v;
   }
 }
 
@@ -48,14 +52,69 @@ __device__ __forceinline__ void rmsnorm_row(bf16 *h, const float *xr, const floa
   for (long long k = threadIdx.x; k < D; k += kNormThreads) h[k] = __float2bfloat16_rn(xr[k] * r * w[k]);
 }
 
-/* h row i = RMSNorm(x row rows[i]) ⊙ w: one block per row. */
+/* The sum over the block of each thread's v, in double, in a fixed order
+ * (every thread gets it); part: kNormThreads / 32 doubles of shared memory,
+ * free again on return. */
+__device__ __forceinline__ double block_sum(double v, double *part) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+  __syncthreads();
+  double tot = 0.0;
+  for (int i = 0; i < kNormThreads / 32; i++) tot += part[i];
+  __syncthreads();
+  return tot;
+}
+
+/* GPT-2's LayerNorm as coda_ref_layernorm: h = bf16((xr − mean) · r ⊙ w +
+ * b), mean and r = 1/sqrt(mean((xr − mean)²) + eps) in double. */
+__device__ __forceinline__ void layernorm_row(bf16 *h, const float *xr, const float *w,
+                                              const float *b, long long D, double eps,
+                                              double *part) {
+  double s = 0.0;
+  for (long long k = threadIdx.x; k < D; k += kNormThreads) s += xr[k];
+  const double mean = block_sum(s, part) / (double)D;
+  double ss = 0.0;
+  for (long long k = threadIdx.x; k < D; k += kNormThreads)
+    ss += ((double)xr[k] - mean) * ((double)xr[k] - mean);
+  const double r = 1.0 / sqrt(block_sum(ss, part) / (double)D + eps);
+  for (long long k = threadIdx.x; k < D; k += kNormThreads)
+    h[k] = __float2bfloat16_rn((float)(((double)xr[k] - mean) * r * w[k] + b[k]));
+}
+
+/* h row i = RMSNorm(x row rows[i]) ⊙ w, or LayerNorm with bias b where b is
+ * set: one block per row. */
 __global__ void __launch_bounds__(kNormThreads)
-    rmsnorm_kernel(bf16 *h, const float *x, const int32_t *rows, const float *w, long long D,
-                   double eps) {
+    rmsnorm_kernel(bf16 *h, const float *x, const int32_t *rows, const float *w, const float *b,
+                   long long D, double eps) {
   __shared__ double part[kNormThreads / 32];
   pdl_wait();
   const long long src = rows ? rows[blockIdx.x] : blockIdx.x;
-  rmsnorm_row(h + (long long)blockIdx.x * D, x + src * D, w, D, eps, part);
+  if (b) layernorm_row(h + (long long)blockIdx.x * D, x + src * D, w, b, D, eps, part);
+  else rmsnorm_row(h + (long long)blockIdx.x * D, x + src * D, w, D, eps, part);
+}
+
+/* Gemma 3's post-norm and residual add: res row i += RMSNorm(y row i) ⊙ w
+ * in fp32 (coda_ref_rmsnorm1p with w = 1 + the model's weights, then the
+ * add), one block per row. */
+__global__ void __launch_bounds__(kNormThreads)
+    norm_add_kernel(float *res, const float *y, const float *w, long long D, double eps) {
+  __shared__ double part[kNormThreads / 32];
+  pdl_wait();
+  const float *yr = y + (long long)blockIdx.x * D;
+  float *xr = res + (long long)blockIdx.x * D;
+  double ss = 0.0;
+  for (long long k = threadIdx.x; k < D; k += kNormThreads) ss += (double)yr[k] * yr[k];
+  const float r = (float)(1.0 / sqrt(block_sum(ss, part) / (double)D + eps));
+  for (long long k = threadIdx.x; k < D; k += kNormThreads) xr[k] += yr[k] * r * w[k];
+}
+
+/* y row r (M x N) = b, or += b with accumulate: the bias a linear's sums
+ * then start from (GPT-2). */
+__global__ void bias_kernel(float *y, const float *b, long long M, long long N, int accumulate) {
+  pdl_wait();
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < M * N;
+       i += (long long)gridDim.x * blockDim.x)
+    y[i] = accumulate ? y[i] + b[i % N] : b[i % N];
 }
 
 /* --------------------------------------------------------------- linear */
@@ -88,6 +147,12 @@ __device__ __forceinline__ void rope_pair(float a, float b, double p, double f, 
 /* SwiGLU of one (gate, up) pair: the fused stores and swiglu_kernel. */
 __device__ __forceinline__ bf16 silu_mul(float g, float u) {
   return __float2bfloat16_rn(g / (1.0f + __expf(-g)) * u);
+}
+
+/* GELU with the tanh approximation (coda_ref_gelu's, in float):
+ * 0.5 u (1 + tanh(√(2/π) (u + 0.044715 u³))). */
+__device__ __forceinline__ float gelu_tanh(float u) {
+  return 0.5f * u * (1.0f + tanhf(0.7978845608028654f * (u + 0.044715f * u * u * u)));
 }
 
 /* KIND is the job's store kind, fixed at compile time: a kernel that stores fp32 then
@@ -490,9 +555,8 @@ __global__ void rope_append_kernel(const float *qkv, bf16 *q, bf16 *kc, bf16 *vc
   for (int i = i0 + threadIdx.x; i < npairs + nv; i += istep) {
     if (i < npairs) {
       const int h = i / half, j = i % half;
-      float o0, o1;
-      rope_pair(row[(long long)h * hd + 2 * j], row[(long long)h * hd + 2 * j + 1], p,
-                inv_freq[j], &o0, &o1);
+      float o0 = row[(long long)h * hd + 2 * j], o1 = row[(long long)h * hd + 2 * j + 1];
+      if (inv_freq) rope_pair(o0, o1, p, inv_freq[j], &o0, &o1); /* NULL: GPT-2, no RoPE */
       bf16 *dst = h < Hq ? q + r * (long long)Hq * hd + (long long)h * hd
                          : kc + cbase + (long long)(h - Hq) * hd;
       dst[2 * j] = __float2bfloat16_rn(o0);
@@ -549,9 +613,8 @@ __global__ void __launch_bounds__(32 * kQkWarps)
                      : kc + cbase + (long long)(h - Hq) * hd;
   const double p = (double)pos[r];
   for (int j = lane; j < hd / 2; j += 32) {
-    float o0, o1;
-    rope_pair(src[2 * j] * rs * g[2 * j], src[2 * j + 1] * rs * g[2 * j + 1], p, inv_freq[j],
-              &o0, &o1);
+    float o0 = src[2 * j] * rs * g[2 * j], o1 = src[2 * j + 1] * rs * g[2 * j + 1];
+    if (inv_freq) rope_pair(o0, o1, p, inv_freq[j], &o0, &o1);
     dst[2 * j] = __float2bfloat16_rn(o0);
     dst[2 * j + 1] = __float2bfloat16_rn(o1);
     if (pk) {
@@ -563,23 +626,29 @@ __global__ void __launch_bounds__(32 * kQkWarps)
 
 /* ---------------------------------------------------- SwiGLU and gather */
 
-__global__ void swiglu_kernel(bf16 *y, const float *z, long long n) {
+/* The activations after an unfused linear, from its f32 result z: SwiGLU
+ * and GeGLU of (gate, up) pairs into n values, GELU of n values. */
+template <coda_decode_out KIND>
+__global__ void activation_kernel(bf16 *y, const float *z, long long n) {
   pdl_wait();
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
        i += (long long)gridDim.x * blockDim.x) {
-    y[i] = silu_mul(z[2 * i], z[2 * i + 1]);
+    if (KIND == CODA_DECODE_OUT_SWIGLU) y[i] = silu_mul(z[2 * i], z[2 * i + 1]);
+    else if (KIND == CODA_DECODE_OUT_GEGLU) y[i] = __float2bfloat16_rn(gelu_tanh(z[2 * i]) * z[2 * i + 1]);
+    else y[i] = __float2bfloat16_rn(gelu_tanh(z[i]));
   }
 }
 
+/* cap: Gemma 3's final logit soft cap, cap · tanh(v / cap) (0: a copy). */
 __global__ void gather_kernel(float *dst, const float *src, const int32_t *dst_rows,
-                              long long cols) {
+                              long long cols, float cap) {
   pdl_wait();
   const long long i = blockIdx.y;
   float *d = dst + (long long)dst_rows[i] * cols;
   const float *s = src + i * cols;
   for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < cols;
        c += (long long)gridDim.x * blockDim.x)
-    d[c] = s[c];
+    d[c] = cap > 0.0f ? cap * tanhf(s[c] / cap) : s[c];
 }
 
 } // namespace
@@ -589,9 +658,9 @@ __global__ void gather_kernel(float *dst, const float *src, const int32_t *dst_r
 namespace {
 
 coda_status rmsnorm(coda_context ctx, bf16 *h, const float *x, const int32_t *rows,
-                    const float *w, int64_t M, int64_t D, double eps) {
-  return launch(ctx, "RMSNorm", rmsnorm_kernel, dim3((unsigned)M), dim3(256), 0, h, x, rows, w,
-                (long long)D, eps);
+                    const float *w, const float *b, int64_t M, int64_t D, double eps) {
+  return launch(ctx, b ? "LayerNorm" : "RMSNorm", rmsnorm_kernel, dim3((unsigned)M),
+                dim3(kNormThreads), 0, h, x, rows, w, b, (long long)D, eps);
 }
 
 /* The unfused F32 result y = x · wᵀ (+ y). */
@@ -616,33 +685,45 @@ coda_status linear_f32(coda_context ctx, float *y, const bf16 *x, const bf16 *w,
 } // namespace
 
 extern "C" coda_status coda_cuda_decode_embed(coda_context ctx, float *x, const uint16_t *table,
-                                              const int32_t *tok, int64_t M, int64_t D) {
+                                              const int32_t *tok, int64_t M, int64_t D,
+                                              float scale, const uint16_t *pos_table,
+                                              const int32_t *pos) {
   if (M * D == 0) return CODA_OK;
   return launch(ctx, "embedding", embed_kernel, dim3(grid_of(M * D, 256)), dim3(256), 0, x,
-                (const bf16 *)table, tok, (long long)M, (long long)D);
+                (const bf16 *)table, tok, (long long)M, (long long)D, scale,
+                (const bf16 *)pos_table, pos);
 }
 
 extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, const coda_decode_linear_job *j) {
   const int64_t M = j->M, N = j->N, K = j->K;
   if (M == 0 || N == 0) return CODA_OK;
-  if (j->out != CODA_DECODE_OUT_F32 && N % 2)
+  const coda_decode_out out = j->out;
+  if ((out == CODA_DECODE_OUT_SWIGLU || out == CODA_DECODE_OUT_GEGLU ||
+       out == CODA_DECODE_OUT_ROPE) && N % 2)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "decode linear: %lld columns (pairs)",
                      (long long)N);
-  if (j->out == CODA_DECODE_OUT_ROPE && !j->q_norm != !j->k_norm)
+  if (out == CODA_DECODE_OUT_ROPE && !j->q_norm != !j->k_norm)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "decode linear: QK-norm needs both q_norm "
                      "and k_norm (or neither)");
+  if (j->post_norm && (out != CODA_DECODE_OUT_F32 || !j->res))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "decode linear: a post-norm takes the F32 "
+                     "store and its residual rows (res)");
+  if (j->norm_b && !j->norm_w)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "decode linear: a LayerNorm bias without "
+                     "its weights");
   const bf16 *w = (const bf16 *)j->w, *x = (const bf16 *)j->x;
   coda_status s = CODA_OK;
   /* one row: the GEMV normalizes it itself (h is left unwritten), unless
-   * CODA_DECODE_NORM=separate; else the norm kernel writes h first */
+   * CODA_DECODE_NORM=separate or the norm is a LayerNorm; else the norm
+   * kernel writes h first */
   int row_path = M == 1 && K % 8 == 0 && N < 0x7fffffffLL && (uintptr_t)w % 16 == 0 &&
                  (!j->norm_w || ((uintptr_t)j->xf | (uintptr_t)j->norm_w) % 16 == 0);
   row_norm norm = {};
-  if (j->norm_w && row_path && !ctx->knobs.decode_norm_separate) {
+  if (j->norm_w && !j->norm_b && row_path && !ctx->knobs.decode_norm_separate) {
     norm = {j->xf, j->norm_w, j->norm_rows, j->eps};
     x = NULL;
   } else if (j->norm_w) {
-    s = rmsnorm(ctx, (bf16 *)j->h, j->xf, j->norm_rows, j->norm_w, M, K, j->eps);
+    s = rmsnorm(ctx, (bf16 *)j->h, j->xf, j->norm_rows, j->norm_w, j->norm_b, M, K, j->eps);
     x = (const bf16 *)j->h;
   }
   row_path = row_path && (norm.w || (uintptr_t)x % 16 == 0);
@@ -651,7 +732,7 @@ extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, const coda_deco
   o.y = j->y;
   o.accumulate = j->accumulate;
   o.yb = (bf16 *)j->yb;
-  if (j->out == CODA_DECODE_OUT_ROPE) {
+  if (out == CODA_DECODE_OUT_ROPE) {
     const coda_decode_rows *r = j->rows;
     o.seq = r->seq;
     o.pos = r->pos;
@@ -667,11 +748,26 @@ extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, const coda_deco
   }
   if (s) return s;
   const int aligned = ((uintptr_t)x | (uintptr_t)w) % 16 == 0;
-  /* Qwen3's QK-norm: the GEMV stores f32 rows into y and a kernel of its
-   * own normalizes, rotates and appends them (Llama's path is untouched) */
-  const int qkn = j->out == CODA_DECODE_OUT_ROPE && j->q_norm;
-  const coda_decode_out kind = qkn ? CODA_DECODE_OUT_F32 : j->out;
-  if (qkn) o.accumulate = 0;
+  /* The stores the GEMVs fuse are Llama's: SwiGLU, and RoPE with the cache
+   * append. Every other step (Qwen3's QK-norm, a bias, GeGLU, GELU, no
+   * RoPE, a post-norm) has the product stored as f32 rows into y and a
+   * kernel of its own after it; Llama's path is untouched. A bias is
+   * written into y first and the product added to it. */
+  const int qkn = out == CODA_DECODE_OUT_ROPE && j->q_norm;
+  const int unfused = qkn || j->bias || out == CODA_DECODE_OUT_GEGLU ||
+                      out == CODA_DECODE_OUT_GELU || j->post_norm ||
+                      (out == CODA_DECODE_OUT_ROPE && !j->inv_freq);
+  const coda_decode_out kind = unfused ? CODA_DECODE_OUT_F32 : out;
+  if (unfused) {
+    const int acc = out == CODA_DECODE_OUT_F32 && !j->post_norm && j->accumulate;
+    o.accumulate = acc;
+    if (j->bias) {
+      s = launch(ctx, "bias", bias_kernel, dim3(grid_of(M * N, 256)), dim3(256), 0, j->y, j->bias,
+                 (long long)M, (long long)N, acc);
+      o.accumulate = 1;
+    }
+    if (s) return s;
+  }
   /* one row: one warp (or a few) per column streams the weights fastest */
   if (row_path) {
     switch (kind) {
@@ -690,10 +786,25 @@ extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, const coda_deco
     /* the GEMM or the plain GEMV into y, then the store's own kernel */
     s = linear_f32(ctx, j->y, x, w, M, N, K, kind == CODA_DECODE_OUT_F32 ? o.accumulate : 0);
   }
-  if (s || (kind == CODA_DECODE_OUT_F32 && !qkn)) return s;
-  if (kind == CODA_DECODE_OUT_SWIGLU)
-    return launch(ctx, "SwiGLU", swiglu_kernel, dim3(grid_of(M * N / 2, 256)), dim3(256), 0,
-                  o.yb, (const float *)j->y, (long long)(M * N / 2));
+  if (s) return s;
+  const dim3 grid_pairs(grid_of(M * N / 2, 256)), grid_all(grid_of(M * N, 256));
+  switch (out) {
+  case CODA_DECODE_OUT_F32:
+    if (!j->post_norm) return CODA_OK;
+    return launch(ctx, "post-norm and residual add", norm_add_kernel, dim3((unsigned)M),
+                  dim3(kNormThreads), 0, j->res, (const float *)j->y, j->post_norm, (long long)N,
+                  j->eps);
+  case CODA_DECODE_OUT_SWIGLU:
+    return launch(ctx, "SwiGLU", activation_kernel<CODA_DECODE_OUT_SWIGLU>, grid_pairs, dim3(256),
+                  0, o.yb, (const float *)j->y, (long long)(M * N / 2));
+  case CODA_DECODE_OUT_GEGLU:
+    return launch(ctx, "GeGLU", activation_kernel<CODA_DECODE_OUT_GEGLU>, grid_pairs, dim3(256),
+                  0, o.yb, (const float *)j->y, (long long)(M * N / 2));
+  case CODA_DECODE_OUT_GELU:
+    return launch(ctx, "GELU", activation_kernel<CODA_DECODE_OUT_GELU>, grid_all, dim3(256), 0,
+                  o.yb, (const float *)j->y, (long long)(M * N));
+  case CODA_DECODE_OUT_ROPE: break;
+  }
   if (qkn) {
     const unsigned gy = (unsigned)((o.Hq + 2 * o.Hk + kQkWarps - 1) / kQkWarps);
     return launch(ctx, "QK-norm, RoPE and cache append", qknorm_rope_append_kernel,
@@ -712,11 +823,11 @@ extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, const coda_deco
 
 extern "C" coda_status coda_cuda_decode_gather_rows(coda_context ctx, float *dst, const float *src,
                                                     const int32_t *dst_rows, int64_t n,
-                                                    int64_t cols) {
+                                                    int64_t cols, float softcap) {
   if (n == 0 || cols == 0) return CODA_OK;
   if (n > 65535)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "decode gather: %lld rows", (long long)n);
   const dim3 grid(grid_of(cols, 256) < 64 ? grid_of(cols, 256) : 64, (unsigned)n);
   return launch(ctx, "row gather", gather_kernel, grid, dim3(256), 0, dst, src, dst_rows,
-                (long long)cols);
+                (long long)cols, softcap);
 }
