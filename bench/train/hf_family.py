@@ -10,9 +10,14 @@ Shapes (layers, width, heads as run.sh's SHAPE table has them):
   gpt2-774m   GPT2LMHeadModel, 36 layers, d 1280, 20 heads, ffn 5120, vocab
               50304 (GPT-2's 50257 padded to a multiple of 64, as llm.c
               does), tied, 8 x 1024
+  gemma3-1b   Gemma3ForCausalLM, Gemma 3 1B's layers, width, MLP, vocabulary
+              262144 and layer pattern (26 layers, d 1152, ffn 6912, five
+              local layers of window 512 to one global), tied, 4 x 2048,
+              with its 1024-wide attention as 8/2 heads of 128 instead of
+              4/1 of 256 (coda's training attention takes heads up to 128)
 Modes: eager; compile (torch.compile of the model); liger (Liger's patch of
-the same model class, where Liger has one: Qwen3; GPT-2 has none and its
-row says so).
+the same model class, where Liger has one: Qwen3 and Gemma 3; GPT-2 has
+none and its row says so).
 
 Prints one line per run, `PEER SHAPE MODE {json}` (what bench/train/
 table.py reads), and writes hf_family.json into $OUT. Timing: 3 warm-up
@@ -34,6 +39,8 @@ SHAPES = {
                        V=151936, B=4, T=2048),
     "gpt2-774m": dict(family="gpt2", L=36, d=1280, ffn=5120, heads=20, kv=20, hd=64,
                       V=50304, B=8, T=1024),
+    "gemma3-1b": dict(family="gemma3", L=26, d=1152, ffn=6912, heads=8, kv=2, hd=128,
+                      V=262144, B=4, T=2048, window=512, pattern=6),
 }
 
 
@@ -45,6 +52,17 @@ def build(s):
             num_key_value_heads=s["kv"], head_dim=s["hd"], max_position_embeddings=s["T"],
             rms_norm_eps=1e-6, tie_word_embeddings=True, attn_implementation="sdpa")
         return transformers.Qwen3ForCausalLM(cfg)
+    if s["family"] == "gemma3":
+        types = ["full_attention" if (i + 1) % s["pattern"] == 0 else "sliding_attention"
+                 for i in range(s["L"])]
+        cfg = transformers.Gemma3TextConfig(
+            vocab_size=s["V"], hidden_size=s["d"], intermediate_size=s["ffn"],
+            num_hidden_layers=s["L"], num_attention_heads=s["heads"],
+            num_key_value_heads=s["kv"], head_dim=s["hd"], query_pre_attn_scalar=s["hd"],
+            sliding_window=s["window"], layer_types=types, max_position_embeddings=s["T"],
+            rms_norm_eps=1e-6, tie_word_embeddings=True, final_logit_softcapping=None,
+            attn_implementation="sdpa")
+        return transformers.Gemma3ForCausalLM(cfg)
     cfg = transformers.GPT2Config(
         vocab_size=s["V"], n_embd=s["d"], n_inner=s["ffn"], n_layer=s["L"], n_head=s["heads"],
         n_positions=s["T"], activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0,
@@ -53,10 +71,14 @@ def build(s):
 
 
 def liger_patch(s, model):
-    if s["family"] != "qwen3":
+    if s["family"] == "qwen3":
+        from liger_kernel.transformers import apply_liger_kernel_to_qwen3
+        apply_liger_kernel_to_qwen3(model=model)
+    elif s["family"] == "gemma3":
+        from liger_kernel.transformers import apply_liger_kernel_to_gemma3_text
+        apply_liger_kernel_to_gemma3_text(model=model)
+    else:
         raise RuntimeError("Liger has no patch of %s" % type(model).__name__)
-    from liger_kernel.transformers import apply_liger_kernel_to_qwen3
-    apply_liger_kernel_to_qwen3(model=model)
 
 
 def run(name, mode):

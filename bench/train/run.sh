@@ -24,6 +24,10 @@
 #               151936, tied, 4 x 2048 (Qwen3-1.7B's shape)
 #   gpt2-774m:  36 layers, d 1280, ffn 5120, 20 heads, vocab 50304, tied,
 #               8 x 1024 (GPT-2 774M, the vocabulary padded as llm.c pads it)
+#   gemma3-1b:  26 layers, d 1152, ffn 6912, 8/2 heads of 128, vocab 262144,
+#               tied, windows of 512 on five layers of six, 4 x 2048 (Gemma 3
+#               1B's shape but for its 4/1 heads of 256: the training
+#               attention takes heads up to 128)
 # Environment:
 #   SHAPES="d512 1b 1b-8k"  the shapes to run, in this order
 #   VARIANTS="base:|keep:--keep-logits 1|off:CODA_SOME_KNOB=0"
@@ -78,10 +82,11 @@ declare -A SHAPE=(
   [1b-8k]="--layers 16 --dim 2048 --heads 32 --kv-heads 8 --ffn 8192 --vocab 32768 --tied 0 --seq 8192 --batch 4"
   [qwen3-1.7b]="--family qwen3 --layers 28 --dim 2048 --heads 16 --kv-heads 8 --head-dim 128 --ffn 6144 --vocab 151936 --tied 1 --seq 2048 --batch 4"
   [gpt2-774m]="--family gpt2 --layers 36 --dim 1280 --heads 20 --kv-heads 20 --ffn 5120 --vocab 50304 --tied 1 --seq 1024 --batch 8"
+  [gemma3-1b]="--family gemma3 --layers 26 --dim 1152 --heads 8 --kv-heads 2 --head-dim 128 --ffn 6912 --vocab 262144 --tied 1 --seq 2048 --batch 4 --sliding-window 512 --sliding-pattern 6"
 )
 # Each run's own limit (about twice its expected time on an H100), then cut
 # to the budget left.
-declare -A CAP=([d512]=60 [1b]=120 [1b-8k]=180 [qwen3-1.7b]=150 [gpt2-774m]=150)
+declare -A CAP=([d512]=60 [1b]=120 [1b-8k]=180 [qwen3-1.7b]=150 [gpt2-774m]=150 [gemma3-1b]=150)
 for s in $SHAPES; do
   [ -n "${SHAPE[$s]:-}" ] || { echo "bench/train/run.sh: unknown shape '$s' (${!SHAPE[*]})" >&2; exit 2; }
 done
@@ -193,7 +198,7 @@ if [ -n "$PEERS" ]; then
   fi
   small="" big="" all=""
   for s in $SHAPES; do
-    case $s in qwen3-*|gpt2-*) continue ;; esac  # hf_family.py's, below
+    case $s in qwen3-*|gpt2-*|gemma3-*) continue ;; esac  # hf_family.py's, below
     all=${all:+$all,}$s
     if [ "$s" = 1b-8k ]; then big=$s; else small=${small:+$small,}$s; fi
   done
@@ -205,7 +210,7 @@ fi
 # class of each family), with Liger from WHEELS_DIR when carried.
 fam=""
 for s in $SHAPES; do
-  case $s in qwen3-*|gpt2-*) fam=${fam:+$fam,}$s ;; esac
+  case $s in qwen3-*|gpt2-*|gemma3-*) fam=${fam:+$fam,}$s ;; esac
 done
 if [ -n "$fam" ] && [ "${FAMILY_MODES-x}" != "" ]; then
   if [ -n "$WHL" ] && [ -z "$PEERS" ] && ls "$WHL"/*.whl > /dev/null 2>&1; then
