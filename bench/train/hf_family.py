@@ -17,7 +17,9 @@ Shapes (layers, width, heads as run.sh's SHAPE table has them):
               4/1 of 256 (coda's training attention takes heads up to 128)
 Modes: eager; compile (torch.compile of the model); liger (Liger's patch of
 the same model class, where Liger has one: Qwen3 and Gemma 3; GPT-2 has
-none and its row says so).
+none and its row says so); coda_patch (coda.torch's patch of the same model,
+apply_to_qwen3 / apply_to_gpt2 / apply_to_gemma3: needs PYTHONPATH to the
+repository's python/ and CODA_LIBRARY to a CUDA build of libcoda.so).
 
 Prints one line per run, `PEER SHAPE MODE {json}` (what bench/train/
 table.py reads), and writes hf_family.json into $OUT. Timing: 3 warm-up
@@ -81,6 +83,11 @@ def liger_patch(s, model):
         raise RuntimeError("Liger has no patch of %s" % type(model).__name__)
 
 
+def coda_patch(s, model):
+    import coda.torch as ct
+    getattr(ct, "apply_to_" + s["family"])(model)
+
+
 def run(name, mode):
     s = SHAPES[name]
     torch.manual_seed(0)
@@ -88,6 +95,8 @@ def run(name, mode):
     model.train()
     if mode == "liger":
         liger_patch(s, model)
+    elif mode == "coda_patch":
+        coda_patch(s, model)
     nparams = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     fwd = torch.compile(model) if mode == "compile" else model

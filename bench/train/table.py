@@ -26,6 +26,7 @@ PEER_NAMES = {
     "compile_amp": "torch.compile fp32 master + autocast",
     "liger": "HF + Liger",
     "liger_compile": "HF + Liger + torch.compile",
+    "coda_patch": "HF + coda.torch patch",
 }
 
 
