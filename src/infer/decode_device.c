@@ -93,7 +93,7 @@ static coda_status prefill_attention(coda_decoder d, const coda_decode_rows *rl,
   mask.scale = rl->scale;
   mask.window = rl->window >= n ? 0 : rl->window; /* no key is further back than n - 1 */
   return coda_attention_forward_mask(d->ctx, &qkv, 1, (int)n, c->heads, c->kv_heads, (int)d->hd,
-                                     &out, &lse, &mask);
+                                     &out, &lse, mask.scale > 0.0 || mask.window ? &mask : NULL);
 }
 
 /* The one-kernel step of one row (rs: its rows, M = 1). */
