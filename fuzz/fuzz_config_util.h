@@ -71,11 +71,14 @@ static void check_accepted(coda_context ctx, const coda_model_config *c) {
       (c->family != CODA_FAMILY_QWEN3 && c->family != CODA_FAMILY_GEMMA3 &&
        hd * c->heads != c->dim))
     fail("accepted heads that do not divide the dimensions");
-  /* Gemma 3's fields: its own only; a window with a layer pattern, no RoPE scaling */
-  const int gemma = c->family == CODA_FAMILY_GEMMA3;
-  if (!gemma && (c->sliding_window || c->sliding_pattern || c->rope_local_theta ||
+  /* Gemma 3's fields: its own only (llama takes a window, Mistral's, on
+   * every layer: no pattern); a window with a layer pattern, no RoPE
+   * scaling */
+  const int gemma = c->family == CODA_FAMILY_GEMMA3, llama = c->family == CODA_FAMILY_LLAMA;
+  if (!gemma && ((!llama && c->sliding_window) || c->sliding_pattern || c->rope_local_theta ||
                  c->attn_scalar || c->logit_softcap))
     fail("accepted Gemma 3 fields in another family");
+  if (llama && c->sliding_window < 0) fail("accepted a negative llama window");
   if (gemma && (c->sliding_window < 0 || c->sliding_pattern < 0 ||
                 (c->sliding_window > 0 && c->sliding_pattern < 1) ||
                 c->rope.type != CODA_ROPE_DEFAULT || c->logit_softcap < 0 ||

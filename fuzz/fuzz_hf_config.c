@@ -125,6 +125,17 @@ static void check_keys(const uint8_t *data, size_t size, const coda_model_config
                      coda_json_is_str(&ar->u.items[0], "Qwen3ForCausalLM"));
   if (qwen3 != (c->family == CODA_FAMILY_QWEN3)) fail("the family is not the file's");
   if (c->head_dim != (qwen3 ? top_num(r, "head_dim", 128) : 0)) fail("head_dim not taken");
+  /* the window: Mistral's (model_type mistral, or none and an
+   * architecture MistralForCausalLM) as written, MistralConfig's 4096
+   * where absent, none where null; Llama and Qwen3 have none */
+  const coda_json *sw = coda_json_get(r, "sliding_window");
+  int mistral = mt && mt->kind != CODA_JSON_NULL ? coda_json_is_str(mt, "mistral") : 0;
+  for (size_t i = 0; !(mt && mt->kind != CODA_JSON_NULL) && ar && ar->kind == CODA_JSON_ARRAY &&
+                     i < ar->n; i++)
+    mistral |= coda_json_is_str(&ar->u.items[i], "MistralForCausalLM");
+  const double want_sw = !mistral || (sw && sw->kind == CODA_JSON_NULL) ? 0
+                         : top_num(r, "sliding_window", 4096);
+  if (c->sliding_window != want_sw) fail("sliding_window not the file's");
   coda_json_free(d);
 }
 

@@ -473,9 +473,11 @@ typedef struct coda_model_config {
   coda_rope_scaling rope; /* RoPE frequency scaling (zero: none) */
   coda_model_family family; /* zero: Llama */
   int head_dim;      /* the width of one attention head; 0: dim / heads */
-  /* Gemma 3's (0 in the other families): a local layer's token attends to
-   * itself and the sliding_window - 1 positions before it (0: no local
-   * layers); layer i is global when (i + 1) % sliding_pattern == 0, local
+  /* A local layer's token attends to itself and the sliding_window - 1
+   * positions before it (0: no local layers). Llama (Mistral's window):
+   * every layer is local, sliding_pattern is 0. Gemma 3's (the rest are 0
+   * in the other families, and both are in Qwen3 and GPT-2): layer i is
+   * global when (i + 1) % sliding_pattern == 0, local
    * otherwise; local layers rotate with rope_local_theta (0: rope_theta);
    * scores are scaled by attn_scalar^-1/2 (0: head_dim); logit_softcap > 0
    * caps the logits as cap * tanh(logits / cap) (0: none). */

@@ -364,7 +364,7 @@ enum {
   CODA_MODEL_SET_HEADS = 8, CODA_MODEL_SET_KV_HEADS = 16, CODA_MODEL_SET_FFN = 32,
   CODA_MODEL_SET_SEQ = 64, CODA_MODEL_SET_TIED = 128, CODA_MODEL_SET_FAMILY = 256,
   CODA_MODEL_SET_HEAD_DIM = 512,
-  CODA_MODEL_SET_WINDOW = 1024, /* Gemma 3's sliding_window and sliding_pattern */
+  CODA_MODEL_SET_WINDOW = 1024, /* sliding_window (llama, gemma3) and sliding_pattern (gemma3) */
   CODA_MODEL_SET_ALL = 2047
 };
 

@@ -487,6 +487,14 @@ int main(void) {
   against_recompute(ctx, &l3, p4, 2, 10, "llama3 rope");
   coda_model_config lin = {260, 32, 1, 4, 4, 24, 32, 1, 10000.0, 1e-6, {CODA_ROPE_LINEAR, 4.0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
   against_recompute(ctx, &lin, p4, 2, 8, "linear rope");
+  /* Mistral's window on every llama layer: 6 keys, the prompts (19 and 6)
+   * and the steps run past it; then 9 keys over prefills longer than one
+   * host chunk (the window crosses the chunks' cache) */
+  coda_model_config mis = {270, 32, 2, 4, 2, 40, 40, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 6, 0, 0, 0, 0};
+  against_recompute(ctx, &mis, p4, 2, 10, "mistral window");
+  coda_model_config misl = lng;
+  misl.sliding_window = 9;
+  against_recompute(ctx, &misl, p2, 2, 2, "mistral window chunks");
   /* Qwen3 on the host: q/k norms before RoPE; tied with 4 heads of 10 over
    * dim 32, untied GQA with head_dim = dim / heads */
   coda_model_config q3t = {280, 32, 2, 4, 2, 40, 24, 1, 1000000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 10, 0, 0, 0, 0, 0};

@@ -235,6 +235,12 @@ int main(void) {
   int p2[3] = {200, 100, 300};
   /* (1, 200), (1, 100), (1, 156); then (1, 300): 256 rows of a plan (1, 256) */
   against_direct(ctx, &lng, p2, 3, 4, 3, 1, "chunks");
+  /* Mistral's window on every layer (24 keys): the plans mask it as the
+   * direct path does, within a prompt and, past the first chunk, on the
+   * cache */
+  coda_model_config mis = lng;
+  mis.sliding_window = 24;
+  against_direct(ctx, &mis, p2, 3, 4, 3, 1, "mistral window chunks");
   bad_input(ctx);
   coda_context_destroy(ctx);
   return CHECK_DONE();

@@ -15,8 +15,8 @@
  * whose head cannot keep its logits: refused) and Gemma 3 (a local layer
  * whose sliding window is shorter than the sequence, then a global one, a
  * score scale other than 1/sqrt(head_dim), the embedding scale, the
- * logit soft cap) run once. The last line names what ran ("coverage:
- * ..."). */
+ * logit soft cap) and a llama model with Mistral's window on every layer
+ * run once. The last line names what ran ("coverage: ..."). */
 #include "coda_nn.h"
 #include "check.h"
 #include "base/rng.h"
@@ -184,6 +184,10 @@ static const coda_model_config gpt2_cfg = {256, 128, 2, 2, 2, 256, 64, 1, 10000.
  * the logits soft-capped at 30; tied */
 static const coda_model_config gemma3_cfg = {256, 128, 2, 2, 1, 256, 64, 1, 1e6, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GEMMA3, 64, 24, 2, 10000.0, 48.0, 30.0};
 
+/* Mistral's window on the llama family: every layer sees the last 40 of
+ * the 64 positions (not a multiple of any attention kernel block) */
+static const coda_model_config mistral_cfg = {256, 128, 2, 2, 1, 256, 64, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 40, 0, 0, 0, 0};
+
 /* |a - b| / |b| over n values (L2). */
 static double rel_l2(const float *a, const float *b, int n) {
   double d = 0.0, r = 0.0;
@@ -329,13 +333,14 @@ int main(void) {
     on_gpu(&qwen3_cfg, 0);
     on_gpu(&gpt2_cfg, 0);
     on_gpu(&gemma3_cfg, 0);
+    on_gpu(&mistral_cfg, 0);
     gpt2_keep_refused();
     printf("coverage: device init (Llama, GPT-2, Gemma 3), upload / download round trips, "
            "device steps and sampling logits against the CPU plan engine with the head "
            "recomputing and keeping its logits, for Llama, Qwen3 (head_dim 128 over dim 128 "
            "and 2 heads), GPT-2 (learned positions, biases, LayerNorms, tied head; keep-logits "
-           "refused) and Gemma 3 (window 24 < seq 64, attn_scalar 48, soft cap 30), AdamW on "
-           "the device\n");
+           "refused), Gemma 3 (window 24 < seq 64, attn_scalar 48, soft cap 30) and a llama "
+           "model with Mistral's window (40 < seq 64 on every layer), AdamW on the device\n");
   }
   else printf("no usable GPU: device checks skipped\n");
 #endif

@@ -92,8 +92,14 @@ static double compare_cfg(coda_context ctx, const coda_model_config *cfg) {
 
 static void compare(coda_context ctx, int tied) {
   coda_model_config c = {64, 32, 2, 4, 2, 48, 16, tied, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 0, 0, 0, 0, 0};
-  compare_cfg(ctx, &c);
+  const double full = compare_cfg(ctx, &c);
   compare_cfg_keep(ctx, &c, 1);
+  /* Mistral's window on every layer (5 of the 16 positions): the plans'
+   * attention masks it as the reference does, and the loss is another */
+  c.sliding_window = 5;
+  const double win = compare_cfg(ctx, &c);
+  CHECK_MSG(fabs(win - full) > 1e-5 * full, "llama window 5 vs none: loss %.9g vs %.9g", win,
+            full);
 }
 
 /* The head's keep-logits choice taken when it changes on a built model:

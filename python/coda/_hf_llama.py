@@ -1,6 +1,8 @@
 """coda.torch.apply_to_llama and apply_to_qwen3: a Hugging Face
-LlamaForCausalLM or Qwen3ForCausalLM whose decoder layers, final norm, LM
-head and loss run through the coda ops. Qwen3's decoder layer is Llama's
+LlamaForCausalLM (or MistralForCausalLM) or Qwen3ForCausalLM whose decoder
+layers, final norm, LM head and loss run through the coda ops. Mistral's
+layers are Llama's with a sliding window on every layer (query t sees keys
+t - sliding_window < j <= t), passed to the attention op. Qwen3's decoder layer is Llama's
 with a per-head RMSNorm of q and k (q_norm, k_norm: weights of head_dim,
 eps rms_norm_eps) between the projection and RoPE; both share everything
 here but the qkv op.
@@ -281,26 +283,36 @@ def _dims(config):
     return hq, hkv, hd
 
 
-def _block_rest(qkv, x, wo, wn2, wg, wu, wd, batch, hq, hkv, eps2):
-    """The decoder layer after its qkv: attention, out-projection +
-    residual + RMSNorm, the MLP + residual (the same in Llama and Qwen3)."""
-    o, _ = ct.attention(qkv, batch, hq, hkv)
+def _window(cfg):
+    """The sliding window transformers applies on every layer (0: none):
+    Mistral's sliding_window (null: none); LlamaForCausalLM does not read
+    the key, and Qwen3's windows are refused (_check_supported)."""
+    if getattr(cfg, "model_type", None) == "mistral":
+        return int(getattr(cfg, "sliding_window", None) or 0)
+    return 0
+
+
+def _block_rest(qkv, x, wo, wn2, wg, wu, wd, batch, hq, hkv, eps2, window):
+    """The decoder layer after its qkv: attention (within the window when
+    it is shorter than the sequence), out-projection + residual + RMSNorm,
+    the MLP + residual (the same in Llama, Mistral and Qwen3)."""
+    o, _ = ct.attention(qkv, batch, hq, hkv, window if 0 < window < x.shape[0] // batch else 0)
     x1, h2, r2 = ct.llama_residual_norm(o, wo, x, wn2, eps2)
     x2, _ = torch.ops.coda.hf_llama_mlp(h2, wg, wu, r2, wd, x1)
     return x2
 
 
-def _decoder_layer(x, wn1, wq, wk, wv, wo, wn2, wg, wu, wd, pos, freq, batch, hq, hkv, eps1, eps2):
+def _decoder_layer(x, wn1, wq, wk, wv, wo, wn2, wg, wu, wd, pos, freq, batch, hq, hkv, eps1, eps2, window):
     h1, r1 = ct.llama_rmsnorm(x, wn1, eps1)
     qkv = torch.ops.coda.hf_llama_qkv_rope(h1, wq, wk, wv, r1, pos, freq, hq, hkv)
-    return _block_rest(qkv, x, wo, wn2, wg, wu, wd, batch, hq, hkv, eps2)
+    return _block_rest(qkv, x, wo, wn2, wg, wu, wd, batch, hq, hkv, eps2, window)
 
 
 def _qwen3_decoder_layer(x, wn1, wq, wk, wv, gq, gk, wo, wn2, wg, wu, wd, pos, freq, batch, hq, hkv, eps1, eps_qk,
-                         eps2):
+                         eps2, window):
     h1, r1 = ct.llama_rmsnorm(x, wn1, eps1)
     qkv, _, _ = torch.ops.coda.hf_qwen3_qkv_norm_rope(h1, wq, wk, wv, r1, gq, gk, pos, freq, hq, hkv, eps_qk)
-    return _block_rest(qkv, x, wo, wn2, wg, wu, wd, batch, hq, hkv, eps2)
+    return _block_rest(qkv, x, wo, wn2, wg, wu, wd, batch, hq, hkv, eps2, window)
 
 
 # Under torch.compile every layer is the same subgraph on other weights:
@@ -312,21 +324,23 @@ _decoder_layer_compiled = _nested(_decoder_layer) if _nested is not None else _d
 _qwen3_decoder_layer_compiled = _nested(_qwen3_decoder_layer) if _nested is not None else _qwen3_decoder_layer
 
 
-def llama_decoder_layer(layer, x, batch, pos, freq, dims):
-    """One LlamaDecoderLayer on x ((batch*seq) x hidden) through the coda
-    ops: RMSNorm, qkv + RoPE, attention, out-projection + residual + RMSNorm,
-    gate/up + SwiGLU, down-projection + residual. pos, freq: rope_tables;
-    dims: (heads_q, heads_kv, head_dim)."""
+def llama_decoder_layer(layer, x, batch, pos, freq, dims, window=0):
+    """One LlamaDecoderLayer (or MistralDecoderLayer) on x ((batch*seq) x
+    hidden) through the coda ops: RMSNorm, qkv + RoPE, attention,
+    out-projection + residual + RMSNorm, gate/up + SwiGLU, down-projection +
+    residual. pos, freq: rope_tables; dims: (heads_q, heads_kv, head_dim);
+    window > 0: query t sees keys t - window < j <= t only (Mistral's
+    sliding_window; 0: causal)."""
     hq, hkv, _ = dims
     att, mlp = layer.self_attn, layer.mlp
     n1, n2 = layer.input_layernorm, layer.post_attention_layernorm
     return _decoder_layer_compiled(x, n1.weight, att.q_proj.weight, att.k_proj.weight, att.v_proj.weight,
                                    att.o_proj.weight, n2.weight, mlp.gate_proj.weight, mlp.up_proj.weight,
                                    mlp.down_proj.weight, pos, freq, batch, hq, hkv, n1.variance_epsilon,
-                                   n2.variance_epsilon)
+                                   n2.variance_epsilon, int(window))
 
 
-def qwen3_decoder_layer(layer, x, batch, pos, freq, dims):
+def qwen3_decoder_layer(layer, x, batch, pos, freq, dims, window=0):
     """One Qwen3DecoderLayer on x ((batch*seq) x hidden) through the coda
     ops: as llama_decoder_layer, with the qkv op's QK-norm (q_norm, k_norm)
     between the projection and RoPE. pos, freq: qk_norm_rope_tables."""
@@ -337,7 +351,7 @@ def qwen3_decoder_layer(layer, x, batch, pos, freq, dims):
                                          att.q_norm.weight, att.k_norm.weight, att.o_proj.weight, n2.weight,
                                          mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight, pos, freq,
                                          batch, hq, hkv, n1.variance_epsilon, att.q_norm.variance_epsilon,
-                                         n2.variance_epsilon)
+                                         n2.variance_epsilon, int(window))
 
 
 # the tile width of the backends' GEMMs (coda_preferred_tiling): the QK-norm's
@@ -365,6 +379,10 @@ def _check_supported(model, name="apply_to_llama", qk_norm=False):
         if att.q_norm.variance_epsilon != att.k_norm.variance_epsilon:
             problems.append("q_norm eps %r != k_norm eps %r" % (att.q_norm.variance_epsilon,
                                                                  att.k_norm.variance_epsilon))
+    elif getattr(cfg, "model_type", None) not in ("llama", "mistral") and getattr(cfg, "sliding_window", None) \
+            and getattr(cfg, "use_sliding_window", True):
+        problems.append("sliding_window %r of model_type %r (Mistral's window on every layer is taken; Llama has "
+                        "none)" % (cfg.sliding_window, getattr(cfg, "model_type", None)))
     if getattr(cfg, "hidden_act", "silu") != "silu":
         problems.append("hidden_act %r (the SwiGLU program is silu)" % cfg.hidden_act)
     if getattr(cfg, "attention_bias", False):
@@ -432,7 +450,7 @@ class _Family:
         dims = _dims(model.config)
         tables = ct.qk_norm_rope_tables if self.qk_norm else ct.rope_tables
         pos, freq = tables(position_ids, model.model.rotary_emb.inv_freq, dims[0], dims[1], embeds.dtype)
-        return embeds.reshape(B * T, D), (B, pos, freq, dims)
+        return embeds.reshape(B * T, D), (B, pos, freq, dims, _window(model.config))
 
     def head_loss(self, model, x, tgt, keep_logits):
         norm = model.model.norm
@@ -536,7 +554,8 @@ def _patch(model, keep_logits, name, qk_norm):
 
 
 def apply_to_llama(model, keep_logits=False):
-    """Patches a transformers LlamaForCausalLM in place (and returns it): its
+    """Patches a transformers LlamaForCausalLM or MistralForCausalLM (its
+    sliding_window on every layer) in place (and returns it): its
     forward without a KV cache runs the decoder layers, the final norm, the
     LM head and the loss through the coda ops (loss without logits when
     labels are given; logits through the model's own norm and head when

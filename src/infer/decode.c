@@ -68,9 +68,10 @@ static void host_attend(coda_decoder d, int li, const int32_t *seq, const int32_
   const coda_model_config *c = &d->c;
   const int nt = d->nt, H = c->heads, Hk = c->kv_heads, hd = (int)d->hd, grp = H / Hk;
   const int64_t nq = d->nq, qd = d->qd;
-  /* Gemma 3: its score scale, and a local layer's window (the row at
-   * position t sees the cache from t - window + 1 on; the whole cache is
-   * kept, so a window is a start and no eviction) */
+  /* the score scale (Gemma 3's), and the layer's window (Gemma 3's local
+   * layers, every layer of a Llama/Mistral model with a sliding_window:
+   * the row at position t sees the cache from t - window + 1 on; the
+   * whole cache is kept, so a window is a start and no eviction) */
   const double scale = coda_model_attn_scale(c);
   const int window = coda_model_layer_window(c, li);
   for (int64_t i = 0; i < M; i++) {

@@ -10,7 +10,8 @@
  * and take the direct path). A plan has a fixed batch x seq, so the
  * chunk's prompts are grouped by length: the B prompts of length T run as
  * one B x T plan, which needs neither padding nor a mask (each row attends
- * causally within its own prompt). One plan serves every layer: before a
+ * causally within its own prompt, within the model's sliding window if
+ * it has one). One plan serves every layer: before a
  * layer runs its six weights are bound, and the residual stream alternates
  * between two buffers of the plan set. After the layer, the rotated K and
  * V columns of the plan's qkv output are copied into the cache, one copy
@@ -167,6 +168,9 @@ static coda_status plan_set(coda_decoder d, int B, int T, prefill_plan **out) {
     free_set(ctx, slot);
   }
   coda_llama_config lc = coda_model_block_config(c, B, T, CODA_LLAMA_INFER);
+  /* the plans are the llama family's, whose layers share one window
+   * (Mistral's sliding_window, or none): layer 0's serves them all */
+  lc = coda_model_layer_config(c, &lc, 0);
   slot->B = B;
   slot->T = T;
   slot->used = d->plan_clock;

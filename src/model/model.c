@@ -86,24 +86,38 @@ static coda_status gpt2_check(coda_context ctx, const coda_model_config *c) {
   return CODA_OK;
 }
 
-/* Gemma 3's fields: a window needs a layer pattern; the bases, the score
- * scalar and the cap are positive or 0 (the default); RoPE scaling is not
- * taken (Gemma 3 scales the global layers' RoPE only, which coda does not
- * model). The other families have none of these fields. */
-static coda_status gemma3_fields_check(coda_context ctx, const coda_model_config *c,
+/* The window fields and Gemma 3's others. Llama takes sliding_window
+ * alone (Mistral's: every layer attends to the last sliding_window keys,
+ * so there is no layer pattern); Gemma 3 takes all of them, a window
+ * needing its layer pattern; the bases, the score scalar and the cap are
+ * positive or 0 (the default); RoPE scaling is not taken by Gemma 3 (it
+ * scales the global layers' RoPE only, which coda does not model). Qwen3
+ * and GPT-2 have none of these fields. */
+static coda_status window_fields_check(coda_context ctx, const coda_model_config *c,
                                        const char *fam) {
-  const int gemma = c->family == CODA_FAMILY_GEMMA3;
-  if (!gemma && (c->sliding_window || c->sliding_pattern || c->rope_local_theta ||
-                 c->attn_scalar || c->logit_softcap))
-    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config: sliding_window %d, "
-                     "sliding_pattern %d, rope_local_theta %g, attn_scalar %g, logit_softcap "
-                     "%g: the %s family has none of these (leave them 0; gemma3 takes them)",
-                     c->sliding_window, c->sliding_pattern, c->rope_local_theta, c->attn_scalar,
-                     c->logit_softcap, fam);
-  if (!gemma) return CODA_OK;
+  const int gemma = c->family == CODA_FAMILY_GEMMA3, llama = c->family == CODA_FAMILY_LLAMA;
   if (c->sliding_window < 0 || c->sliding_pattern < 0)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config: sliding_window %d, "
                      "sliding_pattern %d must be >= 0", c->sliding_window, c->sliding_pattern);
+  if (!gemma && !llama && (c->sliding_window || c->sliding_pattern || c->rope_local_theta ||
+                           c->attn_scalar || c->logit_softcap))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config: sliding_window %d, "
+                     "sliding_pattern %d, rope_local_theta %g, attn_scalar %g, logit_softcap "
+                     "%g: the %s family has none of these (leave them 0; gemma3 takes them, "
+                     "llama takes sliding_window)", c->sliding_window,
+                     c->sliding_pattern, c->rope_local_theta, c->attn_scalar, c->logit_softcap,
+                     fam);
+  if (llama && (c->rope_local_theta || c->attn_scalar || c->logit_softcap))
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config: rope_local_theta %g, "
+                     "attn_scalar %g, logit_softcap %g: the llama family has none of these "
+                     "(leave them 0; gemma3 takes them)", c->rope_local_theta, c->attn_scalar,
+                     c->logit_softcap);
+  if (llama && c->sliding_pattern)
+    return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config: sliding_pattern %d: the "
+                     "llama family windows every layer alike (Mistral's sliding_window), so it "
+                     "takes no layer pattern; leave it 0 (gemma3 takes a pattern of local and "
+                     "global layers)", c->sliding_pattern);
+  if (!gemma) return CODA_OK;
   if (c->sliding_window > 0 && c->sliding_pattern < 1)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "model config: sliding_window %d without "
                      "a sliding_pattern: set it >= 1 (layer i is global when (i + 1) %% "
@@ -122,7 +136,9 @@ static coda_status gemma3_fields_check(coda_context ctx, const coda_model_config
 }
 
 int coda_model_layer_is_local(const coda_model_config *c, int li) {
-  return c->family == CODA_FAMILY_GEMMA3 && c->sliding_window > 0 && c->sliding_pattern > 0 &&
+  if (c->sliding_window <= 0) return 0;
+  if (c->family == CODA_FAMILY_LLAMA) return 1; /* Mistral's: every layer */
+  return c->family == CODA_FAMILY_GEMMA3 && c->sliding_pattern > 0 &&
          (li + 1) % c->sliding_pattern != 0;
 }
 
@@ -131,6 +147,7 @@ int coda_model_layer_window(const coda_model_config *c, int li) {
 }
 
 double coda_model_layer_rope_theta(const coda_model_config *c, int li) {
+  /* Gemma 3's local base; rope_local_theta is 0 in the other families */
   return coda_model_layer_is_local(c, li) && c->rope_local_theta > 0.0 ? c->rope_local_theta
                                                                        : c->rope_theta;
 }
@@ -172,7 +189,7 @@ coda_status coda_model_config_check(coda_context ctx, const coda_model_config *c
     coda_status g = gpt2_check(ctx, c);
     if (g) return g;
   }
-  coda_status gs = gemma3_fields_check(ctx, c, fam->name);
+  coda_status gs = window_fields_check(ctx, c, fam->name);
   if (gs) return gs;
   if (!c->head_dim && c->dim % c->heads)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "dim %d is not a multiple of heads %d "

@@ -44,9 +44,11 @@ void coda_ref_rmsnorm1p(int nt, const float *x, const float *w, float *h, float 
 static inline int coda_ref_window_start(int t, int window) {
   return window > 0 && t - window + 1 > 0 ? t - window + 1 : 0;
 }
-/* Gemma 3's per-layer attention: whether layer li is a local
- * (sliding-window) layer, its window (0: global, full causal), its RoPE
- * base, and the score scale of the model (attn_scalar^-1/2, or
+/* The per-layer attention: whether layer li is a local (sliding-window)
+ * layer (Gemma 3's by its pattern; every layer of a llama-family model
+ * with a sliding_window, as Mistral's), its window (0: global, full
+ * causal), its RoPE base (Gemma 3's local base on its local layers, else
+ * rope_theta), and the score scale of the model (attn_scalar^-1/2, or
  * head_dim^-1/2 when it is 0 and in the other families). */
 int coda_model_layer_is_local(const coda_model_config *c, int li);
 int coda_model_layer_window(const coda_model_config *c, int li);
@@ -156,8 +158,9 @@ int64_t coda_model_config_params(const coda_model_config *c);
 coda_llama_config coda_model_block_config(const coda_model_config *c, int64_t batch,
                                           int64_t seq, int flags);
 /* Layer li's block configuration from lc (coda_model_block_config's):
- * Gemma 3's local layers take their window and RoPE base; other families'
- * layers are lc. */
+ * its window (coda_model_layer_window: Gemma 3's local layers, every layer
+ * of a Llama/Mistral model with a sliding_window) and its RoPE base
+ * (Gemma 3's local base on local layers). */
 coda_llama_config coda_model_layer_config(const coda_model_config *c, const coda_llama_config *lc,
                                           int li);
 /* Engine state slots owned by the model (freed by the engines). */

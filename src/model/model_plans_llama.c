@@ -23,8 +23,9 @@ coda_llama_config coda_model_block_config(const coda_model_config *c, int64_t ba
   lc.norm_eps = c->norm_eps;
   lc.dtype = CODA_BF16;
   /* the family's block: Qwen3's normalizes q and k per head; Gemma 3's
-   * block has its own flag, score scale and head soft cap (the window and
-   * the RoPE base are per layer: coda_model_layer_config) */
+   * block has its own flag, score scale and head soft cap (the window,
+   * Gemma 3's and Llama/Mistral's, and the RoPE base are per layer:
+   * coda_model_layer_config) */
   const coda_family *f = coda_family_of(c->family);
   lc.flags = flags | (f->qk_norm ? CODA_LLAMA_QK_NORM : 0u);
   if (f->block == CODA_BLOCK_GEMMA3) {
@@ -38,8 +39,7 @@ coda_llama_config coda_model_block_config(const coda_model_config *c, int64_t ba
 coda_llama_config coda_model_layer_config(const coda_model_config *c, const coda_llama_config *lc,
                                           int li) {
   coda_llama_config l = *lc;
-  if (coda_family_of(c->family)->block != CODA_BLOCK_GEMMA3) return l;
-  l.window = coda_model_layer_window(c, li);
+  l.window = coda_model_layer_window(c, li); /* 0 outside a windowed layer */
   l.rope_theta = coda_model_layer_rope_theta(c, li);
   return l;
 }

@@ -14,7 +14,8 @@
  *   (pairs (2j, 2j+1) of each head, θ = t · f_j, f_j = theta^(−2j/hd) scaled as
  *   coda_rope_inv_freq says, by +θ);
  *   o = causal softmax(q kᵀ / sqrt(hd)) v (GQA: q head h uses kv head
- *   h / (Hq/Hkv); hd need not be D / Hq);  x ← x + o Woᵀ
+ *   h / (Hq/Hkv); hd need not be D / Hq; a Llama/Mistral sliding_window w:
+ *   position t sees keys t − w < s <= t only);  x ← x + o Woᵀ
  *   h2 = x · r(x) ⊙ wn_ffn;  z = h2 W13ᵀ;  y_f = silu(z_2f) · z_2f+1;
  *   x ← x + y W2ᵀ
  * Head: logits = (x · r(x) ⊙ wn) Woutᵀ; loss = mean over valid targets of
@@ -330,7 +331,8 @@ static int layer_forward(const ref_pass *p, int li) {
     qknorm_fwd(nt, a->qkv, a->qk0, a->rqk, PW(nm), PW(nk), M, H, H + Hk, hd, nq, c->norm_eps);
   }
   coda_ref_rope(nt, a->qkv, B, T, H + Hk, hd, nq, c->rope_theta, &c->rope, 1.0);
-  coda_ref_attn_fwd(nt, a->qkv, a->P, a->o, B, T, H, Hk, hd, nq, 1.0 / sqrt((double)hd), 0);
+  coda_ref_attn_fwd(nt, a->qkv, a->P, a->o, B, T, H, Hk, hd, nq, 1.0 / sqrt((double)hd),
+                    coda_model_layer_window(c, li)); /* Mistral's window (0: none) */
   memcpy(a->xf, a->xa, (size_t)(M * D) * 4);
   snprintf(nm, sizeof nm, "layers.%d.attention.wo.weight", li);
   if (coda_ref_mm_abt(nt, r, a->xf, a->o, PW(nm), M, D, (int64_t)H * hd, 1)) return 1;
@@ -378,7 +380,7 @@ static void layer_backward(const ref_pass *p, int li) {
   coda_ref_mm_atb(nt, PG(nm), r->dx, a->o, D, (int64_t)H * hd, M);
   coda_ref_mm_ab(nt, r->dO, r->dx, PW(nm), M, (int64_t)H * hd, D, 0);
   coda_ref_attn_bwd(nt, a->qkv, a->P, r->dO, r->dqkv, B, T, H, Hk, hd, nq,
-                    1.0 / sqrt((double)hd), 0);
+                    1.0 / sqrt((double)hd), coda_model_layer_window(c, li));
   coda_ref_rope(nt, r->dqkv, B, T, H + Hk, hd, nq, c->rope_theta, &c->rope, -1.0); /* R(θ)ᵀ = R(−θ) */
   if (p->qk_norm) {
     char nk[96];

@@ -116,7 +116,8 @@ static coda_status save(coda_context ctx, const char *path, coda_model *model, c
                       "train.samples_drawn", val[12], "train.last_loss", val[13],
                       /* the family table's name and the head width (0: dim / heads) */
                       "model.family", coda_model_family_name(c->family), "model.head_dim", val[18],
-                      /* Gemma 3's fields, written for that family only */
+                      /* Gemma 3's fields, written for that family only (a llama
+                       * model's window too, when it has one) */
                       "model.sliding_window", val[19], "model.sliding_pattern", val[20],
                       "model.rope_local_theta", val[21], "model.attn_scalar", val[22],
                       "model.logit_softcap", val[23],
@@ -137,7 +138,11 @@ static coda_status save(coda_context ctx, const char *path, coda_model *model, c
   for (int i = 0; i < nall; i++) {
     if (i >= first_rope_num + 4 - nrope_unused && i < first_rope_num + 4) continue;
     if (i >= nall - 3 && !tok) continue;
-    if (c->family != CODA_FAMILY_GEMMA3 && !strncmp(kv[2 * i], "model.sliding_", 14)) continue;
+    const int llama_window = c->family == CODA_FAMILY_LLAMA && c->sliding_window > 0 &&
+                             !strcmp(kv[2 * i], "model.sliding_window");
+    if (c->family != CODA_FAMILY_GEMMA3 && !llama_window &&
+        !strncmp(kv[2 * i], "model.sliding_", 14))
+      continue;
     if (c->family != CODA_FAMILY_GEMMA3 &&
         (!strcmp(kv[2 * i], "model.rope_local_theta") || !strcmp(kv[2 * i], "model.attn_scalar") ||
          !strcmp(kv[2 * i], "model.logit_softcap")))
@@ -240,6 +245,12 @@ static coda_status config_from(coda_context ctx, const coda_st_file *f, const ch
     if (!s) s = meta_f64(ctx, f, path, "model.rope_local_theta", 1, &c->rope_local_theta);
     if (!s) s = meta_f64(ctx, f, path, "model.attn_scalar", 1, &c->attn_scalar);
     if (!s) s = meta_f64(ctx, f, path, "model.logit_softcap", 1, &c->logit_softcap);
+  }
+  /* a llama model's window (Mistral's): written only when it has one */
+  if (!s && c->family == CODA_FAMILY_LLAMA && coda_st_meta(f, "model.sliding_window")) {
+    int64_t sw = 0;
+    s = meta_i64(ctx, f, path, "model.sliding_window", 0, 1 << 30, &sw);
+    c->sliding_window = (int)sw;
   }
   /* RoPE scaling: absent in checkpoints written before it existed (none) */
   const char *rs = coda_st_meta(f, "model.rope_scaling");

@@ -116,23 +116,28 @@ static int hf_config_text(const coda_model_config *c, char *js, size_t n) {
              c->rope.factor, c->rope.low_freq_factor, c->rope.high_freq_factor,
              c->rope.original_max_position);
   /* Llama writes mlp_bias; Qwen3 has no such key but says its attention is
-   * never windowed */
+   * never windowed; a llama-family model with a window is Mistral's
+   * (MistralForCausalLM windows every layer; LlamaForCausalLM has no
+   * window), whose config has neither bias key */
+  const int mistral = c->family == CODA_FAMILY_LLAMA && c->sliding_window > 0;
   char tail[256];
   if (c->family == CODA_FAMILY_QWEN3)
-    snprintf(tail, sizeof tail, "  \"use_sliding_window\": false,\n  \"sliding_window\": null,\n"
-             "  \"max_window_layers\": %d,\n", c->layers);
+    snprintf(tail, sizeof tail, "  \"attention_bias\": false,\n  \"use_sliding_window\": false,\n"
+             "  \"sliding_window\": null,\n  \"max_window_layers\": %d,\n", c->layers);
+  else if (mistral)
+    snprintf(tail, sizeof tail, "  \"sliding_window\": %d,\n", c->sliding_window);
   else
-    snprintf(tail, sizeof tail, "  \"mlp_bias\": false,\n");
+    snprintf(tail, sizeof tail, "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n");
   return snprintf(js, n,
       "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n"
       "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
       "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
       "  \"vocab_size\": %d,\n  \"max_position_embeddings\": %d,\n  \"rms_norm_eps\": %.17g,\n"
       "  \"rope_theta\": %.17g,\n  \"rope_scaling\": %s,\n  \"tie_word_embeddings\": %s,\n"
-      "  \"hidden_act\": \"silu\",\n  \"attention_bias\": false,\n%s"
+      "  \"hidden_act\": \"silu\",\n%s"
       "  \"torch_dtype\": \"float32\"\n}\n",
-      fam->hf_arch[0], fam->hf_type[0], c->dim, c->ffn, c->layers, c->heads, c->kv_heads,
-      coda_model_head_dim(c), c->vocab, c->seq, c->norm_eps, c->rope_theta, rope,
+      fam->hf_arch[mistral], fam->hf_type[mistral], c->dim, c->ffn, c->layers, c->heads,
+      c->kv_heads, coda_model_head_dim(c), c->vocab, c->seq, c->norm_eps, c->rope_theta, rope,
       c->tied ? "true" : "false", tail);
 }
 

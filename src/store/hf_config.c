@@ -263,23 +263,66 @@ static coda_status hf_head_dim(coda_context ctx, const char *path, const coda_js
   return s;
 }
 
-/* Sliding windows: Llama/Mistral's sliding_window (refused when shorter
- * than the sequence, with use_sliding_window absent or true); Qwen3's
- * use_sliding_window and layer_types. */
+/* Whether a llama-family config is Mistral's: model_type mistral, or no
+ * model_type and MistralForCausalLM among the architectures (transformers'
+ * AutoModel goes by model_type). */
+static int hf_is_mistral(const coda_json *r) {
+  const coda_json *mt = coda_json_get(r, "model_type"), *ar = coda_json_get(r, "architectures");
+  if (!is_unset(mt)) return coda_json_is_str(mt, "mistral");
+  if (is_unset(ar) || ar->kind != CODA_JSON_ARRAY) return 0;
+  for (size_t i = 0; i < ar->n; i++)
+    if (coda_json_is_str(&ar->u.items[i], "MistralForCausalLM")) return 1;
+  return 0;
+}
+
+/* Sliding windows. Mistral (MistralForCausalLM): every layer's query t
+ * sees the keys j with t - sliding_window < j <= t (transformers'
+ * sliding_window_overlay on the causal mask), the window imported as it
+ * is (one of seq or more masks nothing: kept all the same, so an export
+ * writes it back); MistralConfig's default 4096 where the key is absent,
+ * none where it is null. Mistral's attention does not read
+ * use_sliding_window, so false beside a window is refused as a
+ * contradiction. Llama (LlamaForCausalLM) has no window: transformers
+ * ignores a sliding_window there, so one shorter than the sequence is
+ * refused (which of the two was meant is not known), a longer one has
+ * no effect. Qwen3: use_sliding_window must be false, layer_types all
+ * full_attention. */
+static coda_status hf_llama_window(coda_context ctx, const char *path, const coda_json *r,
+                                   int use_sw, coda_model_config *c) {
+  const int mistral = hf_is_mistral(r);
+  const coda_json *swv = coda_json_get(r, "sliding_window");
+  double sw = 0;
+  coda_status s = cfg_num(ctx, path, "", r, "sliding_window", 0, mistral && !swv ? 4096 : 0, &sw);
+  if (s) return s;
+  const int has_window = mistral ? !(swv && swv->kind == CODA_JSON_NULL) : !is_unset(swv);
+  if (has_window && !(sw >= 1 && sw <= (1 << 30) && sw == floor(sw)))
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: sliding_window %g is not a window: a "
+                     "positive integer (up to 2^30) or null (none) is supported", path, sw);
+  if (mistral && has_window && !use_sw)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: use_sliding_window is false but "
+                     "sliding_window is %g: transformers' MistralForCausalLM does not read "
+                     "use_sliding_window and attends over the window; set sliding_window null "
+                     "for full causal attention, or drop use_sliding_window", path, sw);
+  if (mistral && has_window) c->sliding_window = (int)sw;
+  if (!mistral && has_window && use_sw && sw < c->seq)
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
+                     "%s: sliding_window %g is shorter than the sequence (%d) under model_type "
+                     "llama, whose attention transformers does not window "
+                     "(LlamaForCausalLM ignores the key): for a window on every layer set "
+                     "model_type mistral (MistralForCausalLM), for full causal attention "
+                     "sliding_window null", path, sw, c->seq);
+  return CODA_OK;
+}
+
 static coda_status hf_window(coda_context ctx, const char *path, const coda_json *r,
-                             const coda_model_config *c) {
+                             coda_model_config *c) {
   const int qwen3 = c->family == CODA_FAMILY_QWEN3;
   int use_sw = 1;
-  double sw = 0;
   coda_status s = cfg_bool(ctx, path, r, "use_sliding_window", !qwen3, &use_sw);
   if (!s && qwen3 && use_sw)
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s: use_sliding_window is true: coda's "
-                     "attention is full causal (false is supported)", path);
-  if (!s) s = cfg_num(ctx, path, "", r, "sliding_window", 0, 0, &sw);
-  if (!s && !qwen3 && use_sw && !is_unset(coda_json_get(r, "sliding_window")) && sw < c->seq)
-    s = coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
-                  "%s: sliding_window %g is shorter than the sequence (%d): coda's attention "
-                  "is full causal", path, sw, c->seq);
+                     "qwen3 attention is full causal (false is supported)", path);
+  if (!s && !qwen3) s = hf_llama_window(ctx, path, r, use_sw, c);
   const coda_json *lt = coda_json_get(r, "layer_types");
   if (s || is_unset(lt)) return s;
   if (lt->kind != CODA_JSON_ARRAY || lt->n != (size_t)c->layers)

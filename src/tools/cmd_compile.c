@@ -44,7 +44,7 @@ static void compile_usage(FILE *f) {
  * Gemma 3 block, 4 its head, soft-capped when flags is 1) with the GPU's
  * partial tiling on a CPU context: the same programs and operand layouts
  * as on the GPU, for any shape (kernels do not depend on it; nor on the
- * Gemma 3 window or score scale, which the attention takes as values). */
+ * window or the Gemma 3 score scale, which the attention takes as values). */
 static coda_status build_plan(coda_context ctx, int kind, unsigned flags, coda_plan *p) {
   /* the CUDA backend's partial tiling (coda_preferred_tiling) */
   const coda_tiling gpu = {64, 128};

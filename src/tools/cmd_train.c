@@ -175,7 +175,8 @@ static const coda_tool_num train_nums[] = {
     {"--vocab", 1, 256, P2(24), 0, 0, "vocabulary size (default: the tokenizer's)"},
     {"--tied", 1, 0, 1, 0, 0, "1 = the output head is the embedding"},
     {"--head-dim", 1, 0, 1024, 0, 0, "attention head width; 0 = dim / heads (qwen3 may differ)"},
-    {"--sliding-window", 1, 0, P2(20), 0, 0, "gemma3: a local layer's window; 0 = none"},
+    {"--sliding-window", 1, 0, P2(20), 0, 0,
+     "keys a token sees; llama: every layer; gemma3: local ones"},
     {"--sliding-pattern", 1, 0, 1024, 0, 0, "gemma3: every N-th layer global, the others local"},
     {"--batch", 1, 1, P2(20), 0, 0, "sequences per micro-batch (per rank)"},
     {"--accum", 1, 1, P2(20), 0, 0, "micro-batches per optimizer step"},
@@ -209,7 +210,7 @@ static void train_usage(FILE *f) {
       "  --config NAME     tiny | d512 | 1b | 8b (default tiny)\n"
       "  --layers N --dim N --heads N --kv-heads N --ffn N --seq N --vocab N --tied 0|1\n"
       "  --family NAME     llama | qwen3 | gpt2 | gemma3 (docs/models.md; default llama)\n"
-      "  --head-dim N --sliding-window N --sliding-pattern N (gemma3)\n"
+      "  --head-dim N --sliding-window N (llama, gemma3) --sliding-pattern N (gemma3)\n"
       "  --batch N         sequences per micro-batch (default 8)\n"
       "  --accum N         micro-batches per step (default 1)\n"
       "  --steps N         optimizer steps (default 200)\n"

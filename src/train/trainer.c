@@ -21,7 +21,8 @@
  *   embedding and GPT-2's position table (lookups; the LM head's matrix
  *   counted also when tied), Hq·hd the
  *   attention width (d unless the family sets head_dim), and T per layer
- *   the keys a query sees at most (Gemma 3's local layers: their window),
+ *   the keys a query sees at most (a windowed layer's window: Gemma 3's
+ *   local layers, every layer of a Llama/Mistral sliding_window),
  *   MFU = flops/token · tokens/s / peak_flops.
  *
  * The library prints nothing: progress goes to the options' callback, on
@@ -171,7 +172,7 @@ static double flops_per_token(const coda_model_config *c) {
   double n = (double)coda_model_config_params(c) - (double)c->vocab * c->dim;
   if (c->tied) n += (double)c->vocab * c->dim;
   if (c->family == CODA_FAMILY_GPT2) n -= (double)c->seq * c->dim; /* wpe: a lookup too */
-  double att = 0.0; /* keys seen per query: seq, a Gemma 3 local layer's window at most */
+  double att = 0.0; /* keys seen per query: seq, a windowed layer's window at most */
   for (int li = 0; li < c->layers; li++) {
     const int w = coda_model_layer_window(c, li);
     att += w > 0 && w < c->seq ? w : c->seq;

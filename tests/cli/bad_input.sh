@@ -74,12 +74,14 @@ expect "head_dim 24 x heads 2 != dim 32" -- train $small --out oq --head-dim 24 
 expect "kv-heads 1 != heads 2: the gpt2 family" -- train $small --out og --family gpt2 --tied 1 --device cpu
 # shellcheck disable=SC2086
 expect "an untied head: the gpt2 family" -- train $small --out og --family gpt2 --kv-heads 2 --tied 0 --device cpu
-# Gemma 3: a window needs a layer pattern; the other families take no
-# window
+# Gemma 3: a window needs a layer pattern; llama's window (Mistral's) is
+# on every layer, without one; qwen3 and gpt2 take no window
 # shellcheck disable=SC2086
 expect "sliding_window 6 without a sliding_pattern" -- train $small --out om --family gemma3 --sliding-window 6 --device cpu
 # shellcheck disable=SC2086
-expect "the llama family has none of these" -- train $small --out om --sliding-window 6 --sliding-pattern 2 --device cpu
+expect "the llama family windows every layer alike" -- train $small --out om --sliding-window 6 --sliding-pattern 2 --device cpu
+# shellcheck disable=SC2086
+expect "the qwen3 family has none of these" -- train $small --out om --family qwen3 --sliding-window 6 --device cpu
 expect "--engine is auto, reference or plans" -- train --engine gpu
 # shellcheck disable=SC2086
 expect "--lr: must be in (0, inf), got '-1'" -- train $small --out o1 --lr -1

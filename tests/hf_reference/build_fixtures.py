@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Tiny Hugging Face checkpoints of the families coda imports (Llama,
-Qwen3, GPT-2, Gemma 3), built deterministically with the Python standard
+Mistral, Qwen3, GPT-2, Gemma 3), built deterministically with the Python standard
 library alone (no torch, no numpy, no safetensors package).
 
     python3 tests/hf_reference/build_fixtures.py OUT_DIR
 
 writes OUT_DIR/fixtures.json (the fixture names, in order) and, per fixture,
 OUT_DIR/NAME/ with
-  config.json         a LlamaForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel
-                      or Gemma3ForCausalLM configuration, with the keys
+  config.json         a LlamaForCausalLM, MistralForCausalLM, Qwen3ForCausalLM,
+                      GPT2LMHeadModel or Gemma3ForCausalLM configuration, with the keys
                       transformers reads
   model.safetensors   its weights, written by hand: an 8-byte little-endian
                       header length, the JSON header, then the raw
@@ -140,6 +140,20 @@ QWEN3_BASE.update({
 QWEN3_BASE.pop("mlp_bias")
 
 
+# MistralForCausalLM: Llama's layers (and tensors) with a sliding window on
+# every layer (query t sees keys t - sliding_window < j <= t); MistralConfig
+# has no bias keys. A window of 8 tokens: the 64-token loss sequence and
+# the 30 tokens of generation both run past it.
+MISTRAL_BASE = dict(BASE)
+MISTRAL_BASE.update({
+    "architectures": ["MistralForCausalLM"],
+    "model_type": "mistral",
+    "sliding_window": 8,
+})
+MISTRAL_BASE.pop("mlp_bias")
+MISTRAL_BASE.pop("attention_bias")
+
+
 # GPT2LMHeadModel (GPT2Config's keys): learned positions (wpe), LayerNorm
 # with a bias, Conv1D linears with biases, the tanh GELU (gelu_new), the
 # head tied to wte; attention scaled by 1/sqrt(n_embd / n_head).
@@ -256,6 +270,9 @@ def fixture_configs():
     add("gemma3_pattern", 1111, base=GEMMA3_BASE, hidden_size=48, intermediate_size=96,
         num_key_value_heads=1, sliding_window=12, sliding_window_pattern=3, rms_norm_eps=1e-5,
         query_pre_attn_scalar=16, rope_theta=500000.0, rope_local_base_freq=5000.0)
+    # Mistral: every layer windowed (8 tokens), 4 query heads over 2
+    # key/value heads, an untied head, theta 1e6
+    add("mistral", 1212, base=MISTRAL_BASE, num_key_value_heads=2, rope_theta=1000000.0)
     return out
 
 
@@ -301,7 +318,7 @@ def gpt2_tensor_list(c):
 
 
 def decoder_tensor_list(c, layer_tensors, final_norm):
-    """The tensors (name, kind, shape) of a Llama-like decoder (Llama, Qwen3,
+    """The tensors (name, kind, shape) of a Llama-like decoder (Llama, Mistral, Qwen3,
     Gemma 3) in draw order: the embedding, per layer layer_tensors(prefix,
     D, F, hd, nq, nk), the final norm (of kind final_norm), the lm_head
     unless tied."""

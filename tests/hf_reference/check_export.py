@@ -16,8 +16,8 @@ Per fixture of build_fixtures.py, built in WORKDIR:
   1. `coda train --import-hf FIXTURE --out CK` (a weights-only checkpoint),
      then `coda train --resume CK/checkpoint.safetensors --export-hf EXPORT`:
      the pure import -> export round trip of the CLI;
-  2. the fixture's class (LlamaForCausalLM, Qwen3ForCausalLM,
-     GPT2LMHeadModel, Gemma3ForCausalLM, by its config's
+  2. the fixture's class (LlamaForCausalLM, MistralForCausalLM,
+     Qwen3ForCausalLM, GPT2LMHeadModel, Gemma3ForCausalLM, by its config's
      model_type).from_pretrained(EXPORT, dtype float32,
      eager attention) with every Python warning recorded (filter "always",
      so none is hidden by an earlier one), every record of transformers'
@@ -31,7 +31,8 @@ Per fixture of build_fixtures.py, built in WORKDIR:
      (rope_parameters, or rope_scaling on transformers 4),
      tie_word_embeddings, hidden_act, max_position_embeddings, and the
      window keys (use_sliding_window, sliding_window, max_window_layers,
-     layer_types: absent from Llama, switched off in Qwen3); for GPT-2
+     layer_types: absent from Llama, switched off in Qwen3, Mistral's
+     sliding_window on every layer); for GPT-2
      GPT2Config's own keys (n_embd, n_layer, n_head, n_inner as the MLP
      width, null being 4 n_embd, n_positions, layer_norm_epsilon,
      activation_function, the attention-scaling switches); for Gemma 3
@@ -55,7 +56,8 @@ before it is loaded (an unexpected tensor, a changed rms_norm_eps, two
 swapped q_proj rows, the RoPE scaling dropped, a missing tensor, two
 swapped entries of a Qwen3 q_norm / k_norm, a changed GPT-2
 layer_norm_epsilon, two swapped input rows of a GPT-2 c_attn, a doubled
-Gemma 3 sliding_window, Gemma 3's layer_types reversed), and the run
+Gemma 3 sliding_window, Gemma 3's layer_types reversed, a halved Mistral
+sliding_window), and the run
 passes only if every fixture then fails for the reason its damage should
 cause.
 
@@ -203,6 +205,7 @@ PERTURBATIONS = {
     "gpt2_inner": ("cattn", "parameters differ"),
     "gemma3": ("window", "config sliding_window"),
     "gemma3_pattern": ("layers", "config layer_types"),
+    "mistral": ("halfwindow", "config sliding_window"),
 }
 
 
@@ -210,7 +213,7 @@ def damage(exp, kind):
     import torch
     from safetensors.torch import load_file, save_file
     cfg_path, st_path = os.path.join(exp, "config.json"), os.path.join(exp, "model.safetensors")
-    if kind in ("eps", "rope", "lneps", "window", "layers"):
+    if kind in ("eps", "rope", "lneps", "window", "halfwindow", "layers"):
         with open(cfg_path) as f:
             cfg = json.load(f)
         if kind == "eps":
@@ -219,6 +222,8 @@ def damage(exp, kind):
             cfg["layer_norm_epsilon"] *= 10.0
         elif kind == "window":
             cfg["sliding_window"] *= 2
+        elif kind == "halfwindow":
+            cfg["sliding_window"] //= 2
         elif kind == "layers":  # the same kinds, in another order
             cfg["layer_types"] = cfg["layer_types"][::-1]
             cfg.pop("sliding_window_pattern", None)

@@ -3,7 +3,7 @@
 standard library only) on the fixtures of build_fixtures.py: CTest hf_fp64.
 Needs neither torch nor recorded.json, so it holds for fixtures whose
 transformers numbers have not been recorded yet. The reference covers every
-family of the fixtures (Llama, Qwen3, GPT-2, Gemma 3).
+family of the fixtures (Llama, Mistral, Qwen3, GPT-2, Gemma 3).
 
     python3 tests/hf_reference/check_fp64.py CODA WORKDIR [RECORDED_JSON]
 

@@ -14,7 +14,8 @@ Per fixture:
   3. EXPORT/config.json says what the fixture's does: architectures,
      model_type, the shapes, head_dim, rms_norm_eps (transformers' default
      1e-6 where the fixture leaves it out), rope_theta, rope_scaling,
-     tie_word_embeddings, and for Qwen3 use_sliding_window false; for
+     tie_word_embeddings, and for Qwen3 use_sliding_window false, for
+     Mistral sliding_window; for
      GPT-2 its own keys (n_embd, n_layer, n_head, n_positions, n_inner as
      4 n_embd where null, layer_norm_epsilon, activation_function); for
      Gemma 3 also rope_local_base_freq, query_pre_attn_scalar,
@@ -119,7 +120,7 @@ def check_one(coda, work, d, name):
         cg = json.load(f)
     mt = cw.get("model_type")
     keys = GPT2_KEYS if mt == "gpt2" else GEMMA3_KEYS if mt == "gemma3_text" else \
-        KEYS + (["use_sliding_window"] if mt == "qwen3" else [])
+        KEYS + (["use_sliding_window"] if mt == "qwen3" else ["sliding_window"] if mt == "mistral" else [])
     for k in keys:
         a, b = cg.get(k), cw.get(k)
         if isinstance(a, dict) and isinstance(b, dict):

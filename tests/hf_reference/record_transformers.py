@@ -10,10 +10,12 @@ With --only, only the fixtures named are recorded and merged into OUT_JSON
 (which must exist): the other fixtures keep their records as they are.
 
 Needs torch and transformers. Each fixture is loaded by the class of its
-config.json's model_type (LlamaForCausalLM, Qwen3ForCausalLM,
-GPT2LMHeadModel, Gemma3ForCausalLM) with the eager attention (checked: the
-masks, Gemma 3's sliding window among them, applied as written), and the
-config transformers builds is checked against the fixture's: for Qwen3
+config.json's model_type (LlamaForCausalLM, MistralForCausalLM,
+Qwen3ForCausalLM, GPT2LMHeadModel, Gemma3ForCausalLM) with the eager
+attention (checked: the masks, Gemma 3's and Mistral's sliding windows
+among them, applied as written), and the config transformers builds is
+checked against the fixture's: for Mistral its sliding_window and no
+projection biases; for Qwen3
 head_dim, no attention bias, no sliding window, every layer full
 attention, the RoPE base under rope_theta (transformers 4) or
 rope_parameters (5), the tie, q_norm / k_norm one head wide; for GPT-2 its
@@ -48,7 +50,7 @@ import transformers
 from transformers import GenerationConfig
 
 # model_type -> the transformers class that runs it
-MODEL_CLASSES = {"llama": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM",
+MODEL_CLASSES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen3": "Qwen3ForCausalLM",
                  "gpt2": "GPT2LMHeadModel", "gemma3_text": "Gemma3ForCausalLM"}
 
 
@@ -202,6 +204,15 @@ def check_config(d, model, fc):
         bad += check_gpt2(model, fc)
     if fc.get("model_type") == "gemma3_text":
         bad += check_gemma3(model, fc)
+    if fc.get("model_type") == "mistral":
+        # every layer windowed: the mask is the sliding one when sliding_window is set
+        if getattr(cfg, "sliding_window", None) != fc.get("sliding_window", 4096):
+            bad.append("sliding_window %r (config.json %r)" % (getattr(cfg, "sliding_window", None),
+                                                               fc.get("sliding_window")))
+        attn = model.model.layers[0].self_attn
+        for nm in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            if getattr(getattr(attn, nm), "bias", None) is not None:
+                bad.append("%s has a bias" % nm)
     if fc.get("model_type") == "qwen3":
         if getattr(cfg, "attention_bias", False):
             bad.append("attention_bias true")

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """An independent fp64 forward of the fixtures of build_fixtures.py, written
-from transformers' definitions of LlamaForCausalLM, Qwen3ForCausalLM,
-GPT2LMHeadModel and Gemma3ForCausalLM with the Python standard library
+from transformers' definitions of LlamaForCausalLM, MistralForCausalLM,
+Qwen3ForCausalLM, GPT2LMHeadModel and Gemma3ForCausalLM with the Python
+standard library
 alone (no torch, no numpy), so coda's fp32 reference engine can be checked
 on a machine without transformers (check_fp64.py, CTest hf_fp64).
 
@@ -15,7 +16,9 @@ in transformers' layout (nothing of coda's is read or reused):
     Qwen3: each q head and each k head RMS-normalized, times q_norm / k_norm
     RoPE on q and k: pairs (j, j + head_dim/2), angle pos * theta^(-2j/head_dim)
     o = causal softmax(q kᵀ / sqrt(head_dim)) v  (query head h reads key/value
-        head h // (heads / kv_heads));  x += o o_projᵀ
+        head h // (heads / kv_heads); Mistral: on every layer position t sees
+        keys s > t - sliding_window only, 4096 where the key is absent, no
+        window where it is null);  x += o o_projᵀ
     h = RMSNorm(x, post_attention_layernorm);  x += (silu(h gateᵀ) * h upᵀ) downᵀ
   logits = RMSNorm(x, norm) lm_headᵀ (tied: embedᵀ)
 GPT-2 (GPT2LMHeadModel; its Conv1D weights are [in, out]):
@@ -144,6 +147,8 @@ class Model:
         self.scale = 1.0 / math.sqrt(self.hd)
         self.window = [None] * self.L
         self.inv_freqs = [self.inv_freq] * self.L
+        if self.kind == "mistral":  # MistralConfig's default window: 4096
+            self.window = [c.get("sliding_window", 4096)] * self.L
         if self.gemma3:
             self.eps = c.get("rms_norm_eps", 1e-6)
             local = c.get("rope_local_base_freq", 10000.0)
