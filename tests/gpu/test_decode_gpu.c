@@ -67,7 +67,9 @@
  *     with their RoPE base, the score scale, embedding scale and logit
  *     cap; heads of 64 and of 256) against the CPU as above at batch 3,
  *     1, 24 and 70, their recorded steps bit-identical to direct ones, and
- *     neither taken by the one kernel.
+ *     neither taken by the one kernel; a llama model with Mistral's window
+ *     of 16 on every layer against the CPU, its plan prefill against the
+ *     direct one, not taken by the one kernel.
  *
  *   test_decode_gpu [--sanitize]
  *     --sanitize: every case with a few steps only, a short batch-1 prompt
@@ -647,9 +649,17 @@ int main(int argc, char **argv) {
   against_cpu(cpu, gpu, &g3w, p60, 1, steps_of(20, 0), "gemma3 hd256 window 16 batch 1");
   graphs_vs_direct(cpu, gpu, streamed, 1, &g2, 3, 40, steps_of(20, 0), "graphs gpt2 batch 3");
   graphs_vs_direct(cpu, gpu, streamed, 1, &g3, 1, 60, steps_of(30, 6), "graphs gemma3 batch 1");
+  /* Mistral's window on every layer of a llama model (heads of 32: fresh
+   * prompts through the training attention with the window), the plan
+   * prefill with it against the direct one */
+  coda_model_config mis = {384, 128, 2, 4, 2, 256, 160, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 16, 0, 0, 0, 0};
+  against_cpu(cpu, gpu, &mis, p3, 3, steps_of(24, 0), "mistral window 16 hd32");
+  against_cpu(cpu, gpu, &mis, p60, 1, steps_of(30, 0), "mistral window 16 hd32 batch 1");
+  plans_vs_direct(cpu, gpu, &mis, p3, 3, steps_of(12, 0), 3, "mistral window 16 plans");
   if (rowon) {
     row_step_used(cpu, rowon, &g2, 0, "gpt2, CODA_DECODE_ROW_STEP=1");
     row_step_used(cpu, rowon, &g3, 0, "gemma3, CODA_DECODE_ROW_STEP=1");
+    row_step_used(cpu, rowon, &mis, 0, "mistral window, CODA_DECODE_ROW_STEP=1");
   }
   coda_context_destroy(rowon);
   coda_context_destroy(rowon_streamed);
