@@ -34,9 +34,13 @@ coda_status check_launch(coda_context ctx, const char *what) {
 
 __device__ __forceinline__ void pdl_wait() {
   /* the previous grid of the stream has ended and its writes are visible;
-   * then let the next grid be scheduled */
+   * then let the next grid be scheduled. Below sm_90 (the sm_80 build of
+   * these files) there is no programmatic launch and nothing to wait for:
+   * the kernel starts after the previous one ends. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 }
 
 /* kernel<<<grid, block, smem>>>(args...) on the context's stream, allowed
