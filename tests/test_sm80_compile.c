@@ -8,9 +8,11 @@
  * translation units hold no sm_90-only instruction (wgmma, TMA, mbarriers,
  * bulk copies, setmaxnreg, clusters) and none of the sm_90 seam. No GPU
  * is needed; without NVRTC or without the CUDA backend the test is skipped
- * (exit 77). About 75 seconds on one core (docs/backends.md). */
+ * (exit 77). The map kernels (coda_map) of three map programs are built
+ * for sm_80 as well. About 75 seconds on one core (docs/backends.md). */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "coda.h"
+#include "api/api.h" /* coda_precompile_map */
 #include "check.h"
 
 #include <dirent.h>
@@ -18,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int compiled, refused, skip_all;
+static int compiled, refused, skip_all, maps_built;
 
 /* One kernel: layout/type combination c (bit 0 f16, bit 1 B stored K x N,
  * bit 2 A stored K x M). NOT_SUPPORTED (a program the GPU refuses on every
@@ -129,12 +131,30 @@ int main(void) {
     coda_program_destroy(p);
   }
   if (!skip_all) examples(ctx, c);
+  /* the map kernels (coda_map) of the map programs, over the sm80
+   * fragment: NVRTC builds them for sm_80, which has no sm_90 instruction */
+  static const char *const maps[] = {"llama_rmsnorm", "llama_ce_bwd_map", "gpt2_ln_stats"};
+  for (size_t i = 0; i < sizeof maps / sizeof maps[0] && !skip_all; i++) {
+    coda_program p = NULL;
+    if (coda_program_builtin(ctx, maps[i], &p) != CODA_OK) {
+      coda_clear_error(ctx);
+      continue; /* (a program renamed or removed) */
+    }
+    int from_cache = 0;
+    const coda_status s = coda_precompile_map(ctx, p, &from_cache);
+    CHECK_MSG(s == CODA_OK, "map %s: %s", maps[i], coda_last_error(ctx));
+    if (s == CODA_OK) printf("  %-26s map kernel for sm_80 %s\n", maps[i], from_cache ? "(cached)" : "compiled");
+    maps_built += s == CODA_OK;
+    coda_program_destroy(p);
+  }
   coda_context_destroy(ctx);
   if (skip_all) {
     printf("test_sm80_compile: skipped (no CUDA backend or no NVRTC)\n");
     return 77;
   }
-  printf("sm80 kernels: %d compiled, %d programs the GPU refuses\n", compiled, refused);
+  printf("sm80 kernels: %d compiled, %d programs the GPU refuses, %d map kernels\n", compiled,
+         refused, maps_built);
   CHECK(compiled > 40);
+  CHECK(maps_built >= 2);
   return CHECK_DONE();
 }

@@ -13,11 +13,18 @@
 #   tests     every GPU test (GEMM, epilogue programs, attention, block
 #             plans, plan runs captured into CUDA graphs, debug mode, the
 #             KV-cache decoder, the coda run examples)
-#   sm80      the sm80 mainloop (mma.sync + cp.async) forced on this GPU
+#   sm80      the sm80 path (mma.sync + cp.async) forced on this GPU
 #             (CODA_ARCH=sm80): every epilogue program in all four operand
 #             layouts, bf16 and f16, ragged shapes, against the CPU and fp64
 #             references (test_epilogue_gpu --layouts), the plain GEMM
-#             through the same kernel, and attention refused by name
+#             through the same kernel, a map, a copy and the attention
+#             forward; then the attention test (the mma.sync variants, the
+#             others refused by name), the block plans, graphs, the decoder
+#             (no one-kernel step, no programmatic launch) and the
+#             optimizer on that path. The kernels of the runs after the
+#             first are not all in the pack: NVRTC compiles the missing
+#             ones for this GPU (sm_90 without wgmma), minutes the first
+#             time
 #   train     tests/gpu/train_gpu_smoke.sh (loss falls, determinism, GPU vs
 #             CPU, resume, throughput)
 #   block     coda bench block, all configurations (fused, unfused, floor,
@@ -102,6 +109,11 @@ if has tests; then
 fi
 if has sm80; then
   step sm80_epilogue 400 env CODA_ARCH=sm80 "$P/tests/gpu/test_epilogue_gpu" --layouts
+  step sm80_attention 200 env CODA_ARCH=sm80 "$P/tests/gpu/test_attention_gpu"
+  step sm80_plan 300 env CODA_ARCH=sm80 "$P/tests/gpu/test_plan_gpu"
+  step sm80_graph 200 env CODA_ARCH=sm80 "$P/tests/gpu/test_graph_gpu"
+  step sm80_decode 300 env CODA_ARCH=sm80 "$P/tests/gpu/test_decode_gpu"
+  step sm80_optim 60 env CODA_ARCH=sm80 "$P/tests/gpu/test_optim_gpu"
 fi
 if has train; then
   echo "== train smoke" | tee -a "$L/gpu-tests.log"

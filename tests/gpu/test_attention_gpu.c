@@ -32,6 +32,9 @@
  *                                        several tiles) at the fewest tile
  *                                        pairs, one run each
  *                                        (compute-sanitizer)
+ * On the sm80 path (an sm_8x GPU, or CODA_ARCH=sm80 on any) the same runs
+ * take the mma.sync variants alone, the defaults are mma.sync ones, and a
+ * wgmma or warp-specialized variant is checked to be refused by name.
  * Every mode ends with a "coverage:" line: per head size, how many of the
  * forward and backward variants ran. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -61,6 +64,30 @@ static const char *g_api_name = "cudnn";
 #define MAX_VARIANTS 64
 static const int kHeadDims[3] = {32, 64, 128};
 static unsigned char g_ran[3][2][MAX_VARIANTS];
+
+/* 1 on the sm80 path (an sm_8x GPU, or CODA_ARCH=sm80): the mma.sync
+ * variants alone run there, the others refuse it by name (bad_inputs) */
+static int g_sm80 = 0;
+
+/* The variants this context runs, of a pass at head_dim hd: their count
+ * and the i-th name (all of them on the sm90 path, the "mma_" ones on the
+ * sm80 path). */
+static int runnable(int backward, int hd, int i, const char **name) {
+  const int n = coda_cuda_attention_num_variants(backward, hd);
+  int k = 0;
+  for (int v = 0; v < n; v++) {
+    const char *nm = coda_cuda_attention_variant_name(backward, hd, v);
+    if (g_sm80 && strncmp(nm, "mma_", 4)) continue;
+    if (k++ == i && name) *name = nm;
+  }
+  return k;
+}
+static int num_runnable(int backward, int hd) { return runnable(backward, hd, -1, NULL); }
+static const char *runnable_name(int backward, int hd, int i) {
+  const char *nm = NULL;
+  runnable(backward, hd, i, &nm);
+  return nm;
+}
 
 static void mark_ran(int hd, int backward, const char *name) {
   for (int h = 0; h < 3; h++) {
@@ -521,11 +548,11 @@ static void cudnn_cases(const shape *cases, size_t n, const shape *more, size_t 
 /* Every variant of a shape's head size (forward and backward walked
  * together, the last one repeating when one list is shorter). */
 static void run_variants(coda_context ctx, const shape *s) {
-  const int nf = coda_cuda_attention_num_variants(0, s->hd);
-  const int nb = coda_cuda_attention_num_variants(1, s->hd);
+  const int nf = num_runnable(0, s->hd);
+  const int nb = num_runnable(1, s->hd);
   for (int v = 0; v < (nf > nb ? nf : nb); v++)
-    run_case(ctx, s, coda_cuda_attention_variant_name(0, s->hd, v < nf ? v : nf - 1),
-             coda_cuda_attention_variant_name(1, s->hd, v < nb ? v : nb - 1));
+    run_case(ctx, s, runnable_name(0, s->hd, v < nf ? v : nf - 1),
+             runnable_name(1, s->hd, v < nb ? v : nb - 1));
 }
 
 /* A context whose CODA_ATTENTION is `choice` (own, cudnn), or NULL. */
@@ -620,6 +647,25 @@ static void bad_inputs(coda_context ctx) {
   st = coda_cuda_attention_forward_variant(ctx, &tq, B, T, Hq, Hkv, hd, &to, &tl, NULL,
                                            "no_such_variant");
   EXPECT(st == CODA_ERR_INVALID_ARGUMENT, "unknown variant: status %d", (int)st);
+  /* on the sm80 path a variant of the wgmma or warp-specialized family is
+   * refused by name, forward and backward, naming the path */
+  for (int b = 0; g_sm80 && b < 2; b++) {
+    const char *hopper = NULL;
+    for (int v = 0; v < coda_cuda_attention_num_variants(b, hd) && !hopper; v++)
+      if (strncmp(coda_cuda_attention_variant_name(b, hd, v), "mma_", 4))
+        hopper = coda_cuda_attention_variant_name(b, hd, v);
+    EXPECT(hopper != NULL, "hd%d: no variant but mma.sync ones", hd);
+    if (!hopper) continue;
+    st = b ? coda_cuda_attention_backward_variant(ctx, &tq, &to, &tl, &to, B, T, Hq, Hkv, hd, &tq,
+                                                  NULL, NULL, hopper)
+           : coda_cuda_attention_forward_variant(ctx, &tq, B, T, Hq, Hkv, hd, &to, &tl, NULL,
+                                                 hopper);
+    const char *e = coda_last_error(ctx);
+    EXPECT(st == CODA_ERR_NOT_SUPPORTED && strstr(e, hopper) && strstr(e, "sm80 path") &&
+               strstr(e, "CODA_ARCH"),
+           "%s variant %s on the sm80 path: status %d (%s)", b ? "backward" : "forward", hopper,
+           (int)st, e);
+  }
   /* a negative window or scale: refused by name, on the kernels' entry and
    * on the public call */
   const coda_attn_mask bad[2] = {{sizeof bad[0], 0.0, -3}, {sizeof bad[0], -0.5, 0}};
@@ -657,6 +703,8 @@ int main(int argc, char **argv) {
     printf("cannot create a CUDA context\n");
     return 1;
   }
+  g_sm80 = coda_cuda_sm80(ctx);
+  if (g_sm80) printf("the sm80 path: the mma.sync variants only\n");
   const shape cases[] = {
       {1, 64, 2, 2, 64, 0, 0, 0},    /* one full tile, plain multi-head */
       {2, 100, 4, 2, 64, 8, 0, 0},   /* ragged, group 2, padded rows */
@@ -692,24 +740,14 @@ int main(int argc, char **argv) {
   /* every kernel variant: v walks the forward and backward variants
    * together (the last one repeats when one list is shorter) */
   for (size_t i = 0; sanitize && i < sizeof minimal / sizeof minimal[0]; i++) {
-    const int hd = minimal[i].hd;
-    const int nf = coda_cuda_attention_num_variants(0, hd);
-    const int nb = coda_cuda_attention_num_variants(1, hd);
-    for (int v = 0; v < (nf > nb ? nf : nb); v++)
-      run_case(ctx, &minimal[i], coda_cuda_attention_variant_name(0, hd, v < nf ? v : nf - 1),
-               coda_cuda_attention_variant_name(1, hd, v < nb ? v : nb - 1));
+    run_variants(ctx, &minimal[i]);
   }
   /* --small: cases 1-3 (ragged with padded rows, one token, shorter than
    * a tile), which still cover both head sizes */
   const size_t first = small ? 1 : 0,
                end = sanitize || persistent ? 0 : small ? 5 : sizeof cases / sizeof cases[0];
   for (size_t i = first; i < end; i++) {
-    const int hd = cases[i].hd;
-    const int nf = coda_cuda_attention_num_variants(0, hd);
-    const int nb = coda_cuda_attention_num_variants(1, hd);
-    for (int v = 0; v < (nf > nb ? nf : nb); v++)
-      run_case(ctx, &cases[i], coda_cuda_attention_variant_name(0, hd, v < nf ? v : nf - 1),
-               coda_cuda_attention_variant_name(1, hd, v < nb ? v : nb - 1));
+    run_variants(ctx, &cases[i]);
     /* the defaults, and the first measured defaults and block order
      * (CODA_ATTN_IMPL=v1): the same kernels, so not under --small */
     if (small) continue;
@@ -727,7 +765,8 @@ int main(int argc, char **argv) {
       {1, 128, 272, 272, 128, 0, 0, 0},
   };
   const shape *many = persistent ? few_tiles : many_tiles;
-  for (size_t i = 0; (persistent || (!small && !sanitize)) && i < sizeof many_tiles / sizeof many_tiles[0]; i++) {
+  /* (the warp-specialized family is Hopper-only: not on the sm80 path) */
+  for (size_t i = 0; !g_sm80 && (persistent || (!small && !sanitize)) && i < sizeof many_tiles / sizeof many_tiles[0]; i++) {
     /* the warp-specialized variants (persistent CTAs running several
      * tiles), named "ws_*": both forwards against both backwards */
     const int hd = many[i].hd;

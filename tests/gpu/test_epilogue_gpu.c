@@ -26,7 +26,9 @@
  *                                     pitches padded to 8 values with NaN)
  *                                     and on a shape with K odd; with
  *                                     CODA_ARCH=sm80, the sm80 mainloop's
- *                                     test (tests/gpu/run_all.sh, stage sm80)
+ *                                     test (tests/gpu/run_all.sh, stage sm80),
+ *                                     with a map, a copy and the attention
+ *                                     forward on that path
  *   test_epilogue_gpu --part K/N      the test on programs K, K + N, K + 2N,
  *                                     ... only (0 <= K < N): the N parts
  *                                     together are every program, for the
@@ -34,6 +36,7 @@
  * Ends with a "coverage:" line: the programs that ran of all there are. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "coda.h"
+#include "api/api.h" /* coda_tensor_copy */
 #include "backends/cuda/backend.h"
 #include "backends/cuda/epi_codegen.h"
 #include "lang/ir.h"
@@ -564,24 +567,116 @@ static int sm80_plain_gemm(coda_context cpu, coda_context gpu) {
   return !ok;
 }
 
-/* A path without sm80 kernels (attention) refuses, naming the path and the
- * knob; returns 1 on a failure. */
-static int sm80_refusal(coda_context gpu) {
-  void *q, *o, *l;
-  dev_alloc(&q, 16 * 192 * 2);
-  dev_alloc(&o, 16 * 64 * 2);
-  dev_alloc(&l, 16 * 4);
-  coda_tensor tq = {q, CODA_BF16, 16, 192, 192}, to = {o, CODA_BF16, 16, 64, 64}, tl = {l, CODA_F32, 16, 1, 1};
-  const coda_status s = coda_attention_forward(gpu, &tq, 1, 16, 1, 1, 64, &to, &tl);
-  const char *e = coda_last_error(gpu);
-  const int ok = s == CODA_ERR_NOT_SUPPORTED && strstr(e, "sm80") && strstr(e, "CODA_ARCH");
+/* What the sm80 path runs besides the GEMMs, against the CPU backend: a
+ * map (coda_map, its kernel over the sm80 fragment), a converting tensor
+ * copy (finish.cu) and the attention forward (the mma.sync family; the
+ * thorough comparison is test_attention_gpu's); returns 1 on a failure. */
+static int sm80_rest(coda_context cpu, coda_context gpu) {
+  int bad = 0;
+  /* the map: y = x * x + 1 (f32) and the row sums of x, 70 x 200 */
+  const int64_t M = 70, N = 200;
+  uint16_t *hx = malloc((size_t)(M * N) * 2);
+  float *yc = calloc((size_t)(M * N), 4), *yg = calloc((size_t)(M * N), 4);
+  for (int64_t i = 0; i < M * N; i++) hx[i] = f2bf((float)nonzero(0));
+  void *gx, *gy;
+  dev_alloc(&gx, (size_t)(M * N) * 2);
+  dev_alloc(&gy, (size_t)(M * N) * 4);
+  dev_copy(gx, hx, (size_t)(M * N) * 2, 1);
+  coda_program pc = NULL, pg = NULL;
+  const char *text = "input x : tile bf16\noutput y : f32\nstore y = x * x + 1.0\n";
+  coda_status sc = coda_program_parse(cpu, text, &pc), sg = coda_program_parse(gpu, text, &pg);
+  coda_args ac = NULL, ag = NULL;
+  coda_args_create(cpu, &ac);
+  coda_args_create(gpu, &ag);
+  coda_tensor x = {hx, CODA_BF16, M, N, N}, y = {yc, CODA_F32, M, N, N};
+  coda_tensor tx = {gx, CODA_BF16, M, N, N}, ty = {gy, CODA_F32, M, N, N};
+  coda_args_set(ac, "x", &x);
+  coda_args_set(ac, "y", &y);
+  coda_args_set(ag, "x", &tx);
+  coda_args_set(ag, "y", &ty);
+  if (sc == CODA_OK) sc = coda_map(cpu, pc, M, N, ac, (coda_tiling){64, 128});
+  if (sg == CODA_OK) sg = coda_map(gpu, pg, M, N, ag, (coda_tiling){64, 128});
+  if (sg == CODA_OK) CUDA_CHECK(cudaDeviceSynchronize());
+  dev_copy(yg, gy, (size_t)(M * N) * 4, 0);
+  double em = 0;
+  for (int64_t i = 0; i < M * N; i++) {
+    const double d = fabs((double)yg[i] - yc[i]);
+    if (!(d <= em)) em = isnan(d) ? INFINITY : d;
+  }
+  int ok = sc == CODA_OK && sg == CODA_OK && em <= 1e-5;
   checks++;
   failures += !ok;
-  printf("  sm80 path, attention refused: %s  %s\n", e, ok ? "ok" : "FAIL");
-  dev_free(q);
-  dev_free(o);
-  dev_free(l);
-  return !ok;
+  bad |= !ok;
+  printf("  sm80 path, map 70x200 (y = x*x + 1): max |gpu - cpu| %9.3g  %s%s%s\n", em,
+         ok ? "ok" : "FAIL", sg ? ": " : "", sg ? coda_last_error(gpu) : "");
+  /* the copy: the bf16 x converted to f32 on the device */
+  sg = coda_tensor_copy(gpu, &ty, &tx);
+  if (sg == CODA_OK) CUDA_CHECK(cudaDeviceSynchronize());
+  dev_copy(yg, gy, (size_t)(M * N) * 4, 0);
+  ok = sg == CODA_OK;
+  for (int64_t i = 0; ok && i < M * N; i++) ok = yg[i] == bf2f(hx[i]);
+  checks++;
+  failures += !ok;
+  bad |= !ok;
+  printf("  sm80 path, tensor copy bf16 -> f32: %s%s%s\n", ok ? "ok" : "FAIL", sg ? ": " : "",
+         sg ? coda_last_error(gpu) : "");
+  coda_args_destroy(ac);
+  coda_args_destroy(ag);
+  coda_program_destroy(pc);
+  coda_program_destroy(pg);
+  dev_free(gx);
+  dev_free(gy);
+  free(hx);
+  free(yc);
+  free(yg);
+  /* the attention forward: batch 2 of 50 tokens, 4 query heads over 2 KV
+   * heads of 64 */
+  const int B = 2, T = 50, Hq = 4, Hkv = 2, hd = 64;
+  const int64_t BT = (int64_t)B * T, cq = (int64_t)(Hq + 2 * Hkv) * hd, co = (int64_t)Hq * hd;
+  uint16_t *hq = malloc((size_t)(BT * cq) * 2), *oc = malloc((size_t)(BT * co) * 2),
+           *og = malloc((size_t)(BT * co) * 2);
+  float *lc = malloc((size_t)(BT * Hq) * 4), *lg = malloc((size_t)(BT * Hq) * 4);
+  for (int64_t i = 0; i < BT * cq; i++) hq[i] = f2bf((float)nonzero(0));
+  void *gq, *go, *gl;
+  dev_alloc(&gq, (size_t)(BT * cq) * 2);
+  dev_alloc(&go, (size_t)(BT * co) * 2);
+  dev_alloc(&gl, (size_t)(BT * Hq) * 4);
+  dev_copy(gq, hq, (size_t)(BT * cq) * 2, 1);
+  coda_tensor q = {hq, CODA_BF16, BT, cq, cq}, o = {oc, CODA_BF16, BT, co, co},
+              l = {lc, CODA_F32, BT, Hq, Hq};
+  coda_tensor tq = {gq, CODA_BF16, BT, cq, cq}, to = {go, CODA_BF16, BT, co, co},
+              tl = {gl, CODA_F32, BT, Hq, Hq};
+  sc = coda_attention_forward(cpu, &q, B, T, Hq, Hkv, hd, &o, &l);
+  sg = coda_attention_forward(gpu, &tq, B, T, Hq, Hkv, hd, &to, &tl);
+  if (sg == CODA_OK) CUDA_CHECK(cudaDeviceSynchronize());
+  dev_copy(og, go, (size_t)(BT * co) * 2, 0);
+  dev_copy(lg, gl, (size_t)(BT * Hq) * 4, 0);
+  double eo = 0, el = 0;
+  for (int64_t i = 0; i < BT * co; i++) {
+    const double d = fabs((double)bf2f(og[i]) - bf2f(oc[i]));
+    if (!(d <= eo)) eo = isnan(d) ? INFINITY : d;
+  }
+  for (int64_t i = 0; i < BT * Hq; i++) {
+    const double d = fabs((double)lg[i] - lc[i]);
+    if (!(d <= el)) el = isnan(d) ? INFINITY : d;
+  }
+  /* bf16 outputs of averages of values in (-1, 1): a few units of 2^-8 */
+  ok = sc == CODA_OK && sg == CODA_OK && eo <= 2e-2 && el <= 1e-3;
+  checks++;
+  failures += !ok;
+  bad |= !ok;
+  printf("  sm80 path, attention forward 2x50, 4/2 heads of 64: max |gpu - cpu| out %9.3g  "
+         "lse %9.3g  %s%s%s\n", eo, el, ok ? "ok" : "FAIL", sg ? ": " : "",
+         sg ? coda_last_error(gpu) : "");
+  dev_free(gq);
+  dev_free(go);
+  dev_free(gl);
+  free(hq);
+  free(oc);
+  free(og);
+  free(lc);
+  free(lg);
+  return bad;
 }
 
 /* ------------------------------------------------------------ programs */
@@ -935,7 +1030,7 @@ int main(int argc, char **argv) {
     CUDA_CHECK(cudaDeviceSynchronize());
     if (sm80) {
       sm80_plain_gemm(cpu, gpu);
-      sm80_refusal(gpu);
+      sm80_rest(cpu, gpu);
     }
     for (int i = 0; i < 4; i++) cudaFree(d[i]);
     coda_args_destroy(a);

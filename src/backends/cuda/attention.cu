@@ -1,18 +1,21 @@
-/* Causal grouped-query attention on Hopper (sm_90a), bf16 in and out, fp32
- * accumulation, with an optional score scale and sliding window: the host
- * side. Checks the views, fills the kernel
- * parameters, runs the backward's prep pass (D = rowsum(dO*O), L =
- * lse*log2(e)) into the context's attention workspace, and dispatches to
- * a kernel variant by name: the three kernel families live in
+/* Causal grouped-query attention, bf16 in and out, fp32 accumulation, with
+ * an optional score scale and sliding window: the host side. Checks the
+ * views, fills the kernel parameters, runs the backward's prep pass (D =
+ * rowsum(dO*O), L = lse*log2(e)) into the context's attention workspace,
+ * and dispatches to a kernel variant by name: the three kernel families live in
  * attention_mma.cu (mma.sync, head_dim 32/64/128), attention_wg.cu (wgmma
  * fed by cp.async) and attention_ws.cu (warp-specialized, TMA-fed; the
- * defaults at head_dim 64 and 128), over what attention_common.cuh and
- * attention_wg.cuh share. Every launch goes to the context's stream.
+ * defaults at head_dim 64 and 128 on Hopper), over what attention_common.cuh
+ * and attention_wg.cuh share. The mma.sync family and this file's prep
+ * kernel are built for sm_80 too and are all the sm80 path runs (its
+ * defaults are mma.sync variants; a wg_ or ws_ variant asked for by name
+ * refuses it). Every launch goes to the context's stream.
  * docs/backends.md, "Attention on the GPU", has the design. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -228,13 +231,32 @@ static coda_status setup(coda_context ctx, const coda_tensor *qkv, int B, int T,
  * gpu-*.md: the warp-specialized forward (with pingpong) and backward for
  * head_dim 64 and 128 (gpu-2026-11-30j); with attn_impl v1 the first
  * measured defaults. */
+/* The sm80 path runs the mma.sync family alone (the wgmma and
+ * warp-specialized ones are Hopper-only): its defaults there are the
+ * mma.sync defaults of attn_impl v1 at head_dim 64 and 128, and the
+ * default at 32 (mma.sync already). */
 static const char *default_fwd_variant(coda_context ctx, int hd) {
-  if (legacy_impl(ctx)) return hd == 128 ? "mma_m2_k32" : "mma_m2_k64";
+  if (legacy_impl(ctx) || (coda_cuda_sm80(ctx) && hd != 32))
+    return hd == 128 ? "mma_m2_k32" : "mma_m2_k64";
   return hd == 32 ? "mma_m2_k64" : hd == 64 ? "ws_s3_ping" : "ws_s2_ping";
 }
 static const char *default_bwd_variant(coda_context ctx, int hd) {
   if (legacy_impl(ctx)) return hd == 128 ? "mma_q1_k1" : hd == 64 ? "mma_q2_k2" : "mma_q2_k2_kvreg";
+  if (coda_cuda_sm80(ctx) && hd != 32) return hd == 128 ? "mma_q1_k1" : "mma_q2_k2";
   return hd == 32 ? "mma_q2_k1_kvreg" : "ws_s4";
+}
+
+/* A variant of the wgmma or warp-specialized family (not the mma.sync
+ * one) refuses the sm80 path, naming the variant. */
+static coda_status check_family(coda_context ctx, int backward, int hd, const Variant *v) {
+  const VariantList mma = mma_variants(backward, hd);
+  if (v >= mma.v && v < mma.v + mma.n) return CODA_OK;
+  char what[96];
+  snprintf(what, sizeof what, "CUDA attention %s variant \"%s\"", backward ? "backward" : "forward",
+           v->name);
+  return coda_cuda_hopper_only(ctx, what,
+                               strncmp(v->name, "ws_", 3) ? "wgmma"
+                                                          : "wgmma, TMA, mbarriers and setmaxnreg");
 }
 
 extern "C" int coda_cuda_attention_num_variants(int backward, int hd) {
@@ -287,6 +309,7 @@ extern "C" coda_status coda_cuda_attention_forward_variant(coda_context ctx,
   if (!v)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "CUDA attention: no forward variant \"%s\" at head_dim %d", variant, hd);
+  if ((s = check_family(ctx, 0, hd, v))) return s;
   cudaError_t e = cudaSuccess;
   s = v->fn(ctx, p, coda_cuda_stream(ctx), &e);
   if (e != cudaSuccess) return attn_cuda_fail(ctx, e, "forward kernel setup");
@@ -320,6 +343,7 @@ extern "C" coda_status coda_cuda_attention_backward_variant(
   if (!v)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT,
                      "CUDA attention: no backward variant \"%s\" at head_dim %d", variant, hd);
+  if ((s = check_family(ctx, 1, hd, v))) return s;
   /* D and L (2 x B*Hq*T floats) in the context's attention workspace:
    * reused across calls, written by the prep pass and read by the two
    * gradient passes, all on the context's stream */

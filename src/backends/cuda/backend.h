@@ -21,7 +21,8 @@ extern "C" {
 int coda_cuda_device_usable(void);
 
 /* Plain GEMM on the Hopper mainloop: D = alpha*op(A)*op(B) (+ D). Tensors are
- * device views. Arguments are already checked by the caller. */
+ * device views. Arguments are already checked by the caller. Refused on the
+ * sm80 path (its kernels are sm_90a; coda_cuda_gemm_path takes either). */
 coda_status coda_cuda_gemm(coda_context ctx, coda_transpose trans_a,
                            const coda_tensor *A, coda_transpose trans_b,
                            const coda_tensor *B, const coda_tensor *D,
@@ -83,11 +84,23 @@ typedef struct coda_cuda_ctx {
  * of another backend may still ask the kernel compiler for source). */
 coda_cuda_ctx *coda_cuda_ctx_of(coda_context ctx);
 struct coda_epi_config;
-/* CODA_OK when the context's path runs `what` (the sm90 path runs
- * everything); on the sm80 path, whose only kernels are the NVRTC-built
- * GEMM + epilogue programs, CODA_ERR_NOT_SUPPORTED naming `what`, the
- * path, the device and CODA_ARCH (cuda_backend.c). */
-coda_status coda_cuda_path_check(coda_context ctx, const char *what);
+/* 1 when ctx is a CUDA context on the sm80 path (base/arch.h): an sm_8x
+ * GPU, or any GPU with CODA_ARCH=sm80. That path runs the NVRTC-built GEMM
+ * and epilogue kernels for the device's own architecture and the prebuilt
+ * kernels that need nothing of sm_90 (docs/backends.md, "The sm80 path");
+ * the Hopper-only ones refuse through coda_cuda_hopper_only. */
+int coda_cuda_sm80(coda_context ctx);
+/* CODA_OK on the sm90 path; on the sm80 path CODA_ERR_NOT_SUPPORTED naming
+ * `what`, why it needs Hopper (`why`, e.g. "wgmma and TMA"), the device
+ * and CODA_ARCH (cuda_backend.c). */
+coda_status coda_cuda_hopper_only(coda_context ctx, const char *what, const char *why);
+/* The plain GEMM of the context's path, D = alpha*op(A)*op(B) (+ D): the
+ * prebuilt sm_90a kernels (coda_cuda_gemm) on the sm90 path, the fused
+ * kernel with a store program on the sm80 path (cuda_backend.c). For the
+ * backend's own kernels that need a GEMM (the decoder's linear layers). */
+coda_status coda_cuda_gemm_path(coda_context ctx, coda_transpose trans_a, const coda_tensor *A,
+                                coda_transpose trans_b, const coda_tensor *B,
+                                const coda_tensor *D, float alpha, int accumulate);
 /* Sets cfg->arch and cfg->cc for the context: its path and device on a
  * CUDA context, else (compiling without a GPU) CODA_ARCH's path, sm80
  * compiled for sm_80 (epi_launch.c). */

@@ -47,14 +47,18 @@ static coda_status pick_path(coda_context ctx) {
   return CODA_OK;
 }
 
-coda_status coda_cuda_path_check(coda_context ctx, const char *what) {
+int coda_cuda_sm80(coda_context ctx) {
+  const coda_cuda_ctx *b = coda_cuda_ctx_of(ctx);
+  return b && b->path == CODA_PATH_SM80;
+}
+
+coda_status coda_cuda_hopper_only(coda_context ctx, const char *what, const char *why) {
   const coda_cuda_ctx *b = coda_cuda_ctx_of(ctx);
   if (!b || b->path != CODA_PATH_SM80) return CODA_OK;
   return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED,
-                   "%s: not on the sm80 path yet (device compute capability %d.%d, CODA_ARCH=%s); "
-                   "the sm80 path runs the GEMMs (plain and with epilogue programs) only; the "
-                   "rest needs an sm_90 GPU with CODA_ARCH=auto or sm90",
-                   what, b->cc / 10, b->cc % 10, coda_arch_choice_name(ctx->knobs.arch));
+                   "%s: not on the sm80 path (it needs Hopper: %s; device compute capability "
+                   "%d.%d, CODA_ARCH=%s); it runs on an sm_90 GPU with CODA_ARCH=auto or sm90",
+                   what, why, b->cc / 10, b->cc % 10, coda_arch_choice_name(ctx->knobs.arch));
 }
 
 static coda_status cuda_create(coda_context ctx) {
@@ -99,8 +103,7 @@ static coda_status cuda_copy_bytes(coda_context ctx, void *dst, const void *src,
 /* A copy with a source converts and strides in a kernel (finish.cu); a
  * zero fill is a memset. */
 static coda_status cuda_copy(coda_context ctx, const coda_tensor *dst, const coda_tensor *src) {
-  coda_status s = src ? coda_cuda_path_check(ctx, "CUDA tensor copy") : CODA_OK;
-  return s ? s : coda_cuda_copy(ctx, dst, src);
+  return coda_cuda_copy(ctx, dst, src);
 }
 
 static coda_status cuda_tags(coda_context ctx, char *device, size_t ndevice, char *code,
@@ -184,6 +187,18 @@ static coda_status cuda_gemm(coda_context ctx, const coda_epi_job *j) {
   return coda_cuda_gemm(ctx, j->ta, j->A, j->tb, j->B, j->D, (float)j->alpha, j->accumulate);
 }
 
+coda_status coda_cuda_gemm_path(coda_context ctx, coda_transpose trans_a, const coda_tensor *A,
+                                coda_transpose trans_b, const coda_tensor *B,
+                                const coda_tensor *D, float alpha, int accumulate) {
+  coda_epi_job j = {.has_gemm = 1, .ta = trans_a, .tb = trans_b, .A = A, .B = B, .D = D,
+                    .alpha = alpha, .accumulate = accumulate};
+  j.M = trans_a == CODA_N ? A->rows : A->cols;
+  j.K = trans_a == CODA_N ? A->cols : A->rows;
+  j.N = D->cols;
+  j.tiling = (coda_tiling){CODA_EPI_TILE_M, CODA_EPI_BN};
+  return cuda_gemm(ctx, &j);
+}
+
 static coda_status cuda_gemm_epilogue(coda_context ctx, const coda_epi_job *j) {
   if (!j->prog) return cuda_gemm(ctx, j);
   return coda_cuda_gemm_epilogue(ctx, j->prog, j->ta, j->A, j->tb, j->B, j->inputs, j->outputs,
@@ -191,15 +206,10 @@ static coda_status cuda_gemm_epilogue(coda_context ctx, const coda_epi_job *j) {
 }
 
 static coda_status cuda_map(coda_context ctx, const coda_epi_job *j) {
-  /* (its kernels wrap the sm_90 seam types: epi_map.c) */
-  coda_status s = coda_cuda_path_check(ctx, "CUDA elementwise program (coda_map)");
-  if (s) return s;
   return coda_cuda_map(ctx, j->prog, j->M, j->N, j->inputs, j->outputs, j->partials, j->tiling);
 }
 
 static coda_status cuda_finish(coda_context ctx, const coda_finish_job *j) {
-  coda_status s = coda_cuda_path_check(ctx, "CUDA row finisher (finish.cu)");
-  if (s) return s;
   return coda_cuda_finish(ctx, j->kind, j->layout, j->P, j->Q, j->out, j->M, j->N,
                           j->tiling.tile_n, j->seg, j->eps);
 }
@@ -229,6 +239,13 @@ static coda_status pick_attention(coda_context ctx, const coda_attn_job *j, int 
       return CODA_OK;
     }
     case CODA_ATTENTION_AUTO: {
+      /* the sm80 path: the own kernels (the mma.sync family) both ways;
+       * cuDNN's backward was measured faster on Hopper only */
+      if (coda_cuda_sm80(ctx)) {
+        coda_cudnn_attention_note(ctx, "%s: own kernels (auto on the sm80 path: the mma.sync "
+                                  "family; CODA_ATTENTION=cudnn takes cuDNN)", pass);
+        return CODA_OK;
+      }
       /* by measurement (bench/results/attention-cudnn-2026-12-06.md, H100):
        * the own forward is as fast as cuDNN's at every shape measured, its
        * backward slower from 4096 tokens on; cuDNN's deterministic
@@ -289,8 +306,7 @@ static coda_status pick_attention(coda_context ctx, const coda_attn_job *j, int 
 
 static coda_status cuda_attention_forward(coda_context ctx, const coda_attn_job *j) {
   int cudnn = 0;
-  coda_status s = coda_cuda_path_check(ctx, "CUDA attention forward");
-  if (!s) s = pick_attention(ctx, j, 0, &cudnn);
+  coda_status s = pick_attention(ctx, j, 0, &cudnn);
   if (s) return s;
   if (cudnn) return coda_cudnn_attention_forward(ctx, j);
   const coda_attn_mask mask = {sizeof mask, j->scale, j->window};
@@ -300,8 +316,7 @@ static coda_status cuda_attention_forward(coda_context ctx, const coda_attn_job 
 
 static coda_status cuda_attention_backward(coda_context ctx, const coda_attn_job *j) {
   int cudnn = 0;
-  coda_status s = coda_cuda_path_check(ctx, "CUDA attention backward");
-  if (!s) s = pick_attention(ctx, j, 1, &cudnn);
+  coda_status s = pick_attention(ctx, j, 1, &cudnn);
   if (s) return s;
   if (cudnn) return coda_cudnn_attention_backward(ctx, j);
   const coda_attn_mask mask = {sizeof mask, j->scale, j->window};
@@ -416,7 +431,8 @@ const coda_backend_ops coda_cuda_backend_ops = {
     .free = cuda_free,
     .copy_bytes = cuda_copy_bytes,
     .copy = cuda_copy,
-    .path_check = coda_cuda_path_check,
+    /* no path_check: both paths run every table entry; the Hopper-only
+     * kernels refuse the sm80 path themselves (coda_cuda_hopper_only) */
     .synchronize = coda_cuda_sync,
     .tags = cuda_tags,
     .gemm = cuda_gemm,

@@ -671,9 +671,9 @@ coda_status linear_f32(coda_context ctx, float *y, const bf16 *x, const bf16 *w,
     coda_tensor A = {(void *)x, CODA_BF16, M, K, K};
     coda_tensor B = {(void *)w, CODA_BF16, N, K, K};
     coda_tensor D = {y, CODA_F32, M, N, N};
-    return coda_cuda_gemm(ctx, CODA_N, &A, CODA_T, &B, &D, 1.0f, accumulate);
+    return coda_cuda_gemm_path(ctx, CODA_N, &A, CODA_T, &B, &D, 1.0f, accumulate);
   }
-  /* few rows (or shapes the TMA GEMM does not take): 16 rows per pass */
+  /* few rows (or shapes the GEMMs do not take): 16 rows per pass */
   for (int64_t m0 = 0; m0 < M; m0 += 16) {
     const int rows = (int)(M - m0 < 16 ? M - m0 : 16);
     coda_status s = launch_gemv(ctx, y + m0 * N, x + m0 * K, w, rows, N, K, accumulate);

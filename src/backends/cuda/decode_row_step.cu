@@ -34,7 +34,9 @@
  * resident: launched cooperatively, one block an SM.
  *
  * Opt-in (CODA_DECODE_ROW_STEP=1): its GEMV phases stream slower than the
- * separate kernels, which stay the default (docs/decisions.md). */
+ * separate kernels, which stay the default (docs/decisions.md). Hopper
+ * only (bulk copies, mbarrier transaction counts): not on the sm80 path,
+ * where the separate kernels run. */
 #include "backends/cuda/decode_attention.cuh"
 #include "backends/cuda/ptx_sm90.cuh"
 
@@ -550,6 +552,10 @@ int row_step_shapes(const coda_decode_row_step_job *j, char *msg, size_t cap) {
 
 } // namespace
 
+/* The kernel's weight ring is fed by bulk copies completing on mbarrier
+ * transaction counts: sm_90 only (this file is built for sm_90a alone). */
+static const char kHopperOnly[] = "bulk copies into shared memory with mbarrier transaction counts";
+
 extern "C" int coda_cuda_decode_row_step_ok(coda_context ctx, const coda_decode_row_step_job *j,
                                             char *msg, size_t cap) {
   if (!ctx->knobs.decode_row_step_on) { /* slower than the separate kernels so far */
@@ -557,11 +563,19 @@ extern "C" int coda_cuda_decode_row_step_ok(coda_context ctx, const coda_decode_
       snprintf(msg, cap, "one-kernel decode step: off (CODA_DECODE_ROW_STEP=1 takes it)");
     return 0;
   }
+  if (coda_cuda_sm80(ctx)) { /* the separate kernels run instead */
+    if (msg && cap)
+      snprintf(msg, cap, "one-kernel decode step: not on the sm80 path (it needs Hopper: %s)",
+               kHopperOnly);
+    return 0;
+  }
   return row_step_shapes(j, msg, cap);
 }
 
 extern "C" coda_status coda_cuda_decode_row_step(coda_context ctx,
                                                  const coda_decode_row_step_job *j) {
+  const coda_status hs = coda_cuda_hopper_only(ctx, "one-kernel decode step", kHopperOnly);
+  if (hs != CODA_OK) return hs;
   char why[160];
   if (!row_step_shapes(j, why, sizeof why))
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "%s", why);

@@ -10,11 +10,15 @@
  * partials therefore have the GEMM's shapes and summation order (tile_m =
  * 64, tile_n = BN). The translation unit is the fused GEMM's (the mainloop
  * template is left uninstantiated) plus the wrapper below, compiled and
- * cached on disk by the same NVRTC path. */
+ * cached on disk by the same NVRTC path. On the sm80 path it is the sm80
+ * GEMM's (gemm_sm80.cuh: the same fragment layout, no TMA), compiled for
+ * the device's own architecture as the sm80 GEMMs are (coda_epi_target). */
 #include "backends/cuda/gplan.h"
+#include "backends/cuda/backend.h"
 #include "backends/cuda/debug.h"
 #include "backends/cuda/epi_codegen.h"
 
+#include "base/arch.h"
 #include "base/internal.h"
 #include "lang/ir.h"
 
@@ -24,20 +28,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* CODA_MAP_NS is the mainloop's namespace (coda_sm90 or coda_sm80: the
+ * seam types AccFragment, EpiScratch and wg_sync of either) and
+ * CODA_MAP_BAR the epilogue's named barrier, defined before this text. */
 static const char kMapKernel[] =
     "namespace coda_map {\n"
     "/* One warpgroup per CTA; a grid-stride loop over the 64 x BN blocks. */\n"
     "template <int BN>\n"
     "__global__ void __launch_bounds__(128) map_kernel(int tiles_m, int tiles_n,\n"
     "                                                  const __grid_constant__ CodaEpi epi) {\n"
-    "  __shared__ __align__(1024) float scratch[coda_sm90::kEpiScratchBytes / 4];\n"
+    "  __shared__ __align__(1024) float scratch[CODA_MAP_NS::kEpiScratchBytes / 4];\n"
     "  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
-    "  const coda_sm90::EpiScratch sc = {scratch, coda_sm90::kEpiBar};\n"
-    "  coda_sm90::AccFragment<BN> f;\n"
+    "  const CODA_MAP_NS::EpiScratch sc = {scratch, CODA_MAP_BAR};\n"
+    "  CODA_MAP_NS::AccFragment<BN> f;\n"
     "  const long long units = (long long)tiles_m * tiles_n;\n"
     "  for (long long u = blockIdx.x; u < units; u += gridDim.x) {\n"
     "    /* the previous block's scratch readers are done before it is reused */\n"
-    "    if (u != blockIdx.x) coda_sm90::wg_sync(coda_sm90::kEpiBar);\n"
+    "    if (u != blockIdx.x) CODA_MAP_NS::wg_sync(CODA_MAP_BAR);\n"
     "    const int tm = (int)(u / tiles_n), tn = (int)(u % tiles_n);\n"
     "#pragma unroll\n"
     "    for (int i = 0; i < BN / 2; ++i) f.v[i] = 0.f;\n"
@@ -49,33 +56,42 @@ static const char kMapKernel[] =
     "  epi.finish();\n"
     "}\n"
     "}  // namespace coda_map\n";
+static const char kMapSm90[] = "#define CODA_MAP_NS coda_sm90\n#define CODA_MAP_BAR coda_sm90::kEpiBar\n";
+/* (barrier 0 is __syncthreads'; the sm80 GEMM's groups take 1 and 2) */
+static const char kMapSm80[] = "#define CODA_MAP_NS coda_sm80\n#define CODA_MAP_BAR 1\n";
 
 /* Cache key of a program's map kernel inside a context. */
 static uint64_t map_key(coda_program p) {
   const uint64_t key = coda_epi_program_key(p, 0x6d6170u /* "map" */);
   return coda_fnv1a64(kMapKernel, sizeof kMapKernel - 1, key);
 }
+/* (a context's kernels are of its one path: the path needs no place in
+ * the key; the compiled files' key holds the target and the source) */
 
 /* Source and kernel name expression of a program's map kernel. */
 static coda_status map_binary(coda_context ctx, coda_program p, coda_epi_binary *out) {
   memset(out, 0, sizeof *out);
   coda_epi_config cfg = coda_epi_default_config();
+  coda_cuda_epi_arch(ctx, &cfg); /* the sm80 path: its fragment, for the device's own sm_8x/9x */
   coda_epi_config_for(p, &cfg);
   char *src = coda_epi_full_source(ctx, p, &cfg, NULL);
   if (!src) return CODA_ERR_NOT_SUPPORTED;
-  size_t n = strlen(src);
-  char *full = malloc(n + sizeof kMapKernel + 1);
+  const char *ns = cfg.arch == CODA_PATH_SM80 ? kMapSm80 : kMapSm90;
+  const size_t n = strlen(src), nn = strlen(ns);
+  char *full = malloc(n + nn + sizeof kMapKernel + 1);
   if (!full) {
     free(src);
     return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory for the map kernel source");
   }
   memcpy(full, src, n);
-  memcpy(full + n, kMapKernel, sizeof kMapKernel);
+  memcpy(full + n, ns, nn);
+  memcpy(full + n + nn, kMapKernel, sizeof kMapKernel);
   free(src);
-  char expr[64];
+  char expr[64], target[16];
   snprintf(expr, sizeof expr, "coda_map::map_kernel<%d>", CODA_EPI_BN);
-  coda_status s = coda_epi_compile(ctx, full, expr, coda_program_math(p), 0, &out->cubin, &out->size, &out->lowered, NULL,
-                                   &out->from_cache, &out->spill);
+  coda_status s = coda_epi_compile_for(ctx, coda_epi_target(&cfg, target, sizeof target), full, expr,
+                                       coda_program_math(p), 0, &out->cubin, &out->size,
+                                       &out->lowered, NULL, &out->from_cache, &out->spill);
   free(full);
   return s;
 }

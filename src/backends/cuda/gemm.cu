@@ -305,6 +305,11 @@ static coda_status gemm_run(coda_context ctx, coda_transpose trans_a, const coda
                             float alpha, int accumulate, int config, int splits_req, int discard) {
   if (config >= kNumConfigs)
     return coda_fail(ctx, CODA_ERR_INVALID_ARGUMENT, "CUDA GEMM: no tile configuration %d", config);
+  /* the prebuilt kernels are sm_90a: the sm80 path runs its GEMMs fused
+   * (coda_cuda_gemm_path) */
+  coda_status hs = coda_cuda_hopper_only(ctx, "CUDA GEMM (the prebuilt kernels of gemm_*.cu)",
+                                         "wgmma, TMA and clusters");
+  if (hs != CODA_OK) return hs;
   int64_t M, N, K;
   coda_status st = check_gemm_args(ctx, trans_a, A, trans_b, B, D, &M, &N, &K);
   if (st != CODA_OK) return st;
