@@ -285,6 +285,8 @@ static void on_gpu(const coda_model_config *mcfg, int keep) {
   CHECK(coda_model_step(c, mc, in, tg, B, T, 1.0f, &lc, &nv) == CODA_OK);
   double nc = coda_grad_norm(coda_model_grads(mc), n);
   /* bf16 attention probabilities on the GPU, fp32 on the CPU */
+  printf("%s (keep %d): loss gpu %.6g cpu %.6g, grad norm gpu %.6g cpu %.6g\n",
+         coda_model_family_name(mcfg->family), keep, lg, lc, ng, nc);
   CHECK_MSG(fabs(lg - lc) <= 0.02 * lc, "loss gpu %g cpu %g", lg, lc);
   CHECK_MSG(fabs(ng - nc) <= 0.1 * nc, "grad norm gpu %g cpu %g", ng, nc);
   CHECK(lg == lg2 && ng == ng2);

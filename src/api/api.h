@@ -86,7 +86,8 @@ int coda_backend_built(coda_backend b);
  * the fp32 or bf16 table and their gradient, the target column, gradient
  * sum-of-squares partials, the AdamW update, zeroing, device memory in use.
  * CODA_ERR_NOT_SUPPORTED on a backend without them. Stream-ordered. */
-coda_status coda_train_round(coda_context ctx, const coda_tensor *dst, const float *src);
+coda_status coda_train_round(coda_context ctx, const coda_tensor *dst, const float *src,
+                             float shift);
 coda_status coda_train_accum(coda_context ctx, float *dst, const coda_tensor *src, float scale);
 /* x row r = bf16((table[tok[r]] + pos[r % period]) * scale) (fp32 sum and
  * product, one rounding); pos NULL: table[tok[r]] alone (period unused);

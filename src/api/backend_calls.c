@@ -66,8 +66,9 @@ static const coda_train_ops *train_ops(coda_context ctx, const char *what) {
   const coda_train_ops *t = train_ops(ctx, "coda_train_" #fn); \
   return t ? t->fn(ctx, __VA_ARGS__) : CODA_ERR_NOT_SUPPORTED
 
-coda_status coda_train_round(coda_context ctx, const coda_tensor *dst, const float *src) {
-  TRAIN_CALL(round, dst, src);
+coda_status coda_train_round(coda_context ctx, const coda_tensor *dst, const float *src,
+                             float shift) {
+  TRAIN_CALL(round, dst, src, shift);
 }
 coda_status coda_train_accum(coda_context ctx, float *dst, const coda_tensor *src, float scale) {
   TRAIN_CALL(accum, dst, src, scale);

@@ -16,7 +16,9 @@ extern "C" {
 /* The trainer's device-resident kernels (fp32 master weights, AdamW,
  * embedding); see the CUDA backend's train_kernels.cu for their meaning. */
 typedef struct coda_train_ops {
-  coda_status (*round)(coda_context, const coda_tensor *dst, const float *src);
+  /* dst = src + shift, rounded (shift: 1 for Gemma 3's norm weights, whose
+   * plans scale by 1 + w; else 0) */
+  coda_status (*round)(coda_context, const coda_tensor *dst, const float *src, float shift);
   coda_status (*accum)(coda_context, float *dst, const coda_tensor *src, float scale);
   /* x row r = table row tok[r], plus row r % period of the position table
    * pos when one is given (GPT-2's learned positions; NULL: none), times

@@ -59,7 +59,7 @@ void coda_dev_state_free(dev_state *d) {
 static coda_status round_all(coda_context ctx, dev_state *d) {
   if (!d->bind || d->bf16) return CODA_OK;
   coda_tensor t = coda_tensor_2d(d->wb, CODA_BF16, 1, (int64_t)d->n);
-  return coda_train_round(ctx, &t, d->w);
+  return coda_train_round(ctx, &t, d->w, 0.0f);
 }
 
 static coda_status setup_bind(coda_context ctx, coda_model *m, dev_state *d);
@@ -495,7 +495,7 @@ coda_status coda_plans_device_init(coda_context ctx, coda_model *m, uint64_t see
   const size_t fb = d ? d->n * sizeof(float) : 0;
   if (!st && d->bf16) {
     coda_tensor t = coda_tensor_2d(d->wb, CODA_BF16, 1, (int64_t)d->n);
-    st = coda_train_round(ctx, &t, d->g);
+    st = coda_train_round(ctx, &t, d->g, 0.0f);
     if (!st) st = coda_train_zero(ctx, d->mb, d->n * sizeof(uint16_t));
     if (!st) st = coda_train_zero(ctx, d->vb, d->n * sizeof(uint16_t));
   } else {

@@ -317,17 +317,21 @@ static size_t goff(const dev_state *d, coda_model *m, const coda_param *p) {
   return d->z ? d->z->ppoff[p - coda_model_param(m, 0)] : p->offset;
 }
 
-/* Plan weight buffer <- the master (rounded), or with data parallelism the
- * all-gathered bf16 weights (the same bits: they are the rounded master). */
+/* Plan weight buffer <- the master + shift (rounded; shift 1 for Gemma 3's
+ * norm weights), or with data parallelism the all-gathered bf16 weights
+ * (the same bits: they are the rounded master; no shifted slots there). */
 static coda_status dev_round(coda_context ctx, coda_plan p, const char *name, const dev_state *d,
-                             coda_model *m, const coda_param *prm) {
+                             coda_model *m, const coda_param *prm, float shift) {
   coda_tensor t;
   coda_status s = tensor(ctx, p, name, &t);
   if (s) return s;
   if ((size_t)(t.rows * t.cols) != prm->size)
     return coda_fail(ctx, CODA_ERR_SHAPE, "plan buffer '%s' holds %lld values, the weight %zu",
                      name, (long long)(t.rows * t.cols), prm->size);
-  if (!d->z) return coda_train_round(ctx, &t, d->w + prm->offset);
+  if (!d->z) return coda_train_round(ctx, &t, d->w + prm->offset, shift);
+  if (shift != 0.0f)
+    return coda_fail(ctx, CODA_ERR_INTERNAL, "plan buffer '%s': a shifted weight under data "
+                     "parallelism", name);
   coda_tensor src = coda_tensor_2d(d->wb + goff(d, m, prm), CODA_BF16, t.rows, t.cols);
   return coda_tensor_copy(ctx, &t, &src);
 }
@@ -368,9 +372,23 @@ static coda_status bind_all(coda_context ctx, plans_state *s, int grads, void *b
   for (int k = 0; k <= s->L; k++)
     for (int j = s->sfirst[k]; j < s->sfirst[k + 1] && !st; j++) {
       const plan_slot *q = &s->slot[j];
+      if (!grads && q->shift != 0.0f) continue; /* w + shift: its own buffer (shift_weights) */
       st = bind_slice(ctx, plan_at(s, k), grads ? q->g : q->w, base, dt, q->p->offset,
                       q->p->size);
     }
+  return st;
+}
+
+/* Plan k's shifted weights (Gemma 3's norms: the plans scale by 1 + w, the
+ * master holds w) rounded from the master into their own buffers, after
+ * the plan's group of the previous update has landed (dev_state's wait):
+ * the gradient is the same for w and 1 + w, so only the copy differs. */
+static coda_status shift_weights(coda_context ctx, coda_model *m, plans_state *s, dev_state *d,
+                                 int k) {
+  coda_status st = CODA_OK;
+  for (int j = s->sfirst[k]; j < s->sfirst[k + 1] && !st; j++)
+    if (s->slot[j].shift != 0.0f)
+      st = dev_round(ctx, plan_at(s, k), s->slot[j].w, d, m, s->slot[j].p, s->slot[j].shift);
   return st;
 }
 
@@ -557,7 +575,8 @@ static coda_status cast_weights(coda_context ctx, coda_model *m, plans_state *s,
   } else {
     for (int k = 0; k < s->L + !sample; k++)
       for (int j = s->sfirst[k]; j < s->sfirst[k + 1] && !st; j++)
-        st = dev_round(ctx, plan_at(s, k), s->slot[j].w, d, m, s->slot[j].p);
+        if (s->slot[j].shift == 0.0f) /* shifted ones: shift_weights */
+          st = dev_round(ctx, plan_at(s, k), s->slot[j].w, d, m, s->slot[j].p, 0.0f);
   }
   PE(CODA_PH_CAST, -1);
   return st;
@@ -592,6 +611,10 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
     st = coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "data parallel training on the GPU runs the "
                    "llama and qwen3 families; a model with learned positions (gpt2) trains on "
                    "one GPU");
+  if (!st && d->bf16 && coda_family_of(c->family)->block == CODA_BLOCK_GEMMA3)
+    st = coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "the bf16 optimizer state keeps no fp32 master, "
+                   "from which Gemma 3's (1 + w) norm weights are rounded on the GPU: train gemma3 "
+                   "with the fp32 state (--optimizer-state fp32)");
   if (st) return st;
   coda_prof *pf = coda_model_prof(m);
   st = cast_weights(ctx, m, s, d, sample);
@@ -621,6 +644,7 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
   for (int i = 0; i < s->L && !st; i++) {
     st = coda_dev_state_wait_group(ctx, d, 1 + i);
     PB();
+    if (!st) st = shift_weights(ctx, m, s, d, i);
     if (!st) st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_FORWARD);
     PE(CODA_PH_BLOCK_FWD, i);
   }
@@ -634,6 +658,7 @@ static coda_status forward_gpu(coda_context ctx, coda_model *m, plans_state *s,
   PE(CODA_PH_UPLOAD, -1);
   if (!st) st = tensor(ctx, s->head, "targets", &t);
   if (!st) st = coda_dev_state_settle_optim(ctx, d); /* the final norm and output */
+  if (!st) st = shift_weights(ctx, m, s, d, s->L);
   PB();
   if (!st) st = coda_train_targets(ctx, &t, d->tg);
   if (!st) st = coda_plan_run(ctx, s->head, CODA_PHASE_FORWARD);

@@ -127,8 +127,9 @@ int coda_cuda_epilogue_local_bytes(coda_context ctx, coda_program program, int t
 /* ---- the trainer's device ops (src/backends/cuda/train_kernels.cu) ----
  * Device pointers; dense f32 buffers unless a view is given. Deterministic
  * (no atomics). */
-/* dst (bf16 or f32 view) = src (dense f32, dst's shape), rounding to nearest even. */
-coda_status coda_cuda_train_round(coda_context ctx, const coda_tensor *dst, const float *src);
+/* dst (bf16 or f32 view) = src (dense f32, dst's shape) + shift, rounding to nearest even. */
+coda_status coda_cuda_train_round(coda_context ctx, const coda_tensor *dst, const float *src,
+                                  float shift);
 /* dst (dense f32, src's shape) += scale * src (bf16 or f32 view). */
 coda_status coda_cuda_train_accum(coda_context ctx, float *dst, const coda_tensor *src,
                                   float scale);

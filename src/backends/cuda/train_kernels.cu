@@ -37,15 +37,17 @@ __device__ float load_f(const void *p, int bf16, long long i) {
   return bf16 ? __bfloat162float(((const __nv_bfloat16 *)p)[i]) : ((const float *)p)[i];
 }
 
-/* dst (bf16 or f32 view) = src (dense f32 rows x cols), round to nearest even */
+/* dst (bf16 or f32 view) = src (dense f32 rows x cols) + shift, round to
+ * nearest even (shift 0 adds nothing: -0 stays -0) */
 __global__ void round_kernel(void *dst, int bf16, long long ld, const float *src, long long rows,
-                             long long cols) {
+                             long long cols, float shift) {
   const long long n = rows * cols;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
        i += (long long)gridDim.x * blockDim.x) {
     const long long r = i / cols, c = i % cols;
-    if (bf16) ((__nv_bfloat16 *)dst)[r * ld + c] = __float2bfloat16_rn(src[i]);
-    else ((float *)dst)[r * ld + c] = src[i];
+    const float v = shift != 0.0f ? src[i] + shift : src[i];
+    if (bf16) ((__nv_bfloat16 *)dst)[r * ld + c] = __float2bfloat16_rn(v);
+    else ((float *)dst)[r * ld + c] = v;
   }
 }
 
@@ -270,12 +272,12 @@ coda_status float_view(coda_context ctx, const coda_tensor *t, const char *what)
 } // namespace
 
 extern "C" coda_status coda_cuda_train_round(coda_context ctx, const coda_tensor *dst,
-                                             const float *src) {
+                                             const float *src, float shift) {
   coda_status s = float_view(ctx, dst, "weight rounding");
   if (s) return s;
   const long long n = dst->rows * dst->cols;
   if (n == 0) return CODA_OK;
-  round_kernel<<<grid_of(n), 256, 0, coda_cuda_stream(ctx)>>>(dst->data, is_bf16(dst), dst->ld, src, dst->rows, dst->cols);
+  round_kernel<<<grid_of(n), 256, 0, coda_cuda_stream(ctx)>>>(dst->data, is_bf16(dst), dst->ld, src, dst->rows, dst->cols, shift);
   return check_launch(ctx, "weight rounding");
 }
 
