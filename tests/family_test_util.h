@@ -1,10 +1,11 @@
 /* Scaffolding shared by the model-family tests (the engine tests
- * tests/test_train_model_gpt2.c and tests/test_train_model_gemma3.c; the
+ * tests/test_train_model_gpt2.c, tests/test_train_model_gemma3.c and
+ * tests/test_train_model_mistral.c; the
  * Hugging Face layout tests tests/test_train_hf_qwen3.c,
  * tests/test_train_hf_gpt2.c, tests/test_train_hf_gemma3.c and
  * tests/test_train_hf_strict.c): the scratch folder and context, models
- * with random weights, the engine's gradients against finite differences
- * of its own loss, a checkpoint round trip, and the HF export's round trip
+ * with random weights, config refusals, the engine's gradients against
+ * finite differences of its own loss, a checkpoint round trip, and the HF export's round trip
  * and config cases. Each family keeps its own checks; what is here is the
  * same for all of them. */
 #ifndef CODA_TEST_FAMILY_UTIL_H
@@ -103,6 +104,15 @@ static inline int same_weights(coda_model *a, coda_model *b) {
 }
 
 /* ------------------------------------------------ the engine's checks */
+
+/* coda_model_config_check refuses cfg with a message holding a and b (a
+ * macro: a failure names the test's line). */
+#define CONFIG_REFUSED(ctx, cfg, a, b)                                                \
+  do {                                                                                \
+    CHECK(coda_model_config_check(ctx, &(cfg)) == CODA_ERR_INVALID_ARGUMENT);         \
+    CHECK_MSG(strstr(coda_last_error(ctx), a) && strstr(coda_last_error(ctx), b),     \
+              "message: %s", coda_last_error(ctx));                                   \
+  } while (0)
 
 /* ||got − want|| ≤ tol ||want|| + 1e-7 over the gradient of parameter
  * `name` (want: its values, in the parameter's order). */

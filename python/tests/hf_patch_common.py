@@ -1,9 +1,11 @@
 """What the tests of coda.torch's Hugging Face patches (test_hf_llama.py,
-test_hf_qwen3.py, test_hf_gpt2.py, test_hf_gemma3.py) share: the pair of a tiny model and its patched copy, the
-batch, the comparisons, and PatchTests, the tests every family runs (each
+test_hf_mistral.py, test_hf_qwen3.py, test_hf_gpt2.py, test_hf_gemma3.py)
+share: the tiny configs, the pair of a tiny model and its patched copy, the
+batch, the comparisons (of whole models and of one layer, with Hugging
+Face's sliding mask), and PatchTests, the tests every family runs (each
 test file subclasses it with the family's make_pair, layer and messages).
 Not a test module: those files import it once they have found torch and
-transformers."""
+transformers (hf_needs.py)."""
 
 import copy
 import os
@@ -15,6 +17,7 @@ import torch
 import transformers
 
 import coda
+import coda.torch as ct
 from coda import _hf_llama
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available() or not coda.cuda_available(),
@@ -24,6 +27,17 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available() or not coda.cuda_a
 # float32, whatever the model's dtype: a float64 model agrees with the coda
 # ops (fp64 throughout) to about float32 precision.
 F64_RTOL = 2e-5
+
+
+# The tiny models' shape (the batch's vocabulary 97); each family's
+# tiny_config adds its own keys.
+TINY = dict(vocab_size=97, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6)
+
+
+def tiny_config(config_class, kw, **family):
+    """config_class of TINY, the family's keys over it and kw over those."""
+    return config_class(**{**TINY, **family, **kw})
 
 
 def is_norm_weight(name):
@@ -42,6 +56,14 @@ def make_pair(model, apply, dtype, device, keep_logits, perturbed=is_norm_weight
                 p.add_(0.2 * torch.randn_like(p))
     patched = apply(copy.deepcopy(ref), keep_logits=keep_logits)
     return ref, patched
+
+
+def pair_maker(model_class, config, apply, perturbed=is_norm_weight):
+    """A family's make_pair(dtype=float64, device="cpu", keep_logits=False,
+    **kw): make_pair of model_class(config(**kw)) and apply."""
+    def family_pair(dtype=torch.float64, device="cpu", keep_logits=False, **kw):
+        return make_pair(lambda: model_class(config(**kw)), apply, dtype, device, keep_logits, perturbed)
+    return family_pair
 
 
 def batch(device="cpu", B=2, T=12, vocab=97):
@@ -76,6 +98,57 @@ def assert_matches_unpatched(ref, pm, ids, labels, loss_rtol=F64_RTOL, grad_rtol
     with torch.no_grad():
         ll, lq = ref(input_ids=ids).logits, pm(input_ids=ids).logits
     assert rel_err(lq, ll) < logits_rtol
+
+
+def assert_position_ids_match(ref, pm):
+    """The loss and every gradient with positions other than 0..T-1 (an
+    offset, and a restart in a row)."""
+    ids, labels = batch()
+    pos = torch.stack([torch.arange(12) + 5, torch.cat([torch.arange(7), torch.arange(5)])])
+    lr = ref(input_ids=ids, position_ids=pos, labels=labels).loss
+    lp = pm(input_ids=ids, position_ids=pos, labels=labels).loss
+    assert abs(lr.item() - lp.item()) <= F64_RTOL * abs(lr.item())
+    lr.backward()
+    lp.backward()
+    assert_grads_match(ref, pm)
+
+
+def sliding_mask(T, window, dtype):
+    """The additive mask Hugging Face gives a layer: causal, and within the
+    window (kv > q - window) where window is not 0 or None."""
+    i = torch.arange(T)
+    keep = i[None, :] <= i[:, None]
+    if window:
+        keep &= i[None, :] > i[:, None] - window
+    return torch.zeros(T, T, dtype=dtype).masked_fill(~keep, torch.finfo(dtype).min)[None, None]
+
+
+def assert_layer_matches_unpatched(patched, unpatched, layer, ref_layer, x):
+    """patched(x) against unpatched(x) (x: float64 rows) and the gradients
+    of x and of every weight of layer against ref_layer's."""
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out = patched(a)
+    want = unpatched(b)
+    assert rel_err(out, want) < F64_RTOL
+    dy = torch.randn_like(out)
+    out.backward(dy)
+    want.backward(dy)
+    assert rel_err(a.grad, b.grad) < F64_RTOL
+    mine = dict(layer.named_parameters())
+    for n, p in ref_layer.named_parameters():
+        assert rel_err(mine[n].grad, p.grad) < F64_RTOL, n
+
+
+def assert_window_edge(f, x, t, w):
+    """Row t of f(x) is unchanged by the key t - w (outside a window of w)
+    and changed by t - w + 1, as Hugging Face's sliding mask."""
+    with torch.no_grad():
+        base = f(x)
+        for j, changed in ((t - w, False), (t - w + 1, True)):
+            y = x.clone()
+            y[j] += 1.0
+            out = f(y)
+            assert bool((out[t] - base[t]).abs().max() > 1e-9) == changed, j
 
 
 def train(m, ids, labels, steps, lr):
@@ -372,3 +445,14 @@ class PatchTests:
         assert b[-1] < 0.5 * b[0], b
         late_a, late_b = sum(a[-20:]) / 20, sum(b[-20:]) / 20
         assert abs(late_a - late_b) < 0.05 + 0.1 * late_a, (a[-5:], b[-5:])
+
+
+class LlamaPatchTests(PatchTests):
+    """PatchTests of a model apply_to_llama patches (Llama, Mistral): its
+    layer, RoPE tables, ops and refusal; a subclass sets make_pair."""
+    decoder_layer = "llama_decoder_layer"
+    rope_tables = staticmethod(ct.rope_tables)
+    layer_ops = ["attention", "hf_llama_mlp", "hf_llama_qkv_rope", "llama_residual_norm", "llama_rmsnorm"]
+    padding_error = "padding"
+    gpu_config = dict(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)

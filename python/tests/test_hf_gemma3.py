@@ -17,11 +17,9 @@ import math
 
 import pytest
 
-torch = pytest.importorskip(
-    "torch", reason="PyTorch is not installed (scripts/install-deps.sh installs it with CODA_PYTHON_TORCH=1)")
-transformers = pytest.importorskip("transformers", reason="transformers is not installed")
-if not hasattr(transformers, "Gemma3ForCausalLM"):
-    pytest.skip("this transformers has no Gemma3ForCausalLM", allow_module_level=True)
+import hf_needs
+
+torch, transformers = hf_needs.torch_and_transformers("Gemma3ForCausalLM")
 try:
     _V5 = "rope_parameters" in transformers.Gemma3TextConfig().to_dict()
 except Exception:  # noqa: BLE001
@@ -33,7 +31,7 @@ import coda.torch as ct  # noqa: E402
 from coda import _hf_gemma3  # noqa: E402
 
 import hf_patch_common as common  # noqa: E402
-from hf_patch_common import F64_RTOL, assert_grads_match, batch  # noqa: E402
+from hf_patch_common import F64_RTOL, batch  # noqa: E402
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 
@@ -50,28 +48,20 @@ def tiny_config(**kw):
     batch's 12 tokens; head_dim 16, not hidden / heads = 8; 4 query heads
     on 2 kv heads; the score scale 24^-1/2, not 16^-1/2."""
     n = kw.pop("num_hidden_layers", 2)
-    base = dict(vocab_size=97, hidden_size=32, intermediate_size=48, num_hidden_layers=n, num_attention_heads=4,
-                num_key_value_heads=2, head_dim=16, max_position_embeddings=64, rms_norm_eps=1e-6,
-                query_pre_attn_scalar=24, sliding_window=4, rope_parameters=rope(),
-                layer_types=[SLIDING if (i + 1) % 2 else FULL for i in range(n)], pad_token_id=0, bos_token_id=2,
-                eos_token_id=1)
-    base.update(kw)
-    return transformers.Gemma3TextConfig(**base)
+    return common.tiny_config(transformers.Gemma3TextConfig, kw, num_hidden_layers=n, head_dim=16,
+                              query_pre_attn_scalar=24, sliding_window=4, rope_parameters=rope(),
+                              layer_types=[SLIDING if (i + 1) % 2 else FULL for i in range(n)], pad_token_id=0,
+                              bos_token_id=2, eos_token_id=1)
 
 
-def make_pair(dtype=torch.float64, device="cpu", keep_logits=False, **kw):
-    return common.make_pair(lambda: transformers.Gemma3ForCausalLM(tiny_config(**kw)), ct.apply_to_gemma3, dtype,
-                            device, keep_logits)
+make_pair = common.pair_maker(transformers.Gemma3ForCausalLM, tiny_config, ct.apply_to_gemma3)
 
 
 def layer_mask(layer, T, dtype):
     """The additive mask Hugging Face gives the layer: causal, and within
     the window on a local layer."""
-    i = torch.arange(T)
-    keep = i[None, :] <= i[:, None]
-    if _hf_gemma3._layer_type(layer) == SLIDING:
-        keep &= i[None, :] > i[:, None] - layer.self_attn.sliding_window
-    return torch.zeros(T, T, dtype=dtype).masked_fill(~keep, torch.finfo(dtype).min)[None, None]
+    local = _hf_gemma3._layer_type(layer) == SLIDING
+    return common.sliding_mask(T, layer.self_attn.sliding_window if local else None, dtype)
 
 
 def run_unpatched_layer(ref, i, x, T):
@@ -161,15 +151,7 @@ def test_softcap_is_used():
 def test_position_ids():
     """Positions other than 0..T-1 (an offset, and a restart in a row): the
     RoPE of both layer types reads them per row."""
-    ref, pm = make_pair(sliding_window=16)
-    ids, labels = batch()
-    pos = torch.stack([torch.arange(12) + 5, torch.cat([torch.arange(7), torch.arange(5)])])
-    lr = ref(input_ids=ids, position_ids=pos, labels=labels).loss
-    lp = pm(input_ids=ids, position_ids=pos, labels=labels).loss
-    assert abs(lr.item() - lp.item()) <= F64_RTOL * abs(lr.item())
-    lr.backward()
-    lp.backward()
-    assert_grads_match(ref, pm)
+    common.assert_position_ids_match(*make_pair(sliding_window=16))
 
 
 def test_inputs_embeds():
@@ -192,17 +174,10 @@ def test_layer_matches_unpatched_layer_f64(i):
     B, T, D = 2, 12, 32
     args = TestGemma3().layer_args(pm, B, T, torch.float64)
     x = torch.randn(B * T, D, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
-    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
-    out = _hf_gemma3.gemma3_decoder_layer(pm.model.layers[i], a, *args)
-    want = run_unpatched_layer(ref, i, b.reshape(B, T, D), T).reshape(B * T, D)
-    assert common.rel_err(out, want) < F64_RTOL
-    dy = torch.randn_like(out)
-    out.backward(dy)
-    want.backward(dy)
-    assert common.rel_err(a.grad, b.grad) < F64_RTOL
-    mine = dict(pm.model.layers[i].named_parameters())
-    for n, p in ref.model.layers[i].named_parameters():
-        assert common.rel_err(mine[n].grad, p.grad) < F64_RTOL, n
+    common.assert_layer_matches_unpatched(
+        lambda a: _hf_gemma3.gemma3_decoder_layer(pm.model.layers[i], a, *args),
+        lambda b: run_unpatched_layer(ref, i, b.reshape(B, T, D), T).reshape(B * T, D),
+        pm.model.layers[i], ref.model.layers[i], x)
 
 
 def test_layer_window_changes_with_the_key_before_it():
@@ -212,15 +187,7 @@ def test_layer_window_changes_with_the_key_before_it():
     B, T, D, w = 1, 12, 32, 4
     args = TestGemma3().layer_args(pm, B, T, torch.float64)
     x = torch.randn(B * T, D, dtype=torch.float64, generator=torch.Generator().manual_seed(6))
-    layer = pm.model.layers[0]
-    with torch.no_grad():
-        base = _hf_gemma3.gemma3_decoder_layer(layer, x, *args)
-        t = 9
-        for j, changed in ((t - w, False), (t - w + 1, True)):
-            y = x.clone()
-            y[j] += 1.0
-            out = _hf_gemma3.gemma3_decoder_layer(layer, y, *args)
-            assert bool((out[t] - base[t]).abs().max() > 1e-9) == changed, j
+    common.assert_window_edge(lambda y: _hf_gemma3.gemma3_decoder_layer(pm.model.layers[0], y, *args), x, 9, w)
 
 
 @pytest.mark.parametrize("kw,words", [

@@ -13,11 +13,9 @@ import copy
 
 import pytest
 
-torch = pytest.importorskip(
-    "torch", reason="PyTorch is not installed (scripts/install-deps.sh installs it with CODA_PYTHON_TORCH=1)")
-transformers = pytest.importorskip("transformers", reason="transformers is not installed")
-if not hasattr(transformers, "GPT2LMHeadModel"):
-    pytest.skip("this transformers has no GPT2LMHeadModel", allow_module_level=True)
+import hf_needs
+
+torch, transformers = hf_needs.torch_and_transformers("GPT2LMHeadModel")
 
 import coda.torch as ct  # noqa: E402
 from coda import _hf_gpt2  # noqa: E402
@@ -42,9 +40,7 @@ def perturbed(name):
     return ".ln_" in name or name.endswith("bias")
 
 
-def make_pair(dtype=torch.float64, device="cpu", keep_logits=False, **kw):
-    return common.make_pair(lambda: transformers.GPT2LMHeadModel(tiny_config(**kw)), ct.apply_to_gpt2, dtype, device,
-                            keep_logits, perturbed)
+make_pair = common.pair_maker(transformers.GPT2LMHeadModel, tiny_config, ct.apply_to_gpt2, perturbed)
 
 
 class TestGpt2(common.PatchTests):

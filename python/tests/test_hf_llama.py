@@ -9,9 +9,9 @@ transformers is not installed."""
 
 import pytest
 
-torch = pytest.importorskip(
-    "torch", reason="PyTorch is not installed (scripts/install-deps.sh installs it with CODA_PYTHON_TORCH=1)")
-transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+import hf_needs
+
+torch, transformers = hf_needs.torch_and_transformers("LlamaForCausalLM")
 
 import coda.torch as ct  # noqa: E402
 from coda import _hf_llama  # noqa: E402
@@ -21,26 +21,15 @@ from hf_patch_common import batch  # noqa: E402
 
 
 def tiny_config(**kw):
-    base = dict(vocab_size=97, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
-                num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=10000.0)
-    base.update(kw)
-    return transformers.LlamaConfig(**base)
+    return common.tiny_config(transformers.LlamaConfig, kw, rope_theta=10000.0)
 
 
-def make_pair(dtype=torch.float64, device="cpu", keep_logits=False, **kw):
-    return common.make_pair(lambda: transformers.LlamaForCausalLM(tiny_config(**kw)), ct.apply_to_llama, dtype,
-                            device, keep_logits)
+make_pair = common.pair_maker(transformers.LlamaForCausalLM, tiny_config, ct.apply_to_llama)
 
 
-class TestLlama(common.PatchTests):
+class TestLlama(common.LlamaPatchTests):
     """The tests every patched family runs (hf_patch_common.py)."""
     make_pair = staticmethod(make_pair)
-    decoder_layer = "llama_decoder_layer"
-    rope_tables = staticmethod(ct.rope_tables)
-    layer_ops = ["attention", "hf_llama_mlp", "hf_llama_qkv_rope", "llama_residual_norm", "llama_rmsnorm"]
-    padding_error = "padding"
-    gpu_config = dict(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
 
 
 @pytest.mark.parametrize("keep_logits", [False, True])

@@ -12,60 +12,38 @@ where PyTorch or transformers is not installed."""
 
 import pytest
 
-torch = pytest.importorskip(
-    "torch", reason="PyTorch is not installed (scripts/install-deps.sh installs it with CODA_PYTHON_TORCH=1)")
-transformers = pytest.importorskip("transformers", reason="transformers is not installed")
-if not hasattr(transformers, "MistralForCausalLM"):
-    pytest.skip("this transformers has no MistralForCausalLM", allow_module_level=True)
+import hf_needs
+
+torch, transformers = hf_needs.torch_and_transformers("MistralForCausalLM")
 
 import coda.torch as ct  # noqa: E402
 from coda import _hf_llama  # noqa: E402
 
 import hf_patch_common as common  # noqa: E402
-from hf_patch_common import F64_RTOL, assert_grads_match, batch  # noqa: E402
+from hf_patch_common import batch  # noqa: E402
 
 
 def tiny_config(**kw):
     """A window of 4 of the batch's 12 tokens; 4 query heads on 2 kv heads."""
-    base = dict(vocab_size=97, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
-                num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6, sliding_window=4,
-                pad_token_id=0, bos_token_id=2, eos_token_id=1)
-    base.update(kw)
-    return transformers.MistralConfig(**base)
+    return common.tiny_config(transformers.MistralConfig, kw, sliding_window=4, pad_token_id=0, bos_token_id=2,
+                              eos_token_id=1)
 
 
-def make_pair(dtype=torch.float64, device="cpu", keep_logits=False, **kw):
-    return common.make_pair(lambda: transformers.MistralForCausalLM(tiny_config(**kw)), ct.apply_to_llama, dtype,
-                            device, keep_logits)
-
-
-def sliding_mask(T, window, dtype):
-    """The additive mask Hugging Face gives Mistral's layers: causal, and
-    within the window (kv > q - window)."""
-    i = torch.arange(T)
-    keep = i[None, :] <= i[:, None]
-    if window:
-        keep &= i[None, :] > i[:, None] - window
-    return torch.zeros(T, T, dtype=dtype).masked_fill(~keep, torch.finfo(dtype).min)[None, None]
+make_pair = common.pair_maker(transformers.MistralForCausalLM, tiny_config, ct.apply_to_llama)
 
 
 def run_unpatched_layer(ref, i, x, T):
     layer = ref.model.layers[i]
     pe = ref.model.rotary_emb(x, torch.arange(T)[None])
-    out = layer(x, position_embeddings=pe, attention_mask=sliding_mask(T, ref.config.sliding_window, x.dtype))
+    out = layer(x, position_embeddings=pe, attention_mask=common.sliding_mask(T, ref.config.sliding_window, x.dtype))
     return out[0] if isinstance(out, tuple) else out
 
 
-class TestMistral(common.PatchTests):
+class TestMistral(common.LlamaPatchTests):
     """The tests every patched family runs, on a model whose window (4) is
     shorter than the batch's 12 tokens."""
     make_pair = staticmethod(make_pair)
-    decoder_layer = "llama_decoder_layer"
-    rope_tables = staticmethod(ct.rope_tables)
-    layer_ops = ["attention", "hf_llama_mlp", "hf_llama_qkv_rope", "llama_residual_norm", "llama_rmsnorm"]
-    padding_error = "padding"
-    gpu_config = dict(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, sliding_window=64)
+    gpu_config = dict(common.LlamaPatchTests.gpu_config, sliding_window=64)
 
     def layer_args(self, pm, B, T, dtype):
         embeds = torch.zeros(B, T, pm.config.hidden_size, dtype=dtype)
@@ -112,17 +90,10 @@ def test_layer_matches_unpatched_layer_f64():
     args = TestMistral().layer_args(pm, B, T, torch.float64)
     assert args[-1] == 4
     x = torch.randn(B * T, D, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
-    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
-    out = _hf_llama.llama_decoder_layer(pm.model.layers[0], a, *args)
-    want = run_unpatched_layer(ref, 0, b.reshape(B, T, D), T).reshape(B * T, D)
-    assert common.rel_err(out, want) < F64_RTOL
-    dy = torch.randn_like(out)
-    out.backward(dy)
-    want.backward(dy)
-    assert common.rel_err(a.grad, b.grad) < F64_RTOL
-    mine = dict(pm.model.layers[0].named_parameters())
-    for n, p in ref.model.layers[0].named_parameters():
-        assert common.rel_err(mine[n].grad, p.grad) < F64_RTOL, n
+    common.assert_layer_matches_unpatched(
+        lambda a: _hf_llama.llama_decoder_layer(pm.model.layers[0], a, *args),
+        lambda b: run_unpatched_layer(ref, 0, b.reshape(B, T, D), T).reshape(B * T, D),
+        pm.model.layers[0], ref.model.layers[0], x)
 
 
 def test_layer_window_changes_with_the_key_before_it():
@@ -132,29 +103,13 @@ def test_layer_window_changes_with_the_key_before_it():
     B, T, D, w = 1, 12, 32, 4
     args = TestMistral().layer_args(pm, B, T, torch.float64)
     x = torch.randn(B * T, D, dtype=torch.float64, generator=torch.Generator().manual_seed(6))
-    layer = pm.model.layers[0]
-    with torch.no_grad():
-        base = _hf_llama.llama_decoder_layer(layer, x, *args)
-        t = 9
-        for j, changed in ((t - w, False), (t - w + 1, True)):
-            y = x.clone()
-            y[j] += 1.0
-            out = _hf_llama.llama_decoder_layer(layer, y, *args)
-            assert bool((out[t] - base[t]).abs().max() > 1e-9) == changed, j
+    common.assert_window_edge(lambda y: _hf_llama.llama_decoder_layer(pm.model.layers[0], y, *args), x, 9, w)
 
 
 def test_position_ids():
     """Positions other than 0..T-1 (an offset, and a restart in a row): the
     window is over the rows as Hugging Face's mask, the RoPE per row."""
-    ref, pm = make_pair(sliding_window=16)
-    ids, labels = batch()
-    pos = torch.stack([torch.arange(12) + 5, torch.cat([torch.arange(7), torch.arange(5)])])
-    lr = ref(input_ids=ids, position_ids=pos, labels=labels).loss
-    lp = pm(input_ids=ids, position_ids=pos, labels=labels).loss
-    assert abs(lr.item() - lp.item()) <= F64_RTOL * abs(lr.item())
-    lr.backward()
-    lp.backward()
-    assert_grads_match(ref, pm)
+    common.assert_position_ids_match(*make_pair(sliding_window=16))
 
 
 def test_llama_sliding_window_key_is_ignored():

@@ -10,31 +10,23 @@ installed."""
 
 import pytest
 
-torch = pytest.importorskip(
-    "torch", reason="PyTorch is not installed (scripts/install-deps.sh installs it with CODA_PYTHON_TORCH=1)")
-transformers = pytest.importorskip("transformers", reason="transformers is not installed")
-if not hasattr(transformers, "Qwen3ForCausalLM"):
-    pytest.skip("this transformers has no Qwen3ForCausalLM", allow_module_level=True)
+import hf_needs
+
+torch, transformers = hf_needs.torch_and_transformers("Qwen3ForCausalLM")
 
 import coda.torch as ct  # noqa: E402
 from coda import _hf_llama  # noqa: E402
 
 import hf_patch_common as common  # noqa: E402
-from hf_patch_common import F64_RTOL, assert_grads_match, batch  # noqa: E402
+from hf_patch_common import batch  # noqa: E402
 
 
 def tiny_config(**kw):
     # head_dim 16, not hidden_size / heads = 8; 4 query heads on 2 kv heads
-    base = dict(vocab_size=97, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
-                num_key_value_heads=2, head_dim=16, max_position_embeddings=64, rms_norm_eps=1e-6,
-                rope_theta=10000.0, tie_word_embeddings=False)
-    base.update(kw)
-    return transformers.Qwen3Config(**base)
+    return common.tiny_config(transformers.Qwen3Config, kw, head_dim=16, rope_theta=10000.0, tie_word_embeddings=False)
 
 
-def make_pair(dtype=torch.float64, device="cpu", keep_logits=False, **kw):
-    return common.make_pair(lambda: transformers.Qwen3ForCausalLM(tiny_config(**kw)), ct.apply_to_qwen3, dtype,
-                            device, keep_logits)
+make_pair = common.pair_maker(transformers.Qwen3ForCausalLM, tiny_config, ct.apply_to_qwen3)
 
 
 class TestQwen3(common.PatchTests):
@@ -72,15 +64,7 @@ def test_loss_logits_and_gradients_match_unpatched_f64(keep_logits, kw):
 def test_position_ids():
     """Positions other than 0..T-1 (an offset, and a second sequence packed
     into the first row): the RoPE of the QK-norm op reads them per row."""
-    ref, pm = make_pair()
-    ids, labels = batch()
-    pos = torch.stack([torch.arange(12) + 5, torch.cat([torch.arange(7), torch.arange(5)])])
-    lr = ref(input_ids=ids, position_ids=pos, labels=labels).loss
-    lp = pm(input_ids=ids, position_ids=pos, labels=labels).loss
-    assert abs(lr.item() - lp.item()) <= F64_RTOL * abs(lr.item())
-    lr.backward()
-    lp.backward()
-    assert_grads_match(ref, pm)
+    common.assert_position_ids_match(*make_pair())
 
 
 @pytest.mark.parametrize("kw,word", [({"attention_bias": True}, "attention_bias"),

@@ -1,6 +1,6 @@
 # The steps the model-family CLI tests share (train_qwen3.sh, train_gpt2.sh,
-# train_gemma3.sh), sourced by them with their arguments (PATH/TO/coda
-# WORKDIR) before anything else:
+# train_gemma3.sh, train_mistral.sh), sourced by them with their arguments
+# (PATH/TO/coda WORKDIR) before anything else:
 #
 #   # shellcheck source=tests/cli/family_lib.sh
 #   . "$(dirname "$0")/family_lib.sh"
@@ -35,6 +35,16 @@ resume_to_45() {
     --device cpu "$@" --quiet >resume.txt 2>&1 || { cat resume.txt; fail "resume"; }
   [ "$(tail -1 run/loss.csv | cut -d, -f1)" = 45 ] || fail "resume did not reach step 45"
   echo "ok: resumed to step 45"
+}
+
+# resume_other_window_refused: --resume of run/ (trained with
+# --sliding-window 6) asking for window 8 is refused by name.
+resume_other_window_refused() {
+  "$coda" train --resume run/checkpoint.safetensors --sliding-window 8 --steps 46 --out run \
+    --val-batches 0 --device cpu --quiet >window.txt 2>&1 && fail "--resume with another window"
+  grep -q "has sliding-window 6, but sliding-window 8 was asked for" window.txt ||
+    fail "another window: $(cat window.txt)"
+  echo "ok: --resume with another --sliding-window refused by name"
 }
 
 # export_round_trip ARCHITECTURE [PATTERN...]: run/'s checkpoint exported
