@@ -644,14 +644,17 @@ int main(int argc, char **argv) {
   coda_model_config g2 = {384, 128, 2, 4, 4, 512, 160, 1, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GPT2, 0, 0, 0, 0, 0, 0};
   coda_model_config g3 = {384, 128, 4, 4, 2, 256, 160, 1, 1000000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GEMMA3, 64, 16, 2, 10000.0, 48.0, 30.0};
   coda_model_config g3w = {384, 128, 2, 2, 1, 256, 160, 1, 1000000.0, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GEMMA3, 256, 16, 2, 10000.0, 0, 0};
-  against_cpu(cpu, gpu, &g2, p3, 3, steps_of(24, 0), "gpt2 hd32");
-  against_cpu(cpu, gpu, &g2, p60, 1, steps_of(20, 0), "gpt2 hd32 batch 1");
-  against_cpu(cpu, gpu, &g2, p24, 24, steps_of(12, 0), "gpt2 hd32 batch 24");
-  against_cpu(cpu, gpu, &g2, p70, 70, steps_of(4, 0), "gpt2 hd32 batch 70");
-  against_cpu(cpu, gpu, &g3, p3, 3, steps_of(24, 0), "gemma3 hd64 window 16");
-  against_cpu(cpu, gpu, &g3, p60, 1, steps_of(40, 0), "gemma3 hd64 window 16 batch 1");
-  against_cpu(cpu, gpu, &g3, p24, 24, steps_of(12, 0), "gemma3 hd64 window 16 batch 24");
-  against_cpu(cpu, gpu, &g3, p70, 70, steps_of(4, 0), "gemma3 hd64 window 16 batch 70");
+  /* batch 3 (ragged prompts up to 100 tokens), 1 (60 tokens, steps past
+   * the window), 24 and 70 (the tensor-core GEMV and the GEMM) */
+  const int *const prompts[4] = {p3, p60, p24, p70};
+  const int batch[4] = {3, 1, 24, 70}, g2steps[4] = {24, 20, 12, 4}, g3steps[4] = {24, 40, 12, 4};
+  for (int i = 0; i < 4; i++) {
+    char what[64];
+    snprintf(what, sizeof what, "gpt2 hd32 batch %d", batch[i]);
+    against_cpu(cpu, gpu, &g2, prompts[i], batch[i], steps_of(g2steps[i], 0), what);
+    snprintf(what, sizeof what, "gemma3 hd64 window 16 batch %d", batch[i]);
+    against_cpu(cpu, gpu, &g3, prompts[i], batch[i], steps_of(g3steps[i], 0), what);
+  }
   against_cpu(cpu, gpu, &g3w, p3, 3, steps_of(24, 0), "gemma3 hd256 window 16");
   against_cpu(cpu, gpu, &g3w, p60, 1, steps_of(20, 0), "gemma3 hd256 window 16 batch 1");
   graphs_vs_direct(cpu, gpu, streamed, 1, &g2, 3, 40, steps_of(20, 0), "graphs gpt2 batch 3");
