@@ -146,6 +146,12 @@ coda_status coda_plans_gpt2_forward(coda_context ctx, coda_model *m, plans_state
                                     const int32_t *in, const int32_t *tg, int T, int backward,
                                     float gscale, double *loss, int64_t *n_valid,
                                     float *last_logits);
+/* The Llama block's families (Llama, Qwen3, Gemma 3) on the CPU backend
+ * (model_plans_llama.c), the arguments of coda_plans_forward. */
+coda_status coda_plans_llama_forward(coda_context ctx, coda_model *m, plans_state *s,
+                                     const int32_t *in, const int32_t *tg, int T, int backward,
+                                     float gscale, double *loss, int64_t *n_valid,
+                                     float *last_logits);
 /* Sampling's head on the host: the final LayerNorm of the last block's row
  * x (dim values, overwritten) and its products with the rows of the tied
  * token embedding (the host weights) into last_logits. */

@@ -1,8 +1,8 @@
 /* Plan engine: the model runs through the Llama-3 block and head plans of
- * src/nn (GEMM + epilogue programs on the context's backend); GPT-2
- * through its own block and head plans, built and linked here and run by
- * model_plans_gpt2.c on the CPU backend and by the device step below on a
- * CUDA context; a family
+ * src/nn (GEMM + epilogue programs on the context's backend), run on the
+ * CPU backend by model_plans_llama.c; GPT-2 through its own block and head
+ * plans, built and linked here and run by model_plans_gpt2.c on the CPU
+ * backend; both by the device step below on a CUDA context; a family
  * with the table's qk_norm (Qwen3) through the same block with its
  * QK-norm (CODA_LLAMA_QK_NORM), whose two norm weights per layer are bound
  * as the others are.
@@ -26,7 +26,7 @@
  * rounded (to nearest even) into the plans' bf16 weight buffers, which is
  * the bf16-weights + fp32-master scheme of the GPU. The token embedding
  * lookup and its gradient (a scatter-add over tokens, in token order) are
- * host operations here. The model's RMSNorm epsilon and RoPE scaling go
+ * host operations on the CPU backend. The model's RMSNorm epsilon and RoPE scaling go
  * into the plans (their program text and frequency table).
  *
  * Sampling needs logits, which the head plan never materializes: for the
@@ -728,79 +728,6 @@ coda_status coda_plans_forward(coda_context ctx, coda_model *m, const int32_t *i
   if (coda_family_of(c->family)->block == CODA_BLOCK_GPT2) /* the CPU backend */
     return coda_plans_gpt2_forward(ctx, m, s, in, tg, T, backward, gscale, loss, n_valid,
                                    last_logits);
-  const float *W = coda_model_weights(m);
-  float *G = coda_model_grads(m);
-  const int64_t D = c->dim, M = (int64_t)RB * RT;
-  coda_prof *pf = coda_model_prof(m);
-#define OFF(name) (coda_model_find(m, name)->offset)
-  PB();
-  for (int k = 0; k < s->L + !sample && !st; k++) st = coda_plans_upload_slots(ctx, m, s, k);
-  const size_t emb = s->emb[0]->offset;
-  const size_t out = c->tied ? emb : OFF("output.weight");
-  PE(CODA_PH_CAST, -1);
-  /* embedding lookup into block 0's x */
-  coda_tensor x0, t;
-  if (!st) st = tensor(ctx, s->blk[0], "x", &x0);
-  if (st) return st;
-  /* Gemma 3: x = wte[token] · sqrt(dim), an fp32 product rounded once
-   * (coda_model_embed_scale; 1 in the other families) */
-  const float esc = coda_model_embed_scale(c);
-  PB();
-  for (int64_t r = 0; r < M; r++) {
-    int32_t tok = sample ? (r < T ? in[r] : 0) : in[r];
-    const float *e = W + emb + (int64_t)tok * D;
-    for (int64_t k = 0; k < D; k++)
-      ((uint16_t *)x0.data)[r * x0.ld + k] = coda_f32_to_bf16(esc == 1.0f ? e[k] : e[k] * esc);
-  }
-  PE(CODA_PH_EMBED, -1);
-  for (int i = 0; i < s->L && !st; i++) {
-    PB();
-    st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_FORWARD);
-    PE(CODA_PH_BLOCK_FWD, i);
-  }
-  if (st) return st;
-  if (sample) {
-    /* host: final RMSNorm and LM head for row T-1 */
-    st = tensor(ctx, s->blk[s->L - 1], "x_out", &t);
-    if (st) return st;
-    double ss = 0.0;
-    float *h = malloc((size_t)D * sizeof *h);
-    if (!h) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
-    for (int64_t k = 0; k < D; k++) {
-      h[k] = (float)coda_load(&t, T - 1, k);
-      ss += (double)h[k] * h[k];
-    }
-    double r = 1.0 / sqrt(ss / (double)D + c->norm_eps);
-    const float *wn = W + OFF("norm.weight");
-    /* Gemma 3's final norm scales by 1 + w and caps the logits */
-    const int gemma = coda_family_of(c->family)->block == CODA_BLOCK_GEMMA3;
-    for (int64_t k = 0; k < D; k++) h[k] = (float)(h[k] * r * (gemma ? 1.0f + wn[k] : wn[k]));
-    for (int64_t v = 0; v < c->vocab; v++) {
-      double a = 0.0;
-      for (int64_t k = 0; k < D; k++) a += (double)h[k] * W[out + v * D + k];
-      last_logits[v] = coda_ref_softcap((float)a, c->logit_softcap);
-    }
-    free(h);
-    return CODA_OK;
-  }
-  int bwd = 0;
-  st = coda_plans_head_loss(ctx, m, s, tg, backward, gscale, loss, n_valid, &bwd);
-  if (st || !bwd) return st;
-  for (int i = s->L - 1; i >= 0 && !st; i--) {
-    PB();
-    st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_BACKWARD);
-    if (!st) st = coda_plans_accumulate_slots(ctx, m, s, i, gscale);
-    PE(CODA_PH_BLOCK_BWD, i);
-  }
-  if (!st) st = tensor(ctx, s->blk[0], "dx", &t);
-  if (st) return st;
-  PB();
-  for (int64_t r = 0; r < M; r++) { /* embedding gradient: scatter-add in token order */
-    float *g = G + emb + (int64_t)in[r] * D; /* d(e · esc)/de = esc */
-    for (int64_t k = 0; k < D; k++)
-      g[k] += gscale * esc * coda_bf16_to_f32(((const uint16_t *)t.data)[r * t.ld + k]);
-  }
-  PE(CODA_PH_EMBED, -1);
-#undef OFF
-  return CODA_OK;
+  return coda_plans_llama_forward(ctx, m, s, in, tg, T, backward, gscale, loss, n_valid,
+                                  last_logits);
 }

@@ -1,9 +1,14 @@
 /* The Llama-3 block's families on the plan engine (Llama, Qwen3, Gemma 3):
- * their block configuration from the model's, and which parameter goes to
- * which plan buffer (coda_plan_params, read by model_plans.c). */
+ * their block configuration from the model's, which parameter goes to
+ * which plan buffer (coda_plan_params, read by model_plans.c), and their
+ * step on the CPU backend. */
 #include "model/model_device.h"
 #include "model/family.h"
+#include "model/model.h"
+#include "base/bf16_round.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 coda_llama_config coda_model_block_config(const coda_model_config *c, int64_t batch,
@@ -76,3 +81,93 @@ static const coda_plan_param gemma3_head[] = {{"norm.weight", "wnf", "dwnf", 1},
 const coda_plan_params coda_plans_gemma3_params = {
     gemma3_layer, (int)(sizeof gemma3_layer / sizeof gemma3_layer[0]),
     gemma3_head, (int)(sizeof gemma3_head / sizeof gemma3_head[0])};
+
+/* The step of the Llama block's families on the CPU backend (the device
+ * step is model_plans.c's): the plans' weights uploaded from the fp32
+ * master, the embedding (Gemma 3's scaled) looked up on the host, the
+ * blocks, then sampling's final norm and head on the host for row T - 1,
+ * or the head plan's loss and the backward, block 0's dx scatter-added
+ * into the embedding's gradient in token order. */
+coda_status coda_plans_llama_forward(coda_context ctx, coda_model *m, plans_state *s,
+                                     const int32_t *in, const int32_t *tg, int T, int backward,
+                                     float gscale, double *loss, int64_t *n_valid,
+                                     float *last_logits) {
+  const coda_model_config *c = coda_model_cfg(m);
+  const int sample = tg == NULL;
+  coda_status st = CODA_OK;
+  const float *W = coda_model_weights(m);
+  float *G = coda_model_grads(m);
+  const int64_t D = c->dim, M = (int64_t)s->B * s->T;
+  coda_prof *pf = coda_model_prof(m);
+#define OFF(name) (coda_model_find(m, name)->offset)
+  PB();
+  for (int k = 0; k < s->L + !sample && !st; k++) st = coda_plans_upload_slots(ctx, m, s, k);
+  const size_t emb = s->emb[0]->offset;
+  const size_t out = c->tied ? emb : OFF("output.weight");
+  PE(CODA_PH_CAST, -1);
+  /* embedding lookup into block 0's x */
+  coda_tensor x0, t;
+  if (!st) st = coda_plans_tensor(ctx, s->blk[0], "x", &x0);
+  if (st) return st;
+  /* Gemma 3: x = wte[token] · sqrt(dim), an fp32 product rounded once
+   * (coda_model_embed_scale; 1 in the other families) */
+  const float esc = coda_model_embed_scale(c);
+  PB();
+  for (int64_t r = 0; r < M; r++) {
+    int32_t tok = sample ? (r < T ? in[r] : 0) : in[r];
+    const float *e = W + emb + (int64_t)tok * D;
+    for (int64_t k = 0; k < D; k++)
+      ((uint16_t *)x0.data)[r * x0.ld + k] = coda_f32_to_bf16(esc == 1.0f ? e[k] : e[k] * esc);
+  }
+  PE(CODA_PH_EMBED, -1);
+  for (int i = 0; i < s->L && !st; i++) {
+    PB();
+    st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_FORWARD);
+    PE(CODA_PH_BLOCK_FWD, i);
+  }
+  if (st) return st;
+  if (sample) {
+    /* host: final RMSNorm and LM head for row T-1 */
+    st = coda_plans_tensor(ctx, s->blk[s->L - 1], "x_out", &t);
+    if (st) return st;
+    double ss = 0.0;
+    float *h = malloc((size_t)D * sizeof *h);
+    if (!h) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int64_t k = 0; k < D; k++) {
+      h[k] = (float)coda_load(&t, T - 1, k);
+      ss += (double)h[k] * h[k];
+    }
+    double r = 1.0 / sqrt(ss / (double)D + c->norm_eps);
+    const float *wn = W + OFF("norm.weight");
+    /* Gemma 3's final norm scales by 1 + w and caps the logits */
+    const int gemma = coda_family_of(c->family)->block == CODA_BLOCK_GEMMA3;
+    for (int64_t k = 0; k < D; k++) h[k] = (float)(h[k] * r * (gemma ? 1.0f + wn[k] : wn[k]));
+    for (int64_t v = 0; v < c->vocab; v++) {
+      double a = 0.0;
+      for (int64_t k = 0; k < D; k++) a += (double)h[k] * W[out + v * D + k];
+      last_logits[v] = coda_ref_softcap((float)a, c->logit_softcap);
+    }
+    free(h);
+    return CODA_OK;
+  }
+  int bwd = 0;
+  st = coda_plans_head_loss(ctx, m, s, tg, backward, gscale, loss, n_valid, &bwd);
+  if (st || !bwd) return st;
+  for (int i = s->L - 1; i >= 0 && !st; i--) {
+    PB();
+    st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_BACKWARD);
+    if (!st) st = coda_plans_accumulate_slots(ctx, m, s, i, gscale);
+    PE(CODA_PH_BLOCK_BWD, i);
+  }
+  if (!st) st = coda_plans_tensor(ctx, s->blk[0], "dx", &t);
+  if (st) return st;
+  PB();
+  for (int64_t r = 0; r < M; r++) { /* embedding gradient: scatter-add in token order */
+    float *g = G + emb + (int64_t)in[r] * D; /* d(e · esc)/de = esc */
+    for (int64_t k = 0; k < D; k++)
+      g[k] += gscale * esc * coda_bf16_to_f32(((const uint16_t *)t.data)[r * t.ld + k]);
+  }
+  PE(CODA_PH_EMBED, -1);
+#undef OFF
+  return CODA_OK;
+}

@@ -1,10 +1,11 @@
 /* The decoder's device kernels (src/infer/decode.c on a CUDA context,
- * through coda_decode_ops of backends/backend.h): embedding lookup,
- * RMSNorm to bf16, the linear layers (a one-row GEMV, a tensor-core GEMV
- * for up to 64 rows, the backend's Hopper GEMM for more) with the SwiGLU
- * or the RoPE and cache append in their stores (Qwen3's QK-norm before
- * the RoPE in a kernel after them), and the row gather.
- * Decode attention is in decode_attention.cu, sampling in decode_sample.cu,
+ * through coda_decode_ops of backends/backend.h): RMSNorm (GPT-2's
+ * LayerNorm) to bf16, the linear layers (a one-row GEMV, a tensor-core
+ * GEMV for up to 64 rows, the backend's GEMM for more) with the SwiGLU or
+ * the RoPE and cache append in their stores, and the unfused steps after
+ * them (Qwen3's QK-norm, a bias, GeGLU, GELU, Gemma 3's post-norm).
+ * The embedding and row gather are in decode_rows.cu, decode attention in
+ * decode_attention.cu, sampling in decode_sample.cu,
  * the launch they share in decode_common.cuh. Compiled ahead of time by
  * nvcc (no NVRTC).
  *
@@ -15,23 +16,6 @@
 #include "backends/cuda/decode_common.cuh"
 
 namespace {
-
-/* ---------------------------------------------------------------- embed */
-
-/* x row r = table row tok[r] · scale (Gemma 3's √dim; else 1), plus the
- * position table's row pos[r] where there is one (GPT-2). */
-__global__ void embed_kernel(float *x, const bf16 *table, const int32_t *tok, long long M,
-                             long long D, float scale, const bf16 *pos_table, const int32_t *pos) {
-  pdl_wait();
-  const long long n = M * D;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-       i += (long long)gridDim.x * blockDim.x) {
-    const long long r = i / D, k = i % D;
-    float v = __bfloat162float(table[(long long)tok[r] * D + k]) * scale;
-    if (pos_table) v += __bfloat162float(pos_table[(long long)pos[r] * D + k]);
-    x[i] = v;
-  }
-}
 
 /* -------------------------------------------------------------- RMSNorm */
 
@@ -624,7 +608,7 @@ __global__ void __launch_bounds__(32 * kQkWarps)
   }
 }
 
-/* ---------------------------------------------------- SwiGLU and gather */
+/* ----------------------------------------------------------- activations */
 
 /* The activations after an unfused linear, from its f32 result z: SwiGLU
  * and GeGLU of (gate, up) pairs into n values, GELU of n values. */
@@ -637,18 +621,6 @@ __global__ void activation_kernel(bf16 *y, const float *z, long long n) {
     else if (KIND == CODA_DECODE_OUT_GEGLU) y[i] = __float2bfloat16_rn(gelu_tanh(z[2 * i]) * z[2 * i + 1]);
     else y[i] = __float2bfloat16_rn(gelu_tanh(z[i]));
   }
-}
-
-/* cap: Gemma 3's final logit soft cap, cap · tanh(v / cap) (0: a copy). */
-__global__ void gather_kernel(float *dst, const float *src, const int32_t *dst_rows,
-                              long long cols, float cap) {
-  pdl_wait();
-  const long long i = blockIdx.y;
-  float *d = dst + (long long)dst_rows[i] * cols;
-  const float *s = src + i * cols;
-  for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < cols;
-       c += (long long)gridDim.x * blockDim.x)
-    d[c] = cap > 0.0f ? cap * tanhf(s[c] / cap) : s[c];
 }
 
 } // namespace
@@ -683,16 +655,6 @@ coda_status linear_f32(coda_context ctx, float *y, const bf16 *x, const bf16 *w,
 }
 
 } // namespace
-
-extern "C" coda_status coda_cuda_decode_embed(coda_context ctx, float *x, const uint16_t *table,
-                                              const int32_t *tok, int64_t M, int64_t D,
-                                              float scale, const uint16_t *pos_table,
-                                              const int32_t *pos) {
-  if (M * D == 0) return CODA_OK;
-  return launch(ctx, "embedding", embed_kernel, dim3(grid_of(M * D, 256)), dim3(256), 0, x,
-                (const bf16 *)table, tok, (long long)M, (long long)D, scale,
-                (const bf16 *)pos_table, pos);
-}
 
 extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, const coda_decode_linear_job *j) {
   const int64_t M = j->M, N = j->N, K = j->K;
@@ -819,15 +781,4 @@ extern "C" coda_status coda_cuda_decode_linear(coda_context ctx, const coda_deco
   return launch(ctx, "RoPE and cache append", rope_append_kernel,
                 dim3((unsigned)M, (unsigned)per_row), dim3(128), 0, (const float *)j->y, o.q, o.kc,
                 o.vc, o.seq, o.pos, o.Hq, o.Hk, o.hd, o.max_len, o.inv_freq, o.packed);
-}
-
-extern "C" coda_status coda_cuda_decode_gather_rows(coda_context ctx, float *dst, const float *src,
-                                                    const int32_t *dst_rows, int64_t n,
-                                                    int64_t cols, float softcap) {
-  if (n == 0 || cols == 0) return CODA_OK;
-  if (n > 65535)
-    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "decode gather: %lld rows", (long long)n);
-  const dim3 grid(grid_of(cols, 256) < 64 ? grid_of(cols, 256) : 64, (unsigned)n);
-  return launch(ctx, "row gather", gather_kernel, grid, dim3(256), 0, dst, src, dst_rows,
-                (long long)cols, softcap);
 }
