@@ -91,7 +91,7 @@ static coda_status prefill_attention(coda_decoder d, const coda_decode_rows *rl,
   coda_tensor lse = coda_tensor_2d(d->d_lse + r0 * c->heads, CODA_F32, n, c->heads);
   coda_attn_mask mask = coda_attn_default_mask();
   mask.scale = rl->scale;
-  mask.window = rl->window >= n ? 0 : rl->window; /* no key is further back than n - 1 */
+  mask.window = rl->window; /* one of n or more keys: the plain causal mask */
   return coda_attention_forward_mask(d->ctx, &qkv, 1, (int)n, c->heads, c->kv_heads, (int)d->hd,
                                      &out, &lse, mask.scale > 0.0 || mask.window ? &mask : NULL);
 }
