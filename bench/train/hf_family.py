@@ -21,14 +21,16 @@ none and its row says so); coda_patch (coda.torch's patch of the same model,
 apply_to_qwen3 / apply_to_gpt2 / apply_to_gemma3: needs PYTHONPATH to the
 repository's python/ and CODA_LIBRARY to a CUDA build of libcoda.so).
 
-Prints one line per run, `PEER SHAPE MODE {json}` (what bench/train/
-table.py reads), and writes hf_family.json into $OUT. Timing: 3 warm-up
+Each run is a child process of its own (Liger's patches change the model
+classes process-wide). Prints one line per run, `PEER SHAPE MODE {json}`
+(what bench/train/table.py reads), and writes hf_family.json into $OUT. Timing: 3 warm-up
 steps, then 20 steps between two CUDA events. MFU counts 6 flops per
 parameter and token (a tied embedding once: its product is the head's;
 GPT-2's position table not at all: a lookup) plus the causal attention's
 6·L·(heads · head_dim)·T, at 989 TFLOP/s."""
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -132,11 +134,30 @@ def run(name, mode):
     return {"ms_per_step": round(ms, 2), "tokens_per_s": round(tok),
             "mfu_989": round(tok * fpt / 989e12, 4),
             "peak_mem_GiB": round(torch.cuda.max_memory_allocated() / 2**30, 2),
-            "warmup_s": round(warm, 1), "loss": round(float(loss), 4),
+            "warmup_s": round(warm, 1), "loss": round(float(loss.detach()), 4),
             "torch": torch.__version__, "transformers": transformers.__version__}
 
 
+def run_isolated(name, mode):
+    """One run in a child process: Liger's patches replace the model
+    classes' modules for the whole process (a later build in the same
+    process would get Liger's norms), so no run may see another's."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--one", name, mode]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    for line in p.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    return {"error": "child exited %d without a result" % p.returncode}
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--one":
+        try:
+            r = run(sys.argv[2], sys.argv[3])
+        except Exception as e:  # the row says what failed
+            r = {"error": repr(e)[:300]}
+        print("RESULT " + json.dumps(r), flush=True)
+        return
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     res = {}
@@ -144,11 +165,7 @@ def main():
         if name not in SHAPES:
             sys.exit("hf_family.py: unknown shape %r (%s)" % (name, ", ".join(SHAPES)))
         for mode in sys.argv[2].split(","):
-            try:
-                r = run(name, mode)
-            except Exception as e:  # one failed mode must not lose the others
-                r = {"error": repr(e)[:300]}
-            torch.cuda.empty_cache()
+            r = run_isolated(name, mode)
             res["%s/%s" % (name, mode)] = r
             print("PEER", name, mode, json.dumps(r), flush=True)
     with open(os.path.join(os.environ.get("OUT", "."), "hf_family.json"), "w") as f:
