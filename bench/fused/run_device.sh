@@ -70,7 +70,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2
 if [ -z "${ONLY:-}" ]; then
   tar -xzf "$P/fused.tgz" -C "$W" || { echo "no $P/fused.tgz (run bench/fused/build.sh)"; exit 1; }
   export CODA_CACHE_DIR=$W/cache
-  timeout ${BENCH_S:-150} "$W/bench_fused" ${BENCH_ARGS:-} > "$OUT/bench_fused.md" 2> "$OUT/bench_fused.err"
+  LD_LIBRARY_PATH="$W/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout ${BENCH_S:-150} "$W/bench_fused" ${BENCH_ARGS:-} > "$OUT/bench_fused.md" 2> "$OUT/bench_fused.err"
   echo "bench_fused rc=$?"
   cat "$OUT/bench_fused.md"; tail -5 "$OUT/bench_fused.err"
 fi
