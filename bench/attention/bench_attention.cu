@@ -5,13 +5,23 @@
  * row per kernel variant, then forward+backward with the fastest ones,
  * the defaults against CODA_ATTN_IMPL=v1, the default backward without and
  * with the fused RoPE backward, and one CODA|... line per shape
- * with the default timings that sdpa.py compares against PyTorch. */
+ * with the default timings that sdpa.py compares against PyTorch.
+ *
+ *   bench_attention [--defaults] [--json FILE] [SHAPE_INDEX]
+ *
+ * --defaults times the defaults only (forward, backward, forward+backward;
+ * no variant sweep, no v1 or RoPE tables); SHAPE_INDEX runs one shape (for
+ * a profiler); --json FILE writes the default timings (and the fastest
+ * variants, when swept) as JSON. On the sm80 path (CODA_ARCH=sm80, or a
+ * GPU that is not a Hopper) only the mma.sync variants run (the wgmma and
+ * warp-specialized ones are Hopper-only); the first line names the path. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backends/cuda/attention.cuh"
 #include "backends/cuda/backend.h"
@@ -49,8 +59,20 @@ struct Shape {
 };
 
 int main(int argc, char **argv) {
-  /* bench_attention [i]: only shape i (for a profiler) */
-  const int only = argc > 1 ? atoi(argv[1]) : -1;
+  int only = -1; /* SHAPE_INDEX: only shape i (for a profiler) */
+  bool full = true;
+  const char *json = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--defaults")) full = false;
+    else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+    else if (argv[i][0] >= '0' && argv[i][0] <= '9' && only < 0) only = atoi(argv[i]);
+    else {
+      const bool help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
+      fprintf(help ? stdout : stderr,
+              "usage: bench_attention [--defaults] [--json FILE] [SHAPE_INDEX]\n");
+      return help ? 0 : 2;
+    }
+  }
   /* the block shapes of bench/block (d512, d2048 = 1B-like, d4096 = 8B-like),
    * a 12-head hd64 shape and head_dim 32 (the tiny training config, and a
    * larger one) */
@@ -72,7 +94,14 @@ int main(int argc, char **argv) {
   }
   cudaDeviceProp prop;
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  printf("GPU: %s, %d SMs\n\n", prop.name, prop.multiProcessorCount);
+  /* the path the context runs (base/arch.h): the sm80 one runs the
+   * mma.sync variants only */
+  const bool sm80 = coda_cuda_sm80(ctx) != 0;
+  const char *path = sm80 ? "sm80" : "sm90";
+  printf("GPU: %s, %d SMs, compute capability %d.%d; path: %s (%s)\n\n", prop.name,
+         prop.multiProcessorCount, prop.major, prop.minor, path,
+         sm80 ? "the mma.sync variants; CODA_ARCH=sm80 or not a Hopper GPU"
+              : "every variant; defaults warp-specialized at head_dim 64 and 128");
   cudaEvent_t e0, e1;
   CUDA_CHECK(cudaEventCreate(&e0));
   CUDA_CHECK(cudaEventCreate(&e1));
@@ -90,8 +119,8 @@ int main(int argc, char **argv) {
   coda_tensor tha = coda_tensor_2d(hA, CODA_BF16, 4096, 4096),
               thc = coda_tensor_2d(hC, CODA_BF16, 4096, 4096);
   printf("| shape | pass | variant | ms | TFLOP/s |\n|---|---|---|---|---|\n");
-  float sum_ms[8][3], def_ms[8][3], v1_ms[8][3], rope_ms[8][2];
-  int best[8][2];
+  float sum_ms[8][3] = {}, def_ms[8][3] = {}, v1_ms[8][3] = {}, rope_ms[8][2] = {};
+  int best[8][2] = {};
   for (int si = 0; si < ns; si++) {
     if (only >= 0 && si != only) continue;
     const Shape &s = shapes[si];
@@ -171,9 +200,10 @@ int main(int argc, char **argv) {
       qsort(ms, reps, sizeof(float), cmp_float);
       return ms[reps / 2];
     };
-    for (int pass = 0; pass < 2; pass++) {
+    for (int pass = 0; pass < 2 && full; pass++) {
       float bms = 1e30f;
       for (int c = 0; c < coda_cuda_attention_num_variants(pass, s.hd); c++) {
+        if (sm80 && strncmp(vname(pass, c), "mma_", 4)) continue; /* Hopper-only */
         /* the backward reads the out and lse of a forward run */
         if (pass == 1) time(true, -1, false, 0);
         const float ms = pass ? time(false, 0, true, c) : time(true, c, false, 0);
@@ -187,10 +217,10 @@ int main(int argc, char **argv) {
         sum_ms[si][pass] = bms;
       }
     }
-    sum_ms[si][2] = time(true, best[si][0], true, best[si][1]);
+    if (full) sum_ms[si][2] = time(true, best[si][0], true, best[si][1]);
     /* what the library runs: the defaults, then the first defaults and
      * block order (CODA_ATTN_IMPL=v1) */
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < (full ? 2 : 1); k++) {
       float *d = k ? v1_ms[si] : def_ms[si];
       if (k) setenv("CODA_ATTN_IMPL", "v1", 1);
       d[0] = time(true, -1, false, 0);
@@ -200,7 +230,7 @@ int main(int argc, char **argv) {
     }
     /* the default backward without and with the fused RoPE backward,
      * alternating three times (median of each) */
-    {
+    if (full) {
       float a[3], b[3];
       for (int k = 0; k < 3; k++) {
         a[k] = time(false, 0, true, -1);
@@ -220,28 +250,30 @@ int main(int argc, char **argv) {
     cudaFree(dout);
     cudaFree(lse);
   }
-  printf("\nWith the fastest variants:\n\n| shape | variants fwd/bwd | fwd ms | bwd ms | fwd+bwd ms |\n"
-         "|---|---|---|---|---|\n");
-  for (int si = 0; si < ns; si++)
-    if (only < 0 || si == only)
-      printf("| %s | %s/%s | %.3f | %.3f | %.3f |\n", shapes[si].name,
-             coda_cuda_attention_variant_name(0, shapes[si].hd, best[si][0]),
-             coda_cuda_attention_variant_name(1, shapes[si].hd, best[si][1]), sum_ms[si][0],
-             sum_ms[si][1], sum_ms[si][2]);
-  printf("\nDefaults against the first defaults (CODA_ATTN_IMPL=v1):\n\n"
-         "| shape | fwd ms | v1 fwd ms | bwd ms | v1 bwd ms | fwd+bwd ms | v1 fwd+bwd ms |\n"
-         "|---|---|---|---|---|---|---|\n");
-  for (int si = 0; si < ns; si++)
-    if (only < 0 || si == only)
-      printf("| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", shapes[si].name,
-             def_ms[si][0], v1_ms[si][0], def_ms[si][1], v1_ms[si][1], def_ms[si][2], v1_ms[si][2]);
-  printf("\nDefault backward without and with the fused RoPE backward\n"
-         "(coda_attention_backward_rope; alternated three times, medians):\n\n"
-         "| shape | bwd ms | bwd + RoPE bwd ms | difference ms |\n|---|---|---|---|\n");
-  for (int si = 0; si < ns; si++)
-    if (only < 0 || si == only)
-      printf("| %s | %.3f | %.3f | %+.3f |\n", shapes[si].name, rope_ms[si][0], rope_ms[si][1],
-             rope_ms[si][1] - rope_ms[si][0]);
+  if (full) {
+    printf("\nWith the fastest variants:\n\n| shape | variants fwd/bwd | fwd ms | bwd ms | fwd+bwd ms |\n"
+           "|---|---|---|---|---|\n");
+    for (int si = 0; si < ns; si++)
+      if (only < 0 || si == only)
+        printf("| %s | %s/%s | %.3f | %.3f | %.3f |\n", shapes[si].name,
+               coda_cuda_attention_variant_name(0, shapes[si].hd, best[si][0]),
+               coda_cuda_attention_variant_name(1, shapes[si].hd, best[si][1]), sum_ms[si][0],
+               sum_ms[si][1], sum_ms[si][2]);
+    printf("\nDefaults against the first defaults (CODA_ATTN_IMPL=v1):\n\n"
+           "| shape | fwd ms | v1 fwd ms | bwd ms | v1 bwd ms | fwd+bwd ms | v1 fwd+bwd ms |\n"
+           "|---|---|---|---|---|---|---|\n");
+    for (int si = 0; si < ns; si++)
+      if (only < 0 || si == only)
+        printf("| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", shapes[si].name,
+               def_ms[si][0], v1_ms[si][0], def_ms[si][1], v1_ms[si][1], def_ms[si][2], v1_ms[si][2]);
+    printf("\nDefault backward without and with the fused RoPE backward\n"
+           "(coda_attention_backward_rope; alternated three times, medians):\n\n"
+           "| shape | bwd ms | bwd + RoPE bwd ms | difference ms |\n|---|---|---|---|\n");
+    for (int si = 0; si < ns; si++)
+      if (only < 0 || si == only)
+        printf("| %s | %.3f | %.3f | %+.3f |\n", shapes[si].name, rope_ms[si][0], rope_ms[si][1],
+               rope_ms[si][1] - rope_ms[si][0]);
+  }
   /* machine-readable lines for sdpa.py: name|B|T|Hq|Hkv|hd|fwd|bwd|fwd+bwd (defaults) */
   printf("\n");
   for (int si = 0; si < ns; si++)
@@ -249,6 +281,37 @@ int main(int argc, char **argv) {
       printf("CODA|%s|%d|%d|%d|%d|%d|%.4f|%.4f|%.4f\n", shapes[si].name, shapes[si].B,
              shapes[si].T, shapes[si].Hq, shapes[si].Hkv, shapes[si].hd, def_ms[si][0],
              def_ms[si][1], def_ms[si][2]);
+  if (json) {
+    FILE *f = fopen(json, "w");
+    if (!f) {
+      fprintf(stderr, "bench_attention: cannot write %s\n", json);
+      return 1;
+    }
+    fprintf(f, "{\n \"benchmark\": \"bench_attention\",\n \"gpu\": \"%s\",\n \"path\": \"%s\",\n"
+               " \"timing\": \"CUDA events, 5 warm-up runs, median of 25\",\n \"rows\": [\n",
+            prop.name, path);
+    bool first = true;
+    for (int si = 0; si < ns; si++) {
+      if (only >= 0 && si != only) continue;
+      const Shape &s = shapes[si];
+      const double fl = 2.0 * s.B * s.Hq * (double)s.T * s.T * s.hd;
+      fprintf(f,
+              "%s  {\"shape\": \"%s\", \"B\": %d, \"T\": %d, \"Hq\": %d, \"Hkv\": %d, \"hd\": %d, "
+              "\"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_bwd_ms\": %.4f, \"fwd_tflops\": %.1f, "
+              "\"bwd_tflops\": %.1f",
+              first ? "" : ",\n", s.name, s.B, s.T, s.Hq, s.Hkv, s.hd, def_ms[si][0], def_ms[si][1],
+              def_ms[si][2], fl / def_ms[si][0] * 1e-9, 2.5 * fl / def_ms[si][1] * 1e-9);
+      if (full)
+        fprintf(f, ", \"best_fwd\": \"%s\", \"best_fwd_ms\": %.4f, \"best_bwd\": \"%s\", "
+                   "\"best_bwd_ms\": %.4f",
+                coda_cuda_attention_variant_name(0, s.hd, best[si][0]), sum_ms[si][0],
+                coda_cuda_attention_variant_name(1, s.hd, best[si][1]), sum_ms[si][1]);
+      fprintf(f, "}");
+      first = false;
+    }
+    fprintf(f, "\n ]\n}\n");
+    fclose(f);
+  }
   if (hA) cudaFree(hA);
   if (hC) cudaFree(hC);
   coda_context_destroy(ctx);

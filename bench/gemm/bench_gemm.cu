@@ -4,13 +4,27 @@
  * event between consecutive calls; the median of the 90 intervals is
  * reported. Inputs are random bf16 (never zeros),
  * output bf16. Usage: bench_gemm [--quick] [--tuned] [--diag] [--config NAME]...
- * [--shape NAME]... Prints a markdown table. --config keeps only the tile
+ * [--shape NAME]... [--no-configs] [--sm80] [--json FILE]; bench_gemm
+ * --precompile [CC]. Prints a markdown table. --config keeps only the tile
  * configurations whose name contains NAME (e.g. "c2": the cluster entries),
- * --shape only the shapes whose name contains NAME (both repeatable). The
- * columns per tile configuration and "default" run with
+ * --no-configs none of them (the default column, cuBLAS and the others
+ * asked for only), --shape only the shapes whose name contains NAME (both
+ * repeatable). The columns per tile configuration and "default" run with
  * tuning off; --tuned adds the autotuner's choice (a second context with
  * tuning on; its one-time tuning cost, or 0 when the cache file already
- * held the key, in "tune ms") against cuBLAS. */
+ * held the key, in "tune ms") against cuBLAS.
+ *
+ * The sm80 path (base/arch.h): --sm80 adds its plain GEMM (the fused kernel
+ * with a store program, coda_cuda_gemm_path, on a second context made with
+ * CODA_ARCH=sm80) to the same interleaved rounds, and its ratio to the
+ * Hopper default per shape, with geometric means over all shapes and over
+ * the 1B ones. Run with CODA_ARCH=sm80 in the environment instead, the
+ * default column itself is the sm80 path (the tile configurations and
+ * --tuned are Hopper-only and refused). The first line names the path of
+ * each timed coda column. --json FILE writes the rows as JSON too.
+ * --precompile [CC] compiles the sm80 path's kernels this benchmark runs
+ * (bf16, alpha 1, its three layouts) for compute capability CC (default
+ * 90: an H100/H200 forced to the path) into the kernel cache; no GPU. */
 #include <chrono>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -111,19 +125,95 @@ static void diag(coda_context ctx) {
   cudaFree(d);
 }
 
+/* --precompile [CC] (sm80_precompile.c: the compiler's header is C only). */
+extern "C" int bench_gemm_sm80_precompile(int cc);
+
+/* A context of the sm80 path: CODA_ARCH=sm80 while it is made (the knobs
+ * are read at creation), the variable restored after. */
+static coda_status create_sm80_context(const coda_context_options *o, coda_context *out) {
+  const char *prev = getenv("CODA_ARCH");
+  char keep[32] = "";
+  if (prev) snprintf(keep, sizeof keep, "%s", prev);
+  setenv("CODA_ARCH", "sm80", 1);
+  coda_status s = coda_context_create(o, out);
+  if (prev) setenv("CODA_ARCH", keep, 1);
+  else unsetenv("CODA_ARCH");
+  return s;
+}
+
+/* One row of --json. */
+struct JsonRow {
+  Shape s;
+  double ms_default, ms_cublas, ms_sm80, ms_tuned;
+  int default_cfg;
+  bool ok;
+};
+
+static void write_json(const char *path, const char *gpu, const char *main_path, bool sm80,
+                       const std::vector<JsonRow> &rows, double geo_cub, double geo_80,
+                       double geo_80_1b) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    fprintf(stderr, "bench_gemm: cannot write %s\n", path);
+    return;
+  }
+  fprintf(f, "{\n \"benchmark\": \"bench_gemm\",\n \"gpu\": \"%s\",\n", gpu);
+  fprintf(f, " \"default_path\": \"%s\",\n \"dtype\": \"bf16\",\n", main_path);
+  fprintf(f, " \"timing\": \"median of 3 interleaved rounds x 30 back-to-back calls\",\n");
+  fprintf(f, " \"rows\": [\n");
+  for (size_t i = 0; i < rows.size(); i++) {
+    const JsonRow &r = rows[i];
+    const double flop = 2.0 * r.s.M * r.s.N * (double)r.s.K;
+    auto tf = [&](double ms) { return ms > 0 ? flop / (ms * 1e-3) / 1e12 : -1.0; };
+    fprintf(f,
+            "  {\"shape\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, \"layout\": \"%s%s\", "
+            "\"ok\": %s, \"default_ms\": %.5f, \"default_tflops\": %.2f, \"default_config\": %d, "
+            "\"cublas_ms\": %.5f, \"cublas_tflops\": %.2f",
+            r.s.name, r.s.M, r.s.N, r.s.K, r.s.ta == CODA_T ? "T" : "N", r.s.tb == CODA_T ? "T" : "N",
+            r.ok ? "true" : "false", r.ms_default, tf(r.ms_default), r.default_cfg, r.ms_cublas,
+            tf(r.ms_cublas));
+    if (sm80)
+      fprintf(f, ", \"sm80_ms\": %.5f, \"sm80_tflops\": %.2f, \"sm80_over_hopper\": %.4f",
+              r.ms_sm80, tf(r.ms_sm80), r.ms_default / r.ms_sm80);
+    if (r.ms_tuned > 0) fprintf(f, ", \"tuned_ms\": %.5f", r.ms_tuned);
+    fprintf(f, "}%s\n", i + 1 < rows.size() ? "," : "");
+  }
+  fprintf(f, " ],\n \"geomean_default_over_cublas\": %.4f", geo_cub);
+  if (sm80)
+    fprintf(f, ",\n \"geomean_sm80_over_hopper\": %.4f,\n \"geomean_sm80_over_hopper_1b\": %.4f",
+            geo_80, geo_80_1b);
+  fprintf(f, "\n}\n");
+  fclose(f);
+}
+
 int main(int argc, char **argv) {
-  bool quick = false, tuned = false, diag_only = false;
+  bool quick = false, tuned = false, diag_only = false, no_configs = false, sm80 = false;
+  const char *json = NULL;
   std::vector<const char *> cfg_filter, shape_filter;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--quick") == 0) quick = true;
     else if (strcmp(argv[i], "--tuned") == 0) tuned = true;
     else if (strcmp(argv[i], "--diag") == 0) diag_only = true;
-    else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) cfg_filter.push_back(argv[++i]);
+    else if (strcmp(argv[i], "--no-configs") == 0) no_configs = true;
+    else if (strcmp(argv[i], "--sm80") == 0) sm80 = true;
+    else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) json = argv[++i];
+    else if (strcmp(argv[i], "--precompile") == 0) {
+      const int cc = i + 1 < argc ? atoi(argv[i + 1]) : 90;
+      if (cc < 80 || (i + 2 < argc)) {
+        fprintf(stderr, "usage: bench_gemm --precompile [CC >= 80]\n");
+        return 2;
+      }
+      return bench_gemm_sm80_precompile(cc);
+    } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) cfg_filter.push_back(argv[++i]);
     else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) shape_filter.push_back(argv[++i]);
     else {
-      fprintf(stderr,
-              "usage: bench_gemm [--quick] [--tuned] [--diag] [--config NAME]... [--shape NAME]...\n");
-      return 2;
+      const bool help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
+      fprintf(help ? stdout : stderr,
+              "usage: bench_gemm [--quick] [--tuned] [--diag] [--config NAME]... [--no-configs]\n"
+              "                  [--shape NAME]... [--sm80] [--json FILE]\n"
+              "       bench_gemm --precompile [CC]   (the sm80 path's kernels for sm_CC, "
+              "default 90; no GPU)\n");
+      return help ? 0 : 2;
     }
   }
   auto matches = [](const std::vector<const char *> &f, const char *name) {
@@ -133,18 +223,37 @@ int main(int argc, char **argv) {
     return false;
   };
   if (!coda_cuda_available()) {
-    printf("bench_gemm: no sm_90 GPU\n");
+    printf("bench_gemm: no usable GPU (compute capability 8.0 or newer)\n");
     return 1;
   }
   coda_context_options o = coda_context_default_options();
   o.backend = CODA_BACKEND_CUDA;
-  coda_context ctx, ctx_t = NULL;
-  if (coda_context_create(&o, &ctx) != CODA_OK) return 1;
+  coda_context ctx, ctx_t = NULL, ctx_80 = NULL;
+  if (coda_context_create(&o, &ctx) != CODA_OK) {
+    char why[512];
+    coda_context_options_check(&o, why, sizeof why);
+    fprintf(stderr, "bench_gemm: no CUDA context: %s\n", why);
+    return 1;
+  }
+  /* the main context's path: sm90 (Hopper), or sm80 when CODA_ARCH=sm80
+   * (or the GPU is not a Hopper) */
+  const bool main80 = coda_cuda_sm80(ctx) != 0;
+  const char *main_path = main80 ? "sm80" : "sm90";
+  if (main80 && (tuned || sm80 || diag_only || !cfg_filter.empty())) {
+    fprintf(stderr, "bench_gemm: the context is on the sm80 path (CODA_ARCH=%s): --tuned, --diag, "
+                    "--config and --sm80 need the Hopper path (CODA_ARCH unset on an sm_90 GPU)\n",
+            getenv("CODA_ARCH") ? getenv("CODA_ARCH") : "");
+    return 2;
+  }
   /* The fixed default whatever CODA_AUTOTUNE says; the tuner on its own context. */
   if (coda_cuda_gemm_set_autotune(ctx, 0) != CODA_OK) return 1;
   if (tuned && (coda_context_create(&o, &ctx_t) != CODA_OK ||
                 coda_cuda_gemm_set_autotune(ctx_t, 1) != CODA_OK))
     return 1;
+  if (sm80 && (create_sm80_context(&o, &ctx_80) != CODA_OK || !coda_cuda_sm80(ctx_80))) {
+    fprintf(stderr, "bench_gemm: no sm80-path context\n");
+    return 1;
+  }
   cublasHandle_t hb;
   if (cublasCreate(&hb) != CUBLAS_STATUS_SUCCESS) return 1;
   void *ws;
@@ -196,24 +305,40 @@ int main(int argc, char **argv) {
 
   /* cfgs[i]: table index of the i-th timed configuration column */
   std::vector<int> cfgs;
-  for (int c = 0; c < coda_cuda_gemm_num_configs(); ++c)
-    if (matches(cfg_filter, coda_cuda_gemm_config_name(c))) cfgs.push_back(c);
+  if (!main80 && !no_configs)
+    for (int c = 0; c < coda_cuda_gemm_num_configs(); ++c)
+      if (matches(cfg_filter, coda_cuda_gemm_config_name(c))) cfgs.push_back(c);
   const int ncfg = (int)cfgs.size();
+  /* variant indices: the configurations, then these */
+  const int V_DEF = ncfg, V_CUB = ncfg + 1, V_TUNED = tuned ? ncfg + 2 : -1,
+            V_80 = sm80 ? ncfg + 2 + (tuned ? 1 : 0) : -1;
+  const int nvar = ncfg + 2 + (tuned ? 1 : 0) + (sm80 ? 1 : 0);
   int num_sms = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
-  printf("TFLOP/s per tile configuration:");
-  for (int c = 0; c < coda_cuda_gemm_num_configs(); ++c)
-    printf(" [%d] %s;", c, coda_cuda_gemm_config_name(c));
-  printf(" default = the one coda_cuda_gemm picks\n\n");
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  printf("GPU: %s, %d SMs, compute capability %d.%d; default column: the %s path%s%s\n\n",
+         prop.name, num_sms, prop.major, prop.minor, main_path,
+         main80 ? " (mma.sync kernel with a store program, coda_cuda_gemm_path)"
+                : " (prebuilt wgmma/TMA kernels, coda_cuda_gemm)",
+         sm80 ? "; sm80 column: the sm80 path (CODA_ARCH=sm80 context, coda_cuda_gemm_path)" : "");
+  if (!main80) {
+    printf("TFLOP/s per tile configuration:");
+    for (int c = 0; c < coda_cuda_gemm_num_configs(); ++c)
+      printf(" [%d] %s;", c, coda_cuda_gemm_config_name(c));
+    printf(" default = the one coda_cuda_gemm picks\n\n");
+  }
   printf("| shape | M | N | K | layout |");
   for (int c : cfgs) printf(" [%d] |", c);
-  printf(" default | default ms | cuBLAS | cuBLAS ms | default/cuBLAS |");
+  printf(" default (%s) | default ms | cuBLAS | cuBLAS ms | default/cuBLAS |", main_path);
   if (tuned) printf(" tuned [cfg]xsplits | tuned ms | tuned/cuBLAS | tune ms |");
+  if (sm80) printf(" sm80 | sm80 ms | sm80/Hopper | sm80/cuBLAS |");
   printf("\n|---|---|---|---|---|");
   for (int c = 0; c < ncfg; ++c) printf("---|");
-  printf("---|---|---|---|---|%s\n", tuned ? "---|---|---|---|" : "");
-  double geo = 0, geo_t = 0;
-  int nrows = 0;
+  printf("---|---|---|---|---|%s%s\n", tuned ? "---|---|---|---|" : "", sm80 ? "---|---|---|---|" : "");
+  double geo = 0, geo_t = 0, geo_80 = 0, geo_80_1b = 0;
+  int nrows = 0, n1b = 0;
+  std::vector<JsonRow> jrows;
   for (const Shape &s : shapes) {
     const size_t na = (size_t)s.M * s.K, nb = (size_t)s.K * s.N, nd = (size_t)s.M * s.N;
     __nv_bfloat16 *a, *b, *d;
@@ -231,21 +356,26 @@ int main(int argc, char **argv) {
     coda_tensor D = {d, CODA_BF16, s.M, s.N, s.N};
     bool ok = true;
     const double flop = 2.0 * s.M * s.N * (double)s.K;
-    /* Variants: each configuration, the default choice, cuBLAS; sampled in
-     * kRounds interleaved rounds so clock and power drift hit all alike. */
+    /* Variants: each configuration, the default choice, cuBLAS (then the
+     * tuned choice and the sm80 path when asked for); sampled in kRounds
+     * interleaved rounds so clock and power drift hit all alike. */
     const float one = 1.f, zero = 0.f;
+    auto check = [&](coda_status st, coda_context c, const char *what) {
+      if (st != CODA_OK && ok) {
+        fprintf(stderr, "%s%s: %s\n", s.name, what, coda_last_error(c));
+        ok = false;
+      }
+    };
     auto run_variant = [&](int v) {
-      if (v == ncfg + 2) {
-        if (coda_cuda_gemm(ctx_t, s.ta, &A, s.tb, &B, &D, 1.0f, 0) != CODA_OK && ok) {
-          fprintf(stderr, "%s (tuned): %s\n", s.name, coda_last_error(ctx_t));
-          ok = false;
-        }
-      } else if (v <= ncfg) {
+      if (v == V_TUNED) {
+        check(coda_cuda_gemm(ctx_t, s.ta, &A, s.tb, &B, &D, 1.0f, 0), ctx_t, " (tuned)");
+      } else if (v == V_80) {
+        check(coda_cuda_gemm_path(ctx_80, s.ta, &A, s.tb, &B, &D, 1.0f, 0), ctx_80, " (sm80)");
+      } else if (v == V_DEF && main80) {
+        check(coda_cuda_gemm_path(ctx, s.ta, &A, s.tb, &B, &D, 1.0f, 0), ctx, "");
+      } else if (v <= V_DEF) {
         const int c = v < ncfg ? cfgs[v] : -1;
-        if (coda_cuda_gemm_config(ctx, s.ta, &A, s.tb, &B, &D, 1.0f, 0, c, 0, 0) != CODA_OK && ok) {
-          fprintf(stderr, "%s: %s\n", s.name, coda_last_error(ctx));
-          ok = false;
-        }
+        check(coda_cuda_gemm_config(ctx, s.ta, &A, s.tb, &B, &D, 1.0f, 0, c, 0, 0), ctx, "");
       } else {
         cublasStatus_t st = cublasGemmEx(
             hb, s.tb == CODA_T ? CUBLAS_OP_T : CUBLAS_OP_N,
@@ -260,12 +390,11 @@ int main(int argc, char **argv) {
     };
     /* The tuned variant's first call tunes (or reads the cache): timed
      * alone, outside the samples. */
-    const int nvar = ncfg + 2 + (tuned ? 1 : 0);
     double tune_ms = 0;
     if (tuned) {
       CUDA_CHECK(cudaDeviceSynchronize());
       auto t0 = std::chrono::steady_clock::now();
-      run_variant(ncfg + 2);
+      run_variant(V_TUNED);
       CUDA_CHECK(cudaDeviceSynchronize());
       tune_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     }
@@ -277,22 +406,38 @@ int main(int argc, char **argv) {
       }
     std::vector<double> tf(ncfg);
     for (int c = 0; c < ncfg; ++c) tf[c] = flop / (median(samples[c]) * 1e-3) / 1e12;
-    const float t_ours = median(samples[ncfg]), t_cub = median(samples[ncfg + 1]);
+    const float t_ours = median(samples[V_DEF]), t_cub = median(samples[V_CUB]);
     const double tf_ours = flop / (t_ours * 1e-3) / 1e12, tf_cub = flop / (t_cub * 1e-3) / 1e12;
+    const int def_cfg = main80 ? -1 : coda_cuda_gemm_default_config(s.M, s.N, s.K, num_sms);
     printf("| %s | %d | %d | %d | %s%s |", s.name, s.M, s.N, s.K, s.ta == CODA_T ? "T" : "N",
            s.tb == CODA_T ? "T" : "N");
     for (int c = 0; c < ncfg; ++c) printf(" %.0f |", tf[c]);
-    printf(" %.0f [%d] | %.3f | %.0f | %.3f | %.2f |", tf_ours,
-           coda_cuda_gemm_default_config(s.M, s.N, s.K, num_sms), t_ours, tf_cub, t_cub,
-           tf_ours / tf_cub);
+    if (main80) printf(" %.0f |", tf_ours);
+    else printf(" %.0f [%d] |", tf_ours, def_cfg);
+    printf(" %.3f | %.0f | %.3f | %.2f |", t_ours, tf_cub, t_cub, tf_ours / tf_cub);
+    JsonRow jr = {s, t_ours, t_cub, -1, -1, def_cfg, ok};
     if (tuned) {
-      const float t_t = median(samples[ncfg + 2]);
+      const float t_t = median(samples[V_TUNED]);
       const double tf_t = flop / (t_t * 1e-3) / 1e12;
       int tc = -1, ts = 0;
       coda_cuda_gemm_tuned_choice(ctx_t, s.ta, &A, s.tb, &B, &D, 0, &tc, &ts, NULL);
       printf(" %.0f [%d]x%d | %.3f | %.2f | %.1f |", tf_t, tc, ts, t_t, tf_t / tf_cub, tune_ms);
       geo_t += log(tf_t / tf_cub);
+      jr.ms_tuned = t_t;
     }
+    if (sm80) {
+      const float t_80 = median(samples[V_80]);
+      const double tf_80 = flop / (t_80 * 1e-3) / 1e12;
+      printf(" %.0f | %.3f | %.2f | %.2f |", tf_80, t_80, t_ours / t_80, t_cub / t_80);
+      geo_80 += log(t_ours / t_80);
+      if (!strncmp(s.name, "1B ", 3)) {
+        geo_80_1b += log(t_ours / t_80);
+        n1b++;
+      }
+      jr.ms_sm80 = t_80;
+    }
+    jr.ok = ok;
+    jrows.push_back(jr);
     printf("%s\n", ok ? "" : " (error)");
     fflush(stdout);
     geo += log(tf_ours / tf_cub);
@@ -301,12 +446,27 @@ int main(int argc, char **argv) {
     cudaFree(b);
     cudaFree(d);
   }
-  printf("\ngeometric mean coda/cuBLAS over %d shapes: %.3f\n", nrows, exp(geo / nrows));
+  if (nrows == 0) {
+    fprintf(stderr, "bench_gemm: no shape matches\n");
+    return 2;
+  }
+  printf("\ngeometric mean coda %s/cuBLAS over %d shapes: %.3f\n", main_path, nrows,
+         exp(geo / nrows));
+  if (sm80) {
+    printf("geometric mean sm80/Hopper (time of the Hopper default / time of the sm80 path) over "
+           "%d shapes: %.3f\n", nrows, exp(geo_80 / nrows));
+    if (n1b)
+      printf("geometric mean sm80/Hopper over the %d 1B shapes: %.3f\n", n1b, exp(geo_80_1b / n1b));
+  }
+  if (json)
+    write_json(json, prop.name, main_path, sm80, jrows, exp(geo / nrows),
+               sm80 ? exp(geo_80 / nrows) : -1, sm80 && n1b ? exp(geo_80_1b / n1b) : -1);
   if (tuned) {
     printf("geometric mean tuned/cuBLAS over %d shapes: %.3f\n", nrows, exp(geo_t / nrows));
     printf("tuning cache: %s\n", coda_cuda_gemm_tune_path(ctx_t)[0] ? coda_cuda_gemm_tune_path(ctx_t) : "(memory only)");
     coda_context_destroy(ctx_t);
   }
+  if (ctx_80) coda_context_destroy(ctx_80);
   cublasDestroy(hb);
   cudaFree(ws);
   coda_context_destroy(ctx);

@@ -7,7 +7,8 @@
 #   tests/gpu/pack_shared.sh BUILD_DIR [DEST_DIR]     (DEST_DIR default .carry)
 #
 # DEST_DIR/gpu-all.tgz unpacks into gpu/ as pack_all.sh's does (coda,
-# tests/gpu/test_*_gpu, tests/test_train_device, bench_fused, cache/, lib/ with
+# tests/gpu/test_*_gpu, tests/test_train_device, bench_fused, bench_gemm,
+# bench_attention, cache/, lib/ with
 # libcoda.so.0 and the libutf8proc it needs); the binaries find lib/ through
 # their rpath. The CUDA build's objects and link lines are reused
 # (BUILD_DIR must be a CMake Makefiles build with CUDA). SEED_CACHE=DIR
@@ -18,7 +19,7 @@ B=$(cd "${1:?usage: tests/gpu/pack_shared.sh BUILD_DIR [DEST_DIR]}" && pwd)
 D=${2:-.carry}
 cd "$(dirname "$0")/../.."
 TESTS="test_gemm_gpu test_epilogue_gpu test_attention_gpu test_plan_gpu test_graph_gpu test_debug_sync_gpu test_decode_gpu test_optim_gpu"
-cmake --build "$B" -j2 --target coda coda_shared test_train_device bench_fused $TESTS
+cmake --build "$B" -j2 --target coda coda_shared test_train_device bench_fused bench_gemm bench_attention $TESTS
 S=$(mktemp -d)
 trap 'rm -rf "$S"' EXIT
 G=$S/gpu
@@ -41,6 +42,8 @@ link "$B" coda "$G/coda"
 for t in $TESTS; do link "$B/tests/gpu" "$t" "$G/tests/gpu/$t"; done
 link "$B/tests" test_train_device "$G/tests/test_train_device"
 link "$B/bench/fused" bench_fused "$G/bench_fused" # cuBLAS from the machine's CUDA
+link "$B/bench/gemm" bench_gemm "$G/bench_gemm"   # cuBLAS from the machine's CUDA
+link "$B/bench/attention" bench_attention "$G/bench_attention"
 for l in $(ldd "$G/lib/libcoda.so.0" | awk '/utf8proc/ { print $3 }'); do cp -L "$l" "$G/lib/"; done
 ln -s . "$G/build"
 if [ -n "${SEED_CACHE:-}" ]; then cp "$SEED_CACHE"/epi-*.cubin "$G/cache/" 2>/dev/null || true; fi
@@ -48,6 +51,7 @@ export CODA_CACHE_DIR=$G/cache
 for t in test_epilogue_gpu test_plan_gpu; do "$G/tests/gpu/$t" --precompile | tail -1; done
 # the sm80 stage's kernels (every layout, compiled for the H100 it runs on)
 CODA_ARCH=sm80 "$G/tests/gpu/test_epilogue_gpu" --precompile | tail -1
+"$G/bench_gemm" --precompile 90 | tail -1 # bench_gemm --sm80's plain GEMMs (sm_90)
 "$G/coda" compile --all --unfused --quiet
 "$G/coda" bench block all --precompile | tail -1
 "$G/bench_fused" --precompile | tail -1
