@@ -16,7 +16,10 @@
  * whose sliding window is shorter than the sequence, then a global one, a
  * score scale other than 1/sqrt(head_dim), the embedding scale, the
  * logit soft cap) and a llama model with Mistral's window on every layer
- * run once. The last line names what ran ("coverage: ..."). */
+ * run once. Every family's device plans are bound to the flat weights and
+ * gradient, and two half-scale micro-batches (the gradient bound to the
+ * scratch copy) give one's gradient. The last line names what ran
+ * ("coverage: ..."). */
 #include "coda_nn.h"
 #include "check.h"
 #include "base/rng.h"
@@ -109,7 +112,41 @@ static void clip_factor(void) {
   }
 }
 
+/* Qwen3: the QK-norm block, a q width (2 x 128) unlike dim */
+static const coda_model_config qwen3_cfg = {256, 128, 2, 2, 1, 256, 64, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 128, 0, 0, 0, 0, 0};
+/* GPT-2: one key/value head per head, tied, seq rows of learned positions */
+static const coda_model_config gpt2_cfg = {256, 128, 2, 2, 2, 256, 64, 1, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GPT2, 0, 0, 0, 0, 0, 0};
+
+/* Gemma 3: layer 0 local (window 24 of the 64 positions: not a multiple of
+ * any attention kernel block), layer 1 global (sliding_pattern 2); scores
+ * scaled by 48^-1/2 rather than 64^-1/2; local RoPE base 1e4, global 1e6;
+ * the logits soft-capped at 30; tied */
+static const coda_model_config gemma3_cfg = {256, 128, 2, 2, 1, 256, 64, 1, 1e6, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GEMMA3, 64, 24, 2, 10000.0, 48.0, 30.0};
+
+/* Every family's parameters are each one plan buffer or an embedding
+ * table (the condition under which the device binds its plans to the flat
+ * weights and gradient): Llama untied and tied, Qwen3, GPT-2, Gemma 3. */
+static void slots_cover(void) {
+  coda_context ctx;
+  CHECK(coda_context_create(NULL, &ctx) == CODA_OK);
+  coda_model_config tied = cfg;
+  tied.tied = 1;
+  const coda_model_config *all[] = {&cfg, &tied, &qwen3_cfg, &gpt2_cfg, &gemma3_cfg};
+  for (int i = 0; i < 5; i++) {
+    coda_model *m = NULL;
+    CHECK(coda_model_create(ctx, all[i], CODA_ENGINE_PLANS, &m) == CODA_OK);
+    if (m) CHECK_MSG(coda_plans_slots_cover(m), "%s (tied %d): a parameter without a plan buffer",
+                     coda_model_family_name(all[i]->family), all[i]->tied);
+    coda_model_destroy(m);
+  }
+  coda_context_destroy(ctx);
+}
+
 #ifdef CODA_HAVE_CUDA
+/* Mistral's window on the llama family: every layer sees the last 40 of
+ * the 64 positions (not a multiple of any attention kernel block) */
+static const coda_model_config mistral_cfg = {256, 128, 2, 2, 1, 256, 64, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 40, 0, 0, 0, 0};
+
 /* One step (zero grad, forward/backward, norm) on a device model. */
 static coda_status device_step(coda_context g, coda_model *m, const int32_t *in,
                                const int32_t *tg, double *loss, double *norm) {
@@ -172,21 +209,6 @@ static void device_init(const coda_model_config *mcfg) {
   coda_model_destroy(mh);
   coda_context_destroy(g);
 }
-
-/* Qwen3: the QK-norm block, a q width (2 x 128) unlike dim */
-static const coda_model_config qwen3_cfg = {256, 128, 2, 2, 1, 256, 64, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_QWEN3, 128, 0, 0, 0, 0, 0};
-/* GPT-2: one key/value head per head, tied, seq rows of learned positions */
-static const coda_model_config gpt2_cfg = {256, 128, 2, 2, 2, 256, 64, 1, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GPT2, 0, 0, 0, 0, 0, 0};
-
-/* Gemma 3: layer 0 local (window 24 of the 64 positions: not a multiple of
- * any attention kernel block), layer 1 global (sliding_pattern 2); scores
- * scaled by 48^-1/2 rather than 64^-1/2; local RoPE base 1e4, global 1e6;
- * the logits soft-capped at 30; tied */
-static const coda_model_config gemma3_cfg = {256, 128, 2, 2, 1, 256, 64, 1, 1e6, 1e-6, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_GEMMA3, 64, 24, 2, 10000.0, 48.0, 30.0};
-
-/* Mistral's window on the llama family: every layer sees the last 40 of
- * the 64 positions (not a multiple of any attention kernel block) */
-static const coda_model_config mistral_cfg = {256, 128, 2, 2, 1, 256, 64, 0, 10000.0, 1e-5, {CODA_ROPE_DEFAULT, 0, 0, 0, 0}, CODA_FAMILY_LLAMA, 0, 40, 0, 0, 0, 0};
 
 /* |a - b| / |b| over n values (L2). */
 static double rel_l2(const float *a, const float *b, int n) {
@@ -254,6 +276,10 @@ static void on_gpu(const coda_model_config *mcfg, int keep) {
   CHECK(coda_plans_on_device(g, mg));
   CHECK(coda_plans_device_upload(g, mg, m0, v0) == CODA_OK);
   CHECK(coda_plans_device_upload(g, mg2, m0, v0) == CODA_OK);
+  /* every family: the plans' weights and gradients are views of the flat
+   * buffers (the step below writes the gradient in place) */
+  CHECK_MSG(coda_plans_device_bound(g, mg), "%s: the plans are not bound",
+            coda_model_family_name(mcfg->family));
   /* round trip */
   CHECK(coda_plans_device_download(g, mg, m1, v1) == CODA_OK);
   CHECK(memcmp(coda_model_weights(mg), w, n * sizeof *w) == 0);
@@ -311,6 +337,19 @@ static void on_gpu(const coda_model_config *mcfg, int keep) {
     }
     CHECK_MSG(moved > n / 2 && over == 0, "%zu of %zu moved, %zu beyond the bound", moved, n, over);
   }
+  {
+    /* two micro-batches at scale 1/2 (the gradient bound to the scratch
+     * copy, then added) give the one micro-batch's gradient: the plans'
+     * parts exactly, the embedding's scatter-adds up to rounding */
+    double l1, n1 = NAN, n2 = NAN;
+    CHECK(device_step(g, mg2, in, tg, &l1, &n1) == CODA_OK);
+    coda_status s = coda_plans_device_zero_grad(g, mg2);
+    for (int k = 0; k < 2 && !s; k++) s = coda_model_step(g, mg2, in, tg, B, T, 0.5f, &l1, &nv);
+    if (!s) s = coda_plans_device_grad_norm(g, mg2, &n2);
+    CHECK(s == CODA_OK);
+    CHECK_MSG(fabs(n2 - n1) <= 1e-5 * n1, "%s: grad norm of 2 x 1/2 micro-batches %.9g, of one "
+              "%.9g", coda_model_family_name(mcfg->family), n2, n1);
+  }
 free_out:
   free(m0); free(v0); free(m1); free(v1);
 out:
@@ -325,6 +364,7 @@ out:
 int main(void) {
   refused_on_cpu();
   clip_factor();
+  slots_cover();
 #ifdef CODA_HAVE_CUDA
   if (coda_cuda_available()) {
     device_init(&cfg);
@@ -342,7 +382,9 @@ int main(void) {
            "recomputing and keeping its logits, for Llama, Qwen3 (head_dim 128 over dim 128 "
            "and 2 heads), GPT-2 (learned positions, biases, LayerNorms, tied head; keep-logits "
            "refused), Gemma 3 (window 24 < seq 64, attn_scalar 48, soft cap 30) and a llama "
-           "model with Mistral's window (40 < seq 64 on every layer), AdamW on the device\n");
+           "model with Mistral's window (40 < seq 64 on every layer), each with the plans bound to "
+           "the flat weights and gradient and two half-scale micro-batches against one, AdamW "
+           "on the device\n");
   }
   else printf("no usable GPU: device checks skipped\n");
 #endif

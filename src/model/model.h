@@ -267,6 +267,14 @@ coda_status coda_plans_device_grad_norm(coda_context ctx, coda_model *m, double 
  * the gradient first multiplied by gscale (the clip factor, 1: none). */
 coda_status coda_plans_device_adamw(coda_context ctx, coda_model *m, const coda_adamw *o,
                                     int64_t t, double lr, double gscale);
+/* 1 when every parameter of m is in one plan buffer of its family's table
+ * (model_plans.c), or is an embedding table no plan holds (an untied token
+ * table, GPT-2's positions; only the scatter-add writes its gradient): what
+ * binding the gradient needs, each backward then writing all of it. */
+int coda_plans_slots_cover(coda_model *m);
+/* 1 when the device state exists and the plans' weights and gradients are
+ * views of its flat buffers (one process, the layout aligned), else 0. */
+int coda_plans_device_bound(coda_context ctx, coda_model *m);
 /* Device memory in use and in total. */
 coda_status coda_plans_device_memory(coda_context ctx, size_t *used, size_t *total);
 

@@ -217,9 +217,10 @@ coda_status coda_dev_state_ensure(coda_context ctx, coda_model *m, plans_state *
 
 /* One process: the flat bf16 weights and the optimizer's segment table,
  * when every parameter starts on a 16-byte boundary of both copies (what
- * the GEMMs' TMA descriptors need of a bound buffer) and the parameters lie
- * back to back; otherwise the plans keep their own buffers (rounded before
- * each forward, accumulated after each backward). */
+ * the GEMMs' TMA descriptors need of a bound buffer), the parameters lie
+ * back to back and each is one plan buffer or an embedding table
+ * (coda_plans_slots_cover); otherwise the plans keep their own buffers
+ * (rounded before each forward, accumulated after each backward). */
 static coda_status setup_bind(coda_context ctx, coda_model *m, dev_state *d) {
   const int np = coda_model_num_params(m);
   int ok = np > 0;
@@ -229,9 +230,9 @@ static coda_status setup_bind(coda_context ctx, coda_model *m, dev_state *d) {
     ok = p->offset == end && p->offset % 8 == 0;
     end = p->offset + p->size;
   }
-  const coda_model_config *c = coda_model_cfg(m);
-  /* the plans write every parameter's gradient but the embedding's */
-  if (!ok || end != d->n || np != 6 * c->layers + 2 + !c->tied) return CODA_OK;
+  /* every family: the plans write every parameter's gradient but the
+   * embedding tables', which the backward zeroes and scatter-adds */
+  if (!ok || end != d->n || !coda_plans_slots_cover(m)) return CODA_OK;
   int64_t *seg = malloc((size_t)np * 2 * sizeof *seg);
   if (!seg) return coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
   int ns = 0; /* neighbours with the same decay share a segment */
@@ -672,6 +673,11 @@ coda_status coda_plans_device_adamw(coda_context ctx, coda_model *m, const coda_
   }
   PE(CODA_PH_OPTIM, -1);
   return st;
+}
+
+int coda_plans_device_bound(coda_context ctx, coda_model *m) {
+  const dev_state *d = dev_of(ctx, m);
+  return d && d->bind;
 }
 
 coda_status coda_plans_device_memory(coda_context ctx, size_t *used, size_t *total) {

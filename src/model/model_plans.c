@@ -50,9 +50,10 @@
  * rows in token order, the host loop's order. The host weight buffer is
  * brought up to date only by coda_plans_device_download.
  *
- * One process (no ZeRO layout): the plans hold no weights or weight
- * gradients of their own. Their weight buffers are bound to slices of one
- * flat bf16 copy of the master (wb, the same layout), which the AdamW pass
+ * One process (no ZeRO layout), every family: the plans hold no weights or
+ * weight gradients of their own (but Gemma 3's 1 + w norm weights: their
+ * own rounded copies, shift_weights). Their weight buffers are bound to
+ * slices of one flat bf16 copy of the master (wb, the same layout), which the AdamW pass
  * writes as it updates the master, so no rounding pass runs before a
  * forward; and on the first micro-batch of a step with scale 1 their
  * weight-gradient buffers are bound to slices of the fp32 gradient itself,
@@ -114,35 +115,69 @@ static const coda_param *slot_param(coda_model *m, int k, int L, const coda_plan
   return p;
 }
 
+/* The family's table of plan parameters (model_device.h). */
+static const coda_plan_params *plan_params(coda_model *m) {
+  const coda_block blk = coda_family_of(coda_model_cfg(m)->family)->block;
+  return blk == CODA_BLOCK_GPT2     ? &coda_plans_gpt2_params
+         : blk == CODA_BLOCK_GEMMA3 ? &coda_plans_gemma3_params
+                                    : &coda_plans_llama_params;
+}
+
+/* The table's entries matched to the model's parameters for plans 0 .. L
+ * (L: the head): seen[i] counts the plan buffers of parameter i, slot and
+ * sfirst (plans_state's) are filled, each where not NULL. Returns the
+ * number of slots. */
+static int match_params(coda_model *m, int L, unsigned char *seen, plan_slot *slot,
+                        int *sfirst) {
+  const coda_plan_params *t = plan_params(m);
+  const coda_param *p0 = coda_model_param(m, 0);
+  int n = 0;
+  for (int k = 0; k <= L; k++) {
+    if (sfirst) sfirst[k] = n;
+    const coda_plan_param *e = k < L ? t->layer : t->head;
+    for (int j = 0; j < (k < L ? t->nlayer : t->nhead); j++) {
+      const coda_param *p = slot_param(m, k, L, &e[j]);
+      if (!p) continue;
+      if (seen && seen[p - p0] < 255) seen[p - p0]++;
+      if (slot) slot[n] = (plan_slot){k, p, e[j].w, e[j].g, e[j].one_plus ? 1.0f : 0.0f};
+      n++;
+    }
+  }
+  if (sfirst) sfirst[L + 1] = n;
+  return n;
+}
+
+int coda_plans_slots_cover(coda_model *m) {
+  const int np = coda_model_num_params(m);
+  const coda_param *tok = coda_model_find(m, "tok_embeddings.weight");
+  const coda_param *pos = coda_model_find(m, "pos_embeddings.weight");
+  unsigned char *seen = calloc((size_t)(np ? np : 1), 1);
+  if (!seen) return 0;
+  match_params(m, coda_model_cfg(m)->layers, seen, NULL, NULL);
+  const coda_param *p0 = coda_model_param(m, 0);
+  int ok = np > 0;
+  for (int i = 0; i < np && ok; i++) /* once, or an embedding table no plan holds */
+    ok = seen[i] == 1 || (!seen[i] && (p0 + i == tok || p0 + i == pos));
+  free(seen);
+  return ok;
+}
+
 /* The family's plan parameters resolved into s's slots (plans_state):
  * every model parameter is a plan's, once, or an embedding table. */
 static coda_status resolve_params(coda_context ctx, coda_model *m, plans_state *s) {
-  const coda_block blk = coda_family_of(coda_model_cfg(m)->family)->block;
-  const coda_plan_params *t = blk == CODA_BLOCK_GPT2     ? &coda_plans_gpt2_params
-                              : blk == CODA_BLOCK_GEMMA3 ? &coda_plans_gemma3_params
-                                                         : &coda_plans_llama_params;
   const int np = coda_model_num_params(m);
   const coda_param *p0 = coda_model_param(m, 0);
-  s->slot = calloc((size_t)np, sizeof *s->slot);
-  s->sfirst = calloc((size_t)s->L + 2, sizeof *s->sfirst);
   unsigned char *seen = calloc((size_t)np, 1);
+  const int ns = seen ? match_params(m, s->L, seen, NULL, NULL) : 0; /* counted, then filled */
+  s->slot = calloc((size_t)(ns ? ns : 1), sizeof *s->slot);
+  s->sfirst = calloc((size_t)s->L + 2, sizeof *s->sfirst);
   coda_status st = CODA_OK;
   if (!s->slot || !s->sfirst || !seen) st = coda_fail(ctx, CODA_ERR_OUT_OF_MEMORY, "out of memory");
-  int n = 0;
-  for (int k = 0; k <= s->L && !st; k++) {
-    s->sfirst[k] = n;
-    const coda_plan_param *e = k < s->L ? t->layer : t->head;
-    for (int j = 0; j < (k < s->L ? t->nlayer : t->nhead) && !st; j++) {
-      const coda_param *p = slot_param(m, k, s->L, &e[j]);
-      if (!p) continue;
-      if (seen[p - p0])
-        st = coda_fail(ctx, CODA_ERR_INTERNAL, "parameter %s is bound to two plan buffers",
-                       p->name);
-      seen[p - p0] = 1;
-      s->slot[n++] = (plan_slot){k, p, e[j].w, e[j].g, e[j].one_plus ? 1.0f : 0.0f};
-    }
-  }
-  if (!st) s->sfirst[s->L + 1] = n;
+  if (!st) match_params(m, s->L, NULL, s->slot, s->sfirst);
+  for (int i = 0; i < np && !st; i++)
+    if (seen[i] > 1)
+      st = coda_fail(ctx, CODA_ERR_INTERNAL, "parameter %s is bound to two plan buffers",
+                     p0[i].name);
   s->emb[0] = coda_model_find(m, "tok_embeddings.weight");
   s->emb[1] = coda_model_find(m, "pos_embeddings.weight");
   for (int i = 0; i < 2 && !st; i++) s->emb_own[i] = s->emb[i] && !seen[s->emb[i] - p0];
@@ -586,12 +621,14 @@ static coda_status cast_weights(coda_context ctx, coda_model *m, plans_state *s,
  * fp32 sums rounded once) from the fp32 master, or from the bf16 weights
  * where they are the exact source: data parallel (the all-gathered copy;
  * no position table there, ensure), bf16 state (the weights themselves),
- * a bound Llama (the rounded master: the same bits). */
+ * bound plans with neither a position table nor an embedding scale (the
+ * rounded master: the same bits; round(w) + p or round(w) · sqrt(dim)
+ * would round twice). */
 static coda_status embed_forward(coda_context ctx, coda_model *m, plans_state *s, dev_state *d,
                                  coda_tensor *x0) {
   const coda_param *pe = s->emb[0], *pp = s->emb[1];
   const float esc = coda_model_embed_scale(coda_model_cfg(m)); /* Gemma 3: sqrt(dim) */
-  if (d->z || d->bf16 || (d->bind && !pp))
+  if (d->z || d->bf16 || (d->bind && !pp && esc == 1.0f))
     return coda_train_embed16(ctx, x0, d->wb + goff(d, m, pe), d->tok,
                               pp ? d->wb + goff(d, m, pp) : NULL, s->T, esc);
   return coda_train_embed(ctx, x0, d->w + pe->offset, d->tok, pp ? d->w + pp->offset : NULL,
