@@ -83,7 +83,10 @@ def parse_args(argv):
     return backend, out, files
 
 
-def time_shape(B, T, Hq, Hkv, hd):
+def time_shape(B, T, Hq, Hkv, hd, *timing):
+    """SDPA's forward and forward + backward ms at one shape (causal, GQA),
+    under whatever backend the caller selected; timing: median_ms's
+    warm-up and repetitions."""
     qkv = (torch.rand(B, T, Hq + 2 * Hkv, hd, device="cuda") * 3 - 1.5).to(torch.bfloat16)
     qkv.requires_grad_(True)
     dout = (torch.rand(B, Hq, T, hd, device="cuda") * 2 - 1).to(torch.bfloat16)
@@ -103,7 +106,7 @@ def time_shape(B, T, Hq, Hkv, hd):
         o.backward(dout)
         qkv.grad = None
 
-    return median_ms(fwd), median_ms(fwd_bwd)
+    return median_ms(fwd, *timing), median_ms(fwd_bwd, *timing)
 
 
 def main():

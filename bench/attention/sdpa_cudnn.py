@@ -9,10 +9,9 @@ import json
 import sys
 
 import torch
-import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from sdpa import median_ms  # the attention benchmark's timing (this folder)
+from sdpa import time_shape  # the attention benchmark's SDPA timing (this folder)
 
 
 def coda_rows(path):
@@ -29,29 +28,8 @@ def coda_rows(path):
 
 
 def sdpa(shape, backend):
-    B, T, Hq, Hkv, hd = shape
-    qkv = (torch.rand(B, T, Hq + 2 * Hkv, hd, device="cuda") * 3 - 1.5).to(torch.bfloat16)
-    qkv.requires_grad_(True)
-    dout = (torch.rand(B, Hq, T, hd, device="cuda") * 2 - 1).to(torch.bfloat16)
-
-    def split():
-        q = qkv[:, :, :Hq].transpose(1, 2)
-        k = qkv[:, :, Hq:Hq + Hkv].transpose(1, 2)
-        v = qkv[:, :, Hq + Hkv:].transpose(1, 2)
-        return q, k, v
-
-    def fwd():
-        with torch.no_grad():
-            F.scaled_dot_product_attention(*split(), is_causal=True, enable_gqa=True)
-
-    def fwd_bwd():
-        o = F.scaled_dot_product_attention(*split(), is_causal=True, enable_gqa=True)
-        o.backward(dout)
-        qkv.grad = None
-
     with sdpa_kernel([backend]):
-        f, fb = median_ms(fwd, 3, 15), median_ms(fwd_bwd, 3, 15)
-    return f, fb
+        return time_shape(*shape, 3, 15)
 
 
 def main():
