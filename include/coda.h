@@ -137,10 +137,21 @@ typedef enum coda_attn_impl {
  * a struct sets struct_size to its mirror's size, so a mirror that lacks a
  * member is refused instead of read past. */
 
+/* The CUDA backend's GEMM mainloop (also CODA_ARCH=auto|sm90|sm80): AUTO
+ * by the device's compute capability (SM90 on 9.0, SM80 on 8.x and later
+ * majors), SM90 wgmma + TMA (sm_90a only), SM80 mma.sync + ldmatrix +
+ * cp.async (any GPU from 8.0; on a Hopper it tests and times that path). */
+typedef enum coda_arch_choice {
+  CODA_ARCH_AUTO = 0,
+  CODA_ARCH_SM90 = 1,
+  CODA_ARCH_SM80 = 2
+} coda_arch_choice;
+
 typedef struct coda_context_options {
   size_t struct_size;       /* sizeof(coda_context_options). Layouts known:
-                             * the first ends at cache_dir, the current one
-                             * appends own_stream (default 0) */
+                             * the first ends at cache_dir, the second
+                             * appends own_stream (default 0), the current
+                             * one arch and compile_cc (default 0) */
   coda_backend backend;
   coda_precision precision; /* CPU backend only */
   int num_threads;          /* CPU: 0 = OpenMP default */
@@ -181,6 +192,14 @@ typedef struct coda_context_options {
                              * it), so its work can be recorded by
                              * coda_graph_begin and outranks side work;
                              * 0 = the legacy default stream */
+  coda_arch_choice arch;    /* the GEMM mainloop; AUTO: CODA_ARCH, else by
+                             * the device */
+  int compile_cc;           /* with arch SM80, where no GPU decides it (a CPU
+                             * context compiling kernels ahead, as coda
+                             * compile does): the compute capability the
+                             * sm80 kernels are compiled for, 80 to 129
+                             * (90: an H100/H200 forced to the sm80 path);
+                             * 0 = 80 */
 } coda_context_options;
 
 coda_context_options coda_context_default_options(void);

@@ -1,5 +1,7 @@
-/* CODA_ARCH: how coda_knobs_from_env reads it, the refusal of another
- * value by name at context creation, and the choice of the CUDA backend's
+/* CODA_ARCH and coda_context_options.arch: how coda_knobs_from_env reads
+ * the knob, how the option overrides it, the refusal of another value by
+ * name at context creation (and of compile_cc outside its use), and the
+ * choice of the CUDA backend's
  * mainloop path for a device's compute capability (coda_arch_select, a
  * pure function: tested here with made-up devices, no GPU needed). */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -57,7 +59,8 @@ static void test_select(void) {
   coda_arch_select(CODA_ARCH_AUTO, 7, 5, &path, msg, sizeof msg);
   CHECK(strstr(msg, "7.5") != NULL && strstr(msg, "8.0") != NULL);
   coda_arch_select(CODA_ARCH_SM90, 8, 6, &path, msg, sizeof msg);
-  CHECK(strstr(msg, "CODA_ARCH=sm90") != NULL && strstr(msg, "8.6") != NULL);
+  CHECK(strstr(msg, "CODA_ARCH=sm90") != NULL && strstr(msg, "arch SM90") != NULL &&
+        strstr(msg, "8.6") != NULL);
 }
 
 /* CODA_ARCH=bogus: no context, and coda_context_options_check names the
@@ -79,6 +82,45 @@ static void test_refusal(void) {
   unsetenv("CODA_ARCH");
 }
 
+/* The option over the knob: a set arch wins, AUTO takes CODA_ARCH; an
+ * arch out of range and compile_cc without arch SM80 or outside 80-129
+ * are refused naming the member. */
+static void test_option(void) {
+  coda_context_options o = coda_context_default_options();
+  coda_knobs k;
+  setenv("CODA_ARCH", "sm90", 1);
+  o.arch = CODA_ARCH_SM80;
+  coda_knobs_resolve(&o, &k);
+  CHECK_EQ_INT(k.arch, CODA_ARCH_SM80);
+  o.arch = CODA_ARCH_AUTO;
+  coda_knobs_resolve(&o, &k);
+  CHECK_EQ_INT(k.arch, CODA_ARCH_SM90);
+  unsetenv("CODA_ARCH");
+  char msg[256];
+  o.arch = (coda_arch_choice)3;
+  CHECK_EQ_INT(coda_context_options_check(&o, msg, sizeof msg), CODA_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(msg, "coda_context_options.arch is 3") != NULL);
+  const struct { coda_arch_choice arch; int cc; coda_status want; } cases[] = {
+      {CODA_ARCH_SM80, 90, CODA_OK},  {CODA_ARCH_SM80, 80, CODA_OK},
+      {CODA_ARCH_SM80, 129, CODA_OK}, {CODA_ARCH_SM80, 75, CODA_ERR_INVALID_ARGUMENT},
+      {CODA_ARCH_SM80, 130, CODA_ERR_INVALID_ARGUMENT},
+      {CODA_ARCH_SM90, 90, CODA_ERR_INVALID_ARGUMENT},
+      {CODA_ARCH_AUTO, 90, CODA_ERR_INVALID_ARGUMENT}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    o.arch = cases[i].arch;
+    o.compile_cc = cases[i].cc;
+    CHECK_EQ_INT(coda_context_options_check(&o, msg, sizeof msg), cases[i].want);
+    if (cases[i].want != CODA_OK)
+      CHECK_MSG(strstr(msg, "compile_cc") && strstr(msg, "80 to 129"), "%s", msg);
+  }
+  /* a CPU context keeps the option it was given */
+  o.arch = CODA_ARCH_SM80;
+  o.compile_cc = 90;
+  coda_context ctx = NULL;
+  CHECK_EQ_INT(coda_context_create(&o, &ctx), CODA_OK);
+  coda_context_destroy(ctx);
+}
+
 int main(void) {
   CHECK_EQ_INT(read_choice(NULL), CODA_ARCH_AUTO);
   CHECK_EQ_INT(read_choice(""), CODA_ARCH_AUTO);
@@ -91,5 +133,6 @@ int main(void) {
   unsetenv("CODA_ARCH");
   test_select();
   test_refusal();
+  test_option();
   return CHECK_DONE();
 }

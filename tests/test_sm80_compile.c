@@ -9,8 +9,9 @@
  * bulk copies, setmaxnreg, clusters) and none of the sm_90 seam. No GPU
  * is needed; without NVRTC or without the CUDA backend the test is skipped
  * (exit 77). The map kernels (coda_map) of three map programs are built
- * for sm_80 as well. About 75 seconds on one core (docs/backends.md). */
-#define _POSIX_C_SOURCE 200809L /* setenv */
+ * for sm_80 as well, and one kernel for compute capability 9.0
+ * (compile_cc 90: a Hopper forced to the path). About 75 seconds on one
+ * core (docs/backends.md). */
 #include "coda.h"
 #include "api/api.h" /* coda_precompile_map */
 #include "check.h"
@@ -115,9 +116,9 @@ static int examples(coda_context ctx, int c) {
 
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  setenv("CODA_ARCH", "sm80", 1); /* read when the context is made */
   coda_context ctx;
   coda_context_options o = coda_context_default_options();
+  o.arch = CODA_ARCH_SM80; /* as CODA_ARCH=sm80 */
   CHECK(coda_context_create(&o, &ctx) == CODA_OK);
   int c = 0;
   for (int i = 0; coda_builtin_program_name(i) && !skip_all; i++) {
@@ -148,6 +149,19 @@ int main(void) {
     coda_program_destroy(p);
   }
   coda_context_destroy(ctx);
+  /* the same path for compute capability 9.0 (what an H100 forced to it
+   * loads), compiled ahead on this machine */
+  o.compile_cc = 90;
+  if (!skip_all && coda_context_create(&o, &ctx) == CODA_OK) {
+    coda_program p = NULL;
+    CHECK_STATUS(ctx, coda_program_builtin(ctx, "llama_swiglu", &p), CODA_OK);
+    const int before = compiled;
+    if (p) compile_one(ctx, "llama_swiglu (sm_90)", p, 0);
+    CHECK_MSG(compiled == before + 1, "llama_swiglu for compute capability 9.0: %s",
+              coda_last_error(ctx));
+    coda_program_destroy(p);
+    coda_context_destroy(ctx);
+  }
   if (skip_all) {
     printf("test_sm80_compile: skipped (no CUDA backend or no NVRTC)\n");
     return 77;

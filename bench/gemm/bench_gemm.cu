@@ -128,17 +128,11 @@ static void diag(coda_context ctx) {
 /* --precompile [CC] (sm80_precompile.c: the compiler's header is C only). */
 extern "C" int bench_gemm_sm80_precompile(int cc);
 
-/* A context of the sm80 path: CODA_ARCH=sm80 while it is made (the knobs
- * are read at creation), the variable restored after. */
+/* A context of the sm80 path (the option, whatever CODA_ARCH says). */
 static coda_status create_sm80_context(const coda_context_options *o, coda_context *out) {
-  const char *prev = getenv("CODA_ARCH");
-  char keep[32] = "";
-  if (prev) snprintf(keep, sizeof keep, "%s", prev);
-  setenv("CODA_ARCH", "sm80", 1);
-  coda_status s = coda_context_create(o, out);
-  if (prev) setenv("CODA_ARCH", keep, 1);
-  else unsetenv("CODA_ARCH");
-  return s;
+  coda_context_options s80 = *o;
+  s80.arch = CODA_ARCH_SM80;
+  return coda_context_create(&s80, out);
 }
 
 /* One row of --json. */

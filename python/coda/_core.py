@@ -496,6 +496,7 @@ class Program:
 
 _BACKENDS = {"cpu": 0, "cuda": 1, "gpu": 1}
 _PRECISIONS = {"f32": 0, "fp32": 0, "float32": 0, "f64": 1, "fp64": 1, "float64": 1, "exact": 1}
+_ARCHS = {"auto": 0, "sm90": 1, "sm80": 2}  # coda_arch_choice
 
 
 def _create_context(opts):
@@ -517,17 +518,22 @@ def _create_context(opts):
 
 class Context:
     """A coda context: Context(backend="cpu"|"cuda", precision="f32"|"f64",
-    num_threads=0, device=0, stream=None). precision "f64" is the CPU
-    backend's exact mode (fp64 compute, f64 tensors allowed). stream: on
-    CUDA, a cudaStream_t (an int, e.g. torch.cuda.current_stream().cuda_stream)
-    every launch of the context goes to; it must outlive the context."""
+    num_threads=0, device=0, stream=None, arch="auto"). precision "f64" is
+    the CPU backend's exact mode (fp64 compute, f64 tensors allowed). stream:
+    on CUDA, a cudaStream_t (an int, e.g.
+    torch.cuda.current_stream().cuda_stream) every launch of the context goes
+    to; it must outlive the context. arch: the CUDA GEMM mainloop, "auto"
+    (CODA_ARCH, else by the device), "sm90" or "sm80" (the mma.sync path,
+    also on a Hopper)."""
 
     def __init__(self, backend="cpu", precision="f32", num_threads=0, device=0, stream=None,
-                 autotune=False, debug_sync=False):
+                 autotune=False, debug_sync=False, arch="auto"):
         if backend not in _BACKENDS:
             raise ValueError("coda: backend must be 'cpu' or 'cuda', got %r" % (backend,))
         if precision not in _PRECISIONS:
             raise ValueError("coda: precision must be 'f32' or 'f64', got %r" % (precision,))
+        if arch not in _ARCHS:
+            raise ValueError("coda: arch must be 'auto', 'sm90' or 'sm80', got %r" % (arch,))
         self._h = ctypes.c_void_p()
         opts = _lib.new_context_options()
         opts.backend = _BACKENDS[backend]
@@ -537,6 +543,7 @@ class Context:
         opts.autotune = int(bool(autotune))
         opts.debug_sync = int(bool(debug_sync))
         opts.stream = stream or None
+        opts.arch = _ARCHS[arch]
         self.backend = "cuda" if opts.backend == 1 else "cpu"
         self.precision = "f64" if opts.precision == 1 else "f32"
         self.stream = stream

@@ -60,6 +60,8 @@ class ContextOptions(ctypes.Structure):
         ("attn_impl", c_int),
         ("cache_dir", c_char_p),
         ("own_stream", c_int),
+        ("arch", c_int),
+        ("compile_cc", c_int),
     ]
 
 

@@ -328,8 +328,9 @@ def _mirror(fields):
 def test_context_options_of_a_wrong_size_are_refused():
     """A mirror that does not match the library's struct is refused with a
     Python exception naming the struct and the sizes, instead of the library
-    reading or writing past it; a mirror of the first layout (without
-    own_stream) is accepted, own_stream taking its default."""
+    reading or writing past it; mirrors of the older layouts (without
+    own_stream; without arch and compile_cc) are accepted, the members they
+    lack taking their defaults."""
     from coda import _core, _lib
 
     fields = list(_lib.ContextOptions._fields_)
@@ -348,10 +349,10 @@ def test_context_options_of_a_wrong_size_are_refused():
     assert "struct_size is 0" in e.value.message and str(current) in e.value.message
 
     names = [f[0] for f in fields]
-    first_layout = fields[: names.index("own_stream")]
-    h = _core._create_context(_mirror(first_layout))
-    assert h.value
-    _lib.lib.coda_context_destroy(h)
+    for last in ("own_stream", "arch"):  # the first and second layouts
+        h = _core._create_context(_mirror(fields[: names.index(last)]))
+        assert h.value
+        _lib.lib.coda_context_destroy(h)
 
     no_cache_dir = fields[: names.index("cache_dir")]
     short = _mirror(no_cache_dir)
@@ -482,3 +483,30 @@ def test_attention_bad_mask_refused():
         ctx.attention_forward(qkv, 1, 1, 1, window=2**31)
     with pytest.raises(TypeError, match="window"):
         ctx.attention_forward(qkv, 1, 1, 1, window=2.5)
+
+
+def test_context_arch_option():
+    """arch picks the CUDA mainloop: a CPU context takes each value (the
+    choice matters only on a GPU), another name is refused in Python, and a
+    raw value out of range or compile_cc without arch SM80 is refused by the
+    library naming the member."""
+    from coda import _core, _lib
+
+    for a in ("auto", "sm90", "sm80"):
+        coda.Context(arch=a).close()
+    with pytest.raises(ValueError, match="arch must be"):
+        coda.Context(arch="sm75")
+    o = _lib.new_context_options()
+    o.arch = 7
+    with pytest.raises(coda.CodaError) as e:
+        _core._create_context(o)
+    assert "coda_context_options.arch is 7" in e.value.message
+    o = _lib.new_context_options()
+    o.compile_cc = 90
+    with pytest.raises(coda.CodaError) as e:
+        _core._create_context(o)
+    assert "compile_cc is 90" in e.value.message and "with arch SM80" in e.value.message
+    o.arch = 2
+    h = _core._create_context(o)
+    assert h.value
+    _lib.lib.coda_context_destroy(h)

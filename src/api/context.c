@@ -34,11 +34,21 @@ typedef struct context_options_layout1 {
 _Static_assert(offsetof(context_options_layout1, cache_dir) ==
                    offsetof(coda_context_options, cache_dir),
                "layout 1 of coda_context_options is a prefix of the current one");
-_Static_assert(sizeof(context_options_layout1) < sizeof(coda_context_options),
+/* The second, frozen: the current one less arch and compile_cc. */
+typedef struct context_options_layout2 {
+  context_options_layout1 first;
+  int own_stream;
+} context_options_layout2;
+_Static_assert(offsetof(context_options_layout2, own_stream) ==
+                   offsetof(coda_context_options, own_stream),
+               "layout 2 of coda_context_options is a prefix of the current one");
+_Static_assert(sizeof(context_options_layout1) < sizeof(context_options_layout2) &&
+                   sizeof(context_options_layout2) < sizeof(coda_context_options),
                "each layout of coda_context_options is larger than the one before");
 
 static const coda_options_layout context_layouts[] = {
     CODA_OPTIONS_LAYOUT_OLD(context_options_layout1, cache_dir),
+    CODA_OPTIONS_LAYOUT_OLD(context_options_layout2, own_stream),
     CODA_OPTIONS_LAYOUT(coda_context_options)};
 
 /* opts (NULL: the defaults) taken into *o and checked; the reason of a
@@ -49,7 +59,7 @@ static coda_status take_options(const coda_context_options *opts, coda_context_o
   *o = coda_context_default_options();
   if (opts) {
     coda_status s = coda_options_take_msg("coda_context_options", opts, o, context_layouts,
-                                          2, msg, cap);
+                                          3, msg, cap);
     if (s) return s;
   }
   if (o->backend != CODA_BACKEND_CPU && o->backend != CODA_BACKEND_CUDA) {
@@ -78,6 +88,17 @@ static coda_status take_options(const coda_context_options *opts, coda_context_o
     snprintf(msg, cap,
              "coda_context_options: epi_schedule %d, epi_tma_loads %d or attn_impl %d out of "
              "range", (int)o->epi_schedule, o->epi_tma_loads, (int)o->attn_impl);
+    return CODA_ERR_INVALID_ARGUMENT;
+  }
+  if ((unsigned)o->arch > CODA_ARCH_SM80) {
+    snprintf(msg, cap, "coda_context_options.arch is %d, not AUTO (0), SM90 (1) or SM80 (2)",
+             (int)o->arch);
+    return CODA_ERR_INVALID_ARGUMENT;
+  }
+  if (o->compile_cc && (o->arch != CODA_ARCH_SM80 || o->compile_cc < 80 || o->compile_cc > 129)) {
+    snprintf(msg, cap,
+             "coda_context_options.compile_cc is %d: it takes 0, or a compute capability from "
+             "80 to 129 with arch SM80 (arch is %d)", o->compile_cc, (int)o->arch);
     return CODA_ERR_INVALID_ARGUMENT;
   }
   coda_knobs k;
@@ -117,6 +138,7 @@ coda_status coda_context_create(const coda_context_options *opts,
   o.epi_tma_loads = c->knobs.epi_tma_loads ? c->knobs.epi_tma_loads : 1;
   o.attn_impl = c->knobs.attn_impl;
   o.cache_dir = c->knobs.cache_dir;
+  o.arch = c->knobs.arch;
   c->opts = o;
   c->stream = o.stream;
   c->ops = ops;

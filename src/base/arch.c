@@ -29,8 +29,9 @@ coda_status coda_arch_select(coda_arch_choice knob, int major, int minor, int *p
   const int hopper = major == 9 && minor == 0;
   if (knob == CODA_ARCH_SM90 && !hopper) {
     snprintf(msg, cap,
-             "CODA_ARCH=sm90 needs a compute capability 9.0 GPU (its kernels are sm_90a); this "
-             "one is %d.%d (CODA_ARCH=auto or sm80 runs the sm80 path)", major, minor);
+             "the sm90 mainloop (CODA_ARCH=sm90, coda_context_options.arch SM90) needs a "
+             "compute capability 9.0 GPU (its kernels are sm_90a); this one is %d.%d (auto or "
+             "sm80 runs the sm80 path)", major, minor);
     return CODA_ERR_NOT_SUPPORTED;
   }
   *path = knob == CODA_ARCH_SM80 || !hopper ? CODA_PATH_SM80 : CODA_PATH_SM90;

@@ -12,14 +12,9 @@
 extern "C" {
 #endif
 
-/* CODA_ARCH: auto (default), sm90 or sm80; any other value is refused by
- * name when a context is created. */
-typedef enum coda_arch_choice {
-  CODA_ARCH_AUTO = 0,
-  CODA_ARCH_SM90 = 1,   /* the Hopper path: wgmma + TMA (sm_90a) */
-  CODA_ARCH_SM80 = 2,   /* mma.sync + ldmatrix + cp.async (sm_80 and newer) */
-  CODA_ARCH_INVALID = 3
-} coda_arch_choice;
+/* CODA_ARCH: auto (default), sm90 or sm80 (coda_arch_choice, coda.h); any
+ * other value is refused by name when a context is created. */
+#define CODA_ARCH_INVALID ((coda_arch_choice)3)
 
 /* The mainloop paths, numbered as the architectures they need. */
 #define CODA_PATH_SM90 90

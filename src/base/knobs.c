@@ -127,6 +127,8 @@ void coda_knobs_resolve(const coda_context_options *o, coda_knobs *k) {
   if (o->epi_tma_loads) k->epi_tma_loads = o->epi_tma_loads;
   if (o->attn_impl != CODA_ATTN_IMPL_DEFAULT) k->attn_impl = o->attn_impl;
   if (o->cache_dir && *o->cache_dir) copy_str(k->cache_dir, sizeof k->cache_dir, o->cache_dir);
+  if (o->arch != CODA_ARCH_AUTO) k->arch = o->arch;
+  k->compile_cc = o->compile_cc;
 }
 
 int coda_knobs_cache_path(const coda_knobs *k, const char *file, char *buf, size_t n) {

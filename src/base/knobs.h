@@ -86,6 +86,9 @@ typedef struct coda_knobs {
   coda_launch_vars launch; /* a launcher's rank environment (above) */
   /* CODA_ARCH=auto|sm90|sm80: the CUDA backend's GEMM mainloop (base/arch.h) */
   coda_arch_choice arch;
+  /* coda_context_options.compile_cc: the sm80 kernels' target where no GPU
+   * decides it (0: 80) */
+  int compile_cc;
   /* the first knob set to a value it does not take, named with the values
    * it takes; "" when none. coda_context_create refuses to start with it. */
   char invalid[256];

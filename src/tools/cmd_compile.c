@@ -1,10 +1,10 @@
 /* coda compile: print the CUDA source the epilogue compiler generates for a
  * program and compile it with NVRTC for sm_90a, or with --arch sm80 for the
- * mma.sync mainloop and sm_80 (no GPU needed), through the
+ * mma.sync mainloop and sm_80 (--cc: another compute capability; no GPU
+ * needed), through the
  * public coda_program_cuda_* and coda_plan_precompile_step; in a library
  * built without CUDA they return CODA_ERR_NOT_SUPPORTED and the command
  * says so. */
-#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "coda_nn.h"
 #include "tool_util.h"
 #include "progress.h"
@@ -19,12 +19,14 @@ static void compile_usage(FILE *f) {
   fprintf(f,
           "usage: coda compile [OPTIONS] FILE          (FILE '-' reads standard input)\n"
           "       coda compile [OPTIONS] --builtin NAME\n"
-          "       coda compile --all [--unfused] [--quiet] [--arch sm80|sm90]\n"
+          "       coda compile --all [--unfused] [--quiet] [--arch sm80|sm90] [--cc N]\n"
           "Prints the CUDA source of the program's GEMM epilogue and compiles it with\n"
           "NVRTC for sm_90a (the kernel is cached in $CODA_CACHE_DIR or ~/.cache/coda).\n"
           "Options:\n"
           "  --arch A     the mainloop: sm90 (default: wgmma + TMA, for sm_90a) or sm80\n"
           "               (mma.sync + cp.async, for sm_80; what CODA_ARCH=sm80 runs)\n"
+          "  --cc N       with --arch sm80: compile for compute capability N (80-129)\n"
+          "               instead of 8.0, e.g. 90 for an H100/H200 forced to sm80\n"
           "  --full       print the whole translation unit (mainloop included)\n"
           "  --quiet      print no source, only the compilation result\n"
           "  --log        print the compiler log (ptxas register/spill statistics)\n"
@@ -66,9 +68,9 @@ static coda_status build_plan(coda_context ctx, int kind, unsigned flags, coda_p
 }
 
 /* coda compile --all: every kernel of the built-in plans into the cache. */
-static int compile_all(int unfused, int quiet) {
+static int compile_all(const coda_context_options *o, int unfused, int quiet) {
   coda_context ctx;
-  if (coda_tool_context(NULL, &ctx, "compile", "default") != CODA_OK) return 1;
+  if (coda_tool_context(o, &ctx, "compile", "default") != CODA_OK) return 1;
   char *probe = NULL;
   coda_program none = NULL;
   if (coda_program_builtin(ctx, coda_builtin_program_name(0), &none) == CODA_OK &&
@@ -143,19 +145,19 @@ static int compile_all(int unfused, int quiet) {
   return bad ? 1 : 0;
 }
 
-/* --arch: the library takes the path from CODA_ARCH when the context is
- * made, so the option sets it for this process. */
-static int set_arch(const char *a) {
+/* --arch and --cc: the context's mainloop and the sm80 kernels' target. */
+static int set_arch(const char *a, coda_context_options *o) {
   if (strcmp(a, "sm80") != 0 && strcmp(a, "sm90") != 0) {
     fprintf(stderr, "coda compile: --arch is sm80 or sm90, not '%s'\n", a);
     return 2;
   }
-  setenv("CODA_ARCH", a, 1);
+  o->arch = strcmp(a, "sm80") ? CODA_ARCH_SM90 : CODA_ARCH_SM80;
   return 0;
 }
 
 int coda_cmd_compile(int argc, char **argv) {
   const char *arch = "sm90";
+  coda_context_options opts = coda_context_default_options();
   int full = 0, quiet = 0, show_log = 0, f16 = 0, ta = 0, tb = 1, no_cache = 0, all = 0, unfused = 0;
   const char *file = NULL, *builtin = NULL;
   for (int i = 1; i < argc; i++) {
@@ -172,7 +174,16 @@ int coda_cmd_compile(int argc, char **argv) {
     else if (!strcmp(a, "--builtin") && i + 1 < argc) builtin = argv[++i];
     else if (!strcmp(a, "--arch") && i + 1 < argc) {
       arch = argv[++i];
-      if (set_arch(arch)) return 2;
+      if (set_arch(arch, &opts)) return 2;
+    } else if (!strcmp(a, "--cc") && i + 1 < argc) {
+      char *end;
+      const long cc = strtol(argv[++i], &end, 10);
+      if (*end || end == argv[i] || cc < 1 || cc > 999) {
+        fprintf(stderr, "coda compile: --cc is a compute capability as a number (80, 86, 89, "
+                "90, 120), not '%s'\n", argv[i]);
+        return 2;
+      }
+      opts.compile_cc = (int)cc;
     }
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       compile_usage(stdout);
@@ -189,10 +200,10 @@ int coda_cmd_compile(int argc, char **argv) {
   }
   if (all) {
     if (file || builtin || full || show_log || f16 || ta || !tb || no_cache) {
-      fprintf(stderr, "coda compile: --all takes only --unfused, --quiet and --arch\n");
+      fprintf(stderr, "coda compile: --all takes only --unfused, --quiet, --arch and --cc\n");
       return 2;
     }
-    return compile_all(unfused, quiet);
+    return compile_all(&opts, unfused, quiet);
   }
   if (unfused) {
     fprintf(stderr, "coda compile: --unfused goes with --all\n");
@@ -203,7 +214,7 @@ int coda_cmd_compile(int argc, char **argv) {
     return 2;
   }
   coda_context ctx;
-  if (coda_tool_context(NULL, &ctx, "compile", "default") != CODA_OK) return 1;
+  if (coda_tool_context(&opts, &ctx, "compile", "default") != CODA_OK) return 1;
   coda_tiling tl;
   coda_preferred_tiling(ctx, NULL, 1, 1, 1, &tl);
   coda_program p = NULL;
@@ -253,9 +264,12 @@ int coda_cmd_compile(int argc, char **argv) {
   if (full && unit) fputs(unit, stdout);
   if (show_log && log) fputs(log, stdout);
   const int sm80 = !strcmp(arch, "sm80");
+  char target[40] = "sm_90a";
+  if (sm80)
+    snprintf(target, sizeof target, "sm_%d (sm80 mainloop)", opts.compile_cc ? opts.compile_cc : 80);
   printf("// %s: %s for %s, %s schedule, cubin %zu bytes, spill stores %d, kernel %s, "
          "tiling %d x %d\n",
-         label, info.from_cache ? "cached" : "compiled", sm80 ? "sm_80 (sm80 mainloop)" : "sm_90a",
+         label, info.from_cache ? "cached" : "compiled", target,
          sm80 ? "one" : info.pingpong ? "pingpong" : "cooperative",
          info.cubin_bytes, info.spill_stores, info.kernel, tl.tile_m, tl.tile_n);
   rc = 0;

@@ -137,9 +137,12 @@ expect "usage" -- check a.coda b.coda
 expect "nosuch" -- check --builtin nosuch
 
 # --- coda compile
-expect "--all takes only --unfused, --quiet and --arch" -- compile --all --f16
-expect "--all takes only --unfused, --quiet and --arch" -- compile --all --builtin llama_swiglu
+expect "--all takes only --unfused, --quiet, --arch and --cc" -- compile --all --f16
+expect "--all takes only --unfused, --quiet, --arch and --cc" -- compile --all --builtin llama_swiglu
 expect "--arch is sm80 or sm90, not 'sm75'" -- compile --arch sm75 --builtin llama_swiglu
+expect "--cc is a compute capability as a number" -- compile --arch sm80 --cc nine --builtin llama_swiglu
+expect "compile_cc is 70: it takes 0, or a compute capability from 80 to 129 with arch SM80" -- compile --arch sm80 --cc 70 --builtin llama_swiglu
+expect "compile_cc is 90: it takes 0, or a compute capability from 80 to 129 with arch SM80 (arch is 1)" -- compile --arch sm90 --cc 90 --builtin llama_swiglu
 expect "--unfused goes with --all" -- compile --unfused --builtin llama_swiglu
 expect "unknown option '--frob'" -- compile --frob
 

@@ -53,6 +53,7 @@ for t in test_epilogue_gpu test_plan_gpu; do "$G/tests/gpu/$t" --precompile | ta
 CODA_ARCH=sm80 "$G/tests/gpu/test_epilogue_gpu" --precompile | tail -1
 "$G/bench_gemm" --precompile 90 | tail -1 # bench_gemm --sm80's plain GEMMs (sm_90)
 "$G/coda" compile --all --unfused --quiet
+"$G/coda" compile --all --quiet --arch sm80 --cc 90 # the plans on the sm80 path of an H100/H200
 "$G/coda" bench block all --precompile | tail -1
 "$G/bench_fused" --precompile | tail -1
 "$G/bench_fused" --precompile $(tests/gpu/fused_programs.sh) | tail -3

@@ -239,9 +239,10 @@ void coda_cuda_epi_arch(coda_context ctx, coda_epi_config *cfg) {
     cfg->arch = b->path;
     cfg->cc = b->path == CODA_PATH_SM80 ? b->cc : 0;
   } else {
+    /* no GPU decides: the options' target (compile_cc), else sm_80 */
     const int sm80 = ctx && ctx->knobs.arch == CODA_ARCH_SM80;
     cfg->arch = sm80 ? CODA_PATH_SM80 : CODA_PATH_SM90;
-    cfg->cc = sm80 ? 80 : 0;
+    cfg->cc = sm80 ? (ctx->knobs.compile_cc ? ctx->knobs.compile_cc : 80) : 0;
   }
 }
 

@@ -16,8 +16,8 @@
 #   train      bench/train/run.sh at d512 and 1b: coda with CODA_ARCH=sm80
 #              and unset (labels sm80, sm90) and torch.compile bf16
 #              (train_torch2.py of PEERS); first a short sm80 run at d512
-#              whose NVRTC compiles (the trainer's sm80 kernels for sm_90
-#              are not in the pack, see below) stay out of the timed runs
+#              whose NVRTC compiles (any sm80 kernel for sm_90 the pack
+#              lacks, see below) stay out of the timed runs
 # then table.py merges what ran into sm80.md and sm80.json.
 #
 #   PARTS=kernels bench/results/next/sm80/bench.sh   (gemm attention block)
@@ -31,12 +31,12 @@
 # left of BUDGET (default 550 s from the start of this script).
 #
 # Carries .carry/p7 (tests/gpu/pack_shared.sh of the tree: coda, bench_gemm,
-# bench_attention, lib/, and the kernel cache with bench_gemm's sm80 kernels
-# for sm_90) and, for the train part, .carry/peers (train_torch2.py). The
-# pack precompiles the sm80 kernels it can name for compute capability 9.0
-# (the epilogue test's and bench_gemm's); the block plans' and trainer's
-# sm80 kernels compile with NVRTC on first use (`coda compile --arch sm80`
-# targets sm_80, not the H100/H200's 9.0). New kernels are kept in
+# bench_attention, lib/, and the kernel cache with the sm80 kernels for
+# sm_90) and, for the train part, .carry/peers (train_torch2.py). The pack
+# precompiles the sm80 kernels it can name for compute capability 9.0 (the
+# epilogue test's, bench_gemm's and the built-in plans', `coda compile
+# --all --arch sm80 --cc 90`); any other compiles with NVRTC on first
+# use. New kernels are kept in
 # /tmp/coda-sm80-cache for a later call on the same warm machine and come
 # back in $OUT/sm80-cache.tgz (SEED_CACHE for the next pack).
 PACK=${PACK:-.carry/p7} source bench/gpu_env.sh
