@@ -10,7 +10,8 @@
  *    built against that header has it, without own_stream) is accepted:
  *    the fields it has are taken, own_stream gets its default, and the
  *    bytes past the caller's struct are never read (they hold garbage
- *    here). */
+ *    here); so is its second layout (without arch and compile_cc). */
+#define _POSIX_C_SOURCE 200809L /* unsetenv */
 #include "coda_decode.h"
 #include "base/internal.h" /* the context's options as taken */
 #include "check.h"
@@ -51,6 +52,12 @@ typedef struct context_options_old {
   coda_attn_impl attn_impl;
   const char *cache_dir;
 } context_options_old;
+
+/* ... and of its second layout (own_stream appended). */
+typedef struct context_options_second {
+  context_options_old first;
+  int own_stream;
+} context_options_second;
 
 static void test_context(void) {
   char msg[512], a[32], b[32], c[32];
@@ -127,6 +134,30 @@ static void test_context(void) {
   CHECK_EQ_INT(coda_context_create((const coda_context_options *)(void *)exact, &ctx), CODA_OK);
   coda_context_destroy(ctx);
   free(exact);
+
+  /* the second layout, garbage where arch and compile_cc would be: they
+   * take their defaults (the mainloop then is CODA_ARCH's, unset here) */
+  unsetenv("CODA_ARCH");
+  context_options_second sv;
+  memset(&sv, 0, sizeof sv);
+  sv.first = ov;
+  sv.first.struct_size = sizeof sv;
+  sv.own_stream = 1;
+  CHECK(sizeof sv > sizeof ov && sizeof sv < cur);
+  buf = malloc(cur + 64);
+  memset(buf, 0xA5, cur + 64);
+  memcpy(buf, &sv, sizeof sv);
+  ctx = NULL;
+  CHECK_EQ_INT(coda_context_create((const coda_context_options *)(void *)buf, &ctx), CODA_OK);
+  if (ctx) {
+    CHECK_EQ_INT(ctx->opts.struct_size, cur);
+    CHECK_EQ_INT(ctx->opts.own_stream, 1);
+    CHECK_EQ_INT(ctx->opts.arch, CODA_ARCH_AUTO);
+    CHECK_EQ_INT(ctx->opts.compile_cc, 0);
+    CHECK_EQ_INT(ctx->opts.num_threads, 3);
+    coda_context_destroy(ctx);
+  }
+  free(buf);
 
   /* the field checks got messages too */
   o = coda_context_default_options();
