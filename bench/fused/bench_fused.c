@@ -763,7 +763,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   /* a 32 MiB workspace, as bench_gemm's and PyTorch's handles have on
-   * Hopper: without one cuBLAS keeps to the algorithms that need none */
+   * Hopper (the handle's own default depends on the cuBLAS version), so
+   * that cuBLAS picks from the same algorithms here as there */
   void *cws = NULL;
   CUDA_CK(cudaMalloc(&cws, (size_t)32 << 20));
   if (cublasSetWorkspace(cb, cws, (size_t)32 << 20) != CUBLAS_STATUS_SUCCESS) {
