@@ -31,7 +31,7 @@
   do {                                                                             \
     coda_status s_ = (x);                                                          \
     if (s_ != CODA_OK) {                                                           \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, coda_last_error(ctx)); \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, coda_last_error(run)); \
       exit(2);                                                                     \
     }                                                                              \
   } while (0)
@@ -92,6 +92,16 @@ int main(int argc, char **argv) {
     fprintf(stderr, "no CUDA context\n");
     return 1;
   }
+  /* the first measured defaults and block order (attn_impl V1), for their
+   * column: a context of their own (the option is read at creation) */
+  coda_context_options ov = opts;
+  ov.attn_impl = CODA_ATTN_IMPL_V1;
+  coda_context ctx_v1 = NULL;
+  if (coda_context_create(&ov, &ctx_v1) != CODA_OK) {
+    fprintf(stderr, "no CUDA context with attn_impl V1\n");
+    return 1;
+  }
+  coda_context run = ctx; /* the context the timed calls go to */
   cudaDeviceProp prop;
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   /* the path the context runs (base/arch.h): the sm80 one runs the
@@ -184,13 +194,13 @@ int main(int argc, char **argv) {
       const int warm = 5, reps = 25;
       float ms[reps];
       for (int r = 0; r < warm + reps; r++) {
-        for (int k = 0; k < heat; k++) OK(coda_gemm(ctx, CODA_N, &tha, CODA_T, &tha, &thc, 1.f, 0));
+        for (int k = 0; k < heat; k++) OK(coda_gemm(run, CODA_N, &tha, CODA_T, &tha, &thc, 1.f, 0));
         CUDA_CHECK(cudaEventRecord(e0));
         if (fwd)
-          OK(coda_cuda_attention_forward_variant(ctx, &tq, s.B, s.T, s.Hq, s.Hkv, s.hd, &to, &tl,
+          OK(coda_cuda_attention_forward_variant(run, &tq, s.B, s.T, s.Hq, s.Hkv, s.hd, &to, &tl,
                                                  NULL, vname(0, fc)));
         if (bwd)
-          OK(coda_cuda_attention_backward_variant(ctx, &tq, &to, &tl, &tdo, s.B, s.T, s.Hq, s.Hkv,
+          OK(coda_cuda_attention_backward_variant(run, &tq, &to, &tl, &tdo, s.B, s.T, s.Hq, s.Hkv,
                                                   s.hd, &tg, rope ? &rope_args : NULL,
                                                   NULL, vname(1, bc)));
         CUDA_CHECK(cudaEventRecord(e1));
@@ -219,14 +229,14 @@ int main(int argc, char **argv) {
     }
     if (full) sum_ms[si][2] = time(true, best[si][0], true, best[si][1]);
     /* what the library runs: the defaults, then the first defaults and
-     * block order (CODA_ATTN_IMPL=v1) */
+     * block order (attn_impl V1, its own context) */
     for (int k = 0; k < (full ? 2 : 1); k++) {
       float *d = k ? v1_ms[si] : def_ms[si];
-      if (k) setenv("CODA_ATTN_IMPL", "v1", 1);
+      run = k ? ctx_v1 : ctx;
       d[0] = time(true, -1, false, 0);
       d[1] = time(false, 0, true, -1);
       d[2] = time(true, -1, true, -1);
-      if (k) unsetenv("CODA_ATTN_IMPL");
+      run = ctx;
     }
     /* the default backward without and with the fused RoPE backward,
      * alternating three times (median of each) */
@@ -314,6 +324,7 @@ int main(int argc, char **argv) {
   }
   if (hA) cudaFree(hA);
   if (hC) cudaFree(hC);
+  coda_context_destroy(ctx_v1);
   coda_context_destroy(ctx);
   return 0;
 }
