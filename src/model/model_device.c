@@ -386,6 +386,9 @@ coda_status coda_plans_device_set_zero(coda_context ctx, coda_model *m, const co
     return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "data parallel training on the GPU runs the "
                      "llama and qwen3 families; a model with learned positions (gpt2) trains on "
                      "one GPU");
+  if (coda_model_cfg(m)->family == CODA_FAMILY_GEMMA3) /* (1 + w) norms: rounded from the master */
+    return coda_fail(ctx, CODA_ERR_NOT_SUPPORTED, "data parallel training on the GPU runs the "
+                     "llama and qwen3 families; gemma3 trains on one GPU");
   s->z = z;
   return CODA_OK;
 }
