@@ -21,11 +21,15 @@
  * the 1B ones. Run with CODA_ARCH=sm80 in the environment instead, the
  * default column itself is the sm80 path (the tile configurations and
  * --tuned are Hopper-only and refused). The first line names the path of
- * each timed coda column. --json FILE writes the rows as JSON too.
+ * each timed coda column. --json FILE writes the rows as JSON too. --lt
+ * adds cuBLASLt (cublasLtMatmul with the heuristic's first algorithm for
+ * the shape and the same 32 MiB workspace: what PyTorch's matmul calls)
+ * to the rounds, with default/cuBLASLt per shape and its geometric mean.
  * --precompile [CC] compiles the sm80 path's kernels this benchmark runs
  * (bf16, alpha 1, its three layouts) for compute capability CC (default
  * 90: an H100/H200 forced to the path) into the kernel cache; no GPU. */
 #include <chrono>
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -135,17 +139,64 @@ static coda_status create_sm80_context(const coda_context_options *o, coda_conte
   return coda_context_create(&s80, out);
 }
 
+/* cuBLASLt for one shape: row-major D (M x N) = A op(B) as the column-major
+ * D^T = op(B)^T A^T, the operands as cublasGemmEx gets them below; the
+ * heuristic's first algorithm within the workspace. */
+struct LtGemm {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+  cublasLtMatmulAlgo_t algo;
+  bool ok = false;
+  LtGemm(cublasLtHandle_t lt, int M, int N, int K, coda_transpose ta, coda_transpose tb,
+         int64_t lda, int64_t ldb, size_t ws) {
+    const cublasOperation_t oa = tb == CODA_T ? CUBLAS_OP_T : CUBLAS_OP_N,
+                            ob = ta == CODA_T ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtMatmulPreference_t pref = nullptr;
+    cublasLtMatmulHeuristicResult_t res;
+    int n = 0;
+    ok = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &oa, sizeof oa) ==
+             CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &ob, sizeof ob) ==
+             CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, oa == CUBLAS_OP_N ? N : K,
+                                    oa == CUBLAS_OP_N ? K : N, ldb) == CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, ob == CUBLAS_OP_N ? K : M,
+                                    ob == CUBLAS_OP_N ? M : K, lda) == CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, N, M, N) == CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                              sizeof ws) == CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &res, &n) ==
+             CUBLAS_STATUS_SUCCESS &&
+         n > 0;
+    if (ok) algo = res.algo;
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  }
+  cublasStatus_t run(cublasLtHandle_t lt, const void *a, const void *b, void *d, void *ws,
+                     size_t wsz) const {
+    const float one = 1.f, zero = 0.f;
+    return cublasLtMatmul(lt, op, &one, b, la, a, lb, &zero, d, ld, d, ld, &algo, ws, wsz, 0);
+  }
+  ~LtGemm() {
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (ld) cublasLtMatrixLayoutDestroy(ld);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
 /* One row of --json. */
 struct JsonRow {
   Shape s;
-  double ms_default, ms_cublas, ms_sm80, ms_tuned;
+  double ms_default, ms_cublas, ms_sm80, ms_tuned, ms_lt;
   int default_cfg;
   bool ok;
 };
 
 static void write_json(const char *path, const char *gpu, const char *main_path, bool sm80,
                        const std::vector<JsonRow> &rows, double geo_cub, double geo_80,
-                       double geo_80_1b) {
+                       double geo_80_1b, double geo_lt) {
   FILE *f = fopen(path, "w");
   if (!f) {
     fprintf(stderr, "bench_gemm: cannot write %s\n", path);
@@ -170,9 +221,12 @@ static void write_json(const char *path, const char *gpu, const char *main_path,
       fprintf(f, ", \"sm80_ms\": %.5f, \"sm80_tflops\": %.2f, \"sm80_over_hopper\": %.4f",
               r.ms_sm80, tf(r.ms_sm80), r.ms_default / r.ms_sm80);
     if (r.ms_tuned > 0) fprintf(f, ", \"tuned_ms\": %.5f", r.ms_tuned);
+    if (r.ms_lt > 0)
+      fprintf(f, ", \"cublaslt_ms\": %.5f, \"cublaslt_tflops\": %.2f", r.ms_lt, tf(r.ms_lt));
     fprintf(f, "}%s\n", i + 1 < rows.size() ? "," : "");
   }
   fprintf(f, " ],\n \"geomean_default_over_cublas\": %.4f", geo_cub);
+  if (geo_lt > 0) fprintf(f, ",\n \"geomean_default_over_cublaslt\": %.4f", geo_lt);
   if (sm80)
     fprintf(f, ",\n \"geomean_sm80_over_hopper\": %.4f,\n \"geomean_sm80_over_hopper_1b\": %.4f",
             geo_80, geo_80_1b);
@@ -181,7 +235,8 @@ static void write_json(const char *path, const char *gpu, const char *main_path,
 }
 
 int main(int argc, char **argv) {
-  bool quick = false, tuned = false, diag_only = false, no_configs = false, sm80 = false;
+  bool quick = false, tuned = false, diag_only = false, no_configs = false, sm80 = false,
+       use_lt = false;
   const char *json = NULL;
   std::vector<const char *> cfg_filter, shape_filter;
   for (int i = 1; i < argc; ++i) {
@@ -190,6 +245,7 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--diag") == 0) diag_only = true;
     else if (strcmp(argv[i], "--no-configs") == 0) no_configs = true;
     else if (strcmp(argv[i], "--sm80") == 0) sm80 = true;
+    else if (strcmp(argv[i], "--lt") == 0) use_lt = true;
     else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) json = argv[++i];
     else if (strcmp(argv[i], "--precompile") == 0) {
       const int cc = i + 1 < argc ? atoi(argv[i + 1]) : 90;
@@ -204,7 +260,7 @@ int main(int argc, char **argv) {
       const bool help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
       fprintf(help ? stdout : stderr,
               "usage: bench_gemm [--quick] [--tuned] [--diag] [--config NAME]... [--no-configs]\n"
-              "                  [--shape NAME]... [--sm80] [--json FILE]\n"
+              "                  [--shape NAME]... [--sm80] [--lt] [--json FILE]\n"
               "       bench_gemm --precompile [CC]   (the sm80 path's kernels for sm_CC, "
               "default 90; no GPU)\n");
       return help ? 0 : 2;
@@ -253,6 +309,11 @@ int main(int argc, char **argv) {
   void *ws;
   CUDA_CHECK(cudaMalloc(&ws, 32 << 20));
   cublasSetWorkspace(hb, ws, 32 << 20);
+  cublasLtHandle_t lt = nullptr;
+  if (use_lt && cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) {
+    fprintf(stderr, "bench_gemm: cublasLtCreate failed\n");
+    return 1;
+  }
 
   const coda_transpose N_ = CODA_N, T_ = CODA_T;
   /* fwd: Y = X W^T (W stored out x in); dgrad: dX = dY W; wgrad: dW = dY^T X. */
@@ -305,8 +366,9 @@ int main(int argc, char **argv) {
   const int ncfg = (int)cfgs.size();
   /* variant indices: the configurations, then these */
   const int V_DEF = ncfg, V_CUB = ncfg + 1, V_TUNED = tuned ? ncfg + 2 : -1,
-            V_80 = sm80 ? ncfg + 2 + (tuned ? 1 : 0) : -1;
-  const int nvar = ncfg + 2 + (tuned ? 1 : 0) + (sm80 ? 1 : 0);
+            V_80 = sm80 ? ncfg + 2 + (tuned ? 1 : 0) : -1,
+            V_LT = use_lt ? ncfg + 2 + (tuned ? 1 : 0) + (sm80 ? 1 : 0) : -1;
+  const int nvar = ncfg + 2 + (tuned ? 1 : 0) + (sm80 ? 1 : 0) + (use_lt ? 1 : 0);
   int num_sms = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
   cudaDeviceProp prop;
@@ -327,10 +389,12 @@ int main(int argc, char **argv) {
   printf(" default (%s) | default ms | cuBLAS | cuBLAS ms | default/cuBLAS |", main_path);
   if (tuned) printf(" tuned [cfg]xsplits | tuned ms | tuned/cuBLAS | tune ms |");
   if (sm80) printf(" sm80 | sm80 ms | sm80/Hopper | sm80/cuBLAS |");
+  if (use_lt) printf(" cuBLASLt | cuBLASLt ms | default/cuBLASLt |");
   printf("\n|---|---|---|---|---|");
   for (int c = 0; c < ncfg; ++c) printf("---|");
-  printf("---|---|---|---|---|%s%s\n", tuned ? "---|---|---|---|" : "", sm80 ? "---|---|---|---|" : "");
-  double geo = 0, geo_t = 0, geo_80 = 0, geo_80_1b = 0;
+  printf("---|---|---|---|---|%s%s%s\n", tuned ? "---|---|---|---|" : "", sm80 ? "---|---|---|---|" : "",
+         use_lt ? "---|---|---|" : "");
+  double geo = 0, geo_t = 0, geo_80 = 0, geo_80_1b = 0, geo_lt = 0;
   int nrows = 0, n1b = 0;
   std::vector<JsonRow> jrows;
   for (const Shape &s : shapes) {
@@ -350,6 +414,13 @@ int main(int argc, char **argv) {
     coda_tensor D = {d, CODA_BF16, s.M, s.N, s.N};
     bool ok = true;
     const double flop = 2.0 * s.M * s.N * (double)s.K;
+    const LtGemm *ltg = use_lt ? new LtGemm(lt, s.M, s.N, s.K, s.ta, s.tb, A.ld, B.ld,
+                                             (size_t)32 << 20)
+                               : nullptr;
+    if (ltg && !ltg->ok) {
+      fprintf(stderr, "%s: cuBLASLt found no algorithm\n", s.name);
+      ok = false;
+    }
     /* Variants: each configuration, the default choice, cuBLAS (then the
      * tuned choice and the sm80 path when asked for); sampled in kRounds
      * interleaved rounds so clock and power drift hit all alike. */
@@ -363,6 +434,13 @@ int main(int argc, char **argv) {
     auto run_variant = [&](int v) {
       if (v == V_TUNED) {
         check(coda_cuda_gemm(ctx_t, s.ta, &A, s.tb, &B, &D, 1.0f, 0), ctx_t, " (tuned)");
+      } else if (v == V_LT) {
+        const cublasStatus_t st = ltg->ok ? ltg->run(lt, a, b, d, ws, (size_t)32 << 20)
+                                          : CUBLAS_STATUS_NOT_SUPPORTED;
+        if (st != CUBLAS_STATUS_SUCCESS && ok) {
+          fprintf(stderr, "%s: cuBLASLt status %d\n", s.name, (int)st);
+          ok = false;
+        }
       } else if (v == V_80) {
         check(coda_cuda_gemm_path(ctx_80, s.ta, &A, s.tb, &B, &D, 1.0f, 0), ctx_80, " (sm80)");
       } else if (v == V_DEF && main80) {
@@ -409,7 +487,7 @@ int main(int argc, char **argv) {
     if (main80) printf(" %.0f |", tf_ours);
     else printf(" %.0f [%d] |", tf_ours, def_cfg);
     printf(" %.3f | %.0f | %.3f | %.2f |", t_ours, tf_cub, t_cub, tf_ours / tf_cub);
-    JsonRow jr = {s, t_ours, t_cub, -1, -1, def_cfg, ok};
+    JsonRow jr = {s, t_ours, t_cub, -1, -1, -1, def_cfg, ok};
     if (tuned) {
       const float t_t = median(samples[V_TUNED]);
       const double tf_t = flop / (t_t * 1e-3) / 1e12;
@@ -430,6 +508,13 @@ int main(int argc, char **argv) {
       }
       jr.ms_sm80 = t_80;
     }
+    if (use_lt) {
+      const float t_lt = median(samples[V_LT]);
+      printf(" %.0f | %.3f | %.2f |", flop / (t_lt * 1e-3) / 1e12, t_lt, t_lt / t_ours);
+      geo_lt += log(t_lt / t_ours);
+      jr.ms_lt = t_lt;
+    }
+    delete ltg;
     jr.ok = ok;
     jrows.push_back(jr);
     printf("%s\n", ok ? "" : " (error)");
@@ -452,9 +537,13 @@ int main(int argc, char **argv) {
     if (n1b)
       printf("geometric mean sm80/Hopper over the %d 1B shapes: %.3f\n", n1b, exp(geo_80_1b / n1b));
   }
+  if (use_lt)
+    printf("geometric mean coda %s/cuBLASLt (time of cuBLASLt / time of coda) over %d shapes: "
+           "%.3f\n", main_path, nrows, exp(geo_lt / nrows));
   if (json)
     write_json(json, prop.name, main_path, sm80, jrows, exp(geo / nrows),
-               sm80 ? exp(geo_80 / nrows) : -1, sm80 && n1b ? exp(geo_80_1b / n1b) : -1);
+               sm80 ? exp(geo_80 / nrows) : -1, sm80 && n1b ? exp(geo_80_1b / n1b) : -1,
+               use_lt ? exp(geo_lt / nrows) : -1);
   if (tuned) {
     printf("geometric mean tuned/cuBLAS over %d shapes: %.3f\n", nrows, exp(geo_t / nrows));
     printf("tuning cache: %s\n", coda_cuda_gemm_tune_path(ctx_t)[0] ? coda_cuda_gemm_tune_path(ctx_t) : "(memory only)");
@@ -462,6 +551,7 @@ int main(int argc, char **argv) {
   }
   if (ctx_80) coda_context_destroy(ctx_80);
   cublasDestroy(hb);
+  if (lt) cublasLtDestroy(lt);
   cudaFree(ws);
   coda_context_destroy(ctx);
   return 0;

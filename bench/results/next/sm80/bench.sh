@@ -1,10 +1,12 @@
 #!/bin/bash
 # Prepared call (issue item 6): benchmarks of the sm80 path forced on a
 # Hopper GPU (CODA_ARCH=sm80), each beside its reference in the same call:
-#   gemm       bench_gemm --sm80 --no-configs: the 27 block shapes, the
+#   gemm       bench_gemm --sm80 --lt --no-configs: the 27 block shapes, the
 #              Hopper default, the sm80 path (a second context made with
-#              CODA_ARCH=sm80) and cuBLAS in the same interleaved rounds;
-#              sm80/Hopper per shape, geometric means (all, 1B shapes).
+#              the option arch SM80), cuBLAS and cuBLASLt (the heuristic's
+#              algorithm, as PyTorch's matmul) in the same interleaved
+#              rounds; sm80/Hopper per shape, geometric means (all, 1B
+#              shapes), and the Hopper default against cuBLASLt.
 #              Then CODA_ARCH=sm80 for the whole process at the 1B shapes
 #              (the path taken from the environment, as the library runs it)
 #   attention  bench_attention with CODA_ARCH=sm80 (the mma.sync variants
@@ -71,7 +73,7 @@ step() {
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 
 if has gemm; then
-  step gemm 200 sh -c "\"$P/bench_gemm\" --no-configs --sm80 --json \"$L/gemm.json\" > \"$L/gemm.md\" 2> \"$L/gemm.err\""
+  step gemm 200 sh -c "\"$P/bench_gemm\" --no-configs --sm80 --lt --json \"$L/gemm.json\" > \"$L/gemm.md\" 2> \"$L/gemm.err\""
   grep -v "^|---" "$L/gemm.md" | tail -32; tail -3 "$L/gemm.err"
   step gemm_env 60 sh -c "CODA_ARCH=sm80 \"$P/bench_gemm\" --shape '1B ' --json \"$L/gemm-env-sm80.json\" > \"$L/gemm-env-sm80.md\" 2>&1"
   tail -4 "$L/gemm-env-sm80.md"
