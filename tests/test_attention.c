@@ -7,6 +7,7 @@
 #include "base/internal.h"
 #include "nn/plan.h"
 #include "test_util.h"
+#include "attention_test_util.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,35 +20,6 @@ static coda_tensor mk(coda_dtype dt, int64_t rows, int64_t cols, int64_t ld) {
 }
 static double at(const coda_tensor *t, int64_t i, int64_t j) { return coda_load(t, i, j); }
 
-/* Naive reference: o[b,t,h,:] = sum_{j<=t} softmax_j(q.k_j/sqrt(hd)) v_j. */
-static void ref_forward(const coda_tensor *qkv, int B, int T, int Hq, int Hkv, int hd, double *o,
-                        double *lse) {
-  double *s = malloc(sizeof(double) * T);
-  for (int b = 0; b < B; b++)
-    for (int h = 0; h < Hq; h++) {
-      int g = h / (Hq / Hkv);
-      for (int t = 0; t < T; t++) {
-        double mx = -INFINITY, l = 0;
-        for (int j = 0; j <= t; j++) {
-          double d = 0;
-          for (int e = 0; e < hd; e++)
-            d += at(qkv, b * T + t, h * hd + e) * at(qkv, b * T + j, (Hq + g) * hd + e);
-          s[j] = d / sqrt((double)hd);
-          mx = fmax(mx, s[j]);
-        }
-        for (int j = 0; j <= t; j++) l += exp(s[j] - mx);
-        lse[(b * T + t) * Hq + h] = mx + log(l);
-        for (int e = 0; e < hd; e++) {
-          double acc = 0;
-          for (int j = 0; j <= t; j++)
-            acc += exp(s[j] - mx) / l * at(qkv, b * T + j, (Hq + Hkv + g) * hd + e);
-          o[((int64_t)(b * T + t) * Hq + h) * hd + e] = acc;
-        }
-      }
-    }
-  free(s);
-}
-
 static void test_forward(coda_context ctx, coda_dtype dq, coda_dtype dout, int Hq, int Hkv) {
   const int B = 2, T = 13, hd = 16;
   const int64_t BT = B * T, W = (int64_t)(Hq + 2 * Hkv) * hd;
@@ -56,7 +28,7 @@ static void test_forward(coda_context ctx, coda_dtype dq, coda_dtype dout, int H
   coda_status s = coda_attention_forward(ctx, &qkv, B, T, Hq, Hkv, hd, &out, &lse);
   CHECK_MSG(s == CODA_OK, "%s", coda_last_error(ctx));
   double *o = malloc(sizeof(double) * BT * Hq * hd), *l = malloc(sizeof(double) * BT * Hq);
-  ref_forward(&qkv, B, T, Hq, Hkv, hd, o, l);
+  attn_ref_forward(&qkv, B, T, Hq, Hkv, hd, 0.0, 0, o, l);
   double u = dout == CODA_BF16 ? 1.0 / 128 : dout == CODA_F16 ? 1.0 / 1024 : 0;
   int bad = 0;
   for (int64_t r = 0; r < BT; r++)
@@ -72,16 +44,6 @@ static void test_forward(coda_context ctx, coda_dtype dq, coda_dtype dout, int H
   free(o); free(l); free(qkv.data); free(out.data); free(lse.data);
 }
 
-/* L(qkv) = sum out * dout; its gradient is what the backward computes. */
-static double loss(coda_context cx, const coda_tensor *qkv, const coda_tensor *dout, int B, int T,
-                   int Hq, int Hkv, int hd, coda_tensor *out, coda_tensor *lse) {
-  CHECK(coda_attention_forward(cx, qkv, B, T, Hq, Hkv, hd, out, lse) == CODA_OK);
-  double L = 0;
-  for (int64_t r = 0; r < out->rows; r++)
-    for (int64_t c = 0; c < out->cols; c++) L += at(out, r, c) * at(dout, r, c);
-  return L;
-}
-
 static void test_backward(void) {
   coda_context cx = test_context(CODA_PRECISION_F64, 0);
   CHECK(cx != NULL);
@@ -93,20 +55,8 @@ static void test_backward(void) {
   coda_tensor o2 = mk(CODA_F64, BT, Hq * hd, Hq * hd), l2 = mk(CODA_F64, BT, Hq, Hq);
   CHECK(coda_attention_forward(cx, &qkv, B, T, Hq, Hkv, hd, &out, &lse) == CODA_OK);
   CHECK(coda_attention_backward(cx, &qkv, &out, &lse, &dout, B, T, Hq, Hkv, hd, &dqkv) == CODA_OK);
-  const double eps = 1e-5;
-  double maxerr = 0, maxg = 0;
-  for (int64_t r = 0; r < BT; r++)
-    for (int64_t c = 0; c < W; c++) {
-      double x = at(&qkv, r, c);
-      coda_store(&qkv, r, c, x + eps);
-      double Lp = loss(cx, &qkv, &dout, B, T, Hq, Hkv, hd, &o2, &l2);
-      coda_store(&qkv, r, c, x - eps);
-      double Lm = loss(cx, &qkv, &dout, B, T, Hq, Hkv, hd, &o2, &l2);
-      coda_store(&qkv, r, c, x);
-      double fd = (Lp - Lm) / (2 * eps);
-      maxerr = fmax(maxerr, fabs(fd - at(&dqkv, r, c)));
-      maxg = fmax(maxg, fabs(fd));
-    }
+  double maxerr, maxg; /* L(qkv) = sum out * dout: its gradient is the backward's */
+  attn_fd_error(cx, &qkv, &dout, &dqkv, B, T, Hq, Hkv, hd, NULL, &o2, &l2, &maxerr, &maxg);
   CHECK_MSG(maxerr < 1e-7 * (1 + maxg), "backward vs finite differences: max error %g (max |g| %g)",
             maxerr, maxg);
   CHECK(maxg > 1e-3); /* the gradient is not trivially zero */

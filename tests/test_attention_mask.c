@@ -9,6 +9,7 @@
 #include "check.h"
 #include "base/internal.h"
 #include "test_util.h"
+#include "attention_test_util.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -26,38 +27,6 @@ static coda_attn_mask mask_of(double scale, int window) {
   return m;
 }
 
-/* o[b,t,h,:] = sum over t - window < j <= t (window 0: j <= t) of
- * softmax_j(scale q.k_j) v_j, scale 0 meaning 1/sqrt(hd). */
-static void ref_forward(const coda_tensor *qkv, int B, int T, int Hq, int Hkv, int hd,
-                        double scale, int window, double *o, double *lse) {
-  const double c = scale > 0 ? scale : 1.0 / sqrt((double)hd);
-  double *s = malloc(sizeof(double) * T);
-  for (int b = 0; b < B; b++)
-    for (int h = 0; h < Hq; h++) {
-      const int g = h / (Hq / Hkv);
-      for (int t = 0; t < T; t++) {
-        const int j0 = window > 0 && t - window + 1 > 0 ? t - window + 1 : 0;
-        double mx = -INFINITY, l = 0;
-        for (int j = j0; j <= t; j++) {
-          double d = 0;
-          for (int e = 0; e < hd; e++)
-            d += at(qkv, b * T + t, h * hd + e) * at(qkv, b * T + j, (Hq + g) * hd + e);
-          s[j] = c * d;
-          mx = fmax(mx, s[j]);
-        }
-        for (int j = j0; j <= t; j++) l += exp(s[j] - mx);
-        lse[(b * T + t) * Hq + h] = mx + log(l);
-        for (int e = 0; e < hd; e++) {
-          double acc = 0;
-          for (int j = j0; j <= t; j++)
-            acc += exp(s[j] - mx) / l * at(qkv, b * T + j, (Hq + Hkv + g) * hd + e);
-          o[((int64_t)(b * T + t) * Hq + h) * hd + e] = acc;
-        }
-      }
-    }
-  free(s);
-}
-
 /* f32 forward with the mask against the double reference. */
 static void forward_case(coda_context ctx, double scale, int window) {
   const int B = 2, T = 11, Hq = 4, Hkv = 2, hd = 8;
@@ -68,7 +37,7 @@ static void forward_case(coda_context ctx, double scale, int window) {
   coda_status s = coda_attention_forward_mask(ctx, &qkv, B, T, Hq, Hkv, hd, &out, &lse, &m);
   CHECK_MSG(s == CODA_OK, "%s", coda_last_error(ctx));
   double *o = malloc(sizeof(double) * BT * Hq * hd), *l = malloc(sizeof(double) * BT * Hq);
-  ref_forward(&qkv, B, T, Hq, Hkv, hd, scale, window, o, l);
+  attn_ref_forward(&qkv, B, T, Hq, Hkv, hd, scale, window, o, l);
   int bad = 0;
   for (int64_t r = 0; r < BT; r++)
     for (int h = 0; h < Hq; h++) {
@@ -104,16 +73,6 @@ static void default_is_plain(coda_context ctx) {
   free(qkv.data); free(o0.data); free(l0.data); free(o1.data); free(l1.data);
 }
 
-static double loss(coda_context cx, const coda_tensor *qkv, const coda_tensor *dout, int B, int T,
-                   int Hq, int Hkv, int hd, const coda_attn_mask *m, coda_tensor *out,
-                   coda_tensor *lse) {
-  CHECK(coda_attention_forward_mask(cx, qkv, B, T, Hq, Hkv, hd, out, lse, m) == CODA_OK);
-  double L = 0;
-  for (int64_t r = 0; r < out->rows; r++)
-    for (int64_t c = 0; c < out->cols; c++) L += at(out, r, c) * at(dout, r, c);
-  return L;
-}
-
 /* Exact mode: the masked backward is the gradient of the masked forward's
  * sum out * dout (central differences). */
 static void backward_case(double scale, int window) {
@@ -130,20 +89,8 @@ static void backward_case(double scale, int window) {
   CHECK(coda_attention_forward_mask(cx, &qkv, B, T, Hq, Hkv, hd, &out, &lse, &m) == CODA_OK);
   CHECK(coda_attention_backward_mask(cx, &qkv, &out, &lse, &dout, B, T, Hq, Hkv, hd, NULL, NULL,
                                      &dqkv, NULL, &m) == CODA_OK);
-  const double eps = 1e-5;
-  double maxerr = 0, maxg = 0;
-  for (int64_t r = 0; r < BT; r++)
-    for (int64_t c = 0; c < W; c++) {
-      const double x = at(&qkv, r, c);
-      coda_store(&qkv, r, c, x + eps);
-      const double Lp = loss(cx, &qkv, &dout, B, T, Hq, Hkv, hd, &m, &o2, &l2);
-      coda_store(&qkv, r, c, x - eps);
-      const double Lm = loss(cx, &qkv, &dout, B, T, Hq, Hkv, hd, &m, &o2, &l2);
-      coda_store(&qkv, r, c, x);
-      const double fd = (Lp - Lm) / (2 * eps);
-      maxerr = fmax(maxerr, fabs(fd - at(&dqkv, r, c)));
-      maxg = fmax(maxg, fabs(fd));
-    }
+  double maxerr, maxg;
+  attn_fd_error(cx, &qkv, &dout, &dqkv, B, T, Hq, Hkv, hd, &m, &o2, &l2, &maxerr, &maxg);
   CHECK_MSG(maxerr < 1e-7 * (1 + maxg),
             "backward scale %g window %d vs finite differences: max error %g (max |g| %g)", scale,
             window, maxerr, maxg);
