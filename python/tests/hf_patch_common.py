@@ -160,7 +160,7 @@ def train(m, ids, labels, steps, lr):
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     return losses
 
 
