@@ -25,6 +25,11 @@
  * adds cuBLASLt (cublasLtMatmul with the heuristic's first algorithm for
  * the shape and the same 32 MiB workspace: what PyTorch's matmul calls)
  * to the rounds, with default/cuBLASLt per shape and its geometric mean.
+ * --cutlass (a build with CODA_CUTLASS_INCLUDE: bench/gemm/cutlass_sm80.cu)
+ * adds CUTLASS's sm_80 GEMM, each of its tile configurations in the rounds
+ * and the best per shape reported, with the sm80 path's time against it
+ * (time of CUTLASS / time of the sm80 path: the --sm80 column, or the
+ * default one under CODA_ARCH=sm80; else the default column's).
  * --precompile [CC] compiles the sm80 path's kernels this benchmark runs
  * (bf16, alpha 1, its three layouts) for compute capability CC (default
  * 90: an H100/H200 forced to the path) into the kernel cache; no GPU. */
@@ -47,6 +52,9 @@ extern "C" {
 #include "backends/cuda/gemm_internal.h"
 #include "gpu/cuda_check.h"
 }
+#ifdef CODA_BENCH_CUTLASS
+#include "cutlass_sm80.h"
+#endif
 
 
 __global__ void fill_random(__nv_bfloat16 *p, size_t n, uint32_t seed) {
@@ -189,14 +197,14 @@ struct LtGemm {
 /* One row of --json. */
 struct JsonRow {
   Shape s;
-  double ms_default, ms_cublas, ms_sm80, ms_tuned, ms_lt;
-  int default_cfg;
+  double ms_default, ms_cublas, ms_sm80, ms_tuned, ms_lt, ms_cutlass;
+  int default_cfg, cutlass_cfg;
   bool ok;
 };
 
 static void write_json(const char *path, const char *gpu, const char *main_path, bool sm80,
                        const std::vector<JsonRow> &rows, double geo_cub, double geo_80,
-                       double geo_80_1b, double geo_lt) {
+                       double geo_80_1b, double geo_lt, double geo_cut) {
   FILE *f = fopen(path, "w");
   if (!f) {
     fprintf(stderr, "bench_gemm: cannot write %s\n", path);
@@ -223,10 +231,16 @@ static void write_json(const char *path, const char *gpu, const char *main_path,
     if (r.ms_tuned > 0) fprintf(f, ", \"tuned_ms\": %.5f", r.ms_tuned);
     if (r.ms_lt > 0)
       fprintf(f, ", \"cublaslt_ms\": %.5f, \"cublaslt_tflops\": %.2f", r.ms_lt, tf(r.ms_lt));
+#ifdef CODA_BENCH_CUTLASS
+    if (r.ms_cutlass > 0)
+      fprintf(f, ", \"cutlass_sm80_ms\": %.5f, \"cutlass_sm80_tflops\": %.2f, \"cutlass_sm80_config\": \"%s\"",
+              r.ms_cutlass, tf(r.ms_cutlass), bench_cutlass_sm80_name(r.cutlass_cfg));
+#endif
     fprintf(f, "}%s\n", i + 1 < rows.size() ? "," : "");
   }
   fprintf(f, " ],\n \"geomean_default_over_cublas\": %.4f", geo_cub);
   if (geo_lt > 0) fprintf(f, ",\n \"geomean_default_over_cublaslt\": %.4f", geo_lt);
+  if (geo_cut > 0) fprintf(f, ",\n \"geomean_sm80_over_cutlass_sm80\": %.4f", geo_cut);
   if (sm80)
     fprintf(f, ",\n \"geomean_sm80_over_hopper\": %.4f,\n \"geomean_sm80_over_hopper_1b\": %.4f",
             geo_80, geo_80_1b);
@@ -236,7 +250,7 @@ static void write_json(const char *path, const char *gpu, const char *main_path,
 
 int main(int argc, char **argv) {
   bool quick = false, tuned = false, diag_only = false, no_configs = false, sm80 = false,
-       use_lt = false;
+       use_lt = false, use_cut = false;
   const char *json = NULL;
   std::vector<const char *> cfg_filter, shape_filter;
   for (int i = 1; i < argc; ++i) {
@@ -246,6 +260,15 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--no-configs") == 0) no_configs = true;
     else if (strcmp(argv[i], "--sm80") == 0) sm80 = true;
     else if (strcmp(argv[i], "--lt") == 0) use_lt = true;
+    else if (strcmp(argv[i], "--cutlass") == 0) {
+#ifdef CODA_BENCH_CUTLASS
+      use_cut = true;
+#else
+      fprintf(stderr, "bench_gemm: --cutlass needs a build with CUTLASS's headers "
+                      "(cmake -DCODA_CUTLASS_INCLUDE=DIR; bench/gemm/fetch_cutlass.sh)\n");
+      return 2;
+#endif
+    }
     else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) json = argv[++i];
     else if (strcmp(argv[i], "--precompile") == 0) {
       const int cc = i + 1 < argc ? atoi(argv[i + 1]) : 90;
@@ -260,7 +283,7 @@ int main(int argc, char **argv) {
       const bool help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
       fprintf(help ? stdout : stderr,
               "usage: bench_gemm [--quick] [--tuned] [--diag] [--config NAME]... [--no-configs]\n"
-              "                  [--shape NAME]... [--sm80] [--lt] [--json FILE]\n"
+              "                  [--shape NAME]... [--sm80] [--lt] [--cutlass] [--json FILE]\n"
               "       bench_gemm --precompile [CC]   (the sm80 path's kernels for sm_CC, "
               "default 90; no GPU)\n");
       return help ? 0 : 2;
@@ -368,7 +391,13 @@ int main(int argc, char **argv) {
   const int V_DEF = ncfg, V_CUB = ncfg + 1, V_TUNED = tuned ? ncfg + 2 : -1,
             V_80 = sm80 ? ncfg + 2 + (tuned ? 1 : 0) : -1,
             V_LT = use_lt ? ncfg + 2 + (tuned ? 1 : 0) + (sm80 ? 1 : 0) : -1;
-  const int nvar = ncfg + 2 + (tuned ? 1 : 0) + (sm80 ? 1 : 0) + (use_lt ? 1 : 0);
+#ifdef CODA_BENCH_CUTLASS /* CUTLASS's configurations last */
+  const int ncut = use_cut ? bench_cutlass_sm80_configs() : 0;
+  const int V_CUT = use_cut ? ncfg + 2 + (tuned ? 1 : 0) + (sm80 ? 1 : 0) + (use_lt ? 1 : 0) : -1;
+#else
+  const int ncut = 0;
+#endif
+  const int nvar = ncfg + 2 + (tuned ? 1 : 0) + (sm80 ? 1 : 0) + (use_lt ? 1 : 0) + ncut;
   int num_sms = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
   cudaDeviceProp prop;
@@ -390,10 +419,13 @@ int main(int argc, char **argv) {
   if (tuned) printf(" tuned [cfg]xsplits | tuned ms | tuned/cuBLAS | tune ms |");
   if (sm80) printf(" sm80 | sm80 ms | sm80/Hopper | sm80/cuBLAS |");
   if (use_lt) printf(" cuBLASLt | cuBLASLt ms | default/cuBLASLt |");
+  if (use_cut) printf(" CUTLASS sm80 (best) | CUTLASS ms | sm80/CUTLASS |");
   printf("\n|---|---|---|---|---|");
   for (int c = 0; c < ncfg; ++c) printf("---|");
-  printf("---|---|---|---|---|%s%s%s\n", tuned ? "---|---|---|---|" : "", sm80 ? "---|---|---|---|" : "",
+  printf("---|---|---|---|---|%s%s%s", tuned ? "---|---|---|---|" : "", sm80 ? "---|---|---|---|" : "",
          use_lt ? "---|---|---|" : "");
+  printf("%s\n", use_cut ? "---|---|---|" : "");
+  double geo_cut = 0;
   double geo = 0, geo_t = 0, geo_80 = 0, geo_80_1b = 0, geo_lt = 0;
   int nrows = 0, n1b = 0;
   std::vector<JsonRow> jrows;
@@ -432,6 +464,18 @@ int main(int argc, char **argv) {
       }
     };
     auto run_variant = [&](int v) {
+#ifdef CODA_BENCH_CUTLASS
+      if (V_CUT >= 0 && v >= V_CUT) {
+        const int st = bench_cutlass_sm80_gemm(v - V_CUT, s.M, s.N, s.K, s.ta, s.tb, a, A.ld, b,
+                                               B.ld, d, D.ld, 0);
+        if (st != 0 && ok) {
+          fprintf(stderr, "%s: CUTLASS sm80 %s: status %d\n", s.name,
+                  bench_cutlass_sm80_name(v - V_CUT), st);
+          ok = false;
+        }
+        return;
+      }
+#endif
       if (v == V_TUNED) {
         check(coda_cuda_gemm(ctx_t, s.ta, &A, s.tb, &B, &D, 1.0f, 0), ctx_t, " (tuned)");
       } else if (v == V_LT) {
@@ -487,7 +531,7 @@ int main(int argc, char **argv) {
     if (main80) printf(" %.0f |", tf_ours);
     else printf(" %.0f [%d] |", tf_ours, def_cfg);
     printf(" %.3f | %.0f | %.3f | %.2f |", t_ours, tf_cub, t_cub, tf_ours / tf_cub);
-    JsonRow jr = {s, t_ours, t_cub, -1, -1, -1, def_cfg, ok};
+    JsonRow jr = {s, t_ours, t_cub, -1, -1, -1, -1, def_cfg, -1, ok};
     if (tuned) {
       const float t_t = median(samples[V_TUNED]);
       const double tf_t = flop / (t_t * 1e-3) / 1e12;
@@ -514,6 +558,20 @@ int main(int argc, char **argv) {
       geo_lt += log(t_lt / t_ours);
       jr.ms_lt = t_lt;
     }
+#ifdef CODA_BENCH_CUTLASS
+    if (use_cut) { /* the best configuration; against the sm80 path where one was timed */
+      int best = 0;
+      for (int c = 1; c < ncut; ++c)
+        if (median(samples[V_CUT + c]) < median(samples[V_CUT + best])) best = c;
+      const float t_cut = median(samples[V_CUT + best]);
+      const float t_80 = sm80 ? median(samples[V_80]) : t_ours;
+      printf(" %.0f [%s] | %.3f | %.2f |", flop / (t_cut * 1e-3) / 1e12,
+             bench_cutlass_sm80_name(best), t_cut, t_cut / t_80);
+      geo_cut += log(t_cut / t_80);
+      jr.ms_cutlass = t_cut;
+      jr.cutlass_cfg = best;
+    }
+#endif
     delete ltg;
     jr.ok = ok;
     jrows.push_back(jr);
@@ -540,10 +598,13 @@ int main(int argc, char **argv) {
   if (use_lt)
     printf("geometric mean coda %s/cuBLASLt (time of cuBLASLt / time of coda) over %d shapes: "
            "%.3f\n", main_path, nrows, exp(geo_lt / nrows));
+  if (use_cut)
+    printf("geometric mean sm80/CUTLASS sm80 (time of CUTLASS's best / time of the %s column) "
+           "over %d shapes: %.3f\n", sm80 ? "sm80" : "default", nrows, exp(geo_cut / nrows));
   if (json)
     write_json(json, prop.name, main_path, sm80, jrows, exp(geo / nrows),
                sm80 ? exp(geo_80 / nrows) : -1, sm80 && n1b ? exp(geo_80_1b / n1b) : -1,
-               use_lt ? exp(geo_lt / nrows) : -1);
+               use_lt ? exp(geo_lt / nrows) : -1, use_cut ? exp(geo_cut / nrows) : -1);
   if (tuned) {
     printf("geometric mean tuned/cuBLAS over %d shapes: %.3f\n", nrows, exp(geo_t / nrows));
     printf("tuning cache: %s\n", coda_cuda_gemm_tune_path(ctx_t)[0] ? coda_cuda_gemm_tune_path(ctx_t) : "(memory only)");

@@ -6,7 +6,10 @@
 #              the option arch SM80), cuBLAS and cuBLASLt (the heuristic's
 #              algorithm, as PyTorch's matmul) in the same interleaved
 #              rounds; sm80/Hopper per shape, geometric means (all, 1B
-#              shapes), and the Hopper default against cuBLASLt.
+#              shapes), and the Hopper default against cuBLASLt; with
+#              --cutlass (a bench_gemm built with CODA_CUTLASS_INCLUDE:
+#              bench/gemm/fetch_cutlass.sh) CUTLASS's sm_80 GEMM too, the
+#              mma.sync kernel the sm80 path is held to (target 0.95x).
 #              Then CODA_ARCH=sm80 for the whole process at the 1B shapes
 #              (the path taken from the environment, as the library runs it)
 #   attention  bench_attention with CODA_ARCH=sm80 (the mma.sync variants
@@ -73,7 +76,9 @@ step() {
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 
 if has gemm; then
-  step gemm 200 sh -c "\"$P/bench_gemm\" --no-configs --sm80 --lt --json \"$L/gemm.json\" > \"$L/gemm.md\" 2> \"$L/gemm.err\""
+  # --cutlass where the pack's bench_gemm was built with CUTLASS's headers
+  cut=$("$P/bench_gemm" --cutlass --help > /dev/null 2>&1 && echo --cutlass || true)
+  step gemm 200 sh -c "\"$P/bench_gemm\" --no-configs --sm80 --lt $cut --json \"$L/gemm.json\" > \"$L/gemm.md\" 2> \"$L/gemm.err\""
   grep -v "^|---" "$L/gemm.md" | tail -32; tail -3 "$L/gemm.err"
   step gemm_env 60 sh -c "CODA_ARCH=sm80 \"$P/bench_gemm\" --shape '1B ' --json \"$L/gemm-env-sm80.json\" > \"$L/gemm-env-sm80.md\" 2>&1"
   tail -4 "$L/gemm-env-sm80.md"

@@ -5,7 +5,8 @@ merges what the call's parts wrote under LOG_DIR into one markdown page
     python3 bench/results/next/sm80/table.py LOG_DIR
 
 Reads gemm.json (bench_gemm --sm80: the Hopper default, the sm80 path and
-cuBLAS in the same interleaved rounds), sdpa_flash.json (sdpa.py --backend
+cuBLAS in the same interleaved rounds; with --cutlass, CUTLASS's sm_80
+GEMM too), sdpa_flash.json (sdpa.py --backend
 flash with bench_attention's sm80 and sm90 defaults), block-sm80.csv and
 block-sm90.csv (coda bench block --csv with CODA_ARCH=sm80 and unset), and
 train/train.json (bench/train/run.sh: coda with CODA_ARCH=sm80 and sm90,
@@ -18,6 +19,7 @@ import os
 import sys
 
 GEMM_TARGET = 0.6  # sm80 / Hopper at the 1B shapes (the target)
+CUTLASS_TARGET = 0.95  # sm80 / a cuBLAS-class mma.sync kernel (CUTLASS sm_80): the target
 ATTN_TARGET = 1.0  # coda sm80 / SDPA FlashAttention-2, forward and backward
 
 
@@ -59,12 +61,26 @@ def gemm_part(d, out):
               f"{r['default_ms']:.3f} | {r['sm80_ms']:.3f} | {r['sm80_over_hopper']:.2f} | "
               f"{r['cublas_ms']:.3f} | {r['cublas_ms'] / r['sm80_ms']:.2f} | "
               f"{r['cublas_ms'] / r['default_ms']:.2f} |" + ("" if r["ok"] else " (error)"))
+    cut = [r for r in d["rows"] if r.get("cutlass_sm80_ms", -1) > 0]
+    if cut:
+        print(f"\nAgainst CUTLASS's sm_80 GEMM (mma.sync, cp.async multistage; the best of its "
+              f"tile configurations per shape), sm80/CUTLASS = CUTLASS ms / sm80 ms:\n")
+        print("| shape | sm80 ms | CUTLASS ms | CUTLASS tile | sm80/CUTLASS |")
+        print("|---|---|---|---|---|")
+        for r in cut:
+            print(f"| {r['shape']} | {r['sm80_ms']:.3f} | {r['cutlass_sm80_ms']:.3f} | "
+                  f"{r['cutlass_sm80_config']} | {r['cutlass_sm80_ms'] / r['sm80_ms']:.2f} |")
+        gc = d.get("geomean_sm80_over_cutlass_sm80", -1)
+        print(f"\nGeometric mean sm80/CUTLASS: {fmt(gc, '%.3f')} over {len(cut)} shapes "
+              f"(target {CUTLASS_TARGET}: {'met' if gc >= CUTLASS_TARGET else 'not met'}).")
     g1 = d["geomean_sm80_over_hopper_1b"]
     print(f"\nGeometric mean sm80/Hopper: {d['geomean_sm80_over_hopper']:.3f} over "
           f"{len(d['rows'])} shapes, {fmt(g1, '%.3f')} over the 1B shapes "
           f"(target {GEMM_TARGET}: {'met' if g1 and g1 >= GEMM_TARGET else 'not met'}).\n")
     out["gemm"] = {"source": "gemm.json", "geomean_sm80_over_hopper": d["geomean_sm80_over_hopper"],
                    "geomean_sm80_over_hopper_1b": g1, "target_1b": GEMM_TARGET,
+                   "geomean_sm80_over_cutlass_sm80": d.get("geomean_sm80_over_cutlass_sm80", -1),
+                   "target_cutlass": CUTLASS_TARGET,
                    "rows": d["rows"]}
 
 
