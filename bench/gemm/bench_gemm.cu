@@ -70,6 +70,20 @@ __global__ void fill_random(__nv_bfloat16 *p, size_t n, uint32_t seed) {
   }
 }
 
+#ifdef CODA_BENCH_CUTLASS
+/* m[0] = max |d - ref|, m[1] = max |ref| (non-negative floats order as
+ * their bits): CUTLASS's result against cuBLAS's on the same operands. */
+__global__ void max_diff(const __nv_bfloat16 *d, const __nv_bfloat16 *ref, size_t n,
+                         unsigned *m) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    const float r = __bfloat162float(ref[i]);
+    atomicMax(&m[0], __float_as_uint(fabsf(__bfloat162float(d[i]) - r)));
+    atomicMax(&m[1], __float_as_uint(fabsf(r)));
+  }
+}
+#endif
+
 struct Shape {
   const char *name;
   int M, N, K;
@@ -199,6 +213,7 @@ struct JsonRow {
   Shape s;
   double ms_default, ms_cublas, ms_sm80, ms_tuned, ms_lt, ms_cutlass;
   int default_cfg, cutlass_cfg;
+  double cutlass_err; /* max |CUTLASS - cuBLAS| / max |cuBLAS| over its configurations */
   bool ok;
 };
 
@@ -233,8 +248,9 @@ static void write_json(const char *path, const char *gpu, const char *main_path,
       fprintf(f, ", \"cublaslt_ms\": %.5f, \"cublaslt_tflops\": %.2f", r.ms_lt, tf(r.ms_lt));
 #ifdef CODA_BENCH_CUTLASS
     if (r.ms_cutlass > 0)
-      fprintf(f, ", \"cutlass_sm80_ms\": %.5f, \"cutlass_sm80_tflops\": %.2f, \"cutlass_sm80_config\": \"%s\"",
-              r.ms_cutlass, tf(r.ms_cutlass), bench_cutlass_sm80_name(r.cutlass_cfg));
+      fprintf(f, ", \"cutlass_sm80_ms\": %.5f, \"cutlass_sm80_tflops\": %.2f, \"cutlass_sm80_config\": \"%s\", "
+              "\"cutlass_sm80_max_rel_diff_vs_cublas\": %.3g",
+              r.ms_cutlass, tf(r.ms_cutlass), bench_cutlass_sm80_name(r.cutlass_cfg), r.cutlass_err);
 #endif
     fprintf(f, "}%s\n", i + 1 < rows.size() ? "," : "");
   }
@@ -514,6 +530,38 @@ int main(int argc, char **argv) {
       CUDA_CHECK(cudaDeviceSynchronize());
       tune_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     }
+#ifdef CODA_BENCH_CUTLASS
+    /* Each CUTLASS configuration's result against cuBLAS's, once, before
+     * the timing: a layout taken wrongly would be timed as if right. */
+    double cut_err = -1;
+    if (use_cut && ok) {
+      __nv_bfloat16 *ref;
+      unsigned *m, hm[2];
+      CUDA_CHECK(cudaMalloc(&ref, nd * 2));
+      CUDA_CHECK(cudaMalloc(&m, sizeof hm));
+      run_variant(V_CUB);
+      CUDA_CHECK(cudaMemcpy(ref, d, nd * 2, cudaMemcpyDeviceToDevice));
+      for (int c = 0; c < ncut && ok; ++c) {
+        CUDA_CHECK(cudaMemset(d, 0xff, nd * 2)); /* NaN: an unwritten value fails */
+        run_variant(V_CUT + c);
+        CUDA_CHECK(cudaMemset(m, 0, sizeof hm));
+        max_diff<<<1024, 256>>>(d, ref, nd, m);
+        CUDA_CHECK(cudaMemcpy(hm, m, sizeof hm, cudaMemcpyDeviceToHost));
+        float diff, mref;
+        memcpy(&diff, &hm[0], 4);
+        memcpy(&mref, &hm[1], 4);
+        const double e = diff / (mref > 0 ? mref : 1.0f);
+        if (!(e <= 2e-2)) { /* bf16 outputs of fp32 sums: a few units of 2^-8 */
+          fprintf(stderr, "%s: CUTLASS sm80 %s differs from cuBLAS: max |d - ref| / max |ref| = %g\n",
+                  s.name, bench_cutlass_sm80_name(c), e);
+          ok = false;
+        }
+        cut_err = std::max(cut_err, e);
+      }
+      cudaFree(ref);
+      cudaFree(m);
+    }
+#endif
     std::vector<std::vector<float>> samples(nvar);
     for (int round = 0; round < kRounds; ++round)
       for (int i = 0; i < nvar; ++i) { /* rotate the order between rounds */
@@ -531,7 +579,7 @@ int main(int argc, char **argv) {
     if (main80) printf(" %.0f |", tf_ours);
     else printf(" %.0f [%d] |", tf_ours, def_cfg);
     printf(" %.3f | %.0f | %.3f | %.2f |", t_ours, tf_cub, t_cub, tf_ours / tf_cub);
-    JsonRow jr = {s, t_ours, t_cub, -1, -1, -1, -1, def_cfg, -1, ok};
+    JsonRow jr = {s, t_ours, t_cub, -1, -1, -1, -1, def_cfg, -1, -1, ok};
     if (tuned) {
       const float t_t = median(samples[V_TUNED]);
       const double tf_t = flop / (t_t * 1e-3) / 1e12;
@@ -570,6 +618,7 @@ int main(int argc, char **argv) {
       geo_cut += log(t_cut / t_80);
       jr.ms_cutlass = t_cut;
       jr.cutlass_cfg = best;
+      jr.cutlass_err = cut_err;
     }
 #endif
     delete ltg;
