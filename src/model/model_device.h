@@ -127,17 +127,19 @@ coda_status coda_plans_tensor(coda_context ctx, coda_plan p, const char *name, c
 coda_status coda_plans_upload_slots(coda_context ctx, coda_model *m, plans_state *s, int k);
 coda_status coda_plans_accumulate_slots(coda_context ctx, coda_model *m, plans_state *s, int k,
                                         float scale);
-/* The head on the host path (model_plans.c, for every family): targets tg
- * (negative: ignored) into the head plan's "targets", its forward, then
- * "loss" and the count of valid targets into *loss and *n_valid (either
- * may be NULL; the loss is 0 when none is valid). With backward and a
- * valid target, the head's backward follows, its gradient buffers added
- * into the model's gradient at gscale (the head plan's slots), and
- * *ran_backward is set (the blocks' backward follows). Profile: the
- * forward and the backward with its additions, CODA_PH_HEAD. */
-coda_status coda_plans_head_loss(coda_context ctx, coda_model *m, plans_state *s,
-                                 const int32_t *tg, int backward, float gscale, double *loss,
-                                 int64_t *n_valid, int *ran_backward);
+/* The loss and backward on the host path (model_plans.c, for every
+ * family), after the blocks' forward: targets tg (negative: ignored) into
+ * the head plan's "targets", its forward, then "loss" and the count of
+ * valid targets into *loss and *n_valid (either may be NULL; the loss is 0
+ * when none is valid). With backward and a valid target, the head's
+ * backward, then each block's from the last, every plan's gradient
+ * buffers added into the model's gradient at gscale (its slots), and
+ * *ran_backward is set (the caller's embedding backward follows, reading
+ * block 0's "dx"). Profile: the head's forward and backward with their
+ * additions, CODA_PH_HEAD; each block's backward, CODA_PH_BLOCK_BWD. */
+coda_status coda_plans_loss_backward(coda_context ctx, coda_model *m, plans_state *s,
+                                     const int32_t *tg, int backward, float gscale, double *loss,
+                                     int64_t *n_valid, int *ran_backward);
 /* GPT-2 (model_plans_gpt2.c): its block plans (s->blk, s->L) and head plan
  * for s->B x s->T tokens, and a forward (+ backward) on the CPU backend,
  * the arguments of coda_plans_forward; the device step is model_plans.c's. */

@@ -314,11 +314,12 @@ coda_status coda_plans_accumulate_slots(coda_context ctx, coda_model *m, plans_s
   return st;
 }
 
-/* The host path's head, one sequence for every family (model_device.h):
- * the families' heads differ only in their slots. */
-coda_status coda_plans_head_loss(coda_context ctx, coda_model *m, plans_state *s,
-                                 const int32_t *tg, int backward, float gscale, double *loss,
-                                 int64_t *n_valid, int *ran_backward) {
+/* The host path's loss and backward, one sequence for every family
+ * (model_device.h): the families' heads and blocks differ only in their
+ * plans and slots. */
+coda_status coda_plans_loss_backward(coda_context ctx, coda_model *m, plans_state *s,
+                                     const int32_t *tg, int backward, float gscale, double *loss,
+                                     int64_t *n_valid, int *ran_backward) {
   const int64_t M = (int64_t)s->B * s->T;
   coda_prof *pf = coda_model_prof(m);
   *ran_backward = 0;
@@ -344,6 +345,12 @@ coda_status coda_plans_head_loss(coda_context ctx, coda_model *m, plans_state *s
   /* d(gscale · loss): every gradient from the plans is of the mean loss */
   if (!st) st = coda_plans_accumulate_slots(ctx, m, s, s->L, gscale);
   PE(CODA_PH_HEAD, -1);
+  for (int i = s->L - 1; i >= 0 && !st; i--) {
+    PB();
+    st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_BACKWARD);
+    if (!st) st = coda_plans_accumulate_slots(ctx, m, s, i, gscale);
+    PE(CODA_PH_BLOCK_BWD, i);
+  }
   return st;
 }
 

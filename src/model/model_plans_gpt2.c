@@ -172,16 +172,10 @@ coda_status coda_plans_gpt2_forward(coda_context ctx, coda_model *m, plans_state
   if (st) return st;
   if (sample) return host_head(ctx, m, s, T, last_logits);
   int bwd = 0;
-  st = coda_plans_head_loss(ctx, m, s, tg, backward, gscale, loss, n_valid, &bwd);
+  st = coda_plans_loss_backward(ctx, m, s, tg, backward, gscale, loss, n_valid, &bwd);
   if (st || !bwd) return st;
-  for (int i = s->L - 1; i >= 0 && !st; i--) {
-    PB();
-    st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_BACKWARD);
-    if (!st) st = coda_plans_accumulate_slots(ctx, m, s, i, gscale);
-    PE(CODA_PH_BLOCK_BWD, i);
-  }
   PB();
-  if (!st) st = embed_backward(ctx, m, s, in, gscale);
+  st = embed_backward(ctx, m, s, in, gscale);
   PE(CODA_PH_EMBED, -1);
   return st;
 }

@@ -151,15 +151,9 @@ coda_status coda_plans_llama_forward(coda_context ctx, coda_model *m, plans_stat
     return CODA_OK;
   }
   int bwd = 0;
-  st = coda_plans_head_loss(ctx, m, s, tg, backward, gscale, loss, n_valid, &bwd);
+  st = coda_plans_loss_backward(ctx, m, s, tg, backward, gscale, loss, n_valid, &bwd);
   if (st || !bwd) return st;
-  for (int i = s->L - 1; i >= 0 && !st; i--) {
-    PB();
-    st = coda_plan_run(ctx, s->blk[i], CODA_PHASE_BACKWARD);
-    if (!st) st = coda_plans_accumulate_slots(ctx, m, s, i, gscale);
-    PE(CODA_PH_BLOCK_BWD, i);
-  }
-  if (!st) st = coda_plans_tensor(ctx, s->blk[0], "dx", &t);
+  st = coda_plans_tensor(ctx, s->blk[0], "dx", &t);
   if (st) return st;
   PB();
   for (int64_t r = 0; r < M; r++) { /* embedding gradient: scatter-add in token order */
