@@ -403,17 +403,18 @@ int main(int argc, char **argv) {
     for (int c = 0; c < coda_cuda_gemm_num_configs(); ++c)
       if (matches(cfg_filter, coda_cuda_gemm_config_name(c))) cfgs.push_back(c);
   const int ncfg = (int)cfgs.size();
-  /* variant indices: the configurations, then these */
-  const int V_DEF = ncfg, V_CUB = ncfg + 1, V_TUNED = tuned ? ncfg + 2 : -1,
-            V_80 = sm80 ? ncfg + 2 + (tuned ? 1 : 0) : -1,
-            V_LT = use_lt ? ncfg + 2 + (tuned ? 1 : 0) + (sm80 ? 1 : 0) : -1;
+  /* variant indices: the configurations, the default, cuBLAS, then each
+   * column asked for in this order (-1: not asked for) */
+  int nvar = ncfg + 2;
+  const int V_DEF = ncfg, V_CUB = ncfg + 1;
+  const int V_TUNED = tuned ? nvar++ : -1;
+  const int V_80 = sm80 ? nvar++ : -1;
+  const int V_LT = use_lt ? nvar++ : -1;
 #ifdef CODA_BENCH_CUTLASS /* CUTLASS's configurations last */
   const int ncut = use_cut ? bench_cutlass_sm80_configs() : 0;
-  const int V_CUT = use_cut ? ncfg + 2 + (tuned ? 1 : 0) + (sm80 ? 1 : 0) + (use_lt ? 1 : 0) : -1;
-#else
-  const int ncut = 0;
+  const int V_CUT = use_cut ? nvar : -1;
+  nvar += ncut;
 #endif
-  const int nvar = ncfg + 2 + (tuned ? 1 : 0) + (sm80 ? 1 : 0) + (use_lt ? 1 : 0) + ncut;
   int num_sms = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
   cudaDeviceProp prop;
