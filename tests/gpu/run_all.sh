@@ -20,8 +20,9 @@
 #             through the same kernel, a map, a copy and the attention
 #             forward; then the attention test (the mma.sync variants, the
 #             others refused by name), the block plans, graphs, the decoder
-#             (no one-kernel step, no programmatic launch) and the
-#             optimizer on that path. The kernels of the runs after the
+#             (no one-kernel step, no programmatic launch), the
+#             optimizer, the trainer's device test and the training smoke
+#             test on that path. The kernels of the runs after the
 #             first are not all in the pack: NVRTC compiles the missing
 #             ones for this GPU (sm_90 without wgmma), minutes the first
 #             time
@@ -69,6 +70,8 @@
 #   hfbench   bench/hf_llama/bench_hf_llama.py at the 1.1 B shape: HF Llama
 #             training step eager, torch.compile, Liger (when importable),
 #             coda-patched, coda-patched + torch.compile
+# SKIP_STEPS="NAME ..." skips those steps (the names the log prints after
+# "=="), e.g. for a call that goes on where one cut short stopped.
 # Order: correctness first, so the most important results come first.
 set -u
 P=${1:?usage: tests/gpu/run_all.sh PACK_DIR [STAGE ...]}
@@ -82,6 +85,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=c
 status=0
 step() { # NAME TIMEOUT CMD...: runs a check, records its exit status
   local name=$1 t=$2; shift 2
+  case " ${SKIP_STEPS:-} " in *" $name "*) echo "== $name: skipped (SKIP_STEPS)"; return 0 ;; esac
   echo "== $name: $*" | tee -a "$L/gpu-tests.log"
   local t0=$SECONDS
   timeout -k 5 "$t" "$@" >> "$L/gpu-tests.log" 2>&1
@@ -114,6 +118,11 @@ if has sm80; then
   step sm80_graph 200 env CODA_ARCH=sm80 "$P/tests/gpu/test_graph_gpu"
   step sm80_decode 300 env CODA_ARCH=sm80 "$P/tests/gpu/test_decode_gpu"
   step sm80_optim 60 env CODA_ARCH=sm80 "$P/tests/gpu/test_optim_gpu"
+  # the trainer on that path: every family's step against the CPU plan
+  # engine, then the training smoke test (loss falls, determinism, GPU vs CPU)
+  step sm80_train_device 200 env CODA_ARCH=sm80 "$P/tests/test_train_device"
+  step sm80_train_smoke 200 env CODA_ARCH=sm80 OUT="$L/sm80-smoke" tests/gpu/train_gpu_smoke.sh \
+    "$P" "$P/cache"
 fi
 if has train; then
   echo "== train smoke" | tee -a "$L/gpu-tests.log"

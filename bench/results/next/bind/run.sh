@@ -5,9 +5,9 @@
 # plan engine, and two half-scale micro-batches against one), then the
 # family shapes' coda rows with the step profile ("weights to bf16" and the
 # optimizer against gpu-2026-12-07c.md, calls 4-5) and Gemma 3's
-# coda.torch row that call 5 lost. Carries .carry/p7 (the pack of the tree)
+# coda.torch row that call 5 lost. Carries .carry/p8 (the pack of the tree)
 # and .whl/liger.
-PACK=${PACK:-.carry/p7} source bench/gpu_env.sh
+PACK=${PACK:-.carry/p8} source bench/gpu_env.sh
 copy_bw
 timeout -k 5 60 "$P/tests/test_train_device" > "$L/test_train_device.txt" 2>&1
 echo "test_train_device exit $?"; tail -3 "$L/test_train_device.txt"

@@ -35,7 +35,7 @@
 # (or kernels, all). Every part has its own time limit, cut to what is
 # left of BUDGET (default 550 s from the start of this script).
 #
-# Carries .carry/p7 (tests/gpu/pack_shared.sh of the tree: coda, bench_gemm,
+# Carries .carry/p8 (tests/gpu/pack_shared.sh of the tree: coda, bench_gemm,
 # bench_attention, lib/, and the kernel cache with the sm80 kernels for
 # sm_90) and, for the train part, .carry/peers (train_torch2.py). The pack
 # precompiles the sm80 kernels it can name for compute capability 9.0 (the
@@ -44,7 +44,7 @@
 # use. New kernels are kept in
 # /tmp/coda-sm80-cache for a later call on the same warm machine and come
 # back in $OUT/sm80-cache.tgz (SEED_CACHE for the next pack).
-PACK=${PACK:-.carry/p7} source bench/gpu_env.sh
+PACK=${PACK:-.carry/p8} source bench/gpu_env.sh
 PEERS=${PEERS:-.carry/peers}
 BUDGET=${BUDGET:-550}
 T0=$(date +%s)
