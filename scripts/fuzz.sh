@@ -13,7 +13,8 @@
 # checkpoint_config|checkpoint_tokenizer|eval_shard|jsonl|llmc|text|dir|
 # corpusdir|jsonl_bpe|text_bpe|dir_bpe runs one
 # harness only, or those of a space-separated list (the last eight are one
-# binary, fuzz_corpus.c, run under eight names that pick the reader and
+# binary, fuzz/fuzz_corpus.c with fuzz/fuzz_corpus_reference.c and
+# fuzz/fuzz_corpus_dir.c, run under eight names that pick the reader and
 # whether a tokenizer is used; a crash input reproduces with
 # build-fuzz/fuzz_jsonl FILE). hf_config fuzzes the Hugging Face
 # config.json reader through coda_hf_config and coda_hf_import,
@@ -161,7 +162,8 @@ for h in jsonl llmc text dir corpusdir jsonl_bpe text_bpe dir_bpe; do
     "$cc" -std=c11 -g -O1 -Wno-comment -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
       -DCORPUS_CHUNK=61 -DCORPUS_BLOCK=8 -DCORPUS_LINE_MAX=700 \
       -DCODA_FUZZ_TOKENIZER="\"$root/fuzz/corpus/tokenizer/gpt2.json\"" \
-      -I"$root/include" -I"$root/src" "$root/fuzz/fuzz_corpus.c" $core "$root"/src/lang/*.c "$embed" \
+      -I"$root/include" -I"$root/src" "$root/fuzz/fuzz_corpus.c" "$root/fuzz/fuzz_corpus_reference.c" \
+      "$root/fuzz/fuzz_corpus_dir.c" $core "$root"/src/lang/*.c "$embed" \
       "$root"/src/data/*.c "$root/src/io/files.c" "$root/src/io/json.c" $jansson -lutf8proc -lz -lm -o "$out/fuzz_corpus"
     corpus_built=1
   fi

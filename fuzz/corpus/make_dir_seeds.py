@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the seeds of fuzz/corpus/dir/ for the fuzz_dir harness
-(fuzz/fuzz_corpus.c): each seed is one directory, byte 0 the format asked
+(fuzz/fuzz_corpus_dir.c): each seed is one directory, byte 0 the format asked
 for (0 auto, 1 text, 2 jsonl, 3 llmc), then entries separated by "|#|",
 each a kind byte, a name, '\\n' and the contents. The kind's low 3 bits:
 0 file, 1 llm.c shard with a valid header, 2 llm.c shard whose header
