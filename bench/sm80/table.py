@@ -1,8 +1,8 @@
-"""The sm80 path's benchmark table (bench/results/next/sm80/bench.sh):
+"""The sm80 path's benchmark table (bench/sm80/bench.sh):
 merges what the call's parts wrote under LOG_DIR into one markdown page
 (printed) and sm80.json beside it. Parts that did not run are left out.
 
-    python3 bench/results/next/sm80/table.py LOG_DIR
+    python3 bench/sm80/table.py LOG_DIR
 
 Reads gemm.json (bench_gemm --sm80: the Hopper default, the sm80 path and
 cuBLAS in the same interleaved rounds; with --cutlass, CUTLASS's sm_80
